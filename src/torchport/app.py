@@ -1,0 +1,249 @@
+"""The app contract: what a user hands to torchport, and how it is found.
+
+An app is device-free.  It says *what* to train (model, data, loss, optimizer,
+optionally a quality metric and a forward-only inference scenario); the harness
+decides *where* and *how it is timed*: device placement, seeding, dtype and
+timing all belong to torchport, so the same app runs unchanged on every backend.
+
+Addresses accepted by :func:`load_app`:
+
+* ``path/to/app.py``            (calls the function ``app`` in that file)
+* ``path/to/app.py:function``
+* ``package.module:function``
+* ``builtin:NAME``              (``torchport.builtin.NAME:app``)
+
+This module must import on every torch the workers run on (2.9 and newer) and
+needs nothing beyond the standard library until an app is loaded.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import os
+import sys
+import sysconfig
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from torchport.errors import UserError
+
+DEFAULT_FUNCTION = "app"
+BUILTIN_PREFIX = "builtin:"
+
+
+@dataclass(frozen=True)
+class App:
+    """A training workload with no device in it.
+
+    model:      ``() -> nn.Module``, built on the CPU in float32.
+    data:       ``() -> iterable of batches`` (a list, a generator factory or a
+                DataLoader).  Batches are tensors or (nested) tuples, lists or
+                dicts of tensors.  If it has ``len()``, an epoch is that many steps.
+    loss:       ``(model, batch) -> scalar tensor``.
+    optimizer:  ``(model) -> torch.optim.Optimizer``.
+    metric:     optional ``(model, batch) -> float``: a quality figure.
+    predict:    optional ``(model, batch) -> tensor``: the forward-only
+                inference scenario, timed separately from training.
+    samples:    optional ``(batch) -> int``; default: leading dim of the first tensor.
+    tokens:     optional ``(batch) -> int``; when given, throughput is also
+                reported in tokens/s.
+    """
+
+    model: Callable[[], Any]
+    data: Callable[[], Iterable[Any]]
+    loss: Callable[[Any, Any], Any]
+    optimizer: Callable[[Any], Any]
+    name: str = "app"
+    description: str = ""
+    metric: Callable[[Any, Any], float] | None = None
+    metric_name: str = "metric"
+    metric_higher_is_better: bool = True
+    predict: Callable[[Any, Any], Any] | None = None
+    samples: Callable[[Any], int] | None = None
+    tokens: Callable[[Any], int] | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for role in ("model", "data", "loss", "optimizer"):
+            if not callable(getattr(self, role)):
+                raise TypeError(f"App.{role} must be callable, got {type(getattr(self, role)).__name__}")
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """A parsed app address; resolving it imports nothing."""
+
+    text: str
+    file: Path | None
+    module: str | None
+    function: str
+
+    @property
+    def display(self) -> str:
+        return self.text
+
+
+def parse_spec(text: str | None) -> AppSpec:
+    text = (text or f"{BUILTIN_PREFIX}classifier").strip()
+    if text.startswith(BUILTIN_PREFIX):
+        name = text[len(BUILTIN_PREFIX):]
+        if not name.isidentifier():
+            raise UserError(f"invalid built-in app name {name!r}", location=text)
+        return AppSpec(text, None, f"torchport.builtin.{name}", DEFAULT_FUNCTION)
+    target, _, function = text.rpartition(":") if _has_function_suffix(text) else (text, "", "")
+    function = function or DEFAULT_FUNCTION
+    if target.endswith(".py") or os.sep in target or "/" in target:
+        return AppSpec(text, Path(target).expanduser(), None, function)
+    return AppSpec(text, None, target, function)
+
+
+def _has_function_suffix(text: str) -> bool:
+    # "C:\\dir\\app.py" has a colon that is not a function separator.
+    head, sep, tail = text.rpartition(":")
+    return bool(sep) and tail.isidentifier() and bool(head)
+
+
+def preflight(spec: AppSpec) -> None:
+    """Cheap checks in the parent before any worker starts: the file exists,
+    parses, and defines the function.  Imports nothing."""
+    if spec.file is None:
+        if spec.module and spec.module.startswith("torchport.builtin."):
+            name = spec.module.rsplit(".", 1)[1]
+            if name not in builtin_names():
+                raise UserError(
+                    f"unknown built-in app {name!r} (known: {', '.join(builtin_names())})",
+                    location=spec.text,
+                )
+        return
+    path = spec.file
+    if not path.exists():
+        raise UserError(f"app file not found: {path}", location=spec.text)
+    if not path.is_file():
+        raise UserError(f"app path is not a file: {path}", location=spec.text)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read app file: {exc}", location=str(path)) from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise UserError(f"syntax error in app: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    names = {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    } | {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    if spec.function not in names:
+        known = ", ".join(sorted(n for n in names if not n.startswith("_"))) or "none"
+        raise UserError(
+            f"app file defines no function {spec.function!r} (top-level names: {known}); "
+            f"address it as {path}:FUNCTION",
+            location=str(path),
+        )
+
+
+def builtin_names() -> list[str]:
+    folder = Path(__file__).parent / "builtin"
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+def load_app(spec: AppSpec | str | None) -> App:
+    """Import the app and call its factory.  User-code failures become a
+    UserError located at the user's file:line."""
+    if not isinstance(spec, AppSpec):
+        spec = parse_spec(spec)
+    preflight(spec)
+    try:
+        module = _import_target(spec)
+    except UserError:
+        raise
+    except SyntaxError as exc:
+        raise UserError(f"syntax error in app: {exc.msg}", location=f"{exc.filename}:{exc.lineno}") from None
+    except Exception as exc:
+        raise user_error_from(exc, f"importing the app failed") from None
+    factory = getattr(module, spec.function, None)
+    if factory is None:
+        raise UserError(f"{spec.function!r} not found in {module.__name__}", location=spec.text)
+    if isinstance(factory, App):
+        app = factory
+    else:
+        if not callable(factory):
+            raise UserError(f"{spec.function!r} is not callable", location=spec.text)
+        try:
+            app = factory()
+        except Exception as exc:
+            raise user_error_from(exc, f"the app factory {spec.function}() raised") from None
+    if not isinstance(app, App):
+        raise UserError(
+            f"{spec.function}() returned {type(app).__name__}, expected torchport.App",
+            location=spec.text,
+        )
+    return app
+
+
+def _import_target(spec: AppSpec):
+    if spec.file is not None:
+        path = spec.file.resolve()
+        folder = str(path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        module_name = f"torchport_user_app_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise UserError(f"cannot import {path}", location=str(path))
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        module_spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(spec.module)
+    except ModuleNotFoundError as exc:
+        if exc.name and spec.module.startswith(exc.name):
+            raise UserError(f"app module not found: {spec.module}", location=spec.text) from None
+        raise
+
+
+# --- locating the user's code in a traceback -------------------------------------------
+
+_LIBRARY_ROOTS = tuple(
+    str(Path(p).resolve())
+    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+)
+_TORCHPORT_ROOT = str(Path(__file__).resolve().parent)
+
+
+def is_user_file(filename: str) -> bool:
+    """True for source files that belong to the user's app: not the standard
+    library, not an installed package (torch included), not torchport itself.
+    The built-in apps count as user code: they stand in for one."""
+    if not filename or filename.startswith("<"):
+        return False
+    resolved = os.path.realpath(filename)
+    if resolved.startswith(os.path.join(_TORCHPORT_ROOT, "builtin")):
+        return True
+    if resolved.startswith(_TORCHPORT_ROOT):
+        return False
+    return not resolved.startswith(_LIBRARY_ROOTS)
+
+
+def user_location(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame in user code."""
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if is_user_file(frame.filename):
+            found = f"{frame.filename}:{frame.lineno}"
+    return found
+
+
+def user_error_from(exc: BaseException, what: str) -> UserError:
+    detail = f"{type(exc).__name__}: {exc}".strip()
+    return UserError(f"{what}: {detail}", location=user_location(exc))

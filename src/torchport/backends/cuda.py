@@ -1,0 +1,88 @@
+"""NVIDIA CUDA, and AMD ROCm builds of PyTorch (which present as "cuda")."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+from torchport.backends import NOT_VERIFIED, Availability, Backend
+
+
+class CUDA(Backend):
+    name = "cuda"
+    title = "CUDA / ROCm GPU, eager"
+    device_type = "cuda"
+    verification = NOT_VERIFIED
+    process_group_backend = "nccl"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        import torch
+
+        if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+            return Availability(False, f"torch {torch.__version__} is a build without CUDA or ROCm support")
+        if not torch.cuda.is_available():
+            runtime = f"ROCm {torch.version.hip}" if getattr(torch.version, "hip", None) else f"CUDA {torch.version.cuda}"
+            return Availability(False, f"torch {torch.__version__} ({runtime}) found no usable GPU")
+        return Availability(True, f"{torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}")
+
+    def setup(self) -> None:
+        import torch
+
+        self.device = torch.device("cuda", torch.cuda.current_device())
+
+    def device_info(self) -> dict[str, Any]:
+        import torch
+
+        props = torch.cuda.get_device_properties(self.device)
+        info = {
+            "device": str(self.device),
+            "name": props.name,
+            "memory_bytes": props.total_memory,
+            "runtime": f"HIP {torch.version.hip}" if getattr(torch.version, "hip", None) else f"CUDA {torch.version.cuda}",
+            "capability": f"{props.major}.{props.minor}",
+        }
+        info["driver"] = _driver_version()
+        return info
+
+    def synchronize(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.device)
+
+    def reset_peak_memory(self) -> None:
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def memory(self) -> dict[str, Any] | None:
+        import torch
+
+        return {
+            "peak_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(self.device),
+            "source": "torch.cuda.max_memory_allocated / max_memory_reserved",
+        }
+
+
+class CUDACompile(CUDA):
+    name = "cuda-compile"
+    title = "CUDA / ROCm GPU, torch.compile (inductor)"
+    compiles = True
+
+    def compile(self, model: Any) -> Any:
+        import torch
+
+        return torch.compile(model)
+
+
+def _driver_version() -> str | None:
+    tool = shutil.which("nvidia-smi") or shutil.which("rocm-smi")
+    if tool is None:
+        return None
+    args = [tool, "--query-gpu=driver_version", "--format=csv,noheader"] if "nvidia" in tool else [tool, "--showdriverversion"]
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.splitlines()[0].strip() if out else None
