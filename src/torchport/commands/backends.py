@@ -1,0 +1,36 @@
+"""torchport backends"""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("backends", help="list every known backend, whether it is available here, and why")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from torchport import backends
+
+    rows = []
+    for name, cls in backends.registry().items():
+        available = backends.availability(name)
+        rows.append({**cls.describe(), **available.as_dict()})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    table = Table(title="torchport backends", title_justify="left")
+    for header in ("backend", "available", "reason / device", "kind", "verified"):
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        kind = f"proxy for {row['proxy_for']}" if row["proxy_for"] else row["title"]
+        if row["environment"]:
+            kind += f" (environment: {row['environment']})"
+        table.add_row(row["name"], "yes" if row["available"] else "no", row["reason"], kind, row["verification"])
+    Console(width=max(Console().width, 140)).print(table)
+    return 0

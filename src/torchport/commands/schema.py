@@ -1,0 +1,17 @@
+"""torchport schema"""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("schema", help="print the JSON Schema of the result document")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchport.results import load_schema
+
+    print(json.dumps(load_schema(), indent=1))
+    return 0

@@ -1,0 +1,199 @@
+"""``torchport evaluate``: the same app, the same configuration, every backend.
+
+Runs are interleaved across backends in rounds (asv-style) so that slow drift
+of the machine touches all backends alike; every run is a fresh worker
+process.  The result document is rewritten after each run.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from torchport import backends as backend_registry
+from torchport import results, summary
+from torchport.app import parse_spec, preflight
+from torchport.errors import UserError
+from torchport.launch import run_worker
+from torchport.protocol import ProtocolConfig
+
+EVALUATE_JOB = "torchport.protocol:evaluate_job"
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass
+class EvaluationOptions:
+    app: str | None = None
+    backends: list[str] = field(default_factory=list)  # empty: every known backend
+    repeats: int = 3
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    phase_timeout_s: float | None = None
+    prices: dict[str, float] = field(default_factory=dict)
+    reference: str = "cpu"
+    out_dir: Path | None = None
+    command: list[str] = field(default_factory=lambda: list(sys.argv))
+    stages: list[Callable[[dict[str, Any], "EvaluationOptions", Path], None]] = field(default_factory=list)
+
+
+def parse_price(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise UserError(f"invalid price {text!r}: expected BACKEND=USD_PER_HOUR, e.g. cpu=0.10")
+    return name.strip(), _price_value(value.strip(), f"--price {text}")
+
+
+def _price_value(value: Any, where: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"invalid price {value!r}: not a number", location=where) from None
+    if not math.isfinite(number) or number <= 0:
+        raise UserError(f"invalid price {value!r}: must be a positive number of USD per hour", location=where)
+    return number
+
+
+def load_price_file(path: Path) -> dict[str, float]:
+    """A TOML file with backend = USD per hour, at top level or under [prices]."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"price file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        raise UserError(f"invalid TOML: {exc}", location=f"{path}:{line.group(1)}" if line else str(path)) from None
+    table = data.get("prices", data)
+    if not isinstance(table, dict):
+        raise UserError("expected a [prices] table of BACKEND = USD_PER_HOUR", location=str(path))
+    return {str(name): _price_value(value, f"{path}: {name}") for name, value in table.items()}
+
+
+def validate_options(options: EvaluationOptions) -> list[str]:
+    """Check every input before any worker starts; return the backends to consider."""
+    preflight(parse_spec(options.app))
+    known = backend_registry.registry()
+    names = options.backends or list(known)
+    for name in names + list(options.prices):
+        backend_registry.get(name)  # raises a UserError naming the known backends
+    if options.repeats < 1:
+        raise UserError(f"--repeats must be at least 1, got {options.repeats}")
+    if options.timeout_s <= 0:
+        raise UserError(f"--timeout must be positive, got {options.timeout_s}")
+    return list(dict.fromkeys(names))
+
+
+def default_out_dir(app_text: str | None) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", parse_spec(app_text).text).strip("-") or "app"
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("torchport-results") / f"{name}-{stamp}"
+
+
+def app_record(app_text: str | None) -> dict[str, Any]:
+    spec = parse_spec(app_text)
+    record: dict[str, Any] = {"spec": spec.text, "file": None, "git_commit": None, "git_dirty": None}
+    if spec.file is not None:
+        record["file"] = str(spec.file.resolve())
+        record["git_commit"], record["git_dirty"] = results.git_state(spec.file.resolve())
+    return record
+
+
+class Evaluation:
+    """One evaluation in progress: the document, where it is written, and the
+    runs still to do."""
+
+    def __init__(self, options: EvaluationOptions, on_event: Callable[[str, dict[str, Any]], None] | None = None):
+        self.options = options
+        self.names = validate_options(options)
+        self.on_event = on_event or (lambda kind, data: None)
+        self.out_dir = options.out_dir or default_out_dir(options.app)
+        self.result_path = self.out_dir / "result.json"
+        config = {
+            **options.protocol.as_dict(),
+            "repeats": options.repeats,
+            "timeout_s": options.timeout_s,
+            "phase_timeout_s": options.phase_timeout_s,
+        }
+        self.document = results.new_document(options.command, app_record(options.app), config)
+        self.document["prices"] = dict(options.prices)
+
+    def save(self) -> None:
+        summary.refresh(self.document)
+        results.write_atomic(self.result_path, self.document)
+
+    def run(self) -> dict[str, Any]:
+        document = self.document
+        runnable = []
+        for name in self.names:
+            cls = backend_registry.get(name)
+            available = backend_registry.availability(name)
+            document["backends"][name] = {
+                **{k: v for k, v in cls.describe().items() if k not in ("name",)},
+                "name": name,
+                "available": available.available,
+                "reason": available.reason,
+                "status": "pending" if available.available else "unavailable",
+                "error": None,
+                "runs": [],
+                "summary": None,
+            }
+            if available.available:
+                runnable.append(name)
+        reference = self.options.reference if self.options.reference in runnable else (runnable[0] if runnable else None)
+        document["reference"] = reference
+        self.save()
+        self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
+        try:
+            self._run_rounds(runnable)
+            for stage in self.options.stages:
+                stage(document, self.options, self.out_dir)
+                self.save()
+        except UserError as exc:
+            document["status"] = "failed"
+            document["status_reason"] = exc.one_line()
+            self.save()
+            raise
+        except KeyboardInterrupt:
+            document["status"] = "interrupted"
+            document["status_reason"] = "interrupted by the user"
+            self.save()
+            raise
+        document["status"] = "complete"
+        self.save()
+        return document
+
+    def _run_rounds(self, runnable: list[str]) -> None:
+        backends = self.document["backends"]
+        for round_index in range(self.options.repeats):
+            for name in runnable:
+                entry = backends[name]
+                if entry["status"] not in ("pending", "ok"):
+                    continue  # a backend that failed is not retried in later rounds
+                self.on_event("start", {"backend": name, "round": round_index})
+                run = run_worker(
+                    name,
+                    EVALUATE_JOB,
+                    app=self.options.app,
+                    config=self.options.protocol.as_dict(),
+                    timeout=self.options.timeout_s,
+                    phase_timeout=self.options.phase_timeout_s,
+                    on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),
+                )
+                run["round"] = round_index
+                entry["runs"].append(run)
+                entry["status"] = run["status"] if run["status"] != "ok" else "ok"
+                entry["error"] = run.get("error")
+                self.save()
+                self.on_event("done", {"backend": name, "round": round_index, "run": run})
+                error = run.get("error") or {}
+                if run["status"] == "error" and error.get("kind") == "app":
+                    # The app itself is at fault: every backend would say the same.
+                    for other in runnable:
+                        if backends[other]["status"] == "pending":
+                            backends[other]["status"] = "skipped"
+                            backends[other]["reason"] = f"not run: the app failed on {name}"
+                    raise UserError(error["message"], location=error.get("location"))

@@ -1,0 +1,445 @@
+"""The timing protocol: phases, blocks of steps, steady state.
+
+Runs inside a backend's worker (see ``torchport.worker``).  For one app on one
+backend it measures, separately:
+
+1. init: model build, transfer to the device, optimizer, data pipeline;
+2. the first step, which carries any compilation;
+3. warm-up, in blocks, until the step time is steady (detected from the data,
+   with a bound) and, where the backend can tell, nothing new is compiled;
+4. sustained blocks: the figures that are compared between backends.
+
+Timing never perturbs the device: inside a block there is no synchronization
+and no ``.item()``.  A block is timed between two of the backend's own
+synchronization calls, and the block's loss values are read after the clock
+has stopped.  Time spent waiting on the data iterator is taken on the host for
+every step (``perf_counter`` only, no device call).
+
+The forward-only inference scenario, when the app defines one, goes through the
+same phases after training.
+
+This module runs on every torch a backend environment holds (2.9 and newer).
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable, Iterator
+
+from torchport.errors import UserError
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """What is measured, identical on every backend of one evaluation."""
+
+    seed: int = 0
+    dtype: str = "float32"
+    steps: int = 60  # sustained training steps per run
+    blocks: int = 10  # timing samples per run: the sustained steps are split into this many blocks
+    max_warmup_steps: int = 120  # bound on warm-up; steady state not reached by then is reported
+    steady_window: int = 3  # consecutive warm-up blocks that must agree...
+    steady_tolerance: float = 0.10  # ...within this relative spread (max - min) / median
+    inference: bool = True  # also time the app's forward-only scenario, when it has one
+    input_bound_share: float = 0.20  # data-wait share of step time above which the app is input-bound
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise UserError(f"unsupported dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
+        if self.steps < 1 or self.blocks < 1 or self.blocks > self.steps:
+            raise UserError(f"need 1 <= blocks <= steps, got steps={self.steps} blocks={self.blocks}")
+        if self.max_warmup_steps < 0:
+            raise UserError("max_warmup_steps must be >= 0")
+
+    @property
+    def block_steps(self) -> int:
+        return max(1, self.steps // self.blocks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "ProtocolConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def config_hash(effective: dict[str, Any]) -> str:
+    canonical = json.dumps(effective, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def seed_everything(seed: int) -> None:
+    import random
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def function_location(function: Callable[..., Any]) -> str | None:
+    """``file:line`` where a user function is defined, for error messages."""
+    try:
+        target = inspect.unwrap(function)
+        return f"{inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]}"
+    except (TypeError, OSError):
+        return None
+
+
+def host_peak_rss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+# --- data ---------------------------------------------------------------------------------
+
+
+class BatchStream:
+    """Endless batches from the app's data factory, one epoch after another,
+    with the host time spent waiting for each."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self._factory = factory
+        self._data = self._call_factory()
+        self._iterator: Iterator[Any] | None = None
+        self.epochs_started = 0
+        self.signatures: set[tuple] = set()
+
+    def _call_factory(self) -> Any:
+        try:
+            data = self._factory()
+        except Exception as exc:
+            from torchport.app import user_error_from
+
+            raise user_error_from(exc, "the app's data factory raised") from None
+        return data
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        try:
+            return len(self._data)
+        except TypeError:
+            return None
+
+    def next(self) -> tuple[Any, float]:
+        started = time.perf_counter()
+        batch = self._next_batch()
+        waited = time.perf_counter() - started
+        self.signatures.add(batch_signature(batch))
+        return batch, waited
+
+    def _next_batch(self) -> Any:
+        for _ in range(2):
+            if self._iterator is None:
+                if self.epochs_started and hasattr(self._data, "__next__"):
+                    # A generator is spent after one epoch: ask the factory for the next.
+                    self._data = self._call_factory()
+                self._iterator = iter(self._data)
+                self.epochs_started += 1
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                self._iterator = None
+        raise UserError("the app's data is empty: a fresh epoch yielded no batch")
+
+
+def batch_signature(batch: Any) -> tuple:
+    """Shapes and dtypes of every tensor in a batch: metadata only, no device sync."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return (tuple(batch.shape), str(batch.dtype).replace("torch.", ""))
+    if isinstance(batch, (list, tuple)):
+        return tuple(batch_signature(item) for item in batch)
+    if isinstance(batch, dict):
+        return tuple((key, batch_signature(value)) for key, value in sorted(batch.items()))
+    return (type(batch).__name__,)
+
+
+def leading_dim(batch: Any) -> int:
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else 1
+    if isinstance(batch, (list, tuple)) and batch:
+        return leading_dim(batch[0])
+    if isinstance(batch, dict) and batch:
+        return leading_dim(next(iter(batch.values())))
+    raise UserError("cannot count samples in a batch: give the App a samples=(batch) -> int function")
+
+
+# --- blocks and steady state -----------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    seconds: float
+    steps: int
+    data_wait_s: float
+    samples: int
+    tokens: int | None
+    losses: list[float] | None
+    compilations: int | None
+
+    @property
+    def step_s(self) -> float:
+        return self.seconds / self.steps
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_steady(blocks: list[Block], window: int, tolerance: float) -> bool:
+    if len(blocks) < window:
+        return False
+    recent = sorted(block.step_s for block in blocks[-window:])
+    median = recent[len(recent) // 2]
+    if median <= 0:
+        return True
+    compiled = [block.compilations for block in blocks[-window:]]
+    if any(count for count in compiled if count):
+        return False
+    return (recent[-1] - recent[0]) / median <= tolerance
+
+
+class Scenario:
+    """One timed workload (training steps, or inference calls) on one backend."""
+
+    def __init__(self, name: str, step: Callable[[], tuple[Any, float, int, int | None]], backend: Any,
+                 check_value: Callable[[float, int], None] | None):
+        self.name = name
+        self._step = step
+        self._backend = backend
+        self._check_value = check_value
+        self.steps_done = 0
+
+    def run_block(self, steps: int) -> Block:
+        backend = self._backend
+        keep: list[Any] = []
+        waited = 0.0
+        samples = 0
+        tokens: int | None = 0
+        counters_before = backend.counters()
+        started = time.perf_counter()
+        for _ in range(steps):
+            value, wait, batch_samples, batch_tokens = self._step()
+            keep.append(value)
+            waited += wait
+            samples += batch_samples
+            tokens = None if tokens is None or batch_tokens is None else tokens + batch_tokens
+        backend.synchronize()
+        elapsed = time.perf_counter() - started
+        # Clock stopped: now it is safe to look at values and counters.
+        compilations = backend.new_compilations(counters_before, backend.counters())
+        losses = None
+        if self._check_value is not None:
+            losses = [float(value) for value in keep]
+            for offset, loss in enumerate(losses):
+                self._check_value(loss, self.steps_done + offset + 1)
+        self.steps_done += steps
+        return Block(elapsed, steps, waited, samples, tokens, losses, compilations)
+
+
+def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
+               record: dict[str, Any], save: Callable[[], None]) -> None:
+    """First step, warm-up to steady state, sustained blocks; each recorded as
+    soon as it is measured."""
+    counters_start = backend.counters()
+    progress(f"{scenario.name}:first_step")
+    backend.reset_peak_memory()
+    first = scenario.run_block(1)
+    record["first_step_s"] = first.seconds
+    record["first_step"] = first.as_dict()
+    counters_after_first = backend.counters()
+    record["counters"] = {"first_step": backend.summarize_counters(counters_start, counters_after_first)}
+    save()
+
+    progress(f"{scenario.name}:warmup")
+    block_steps = config.block_steps
+    warmup: list[Block] = []
+    steady = config.max_warmup_steps == 0
+    while not steady and sum(b.steps for b in warmup) < config.max_warmup_steps:
+        warmup.append(scenario.run_block(min(block_steps, config.max_warmup_steps - sum(b.steps for b in warmup))))
+        steady = is_steady(warmup, config.steady_window, config.steady_tolerance)
+    counters_after_warmup = backend.counters()
+    record["warmup"] = {
+        "steps": sum(b.steps for b in warmup),
+        "seconds": sum(b.seconds for b in warmup),
+        "steady": steady,
+        "blocks": [b.as_dict() for b in warmup],
+    }
+    record["counters"]["warmup"] = backend.summarize_counters(counters_after_first, counters_after_warmup)
+    save()
+
+    progress(f"{scenario.name}:sustained")
+    sustained = [scenario.run_block(block_steps) for _ in range(config.blocks)]
+    counters_end = backend.counters()
+    record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained]}
+    record["counters"]["sustained"] = backend.summarize_counters(counters_after_warmup, counters_end)
+    compiled = [b.compilations for b in sustained]
+    record["sustained_compilations"] = None if any(c is None for c in compiled) else sum(compiled)
+    record["steps_total"] = scenario.steps_done
+    save()
+
+
+# --- the evaluate job --------------------------------------------------------------------------
+
+
+def evaluate_job(context: Any) -> None:
+    """Worker entry point for ``torchport evaluate``: one app, one backend, one run."""
+    import torch
+
+    from torchport.app import load_app, user_error_from
+
+    config = ProtocolConfig.from_dict(context.config)
+    backend = context.backend
+    result = context.result
+    dtype = getattr(torch, config.dtype)
+
+    context.progress("init")
+    init_started = time.perf_counter()
+    seed_everything(config.seed)
+    app = load_app(context.app_spec)
+    try:
+        model = app.model()
+    except Exception as exc:
+        raise user_error_from(exc, "the app's model factory raised") from None
+    parameters = sum(p.numel() for p in model.parameters())
+    model = backend.prepare_model(model, dtype if config.dtype != "float32" else None)
+    try:
+        optimizer = app.optimizer(model)
+    except Exception as exc:
+        raise user_error_from(exc, "the app's optimizer factory raised") from None
+    trainable = backend.compile(model)
+    stream = BatchStream(app.data)
+    backend.synchronize()
+    result["phases"]["init_s"] = time.perf_counter() - init_started
+
+    cast = dtype if config.dtype != "float32" else None
+    loss_location = function_location(app.loss)
+    first_batch_signature: list[tuple] = []
+
+    def train_step() -> tuple[Any, float, int, int | None]:
+        batch, waited = stream.next()
+        samples = app.samples(batch) if app.samples else leading_dim(batch)
+        tokens = app.tokens(batch) if app.tokens else None
+        if not first_batch_signature:
+            first_batch_signature.append(batch_signature(batch))
+        batch = backend.to_device(batch, cast)
+        optimizer.zero_grad(set_to_none=True)
+        try:
+            loss = app.loss(trainable, batch)
+        except UserError:
+            raise
+        except Exception as exc:
+            raise user_error_from(exc, "the app's loss raised") from None
+        if not isinstance(loss, torch.Tensor):
+            raise UserError(f"the loss must return a scalar tensor, got {type(loss).__name__}", location=loss_location)
+        if loss.dim() != 0:
+            raise UserError(
+                f"the loss must return a scalar tensor, got shape {tuple(loss.shape)}", location=loss_location
+            )
+        loss.backward()
+        optimizer.step()
+        backend.after_step()
+        return loss.detach(), waited, samples, tokens
+
+    def check_loss(value: float, step: int) -> None:
+        if not math.isfinite(value):
+            raise UserError(f"the loss is {value} at training step {step} on {backend.name}", location=loss_location)
+
+    training: dict[str, Any] = {}
+    result["training"] = training
+    run_phases(Scenario("training", train_step, backend, check_loss), config, backend, context.progress,
+               training, context.save)
+    training["steps_per_epoch"] = stream.steps_per_epoch
+    training["distinct_batch_shapes"] = len(stream.signatures)
+    result["memory"] = backend.memory()
+
+    effective = {
+        "app": context.app_spec,
+        "protocol": config.as_dict(),
+        "first_batch": repr(first_batch_signature[0]) if first_batch_signature else None,
+        "parameters": parameters,
+        "parameter_dtype": str(next(model.parameters()).dtype).replace("torch.", "") if parameters else None,
+        "model": type(model).__name__,
+        "optimizer": type(optimizer).__name__,
+        "optimizer_defaults": {k: repr(v) for k, v in sorted(optimizer.defaults.items())},
+    }
+    result["config"] = effective
+    result["config_hash"] = config_hash(effective)
+
+    if app.metric is not None:
+        context.progress("metric")
+        result["metric"] = _measure_metric(app, model, backend, stream, cast)
+    context.save()
+
+    if config.inference and app.predict is not None:
+        result["inference"] = _run_inference(app, trainable, model, backend, config, context, cast)
+    result["host_peak_rss_bytes"] = host_peak_rss_bytes()
+
+
+def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cast: Any) -> dict[str, Any]:
+    import torch
+
+    from torchport.app import user_error_from
+
+    batch = next(iter(app.data()))
+    model.eval()
+    try:
+        with torch.no_grad():
+            value = app.metric(model, backend.to_device(batch, cast))
+    except Exception as exc:
+        raise user_error_from(exc, "the app's metric raised") from None
+    finally:
+        model.train()
+    return {"name": app.metric_name, "value": float(value), "higher_is_better": app.metric_higher_is_better,
+            "measured_on": "the first batch of the data, after the training run"}
+
+
+def _run_inference(app: Any, trainable: Any, model: Any, backend: Any, config: ProtocolConfig, context: Any,
+                   cast: Any) -> dict[str, Any]:
+    import torch
+
+    from torchport.app import user_error_from
+
+    stream = BatchStream(app.data)
+    record: dict[str, Any] = {}
+
+    def infer_step() -> tuple[Any, float, int, int | None]:
+        batch, waited = stream.next()
+        samples = app.samples(batch) if app.samples else leading_dim(batch)
+        tokens = app.tokens(batch) if app.tokens else None
+        batch = backend.to_device(batch, cast)
+        try:
+            output = app.predict(trainable, batch)
+        except Exception as exc:
+            raise user_error_from(exc, "the app's predict raised") from None
+        backend.after_step()
+        # Returned so that it stays alive until the block's barrier: a lazy
+        # backend computes only what is still referenced.
+        return output, waited, samples, tokens
+
+    model.eval()
+    try:
+        with torch.no_grad():
+            run_phases(Scenario("inference", infer_step, backend, None), config, backend, context.progress,
+                       record, context.save)
+    finally:
+        model.train()
+    return record

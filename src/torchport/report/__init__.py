@@ -1,0 +1,1 @@
+"""Renderers: each turns a result document into text; none measures anything."""

@@ -1,0 +1,120 @@
+"""``report.md``: the evaluation as a reviewer reads it."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from torchport.report import format as fmt
+from torchport.report.verdict import verdict_line
+
+STAGE_SECTIONS = ("trace", "checks")
+
+
+def render(document: dict[str, Any]) -> str:
+    app = document["app"]
+    env = document["environment"]
+    config = document["config"]
+    reference = document.get("reference")
+    backends = document["backends"]
+    lines = [
+        f"# torchport evaluation: `{app['spec']}`",
+        "",
+        f"Status: **{document['status']}**" + (f" ({document['status_reason']})" if document.get("status_reason") else ""),
+        f" · {document['updated']} · torchport {document['tool']['version']} · torch {env['torch']} · Python {env['python']}",
+        f" · {env['cpu']} ({env['cpu_count']} cores)",
+        "",
+        f"Same configuration on every backend: dtype {config['dtype']}, seed {config['seed']}, "
+        f"{config['steps']} sustained steps in {config['blocks']} timed blocks, warm-up bound {config['max_warmup_steps']} steps, "
+        f"{config.get('repeats', 1)} fresh process(es) per backend, interleaved. Reference: `{reference}`.",
+    ]
+    if app.get("git_commit"):
+        lines.append(f"App commit {app['git_commit'][:12]}{' (with uncommitted changes)' if app.get('git_dirty') else ''}.")
+    consistency = document.get("config_consistency") or {}
+    if consistency and not consistency.get("consistent", True):
+        lines += ["", f"**Warning: configuration differs on {', '.join(consistency['differing'])}**: "
+                  "their figures are not comparable with the others (see the config hashes below)."]
+    lines += ["", "## Verdict", ""]
+    lines += [f"- {verdict_line(name, b, reference)}" for name, b in backends.items()]
+    measured = {name: b for name, b in backends.items() if b.get("summary")}
+    if measured:
+        lines += ["", "## Training throughput (sustained)", "",
+                  "| backend | step time, median [95% CI] | samples/s | tokens/s | vs reference | epoch | cost / 1M samples |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, b in measured.items():
+            s = b["summary"]
+            cost = b.get("cost") or {}
+            lines.append(
+                f"| {name} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
+                f"| {fmt.rate(s.get('tokens_per_s'), 'tokens') if s.get('tokens_per_s') else '–'} "
+                f"| {fmt.speedup(b.get('comparison')) if name != reference else 'reference'} "
+                f"| {fmt.seconds(s.get('epoch_s'))} | {fmt.usd(cost.get('usd_per_million_samples')) if cost else '–'} |"
+            )
+        lines += ["", "## Phases (median over runs)", "",
+                  "| backend | process start | imports | init | first step | compile overhead | warm-up steps | steady | per step, compile excluded (MLPerf) | per step, compile included (AlgoPerf, first K steps) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, b in measured.items():
+            s = b["summary"]
+            lines.append(
+                f"| {name} | {fmt.seconds(s.get('process_start_s'))} | {fmt.seconds(s.get('import_s'))} | {fmt.seconds(s.get('init_s'))} "
+                f"| {fmt.seconds(s['first_step_s'])} | {fmt.seconds(s['compile_overhead_s'])} | {', '.join(map(str, s['warmup_steps']))} "
+                f"| {'yes' if s['steady'] else 'NO'} | {fmt.seconds(s['time_per_step_compile_excluded_s'])} "
+                f"| {fmt.seconds(s['time_per_step_compile_included_s'])} (K={s['compile_included_steps']}) |"
+            )
+        lines += ["", "## Memory, input pipeline, quality", "",
+                  "| backend | peak device memory | peak host RSS | waiting for data | input-bound | final loss | quality metric |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, b in measured.items():
+            s = b["summary"]
+            metric = s.get("metric")
+            lines.append(
+                f"| {name} | {fmt.size(s.get('peak_device_memory_bytes')) if s.get('peak_device_memory_bytes') is not None else 'n/a (no device memory)'} "
+                f"| {fmt.size(s.get('peak_host_rss_bytes'))} | {s['data_wait_share']:.1%} | {'YES' if s['input_bound'] else 'no'} "
+                f"| {s['final_loss']:.4f} | {_metric_text(metric)} |"
+            )
+        inference = {name: b["summary"]["inference"] for name, b in measured.items() if b["summary"].get("inference")}
+        if inference:
+            lines += ["", "## Inference scenario (forward only, sustained)", "",
+                      "| backend | call time, median [95% CI] | samples/s | first call |", "|---|---|---|---|"]
+            for name, s in inference.items():
+                lines.append(f"| {name} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
+                             f"| {fmt.seconds(s['first_step_s'])} |")
+    notes = [(name, note) for name, b in measured.items() for note in b["summary"].get("notes", [])]
+    if notes:
+        lines += ["", "## Warnings", ""] + [f"- {name}: {note}" for name, note in notes]
+    failed = {name: b for name, b in backends.items() if b.get("error")}
+    if failed:
+        lines += ["", "## Failures", ""]
+        for name, b in failed.items():
+            error = b["error"]
+            lines.append(f"### {name}: {b['status']}")
+            lines.append("")
+            lines.append(f"{error.get('kind')}: {error.get('message')}" + (f" at `{error['location']}`" if error.get("location") else ""))
+            tail = next((run.get("stderr_tail") for run in reversed(b["runs"]) if run.get("stderr_tail")), None)
+            if tail:
+                lines += ["", "Last lines of the worker's stderr:", "", "```", *tail[-10:], "```"]
+            lines.append("")
+    for section in STAGE_SECTIONS:
+        if document.get(section):
+            lines += ["", _stage_markdown(section, document[section])]
+    lines += ["", "## What was verified", "",
+              "| backend | kind | verification | environment |", "|---|---|---|---|"]
+    for name, b in backends.items():
+        kind = f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", "")
+        lines.append(f"| {name} | {kind} | {b.get('verification', '')} | {b.get('environment') or 'main'} |")
+    if consistency.get("hashes"):
+        lines += ["", "Effective configuration hash per backend: " +
+                  ", ".join(f"{name} `{'/'.join(h)}`" for name, h in consistency["hashes"].items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _metric_text(metric: dict[str, Any] | None) -> str:
+    return f"{metric['name']} {metric['value']:.4f}" if metric else "–"
+
+
+def _stage_markdown(section: str, data: dict[str, Any]) -> str:
+    """Stages render their own section (``torchport.<section>.report.markdown``)."""
+    try:
+        module = importlib.import_module(f"torchport.{section}.report")
+        return module.markdown(data)
+    except ImportError:
+        return f"## {section}\n\n(no renderer installed for this section)"

@@ -1,0 +1,161 @@
+"""Statistics over timing samples: medians, intervals, comparisons.
+
+Samples arrive grouped by run (one fresh process each).  Run-to-run variation
+is usually larger than the variation inside one run, so intervals come from a
+hierarchical bootstrap: resample runs, then blocks within each chosen run.
+With one run the interval can only show within-run noise, and says so.
+
+A difference between two backends is called only when it is both
+statistically clear (the 95% interval of the ratio excludes 1) and
+practically relevant (beyond ``PRACTICAL_THRESHOLD``), as asv does.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Sequence
+
+BOOTSTRAP_RESAMPLES = 2000
+PRACTICAL_THRESHOLD = 0.05  # differences under 5% are not worth a migration decision
+SPREAD_WARNING = 0.10  # relative spread of run medians above which figures are flagged noisy
+CONFIDENCE = 0.95
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        raise ValueError("no values")
+    position = q * (len(sorted_values) - 1)
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+class Measurement:
+    """Raw samples of one quantity (e.g. seconds per step), grouped by run.
+    Keeps the samples; every statistic is computed on first use."""
+
+    def __init__(self, runs: Sequence[Sequence[float]], seed: int = 0):
+        self.runs = [list(run) for run in runs if len(run)]
+        if not self.runs:
+            raise ValueError("a measurement needs at least one sample")
+        self._seed = seed
+
+    @property
+    def samples(self) -> list[float]:
+        return [value for run in self.runs for value in run]
+
+    @cached_property
+    def median(self) -> float:
+        return median(self.samples)
+
+    @cached_property
+    def run_medians(self) -> list[float]:
+        return [median(run) for run in self.runs]
+
+    @cached_property
+    def _bootstrap_medians(self) -> list[float]:
+        rng = random.Random(self._seed)
+        estimates = []
+        for _ in range(BOOTSTRAP_RESAMPLES):
+            chosen = [self.runs[rng.randrange(len(self.runs))] for _ in self.runs]
+            pooled = [run[rng.randrange(len(run))] for run in chosen for _ in run]
+            estimates.append(median(pooled))
+        estimates.sort()
+        return estimates
+
+    @cached_property
+    def ci95(self) -> tuple[float, float]:
+        tail = (1 - CONFIDENCE) / 2
+        return (_quantile(self._bootstrap_medians, tail), _quantile(self._bootstrap_medians, 1 - tail))
+
+    @cached_property
+    def run_spread(self) -> float:
+        """(max - min) / median of the run medians: how much fresh processes disagree."""
+        medians = self.run_medians
+        return (max(medians) - min(medians)) / self.median if self.median else 0.0
+
+    @cached_property
+    def within_run_spread(self) -> float:
+        """Median over runs of each run's interquartile range relative to its median."""
+        spreads = []
+        for run in self.runs:
+            ordered = sorted(run)
+            mid = median(ordered)
+            if mid:
+                spreads.append((_quantile(ordered, 0.75) - _quantile(ordered, 0.25)) / mid)
+        return median(spreads) if spreads else 0.0
+
+    @property
+    def warnings(self) -> list[str]:
+        notes = []
+        if len(self.runs) == 1:
+            notes.append("one run only: the interval shows within-run noise, not run-to-run variation")
+        if len(self.runs) > 1 and self.run_spread > SPREAD_WARNING:
+            notes.append(f"runs disagree by {self.run_spread:.0%} (over {SPREAD_WARNING:.0%}): the machine is noisy")
+        if self.within_run_spread > SPREAD_WARNING:
+            notes.append(f"within-run spread (IQR) is {self.within_run_spread:.0%} of the median")
+        return notes
+
+    def summary(self) -> dict:
+        low, high = self.ci95
+        return {
+            "median": self.median,
+            "ci95": [low, high],
+            "runs": len(self.runs),
+            "samples": len(self.samples),
+            "run_medians": self.run_medians,
+            "run_spread": self.run_spread,
+            "within_run_spread": self.within_run_spread,
+            "warnings": self.warnings,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How a candidate compares with a reference, for a lower-is-better time."""
+
+    speedup: float  # reference time / candidate time; > 1 means the candidate is faster
+    ci95: tuple[float, float]
+    significant: bool
+    practical: bool
+
+    @property
+    def verdict(self) -> str:
+        if not self.significant:
+            return "no clear difference"
+        if not self.practical:
+            return f"within {PRACTICAL_THRESHOLD:.0%} (not a practical difference)"
+        return "faster" if self.speedup > 1 else "slower"
+
+    def as_dict(self) -> dict:
+        return {
+            "speedup": self.speedup,
+            "ci95": list(self.ci95),
+            "significant": self.significant,
+            "practical": self.practical,
+            "verdict": self.verdict,
+            "practical_threshold": PRACTICAL_THRESHOLD,
+        }
+
+
+def compare(candidate: Measurement, reference: Measurement) -> Comparison:
+    speedup = reference.median / candidate.median
+    ratios = sorted(r / c for r, c in zip(reference._bootstrap_medians, _shuffled(candidate._bootstrap_medians)))
+    tail = (1 - CONFIDENCE) / 2
+    low, high = _quantile(ratios, tail), _quantile(ratios, 1 - tail)
+    significant = low > 1 or high < 1
+    practical = abs(speedup - 1) >= PRACTICAL_THRESHOLD
+    return Comparison(speedup, (low, high), significant, practical)
+
+
+def _shuffled(values: list[float]) -> list[float]:
+    # Pair the two bootstrap distributions independently, not in sorted order.
+    copy = list(values)
+    random.Random(1).shuffle(copy)
+    return copy

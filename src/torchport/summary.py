@@ -1,0 +1,177 @@
+"""Figures per backend, computed from the raw samples in the result document.
+
+Pure functions of the document: ``torchport report`` recomputes everything
+here from a saved result file, so the stored raw samples are the truth and the
+summaries are only a cache of them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from torchport.stats import Measurement, compare
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def ok_runs(backend: dict[str, Any]) -> list[dict[str, Any]]:
+    return [run for run in backend.get("runs", []) if run.get("status") == "ok" and run.get("training")]
+
+
+def scenario_summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    scenarios = [run[key] for run in runs if run.get(key) and run[key].get("sustained")]
+    if not scenarios:
+        return None
+    step_time = Measurement([[b["seconds"] / b["steps"] for b in s["sustained"]["blocks"]] for s in scenarios])
+    samples_per_step = _per_step(scenarios, "samples")
+    tokens_per_step = _per_step(scenarios, "tokens")
+    low, high = step_time.ci95
+    sustained_seconds = sum(b["seconds"] for s in scenarios for b in s["sustained"]["blocks"])
+    data_wait = sum(b["data_wait_s"] for s in scenarios for b in s["sustained"]["blocks"])
+    first_step = Measurement([[s["first_step_s"]] for s in scenarios])
+    # AlgoPerf counts compilation as part of the time to result; MLPerf leaves it
+    # out.  Both are shown: per step over everything this run did, and sustained only.
+    included = [
+        (s["first_step_s"] + s["warmup"]["seconds"] + sum(b["seconds"] for b in s["sustained"]["blocks"]))
+        / s["steps_total"]
+        for s in scenarios
+    ]
+    compiled = [s.get("sustained_compilations") for s in scenarios]
+    summary = {
+        "step_time_s": step_time.summary(),
+        "samples_per_s": samples_per_step / step_time.median if samples_per_step else None,
+        "samples_per_s_ci95": [samples_per_step / high, samples_per_step / low] if samples_per_step else None,
+        "tokens_per_s": tokens_per_step / step_time.median if tokens_per_step else None,
+        "first_step_s": first_step.median,
+        "compile_overhead_s": max(0.0, first_step.median - step_time.median),
+        "warmup_steps": [s["warmup"]["steps"] for s in scenarios],
+        "steady": all(s["warmup"]["steady"] for s in scenarios),
+        "time_per_step_compile_excluded_s": step_time.median,
+        "time_per_step_compile_included_s": sorted(included)[len(included) // 2],
+        "compile_included_steps": scenarios[0]["steps_total"],
+        "data_wait_share": data_wait / sustained_seconds if sustained_seconds else 0.0,
+        "sustained_compilations": None if any(c is None for c in compiled) else max(compiled),
+    }
+    return summary
+
+
+def _per_step(scenarios: list[dict[str, Any]], field: str) -> float | None:
+    totals = [(b.get(field), b["steps"]) for s in scenarios for b in s["sustained"]["blocks"]]
+    if any(value is None for value, _ in totals):
+        return None
+    steps = sum(count for _, count in totals)
+    return sum(value for value, _ in totals) / steps if steps else None
+
+
+def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[str, Any] | None:
+    runs = ok_runs(backend)
+    if not runs:
+        return None
+    summary = scenario_summary(runs, "training")
+    assert summary is not None
+    notes: list[str] = list(summary["step_time_s"]["warnings"])
+    epochs = [run["training"].get("steps_per_epoch") for run in runs]
+    summary["epoch_s"] = epochs[0] * summary["step_time_s"]["median"] if epochs[0] else None
+    summary["runs_ok"] = len(runs)
+    for phase in ("process_start_s", "import_s", "init_s"):
+        values = [run["phases"][phase] for run in runs if phase in run.get("phases", {})]
+        summary[phase] = sorted(values)[len(values) // 2] if values else None
+    memories = [_peak_device_memory(run.get("memory")) for run in runs]
+    summary["peak_device_memory_bytes"] = max((m for m in memories if m is not None), default=None)
+    summary["peak_host_rss_bytes"] = max((run.get("host_peak_rss_bytes") or 0 for run in runs), default=None)
+    summary["input_bound"] = summary["data_wait_share"] > input_bound_share
+    if summary["input_bound"]:
+        notes.append(
+            f"input-bound: {summary['data_wait_share']:.0%} of step time waits for data "
+            f"(over {input_bound_share:.0%}); see `torchport check` for the input pipeline"
+        )
+    if not summary["steady"]:
+        notes.append("steady state was not reached within the warm-up bound: sustained figures may still include warm-up")
+    shapes = max(run["training"].get("distinct_batch_shapes") or 1 for run in runs)
+    summary["distinct_batch_shapes"] = shapes
+    recompiled = summary.get("sustained_compilations")
+    if recompiled:
+        steps = sum(b["steps"] for b in runs[0]["training"]["sustained"]["blocks"])
+        cause = f": input shapes change ({shapes} distinct batch shapes)" if shapes > 1 else ""
+        notes.append(f"recompiled {recompiled} times in {steps} sustained steps{cause}; not a steady state")
+    metrics = [run.get("metric") for run in runs if run.get("metric")]
+    summary["metric"] = (
+        {**metrics[0], "value": sorted(m["value"] for m in metrics)[len(metrics) // 2], "runs": len(metrics)}
+        if metrics else None
+    )
+    final_losses = [run["training"]["sustained"]["blocks"][-1]["losses"][-1] for run in runs]
+    summary["final_loss"] = sorted(final_losses)[len(final_losses) // 2]
+    summary["inference"] = scenario_summary(runs, "inference")
+    summary["notes"] = notes
+    return summary
+
+
+def _peak_device_memory(memory: dict[str, Any] | None) -> int | None:
+    if not memory:
+        return None
+    for key in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_bytes", "current_allocated_bytes"):
+        if memory.get(key) is not None:
+            return int(memory[key])
+    return None
+
+
+def comparison(candidate: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any] | None:
+    runs_c, runs_r = ok_runs(candidate), ok_runs(reference)
+    if not runs_c or not runs_r:
+        return None
+
+    def measurement(runs: list[dict[str, Any]]) -> Measurement:
+        return Measurement([[b["seconds"] / b["steps"] for b in r["training"]["sustained"]["blocks"]] for r in runs])
+
+    return compare(measurement(runs_c), measurement(runs_r)).as_dict()
+
+
+def cost(summary: dict[str, Any] | None, usd_per_hour: float | None) -> dict[str, Any] | None:
+    """Cost per 1M samples and per epoch, from the sustained throughput and its
+    interval.  Compile time is not amortised here; the report shows it apart."""
+    if summary is None or usd_per_hour is None or not summary.get("samples_per_s"):
+        return None
+    usd_per_second = usd_per_hour / SECONDS_PER_HOUR
+    low_rate, high_rate = summary["samples_per_s_ci95"]
+    result = {
+        "usd_per_hour": usd_per_hour,
+        "usd_per_million_samples": usd_per_second * 1e6 / summary["samples_per_s"],
+        "usd_per_million_samples_ci95": [usd_per_second * 1e6 / high_rate, usd_per_second * 1e6 / low_rate],
+        "usd_per_epoch": usd_per_second * summary["epoch_s"] if summary.get("epoch_s") else None,
+    }
+    if summary.get("tokens_per_s"):
+        result["usd_per_million_tokens"] = usd_per_second * 1e6 / summary["tokens_per_s"]
+    return result
+
+
+def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every backend must have run the same effective configuration."""
+    hashes = {
+        name: sorted({run["config_hash"] for run in backend.get("runs", []) if run.get("config_hash")})
+        for name, backend in backends.items()
+    }
+    hashes = {name: value for name, value in hashes.items() if value}
+    counts: dict[str, int] = {}
+    for value in hashes.values():
+        for digest in value:
+            counts[digest] = counts.get(digest, 0) + 1
+    majority = max(counts, key=counts.get) if counts else None
+    differing = sorted(name for name, value in hashes.items() if value != [majority])
+    return {"consistent": not differing, "hashes": hashes, "differing": differing}
+
+
+def refresh(document: dict[str, Any]) -> dict[str, Any]:
+    """Recompute every derived figure in the document from its raw samples."""
+    input_bound_share = document.get("config", {}).get("input_bound_share", 0.20)
+    backends = document["backends"]
+    for backend in backends.values():
+        backend["summary"] = backend_summary(backend, input_bound_share)
+    reference_name = document.get("reference")
+    reference = backends.get(reference_name) if reference_name else None
+    prices = document.get("prices") or {}
+    for name, backend in backends.items():
+        backend["comparison"] = (
+            comparison(backend, reference) if reference is not None and name != reference_name else None
+        )
+        backend["cost"] = cost(backend.get("summary"), prices.get(name))
+    document["config_consistency"] = config_consistency(backends)
+    return document

@@ -1,0 +1,150 @@
+"""What runs inside a backend's own process.
+
+``python -m torchport.worker JOB.json`` loads the job, creates the backend's
+device, calls the job function and writes its result to the job's ``output``
+file.  One process per backend run, always: out-of-tree accelerators rename
+PyTorch's PrivateUse1 device once per process, and a crash, hang or OOM here
+must not take other backends down.
+
+Conversation with the parent, kept deliberately small:
+
+* stdout carries progress lines ``@@torchport {"phase": ...}``;
+* ``output`` holds the result, rewritten atomically whenever a job calls
+  ``context.save()``, so a worker killed later still leaves what it measured;
+* the exit status is 0 on success, 3 when the job failed with a reported error.
+
+This file runs on every torch a backend environment holds (2.9 and newer) and
+imports only the standard library before the job starts.
+"""
+from __future__ import annotations
+
+import time
+
+WORKER_STARTED = time.time()
+
+import importlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+PROGRESS_PREFIX = "@@torchport "
+EXIT_OK = 0
+EXIT_REPORTED_ERROR = 3
+
+
+@dataclass
+class WorkerContext:
+    """What a job function gets: its backend (device ready), the job spec, and
+    a place to put results."""
+
+    job: dict[str, Any]
+    backend: Any
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.job.get("config", {})
+
+    @property
+    def app_spec(self) -> str | None:
+        return self.job.get("app")
+
+    def progress(self, phase: str, **details: Any) -> None:
+        """Tell the parent which phase is running (it enforces per-phase timeouts)."""
+        line = json.dumps({"phase": phase, "time": time.time(), **details})
+        print(PROGRESS_PREFIX + line, flush=True)
+
+    def save(self) -> None:
+        write_json_atomic(self.job["output"], self.result)
+
+
+def write_json_atomic(path: str, document: dict[str, Any]) -> None:
+    temporary = f"{path}.tmp{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=1, default=_json_default)
+    os.replace(temporary, path)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def _resolve(function_path: str) -> Callable[[WorkerContext], None]:
+    module_name, _, attribute = function_path.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def classify_error(exc: BaseException) -> dict[str, Any]:
+    """Turn an exception into the result's error record.  ``kind`` says whose
+    problem it is: ``app`` (the user's code or input), ``out_of_memory``, or
+    ``backend`` (the device, its runtime or torchport)."""
+    from torchport.app import user_location
+    from torchport.errors import UserError
+
+    if isinstance(exc, UserError):
+        return {"kind": getattr(exc, "kind", "app"), "message": exc.message, "location": exc.location}
+    message = f"{type(exc).__name__}: {exc}".strip()
+    first_line = message.splitlines()[0] if message else type(exc).__name__
+    if "out of memory" in message.lower() or type(exc).__name__ == "OutOfMemoryError":
+        return {"kind": "out_of_memory", "message": first_line, "location": user_location(exc)}
+    return {
+        "kind": "backend",
+        "message": first_line,
+        "location": user_location(exc),
+        "traceback": traceback.format_exc(limit=-12),
+    }
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[0], encoding="utf-8") as handle:
+        job = json.load(handle)
+    spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
+    result: dict[str, Any] = {"status": "running", "phases": {}}
+    context = WorkerContext(job=job, backend=None, result=result)
+    result["phases"]["process_start_s"] = max(0.0, WORKER_STARTED - spawned)
+    try:
+        context.progress("import")
+        import_started = time.time()
+        import torch
+
+        from torchport import backends
+
+        backend = backends.get(job["backend"])()
+        result["worker"] = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "executable": sys.executable,
+            "pid": os.getpid(),
+        }
+        context.progress("device")
+        backend.setup()
+        context.backend = backend
+        result["device"] = backend.device_info()
+        job_function = _resolve(job["function"])
+        result["phases"]["import_s"] = time.time() - import_started
+        context.save()
+        job_function(context)
+        result["status"] = "ok"
+        context.save()
+        return EXIT_OK
+    except BaseException as exc:  # everything is reported; the parent decides what it means
+        if isinstance(exc, KeyboardInterrupt):
+            result["status"] = "interrupted"
+        else:
+            result["status"] = "error"
+        result["error"] = classify_error(exc)
+        context.save()
+        if result["error"].get("traceback"):
+            print(result["error"]["traceback"], file=sys.stderr)
+        return EXIT_REPORTED_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
