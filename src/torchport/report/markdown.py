@@ -7,7 +7,8 @@ from typing import Any
 from torchport.report import format as fmt
 from torchport.report.verdict import verdict_line
 
-STAGE_SECTIONS = ("trace", "checks")
+# Each stage renders its own section of the report.
+STAGE_RENDERERS = {"trace": "torchport.trace.report", "checks": "torchport.check.report"}
 
 
 def render(document: dict[str, Any]) -> str:
@@ -93,7 +94,7 @@ def render(document: dict[str, Any]) -> str:
             if tail:
                 lines += ["", "Last lines of the worker's stderr:", "", "```", *tail[-10:], "```"]
             lines.append("")
-    for section in STAGE_SECTIONS:
+    for section in STAGE_RENDERERS:
         if document.get(section):
             lines += ["", _stage_markdown(section, document[section])]
     lines += ["", "## What was verified", "",
@@ -112,9 +113,8 @@ def _metric_text(metric: dict[str, Any] | None) -> str:
 
 
 def _stage_markdown(section: str, data: dict[str, Any]) -> str:
-    """Stages render their own section (``torchport.<section>.report.markdown``)."""
     try:
-        module = importlib.import_module(f"torchport.{section}.report")
+        module = importlib.import_module(STAGE_RENDERERS[section])
         return module.markdown(data)
     except ImportError:
         return f"## {section}\n\n(no renderer installed for this section)"
