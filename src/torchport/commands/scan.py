@@ -1,0 +1,164 @@
+"""``torchport scan``, ``torchport fix`` and ``torchport rules``: the static portability checks.
+
+The logic lives in ``torchport.scan``; this module only parses arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from torchport.errors import UserError
+
+FORMATS = ("text", "json", "sarif")
+
+
+def register(subparsers) -> None:
+    scan = subparsers.add_parser(
+        "scan", help="find CUDA lock-in in a source tree (static; nothing is imported or run)",
+        description="Report every CUDA assumption with its consequence per target and the "
+                    "portable replacement. Exit status: 1 when a finding reaches --fail-on, "
+                    "2 on bad input, else 0.")
+    scan.add_argument("paths", nargs="*", default=["."], metavar="PATH",
+                      help="files or folders (default: .); explicit paths ignore 'exclude'")
+    scan.add_argument("--format", choices=FORMATS, default="text")
+    scan.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
+    scan.add_argument("--fail-on", choices=("error", "silent", "perf", "info", "never"),
+                      help="lowest severity that fails the run (order: info < perf < silent < "
+                           "error; default from config, else silent)")
+    scan.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPU count)")
+    _common(scan)
+    scan.set_defaults(func=run_scan)
+
+    fix = subparsers.add_parser(
+        "fix", help="rewrite the mechanical CUDA lock-in (prints a diff; --write applies it)",
+        description="Print a unified diff of the safe rewrites; --write applies them. Files "
+                    "with uncommitted changes are refused unless --force.")
+    fix.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    fix.add_argument("--write", action="store_true", help="apply the changes to the files")
+    fix.add_argument("--force", action="store_true",
+                     help="write even into files with uncommitted changes or not tracked by git")
+    _common(fix)
+    fix.set_defaults(func=run_fix)
+
+    rules = subparsers.add_parser("rules", help="list the scan rules, or explain one",
+                                  description="List every rule, or explain one with an example.")
+    rules.add_argument("rule", nargs="?", metavar="ID", help="a rule id such as TP101")
+    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    rules.set_defaults(func=run_rules)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", action="append", metavar="T[,T...]",
+                        help="targets to judge against: tpu, xla, trainium, rocm, xpu, mps, cpu "
+                             "(default: config, else all)")
+    parser.add_argument("--select", metavar="IDS", help="comma-separated rule ids or prefixes to enable")
+    parser.add_argument("--ignore", metavar="IDS", help="comma-separated rule ids or prefixes to disable")
+    parser.add_argument("--min-torch", metavar="X.Y",
+                        help="oldest torch the code must run on (default: config, else detected "
+                             "from pyproject/requirements, else 2.6)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="pyproject.toml or torchport.toml to read (default: nearest)")
+
+
+def _settings(args):
+    from torchport.scan.config import _VERSION, load_config
+    from torchport.scan.rules import RULES_BY_ID, TARGETS
+
+    paths = [Path(p) for p in args.paths]
+    for path in paths:
+        if not path.exists() and not path.is_symlink():
+            raise UserError("no such file or folder", location=str(path))
+    config = load_config(paths[0], Path(args.config) if args.config else None)
+    if args.target:
+        targets = [t.strip() for value in args.target for t in value.split(",") if t.strip()]
+        for target in targets:
+            if target not in TARGETS:
+                raise UserError(f"unknown target '{target}' (known: {', '.join(TARGETS)})",
+                                location="--target")
+        config.targets = targets
+    for option in ("select", "ignore"):
+        value = getattr(args, option)
+        if value is not None:
+            codes = [c.strip() for c in value.split(",") if c.strip()]
+            for code in codes:
+                if code != "ALL" and not any(r.startswith(code) for r in RULES_BY_ID):
+                    raise UserError(f"no rule matches '{code}' (see torchport rules)", location=f"--{option}")
+            setattr(config, option, codes)
+    if args.min_torch and not _VERSION.match(args.min_torch):
+        raise UserError("expected a version such as 2.9", location="--min-torch")
+    return paths, config
+
+
+def run_scan(args) -> int:
+    from torchport.scan import report, scanner
+    from torchport.scan.config import fail_threshold
+
+    paths, config = _settings(args)
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError("must be at least 1", location="--jobs")
+    result = scanner.scan(paths, config, min_torch=args.min_torch, jobs=args.jobs)
+    render = {"text": report.render_text, "json": report.render_json, "sarif": report.render_sarif}
+    _emit(render[args.format](result), args.output)
+    threshold = fail_threshold(args.fail_on or config.fail_on)
+    return 1 if threshold is not None and report.worst_rank(result) >= threshold else 0
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write: {exc.strerror}", location=output) from None
+    else:
+        sys.stdout.write(text)
+
+
+def run_fix(args) -> int:
+    from torchport.scan import fixer, scanner
+    from torchport.scan.rules import RULES_BY_ID
+
+    paths, config = _settings(args)
+    min_torch, source = scanner.resolve_min_torch(args.min_torch, config, paths[0])
+    fixes = fixer.fix_paths(paths, config, min_torch)
+    for fix in fixes:
+        if fix.changed:
+            sys.stdout.write(fix.diff())
+    if args.write:
+        fixer.write(fixes, args.force)
+    changed = [f for f in fixes if f.changed]
+    applied = sum(len(f.applied) for f in fixes)
+    verb = "applied" if args.write else "proposed (rerun with --write to apply)"
+    err = sys.stderr
+    print(f"torchport fix: {applied} fix(es) {verb} in {len(changed)} file(s) "
+          f"(torch>={min_torch}, from {source})", file=err)
+    for fix in fixes:
+        if fix.skipped:
+            print(f"{fix.display}: skipped: {fix.skipped}", file=err)
+    remaining = [finding for fix in fixes for finding in fix.remaining]
+    if remaining:
+        print(f"{len(remaining)} finding(s) need a manual change:", file=err)
+        for finding in remaining:
+            rule = RULES_BY_ID[finding.rule_id]
+            note = f" ({finding.fix_note})" if finding.fix_note else ""
+            print(f"  {finding.path}:{finding.line}:{finding.column}: {rule.id} {rule.title}: "
+                  f"{finding.detail}{note}", file=err)
+    return 0
+
+
+def run_rules(args) -> int:
+    from torchport.scan import catalogue
+
+    if args.rule:
+        rule = catalogue.find(args.rule)
+        text = (json.dumps(catalogue.rule_dict(rule), indent=2) + "\n" if args.format == "json"
+                else catalogue.explain(rule))
+    elif args.format == "json":
+        text = json.dumps([catalogue.rule_dict(r) for r in catalogue.RULES], indent=2) + "\n"
+    elif args.format == "markdown":
+        text = catalogue.markdown_table()
+    else:
+        text = catalogue.listing()
+    sys.stdout.write(text)
+    return 0

@@ -1,0 +1,208 @@
+"""Scan settings: ``[tool.torchport.scan]`` in pyproject.toml or ``[scan]`` in torchport.toml.
+
+The settings that apply are those of the config nearest to the first scanned path
+(searching upwards, stopping at the repository root).  While walking folders,
+every config found further down adds its ``exclude`` patterns for its own
+subtree, so ``examples/torchport.toml`` can keep a deliberately CUDA-written
+example out of ``torchport scan .`` while ``torchport scan examples/that_dir``
+(an explicit path) still scans it.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchport.errors import UserError
+from torchport.scan.rules import RULES_BY_ID, SEVERITY_RANK, TARGETS
+
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "node_modules",
+    "build", "dist", "site-packages", ".eggs", "*.egg-info", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", "_build", ".torchport-cache", "torchport-results",
+)
+DEFAULT_MIN_TORCH = "2.6"  # the first torch with torch.accelerator
+DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
+FAIL_ON = ("error", "silent", "perf", "info", "never")
+
+_KEYS = {"select", "ignore", "targets", "exclude", "min-torch", "max-file-bytes", "fail-on"}
+_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z")
+
+
+@dataclass
+class ExcludeSet:
+    """Glob patterns, each relative to the folder of the config that declared it."""
+    patterns: list[tuple[Path, str]] = field(default_factory=list)
+
+    def add(self, base: Path, patterns) -> "ExcludeSet":
+        return ExcludeSet(self.patterns + [(base, p.rstrip("/")) for p in patterns])
+
+    def excludes(self, path: Path) -> bool:
+        for base, pattern in self.patterns:
+            try:
+                relative = path.relative_to(base).as_posix()
+            except ValueError:
+                continue
+            if "/" in pattern:
+                if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern + "/*"):
+                    return True
+            elif any(fnmatch.fnmatchcase(part, pattern) for part in relative.split("/")):
+                return True
+        return False
+
+
+@dataclass
+class ScanConfig:
+    select: list[str] = field(default_factory=lambda: ["ALL"])
+    ignore: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=lambda: list(TARGETS))
+    exclude: list[str] = field(default_factory=list)
+    min_torch: str | None = None
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    fail_on: str = "silent"
+    source: Path | None = None  # the config file these settings came from
+    root: Path | None = None  # its folder
+
+    def rule_enabled(self, rule_id: str) -> bool:
+        from torchport.scan.rules import matches
+        return matches(rule_id, self.select) and not matches(rule_id, self.ignore)
+
+
+def scan_table(path: Path) -> dict | None:
+    """The scan settings table of a config file, or None when it has none."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"invalid TOML: {exc}", location=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read config: {exc}", location=str(path)) from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("torchport", {})
+        table = table.get("scan") if isinstance(table, dict) else None
+        where = "[tool.torchport.scan]"
+    else:
+        table = data.get("scan")
+        where = "[scan]"
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise UserError(f"{where} must be a table", location=str(path))
+    return _validated(table, path, where)
+
+
+def _validated(table: dict, path: Path, where: str) -> dict:
+    def fail(message: str):
+        raise UserError(f"{where}: {message}", location=str(path))
+
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        fail(f"unknown key '{unknown[0]}' (known: {', '.join(sorted(_KEYS))})")
+    for key in ("select", "ignore", "targets", "exclude"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            fail(f"'{key}' must be a list of strings")
+    for key in ("select", "ignore"):
+        for code in table.get(key, []):
+            if code != "ALL" and not any(rule_id.startswith(code) for rule_id in RULES_BY_ID):
+                fail(f"'{key}' names no rule: '{code}' (rule ids look like TP101; see torchport rules)")
+    for target in table.get("targets", []):
+        if target not in TARGETS:
+            fail(f"unknown target '{target}' (known: {', '.join(TARGETS)})")
+    if "min-torch" in table and not (isinstance(table["min-torch"], str) and _VERSION.match(table["min-torch"])):
+        fail("'min-torch' must be a version string such as \"2.9\"")
+    if "max-file-bytes" in table and not (isinstance(table["max-file-bytes"], int) and table["max-file-bytes"] > 0):
+        fail("'max-file-bytes' must be a positive integer")
+    if "fail-on" in table and table["fail-on"] not in FAIL_ON:
+        fail(f"'fail-on' must be one of {', '.join(FAIL_ON)}")
+    return table
+
+
+def config_file_in(folder: Path) -> Path | None:
+    """The config file of this folder that has scan settings, if any."""
+    candidate = folder / "torchport.toml"
+    if candidate.is_file():
+        return candidate
+    candidate = folder / "pyproject.toml"
+    if candidate.is_file():
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        if "torchport" in text and scan_table(candidate) is not None:
+            return candidate
+    return None
+
+
+def find_config(start: Path) -> Path | None:
+    folder = start if start.is_dir() else start.parent
+    folder = folder.resolve()
+    for candidate in (folder, *folder.parents):
+        found = config_file_in(candidate)
+        if found:
+            return found
+        if (candidate / ".git").exists():
+            return None
+    return None
+
+
+def load_config(start: Path, explicit: Path | None = None) -> ScanConfig:
+    path = explicit or find_config(start)
+    if path is None:
+        return ScanConfig()
+    if explicit is not None and not explicit.is_file():
+        raise UserError("config file not found", location=str(explicit))
+    table = scan_table(path) or {}
+    config = ScanConfig(source=path, root=path.parent.resolve())
+    for key in ("select", "ignore", "targets", "exclude"):
+        if key in table:
+            setattr(config, key, list(table[key]))
+    config.min_torch = table.get("min-torch")
+    config.max_file_bytes = table.get("max-file-bytes", DEFAULT_MAX_FILE_BYTES)
+    config.fail_on = table.get("fail-on", "silent")
+    return config
+
+
+_TORCH_REQUIREMENT = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?:>=|==|~=|>)\s*(\d+\.\d+(?:\.\d+)?)", re.I)
+
+
+def detect_min_torch(start: Path) -> tuple[str, str] | None:
+    """(version, where) from the nearest pyproject.toml or requirements*.txt that
+    constrains torch, searching upwards from ``start`` to the repository root."""
+    folder = (start if start.is_dir() else start.parent).resolve()
+    for candidate in (folder, *folder.parents):
+        found = _torch_constraint_in(candidate)
+        if found:
+            return found
+        if (candidate / ".git").exists():
+            return None
+    return None
+
+
+def _torch_constraint_in(folder: Path) -> tuple[str, str] | None:
+    pyproject = folder / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+            data = {}
+        project = data.get("project") if isinstance(data.get("project"), dict) else {}
+        for specifier in project.get("dependencies", []) or []:
+            match = _TORCH_REQUIREMENT.match(specifier) if isinstance(specifier, str) else None
+            if match:
+                return match.group(1), str(pyproject)
+    for requirements in sorted(folder.glob("requirements*.txt")):
+        try:
+            lines = requirements.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            match = _TORCH_REQUIREMENT.match(line)
+            if match:
+                return match.group(1), str(requirements)
+    return None
+
+
+def fail_threshold(fail_on: str) -> int | None:
+    return None if fail_on == "never" else SEVERITY_RANK[fail_on]

@@ -1,0 +1,53 @@
+"""What a scan produces: findings (with an optional fix) and skipped files."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace source[start:end] with text.  Positions are (line, column) as ``ast``
+    gives them: lines from 1, columns in UTF-8 bytes from 0."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    edits: tuple[Edit, ...]
+    min_torch: str  # the oldest torch on which the rewritten code runs
+    uses_device: bool = False  # needs the module-level ACCELERATOR_DEVICE line
+    uses_torch: bool = False  # needs a name bound to the torch module
+
+
+@dataclass
+class Finding:
+    rule_id: str
+    path: str
+    line: int
+    column: int  # 1-based, in characters
+    end_line: int
+    end_column: int
+    detail: str  # what was matched, e.g. "torch.cuda.synchronize()"
+    snippet: str = ""  # the source line, for excerpts and suppression comments
+    fix: Fix | None = None
+    fixable: bool = False  # set by the scanner: a fix exists and the torch version allows it
+    fix_note: str = ""  # why a fixable rule's finding is not fixed here
+
+    def sort_key(self):
+        return (self.path, self.line, self.column, self.rule_id)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    skipped: Skipped | None = None

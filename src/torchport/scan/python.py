@@ -1,0 +1,840 @@
+"""Static analysis of one Python source: which rules it breaks and how to rewrite them.
+
+Names are resolved through the file's imports and simple assignments
+(``import torch as th``, ``from torch import cuda``, ``from torch.cuda.amp import
+autocast``, ``cudnn = torch.backends.cudnn``), so every check works on a
+*qualified* name such as ``torch.cuda.synchronize``.  String constants assigned
+once (``device = "cuda"``) are followed where a device or backend is expected.
+
+Fixes are expressed as edits at ``ast`` positions; ``fixer.py`` applies them to
+the original text so that everything outside the rewritten expressions stays
+byte-identical.
+
+Speed: most files of a large repository never mention CUDA.  ``parse_relevant``
+parses only the top-level statements (or class members) that contain a trigger
+word, plus the imports; that is what makes a 1.2-million-line scan take seconds.
+The fixer parses whole files.
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from itertools import accumulate
+
+from torchport.scan.model import Edit, Finding, Fix
+from torchport.scan.packages import classify_import, classify_requirement
+
+DEVICE_NAME = "ACCELERATOR_DEVICE"
+_CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?\Z")
+_XLA_DEVICE = re.compile(r"xla(?::\d+)?\Z")
+ANY_VERSION = "0"
+
+# torch.cuda.X -> (rule, torch.<replacement>, min torch) for 1:1 renames.
+CUDA_RENAMES: dict[str, tuple[str, str, str]] = {
+    "synchronize": ("TP101", "accelerator.synchronize", "2.6"),
+    "manual_seed": ("TP102", "manual_seed", ANY_VERSION),
+    "manual_seed_all": ("TP102", "manual_seed", ANY_VERSION),
+    "seed": ("TP102", "seed", ANY_VERSION),
+    "seed_all": ("TP102", "seed", ANY_VERSION),
+    "device_count": ("TP004", "accelerator.device_count", "2.6"),
+    "current_device": ("TP004", "accelerator.current_device_index", "2.6"),
+    "set_device": ("TP004", "accelerator.set_device_index", "2.6"),
+    "device": ("TP004", "accelerator.device_index", "2.8"),
+    "empty_cache": ("TP105", "accelerator.empty_cache", "2.9"),
+    "mem_get_info": ("TP104", "accelerator.get_memory_info", "2.10"),
+    **{name: ("TP104", f"accelerator.{name}", "2.9") for name in (
+        "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+        "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats")},
+}
+# torch.cuda.X -> rule, for the names without a safe rewrite.
+CUDA_NAMES: dict[str, str] = {
+    "is_available": "TP003", "device_of": "TP004",
+    **dict.fromkeys(("get_device_name", "get_device_properties", "get_device_capability",
+                     "get_arch_list", "is_bf16_supported", "is_tf32_supported"), "TP005"),
+    **dict.fromkeys(("get_rng_state", "get_rng_state_all", "set_rng_state",
+                     "set_rng_state_all", "initial_seed"), "TP103"),
+    **dict.fromkeys(("memory_summary", "memory_snapshot", "memory_cached", "max_memory_cached",
+                     "reset_max_memory_allocated", "reset_max_memory_cached",
+                     "set_per_process_memory_fraction", "list_gpu_processes", "memory_usage",
+                     "memory_stats_as_nested_dict", "caching_allocator_alloc",
+                     "caching_allocator_delete", "device_memory_used"), "TP104"),
+    "Event": "TP106",
+    **dict.fromkeys(("Stream", "stream", "current_stream", "default_stream", "set_stream",
+                     "StreamContext", "ExternalStream", "streams"), "TP107"),
+    **dict.fromkeys(("CUDAGraph", "graph", "graphs", "make_graphed_callables",
+                     "graph_pool_handle"), "TP108"),
+    **dict.fromkeys(("nvtx", "set_sync_debug_mode", "get_sync_debug_mode", "profiler",
+                     "cudart"), "TP109"),
+    "nccl": "TP401",
+}
+_AMP_NAMES = {"autocast": "TP201", "GradScaler": "TP202", "custom_fwd": "TP203",
+              "custom_bwd": "TP203"}
+_FLOAT64 = {"torch.float64", "torch.double", "torch.complex128", "torch.cdouble",
+            "torch.DoubleTensor"}
+_SDP = re.compile(r"(sdp_kernel|enable_\w+_sdp|\w+_sdp_enabled|SDPBackend)\Z")
+_AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
+_GRAD_SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+_PROCESS_GROUP = {"torch.distributed.init_process_group", "torch.distributed.new_group",
+                  "torch.distributed.distributed_c10d.init_process_group",
+                  "torch.distributed.distributed_c10d.new_group",
+                  "torch.distributed.new_subgroups"}
+_CPP_LOAD = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
+_SETUP = {"setuptools.setup", "distutils.core.setup", "setup"}
+
+
+def reference_rule(qualname: str) -> str | None:
+    """The rule for a use of this fully qualified name, or None if it is portable."""
+    if qualname.startswith("torch.cuda."):
+        parts = qualname.split(".")[2:]
+        if parts[0] == "memory" and len(parts) > 1:
+            parts = parts[1:]
+        if parts[0] == "amp":
+            return _AMP_NAMES.get(parts[-1], "TP201") if len(parts) > 1 else "TP201"
+        name = parts[0]
+        if name in CUDA_RENAMES:
+            return CUDA_RENAMES[name][0]
+        if name in CUDA_NAMES:
+            return CUDA_NAMES[name]
+        if name.endswith(("Tensor", "Storage")):
+            return "TP006"
+        return "TP110"
+    if qualname.startswith("torch.backends.cudnn."):
+        return "TP302" if qualname.endswith("allow_tf32") else "TP301"
+    if qualname.startswith("torch.backends.cuda."):
+        if qualname.startswith("torch.backends.cuda.matmul."):
+            return "TP302"
+        return "TP303" if _SDP.search(qualname) else "TP110"
+    if qualname in _FLOAT64:
+        return "TP701"
+    if qualname in ("torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"):
+        return "TP401"
+    if qualname in ("torch.utils.cpp_extension.CUDAExtension", "torch.utils.cpp_extension.CUDA_HOME"):
+        return "TP501"
+    if qualname in ("torch_xla.core.xla_model.xla_device", "torch_xla.core.xla_model.mark_step"):
+        return "TP801"
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Fast path: parse only what can matter.
+
+# Words without which no rule can fire.  Third-party packages matter only where
+# they are imported (_PACKAGE_IMPORT).  Names imported under another spelling
+# (``from torch.cuda import synchronize as sync``) are added per file.
+TRIGGERS = ("cuda", "CUDA_", "CUDAExtension", "cudnn", "nccl", "NCCL", "float64", ".double",
+            "DoubleTensor", "cdouble", "complex128", "pin_memory", "non_blocking", "xla",
+            "nvidia-smi", "init_process_group", "new_group", "new_subgroups", "autocast",
+            "GradScaler", "install_requires", "extras_require")
+_PACKAGES = (r"(?:triton|apex|flash_attn|flash_attn_interface|xformers|bitsandbytes|cupy|cupyx|"
+             r"pycuda|pynvml|nvidia|transformer_engine|tensorrt|torch_tensorrt|mamba_ssm|"
+             r"causal_conv1d|deepspeed\.op|cuda)\b")
+# Two patterns, each starting with a literal, because re scans for a literal
+# prefix far faster than for an alternation.
+_PACKAGE_IMPORT = re.compile(r"import[ \t]+" + _PACKAGES)
+_PACKAGE_IMPORT_FROM = re.compile(r"from[ \t]+" + _PACKAGES)
+_INTERESTING_PREFIXES = ("torch.cuda", "torch.backends.cud", "torch.float64", "torch.double",
+                         "torch.complex128", "torch.cdouble", "torch.DoubleTensor", "triton",
+                         "torch_xla", "torch.utils.cpp_extension", "torch.amp",
+                         "torch.distributed")
+_TOP_LEVEL_START = re.compile(r"^[A-Za-z_@]", re.M)
+_MEMBER_START = re.compile(r"^    [A-Za-z_@]", re.M)
+_CONTINUATION = re.compile(r"(else|elif|except|finally)\b")
+_TRIPLE_QUOTED = re.compile(r'""".*?"""|\'\'\'.*?\'\'\'', re.S)
+_CLASS_SPLIT_LINES = 40
+
+
+def has_trigger(text: str) -> bool:
+    return any(word in text for word in TRIGGERS) or bool(
+        _PACKAGE_IMPORT.search(text) or _PACKAGE_IMPORT_FROM.search(text))
+
+
+class _Source:
+    """Line bookkeeping for one file's text."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.offsets = [0, *accumulate(map(len, self.lines))]
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.offsets, offset) - 1  # 0-based
+
+    def masked(self, keep: bytearray) -> str:
+        return "".join(line if kept else "\n" for line, kept in zip(self.lines, keep))
+
+    def inside_strings(self) -> list[tuple[int, int]]:
+        """(first, last) 0-based lines that continue a triple-quoted string."""
+        if not hasattr(self, "_strings"):
+            spans = []
+            if '"""' in self.text or "'''" in self.text:
+                for match in _TRIPLE_QUOTED.finditer(self.text):
+                    first, last = self.line_of(match.start()), self.line_of(match.end())
+                    if last > first:
+                        spans.append((first + 1, last))
+            self._strings = spans
+        return self._strings
+
+    def in_string(self, line: int) -> bool:
+        spans = self.inside_strings()
+        index = bisect.bisect_right(spans, (line, len(self.lines))) - 1
+        return index >= 0 and spans[index][0] <= line <= spans[index][1]
+
+    def lines_containing(self, words, patterns=()) -> set[int]:
+        """0-based lines holding a word or a pattern match, comment lines excepted."""
+        found = set()
+        text = self.text
+        for word in words:
+            position = text.find(word)
+            while position != -1:
+                line = self.line_of(position)
+                found.add(line)
+                position = text.find(word, self.offsets[line + 1])
+        for pattern in patterns:
+            found.update(self.line_of(m.start()) for m in pattern.finditer(text))
+        return {line for line in found if not self.lines[line].lstrip().startswith("#")}
+
+    def statement_starts(self, pattern, first: int, last: int, indent: int) -> list[int]:
+        """0-based lines in [first, last) where a statement at this indentation begins.
+
+        Decorators stay with what they decorate and else/except/finally with their
+        statement.  A line inside a multi-line string can look like a start; the
+        chunk then fails to parse and the caller falls back to the whole file.
+        """
+        starts: list[int] = []
+        for match in pattern.finditer(self.text, self.offsets[first], self.offsets[last]):
+            line = self.line_of(match.start())
+            body = self.lines[line][indent:]
+            if _CONTINUATION.match(body) or self.in_string(line):
+                continue
+            if starts and self.lines[starts[-1]][indent:indent + 1] == "@" and all(
+                    self.lines[i][indent:indent + 1] in ("@", " ", "\t", ")", "\n", "#")
+                    for i in range(starts[-1] + 1, line)):
+                continue
+            starts.append(line)
+        if not starts or starts[0] != first:
+            starts.insert(0, first)
+        return starts
+
+
+def parse_relevant(text: str) -> ast.Module | None:
+    """The module reduced to the statements that can produce findings, with their
+    real positions; None when no statement can.
+
+    Unwanted lines are blanked rather than removed, so one ``ast.parse`` of the
+    masked text gives every node its true line and column.  Raises SyntaxError
+    when a cut was misplaced (the caller then parses the whole file).
+    """
+    source = _Source(text)
+    line_count = len(source.lines)
+    if not line_count:
+        return None
+    starts = source.statement_starts(_TOP_LEVEL_START, 0, line_count, 0)
+    ends = starts[1:] + [line_count]
+    keep = bytearray(line_count)  # 1 = keep this line
+
+    def keep_chunk(index: int) -> None:
+        keep[starts[index]:ends[index]] = b"\x01" * (ends[index] - starts[index])
+
+    for index, start in enumerate(starts):
+        head = source.lines[start]
+        if head.startswith(("import ", "from ")) or (
+                head.startswith(("try:", "if ")) and ends[index] - start < 40
+                and "import " in "".join(source.lines[start:ends[index]])):
+            keep_chunk(index)
+    # The imports decide which local names matter (``from torch.cuda import
+    # synchronize as sync`` makes "sync" a trigger in this file).
+    imports = ast.parse(source.masked(keep)).body
+    import_lines = bytes(keep)
+    keep = bytearray(line_count)
+    trigger_lines = source.lines_containing(TRIGGERS, (_PACKAGE_IMPORT_FROM, _PACKAGE_IMPORT))
+    renamed = _interesting_local_names(imports)
+    if renamed:
+        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, renamed)))
+        trigger_lines |= source.lines_containing((), (pattern,))
+    if not trigger_lines:
+        return None
+    for line in trigger_lines:
+        index = bisect.bisect_right(starts, line) - 1
+        start, end = starts[index], ends[index]
+        head = source.lines[start]
+        if (line > start and end - start > _CLASS_SPLIT_LINES and head.startswith("class ")
+                and head.rstrip().endswith(":")):
+            # Keep the class line and only the members that matter.
+            keep[start] = 1
+            members = source.statement_starts(_MEMBER_START, start + 1, end, 4)
+            member = bisect.bisect_right(members, line) - 1
+            member_end = members[member + 1] if member + 1 < len(members) else end
+            keep[members[member]:member_end] = b"\x01" * (member_end - members[member])
+        elif not import_lines[start]:
+            keep_chunk(index)
+    body = imports + ast.parse(source.masked(keep)).body
+    body.sort(key=lambda node: node.lineno)
+    return ast.Module(body=body, type_ignores=[])
+
+
+def _interesting_local_names(statements: list[ast.stmt]) -> list[str]:
+    names = []
+    for alias, qualname in _import_aliases(statements).items():
+        if qualname.startswith(_INTERESTING_PREFIXES) and not any(word in alias for word in TRIGGERS):
+            names.append(alias)
+    return names
+
+
+def _statements(body):
+    """Every statement, nested ones included, without descending into expressions."""
+    for statement in body:
+        yield statement
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(statement, name, None)
+            if inner:
+                yield from _statements(inner)
+
+
+def _import_aliases(statements) -> dict[str, str]:
+    aliases: dict[str, str] = {}
+    for node in _statements(statements):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    aliases[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+# --------------------------------------------------------------------------------------
+# The analysis proper.
+
+def analyze(tree: ast.Module, text: str, path: str) -> list[Finding]:
+    analyzer = _Analyzer(tree, text, path)
+    analyzer.visit(tree)
+    return analyzer.findings
+
+
+def _start(node) -> tuple[int, int]:
+    return (node.lineno, node.col_offset)
+
+
+def _end(node) -> tuple[int, int]:
+    return (node.end_lineno, node.end_col_offset)
+
+
+def _replace(node, text: str) -> Edit:
+    return Edit(_start(node), _end(node), text)
+
+
+def _insert(position: tuple[int, int], text: str) -> Edit:
+    return Edit(position, position, text)
+
+
+def _closing_paren(call: ast.Call) -> tuple[int, int]:
+    return (call.end_lineno, call.end_col_offset - 1)
+
+
+def _string(node) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _argument(call: ast.Call, position: int | None, keyword: str):
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if position is not None and len(call.args) > position and not any(
+            isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return None
+
+
+def _plain_call(call: ast.Call) -> bool:
+    """No *args / **kwargs, so arguments can be moved around safely."""
+    return not any(isinstance(a, ast.Starred) for a in call.args) and all(
+        kw.arg is not None for kw in call.keywords)
+
+
+class _Analyzer(ast.NodeVisitor):
+    def __init__(self, tree: ast.Module, text: str, path: str):
+        self.path = path
+        self.lines = text.splitlines()
+        self.findings: list[Finding] = []
+        self.claimed: set[int] = set()  # ids of nodes already reported
+        self.aliases = _import_aliases(tree.body)
+        self.constants: dict[str, str | None] = {}
+        self._collect_assignments(tree)
+        self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
+        self.T = self.torch or "torch"
+
+    # -- name resolution -----------------------------------------------------------------
+
+    def _collect_assignments(self, tree: ast.Module) -> None:
+        for node in _statements(tree.body):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                value = _string(node.value)
+                if value is not None:
+                    previous = self.constants.get(name, value)
+                    self.constants[name] = value if previous == value else None
+                elif isinstance(node.value, (ast.Attribute, ast.Name)):
+                    qualname = self.qualname(node.value)
+                    if qualname and qualname.startswith(("torch.cuda", "torch.backends")) and name not in self.aliases:
+                        self.aliases[name] = qualname
+
+    def qualname(self, node) -> str | None:
+        if isinstance(node, ast.Name):
+            if node.id in self.aliases:
+                return self.aliases[node.id]
+            return "torch" if node.id == "torch" else None
+        if isinstance(node, ast.Attribute):
+            base = self.qualname(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    def constant_value(self, node) -> str | None:
+        """A string literal, or the one string constant a plain name was assigned."""
+        value = _string(node)
+        if value is None and isinstance(node, ast.Name):
+            value = self.constants.get(node.id)
+        return value
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def _column(self, line: int, byte_column: int) -> int:
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_column + 1
+        return len(text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
+
+    def report(self, rule_id: str, node, detail: str, edits=None, min_torch: str = ANY_VERSION,
+               uses_device: bool = False) -> Finding:
+        self.claimed.add(id(node))
+        fix = None
+        if edits is not None:
+            uses_torch = self.torch is None and any("torch." in e.text for e in edits)
+            fix = Fix(tuple(edits), min_torch, uses_device, uses_torch)
+        line = node.lineno
+        finding = Finding(
+            rule_id, self.path, line, self._column(line, node.col_offset),
+            node.end_lineno or line, self._column(node.end_lineno or line, node.end_col_offset or 0),
+            detail, self.lines[line - 1] if 0 < line <= len(self.lines) else "", fix)
+        self.findings.append(finding)
+        return finding
+
+    def device(self, index: str | None = None, as_string: bool = False) -> str:
+        if as_string:
+            return f"{DEVICE_NAME}.type"
+        if index is None:
+            return DEVICE_NAME
+        return f"{self.T}.device({DEVICE_NAME}.type, {index})"
+
+    def _device_literal(self, node, as_string: bool, what: str) -> bool:
+        """Report a "cuda"/"cuda:N"/"xla" literal used as a device; True if reported."""
+        value = _string(node)
+        if value is None or id(node) in self.claimed:
+            return False
+        match = _CUDA_DEVICE.match(value)
+        if match:
+            index = match.group(1)
+            if as_string and index is not None:
+                self.report("TP001", node, f'"{value}" {what}')
+            else:
+                self.report("TP001", node, f'"{value}" {what}',
+                            [_replace(node, self.device(index, as_string))], "2.6", uses_device=True)
+            return True
+        if _XLA_DEVICE.match(value):
+            self.report("TP802", node, f'"{value}" {what}')
+            return True
+        return False
+
+    # -- visitors ---------------------------------------------------------------------------
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._imported(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module and not node.level:
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for module in modules:
+                if self._imported(node, module):
+                    break
+
+    def _imported(self, node, module: str) -> bool:
+        top = module.split(".", 1)[0]
+        if top == "triton":
+            self.report("TP503", node, f"import {module}")
+        elif top == "torch_xla":
+            self.report("TP802", node, f"import {module}")
+        else:
+            package = classify_import(module)
+            if not package:
+                return False
+            self.report("TP601", node, f"import {module}: use {package[1]}")
+        return True
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        qualname = self.qualname(node)
+        rule_id = reference_rule(qualname) if qualname else None
+        if rule_id:
+            if id(node) not in self.claimed:
+                self.report(rule_id, node, qualname)
+            return
+        if node.attr == "is_cuda" and id(node) not in self.claimed:
+            self.report("TP003", node, ".is_cuda")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        qualname = self.qualname(node)
+        if qualname and isinstance(node.ctx, ast.Load) and id(node) not in self.claimed:
+            rule_id = reference_rule(qualname)
+            if rule_id:
+                self.report(rule_id, node, f"{node.id} ({qualname})" if node.id != qualname else qualname)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if id(node) in self.claimed or not isinstance(node.value, str):
+            return
+        value = node.value
+        if value == "CUDA_VISIBLE_DEVICES" or value.startswith("CUDA_VISIBLE_DEVICES="):
+            self.report("TP404", node, '"CUDA_VISIBLE_DEVICES"')
+        elif value.startswith("nvidia-smi"):
+            self.report("TP109", node, '"nvidia-smi"')
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if not isinstance(node.value, ast.Constant):  # docstrings are prose
+            self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        for operand in [node.left, *node.comparators]:
+            for element in (operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]):
+                value = _string(element)
+                if value is None or id(element) in self.claimed:
+                    continue
+                if _CUDA_DEVICE.match(value):
+                    self.report("TP003", element, f'comparison with "{value}"')
+                elif "nccl" in value.split(":")[-1].split(","):
+                    self.report("TP401", element, f'comparison with "{value}"')
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._assigned(node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._assigned([node.target], node.value)
+        self.generic_visit(node)
+
+    def _assigned(self, targets, value) -> None:
+        if len(targets) == 1 and isinstance(targets[0], (ast.Name, ast.Attribute)):
+            self._device_literal(value, as_string=True, what="assigned to a name")
+
+    def visit_FunctionDef(self, node) -> None:
+        for decorator in node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            qualname = self.qualname(target)
+            if qualname and qualname.split(".")[0] == "triton":
+                self.report("TP503", decorator, f"@{qualname} kernel {node.name}")
+                self.claimed.add(id(target))
+        arguments = node.args
+        positional = arguments.posonlyargs + arguments.args
+        pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+        pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
+        for argument, default in pairs:
+            if "device" in argument.arg:
+                self._device_literal(default, as_string=True, what=f"default of {argument.arg}")
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        if id(node) in self.claimed:
+            return
+        if not self._device_choice(node, node):
+            self.generic_visit(node)
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        if not (isinstance(test, ast.Call) and not test.args and not test.keywords
+                and self.qualname(test.func) == "torch.cuda.is_available"):
+            self.generic_visit(node)
+            return
+        before = len(self.findings)
+        for statement in node.body + node.orelse:
+            self.visit(statement)
+        inside = self.findings[before:]
+        if inside and all(f.fix is not None for f in inside):
+            need = max((f.fix.min_torch for f in inside), key=_version_key)
+            need = max(need, "2.6", key=_version_key)
+            self.report("TP003", test, "if torch.cuda.is_available():",
+                        [_replace(test.func, f"{self.T}.accelerator.is_available")], need)
+        else:
+            self.report("TP003", test, "torch.cuda.is_available()")
+        self.claimed.add(id(test.func))
+
+    def _device_choice(self, expression: ast.IfExp, replaced) -> bool:
+        """`"cuda" if torch.cuda.is_available() else "cpu"` (or with torch.device on
+        both sides): the accelerator with a CPU fallback, which is exactly the device line."""
+        test = expression.test
+        if not (isinstance(test, ast.Call) and self.qualname(test.func) == "torch.cuda.is_available"):
+            return False
+
+        def kind(node, wanted) -> str | None:
+            value = _string(node)
+            if value is not None:
+                return "str" if value == wanted else None
+            if (isinstance(node, ast.Call) and self.qualname(node.func) == "torch.device"
+                    and len(node.args) == 1 and not node.keywords and _string(node.args[0]) == wanted):
+                return "device"
+            return None
+
+        body, orelse = kind(expression.body, "cuda"), kind(expression.orelse, "cpu")
+        if body is None or body != orelse:
+            return False
+        as_string = body == "str" and replaced is expression
+        self.report("TP003", expression, "device chosen by torch.cuda.is_available()",
+                    [_replace(replaced, self.device(as_string=as_string))], "2.6", uses_device=True)
+        return True
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def visit_Call(self, node: ast.Call) -> None:
+        qualname = self.qualname(node.func)
+        handled = bool(qualname) and self._named_call(node, qualname)
+        if not handled and isinstance(node.func, ast.Attribute) and not (
+                qualname and qualname.startswith(("torch.", "torch_xla."))):
+            self._method_call(node, node.func.attr)
+        self._keywords(node, qualname)
+        if handled:
+            for child in node.args + [kw.value for kw in node.keywords]:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def _keywords(self, node: ast.Call, qualname: str | None) -> None:
+        torch_call = bool(qualname and qualname.startswith("torch")) or (
+            isinstance(node.func, ast.Attribute) and node.func.attr == "to")
+        for kw in node.keywords:
+            if kw.arg in ("device", "map_location"):
+                self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}=")
+            elif kw.arg == "device_type":
+                self._device_literal(kw.value, as_string=True, what="device_type=")
+            elif kw.arg == "non_blocking" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                self.report("TP403", kw, "non_blocking=True")
+            elif kw.arg == "pin_memory" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                self.report("TP402", kw, "pin_memory=True")
+            elif kw.arg == "pin_memory_device":
+                self.report("TP402", kw, "pin_memory_device=")
+
+    def _method_call(self, node: ast.Call, method: str) -> None:
+        if method == "cuda":
+            self._dot_cuda(node)
+        elif method == "double" and not node.args and not node.keywords:
+            self.report("TP701", node, ".double()")
+        elif method == "to" and node.args:
+            self._device_literal(node.args[0], as_string=False, what="in .to()")
+        elif method == "pin_memory" and not node.args:
+            self.report("TP402", node, ".pin_memory()")
+        elif method == "add_argument" and any("device" in (_string(a) or "") for a in node.args):
+            default = _argument(node, None, "default")
+            if default is not None:
+                self._device_literal(default, as_string=True, what="argparse default")
+
+    def _dot_cuda(self, node: ast.Call) -> None:
+        func = node.func
+        rename = Edit((func.end_lineno, func.end_col_offset - len("cuda")), _end(func), "to")
+        keywords_ok = _plain_call(node) and all(kw.arg != "device" for kw in node.keywords)
+        edits = None
+        if keywords_ok and not node.args:
+            if node.keywords:
+                edits = [rename, _insert(_start(node.keywords[0]), f"{DEVICE_NAME}, ")]
+            else:
+                edits = [rename, _insert(_closing_paren(node), DEVICE_NAME)]
+        elif keywords_ok and len(node.args) == 1 and _string(node.args[0]) is None:
+            index = node.args[0]
+            edits = [rename, _insert(_start(index), f"{self.T}.device({DEVICE_NAME}.type, "),
+                     _insert(_end(index), ")")]
+        self.report("TP002", node, ".cuda()", edits, "2.6", uses_device=True)
+
+    def _named_call(self, node: ast.Call, qualname: str) -> bool:
+        """Calls recognised by their qualified name.  True when the callee was reported."""
+        if qualname == "torch.device":
+            return self._torch_device(node)
+        if qualname == "torch.set_default_device" and node.args:
+            self._device_literal(node.args[0], as_string=False, what="default device")
+            return False
+        if qualname in _AUTOCAST:
+            return self._autocast(node)
+        if qualname in _GRAD_SCALER:
+            return self._grad_scaler(node)
+        if qualname in _PROCESS_GROUP:
+            return self._process_group(node, qualname)
+        if qualname in _CPP_LOAD:
+            return self._cpp_load(node, qualname)
+        if qualname in _SETUP or qualname.endswith(".setup") and "setuptools" in qualname:
+            self._setup(node)
+            return False
+        if qualname.startswith("torch.cuda."):
+            return self._torch_cuda_call(node, qualname)
+        rule_id = reference_rule(qualname)
+        if rule_id:
+            self.report(rule_id, node.func, f"{qualname}()")
+            return True
+        return False
+
+    def _torch_device(self, node: ast.Call) -> bool:
+        if node.args and isinstance(node.args[0], ast.IfExp):
+            if self._device_choice(node.args[0], node):
+                self.claimed.update(map(id, ast.walk(node.args[0])))
+                return True
+            return False
+        device_type = _argument(node, 0, "type")
+        value = _string(device_type)
+        if value is None:
+            return False
+        match = _CUDA_DEVICE.match(value)
+        if match and len(node.args) == 1 and not node.keywords:
+            self.report("TP001", node, f'torch.device("{value}")',
+                        [_replace(node, self.device(match.group(1)))], "2.6", uses_device=True)
+            self.claimed.add(id(device_type))
+            return True
+        self._device_literal(device_type, as_string=True, what="in torch.device()")
+        return False
+
+    def _torch_cuda_call(self, node: ast.Call, qualname: str) -> bool:
+        parts = qualname.split(".")[2:]
+        if parts[0] == "memory" and len(parts) > 1:
+            parts = parts[1:]
+        name = parts[-1] if parts[0] == "amp" else parts[0]
+        if parts[0] == "amp" and name == "autocast":
+            return self._cuda_amp_autocast(node, qualname)
+        if parts[0] == "amp" and name == "GradScaler":
+            edits = [_replace(node.func, f"{self.T}.amp.GradScaler"), self._first_argument(node, f"{DEVICE_NAME}.type")]
+            self.report("TP202", node, f"{qualname}()", edits, "2.4", uses_device=True)
+            return True
+        if name == "is_available" and len(parts) == 1:
+            if id(node) not in self.claimed:
+                self.report("TP003", node, "torch.cuda.is_available()")
+            return True
+        if len(parts) == 1 and name in CUDA_RENAMES:
+            rule_id, target, min_torch = CUDA_RENAMES[name]
+            safe = not node.keywords and _plain_call(node) and (name != "device" or len(node.args) == 1)
+            edits = [_replace(node.func, f"{self.T}.{target}")] if safe else None
+            self.report(rule_id, node, f"{qualname}()", edits, min_torch)
+            return True
+        rule_id = reference_rule(qualname)
+        self.report(rule_id, node.func, f"{qualname}()")
+        return True
+
+    def _first_argument(self, node: ast.Call, text: str) -> Edit:
+        """Insert ``text`` as the new first positional argument."""
+        items = node.args + node.keywords
+        if not items:
+            return _insert(_closing_paren(node), text)
+        return _insert(min(_start(i) for i in items), text + ", ")
+
+    def _cuda_amp_autocast(self, node: ast.Call, qualname: str) -> bool:
+        edits = None
+        if _plain_call(node) and len(node.args) <= 3:
+            edits = [_replace(node.func, f"{self.T}.amp.autocast")]
+            device = f"{DEVICE_NAME}.type"
+            # torch.cuda.amp.autocast(enabled, dtype, cache_enabled): positional
+            # arguments become keywords after the new device_type argument.
+            for keyword, argument in zip(("enabled", "dtype", "cache_enabled"), node.args):
+                prefix = f"{device}, " if argument is node.args[0] else ""
+                edits.append(_insert(_start(argument), f"{prefix}{keyword}="))
+            has_dtype = len(node.args) >= 2 or any(kw.arg == "dtype" for kw in node.keywords)
+            if not node.args:
+                if node.keywords:
+                    edits.append(_insert(_start(node.keywords[0]), f"{device}, "))
+            dtype = "" if has_dtype else f"dtype={self.T}.float16"
+            items = node.args + node.keywords
+            if not items:
+                edits.append(_insert(_closing_paren(node), f"{device}, {dtype}"))
+            elif dtype:
+                edits.append(_insert(max(_end(i) for i in items), f", {dtype}"))
+        self.report("TP201", node, f"{qualname}()", edits, "2.4", uses_device=True)
+        return True
+
+    def _autocast(self, node: ast.Call) -> bool:
+        device = _argument(node, 0, "device_type")
+        value = self.constant_value(device)
+        if value != "cuda" and not (value and _CUDA_DEVICE.match(value)):
+            return False
+        has_dtype = _argument(node, 1, "dtype") is not None
+        edits = []
+        if _string(device) is not None:
+            edits.append(_replace(device, f"{DEVICE_NAME}.type"))
+            self.claimed.add(id(device))
+        if not has_dtype:
+            last = max(_end(i) for i in node.args + node.keywords)
+            edits.append(_insert(last, f", dtype={self.T}.float16"))
+        fixable = value == "cuda" and _plain_call(node)
+        self.report("TP201", node, f'autocast("{value}")', edits if fixable else None, "2.4",
+                    uses_device=bool(edits))
+        return True
+
+    def _grad_scaler(self, node: ast.Call) -> bool:
+        device = _argument(node, 0, "device")
+        value = self.constant_value(device) if device is not None else None
+        if device is not None and (value is None or not _CUDA_DEVICE.match(value)):
+            return False
+        if device is None:
+            edits = [self._first_argument(node, f"{DEVICE_NAME}.type")]
+            detail = "GradScaler() defaults to device 'cuda'"
+        elif _string(device) is not None:
+            edits = [_replace(device, f"{DEVICE_NAME}.type")]
+            detail = f'GradScaler("{value}")'
+            self.claimed.add(id(device))
+        else:
+            edits, detail = [], f'GradScaler({device.id}="{value}")'
+        self.report("TP202", node, detail, edits if _plain_call(node) else None, "2.4", uses_device=True)
+        return True
+
+    def _process_group(self, node: ast.Call, qualname: str) -> bool:
+        position = 0 if qualname.endswith("init_process_group") else None
+        backend = _argument(node, position, "backend")
+        value = self.constant_value(backend) if backend is not None else None
+        if not value or "nccl" not in re.split(r"[:,]", value):
+            return False
+        if _string(backend) == "nccl":
+            replacement = f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})"
+            self.report("TP401", backend, '"nccl" backend', [_replace(backend, replacement)], "2.6",
+                        uses_device=True)
+        else:
+            self.report("TP401", backend, f'backend "{value}"')
+        return False
+
+    def _cpp_load(self, node: ast.Call, qualname: str) -> bool:
+        cuda = False
+        for kw in node.keywords:
+            if kw.arg in ("cuda_sources", "extra_cuda_cflags") or (
+                    kw.arg == "with_cuda" and isinstance(kw.value, ast.Constant) and kw.value.value):
+                cuda = True
+        for value in ast.walk(node):
+            text = _string(value)
+            if text and text.endswith((".cu", ".cuh")):
+                cuda = True
+        if cuda:
+            self.report("TP501", node.func, f"{qualname}() with CUDA sources")
+            return True
+        return False
+
+    def _setup(self, node: ast.Call) -> None:
+        for kw in node.keywords:
+            if kw.arg in ("install_requires", "extras_require", "setup_requires"):
+                for value in ast.walk(kw.value):
+                    text = _string(value)
+                    hit = classify_requirement(text) if text else None
+                    if hit:
+                        self.report(hit[0], value, f"dependency {hit[1]}: use {hit[2]}")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:3]) or (0,)
+
+
+version_key = _version_key

@@ -1,0 +1,235 @@
+"""Per-target summary (effort, portability score) and the text / JSON / SARIF renderers.
+
+Portability score, per target (also in docs/scan.md):
+
+    cost(finding) = 0                     if the rule is fine or only "info" on the target
+                  = 0.5                   if ``torchport fix`` rewrites it
+                  = 2 / 5 / 10            otherwise, by the rule's manual effort (low/medium/high)
+                  x 0.5                   when the severity there is only "perf"
+    score         = round(100 * 20 / (20 + sum of costs))
+
+100 means nothing to change; one unfixed high-effort blocker gives 67; ten
+unfixed low-effort blockers give 50.  Effort per target is the largest manual
+effort among its error/silent/perf findings ("none" when all are auto-fixable).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+from torchport import __version__
+from torchport.scan.model import Finding
+from torchport.scan.rules import EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK, TARGETS
+from torchport.scan.scanner import ScanResult
+
+_EFFORT_COST = {"low": 2.0, "medium": 5.0, "high": 10.0}
+INFORMATION_URI = "https://github.com/torchport/torchport/blob/main/docs/scan.md"
+
+
+def finding_cost(finding: Finding, target: str) -> float:
+    rule = RULES_BY_ID[finding.rule_id]
+    severity = rule.severity[target]
+    if severity in (None, "info"):
+        return 0.0
+    cost = 0.5 if finding.fixable else _EFFORT_COST[rule.effort]
+    return cost * (0.5 if severity == "perf" else 1.0)
+
+
+def summarise(result: ScanResult) -> dict:
+    per_target = {}
+    for target in result.targets:
+        counts = dict.fromkeys(SEVERITIES, 0)
+        effort = "none"
+        cost = 0.0
+        for finding in result.findings:
+            rule = RULES_BY_ID[finding.rule_id]
+            severity = rule.severity[target]
+            if severity is None:
+                continue
+            counts[severity] += 1
+            cost += finding_cost(finding, target)
+            if severity != "info" and not finding.fixable and EFFORTS.index(rule.effort) > EFFORTS.index(effort):
+                effort = rule.effort
+        per_target[target] = {**counts, "effort": effort, "score": round(100 * 20 / (20 + cost))}
+    return {
+        "files_scanned": result.files_scanned,
+        "lines_scanned": result.lines_scanned,
+        "files_skipped": len(result.skipped),
+        "findings": len(result.findings),
+        "fixable": sum(f.fixable for f in result.findings),
+        "suppressed": result.suppressed,
+        "min_torch": result.min_torch,
+        "min_torch_source": result.min_torch_source,
+        "targets": per_target,
+    }
+
+
+def _where(rule, targets) -> str:
+    by_severity: dict[str, list[str]] = {}
+    for target in targets:
+        severity = rule.severity[target]
+        if severity:
+            by_severity.setdefault(severity, []).append(target)
+    parts = [f"{severity} on {', '.join(by_severity[severity])}" for severity in SEVERITIES
+             if severity in by_severity]
+    fine = [t for t in targets if rule.severity[t] is None]
+    if fine:
+        parts.append(f"fine on {', '.join(fine)}")
+    return "; ".join(parts)
+
+
+def render_text(result: ScanResult) -> str:
+    out: list[str] = []
+    for finding in result.findings:
+        rule = RULES_BY_ID[finding.rule_id]
+        mark = " [*]" if finding.fixable else ""
+        out.append(f"{finding.path}:{finding.line}:{finding.column}: {rule.id}{mark} {rule.title}: {finding.detail}")
+        if finding.snippet:
+            gutter = str(finding.line)
+            snippet = finding.snippet.expandtabs(4).rstrip()
+            width = max(1, (finding.end_column - finding.column) if finding.end_line == finding.line
+                        else len(snippet) - finding.column + 1)
+            out.append(f" {gutter} | {snippet}")
+            out.append(f" {' ' * len(gutter)} | {' ' * (finding.column - 1)}{'^' * width}")
+        out.append(f"   = {_where(rule, result.targets)}")
+        out.append(f"   = instead: {rule.replacement}")
+        if finding.fix_note:
+            out.append(f"   = {finding.fix_note}")
+        out.append("")
+    for skipped in result.skipped:
+        out.append(f"{skipped.path}: skipped: {skipped.reason}")
+    if result.skipped:
+        out.append("")
+    summary = summarise(result)
+    out.append("target     error  silent  perf  info  effort  score")
+    for target, row in summary["targets"].items():
+        out.append(f"{target:<9} {row['error']:>6} {row['silent']:>7} {row['perf']:>5} {row['info']:>5}"
+                   f"  {row['effort']:<6} {row['score']:>6}")
+    out.append("")
+    fixable = summary["fixable"]
+    out.append(
+        f"{summary['findings']} finding(s), {fixable} fixable with `torchport fix` [*] "
+        f"(torch>={result.min_torch}, from {result.min_torch_source}); "
+        f"{summary['files_scanned']} file(s), {summary['lines_scanned']} line(s) scanned, "
+        f"{summary['files_skipped']} skipped, {summary['suppressed']} suppressed.")
+    return "\n".join(out) + "\n"
+
+
+def finding_dict(finding: Finding, targets) -> dict:
+    rule = RULES_BY_ID[finding.rule_id]
+    return {
+        "rule": rule.id,
+        "name": rule.name,
+        "title": rule.title,
+        "path": finding.path,
+        "line": finding.line,
+        "column": finding.column,
+        "end_line": finding.end_line,
+        "end_column": finding.end_column,
+        "detail": finding.detail,
+        "snippet": finding.snippet,
+        "severity": {t: rule.severity[t] for t in targets},
+        "fixable": finding.fixable,
+        "fix_note": finding.fix_note or None,
+        "replacement": rule.replacement,
+        "min_torch": rule.min_torch,
+    }
+
+
+def render_json(result: ScanResult) -> str:
+    document = {
+        "tool": "torchport",
+        "version": __version__,
+        "targets": result.targets,
+        "summary": summarise(result),
+        "findings": [finding_dict(f, result.targets) for f in result.findings],
+        "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _sarif_level(rule, targets) -> str:
+    worst = rule.worst(targets)
+    if worst is None or worst == "info":
+        return "note"
+    return "warning" if worst == "perf" else "error"
+
+
+def _uri(path: str) -> str:
+    return quote(Path(path).as_posix(), safe="/:")
+
+
+def render_sarif(result: ScanResult) -> str:
+    rules = [rule for rule in RULES if rule.worst(result.targets) is not None]
+    index = {rule.id: i for i, rule in enumerate(rules)}
+    descriptors = [{
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": f"{rule.detects} {rule.why}"},
+        "help": {"text": f"Instead: {rule.replacement}"
+                         + (f" (torch>={rule.min_torch})." if rule.min_torch else ".")
+                         + f"\n\nBefore:\n{rule.before}\nAfter:\n{rule.after}",
+                 "markdown": f"**Instead:** {rule.replacement}\n\n```python\n{rule.before}```\n\n"
+                             f"```python\n{rule.after}```"},
+        "helpUri": f"{INFORMATION_URI}#{rule.id.lower()}",
+        "defaultConfiguration": {"level": _sarif_level(rule, result.targets)},
+        "properties": {
+            "severity": {t: rule.severity[t] for t in result.targets},
+            "fixable": rule.fixable,
+            "effort": rule.effort,
+            "minTorch": rule.min_torch,
+            "tags": ["portability"],
+        },
+    } for rule in rules]
+    results = []
+    for finding in result.findings:
+        rule = RULES_BY_ID[finding.rule_id]
+        region = {"startLine": finding.line, "startColumn": finding.column,
+                  "endLine": finding.end_line, "endColumn": max(finding.end_column, 1)}
+        if finding.snippet:
+            region["snippet"] = {"text": finding.snippet}
+        results.append({
+            "ruleId": rule.id,
+            "ruleIndex": index[rule.id],
+            "level": _sarif_level(rule, result.targets),
+            "message": {"text": f"{rule.title}: {finding.detail}. {_where(rule, result.targets)}. "
+                                f"Instead: {rule.replacement}"},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": _uri(finding.path), "uriBaseId": "%SRCROOT%"},
+                "region": region}}],
+            "properties": {"fixable": finding.fixable,
+                           "severity": {t: rule.severity[t] for t in result.targets}},
+        })
+    notifications = [{
+        "level": "warning",
+        "message": {"text": f"skipped: {s.reason}"},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(s.path),
+                                                                 "uriBaseId": "%SRCROOT%"}}}],
+    } for s in result.skipped]
+    root = Path(os.getcwd()).resolve().as_uri() + "/"
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "torchport", "version": __version__,
+                                "informationUri": INFORMATION_URI, "rules": descriptors}},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
+            "invocations": [{"executionSuccessful": True,
+                             "toolExecutionNotifications": notifications}],
+            "results": results,
+            "properties": {"summary": summarise(result)},
+        }],
+    }
+    return json.dumps(log, indent=2) + "\n"
+
+
+def worst_rank(result: ScanResult) -> int:
+    ranks = [SEVERITY_RANK[s] for f in result.findings
+             if (s := RULES_BY_ID[f.rule_id].worst(result.targets))]
+    return max(ranks, default=0)
+
+
+__all__ = ["render_json", "render_sarif", "render_text", "summarise", "worst_rank", "TARGETS"]

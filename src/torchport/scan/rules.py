@@ -1,0 +1,791 @@
+"""The rule catalogue: every portability rule ``torchport scan`` knows, in one table.
+
+Each rule has a stable id (``TP`` + three digits; the hundreds digit is the
+class), a severity per target, the portable replacement with the torch version
+it needs, whether ``torchport fix`` rewrites it, and a before/after example.
+The tests run every example through the scanner (and, for fixable rules, the
+fixer), so the catalogue cannot drift from what the code does.
+
+Facts and versions come from shared/research/lock-in-and-pitfalls.md (section 2,
+patterns L01-L29); ``sources`` names the pattern(s) each rule implements.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Targets, in the column order used by the compact severity strings below.
+TARGETS: tuple[str, ...] = ("tpu", "xla", "trainium", "rocm", "xpu", "mps", "cpu")
+TARGET_NAMES = {
+    "tpu": "TPU via TorchTPU (torch_tpu, device 'tpu')",
+    "xla": "TPU via torch_xla (lazy tensors, device 'xla')",
+    "trainium": "AWS Trainium via TorchNeuron (device 'neuron')",
+    "rocm": "AMD GPU via PyTorch for ROCm (device 'cuda')",
+    "xpu": "Intel GPU (device 'xpu')",
+    "mps": "Apple GPU via Metal (device 'mps')",
+    "cpu": "CPU only",
+}
+
+# Severity, worst first.  "silent" ranks below "error" for --fail-on (an error
+# stops the program, so it is the stronger gate) but the report lists silent
+# findings first, because nothing else will reveal them.
+SEVERITIES: tuple[str, ...] = ("error", "silent", "perf", "info")
+SEVERITY_RANK = {"info": 1, "perf": 2, "silent": 3, "error": 4}
+_LETTER = {"E": "error", "S": "silent", "P": "perf", "I": "info", "-": None}
+
+EFFORTS: tuple[str, ...] = ("none", "low", "medium", "high")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    title: str
+    detects: str
+    why: str
+    severity: dict[str, str | None]
+    replacement: str
+    min_torch: str | None
+    fixable: bool
+    effort: str  # manual effort for a finding that ``fix`` does not rewrite
+    before: str
+    after: str
+    sources: str = ""
+
+    def severity_for(self, target: str) -> str | None:
+        return self.severity[target]
+
+    def worst(self, targets: tuple[str, ...] | list[str]) -> str | None:
+        found = [self.severity[t] for t in targets if self.severity[t]]
+        return max(found, key=SEVERITY_RANK.__getitem__) if found else None
+
+
+def _severity(letters: str) -> dict[str, str | None]:
+    """'E E E - E E E' -> {tpu: error, xla: error, ..., rocm: None, ...}."""
+    parts = letters.split()
+    assert len(parts) == len(TARGETS), letters
+    return {target: _LETTER[letter] for target, letter in zip(TARGETS, parts)}
+
+
+def _rule(id, name, title, *, detects, why, severity, replacement, min_torch, fixable,
+          effort, before, after, sources=""):
+    return Rule(id, name, title, detects, why, _severity(severity), replacement, min_torch,
+                fixable, effort, before.strip("\n") + "\n", after.strip("\n") + "\n", sources)
+
+
+DEVICE_LINE_EXAMPLE = (
+    'ACCELERATOR_DEVICE = torch.accelerator.current_accelerator(check_available=True) '
+    'or torch.device("cpu")'
+)
+
+# Columns of every severity string:  tpu xla trainium rocm xpu mps cpu
+RULES: tuple[Rule, ...] = (
+    # -- TP0xx: where tensors live -------------------------------------------------
+    _rule(
+        "TP001", "cuda-device-string", 'Hard-coded "cuda" device string',
+        detects='"cuda" / "cuda:N" in torch.device(), .to(), device=, device_type=, '
+                'map_location=, torch.set_default_device(), argparse defaults and '
+                'parameter defaults for device options, and string constants assigned to a name.',
+        why="Every accelerator except ROCm has its own device type ('tpu', 'xla', 'neuron', "
+            "'xpu', 'mps'); a literal 'cuda' raises there. ROCm reuses 'cuda'.",
+        severity="E E E - E E E",
+        replacement="one device chosen once: torch.accelerator.current_accelerator("
+                    "check_available=True) or torch.device('cpu') (torch 2.7; 2.6 without "
+                    "check_available); torch_xla still needs torch_xla.device()",
+        min_torch="2.6", fixable=True, effort="low", sources="L01",
+        before='''
+import torch
+
+DEVICE = "cuda"
+x = torch.zeros(3, device="cuda")
+y = x.to(torch.device("cuda"))
+''',
+        after=f'''
+import torch
+
+{DEVICE_LINE_EXAMPLE}
+
+DEVICE = ACCELERATOR_DEVICE.type
+x = torch.zeros(3, device=ACCELERATOR_DEVICE)
+y = x.to(ACCELERATOR_DEVICE)
+''',
+    ),
+    _rule(
+        "TP002", "dot-cuda", "`.cuda()` moves a tensor or module to CUDA",
+        detects="calls of a .cuda() method on any object (tensors, modules, anything).",
+        why="`.cuda()` exists only for CUDA (and ROCm, which reports as CUDA); elsewhere it "
+            "raises 'Torch not compiled with CUDA enabled'.",
+        severity="E E E - E E E",
+        replacement=".to(device) with the device from torch.accelerator; .cuda(i) becomes "
+                    ".to(torch.device(device.type, i)); non_blocking= is kept",
+        min_torch="2.6", fixable=True, effort="low", sources="L01",
+        before='''
+import torch
+
+model = torch.nn.Linear(2, 2).cuda()
+batch = torch.ones(2).cuda(non_blocking=True)
+''',
+        after=f'''
+import torch
+
+{DEVICE_LINE_EXAMPLE}
+
+model = torch.nn.Linear(2, 2).to(ACCELERATOR_DEVICE)
+batch = torch.ones(2).to(ACCELERATOR_DEVICE, non_blocking=True)
+''',
+    ),
+    _rule(
+        "TP003", "cuda-availability-check", "Device chosen by a CUDA-only check",
+        detects="torch.cuda.is_available(), tensor.is_cuda, and comparisons with 'cuda' "
+                "(device.type == 'cuda').",
+        why="On TPU, Trainium, XPU and MPS the check is simply False: the program silently "
+            "falls back to the CPU path (or skips accelerator-only code).",
+        severity="S S S - S S -",
+        replacement="torch.accelerator.is_available() (torch 2.6); compare device.type with "
+                    "the chosen accelerator's type",
+        min_torch="2.6", fixable=True, effort="low", sources="L01, L02",
+        before='''
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if torch.cuda.is_available():
+    torch.cuda.synchronize()
+''',
+        after=f'''
+import torch
+
+{DEVICE_LINE_EXAMPLE}
+
+device = ACCELERATOR_DEVICE
+if torch.accelerator.is_available():
+    torch.accelerator.synchronize()
+''',
+    ),
+    _rule(
+        "TP004", "cuda-device-management", "CUDA device index management",
+        detects="torch.cuda.device_count, current_device, set_device, device(i), device_of.",
+        why="These ask the CUDA runtime: set_device raises off CUDA; device_count returns 0, "
+            "so multi-device code takes the single-device path.",
+        severity="E E E - E E E",
+        replacement="torch.accelerator.device_count / current_device_index / "
+                    "set_device_index (2.6), torch.accelerator.device_index(i) (2.8)",
+        min_torch="2.6", fixable=True, effort="low", sources="L09",
+        before='''
+import torch
+
+torch.cuda.set_device(0)
+n = torch.cuda.device_count()
+''',
+        after='''
+import torch
+
+torch.accelerator.set_device_index(0)
+n = torch.accelerator.device_count()
+''',
+    ),
+    _rule(
+        "TP005", "cuda-device-properties", "CUDA device properties queried",
+        detects="torch.cuda.get_device_name, get_device_properties, get_device_capability, "
+                "get_arch_list, is_bf16_supported, is_tf32_supported.",
+        why="They raise without CUDA; capability numbers (sm_80...) mean nothing elsewhere.",
+        severity="E E E - E E E",
+        replacement="torch.get_device_module(device).get_device_name() (2.4; not on TorchTPU "
+                    "for every call); torch.accelerator.get_device_capability() (2.10, a dict)",
+        min_torch="2.10", fixable=False, effort="medium", sources="L10",
+        before='''
+import torch
+
+name = torch.cuda.get_device_name(0)
+''',
+        after='''
+import torch
+
+capability = torch.accelerator.get_device_capability()
+''',
+    ),
+    _rule(
+        "TP006", "cuda-tensor-type", "Legacy CUDA tensor type",
+        detects="torch.cuda.FloatTensor, LongTensor, HalfTensor, ... (constructors and type checks).",
+        why="The legacy typed-tensor classes exist only for CUDA.",
+        severity="E E E - E E E",
+        replacement="torch.tensor(data, dtype=..., device=device); isinstance checks on "
+                    "tensor.dtype and tensor.device instead",
+        min_torch=None, fixable=False, effort="low", sources="L29",
+        before='''
+import torch
+
+x = torch.cuda.FloatTensor(4)
+''',
+        after='''
+import torch
+
+x = torch.empty(4, dtype=torch.float32, device=device)
+''',
+    ),
+    # -- TP1xx: torch.cuda runtime calls --------------------------------------------
+    _rule(
+        "TP101", "cuda-synchronize", "torch.cuda.synchronize()",
+        detects="torch.cuda.synchronize (also imported under another name).",
+        why="Raises without CUDA. TorchTPU makes its own torch.tpu.synchronize internal from "
+            "torch 2.11: only torch.accelerator.synchronize() is public there. On torch_xla "
+            "the equivalent is xm.wait_device_ops(), not torch_xla.sync().",
+        severity="E E E - E E E",
+        replacement="torch.accelerator.synchronize() (torch 2.6). Like the CUDA call it "
+                    "raises on a machine with no accelerator: guard it with "
+                    "torch.accelerator.is_available()",
+        min_torch="2.6", fixable=True, effort="low", sources="L03",
+        before='''
+import torch
+
+torch.cuda.synchronize()
+''',
+        after='''
+import torch
+
+torch.accelerator.synchronize()
+''',
+    ),
+    _rule(
+        "TP102", "cuda-manual-seed", "CUDA-only seeding",
+        detects="torch.cuda.manual_seed, manual_seed_all, seed, seed_all.",
+        why="Off CUDA the call is silently ignored: the accelerator's generator is never "
+            "seeded and runs stop being reproducible, with no warning.",
+        severity="S S S - S S S",
+        replacement="torch.manual_seed(seed) seeds the CPU and every accelerator (CUDA, MPS, "
+                    "XPU, MTIA, PrivateUse1). It also reseeds the CPU generator.",
+        min_torch=None, fixable=True, effort="low", sources="L06",
+        before='''
+import torch
+
+torch.cuda.manual_seed_all(42)
+''',
+        after='''
+import torch
+
+torch.manual_seed(42)
+''',
+    ),
+    _rule(
+        "TP103", "cuda-rng-state", "CUDA random-generator state",
+        detects="torch.cuda.get_rng_state(_all), set_rng_state(_all), initial_seed.",
+        why="Checkpoints save and restore only the CUDA generator; elsewhere they raise or "
+            "restore nothing.",
+        severity="E E E - E E E",
+        replacement="torch.accelerator.random.get_rng_state() (torch 2.14, no setter yet) or "
+                    "torch.get_device_module(device).get_rng_state()",
+        min_torch="2.14", fixable=False, effort="medium", sources="L06",
+        before='''
+import torch
+
+state = torch.cuda.get_rng_state()
+''',
+        after='''
+import torch
+
+state = torch.get_device_module(device).get_rng_state()
+''',
+    ),
+    _rule(
+        "TP104", "cuda-memory-stats", "CUDA memory statistics",
+        detects="torch.cuda.memory_allocated, max_memory_allocated, memory_reserved, "
+                "max_memory_reserved, memory_stats, reset_peak_memory_stats, "
+                "reset_accumulated_memory_stats, mem_get_info, memory_summary, ...",
+        why="Without CUDA, memory_stats() is {} and memory_allocated() reports 0: dashboards "
+            "and OOM guards go silently wrong.",
+        severity="S S S - S S S",
+        replacement="torch.accelerator.memory_allocated() and friends (torch 2.9), "
+                    "torch.accelerator.get_memory_info() for mem_get_info (2.10). They raise "
+                    "on a machine with no accelerator",
+        min_torch="2.9", fixable=True, effort="low", sources="L07",
+        before='''
+import torch
+
+peak = torch.cuda.max_memory_allocated() / 2**20
+''',
+        after='''
+import torch
+
+peak = torch.accelerator.max_memory_allocated() / 2**20
+''',
+    ),
+    _rule(
+        "TP105", "cuda-empty-cache", "torch.cuda.empty_cache()",
+        detects="torch.cuda.empty_cache.",
+        why="A no-op off CUDA: memory held by another backend's caching allocator is kept.",
+        severity="I I I - I I -",
+        replacement="torch.accelerator.empty_cache() (torch 2.9)",
+        min_torch="2.9", fixable=True, effort="low", sources="L08",
+        before='''
+import torch
+
+torch.cuda.empty_cache()
+''',
+        after='''
+import torch
+
+torch.accelerator.empty_cache()
+''',
+    ),
+    _rule(
+        "TP106", "cuda-event", "CUDA events for timing",
+        detects="torch.cuda.Event.",
+        why="Raises off CUDA. Under torch_xla's lazy tensors, event timing measures tracing, "
+            "not execution.",
+        severity="E E E - E E E",
+        replacement="torch.Event(enable_timing=True) (torch 2.4) plus "
+                    "torch.accelerator.synchronize(); the torch_xla profiler on xla",
+        min_torch="2.4", fixable=False, effort="low", sources="L14",
+        before='''
+import torch
+
+start = torch.cuda.Event(enable_timing=True)
+''',
+        after='''
+import torch
+
+start = torch.Event(enable_timing=True)
+''',
+    ),
+    _rule(
+        "TP107", "cuda-stream", "CUDA streams",
+        detects="torch.cuda.Stream, stream, current_stream, default_stream, set_stream, "
+                "StreamContext, ExternalStream.",
+        why="Raise off CUDA; torch_xla has no streams; TorchTPU keeps its stream functions "
+            "internal from torch 2.11.",
+        severity="E E E - E E E",
+        replacement="torch.Stream and torch.accelerator.current_stream / set_stream (2.6)",
+        min_torch="2.6", fixable=False, effort="medium", sources="L15",
+        before='''
+import torch
+
+side = torch.cuda.Stream()
+''',
+        after='''
+import torch
+
+side = torch.Stream()
+''',
+    ),
+    _rule(
+        "TP108", "cuda-graphs", "CUDA graphs",
+        detects="torch.cuda.CUDAGraph, torch.cuda.graph, make_graphed_callables, graph_pool_handle.",
+        why="CUDA graph capture exists only on CUDA; compiled backends on TPU and Trainium "
+            "capture graphs their own way.",
+        severity="E E E - E E E",
+        replacement="torch.accelerator.Graph (torch 2.12, coverage per backend unverified) or "
+                    "torch.compile with the backend's default mode",
+        min_torch="2.12", fixable=False, effort="medium", sources="L26",
+        before='''
+import torch
+
+graph = torch.cuda.CUDAGraph()
+''',
+        after='''
+import torch
+
+graph = torch.accelerator.Graph()
+''',
+    ),
+    _rule(
+        "TP109", "nvidia-tooling", "NVIDIA-only tooling",
+        detects="torch.cuda.nvtx, torch.cuda.set_sync_debug_mode, torch.cuda.profiler, "
+                "torch.cuda.cudart, and 'nvidia-smi' in Python or shell scripts.",
+        why="Profiling and monitoring hooks that only NVIDIA drivers provide.",
+        severity="E E E I E E E",
+        replacement="torch.profiler.record_function and the backend's own profiler",
+        min_torch=None, fixable=False, effort="low", sources="L28",
+        before='''
+import torch
+
+torch.cuda.nvtx.range_push("step")
+''',
+        after='''
+import torch
+
+with torch.profiler.record_function("step"):
+    pass
+''',
+    ),
+    _rule(
+        "TP110", "other-torch-cuda-api", "Other torch.cuda API",
+        detects="any torch.cuda.* name that no more specific rule covers.",
+        why="torch.cuda talks to the CUDA runtime; off CUDA such calls raise or return "
+            "CUDA-only answers.",
+        severity="E E E - E E E",
+        replacement="the torch.accelerator equivalent if one exists, else "
+                    "torch.get_device_module(device)",
+        min_torch=None, fixable=False, effort="medium", sources="L09-L15",
+        before='''
+import torch
+
+torch.cuda.ipc_collect()
+''',
+        after='''
+import torch
+
+torch.get_device_module(device).ipc_collect()
+''',
+    ),
+    # -- TP2xx: mixed precision -----------------------------------------------------
+    _rule(
+        "TP201", "cuda-autocast", "CUDA autocast",
+        detects='torch.cuda.amp.autocast(...) and torch.autocast / torch.amp.autocast with '
+                'device_type "cuda".',
+        why="Off CUDA, autocast('cuda') warns once and turns itself off: the model silently "
+            "trains in float32. The default dtype differs by device (float16 on CUDA, "
+            "bfloat16 on CPU), so a portable call spells the dtype out.",
+        severity="S S S - S S S",
+        replacement="torch.amp.autocast(device.type, dtype=...) with the dtype explicit "
+                    "(bfloat16 is the usual choice on TPU)",
+        min_torch="2.4", fixable=True, effort="low", sources="L04",
+        before='''
+import torch
+
+with torch.cuda.amp.autocast():
+    pass
+''',
+        after=f'''
+import torch
+
+{DEVICE_LINE_EXAMPLE}
+
+with torch.amp.autocast(ACCELERATOR_DEVICE.type, dtype=torch.float16):
+    pass
+''',
+    ),
+    _rule(
+        "TP202", "cuda-grad-scaler", "GradScaler bound to CUDA",
+        detects="torch.cuda.amp.GradScaler(...), torch.amp.GradScaler() without a device "
+                "(its default is still 'cuda') or with 'cuda'.",
+        why="Off CUDA, GradScaler('cuda') warns and disables itself: no loss scaling, "
+            "silently. (On TPU with bfloat16, scaling is not needed at all.)",
+        severity="S S S - S S S",
+        replacement="torch.amp.GradScaler(device.type, ...)",
+        min_torch="2.4", fixable=True, effort="low", sources="L04",
+        before='''
+import torch
+
+scaler = torch.cuda.amp.GradScaler(enabled=True)
+''',
+        after=f'''
+import torch
+
+{DEVICE_LINE_EXAMPLE}
+
+scaler = torch.amp.GradScaler(ACCELERATOR_DEVICE.type, enabled=True)
+''',
+    ),
+    _rule(
+        "TP203", "cuda-custom-fwd", "torch.cuda.amp.custom_fwd / custom_bwd",
+        detects="torch.cuda.amp.custom_fwd and custom_bwd decorators.",
+        why="Deprecated since torch 2.4 and tied to CUDA autocast: off CUDA the custom "
+            "function's casting rules do not apply.",
+        severity="S S S - S S S",
+        replacement="torch.amp.custom_fwd(device_type=...) / custom_bwd(device_type=...) (2.4)",
+        min_torch="2.4", fixable=False, effort="low", sources="L04",
+        before='''
+import torch
+
+@torch.cuda.amp.custom_fwd
+def forward(ctx, x):
+    return x
+''',
+        after='''
+import torch
+
+@torch.amp.custom_fwd(device_type="cpu")
+def forward(ctx, x):
+    return x
+''',
+    ),
+    # -- TP3xx: backend flags -----------------------------------------------------------
+    _rule(
+        "TP301", "cudnn-flags", "cuDNN flags",
+        detects="torch.backends.cudnn.benchmark, deterministic, enabled, is_available, version.",
+        why="No effect off cuDNN: cudnn.deterministic=True does not make other backends "
+            "deterministic, and benchmark tuning does not happen.",
+        severity="I I I I I I I",
+        replacement="torch.use_deterministic_algorithms(True) for determinism (stricter: it "
+                    "raises on nondeterministic ops); no general replacement for benchmark",
+        min_torch=None, fixable=False, effort="low", sources="L05",
+        before='''
+import torch
+
+torch.backends.cudnn.deterministic = True
+''',
+        after='''
+import torch
+
+torch.use_deterministic_algorithms(True)
+''',
+    ),
+    _rule(
+        "TP302", "tf32-flags", "TF32 / reduced-precision matmul flags",
+        detects="torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, "
+                "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction, ...",
+        why="CUDA-only switches: other backends keep their own matmul precision (TF32 is not "
+            "supported on ROCm), so numerics and speed differ silently.",
+        severity="I I I I I I I",
+        replacement='torch.set_float32_matmul_precision("high") (TorchTPU maps it to its '
+                    'precision levels); the fp32_precision API (2.9)',
+        min_torch=None, fixable=False, effort="low", sources="L05",
+        before='''
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = True
+''',
+        after='''
+import torch
+
+torch.set_float32_matmul_precision("high")
+''',
+    ),
+    _rule(
+        "TP303", "cuda-sdp-kernel", "CUDA attention-kernel switches",
+        detects="torch.backends.cuda.sdp_kernel, enable_flash_sdp, enable_mem_efficient_sdp, "
+                "enable_math_sdp, enable_cudnn_sdp and their *_enabled queries.",
+        why="Select CUDA attention kernels; elsewhere ignored. sdp_kernel is deprecated (2.4).",
+        severity="I I I I I I I",
+        replacement="torch.nn.attention.sdpa_kernel(...) context manager",
+        min_torch=None, fixable=False, effort="low", sources="L19",
+        before='''
+import torch
+
+torch.backends.cuda.enable_flash_sdp(True)
+''',
+        after='''
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    pass
+''',
+    ),
+    # -- TP4xx: distributed, data loading, environment --------------------------------------
+    _rule(
+        "TP401", "nccl-backend", "NCCL process-group backend",
+        detects='init_process_group("nccl") / backend="nccl" / new_group(backend="nccl"), '
+                'comparisons with "nccl", dist.Backend.NCCL.',
+        why="NCCL exists only on NVIDIA (ROCm ships it as RCCL): TorchTPU uses 'tpu_dist', "
+            "torch_xla 'xla', TorchNeuron 'neuron', XPU 'xccl', CPU and MPS 'gloo'.",
+        severity="E E E - E E E",
+        replacement="dist.get_default_backend_for_device(device) (torch 2.6), or "
+                    "init_process_group(device_id=...) without a backend",
+        min_torch="2.6", fixable=True, effort="low", sources="L13",
+        before='''
+import torch.distributed as dist
+
+dist.init_process_group("nccl")
+''',
+        after=f'''
+import torch.distributed as dist
+import torch
+
+{DEVICE_LINE_EXAMPLE}
+
+dist.init_process_group(torch.distributed.get_default_backend_for_device(ACCELERATOR_DEVICE))
+''',
+    ),
+    _rule(
+        "TP402", "pin-memory", "Pinned host memory",
+        detects="pin_memory=True, pin_memory_device=..., tensor.pin_memory().",
+        why="From torch 2.7 the DataLoader pins for the current accelerator; it warns and "
+            "pins nothing without one, is forced off on MPS, and pin_memory_device is "
+            "deprecated (2.9). On torch_xla, MpDeviceLoader does the host-to-device overlap.",
+        severity="I I I - I I I",
+        replacement="keep pin_memory=True on torch>=2.7, drop pin_memory_device; "
+                    "torch_xla: torch_xla.distributed.parallel_loader.MpDeviceLoader",
+        min_torch="2.7", fixable=False, effort="low", sources="L11",
+        before='''
+from torch.utils.data import DataLoader
+
+loader = DataLoader(data, pin_memory=True, pin_memory_device="cuda")
+''',
+        after='''
+from torch.utils.data import DataLoader
+
+loader = DataLoader(data, pin_memory=True)
+''',
+    ),
+    _rule(
+        "TP403", "non-blocking-copy", "non_blocking=True copies",
+        detects="non_blocking=True arguments.",
+        why="Portable, but a non-blocking device-to-host copy read before a synchronize is a "
+            "race on some backends; on lazy torch_xla it is meaningless.",
+        severity="I I I - I I -",
+        replacement="keep it; synchronize (torch.accelerator.synchronize) before reading "
+                    "device-to-host results",
+        min_torch=None, fixable=False, effort="low", sources="L12",
+        before='''
+batch = batch.to(device, non_blocking=True)
+''',
+        after='''
+batch = batch.to(device)
+''',
+    ),
+    _rule(
+        "TP404", "cuda-visible-devices", "CUDA_VISIBLE_DEVICES",
+        detects="the CUDA_VISIBLE_DEVICES variable in Python, shell scripts, Dockerfiles, "
+                "Makefiles and YAML.",
+        why="Other runtimes ignore it, so device masking silently stops working: Trainium "
+            "uses NEURON_RT_VISIBLE_CORES, torch_xla TPU_VISIBLE_CHIPS, Intel "
+            "ZE_AFFINITY_MASK (ROCm honours it).",
+        severity="S S S - S - -",
+        replacement="the target's own variable, or select devices in code",
+        min_torch=None, fixable=False, effort="low", sources="L22",
+        before='''
+import os
+
+os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+''',
+        after='''
+import os
+
+os.environ["NEURON_RT_VISIBLE_CORES"] = "0"
+''',
+    ),
+    # -- TP5xx: native code and kernels ------------------------------------------------------------
+    _rule(
+        "TP501", "cuda-extension-build", "CUDA C++ extension build",
+        detects="torch.utils.cpp_extension.CUDAExtension, CUDA_HOME, load()/load_inline() "
+                "with .cu sources, cuda_sources= or extra_cuda_cflags=.",
+        why="The extension compiles only with nvcc. ROCm hipifies it automatically; every "
+            "other target needs a rewrite: SYCL (SyclExtension, 2.7) on XPU, Pallas on "
+            "TPU, NKI on Trainium, Metal (torch.mps.compile_shader) on MPS.",
+        severity="E E E I E E E",
+        replacement="wrap the kernel in torch.library.custom_op (2.4) with a pure-PyTorch "
+                    "fallback; port per target",
+        min_torch="2.4", fixable=False, effort="high", sources="L16",
+        before='''
+from torch.utils.cpp_extension import CUDAExtension
+
+ext = CUDAExtension("fused", ["fused.cpp", "fused_kernel.cu"])
+''',
+        after='''
+from torch.utils.cpp_extension import CppExtension
+
+ext = CppExtension("fused", ["fused.cpp"])
+''',
+    ),
+    _rule(
+        "TP502", "cuda-source-file", "CUDA source file",
+        detects=".cu and .cuh files, and C/C++ files that include CUDA headers "
+                "(cuda_runtime.h, ATen/cuda/..., c10/cuda/...).",
+        why="CUDA kernels run only on NVIDIA (ROCm after hipify).",
+        severity="E E E I E E E",
+        replacement="a kernel per target behind torch.library.custom_op, or plain PyTorch "
+                    "ops that torch.compile can fuse",
+        min_torch=None, fixable=False, effort="high", sources="L16",
+        before='''
+#include <cuda_runtime.h>
+''',
+        after='''
+#include <torch/extension.h>
+''',
+    ),
+    _rule(
+        "TP503", "triton-kernel", "Triton kernel",
+        detects="imports of triton and functions decorated with @triton.jit / @triton.autotune.",
+        why="Triton targets NVIDIA and AMD GPUs (Intel XPU through its own backend, "
+            "unverified); TPU, Trainium, MPS and CPU need another kernel.",
+        severity="E E E I I E E",
+        replacement="torch.library.triton_op (2.6) with an eager fallback, or let "
+                    "torch.compile generate kernels",
+        min_torch="2.6", fixable=False, effort="high", sources="L17",
+        before='''
+import triton
+''',
+        after='''
+import torch
+''',
+    ),
+    # -- TP6xx: dependencies ------------------------------------------------------------------------
+    _rule(
+        "TP601", "cuda-only-package", "CUDA-only package",
+        detects="imports of and dependencies on apex, flash_attn, xformers, bitsandbytes, "
+                "deepspeed.ops, cupy, pycuda, pynvml, nvidia-*, transformer_engine, "
+                "tensorrt, mamba_ssm ...; torch wheels pinned to a CUDA build (+cu121).",
+        why="These ship CUDA kernels or talk to the NVIDIA driver; they fail to import or "
+            "to install elsewhere. Some have ROCm builds.",
+        severity="E E E I E E E",
+        replacement="per package: torch.amp and torch.optim.AdamW(fused=True) for apex; "
+                    "F.scaled_dot_product_attention for flash_attn and xformers (mind the "
+                    "layout); DeepSpeed's accelerator abstraction; ...",
+        min_torch=None, fixable=False, effort="medium", sources="L18-L21",
+        before='''
+from flash_attn import flash_attn_func
+''',
+        after='''
+from torch.nn.functional import scaled_dot_product_attention
+''',
+    ),
+    # -- TP7xx: dtypes ---------------------------------------------------------------------------------
+    _rule(
+        "TP701", "float64", "float64 tensors",
+        detects="torch.float64 / torch.double / torch.complex128 / torch.cdouble, "
+                "torch.DoubleTensor, .double().",
+        why="MPS rejects float64 (TypeError). TPU and Trainium have no fast float64: XLA "
+            "emulates it, slowly.",
+        severity="P P P - - E -",
+        replacement="float32 (or bfloat16); choose the dtype once next to the device",
+        min_torch=None, fixable=False, effort="low", sources="L23",
+        before='''
+import torch
+
+x = torch.zeros(3, dtype=torch.float64)
+''',
+        after='''
+import torch
+
+x = torch.zeros(3, dtype=torch.float32)
+''',
+    ),
+    # -- TP8xx: torch_xla era ---------------------------------------------------------------------------
+    _rule(
+        "TP801", "deprecated-torch-xla-api", "Deprecated torch_xla API",
+        detects="xm.xla_device() and xm.mark_step().",
+        why="Deprecated in torch_xla: xla_device in favour of torch_xla.device(), mark_step "
+            "in favour of torch_xla.sync().",
+        severity="E I E E E E E",
+        replacement="torch_xla.device(), torch_xla.sync(); on TorchTPU torch.accelerator and "
+                    "the 'tpu' device",
+        min_torch=None, fixable=False, effort="low", sources="L01, section 4",
+        before='''
+import torch_xla.core.xla_model as xm
+
+device = xm.xla_device()
+''',
+        after='''
+import torch_xla
+
+device = torch_xla.device()
+''',
+    ),
+    _rule(
+        "TP802", "torch-xla-api", "torch_xla API (replaced by TorchTPU)",
+        detects='imports of torch_xla and "xla" device strings or process-group backends.',
+        why="TorchTPU replaces PyTorch/XLA on TPU and TorchNeuron replaces the XLA-based "
+            "torch-neuronx on Trainium: both use the eager device API (torch.accelerator), "
+            "not xm.*, MpDeviceLoader or xmp.spawn.",
+        severity="E - E E E E E",
+        replacement="torch.accelerator for device, sync and memory; torch.compile(backend='tpu') "
+                    "on TorchTPU; torchrun instead of xmp.spawn",
+        min_torch="2.11", fixable=False, effort="medium", sources="section 0.4",
+        before='''
+import torch_xla
+''',
+        after='''
+import torch
+''',
+    ),
+)
+
+RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
+
+
+def rule(rule_id: str) -> Rule:
+    return RULES_BY_ID[rule_id]
+
+
+def matches(rule_id: str, patterns) -> bool:
+    """True when a select/ignore entry names the rule or a prefix of it ('TP1', 'ALL')."""
+    return any(p == "ALL" or rule_id.startswith(p) for p in patterns)

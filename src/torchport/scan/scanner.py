@@ -1,0 +1,295 @@
+"""Find the files, analyse each (in parallel when there are many), filter the findings.
+
+Nothing scanned is imported or run: Python files are parsed with ``ast``, the
+rest are read as text.  A file that cannot be read or parsed is reported as
+skipped with the reason, and the scan goes on.
+"""
+from __future__ import annotations
+
+import ast
+import codecs
+import errno
+import io
+import multiprocessing
+import os
+import re
+import stat
+import sys
+import tokenize
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchport.errors import UserError
+from torchport.scan import python, textfiles
+from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
+                                   config_file_in, detect_min_torch, scan_table)
+from torchport.scan.model import FileResult, Finding, Skipped
+from torchport.scan.rules import RULES_BY_ID
+
+_SUPPRESSION = re.compile(r"torchport:\s*ignore(?:\[([^\]]*)\])?")
+_PARALLEL_FROM = 200  # files; below this, starting workers costs more than it saves
+
+
+@dataclass
+class ScanResult:
+    findings: list[Finding]
+    skipped: list[Skipped]
+    files_scanned: int
+    lines_scanned: int
+    targets: list[str]
+    min_torch: str
+    min_torch_source: str
+    config: ScanConfig
+    suppressed: int = 0
+    paths: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Job:
+    path: str  # as the OS should open it
+    display: str  # as the report shows it
+    kind: str
+
+
+def display_path(path: Path) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+    return Path(relative).as_posix() if not relative.startswith("..") else str(path)
+
+
+# -- discovery -----------------------------------------------------------------------------
+
+def discover(paths: list[Path], config: ScanConfig) -> tuple[list[_Job], list[Skipped]]:
+    jobs: list[_Job] = []
+    skipped: list[Skipped] = []
+    seen_folders: set[tuple[int, int]] = set()
+    excludes = ExcludeSet().add(config.root or Path.cwd().resolve(), config.exclude)
+    for path in paths:
+        if not os.path.lexists(path):
+            raise UserError("no such file or folder", location=str(path))
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            skipped.append(Skipped(display_path(path), _os_reason(exc, path)))
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            _walk(Path(path).resolve(), excludes, jobs, skipped, seen_folders, ancestors=())
+        else:
+            # An explicit file is scanned whatever its name or the excludes say.
+            kind = textfiles.kind_of(Path(path).name) or "python"
+            jobs.append(_Job(str(path), display_path(Path(path)), kind))
+    return jobs, skipped
+
+
+def _os_reason(exc: OSError, path) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno == errno.ENOENT and os.path.islink(path):
+        return "broken symlink"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+def _walk(folder: Path, excludes: ExcludeSet, jobs, skipped, seen, ancestors) -> None:
+    try:
+        info = os.stat(folder)
+    except OSError as exc:
+        skipped.append(Skipped(display_path(folder), _os_reason(exc, folder)))
+        return
+    key = (info.st_dev, info.st_ino)
+    if key in ancestors:
+        skipped.append(Skipped(display_path(folder), "symlink loop (links to a folder above it)"))
+        return
+    if key in seen:
+        skipped.append(Skipped(display_path(folder), "already scanned through another path"))
+        return
+    seen.add(key)
+    local_config = config_file_in(folder)
+    if local_config is not None:
+        excludes = excludes.add(folder, (scan_table(local_config) or {}).get("exclude", []))
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        skipped.append(Skipped(display_path(folder), _os_reason(exc, folder)))
+        return
+    ancestors = (*ancestors, key)
+    for entry in entries:
+        path = Path(entry.path)
+        if _default_excluded(entry.name) or excludes.excludes(path):
+            continue
+        try:
+            is_dir = entry.is_dir()  # follows symlinks
+        except OSError as exc:
+            skipped.append(Skipped(display_path(path), _os_reason(exc, path)))
+            continue
+        if is_dir:
+            _walk(path, excludes, jobs, skipped, seen, ancestors)
+            continue
+        kind = textfiles.kind_of(entry.name)
+        if kind is None:
+            continue
+        if entry.is_symlink() and not os.path.exists(entry.path):
+            skipped.append(Skipped(display_path(path), _os_reason(OSError(errno.ENOENT, ""), entry.path)))
+            continue
+        jobs.append(_Job(entry.path, display_path(path), kind))
+
+
+def _default_excluded(name: str) -> bool:
+    return name in DEFAULT_EXCLUDE or name.endswith(".egg-info")
+
+
+# -- one file ------------------------------------------------------------------------------
+
+def read_source(path: str, kind: str, max_bytes: int) -> tuple[str | None, str | None]:
+    """(text, None) or (None, reason to skip)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return None, _os_reason(exc, path)
+    if not stat.S_ISREG(info.st_mode):
+        return None, "not a regular file"
+    if info.st_size > max_bytes:
+        return None, (f"larger than {max_bytes} bytes ({info.st_size}); generated? "
+                      "raise max-file-bytes to scan it")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        return None, _os_reason(exc, path)
+    if b"\0" in data[:8192]:
+        return None, "binary file"
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        if kind == "python":
+            try:
+                encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+                if codecs.lookup(encoding).name != "utf-8":
+                    return data.decode(encoding), None
+            except (SyntaxError, LookupError, UnicodeDecodeError):
+                pass
+        return None, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+
+
+def parse_python(text: str, fast: bool) -> ast.Module | None:
+    """The module to analyse; None when nothing in it can match.  Raises SyntaxError."""
+    if fast:
+        if not python.has_trigger(text):
+            return None
+        try:
+            return python.parse_relevant(text)
+        except SyntaxError:
+            pass  # a piece was cut in the wrong place; the whole file decides
+    return ast.parse(text)
+
+
+def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
+    text, reason = read_source(job.path, job.kind, max_bytes)
+    result = FileResult(job.display)
+    if text is None:
+        result.skipped = Skipped(job.display, reason)
+        return result, 0
+    lines = text.count("\n") + (not text.endswith("\n") and bool(text))
+    if job.kind != "python":
+        result.findings = textfiles.analyze_text(job.kind, text, job.display)
+        return result, lines
+    try:
+        tree = parse_python(text, fast=True)
+    except SyntaxError as exc:
+        result.skipped = Skipped(job.display, f"syntax error at line {exc.lineno}: {exc.msg}")
+        return result, lines
+    except (ValueError, RecursionError, MemoryError) as exc:
+        result.skipped = Skipped(job.display, f"cannot parse: {type(exc).__name__}")
+        return result, lines
+    if tree is not None:
+        try:
+            result.findings = python.analyze(tree, text, job.display)
+        except RecursionError:
+            result.skipped = Skipped(job.display, "cannot analyse: nesting too deep")
+    return result, lines
+
+
+def _scan_batch(batch: list[_Job], max_bytes: int) -> list[tuple[FileResult, int]]:
+    return [scan_file(job, max_bytes) for job in batch]
+
+
+# -- the whole scan ------------------------------------------------------------------------
+
+def resolve_min_torch(explicit: str | None, config: ScanConfig, start: Path) -> tuple[str, str]:
+    if explicit:
+        return explicit, "--min-torch"
+    if config.min_torch:
+        return config.min_torch, str(config.source)
+    detected = detect_min_torch(start)
+    if detected:
+        return detected
+    return DEFAULT_MIN_TORCH, "default (no torch constraint found)"
+
+
+def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
+         jobs: int | None = None) -> ScanResult:
+    work, skipped = discover(paths, config)
+    version, version_source = resolve_min_torch(min_torch, config, paths[0])
+    results = _run(work, config.max_file_bytes, jobs)
+    findings: list[Finding] = []
+    files = lines = suppressed = 0
+    for result, line_count in results:
+        if result.skipped:
+            skipped.append(result.skipped)
+            continue
+        files += 1
+        lines += line_count
+        kept, hidden = filter_findings(result.findings, config, version)
+        findings.extend(kept)
+        suppressed += hidden
+    findings.sort(key=Finding.sort_key)
+    skipped.sort(key=lambda s: s.path)
+    return ScanResult(findings, skipped, files, lines, list(config.targets), version,
+                      version_source, config, suppressed, [str(p) for p in paths])
+
+
+def _run(work: list[_Job], max_bytes: int, jobs: int | None):
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers <= 1 or len(work) < _PARALLEL_FROM:
+        return _scan_batch(work, max_bytes)
+    # Interleaved batches spread the big files (listed together) over the workers.
+    batches = [work[i::workers * 8] for i in range(workers * 8)]
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        parts = pool.map(_scan_batch, batches, [max_bytes] * len(batches))
+        return [item for part in parts for item in part]
+
+
+def filter_findings(findings: list[Finding], config: ScanConfig, min_torch: str) -> tuple[list[Finding], int]:
+    """Keep enabled rules that matter on a selected target and are not suppressed;
+    mark which findings ``torchport fix`` will rewrite under this torch version."""
+    kept: list[Finding] = []
+    suppressed = 0
+    for finding in findings:
+        rule = RULES_BY_ID[finding.rule_id]
+        if not config.rule_enabled(rule.id) or rule.worst(config.targets) is None:
+            continue
+        if is_suppressed(finding):
+            suppressed += 1
+            continue
+        if finding.fix is not None:
+            if python.version_key(finding.fix.min_torch) <= python.version_key(min_torch):
+                finding.fixable = True
+            else:
+                finding.fix_note = f"fixable once the project needs torch>={finding.fix.min_torch}"
+        kept.append(finding)
+    return kept, suppressed
+
+
+def is_suppressed(finding: Finding) -> bool:
+    match = _SUPPRESSION.search(finding.snippet)
+    if not match:
+        return False
+    if match.group(1) is None:
+        return True
+    codes = [c for c in re.split(r"[,\s]+", match.group(1)) if c]
+    return any(finding.rule_id.startswith(code) for code in codes)

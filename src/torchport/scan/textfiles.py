@@ -1,0 +1,108 @@
+"""Non-Python sources: dependency lists, CUDA/C++ sources, shell and container scripts."""
+from __future__ import annotations
+
+import re
+import tomllib
+
+from torchport.scan.model import Finding
+from torchport.scan.packages import classify_requirement
+
+_CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[\w./]*|cub/|thrust/|ATen/cuda/|c10/cuda/|'
+                           r'cublas|cudnn|nccl|curand|cufft|cusparse)', re.M)
+_VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
+_NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
+_CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh")
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".yaml", ".yml", ".env")
+_SCRIPT_NAMES = ("Dockerfile", "Makefile", "Containerfile")
+
+
+def kind_of(name: str) -> str | None:
+    """Which reader handles a file with this name; None for files the scan ignores."""
+    if name.endswith(".py"):
+        return "python"
+    if name.endswith((".cu", ".cuh")):
+        return "cuda"
+    if name.endswith(_CPP_SUFFIXES):
+        return "cpp"
+    if name == "pyproject.toml":
+        return "pyproject"
+    lowered = name.lower()
+    if lowered.endswith(".txt") and ("requirements" in lowered or lowered.startswith("constraints")):
+        return "requirements"
+    if name.endswith(_SCRIPT_SUFFIXES) or name in _SCRIPT_NAMES or name.startswith("Dockerfile"):
+        return "script"
+    return None
+
+
+def _finding(rule_id: str, path: str, lines: list[str], line: int, column: int, end_column: int,
+             detail: str) -> Finding:
+    snippet = lines[line - 1] if 0 < line <= len(lines) else ""
+    return Finding(rule_id, path, line, column, line, end_column, detail, snippet)
+
+
+def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
+    lines = text.splitlines()
+    if kind == "cuda":
+        first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
+        return [_finding("TP502", path, lines, first, 1, 1, "CUDA source file")]
+    if kind == "cpp":
+        findings = []
+        for match in _CUDA_INCLUDE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            findings.append(_finding("TP502", path, lines, line, 1, len(lines[line - 1]) + 1,
+                                     f"includes CUDA header {match.group(1)}"))
+        return findings
+    if kind == "requirements":
+        return _requirements(lines, path)
+    if kind == "pyproject":
+        return _pyproject(text, lines, path)
+    if kind == "script":
+        findings = []
+        for number, line in enumerate(lines, 1):
+            if line.lstrip().startswith("#"):
+                continue
+            for pattern, rule_id, detail in ((_VISIBLE_DEVICES, "TP404", "CUDA_VISIBLE_DEVICES"),
+                                             (_NVIDIA_SMI, "TP109", "nvidia-smi")):
+                for match in pattern.finditer(line):
+                    findings.append(_finding(rule_id, path, lines, number, match.start() + 1,
+                                             match.end() + 1, detail))
+        return findings
+    return []
+
+
+def _requirements(lines: list[str], path: str) -> list[Finding]:
+    findings = []
+    for number, line in enumerate(lines, 1):
+        hit = classify_requirement(line)
+        if hit:
+            indent = len(line) - len(line.lstrip())
+            findings.append(_finding(hit[0], path, lines, number, indent + 1,
+                                     len(line.split("#", 1)[0].rstrip()) + 1,
+                                     f"dependency {hit[1]}: use {hit[2]}"))
+    return findings
+
+
+def _pyproject(text: str, lines: list[str], path: str) -> list[Finding]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []  # the file's own tools report that; a scan should not stop on it
+    project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
+    specifiers: list[str] = list(project.get("dependencies", []) or [])
+    for group in (project.get("optional-dependencies") or {}).values():
+        specifiers.extend(group or [])
+    for group in (data.get("dependency-groups") or {}).values():
+        specifiers.extend(s for s in group or [] if isinstance(s, str))
+    findings = []
+    for specifier in specifiers:
+        if not isinstance(specifier, str):
+            continue
+        hit = classify_requirement(specifier)
+        if not hit:
+            continue
+        # Point at the line that spells the specifier; TOML gives no positions.
+        number = next((i for i, line in enumerate(lines, 1) if specifier in line), 1)
+        column = lines[number - 1].find(specifier) + 1 if lines else 1
+        findings.append(_finding(hit[0], path, lines, number, max(column, 1),
+                                 max(column, 1) + len(specifier), f"dependency {hit[1]}: use {hit[2]}"))
+    return findings
