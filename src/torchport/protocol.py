@@ -11,8 +11,8 @@ backend it measures, separately:
 
 Timing never perturbs the device: inside a block there is no synchronization
 and no ``.item()``.  A block is timed between two of the backend's own
-synchronization calls, and the block's loss values are read after the clock
-has stopped.  Time spent waiting on the data iterator is taken on the host for
+synchronization calls, and the loss values are read once the phase is over,
+outside every timed block and every counter window.  Time spent waiting on the data iterator is taken on the host for
 every step (``perf_counter`` only, no device call).
 
 The forward-only inference scenario, when the app defines one, goes through the
@@ -54,8 +54,11 @@ class ProtocolConfig:
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise UserError(f"unsupported dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
-        if self.steps < 1 or self.blocks < 1 or self.blocks > self.steps:
-            raise UserError(f"need 1 <= blocks <= steps, got steps={self.steps} blocks={self.blocks}")
+        if self.steps < 1 or self.blocks < 1:
+            raise UserError(f"steps and blocks must be at least 1, got steps={self.steps} blocks={self.blocks}")
+        if self.blocks > self.steps:
+            # A block holds at least one step: fewer steps than blocks means fewer blocks.
+            object.__setattr__(self, "blocks", self.steps)
         if self.max_warmup_steps < 0:
             raise UserError("max_warmup_steps must be >= 0")
 
@@ -227,6 +230,9 @@ class Scenario:
         self._backend = backend
         self._check_value = check_value
         self.steps_done = 0
+        # (block, its step values, number of its first step): read after the
+        # phase's closing counter snapshot, see read_values().
+        self._unread: list[tuple[Block, list[Any], int]] = []
 
     def run_block(self, steps: int) -> Block:
         backend = self._backend
@@ -244,53 +250,69 @@ class Scenario:
             tokens = None if tokens is None or batch_tokens is None else tokens + batch_tokens
         backend.synchronize()
         elapsed = time.perf_counter() - started
-        # Clock stopped: now it is safe to look at values and counters.
+        # Clock stopped: now it is safe to look at counters.
         compilations = backend.new_compilations(counters_before, backend.counters())
-        losses = None
+        block = Block(elapsed, steps, waited, samples, tokens, None, compilations)
         if self._check_value is not None:
-            losses = [float(value) for value in keep]
-            for offset, loss in enumerate(losses):
-                self._check_value(loss, self.steps_done + offset + 1)
+            self._unread.append((block, keep, self.steps_done + 1))
         self.steps_done += steps
-        return Block(elapsed, steps, waited, samples, tokens, losses, compilations)
+        return block
+
+    def read_values(self) -> None:
+        """Copy the step values of the blocks run so far to the host and check
+        them.  Deferred to the end of a phase because reading a device value is
+        device work of its own (on XLA a transfer and an
+        ``aten::_local_scalar_dense``), which must not land in the counters of
+        the phase or of the next block."""
+        for block, values, first_step in self._unread:
+            block.losses = [float(value) for value in values]
+            for offset, loss in enumerate(block.losses):
+                self._check_value(loss, first_step + offset)
+        self._unread.clear()
 
 
 def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
                record: dict[str, Any], save: Callable[[], None]) -> None:
     """First step, warm-up to steady state, sustained blocks; each recorded as
-    soon as it is measured."""
+    soon as it is measured.  A phase's counters cover its own steps only: the
+    values are read after its closing snapshot and before the next one."""
     counters_start = backend.counters()
     progress(f"{scenario.name}:first_step")
     backend.reset_peak_memory()
     first = scenario.run_block(1)
+    counters_end = backend.counters()
+    scenario.read_values()
     record["first_step_s"] = first.seconds
     record["first_step"] = first.as_dict()
-    counters_after_first = backend.counters()
-    record["counters"] = {"first_step": backend.summarize_counters(counters_start, counters_after_first)}
+    record["counters"] = {"first_step": backend.summarize_counters(counters_start, counters_end)}
     save()
 
     progress(f"{scenario.name}:warmup")
+    counters_start = backend.counters()
     block_steps = config.block_steps
     warmup: list[Block] = []
     steady = config.max_warmup_steps == 0
     while not steady and sum(b.steps for b in warmup) < config.max_warmup_steps:
         warmup.append(scenario.run_block(min(block_steps, config.max_warmup_steps - sum(b.steps for b in warmup))))
         steady = is_steady(warmup, config.steady_window, config.steady_tolerance)
-    counters_after_warmup = backend.counters()
+    counters_end = backend.counters()
+    scenario.read_values()
     record["warmup"] = {
         "steps": sum(b.steps for b in warmup),
         "seconds": sum(b.seconds for b in warmup),
         "steady": steady,
         "blocks": [b.as_dict() for b in warmup],
     }
-    record["counters"]["warmup"] = backend.summarize_counters(counters_after_first, counters_after_warmup)
+    record["counters"]["warmup"] = backend.summarize_counters(counters_start, counters_end)
     save()
 
     progress(f"{scenario.name}:sustained")
+    counters_start = backend.counters()
     sustained = [scenario.run_block(block_steps) for _ in range(config.blocks)]
     counters_end = backend.counters()
+    scenario.read_values()
     record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained]}
-    record["counters"]["sustained"] = backend.summarize_counters(counters_after_warmup, counters_end)
+    record["counters"]["sustained"] = backend.summarize_counters(counters_start, counters_end)
     compiled = [b.compilations for b in sustained]
     record["sustained_compilations"] = None if any(c is None for c in compiled) else sum(compiled)
     record["steps_total"] = scenario.steps_done

@@ -1,6 +1,8 @@
-"""The summary table printed at the end of ``torchport evaluate``."""
+"""The summary printed at the end of ``torchport evaluate``: a compact table,
+then one line per note, so it reads in an 80-column terminal."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -9,29 +11,31 @@ from rich.table import Table
 from torchport.report import format as fmt
 
 
-def summary_table(document: dict[str, Any]) -> Table:
+def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     reference = document.get("reference")
     table = Table(title=f"torchport evaluate {document['app']['spec']}", title_justify="left")
-    for header in ("backend", "status", "step time [95% CI]", "samples/s", f"vs {reference}", "first step", "memory", "notes"):
+    for header in ("backend", "status", "step time [95% CI]", "samples/s", f"vs {reference}", "first step", "memory"):
         table.add_column(header, overflow="fold")
+    notes: list[str] = []
     for name, backend in document["backends"].items():
         label = f"{name} (proxy)" if backend.get("proxy_for") else name
         summary = backend.get("summary")
         if summary is None:
             error = backend.get("error") or {}
             reason = backend.get("reason") if backend["status"] in ("unavailable", "skipped") else error.get("message", "")
-            table.add_row(label, backend["status"], "", "", "", "", "", reason or "")
+            table.add_row(label, backend["status"], "", "", "", "", "")
+            if reason:
+                notes.append(f"{name}: {reason}")
             continue
-        notes = []
         if summary.get("input_bound"):
-            notes.append("input-bound")
+            notes.append(f"{name}: input-bound ({summary['data_wait_share']:.0%} of step time waiting for data)")
         if summary.get("sustained_compilations"):
-            notes.append(f"recompiling x{summary['sustained_compilations']}")
-        if not summary.get("steady"):
-            notes.append("not steady")
-        notes += [w for w in summary["step_time_s"].get("warnings", []) if "noisy" in w]
+            notes.append(f"{name}: recompiled {summary['sustained_compilations']}x during sustained steps")
+        notes += [f"{name}: {warning}" for warning in summary["step_time_s"].get("warnings", [])]
+        if backend.get("proxy_for"):
+            notes.append(f"{name}: a proxy for {backend['proxy_for']}")
         if backend.get("cost"):
-            notes.append(f"{fmt.usd(backend['cost']['usd_per_million_samples'])}/1M samples")
+            notes.append(f"{name}: {fmt.usd(backend['cost']['usd_per_million_samples'])} per 1M samples")
         memory = summary.get("peak_device_memory_bytes")
         table.add_row(
             label,
@@ -41,10 +45,18 @@ def summary_table(document: dict[str, Any]) -> Table:
             "reference" if name == reference else fmt.speedup(backend.get("comparison")),
             fmt.seconds(summary["first_step_s"]),
             fmt.size(memory) if memory is not None else f"RSS {fmt.size(summary.get('peak_host_rss_bytes'))}",
-            "; ".join(notes),
         )
-    return table
+    consistency = document.get("config_consistency") or {}
+    if consistency.get("differing"):
+        notes.insert(0, f"configuration differs on {', '.join(consistency['differing'])}: not comparable")
+    return table, notes
 
 
 def print_summary(document: dict[str, Any], console: Console | None = None) -> None:
-    (console or Console()).print(summary_table(document))
+    if console is None:
+        # Piped output has no width of its own; rich would assume 80 columns.
+        console = Console() if sys.stdout.isatty() else Console(width=120)
+    table, notes = summary_table(document)
+    console.print(table)
+    for note in notes:
+        console.print(f"  - {note}", highlight=False, soft_wrap=True)

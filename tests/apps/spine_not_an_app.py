@@ -1,0 +1,2 @@
+def app():
+    return {"model": None}

@@ -1,0 +1,5 @@
+import torch
+
+
+def app()
+    return None

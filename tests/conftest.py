@@ -1,0 +1,39 @@
+"""Shared test helpers.  Tests run the real CLI in real subprocesses."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = Path(__file__).resolve().parent / "apps"
+
+# Small protocol settings for tests where the figures are not the point.
+QUICK = ["--repeats", "1", "--steps", "4", "--blocks", "2", "--max-warmup", "4", "--no-inference"]
+
+
+def run_torchport(*args: str, timeout: float = 300, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m torchport.cli ARGS`` as a user would, capturing output."""
+    return subprocess.run(
+        [sys.executable, "-m", "torchport.cli", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        env={**os.environ, "COLUMNS": "160", **(env or {})},
+    )
+
+
+def load_result(out_dir: Path) -> dict:
+    return json.loads((out_dir / "result.json").read_text())
+
+
+@pytest.fixture
+def torchport_cli():
+    return run_torchport
+
+
+@pytest.fixture
+def apps_dir() -> Path:
+    return APPS

@@ -1,0 +1,59 @@
+"""Statistics: intervals from raw samples, and comparisons that need both
+significance and a practical difference."""
+import random
+
+from torchport.stats import PRACTICAL_THRESHOLD, Measurement, compare
+
+
+def noisy_runs(center, runs=3, samples=10, noise=0.02, seed=0):
+    rng = random.Random(seed)
+    return [[center * (1 + rng.gauss(0, noise)) for _ in range(samples)] for _ in range(runs)]
+
+
+def test_median_and_interval_contain_the_truth():
+    measurement = Measurement(noisy_runs(1.0))
+    low, high = measurement.ci95
+    assert low <= measurement.median <= high
+    assert low < 1.0 < high
+    assert high - low < 0.05
+    assert measurement.warnings == []
+
+
+def test_raw_samples_are_kept():
+    runs = [[1.0, 2.0], [3.0]]
+    measurement = Measurement(runs)
+    assert measurement.runs == runs and measurement.samples == [1.0, 2.0, 3.0]
+    assert measurement.median == 2.0
+
+
+def test_one_run_and_noisy_runs_are_flagged():
+    assert any("one run only" in w for w in Measurement([[1.0, 1.01, 0.99]]).warnings)
+    disagreeing = Measurement([[1.0] * 5, [1.5] * 5, [1.0] * 5])
+    assert any("runs disagree by 50%" in w for w in disagreeing.warnings)
+
+
+def test_between_run_variation_widens_the_interval():
+    tight = Measurement([[1.0, 1.001] * 5] * 3)
+    spread = Measurement([[0.9, 0.901] * 5, [1.0, 1.001] * 5, [1.1, 1.101] * 5])
+    assert (spread.ci95[1] - spread.ci95[0]) > 10 * (tight.ci95[1] - tight.ci95[0])
+
+
+def test_clear_speedup_is_significant_and_practical():
+    fast, slow = Measurement(noisy_runs(1.0, seed=1)), Measurement(noisy_runs(2.0, seed=2))
+    result = compare(fast, slow)
+    assert 1.9 < result.speedup < 2.1
+    assert result.significant and result.practical and result.verdict == "faster"
+    assert compare(slow, fast).verdict == "slower"
+
+
+def test_small_difference_is_not_practical():
+    a, b = Measurement(noisy_runs(1.0, noise=0.001, seed=3)), Measurement(noisy_runs(1.02, noise=0.001, seed=4))
+    result = compare(a, b)
+    assert result.significant and not result.practical
+    assert "not a practical difference" in result.verdict
+    assert PRACTICAL_THRESHOLD == 0.05
+
+
+def test_overlapping_noise_is_no_clear_difference():
+    a, b = Measurement(noisy_runs(1.0, noise=0.2, seed=5)), Measurement(noisy_runs(1.0, noise=0.2, seed=6))
+    assert compare(a, b).verdict == "no clear difference"
