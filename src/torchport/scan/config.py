@@ -40,15 +40,19 @@ class ExcludeSet:
         return ExcludeSet(self.patterns + [(base, p.rstrip("/")) for p in patterns])
 
     def excludes(self, path: Path) -> bool:
+        """Whether the walk should skip this file or folder.  The walk asks at every
+        level, so only the entry itself is tested: a folder named on the command
+        line is never excluded, whatever its parents' patterns say."""
         for base, pattern in self.patterns:
+            if "/" not in pattern:
+                if fnmatch.fnmatchcase(path.name, pattern):
+                    return True
+                continue
             try:
                 relative = path.relative_to(base).as_posix()
             except ValueError:
                 continue
-            if "/" in pattern:
-                if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern + "/*"):
-                    return True
-            elif any(fnmatch.fnmatchcase(part, pattern) for part in relative.split("/")):
+            if fnmatch.fnmatchcase(relative, pattern):
                 return True
         return False
 

@@ -51,7 +51,7 @@ class FileFix:
     def diff(self) -> str:
         return "".join(difflib.unified_diff(
             self.original.splitlines(keepends=True), self.fixed.splitlines(keepends=True),
-            fromfile=f"a/{self.display}", tofile=f"b/{self.display}"))
+            fromfile=f"a/{self.display.lstrip('/')}", tofile=f"b/{self.display.lstrip('/')}"))
 
 
 class _Offsets:
@@ -86,6 +86,7 @@ def fix_text(text: str, display: str, config: ScanConfig, min_torch: str) -> tup
         applied.extend(done)
     tree = ast.parse(text)
     remaining, _ = filter_findings(python.analyze(tree, text, display), config, min_torch)
+    remaining.sort(key=Finding.sort_key)
     # Findings whose rewrite happens elsewhere (an autocast call fixed by rewriting
     # its device constant) carry no edits of their own; they stay listed.
     return text, applied, remaining
