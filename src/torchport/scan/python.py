@@ -83,8 +83,14 @@ _CPP_LOAD = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_i
 _SETUP = {"setuptools.setup", "distutils.core.setup", "setup"}
 
 
+# Modules whose attributes carry the rules; naming the module alone is not a finding.
+_NAMESPACES = {"torch.cuda.amp", "torch.cuda.memory", "torch.cuda.random", "torch.backends.cuda.matmul"}
+
+
 def reference_rule(qualname: str) -> str | None:
     """The rule for a use of this fully qualified name, or None if it is portable."""
+    if qualname in _NAMESPACES:
+        return None
     if qualname.startswith("torch.cuda."):
         parts = qualname.split(".")[2:]
         if parts[0] == "memory" and len(parts) > 1:
@@ -125,7 +131,7 @@ def reference_rule(qualname: str) -> str | None:
 TRIGGERS = ("cuda", "CUDA_", "CUDAExtension", "cudnn", "nccl", "NCCL", "float64", ".double",
             "DoubleTensor", "cdouble", "complex128", "pin_memory", "non_blocking", "xla",
             "nvidia-smi", "init_process_group", "new_group", "new_subgroups", "autocast",
-            "GradScaler", "install_requires", "extras_require")
+            "GradScaler", "install_requires", "extras_require", "cpp_extension")
 _PACKAGES = (r"(?:triton|apex|flash_attn|flash_attn_interface|xformers|bitsandbytes|cupy|cupyx|"
              r"pycuda|pynvml|nvidia|transformer_engine|tensorrt|torch_tensorrt|mamba_ssm|"
              r"causal_conv1d|deepspeed\.op|cuda)\b")
@@ -137,6 +143,8 @@ _INTERESTING_PREFIXES = ("torch.cuda", "torch.backends.cud", "torch.float64", "t
                          "torch.complex128", "torch.cdouble", "torch.DoubleTensor", "triton",
                          "torch_xla", "torch.utils.cpp_extension", "torch.amp",
                          "torch.distributed")
+# `cudnn = torch.backends.cudnn`: the new name is a trigger too.
+_MODULE_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*[\w.]*\.(?:cuda|cudnn|amp|matmul)\b[\w.]*[ \t]*$", re.M)
 _TOP_LEVEL_START = re.compile(r"^[A-Za-z_@]", re.M)
 _MEMBER_START = re.compile(r"^    [A-Za-z_@]", re.M)
 _CONTINUATION = re.compile(r"(else|elif|except|finally)\b")
@@ -248,7 +256,7 @@ def parse_relevant(text: str) -> ast.Module | None:
     import_lines = bytes(keep)
     keep = bytearray(line_count)
     trigger_lines = source.lines_containing(TRIGGERS, (_PACKAGE_IMPORT_FROM, _PACKAGE_IMPORT))
-    renamed = _interesting_local_names(imports)
+    renamed = _interesting_local_names(imports) + _MODULE_ALIAS.findall(text)
     if renamed:
         pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, renamed)))
         trigger_lines |= source.lines_containing((), (pattern,))

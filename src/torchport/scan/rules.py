@@ -592,7 +592,8 @@ dist.init_process_group(torch.distributed.get_default_backend_for_device(ACCELER
             "pins nothing without one, is forced off on MPS, and pin_memory_device is "
             "deprecated (2.9). On torch_xla, MpDeviceLoader does the host-to-device overlap.",
         severity="I I I - I I I",
-        replacement="keep pin_memory=True on torch>=2.7, drop pin_memory_device; "
+        replacement="pin_memory=torch.accelerator.is_available() on torch>=2.7, drop "
+                    "pin_memory_device; "
                     "torch_xla: torch_xla.distributed.parallel_loader.MpDeviceLoader",
         min_torch="2.7", fixable=False, effort="low", sources="L11",
         before='''
@@ -601,9 +602,11 @@ from torch.utils.data import DataLoader
 loader = DataLoader(data, pin_memory=True, pin_memory_device="cuda")
 ''',
         after='''
+import torch
 from torch.utils.data import DataLoader
 
-loader = DataLoader(data, pin_memory=True)
+# torch>=2.7 pins for the current accelerator; pin only when there is one.
+loader = DataLoader(data, pin_memory=torch.accelerator.is_available())
 ''',
     ),
     _rule(
