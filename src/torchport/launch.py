@@ -100,16 +100,21 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
         )
         reader.start()
         stopped_by = None
-        while process.poll() is None:
-            now = time.monotonic()
-            if now - started > timeout:
-                stopped_by = f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
-            elif phase_timeout and now - current["since"] > phase_timeout:
-                stopped_by = f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
-            if stopped_by:
-                _kill_group(process)
-                break
-            time.sleep(0.05)
+        try:
+            while process.poll() is None:
+                now = time.monotonic()
+                if now - started > timeout:
+                    stopped_by = f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
+                elif phase_timeout and now - current["since"] > phase_timeout:
+                    stopped_by = f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
+                if stopped_by:
+                    _kill_group(process)
+                    break
+                time.sleep(0.05)
+        except BaseException:
+            # Ctrl-C reaches only us (the worker has its own session): take it down too.
+            _kill_group(process)
+            raise
         process.wait()
         reader.join(timeout=5)
         stderr_file.seek(0)
