@@ -1,0 +1,244 @@
+"""`torchport scan` end to end: outputs, exit status, configuration, suppression,
+bad input, and the project's own examples and built-in apps scanning clean."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from torchport.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((REPO / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+
+CUDA_SCRIPT = """\
+import torch
+
+model = torch.nn.Linear(4, 4).cuda()
+torch.cuda.manual_seed(0)
+torch.backends.cudnn.benchmark = True
+"""
+
+
+def _scan(capsys, *args) -> tuple[int, str, str]:
+    status = main(["scan", *map(str, args)])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    return tmp_path
+
+
+def test_text_output_has_excerpt_consequence_and_summary(project, capsys):
+    status, out, _ = _scan(capsys, project)
+    assert status == 1
+    assert "train.py:3:9: TP002 [*] `.cuda()` moves a tensor or module to CUDA" in out
+    assert " 3 | model = torch.nn.Linear(4, 4).cuda()" in out
+    assert "   |         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^" in out
+    assert "= error on tpu, xla, trainium, xpu, mps, cpu; fine on rocm" in out
+    assert "target     error  silent  perf  info  effort  score" in out
+    rocm = next(line for line in out.splitlines() if line.startswith("rocm"))
+    assert rocm.split()[-2:] == ["none", "100"]  # ROCm reuses "cuda"; cudnn flag is only info
+
+
+def test_json_output_summary_and_score(project, capsys):
+    status, out, _ = _scan(capsys, project, "--format", "json")
+    data = json.loads(out)
+    assert status == 1
+    assert {f["rule"] for f in data["findings"]} == {"TP002", "TP102", "TP301"}
+    tpu = data["summary"]["targets"]["tpu"]
+    # error + silent, both auto-fixable (0.5 each); the cudnn flag is info (0)
+    assert (tpu["error"], tpu["silent"], tpu["info"]) == (1, 1, 1)
+    assert tpu["effort"] == "none" and tpu["score"] == round(100 * 20 / 21)
+
+
+def test_sarif_output_validates_against_the_official_schema(project, capsys):
+    (project / "broken.py").write_text("import torch\nx = torch.cuda.synchronize(\n")
+    (project / "requirements.txt").write_text("flash-attn>=2\n")
+    status, out, _ = _scan(capsys, project, "--format", "sarif")
+    log = json.loads(out)
+    jsonschema.validate(log, SCHEMA, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
+    run = log["runs"][0]
+    rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert {r["ruleId"] for r in run["results"]} == {"TP002", "TP102", "TP301", "TP601"}
+    for result in run["results"]:
+        assert rule_ids[result["ruleIndex"]] == result["ruleId"]
+    notes = run["invocations"][0]["toolExecutionNotifications"]
+    assert "syntax error" in notes[0]["message"]["text"]
+
+
+def test_sarif_schema_rejects_a_broken_log():
+    """The validation above can fail: the shipped schema is strict."""
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"version": "2.1.0", "runs": [{"results": []}]}, SCHEMA)
+
+
+@pytest.mark.parametrize("fail_on, status", [("error", 1), ("silent", 1), ("info", 1), ("never", 0)])
+def test_fail_on(project, capsys, fail_on, status):
+    assert _scan(capsys, project, "--fail-on", fail_on)[0] == status
+
+
+def test_fail_on_threshold_ignores_lower_severities(tmp_path, capsys):
+    (tmp_path / "a.py").write_text("import torch\ntorch.backends.cudnn.benchmark = True\n")
+    assert _scan(capsys, tmp_path, "--fail-on", "silent")[0] == 0
+    assert _scan(capsys, tmp_path, "--fail-on", "info")[0] == 1
+
+
+def test_targets_narrow_the_report(project, capsys):
+    status, out, _ = _scan(capsys, project, "--target", "rocm", "--format", "json")
+    data = json.loads(out)
+    assert {f["rule"] for f in data["findings"]} == {"TP301"}  # info on ROCm
+    assert status == 0
+
+
+def test_select_and_ignore(project, capsys):
+    data = json.loads(_scan(capsys, project, "--select", "TP1", "--format", "json")[1])
+    assert {f["rule"] for f in data["findings"]} == {"TP102"}
+    data = json.loads(_scan(capsys, project, "--ignore", "TP0,TP3", "--format", "json")[1])
+    assert {f["rule"] for f in data["findings"]} == {"TP102"}
+
+
+def test_suppression_comments(tmp_path, capsys):
+    (tmp_path / "a.py").write_text(
+        "import torch\n"
+        "a = torch.ones(1).cuda()  # torchport: ignore[TP002]\n"
+        "b = torch.ones(1).cuda()  # torchport: ignore[TP101]\n"
+        "torch.cuda.synchronize()  # torchport: ignore\n")
+    data = json.loads(_scan(capsys, tmp_path, "--format", "json")[1])
+    assert [(f["rule"], f["line"]) for f in data["findings"]] == [("TP002", 3)]
+    assert data["summary"]["suppressed"] == 2
+
+
+def test_pyproject_configuration(project, capsys):
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["torch>=2.10"]\n\n'
+        '[tool.torchport.scan]\nignore = ["TP301"]\ntargets = ["mps"]\nexclude = ["vendor"]\n'
+        'fail-on = "never"\n')
+    (project / "vendor").mkdir()
+    (project / "vendor" / "lib.py").write_text(CUDA_SCRIPT)
+    status, out, _ = _scan(capsys, project, "--format", "json")
+    data = json.loads(out)
+    assert status == 0
+    assert data["targets"] == ["mps"]
+    assert {(f["path"].split("/")[-1], f["rule"]) for f in data["findings"]} == {
+        ("train.py", "TP002"), ("train.py", "TP102")}
+    assert data["summary"]["min_torch"] == "2.10"
+    # An explicit path is scanned even when excluded.
+    data = json.loads(_scan(capsys, project / "vendor", "--format", "json")[1])
+    assert {f["rule"] for f in data["findings"]} == {"TP002", "TP102"}
+
+
+def test_nested_torchport_toml_excludes_its_subtree(tmp_path, capsys):
+    (tmp_path / "examples" / "gpu").mkdir(parents=True)
+    (tmp_path / "examples" / "gpu" / "train.py").write_text(CUDA_SCRIPT)
+    (tmp_path / "examples" / "torchport.toml").write_text('[scan]\nexclude = ["gpu"]\n')
+    (tmp_path / "app.py").write_text("import torch\n")
+    assert json.loads(_scan(capsys, tmp_path, "--format", "json")[1])["findings"] == []
+    assert json.loads(_scan(capsys, tmp_path / "examples", "--format", "json")[1])["findings"] == []
+    found = json.loads(_scan(capsys, tmp_path / "examples" / "gpu", "--format", "json")[1])
+    assert found["findings"]
+
+
+@pytest.mark.parametrize("config, message", [
+    ('[tool.torchport.scan]\ntargets = ["tpu", "gpu"]\n', "unknown target 'gpu'"),
+    ('[tool.torchport.scan]\nselct = ["TP1"]\n', "unknown key 'selct'"),
+    ('[tool.torchport.scan]\nignore = "TP101"\n', "'ignore' must be a list of strings"),
+    ('[tool.torchport.scan]\nmin-torch = 2.9\n', "'min-torch' must be a version string"),
+    ('[tool.torchport.scan]\nselect = [\n', "invalid TOML"),
+])
+def test_invalid_configuration_is_one_clear_line(project, capsys, config, message):
+    (project / "pyproject.toml").write_text(config)
+    status, out, err = _scan(capsys, project)
+    assert status == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("torchport: error: ")
+    assert "pyproject.toml" in lines[0] and message in lines[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--target", "gpu"], "--target: unknown target 'gpu'"),
+    (["--select", "XX9"], "--select: no rule matches 'XX9'"),
+    (["--min-torch", "two"], "--min-torch: expected a version"),
+])
+def test_invalid_flags_are_one_clear_line(project, capsys, args, message):
+    status, _, err = _scan(capsys, project, *args)
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_path_is_an_error(tmp_path, capsys):
+    status, _, err = _scan(capsys, tmp_path / "nope")
+    assert status == 2 and "no such file or folder" in err
+
+
+def test_bad_input_is_skipped_with_a_reason(tmp_path, capsys):
+    (tmp_path / "good.py").write_text(CUDA_SCRIPT)
+    (tmp_path / "syntax.py").write_text("import torch\ndef broken(:\n    torch.cuda.synchronize()\n")
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\nimport torch\ntorch.cuda.synchronize()\n")
+    (tmp_path / "binary.py").write_bytes(b"\x00\x01cuda\x02" * 100)
+    (tmp_path / "huge.py").write_text("x = 'cuda'\n" * 500_000)  # about 5.5 MB
+    (tmp_path / "loop").symlink_to(tmp_path)
+    (tmp_path / "self.py").symlink_to(tmp_path / "self.py")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "missing.py")
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "deep.py").write_text("import torch\nx = " + "(" * 300 + "torch.cuda" + ")" * 300 + "\n")
+    status, out, err = _scan(capsys, tmp_path, "--format", "json")
+    assert err == ""
+    data = json.loads(out)
+    reasons = {Path(s["path"]).name: s["reason"] for s in data["skipped"]}
+    assert reasons["syntax.py"].startswith("syntax error at line 2")
+    assert reasons["latin1.py"].startswith("not UTF-8 text (byte 0xe9")
+    assert reasons["binary.py"] == "binary file"
+    assert reasons["huge.py"].startswith("larger than 4194304 bytes")
+    assert reasons["loop"].startswith("symlink loop")
+    assert reasons["self.py"] == "symlink loop"
+    assert reasons["dangling.py"] == "broken symlink"
+    assert reasons["pipe.py"] == "not a regular file"
+    assert "deep.py" in reasons  # too deeply nested for the parser: skipped, not a crash
+    # ... and the rest of the scan completed.
+    assert {f["rule"] for f in data["findings"]} == {"TP002", "TP102", "TP301"}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_unreadable_file_is_skipped(tmp_path, capsys):
+    secret = tmp_path / "secret.py"
+    secret.write_text(CUDA_SCRIPT)
+    secret.chmod(0)
+    data = json.loads(_scan(capsys, tmp_path, "--format", "json")[1])
+    assert data["skipped"] == [{"path": str(secret.relative_to(Path.cwd())) if secret.is_relative_to(Path.cwd())
+                                else str(secret), "reason": "permission denied"}]
+
+
+def test_other_sources_are_read(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["xformers>=0.0.28", "numpy"]\n')
+    (tmp_path / "setup.py").write_text('from setuptools import setup\nsetup(name="x", install_requires=["bitsandbytes"])\n')
+    (tmp_path / "launch.sh").write_text("#!/bin/sh\nexport CUDA_VISIBLE_DEVICES=0\nnvidia-smi\n")
+    (tmp_path / "kernel.cuh").write_text("#pragma once\n")
+    (tmp_path / "requirements-gpu.txt").write_text("torch==2.9.0+cu128\n--extra-index-url https://download.pytorch.org/whl/cu128\n")
+    data = json.loads(_scan(capsys, tmp_path, "--format", "json")[1])
+    found = sorted((f["path"].split("/")[-1], f["line"], f["rule"]) for f in data["findings"])
+    assert found == [("kernel.cuh", 1, "TP502"), ("launch.sh", 2, "TP404"), ("launch.sh", 3, "TP109"),
+                     ("pyproject.toml", 3, "TP601"), ("requirements-gpu.txt", 1, "TP601"),
+                     ("requirements-gpu.txt", 2, "TP601"), ("setup.py", 2, "TP601")]
+
+
+def test_parallel_and_serial_scans_agree(tmp_path, capsys):
+    for i in range(250):
+        (tmp_path / f"m{i}.py").write_text(CUDA_SCRIPT if i % 3 == 0 else "import torch\nx = 1\n")
+    serial = json.loads(_scan(capsys, tmp_path, "--format", "json", "--jobs", "1")[1])
+    parallel = json.loads(_scan(capsys, tmp_path, "--format", "json", "--jobs", "2")[1])
+    assert serial["findings"] == parallel["findings"] and len(serial["findings"]) == 84 * 3
+
+
+def test_project_examples_and_builtin_apps_scan_clean(capsys):
+    status, out, _ = _scan(capsys, REPO / "examples", REPO / "src" / "torchport" / "builtin",
+                           "--format", "json", "--fail-on", "info")
+    data = json.loads(out)
+    assert data["findings"] == [] and data["skipped"] == []
+    assert data["summary"]["files_scanned"] >= 4
+    assert status == 0
