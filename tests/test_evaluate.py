@@ -199,3 +199,30 @@ def test_backends_command_lists_every_backend_with_reasons():
 
 def test_schema_is_a_valid_json_schema():
     jsonschema.Draft202012Validator.check_schema(load_schema())
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torchport.cli", "evaluate", str(APPS / "spine_hang.py"), "-b", "cpu", *QUICK,
+         "-o", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "result.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # The app hangs from its third step on: by now the worker has measured its first step.
+    time.sleep(12)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    document = load_result(tmp_path)
+    assert document["status"] == "interrupted"
+    run = document["backends"]["cpu"]["runs"][0]
+    assert run["status"] == "interrupted"
+    assert run["training"]["first_step_s"] > 0
+    assert os.path.exists(tmp_path / "report.md")

@@ -189,6 +189,8 @@ class Evaluation:
                 entry["error"] = run.get("error")
                 self.save()
                 self.on_event("done", {"backend": name, "round": round_index, "run": run})
+                if run["status"] == "interrupted":
+                    raise KeyboardInterrupt
                 error = run.get("error") or {}
                 if run["status"] == "error" and error.get("kind") == "app":
                     # The app itself is at fault: every backend would say the same.

@@ -111,10 +111,11 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
                     _kill_group(process)
                     break
                 time.sleep(0.05)
-        except BaseException:
-            # Ctrl-C reaches only us (the worker has its own session): take it down too.
+        except KeyboardInterrupt:
+            # Ctrl-C reaches only us (the worker has its own session): take it
+            # down too, and still hand back what it had measured.
             _kill_group(process)
-            raise
+            stopped_by = "interrupted by the user"
         process.wait()
         reader.join(timeout=5)
         stderr_file.seek(0)
@@ -124,7 +125,10 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     result["exit_code"] = process.returncode
     result["last_phase"] = current["phase"]
     tail = [line for line in stderr_text.splitlines() if line.strip()][-STDERR_TAIL_LINES:]
-    if stopped_by:
+    if stopped_by == "interrupted by the user":
+        result["status"] = "interrupted"
+        result["error"] = {"kind": "interrupted", "message": f"{stopped_by} during phase {current['phase']!r}"}
+    elif stopped_by:
         result["status"] = "timed_out"
         result["error"] = {"kind": "timeout", "message": stopped_by}
     elif process.returncode == EXIT_OK and result.get("status") == "ok":
