@@ -78,7 +78,7 @@ def validate_options(options: EvaluationOptions) -> list[str]:
     preflight(parse_spec(options.app))
     known = backend_registry.registry()
     names = options.backends or list(known)
-    for name in names + list(options.prices):
+    for name in names + list(options.prices) + [options.reference]:
         backend_registry.get(name)  # raises a UserError naming the known backends
     if options.repeats < 1:
         raise UserError(f"--repeats must be at least 1, got {options.repeats}")
@@ -145,6 +145,9 @@ class Evaluation:
                 runnable.append(name)
         reference = self.options.reference if self.options.reference in runnable else (runnable[0] if runnable else None)
         document["reference"] = reference
+        if reference != self.options.reference:
+            document["reference_note"] = (f"requested reference {self.options.reference!r} did not run here; "
+                                          f"comparing with {reference!r} instead")
         self.save()
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:

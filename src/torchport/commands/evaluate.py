@@ -104,4 +104,5 @@ def run(args: argparse.Namespace) -> int:
                 report_path.write_text(render(results.read(evaluation.result_path)), encoding="utf-8")
     print_summary(document)
     print(f"result: {evaluation.result_path}\nreport: {evaluation.out_dir / 'report.md'}")
-    return 0
+    # The evaluation itself succeeded; but if nothing ran, a script must notice.
+    return 0 if any(b.get("summary") for b in document["backends"].values()) else 1
