@@ -1,0 +1,64 @@
+"""torchport env create|list|remove NAME"""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "env",
+        help="create, list or remove the isolated environments some backends run in (e.g. xla)",
+        description="Some backends need another torch than torchport's own (torch_xla 2.9.0 pins torch 2.9.0). "
+        "torchport keeps an environment per such backend under $TORCHPORT_CACHE (default ~/.cache/torchport).",
+    )
+    actions = parser.add_subparsers(dest="env_action", metavar="ACTION", required=True)
+    create = actions.add_parser("create", help="create an environment (pip install, several GB), or reuse it")
+    create.add_argument("name", help="environment name (see `torchport env list`)")
+    create.add_argument("--force", action="store_true", help="rebuild it even if it already exists")
+    create.set_defaults(func=run_create)
+    listing = actions.add_parser("list", help="list the known environments and their state")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    listing.set_defaults(func=run_list)
+    remove = actions.add_parser("remove", help="delete an environment")
+    remove.add_argument("name")
+    remove.set_defaults(func=run_remove)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    import sys
+
+    from torchport import envs
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    manifest = envs.create(args.name, progress, force=args.force)
+    print(f"{args.name}: {envs.env_dir(args.name)} ({envs.versions_text(manifest)})")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from torchport import envs
+
+    records = [envs.status(name) for name in envs.SPECS]
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return 0
+    for record in records:
+        if record["ready"]:
+            state = f"ready ({envs.versions_text(record['manifest'])})"
+        else:
+            state = f"not usable: {record['problem']}; run: {envs.create_command(record['name'])}"
+        print(f"{record['name']}: {state}\n    {record['path']}")
+    return 0
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    from torchport import envs
+
+    if envs.remove(args.name):
+        print(f"{args.name}: removed {envs.env_dir(args.name)}")
+    else:
+        print(f"{args.name}: nothing to remove at {envs.env_dir(args.name)}")
+    return 0

@@ -1,0 +1,212 @@
+"""Isolated Python environments for backends that need another torch.
+
+The only torch_xla on the package index (2.9.0) requires torch 2.9.0 exactly,
+while torchport itself runs on the current torch.  So the ``xla`` backend's
+worker runs in a virtual environment of its own, which torchport creates on
+request (``torchport env create xla``) under its cache folder and then reuses:
+
+    $TORCHPORT_CACHE/envs/<name>/       (default ~/.cache/torchport/envs/<name>/)
+        bin/python                       the worker's interpreter
+        torchport-env.json               the manifest, written last
+
+An environment holds only the backend's requirements and their dependencies:
+the worker imports this torchport through PYTHONPATH (see torchport.launch),
+so nothing of torchport is installed there.  The manifest records what was
+asked for and what pip actually installed; the result document carries it.
+
+Only an environment with a manifest counts as created: the manifest is written
+after pip succeeded, so an interrupted creation never looks usable.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from torchport.errors import UserError
+
+MANIFEST = "torchport-env.json"
+
+
+class EnvironmentMissing(UserError):
+    """A backend's environment is absent or unusable: that backend cannot run,
+    the others can.  ``kind`` keeps it apart from a fault in the user's app."""
+
+    kind = "environment"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    purpose: str
+    requirements: tuple[str, ...]
+    # Distributions whose installed versions the manifest records (the rest of
+    # `pip freeze` is dependencies nobody compares).
+    recorded: tuple[str, ...]
+
+
+SPECS: dict[str, EnvSpec] = {
+    spec.name: spec
+    for spec in [
+        EnvSpec(
+            name="xla",
+            purpose="PyTorch/XLA: torch_xla 2.9.0 is the newest release on PyPI and pins torch 2.9.0",
+            requirements=("torch==2.9.0", "torch_xla==2.9.0"),
+            recorded=("torch", "torch_xla", "libtpu"),
+        ),
+    ]
+}
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("TORCHPORT_CACHE")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "torchport"
+
+
+def spec_for(name: str) -> EnvSpec:
+    if name not in SPECS:
+        raise UserError(f"unknown environment {name!r} (known: {', '.join(SPECS)})")
+    return SPECS[name]
+
+
+def env_dir(name: str) -> Path:
+    return cache_root() / "envs" / spec_for(name).name
+
+
+def _interpreter(folder: Path) -> Path:
+    return folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def create_command(name: str) -> str:
+    return f"torchport env create {name}"
+
+
+def read_manifest(name: str) -> dict[str, Any] | None:
+    try:
+        return json.loads((env_dir(name) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def status(name: str) -> dict[str, Any]:
+    """Where the environment is and whether it is usable, without starting it."""
+    folder = env_dir(name)
+    python = _interpreter(folder)
+    manifest = read_manifest(name)
+    record: dict[str, Any] = {"name": name, "path": str(folder), "python": str(python), "ready": False,
+                              "problem": None, "manifest": manifest}
+    if not folder.exists():
+        record["problem"] = f"the {name} environment does not exist ({folder})"
+    elif manifest is None:
+        record["problem"] = f"the {name} environment at {folder} is incomplete (no {MANIFEST}: creation did not finish)"
+    elif not os.access(python, os.X_OK):
+        record["problem"] = f"the {name} environment at {folder} has no working interpreter ({python})"
+    elif list(manifest.get("requirements", [])) != list(spec_for(name).requirements):
+        record["problem"] = (f"the {name} environment at {folder} was made for {' '.join(manifest.get('requirements', []))}, "
+                             f"this torchport needs {' '.join(spec_for(name).requirements)}")
+    else:
+        record["ready"] = True
+    return record
+
+
+def python_for(name: str) -> Path:
+    """The environment's interpreter, or a UserError that says how to create it."""
+    record = status(name)
+    if not record["ready"]:
+        raise EnvironmentMissing(f"{record['problem']}; run: {create_command(name)}")
+    return Path(record["python"])
+
+
+
+def create(name: str, progress: Callable[[str], None], force: bool = False) -> dict[str, Any]:
+    """Make (or reuse) the environment; return its manifest.  ``progress`` gets
+    one line at a time, pip's output included."""
+    spec = spec_for(name)
+    folder = env_dir(name)
+    current = status(name)
+    if current["ready"] and not force:
+        progress(f"{name}: already created at {folder} ({versions_text(current['manifest'])}); "
+                 f"use --force to rebuild it")
+        return current["manifest"]
+    if folder.exists():
+        progress(f"{name}: removing the previous environment at {folder}")
+        shutil.rmtree(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    progress(f"{name}: creating a virtual environment at {folder} (Python {sys.version.split()[0]})")
+    _run([_base_python(), "-m", "venv", str(folder)], progress, "creating the virtual environment")
+    python = str(_interpreter(folder))
+    progress(f"{name}: installing {' '.join(spec.requirements)} (several GB; pip's cache is reused)")
+    _run([python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements], progress,
+         f"pip install {' '.join(spec.requirements)}")
+    manifest = {
+        "name": name,
+        "purpose": spec.purpose,
+        "requirements": list(spec.requirements),
+        "installed": _installed_versions(python, spec.recorded),
+        "python": _python_version(python),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    # Written last: its presence is what makes the environment usable.
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    progress(f"{name}: ready ({versions_text(manifest)})")
+    return manifest
+
+
+def remove(name: str) -> bool:
+    folder = env_dir(name)
+    if not folder.exists():
+        return False
+    shutil.rmtree(folder)
+    return True
+
+
+def _base_python() -> str:
+    # A venv made from inside another venv should start from the real interpreter.
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+def _run(command: list[str], progress: Callable[[str], None], what: str) -> None:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               text=True, bufsize=1)
+    tail: list[str] = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        line = line.rstrip()
+        if line:
+            progress(line)
+            tail = (tail + [line])[-3:]
+    if process.wait() != 0:
+        last = " | ".join(tail) or "no output"
+        raise UserError(f"{what} failed (exit status {process.returncode}): {last}")
+
+
+def _installed_versions(python: str, distributions: tuple[str, ...]) -> dict[str, str]:
+    """The `pip freeze` lines of the recorded distributions: what is really there."""
+    frozen = subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
+    wanted = {_normalise(name) for name in distributions}
+    versions = {}
+    for line in frozen.splitlines():
+        name, sep, version = line.partition("==")
+        if sep and _normalise(name) in wanted:
+            versions[_normalise(name)] = version.strip()
+    return versions
+
+
+def _normalise(distribution: str) -> str:
+    return distribution.lower().replace("-", "_")
+
+
+def _python_version(python: str) -> str:
+    return subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def versions_text(manifest: dict[str, Any] | None) -> str:
+    installed = (manifest or {}).get("installed") or {}
+    return ", ".join(f"{name} {version}" for name, version in installed.items()) or "no versions recorded"
