@@ -93,6 +93,7 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
         steps = sum(b["steps"] for b in runs[0]["training"]["sustained"]["blocks"])
         cause = f": input shapes change ({shapes} distinct batch shapes)" if shapes > 1 else ""
         notes.append(f"recompiled {recompiled} times in {steps} sustained steps{cause}; not a steady state")
+    notes += _fallback_notes(runs[0]["training"])
     metrics = [run.get("metric") for run in runs if run.get("metric")]
     summary["metric"] = (
         {**metrics[0], "value": sorted(m["value"] for m in metrics)[len(metrics) // 2], "runs": len(metrics)}
@@ -103,6 +104,31 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
     summary["inference"] = scenario_summary(runs, "inference")
     summary["notes"] = notes
     return summary
+
+
+# Counted by XLA like a missing lowering, but caused by Python asking for a
+# value (.item(), float(), if tensor:): the step stops, runs what it has, copies.
+HOST_SYNC_OPS = ("aten::_local_scalar_dense",)
+
+
+def _fallback_notes(training: dict[str, Any]) -> list[str]:
+    """Ops that ran on the CPU during the sustained steps (backends that count
+    them, e.g. XLA's ``aten::*`` counters)."""
+    fallbacks = ((training.get("counters") or {}).get("sustained") or {}).get("fallback_ops") or {}
+    steps = sum(b["steps"] for b in training["sustained"]["blocks"])
+    notes = []
+    syncs = {op: count for op, count in fallbacks.items() if op in HOST_SYNC_OPS}
+    others = {op: count for op, count in fallbacks.items() if op not in HOST_SYNC_OPS}
+    if syncs:
+        notes.append(f"host sync inside the step: {_op_counts(syncs)} in {steps} sustained steps "
+                     "(a .item(), float() or Python branch on a device value stops the graph and copies it to the host)")
+    if others:
+        notes.append(f"ops with no device lowering ran on the CPU: {_op_counts(others)} in {steps} sustained steps")
+    return notes
+
+
+def _op_counts(ops: dict[str, int]) -> str:
+    return ", ".join(f"{op} x{count}" for op, count in ops.items())
 
 
 def _peak_device_memory(memory: dict[str, Any] | None) -> int | None:

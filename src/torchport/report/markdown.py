@@ -79,6 +79,7 @@ def render(document: dict[str, Any]) -> str:
             for name, s in inference.items():
                 lines.append(f"| {name} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
                              f"| {fmt.seconds(s['first_step_s'])} |")
+        lines += _compiler_counters_section(measured)
     notes = [(name, note) for name, b in measured.items() for note in b["summary"].get("notes", [])]
     if notes:
         lines += ["", "## Warnings", ""] + [f"- {name}: {note}" for name, note in notes]
@@ -106,6 +107,33 @@ def render(document: dict[str, Any]) -> str:
         lines += ["", "Effective configuration hash per backend: " +
                   ", ".join(f"{name} `{'/'.join(h)}`" for name, h in consistency["hashes"].items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
+    """Per phase, what a compiling backend did (XLA's counters): graphs
+    compiled, compile time, executions, transfers, ops that fell back to the CPU."""
+    rows = []
+    for name, b in measured.items():
+        run = next(run for run in b["runs"] if run.get("status") == "ok" and run.get("training"))
+        counters = run["training"].get("counters") or {}
+        for phase in ("first_step", "warmup", "sustained"):
+            c = counters.get(phase) or {}
+            if "compilations" not in c or "executions" not in c:
+                continue
+            steps = {"first_step": 1, "warmup": run["training"]["warmup"]["steps"],
+                     "sustained": sum(block["steps"] for block in run["training"]["sustained"]["blocks"])}[phase]
+            fallbacks = ", ".join(f"`{op}` x{count}" for op, count in c["fallback_ops"].items()) or "none"
+            rows.append(f"| {name} | {phase.replace('_', ' ')} | {steps} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
+                        f"| {c['cached_compilations']} | {c['executions']} | {c['transfers_to_device']} / {c['transfers_from_device']} "
+                        f"| {c['graph_cuts']} | {fallbacks} |")
+    if not rows:
+        return []
+    return ["", "## Compiler counters (first successful run)", "",
+            "Graphs compiled, cache hits and executions per phase; `aten::*` ops ran on the CPU "
+            "(no lowering, or a host sync such as `.item()`).", "",
+            "| backend | phase | steps | compilations | compile time | cached compilations | executions "
+            "| transfers to / from device | graph cuts | CPU fallback ops |",
+            "|---|---|---|---|---|---|---|---|---|---|", *rows]
 
 
 def _metric_text(metric: dict[str, Any] | None) -> str:
