@@ -1,0 +1,59 @@
+"""torchport trace APP"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport.trace.analysis import DEFAULT_TIMEOUT_S
+    from torchport.trace.job import DEFAULT_STEPS
+    from torchport.trace.support import TARGETS
+
+    parser = subparsers.add_parser(
+        "trace",
+        help="trace one training step op by op and say what it means on each target",
+        description="Run K training steps of the app on the CPU under an op tracer; report, per target "
+        "accelerator, a verdict and the findings (host syncs, data-dependent shapes, shape changes, float64, "
+        "tile waste, sparse tensors, custom ops, unsupported ops) at the lines of your code that cause them.",
+    )
+    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function or builtin:NAME "
+                        "(default: builtin:classifier)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps to trace (default {DEFAULT_STEPS})")
+    parser.add_argument("--target", action="append", default=[], metavar="T",
+                        help=f"target to judge (repeatable or comma-separated; default all: {', '.join(TARGETS)})")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the trace section as JSON")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                        help=f"seconds before tracing is stopped, keeping what was traced (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--top", type=int, default=10, help="findings to print (default 10)")
+    parser.add_argument("--no-live", action="store_true",
+                        help="use only the shipped op-support tables, even where a backend is installed")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from rich.console import Console
+
+    from torchport.trace.analysis import raise_if_app_failed, run_trace
+    from torchport.trace.report import terminal_lines
+
+    targets = [t.strip() for item in args.target for t in item.split(",") if t.strip()]
+    console = Console(stderr=True)
+    with console.status("tracing", spinner="dots") as status:
+        section = run_trace(args.app, steps=args.steps, targets=targets or None, timeout=args.timeout,
+                            allow_live=not args.no_live,
+                            on_progress=lambda event: status.update(f"tracing: {event.get('phase', '')}"))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(section, indent=1, default=str) + "\n", encoding="utf-8")
+    raise_if_app_failed(section)
+    print("\n".join(terminal_lines(section, top=args.top)))
+    if args.json:
+        print(f"trace: {args.json}")
+    if section["status"] != "complete":
+        print(f"torchport: trace incomplete: {section['reason']}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,166 @@
+"""From a traced worker run to the ``trace`` section of the result document.
+
+``run_trace`` starts the tracing worker (``torchport.trace.job``) on the ``cpu``
+backend and turns whatever it saved (all steps, or the steps done before a
+timeout) into the section: findings, op support per target, memory fit and a
+verdict per target.  ``torchport trace --json`` writes the same object.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torchport.errors import UserError
+from torchport.trace import findings as finding_rules
+from torchport.trace import memory, support, verdict
+
+TRACE_JOB = "torchport.trace.job:trace_job"
+DEFAULT_TIMEOUT_S = 300.0
+SECTION_VERSION = "1"
+
+
+def run_trace(app: str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+              allow_live: bool = True, seed: int = 0,
+              on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Trace the app in a worker and build the section.  A UserError only when
+    the app is at fault and nothing was traced."""
+    from torchport.app import parse_spec, preflight
+    from torchport.launch import run_worker
+
+    targets = validate_targets(targets)
+    if steps < 1:
+        raise UserError(f"--steps must be at least 1, got {steps}")
+    if timeout <= 0:
+        raise UserError(f"--timeout must be positive, got {timeout}")
+    spec = parse_spec(app)
+    preflight(spec)
+    run = run_worker("cpu", TRACE_JOB, app=spec.text, config={"steps": steps, "seed": seed}, timeout=timeout,
+                     on_progress=on_progress)
+    return build_section(run, spec.text, targets, allow_live=allow_live)
+
+
+def validate_targets(targets: list[str] | None) -> list[str]:
+    chosen = list(dict.fromkeys(targets or finding_rules.TARGETS))
+    unknown = [t for t in chosen if t not in support.TARGETS]
+    if unknown:
+        raise UserError(f"unknown target {unknown[0]!r} (known: {', '.join(support.TARGETS)})")
+    return chosen
+
+
+def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live: bool = True) -> dict[str, Any]:
+    trace = run.get("trace") or {}
+    error = run.get("error")
+    steps_done = trace.get("steps_done", 0)
+    traced_anything = bool(trace.get("ops"))
+    if run.get("status") == "ok":
+        status, reason = "complete", None
+    elif traced_anything:
+        status = "partial"
+        reason = (f"{_error_text(error)}; kept what was traced: {steps_done} complete step(s) of "
+                  f"{trace.get('steps_requested')}" + ("" if steps_done == trace.get("steps_requested") else
+                                                       ", and the ops of the step in progress"))
+    else:
+        status, reason = "failed", _error_text(error)
+    section: dict[str, Any] = {
+        "version": SECTION_VERSION,
+        "status": status,
+        "reason": reason,
+        "error": error,
+        "app": app,
+        "steps_requested": trace.get("steps_requested"),
+        "steps_traced": steps_done,
+        "torch": trace.get("torch"),
+        "targets": targets,
+        "phase_locations": trace.get("phase_locations"),
+    }
+    if not traced_anything:
+        section.update(findings=[], verdicts={}, op_support={}, memory=None, shapes=None, ops=[], totals=None,
+                       xla_comparison=None)
+        return section
+    ops = trace.get("ops", [])
+    steps_done = max(1, steps_done)
+    section["findings"] = finding_rules.detect(trace, targets)
+    section["shapes"] = _shapes(trace)
+    section["memory"] = memory.memory_section(trace.get("memory"), targets)
+    traced_ops = [r["op"] for r in ops if runs_on_device(r)]
+    section["op_support"] = support.op_support(traced_ops, targets, allow_live=allow_live)
+    section["findings"] = finding_rules.rank(section["findings"] + support_findings(ops, section["op_support"], steps_done))
+    section["verdicts"] = {name: verdict.target_verdict(name, section) for name in targets}
+    section["totals"] = _totals(ops, steps_done)
+    section["host_syncs"] = trace.get("host_syncs", [])
+    section["ops"] = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))
+    section["xla_comparison"] = None
+    return section
+
+
+def runs_on_device(record: dict[str, Any]) -> bool:
+    """Whether an op of the trace would run on the target device.  Not the data
+    pipeline (host side), and not a value read that torch's own code did with no
+    user frame on the stack: torch.optim keeps its step counters on the CPU and
+    reads them with .item() on every device."""
+    if record["phase"] == "data":
+        return False
+    return not (record.get("in_host_sync_call") and record.get("attributed") == "phase")
+
+
+def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], steps: int) -> list[dict[str, Any]]:
+    """Fallback / missing ops as findings at the user lines that issued them."""
+    grouped: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for record in ops:
+        if not runs_on_device(record):
+            continue
+        for target, answer in op_support.items():
+            entry = (answer.get("ops") or {}).get(record["op"])
+            if not entry or entry["status"] not in ("fallback", "missing"):
+                continue
+            rule = "TP109" if entry["status"] == "fallback" else "TP110"
+            item = grouped.setdefault((rule, record["location"]), {"ops": set(), "targets": {}, "count": 0, "seen": set(),
+                                                                   "why": set()})
+            item["ops"].add(record["op"])
+            item["targets"][target] = finding_rules.RULES[rule].severity[target]
+            item["why"].add(f"{target}: {entry['why']}")
+            if id(record) not in item["seen"]:
+                item["seen"].add(id(record))
+                item["count"] += record["count"]
+    found = []
+    for (rule, location), item in grouped.items():
+        names = sorted(item["ops"])
+        found.append(finding_rules._make(finding_rules.RULES[rule], location, item["count"], steps,
+                                         f"{', '.join(names)} on {', '.join(sorted(item['targets']))} "
+                                         f"({'; '.join(sorted(item['why']))})", item["targets"], ops=names))
+    return found
+
+
+def _shapes(trace: dict[str, Any]) -> dict[str, Any]:
+    scan = trace.get("data_scan") or {}
+    signatures = scan.get("signatures") or []
+    return {"signatures": len(signatures) or len(set(trace.get("step_batches") or [])),
+            "batches_scanned": scan.get("batches"), "complete_epoch": scan.get("complete_epoch"),
+            "varying": finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
+            "step_batches": trace.get("step_batches"),
+            "distinct_step_graphs": len({g["graph"] for g in trace.get("step_graphs") or []})}
+
+
+def _totals(ops: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    known = [r for r in ops if r["flops"] is not None]
+    return {
+        "op_calls_per_step": round(sum(r["count"] for r in ops) / steps, 1),
+        "distinct_ops": len({r["op"] for r in ops}),
+        "flops_per_step": sum(r["flops"] for r in known) / steps,
+        "flops_note": "PyTorch's FLOP counter (torch.utils.flop_counter): matmuls, convolutions, attention; "
+                      "elementwise ops count 0",
+        "bytes_per_step": sum(r["bytes_read"] + r["bytes_written"] for r in ops) / steps,
+    }
+
+
+def _error_text(error: dict[str, Any] | None) -> str:
+    if not error:
+        return "the tracing worker stopped without a result"
+    where = f"{error['location']}: " if error.get("location") else ""
+    return f"{where}{error.get('message')}"
+
+
+def raise_if_app_failed(section: dict[str, Any]) -> None:
+    """Nothing traced because of the app: one line, naming the user's line."""
+    error = section.get("error") or {}
+    if section["status"] == "failed":
+        raise UserError(error.get("message") or section.get("reason") or "tracing failed", location=error.get("location"))

@@ -1,0 +1,396 @@
+"""What in a traced step breaks or slows an app on each target: the rule table
+and the detectors.
+
+Every finding names one rule (``TP101`` ...), the targets it affects with a
+severity for each, the user's ``file:line`` that caused it, and how often it
+happened in the traced steps.  One cause (one rule at one line) is one
+finding, however many ops it issued.
+
+Severities: ``blocker`` (does not run on the target as is), ``slow`` (runs,
+with a cost that grows with the run: fallbacks, recompilations, stalls),
+``minor`` (a bounded waste worth knowing).
+
+The detectors read the raw trace (plain data from ``torchport.trace.job``)
+and need no torch.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+TARGETS = ("tpu", "xla", "neuron", "rocm", "mps", "cuda")
+SEVERITY_RANK = {"blocker": 0, "slow": 1, "minor": 2}
+LAZY_TARGETS = ("tpu", "xla", "neuron")  # compile a graph per input shape
+TPU_TARGETS = ("tpu", "xla")
+TILE_MINOR, TILE_LANE = 8, 128  # TPU vector registers are 8 x 128 (Cloud TPU performance guide)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    title: str
+    severity: dict[str, str]  # target -> severity
+    rationale: str
+    fix: str
+    source: str
+
+
+RULES: dict[str, Rule] = {rule.id: rule for rule in [
+    Rule("TP101", "host-sync", "host synchronization inside the training step",
+         {"xla": "slow", "tpu": "slow", "neuron": "slow", "cuda": "minor", "rocm": "minor", "mps": "minor"},
+         "Reading a tensor's value on the host (.item(), .tolist(), bool(t), print(t), torch.equal, .cpu()) "
+         "waits for all queued device work; on a lazy backend it also cuts and executes the graph early.",
+         "keep the value as a tensor (torch.where instead of `if`), or read it every N steps after the step ends",
+         "pytorch/xla docs troubleshoot.md (item(), printing); TorchTPU deferred-execution notebook"),
+    Rule("TP102", "dynamic-output-shape", "op whose output shape depends on the data",
+         {"xla": "slow", "tpu": "slow", "neuron": "slow", "cuda": "minor", "rocm": "minor", "mps": "minor"},
+         "PyTorch tags these ops dynamic_output_shape (nonzero, masked_select, boolean-mask indexing, unique, "
+         "repeat_interleave with a tensor, bincount). XLA-style compilers need static shapes: torch_xla runs them "
+         "on the CPU; compiled backends recompile or break the graph; GPUs sync to size the output.",
+         "keep shapes static: torch.where(mask, x, 0) or a weighted sum instead of x[mask]; pass sizes "
+         "(bincount(minlength=), unique(..., sorted) on padded input) where the op allows",
+         "PyTorch native_functions.yaml tags; pytorch/xla docs troubleshoot.md, learn/dynamic_shape.md"),
+    Rule("TP103", "input-shapes-vary", "input shapes change between steps",
+         {"xla": "slow", "tpu": "slow", "neuron": "slow"},
+         "XLA compiles one graph per input shape: every distinct batch signature is a compilation, and the step "
+         "that meets a new one stalls for it.",
+         "make every batch the same shape: DataLoader(drop_last=True) for a short last batch, pad or bucket "
+         "variable lengths to a few fixed sizes",
+         "pytorch/xla docs perf/recompilation.md; TorchNeuron torch.compile reference"),
+    Rule("TP104", "graph-varies", "the step's ops change between steps with the same input shapes",
+         {"xla": "slow", "tpu": "slow", "neuron": "slow"},
+         "Data-dependent Python control flow or varying loop counts trace a different graph on different steps, "
+         "each compiled separately.",
+         "replace data-dependent branches with tensor ops (torch.where); keep loop trip counts fixed",
+         "pytorch/xla docs troubleshoot.md (caveat 2), xla-advanced.md"),
+    Rule("TP105", "float64", "float64 in the step",
+         {"mps": "blocker", "xla": "slow", "tpu": "slow"},
+         "MPS has no float64. TPUs have no fast float64 path (JAX keeps x64 off by default: 'slow at best, "
+         "incompatible with their hardware at worst').",
+         "create tensors as float32 (torch.tensor(..., dtype=torch.float32); numpy arrays default to float64: "
+         "torch.from_numpy(a).float())",
+         "JAX docs default_dtypes; PyTorch MPS backend notes"),
+    Rule("TP106", "tile-misaligned", "matrix dimensions not multiples of the TPU tile",
+         {"xla": "minor", "tpu": "minor"},
+         "TPU matrix units work on 8 x 128 tiles: a contraction or output dimension that is not a multiple of "
+         "128 (rows: 8) is padded, and the padding is computed and thrown away.",
+         "choose feature, head and hidden sizes that are multiples of 128 (batch a multiple of 8)",
+         "Cloud TPU performance guide (8 x 128 vector registers); the padding model is torchport's estimate"),
+    Rule("TP107", "sparse-layout", "sparse tensors in the step",
+         {"tpu": "blocker", "xla": "blocker"},
+         "torch_tpu: 'sparse operators are not supported on TPU yet'. torch has no SparseXLA dispatch key, so no "
+         "sparse tensor can live on an XLA device.",
+         "use dense tensors (to_dense()), or embedding/gather ops instead of sparse matmuls",
+         "torch_tpu 0.2.0 binary strings; torch 2.9 dispatch keys (SparseXLA does not parse)"),
+    Rule("TP108", "custom-op", "custom op without a kernel for the target",
+         {"xla": "slow", "tpu": "blocker", "neuron": "blocker", "cuda": "blocker", "rocm": "blocker", "mps": "blocker"},
+         "An op registered by the app or a library (torch.library) runs only where it has a kernel; torch_xla "
+         "falls back to the CPU kernel.",
+         "give the op a composite (pure-PyTorch) implementation, or register a kernel for the target",
+         "the op's dispatch registrations in the tracing process"),
+    Rule("TP109", "op-fallback", "op falls back to the CPU",
+         {target: "slow" for target in TARGETS},
+         "The target has no kernel for this op: it runs on the host with copies both ways (torch_xla, "
+         "TorchNeuron fall back by default).",
+         "rewrite with supported ops, or check a newer release of the backend",
+         "op support table of the target (see op_support)"),
+    Rule("TP110", "op-missing", "op has no kernel on the target",
+         {target: "blocker" for target in TARGETS},
+         "No kernel and no default CPU fallback: the op raises (TorchTPU's CPU fallback is off by default; MPS "
+         "falls back only with PYTORCH_ENABLE_MPS_FALLBACK=1).",
+         "rewrite with supported ops, or enable the backend's CPU fallback (slow)",
+         "op support table of the target (see op_support)"),
+]}
+
+
+def finding(rule_id: str, location: str | None, count: int, steps: int, detail: str, targets: list[str],
+            **extra: Any) -> dict[str, Any]:
+    rule = RULES[rule_id]
+    affected = {t: rule.severity[t] for t in targets if t in rule.severity}
+    return _make(rule, location, count, steps, detail, affected, **extra)
+
+
+def _make(rule: Rule, location: str | None, count: int, steps: int, detail: str, affected: dict[str, str],
+          **extra: Any) -> dict[str, Any]:
+    severity = min(affected.values(), key=SEVERITY_RANK.__getitem__) if affected else "minor"
+    return {
+        "id": rule.id, "rule": rule.name, "title": rule.title, "severity": severity, "targets": affected,
+        "location": location, "count": count, "per_step": round(count / steps, 3) if steps else None,
+        "detail": detail, "fix": rule.fix, **extra,
+    }
+
+
+def _group(items: list[dict[str, Any]], key_fields: tuple[str, ...]) -> dict[tuple, list[dict[str, Any]]]:
+    grouped: dict[tuple, list[dict[str, Any]]] = {}
+    for item in items:
+        grouped.setdefault(tuple(item.get(k) for k in key_fields), []).append(item)
+    return grouped
+
+
+def _in_step(record: dict[str, Any]) -> bool:
+    """Ops the user's step issued on the device: not the host-side data
+    pipeline, not library internals with no user frame."""
+    return record["phase"] != "data" and record.get("attributed") != "phase"
+
+
+def detect(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+    """All findings of a raw trace for the given targets, ranked."""
+    steps = max(1, trace.get("steps_done") or 0)
+    ops = trace.get("ops", [])
+    found: list[dict[str, Any]] = []
+    found += host_syncs(trace, steps, targets)
+    found += dynamic_shapes(ops, steps, targets)
+    found += input_shapes(trace, targets)
+    found += graph_changes(trace, targets)
+    found += float64(ops, steps, targets)
+    found += tile_alignment(ops, steps, targets)
+    found += sparse(ops, steps, targets)
+    found += custom_ops(ops, trace.get("custom_op_kernels") or {}, steps, targets)
+    # A finding none of the chosen targets is affected by is not a finding here.
+    return rank([f for f in found if f["targets"]])
+
+
+def rank(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(found, key=lambda f: (SEVERITY_RANK[f["severity"]], -len(f["targets"]),
+                                        -(f.get("wasted_share") or 0), -f["count"], f["id"], f["location"] or ""))
+
+
+def host_syncs(trace: dict[str, Any], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+    events = [dict(s, what=s["call"]) for s in trace.get("host_syncs", []) if _in_step(s)]
+    events += [dict(r, what=f"{r['op']} (torch.{r['op'].split('::')[1].split('.')[0]})")
+               for r in trace.get("ops", [])
+               if "data_dependent_output" in r["tags"] and not r["in_host_sync_call"] and _in_step(r)]
+    found = []
+    for (location,), group in _group(events, ("location",)).items():
+        calls = sorted({e["what"] for e in group})
+        count = sum(e["count"] for e in group)
+        found.append(finding("TP101", location, count, steps, f"{', '.join(calls)}: {count} in {steps} step(s)",
+                             targets, calls=calls, phases=sorted({e["phase"] for e in group})))
+    return found
+
+
+def dynamic_shapes(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+    dynamic = [r for r in ops if "dynamic_output_shape" in r["tags"] and _in_step(r) and not r["in_host_sync_call"]
+               and (not r["op"].startswith("aten::index") or r["op"].endswith("[bool]"))]
+    found = []
+    for (location,), group in _group(dynamic, ("location",)).items():
+        names = sorted({r["op"] for r in group})
+        count = sum(r["count"] for r in group)
+        found.append(finding("TP102", location, count, steps, f"{', '.join(names)}: {count} call(s) in {steps} step(s)",
+                             targets, ops=names, phases=sorted({r["phase"] for r in group}),
+                             modules=sorted({r["module"] for r in group if r["module"]})))
+    return found
+
+
+def varying_dims(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Which tensor of the batch, and which of its dimensions, takes more than one size."""
+    by_path: dict[str, list[list[int]]] = {}
+    for signature in signatures:
+        for path, _dtype, shape in signature["leaves"]:
+            by_path.setdefault(path, []).append(shape)
+    varying = []
+    for path, shapes in by_path.items():
+        ranks = {len(s) for s in shapes}
+        if len(ranks) > 1:
+            varying.append({"input": path, "dim": None, "sizes": sorted({len(s) for s in shapes}), "what": "rank"})
+            continue
+        for dim in range(ranks.pop()):
+            sizes = sorted({s[dim] for s in shapes})
+            if len(sizes) > 1:
+                varying.append({"input": path, "dim": dim, "sizes": sizes, "what": "size"})
+    return varying
+
+
+def input_shapes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+    scan = trace.get("data_scan") or {}
+    signatures = scan.get("signatures") or []
+    if len(signatures) <= 1:
+        return []
+    varying = varying_dims(signatures)
+    described = "; ".join(
+        f"{v['input']} dim {v['dim']} takes {len(v['sizes'])} sizes ({', '.join(map(str, v['sizes'][:6]))}"
+        f"{', ...' if len(v['sizes']) > 6 else ''})" if v["what"] == "size" else f"{v['input']} changes rank"
+        for v in varying)
+    last_partial = (len(signatures) == 2 and min(s["count"] for s in signatures) == 1
+                    and max(signatures, key=lambda s: s["first_batch"])["count"] == 1
+                    and all(v["dim"] == 0 for v in varying))
+    at_least = "" if scan.get("complete_epoch") else "at least "
+    detail = (f"{at_least}{len(signatures)} distinct batch signatures in {scan.get('batches')} batches "
+              f"(so {at_least}{len(signatures)} compilations of the step): {described}")
+    if last_partial:
+        detail += "; only the last batch differs: a partial last batch (DataLoader drop_last=False)"
+    location = (trace.get("phase_locations") or {}).get("data")
+    return [finding("TP103", location, len(signatures), 1, detail, targets, signatures=len(signatures),
+                    varying=varying, last_partial_batch=last_partial, complete_epoch=bool(scan.get("complete_epoch")))]
+
+
+def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+    graphs = trace.get("step_graphs") or []
+    batches = trace.get("step_batches") or []
+    changes = [(i, g) for i, g in enumerate(graphs)
+               if g.get("first_difference") and i < len(batches) and batches[i] == batches[i - 1]]
+    if not changes:
+        return []
+    found = []
+    for (location,), group in _group([dict(g["first_difference"], step=i + 1) for i, g in changes], ("location",)).items():
+        first = group[0]
+        found.append(finding("TP104", location, len(group), 1,
+                             f"step {first['step']} ran a different op sequence than step {first['step'] - 1} with "
+                             f"the same input shapes, first at {first['op']} ({first['phase']})",
+                             targets, distinct_graphs=len({g['graph'] for g in graphs})))
+    return found
+
+
+def float64(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+    wide = [r for r in ops if any(d.split("[")[0].split(":")[-1] in ("float64", "complex128")
+                                  for d in r["inputs"] + r["outputs"]) and r.get("attributed") != "phase"]
+    found = []
+    for (location,), group in _group(wide, ("location",)).items():
+        names = sorted({r["op"] for r in group})
+        count = sum(r["count"] for r in group)
+        found.append(finding("TP105", location, count, steps,
+                             f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
+                             f"{', ...' if len(names) > 5 else ''}", targets, ops=names,
+                             phases=sorted({r["phase"] for r in group})))
+    return found
+
+
+def _dims(text: str) -> list[int]:
+    inside = text.split("[", 1)[1].rstrip("]")
+    return [int(x) for x in inside.split(",") if x]
+
+
+def _pad(value: int, tile: int) -> int:
+    return int(math.ceil(value / tile) * tile) if value else 0
+
+
+def matmul_dims(op: str, inputs: list[str]) -> list[tuple[int, int, int]]:
+    """(M, K, N) of each matrix product an op performs (M rows, K contracted,
+    N columns); [] for other ops."""
+    name = op.split("::")[-1].split(".")[0]
+    shapes = [_dims(t) for t in inputs if not t.startswith("list")]
+    try:
+        if name == "mm":
+            (m, k), (_, n) = shapes[0], shapes[1]
+            return [(m, k, n)]
+        if name == "addmm":
+            (m, k), (_, n) = shapes[1], shapes[2]
+            return [(m, k, n)]
+        if name in ("bmm", "baddbmm"):
+            a, b = (shapes[0], shapes[1]) if name == "bmm" else (shapes[1], shapes[2])
+            return [(a[0] * a[1], a[2], b[2])] if a[0] == 1 else [(a[1], a[2], b[2])] * a[0]
+        if name in ("convolution", "_convolution", "convolution_backward"):
+            # As an implicit GEMM: rows are output positions, the contraction
+            # runs over input channels x kernel window, columns are output channels.
+            data, weight = (shapes[0], shapes[1]) if name != "convolution_backward" else (shapes[0], shapes[2])
+            return [(data[0] * math.prod(data[2:]), math.prod(weight[1:]), weight[0])]
+        if name.startswith("_scaled_dot_product"):
+            offset = 1 if name.endswith("backward") else 0
+            query, key, value = shapes[offset], shapes[offset + 1], shapes[offset + 2]
+            length, width, source, value_width = query[-2], query[-1], key[-2], value[-1]
+            heads = math.prod(query[:-2])
+            return [(length, width, source)] * heads + [(length, source, value_width)] * heads
+    except (IndexError, ValueError):
+        return []
+    return []
+
+
+def tile_efficiency(products: list[tuple[int, int, int]]) -> float | None:
+    """Useful share of the work once M is padded to 8 and K, N to 128."""
+    useful = sum(m * k * n for m, k, n in products)
+    padded = sum(_pad(m, TILE_MINOR) * _pad(k, TILE_LANE) * _pad(n, TILE_LANE) for m, k, n in products)
+    return useful / padded if padded else None
+
+
+# A location is reported when at least this share of its matrix work is
+# padding, and the padding is at least this share of the step's known FLOPs:
+# smaller waste is not worth a line in the report.
+TILE_MIN_WASTE_OF_OP = 0.25
+TILE_MIN_WASTE_OF_STEP = 0.01
+TILE_SLOW_WASTE_OF_STEP = 0.10
+
+
+def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+    """Judged on the forward pass, where rows are the batch (or tokens) and K, N
+    are features, as the TPU guide states its rule; the backward pass repeats
+    the same dimensions (twice), so the forward share is the step's share."""
+    forward = [r for r in ops if r["phase"] in ("forward", "loss")]
+    total_flops = sum(r["flops"] or 0 for r in forward)
+    if not total_flops:
+        return []
+    rows = []
+    for record in forward:
+        if not record["flops"]:
+            continue
+        products = matmul_dims(record["op"], record["inputs"])
+        efficiency = tile_efficiency(products)
+        if efficiency is None or efficiency >= 1:
+            continue
+        rows.append({**record, "efficiency": efficiency, "wasted": record["flops"] * (1 - efficiency),
+                     "products": products})
+    # One line can run many layers (a Sequential called from the loss): judge
+    # each module on its own, then report the line once with the modules that waste.
+    wasteful = [row for (_, _), group in _group(rows, ("location", "module")).items()
+                if sum(r["wasted"] for r in group) / sum(r["flops"] for r in group) >= TILE_MIN_WASTE_OF_OP
+                for row in group]
+    found = []
+    for (location,), group in _group(wasteful, ("location",)).items():
+        flops = sum(r["flops"] for r in group)
+        wasted = sum(r["wasted"] for r in group)
+        if wasted / total_flops < TILE_MIN_WASTE_OF_STEP:
+            continue
+        odd = sorted({(d, v) for r in group for m, k, n in r["products"]
+                      for d, v, tile in (("M", m, TILE_MINOR), ("K", k, TILE_LANE), ("N", n, TILE_LANE))
+                      if v % tile})
+        share = wasted / total_flops
+        severity = "slow" if share >= TILE_SLOW_WASTE_OF_STEP else "minor"
+        affected = {t: severity for t in targets if t in RULES["TP106"].severity}
+        dims = ", ".join(f"{d}={v}" for d, v in odd[:6])
+        modules = sorted({r["module"] for r in group if r["module"]})
+        found.append(_make(RULES["TP106"], location, sum(r["count"] for r in group), steps,
+                           f"{', '.join(sorted({r['op'] for r in group}))} with {dims}"
+                           f"{' in ' + ', '.join(modules) if modules else ''}: {wasted / flops:.0%} of this work is "
+                           f"padding, {share:.1%} of the forward pass's FLOPs (estimate: rows padded to 8, contraction "
+                           f"and columns to 128; convolutions as implicit GEMM; backward alike)",
+                           affected, wasted_share=round(share, 4), wasted_share_of_op=round(wasted / flops, 4),
+                           modules=modules))
+    return found
+
+
+def sparse(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+    hits = [r for r in ops if any(d.startswith("sparse") for d in r["inputs"] + r["outputs"])]
+    found = []
+    for (location,), group in _group(hits, ("location",)).items():
+        layouts = sorted({d.split(":")[0] for r in group for d in r["inputs"] + r["outputs"] if d.startswith("sparse")})
+        count = sum(r["count"] for r in group)
+        found.append(finding("TP107", location, count, steps, f"{', '.join(layouts)} tensors in "
+                             f"{', '.join(sorted({r['op'] for r in group}))}", targets, layouts=layouts))
+    return found
+
+
+CUSTOM_OP_KEYS = {"cuda": "CUDA", "rocm": "CUDA", "mps": "MPS", "xla": "XLA", "tpu": "PrivateUse1", "neuron": "PrivateUse1"}
+
+
+def custom_ops(ops: list[dict[str, Any]], registrations: dict[str, Any], steps: int,
+               targets: list[str]) -> list[dict[str, Any]]:
+    custom = [r for r in ops if r["op"].split("::")[0] not in ("aten", "prim", "prims")]
+    found = []
+    for (location,), group in _group(custom, ("location",)).items():
+        names = sorted({r["op"] for r in group})
+        lacking: dict[str, str] = {}
+        for name in names:
+            kernels = set((registrations.get(name) or {}).get("kernels", []))
+            if any(k.startswith("Composite") for k in kernels):
+                continue
+            for target in targets:
+                if CUSTOM_OP_KEYS.get(target) not in kernels and target in RULES["TP108"].severity:
+                    lacking[target] = RULES["TP108"].severity[target]
+        if lacking:
+            count = sum(r["count"] for r in group)
+            found.append(_make(RULES["TP108"], location, count, steps,
+                               f"{', '.join(names)}: kernels registered for "
+                               f"{', '.join(sorted({k for n in names for k in (registrations.get(n) or {}).get('kernels', [])})) or 'nothing'}",
+                               lacking, ops=names))
+    return found

@@ -1,0 +1,124 @@
+"""Rendering of the ``trace`` section: ``markdown(section)`` for report.md (the
+evaluate report calls it), ``terminal_lines(section)`` for ``torchport trace``."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from torchport.report import format as fmt
+from torchport.trace.support import TARGETS
+
+SEVERITY_MARK = {"blocker": "BLOCKER", "slow": "slow", "minor": "minor"}
+
+
+def short_location(location: str | None) -> str:
+    """A path relative to the working directory when that is shorter."""
+    if not location:
+        return "(no user location)"
+    path, _, line = location.rpartition(":")
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        relative = path
+    return f"{relative if len(relative) < len(path) else path}:{line}"
+
+
+def _targets_text(finding: dict[str, Any]) -> str:
+    return ", ".join(f"{t}" + (f" ({s})" if s != finding["severity"] else "") for t, s in finding["targets"].items())
+
+
+def verdict_lines(section: dict[str, Any]) -> list[str]:
+    return [f"{TARGETS[name].title}: {v['text']}" for name, v in (section.get("verdicts") or {}).items()]
+
+
+def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
+    lines = [f"torchport trace {section['app']}: {section['steps_traced']} step(s) traced on the CPU "
+             f"(torch {section.get('torch')}), status {section['status']}"]
+    if section.get("reason"):
+        lines.append(f"  note: {section['reason']}")
+    if section["status"] == "failed":
+        return lines
+    lines.append("")
+    lines.append("Verdicts:")
+    lines += [f"  {line}" for line in verdict_lines(section)]
+    found = section.get("findings") or []
+    lines.append("")
+    if not found:
+        lines.append("Findings: none.")
+    else:
+        lines.append(f"Findings ({len(found)}; top {min(top, len(found))}):")
+        for f in found[:top]:
+            lines.append(f"  {f['id']} {SEVERITY_MARK[f['severity']]:7} {short_location(f['location'])}: {f['title']}")
+            lines.append(f"      {f['detail']}")
+            lines.append(f"      targets: {_targets_text(f)}; fix: {f['fix']}")
+    mem = section.get("memory")
+    if mem:
+        fits = [c["chip"] for c in mem["chips"] if c["fits"]]
+        lines += ["", f"Memory (estimate): {fmt.size(mem['peak_bytes'])} per step; fits on "
+                      f"{', '.join(fits) if fits else 'none of the catalogued chips'}"]
+    lines += ["", "Op support sources: " + "; ".join(
+        f"{name}: {_source_text(answer)}" for name, answer in (section.get("op_support") or {}).items())]
+    return lines
+
+
+def _source_text(answer: dict[str, Any]) -> str:
+    if answer["kind"] == "none":
+        return f"unknown ({answer.get('note')})"
+    versions = ", ".join(f"{k} {v}" for k, v in (answer.get("version") or {}).items())
+    when = f", {answer['retrieved']}" if answer.get("retrieved") else ""
+    return f"{answer['kind']} ({versions}{when})"
+
+
+def markdown(section: dict[str, Any]) -> str:
+    lines = ["## Op trace: readiness per target", ""]
+    lines.append(f"{section['steps_traced']} training step(s) of `{section['app']}` traced op by op on the CPU "
+                 f"(torch {section.get('torch')}); status **{section['status']}**"
+                 + (f": {section['reason']}" if section.get("reason") else "") + ".")
+    if section["status"] == "failed":
+        return "\n".join(lines) + "\n"
+    lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
+    for name, v in (section.get("verdicts") or {}).items():
+        answer = (section.get("op_support") or {}).get(name) or {}
+        lines.append(f"| {TARGETS[name].title} | {v['text']} | {_source_text(answer) if answer else 'n/a'} |")
+    found = section.get("findings") or []
+    lines += ["", f"### Findings ({len(found)})", ""]
+    if not found:
+        lines.append("None: no host syncs, data-dependent shapes, shape changes, float64, tile waste, sparse "
+                     "tensors, custom ops, or unsupported ops were seen in the traced steps.")
+    else:
+        lines += ["| rule | severity | where | what | count | targets | fix |", "|---|---|---|---|---|---|---|"]
+        for f in found:
+            lines.append(f"| {f['id']} {f['rule']} | {f['severity']} | `{short_location(f['location'])}` "
+                         f"| {f['detail']} | {f['count']} | {_targets_text(f)} | {f['fix']} |")
+    comparison = section.get("xla_comparison")
+    if comparison:
+        lines += ["", "### Prediction vs. the measured xla run", "",
+                  "| | predicted by the trace | measured on xla |", "|---|---|---|"]
+        measured = comparison["measured"]
+        lines.append(f"| CPU fallback ops | {', '.join(comparison['predicted']['fallback_ops']) or 'none'} | "
+                     f"{', '.join(sorted({op for r in measured['per_run'] for op in r['fallback_ops']})) or 'none'} |")
+        lines.append(f"| step graphs / compilations | {comparison['predicted']['step_graphs']} | "
+                     f"{', '.join(str(r['compilations']) for r in measured['per_run'])} (per run) |")
+        if comparison["expected_from_harness"]:
+            lines.append("")
+            lines.append(f"Expected from torchport's own loss reads: {', '.join(comparison['expected_from_harness'])}.")
+        lines.append("")
+        lines += ([f"- **disagreement**: {d}" for d in comparison["disagreements"]]
+                  or ["The prediction agrees with the measured run."])
+    mem = section.get("memory")
+    if mem:
+        parts = ", ".join(f"{k.replace('_', ' ')} {fmt.size(v)}" for k, v in mem["parts"].items())
+        lines += ["", "### Memory fit (estimate)", "",
+                  f"About **{fmt.size(mem['peak_bytes'])}** per training step ({parts}); {mem['method']}.", "",
+                  "| chip | HBM | fits | headroom | source |", "|---|---|---|---|---|"]
+        for chip in mem["chips"]:
+            fits = "yes" + (" (tight)" if chip["tight"] else "") if chip["fits"] else "**no**"
+            lines.append(f"| {chip['chip']} | {chip['hbm']} | {fits} | {fmt.size(chip['headroom_bytes'])} "
+                         f"({chip['headroom_share']:.0%}) | {chip['source']} |")
+        lines.append(f"\nChip catalogue retrieved {mem['catalogue']['retrieved']}.")
+    totals = section.get("totals") or {}
+    if totals:
+        lines += ["", f"Per step: {totals['op_calls_per_step']:.0f} op calls ({totals['distinct_ops']} distinct ops), "
+                      f"{totals['flops_per_step'] / 1e9:.2f} GFLOP ({totals['flops_note']}), "
+                      f"{fmt.size(int(totals['bytes_per_step']))} read and written."]
+    return "\n".join(lines) + "\n"

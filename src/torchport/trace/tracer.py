@@ -1,0 +1,421 @@
+"""The op tracer: every aten op one training step executes, with where it came from.
+
+Two PyTorch interposition points work together (both run on the CPU):
+
+* a ``TorchDispatchMode`` sees every op overload after autograd and
+  decomposition (``aten::addmm``, ``aten::nonzero``, ...): the op, its input
+  dtypes and shapes, FLOPs and bytes;
+* a ``TorchFunctionMode`` sees the user's own torch calls (``x.item()``,
+  ``x.tolist()``, ``print(x)``, ``if x:``), which is where host
+  synchronizations are visible even on a CPU, where they cost nothing.
+
+Each op is attributed to the innermost frame in the user's code (not torch, not
+torchport; ``torchport.app.is_user_file`` decides).  Backward ops run inside
+the autograd engine with no user frame on the stack, so the forward pass stamps
+each autograd node with its user location and the backward ops read it back
+(``torch._C._current_autograd_node().metadata``).
+
+Records are aggregated as they come: one record per (op, input signature,
+phase, location, module), with a call count, so memory stays small however many
+steps are traced.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
+
+from torchport.app import is_user_file
+
+PHASES = ("data", "forward", "loss", "backward", "optimizer")
+# The phases whose ops make the model's graph.  The optimizer's first step
+# differs from the others on purpose (it creates its state), and the data
+# pipeline runs on the host on every backend.
+GRAPH_PHASES = ("forward", "loss", "backward")
+LOCATION_KEY = "torchport_trace"
+
+# User-level calls that copy a tensor's value to the host: on an accelerator
+# each one waits for all queued device work (and on a lazy backend, runs it).
+SYNC_CALLS = {
+    "item": "Tensor.item()",
+    "tolist": "Tensor.tolist()",
+    "numpy": "Tensor.numpy()",
+    "__bool__": "bool(tensor) / `if tensor:`",
+    "__int__": "int(tensor)",
+    "__float__": "float(tensor)",
+    "__index__": "tensor used as a Python index",
+    "__repr__": "printing a tensor",
+    "__format__": "formatting a tensor",
+    "__array__": "numpy conversion",
+}
+COPY_CALLS = ("cpu", "to")
+
+# The CPU kernel of scaled-dot-product attention is not in PyTorch's FLOP
+# registry; its arguments start like the flash kernel's, so PyTorch's own
+# attention formula applies.
+SDPA_CPU = {"_scaled_dot_product_flash_attention_for_cpu": "forward",
+            "_scaled_dot_product_flash_attention_for_cpu_backward": "backward"}
+
+
+@dataclass
+class OpRecord:
+    op: str
+    phase: str
+    location: str | None
+    module: str | None
+    inputs: list[str]
+    outputs: list[str]
+    tags: list[str]
+    flops: int | None  # per call; None where PyTorch's FLOP counter does not know the op
+    bytes_read: int
+    bytes_written: int
+    count: int = 0
+    in_host_sync_call: bool = False
+    # How the location was found: "user" (a user frame on the stack),
+    # "autograd" (a backward op, via its forward call), or "phase" (no user
+    # frame: library code the harness called, e.g. torch.optim).
+    attributed: str = "user"
+    steps: set[int] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op, "phase": self.phase, "location": self.location, "module": self.module,
+            "inputs": self.inputs, "outputs": self.outputs, "tags": self.tags, "count": self.count,
+            "flops": None if self.flops is None else self.flops * self.count,
+            "bytes_read": self.bytes_read * self.count, "bytes_written": self.bytes_written * self.count,
+            "in_host_sync_call": self.in_host_sync_call, "attributed": self.attributed, "steps": sorted(self.steps),
+        }
+
+
+@dataclass
+class SyncRecord:
+    call: str
+    phase: str
+    location: str | None
+    module: str | None
+    attributed: str = "user"
+    count: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"call": self.call, "phase": self.phase, "location": self.location, "module": self.module,
+                "attributed": self.attributed, "count": self.count}
+
+
+def describe(value: Any) -> str | None:
+    """``float32[16,64]`` for a tensor, ``list[12 x float32]`` for a tensor list."""
+    if isinstance(value, torch.Tensor):
+        layout = "" if value.layout == torch.strided else f"{str(value.layout).replace('torch.', '')}:"
+        return f"{layout}{str(value.dtype)[6:]}[{','.join(map(str, value.shape))}]"
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+        dtypes = sorted({str(item.dtype)[6:] for item in value if isinstance(item, torch.Tensor)})
+        return f"list[{len(value)} x {'/'.join(dtypes)}]"
+    return None
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, torch.Tensor):
+                yield item
+
+
+def _nbytes(tensors: Iterator[torch.Tensor]) -> int:
+    total = 0
+    for tensor in tensors:
+        if tensor.layout == torch.strided:
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def op_variant(func: Any, args: tuple) -> str:
+    """The op's name, with ``[bool]`` when an index op is given a boolean mask:
+    that is the one case where indexing has a data-dependent output shape."""
+    name = func.name()
+    if name in ("aten::index.Tensor", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"):
+        indices = args[1] if len(args) > 1 else ()
+        if any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ()):
+            return name + "[bool]"
+    return name
+
+
+def _flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int | None:
+    packet = func._overloadpacket
+    try:
+        if packet in flop_registry:
+            return int(flop_registry[packet](*args, **kwargs, out_val=out))
+        variant = SDPA_CPU.get(func.__name__.split(".")[0])
+        if variant == "forward":
+            query, key, value = args[:3]
+            return int(sdpa_flop_count(query.shape, key.shape, value.shape))
+        if variant == "backward":
+            grad_out, query, key, value = args[:4]
+            return int(sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape))
+    except Exception:  # a formula that does not fit these arguments: unknown, not zero
+        return None
+    return None
+
+
+class _FunctionLevel(TorchFunctionMode):
+    """Sees the user's torch calls: records host syncs, and remembers the call's
+    user location so the ops it dispatches need no stack walk of their own."""
+
+    def __init__(self, tracer: "OpTracer"):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tracer = self.tracer
+        location = tracer.user_location(sys._getframe(1))
+        name = getattr(func, "__name__", "")
+        sync = SYNC_CALLS.get(name)
+        if sync is None and name in COPY_CALLS and _copies_to_host(name, args, kwargs):
+            sync = f"Tensor.{name}(): copy to the host"
+        if sync is not None and tracer.phase != "data":
+            tracer.record_sync(sync, location)
+        tracer.call_location = location
+        tracer.in_sync_call = sync is not None
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            tracer.call_location = None
+            tracer.in_sync_call = False
+        if tracer.phase in ("forward", "loss") and torch.is_grad_enabled():
+            tracer.stamp_autograd_nodes(out, location)
+        return out
+
+
+def _copies_to_host(name: str, args: tuple, kwargs: dict) -> bool:
+    if name == "cpu":
+        return True
+    target = kwargs.get("device")
+    if target is None:
+        target = next((a for a in args[1:] if isinstance(a, (str, torch.device))), None)
+    return target is not None and torch.device(target).type == "cpu"
+
+
+class _DispatchLevel(TorchDispatchMode):
+    def __init__(self, tracer: "OpTracer"):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.tracer.record_op(func, args, kwargs, out)
+        return out
+
+
+class OpTracer:
+    """Trace a training step op by op.  Use ``with tracer.step(i):`` around one
+    step and ``with tracer.in_phase(name):`` around each of its parts."""
+
+    def __init__(self, model: Any = None, phase_locations: dict[str, str | None] | None = None,
+                 checkpoint: Any = None, checkpoint_every_s: float = 2.0):
+        # Called now and then inside a step, so that a step stopped by a timeout
+        # still leaves the ops it had issued.
+        self._checkpoint = checkpoint
+        self._checkpoint_every_s = checkpoint_every_s
+        self._last_checkpoint = time.monotonic()
+        self._ops_seen = 0
+        self.records: dict[tuple, OpRecord] = {}
+        self.syncs: dict[tuple, SyncRecord] = {}
+        self.phase = "data"
+        self.step_index = 0
+        self.call_location: str | None = None
+        self.in_sync_call = False
+        self.phase_locations = phase_locations or {}
+        self.step_sequences: list[list[tuple]] = []
+        self.first_location: dict[tuple, str | None] = {}
+        self._user_code: dict[Any, bool] = {}
+        self._module_names = {id(m): name or "(model)" for name, m in model.named_modules()} if model is not None else {}
+        self._module_stack: list[str] = []
+        self._model = model
+        self._hooks: list[Any] = []
+        self._modes: list[Any] = []
+        self.saved_bytes = 0
+        self.saved_bytes_step = 0
+        self._saved_storages: set[int] = set()
+        self._parameter_pointers = {p.untyped_storage().data_ptr() for p in model.parameters()} if model is not None else set()
+
+    # ---- locating the user's code ---------------------------------------------------
+    def user_location(self, frame: Any) -> str | None:
+        """``file:line`` of the innermost user frame, walking the stack once;
+        whether a code object is the user's is decided once per code object."""
+        cache = self._user_code
+        while frame is not None:
+            code = frame.f_code
+            is_user = cache.get(code)
+            if is_user is None:
+                is_user = cache[code] = is_user_file(code.co_filename)
+            if is_user:
+                return f"{code.co_filename}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
+
+    def stamp_autograd_nodes(self, out: Any, location: str | None) -> None:
+        """Label the autograd nodes this user call created with its location, so
+        their backward ops point at the same line.  Stops at nodes labelled by
+        earlier calls, hence visits each node once."""
+        module = self._module_stack[-1] if self._module_stack else None
+        pending = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
+        if isinstance(out, (list, tuple)) and not pending:
+            pending = [t.grad_fn for item in out for t in _tensors(item) if t.grad_fn is not None]
+        while pending:
+            node = pending.pop()
+            metadata = node.metadata
+            if LOCATION_KEY in metadata:
+                continue
+            metadata[LOCATION_KEY] = (location, module)
+            for parent, _ in node.next_functions:
+                if parent is not None and type(parent).__name__ != "AccumulateGrad":
+                    pending.append(parent)
+
+    # ---- recording --------------------------------------------------------------------
+    def record_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        phase = self.phase
+        location = self.call_location
+        module = self._module_stack[-1] if self._module_stack else None
+        attributed = "user"
+        if phase == "backward":
+            node = torch._C._current_autograd_node()
+            stamped = node.metadata.get(LOCATION_KEY) if node is not None else None
+            if stamped is not None:
+                (location, module), attributed = stamped, "autograd"
+        elif location is None:
+            location = self.user_location(sys._getframe(3))
+        if location is None:
+            location, attributed = self.phase_locations.get(phase), "phase"
+        signature = tuple(describe(a) for a in args if describe(a) is not None)
+        key = (func, signature, phase, location, module)
+        record = self.records.get(key)
+        if record is None:
+            outputs = [d for d in (describe(o) for o in (out if isinstance(out, (list, tuple)) else (out,))) if d]
+            name = op_variant(func, args)
+            record = self.records[key] = OpRecord(
+                op=name, phase=phase, location=location, module=module, inputs=list(signature), outputs=outputs,
+                tags=sorted(str(tag).replace("Tag.", "") for tag in func.tags
+                            if str(tag) in ("Tag.dynamic_output_shape", "Tag.data_dependent_output")),
+                flops=_flops(func, args, kwargs, out),
+                bytes_read=_nbytes(t for a in args for t in _tensors(a)),
+                bytes_written=_nbytes(_tensors(out)),
+                in_host_sync_call=self.in_sync_call, attributed=attributed,
+            )
+        record.count += 1
+        record.steps.add(self.step_index)
+        if self.step_sequences and phase in GRAPH_PHASES:
+            self.step_sequences[-1].append(key)
+        self._ops_seen += 1
+        if self._checkpoint is not None and not self._ops_seen % 256:
+            now = time.monotonic()
+            if now - self._last_checkpoint > self._checkpoint_every_s:
+                self._last_checkpoint = now
+                self._checkpoint()
+
+    def record_sync(self, call: str, location: str | None) -> None:
+        module = self._module_stack[-1] if self._module_stack else None
+        key = (call, self.phase, location, module)
+        record = self.syncs.get(key)
+        if record is None:
+            # No user frame: torch's own code called by the harness (torch.optim
+            # reads its CPU-side step counter with .item()); not the user's sync.
+            attributed = "user" if location is not None else "phase"
+            record = self.syncs[key] = SyncRecord(call, self.phase, location or self.phase_locations.get(self.phase),
+                                                  module, attributed=attributed)
+        record.count += 1
+
+    # ---- phases, modules and steps --------------------------------------------------------
+    @contextmanager
+    def in_phase(self, name: str) -> Iterator[None]:
+        previous, self.phase = self.phase, name
+        try:
+            yield
+        finally:
+            self.phase = previous
+
+    def _pre_hook(self, module: Any, args: Any) -> None:
+        self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
+        if module is self._model and self.phase == "loss":
+            self.phase = "forward"
+
+    def _post_hook(self, module: Any, args: Any, output: Any) -> None:
+        if self._module_stack:
+            self._module_stack.pop()
+        if module is self._model and self.phase == "forward":
+            # Whatever the loss function does with the model's output is the loss.
+            self.phase = "loss"
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        # Tensors autograd keeps for backward: the activations of the step.
+        if tensor.layout == torch.strided:
+            storage = tensor.untyped_storage()
+            pointer = storage.data_ptr()
+            if pointer not in self._saved_storages:
+                self._saved_storages.add(pointer)
+                self.saved_bytes_step += storage.nbytes()
+        return tensor
+
+    @contextmanager
+    def step(self, index: int) -> Iterator[None]:
+        """Trace one training step (modes, module hooks and saved-tensor hooks on)."""
+        from torch.nn.modules import module as nn_module
+
+        self.step_index = index
+        self.step_sequences.append([])
+        self._module_stack.clear()
+        self.saved_bytes_step = 0
+        # Parameters are saved for backward too; they are counted as parameters.
+        self._saved_storages = set(self._parameter_pointers)
+        hooks = [nn_module.register_module_forward_pre_hook(self._pre_hook),
+                 nn_module.register_module_forward_hook(self._post_hook)]
+        function_mode, dispatch_mode = _FunctionLevel(self), _DispatchLevel(self)
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor):
+                with function_mode, dispatch_mode:
+                    yield
+        finally:
+            for hook in hooks:
+                hook.remove()
+            self.saved_bytes = max(self.saved_bytes, self.saved_bytes_step)
+            self._saved_storages = set()
+
+    # ---- results -------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "ops": [record.as_dict() for record in self.records.values()],
+            "host_syncs": [record.as_dict() for record in self.syncs.values()],
+            "step_graphs": self.step_graphs(),
+            "activation_bytes": self.saved_bytes,
+        }
+
+    def step_graphs(self) -> list[dict[str, Any]]:
+        """Per traced step: an identity for its graph (the sequence of ops and
+        input shapes of forward, loss and backward) and, when it differs from
+        the previous step's, where the first difference is."""
+        graphs: list[dict[str, Any]] = []
+        identities: dict[tuple, int] = {}
+        previous: tuple | None = None
+        for sequence in map(tuple, self.step_sequences):
+            identity = identities.setdefault(sequence, len(identities))
+            entry: dict[str, Any] = {"graph": identity, "ops": len(sequence), "first_difference": None}
+            if previous is not None and sequence != previous:
+                entry["first_difference"] = self._first_difference(previous, sequence)
+            graphs.append(entry)
+            previous = sequence
+        return graphs
+
+    def _first_difference(self, first: tuple, other: tuple) -> dict[str, Any]:
+        position = next((i for i, (a, b) in enumerate(zip(first, other)) if a != b), min(len(first), len(other)))
+        differing = other[position] if position < len(other) else first[position]
+        record = self.records[differing]
+        return {"op_index": position, "op": record.op, "location": record.location,
+                "phase": record.phase, "inputs": record.inputs}
