@@ -1,0 +1,188 @@
+"""Distributed training: the app under DistributedDataParallel, launched by torchrun.
+
+``python -m torch.distributed.run`` starts ``nproc_per_node`` ranks of
+``torchport.worker`` running ``torchport.check.jobs:ddp_job``.  The process
+group backend is the backend class's ``process_group_backend`` (gloo on the
+CPU, nccl on CUDA/ROCm; XLA, TorchTPU and TorchNeuron backends name theirs).
+Each rank trains on its equal slice of every global batch; a single-process
+run of the same backend trains on the whole batch.
+
+Pass: the final parameters of rank 0 match the single process within
+``CLOSE[dtype]`` (the same maths summed in another order).  A model with
+BatchNorm fails unless it uses SyncBatchNorm: each rank normalises its own
+slice, so the result differs, and the reason says so.
+
+Figures: the slowest rank's median step time (AlgoPerf takes the maximum
+across ranks), the single process's, scaling efficiency = single step time /
+(slowest-rank step time x processes), i.e. the speedup over one process on
+the same global batch divided by the process count.  On a CPU backend every
+process (each rank and the single one) runs one intra-op thread, so the
+figure compares N one-thread processes with one one-thread process.
+
+Multi-node: ``--nnodes N --rdzv-endpoint HOST:PORT`` are passed to torchrun
+(c10d rendezvous); run the same command on every node.  A rendezvous that
+cannot complete ends with torchrun's own reason, or at ``--timeout``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from torchport import backends as backend_registry
+from torchport.check.checkpoint import flat_parameters
+from torchport.check.tolerance import CLOSE, tensor_error
+from torchport.launch import SRC_ROOT, run_worker, worker_python
+
+DDP_JOB = "torchport.check.jobs:ddp_job"
+WARMUP_STEPS = 2  # first steps carry one-off costs (allocation, DDP bucket set-up); not timed
+RENDEZVOUS_JOIN_TIMEOUT_S = 60
+
+
+def torchrun_command(python: str, options: Any, job_path: str) -> list[str]:
+    command = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(options.nproc)]
+    if options.nnodes == 1 and not options.rdzv_endpoint:
+        command += ["--standalone"]
+    else:
+        conf = options.rdzv_conf or f"join_timeout={RENDEZVOUS_JOIN_TIMEOUT_S}"
+        command += ["--nnodes", str(options.nnodes), "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", options.rdzv_endpoint or "localhost:29400", "--rdzv-conf", conf]
+    return command + ["-m", "torchport.worker", job_path]
+
+
+def thread_env(backend_cls: Any) -> dict[str, str]:
+    """One intra-op thread per process on a CPU backend, for the ranks and the
+    single-process run alike (torchrun's own default for ranks): otherwise the
+    single process would use every core while each rank uses one."""
+    return {"OMP_NUM_THREADS": "1"} if backend_cls.device_type == "cpu" else {}
+
+
+def launch(options: Any, backend: str, folder: Path) -> dict[str, Any]:
+    """Run torchrun; return its exit, the tail of its output and every rank's result."""
+    backend_cls = backend_registry.get(backend)
+    python = worker_python(backend_cls)
+    rank_dir = folder / "ranks"
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    job = {"backend": backend, "function": DDP_JOB, "app": options.app, "config": {},
+           "output": str(rank_dir / "launcher.json"), "scratch": str(folder), "rank_dir": str(rank_dir),
+           "steps": options.distributed_steps, "seed": options.seed, "dtype": options.dtype,
+           "process_group_backend": backend_cls.process_group_backend}
+    job_path = folder / "job.json"
+    job_path.write_text(json.dumps(job), encoding="utf-8")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC_ROOT, env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(thread_env(backend_cls))
+    command = torchrun_command(python, options, str(job_path))
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=env, start_new_session=True)
+        try:
+            code = process.wait(timeout=options.timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            code = process.wait()
+            timed_out = True
+        output.seek(0)
+        text = output.read().decode("utf-8", errors="replace")
+    ranks = {}
+    for path in sorted(rank_dir.glob("rank*.json")):
+        try:
+            ranks[int(path.stem[4:])] = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, json.JSONDecodeError):
+            pass
+    return {"exit_code": code, "timed_out": timed_out, "wall_s": time.monotonic() - started, "output": text,
+            "ranks": ranks, "command": command}
+
+
+def launch_failure(launched: dict[str, Any], options: Any) -> str:
+    text = launched["output"]
+    if launched["timed_out"]:
+        return (f"torchrun did not finish within {options.timeout_s:g} s (--timeout): waiting for "
+                f"{options.nnodes} node(s) to join the rendezvous, or a rank hung")
+    for rank, result in sorted(launched["ranks"].items()):
+        if result.get("status") not in ("ok", "running", None):
+            error = result.get("error") or {}
+            where = f" at {error['location']}" if error.get("location") else ""
+            return f"rank {rank} {result.get('status')}: {error.get('message')}{where}"
+    rendezvous = re.search(r"(RendezvousTimeoutError|RendezvousClosedError|RendezvousConnectionError)[^\n]*", text)
+    if rendezvous:
+        return f"rendezvous failed ({options.nnodes} node(s) expected): {rendezvous.group(0).strip()[:200]}"
+    lines = [line for line in text.splitlines() if "Error" in line or "error" in line]
+    return f"torchrun exited with status {launched['exit_code']}: {(lines[-1] if lines else text[-200:]).strip()[:200]}"
+
+
+def _median_after_warmup(times: list[float]) -> float | None:
+    kept = times[WARMUP_STEPS:] or times
+    return statistics.median(kept) if kept else None
+
+
+def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {"name": "distributed", "backend": backend, "status": "error", "figures": {}}
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    backend_cls = backend_registry.get(backend)
+    figures = result["figures"]
+    figures.update({"process_group_backend": backend_cls.process_group_backend, "nproc_per_node": options.nproc,
+                    "nnodes": options.nnodes, "steps": options.distributed_steps})
+    launched = launch(options, backend, folder / "ddp")
+    figures["torchrun_s"] = launched["wall_s"]
+    ranks = launched["ranks"]
+    world = options.nproc * options.nnodes
+    if launched["exit_code"] != 0 or len(ranks) < options.nproc or any(r.get("status") != "ok" for r in ranks.values()):
+        result["status"] = "fail"
+        result["reason"] = launch_failure(launched, options)
+        return result
+    single_folder = folder / "single"
+    single_folder.mkdir()
+    single = run_worker(backend, DDP_JOB, app=options.app, timeout=options.timeout_s, env=thread_env(backend_cls),
+                        extra={"rank_dir": str(single_folder), "steps": options.distributed_steps,
+                               "seed": options.seed, "dtype": options.dtype,
+                               "process_group_backend": backend_cls.process_group_backend})
+    if single["status"] != "ok":
+        result["reason"] = f"the single-process run failed: {(single.get('error') or {}).get('message')}"
+        return result
+    per_step_slowest = [max(times) for times in zip(*(r["step_times_s"] for r in ranks.values()))]
+    slowest = _median_after_warmup(per_step_slowest)
+    single_step = _median_after_warmup(single["step_times_s"])
+    error = tensor_error(flat_parameters(ranks[0]["final_file"]), flat_parameters(single["final_file"]))
+    bound = CLOSE[options.dtype]
+    samples = single.get("samples_per_step") or 0
+    figures.update({
+        "world_size": world,
+        "slowest_rank_step_s": slowest,
+        "rank_step_s": {str(rank): _median_after_warmup(r["step_times_s"]) for rank, r in ranks.items()},
+        "single_process_step_s": single_step,
+        "speedup": single_step / slowest if slowest else None,
+        "scaling_efficiency": single_step / (slowest * world) if slowest else None,
+        "global_batch_samples": samples,
+        "samples_per_s": samples / slowest if slowest else None,
+        "single_process_samples_per_s": samples / single_step if single_step else None,
+        "parameter_error": error,
+        "bound": bound,
+        "init_process_group_s": max(r.get("init_process_group_s", 0.0) for r in ranks.values()),
+        "batchnorm_modules": ranks[0].get("batchnorm_modules", []),
+    })
+    timing = (f"slowest rank {slowest * 1e3:.1f} ms/step vs single process {single_step * 1e3:.1f} ms/step, "
+              f"scaling efficiency {figures['scaling_efficiency']:.0%}")
+    if error <= bound:
+        result["status"] = "pass"
+        result["reason"] = f"{world} ranks over {figures['process_group_backend']} match one process (error {error:.1e}); {timing}"
+    else:
+        result["status"] = "fail"
+        hint = ""
+        if figures["batchnorm_modules"]:
+            hint = (f"; BatchNorm ({', '.join(figures['batchnorm_modules'][:3])}) normalises each rank's slice: "
+                    "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
+        result["reason"] = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}"
+    return result

@@ -1,0 +1,349 @@
+"""Worker-side job functions, started through ``torchport.launch.run_worker``
+(``"torchport.check.jobs:train_job"``) or, for distributed training, by
+``torchrun`` on ``torchport.worker`` (``"torchport.check.jobs:ddp_job"``).
+
+Each job writes scalars into the worker's JSON result (saved after every
+piece, so a killed worker keeps what it measured) and tensors into files under
+the job's ``work_dir`` for the parent to compare.
+
+Runs on torch 2.9 and newer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from torchport.check import savefile
+from torchport.check.training import (
+    TrainingRun,
+    as_float64,
+    ensure_folder,
+    record_module_outputs,
+    restore_rng,
+    state_outside_state_dict,
+)
+from torchport.protocol import BatchStream, leading_dim
+
+
+def set_deterministic(backend: Any) -> bool:
+    """Deterministic kernels where the device is the CPU: the determinism
+    precheck and bit-exact recovery rely on it.  Other devices run with their
+    defaults, as the migrated app would."""
+    import torch
+
+    if backend.device_type != "cpu":
+        return False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    return True
+
+
+def train_job(context: Any) -> None:
+    """Train each run in ``job["runs"]``, optionally time the data pipeline,
+    then, for each checkpoint in ``job["resume"]``, load it into a fresh run
+    built as ``job["resume_spec"]`` says and train on to that run's last step."""
+    from torchport.app import load_app
+
+    job = context.job
+    work = ensure_folder(job["work_dir"])
+    backend = context.backend
+    result = context.result
+    result["deterministic_algorithms"] = set_deterministic(backend)
+    app = load_app(context.app_spec)
+    result["app_has"] = {"predict": app.predict is not None, "metric": app.metric is not None}
+    result["runs"] = {}
+    for spec in job["runs"]:
+        context.progress(f"train:{spec['label']}")
+        result["runs"][spec["label"]] = train_run(app, backend, spec, work, context)
+        context.save()
+    if job.get("pipeline_batches"):
+        context.progress("pipeline")
+        result["pipeline"] = measure_pipeline(app, int(job["pipeline_batches"]))
+        context.save()
+    result["resumed"] = {}
+    for source in job.get("resume", []):
+        context.progress(f"resume:{source['label']}")
+        result["resumed"][source["label"]] = resume_run(app, backend, job["resume_spec"], source, work)
+        context.save()
+
+
+def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context: Any) -> dict[str, Any]:
+    import torch
+
+    label, steps = spec["label"], int(spec["steps"])
+    checkpoint_step = spec.get("checkpoint_step")
+    record: dict[str, Any] = {"dtype": spec["dtype"], "steps": steps}
+    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"])
+    if spec.get("outputs") and app.predict is not None:
+        output = run.predict_output()
+        record["output_source"] = "predict(model, first batch), before training"
+    else:
+        output = None
+    modules, remove_hooks = record_module_outputs(run.model) if spec.get("modules") else ({}, lambda: None)
+    top: dict[str, Any] = {}
+    top_hook = None
+    if spec.get("outputs") and app.predict is None:
+        def keep_first_output(module: Any, inputs: Any, out: Any) -> None:  # returns None: leaves the output alone
+            if "out" not in top:
+                top["out"] = as_float64(out)
+
+        top_hook = run.model.register_forward_hook(keep_first_output)
+        record["output_source"] = "model output in training step 1 (forward hook)"
+
+    losses = [run.train_step()]
+    record["grad_norms"] = run.gradient_norms()
+    run.finish_step()
+    remove_hooks()
+    if top_hook is not None:
+        top_hook.remove()
+        output = top.get("out")
+    if output is not None:
+        record["output_file"] = str(work / f"{label}.output.pt")
+        torch.save(output, record["output_file"])
+    if spec.get("modules"):
+        record["modules"] = list(modules)
+        record["module_types"] = {name or "(top)": type(module).__name__ for name, module in run.model.named_modules()}
+        record["modules_file"] = str(work / f"{label}.modules.pt")
+        torch.save(modules, record["modules_file"])
+    if checkpoint_step == 1:
+        record["checkpoint"] = write_checkpoint(run, work / f"{label}.ckpt")
+
+    backend.synchronize()
+    wait_before, saving_s = run.data_wait_s, 0.0
+    started = time.perf_counter()
+    for step in range(2, steps + 1):
+        losses.append(run.train_step())
+        run.finish_step()
+        if step == checkpoint_step:
+            backend.synchronize()
+            save_started = time.perf_counter()
+            record["checkpoint"] = write_checkpoint(run, work / f"{label}.ckpt")
+            saving_s += time.perf_counter() - save_started
+    backend.synchronize()
+    elapsed = time.perf_counter() - started - saving_s
+    if steps > 1:
+        record["timing"] = {"steps": steps - 1, "seconds": elapsed, "step_s": elapsed / (steps - 1),
+                            "data_wait_s": run.data_wait_s - wait_before,
+                            "samples_per_step": _samples(app, run.first_batch())}
+    record["losses"] = [float(loss) for loss in losses]
+    record["metric"] = run.metric()
+    record["metric_higher_is_better"] = app.metric_higher_is_better
+    if spec.get("save_final"):
+        record["final_file"] = str(work / f"{label}.final.pt")
+        torch.save(run.parameters_cpu(), record["final_file"])
+    return record
+
+
+def write_checkpoint(run: TrainingRun, path: Path) -> dict[str, Any]:
+    record: dict[str, Any] = {"path": str(path), "step": run.step,
+                              "outside_state_dict": state_outside_state_dict(run.model)}
+    try:
+        record.update(savefile.save(run.checkpoint_state(), path))
+    except savefile.CheckpointError as exc:
+        record["error"] = str(exc)
+    return record
+
+
+def resume_run(app: Any, backend: Any, spec: dict[str, Any], source: dict[str, Any], work: Path) -> dict[str, Any]:
+    """A fresh run of this backend, loaded from another run's checkpoint and
+    trained to the same final step as ``spec``."""
+    import torch
+
+    record: dict[str, Any] = {"path": source["path"]}
+    try:
+        state = savefile.load(source["path"])
+    except savefile.CheckpointError as exc:
+        record["error"] = str(exc)
+        return record
+    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"])
+    run.skip_batches(int(state["step"]))
+    try:
+        record.update(run.load_state(state))
+    except Exception as exc:  # a state that does not fit this model is the finding, not a crash
+        record["error"] = f"the checkpoint does not load on {backend.name}: {getattr(exc, 'message', exc)}"
+        return record
+    record["not_restored"] = restore_rng(state["rng"], backend)
+    record["outside_state_dict"] = state_outside_state_dict(run.model)
+    record["start_step"] = run.step
+    losses = []
+    while run.step < int(spec["steps"]):
+        losses.append(run.train_step())
+        run.finish_step()
+    record["losses"] = [float(loss) for loss in losses]
+    record["final_file"] = str(work / f"{spec['label']}.from-{source['label']}.final.pt")
+    torch.save(run.parameters_cpu(), record["final_file"])
+    return record
+
+
+def _samples(app: Any, batch: Any) -> int:
+    return app.samples(batch) if app.samples else leading_dim(batch)
+
+
+def measure_pipeline(app: Any, batches: int) -> dict[str, Any]:
+    """The app's data iterable alone: no device, no model."""
+    factory_started = time.perf_counter()
+    stream = BatchStream(app.data)
+    factory_s = time.perf_counter() - factory_started
+    samples = 0
+    started = time.perf_counter()
+    for _ in range(batches):
+        batch, _waited = stream.next()
+        samples += _samples(app, batch)
+    seconds = time.perf_counter() - started
+    return {"batches": batches, "seconds": seconds, "batches_per_s": batches / seconds if seconds > 0 else None,
+            "samples_per_s": samples / seconds if seconds > 0 else None, "factory_s": factory_s,
+            "data": describe_data(stream._data)}
+
+
+def describe_data(data: Any) -> dict[str, Any]:
+    """What the input pipeline is made of, for the suggestions."""
+    description: dict[str, Any] = {"type": f"{type(data).__module__}.{type(data).__qualname__}"}
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError:
+        return description
+    if isinstance(data, DataLoader):
+        description.update({
+            "dataloader": True,
+            "num_workers": data.num_workers,
+            "pin_memory": bool(data.pin_memory),
+            "prefetch_factor": data.prefetch_factor,
+            "persistent_workers": bool(data.persistent_workers),
+            "batch_size": data.batch_size,
+        })
+    else:
+        description["dataloader"] = False
+    return description
+
+
+# --- recovery ---------------------------------------------------------------------------------
+
+
+def recovery_job(context: Any) -> None:
+    """Train to ``steps`` with a checkpoint every ``every`` steps, starting from
+    the newest valid checkpoint in ``checkpoint_dir`` when there is one.  Each
+    finished step is appended to ``step_log`` so the parent knows, after a
+    SIGKILL, how far the dead worker got."""
+    import torch
+
+    from torchport.app import load_app
+
+    job = context.job
+    backend = context.backend
+    result = context.result
+    result["deterministic_algorithms"] = set_deterministic(backend)
+    app = load_app(context.app_spec)
+    folder = ensure_folder(job["checkpoint_dir"])
+    steps, every = int(job["steps"]), int(job["every"])
+    run = TrainingRun(app, backend, dtype=job["dtype"], seed=job["seed"])
+    result["resumed_from"] = None
+    if job.get("resume"):
+        latest, skipped = newest_valid_checkpoint(folder)
+        result["invalid_checkpoints"] = skipped
+        if latest is not None:
+            state = savefile.load(latest)
+            run.skip_batches(int(state["step"]))
+            run.load_state(state)
+            result["not_restored"] = restore_rng(state["rng"], backend)
+            result["resumed_from"] = {"path": str(latest), "step": run.step}
+    context.progress("train", pid=os.getpid(), step=run.step)
+    with open(job["step_log"], "a", encoding="utf-8") as log:
+        while run.step < steps:
+            run.train_step()
+            run.finish_step()
+            if run.step % every == 0:
+                backend.synchronize()
+                savefile.save(run.checkpoint_state(), folder / f"step{run.step:06d}.ckpt")
+            log.write(json.dumps({"step": run.step, "time": time.time(), "pid": os.getpid()}) + "\n")
+            log.flush()
+            context.progress("step", step=run.step, pid=os.getpid())
+    backend.synchronize()
+    result["final_step"] = run.step
+    result["final_file"] = job["final_file"]
+    torch.save(run.parameters_cpu(), job["final_file"])
+
+
+def newest_valid_checkpoint(folder: Path) -> tuple[Path | None, list[str]]:
+    """The newest checkpoint that passes validation, and the reasons the newer
+    ones did not."""
+    skipped = []
+    for path in sorted(folder.glob("step*.ckpt"), reverse=True):
+        try:
+            savefile.validate(path)
+            return path, skipped
+        except savefile.CheckpointError as exc:
+            skipped.append(str(exc))
+    return None, skipped
+
+
+# --- distributed ------------------------------------------------------------------------------
+
+
+def ddp_job(context: Any) -> None:
+    """One rank of a torchrun launch (or the single-process reference when
+    WORLD_SIZE is unset): K steps under DistributedDataParallel, each rank on
+    its slice of every global batch."""
+    import torch
+    import torch.distributed as dist
+
+    from torchport.app import load_app
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    job = context.job
+    if "WORLD_SIZE" in os.environ:  # launched by torchrun: one result file per rank
+        job["output"] = str(Path(job["rank_dir"]) / f"rank{rank}.json")
+    backend = context.backend
+    result = context.result
+    result.update({"rank": rank, "world_size": world, "local_rank": int(os.environ.get("LOCAL_RANK", "0"))})
+    result["deterministic_algorithms"] = set_deterministic(backend)
+    distributed = world > 1
+    if distributed:
+        group_backend = job["process_group_backend"]
+        context.progress("rendezvous")
+        started = time.perf_counter()
+        if group_backend == "xla":
+            import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process group backend
+
+            dist.init_process_group("xla", init_method="xla://")
+        else:
+            dist.init_process_group(group_backend)
+        result["init_process_group_s"] = time.perf_counter() - started
+        result["process_group_backend"] = dist.get_backend()
+        if backend.device_type == "cuda":
+            # The worker set the backend up on the current device, which is
+            # device 0 in every rank: give each rank its own GPU.
+            torch.cuda.set_device(result["local_rank"])
+            backend.setup()
+    app = load_app(context.app_spec)
+    run = TrainingRun(app, backend, dtype=job["dtype"], seed=job["seed"])
+    if distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = [backend.device.index] if backend.device_type == "cuda" else None
+        run.trainable = DistributedDataParallel(run.model, device_ids=device_ids)
+        run.shard = (rank, world)
+    result["batchnorm_modules"] = [name for name, module in run.model.named_modules()
+                                   if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
+    context.save()
+    step_times = []
+    losses = []
+    for _ in range(int(job["steps"])):
+        backend.synchronize()
+        started = time.perf_counter()
+        loss = run.train_step()
+        run.finish_step()
+        backend.synchronize()
+        step_times.append(time.perf_counter() - started)
+        losses.append(loss)
+    result["step_times_s"] = step_times
+    result["losses"] = [float(loss) for loss in losses]
+    result["samples_per_step"] = _samples(app, run.first_batch())
+    if rank == 0:
+        result["final_file"] = str(Path(job["rank_dir"]) / f"world{world}.final.pt")
+        torch.save(run.parameters_cpu(), result["final_file"])
+    if distributed:
+        dist.barrier()
+        dist.destroy_process_group()

@@ -1,0 +1,152 @@
+"""Numerical parity: does the app learn the same thing on this backend?
+
+Three runs per comparison, same seed and data order, measured by workers
+(``torchport.check.jobs:train_job``): the CPU in float64 (the ground truth),
+the CPU in the backend's dtype (the reference) and the backend.  Each
+quantity is judged with the error-ratio rule of ``torchport.check.tolerance``:
+
+* the first step's loss, its outputs (the app's ``predict`` on the first batch
+  before training, else the model's output in step 1), and the gradient norm
+  of every parameter;
+* the loss after each of K steps (the worst step counts);
+* the app's quality metric after K steps, when it has one: it must reach
+  99% of the reference's value (MLPerf's accuracy-target convention; 101%
+  when lower is better), or pass the error-ratio rule.
+
+When a first-step quantity fails, :func:`localise` names the first module, in
+the order modules finish their forward, whose output fails the same rule.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from torchport.check.tolerance import judge, relative_error, tensor_error, trajectory_error, worst
+
+METRIC_TARGET = 0.99
+
+
+def load_tensor(path: str | None) -> Any:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True) if path else None
+
+
+def compare(run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """Every quantity of one backend's run against the reference and the truth."""
+    verdicts: dict[str, dict[str, Any]] = {}
+    verdicts["first-step loss"] = judge(relative_error(run["losses"][0], truth["losses"][0]),
+                                        relative_error(reference["losses"][0], truth["losses"][0]), dtype)
+    if run.get("output_file") and reference.get("output_file") and truth.get("output_file"):
+        truth_output = load_tensor(truth["output_file"])
+        verdicts["first-step outputs"] = judge(tensor_error(load_tensor(run["output_file"]), truth_output),
+                                               tensor_error(load_tensor(reference["output_file"]), truth_output), dtype)
+    gradients = {
+        name: judge(relative_error(run["grad_norms"].get(name, float("nan")), value),
+                    relative_error(reference["grad_norms"].get(name, float("nan")), value), dtype)
+        for name, value in truth["grad_norms"].items()
+    }
+    gradient_worst = worst(gradients.items())
+    if gradient_worst:
+        verdicts[f"first-step gradient norm of {gradient_worst[0]}"] = gradient_worst[1]
+    verdicts[f"loss over {len(truth['losses'])} steps"] = judge(trajectory_error(run["losses"], truth["losses"]),
+                                                                trajectory_error(reference["losses"], truth["losses"]),
+                                                                dtype)
+    metric = None
+    if run.get("metric") is not None and reference.get("metric") is not None and truth.get("metric") is not None:
+        metric = judge(relative_error(run["metric"], truth["metric"]),
+                       relative_error(reference["metric"], truth["metric"]), dtype)
+        metric["value"], metric["reference_value"] = run["metric"], reference["metric"]
+        metric["reaches_target"] = _reaches_target(run["metric"], reference["metric"], run.get("metric_higher_is_better", True))
+        metric["pass"] = metric["pass"] or metric["reaches_target"]
+        verdicts[f"metric after {len(truth['losses'])} steps"] = metric
+    first_step_failed = [name for name, verdict in verdicts.items()
+                         if name.startswith("first-step") and not verdict["pass"]]
+    first_step_failed += [f"first-step gradient norm of {name}" for name, verdict in gradients.items()
+                          if not verdict["pass"] and f"first-step gradient norm of {name}" not in first_step_failed]
+    return {"verdicts": verdicts, "first_step_failed": first_step_failed,
+            "gradients_failing": sum(1 for verdict in gradients.values() if not verdict["pass"]),
+            "gradients_checked": len(gradients)}
+
+
+def _reaches_target(value: float, reference: float, higher_is_better: bool) -> bool:
+    if higher_is_better:
+        return value >= METRIC_TARGET * reference if reference >= 0 else value >= reference / METRIC_TARGET
+    return value <= reference / METRIC_TARGET if reference >= 0 else value <= reference * METRIC_TARGET
+
+
+def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any], dtype: str,
+          nondeterministic: bool) -> dict[str, Any]:
+    comparison = compare(run, reference, truth, dtype)
+    verdicts = comparison["verdicts"]
+    failing = [name for name, verdict in verdicts.items() if not verdict["pass"]]
+    name, verdict = worst(verdicts.items())
+    figures = {
+        "dtype": dtype,
+        "steps": len(truth["losses"]),
+        "worst_quantity": name,
+        "worst_ratio": verdict["ratio"],
+        "quantities": verdicts,
+        "gradients_checked": comparison["gradients_checked"],
+        "gradients_failing": comparison["gradients_failing"],
+        "final_loss": run["losses"][-1],
+        "reference_final_loss": reference["losses"][-1],
+        "float64_final_loss": truth["losses"][-1],
+        "output_source": run.get("output_source"),
+        "first_step_failed": comparison["first_step_failed"],
+    }
+    if failing:
+        reason = (f"{len(failing)} quantit{'y' if len(failing) == 1 else 'ies'} beyond the error-ratio limit; worst: "
+                  f"{name}, error {verdict['backend_error']:.2e} vs reference {verdict['reference_error']:.2e} "
+                  f"(ratio {_ratio_text(verdict['ratio'])})")
+    else:
+        reason = (f"all quantities within the error-ratio limit; worst: {name}, ratio {_ratio_text(verdict['ratio'])}")
+    if nondeterministic:
+        reason += "; the reference itself is nondeterministic (see determinism), so these figures are noisy"
+    return {"name": "parity", "backend": backend, "status": "fail" if failing else "pass", "reason": reason,
+            "figures": figures}
+
+
+def _ratio_text(ratio: float) -> str:
+    return f"{ratio:.3g}" if ratio < 1e6 else f"{ratio:.2e}"
+
+
+def determinism(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two identical CPU runs must agree bit for bit."""
+    differences = []
+    for step, (a, b) in enumerate(zip(first["losses"], second["losses"]), start=1):
+        if a != b:
+            differences.append(f"loss at step {step}: {a!r} vs {b!r}")
+            break
+    changed = [name for name, value in first["grad_norms"].items() if second["grad_norms"].get(name) != value]
+    if changed:
+        differences.append(f"first-step gradient norm of {changed[0]}")
+    if first.get("output_file") and second.get("output_file"):
+        import torch
+
+        if not torch.equal(load_tensor(first["output_file"]), load_tensor(second["output_file"])):
+            differences.append("first-step outputs")
+    figures = {"runs": 2, "steps": len(first["losses"]), "bit_exact": not differences}
+    if differences:
+        return {"name": "determinism", "backend": "cpu", "status": "fail", "figures": figures,
+                "reason": "nondeterministic app: two identical cpu runs (same seed, same data, deterministic "
+                          f"kernels) differ: {'; '.join(differences)}. Tolerances are not widened for this"}
+    return {"name": "determinism", "backend": "cpu", "status": "pass", "figures": figures,
+            "reason": f"two identical cpu runs agree bit for bit over {len(first['losses'])} steps"}
+
+
+def localise(backend_modules: dict[str, Any], order: list[str], reference_modules: dict[str, Any],
+             truth_modules: dict[str, Any], dtype: str) -> dict[str, Any] | None:
+    """The first module, in the order the backend's modules finished their
+    forward, whose output fails the error-ratio rule."""
+    checked = 0
+    for name in order:
+        if name not in reference_modules or name not in truth_modules:
+            continue
+        value, reference, truth = backend_modules[name], reference_modules[name], truth_modules[name]
+        if value is None or reference is None or truth is None:
+            continue
+        checked += 1
+        verdict = judge(tensor_error(value, truth), tensor_error(reference, truth), dtype)
+        if not verdict["pass"]:
+            return {"module": name, "position": checked, **verdict}
+    return None

@@ -1,0 +1,62 @@
+"""The checks section of report.md (``torchport evaluate``) and of ``torchport check``."""
+from __future__ import annotations
+
+from typing import Any
+
+STATUS_TEXT = {"pass": "pass", "fail": "**FAIL**", "error": "**ERROR**", "skipped": "skipped"}
+
+
+def subject(check: dict[str, Any]) -> str:
+    return check.get("backend") or check.get("pair") or ""
+
+
+def headline(check: dict[str, Any]) -> str:
+    """The figure that matters most for each check, in a few words."""
+    figures = check.get("figures") or {}
+    name = check["name"]
+    if name == "parity" and "worst_ratio" in figures:
+        return f"worst error ratio {figures['worst_ratio']:.3g} ({figures['worst_quantity']})"
+    if name == "determinism" and "bit_exact" in figures:
+        return "bit-exact" if figures["bit_exact"] else "runs differ"
+    if name == "checkpoint" and "parameter_error" in figures:
+        return "bit-exact" if figures["bit_exact"] else f"parameter error {figures['parameter_error']:.1e} (bound {figures['bound']:.1e})"
+    if name == "recovery" and "work_lost_steps" in figures:
+        return (f"{figures['work_lost_steps']} steps lost, restart {figures['restart_s']:.1f} s"
+                + (", bit-exact" if figures.get("bit_exact") else ""))
+    if name == "distributed" and figures.get("scaling_efficiency") is not None:
+        return (f"{figures['world_size']} ranks: efficiency {figures['scaling_efficiency']:.0%}, slowest rank "
+                f"{figures['slowest_rank_step_s'] * 1e3:.1f} ms/step")
+    if name == "pipeline" and "data_batches_per_s" in figures:
+        return f"data {figures['data_batches_per_s']:.0f} batches/s, loading {figures['load_share']:.0%} of a step"
+    return "–"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(section: dict[str, Any]) -> str:
+    config = section.get("config", {})
+    checks = section.get("checks", [])
+    counts = {status: sum(1 for check in checks if check["status"] == status) for status in STATUS_TEXT}
+    lines = [
+        "## Checks: parity, checkpoints, recovery, distributed, input pipeline",
+        "",
+        f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} could not run, {counts['skipped']} skipped"
+        f" · reference `{config.get('reference', 'cpu')}` in {config.get('dtype', 'float32')}, ground truth "
+        f"{config.get('ground_truth', 'cpu, float64')} · {config.get('steps', '?')} steps, seed {config.get('seed', 0)}"
+        f" · error-ratio limit {config.get('ratio_limit', '?')}, floor {config.get('floor', 0):.1e}"
+        + (f" · {section['duration_s']:.0f} s" if section.get("duration_s") is not None else ""),
+        "",
+    ]
+    if section.get("app_error"):
+        error = section["app_error"]
+        lines += [f"**The app failed:** {error.get('message')}" + (f" at `{error['location']}`" if error.get("location") else ""), ""]
+    if section.get("note"):
+        lines += [section["note"], ""]
+    lines += ["| check | backend / pair | status | figures | reason |", "|---|---|---|---|---|"]
+    for check in checks:
+        lines.append(f"| {check['name']} | {_cell(subject(check))} | {STATUS_TEXT.get(check['status'], check['status'])} "
+                     f"| {_cell(headline(check))} | {_cell(check.get('reason', ''))} |")
+    lines += ["", "Methods and thresholds: docs/check.md. Error ratio = (backend vs float64) / (reference vs float64)."]
+    return "\n".join(lines)

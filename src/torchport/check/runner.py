@@ -1,0 +1,336 @@
+"""Run the checks: which workers, in which order, and the verdicts.
+
+Training checks (parity, checkpoint portability, input pipeline) share worker
+processes: one per backend trains K steps once and serves all three.
+
+1. The ``cpu`` worker trains the reference run (float32 by default; it is also
+   the ``cpu`` backend's own run), trains it again for the determinism
+   precheck, trains the float64 ground truth, times the data pipeline, and
+   resumes from its own checkpoint.
+2. Each other backend's worker trains its run (saving a checkpoint at step
+   K/2) and resumes from the ``cpu`` checkpoint and from its own.
+3. One more worker per backend that still lacks an ordered pair resumes from
+   the remaining checkpoints (e.g. cpu from cpu-compile's).
+4. Only when a backend's first step diverges: one worker on the reference and
+   one on that backend record every module's output, to name the first that
+   diverges.
+
+Recovery and distributed training run their own workers
+(``torchport.check.recovery`` / ``distributed``).
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from torchport import backends as backend_registry
+from torchport.app import parse_spec, preflight
+from torchport.check import CHECK_NAMES, checkpoint, parity, pipeline
+from torchport.check.tolerance import CLOSE, FLOOR, RATIO_LIMIT
+from torchport.errors import UserError
+from torchport.launch import run_worker
+
+TRAIN_JOB = "torchport.check.jobs:train_job"
+REFERENCE = "cpu"
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class CheckOptions:
+    app: str | None = None
+    backends: list[str] = field(default_factory=list)  # empty: every known backend
+    only: tuple[str, ...] = CHECK_NAMES
+    steps: int = 10
+    dtype: str = "float32"
+    seed: int = 0
+    timeout_s: float = 600.0
+    work_dir: Path | None = None
+    keep_files: bool = False
+    recovery_steps: int = 24
+    recovery_every: int = 5
+    kill_seed: int | None = None  # None: a fresh random kill step, recorded in the figures
+    nproc: int = 2
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None
+    rdzv_conf: str | None = None
+    distributed_steps: int = 8
+    # backend -> (step seconds, data-wait seconds per step, where the figure comes from); when given, the
+    # pipeline check uses these instead of the parity run's short timing (torchport evaluate passes its own).
+    step_times: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+
+
+Event = Callable[[str, dict[str, Any]], None]
+
+
+def validate(options: CheckOptions) -> list[str]:
+    """Check every input before any worker starts; return the backends to consider."""
+    preflight(parse_spec(options.app))
+    unknown = [name for name in options.only if name not in CHECK_NAMES]
+    if unknown:
+        raise UserError(f"unknown check {unknown[0]!r} (choose from {', '.join(CHECK_NAMES)})", location="--only")
+    names = options.backends or list(backend_registry.registry())
+    for name in names:
+        backend_registry.get(name)
+    if options.dtype not in DTYPES:
+        raise UserError(f"unsupported dtype {options.dtype!r} (choose from {', '.join(DTYPES)})", location="--dtype")
+    if options.steps < 2:
+        raise UserError(f"--steps must be at least 2 (a checkpoint is taken half way), got {options.steps}", location="--steps")
+    if options.recovery_steps < 2 * options.recovery_every + 2:
+        raise UserError(f"recovery needs at least 2 x every + 2 steps, got {options.recovery_steps} steps "
+                        f"with a checkpoint every {options.recovery_every}", location="--recovery-steps")
+    if options.timeout_s <= 0:
+        raise UserError(f"--timeout must be positive, got {options.timeout_s}", location="--timeout")
+    if options.nproc < 2:
+        raise UserError(f"--nproc must be at least 2, got {options.nproc}", location="--nproc")
+    return list(dict.fromkeys(names))
+
+
+def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str, Any]:
+    """The ``checks`` section of a result document."""
+    on_event = on_event or (lambda kind, data: None)
+    names = validate(options)
+    started = time.monotonic()
+    backends_seen: dict[str, dict[str, Any]] = {}
+    available = []
+    for name in names:
+        verdict = backend_registry.availability(name)
+        backends_seen[name] = verdict.as_dict()
+        if verdict.available:
+            available.append(name)
+    checks: list[dict[str, Any]] = []
+    for name in names:
+        if name not in available:
+            checks.append({"name": "all", "backend": name, "status": "skipped", "figures": {},
+                           "reason": f"backend not available: {backends_seen[name]['reason']}"})
+    work = Path(options.work_dir) if options.work_dir else Path(tempfile.mkdtemp(prefix="torchport-check-"))
+    work.mkdir(parents=True, exist_ok=True)
+    app_error = None
+    try:
+        if {"parity", "checkpoint", "pipeline"} & set(options.only):
+            training, app_error = training_checks(options, available, work / "training", on_event)
+            checks += training
+        if "recovery" in options.only:
+            from torchport.check import recovery
+
+            for name in available:
+                on_event("start", {"check": "recovery", "backend": name})
+                checks.append(recovery.check(options, name, work / f"recovery-{name}"))
+        if "distributed" in options.only:
+            from torchport.check import distributed
+
+            for name in available:
+                on_event("start", {"check": "distributed", "backend": name})
+                checks.append(distributed.check(options, name, work / f"distributed-{name}"))
+    finally:
+        if not options.keep_files and not options.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return {
+        "checks": checks,
+        "config": {
+            "app": parse_spec(options.app).text,
+            "checks": list(options.only),
+            "backends": names,
+            "reference": REFERENCE,
+            "ground_truth": "cpu, float64",
+            "steps": options.steps,
+            "checkpoint_step": max(1, options.steps // 2),
+            "dtype": options.dtype,
+            "seed": options.seed,
+            "ratio_limit": RATIO_LIMIT,
+            "floor": FLOOR[options.dtype],
+            "close": CLOSE[options.dtype],
+            "recovery": {"steps": options.recovery_steps, "every": options.recovery_every},
+            "distributed": {"nproc_per_node": options.nproc, "nnodes": options.nnodes, "steps": options.distributed_steps},
+        },
+        "backends": backends_seen,
+        "app_error": app_error,
+        "duration_s": time.monotonic() - started,
+    }
+
+
+def failure(result: dict[str, Any], backend: str) -> str | None:
+    """One line for a worker that did not finish, else None."""
+    if result.get("status") == "ok":
+        return None
+    error = result.get("error") or {}
+    where = f" at {error['location']}" if error.get("location") else ""
+    return f"{backend} worker {result.get('status')}: {error.get('message', 'no message')}{where}"
+
+
+def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str, Any]], on_event: Event,
+           **extra: Any) -> dict[str, Any]:
+    on_event("start", {"check": "training", "backend": backend, "runs": [run["label"] for run in runs]})
+    return run_worker(backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra},
+                      timeout=options.timeout_s,
+                      on_progress=lambda event: on_event("progress", {"backend": backend, **event}))
+
+
+def training_checks(options: CheckOptions, names: list[str], work: Path,
+                    on_event: Event) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The parity, checkpoint and pipeline checks, and the app's own error when
+    the reference run failed in the app's code (every backend would say the same)."""
+    want = set(options.only)
+    steps = options.steps
+    saved_at = max(1, steps // 2)
+
+    def run_spec(label: str, dtype: str | None = None, **flags: Any) -> dict[str, Any]:
+        return {"label": label, "dtype": dtype or options.dtype, "seed": options.seed, "steps": steps, **flags}
+
+    def own_run(label: str, with_checkpoint: bool) -> dict[str, Any]:
+        keep = "checkpoint" in want and with_checkpoint
+        return run_spec(label, outputs="parity" in want, checkpoint_step=saved_at if keep else None, save_final=keep)
+
+    results: dict[str, dict[str, Any]] = {}
+    reference_runs = [own_run(REFERENCE, REFERENCE in names)]
+    if "parity" in want:
+        reference_runs += [run_spec("cpu-repeat", outputs=True), run_spec("cpu-float64", "float64", outputs=True)]
+    self_resume = "checkpoint" in want and REFERENCE in names
+    results[REFERENCE] = _train(
+        REFERENCE, options, work, reference_runs, on_event,
+        pipeline_batches=steps if "pipeline" in want else 0,
+        resume=[_source(work, REFERENCE)] if self_resume else [], resume_spec=reference_runs[0])
+    reference = results[REFERENCE]
+    reference_checkpoint_ok = self_resume and failure(reference, REFERENCE) is None
+    for name in names:
+        if name == REFERENCE:
+            continue
+        spec = own_run(name, True)
+        sources = [REFERENCE] if reference_checkpoint_ok else []
+        sources += [name] if "checkpoint" in want else []
+        results[name] = _train(name, options, work, [spec], on_event,
+                               resume=[_source(work, source) for source in sources], resume_spec=spec)
+    if "checkpoint" in want:
+        _remaining_pairs(options, names, work, results, on_event)
+
+    checks: list[dict[str, Any]] = []
+    reference_failure = failure(reference, REFERENCE)
+    nondeterministic = False
+    if "parity" in want:
+        if reference_failure:
+            checks.append(_error("determinism", REFERENCE, reference_failure))
+        else:
+            check = parity.determinism(reference["runs"][REFERENCE], reference["runs"]["cpu-repeat"])
+            nondeterministic = check["status"] == "fail"
+            checks.append(check)
+        for name in names:
+            if name == REFERENCE:
+                continue
+            problem = reference_failure or failure(results[name], name)
+            if problem:
+                checks.append(_error("parity", name, problem))
+                continue
+            check = parity.check(name, results[name]["runs"][name], reference["runs"][REFERENCE],
+                                 reference["runs"]["cpu-float64"], options.dtype, nondeterministic)
+            if check["figures"]["first_step_failed"]:
+                _localise(options, name, work, check, on_event)
+            checks.append(check)
+    if "checkpoint" in want:
+        for source in names:
+            for target in names:
+                checks.append(_checkpoint_check(source, target, results, options.dtype))
+    if "pipeline" in want:
+        for name in names:
+            checks.append(_pipeline_check(options, name, results))
+    error = reference.get("error") or {}
+    app_error = {"message": error.get("message"), "location": error.get("location")} if error.get("kind") == "app" else None
+    return checks, app_error
+
+
+def _source(work: Path, label: str) -> dict[str, Any]:
+    return {"label": label, "path": str(work / f"{label}.ckpt")}
+
+
+def _saved(results: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return ((results.get(name) or {}).get("runs") or {}).get(name, {}).get("checkpoint")
+
+
+def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, results: dict[str, dict[str, Any]],
+                     on_event: Event) -> None:
+    for target in names:
+        target_result = results[target]
+        if failure(target_result, target):
+            continue
+        done = set(target_result.get("resumed", {}))
+        missing = [source for source in names
+                   if source not in done and (_saved(results, source) or {}).get("bytes")]
+        if not missing:
+            continue
+        spec = target_result["runs"][target]
+        resume_spec = {"label": target, "dtype": spec["dtype"], "seed": options.seed, "steps": spec["steps"]}
+        extra = _train(target, options, work, [], on_event, resume=[_source(work, source) for source in missing],
+                       resume_spec=resume_spec)
+        problem = failure(extra, target)
+        for source in missing:
+            resumed = (extra.get("resumed") or {}).get(source)
+            target_result.setdefault("resumed", {})[source] = resumed or {"error": problem or "not run"}
+
+
+def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any]], dtype: str) -> dict[str, Any]:
+    pair = f"{source} -> {target}"
+    for name in (source, target):
+        problem = failure(results[name], name)
+        if problem and not _saved(results, name):
+            return {"name": "checkpoint", "pair": pair, "status": "error", "figures": {}, "reason": problem}
+    target_result = results[target]
+    return checkpoint.check(source, target, _saved(results, source), target_result.get("resumed", {}).get(source),
+                            results[source]["runs"].get(source), target_result["runs"][target], dtype)
+
+
+def _pipeline_check(options: CheckOptions, name: str, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    device_type = backend_registry.get(name).device_type
+    measured = results[REFERENCE].get("pipeline")
+    if name in options.step_times:
+        step_s, wait_s, source = options.step_times[name]
+    else:
+        timing = ((results[name].get("runs") or {}).get(name) or {}).get("timing")
+        if not timing:
+            problem = failure(results[name], name) or "no timing recorded"
+            return _error("pipeline", name, problem)
+        step_s = timing["step_s"]
+        wait_s = timing["data_wait_s"] / timing["steps"]
+        source = f"{timing['steps']} timed steps of the parity run (short; noisy)"
+    return pipeline.check(name, device_type, measured, step_s, wait_s, source)
+
+
+def _localise(options: CheckOptions, name: str, work: Path, check: dict[str, Any], on_event: Event) -> None:
+    """Record every module's output in step 1 on the reference, the truth and
+    the backend, and name the first module that diverges."""
+    single = {"seed": options.seed, "steps": 1, "modules": True}
+    reference_folder = work / "modules"
+    reference_path = reference_folder / "cpu-float64-modules.modules.pt"
+    if not reference_path.exists():
+        _train(REFERENCE, options, reference_folder,
+               [{"label": "cpu-modules", "dtype": options.dtype, **single},
+                {"label": "cpu-float64-modules", "dtype": "float64", **single}], on_event)
+    result = _train(name, options, reference_folder, [{"label": f"{name}-modules", "dtype": options.dtype, **single}],
+                    on_event)
+    problem = failure(result, name)
+    if problem or not reference_path.exists():
+        check["figures"]["diverging_module"] = None
+        check["reason"] += f"; locating the module failed: {problem or 'the reference run failed'}"
+        return
+    record = result["runs"][f"{name}-modules"]
+    found = parity.localise(parity.load_tensor(record["modules_file"]), record["modules"],
+                            parity.load_tensor(str(reference_folder / "cpu-modules.modules.pt")),
+                            parity.load_tensor(str(reference_path)), options.dtype)
+    if found is None:
+        check["figures"]["diverging_module"] = None
+        check["reason"] += "; no single module's forward output diverges (the difference is in the backward or the optimizer)"
+        return
+    found["type"] = record.get("module_types", {}).get(found["module"])
+    check["figures"]["diverging_module"] = found
+    check["reason"] = (f"first diverging module: {found['module']} ({found['type']}), output error ratio "
+                       f"{found['ratio']:.3g}; " + check["reason"])
+
+
+def _error(name: str, backend: str, reason: str) -> dict[str, Any]:
+    return {"name": name, "backend": backend, "status": "error", "figures": {}, "reason": reason}
+
+
+def exit_status(section: dict[str, Any]) -> int:
+    """0 when every check passed (or was skipped), 1 when one failed or could not run."""
+    return 1 if any(check["status"] in ("fail", "error") for check in section["checks"]) else 0

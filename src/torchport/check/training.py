@@ -1,0 +1,354 @@
+"""Worker side: one seeded training run of an app, and what the checks record
+from it.
+
+A :class:`TrainingRun` builds the app from the seed exactly as
+``torchport.protocol.evaluate_job`` does (same seeding, same data order, same
+device placement through the backend) and then trains step by step, so that
+two runs with the same seed see the same batches in the same order.  The
+checks add what the timing protocol must not: per-step loss values, gradient
+norms, module outputs, checkpoints, RNG states.  Tensors go to files in the
+job's work folder as float64 CPU copies (the parent compares them); scalars go
+into the worker's JSON result.
+
+Runs on torch 2.9 and newer.
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from torchport.app import user_error_from
+from torchport.errors import UserError
+from torchport.protocol import BatchStream, function_location, seed_everything
+
+CHECKPOINT_FORMAT = "torchport-check-1"
+
+
+def call_user(function: Callable[[], Any], what: str) -> Any:
+    try:
+        return function()
+    except UserError:
+        raise
+    except Exception as exc:
+        raise user_error_from(exc, what) from None
+
+
+def to_cpu(value: Any) -> Any:
+    """A (nested) state dict with every tensor copied to the CPU, dtype kept."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").clone()
+    if isinstance(value, dict):
+        return {key: to_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_cpu(item) for item in value)
+    return value
+
+
+def as_float64(value: Any) -> Any:
+    """Every floating tensor in an output, flattened into one float64 CPU vector."""
+    import torch
+
+    tensors: list[Any] = []
+
+    def collect(item: Any) -> None:
+        if isinstance(item, torch.Tensor):
+            if item.is_floating_point() or item.is_complex():
+                tensors.append(item.detach().to("cpu", torch.float64).reshape(-1))
+        elif isinstance(item, (list, tuple)):
+            for element in item:
+                collect(element)
+        elif isinstance(item, dict):
+            for key in sorted(item):
+                collect(item[key])
+        elif hasattr(item, "__dict__") and not isinstance(item, type):  # e.g. a ModelOutput dataclass
+            for key in sorted(vars(item)):
+                collect(vars(item)[key])
+
+    collect(value)
+    return torch.cat(tensors) if tensors else None
+
+
+# --- RNG state --------------------------------------------------------------------------------
+
+
+def capture_rng(backend: Any) -> dict[str, Any]:
+    """Every RNG a training step may draw from, as weights_only-loadable values."""
+    import torch
+
+    state: dict[str, Any] = {"torch_cpu": torch.get_rng_state(), "python": random.getstate()}
+    try:
+        import numpy
+
+        kind, keys, position, has_gauss, cached = numpy.random.get_state()
+        state["numpy"] = {"kind": kind, "keys": torch.from_numpy(keys.astype("int64")), "position": int(position),
+                          "has_gauss": int(has_gauss), "cached": float(cached)}
+    except ImportError:
+        pass
+    device_type = backend.device_type
+    if device_type == "cpu":
+        return state
+    device_state = _device_rng_get(device_type)
+    state["device"] = {"type": device_type, "state": device_state}
+    return state
+
+
+def restore_rng(state: dict[str, Any], backend: Any) -> list[str]:
+    """Restore what this backend can; return what could not be restored, in words."""
+    import torch
+
+    missing: list[str] = []
+    torch.set_rng_state(state["torch_cpu"])
+    random.setstate(_as_tuple(state["python"]))
+    if "numpy" in state:
+        try:
+            import numpy
+
+            numpy_state = state["numpy"]
+            numpy.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype("uint32"),
+                                    numpy_state["position"], numpy_state["has_gauss"], numpy_state["cached"]))
+        except ImportError:
+            missing.append("numpy RNG state (numpy not installed here)")
+    saved = state.get("device")
+    here = backend.device_type
+    if saved is None:
+        if here != "cpu":
+            missing.append(f"{here} device RNG state (the checkpoint came from a CPU backend, which has none): "
+                           f"the {here} generator keeps its own seed")
+        return missing
+    if saved["type"] != here:
+        missing.append(f"{saved['type']} device RNG state (no {saved['type']} generator on {backend.name})")
+        return missing
+    if saved["state"] is None:
+        missing.append(f"{here} device RNG state (not captured at save: no API found)")
+        return missing
+    if not _device_rng_set(here, saved["state"]):
+        missing.append(f"{here} device RNG state (no API to restore it)")
+    return missing
+
+
+def _as_tuple(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_as_tuple(item) for item in value)
+    if isinstance(value, tuple):
+        return tuple(_as_tuple(item) for item in value)
+    return value
+
+
+def _device_rng_get(device_type: str) -> Any:
+    import torch
+
+    if device_type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        return int(xm.get_rng_state())
+    module = getattr(torch, device_type, None)
+    getter = getattr(module, "get_rng_state", None)
+    return getter() if getter is not None else None
+
+
+def _device_rng_set(device_type: str, value: Any) -> bool:
+    import torch
+
+    if device_type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(int(value))
+        return True
+    module = getattr(torch, device_type, None)
+    setter = getattr(module, "set_rng_state", None)
+    if setter is None:
+        return False
+    setter(value)
+    return True
+
+
+def state_outside_state_dict(model: Any) -> list[str]:
+    """Tensors a module holds as plain attributes: they live in the model but
+    ``state_dict()`` does not see them, so no checkpoint carries them."""
+    import torch
+
+    found = []
+    for module_name, module in model.named_modules():
+        for attribute, value in vars(module).items():
+            if isinstance(value, torch.Tensor):
+                owner = module_name or type(module).__name__
+                found.append(f"{owner}.{attribute}")
+    return found
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+class TrainingRun:
+    """One app, one backend, one dtype, from the seed."""
+
+    def __init__(self, app: Any, backend: Any, *, dtype: str, seed: int):
+        import torch
+
+        self.app = app
+        self.backend = backend
+        self.dtype = dtype
+        self.seed = seed
+        self.cast = None if dtype == "float32" else getattr(torch, dtype)
+        self.loss_location = function_location(app.loss)
+        seed_everything(seed)
+        model = call_user(app.model, "the app's model factory raised")
+        self.model = backend.prepare_model(model, self.cast)
+        self.optimizer = call_user(lambda: app.optimizer(self.model), "the app's optimizer factory raised")
+        self.trainable = backend.compile(self.model)
+        self.stream = BatchStream(app.data)
+        self.step = 0
+        self.data_wait_s = 0.0
+        self.shard: tuple[int, int] | None = None  # (rank, world size): train on that slice of each batch
+
+    def first_batch(self) -> Any:
+        """The batch step 1 trains on, fetched from a fresh iterator."""
+        data = call_user(self.app.data, "the app's data factory raised")
+        return self.backend.to_device(next(iter(data)), self.cast)
+
+    def predict_output(self) -> Any:
+        """The app's forward-only output on the first batch, before any training."""
+        import torch
+
+        batch = self.first_batch()
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                output = call_user(lambda: self.app.predict(self.trainable, batch), "the app's predict raised")
+                self.backend.after_step()
+                return as_float64(output)
+        finally:
+            self.model.train()
+
+    def train_step(self) -> Any:
+        import torch
+
+        batch, waited = self.stream.next()
+        self.data_wait_s += waited
+        if self.shard is not None:
+            batch = shard_batch(batch, *self.shard)
+        batch = self.backend.to_device(batch, self.cast)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = call_user(lambda: self.app.loss(self.trainable, batch), "the app's loss raised")
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            raise UserError("the loss must return a scalar tensor", location=self.loss_location)
+        loss.backward()
+        self.step += 1
+        return loss.detach()
+
+    def finish_step(self) -> None:
+        self.optimizer.step()
+        self.backend.after_step()
+
+    def gradient_norms(self) -> dict[str, float]:
+        import torch
+
+        return {
+            name: (float(p.grad.detach().to("cpu", torch.float64).norm()) if p.grad is not None else 0.0)
+            for name, p in self.model.named_parameters()
+        }
+
+    def metric(self) -> float | None:
+        import torch
+
+        if self.app.metric is None:
+            return None
+        batch = self.first_batch()
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                return float(call_user(lambda: self.app.metric(self.trainable, batch), "the app's metric raised"))
+        finally:
+            self.model.train()
+
+    def skip_batches(self, count: int) -> None:
+        """Move the data stream to where a run that trained ``count`` steps stood."""
+        for _ in range(count):
+            self.stream.next()
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "backend": self.backend.name,
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "step": self.step,
+            "model": to_cpu(self.model.state_dict()),
+            "optimizer": to_cpu(self.optimizer.state_dict()),
+            "rng": capture_rng(self.backend),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Load a checkpoint's model and optimizer state into this run; report
+        whether what is now in the model reads back equal to what was saved."""
+        import torch
+
+        call_user(lambda: self.model.load_state_dict(state["model"]), "loading the model state failed")
+        call_user(lambda: self.optimizer.load_state_dict(state["optimizer"]), "loading the optimizer state failed")
+        changed = [
+            key for key, value in to_cpu(self.model.state_dict()).items()
+            if isinstance(value, torch.Tensor)
+            and not (value.dtype == state["model"][key].dtype and torch.equal(value, state["model"][key]))
+        ]
+        self.step = int(state["step"])
+        return {"changed_on_load": changed}
+
+    def parameters_cpu(self) -> dict[str, Any]:
+        return to_cpu(dict(self.model.named_parameters()))
+
+
+def shard_batch(batch: Any, rank: int, world: int) -> Any:
+    """Rank ``rank``'s equal slice of every tensor's leading dimension."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        if batch.dim() == 0 or batch.shape[0] % world:
+            raise UserError(f"cannot split a batch of leading size {tuple(batch.shape)[:1]} evenly over {world} "
+                            "processes: the distributed check needs a global batch divisible by the process count")
+        size = batch.shape[0] // world
+        return batch[rank * size:(rank + 1) * size]
+    if isinstance(batch, (list, tuple)):
+        sliced = [shard_batch(item, rank, world) for item in batch]
+        return type(batch)(*sliced) if hasattr(batch, "_fields") else type(batch)(sliced)
+    if isinstance(batch, dict):
+        return {key: shard_batch(value, rank, world) for key, value in batch.items()}
+    return batch
+
+
+def record_module_outputs(model: Any) -> tuple[dict[str, Any], Callable[[], None]]:
+    """Forward hooks on every submodule; the returned dict fills in the order
+    the modules finish (children before their parent), first call only."""
+    outputs: dict[str, Any] = {}
+    handles = []
+
+    def hook_for(name: str) -> Callable[..., None]:
+        def hook(module: Any, inputs: Any, output: Any) -> None:
+            if name not in outputs:
+                outputs[name] = as_float64(output)
+        return hook
+
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_hook(hook_for(name or "(top)")))
+
+    def remove() -> None:
+        for handle in handles:
+            handle.remove()
+
+    return outputs, remove
+
+
+def timed(function: Callable[[], Any]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    value = function()
+    return value, time.perf_counter() - started
+
+
+def ensure_folder(path: str | Path) -> Path:
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

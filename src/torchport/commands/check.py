@@ -1,0 +1,100 @@
+"""torchport check [APP]"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport.check import CHECK_NAMES
+    from torchport.check.runner import DTYPES, CheckOptions
+
+    defaults = CheckOptions()
+    parser = subparsers.add_parser(
+        "check",
+        help="check numerical parity, checkpoint portability, crash recovery, distributed training and the "
+             "input pipeline on every available backend",
+        description="Run the app on each backend in fresh worker processes and check that it learns the same "
+                    "thing (against a float64 CPU run), that checkpoints move between backends, that training "
+                    "survives a SIGKILL, that torchrun/DDP matches one process, and that the data keeps up. "
+                    "Exit status: 0 all passed, 1 a check failed or could not run, 2 bad input.",
+    )
+    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function or builtin:NAME "
+                        "(default: builtin:classifier)")
+    parser.add_argument("-b", "--backend", action="append", default=[], metavar="NAME",
+                        help="backend to check (repeatable or comma-separated; default: all known)")
+    parser.add_argument("--only", default=",".join(CHECK_NAMES), metavar="CHECKS",
+                        help=f"comma-separated subset of {','.join(CHECK_NAMES)} (default: all)")
+    parser.add_argument("--steps", type=int, default=defaults.steps,
+                        help=f"training steps K for parity and checkpoints (default {defaults.steps})")
+    parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--recovery-steps", type=int, default=defaults.recovery_steps,
+                        help=f"steps of the recovery run (default {defaults.recovery_steps})")
+    parser.add_argument("--checkpoint-every", type=int, default=defaults.recovery_every,
+                        help=f"checkpoint interval of the recovery run (default {defaults.recovery_every})")
+    parser.add_argument("--kill-seed", type=int, default=None, help="seed of the random kill step (default: fresh)")
+    parser.add_argument("--nproc", type=int, default=defaults.nproc, help="torchrun processes per node (default 2)")
+    parser.add_argument("--nnodes", type=int, default=1, help="torchrun nodes; >1 needs --rdzv-endpoint on every node")
+    parser.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="torchrun c10d rendezvous endpoint")
+    parser.add_argument("--rdzv-conf", default=None, metavar="K=V,...",
+                        help="torchrun --rdzv-conf (default join_timeout=60 when multi-node)")
+    parser.add_argument("--distributed-steps", type=int, default=defaults.distributed_steps,
+                        help=f"steps of the distributed check (default {defaults.distributed_steps})")
+    parser.add_argument("--timeout", type=float, default=defaults.timeout_s,
+                        help="seconds before a worker (or torchrun) is killed (default 600)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the checks as JSON")
+    parser.add_argument("--work-dir", type=Path, metavar="DIR",
+                        help="keep checkpoints and tensors here (default: a temporary folder, removed)")
+    parser.set_defaults(func=run)
+
+
+def options_from_args(args: argparse.Namespace):
+    from torchport.check.runner import CheckOptions
+
+    names = [name.strip() for item in args.backend for name in item.split(",") if name.strip()]
+    only = tuple(name.strip() for name in args.only.split(",") if name.strip())
+    return CheckOptions(
+        app=args.app, backends=names, only=only, steps=args.steps, dtype=args.dtype, seed=args.seed,
+        timeout_s=args.timeout, work_dir=args.work_dir, recovery_steps=args.recovery_steps,
+        recovery_every=args.checkpoint_every, kill_seed=args.kill_seed, nproc=args.nproc, nnodes=args.nnodes,
+        rdzv_endpoint=args.rdzv_endpoint, rdzv_conf=args.rdzv_conf, distributed_steps=args.distributed_steps,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from torchport.check.report import STATUS_TEXT, headline, subject
+    from torchport.check.runner import exit_status, run_checks, validate
+    from torchport.errors import UserError
+
+    options = options_from_args(args)
+    validate(options)
+    console = Console(stderr=True)
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind == "start":
+            console.print(f"[dim]{data.get('check')}: {data.get('backend')} ...[/dim]")
+
+    section = run_checks(options, on_event=on_event)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(section, indent=1, default=str) + "\n", encoding="utf-8")
+    table = Table(title=f"torchport check {section['config']['app']}", title_justify="left")
+    for header in ("check", "backend / pair", "status", "figures", "reason"):
+        table.add_column(header, overflow="fold")
+    colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim"}
+    for check in section["checks"]:
+        status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
+        table.add_row(check["name"], subject(check), f"[{colours.get(check['status'], '')}]{status}[/]",
+                      headline(check), check.get("reason", ""))
+    Console(width=max(Console().width, 160)).print(table)
+    if args.json:
+        print(f"checks: {args.json}")
+    if section.get("app_error"):
+        error = section["app_error"]
+        raise UserError(error["message"], location=error.get("location"))
+    return exit_status(section)
