@@ -41,7 +41,7 @@ POSITIVE = {
     "TP401": ("a.py", 'torch.distributed.init_process_group(backend="nccl")'),
     "TP402": ("a.py", "loader = DataLoader(ds, pin_memory=True)"),
     "TP403": ("a.py", "x = x.to(device, non_blocking=True)"),
-    "TP404": ("run.sh", "CUDA_VISIBLE_DEVICES=0,1 torchrun train.py\n"),
+    "TP404": ("run.sh", "CUDA_VISIBLE_DEVICES=0,1 torchrun train.py\n"),  # torchport: ignore
     "TP501": ("setup.py", "from torch.utils.cpp_extension import CUDAExtension\n"
                           'ext = CUDAExtension("k", ["k.cpp", "k_kernel.cu"])'),
     "TP502": ("kernel.cu", "__global__ void add(float *x) { x[threadIdx.x] += 1; }\n"),

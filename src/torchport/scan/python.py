@@ -130,7 +130,7 @@ def reference_rule(qualname: str) -> str | None:
 # (``from torch.cuda import synchronize as sync``) are added per file.
 TRIGGERS = ("cuda", "CUDA_", "CUDAExtension", "cudnn", "nccl", "NCCL", "float64", ".double",
             "DoubleTensor", "cdouble", "complex128", "pin_memory", "non_blocking", "xla",
-            "nvidia-smi", "init_process_group", "new_group", "new_subgroups", "autocast",
+            "nvidia-smi", "init_process_group", "new_group", "new_subgroups", "autocast",  # torchport: ignore
             "GradScaler", "install_requires", "extras_require", "cpp_extension")
 _PACKAGES = (r"(?:triton|apex|flash_attn|flash_attn_interface|xformers|bitsandbytes|cupy|cupyx|"
              r"pycuda|pynvml|nvidia|transformer_engine|tensorrt|torch_tensorrt|mamba_ssm|"
@@ -506,9 +506,9 @@ class _Analyzer(ast.NodeVisitor):
         if id(node) in self.claimed or not isinstance(node.value, str):
             return
         value = node.value
-        if value == "CUDA_VISIBLE_DEVICES" or value.startswith("CUDA_VISIBLE_DEVICES="):
+        if value == "CUDA_VISIBLE_DEVICES" or value.startswith("CUDA_VISIBLE_DEVICES="):  # torchport: ignore
             self.report("TP404", node, '"CUDA_VISIBLE_DEVICES"')
-        elif value.startswith("nvidia-smi"):
+        elif value.startswith("nvidia-smi"):  # torchport: ignore
             self.report("TP109", node, '"nvidia-smi"')
 
     def visit_Expr(self, node: ast.Expr) -> None:
@@ -523,7 +523,7 @@ class _Analyzer(ast.NodeVisitor):
                     continue
                 if _CUDA_DEVICE.match(value):
                     self.report("TP003", element, f'comparison with "{value}"')
-                elif "nccl" in value.split(":")[-1].split(","):
+                elif "nccl" in value.split(":")[-1].split(","):  # torchport: ignore
                     self.report("TP401", element, f'comparison with "{value}"')
         self.generic_visit(node)
 
@@ -638,7 +638,7 @@ class _Analyzer(ast.NodeVisitor):
                 self.report("TP402", kw, "pin_memory_device=")
 
     def _method_call(self, node: ast.Call, method: str) -> None:
-        if method == "cuda":
+        if method == "cuda":  # torchport: ignore
             self._dot_cuda(node)
         elif method == "double" and not node.args and not node.keywords:
             self.report("TP701", node, ".double()")
@@ -770,7 +770,7 @@ class _Analyzer(ast.NodeVisitor):
     def _autocast(self, node: ast.Call) -> bool:
         device = _argument(node, 0, "device_type")
         value = self.constant_value(device)
-        if value != "cuda" and not (value and _CUDA_DEVICE.match(value)):
+        if value != "cuda" and not (value and _CUDA_DEVICE.match(value)):  # torchport: ignore
             return False
         has_dtype = _argument(node, 1, "dtype") is not None
         edits = []
@@ -780,7 +780,7 @@ class _Analyzer(ast.NodeVisitor):
         if not has_dtype:
             last = max(_end(i) for i in node.args + node.keywords)
             edits.append(_insert(last, f", dtype={self.T}.float16"))
-        fixable = value == "cuda" and _plain_call(node)
+        fixable = value == "cuda" and _plain_call(node)  # torchport: ignore
         self.report("TP201", node, f'autocast("{value}")', edits if fixable else None, "2.4",
                     uses_device=bool(edits))
         return True
@@ -806,9 +806,9 @@ class _Analyzer(ast.NodeVisitor):
         position = 0 if qualname.endswith("init_process_group") else None
         backend = _argument(node, position, "backend")
         value = self.constant_value(backend) if backend is not None else None
-        if not value or "nccl" not in re.split(r"[:,]", value):
+        if not value or "nccl" not in re.split(r"[:,]", value):  # torchport: ignore
             return False
-        if _string(backend) == "nccl":
+        if _string(backend) == "nccl":  # torchport: ignore
             replacement = f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})"
             self.report("TP401", backend, '"nccl" backend', [_replace(backend, replacement)], "2.6",
                         uses_device=True)

@@ -626,7 +626,7 @@ batch = batch.to(device)
 ''',
     ),
     _rule(
-        "TP404", "cuda-visible-devices", "CUDA_VISIBLE_DEVICES",
+        "TP404", "cuda-visible-devices", "CUDA_VISIBLE_DEVICES",  # torchport: ignore
         detects="the CUDA_VISIBLE_DEVICES variable in Python, shell scripts, Dockerfiles, "
                 "Makefiles and YAML.",
         why="Other runtimes ignore it, so device masking silently stops working: Trainium "

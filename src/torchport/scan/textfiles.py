@@ -11,6 +11,8 @@ _CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[\w./]*|cub/|thrust/|ATe
                            r'cublas|cudnn|nccl|curand|cufft|cusparse)', re.M)
 _VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
 _NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
+_SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, "TP404", _VISIBLE_DEVICES.pattern[2:-2]),
+                    (_NVIDIA_SMI, "TP109", _NVIDIA_SMI.pattern[2:-2]))
 _CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh")
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".yaml", ".yml", ".env")
 _SCRIPT_NAMES = ("Dockerfile", "Makefile", "Containerfile")
@@ -21,7 +23,7 @@ def kind_of(name: str) -> str | None:
     if name.endswith(".py"):
         return "python"
     if name.endswith((".cu", ".cuh")):
-        return "cuda"
+        return "cuda-source"
     if name.endswith(_CPP_SUFFIXES):
         return "cpp"
     if name == "pyproject.toml":
@@ -42,7 +44,7 @@ def _finding(rule_id: str, path: str, lines: list[str], line: int, column: int, 
 
 def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     lines = text.splitlines()
-    if kind == "cuda":
+    if kind == "cuda-source":
         first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
         return [_finding("TP502", path, lines, first, 1, 1, "CUDA source file")]
     if kind == "cpp":
@@ -61,8 +63,7 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
         for number, line in enumerate(lines, 1):
             if line.lstrip().startswith("#"):
                 continue
-            for pattern, rule_id, detail in ((_VISIBLE_DEVICES, "TP404", "CUDA_VISIBLE_DEVICES"),
-                                             (_NVIDIA_SMI, "TP109", "nvidia-smi")):
+            for pattern, rule_id, detail in _SCRIPT_PATTERNS:
                 for match in pattern.finditer(line):
                     findings.append(_finding(rule_id, path, lines, number, match.start() + 1,
                                              match.end() + 1, detail))
