@@ -106,7 +106,9 @@ def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], step
     """Fallback / missing ops as findings at the user lines that issued them."""
     grouped: dict[tuple[str, str | None], dict[str, Any]] = {}
     for record in ops:
-        if not runs_on_device(record):
+        # Host syncs and data-dependent shapes have findings of their own
+        # (TP101, TP102); their CPU fallbacks still count in the verdicts.
+        if not runs_on_device(record) or record.get("in_host_sync_call") or record["tags"]:
             continue
         for target, answer in op_support.items():
             entry = (answer.get("ops") or {}).get(record["op"])

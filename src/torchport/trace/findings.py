@@ -244,8 +244,10 @@ def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, A
 
 
 def float64(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
-    wide = [r for r in ops if any(d.split("[")[0].split(":")[-1] in ("float64", "complex128")
-                                  for d in r["inputs"] + r["outputs"]) and r.get("attributed") != "phase"]
+    # Where a float64 tensor is made is the cause; ops that only read one (the
+    # cast back to float32) follow from it.
+    wide = [r for r in ops if any(d.split("[")[0].split(":")[-1] in ("float64", "complex128") for d in r["outputs"])
+            and r.get("attributed") != "phase"]
     found = []
     for (location,), group in _group(wide, ("location",)).items():
         names = sorted({r["op"] for r in group})

@@ -398,24 +398,34 @@ class OpTracer:
         }
 
     def step_graphs(self) -> list[dict[str, Any]]:
-        """Per traced step: an identity for its graph (the sequence of ops and
-        input shapes of forward, loss and backward) and, when it differs from
-        the previous step's, where the first difference is."""
+        """Per traced step: an identity for its graph (the sequence of ops, each
+        with its phase, line and module, of forward, loss and backward) and,
+        when it differs from the previous step's, where the first difference is.
+        Shapes are left out: shapes that change with the data are reported by
+        the shape findings, not as a different graph."""
         graphs: list[dict[str, Any]] = []
         identities: dict[tuple, int] = {}
         previous: tuple | None = None
-        for sequence in map(tuple, self.step_sequences):
-            identity = identities.setdefault(sequence, len(identities))
+        for sequence in self.step_sequences:
+            structure = tuple((key[0], *key[2:]) for key in sequence)
+            identity = identities.setdefault(structure, len(identities))
             entry: dict[str, Any] = {"graph": identity, "ops": len(sequence), "first_difference": None}
-            if previous is not None and sequence != previous:
-                entry["first_difference"] = self._first_difference(previous, sequence)
+            if previous is not None and structure != previous[0]:
+                entry["first_difference"] = self._first_difference(previous, (structure, sequence))
             graphs.append(entry)
-            previous = sequence
+            previous = (structure, sequence)
         return graphs
 
-    def _first_difference(self, first: tuple, other: tuple) -> dict[str, Any]:
-        position = next((i for i, (a, b) in enumerate(zip(first, other)) if a != b), min(len(first), len(other)))
-        differing = other[position] if position < len(other) else first[position]
-        record = self.records[differing]
+    def _first_difference(self, before: tuple, after: tuple) -> dict[str, Any]:
+        """The first op where two steps part, named by the op that only one of
+        them has (the inserted or removed op, not its innocent neighbour)."""
+        (shape_a, keys_a), (shape_b, keys_b) = before, after
+        position = next((i for i, (a, b) in enumerate(zip(shape_a, shape_b)) if a != b), min(len(shape_a), len(shape_b)))
+        candidates = [(shape_b, keys_b, shape_a), (shape_a, keys_a, shape_b)]
+        chosen = next((keys[position] for structure, keys, other in candidates
+                       if position < len(structure) and structure[position] not in other), None)
+        if chosen is None:
+            chosen = keys_b[position] if position < len(keys_b) else keys_a[position]
+        record = self.records[chosen]
         return {"op_index": position, "op": record.op, "location": record.location,
                 "phase": record.phase, "inputs": record.inputs}
