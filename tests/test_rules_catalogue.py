@@ -55,6 +55,7 @@ def test_fixable_rule_fixes_before_into_after(rule):
     assert fixed == rule.after
     assert rule.id in {f.rule_id for f in applied}
     ast.parse(fixed)
+    assert fix_text(fixed, "example.py", ScanConfig(), "2.13")[0] == fixed
 
 
 def test_rules_lists_every_rule(capsys):
