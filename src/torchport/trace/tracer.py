@@ -282,6 +282,8 @@ class OpTracer:
 
     # ---- recording --------------------------------------------------------------------
     def record_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        if func.namespace == "profiler":
+            return  # record_function markers (torch.optim issues them): bookkeeping, no work on any device
         phase = self.phase
         location = self.call_location
         module = self._module_stack[-1] if self._module_stack else None
