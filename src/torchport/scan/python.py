@@ -144,12 +144,10 @@ _INTERESTING_PREFIXES = ("torch.cuda", "torch.backends.cud", "torch.float64", "t
                          "torch_xla", "torch.utils.cpp_extension", "torch.amp",
                          "torch.distributed")
 # `cudnn = torch.backends.cudnn`: the new name is a trigger too.
-_MODULE_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*[\w.]*\.(?:cuda|cudnn|amp|matmul)\b[\w.]*[ \t]*$", re.M)
-_TOP_LEVEL_START = re.compile(r"^[A-Za-z_@]", re.M)
-_MEMBER_START = re.compile(r"^    [A-Za-z_@]", re.M)
-_CONTINUATION = re.compile(r"(else|elif|except|finally)\b")
+_MODULE_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[\w.]*\.(?:cuda|cudnn|amp|matmul)\b[\w.]*[ \t]*$")
+_TOP_LEVEL_START = re.compile(r"^(?!(?:else|elif|except|finally)\b)[A-Za-z_@]", re.M)
 _TRIPLE_QUOTED = re.compile(r'""".*?"""|\'\'\'.*?\'\'\'', re.S)
-_CLASS_SPLIT_LINES = 40
+_SPLIT_LINES = 40
 
 
 def has_trigger(text: str) -> bool:
@@ -164,6 +162,7 @@ class _Source:
         self.text = text
         self.lines = text.splitlines(keepends=True)
         self.offsets = [0, *accumulate(map(len, self.lines))]
+        self._strings: list[tuple[int, int]] | None = None
 
     def line_of(self, offset: int) -> int:
         return bisect.bisect_right(self.offsets, offset) - 1  # 0-based
@@ -173,7 +172,7 @@ class _Source:
 
     def inside_strings(self) -> list[tuple[int, int]]:
         """(first, last) 0-based lines that continue a triple-quoted string."""
-        if not hasattr(self, "_strings"):
+        if self._strings is None:
             spans = []
             if '"""' in self.text or "'''" in self.text:
                 for match in _TRIPLE_QUOTED.finditer(self.text):
@@ -206,20 +205,23 @@ class _Source:
         """0-based lines in [first, last) where a statement at this indentation begins.
 
         Decorators stay with what they decorate and else/except/finally with their
-        statement.  A line inside a multi-line string can look like a start; the
-        chunk then fails to parse and the caller falls back to the whole file.
+        statement (``pattern`` does not match those).  A line inside a multi-line
+        string can look like a start; the piece then fails to parse and the caller
+        falls back to the whole file.
         """
         starts: list[int] = []
-        for match in pattern.finditer(self.text, self.offsets[first], self.offsets[last]):
-            line = self.line_of(match.start())
-            body = self.lines[line][indent:]
-            if _CONTINUATION.match(body) or self.in_string(line):
+        text, lines = self.text, self.lines
+        line, position = first, self.offsets[first]
+        previous_decorator = False
+        for match in pattern.finditer(text, position, self.offsets[last]):
+            line += text.count("\n", position, match.start())
+            position = match.start()
+            if self.in_string(line):
                 continue
-            if starts and self.lines[starts[-1]][indent:indent + 1] == "@" and all(
-                    self.lines[i][indent:indent + 1] in ("@", " ", "\t", ")", "\n", "#")
-                    for i in range(starts[-1] + 1, line)):
-                continue
-            starts.append(line)
+            decorator = lines[line][indent:indent + 1] == "@"
+            if not previous_decorator:
+                starts.append(line)
+            previous_decorator = decorator
         if not starts or starts[0] != first:
             starts.insert(0, first)
         return starts
@@ -256,7 +258,8 @@ def parse_relevant(text: str) -> ast.Module | None:
     import_lines = bytes(keep)
     keep = bytearray(line_count)
     trigger_lines = source.lines_containing(TRIGGERS, (_PACKAGE_IMPORT_FROM, _PACKAGE_IMPORT))
-    renamed = _interesting_local_names(imports) + _MODULE_ALIAS.findall(text)
+    renamed = _interesting_local_names(imports) + [
+        match.group(1) for line in trigger_lines if (match := _MODULE_ALIAS.match(source.lines[line]))]
     if renamed:
         pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, renamed)))
         trigger_lines |= source.lines_containing((), (pattern,))
@@ -264,21 +267,34 @@ def parse_relevant(text: str) -> ast.Module | None:
         return None
     for line in trigger_lines:
         index = bisect.bisect_right(starts, line) - 1
-        start, end = starts[index], ends[index]
-        head = source.lines[start]
-        if (line > start and end - start > _CLASS_SPLIT_LINES and head.startswith("class ")
-                and head.rstrip().endswith(":")):
-            # Keep the class line and only the members that matter.
-            keep[start] = 1
-            members = source.statement_starts(_MEMBER_START, start + 1, end, 4)
-            member = bisect.bisect_right(members, line) - 1
-            member_end = members[member + 1] if member + 1 < len(members) else end
-            keep[members[member]:member_end] = b"\x01" * (member_end - members[member])
-        elif not import_lines[start]:
-            keep_chunk(index)
+        if not import_lines[starts[index]]:
+            _keep_block(source, keep, starts[index], ends[index], 0, line, {})
     body = imports + ast.parse(source.masked(keep)).body
     body.sort(key=lambda node: node.lineno)
     return ast.Module(body=body, type_ignores=[])
+
+
+def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: int, line: int,
+                cache: dict) -> None:
+    """Keep the statement [start, end) that holds ``line``.  A long class or function
+    keeps only its header and, recursively, the inner statement holding the line."""
+    header = start
+    while header < end and source.lines[header][indent:indent + 1] == "@":
+        header += 1
+    head = source.lines[header][indent:] if header < end else ""
+    if (end - start <= _SPLIT_LINES or line <= header
+            or not head.startswith(("class ", "def ", "async def ")) or not head.rstrip().endswith(":")):
+        keep[start:end] = b"\x01" * (end - start)
+        return
+    keep[start:header + 1] = b"\x01" * (header + 1 - start)
+    inner = indent + 4
+    if (header, inner) not in cache:
+        pattern = re.compile(r"^ {%d}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]" % inner, re.M)
+        cache[header, inner] = source.statement_starts(pattern, header + 1, end, inner)
+    starts = cache[header, inner]
+    index = bisect.bisect_right(starts, line) - 1
+    inner_end = starts[index + 1] if index + 1 < len(starts) else end
+    _keep_block(source, keep, starts[index], inner_end, inner, line, cache)
 
 
 def _interesting_local_names(statements: list[ast.stmt]) -> list[str]:
