@@ -28,6 +28,8 @@ def render(document: dict[str, Any]) -> str:
         f"{config['steps']} sustained steps in {config['blocks']} timed blocks, warm-up bound {config['max_warmup_steps']} steps, "
         f"{config.get('repeats', 1)} fresh process(es) per backend, interleaved. Reference: `{reference}`.",
     ]
+    if document.get("reference_note"):
+        lines.append(f"Note: {document['reference_note']}.")
     if app.get("git_commit"):
         lines.append(f"App commit {app['git_commit'][:12]}{' (with uncommitted changes)' if app.get('git_dirty') else ''}.")
     consistency = document.get("config_consistency") or {}
