@@ -19,7 +19,7 @@ from torchport.errors import UserError
 from torchport.scan import python
 from torchport.scan.config import ScanConfig
 from torchport.scan.model import Finding
-from torchport.scan.scanner import discover, display_path, filter_findings, read_source
+from torchport.scan.scanner import discover, filter_findings, read_source
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MAX_ROUNDS = 5
@@ -184,11 +184,11 @@ def fix_paths(paths: list[Path], config: ScanConfig, min_torch: str) -> list[Fil
         if text is None:
             results.append(FileFix(job.path, job.display, "", "", skipped=reason))
             continue
-        raw = Path(job.path).read_bytes()
-        if not raw.decode("utf-8", "replace") == text and not raw.startswith(b"\xef\xbb\xbf"):
+        try:
+            original = Path(job.path).read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError:  # readable through its coding cookie, but kept as it is
             results.append(FileFix(job.path, job.display, text, text, skipped="not UTF-8; not rewritten"))
             continue
-        original = raw.decode("utf-8-sig")
         try:
             fixed, applied, remaining = fix_text(original, job.display, config, min_torch)
         except SyntaxError as exc:
@@ -229,4 +229,4 @@ def _committed(path: Path) -> bool:
     return status.returncode == 0 and not status.stdout.strip()
 
 
-__all__ = ["FileFix", "display_path", "fix_paths", "fix_text", "write", "device_line"]
+__all__ = ["FileFix", "device_line", "fix_paths", "fix_text", "write"]

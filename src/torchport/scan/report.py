@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from torchport import __version__
 from torchport.scan.model import Finding
-from torchport.scan.rules import EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK, TARGETS
+from torchport.scan.rules import EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK
 from torchport.scan.scanner import ScanResult
 
 _EFFORT_COST = {"low": 2.0, "medium": 5.0, "high": 10.0}
@@ -232,4 +232,4 @@ def worst_rank(result: ScanResult) -> int:
     return max(ranks, default=0)
 
 
-__all__ = ["render_json", "render_sarif", "render_text", "summarise", "worst_rank", "TARGETS"]
+__all__ = ["render_json", "render_sarif", "render_text", "summarise", "worst_rank"]
