@@ -297,7 +297,7 @@ class OpTracer:
             location = self.user_location(sys._getframe(3))
         if location is None:
             location, attributed = self.phase_locations.get(phase), "phase"
-        signature = tuple(describe(a) for a in args if describe(a) is not None)
+        signature = tuple(text for text in map(describe, args) if text is not None)
         key = (func, signature, phase, location, module)
         record = self.records.get(key)
         if record is None:
