@@ -1,0 +1,143 @@
+"""In-process pieces of `torchport check` with real torch: checkpoint files,
+the error-ratio rule, module localisation, batch sharding, RNG restoration
+and the input-pipeline verdict.  No worker processes: these take seconds."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchport.backends import get
+from torchport.check import pipeline, savefile
+from torchport.check.parity import localise
+from torchport.check.tolerance import FLOOR, RATIO_LIMIT, judge, tensor_error
+from torchport.check.training import capture_rng, restore_rng, shard_batch, state_outside_state_dict
+
+
+def _state() -> dict:
+    model = torch.nn.Linear(4, 3)
+    return {"step": 7, "model": model.state_dict(), "rng": {"torch_cpu": torch.get_rng_state()}}
+
+
+def test_checkpoint_round_trip_is_exact(tmp_path):
+    path = tmp_path / "a.ckpt"
+    state = _state()
+    record = savefile.save(state, path)
+    assert record["bytes"] == path.stat().st_size
+    loaded = savefile.load(path)
+    assert loaded["step"] == 7
+    assert all(torch.equal(loaded["model"][key], value) for key, value in state["model"].items())
+
+
+def test_truncated_checkpoint_is_refused_before_loading(tmp_path):
+    path = tmp_path / "a.ckpt"
+    savefile.save(_state(), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(savefile.CheckpointError, match=r"is truncated: \d+ bytes, \d+ written; not loaded"):
+        savefile.load(path)
+
+
+def test_corrupt_checkpoint_is_refused_before_loading(tmp_path):
+    path = tmp_path / "a.ckpt"
+    savefile.save(_state(), path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, one byte flipped
+    path.write_bytes(bytes(data))
+    with pytest.raises(savefile.CheckpointError, match="is corrupt: SHA-256 differs"):
+        savefile.load(path)
+
+
+def test_checkpoint_without_its_checksum_record_is_refused(tmp_path):
+    path = tmp_path / "a.ckpt"
+    savefile.save(_state(), path)
+    savefile.sidecar(path).unlink()
+    with pytest.raises(savefile.CheckpointError, match="no readable size/checksum record"):
+        savefile.load(path)
+
+
+class AppObject:
+    pass
+
+
+def test_checkpoint_holding_an_app_object_is_not_unpickled(tmp_path):
+    path = tmp_path / "a.ckpt"
+    savefile.save({"step": 1, "extra": AppObject()}, path)
+    with pytest.raises(savefile.CheckpointError, match=r"weights_only=True\) refused.*AppObject"):
+        savefile.load(path)
+
+
+def test_unpicklable_state_is_a_save_error(tmp_path):
+    with pytest.raises(savefile.CheckpointError, match="torch.save failed"):
+        savefile.save({"step": 1, "extra": lambda: None}, tmp_path / "a.ckpt")
+    assert not list(tmp_path.iterdir())  # no half-written file left behind
+
+
+def test_error_ratio_floors_a_bit_exact_reference_and_blames_a_real_error():
+    assert judge(0.0, 0.0, "float32")["pass"]
+    small = judge(FLOOR["float32"] / 2, 0.0, "float32")
+    assert small["pass"] and small["ratio"] == 0.5
+    rounding = judge(3e-6, 1e-6, "float32")
+    assert rounding["pass"] and rounding["ratio"] == pytest.approx(3.0)
+    wrong = judge(1e-2, 1e-6, "float32")
+    assert not wrong["pass"] and wrong["ratio"] > RATIO_LIMIT
+    # The same error is ordinary rounding in bfloat16.
+    assert judge(1e-2, 5e-3, "bfloat16")["pass"]
+
+
+def test_localise_names_the_first_module_that_diverges_in_execution_order():
+    generator = torch.Generator().manual_seed(0)
+    truth = {name: torch.randn(32, generator=generator, dtype=torch.float64) for name in ("a", "b", "c")}
+    reference = {name: value * (1 + 1e-7) for name, value in truth.items()}
+    backend = {"a": truth["a"] * (1 + 2e-7), "b": truth["b"] + 0.01, "c": truth["c"] + 0.02}
+    found = localise(backend, ["a", "b", "c"], reference, truth, "float32")
+    assert found["module"] == "b" and found["position"] == 2 and not found["pass"]
+    assert localise(reference, ["a", "b", "c"], reference, truth, "float32") is None
+
+
+def test_tensor_error_is_relative_and_catches_shape_and_nan():
+    a = torch.ones(4)
+    assert tensor_error(a, a) == 0.0
+    assert tensor_error(a * 1.01, a) == pytest.approx(0.01)
+    assert tensor_error(torch.ones(3), a) == float("inf")
+    assert tensor_error(torch.tensor([1.0, float("nan"), 1.0, 1.0]), a) == float("inf")
+
+
+def test_shard_batch_splits_every_tensor_evenly():
+    batch = (torch.arange(8).reshape(4, 2), {"y": torch.arange(4)})
+    first, second = shard_batch(batch, 0, 2), shard_batch(batch, 1, 2)
+    assert torch.equal(torch.cat([first[0], second[0]]), batch[0])
+    assert second[1]["y"].tolist() == [2, 3]
+    with pytest.raises(Exception, match="cannot split a batch of leading size"):
+        shard_batch(torch.arange(3), 0, 2)
+
+
+def test_rng_restore_reports_a_device_generator_it_cannot_restore():
+    cpu = get("cpu")()
+    cpu.setup()
+    state = capture_rng(cpu)
+    expected = torch.rand(3)
+    torch.rand(5)
+    state["device"] = {"type": "xla", "state": 1234}
+    missing = restore_rng(state, cpu)
+    assert torch.equal(torch.rand(3), expected)  # the CPU generator itself came back
+    assert missing == ["xla device RNG state (no xla generator on cpu)"]
+
+
+def test_tensors_outside_state_dict_are_found():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    model[0].hidden = torch.zeros(1)
+    model[0].register_buffer("fine", torch.zeros(1))
+    assert state_outside_state_dict(model) == ["0.hidden"]
+
+
+def test_pipeline_flags_slow_in_process_loading_and_suggests_workers():
+    slow = {"batches_per_s": 10.0, "samples_per_s": 640.0,
+            "data": {"dataloader": True, "num_workers": 0, "pin_memory": False}}
+    verdict = pipeline.check("cuda", "cuda", slow, step_s=0.11, data_wait_per_step_s=0.1, step_source="test")
+    assert verdict["status"] == "fail" and verdict["figures"]["input_bound"]
+    suggestions = " ".join(verdict["figures"]["suggestions"])
+    assert "num_workers" in suggestions and "pin_memory=True" in suggestions
+    on_cpu = pipeline.check("cpu", "cpu", slow, step_s=0.11, data_wait_per_step_s=0.1, step_source="test")
+    assert "pin_memory does not help on cpu" in on_cpu["figures"]["suggestions"]
+    fast = {"batches_per_s": 1000.0, "data": {"dataloader": False, "type": "builtins.list"}}
+    assert pipeline.check("cpu", "cpu", fast, step_s=0.1, data_wait_per_step_s=0.0, step_source="test")["status"] == "pass"
