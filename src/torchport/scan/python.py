@@ -239,6 +239,11 @@ def parse_relevant(text: str) -> ast.Module | None:
     line_count = len(source.lines)
     if not line_count:
         return None
+    # Every import of a name that matters mentions a trigger word (cuda, triton,
+    # cpp_extension, ...), so a file without trigger lines has nothing to find.
+    trigger_lines = source.lines_containing(TRIGGERS, (_PACKAGE_IMPORT_FROM, _PACKAGE_IMPORT))
+    if not trigger_lines:
+        return None
     starts = source.statement_starts(_TOP_LEVEL_START, 0, line_count, 0)
     ends = starts[1:] + [line_count]
     keep = bytearray(line_count)  # 1 = keep this line
@@ -257,14 +262,11 @@ def parse_relevant(text: str) -> ast.Module | None:
     imports = ast.parse(source.masked(keep)).body
     import_lines = bytes(keep)
     keep = bytearray(line_count)
-    trigger_lines = source.lines_containing(TRIGGERS, (_PACKAGE_IMPORT_FROM, _PACKAGE_IMPORT))
     renamed = _interesting_local_names(imports) + [
         match.group(1) for line in trigger_lines if (match := _MODULE_ALIAS.match(source.lines[line]))]
     if renamed:
         pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, renamed)))
         trigger_lines |= source.lines_containing((), (pattern,))
-    if not trigger_lines:
-        return None
     for line in trigger_lines:
         index = bisect.bisect_right(starts, line) - 1
         if not import_lines[starts[index]]:
