@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = Path(__file__).resolve().parent / "apps"
 
 # Small protocol settings for tests where the figures are not the point.
-QUICK = ["--repeats", "1", "--steps", "4", "--blocks", "2", "--max-warmup", "4", "--no-inference"]
+QUICK_TIMING = ["--repeats", "1", "--steps", "4", "--blocks", "2", "--max-warmup", "4", "--no-inference"]
+# ...and without the trace and checks stages, which have tests of their own.
+QUICK = QUICK_TIMING + ["--no-trace", "--no-checks"]
 
 
 def run_torchport(*args: str, timeout: float = 300, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

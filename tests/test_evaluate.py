@@ -5,7 +5,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import QUICK, load_result, run_torchport
+from conftest import QUICK, QUICK_TIMING, load_result, run_torchport
 from torchport.results import load_schema
 
 APPS = Path(__file__).parent / "apps"
@@ -25,7 +25,7 @@ def assert_one_line_error(completed, *fragments):
 @pytest.mark.parametrize("app", ["builtin:classifier", "builtin:cnn", "builtin:gpt"])
 def test_builtin_app_on_each_cpu_backend(app, tmp_path):
     completed = run_torchport("evaluate", app, "-b", "cpu,cpu-compile", "--repeats", "1", "--steps", "4",
-                              "--blocks", "2", "--max-warmup", "4", "-o", str(tmp_path))
+                              "--blocks", "2", "--max-warmup", "4", "--no-trace", "--no-checks", "-o", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     document = load_result(tmp_path)
     jsonschema.validate(document, load_schema())
@@ -48,7 +48,7 @@ def test_builtin_app_on_each_cpu_backend(app, tmp_path):
 
 
 def test_default_app_lists_unavailable_backends_with_reasons(tmp_path):
-    completed = run_torchport("evaluate", "-b", "cpu,cuda,cuda-compile,mps", *QUICK, "--repeats", "2",
+    completed = run_torchport("evaluate", "-b", "cpu,cuda,cuda-compile,mps", *QUICK_TIMING, "--repeats", "2",
                               "--price", "cpu=0.50", "-o", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     document = load_result(tmp_path)
@@ -64,7 +64,11 @@ def test_default_app_lists_unavailable_backends_with_reasons(tmp_path):
     expected = 0.50 / 3600 * 1e6 / cpu["summary"]["samples_per_s"]
     assert cost["usd_per_million_samples"] == pytest.approx(expected)
     assert cost["usd_per_epoch"] == pytest.approx(0.50 / 3600 * cpu["summary"]["epoch_s"])
-    assert "per 1M samples" in (tmp_path / "report.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "per 1M samples" in report
+    # The trace and checks stages ran and rendered their sections.
+    assert document["trace"]["targets"] and document["checks"]["checks"]
+    assert "## " in report.split("## What was verified")[0]
     assert "torchport evaluate builtin:classifier" in completed.stdout
 
 
@@ -139,7 +143,7 @@ def test_price_file(tmp_path):
 def test_killed_worker_is_reported_and_others_complete(tmp_path):
     completed = run_torchport("evaluate", str(APPS / "spine_kill_when_compiled.py"), "-b", "cpu,cpu-compile",
                               "--repeats", "2", "--steps", "4", "--blocks", "2", "--max-warmup", "4",
-                              "--no-inference", "-o", str(tmp_path))
+                              "--no-inference", "--no-trace", "--no-checks", "-o", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     document = load_result(tmp_path)
     jsonschema.validate(document, load_schema())

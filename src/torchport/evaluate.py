@@ -153,6 +153,7 @@ class Evaluation:
         try:
             self._run_rounds(runnable)
             for stage in self.options.stages:
+                self.on_event("stage", {"stage": stage.__module__.rsplit(".", 2)[-2]})
                 stage(document, self.options, self.out_dir)
                 self.save()
         except UserError as exc:

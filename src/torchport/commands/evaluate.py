@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--price", action="append", default=[], metavar="BACKEND=USD_PER_HOUR", help="price of a backend (repeatable)")
     parser.add_argument("--prices", type=Path, metavar="FILE.toml", help="TOML file of BACKEND = USD_PER_HOUR")
     parser.add_argument("--reference", default="cpu", help="backend the others are compared with (default cpu)")
+    parser.add_argument("--no-trace", action="store_true", help="skip the op-level readiness trace (torchport trace)")
+    parser.add_argument("--no-checks", action="store_true",
+                        help="skip the parity, checkpoint and input-pipeline checks (torchport check runs all checks)")
     parser.add_argument("-o", "--out", type=Path, help="output folder (default torchport-results/APP-TIME)")
     parser.set_defaults(func=run)
 
@@ -55,8 +58,17 @@ def options_from_args(args: argparse.Namespace) -> Any:
         seed=args.seed, dtype=args.dtype, steps=args.steps, blocks=args.blocks,
         max_warmup_steps=args.max_warmup, inference=not args.no_inference,
     )
+    stages = []
+    if not args.no_trace:
+        from torchport.trace.stage import evaluate_stage as trace_stage
+
+        stages.append(trace_stage)
+    if not args.no_checks:
+        from torchport.check.stage import evaluate_stage as check_stage
+
+        stages.append(check_stage)
     return EvaluationOptions(
-        app=args.app, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
+        app=args.app, stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
         phase_timeout_s=args.phase_timeout, prices=prices, reference=args.reference, out_dir=args.out,
         command=["torchport", *sys.argv[1:]],
     )
@@ -87,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                     state["round"] = data["round"]
                 round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
                 progress.update(task, description=f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
+            elif kind == "stage":
+                progress.update(task, description=f"stage: {data['stage']}")
             elif kind == "done":
                 run = data["run"]
                 progress.advance(task)
