@@ -76,7 +76,8 @@ def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context:
     checkpoint_step = spec.get("checkpoint_step")
     record: dict[str, Any] = {"dtype": spec["dtype"], "steps": steps}
     run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"])
-    if spec.get("outputs") and app.predict is not None:
+    use_predict = spec.get("outputs") and app.predict is not None and spec.get("app_inference", True)
+    if use_predict:
         output = run.predict_output()
         record["output_source"] = "predict(model, first batch), before training"
     else:
@@ -84,7 +85,7 @@ def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context:
     modules, remove_hooks = record_module_outputs(run.model) if spec.get("modules") else ({}, lambda: None)
     top: dict[str, Any] = {}
     top_hook = None
-    if spec.get("outputs") and app.predict is None:
+    if spec.get("outputs") and not use_predict:
         def keep_first_output(module: Any, inputs: Any, out: Any) -> None:  # returns None: leaves the output alone
             if "out" not in top:
                 top["out"] = as_float64(out)
@@ -128,7 +129,9 @@ def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context:
                             "data_wait_s": run.data_wait_s - wait_before,
                             "samples_per_step": _samples(app, run.first_batch())}
     record["losses"] = [float(loss) for loss in losses]
-    record["metric"] = run.metric()
+    # The metric and predict run the model in eval mode without gradients: one
+    # more graph for a compiling backend to build, which the evaluate stage skips.
+    record["metric"] = run.metric() if spec.get("app_inference", True) else None
     record["metric_higher_is_better"] = app.metric_higher_is_better
     if spec.get("save_final"):
         record["final_file"] = str(work / f"{label}.final.pt")

@@ -58,6 +58,9 @@ class CheckOptions:
     rdzv_endpoint: str | None = None
     rdzv_conf: str | None = None
     distributed_steps: int = 8
+    # Parity on the app's predict() output and metric: each is one more graph for a compiling backend to
+    # build; without them the outputs come from training step 1 and the metric is not compared.
+    app_inference: bool = True
     # backend -> (step seconds, data-wait seconds per step, where the figure comes from); when given, the
     # pipeline check uses these instead of the parity run's short timing (torchport evaluate passes its own).
     step_times: dict[str, tuple[float, float, str]] = field(default_factory=dict)
@@ -178,7 +181,8 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     saved_at = max(1, steps // 2)
 
     def run_spec(label: str, dtype: str | None = None, **flags: Any) -> dict[str, Any]:
-        return {"label": label, "dtype": dtype or options.dtype, "seed": options.seed, "steps": steps, **flags}
+        return {"label": label, "dtype": dtype or options.dtype, "seed": options.seed, "steps": steps,
+                "app_inference": options.app_inference, **flags}
 
     def own_run(label: str, with_checkpoint: bool) -> dict[str, Any]:
         keep = "checkpoint" in want and with_checkpoint
@@ -299,7 +303,7 @@ def _pipeline_check(options: CheckOptions, name: str, results: dict[str, dict[st
 def _localise(options: CheckOptions, name: str, work: Path, check: dict[str, Any], on_event: Event) -> None:
     """Record every module's output in step 1 on the reference, the truth and
     the backend, and name the first module that diverges."""
-    single = {"seed": options.seed, "steps": 1, "modules": True}
+    single = {"seed": options.seed, "steps": 1, "modules": True, "app_inference": False}
     reference_folder = work / "modules"
     reference_path = reference_folder / "cpu-float64-modules.modules.pt"
     if not reference_path.exists():
