@@ -132,7 +132,7 @@ def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
         return []
     return ["", "## Compiler counters (first successful run)", "",
             "Graphs compiled, cache hits and executions per phase; `aten::*` ops ran on the CPU "
-            "(no lowering, or a host sync such as `.item()`).", "",
+            "(no lowering, or a host sync such as `.item()`). Graph cuts include torchport's own barrier, one per timed block.", "",
             "| backend | phase | steps | compilations | compile time | cached compilations | executions "
             "| transfers to / from device | graph cuts | CPU fallback ops |",
             "|---|---|---|---|---|---|---|---|---|---|", *rows]
