@@ -22,6 +22,9 @@ demo: $(STAMP)
 	$(VENV)/bin/torchport evaluate
 
 test: $(STAMP)
+	# The xla backend's own environment (torch 2.9.0 + torch_xla 2.9.0, ~7 GB,
+	# a few minutes the first time, then reused from ~/.cache/torchport).
+	$(VENV)/bin/torchport env create xla
 	$(PY) -m pytest -q
 
 clean:
