@@ -38,9 +38,10 @@ def test_builtin_app_on_each_cpu_backend(app, tmp_path):
         assert summary["inference"]["step_time_s"]["median"] > 0
         assert summary["metric"]["value"] >= 0
     assert document["config_consistency"]["consistent"]
-    # Compilation shows up in the first step, not in the sustained figures.
+    # Compilation (even from inductor's warm cache) lands in the first step, not in the sustained figures.
     compiled = document["backends"]["cpu-compile"]["summary"]
-    assert compiled["first_step_s"] > 5 * compiled["step_time_s"]["median"]
+    assert compiled["first_step_s"] > compiled["step_time_s"]["median"]
+    assert compiled["compile_overhead_s"] > 0
     if app == "builtin:gpt":
         assert document["backends"]["cpu"]["summary"]["tokens_per_s"] > 0
     report = (tmp_path / "report.md").read_text()
