@@ -182,9 +182,15 @@ def test_fast_path_finds_the_same_as_a_full_parse(tmp_path):
                           "Example:", "model.cuda()", '    """']
                        + [f"    def method_{i}(self):\n        return {i}\n" for i in range(30)]
                        + ["    def to_gpu(self):", "        sync()", "        return self.cuda()", "",
+                          "    @staticmethod", "    @torch.cuda.amp.custom_fwd",
+                          "    def forward(ctx, x):", "        if x.is_cuda:", "            pass",
+                          "        return x", "",
+                          "    def long(self, a,", "             b):"]
+                       + [f"        v{i} = {i}" for i in range(50)]
+                       + ["        torch.cuda.empty_cache()", "        return a", "",
                           "def unrelated():", "    return 1", ""])
     tree = python.parse_relevant(source)
     fast = sorted((f.rule_id, f.line, f.column) for f in python.analyze(tree, source, "a.py"))
     full = sorted((f.rule_id, f.line, f.column) for f in python.analyze(ast.parse(source), source, "a.py"))
     assert fast == full
-    assert {rule for rule, _, _ in full} == {"TP101", "TP002"}
+    assert {rule for rule, _, _ in full} == {"TP101", "TP002", "TP203", "TP003", "TP105"}

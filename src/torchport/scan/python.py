@@ -150,8 +150,16 @@ _TRIPLE_QUOTED = re.compile(r'""".*?"""|\'\'\'.*?\'\'\'', re.S)
 _SPLIT_LINES = 40
 
 
+# The file-level check, the hottest loop of a scan: the words above minus those
+# that only matter next to another trigger in the same file (a "nccl" constant
+# for init_process_group, a "cuda" device for autocast) or only in setup.py.
+_FILE_TRIGGERS = tuple(w for w in TRIGGERS if w not in (
+    "CUDA_", "CUDAExtension", "init_process_group", "new_group", "new_subgroups", "autocast",
+    "install_requires", "extras_require")) + ("CUDA",)
+
+
 def has_trigger(text: str) -> bool:
-    return any(word in text for word in TRIGGERS) or bool(
+    return any(word in text for word in _FILE_TRIGGERS) or bool(
         _PACKAGE_IMPORT.search(text) or _PACKAGE_IMPORT_FROM.search(text))
 
 
@@ -168,7 +176,7 @@ class _Source:
         return bisect.bisect_right(self.offsets, offset) - 1  # 0-based
 
     def masked(self, keep: bytearray) -> str:
-        return "".join(line if kept else "\n" for line, kept in zip(self.lines, keep))
+        return "".join([line if kept else "\n" for line, kept in zip(self.lines, keep)])
 
     def inside_strings(self) -> list[tuple[int, int]]:
         """(first, last) 0-based lines that continue a triple-quoted string."""
@@ -254,9 +262,13 @@ def parse_relevant(text: str) -> ast.Module | None:
     for index, start in enumerate(starts):
         head = source.lines[start]
         if head.startswith(("import ", "from ")) or (
-                head.startswith(("try:", "if ")) and ends[index] - start < 40
-                and "import " in "".join(source.lines[start:ends[index]])):
-            keep_chunk(index)
+                head.startswith(("try:", "if ")) and ends[index] - start < 40):
+            chunk = "".join(source.lines[start:ends[index]])
+            # Only imports that can name something a rule knows; relative imports
+            # and other libraries are most of a large file's import block.
+            if "import " in chunk and ("torch" in chunk or "triton" in chunk or "cuda" in chunk
+                                       or _PACKAGE_IMPORT.search(chunk) or _PACKAGE_IMPORT_FROM.search(chunk)):
+                keep_chunk(index)
     # The imports decide which local names matter (``from torch.cuda import
     # synchronize as sync`` makes "sync" a trigger in this file).
     imports = ast.parse(source.masked(keep)).body
@@ -270,14 +282,13 @@ def parse_relevant(text: str) -> ast.Module | None:
     for line in trigger_lines:
         index = bisect.bisect_right(starts, line) - 1
         if not import_lines[starts[index]]:
-            _keep_block(source, keep, starts[index], ends[index], 0, line, {})
+            _keep_block(source, keep, starts[index], ends[index], 0, line)
     body = imports + ast.parse(source.masked(keep)).body
     body.sort(key=lambda node: node.lineno)
     return ast.Module(body=body, type_ignores=[])
 
 
-def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: int, line: int,
-                cache: dict) -> None:
+def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: int, line: int) -> None:
     """Keep the statement [start, end) that holds ``line``.  A long class or function
     keeps only its header and, recursively, the inner statement holding the line."""
     header = start
@@ -289,14 +300,37 @@ def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: 
         keep[start:end] = b"\x01" * (end - start)
         return
     keep[start:header + 1] = b"\x01" * (header + 1 - start)
-    inner = indent + 4
-    if (header, inner) not in cache:
-        pattern = re.compile(r"^ {%d}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]" % inner, re.M)
-        cache[header, inner] = source.statement_starts(pattern, header + 1, end, inner)
-    starts = cache[header, inner]
-    index = bisect.bisect_right(starts, line) - 1
-    inner_end = starts[index + 1] if index + 1 < len(starts) else end
-    _keep_block(source, keep, starts[index], inner_end, inner, line, cache)
+    inner_start, inner_end = _statement_around(source, header + 1, end, indent + 4, line)
+    _keep_block(source, keep, inner_start, inner_end, indent + 4, line)
+
+
+def _statement_around(source: _Source, first: int, last: int, indent: int, line: int) -> tuple[int, int]:
+    """[start, end) of the statement at this indentation that holds ``line``, found by
+    walking out from it (a long class body is not split as a whole)."""
+    pattern = _statement_start_at(indent)
+    lines = source.lines
+
+    def starts_statement(number: int) -> bool:
+        return bool(pattern.match(lines[number])) and not source.in_string(number)
+
+    start = line
+    while start > first and not starts_statement(start):
+        start -= 1
+    while start > first and lines[start - 1][indent:indent + 1] == "@" and starts_statement(start - 1):
+        start -= 1
+    end = line + 1  # the next statement ends this one; a decorator's own function does not
+    while end < last and not (starts_statement(end) and lines[end - 1][indent:indent + 1] != "@"):
+        end += 1
+    return start, end
+
+
+_START_PATTERNS: dict[int, re.Pattern] = {}
+
+
+def _statement_start_at(indent: int) -> re.Pattern:
+    if indent not in _START_PATTERNS:
+        _START_PATTERNS[indent] = re.compile(r" {%d}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]" % indent)
+    return _START_PATTERNS[indent]
 
 
 def _interesting_local_names(statements: list[ast.stmt]) -> list[str]:

@@ -175,9 +175,9 @@ def read_source(path: str, kind: str, max_bytes: int) -> tuple[str | None, str |
         return None, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
 
 
-def parse_python(text: str, fast: bool) -> ast.Module | None:
+def parse_python(text: str, fast: bool, setup_script: bool = False) -> ast.Module | None:
     """The module to analyse; None when nothing in it can match.  Raises SyntaxError."""
-    if fast:
+    if fast and not setup_script:
         if not python.has_trigger(text):
             return None
         try:
@@ -198,7 +198,7 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
         result.findings = textfiles.analyze_text(job.kind, text, job.display)
         return result, lines
     try:
-        tree = parse_python(text, fast=True)
+        tree = parse_python(text, fast=True, setup_script=job.path.endswith("setup.py"))
     except SyntaxError as exc:
         result.skipped = Skipped(job.display, f"syntax error at line {exc.lineno}: {exc.msg}")
         return result, lines
