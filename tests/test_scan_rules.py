@@ -194,3 +194,22 @@ def test_fast_path_finds_the_same_as_a_full_parse(tmp_path):
     full = sorted((f.rule_id, f.line, f.column) for f in python.analyze(ast.parse(source), source, "a.py"))
     assert fast == full
     assert {rule for rule, _, _ in full} == {"TP101", "TP002", "TP203", "TP003", "TP105"}
+
+
+@pytest.mark.parametrize("source_path", [
+    Path(__file__).resolve().parents[1] / "examples" / "cuda_training" / "train.py",
+    Path(__file__).resolve().parents[1] / "src" / "torchport" / "scan" / "python.py",
+], ids=lambda p: p.name)
+def test_fast_path_agrees_on_real_files(source_path):
+    import ast
+
+    from torchport.scan import python
+    from torchport.scan.scanner import parse_python
+
+    source = source_path.read_text()
+    tree = parse_python(source, fast=True)  # falls back to the whole file if a cut fails
+    fast = sorted((f.rule_id, f.line, f.column, f.fix is not None)
+                  for f in python.analyze(tree, source, "f")) if tree else []
+    full = sorted((f.rule_id, f.line, f.column, f.fix is not None)
+                  for f in python.analyze(ast.parse(source), source, "f"))
+    assert fast == full and full
