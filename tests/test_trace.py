@@ -63,7 +63,7 @@ def test_clean_app_has_no_findings_and_runs_where_support_was_looked_up():
 
 def test_host_sync():
     finding = only_finding(trace("trace_host_sync.py"))
-    assert (finding["id"], finding["location"], finding["count"]) == ("TP101", marked_line("trace_host_sync.py", "host sync"), 3)
+    assert (finding["id"], finding["location"], finding["count"]) == ("TR101", marked_line("trace_host_sync.py", "host sync"), 3)
     assert finding["calls"] == ["Tensor.item()"]
     assert finding["targets"]["xla"] == "slow" and finding["targets"]["cuda"] == "minor"
 
@@ -72,7 +72,7 @@ def test_dynamic_output_shape():
     section = trace("trace_dynamic_shape.py")
     finding = only_finding(section)
     assert (finding["id"], finding["location"], finding["count"]) == (
-        "TP102", marked_line("trace_dynamic_shape.py", "data-dependent shape"), 3)
+        "TR102", marked_line("trace_dynamic_shape.py", "data-dependent shape"), 3)
     assert finding["ops"] == ["aten::index.Tensor[bool]"]
     # torch_xla runs the boolean mask through a CPU nonzero (measured by the table's probe run).
     assert section["op_support"]["xla"]["ops"]["aten::index.Tensor[bool]"]["falls_back_as"] == ["aten::nonzero"]
@@ -82,7 +82,7 @@ def test_dynamic_output_shape():
 def test_input_shapes_vary_with_a_partial_last_batch():
     section = trace("trace_shapes.py")
     finding = only_finding(section)
-    assert (finding["id"], finding["location"], finding["count"]) == ("TP103", marked_line("trace_shapes.py", "varying shapes"), 2)
+    assert (finding["id"], finding["location"], finding["count"]) == ("TR103", marked_line("trace_shapes.py", "varying shapes"), 2)
     assert finding["last_partial_batch"] is True
     assert finding["varying"] == [{"input": "batch[0]", "dim": 0, "sizes": [3, 8], "what": "size"},
                                   {"input": "batch[1]", "dim": 0, "sizes": [3, 8], "what": "size"}]
@@ -93,13 +93,13 @@ def test_input_shapes_vary_with_a_partial_last_batch():
 def test_graph_changes_between_steps():
     finding = only_finding(trace("trace_graph_varies.py"))
     assert (finding["id"], finding["location"], finding["count"]) == (
-        "TP104", marked_line("trace_graph_varies.py", "changing graph"), 2)
+        "TR104", marked_line("trace_graph_varies.py", "changing graph"), 2)
 
 
 def test_float64():
     section = trace("trace_float64.py")
     finding = only_finding(section)
-    assert (finding["id"], finding["location"], finding["count"]) == ("TP105", marked_line("trace_float64.py", "float64"), 6)
+    assert (finding["id"], finding["location"], finding["count"]) == ("TR105", marked_line("trace_float64.py", "float64"), 6)
     assert finding["ops"] == ["aten::ones", "aten::sum"]
     assert finding["targets"] == {"mps": "blocker", "xla": "slow", "tpu": "slow"}
     assert section["verdicts"]["mps"]["status"] == "blocked"
@@ -107,7 +107,7 @@ def test_float64():
 
 def test_tile_misaligned_dimensions():
     finding = only_finding(trace("trace_tile.py", targets=["tpu", "xla"]))
-    assert (finding["id"], finding["location"], finding["count"]) == ("TP106", marked_line("trace_tile.py", "misaligned matmuls"), 6)
+    assert (finding["id"], finding["location"], finding["count"]) == ("TR106", marked_line("trace_tile.py", "misaligned matmuls"), 6)
     assert finding["modules"] == ["0", "2"]
     # 100 x 100 of a 128 x 128 tile is useful work: 1 - 10000 / 16384.
     assert finding["wasted_share_of_op"] == pytest.approx(1 - 100 * 100 / 128 / 128, abs=1e-4)
@@ -116,14 +116,14 @@ def test_tile_misaligned_dimensions():
 
 def test_sparse_tensor():
     finding = only_finding(trace("trace_sparse.py"))
-    assert (finding["id"], finding["location"], finding["count"]) == ("TP107", marked_line("trace_sparse.py", "sparse tensor"), 9)
+    assert (finding["id"], finding["location"], finding["count"]) == ("TR107", marked_line("trace_sparse.py", "sparse tensor"), 9)
     assert finding["layouts"] == ["sparse_coo"] and finding["targets"] == {"tpu": "blocker", "xla": "blocker"}
 
 
 def test_custom_op_with_a_cpu_kernel_only():
     section = trace("trace_custom_op.py")
     finding = only_finding(section)
-    assert (finding["id"], finding["location"], finding["count"]) == ("TP108", marked_line("trace_custom_op.py", "custom op"), 3)
+    assert (finding["id"], finding["location"], finding["count"]) == ("TR108", marked_line("trace_custom_op.py", "custom op"), 3)
     assert finding["ops"] == ["torchport_test::halve"]
     assert finding["targets"]["cuda"] == "blocker" and finding["targets"]["xla"] == "slow"
     assert section["verdicts"]["cuda"]["status"] == "blocked"
@@ -134,8 +134,8 @@ def test_custom_op_with_a_cpu_kernel_only():
     # True findings, kept: an RGB input has 3 channels (K = 3 x 3 x 3 = 27 in the
     # first convolution), and the tiny GPT's attention heads are 32 wide over a
     # 64-token context, both far from the TPU's 128-wide tiles.
-    ("cnn", [("TP106", "cnn.py:34", "0")]),
-    ("gpt", [("TP106", "gpt.py:30", "blocks.0")]),
+    ("cnn", [("TR106", "cnn.py:34", "0")]),
+    ("gpt", [("TR106", "gpt.py:30", "blocks.0")]),
 ])
 def test_builtin_apps_have_no_false_findings(name, expected):
     section = trace(f"../../src/torchport/builtin/{name}.py")

@@ -16,11 +16,11 @@ def test_prints_verdicts_and_findings_and_writes_the_section_as_json(torchport_c
     assert done.returncode == 0, done.stderr
     assert "PyTorch/XLA (torch_xla): runs with 1 fallback; host synchronization inside the training step (slow)" in done.stdout
     assert "Apple MPS: no blocker found in the trace; op support unknown" in done.stdout
-    assert "TP101 slow    tests/apps/trace_host_sync.py:10: host synchronization inside the training step" in done.stdout \
+    assert "TR101 slow    tests/apps/trace_host_sync.py:10: host synchronization inside the training step" in done.stdout \
         or "trace_host_sync.py:10: host synchronization" in done.stdout
     section = json.loads(out.read_text())
     assert section["targets"] == ["xla", "mps"] and section["steps_traced"] == 2
-    assert [(f["id"], f["count"]) for f in section["findings"]] == [("TP101", 2)]
+    assert [(f["id"], f["count"]) for f in section["findings"]] == [("TR101", 2)]
     # The --json file is the section of the result document, valid against its schema.
     import jsonschema
 

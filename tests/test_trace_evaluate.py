@@ -33,12 +33,12 @@ def cpu_document(tmp_path_factory) -> dict:
 def test_evaluate_stage_puts_a_valid_trace_in_the_document_and_the_report(cpu_document):
     section = cpu_document["trace"]
     assert section["status"] == "complete" and section["steps_traced"] == 2
-    assert [f["id"] for f in section["findings"]] == ["TP102"]
+    assert [f["id"] for f in section["findings"]] == ["TR102"]
     assert section["xla_comparison"] is None  # no xla run in this evaluation
     results.validate(cpu_document)
     report = render(cpu_document)
     assert "## Op trace: readiness per target" in report
-    assert "| TP102 dynamic-output-shape | slow | `" in report
+    assert "| TR102 dynamic-output-shape | slow | `" in report
 
 
 def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):

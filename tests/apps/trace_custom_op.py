@@ -1,4 +1,4 @@
-"""TP108: a custom op with a CPU kernel only."""
+"""TR108: a custom op with a CPU kernel only."""
 import torch
 from torch import nn
 

@@ -1,4 +1,4 @@
-"""TP102: boolean-mask indexing, whose output shape depends on the data."""
+"""TR102: boolean-mask indexing, whose output shape depends on the data."""
 from torch import nn
 
 from trace_common import make_app

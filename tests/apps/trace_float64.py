@@ -1,4 +1,4 @@
-"""TP105: float64 in the step."""
+"""TR105: float64 in the step."""
 import torch
 from torch import nn
 

@@ -1,4 +1,4 @@
-"""TP104: a branch taken every other step: the step's graph changes with the same shapes."""
+"""TR104: a branch taken every other step: the step's graph changes with the same shapes."""
 from torch import nn
 
 from trace_common import make_app

@@ -1,4 +1,4 @@
-"""TP101: .item() inside the step."""
+"""TR101: .item() inside the step."""
 from torch import nn
 
 from trace_common import make_app

@@ -1,4 +1,4 @@
-"""TP103: a short last batch (like DataLoader(drop_last=False) with 35 samples in batches of 8)."""
+"""TR103: a short last batch (like DataLoader(drop_last=False) with 35 samples in batches of 8)."""
 from torch import nn
 
 from trace_common import batches, make_app

@@ -1,4 +1,4 @@
-"""TP107: a sparse matrix product in the step."""
+"""TR107: a sparse matrix product in the step."""
 import torch
 from torch import nn
 

@@ -1,4 +1,4 @@
-"""TP106: 100 features, not a multiple of 128."""
+"""TR106: 100 features, not a multiple of 128."""
 import torch
 from torch import nn
 

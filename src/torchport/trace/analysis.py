@@ -107,14 +107,14 @@ def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], step
     grouped: dict[tuple[str, str | None], dict[str, Any]] = {}
     for record in ops:
         # Host syncs and data-dependent shapes have findings of their own
-        # (TP101, TP102); their CPU fallbacks still count in the verdicts.
+        # (TR101, TR102); their CPU fallbacks still count in the verdicts.
         if not runs_on_device(record) or record.get("in_host_sync_call") or record["tags"]:
             continue
         for target, answer in op_support.items():
             entry = (answer.get("ops") or {}).get(record["op"])
             if not entry or entry["status"] not in ("fallback", "missing"):
                 continue
-            rule = "TP109" if entry["status"] == "fallback" else "TP110"
+            rule = "TR109" if entry["status"] == "fallback" else "TR110"
             item = grouped.setdefault((rule, record["location"]), {"ops": set(), "targets": {}, "count": 0, "seen": set(),
                                                                    "why": set()})
             item["ops"].add(record["op"])

@@ -1,7 +1,7 @@
 """What in a traced step breaks or slows an app on each target: the rule table
 and the detectors.
 
-Every finding names one rule (``TP101`` ...), the targets it affects with a
+Every finding names one rule (``TR101`` ...), the targets it affects with a
 severity for each, the user's ``file:line`` that caused it, and how often it
 happened in the traced steps.  One cause (one rule at one line) is one
 finding, however many ops it issued.
@@ -38,13 +38,13 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in [
-    Rule("TP101", "host-sync", "host synchronization inside the training step",
+    Rule("TR101", "host-sync", "host synchronization inside the training step",
          {"xla": "slow", "tpu": "slow", "neuron": "slow", "cuda": "minor", "rocm": "minor", "mps": "minor"},
          "Reading a tensor's value on the host (.item(), .tolist(), bool(t), print(t), torch.equal, .cpu()) "
          "waits for all queued device work; on a lazy backend it also cuts and executes the graph early.",
          "keep the value as a tensor (torch.where instead of `if`), or read it every N steps after the step ends",
          "pytorch/xla docs troubleshoot.md (item(), printing); TorchTPU deferred-execution notebook"),
-    Rule("TP102", "dynamic-output-shape", "op whose output shape depends on the data",
+    Rule("TR102", "dynamic-output-shape", "op whose output shape depends on the data",
          {"xla": "slow", "tpu": "slow", "neuron": "slow", "cuda": "minor", "rocm": "minor", "mps": "minor"},
          "PyTorch tags these ops dynamic_output_shape (nonzero, masked_select, boolean-mask indexing, unique, "
          "repeat_interleave with a tensor, bincount). XLA-style compilers need static shapes: torch_xla runs them "
@@ -52,51 +52,51 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in [
          "keep shapes static: torch.where(mask, x, 0) or a weighted sum instead of x[mask]; pass sizes "
          "(bincount(minlength=), unique(..., sorted) on padded input) where the op allows",
          "PyTorch native_functions.yaml tags; pytorch/xla docs troubleshoot.md, learn/dynamic_shape.md"),
-    Rule("TP103", "input-shapes-vary", "input shapes change between steps",
+    Rule("TR103", "input-shapes-vary", "input shapes change between steps",
          {"xla": "slow", "tpu": "slow", "neuron": "slow"},
          "XLA compiles one graph per input shape: every distinct batch signature is a compilation, and the step "
          "that meets a new one stalls for it.",
          "make every batch the same shape: DataLoader(drop_last=True) for a short last batch, pad or bucket "
          "variable lengths to a few fixed sizes",
          "pytorch/xla docs perf/recompilation.md; TorchNeuron torch.compile reference"),
-    Rule("TP104", "graph-varies", "the step's ops change between steps with the same input shapes",
+    Rule("TR104", "graph-varies", "the step's ops change between steps with the same input shapes",
          {"xla": "slow", "tpu": "slow", "neuron": "slow"},
          "Data-dependent Python control flow or varying loop counts trace a different graph on different steps, "
          "each compiled separately.",
          "replace data-dependent branches with tensor ops (torch.where); keep loop trip counts fixed",
          "pytorch/xla docs troubleshoot.md (caveat 2), xla-advanced.md"),
-    Rule("TP105", "float64", "float64 in the step",
+    Rule("TR105", "float64", "float64 in the step",
          {"mps": "blocker", "xla": "slow", "tpu": "slow"},
          "MPS has no float64. TPUs have no fast float64 path (JAX keeps x64 off by default: 'slow at best, "
          "incompatible with their hardware at worst').",
          "create tensors as float32 (torch.tensor(..., dtype=torch.float32); numpy arrays default to float64: "
          "torch.from_numpy(a).float())",
          "JAX docs default_dtypes; PyTorch MPS backend notes"),
-    Rule("TP106", "tile-misaligned", "matrix dimensions not multiples of the TPU tile",
+    Rule("TR106", "tile-misaligned", "matrix dimensions not multiples of the TPU tile",
          {"xla": "minor", "tpu": "minor"},
          "TPU matrix units work on 8 x 128 tiles: a contraction or output dimension that is not a multiple of "
          "128 (rows: 8) is padded, and the padding is computed and thrown away.",
          "choose feature, head and hidden sizes that are multiples of 128 (batch a multiple of 8)",
          "Cloud TPU performance guide (8 x 128 vector registers); the padding model is torchport's estimate"),
-    Rule("TP107", "sparse-layout", "sparse tensors in the step",
+    Rule("TR107", "sparse-layout", "sparse tensors in the step",
          {"tpu": "blocker", "xla": "blocker"},
          "torch_tpu: 'sparse operators are not supported on TPU yet'. torch has no SparseXLA dispatch key, so no "
          "sparse tensor can live on an XLA device.",
          "use dense tensors (to_dense()), or embedding/gather ops instead of sparse matmuls",
          "torch_tpu 0.2.0 binary strings; torch 2.9 dispatch keys (SparseXLA does not parse)"),
-    Rule("TP108", "custom-op", "custom op without a kernel for the target",
+    Rule("TR108", "custom-op", "custom op without a kernel for the target",
          {"xla": "slow", "tpu": "blocker", "neuron": "blocker", "cuda": "blocker", "rocm": "blocker", "mps": "blocker"},
          "An op registered by the app or a library (torch.library) runs only where it has a kernel; torch_xla "
          "falls back to the CPU kernel.",
          "give the op a composite (pure-PyTorch) implementation, or register a kernel for the target",
          "the op's dispatch registrations in the tracing process"),
-    Rule("TP109", "op-fallback", "op falls back to the CPU",
+    Rule("TR109", "op-fallback", "op falls back to the CPU",
          {target: "slow" for target in TARGETS},
          "The target has no kernel for this op: it runs on the host with copies both ways (torch_xla, "
          "TorchNeuron fall back by default).",
          "rewrite with supported ops, or check a newer release of the backend",
          "op support table of the target (see op_support)"),
-    Rule("TP110", "op-missing", "op has no kernel on the target",
+    Rule("TR110", "op-missing", "op has no kernel on the target",
          {target: "blocker" for target in TARGETS},
          "No kernel and no default CPU fallback: the op raises (TorchTPU's CPU fallback is off by default; MPS "
          "falls back only with PYTORCH_ENABLE_MPS_FALLBACK=1).",
@@ -166,7 +166,7 @@ def host_syncs(trace: dict[str, Any], steps: int, targets: list[str]) -> list[di
     for (location,), group in _group(events, ("location",)).items():
         calls = sorted({e["what"] for e in group})
         count = sum(e["count"] for e in group)
-        found.append(finding("TP101", location, count, steps, f"{', '.join(calls)}: {count} in {steps} step(s)",
+        found.append(finding("TR101", location, count, steps, f"{', '.join(calls)}: {count} in {steps} step(s)",
                              targets, calls=calls, phases=sorted({e["phase"] for e in group})))
     return found
 
@@ -178,7 +178,7 @@ def dynamic_shapes(ops: list[dict[str, Any]], steps: int, targets: list[str]) ->
     for (location,), group in _group(dynamic, ("location",)).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
-        found.append(finding("TP102", location, count, steps, f"{', '.join(names)}: {count} call(s) in {steps} step(s)",
+        found.append(finding("TR102", location, count, steps, f"{', '.join(names)}: {count} call(s) in {steps} step(s)",
                              targets, ops=names, phases=sorted({r["phase"] for r in group}),
                              modules=sorted({r["module"] for r in group if r["module"]})))
     return found
@@ -222,7 +222,7 @@ def input_shapes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, An
     if last_partial:
         detail += "; only the last batch differs: a partial last batch (DataLoader drop_last=False)"
     location = (trace.get("phase_locations") or {}).get("data")
-    return [finding("TP103", location, len(signatures), 1, detail, targets, signatures=len(signatures),
+    return [finding("TR103", location, len(signatures), 1, detail, targets, signatures=len(signatures),
                     varying=varying, last_partial_batch=last_partial, complete_epoch=bool(scan.get("complete_epoch")))]
 
 
@@ -236,7 +236,7 @@ def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, A
     found = []
     for (location,), group in _group([dict(g["first_difference"], step=i + 1) for i, g in changes], ("location",)).items():
         first = group[0]
-        found.append(finding("TP104", location, len(group), 1,
+        found.append(finding("TR104", location, len(group), 1,
                              f"step {first['step']} ran a different op sequence than step {first['step'] - 1} with "
                              f"the same input shapes, first at {first['op']} ({first['phase']})",
                              targets, distinct_graphs=len({g['graph'] for g in graphs})))
@@ -252,7 +252,7 @@ def float64(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[d
     for (location,), group in _group(wide, ("location",)).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
-        found.append(finding("TP105", location, count, steps,
+        found.append(finding("TR105", location, count, steps,
                              f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
                              f"{', ...' if len(names) > 5 else ''}", targets, ops=names,
                              phases=sorted({r["phase"] for r in group})))
@@ -348,10 +348,10 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str]) ->
                       if v % tile})
         share = wasted / total_flops
         severity = "slow" if share >= TILE_SLOW_WASTE_OF_STEP else "minor"
-        affected = {t: severity for t in targets if t in RULES["TP106"].severity}
+        affected = {t: severity for t in targets if t in RULES["TR106"].severity}
         dims = ", ".join(f"{d}={v}" for d, v in odd[:6])
         modules = sorted({r["module"] for r in group if r["module"]})
-        found.append(_make(RULES["TP106"], location, sum(r["count"] for r in group), steps,
+        found.append(_make(RULES["TR106"], location, sum(r["count"] for r in group), steps,
                            f"{', '.join(sorted({r['op'] for r in group}))} with {dims}"
                            f"{' in ' + ', '.join(modules) if modules else ''}: {wasted / flops:.0%} of this work is "
                            f"padding, {share:.1%} of the forward pass's FLOPs (estimate: rows padded to 8, contraction "
@@ -367,7 +367,7 @@ def sparse(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[di
     for (location,), group in _group(hits, ("location",)).items():
         layouts = sorted({d.split(":")[0] for r in group for d in r["inputs"] + r["outputs"] if d.startswith("sparse")})
         count = sum(r["count"] for r in group)
-        found.append(finding("TP107", location, count, steps, f"{', '.join(layouts)} tensors in "
+        found.append(finding("TR107", location, count, steps, f"{', '.join(layouts)} tensors in "
                              f"{', '.join(sorted({r['op'] for r in group}))}", targets, layouts=layouts))
     return found
 
@@ -387,11 +387,11 @@ def custom_ops(ops: list[dict[str, Any]], registrations: dict[str, Any], steps: 
             if any(k.startswith("Composite") for k in kernels):
                 continue
             for target in targets:
-                if CUSTOM_OP_KEYS.get(target) not in kernels and target in RULES["TP108"].severity:
-                    lacking[target] = RULES["TP108"].severity[target]
+                if CUSTOM_OP_KEYS.get(target) not in kernels and target in RULES["TR108"].severity:
+                    lacking[target] = RULES["TR108"].severity[target]
         if lacking:
             count = sum(r["count"] for r in group)
-            found.append(_make(RULES["TP108"], location, count, steps,
+            found.append(_make(RULES["TR108"], location, count, steps,
                                f"{', '.join(names)}: kernels registered for "
                                f"{', '.join(sorted({k for n in names for k in (registrations.get(n) or {}).get('kernels', [])})) or 'nothing'}",
                                lacking, ops=names))

@@ -27,7 +27,7 @@ def predicted_compilations(section: dict[str, Any]) -> int:
     signature, more when the graph changes with the same shapes."""
     shapes = section.get("shapes") or {}
     graphs = max(1, shapes.get("signatures") or 1)
-    changes = [f for f in section.get("findings", []) if f["id"] == "TP104"]
+    changes = [f for f in section.get("findings", []) if f["id"] == "TR104"]
     return graphs + sum(f["count"] for f in changes)
 
 
@@ -62,7 +62,7 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
             parts.append(f"{len(fallbacks)} fallback{'s' if len(fallbacks) != 1 else ''}")
         if recompilations:
             parts.append(f"{recompilations} recompilation{'s' if recompilations != 1 else ''}")
-        others = sorted({f["title"] for f in slow if f["id"] not in ("TP103", "TP104", "TP109")})
+        others = sorted({f["title"] for f in slow if f["id"] not in ("TR103", "TR104", "TR109")})
         text = "runs with " + " / ".join(parts) if parts else "runs"
         if others:
             text += ("; " if parts else ", with ") + "; ".join(others)
@@ -143,7 +143,7 @@ def compare_with_xla(section: dict[str, Any], document: dict[str, Any]) -> dict[
     return {
         "predicted": {"fallback_ops": predicted_ops, "step_graphs": compilations,
                       "host_syncs_per_step": sum(f["per_step"] or 0 for f in section.get("findings", [])
-                                                 if f["id"] == "TP101")},
+                                                 if f["id"] == "TR101")},
         "measured": measured,
         "expected_from_harness": sorted(HARNESS_FALLBACKS & set(measured_ops)),
         "disagreements": disagreements,
