@@ -7,6 +7,7 @@ between cpu and xla (with the device RNG reported as not restorable across
 them), the input pipeline.  Not verified: a TPU, recovery and DDP on xla."""
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -35,5 +36,10 @@ def test_parity_checkpoints_and_pipeline_on_xla(tmp_path):
     assert checks[("parity", "xla")]["figures"]["worst_ratio"] < 8
     assert checks[("checkpoint", "xla -> xla")]["figures"]["not_restored"] == []
     into_cpu = checks[("checkpoint", "xla -> cpu")]["figures"]["not_restored"]
-    assert into_cpu == ["xla device RNG state (no xla generator on cpu)"]
+    expected = ["xla device RNG state (no xla generator on cpu)"]
+    if importlib.util.find_spec("numpy") is None:
+        # The xla environment has numpy; a main environment without it cannot
+        # restore numpy's RNG state, and the check says so.
+        expected = [entry for entry in into_cpu if entry.startswith("numpy RNG")] + expected
+    assert sorted(into_cpu) == sorted(expected)
     assert checks[("pipeline", "xla")]["figures"]["step_time_source"].startswith("3 timed steps")

@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import torchport
 
-FEATURES, HIDDEN, CLASSES = 128, 256, 128
+FEATURES, HIDDEN, CLASSES = 128, 1024, 128
 BATCH, BATCHES = 64, 32
 
 
