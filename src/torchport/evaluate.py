@@ -11,6 +11,7 @@ import math
 import re
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -152,10 +153,7 @@ class Evaluation:
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:
             self._run_rounds(runnable)
-            for stage in self.options.stages:
-                self.on_event("stage", {"stage": stage.__module__.rsplit(".", 2)[-2]})
-                stage(document, self.options, self.out_dir)
-                self.save()
+            self._run_stages()
         except UserError as exc:
             document["status"] = "failed"
             document["status_reason"] = exc.one_line()
@@ -169,6 +167,23 @@ class Evaluation:
         document["status"] = "complete"
         self.save()
         return document
+
+    def _run_stages(self) -> None:
+        """The stages after timing (trace, checks) run side by side: each mostly
+        waits on worker processes of its own, and the timing they could disturb
+        is over.  Each stage sets its own key of the document; it is saved once
+        all are done."""
+        stages = self.options.stages
+        if not stages:
+            return
+        self.on_event("stage", {"stage": ", ".join(stage.__module__.rsplit(".", 2)[-2] for stage in stages)})
+        with ThreadPoolExecutor(max_workers=len(stages)) as pool:
+            futures = [pool.submit(stage, self.document, self.options, self.out_dir) for stage in stages]
+            errors = [future.exception() for future in futures]
+        self.save()
+        for error in errors:
+            if error is not None:
+                raise error
 
     def _run_rounds(self, runnable: list[str]) -> None:
         backends = self.document["backends"]
