@@ -3,7 +3,10 @@
 Reference: a plain PyTorch loop over the same app (same model, data, loss,
 optimizer, seed), in a fresh process, warmed up, then timed in blocks between
 synchronizations: the way anyone would time it by hand.  torchport must agree
-within 2%: the harness must not cost or hide time.
+within 2%: the harness must not cost or hide time.  Printed: the ratio of
+medians (torchport / hand-written), its 95% interval (hierarchical bootstrap
+over rounds and blocks), and how much the hand-written loop's own fresh
+processes disagree (the machine's noise floor).
 
 For each built-in app and each available backend of this interpreter
 (cpu, cpu-compile, cuda, cuda-compile), runs are interleaved: round after round,
@@ -17,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -108,17 +110,26 @@ def main() -> None:
     parser.add_argument("--apps", default="classifier,cnn,gpt")
     parser.add_argument("--backends", default=",".join(available_backends()))
     args = parser.parse_args()
-    print(f"{'app':<12} {'backend':<13} {'torchport':>12} {'hand-written':>13} {'ratio':>7}")
+    from torchport.stats import Measurement, compare
+
+    print(f"{'app':<12} {'backend':<13} {'torchport':>12} {'hand-written':>13} {'ratio':>7}  "
+          f"{'95% CI':>15}  {'hand-written run spread':>24}")
     for app in args.apps.split(","):
         for backend in args.backends.split(","):
             ours, theirs = [], []
             for _ in range(args.rounds):
                 times, warmed = torchport_run(f"builtin:{app}", backend)
-                ours += times
+                ours.append(times)
                 # The hand-written loop warms up exactly as many steps as torchport did.
-                theirs += hand_written(f"builtin:{app}", backend, warmed)
-            a, b = statistics.median(ours), statistics.median(theirs)
-            print(f"{app:<12} {backend:<13} {a * 1e3:>9.3f} ms {b * 1e3:>10.3f} ms {a / b:>7.3f}", flush=True)
+                theirs.append(hand_written(f"builtin:{app}", backend, warmed))
+            mine, reference = Measurement(ours), Measurement(theirs)
+            comparison = compare(mine, reference)  # speedup = hand-written time / torchport time
+            ratio = 1 / comparison.speedup
+            low, high = 1 / comparison.ci95[1], 1 / comparison.ci95[0]
+            # How much fresh processes of the *same* hand-written loop disagree: the
+            # noise floor below which no ratio on this machine means anything.
+            print(f"{app:<12} {backend:<13} {mine.median * 1e3:>9.3f} ms {reference.median * 1e3:>10.3f} ms "
+                  f"{ratio:>7.3f}  [{low:.3f}, {high:.3f}]  {reference.run_spread:>23.1%}", flush=True)
 
 
 if __name__ == "__main__":
