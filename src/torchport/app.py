@@ -169,7 +169,7 @@ def load_app(spec: AppSpec | str | None) -> App:
     except SyntaxError as exc:
         raise UserError(f"syntax error in app: {exc.msg}", location=f"{exc.filename}:{exc.lineno}") from None
     except Exception as exc:
-        raise user_error_from(exc, f"importing the app failed") from None
+        raise user_error_from(exc, "importing the app failed") from None
     factory = getattr(module, spec.function, None)
     if factory is None:
         raise UserError(f"{spec.function!r} not found in {module.__name__}", location=spec.text)
@@ -247,3 +247,14 @@ def user_location(exc: BaseException) -> str | None:
 def user_error_from(exc: BaseException, what: str) -> UserError:
     detail = f"{type(exc).__name__}: {exc}".strip()
     return UserError(f"{what}: {detail}", location=user_location(exc))
+
+
+def call_user(function: Callable[[], Any], what: str) -> Any:
+    """Call into the user's code; an exception there becomes a UserError that
+    says ``what`` failed and where in the user's code."""
+    try:
+        return function()
+    except UserError:
+        raise
+    except Exception as exc:
+        raise user_error_from(exc, what) from None

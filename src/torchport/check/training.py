@@ -19,20 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from torchport.app import user_error_from
+from torchport.app import call_user
 from torchport.errors import UserError
 from torchport.protocol import BatchStream, function_location, seed_everything
 
 CHECKPOINT_FORMAT = "torchport-check-1"
-
-
-def call_user(function: Callable[[], Any], what: str) -> Any:
-    try:
-        return function()
-    except UserError:
-        raise
-    except Exception as exc:
-        raise user_error_from(exc, what) from None
 
 
 def to_cpu(value: Any) -> Any:

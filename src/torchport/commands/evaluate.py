@@ -5,8 +5,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from torchport.errors import UserError
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport.protocol import DTYPES, ProtocolConfig

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from torchport.app import call_user
 from torchport.errors import UserError
 
 DEFAULT_STEPS = 3
@@ -37,17 +38,6 @@ def signature_text(batch: Any) -> str:
     return ", ".join(f"{path}: {dtype}[{','.join(map(str, shape))}]" for path, dtype, shape in batch_leaves(batch))
 
 
-def _call_user(function: Callable[[], Any], what: str) -> Any:
-    from torchport.app import user_error_from
-
-    try:
-        return function()
-    except UserError:
-        raise
-    except Exception as exc:
-        raise user_error_from(exc, what) from None
-
-
 def _tensor_bytes(tensors: Any) -> int:
     import torch
 
@@ -69,8 +59,8 @@ def trace_job(context: Any) -> None:
     context.progress("trace:init")
     seed_everything(int(config.get("seed", 0)))
     app = load_app(context.app_spec)
-    model = _call_user(app.model, "the app's model factory raised")
-    optimizer = _call_user(lambda: app.optimizer(model), "the app's optimizer factory raised")
+    model = call_user(app.model, "the app's model factory raised")
+    optimizer = call_user(lambda: app.optimizer(model), "the app's optimizer factory raised")
     stream = BatchStream(app.data)
     loss_location = function_location(app.loss)
     phase_locations = {
@@ -102,14 +92,14 @@ def trace_job(context: Any) -> None:
             with tracer.in_phase("optimizer"):
                 optimizer.zero_grad(set_to_none=True)
             with tracer.in_phase("loss"):
-                loss = _call_user(lambda: app.loss(model, batch), "the app's loss raised")
+                loss = call_user(lambda: app.loss(model, batch), "the app's loss raised")
             if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
                 got = type(loss).__name__ if not isinstance(loss, torch.Tensor) else f"shape {tuple(loss.shape)}"
                 raise UserError(f"the loss must return a scalar tensor, got {got}", location=loss_location)
             with tracer.in_phase("backward"):
-                _call_user(loss.backward, "backward through the app's loss raised")
+                call_user(loss.backward, "backward through the app's loss raised")
             with tracer.in_phase("optimizer"):
-                _call_user(optimizer.step, "the app's optimizer step raised")
+                call_user(optimizer.step, "the app's optimizer step raised")
         trace["step_batches"].append(signature_text(batch))
         memory["batch_bytes"] = max(memory["batch_bytes"], sum(
             _nbytes_of(leaf) for leaf in batch_leaves(batch)))
@@ -141,7 +131,7 @@ def _nbytes_of(leaf: tuple[str, str, list[int]]) -> int:
 def scan_data_shapes(factory: Callable[[], Any], steps_per_epoch: int | None) -> dict[str, Any]:
     """The shapes of one epoch's batches (no model, no tracing): how many
     distinct input signatures an XLA-style backend would compile for."""
-    data = _call_user(factory, "the app's data factory raised")
+    data = call_user(factory, "the app's data factory raised")
     started = time.perf_counter()
     signatures: dict[str, dict[str, Any]] = {}
     batches = 0
@@ -151,7 +141,7 @@ def scan_data_shapes(factory: Callable[[], Any], steps_per_epoch: int | None) ->
         if batches >= SCAN_MAX_BATCHES or time.perf_counter() - started > SCAN_MAX_SECONDS:
             complete = False
             break
-        batch = _call_user(lambda: next(iterator, _END), "the app's data raised")
+        batch = call_user(lambda: next(iterator, _END), "the app's data raised")
         if batch is _END:
             break
         batches += 1
