@@ -39,3 +39,18 @@ def torchport_cli():
 @pytest.fixture
 def apps_dir() -> Path:
     return APPS
+
+
+@pytest.fixture
+def xla_environment():
+    """Tests on the xla backend need torchport's xla environment: skipped
+    locally when it is missing, a failure in CI (which creates it first)."""
+    from torchport import envs
+
+    record = envs.status("xla")
+    if not record["ready"]:
+        message = f"{record['problem']}; run: torchport env create xla"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must create the xla environment before the tests: {message}")
+        pytest.skip(message)
+    return record

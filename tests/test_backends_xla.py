@@ -9,12 +9,10 @@ small because compile counts and causes are the point here, not timings.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from conftest import load_result
-from torchport import envs
 
 pytestmark = pytest.mark.xla
 
@@ -29,13 +27,8 @@ LOSS_RTOL = 1e-4
 
 
 @pytest.fixture(autouse=True)
-def xla_environment():
-    record = envs.status("xla")
-    if not record["ready"]:
-        message = f"{record['problem']}; run: torchport env create xla"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must create the xla environment before the tests: {message}")
-        pytest.skip(message)
+def _needs_xla(xla_environment):
+    """Every test here runs on the xla backend (see conftest.xla_environment)."""
 
 
 def evaluate(torchport_cli, tmp_path, app: str, backends: str, *extra: str) -> tuple[dict, str]:

@@ -8,24 +8,17 @@ them), the input pipeline.  Not verified: a TPU, recovery and DDP on xla."""
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import pytest
 
-from torchport import envs
 from torchport.check.runner import CheckOptions, run_checks
 
 pytestmark = [pytest.mark.xla, pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)
-def xla_environment():
-    record = envs.status("xla")
-    if not record["ready"]:
-        message = f"{record['problem']}; run: torchport env create xla"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must create the xla environment before the tests: {message}")
-        pytest.skip(message)
+def _needs_xla(xla_environment):
+    """Every test here runs on the xla backend (see conftest.xla_environment)."""
 
 
 def test_parity_checkpoints_and_pipeline_on_xla(tmp_path):

@@ -3,12 +3,11 @@ schema, rendered in report.md, and set beside a measured xla run."""
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 
 import pytest
 
-from torchport import envs, results
+from torchport import results
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
 from torchport.report.markdown import render
@@ -70,12 +69,7 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
 
 
 @pytest.mark.xla
-def test_prediction_beside_a_real_xla_run(tmp_path):
-    record = envs.status("xla")
-    if not record["ready"]:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must create the xla environment before the tests: {record['problem']}")
-        pytest.skip(record["problem"])
+def test_prediction_beside_a_real_xla_run(tmp_path, xla_environment):
     document = evaluate(str(APPS / "trace_dynamic_shape.py"), ["xla"], tmp_path)
     assert document["backends"]["xla"]["status"] == "ok", document["backends"]["xla"].get("error")
     comparison = document["trace"]["xla_comparison"]
