@@ -46,7 +46,9 @@ class Backend:
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
     device_type: ClassVar[str] = "cpu"
-    compiles: ClassVar[bool] = False
+    compiles: ClassVar[bool] = False  # has a compilation phase (torch.compile, or a lazy-tensor compiler)
+    # The torch.compile backend that ``compile`` wraps the model with; None: no torch.compile.
+    compile_backend: ClassVar[str | None] = None
     # The torchport environment the worker runs in (see torchport.envs); None
     # means the interpreter torchport itself runs on.
     environment: ClassVar[str | None] = None
@@ -55,6 +57,11 @@ class Backend:
     proxy_for: ClassVar[str | None] = None
     verification: ClassVar[str] = NOT_VERIFIED
     process_group_backend: ClassVar[str] = "gloo"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.compile_backend is not None:
+            cls.compiles = True
 
     # ---- parent side -------------------------------------------------------------
     @classmethod
@@ -110,8 +117,13 @@ class Backend:
         return model
 
     def compile(self, model: Any) -> Any:
-        """Wrap the model for compilation; the default backend compiles nothing."""
-        return model
+        """Wrap the model in ``torch.compile(backend=compile_backend)``, or
+        return it as it is when the backend does not use torch.compile."""
+        if self.compile_backend is None:
+            return model
+        import torch
+
+        return torch.compile(model, backend=self.compile_backend)
 
     def after_step(self) -> None:
         """End of one training step: lazy backends cut the graph here."""

@@ -33,9 +33,4 @@ class CPU(Backend):
 class CPUCompile(CPU):
     name = "cpu-compile"
     title = "CPU, torch.compile (inductor)"
-    compiles = True
-
-    def compile(self, model: Any) -> Any:
-        import torch
-
-        return torch.compile(model)
+    compile_backend = "inductor"

@@ -68,12 +68,7 @@ class CUDA(Backend):
 class CUDACompile(CUDA):
     name = "cuda-compile"
     title = "CUDA / ROCm GPU, torch.compile (inductor)"
-    compiles = True
-
-    def compile(self, model: Any) -> Any:
-        import torch
-
-        return torch.compile(model)
+    compile_backend = "inductor"
 
 
 def _driver_version() -> str | None:

@@ -78,9 +78,4 @@ class Neuron(AcceleratorBackend):
 class NeuronCompile(Neuron):
     name = "neuron-compile"
     title = "AWS Trainium (TorchNeuron), torch.compile(backend=\"neuron\")"
-    compiles = True
-
-    def compile(self, model: Any) -> Any:
-        import torch
-
-        return torch.compile(model, backend="neuron")
+    compile_backend = "neuron"

@@ -240,9 +240,4 @@ class TPUFused(TPU):
 class TPUCompile(TPU):
     name = "tpu-compile"
     title = "Google TPU (TorchTPU), torch.compile(backend=\"tpu\")"
-    compiles = True
-
-    def compile(self, model: Any) -> Any:
-        import torch
-
-        return torch.compile(model, backend="tpu")
+    compile_backend = "tpu"
