@@ -24,6 +24,15 @@ from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 SRC_ROOT = str(Path(__file__).resolve().parent.parent)
 STDERR_TAIL_LINES = 20
 
+# glibc's malloc moves its mmap threshold with each process's allocation
+# history, so one fresh process reuses its heap for a step's activations while
+# the next maps and faults in fresh zeroed pages every step: on a 2-core host
+# identical CPU workers differed by 10-40% for their whole lives.  Fixed
+# thresholds make fresh processes agree (to ~1% measured, see
+# benchmarks/bench_loop.py).  Recorded in each run's ``worker.allocator``;
+# values the user has set in the environment are kept.
+STEADY_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
 
 def worker_python(backend_cls: Any) -> str:
     """The interpreter a backend's worker runs on: its environment's, or ours."""
@@ -81,6 +90,8 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC_ROOT, env.get("PYTHONPATH")]))
     env["TORCHPORT_SPAWN_TIME"] = repr(time.time())
     env["PYTHONUNBUFFERED"] = "1"
+    for name, value in STEADY_ALLOCATOR.items():
+        env.setdefault(name, value)
     env.update(env_extra or {})
     stderr_path = os.path.join(scratch, "stderr.txt")
     started = time.monotonic()

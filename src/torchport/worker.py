@@ -122,6 +122,7 @@ def main(argv: list[str]) -> int:
             "torch": torch.__version__,
             "executable": sys.executable,
             "pid": os.getpid(),
+            "allocator": {name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
         }
         context.progress("device")
         backend.setup()
