@@ -1,19 +1,24 @@
 """torchport's sustained step time against a hand-written training loop.
 
 Reference: a plain PyTorch loop over the same app (same model, data, loss,
-optimizer, seed), in a fresh process, warmed up, then timed in blocks between
-synchronizations: the way anyone would time it by hand.  torchport must agree
-within 2%: the harness must not cost or hide time.  Printed: the ratio of
-medians (torchport / hand-written), its 95% interval (hierarchical bootstrap
-over rounds and blocks), and how much the hand-written loop's own fresh
-processes disagree (the machine's noise floor).
+optimizer, seed) in its own fresh process, warmed up for the same number of
+steps, then timed in blocks between synchronizations: the way anyone would time
+it by hand.  torchport must agree within 2%: the harness must neither cost nor
+hide time.
 
-For each built-in app and each available backend of this interpreter
-(cpu, cpu-compile, cuda, cuda-compile), runs are interleaved: round after round,
-one torchport evaluation then one hand-written loop, ROUNDS times.  Prints the
-median step time of each and the ratio.
+Why the two run in lockstep.  On a shared 2-core host the machine's own speed
+drifts by 20-40% between fresh processes a few seconds apart, far above the 2%
+to be shown; timed one after the other, the comparison measures the drift.  So
+each round starts torchport's real worker (``torchport.protocol:evaluate_job``,
+through ``torchport.launch.run_worker``, exactly as ``torchport evaluate`` runs
+it) and the hand-written loop at the same time, and a ``TurnCoordinator`` makes
+them take turns block by block: never running together, both seeing the same
+machine.  The ratio is the median over rounds of each round's ratio of median
+block times (torchport / hand-written), with a 95% interval from a paired
+bootstrap over rounds and block pairs (``torchport.stats.compare_paired``).
+The rounds' own spread is printed too: the drift that pairing cancels.
 
-    python benchmarks/bench_loop.py [--rounds 3] [--apps classifier,gpt] [--backends cpu]
+    python benchmarks/bench_loop.py [--rounds 5] [--apps classifier,gpt] [--backends cpu]
 """
 from __future__ import annotations
 
@@ -22,15 +27,15 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 
-STEPS, BLOCKS, WARMUP = 60, 10, 60
+STEPS, BLOCKS, WARMUP = 120, 20, 60
 
 HAND_WRITTEN = textwrap.dedent('''
     import json, sys, time
     import torch
     from torchport.app import load_app
+    from torchport.turns import take_turn  # wait for our turn before each block; not timed
 
     app_spec, backend, steps, blocks, warmup = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
     torch.manual_seed(0)
@@ -63,17 +68,20 @@ HAND_WRITTEN = textwrap.dedent('''
         optimizer.step()
         return loss.detach()
 
-    for _ in range(warmup):
-        step()
-    sync()
-    per_block = steps // blocks
-    times = []
-    for _ in range(blocks):
+    def block(count):
+        take_turn()
         started = time.perf_counter()
-        for _ in range(per_block):
+        for _ in range(count):
             step()
         sync()
-        times.append((time.perf_counter() - started) / per_block)
+        return (time.perf_counter() - started) / count
+
+    per_block = steps // blocks
+    block(1)  # the first step, with any compilation
+    for _ in range(warmup // per_block):
+        block(per_block)
+    times = [block(per_block) for _ in range(blocks)]
+    take_turn()  # the paired process finishes its last block before we wind down
     print(json.dumps(times))
 ''')
 
@@ -87,49 +95,68 @@ def available_backends() -> list[str]:
     return names
 
 
-def hand_written(app: str, backend: str, warmup: int) -> list[float]:
-    out = subprocess.run([sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(warmup)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def paired_round(app: str, backend: str) -> tuple[list[float], list[float]]:
+    """One torchport worker and one hand-written loop, taking turns block by block."""
+    from torchport.launch import STEADY_ALLOCATOR, run_worker
+    from torchport.protocol import ProtocolConfig
+    from torchport.turns import TurnCoordinator
 
-
-def torchport_run(app: str, backend: str) -> tuple[list[float], int]:
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run([sys.executable, "-m", "torchport.cli", "evaluate", app, "-b", backend, "--repeats", "1",
-                        "--steps", str(STEPS), "--blocks", str(BLOCKS), "--max-warmup", str(WARMUP),
-                        "--no-inference", "-o", out], capture_output=True, text=True, check=True)
-        with open(os.path.join(out, "result.json")) as handle:
-            run = json.load(handle)["backends"][backend]["runs"][0]["training"]
-    times = [b["seconds"] / b["steps"] for b in run["sustained"]["blocks"]]
-    return times, run["warmup"]["steps"] + 1
+    # steady_tolerance 0: warm up exactly WARMUP steps, as the hand-written loop does.
+    config = ProtocolConfig(steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP, steady_tolerance=0.0,
+                            inference=False)
+    coordinator = TurnCoordinator(parties=2)
+    try:
+        hand = subprocess.Popen(
+            [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # The same allocator settings torchport gives its workers: timed the same way.
+            env={**STEADY_ALLOCATOR, **os.environ, **coordinator.environment})
+        result = run_worker(backend, "torchport.protocol:evaluate_job", app=app, config=config.as_dict(),
+                            env=coordinator.environment, timeout=900)
+        if result.get("status") != "ok":
+            coordinator.close()  # let the hand-written loop finish alone rather than wait forever
+        out, err = hand.communicate()
+    finally:
+        coordinator.close()
+    if result.get("status") != "ok":
+        raise SystemExit(f"torchport worker {result.get('status')}: {result.get('error')}\n"
+                         + "\n".join(result.get("stderr_tail", [])))
+    if hand.returncode != 0:
+        raise SystemExit(f"hand-written loop failed:\n{err[-2000:]}")
+    expected = 2 * (1 + WARMUP // config.block_steps + BLOCKS + 1)
+    if coordinator.turns_granted != expected:
+        raise SystemExit(f"the two processes took {coordinator.turns_granted} turns, expected {expected}: not paired")
+    blocks = result["training"]["sustained"]["blocks"]
+    return [b["seconds"] / b["steps"] for b in blocks], json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--apps", default="classifier,cnn,gpt")
     parser.add_argument("--backends", default=",".join(available_backends()))
     args = parser.parse_args()
-    from torchport.stats import Measurement, compare
+    from torchport.stats import Measurement, compare_paired
 
+    print(f"{STEPS} sustained steps in {BLOCKS} blocks after {WARMUP} warm-up steps; {args.rounds} paired rounds")
     print(f"{'app':<12} {'backend':<13} {'torchport':>12} {'hand-written':>13} {'ratio':>7}  "
-          f"{'95% CI':>15}  {'hand-written run spread':>24}")
+          f"{'95% CI':>15}  {'spread between rounds':>22}")
     for app in args.apps.split(","):
         for backend in args.backends.split(","):
             ours, theirs = [], []
             for _ in range(args.rounds):
-                times, warmed = torchport_run(f"builtin:{app}", backend)
-                ours.append(times)
-                # The hand-written loop warms up exactly as many steps as torchport did.
-                theirs.append(hand_written(f"builtin:{app}", backend, warmed))
+                mine, reference = paired_round(f"builtin:{app}", backend)
+                ours.append(mine)
+                theirs.append(reference)
             mine, reference = Measurement(ours), Measurement(theirs)
-            comparison = compare(mine, reference)  # speedup = hand-written time / torchport time
+            comparison = compare_paired(mine, reference)  # speedup = hand-written time / torchport time
             ratio = 1 / comparison.speedup
             low, high = 1 / comparison.ci95[1], 1 / comparison.ci95[0]
-            # How much fresh processes of the *same* hand-written loop disagree: the
-            # noise floor below which no ratio on this machine means anything.
+            verdict = "agree within 2%" if 0.98 <= low and high <= 1.02 else (
+                "differ" if low > 1.02 or high < 0.98 else "not shown within 2%")
+            # How much the rounds differ from each other: the machine's drift that pairing cancels.
             print(f"{app:<12} {backend:<13} {mine.median * 1e3:>9.3f} ms {reference.median * 1e3:>10.3f} ms "
-                  f"{ratio:>7.3f}  [{low:.3f}, {high:.3f}]  {reference.run_spread:>23.1%}", flush=True)
+                  f"{ratio:>7.3f}  [{low:.3f}, {high:.3f}]  {reference.run_spread:>21.1%}  {verdict}", flush=True)
 
 
 if __name__ == "__main__":

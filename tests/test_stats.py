@@ -2,7 +2,9 @@
 significance and a practical difference."""
 import random
 
-from torchport.stats import PRACTICAL_THRESHOLD, Measurement, compare
+import pytest
+
+from torchport.stats import PRACTICAL_THRESHOLD, Measurement, compare, compare_paired
 
 
 def noisy_runs(center, runs=3, samples=10, noise=0.02, seed=0):
@@ -57,3 +59,22 @@ def test_small_difference_is_not_practical():
 def test_overlapping_noise_is_no_clear_difference():
     a, b = Measurement(noisy_runs(1.0, noise=0.2, seed=5)), Measurement(noisy_runs(1.0, noise=0.2, seed=6))
     assert compare(a, b).verdict == "no clear difference"
+
+
+def test_paired_comparison_cancels_drift_between_pairs():
+    # Each pair ran on a machine of a different speed (x0.7 .. x1.4); within a
+    # pair the candidate is 10% slower.  Unpaired, the drift hides it; paired, it shows.
+    rng = random.Random(3)
+    speeds = [0.7, 1.0, 1.4, 0.85, 1.2]
+    reference = [[s * (1 + rng.gauss(0, 0.02)) for _ in range(20)] for s in speeds]
+    candidate = [[s * 1.1 * (1 + rng.gauss(0, 0.02)) for _ in range(20)] for s in speeds]
+    paired = compare_paired(Measurement(candidate), Measurement(reference))
+    assert abs(1 / paired.speedup - 1.1) < 0.02
+    assert paired.ci95[1] < 1 and paired.significant and paired.verdict == "slower"
+    unpaired = compare(Measurement(candidate), Measurement(reference))
+    assert not unpaired.significant
+
+
+def test_paired_comparison_needs_matching_pairs():
+    with pytest.raises(ValueError, match="same number"):
+        compare_paired(Measurement([[1.0], [1.0]]), Measurement([[1.0]]))

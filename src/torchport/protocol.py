@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Iterator
 
 from torchport.errors import UserError
+from torchport.turns import take_turn
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -240,6 +241,7 @@ class Scenario:
         waited = 0.0
         samples = 0
         tokens: int | None = 0
+        take_turn()  # a no-op unless a benchmark pairs this worker with another process
         counters_before = backend.counters()
         started = time.perf_counter()
         for _ in range(steps):
@@ -309,6 +311,7 @@ def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progres
     progress(f"{scenario.name}:sustained")
     counters_start = backend.counters()
     sustained = [scenario.run_block(block_steps) for _ in range(config.blocks)]
+    take_turn()  # a paired process finishes its last block before our tail work (see torchport.turns)
     counters_end = backend.counters()
     scenario.read_values()
     record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained]}

@@ -154,6 +154,35 @@ def compare(candidate: Measurement, reference: Measurement) -> Comparison:
     return Comparison(speedup, (low, high), significant, practical)
 
 
+def compare_paired(candidate: Measurement, reference: Measurement, seed: int = 0) -> Comparison:
+    """Like ``compare``, for runs made in pairs: run i of each side at the
+    same time, block k of one right after block k of the other (see
+    ``torchport.turns``).  The machine's drift between pairs then cancels: the
+    estimate is the median over pairs of each pair's ratio of medians, and
+    the interval resamples pairs, then block pairs within each."""
+    pairs = list(zip(candidate.runs, reference.runs))
+    if len(candidate.runs) != len(reference.runs) or any(len(c) != len(r) for c, r in pairs):
+        raise ValueError("paired comparison needs the same number of runs and of blocks on both sides")
+
+    def estimate(chosen: list[tuple[list[float], list[float]]]) -> float:
+        return median([median(r) / median(c) for c, r in chosen])
+
+    rng = random.Random(seed)
+    estimates = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        chosen = []
+        for _ in pairs:
+            cand, ref = pairs[rng.randrange(len(pairs))]
+            picks = [rng.randrange(len(cand)) for _ in cand]
+            chosen.append(([cand[i] for i in picks], [ref[i] for i in picks]))
+        estimates.append(estimate(chosen))
+    estimates.sort()
+    tail = (1 - CONFIDENCE) / 2
+    low, high = _quantile(estimates, tail), _quantile(estimates, 1 - tail)
+    speedup = estimate(pairs)
+    return Comparison(speedup, (low, high), low > 1 or high < 1, abs(speedup - 1) >= PRACTICAL_THRESHOLD)
+
+
 def _shuffled(values: list[float]) -> list[float]:
     # Pair the two bootstrap distributions independently, not in sorted order.
     copy = list(values)
