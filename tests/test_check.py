@@ -46,6 +46,8 @@ def test_builtin_passes_parity_checkpoint_and_pipeline_on_cpu_and_cpu_compile(to
     assert pairs["cpu -> cpu"]["figures"]["not_restored"] == []
     assert {c["backend"] for c in by_name(section, "pipeline")} == {"cpu", "cpu-compile"}
     assert "torchport check builtin:classifier" in done.stdout
+    # cpu-compile's worker made the eager reference runs and every pair: one process, not three.
+    assert section["config"]["reference_worker"] == "cpu-compile"
 
 
 def test_bug_only_under_compile_fails_parity_and_names_the_module(torchport_cli, tmp_path, apps_dir):
@@ -57,7 +59,10 @@ def test_bug_only_under_compile_fails_parity_and_names_the_module(torchport_cli,
     assert parity["figures"]["diverging_module"]["module"] == "0.1"
     assert parity["figures"]["diverging_module"]["type"] == "ScaledResidual"
     assert parity["reason"].startswith("first diverging module: 0.1 (ScaledResidual)")
-    assert by_name(section, "determinism")[0]["status"] == "pass"  # the eager reference is fine
+    # The reference runs were made eagerly inside the cpu-compile worker: had they
+    # been compiled, they would carry the bug too and parity would pass.
+    assert by_name(section, "determinism")[0]["status"] == "pass"
+    assert section["config"]["reference_worker"] == "cpu-compile"
 
 
 def test_state_outside_the_state_dict_fails_checkpoint_portability(torchport_cli, tmp_path, apps_dir):
@@ -67,6 +72,7 @@ def test_state_outside_the_state_dict_fails_checkpoint_portability(torchport_cli
     (pair,) = by_name(section, "checkpoint")
     assert pair["status"] == "fail" and pair["figures"]["parameter_error"] > 1e-3
     assert "0.scale" in pair["reason"] and "outside state_dict" in pair["reason"]
+    assert section["config"]["reference_worker"] == "cpu"
 
 
 def test_nondeterministic_app_is_reported_first_and_nothing_is_widened(torchport_cli, tmp_path, apps_dir):

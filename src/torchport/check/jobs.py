@@ -43,7 +43,8 @@ def set_deterministic(backend: Any) -> bool:
 def train_job(context: Any) -> None:
     """Train each run in ``job["runs"]``, optionally time the data pipeline,
     then, for each checkpoint in ``job["resume"]``, load it into a fresh run
-    built as ``job["resume_spec"]`` says and train on to that run's last step."""
+    built as its ``into`` spec (default ``job["resume_spec"]``) says and train
+    on to that run's last step.  ``result["resumed"][into][source]``."""
     from torchport.app import load_app
 
     job = context.job
@@ -64,8 +65,9 @@ def train_job(context: Any) -> None:
         context.save()
     result["resumed"] = {}
     for source in job.get("resume", []):
-        context.progress(f"resume:{source['label']}")
-        result["resumed"][source["label"]] = resume_run(app, backend, job["resume_spec"], source, work)
+        into = source.get("into") or job["resume_spec"]
+        context.progress(f"resume:{source['label']}->{into['label']}")
+        result["resumed"].setdefault(into["label"], {})[source["label"]] = resume_run(app, backend, into, source, work)
         context.save()
 
 
@@ -75,7 +77,7 @@ def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context:
     label, steps = spec["label"], int(spec["steps"])
     checkpoint_step = spec.get("checkpoint_step")
     record: dict[str, Any] = {"dtype": spec["dtype"], "steps": steps}
-    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"])
+    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
     use_predict = spec.get("outputs") and app.predict is not None and spec.get("app_inference", True)
     if use_predict:
         output = run.predict_output()
@@ -160,7 +162,7 @@ def resume_run(app: Any, backend: Any, spec: dict[str, Any], source: dict[str, A
     except savefile.CheckpointError as exc:
         record["error"] = str(exc)
         return record
-    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"])
+    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
     run.skip_batches(int(state["step"]))
     try:
         record.update(run.load_state(state))

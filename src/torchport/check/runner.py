@@ -11,6 +11,12 @@ processes: one per backend trains K steps once and serves all three.
    K/2) and resumes from the ``cpu`` checkpoint and from its own.
 3. One more worker per backend that still lacks an ordered pair resumes from
    the remaining checkpoints (e.g. cpu from cpu-compile's).
+
+A backend that is the reference plus torch.compile (``cpu-compile``: same
+device, same interpreter) hosts steps 1 and 2 in one worker: the reference's
+runs are made there eagerly, and both pairs between the two are resumed
+there, in both directions.  Three processes become one; checkpoints still go
+through files, and the checks section records where the reference ran.
 4. Only when a backend's first step diverges: one worker on the reference and
    one on that backend record every module's output, to name the first that
    diverges.
@@ -112,9 +118,10 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
     work = Path(options.work_dir) if options.work_dir else Path(tempfile.mkdtemp(prefix="torchport-check-"))
     work.mkdir(parents=True, exist_ok=True)
     app_error = None
+    reference_worker = None
     try:
         if {"parity", "checkpoint", "pipeline"} & set(options.only):
-            training, app_error = training_checks(options, available, work / "training", on_event)
+            training, app_error, reference_worker = training_checks(options, available, work / "training", on_event)
             checks += training
         if "recovery" in options.only:
             from torchport.check import recovery
@@ -138,6 +145,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
             "checks": list(options.only),
             "backends": names,
             "reference": REFERENCE,
+            "reference_worker": reference_worker,
             "ground_truth": "cpu, float64",
             "steps": options.steps,
             "checkpoint_step": max(1, options.steps // 2),
@@ -172,10 +180,23 @@ def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str,
                       on_progress=lambda event: on_event("progress", {"backend": backend, **event}))
 
 
+def reference_host(names: list[str]) -> str | None:
+    """A backend among ``names`` whose worker can also make the reference's
+    runs: the reference's device and interpreter, plus torch.compile."""
+    reference = backend_registry.get(REFERENCE)
+    for name in names:
+        cls = backend_registry.get(name)
+        if (name != REFERENCE and cls.compile_backend is not None and cls.device_type == reference.device_type
+                and cls.environment == reference.environment):
+            return name
+    return None
+
+
 def training_checks(options: CheckOptions, names: list[str], work: Path,
-                    on_event: Event) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The parity, checkpoint and pipeline checks, and the app's own error when
-    the reference run failed in the app's code (every backend would say the same)."""
+                    on_event: Event) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+    """The parity, checkpoint and pipeline checks, the app's own error when
+    the reference run failed in the app's code (every backend would say the
+    same), and the backend whose worker made the reference's runs."""
     want = set(options.only)
     steps = options.steps
     saved_at = max(1, steps // 2)
@@ -193,14 +214,24 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     if "parity" in want:
         reference_runs += [run_spec("cpu-repeat", outputs=True), run_spec("cpu-float64", "float64", outputs=True)]
     self_resume = "checkpoint" in want and REFERENCE in names
-    results[REFERENCE] = _train(
-        REFERENCE, options, work, reference_runs, on_event,
-        pipeline_batches=steps if "pipeline" in want else 0,
-        resume=[_source(work, REFERENCE)] if self_resume else [], resume_spec=reference_runs[0])
+    pipeline_batches = steps if "pipeline" in want else 0
+    host = reference_host(names)
+    if host is None:
+        results[REFERENCE] = _train(
+            REFERENCE, options, work, reference_runs, on_event, pipeline_batches=pipeline_batches,
+            resume=[_source(work, REFERENCE)] if self_resume else [], resume_spec=reference_runs[0])
+    else:
+        reference_runs = [{**run, "eager": True} for run in reference_runs]
+        host_spec = own_run(host, True)
+        ends = ([reference_runs[0]] if self_resume else []) + ([host_spec] if "checkpoint" in want else [])
+        resume = [{**_source(work, source["label"]), "into": into} for into in ends for source in ends]
+        results[REFERENCE] = results[host] = _train(
+            host, options, work, reference_runs + [host_spec], on_event, pipeline_batches=pipeline_batches,
+            resume=resume, resume_spec=host_spec)
     reference = results[REFERENCE]
     reference_checkpoint_ok = self_resume and failure(reference, REFERENCE) is None
     for name in names:
-        if name == REFERENCE:
+        if name in (REFERENCE, host):
             continue
         spec = own_run(name, True)
         sources = [REFERENCE] if reference_checkpoint_ok else []
@@ -241,7 +272,12 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
             checks.append(_pipeline_check(options, name, results))
     error = reference.get("error") or {}
     app_error = {"message": error.get("message"), "location": error.get("location")} if error.get("kind") == "app" else None
-    return checks, app_error
+    return checks, app_error, host or REFERENCE
+
+
+def _resumed(result: dict[str, Any], target: str) -> dict[str, Any]:
+    """What a worker resumed into ``target``'s run, by checkpoint source."""
+    return (result.get("resumed") or {}).get(target) or {}
 
 
 def _source(work: Path, label: str) -> dict[str, Any]:
@@ -258,7 +294,7 @@ def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, result
         target_result = results[target]
         if failure(target_result, target):
             continue
-        done = set(target_result.get("resumed", {}))
+        done = set(_resumed(target_result, target))
         missing = [source for source in names
                    if source not in done and (_saved(results, source) or {}).get("bytes")]
         if not missing:
@@ -269,8 +305,8 @@ def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, result
                        resume_spec=resume_spec)
         problem = failure(extra, target)
         for source in missing:
-            resumed = (extra.get("resumed") or {}).get(source)
-            target_result.setdefault("resumed", {})[source] = resumed or {"error": problem or "not run"}
+            resumed = _resumed(extra, target).get(source)
+            target_result.setdefault("resumed", {}).setdefault(target, {})[source] = resumed or {"error": problem or "not run"}
 
 
 def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any]], dtype: str) -> dict[str, Any]:
@@ -280,7 +316,7 @@ def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any
         if problem and not _saved(results, name):
             return {"name": "checkpoint", "pair": pair, "status": "error", "figures": {}, "reason": problem}
     target_result = results[target]
-    return checkpoint.check(source, target, _saved(results, source), target_result.get("resumed", {}).get(source),
+    return checkpoint.check(source, target, _saved(results, source), _resumed(target_result, target).get(source),
                             results[source]["runs"].get(source), target_result["runs"][target], dtype)
 
 

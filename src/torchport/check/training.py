@@ -177,7 +177,7 @@ def state_outside_state_dict(model: Any) -> list[str]:
 class TrainingRun:
     """One app, one backend, one dtype, from the seed."""
 
-    def __init__(self, app: Any, backend: Any, *, dtype: str, seed: int):
+    def __init__(self, app: Any, backend: Any, *, dtype: str, seed: int, eager: bool = False):
         import torch
 
         self.app = app
@@ -190,7 +190,8 @@ class TrainingRun:
         model = call_user(app.model, "the app's model factory raised")
         self.model = backend.prepare_model(model, self.cast)
         self.optimizer = call_user(lambda: app.optimizer(self.model), "the app's optimizer factory raised")
-        self.trainable = backend.compile(self.model)
+        # eager: the reference's runs made in a compiling backend's worker (see check.runner)
+        self.trainable = self.model if eager else backend.compile(self.model)
         self.stream = BatchStream(app.data)
         self.step = 0
         self.data_wait_s = 0.0
