@@ -93,13 +93,19 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def environment_record() -> dict[str, Any]:
-    import torch
+    from torchport.backends import cpu_only_torch
 
+    cpu_only = cpu_only_torch()
+    if cpu_only:  # no GPU runtime to ask about: skip importing torch in the parent
+        torch_facts = {"torch": cpu_only, "torch_cuda": None, "torch_hip": None}
+    else:
+        import torch
+
+        torch_facts = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+                       "torch_hip": getattr(torch.version, "hip", None)}
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "torch_hip": getattr(torch.version, "hip", None),
+        **torch_facts,
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count() or 1,
@@ -129,6 +135,10 @@ def _memory_bytes() -> int | None:
 
 
 def _accelerators() -> list[dict[str, Any]]:
+    from torchport.backends import cpu_only_torch
+
+    if cpu_only_torch():
+        return []
     import torch
 
     found = []

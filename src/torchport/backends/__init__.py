@@ -154,6 +154,19 @@ class Backend:
         return None
 
 
+def cpu_only_torch() -> str | None:
+    """The installed torch's version when its wheel says it is a CPU-only
+    build (``+cpu``), read from the package metadata: the parent process then
+    knows there is no CUDA or ROCm without paying ~2 s to import torch."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+    return version if version.endswith("+cpu") else None
+
+
 def _discover() -> dict[str, type[Backend]]:
     found: dict[str, type[Backend]] = {}
     modules = [

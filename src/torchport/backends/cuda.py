@@ -5,7 +5,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from torchport.backends import NOT_VERIFIED, Availability, Backend
+from torchport.backends import NOT_VERIFIED, Availability, Backend, cpu_only_torch
 
 
 class CUDA(Backend):
@@ -17,6 +17,9 @@ class CUDA(Backend):
 
     @classmethod
     def availability(cls) -> Availability:
+        cpu_only = cpu_only_torch()
+        if cpu_only:
+            return Availability(False, f"torch {cpu_only} is a build without CUDA or ROCm support")
         import torch
 
         if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:

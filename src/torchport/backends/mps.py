@@ -15,10 +15,10 @@ class MPS(Backend):
 
     @classmethod
     def availability(cls) -> Availability:
-        import torch
-
         if platform.system() != "Darwin":
             return Availability(False, f"MPS needs macOS; this is {platform.system()}")
+        import torch
+
         if not torch.backends.mps.is_built():
             return Availability(False, f"torch {torch.__version__} was built without MPS")
         if not torch.backends.mps.is_available():
