@@ -29,7 +29,7 @@ import subprocess
 import sys
 import textwrap
 
-STEPS, BLOCKS, WARMUP = 120, 20, 60
+STEPS, BLOCKS, WARMUP = 240, 20, 60
 
 HAND_WRITTEN = textwrap.dedent('''
     import json, sys, time
@@ -135,7 +135,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--apps", default="classifier,cnn,gpt")
     parser.add_argument("--backends", default=",".join(available_backends()))
+    parser.add_argument("--json", help="also write every block time here (seconds per step, per round)")
     args = parser.parse_args()
+    raw: dict[str, dict[str, list[list[float]]]] = {}
     from torchport.stats import Measurement, compare_paired
 
     print(f"{STEPS} sustained steps in {BLOCKS} blocks after {WARMUP} warm-up steps; {args.rounds} paired rounds")
@@ -152,11 +154,17 @@ def main() -> None:
             comparison = compare_paired(mine, reference)  # speedup = hand-written time / torchport time
             ratio = 1 / comparison.speedup
             low, high = 1 / comparison.ci95[1], 1 / comparison.ci95[0]
+            raw[f"{app}/{backend}"] = {"torchport": ours, "hand_written": theirs}
+            per_round = " ".join(f"{m / r:.3f}" for m, r in zip(mine.run_medians, reference.run_medians))
             verdict = "agree within 2%" if 0.98 <= low and high <= 1.02 else (
                 "differ" if low > 1.02 or high < 0.98 else "not shown within 2%")
             # How much the rounds differ from each other: the machine's drift that pairing cancels.
             print(f"{app:<12} {backend:<13} {mine.median * 1e3:>9.3f} ms {reference.median * 1e3:>10.3f} ms "
                   f"{ratio:>7.3f}  [{low:.3f}, {high:.3f}]  {reference.run_spread:>21.1%}  {verdict}", flush=True)
+            print(f"{'':<26} each round's ratio: {per_round}", flush=True)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"steps": STEPS, "blocks": BLOCKS, "warmup": WARMUP, "seconds_per_step": raw}, handle, indent=1)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from torchport.turns import TurnCoordinator
 
 PARTY = """
@@ -27,8 +29,9 @@ def start(name, turns, coordinator):
     return subprocess.Popen([sys.executable, "-c", PARTY, name, str(turns)], stdout=subprocess.PIPE, text=True, env=env)
 
 
-def test_two_processes_never_run_together_and_take_turns_in_abba_order():
-    coordinator = TurnCoordinator(parties=2)
+@pytest.mark.parametrize("run_length", [1, 2])
+def test_two_processes_never_run_together_and_alternate(run_length):
+    coordinator = TurnCoordinator(parties=2, run_length=run_length)
     parties = [start("A", 6, coordinator), start("B", 6, coordinator)]
     spans = sorted((span for p in parties for span in json.loads(p.communicate(timeout=60)[0])), key=lambda s: s[1])
     coordinator.close()
@@ -37,7 +40,7 @@ def test_two_processes_never_run_together_and_take_turns_in_abba_order():
         assert earlier[2] <= later[1], f"{earlier} overlaps {later}"
     order = "".join(span[0] for span in spans)
     first, second = order[0], "B" if order[0] == "A" else "A"
-    expected = (first + (second * 2 + first * 2) * 3)[:12]
+    expected = (first + second) * 6 if run_length == 1 else (first + (second * 2 + first * 2) * 3)[:12]
     assert order == expected
     assert coordinator.turns_granted == 14  # 6 timed turns and a closing one each
 
