@@ -128,6 +128,9 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
             _kill_group(process)
             stopped_by = "interrupted by the user"
         process.wait()
+        # Whatever the worker started and left behind (compile or data-loader
+        # processes in its session) goes with it.
+        _kill_group(process)
         reader.join(timeout=5)
         stderr_file.seek(0)
         stderr_text = stderr_file.read().decode("utf-8", errors="replace")
