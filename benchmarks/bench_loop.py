@@ -133,7 +133,8 @@ def paired_round(app: str, backend: str) -> tuple[list[float], list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--apps", default="classifier,cnn,gpt")
+    parser.add_argument("--apps", default="classifier,cnn,gpt",
+                        help="built-in names, or app specs (path/to/app.py[:function]) for other apps")
     parser.add_argument("--backends", default=",".join(available_backends()))
     parser.add_argument("--json", help="also write every block time here (seconds per step, per round)")
     args = parser.parse_args()
@@ -147,7 +148,7 @@ def main() -> None:
         for backend in args.backends.split(","):
             ours, theirs = [], []
             for _ in range(args.rounds):
-                mine, reference = paired_round(f"builtin:{app}", backend)
+                mine, reference = paired_round(app if (":" in app or "/" in app) else f"builtin:{app}", backend)
                 ours.append(mine)
                 theirs.append(reference)
             mine, reference = Measurement(ours), Measurement(theirs)
@@ -159,7 +160,7 @@ def main() -> None:
             verdict = "agree within 2%" if 0.98 <= low and high <= 1.02 else (
                 "differ" if low > 1.02 or high < 0.98 else "not shown within 2%")
             # How much the rounds differ from each other: the machine's drift that pairing cancels.
-            print(f"{app:<12} {backend:<13} {mine.median * 1e3:>9.3f} ms {reference.median * 1e3:>10.3f} ms "
+            print(f"{app[-12:]:<12} {backend:<13} {mine.median * 1e3:>9.3f} ms {reference.median * 1e3:>10.3f} ms "
                   f"{ratio:>7.3f}  [{low:.3f}, {high:.3f}]  {reference.run_spread:>21.1%}  {verdict}", flush=True)
             print(f"{'':<26} each round's ratio: {per_round}", flush=True)
     if args.json:

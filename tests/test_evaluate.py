@@ -1,11 +1,13 @@
 """torchport evaluate end to end: real CLI, real worker processes, real
 torch.compile.  Bad input, crashes and hangs included."""
+import os
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from conftest import QUICK, QUICK_TIMING, load_result, run_torchport
+from torchport.launch import STEADY_ALLOCATOR
 from torchport.results import load_schema
 
 APPS = Path(__file__).parent / "apps"
@@ -83,6 +85,8 @@ def test_environment_and_raw_samples_are_recorded(tmp_path):
     assert document["app"]["file"].endswith("spine_tiny.py")
     run = document["backends"]["cpu"]["runs"][0]
     assert run["worker"]["torch"] == environment["torch"]
+    # The worker ran with the fixed malloc thresholds (or the ones set by the user) and says so.
+    assert run["worker"]["allocator"] == {name: os.environ.get(name, value) for name, value in STEADY_ALLOCATOR.items()}
     assert len(run["training"]["sustained"]["blocks"]) == 2
     assert run["config_hash"] and run["config"]["optimizer"] == "SGD"
 
