@@ -27,7 +27,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 
 STEPS, BLOCKS, WARMUP = 240, 20, 60
 
@@ -105,29 +107,40 @@ def paired_round(app: str, backend: str) -> tuple[list[float], list[float]]:
     config = ProtocolConfig(steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP, steady_tolerance=0.0,
                             inference=False)
     coordinator = TurnCoordinator(parties=2)
-    try:
-        hand = subprocess.Popen(
-            [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            # The same allocator settings torchport gives its workers: timed the same way.
-            env={**STEADY_ALLOCATOR, **os.environ, **coordinator.environment})
-        result = run_worker(backend, "torchport.protocol:evaluate_job", app=app, config=config.as_dict(),
-                            env=coordinator.environment, timeout=900)
-        if result.get("status") != "ok":
-            coordinator.close()  # let the hand-written loop finish alone rather than wait forever
-        out, err = hand.communicate()
-    finally:
-        coordinator.close()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        try:
+            hand = subprocess.Popen(
+                [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
+                stdout=out, stderr=err, text=True,
+                # The same allocator settings torchport gives its workers: timed the same way.
+                env={**STEADY_ALLOCATOR, **os.environ, **coordinator.environment})
+
+            def release_if_it_fails() -> None:
+                # A loop that dies before its turns are done must not leave the worker waiting.
+                if hand.wait() != 0:
+                    coordinator.close()
+
+            threading.Thread(target=release_if_it_fails, daemon=True).start()
+            result = run_worker(backend, "torchport.protocol:evaluate_job", app=app, config=config.as_dict(),
+                                env=coordinator.environment, timeout=900)
+            if result.get("status") != "ok":
+                coordinator.close()  # let the hand-written loop finish alone rather than wait forever
+            hand.wait()
+        finally:
+            coordinator.close()
+        out.seek(0)
+        err.seek(0)
+        hand_out, hand_err = out.read(), err.read()
+    if hand.returncode != 0:
+        raise SystemExit(f"hand-written loop failed:\n{hand_err[-2000:]}")
     if result.get("status") != "ok":
         raise SystemExit(f"torchport worker {result.get('status')}: {result.get('error')}\n"
                          + "\n".join(result.get("stderr_tail", [])))
-    if hand.returncode != 0:
-        raise SystemExit(f"hand-written loop failed:\n{err[-2000:]}")
     expected = 2 * (1 + WARMUP // config.block_steps + BLOCKS + 1)
     if coordinator.turns_granted != expected:
         raise SystemExit(f"the two processes took {coordinator.turns_granted} turns, expected {expected}: not paired")
     blocks = result["training"]["sustained"]["blocks"]
-    return [b["seconds"] / b["steps"] for b in blocks], json.loads(out.strip().splitlines()[-1])
+    return [b["seconds"] / b["steps"] for b in blocks], json.loads(hand_out.strip().splitlines()[-1])
 
 
 def main() -> None:

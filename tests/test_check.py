@@ -180,3 +180,17 @@ def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path)
     report = render(document)
     assert "## Checks: parity, checkpoints, recovery, distributed, input pipeline" in report
     assert "| checkpoint | cpu -> cpu | pass | bit-exact |" in report
+
+
+def test_a_host_that_crashes_leaves_the_reference_to_its_own_worker(tmp_path, apps_dir):
+    section = run_checks(CheckOptions(app=str(apps_dir / "check_compile_crash.py"), backends=["cpu", "cpu-compile"],
+                                      only=("parity", "checkpoint", "pipeline"), steps=4, work_dir=tmp_path))
+    assert section["config"]["reference_worker"] == "cpu"
+    assert section["app_error"] is None  # the crash is cpu-compile's, not the app's everywhere
+    statuses = {(c["name"], c.get("backend") or c.get("pair")): c["status"] for c in section["checks"]}
+    assert statuses[("determinism", "cpu")] == "pass"
+    assert statuses[("checkpoint", "cpu -> cpu")] == "pass"
+    assert statuses[("pipeline", "cpu")] == "pass"
+    assert statuses[("parity", "cpu-compile")] == "error"
+    (parity,) = [c for c in section["checks"] if c["name"] == "parity"]
+    assert "cpu-compile worker" in parity["reason"] and "planted" in parity["reason"]

@@ -60,3 +60,18 @@ def test_without_a_coordinator_taking_a_turn_does_nothing():
     env = {k: v for k, v in os.environ.items() if k != "TORCHPORT_TURNS"}
     done = subprocess.run([sys.executable, "-c", PARTY, "A", "2"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0 and len(json.loads(done.stdout)) == 2
+
+
+def test_a_party_that_dies_while_waiting_is_never_granted_again():
+    import socket
+
+    coordinator = TurnCoordinator(parties=2)
+    survivor = start("A", 4, coordinator)
+    time.sleep(1.0)  # A has connected and asked
+    doomed = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    doomed.connect(coordinator.path)
+    doomed.sendall(b"t")  # queued behind A...
+    doomed.close()  # ...and gone before its turn
+    out, _ = survivor.communicate(timeout=30)
+    coordinator.close()
+    assert survivor.returncode == 0 and len(json.loads(out)) == 4

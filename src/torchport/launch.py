@@ -43,6 +43,18 @@ def worker_python(backend_cls: Any) -> str:
     return str(envs.python_for(backend_cls.environment))
 
 
+def worker_environment() -> dict[str, str]:
+    """The environment every worker process starts with (torchrun's ranks too)."""
+    env = dict(os.environ)
+    # The worker may run on another environment's interpreter: make this
+    # torchport importable there without installing it.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC_ROOT, env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    for name, value in STEADY_ALLOCATOR.items():
+        env.setdefault(name, value)
+    return env
+
+
 def run_worker(
     backend: str,
     function: str,
@@ -84,14 +96,8 @@ def run_worker(
 
 
 def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env_extra):
-    env = dict(os.environ)
-    # The worker may run on another environment's interpreter: make this
-    # torchport importable there without installing it.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC_ROOT, env.get("PYTHONPATH")]))
+    env = worker_environment()
     env["TORCHPORT_SPAWN_TIME"] = repr(time.time())
-    env["PYTHONUNBUFFERED"] = "1"
-    for name, value in STEADY_ALLOCATOR.items():
-        env.setdefault(name, value)
     env.update(env_extra or {})
     stderr_path = os.path.join(scratch, "stderr.txt")
     started = time.monotonic()

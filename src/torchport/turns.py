@@ -71,6 +71,7 @@ class TurnCoordinator:
         self._asking: deque[socket.socket] = deque()
         self._connections: list[socket.socket] = []
         self._holder: socket.socket | None = None
+        self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -84,20 +85,29 @@ class TurnCoordinator:
             except OSError:
                 return
             with self._lock:
+                if self._closed:  # arrived after close(): let it carry on alone
+                    _hang_up(connection)
+                    return
                 self._connections.append(connection)
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _grant_next(self) -> None:
         # Lock held.  Nobody starts before everyone is here: a party still
         # starting up would otherwise run alongside another's timed blocks.
-        if self._holder is None and self._asking and len(self._connections) >= self.parties:
+        while self._holder is None and self._asking and len(self._connections) >= self.parties:
             self._holder = self._asking.popleft()
-            self.turns_granted += 1
-            self._run = 1 if self.turns_granted > 1 else self.run_length  # the very first turn is alone
-            try:
-                self._holder.sendall(b"g")
-            except OSError:
-                self._holder = None
+            self._run = 1 if self.turns_granted else self.run_length  # the very first turn is alone
+            if self._send_grant(self._holder):
+                return
+            self._holder = None  # it went away while waiting: try the next one
+
+    def _send_grant(self, connection: socket.socket) -> bool:
+        try:
+            connection.sendall(b"g")
+        except OSError:
+            return False
+        self.turns_granted += 1
+        return True
 
     def _serve(self, connection: socket.socket) -> None:
         while True:
@@ -108,13 +118,14 @@ class TurnCoordinator:
             with self._lock:
                 if asked and self._holder is connection and self._run < self.run_length and self._asking:
                     self._run += 1
-                    self.turns_granted += 1
-                    connection.sendall(b"g")
-                    continue
+                    if self._send_grant(connection):
+                        continue
                 if self._holder is connection:
                     self._holder = None
                 if asked:
                     self._asking.append(connection)
+                elif connection in self._asking:
+                    self._asking.remove(connection)  # died while waiting: never grant it again
                 self._grant_next()
             if not asked:
                 connection.close()
@@ -122,12 +133,22 @@ class TurnCoordinator:
 
     def close(self) -> None:
         """Stop coordinating; processes still waiting, or still to connect, carry
-    on alone (``turns_granted`` then tells that the pairing was cut short)."""
-        self._server.close()
+        on alone (``turns_granted`` then tells that the pairing was cut short)."""
         with self._lock:
+            self._closed = True
             for connection in self._connections:
-                try:
-                    connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                _hang_up(connection)
+        try:
+            # Wakes an accept() still waiting (closing alone does not on Linux).
+            self._server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._server.close()
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _hang_up(connection: socket.socket) -> None:
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass

@@ -40,7 +40,7 @@ from typing import Any
 from torchport import backends as backend_registry
 from torchport.check.checkpoint import flat_parameters
 from torchport.check.tolerance import CLOSE, tensor_error
-from torchport.launch import SRC_ROOT, run_worker, worker_python
+from torchport.launch import run_worker, worker_environment, worker_python
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
 WARMUP_STEPS = 2  # first steps carry one-off costs (allocation, DDP bucket set-up); not timed
@@ -77,9 +77,7 @@ def launch(options: Any, backend: str, folder: Path) -> dict[str, Any]:
            "process_group_backend": backend_cls.process_group_backend}
     job_path = folder / "job.json"
     job_path.write_text(json.dumps(job), encoding="utf-8")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC_ROOT, env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
+    env = worker_environment()  # the same allocator settings as the single-process run it is compared with
     env.update(thread_env(backend_cls))
     command = torchrun_command(python, options, str(job_path))
     started = time.monotonic()

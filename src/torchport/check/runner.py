@@ -216,22 +216,26 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     self_resume = "checkpoint" in want and REFERENCE in names
     pipeline_batches = steps if "pipeline" in want else 0
     host = reference_host(names)
-    if host is None:
+    if host is not None:
+        eager_runs = [{**run, "eager": True} for run in reference_runs]
+        host_spec = own_run(host, True)
+        ends = ([eager_runs[0]] if self_resume else []) + ([host_spec] if "checkpoint" in want else [])
+        resume = [{**_source(work, source["label"]), "into": into} for into in ends for source in ends]
+        results[host] = _train(host, options, work, eager_runs + [host_spec], on_event,
+                               pipeline_batches=pipeline_batches, resume=resume, resume_spec=host_spec)
+        if failure(results[host], host) is None:
+            results[REFERENCE] = results[host]
+        # Otherwise the reference runs on its own below: the host's failure (a compiler
+        # crash, a timeout) must not become the reference's, nor be blamed on the app.
+    if REFERENCE not in results:
         results[REFERENCE] = _train(
             REFERENCE, options, work, reference_runs, on_event, pipeline_batches=pipeline_batches,
             resume=[_source(work, REFERENCE)] if self_resume else [], resume_spec=reference_runs[0])
-    else:
-        reference_runs = [{**run, "eager": True} for run in reference_runs]
-        host_spec = own_run(host, True)
-        ends = ([reference_runs[0]] if self_resume else []) + ([host_spec] if "checkpoint" in want else [])
-        resume = [{**_source(work, source["label"]), "into": into} for into in ends for source in ends]
-        results[REFERENCE] = results[host] = _train(
-            host, options, work, reference_runs + [host_spec], on_event, pipeline_batches=pipeline_batches,
-            resume=resume, resume_spec=host_spec)
     reference = results[REFERENCE]
+    reference_worker = host if host is not None and reference is results[host] else REFERENCE
     reference_checkpoint_ok = self_resume and failure(reference, REFERENCE) is None
     for name in names:
-        if name in (REFERENCE, host):
+        if name in results:
             continue
         spec = own_run(name, True)
         sources = [REFERENCE] if reference_checkpoint_ok else []
@@ -272,7 +276,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
             checks.append(_pipeline_check(options, name, results))
     error = reference.get("error") or {}
     app_error = {"message": error.get("message"), "location": error.get("location")} if error.get("kind") == "app" else None
-    return checks, app_error, host or REFERENCE
+    return checks, app_error, reference_worker
 
 
 def _resumed(result: dict[str, Any], target: str) -> dict[str, Any]:
