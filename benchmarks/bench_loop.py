@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -99,7 +98,7 @@ def available_backends() -> list[str]:
 
 def paired_round(app: str, backend: str) -> tuple[list[float], list[float]]:
     """One torchport worker and one hand-written loop, taking turns block by block."""
-    from torchport.launch import STEADY_ALLOCATOR, run_worker
+    from torchport.launch import run_worker, worker_environment
     from torchport.protocol import ProtocolConfig
     from torchport.turns import TurnCoordinator
 
@@ -112,8 +111,8 @@ def paired_round(app: str, backend: str) -> tuple[list[float], list[float]]:
             hand = subprocess.Popen(
                 [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
                 stdout=out, stderr=err, text=True,
-                # The same allocator settings torchport gives its workers: timed the same way.
-                env={**STEADY_ALLOCATOR, **os.environ, **coordinator.environment})
+                # The environment torchport gives its workers (allocator settings included).
+                env={**worker_environment(), **coordinator.environment})
 
             def release_if_it_fails() -> None:
                 # A loop that dies before its turns are done must not leave the worker waiting.

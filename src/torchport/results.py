@@ -112,7 +112,7 @@ def environment_record() -> dict[str, Any]:
         "memory_bytes": _memory_bytes(),
         "hostname": socket.gethostname(),
         "executable": sys.executable,
-        "accelerators": _accelerators(),
+        "accelerators": [] if cpu_only else _accelerators(),
         "driver": _nvidia_driver(),
     }
 
@@ -135,10 +135,6 @@ def _memory_bytes() -> int | None:
 
 
 def _accelerators() -> list[dict[str, Any]]:
-    from torchport.backends import cpu_only_torch
-
-    if cpu_only_torch():
-        return []
     import torch
 
     found = []

@@ -146,12 +146,8 @@ class Comparison:
 
 def compare(candidate: Measurement, reference: Measurement) -> Comparison:
     speedup = reference.median / candidate.median
-    ratios = sorted(r / c for r, c in zip(reference._bootstrap_medians, _shuffled(candidate._bootstrap_medians)))
-    tail = (1 - CONFIDENCE) / 2
-    low, high = _quantile(ratios, tail), _quantile(ratios, 1 - tail)
-    significant = low > 1 or high < 1
-    practical = abs(speedup - 1) >= PRACTICAL_THRESHOLD
-    return Comparison(speedup, (low, high), significant, practical)
+    ratios = [r / c for r, c in zip(reference._bootstrap_medians, _shuffled(candidate._bootstrap_medians))]
+    return _comparison(speedup, ratios)
 
 
 def compare_paired(candidate: Measurement, reference: Measurement, seed: int = 0) -> Comparison:
@@ -176,10 +172,15 @@ def compare_paired(candidate: Measurement, reference: Measurement, seed: int = 0
             picks = [rng.randrange(len(cand)) for _ in cand]
             chosen.append(([cand[i] for i in picks], [ref[i] for i in picks]))
         estimates.append(estimate(chosen))
-    estimates.sort()
+    return _comparison(estimate(pairs), estimates)
+
+
+def _comparison(speedup: float, bootstrap_speedups: list[float]) -> Comparison:
+    """The verdict from a speedup and its bootstrap distribution: significant
+    when the 95% interval excludes 1, practical beyond the threshold."""
+    ordered = sorted(bootstrap_speedups)
     tail = (1 - CONFIDENCE) / 2
-    low, high = _quantile(estimates, tail), _quantile(estimates, 1 - tail)
-    speedup = estimate(pairs)
+    low, high = _quantile(ordered, tail), _quantile(ordered, 1 - tail)
     return Comparison(speedup, (low, high), low > 1 or high < 1, abs(speedup - 1) >= PRACTICAL_THRESHOLD)
 
 

@@ -11,15 +11,16 @@ processes: one per backend trains K steps once and serves all three.
    K/2) and resumes from the ``cpu`` checkpoint and from its own.
 3. One more worker per backend that still lacks an ordered pair resumes from
    the remaining checkpoints (e.g. cpu from cpu-compile's).
+4. Only when a backend's first step diverges: one worker on the reference and
+   one on that backend record every module's output, to name the first that
+   diverges.
 
 A backend that is the reference plus torch.compile (``cpu-compile``: same
 device, same interpreter) hosts steps 1 and 2 in one worker: the reference's
 runs are made there eagerly, and both pairs between the two are resumed
 there, in both directions.  Three processes become one; checkpoints still go
-through files, and the checks section records where the reference ran.
-4. Only when a backend's first step diverges: one worker on the reference and
-   one on that backend record every module's output, to name the first that
-   diverges.
+through files, and the checks section records where the reference ran.  If
+that worker fails, the reference runs in a ``cpu`` worker of its own.
 
 Recovery and distributed training run their own workers
 (``torchport.check.recovery`` / ``distributed``).
