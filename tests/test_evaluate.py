@@ -124,7 +124,7 @@ def test_debug_shows_the_traceback(tmp_path):
     (["--price", "cpu=-1"], "must be a positive number"),
     (["--price", "cpu"], "expected BACKEND=USD_PER_HOUR"),
     (["--price", "gpu9=1"], "unknown backend 'gpu9'"),
-    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--repeats", "0"], "--repeats: must be at least 1"),
 ])
 def test_bad_flags(args, fragment, tmp_path):
     completed = run_torchport("evaluate", *args, "-o", str(tmp_path))

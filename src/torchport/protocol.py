@@ -386,7 +386,8 @@ def evaluate_job(context: Any) -> None:
 
     def check_loss(value: float, step: int) -> None:
         if not math.isfinite(value):
-            raise UserError(f"the loss is {value} at training step {step} on {backend.name}", location=loss_location)
+            raise UserError(f"the loss is {value} at training step {step} on {backend.name}", location=loss_location,
+                            kind="numerical")
 
     training: dict[str, Any] = {}
     result["training"] = training

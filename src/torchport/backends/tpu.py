@@ -46,7 +46,7 @@ class BackendUnavailable(UserError):
     """The backend cannot run on this machine (package or hardware missing).
     Ends that backend's run only."""
 
-    kind = "unsupported"
+    kind = "environment"
 
 
 # --- looking without importing ----------------------------------------------------------------

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -40,7 +39,8 @@ from typing import Any
 from torchport import backends as backend_registry
 from torchport.check.checkpoint import flat_parameters
 from torchport.check.tolerance import CLOSE, tensor_error
-from torchport.launch import run_worker, worker_environment, worker_python
+from torchport.launch import (cancelled, end_process_tree, finish_process, run_worker, start_process, worker_environment,
+                              worker_python)
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
 WARMUP_STEPS = 2  # first steps carry one-off costs (allocation, DDP bucket set-up); not timed
@@ -82,16 +82,25 @@ def launch(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     command = torchrun_command(python, options, str(job_path))
     started = time.monotonic()
     with tempfile.TemporaryFile() as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=env, start_new_session=True)
         try:
-            code = process.wait(timeout=options.timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            process, worker_id = start_process(command, env, stdout=output, stderr=subprocess.STDOUT)
+        except KeyboardInterrupt:
+            return {"exit_code": None, "timed_out": False, "wall_s": 0.0, "output": "interrupted before torchrun started",
+                    "ranks": {}, "command": command}
+        timed_out = False
+        try:
+            # Polled rather than one long wait, so that an interrupted command ends torchrun at once.
+            while process.poll() is None and not cancelled():
+                if time.monotonic() - started > options.timeout_s:
+                    timed_out = True
+                    break
+                time.sleep(0.05)
+        finally:
+            end_process_tree(process.pid, worker_id)
             code = process.wait()
-            timed_out = True
-        output.seek(0)
+            finish_process(process, worker_id)
+        output.seek(0, os.SEEK_END)
+        output.seek(max(0, output.tell() - 256 * 1024))
         text = output.read().decode("utf-8", errors="replace")
     ranks = {}
     for path in sorted(rank_dir.glob("rank*.json")):

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport import options as types
     from torchport.protocol import DTYPES, ProtocolConfig
 
     defaults = ProtocolConfig()
@@ -20,15 +22,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default: builtin:classifier)")
     parser.add_argument("-b", "--backend", action="append", default=[], metavar="NAME",
                         help="backend to evaluate (repeatable or comma-separated; default: all known)")
-    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per backend (default 3)")
-    parser.add_argument("--steps", type=int, default=defaults.steps, help=f"sustained steps per run (default {defaults.steps})")
-    parser.add_argument("--blocks", type=int, default=defaults.blocks, help=f"timed blocks the sustained steps are split into (default {defaults.blocks})")
-    parser.add_argument("--max-warmup", type=int, default=defaults.max_warmup_steps, help=f"bound on warm-up steps (default {defaults.max_warmup_steps})")
+    parser.add_argument("--repeats", type=types.count(1), default=3, help="fresh processes per backend (default 3)")
+    parser.add_argument("--steps", type=types.count(1), default=defaults.steps, help=f"sustained steps per run (default {defaults.steps})")
+    parser.add_argument("--blocks", type=types.count(1), default=defaults.blocks, help=f"timed blocks the sustained steps are split into (default {defaults.blocks})")
+    parser.add_argument("--max-warmup", type=types.count(0), default=defaults.max_warmup_steps, help=f"bound on warm-up steps (default {defaults.max_warmup_steps})")
     parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--seed", type=types.seed, default=defaults.seed)
     parser.add_argument("--no-inference", action="store_true", help="skip the app's forward-only scenario")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a worker is killed (default 600)")
-    parser.add_argument("--phase-timeout", type=float, default=None, help="seconds one phase (e.g. compilation) may take")
+    parser.add_argument("--timeout", type=types.positive_seconds, default=600.0, help="seconds before a worker is killed (default 600)")
+    parser.add_argument("--phase-timeout", type=types.positive_seconds, default=None, help="seconds one phase (e.g. compilation) may take")
     parser.add_argument("--price", action="append", default=[], metavar="BACKEND=USD_PER_HOUR", help="price of a backend (repeatable)")
     parser.add_argument("--prices", type=Path, metavar="FILE.toml", help="TOML file of BACKEND = USD_PER_HOUR")
     parser.add_argument("--reference", default="cpu", help="backend the others are compared with (default cpu)")
@@ -74,47 +76,59 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from torchport.errors import OutputError
     from torchport.evaluate import Evaluation
-    from torchport.report.markdown import render
     from torchport.report.terminal import print_summary
 
     options = options_from_args(args)
     console = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
-        task = progress.add_task("starting", total=None)
-        state: dict[str, Any] = {}
+    evaluation = Evaluation(options)
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                      console=console, transient=True) as progress:
+            task = progress.add_task("starting", total=None)
+            state: dict[str, Any] = {}
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
-            if kind == "plan":
-                state["repeats"] = data["repeats"]
-                progress.update(task, total=len(data["backends"]) * data["repeats"])
-                console.print(f"[dim]writing {data['path']}[/dim]")
-            elif kind in ("start", "progress"):
-                if kind == "start":
-                    state["round"] = data["round"]
-                round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
-                progress.update(task, description=f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
-            elif kind == "stage":
-                progress.update(task, description=f"stage: {data['stage']}")
-            elif kind == "done":
-                run = data["run"]
-                progress.advance(task)
-                if run["status"] != "ok":
-                    console.print(f"[yellow]{data['backend']}: {run['status']}: {(run.get('error') or {}).get('message')}[/yellow]")
+            def on_event(kind: str, data: dict[str, Any]) -> None:
+                if kind == "plan":
+                    state["repeats"] = data["repeats"]
+                    progress.update(task, total=len(data["backends"]) * data["repeats"])
+                    console.print(f"writing {data['path']}", style="dim", markup=False, highlight=False)
+                elif kind in ("start", "progress"):
+                    if kind == "start":
+                        state["round"] = data["round"]
+                    round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
+                    progress.update(task, description=f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
+                elif kind == "stage":
+                    progress.update(task, description=f"stage: {data['stage']}")
+                elif kind == "done":
+                    run = data["run"]
+                    progress.advance(task)
+                    if run["status"] not in ("ok", "interrupted"):
+                        error = run.get("error") or {}
+                        where = f" at {error['location']}" if error.get("location") else ""
+                        console.print(f"[yellow]{escape(data['backend'])}: does not run here: "
+                                      f"{escape(str(error.get('kind')))}: {escape(str(error.get('message')))}"
+                                      f"{escape(where)}[/yellow]", highlight=False)
 
-        evaluation = Evaluation(options, on_event=on_event)
-        try:
+            evaluation.on_event = on_event
             document = evaluation.run()
-        finally:
-            if evaluation.result_path.exists():
-                from torchport import results
-
-                report_path = evaluation.out_dir / "report.md"
-                report_path.write_text(render(results.read(evaluation.result_path)), encoding="utf-8")
+    finally:
+        try:
+            evaluation.write_report()
+        except OutputError as exc:
+            print(f"torchport: error: {exc.one_line()}", file=sys.stderr)
+        evaluation.close()
     print_summary(document)
     print(f"result: {evaluation.result_path}\nreport: {evaluation.out_dir / 'report.md'}")
-    # The evaluation itself succeeded; but if nothing ran, a script must notice.
-    return 0 if any(b.get("summary") for b in document["backends"].values()) else 1
+    return exit_status(document)
+
+
+def exit_status(document: dict[str, Any]) -> int:
+    """0 when the reference produced a result (other backends failing is a
+    result too), 1 when it did not."""
+    reference = document["backends"].get(document.get("reference") or "")
+    return 0 if reference and reference.get("summary") else 1

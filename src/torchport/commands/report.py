@@ -19,18 +19,18 @@ def run(args: argparse.Namespace) -> int:
     from torchport.report.markdown import render
     from torchport.report.terminal import print_summary
 
-    document = summary.refresh(results.read(args.result))
-    if args.validate:
-        import jsonschema
-
-        try:
-            results.validate(document)
-        except jsonschema.ValidationError as exc:
-            path = "/".join(str(p) for p in exc.absolute_path)
-            raise UserError(f"does not match the result schema at {path or '(root)'}: {exc.message}",
-                            location=str(args.result)) from None
+    document = results.read(args.result)  # validated against the schema (--validate is kept for scripts)
+    try:
+        document = summary.refresh(document)
+        text = render(document)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as exc:
+        if args.debug:
+            raise
+        # Valid against the schema, but its parts do not fit together (a hand-edited file, say).
+        raise UserError(f"the result document is inconsistent: {type(exc).__name__}: {str(exc)[:200]}",
+                        location=str(args.result)) from None
     out = args.out or args.result.with_name("report.md")
-    out.write_text(render(document), encoding="utf-8")
+    results.write_text_atomic(out, text)
     print_summary(document)
     print(f"report: {out}")
     return 0

@@ -71,15 +71,15 @@ def _source_text(answer: dict[str, Any]) -> str:
 
 def markdown(section: dict[str, Any]) -> str:
     lines = ["## Op trace: readiness per target", ""]
-    lines.append(f"{section['steps_traced']} training step(s) of `{section['app']}` traced op by op on the CPU "
-                 f"(torch {section.get('torch')}); status **{section['status']}**"
-                 + (f": {section['reason']}" if section.get("reason") else "") + ".")
+    lines.append(f"{section['steps_traced']} training step(s) of {fmt.md_code(section['app'])} traced op by op on the CPU "
+                 f"(torch {fmt.md(section.get('torch'))}); status **{fmt.md(section['status'])}**"
+                 + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + ".")
     if section["status"] == "failed":
         return "\n".join(lines) + "\n"
     lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
     for name, v in (section.get("verdicts") or {}).items():
         answer = (section.get("op_support") or {}).get(name) or {}
-        lines.append(f"| {TARGETS[name].title} | {v['text']} | {_source_text(answer) if answer else 'n/a'} |")
+        lines.append(f"| {TARGETS[name].title} | {fmt.md(v['text'], 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
     found = section.get("findings") or []
     lines += ["", f"### Findings ({len(found)})", ""]
     if not found:
@@ -88,8 +88,8 @@ def markdown(section: dict[str, Any]) -> str:
     else:
         lines += ["| rule | severity | where | what | count | targets | fix |", "|---|---|---|---|---|---|---|"]
         for f in found:
-            lines.append(f"| {f['id']} {f['rule']} | {f['severity']} | `{short_location(f['location'])}` "
-                         f"| {f['detail']} | {f['count']} | {_targets_text(f)} | {f['fix']} |")
+            lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {fmt.md_code(short_location(f['location']))} "
+                         f"| {fmt.md(f['detail'], 1000)} | {f['count']} | {fmt.md(_targets_text(f))} | {fmt.md(f['fix'], 1000)} |")
     comparison = section.get("xla_comparison")
     if comparison:
         lines += ["", "### Prediction vs. the measured xla run", "",
