@@ -66,9 +66,19 @@ _LIBRARY_ROOTS = tuple(
 _TORCHPORT_ROOT = os.path.dirname(os.path.realpath(__file__))
 
 
+# Control characters (terminal escape sequences, NUL, ...) in app text are shown, not obeyed.
+_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0, 9), *range(11, 32), 127]}
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters (other than newline and tab) written as ``\\xNN``."""
+    return text.translate(_CONTROL)
+
+
 def first_line(text: str) -> tuple[str, bool]:
-    """The first non-empty line, capped, and whether anything was left out."""
-    stripped = text.strip()
+    """The first non-empty line, capped, control characters made visible, and
+    whether anything was left out."""
+    stripped = visible(text).strip()
     lines = stripped.splitlines() or [""]
     line = lines[0]
     more = len(lines) > 1
@@ -79,7 +89,7 @@ def first_line(text: str) -> tuple[str, bool]:
 
 def cap_tail(lines: list[str]) -> list[str]:
     """The last TAIL_LINES lines, each at most TAIL_LINE_CHARS characters."""
-    kept = [line for line in lines if line.strip()][-TAIL_LINES:]
+    kept = [visible(line) for line in lines if line.strip()][-TAIL_LINES:]
     return [line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + "…" for line in kept]
 
 

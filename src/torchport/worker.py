@@ -93,6 +93,9 @@ def main(argv: list[str]) -> int:
     watch_parent()
     with open(argv[0], encoding="utf-8") as handle:
         job = json.load(handle)
+    # The backend this process runs for, visible to the app's code (a script
+    # that must know its device) and to child processes.
+    os.environ["TORCHPORT_BACKEND"] = str(job.get("backend"))
     spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
     result: dict[str, Any] = {"status": "running", "phases": {}}
     context = WorkerContext(job=job, backend=None, result=result)

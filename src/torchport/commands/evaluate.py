@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -116,15 +117,34 @@ def run(args: argparse.Namespace) -> int:
 
             evaluation.on_event = on_event
             document = evaluation.run()
-    finally:
-        try:
+    except BaseException:
+        # Interrupted or failed: report what was measured, and let the first
+        # error be the one line the user sees.
+        with contextlib.suppress(OutputError):
             evaluation.write_report()
-        except OutputError as exc:
-            print(f"torchport: error: {exc.one_line()}", file=sys.stderr)
+        raise
+    else:
+        evaluation.write_report()
+    finally:
         evaluation.close()
+    if args.debug:
+        _print_failure_details(document)
     print_summary(document)
     print(f"result: {evaluation.result_path}\nreport: {evaluation.out_dir / 'report.md'}")
     return exit_status(document)
+
+
+def _print_failure_details(document: dict[str, Any]) -> None:
+    """--debug: each failed run's whole error (traceback, stderr tail), beyond the one line."""
+    for name, backend in document["backends"].items():
+        for run in backend["runs"]:
+            error = run.get("error")
+            if run.get("status") == "ok" or not error:
+                continue
+            print(f"--- {name}, round {run.get('round', 0) + 1}: {error.get('kind')}: {error.get('message')}", file=sys.stderr)
+            for text in (error.get("traceback"), "\n".join(run.get("stderr_tail") or [])):
+                if text:
+                    print(text, file=sys.stderr)
 
 
 def exit_status(document: dict[str, Any]) -> int:

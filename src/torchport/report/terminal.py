@@ -24,8 +24,17 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
         summary = backend.get("summary")
         if summary is None:
             error = backend.get("error") or {}
-            reason = backend.get("reason") if backend["status"] in ("unavailable", "skipped") else error.get("message", "")
-            table.add_row(escape(label), escape(backend["status"]), "", "", "", "", "")
+            status = backend["status"]
+            if error.get("kind"):
+                status += f" ({error['kind']})"
+                reason = f"does not run here: {error.get('message', '')}"
+                if error.get("location"):
+                    reason += f" at {error['location']}"
+                if error.get("more"):
+                    reason += " (more lines: run with --debug)"
+            else:
+                reason = backend.get("reason") or ""
+            table.add_row(escape(label), escape(status), "", "", "", "", "")
             if reason:
                 notes.append(f"{name}: {reason}")
             continue
