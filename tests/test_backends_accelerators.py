@@ -130,6 +130,6 @@ def test_worker_of_an_unavailable_accelerator_ends_with_its_reason(backend):
 
     result = run_worker(backend, EVALUATE_JOB, app="builtin:classifier", timeout=120)
     assert result["status"] == "error"
-    assert result["error"]["kind"] == "unsupported"
+    assert result["error"]["kind"] == "environment"
     assert result["error"]["message"] == backends.availability(backend).reason
     assert "training" not in result
