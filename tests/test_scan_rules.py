@@ -40,7 +40,7 @@ POSITIVE = {
     "TP303": ("a.py", "with torch.backends.cuda.sdp_kernel(enable_flash=True):\n    pass"),
     "TP401": ("a.py", 'torch.distributed.init_process_group(backend="nccl")'),
     "TP402": ("a.py", "loader = DataLoader(ds, pin_memory=True)"),
-    "TP403": ("a.py", "x = x.to(device, non_blocking=True)"),
+    "TP403": ("a.py", 'x = x.to("cpu", non_blocking=True)'),
     "TP404": ("run.sh", "CUDA_VISIBLE_DEVICES=0,1 torchrun train.py\n"),  # torchport: ignore
     "TP501": ("setup.py", "from torch.utils.cpp_extension import CUDAExtension\n"
                           'ext = CUDAExtension("k", ["k.cpp", "k_kernel.cu"])'),
@@ -77,7 +77,7 @@ NEGATIVE = {
     "TP303": ("a.py", "from torch.nn.attention import sdpa_kernel"),
     "TP401": ("a.py", 'torch.distributed.init_process_group(backend="gloo")'),
     "TP402": ("a.py", "loader = DataLoader(ds, pin_memory=False)"),
-    "TP403": ("a.py", "x = x.to(device, non_blocking=False)"),
+    "TP403": ("a.py", 'x = x.to("cpu", non_blocking=False)\ny = x.to(device, non_blocking=True)'),
     "TP404": ("run.sh", "# CUDA_VISIBLE_DEVICES is not used here\nNEURON_RT_VISIBLE_CORES=0 python t.py\n"),
     "TP501": ("setup.py", "from torch.utils.cpp_extension import CppExtension\n"
                           'ext = CppExtension("k", ["k.cpp"])'),
@@ -114,7 +114,7 @@ ALIASES = {
     "TP303": ("a.py", "from torch.backends.cuda import enable_flash_sdp as flash\nflash(False)"),
     "TP401": ("a.py", 'import torch.distributed as dist\nBACKEND = "nccl"\ndist.init_process_group(BACKEND)'),
     "TP402": ("a.py", "batch = batch.pin_memory()"),
-    "TP403": ("a.py", "y = x.cuda(non_blocking=True)"),
+    "TP403": ("a.py", 'y = x.to(device="cpu", non_blocking=True)'),
     "TP404": ("a.py", 'import os\nos.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")'),
     "TP501": ("build.py", "from torch.utils import cpp_extension as ce\n"
                           'mod = ce.load(name="k", sources=["k.cpp", "k.cu"])'),

@@ -22,7 +22,7 @@ import bisect
 import re
 from itertools import accumulate
 
-from torchport.scan.model import Edit, Finding, Fix
+from torchport.scan.model import Edit, Finding, Fix, Related
 from torchport.scan.packages import classify_import, classify_requirement
 
 DEVICE_NAME = "ACCELERATOR_DEVICE"
@@ -113,6 +113,8 @@ def reference_rule(qualname: str) -> str | None:
         return "TP303" if _SDP.search(qualname) else "TP110"
     if qualname in _FLOAT64:
         return "TP701"
+    if qualname == "torch.version.cuda":
+        return "TP003"
     if qualname in ("torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"):
         return "TP401"
     if qualname in ("torch.utils.cpp_extension.CUDAExtension", "torch.utils.cpp_extension.CUDA_HOME"):
@@ -374,7 +376,24 @@ def _import_aliases(statements) -> dict[str, str]:
 def analyze(tree: ast.Module, text: str, path: str) -> list[Finding]:
     analyzer = _Analyzer(tree, text, path)
     analyzer.visit(tree)
-    return analyzer.findings
+    return _one_per_token(analyzer.findings)
+
+
+def _one_per_token(findings: list[Finding]) -> list[Finding]:
+    """One finding per rule per token: a finding whose span lies inside another of
+    the same rule (``torch.cuda.amp`` inside ``torch.cuda.amp.autocast(...)``) is dropped."""
+    kept: list[Finding] = []
+    for finding in sorted(findings, key=lambda f: (f.rule_id, f.line, f.column, -f.end_line, -f.end_column)):
+        if kept and kept[-1].rule_id == finding.rule_id and _contains(kept[-1], finding):
+            kept[-1].related.extend(finding.related)
+            continue
+        kept.append(finding)
+    return kept
+
+
+def _contains(outer: Finding, inner: Finding) -> bool:
+    return ((outer.line, outer.column) <= (inner.line, inner.column)
+            and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column))
 
 
 def _start(node) -> tuple[int, int]:
@@ -417,32 +436,161 @@ def _plain_call(call: ast.Call) -> bool:
         kw.arg is not None for kw in call.keywords)
 
 
+def _parameter_defaults(arguments: ast.arguments):
+    """(parameter, default) pairs of a function signature."""
+    positional = arguments.posonlyargs + arguments.args
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
+    return pairs
+
+
+def _attribute_token(node: ast.Attribute) -> tuple[int, int, int, int]:
+    """Position of the attribute name itself (``cuda`` in ``model.cuda``), which is
+    where a reader looks and where a suppression comment goes."""
+    return (node.end_lineno, node.end_col_offset - len(node.attr), node.end_lineno, node.end_col_offset)
+
+
+def _method_token(call: ast.Call) -> tuple[int, int, int, int]:
+    """From the method name to the end of the call when that is on the same line."""
+    line, column, _, end = _attribute_token(call.func)
+    if call.end_lineno == line:
+        end = call.end_col_offset
+    return (line, column, line, end)
+
+
+# Markers of code that handles accelerators other than CUDA: a CUDA check in an
+# if/elif chain that also has such a branch is dispatch code, not lock-in.
+_OTHER_ACCELERATOR_WORDS = {"mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron",
+                            "accelerator", "get_device_module", "torch_xla", "torch_tpu",
+                            "xla_model", "current_accelerator"}
+_OTHER_ACCELERATOR_CHECK = re.compile(r"is_\w*(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron)\w*_available")
+# Calls whose arguments are messages for people: comparisons and device strings
+# inside them are text, not code paths.
+_MESSAGE_FUNCTIONS = {"print", "warn", "warning", "info", "debug", "error", "exception", "critical",
+                      "log", "fatal", "write", "echo", "secho", "rank_zero_warn", "rank_zero_info",
+                      "rank_zero_debug", "rank_print"}
+_HOST_METHODS = {"cpu", "numpy", "tolist", "item"}
+# Positive CUDA checks: the guarded code runs only where CUDA is present.
+_CUDA_QUERIES = {"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.cuda.device_count",
+                 "torch.cuda.is_bf16_supported", "torch.cuda.is_tf32_supported",
+                 "torch.cuda.get_device_capability", "torch.cuda.get_device_name",
+                 "torch.cuda.get_device_properties"}
+_BUILT_FORMAT = re.compile(r"cuda:\{\d*\}\Z")
+_BUILT_PERCENT = re.compile(r"cuda:%[dis]\Z")
+_GUARDED = "inside a CUDA check: runs only where CUDA is present"
+_DISPATCH = "the check has a branch for other accelerators"
+
+
+def _keyword(call: ast.Call, name: str):
+    return next((kw.value for kw in call.keywords if kw.arg == name), None)
+
+
 class _Analyzer(ast.NodeVisitor):
     def __init__(self, tree: ast.Module, text: str, path: str):
         self.path = path
         self.lines = text.splitlines()
         self.findings: list[Finding] = []
         self.claimed: set[int] = set()  # ids of nodes already reported
+        self.by_node: dict[int, Finding] = {}  # id(node) -> its finding
         self.aliases = _import_aliases(tree.body)
-        self.constants: dict[str, str | None] = {}
-        self._collect_assignments(tree)
+        # scope (id of the module, class or function node) -> name -> assigned values;
+        # None stands for a binding whose value is unknown (a parameter, a loop variable).
+        self.bindings: dict[int, dict[str, list]] = {}
+        self.parents: dict[int, ast.stmt] = {}  # id(Expr call) -> its statement, for seeding
+        self.blocks: dict[int, list] = {}  # id(statement) -> the statement list holding it
+        self.own_is_cuda = False  # the file defines an attribute or function called is_cuda
+        self.module_scope = id(tree)
+        self._collect(tree.body, id(tree))
+        self.scopes: list[int] = [id(tree)]
+        self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
+        self.in_message = 0
+        self.chain_portable: dict[int, bool] = {}
         self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
         self.T = self.torch or "torch"
 
     # -- name resolution -----------------------------------------------------------------
 
-    def _collect_assignments(self, tree: ast.Module) -> None:
-        for node in _statements(tree.body):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                name = node.targets[0].id
-                value = _string(node.value)
-                if value is not None:
-                    previous = self.constants.get(name, value)
-                    self.constants[name] = value if previous == value else None
-                elif isinstance(node.value, (ast.Attribute, ast.Name)):
-                    qualname = self.qualname(node.value)
-                    if qualname and qualname.startswith(("torch.cuda", "torch.backends")) and name not in self.aliases:
-                        self.aliases[name] = qualname
+    def _bind(self, scope: int, name: str, value) -> None:
+        self.bindings.setdefault(scope, {}).setdefault(name, []).append(value)
+
+    def _bind_targets(self, scope: int, target) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                self._bind(scope, node.id, None)
+            elif isinstance(node, ast.Attribute) and node.attr == "is_cuda" and isinstance(node.ctx, ast.Store):
+                self.own_is_cuda = True
+
+    def _collect(self, body, scope: int) -> None:
+        """Bindings per scope, module-level torch.cuda aliases, and statement blocks."""
+        for node in body:
+            self.blocks[id(node)] = body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name == "is_cuda":
+                    self.own_is_cuda = True
+                self._bind(scope, node.name, None)
+                arguments = node.args
+                inner = id(node)
+                for argument, default in _parameter_defaults(arguments):
+                    self._bind(inner, argument.arg, default)
+                for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                 arguments.vararg, arguments.kwarg):
+                    if argument is not None:
+                        if argument.arg == "is_cuda":
+                            self.own_is_cuda = True
+                        self.bindings.setdefault(inner, {}).setdefault(argument.arg, [None])
+                self._collect(node.body, inner)
+                continue
+            if isinstance(node, ast.ClassDef):
+                self._bind(scope, node.name, None)
+                self._collect(node.body, id(node))
+                continue
+            if isinstance(node, ast.Assign):
+                if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    name = node.targets[0].id
+                    self._bind(scope, name, node.value)
+                    if (scope == self.module_scope and isinstance(node.value, (ast.Attribute, ast.Name))
+                            and name not in self.aliases):
+                        qualname = self.qualname(node.value)
+                        if qualname and qualname.startswith(("torch.cuda", "torch.backends")):
+                            self.aliases[name] = qualname
+                else:
+                    for target in node.targets:
+                        self._bind_targets(scope, target)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                self._bind(scope, node.target.id, node.value)
+            elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor)):
+                self._bind_targets(scope, node.target)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self._bind_targets(scope, item.optional_vars)
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                self.parents[id(node.value)] = node
+            for name in ("body", "orelse", "finalbody", "cases"):
+                inner_body = getattr(node, name, None)
+                if inner_body:
+                    self._collect(inner_body, scope)
+            for handler in getattr(node, "handlers", ()) or ():
+                if handler.name:
+                    self._bind(scope, handler.name, None)
+                self._collect(handler.body, scope)
+
+    def resolve(self, node):
+        """The expression a plain name was assigned, when exactly one assignment (or
+        several of the same string) in the nearest scope that binds it is known."""
+        if not isinstance(node, ast.Name):
+            return None
+        for scope in reversed(self.scopes):
+            values = self.bindings.get(scope, {}).get(node.id)
+            if values is None:
+                continue
+            if any(v is None for v in values):
+                return None
+            if len(values) == 1:
+                return values[0]
+            strings = {_string(v) for v in values}
+            return values[0] if len(strings) == 1 and None not in strings else None
+        return None
 
     def qualname(self, node) -> str | None:
         if isinstance(node, ast.Name):
@@ -457,9 +605,12 @@ class _Analyzer(ast.NodeVisitor):
     def constant_value(self, node) -> str | None:
         """A string literal, or the one string constant a plain name was assigned."""
         value = _string(node)
-        if value is None and isinstance(node, ast.Name):
-            value = self.constants.get(node.id)
+        if value is None:
+            value = _string(self.resolve(node))
         return value
+
+    def bound_here(self, name: str) -> bool:
+        return any(name in self.bindings.get(scope, {}) for scope in self.scopes)
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -470,19 +621,34 @@ class _Analyzer(ast.NodeVisitor):
         return len(text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
 
     def report(self, rule_id: str, node, detail: str, edits=None, min_torch: str = ANY_VERSION,
-               uses_device: bool = False) -> Finding:
+               uses_device: bool = False, at: tuple[int, int, int, int] | None = None) -> Finding:
+        """Record a finding at ``node`` (or at the token ``at`` = (line, byte column,
+        end line, end byte column), e.g. the ``cuda`` of ``.cuda()``)."""
         self.claimed.add(id(node))
         fix = None
         if edits is not None:
             uses_torch = self.torch is None and any("torch." in e.text for e in edits)
             fix = Fix(tuple(edits), min_torch, uses_device, uses_torch)
-        line = node.lineno
+        line, column, end_line, end_column = at or (
+            node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
         finding = Finding(
-            rule_id, self.path, line, self._column(line, node.col_offset),
-            node.end_lineno or line, self._column(node.end_lineno or line, node.end_col_offset or 0),
+            rule_id, self.path, line, self._column(line, column),
+            end_line, self._column(end_line, end_column),
             detail, self.lines[line - 1] if 0 < line <= len(self.lines) else "", fix)
         self.findings.append(finding)
+        self.by_node[id(node)] = finding
         return finding
+
+    def _relate(self, finding: Finding, node, message: str) -> None:
+        line, end_line = node.lineno, node.end_lineno or node.lineno
+        finding.related.append(Related(line, self._column(line, node.col_offset), end_line,
+                                       self._column(end_line, node.end_col_offset or 0), message))
+
+    @staticmethod
+    def _cap(findings, reason: str) -> None:
+        for finding in findings:
+            if finding.severity_cap is None:
+                finding.severity_cap, finding.cap_reason = "info", reason
 
     def device(self, index: str | None = None, as_string: bool = False) -> str:
         if as_string:
@@ -491,10 +657,27 @@ class _Analyzer(ast.NodeVisitor):
             return DEVICE_NAME
         return f"{self.T}.device({DEVICE_NAME}.type, {index})"
 
+    def device_type_expression(self) -> tuple[str, bool]:
+        """(expression for the device type, whether it needs ACCELERATOR_DEVICE): the
+        script's own ``device_type`` or ``device`` variable when it has one in scope."""
+        if self.bound_here("device_type"):
+            return "device_type", False
+        if self.bound_here("device"):
+            value = self.resolve(ast.Name("device"))
+            if isinstance(value, ast.Call) and (self.qualname(value.func) or "").startswith(
+                    ("torch.device", "torch.accelerator.current_accelerator")):
+                return "device.type", False
+        return f"{DEVICE_NAME}.type", True
+
     def _device_literal(self, node, as_string: bool, what: str) -> bool:
-        """Report a "cuda"/"cuda:N"/"xla" literal used as a device; True if reported."""
+        """Report a "cuda"/"cuda:N"/"xla" literal, or a "cuda:" string built at run time,
+        used as a device; True if reported."""
+        if node is None or id(node) in self.claimed:
+            return False
+        if self._built_device_string(node):
+            return True
         value = _string(node)
-        if value is None or id(node) in self.claimed:
+        if value is None:
             return False
         match = _CUDA_DEVICE.match(value)
         if match:
@@ -510,10 +693,80 @@ class _Analyzer(ast.NodeVisitor):
             return True
         return False
 
+    def _built_device_string(self, node) -> bool:
+        """f"cuda:{rank}", "cuda:{}".format(i), "cuda:" + str(k), "cuda:%d" % k: reported
+        at the expression; the fix replaces only "cuda" so the result stays a string of
+        the same shape for whichever accelerator is present."""
+        if id(node) in self.claimed or self.in_message:
+            return False
+        edit = None
+        if isinstance(node, ast.JoinedStr):
+            if not (len(node.values) == 2 and _string(node.values[0]) == "cuda:"
+                    and isinstance(node.values[1], ast.FormattedValue)):
+                return False
+            line = self.lines[node.lineno - 1] if node.lineno <= len(self.lines) else ""
+            start = len(line.encode("utf-8")[:node.col_offset].decode("utf-8", "replace"))
+            prefix = line[start:start + 8]
+            offset = prefix.find("cuda:")
+            if 0 < offset <= 3 and "{" not in prefix[:offset]:
+                column = node.col_offset + offset
+                edit = Edit((node.lineno, column), (node.lineno, column + 4), "{%s.type}" % DEVICE_NAME)
+            shape = 'f"cuda:{...}"'
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _string(node.left) == "cuda:":
+            edit = _replace(node.left, f'{DEVICE_NAME}.type + ":"')
+            shape = '"cuda:" + ...'
+        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+              and _BUILT_PERCENT.match(_string(node.left) or "")):
+            edit = _replace(node.left, f'({DEVICE_NAME}.type + "{node.left.value[4:]}")')
+            shape = f'"{node.left.value}" % ...'
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+              and _BUILT_FORMAT.match(_string(node.func.value) or "")):
+            literal = node.func.value
+            edit = _replace(literal, f'({DEVICE_NAME}.type + "{literal.value[4:]}")')
+            shape = f'"{literal.value}".format(...)'
+        else:
+            return False
+        self.report("TP001", node, f"device string built at run time: {shape}",
+                    [edit] if edit else None, "2.6", uses_device=True)
+        self.claimed.update(map(id, ast.walk(node)))
+        return True
+
+    def _device_use(self, node, what: str) -> None:
+        """A plain name used as a device: report at its definition (where the user
+        changes it), with this use as a second location."""
+        definition = self.resolve(node)
+        if definition is None:
+            return
+        finding = self.by_node.get(id(definition))
+        if finding is None and self._device_literal(definition, as_string=True, what="assigned to a name"):
+            finding = self.by_node.get(id(definition))
+        if finding is not None and finding.rule_id == "TP001":
+            self._relate(finding, node, f"{node.id} used {what}")
+
+    def _backend_default(self, node, where: str) -> None:
+        """A "nccl" default for something named *backend*: reported where it is set."""
+        value = _string(node)
+        if value and id(node) not in self.claimed and "nccl" in re.split(r"[:,]", value):  # torchport: ignore
+            self.report("TP401", node, f'"{value}" as {where}')
+
+    def _named_default(self, name: str, default, where: str) -> None:
+        if default is None:
+            return
+        lowered = name.lower()
+        if "device" in lowered:
+            self._device_literal(default, as_string=True, what=where)
+        elif "backend" in lowered:
+            self._backend_default(default, where)
+
     # -- visitors ---------------------------------------------------------------------------
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
+            if alias.name.startswith("torch.cuda.") or alias.name.startswith("torch.backends.cud"):
+                rule_id = reference_rule(alias.name)
+                if rule_id:
+                    self.report(rule_id, node, f"import {alias.name}")
+                continue
             self._imported(node, alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -540,18 +793,20 @@ class _Analyzer(ast.NodeVisitor):
         qualname = self.qualname(node)
         rule_id = reference_rule(qualname) if qualname else None
         if rule_id:
-            if id(node) not in self.claimed:
+            if id(node) not in self.claimed and not (rule_id == "TP701" and id(node) in self.host):
                 self.report(rule_id, node, qualname)
             return
-        if node.attr == "is_cuda" and id(node) not in self.claimed:
-            self.report("TP003", node, ".is_cuda")
+        if (node.attr == "is_cuda" and id(node) not in self.claimed and isinstance(node.ctx, ast.Load)
+                and not self.own_is_cuda
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            self.report("TP003", node, ".is_cuda", at=_attribute_token(node))
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
         qualname = self.qualname(node)
         if qualname and isinstance(node.ctx, ast.Load) and id(node) not in self.claimed:
             rule_id = reference_rule(qualname)
-            if rule_id:
+            if rule_id and not (rule_id == "TP701" and id(node) in self.host):
                 self.report(rule_id, node, f"{node.id} ({qualname})" if node.id != qualname else qualname)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -563,11 +818,21 @@ class _Analyzer(ast.NodeVisitor):
         elif value.startswith("nvidia-smi"):  # torchport: ignore
             self.report("TP109", node, '"nvidia-smi"')
 
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        if not self._built_device_string(node):
+            self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if not self._built_device_string(node):
+            self.generic_visit(node)
+
     def visit_Expr(self, node: ast.Expr) -> None:
         if not isinstance(node.value, ast.Constant):  # docstrings are prose
             self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
+        if self.in_message:
+            return
         for operand in [node.left, *node.comparators]:
             for element in (operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]):
                 value = _string(element)
@@ -576,7 +841,9 @@ class _Analyzer(ast.NodeVisitor):
                 if _CUDA_DEVICE.match(value):
                     self.report("TP003", element, f'comparison with "{value}"')
                 elif "nccl" in value.split(":")[-1].split(","):  # torchport: ignore
-                    self.report("TP401", element, f'comparison with "{value}"')
+                    # Reading the backend only chooses a branch; the branch runs only under NCCL.
+                    finding = self.report("TP401", element, f'comparison with "{value}"')
+                    self._cap([finding], "a comparison only chooses a branch; nothing selects NCCL here")
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -589,8 +856,23 @@ class _Analyzer(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _assigned(self, targets, value) -> None:
-        if len(targets) == 1 and isinstance(targets[0], (ast.Name, ast.Attribute)):
-            self._device_literal(value, as_string=True, what="assigned to a name")
+        if len(targets) != 1 or not isinstance(targets[0], (ast.Name, ast.Attribute)):
+            return
+        target = targets[0]
+        name = target.id if isinstance(target, ast.Name) else target.attr
+        # A dataclass field: `device: str = field(default="cuda")`.
+        if isinstance(value, ast.Call) and (self.qualname(value.func) or getattr(value.func, "id", "")) in (
+                "dataclasses.field", "field"):
+            self._named_default(name, _keyword(value, "default"), f"default of field {name}")
+            return
+        self._device_literal(value, as_string=True, what="assigned to a name")
+        if "backend" in name.lower():
+            self._backend_default(value, f"value of {name}")
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scopes.append(id(node))
+        self.generic_visit(node)
+        self.scopes.pop()
 
     def visit_FunctionDef(self, node) -> None:
         for decorator in node.decorator_list:
@@ -599,41 +881,135 @@ class _Analyzer(ast.NodeVisitor):
             if qualname and qualname.split(".")[0] == "triton":
                 self.report("TP503", decorator, f"@{qualname} kernel {node.name}")
                 self.claimed.add(id(target))
-        arguments = node.args
-        positional = arguments.posonlyargs + arguments.args
-        pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
-        pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
-        for argument, default in pairs:
-            if "device" in argument.arg:
-                self._device_literal(default, as_string=True, what=f"default of {argument.arg}")
-        self.generic_visit(node)
+        for argument, default in _parameter_defaults(node.args):
+            self._named_default(argument.arg, default, f"default of {argument.arg}")
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        for default in (*node.args.defaults, *node.args.kw_defaults):
+            if default is not None:
+                self.visit(default)
+        self.scopes.append(id(node))
+        for statement in node.body:
+            self.visit(statement)
+        self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    # -- guards ------------------------------------------------------------------------------
+
+    def positive_cuda_query(self, test) -> bool:
+        """True when ``test`` holds only where CUDA is present (so what it guards
+        never runs on another accelerator)."""
+        if isinstance(test, ast.BoolOp):
+            return isinstance(test.op, ast.And) and any(map(self.positive_cuda_query, test.values))
+        if isinstance(test, ast.Call):
+            return self.qualname(test.func) in _CUDA_QUERIES
+        if isinstance(test, ast.Attribute):
+            return test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda"
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            op, right = test.ops[0], test.comparators[0]
+            if isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and self.positive_cuda_query(test.left):
+                return True
+            if isinstance(op, (ast.Eq, ast.In)):
+                for side in (test.left, right):
+                    for element in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]):
+                        value = _string(element)
+                        if value and (_CUDA_DEVICE.match(value) or value == "nccl"):  # torchport: ignore
+                            return True
+        return False
+
+    def _mentions_other_accelerator(self, nodes) -> bool:
+        for root in nodes:
+            for node in ast.walk(root):
+                if isinstance(node, ast.Name):
+                    word = node.id
+                elif isinstance(node, ast.Attribute):
+                    word = node.attr
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    word = node.value.split(":")[0]
+                else:
+                    continue
+                if word in _OTHER_ACCELERATOR_WORDS or _OTHER_ACCELERATOR_CHECK.fullmatch(word):
+                    return True
+        return False
+
+    def _chain_has_other_branch(self, node: ast.If) -> bool:
+        """Whether the if/elif/else chain starting at ``node`` has a branch (other than
+        the CUDA ones) for another accelerator.  Stored for every elif of the chain."""
+        if id(node) in self.chain_portable:
+            return self.chain_portable[id(node)]
+        chain, others, current = [], [], node
+        while True:
+            chain.append(current)
+            if not self.positive_cuda_query(current.test):
+                others += [current.test, *current.body]
+            if len(current.orelse) == 1 and isinstance(current.orelse[0], ast.If):
+                current = current.orelse[0]
+                continue
+            others += current.orelse
+            break
+        portable = self._mentions_other_accelerator(others)
+        for member in chain:
+            self.chain_portable[id(member)] = portable
+        return portable
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        positive = self.positive_cuda_query(test)
+        convertible = (isinstance(test, ast.Call) and not test.args and not test.keywords
+                       and self.qualname(test.func) == "torch.cuda.is_available")
+        start = len(self.findings)
+        if not convertible:
+            self.visit(test)
+        test_findings = self.findings[start:]
+        body_start = len(self.findings)
+        for statement in node.body:
+            self.visit(statement)
+        body = self.findings[body_start:]
+        if convertible:
+            if body and all(f.fix is not None for f in body):
+                need = max((f.fix.min_torch for f in body), key=_version_key)
+                need = max(need, "2.6", key=_version_key)
+                guard = self.report("TP003", test, "if torch.cuda.is_available():",
+                                    [_replace(test.func, f"{self.T}.accelerator.is_available")], need)
+            else:
+                guard = self.report("TP003", test, "torch.cuda.is_available()")
+            self.claimed.add(id(test.func))
+            test_findings = [guard]
+        if positive:
+            self._cap(body, _GUARDED)
+            if self._chain_has_other_branch(node):
+                self._cap(test_findings, _DISPATCH)
+        for statement in node.orelse:
+            self.visit(statement)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         if id(node) in self.claimed:
             return
-        if not self._device_choice(node, node):
-            self.generic_visit(node)
-
-    def visit_If(self, node: ast.If) -> None:
-        test = node.test
-        if not (isinstance(test, ast.Call) and not test.args and not test.keywords
-                and self.qualname(test.func) == "torch.cuda.is_available"):
+        if self._device_choice(node, node):
+            return
+        if not self.positive_cuda_query(node.test):
             self.generic_visit(node)
             return
-        before = len(self.findings)
-        for statement in node.body + node.orelse:
-            self.visit(statement)
-        inside = self.findings[before:]
-        if inside and all(f.fix is not None for f in inside):
-            need = max((f.fix.min_torch for f in inside), key=_version_key)
-            need = max(need, "2.6", key=_version_key)
-            self.report("TP003", test, "if torch.cuda.is_available():",
-                        [_replace(test.func, f"{self.T}.accelerator.is_available")], need)
-        else:
-            self.report("TP003", test, "torch.cuda.is_available()")
-        self.claimed.add(id(test.func))
+        start = len(self.findings)
+        self.visit(node.test)
+        test_findings = self.findings[start:]
+        body_start = len(self.findings)
+        self.visit(node.body)
+        self._cap(self.findings[body_start:], _GUARDED)
+        if self._mentions_other_accelerator([node.orelse]):
+            self._cap(test_findings, _DISPATCH)
+        self.visit(node.orelse)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        guarded = False
+        for value in node.values:
+            start = len(self.findings)
+            self.visit(value)
+            if guarded:
+                self._cap(self.findings[start:], _GUARDED)
+            if isinstance(node.op, ast.And) and self.positive_cuda_query(value):
+                guarded = True
 
     def _device_choice(self, expression: ast.IfExp, replaced) -> bool:
         """`"cuda" if torch.cuda.is_available() else "cpu"` (or with torch.device on
@@ -657,16 +1033,53 @@ class _Analyzer(ast.NodeVisitor):
         as_string = body == "str" and replaced is expression
         self.report("TP003", expression, "device chosen by torch.cuda.is_available()",
                     [_replace(replaced, self.device(as_string=as_string))], "2.6", uses_device=True)
+        self.claimed.update(map(id, ast.walk(expression)))
         return True
 
     # -- calls ---------------------------------------------------------------------------------
 
+    def _is_message_call(self, node: ast.Call) -> bool:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name in _MESSAGE_FUNCTIONS or name.endswith(("Error", "Exception", "Warning"))
+
+    def _mark_host(self, node: ast.Call) -> None:
+        """Float64 on the host is fine everywhere: ``device="cpu"``, ``.to("cpu", ...)``,
+        and anything followed by ``.cpu()`` / ``.numpy()`` / ``.tolist()`` / ``.item()``."""
+        func = node.func
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        device = _keyword(node, "device")
+        if method == "to" and node.args:
+            device = node.args[0]
+        on_host = _string(device) == "cpu" or (
+            isinstance(device, ast.Call) and self.qualname(device.func) == "torch.device"
+            and device.args and _string(device.args[0]) == "cpu")
+        if on_host:
+            self.host.update(map(id, ast.walk(node)))
+        elif method in _HOST_METHODS:
+            self.host.update(map(id, ast.walk(func.value)))
+        elif (method and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Attribute)
+              and func.value.func.attr == "cpu"):
+            self.host.update(map(id, ast.walk(node)))  # x.cpu().double()
+
     def visit_Call(self, node: ast.Call) -> None:
+        if self._is_message_call(node):
+            self.in_message += 1
+            self.generic_visit(node)
+            self.in_message -= 1
+            return
+        if self._built_device_string(node):
+            return
+        self._mark_host(node)
         qualname = self.qualname(node.func)
         handled = bool(qualname) and self._named_call(node, qualname)
         if not handled and isinstance(node.func, ast.Attribute) and not (
                 qualname and qualname.startswith(("torch.", "torch_xla."))):
             self._method_call(node, node.func.attr)
+        elif not handled and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 3:
+            key = _string(node.args[1])
+            if key:
+                self._named_default(key, node.args[2], f"getattr default for {key}")
         self._keywords(node, qualname)
         if handled:
             for child in node.args + [kw.value for kw in node.keywords]:
@@ -679,29 +1092,48 @@ class _Analyzer(ast.NodeVisitor):
             isinstance(node.func, ast.Attribute) and node.func.attr == "to")
         for kw in node.keywords:
             if kw.arg in ("device", "map_location"):
-                self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}=")
+                if not self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}="):
+                    if isinstance(kw.value, ast.Name):
+                        self._device_use(kw.value, f"as {kw.arg}=")
             elif kw.arg == "device_type":
                 self._device_literal(kw.value, as_string=True, what="device_type=")
             elif kw.arg == "non_blocking" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
-                self.report("TP403", kw, "non_blocking=True")
+                if self._copies_to_host(node):
+                    self.report("TP403", kw, "non_blocking=True copy to the host")
             elif kw.arg == "pin_memory" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
                 self.report("TP402", kw, "pin_memory=True")
             elif kw.arg == "pin_memory_device":
                 self.report("TP402", kw, "pin_memory_device=")
 
+    def _copies_to_host(self, node: ast.Call) -> bool:
+        """``.to("cpu", non_blocking=True)``: the one non-blocking copy whose result
+        can be read before it has arrived."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "to"):
+            return False
+        device = node.args[0] if node.args else _keyword(node, "device")
+        return self.constant_value(device) == "cpu"
+
     def _method_call(self, node: ast.Call, method: str) -> None:
         if method == "cuda":  # torchport: ignore
             self._dot_cuda(node)
         elif method == "double" and not node.args and not node.keywords:
-            self.report("TP701", node, ".double()")
+            if id(node) not in self.host:
+                self.report("TP701", node, ".double()", at=_method_token(node))
         elif method == "to" and node.args:
-            self._device_literal(node.args[0], as_string=False, what="in .to()")
+            if not self._device_literal(node.args[0], as_string=False, what="in .to()"):
+                if isinstance(node.args[0], ast.Name):
+                    self._device_use(node.args[0], "in .to()")
         elif method == "pin_memory" and not node.args:
-            self.report("TP402", node, ".pin_memory()")
-        elif method == "add_argument" and any("device" in (_string(a) or "") for a in node.args):
-            default = _argument(node, None, "default")
-            if default is not None:
-                self._device_literal(default, as_string=True, what="argparse default")
+            self.report("TP402", node, ".pin_memory()", at=_method_token(node))
+        elif method in ("add_argument", "option", "add_option"):
+            # argparse / click / optparse: the default is where the user changes it.
+            names = [_string(a) or "" for a in node.args]
+            name = max(names, key=len) if names else ""
+            self._named_default(name, _keyword(node, "default"), f"default of {name}")
+        elif method in ("get", "pop", "setdefault") and len(node.args) == 2 and _string(node.args[0]):
+            key = _string(node.args[0])
+            self._named_default(key, node.args[1], f"default for {key}")
 
     def _dot_cuda(self, node: ast.Call) -> None:
         func = node.func
@@ -717,7 +1149,7 @@ class _Analyzer(ast.NodeVisitor):
             index = node.args[0]
             edits = [rename, _insert(_start(index), f"{self.T}.device({DEVICE_NAME}.type, "),
                      _insert(_end(index), ")")]
-        self.report("TP002", node, ".cuda()", edits, "2.6", uses_device=True)
+        self.report("TP002", node, ".cuda()", edits, "2.6", uses_device=True, at=_method_token(node))
 
     def _named_call(self, node: ast.Call, qualname: str) -> bool:
         """Calls recognised by their qualified name.  True when the callee was reported."""
@@ -741,7 +1173,8 @@ class _Analyzer(ast.NodeVisitor):
             return self._torch_cuda_call(node, qualname)
         rule_id = reference_rule(qualname)
         if rule_id:
-            self.report(rule_id, node.func, f"{qualname}()")
+            if not (rule_id == "TP701" and id(node) in self.host):
+                self.report(rule_id, node.func, f"{qualname}()")
             return True
         return False
 
@@ -754,10 +1187,12 @@ class _Analyzer(ast.NodeVisitor):
         device_type = _argument(node, 0, "type")
         value = _string(device_type)
         if value is None:
+            if isinstance(device_type, ast.Name):
+                self._device_use(device_type, "in torch.device()")
             return False
         match = _CUDA_DEVICE.match(value)
         if match and len(node.args) == 1 and not node.keywords:
-            self.report("TP001", node, f'torch.device("{value}")',
+            self.report("TP001", device_type, f'torch.device("{value}")',
                         [_replace(node, self.device(match.group(1)))], "2.6", uses_device=True)
             self.claimed.add(id(device_type))
             return True
@@ -772,8 +1207,9 @@ class _Analyzer(ast.NodeVisitor):
         if parts[0] == "amp" and name == "autocast":
             return self._cuda_amp_autocast(node, qualname)
         if parts[0] == "amp" and name == "GradScaler":
-            edits = [_replace(node.func, f"{self.T}.amp.GradScaler"), self._first_argument(node, f"{DEVICE_NAME}.type")]
-            self.report("TP202", node, f"{qualname}()", edits, "2.4", uses_device=True)
+            device_type, uses_device = self.device_type_expression()
+            edits = [_replace(node.func, f"{self.T}.amp.GradScaler"), self._first_argument(node, device_type)]
+            self.report("TP202", node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
             return True
         if name == "is_available" and len(parts) == 1:
             if id(node) not in self.claimed:
@@ -783,11 +1219,62 @@ class _Analyzer(ast.NodeVisitor):
             rule_id, target, min_torch = CUDA_RENAMES[name]
             safe = not node.keywords and _plain_call(node) and (name != "device" or len(node.args) == 1)
             edits = [_replace(node.func, f"{self.T}.{target}")] if safe else None
-            self.report(rule_id, node, f"{qualname}()", edits, min_torch)
+            detail = f"{qualname}()"
+            if safe and rule_id == "TP102" and self._seeded_already(node, target):
+                edits = self._delete_statement(node)
+                detail += f" (next to {self.T}.{target}(), which already seeds every device)"
+            if name == "set_device" and node.args and isinstance(node.args[0], ast.Name):
+                self._device_use(node.args[0], "in torch.cuda.set_device()")
+                if safe and self._unfixed_device(node.args[0]):
+                    edits, detail = None, detail + " with a device string that is not rewritten"
+            self.report(rule_id, node, detail, edits, min_torch)
             return True
         rule_id = reference_rule(qualname)
         self.report(rule_id, node.func, f"{qualname}()")
         return True
+
+    def _unfixed_device(self, argument) -> bool:
+        definition = self.resolve(argument)
+        if definition is None:
+            return False
+        finding = self.by_node.get(id(definition))
+        return finding is not None and finding.fix is None
+
+    def _seeded_already(self, node: ast.Call, target: str) -> bool:
+        """Whether the statement block already holds ``torch.<target>(same arguments)``
+        (or an earlier CUDA seeding call that becomes it), so the rewrite would duplicate it."""
+        statement = self.parents.get(id(node))
+        if statement is None:
+            return False
+        arguments = ast.dump(ast.Tuple(node.args, ast.Load()))
+        for sibling in self.blocks.get(id(statement), ()):
+            if sibling is statement:
+                continue
+            if not (isinstance(sibling, ast.Expr) and isinstance(sibling.value, ast.Call)):
+                continue
+            call = sibling.value
+            if ast.dump(ast.Tuple(call.args, ast.Load())) != arguments or call.keywords:
+                continue
+            qualname = self.qualname(call.func) or ""
+            if qualname == f"torch.{target}":
+                return True
+            before = sibling.lineno < statement.lineno
+            if before and qualname.startswith("torch.cuda.") and CUDA_RENAMES.get(
+                    qualname.split(".")[-1], ("", ""))[1] == target:
+                return True
+        return False
+
+    def _delete_statement(self, node: ast.Call) -> list[Edit] | None:
+        """Edits removing the seeding statement's lines, or None when it shares a line."""
+        statement = self.parents[id(node)]
+        first, last = statement.lineno, statement.end_lineno
+        before = self.lines[first - 1][:statement.col_offset] if first <= len(self.lines) else ""
+        after = self.lines[last - 1].encode("utf-8")[statement.end_col_offset:].decode("utf-8", "replace")
+        if before.strip() or (after.strip() and not after.strip().startswith("#")):
+            return None
+        if last < len(self.lines):
+            return [Edit((first, 0), (last + 1, 0), "")]
+        return [_replace(statement, "pass")]
 
     def _first_argument(self, node: ast.Call, text: str) -> Edit:
         """Insert ``text`` as the new first positional argument."""
@@ -798,9 +1285,9 @@ class _Analyzer(ast.NodeVisitor):
 
     def _cuda_amp_autocast(self, node: ast.Call, qualname: str) -> bool:
         edits = None
+        device, uses_device = self.device_type_expression()
         if _plain_call(node) and len(node.args) <= 3:
             edits = [_replace(node.func, f"{self.T}.amp.autocast")]
-            device = f"{DEVICE_NAME}.type"
             # torch.cuda.amp.autocast(enabled, dtype, cache_enabled): positional
             # arguments become keywords after the new device_type argument.
             for keyword, argument in zip(("enabled", "dtype", "cache_enabled"), node.args):
@@ -816,7 +1303,7 @@ class _Analyzer(ast.NodeVisitor):
                 edits.append(_insert(_closing_paren(node), f"{device}, {dtype}"))
             elif dtype:
                 edits.append(_insert(max(_end(i) for i in items), f", {dtype}"))
-        self.report("TP201", node, f"{qualname}()", edits, "2.4", uses_device=True)
+        self.report("TP201", node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
         return True
 
     def _autocast(self, node: ast.Call) -> bool:
@@ -842,16 +1329,19 @@ class _Analyzer(ast.NodeVisitor):
         value = self.constant_value(device) if device is not None else None
         if device is not None and (value is None or not _CUDA_DEVICE.match(value)):
             return False
+        uses_device = True
         if device is None:
-            edits = [self._first_argument(node, f"{DEVICE_NAME}.type")]
+            device_type, uses_device = self.device_type_expression()
+            edits = [self._first_argument(node, device_type)]
             detail = "GradScaler() defaults to device 'cuda'"
         elif _string(device) is not None:
-            edits = [_replace(device, f"{DEVICE_NAME}.type")]
+            device_type, uses_device = self.device_type_expression()
+            edits = [_replace(device, device_type)]
             detail = f'GradScaler("{value}")'
             self.claimed.add(id(device))
         else:
             edits, detail = [], f'GradScaler({device.id}="{value}")'
-        self.report("TP202", node, detail, edits if _plain_call(node) else None, "2.4", uses_device=True)
+        self.report("TP202", node, detail, edits if _plain_call(node) else None, "2.4", uses_device=uses_device)
         return True
 
     def _process_group(self, node: ast.Call, qualname: str) -> bool:
@@ -864,6 +1354,14 @@ class _Analyzer(ast.NodeVisitor):
             replacement = f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})"
             self.report("TP401", backend, '"nccl" backend', [_replace(backend, replacement)], "2.6",
                         uses_device=True)
+            return False
+        definition = self.resolve(backend)
+        finding = self.by_node.get(id(definition)) if definition is not None else None
+        if finding is None and definition is not None and id(definition) not in self.claimed:
+            # Reported where the user would change it: the assignment or default.
+            finding = self.report("TP401", definition, f'backend "{value}"')
+        if finding is not None:
+            self._relate(finding, backend, f"used by {qualname.rsplit('.', 1)[-1]}()")
         else:
             self.report("TP401", backend, f'backend "{value}"')
         return False
