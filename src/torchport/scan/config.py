@@ -126,6 +126,13 @@ def _validated(table: dict, path: Path, where: str) -> dict:
 
 def config_file_in(folder: Path) -> Path | None:
     """The config file of this folder that has scan settings, if any."""
+    try:
+        return _config_file_in(folder)
+    except OSError:  # a path too long to open, a folder that vanished: no config there
+        return None
+
+
+def _config_file_in(folder: Path) -> Path | None:
     candidate = folder / "torchport.toml"
     if candidate.is_file():
         return candidate

@@ -885,9 +885,9 @@ class _Analyzer(ast.NodeVisitor):
             self._named_default(argument.arg, default, f"default of {argument.arg}")
         for decorator in node.decorator_list:
             self.visit(decorator)
-        for default in (*node.args.defaults, *node.args.kw_defaults):
-            if default is not None:
-                self.visit(default)
+        self.visit(node.args)  # defaults and annotations belong to the enclosing scope
+        if node.returns is not None:
+            self.visit(node.returns)
         self.scopes.append(id(node))
         for statement in node.body:
             self.visit(statement)

@@ -83,7 +83,11 @@ def discover(paths: list[Path], config: ScanConfig) -> tuple[list[_Job], list[Sk
             folder = Path(path).resolve()
             ignore = None
             if config.use_gitignore:
-                ignore = GitListing.of(folder) or GitignoreRules().with_file(folder)
+                ignore = GitListing.of(folder)
+                if ignore is None or ignore.ignores(folder, is_dir=True):
+                    # Not in a repository, or a folder git ignores but the user named:
+                    # its own .gitignore files still apply.
+                    ignore = GitignoreRules().with_file(folder)
             _walk(folder, excludes, jobs, skipped, seen_folders, ancestors=(), ignore=ignore)
         else:
             # An explicit file is scanned whatever its name or the excludes say.

@@ -1,0 +1,404 @@
+"""Code shaped like real training scripts: every miss, misplaced finding, false
+alarm and fix problem found by scanning open-source training repositories
+(issue 16), each asserting rule, line and column.
+
+Files are written into tmp_path and go through the real scanner / fixer / CLI.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+import jsonschema
+
+from torchport.cli import main
+from torchport.scan.config import ScanConfig, detect_min_torch
+from torchport.scan.fixer import fix_text
+from torchport.scan.rules import finding_worst
+from torchport.scan.scanner import scan
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((REPO / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+ALL_TARGETS = ScanConfig().targets
+
+
+def _scan(tmp_path: Path, source: str, name: str = "train.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source).lstrip("\n"))
+    result = scan([path], ScanConfig())
+    assert not result.skipped, result.skipped
+    return result.findings
+
+
+def _at(findings, rule_id: str) -> list[tuple[int, int]]:
+    return [(f.line, f.column) for f in findings if f.rule_id == rule_id]
+
+
+def _one(findings, rule_id: str, line: int):
+    found = [f for f in findings if f.rule_id == rule_id and f.line == line]
+    assert len(found) == 1, [(f.rule_id, f.line, f.column, f.detail) for f in findings]
+    return found[0]
+
+
+# -- misses ---------------------------------------------------------------------------------
+
+DISTRIBUTED_SCRIPT = '''
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--dist-backend', default='nccl', type=str)
+    args = parser.parse_args()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    device = f'cuda:{local_rank}'
+    torch.cuda.set_device(device)
+    model = torch.nn.Linear(8, 8).to(device)
+    dist.init_process_group(backend=args.dist_backend)
+    return model
+'''
+
+
+def test_device_string_built_with_an_f_string_is_found_at_its_definition(tmp_path):
+    findings = _scan(tmp_path, DISTRIBUTED_SCRIPT)
+    definition = _one(findings, "TP001", 13)
+    assert (definition.column, definition.end_column) == (14, 34)  # the f-string itself
+    # The uses are second locations, not findings of their own.
+    assert [(r.line, r.column) for r in definition.related] == [(14, 27), (15, 38)]
+    assert _at(findings, "TP001") == [(13, 14)]
+
+
+def test_argparse_nccl_default_is_reported_where_the_user_changes_it(tmp_path):
+    findings = _scan(tmp_path, DISTRIBUTED_SCRIPT)
+    assert _at(findings, "TP401") == [(10, 51)]  # 'nccl' in add_argument, not at init_process_group
+
+
+def test_format_concatenation_and_percent_device_strings(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        def place(model, i, k, n):
+            a = model.to('cuda:{}'.format(i))
+            b = model.to("cuda:" + str(k))
+            c = model.to("cuda:%d" % n)
+            return a, b, c
+        ''')
+    assert _at(findings, "TP001") == [(3, 18), (4, 18), (5, 18)]
+
+
+def test_dataclass_fields_getattr_and_get_defaults(tmp_path):
+    findings = _scan(tmp_path, '''
+        from dataclasses import dataclass, field
+        import torch
+
+        @dataclass
+        class TrainingArguments:
+            device: str = "cuda"
+            ddp_backend: str = field(default="nccl")
+            eval_device: str = field(default="cuda:0")
+
+        def resolve(args, config):
+            device = getattr(args, 'device', 'cuda')
+            return torch.zeros(2, device=config.get("device", "cuda")), device
+        ''')
+    assert _at(findings, "TP001") == [(6, 19), (8, 38), (11, 38), (12, 55)]
+    assert _at(findings, "TP401") == [(7, 38)]
+
+
+def test_nccl_module_import_and_cuda_version_checks(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        import torch.cuda.nccl
+
+        def describe():
+            if torch.version.cuda is not None:
+                return "cuda " + torch.version.cuda
+            return "cpu"
+        ''')
+    assert _at(findings, "TP401") == [(2, 1)]
+    assert _at(findings, "TP003") == [(5, 8), (6, 26)]
+
+
+def test_backend_constant_is_reported_at_its_assignment_with_the_use_as_related(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch.distributed as dist
+        BACKEND = "nccl"
+
+        def setup(rank, world):
+            dist.init_process_group(BACKEND, rank=rank, world_size=world)
+        ''')
+    finding = _one(findings, "TP401", 2)
+    assert finding.column == 11
+    assert [(r.line, r.column) for r in finding.related] == [(5, 29)]
+
+
+# -- locations ------------------------------------------------------------------------------
+
+CONSTRUCTOR = '''
+import torch
+from torch import nn
+
+
+def build(cfg):
+    model = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(
+            d_model=cfg.width,
+            nhead=cfg.heads,
+            dim_feedforward=cfg.ffn,
+            dropout=cfg.dropout,
+            batch_first=True,
+        ),
+        num_layers=cfg.layers,
+        norm=nn.LayerNorm(cfg.width),
+        enable_nested_tensor=False,
+    ).cuda(){comment}
+    return model
+'''
+
+
+def test_cuda_call_at_the_end_of_a_long_constructor_is_reported_at_its_token(tmp_path):
+    finding = _one(_scan(tmp_path, CONSTRUCTOR.format(comment="")), "TP002", 17)
+    assert (finding.line, finding.column, finding.end_line, finding.end_column) == (17, 7, 17, 13)
+    assert finding.snippet == "    ).cuda()"
+
+
+def test_suppression_goes_on_the_line_of_the_token(tmp_path):
+    findings = _scan(tmp_path, CONSTRUCTOR.format(comment="  # torchport: ignore[TP002]"))
+    assert _at(findings, "TP002") == []
+
+
+def test_text_json_and_sarif_carry_the_token_position(tmp_path, capsys):
+    (tmp_path / "train.py").write_text(DISTRIBUTED_SCRIPT.lstrip("\n"))
+    assert main(["scan", str(tmp_path), "--format", "json", "--fail-on", "never"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    first = next(f for f in document["findings"] if f["rule"] == "TP001")
+    assert (first["line"], first["column"], first["end_line"], first["end_column"]) == (13, 14, 13, 34)
+    assert [(r["line"], r["column"]) for r in first["related"]] == [(14, 27), (15, 38)]
+    assert main(["scan", str(tmp_path), "--format", "sarif", "--fail-on", "never"]) == 0
+    log = json.loads(capsys.readouterr().out)
+    jsonschema.validate(log, SCHEMA, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
+    result = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "TP001")
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"], region["endColumn"]) == (13, 14, 34)
+    assert [loc["physicalLocation"]["region"]["startLine"] for loc in result["relatedLocations"]] == [14, 15]
+    assert main(["scan", str(tmp_path), "--fail-on", "never"]) == 0
+    text = capsys.readouterr().out
+    assert "train.py:13:14: TP001" in text
+    assert "device used in .to() at " in text and "train.py:15:38" in text
+
+
+# -- false alarms ---------------------------------------------------------------------------
+
+def test_cuda_check_with_a_branch_for_other_accelerators_is_info(tmp_path, capsys):
+    source = '''
+        import torch
+
+        def empty_cache():
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            elif torch.backends.mps.is_available():
+                torch.mps.empty_cache()
+            elif is_torch_xla_available():
+                pass
+        '''
+    findings = _scan(tmp_path, source)
+    guard = _one(findings, "TP003", 4)
+    assert guard.column == 8 and finding_worst(guard, ALL_TARGETS) == "info"
+    assert finding_worst(_one(findings, "TP105", 5), ALL_TARGETS) == "info"
+    # ... so the default --fail-on silent passes on guarded code.
+    assert main(["scan", str(tmp_path / "train.py")]) == 0
+    capsys.readouterr()
+
+
+def test_cuda_check_with_only_a_cpu_fallback_stays_silent(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        def pick():
+            if torch.cuda.is_available():
+                return torch.device("cuda")
+            return torch.device("cpu")
+        ''')
+    assert finding_worst(_one(findings, "TP003", 3), ALL_TARGETS) == "silent"
+    # the body runs only under CUDA: info, not error
+    assert finding_worst(_one(findings, "TP001", 4), ALL_TARGETS) == "info"
+
+
+def test_bf16_query_behind_is_available_and(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        use_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        ''')
+    assert finding_worst(_one(findings, "TP005", 2), ALL_TARGETS) == "info"
+    assert _one(findings, "TP005", 2).column == 42
+
+
+def test_own_is_cuda_attribute_is_not_flagged_but_a_tensors_is(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+
+        class Runner:
+            def __init__(self, cfg):
+                self.is_cuda = cfg.accelerator == "gpu"
+
+            def run(self, batch):
+                if self.is_cuda:
+                    return batch
+        ''')
+    assert _at(findings, "TP003") == []
+    findings = _scan(tmp_path, '''
+        import torch
+        def kernel(x):
+            if x.is_cuda:
+                return fused(x)
+            return x
+        ''', name="other.py")
+    assert _at(findings, "TP003") == [(3, 10)]
+
+
+def test_float64_on_the_host_is_not_flagged(tmp_path):
+    findings = _scan(tmp_path, '''
+        import numpy as np
+        import torch
+
+        def metrics(pred, target):
+            table = torch.zeros(10, dtype=torch.float64, device="cpu")
+            values = pred.double().cpu().numpy()
+            summed = pred.cpu().double()
+            precise = target.to("cpu", torch.float64)
+            on_device = torch.ones(3, dtype=torch.float64)
+            return table, values, summed, precise, on_device
+        ''')
+    assert _at(findings, "TP701") == [(9, 37)]
+
+
+def test_nccl_string_in_a_message_is_not_a_finding_and_a_branch_on_it_is_info(tmp_path):
+    findings = _scan(tmp_path, '''
+        import logging
+        import warnings
+        import torch.distributed as dist
+        logger = logging.getLogger(__name__)
+
+        def check(backend):
+            warnings.warn(f"all_gather_object is slow when backend == 'nccl': {backend == 'nccl'}")
+            logger.warning("backend %s", "nccl" if backend == "nccl" else backend)
+            if dist.get_backend() == "nccl":
+                return True
+        ''')
+    assert _at(findings, "TP401") == [(9, 30)]
+    assert finding_worst(findings[0], ALL_TARGETS) == "info"
+
+
+def test_one_finding_per_rule_per_token(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        def to_gpu(a, b, rank):
+            return a.cuda(), b.to(f"cuda:{rank}")
+        ''')
+    assert _at(findings, "TP002") == [(3, 14)]
+    assert _at(findings, "TP001") == [(3, 27)]
+
+
+def test_non_blocking_host_to_device_copies_are_not_reported(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        def step(batch, device, loss):
+            batch = batch.to(device, non_blocking=True)
+            return loss.to("cpu", non_blocking=True)
+        ''')
+    assert _at(findings, "TP403") == [(4, 27)]
+
+
+# -- fix ------------------------------------------------------------------------------------
+
+def _fix(source: str, min_torch: str = "2.9") -> str:
+    fixed, _, _ = fix_text(textwrap.dedent(source).lstrip("\n"), "t.py", ScanConfig(), min_torch)
+    ast.parse(fixed)
+    return fixed
+
+
+def test_fix_rewrites_the_runtime_device_string_with_set_device():
+    fixed = _fix(DISTRIBUTED_SCRIPT)
+    assert "    device = f'{ACCELERATOR_DEVICE.type}:{local_rank}'\n" in fixed
+    assert "    torch.accelerator.set_device_index(device)\n" in fixed
+    assert "cuda" not in fixed.split("def main")[1].replace("dist-backend", "")
+
+
+def test_fix_target_aware_format_and_concatenation():
+    fixed = _fix('''
+        import torch
+        def place(model, i, k):
+            return model.to('cuda:{}'.format(i)), model.to("cuda:" + str(k))
+        ''')
+    assert ('(ACCELERATOR_DEVICE.type + ":{}").format(i)' in fixed
+            and 'ACCELERATOR_DEVICE.type + ":" + str(k)' in fixed)
+
+
+def test_fix_reuses_the_scripts_own_device_type_variable():
+    fixed = _fix('''
+        import torch
+
+        def train(model, loader, device_type="cuda", amp=True):
+            scaler = torch.cuda.amp.GradScaler(enabled=amp)
+            for batch in loader:
+                with torch.cuda.amp.autocast(enabled=amp):
+                    loss = model(batch)
+                scaler.scale(loss).backward()
+        ''')
+    assert "scaler = torch.amp.GradScaler(device_type, enabled=amp)" in fixed
+    assert "with torch.amp.autocast(device_type, enabled=amp, dtype=torch.float16):" in fixed
+
+
+def test_fix_does_not_duplicate_seeding():
+    fixed = _fix('''
+        import random
+        import torch
+
+        def seed_everything(seed):
+            random.seed(seed)
+            torch.manual_seed(seed)
+            torch.cuda.manual_seed(seed)
+            torch.cuda.manual_seed_all(seed)
+        ''')
+    assert fixed.count("manual_seed") == 1, fixed
+    assert "    torch.manual_seed(seed)\n" in fixed
+
+
+def test_fix_seeding_without_a_torch_seed_becomes_one_call():
+    fixed = _fix('''
+        import torch
+        def seed_everything(seed):
+            torch.cuda.manual_seed(seed)
+            torch.cuda.manual_seed_all(seed)
+        ''')
+    assert fixed.count("torch.manual_seed(seed)") == 1 and "cuda" not in fixed, fixed
+
+
+def test_oldest_torch_is_read_with_packaging(tmp_path):
+    cases = {
+        "pyproject.toml": ('[project]\nname = "x"\ndependencies = ["numpy", "torch<3,>=2.4"]\n', "2.4"),
+        "requirements.txt": ("numpy\ntorch!=2.5.0,>=2.3 ; python_version >= '3.9'\n", "2.3"),
+        "setup.cfg": ("[options]\ninstall_requires =\n    numpy\n    torch (>=2.4)\n", "2.4"),
+        "setup.py": ('from setuptools import setup\nsetup(name="x", install_requires=["torch>=2.5,<3"])\n', "2.5"),
+    }
+    for name, (text, version) in cases.items():
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        (folder / name).write_text(text)
+        assert detect_min_torch(folder) == (version, str(folder / name)), name
+
+
+def test_fix_respects_the_projects_oldest_torch(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["torch<3,>=2.4"]\n')
+    script = tmp_path / "t.py"
+    script.write_text("import torch\ntorch.cuda.synchronize()\ntorch.cuda.manual_seed(0)\n")
+    assert main(["fix", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "+torch.manual_seed(0)" in captured.out  # any torch
+    assert "accelerator" not in captured.out  # torch.accelerator needs 2.6; the project supports 2.4
+    assert "fixable once the project needs torch>=2.6" in captured.err
