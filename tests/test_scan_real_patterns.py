@@ -228,6 +228,46 @@ def test_cuda_check_with_only_a_cpu_fallback_stays_silent(tmp_path):
     assert finding_worst(_one(findings, "TP001", 4), ALL_TARGETS) == "info"
 
 
+def test_guards_found_in_accelerate_and_lightning(tmp_path):
+    """Each shape below was reported as error or silent in accelerate / lightning
+    although the code only runs where its backend is present."""
+    findings = _scan(tmp_path, '''
+        from typing import TYPE_CHECKING
+        import torch
+        if TYPE_CHECKING:
+            from torch_xla.distributed.parallel_loader import MpDeviceLoader
+        if is_torch_xla_available():
+            import torch_xla.core.xla_model as xm
+
+        def save(state, distributed_type):
+            if distributed_type == DistributedType.XLA:
+                xm.mark_step()
+            pt_cuda_available = torch.cuda.is_available()
+            if pt_cuda_available:
+                name = torch.cuda.get_device_name()
+            elif pt_xpu_available:
+                name = torch.xpu.get_device_name()
+            if is_cuda_available():
+                state["cuda_rng"] = torch.cuda.get_rng_state_all()
+            for i in range(torch.cuda.device_count()):
+                state[i] = torch.cuda.mem_get_info(i)[0]
+            index = torch.device(state.device).index if torch.device(state.device).type in ["cuda", "xpu"] else None
+            return name, index
+
+        def check(device_type):
+            if device_type == 'cuda':
+                assert torch.cuda.is_available()
+            if device_type == 'npu':
+                assert torch.npu.is_available()
+        ''')
+    info_only = {(f.rule_id, f.line) for f in findings if finding_worst(f, ALL_TARGETS) == "info"}
+    assert {("TP802", 4), ("TP802", 6), ("TP801", 10), ("TP005", 13), ("TP103", 17), ("TP104", 19),
+            ("TP003", 20), ("TP003", 24), ("TP003", 25)} == info_only, sorted(info_only)
+    # ... while the checks that choose a path for everything else stay silent.
+    assert finding_worst(_one(findings, "TP003", 11), ALL_TARGETS) == "silent"
+    assert finding_worst(_one(findings, "TP004", 18), ALL_TARGETS) == "error"
+
+
 def test_bf16_query_behind_is_available_and(tmp_path):
     findings = _scan(tmp_path, '''
         import torch
@@ -265,13 +305,16 @@ def test_float64_on_the_host_is_not_flagged(tmp_path):
         import numpy as np
         import torch
 
-        def metrics(pred, target):
+        def metrics(pred, target, device):
             table = torch.zeros(10, dtype=torch.float64, device="cpu")
             values = pred.double().cpu().numpy()
             summed = pred.cpu().double()
             precise = target.to("cpu", torch.float64)
-            on_device = torch.ones(3, dtype=torch.float64)
-            return table, values, summed, precise, on_device
+            on_device = torch.ones(3, dtype=torch.float64, device=device)
+            positions = torch.arange(4, dtype=torch.float64)  # no device=: the host
+            peak = {torch.float64: 67e12, torch.float32: 133.8e12}[pred.dtype]
+            wide = pred.dtype == torch.float64
+            return table, values, summed, precise, on_device, positions, peak, wide
         ''')
     assert _at(findings, "TP701") == [(9, 37)]
 

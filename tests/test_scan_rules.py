@@ -47,7 +47,7 @@ POSITIVE = {
     "TP502": ("kernel.cu", "__global__ void add(float *x) { x[threadIdx.x] += 1; }\n"),
     "TP503": ("a.py", "import triton\nimport triton.language as tl"),
     "TP601": ("requirements.txt", "numpy\nflash-attn==2.6.3\n"),
-    "TP701": ("a.py", "x = torch.ones(3, dtype=torch.float64)"),
+    "TP701": ("a.py", "x = torch.ones(3, dtype=torch.float64, device=device)"),
     "TP801": ("a.py", "import torch_xla.core.xla_model as xm\nxm.mark_step()"),
     "TP802": ("a.py", "import torch_xla"),
 }
@@ -121,7 +121,7 @@ ALIASES = {
     "TP502": ("ops.cpp", '#include "ATen/cuda/CUDAContext.h"\n'),
     "TP503": ("a.py", "import triton as tr\n@tr.jit\ndef kernel(x_ptr):\n    pass"),
     "TP601": ("a.py", "from apex.optimizers import FusedAdam as Adam"),
-    "TP701": ("a.py", "from torch import float64 as f64\nx = torch.ones(2, dtype=f64)"),
+    "TP701": ("a.py", "from torch import float64 as f64\nx = torch.ones(2, dtype=f64).to(device)"),
     "TP801": ("a.py", "from torch_xla.core import xla_model\nd = xla_model.xla_device()"),
     "TP802": ("a.py", 'x = torch.ones(2).to("xla")'),
 }

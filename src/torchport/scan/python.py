@@ -478,6 +478,17 @@ _CUDA_QUERIES = {"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.
 _BUILT_FORMAT = re.compile(r"cuda:\{\d*\}\Z")
 _BUILT_PERCENT = re.compile(r"cuda:%[dis]\Z")
 _GUARDED = "inside a CUDA check: runs only where CUDA is present"
+_XLA_GUARDED = "inside a torch_xla check: runs only where torch_xla is installed"
+_TYPE_CHECKING = "inside `if TYPE_CHECKING:`: read by type checkers, never run"
+_LISTS_OTHERS = "the check lists other accelerators too"
+_XLA_RULES = ("TP801", "TP802")
+_CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z")
+_OTHER_DEVICE_STRING = re.compile(r"(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d+)?\Z")
+# Tensor factories: with a dtype but no device= they create the tensor on the host.
+_FACTORIES = {f"torch.{name}" for name in (
+    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "tensor", "as_tensor",
+    "rand", "randn", "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like",
+    "from_numpy")}
 _DISPATCH = "the check has a branch for other accelerators"
 
 
@@ -503,6 +514,7 @@ class _Analyzer(ast.NodeVisitor):
         self._collect(tree.body, id(tree))
         self.scopes: list[int] = [id(tree)]
         self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
+        self.moved: set[int] = set()  # factory calls whose result is moved to a device
         self.in_message = 0
         self.chain_portable: dict[int, bool] = {}
         self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
@@ -834,12 +846,19 @@ class _Analyzer(ast.NodeVisitor):
         if self.in_message:
             return
         for operand in [node.left, *node.comparators]:
-            for element in (operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]):
+            # `dtype == torch.float64` reads a dtype; it creates no tensor.
+            self.host.update(id(n) for n in ast.walk(operand) if isinstance(n, (ast.Attribute, ast.Name)))
+            elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+            lists_others = len(elements) > 1 and any(
+                _OTHER_DEVICE_STRING.match(_string(e) or "") for e in elements)
+            for element in elements:
                 value = _string(element)
                 if value is None or id(element) in self.claimed:
                     continue
                 if _CUDA_DEVICE.match(value):
-                    self.report("TP003", element, f'comparison with "{value}"')
+                    finding = self.report("TP003", element, f'comparison with "{value}"')
+                    if lists_others:
+                        self._cap([finding], _LISTS_OTHERS)
                 elif "nccl" in value.split(":")[-1].split(","):  # torchport: ignore
                     # Reading the backend only chooses a branch; the branch runs only under NCCL.
                     finding = self.report("TP401", element, f'comparison with "{value}"')
@@ -903,9 +922,14 @@ class _Analyzer(ast.NodeVisitor):
         if isinstance(test, ast.BoolOp):
             return isinstance(test.op, ast.And) and any(map(self.positive_cuda_query, test.values))
         if isinstance(test, ast.Call):
-            return self.qualname(test.func) in _CUDA_QUERIES
+            func = test.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
         if isinstance(test, ast.Attribute):
             return test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda"
+        if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
+            value = self.resolve(test)
+            return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             op, right = test.ops[0], test.comparators[0]
             if isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and self.positive_cuda_query(test.left):
@@ -917,6 +941,26 @@ class _Analyzer(ast.NodeVisitor):
                         if value and (_CUDA_DEVICE.match(value) or value == "nccl"):  # torchport: ignore
                             return True
         return False
+
+    def positive_xla_query(self, test) -> bool:
+        """``is_torch_xla_available()``, ``_XLA_AVAILABLE``, ``x == DistributedType.XLA``:
+        true only where torch_xla is installed."""
+        if isinstance(test, ast.BoolOp):
+            return isinstance(test.op, ast.And) and any(map(self.positive_xla_query, test.values))
+        if isinstance(test, ast.Call):
+            test = test.func
+        if isinstance(test, (ast.Name, ast.Attribute)):
+            name = test.id if isinstance(test, ast.Name) else test.attr
+            return "xla" in name.lower() or "tpu" in name.lower()
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is, ast.In)):
+            return any(self.positive_xla_query(side) or (_string(side) or "").split(":")[0] in ("xla", "tpu")
+                       for side in (test.left, test.comparators[0]))
+        return False
+
+    @staticmethod
+    def _type_checking(test) -> bool:
+        return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
     def _mentions_other_accelerator(self, nodes) -> bool:
         for root in nodes:
@@ -948,13 +992,37 @@ class _Analyzer(ast.NodeVisitor):
                 continue
             others += current.orelse
             break
-        portable = self._mentions_other_accelerator(others)
+        # Consecutive `if device_type == 'cuda': ... if device_type == 'npu': ...`
+        # statements dispatch just like an elif chain.
+        siblings = [sibling.test for sibling in self.blocks.get(id(node), ())
+                    if isinstance(sibling, ast.If) and sibling is not node
+                    and not self.positive_cuda_query(sibling.test)]
+        portable = self._mentions_other_accelerator(others) or any(
+            self._mentions_other_accelerator([test]) and self._compares_or_checks(test) for test in siblings)
         for member in chain:
             self.chain_portable[id(member)] = portable
         return portable
 
+    @staticmethod
+    def _compares_or_checks(test) -> bool:
+        return isinstance(test, (ast.Compare, ast.Call, ast.BoolOp))
+
     def visit_If(self, node: ast.If) -> None:
         test = node.test
+        if self._type_checking(test) or self.positive_xla_query(test):
+            start = len(self.findings)
+            self.visit(test)
+            body_start = len(self.findings)
+            for statement in node.body:
+                self.visit(statement)
+            body = self.findings[body_start:]
+            if self._type_checking(test):
+                self._cap(body, _TYPE_CHECKING)
+            else:
+                self._cap([f for f in body if f.rule_id in _XLA_RULES], _XLA_GUARDED)
+            for statement in node.orelse:
+                self.visit(statement)
+            return
         positive = self.positive_cuda_query(test)
         convertible = (isinstance(test, ast.Call) and not test.args and not test.keywords
                        and self.qualname(test.func) == "torch.cuda.is_available")
@@ -1000,6 +1068,30 @@ class _Analyzer(ast.NodeVisitor):
         if self._mentions_other_accelerator([node.orelse]):
             self._cap(test_findings, _DISPATCH)
         self.visit(node.orelse)
+
+    def visit_For(self, node) -> None:
+        """``for i in range(torch.cuda.device_count()):`` runs its body only under CUDA."""
+        iterator = node.iter
+        guarded = (isinstance(iterator, ast.Call) and getattr(iterator.func, "id", "") == "range"
+                   and any(self.positive_cuda_query(a) for a in iterator.args))
+        self.visit(node.target)
+        self.visit(iterator)
+        start = len(self.findings)
+        for statement in node.body:
+            self.visit(statement)
+        if guarded:
+            self._cap(self.findings[start:], _GUARDED)
+        for statement in node.orelse:
+            self.visit(statement)
+
+    visit_AsyncFor = visit_For
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        # dtype tables ({torch.float64: 67e12}) name a dtype; they create no tensor.
+        for key in node.keys:
+            if key is not None:
+                self.host.update(map(id, ast.walk(key)))
+        self.generic_visit(node)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         guarded = False
@@ -1054,6 +1146,11 @@ class _Analyzer(ast.NodeVisitor):
         on_host = _string(device) == "cpu" or (
             isinstance(device, ast.Call) and self.qualname(device.func) == "torch.device"
             and device.args and _string(device.args[0]) == "cpu")
+        if method in ("to", "cuda") and isinstance(func.value, ast.Call):
+            self.moved.add(id(func.value))  # torch.ones(2, dtype=...).to(device): not the host
+        if (device is None and _keyword(node, "dtype") is not None and id(node) not in self.moved
+                and self.qualname(func) in _FACTORIES):
+            on_host = True  # no device=: the tensor is created on the host
         if on_host:
             self.host.update(map(id, ast.walk(node)))
         elif method in _HOST_METHODS:

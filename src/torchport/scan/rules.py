@@ -726,7 +726,9 @@ from torch.nn.functional import scaled_dot_product_attention
     _rule(
         "TP701", "float64", "float64 tensors",
         detects="torch.float64 / torch.double / torch.complex128 / torch.cdouble, "
-                "torch.DoubleTensor, .double().",
+                "torch.DoubleTensor, .double(). Not on the host: a factory call without "
+                "device= or with device='cpu', anything followed by .cpu() / .numpy() / "
+                ".tolist() / .item(), and dtypes that are only compared or used as dict keys.",
         why="MPS rejects float64 (TypeError). TPU and Trainium have no fast float64: XLA "
             "emulates it, slowly.",
         severity="P P P - - E -",
@@ -735,12 +737,12 @@ from torch.nn.functional import scaled_dot_product_attention
         before='''
 import torch
 
-x = torch.zeros(3, dtype=torch.float64)
+x = torch.zeros(3, dtype=torch.float64, device=device)
 ''',
         after='''
 import torch
 
-x = torch.zeros(3, dtype=torch.float32)
+x = torch.zeros(3, dtype=torch.float32, device=device)
 ''',
     ),
     # -- TP8xx: torch_xla era ---------------------------------------------------------------------------
