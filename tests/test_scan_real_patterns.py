@@ -268,6 +268,37 @@ def test_guards_found_in_accelerate_and_lightning(tmp_path):
     assert finding_worst(_one(findings, "TP004", 18), ALL_TARGETS) == "error"
 
 
+def test_more_guards_found_in_a_second_review(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        try:
+            from apex.normalization import fused_layer_norm_affine
+        except ImportError:
+            fused_layer_norm_affine = None
+
+        def l2_cache(device):
+            if device.type != "cuda":
+                return None
+            return torch.cuda.get_device_properties(device).L2_cache_size
+
+        def rng(rng_type):
+            if rng_type == RNGType.CUDA:
+                return torch.cuda.get_rng_state()
+            return torch.get_rng_state()
+
+        def num_processes(accelerator):
+            if accelerator == "cuda" or accelerator == "mps":
+                return 1
+
+        def scaler(device):
+            return torch.amp.GradScaler(device=device) if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()
+        ''')
+    info_only = {(f.rule_id, f.line) for f in findings if finding_worst(f, ALL_TARGETS) == "info"}
+    assert {("TP601", 3), ("TP005", 10), ("TP103", 14), ("TP003", 18), ("TP202", 22)} == info_only, sorted(info_only)
+    # the check that sends everything else away stays
+    assert finding_worst(_one(findings, "TP003", 8), ALL_TARGETS) == "silent"
+
+
 def test_bf16_query_behind_is_available_and(tmp_path):
     findings = _scan(tmp_path, '''
         import torch

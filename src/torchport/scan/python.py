@@ -482,6 +482,9 @@ _XLA_GUARDED = "inside a torch_xla check: runs only where torch_xla is installed
 _TYPE_CHECKING = "inside `if TYPE_CHECKING:`: read by type checkers, never run"
 _LISTS_OTHERS = "the check lists other accelerators too"
 _XLA_RULES = ("TP801", "TP802")
+_AMP_RULES = ("TP201", "TP202", "TP203")
+_TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version", re.I)
+_OLD_TORCH = "a fallback for older torch releases"
 _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z")
 _OTHER_DEVICE_STRING = re.compile(r"(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d+)?\Z")
 # Tensor factories: with a dtype but no device= they create the tensor on the host.
@@ -908,11 +911,32 @@ class _Analyzer(ast.NodeVisitor):
         if node.returns is not None:
             self.visit(node.returns)
         self.scopes.append(id(node))
+        cuda_only = False  # after `if device.type != "cuda": return`
         for statement in node.body:
+            start = len(self.findings)
             self.visit(statement)
+            if cuda_only:
+                self._cap(self.findings[start:], _GUARDED)
+            elif isinstance(statement, ast.If) and self._exits_unless_cuda(statement):
+                cuda_only = True
         self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _exits_unless_cuda(self, statement: ast.If) -> bool:
+        """``if device.type != "cuda": return`` (or ``if not torch.cuda.is_available(): raise``)."""
+        if statement.orelse or not statement.body or not isinstance(
+                statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+            return False
+        tests = statement.test.values if (isinstance(statement.test, ast.BoolOp)
+                                          and isinstance(statement.test.op, ast.Or)) else [statement.test]
+        for test in tests:
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and self.positive_cuda_query(test.operand):
+                return True
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.NotIn))
+                    and any(_CUDA_DEVICE.match(_string(side) or "") for side in (test.left, test.comparators[0]))):
+                return True
+        return False
 
     # -- guards ------------------------------------------------------------------------------
 
@@ -932,6 +956,9 @@ class _Analyzer(ast.NodeVisitor):
             return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             op, right = test.ops[0], test.comparators[0]
+            if isinstance(op, (ast.Eq, ast.Is)) and any(
+                    isinstance(side, ast.Attribute) and side.attr == "CUDA" for side in (test.left, right)):
+                return True  # rng_type == RNGType.CUDA
             if isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and self.positive_cuda_query(test.left):
                 return True
             if isinstance(op, (ast.Eq, ast.In)):
@@ -1048,8 +1075,11 @@ class _Analyzer(ast.NodeVisitor):
             self._cap(body, _GUARDED)
             if self._chain_has_other_branch(node):
                 self._cap(test_findings, _DISPATCH)
+        else_start = len(self.findings)
         for statement in node.orelse:
             self.visit(statement)
+        if self._version_fallback(test):
+            self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         if id(node) in self.claimed:
@@ -1057,7 +1087,12 @@ class _Analyzer(ast.NodeVisitor):
         if self._device_choice(node, node):
             return
         if not self.positive_cuda_query(node.test):
-            self.generic_visit(node)
+            self.visit(node.test)
+            self.visit(node.body)
+            start = len(self.findings)
+            self.visit(node.orelse)
+            if self._version_fallback(node.test):
+                self._cap([f for f in self.findings[start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
             return
         start = len(self.findings)
         self.visit(node.test)
@@ -1068,6 +1103,36 @@ class _Analyzer(ast.NodeVisitor):
         if self._mentions_other_accelerator([node.orelse]):
             self._cap(test_findings, _DISPATCH)
         self.visit(node.orelse)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        """``try: import apex ... except ImportError:``: an optional dependency with a
+        fallback; the import fails harmlessly where the package is missing."""
+        optional = any(self._catches_import_error(h.type) for h in node.handlers)
+        start = len(self.findings)
+        for statement in node.body:
+            self.visit(statement)
+        if optional:
+            self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
+                      "an optional import with an ImportError fallback")
+        for part in (*node.handlers, *node.orelse, *node.finalbody):
+            self.visit(part)
+
+    visit_TryStar = visit_Try
+
+    @staticmethod
+    def _catches_import_error(handler_type) -> bool:
+        if handler_type is None:
+            return True
+        names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
+        return any(getattr(n, "id", getattr(n, "attr", "")) in (
+            "ImportError", "ModuleNotFoundError", "Exception", "BaseException") for n in names)
+
+    def _version_fallback(self, test) -> bool:
+        """``if _TORCH_GREATER_EQUAL_2_4 ... else <old API>``: the else serves old torch only."""
+        if isinstance(test, ast.Call):
+            test = test.func
+        name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+        return bool(_TORCH_VERSION_FLAG.search(name))
 
     def visit_For(self, node) -> None:
         """``for i in range(torch.cuda.device_count()):`` runs its body only under CUDA."""
@@ -1095,6 +1160,7 @@ class _Analyzer(ast.NodeVisitor):
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         guarded = False
+        first = len(self.findings)
         for value in node.values:
             start = len(self.findings)
             self.visit(value)
@@ -1102,6 +1168,13 @@ class _Analyzer(ast.NodeVisitor):
                 self._cap(self.findings[start:], _GUARDED)
             if isinstance(node.op, ast.And) and self.positive_cuda_query(value):
                 guarded = True
+        # `accelerator == "cuda" or accelerator == "mps"`: a list of backends, not a CUDA-only check.
+        if isinstance(node.op, ast.Or) and any(
+                isinstance(value, ast.Compare) and any(_OTHER_DEVICE_STRING.match(_string(side) or "")
+                                                       for side in (value.left, *value.comparators))
+                for value in node.values):
+            self._cap([f for f in self.findings[first:] if f.detail.startswith("comparison with")],
+                      _LISTS_OTHERS)
 
     def _device_choice(self, expression: ast.IfExp, replaced) -> bool:
         """`"cuda" if torch.cuda.is_available() else "cpu"` (or with torch.device on
