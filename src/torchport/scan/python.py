@@ -912,22 +912,47 @@ class _Analyzer(ast.NodeVisitor):
             self.visit(node.returns)
         self.scopes.append(id(node))
         cuda_only = False  # after `if device.type != "cuda": return`
+        xla_only = False  # after `if not _XLA_AVAILABLE: return`
         for statement in node.body:
             start = len(self.findings)
             self.visit(statement)
             if cuda_only:
                 self._cap(self.findings[start:], _GUARDED)
-            elif isinstance(statement, ast.If) and self._exits_unless_cuda(statement):
-                cuda_only = True
+            elif xla_only:
+                self._cap([f for f in self.findings[start:] if f.rule_id in _XLA_RULES], _XLA_GUARDED)
+            if isinstance(statement, ast.If) and self._exits(statement):
+                cuda_only = cuda_only or self._exits_unless_cuda(statement)
+                xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
+                    statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
+    @staticmethod
+    def _imports_checked_package(finding: Finding, test) -> bool:
+        """``if is_bnb_available(): import bitsandbytes`` or
+        ``if _is_package_available("transformer_engine"): from transformer_engine ...``."""
+        if finding.rule_id != "TP601" or not finding.detail.startswith("import "):
+            return False
+        package = finding.detail.split()[1].split(".")[0].rstrip(":")
+        words = set()
+        for node in ast.walk(test):
+            if isinstance(node, ast.Name):
+                words.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                words.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                words.add(node.value.replace("-", "_"))
+        short = {"bitsandbytes": "bnb", "transformer_engine": "te"}.get(package, package)
+        return any(package in word or re.search(rf"(?:^|_){short}(?:_|$)", word) for word in words)
+
+    @staticmethod
+    def _exits(statement: ast.If) -> bool:
+        return not statement.orelse and bool(statement.body) and isinstance(
+            statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
     def _exits_unless_cuda(self, statement: ast.If) -> bool:
         """``if device.type != "cuda": return`` (or ``if not torch.cuda.is_available(): raise``)."""
-        if statement.orelse or not statement.body or not isinstance(
-                statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
-            return False
         tests = statement.test.values if (isinstance(statement.test, ast.BoolOp)
                                           and isinstance(statement.test.op, ast.Or)) else [statement.test]
         for test in tests:
@@ -1075,6 +1100,8 @@ class _Analyzer(ast.NodeVisitor):
             self._cap(body, _GUARDED)
             if self._chain_has_other_branch(node):
                 self._cap(test_findings, _DISPATCH)
+        self._cap([f for f in body if self._imports_checked_package(f, test)],
+                  "the import is guarded by a check that the package is installed")
         else_start = len(self.findings)
         for statement in node.orelse:
             self.visit(statement)
@@ -1393,11 +1420,17 @@ class _Analyzer(ast.NodeVisitor):
             if safe and rule_id == "TP102" and self._seeded_already(node, target):
                 edits = self._delete_statement(node)
                 detail += f" (next to {self.T}.{target}(), which already seeds every device)"
+            if name == "device_count":
+                finding_cap = ("silent", "torch.cuda.device_count() returns 0 where CUDA is absent; it does not raise")
+            else:
+                finding_cap = None
             if name == "set_device" and node.args and isinstance(node.args[0], ast.Name):
                 self._device_use(node.args[0], "in torch.cuda.set_device()")
                 if safe and self._unfixed_device(node.args[0]):
                     edits, detail = None, detail + " with a device string that is not rewritten"
-            self.report(rule_id, node, detail, edits, min_torch)
+            finding = self.report(rule_id, node, detail, edits, min_torch)
+            if finding_cap:
+                finding.severity_cap, finding.cap_reason = finding_cap
             return True
         rule_id = reference_rule(qualname)
         self.report(rule_id, node.func, f"{qualname}()")
