@@ -314,6 +314,38 @@ def test_more_guards_found_in_a_second_review(tmp_path):
     assert finding_worst(_one(findings, "TP003", 8), ALL_TARGETS) == "silent"
 
 
+def test_third_review_shapes(tmp_path):
+    findings = _scan(tmp_path, '''
+        import unittest
+        from enum import Enum
+        import torch
+
+        class RNGType(Enum):
+            CUDA = "cuda"
+
+        def require_multi_gpu(test_case):
+            return unittest.skipUnless(torch.cuda.device_count() > 1, "needs GPUs")(test_case)
+
+        def backend():
+            if is_cuda_available():
+                return "cuda", torch.cuda.device_count()
+
+        def materialize(self, name):
+            if name in {"contiguous", "cuda", "half"}:
+                return getattr(self, name)
+
+        class NativeScaler:
+            def __init__(self, device):
+                try:
+                    self._scaler = torch.amp.GradScaler(device=device)
+                except (AttributeError, TypeError):
+                    self._scaler = torch.cuda.amp.GradScaler()
+        ''')
+    assert _at(findings, "TP001") == [] and _at(findings, "TP003") == []
+    assert {(f.rule_id, f.line) for f in findings} == {("TP004", 9), ("TP004", 13), ("TP202", 24)}
+    assert all(finding_worst(f, ALL_TARGETS) == "info" for f in findings)
+
+
 def test_bf16_query_behind_is_available_and(tmp_path):
     findings = _scan(tmp_path, '''
         import torch

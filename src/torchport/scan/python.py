@@ -662,7 +662,7 @@ class _Analyzer(ast.NodeVisitor):
     @staticmethod
     def _cap(findings, reason: str) -> None:
         for finding in findings:
-            if finding.severity_cap is None:
+            if finding.severity_cap != "info":  # a silent cap (device_count) still drops to info
                 finding.severity_cap, finding.cap_reason = "info", reason
 
     def device(self, index: str | None = None, as_string: bool = False) -> str:
@@ -854,6 +854,11 @@ class _Analyzer(ast.NodeVisitor):
             elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
             lists_others = len(elements) > 1 and any(
                 _OTHER_DEVICE_STRING.match(_string(e) or "") for e in elements)
+            strings = [_string(e) for e in elements]
+            if len(elements) > 1 and any(v is not None and not _CUDA_DEVICE.match(v)
+                                         and not _OTHER_DEVICE_STRING.match(v) and v not in ("gpu", "auto")
+                                         for v in strings):
+                continue  # {"contiguous", "cuda", "half"}: method names, not devices
             for element in elements:
                 value = _string(element)
                 if value is None or id(element) in self.claimed:
@@ -893,6 +898,11 @@ class _Analyzer(ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.scopes.append(id(node))
+        if any((getattr(b, "id", None) or getattr(b, "attr", "")).endswith("Enum") for b in node.bases):
+            # `class RNGType(Enum): CUDA = "cuda"` names a kind; it chooses no device.
+            for statement in node.body:
+                if isinstance(statement, ast.Assign):
+                    self.claimed.add(id(statement.value))
         self.generic_visit(node)
         self.scopes.pop()
 
@@ -1141,10 +1151,22 @@ class _Analyzer(ast.NodeVisitor):
         if optional:
             self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
                       "an optional import with an ImportError fallback")
-        for part in (*node.handlers, *node.orelse, *node.finalbody):
+        for handler in node.handlers:
+            start = len(self.findings)
+            self.visit(handler)
+            if self._catches_missing_api(handler.type):
+                self._cap([f for f in self.findings[start:] if f.rule_id in _AMP_RULES
+                           or f.detail.startswith("comparison with")],
+                          "a fallback for older torch releases (inside `except AttributeError/TypeError`)")
+        for part in (*node.orelse, *node.finalbody):
             self.visit(part)
 
     visit_TryStar = visit_Try
+
+    @staticmethod
+    def _catches_missing_api(handler_type) -> bool:
+        names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
+        return any(getattr(n, "id", "") in ("AttributeError", "TypeError") for n in names if n is not None)
 
     @staticmethod
     def _catches_import_error(handler_type) -> bool:
@@ -1260,6 +1282,13 @@ class _Analyzer(ast.NodeVisitor):
             self.host.update(map(id, ast.walk(node)))  # x.cpu().double()
 
     def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("skipIf", "skipUnless", "skipif"):
+            # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.
+            start = len(self.findings)
+            self.generic_visit(node)
+            self._cap(self.findings[start:], "only decides whether a test is skipped")
+            return
         if self._is_message_call(node):
             self.in_message += 1
             self.generic_visit(node)
