@@ -523,3 +523,12 @@ def test_fix_respects_the_projects_oldest_torch(tmp_path, capsys):
     assert "+torch.manual_seed(0)" in captured.out  # any torch
     assert "accelerator" not in captured.out  # torch.accelerator needs 2.6; the project supports 2.4
     assert "fixable once the project needs torch>=2.6" in captured.err
+
+
+def test_deepspeed_ops_imports_are_found_by_the_fast_path(tmp_path):
+    findings = _scan(tmp_path, '''
+        def cpu_optimizer(optimizer):
+            from deepspeed.ops.adam import DeepSpeedCPUAdam
+            return DeepSpeedCPUAdam
+        ''')
+    assert _at(findings, "TP601") == [(2, 5)]

@@ -136,7 +136,7 @@ TRIGGERS = ("cuda", "CUDA_", "CUDAExtension", "cudnn", "nccl", "NCCL", "float64"
             "GradScaler", "install_requires", "extras_require", "cpp_extension")
 _PACKAGES = (r"(?:triton|apex|flash_attn|flash_attn_interface|xformers|bitsandbytes|cupy|cupyx|"
              r"pycuda|pynvml|nvidia|transformer_engine|tensorrt|torch_tensorrt|mamba_ssm|"
-             r"causal_conv1d|deepspeed\.op|cuda)\b")
+             r"causal_conv1d|deepspeed\.op\w*|cuda)\b")
 # Two patterns, each starting with a literal, because re scans for a literal
 # prefix far faster than for an alternation.
 _PACKAGE_IMPORT = re.compile(r"import[ \t]+" + _PACKAGES)
