@@ -532,3 +532,14 @@ def test_deepspeed_ops_imports_are_found_by_the_fast_path(tmp_path):
             return DeepSpeedCPUAdam
         ''')
     assert _at(findings, "TP601") == [(2, 5)]
+
+
+def test_torch_log_is_not_a_message(tmp_path):
+    findings = _scan(tmp_path, '''
+        import logging
+        import torch
+        def f(x, i):
+            logging.info(f"cuda:{i}")
+            return torch.log(x.to(f"cuda:{i}"))
+        ''')
+    assert _at(findings, "TP001") == [(5, 27)]

@@ -236,7 +236,8 @@ def write(fixes: list[FileFix], force: bool, roots: list[Path] | None = None) ->
                 refused.append(fix)
         changed = inside
     if not force:
-        dirty = [f.display for f in changed if not _committed(Path(f.path))]
+        # Through a link, the file that changes is the link's target.
+        dirty = [f.display for f in changed if not _committed(Path(os.path.realpath(f.path)))]
         if dirty:
             raise UserError(
                 f"refusing to write: {len(dirty)} file(s) have uncommitted changes or are not "

@@ -1255,6 +1255,8 @@ class _Analyzer(ast.NodeVisitor):
     def _is_message_call(self, node: ast.Call) -> bool:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if (self.qualname(func) or "").startswith("torch"):
+            return False  # torch.log(...) computes; it prints nothing
         return name in _MESSAGE_FUNCTIONS or name.endswith(("Error", "Exception", "Warning"))
 
     def _mark_host(self, node: ast.Call) -> None:
