@@ -543,3 +543,30 @@ def test_torch_log_is_not_a_message(tmp_path):
             return torch.log(x.to(f"cuda:{i}"))
         ''')
     assert _at(findings, "TP001") == [(5, 27)]
+
+
+def test_fix_moves_to_the_scripts_own_device():
+    fixed = _fix('''
+        import torch
+
+        def main(args):
+            device = torch.device(args.device)
+            model = build().cuda()
+            scaler = torch.cuda.amp.GradScaler()
+            return model, scaler
+        ''')
+    assert "model = build().to(device)" in fixed
+    assert "scaler = torch.amp.GradScaler(device.type)" in fixed
+    assert "ACCELERATOR_DEVICE" not in fixed
+
+
+def test_fix_does_not_use_a_device_variable_assigned_later():
+    fixed = _fix('''
+        import torch
+
+        def main(args):
+            model = build().cuda()
+            device = torch.device(args.device)
+            return model, device
+        ''')
+    assert "model = build().to(ACCELERATOR_DEVICE)" in fixed

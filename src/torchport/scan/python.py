@@ -624,9 +624,6 @@ class _Analyzer(ast.NodeVisitor):
             value = _string(self.resolve(node))
         return value
 
-    def bound_here(self, name: str) -> bool:
-        return any(name in self.bindings.get(scope, {}) for scope in self.scopes)
-
     # -- reporting ---------------------------------------------------------------------------
 
     def _column(self, line: int, byte_column: int) -> int:
@@ -672,15 +669,28 @@ class _Analyzer(ast.NodeVisitor):
             return DEVICE_NAME
         return f"{self.T}.device({DEVICE_NAME}.type, {index})"
 
-    def device_type_expression(self) -> tuple[str, bool]:
+    def _bound_before(self, name: str, line: int) -> bool:
+        """Whether ``name`` is bound in scope before ``line`` (a later assignment in the
+        same function would make the rewritten code read it before it exists)."""
+        for index, scope in enumerate(reversed(self.scopes)):
+            values = self.bindings.get(scope, {}).get(name)
+            if values is None:
+                continue
+            if index > 0:  # an enclosing scope: bound by the time this code runs
+                return True
+            return any(v is None or getattr(v, "lineno", line) < line for v in values)
+        return False
+
+    def device_type_expression(self, node=None) -> tuple[str, bool]:
         """(expression for the device type, whether it needs ACCELERATOR_DEVICE): the
         script's own ``device_type`` or ``device`` variable when it has one in scope."""
-        if self.bound_here("device_type"):
+        line = getattr(node, "lineno", 1 << 30)
+        if self._bound_before("device_type", line):
             return "device_type", False
-        if self.bound_here("device"):
+        if self._bound_before("device", line):
             value = self.resolve(ast.Name("device"))
             if isinstance(value, ast.Call) and (self.qualname(value.func) or "").startswith(
-                    ("torch.device", "torch.accelerator.current_accelerator")):
+                    ("torch.device", "torch.accelerator.current_accelerator")) and value.lineno < line:
                 return "device.type", False
         return f"{DEVICE_NAME}.type", True
 
@@ -1368,16 +1378,21 @@ class _Analyzer(ast.NodeVisitor):
         rename = Edit((func.end_lineno, func.end_col_offset - len("cuda")), _end(func), "to")
         keywords_ok = _plain_call(node) and all(kw.arg != "device" for kw in node.keywords)
         edits = None
+        # The script's own `device = torch.device(...)` when it has one, so a run on
+        # the CPU stays on the CPU.
+        own_device = self.device_type_expression(node)[0] == "device.type"
+        target = "device" if own_device else DEVICE_NAME
         if keywords_ok and not node.args:
             if node.keywords:
-                edits = [rename, _insert(_start(node.keywords[0]), f"{DEVICE_NAME}, ")]
+                edits = [rename, _insert(_start(node.keywords[0]), f"{target}, ")]
             else:
-                edits = [rename, _insert(_closing_paren(node), DEVICE_NAME)]
+                edits = [rename, _insert(_closing_paren(node), target)]
         elif keywords_ok and len(node.args) == 1 and _string(node.args[0]) is None:
             index = node.args[0]
             edits = [rename, _insert(_start(index), f"{self.T}.device({DEVICE_NAME}.type, "),
                      _insert(_end(index), ")")]
-        self.report("TP002", node, ".cuda()", edits, "2.6", uses_device=True, at=_method_token(node))
+        self.report("TP002", node, ".cuda()", edits, "2.6", uses_device=not (own_device and not node.args),
+                    at=_method_token(node))
 
     def _named_call(self, node: ast.Call, qualname: str) -> bool:
         """Calls recognised by their qualified name.  True when the callee was reported."""
@@ -1435,7 +1450,7 @@ class _Analyzer(ast.NodeVisitor):
         if parts[0] == "amp" and name == "autocast":
             return self._cuda_amp_autocast(node, qualname)
         if parts[0] == "amp" and name == "GradScaler":
-            device_type, uses_device = self.device_type_expression()
+            device_type, uses_device = self.device_type_expression(node)
             edits = [_replace(node.func, f"{self.T}.amp.GradScaler"), self._first_argument(node, device_type)]
             self.report("TP202", node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
             return True
@@ -1519,7 +1534,7 @@ class _Analyzer(ast.NodeVisitor):
 
     def _cuda_amp_autocast(self, node: ast.Call, qualname: str) -> bool:
         edits = None
-        device, uses_device = self.device_type_expression()
+        device, uses_device = self.device_type_expression(node)
         if _plain_call(node) and len(node.args) <= 3:
             edits = [_replace(node.func, f"{self.T}.amp.autocast")]
             # torch.cuda.amp.autocast(enabled, dtype, cache_enabled): positional
@@ -1565,11 +1580,11 @@ class _Analyzer(ast.NodeVisitor):
             return False
         uses_device = True
         if device is None:
-            device_type, uses_device = self.device_type_expression()
+            device_type, uses_device = self.device_type_expression(node)
             edits = [self._first_argument(node, device_type)]
             detail = "GradScaler() defaults to device 'cuda'"
         elif _string(device) is not None:
-            device_type, uses_device = self.device_type_expression()
+            device_type, uses_device = self.device_type_expression(node)
             edits = [_replace(device, device_type)]
             detail = f'GradScaler("{value}")'
             self.claimed.add(id(device))
