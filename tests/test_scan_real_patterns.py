@@ -418,10 +418,21 @@ def test_one_finding_per_rule_per_token(tmp_path):
     findings = _scan(tmp_path, '''
         import torch
         def to_gpu(a, b, rank):
-            return a.cuda(), b.to(f"cuda:{rank}")
+            return a.cuda(non_blocking=True), b.to(f"cuda:{rank}")
         ''')
-    assert _at(findings, "TP002") == [(3, 14)]
-    assert _at(findings, "TP001") == [(3, 27)]
+    # `.cuda(non_blocking=True)` is one TP002, not also a TP403 note on the same call
+    assert [(f.rule_id, f.line, f.column) for f in findings] == [("TP002", 3, 14), ("TP001", 3, 44)]
+
+
+def test_a_finding_inside_another_of_the_same_rule_is_dropped():
+    from torchport.scan.model import Finding
+    from torchport.scan.python import _one_per_token
+
+    outer = Finding("TP201", "a.py", 3, 10, 3, 40, "torch.cuda.amp.autocast()")
+    inner = Finding("TP201", "a.py", 3, 10, 3, 33, "torch.cuda.amp.autocast")
+    other_rule = Finding("TP003", "a.py", 3, 10, 3, 33, "x")
+    kept = _one_per_token([inner, other_rule, outer])
+    assert kept == [other_rule, outer]
 
 
 def test_non_blocking_host_to_device_copies_are_not_reported(tmp_path):
