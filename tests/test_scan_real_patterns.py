@@ -581,3 +581,16 @@ def test_fix_does_not_use_a_device_variable_assigned_later():
             return model, device
         ''')
     assert "model = build().to(ACCELERATOR_DEVICE)" in fixed
+
+
+def test_comparisons_hide_only_what_they_compare(tmp_path):
+    findings = _scan(tmp_path, '''
+        import torch
+        def check(x, y):
+            print("many gpus" if torch.cuda.device_count() > 1 else "one")
+            same = x.to(torch.float64) == y
+            is_double = x.dtype in (torch.float64, torch.complex128)
+            return same, is_double
+        ''')
+    assert _at(findings, "TP004") == [(3, 26)]
+    assert _at(findings, "TP701") == [(4, 17)]

@@ -856,12 +856,13 @@ class _Analyzer(ast.NodeVisitor):
             self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
-        if self.in_message:
+        if self.in_message:  # a comparison printed in a message is text
+            self.generic_visit(node)
             return
         for operand in [node.left, *node.comparators]:
-            # `dtype == torch.float64` reads a dtype; it creates no tensor.
-            self.host.update(id(n) for n in ast.walk(operand) if isinstance(n, (ast.Attribute, ast.Name)))
             elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+            # `dtype == torch.float64` reads a dtype; it creates no tensor.
+            self.host.update(id(e) for e in elements if isinstance(e, (ast.Attribute, ast.Name)))
             lists_others = len(elements) > 1 and any(
                 _OTHER_DEVICE_STRING.match(_string(e) or "") for e in elements)
             strings = [_string(e) for e in elements]
