@@ -215,6 +215,11 @@ class Evaluation:
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:
             self._run_rounds(runnable)
+            if self.options.script is not None:
+                from torchport.script.crossref import cross_reference
+
+                document["script"] = cross_reference(self.options.script.resolve(), document["backends"])
+                self.save()
             self._run_stages()
         except UserError as exc:
             document["status"] = "failed"
