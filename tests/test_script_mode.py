@@ -59,6 +59,9 @@ def test_device_agnostic_script_runs_by_configuration_alone(tmp_path, xla_enviro
     assert only_run(document, "xla")["script"]["argv"][0].startswith("--device=xla")
     # DataLoader worker processes ended with the run.
     assert not processes.marked("SCRIPT_TEST_MARKER", marker)
+    parity = document["script"]["parity"]
+    assert parity["status"] == "compared" and parity["steps"] == 5
+    assert {name: v["status"] for name, v in parity["backends"].items()} == {"cpu-compile": "pass", "xla": "pass"}
     assert "## Script mode" in (tmp_path / "report.md").read_text()
 
 

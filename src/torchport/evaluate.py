@@ -218,7 +218,8 @@ class Evaluation:
             if self.options.script is not None:
                 from torchport.script.crossref import cross_reference
 
-                document["script"] = cross_reference(self.options.script.resolve(), document["backends"])
+                document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
+                                                     document["reference"])
                 self.save()
             self._run_stages()
         except UserError as exc:

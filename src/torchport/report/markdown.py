@@ -124,6 +124,12 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any]) -> list[st
         for item in script["lines"]:
             lines.append(f"| {fmt.md_code(item['location'])} | {fmt.md(item['status'])} | {fmt.md(', '.join(item['redirects']) or '–')} "
                          f"| {fmt.md(', '.join(item['rules']) or '–')} | {'rewrites it' if item['fixable'] else '–'} |")
+    parity = script.get("parity") or {}
+    if parity.get("status") == "compared" and parity["backends"]:
+        lines += ["", f"Loss trajectories ({fmt.md(parity['rule'])}):", "",
+                  "| backend | worst relative difference | parity |", "|---|---|---|"]
+        lines += [f"| {fmt.md(name)} | {v['worst_relative_difference']:.2e} | {v['status']} |"
+                  for name, v in parity["backends"].items()]
     if script.get("scan_error"):
         lines.append(f"\nThe static scan could not run: {fmt.md(script['scan_error'])}.")
     return lines

@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any
 
 BY_CONFIGURATION = "runs by configuration alone"
+# Script mode has no float64 ground truth (torchport cannot rebuild the
+# script's model in float64), so parity is the loss trajectory of the first
+# PARITY_STEPS steps against the reference's first run, within a relative
+# LOSS_TOLERANCE, widened to 10x the reference's own run-to-run difference
+# when it has one.  Weaker than `torchport check`'s error-ratio rule, and said so.
+PARITY_STEPS = 5
+LOSS_TOLERANCE = 1e-3
 
 
 def _split(location: str) -> tuple[str, int] | None:
@@ -39,7 +46,37 @@ def verdict(backend: dict[str, Any]) -> dict[str, Any]:
             "text": f"runs after {sum(redirects.values())} redirect(s) at {len(redirects)} line(s) to change"}
 
 
-def cross_reference(script: Path, backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def losses(run: dict[str, Any]) -> list[float]:
+    """The run's loss per step, in step order (first step, warm-up, sustained)."""
+    training = run.get("training") or {}
+    blocks = [training.get("first_step") or {}, *(training.get("warmup") or {}).get("blocks", []),
+              *(training.get("sustained") or {}).get("blocks", [])]
+    return [value for block in blocks for value in (block.get("losses") or [])]
+
+
+def loss_agreement(backends: dict[str, dict[str, Any]], reference: str | None) -> dict[str, Any]:
+    from torchport.check.tolerance import trajectory_error
+
+    ok_runs = {name: [run for run in b.get("runs", []) if run.get("status") == "ok"] for name, b in backends.items()}
+    base = ok_runs.get(reference or "") or []
+    if not base:
+        return {"status": "not compared", "reason": "the reference has no finished run"}
+    truth = losses(base[0])[:PARITY_STEPS]
+    noise = trajectory_error(losses(base[1])[:PARITY_STEPS], truth) if len(base) > 1 else None
+    tolerance = max(LOSS_TOLERANCE, 10 * noise) if noise else LOSS_TOLERANCE
+    verdicts = {}
+    for name, runs in ok_runs.items():
+        if name == reference or not runs:
+            continue
+        error = trajectory_error(losses(runs[0])[:PARITY_STEPS], truth)
+        verdicts[name] = {"worst_relative_difference": error, "status": "pass" if error <= tolerance else "fail"}
+    return {"status": "compared", "steps": len(truth), "tolerance": tolerance, "reference_run_to_run": noise,
+            "rule": f"loss of the first {PARITY_STEPS} steps within {LOSS_TOLERANCE:g} relative of the reference's "
+                    "first run (10x its run-to-run difference when larger); no float64 ground truth in script mode",
+            "backends": verdicts}
+
+
+def cross_reference(script: Path, backends: dict[str, dict[str, Any]], reference: str | None = None) -> dict[str, Any]:
     from torchport.scan.config import ScanConfig
     from torchport.scan.scanner import scan
 
@@ -80,4 +117,5 @@ def cross_reference(script: Path, backends: dict[str, dict[str, Any]]) -> dict[s
         "verdicts": {name: verdict(backend) for name, backend in backends.items()},
         "lines": lines,
         "scan_error": scan_error,
+        "parity": loss_agreement(backends, reference),
     }
