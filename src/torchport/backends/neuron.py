@@ -29,8 +29,8 @@ from torchport.backends.tpu import AcceleratorBackend, installed_version, releas
 NATIVE_SINCE = (2, 14)
 # The package index's torch-neuronx: a placeholder, not the Neuron SDK.
 INDEX_PLACEHOLDER = "1.0"
-REAL_SDK = ("the real SDK comes only from AWS's Neuron pip repository (see the AWS Neuron setup guide); "
-            "the package index's torch-neuronx is a 2022 placeholder (1.0) whose import raises \"WRONG PACKAGE\"")
+REAL_SDK = ("which comes only from AWS's Neuron pip repository; the package index's torch-neuronx is a 2022 "
+            "placeholder (1.0) whose import raises \"WRONG PACKAGE\"")
 
 
 def neuron_devices(root: Path | str = "/") -> list[str]:
@@ -44,7 +44,7 @@ def neuron_availability(root: Path | str = "/") -> Availability:
     version = installed_version("torch-neuronx", "torch_neuronx")
     if version is None:
         return Availability(False, f"torch-neuronx is not installed in this interpreter (the native neuron device "
-                                   f"needs torch-neuronx 2.14+; {REAL_SDK}){on_host}")
+                                   f"needs torch-neuronx 2.14+, {REAL_SDK}){on_host}")
     if version == INDEX_PLACEHOLDER:
         return Availability(False, f"torch-neuronx {version} is the package index's placeholder, not the Neuron SDK "
                                    f"(its import raises \"WRONG PACKAGE\"); install torch-neuronx 2.14+ from AWS's "

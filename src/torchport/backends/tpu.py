@@ -134,7 +134,7 @@ def describe_tpus(tpus: list[dict[str, Any]]) -> str:
 def describe_probe(probe: dict[str, Any]) -> str:
     """What was probed, for the "no TPU" reason."""
     ids = "/".join(TPU_PCI_DEVICES)
-    return (f"probed in {probe['seconds'] * 1000:.0f} ms: {probe['pci_devices']} PCI device(s) under "
+    return (f"probed in {probe['seconds'] * 1000:.1f} ms: {probe['pci_devices']} PCI device(s) under "
             f"/sys/bus/pci/devices, none a Google TPU (vendor {GOOGLE_PCI_VENDOR}, device {ids}); "
             f"{len(probe['vfio_groups'])} VFIO group(s) under /dev/vfio; "
             f"{len(probe['accel_nodes'])} /dev/accel* node(s)")
