@@ -60,7 +60,7 @@ def xla_environment():
     return _environment("xla")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tpu_environment():
     """torchport's tpu environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu)."""
     return _environment("tpu")
