@@ -188,6 +188,10 @@ def _live_xla() -> dict[str, Any] | None:
                         env={"PJRT_DEVICE": "CPU"})
 
 
+# What the trace asks the interpreter with torch_tpu (tests run the same request).
+TPU_REQUEST = {"key": "PrivateUse1", "imports": ["torch_tpu"], "resolved_table": True}
+
+
 def _live_tpu() -> dict[str, Any] | None:
     """TorchTPU's computed PrivateUse1 dispatch table, read with torch_tpu
     imported where the tpu backends run it: this interpreter when torch_tpu is
@@ -206,8 +210,7 @@ def _live_tpu() -> dict[str, Any] | None:
             return None
         python = str(record["python"])
     installed = {k: install[k] for k in ("torch", "torch_tpu", "libtpu") if install.get(k)}
-    return _live_cached("tpu", python, installed, {"key": "PrivateUse1", "imports": ["torch_tpu"],
-                                                   "resolved_table": True},
+    return _live_cached("tpu", python, installed, TPU_REQUEST,
                         f"op support from torch_tpu {install['torch_tpu']} dispatcher registrations "
                         f"(PrivateUse1 dispatch table read live in {install['where']})")
 
