@@ -261,6 +261,18 @@ class TPU(AcceleratorBackend):
     def availability(cls) -> Availability:
         return tpu_availability("/")
 
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        description = super().describe()
+        if cls.environment is not None:  # the pins of the environment the workers run in, as for xla
+            from torchport import envs
+
+            manifest = envs.read_manifest(cls.environment)
+            description["environment_pins"] = (
+                {"requirements": manifest.get("requirements"), "installed": manifest.get("installed"),
+                 "python": manifest.get("python"), "created": manifest.get("created")} if manifest else None)
+        return description
+
     def setup(self) -> None:
         super().setup()
         import torch
