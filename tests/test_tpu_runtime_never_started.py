@@ -114,7 +114,7 @@ def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_
         started = time.monotonic()
         answer = subprocess.run([tpu_environment["python"], "-m", "torchport.trace.registrations",
                                  _request(tmp_path, support.TPU_REQUEST)], capture_output=True, text=True,
-                                timeout=120, env={**os.environ, "PYTHONPATH": support.SRC_ROOT})
+                                timeout=120, env={**os.environ, "PYTHONPATH": support.SRC_ROOT, **support.TPU_QUERY_ENV})
         assert time.monotonic() - started < 30
         assert answer.returncode == 0, answer.stderr[-2000:]
         outputs.append(answer.stderr)

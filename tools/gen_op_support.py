@@ -9,8 +9,9 @@ the versions it was read from and the date:
   real probe run on an XLA device (CPU PJRT) of the ops whose support depends
   on their inputs (see ``torchport.trace.registrations.XLA_PROBES``).
 * ``tpu``: TorchTPU's computed ``PrivateUse1`` dispatch table with torch_tpu
-  imported (run it in the tpu environment: ``PYTHONPATH=src
-  ~/.cache/torchport/envs/tpu/bin/python tools/gen_op_support.py tpu``), what
+  imported (run it in the tpu environment: ``TORCH_DEVICE_BACKEND_AUTOLOAD=0
+  PYTHONPATH=src ~/.cache/torchport/envs/tpu/bin/python tools/gen_op_support.py
+  tpu``; without autoload no device is created even on a TPU host), what
   its backend fallback does, and the out= kernels structured composites call.
   Reading it starts no TPU runtime (the table records torch_tpu's own flags).
 * ``cuda``: the ``CUDA`` dispatch key of a CUDA build of torch (the torch 2.9
@@ -50,7 +51,8 @@ def generate(target: str) -> dict:
                        "with torch_tpu imported (kernel / composite / backend fallback), on a machine without a TPU"),
             "version": registrations.versions(),
             "retrieved": _dt.date.today().isoformat(),
-            "how_built": "PYTHONPATH=src ~/.cache/torchport/envs/tpu/bin/python tools/gen_op_support.py tpu",
+            "how_built": ("TORCH_DEVICE_BACKEND_AUTOLOAD=0 PYTHONPATH=src ~/.cache/torchport/envs/tpu/bin/python "
+                          "tools/gen_op_support.py tpu"),
             "without_kernel_means": "missing",
             "fallback": registrations.dispatch_fallback("PrivateUse1"),
             "runtime": registrations.runtime_state(),

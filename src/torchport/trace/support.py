@@ -190,6 +190,11 @@ def _live_xla() -> dict[str, Any] | None:
 
 # What the trace asks the interpreter with torch_tpu (tests run the same request).
 TPU_REQUEST = {"key": "PrivateUse1", "imports": ["torch_tpu"], "resolved_table": True}
+# `import torch_tpu` registers its kernels and its fallback; only torch's
+# autoload of it (torch_tpu._loader.load) creates a device, and only when a TPU
+# is present.  Without autoload the same table is read on a TPU host too,
+# without touching the chips a training job may be using.
+TPU_QUERY_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 
 
 def _live_tpu() -> dict[str, Any] | None:
@@ -210,9 +215,9 @@ def _live_tpu() -> dict[str, Any] | None:
             return None
         python = str(record["python"])
     installed = {k: install[k] for k in ("torch", "torch_tpu", "libtpu") if install.get(k)}
-    return _live_cached("tpu", python, installed, TPU_REQUEST,
-                        f"op support from torch_tpu {install['torch_tpu']} dispatcher registrations "
-                        f"(PrivateUse1 dispatch table read live in {install['where']})")
+    source = (f"op support from torch_tpu {install['torch_tpu']} dispatcher registrations "
+              f"(PrivateUse1 dispatch table read live in {install['where']})")
+    return _live_cached("tpu", python, installed, TPU_REQUEST, source, env=TPU_QUERY_ENV)
 
 
 def _live_package(target: Target, ops: list[str]) -> dict[str, Any] | None:
