@@ -143,10 +143,15 @@ def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_
         assert done.returncode == 0, done.stderr[-2000:]
         assert "TorchTPU (torch_tpu): runs as is" in done.stdout
         assert "op support from torch_tpu 0.2.0 dispatcher registrations" in done.stdout
+        checked = tmp_path / "check.json"
         done, _ = timed(torchport_cli, "check", "builtin:classifier", "-b", f"cpu,{TPU_BACKENDS}", "--only",
-                        "parity,checkpoint", "--steps", "4", limit_s=240, timeout=300)
+                        "parity,checkpoint", "--steps", "4", "--json", str(checked), limit_s=240, timeout=300)
         outputs += [done.stdout, done.stderr]
-        assert "tpu" in done.stdout
+        report = json.loads(checked.read_text())
+        for name in TPU_BACKENDS.split(","):
+            assert not report["backends"][name]["available"]
+            [skipped] = [c for c in report["checks"] if c["backend"] == name]
+            assert skipped["status"] == "skipped" and "no TPU chip on this machine" in skipped["reason"]
 
     watch.assert_nothing_started(outputs)
 
