@@ -15,8 +15,10 @@ exactly those signs, without starting anything to provoke them:
 * libtpu's or torch_tpu's initialization messages in the commands' stderr;
 * torch_tpu's own flags in the interpreter that imported it (device
   initialized, backend loaded, PrivateUse1 renamed);
-* and time: each command must finish well before libtpu's first metadata
-  timeout would have (about 30 s).
+* and time: each command must finish within a bound that libtpu's metadata
+  retries would cross (over five minutes when it happened; the bounds leave
+  room for a machine shared with other test suites, where importing torch_tpu
+  alone took 10 s idle and 50 s loaded).
 
 The commands are the ones a user runs, with the tpu backends requested:
 ``backends``, ``evaluate -b tpu,...`` (which also traces and checks), ``trace``
@@ -100,8 +102,18 @@ def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_
 
     with RuntimeWatch() as watch:
         outputs = []
-        # 1. backends: decided from the hardware in well under 2 s.
-        done, elapsed = timed(torchport_cli, "backends", "--json", limit_s=2.0)
+        # 1. backends: the TorchTPU decision takes milliseconds (files only);
+        # the command as a whole (an interpreter start and torchport's
+        # imports: 0.33-0.38 s on an idle 2-core machine, up to 2.5 s with
+        # four other test suites running on it) gets a bound that only a hang
+        # or a runtime start would cross.
+        from torchport import backends
+
+        started = time.monotonic()
+        for name in TPU_BACKENDS.split(","):
+            assert not backends.availability(name).available
+        assert time.monotonic() - started < 2.0
+        done, elapsed = timed(torchport_cli, "backends", "--json", limit_s=15.0)
         outputs.append(done.stderr)
         rows = {row["name"]: row for row in json.loads(done.stdout)}
         for name in TPU_BACKENDS.split(","):
@@ -114,8 +126,8 @@ def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_
         started = time.monotonic()
         answer = subprocess.run([tpu_environment["python"], "-m", "torchport.trace.registrations",
                                  _request(tmp_path, support.TPU_REQUEST)], capture_output=True, text=True,
-                                timeout=120, env={**os.environ, "PYTHONPATH": support.SRC_ROOT, **support.TPU_QUERY_ENV})
-        assert time.monotonic() - started < 30
+                                timeout=240, env={**os.environ, "PYTHONPATH": support.SRC_ROOT, **support.TPU_QUERY_ENV})
+        assert time.monotonic() - started < 150
         assert answer.returncode == 0, answer.stderr[-2000:]
         outputs.append(answer.stderr)
         assert "GetPjrtApi was found for TPU" in answer.stderr  # libtpu loaded: the watch is looking at the right process
@@ -126,7 +138,7 @@ def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_
         # 3. evaluate with the tpu backends (its trace and checks stages included).
         out = tmp_path / "evaluate"
         done, _ = timed(torchport_cli, "evaluate", "builtin:classifier", "-b", f"cpu,{TPU_BACKENDS}",
-                        *QUICK_TIMING, "-o", str(out), limit_s=240, timeout=300)
+                        *QUICK_TIMING, "-o", str(out), limit_s=280, timeout=400)
         outputs += [done.stdout, done.stderr]
         assert done.returncode == 0, done.stderr[-2000:]
         document = load_result(out)
@@ -138,19 +150,19 @@ def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_
             "[op support from torch_tpu 0.2.0 dispatcher registrations, read live]")
 
         # 4. trace and check with the tpu target / backends.
-        done, _ = timed(torchport_cli, "trace", "builtin:gpt", limit_s=240, timeout=300)
+        done, _ = timed(torchport_cli, "trace", "builtin:gpt", limit_s=280, timeout=400)
         outputs += [done.stdout, done.stderr]
         assert done.returncode == 0, done.stderr[-2000:]
         assert "TorchTPU (torch_tpu): runs as is" in done.stdout
         assert "op support from torch_tpu 0.2.0 dispatcher registrations" in done.stdout
         checked = tmp_path / "check.json"
         done, _ = timed(torchport_cli, "check", "builtin:classifier", "-b", f"cpu,{TPU_BACKENDS}", "--only",
-                        "parity,checkpoint", "--steps", "4", "--json", str(checked), limit_s=240, timeout=300)
+                        "parity,checkpoint", "--steps", "4", "--json", str(checked), limit_s=280, timeout=400)
         outputs += [done.stdout, done.stderr]
         report = json.loads(checked.read_text())
         for name in TPU_BACKENDS.split(","):
             assert not report["backends"][name]["available"]
-            [skipped] = [c for c in report["checks"] if c["backend"] == name]
+            [skipped] = [c for c in report["checks"] if c.get("backend") == name]
             assert skipped["status"] == "skipped" and "no TPU chip on this machine" in skipped["reason"]
 
     watch.assert_nothing_started(outputs)
