@@ -162,7 +162,10 @@ def _live_cached(name: str, python: str, installed: dict[str, str], request: dic
                 "conditional_fallbacks": answer.get("conditional_fallbacks", {}),
                 "fallback": answer.get("fallback"), **answer["table"]}
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(document), encoding="utf-8")
+    # Written whole or not at all: two traces may fill the cache at once.
+    partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(document), encoding="utf-8")
+    os.replace(partial, cache)
     return _indexed(document)
 
 
