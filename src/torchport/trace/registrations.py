@@ -172,9 +172,12 @@ def dispatch_fallback(key: str) -> dict[str, Any]:
 
     dispatch_key = getattr(torch._C.DispatchKey, key)
     answer: dict[str, Any] = {"registered": bool(torch._C._dispatch_has_backend_fallback(dispatch_key))}
-    kind, where = resolved_entry(torch, "aten::median", key) if key == "PrivateUse1" else ("", "")
-    if kind == "backend fallback":
-        answer["registered_at"] = where
+    # Where the fallback was registered, from the first op the dispatcher sends to it.
+    for name in sorted(torch._C._dispatch_get_all_op_names()):
+        kind, where = resolved_entry(torch, name, key)
+        if kind == "backend fallback":
+            answer["registered_at"] = where
+            break
     if "torch_tpu" in sys.modules:
         from torch_tpu._internal import execution_mode
 
