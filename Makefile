@@ -25,6 +25,9 @@ test: $(STAMP)
 	# The xla backend's own environment (torch 2.9.0 + torch_xla 2.9.0, ~7 GB,
 	# a few minutes the first time, then reused from ~/.cache/torchport).
 	$(VENV)/bin/torchport env create xla
+	# The tpu backends' environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu,
+	# 1.9 GB, ~3.5 min the first time): the TorchTPU API-surface and op-table tests run in it.
+	$(VENV)/bin/torchport env create tpu
 	$(PY) -m pytest -q
 
 clean:

@@ -41,16 +41,26 @@ def apps_dir() -> Path:
     return APPS
 
 
-@pytest.fixture
-def xla_environment():
-    """Tests on the xla backend need torchport's xla environment: skipped
-    locally when it is missing, a failure in CI (which creates it first)."""
+def _environment(name: str) -> dict:
+    """A torchport environment the test needs: skipped locally when it is
+    missing, a failure in CI (whose `make test` creates it first)."""
     from torchport import envs
 
-    record = envs.status("xla")
+    record = envs.status(name)
     if not record["ready"]:
-        message = f"{record['problem']}; run: torchport env create xla"
+        message = f"{record['problem']}; run: torchport env create {name}"
         if os.environ.get("CI"):
-            pytest.fail(f"CI must create the xla environment before the tests: {message}")
+            pytest.fail(f"CI must create the {name} environment before the tests: {message}")
         pytest.skip(message)
     return record
+
+
+@pytest.fixture
+def xla_environment():
+    return _environment("xla")
+
+
+@pytest.fixture(scope="session")
+def tpu_environment():
+    """torchport's tpu environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu)."""
+    return _environment("tpu")

@@ -67,7 +67,7 @@ def test_unknown_environment_is_a_user_error(cache, torchport_cli):
         envs.status("nope")
     done = torchport_cli("env", "create", "nope", env={"TORCHPORT_CACHE": str(cache)})
     assert done.returncode == 2
-    assert done.stderr.strip() == "torchport: error: unknown environment 'nope' (known: xla)"
+    assert done.stderr.strip() == "torchport: error: unknown environment 'nope' (known: xla, tpu)"
 
 
 def test_env_list_and_backends_say_how_to_create_it(cache, torchport_cli):
