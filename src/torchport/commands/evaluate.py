@@ -113,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
                 from torchport import results
 
                 report_path = evaluation.out_dir / "report.md"
-                report_path.write_text(render(results.read(evaluation.result_path)), encoding="utf-8")
+                saved = results.read(evaluation.result_path)
+                report_path.write_text(render(saved), encoding="utf-8")
+                from torchport.report.html import render as render_html
+
+                (evaluation.out_dir / "report.html").write_text(render_html(saved), encoding="utf-8")
     print_summary(document)
     print(f"result: {evaluation.result_path}\nreport: {evaluation.out_dir / 'report.md'}")
     # The evaluation itself succeeded; but if nothing ran, a script must notice.
