@@ -87,7 +87,10 @@ def machine_name(environment: dict[str, Any]) -> str:
 def parse_labels(items: list[str]) -> dict[Path, str]:
     labels = {}
     for text in items:
-        file, sep, name = text.rpartition("=")
+        # Either side may contain "=": split at the first "=" whose left side is an existing path.
+        splits = [i for i, char in enumerate(text) if char == "="]
+        at = next((i for i in splits if Path(text[:i]).exists()), splits[0] if splits else -1)
+        file, sep, name = (text[:at], "=", text[at + 1:]) if at >= 0 else (text, "", "")
         if not sep or not file or not name.strip():
             raise UserError(f"invalid --label {text!r}: expected FILE=NAME")
         labels[Path(file).resolve()] = name.strip()
