@@ -126,8 +126,9 @@ class Browser:
     def console_messages(self) -> list[dict[str, Any]]:
         return [event["params"] for event in self.events if event["method"] == "Runtime.consoleAPICalled"]
 
-    def screenshot(self, out: Path) -> None:
+    def screenshot(self, out: Path, max_height: int | None = None) -> None:
         height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
+        height = min(height, max_height) if max_height else height
         width = int(self.evaluate("Math.ceil(document.documentElement.scrollWidth)"))
         shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
                          clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
