@@ -134,6 +134,20 @@ def hostile_copy(source: Path, folder: Path) -> Path:
     return path
 
 
+def test_hostile_strings_are_escaped_in_the_source(builtin_evaluation, tmp_path):
+    """Without a browser too: no hostile markup survives into the page's source,
+    and the embedded JSON parses back to the hostile strings."""
+    result = hostile_copy(builtin_evaluation / "result.json", tmp_path / "hostile")
+    page = tmp_path / "hostile.html"
+    completed = run_torchport("report", str(result), "--html", str(page))
+    assert completed.returncode == 0, completed.stderr
+    raw = page.read_text()
+    assert "<script>window" not in raw and "<img" not in raw and "</svg></script>" not in raw
+    assert raw.count("<script") == 1 and raw.count("</script>") == 1
+    assert html.escape(f"boom {HOSTILE}") in raw
+    assert embedded(raw, "torchport-result")["app"]["spec"] == f"app {HOSTILE}"
+
+
 def test_hostile_strings_render_as_text(builtin_evaluation, browser, tmp_path):
     result = hostile_copy(builtin_evaluation / "result.json", tmp_path / "hostile")
     page = tmp_path / "hostile.html"
