@@ -79,13 +79,15 @@ class Browser:
                 self.events.append(message)
 
     def _drain(self, until: str | None = None, timeout: float = 30) -> None:
+        import websocket
+
         deadline = time.monotonic() + timeout
         self.socket.settimeout(0.5)
         try:
             while time.monotonic() < deadline:
                 try:
                     message = json.loads(self.socket.recv())
-                except Exception:  # websocket timeout: nothing more for now
+                except websocket.WebSocketTimeoutException:  # nothing more for now
                     if until is None:
                         return
                     continue

@@ -83,7 +83,7 @@ def test_report_html_in_a_browser(builtin_evaluation, browser, tmp_path):
     assert states["compile"]["state"] == "empty" and "no compiler counters" in states["compile"]["text"]
     document = json.loads((builtin_evaluation / "result.json").read_text())
     text = browser.evaluate("document.body.innerText")
-    for name, backend in document["backends"].items():
+    for backend in document["backends"].values():
         assert fmt.step_time_with_ci(backend["summary"]["step_time_s"]) in text
     assert fmt.usd(document["backends"]["cpu"]["cost"]["usd_per_million_samples"]) in text
     assert browser.evaluate("JSON.parse(document.getElementById('torchport-result').textContent).app.spec") == \

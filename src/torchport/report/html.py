@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import Any, Callable
+from typing import Any
 
 from torchport import summary as summary_module
 from torchport.report import compare_text
