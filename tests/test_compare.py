@@ -144,3 +144,23 @@ def test_bad_input_is_one_line(machine_results, tmp_path, args, fragment):
     errors = [line for line in completed.stderr.splitlines() if line.startswith("torchport: error:")]
     assert len(errors) == 1 and fragment in errors[0], completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_another_app_is_not_comparable(machine_results, builtin_evaluation, tmp_path):
+    out = tmp_path / "c.json"
+    completed = run_torchport("compare", str(machine_results["laptop"]), str(builtin_evaluation / "result.json"),
+                              "--json", str(out))
+    assert completed.returncode == 0, completed.stderr
+    reasons = {(i["backend"]): i["reason"] for i in json.loads(out.read_text())["not_comparable"]}
+    assert reasons["cpu"].startswith("different app:") and "'builtin:classifier'" in reasons["cpu"]
+    assert "batch shapes differ" in reasons["cpu-compile"]
+
+
+def test_config_difference_names_dtype_and_steps(machine_results):
+    from torchport.compare import config_difference
+
+    run = json.loads(machine_results["laptop"].read_text())["backends"]["cpu"]["runs"][0]
+    other = json.loads(json.dumps(run["config"]))
+    other["protocol"].update(dtype="bfloat16", steps=16)
+    text = config_difference(other, run["config"], "app.py", "app.py")
+    assert "dtype 'bfloat16' vs 'float32'" in text and "steps 16 vs 8" in text and "app" not in text

@@ -140,8 +140,12 @@ def _run_config(backend: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     return run.get("config_hash"), run.get("config") or {}
 
 
-def config_difference(candidate: dict[str, Any], reference: dict[str, Any]) -> str:
-    """What differs between two effective configurations, in words."""
+def config_difference(candidate: dict[str, Any], reference: dict[str, Any], candidate_app: str,
+                      reference_app: str) -> str:
+    """What differs between two effective configurations, in words.  The app is
+    named as each result names it (a run's config holds None for the default app)."""
+    candidate = {**candidate, "app": candidate_app}
+    reference = {**reference, "app": reference_app}
     reasons = []
     for key in sorted(set(candidate) | set(reference)):
         if candidate.get(key) == reference.get(key):
@@ -259,7 +263,7 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
             entry = _entry(source, name, backend)
             config_hash, config = _run_config(backend)
             if config_hash is None or config_hash != ref_hash:
-                entry["reason"] = config_difference(config, ref_config)
+                entry["reason"] = config_difference(config, ref_config, source.document["app"]["spec"], ref_app)
             else:
                 entry["comparable"] = True
             is_reference = source is ref_source and name == ref_backend
