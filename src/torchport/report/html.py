@@ -89,6 +89,11 @@ def _measured(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: b for name, b in document["backends"].items() if b.get("summary")}
 
 
+def _label(name: str, backend: dict[str, Any]) -> str:
+    """A backend's name as charts show it: proxies say so (the tables say for what)."""
+    return f"{name} (proxy)" if backend.get("proxy_for") else name
+
+
 def _scenario_blocks(training: dict[str, Any]) -> tuple[list[tuple[float, float]], int, list[float]]:
     """Per-step time at each step index (first step, warm-up blocks, sustained
     blocks), the index where the sustained steps begin, and all losses."""
@@ -239,6 +244,7 @@ def render(document: dict[str, Any]) -> str:
     app, env, config = document["app"], document["environment"], document["config"]
     reference = document.get("reference")
     measured = _measured(document)
+    charted = {_label(name, b): b for name, b in measured.items()}
     body = [
         f"<h1>torchport evaluation: {esc(cap(app['spec'], 300))}</h1>",
         f'<p class="meta">Status <b>{esc(document["status"])}</b>'
@@ -264,7 +270,7 @@ def render(document: dict[str, Any]) -> str:
         body += ["<h2>Figures</h2>", table(
             ["backend", "step time [95% CI]", "samples/s", "vs reference", "per step, compile included", "first step",
              "peak memory", "cost / 1M samples"],
-            [[name, fmt.step_time_with_ci(s["step_time_s"]), fmt.rate(s.get("samples_per_s"), "samples"),
+            [[f"{name} (proxy for {b['proxy_for']})" if b.get("proxy_for") else name, fmt.step_time_with_ci(s["step_time_s"]), fmt.rate(s.get("samples_per_s"), "samples"),
               "reference" if name == reference else fmt.speedup(b.get("comparison")),
               fmt.seconds(s["time_per_step_compile_included_s"]), fmt.seconds(s["first_step_s"]),
               fmt.size(s["peak_device_memory_bytes"]) if s.get("peak_device_memory_bytes") is not None
@@ -286,18 +292,18 @@ def render(document: dict[str, Any]) -> str:
             if tail:
                 body.append(f"<pre>{esc(cap(chr(10).join(tail[-10:])))}</pre>")
     body += ["<h2>Charts</h2>", '<div class="charts">']
-    body.append(figure("phases", "Phases per backend", phases_chart(measured) if measured else "", "no backend ran"))
+    body.append(figure("phases", "Phases per backend", phases_chart(charted) if measured else "", "no backend ran"))
     body.append(figure("step-time", "Sustained step time per backend",
-                       step_time_chart(measured) if measured else "", "no backend ran"))
-    body += warmup_charts(measured) if measured else [figure("warmup-0", "Warm-up curve", "", "no backend ran")]
-    body.append(figure("spread", "Block-time spread per run", spread_chart(measured) if measured else "",
+                       step_time_chart(charted) if measured else "", "no backend ran"))
+    body += warmup_charts(charted) if measured else [figure("warmup-0", "Warm-up curve", "", "no backend ran")]
+    body.append(figure("spread", "Block-time spread per run", spread_chart(charted) if measured else "",
                        "no backend ran", "Each dot is one sustained block's time per step; the bar is the run's median."))
-    body.append(figure("loss", "Loss trajectories per backend", loss_chart(measured) if measured else "",
+    body.append(figure("loss", "Loss trajectories per backend", loss_chart(charted) if measured else "",
                        "no backend ran"))
     checks, trace = document.get("checks"), document.get("trace")
     body.append(figure("parity-loss", "Loss in the parity check, with the float64 reference", parity_loss_chart(checks),
                        "no parity check with loss trajectories in this result (run with the checks stage)"))
-    body.append(figure("compile", "Compile counts per phase", compile_chart(measured) if measured else "",
+    body.append(figure("compile", "Compile counts per phase", compile_chart(charted) if measured else "",
                        "no compiler counters in this result: only backends that count compilations "
                        "(e.g. xla) record them; the first-step time in the phases chart carries compilation"))
     body.append(figure("checks", "Check matrix", check_matrix(checks),
@@ -334,7 +340,7 @@ def render(document: dict[str, Any]) -> str:
 # --- a comparison ------------------------------------------------------------------------------
 
 def _entry_label(entry: dict[str, Any]) -> str:
-    return f"{entry['machine']} · {entry['backend']}"
+    return f"{entry['machine']} · {_label(entry['backend'], entry)}"
 
 
 def render_comparison(comparison: dict[str, Any]) -> str:

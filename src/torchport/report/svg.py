@@ -63,7 +63,7 @@ def _axis(x0: float, x1: float, y: float, maximum: float, unit: Callable[[float]
         value = maximum * i / ticks
         x = x0 + (x1 - x0) * i / ticks
         parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{y + 4:.1f}" stroke="#888"/>')
-        parts.append(_text(x, y + 16, unit(value), "middle", 10))
+        parts.append(_text(x, y + 16, unit(value) if value else "0", "middle", 10))
     return parts
 
 
