@@ -2,6 +2,7 @@
 (Debian's chromium): no console errors, no network requests, every chart
 drawn, the key figures on the page; hostile strings from a result render as
 text and run nothing."""
+import base64
 import html
 import json
 import os
@@ -91,6 +92,9 @@ def test_report_html_in_a_browser(builtin_evaluation, browser, tmp_path):
     shot = tmp_path / "report.png"
     browser.screenshot(shot)
     assert shot.stat().st_size > 20_000
+    # Printable: the browser lays it out as PDF pages, charts kept whole.
+    pdf = base64.b64decode(browser.call("Page.printToPDF", printBackground=True)["data"])
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 2
     _keep_screenshot(shot, "report.png")
 
 
