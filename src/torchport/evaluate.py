@@ -177,8 +177,12 @@ class Evaluation:
 
         if not self.result_path.exists():
             return None
+        from torchport.report.html import render as render_html
+
+        saved = summary.refresh(results.read(self.result_path))
         path = self.out_dir / "report.md"
-        results.write_text_atomic(path, render(summary.refresh(results.read(self.result_path))))
+        results.write_text_atomic(path, render(saved))
+        results.write_text_atomic(self.out_dir / "report.html", render_html(saved))
         return path
 
     def close(self) -> None:
