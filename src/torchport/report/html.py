@@ -282,12 +282,14 @@ def render(document: dict[str, Any]) -> str:
         body += ["<h2>Warnings</h2>", "<ul>", *[f"<li>{esc(cap(n))}</li>" for n in notes], "</ul>"]
     failed = {name: b for name, b in document["backends"].items() if b.get("error")}
     if failed:
-        body.append("<h2>Failures</h2>")
+        body.append("<h2>Does not run here</h2>")
         for name, b in failed.items():
             error = b["error"]
             body.append(f"<h3>{esc(name)}: {esc(b.get('status'))}</h3><p>{esc(error.get('kind'))}: "
                         f"{esc(cap(error.get('message')))}"
-                        + (f" at <code>{esc(cap(error['location'], 300))}</code>" if error.get("location") else "") + "</p>")
+                        + (f" at <code>{esc(cap(error['location'], 300))}</code>" if error.get("location") else "")
+                        + (f"; inside <code>{esc(cap(error['library_frame'], 300))}</code>" if error.get("library_frame") else "")
+                        + "</p>")
             tail = next((run.get("stderr_tail") for run in reversed(b.get("runs", [])) if run.get("stderr_tail")), None)
             if tail:
                 body.append(f"<pre>{esc(cap(chr(10).join(tail[-10:])))}</pre>")
