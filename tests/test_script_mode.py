@@ -90,8 +90,18 @@ def test_cuda_script_runs_with_redirects_and_matches_the_scan(tmp_path, xla_envi
     statuses = {int(item["location"].rsplit(":", 1)[1]): item for item in document["script"]["lines"]}
     model_line = statuses[line_of("model = ResNetSmall().cuda()")]
     assert model_line["status"] == "confirmed at run time" and model_line["rules"]
-    # The DDP branch is never taken in one process: found statically, not executed.
-    assert statuses[line_of('dist.init_process_group("nccl")')]["status"] == "found statically, not executed"
+    # The DDP branch runs only under torchrun (the distributed stage): nccl became gloo there, DDP's device_ids None.
+    ddp = document["script_distributed"]
+    assert ddp["status"] == "pass", ddp
+    assert set(ddp["ranks"]) == {"0", "1"} and all(r["status"] == "ok" for r in ddp["ranks"].values())
+    init_line = statuses[line_of('dist.init_process_group("nccl")')]
+    assert init_line["status"] == "confirmed at run time"
+    assert init_line["backends"] == ["torchrun rank 0", "torchrun rank 1"]
+    ddp_line = statuses[line_of("model = DistributedDataParallel(model")]
+    assert "DistributedDataParallel(..., device_ids=[N]) of a model not on CUDA" in ddp_line["redirects"]
+    # Lines the script never runs here stay static-only (the pynvml logging needs a GPU).
+    assert statuses[line_of("if pynvml is not None and torch.cuda.is_available()")]["status"] == \
+        "found statically, not executed"
 
 
 def test_two_optimizer_script(tmp_path):

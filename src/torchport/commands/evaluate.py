@@ -73,6 +73,10 @@ def options_from_args(args: argparse.Namespace) -> Any:
         from torchport.trace.stage import evaluate_stage as trace_stage
 
         stages.append(trace_stage)
+    if not args.no_checks and script_mode:
+        from torchport.script.stage import distributed_stage
+
+        stages.append(distributed_stage)
     if not args.no_checks and not script_mode:
         from torchport.check.stage import evaluate_stage as check_stage
 

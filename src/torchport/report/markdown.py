@@ -40,6 +40,11 @@ def render(document: dict[str, Any]) -> str:
     lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in backends.items()]
     if document.get("script"):
         lines += _script_section(document["script"], backends)
+    if document.get("script_distributed"):
+        ddp = document["script_distributed"]
+        lines += ["", f"Under torchrun ({ddp.get('nproc_per_node')} processes on {fmt.md(ddp.get('backend'))}): "
+                      f"**{fmt.md(ddp['status'])}**, {fmt.md(ddp.get('reason', ''))}. Comparison with one process "
+                      f"{fmt.md(ddp.get('comparison', 'not made'))}."]
     measured = {name: b for name, b in backends.items() if b.get("summary")}
     if measured:
         lines += ["", "## Training throughput (sustained)", "",

@@ -76,20 +76,26 @@ def loss_agreement(backends: dict[str, dict[str, Any]], reference: str | None) -
             "backends": verdicts}
 
 
-def cross_reference(script: Path, backends: dict[str, dict[str, Any]], reference: str | None = None) -> dict[str, Any]:
+def cross_reference(script: Path, backends: dict[str, dict[str, Any]], reference: str | None = None,
+                    torchrun_ranks: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``torchrun_ranks``: the distributed stage's per-rank records; their
+    redirects count as run time too (the script's DDP branch runs only there)."""
     from torchport.scan.config import ScanConfig
     from torchport.scan.scanner import scan
 
     fired: dict[tuple[str, int], dict[str, Any]] = {}
-    for backend in backends.values():
-        for run in backend.get("runs") or []:
-            for redirect in (run.get("script") or {}).get("redirects") or []:
-                key = _split(redirect["location"] or "")
-                if key is None:
-                    continue
-                entry = fired.setdefault(key, {"location": redirect["location"], "calls": set(), "backends": set()})
-                entry["calls"].add(redirect["call"])
-                entry["backends"].add(backend["name"])
+    sources = [(b["name"], (run.get("script") or {}).get("redirects") or [])
+               for b in backends.values() for run in b.get("runs") or []]
+    sources += [(f"torchrun rank {rank}", record.get("redirects") or [])
+                for rank, record in (torchrun_ranks or {}).items()]
+    for name, redirects in sources:
+        for redirect in redirects:
+            key = _split(redirect["location"] or "")
+            if key is None:
+                continue
+            entry = fired.setdefault(key, {"location": redirect["location"], "calls": set(), "backends": set()})
+            entry["calls"].add(redirect["call"])
+            entry["backends"].add(name)
     try:
         result = scan([script], ScanConfig())
         findings = result.findings  # guarded ones too (severity info): the scanner did see those lines

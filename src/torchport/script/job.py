@@ -228,6 +228,10 @@ def script_job(context: Any) -> None:
     job = context.job
     backend = context.backend
     result = context.result
+    if "WORLD_SIZE" in os.environ and job.get("rank_dir"):  # one rank of a torchrun launch: a result file each
+        rank = int(os.environ.get("RANK", "0"))
+        job["output"] = str(Path(job["rank_dir"]) / f"rank{rank}.json")
+        result.update({"rank": rank, "world_size": int(os.environ["WORLD_SIZE"])})
     config = ProtocolConfig.from_dict(context.config)
     script = Path(job["script"]).resolve()
     argv = [str(script), *(fill_placeholders(arg, backend) for arg in job.get("script_args", []))]

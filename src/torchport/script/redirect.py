@@ -48,6 +48,8 @@ TABLE = (
     Entry("torch.cuda.amp.GradScaler(...) / torch.amp.GradScaler('cuda', ...)", EQUIVALENT,
           "a disabled GradScaler: loss scaling is for float16, and autocast off CUDA uses bfloat16"),
     Entry("torch.distributed.init_process_group('nccl')", EQUIVALENT, "the backend's process group (gloo on the CPU)"),
+    Entry("DistributedDataParallel(..., device_ids=[N]) of a model not on CUDA", EQUIVALENT,
+          "device_ids=None, as DDP requires for CPU (and other non-CUDA) modules"),
     Entry("torch.cuda.Stream / Event / stream()", UNSUPPORTED, "no stream or event model to map to on this backend"),
 )
 
@@ -228,6 +230,20 @@ class Redirects:
             return original_init(backend, *args, **kwargs)
 
         self._patch(dist, "init_process_group", init_process_group)
+
+        from torch.nn.parallel import DistributedDataParallel
+
+        original_ddp_init = DistributedDataParallel.__init__
+        ddp_entry = "DistributedDataParallel(..., device_ids=[N]) of a model not on CUDA"
+
+        def ddp_init(wrapper, module, device_ids=None, *args, **kwargs):
+            if device_ids is not None and device_type != "cuda":
+                self._fire(ddp_entry)
+                device_ids = None
+                kwargs.pop("output_device", None)
+            original_ddp_init(wrapper, module, device_ids, *args, **kwargs)
+
+        self._patch(DistributedDataParallel, "__init__", ddp_init)
 
 
 def _user_line() -> str | None:
