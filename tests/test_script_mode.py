@@ -21,8 +21,8 @@ SMALL = ["--repeats", "1", "--steps", "6", "--blocks", "2", "--max-warmup", "6"]
 
 
 def evaluate_script(out: Path, script: Path, backends: str, *script_args: str, redirect: bool = False,
-                    env: dict | None = None):
-    flags = ["--redirect-cuda"] if redirect else []
+                    env: dict | None = None, options: tuple[str, ...] = ()):
+    flags = (["--redirect-cuda"] if redirect else []) + list(options)
     completed = run_torchport("evaluate", "--script", str(script), *flags, "-b", backends, *SMALL, "-o", str(out),
                               "--", *script_args, env=env)
     document = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else None
@@ -105,7 +105,8 @@ def test_cuda_script_runs_with_redirects_and_matches_the_scan(tmp_path, xla_envi
 
 
 def test_two_optimizer_script(tmp_path):
-    completed, document = evaluate_script(tmp_path, SCRIPTS / "gan.py", "cpu,cpu-compile", "--device={device}")
+    completed, document = evaluate_script(tmp_path, SCRIPTS / "gan.py", "cpu,cpu-compile", "--device={device}",
+                                          options=("--no-trace", "--no-checks"))
     assert completed.returncode == 0, completed.stderr[-3000:]
     for name in ("cpu", "cpu-compile"):
         run = only_run(document, name)
@@ -125,7 +126,8 @@ def test_two_optimizer_script(tmp_path):
     ("bogus", 2, "sys.exit(2)"),
 ])
 def test_script_edge_cases(case, status, fragment, tmp_path):
-    completed, document = evaluate_script(tmp_path, SCRIPTS / "edge.py", "cpu", "--case", case)
+    completed, document = evaluate_script(tmp_path, SCRIPTS / "edge.py", "cpu", "--case", case,
+                                          options=("--no-trace", "--no-checks"))
     assert completed.returncode == status, completed.stderr[-3000:]
     assert "Traceback" not in completed.stderr
     assert fragment in completed.stderr
@@ -157,3 +159,15 @@ def test_script_mode_bad_input(tmp_path):
     completed = run_torchport("evaluate", "--script", str(bad), "-o", str(tmp_path / "out2"))
     assert completed.returncode == 2 and f"{bad}:1" in completed.stderr
     assert os.path.exists(tmp_path) and not (tmp_path / "out2" / "result.json").exists()
+
+
+def test_trace_of_a_script_points_at_its_lines(tmp_path):
+    script = SCRIPTS / "host_sync.py"
+    completed, document = evaluate_script(tmp_path, script, "cpu", options=("--no-checks",))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    trace = document["trace"]
+    assert trace["status"] == "complete" and trace["steps_traced"] == 3
+    syncs = [f for f in trace["findings"] if f["rule"] == "host-sync"]
+    assert [f["location"] for f in syncs] == [f"{script}:{_line(script, 'if loss.item() > 1e6')}"]
+    # torch.optim's own step-counter reads are not the script's syncs.
+    assert all(_line(script, "optimizer.step()") != int(f["location"].rsplit(":", 1)[1]) for f in trace["findings"])

@@ -69,6 +69,10 @@ def options_from_args(args: argparse.Namespace) -> Any:
     script_mode = args.script is not None
     if not script_mode and args.passthrough:
         raise UserError(f"arguments after `--` are for --script only: {' '.join(args.passthrough)[:200]}")
+    if not args.no_trace and script_mode:
+        from torchport.script.stage import trace_stage
+
+        stages.append(trace_stage)
     if not args.no_trace and not script_mode:
         from torchport.trace.stage import evaluate_stage as trace_stage
 

@@ -348,3 +348,145 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
         outcome["error"] = exc
     finally:
         driver.stop()
+
+
+# --- tracing the script's first steps --------------------------------------------------------
+
+
+class ScriptTracer:
+    """Script mode's op trace: the first ``steps`` steps of the script under
+    torchport's OpTracer, step by step at the same boundaries, with phases from
+    the same hooks (data from the DataLoader, backward from ``backward()``, the
+    optimizer between its pre- and post-step hooks)."""
+
+    def __init__(self, steps: int, checkpoint: Any):
+        from torchport.trace.tracer import OpTracer
+
+        self.steps = steps
+        self.tracer = OpTracer(None, {}, checkpoint=checkpoint)
+        self.tracer.cpu_is_the_device = True
+        self.tracer.library_phases = {"optimizer"}
+        self.index = 0
+        self._step_context: Any = None
+        self.model_seen = False
+
+    def begin_step(self) -> None:
+        self.index += 1
+        self._step_context = self.tracer.step(self.index)
+        self._step_context.__enter__()
+        self.tracer.phase = "loss"
+
+    def end_step(self) -> None:
+        if self._step_context is not None:
+            self._step_context.__exit__(None, None, None)
+            self._step_context = None
+
+
+def script_trace_job(context: Any) -> None:
+    """Worker entry point of script mode's trace stage: the script on the CPU,
+    its first K steps traced op by op (``result["trace"]``, as torchport trace
+    records an app's steps)."""
+    import torch
+    import torch.utils.data.dataloader as dataloader_module
+    from torch.nn.modules import module as nn_module
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    from torchport.script import redirect
+
+    job = context.job
+    backend = context.backend
+    steps = int(context.config.get("steps", 3))
+    script = Path(job["script"]).resolve()
+    argv = [str(script), *(fill_placeholders(arg, backend) for arg in job.get("script_args", []))]
+    os.environ["TORCHPORT_DEVICE"] = str(backend.device)
+    trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
+                             "phase_locations": {phase: str(script) for phase in ("data", "forward", "loss", "backward",
+                                                                                  "optimizer")}}
+    context.result["trace"] = trace
+
+    def checkpoint() -> None:
+        snapshot = traced.tracer.snapshot()
+        snapshot.pop("activation_bytes", None)
+        trace.update(snapshot)
+        context.save()
+
+    traced = ScriptTracer(steps, checkpoint)
+    boundary: dict[str, Any] = {"optimizer": None}
+    handles = []
+
+    def on_forward(module: Any, inputs: Any) -> None:
+        if traced.index == 0:
+            traced.begin_step()
+        if not traced.model_seen:
+            traced.model_seen = True
+            traced.tracer.attach_model(module)
+
+    def on_pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if boundary["optimizer"] is None:
+            boundary["optimizer"] = id(optimizer)
+        if id(optimizer) == boundary["optimizer"] and traced.index:
+            traced.end_step()
+            snapshot = traced.tracer.snapshot()
+            snapshot.pop("activation_bytes", None)
+            trace.update(snapshot)
+            trace["steps_done"] = traced.index
+            context.save()
+            if traced.index >= steps:
+                raise StopScript
+            traced.begin_step()
+        traced.tracer.phase = "optimizer"
+
+    def on_post_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        traced.tracer.phase = "loss"
+
+    handles.append(nn_module.register_module_forward_pre_hook(on_forward))
+    handles.append(register_optimizer_step_pre_hook(on_pre_step))
+    handles.append(register_optimizer_step_post_hook(on_post_step))
+    original_backward = torch.Tensor.backward
+    original_next = dataloader_module._BaseDataLoaderIter.__next__
+
+    def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        previous, traced.tracer.phase = traced.tracer.phase, "backward"
+        try:
+            return original_backward(tensor, *args, **kwargs)
+        finally:
+            traced.tracer.phase = previous
+
+    def data_next(iterator: Any) -> Any:
+        previous, traced.tracer.phase = traced.tracer.phase, "data"
+        try:
+            return original_next(iterator)
+        finally:
+            traced.tracer.phase = previous
+
+    torch.Tensor.backward = backward
+    dataloader_module._BaseDataLoaderIter.__next__ = data_next
+    redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
+    if redirects is not None:
+        redirects.install()
+    seed_everything(int(context.config.get("seed", 0)))
+    saved = (list(sys.argv), os.getcwd(), list(sys.path))
+    sys.argv = argv
+    sys.path.insert(0, str(script.parent))
+    os.chdir(job.get("cwd") or script.parent)
+    context.progress("trace:script")
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except (StopScript, SystemExit):
+        pass
+    finally:
+        traced.end_step()
+        sys.argv, cwd, sys.path[:] = saved[0], saved[1], saved[2]
+        os.chdir(cwd)
+        for handle in handles:
+            handle.remove()
+        torch.Tensor.backward = original_backward
+        dataloader_module._BaseDataLoaderIter.__next__ = original_next
+        if redirects is not None:
+            redirects.uninstall()
+    snapshot = traced.tracer.snapshot()
+    snapshot.pop("activation_bytes", None)
+    trace.update(snapshot)
+    if traced.index == 0:
+        raise UserError("no step of the script was traced: it never called a module's forward and an optimizer step",
+                        location=str(script))

@@ -79,3 +79,20 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
         # The DDP branch of a script runs only here: its lines are run-time evidence too.
         document["script"] = cross_reference(options.script.resolve(), document["backends"], reference,
                                              torchrun_ranks=section["ranks"])
+
+
+TRACE_STEPS = 3
+
+
+def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
+    """The op trace of the script's first steps on the CPU (findings at the script's lines)."""
+    from torchport.launch import run_worker
+    from torchport.trace.analysis import build_section, validate_targets
+
+    script = str(options.script.resolve())
+    run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": TRACE_STEPS,
+                                                                            "seed": options.protocol.seed},
+                     extra={"script": script, "script_args": list(options.script_args),
+                            "redirect_cuda": options.redirect_cuda, "cwd": str(Path.cwd())},
+                     timeout=min(options.timeout_s, 600.0))
+    document["trace"] = build_section(run, f"script:{script}", validate_targets(None))
