@@ -166,6 +166,8 @@ class ScriptDriver:
             self._handles[1].remove()  # the first forward says all this hook is for
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.stopping:
+            raise StopScript  # again: a script that swallowed it (a bare except) is stopped at its next step
         key = id(optimizer)
         self.optimizers.setdefault(key, type(optimizer).__name__)
         if key not in self.parameters:
