@@ -1272,9 +1272,11 @@ class _Analyzer(ast.NodeVisitor):
                    and any(self.positive_cuda_query(a) for a in iterator.args))
         if (isinstance(iterator, ast.Call) and isinstance(iterator.func, ast.Attribute)
                 and iterator.func.attr in ("items", "values")
+                and isinstance(iterator.func.value, (ast.Name, ast.Attribute))
                 and _STATE_DICT.search(self._name_of(iterator.func.value))):
             # `for k, v in state_dict.items():` converting a checkpoint: its tensors were
             # loaded on the host (map_location="cpu"), so float64 there is host-side.
+            # Not `model.state_dict().items()`: a model's own tensors are where it is.
             names = self.host_names.setdefault(self.scopes[-1], set())
             names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         self.visit(node.target)
@@ -1291,8 +1293,6 @@ class _Analyzer(ast.NodeVisitor):
 
     @staticmethod
     def _name_of(node) -> str:
-        if isinstance(node, ast.Call):
-            node = node.func
         return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
 
     def visit_Dict(self, node: ast.Dict) -> None:
