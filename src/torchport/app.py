@@ -11,6 +11,8 @@ Addresses accepted by :func:`load_app`:
 * ``path/to/app.py:function``
 * ``package.module:function``
 * ``builtin:NAME``              (``torchport.builtin.NAME:app``)
+* ``hf:MODEL_TYPE[?key=value&...]``  a ``transformers`` architecture with random
+  weights (``torchport.hf``; needs ``torchport[hf]``)
 
 This module must import on every torch the workers run on (2.9 and newer) and
 needs nothing beyond the standard library until an app is loaded.
@@ -32,6 +34,7 @@ from torchport.errors import UserError
 
 DEFAULT_FUNCTION = "app"
 BUILTIN_PREFIX = "builtin:"
+HF_PREFIX = "hf:"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ class AppSpec:
 
 def parse_spec(text: str | None) -> AppSpec:
     text = (text or f"{BUILTIN_PREFIX}classifier").strip()
+    if text.startswith(HF_PREFIX):
+        from torchport import hf
+
+        hf.parse(text)  # syntax only; preflight resolves it against transformers
+        return AppSpec(text, None, None, DEFAULT_FUNCTION)
     if text.startswith(BUILTIN_PREFIX):
         name = text[len(BUILTIN_PREFIX):]
         if not name.isidentifier():
@@ -108,7 +116,13 @@ def _has_function_suffix(text: str) -> bool:
 
 def preflight(spec: AppSpec) -> None:
     """Cheap checks in the parent before any worker starts: the file exists,
-    parses, and defines the function.  Imports nothing."""
+    parses, and defines the function.  Imports nothing, except for an ``hf:``
+    spec, whose overrides are checked against transformers' config class."""
+    if spec.text.startswith(HF_PREFIX):
+        from torchport import hf
+
+        hf.resolve(spec.text)
+        return
     if spec.file is None:
         if spec.module and spec.module.startswith("torchport.builtin."):
             name = spec.module.rsplit(".", 1)[1]
@@ -161,6 +175,10 @@ def load_app(spec: AppSpec | str | None) -> App:
     UserError located at the user's file:line."""
     if not isinstance(spec, AppSpec):
         spec = parse_spec(spec)
+    if spec.text.startswith(HF_PREFIX):
+        from torchport.builtin._hf import app_for
+
+        return app_for(spec.text)
     preflight(spec)
     try:
         module = _import_target(spec)
