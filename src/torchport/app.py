@@ -253,6 +253,32 @@ def is_user_file(filename: str) -> bool:
     return not resolved.startswith(_LIBRARY_ROOTS)
 
 
+# Torch's own plumbing between a call and its kernel: a frame here is never the
+# cause of what the op does (the dispatch of Tensor methods, modes, modules' __call__).
+_TORCH_PLUMBING = ("torch/overrides.py", "torch/_tensor.py", "torch/utils/_python_dispatch.py", "torch/_ops.py",
+                   "torch/nn/modules/module.py", "torch/utils/_contextlib.py", "torch/_compile.py",
+                   "torch/_dynamo/", "torch/autograd/", "torch/_jit_internal.py", "torch/functional.py")
+_SITE_ROOTS = tuple(sorted({str(Path(p).resolve()) for p in (sysconfig.get_paths()["purelib"],
+                                                                 sysconfig.get_paths()["platlib"])}, key=len,
+                           reverse=True))
+
+
+def library_file(filename: str) -> str | None:
+    """For a frame in an installed package (transformers, torch, ...), its path
+    inside site-packages (``transformers/masking_utils.py``); None for user code,
+    torchport, the standard library and torch's dispatch plumbing."""
+    if not filename or filename.startswith("<") or is_user_file(filename):
+        return None
+    resolved = os.path.realpath(filename)
+    if resolved.startswith(_TORCHPORT_ROOT):
+        return None
+    for root in _SITE_ROOTS:
+        if resolved.startswith(root + os.sep):
+            relative = resolved[len(root) + 1:].replace(os.sep, "/")
+            return None if relative.startswith(_TORCH_PLUMBING) else relative
+    return None
+
+
 def user_location(exc: BaseException) -> str | None:
     """``file:line`` of the innermost traceback frame in user code."""
     found = None
