@@ -16,6 +16,12 @@ asked for and what pip actually installed; the result document carries it.
 
 Only an environment with a manifest counts as created: the manifest is written
 after pip succeeded, so an interrupted creation never looks usable.
+
+Optional extras follow torchport's own: where ``torchport[hf]`` is installed
+(``transformers`` importable here), ``env create`` also installs the same
+``transformers`` version into the environment, so ``hf:`` specs run on that
+backend too; an environment created before is topped up, not rebuilt.  The
+extras are recorded in the manifest (``extras``) but do not decide readiness.
 """
 from __future__ import annotations
 
@@ -62,6 +68,24 @@ SPECS: dict[str, EnvSpec] = {
         ),
     ]
 }
+
+
+# Distributions of torchport's optional extras that a backend environment gets
+# too when this torchport has them (same version as here).
+EXTRA_DISTRIBUTIONS = ("transformers",)
+
+
+def wanted_extras() -> list[str]:
+    """``name==version`` of each optional extra installed in torchport's own environment."""
+    from importlib import metadata
+
+    wanted = []
+    for name in EXTRA_DISTRIBUTIONS:
+        try:
+            wanted.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return wanted
 
 
 def cache_root() -> Path:
@@ -130,10 +154,15 @@ def create(name: str, progress: Callable[[str], None], force: bool = False) -> d
     spec = spec_for(name)
     folder = env_dir(name)
     current = status(name)
+    extras = wanted_extras()
     if current["ready"] and not force:
-        progress(f"{name}: already created at {folder} ({versions_text(current['manifest'])}); "
+        manifest = current["manifest"]
+        missing = [extra for extra in extras if extra not in manifest.get("extras", [])]
+        if missing:
+            manifest = add_extras(name, manifest, missing, progress)
+        progress(f"{name}: already created at {folder} ({versions_text(manifest)}); "
                  f"use --force to rebuild it")
-        return current["manifest"]
+        return manifest
     if folder.exists():
         progress(f"{name}: removing the previous environment at {folder}")
         shutil.rmtree(folder)
@@ -142,19 +171,34 @@ def create(name: str, progress: Callable[[str], None], force: bool = False) -> d
     _run([_base_python(), "-m", "venv", str(folder)], progress, "creating the virtual environment")
     python = str(_interpreter(folder))
     progress(f"{name}: installing {' '.join(spec.requirements)} (several GB; pip's cache is reused)")
-    _run([python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements], progress,
-         f"pip install {' '.join(spec.requirements)}")
+    _run([python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements, *extras], progress,
+         f"pip install {' '.join(spec.requirements + tuple(extras))}")
     manifest = {
         "name": name,
         "purpose": spec.purpose,
         "requirements": list(spec.requirements),
-        "installed": _installed_versions(python, spec.recorded),
+        "extras": extras,
+        "installed": _installed_versions(python, spec.recorded + EXTRA_DISTRIBUTIONS),
         "python": _python_version(python),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     # Written last: its presence is what makes the environment usable.
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     progress(f"{name}: ready ({versions_text(manifest)})")
+    return manifest
+
+
+def add_extras(name: str, manifest: dict[str, Any], extras: list[str], progress: Callable[[str], None]) -> dict[str, Any]:
+    """Install ``extras`` into a ready environment, keeping its requirements
+    pinned (pip must not move torch), and rewrite the manifest."""
+    spec = spec_for(name)
+    python = str(_interpreter(env_dir(name)))
+    progress(f"{name}: adding {' '.join(extras)} (torchport's optional extras)")
+    _run([python, "-m", "pip", "install", "--progress-bar", "off", *extras, *spec.requirements], progress,
+         f"pip install {' '.join(extras)}")
+    manifest = dict(manifest, extras=sorted(set(manifest.get("extras", [])) | set(extras)),
+                    installed=_installed_versions(python, spec.recorded + EXTRA_DISTRIBUTIONS))
+    (env_dir(name) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 
 

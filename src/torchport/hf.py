@@ -116,6 +116,15 @@ def _transformers() -> Any:
     try:
         import transformers
     except ImportError:
+        import sys
+        from pathlib import Path
+
+        from torchport.envs import MANIFEST
+
+        if (Path(sys.prefix) / MANIFEST).exists():  # a backend's own environment (e.g. xla)
+            name = Path(sys.prefix).name
+            raise UserError(f"hf: app specs need transformers in the {name} environment; with {INSTALL_HINT} "
+                            f"installed, run: torchport env create {name} (it adds transformers)") from None
         raise UserError(f"hf: app specs need the transformers package; install it with: {INSTALL_HINT}") from None
     return transformers
 
