@@ -241,11 +241,13 @@ def _check_lengths(spec: HFSpec, family: str, config: Any) -> None:
         raise UserError(f"seq_len {spec.seq_len} is longer than the model's {limit} positions", location=spec.text)
 
 
-def build_model(resolved: Resolved) -> Any:
+def build_model(resolved: Resolved, dtype: Any = None) -> Any:
+    """Random weights from the config (never from_pretrained); ``dtype`` None
+    keeps float32, which the harness then casts as it does every app."""
     import transformers
 
     auto = getattr(transformers, resolved.head)
-    return auto.from_config(resolved.config)
+    return auto.from_config(resolved.config) if dtype is None else auto.from_config(resolved.config, dtype=dtype)
 
 
 # --- the synthetic batch ------------------------------------------------------------------
