@@ -186,6 +186,7 @@ def resolve(spec: HFSpec | str) -> Resolved:
         raise UserError(f"{config_class.__name__} rejected the overrides: {type(exc).__name__}: {exc}",
                         location=spec.text) from None
     _check_lengths(spec, family, config)
+    _complete_token_ids(config, family, set(values))
     return Resolved(spec, family, config, dict((f, h) for f, _, h in FAMILIES)[family], transformers.__version__)
 
 
@@ -239,6 +240,22 @@ def _check_lengths(spec: HFSpec, family: str, config: Any) -> None:
                   if isinstance(getattr(config, name, None), int)), None)
     if limit is not None and spec.seq_len > limit:
         raise UserError(f"seq_len {spec.seq_len} is longer than the model's {limit} positions", location=spec.text)
+
+
+def _complete_token_ids(config: Any, family: str, overridden: set[str]) -> None:
+    """Special token ids the training step needs, kept inside the vocabulary.
+    A config built from its class alone may leave the decoder's start token
+    unset (T5: transformers says to use the pad token), and a smaller
+    ``vocab_size`` leaves the defaults (gpt2's 50256) outside it."""
+    vocab = getattr(config, "vocab_size", None)
+    if family == "seq2seq" and getattr(config, "decoder_start_token_id", None) is None:
+        config.decoder_start_token_id = getattr(config, "pad_token_id", None) or 0
+    if not isinstance(vocab, int):
+        return
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "mask_token_id"):
+        value = getattr(config, name, None)
+        if name not in overridden and isinstance(value, int) and value >= vocab:
+            setattr(config, name, vocab - 1)
 
 
 def build_model(resolved: Resolved, dtype: Any = None) -> Any:

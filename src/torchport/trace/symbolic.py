@@ -113,16 +113,38 @@ class LiveBytes:
 
 
 def symbolic_pass(resolved: Any, dtype: str) -> dict[str, Any]:
-    """Build the model and run forward + backward under FakeTensorMode."""
+    """Build the model and run forward + backward under FakeTensorMode; a
+    model that reads a tensor's value on the host cannot be run this way, and
+    says so in one line naming the library's line."""
+    try:
+        return _symbolic_pass(resolved, dtype)
+    except Exception as exc:
+        import traceback
+
+        from torchport.app import library_file
+
+        frames = [f"{library_file(f.filename)}:{f.lineno}" for f in traceback.extract_tb(exc.__traceback__)
+                  if (library_file(f.filename) or "").startswith("transformers/")]
+        where = frames[-1] if frames else None
+        raise UserError(f"the symbolic forward + backward of {resolved.spec.text} failed ({dtype}): "
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", location=where) from None
+
+
+def _symbolic_pass(resolved: Any, dtype: str) -> dict[str, Any]:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from torchport import hf
 
+    from transformers.initialization import no_init_weights
+
     live = LiveBytes()
     started = time.perf_counter()
-    with FakeTensorMode(), live.mode:
+    # Initial values mean nothing to fake tensors, and some initializers read
+    # one on the host (vit's truncated normal), which a fake tensor cannot answer.
+    with FakeTensorMode(), live.mode, no_init_weights():
         model = hf.build_model(resolved, dtype=getattr(torch, dtype))
+        model.tie_weights()  # skipped with the initialization; shared embeddings are one parameter
         parameters = list(model.parameters())
         parameter_bytes = sum(p.numel() * p.element_size() for p in parameters)
         batch = hf.make_batches(resolved, count=1)[0]
