@@ -171,19 +171,21 @@ def create(name: str, progress: Callable[[str], None], force: bool = False) -> d
     _run([_base_python(), "-m", "venv", str(folder)], progress, "creating the virtual environment")
     python = str(_interpreter(folder))
     progress(f"{name}: installing {' '.join(spec.requirements)} (several GB; pip's cache is reused)")
-    _run([python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements, *extras], progress,
-         f"pip install {' '.join(spec.requirements + tuple(extras))}")
+    _run([python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements], progress,
+         f"pip install {' '.join(spec.requirements)}")
     manifest = {
         "name": name,
         "purpose": spec.purpose,
         "requirements": list(spec.requirements),
-        "extras": extras,
-        "installed": _installed_versions(python, spec.recorded + EXTRA_DISTRIBUTIONS),
+        "extras": [],
+        "installed": _installed_versions(python, spec.recorded),
         "python": _python_version(python),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     # Written last: its presence is what makes the environment usable.
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    if extras:
+        manifest = add_extras(name, manifest, extras, progress)
     progress(f"{name}: ready ({versions_text(manifest)})")
     return manifest
 
@@ -196,8 +198,8 @@ def add_extras(name: str, manifest: dict[str, Any], extras: list[str], progress:
     progress(f"{name}: adding {' '.join(extras)} (torchport's optional extras)")
     _run([python, "-m", "pip", "install", "--progress-bar", "off", *extras, *spec.requirements], progress,
          f"pip install {' '.join(extras)}")
-    manifest = dict(manifest, extras=sorted(set(manifest.get("extras", [])) | set(extras)),
-                    installed=_installed_versions(python, spec.recorded + EXTRA_DISTRIBUTIONS))
+    by_name = {extra.split("==")[0]: extra for extra in [*manifest.get("extras", []), *extras]}  # newest wins
+    manifest = dict(manifest, extras=sorted(by_name.values()))
     (env_dir(name) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 
@@ -253,4 +255,6 @@ def _python_version(python: str) -> str:
 
 def versions_text(manifest: dict[str, Any] | None) -> str:
     installed = (manifest or {}).get("installed") or {}
-    return ", ".join(f"{name} {version}" for name, version in installed.items()) or "no versions recorded"
+    text = ", ".join(f"{name} {version}" for name, version in installed.items()) or "no versions recorded"
+    extras = (manifest or {}).get("extras") or []
+    return f"{text}; extras: {', '.join(extras)}" if extras else text
