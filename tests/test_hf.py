@@ -187,13 +187,15 @@ def test_symbolic_parameter_count_is_the_real_models(name):
 @pytest.mark.slow
 def test_memory_estimate_against_a_real_cpu_run(torchport_cli, tmp_path):
     out = tmp_path / "memory.json"
-    spec = ("hf:llama?hidden_size=256&intermediate_size=688&num_hidden_layers=2&num_attention_heads=4"
-            "&num_key_value_heads=4&vocab_size=8000")
-    done = torchport_cli("memory", spec, "--batch-size", "4", "--seq-len", "128", "--dtype", "float32",
+    # Big enough (about 1 GiB) for the model, not the process's fixed costs, to make the RSS.
+    spec = ("hf:llama?hidden_size=512&intermediate_size=1376&num_hidden_layers=4&num_attention_heads=8"
+            "&num_key_value_heads=8&vocab_size=32000")
+    done = torchport_cli("memory", spec, "--batch-size", "4", "--seq-len", "256", "--dtype", "float32",
                          "--optimizer", "adamw", "--measure", "--json", str(out), timeout=600)
     result = json.loads(out.read_text())
     measured = result["measured"]
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    assert measured["rss_judged"] and measured["estimate_bytes"] > 2**30
     assert abs(measured["tensor_error"]) <= 0.05 and abs(measured["rss_error"]) <= 0.25, measured
 
 
