@@ -112,11 +112,11 @@ def test_batch_options_on_an_app_file_and_missing_transformers_are_one_line(torc
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_evaluate_on_cpu_cpu_compile_and_xla(name, torchport_cli, tmp_path):
     backends = "cpu,cpu-compile" + (",xla" if _xla_has_transformers() else "")
-    # gpt2 goes through every stage (trace and checks); the others skip the checks.
-    stages = [] if name == "gpt2" else ["--no-checks"]
+    # With the trace stage; the checks stage (about 9 minutes on three backends
+    # here) is covered by test_check_on_an_hf_spec.
     out = tmp_path / name
-    done = torchport_cli("evaluate", SMALL[name], *SIZES, "-b", backends, *QUICK_TIMING, *stages, "-o", str(out),
-                         timeout=1500)
+    done = torchport_cli("evaluate", SMALL[name], *SIZES, "-b", backends, *QUICK_TIMING, "--no-checks",
+                         "-o", str(out), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     document = load_result(out)
     assert document["app"]["spec"].endswith("&batch_size=2&seq_len=16")
@@ -126,9 +126,19 @@ def test_evaluate_on_cpu_cpu_compile_and_xla(name, torchport_cli, tmp_path):
         if name != "vit":  # text models report tokens per second
             assert entry["summary"]["tokens_per_s"] > 0
     assert document["trace"]["status"] == "complete"
-    if name == "gpt2":
-        statuses = {(c["name"], c["status"]) for c in document["checks"]["checks"]}
-        assert ("parity", "pass") in statuses, statuses
+
+
+@pytest.mark.slow
+def test_check_on_an_hf_spec(torchport_cli, tmp_path):
+    out = tmp_path / "checks.json"
+    done = torchport_cli("check", SMALL["gpt2"], *SIZES, "-b", "cpu,cpu-compile", "--only", "parity,checkpoint",
+                         "--json", str(out), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    section = json.loads(out.read_text())
+    assert section["config"]["app"].startswith("hf:gpt2?") and section["config"]["app"].endswith("seq_len=16")
+    # determinism: the cpu reference run twice agrees with itself; parity: cpu-compile against float64.
+    assert {c["name"] for c in section["checks"]} >= {"determinism", "parity", "checkpoint"}
+    assert all(c["status"] == "pass" for c in section["checks"]), section["checks"]
 
 
 @pytest.mark.slow
