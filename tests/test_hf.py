@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -55,7 +56,6 @@ def test_each_family_builds_offline_and_takes_a_real_step(name, monkeypatch):
 
     resolved = hf.resolve(SMALL[name] + "&batch_size=2&seq_len=16")
     assert resolved.family == FAMILIES[name]
-    import os
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # set by torchport before transformers is imported
     # Overrides arrive typed by the config's fields.
     layers = {"gpt2": "n_layer", "t5": "num_layers"}.get(name, "num_hidden_layers")
@@ -92,6 +92,18 @@ def test_bad_specs_are_one_line_exit_2(spec, message, also, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
     assert also is None or also in err
+
+
+def test_a_model_too_big_for_this_machine_is_refused_before_any_worker(capsys):
+    from torchport.cli import main
+
+    # 7B parameters of float32: 25 GiB; bigger than this machine, refused at once.
+    if os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") > 4 * 6_738_415_616:
+        pytest.skip("this machine holds a 7B float32 model")
+    assert main(["evaluate", "hf:llama", "-b", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "6.7B parameters: 25.1 GiB of float32 weights alone" in err
+    assert "torchport memory 'hf:llama'" in err
 
 
 def test_batch_options_on_an_app_file_and_missing_transformers_are_one_line(torchport_cli):

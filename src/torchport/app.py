@@ -121,7 +121,7 @@ def preflight(spec: AppSpec) -> None:
     if spec.text.startswith(HF_PREFIX):
         from torchport import hf
 
-        hf.resolve(spec.text)
+        hf.check_fits_host(hf.resolve(spec.text))
         return
     if spec.file is None:
         if spec.module and spec.module.startswith("torchport.builtin."):

@@ -258,6 +258,29 @@ def _complete_token_ids(config: Any, family: str, overridden: set[str]) -> None:
             setattr(config, name, vocab - 1)
 
 
+def check_fits_host(resolved: Resolved) -> None:
+    """Refuse, before any worker starts, a model whose float32 weights alone
+    exceed this machine's memory: every backend builds the app's model on the
+    host first (the app contract), so that run could only be killed.  The
+    parameters are counted on the meta device (no memory, no initialization)."""
+    import torch
+    from transformers.initialization import no_init_weights
+
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    with torch.device("meta"), no_init_weights():
+        model = build_model(resolved)
+    model.tie_weights()
+    count = sum(p.numel() for p in model.parameters())
+    if 4 * count > physical:
+        raise UserError(f"{count / 1e9:.1f}B parameters: {4 * count / 2**30:.1f} GiB of float32 weights alone, more "
+                        f"than this machine's {physical / 2**30:.1f} GiB; shrink it with overrides (e.g. fewer "
+                        f"layers) or size it without allocating: torchport memory '{resolved.spec.text}'",
+                        location=resolved.spec.text)
+
+
 def build_model(resolved: Resolved, dtype: Any = None) -> Any:
     """Random weights from the config (never from_pretrained); ``dtype`` None
     keeps float32, which the harness then casts as it does every app."""
