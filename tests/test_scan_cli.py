@@ -38,9 +38,10 @@ def project(tmp_path):
 def test_text_output_has_excerpt_consequence_and_summary(project, capsys):
     status, out, _ = _scan(capsys, project)
     assert status == 1
-    assert "train.py:3:9: TP002 [*] `.cuda()` moves a tensor or module to CUDA" in out
+    # At the offending token (the `cuda` of `.cuda()`), not at the receiver.
+    assert "train.py:3:31: TP002 [*] `.cuda()` moves a tensor or module to CUDA" in out
     assert " 3 | model = torch.nn.Linear(4, 4).cuda()" in out
-    assert "   |         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^" in out
+    assert "   | " + " " * 30 + "^^^^^^\n" in out
     assert "= error on tpu, xla, trainium, xpu, mps, cpu; fine on rocm" in out
     assert "target     error  silent  perf  info  effort  score" in out
     rocm = next(line for line in out.splitlines() if line.startswith("rocm"))

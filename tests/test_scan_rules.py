@@ -40,14 +40,14 @@ POSITIVE = {
     "TP303": ("a.py", "with torch.backends.cuda.sdp_kernel(enable_flash=True):\n    pass"),
     "TP401": ("a.py", 'torch.distributed.init_process_group(backend="nccl")'),
     "TP402": ("a.py", "loader = DataLoader(ds, pin_memory=True)"),
-    "TP403": ("a.py", "x = x.to(device, non_blocking=True)"),
+    "TP403": ("a.py", 'x = x.to("cpu", non_blocking=True)'),
     "TP404": ("run.sh", "CUDA_VISIBLE_DEVICES=0,1 torchrun train.py\n"),  # torchport: ignore
     "TP501": ("setup.py", "from torch.utils.cpp_extension import CUDAExtension\n"
                           'ext = CUDAExtension("k", ["k.cpp", "k_kernel.cu"])'),
     "TP502": ("kernel.cu", "__global__ void add(float *x) { x[threadIdx.x] += 1; }\n"),
     "TP503": ("a.py", "import triton\nimport triton.language as tl"),
     "TP601": ("requirements.txt", "numpy\nflash-attn==2.6.3\n"),
-    "TP701": ("a.py", "x = torch.ones(3, dtype=torch.float64)"),
+    "TP701": ("a.py", "x = torch.ones(3, dtype=torch.float64, device=device)"),
     "TP801": ("a.py", "import torch_xla.core.xla_model as xm\nxm.mark_step()"),
     "TP802": ("a.py", "import torch_xla"),
 }
@@ -77,7 +77,7 @@ NEGATIVE = {
     "TP303": ("a.py", "from torch.nn.attention import sdpa_kernel"),
     "TP401": ("a.py", 'torch.distributed.init_process_group(backend="gloo")'),
     "TP402": ("a.py", "loader = DataLoader(ds, pin_memory=False)"),
-    "TP403": ("a.py", "x = x.to(device, non_blocking=False)"),
+    "TP403": ("a.py", 'x = x.to("cpu", non_blocking=False)\ny = x.to(device, non_blocking=True)'),
     "TP404": ("run.sh", "# CUDA_VISIBLE_DEVICES is not used here\nNEURON_RT_VISIBLE_CORES=0 python t.py\n"),
     "TP501": ("setup.py", "from torch.utils.cpp_extension import CppExtension\n"
                           'ext = CppExtension("k", ["k.cpp"])'),
@@ -114,14 +114,14 @@ ALIASES = {
     "TP303": ("a.py", "from torch.backends.cuda import enable_flash_sdp as flash\nflash(False)"),
     "TP401": ("a.py", 'import torch.distributed as dist\nBACKEND = "nccl"\ndist.init_process_group(BACKEND)'),
     "TP402": ("a.py", "batch = batch.pin_memory()"),
-    "TP403": ("a.py", "y = x.cuda(non_blocking=True)"),
+    "TP403": ("a.py", 'y = x.to(device="cpu", non_blocking=True)'),
     "TP404": ("a.py", 'import os\nos.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")'),
     "TP501": ("build.py", "from torch.utils import cpp_extension as ce\n"
                           'mod = ce.load(name="k", sources=["k.cpp", "k.cu"])'),
     "TP502": ("ops.cpp", '#include "ATen/cuda/CUDAContext.h"\n'),
     "TP503": ("a.py", "import triton as tr\n@tr.jit\ndef kernel(x_ptr):\n    pass"),
     "TP601": ("a.py", "from apex.optimizers import FusedAdam as Adam"),
-    "TP701": ("a.py", "from torch import float64 as f64\nx = torch.ones(2, dtype=f64)"),
+    "TP701": ("a.py", "from torch import float64 as f64\nx = torch.ones(2, dtype=f64).to(device)"),
     "TP801": ("a.py", "from torch_xla.core import xla_model\nd = xla_model.xla_device()"),
     "TP802": ("a.py", 'x = torch.ones(2).to("xla")'),
 }

@@ -290,7 +290,7 @@ def user_location(exc: BaseException) -> str | None:
 
 def user_error_from(exc: BaseException, what: str) -> UserError:
     detail = f"{type(exc).__name__}: {exc}".strip()
-    return UserError(f"{what}: {detail}", location=user_location(exc))
+    return UserError(f"{what}: {detail}", location=user_location(exc), original=exc)
 
 
 def call_user(function: Callable[[], Any], what: str) -> Any:

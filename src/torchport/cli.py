@@ -8,15 +8,46 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
+from typing import Any, NoReturn
 
 from torchport import __version__
-from torchport.errors import UserError
+from torchport.errors import Interrupted, UserError, interrupted_by, received
+
+# The signals that end torchport as Ctrl-C does: workers ended, the partial
+# result written with status "interrupted", the report rendered.
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad options end in one line (``torchport: error: ...``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"torchport: error: {self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _on_ending_signal(number: int, frame: Any) -> None:
+    if received:
+        return  # cleanup is under way; a second Ctrl-C must not cut it short
+    name = signal.Signals(number).name
+    received.append(Interrupted(name, 128 + number))
+    raise received[0]
+
+
+def install_signal_handlers() -> None:
+    for number in ENDING_SIGNALS:
+        try:
+            signal.signal(number, _on_ending_signal)
+        except (ValueError, OSError):  # not the main thread, or not allowed here
+            pass
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="torchport",
         description="Measure whether a PyTorch app ports to another accelerator.",
     )
@@ -37,22 +68,60 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     if debug:
         argv = [a for a in argv if a != "--debug"]
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.debug = debug
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    # Everything after `--` belongs to the script of `evaluate --script` (its own flags).
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1:]
+    install_signal_handlers()
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        args.debug = debug
+        args.passthrough = passthrough
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         return int(args.func(args) or 0)
     except UserError as exc:
         if debug:
             raise
         print(f"torchport: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_status
-    except KeyboardInterrupt:
-        print("torchport: interrupted; results measured so far were kept", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        from torchport.launch import cancel_all
+
+        _ignore_ending_signals()
+        cancel_all()
+        status = exc.exit_status if isinstance(exc, Interrupted) else (received[0].exit_status if received else 130)
+        print(f"torchport: interrupted ({interrupted_by()}); results measured so far were kept", file=sys.stderr)
+        return status
+    except BrokenPipeError:
+        # The reader went away (`torchport backends --json | head -1`): end quietly.
+        _silence_stdout()
+        return 141
+    except OSError as exc:
+        if debug:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"torchport: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+
+
+def _ignore_ending_signals() -> None:
+    for number in ENDING_SIGNALS:
+        try:
+            signal.signal(number, signal.SIG_IGN)
+        except (ValueError, OSError):
+            pass
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

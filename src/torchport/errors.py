@@ -9,12 +9,48 @@ from __future__ import annotations
 
 class UserError(Exception):
     exit_status = 2
+    # One of torchport.failures.KINDS when raised inside a worker run; the
+    # default names the app's own code.
+    kind = "app-error"
 
-    def __init__(self, message: str, location: str | None = None):
+    def __init__(self, message: str, location: str | None = None, *, kind: str | None = None,
+                 original: BaseException | None = None):
         super().__init__(message)
         self.message = message
         self.location = location
+        if kind is not None:
+            self.kind = kind
+        # The exception the app or a library raised, when this one wraps it:
+        # torchport.failures sorts failures by it (a compiler error raised
+        # inside the app's loss is the compiler's, not the app's).
+        self.original = original
 
     def one_line(self) -> str:
         where = f"{self.location}: " if self.location else ""
         return f"{where}{self.message}"
+
+
+class OutputError(UserError):
+    """An output (result, report, output folder) cannot be written: the
+    folder is read-only, the disk is full.  What was measured before stays
+    in the last result.json written."""
+
+    exit_status = 1
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP reached torchport: end as Ctrl-C does, with
+    the shell's exit status for that signal (128 + its number)."""
+
+    def __init__(self, signal_name: str, exit_status: int):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.exit_status = exit_status
+
+
+received: list[Interrupted] = []  # the first ending signal, once one arrived (see torchport.cli)
+
+
+def interrupted_by() -> str:
+    """``SIGTERM``, ``SIGHUP`` or ``SIGINT`` (Ctrl-C) for the interruption seen so far."""
+    return received[0].signal_name if received else "SIGINT"

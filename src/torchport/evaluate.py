@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from torchport import backends as backend_registry
-from torchport import results, summary
+from torchport import failures, results, summary
 from torchport.app import parse_spec, preflight
-from torchport.errors import UserError
-from torchport.launch import run_worker
+from torchport.errors import UserError, interrupted_by
+from torchport.launch import cancel_all, cancelled, run_worker
 from torchport.protocol import ProtocolConfig
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
+SCRIPT_JOB = "torchport.script.job:script_job"
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -40,6 +41,10 @@ class EvaluationOptions:
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
     stages: list[Callable[[dict[str, Any], "EvaluationOptions", Path], None]] = field(default_factory=list)
+    # Script mode: the user's own training script instead of an app (torchport.script).
+    script: Path | None = None
+    script_args: list[str] = field(default_factory=list)
+    redirect_cuda: bool = False
 
 
 def parse_price(text: str) -> tuple[str, float]:
@@ -49,13 +54,21 @@ def parse_price(text: str) -> tuple[str, float]:
     return name.strip(), _price_value(value.strip(), f"--price {text}")
 
 
+# A price above this is a typing error, and would overflow the cost figures.
+MAX_PRICE_USD_PER_HOUR = 1e6
+
+
 def _price_value(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise UserError(f"invalid price {value!r}: not a number", location=where)
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise UserError(f"invalid price {value!r}: not a number", location=where) from None
     if not math.isfinite(number) or number <= 0:
         raise UserError(f"invalid price {value!r}: must be a positive number of USD per hour", location=where)
+    if number > MAX_PRICE_USD_PER_HOUR:
+        raise UserError(f"invalid price {value!r}: above {MAX_PRICE_USD_PER_HOUR:,.0f} USD per hour", location=where)
     return number
 
 
@@ -65,6 +78,12 @@ def load_price_file(path: Path) -> dict[str, float]:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"price file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"price file is a folder: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"price file is not UTF-8 text (byte {exc.start})", location=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read price file: {exc.strerror}", location=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
         raise UserError(f"invalid TOML: {exc}", location=f"{path}:{line.group(1)}" if line else str(path)) from None
@@ -76,16 +95,36 @@ def load_price_file(path: Path) -> dict[str, float]:
 
 def validate_options(options: EvaluationOptions) -> list[str]:
     """Check every input before any worker starts; return the backends to consider."""
-    preflight(parse_spec(options.app))
+    if options.script is not None:
+        if options.app:
+            raise UserError(f"give an app or --script, not both (app {options.app!r}, script {options.script})")
+        preflight_script(options.script)
+    else:
+        preflight(parse_spec(options.app))
     known = backend_registry.registry()
     names = options.backends or list(known)
     for name in names + list(options.prices) + [options.reference]:
         backend_registry.get(name)  # raises a UserError naming the known backends
     if options.repeats < 1:
         raise UserError(f"--repeats must be at least 1, got {options.repeats}")
-    if options.timeout_s <= 0:
-        raise UserError(f"--timeout must be positive, got {options.timeout_s}")
+    for flag, value in (("--timeout", options.timeout_s), ("--phase-timeout", options.phase_timeout_s)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UserError(f"{flag} must be a positive, finite number of seconds, got {value}")
     return list(dict.fromkeys(names))
+
+
+def preflight_script(path: Path) -> None:
+    """The script exists and parses; nothing of it runs in the parent."""
+    import ast
+
+    if not path.is_file():
+        raise UserError(f"script not found: {path}" if not path.exists() else f"script is not a file: {path}")
+    try:
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        raise UserError(f"syntax error in script: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read script: {exc}", location=str(path)) from None
 
 
 def default_out_dir(app_text: str | None) -> Path:
@@ -111,7 +150,10 @@ class Evaluation:
         self.options = options
         self.names = validate_options(options)
         self.on_event = on_event or (lambda kind, data: None)
-        self.out_dir = options.out_dir or default_out_dir(options.app)
+        label = f"script:{options.script.name}" if options.script is not None else options.app
+        self.folder = results.OutputFolder.claim(options.out_dir or default_out_dir(label),
+                                                 explicit=options.out_dir is not None)
+        self.out_dir = self.folder.path
         self.result_path = self.out_dir / "result.json"
         config = {
             **options.protocol.as_dict(),
@@ -119,8 +161,32 @@ class Evaluation:
             "timeout_s": options.timeout_s,
             "phase_timeout_s": options.phase_timeout_s,
         }
-        self.document = results.new_document(options.command, app_record(options.app), config)
+        if options.script is not None:
+            config["script"] = {"args": list(options.script_args), "redirect_cuda": options.redirect_cuda}
+            record = {"spec": f"script:{options.script}", "file": str(options.script.resolve()), "kind": "script",
+                      **dict(zip(("git_commit", "git_dirty"), results.git_state(options.script.resolve())))}
+        else:
+            record = app_record(options.app)
+        self.document = results.new_document(options.command, record, config)
         self.document["prices"] = dict(options.prices)
+
+    def write_report(self) -> Path | None:
+        """report.md from the last result.json written (what is on disk is
+        what the report shows); None when there is none or it cannot be written."""
+        from torchport.report.markdown import render
+
+        if not self.result_path.exists():
+            return None
+        from torchport.report.html import render as render_html
+
+        saved = summary.refresh(results.read(self.result_path))
+        path = self.out_dir / "report.md"
+        results.write_text_atomic(path, render(saved))
+        results.write_text_atomic(self.out_dir / "report.html", render_html(saved))
+        return path
+
+    def close(self) -> None:
+        self.folder.release()
 
     def save(self) -> None:
         summary.refresh(self.document)
@@ -153,6 +219,12 @@ class Evaluation:
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:
             self._run_rounds(runnable)
+            if self.options.script is not None:
+                from torchport.script.crossref import cross_reference
+
+                document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
+                                                     document["reference"])
+                self.save()
             self._run_stages()
         except UserError as exc:
             document["status"] = "failed"
@@ -161,7 +233,7 @@ class Evaluation:
             raise
         except KeyboardInterrupt:
             document["status"] = "interrupted"
-            document["status_reason"] = "interrupted by the user"
+            document["status_reason"] = f"interrupted ({interrupted_by()})"
             self.save()
             raise
         document["status"] = "complete"
@@ -172,31 +244,53 @@ class Evaluation:
         """The stages after timing (trace, checks) run side by side: each mostly
         waits on worker processes of its own, and the timing they could disturb
         is over.  Each stage sets its own key of the document; it is saved once
-        all are done."""
+        all are done.  A stage that cannot finish is recorded in
+        ``stage_errors``: the timing results stand."""
         stages = self.options.stages
         if not stages:
             return
-        self.on_event("stage", {"stage": ", ".join(stage.__module__.rsplit(".", 2)[-2] for stage in stages)})
+        names = [stage.__module__.rsplit(".", 2)[-2] for stage in stages]
+        self.on_event("stage", {"stage": ", ".join(names)})
         with ThreadPoolExecutor(max_workers=len(stages)) as pool:
             futures = [pool.submit(stage, self.document, self.options, self.out_dir) for stage in stages]
-            errors = [future.exception() for future in futures]
-        self.save()
-        for error in errors:
+            try:
+                errors = [future.exception() for future in futures]
+            except BaseException:
+                # Interrupted while the stages run: end their workers now, so
+                # that leaving this block (which waits for the threads) is quick.
+                cancel_all()
+                raise
+        if cancelled():
+            raise KeyboardInterrupt
+        for name, error in zip(names, errors):
             if error is not None:
-                raise error
+                line, _ = failures.first_line(getattr(error, "message", None) or f"{type(error).__name__}: {error}")
+                self.document.setdefault("stage_errors", []).append(
+                    {"stage": name, "message": line, "location": getattr(error, "location", None)})
+        self.save()
 
     def _run_rounds(self, runnable: list[str]) -> None:
+        """Round by round, every backend once.  The reference goes first, so
+        that a failure of the app itself (the reference fails too) is known
+        after one run; any other backend's failure is that backend's result,
+        and the others keep all their repeats."""
         backends = self.document["backends"]
+        reference = self.document["reference"]
+        order = sorted(runnable, key=lambda name: name != reference)
         for round_index in range(self.options.repeats):
-            for name in runnable:
+            for name in order:
                 entry = backends[name]
                 if entry["status"] not in ("pending", "ok"):
                     continue  # a backend that failed is not retried in later rounds
                 self.on_event("start", {"backend": name, "round": round_index})
+                script = self.options.script
                 run = run_worker(
                     name,
-                    EVALUATE_JOB,
+                    SCRIPT_JOB if script is not None else EVALUATE_JOB,
                     app=self.options.app,
+                    extra=None if script is None else {
+                        "script": str(script.resolve()), "script_args": self.options.script_args,
+                        "redirect_cuda": self.options.redirect_cuda, "cwd": str(Path.cwd())},
                     config=self.options.protocol.as_dict(),
                     timeout=self.options.timeout_s,
                     phase_timeout=self.options.phase_timeout_s,
@@ -204,17 +298,25 @@ class Evaluation:
                 )
                 run["round"] = round_index
                 entry["runs"].append(run)
-                entry["status"] = run["status"] if run["status"] != "ok" else "ok"
+                entry["status"] = run["status"]
                 entry["error"] = run.get("error")
                 self.save()
                 self.on_event("done", {"backend": name, "round": round_index, "run": run})
                 if run["status"] == "interrupted":
                     raise KeyboardInterrupt
-                error = run.get("error") or {}
-                if run["status"] == "error" and error.get("kind") == "app":
-                    # The app itself is at fault: every backend would say the same.
-                    for other in runnable:
-                        if backends[other]["status"] == "pending":
-                            backends[other]["status"] = "skipped"
-                            backends[other]["reason"] = f"not run: the app failed on {name}"
-                    raise UserError(error["message"], location=error.get("location"))
+                if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")):
+                    self._stop_for_app_failure(name, run["error"], order)
+
+    def _stop_for_app_failure(self, reference: str, error: dict[str, Any], order: list[str]) -> None:
+        """The reference failed in the app's own code: every backend would say
+        the same, so the evaluation stops here and the user fixes the app."""
+        for other in order:
+            entry = self.document["backends"][other]
+            if entry["status"] == "pending":
+                entry["status"] = "skipped"
+                entry["reason"] = f"not run: the app failed on the reference backend {reference}"
+        raise AppFailed(error["message"], location=error.get("location"), kind=error.get("kind"))
+
+
+class AppFailed(UserError):
+    """The app failed on the reference backend: its own bug, exit status 2."""

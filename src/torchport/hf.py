@@ -340,16 +340,14 @@ def tokens_per_batch(batch: dict[str, Any]) -> int:
 
 def add_batch_arguments(parser: Any) -> None:
     """``--batch-size``/``--seq-len`` for the commands that run an app."""
-    parser.add_argument("--batch-size", type=int, default=None, metavar="N",
+    from torchport.options import count
+
+    parser.add_argument("--batch-size", type=count(1), default=None, metavar="N",
                         help=f"hf: specs only: batch size of the synthetic batch (default {DEFAULT_BATCH_SIZE})")
-    parser.add_argument("--seq-len", type=int, default=None, metavar="N",
+    parser.add_argument("--seq-len", type=count(1), default=None, metavar="N",
                         help=f"hf: specs only: sequence length of the synthetic batch (default {DEFAULT_SEQ_LEN})")
 
 
 def app_from_args(args: Any) -> str | None:
     """The app spec of a command line, with its batch options folded in."""
-    for name in ("batch_size", "seq_len"):
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     return with_batch_options(args.app, getattr(args, "batch_size", None), getattr(args, "seq_len", None))

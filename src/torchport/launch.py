@@ -15,14 +15,72 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
+from torchport import failures, processes
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
 SRC_ROOT = str(Path(__file__).resolve().parent.parent)
-STDERR_TAIL_LINES = 20
+STDERR_TAIL_LINES = failures.TAIL_LINES
+# How much of a worker's stderr and of one stdout line is read back: a worker
+# that prints 100 MB before it dies must not take the parent's memory with it.
+STDERR_READ_BYTES = 64 * 1024
+STDOUT_LINE_BYTES = 64 * 1024
+
+# One value per torchport command: every process it starts carries it.
+SESSION = uuid.uuid4().hex
+_live: dict[int, str] = {}  # pid -> worker id, of the processes now running
+_live_lock = threading.Lock()
+_cancelled = threading.Event()
+INTERRUPTED_MESSAGE = "interrupted by the user"
+
+
+def cancelled() -> bool:
+    """True once the command was interrupted: no new worker starts."""
+    return _cancelled.is_set()
+
+
+def cancel_all() -> None:
+    """End every process this command started, and start no more (Ctrl-C,
+    SIGTERM, SIGHUP).  Threads supervising a worker see it end and return an
+    ``interrupted`` result."""
+    _cancelled.set()
+    with _live_lock:
+        live = dict(_live)
+    for pid, worker_id in live.items():
+        end_process_tree(pid, worker_id)
+    processes.kill_marked(processes.SESSION_VARIABLE, SESSION)
+
+
+def end_process_tree(pid: int, worker_id: str) -> None:
+    processes.kill_group(pid)
+    processes.kill_marked(processes.WORKER_VARIABLE, worker_id)
+
+
+def start_process(command: list[str], env: dict[str, str], **popen: Any) -> tuple[subprocess.Popen, str]:
+    """Start a worker-like process in its own session, marked so that it and
+    everything it starts can be ended (see torchport.processes); registered
+    until ``finish_process``."""
+    worker_id = uuid.uuid4().hex
+    env = {**env, processes.SESSION_VARIABLE: SESSION, processes.WORKER_VARIABLE: worker_id,
+           processes.PARENT_VARIABLE: processes.identity(os.getpid())}
+    with _live_lock:
+        if _cancelled.is_set():
+            raise KeyboardInterrupt
+        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
+        _live[process.pid] = worker_id
+    return process, worker_id
+
+
+def finish_process(process: subprocess.Popen, worker_id: str) -> None:
+    """After the process ended: end what it left behind (its process group,
+    and children that left the group with setsid)."""
+    end_process_tree(process.pid, worker_id)
+    with _live_lock:
+        _live.pop(process.pid, None)
 
 # glibc's malloc moves its mmap threshold with each process's allocation
 # history, so one fresh process reuses its heap for a step's activations while
@@ -73,11 +131,14 @@ def run_worker(
     from torchport import backends
 
     backend_cls = backends.get(backend)
+    if cancelled():
+        return _interrupted_result("before the worker started")
     if python is None:
         try:
             python = worker_python(backend_cls)
         except Exception as exc:  # a missing environment ends this backend's run only
-            return {"status": "error", "error": {"kind": "environment", "message": str(exc)}, "phases": {}}
+            return {"status": "error", "error": {"kind": failures.ENVIRONMENT, "message": failures.first_line(str(exc))[0]},
+                    "phases": {}}
     with tempfile.TemporaryDirectory(prefix="torchport-worker-") as scratch:
         output = os.path.join(scratch, "result.json")
         job = {
@@ -95,6 +156,11 @@ def run_worker(
         return _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env)
 
 
+def _interrupted_result(when: str) -> dict[str, Any]:
+    return {"status": "interrupted", "phases": {},
+            "error": {"kind": failures.INTERRUPTED, "message": f"{INTERRUPTED_MESSAGE} {when}"}}
+
+
 def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env_extra):
     env = worker_environment()
     env["TORCHPORT_SPAWN_TIME"] = repr(time.time())
@@ -103,14 +169,11 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     started = time.monotonic()
     current = {"phase": "start", "since": started}
     with open(stderr_path, "w+b") as stderr_file:
-        process = subprocess.Popen(
-            [python, "-m", "torchport.worker", job_path],
-            stdout=subprocess.PIPE,
-            stderr=stderr_file,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # so a timeout can kill the worker's own children too
-        )
+        try:
+            process, worker_id = start_process([python, "-m", "torchport.worker", job_path], env,
+                                               stdout=subprocess.PIPE, stderr=stderr_file)
+        except KeyboardInterrupt:
+            return _interrupted_result("before the worker started")
         stdout_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         reader = threading.Thread(
             target=_read_progress, args=(process, current, on_progress, stdout_tail), daemon=True
@@ -120,37 +183,38 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
         try:
             while process.poll() is None:
                 now = time.monotonic()
-                if now - started > timeout:
+                if _cancelled.is_set():
+                    stopped_by = INTERRUPTED_MESSAGE
+                elif now - started > timeout:
                     stopped_by = f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
                 elif phase_timeout and now - current["since"] > phase_timeout:
                     stopped_by = f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
                 if stopped_by:
-                    _kill_group(process)
+                    end_process_tree(process.pid, worker_id)
                     break
                 time.sleep(0.05)
         except KeyboardInterrupt:
-            # Ctrl-C reaches only us (the worker has its own session): take it
-            # down too, and still hand back what it had measured.
-            _kill_group(process)
-            stopped_by = "interrupted by the user"
+            # Ctrl-C reaches only us (the worker has its own session): end it
+            # and every other worker, and still hand back what it had measured.
+            cancel_all()
+            stopped_by = INTERRUPTED_MESSAGE
         process.wait()
         # Whatever the worker started and left behind (compile or data-loader
-        # processes in its session) goes with it.
-        _kill_group(process)
+        # processes, also those that called setsid) goes with it.
+        finish_process(process, worker_id)
         reader.join(timeout=5)
-        stderr_file.seek(0)
-        stderr_text = stderr_file.read().decode("utf-8", errors="replace")
+        stderr_text = _tail_of(stderr_file)
     result = _read_result(output)
     result["wall_s"] = time.monotonic() - started
     result["exit_code"] = process.returncode
     result["last_phase"] = current["phase"]
-    tail = [line for line in stderr_text.splitlines() if line.strip()][-STDERR_TAIL_LINES:]
-    if stopped_by == "interrupted by the user":
+    tail = failures.cap_tail(stderr_text.splitlines())
+    if stopped_by == INTERRUPTED_MESSAGE:
         result["status"] = "interrupted"
-        result["error"] = {"kind": "interrupted", "message": f"{stopped_by} during phase {current['phase']!r}"}
+        result["error"] = {"kind": failures.INTERRUPTED, "message": f"{stopped_by} during phase {current['phase']!r}"}
     elif stopped_by:
         result["status"] = "timed_out"
-        result["error"] = {"kind": "timeout", "message": stopped_by}
+        result["error"] = {"kind": failures.TIMEOUT, "message": stopped_by}
     elif process.returncode == EXIT_OK and result.get("status") == "ok":
         pass
     elif process.returncode == EXIT_REPORTED_ERROR and result.get("error"):
@@ -164,16 +228,30 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
                 how += " (SIGKILL: out of host memory, or killed from outside)"
         else:
             how = f"exited with status {code}"
-        result["error"] = {"kind": "crash", "message": f"worker {how} during phase {current['phase']!r}"}
+        kind = failures.CRASH
+        if any("out of memory" in line.lower() for line in tail):
+            kind = failures.OUT_OF_MEMORY
+        result["error"] = {"kind": kind, "message": f"worker {how} during phase {current['phase']!r}"}
     if result["status"] != "ok":
         result["stderr_tail"] = tail
         if stdout_tail:
-            result["stdout_tail"] = list(stdout_tail)
+            result["stdout_tail"] = failures.cap_tail(list(stdout_tail))
     return result
 
 
+def _tail_of(handle) -> str:
+    """The last STDERR_READ_BYTES of a file, decoded; the first line may be cut."""
+    handle.seek(0, os.SEEK_END)
+    size = handle.tell()
+    handle.seek(max(0, size - STDERR_READ_BYTES))
+    return handle.read().decode("utf-8", errors="replace")
+
+
 def _read_progress(process, current, on_progress, stdout_tail) -> None:
-    for raw in process.stdout:
+    while True:
+        raw = process.stdout.readline(STDOUT_LINE_BYTES)
+        if not raw:
+            break
         line = raw.decode("utf-8", errors="replace").rstrip("\n")
         if line.startswith(PROGRESS_PREFIX):
             try:
@@ -189,16 +267,6 @@ def _read_progress(process, current, on_progress, stdout_tail) -> None:
                     pass
         elif line.strip():
             stdout_tail.append(line)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            process.kill()
-        except ProcessLookupError:
-            pass
 
 
 def _read_result(output: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import socket
@@ -64,29 +65,194 @@ def new_document(command: list[str], app: dict[str, Any], config: dict[str, Any]
     }
 
 
+def strict_json(value: Any) -> Any:
+    """The document with every non-finite float (NaN, inf) as null: result
+    files are strict JSON that any parser reads."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step: a reader (or a full disk)
+    sees the old file or the new one, never a part; no temporary file stays."""
+    from torchport.errors import OutputError
+
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException as exc:
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}; the previous version is kept") from None
+        raise
+
+
 def write_atomic(path: Path, document: dict[str, Any]) -> None:
     document["updated"] = now()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(document, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_text_atomic(path, json.dumps(strict_json(document), indent=1, default=str, allow_nan=False) + "\n")
+
+
+# --- the output folder -------------------------------------------------------------------------
+
+LOCK_NAME = ".torchport.lock"
+
+
+class OutputFolder:
+    """An output folder held by one torchport run: created and checked for
+    writing before anything runs, with a lock file naming the holder so that a
+    second run cannot overwrite the first one's results."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lock = path / LOCK_NAME
+
+    @classmethod
+    def claim(cls, path: Path, *, explicit: bool) -> "OutputFolder":
+        """Take ``path``; when another live run holds it, refuse (a folder the
+        user named) or take ``path-2``, ``path-3``, ... (the default name)."""
+        from torchport.errors import UserError
+
+        for attempt in range(1, 100):
+            candidate = path if attempt == 1 else path.with_name(f"{path.name}-{attempt}")
+            folder = cls(candidate)
+            holder = folder._try_lock()
+            if holder is None:
+                return folder
+            if explicit:
+                raise UserError(f"output folder {candidate} is in use by another torchport run ({holder}); "
+                                f"choose another -o, or remove {folder.lock} if that run is gone")
+        raise UserError(f"no free output folder beside {path}")
+
+    def _try_lock(self) -> str | None:
+        """Create the lock; None when taken, else a description of the live holder."""
+        from torchport.errors import UserError
+        from torchport.processes import identity, is_alive
+
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise UserError(f"cannot use output folder {self.path}: a file of that name exists") from None
+        except OSError as exc:
+            raise UserError(f"cannot create output folder {self.path}: {exc.strerror or exc}") from None
+        if not self.path.is_dir():
+            raise UserError(f"cannot use output folder {self.path}: not a folder")
+        me = f"{identity(os.getpid())} {socket.gethostname()}"
+        for _ in range(2):
+            try:
+                descriptor = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    holder = self.lock.read_text(encoding="utf-8", errors="replace").strip()
+                except OSError:
+                    holder = ""
+                pid_and_start, _, host = holder.partition(" ")
+                if host == socket.gethostname() and pid_and_start and not is_alive(pid_and_start):
+                    self.lock.unlink(missing_ok=True)  # its holder is gone: a stale lock
+                    continue
+                return f"pid {pid_and_start.partition(':')[0] or '?'} on {host or 'an unknown host'}"
+            except OSError as exc:
+                raise UserError(f"cannot write in output folder {self.path}: {exc.strerror or exc}") from None
+            try:
+                os.write(descriptor, me.encode())
+            except OSError as exc:
+                os.close(descriptor)
+                self.lock.unlink(missing_ok=True)
+                raise UserError(f"cannot write in output folder {self.path}: {exc.strerror or exc}") from None
+            os.close(descriptor)
+            return None
+        return "a run that keeps taking it"
+
+    def release(self) -> None:
+        try:
+            self.lock.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+# Integers beyond this cannot be a count, a size or a time torchport wrote,
+# and would overflow the statistics (float range).
+LARGEST_NUMBER = 2**63
 
 
 def read(path: Path) -> dict[str, Any]:
+    """A result document from a file, checked against the schema: anything
+    that is not one gets one line naming what is wrong (exit status 2)."""
     from torchport.errors import UserError
 
+    where = str(path)
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"result file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"result path is a folder, not a result.json: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not a JSON result document: not UTF-8 text (byte {exc.start})", location=where) from None
+    except OSError as exc:
+        raise UserError(f"cannot read result file: {exc.strerror or exc}", location=where) from None
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise UserError(f"not a JSON result document: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    except RecursionError:
+        raise UserError("not a result document: JSON nested too deeply", location=where) from None
+    except ValueError as exc:  # NaN/Infinity, or an integer of thousands of digits
+        raise UserError(f"not a result document: {exc}", location=where) from None
+    if not isinstance(document, dict):
+        raise UserError(f"not a result document: the top level is a JSON {_json_type(document)}, not an object",
+                        location=where)
     if document.get("schema_version") != SCHEMA_VERSION:
         raise UserError(
-            f"result schema version {document.get('schema_version')!r} is not the supported {SCHEMA_VERSION!r}",
-            location=str(path),
+            f"result schema version {str(document.get('schema_version'))[:40]!r} is not the supported {SCHEMA_VERSION!r}",
+            location=where,
         )
+    _check_numbers(document, where)
+    try:
+        validate(document)
+    except RecursionError:
+        raise UserError("not a result document: nested too deeply", location=where) from None
+    except Exception as exc:  # jsonschema.ValidationError
+        at = "/".join(str(p) for p in getattr(exc, "absolute_path", [])) or "(root)"
+        message = str(getattr(exc, "message", exc)).splitlines()[0][:300]
+        raise UserError(f"does not match the result schema at {at}: {message}", location=where) from None
     return document
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON (result files are strict JSON)")
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
+def _check_numbers(value: Any, where: str, path: str = "") -> None:
+    from torchport.errors import UserError
+
+    stack = [(value, path)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, f"{at}/{k}") for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{at}/{i}") for i, v in enumerate(item))
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > LARGEST_NUMBER:
+            raise UserError(f"not a result document: the number at {at or '(root)'} has {len(str(abs(item)))} digits",
+                            location=where)
 
 
 # --- the environment record --------------------------------------------------------------------

@@ -26,7 +26,6 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-import traceback  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 
@@ -82,29 +81,21 @@ def _resolve(function_path: str) -> Callable[[WorkerContext], None]:
 
 
 def classify_error(exc: BaseException) -> dict[str, Any]:
-    """Turn an exception into the result's error record.  ``kind`` says whose
-    problem it is: ``app`` (the user's code or input), ``out_of_memory``, or
-    ``backend`` (the device, its runtime or torchport)."""
-    from torchport.app import user_location
-    from torchport.errors import UserError
+    """Turn an exception into the result's error record (torchport.failures)."""
+    from torchport.failures import record
 
-    if isinstance(exc, UserError):
-        return {"kind": getattr(exc, "kind", "app"), "message": exc.message, "location": exc.location}
-    message = f"{type(exc).__name__}: {exc}".strip()
-    first_line = message.splitlines()[0] if message else type(exc).__name__
-    if "out of memory" in message.lower() or type(exc).__name__ == "OutOfMemoryError":
-        return {"kind": "out_of_memory", "message": first_line, "location": user_location(exc)}
-    return {
-        "kind": "backend",
-        "message": first_line,
-        "location": user_location(exc),
-        "traceback": traceback.format_exc(limit=-12),
-    }
+    return record(exc)
 
 
 def main(argv: list[str]) -> int:
+    from torchport.processes import watch_parent
+
+    watch_parent()
     with open(argv[0], encoding="utf-8") as handle:
         job = json.load(handle)
+    # The backend this process runs for, visible to the app's code (a script
+    # that must know its device) and to child processes.
+    os.environ["TORCHPORT_BACKEND"] = str(job.get("backend"))
     spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
     result: dict[str, Any] = {"status": "running", "phases": {}}
     context = WorkerContext(job=job, backend=None, result=result)

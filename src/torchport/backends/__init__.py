@@ -17,9 +17,12 @@ Two sides, two rules:
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, ClassVar
 
 from torchport.errors import UserError
@@ -167,6 +170,27 @@ def cpu_only_torch() -> str | None:
     return version if version.endswith("+cpu") else None
 
 
+# Folders (os.pathsep-separated) of backend modules outside the package: a
+# backend of your own, or the test suite's, in one file, without installing it.
+# Workers inherit the variable, so they find the same backends.
+PLUGIN_PATH_VARIABLE = "TORCHPORT_BACKEND_PATH"
+
+
+def _modules_from_path(path_text: str) -> list[Any]:
+    modules = []
+    for folder in filter(None, path_text.split(os.pathsep)):
+        for file in sorted(Path(folder).glob("*.py")):
+            if file.name.startswith("_"):
+                continue
+            spec = importlib.util.spec_from_file_location(f"torchport_backend_plugin_{file.stem}", file)
+            if spec is None or spec.loader is None:
+                continue
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            modules.append(module)
+    return modules
+
+
 def _discover() -> dict[str, type[Backend]]:
     found: dict[str, type[Backend]] = {}
     modules = [
@@ -174,6 +198,7 @@ def _discover() -> dict[str, type[Backend]]:
         for info in pkgutil.iter_modules(__path__)
         if not info.name.startswith("_")
     ]
+    modules += _modules_from_path(os.environ.get(PLUGIN_PATH_VARIABLE, ""))
     try:
         from importlib.metadata import entry_points
 

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -40,7 +39,8 @@ from typing import Any
 from torchport import backends as backend_registry
 from torchport.check.checkpoint import flat_parameters
 from torchport.check.tolerance import CLOSE, tensor_error
-from torchport.launch import run_worker, worker_environment, worker_python
+from torchport.launch import (cancelled, end_process_tree, finish_process, run_worker, start_process, worker_environment,
+                              worker_python)
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
 WARMUP_STEPS = 2  # first steps carry one-off costs (allocation, DDP bucket set-up); not timed
@@ -65,16 +65,18 @@ def thread_env(backend_cls: Any) -> dict[str, str]:
     return {"OMP_NUM_THREADS": "1"} if backend_cls.device_type == "cpu" else {}
 
 
-def launch(options: Any, backend: str, folder: Path) -> dict[str, Any]:
-    """Run torchrun; return its exit, the tail of its output and every rank's result."""
+def launch(options: Any, backend: str, folder: Path, function: str = DDP_JOB,
+           extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run ``function`` in every rank under torchrun (the DDP job, or script
+    mode's job); return its exit, the tail of its output and every rank's result."""
     backend_cls = backend_registry.get(backend)
     python = worker_python(backend_cls)
     rank_dir = folder / "ranks"
     rank_dir.mkdir(parents=True, exist_ok=True)
-    job = {"backend": backend, "function": DDP_JOB, "app": options.app, "config": {},
+    job = {"backend": backend, "function": function, "app": options.app, "config": {},
            "output": str(rank_dir / "launcher.json"), "scratch": str(folder), "rank_dir": str(rank_dir),
            "steps": options.distributed_steps, "seed": options.seed, "dtype": options.dtype,
-           "process_group_backend": backend_cls.process_group_backend}
+           "process_group_backend": backend_cls.process_group_backend, **(extra or {})}
     job_path = folder / "job.json"
     job_path.write_text(json.dumps(job), encoding="utf-8")
     env = worker_environment()  # the same allocator settings as the single-process run it is compared with
@@ -82,16 +84,25 @@ def launch(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     command = torchrun_command(python, options, str(job_path))
     started = time.monotonic()
     with tempfile.TemporaryFile() as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=env, start_new_session=True)
         try:
-            code = process.wait(timeout=options.timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            process, worker_id = start_process(command, env, stdout=output, stderr=subprocess.STDOUT)
+        except KeyboardInterrupt:
+            return {"exit_code": None, "timed_out": False, "wall_s": 0.0, "output": "interrupted before torchrun started",
+                    "ranks": {}, "command": command}
+        timed_out = False
+        try:
+            # Polled rather than one long wait, so that an interrupted command ends torchrun at once.
+            while process.poll() is None and not cancelled():
+                if time.monotonic() - started > options.timeout_s:
+                    timed_out = True
+                    break
+                time.sleep(0.05)
+        finally:
+            end_process_tree(process.pid, worker_id)
             code = process.wait()
-            timed_out = True
-        output.seek(0)
+            finish_process(process, worker_id)
+        output.seek(0, os.SEEK_END)
+        output.seek(max(0, output.tell() - 256 * 1024))
         text = output.read().decode("utf-8", errors="replace")
     ranks = {}
     for path in sorted(rank_dir.glob("rank*.json")):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.report import format as fmt
+
 STATUS_TEXT = {"pass": "pass", "fail": "**FAIL**", "error": "**ERROR**", "skipped": "skipped"}
 
 
@@ -32,7 +34,7 @@ def headline(check: dict[str, Any]) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return fmt.md(text, 1000)
 
 
 def markdown(section: dict[str, Any]) -> str:
@@ -51,7 +53,7 @@ def markdown(section: dict[str, Any]) -> str:
     ]
     if section.get("app_error"):
         error = section["app_error"]
-        lines += [f"**The app failed:** {error.get('message')}" + (f" at `{error['location']}`" if error.get("location") else ""), ""]
+        lines += [f"**The app failed:** {fmt.md(error.get('message'))}" + (f" at {fmt.md_code(error['location'])}" if error.get("location") else ""), ""]
     if section.get("note"):
         lines += [section["note"], ""]
     lines += ["| check | backend / pair | status | figures | reason |", "|---|---|---|---|---|"]

@@ -27,6 +27,7 @@ Recovery and distributed training run their own workers
 """
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -39,6 +40,7 @@ from torchport.app import parse_spec, preflight
 from torchport.check import CHECK_NAMES, checkpoint, parity, pipeline
 from torchport.check.tolerance import CLOSE, FLOOR, RATIO_LIMIT
 from torchport.errors import UserError
+from torchport.failures import is_app_failure
 from torchport.launch import run_worker
 
 TRAIN_JOB = "torchport.check.jobs:train_job"
@@ -92,7 +94,7 @@ def validate(options: CheckOptions) -> list[str]:
     if options.recovery_steps < 2 * options.recovery_every + 2:
         raise UserError(f"recovery needs at least 2 x every + 2 steps, got {options.recovery_steps} steps "
                         f"with a checkpoint every {options.recovery_every}", location="--recovery-steps")
-    if options.timeout_s <= 0:
+    if not (math.isfinite(options.timeout_s) and options.timeout_s > 0):
         raise UserError(f"--timeout must be positive, got {options.timeout_s}", location="--timeout")
     if options.nproc < 2:
         raise UserError(f"--nproc must be at least 2, got {options.nproc}", location="--nproc")
@@ -276,7 +278,8 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         for name in names:
             checks.append(_pipeline_check(options, name, results))
     error = reference.get("error") or {}
-    app_error = {"message": error.get("message"), "location": error.get("location")} if error.get("kind") == "app" else None
+    app_error = ({"message": error.get("message"), "location": error.get("location"), "kind": error.get("kind")}
+                 if is_app_failure(error) else None)
     return checks, app_error, reference_worker
 
 

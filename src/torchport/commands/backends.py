@@ -13,6 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from torchport import backends
@@ -24,13 +25,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    table = Table(title="torchport backends", title_justify="left")
+    table = Table(title="torchport backends", title_justify="left")  # cells are data, escaped: never rich markup
     for header in ("backend", "available", "reason / device", "kind", "verified"):
         table.add_column(header, overflow="fold")
     for row in rows:
         kind = f"proxy for {row['proxy_for']}" if row["proxy_for"] else row["title"]
         if row["environment"]:
             kind += f" (environment: {row['environment']})"
-        table.add_row(row["name"], "yes" if row["available"] else "no", row["reason"], kind, row["verification"])
+        table.add_row(*(escape(str(cell)) for cell in (row["name"], "yes" if row["available"] else "no", row["reason"],
+                                                      kind, row["verification"])))
     Console(width=max(Console().width, 140)).print(table)
     return 0

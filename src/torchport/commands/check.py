@@ -7,6 +7,7 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport import options as types
     from torchport.check import CHECK_NAMES
     from torchport.check.runner import DTYPES, CheckOptions
 
@@ -29,23 +30,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="backend to check (repeatable or comma-separated; default: all known)")
     parser.add_argument("--only", default=",".join(CHECK_NAMES), metavar="CHECKS",
                         help=f"comma-separated subset of {','.join(CHECK_NAMES)} (default: all)")
-    parser.add_argument("--steps", type=int, default=defaults.steps,
+    parser.add_argument("--steps", type=types.count(2), default=defaults.steps,
                         help=f"training steps K for parity and checkpoints (default {defaults.steps})")
     parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--seed", type=types.seed, default=defaults.seed)
     parser.add_argument("--recovery-steps", type=int, default=defaults.recovery_steps,
                         help=f"steps of the recovery run (default {defaults.recovery_steps})")
     parser.add_argument("--checkpoint-every", type=int, default=defaults.recovery_every,
                         help=f"checkpoint interval of the recovery run (default {defaults.recovery_every})")
-    parser.add_argument("--kill-seed", type=int, default=None, help="seed of the random kill step (default: fresh)")
+    parser.add_argument("--kill-seed", type=types.seed, default=None, help="seed of the random kill step (default: fresh)")
     parser.add_argument("--nproc", type=int, default=defaults.nproc, help="torchrun processes per node (default 2)")
     parser.add_argument("--nnodes", type=int, default=1, help="torchrun nodes; >1 needs --rdzv-endpoint on every node")
     parser.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="torchrun c10d rendezvous endpoint")
     parser.add_argument("--rdzv-conf", default=None, metavar="K=V,...",
                         help="torchrun --rdzv-conf (default join_timeout=60 when multi-node)")
-    parser.add_argument("--distributed-steps", type=int, default=defaults.distributed_steps,
+    parser.add_argument("--distributed-steps", type=types.count(1), default=defaults.distributed_steps,
                         help=f"steps of the distributed check (default {defaults.distributed_steps})")
-    parser.add_argument("--timeout", type=float, default=defaults.timeout_s,
+    parser.add_argument("--timeout", type=types.positive_seconds, default=defaults.timeout_s,
                         help="seconds before a worker (or torchrun) is killed (default 600)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the checks as JSON")
     parser.add_argument("--work-dir", type=Path, metavar="DIR",
@@ -69,11 +70,14 @@ def options_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from torchport.check.report import STATUS_TEXT, headline, subject
     from torchport.check.runner import exit_status, run_checks, validate
     from torchport.errors import UserError
+    from torchport.launch import cancelled
+    from torchport.results import strict_json, write_text_atomic
 
     options = options_from_args(args)
     validate(options)
@@ -81,20 +85,23 @@ def run(args: argparse.Namespace) -> int:
 
     def on_event(kind: str, data: dict) -> None:
         if kind == "start":
-            console.print(f"[dim]{data.get('check')}: {data.get('backend')} ...[/dim]")
+            console.print(f"{data.get('check')}: {data.get('backend')} ...", style="dim", markup=False, highlight=False)
 
     section = run_checks(options, on_event=on_event)
+    if cancelled():
+        raise KeyboardInterrupt
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(section, indent=1, default=str) + "\n", encoding="utf-8")
-    table = Table(title=f"torchport check {section['config']['app']}", title_justify="left")
+        write_text_atomic(args.json, json.dumps(strict_json(section), indent=1, default=str) + "\n")
+    table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
     for header in ("check", "backend / pair", "status", "figures", "reason"):
         table.add_column(header, overflow="fold")
     colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim"}
     for check in section["checks"]:
         status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
-        table.add_row(check["name"], subject(check), f"[{colours.get(check['status'], '')}]{status}[/]",
-                      headline(check), check.get("reason", ""))
+        # Reasons quote the app's errors: data, never rich markup.
+        table.add_row(escape(check["name"]), escape(subject(check)),
+                      f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
+                      escape(headline(check)), escape(check.get("reason", "")))
     Console(width=max(Console().width, 160)).print(table)
     if args.json:
         print(f"checks: {args.json}")

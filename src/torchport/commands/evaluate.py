@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport import options as types
     from torchport.protocol import DTYPES, ProtocolConfig
 
     defaults = ProtocolConfig()
@@ -23,15 +26,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_batch_arguments(parser)
     parser.add_argument("-b", "--backend", action="append", default=[], metavar="NAME",
                         help="backend to evaluate (repeatable or comma-separated; default: all known)")
-    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per backend (default 3)")
-    parser.add_argument("--steps", type=int, default=defaults.steps, help=f"sustained steps per run (default {defaults.steps})")
-    parser.add_argument("--blocks", type=int, default=defaults.blocks, help=f"timed blocks the sustained steps are split into (default {defaults.blocks})")
-    parser.add_argument("--max-warmup", type=int, default=defaults.max_warmup_steps, help=f"bound on warm-up steps (default {defaults.max_warmup_steps})")
+    parser.add_argument("--repeats", type=types.count(1), default=3, help="fresh processes per backend (default 3)")
+    parser.add_argument("--steps", type=types.count(1), default=defaults.steps, help=f"sustained steps per run (default {defaults.steps})")
+    parser.add_argument("--blocks", type=types.count(1), default=defaults.blocks, help=f"timed blocks the sustained steps are split into (default {defaults.blocks})")
+    parser.add_argument("--max-warmup", type=types.count(0), default=defaults.max_warmup_steps, help=f"bound on warm-up steps (default {defaults.max_warmup_steps})")
     parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--seed", type=types.seed, default=defaults.seed)
     parser.add_argument("--no-inference", action="store_true", help="skip the app's forward-only scenario")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a worker is killed (default 600)")
-    parser.add_argument("--phase-timeout", type=float, default=None, help="seconds one phase (e.g. compilation) may take")
+    parser.add_argument("--timeout", type=types.positive_seconds, default=600.0, help="seconds before a worker is killed (default 600)")
+    parser.add_argument("--phase-timeout", type=types.positive_seconds, default=None, help="seconds one phase (e.g. compilation) may take")
     parser.add_argument("--price", action="append", default=[], metavar="BACKEND=USD_PER_HOUR", help="price of a backend (repeatable)")
     parser.add_argument("--prices", type=Path, metavar="FILE.toml", help="TOML file of BACKEND = USD_PER_HOUR")
     parser.add_argument("--reference", default="cpu", help="backend the others are compared with (default cpu)")
@@ -39,12 +42,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-checks", action="store_true",
                         help="skip the parity, checkpoint and input-pipeline checks (torchport check runs all checks)")
     parser.add_argument("-o", "--out", type=Path, help="output folder (default torchport-results/APP-TIME)")
+    parser.add_argument("--script", type=Path, metavar="TRAIN.py",
+                        help="evaluate an unmodified training script instead of an app; its arguments follow `--`, "
+                             "with {device}, {backend} and {compile} filled per backend")
+    parser.add_argument("--redirect-cuda", action="store_true",
+                        help="with --script: redirect the script's CUDA calls to each backend (each redirect is logged)")
     parser.set_defaults(func=run)
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
     import sys
 
+    from torchport.errors import UserError
     from torchport.evaluate import EvaluationOptions, load_price_file, parse_price
     from torchport.hf import app_from_args
     from torchport.protocol import ProtocolConfig
@@ -61,64 +70,107 @@ def options_from_args(args: argparse.Namespace) -> Any:
         max_warmup_steps=args.max_warmup, inference=not args.no_inference,
     )
     stages = []
-    if not args.no_trace:
+    script_mode = args.script is not None
+    if not script_mode and args.passthrough:
+        raise UserError(f"arguments after `--` are for --script only: {' '.join(args.passthrough)[:200]}")
+    if not args.no_trace and script_mode:
+        from torchport.script.stage import trace_stage
+
+        stages.append(trace_stage)
+    if not args.no_trace and not script_mode:
         from torchport.trace.stage import evaluate_stage as trace_stage
 
         stages.append(trace_stage)
-    if not args.no_checks:
+    if not args.no_checks and script_mode:
+        from torchport.script.stage import distributed_stage
+
+        stages.append(distributed_stage)
+    if not args.no_checks and not script_mode:
         from torchport.check.stage import evaluate_stage as check_stage
 
         stages.append(check_stage)
     return EvaluationOptions(
         app=app_from_args(args), stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
         phase_timeout_s=args.phase_timeout, prices=prices, reference=args.reference, out_dir=args.out,
-        command=["torchport", *sys.argv[1:]],
+        command=["torchport", *sys.argv[1:]], script=args.script, script_args=list(args.passthrough),
+        redirect_cuda=args.redirect_cuda,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from torchport.errors import OutputError
     from torchport.evaluate import Evaluation
-    from torchport.report.markdown import render
     from torchport.report.terminal import print_summary
 
     options = options_from_args(args)
     console = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
-        task = progress.add_task("starting", total=None)
-        state: dict[str, Any] = {}
+    evaluation = Evaluation(options)
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                      console=console, transient=True) as progress:
+            task = progress.add_task("starting", total=None)
+            state: dict[str, Any] = {}
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
-            if kind == "plan":
-                state["repeats"] = data["repeats"]
-                progress.update(task, total=len(data["backends"]) * data["repeats"])
-                console.print(f"[dim]writing {data['path']}[/dim]")
-            elif kind in ("start", "progress"):
-                if kind == "start":
-                    state["round"] = data["round"]
-                round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
-                progress.update(task, description=f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
-            elif kind == "stage":
-                progress.update(task, description=f"stage: {data['stage']}")
-            elif kind == "done":
-                run = data["run"]
-                progress.advance(task)
-                if run["status"] != "ok":
-                    console.print(f"[yellow]{data['backend']}: {run['status']}: {(run.get('error') or {}).get('message')}[/yellow]")
+            def on_event(kind: str, data: dict[str, Any]) -> None:
+                if kind == "plan":
+                    state["repeats"] = data["repeats"]
+                    progress.update(task, total=len(data["backends"]) * data["repeats"])
+                    console.print(f"writing {data['path']}", style="dim", markup=False, highlight=False)
+                elif kind in ("start", "progress"):
+                    if kind == "start":
+                        state["round"] = data["round"]
+                    round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
+                    progress.update(task, description=f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
+                elif kind == "stage":
+                    progress.update(task, description=f"stage: {data['stage']}")
+                elif kind == "done":
+                    run = data["run"]
+                    progress.advance(task)
+                    if run["status"] not in ("ok", "interrupted"):
+                        error = run.get("error") or {}
+                        where = f" at {error['location']}" if error.get("location") else ""
+                        console.print(f"[yellow]{escape(data['backend'])}: does not run here: "
+                                      f"{escape(str(error.get('kind')))}: {escape(str(error.get('message')))}"
+                                      f"{escape(where)}[/yellow]", highlight=False)
 
-        evaluation = Evaluation(options, on_event=on_event)
-        try:
+            evaluation.on_event = on_event
             document = evaluation.run()
-        finally:
-            if evaluation.result_path.exists():
-                from torchport import results
-
-                report_path = evaluation.out_dir / "report.md"
-                report_path.write_text(render(results.read(evaluation.result_path)), encoding="utf-8")
+    except BaseException:
+        # Interrupted or failed: report what was measured, and let the first
+        # error be the one line the user sees.
+        with contextlib.suppress(OutputError):
+            evaluation.write_report()
+        raise
+    else:
+        evaluation.write_report()
+    finally:
+        evaluation.close()
+    if args.debug:
+        _print_failure_details(document)
     print_summary(document)
     print(f"result: {evaluation.result_path}\nreport: {evaluation.out_dir / 'report.md'}")
-    # The evaluation itself succeeded; but if nothing ran, a script must notice.
-    return 0 if any(b.get("summary") for b in document["backends"].values()) else 1
+    return exit_status(document)
+
+
+def _print_failure_details(document: dict[str, Any]) -> None:
+    """--debug: each failed run's whole error (traceback, stderr tail), beyond the one line."""
+    for name, backend in document["backends"].items():
+        for run in backend["runs"]:
+            error = run.get("error")
+            if run.get("status") == "ok" or not error:
+                continue
+            print(f"--- {name}, round {run.get('round', 0) + 1}: {error.get('kind')}: {error.get('message')}", file=sys.stderr)
+            for text in (error.get("traceback"), "\n".join(run.get("stderr_tail") or [])):
+                if text:
+                    print(text, file=sys.stderr)
+
+
+def exit_status(document: dict[str, Any]) -> int:
+    """0 when the reference produced a result (other backends failing is a
+    result too), 1 when it did not."""
+    reference = document["backends"].get(document.get("reference") or "")
+    return 0 if reference and reference.get("summary") else 1

@@ -9,6 +9,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="re-render report.md and the summary from a result.json")
     parser.add_argument("result", type=Path, help="a result.json written by torchport evaluate")
     parser.add_argument("-o", "--out", type=Path, help="where to write the markdown (default: beside the result)")
+    parser.add_argument("--html", nargs="?", type=Path, const=True, default=None, metavar="FILE",
+                        help="also write the HTML report with charts (default: report.html beside the result)")
     parser.add_argument("--validate", action="store_true", help="also check the document against its JSON Schema")
     parser.set_defaults(func=run)
 
@@ -19,18 +21,24 @@ def run(args: argparse.Namespace) -> int:
     from torchport.report.markdown import render
     from torchport.report.terminal import print_summary
 
-    document = summary.refresh(results.read(args.result))
-    if args.validate:
-        import jsonschema
-
-        try:
-            results.validate(document)
-        except jsonschema.ValidationError as exc:
-            path = "/".join(str(p) for p in exc.absolute_path)
-            raise UserError(f"does not match the result schema at {path or '(root)'}: {exc.message}",
-                            location=str(args.result)) from None
+    document = results.read(args.result)  # validated against the schema (--validate is kept for scripts)
+    try:
+        document = summary.refresh(document)
+        text = render(document)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as exc:
+        if args.debug:
+            raise
+        # Valid against the schema, but its parts do not fit together (a hand-edited file, say).
+        raise UserError(f"the result document is inconsistent: {type(exc).__name__}: {str(exc)[:200]}",
+                        location=str(args.result)) from None
     out = args.out or args.result.with_name("report.md")
-    out.write_text(render(document), encoding="utf-8")
+    results.write_text_atomic(out, text)
     print_summary(document)
     print(f"report: {out}")
+    if args.html is not None:
+        from torchport.report.html import render as render_html
+
+        html_out = args.result.with_name("report.html") if args.html is True else args.html
+        results.write_text_atomic(html_out, render_html(document))
+        print(f"html: {html_out}")
     return 0

@@ -23,7 +23,8 @@ def register(subparsers) -> None:
     scan.add_argument("paths", nargs="*", default=["."], metavar="PATH",
                       help="files or folders (default: .); explicit paths ignore 'exclude'")
     scan.add_argument("--format", choices=FORMATS, default="text")
-    scan.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
+    scan.add_argument("-o", "--output", metavar="FILE",
+                      help="write the report to this file (always a file) instead of stdout")
     scan.add_argument("--fail-on", choices=("error", "silent", "perf", "info", "never"),
                       help="lowest severity that fails the run (order: info < perf < silent < "
                            "error; default from config, else silent)")
@@ -60,6 +61,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "from pyproject/requirements, else 2.6)")
     parser.add_argument("--config", metavar="FILE",
                         help="pyproject.toml or torchport.toml to read (default: nearest)")
+    parser.add_argument("--no-ignore", action="store_true",
+                        help="also scan files that .gitignore leaves out")
 
 
 def _settings(args):
@@ -86,6 +89,7 @@ def _settings(args):
                 if code != "ALL" and not any(r.startswith(code) for r in RULES_BY_ID):
                     raise UserError(f"no rule matches '{code}' (see torchport rules)", location=f"--{option}")
             setattr(config, option, codes)
+    config.use_gitignore = not args.no_ignore
     if args.min_torch and not _VERSION.match(args.min_torch):
         raise UserError("expected a version such as 2.9", location="--min-torch")
     return paths, config
@@ -125,10 +129,9 @@ def run_fix(args) -> int:
     for fix in fixes:
         if fix.changed:
             sys.stdout.write(fix.diff())
-    if args.write:
-        fixer.write(fixes, args.force)
-    changed = [f for f in fixes if f.changed]
-    applied = sum(len(f.applied) for f in fixes)
+    refused = fixer.write(fixes, args.force, fixer.project_roots(paths)) if args.write else []
+    changed = [f for f in fixes if f.changed and f not in refused]
+    applied = sum(len(f.applied) for f in changed)
     verb = "applied" if args.write else "proposed (rerun with --write to apply)"
     err = sys.stderr
     print(f"torchport fix: {applied} fix(es) {verb} in {len(changed)} file(s) "
@@ -144,7 +147,7 @@ def run_fix(args) -> int:
             note = f" ({finding.fix_note})" if finding.fix_note else ""
             print(f"  {finding.path}:{finding.line}:{finding.column}: {rule.id} {rule.title}: "
                   f"{finding.detail}{note}", file=err)
-    return 0
+    return 1 if refused else 0
 
 
 def run_rules(args) -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport import options as types
     from torchport.trace.analysis import DEFAULT_TIMEOUT_S
     from torchport.trace.job import DEFAULT_STEPS
     from torchport.trace.support import TARGETS
@@ -23,13 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport.hf import add_batch_arguments
 
     add_batch_arguments(parser)
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps to trace (default {DEFAULT_STEPS})")
+    parser.add_argument("--steps", type=types.count(1), default=DEFAULT_STEPS, help=f"training steps to trace (default {DEFAULT_STEPS})")
     parser.add_argument("--target", action="append", default=[], metavar="T",
                         help=f"target to judge (repeatable or comma-separated; default all: {', '.join(TARGETS)})")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the trace section as JSON")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+    parser.add_argument("--timeout", type=types.positive_seconds, default=DEFAULT_TIMEOUT_S,
                         help=f"seconds before tracing is stopped, keeping what was traced (default {DEFAULT_TIMEOUT_S:g})")
-    parser.add_argument("--top", type=int, default=10, help="findings to print (default 10)")
+    parser.add_argument("--top", type=types.count(0), default=10, help="findings to print (default 10)")
     parser.add_argument("--no-live", action="store_true",
                         help="use only the shipped op-support tables, even where a backend is installed")
     parser.set_defaults(func=run)
@@ -40,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from torchport.launch import cancelled
+    from torchport.results import strict_json, write_text_atomic
     from torchport.trace.analysis import raise_if_app_failed, run_trace
     from torchport.hf import app_from_args
     from torchport.trace.report import terminal_lines
@@ -50,9 +53,10 @@ def run(args: argparse.Namespace) -> int:
         section = run_trace(app_from_args(args), steps=args.steps, targets=targets or None, timeout=args.timeout,
                             allow_live=not args.no_live,
                             on_progress=lambda event: status.update(f"tracing: {event.get('phase', '')}"))
+    if cancelled():
+        raise KeyboardInterrupt
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(section, indent=1, default=str) + "\n", encoding="utf-8")
+        write_text_atomic(args.json, json.dumps(strict_json(section), indent=1, default=str) + "\n")
     raise_if_app_failed(section)
     print("\n".join(terminal_lines(section, top=args.top)))
     if args.json:

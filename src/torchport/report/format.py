@@ -52,3 +52,53 @@ def speedup(comparison: dict[str, Any] | None) -> str:
         return "reference"
     low, high = comparison["ci95"]
     return f"{comparison['speedup']:.2f}x [{low:.2f}, {high:.2f}] {comparison['verdict']}"
+
+
+# --- text from apps and results, in markdown -----------------------------------------------------
+# Names, messages, reasons and output tails are data: they must render as the
+# characters they are, never as markdown, HTML or a broken table.
+
+MARKDOWN_TEXT_CHARS = 500
+# Enough to keep text inline and literal: emphasis, code, links and images
+# (a "[" cannot open one), table cells, strikethrough, HTML and entities.
+_MARKDOWN_SPECIAL = str.maketrans({ch: f"\\{ch}" for ch in "\\`*_[]|~"} | {
+    "<": "&lt;", "&": "&amp;", "\n": " ", "\r": " "})
+
+
+def md(value: Any, limit: int = MARKDOWN_TEXT_CHARS) -> str:
+    """``value`` as literal markdown text on one line (safe in table cells)."""
+    text = "" if value is None else str(value)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return text.translate(_MARKDOWN_SPECIAL)
+
+
+def md_code(value: Any, limit: int = MARKDOWN_TEXT_CHARS) -> str:
+    """``value`` as an inline code span, whatever backticks it holds."""
+    text = ("" if value is None else str(value)).replace("\n", " ").replace("|", "¦")
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    longest = max((len(run) for run in _backtick_runs(text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_block(lines: list[str]) -> list[str]:
+    """Lines as a fenced code block whose fence no line can close."""
+    longest = max((len(run) for line in lines for run in _backtick_runs(line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, *lines, fence]
+
+
+def _backtick_runs(text: str) -> list[str]:
+    runs, current = [], ""
+    for ch in text:
+        if ch == "`":
+            current += ch
+        elif current:
+            runs.append(current)
+            current = ""
+    if current:
+        runs.append(current)
+    return runs

@@ -18,26 +18,33 @@ def render(document: dict[str, Any]) -> str:
     reference = document.get("reference")
     backends = document["backends"]
     lines = [
-        f"# torchport evaluation: `{app['spec']}`",
+        f"# torchport evaluation: {fmt.md_code(app['spec'])}",
         "",
-        f"Status: **{document['status']}**" + (f" ({document['status_reason']})" if document.get("status_reason") else ""),
+        f"Status: **{fmt.md(document['status'])}**" + (f" ({fmt.md(document['status_reason'])})" if document.get("status_reason") else ""),
         f" · {document['updated']} · torchport {document['tool']['version']} · torch {env['torch']} · Python {env['python']}",
-        f" · {env['cpu']} ({env['cpu_count']} cores)",
+        f" · {fmt.md(env['cpu'])} ({env['cpu_count']} cores)",
         "",
         f"Same configuration on every backend: dtype {config['dtype']}, seed {config['seed']}, "
         f"{config['steps']} sustained steps in {config['blocks']} timed blocks, warm-up bound {config['max_warmup_steps']} steps, "
-        f"{config.get('repeats', 1)} fresh process(es) per backend, interleaved. Reference: `{reference}`.",
+        f"{config.get('repeats', 1)} fresh process(es) per backend, interleaved. Reference: {fmt.md_code(reference)}.",
     ]
     if document.get("reference_note"):
-        lines.append(f"Note: {document['reference_note']}.")
+        lines.append(f"Note: {fmt.md(document['reference_note'])}.")
     if app.get("git_commit"):
         lines.append(f"App commit {app['git_commit'][:12]}{' (with uncommitted changes)' if app.get('git_dirty') else ''}.")
     consistency = document.get("config_consistency") or {}
     if consistency and not consistency.get("consistent", True):
-        lines += ["", f"**Warning: configuration differs on {', '.join(consistency['differing'])}**: "
+        lines += ["", f"**Warning: configuration differs on {fmt.md(', '.join(consistency['differing']))}**: "
                   "their figures are not comparable with the others (see the config hashes below)."]
     lines += ["", "## Verdict", ""]
-    lines += [f"- {verdict_line(name, b, reference)}" for name, b in backends.items()]
+    lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in backends.items()]
+    if document.get("script"):
+        lines += _script_section(document["script"], backends)
+    if document.get("script_distributed"):
+        ddp = document["script_distributed"]
+        lines += ["", f"Under torchrun ({ddp.get('nproc_per_node')} processes on {fmt.md(ddp.get('backend'))}): "
+                      f"**{fmt.md(ddp['status'])}**, {fmt.md(ddp.get('reason', ''))}. Comparison with one process "
+                      f"{fmt.md(ddp.get('comparison', 'not made'))}."]
     measured = {name: b for name, b in backends.items() if b.get("summary")}
     if measured:
         lines += ["", "## Training throughput (sustained)", "",
@@ -47,7 +54,7 @@ def render(document: dict[str, Any]) -> str:
             s = b["summary"]
             cost = b.get("cost") or {}
             lines.append(
-                f"| {name} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
+                f"| {fmt.md(name)} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
                 f"| {fmt.rate(s.get('tokens_per_s'), 'tokens') if s.get('tokens_per_s') else '–'} "
                 f"| {fmt.speedup(b.get('comparison')) if name != reference else 'reference'} "
                 f"| {fmt.seconds(s.get('epoch_s'))} | {fmt.usd(cost.get('usd_per_million_samples')) if cost else '–'} |"
@@ -58,7 +65,7 @@ def render(document: dict[str, Any]) -> str:
         for name, b in measured.items():
             s = b["summary"]
             lines.append(
-                f"| {name} | {fmt.seconds(s.get('process_start_s'))} | {fmt.seconds(s.get('import_s'))} | {fmt.seconds(s.get('init_s'))} "
+                f"| {fmt.md(name)} | {fmt.seconds(s.get('process_start_s'))} | {fmt.seconds(s.get('import_s'))} | {fmt.seconds(s.get('init_s'))} "
                 f"| {fmt.seconds(s['first_step_s'])} | {fmt.seconds(s['compile_overhead_s'])} | {', '.join(map(str, s['warmup_steps']))} "
                 f"| {'yes' if s['steady'] else 'NO'} | {fmt.seconds(s['time_per_step_compile_excluded_s'])} "
                 f"| {fmt.seconds(s['time_per_step_compile_included_s'])} (K={s['compile_included_steps']}) |"
@@ -70,7 +77,7 @@ def render(document: dict[str, Any]) -> str:
             s = b["summary"]
             metric = s.get("metric")
             lines.append(
-                f"| {name} | {fmt.size(s.get('peak_device_memory_bytes')) if s.get('peak_device_memory_bytes') is not None else 'n/a (no device memory)'} "
+                f"| {fmt.md(name)} | {fmt.size(s.get('peak_device_memory_bytes')) if s.get('peak_device_memory_bytes') is not None else 'n/a (no device memory)'} "
                 f"| {fmt.size(s.get('peak_host_rss_bytes'))} | {s['data_wait_share']:.1%} | {'YES' if s['input_bound'] else 'no'} "
                 f"| {s['final_loss']:.4f} | {_metric_text(metric)} |"
             )
@@ -79,24 +86,17 @@ def render(document: dict[str, Any]) -> str:
             lines += ["", "## Inference scenario (forward only, sustained)", "",
                       "| backend | call time, median [95% CI] | samples/s | first call |", "|---|---|---|---|"]
             for name, s in inference.items():
-                lines.append(f"| {name} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
+                lines.append(f"| {fmt.md(name)} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
                              f"| {fmt.seconds(s['first_step_s'])} |")
         lines += _compiler_counters_section(measured)
     notes = [(name, note) for name, b in measured.items() for note in b["summary"].get("notes", [])]
     if notes:
-        lines += ["", "## Warnings", ""] + [f"- {name}: {note}" for name, note in notes]
-    failed = {name: b for name, b in backends.items() if b.get("error")}
-    if failed:
-        lines += ["", "## Failures", ""]
-        for name, b in failed.items():
-            error = b["error"]
-            lines.append(f"### {name}: {b['status']}")
-            lines.append("")
-            lines.append(f"{error.get('kind')}: {error.get('message')}" + (f" at `{error['location']}`" if error.get("location") else ""))
-            tail = next((run.get("stderr_tail") for run in reversed(b["runs"]) if run.get("stderr_tail")), None)
-            if tail:
-                lines += ["", "Last lines of the worker's stderr:", "", "```", *tail[-10:], "```"]
-            lines.append("")
+        lines += ["", "## Warnings", ""] + [f"- {fmt.md(name)}: {fmt.md(note)}" for name, note in notes]
+    lines += _does_not_run_here(backends)
+    if document.get("stage_errors"):
+        lines += ["", "## Stages that could not finish", ""]
+        lines += [f"- {fmt.md(e['stage'])}: {fmt.md(e['message'])}" + (f" at {fmt.md_code(e['location'])}" if e.get("location") else "")
+                  for e in document["stage_errors"]]
     for section in STAGE_RENDERERS:
         if document.get(section):
             lines += ["", _stage_markdown(section, document[section])]
@@ -104,11 +104,63 @@ def render(document: dict[str, Any]) -> str:
               "| backend | kind | verification | environment |", "|---|---|---|---|"]
     for name, b in backends.items():
         kind = f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", "")
-        lines.append(f"| {name} | {kind} | {b.get('verification', '')} | {b.get('environment') or 'main'} |")
+        lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.get('verification', ''))} | {fmt.md(b.get('environment') or 'main')} |")
     if consistency.get("hashes"):
         lines += ["", "Effective configuration hash per backend: " +
-                  ", ".join(f"{name} `{'/'.join(h)}`" for name, h in consistency["hashes"].items()) + "."]
+                  ", ".join(f"{fmt.md(name)} {fmt.md_code('/'.join(h))}" for name, h in consistency["hashes"].items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _script_section(script: dict[str, Any], backends: dict[str, Any]) -> list[str]:
+    """Script mode: did configuration alone port it, and which lines had to be redirected."""
+    lines = ["", "## Script mode", "",
+             f"The script {fmt.md_code(script['path'])} ran unmodified in each backend's worker "
+             "(steps from its optimizer, loss from `backward()`).", "",
+             "| backend | verdict |", "|---|---|"]
+    lines += [f"| {fmt.md(name)} | {fmt.md(v['text'])} |" for name, v in script["verdicts"].items()]
+    compiled = {name: run["script"]["compiled_by_script"] for name, b in backends.items() for run in b.get("runs", [])
+                if (run.get("script") or {}).get("compiled_by_script")}
+    for name, where in compiled.items():
+        lines.append(f"\nOn {fmt.md(name)} the script called `torch.compile` itself (at {fmt.md(', '.join(sorted(set(where))))}): "
+                     "its model is compiled even on an eager backend.")
+    if script["lines"]:
+        lines += ["", "Lines that tie the script to CUDA, found at run time (redirects) and statically (`torchport scan`):", "",
+                  "| line | status | redirected at run time | scan rules | `torchport fix` |", "|---|---|---|---|---|"]
+        for item in script["lines"]:
+            lines.append(f"| {fmt.md_code(item['location'])} | {fmt.md(item['status'])} | {fmt.md(', '.join(item['redirects']) or '–')} "
+                         f"| {fmt.md(', '.join(item['rules']) or '–')} | {'rewrites it' if item['fixable'] else '–'} |")
+    parity = script.get("parity") or {}
+    if parity.get("status") == "compared" and parity["backends"]:
+        lines += ["", f"Loss trajectories ({fmt.md(parity['rule'])}):", "",
+                  "| backend | worst relative difference | parity |", "|---|---|---|"]
+        lines += [f"| {fmt.md(name)} | {v['worst_relative_difference']:.2e} | {v['status']} |"
+                  for name, v in parity["backends"].items()]
+    if script.get("scan_error"):
+        lines.append(f"\nThe static scan could not run: {fmt.md(script['scan_error'])}.")
+    return lines
+
+
+def _does_not_run_here(backends: dict[str, Any]) -> list[str]:
+    """Backends whose runs failed: what users come for.  Per backend the kind
+    of failure, its cause and where: the user's line and the library's frame."""
+    failed = {name: b for name, b in backends.items() if b.get("error")}
+    if not failed:
+        return []
+    lines = ["", "## Does not run here", "",
+             "| backend | kind | cause | your code | inside | runs that failed |", "|---|---|---|---|---|---|"]
+    for name, b in failed.items():
+        error = b["error"]
+        failed_runs = sum(1 for run in b["runs"] if run.get("status") != "ok")
+        cause = fmt.md(error.get("message")) + (" (more with `--debug`)" if error.get("more") else "")
+        lines.append(f"| {fmt.md(name)} | {fmt.md(error.get('kind'))} | {cause} "
+                     f"| {fmt.md_code(error['location']) if error.get('location') else '–'} "
+                     f"| {fmt.md_code(error['library_frame']) if error.get('library_frame') else '–'} "
+                     f"| {failed_runs} of {len(b['runs'])} |")
+    for name, b in failed.items():
+        tail = next((run.get("stderr_tail") for run in reversed(b["runs"]) if run.get("stderr_tail")), None)
+        if tail:
+            lines += ["", f"Last lines of {fmt.md(name)}'s worker stderr:", "", *fmt.md_block(tail[-10:])]
+    return lines
 
 
 def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
@@ -124,8 +176,8 @@ def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
                 continue
             steps = {"first_step": 1, "warmup": run["training"]["warmup"]["steps"],
                      "sustained": sum(block["steps"] for block in run["training"]["sustained"]["blocks"])}[phase]
-            fallbacks = ", ".join(f"`{op}` x{count}" for op, count in c["fallback_ops"].items()) or "none"
-            rows.append(f"| {name} | {phase.replace('_', ' ')} | {steps} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
+            fallbacks = ", ".join(f"{fmt.md_code(op)} x{count}" for op, count in c["fallback_ops"].items()) or "none"
+            rows.append(f"| {fmt.md(name)} | {phase.replace('_', ' ')} | {steps} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
                         f"| {c['cached_compilations']} | {c['executions']} | {c['transfers_to_device']} / {c['transfers_from_device']} "
                         f"| {c['graph_cuts']} | {fallbacks} |")
     if not rows:
@@ -139,7 +191,7 @@ def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
 
 
 def _metric_text(metric: dict[str, Any] | None) -> str:
-    return f"{metric['name']} {metric['value']:.4f}" if metric else "–"
+    return f"{fmt.md(metric['name'])} {metric['value']:.4f}" if metric and metric.get("value") is not None else "–"
 
 
 def _stage_markdown(section: str, data: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from torchport.report import format as fmt
@@ -13,7 +14,8 @@ from torchport.report import format as fmt
 
 def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     reference = document.get("reference")
-    table = Table(title=f"torchport evaluate {document['app']['spec']}", title_justify="left")
+    # Names, messages and reasons come from apps and results: data, never rich markup.
+    table = Table(title=escape(f"torchport evaluate {document['app']['spec']}"), title_justify="left")
     for header in ("backend", "status", "step time [95% CI]", "samples/s", f"vs {reference}", "first step", "memory"):
         table.add_column(header, overflow="fold")
     notes: list[str] = []
@@ -22,8 +24,17 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
         summary = backend.get("summary")
         if summary is None:
             error = backend.get("error") or {}
-            reason = backend.get("reason") if backend["status"] in ("unavailable", "skipped") else error.get("message", "")
-            table.add_row(label, backend["status"], "", "", "", "", "")
+            status = backend["status"]
+            if error.get("kind"):
+                status += f" ({error['kind']})"
+                reason = f"does not run here: {error.get('message', '')}"
+                if error.get("location"):
+                    reason += f" at {error['location']}"
+                if error.get("more"):
+                    reason += " (more lines: run with --debug)"
+            else:
+                reason = backend.get("reason") or ""
+            table.add_row(escape(label), escape(status), "", "", "", "", "")
             if reason:
                 notes.append(f"{name}: {reason}")
             continue
@@ -38,8 +49,8 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             notes.append(f"{name}: {fmt.usd(backend['cost']['usd_per_million_samples'])} per 1M samples")
         memory = summary.get("peak_device_memory_bytes")
         table.add_row(
-            label,
-            backend["status"],
+            escape(label),
+            escape(backend["status"]),
             fmt.step_time_with_ci(summary["step_time_s"]),
             fmt.rate(summary.get("samples_per_s"), ""),
             "reference" if name == reference else fmt.speedup(backend.get("comparison")),
@@ -59,4 +70,4 @@ def print_summary(document: dict[str, Any], console: Console | None = None) -> N
     table, notes = summary_table(document)
     console.print(table)
     for note in notes:
-        console.print(f"  - {note}", highlight=False, soft_wrap=True)
+        console.print(f"  - {note}", highlight=False, soft_wrap=True, markup=False)

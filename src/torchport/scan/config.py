@@ -66,6 +66,7 @@ class ScanConfig:
     min_torch: str | None = None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     fail_on: str = "silent"
+    use_gitignore: bool = True  # --no-ignore turns it off
     source: Path | None = None  # the config file these settings came from
     root: Path | None = None  # its folder
 
@@ -125,6 +126,13 @@ def _validated(table: dict, path: Path, where: str) -> dict:
 
 def config_file_in(folder: Path) -> Path | None:
     """The config file of this folder that has scan settings, if any."""
+    try:
+        return _config_file_in(folder)
+    except OSError:  # a path too long to open, a folder that vanished: no config there
+        return None
+
+
+def _config_file_in(folder: Path) -> Path | None:
     candidate = folder / "torchport.toml"
     if candidate.is_file():
         return candidate
@@ -168,12 +176,10 @@ def load_config(start: Path, explicit: Path | None = None) -> ScanConfig:
     return config
 
 
-_TORCH_REQUIREMENT = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?:>=|==|~=|>)\s*(\d+\.\d+(?:\.\d+)?)", re.I)
-
-
 def detect_min_torch(start: Path) -> tuple[str, str] | None:
-    """(version, where) from the nearest pyproject.toml or requirements*.txt that
-    constrains torch, searching upwards from ``start`` to the repository root."""
+    """(oldest torch the project supports, where that was read) from the nearest
+    pyproject.toml, setup.cfg, setup.py or requirements*.txt that constrains torch,
+    searching upwards from ``start`` to the repository root."""
     folder = (start if start.is_dir() else start.parent).resolve()
     for candidate in (folder, *folder.parents):
         found = _torch_constraint_in(candidate)
@@ -184,7 +190,64 @@ def detect_min_torch(start: Path) -> tuple[str, str] | None:
     return None
 
 
+def oldest_torch(specifiers) -> str | None:
+    """The oldest torch release line allowed by these requirement strings, read with
+    ``packaging`` (``torch<3,>=2.4``, ``torch!=2.5.0,>=2.3``, ``torch (>=2.4)``, markers):
+    the highest lower bound within one requirement, the lowest across requirements
+    (each may apply to another platform).  None when no requirement bounds torch."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    oldest: Version | None = None
+    for text in specifiers:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() != "torch":
+            continue
+        bound: Version | None = None
+        for specifier in requirement.specifier:
+            if specifier.operator not in (">=", ">", "==", "~=", "==="):
+                continue
+            try:
+                version = Version(specifier.version.rstrip(".*"))
+            except InvalidVersion:
+                continue
+            bound = version if bound is None else max(bound, version)
+        if bound is not None:
+            oldest = bound if oldest is None else min(oldest, bound)
+    if oldest is None:
+        return None
+    return ".".join(str(part) for part in oldest.release[:3])
+
+
+def _requirement_lines(text: str) -> list[str]:
+    lines = []
+    for line in text.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line and not line.startswith(("#", "-")):
+            lines.append(line)
+    return lines
+
+
+def _setup_py_requirements(text: str) -> list[str]:
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in ("install_requires", "requires"):
+            found += [n.value for n in ast.walk(node.value)
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return found
+
+
 def _torch_constraint_in(folder: Path) -> tuple[str, str] | None:
+    sources: list[tuple[Path, list[str]]] = []
     pyproject = folder / "pyproject.toml"
     if pyproject.is_file():
         try:
@@ -192,19 +255,34 @@ def _torch_constraint_in(folder: Path) -> tuple[str, str] | None:
         except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
             data = {}
         project = data.get("project") if isinstance(data.get("project"), dict) else {}
-        for specifier in project.get("dependencies", []) or []:
-            match = _TORCH_REQUIREMENT.match(specifier) if isinstance(specifier, str) else None
-            if match:
-                return match.group(1), str(pyproject)
+        dependencies = project.get("dependencies", []) or []
+        sources.append((pyproject, [d for d in dependencies if isinstance(d, str)]))
+    setup_cfg = folder / "setup.cfg"
+    if setup_cfg.is_file():
+        import configparser
+
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(setup_cfg, encoding="utf-8")
+            sources.append((setup_cfg, _requirement_lines(parser.get("options", "install_requires",
+                                                                       fallback=""))))
+        except (configparser.Error, UnicodeDecodeError):
+            pass
+    setup_py = folder / "setup.py"
+    if setup_py.is_file():
+        try:
+            sources.append((setup_py, _setup_py_requirements(setup_py.read_text(encoding="utf-8"))))
+        except (OSError, UnicodeDecodeError):
+            pass
     for requirements in sorted(folder.glob("requirements*.txt")):
         try:
-            lines = requirements.read_text(encoding="utf-8").splitlines()
+            sources.append((requirements, _requirement_lines(requirements.read_text(encoding="utf-8"))))
         except (OSError, UnicodeDecodeError):
             continue
-        for line in lines:
-            match = _TORCH_REQUIREMENT.match(line)
-            if match:
-                return match.group(1), str(requirements)
+    for path, specifiers in sources:
+        version = oldest_torch(specifiers)
+        if version:
+            return version, str(path)
     return None
 
 

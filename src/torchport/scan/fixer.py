@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import ast
 import difflib
+import os
 import re
+import stat
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,19 +202,70 @@ def fix_paths(paths: list[Path], config: ScanConfig, min_torch: str) -> list[Fil
     return results
 
 
-def write(fixes: list[FileFix], force: bool) -> None:
+def project_roots(paths: list[Path]) -> list[Path]:
+    """The folders ``fix --write`` may write into: for each PATH, the git repository
+    holding it, else the folder itself (a file's parent)."""
+    roots = []
+    for path in paths:
+        folder = path if path.is_dir() else path.parent
+        try:
+            top = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+                                 capture_output=True, text=True)
+        except OSError:
+            top = None
+        if top is not None and top.returncode == 0 and top.stdout.strip():
+            roots.append(Path(top.stdout.strip()).resolve())
+        else:
+            roots.append(folder.resolve())
+    return roots
+
+
+def write(fixes: list[FileFix], force: bool, roots: list[Path] | None = None) -> list[FileFix]:
+    """Write the changed files; returns those refused because they resolve (through
+    a symbolic link) to a file outside every root."""
     changed = [f for f in fixes if f.changed]
+    refused = []
+    if roots is not None:
+        inside = []
+        for fix in changed:
+            real = Path(os.path.realpath(fix.path))
+            if any(real == root or root in real.parents for root in roots):
+                inside.append(fix)
+            else:
+                fix.skipped = f"not written: a symbolic link to {real}, outside the project"
+                refused.append(fix)
+        changed = inside
     if not force:
-        dirty = [f.display for f in changed if not _committed(Path(f.path))]
+        # Through a link, the file that changes is the link's target.
+        dirty = [f.display for f in changed if not _committed(Path(os.path.realpath(f.path)))]
         if dirty:
             raise UserError(
                 f"refusing to write: {len(dirty)} file(s) have uncommitted changes or are not "
                 f"tracked by git ({', '.join(dirty[:5])}{', ...' if len(dirty) > 5 else ''}); "
                 "commit them first or pass --force", location="torchport fix")
     for fix in changed:
-        raw = Path(fix.path).read_bytes()
-        bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
-        Path(fix.path).write_bytes(bom + fix.fixed.encode("utf-8"))
+        _write_atomically(Path(os.path.realpath(fix.path)), fix.fixed)
+    return refused
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Temporary file in the same folder, same mode, then rename over the original:
+    an interrupted write never leaves a half-written source file."""
+    raw = path.read_bytes()
+    bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".torchport", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(bom + text.encode("utf-8"))
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def _committed(path: Path) -> bool:
@@ -229,4 +283,4 @@ def _committed(path: Path) -> bool:
     return status.returncode == 0 and not status.stdout.strip()
 
 
-__all__ = ["FileFix", "device_line", "fix_paths", "fix_text", "write"]
+__all__ = ["FileFix", "device_line", "fix_paths", "fix_text", "project_roots", "write"]

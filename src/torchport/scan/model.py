@@ -22,6 +22,18 @@ class Fix:
     uses_torch: bool = False  # needs a name bound to the torch module
 
 
+@dataclass(frozen=True)
+class Related:
+    """A second place that matters for a finding: where a device string defined
+    elsewhere is used.  Same conventions as Finding's positions."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+
 @dataclass
 class Finding:
     rule_id: str
@@ -35,6 +47,11 @@ class Finding:
     fix: Fix | None = None
     fixable: bool = False  # set by the scanner: a fix exists and the torch version allows it
     fix_note: str = ""  # why a fixable rule's finding is not fixed here
+    related: list[Related] = field(default_factory=list)
+    # "info" when the code only runs where CUDA is present (inside a CUDA guard) or
+    # sits in a guard that already has a branch for other accelerators.
+    severity_cap: str | None = None
+    cap_reason: str = ""
 
     def sort_key(self):
         return (self.path, self.line, self.column, self.rule_id)

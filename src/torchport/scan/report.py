@@ -21,16 +21,20 @@ from urllib.parse import quote
 
 from torchport import __version__
 from torchport.scan.model import Finding
-from torchport.scan.rules import EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK
+from torchport.scan.rules import (EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK,
+                                  finding_severity, finding_worst)
 from torchport.scan.scanner import ScanResult
 
 _EFFORT_COST = {"low": 2.0, "medium": 5.0, "high": 10.0}
 INFORMATION_URI = "https://github.com/torchport/torchport/blob/main/docs/scan.md"
 
 
+_SNIPPET_CHARS = 200  # an excerpt of a long line: enough to see the token, bounded in size
+
+
 def finding_cost(finding: Finding, target: str) -> float:
     rule = RULES_BY_ID[finding.rule_id]
-    severity = rule.severity[target]
+    severity = finding_severity(finding, target)
     if severity in (None, "info"):
         return 0.0
     cost = 0.5 if finding.fixable else _EFFORT_COST[rule.effort]
@@ -45,7 +49,7 @@ def summarise(result: ScanResult) -> dict:
         cost = 0.0
         for finding in result.findings:
             rule = RULES_BY_ID[finding.rule_id]
-            severity = rule.severity[target]
+            severity = finding_severity(finding, target)
             if severity is None:
                 continue
             counts[severity] += 1
@@ -66,18 +70,30 @@ def summarise(result: ScanResult) -> dict:
     }
 
 
-def _where(rule, targets) -> str:
+def _where(finding: Finding, targets) -> str:
     by_severity: dict[str, list[str]] = {}
     for target in targets:
-        severity = rule.severity[target]
+        severity = finding_severity(finding, target)
         if severity:
             by_severity.setdefault(severity, []).append(target)
     parts = [f"{severity} on {', '.join(by_severity[severity])}" for severity in SEVERITIES
              if severity in by_severity]
-    fine = [t for t in targets if rule.severity[t] is None]
+    fine = [t for t in targets if finding_severity(finding, t) is None]
     if fine:
         parts.append(f"fine on {', '.join(fine)}")
+    if finding.cap_reason:
+        parts.append(f"only info because {finding.cap_reason}")
     return "; ".join(parts)
+
+
+def excerpt(finding: Finding) -> tuple[str, int]:
+    """(the source line, or a window of it around the finding, at most a few hundred
+    characters; the character offset of the window in the line)."""
+    line = finding.snippet.expandtabs(4).rstrip() if "\t" in finding.snippet else finding.snippet.rstrip()
+    if len(line) <= _SNIPPET_CHARS:
+        return line, 0
+    start = max(0, finding.column - 1 - _SNIPPET_CHARS // 4)
+    return line[start:start + _SNIPPET_CHARS], start
 
 
 def render_text(result: ScanResult) -> str:
@@ -88,12 +104,16 @@ def render_text(result: ScanResult) -> str:
         out.append(f"{finding.path}:{finding.line}:{finding.column}: {rule.id}{mark} {rule.title}: {finding.detail}")
         if finding.snippet:
             gutter = str(finding.line)
-            snippet = finding.snippet.expandtabs(4).rstrip()
+            snippet, start = excerpt(finding)
+            column = finding.column - start
             width = max(1, (finding.end_column - finding.column) if finding.end_line == finding.line
-                        else len(snippet) - finding.column + 1)
+                        else len(snippet) - column + 1)
+            width = min(width, max(1, len(snippet) - column + 1))
             out.append(f" {gutter} | {snippet}")
-            out.append(f" {' ' * len(gutter)} | {' ' * (finding.column - 1)}{'^' * width}")
-        out.append(f"   = {_where(rule, result.targets)}")
+            out.append(f" {' ' * len(gutter)} | {' ' * (column - 1)}{'^' * width}")
+        for related in finding.related:
+            out.append(f"   = {related.message} at {finding.path}:{related.line}:{related.column}")
+        out.append(f"   = {_where(finding, result.targets)}")
         out.append(f"   = instead: {rule.replacement}")
         if finding.fix_note:
             out.append(f"   = {finding.fix_note}")
@@ -129,8 +149,11 @@ def finding_dict(finding: Finding, targets) -> dict:
         "end_line": finding.end_line,
         "end_column": finding.end_column,
         "detail": finding.detail,
-        "snippet": finding.snippet,
-        "severity": {t: rule.severity[t] for t in targets},
+        "snippet": excerpt(finding)[0],
+        "severity": {t: finding_severity(finding, t) for t in targets},
+        "severity_note": finding.cap_reason or None,
+        "related": [{"line": r.line, "column": r.column, "end_line": r.end_line,
+                     "end_column": r.end_column, "message": r.message} for r in finding.related],
         "fixable": finding.fixable,
         "fix_note": finding.fix_note or None,
         "replacement": rule.replacement,
@@ -150,11 +173,12 @@ def render_json(result: ScanResult) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def _sarif_level(rule, targets) -> str:
-    worst = rule.worst(targets)
-    if worst is None or worst == "info":
-        return "note"
-    return "warning" if worst == "perf" else "error"
+_SARIF_LEVEL = {"error": "error", "silent": "warning", "perf": "warning", "info": "note", None: "note"}
+
+
+def _sarif_level(worst: str | None) -> str:
+    """error -> error; silent and perf -> warning; info -> note."""
+    return _SARIF_LEVEL[worst]
 
 
 def _uri(path: str) -> str:
@@ -175,7 +199,7 @@ def render_sarif(result: ScanResult) -> str:
                  "markdown": f"**Instead:** {rule.replacement}\n\n```python\n{rule.before}```\n\n"
                              f"```python\n{rule.after}```"},
         "helpUri": f"{INFORMATION_URI}#{rule.id.lower()}",
-        "defaultConfiguration": {"level": _sarif_level(rule, result.targets)},
+        "defaultConfiguration": {"level": _sarif_level(rule.worst(result.targets))},
         "properties": {
             "severity": {t: rule.severity[t] for t in result.targets},
             "fixable": rule.fixable,
@@ -190,19 +214,29 @@ def render_sarif(result: ScanResult) -> str:
         region = {"startLine": finding.line, "startColumn": finding.column,
                   "endLine": finding.end_line, "endColumn": max(finding.end_column, 1)}
         if finding.snippet:
-            region["snippet"] = {"text": finding.snippet}
-        results.append({
+            region["snippet"] = {"text": excerpt(finding)[0]}
+        entry = {
             "ruleId": rule.id,
             "ruleIndex": index[rule.id],
-            "level": _sarif_level(rule, result.targets),
-            "message": {"text": f"{rule.title}: {finding.detail}. {_where(rule, result.targets)}. "
+            "level": _sarif_level(finding_worst(finding, result.targets)),
+            "message": {"text": f"{rule.title}: {finding.detail}. {_where(finding, result.targets)}. "
                                 f"Instead: {rule.replacement}"},
             "locations": [{"physicalLocation": {
                 "artifactLocation": {"uri": _uri(finding.path), "uriBaseId": "%SRCROOT%"},
                 "region": region}}],
             "properties": {"fixable": finding.fixable,
-                           "severity": {t: rule.severity[t] for t in result.targets}},
-        })
+                           "severity": {t: finding_severity(finding, t) for t in result.targets}},
+        }
+        if finding.related:
+            entry["relatedLocations"] = [{
+                "id": number,
+                "message": {"text": related.message},
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(finding.path), "uriBaseId": "%SRCROOT%"},
+                    "region": {"startLine": related.line, "startColumn": related.column,
+                               "endLine": related.end_line, "endColumn": max(related.end_column, 1)}},
+            } for number, related in enumerate(finding.related)]
+        results.append(entry)
     notifications = [{
         "level": "warning",
         "message": {"text": f"skipped: {s.reason}"},
@@ -227,8 +261,7 @@ def render_sarif(result: ScanResult) -> str:
 
 
 def worst_rank(result: ScanResult) -> int:
-    ranks = [SEVERITY_RANK[s] for f in result.findings
-             if (s := RULES_BY_ID[f.rule_id].worst(result.targets))]
+    ranks = [SEVERITY_RANK[s] for f in result.findings if (s := finding_worst(f, result.targets))]
     return max(ranks, default=0)
 
 

@@ -610,19 +610,20 @@ loader = DataLoader(data, pin_memory=torch.accelerator.is_available())
 ''',
     ),
     _rule(
-        "TP403", "non-blocking-copy", "non_blocking=True copies",
-        detects="non_blocking=True arguments.",
-        why="Portable, but a non-blocking device-to-host copy read before a synchronize is a "
-            "race on some backends; on lazy torch_xla it is meaningless.",
+        "TP403", "non-blocking-copy", "non_blocking=True copy to the host",
+        detects='non_blocking=True on a copy to the host (.to("cpu", non_blocking=True)); '
+                "host-to-device non-blocking copies are portable and not reported.",
+        why="A non-blocking device-to-host copy read before a synchronize is a race on "
+            "some backends; on lazy torch_xla it is meaningless.",
         severity="I I I - I I -",
-        replacement="keep it; synchronize (torch.accelerator.synchronize) before reading "
-                    "device-to-host results",
+        replacement="synchronize (torch.accelerator.synchronize) before reading the copied "
+                    "values, or copy with non_blocking=False",
         min_torch=None, fixable=False, effort="low", sources="L12",
         before='''
-batch = batch.to(device, non_blocking=True)
+loss_value = loss.to("cpu", non_blocking=True)
 ''',
         after='''
-batch = batch.to(device)
+loss_value = loss.to("cpu")
 ''',
     ),
     _rule(
@@ -725,7 +726,9 @@ from torch.nn.functional import scaled_dot_product_attention
     _rule(
         "TP701", "float64", "float64 tensors",
         detects="torch.float64 / torch.double / torch.complex128 / torch.cdouble, "
-                "torch.DoubleTensor, .double().",
+                "torch.DoubleTensor, .double(). Not on the host: a factory call without "
+                "device= or with device='cpu', anything followed by .cpu() / .numpy() / "
+                ".tolist() / .item(), and dtypes that are only compared or used as dict keys.",
         why="MPS rejects float64 (TypeError). TPU and Trainium have no fast float64: XLA "
             "emulates it, slowly.",
         severity="P P P - - E -",
@@ -734,12 +737,12 @@ from torch.nn.functional import scaled_dot_product_attention
         before='''
 import torch
 
-x = torch.zeros(3, dtype=torch.float64)
+x = torch.zeros(3, dtype=torch.float64, device=device)
 ''',
         after='''
 import torch
 
-x = torch.zeros(3, dtype=torch.float32)
+x = torch.zeros(3, dtype=torch.float32, device=device)
 ''',
     ),
     # -- TP8xx: torch_xla era ---------------------------------------------------------------------------
@@ -792,3 +795,18 @@ def rule(rule_id: str) -> Rule:
 def matches(rule_id: str, patterns) -> bool:
     """True when a select/ignore entry names the rule or a prefix of it ('TP1', 'ALL')."""
     return any(p == "ALL" or rule_id.startswith(p) for p in patterns)
+
+
+def finding_severity(finding, target: str) -> str | None:
+    """The severity of one finding on a target: its rule's, lowered to the finding's
+    cap when the code is guarded (see Finding.severity_cap)."""
+    severity = RULES_BY_ID[finding.rule_id].severity[target]
+    cap = finding.severity_cap
+    if severity and cap and SEVERITY_RANK[severity] > SEVERITY_RANK[cap]:
+        return cap
+    return severity
+
+
+def finding_worst(finding, targets) -> str | None:
+    found = [s for t in targets if (s := finding_severity(finding, t))]
+    return max(found, key=SEVERITY_RANK.__getitem__) if found else None

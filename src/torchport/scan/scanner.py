@@ -22,6 +22,7 @@ from pathlib import Path
 
 from torchport.errors import UserError
 from torchport.scan import python, textfiles
+from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
 from torchport.scan.model import FileResult, Finding, Skipped
@@ -29,6 +30,9 @@ from torchport.scan.rules import RULES_BY_ID
 
 _SUPPRESSION = re.compile(r"torchport:\s*ignore(?:\[([^\]]*)\])?")
 _PARALLEL_FROM = 200  # files; below this, starting workers costs more than it saves
+# A file with a longer line is minified or generated: parsing it costs memory out of
+# proportion to what a reader could act on, so it is skipped with this reason.
+MAX_LINE_BYTES = 100_000
 
 
 @dataclass
@@ -76,7 +80,15 @@ def discover(paths: list[Path], config: ScanConfig) -> tuple[list[_Job], list[Sk
             skipped.append(Skipped(display_path(path), _os_reason(exc, path)))
             continue
         if stat.S_ISDIR(info.st_mode):
-            _walk(Path(path).resolve(), excludes, jobs, skipped, seen_folders, ancestors=())
+            folder = Path(path).resolve()
+            ignore = None
+            if config.use_gitignore:
+                ignore = GitListing.of(folder)
+                if ignore is None or ignore.ignores(folder, is_dir=True):
+                    # Not in a repository, or a folder git ignores but the user named:
+                    # its own .gitignore files still apply.
+                    ignore = GitignoreRules().with_file(folder)
+            _walk(folder, excludes, jobs, skipped, seen_folders, ancestors=(), ignore=ignore)
         else:
             # An explicit file is scanned whatever its name or the excludes say.
             kind = textfiles.kind_of(Path(path).name) or "python"
@@ -94,7 +106,9 @@ def _os_reason(exc: OSError, path) -> str:
     return exc.strerror or str(exc)
 
 
-def _walk(folder: Path, excludes: ExcludeSet, jobs, skipped, seen, ancestors) -> None:
+def _walk(folder: Path, excludes: ExcludeSet, jobs, skipped, seen, ancestors, ignore=None) -> None:
+    """Collect the files to scan under ``folder``.  ``ignore`` is the repository's
+    git listing, or the .gitignore rules met so far, or None (--no-ignore)."""
     try:
         info = os.stat(folder)
     except OSError as exc:
@@ -126,8 +140,15 @@ def _walk(folder: Path, excludes: ExcludeSet, jobs, skipped, seen, ancestors) ->
         except OSError as exc:
             skipped.append(Skipped(display_path(path), _os_reason(exc, path)))
             continue
+        if ignore is not None and ignore.ignores(path, is_dir):
+            continue
         if is_dir:
-            _walk(path, excludes, jobs, skipped, seen, ancestors)
+            inner = ignore
+            if isinstance(ignore, GitListing) and ignore.owns_subtree(path):
+                inner = None  # a submodule: its own repository, not filtered here
+            elif isinstance(ignore, GitignoreRules):
+                inner = ignore.with_file(path)
+            _walk(path, excludes, jobs, skipped, seen, ancestors, inner)
             continue
         kind = textfiles.kind_of(entry.name)
         if kind is None:
@@ -162,6 +183,11 @@ def read_source(path: str, kind: str, max_bytes: int) -> tuple[str | None, str |
         return None, _os_reason(exc, path)
     if b"\0" in data[:8192]:
         return None, "binary file"
+    if len(data) > MAX_LINE_BYTES:
+        longest = max(map(len, data.split(b"\n")))
+        if longest > MAX_LINE_BYTES:
+            return None, (f"a line of {longest} bytes (over {MAX_LINE_BYTES}): minified or "
+                          "generated? not scanned")
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:

@@ -162,7 +162,11 @@ def _error_text(error: dict[str, Any] | None) -> str:
 
 
 def raise_if_app_failed(section: dict[str, Any]) -> None:
-    """Nothing traced because of the app: one line, naming the user's line."""
+    """Nothing traced because of the app's own code: one line, naming the
+    user's line (exit 2).  A tracing worker that crashed or timed out is not
+    the app's fault: the caller reports it and exits 1."""
+    from torchport.failures import is_app_failure
+
     error = section.get("error") or {}
-    if section["status"] == "failed":
+    if section["status"] == "failed" and (is_app_failure(error) or not error):
         raise UserError(error.get("message") or section.get("reason") or "tracing failed", location=error.get("location"))

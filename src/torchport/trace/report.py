@@ -23,13 +23,14 @@ def short_location(location: str | None) -> str:
     return f"{relative if len(relative) < len(path) else path}:{line}"
 
 
-def where_text(finding: dict[str, Any], code: str = "") -> str:
+def where_text(finding: dict[str, Any], code: Any = str) -> str:
     """Where a finding is caused: the user's line, or the library's line and the
-    user's (or the hf: spec's) line that reached it."""
-    entry = f"{code}{short_location(finding['location'])}{code}"
+    user's (or the hf: spec's) line that reached it; ``code`` renders a path
+    (``fmt.md_code`` in markdown)."""
+    entry = code(short_location(finding["location"]))
     if not finding.get("library_location"):
         return entry
-    return f"{code}{finding['library_location']}{code} (inside {finding['library']}), reached from {entry}"
+    return f"{code(finding['library_location'])} (inside {finding['library']}), reached from {entry}"
 
 
 def _targets_text(finding: dict[str, Any]) -> str:
@@ -80,15 +81,15 @@ def _source_text(answer: dict[str, Any]) -> str:
 
 def markdown(section: dict[str, Any]) -> str:
     lines = ["## Op trace: readiness per target", ""]
-    lines.append(f"{section['steps_traced']} training step(s) of `{section['app']}` traced op by op on the CPU "
-                 f"(torch {section.get('torch')}); status **{section['status']}**"
-                 + (f": {section['reason']}" if section.get("reason") else "") + ".")
+    lines.append(f"{section['steps_traced']} training step(s) of {fmt.md_code(section['app'])} traced op by op on the CPU "
+                 f"(torch {fmt.md(section.get('torch'))}); status **{fmt.md(section['status'])}**"
+                 + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + ".")
     if section["status"] == "failed":
         return "\n".join(lines) + "\n"
     lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
     for name, v in (section.get("verdicts") or {}).items():
         answer = (section.get("op_support") or {}).get(name) or {}
-        lines.append(f"| {TARGETS[name].title} | {v['text']} | {_source_text(answer) if answer else 'n/a'} |")
+        lines.append(f"| {TARGETS[name].title} | {fmt.md(v['text'], 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
     found = section.get("findings") or []
     lines += ["", f"### Findings ({len(found)})", ""]
     if not found:
@@ -97,8 +98,8 @@ def markdown(section: dict[str, Any]) -> str:
     else:
         lines += ["| rule | severity | where | what | count | targets | fix |", "|---|---|---|---|---|---|---|"]
         for f in found:
-            lines.append(f"| {f['id']} {f['rule']} | {f['severity']} | {where_text(f, '`')} "
-                         f"| {f['detail']} | {f['count']} | {_targets_text(f)} | {f['fix']} |")
+            lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {where_text(f, fmt.md_code)} "
+                         f"| {fmt.md(f['detail'], 1000)} | {f['count']} | {fmt.md(_targets_text(f))} | {fmt.md(f['fix'], 1000)} |")
     comparison = section.get("xla_comparison")
     if comparison:
         lines += ["", "### Prediction vs. the measured xla run", "",

@@ -1,0 +1,166 @@
+"""Why a run failed, in one vocabulary shared by every command.
+
+A run that fails on a backend is that backend's result, not the end of the
+evaluation: what does not run where is what users come for.  This module
+turns an exception (in the worker) or a process outcome (in the parent) into
+an error record:
+
+    {"kind": one of KINDS, "message": the first line, "more": bool,
+     "location": innermost frame in the user's code (file:line),
+     "library_frame": innermost frame inside torch or a vendor package,
+     "traceback": the last frames, for --debug and the report}
+
+Only a failure on the reference backend is the app's own bug (see
+``torchport.evaluate``).  This module must import on every torch a worker runs
+on and needs only the standard library.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+import traceback
+from typing import Any
+
+UNSUPPORTED_OP = "unsupported-op"
+COMPILE_ERROR = "compile-error"
+OUT_OF_MEMORY = "out-of-memory"
+NUMERICAL = "numerical"
+CRASH = "crash"
+TIMEOUT = "timeout"
+APP_ERROR = "app-error"
+ENVIRONMENT = "environment"
+INTERRUPTED = "interrupted"
+
+KINDS = (UNSUPPORTED_OP, COMPILE_ERROR, OUT_OF_MEMORY, NUMERICAL, CRASH, TIMEOUT, APP_ERROR, ENVIRONMENT, INTERRUPTED)
+
+DESCRIPTIONS = {
+    UNSUPPORTED_OP: "an op (or dtype) the backend does not implement",
+    COMPILE_ERROR: "the backend's compiler (Dynamo, Inductor, XLA, ...) failed on the app",
+    OUT_OF_MEMORY: "the device or host ran out of memory",
+    NUMERICAL: "the loss became NaN or infinite",
+    CRASH: "the worker process died (signal or exit) without reporting an error",
+    TIMEOUT: "the run, or one of its phases, ran past its time limit",
+    APP_ERROR: "the app's own code raised",
+    ENVIRONMENT: "the backend's environment is missing or broken",
+    INTERRUPTED: "the user interrupted the evaluation",
+}
+
+# Caps on text that comes from apps and workers before it enters a result.
+MESSAGE_CHARS = 500
+TAIL_LINES = 20
+TAIL_LINE_CHARS = 300
+TRACEBACK_CHARS = 8000
+
+_UNSUPPORTED = re.compile(
+    r"not implemented for|is not implemented|could not run '|no kernel|not supported (on|for|by) (the )?"
+    r"(device|backend|this)|unsupported (op|operator|dtype)|no lowering|doesn't support|does not support",
+    re.IGNORECASE,
+)
+_COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch_xla", "triton")
+# Frames that only a compiler at work runs through.  Not all of torch._dynamo:
+# its disable() wrappers sit on many eager paths (dispatch modes included).
+_COMPILER_PATHS = tuple(part.replace("/", os.sep) for part in (
+    "/_dynamo/convert_frame.py", "/_dynamo/symbolic_convert.py", "/_dynamo/output_graph.py",
+    "/_dynamo/variables/", "/_inductor/", "/_functorch/aot_autograd", "/_functorch/_aot_autograd/",
+    "/torch_xla/_dynamo/", "/triton/", "/torch_neuronx/"))
+_LIBRARY_ROOTS = tuple(
+    os.path.realpath(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+)
+_TORCHPORT_ROOT = os.path.dirname(os.path.realpath(__file__))
+
+
+# Control characters (terminal escape sequences, NUL, ...) in app text are shown, not obeyed.
+_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0, 9), *range(11, 32), 127]}
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters (other than newline and tab) written as ``\\xNN``."""
+    return text.translate(_CONTROL)
+
+
+def first_line(text: str) -> tuple[str, bool]:
+    """The first non-empty line, capped, control characters made visible, and
+    whether anything was left out."""
+    stripped = visible(text).strip()
+    lines = stripped.splitlines() or [""]
+    line = lines[0]
+    more = len(lines) > 1
+    if len(line) > MESSAGE_CHARS:
+        line, more = line[:MESSAGE_CHARS] + "…", True
+    return line, more
+
+
+def cap_tail(lines: list[str]) -> list[str]:
+    """The last TAIL_LINES lines, each at most TAIL_LINE_CHARS characters."""
+    kept = [visible(line) for line in lines if line.strip()][-TAIL_LINES:]
+    return [line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + "…" for line in kept]
+
+
+def _is_library_file(filename: str) -> bool:
+    if not filename or filename.startswith("<"):
+        return False
+    resolved = os.path.realpath(filename)
+    return resolved.startswith(_LIBRARY_ROOTS) and not resolved.startswith(_TORCHPORT_ROOT)
+
+
+def library_frame(exc: BaseException) -> str | None:
+    """``file:line (function)`` of the innermost frame inside an installed
+    package (torch, torch_xla, a vendor plugin): where the failure surfaced
+    in the library, beside the user's line that reached it."""
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if _is_library_file(frame.filename):
+            found = f"{frame.filename}:{frame.lineno} ({frame.name})"
+    return found
+
+
+def _original(exc: BaseException) -> BaseException:
+    """The exception the app or the library raised, under torchport's wrapper."""
+    return getattr(exc, "original", None) or exc
+
+
+def kind_of(exc: BaseException) -> str:
+    """Sort an exception into KINDS.  Order matters: memory first (a compiler
+    can run out of memory too), then a missing op (compilers report those as
+    well), then anything raised from inside a compiler, then the app."""
+    original = _original(exc)
+    own_kind = getattr(exc, "kind", None)
+    if original is exc and own_kind in KINDS:
+        return own_kind
+    name = type(original).__name__
+    text = str(original)
+    if name in ("OutOfMemoryError", "MemoryError") or "out of memory" in text.lower():
+        return OUT_OF_MEMORY
+    if isinstance(original, NotImplementedError) or _UNSUPPORTED.search(text):
+        return UNSUPPORTED_OP
+    module = type(original).__module__ or ""
+    if module.startswith(_COMPILER_MODULES) or name in ("BackendCompilerFailed", "InductorError", "LoweringException",
+                                                        "Unsupported", "TorchRuntimeError"):
+        return COMPILE_ERROR
+    frames = traceback.extract_tb(original.__traceback__)
+    if any(marker in os.path.realpath(frame.filename) for frame in frames for marker in _COMPILER_PATHS):
+        return COMPILE_ERROR
+    return own_kind if own_kind in KINDS else APP_ERROR
+
+
+def record(exc: BaseException) -> dict[str, Any]:
+    """The error record of an exception raised in a worker."""
+    from torchport.app import user_location
+
+    original = _original(exc)
+    message = getattr(exc, "message", None) or f"{type(original).__name__}: {original}"
+    line, more = first_line(message)
+    location = getattr(exc, "location", None) or user_location(original)
+    found: dict[str, Any] = {"kind": kind_of(exc), "message": line, "more": more, "location": location,
+                             "library_frame": library_frame(original)}
+    if original is not exc or not hasattr(exc, "message"):
+        text = "".join(traceback.format_exception(type(original), original, original.__traceback__, limit=-12))
+        found["traceback"] = text[-TRACEBACK_CHARS:]
+    return found
+
+
+def is_app_failure(error: dict[str, Any] | None) -> bool:
+    """An error the app itself raised (as opposed to the device, its compiler,
+    its memory or the process)."""
+    return bool(error) and error.get("kind") in (APP_ERROR, NUMERICAL)
