@@ -98,7 +98,8 @@ def lines(result: dict) -> list[str]:
                     verdict = "fits on one chip"
                 else:
                     parallel = (f"data parallel: {chip['data_parallel']} chips" if chip["data_parallel"]
-                                else "data parallel: never (each chip holds everything)")
+                                else "data parallel: no (a batch of 1 cannot be split)" if result["batch_size"] == 1
+                                else "data parallel: no (one sample per chip does not fit beside the full state)")
                     sharded = (f"fully sharded: {chip['fully_sharded']} chips" if chip["fully_sharded"]
                                else f"fully sharded: no ({chip.get('why_not')})")
                     verdict = f"does not fit on one; {parallel}; {sharded}"

@@ -206,7 +206,13 @@ def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: in
         return peak - per_sample * (batch_size - math.ceil(batch_size / n))
 
     def fully_sharded(n: int) -> float:
-        return data_parallel(n) - states + states / n + (gathered if n > 1 else 0)
+        if n == 1:
+            return peak
+        # Parameters, gradients, optimizer state and the optimizer step's
+        # temporary all split n ways; one layer gathered whole; activations of
+        # this chip's share of the batch.
+        sharded = states + measured["parameter_bytes"]
+        return sharded / n + gathered + per_sample * math.ceil(batch_size / n)
 
     rows = []
     for chip in catalogue()["chips"]:
@@ -218,8 +224,8 @@ def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: in
         row["data_parallel"] = _smallest(lambda n: data_parallel(n) <= usable, batch_size)
         row["fully_sharded"] = _smallest(lambda n: fully_sharded(n) <= usable, 4096)
         if row["fully_sharded"] is None:
-            row["why_not"] = (f"activations of one sample ({_gib(per_sample)}) do not fit beside the sharded state: "
-                              "needs activation checkpointing, sequence or tensor parallelism, or a smaller batch")
+            row["why_not"] = (f"activations of one sample ({_gib(per_sample)}) do not fit beside the sharded state "
+                              f"on 4096 chips: needs activation checkpointing, sequence or tensor parallelism")
         rows.append(row)
     return rows
 
