@@ -15,7 +15,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch; the pin keeps development and CI on the same build.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	# The hf extra (transformers) too, so the hf: specs are tested; `env create xla`
+	# below then adds the same transformers to the xla environment.
+	$(PY) -m pip install --quiet -e '.[test,hf]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -23,7 +25,8 @@ demo: $(STAMP)
 
 test: $(STAMP) browser
 	# The xla backend's own environment (torch 2.9.0 + torch_xla 2.9.0, ~7 GB,
-	# a few minutes the first time, then reused from ~/.cache/torchport).
+	# a few minutes the first time, then reused from ~/.cache/torchport), with
+	# transformers when the hf extra is installed (added to an existing one).
 	$(VENV)/bin/torchport env create xla
 	# The tpu backends' environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu,
 	# 1.9 GB, ~3.5 min the first time): the TorchTPU API-surface and op-table tests run in it.

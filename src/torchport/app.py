@@ -11,6 +11,8 @@ Addresses accepted by :func:`load_app`:
 * ``path/to/app.py:function``
 * ``package.module:function``
 * ``builtin:NAME``              (``torchport.builtin.NAME:app``)
+* ``hf:MODEL_TYPE[?key=value&...]``  a ``transformers`` architecture with random
+  weights (``torchport.hf``; needs ``torchport[hf]``)
 
 This module must import on every torch the workers run on (2.9 and newer) and
 needs nothing beyond the standard library until an app is loaded.
@@ -32,6 +34,7 @@ from torchport.errors import UserError
 
 DEFAULT_FUNCTION = "app"
 BUILTIN_PREFIX = "builtin:"
+HF_PREFIX = "hf:"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ class AppSpec:
 
 def parse_spec(text: str | None) -> AppSpec:
     text = (text or f"{BUILTIN_PREFIX}classifier").strip()
+    if text.startswith(HF_PREFIX):
+        from torchport import hf
+
+        hf.parse(text)  # syntax only; preflight resolves it against transformers
+        return AppSpec(text, None, None, DEFAULT_FUNCTION)
     if text.startswith(BUILTIN_PREFIX):
         name = text[len(BUILTIN_PREFIX):]
         if not name.isidentifier():
@@ -108,7 +116,13 @@ def _has_function_suffix(text: str) -> bool:
 
 def preflight(spec: AppSpec) -> None:
     """Cheap checks in the parent before any worker starts: the file exists,
-    parses, and defines the function.  Imports nothing."""
+    parses, and defines the function.  Imports nothing, except for an ``hf:``
+    spec, whose overrides are checked against transformers' config class."""
+    if spec.text.startswith(HF_PREFIX):
+        from torchport import hf
+
+        hf.check_fits_host(hf.resolve(spec.text))
+        return
     if spec.file is None:
         if spec.module and spec.module.startswith("torchport.builtin."):
             name = spec.module.rsplit(".", 1)[1]
@@ -161,6 +175,10 @@ def load_app(spec: AppSpec | str | None) -> App:
     UserError located at the user's file:line."""
     if not isinstance(spec, AppSpec):
         spec = parse_spec(spec)
+    if spec.text.startswith(HF_PREFIX):
+        from torchport.builtin._hf import app_for
+
+        return app_for(spec.text)
     preflight(spec)
     try:
         module = _import_target(spec)
@@ -233,6 +251,32 @@ def is_user_file(filename: str) -> bool:
     if resolved.startswith(_TORCHPORT_ROOT):
         return False
     return not resolved.startswith(_LIBRARY_ROOTS)
+
+
+# Torch's own plumbing between a call and its kernel: a frame here is never the
+# cause of what the op does (the dispatch of Tensor methods, modes, modules' __call__).
+_TORCH_PLUMBING = ("torch/overrides.py", "torch/_tensor.py", "torch/utils/_python_dispatch.py", "torch/_ops.py",
+                   "torch/nn/modules/module.py", "torch/utils/_contextlib.py", "torch/_compile.py",
+                   "torch/_dynamo/", "torch/autograd/", "torch/_jit_internal.py", "torch/functional.py")
+_SITE_ROOTS = tuple(sorted({str(Path(p).resolve()) for p in (sysconfig.get_paths()["purelib"],
+                                                                 sysconfig.get_paths()["platlib"])}, key=len,
+                           reverse=True))
+
+
+def library_file(filename: str) -> str | None:
+    """For a frame in an installed package (transformers, torch, ...), its path
+    inside site-packages (``transformers/masking_utils.py``); None for user code,
+    torchport, the standard library and torch's dispatch plumbing."""
+    if not filename or filename.startswith("<") or is_user_file(filename):
+        return None
+    resolved = os.path.realpath(filename)
+    if resolved.startswith(_TORCHPORT_ROOT):
+        return None
+    for root in _SITE_ROOTS:
+        if resolved.startswith(root + os.sep):
+            relative = resolved[len(root) + 1:].replace(os.sep, "/")
+            return None if relative.startswith(_TORCH_PLUMBING) else relative
+    return None
 
 
 def user_location(exc: BaseException) -> str | None:

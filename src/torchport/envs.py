@@ -16,6 +16,12 @@ asked for and what pip actually installed; the result document carries it.
 
 Only an environment with a manifest counts as created: the manifest is written
 after pip succeeded, so an interrupted creation never looks usable.
+
+Optional extras follow torchport's own: where ``torchport[hf]`` is installed
+(``transformers`` importable here), ``env create`` also installs the same
+``transformers`` version into the environment, so ``hf:`` specs run on that
+backend too; an environment created before is topped up, not rebuilt.  The
+extras are recorded in the manifest (``extras``) but do not decide readiness.
 """
 from __future__ import annotations
 
@@ -75,6 +81,24 @@ SPECS: dict[str, EnvSpec] = {
         ),
     ]
 }
+
+
+# Distributions of torchport's optional extras that a backend environment gets
+# too when this torchport has them (same version as here).
+EXTRA_DISTRIBUTIONS = ("transformers",)
+
+
+def wanted_extras() -> list[str]:
+    """``name==version`` of each optional extra installed in torchport's own environment."""
+    from importlib import metadata
+
+    wanted = []
+    for name in EXTRA_DISTRIBUTIONS:
+        try:
+            wanted.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return wanted
 
 
 def cache_root() -> Path:
@@ -143,10 +167,15 @@ def create(name: str, progress: Callable[[str], None], force: bool = False) -> d
     spec = spec_for(name)
     folder = env_dir(name)
     current = status(name)
+    extras = wanted_extras()
     if current["ready"] and not force:
-        progress(f"{name}: already created at {folder} ({versions_text(current['manifest'])}); "
+        manifest = current["manifest"]
+        missing = [extra for extra in extras if extra not in manifest.get("extras", [])]
+        if missing:
+            manifest = add_extras(name, manifest, missing, progress)
+        progress(f"{name}: already created at {folder} ({versions_text(manifest)}); "
                  f"use --force to rebuild it")
-        return current["manifest"]
+        return manifest
     if folder.exists():
         progress(f"{name}: removing the previous environment at {folder}")
         shutil.rmtree(folder)
@@ -161,13 +190,30 @@ def create(name: str, progress: Callable[[str], None], force: bool = False) -> d
         "name": name,
         "purpose": spec.purpose,
         "requirements": list(spec.requirements),
+        "extras": [],
         "installed": _installed_versions(python, spec.recorded),
         "python": _python_version(python),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     # Written last: its presence is what makes the environment usable.
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    if extras:
+        manifest = add_extras(name, manifest, extras, progress)
     progress(f"{name}: ready ({versions_text(manifest)})")
+    return manifest
+
+
+def add_extras(name: str, manifest: dict[str, Any], extras: list[str], progress: Callable[[str], None]) -> dict[str, Any]:
+    """Install ``extras`` into a ready environment, keeping its requirements
+    pinned (pip must not move torch), and rewrite the manifest."""
+    spec = spec_for(name)
+    python = str(_interpreter(env_dir(name)))
+    progress(f"{name}: adding {' '.join(extras)} (torchport's optional extras)")
+    _run([python, "-m", "pip", "install", "--progress-bar", "off", *extras, *spec.requirements], progress,
+         f"pip install {' '.join(extras)}")
+    by_name = {extra.split("==")[0]: extra for extra in [*manifest.get("extras", []), *extras]}  # newest wins
+    manifest = dict(manifest, extras=sorted(by_name.values()))
+    (env_dir(name) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 
 
@@ -222,4 +268,6 @@ def _python_version(python: str) -> str:
 
 def versions_text(manifest: dict[str, Any] | None) -> str:
     installed = (manifest or {}).get("installed") or {}
-    return ", ".join(f"{name} {version}" for name, version in installed.items()) or "no versions recorded"
+    text = ", ".join(f"{name} {version}" for name, version in installed.items()) or "no versions recorded"
+    extras = (manifest or {}).get("extras") or []
+    return f"{text}; extras: {', '.join(extras)}" if extras else text

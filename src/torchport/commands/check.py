@@ -21,8 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "survives a SIGKILL, that torchrun/DDP matches one process, and that the data keeps up. "
                     "Exit status: 0 all passed, 1 a check failed or could not run, 2 bad input.",
     )
-    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function or builtin:NAME "
-                        "(default: builtin:classifier)")
+    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function, builtin:NAME "
+                        "or hf:MODEL_TYPE[?key=value&...] (default: builtin:classifier)")
+    from torchport.hf import add_batch_arguments
+
+    add_batch_arguments(parser)
     parser.add_argument("-b", "--backend", action="append", default=[], metavar="NAME",
                         help="backend to check (repeatable or comma-separated; default: all known)")
     parser.add_argument("--only", default=",".join(CHECK_NAMES), metavar="CHECKS",
@@ -53,11 +56,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def options_from_args(args: argparse.Namespace):
     from torchport.check.runner import CheckOptions
+    from torchport.hf import app_from_args
 
     names = [name.strip() for item in args.backend for name in item.split(",") if name.strip()]
     only = tuple(name.strip() for name in args.only.split(",") if name.strip())
     return CheckOptions(
-        app=args.app, backends=names, only=only, steps=args.steps, dtype=args.dtype, seed=args.seed,
+        app=app_from_args(args), backends=names, only=only, steps=args.steps, dtype=args.dtype, seed=args.seed,
         timeout_s=args.timeout, work_dir=args.work_dir, recovery_steps=args.recovery_steps,
         recovery_every=args.checkpoint_every, kill_seed=args.kill_seed, nproc=args.nproc, nnodes=args.nnodes,
         rdzv_endpoint=args.rdzv_endpoint, rdzv_conf=args.rdzv_conf, distributed_steps=args.distributed_steps,

@@ -19,8 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the same app, with the same configuration, on each backend in fresh worker "
         "processes; write result.json and report.md and print a summary.",
     )
-    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function or builtin:NAME "
-                        "(default: builtin:classifier)")
+    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function, builtin:NAME "
+                        "or hf:MODEL_TYPE[?key=value&...] (default: builtin:classifier)")
+    from torchport.hf import add_batch_arguments
+
+    add_batch_arguments(parser)
     parser.add_argument("-b", "--backend", action="append", default=[], metavar="NAME",
                         help="backend to evaluate (repeatable or comma-separated; default: all known)")
     parser.add_argument("--repeats", type=types.count(1), default=3, help="fresh processes per backend (default 3)")
@@ -52,6 +55,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
     from torchport.errors import UserError
     from torchport.evaluate import EvaluationOptions, load_price_file, parse_price
+    from torchport.hf import app_from_args
     from torchport.protocol import ProtocolConfig
 
     prices: dict[str, float] = {}
@@ -86,7 +90,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
         stages.append(check_stage)
     return EvaluationOptions(
-        app=args.app, stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
+        app=app_from_args(args), stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
         phase_timeout_s=args.phase_timeout, prices=prices, reference=args.reference, out_dir=args.out,
         command=["torchport", *sys.argv[1:]], script=args.script, script_args=list(args.passthrough),
         redirect_cuda=args.redirect_cuda,

@@ -19,8 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "accelerator, a verdict and the findings (host syncs, data-dependent shapes, shape changes, float64, "
         "tile waste, sparse tensors, custom ops, unsupported ops) at the lines of your code that cause them.",
     )
-    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function or builtin:NAME "
-                        "(default: builtin:classifier)")
+    parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function, builtin:NAME "
+                        "or hf:MODEL_TYPE[?key=value&...] (default: builtin:classifier)")
+    from torchport.hf import add_batch_arguments
+
+    add_batch_arguments(parser)
     parser.add_argument("--steps", type=types.count(1), default=DEFAULT_STEPS, help=f"training steps to trace (default {DEFAULT_STEPS})")
     parser.add_argument("--target", action="append", default=[], metavar="T",
                         help=f"target to judge (repeatable or comma-separated; default all: {', '.join(TARGETS)})")
@@ -41,12 +44,13 @@ def run(args: argparse.Namespace) -> int:
     from torchport.launch import cancelled
     from torchport.results import strict_json, write_text_atomic
     from torchport.trace.analysis import raise_if_app_failed, run_trace
+    from torchport.hf import app_from_args
     from torchport.trace.report import terminal_lines
 
     targets = [t.strip() for item in args.target for t in item.split(",") if t.strip()]
     console = Console(stderr=True)
     with console.status("tracing", spinner="dots") as status:
-        section = run_trace(args.app, steps=args.steps, targets=targets or None, timeout=args.timeout,
+        section = run_trace(app_from_args(args), steps=args.steps, targets=targets or None, timeout=args.timeout,
                             allow_live=not args.no_live,
                             on_progress=lambda event: status.update(f"tracing: {event.get('phase', '')}"))
     if cancelled():

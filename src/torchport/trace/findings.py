@@ -3,7 +3,10 @@ and the detectors.
 
 Every finding names one rule (``TR101`` ...), the targets it affects with a
 severity for each, the user's ``file:line`` that caused it, and how often it
-happened in the traced steps.  One cause (one rule at one line) is one
+happened in the traced steps.  Where the cause is a line inside a library the
+user's code called (``transformers`` reading a tensor on the host), the finding
+names that line (``library_location``) and keeps the user's line as the entry
+point that reached it (``location``): one finding per (user line, library line).  One cause (one rule at one line) is one
 finding, however many ops it issued.
 
 Severities: ``blocker`` (does not run on the target as is), ``slow`` (runs,
@@ -129,6 +132,14 @@ def _group(items: list[dict[str, Any]], key_fields: tuple[str, ...]) -> dict[tup
     return grouped
 
 
+def _library(library: str | None) -> dict[str, Any]:
+    """The library line that caused a finding, e.g. ``transformers/masking_utils.py:140``
+    (a path inside site-packages), and the library's name."""
+    if not library:
+        return {}
+    return {"library_location": library, "library": library.split("/", 1)[0].split(":")[0]}
+
+
 def _in_step(record: dict[str, Any]) -> bool:
     """Ops the user's step issued on the device: not the host-side data
     pipeline, not library internals with no user frame."""
@@ -154,7 +165,7 @@ def detect(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
 
 def rank(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(found, key=lambda f: (SEVERITY_RANK[f["severity"]], -len(f["targets"]),
-                                        -(f.get("wasted_share") or 0), -f["count"], f["id"], f["location"] or ""))
+                                        -(f.get("wasted_share") or 0), -f["count"], f["id"], f["location"] or "", f.get("library_location") or ""))
 
 
 def host_syncs(trace: dict[str, Any], steps: int, targets: list[str]) -> list[dict[str, Any]]:
@@ -163,11 +174,12 @@ def host_syncs(trace: dict[str, Any], steps: int, targets: list[str]) -> list[di
                for r in trace.get("ops", [])
                if "data_dependent_output" in r["tags"] and not r["in_host_sync_call"] and _in_step(r)]
     found = []
-    for (location,), group in _group(events, ("location",)).items():
+    for (location, library), group in _group(events, ("location", "library")).items():
         calls = sorted({e["what"] for e in group})
         count = sum(e["count"] for e in group)
         found.append(finding("TR101", location, count, steps, f"{', '.join(calls)}: {count} in {steps} step(s)",
-                             targets, calls=calls, phases=sorted({e["phase"] for e in group})))
+                             targets, calls=calls, phases=sorted({e["phase"] for e in group}),
+                             **_library(library)))
     return found
 
 
@@ -175,12 +187,12 @@ def dynamic_shapes(ops: list[dict[str, Any]], steps: int, targets: list[str]) ->
     dynamic = [r for r in ops if "dynamic_output_shape" in r["tags"] and _in_step(r) and not r["in_host_sync_call"]
                and (not r["op"].startswith("aten::index") or r["op"].endswith("[bool]"))]
     found = []
-    for (location,), group in _group(dynamic, ("location",)).items():
+    for (location, library), group in _group(dynamic, ("location", "library")).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
         found.append(finding("TR102", location, count, steps, f"{', '.join(names)}: {count} call(s) in {steps} step(s)",
                              targets, ops=names, phases=sorted({r["phase"] for r in group}),
-                             modules=sorted({r["module"] for r in group if r["module"]})))
+                             modules=sorted({r["module"] for r in group if r["module"]}), **_library(library)))
     return found
 
 
@@ -249,13 +261,13 @@ def float64(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[d
     wide = [r for r in ops if any(d.split("[")[0].split(":")[-1] in ("float64", "complex128") for d in r["outputs"])
             and r.get("attributed") != "phase"]
     found = []
-    for (location,), group in _group(wide, ("location",)).items():
+    for (location, library), group in _group(wide, ("location", "library")).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
         found.append(finding("TR105", location, count, steps,
                              f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
                              f"{', ...' if len(names) > 5 else ''}", targets, ops=names,
-                             phases=sorted({r["phase"] for r in group})))
+                             phases=sorted({r["phase"] for r in group}), **_library(library)))
     return found
 
 

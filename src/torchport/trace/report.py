@@ -23,6 +23,16 @@ def short_location(location: str | None) -> str:
     return f"{relative if len(relative) < len(path) else path}:{line}"
 
 
+def where_text(finding: dict[str, Any], code: Any = str) -> str:
+    """Where a finding is caused: the user's line, or the library's line and the
+    user's (or the hf: spec's) line that reached it; ``code`` renders a path
+    (``fmt.md_code`` in markdown)."""
+    entry = code(short_location(finding["location"]))
+    if not finding.get("library_location"):
+        return entry
+    return f"{code(finding['library_location'])} (inside {finding['library']}), reached from {entry}"
+
+
 def _targets_text(finding: dict[str, Any]) -> str:
     return ", ".join(f"{t}" + (f" ({s})" if s != finding["severity"] else "") for t, s in finding["targets"].items())
 
@@ -48,7 +58,7 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
     else:
         lines.append(f"Findings ({len(found)}; top {min(top, len(found))}):")
         for f in found[:top]:
-            lines.append(f"  {f['id']} {SEVERITY_MARK[f['severity']]:7} {short_location(f['location'])}: {f['title']}")
+            lines.append(f"  {f['id']} {SEVERITY_MARK[f['severity']]:7} {where_text(f)}: {f['title']}")
             lines.append(f"      {f['detail']}")
             lines.append(f"      targets: {_targets_text(f)}; fix: {f['fix']}")
     mem = section.get("memory")
@@ -88,7 +98,7 @@ def markdown(section: dict[str, Any]) -> str:
     else:
         lines += ["| rule | severity | where | what | count | targets | fix |", "|---|---|---|---|---|---|---|"]
         for f in found:
-            lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {fmt.md_code(short_location(f['location']))} "
+            lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {where_text(f, fmt.md_code)} "
                          f"| {fmt.md(f['detail'], 1000)} | {f['count']} | {fmt.md(_targets_text(f))} | {fmt.md(f['fix'], 1000)} |")
     comparison = section.get("xla_comparison")
     if comparison:

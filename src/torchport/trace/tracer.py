@@ -10,7 +10,10 @@ Two PyTorch interposition points work together (both run on the CPU):
   synchronizations are visible even on a CPU, where they cost nothing.
 
 Each op is attributed to the innermost frame in the user's code (not torch, not
-torchport; ``torchport.app.is_user_file`` decides).  Backward ops run inside
+torchport; ``torchport.app.is_user_file`` decides).  When a library did the
+work on the user's behalf (``transformers`` reading a mask with ``if``), the
+innermost library frame is kept beside it (``library``), so a finding can name
+the library line that caused it and the user's line that reached it.  Backward ops run inside
 the autograd engine with no user frame on the stack, so the forward pass stamps
 each autograd node with its user location and the backward ops read it back
 (``torch._C._current_autograd_node().metadata``).
@@ -32,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-from torchport.app import is_user_file
+from torchport.app import is_user_file, library_file
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 # The phases whose ops make the model's graph.  The optimizer's first step
@@ -82,6 +85,7 @@ class OpRecord:
     # "autograd" (a backward op, via its forward call), or "phase" (no user
     # frame: library code the harness called, e.g. torch.optim).
     attributed: str = "user"
+    library: str | None = None  # innermost library frame below the user's, e.g. transformers/x.py:12
     steps: set[int] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
@@ -91,6 +95,7 @@ class OpRecord:
             "flops": None if self.flops is None else self.flops * self.count,
             "bytes_read": self.bytes_read * self.count, "bytes_written": self.bytes_written * self.count,
             "in_host_sync_call": self.in_host_sync_call, "attributed": self.attributed, "steps": sorted(self.steps),
+            "library": self.library,
         }
 
 
@@ -101,11 +106,12 @@ class SyncRecord:
     location: str | None
     module: str | None
     attributed: str = "user"
+    library: str | None = None
     count: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"call": self.call, "phase": self.phase, "location": self.location, "module": self.module,
-                "attributed": self.attributed, "count": self.count}
+                "attributed": self.attributed, "library": self.library, "count": self.count}
 
 
 def describe(value: Any) -> str | None:
@@ -175,33 +181,36 @@ class _FunctionLevel(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         tracer = self.tracer
-        location = tracer.user_location(sys._getframe(1))
+        location, library = tracer.locate(sys._getframe(1))
         name = getattr(func, "__name__", "")
         sync = SYNC_CALLS.get(name)
         if sync is None and name in COPY_CALLS and _copies_to_host(name, args, kwargs) and not (
                 tracer.cpu_is_the_device and name == "to"):
             sync = f"Tensor.{name}(): copy to the host"
         if sync is not None and tracer.phase != "data":
-            tracer.record_sync(sync, location)
-        tracer.call_location = location
+            tracer.record_sync(sync, location, library)
+        tracer.call_location, tracer.call_library = location, library
         tracer.in_sync_call = sync is not None
         try:
             out = func(*args, **kwargs)
         finally:
-            tracer.call_location = None
+            tracer.call_location = tracer.call_library = None
             tracer.in_sync_call = False
         if tracer.phase in ("forward", "loss") and torch.is_grad_enabled():
-            tracer.stamp_autograd_nodes(out, location)
+            tracer.stamp_autograd_nodes(out, location, library)
         return out
 
 
 def _copies_to_host(name: str, args: tuple, kwargs: dict) -> bool:
     if name == "cpu":
         return True
+    # Only a device written as text is the host for sure: traced on the CPU,
+    # every tensor's .device is "cpu", so the portable `x.to(other.device)`
+    # (transformers does it for every loss) would look like a copy to the host.
     target = kwargs.get("device")
     if target is None:
         target = next((a for a in args[1:] if isinstance(a, (str, torch.device))), None)
-    return target is not None and torch.device(target).type == "cpu"
+    return isinstance(target, str) and torch.device(target).type == "cpu"
 
 
 class _DispatchLevel(TorchDispatchMode):
@@ -241,6 +250,7 @@ class OpTracer:
         self.library_phases: set[str] = set()
         self.step_index = 0
         self.call_location: str | None = None
+        self.call_library: str | None = None
         self.in_sync_call = False
         self.phase_locations = phase_locations or {}
         self.step_sequences: list[list[tuple]] = []
@@ -265,22 +275,30 @@ class OpTracer:
 
     # ---- locating the user's code ---------------------------------------------------
     def user_location(self, frame: Any) -> str | None:
-        """``file:line`` of the innermost user frame, walking the stack once;
-        whether a code object is the user's is decided once per code object."""
+        return self.locate(frame)[0]
+
+    def locate(self, frame: Any) -> tuple[str | None, str | None]:
+        """``file:line`` of the innermost user frame, and of the innermost
+        library frame below it (None when the user's code called torch
+        directly), walking the stack once; what a code object is (user,
+        library, neither) is decided once per code object."""
         if self.phase in self.library_phases:
-            return None
+            return None, None
         cache = self._user_code
+        library = None
         while frame is not None:
             code = frame.f_code
-            is_user = cache.get(code)
-            if is_user is None:
-                is_user = cache[code] = is_user_file(code.co_filename)
-            if is_user:
-                return f"{code.co_filename}:{frame.f_lineno}"
+            kind = cache.get(code)
+            if kind is None:
+                kind = cache[code] = "user" if is_user_file(code.co_filename) else library_file(code.co_filename)
+            if kind == "user":
+                return f"{code.co_filename}:{frame.f_lineno}", library
+            if kind and library is None:
+                library = f"{kind}:{frame.f_lineno}"
             frame = frame.f_back
-        return None
+        return None, library
 
-    def stamp_autograd_nodes(self, out: Any, location: str | None) -> None:
+    def stamp_autograd_nodes(self, out: Any, location: str | None, library: str | None = None) -> None:
         """Label the autograd nodes this user call created with its location, so
         their backward ops point at the same line.  Stops at nodes labelled by
         earlier calls, hence visits each node once."""
@@ -293,7 +311,7 @@ class OpTracer:
             metadata = node.metadata
             if LOCATION_KEY in metadata:
                 continue
-            metadata[LOCATION_KEY] = (location, module)
+            metadata[LOCATION_KEY] = (location, module, library)
             for parent, _ in node.next_functions:
                 if parent is not None and type(parent).__name__ != "AccumulateGrad":
                     pending.append(parent)
@@ -303,20 +321,20 @@ class OpTracer:
         if func.namespace == "profiler":
             return  # record_function markers (torch.optim issues them): bookkeeping, no work on any device
         phase = self.phase
-        location = self.call_location
+        location, library = self.call_location, self.call_library
         module = self._module_stack[-1] if self._module_stack else None
         attributed = "user"
         if phase == "backward":
             node = torch._C._current_autograd_node()
             stamped = node.metadata.get(LOCATION_KEY) if node is not None else None
             if stamped is not None:
-                (location, module), attributed = stamped, "autograd"
+                (location, module, library), attributed = stamped, "autograd"
         elif location is None:
-            location = self.user_location(sys._getframe(3))
+            location, library = self.locate(sys._getframe(3))
         if location is None:
             location, attributed = self.phase_locations.get(phase), "phase"
         signature = tuple(text for text in map(describe, args) if text is not None)
-        key = (func, signature, phase, location, module)
+        key = (func, signature, phase, location, module, library)
         record = self.records.get(key)
         if record is None:
             outputs = [d for d in (describe(o) for o in (out if isinstance(out, (list, tuple)) else (out,))) if d]
@@ -328,7 +346,7 @@ class OpTracer:
                 flops=_flops(func, args, kwargs, out),
                 bytes_read=_nbytes(t for a in args for t in _tensors(a)),
                 bytes_written=_nbytes(_tensors(out)),
-                in_host_sync_call=self.in_sync_call, attributed=attributed,
+                in_host_sync_call=self.in_sync_call, attributed=attributed, library=library,
             )
         record.count += 1
         record.steps.add(self.step_index)
@@ -341,16 +359,16 @@ class OpTracer:
                 self._last_checkpoint = now
                 self._checkpoint()
 
-    def record_sync(self, call: str, location: str | None) -> None:
+    def record_sync(self, call: str, location: str | None, library: str | None = None) -> None:
         module = self._module_stack[-1] if self._module_stack else None
-        key = (call, self.phase, location, module)
+        key = (call, self.phase, location, module, library)
         record = self.syncs.get(key)
         if record is None:
             # No user frame: torch's own code called by the harness (torch.optim
             # reads its CPU-side step counter with .item()); not the user's sync.
             attributed = "user" if location is not None else "phase"
             record = self.syncs[key] = SyncRecord(call, self.phase, location or self.phase_locations.get(self.phase),
-                                                  module, attributed=attributed)
+                                                  module, attributed=attributed, library=library)
         record.count += 1
 
     # ---- phases, modules and steps --------------------------------------------------------
