@@ -212,7 +212,44 @@ def _prices(table: dict[str, Any], where: str) -> dict[str, float]:
     return {str(name): _price_value(value, f"{where}.{name}") for name, value in table.items()}
 
 
+def _names(kind: str) -> tuple[str, ...]:
+    """The values a name-list option accepts, checked here so that a typo in
+    the config is reported at its key (the command line's own checks name
+    the flag instead)."""
+    if kind == "backend":
+        from torchport import backends
+
+        return tuple(backends.registry())
+    if kind == "check":
+        from torchport.check import CHECK_NAMES
+
+        return CHECK_NAMES
+    from torchport.trace.findings import TARGETS
+
+    return tuple(TARGETS)
+
+
+NAMED = {"backend": "backend", "reference": "backend", "only": "check", "target": "target"}
+
+
+def _check_names(flag: str, value: Any, where: str) -> None:
+    if flag not in NAMED:
+        return
+    items = value if isinstance(value, list) else [value]
+    known = _names(NAMED[flag])
+    for item in items:
+        for name in str(item).split(","):
+            if name.strip() and name.strip() not in known:
+                raise UserError(f"unknown {NAMED[flag]} {name.strip()!r} (known: {', '.join(known)})", location=where)
+
+
 def _convert(action: argparse.Action, value: Any, where: str, folder: Path, key: str) -> Any:
+    converted = _convert_value(action, value, where, folder, key)
+    _check_names(PLURALS.get(key, key), converted, where)
+    return converted
+
+
+def _convert_value(action: argparse.Action, value: Any, where: str, folder: Path, key: str) -> Any:
     def fail(message: str) -> UserError:
         return UserError(message, location=where)
 
