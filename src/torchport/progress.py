@@ -67,7 +67,8 @@ class Progress:
             columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
             if self.unit:  # counted work (evaluate's runs): how many, and the time left
                 columns += [BarColumn(), MofNCompleteColumn(), TextColumn(self.unit, markup=False),
-                            TimeElapsedColumn(), TextColumn("left", markup=False), TimeRemainingColumn()]
+                            TimeElapsedColumn(), TextColumn("elapsed,", markup=False), TimeRemainingColumn(),
+                            TextColumn("left", markup=False)]
             else:
                 columns.append(TimeElapsedColumn())
             self._rich = RichProgress(*columns, console=self.console, transient=True)
