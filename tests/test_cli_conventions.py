@@ -228,14 +228,21 @@ def test_trace_takes_its_app_and_targets_from_the_config_and_writes_each_format(
     shutil.copy(APPS / "spine_tiny.py", tmp_path / "spine_tiny.py")
     shutil.copy(APPS / "spine_common.py", tmp_path / "spine_common.py")
     (tmp_path / "torchport.toml").write_text('app = "spine_tiny.py"\n\n[trace]\nsteps = 1\ntargets = ["tpu"]\n')
-    completed = torchport("trace", "--format", "md", "-o", "trace.md", "--json", "trace.json", cwd=tmp_path)
+    completed = torchport("trace", "--format", "md", "-o", "trace.md", "--json", "trace.json", cwd=tmp_path,
+                          env={"TORCHPORT_PROGRESS_INTERVAL": "1"})
     assert completed.returncode == 0, completed.stderr
     assert f"defaults from {tmp_path / 'torchport.toml'}" in completed.stderr
+    # stderr is a pipe: a plain line every interval while the worker traces, instead of silence
+    assert any(line.startswith("torchport trace: 0:00:0") and " elapsed - tracing" in line
+               for line in completed.stderr.splitlines()), completed.stderr
     section = json.loads((tmp_path / "trace.json").read_text())  # --json FILE: the old spelling, still written
     assert section["steps_traced"] == 1 and list(section["verdicts"]) == ["tpu"]
     assert section["app"].endswith("spine_tiny.py")
     assert (tmp_path / "trace.md").read_text().startswith("## Op trace: readiness per target")
     assert "trace.md" not in completed.stdout and "## Op trace" not in completed.stdout  # -o: not on stdout
+    info = json.loads(torchport("info", "--json", cwd=tmp_path / "..").stdout)
+    assert info["config"] != str(tmp_path / "torchport.toml")  # searched from the current folder upwards...
+    assert json.loads(torchport("info", "--json", cwd=tmp_path).stdout)["config"] == str(tmp_path / "torchport.toml")
 
 
 # --- no warnings greet a new user --------------------------------------------------------------
