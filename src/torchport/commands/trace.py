@@ -61,14 +61,18 @@ def run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
     if args.json:
         write_text_atomic(args.json, json.dumps(strict_json(section), indent=1, default=str) + "\n")
-    raise_if_app_failed(section)
     chosen = output.chosen_format(args)
     if chosen == "json":
-        output.emit(args, json.dumps(strict_json(section), indent=1, default=str))
+        text = json.dumps(strict_json(section), indent=1, default=str)
     elif chosen == "md":
-        output.emit(args, markdown(section))
+        text = markdown(section)
     else:
-        output.emit(args, "\n".join(terminal_lines(section, top=args.top)))
+        text = "\n".join(terminal_lines(section, top=args.top))
+    if args.output is not None:  # a file keeps what was traced, even when the app failed
+        output.emit(args, text)
+    raise_if_app_failed(section)
+    if args.output is None:
+        output.emit(args, text)
     if args.json:
         print(f"trace: {args.json}")
     if section["status"] != "complete":
