@@ -41,16 +41,66 @@ def apps_dir() -> Path:
     return APPS
 
 
-@pytest.fixture
-def xla_environment():
-    """Tests on the xla backend need torchport's xla environment: skipped
-    locally when it is missing, a failure in CI (which creates it first)."""
+def _environment(name: str) -> dict:
+    """A torchport environment the test needs: skipped locally when it is
+    missing, a failure in CI (whose `make test` creates it first)."""
     from torchport import envs
 
-    record = envs.status("xla")
+    record = envs.status(name)
     if not record["ready"]:
-        message = f"{record['problem']}; run: torchport env create xla"
+        message = f"{record['problem']}; run: torchport env create {name}"
         if os.environ.get("CI"):
-            pytest.fail(f"CI must create the xla environment before the tests: {message}")
+            pytest.fail(f"CI must create the {name} environment before the tests: {message}")
         pytest.skip(message)
     return record
+
+
+@pytest.fixture
+def xla_environment():
+    return _environment("xla")
+
+
+@pytest.fixture(scope="session")
+def tpu_environment():
+    """torchport's tpu environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu)."""
+    return _environment("tpu")
+
+
+# --- real result files shared by the compare and HTML report tests (made once per session) ---
+
+COMPARE_APP = APPS / "compare_tiny.py"
+COMPARE_PROTOCOL = ["--repeats", "2", "--steps", "8", "--blocks", "4", "--max-warmup", "4", "--no-inference",
+                    "--no-trace", "--no-checks"]
+
+
+def _evaluate(out: Path, *args: str, env: dict | None = None) -> Path:
+    completed = run_torchport("evaluate", *args, "-o", str(out), env=env, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return out / "result.json"
+
+
+@pytest.fixture(scope="session")
+def builtin_evaluation(tmp_path_factory) -> Path:
+    """The built-in example evaluated as `make demo` does (every stage), smaller:
+    cpu and cpu-compile, 2 fresh processes each.  Returns its output folder."""
+    out = tmp_path_factory.mktemp("builtin") / "run"
+    _evaluate(out, "builtin:classifier", "-b", "cpu,cpu-compile", "--repeats", "2", "--steps", "8", "--blocks", "4",
+              "--max-warmup", "8", "--price", "cpu=0.50")
+    return out
+
+
+@pytest.fixture(scope="session")
+def machine_results(tmp_path_factory) -> dict[str, Path]:
+    """Result files of one small app as if from several machines: two with different
+    backends and prices, one with another batch shape (not comparable), one whose
+    step sleeps 20 ms (a certain regression)."""
+    root = tmp_path_factory.mktemp("machines")
+    return {
+        "laptop": _evaluate(root / "laptop", str(COMPARE_APP), "-b", "cpu", *COMPARE_PROTOCOL, "--price", "cpu=0.10"),
+        "gpubox": _evaluate(root / "gpubox", str(COMPARE_APP), "-b", "cpu-compile", "--reference", "cpu-compile",
+                            *COMPARE_PROTOCOL, "--price", "cpu-compile=0.30"),
+        "wide": _evaluate(root / "wide", str(COMPARE_APP), "-b", "cpu", *COMPARE_PROTOCOL,
+                          env={"COMPARE_TINY_BATCH": "32"}),
+        "slow": _evaluate(root / "slow", str(COMPARE_APP), "-b", "cpu", *COMPARE_PROTOCOL,
+                          env={"COMPARE_TINY_SLEEP_S": "0.02"}),
+    }

@@ -144,7 +144,7 @@ def test_bad_input_is_one_line_and_exit_2(torchport_cli, tmp_path, apps_dir):
         (["builtin:nope"], "unknown built-in app 'nope'"),
         (["--only", "parity,speed"], "--only: unknown check 'speed'"),
         (["-b", "quantum"], "unknown backend 'quantum'"),
-        (["--steps", "1"], "--steps must be at least 2"),
+        (["--steps", "1"], "--steps: must be at least 2"),
         ([str(apps_dir / "spine_syntax_error.py")], "syntax error in app"),
     ]:
         done = torchport_cli("check", *args)

@@ -297,7 +297,7 @@ def test_hostile_text_is_inert_in_terminal_and_markdown(one_backend_faults):
     report = (one_backend_faults["out"] / "report.md").read_text()
     assert "## Does not run here" in report
     assert "<script>" not in report and "</td>" not in report
-    assert "&lt;script\\>" in report
+    assert "&lt;script>" in report
     # No table row is broken by a pipe from the data: every row has the header's cell count.
     for block in report.split("\n\n"):
         rows = [line for line in block.splitlines() if line.startswith("|")]

@@ -594,3 +594,128 @@ def test_comparisons_hide_only_what_they_compare(tmp_path):
         ''')
     assert _at(findings, "TP004") == [(3, 26)]
     assert _at(findings, "TP701") == [(4, 17)]
+
+
+# -- false-positive classes found in the seed-20 precision sample (timm, accelerate, lightning) --
+
+def test_float64_derived_from_a_host_tensor_is_not_flagged(tmp_path):
+    # timm/data/scheduled_sampler.py: arange without a device, then arithmetic on it.
+    findings = _scan(tmp_path, '''
+        import torch
+        class ScheduledSampler:
+            def weights(self, progress):
+                choice_positions = torch.arange(len(self.batch_sizes), dtype=torch.float64)
+                center = progress * (len(self.batch_sizes) - 1)
+                distances = (choice_positions - center).abs()
+                curriculum_weights = (distances == distances.min()).to(torch.float64)
+                return curriculum_weights / curriculum_weights.sum()
+            def on_device(self, x, device):
+                y = torch.arange(4, device=device)
+                z = (y * 2).to(torch.float64)
+                moved = torch.arange(3, dtype=torch.float32).to(device)
+                return x.double(), z, (moved + 1).double()
+        ''')
+    assert _at(findings, "TP701") == [(11, 24), (13, 18), (13, 43)]
+
+
+def test_float64_in_a_checkpoint_conversion_loop_is_host_side(tmp_path):
+    # timm/models/qwen3_vit.py checkpoint_filter_fn: state dicts are loaded on the host.
+    findings = _scan(tmp_path, '''
+        import torch
+        def checkpoint_filter_fn(state_dict, model):
+            out_dict = {}
+            for k, v in state_dict.items():
+                if k == 'patch_embed.proj.weight' and v.ndim == 5:
+                    v = v.double().sum(dim=2)
+                out_dict[k] = v
+            return out_dict
+        def widen(model):
+            for name, p in model.named_parameters():
+                p.data = p.data.double()
+            for name, t in model.state_dict().items():
+                t.copy_(t.double())
+        ''')
+    assert _at(findings, "TP701") == [(11, 25), (13, 19)]
+
+
+def test_float64_chosen_only_when_already_float64_is_not_flagged(tmp_path):
+    # timm/optim/_helpers.py and adopt.py: the scalar dtype follows the default dtype.
+    findings = _scan(tmp_path, '''
+        import torch
+        def _get_scalar_dtype(is_fused=None):
+            if is_fused:
+                return torch.float32
+            return (
+                torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+            )
+        def always(large):
+            return torch.float64 if large else torch.float32
+        ''')
+    assert _at(findings, "TP701") == [(9, 12)]
+
+
+def test_a_branch_selected_by_a_cuda_enum_member_is_guarded(tmp_path):
+    # accelerate/test_utils/scripts/test_script.py
+    findings = _scan(tmp_path, '''
+        import torch
+        from accelerate.state import AcceleratorState
+        from accelerate.utils import DistributedType
+        def rng_check():
+            state = AcceleratorState()
+            if state.distributed_type == DistributedType.MULTI_GPU:
+                synchronize_rng_states(["cuda"])
+                assert are_the_same_tensors(torch.cuda.get_rng_state()), "RNG states differ on GPU."
+            if state.distributed_type in [DistributedType.MULTI_GPU]:
+                num_processes_per_node = torch.cuda.device_count()
+            else:
+                num_processes_per_node = state.num_processes
+            if state.distributed_type in [DistributedType.MULTI_GPU, DistributedType.NO]:
+                torch.cuda.synchronize()
+        ''')
+    assert finding_worst(_one(findings, "TP103", 8), ALL_TARGETS) == "info"
+    assert _at(findings, "TP103") == [(8, 37)]
+    assert finding_worst(_one(findings, "TP004", 10), ALL_TARGETS) == "info"
+    assert _at(findings, "TP004") == [(10, 34)]
+    # DistributedType.NO runs on any machine: the call there is not guarded.
+    assert finding_worst(_one(findings, "TP101", 14), ALL_TARGETS) == "error"
+
+
+def test_a_cuda_check_that_guards_only_assertions_is_info(tmp_path):
+    # accelerate/test_utils/scripts/test_notebook.py
+    findings = _scan(tmp_path, '''
+        def assert_clean_cuda_fork_function():
+            import torch
+
+            if torch.cuda.is_available():
+                assert not torch._C._cuda_isInBadFork(), (
+                    "Child process started in bad-fork state."
+                )
+
+        def train(model):
+            if torch.cuda.is_available():
+                torch.backends.cudnn.benchmark = True
+        ''')
+    guard = _one(findings, "TP003", 4)
+    assert guard.column == 8 and finding_worst(guard, ALL_TARGETS) == "info"
+    assert finding_worst(_one(findings, "TP003", 10), ALL_TARGETS) == "silent"
+
+
+def test_telling_user_given_device_types_apart_is_dispatch(tmp_path):
+    # lightning/pytorch/trainer/connectors/accelerator_connector.py
+    findings = _scan(tmp_path, '''
+        class AcceleratorConnector:
+            def _check_config(self):
+                if self._strategy_flag.parallel_devices[0].type == "cpu":
+                    self._accelerator_flag = "cpu"
+                if self._strategy_flag.parallel_devices[0].type == "cuda":
+                    if self._accelerator_flag not in ("auto", "cuda", "gpu"):
+                        raise ValueError("GPU parallel_devices set, please choose one device type")
+                    self._accelerator_flag = "cuda"
+            def _amp(self, device):
+                if device.type == "cuda":
+                    self.scaler = None
+        ''')
+    dispatch = _one(findings, "TP003", 5)
+    assert dispatch.column == 60 and finding_worst(dispatch, ALL_TARGETS) == "info"
+    lone = _one(findings, "TP003", 10)
+    assert lone.column == 27 and finding_worst(lone, ALL_TARGETS) == "silent"

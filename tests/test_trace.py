@@ -44,8 +44,13 @@ def test_clean_app_has_no_findings_and_runs_where_support_was_looked_up():
     assert section["findings"] == []
     assert section["verdicts"]["xla"] == {**section["verdicts"]["xla"], "status": "runs", "text": "runs as is"}
     assert section["verdicts"]["cuda"]["status"] == "runs"
+    # TorchTPU: the shipped table read from torch_tpu 0.2.0 (tests/test_tpu_ops.py).
+    assert section["verdicts"]["tpu"]["text"] == (
+        "runs as is [op support from torch_tpu 0.2.0 dispatcher registrations, shipped table of "
+        f"{section['op_support']['tpu']['retrieved']}]")
+    assert section["op_support"]["tpu"]["kind"] == "table"
     # Not installed, no published op list: never "runs as is".
-    for target in ("tpu", "neuron", "rocm", "mps"):
+    for target in ("neuron", "rocm", "mps"):
         assert section["verdicts"][target]["status"] == "unknown"
         assert section["op_support"][target]["kind"] == "none"
     assert section["steps_traced"] == 3

@@ -93,11 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     if debug:
         argv = [a for a in argv if a != "--debug"]
+    # Everything after `--` belongs to the script of `evaluate --script` (its own flags).
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1:]
     install_signal_handlers()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         args.debug = debug
+        args.passthrough = passthrough
         if args.quiet and args.verbose:
             parser.error("-q/--quiet and -v/--verbose do not go together")
         output.set_verbosity(output.QUIET if args.quiet else output.VERBOSE if args.verbose else output.NORMAL)

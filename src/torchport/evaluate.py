@@ -24,6 +24,7 @@ from torchport.launch import cancel_all, cancelled, run_worker
 from torchport.protocol import ProtocolConfig
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
+SCRIPT_JOB = "torchport.script.job:script_job"
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -40,6 +41,10 @@ class EvaluationOptions:
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
     stages: list[Callable[[dict[str, Any], "EvaluationOptions", Path], None]] = field(default_factory=list)
+    # Script mode: the user's own training script instead of an app (torchport.script).
+    script: Path | None = None
+    script_args: list[str] = field(default_factory=list)
+    redirect_cuda: bool = False
 
 
 def parse_price(text: str) -> tuple[str, float]:
@@ -90,7 +95,12 @@ def load_price_file(path: Path) -> dict[str, float]:
 
 def validate_options(options: EvaluationOptions) -> list[str]:
     """Check every input before any worker starts; return the backends to consider."""
-    preflight(parse_spec(options.app))
+    if options.script is not None:
+        if options.app:
+            raise UserError(f"give an app or --script, not both (app {options.app!r}, script {options.script})")
+        preflight_script(options.script)
+    else:
+        preflight(parse_spec(options.app))
     known = backend_registry.registry()
     names = options.backends or list(known)
     for name in names + list(options.prices) + [options.reference]:
@@ -101,6 +111,20 @@ def validate_options(options: EvaluationOptions) -> list[str]:
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UserError(f"{flag} must be a positive, finite number of seconds, got {value}")
     return list(dict.fromkeys(names))
+
+
+def preflight_script(path: Path) -> None:
+    """The script exists and parses; nothing of it runs in the parent."""
+    import ast
+
+    if not path.is_file():
+        raise UserError(f"script not found: {path}" if not path.exists() else f"script is not a file: {path}")
+    try:
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        raise UserError(f"syntax error in script: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read script: {exc}", location=str(path)) from None
 
 
 def default_out_dir(app_text: str | None) -> Path:
@@ -126,7 +150,8 @@ class Evaluation:
         self.options = options
         self.names = validate_options(options)
         self.on_event = on_event or (lambda kind, data: None)
-        self.folder = results.OutputFolder.claim(options.out_dir or default_out_dir(options.app),
+        label = f"script:{options.script.name}" if options.script is not None else options.app
+        self.folder = results.OutputFolder.claim(options.out_dir or default_out_dir(label),
                                                  explicit=options.out_dir is not None)
         self.out_dir = self.folder.path
         self.result_path = self.out_dir / "result.json"
@@ -136,7 +161,13 @@ class Evaluation:
             "timeout_s": options.timeout_s,
             "phase_timeout_s": options.phase_timeout_s,
         }
-        self.document = results.new_document(options.command, app_record(options.app), config)
+        if options.script is not None:
+            config["script"] = {"args": list(options.script_args), "redirect_cuda": options.redirect_cuda}
+            record = {"spec": f"script:{options.script}", "file": str(options.script.resolve()), "kind": "script",
+                      **dict(zip(("git_commit", "git_dirty"), results.git_state(options.script.resolve())))}
+        else:
+            record = app_record(options.app)
+        self.document = results.new_document(options.command, record, config)
         self.document["prices"] = dict(options.prices)
 
     def write_report(self) -> Path | None:
@@ -146,8 +177,12 @@ class Evaluation:
 
         if not self.result_path.exists():
             return None
+        from torchport.report.html import render as render_html
+
+        saved = summary.refresh(results.read(self.result_path))
         path = self.out_dir / "report.md"
-        results.write_text_atomic(path, render(summary.refresh(results.read(self.result_path))))
+        results.write_text_atomic(path, render(saved))
+        results.write_text_atomic(self.out_dir / "report.html", render_html(saved))
         return path
 
     def close(self) -> None:
@@ -184,6 +219,12 @@ class Evaluation:
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:
             self._run_rounds(runnable)
+            if self.options.script is not None:
+                from torchport.script.crossref import cross_reference
+
+                document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
+                                                     document["reference"])
+                self.save()
             self._run_stages()
         except UserError as exc:
             document["status"] = "failed"
@@ -242,10 +283,14 @@ class Evaluation:
                 if entry["status"] not in ("pending", "ok"):
                     continue  # a backend that failed is not retried in later rounds
                 self.on_event("start", {"backend": name, "round": round_index})
+                script = self.options.script
                 run = run_worker(
                     name,
-                    EVALUATE_JOB,
+                    SCRIPT_JOB if script is not None else EVALUATE_JOB,
                     app=self.options.app,
+                    extra=None if script is None else {
+                        "script": str(script.resolve()), "script_args": self.options.script_args,
+                        "redirect_cuda": self.options.redirect_cuda, "cwd": str(Path.cwd())},
                     config=self.options.protocol.as_dict(),
                     timeout=self.options.timeout_s,
                     phase_timeout=self.options.phase_timeout_s,

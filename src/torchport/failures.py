@@ -57,9 +57,13 @@ _UNSUPPORTED = re.compile(
     r"(device|backend|this)|unsupported (op|operator|dtype)|no lowering|doesn't support|does not support",
     re.IGNORECASE,
 )
-_COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch_xla", "torch._functorch", "torch.fx", "triton")
-_COMPILER_PATHS = tuple(os.sep + part + os.sep for part in
-                        ("_dynamo", "_inductor", "_functorch", "torch_xla", "triton", "torch_neuronx", "torch_tpu"))
+_COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch_xla", "triton")
+# Frames that only a compiler at work runs through.  Not all of torch._dynamo:
+# its disable() wrappers sit on many eager paths (dispatch modes included).
+_COMPILER_PATHS = tuple(part.replace("/", os.sep) for part in (
+    "/_dynamo/convert_frame.py", "/_dynamo/symbolic_convert.py", "/_dynamo/output_graph.py",
+    "/_dynamo/variables/", "/_inductor/", "/_functorch/aot_autograd", "/_functorch/_aot_autograd/",
+    "/torch_xla/_dynamo/", "/triton/", "/torch_neuronx/"))
 _LIBRARY_ROOTS = tuple(
     os.path.realpath(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
 )
@@ -131,7 +135,8 @@ def kind_of(exc: BaseException) -> str:
     if isinstance(original, NotImplementedError) or _UNSUPPORTED.search(text):
         return UNSUPPORTED_OP
     module = type(original).__module__ or ""
-    if module.startswith(_COMPILER_MODULES) or name in ("BackendCompilerFailed", "InductorError", "LoweringException"):
+    if module.startswith(_COMPILER_MODULES) or name in ("BackendCompilerFailed", "InductorError", "LoweringException",
+                                                        "Unsupported", "TorchRuntimeError"):
         return COMPILE_ERROR
     frames = traceback.extract_tb(original.__traceback__)
     if any(marker in os.path.realpath(frame.filename) for frame in frames for marker in _COMPILER_PATHS):

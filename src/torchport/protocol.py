@@ -284,11 +284,21 @@ def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progres
     first = scenario.run_block(1)
     counters_end = backend.counters()
     scenario.read_values()
+    record_first_step(record, first, backend.summarize_counters(counters_start, counters_end))
+    save()
+    run_warmup_and_sustained(scenario, config, backend, progress, record, save)
+
+
+def record_first_step(record: dict[str, Any], first: Block, counters: dict[str, Any]) -> None:
     record["first_step_s"] = first.seconds
     record["first_step"] = first.as_dict()
-    record["counters"] = {"first_step": backend.summarize_counters(counters_start, counters_end)}
-    save()
+    record["counters"] = {"first_step": counters}
 
+
+def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
+                             record: dict[str, Any], save: Callable[[], None]) -> None:
+    """The phases after the first step (which ``record`` already holds):
+    script mode measures its first step from hooks, then continues here."""
     progress(f"{scenario.name}:warmup")
     counters_start = backend.counters()
     block_steps = config.block_steps

@@ -10,6 +10,13 @@ published Neuron documentation (see docs/backends.md).  Like the TPU backends,
 the workers run in torchport's own interpreter (torch-neuronx installs next to
 the user's torch), and availability never imports torch_neuronx in the parent:
 it looks for the package and for /dev/neuron* device files.
+
+The package index's ``torch-neuronx`` is not the SDK: it is a 1.4 KB
+placeholder (1.0, September 2022) whose import raises "WRONG PACKAGE. Please
+install the package from Neuron Repository".  The real torch-neuronx comes only
+from AWS's own Neuron pip repository, so torchport never suggests
+``pip install torch-neuronx`` on its own, and names the placeholder when it
+finds it installed.
 """
 from __future__ import annotations
 
@@ -20,6 +27,10 @@ from torchport.backends import NOT_VERIFIED, Availability
 from torchport.backends.tpu import AcceleratorBackend, installed_version, release
 
 NATIVE_SINCE = (2, 14)
+# The package index's torch-neuronx: a placeholder, not the Neuron SDK.
+INDEX_PLACEHOLDER = "1.0"
+REAL_SDK = ("which comes only from AWS's Neuron pip repository; the package index's torch-neuronx is a 2022 "
+            "placeholder (1.0) whose import raises \"WRONG PACKAGE\"")
 
 
 def neuron_devices(root: Path | str = "/") -> list[str]:
@@ -32,8 +43,12 @@ def neuron_availability(root: Path | str = "/") -> Availability:
     on_host = f"; this machine has {len(devices)} Neuron device(s) (/dev/{devices[0]}...)" if devices else ""
     version = installed_version("torch-neuronx", "torch_neuronx")
     if version is None:
-        return Availability(False, "torch-neuronx is not installed in this interpreter (pip install torch-neuronx "
-                                   f"from the AWS Neuron repository; the native neuron device needs 2.14+){on_host}")
+        return Availability(False, f"torch-neuronx is not installed in this interpreter (the native neuron device "
+                                   f"needs torch-neuronx 2.14+, {REAL_SDK}){on_host}")
+    if version == INDEX_PLACEHOLDER:
+        return Availability(False, f"torch-neuronx {version} is the package index's placeholder, not the Neuron SDK "
+                                   f"(its import raises \"WRONG PACKAGE\"); install torch-neuronx 2.14+ from AWS's "
+                                   f"Neuron pip repository{on_host}")
     if release(version) < NATIVE_SINCE:
         return Availability(False, f"torch-neuronx {version} is the legacy XLA-based library; the native "
                                    f"neuron device needs torch-neuronx 2.14+{on_host}")

@@ -7,30 +7,38 @@ PrivateUse1 device.  Three backends:
 * ``tpu-fused``    fused eager: ops are deferred and fused by XLA;
 * ``tpu-compile``  ``torch.compile(backend="tpu")``.
 
-None of this has run on a TPU in torchport's test suite: it follows the
-published API of torch_tpu 0.2.0 (see docs/backends.md).  Device basics go
-through ``torch.accelerator``: on torch >= 2.11 TorchTPU rejects most
-``torch.tpu.*`` device calls made from user code.
+The names these adapters call are checked against the real torch_tpu 0.2.0
+package by the test suite (tests/test_tpu_api.py, in the ``tpu`` environment);
+they have not run on a TPU.  Device basics go through ``torch.accelerator``:
+on torch >= 2.11 TorchTPU rejects most ``torch.tpu.*`` device calls made from
+user code.
 
-The workers run in torchport's own interpreter, not in an environment of their
-own: torch_tpu installs next to the torch the user already has (2.11 to 2.15),
-which is the torch their app will run on.
+Where the workers run: in torchport's own interpreter when torch_tpu is
+importable there (a TPU VM with torch_tpu installed next to the user's torch),
+otherwise in torchport's ``tpu`` environment (``torchport env create tpu``:
+CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu).
 
-Availability is decided without importing torch_tpu: importing it on a TPU host
-renames PrivateUse1 and may start the TPU runtime, which the parent process
-must never do.  It reads the PCI bus instead, as torch_tpu itself does.  The
-helpers below take the filesystem root as a parameter so that the tests can
-point them at a folder laid out like /sys and /dev.
+Availability is decided from the hardware first, without importing torch_tpu.
+Starting the TPU runtime on a machine without a TPU makes libtpu ask a cloud
+metadata server for the TPU type, retrying for minutes; importing torch_tpu on
+a TPU host renames PrivateUse1.  Neither may happen in the parent process.  The
+probe is the one torch_tpu 0.2.0 itself runs before it initializes anything
+(``torch_tpu/_internal/utils/hardware.py: _scan_pci_tpus``, called by
+``torch_tpu._loader.load``): a Google PCI device with a TPU device id whose
+IOMMU group is exposed under /dev/vfio.  The helpers take the filesystem root
+as a parameter so that the tests can point them at a folder laid out like /sys
+and /dev.
 """
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
 import re
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from torchport.backends import NOT_VERIFIED, Availability, Backend
+from torchport.backends import Availability, Backend
 from torchport.errors import UserError
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
@@ -40,6 +48,8 @@ GOOGLE_PCI_VENDOR = "0x1ae0"
 TPU_PCI_DEVICES = {"0x005e": "TPU v4", "0x0063": "TPU v5e", "0x0062": "TPU v5p", "0x006f": "TPU v6e",
                    "0x0076": "TPU v7"}
 TORCH_TPU_MIN_TORCH = (2, 11)
+ENVIRONMENT = "tpu"
+VERIFIED_API = "API verified against torch_tpu 0.2.0; not run on TPU hardware"
 
 
 class BackendUnavailable(UserError):
@@ -68,8 +78,10 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
-def find_tpus(root: Path | str = "/") -> list[dict[str, str]]:
-    """TPU chips on the PCI bus: address, PCI device id and generation."""
+def find_tpus(root: Path | str = "/") -> list[dict[str, Any]]:
+    """TPU chips on the PCI bus: address, PCI device id, generation, IOMMU
+    group, and whether that group is exposed under /dev/vfio (torch_tpu 0.2.0
+    counts a chip only then)."""
     found = []
     for folder in sorted((Path(root) / "sys/bus/pci/devices").glob("*")):
         try:
@@ -78,7 +90,13 @@ def find_tpus(root: Path | str = "/") -> list[dict[str, str]]:
         except OSError:
             continue
         if vendor == GOOGLE_PCI_VENDOR and device in TPU_PCI_DEVICES:
-            found.append({"address": folder.name, "pci_device": device, "generation": TPU_PCI_DEVICES[device]})
+            try:
+                group = (folder / "iommu_group").readlink().name
+            except OSError:
+                group = None
+            found.append({"address": folder.name, "pci_device": device, "generation": TPU_PCI_DEVICES[device],
+                          "iommu_group": group,
+                          "vfio": group is not None and (Path(root) / "dev/vfio" / group).exists()})
     return found
 
 
@@ -90,31 +108,91 @@ def vfio_groups(root: Path | str = "/") -> list[str]:
     return sorted(entry.name for entry in folder.iterdir() if entry.name != "vfio")
 
 
-def describe_tpus(tpus: list[dict[str, str]]) -> str:
+def accel_nodes(root: Path | str = "/") -> list[str]:
+    """/dev/accel* nodes: the older TPU driver's device files (TPU v2-v4 VMs).
+    torch_tpu 0.2.0 does not use them; reported so a user sees why."""
+    return sorted(path.name for path in (Path(root) / "dev").glob("accel*"))
+
+
+def probe_hardware(root: Path | str = "/") -> dict[str, Any]:
+    """Everything the TPU probe looked at, and how long it took: files only,
+    no driver call, no runtime."""
+    started = time.perf_counter()
+    pci = Path(root) / "sys/bus/pci/devices"
+    scanned = len(list(pci.glob("*"))) if pci.is_dir() else 0
+    probe = {"pci_devices": scanned, "tpus": find_tpus(root), "vfio_groups": vfio_groups(root),
+             "accel_nodes": accel_nodes(root)}
+    probe["seconds"] = round(time.perf_counter() - started, 4)
+    return probe
+
+
+def describe_tpus(tpus: list[dict[str, Any]]) -> str:
     generations = sorted({tpu["generation"] for tpu in tpus})
     return f"{' / '.join(generations)} x{len(tpus)} (PCI {', '.join(sorted({t['pci_device'] for t in tpus}))})"
 
 
+def describe_probe(probe: dict[str, Any]) -> str:
+    """What was probed, for the "no TPU" reason."""
+    ids = "/".join(TPU_PCI_DEVICES)
+    return (f"probed in {probe['seconds'] * 1000:.1f} ms: {probe['pci_devices']} PCI device(s) under "
+            f"/sys/bus/pci/devices, none a Google TPU (vendor {GOOGLE_PCI_VENDOR}, device {ids}); "
+            f"{len(probe['vfio_groups'])} VFIO group(s) under /dev/vfio; "
+            f"{len(probe['accel_nodes'])} /dev/accel* node(s)")
+
+
+def torch_tpu_install() -> dict[str, Any] | None:
+    """Where torch_tpu can be imported from, found without importing it:
+    this interpreter (a TPU VM) first, else torchport's tpu environment."""
+    here = installed_version("torch_tpu", "torch_tpu")
+    if here is not None:
+        torch_version = installed_version("torch", "torch") or "unknown"
+        return {"where": "this interpreter", "environment": None, "torch_tpu": here, "torch": torch_version,
+                "libtpu": installed_version("libtpu", "libtpu"),
+                "problem": (f"torch_tpu {here} needs torch>=2.11; this interpreter has torch {torch_version}"
+                            if release(torch_version) < TORCH_TPU_MIN_TORCH else None)}
+    from torchport import envs
+
+    record = envs.status(ENVIRONMENT)
+    if not record["ready"]:
+        return None
+    installed = (record["manifest"] or {}).get("installed") or {}
+    return {"where": "tpu environment", "environment": ENVIRONMENT, "torch_tpu": installed.get("torch_tpu"),
+            "torch": installed.get("torch"), "libtpu": installed.get("libtpu"), "problem": None}
+
+
+def worker_environment() -> str | None:
+    """The torchport environment the tpu workers run in: None (this
+    interpreter) where torch_tpu is importable here, else ``tpu``."""
+    return None if importlib.util.find_spec("torch_tpu") is not None else ENVIRONMENT
+
+
 def tpu_availability(root: Path | str = "/") -> Availability:
-    tpus = find_tpus(root)
-    on_bus = f"; this machine has {describe_tpus(tpus)} on the PCI bus" if tpus else ""
-    version = installed_version("torch_tpu", "torch_tpu")
-    if version is None:
-        return Availability(False, f"torch_tpu is not installed in this interpreter "
-                                   f"(pip install torch_tpu; needs torch>=2.11){on_bus}")
-    torch_version = installed_version("torch", "torch") or "unknown"
-    if release(torch_version) < TORCH_TPU_MIN_TORCH:
-        return Availability(False, f"torch_tpu {version} needs torch>=2.11; this interpreter has torch {torch_version}")
+    """Hardware first (files only), then where torch_tpu is; nothing imported."""
+    probe = probe_hardware(root)
+    tpus = probe["tpus"]
+    install = torch_tpu_install()
+    if install is None:
+        from torchport import envs
+
+        on_bus = f"; this machine has {describe_tpus(tpus)} on the PCI bus" if tpus else ""
+        return Availability(False, "torch_tpu is not installed in this interpreter and the tpu environment "
+                                   f"does not exist (run: {envs.create_command(ENVIRONMENT)}){on_bus}")
+    if install["problem"]:
+        return Availability(False, install["problem"])
+    package = f"torch_tpu {install['torch_tpu']} importable ({install['where']})"
     if not tpus:
-        return Availability(False, f"torch_tpu {version} installed but no TPU on the PCI bus (vendor {GOOGLE_PCI_VENDOR})")
-    if not vfio_groups(root):
-        return Availability(False, f"torch_tpu {version} installed and {describe_tpus(tpus)} on the PCI bus, "
-                                   "but no VFIO group under /dev/vfio: the TPU runtime cannot open the chips")
-    libtpu = installed_version("libtpu", "libtpu")
-    if libtpu is None:
-        return Availability(False, f"torch_tpu {version} installed and {describe_tpus(tpus)} present, "
-                                   "but libtpu is not installed (pip install libtpu)")
-    return Availability(True, f"{describe_tpus(tpus)}; torch_tpu {version}, libtpu {libtpu}")
+        return Availability(False, f"{package}; no TPU chip on this machine ({describe_probe(probe)})")
+    usable = [tpu for tpu in tpus if tpu["vfio"]]
+    if not usable:
+        legacy = (f"; /dev/{', /dev/'.join(probe['accel_nodes'])} belong to the older TPU driver, which "
+                  "torch_tpu 0.2.0 does not use") if probe["accel_nodes"] else ""
+        return Availability(False, f"{package}; {describe_tpus(tpus)} on the PCI bus, but none exposed through "
+                                   f"VFIO (/dev/vfio/<IOMMU group>): torch_tpu would not initialize them{legacy}")
+    if not install["libtpu"]:
+        return Availability(False, f"{package} and {describe_tpus(usable)} present, but libtpu is not installed "
+                                   "(pip install libtpu)")
+    return Availability(True, f"{describe_tpus(usable)}; torch_tpu {install['torch_tpu']}, "
+                              f"libtpu {install['libtpu']} ({install['where']})")
 
 
 # --- the worker side, shared by the out-of-tree accelerators (TorchTPU, TorchNeuron) --------------
@@ -173,7 +251,8 @@ class TPU(AcceleratorBackend):
     title = "Google TPU (TorchTPU), strict eager"
     device_type = "tpu"
     vendor_module = "torch_tpu"
-    verification = NOT_VERIFIED
+    verification = VERIFIED_API
+    environment = worker_environment()
     process_group_backend = "tpu_dist"
     # TorchTPU's execution mode for this backend (torch.tpu.EagerMode member).
     eager_mode: ClassVar[str] = "DEFER_NEVER"
@@ -181,6 +260,18 @@ class TPU(AcceleratorBackend):
     @classmethod
     def availability(cls) -> Availability:
         return tpu_availability("/")
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        description = super().describe()
+        if cls.environment is not None:  # the pins of the environment the workers run in, as for xla
+            from torchport import envs
+
+            manifest = envs.read_manifest(cls.environment)
+            description["environment_pins"] = (
+                {"requirements": manifest.get("requirements"), "installed": manifest.get("installed"),
+                 "python": manifest.get("python"), "created": manifest.get("created")} if manifest else None)
+        return description
 
     def setup(self) -> None:
         super().setup()

@@ -65,16 +65,18 @@ def thread_env(backend_cls: Any) -> dict[str, str]:
     return {"OMP_NUM_THREADS": "1"} if backend_cls.device_type == "cpu" else {}
 
 
-def launch(options: Any, backend: str, folder: Path) -> dict[str, Any]:
-    """Run torchrun; return its exit, the tail of its output and every rank's result."""
+def launch(options: Any, backend: str, folder: Path, function: str = DDP_JOB,
+           extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run ``function`` in every rank under torchrun (the DDP job, or script
+    mode's job); return its exit, the tail of its output and every rank's result."""
     backend_cls = backend_registry.get(backend)
     python = worker_python(backend_cls)
     rank_dir = folder / "ranks"
     rank_dir.mkdir(parents=True, exist_ok=True)
-    job = {"backend": backend, "function": DDP_JOB, "app": options.app, "config": {},
+    job = {"backend": backend, "function": function, "app": options.app, "config": {},
            "output": str(rank_dir / "launcher.json"), "scratch": str(folder), "rank_dir": str(rank_dir),
            "steps": options.distributed_steps, "seed": options.seed, "dtype": options.dtype,
-           "process_group_backend": backend_cls.process_group_backend}
+           "process_group_backend": backend_cls.process_group_backend, **(extra or {})}
     job_path = folder / "job.json"
     job_path.write_text(json.dumps(job), encoding="utf-8")
     env = worker_environment()  # the same allocator settings as the single-process run it is compared with

@@ -91,6 +91,10 @@ def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: d
         "final_loss": run["losses"][-1],
         "reference_final_loss": reference["losses"][-1],
         "float64_final_loss": truth["losses"][-1],
+        # The trajectories themselves, for the report's loss chart (a few floats each).
+        "losses": list(run["losses"]),
+        "reference_losses": list(reference["losses"]),
+        "float64_losses": list(truth["losses"]),
         "output_source": run.get("output_source"),
         "first_step_failed": comparison["first_step_failed"],
     }

@@ -44,12 +44,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=("text", "json", "md"), default="text",
                         help="what to print at the end: text (the summary), json (result.json), md (report.md); "
                              "the files are written either way")
+    parser.add_argument("--script", type=Path, metavar="TRAIN.py",
+                        help="evaluate an unmodified training script instead of an app; its arguments follow `--`, "
+                             "with {device}, {backend} and {compile} filled per backend")
+    parser.add_argument("--redirect-cuda", action="store_true",
+                        help="with --script: redirect the script's CUDA calls to each backend (each redirect is logged)")
     parser.set_defaults(func=run)
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
     import sys
 
+    from torchport.errors import UserError
     from torchport.evaluate import EvaluationOptions, load_price_file, parse_price
     from torchport.protocol import ProtocolConfig
 
@@ -66,18 +72,30 @@ def options_from_args(args: argparse.Namespace) -> Any:
         max_warmup_steps=args.max_warmup, inference=not args.no_inference,
     )
     stages = []
-    if not args.no_trace:
+    script_mode = args.script is not None
+    if not script_mode and args.passthrough:
+        raise UserError(f"arguments after `--` are for --script only: {' '.join(args.passthrough)[:200]}")
+    if not args.no_trace and script_mode:
+        from torchport.script.stage import trace_stage
+
+        stages.append(trace_stage)
+    if not args.no_trace and not script_mode:
         from torchport.trace.stage import evaluate_stage as trace_stage
 
         stages.append(trace_stage)
-    if not args.no_checks:
+    if not args.no_checks and script_mode:
+        from torchport.script.stage import distributed_stage
+
+        stages.append(distributed_stage)
+    if not args.no_checks and not script_mode:
         from torchport.check.stage import evaluate_stage as check_stage
 
         stages.append(check_stage)
     return EvaluationOptions(
         app=args.app, stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
         phase_timeout_s=args.phase_timeout, prices=prices, reference=args.reference, out_dir=args.out,
-        command=["torchport", *sys.argv[1:]],
+        command=["torchport", *sys.argv[1:]], script=args.script, script_args=list(args.passthrough),
+        redirect_cuda=args.redirect_cuda,
     )
 
 

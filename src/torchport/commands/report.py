@@ -9,6 +9,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="re-render report.md and the summary from a result.json")
     parser.add_argument("result", type=Path, help="a result.json written by torchport evaluate")
     parser.add_argument("-o", "--out", type=Path, help="where to write the markdown (default: beside the result)")
+    parser.add_argument("--html", nargs="?", type=Path, const=True, default=None, metavar="FILE",
+                        help="also write the HTML report with charts (default: report.html beside the result)")
     parser.add_argument("--validate", action="store_true", help="also check the document against its JSON Schema")
     parser.set_defaults(func=run)
 
@@ -33,4 +35,10 @@ def run(args: argparse.Namespace) -> int:
     results.write_text_atomic(out, text)
     print_summary(document)
     print(f"report: {out}")
+    if args.html is not None:
+        from torchport.report.html import render as render_html
+
+        html_out = args.result.with_name("report.html") if args.html is True else args.html
+        results.write_text_atomic(html_out, render_html(document))
+        print(f"html: {html_out}")
     return 0

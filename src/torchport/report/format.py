@@ -59,7 +59,9 @@ def speedup(comparison: dict[str, Any] | None) -> str:
 # characters they are, never as markdown, HTML or a broken table.
 
 MARKDOWN_TEXT_CHARS = 500
-_MARKDOWN_SPECIAL = str.maketrans({ch: f"\\{ch}" for ch in "\\`*_{}[]()#+!|~>"} | {
+# Enough to keep text inline and literal: emphasis, code, links and images
+# (a "[" cannot open one), table cells, strikethrough, HTML and entities.
+_MARKDOWN_SPECIAL = str.maketrans({ch: f"\\{ch}" for ch in "\\`*_[]|~"} | {
     "<": "&lt;", "&": "&amp;", "\n": " ", "\r": " "})
 
 

@@ -38,6 +38,13 @@ def render(document: dict[str, Any]) -> str:
                   "their figures are not comparable with the others (see the config hashes below)."]
     lines += ["", "## Verdict", ""]
     lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in backends.items()]
+    if document.get("script"):
+        lines += _script_section(document["script"], backends)
+    if document.get("script_distributed"):
+        ddp = document["script_distributed"]
+        lines += ["", f"Under torchrun ({ddp.get('nproc_per_node')} processes on {fmt.md(ddp.get('backend'))}): "
+                      f"**{fmt.md(ddp['status'])}**, {fmt.md(ddp.get('reason', ''))}. Comparison with one process "
+                      f"{fmt.md(ddp.get('comparison', 'not made'))}."]
     measured = {name: b for name, b in backends.items() if b.get("summary")}
     if measured:
         lines += ["", "## Training throughput (sustained)", "",
@@ -102,6 +109,35 @@ def render(document: dict[str, Any]) -> str:
         lines += ["", "Effective configuration hash per backend: " +
                   ", ".join(f"{fmt.md(name)} {fmt.md_code('/'.join(h))}" for name, h in consistency["hashes"].items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _script_section(script: dict[str, Any], backends: dict[str, Any]) -> list[str]:
+    """Script mode: did configuration alone port it, and which lines had to be redirected."""
+    lines = ["", "## Script mode", "",
+             f"The script {fmt.md_code(script['path'])} ran unmodified in each backend's worker "
+             "(steps from its optimizer, loss from `backward()`).", "",
+             "| backend | verdict |", "|---|---|"]
+    lines += [f"| {fmt.md(name)} | {fmt.md(v['text'])} |" for name, v in script["verdicts"].items()]
+    compiled = {name: run["script"]["compiled_by_script"] for name, b in backends.items() for run in b.get("runs", [])
+                if (run.get("script") or {}).get("compiled_by_script")}
+    for name, where in compiled.items():
+        lines.append(f"\nOn {fmt.md(name)} the script called `torch.compile` itself (at {fmt.md(', '.join(sorted(set(where))))}): "
+                     "its model is compiled even on an eager backend.")
+    if script["lines"]:
+        lines += ["", "Lines that tie the script to CUDA, found at run time (redirects) and statically (`torchport scan`):", "",
+                  "| line | status | redirected at run time | scan rules | `torchport fix` |", "|---|---|---|---|---|"]
+        for item in script["lines"]:
+            lines.append(f"| {fmt.md_code(item['location'])} | {fmt.md(item['status'])} | {fmt.md(', '.join(item['redirects']) or '–')} "
+                         f"| {fmt.md(', '.join(item['rules']) or '–')} | {'rewrites it' if item['fixable'] else '–'} |")
+    parity = script.get("parity") or {}
+    if parity.get("status") == "compared" and parity["backends"]:
+        lines += ["", f"Loss trajectories ({fmt.md(parity['rule'])}):", "",
+                  "| backend | worst relative difference | parity |", "|---|---|---|"]
+        lines += [f"| {fmt.md(name)} | {v['worst_relative_difference']:.2e} | {v['status']} |"
+                  for name, v in parity["backends"].items()]
+    if script.get("scan_error"):
+        lines.append(f"\nThe static scan could not run: {fmt.md(script['scan_error'])}.")
+    return lines
 
 
 def _does_not_run_here(backends: dict[str, Any]) -> list[str]:

@@ -57,11 +57,20 @@ class _Job:
 
 
 def display_path(path: Path) -> str:
+    text = str(path)
+    cwd = _cwd_prefix()
+    if os.sep == "/" and text.startswith(cwd) and "/." not in text:
+        return text[len(cwd):]  # what relpath gives for a normalised path below the cwd, without its cost
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
         return str(path)
     return Path(relative).as_posix() if not relative.startswith("..") else str(path)
+
+
+def _cwd_prefix() -> str:
+    cwd = os.getcwd()
+    return cwd if cwd.endswith("/") else cwd + "/"
 
 
 # -- discovery -----------------------------------------------------------------------------

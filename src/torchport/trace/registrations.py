@@ -14,6 +14,15 @@ and needs nothing of torchport:
   answering with one JSON document on stdout;
 * from ``tools/gen_op_support.py``, which writes the shipped tables.
 
+For TorchTPU (PrivateUse1) it reads the dispatcher's *computed* table
+(``torch._C._dispatch_dump_table``): what actually runs for PrivateUse1, a
+torch_tpu kernel, a composite, or torch_tpu's backend fallback, which the
+registration lists alone do not say (``aten::mm`` has no PrivateUse1 kernel of
+its own: its composite calls ``aten::mm.out``, which has one).  Nothing there
+starts the TPU runtime: importing torch_tpu on a machine without a TPU loads
+libtpu's PJRT entry points but initializes no device (``torch_tpu._loader.load``
+initializes only when its PCI/VFIO scan finds a chip), and the answer says so.
+
 On torch_xla it also runs a few real ops on an XLA device (``PJRT_DEVICE=CPU``
 works anywhere) and reads torch_xla's own list of executed CPU fallbacks:
 some ops have an XLA kernel that still falls back (``nonzero``, boolean-mask
@@ -23,6 +32,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
+import re
 import sys
 from typing import Any
 
@@ -94,6 +105,119 @@ def table(key: str) -> dict[str, list[str]]:
     return sorted_ops
 
 
+# How the dispatcher's computed table names what it resolved a key to.
+RESOLVED_GROUPS = {"kernel": "native", "default backend kernel": "composite_explicit",
+                   "math kernel": "composite_implicit", "backend fallback": "without_kernel"}
+# TorchTPU's backend fallback, as found in torch_tpu 0.2.0 (see dispatch_fallback).
+TPU_FALLBACK_MESSAGES = ("' is not implemented for TPU. Please file a feature request",
+                         "' is not implemented for TPU. Falling back to CPU")
+
+
+def resolved_entry(torch: Any, name: str, key: str) -> tuple[str, str]:
+    """(what runs, where it was registered) for ``name`` on ``key``, from the
+    dispatcher's computed dispatch table."""
+    for line in torch._C._dispatch_dump_table(name).splitlines():
+        if line.startswith(f"{key}:"):
+            found = re.search(r"registered (?:at|by) (.+?) \[(.+?)\]$", line)
+            if found:
+                return found.group(2), found.group(1)
+    return "none", ""
+
+
+def resolved_table(key: str) -> dict[str, Any]:
+    """Every op this torch knows, sorted by what the dispatcher runs for ``key``
+    (native / composite / without a kernel, i.e. the backend fallback), plus
+    the kernel the structured composites call (``aten::mm`` -> ``aten::mm.out``)."""
+    import torch
+
+    names = sorted(torch._C._dispatch_get_all_op_names())
+    groups: dict[str, Any] = {"native": [], "composite_explicit": [], "composite_implicit": [], "without_kernel": []}
+    groups["autograd_overrides"] = [name for name in names if _has_kernel(torch, name, f"Autograd{key}")]
+    for name in names:
+        kind, _ = resolved_entry(torch, name, key)
+        groups[RESOLVED_GROUPS.get(kind, "without_kernel")].append(name)
+    composites = set(groups["composite_explicit"])
+    groups["structured_delegates"] = {op: delegate for op, delegate in structured_delegates(torch).items()
+                                      if op in composites}
+    namespace = {name.split("::")[0] for name in torch._C._dispatch_get_registrations_for_dispatch_key(key)}
+    groups["registered_namespaces"] = sorted(namespace)
+    return groups
+
+
+def structured_delegates(torch: Any) -> dict[str, str]:
+    """``aten::mm`` -> ``aten::mm.out``: the out= kernel a structured op's
+    composite calls, from the native_functions.yaml that ships with torch."""
+    import torchgen
+
+    path = os.path.join(os.path.dirname(torchgen.__file__), "packaged/ATen/native/native_functions.yaml")
+    delegates: dict[str, str] = {}
+    current = None
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            func = re.match(r"- func: ([\w.]+)\(", line)
+            if func:
+                current = func.group(1)
+                continue
+            delegate = re.match(r"\s+structured_delegate: ([\w.]+)", line)
+            if delegate and current:
+                delegates[f"aten::{current}"] = f"aten::{delegate.group(1)}"
+    return delegates
+
+
+def dispatch_fallback(key: str) -> dict[str, Any]:
+    """What an op without a kernel does on ``key``: whether a backend fallback is
+    registered and where; for TorchTPU also whether its CPU fallback is on and
+    the messages its fallback prints, found in the torch_tpu binary."""
+    import torch
+
+    dispatch_key = getattr(torch._C.DispatchKey, key)
+    answer: dict[str, Any] = {"registered": bool(torch._C._dispatch_has_backend_fallback(dispatch_key))}
+    # Where the fallback was registered, from the first op the dispatcher sends to it.
+    for name in sorted(torch._C._dispatch_get_all_op_names()):
+        kind, where = resolved_entry(torch, name, key)
+        if kind == "backend fallback":
+            answer["registered_at"] = where
+            break
+    if "torch_tpu" in sys.modules:
+        from torch_tpu._internal import execution_mode
+
+        # A getter of a static flag in torch_tpu's C++ (IsCpuFallbackEnabled): no device involved.
+        answer["cpu_fallback_enabled"] = bool(execution_mode.enable_cpu_fallback)
+        answer["switch"] = "torch_tpu._internal.execution_mode.enable_cpu_fallback (internal; default False)"
+        answer["messages_in_binary"] = _messages_in(_torch_tpu_glue(torch), TPU_FALLBACK_MESSAGES)
+    return answer
+
+
+def _torch_tpu_glue(torch: Any) -> str:
+    import torch_tpu
+
+    version = "_".join(torch.__version__.split("+")[0].split(".")[:2]) + "_0"
+    return os.path.join(os.path.dirname(torch_tpu.__file__), "csrc", "common", f"glue_{version}",
+                        f"libpywrap_{version}_common.so")
+
+
+def _messages_in(path: str, messages: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        return {"binary": path, "error": str(exc)}
+    return {"binary": os.path.join(*path.split(os.sep)[-5:]), **{m: m.encode() in data for m in messages}}
+
+
+def runtime_state() -> dict[str, Any]:
+    """Evidence that reading the registrations started nothing: torch_tpu's own
+    flags (device initialized, backend loaded) and PrivateUse1's name."""
+    import torch
+
+    state: dict[str, Any] = {"privateuse1_name": torch._C._get_privateuse1_backend_name()}
+    loader = sys.modules.get("torch_tpu._loader")
+    if loader is not None:
+        state["torch_tpu_loaded"] = bool(getattr(loader, "_LOADED", None))
+        state["torch_tpu_device_initialized"] = bool(getattr(loader, "_DEVICE_INITIALIZED", None))
+    return state
+
+
 def xla_probe_fallbacks() -> dict[str, list[str]]:
     """Run each probe on an XLA device; return the CPU fallbacks torch_xla executed."""
     import torch
@@ -126,9 +250,18 @@ def versions() -> dict[str, str]:
     import torch
 
     found = {"torch": torch.__version__}
-    for module in ("torch_xla", "torch_tpu", "torch_neuronx"):
-        if module in sys.modules:
-            found[module] = getattr(sys.modules[module], "__version__", "unknown")
+    from importlib import metadata
+
+    for module, distribution in (("torch_xla", "torch_xla"), ("torch_tpu", "torch_tpu"),
+                                 ("torch_neuronx", "torch-neuronx"), ("libtpu", "libtpu")):
+        if module in sys.modules or (module == "libtpu" and "torch_tpu" in sys.modules):
+            version = getattr(sys.modules.get(module), "__version__", None)
+            if version is None:
+                try:
+                    version = metadata.version(distribution)
+                except metadata.PackageNotFoundError:
+                    version = "unknown"
+            found[module] = version
     return found
 
 
@@ -148,13 +281,17 @@ def main(argv: list[str]) -> int:
         "versions": versions(),
         "retrieved": _dt.date.today().isoformat(),
     }
-    if request.get("table"):
+    if request.get("resolved_table"):
+        answer["table"] = resolved_table(request["key"])
+        answer["fallback"] = dispatch_fallback(request["key"])
+    elif request.get("table"):
         answer["table"] = table(request["key"])
     if request.get("ops") is not None:
         answer["ops"] = kernels(request["ops"], [request["key"]])
     if request.get("xla_probes"):
         answer["conditional_fallbacks"] = xla_probe_fallbacks()
     answer["versions"] = versions()
+    answer["runtime"] = runtime_state()
     print(json.dumps(answer))
     return 0
 

@@ -178,7 +178,8 @@ class _FunctionLevel(TorchFunctionMode):
         location = tracer.user_location(sys._getframe(1))
         name = getattr(func, "__name__", "")
         sync = SYNC_CALLS.get(name)
-        if sync is None and name in COPY_CALLS and _copies_to_host(name, args, kwargs):
+        if sync is None and name in COPY_CALLS and _copies_to_host(name, args, kwargs) and not (
+                tracer.cpu_is_the_device and name == "to"):
             sync = f"Tensor.{name}(): copy to the host"
         if sync is not None and tracer.phase != "data":
             tracer.record_sync(sync, location)
@@ -230,6 +231,14 @@ class OpTracer:
         self.records: dict[tuple, OpRecord] = {}
         self.syncs: dict[tuple, SyncRecord] = {}
         self.phase = "data"
+        # Script mode traces a script told that the CPU is its device: its
+        # .to(device) is the move to the device, not a copy to the host.
+        self.cpu_is_the_device = False
+        # Phases whose ops are attributed to the phase, not to a user line: a
+        # script calls optimizer.step() itself, but what torch.optim does inside
+        # (its host-side step counters read with .item()) is not the script's
+        # code, exactly as in an app's trace, where torchport makes that call.
+        self.library_phases: set[str] = set()
         self.step_index = 0
         self.call_location: str | None = None
         self.in_sync_call = False
@@ -247,10 +256,19 @@ class OpTracer:
         self._saved_storages: set[int] = set()
         self._parameter_pointers = {p.untyped_storage().data_ptr() for p in model.parameters()} if model is not None else set()
 
+    def attach_model(self, model: Any) -> None:
+        """Name modules and parameters of a model found after tracing began
+        (script mode learns the model from its first forward)."""
+        self._model = model
+        self._module_names = {id(m): name or "(model)" for name, m in model.named_modules()}
+        self._parameter_pointers = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
     # ---- locating the user's code ---------------------------------------------------
     def user_location(self, frame: Any) -> str | None:
         """``file:line`` of the innermost user frame, walking the stack once;
         whether a code object is the user's is decided once per code object."""
+        if self.phase in self.library_phases:
+            return None
         cache = self._user_code
         while frame is not None:
             code = frame.f_code

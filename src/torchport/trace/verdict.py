@@ -48,6 +48,8 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
                                "recompilations": recompilations, "blockers": len(blockers) + int(too_big),
                                "slow_findings": len(slow), "unknown_ops": len(unknown),
                                "op_support": support.get("kind", "none")}
+    # Said with every verdict whose table names its own source (TorchTPU's).
+    source = f" [{support['summary']}]" if support.get("summary") else ""
     if blockers or too_big:
         causes = [f"{f['title']} ({_where(f)})" for f in blockers]
         if too_big:
@@ -55,7 +57,7 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
             causes.append(f"memory: the step needs about {_gib(memory['peak_bytes'])}, more than the largest chip "
                           f"({largest['chip']}, {largest['hbm']})")
         verdict.update(status="blocked", text="blocked by " + causes[0] +
-                       (f" and {len(causes) - 1} more" if len(causes) > 1 else ""))
+                       (f" and {len(causes) - 1} more" if len(causes) > 1 else "") + source)
     elif fallbacks or recompilations or slow:
         parts = []
         if fallbacks:
@@ -69,14 +71,14 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
         text += " (slow)"
         if unknown:
             text += f"; op support unknown for {len(unknown)} op(s) ({support.get('note') or 'not looked up'})"
-        verdict.update(status="slow", text=text)
+        verdict.update(status="slow", text=text + source)
     elif unknown:
         verdict.update(status="unknown", text=f"no blocker found in the trace; op support unknown for {len(unknown)} "
                        f"op(s) ({support.get('note') or support.get('source') or 'not looked up'})")
     else:
         minor = [f for f in findings if f["targets"][name] == "minor"]
         verdict.update(status="runs", text="runs as is" + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})"
-                                                           if minor else ""))
+                                                           if minor else "") + source)
     return verdict
 
 

@@ -1,0 +1,59 @@
+"""torchport compare RESULT.json [RESULT.json ...]"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare results from several machines (ratios, cost, environment differences)",
+        description="Put results from several machines side by side: each file (or each result.json in a folder) "
+        "is one machine. Entries are matched with the reference by app and effective-configuration hash; "
+        "anything not comparable is listed with the reason and left out of the ratios.",
+    )
+    parser.add_argument("results", nargs="+", type=Path, metavar="RESULT", help="result.json files or folders holding them")
+    parser.add_argument("--reference", metavar="MACHINE:BACKEND",
+                        help="what the others are compared with (default: the first file's reference backend)")
+    parser.add_argument("--price", action="append", default=[], metavar="MACHINE:BACKEND=USD_PER_HOUR",
+                        help="price of one machine's backend (repeatable; overrides the price in its result file)")
+    parser.add_argument("--label", action="append", default=[], metavar="FILE=NAME",
+                        help="name the machine of a result file (default: its host name and accelerators)")
+    parser.add_argument("--fail-on-regression", type=float, metavar="PCT",
+                        help="exit 1 when an entry is slower than the reference by more than PCT percent, significantly")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the comparison as markdown")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report with charts")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison document as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from torchport.compare import compare_results, regressions
+    from torchport.errors import UserError
+    from torchport.report import compare_text
+    from torchport.report.html import render_comparison
+
+    if args.fail_on_regression is not None and not args.fail_on_regression >= 0:
+        raise UserError(f"--fail-on-regression must be a percentage of at least 0, got {args.fail_on_regression}")
+    comparison = compare_results(args.results, labels=args.label, reference=args.reference, prices=args.price)
+    if args.fail_on_regression is not None:
+        comparison["regressions"] = regressions(comparison, args.fail_on_regression)
+        comparison["fail_on_regression_pct"] = args.fail_on_regression
+    compare_text.print_comparison(comparison)
+    outputs = [(args.markdown, lambda: compare_text.markdown(comparison)),
+               (args.html, lambda: render_comparison(comparison)),
+               (args.json, lambda: json.dumps(comparison, indent=1) + "\n")]
+    for path, render in outputs:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(), encoding="utf-8")
+            print(f"wrote {path}")
+    found = comparison.get("regressions") or []
+    for item in found:
+        low, high = item["ci95"]
+        print(f"regression: {item['machine']}:{item['backend']} is {item['slower_by']:.1%} slower than the reference "
+              f"(speed ratio 95% CI [{low:.3f}, {high:.3f}]; threshold {args.fail_on_regression:g}%)")
+    return 1 if found else 0

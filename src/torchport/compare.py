@@ -1,0 +1,338 @@
+"""``torchport compare``: results from several machines, side by side.
+
+Each result file is one machine's evaluation.  Entries (machine, backend) are
+matched with the reference by app and effective-configuration hash; anything
+that does not match is listed with the reason and kept out of the ratios.
+Every figure comes from ``torchport.summary`` over the raw samples of each
+file (ratios: the same unpaired bootstrap and 5% threshold as ``evaluate``);
+nothing here computes a statistic of its own.
+
+The comparison is itself a JSON document (``KIND``), which the terminal,
+markdown and HTML renderers read.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchport import __version__, results, summary
+from torchport.errors import UserError
+
+KIND = "torchport-comparison"
+VERSION = "1.0"
+
+# Fields of the environment record shown side by side (the ones that change a figure).
+ENVIRONMENT_FIELDS = ("hostname", "accelerators", "driver", "torch", "torch_cuda", "torch_hip", "python",
+                      "cpu", "cpu_count", "memory_bytes", "platform")
+
+# Names for the fields of a run's effective configuration (protocol.py) when they differ.
+CONFIG_FIELD_NAMES = {"app": "different app", "first_batch": "batch shapes differ", "parameters": "parameter count differs",
+                      "parameter_dtype": "parameter dtype differs", "model": "different model class",
+                      "optimizer": "different optimizer", "optimizer_defaults": "optimizer settings differ"}
+
+
+@dataclass
+class Source:
+    path: Path
+    document: dict[str, Any] | None  # None when the file cannot be compared at all
+    problem: str | None = None
+    machine: str = ""
+
+
+def result_files(paths: list[Path]) -> list[Path]:
+    """The result files named, folders searched for ``result.json``, in order."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(path.rglob("result.json"))
+            if not inside:
+                raise UserError("no result.json in this folder", location=str(path))
+            found += inside
+        elif path.exists():
+            found.append(path)
+        else:
+            raise UserError(f"result file not found: {path}")
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    return unique
+
+
+def load(path: Path) -> Source:
+    """A result file; one of another schema version is kept, as not comparable."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"not a JSON result document: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the result file: {exc}", location=str(path)) from None
+    if not isinstance(raw, dict) or "backends" not in raw or "environment" not in raw:
+        raise UserError("not a torchport result document (no backends or environment)", location=str(path))
+    if raw.get("schema_version") != results.SCHEMA_VERSION:
+        return Source(path, raw, f"torchport result schema version {raw.get('schema_version')!r}, "
+                                 f"this torchport compares {results.SCHEMA_VERSION!r}")
+    try:
+        return Source(path, summary.refresh(raw))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise UserError(f"malformed result document ({type(exc).__name__}: {exc}); "
+                        "check it with `torchport report --validate`", location=str(path)) from None
+
+
+def machine_name(environment: dict[str, Any]) -> str:
+    host = str(environment.get("hostname") or "unknown host")
+    accelerators = sorted({str(a.get("name") or a.get("type")) for a in environment.get("accelerators") or []})
+    return f"{host} ({', '.join(accelerators)})" if accelerators else host
+
+
+def parse_labels(items: list[str]) -> dict[Path, str]:
+    labels = {}
+    for text in items:
+        # Either side may contain "=": split at the first "=" whose left side is an existing path.
+        splits = [i for i, char in enumerate(text) if char == "="]
+        at = next((i for i in splits if Path(text[:i]).exists()), splits[0] if splits else -1)
+        file, sep, name = (text[:at], "=", text[at + 1:]) if at >= 0 else (text, "", "")
+        if not sep or not file or not name.strip():
+            raise UserError(f"invalid --label {text!r}: expected FILE=NAME")
+        labels[Path(file).resolve()] = name.strip()
+    return labels
+
+
+def _label_for(path: Path, labels: dict[Path, str]) -> str | None:
+    for key, name in labels.items():
+        if path == key or key in path.parents:
+            return name
+    return None
+
+
+def name_machines(sources: list[Source], labels: dict[Path, str]) -> None:
+    """Each file is a machine, named by its label, else its host name and accelerators;
+    the same name twice gets a number (two evaluations on one host are two entries)."""
+    used: dict[str, int] = {}
+    for source in sources:
+        base = _label_for(source.path, labels) or machine_name((source.document or {}).get("environment") or {})
+        used[base] = used.get(base, 0) + 1
+        source.machine = base if used[base] == 1 else f"{base} #{used[base]}"
+    unused = [str(key) for key in labels if not any(_label_for(s.path, {key: ""}) is not None for s in sources)]
+    if unused:
+        raise UserError(f"--label names a file that is not compared: {unused[0]}")
+
+
+def split_key(text: str, option: str) -> tuple[str, str]:
+    machine, sep, backend = text.rpartition(":")
+    if not sep or not machine or not backend:
+        raise UserError(f"invalid {option} {text!r}: expected MACHINE:BACKEND")
+    return machine, backend
+
+
+def parse_prices(items: list[str]) -> dict[tuple[str, str], float]:
+    from torchport.evaluate import parse_price
+
+    prices = {}
+    for text in items:
+        key, value = parse_price(text)  # validates the number; the key here is MACHINE:BACKEND
+        prices[split_key(key, "--price")] = value
+    return prices
+
+
+def _run_config(backend: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    runs = summary.ok_runs(backend)
+    run = runs[0] if runs else {}
+    return run.get("config_hash"), run.get("config") or {}
+
+
+def config_difference(candidate: dict[str, Any], reference: dict[str, Any], candidate_app: str,
+                      reference_app: str) -> str:
+    """What differs between two effective configurations, in words.  The app is
+    named as each result names it (a run's config holds None for the default app)."""
+    candidate = {**candidate, "app": candidate_app}
+    reference = {**reference, "app": reference_app}
+    reasons = []
+    for key in sorted(set(candidate) | set(reference)):
+        if candidate.get(key) == reference.get(key):
+            continue
+        if key == "protocol":
+            mine, theirs = candidate.get(key) or {}, reference.get(key) or {}
+            for setting in sorted(set(mine) | set(theirs)):
+                if mine.get(setting) != theirs.get(setting):
+                    reasons.append(f"{setting} {mine.get(setting)!r} vs {theirs.get(setting)!r}")
+        elif key in ("app", "first_batch"):
+            reasons.append(f"{CONFIG_FIELD_NAMES[key]}: {candidate.get(key)!r} vs {reference.get(key)!r}")
+        else:
+            reasons.append(CONFIG_FIELD_NAMES.get(key, f"{key} differs"))
+    return "; ".join(reasons) or "different effective-configuration hash"
+
+
+def check_outcomes(document: dict[str, Any], backend: str) -> dict[str, Any]:
+    """Pass/fail counts of the checks that concern one backend (alone or in a pair)."""
+    counts: dict[str, int] = {}
+    failed = []
+    for check in (document.get("checks") or {}).get("checks") or []:
+        subject = check.get("backend") or check.get("pair") or ""
+        if not (subject == backend or backend in _pair_members(subject)):
+            continue
+        counts[check["status"]] = counts.get(check["status"], 0) + 1
+        if check["status"] in ("fail", "error"):
+            failed.append(f"{check['name']} {subject}")
+    return {"counts": counts, "failed": failed}
+
+
+def _pair_members(subject: str) -> list[str]:
+    for arrow in ("->", "→", " to "):
+        if arrow in subject:
+            return [part.strip() for part in subject.split(arrow)]
+    return []
+
+
+def _entry(source: Source, name: str, backend: dict[str, Any]) -> dict[str, Any]:
+    s = backend.get("summary") or {}
+    phases = [s.get(k) for k in ("process_start_s", "import_s", "init_s")]
+    to_first = (sum(p for p in phases if p) + s["first_step_s"]) if s else None
+    device_memory = s.get("peak_device_memory_bytes")
+    config_hash, _ = _run_config(backend)
+    return {
+        "machine": source.machine,
+        "backend": name,
+        "file": str(source.path),
+        "app": source.document["app"]["spec"],
+        "proxy_for": backend.get("proxy_for"),
+        "status": backend.get("status"),
+        "config_hash": config_hash,
+        "runs_ok": s.get("runs_ok"),
+        "step_time_s": {"median": s["step_time_s"]["median"], "ci95": s["step_time_s"]["ci95"],
+                        "warnings": s["step_time_s"]["warnings"]} if s else None,
+        "samples_per_s": s.get("samples_per_s"),
+        "samples_per_s_ci95": s.get("samples_per_s_ci95"),
+        "tokens_per_s": s.get("tokens_per_s"),
+        "time_per_step_compile_included_s": s.get("time_per_step_compile_included_s"),
+        "compile_included_steps": s.get("compile_included_steps"),
+        "first_step_s": s.get("first_step_s"),
+        "time_to_first_step_s": to_first,
+        "peak_memory_bytes": device_memory if device_memory is not None else s.get("peak_host_rss_bytes"),
+        "peak_memory_kind": "device" if device_memory is not None else "host RSS",
+        "final_loss": s.get("final_loss"),
+        "checks": check_outcomes(source.document, name),
+        "comparable": False,
+        "reason": None,
+        "ratio": None,
+        "price_usd_per_hour": None,
+        "price_source": None,
+        "cost": None,
+    }
+
+
+def compare_results(paths: list[Path], labels: list[str] | None = None, reference: str | None = None,
+                    prices: list[str] | None = None) -> dict[str, Any]:
+    files = result_files(paths)
+    sources = [load(path) for path in files]
+    name_machines(sources, parse_labels(labels or []))
+    price_table = parse_prices(prices or [])
+    usable = [s for s in sources if s.problem is None]
+    not_comparable: list[dict[str, Any]] = [
+        {"machine": s.machine, "backend": None, "file": str(s.path), "reason": s.problem} for s in sources if s.problem
+    ]
+    if not usable:
+        raise UserError("none of the result files can be compared: " + "; ".join(s.problem or "" for s in sources))
+
+    if reference:
+        ref_machine, ref_backend = split_key(reference, "--reference")
+    else:
+        ref_machine, ref_backend = usable[0].machine, usable[0].document.get("reference")
+    ref_source = next((s for s in usable if s.machine == ref_machine), None)
+    ref_entry = (ref_source.document["backends"].get(ref_backend) if ref_source and ref_backend else None)
+    if ref_entry is None or not ref_entry.get("summary"):
+        choices = ", ".join(f"{s.machine}:{name}" for s in usable for name, b in s.document["backends"].items()
+                            if b.get("summary"))
+        raise UserError(f"reference {ref_machine}:{ref_backend} has no measurement in these results; "
+                        f"choose one with --reference MACHINE:BACKEND from: {choices or 'none'}")
+    ref_hash, ref_config = _run_config(ref_entry)
+    ref_app = ref_source.document["app"]["spec"]
+
+    for (machine, backend) in price_table:
+        if not any(s.machine == machine and backend in s.document["backends"] for s in usable):
+            raise UserError(f"--price names {machine}:{backend}, which is not in these results")
+
+    entries = []
+    for source in usable:
+        for name, backend in source.document["backends"].items():
+            if not backend.get("summary"):
+                reason = backend.get("reason") if backend.get("status") in ("unavailable", "skipped") else \
+                    (backend.get("error") or {}).get("message") or "no successful run"
+                not_comparable.append({"machine": source.machine, "backend": name, "file": str(source.path),
+                                       "reason": f"not measured ({backend.get('status')}): {reason}"})
+                continue
+            entry = _entry(source, name, backend)
+            config_hash, config = _run_config(backend)
+            if config_hash is None or config_hash != ref_hash:
+                entry["reason"] = config_difference(config, ref_config, source.document["app"]["spec"], ref_app)
+            else:
+                entry["comparable"] = True
+            is_reference = source is ref_source and name == ref_backend
+            entry["reference"] = is_reference
+            if entry["comparable"] and not is_reference:
+                entry["ratio"] = summary.comparison(backend, ref_entry)
+            if not entry["comparable"]:
+                not_comparable.append({"machine": source.machine, "backend": name, "file": str(source.path),
+                                       "reason": entry["reason"]})
+            price, where = price_table.get((source.machine, name)), "--price"
+            if price is None:
+                price, where = (source.document.get("prices") or {}).get(name), "result file"
+            if price is not None:
+                entry["price_usd_per_hour"], entry["price_source"] = price, where
+                entry["cost"] = summary.cost(backend["summary"], price)
+            entries.append(entry)
+
+    return {
+        "kind": KIND,
+        "version": VERSION,
+        "created": results.now(),
+        "tool": {"name": "torchport", "version": __version__},
+        "reference": {"machine": ref_machine, "backend": ref_backend, "app": ref_app, "config_hash": ref_hash},
+        "machines": [
+            {"name": s.machine, "file": str(s.path), "app": (s.document.get("app") or {}).get("spec"),
+             "status": s.document.get("status"), "updated": s.document.get("updated"),
+             "schema_version": s.document.get("schema_version"),
+             "environment": {k: (s.document.get("environment") or {}).get(k) for k in ENVIRONMENT_FIELDS}}
+            for s in sources
+        ],
+        "entries": entries,
+        "not_comparable": not_comparable,
+        "environment_differences": environment_differences(sources),
+    }
+
+
+def environment_differences(sources: list[Source]) -> list[dict[str, Any]]:
+    """The environment fields whose value is not the same on every machine."""
+    rows = []
+    for field_name in ENVIRONMENT_FIELDS:
+        values = {s.machine: _environment_text((s.document.get("environment") or {}).get(field_name), field_name)
+                  for s in sources}
+        if len(set(values.values())) > 1:
+            rows.append({"field": field_name, "values": values})
+    return rows
+
+
+def _environment_text(value: Any, field_name: str) -> str:
+    if value is None:
+        return "n/a"
+    if field_name == "accelerators":
+        return ", ".join(str(a.get("name") or a.get("type")) for a in value) or "none"
+    if field_name == "memory_bytes":
+        from torchport.report.format import size
+
+        return size(value)
+    return str(value)
+
+
+def regressions(comparison: dict[str, Any], percent: float) -> list[dict[str, Any]]:
+    """Entries slower than the reference by more than ``percent``, with significance
+    (the 95% interval of the speed ratio lies wholly below 1)."""
+    found = []
+    for entry in comparison["entries"]:
+        ratio = entry.get("ratio")
+        if not ratio:
+            continue
+        slower_by = 1 / ratio["speedup"] - 1
+        if ratio["significant"] and ratio["ci95"][1] < 1 and slower_by * 100 > percent:
+            found.append({"machine": entry["machine"], "backend": entry["backend"], "slower_by": slower_by,
+                          "ci95": ratio["ci95"]})
+    return found

@@ -1,0 +1,128 @@
+"""A comparison (``torchport.compare``) as a terminal table and as markdown."""
+from __future__ import annotations
+
+import html
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from torchport.report import format as fmt
+
+CELL_LIMIT = 200
+
+
+def ratio_text(entry: dict[str, Any]) -> str:
+    if entry.get("reference"):
+        return "reference"
+    if not entry.get("comparable"):
+        return "not comparable"
+    return fmt.speedup(entry.get("ratio"))
+
+
+def checks_text(entry: dict[str, Any]) -> str:
+    counts = (entry.get("checks") or {}).get("counts") or {}
+    if not counts:
+        return "–"
+    text = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    failed = (entry.get("checks") or {}).get("failed") or []
+    return text + (f" ({'; '.join(failed)})" if failed else "")
+
+
+def cost_text(entry: dict[str, Any]) -> str:
+    cost = entry.get("cost")
+    if not cost:
+        return "no price" if entry.get("price_usd_per_hour") is None else "n/a"
+    low, high = cost["usd_per_million_samples_ci95"]
+    text = f"{fmt.usd(cost['usd_per_million_samples'])} [{fmt.usd(low)}, {fmt.usd(high)}]"
+    if cost.get("usd_per_million_tokens") is not None:
+        text += f"; {fmt.usd(cost['usd_per_million_tokens'])}/1M tokens"
+    return text + f" at ${entry['price_usd_per_hour']:g}/h ({entry['price_source']})"
+
+
+def memory_text(entry: dict[str, Any]) -> str:
+    value = entry.get("peak_memory_bytes")
+    return "n/a" if value is None else f"{fmt.size(value)} ({entry['peak_memory_kind']})"
+
+
+def rows(comparison: dict[str, Any]) -> list[list[str]]:
+    table = []
+    for e in comparison["entries"]:
+        step = e.get("step_time_s")
+        throughput = fmt.rate(e.get("samples_per_s"), "samples")
+        if e.get("samples_per_s_ci95"):
+            low, high = e["samples_per_s_ci95"]
+            throughput += f" [{fmt.rate(low, '')}, {fmt.rate(high, '')}]"
+        table.append([
+            e["machine"], e["backend"] + (" (proxy)" if e.get("proxy_for") else ""), fmt.step_time_with_ci(step),
+            throughput, ratio_text(e), fmt.seconds(e.get("time_per_step_compile_included_s")),
+            fmt.seconds(e.get("first_step_s")), fmt.seconds(e.get("time_to_first_step_s")), memory_text(e),
+            checks_text(e), cost_text(e),
+        ])
+    return table
+
+
+HEADERS = ["machine", "backend", "step time [95% CI]", "samples/s [95% CI]", "vs reference [95% CI]",
+           "per step, compile included", "first step", "time to first step", "peak memory", "checks",
+           "cost / 1M samples [95% CI]"]
+
+
+def reference_text(comparison: dict[str, Any]) -> str:
+    ref = comparison["reference"]
+    return f"{ref['machine']}:{ref['backend']} ({ref['app']})"
+
+
+def print_comparison(comparison: dict[str, Any], console: Console | None = None) -> None:
+    if console is None:
+        console = Console() if sys.stdout.isatty() else Console(width=160)
+    # Text from result files goes in as Text, never as rich markup.
+    table = Table(title=Text(f"torchport compare: reference {reference_text(comparison)}"), title_justify="left")
+    for header in HEADERS:
+        table.add_column(header, overflow="fold")
+    for row in rows(comparison):
+        table.add_row(*(Text(cell[:CELL_LIMIT]) for cell in row))
+    console.print(table)
+    for item in comparison["not_comparable"]:
+        where = f"{item['machine']}:{item['backend']}" if item.get("backend") else f"{item['machine']} ({item['file']})"
+        console.print(Text(f"  - not comparable: {where}: {item['reason']}"[:CELL_LIMIT * 2]), soft_wrap=True)
+    for row in comparison["environment_differences"]:
+        values = "; ".join(f"{machine}: {value}" for machine, value in row["values"].items())
+        console.print(Text(f"  - environment differs: {row['field']}: {values}"[:CELL_LIMIT * 3]), soft_wrap=True)
+
+
+def md(text: Any) -> str:
+    """A markdown table cell: capped, one line, pipes and HTML escaped."""
+    value = str(text).replace("\n", " ").replace("\r", " ")
+    if len(value) > CELL_LIMIT:
+        value = value[: CELL_LIMIT - 1] + "…"
+    return html.escape(value, quote=False).replace("|", "\\|").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_")
+
+
+def markdown(comparison: dict[str, Any]) -> str:
+    lines = [f"# torchport comparison: reference {md(reference_text(comparison))}", "",
+             f"{comparison['created']} · torchport {md(comparison['tool']['version'])}. Ratios are reference time / "
+             "time (> 1: faster), with a 95% interval from an unpaired bootstrap of the raw block samples; a difference "
+             "is called only when the interval excludes 1 and it is at least 5%. Cost from the sustained throughput "
+             "and each result's own price per hour (or --price).", "",
+             "## Machines", "", "| machine | file | app | status | updated |", "|---|---|---|---|---|"]
+    for m in comparison["machines"]:
+        lines.append(f"| {md(m['name'])} | {md(m['file'])} | {md(m['app'])} | {md(m['status'])} | {md(m['updated'])} |")
+    lines += ["", "## Figures", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(md(cell) for cell in row) + " |" for row in rows(comparison)]
+    if comparison["not_comparable"]:
+        lines += ["", "## Not comparable (left out of the ratios)", "", "| machine | backend | reason |", "|---|---|---|"]
+        for item in comparison["not_comparable"]:
+            lines.append(f"| {md(item['machine'])} | {md(item.get('backend') or '(whole file)')} | {md(item['reason'])} |")
+    if comparison["environment_differences"]:
+        machines = [m["name"] for m in comparison["machines"]]
+        lines += ["", "## Environment differences", "", "| field | " + " | ".join(md(m) for m in machines) + " |",
+                  "|---|" + "---|" * len(machines)]
+        for row in comparison["environment_differences"]:
+            lines.append(f"| {md(row['field'])} | " + " | ".join(md(row['values'].get(m, 'n/a')) for m in machines) + " |")
+    if "regressions" in comparison:
+        lines += ["", f"## Regressions (over {comparison['fail_on_regression_pct']:g}%, significant)", ""]
+        lines += [f"- {md(r['machine'])}:{md(r['backend'])}: {r['slower_by']:.1%} slower" for r in comparison["regressions"]] \
+            or ["None."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,494 @@
+"""The worker side of script mode.
+
+The script runs in the worker's main thread (its signal handlers, its
+``__main__``); the timing protocol runs in a second thread and drives it one
+step at a time.  The two hand over control at step boundaries, so exactly
+one of them runs at any moment:
+
+* a step boundary is the pre-step hook of the first optimizer the script
+  steps (one iteration of a GAN's two optimizers is one step: from one step of
+  the first optimizer to the next), so a step is [the previous optimizer
+  step(s)] + [data, forward, backward];
+* the first step runs freely: from the script's first data fetch or first
+  forward to the first boundary (init is everything before that);
+* afterwards the protocol asks for each step (``ScriptDriver.step``), times
+  blocks between the backend's synchronizations, reads the losses (the
+  scalars handed to ``backward()``, kept on the device) outside the blocks,
+  and when its budget is spent stops the script from the hook
+  (``StopScript``, which ``except Exception`` in the script does not catch).
+
+Runs on every torch a backend environment holds (2.9 and newer).
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from torchport.errors import UserError
+from torchport.protocol import (
+    Block,
+    ProtocolConfig,
+    config_hash,
+    Scenario,
+    host_peak_rss_bytes,
+    record_first_step,
+    run_warmup_and_sustained,
+    seed_everything,
+)
+
+PLACEHOLDERS = ("{device}", "{backend}", "{compile}")
+CUDA_HINT = ("the script uses CUDA, which this backend does not have: pass the device in its arguments "
+             "(-- --device={device}) or run with --redirect-cuda")
+
+
+class StopScript(BaseException):
+    """Raised inside the script (from the optimizer hook) once torchport has
+    measured what it needs: a BaseException, so the script's own
+    ``except Exception`` handlers let it through."""
+
+
+class ScriptEnded(Exception):
+    """The script finished (or exited) before the protocol's budget."""
+
+
+def fill_placeholders(argument: str, backend: Any) -> str:
+    return (argument.replace("{device}", str(backend.device))
+            .replace("{backend}", backend.name)
+            .replace("{compile}", "true" if backend.compile_backend else "false"))
+
+
+def _leading_dim(value: Any) -> int | None:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.dim() else None
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _leading_dim(item)
+            if found is not None:
+                return found
+    if isinstance(value, dict):
+        for item in value.values():
+            found = _leading_dim(item)
+            if found is not None:
+                return found
+    return None
+
+
+class ScriptDriver:
+    """The hooks inside the script and the hand-over to the protocol thread."""
+
+    def __init__(self, backend: Any, script: Path):
+        self.backend = backend
+        self.script = str(script)
+        self._go = threading.Semaphore(0)  # protocol -> script: run one more step
+        self._done = threading.Semaphore(0)  # script -> protocol: a boundary (or the end) was reached
+        self.started = time.perf_counter()
+        self.first_activity: float | None = None
+        self.first_boundary: float | None = None
+        self.boundaries = 0
+        self.stopping = False
+        self.ended: str | None = None  # why the script is no longer running, once it is not
+        self.boundary_optimizer: int | None = None
+        self.optimizers: dict[int, str] = {}
+        self.parameters: dict[int, int] = {}
+        self.last_loss: Any = None
+        self.loss_reads = 0
+        self.waited = 0.0
+        self.samples: int | None = None
+        self.first_step_waited = 0.0
+        self.compiled_by_script: list[str] = []
+        self._handles: list[Any] = []
+        self._restore: list[tuple[Any, str, Any]] = []
+
+    # ---- hooks installed into torch ------------------------------------------------------
+    def install(self) -> None:
+        import torch
+        import torch.utils.data.dataloader as dataloader_module
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self._handles.append(register_optimizer_step_pre_hook(self._on_optimizer_step))
+        self._handles.append(torch.nn.modules.module.register_module_forward_pre_hook(self._on_first_forward))
+        driver = self
+
+        original_backward = torch.Tensor.backward
+
+        def backward(tensor, *args, **kwargs):
+            if tensor.dim() == 0:
+                driver.last_loss = tensor.detach()
+            return original_backward(tensor, *args, **kwargs)
+
+        self._patch(torch.Tensor, "backward", backward)
+
+        original_next = dataloader_module._BaseDataLoaderIter.__next__
+
+        def timed_next(iterator):
+            started = time.perf_counter()
+            if driver.first_activity is None:
+                driver.first_activity = started
+            batch = original_next(iterator)
+            driver.waited += time.perf_counter() - started
+            driver.samples = _leading_dim(batch)
+            return batch
+
+        self._patch(dataloader_module._BaseDataLoaderIter, "__next__", timed_next)
+
+        original_compile = torch.compile
+
+        def compile_(*args, **kwargs):
+            driver.compiled_by_script.append(_user_line(driver.script) or "?")
+            return original_compile(*args, **kwargs)
+
+        self._patch(torch, "compile", compile_)
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        self._restore.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, replacement)
+
+    def uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        for owner, name, original in reversed(self._restore):
+            setattr(owner, name, original)
+
+    def _on_first_forward(self, module: Any, inputs: Any) -> None:
+        if self.first_activity is None:
+            self.first_activity = time.perf_counter()
+        if self.samples is None:
+            self.samples = _leading_dim(inputs)
+        if self.samples is not None:
+            self._handles[1].remove()  # the first forward says all this hook is for
+
+    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.stopping:
+            raise StopScript  # again: a script that swallowed it (a bare except) is stopped at its next step
+        key = id(optimizer)
+        self.optimizers.setdefault(key, type(optimizer).__name__)
+        if key not in self.parameters:
+            self.parameters[key] = sum(p.numel() for group in optimizer.param_groups for p in group["params"])
+        if self.boundary_optimizer is None:
+            self.boundary_optimizer = key
+        elif key != self.boundary_optimizer:
+            return
+        self.backend.after_step()
+        if self.boundaries == 0:
+            self.backend.synchronize()
+            self.first_boundary = time.perf_counter()
+            self.first_step_waited = self.waited
+        self.boundaries += 1
+        self._done.release()
+        self._go.acquire()
+        if self.stopping:
+            raise StopScript
+
+    # ---- the protocol thread's side -------------------------------------------------------
+    def wait_first_step(self) -> None:
+        self._done.acquire()
+        if self.ended is not None and self.first_boundary is None:
+            raise ScriptEnded(self.ended)
+
+    def step(self) -> tuple[Any, float, int, int | None]:
+        if self.ended is not None:
+            raise ScriptEnded(self.ended)
+        self.waited = 0.0
+        self._go.release()
+        self._done.acquire()
+        if self.ended is not None:
+            raise ScriptEnded(self.ended)
+        return self.last_loss, self.waited, self.samples or 1, None
+
+    def stop(self) -> None:
+        self.stopping = True
+        self._go.release()
+
+    def script_finished(self, why: str) -> None:
+        """Called in the script's thread when it is no longer running."""
+        self.ended = why
+        self._done.release()
+
+
+def _user_line(script: str) -> str | None:
+    from torchport.app import is_user_file
+
+    found = None
+    for frame in traceback.extract_stack()[:-1]:
+        if is_user_file(frame.filename):
+            found = f"{frame.filename}:{frame.lineno}"
+    return found
+
+
+def script_job(context: Any) -> None:
+    """Worker entry point for ``torchport evaluate --script``."""
+    from torchport.script import redirect
+
+    job = context.job
+    backend = context.backend
+    result = context.result
+    if "WORLD_SIZE" in os.environ and job.get("rank_dir"):  # one rank of a torchrun launch: a result file each
+        rank = int(os.environ.get("RANK", "0"))
+        job["output"] = str(Path(job["rank_dir"]) / f"rank{rank}.json")
+        result.update({"rank": rank, "world_size": int(os.environ["WORLD_SIZE"])})
+    config = ProtocolConfig.from_dict(context.config)
+    script = Path(job["script"]).resolve()
+    argv = [str(script), *(fill_placeholders(arg, backend) for arg in job.get("script_args", []))]
+    os.environ["TORCHPORT_DEVICE"] = str(backend.device)
+    result["script"] = {"path": str(script), "argv": argv[1:], "redirect_cuda": bool(job.get("redirect_cuda")),
+                        "loss_source": "the scalar passed to backward() last before each step boundary"}
+    seed_everything(config.seed)
+    driver = ScriptDriver(backend, script)
+    redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
+    outcome: dict[str, Any] = {}
+    protocol = threading.Thread(target=_measure, args=(driver, config, context, outcome), name="torchport-protocol",
+                                daemon=True)
+    driver.install()
+    if redirects is not None:
+        redirects.install()
+    saved = (list(sys.argv), os.getcwd(), list(sys.path))
+    sys.argv = argv
+    sys.path.insert(0, str(script.parent))
+    os.chdir(job.get("cwd") or script.parent)
+    context.progress("init")
+    protocol.start()
+    script_error: BaseException | None = None
+    stopped = False
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+        driver.script_finished("the script ended by itself")
+    except StopScript:
+        stopped = True
+    except SystemExit as exc:
+        driver.script_finished(f"the script called sys.exit({exc.code!r})")
+    except BaseException as exc:  # the script's own error: this backend's result
+        script_error = exc
+        driver.script_finished("the script raised")
+    finally:
+        sys.argv, cwd, sys.path[:] = saved[0], saved[1], saved[2]
+        os.chdir(cwd)
+    protocol.join()
+    driver.uninstall()
+    if redirects is not None:
+        redirects.uninstall()
+        result["script"]["redirects"] = redirects.fired()
+    result["script"]["compiled_by_script"] = driver.compiled_by_script
+    result["script"]["optimizers"] = sorted(set(driver.optimizers.values()))
+    result["script"]["steps_seen"] = driver.boundaries
+    result["script"]["stopped_by_torchport"] = stopped
+    result["script"]["ran_s"] = time.perf_counter() - driver.started
+    if driver.first_activity is not None:
+        result["phases"]["init_s"] = driver.first_activity - driver.started
+    if script_error is not None:
+        raise _with_hint(script_error)
+    if outcome.get("error") is not None:
+        raise outcome["error"]
+    if driver.boundaries == 0:
+        raise UserError(f"no optimizer step was seen: {driver.ended} after {result['script']['ran_s']:.1f} s "
+                        "without calling optimizer.step()", location=str(script))
+    if not stopped:
+        raise UserError(f"{driver.ended} after {driver.boundaries} optimizer step(s), before torchport's budget "
+                        f"(1 + up to {config.max_warmup_steps} warm-up + {config.steps} sustained steps); what was "
+                        "measured is kept: give the script more steps or lower --steps/--max-warmup",
+                        location=str(script))
+    result["memory"] = backend.memory()
+    result["host_peak_rss_bytes"] = host_peak_rss_bytes()
+    parameters = sum(driver.parameters.values())
+    effective = {"script": str(script), "args": job.get("script_args", []), "protocol": config.as_dict(),
+                 "parameters": parameters, "optimizers": result["script"]["optimizers"],
+                 "redirect_cuda": bool(job.get("redirect_cuda"))}
+    result["config"] = effective
+    result["config_hash"] = config_hash(effective)
+
+
+def _with_hint(error: BaseException) -> BaseException:
+    text = str(error)
+    if any(marker in text for marker in ("CUDA", "cuda", "NVIDIA driver", "nccl")) and not isinstance(error, UserError):
+        from torchport.app import user_location
+
+        return UserError(f"{type(error).__name__}: {text.splitlines()[0] if text else ''} ({CUDA_HINT})",
+                         location=user_location(error), kind="unsupported-op", original=error)
+    if isinstance(error, UserError):
+        return error
+    from torchport.app import user_error_from
+
+    return user_error_from(error, "the script raised")
+
+
+def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome: dict[str, Any]) -> None:
+    """The protocol thread: first step from the hooks, then warm-up and sustained blocks."""
+    backend = driver.backend
+    record: dict[str, Any] = {}
+    try:
+        counters_start = backend.counters()
+        driver.wait_first_step()
+        context.progress("training:first_step")
+        first_started = driver.first_activity if driver.first_activity is not None else driver.started
+        first = Block(driver.first_boundary - first_started, 1, driver.first_step_waited, driver.samples or 1, None,
+                      [float(driver.last_loss)] if driver.last_loss is not None else None,
+                      backend.new_compilations(counters_start, backend.counters()))
+        record_first_step(record, first, backend.summarize_counters(counters_start, backend.counters()))
+        context.result["training"] = record
+        context.save()
+
+        def check_loss(value: float, step: int) -> None:
+            import math
+
+            if not math.isfinite(value):
+                raise UserError(f"the loss is {value} at training step {step} on {backend.name}",
+                                location=driver.script, kind="numerical")
+
+        scenario = Scenario("training", driver.step, backend, check_loss)
+        scenario.steps_done = 1
+        run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save)
+    except ScriptEnded:
+        pass  # the script's thread reports why
+    except BaseException as exc:
+        outcome["error"] = exc
+    finally:
+        driver.stop()
+
+
+# --- tracing the script's first steps --------------------------------------------------------
+
+
+class ScriptTracer:
+    """Script mode's op trace: the first ``steps`` steps of the script under
+    torchport's OpTracer, step by step at the same boundaries, with phases from
+    the same hooks (data from the DataLoader, backward from ``backward()``, the
+    optimizer between its pre- and post-step hooks)."""
+
+    def __init__(self, steps: int, checkpoint: Any):
+        from torchport.trace.tracer import OpTracer
+
+        self.steps = steps
+        self.tracer = OpTracer(None, {}, checkpoint=checkpoint)
+        self.tracer.cpu_is_the_device = True
+        self.tracer.library_phases = {"optimizer"}
+        self.index = 0
+        self._step_context: Any = None
+        self.model_seen = False
+
+    def begin_step(self) -> None:
+        self.index += 1
+        self._step_context = self.tracer.step(self.index)
+        self._step_context.__enter__()
+        self.tracer.phase = "loss"
+
+    def end_step(self) -> None:
+        if self._step_context is not None:
+            self._step_context.__exit__(None, None, None)
+            self._step_context = None
+
+
+def script_trace_job(context: Any) -> None:
+    """Worker entry point of script mode's trace stage: the script on the CPU,
+    its first K steps traced op by op (``result["trace"]``, as torchport trace
+    records an app's steps)."""
+    import torch
+    import torch.utils.data.dataloader as dataloader_module
+    from torch.nn.modules import module as nn_module
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    from torchport.script import redirect
+
+    job = context.job
+    backend = context.backend
+    steps = int(context.config.get("steps", 3))
+    script = Path(job["script"]).resolve()
+    argv = [str(script), *(fill_placeholders(arg, backend) for arg in job.get("script_args", []))]
+    os.environ["TORCHPORT_DEVICE"] = str(backend.device)
+    trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
+                             "phase_locations": {phase: str(script) for phase in ("data", "forward", "loss", "backward",
+                                                                                  "optimizer")}}
+    context.result["trace"] = trace
+
+    def checkpoint() -> None:
+        snapshot = traced.tracer.snapshot()
+        snapshot.pop("activation_bytes", None)
+        trace.update(snapshot)
+        context.save()
+
+    traced = ScriptTracer(steps, checkpoint)
+    boundary: dict[str, Any] = {"optimizer": None}
+    handles = []
+
+    def on_forward(module: Any, inputs: Any) -> None:
+        if traced.index == 0:
+            traced.begin_step()
+        if not traced.model_seen:
+            traced.model_seen = True
+            traced.tracer.attach_model(module)
+
+    def on_pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if boundary["optimizer"] is None:
+            boundary["optimizer"] = id(optimizer)
+        if id(optimizer) == boundary["optimizer"] and traced.index:
+            traced.end_step()
+            snapshot = traced.tracer.snapshot()
+            snapshot.pop("activation_bytes", None)
+            trace.update(snapshot)
+            trace["steps_done"] = traced.index
+            context.save()
+            if traced.index >= steps:
+                raise StopScript
+            traced.begin_step()
+        traced.tracer.phase = "optimizer"
+
+    def on_post_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        traced.tracer.phase = "loss"
+
+    handles.append(nn_module.register_module_forward_pre_hook(on_forward))
+    handles.append(register_optimizer_step_pre_hook(on_pre_step))
+    handles.append(register_optimizer_step_post_hook(on_post_step))
+    original_backward = torch.Tensor.backward
+    original_next = dataloader_module._BaseDataLoaderIter.__next__
+
+    def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        previous, traced.tracer.phase = traced.tracer.phase, "backward"
+        try:
+            return original_backward(tensor, *args, **kwargs)
+        finally:
+            traced.tracer.phase = previous
+
+    def data_next(iterator: Any) -> Any:
+        previous, traced.tracer.phase = traced.tracer.phase, "data"
+        try:
+            return original_next(iterator)
+        finally:
+            traced.tracer.phase = previous
+
+    torch.Tensor.backward = backward
+    dataloader_module._BaseDataLoaderIter.__next__ = data_next
+    redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
+    if redirects is not None:
+        redirects.install()
+    seed_everything(int(context.config.get("seed", 0)))
+    saved = (list(sys.argv), os.getcwd(), list(sys.path))
+    sys.argv = argv
+    sys.path.insert(0, str(script.parent))
+    os.chdir(job.get("cwd") or script.parent)
+    context.progress("trace:script")
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except (StopScript, SystemExit):
+        pass
+    finally:
+        traced.end_step()
+        sys.argv, cwd, sys.path[:] = saved[0], saved[1], saved[2]
+        os.chdir(cwd)
+        for handle in handles:
+            handle.remove()
+        torch.Tensor.backward = original_backward
+        dataloader_module._BaseDataLoaderIter.__next__ = original_next
+        if redirects is not None:
+            redirects.uninstall()
+    snapshot = traced.tracer.snapshot()
+    snapshot.pop("activation_bytes", None)
+    trace.update(snapshot)
+    if traced.index == 0:
+        raise UserError("no step of the script was traced: it never called a module's forward and an optimizer step",
+                        location=str(script))

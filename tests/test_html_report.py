@@ -1,0 +1,190 @@
+"""report.html and compare --html, looked at in a real headless browser
+(Debian's chromium): no console errors, no network requests, every chart
+drawn, the key figures on the page; hostile strings from a result render as
+text and run nothing."""
+import base64
+import html
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from browser import Browser, find_chromium
+from conftest import run_torchport
+from torchport.report import format as fmt
+
+# Charts every full evaluation of the built-in app draws (cpu + cpu-compile, with trace and checks).
+EVALUATION_CHARTS = ["phases", "step-time", "warmup-0", "warmup-1", "spread", "loss", "parity-loss", "checks",
+                     "op-support", "memory-fit"]
+COMPARISON_CHARTS = ["step-time", "ratio", "cost", "first-step"]
+HOSTILE = '<script>window.__pwned=1</script></svg></script>"&amp;<img src=x onerror="window.__pwned=2">&'
+
+CHART_STATES = """[...document.querySelectorAll('figure.chart')].map(f => {
+  const svg = f.querySelector('svg'); const box = svg ? svg.getBoundingClientRect() : null;
+  return {key: f.dataset.chart, state: f.dataset.state, text: f.innerText,
+          shapes: svg ? svg.querySelectorAll('rect,path,circle,line').length : 0,
+          width: box ? box.width : 0, height: box ? box.height : 0};
+})"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("no chromium here (Debian: apt-get install chromium; `make test` installs it where it can, "
+                    "or set TORCHPORT_CHROMIUM=PATH): the HTML pages were not checked in a browser")
+    with Browser(executable) as instance:
+        yield instance
+
+
+def embedded(page_text: str, element_id: str) -> dict:
+    opening = f'<script type="application/json" id="{element_id}">'
+    start = page_text.index(opening) + len(opening)
+    return json.loads(page_text[start:page_text.index("</script>", start)])
+
+
+def assert_clean_page(browser, path: Path, charts: list[str]) -> dict:
+    browser.open(path)
+    assert browser.console_errors() == []
+    assert browser.requests() == [path.resolve().as_uri()], "the page requested something besides itself"
+    states = {chart["key"]: chart for chart in browser.evaluate(CHART_STATES)}
+    for key in charts:
+        chart = states.get(key)
+        assert chart is not None, f"chart {key} missing; have {sorted(states)}"
+        assert chart["state"] == "drawn" and chart["shapes"] > 2, chart
+        assert chart["width"] > 100 and chart["height"] > 30, chart
+    # Nothing on the page runs: the only script element is the embedded data.
+    assert browser.evaluate("[...document.scripts].map(s => s.type)") == ["application/json"]
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate("document.querySelectorAll('img, iframe, object, embed').length") == 0
+    return states
+
+
+def test_evaluate_writes_report_html(builtin_evaluation):
+    page = (builtin_evaluation / "report.html").read_text()
+    assert len(page.encode()) < 500_000
+    document = json.loads((builtin_evaluation / "result.json").read_text())
+    assert embedded(page, "torchport-result")["backends"].keys() == document["backends"].keys()
+    for key in EVALUATION_CHARTS + ["compile"]:
+        assert f'data-chart="{key}"' in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "").split("<script")[0]
+    # `torchport report --html` renders the same page from the saved result.
+    out = builtin_evaluation / "again.html"
+    completed = run_torchport("report", str(builtin_evaluation / "result.json"), "--html", str(out))
+    assert completed.returncode == 0, completed.stderr
+    assert out.read_text().count('class="chart"') == page.count('class="chart"')
+
+
+def test_report_html_in_a_browser(builtin_evaluation, browser, tmp_path):
+    path = builtin_evaluation / "report.html"
+    states = assert_clean_page(browser, path, EVALUATION_CHARTS)
+    # No compiler counters for cpu backends: the chart says why instead of drawing nothing.
+    assert states["compile"]["state"] == "empty" and "no compiler counters" in states["compile"]["text"]
+    document = json.loads((builtin_evaluation / "result.json").read_text())
+    text = browser.evaluate("document.body.innerText")
+    for backend in document["backends"].values():
+        assert fmt.step_time_with_ci(backend["summary"]["step_time_s"]) in text
+    assert fmt.usd(document["backends"]["cpu"]["cost"]["usd_per_million_samples"]) in text
+    assert browser.evaluate("JSON.parse(document.getElementById('torchport-result').textContent).app.spec") == \
+        "builtin:classifier"
+    shot = tmp_path / "report.png"
+    browser.screenshot(shot)
+    assert shot.stat().st_size > 20_000
+    # Printable: the browser lays it out as PDF pages, charts kept whole.
+    pdf = base64.b64decode(browser.call("Page.printToPDF", printBackground=True)["data"])
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 2
+    _keep_screenshot(shot, "report.png")
+
+
+def test_comparison_html_in_a_browser(machine_results, browser, tmp_path):
+    files = machine_results
+    out = tmp_path / "comparison.html"
+    completed = run_torchport("compare", str(files["laptop"]), str(files["gpubox"]), str(files["wide"]),
+                              "--label", f"{files['laptop']}=laptop", "--label", f"{files['gpubox']}=gpubox",
+                              "--label", f"{files['wide']}=wide", "--html", str(out), "--json", str(tmp_path / "c.json"))
+    assert completed.returncode == 0, completed.stderr
+    assert_clean_page(browser, out, COMPARISON_CHARTS)
+    comparison = json.loads((tmp_path / "c.json").read_text())
+    text = browser.evaluate("document.body.innerText")
+    entry = next(e for e in comparison["entries"] if e["machine"] == "gpubox")
+    assert fmt.speedup(entry["ratio"]) in text
+    assert fmt.usd(entry["cost"]["usd_per_million_samples"]) in text
+    assert "batch shapes differ" in text
+    shot = tmp_path / "comparison.png"
+    browser.screenshot(shot)
+    _keep_screenshot(shot, "comparison.png")
+
+
+def hostile_copy(source: Path, folder: Path) -> Path:
+    """A real result whose app name, a backend name and error texts are hostile."""
+    document = json.loads(source.read_text())
+    document["app"]["spec"] = f"app {HOSTILE}"
+    backends = document["backends"]
+    renamed = f"cpu-compile{HOSTILE}"
+    backends[renamed] = backends.pop("cpu-compile")
+    backends[renamed]["name"] = renamed
+    backends[renamed]["error"] = {"kind": "backend", "message": f"boom {HOSTILE}", "location": f"x.py:1 {HOSTILE}"}
+    backends[renamed]["runs"][-1]["stderr_tail"] = [f"Traceback {HOSTILE}"]
+    for check in (document.get("checks") or {}).get("checks") or []:
+        check["reason"] = f"{check.get('reason')} {HOSTILE}"
+        if check.get("backend") == "cpu-compile":
+            check["backend"] = renamed
+    document["environment"]["hostname"] = f"host {HOSTILE}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "result.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_hostile_strings_are_escaped_in_the_source(builtin_evaluation, tmp_path):
+    """Without a browser too: no hostile markup survives into the page's source,
+    and the embedded JSON parses back to the hostile strings."""
+    result = hostile_copy(builtin_evaluation / "result.json", tmp_path / "hostile")
+    page = tmp_path / "hostile.html"
+    completed = run_torchport("report", str(result), "--html", str(page))
+    assert completed.returncode == 0, completed.stderr
+    raw = page.read_text()
+    assert "<script>window" not in raw and "<img" not in raw and "</svg></script>" not in raw
+    assert raw.count("<script") == 1 and raw.count("</script>") == 1
+    assert html.escape(f"boom {HOSTILE}") in raw
+    assert embedded(raw, "torchport-result")["app"]["spec"] == f"app {HOSTILE}"
+
+
+def test_hostile_strings_render_as_text(builtin_evaluation, browser, tmp_path):
+    result = hostile_copy(builtin_evaluation / "result.json", tmp_path / "hostile")
+    page = tmp_path / "hostile.html"
+    completed = run_torchport("report", str(result), "--html", str(page))
+    assert completed.returncode == 0, completed.stderr
+    raw = page.read_text()
+    assert "<script>window" not in raw and "<img" not in raw
+    assert_clean_page(browser, page, EVALUATION_CHARTS)
+    text = browser.evaluate("document.body.innerText")
+    assert f"app {HOSTILE}" in text and f"boom {HOSTILE}" in text
+    assert browser.evaluate("document.title") == f"torchport evaluation: app {HOSTILE}"
+    # Chart labels carry the backend name as text (clipped to fit), inside the SVG.
+    labels = browser.evaluate("[...document.querySelectorAll('#chart-step-time svg text')].map(t => t.textContent)")
+    assert any(label.startswith("cpu-compile<script>") for label in labels), labels
+    # The embedded document survives the trip: the same strings, parsed back.
+    assert browser.evaluate("JSON.parse(document.getElementById('torchport-result').textContent).app.spec") == \
+        f"app {HOSTILE}"
+
+    # And through compare, with a hostile machine label as well.
+    compared = tmp_path / "hostile-compare.html"
+    completed = run_torchport("compare", str(result), "--label", f"{result}=m {HOSTILE}",
+                              "--html", str(compared), "--markdown", str(tmp_path / "hostile.md"))
+    assert completed.returncode == 0, completed.stderr
+    assert_clean_page(browser, compared, ["step-time", "ratio", "first-step"])
+    text = browser.evaluate("document.body.innerText")
+    assert f"m {HOSTILE}" in text
+    markdown = (tmp_path / "hostile.md").read_text()
+    assert "<script>" not in markdown and html.escape("<script>") in markdown
+
+
+def _keep_screenshot(shot: Path, name: str) -> None:
+    """TORCHPORT_SCREENSHOTS=DIR keeps the screenshots (docs/ holds one)."""
+    folder = os.environ.get("TORCHPORT_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(folder) / name)
