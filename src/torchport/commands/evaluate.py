@@ -41,9 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out-dir", "-o", "--out", dest="out", type=Path, metavar="DIR",
                         help="the results folder: result.json, report.md (default torchport-results/APP-TIME); "
                              "-o and --out are its old spellings, kept")
-    parser.add_argument("--format", choices=("text", "json", "md"), default="text",
-                        help="what to print at the end: text (the summary), json (result.json), md (report.md); "
-                             "the files are written either way")
+    parser.add_argument("--format", choices=("text", "json", "md", "html"), default="text",
+                        help="what to print at the end: text (the summary), json (result.json), md (report.md), "
+                             "html (report.html); the files are written either way")
     parser.add_argument("--script", type=Path, metavar="TRAIN.py",
                         help="evaluate an unmodified training script instead of an app; its arguments follow `--`, "
                              "with {device}, {backend} and {compile} filled per backend")
@@ -155,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
     chosen = output.chosen_format(args)
     if chosen == "json":
         output.emit(args, evaluation.result_path.read_text(encoding="utf-8"))
-    elif chosen == "md":
-        output.emit(args, report_path.read_text(encoding="utf-8"))
+    elif chosen in ("md", "html"):
+        output.emit(args, report_path.with_suffix(f".{chosen}").read_text(encoding="utf-8"))
     else:
         print_summary(document)
         print(f"result: {evaluation.result_path}\nreport: {report_path}")
