@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any, NoReturn
 
-from torchport import __version__
+from torchport import __version__, output, project_config
 from torchport.errors import Interrupted, UserError, interrupted_by, received
 
 # The signals that end torchport as Ctrl-C does: workers ended, the partial
@@ -53,13 +53,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"torchport {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    _add_verbosity(parser, default=False)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     import torchport.commands as commands_pkg
 
     for info in sorted(pkgutil.iter_modules(commands_pkg.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"torchport.commands.{info.name}")
         module.register(subparsers)
+    for name in project_config.COMMANDS:
+        project_config.prepare(subparsers.choices[name])
+    for command in _all_subparsers(parser):
+        _add_verbosity(command, default=argparse.SUPPRESS)
+    parser.set_defaults(command_parsers=subparsers.choices)
     return parser
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
+    """-q/-v before the command or after it (``torchport -q evaluate``, ``torchport evaluate -q``)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="print only the output and errors: no progress, no notes")
+    group.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="also print each worker's phases as they happen")
+
+
+def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found.append(child)
+                found += _all_subparsers(child)
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,9 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         args.debug = debug
         args.passthrough = passthrough
+        if args.quiet and args.verbose:
+            parser.error("-q/--quiet and -v/--verbose do not go together")
+        output.set_verbosity(output.QUIET if args.quiet else output.VERBOSE if args.verbose else output.NORMAL)
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
+        if args.command in project_config.COMMANDS:
+            project_config.apply(args, args.command_parsers[args.command])
         return int(args.func(args) or 0)
     except UserError as exc:
         if debug:

@@ -7,23 +7,26 @@ import json
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("backends", help="list every known backend, whether it is available here, and why")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    from torchport import output
+
+    output.add_format(parser, ("text", "json"))
+    output.add_json_flag(parser)
+    output.add_output(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from torchport import backends
+    from torchport import backends, output
 
     rows = []
     for name, cls in backends.registry().items():
         available = backends.availability(name)
         rows.append({**cls.describe(), **available.as_dict()})
-    if args.json:
-        print(json.dumps(rows, indent=1))
+    if output.chosen_format(args) == "json":
+        output.emit(args, json.dumps(rows, indent=1))
         return 0
     table = Table(title="torchport backends", title_justify="left")  # cells are data, escaped: never rich markup
     for header in ("backend", "available", "reason / device", "kind", "verified"):
@@ -34,5 +37,5 @@ def run(args: argparse.Namespace) -> int:
             kind += f" (environment: {row['environment']})"
         table.add_row(*(escape(str(cell)) for cell in (row["name"], "yes" if row["available"] else "no", row["reason"],
                                                       kind, row["verification"])))
-    Console(width=max(Console().width, 140)).print(table)
+    output.print_or_emit(args, table, width=140)
     return 0

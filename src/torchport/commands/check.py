@@ -8,6 +8,7 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import options as types
+    from torchport import output
     from torchport.check import CHECK_NAMES
     from torchport.check.runner import DTYPES, CheckOptions
 
@@ -48,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"steps of the distributed check (default {defaults.distributed_steps})")
     parser.add_argument("--timeout", type=types.positive_seconds, default=defaults.timeout_s,
                         help="seconds before a worker (or torchrun) is killed (default 600)")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the checks as JSON")
+    output.add_format(parser, ("text", "json", "md"))
+    output.add_output(parser)
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help="also write the checks as JSON to FILE (old spelling; prefer --format json -o FILE)")
     parser.add_argument("--work-dir", type=Path, metavar="DIR",
                         help="keep checkpoints and tensors here (default: a temporary folder, removed)")
     parser.set_defaults(func=run)
@@ -69,40 +73,51 @@ def options_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from torchport.check.report import STATUS_TEXT, headline, subject
+    from torchport import output
+    from torchport.check.report import STATUS_TEXT, headline, markdown, subject
     from torchport.check.runner import exit_status, run_checks, validate
     from torchport.errors import UserError
     from torchport.launch import cancelled
+    from torchport.progress import Progress
     from torchport.results import strict_json, write_text_atomic
 
     options = options_from_args(args)
     validate(options)
-    console = Console(stderr=True)
 
-    def on_event(kind: str, data: dict) -> None:
-        if kind == "start":
-            console.print(f"{data.get('check')}: {data.get('backend')} ...", style="dim", markup=False, highlight=False)
+    with Progress("check", unit="") as progress:
+        def on_event(kind: str, data: dict) -> None:
+            if kind == "start":
+                what = f"{data.get('check')}: {data.get('backend')}"
+                progress.status(what)
+                progress.note(f"{what} ...", style="dim")
+            elif kind == "progress":
+                progress.phase(f"{data.get('backend')}: {data.get('phase', '')}")
 
-    section = run_checks(options, on_event=on_event)
+        section = run_checks(options, on_event=on_event)
     if cancelled():
         raise KeyboardInterrupt
     if args.json:
         write_text_atomic(args.json, json.dumps(strict_json(section), indent=1, default=str) + "\n")
-    table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
-    for header in ("check", "backend / pair", "status", "figures", "reason"):
-        table.add_column(header, overflow="fold")
-    colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim"}
-    for check in section["checks"]:
-        status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
-        # Reasons quote the app's errors: data, never rich markup.
-        table.add_row(escape(check["name"]), escape(subject(check)),
-                      f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
-                      escape(headline(check)), escape(check.get("reason", "")))
-    Console(width=max(Console().width, 160)).print(table)
+    chosen = output.chosen_format(args)
+    if chosen == "json":
+        output.emit(args, json.dumps(strict_json(section), indent=1, default=str))
+    elif chosen == "md":
+        output.emit(args, markdown(section))
+    else:
+        table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
+        for header in ("check", "backend / pair", "status", "figures", "reason"):
+            table.add_column(header, overflow="fold")
+        colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim"}
+        for check in section["checks"]:
+            status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
+            # Reasons quote the app's errors: data, never rich markup.
+            table.add_row(escape(check["name"]), escape(subject(check)),
+                          f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
+                          escape(headline(check)), escape(check.get("reason", "")))
+        output.print_or_emit(args, table)
     if args.json:
         print(f"checks: {args.json}")
     if section.get("app_error"):

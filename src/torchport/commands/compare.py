@@ -6,6 +6,8 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport import output
+
     parser = subparsers.add_parser(
         "compare",
         help="compare results from several machines (ratios, cost, environment differences)",
@@ -22,15 +24,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="name the machine of a result file (default: its host name and accelerators)")
     parser.add_argument("--fail-on-regression", type=float, metavar="PCT",
                         help="exit 1 when an entry is slower than the reference by more than PCT percent, significantly")
-    parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the comparison as markdown")
-    parser.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report with charts")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison document as JSON")
+    output.add_format(parser, ("text", "json", "md", "html"))
+    output.add_output(parser)
+    parser.add_argument("--markdown", type=Path, metavar="FILE",
+                        help="also write the comparison as markdown (old spelling; prefer --format md -o FILE)")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="also write a self-contained HTML report with charts (old spelling; prefer --format html -o FILE)")
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help="also write the comparison document as JSON (old spelling; prefer --format json -o FILE)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import sys
 
+    from torchport import output
     from torchport.compare import compare_results, regressions
     from torchport.errors import UserError
     from torchport.report import compare_text
@@ -42,18 +51,33 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_on_regression is not None:
         comparison["regressions"] = regressions(comparison, args.fail_on_regression)
         comparison["fail_on_regression_pct"] = args.fail_on_regression
-    compare_text.print_comparison(comparison)
-    outputs = [(args.markdown, lambda: compare_text.markdown(comparison)),
-               (args.html, lambda: render_comparison(comparison)),
-               (args.json, lambda: json.dumps(comparison, indent=1) + "\n")]
+    renderings = {"md": lambda: compare_text.markdown(comparison),
+                  "html": lambda: render_comparison(comparison),
+                  "json": lambda: json.dumps(comparison, indent=1) + "\n"}
+    chosen = output.chosen_format(args)
+    if chosen == "text" and args.output is None:
+        compare_text.print_comparison(comparison)
+    elif chosen == "text":
+        import contextlib
+        import io
+
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):  # the table as plain text, 160 columns
+            compare_text.print_comparison(comparison)
+        output.emit(args, buffer.getvalue())
+    else:
+        output.emit(args, renderings[chosen]())
+    # With a document (json, md, html) on stdout, the lines below go to stderr, so the document stays whole.
+    stream = sys.stdout if chosen == "text" or args.output is not None else sys.stderr
+    outputs = [(args.markdown, renderings["md"]), (args.html, renderings["html"]), (args.json, renderings["json"])]
     for path, render in outputs:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(render(), encoding="utf-8")
-            print(f"wrote {path}")
+            print(f"wrote {path}", file=stream)
     found = comparison.get("regressions") or []
     for item in found:
         low, high = item["ci95"]
         print(f"regression: {item['machine']}:{item['backend']} is {item['slower_by']:.1%} slower than the reference "
-              f"(speed ratio 95% CI [{low:.3f}, {high:.3f}]; threshold {args.fail_on_regression:g}%)")
+              f"(speed ratio 95% CI [{low:.3f}, {high:.3f}]; threshold {args.fail_on_regression:g}%)", file=stream)
     return 1 if found else 0

@@ -6,6 +6,8 @@ import json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from torchport import output
+
     parser = subparsers.add_parser(
         "env",
         help="create, list or remove the isolated environments some backends run in (e.g. xla)",
@@ -18,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument("--force", action="store_true", help="rebuild it even if it already exists")
     create.set_defaults(func=run_create)
     listing = actions.add_parser("list", help="list the known environments and their state")
-    listing.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    output.add_format(listing, ("text", "json"))
+    output.add_json_flag(listing)
+    output.add_output(listing)
     listing.set_defaults(func=run_list)
     remove = actions.add_parser("remove", help="delete an environment")
     remove.add_argument("name")
@@ -26,12 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    import sys
-
     from torchport import envs
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+    from torchport.output import note as progress  # pip's lines: progress, hidden by -q
 
     manifest = envs.create(args.name, progress, force=args.force)
     print(f"{args.name}: {envs.env_dir(args.name)} ({envs.versions_text(manifest)})")
@@ -39,19 +39,28 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from torchport import envs
+    from torchport import envs, output
 
     records = [envs.status(name) for name in envs.SPECS]
-    if args.json:
-        print(json.dumps(records, indent=1))
-        return 0
+    if output.chosen_format(args) == "json":
+        output.emit(args, json.dumps(records, indent=1))
+    else:
+        output.emit(args, "\n".join(status_lines(records)))
+    return 0
+
+
+def status_lines(records: list[dict]) -> list[str]:
+    """Each environment's state, two lines each (also used by torchport info)."""
+    from torchport import envs
+
+    lines = []
     for record in records:
         if record["ready"]:
             state = f"ready ({envs.versions_text(record['manifest'])})"
         else:
             state = f"not usable: {record['problem']}; run: {envs.create_command(record['name'])}"
-        print(f"{record['name']}: {state}\n    {record['path']}")
-    return 0
+        lines.append(f"{record['name']}: {state}\n    {record['path']}")
+    return lines
 
 
 def run_remove(args: argparse.Namespace) -> int:

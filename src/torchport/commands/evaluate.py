@@ -41,7 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-trace", action="store_true", help="skip the op-level readiness trace (torchport trace)")
     parser.add_argument("--no-checks", action="store_true",
                         help="skip the parity, checkpoint and input-pipeline checks (torchport check runs all checks)")
-    parser.add_argument("-o", "--out", type=Path, help="output folder (default torchport-results/APP-TIME)")
+    parser.add_argument("--out-dir", "-o", "--out", dest="out", type=Path, metavar="DIR",
+                        help="the results folder: result.json, report.md (default torchport-results/APP-TIME); "
+                             "-o and --out are its old spellings, kept")
+    parser.add_argument("--format", choices=("text", "json", "md", "html"), default="text",
+                        help="what to print at the end: text (the summary), json (result.json), md (report.md), "
+                             "html (report.html); the files are written either way")
     parser.add_argument("--script", type=Path, metavar="TRAIN.py",
                         help="evaluate an unmodified training script instead of an app; its arguments follow `--`, "
                              "with {device}, {backend} and {compile} filled per backend")
@@ -58,7 +63,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
     from torchport.hf import app_from_args
     from torchport.protocol import ProtocolConfig
 
-    prices: dict[str, float] = {}
+    # Lowest to highest precedence: the config's prices, --prices FILE, --price.
+    prices: dict[str, float] = dict(getattr(args, "config_prices", {}))
     if args.prices:
         prices.update(load_price_file(args.prices))
     for text in args.price:
@@ -98,44 +104,42 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    from torchport import output
     from torchport.errors import OutputError
     from torchport.evaluate import Evaluation
+    from torchport.progress import Progress
     from torchport.report.terminal import print_summary
 
     options = options_from_args(args)
-    console = Console(stderr=True)
     evaluation = Evaluation(options)
     try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
-                      console=console, transient=True) as progress:
-            task = progress.add_task("starting", total=None)
+        with Progress("evaluate", unit="runs") as progress:
             state: dict[str, Any] = {}
 
             def on_event(kind: str, data: dict[str, Any]) -> None:
                 if kind == "plan":
                     state["repeats"] = data["repeats"]
-                    progress.update(task, total=len(data["backends"]) * data["repeats"])
-                    console.print(f"writing {data['path']}", style="dim", markup=False, highlight=False)
+                    progress.plan(len(data["backends"]) * data["repeats"])
+                    progress.note(f"writing {data['path']}", style="dim")
                 elif kind in ("start", "progress"):
                     if kind == "start":
                         state["round"] = data["round"]
                     round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
-                    progress.update(task, description=f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
+                    progress.status(f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
+                    if kind == "progress":
+                        progress.phase(f"{data['backend']} {round_text}: {data.get('phase', '')}")
                 elif kind == "stage":
-                    progress.update(task, description=f"stage: {data['stage']}")
+                    progress.status(f"stage: {data['stage']}")
+                    progress.phase(f"stage: {data['stage']}")
                 elif kind == "done":
                     run = data["run"]
-                    progress.advance(task)
+                    round_text = f"round {data['round'] + 1}/{state.get('repeats', 1)}"
+                    progress.advance(f"{data['backend']} {round_text}: {run['status']}")
                     if run["status"] not in ("ok", "interrupted"):
                         error = run.get("error") or {}
                         where = f" at {error['location']}" if error.get("location") else ""
-                        console.print(f"[yellow]{escape(data['backend'])}: does not run here: "
-                                      f"{escape(str(error.get('kind')))}: {escape(str(error.get('message')))}"
-                                      f"{escape(where)}[/yellow]", highlight=False)
+                        progress.note(f"{data['backend']}: does not run here: {error.get('kind')}: "
+                                      f"{error.get('message')}{where}", style="yellow")
 
             evaluation.on_event = on_event
             document = evaluation.run()
@@ -151,8 +155,15 @@ def run(args: argparse.Namespace) -> int:
         evaluation.close()
     if args.debug:
         _print_failure_details(document)
-    print_summary(document)
-    print(f"result: {evaluation.result_path}\nreport: {evaluation.out_dir / 'report.md'}")
+    report_path = evaluation.out_dir / "report.md"
+    chosen = output.chosen_format(args)
+    if chosen == "json":
+        output.emit(args, evaluation.result_path.read_text(encoding="utf-8"))
+    elif chosen in ("md", "html"):
+        output.emit(args, report_path.with_suffix(f".{chosen}").read_text(encoding="utf-8"))
+    else:
+        print_summary(document)
+        print(f"result: {evaluation.result_path}\nreport: {report_path}")
     return exit_status(document)
 
 

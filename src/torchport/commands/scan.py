@@ -15,6 +15,8 @@ FORMATS = ("text", "json", "sarif")
 
 
 def register(subparsers) -> None:
+    from torchport import output
+
     scan = subparsers.add_parser(
         "scan", help="find CUDA lock-in in a source tree (static; nothing is imported or run)",
         description="Report every CUDA assumption with its consequence per target and the "
@@ -22,9 +24,8 @@ def register(subparsers) -> None:
                     "2 on bad input, else 0.")
     scan.add_argument("paths", nargs="*", default=["."], metavar="PATH",
                       help="files or folders (default: .); explicit paths ignore 'exclude'")
-    scan.add_argument("--format", choices=FORMATS, default="text")
-    scan.add_argument("-o", "--output", metavar="FILE",
-                      help="write the report to this file (always a file) instead of stdout")
+    output.add_format(scan, FORMATS)
+    output.add_output(scan)
     scan.add_argument("--fail-on", choices=("error", "silent", "perf", "info", "never"),
                       help="lowest severity that fails the run (order: info < perf < silent < "
                            "error; default from config, else silent)")
@@ -40,13 +41,16 @@ def register(subparsers) -> None:
     fix.add_argument("--write", action="store_true", help="apply the changes to the files")
     fix.add_argument("--force", action="store_true",
                      help="write even into files with uncommitted changes or not tracked by git")
+    fix.add_argument("-o", "--output", type=Path, metavar="FILE",
+                     help="write the diff to this file instead of stdout (always a file)")
     _common(fix)
     fix.set_defaults(func=run_fix)
 
     rules = subparsers.add_parser("rules", help="list the scan rules, or explain one",
                                   description="List every rule, or explain one with an example.")
     rules.add_argument("rule", nargs="?", metavar="ID", help="a rule id such as TP101")
-    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    output.add_format(rules, ("text", "json", "md"), aliases=("markdown",))
+    output.add_output(rules)
     rules.set_defaults(func=run_rules)
 
 
@@ -96,6 +100,7 @@ def _settings(args):
 
 
 def run_scan(args) -> int:
+    from torchport import output
     from torchport.scan import report, scanner
     from torchport.scan.config import fail_threshold
 
@@ -104,41 +109,34 @@ def run_scan(args) -> int:
         raise UserError("must be at least 1", location="--jobs")
     result = scanner.scan(paths, config, min_torch=args.min_torch, jobs=args.jobs)
     render = {"text": report.render_text, "json": report.render_json, "sarif": report.render_sarif}
-    _emit(render[args.format](result), args.output)
+    output.emit(args, render[args.format](result))
     threshold = fail_threshold(args.fail_on or config.fail_on)
     return 1 if threshold is not None and report.worst_rank(result) >= threshold else 0
 
 
-def _emit(text: str, output: str | None) -> None:
-    if output:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot write: {exc.strerror}", location=output) from None
-    else:
-        sys.stdout.write(text)
-
-
 def run_fix(args) -> int:
+    from torchport import output
     from torchport.scan import fixer, scanner
     from torchport.scan.rules import RULES_BY_ID
 
     paths, config = _settings(args)
     min_torch, source = scanner.resolve_min_torch(args.min_torch, config, paths[0])
     fixes = fixer.fix_paths(paths, config, min_torch)
-    for fix in fixes:
-        if fix.changed:
-            sys.stdout.write(fix.diff())
+    diff = "".join(fix.diff() for fix in fixes if fix.changed)
+    if args.output is not None:
+        output.write_file(args.output, diff)
+    else:
+        sys.stdout.write(diff)
     refused = fixer.write(fixes, args.force, fixer.project_roots(paths)) if args.write else []
     changed = [f for f in fixes if f.changed and f not in refused]
     applied = sum(len(f.applied) for f in changed)
     verb = "applied" if args.write else "proposed (rerun with --write to apply)"
     err = sys.stderr
-    print(f"torchport fix: {applied} fix(es) {verb} in {len(changed)} file(s) "
-          f"(torch>={min_torch}, from {source})", file=err)
+    output.note(f"torchport fix: {applied} fix(es) {verb} in {len(changed)} file(s) "
+                f"(torch>={min_torch}, from {source})")
     for fix in fixes:
         if fix.skipped:
-            print(f"{fix.display}: skipped: {fix.skipped}", file=err)
+            output.note(f"{fix.display}: skipped: {fix.skipped}")
     remaining = [finding for fix in fixes for finding in fix.remaining]
     if remaining:
         print(f"{len(remaining)} finding(s) need a manual change:", file=err)
@@ -151,17 +149,19 @@ def run_fix(args) -> int:
 
 
 def run_rules(args) -> int:
+    from torchport import output
     from torchport.scan import catalogue
 
+    chosen = output.chosen_format(args)
     if args.rule:
         rule = catalogue.find(args.rule)
-        text = (json.dumps(catalogue.rule_dict(rule), indent=2) + "\n" if args.format == "json"
+        text = (json.dumps(catalogue.rule_dict(rule), indent=2) + "\n" if chosen == "json"
                 else catalogue.explain(rule))
-    elif args.format == "json":
+    elif chosen == "json":
         text = json.dumps([catalogue.rule_dict(r) for r in catalogue.RULES], indent=2) + "\n"
-    elif args.format == "markdown":
+    elif chosen == "md":
         text = catalogue.markdown_table()
     else:
         text = catalogue.listing()
-    sys.stdout.write(text)
+    output.emit(args, text)
     return 0

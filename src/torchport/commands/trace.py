@@ -8,6 +8,7 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import options as types
+    from torchport import output
     from torchport.trace.analysis import DEFAULT_TIMEOUT_S
     from torchport.trace.job import DEFAULT_STEPS
     from torchport.trace.support import TARGETS
@@ -27,7 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--steps", type=types.count(1), default=DEFAULT_STEPS, help=f"training steps to trace (default {DEFAULT_STEPS})")
     parser.add_argument("--target", action="append", default=[], metavar="T",
                         help=f"target to judge (repeatable or comma-separated; default all: {', '.join(TARGETS)})")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="write the trace section as JSON")
+    output.add_format(parser, ("text", "json", "md"))
+    output.add_output(parser)
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help="also write the trace section as JSON to FILE (old spelling; prefer --format json -o FILE)")
     parser.add_argument("--timeout", type=types.positive_seconds, default=DEFAULT_TIMEOUT_S,
                         help=f"seconds before tracing is stopped, keeping what was traced (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--top", type=types.count(0), default=10, help="findings to print (default 10)")
@@ -39,26 +43,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from rich.console import Console
-
+    from torchport import output
     from torchport.launch import cancelled
+    from torchport.progress import Progress
     from torchport.results import strict_json, write_text_atomic
     from torchport.trace.analysis import raise_if_app_failed, run_trace
     from torchport.hf import app_from_args
-    from torchport.trace.report import terminal_lines
+    from torchport.trace.report import markdown, terminal_lines
 
     targets = [t.strip() for item in args.target for t in item.split(",") if t.strip()]
-    console = Console(stderr=True)
-    with console.status("tracing", spinner="dots") as status:
+
+    def on_progress(event: dict) -> None:
+        progress.status(f"tracing: {event.get('phase', '')}")
+        progress.phase(f"trace: {event.get('phase', '')}")
+
+    with Progress("trace", unit="") as progress:
+        progress.status("tracing")
         section = run_trace(app_from_args(args), steps=args.steps, targets=targets or None, timeout=args.timeout,
-                            allow_live=not args.no_live,
-                            on_progress=lambda event: status.update(f"tracing: {event.get('phase', '')}"))
+                            allow_live=not args.no_live, on_progress=on_progress)
     if cancelled():
         raise KeyboardInterrupt
     if args.json:
         write_text_atomic(args.json, json.dumps(strict_json(section), indent=1, default=str) + "\n")
+    chosen = output.chosen_format(args)
+    if chosen == "json":
+        text = json.dumps(strict_json(section), indent=1, default=str)
+    elif chosen == "md":
+        text = markdown(section)
+    else:
+        text = "\n".join(terminal_lines(section, top=args.top))
+    if args.output is not None:  # a file keeps what was traced, even when the app failed
+        output.emit(args, text)
     raise_if_app_failed(section)
-    print("\n".join(terminal_lines(section, top=args.top)))
+    if args.output is None:
+        output.emit(args, text)
     if args.json:
         print(f"trace: {args.json}")
     if section["status"] != "complete":

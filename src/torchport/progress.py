@@ -1,0 +1,145 @@
+"""What a long command shows while it works.
+
+In a terminal: rich's live line (what runs now, runs done / planned, elapsed
+and estimated remaining time).  When stderr is not a terminal (CI logs, a
+pipe) a live line would be invisible, so a plain line is printed every
+``TORCHPORT_PROGRESS_INTERVAL`` seconds (default 10) and whenever a run ends,
+instead of silence.  ``-q`` shows neither; ``-v`` adds a line per worker phase.
+
+Descriptions quote backend names and app text: printed literally, never as
+rich markup.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from torchport import output
+
+DEFAULT_INTERVAL_S = 10.0
+INTERVAL_VARIABLE = "TORCHPORT_PROGRESS_INTERVAL"
+
+
+def _interval() -> float:
+    try:
+        value = float(os.environ.get(INTERVAL_VARIABLE, DEFAULT_INTERVAL_S))
+    except ValueError:
+        return DEFAULT_INTERVAL_S
+    return value if value > 0 else DEFAULT_INTERVAL_S
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Progress:
+    """``with Progress("evaluate", unit="runs") as progress: ...``"""
+
+    def __init__(self, command: str, unit: str = "runs"):
+        from rich.console import Console
+
+        self.command = command
+        self.unit = unit
+        self.console = Console(stderr=True)
+        self.terminal = self.console.is_terminal
+        self.total: int | None = None
+        self.done = 0
+        self.description = "starting"
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._rich: Any = None
+        self._task: Any = None
+
+    # ---- lifetime ------------------------------------------------------------------
+    def __enter__(self) -> "Progress":
+        if output.quiet():
+            return self
+        if self.terminal:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn,
+                                       TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+
+            columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
+            if self.unit:  # counted work (evaluate's runs): how many, and the time left
+                columns += [BarColumn(), MofNCompleteColumn(), TextColumn(self.unit, markup=False),
+                            TimeElapsedColumn(), TextColumn("elapsed,", markup=False), TimeRemainingColumn(),
+                            TextColumn("left", markup=False)]
+            else:
+                columns.append(TimeElapsedColumn())
+            self._rich = RichProgress(*columns, console=self.console, transient=True)
+            self._rich.__enter__()
+            self._task = self._rich.add_task(self.description, total=None)
+        else:
+            self._thread = threading.Thread(target=self._tick, name="torchport-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._rich is not None:
+            self._rich.__exit__(*exc)
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+
+    # ---- what happens --------------------------------------------------------------
+    def plan(self, total: int) -> None:
+        with self._lock:
+            self.total = total
+        if self._rich is not None:
+            self._rich.update(self._task, total=total)
+
+    def status(self, description: str) -> None:
+        with self._lock:
+            self.description = description
+        if self._rich is not None:
+            self._rich.update(self._task, description=description)
+
+    def advance(self, what: str) -> None:
+        """One unit (a run) ended; ``what`` says which and how."""
+        with self._lock:
+            self.done += 1
+        if self._rich is not None:
+            self._rich.advance(self._task)
+        elif not output.quiet():
+            self._plain(what)
+
+    def note(self, text: str, style: str | None = None) -> None:
+        """A line above the live display (stderr); hidden by ``-q``."""
+        if output.quiet():
+            return
+        if self._rich is not None or self.terminal:
+            self.console.print(text, style=style, markup=False, highlight=False)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def phase(self, text: str) -> None:
+        """A worker's phase: its own line only with ``-v``."""
+        if output.verbose():
+            self.note(f"[{_clock(time.monotonic() - self.started)}] {text}", style="dim")
+
+    # ---- the plain lines -----------------------------------------------------------
+    def line(self, suffix: str = "") -> str:
+        with self._lock:
+            elapsed = time.monotonic() - self.started
+            parts = [f"torchport {self.command}:"]
+            if self.total is not None:
+                parts.append(f"{self.done}/{self.total} {self.unit} done,")
+            parts.append(f"{_clock(elapsed)} elapsed")
+            if self.total and 0 < self.done < self.total:
+                remaining = elapsed / self.done * (self.total - self.done)
+                parts.append(f"(about {_clock(remaining)} left)")
+            parts.append(f"- {suffix or self.description}")
+        return " ".join(parts)
+
+    def _plain(self, suffix: str = "") -> None:
+        print(self.line(suffix), file=sys.stderr, flush=True)
+
+    def _tick(self) -> None:
+        interval = _interval()
+        while not self._stop.wait(interval):
+            self._plain()
