@@ -104,11 +104,11 @@ def test_cuda_script_runs_with_redirects_and_matches_the_scan(tmp_path, xla_envi
         "found statically, not executed"
 
 
-def test_two_optimizer_script(tmp_path):
-    completed, document = evaluate_script(tmp_path, SCRIPTS / "gan.py", "cpu,cpu-compile", "--device={device}",
+def test_two_optimizer_script(tmp_path, xla_environment):
+    completed, document = evaluate_script(tmp_path, SCRIPTS / "gan.py", "cpu,cpu-compile,xla", "--device={device}",
                                           options=("--no-trace", "--no-checks"))
     assert completed.returncode == 0, completed.stderr[-3000:]
-    for name in ("cpu", "cpu-compile"):
+    for name in ("cpu", "cpu-compile", "xla"):
         run = only_run(document, name)
         assert run["status"] == "ok"
         assert run["script"]["optimizers"] == ["Adam"]
@@ -171,3 +171,13 @@ def test_trace_of_a_script_points_at_its_lines(tmp_path):
     assert [f["location"] for f in syncs] == [f"{script}:{_line(script, 'if loss.item() > 1e6')}"]
     # torch.optim's own step-counter reads are not the script's syncs.
     assert all(_line(script, "optimizer.step()") != int(f["location"].rsplit(":", 1)[1]) for f in trace["findings"])
+
+
+def test_script_that_compiles_itself_stays_compiled_on_an_eager_backend(tmp_path):
+    script = SCRIPTS / "agnostic.py"
+    completed, document = evaluate_script(tmp_path, script, "cpu", "--device={device}", "--compile=true",
+                                          options=("--no-trace", "--no-checks"))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert only_run(document, "cpu")["script"]["compiled_by_script"] == [
+        f"{script}:{_line(script, 'model = torch.compile(model)')}"]
+    assert "On cpu the script called `torch.compile` itself" in (tmp_path / "report.md").read_text()
