@@ -139,7 +139,8 @@ def _shapes(trace: dict[str, Any]) -> dict[str, Any]:
             "batches_scanned": scan.get("batches"), "complete_epoch": scan.get("complete_epoch"),
             "varying": finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
             "step_batches": trace.get("step_batches"),
-            "distinct_step_graphs": len({g["graph"] for g in trace.get("step_graphs") or []})}
+            "distinct_step_graphs": len({g["graph"] for g in trace.get("step_graphs") or []}),
+            "distinct_optimizer_graphs": len(set(trace.get("optimizer_graphs") or [])) or None}
 
 
 def _totals(ops: list[dict[str, Any]], steps: int) -> dict[str, Any]:
