@@ -296,8 +296,8 @@ def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progres
     backend.reset_peak_memory()
     first = scenario.run_block(1)
     counters_end = backend.counters()
-    record_first_step(record, first, backend.summarize_counters(counters_start, counters_end))
     read_phase_values(scenario, backend, record, "first_step")
+    record_first_step(record, first, backend.summarize_counters(counters_start, counters_end))
     save()
     run_warmup_and_sustained(scenario, config, backend, progress, record, save)
 
