@@ -24,16 +24,23 @@ HOST_SYNC_OP = "aten::_local_scalar_dense"
 PHASES = ("first_step", "warmup", "sustained")
 
 
-def predicted_compilations(section: dict[str, Any]) -> int:
-    """Distinct step graphs an XLA-style backend would compile: one per batch
-    signature, more when the graph changes with the same shapes, one more
-    when the optimizer's first step differs from the next (it creates its
-    state then; on a lazy backend the optimizer is part of the step graph)."""
+def step_graph_variants(section: dict[str, Any]) -> int:
+    """Distinct step graphs in steady training: one per batch signature, more
+    when the graph changes with the same shapes.  More than one means an
+    XLA-style backend keeps recompiling."""
     shapes = section.get("shapes") or {}
     graphs = max(1, shapes.get("signatures") or 1)
     changes = [f for f in section.get("findings", []) if f["id"] == "TR104"]
-    optimizer_variants = max(1, shapes.get("distinct_optimizer_graphs") or 1)
-    return graphs + sum(f["count"] for f in changes) + optimizer_variants - 1
+    return graphs + sum(f["count"] for f in changes)
+
+
+def predicted_compilations(section: dict[str, Any]) -> int:
+    """Graphs an XLA-style backend compiles in a run: the step graph variants,
+    plus one when the optimizer's first step differs from the next (it
+    creates its state then; on a lazy backend the optimizer is part of the
+    step graph), which is compiled once and is no recompilation."""
+    optimizer_variants = max(1, (section.get("shapes") or {}).get("distinct_optimizer_graphs") or 1)
+    return step_graph_variants(section) + optimizer_variants - 1
 
 
 def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +49,7 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
     statuses = support.get("ops") or {}
     fallbacks = sorted(op for op, entry in statuses.items() if entry["status"] == "fallback")
     unknown = sorted(op for op, entry in statuses.items() if entry["status"] == "unknown")
-    recompilations = predicted_compilations(section) - 1 if name in LAZY_TARGETS else 0
+    recompilations = step_graph_variants(section) - 1 if name in LAZY_TARGETS else 0
     blockers = [f for f in findings if f["targets"][name] == "blocker"]
     slow = [f for f in findings if f["targets"][name] == "slow"]
     memory = section.get("memory") or {}
