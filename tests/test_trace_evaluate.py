@@ -31,7 +31,9 @@ def cpu_document(tmp_path_factory) -> dict:
 
 def test_evaluate_stage_puts_a_valid_trace_in_the_document_and_the_report(cpu_document):
     section = cpu_document["trace"]
-    assert section["status"] == "complete" and section["steps_traced"] == 2
+    # the op sequence never changes: traced until it repeated for 3 steps
+    assert section["status"] == "complete" and section["steps_traced"] == 3
+    assert section["steps_rule"] == "the op sequence was unchanged for 3 steps"
     assert [f["id"] for f in section["findings"]] == ["TR102"]
     assert section["xla_comparison"] is None  # no xla run in this evaluation
     results.validate(cpu_document)
@@ -79,6 +81,22 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
         "(aten::_local_scalar_dense x3: each cuts the graph)",
     ]
     assert disagreed["recompiling"][0]["sustained_compilations"] == 2
+
+
+def test_evaluate_trace_runs_until_a_branch_flipping_at_step_3_is_seen(tmp_path):
+    """The branch in the model's forward is first taken at step 3: tracing a
+    fixed 2 steps missed it; evaluate's trace keeps going until the op
+    sequence repeats and names the branch's line."""
+    app = APPS / "compile_branch_flip.py"
+    document = evaluate(str(app), ["cpu"], tmp_path)
+    section = document["trace"]
+    assert section["steps_traced"] == 5  # steps 3, 4, 5 ran the same ops
+    assert section["steps_rule"] == "the op sequence was unchanged for 3 steps"
+    varies = [f for f in section["findings"] if f["id"] == "TR104"]
+    assert len(varies) == 1 and "step 3 ran a different op sequence than step 2" in varies[0]["detail"]
+    branch_line = next(n for n, text in enumerate(app.read_text().splitlines(), 1) if "# BRANCH" in text)
+    assert varies[0]["location"] == f"{app}:{branch_line + 1}"  # the op the branch adds: torch.relu
+    assert "Tracing stopped there: the op sequence was unchanged for 3 steps." in render(document)
 
 
 @pytest.mark.xla

@@ -2,10 +2,10 @@
 
 Under torch.compile the ``if`` on a tensor is a graph break (Dynamo cannot
 trace data-dependent control flow).  The data are built so that the branch
-is not taken in steps 1-2 and taken from step 3 on, and the last batch of an
-epoch is partial (no ``drop_last``), so that the other branch is compiled only
-at step 3 and the partial batch recompiles the model at step 4 (a failed
-size guard).  Eager backends run it as it is.
+is not taken in steps 1-2 and taken from step 3 to the end of the epoch
+(8 batches), and the last batch is partial (no ``drop_last``): the other
+branch is compiled only at step 3, and the partial batch recompiles the model
+at step 8 (a failed size guard).  Eager backends run it as it is.
 """
 import torch
 from torch import nn
@@ -30,8 +30,8 @@ class Gated(nn.Module):
 
 def batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(3)
-    shifts = [-1.0, -1.0, 1.0, 1.0]
-    sizes = [BATCH, BATCH, BATCH, PARTIAL]  # the partial last batch of an epoch
+    shifts = [-1.0, -1.0] + [1.0] * 6
+    sizes = [BATCH] * 7 + [PARTIAL]  # the partial last batch of an epoch
     return [(torch.randn(size, FEATURES, generator=generator) + shift, torch.randn(size, 1, generator=generator))
             for shift, size in zip(shifts, sizes)]
 

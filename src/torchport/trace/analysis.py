@@ -68,6 +68,7 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
         "app": app,
         "steps_requested": trace.get("steps_requested"),
         "steps_traced": steps_done,
+        "steps_rule": trace.get("stopped"),
         "torch": trace.get("torch"),
         "targets": targets,
         "phase_locations": trace.get("phase_locations"),

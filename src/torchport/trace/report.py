@@ -73,7 +73,8 @@ def markdown(section: dict[str, Any]) -> str:
     lines = ["## Op trace: readiness per target", ""]
     lines.append(f"{section['steps_traced']} training step(s) of {fmt.md_code(section['app'])} traced op by op on the CPU "
                  f"(torch {fmt.md(section.get('torch'))}); status **{fmt.md(section['status'])}**"
-                 + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + ".")
+                 + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + "."
+                 + (f" Tracing stopped there: {fmt.md(section['steps_rule'])}." if section.get("steps_rule") else ""))
     if section["status"] == "failed":
         return "\n".join(lines) + "\n"
     lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
