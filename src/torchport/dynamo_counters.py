@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from typing import Any
 
 # A phase summary lists at most this many distinct graph breaks / recompilations.
@@ -80,11 +81,12 @@ def start() -> None:
 
 
 def snapshot() -> dict[str, Any]:
-    """Counter values now: a few dictionary reads, no device work."""
-    try:
-        import torch._dynamo.utils as dynamo_utils
-    except Exception:
-        return {}
+    """Counter values now: a few dictionary reads, no device work.  Never the
+    first import of Dynamo (it may run in another thread than the app's own,
+    e.g. script mode's protocol thread): before that import nothing compiled."""
+    dynamo_utils = sys.modules.get("torch._dynamo.utils")
+    if dynamo_utils is None or not hasattr(dynamo_utils, "counters"):
+        return {"frames_total": 0, "frames_ok": 0, "unique_graphs": 0, "records": len(_records), "metrics": 0}
     counters = dynamo_utils.counters
     metrics = dynamo_utils.get_compilation_metrics() if hasattr(dynamo_utils, "get_compilation_metrics") else []
     return {

@@ -158,7 +158,6 @@ class Backend:
         if self.compile_backend is not None:
             from torchport import dynamo_counters
 
-            dynamo_counters.start()
             snapshot[DYNAMO] = dynamo_counters.snapshot()
         return snapshot
 
