@@ -31,7 +31,9 @@ def cpu_document(tmp_path_factory) -> dict:
 
 def test_evaluate_stage_puts_a_valid_trace_in_the_document_and_the_report(cpu_document):
     section = cpu_document["trace"]
-    assert section["status"] == "complete" and section["steps_traced"] == 2
+    # the op sequence never changes: traced until it repeated for 3 steps
+    assert section["status"] == "complete" and section["steps_traced"] == 3
+    assert section["steps_rule"] == "the op sequence was unchanged for 3 steps"
     assert [f["id"] for f in section["findings"]] == ["TR102"]
     assert section["xla_comparison"] is None  # no xla run in this evaluation
     results.validate(cpu_document)
@@ -45,36 +47,87 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
     evaluation, the xla counters below are handwritten (shaped like the xla
     backend's), not measured."""
     document = copy.deepcopy(cpu_document)
+    location = document["trace"]["findings"][0]["location"]
 
-    def xla_run(fallbacks: dict, compilations: int, sustained: int) -> dict:
-        phase = {"compilations": 0, "compile_time_s": 0.0, "cached_compilations": 0, "executions": 1,
+    def xla_run(fallbacks: dict, compilations: int, sustained: int, executions: int = 1) -> dict:
+        phase = {"compilations": 0, "compile_time_s": 0.0, "cached_compilations": 0, "executions": executions,
                  "transfers_to_device": 0, "transfers_from_device": 0, "graph_cuts": 0, "fallback_ops": {}}
         return {"training": {"counters": {"first_step": {**phase, "compilations": compilations, "fallback_ops": fallbacks},
                                           "warmup": phase, "sustained": {**phase, "compilations": sustained}},
+                             "loss_reads": {"first_step": {"values": 1, "counters": {
+                                 "fallback_ops": {"aten::_local_scalar_dense": 1}}}},
                              "sustained_compilations": sustained, "steps_total": 10}}
 
-    document["backends"]["xla"] = {"runs": [xla_run({"aten::nonzero": 10, "aten::_local_scalar_dense": 3}, 2, 0)]}
+    document["backends"]["xla"] = {"runs": [xla_run({"aten::nonzero": 10}, 1, 0)]}
     agreed = compare_with_xla(document["trace"], document)
     assert agreed["predicted"]["fallback_ops"] == ["aten::nonzero"]
     assert agreed["agrees"], agreed["disagreements"]
-    assert agreed["expected_from_harness"] == ["aten::_local_scalar_dense"]
+    assert agreed["measured"]["per_run"][0]["torchport_loss_reads"] == {"values": 1, "aten::_local_scalar_dense": 1}
 
-    document["backends"]["xla"] = {"runs": [xla_run({"aten::histc": 10}, 3, 2)]}
+    # Host syncs counted inside the phases are the app's: torchport's own reads are outside them.
+    document["backends"]["xla"] = {"runs": [xla_run({"aten::histc": 10, "aten::_local_scalar_dense": 3}, 3, 2,
+                                                    executions=8)]}
     disagreed = compare_with_xla(document["trace"], document)
     assert disagreed["disagreements"] == [
         "aten::histc fell back to the CPU on xla but the trace did not predict it",
         "the trace predicted a CPU fallback of aten::nonzero but the xla run executed none",
-        "run 1: predicted static shapes, but xla compiled 2 graph(s) during the sustained steps",
+        f"run 1: compiled 5 graphs (3 in first step, 0 in warmup, 2 in sustained; 0.00 s of compiling), the trace "
+        f"predicted 1: data-dependent shapes at {location} (aten::nonzero x0: one graph per distinct size of the "
+        "selection); host syncs (aten::_local_scalar_dense x3: each cuts the graph)",
+        "run 1: the app's own host syncs (aten::_local_scalar_dense) ran 3 times in 10 steps, the trace predicted 0 "
+        "(torchport's own loss reads are outside these counts)",
+        f"run 1: 24 graph executions in 10 steps, the trace predicted 20 (2 per step): data-dependent shapes at "
+        f"{location} (aten::nonzero x0: one graph per distinct size of the selection); host syncs "
+        "(aten::_local_scalar_dense x3: each cuts the graph)",
     ]
+    assert disagreed["recompiling"][0]["sustained_compilations"] == 2
+
+
+def test_evaluate_trace_runs_until_a_branch_flipping_at_step_3_is_seen(tmp_path):
+    """The branch in the model's forward is first taken at step 3: tracing a
+    fixed 2 steps missed it; evaluate's trace keeps going until the op
+    sequence repeats and names the branch's line."""
+    app = APPS / "compile_branch_flip.py"
+    document = evaluate(str(app), ["cpu"], tmp_path)
+    section = document["trace"]
+    assert section["steps_traced"] == 5  # steps 3, 4, 5 ran the same ops
+    assert section["steps_rule"] == "the op sequence was unchanged for 3 steps"
+    varies = [f for f in section["findings"] if f["id"] == "TR104"]
+    assert len(varies) == 1 and "step 3 ran a different op sequence than step 2" in varies[0]["detail"]
+    branch_line = next(n for n, text in enumerate(app.read_text().splitlines(), 1) if "# BRANCH" in text)
+    assert varies[0]["location"] == f"{app}:{branch_line + 1}"  # the op the branch adds: torch.relu
+    assert "Tracing stopped there: the op sequence was unchanged for 3 steps." in render(document)
 
 
 @pytest.mark.xla
-def test_prediction_beside_a_real_xla_run(tmp_path, xla_environment):
-    document = evaluate(str(APPS / "trace_dynamic_shape.py"), ["xla"], tmp_path)
+def test_mask_over_repeating_data_disagrees_and_recompiles_in_warmup(tmp_path, xla_environment):
+    """The boolean mask compiles one graph per selection size; the 8 batches
+    repeat, so every compile lands in warm-up and the sustained phase is clean.
+    The trace predicts one graph: the report must say it disagrees, and that
+    the warm-up recompiled, with its compile time."""
+    app = APPS / "xla_mask_repeating.py"
+    options = EvaluationOptions(app=str(app), backends=["xla"], repeats=1, out_dir=tmp_path,
+                                protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=16, inference=False),
+                                stages=[evaluate_stage], command=["pytest"])
+    document = Evaluation(options).run()
     assert document["backends"]["xla"]["status"] == "ok", document["backends"]["xla"].get("error")
     comparison = document["trace"]["xla_comparison"]
-    measured_ops = {op for run in comparison["measured"]["per_run"] for op in run["fallback_ops"]}
-    assert "aten::nonzero" in measured_ops  # the boolean mask, run on the CPU by torch_xla
-    assert comparison["predicted"]["fallback_ops"] == ["aten::nonzero"]
-    assert comparison["agrees"], comparison["disagreements"]
-    assert "### Prediction vs. the measured xla run" in render(document)
+    run = comparison["measured"]["per_run"][0]
+    assert comparison["predicted"]["step_graphs"] == 1
+    assert run["compilations"] > 2 and run["compilations_per_phase"]["sustained"] == 0
+    assert run["fallback_ops"]["aten::nonzero"] > 0 and run["app_host_syncs"] == 0
+    # torchport's own reads: one per step, counted exactly, outside the phases
+    assert run["torchport_loss_reads"] == {"values": run["steps"], "aten::_local_scalar_dense": run["steps"]}
+    mask_line = next(n for n, text in enumerate(app.read_text().splitlines(), 1) if "# MASK" in text)
+    assert not comparison["agrees"]
+    assert comparison["disagreements"][0].startswith(f"run 1: compiled {run['compilations']} graphs")
+    assert f"the trace predicted 1: data-dependent shapes at {app}:{mask_line}" in comparison["disagreements"][0]
+    recompiling = comparison["recompiling"][0]
+    assert recompiling["warmup_blocks_compiling"] > 1 and recompiling["warmup_compile_time_s"] > 0
+    summary = document["backends"]["xla"]["summary"]
+    assert summary["warmup_recompiling"]["compilations"] == run["compilations_per_phase"]["warmup"]
+    report = render(document)
+    assert "The prediction agrees" not in report
+    assert "**Recompiling** (run 1)" in report and "recompiling during warm-up" in report
+    assert "RECOMPILING in warm-up" in report
+    results.validate(document)

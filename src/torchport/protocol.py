@@ -260,17 +260,30 @@ class Scenario:
         self.steps_done += steps
         return block
 
-    def read_values(self) -> None:
+    def read_values(self) -> int:
         """Copy the step values of the blocks run so far to the host and check
-        them.  Deferred to the end of a phase because reading a device value is
-        device work of its own (on XLA a transfer and an
-        ``aten::_local_scalar_dense``), which must not land in the counters of
-        the phase or of the next block."""
+        them; returns how many were read.  Deferred to the end of a phase
+        because reading a device value is device work of its own (on XLA a
+        transfer and an ``aten::_local_scalar_dense``), which must not land in
+        the counters of the phase or of the next block."""
+        count = sum(len(values) for _, values, _ in self._unread)
         for block, values, first_step in self._unread:
             block.losses = [float(value) for value in values]
             for offset, loss in enumerate(block.losses):
                 self._check_value(loss, first_step + offset)
         self._unread.clear()
+        return count
+
+
+def read_phase_values(scenario: Scenario, backend: Any, record: dict[str, Any], phase: str) -> None:
+    """Read a phase's step values (after its closing snapshot) and record
+    exactly what torchport's own reads cost on the backend's counters, so that
+    every host sync counted inside a phase is the app's."""
+    before = backend.counters()
+    values = scenario.read_values()
+    counters = backend.summarize_counters(before, backend.counters())
+    counters.pop("torch_compile", None)  # reading a value compiles nothing under torch.compile
+    record.setdefault("loss_reads", {})[phase] = {"values": values, "counters": counters}
 
 
 def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
@@ -283,7 +296,7 @@ def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progres
     backend.reset_peak_memory()
     first = scenario.run_block(1)
     counters_end = backend.counters()
-    scenario.read_values()
+    read_phase_values(scenario, backend, record, "first_step")
     record_first_step(record, first, backend.summarize_counters(counters_start, counters_end))
     save()
     run_warmup_and_sustained(scenario, config, backend, progress, record, save)
@@ -308,7 +321,7 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
         warmup.append(scenario.run_block(min(block_steps, config.max_warmup_steps - sum(b.steps for b in warmup))))
         steady = is_steady(warmup, config.steady_window, config.steady_tolerance)
     counters_end = backend.counters()
-    scenario.read_values()
+    read_phase_values(scenario, backend, record, "warmup")
     record["warmup"] = {
         "steps": sum(b.steps for b in warmup),
         "seconds": sum(b.seconds for b in warmup),
@@ -323,7 +336,7 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
     sustained = [scenario.run_block(block_steps) for _ in range(config.blocks)]
     take_turn()  # a paired process finishes its last block before our tail work (see torchport.turns)
     counters_end = backend.counters()
-    scenario.read_values()
+    read_phase_values(scenario, backend, record, "sustained")
     record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained]}
     record["counters"]["sustained"] = backend.summarize_counters(counters_start, counters_end)
     compiled = [b.compilations for b in sustained]

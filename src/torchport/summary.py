@@ -93,6 +93,15 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
         steps = sum(b["steps"] for b in runs[0]["training"]["sustained"]["blocks"])
         cause = f": input shapes change ({shapes} distinct batch shapes)" if shapes > 1 else ""
         notes.append(f"recompiled {recompiled} times in {steps} sustained steps{cause}; not a steady state")
+    summary["warmup_recompiling"] = warmup_recompiling(runs[0]["training"])
+    if summary["warmup_recompiling"]:
+        item = summary["warmup_recompiling"]
+        spent = f", {item['compile_time_s']:.2f} s of compiling" if item["compile_time_s"] is not None else ""
+        notes.append(
+            f"recompiling during warm-up: {item['compilations']} compilations in {item['blocks_compiling']} of "
+            f"{item['blocks']} warm-up blocks{spent}; compile-included time per step "
+            f"{summary['time_per_step_compile_included_s'] * 1e3:.3g} ms against {summary['time_per_step_compile_excluded_s'] * 1e3:.3g} ms "
+            "sustained (a clean sustained phase does not make this cost go away)")
     notes += _fallback_notes(runs[0]["training"])
     metrics = [run.get("metric") for run in runs if run.get("metric")]
     summary["metric"] = (
@@ -104,6 +113,23 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
     summary["inference"] = scenario_summary(runs, "inference")
     summary["notes"] = notes
     return summary
+
+
+def warmup_recompiling(training: dict[str, Any]) -> dict[str, Any] | None:
+    """A warm-up that kept compiling: graphs compiled in more than one warm-up
+    block (one block compiling is the step graph settling, e.g. an optimizer
+    creating its state).  Data that repeat can hide this from the sustained
+    phase, so it is reported on its own, with its compile time."""
+    blocks = (training.get("warmup") or {}).get("blocks") or []
+    compiling = [block["compilations"] for block in blocks if block.get("compilations")]
+    if len(compiling) <= 1:
+        return None
+    counters = (training.get("counters") or {}).get("warmup") or {}
+    compile_time = counters.get("compile_time_s")
+    if compile_time is None:
+        compile_time = (counters.get("torch_compile") or {}).get("compile_time_s")
+    return {"compilations": sum(compiling), "blocks_compiling": len(compiling), "blocks": len(blocks),
+            "compile_time_s": compile_time}
 
 
 # Counted by XLA like a missing lowering, but caused by Python asking for a

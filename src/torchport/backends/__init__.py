@@ -33,6 +33,9 @@ VERIFIED_HERE = "run by the test suite on this kind of machine"
 VERIFIED_ON_HARDWARE = "run on real hardware by the test suite"
 NOT_VERIFIED = "implemented from the published API; not run on real hardware"
 
+# Where torch.compile's counters sit in a snapshot and in a phase's summary.
+DYNAMO = "torch_compile"
+
 
 @dataclass(frozen=True)
 class Availability:
@@ -126,6 +129,9 @@ class Backend:
             return model
         import torch
 
+        from torchport import dynamo_counters
+
+        dynamo_counters.start()  # graph breaks and recompiles are logged from the first compile on
         return torch.compile(model, backend=self.compile_backend)
 
     def after_step(self) -> None:
@@ -142,18 +148,49 @@ class Backend:
         device has no memory of its own (the CPU)."""
         return None
 
+    # Counters.  The protocol calls the three public methods; a backend
+    # overrides the ``*device*`` ones with its device's own counters.  Every
+    # backend with a ``compile_backend`` gets torch.compile's (Dynamo's)
+    # counters beside them, under DYNAMO, with nothing more to write.
     def counters(self) -> dict[str, Any]:
-        """Backend counters (compilations, fallbacks, transfers); compared
-        between phases by the protocol.  Empty when the backend has none."""
-        return {}
+        """A snapshot to diff between phases; taken outside timed blocks."""
+        snapshot = self.device_counters()
+        if self.compile_backend is not None:
+            from torchport import dynamo_counters
+
+            snapshot[DYNAMO] = dynamo_counters.snapshot()
+        return snapshot
 
     def summarize_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         """What happened between two ``counters()`` snapshots."""
-        return {}
+        summary = self.summarize_device_counters(before, after)
+        if DYNAMO in after:
+            from torchport import dynamo_counters
+
+            summary[DYNAMO] = dynamo_counters.summarize(before.get(DYNAMO, {}), after[DYNAMO])
+        return summary
 
     def new_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
-        """How many graphs were compiled between two snapshots, or None when the
-        backend cannot tell.  Steady state requires zero."""
+        """How many graphs were compiled between two snapshots (the device's
+        compiler and torch.compile together), or None when the backend cannot
+        tell.  Steady state requires zero."""
+        counts = [self.new_device_compilations(before, after)]
+        if DYNAMO in after:
+            from torchport import dynamo_counters
+
+            counts.append(dynamo_counters.new_compilations(before.get(DYNAMO, {}), after[DYNAMO]))
+        known = [count for count in counts if count is not None]
+        return sum(known) if known else None
+
+    def device_counters(self) -> dict[str, Any]:
+        """The device's counters (compilations, fallbacks, transfers).  Empty
+        when it has none."""
+        return {}
+
+    def summarize_device_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def new_device_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
         return None
 
 

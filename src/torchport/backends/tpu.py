@@ -293,7 +293,7 @@ class TPU(AcceleratorBackend):
             "libtpu": installed_version("libtpu", "libtpu"),
         }
 
-    def counters(self) -> dict[str, Any]:
+    def device_counters(self) -> dict[str, Any]:
         """TorchTPU's compilation-cache statistics, where this version exposes
         them (a private call in 0.2.0; absent means no figures, not zero)."""
         import torch
@@ -304,7 +304,7 @@ class TPU(AcceleratorBackend):
         values = stats()
         return {key: values[key] for key in ("num_cache_hits", "num_cache_reqs", "num_compilations") if key in values}
 
-    def summarize_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    def summarize_device_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         if not after:
             return {}
         delta = {key: after[key] - before.get(key, 0) for key in after}
@@ -316,7 +316,7 @@ class TPU(AcceleratorBackend):
             "source": "torch.tpu._get_cache_stats (TorchTPU eager compilation cache)",
         }
 
-    def new_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
+    def new_device_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
         if "num_compilations" not in after:
             return None
         return after["num_compilations"] - before.get("num_compilations", 0)

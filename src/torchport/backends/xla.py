@@ -120,7 +120,7 @@ class XLA(Backend):
         return {"peak_bytes": peak, "bytes_limit": info.get("bytes_limit"),
                 "source": "torch_xla xm.get_memory_info (peak since process start; no reset)"}
 
-    def counters(self) -> dict[str, Any]:
+    def device_counters(self) -> dict[str, Any]:
         """Counter values and metric totals (samples, accumulated ns): a few
         dozen dictionary reads in torch_xla's C++ registry, no device work."""
         metrics = self._metrics
@@ -130,10 +130,10 @@ class XLA(Backend):
             snapshot[f"{name}.samples"], snapshot[f"{name}.total_ns"] = (data[0], data[1]) if data else (0, 0.0)
         return snapshot
 
-    def summarize_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    def summarize_device_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         return summarize_xla_counters(before, after)
 
-    def new_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
+    def new_device_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
         return int(_delta(before, after, "UncachedCompile"))
 
 

@@ -163,9 +163,16 @@ def _does_not_run_here(backends: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _phase_steps(run: dict[str, Any], phase: str) -> int:
+    training = run["training"]
+    return {"first_step": 1, "warmup": training["warmup"]["steps"],
+            "sustained": sum(block["steps"] for block in training["sustained"]["blocks"])}[phase]
+
+
 def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
-    """Per phase, what a compiling backend did (XLA's counters): graphs
-    compiled, compile time, executions, transfers, ops that fell back to the CPU."""
+    """Per phase, what a compiling backend did: XLA's counters (graphs
+    compiled, compile time, executions, transfers, ops that fell back to the
+    CPU) and torch.compile's (frames compiled, graph breaks, recompilations)."""
     rows = []
     for name, b in measured.items():
         run = next(run for run in b["runs"] if run.get("status") == "ok" and run.get("training"))
@@ -174,20 +181,63 @@ def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
             c = counters.get(phase) or {}
             if "compilations" not in c or "executions" not in c:
                 continue
-            steps = {"first_step": 1, "warmup": run["training"]["warmup"]["steps"],
-                     "sustained": sum(block["steps"] for block in run["training"]["sustained"]["blocks"])}[phase]
             fallbacks = ", ".join(f"{fmt.md_code(op)} x{count}" for op, count in c["fallback_ops"].items()) or "none"
-            rows.append(f"| {fmt.md(name)} | {phase.replace('_', ' ')} | {steps} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
+            rows.append(f"| {fmt.md(name)} | {phase.replace('_', ' ')} | {_phase_steps(run, phase)} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
                         f"| {c['cached_compilations']} | {c['executions']} | {c['transfers_to_device']} / {c['transfers_from_device']} "
                         f"| {c['graph_cuts']} | {fallbacks} |")
+    lines: list[str] = []
+    if rows:
+        lines += ["", "## Compiler counters (first successful run)", "",
+                  "Graphs compiled, cache hits and executions per phase; `aten::*` ops ran on the CPU "
+                  "(no lowering, or a host sync such as `.item()`). Graph cuts include torchport's own barrier, one per timed block.", "",
+                  "| backend | phase | steps | compilations | compile time | cached compilations | executions "
+                  "| transfers to / from device | graph cuts | CPU fallback ops |",
+                  "|---|---|---|---|---|---|---|---|---|---|", *rows]
+    return lines + _torch_compile_section(measured)
+
+
+def _count(value: Any) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def _torch_compile_section(measured: dict[str, Any]) -> list[str]:
+    """torch.compile (Dynamo) per phase: frames compiled, graph breaks with
+    their reason and line, recompilations with the guard that failed."""
+    rows, breaks, recompiles, problems = [], [], [], set()
+    for name, b in measured.items():
+        run = next(run for run in b["runs"] if run.get("status") == "ok" and run.get("training"))
+        counters = run["training"].get("counters") or {}
+        for phase in ("first_step", "warmup", "sustained"):
+            c = (counters.get(phase) or {}).get("torch_compile")
+            if not c or "frames_compiled" not in c:
+                continue
+            label = phase.replace("_", " ")
+            rows.append(f"| {fmt.md(name)} | {label} | {_phase_steps(run, phase)} | {c['frames_compiled']} "
+                        f"| {c['frames_not_compiled']} | {c['graphs']} | {_count(c['graph_breaks'])} | {_count(c['recompilations'])} "
+                        f"| {fmt.seconds(c['compile_time_s']) if c.get('compile_time_s') is not None else 'n/a'} |")
+            breaks += [f"| {fmt.md(name)} | {label} | {fmt.md_code(site['location']) if site.get('location') else '–'} "
+                       f"| {fmt.md(site['reason'])} | {site['count']} |" for site in c.get("graph_break_sites", [])]
+            recompiles += [f"| {fmt.md(name)} | {label} | {fmt.md_code(item['function'] or '?')} "
+                           f"| {fmt.md_code(item['location']) if item.get('location') else '–'} | {fmt.md_code(item['guard'])} |"
+                           for item in c.get("recompilation_causes", [])]
+            if c.get("problem"):
+                problems.add(f"{name}: {c['problem']}")
     if not rows:
         return []
-    return ["", "## Compiler counters (first successful run)", "",
-            "Graphs compiled, cache hits and executions per phase; `aten::*` ops ran on the CPU "
-            "(no lowering, or a host sync such as `.item()`). Graph cuts include torchport's own barrier, one per timed block.", "",
-            "| backend | phase | steps | compilations | compile time | cached compilations | executions "
-            "| transfers to / from device | graph cuts | CPU fallback ops |",
-            "|---|---|---|---|---|---|---|---|---|---|", *rows]
+    lines = ["", "## torch.compile counters (first successful run)", "",
+             "From Dynamo's counters and its graph-break and recompile logs, per phase. A frame is one Python function "
+             "Dynamo compiled (a graph break splits a function into frames); the steady state requires no compile "
+             "in the sustained phase. Compile time: Dynamo's per-frame figures (lazy backward compiles not included).", "",
+             "| backend | phase | steps | frames compiled | frames not compiled | graphs | graph breaks | recompilations | compile time |",
+             "|---|---|---|---|---|---|---|---|---|", *rows]
+    if breaks:
+        lines += ["", "Graph breaks (where in your code, and why):", "",
+                  "| backend | phase | where | reason | times |", "|---|---|---|---|---|", *breaks]
+    if recompiles:
+        lines += ["", "Recompilations (the guard that failed):", "",
+                  "| backend | phase | function | where | failed guard |", "|---|---|---|---|---|", *recompiles]
+    lines += [f"\nNot captured: {fmt.md(problem)}." for problem in sorted(problems)]
+    return lines
 
 
 def _metric_text(metric: dict[str, Any] | None) -> str:

@@ -35,6 +35,8 @@ def verdict_line(name: str, backend: dict[str, Any], reference: str | None) -> s
         parts.append(f"INPUT-BOUND ({summary['data_wait_share']:.0%} waiting for data)")
     if summary.get("sustained_compilations"):
         parts.append(f"RECOMPILING ({summary['sustained_compilations']} in sustained steps)")
+    elif summary.get("warmup_recompiling"):
+        parts.append(f"RECOMPILING in warm-up ({summary['warmup_recompiling']['compilations']} compilations)")
     if backend.get("cost"):
         parts.append(f"{fmt.usd(backend['cost']['usd_per_million_samples'])} per 1M samples")
     if error:

@@ -254,6 +254,12 @@ def script_job(context: Any) -> None:
     sys.path.insert(0, str(script.parent))
     os.chdir(job.get("cwd") or script.parent)
     context.progress("init")
+    if backend.compile_backend is not None:
+        from torchport import dynamo_counters
+
+        # Here, in the main thread: the protocol thread's first counter
+        # snapshot must not import torch._dynamo while the script imports it.
+        dynamo_counters.start()
     protocol.start()
     script_error: BaseException | None = None
     stopped = False

@@ -68,6 +68,7 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
         "app": app,
         "steps_requested": trace.get("steps_requested"),
         "steps_traced": steps_done,
+        "steps_rule": trace.get("stopped"),
         "torch": trace.get("torch"),
         "targets": targets,
         "phase_locations": trace.get("phase_locations"),
@@ -139,7 +140,8 @@ def _shapes(trace: dict[str, Any]) -> dict[str, Any]:
             "batches_scanned": scan.get("batches"), "complete_epoch": scan.get("complete_epoch"),
             "varying": finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
             "step_batches": trace.get("step_batches"),
-            "distinct_step_graphs": len({g["graph"] for g in trace.get("step_graphs") or []})}
+            "distinct_step_graphs": len({g["graph"] for g in trace.get("step_graphs") or []}),
+            "distinct_optimizer_graphs": len(set(trace.get("optimizer_graphs") or [])) or None}
 
 
 def _totals(ops: list[dict[str, Any]], steps: int) -> dict[str, Any]:

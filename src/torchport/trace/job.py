@@ -53,7 +53,11 @@ def trace_job(context: Any) -> None:
 
     config = context.config
     steps = int(config.get("steps", DEFAULT_STEPS))
-    trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__}
+    # With until_repeated K, ``steps`` is a bound: tracing stops once the last
+    # K steps ran the same op sequence (a branch that flips at step 3 is seen).
+    until_repeated = int(config.get("until_repeated") or 0)
+    trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
+                             "until_repeated": until_repeated or None, "stopped": None}
     context.result["trace"] = trace
 
     context.progress("trace:init")
@@ -110,12 +114,24 @@ def trace_job(context: Any) -> None:
         trace.update(tracer.snapshot())
         memory["activation_bytes"] = trace.pop("activation_bytes")
         trace["steps_done"] = index
+        if until_repeated and index >= until_repeated and repeated(trace["step_graphs"], until_repeated):
+            trace["stopped"] = f"the op sequence was unchanged for {until_repeated} steps"
+            context.save()
+            break
         context.save()
+    else:
+        if until_repeated:
+            trace["stopped"] = f"bound of {steps} steps reached before the op sequence repeated for {until_repeated} steps"
 
     context.progress("trace:data shapes")
     trace["data_scan"] = scan_data_shapes(app.data, stream.steps_per_epoch)
     trace["custom_op_kernels"] = custom_op_kernels(record["op"] for record in trace.get("ops", []))
     context.save()
+
+
+def repeated(step_graphs: list[dict[str, Any]], count: int) -> bool:
+    """Whether the last ``count`` traced steps ran the same op sequence."""
+    return len(step_graphs) >= count and len({g["graph"] for g in step_graphs[-count:]}) == 1
 
 
 def _nbytes_of(leaf: tuple[str, str, list[int]]) -> int:

@@ -83,7 +83,8 @@ def markdown(section: dict[str, Any]) -> str:
     lines = ["## Op trace: readiness per target", ""]
     lines.append(f"{section['steps_traced']} training step(s) of {fmt.md_code(section['app'])} traced op by op on the CPU "
                  f"(torch {fmt.md(section.get('torch'))}); status **{fmt.md(section['status'])}**"
-                 + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + ".")
+                 + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + "."
+                 + (f" Tracing stopped there: {fmt.md(section['steps_rule'])}." if section.get("steps_rule") else ""))
     if section["status"] == "failed":
         return "\n".join(lines) + "\n"
     lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
@@ -100,21 +101,7 @@ def markdown(section: dict[str, Any]) -> str:
         for f in found:
             lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {where_text(f, fmt.md_code)} "
                          f"| {fmt.md(f['detail'], 1000)} | {f['count']} | {fmt.md(_targets_text(f))} | {fmt.md(f['fix'], 1000)} |")
-    comparison = section.get("xla_comparison")
-    if comparison:
-        lines += ["", "### Prediction vs. the measured xla run", "",
-                  "| | predicted by the trace | measured on xla |", "|---|---|---|"]
-        measured = comparison["measured"]
-        lines.append(f"| CPU fallback ops | {', '.join(comparison['predicted']['fallback_ops']) or 'none'} | "
-                     f"{', '.join(sorted({op for r in measured['per_run'] for op in r['fallback_ops']})) or 'none'} |")
-        lines.append(f"| step graphs / compilations | {comparison['predicted']['step_graphs']} | "
-                     f"{', '.join(str(r['compilations']) for r in measured['per_run'])} (per run) |")
-        if comparison["expected_from_harness"]:
-            lines.append("")
-            lines.append(f"Expected from torchport's own loss reads: {', '.join(comparison['expected_from_harness'])}.")
-        lines.append("")
-        lines += ([f"- **disagreement**: {d}" for d in comparison["disagreements"]]
-                  or ["The prediction agrees with the measured run."])
+    lines += _xla_comparison_lines(section.get("xla_comparison"))
     mem = section.get("memory")
     if mem:
         parts = ", ".join(f"{k.replace('_', ' ')} {fmt.size(v)}" for k, v in mem["parts"].items())
@@ -132,3 +119,40 @@ def markdown(section: dict[str, Any]) -> str:
                       f"{totals['flops_per_step'] / 1e9:.2f} GFLOP ({totals['flops_note']}), "
                       f"{fmt.size(int(totals['bytes_per_step']))} read and written."]
     return "\n".join(lines) + "\n"
+
+
+def _xla_comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
+    """The prediction beside the measured xla run, all phases together."""
+    if not comparison:
+        return []
+    predicted, runs = comparison["predicted"], comparison["measured"]["per_run"]
+
+    def per_run(field: str) -> str:
+        return ", ".join(str(run[field]) for run in runs) + (" (per run)" if len(runs) > 1 else "")
+
+    steps = per_run("steps")
+    lines = ["", "### Prediction vs. the measured xla run", "",
+             f"All phases of each run (first step, warm-up, sustained; {steps} steps).", "",
+             "| | predicted by the trace | measured on xla |", "|---|---|---|"]
+    lines.append(f"| CPU fallback ops | {fmt.md(', '.join(predicted['fallback_ops']) or 'none')} | "
+                 f"{fmt.md(', '.join(sorted({f'{op} x{n}' for r in runs for op, n in r['fallback_ops'].items()})) or 'none')} |")
+    lines.append(f"| graphs compiled | {predicted['step_graphs']} | {per_run('compilations')} |")
+    lines.append(f"| graph executions | {predicted.get('executions_per_step', 1):g} per step | {per_run('executions')} |")
+    lines.append(f"| the app's host syncs | {predicted['host_syncs_per_step']:g} per step | {per_run('app_host_syncs')} |")
+    transfers = ", ".join(str(r["transfers_to_device"]) + " / " + str(r["transfers_from_device"]) for r in runs)
+    lines.append(f"| transfers to / from the device | not predicted | {transfers} |")
+    reads = [r["torchport_loss_reads"] for r in runs if r.get("torchport_loss_reads")]
+    if reads:
+        lines += ["", "torchport's own loss reads, outside every phase window and not in the figures above: "
+                  + ", ".join(f"{r['values']} values ({r['aten::_local_scalar_dense']} `aten::_local_scalar_dense`)"
+                              for r in reads) + "."]
+    for item in comparison.get("recompiling", []):
+        lines += ["", f"**Recompiling** (run {item['run']}): {item['warmup_compilations']} graphs compiled during "
+                      f"warm-up, in {item['warmup_blocks_compiling']} of {item['warmup_blocks']} blocks, "
+                      f"{fmt.seconds(item['warmup_compile_time_s'])} of compiling"
+                  + (f", and {item['sustained_compilations']} in the sustained steps" if item.get("sustained_compilations")
+                     else "; the sustained phase compiled nothing, so its figures alone hide this cost") + "."]
+    lines.append("")
+    lines += ([f"- **disagreement**: {fmt.md(d, 1000)}" for d in comparison["disagreements"]]
+              or ["The prediction agrees with the measured run."])
+    return lines

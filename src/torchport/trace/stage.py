@@ -16,9 +16,11 @@ from torchport.trace.analysis import DEFAULT_TIMEOUT_S, build_section
 from torchport.trace.job import DEFAULT_STEPS
 from torchport.trace.verdict import compare_with_xla
 
-# Evaluate traces fewer steps than `torchport trace`: two are enough to see
-# whether the step changes between steps, and keep the stage to seconds.
-EVALUATE_STEPS = 2
+# Evaluate traces until the op sequence has been the same for REPEATED steps
+# in a row, at most EVALUATE_STEPS: a data-dependent branch that first flips at
+# step 3 is seen, and an app whose step never changes stops after 3 steps.
+EVALUATE_STEPS = 12
+REPEATED = 3
 
 
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
@@ -30,7 +32,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     steps = int(getattr(options, "trace_steps", EVALUATE_STEPS) or EVALUATE_STEPS)
     timeout = min(float(getattr(options, "timeout_s", DEFAULT_TIMEOUT_S)), DEFAULT_TIMEOUT_S)
     seed = getattr(getattr(options, "protocol", None), "seed", 0)
-    run = run_worker("cpu", TRACE_JOB, app=spec.text, config={"steps": steps, "seed": seed}, timeout=timeout)
+    run = run_worker("cpu", TRACE_JOB, app=spec.text, config={"steps": steps, "seed": seed, "until_repeated": REPEATED}, timeout=timeout)
     section = build_section(run, spec.text, validate_targets(getattr(options, "trace_targets", None)),
                             allow_live=getattr(options, "trace_live", True))
     section["xla_comparison"] = compare_with_xla(section, document)

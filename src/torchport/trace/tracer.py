@@ -254,6 +254,10 @@ class OpTracer:
         self.in_sync_call = False
         self.phase_locations = phase_locations or {}
         self.step_sequences: list[list[tuple]] = []
+        # Per step, the optimizer's ops: on a lazy-tensor backend they are part
+        # of the step's graph, and the first step's differ when the optimizer
+        # creates its state then (Adam's moments, momentum buffers).
+        self.optimizer_sequences: list[list[str]] = []
         self.first_location: dict[tuple, str | None] = {}
         self._user_code: dict[Any, bool] = {}
         self._module_names = {id(m): name or "(model)" for name, m in model.named_modules()} if model is not None else {}
@@ -352,6 +356,8 @@ class OpTracer:
         record.steps.add(self.step_index)
         if self.step_sequences and phase in GRAPH_PHASES:
             self.step_sequences[-1].append(key)
+        elif self.optimizer_sequences and phase == "optimizer":
+            self.optimizer_sequences[-1].append(record.op)
         self._ops_seen += 1
         if self._checkpoint is not None and not self._ops_seen % 256:
             now = time.monotonic()
@@ -409,6 +415,7 @@ class OpTracer:
 
         self.step_index = index
         self.step_sequences.append([])
+        self.optimizer_sequences.append([])
         self._module_stack.clear()
         self.saved_bytes_step = 0
         # Parameters are saved for backward too; they are counted as parameters.
@@ -432,6 +439,7 @@ class OpTracer:
             "ops": [record.as_dict() for record in self.records.values()],
             "host_syncs": [record.as_dict() for record in self.syncs.values()],
             "step_graphs": self.step_graphs(),
+            "optimizer_graphs": self.optimizer_graphs(),
             "activation_bytes": self.saved_bytes,
         }
 
@@ -453,6 +461,11 @@ class OpTracer:
             graphs.append(entry)
             previous = (structure, sequence)
         return graphs
+
+    def optimizer_graphs(self) -> list[int]:
+        """Per traced step, an identity for the optimizer's op sequence."""
+        identities: dict[tuple, int] = {}
+        return [identities.setdefault(tuple(sequence), len(identities)) for sequence in self.optimizer_sequences]
 
     def _first_difference(self, before: tuple, after: tuple) -> dict[str, Any]:
         """The first op where two steps part, named by the op that only one of

@@ -16,19 +16,31 @@ from typing import Any
 
 from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK
 
-# The harness reads each timed block's loss values after the block (protocol.py),
-# which on torch_xla runs aten::_local_scalar_dense on the CPU: expected in the
-# measured counters whatever the app does.
-HARNESS_FALLBACKS = {"aten::_local_scalar_dense"}
+# Python asking for a device value (.item(), float(), if tensor:): counted by
+# torch_xla like a CPU fallback.  torchport's own loss reads happen outside
+# every phase window and are recorded apart (training.loss_reads), so every one
+# counted inside a phase is the app's.
+HOST_SYNC_OP = "aten::_local_scalar_dense"
+PHASES = ("first_step", "warmup", "sustained")
 
 
-def predicted_compilations(section: dict[str, Any]) -> int:
-    """Distinct step graphs an XLA-style backend would compile: one per batch
-    signature, more when the graph changes with the same shapes."""
+def step_graph_variants(section: dict[str, Any]) -> int:
+    """Distinct step graphs in steady training: one per batch signature, more
+    when the graph changes with the same shapes.  More than one means an
+    XLA-style backend keeps recompiling."""
     shapes = section.get("shapes") or {}
     graphs = max(1, shapes.get("signatures") or 1)
     changes = [f for f in section.get("findings", []) if f["id"] == "TR104"]
     return graphs + sum(f["count"] for f in changes)
+
+
+def predicted_compilations(section: dict[str, Any]) -> int:
+    """Graphs an XLA-style backend compiles in a run: the step graph variants,
+    plus one when the optimizer's first step differs from the next (it
+    creates its state then; on a lazy backend the optimizer is part of the
+    step graph), which is compiled once and is no recompilation."""
+    optimizer_variants = max(1, (section.get("shapes") or {}).get("distinct_optimizer_graphs") or 1)
+    return step_graph_variants(section) + optimizer_variants - 1
 
 
 def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +49,7 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
     statuses = support.get("ops") or {}
     fallbacks = sorted(op for op, entry in statuses.items() if entry["status"] == "fallback")
     unknown = sorted(op for op, entry in statuses.items() if entry["status"] == "unknown")
-    recompilations = predicted_compilations(section) - 1 if name in LAZY_TARGETS else 0
+    recompilations = step_graph_variants(section) - 1 if name in LAZY_TARGETS else 0
     blockers = [f for f in findings if f["targets"][name] == "blocker"]
     slow = [f for f in findings if f["targets"][name] == "slow"]
     memory = section.get("memory") or {}
@@ -94,66 +106,141 @@ def _gib(value: int) -> str:
 
 
 def measured_xla(document: dict[str, Any]) -> dict[str, Any] | None:
-    """Compile and fallback counts of the xla backend's successful runs."""
+    """The xla backend's counters over all phases of each successful run, and
+    torchport's own loss reads (outside the phase windows) apart."""
     backend = (document.get("backends") or {}).get("xla") or {}
     runs = [run for run in backend.get("runs", []) if (run.get("training") or {}).get("counters")]
     if not runs:
         return None
     per_run = []
     for run in runs:
-        counters = run["training"]["counters"]
-        phases = [counters.get(p) or {} for p in ("first_step", "warmup", "sustained")]
+        training = run["training"]
+        phases = [training["counters"].get(p) or {} for p in PHASES]
         fallbacks: dict[str, int] = {}
         for phase in phases:
             for op, count in (phase.get("fallback_ops") or {}).items():
                 fallbacks[op] = fallbacks.get(op, 0) + int(count)
+        reads = training.get("loss_reads") or {}
+        warmup_blocks = (training.get("warmup") or {}).get("blocks") or []
+
+        def total(field: str) -> int:
+            return sum(int(p.get(field) or 0) for p in phases)
+
         per_run.append({
-            "compilations": sum(int(p.get("compilations") or 0) for p in phases),
-            "sustained_compilations": run["training"].get("sustained_compilations"),
-            "graph_cuts": sum(int(p.get("graph_cuts") or 0) for p in phases),
+            "compilations": total("compilations"),
+            "compilations_per_phase": {p: int((training["counters"].get(p) or {}).get("compilations") or 0) for p in PHASES},
+            "compile_time_s": sum(float(p.get("compile_time_s") or 0.0) for p in phases),
+            "warmup_compile_time_s": float((training["counters"].get("warmup") or {}).get("compile_time_s") or 0.0),
+            "warmup_blocks_compiling": sum(1 for block in warmup_blocks if block.get("compilations")),
+            "warmup_blocks": len(warmup_blocks),
+            "sustained_compilations": training.get("sustained_compilations"),
+            "executions": total("executions"),
+            "transfers_to_device": total("transfers_to_device"),
+            "transfers_from_device": total("transfers_from_device"),
+            "graph_cuts": total("graph_cuts"),
             "fallback_ops": fallbacks,
-            "steps": run["training"].get("steps_total"),
+            "app_host_syncs": fallbacks.get(HOST_SYNC_OP, 0),
+            "torchport_loss_reads": {
+                "values": sum(int(r.get("values") or 0) for r in reads.values()),
+                HOST_SYNC_OP: sum(int(((r.get("counters") or {}).get("fallback_ops") or {}).get(HOST_SYNC_OP, 0))
+                                  for r in reads.values()),
+            } if reads else None,
+            "steps": training.get("steps_total"),
+            "distinct_batch_shapes": training.get("distinct_batch_shapes"),
         })
     return {"runs": len(per_run), "per_run": per_run}
 
 
+def _per_step(findings: list[dict[str, Any]], rule: str) -> float:
+    return sum(f.get("per_step") or 0 for f in findings if f["id"] == rule and "xla" in f["targets"])
+
+
 def compare_with_xla(section: dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
     """Side by side: what the trace predicts for torch_xla and what the xla
-    backend measured; every disagreement is listed with why it matters."""
+    backend measured, over all phases.  Any measured count above the
+    prediction is a disagreement, listed with its likely cause."""
     measured = measured_xla(document)
     if measured is None:
         return None
+    findings = section.get("findings", [])
     support = ((section.get("op_support") or {}).get("xla") or {}).get("ops") or {}
     predicted_ops = sorted({name for entry in support.values() for name in entry.get("falls_back_as", [])
                             if entry["status"] == "fallback"})
-    measured_ops = sorted({op for run in measured["per_run"] for op in run["fallback_ops"]})
     compilations = predicted_compilations(section)
-    disagreements = []
+    syncs_per_step = _per_step(findings, "TR101")
+    dynamic_per_step = _per_step(findings, "TR102")
+    dynamic_lines = sorted({f["location"] for f in findings if f["id"] == "TR102" and f.get("location")})
+    sync_lines = sorted({f["location"] for f in findings if f["id"] == "TR101" and f.get("location")})
+    # Each host sync and each data-dependent-shape op runs what is pending: one more execution.
+    executions_per_step = 1 + syncs_per_step + dynamic_per_step
+    disagreements: list[str] = []
+    measured_ops = sorted({op for run in measured["per_run"] for op in run["fallback_ops"]})
     for op in measured_ops:
-        if op not in predicted_ops and op not in HARNESS_FALLBACKS:
+        if op not in predicted_ops and op != HOST_SYNC_OP:
             disagreements.append(f"{op} fell back to the CPU on xla but the trace did not predict it")
     for op in predicted_ops:
         if op not in measured_ops:
             disagreements.append(f"the trace predicted a CPU fallback of {op} but the xla run executed none")
+    recompiling: list[dict[str, Any]] = []
     for index, run in enumerate(measured["per_run"], 1):
-        if compilations > 1 and run["compilations"] < compilations:
-            disagreements.append(f"run {index}: predicted at least {compilations} step graphs (distinct shapes), "
-                                 f"measured {run['compilations']} compilations")
-        if compilations == 1 and run["sustained_compilations"]:
-            disagreements.append(f"run {index}: predicted static shapes, but xla compiled "
-                                 f"{run['sustained_compilations']} graph(s) during the sustained steps")
+        steps = run["steps"] or 0
+        cause = _likely_cause(run, section, dynamic_lines, sync_lines)
+        if run["compilations"] > compilations:
+            disagreements.append(f"run {index}: compiled {run['compilations']} graphs "
+                                 f"({_phase_counts(run['compilations_per_phase'])}; {run['compile_time_s']:.2f} s of "
+                                 f"compiling), the trace predicted {compilations}: {cause}")
+        elif compilations > 1 and run["compilations"] < compilations:
+            disagreements.append(f"run {index}: predicted {compilations} step graphs, measured {run['compilations']} "
+                                 "compilations")
+        predicted_syncs = round(syncs_per_step * steps)
+        if run["app_host_syncs"] > predicted_syncs:
+            disagreements.append(f"run {index}: the app's own host syncs ({HOST_SYNC_OP}) ran {run['app_host_syncs']} "
+                                 f"times in {steps} steps, the trace predicted {predicted_syncs} "
+                                 "(torchport's own loss reads are outside these counts)")
+        predicted_executions = round(executions_per_step * steps)
+        if run["executions"] > predicted_executions:
+            disagreements.append(f"run {index}: {run['executions']} graph executions in {steps} steps, the trace "
+                                 f"predicted {predicted_executions} ({executions_per_step:g} per step): {cause}")
+        if run["warmup_blocks_compiling"] > 1 or run["sustained_compilations"]:
+            recompiling.append({"run": index, "warmup_compilations": run["compilations_per_phase"]["warmup"],
+                                "warmup_blocks_compiling": run["warmup_blocks_compiling"],
+                                "warmup_blocks": run["warmup_blocks"],
+                                "warmup_compile_time_s": run["warmup_compile_time_s"],
+                                "sustained_compilations": run["sustained_compilations"]})
     return {
         "predicted": {"fallback_ops": predicted_ops, "step_graphs": compilations,
-                      "host_syncs_per_step": sum(f["per_step"] or 0 for f in section.get("findings", [])
-                                                 if f["id"] == "TR101")},
+                      "host_syncs_per_step": syncs_per_step, "data_dependent_ops_per_step": dynamic_per_step,
+                      "executions_per_step": executions_per_step},
         "measured": measured,
-        "expected_from_harness": sorted(HARNESS_FALLBACKS & set(measured_ops)),
+        "recompiling": recompiling,
         "disagreements": disagreements,
         "agrees": not disagreements,
-        "rules": "fallback ops must match as sets (the harness's own loss reads excepted); with more than one "
-                 "predicted step graph the run must compile at least that many; with one, the sustained steps "
-                 "must compile nothing",
+        "rules": "over all phases (first step, warm-up, sustained): fallback ops must match as sets; compilations, "
+                 "executions and the app's host syncs must not exceed the prediction (torchport's own loss reads are "
+                 "read outside the phase windows and counted apart); a warm-up that compiles in more than one block "
+                 "is recompiling",
     }
+
+
+def _phase_counts(per_phase: dict[str, int]) -> str:
+    return ", ".join(f"{count} in {phase.replace('_', ' ')}" for phase, count in per_phase.items())
+
+
+def _likely_cause(run: dict[str, Any], section: dict[str, Any], dynamic_lines: list[str], sync_lines: list[str]) -> str:
+    """Why a run compiled or executed more than predicted, from what was measured and traced."""
+    causes = []
+    if "aten::nonzero" in run["fallback_ops"] or dynamic_lines:
+        where = f" at {', '.join(dynamic_lines)}" if dynamic_lines else ""
+        causes.append(f"data-dependent shapes{where} (aten::nonzero x{run['fallback_ops'].get('aten::nonzero', 0)}: "
+                      "one graph per distinct size of the selection)")
+    predicted_shapes = max(1, (section.get("shapes") or {}).get("signatures") or 1)
+    if (run.get("distinct_batch_shapes") or 1) > predicted_shapes:
+        causes.append(f"changing input shapes ({run['distinct_batch_shapes']} distinct batch shapes measured, "
+                      f"{predicted_shapes} traced)")
+    if run["app_host_syncs"]:
+        where = f" at {', '.join(sync_lines)}" if sync_lines else ""
+        causes.append(f"host syncs{where} ({HOST_SYNC_OP} x{run['app_host_syncs']}: each cuts the graph)")
+    return "; ".join(causes) or "cause not identified from the counters"
 
 
 def worst(verdicts: dict[str, dict[str, Any]]) -> str:
