@@ -181,27 +181,17 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "bound": bound,
         "init_process_group_s": max(r.get("init_process_group_s", 0.0) for r in ranks.values()),
         "batchnorm_modules": ranks[0].get("batchnorm_modules", []),
-        # Dynamo frames each process compiled (None on an eager backend).
-        "frames_compiled": {"ranks": {str(rank): r.get("frames_compiled") for rank, r in ranks.items()},
-                            "single_process": single.get("frames_compiled")},
     })
     timing = (f"slowest rank {slowest * 1e3:.1f} ms/step vs single process {single_step * 1e3:.1f} ms/step, "
               f"scaling efficiency {figures['scaling_efficiency']:.0%}")
-    compiled = ""
-    if backend_cls.compile_backend is not None:
-        frames = figures["frames_compiled"]
-        compiled = (f"; every rank ran torch.compile(DistributedDataParallel(model), backend={backend_cls.compile_backend!r}) "
-                    f"(Dynamo frames compiled per rank: {', '.join(str(v) for v in frames['ranks'].values())}; "
-                    f"single process: {frames['single_process']})")
     if error <= bound:
         result["status"] = "pass"
-        result["reason"] = (f"{world} ranks over {figures['process_group_backend']} match one process (error {error:.1e}); "
-                            f"{timing}{compiled}")
+        result["reason"] = f"{world} ranks over {figures['process_group_backend']} match one process (error {error:.1e}); {timing}"
     else:
         result["status"] = "fail"
         hint = ""
         if figures["batchnorm_modules"]:
             hint = (f"; BatchNorm ({', '.join(figures['batchnorm_modules'][:3])}) normalises each rank's slice: "
                     "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
-        result["reason"] = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}{compiled}"
+        result["reason"] = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}"
     return result
