@@ -82,7 +82,8 @@ def test_classifier_matches_cpu_and_compiles_only_while_warming_up(torchport_cli
     for step, (expected, actual) in enumerate(zip(cpu, xla), start=1):
         assert abs(actual - expected) <= LOSS_RTOL * abs(expected), f"step {step}: cpu {expected} vs xla {actual}"
 
-    assert "xla [proxy for TPU (XLA compiler on XLA's CPU client; not TPU timing)]" in report
+    # markdown-escaped: report text from results is literal
+    assert "xla \\[proxy for TPU (XLA compiler on XLA's CPU client; not TPU timing)\\]" in report
     assert "## Compiler counters" in report
     assert "| xla | sustained | 20 | 0 |" in report
 
@@ -117,5 +118,5 @@ def test_item_in_loss_is_reported_as_host_sync(torchport_cli, tmp_path, apps_dir
     # .item() cuts every step in two graphs: one before the read, one after.
     assert sustained["executions"] == 40
     assert sustained["compilations"] == 0
-    assert "host sync inside the step: aten::_local_scalar_dense x20 in 20 sustained steps" in report
+    assert "host sync inside the step: aten::\\_local\\_scalar\\_dense x20 in 20 sustained steps" in report
     assert "`aten::_local_scalar_dense` x20" in report
