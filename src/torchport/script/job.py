@@ -21,6 +21,7 @@ Runs on every torch a backend environment holds (2.9 and newer).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
@@ -28,7 +29,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from torchport.errors import UserError
 from torchport.protocol import (
@@ -213,6 +214,20 @@ class ScriptDriver:
         self._done.release()
 
 
+@contextlib.contextmanager
+def running_as_main(script: Path, argv: list[str], cwd: str | None) -> Iterator[None]:
+    """The script's own sys.argv, sys.path[0] and working directory, restored after."""
+    saved = (list(sys.argv), os.getcwd(), list(sys.path))
+    sys.argv = argv
+    sys.path.insert(0, str(script.parent))
+    os.chdir(cwd or script.parent)
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = saved[0], saved[2]
+        os.chdir(saved[1])
+
+
 def _user_line(script: str) -> str | None:
     from torchport.app import is_user_file
 
@@ -249,10 +264,6 @@ def script_job(context: Any) -> None:
     driver.install()
     if redirects is not None:
         redirects.install()
-    saved = (list(sys.argv), os.getcwd(), list(sys.path))
-    sys.argv = argv
-    sys.path.insert(0, str(script.parent))
-    os.chdir(job.get("cwd") or script.parent)
     context.progress("init")
     if backend.compile_backend is not None:
         from torchport import dynamo_counters
@@ -263,19 +274,17 @@ def script_job(context: Any) -> None:
     protocol.start()
     script_error: BaseException | None = None
     stopped = False
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-        driver.script_finished("the script ended by itself")
-    except StopScript:
-        stopped = True
-    except SystemExit as exc:
-        driver.script_finished(f"the script called sys.exit({exc.code!r})")
-    except BaseException as exc:  # the script's own error: this backend's result
-        script_error = exc
-        driver.script_finished("the script raised")
-    finally:
-        sys.argv, cwd, sys.path[:] = saved[0], saved[1], saved[2]
-        os.chdir(cwd)
+    with running_as_main(script, argv, job.get("cwd")):
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+            driver.script_finished("the script ended by itself")
+        except StopScript:
+            stopped = True
+        except SystemExit as exc:
+            driver.script_finished(f"the script called sys.exit({exc.code!r})")
+        except BaseException as exc:  # the script's own error: this backend's result
+            script_error = exc
+            driver.script_finished("the script raised")
     protocol.join()
     driver.uninstall()
     if redirects is not None:
@@ -473,19 +482,14 @@ def script_trace_job(context: Any) -> None:
     if redirects is not None:
         redirects.install()
     seed_everything(int(context.config.get("seed", 0)))
-    saved = (list(sys.argv), os.getcwd(), list(sys.path))
-    sys.argv = argv
-    sys.path.insert(0, str(script.parent))
-    os.chdir(job.get("cwd") or script.parent)
     context.progress("trace:script")
     try:
-        runpy.run_path(str(script), run_name="__main__")
+        with running_as_main(script, argv, job.get("cwd")):
+            runpy.run_path(str(script), run_name="__main__")
     except (StopScript, SystemExit):
         pass
     finally:
         traced.end_step()
-        sys.argv, cwd, sys.path[:] = saved[0], saved[1], saved[2]
-        os.chdir(cwd)
         for handle in handles:
             handle.remove()
         torch.Tensor.backward = original_backward
