@@ -125,7 +125,7 @@ def hostile_copy(source: Path, folder: Path) -> Path:
     renamed = f"cpu-compile{HOSTILE}"
     backends[renamed] = backends.pop("cpu-compile")
     backends[renamed]["name"] = renamed
-    backends[renamed]["error"] = {"kind": "backend", "message": f"boom {HOSTILE}", "location": f"x.py:1 {HOSTILE}"}
+    backends[renamed]["error"] = {"kind": "compile-error", "message": f"boom {HOSTILE}", "location": f"x.py:1 {HOSTILE}"}
     backends[renamed]["runs"][-1]["stderr_tail"] = [f"Traceback {HOSTILE}"]
     for check in (document.get("checks") or {}).get("checks") or []:
         check["reason"] = f"{check.get('reason')} {HOSTILE}"
