@@ -244,8 +244,7 @@ class Scenario:
         take_turn()  # a no-op unless a benchmark pairs this worker with another process
         counters_before = backend.counters()
         started = time.perf_counter()
-        for _ in range(steps):
-            value, wait, batch_samples, batch_tokens = self._step()
+        for value, wait, batch_samples, batch_tokens in self.steps(steps):
             keep.append(value)
             waited += wait
             samples += batch_samples
@@ -259,6 +258,12 @@ class Scenario:
             self._unread.append((block, keep, self.steps_done + 1))
         self.steps_done += steps
         return block
+
+    def steps(self, count: int) -> list[tuple[Any, float, int, int | None]]:
+        """Run ``count`` steps inside a timed block; each gives (value, data
+        wait, samples, tokens).  Script mode hands the script a whole block at
+        once instead (one hand-over per block, not per step)."""
+        return [self._step() for _ in range(count)]
 
     def read_values(self) -> int:
         """Copy the step values of the blocks run so far to the host and check

@@ -95,6 +95,8 @@ class ScriptDriver:
         self.first_boundary: float | None = None
         self.boundaries = 0
         self.stopping = False
+        self.allowance = 1  # steps the script may run before it hands control back (the first: one)
+        self.finished_steps: list[tuple[Any, float, int, int | None]] = []
         self.ended: str | None = None  # why the script is no longer running, once it is not
         self.boundary_optimizer: int | None = None
         self.optimizers: dict[int, str] = {}
@@ -182,7 +184,13 @@ class ScriptDriver:
             self.backend.synchronize()
             self.first_boundary = time.perf_counter()
             self.first_step_waited = self.waited
+        else:
+            self.finished_steps.append((self.last_loss, self.waited, self.samples or 1, None))
+            self.waited = 0.0
         self.boundaries += 1
+        self.allowance -= 1
+        if self.allowance > 0:
+            return  # more steps of the same block: no hand-over
         self._done.release()
         self._go.acquire()
         if self.stopping:
@@ -194,15 +202,19 @@ class ScriptDriver:
         if self.ended is not None and self.first_boundary is None:
             raise ScriptEnded(self.ended)
 
-    def step(self) -> tuple[Any, float, int, int | None]:
+    def run_steps(self, count: int) -> list[tuple[Any, float, int, int | None]]:
+        """Let the script run ``count`` steps, then take control back: one
+        hand-over per timed block (a hand-over per step cost ~3% of a 7.8 ms step)."""
         if self.ended is not None:
             raise ScriptEnded(self.ended)
+        self.finished_steps = []
         self.waited = 0.0
+        self.allowance = count
         self._go.release()
         self._done.acquire()
         if self.ended is not None:
             raise ScriptEnded(self.ended)
-        return self.last_loss, self.waited, self.samples or 1, None
+        return self.finished_steps
 
     def stop(self) -> None:
         self.stopping = True
@@ -226,6 +238,17 @@ def running_as_main(script: Path, argv: list[str], cwd: str | None) -> Iterator[
     finally:
         sys.argv, sys.path[:] = saved[0], saved[2]
         os.chdir(saved[1])
+
+
+class ScriptScenario(Scenario):
+    """The protocol's training scenario, with whole blocks run by the script."""
+
+    def __init__(self, driver: ScriptDriver, backend: Any, check_value: Any):
+        super().__init__("training", lambda: driver.run_steps(1)[0], backend, check_value)
+        self.driver = driver
+
+    def steps(self, count: int) -> list[tuple[Any, float, int, int | None]]:
+        return self.driver.run_steps(count)
 
 
 def _user_line(script: str) -> str | None:
@@ -356,7 +379,7 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
                 raise UserError(f"the loss is {value} at training step {step} on {backend.name}",
                                 location=driver.script, kind="numerical")
 
-        scenario = Scenario("training", driver.step, backend, check_loss)
+        scenario = ScriptScenario(driver, backend, check_loss)
         scenario.steps_done = 1
         run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save)
     except ScriptEnded:
