@@ -147,7 +147,7 @@ def _line(path: Path, text: str) -> int:
 
 
 def test_script_mode_bad_input(tmp_path):
-    for args, fragment in ((["--script", str(tmp_path / "missing.py")], "script not found"),
+    for args, fragment in ((["--script", str(tmp_path / "missing.py")], "script file not found"),
                            (["builtin:classifier", "--script", str(SCRIPTS / "gan.py")], "not both"),
                            (["builtin:classifier", "-b", "cpu", "--", "--device=cpu"], "for --script only")):
         completed = run_torchport("evaluate", *args, "-o", str(tmp_path / "out"))

@@ -133,18 +133,7 @@ def preflight(spec: AppSpec) -> None:
                 )
         return
     path = spec.file
-    if not path.exists():
-        raise UserError(f"app file not found: {path}", location=spec.text)
-    if not path.is_file():
-        raise UserError(f"app path is not a file: {path}", location=spec.text)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read app file: {exc}", location=str(path)) from None
-    try:
-        tree = ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        raise UserError(f"syntax error in app: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    tree = parse_user_file(path, "app", spec.text)
     names = {
         node.name
         for node in tree.body
@@ -163,6 +152,23 @@ def preflight(spec: AppSpec) -> None:
             f"address it as {path}:FUNCTION",
             location=str(path),
         )
+
+
+def parse_user_file(path: Path, noun: str, location: str | None = None) -> ast.Module:
+    """Parse a user's Python file (an app, a script) without running it; a
+    missing, unreadable or unparseable file is one UserError naming where."""
+    if not path.exists():
+        raise UserError(f"{noun} file not found: {path}", location=location)
+    if not path.is_file():
+        raise UserError(f"{noun} path is not a file: {path}", location=location)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {noun} file: {exc}", location=str(path)) from None
+    try:
+        return ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise UserError(f"syntax error in {noun}: {exc.msg}", location=f"{path}:{exc.lineno}") from None
 
 
 def builtin_names() -> list[str]:

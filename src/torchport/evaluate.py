@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
-from torchport.app import parse_spec, preflight
+from torchport.app import parse_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
 from torchport.protocol import ProtocolConfig
@@ -98,7 +98,7 @@ def validate_options(options: EvaluationOptions) -> list[str]:
     if options.script is not None:
         if options.app:
             raise UserError(f"give an app or --script, not both (app {options.app!r}, script {options.script})")
-        preflight_script(options.script)
+        parse_user_file(options.script, "script")  # exists and parses; nothing of it runs here
     else:
         preflight(parse_spec(options.app))
     known = backend_registry.registry()
@@ -111,20 +111,6 @@ def validate_options(options: EvaluationOptions) -> list[str]:
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UserError(f"{flag} must be a positive, finite number of seconds, got {value}")
     return list(dict.fromkeys(names))
-
-
-def preflight_script(path: Path) -> None:
-    """The script exists and parses; nothing of it runs in the parent."""
-    import ast
-
-    if not path.is_file():
-        raise UserError(f"script not found: {path}" if not path.exists() else f"script is not a file: {path}")
-    try:
-        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except SyntaxError as exc:
-        raise UserError(f"syntax error in script: {exc.msg}", location=f"{path}:{exc.lineno}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read script: {exc}", location=str(path)) from None
 
 
 def default_out_dir(app_text: str | None) -> Path:
