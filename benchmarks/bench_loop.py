@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 import textwrap
-import threading
+
+from paired import run_paired
 
 STEPS, BLOCKS, WARMUP = 240, 20, 60
 
@@ -98,48 +97,20 @@ def available_backends() -> list[str]:
 
 def paired_round(app: str, backend: str) -> tuple[list[float], list[float]]:
     """One torchport worker and one hand-written loop, taking turns block by block."""
-    from torchport.launch import run_worker, worker_environment
+    from torchport.launch import run_worker
     from torchport.protocol import ProtocolConfig
-    from torchport.turns import TurnCoordinator
 
     # steady_tolerance 0: warm up exactly WARMUP steps, as the hand-written loop does.
     config = ProtocolConfig(steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP, steady_tolerance=0.0,
                             inference=False)
-    coordinator = TurnCoordinator(parties=2)
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        try:
-            hand = subprocess.Popen(
-                [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
-                stdout=out, stderr=err, text=True,
-                # The environment torchport gives its workers (allocator settings included).
-                env={**worker_environment(), **coordinator.environment})
-
-            def release_if_it_fails() -> None:
-                # A loop that dies before its turns are done must not leave the worker waiting.
-                if hand.wait() != 0:
-                    coordinator.close()
-
-            threading.Thread(target=release_if_it_fails, daemon=True).start()
-            result = run_worker(backend, "torchport.protocol:evaluate_job", app=app, config=config.as_dict(),
-                                env=coordinator.environment, timeout=900)
-            if result.get("status") != "ok":
-                coordinator.close()  # let the hand-written loop finish alone rather than wait forever
-            hand.wait()
-        finally:
-            coordinator.close()
-        out.seek(0)
-        err.seek(0)
-        hand_out, hand_err = out.read(), err.read()
-    if hand.returncode != 0:
-        raise SystemExit(f"hand-written loop failed:\n{hand_err[-2000:]}")
-    if result.get("status") != "ok":
-        raise SystemExit(f"torchport worker {result.get('status')}: {result.get('error')}\n"
-                         + "\n".join(result.get("stderr_tail", [])))
-    expected = 2 * (1 + WARMUP // config.block_steps + BLOCKS + 1)
-    if coordinator.turns_granted != expected:
-        raise SystemExit(f"the two processes took {coordinator.turns_granted} turns, expected {expected}: not paired")
+    result, last_line = run_paired(
+        [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
+        "hand-written loop",
+        lambda turns: run_worker(backend, "torchport.protocol:evaluate_job", app=app, config=config.as_dict(),
+                                 env=turns, timeout=900),
+        expected_turns=2 * (1 + WARMUP // config.block_steps + BLOCKS + 1))
     blocks = result["training"]["sustained"]["blocks"]
-    return [b["seconds"] / b["steps"] for b in blocks], json.loads(hand_out.strip().splitlines()[-1])
+    return [b["seconds"] / b["steps"] for b in blocks], json.loads(last_line)
 
 
 def main() -> None:

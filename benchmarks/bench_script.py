@@ -17,60 +17,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
-import threading
 from pathlib import Path
+
+from paired import run_paired
 
 SCRIPT = str(Path(__file__).resolve().parent / "script_selftimed.py")
 STEPS, BLOCKS, WARMUP = 240, 20, 60
 
 
 def paired_round(backend: str) -> tuple[list[float], list[float]]:
-    from torchport.launch import run_worker, worker_environment
+    from torchport.launch import run_worker
     from torchport.protocol import ProtocolConfig
-    from torchport.turns import TurnCoordinator
 
     config = ProtocolConfig(steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP, steady_tolerance=0.0,
                             inference=False)
     compiled = "true" if backend.endswith("-compile") else "false"
-    coordinator = TurnCoordinator(parties=2)
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        try:
-            plain = subprocess.Popen(
-                [sys.executable, SCRIPT, "--device", "cpu", "--compile", compiled,
-                 "--self-timed", f"{WARMUP},{BLOCKS},{config.block_steps}"],
-                stdout=out, stderr=err, text=True, env={**worker_environment(), **coordinator.environment})
-
-            def release_if_it_fails() -> None:
-                if plain.wait() != 0:
-                    coordinator.close()
-
-            threading.Thread(target=release_if_it_fails, daemon=True).start()
-            result = run_worker(backend, "torchport.script.job:script_job", config=config.as_dict(),
-                                extra={"script": SCRIPT, "script_args": ["--device={device}", "--compile={compile}"],
-                                       "cwd": str(Path.cwd())},
-                                env=coordinator.environment, timeout=900)
-            if result.get("status") != "ok":
-                coordinator.close()
-            plain.wait()
-        finally:
-            coordinator.close()
-        out.seek(0)
-        err.seek(0)
-        plain_out, plain_err = out.read(), err.read()
-    if plain.returncode != 0:
-        raise SystemExit(f"the self-timed script failed:\n{plain_err[-2000:]}")
-    if result.get("status") != "ok":
-        raise SystemExit(f"torchport worker {result.get('status')}: {result.get('error')}\n"
-                         + "\n".join(result.get("stderr_tail", [])))
     # Script mode's first step runs freely (no turn), so each side takes warm-up + sustained + closing turns.
-    expected = 2 * (WARMUP // config.block_steps + BLOCKS + 1)
-    if coordinator.turns_granted != expected:
-        raise SystemExit(f"the two processes took {coordinator.turns_granted} turns, expected {expected}: not paired")
+    result, last_line = run_paired(
+        [sys.executable, SCRIPT, "--device", "cpu", "--compile", compiled,
+         "--self-timed", f"{WARMUP},{BLOCKS},{config.block_steps}"],
+        "the self-timed script",
+        lambda turns: run_worker(backend, "torchport.script.job:script_job", config=config.as_dict(),
+                                 extra={"script": SCRIPT, "script_args": ["--device={device}", "--compile={compile}"],
+                                        "cwd": str(Path.cwd())},
+                                 env=turns, timeout=900),
+        expected_turns=2 * (WARMUP // config.block_steps + BLOCKS + 1))
     blocks = result["training"]["sustained"]["blocks"]
-    return [b["seconds"] / b["steps"] for b in blocks], json.loads(plain_out.strip().splitlines()[-1])
+    return [b["seconds"] / b["steps"] for b in blocks], json.loads(last_line)
 
 
 def main() -> None:
