@@ -145,7 +145,7 @@ class ScriptDriver:
         original_compile = torch.compile
 
         def compile_(*args, **kwargs):
-            driver.compiled_by_script.append(_user_line(driver.script) or "?")
+            driver.compiled_by_script.append(_innermost_user_line() or "?")
             return original_compile(*args, **kwargs)
 
         self._patch(torch, "compile", compile_)
@@ -251,7 +251,8 @@ class ScriptScenario(Scenario):
         return self.driver.run_steps(count)
 
 
-def _user_line(script: str) -> str | None:
+def _innermost_user_line() -> str | None:
+    """file:line of the innermost frame of the user's code on the current stack."""
     from torchport.app import is_user_file
 
     found = None
