@@ -28,7 +28,8 @@ import sysconfig
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from torchport.errors import UserError
 

@@ -14,7 +14,8 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
@@ -40,7 +41,7 @@ class EvaluationOptions:
     reference: str = "cpu"
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
-    stages: list[Callable[[dict[str, Any], "EvaluationOptions", Path], None]] = field(default_factory=list)
+    stages: list[Callable[[dict[str, Any], EvaluationOptions, Path], None]] = field(default_factory=list)
     # Script mode: the user's own training script instead of an app (torchport.script).
     script: Path | None = None
     script_args: list[str] = field(default_factory=list)

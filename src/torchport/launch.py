@@ -18,7 +18,8 @@ import time
 import uuid
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport import failures, processes
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX

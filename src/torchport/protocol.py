@@ -30,7 +30,8 @@ import resource
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from torchport.errors import UserError
 from torchport.turns import take_turn
@@ -71,7 +72,7 @@ class ProtocolConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "ProtocolConfig":
+    def from_dict(cls, values: dict[str, Any]) -> ProtocolConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
 

@@ -24,7 +24,7 @@ SCHEMA_PATH = Path(__file__).parent / "schemas" / "result.schema.json"
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def load_schema() -> dict[str, Any]:
@@ -121,7 +121,7 @@ class OutputFolder:
         self.lock = path / LOCK_NAME
 
     @classmethod
-    def claim(cls, path: Path, *, explicit: bool) -> "OutputFolder":
+    def claim(cls, path: Path, *, explicit: bool) -> OutputFolder:
         """Take ``path``; when another live run holds it, refuse (a folder the
         user named) or take ``path-2``, ``path-3``, ... (the default name)."""
         from torchport.errors import UserError

@@ -15,7 +15,7 @@ import random
 import statistics
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
+from collections.abc import Sequence
 
 BOOTSTRAP_RESAMPLES = 2000
 PRACTICAL_THRESHOLD = 0.05  # differences under 5% are not worth a migration decision

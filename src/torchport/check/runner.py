@@ -33,7 +33,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport.app import parse_spec, preflight

@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport.app import call_user
 from torchport.errors import UserError

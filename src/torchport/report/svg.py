@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 # Colour-blind-safe palette (Okabe-Ito), cycled per series.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")

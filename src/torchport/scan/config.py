@@ -36,7 +36,7 @@ class ExcludeSet:
     """Glob patterns, each relative to the folder of the config that declared it."""
     patterns: list[tuple[Path, str]] = field(default_factory=list)
 
-    def add(self, base: Path, patterns) -> "ExcludeSet":
+    def add(self, base: Path, patterns) -> ExcludeSet:
         return ExcludeSet(self.patterns + [(base, p.rstrip("/")) for p in patterns])
 
     def excludes(self, path: Path) -> bool:

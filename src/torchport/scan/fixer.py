@@ -161,9 +161,7 @@ def _insertion_line(tree: ast.Module, text: str) -> int:
     imports and try-imports; else after the leading comments (shebang, coding)."""
     line = 0
     for index, node in enumerate(tree.body):
-        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            line = node.end_lineno
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) or (
+        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) or isinstance(node, (ast.Import, ast.ImportFrom)) or (
                 isinstance(node, ast.Try) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in node.body)):
             line = node.end_lineno
         else:

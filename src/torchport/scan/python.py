@@ -282,7 +282,7 @@ def parse_relevant(text: str) -> ast.Module | None:
     renamed = _interesting_local_names(imports) + [
         match.group(1) for line in trigger_lines if (match := _MODULE_ALIAS.match(source.lines[line]))]
     if renamed:
-        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, renamed)))
+        pattern = re.compile(r"\b(?:{})\b".format("|".join(map(re.escape, renamed))))
         trigger_lines |= source.lines_containing((), (pattern,))
     for line in trigger_lines:
         index = bisect.bisect_right(starts, line) - 1
@@ -334,7 +334,7 @@ _START_PATTERNS: dict[int, re.Pattern] = {}
 
 def _statement_start_at(indent: int) -> re.Pattern:
     if indent not in _START_PATTERNS:
-        _START_PATTERNS[indent] = re.compile(r" {%d}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]" % indent)
+        _START_PATTERNS[indent] = re.compile(rf" {{{indent}}}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]")
     return _START_PATTERNS[indent]
 
 
@@ -787,7 +787,7 @@ class _Analyzer(ast.NodeVisitor):
             offset = prefix.find("cuda:")
             if 0 < offset <= 3 and "{" not in prefix[:offset]:
                 column = node.col_offset + offset
-                edit = Edit((node.lineno, column), (node.lineno, column + 4), "{%s.type}" % DEVICE_NAME)
+                edit = Edit((node.lineno, column), (node.lineno, column + 4), f"{{{DEVICE_NAME}.type}}")
             shape = 'f"cuda:{...}"'
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _string(node.left) == "cuda:":
             edit = _replace(node.left, f'{DEVICE_NAME}.type + ":"')
@@ -1450,9 +1450,9 @@ class _Analyzer(ast.NodeVisitor):
             isinstance(node.func, ast.Attribute) and node.func.attr == "to")
         for kw in node.keywords:
             if kw.arg in ("device", "map_location"):
-                if not self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}="):
-                    if isinstance(kw.value, ast.Name):
-                        self._device_use(kw.value, f"as {kw.arg}=")
+                if (not self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}=")
+                        and isinstance(kw.value, ast.Name)):
+                    self._device_use(kw.value, f"as {kw.arg}=")
             elif kw.arg == "device_type":
                 self._device_literal(kw.value, as_string=True, what="device_type=")
             elif kw.arg == "non_blocking" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
@@ -1479,9 +1479,9 @@ class _Analyzer(ast.NodeVisitor):
             if id(node) not in self.host:
                 self.report("TP701", node, ".double()", at=_method_token(node))
         elif method == "to" and node.args:
-            if not self._device_literal(node.args[0], as_string=False, what="in .to()"):
-                if isinstance(node.args[0], ast.Name):
-                    self._device_use(node.args[0], "in .to()")
+            if (not self._device_literal(node.args[0], as_string=False, what="in .to()")
+                    and isinstance(node.args[0], ast.Name)):
+                self._device_use(node.args[0], "in .to()")
         elif method == "pin_memory" and not node.args:
             self.report("TP402", node, ".pin_memory()", at=_method_token(node))
         elif method in ("add_argument", "option", "add_option"):
@@ -1663,9 +1663,8 @@ class _Analyzer(ast.NodeVisitor):
                 prefix = f"{device}, " if argument is node.args[0] else ""
                 edits.append(_insert(_start(argument), f"{prefix}{keyword}="))
             has_dtype = len(node.args) >= 2 or any(kw.arg == "dtype" for kw in node.keywords)
-            if not node.args:
-                if node.keywords:
-                    edits.append(_insert(_start(node.keywords[0]), f"{device}, "))
+            if not node.args and node.keywords:
+                edits.append(_insert(_start(node.keywords[0]), f"{device}, "))
             dtype = "" if has_dtype else f"dtype={self.T}.float16"
             items = node.args + node.keywords
             if not items:

@@ -29,7 +29,8 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from torchport.errors import UserError
 from torchport.protocol import (

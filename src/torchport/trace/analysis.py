@@ -7,7 +7,8 @@ verdict per target.  ``torchport trace --json`` writes the same object.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.trace import findings as finding_rules

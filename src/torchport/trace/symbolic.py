@@ -221,8 +221,8 @@ def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: in
         row = {"chip": chip["name"], "id": chip["id"], "targets": chip["targets"],
                "hbm": f"{chip['hbm']} {chip['unit']}", "hbm_bytes": capacity, "source": chip["source"],
                "fits_one": estimated["required_bytes"] <= capacity}
-        row["data_parallel"] = _smallest(lambda n: data_parallel(n) <= usable, batch_size)
-        row["fully_sharded"] = _smallest(lambda n: fully_sharded(n) <= usable, 4096)
+        row["data_parallel"] = _smallest(lambda n, usable=usable: data_parallel(n) <= usable, batch_size)
+        row["fully_sharded"] = _smallest(lambda n, usable=usable: fully_sharded(n) <= usable, 4096)
         if row["fully_sharded"] is None:
             row["why_not"] = (f"activations of one sample ({_gib(per_sample)}) do not fit beside the sharded state "
                               f"on 4096 chips: needs activation checkpointing, sequence or tensor parallelism")

@@ -28,7 +28,8 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -174,7 +175,7 @@ class _FunctionLevel(TorchFunctionMode):
     """Sees the user's torch calls: records host syncs, and remembers the call's
     user location so the ops it dispatches need no stack walk of their own."""
 
-    def __init__(self, tracer: "OpTracer"):
+    def __init__(self, tracer: OpTracer):
         super().__init__()
         self.tracer = tracer
 
@@ -214,7 +215,7 @@ def _copies_to_host(name: str, args: tuple, kwargs: dict) -> bool:
 
 
 class _DispatchLevel(TorchDispatchMode):
-    def __init__(self, tracer: "OpTracer"):
+    def __init__(self, tracer: OpTracer):
         super().__init__()
         self.tracer = tracer
 
@@ -424,9 +425,9 @@ class OpTracer:
                  nn_module.register_module_forward_hook(self._post_hook)]
         function_mode, dispatch_mode = _FunctionLevel(self), _DispatchLevel(self)
         try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor):
-                with function_mode, dispatch_mode:
-                    yield
+            with (torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor),
+                  function_mode, dispatch_mode):
+                yield
         finally:
             for hook in hooks:
                 hook.remove()
