@@ -52,14 +52,14 @@ def parse_price(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise UserError(f"invalid price {text!r}: expected BACKEND=USD_PER_HOUR, e.g. cpu=0.10")
-    return name.strip(), _price_value(value.strip(), f"--price {text}")
+    return name.strip(), price_value(value.strip(), f"--price {text}")
 
 
 # A price above this is a typing error, and would overflow the cost figures.
 MAX_PRICE_USD_PER_HOUR = 1e6
 
 
-def _price_value(value: Any, where: str) -> float:
+def price_value(value: Any, where: str) -> float:
     if isinstance(value, bool):
         raise UserError(f"invalid price {value!r}: not a number", location=where)
     try:
@@ -91,7 +91,7 @@ def load_price_file(path: Path) -> dict[str, float]:
     table = data.get("prices", data)
     if not isinstance(table, dict):
         raise UserError("expected a [prices] table of BACKEND = USD_PER_HOUR", location=str(path))
-    return {str(name): _price_value(value, f"{path}: {name}") for name, value in table.items()}
+    return {str(name): price_value(value, f"{path}: {name}") for name, value in table.items()}
 
 
 def validate_options(options: EvaluationOptions) -> list[str]:

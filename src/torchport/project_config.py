@@ -207,9 +207,9 @@ def _known(command: str, key: str) -> bool:
 
 
 def _prices(table: dict[str, Any], where: str) -> dict[str, float]:
-    from torchport.evaluate import _price_value
+    from torchport.evaluate import price_value
 
-    return {str(name): _price_value(value, f"{where}.{name}") for name, value in table.items()}
+    return {str(name): price_value(value, f"{where}.{name}") for name, value in table.items()}
 
 
 def _names(kind: str) -> tuple[str, ...]:

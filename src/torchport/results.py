@@ -312,9 +312,9 @@ def _accelerators() -> list[dict[str, Any]]:
 
 
 def _nvidia_driver() -> str | None:
-    from torchport.backends.cuda import _driver_version
+    from torchport.backends.cuda import driver_version
 
-    return _driver_version()
+    return driver_version()
 
 
 def git_state(path: Path) -> tuple[str | None, bool | None]:

@@ -28,7 +28,7 @@ DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
 FAIL_ON = ("error", "silent", "perf", "info", "never")
 
 _KEYS = {"select", "ignore", "targets", "exclude", "min-torch", "max-file-bytes", "fail-on"}
-_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z")
+VERSION_PATTERN = re.compile(r"\d+\.\d+(\.\d+)?\Z")
 
 
 @dataclass
@@ -115,7 +115,7 @@ def _validated(table: dict, path: Path, where: str) -> dict:
     for target in table.get("targets", []):
         if target not in TARGETS:
             fail(f"unknown target '{target}' (known: {', '.join(TARGETS)})")
-    if "min-torch" in table and not (isinstance(table["min-torch"], str) and _VERSION.match(table["min-torch"])):
+    if "min-torch" in table and not (isinstance(table["min-torch"], str) and VERSION_PATTERN.match(table["min-torch"])):
         fail("'min-torch' must be a version string such as \"2.9\"")
     if "max-file-bytes" in table and not (isinstance(table["max-file-bytes"], int) and table["max-file-bytes"] > 0):
         fail("'max-file-bytes' must be a positive integer")

@@ -128,7 +128,7 @@ def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], step
     found = []
     for (rule, location), item in grouped.items():
         names = sorted(item["ops"])
-        found.append(finding_rules._make(finding_rules.RULES[rule], location, item["count"], steps,
+        found.append(finding_rules.make_finding(finding_rules.RULES[rule], location, item["count"], steps,
                                          f"{', '.join(names)} on {', '.join(sorted(item['targets']))} "
                                          f"({'; '.join(sorted(item['why']))})", item["targets"], ops=names))
     return found
