@@ -22,11 +22,11 @@ from torchport import failures, results, summary
 from torchport.app import parse_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
+from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
-DEFAULT_TIMEOUT_S = 600.0
 
 
 @dataclass

@@ -22,6 +22,9 @@ import sysconfig
 import traceback
 from typing import Any
 
+# caps on text that comes from apps and workers before it enters a result
+from torchport.limits import MESSAGE_CHARS, TAIL_LINE_CHARS, TAIL_LINES, TRACEBACK_CHARS
+
 UNSUPPORTED_OP = "unsupported-op"
 COMPILE_ERROR = "compile-error"
 OUT_OF_MEMORY = "out-of-memory"
@@ -46,11 +49,6 @@ DESCRIPTIONS = {
     INTERRUPTED: "the user interrupted the evaluation",
 }
 
-# Caps on text that comes from apps and workers before it enters a result.
-MESSAGE_CHARS = 500
-TAIL_LINES = 20
-TAIL_LINE_CHARS = 300
-TRACEBACK_CHARS = 8000
 
 _UNSUPPORTED = re.compile(
     r"not implemented for|is not implemented|could not run '|no kernel|not supported (on|for|by) (the )?"

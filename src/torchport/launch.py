@@ -22,10 +22,10 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport import failures, processes
+from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
 SRC_ROOT = str(Path(__file__).resolve().parent.parent)
-STDERR_TAIL_LINES = failures.TAIL_LINES
 # How much of a worker's stderr and of one stdout line is read back: a worker
 # that prints 100 MB before it dies must not take the parent's memory with it.
 STDERR_READ_BYTES = 64 * 1024
@@ -121,7 +121,7 @@ def run_worker(
     app: str | None = None,
     config: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
-    timeout: float = 600.0,
+    timeout: float = DEFAULT_TIMEOUT_S,
     phase_timeout: float | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
@@ -175,7 +175,7 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
                                                stdout=subprocess.PIPE, stderr=stderr_file)
         except KeyboardInterrupt:
             return _interrupted_result("before the worker started")
-        stdout_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        stdout_tail: deque[str] = deque(maxlen=TAIL_LINES)
         reader = threading.Thread(
             target=_read_progress, args=(process, current, on_progress, stdout_tail), daemon=True
         )

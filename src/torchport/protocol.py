@@ -33,7 +33,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 from collections.abc import Callable, Iterator
 
+from torchport import stats
 from torchport.errors import UserError
+from torchport.limits import INPUT_BOUND_SHARE
 from torchport.turns import take_turn
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -51,7 +53,7 @@ class ProtocolConfig:
     steady_window: int = 3  # consecutive warm-up blocks that must agree...
     steady_tolerance: float = 0.10  # ...within this relative spread (max - min) / median
     inference: bool = True  # also time the app's forward-only scenario, when it has one
-    input_bound_share: float = 0.20  # data-wait share of step time above which the app is input-bound
+    input_bound_share: float = INPUT_BOUND_SHARE  # data-wait share of step time above which the app is input-bound
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -213,7 +215,7 @@ def is_steady(blocks: list[Block], window: int, tolerance: float) -> bool:
     if len(blocks) < window:
         return False
     recent = sorted(block.step_s for block in blocks[-window:])
-    median = recent[len(recent) // 2]
+    median = stats.median(recent)
     if median <= 0:
         return True
     compiled = [block.compilations for block in blocks[-window:]]

@@ -10,9 +10,10 @@ result passes through ``esc``.
 from __future__ import annotations
 
 import json
-import statistics
 from typing import Any
 
+from torchport import stats
+from torchport.limits import REPORT_TAIL_LINES
 from torchport import summary as summary_module
 from torchport.report import compare_text
 from torchport.report import format as fmt
@@ -122,8 +123,8 @@ def phases_chart(measured: dict[str, dict[str, Any]]) -> str:
     for name, b in measured.items():
         s = b["summary"]
         runs = summary_module.ok_runs(b)
-        warmup = statistics.median(r["training"]["warmup"]["seconds"] for r in runs)
-        sustained = statistics.median(sum(x["seconds"] for x in r["training"]["sustained"]["blocks"]) for r in runs)
+        warmup = stats.median(r["training"]["warmup"]["seconds"] for r in runs)
+        sustained = stats.median(sum(x["seconds"] for x in r["training"]["sustained"]["blocks"]) for r in runs)
         rows.append((name, [s.get("process_start_s") or 0, s.get("import_s") or 0, s.get("init_s") or 0,
                             s["first_step_s"], warmup, sustained]))
     return svg.stacked_bars(rows, parts, fmt.seconds, "Phases per backend (median over runs)")
@@ -292,7 +293,7 @@ def render(document: dict[str, Any]) -> str:
                         + "</p>")
             tail = next((run.get("stderr_tail") for run in reversed(b.get("runs", [])) if run.get("stderr_tail")), None)
             if tail:
-                body.append(f"<pre>{esc(cap(chr(10).join(tail[-10:])))}</pre>")
+                body.append(f"<pre>{esc(cap(chr(10).join(tail[-REPORT_TAIL_LINES:])))}</pre>")
     body += ["<h2>Charts</h2>", '<div class="charts">']
     body.append(figure("phases", "Phases per backend", phases_chart(charted) if measured else "", "no backend ran"))
     body.append(figure("step-time", "Sustained step time per backend",

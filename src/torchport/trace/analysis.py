@@ -11,15 +11,15 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport.errors import UserError
+from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 
 TRACE_JOB = "torchport.trace.job:trace_job"
-DEFAULT_TIMEOUT_S = 300.0
 SECTION_VERSION = "1"
 
 
-def run_trace(app: str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+def run_trace(app: str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = TRACE_TIMEOUT_S,
               allow_live: bool = True, seed: int = 0,
               on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Trace the app in a worker and build the section.  A UserError only when

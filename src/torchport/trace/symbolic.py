@@ -42,6 +42,7 @@ import weakref
 from typing import Any
 
 from torchport.errors import UserError
+from torchport.limits import DEFAULT_TIMEOUT_S
 
 # Measured on this project's CPU (small llama, float32, AdamW, glibc's default
 # malloc): peak RSS ran 18-22% above the tensor bytes the estimate counts.
@@ -320,7 +321,7 @@ def memory_fit(text: str, dtypes: tuple[str, ...] = DTYPES, optimizers: tuple[st
 
 # --- the measured cross-check -------------------------------------------------------------
 
-def measure(text: str, steps: int = 2, timeout: float = 600.0) -> dict[str, Any]:
+def measure(text: str, steps: int = 2, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """Run the spec for real on the CPU (float32, AdamW) in a fresh process and
     return the peak of its live tensor bytes and its peak RSS above the
     baseline taken before the model was built: the figures the float32/AdamW
