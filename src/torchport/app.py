@@ -229,6 +229,7 @@ def _import_target(spec: AppSpec):
         sys.modules[module_name] = module
         module_spec.loader.exec_module(module)
         return module
+    assert spec.module is not None, "an app spec names a file or a module"
     try:
         return importlib.import_module(spec.module)
     except ModuleNotFoundError as exc:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
@@ -41,7 +41,7 @@ class EvaluationOptions:
     reference: str = "cpu"
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
-    stages: list[Callable[[dict[str, Any], EvaluationOptions, Path], None]] = field(default_factory=list)
+    stages: Sequence[Callable[[dict[str, Any], EvaluationOptions, Path], None]] = field(default_factory=list)
     # Script mode: the user's own training script instead of an app (torchport.script).
     script: Path | None = None
     script_args: list[str] = field(default_factory=list)
@@ -281,7 +281,7 @@ class Evaluation:
                     config=self.options.protocol.as_dict(),
                     timeout=self.options.timeout_s,
                     phase_timeout=self.options.phase_timeout_s,
-                    on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),
+                    on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default
                 )
                 run["round"] = round_index
                 entry["runs"].append(run)

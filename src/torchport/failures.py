@@ -161,4 +161,4 @@ def record(exc: BaseException) -> dict[str, Any]:
 def is_app_failure(error: dict[str, Any] | None) -> bool:
     """An error the app itself raised (as opposed to the device, its compiler,
     its memory or the process)."""
-    return bool(error) and error.get("kind") in (APP_ERROR, NUMERICAL)
+    return error is not None and error.get("kind") in (APP_ERROR, NUMERICAL)

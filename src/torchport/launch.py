@@ -168,7 +168,7 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     env.update(env_extra or {})
     stderr_path = os.path.join(scratch, "stderr.txt")
     started = time.monotonic()
-    current = {"phase": "start", "since": started}
+    current: dict[str, Any] = {"phase": "start", "since": started}
     with open(stderr_path, "w+b") as stderr_file:
         try:
             process, worker_id = start_process([python, "-m", "torchport.worker", job_path], env,

@@ -159,7 +159,7 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path | N
     if "config-prices" in values:
         args.config_prices = values["config-prices"]
         used = True
-    if used:
+    if used and path is not None:  # only a config file sets anything
         output.note(f"defaults from {path}")
         return Path(path)
     return None
@@ -278,7 +278,7 @@ def _one(action: argparse.Action, value: Any, fail, folder: Path) -> Any:
     if action.type is Path:
         path = Path(text).expanduser()
         return path if path.is_absolute() else folder / path
-    if action.type is not None:
+    if action.type is not None and callable(action.type):
         try:
             converted = action.type(text)
         except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:

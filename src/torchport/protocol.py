@@ -275,10 +275,12 @@ class Scenario:
         transfer and an ``aten::_local_scalar_dense``), which must not land in
         the counters of the phase or of the next block."""
         count = sum(len(values) for _, values, _ in self._unread)
+        check_value = self._check_value  # set whenever blocks were kept unread
         for block, values, first_step in self._unread:
             block.losses = [float(value) for value in values]
             for offset, loss in enumerate(block.losses):
-                self._check_value(loss, first_step + offset)
+                if check_value is not None:
+                    check_value(loss, first_step + offset)
         self._unread.clear()
         return count
 

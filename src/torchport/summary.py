@@ -104,7 +104,7 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
             f"{summary['time_per_step_compile_included_s'] * 1e3:.3g} ms against {summary['time_per_step_compile_excluded_s'] * 1e3:.3g} ms "
             "sustained (a clean sustained phase does not make this cost go away)")
     notes += _fallback_notes(runs[0]["training"])
-    metrics = [run.get("metric") for run in runs if run.get("metric")]
+    metrics = [metric for run in runs if (metric := run.get("metric"))]
     summary["metric"] = (
         {**metrics[0], "value": median(m["value"] for m in metrics), "runs": len(metrics)}
         if metrics else None
@@ -207,7 +207,7 @@ def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for value in hashes.values():
         for digest in value:
             counts[digest] = counts.get(digest, 0) + 1
-    majority = max(counts, key=counts.get) if counts else None
+    majority = max(counts, key=counts.__getitem__) if counts else None
     differing = sorted(name for name, value in hashes.items() if value != [majority])
     return {"consistent": not differing, "hashes": hashes, "differing": differing}
 

@@ -88,7 +88,7 @@ class Backend:
 
     # ---- worker side -------------------------------------------------------------
     def __init__(self) -> None:
-        self.device = None
+        self.device: Any = None  # a torch.device once setup() ran (torch is imported lazily)
 
     def setup(self) -> None:
         """Create the device.  Called once, first thing in the worker."""

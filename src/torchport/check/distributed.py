@@ -164,6 +164,9 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     per_step_slowest = [max(times) for times in zip(*(r["step_times_s"] for r in ranks.values()))]
     slowest = _median_after_warmup(per_step_slowest)
     single_step = _median_after_warmup(single["step_times_s"])
+    if slowest is None or single_step is None:
+        result["reason"] = "no step times were recorded"
+        return result
     error = tensor_error(flat_parameters(ranks[0]["final_file"]), flat_parameters(single["final_file"]))
     bound = CLOSE[options.dtype]
     samples = single.get("samples_per_step") or 0

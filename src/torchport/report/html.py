@@ -10,6 +10,7 @@ result passes through ``esc``.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from torchport import stats
@@ -74,7 +75,7 @@ def figure(key: str, title: str, chart: str, empty_reason: str, note: str = "") 
             f"<figcaption>{esc(title)}</figcaption>{inner}{note_html}</figure>")
 
 
-def table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+def table(headers: list[str], rows: list[list[Any]], numeric: Collection[int] = frozenset()) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{esc(cap(cell))}</td>' for i, cell in enumerate(row))
@@ -98,7 +99,9 @@ def _label(name: str, backend: dict[str, Any]) -> str:
 def _scenario_blocks(training: dict[str, Any]) -> tuple[list[tuple[float, float]], int, list[float]]:
     """Per-step time at each step index (first step, warm-up blocks, sustained
     blocks), the index where the sustained steps begin, and all losses."""
-    points, losses, step = [], [], 0
+    points: list[tuple[float, float]] = []
+    losses: list[float] = []
+    step = 0
     first = training.get("first_step") or {}
     step += 1
     points.append((step, training["first_step_s"]))
@@ -137,7 +140,7 @@ def step_time_chart(measured: dict[str, dict[str, Any]]) -> str:
 
 
 def warmup_charts(measured: dict[str, dict[str, Any]]) -> list[str]:
-    charts = []
+    charts: list[str] = []
     for name, b in measured.items():
         series, markers = [], []
         for index, run in enumerate(summary_module.ok_runs(b)):
@@ -182,7 +185,7 @@ def parity_loss_chart(checks: dict[str, Any] | None) -> str:
             series.append((f"{check.get('backend')}", list(enumerate(figures["losses"], start=1))))
             truth = truth or figures.get("float64_losses")
             if not any(label.startswith("reference") for label, _ in series) and figures.get("reference_losses"):
-                series.append((f"reference ({checks.get('config', {}).get('reference', 'cpu')})",
+                series.append((f"reference ({(checks or {}).get('config', {}).get('reference', 'cpu')})",
                                list(enumerate(figures["reference_losses"], start=1))))
     if truth:
         dashed.append(len(series))
@@ -232,8 +235,8 @@ def memory_fit_chart(trace: dict[str, Any] | None) -> str:
     if not memory or not memory.get("chips"):
         return ""
     rows = [(f"{chip['chip']}" + ("" if chip["fits"] else " (does not fit)"),
-             100.0 * memory["peak_bytes"] / chip["hbm_bytes"] if chip.get("hbm_bytes") else None, None, None)
-            for chip in memory["chips"]]
+             100.0 * memory["peak_bytes"] / chip["hbm_bytes"], None, None)
+            for chip in memory["chips"] if chip.get("hbm_bytes")]
     return svg.interval_bars(rows, lambda v: f"{v:.2g}%", "Estimated memory per step as a share of each chip's HBM",
                              reference_line=100.0)
 

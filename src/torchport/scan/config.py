@@ -254,7 +254,7 @@ def _torch_constraint_in(folder: Path) -> tuple[str, str] | None:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
             data = {}
-        project = data.get("project") if isinstance(data.get("project"), dict) else {}
+        project = data["project"] if isinstance(data.get("project"), dict) else {}
         dependencies = project.get("dependencies", []) or []
         sources.append((pyproject, [d for d in dependencies if isinstance(d, str)]))
     setup_cfg = folder / "setup.cfg"

@@ -55,7 +55,7 @@ class Rule:
         return self.severity[target]
 
     def worst(self, targets: tuple[str, ...] | list[str]) -> str | None:
-        found = [self.severity[t] for t in targets if self.severity[t]]
+        found = [severity for t in targets if (severity := self.severity[t])]
         return max(found, key=SEVERITY_RANK.__getitem__) if found else None
 
 

@@ -365,6 +365,7 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
     try:
         counters_start = backend.counters()
         driver.wait_first_step()
+        assert driver.first_boundary is not None, "wait_first_step returns once the first step ended"
         context.progress("training:first_step")
         first_started = driver.first_activity if driver.first_activity is not None else driver.started
         first = Block(driver.first_boundary - first_started, 1, driver.first_step_waited, driver.samples or 1, None,
@@ -501,8 +502,8 @@ def script_trace_job(context: Any) -> None:
         finally:
             traced.tracer.phase = previous
 
-    torch.Tensor.backward = backward
-    dataloader_module._BaseDataLoaderIter.__next__ = data_next
+    torch.Tensor.backward = backward  # type: ignore[method-assign, assignment]  # script mode wraps it to see an unmodified script's phases
+    dataloader_module._BaseDataLoaderIter.__next__ = data_next  # type: ignore[method-assign, assignment]  # script mode wraps it to see an unmodified script's phases
     redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
     if redirects is not None:
         redirects.install()
@@ -517,8 +518,8 @@ def script_trace_job(context: Any) -> None:
         traced.end_step()
         for handle in handles:
             handle.remove()
-        torch.Tensor.backward = original_backward
-        dataloader_module._BaseDataLoaderIter.__next__ = original_next
+        torch.Tensor.backward = original_backward  # type: ignore[method-assign]  # restored
+        dataloader_module._BaseDataLoaderIter.__next__ = original_next  # type: ignore[method-assign]  # restored
         if redirects is not None:
             redirects.uninstall()
     snapshot = traced.tracer.snapshot()

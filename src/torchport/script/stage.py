@@ -32,12 +32,6 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
     if reference is None or document["backends"][reference].get("status") != "ok":
         section["reason"] = "the script did not run on the reference backend in one process"
         document["script_distributed"] = section
-    if section["ranks"]:
-        from torchport.script.crossref import cross_reference
-
-        # The DDP branch of a script runs only here: its lines are run-time evidence too.
-        document["script"] = cross_reference(options.script.resolve(), document["backends"], reference,
-                                             torchrun_ranks=section["ranks"])
         return
     config = ProtocolConfig(seed=options.protocol.seed, steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP,
                             steady_tolerance=0.0, inference=False)

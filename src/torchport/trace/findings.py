@@ -202,7 +202,7 @@ def varying_dims(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for signature in signatures:
         for path, _dtype, shape in signature["leaves"]:
             by_path.setdefault(path, []).append(shape)
-    varying = []
+    varying: list[dict[str, Any]] = []
     for path, shapes in by_path.items():
         ranks = {len(s) for s in shapes}
         if len(ranks) > 1:

@@ -260,7 +260,7 @@ class OpTracer:
         # creates its state then (Adam's moments, momentum buffers).
         self.optimizer_sequences: list[list[str]] = []
         self.first_location: dict[tuple, str | None] = {}
-        self._user_code: dict[Any, bool] = {}
+        self._user_code: dict[Any, str | None] = {}
         self._module_names = {id(m): name or "(model)" for name, m in model.named_modules()} if model is not None else {}
         self._module_stack: list[str] = []
         self._model = model
@@ -313,7 +313,7 @@ class OpTracer:
             pending = [t.grad_fn for item in out for t in _tensors(item) if t.grad_fn is not None]
         while pending:
             node = pending.pop()
-            metadata = node.metadata
+            metadata: dict = node.metadata  # type: ignore[assignment]  # torch types Node.metadata as a method; it is a property
             if LOCATION_KEY in metadata:
                 continue
             metadata[LOCATION_KEY] = (location, module, library)
@@ -331,7 +331,7 @@ class OpTracer:
         attributed = "user"
         if phase == "backward":
             node = torch._C._current_autograd_node()
-            stamped = node.metadata.get(LOCATION_KEY) if node is not None else None
+            stamped = node.metadata.get(LOCATION_KEY) if node is not None else None  # type: ignore[attr-defined]  # as above
             if stamped is not None:
                 (location, module, library), attributed = stamped, "autograd"
         elif location is None:
