@@ -37,18 +37,6 @@ INTERRUPTED = "interrupted"
 
 KINDS = (UNSUPPORTED_OP, COMPILE_ERROR, OUT_OF_MEMORY, NUMERICAL, CRASH, TIMEOUT, APP_ERROR, ENVIRONMENT, INTERRUPTED)
 
-DESCRIPTIONS = {
-    UNSUPPORTED_OP: "an op (or dtype) the backend does not implement",
-    COMPILE_ERROR: "the backend's compiler (Dynamo, Inductor, XLA, ...) failed on the app",
-    OUT_OF_MEMORY: "the device or host ran out of memory",
-    NUMERICAL: "the loss became NaN or infinite",
-    CRASH: "the worker process died (signal or exit) without reporting an error",
-    TIMEOUT: "the run, or one of its phases, ran past its time limit",
-    APP_ERROR: "the app's own code raised",
-    ENVIRONMENT: "the backend's environment is missing or broken",
-    INTERRUPTED: "the user interrupted the evaluation",
-}
-
 
 _UNSUPPORTED = re.compile(
     r"not implemented for|is not implemented|could not run '|no kernel|not supported (on|for|by) (the )?"

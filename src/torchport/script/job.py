@@ -44,7 +44,6 @@ from torchport.protocol import (
     seed_everything,
 )
 
-PLACEHOLDERS = ("{device}", "{backend}", "{compile}")
 CUDA_HINT = ("the script uses CUDA, which this backend does not have: pass the device in its arguments "
              "(-- --device={device}) or run with --redirect-cuda")
 
@@ -103,7 +102,6 @@ class ScriptDriver:
         self.optimizers: dict[int, str] = {}
         self.parameters: dict[int, int] = {}
         self.last_loss: Any = None
-        self.loss_reads = 0
         self.waited = 0.0
         self.samples: int | None = None
         self.first_step_waited = 0.0

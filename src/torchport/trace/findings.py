@@ -25,7 +25,6 @@ from typing import Any
 TARGETS = ("tpu", "xla", "neuron", "rocm", "mps", "cuda")
 SEVERITY_RANK = {"blocker": 0, "slow": 1, "minor": 2}
 LAZY_TARGETS = ("tpu", "xla", "neuron")  # compile a graph per input shape
-TPU_TARGETS = ("tpu", "xla")
 TILE_MINOR, TILE_LANE = 8, 128  # TPU vector registers are 8 x 128 (Cloud TPU performance guide)
 
 

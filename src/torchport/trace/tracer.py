@@ -259,13 +259,10 @@ class OpTracer:
         # of the step's graph, and the first step's differ when the optimizer
         # creates its state then (Adam's moments, momentum buffers).
         self.optimizer_sequences: list[list[str]] = []
-        self.first_location: dict[tuple, str | None] = {}
         self._user_code: dict[Any, str | None] = {}
         self._module_names = {id(m): name or "(model)" for name, m in model.named_modules()} if model is not None else {}
         self._module_stack: list[str] = []
         self._model = model
-        self._hooks: list[Any] = []
-        self._modes: list[Any] = []
         self.saved_bytes = 0
         self.saved_bytes_step = 0
         self._saved_storages: set[int] = set()
