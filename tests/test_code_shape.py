@@ -171,3 +171,19 @@ def test_the_module_level_import_graph_has_no_cycles():
 ])
 def test_the_cycle_finder_finds_a_cycle(graph, cyclic):
     assert (_cycle(graph) is not None) == cyclic
+
+
+def test_make_test_lints_and_type_checks_first():
+    """`make test` fails on a lint or type error: its first prerequisites after
+    the install are the `lint` target, which runs ruff and mypy."""
+    makefile = (SOURCE.parents[1] / "Makefile").read_text()
+    rules = {}
+    for block in makefile.split("\n\n"):
+        for line in block.splitlines():
+            if line and not line.startswith(("\t", "#", " ", ".")) and ":" in line and "=" not in line.split(":")[0]:
+                target, _, prerequisites = line.partition(":")
+                rules[target.strip()] = (prerequisites.split(), block)
+    prerequisites, _ = rules["test"]
+    assert "lint" in prerequisites and prerequisites.index("lint") < prerequisites.index("browser")
+    _, lint_block = rules["lint"]
+    assert "/bin/ruff check src tests benchmarks" in lint_block and "/bin/mypy" in lint_block
