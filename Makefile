@@ -1,12 +1,13 @@
 # Two entry points, both safe on a fresh clone:
 #   make demo   set up .venv and evaluate the built-in example app
-#   make test   set up .venv and run the whole test suite
+#   make test   set up .venv, lint and type-check, and run the whole test suite
+#   (make lint  the lint and type check alone)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchport-installed
 
-.PHONY: demo test setup clean browser
+.PHONY: demo test lint setup clean browser
 
 setup: $(STAMP)
 
@@ -23,7 +24,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/torchport evaluate
 
-test: $(STAMP) browser
+# Before the tests (and the environments they need), so a lint or type error
+# fails `make test` in seconds; configured in pyproject.toml ([tool.ruff], [tool.mypy]).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
+
+test: $(STAMP) lint browser
 	# The xla backend's own environment (torch 2.9.0 + torch_xla 2.9.0, ~7 GB,
 	# a few minutes the first time, then reused from ~/.cache/torchport), with
 	# transformers when the hf extra is installed (added to an existing one).
@@ -46,4 +53,4 @@ browser:
 	    || echo "could not install chromium: the browser tests will skip"; fi; fi
 
 clean:
-	rm -rf $(VENV) torchport-results .pytest_cache
+	rm -rf $(VENV) torchport-results .pytest_cache .mypy_cache .ruff_cache

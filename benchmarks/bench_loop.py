@@ -140,7 +140,7 @@ def main() -> None:
             low, high = 1 / comparison.ci95[1], 1 / comparison.ci95[0]
             raw[f"{app}/{backend}"] = {"torchport": ours, "hand_written": theirs}
             per_round = " ".join(f"{m / r:.3f}" for m, r in zip(mine.run_medians, reference.run_medians))
-            verdict = "agree within 2%" if 0.98 <= low and high <= 1.02 else (
+            verdict = "agree within 2%" if low >= 0.98 and high <= 1.02 else (
                 "differ" if low > 1.02 or high < 0.98 else "not shown within 2%")
             # How much the rounds differ from each other: the machine's drift that pairing cancels.
             print(f"{app[-12:]:<12} {backend:<13} {mine.median * 1e3:>9.3f} ms {reference.median * 1e3:>10.3f} ms "

@@ -70,7 +70,7 @@ def torchfix_command() -> list[str]:
                        check=True)
     version = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "torchfix"],
                              capture_output=True, text=True).stdout
-    print("torchfix", next((l.split()[-1] for l in version.splitlines() if l.startswith("Version")), "?"))
+    print("torchfix", next((line.split()[-1] for line in version.splitlines() if line.startswith("Version")), "?"))
     return [str(executable)]
 
 

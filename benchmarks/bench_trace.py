@@ -8,13 +8,13 @@ median step time of each and their ratio (target: traced <= 5x untraced).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 
 from torchport.app import load_app
 from torchport.protocol import function_location, seed_everything
+from torchport.stats import median
 from torchport.trace.tracer import OpTracer
 
 TARGET_RATIO = 5.0
@@ -67,7 +67,7 @@ def main() -> int:
     for _ in range(2):
         eager += timed(step)
         traced += timed(traced_step)
-    eager_s, traced_s = statistics.median(eager), statistics.median(traced)
+    eager_s, traced_s = median(eager), median(traced)
     ratio = traced_s / eager_s
     ops = sum(record.count for record in tracer.records.values()) / max(1, len(tracer.step_sequences))
     print(f"app: {args.app}; torch {torch.__version__}; {torch.get_num_threads()} threads; "

@@ -12,13 +12,13 @@ Needs the xla environment (torchport env create xla).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.report import format as fmt
+from torchport.stats import median
 
 
 def main() -> int:
@@ -58,7 +58,7 @@ def main() -> int:
               f"{fmt.seconds(total)} compiling, warm-up {run['training']['warmup']['steps']} steps, "
               f"{phases[2]['cached_compilations']} cache hits and "
               f"{len(phases[2]['fallback_ops'])} fallback op kinds in the sustained steps")
-    print(f"  median compile time per run: {fmt.seconds(statistics.median(compile_times))}")
+    print(f"  median compile time per run: {fmt.seconds(median(compile_times))}")
     print(f"  (a proxy for {backends['xla']['proxy_for']})")
     return 0
 

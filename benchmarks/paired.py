@@ -8,7 +8,8 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import threading
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 def run_paired(command: list[str], what: str, worker: Callable[[dict[str, str]], dict[str, Any]],

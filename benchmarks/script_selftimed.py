@@ -48,7 +48,7 @@ def main():
     step(index)  # the first step runs freely, as under torchport
     index += 1
     times = []
-    for block in range(warmup // per_block + blocks):
+    for _block in range(warmup // per_block + blocks):
         take_turn()
         started = time.perf_counter()
         for _ in range(per_block):

@@ -148,7 +148,7 @@ class Browser:
                 self.process.wait()
             shutil.rmtree(self._profile, ignore_errors=True)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -123,7 +123,7 @@ def test_ddp_over_gloo_with_two_processes_matches_one_process(torchport_cli, tmp
     # The slowest rank is taken per step (AlgoPerf), so its median is at least every rank's own median.
     assert figures["slowest_rank_step_s"] >= max(figures["rank_step_s"].values())
     assert figures["parameter_error"] <= figures["bound"]
-    assert 0 < figures["scaling_efficiency"]
+    assert figures["scaling_efficiency"] > 0
 
 
 def test_rendezvous_that_cannot_complete_fails_with_a_reason(torchport_cli, tmp_path):

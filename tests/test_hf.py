@@ -52,7 +52,6 @@ def test_spec_parsing_and_batch_options():
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_each_family_builds_offline_and_takes_a_real_step(name, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    import torch
 
     resolved = hf.resolve(SMALL[name] + "&batch_size=2&seq_len=16")
     assert resolved.family == FAMILIES[name]

@@ -68,7 +68,7 @@ class RuntimeWatch:
                         self.connections.append(f"{table}: {line.strip()}")
             self._stop.wait(0.005)
 
-    def __enter__(self) -> "RuntimeWatch":
+    def __enter__(self) -> RuntimeWatch:
         if LOCKFILE.exists():
             message = f"{LOCKFILE} exists already: the watch could not tell a new TPU runtime start"
             if os.environ.get("CI"):

@@ -28,7 +28,8 @@ import sysconfig
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from torchport.errors import UserError
 
@@ -228,6 +229,7 @@ def _import_target(spec: AppSpec):
         sys.modules[module_name] = module
         module_spec.loader.exec_module(module)
         return module
+    assert spec.module is not None, "an app spec names a file or a module"
     try:
         return importlib.import_module(spec.module)
     except ModuleNotFoundError as exc:

@@ -36,7 +36,7 @@ CONFIG_FIELD_NAMES = {"app": "different app", "first_batch": "batch shapes diffe
 @dataclass
 class Source:
     path: Path
-    document: dict[str, Any] | None  # None when the file cannot be compared at all
+    document: dict[str, Any]  # one of another schema version is kept too, with its problem
     problem: str | None = None
     machine: str = ""
 
@@ -233,13 +233,14 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
     if not usable:
         raise UserError("none of the result files can be compared: " + "; ".join(s.problem or "" for s in sources))
 
+    ref_backend: str | None
     if reference:
         ref_machine, ref_backend = split_key(reference, "--reference")
     else:
         ref_machine, ref_backend = usable[0].machine, usable[0].document.get("reference")
     ref_source = next((s for s in usable if s.machine == ref_machine), None)
     ref_entry = (ref_source.document["backends"].get(ref_backend) if ref_source and ref_backend else None)
-    if ref_entry is None or not ref_entry.get("summary"):
+    if ref_source is None or ref_entry is None or not ref_entry.get("summary"):
         choices = ", ".join(f"{s.machine}:{name}" for s in usable for name, b in s.document["backends"].items()
                             if b.get("summary"))
         raise UserError(f"reference {ref_machine}:{ref_backend} has no measurement in these results; "

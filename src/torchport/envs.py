@@ -33,7 +33,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport.errors import UserError
 
@@ -193,7 +194,7 @@ def create(name: str, progress: Callable[[str], None], force: bool = False) -> d
         "extras": [],
         "installed": _installed_versions(python, spec.recorded),
         "python": _python_version(python),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     # Written last: its presence is what makes the environment usable.
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

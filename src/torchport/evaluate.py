@@ -14,18 +14,19 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
 from torchport.app import parse_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
+from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
-DEFAULT_TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -40,7 +41,7 @@ class EvaluationOptions:
     reference: str = "cpu"
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
-    stages: list[Callable[[dict[str, Any], "EvaluationOptions", Path], None]] = field(default_factory=list)
+    stages: Sequence[Callable[[dict[str, Any], EvaluationOptions, Path], None]] = field(default_factory=list)
     # Script mode: the user's own training script instead of an app (torchport.script).
     script: Path | None = None
     script_args: list[str] = field(default_factory=list)
@@ -51,14 +52,14 @@ def parse_price(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise UserError(f"invalid price {text!r}: expected BACKEND=USD_PER_HOUR, e.g. cpu=0.10")
-    return name.strip(), _price_value(value.strip(), f"--price {text}")
+    return name.strip(), price_value(value.strip(), f"--price {text}")
 
 
 # A price above this is a typing error, and would overflow the cost figures.
 MAX_PRICE_USD_PER_HOUR = 1e6
 
 
-def _price_value(value: Any, where: str) -> float:
+def price_value(value: Any, where: str) -> float:
     if isinstance(value, bool):
         raise UserError(f"invalid price {value!r}: not a number", location=where)
     try:
@@ -90,7 +91,7 @@ def load_price_file(path: Path) -> dict[str, float]:
     table = data.get("prices", data)
     if not isinstance(table, dict):
         raise UserError("expected a [prices] table of BACKEND = USD_PER_HOUR", location=str(path))
-    return {str(name): _price_value(value, f"{path}: {name}") for name, value in table.items()}
+    return {str(name): price_value(value, f"{path}: {name}") for name, value in table.items()}
 
 
 def validate_options(options: EvaluationOptions) -> list[str]:
@@ -280,7 +281,7 @@ class Evaluation:
                     config=self.options.protocol.as_dict(),
                     timeout=self.options.timeout_s,
                     phase_timeout=self.options.phase_timeout_s,
-                    on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),
+                    on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default
                 )
                 run["round"] = round_index
                 entry["runs"].append(run)

@@ -22,6 +22,9 @@ import sysconfig
 import traceback
 from typing import Any
 
+# caps on text that comes from apps and workers before it enters a result
+from torchport.limits import MESSAGE_CHARS, TAIL_LINE_CHARS, TAIL_LINES, TRACEBACK_CHARS
+
 UNSUPPORTED_OP = "unsupported-op"
 COMPILE_ERROR = "compile-error"
 OUT_OF_MEMORY = "out-of-memory"
@@ -34,23 +37,6 @@ INTERRUPTED = "interrupted"
 
 KINDS = (UNSUPPORTED_OP, COMPILE_ERROR, OUT_OF_MEMORY, NUMERICAL, CRASH, TIMEOUT, APP_ERROR, ENVIRONMENT, INTERRUPTED)
 
-DESCRIPTIONS = {
-    UNSUPPORTED_OP: "an op (or dtype) the backend does not implement",
-    COMPILE_ERROR: "the backend's compiler (Dynamo, Inductor, XLA, ...) failed on the app",
-    OUT_OF_MEMORY: "the device or host ran out of memory",
-    NUMERICAL: "the loss became NaN or infinite",
-    CRASH: "the worker process died (signal or exit) without reporting an error",
-    TIMEOUT: "the run, or one of its phases, ran past its time limit",
-    APP_ERROR: "the app's own code raised",
-    ENVIRONMENT: "the backend's environment is missing or broken",
-    INTERRUPTED: "the user interrupted the evaluation",
-}
-
-# Caps on text that comes from apps and workers before it enters a result.
-MESSAGE_CHARS = 500
-TAIL_LINES = 20
-TAIL_LINE_CHARS = 300
-TRACEBACK_CHARS = 8000
 
 _UNSUPPORTED = re.compile(
     r"not implemented for|is not implemented|could not run '|no kernel|not supported (on|for|by) (the )?"
@@ -163,4 +149,4 @@ def record(exc: BaseException) -> dict[str, Any]:
 def is_app_failure(error: dict[str, Any] | None) -> bool:
     """An error the app itself raised (as opposed to the device, its compiler,
     its memory or the process)."""
-    return bool(error) and error.get("kind") in (APP_ERROR, NUMERICAL)
+    return error is not None and error.get("kind") in (APP_ERROR, NUMERICAL)

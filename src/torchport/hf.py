@@ -25,7 +25,7 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from torchport.errors import UserError
 
@@ -51,8 +51,8 @@ FAMILY_TEXT = {"seq2seq": "sequence-to-sequence LM", "masked": "masked LM", "cau
                "image": "image classification"}
 
 
-def is_hf_spec(text: str | None) -> bool:
-    return bool(text) and text.strip().startswith(PREFIX)
+def is_hf_spec(text: str | None) -> TypeGuard[str]:
+    return text is not None and text.strip().startswith(PREFIX)
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,14 @@ import time
 import uuid
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport import failures, processes
+from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
 SRC_ROOT = str(Path(__file__).resolve().parent.parent)
-STDERR_TAIL_LINES = failures.TAIL_LINES
 # How much of a worker's stderr and of one stdout line is read back: a worker
 # that prints 100 MB before it dies must not take the parent's memory with it.
 STDERR_READ_BYTES = 64 * 1024
@@ -120,7 +121,7 @@ def run_worker(
     app: str | None = None,
     config: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
-    timeout: float = 600.0,
+    timeout: float = DEFAULT_TIMEOUT_S,
     phase_timeout: float | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
@@ -167,14 +168,14 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     env.update(env_extra or {})
     stderr_path = os.path.join(scratch, "stderr.txt")
     started = time.monotonic()
-    current = {"phase": "start", "since": started}
+    current: dict[str, Any] = {"phase": "start", "since": started}
     with open(stderr_path, "w+b") as stderr_file:
         try:
             process, worker_id = start_process([python, "-m", "torchport.worker", job_path], env,
                                                stdout=subprocess.PIPE, stderr=stderr_file)
         except KeyboardInterrupt:
             return _interrupted_result("before the worker started")
-        stdout_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        stdout_tail: deque[str] = deque(maxlen=TAIL_LINES)
         reader = threading.Thread(
             target=_read_progress, args=(process, current, on_progress, stdout_tail), daemon=True
         )

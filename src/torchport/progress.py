@@ -57,7 +57,7 @@ class Progress:
         self._task: Any = None
 
     # ---- lifetime ------------------------------------------------------------------
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if output.quiet():
             return self
         if self.terminal:

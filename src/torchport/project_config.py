@@ -159,7 +159,7 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path | N
     if "config-prices" in values:
         args.config_prices = values["config-prices"]
         used = True
-    if used:
+    if used and path is not None:  # only a config file sets anything
         output.note(f"defaults from {path}")
         return Path(path)
     return None
@@ -207,9 +207,9 @@ def _known(command: str, key: str) -> bool:
 
 
 def _prices(table: dict[str, Any], where: str) -> dict[str, float]:
-    from torchport.evaluate import _price_value
+    from torchport.evaluate import price_value
 
-    return {str(name): _price_value(value, f"{where}.{name}") for name, value in table.items()}
+    return {str(name): price_value(value, f"{where}.{name}") for name, value in table.items()}
 
 
 def _names(kind: str) -> tuple[str, ...]:
@@ -278,7 +278,7 @@ def _one(action: argparse.Action, value: Any, fail, folder: Path) -> Any:
     if action.type is Path:
         path = Path(text).expanduser()
         return path if path.is_absolute() else folder / path
-    if action.type is not None:
+    if action.type is not None and callable(action.type):
         try:
             converted = action.type(text)
         except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:

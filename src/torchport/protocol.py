@@ -30,9 +30,12 @@ import resource
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
+from torchport import stats
 from torchport.errors import UserError
+from torchport.limits import INPUT_BOUND_SHARE
 from torchport.turns import take_turn
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -50,7 +53,7 @@ class ProtocolConfig:
     steady_window: int = 3  # consecutive warm-up blocks that must agree...
     steady_tolerance: float = 0.10  # ...within this relative spread (max - min) / median
     inference: bool = True  # also time the app's forward-only scenario, when it has one
-    input_bound_share: float = 0.20  # data-wait share of step time above which the app is input-bound
+    input_bound_share: float = INPUT_BOUND_SHARE  # data-wait share of step time above which the app is input-bound
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -71,7 +74,7 @@ class ProtocolConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "ProtocolConfig":
+    def from_dict(cls, values: dict[str, Any]) -> ProtocolConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -212,7 +215,7 @@ def is_steady(blocks: list[Block], window: int, tolerance: float) -> bool:
     if len(blocks) < window:
         return False
     recent = sorted(block.step_s for block in blocks[-window:])
-    median = recent[len(recent) // 2]
+    median = stats.median(recent)
     if median <= 0:
         return True
     compiled = [block.compilations for block in blocks[-window:]]
@@ -272,10 +275,12 @@ class Scenario:
         transfer and an ``aten::_local_scalar_dense``), which must not land in
         the counters of the phase or of the next block."""
         count = sum(len(values) for _, values, _ in self._unread)
+        check_value = self._check_value  # set whenever blocks were kept unread
         for block, values, first_step in self._unread:
             block.losses = [float(value) for value in values]
             for offset, loss in enumerate(block.losses):
-                self._check_value(loss, first_step + offset)
+                if check_value is not None:
+                    check_value(loss, first_step + offset)
         self._unread.clear()
         return count
 

@@ -24,7 +24,7 @@ SCHEMA_PATH = Path(__file__).parent / "schemas" / "result.schema.json"
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def load_schema() -> dict[str, Any]:
@@ -121,7 +121,7 @@ class OutputFolder:
         self.lock = path / LOCK_NAME
 
     @classmethod
-    def claim(cls, path: Path, *, explicit: bool) -> "OutputFolder":
+    def claim(cls, path: Path, *, explicit: bool) -> OutputFolder:
         """Take ``path``; when another live run holds it, refuse (a folder the
         user named) or take ``path-2``, ``path-3``, ... (the default name)."""
         from torchport.errors import UserError
@@ -312,9 +312,9 @@ def _accelerators() -> list[dict[str, Any]]:
 
 
 def _nvidia_driver() -> str | None:
-    from torchport.backends.cuda import _driver_version
+    from torchport.backends.cuda import driver_version
 
-    return _driver_version()
+    return driver_version()
 
 
 def git_state(path: Path) -> tuple[str | None, bool | None]:

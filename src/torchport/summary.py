@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.stats import Measurement, compare
+from torchport.limits import INPUT_BOUND_SHARE
+from torchport.stats import Measurement, compare, median
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -46,7 +47,7 @@ def scenario_summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any] | N
         "warmup_steps": [s["warmup"]["steps"] for s in scenarios],
         "steady": all(s["warmup"]["steady"] for s in scenarios),
         "time_per_step_compile_excluded_s": step_time.median,
-        "time_per_step_compile_included_s": sorted(included)[len(included) // 2],
+        "time_per_step_compile_included_s": median(included),
         "compile_included_steps": scenarios[0]["steps_total"],
         "data_wait_share": data_wait / sustained_seconds if sustained_seconds else 0.0,
         "sustained_compilations": None if any(c is None for c in compiled) else max(compiled),
@@ -74,7 +75,7 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
     summary["runs_ok"] = len(runs)
     for phase in ("process_start_s", "import_s", "init_s"):
         values = [run["phases"][phase] for run in runs if phase in run.get("phases", {})]
-        summary[phase] = sorted(values)[len(values) // 2] if values else None
+        summary[phase] = median(values) if values else None
     memories = [_peak_device_memory(run.get("memory")) for run in runs]
     summary["peak_device_memory_bytes"] = max((m for m in memories if m is not None), default=None)
     summary["peak_host_rss_bytes"] = max((run.get("host_peak_rss_bytes") or 0 for run in runs), default=None)
@@ -103,13 +104,13 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
             f"{summary['time_per_step_compile_included_s'] * 1e3:.3g} ms against {summary['time_per_step_compile_excluded_s'] * 1e3:.3g} ms "
             "sustained (a clean sustained phase does not make this cost go away)")
     notes += _fallback_notes(runs[0]["training"])
-    metrics = [run.get("metric") for run in runs if run.get("metric")]
+    metrics = [metric for run in runs if (metric := run.get("metric"))]
     summary["metric"] = (
-        {**metrics[0], "value": sorted(m["value"] for m in metrics)[len(metrics) // 2], "runs": len(metrics)}
+        {**metrics[0], "value": median(m["value"] for m in metrics), "runs": len(metrics)}
         if metrics else None
     )
     final_losses = [run["training"]["sustained"]["blocks"][-1]["losses"][-1] for run in runs]
-    summary["final_loss"] = sorted(final_losses)[len(final_losses) // 2]
+    summary["final_loss"] = median(final_losses)
     summary["inference"] = scenario_summary(runs, "inference")
     summary["notes"] = notes
     return summary
@@ -206,14 +207,14 @@ def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for value in hashes.values():
         for digest in value:
             counts[digest] = counts.get(digest, 0) + 1
-    majority = max(counts, key=counts.get) if counts else None
+    majority = max(counts, key=counts.__getitem__) if counts else None
     differing = sorted(name for name, value in hashes.items() if value != [majority])
     return {"consistent": not differing, "hashes": hashes, "differing": differing}
 
 
 def refresh(document: dict[str, Any]) -> dict[str, Any]:
     """Recompute every derived figure in the document from its raw samples."""
-    input_bound_share = document.get("config", {}).get("input_bound_share", 0.20)
+    input_bound_share = document.get("config", {}).get("input_bound_share", INPUT_BOUND_SHARE)
     backends = document["backends"]
     for backend in backends.values():
         backend["summary"] = backend_summary(backend, input_bound_share)

@@ -27,7 +27,8 @@ import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
 
 PROGRESS_PREFIX = "@@torchport "
 EXIT_OK = 0

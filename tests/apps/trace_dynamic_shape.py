@@ -1,5 +1,4 @@
 """TR102: boolean-mask indexing, whose output shape depends on the data."""
-from torch import nn
 
 from trace_common import make_app
 

@@ -7,8 +7,6 @@ epoch (warm-up) and the sustained phase looks clean.  The trace of two steps
 sees one input shape and predicts one step graph: the measured run must be
 reported as disagreeing, and the warm-up as recompiling.
 """
-import torch
-from torch import nn
 
 from trace_common import make_app
 

@@ -7,7 +7,7 @@ from torch import nn
 def main():
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for step in range(10**6):
+    for _step in range(10**6):
         loss = model(torch.randn(8, 16)).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()

@@ -30,7 +30,6 @@ from torchport.errors import UserError
 # How a backend's hardware path has been verified.  Shown by `torchport backends`
 # and in every report, so nobody mistakes "implemented from the docs" for "tested".
 VERIFIED_HERE = "run by the test suite on this kind of machine"
-VERIFIED_ON_HARDWARE = "run on real hardware by the test suite"
 NOT_VERIFIED = "implemented from the published API; not run on real hardware"
 
 # Where torch.compile's counters sit in a snapshot and in a phase's summary.
@@ -88,7 +87,7 @@ class Backend:
 
     # ---- worker side -------------------------------------------------------------
     def __init__(self) -> None:
-        self.device = None
+        self.device: Any = None  # a torch.device once setup() ran (torch is imported lazily)
 
     def setup(self) -> None:
         """Create the device.  Called once, first thing in the worker."""

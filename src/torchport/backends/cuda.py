@@ -51,7 +51,7 @@ class CUDA(Backend):
             "runtime": f"HIP {torch.version.hip}" if getattr(torch.version, "hip", None) else f"CUDA {torch.version.cuda}",
             "capability": f"{props.major}.{props.minor}",
         }
-        info["driver"] = _driver_version()
+        info["driver"] = driver_version()
         return info
 
     def synchronize(self) -> None:
@@ -80,7 +80,7 @@ class CUDACompile(CUDA):
     compile_backend = "inductor"
 
 
-def _driver_version() -> str | None:
+def driver_version() -> str | None:
     tool = shutil.which("nvidia-smi") or shutil.which("rocm-smi")
     if tool is None:
         return None

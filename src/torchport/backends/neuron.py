@@ -83,7 +83,7 @@ class Neuron(AcceleratorBackend):
 
         # Neuron's documented barrier; its allocator is asynchronous, so this
         # also has to come before reading memory statistics.
-        torch.neuron.synchronize()
+        torch.neuron.synchronize()  # type: ignore[attr-defined]  # added by torch_neuronx at import
 
     def memory(self) -> dict[str, Any] | None:
         self.synchronize()

@@ -279,14 +279,14 @@ class TPU(AcceleratorBackend):
 
         # Set explicitly, so that a TORCH_TPU_DEFER_AND_FUSE left in the
         # environment cannot turn the strict backend into the fused one.
-        torch.tpu.eager_mode = getattr(torch.tpu.EagerMode, self.eager_mode)
+        torch.tpu.eager_mode = getattr(torch.tpu.EagerMode, self.eager_mode)  # type: ignore[attr-defined]  # torch.tpu is added by torch_tpu at import
 
     def device_info(self) -> dict[str, Any]:
         import torch
 
         return {
             "device": str(self.device),
-            "name": torch.tpu.get_device_name(),
+            "name": torch.tpu.get_device_name(),  # type: ignore[attr-defined]  # torch.tpu is added by torch_tpu at import
             "devices": torch.accelerator.device_count(),
             "eager_mode": self.eager_mode,
             "torch_tpu": installed_version("torch_tpu", "torch_tpu"),
@@ -298,7 +298,7 @@ class TPU(AcceleratorBackend):
         them (a private call in 0.2.0; absent means no figures, not zero)."""
         import torch
 
-        stats = getattr(torch.tpu, "_get_cache_stats", None)
+        stats = getattr(torch.tpu, "_get_cache_stats", None)  # type: ignore[attr-defined]  # torch.tpu is added by torch_tpu at import
         if stats is None:
             return {}
         values = stats()

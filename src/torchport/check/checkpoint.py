@@ -55,8 +55,11 @@ def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[
         return result
     resumed_final = flat_parameters(resumed["final_file"])
     error = tensor_error(resumed_final, flat_parameters(target_run["final_file"]))
-    apart = 0.0 if source == target else tensor_error(flat_parameters(source_run["final_file"]),
-                                                      flat_parameters(target_run["final_file"]))
+    if source == target:
+        apart = 0.0
+    else:
+        assert source_run is not None, f"{source} saved a checkpoint, so it has a run"
+        apart = tensor_error(flat_parameters(source_run["final_file"]), flat_parameters(target_run["final_file"]))
     bound = max(RATIO_LIMIT * apart, FLOOR[dtype])
     figures.update({
         "parameter_error": error,

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
@@ -39,6 +38,7 @@ from typing import Any
 from torchport import backends as backend_registry
 from torchport.check.checkpoint import flat_parameters
 from torchport.check.tolerance import CLOSE, tensor_error
+from torchport.stats import median
 from torchport.launch import (cancelled, end_process_tree, finish_process, run_worker, start_process, worker_environment,
                               worker_python)
 
@@ -133,7 +133,7 @@ def launch_failure(launched: dict[str, Any], options: Any) -> str:
 
 def _median_after_warmup(times: list[float]) -> float | None:
     kept = times[WARMUP_STEPS:] or times
-    return statistics.median(kept) if kept else None
+    return median(kept) if kept else None
 
 
 def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
@@ -164,6 +164,9 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     per_step_slowest = [max(times) for times in zip(*(r["step_times_s"] for r in ranks.values()))]
     slowest = _median_after_warmup(per_step_slowest)
     single_step = _median_after_warmup(single["step_times_s"])
+    if slowest is None or single_step is None:
+        result["reason"] = "no step times were recorded"
+        return result
     error = tensor_error(flat_parameters(ranks[0]["final_file"]), flat_parameters(single["final_file"]))
     bound = CLOSE[options.dtype]
     samples = single.get("samples_per_step") or 0

@@ -273,7 +273,7 @@ def recovery_job(context: Any) -> None:
 def newest_valid_checkpoint(folder: Path) -> tuple[Path | None, list[str]]:
     """The newest checkpoint that passes validation, and the reasons the newer
     ones did not."""
-    skipped = []
+    skipped: list[str] = []
     for path in sorted(folder.glob("step*.ckpt"), reverse=True):
         try:
             savefile.validate(path)

@@ -79,7 +79,9 @@ def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: d
     comparison = compare(run, reference, truth, dtype)
     verdicts = comparison["verdicts"]
     failing = [name for name, verdict in verdicts.items() if not verdict["pass"]]
-    name, verdict = worst(verdicts.items())
+    found = worst(verdicts.items())
+    assert found is not None, "compare() judges at least the losses"
+    name, verdict = found
     figures = {
         "dtype": dtype,
         "steps": len(truth["losses"]),

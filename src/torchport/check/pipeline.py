@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-INPUT_BOUND_SHARE = 0.20
+from torchport.limits import INPUT_BOUND_SHARE
+
 PINNED_MEMORY_DEVICES = ("cuda",)  # page-locked host memory speeds up copies to these devices only
 
 

@@ -33,7 +33,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport.app import parse_spec, preflight
@@ -42,6 +43,7 @@ from torchport.check.tolerance import CLOSE, FLOOR, RATIO_LIMIT
 from torchport.errors import UserError
 from torchport.failures import is_app_failure
 from torchport.launch import run_worker
+from torchport.limits import DEFAULT_TIMEOUT_S
 
 TRAIN_JOB = "torchport.check.jobs:train_job"
 REFERENCE = "cpu"
@@ -56,7 +58,7 @@ class CheckOptions:
     steps: int = 10
     dtype: str = "float32"
     seed: int = 0
-    timeout_s: float = 600.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     work_dir: Path | None = None
     keep_files: bool = False
     recovery_steps: int = 24

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.check.runner import CheckOptions, run_checks
+from torchport.limits import DEFAULT_TIMEOUT_S
 
 STAGE_STEPS = 6
 STAGE_CHECKS = ("parity", "checkpoint", "pipeline")
@@ -47,7 +48,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
         steps=STAGE_STEPS,
         seed=getattr(protocol, "seed", 0),
         dtype=getattr(protocol, "dtype", "float32"),
-        timeout_s=getattr(options, "timeout_s", 600.0),
+        timeout_s=getattr(options, "timeout_s", DEFAULT_TIMEOUT_S),
         step_times=_step_times(document),
         app_inference=False,
     )

@@ -31,7 +31,8 @@ Thresholds, stated once here and in docs/check.md:
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 RATIO_LIMIT = 8.0
 EPSILON = {"float32": 2.0 ** -23, "bfloat16": 2.0 ** -7, "float16": 2.0 ** -10, "float64": 2.0 ** -52}

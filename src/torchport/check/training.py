@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport.app import call_user
 from torchport.errors import UserError
@@ -74,7 +75,9 @@ def capture_rng(backend: Any) -> dict[str, Any]:
     try:
         import numpy
 
-        kind, keys, position, has_gauss, cached = numpy.random.get_state()
+        legacy = numpy.random.get_state()
+        assert isinstance(legacy, tuple), "the global RandomState (MT19937) gives a tuple"
+        kind, keys, position, has_gauss, cached = legacy
         state["numpy"] = {"kind": kind, "keys": torch.from_numpy(keys.astype("int64")), "position": int(position),
                           "has_gauss": int(has_gauss), "cached": float(cached)}
     except ImportError:

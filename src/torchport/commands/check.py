@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--distributed-steps", type=types.count(1), default=defaults.distributed_steps,
                         help=f"steps of the distributed check (default {defaults.distributed_steps})")
     parser.add_argument("--timeout", type=types.positive_seconds, default=defaults.timeout_s,
-                        help="seconds before a worker (or torchrun) is killed (default 600)")
+                        help=f"seconds before a worker (or torchrun) is killed (default {defaults.timeout_s:g})")
     output.add_format(parser, ("text", "json", "md"))
     output.add_output(parser)
     parser.add_argument("--json", type=Path, metavar="FILE",

@@ -10,6 +10,7 @@ from typing import Any
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import options as types
+    from torchport.limits import DEFAULT_TIMEOUT_S
     from torchport.protocol import DTYPES, ProtocolConfig
 
     defaults = ProtocolConfig()
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
     parser.add_argument("--seed", type=types.seed, default=defaults.seed)
     parser.add_argument("--no-inference", action="store_true", help="skip the app's forward-only scenario")
-    parser.add_argument("--timeout", type=types.positive_seconds, default=600.0, help="seconds before a worker is killed (default 600)")
+    parser.add_argument("--timeout", type=types.positive_seconds, default=DEFAULT_TIMEOUT_S, help=f"seconds before a worker is killed (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--phase-timeout", type=types.positive_seconds, default=None, help="seconds one phase (e.g. compilation) may take")
     parser.add_argument("--price", action="append", default=[], metavar="BACKEND=USD_PER_HOUR", help="price of a backend (repeatable)")
     parser.add_argument("--prices", type=Path, metavar="FILE.toml", help="TOML file of BACKEND = USD_PER_HOUR")

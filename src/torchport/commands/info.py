@@ -33,7 +33,7 @@ def collect() -> dict[str, Any]:
     machine = environment_record()
     # Bug reports are pasted in public: the host name stays out.
     machine.pop("hostname", None)
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             packages[name] = metadata.version(name)

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport.trace import symbolic
 
     spec = app_from_args(args)
+    assert spec is not None, "SPEC is a required argument"
     result = symbolic.memory_fit(spec, tuple(args.dtype) or symbolic.DTYPES,
                                  tuple(args.optimizer) or tuple(symbolic.OPTIMIZERS))
     if args.measure:

@@ -70,7 +70,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args):
-    from torchport.scan.config import _VERSION, load_config
+    from torchport.scan.config import VERSION_PATTERN, load_config
     from torchport.scan.rules import RULES_BY_ID, TARGETS
 
     paths = [Path(p) for p in args.paths]
@@ -94,7 +94,7 @@ def _settings(args):
                     raise UserError(f"no rule matches '{code}' (see torchport rules)", location=f"--{option}")
             setattr(config, option, codes)
     config.use_gitignore = not args.no_ignore
-    if args.min_torch and not _VERSION.match(args.min_torch):
+    if args.min_torch and not VERSION_PATTERN.match(args.min_torch):
         raise UserError("expected a version such as 2.9", location="--min-torch")
     return paths, config
 

@@ -9,7 +9,7 @@ from pathlib import Path
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import options as types
     from torchport import output
-    from torchport.trace.analysis import DEFAULT_TIMEOUT_S
+    from torchport.limits import TRACE_TIMEOUT_S
     from torchport.trace.job import DEFAULT_STEPS
     from torchport.trace.support import TARGETS
 
@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     output.add_output(parser)
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="also write the trace section as JSON to FILE (old spelling; prefer --format json -o FILE)")
-    parser.add_argument("--timeout", type=types.positive_seconds, default=DEFAULT_TIMEOUT_S,
-                        help=f"seconds before tracing is stopped, keeping what was traced (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--timeout", type=types.positive_seconds, default=TRACE_TIMEOUT_S,
+                        help=f"seconds before tracing is stopped, keeping what was traced (default {TRACE_TIMEOUT_S:g})")
     parser.add_argument("--top", type=types.count(0), default=10, help="findings to print (default 10)")
     parser.add_argument("--no-live", action="store_true",
                         help="use only the shipped op-support tables, even where a backend is installed")

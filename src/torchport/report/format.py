@@ -24,7 +24,7 @@ def rate(value: float | None, unit: str) -> str:
     return f"{value:.1f} {unit}/s"
 
 
-def size(value: int | None) -> str:
+def size(value: float | None) -> str:
     if value is None:
         return "n/a"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -10,9 +10,11 @@ result passes through ``esc``.
 from __future__ import annotations
 
 import json
-import statistics
+from collections.abc import Collection
 from typing import Any
 
+from torchport import stats
+from torchport.limits import REPORT_TAIL_LINES
 from torchport import summary as summary_module
 from torchport.report import compare_text
 from torchport.report import format as fmt
@@ -73,7 +75,7 @@ def figure(key: str, title: str, chart: str, empty_reason: str, note: str = "") 
             f"<figcaption>{esc(title)}</figcaption>{inner}{note_html}</figure>")
 
 
-def table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+def table(headers: list[str], rows: list[list[Any]], numeric: Collection[int] = frozenset()) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{esc(cap(cell))}</td>' for i, cell in enumerate(row))
@@ -97,7 +99,9 @@ def _label(name: str, backend: dict[str, Any]) -> str:
 def _scenario_blocks(training: dict[str, Any]) -> tuple[list[tuple[float, float]], int, list[float]]:
     """Per-step time at each step index (first step, warm-up blocks, sustained
     blocks), the index where the sustained steps begin, and all losses."""
-    points, losses, step = [], [], 0
+    points: list[tuple[float, float]] = []
+    losses: list[float] = []
+    step = 0
     first = training.get("first_step") or {}
     step += 1
     points.append((step, training["first_step_s"]))
@@ -122,8 +126,8 @@ def phases_chart(measured: dict[str, dict[str, Any]]) -> str:
     for name, b in measured.items():
         s = b["summary"]
         runs = summary_module.ok_runs(b)
-        warmup = statistics.median(r["training"]["warmup"]["seconds"] for r in runs)
-        sustained = statistics.median(sum(x["seconds"] for x in r["training"]["sustained"]["blocks"]) for r in runs)
+        warmup = stats.median(r["training"]["warmup"]["seconds"] for r in runs)
+        sustained = stats.median(sum(x["seconds"] for x in r["training"]["sustained"]["blocks"]) for r in runs)
         rows.append((name, [s.get("process_start_s") or 0, s.get("import_s") or 0, s.get("init_s") or 0,
                             s["first_step_s"], warmup, sustained]))
     return svg.stacked_bars(rows, parts, fmt.seconds, "Phases per backend (median over runs)")
@@ -136,7 +140,7 @@ def step_time_chart(measured: dict[str, dict[str, Any]]) -> str:
 
 
 def warmup_charts(measured: dict[str, dict[str, Any]]) -> list[str]:
-    charts = []
+    charts: list[str] = []
     for name, b in measured.items():
         series, markers = [], []
         for index, run in enumerate(summary_module.ok_runs(b)):
@@ -181,7 +185,7 @@ def parity_loss_chart(checks: dict[str, Any] | None) -> str:
             series.append((f"{check.get('backend')}", list(enumerate(figures["losses"], start=1))))
             truth = truth or figures.get("float64_losses")
             if not any(label.startswith("reference") for label, _ in series) and figures.get("reference_losses"):
-                series.append((f"reference ({checks.get('config', {}).get('reference', 'cpu')})",
+                series.append((f"reference ({(checks or {}).get('config', {}).get('reference', 'cpu')})",
                                list(enumerate(figures["reference_losses"], start=1))))
     if truth:
         dashed.append(len(series))
@@ -231,8 +235,8 @@ def memory_fit_chart(trace: dict[str, Any] | None) -> str:
     if not memory or not memory.get("chips"):
         return ""
     rows = [(f"{chip['chip']}" + ("" if chip["fits"] else " (does not fit)"),
-             100.0 * memory["peak_bytes"] / chip["hbm_bytes"] if chip.get("hbm_bytes") else None, None, None)
-            for chip in memory["chips"]]
+             100.0 * memory["peak_bytes"] / chip["hbm_bytes"], None, None)
+            for chip in memory["chips"] if chip.get("hbm_bytes")]
     return svg.interval_bars(rows, lambda v: f"{v:.2g}%", "Estimated memory per step as a share of each chip's HBM",
                              reference_line=100.0)
 
@@ -292,7 +296,7 @@ def render(document: dict[str, Any]) -> str:
                         + "</p>")
             tail = next((run.get("stderr_tail") for run in reversed(b.get("runs", [])) if run.get("stderr_tail")), None)
             if tail:
-                body.append(f"<pre>{esc(cap(chr(10).join(tail[-10:])))}</pre>")
+                body.append(f"<pre>{esc(cap(chr(10).join(tail[-REPORT_TAIL_LINES:])))}</pre>")
     body += ["<h2>Charts</h2>", '<div class="charts">']
     body.append(figure("phases", "Phases per backend", phases_chart(charted) if measured else "", "no backend ran"))
     body.append(figure("step-time", "Sustained step time per backend",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from torchport.limits import REPORT_TAIL_LINES
 from torchport.report import format as fmt
 from torchport.report.verdict import verdict_line
 
@@ -159,7 +160,7 @@ def _does_not_run_here(backends: dict[str, Any]) -> list[str]:
     for name, b in failed.items():
         tail = next((run.get("stderr_tail") for run in reversed(b["runs"]) if run.get("stderr_tail")), None)
         if tail:
-            lines += ["", f"Last lines of {fmt.md(name)}'s worker stderr:", "", *fmt.md_block(tail[-10:])]
+            lines += ["", f"Last lines of {fmt.md(name)}'s worker stderr:", "", *fmt.md_block(tail[-REPORT_TAIL_LINES:])]
     return lines
 
 

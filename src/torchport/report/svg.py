@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+
+from torchport.stats import median
 
 # Colour-blind-safe palette (Okabe-Ito), cycled per series.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -228,8 +230,7 @@ def strips(rows: Sequence[tuple[str, Sequence[float]]], unit: Callable[[float], 
         for value in values:
             body.append(f'<circle cx="{to_x(value):.1f}" cy="{y:.1f}" r="3.5" fill="{colour(r)}" fill-opacity="0.6">'
                         f"<title>{esc(unit(value))}</title></circle>")
-        ordered = sorted(values)
-        middle = ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+        middle = median(values)
         body.append(f'<line x1="{to_x(middle):.1f}" y1="{y - 8:.1f}" x2="{to_x(middle):.1f}" y2="{y + 8:.1f}" '
                     f'stroke="#222" stroke-width="2"><title>median {esc(unit(middle))}</title></line>')
     axis_y = 10 + len(rows) * ROW_HEIGHT + 4

@@ -28,7 +28,7 @@ DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
 FAIL_ON = ("error", "silent", "perf", "info", "never")
 
 _KEYS = {"select", "ignore", "targets", "exclude", "min-torch", "max-file-bytes", "fail-on"}
-_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z")
+VERSION_PATTERN = re.compile(r"\d+\.\d+(\.\d+)?\Z")
 
 
 @dataclass
@@ -36,7 +36,7 @@ class ExcludeSet:
     """Glob patterns, each relative to the folder of the config that declared it."""
     patterns: list[tuple[Path, str]] = field(default_factory=list)
 
-    def add(self, base: Path, patterns) -> "ExcludeSet":
+    def add(self, base: Path, patterns) -> ExcludeSet:
         return ExcludeSet(self.patterns + [(base, p.rstrip("/")) for p in patterns])
 
     def excludes(self, path: Path) -> bool:
@@ -115,7 +115,7 @@ def _validated(table: dict, path: Path, where: str) -> dict:
     for target in table.get("targets", []):
         if target not in TARGETS:
             fail(f"unknown target '{target}' (known: {', '.join(TARGETS)})")
-    if "min-torch" in table and not (isinstance(table["min-torch"], str) and _VERSION.match(table["min-torch"])):
+    if "min-torch" in table and not (isinstance(table["min-torch"], str) and VERSION_PATTERN.match(table["min-torch"])):
         fail("'min-torch' must be a version string such as \"2.9\"")
     if "max-file-bytes" in table and not (isinstance(table["max-file-bytes"], int) and table["max-file-bytes"] > 0):
         fail("'max-file-bytes' must be a positive integer")
@@ -254,7 +254,7 @@ def _torch_constraint_in(folder: Path) -> tuple[str, str] | None:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
             data = {}
-        project = data.get("project") if isinstance(data.get("project"), dict) else {}
+        project = data["project"] if isinstance(data.get("project"), dict) else {}
         dependencies = project.get("dependencies", []) or []
         sources.append((pyproject, [d for d in dependencies if isinstance(d, str)]))
     setup_cfg = folder / "setup.cfg"

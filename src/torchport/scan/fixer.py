@@ -21,7 +21,7 @@ from pathlib import Path
 from torchport.errors import UserError
 from torchport.scan import python
 from torchport.scan.config import ScanConfig
-from torchport.scan.model import Finding
+from torchport.scan.model import Finding, Fix
 from torchport.scan.scanner import discover, filter_findings, read_source
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -78,7 +78,7 @@ def fix_text(text: str, display: str, config: ScanConfig, min_torch: str) -> tup
     for _ in range(_MAX_ROUNDS):
         tree = ast.parse(text)
         findings, _ = filter_findings(python.analyze(tree, text, display), config, min_torch)
-        fixable = [f for f in findings if f.fixable and f.fix.edits]
+        fixable = [f for f in findings if f.fixable and f.fix is not None and f.fix.edits]
         if not fixable:
             break
         new_text, done = _apply(text, tree, fixable, min_torch)
@@ -95,12 +95,18 @@ def fix_text(text: str, display: str, config: ScanConfig, min_torch: str) -> tup
     return text, applied, remaining
 
 
+def _fix_of(finding: Finding) -> Fix:
+    """The rewrite of a finding _apply was given (fix_text passes fixable ones only)."""
+    assert finding.fix is not None, finding.rule_id
+    return finding.fix
+
+
 def _apply(text: str, tree: ast.Module, findings: list[Finding], min_torch: str) -> tuple[str, list[Finding]]:
     offsets = _Offsets(text)
     accepted: list[tuple[int, int, str]] = []
     done: list[Finding] = []
-    for finding in sorted(findings, key=lambda f: min(e.start for e in f.fix.edits)):
-        spans = [(offsets(e.start), offsets(e.end), e.text) for e in finding.fix.edits]
+    for finding in sorted(findings, key=lambda f: min(e.start for e in _fix_of(f).edits)):
+        spans = [(offsets(e.start), offsets(e.end), e.text) for e in _fix_of(finding).edits]
         if any(_overlaps(span, other) for span in spans for other in accepted):
             continue  # next round, on the text this round produces
         accepted.extend(spans)
@@ -109,11 +115,11 @@ def _apply(text: str, tree: ast.Module, findings: list[Finding], min_torch: str)
     if header is not None:
         position = header[0]
         # A rewrite above the imports (rare) could not see the device line: leave it.
-        early = [f for f in done if (f.fix.uses_device or f.fix.uses_torch)
-                 and any(offsets(e.start) < position for e in f.fix.edits)]
+        early = [f for f in done if (_fix_of(f).uses_device or _fix_of(f).uses_torch)
+                 and any(offsets(e.start) < position for e in _fix_of(f).edits)]
         if early:
             done = [f for f in done if f not in early]
-            accepted = [(offsets(e.start), offsets(e.end), e.text) for f in done for e in f.fix.edits]
+            accepted = [(offsets(e.start), offsets(e.end), e.text) for f in done for e in _fix_of(f).edits]
             header = _device_header(text, tree, done, min_torch, offsets)
         if header is not None:
             accepted.append((header[0], header[0], header[1]))
@@ -161,11 +167,9 @@ def _insertion_line(tree: ast.Module, text: str) -> int:
     imports and try-imports; else after the leading comments (shebang, coding)."""
     line = 0
     for index, node in enumerate(tree.body):
-        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            line = node.end_lineno
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) or (
+        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) or isinstance(node, (ast.Import, ast.ImportFrom)) or (
                 isinstance(node, ast.Try) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in node.body)):
-            line = node.end_lineno
+            line = node.end_lineno or line
         else:
             break
     if line == 0:

@@ -30,7 +30,7 @@ class GitListing:
                 folder = os.path.dirname(folder)
 
     @classmethod
-    def of(cls, folder: Path) -> "GitListing | None":
+    def of(cls, folder: Path) -> GitListing | None:
         try:
             top = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
                                  capture_output=True, text=True, timeout=60)
@@ -109,7 +109,7 @@ def _translate(glob: str) -> str:
 class GitignoreRules:
     patterns: list[_Pattern] = field(default_factory=list)
 
-    def with_file(self, folder: Path) -> "GitignoreRules":
+    def with_file(self, folder: Path) -> GitignoreRules:
         """These rules plus the folder's own .gitignore, if it has one."""
         try:
             text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")

@@ -21,6 +21,7 @@ import ast
 import bisect
 import re
 from itertools import accumulate
+from typing import Any
 
 from torchport.scan.model import Edit, Finding, Fix, Related
 from torchport.scan.packages import classify_import, classify_requirement
@@ -282,7 +283,7 @@ def parse_relevant(text: str) -> ast.Module | None:
     renamed = _interesting_local_names(imports) + [
         match.group(1) for line in trigger_lines if (match := _MODULE_ALIAS.match(source.lines[line]))]
     if renamed:
-        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, renamed)))
+        pattern = re.compile(r"\b(?:{})\b".format("|".join(map(re.escape, renamed))))
         trigger_lines |= source.lines_containing((), (pattern,))
     for line in trigger_lines:
         index = bisect.bisect_right(starts, line) - 1
@@ -334,7 +335,7 @@ _START_PATTERNS: dict[int, re.Pattern] = {}
 
 def _statement_start_at(indent: int) -> re.Pattern:
     if indent not in _START_PATTERNS:
-        _START_PATTERNS[indent] = re.compile(r" {%d}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]" % indent)
+        _START_PATTERNS[indent] = re.compile(rf" {{{indent}}}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]")
     return _START_PATTERNS[indent]
 
 
@@ -404,7 +405,9 @@ def _start(node) -> tuple[int, int]:
 
 
 def _end(node) -> tuple[int, int]:
-    return (node.end_lineno, node.end_col_offset)
+    line, column = node.end_lineno, node.end_col_offset
+    assert line is not None and column is not None, "ast.parse sets every node's end"
+    return (line, column)
 
 
 def _replace(node, text: str) -> Edit:
@@ -416,7 +419,8 @@ def _insert(position: tuple[int, int], text: str) -> Edit:
 
 
 def _closing_paren(call: ast.Call) -> tuple[int, int]:
-    return (call.end_lineno, call.end_col_offset - 1)
+    line, column = _end(call)
+    return (line, column - 1)
 
 
 def _string(node) -> str | None:
@@ -450,14 +454,16 @@ def _parameter_defaults(arguments: ast.arguments):
 def _attribute_token(node: ast.Attribute) -> tuple[int, int, int, int]:
     """Position of the attribute name itself (``cuda`` in ``model.cuda``), which is
     where a reader looks and where a suppression comment goes."""
-    return (node.end_lineno, node.end_col_offset - len(node.attr), node.end_lineno, node.end_col_offset)
+    line, column = _end(node)
+    return (line, column - len(node.attr), line, column)
 
 
 def _method_token(call: ast.Call) -> tuple[int, int, int, int]:
     """From the method name to the end of the call when that is on the same line."""
+    assert isinstance(call.func, ast.Attribute), "a method call"
     line, column, _, end = _attribute_token(call.func)
-    if call.end_lineno == line:
-        end = call.end_col_offset
+    if _end(call)[0] == line:
+        end = _end(call)[1]
     return (line, column, line, end)
 
 
@@ -507,7 +513,7 @@ def _cuda_enum_member(node) -> bool:
     class's attribute) that names CUDA; a branch on it runs only in CUDA runs."""
     return (isinstance(node, ast.Attribute) and node.attr in _CUDA_ENUM_MEMBERS
             and isinstance(node.value, (ast.Name, ast.Attribute))
-            and (getattr(node.value, "id", None) or node.value.attr)[:1].isupper())
+            and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr)[:1].isupper())
 
 
 def _device_subject(test, other: bool = False) -> str | None:
@@ -556,10 +562,10 @@ class _Analyzer(ast.NodeVisitor):
     # -- traversal: ast.NodeVisitor's, with the visit_ method looked up once per node
     # class (visiting is about a third of the time spent on a file that is analysed).
 
-    _visitors: dict[type, object] = {}
+    _visitors: dict[type, Any] = {}  # node class -> the unbound visit_ method
 
     def visit(self, node):
-        visitor = self._visitors.get(node.__class__)
+        visitor: Any = self._visitors.get(node.__class__)
         if visitor is None:
             visitor = getattr(_Analyzer, "visit_" + node.__class__.__name__, _Analyzer.generic_visit)
             self._visitors[node.__class__] = visitor
@@ -787,20 +793,20 @@ class _Analyzer(ast.NodeVisitor):
             offset = prefix.find("cuda:")
             if 0 < offset <= 3 and "{" not in prefix[:offset]:
                 column = node.col_offset + offset
-                edit = Edit((node.lineno, column), (node.lineno, column + 4), "{%s.type}" % DEVICE_NAME)
+                edit = Edit((node.lineno, column), (node.lineno, column + 4), f"{{{DEVICE_NAME}.type}}")
             shape = 'f"cuda:{...}"'
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _string(node.left) == "cuda:":
             edit = _replace(node.left, f'{DEVICE_NAME}.type + ":"')
             shape = '"cuda:" + ...'
         elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
-              and _BUILT_PERCENT.match(_string(node.left) or "")):
-            edit = _replace(node.left, f'({DEVICE_NAME}.type + "{node.left.value[4:]}")')
-            shape = f'"{node.left.value}" % ...'
+              and _BUILT_PERCENT.match(text := _string(node.left) or "")):
+            edit = _replace(node.left, f'({DEVICE_NAME}.type + "{text[4:]}")')
+            shape = f'"{text}" % ...'
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
-              and _BUILT_FORMAT.match(_string(node.func.value) or "")):
+              and _BUILT_FORMAT.match(text := _string(node.func.value) or "")):
             literal = node.func.value
-            edit = _replace(literal, f'({DEVICE_NAME}.type + "{literal.value[4:]}")')
-            shape = f'"{literal.value}".format(...)'
+            edit = _replace(literal, f'({DEVICE_NAME}.type + "{text[4:]}")')
+            shape = f'"{text}".format(...)'
         else:
             return False
         self.report("TP001", node, f"device string built at run time: {shape}",
@@ -871,7 +877,7 @@ class _Analyzer(ast.NodeVisitor):
         rule_id = reference_rule(qualname) if qualname else None
         if rule_id:
             if id(node) not in self.claimed and not (rule_id == "TP701" and id(node) in self.host):
-                self.report(rule_id, node, qualname)
+                self.report(rule_id, node, qualname or "")
             return
         if (node.attr == "is_cuda" and id(node) not in self.claimed and isinstance(node.ctx, ast.Load)
                 and not self.own_is_cuda
@@ -961,7 +967,7 @@ class _Analyzer(ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.scopes.append(id(node))
-        if any((getattr(b, "id", None) or getattr(b, "attr", "")).endswith("Enum") for b in node.bases):
+        if any(str(getattr(b, "id", None) or getattr(b, "attr", "")).endswith("Enum") for b in node.bases):
             # `class RNGType(Enum): CUDA = "cuda"` names a kind; it chooses no device.
             for statement in node.body:
                 if isinstance(statement, ast.Assign):
@@ -1167,8 +1173,9 @@ class _Analyzer(ast.NodeVisitor):
             self.visit(statement)
         body = self.findings[body_start:]
         if convertible:
+            assert isinstance(test, ast.Call)
             if body and all(f.fix is not None for f in body):
-                need = max((f.fix.min_torch for f in body), key=_version_key)
+                need = max((f.fix.min_torch for f in body if f.fix is not None), key=_version_key)
                 need = max(need, "2.6", key=_version_key)
                 guard = self.report("TP003", test, "if torch.cuda.is_available():",
                                     [_replace(test.func, f"{self.T}.accelerator.is_available")], need)
@@ -1245,7 +1252,7 @@ class _Analyzer(ast.NodeVisitor):
         for part in (*node.orelse, *node.finalbody):
             self.visit(part)
 
-    visit_TryStar = visit_Try
+    visit_TryStar = visit_Try  # type: ignore[assignment]  # except* has the same fields as except
 
     @staticmethod
     def _catches_missing_api(handler_type) -> bool:
@@ -1361,14 +1368,15 @@ class _Analyzer(ast.NodeVisitor):
         and anything followed by ``.cpu()`` / ``.numpy()`` / ``.tolist()`` / ``.item()``."""
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else None
+        receiver = func.value if isinstance(func, ast.Attribute) else None  # what a method is called on
         device = _keyword(node, "device")
         if method == "to" and node.args:
             device = node.args[0]
         on_host = _string(device) == "cpu" or (
             isinstance(device, ast.Call) and self.qualname(device.func) == "torch.device"
             and device.args and _string(device.args[0]) == "cpu")
-        if method in ("to", "cuda") and isinstance(func.value, ast.Call):
-            self.moved.add(id(func.value))  # torch.ones(2, dtype=...).to(device): not the host
+        if method in ("to", "cuda") and isinstance(receiver, ast.Call):
+            self.moved.add(id(receiver))  # torch.ones(2, dtype=...).to(device): not the host
         if (device is None and _keyword(node, "dtype") is not None and id(node) not in self.moved
                 and self.qualname(func) in _FACTORIES):
             on_host = True  # no device=: the tensor is created on the host
@@ -1378,13 +1386,13 @@ class _Analyzer(ast.NodeVisitor):
         if not on_host and method in ("to", "double", "type") and device is None:
             # `(positions == positions.min()).to(torch.float64)` where `positions` was made
             # on the host: a dtype change keeps the tensor where it is.
-            on_host = self._host_tensor(func.value)
+            on_host = self._host_tensor(receiver)
         if on_host:
             self.host.update(map(id, ast.walk(node)))
-        elif method in _HOST_METHODS:
-            self.host.update(map(id, ast.walk(func.value)))
-        elif (method and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Attribute)
-              and func.value.func.attr == "cpu"):
+        elif method in _HOST_METHODS and receiver is not None:
+            self.host.update(map(id, ast.walk(receiver)))
+        elif (method and isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+              and receiver.func.attr == "cpu"):
             self.host.update(map(id, ast.walk(node)))  # x.cpu().double()
 
     def _host_tensor(self, node, seen: frozenset = frozenset()) -> bool:
@@ -1430,7 +1438,7 @@ class _Analyzer(ast.NodeVisitor):
             return
         self._mark_host(node)
         qualname = self.qualname(node.func)
-        handled = bool(qualname) and self._named_call(node, qualname)
+        handled = bool(qualname and self._named_call(node, qualname))
         if not handled and isinstance(node.func, ast.Attribute) and not (
                 qualname and qualname.startswith(("torch.", "torch_xla."))):
             self._method_call(node, node.func.attr)
@@ -1450,9 +1458,9 @@ class _Analyzer(ast.NodeVisitor):
             isinstance(node.func, ast.Attribute) and node.func.attr == "to")
         for kw in node.keywords:
             if kw.arg in ("device", "map_location"):
-                if not self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}="):
-                    if isinstance(kw.value, ast.Name):
-                        self._device_use(kw.value, f"as {kw.arg}=")
+                if (not self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}=")
+                        and isinstance(kw.value, ast.Name)):
+                    self._device_use(kw.value, f"as {kw.arg}=")
             elif kw.arg == "device_type":
                 self._device_literal(kw.value, as_string=True, what="device_type=")
             elif kw.arg == "non_blocking" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
@@ -1479,9 +1487,9 @@ class _Analyzer(ast.NodeVisitor):
             if id(node) not in self.host:
                 self.report("TP701", node, ".double()", at=_method_token(node))
         elif method == "to" and node.args:
-            if not self._device_literal(node.args[0], as_string=False, what="in .to()"):
-                if isinstance(node.args[0], ast.Name):
-                    self._device_use(node.args[0], "in .to()")
+            if (not self._device_literal(node.args[0], as_string=False, what="in .to()")
+                    and isinstance(node.args[0], ast.Name)):
+                self._device_use(node.args[0], "in .to()")
         elif method == "pin_memory" and not node.args:
             self.report("TP402", node, ".pin_memory()", at=_method_token(node))
         elif method in ("add_argument", "option", "add_option"):
@@ -1489,13 +1497,13 @@ class _Analyzer(ast.NodeVisitor):
             names = [_string(a) or "" for a in node.args]
             name = max(names, key=len) if names else ""
             self._named_default(name, _keyword(node, "default"), f"default of {name}")
-        elif method in ("get", "pop", "setdefault") and len(node.args) == 2 and _string(node.args[0]):
-            key = _string(node.args[0])
+        elif method in ("get", "pop", "setdefault") and len(node.args) == 2 and (key := _string(node.args[0])):
             self._named_default(key, node.args[1], f"default for {key}")
 
     def _dot_cuda(self, node: ast.Call) -> None:
         func = node.func
-        rename = Edit((func.end_lineno, func.end_col_offset - len("cuda")), _end(func), "to")
+        end_line, end_column = _end(func)
+        rename = Edit((end_line, end_column - len("cuda")), (end_line, end_column), "to")
         keywords_ok = _plain_call(node) and all(kw.arg != "device" for kw in node.keywords)
         edits = None
         # The script's own `device = torch.device(...)` when it has one, so a run on
@@ -1571,7 +1579,8 @@ class _Analyzer(ast.NodeVisitor):
             return self._cuda_amp_autocast(node, qualname)
         if parts[0] == "amp" and name == "GradScaler":
             device_type, uses_device = self.device_type_expression(node)
-            edits = [_replace(node.func, f"{self.T}.amp.GradScaler"), self._first_argument(node, device_type)]
+            edits: list[Edit] | None = [_replace(node.func, f"{self.T}.amp.GradScaler"),
+                                        self._first_argument(node, device_type)]
             self.report("TP202", node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
             return True
         if name == "is_available" and len(parts) == 1:
@@ -1598,8 +1607,9 @@ class _Analyzer(ast.NodeVisitor):
             if finding_cap:
                 finding.severity_cap, finding.cap_reason = finding_cap
             return True
-        rule_id = reference_rule(qualname)
-        self.report(rule_id, node.func, f"{qualname}()")
+        fallback_rule = reference_rule(qualname)
+        assert fallback_rule is not None, "every torch.cuda name has a rule"
+        self.report(fallback_rule, node.func, f"{qualname}()")
         return True
 
     def _unfixed_device(self, argument) -> bool:
@@ -1636,9 +1646,9 @@ class _Analyzer(ast.NodeVisitor):
     def _delete_statement(self, node: ast.Call) -> list[Edit] | None:
         """Edits removing the seeding statement's lines, or None when it shares a line."""
         statement = self.parents[id(node)]
-        first, last = statement.lineno, statement.end_lineno
+        (first, _), (last, last_column) = _start(statement), _end(statement)
         before = self.lines[first - 1][:statement.col_offset] if first <= len(self.lines) else ""
-        after = self.lines[last - 1].encode("utf-8")[statement.end_col_offset:].decode("utf-8", "replace")
+        after = self.lines[last - 1].encode("utf-8")[last_column:].decode("utf-8", "replace")
         if before.strip() or (after.strip() and not after.strip().startswith("#")):
             return None
         if last < len(self.lines):
@@ -1663,9 +1673,8 @@ class _Analyzer(ast.NodeVisitor):
                 prefix = f"{device}, " if argument is node.args[0] else ""
                 edits.append(_insert(_start(argument), f"{prefix}{keyword}="))
             has_dtype = len(node.args) >= 2 or any(kw.arg == "dtype" for kw in node.keywords)
-            if not node.args:
-                if node.keywords:
-                    edits.append(_insert(_start(node.keywords[0]), f"{device}, "))
+            if not node.args and node.keywords:
+                edits.append(_insert(_start(node.keywords[0]), f"{device}, "))
             dtype = "" if has_dtype else f"dtype={self.T}.float16"
             items = node.args + node.keywords
             if not items:

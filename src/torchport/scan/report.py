@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from torchport import __version__
@@ -211,7 +212,7 @@ def render_sarif(result: ScanResult) -> str:
     results = []
     for finding in result.findings:
         rule = RULES_BY_ID[finding.rule_id]
-        region = {"startLine": finding.line, "startColumn": finding.column,
+        region: dict[str, Any] = {"startLine": finding.line, "startColumn": finding.column,
                   "endLine": finding.end_line, "endColumn": max(finding.end_column, 1)}
         if finding.snippet:
             region["snippet"] = {"text": excerpt(finding)[0]}

@@ -51,11 +51,8 @@ class Rule:
     after: str
     sources: str = ""
 
-    def severity_for(self, target: str) -> str | None:
-        return self.severity[target]
-
     def worst(self, targets: tuple[str, ...] | list[str]) -> str | None:
-        found = [self.severity[t] for t in targets if self.severity[t]]
+        found = [severity for t in targets if (severity := self.severity[t])]
         return max(found, key=SEVERITY_RANK.__getitem__) if found else None
 
 

@@ -90,7 +90,7 @@ def discover(paths: list[Path], config: ScanConfig) -> tuple[list[_Job], list[Sk
             continue
         if stat.S_ISDIR(info.st_mode):
             folder = Path(path).resolve()
-            ignore = None
+            ignore: GitListing | GitignoreRules | None = None
             if config.use_gitignore:
                 ignore = GitListing.of(folder)
                 if ignore is None or ignore.ignores(folder, is_dir=True):
@@ -226,7 +226,7 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
     text, reason = read_source(job.path, job.kind, max_bytes)
     result = FileResult(job.display)
     if text is None:
-        result.skipped = Skipped(job.display, reason)
+        result.skipped = Skipped(job.display, reason or "unreadable")
         return result, 0
     lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     if job.kind != "python":

@@ -50,8 +50,8 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     if kind == "cpp":
         findings = []
         for match in _CUDA_INCLUDE.finditer(text):
-            line = text.count("\n", 0, match.start()) + 1
-            findings.append(_finding("TP502", path, lines, line, 1, len(lines[line - 1]) + 1,
+            number = text.count("\n", 0, match.start()) + 1
+            findings.append(_finding("TP502", path, lines, number, 1, len(lines[number - 1]) + 1,
                                      f"includes CUDA header {match.group(1)}"))
         return findings
     if kind == "requirements":

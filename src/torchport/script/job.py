@@ -29,7 +29,8 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from torchport.errors import UserError
 from torchport.protocol import (
@@ -43,7 +44,6 @@ from torchport.protocol import (
     seed_everything,
 )
 
-PLACEHOLDERS = ("{device}", "{backend}", "{compile}")
 CUDA_HINT = ("the script uses CUDA, which this backend does not have: pass the device in its arguments "
              "(-- --device={device}) or run with --redirect-cuda")
 
@@ -102,7 +102,6 @@ class ScriptDriver:
         self.optimizers: dict[int, str] = {}
         self.parameters: dict[int, int] = {}
         self.last_loss: Any = None
-        self.loss_reads = 0
         self.waited = 0.0
         self.samples: int | None = None
         self.first_step_waited = 0.0
@@ -364,6 +363,7 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
     try:
         counters_start = backend.counters()
         driver.wait_first_step()
+        assert driver.first_boundary is not None, "wait_first_step returns once the first step ended"
         context.progress("training:first_step")
         first_started = driver.first_activity if driver.first_activity is not None else driver.started
         first = Block(driver.first_boundary - first_started, 1, driver.first_step_waited, driver.samples or 1, None,
@@ -500,8 +500,8 @@ def script_trace_job(context: Any) -> None:
         finally:
             traced.tracer.phase = previous
 
-    torch.Tensor.backward = backward
-    dataloader_module._BaseDataLoaderIter.__next__ = data_next
+    torch.Tensor.backward = backward  # type: ignore[method-assign, assignment]  # script mode wraps it to see an unmodified script's phases
+    dataloader_module._BaseDataLoaderIter.__next__ = data_next  # type: ignore[method-assign, assignment]  # script mode wraps it to see an unmodified script's phases
     redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
     if redirects is not None:
         redirects.install()
@@ -516,8 +516,8 @@ def script_trace_job(context: Any) -> None:
         traced.end_step()
         for handle in handles:
             handle.remove()
-        torch.Tensor.backward = original_backward
-        dataloader_module._BaseDataLoaderIter.__next__ = original_next
+        torch.Tensor.backward = original_backward  # type: ignore[method-assign]  # restored
+        dataloader_module._BaseDataLoaderIter.__next__ = original_next  # type: ignore[method-assign]  # restored
         if redirects is not None:
             redirects.uninstall()
     snapshot = traced.tracer.snapshot()

@@ -13,7 +13,8 @@ import os
 import traceback
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport.errors import UserError
 

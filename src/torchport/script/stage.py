@@ -12,14 +12,15 @@ torchport cannot rebuild the same global batch from outside.
 from __future__ import annotations
 
 import shutil
-import statistics
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from torchport.check.distributed import launch, launch_failure
+from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
+from torchport.stats import median
 
 NPROC = 2
 STEPS, BLOCKS, WARMUP = 4, 2, 2
@@ -31,18 +32,12 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
     if reference is None or document["backends"][reference].get("status") != "ok":
         section["reason"] = "the script did not run on the reference backend in one process"
         document["script_distributed"] = section
-    if section["ranks"]:
-        from torchport.script.crossref import cross_reference
-
-        # The DDP branch of a script runs only here: its lines are run-time evidence too.
-        document["script"] = cross_reference(options.script.resolve(), document["backends"], reference,
-                                             torchrun_ranks=section["ranks"])
         return
     config = ProtocolConfig(seed=options.protocol.seed, steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP,
                             steady_tolerance=0.0, inference=False)
     launch_options = SimpleNamespace(app=None, distributed_steps=STEPS, seed=options.protocol.seed, dtype="float32",
                                      nproc=NPROC, nnodes=1, rdzv_endpoint=None, rdzv_conf=None,
-                                     timeout_s=min(options.timeout_s, 600.0))
+                                     timeout_s=min(options.timeout_s, DEFAULT_TIMEOUT_S))
     folder = Path(tempfile.mkdtemp(prefix="torchport-script-ddp-"))
     try:
         launched = launch(launch_options, reference, folder, function="torchport.script.job:script_job",
@@ -58,7 +53,7 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
         section["ranks"][str(rank)] = {
             "status": result.get("status"),
             "error": result.get("error"),
-            "step_s": statistics.median(b["seconds"] / b["steps"] for b in blocks) if blocks else None,
+            "step_s": median(b["seconds"] / b["steps"] for b in blocks) if blocks else None,
             "redirects": (result.get("script") or {}).get("redirects", []),
             "losses": [v for b in blocks for v in (b.get("losses") or [])],
         }
@@ -94,5 +89,5 @@ def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
                                                                             "seed": options.protocol.seed},
                      extra={"script": script, "script_args": list(options.script_args),
                             "redirect_cuda": options.redirect_cuda, "cwd": str(Path.cwd())},
-                     timeout=min(options.timeout_s, 600.0))
+                     timeout=min(options.timeout_s, DEFAULT_TIMEOUT_S))
     document["trace"] = build_section(run, f"script:{script}", validate_targets(None))

@@ -7,18 +7,19 @@ verdict per target.  ``torchport trace --json`` writes the same object.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport.errors import UserError
+from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 
 TRACE_JOB = "torchport.trace.job:trace_job"
-DEFAULT_TIMEOUT_S = 300.0
 SECTION_VERSION = "1"
 
 
-def run_trace(app: str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+def run_trace(app: str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = TRACE_TIMEOUT_S,
               allow_live: bool = True, seed: int = 0,
               on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Trace the app in a worker and build the section.  A UserError only when
@@ -127,7 +128,7 @@ def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], step
     found = []
     for (rule, location), item in grouped.items():
         names = sorted(item["ops"])
-        found.append(finding_rules._make(finding_rules.RULES[rule], location, item["count"], steps,
+        found.append(finding_rules.make_finding(finding_rules.RULES[rule], location, item["count"], steps,
                                          f"{', '.join(names)} on {', '.join(sorted(item['targets']))} "
                                          f"({'; '.join(sorted(item['why']))})", item["targets"], ops=names))
     return found

@@ -25,7 +25,6 @@ from typing import Any
 TARGETS = ("tpu", "xla", "neuron", "rocm", "mps", "cuda")
 SEVERITY_RANK = {"blocker": 0, "slow": 1, "minor": 2}
 LAZY_TARGETS = ("tpu", "xla", "neuron")  # compile a graph per input shape
-TPU_TARGETS = ("tpu", "xla")
 TILE_MINOR, TILE_LANE = 8, 128  # TPU vector registers are 8 x 128 (Cloud TPU performance guide)
 
 
@@ -112,10 +111,10 @@ def finding(rule_id: str, location: str | None, count: int, steps: int, detail: 
             **extra: Any) -> dict[str, Any]:
     rule = RULES[rule_id]
     affected = {t: rule.severity[t] for t in targets if t in rule.severity}
-    return _make(rule, location, count, steps, detail, affected, **extra)
+    return make_finding(rule, location, count, steps, detail, affected, **extra)
 
 
-def _make(rule: Rule, location: str | None, count: int, steps: int, detail: str, affected: dict[str, str],
+def make_finding(rule: Rule, location: str | None, count: int, steps: int, detail: str, affected: dict[str, str],
           **extra: Any) -> dict[str, Any]:
     severity = min(affected.values(), key=SEVERITY_RANK.__getitem__) if affected else "minor"
     return {
@@ -202,7 +201,7 @@ def varying_dims(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for signature in signatures:
         for path, _dtype, shape in signature["leaves"]:
             by_path.setdefault(path, []).append(shape)
-    varying = []
+    varying: list[dict[str, Any]] = []
     for path, shapes in by_path.items():
         ranks = {len(s) for s in shapes}
         if len(ranks) > 1:
@@ -363,7 +362,7 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str]) ->
         affected = {t: severity for t in targets if t in RULES["TR106"].severity}
         dims = ", ".join(f"{d}={v}" for d, v in odd[:6])
         modules = sorted({r["module"] for r in group if r["module"]})
-        found.append(_make(RULES["TR106"], location, sum(r["count"] for r in group), steps,
+        found.append(make_finding(RULES["TR106"], location, sum(r["count"] for r in group), steps,
                            f"{', '.join(sorted({r['op'] for r in group}))} with {dims}"
                            f"{' in ' + ', '.join(modules) if modules else ''}: {wasted / flops:.0%} of this work is "
                            f"padding, {share:.1%} of the forward pass's FLOPs (estimate: rows padded to 8, contraction "
@@ -403,7 +402,7 @@ def custom_ops(ops: list[dict[str, Any]], registrations: dict[str, Any], steps: 
                     lacking[target] = RULES["TR108"].severity[target]
         if lacking:
             count = sum(r["count"] for r in group)
-            found.append(_make(RULES["TR108"], location, count, steps,
+            found.append(make_finding(RULES["TR108"], location, count, steps,
                                f"{', '.join(names)}: kernels registered for "
                                f"{', '.join(sorted({k for n in names for k in (registrations.get(n) or {}).get('kernels', [])})) or 'nothing'}",
                                lacking, ops=names))

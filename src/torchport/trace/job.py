@@ -7,8 +7,10 @@ past ``--timeout`` leaves everything traced before it.
 """
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from torchport.app import call_user
 from torchport.errors import UserError
@@ -96,7 +98,7 @@ def trace_job(context: Any) -> None:
             with tracer.in_phase("optimizer"):
                 optimizer.zero_grad(set_to_none=True)
             with tracer.in_phase("loss"):
-                loss = call_user(lambda: app.loss(model, batch), "the app's loss raised")
+                loss = call_user(functools.partial(app.loss, model, batch), "the app's loss raised")
             if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
                 got = type(loss).__name__ if not isinstance(loss, torch.Tensor) else f"shape {tuple(loss.shape)}"
                 raise UserError(f"the loss must return a scalar tensor, got {got}", location=loss_location)

@@ -249,7 +249,7 @@ def xla_probe_fallbacks() -> dict[str, list[str]]:
 def versions() -> dict[str, str]:
     import torch
 
-    found = {"torch": torch.__version__}
+    found: dict[str, str] = {"torch": torch.__version__}
     from importlib import metadata
 
     for module, distribution in (("torch_xla", "torch_xla"), ("torch_tpu", "torch_tpu"),

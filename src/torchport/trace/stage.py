@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from torchport.trace.analysis import DEFAULT_TIMEOUT_S, build_section
+from torchport.limits import TRACE_TIMEOUT_S
+from torchport.trace.analysis import build_section
 from torchport.trace.job import DEFAULT_STEPS
 from torchport.trace.verdict import compare_with_xla
 
@@ -30,7 +31,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
 
     spec = parse_spec(getattr(options, "app", None))
     steps = int(getattr(options, "trace_steps", EVALUATE_STEPS) or EVALUATE_STEPS)
-    timeout = min(float(getattr(options, "timeout_s", DEFAULT_TIMEOUT_S)), DEFAULT_TIMEOUT_S)
+    timeout = min(float(getattr(options, "timeout_s", TRACE_TIMEOUT_S)), TRACE_TIMEOUT_S)
     seed = getattr(getattr(options, "protocol", None), "seed", 0)
     run = run_worker("cpu", TRACE_JOB, app=spec.text, config={"steps": steps, "seed": seed, "until_repeated": REPEATED}, timeout=timeout)
     section = build_section(run, spec.text, validate_targets(getattr(options, "trace_targets", None)),

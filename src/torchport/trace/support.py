@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ def support_name(op: str) -> str:
     return name
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped_table(name: str) -> dict[str, Any]:
     document = json.loads((DATA / f"op_support_{name}.json").read_text(encoding="utf-8"))
     return _indexed(document)

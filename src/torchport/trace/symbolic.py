@@ -42,6 +42,7 @@ import weakref
 from typing import Any
 
 from torchport.errors import UserError
+from torchport.limits import DEFAULT_TIMEOUT_S
 
 # Measured on this project's CPU (small llama, float32, AdamW, glibc's default
 # malloc): peak RSS ran 18-22% above the tensor bytes the estimate counts.
@@ -221,8 +222,8 @@ def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: in
         row = {"chip": chip["name"], "id": chip["id"], "targets": chip["targets"],
                "hbm": f"{chip['hbm']} {chip['unit']}", "hbm_bytes": capacity, "source": chip["source"],
                "fits_one": estimated["required_bytes"] <= capacity}
-        row["data_parallel"] = _smallest(lambda n: data_parallel(n) <= usable, batch_size)
-        row["fully_sharded"] = _smallest(lambda n: fully_sharded(n) <= usable, 4096)
+        row["data_parallel"] = _smallest(lambda n, usable=usable: data_parallel(n) <= usable, batch_size)
+        row["fully_sharded"] = _smallest(lambda n, usable=usable: fully_sharded(n) <= usable, 4096)
         if row["fully_sharded"] is None:
             row["why_not"] = (f"activations of one sample ({_gib(per_sample)}) do not fit beside the sharded state "
                               f"on 4096 chips: needs activation checkpointing, sequence or tensor parallelism")
@@ -320,7 +321,7 @@ def memory_fit(text: str, dtypes: tuple[str, ...] = DTYPES, optimizers: tuple[st
 
 # --- the measured cross-check -------------------------------------------------------------
 
-def measure(text: str, steps: int = 2, timeout: float = 600.0) -> dict[str, Any]:
+def measure(text: str, steps: int = 2, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """Run the spec for real on the CPU (float32, AdamW) in a fresh process and
     return the peak of its live tensor bytes and its peak RSS above the
     baseline taken before the model was built: the figures the float32/AdamW

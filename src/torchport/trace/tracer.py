@@ -28,7 +28,8 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -174,7 +175,7 @@ class _FunctionLevel(TorchFunctionMode):
     """Sees the user's torch calls: records host syncs, and remembers the call's
     user location so the ops it dispatches need no stack walk of their own."""
 
-    def __init__(self, tracer: "OpTracer"):
+    def __init__(self, tracer: OpTracer):
         super().__init__()
         self.tracer = tracer
 
@@ -214,7 +215,7 @@ def _copies_to_host(name: str, args: tuple, kwargs: dict) -> bool:
 
 
 class _DispatchLevel(TorchDispatchMode):
-    def __init__(self, tracer: "OpTracer"):
+    def __init__(self, tracer: OpTracer):
         super().__init__()
         self.tracer = tracer
 
@@ -258,13 +259,10 @@ class OpTracer:
         # of the step's graph, and the first step's differ when the optimizer
         # creates its state then (Adam's moments, momentum buffers).
         self.optimizer_sequences: list[list[str]] = []
-        self.first_location: dict[tuple, str | None] = {}
-        self._user_code: dict[Any, bool] = {}
+        self._user_code: dict[Any, str | None] = {}
         self._module_names = {id(m): name or "(model)" for name, m in model.named_modules()} if model is not None else {}
         self._module_stack: list[str] = []
         self._model = model
-        self._hooks: list[Any] = []
-        self._modes: list[Any] = []
         self.saved_bytes = 0
         self.saved_bytes_step = 0
         self._saved_storages: set[int] = set()
@@ -312,7 +310,7 @@ class OpTracer:
             pending = [t.grad_fn for item in out for t in _tensors(item) if t.grad_fn is not None]
         while pending:
             node = pending.pop()
-            metadata = node.metadata
+            metadata: dict = node.metadata  # type: ignore[assignment]  # torch types Node.metadata as a method; it is a property
             if LOCATION_KEY in metadata:
                 continue
             metadata[LOCATION_KEY] = (location, module, library)
@@ -330,7 +328,7 @@ class OpTracer:
         attributed = "user"
         if phase == "backward":
             node = torch._C._current_autograd_node()
-            stamped = node.metadata.get(LOCATION_KEY) if node is not None else None
+            stamped = node.metadata.get(LOCATION_KEY) if node is not None else None  # type: ignore[attr-defined]  # as above
             if stamped is not None:
                 (location, module, library), attributed = stamped, "autograd"
         elif location is None:
@@ -424,9 +422,9 @@ class OpTracer:
                  nn_module.register_module_forward_hook(self._post_hook)]
         function_mode, dispatch_mode = _FunctionLevel(self), _DispatchLevel(self)
         try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor):
-                with function_mode, dispatch_mode:
-                    yield
+            with (torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor),
+                  function_mode, dispatch_mode):
+                yield
         finally:
             for hook in hooks:
                 hook.remove()

@@ -123,7 +123,7 @@ def measured_xla(document: dict[str, Any]) -> dict[str, Any] | None:
         reads = training.get("loss_reads") or {}
         warmup_blocks = (training.get("warmup") or {}).get("blocks") or []
 
-        def total(field: str) -> int:
+        def total(field: str, phases: list = phases) -> int:
             return sum(int(p.get(field) or 0) for p in phases)
 
         per_run.append({
