@@ -31,18 +31,10 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
-# The app's seeding, data stream and batch helpers live with the one step
-# engine (torchport.engine); they are named here too, where callers found them.
-from torchport.engine import (  # noqa: F401
-    NO_HOOKS,
-    BatchStream,
-    StepHooks,
-    batch_signature,
-    build_app,
-    function_location,
-    leading_dim,
-    seed_everything,
-)
+from torchport.engine import BatchStream, StepHooks, batch_signature, build_app
+
+# The app's seeding and batch helpers live with the one step engine; named here too, where callers found them.
+from torchport.engine import function_location, leading_dim, seed_everything  # noqa: F401
 from torchport.errors import UserError
 
 DTYPES = ("float32", "bfloat16", "float16")

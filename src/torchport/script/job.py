@@ -31,6 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
+from torchport.engine import seed_everything
 from torchport.errors import UserError
 from torchport.protocol import (
     Block,
@@ -40,7 +41,6 @@ from torchport.protocol import (
     host_peak_rss_bytes,
     record_first_step,
     run_warmup_and_sustained,
-    seed_everything,
 )
 
 PLACEHOLDERS = ("{device}", "{backend}", "{compile}")
