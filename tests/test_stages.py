@@ -25,7 +25,7 @@ class DemoOptions:
     seed: int
 
     @classmethod
-    def from_evaluation(cls, options: Any) -> "DemoOptions":
+    def from_evaluation(cls, options: Any) -> DemoOptions:
         return cls(seed=options.protocol.seed)
 
 

@@ -38,8 +38,10 @@ import contextlib
 import inspect
 import random
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any
 
 from torchport.errors import UserError
 
@@ -68,7 +70,7 @@ class HostRngState:
     numpy: Any
 
     @classmethod
-    def capture(cls) -> "HostRngState":
+    def capture(cls) -> HostRngState:
         import torch
 
         try:
@@ -194,7 +196,7 @@ class StepHooks:
     before it is placed and returns the batch to train on; ``after_backward``
     runs once the gradients exist and before the update."""
 
-    def phase(self, name: str) -> ContextManager[Any]:
+    def phase(self, name: str) -> AbstractContextManager[Any]:
         return _NO_PHASE
 
     def on_batch(self, batch: Any) -> Any:
@@ -222,7 +224,7 @@ class ImportedApp:
 
     def build(self, backend: Any, *, dtype: str = "float32", seed: int | None = None, compile: bool = True,
               on_device: bool = True, app_owns_failures: bool = False,
-              hooks: StepHooks = NO_HOOKS) -> "Engine":
+              hooks: StepHooks = NO_HOOKS) -> Engine:
         """Steps 3-6 of the fixed order: model, optimizer, optional compile, data.
 
         ``on_device=False`` leaves the model and batches where the app makes

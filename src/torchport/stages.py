@@ -28,7 +28,8 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 SCHEMA_FOLDER = Path(__file__).resolve().parent / "schemas"
 

@@ -45,7 +45,7 @@ class CheckStageOptions:
     checks: tuple[str, ...] = STAGE_CHECKS
 
     @classmethod
-    def from_evaluation(cls, options: Any) -> "CheckStageOptions":
+    def from_evaluation(cls, options: Any) -> CheckStageOptions:
         protocol = getattr(options, "protocol", None)
         return cls(app=options.app, seed=getattr(protocol, "seed", 0), dtype=getattr(protocol, "dtype", "float32"),
                    timeout_s=getattr(options, "timeout_s", 600.0))

@@ -38,7 +38,7 @@ class ScriptStageOptions:
     timeout_s: float = 600.0  # the stages' workers run at most this long (and never past 600 s)
 
     @classmethod
-    def from_evaluation(cls, options: Any) -> "ScriptStageOptions":
+    def from_evaluation(cls, options: Any) -> ScriptStageOptions:
         return cls(script=options.script.resolve(), script_args=tuple(options.script_args),
                    redirect_cuda=options.redirect_cuda, seed=options.protocol.seed,
                    timeout_s=min(options.timeout_s, 600.0))

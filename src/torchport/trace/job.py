@@ -121,7 +121,7 @@ def build_for_trace(app_spec: Any, backend: Any, seed: int) -> Any:
     return build_app(app_spec, backend, seed=seed, compile=False, on_device=False, app_owns_failures=True)
 
 
-def traced_step(engine: Any, tracer: Any, phases: "TracedPhases", index: int) -> Any:
+def traced_step(engine: Any, tracer: Any, phases: TracedPhases, index: int) -> Any:
     """One engine step under the tracer; returns the host batch it trained on."""
     with tracer.step(index):
         _, batch, _ = engine.train_step(phases)

@@ -37,7 +37,7 @@ class TraceStageOptions:
     live: bool = True
 
     @classmethod
-    def from_evaluation(cls, options: Any) -> "TraceStageOptions":
+    def from_evaluation(cls, options: Any) -> TraceStageOptions:
         return cls(app=getattr(options, "app", None),
                    seed=getattr(getattr(options, "protocol", None), "seed", 0),
                    steps=int(getattr(options, "trace_steps", EVALUATE_STEPS) or EVALUATE_STEPS),
