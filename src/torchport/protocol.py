@@ -31,10 +31,10 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
-from torchport.engine import BatchStream, StepHooks, batch_signature, build_app
+from torchport.engine import BatchStream, StepHooks, batch_signature, build_app, leading_dim
 
-# The app's seeding and batch helpers live with the one step engine; named here too, where callers found them.
-from torchport.engine import function_location, leading_dim, seed_everything  # noqa: F401
+# The app's seeding helpers live with the one step engine; named here too, where callers found them.
+from torchport.engine import function_location, seed_everything  # noqa: F401
 from torchport.errors import UserError
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -328,14 +328,16 @@ class EvaluateHooks(StepHooks):
     the first batch's signature (for the effective configuration)."""
 
     def __init__(self, engine: Any, first_signature: list[tuple] | None = None):
-        self.engine = engine
+        self.app = engine.app
         self.first_signature = first_signature
         self.samples = 0
         self.tokens: int | None = None
+        self.on_batch = self.count
 
-    def on_batch(self, batch: Any) -> Any:
-        self.samples = self.engine.samples(batch)
-        self.tokens = self.engine.tokens(batch)
+    def count(self, batch: Any) -> Any:
+        app = self.app
+        self.samples = app.samples(batch) if app.samples else leading_dim(batch)
+        self.tokens = app.tokens(batch) if app.tokens else None
         if self.first_signature is not None and not self.first_signature:
             self.first_signature.append(batch_signature(batch))
         return batch

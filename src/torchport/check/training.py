@@ -224,7 +224,7 @@ class TrainingRun:
     def train_step(self, after_backward: Callable[[], None] | None = None) -> Any:
         """One step of the engine; ``after_backward`` runs once the gradients
         exist, before the update (step 1's gradient norms)."""
-        self._hooks.after_backward_once = after_backward
+        self._hooks.after_backward = after_backward
         loss, _, waited = self.engine.train_step(self._hooks)
         self.data_wait_s += waited
         self.step += 1
@@ -291,14 +291,10 @@ class TrainingRun:
 class _CheckHooks(StepHooks):
     def __init__(self, run: TrainingRun):
         self.run = run
-        self.after_backward_once: Callable[[], None] | None = None
+        self.on_batch = self.shard
 
-    def on_batch(self, batch: Any) -> Any:
+    def shard(self, batch: Any) -> Any:
         return batch if self.run.shard is None else shard_batch(batch, *self.run.shard)
-
-    def after_backward(self) -> None:
-        if self.after_backward_once is not None:
-            self.after_backward_once()
 
 
 def shard_batch(batch: Any, rank: int, world: int) -> Any:

@@ -134,9 +134,11 @@ class TracedPhases(StepHooks):
 
     def __init__(self, tracer: Any):
         self.tracer = tracer
+        self.outside = tracer.phase  # the tracer's phase between parts ("data", as tracer.in_phase leaves it)
+        self.enter_phase = self.enter
 
-    def phase(self, name: str) -> Any:
-        return self.tracer.in_phase(name)
+    def enter(self, name: str | None) -> None:
+        self.tracer.phase = self.outside if name is None else name
 
 
 def repeated(step_graphs: list[dict[str, Any]], count: int) -> bool:
