@@ -306,10 +306,13 @@ class Engine:
             raise user_error_from(exc, "the app's loss raised") from None
 
     def check_loss(self, loss: Any) -> None:
-        """The one place a loss that is not a scalar tensor is refused."""
         if not isinstance(loss, self._tensor) or loss.dim() != 0:
-            got = type(loss).__name__ if not isinstance(loss, self._tensor) else f"shape {tuple(loss.shape)}"
-            raise UserError(f"the loss must return a scalar tensor, got {got}", location=self.loss_location)
+            self.refuse_loss(loss)
+
+    def refuse_loss(self, loss: Any) -> None:
+        """The one place a loss that is not a scalar tensor is refused."""
+        got = type(loss).__name__ if not isinstance(loss, self._tensor) else f"shape {tuple(loss.shape)}"
+        raise UserError(f"the loss must return a scalar tensor, got {got}", location=self.loss_location)
 
     # ---- the steps ----------------------------------------------------------------------
     def train_step(self, hooks: StepHooks = NO_HOOKS) -> tuple[Any, Any, float]:
@@ -332,10 +335,17 @@ class Engine:
         self.optimizer.zero_grad(set_to_none=True)
         if enter:
             enter("loss")
-        loss = self.loss(batch)
+        # self.loss() and self.check_loss(), written out: two calls fewer in the timed step.
+        try:
+            loss = self.app.loss(self.trainable, batch)
+        except UserError:
+            raise
+        except Exception as exc:
+            raise user_error_from(exc, "the app's loss raised") from None
         if enter:
             enter(None)
-        self.check_loss(loss)
+        if not isinstance(loss, self._tensor) or loss.dim() != 0:
+            self.refuse_loss(loss)
         if enter:
             enter("backward")
         if self.app_owns_failures:
