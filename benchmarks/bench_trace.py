@@ -1,7 +1,12 @@
 """Cost of tracing: traced vs. untraced eager training step of builtin:gpt on the CPU.
 
-Same process, same model, same batches; both after warm-up.  Prints the
-median step time of each and their ratio (target: traced <= 5x untraced).
+Both are the real job's step: the app built as ``torchport trace`` builds it
+(``torchport.trace.job.build_for_trace``, the one step engine) and stepped by
+the engine, once plainly and once as the trace job steps it
+(``torchport.trace.job.traced_step``: the tracer's modes and phases around the
+same step).  Same process, same model, same data stream; both after warm-up.
+Prints the median step time of each and their ratio (target: traced <= 5x
+untraced).
 
     .venv/bin/python benchmarks/bench_trace.py [--steps N] [--app builtin:gpt]
 """
@@ -12,9 +17,10 @@ import time
 
 import torch
 
-from torchport.app import load_app
-from torchport.protocol import function_location, seed_everything
+from torchport.backends import get as get_backend
+from torchport.engine import function_location
 from torchport.stats import median
+from torchport.trace.job import TracedPhases, build_for_trace, traced_step
 from torchport.trace.tracer import OpTracer
 
 TARGET_RATIO = 5.0
@@ -27,29 +33,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
 
-    seed_everything(0)
-    app = load_app(args.app)
-    model = app.model()
-    optimizer = app.optimizer(model)
-    batches = list(app.data())
-    location = function_location(app.loss)
-    tracer = OpTracer(model, {phase: location for phase in ("data", "forward", "loss", "backward", "optimizer")})
+    engine = build_for_trace(args.app, get_backend("cpu")(), seed=0)
+    location = function_location(engine.app.loss)
+    tracer = OpTracer(engine.model, {phase: location for phase in ("data", "forward", "loss", "backward", "optimizer")})
+    phases = TracedPhases(tracer)
 
     def step(index: int) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        app.loss(model, batches[index % len(batches)]).backward()
-        optimizer.step()
+        engine.train_step()
 
-    def traced_step(index: int) -> None:
-        with tracer.step(index):
-            with tracer.in_phase("optimizer"):
-                optimizer.zero_grad(set_to_none=True)
-            with tracer.in_phase("loss"):
-                loss = app.loss(model, batches[index % len(batches)])
-            with tracer.in_phase("backward"):
-                loss.backward()
-            with tracer.in_phase("optimizer"):
-                optimizer.step()
+    def step_traced(index: int) -> None:
+        traced_step(engine, tracer, phases, index)
 
     def timed(function) -> list[float]:
         for index in range(args.warmup):
@@ -66,7 +59,7 @@ def main() -> int:
     traced: list[float] = []
     for _ in range(2):
         eager += timed(step)
-        traced += timed(traced_step)
+        traced += timed(step_traced)
     eager_s, traced_s = median(eager), median(traced)
     ratio = traced_s / eager_s
     ops = sum(record.count for record in tracer.records.values()) / max(1, len(tracer.step_sequences))

@@ -15,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
+from torchport import stages as stage_registry
 from torchport.app import parse_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
@@ -41,7 +42,8 @@ class EvaluationOptions:
     reference: str = "cpu"
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
-    stages: Sequence[Callable[[dict[str, Any], EvaluationOptions, Path], None]] = field(default_factory=list)
+    # torchport.stages entries (or plain stage functions): run after the timing rounds
+    stages: list[Any] = field(default_factory=list)
     # Script mode: the user's own training script instead of an app (torchport.script).
     script: Path | None = None
     script_args: list[str] = field(default_factory=list)
@@ -236,10 +238,11 @@ class Evaluation:
         stages = self.options.stages
         if not stages:
             return
-        names = [stage.__module__.rsplit(".", 2)[-2] for stage in stages]
+        names = [stage_registry.name_of(stage) for stage in stages]
         self.on_event("stage", {"stage": ", ".join(names)})
         with ThreadPoolExecutor(max_workers=len(stages)) as pool:
-            futures = [pool.submit(stage, self.document, self.options, self.out_dir) for stage in stages]
+            futures = [pool.submit(stage_registry.run_function(stage), self.document, self.options, self.out_dir)
+                       for stage in stages]
             try:
                 errors = [future.exception() for future in futures]
             except BaseException:

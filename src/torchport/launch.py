@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
@@ -162,6 +163,67 @@ def _interrupted_result(when: str) -> dict[str, Any]:
             "error": {"kind": failures.INTERRUPTED, "message": f"{INTERRUPTED_MESSAGE} {when}"}}
 
 
+@dataclass
+class Supervised:
+    """How a supervised process ended: its exit code (None if it never
+    started), and why torchport ended it (None when it ended by itself)."""
+
+    exit_code: int | None
+    stopped_by: str | None
+    wall_s: float
+    timed_out: bool = False
+
+
+def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_timeout: float | None = None,
+              current: dict[str, Any] | None = None, on_start: Callable[[subprocess.Popen], None] | None = None,
+              **popen: Any) -> Supervised:
+    """The one place a torchport process is started, watched, timed out and
+    ended: a single-process worker (``run_worker``) and torchrun with its
+    ranks (``torchport.check.distributed.launch``) alike.
+
+    The process starts in its own session with torchport's markers
+    (``start_process``); it is ended, with everything it started, at
+    ``timeout`` seconds, when the phase in ``current`` (``{"phase", "since"}``,
+    kept up to date by the caller's reader) runs past ``phase_timeout``, or
+    when the command is interrupted; and in every case, once it has ended,
+    whatever it left behind goes too (``finish_process``)."""
+    started = time.monotonic()
+    current = current if current is not None else {"phase": "start", "since": started}
+    try:
+        process, worker_id = start_process(command, env, **popen)
+    except KeyboardInterrupt:
+        return Supervised(None, f"{INTERRUPTED_MESSAGE} before the process started", 0.0)
+    if on_start is not None:
+        on_start(process)
+    stopped_by = None
+    timed_out = False
+    try:
+        while process.poll() is None:
+            now = time.monotonic()
+            if _cancelled.is_set():
+                stopped_by = INTERRUPTED_MESSAGE
+            elif now - started > timeout:
+                timed_out = True
+                stopped_by = f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
+            elif phase_timeout and now - current["since"] > phase_timeout:
+                timed_out = True
+                stopped_by = f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
+            if stopped_by:
+                end_process_tree(process.pid, worker_id)
+                break
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        # Ctrl-C reaches only us (the process has its own session): end it
+        # and every other worker, and still hand back what it had measured.
+        cancel_all()
+        stopped_by = INTERRUPTED_MESSAGE
+    process.wait()
+    # Whatever the process started and left behind (compile or data-loader
+    # processes, torchrun's ranks, also those that called setsid) goes with it.
+    finish_process(process, worker_id)
+    return Supervised(process.returncode, stopped_by, time.monotonic() - started, timed_out)
+
+
 def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env_extra):
     env = worker_environment()
     env["TORCHPORT_SPAWN_TIME"] = repr(time.time())
@@ -169,45 +231,28 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     stderr_path = os.path.join(scratch, "stderr.txt")
     started = time.monotonic()
     current: dict[str, Any] = {"phase": "start", "since": started}
-    with open(stderr_path, "w+b") as stderr_file:
-        try:
-            process, worker_id = start_process([python, "-m", "torchport.worker", job_path], env,
-                                               stdout=subprocess.PIPE, stderr=stderr_file)
-        except KeyboardInterrupt:
-            return _interrupted_result("before the worker started")
-        stdout_tail: deque[str] = deque(maxlen=TAIL_LINES)
-        reader = threading.Thread(
-            target=_read_progress, args=(process, current, on_progress, stdout_tail), daemon=True
-        )
+    stdout_tail: deque[str] = deque(maxlen=TAIL_LINES)
+    readers: list[threading.Thread] = []
+
+    def start_reader(process: subprocess.Popen) -> None:
+        reader = threading.Thread(target=_read_progress, args=(process, current, on_progress, stdout_tail),
+                                  daemon=True)
         reader.start()
-        stopped_by = None
-        try:
-            while process.poll() is None:
-                now = time.monotonic()
-                if _cancelled.is_set():
-                    stopped_by = INTERRUPTED_MESSAGE
-                elif now - started > timeout:
-                    stopped_by = f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
-                elif phase_timeout and now - current["since"] > phase_timeout:
-                    stopped_by = f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
-                if stopped_by:
-                    end_process_tree(process.pid, worker_id)
-                    break
-                time.sleep(0.05)
-        except KeyboardInterrupt:
-            # Ctrl-C reaches only us (the worker has its own session): end it
-            # and every other worker, and still hand back what it had measured.
-            cancel_all()
-            stopped_by = INTERRUPTED_MESSAGE
-        process.wait()
-        # Whatever the worker started and left behind (compile or data-loader
-        # processes, also those that called setsid) goes with it.
-        finish_process(process, worker_id)
-        reader.join(timeout=5)
+        readers.append(reader)
+
+    with open(stderr_path, "w+b") as stderr_file:
+        ended = supervise([python, "-m", "torchport.worker", job_path], env, timeout=timeout,
+                          phase_timeout=phase_timeout, current=current, on_start=start_reader,
+                          stdout=subprocess.PIPE, stderr=stderr_file)
+        if ended.exit_code is None:
+            return _interrupted_result("before the worker started")
+        for reader in readers:
+            reader.join(timeout=5)
         stderr_text = _tail_of(stderr_file)
+    stopped_by = ended.stopped_by
     result = _read_result(output)
     result["wall_s"] = time.monotonic() - started
-    result["exit_code"] = process.returncode
+    result["exit_code"] = ended.exit_code
     result["last_phase"] = current["phase"]
     tail = failures.cap_tail(stderr_text.splitlines())
     if stopped_by == INTERRUPTED_MESSAGE:
@@ -216,13 +261,13 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     elif stopped_by:
         result["status"] = "timed_out"
         result["error"] = {"kind": failures.TIMEOUT, "message": stopped_by}
-    elif process.returncode == EXIT_OK and result.get("status") == "ok":
+    elif ended.exit_code == EXIT_OK and result.get("status") == "ok":
         pass
-    elif process.returncode == EXIT_REPORTED_ERROR and result.get("error"):
+    elif ended.exit_code == EXIT_REPORTED_ERROR and result.get("error"):
         result["status"] = "error"
     else:
         result["status"] = "crashed"
-        code = process.returncode
+        code = ended.exit_code
         if code is not None and code < 0:
             how = f"killed by signal {signal.Signals(-code).name}"
             if -code == signal.SIGKILL:

@@ -23,7 +23,6 @@ This module runs on every torch a backend environment holds (2.9 and newer).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 import resource
@@ -31,12 +30,15 @@ import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from torchport import stats
+from torchport.engine import BatchStream, StepHooks, batch_signature, build_app, leading_dim
+
+# The app's seeding helpers live with the one step engine; named here too, where callers found them.
+from torchport.engine import function_location, seed_everything  # noqa: F401
 from torchport.errors import UserError
 from torchport.limits import INPUT_BOUND_SHARE
-from torchport.turns import take_turn
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -84,110 +86,9 @@ def config_hash(effective: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def seed_everything(seed: int) -> None:
-    import random
-
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy
-
-        numpy.random.seed(seed)
-    except ImportError:
-        pass
-
-
-def function_location(function: Callable[..., Any]) -> str | None:
-    """``file:line`` where a user function is defined, for error messages."""
-    try:
-        target = inspect.unwrap(function)
-        return f"{inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]}"
-    except (TypeError, OSError):
-        return None
-
-
 def host_peak_rss_bytes() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
-
-
-# --- data ---------------------------------------------------------------------------------
-
-
-class BatchStream:
-    """Endless batches from the app's data factory, one epoch after another,
-    with the host time spent waiting for each."""
-
-    def __init__(self, factory: Callable[[], Any]):
-        self._factory = factory
-        self._data = self._call_factory()
-        self._iterator: Iterator[Any] | None = None
-        self.epochs_started = 0
-        self.signatures: set[tuple] = set()
-
-    def _call_factory(self) -> Any:
-        try:
-            data = self._factory()
-        except Exception as exc:
-            from torchport.app import user_error_from
-
-            raise user_error_from(exc, "the app's data factory raised") from None
-        return data
-
-    @property
-    def steps_per_epoch(self) -> int | None:
-        try:
-            return len(self._data)
-        except TypeError:
-            return None
-
-    def next(self) -> tuple[Any, float]:
-        started = time.perf_counter()
-        batch = self._next_batch()
-        waited = time.perf_counter() - started
-        self.signatures.add(batch_signature(batch))
-        return batch, waited
-
-    def _next_batch(self) -> Any:
-        for _ in range(2):
-            if self._iterator is None:
-                if self.epochs_started and hasattr(self._data, "__next__"):
-                    # A generator is spent after one epoch: ask the factory for the next.
-                    self._data = self._call_factory()
-                self._iterator = iter(self._data)
-                self.epochs_started += 1
-            try:
-                return next(self._iterator)
-            except StopIteration:
-                self._iterator = None
-        raise UserError("the app's data is empty: a fresh epoch yielded no batch")
-
-
-def batch_signature(batch: Any) -> tuple:
-    """Shapes and dtypes of every tensor in a batch: metadata only, no device sync."""
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return (tuple(batch.shape), str(batch.dtype).replace("torch.", ""))
-    if isinstance(batch, (list, tuple)):
-        return tuple(batch_signature(item) for item in batch)
-    if isinstance(batch, dict):
-        return tuple((key, batch_signature(value)) for key, value in sorted(batch.items()))
-    return (type(batch).__name__,)
-
-
-def leading_dim(batch: Any) -> int:
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() else 1
-    if isinstance(batch, (list, tuple)) and batch:
-        return leading_dim(batch[0])
-    if isinstance(batch, dict) and batch:
-        return leading_dim(next(iter(batch.values())))
-    raise UserError("cannot count samples in a batch: give the App a samples=(batch) -> int function")
 
 
 # --- blocks and steady state -----------------------------------------------------------------
@@ -224,15 +125,23 @@ def is_steady(blocks: list[Block], window: int, tolerance: float) -> bool:
     return (recent[-1] - recent[0]) / median <= tolerance
 
 
+def _no_turn() -> None:
+    pass
+
+
 class Scenario:
     """One timed workload (training steps, or inference calls) on one backend."""
 
     def __init__(self, name: str, step: Callable[[], tuple[Any, float, int, int | None]], backend: Any,
-                 check_value: Callable[[float, int], None] | None):
+                 check_value: Callable[[float, int], None] | None, turn: Callable[[], None] | None = None):
         self.name = name
         self._step = step
         self._backend = backend
         self._check_value = check_value
+        # Called before every timed block (and once after the last): a paired
+        # benchmark's turn-taking (torchport.turns, through the worker's
+        # context); nothing otherwise.
+        self.turn = turn or _no_turn
         self.steps_done = 0
         # (block, its step values, number of its first step): read after the
         # phase's closing counter snapshot, see read_values().
@@ -244,7 +153,7 @@ class Scenario:
         waited = 0.0
         samples = 0
         tokens: int | None = 0
-        take_turn()  # a no-op unless a benchmark pairs this worker with another process
+        self.turn()  # a no-op unless a benchmark pairs this worker with another process
         counters_before = backend.counters()
         started = time.perf_counter()
         for value, wait, batch_samples, batch_tokens in self.steps(steps):
@@ -344,7 +253,7 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
     progress(f"{scenario.name}:sustained")
     counters_start = backend.counters()
     sustained = [scenario.run_block(block_steps) for _ in range(config.blocks)]
-    take_turn()  # a paired process finishes its last block before our tail work (see torchport.turns)
+    scenario.turn()  # a paired process finishes its last block before our tail work (see torchport.turns)
     counters_end = backend.counters()
     read_phase_values(scenario, backend, record, "sustained")
     record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained]}
@@ -360,62 +269,27 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
 
 def evaluate_job(context: Any) -> None:
     """Worker entry point for ``torchport evaluate``: one app, one backend, one run."""
-    import torch
-
-    from torchport.app import load_app, user_error_from
-
     config = ProtocolConfig.from_dict(context.config)
     backend = context.backend
     result = context.result
-    dtype = getattr(torch, config.dtype)
+    turn = getattr(context, "take_turn", None)
 
     context.progress("init")
     init_started = time.perf_counter()
-    seed_everything(config.seed)
-    app = load_app(context.app_spec)
-    try:
-        model = app.model()
-    except Exception as exc:
-        raise user_error_from(exc, "the app's model factory raised") from None
-    parameters = sum(p.numel() for p in model.parameters())
-    model = backend.prepare_model(model, dtype if config.dtype != "float32" else None)
-    try:
-        optimizer = app.optimizer(model)
-    except Exception as exc:
-        raise user_error_from(exc, "the app's optimizer factory raised") from None
-    trainable = backend.compile(model)
-    stream = BatchStream(app.data)
+    engine = build_app(context.app_spec, backend, seed=config.seed, dtype=config.dtype)
+    app, model, optimizer = engine.app, engine.model, engine.optimizer
+    parameters = engine.parameters
     backend.synchronize()
     result["phases"]["init_s"] = time.perf_counter() - init_started
 
-    cast = dtype if config.dtype != "float32" else None
-    loss_location = function_location(app.loss)
+    cast = engine.cast
+    loss_location = engine.loss_location
     first_batch_signature: list[tuple] = []
+    counted = EvaluateHooks(engine, first_batch_signature)
 
     def train_step() -> tuple[Any, float, int, int | None]:
-        batch, waited = stream.next()
-        samples = app.samples(batch) if app.samples else leading_dim(batch)
-        tokens = app.tokens(batch) if app.tokens else None
-        if not first_batch_signature:
-            first_batch_signature.append(batch_signature(batch))
-        batch = backend.to_device(batch, cast)
-        optimizer.zero_grad(set_to_none=True)
-        try:
-            loss = app.loss(trainable, batch)
-        except UserError:
-            raise
-        except Exception as exc:
-            raise user_error_from(exc, "the app's loss raised") from None
-        if not isinstance(loss, torch.Tensor):
-            raise UserError(f"the loss must return a scalar tensor, got {type(loss).__name__}", location=loss_location)
-        if loss.dim() != 0:
-            raise UserError(
-                f"the loss must return a scalar tensor, got shape {tuple(loss.shape)}", location=loss_location
-            )
-        loss.backward()
-        optimizer.step()
-        backend.after_step()
-        return loss.detach(), waited, samples, tokens
+        loss, _, waited = engine.train_step(counted)
+        return loss.detach(), waited, counted.samples, counted.tokens
 
     def check_loss(value: float, step: int) -> None:
         if not math.isfinite(value):
@@ -424,8 +298,9 @@ def evaluate_job(context: Any) -> None:
 
     training: dict[str, Any] = {}
     result["training"] = training
-    run_phases(Scenario("training", train_step, backend, check_loss), config, backend, context.progress,
+    run_phases(Scenario("training", train_step, backend, check_loss, turn), config, backend, context.progress,
                training, context.save)
+    stream = engine.stream
     training["steps_per_epoch"] = stream.steps_per_epoch
     training["distinct_batch_shapes"] = len(stream.signatures)
     result["memory"] = backend.memory()
@@ -449,8 +324,28 @@ def evaluate_job(context: Any) -> None:
     context.save()
 
     if config.inference and app.predict is not None:
-        result["inference"] = _run_inference(app, trainable, model, backend, config, context, cast)
+        result["inference"] = _run_inference(engine, config, context, turn)
     result["host_peak_rss_bytes"] = host_peak_rss_bytes()
+
+
+class EvaluateHooks(StepHooks):
+    """Evaluate's additions to the step: each batch's samples and tokens, and
+    the first batch's signature (for the effective configuration)."""
+
+    def __init__(self, engine: Any, first_signature: list[tuple] | None = None):
+        self.app = engine.app
+        self.first_signature = first_signature
+        self.samples = 0
+        self.tokens: int | None = None
+        self.on_batch = self.count
+
+    def count(self, batch: Any) -> Any:
+        app = self.app
+        self.samples = app.samples(batch) if app.samples else leading_dim(batch)
+        self.tokens = app.tokens(batch) if app.tokens else None
+        if self.first_signature is not None and not self.first_signature:
+            self.first_signature.append(batch_signature(batch))
+        return batch
 
 
 def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cast: Any) -> dict[str, Any]:
@@ -471,34 +366,25 @@ def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cas
             "measured_on": "the first batch of the data, after the training run"}
 
 
-def _run_inference(app: Any, trainable: Any, model: Any, backend: Any, config: ProtocolConfig, context: Any,
-                   cast: Any) -> dict[str, Any]:
+def _run_inference(engine: Any, config: ProtocolConfig, context: Any,
+                   turn: Callable[[], None] | None = None) -> dict[str, Any]:
     import torch
 
-    from torchport.app import user_error_from
-
-    stream = BatchStream(app.data)
+    stream = BatchStream(engine.app.data)
     record: dict[str, Any] = {}
+    counted = EvaluateHooks(engine)
 
     def infer_step() -> tuple[Any, float, int, int | None]:
-        batch, waited = stream.next()
-        samples = app.samples(batch) if app.samples else leading_dim(batch)
-        tokens = app.tokens(batch) if app.tokens else None
-        batch = backend.to_device(batch, cast)
-        try:
-            output = app.predict(trainable, batch)
-        except Exception as exc:
-            raise user_error_from(exc, "the app's predict raised") from None
-        backend.after_step()
-        # Returned so that it stays alive until the block's barrier: a lazy
-        # backend computes only what is still referenced.
-        return output, waited, samples, tokens
+        # The output is returned so that it stays alive until the block's barrier.
+        output, _, waited = engine.forward_step(stream, counted)
+        return output, waited, counted.samples, counted.tokens
 
+    model = engine.model
     model.eval()
     try:
         with torch.no_grad():
-            run_phases(Scenario("inference", infer_step, backend, None), config, backend, context.progress,
-                       record, context.save)
+            run_phases(Scenario("inference", infer_step, engine.backend, None, turn), config, engine.backend,
+                       context.progress, record, context.save)
     finally:
         model.train()
     return record

@@ -28,13 +28,14 @@ def now() -> str:
 
 
 def load_schema() -> dict[str, Any]:
-    """The result schema, with the section schemas of the stages merged in
-    (``schemas/<section>.schema.json`` replaces ``$defs/<section>``)."""
+    """The result schema, with the section schema of every registered stage
+    (``torchport.stages``) merged in as ``$defs/<key>``, the key it sets."""
+    from torchport import stages
+
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    for section in ("trace", "checks"):
-        part = SCHEMA_PATH.parent / f"{section}.schema.json"
-        if part.exists():
-            schema["$defs"][section] = json.loads(part.read_text(encoding="utf-8"))
+    for key in stages.result_keys():
+        schema["$defs"][key] = stages.by_key(key).schema_fragment()
+        schema["properties"].setdefault(key, {"$ref": f"#/$defs/{key}"})
     return schema
 
 

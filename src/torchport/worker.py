@@ -43,6 +43,9 @@ class WorkerContext:
     job: dict[str, Any]
     backend: Any
     result: dict[str, Any] = field(default_factory=dict)
+    # Called before each timed block: a paired benchmark's turn-taking
+    # (torchport.turns) when the parent coordinates one, else None.
+    take_turn: Callable[[], None] | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -81,6 +84,12 @@ def _resolve(function_path: str) -> Callable[[WorkerContext], None]:
     return getattr(importlib.import_module(module_name), attribute)
 
 
+def _turn_taking() -> Callable[[], None] | None:
+    from torchport import turns
+
+    return turns.take_turn if os.environ.get(turns.ENVIRONMENT_VARIABLE) else None
+
+
 def classify_error(exc: BaseException) -> dict[str, Any]:
     """Turn an exception into the result's error record (torchport.failures)."""
     from torchport.failures import record
@@ -99,7 +108,7 @@ def main(argv: list[str]) -> int:
     os.environ["TORCHPORT_BACKEND"] = str(job.get("backend"))
     spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
     result: dict[str, Any] = {"status": "running", "phases": {}}
-    context = WorkerContext(job=job, backend=None, result=result)
+    context = WorkerContext(job=job, backend=None, result=result, take_turn=_turn_taking())
     result["phases"]["process_start_s"] = max(0.0, WORKER_STARTED - spawned)
     try:
         context.progress("import")

@@ -31,16 +31,14 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from torchport import backends as backend_registry
 from torchport.check.checkpoint import flat_parameters
 from torchport.check.tolerance import CLOSE, tensor_error
+from torchport.launch import run_worker, supervise, worker_environment, worker_python
 from torchport.stats import median
-from torchport.launch import (cancelled, end_process_tree, finish_process, run_worker, start_process, worker_environment,
-                              worker_python)
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
 WARMUP_STEPS = 2  # first steps carry one-off costs (allocation, DDP bucket set-up); not timed
@@ -82,25 +80,14 @@ def launch(options: Any, backend: str, folder: Path, function: str = DDP_JOB,
     env = worker_environment()  # the same allocator settings as the single-process run it is compared with
     env.update(thread_env(backend_cls))
     command = torchrun_command(python, options, str(job_path))
-    started = time.monotonic()
     with tempfile.TemporaryFile() as output:
-        try:
-            process, worker_id = start_process(command, env, stdout=output, stderr=subprocess.STDOUT)
-        except KeyboardInterrupt:
+        # The same supervision as every single-process worker (torchport.launch):
+        # started with the session markers, ended with its ranks at the timeout
+        # or on an interrupt.
+        ended = supervise(command, env, timeout=options.timeout_s, stdout=output, stderr=subprocess.STDOUT)
+        if ended.exit_code is None:
             return {"exit_code": None, "timed_out": False, "wall_s": 0.0, "output": "interrupted before torchrun started",
                     "ranks": {}, "command": command}
-        timed_out = False
-        try:
-            # Polled rather than one long wait, so that an interrupted command ends torchrun at once.
-            while process.poll() is None and not cancelled():
-                if time.monotonic() - started > options.timeout_s:
-                    timed_out = True
-                    break
-                time.sleep(0.05)
-        finally:
-            end_process_tree(process.pid, worker_id)
-            code = process.wait()
-            finish_process(process, worker_id)
         output.seek(0, os.SEEK_END)
         output.seek(max(0, output.tell() - 256 * 1024))
         text = output.read().decode("utf-8", errors="replace")
@@ -110,7 +97,7 @@ def launch(options: Any, backend: str, folder: Path, function: str = DDP_JOB,
             ranks[int(path.stem[4:])] = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, json.JSONDecodeError):
             pass
-    return {"exit_code": code, "timed_out": timed_out, "wall_s": time.monotonic() - started, "output": text,
+    return {"exit_code": ended.exit_code, "timed_out": ended.timed_out, "wall_s": ended.wall_s, "output": text,
             "ranks": ranks, "command": command}
 
 

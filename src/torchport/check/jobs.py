@@ -25,7 +25,7 @@ from torchport.check.training import (
     restore_rng,
     state_outside_state_dict,
 )
-from torchport.protocol import BatchStream, leading_dim
+from torchport.engine import BatchStream, ImportedApp, import_app, leading_dim
 
 
 def set_deterministic(backend: Any) -> bool:
@@ -45,19 +45,20 @@ def train_job(context: Any) -> None:
     then, for each checkpoint in ``job["resume"]``, load it into a fresh run
     built as its ``into`` spec (default ``job["resume_spec"]``) says and train
     on to that run's last step.  ``result["resumed"][into][source]``."""
-    from torchport.app import load_app
-
     job = context.job
     work = ensure_folder(job["work_dir"])
     backend = context.backend
     result = context.result
     result["deterministic_algorithms"] = set_deterministic(backend)
-    app = load_app(context.app_spec)
+    # Seed, then import (the engine's fixed order); every run below is built from here.
+    runs = job["runs"]
+    imported = import_app(context.app_spec, int(runs[0]["seed"]) if runs else int(job.get("seed", 0)))
+    app = imported.app
     result["app_has"] = {"predict": app.predict is not None, "metric": app.metric is not None}
     result["runs"] = {}
     for spec in job["runs"]:
         context.progress(f"train:{spec['label']}")
-        result["runs"][spec["label"]] = train_run(app, backend, spec, work, context)
+        result["runs"][spec["label"]] = train_run(imported, backend, spec, work, context)
         context.save()
     if job.get("pipeline_batches"):
         context.progress("pipeline")
@@ -67,17 +68,19 @@ def train_job(context: Any) -> None:
     for source in job.get("resume", []):
         into = source.get("into") or job["resume_spec"]
         context.progress(f"resume:{source['label']}->{into['label']}")
-        result["resumed"].setdefault(into["label"], {})[source["label"]] = resume_run(app, backend, into, source, work)
+        result["resumed"].setdefault(into["label"], {})[source["label"]] = resume_run(imported, backend, into, source, work)
         context.save()
 
 
-def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context: Any) -> dict[str, Any]:
+def train_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], work: Path, context: Any) -> dict[str, Any]:
     import torch
+
+    app = imported.app
 
     label, steps = spec["label"], int(spec["steps"])
     checkpoint_step = spec.get("checkpoint_step")
     record: dict[str, Any] = {"dtype": spec["dtype"], "steps": steps}
-    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
+    run = TrainingRun(imported, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
     use_predict = spec.get("outputs") and app.predict is not None and spec.get("app_inference", True)
     if use_predict:
         output = run.predict_output()
@@ -95,9 +98,7 @@ def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context:
         top_hook = run.model.register_forward_hook(keep_first_output)
         record["output_source"] = "model output in training step 1 (forward hook)"
 
-    losses = [run.train_step()]
-    record["grad_norms"] = run.gradient_norms()
-    run.finish_step()
+    losses = [run.train_step(after_backward=lambda: record.update(grad_norms=run.gradient_norms()))]
     remove_hooks()
     if top_hook is not None:
         top_hook.remove()
@@ -118,7 +119,6 @@ def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context:
     started = time.perf_counter()
     for step in range(2, steps + 1):
         losses.append(run.train_step())
-        run.finish_step()
         if step == checkpoint_step:
             backend.synchronize()
             save_started = time.perf_counter()
@@ -151,7 +151,7 @@ def write_checkpoint(run: TrainingRun, path: Path) -> dict[str, Any]:
     return record
 
 
-def resume_run(app: Any, backend: Any, spec: dict[str, Any], source: dict[str, Any], work: Path) -> dict[str, Any]:
+def resume_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], source: dict[str, Any], work: Path) -> dict[str, Any]:
     """A fresh run of this backend, loaded from another run's checkpoint and
     trained to the same final step as ``spec``."""
     import torch
@@ -162,7 +162,7 @@ def resume_run(app: Any, backend: Any, spec: dict[str, Any], source: dict[str, A
     except savefile.CheckpointError as exc:
         record["error"] = str(exc)
         return record
-    run = TrainingRun(app, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
+    run = TrainingRun(imported, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
     run.skip_batches(int(state["step"]))
     try:
         record.update(run.load_state(state))
@@ -175,7 +175,6 @@ def resume_run(app: Any, backend: Any, spec: dict[str, Any], source: dict[str, A
     losses = []
     while run.step < int(spec["steps"]):
         losses.append(run.train_step())
-        run.finish_step()
     record["losses"] = [float(loss) for loss in losses]
     record["final_file"] = str(work / f"{spec['label']}.from-{source['label']}.final.pt")
     torch.save(run.parameters_cpu(), record["final_file"])
@@ -199,7 +198,7 @@ def measure_pipeline(app: Any, batches: int) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     return {"batches": batches, "seconds": seconds, "batches_per_s": batches / seconds if seconds > 0 else None,
             "samples_per_s": samples / seconds if seconds > 0 else None, "factory_s": factory_s,
-            "data": describe_data(stream._data)}
+            "data": describe_data(stream.data)}
 
 
 def describe_data(data: Any) -> dict[str, Any]:
@@ -233,16 +232,14 @@ def recovery_job(context: Any) -> None:
     SIGKILL, how far the dead worker got."""
     import torch
 
-    from torchport.app import load_app
-
     job = context.job
     backend = context.backend
     result = context.result
     result["deterministic_algorithms"] = set_deterministic(backend)
-    app = load_app(context.app_spec)
+    imported = import_app(context.app_spec, int(job["seed"]))
     folder = ensure_folder(job["checkpoint_dir"])
     steps, every = int(job["steps"]), int(job["every"])
-    run = TrainingRun(app, backend, dtype=job["dtype"], seed=job["seed"])
+    run = TrainingRun(imported, backend, dtype=job["dtype"], seed=job["seed"])
     result["resumed_from"] = None
     if job.get("resume"):
         latest, skipped = newest_valid_checkpoint(folder)
@@ -257,7 +254,6 @@ def recovery_job(context: Any) -> None:
     with open(job["step_log"], "a", encoding="utf-8") as log:
         while run.step < steps:
             run.train_step()
-            run.finish_step()
             if run.step % every == 0:
                 backend.synchronize()
                 savefile.save(run.checkpoint_state(), folder / f"step{run.step:06d}.ckpt")
@@ -293,8 +289,6 @@ def ddp_job(context: Any) -> None:
     import torch
     import torch.distributed as dist
 
-    from torchport.app import load_app
-
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     job = context.job
@@ -322,8 +316,9 @@ def ddp_job(context: Any) -> None:
             # device 0 in every rank: give each rank its own GPU.
             torch.cuda.set_device(result["local_rank"])
             backend.setup()
-    app = load_app(context.app_spec)
-    run = TrainingRun(app, backend, dtype=job["dtype"], seed=job["seed"])
+    imported = import_app(context.app_spec, int(job["seed"]))
+    app = imported.app
+    run = TrainingRun(imported, backend, dtype=job["dtype"], seed=job["seed"])
     if distributed:
         from torch.nn.parallel import DistributedDataParallel
 
@@ -339,7 +334,6 @@ def ddp_job(context: Any) -> None:
         backend.synchronize()
         started = time.perf_counter()
         loss = run.train_step()
-        run.finish_step()
         backend.synchronize()
         step_times.append(time.perf_counter() - started)
         losses.append(loss)

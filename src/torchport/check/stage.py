@@ -12,6 +12,7 @@ distributed training need several workers each and run in ``torchport check``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,27 +34,45 @@ def _step_times(document: dict[str, Any]) -> dict[str, tuple[float, float, str]]
     return found
 
 
+@dataclass(frozen=True)
+class CheckStageOptions:
+    """What the checks stage reads of an evaluation."""
+
+    app: str | None = None
+    seed: int = 0
+    dtype: str = "float32"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    steps: int = STAGE_STEPS
+    checks: tuple[str, ...] = STAGE_CHECKS
+
+    @classmethod
+    def from_evaluation(cls, options: Any) -> CheckStageOptions:
+        protocol = getattr(options, "protocol", None)
+        return cls(app=options.app, seed=getattr(protocol, "seed", 0), dtype=getattr(protocol, "dtype", "float32"),
+                   timeout_s=getattr(options, "timeout_s", DEFAULT_TIMEOUT_S))
+
+
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     """Run the stage's checks on the backends that ran OK; set ``document["checks"]``."""
+    stage = CheckStageOptions.from_evaluation(options)
     names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == "ok"]
     if not names:
-        document["checks"] = {"checks": [], "config": {"checks": list(STAGE_CHECKS)},
+        document["checks"] = {"checks": [], "config": {"checks": list(stage.checks)},
                               "note": "no backend finished its evaluation runs: nothing to check"}
         return
-    protocol = getattr(options, "protocol", None)
     check_options = CheckOptions(
-        app=options.app,
+        app=stage.app,
         backends=names,
-        only=STAGE_CHECKS,
-        steps=STAGE_STEPS,
-        seed=getattr(protocol, "seed", 0),
-        dtype=getattr(protocol, "dtype", "float32"),
-        timeout_s=getattr(options, "timeout_s", DEFAULT_TIMEOUT_S),
+        only=stage.checks,
+        steps=stage.steps,
+        seed=stage.seed,
+        dtype=stage.dtype,
+        timeout_s=stage.timeout_s,
         step_times=_step_times(document),
         app_inference=False,
     )
     section = run_checks(check_options)
-    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(STAGE_CHECKS)}; {STAGE_STEPS} steps; outputs "
+    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps; outputs "
                        "from training step 1, no metric). "
                        "`torchport check` adds crash recovery and distributed training.")
     document["checks"] = section

@@ -1,10 +1,11 @@
 """Worker side: one seeded training run of an app, and what the checks record
 from it.
 
-A :class:`TrainingRun` builds the app from the seed exactly as
-``torchport.protocol.evaluate_job`` does (same seeding, same data order, same
-device placement through the backend) and then trains step by step, so that
-two runs with the same seed see the same batches in the same order.  The
+A :class:`TrainingRun` builds the app through the one step engine
+(``torchport.engine``), as ``torchport.protocol.evaluate_job`` does (same
+order: seed, import, model, optimizer, compile, data; same device placement
+through the backend), and then trains step by step with the engine's step, so
+that two runs with the same seed see the same batches in the same order.  The
 checks add what the timing protocol must not: per-step loss values, gradient
 norms, module outputs, checkpoints, RNG states.  Tensors go to files in the
 job's work folder as float64 CPU copies (the parent compares them); scalars go
@@ -21,8 +22,8 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport.app import call_user
+from torchport.engine import ImportedApp, StepHooks
 from torchport.errors import UserError
-from torchport.protocol import BatchStream, function_location, seed_everything
 
 CHECKPOINT_FORMAT = "torchport-check-1"
 
@@ -178,32 +179,38 @@ def state_outside_state_dict(model: Any) -> list[str]:
 
 
 class TrainingRun:
-    """One app, one backend, one dtype, from the seed."""
+    """One app, one backend, one dtype, from the seed: the engine's build and
+    step, with what the checks add (a shard of each batch, the data wait, the
+    step count, gradients between backward and the update)."""
 
-    def __init__(self, app: Any, backend: Any, *, dtype: str, seed: int, eager: bool = False):
-        import torch
-
-        self.app = app
+    def __init__(self, imported: ImportedApp, backend: Any, *, dtype: str, seed: int, eager: bool = False):
+        # eager: the reference's runs made in a compiling backend's worker (see check.runner)
+        self.engine = imported.build(backend, dtype=dtype, seed=seed, compile=not eager)
+        self.app = imported.app
         self.backend = backend
         self.dtype = dtype
         self.seed = seed
-        self.cast = None if dtype == "float32" else getattr(torch, dtype)
-        self.loss_location = function_location(app.loss)
-        seed_everything(seed)
-        model = call_user(app.model, "the app's model factory raised")
-        self.model = backend.prepare_model(model, self.cast)
-        self.optimizer = call_user(lambda: app.optimizer(self.model), "the app's optimizer factory raised")
-        # eager: the reference's runs made in a compiling backend's worker (see check.runner)
-        self.trainable = self.model if eager else backend.compile(self.model)
-        self.stream = BatchStream(app.data)
+        self.cast = self.engine.cast
+        self.loss_location = self.engine.loss_location
+        self.model = self.engine.model
+        self.optimizer = self.engine.optimizer
+        self.stream = self.engine.stream
         self.step = 0
         self.data_wait_s = 0.0
         self.shard: tuple[int, int] | None = None  # (rank, world size): train on that slice of each batch
+        self._hooks = _CheckHooks(self)
+
+    @property
+    def trainable(self) -> Any:
+        return self.engine.trainable
+
+    @trainable.setter
+    def trainable(self, module: Any) -> None:  # DistributedDataParallel around the model (check.jobs)
+        self.engine.trainable = module
 
     def first_batch(self) -> Any:
         """The batch step 1 trains on, fetched from a fresh iterator."""
-        data = call_user(self.app.data, "the app's data factory raised")
-        return self.backend.to_device(next(iter(data)), self.cast)
+        return self.engine.first_batch()
 
     def predict_output(self) -> Any:
         """The app's forward-only output on the first batch, before any training."""
@@ -213,31 +220,18 @@ class TrainingRun:
         self.model.eval()
         try:
             with torch.no_grad():
-                output = call_user(lambda: self.app.predict(self.trainable, batch), "the app's predict raised")
-                self.backend.after_step()
-                return as_float64(output)
+                return as_float64(self.engine.predict(batch))
         finally:
             self.model.train()
 
-    def train_step(self) -> Any:
-        import torch
-
-        batch, waited = self.stream.next()
+    def train_step(self, after_backward: Callable[[], None] | None = None) -> Any:
+        """One step of the engine; ``after_backward`` runs once the gradients
+        exist, before the update (step 1's gradient norms)."""
+        self._hooks.after_backward = after_backward
+        loss, _, waited = self.engine.train_step(self._hooks)
         self.data_wait_s += waited
-        if self.shard is not None:
-            batch = shard_batch(batch, *self.shard)
-        batch = self.backend.to_device(batch, self.cast)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = call_user(lambda: self.app.loss(self.trainable, batch), "the app's loss raised")
-        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-            raise UserError("the loss must return a scalar tensor", location=self.loss_location)
-        loss.backward()
         self.step += 1
         return loss.detach()
-
-    def finish_step(self) -> None:
-        self.optimizer.step()
-        self.backend.after_step()
 
     def gradient_norms(self) -> dict[str, float]:
         import torch
@@ -295,6 +289,15 @@ class TrainingRun:
 
     def parameters_cpu(self) -> dict[str, Any]:
         return to_cpu(dict(self.model.named_parameters()))
+
+
+class _CheckHooks(StepHooks):
+    def __init__(self, run: TrainingRun):
+        self.run = run
+        self.on_batch = self.shard
+
+    def shard(self, batch: Any) -> Any:
+        return batch if self.run.shard is None else shard_batch(batch, *self.run.shard)
 
 
 def shard_batch(batch: Any, rank: int, world: int) -> Any:

@@ -42,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-trace", action="store_true", help="skip the op-level readiness trace (torchport trace)")
     parser.add_argument("--no-checks", action="store_true",
                         help="skip the parity, checkpoint and input-pipeline checks (torchport check runs all checks)")
+    from torchport import stages
+
+    parser.add_argument("--skip-stage", action="append", default=[], choices=stages.names(), metavar="NAME",
+                        help=f"skip one stage by name (repeatable): {', '.join(stages.names())}")
     parser.add_argument("--out-dir", "-o", "--out", dest="out", type=Path, metavar="DIR",
                         help="the results folder: result.json, report.md (default torchport-results/APP-TIME); "
                              "-o and --out are its old spellings, kept")
@@ -62,6 +66,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
     from torchport.errors import UserError
     from torchport.evaluate import EvaluationOptions, load_price_file, parse_price
     from torchport.hf import app_from_args
+    from torchport import stages as stage_registry
     from torchport.protocol import ProtocolConfig
 
     # Lowest to highest precedence: the config's prices, --prices FILE, --price.
@@ -76,26 +81,11 @@ def options_from_args(args: argparse.Namespace) -> Any:
         seed=args.seed, dtype=args.dtype, steps=args.steps, blocks=args.blocks,
         max_warmup_steps=args.max_warmup, inference=not args.no_inference,
     )
-    stages = []
     script_mode = args.script is not None
     if not script_mode and args.passthrough:
         raise UserError(f"arguments after `--` are for --script only: {' '.join(args.passthrough)[:200]}")
-    if not args.no_trace and script_mode:
-        from torchport.script.stage import trace_stage
-
-        stages.append(trace_stage)
-    if not args.no_trace and not script_mode:
-        from torchport.trace.stage import evaluate_stage as trace_stage
-
-        stages.append(trace_stage)
-    if not args.no_checks and script_mode:
-        from torchport.script.stage import distributed_stage
-
-        stages.append(distributed_stage)
-    if not args.no_checks and not script_mode:
-        from torchport.check.stage import evaluate_stage as check_stage
-
-        stages.append(check_stage)
+    skipped = {switch for switch, off in (("trace", args.no_trace), ("checks", args.no_checks)) if off}
+    stages = stage_registry.for_evaluation(script_mode, skipped | set(args.skip_stage))
     return EvaluationOptions(
         app=app_from_args(args), stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
         phase_timeout_s=args.phase_timeout, prices=prices, reference=args.reference, out_dir=args.out,

@@ -1,15 +1,14 @@
 """``report.md``: the evaluation as a reviewer reads it."""
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
+from torchport import stages
 from torchport.report import format as fmt
 from torchport.report.verdict import verdict_line
 
-# Each stage renders its own section of the report.
-STAGE_RENDERERS = {"trace": "torchport.trace.report", "checks": "torchport.check.report"}
+# Each stage renders its own section of the report (torchport.stages).
 
 
 def render(document: dict[str, Any]) -> str:
@@ -98,8 +97,8 @@ def render(document: dict[str, Any]) -> str:
         lines += ["", "## Stages that could not finish", ""]
         lines += [f"- {fmt.md(e['stage'])}: {fmt.md(e['message'])}" + (f" at {fmt.md_code(e['location'])}" if e.get("location") else "")
                   for e in document["stage_errors"]]
-    for section in STAGE_RENDERERS:
-        if document.get(section):
+    for section in stages.result_keys():
+        if document.get(section) and stages.by_key(section).render:
             lines += ["", _stage_markdown(section, document[section])]
     lines += ["", "## What was verified", "",
               "| backend | kind | verification | environment |", "|---|---|---|---|"]
@@ -247,7 +246,7 @@ def _metric_text(metric: dict[str, Any] | None) -> str:
 
 def _stage_markdown(section: str, data: dict[str, Any]) -> str:
     try:
-        module = importlib.import_module(STAGE_RENDERERS[section])
-        return module.markdown(data)
+        render = stages.by_key(section).renderer()
+        return render(data) if render else ""
     except ImportError:
         return f"## {section}\n\n(no renderer installed for this section)"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
+from torchport.engine import seed_everything
 from torchport.errors import UserError
 from torchport.protocol import (
     Block,
@@ -41,7 +42,6 @@ from torchport.protocol import (
     host_peak_rss_bytes,
     record_first_step,
     run_warmup_and_sustained,
-    seed_everything,
 )
 
 CUDA_HINT = ("the script uses CUDA, which this backend does not have: pass the device in its arguments "
@@ -242,8 +242,8 @@ def running_as_main(script: Path, argv: list[str], cwd: str | None) -> Iterator[
 class ScriptScenario(Scenario):
     """The protocol's training scenario, with whole blocks run by the script."""
 
-    def __init__(self, driver: ScriptDriver, backend: Any, check_value: Any):
-        super().__init__("training", lambda: driver.run_steps(1)[0], backend, check_value)
+    def __init__(self, driver: ScriptDriver, backend: Any, check_value: Any, turn: Any = None):
+        super().__init__("training", lambda: driver.run_steps(1)[0], backend, check_value, turn)
         self.driver = driver
 
     def steps(self, count: int) -> list[tuple[Any, float, int, int | None]]:
@@ -380,7 +380,7 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
                 raise UserError(f"the loss is {value} at training step {step} on {backend.name}",
                                 location=driver.script, kind="numerical")
 
-        scenario = ScriptScenario(driver, backend, check_loss)
+        scenario = ScriptScenario(driver, backend, check_loss, getattr(context, "take_turn", None))
         scenario.steps_done = 1
         run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save)
     except ScriptEnded:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,9 +25,33 @@ from torchport.stats import median
 
 NPROC = 2
 STEPS, BLOCKS, WARMUP = 4, 2, 2
+TRACE_STEPS = 3
+
+
+@dataclass(frozen=True)
+class ScriptStageOptions:
+    """What script mode's stages read of an evaluation."""
+
+    script: Path
+    script_args: tuple[str, ...] = ()
+    redirect_cuda: bool = False
+    seed: int = 0
+    timeout_s: float = DEFAULT_TIMEOUT_S  # the stages' workers run at most this long (and never past 600 s)
+
+    @classmethod
+    def from_evaluation(cls, options: Any) -> ScriptStageOptions:
+        return cls(script=options.script.resolve(), script_args=tuple(options.script_args),
+                   redirect_cuda=options.redirect_cuda, seed=options.protocol.seed,
+                   timeout_s=min(options.timeout_s, DEFAULT_TIMEOUT_S))
+
+    def job(self) -> dict[str, Any]:
+        """The script's part of a worker job (script_job, script_trace_job)."""
+        return {"script": str(self.script), "script_args": list(self.script_args),
+                "redirect_cuda": self.redirect_cuda, "cwd": str(Path.cwd())}
 
 
 def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
+    stage = ScriptStageOptions.from_evaluation(options)
     reference = document.get("reference")
     section: dict[str, Any] = {"backend": reference, "nproc_per_node": NPROC, "status": "skipped", "ranks": {}}
     if reference is None or document["backends"][reference].get("status") != "ok":
@@ -35,15 +60,13 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
         return
     config = ProtocolConfig(seed=options.protocol.seed, steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP,
                             steady_tolerance=0.0, inference=False)
-    launch_options = SimpleNamespace(app=None, distributed_steps=STEPS, seed=options.protocol.seed, dtype="float32",
+    launch_options = SimpleNamespace(app=None, distributed_steps=STEPS, seed=stage.seed, dtype="float32",
                                      nproc=NPROC, nnodes=1, rdzv_endpoint=None, rdzv_conf=None,
-                                     timeout_s=min(options.timeout_s, DEFAULT_TIMEOUT_S))
+                                     timeout_s=stage.timeout_s)
     folder = Path(tempfile.mkdtemp(prefix="torchport-script-ddp-"))
     try:
         launched = launch(launch_options, reference, folder, function="torchport.script.job:script_job",
-                          extra={"config": config.as_dict(), "script": str(options.script.resolve()),
-                                 "script_args": list(options.script_args), "redirect_cuda": options.redirect_cuda,
-                                 "cwd": str(Path.cwd())})
+                          extra={"config": config.as_dict(), **stage.job()})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     section["torchrun_s"] = launched["wall_s"]
@@ -72,11 +95,9 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
         from torchport.script.crossref import cross_reference
 
         # The DDP branch of a script runs only here: its lines are run-time evidence too.
-        document["script"] = cross_reference(options.script.resolve(), document["backends"], reference,
+        document["script"] = cross_reference(stage.script, document["backends"], reference,
                                              torchrun_ranks=section["ranks"])
 
-
-TRACE_STEPS = 3
 
 
 def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
@@ -84,10 +105,7 @@ def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     from torchport.launch import run_worker
     from torchport.trace.analysis import build_section, validate_targets
 
-    script = str(options.script.resolve())
-    run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": TRACE_STEPS,
-                                                                            "seed": options.protocol.seed},
-                     extra={"script": script, "script_args": list(options.script_args),
-                            "redirect_cuda": options.redirect_cuda, "cwd": str(Path.cwd())},
-                     timeout=min(options.timeout_s, DEFAULT_TIMEOUT_S))
-    document["trace"] = build_section(run, f"script:{script}", validate_targets(None))
+    stage = ScriptStageOptions.from_evaluation(options)
+    run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": TRACE_STEPS, "seed": stage.seed},
+                     extra=stage.job(), timeout=stage.timeout_s)
+    document["trace"] = build_section(run, f"script:{stage.script}", validate_targets(None))

@@ -7,13 +7,12 @@ past ``--timeout`` leaves everything traced before it.
 """
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 from collections.abc import Callable
 
 from torchport.app import call_user
-from torchport.errors import UserError
+from torchport.engine import StepHooks
 
 DEFAULT_STEPS = 3
 # Reading one epoch's batch shapes is cheap for synthetic data and bounded for
@@ -49,8 +48,7 @@ def _tensor_bytes(tensors: Any) -> int:
 def trace_job(context: Any) -> None:
     import torch
 
-    from torchport.app import load_app
-    from torchport.protocol import BatchStream, function_location, seed_everything
+    from torchport.engine import function_location
     from torchport.trace.tracer import OpTracer
 
     config = context.config
@@ -63,12 +61,9 @@ def trace_job(context: Any) -> None:
     context.result["trace"] = trace
 
     context.progress("trace:init")
-    seed_everything(int(config.get("seed", 0)))
-    app = load_app(context.app_spec)
-    model = call_user(app.model, "the app's model factory raised")
-    optimizer = call_user(lambda: app.optimizer(model), "the app's optimizer factory raised")
-    stream = BatchStream(app.data)
-    loss_location = function_location(app.loss)
+    engine = build_for_trace(context.app_spec, context.backend, int(config.get("seed", 0)))
+    app, model, optimizer, stream = engine.app, engine.model, engine.optimizer, engine.stream
+    loss_location = engine.loss_location
     phase_locations = {
         "data": function_location(app.data), "forward": loss_location, "loss": loss_location,
         "backward": loss_location, "optimizer": function_location(app.optimizer),
@@ -81,6 +76,7 @@ def trace_job(context: Any) -> None:
         context.save()
 
     tracer = OpTracer(model, phase_locations, checkpoint=checkpoint)
+    phases = TracedPhases(tracer)
     parameters = list(model.parameters())
     memory = trace["memory"] = {
         "parameter_bytes": _tensor_bytes(parameters),
@@ -92,20 +88,7 @@ def trace_job(context: Any) -> None:
 
     for index in range(1, steps + 1):
         context.progress(f"trace:step {index}/{steps}")
-        with tracer.step(index):
-            with tracer.in_phase("data"):
-                batch, _ = stream.next()
-            with tracer.in_phase("optimizer"):
-                optimizer.zero_grad(set_to_none=True)
-            with tracer.in_phase("loss"):
-                loss = call_user(functools.partial(app.loss, model, batch), "the app's loss raised")
-            if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-                got = type(loss).__name__ if not isinstance(loss, torch.Tensor) else f"shape {tuple(loss.shape)}"
-                raise UserError(f"the loss must return a scalar tensor, got {got}", location=loss_location)
-            with tracer.in_phase("backward"):
-                call_user(loss.backward, "backward through the app's loss raised")
-            with tracer.in_phase("optimizer"):
-                call_user(optimizer.step, "the app's optimizer step raised")
+        batch = traced_step(engine, tracer, phases, index)
         trace["step_batches"].append(signature_text(batch))
         memory["batch_bytes"] = max(memory["batch_bytes"], sum(
             _nbytes_of(leaf) for leaf in batch_leaves(batch)))
@@ -129,6 +112,34 @@ def trace_job(context: Any) -> None:
     trace["data_scan"] = scan_data_shapes(app.data, stream.steps_per_epoch)
     trace["custom_op_kernels"] = custom_op_kernels(record["op"] for record in trace.get("ops", []))
     context.save()
+
+
+def build_for_trace(app_spec: Any, backend: Any, seed: int) -> Any:
+    """The engine's fixed order; the model stays where the app makes it (the
+    CPU), eager, and a failure anywhere in the step is the app's."""
+    from torchport.engine import build_app
+
+    return build_app(app_spec, backend, seed=seed, compile=False, on_device=False, app_owns_failures=True)
+
+
+def traced_step(engine: Any, tracer: Any, phases: TracedPhases, index: int) -> Any:
+    """One engine step under the tracer; returns the host batch it trained on."""
+    with tracer.step(index):
+        _, batch, _ = engine.train_step(phases)
+    return batch
+
+
+class TracedPhases(StepHooks):
+    """Trace's addition to the engine's step: each part runs in the tracer's
+    phase of the same name, so its dispatched ops are recorded under it."""
+
+    def __init__(self, tracer: Any):
+        self.tracer = tracer
+        self.outside = tracer.phase  # the tracer's phase between parts ("data", as tracer.in_phase leaves it)
+        self.enter_phase = self.enter
+
+    def enter(self, name: str | None) -> None:
+        self.tracer.phase = self.outside if name is None else name
 
 
 def repeated(step_graphs: list[dict[str, Any]], count: int) -> bool:

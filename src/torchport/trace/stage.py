@@ -9,6 +9,7 @@ prediction.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +25,40 @@ EVALUATE_STEPS = 12
 REPEATED = 3
 
 
+@dataclass(frozen=True)
+class TraceStageOptions:
+    """What the trace stage reads of an evaluation."""
+
+    app: str | None = None
+    seed: int = 0
+    steps: int = EVALUATE_STEPS  # a bound: the trace stops once REPEATED steps agree
+    until_repeated: int = REPEATED
+    timeout_s: float = TRACE_TIMEOUT_S
+    targets: list[str] | None = None
+    live: bool = True
+
+    @classmethod
+    def from_evaluation(cls, options: Any) -> TraceStageOptions:
+        return cls(app=getattr(options, "app", None),
+                   seed=getattr(getattr(options, "protocol", None), "seed", 0),
+                   steps=int(getattr(options, "trace_steps", EVALUATE_STEPS) or EVALUATE_STEPS),
+                   timeout_s=min(float(getattr(options, "timeout_s", TRACE_TIMEOUT_S)), TRACE_TIMEOUT_S),
+                   targets=getattr(options, "trace_targets", None), live=getattr(options, "trace_live", True))
+
+
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     from torchport.app import parse_spec
     from torchport.launch import run_worker
     from torchport.trace.analysis import TRACE_JOB, validate_targets
 
-    spec = parse_spec(getattr(options, "app", None))
-    steps = int(getattr(options, "trace_steps", EVALUATE_STEPS) or EVALUATE_STEPS)
-    timeout = min(float(getattr(options, "timeout_s", TRACE_TIMEOUT_S)), TRACE_TIMEOUT_S)
-    seed = getattr(getattr(options, "protocol", None), "seed", 0)
-    run = run_worker("cpu", TRACE_JOB, app=spec.text, config={"steps": steps, "seed": seed, "until_repeated": REPEATED}, timeout=timeout)
-    section = build_section(run, spec.text, validate_targets(getattr(options, "trace_targets", None)),
-                            allow_live=getattr(options, "trace_live", True))
+    stage = TraceStageOptions.from_evaluation(options)
+    spec = parse_spec(stage.app)
+    run = run_worker("cpu", TRACE_JOB, app=spec.text,
+                     config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
+                     timeout=stage.timeout_s)
+    section = build_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     section["xla_comparison"] = compare_with_xla(section, document)
     document["trace"] = section
 
 
-__all__ = ["evaluate_stage", "DEFAULT_STEPS"]
+__all__ = ["evaluate_stage", "TraceStageOptions", "DEFAULT_STEPS"]

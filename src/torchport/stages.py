@@ -1,0 +1,115 @@
+"""Every stage of ``torchport evaluate``, registered in one place.
+
+A stage runs after the timing rounds, in a thread of its own, and sets one key
+of the result document.  Each entry says, for its stage:
+
+* ``name``: how progress lines, ``stage_errors`` and ``--skip-stage`` call it;
+* ``key``: the key of the result document it sets;
+* ``mode``: ``"app"`` or ``"script"``: which kind of evaluation runs it;
+* ``switch``: the group a ``--no-trace`` / ``--no-checks`` flag turns off;
+* ``options``: ``module:Class``, its typed options (a dataclass with
+  ``from_evaluation(EvaluationOptions)``): what it reads of the evaluation;
+* ``run``: ``module:function(document, evaluation_options, out_dir)``;
+* ``render``: ``module:function(section) -> markdown``, or None when the
+  section is rendered by another (script mode's sections are in the script's
+  own part of the report);
+* ``schema``: the file under ``schemas/`` holding the JSON Schema of its key.
+
+Adding a stage: its module (options, run, render), its schema file, and one
+entry here.  Modules are named as text and imported when the stage runs, so
+that importing this registry costs nothing (the parent process imports no
+torch).
+
+Stdlib only.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+SCHEMA_FOLDER = Path(__file__).resolve().parent / "schemas"
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    key: str
+    mode: str
+    switch: str
+    options: str
+    run: str
+    render: str | None
+    schema: str
+
+    def runner(self) -> Callable[[dict[str, Any], Any, Path], None]:
+        return _resolve(self.run)
+
+    def options_for(self, evaluation_options: Any) -> Any:
+        """This stage's typed options, read from the evaluation's."""
+        return _resolve(self.options).from_evaluation(evaluation_options)
+
+    def renderer(self) -> Callable[[dict[str, Any]], str] | None:
+        return _resolve(self.render) if self.render else None
+
+    def schema_fragment(self) -> dict[str, Any]:
+        return json.loads((SCHEMA_FOLDER / self.schema).read_text(encoding="utf-8"))
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(name="trace", key="trace", mode="app", switch="trace",
+          options="torchport.trace.stage:TraceStageOptions", run="torchport.trace.stage:evaluate_stage",
+          render="torchport.trace.report:markdown", schema="trace.schema.json"),
+    Stage(name="checks", key="checks", mode="app", switch="checks",
+          options="torchport.check.stage:CheckStageOptions", run="torchport.check.stage:evaluate_stage",
+          render="torchport.check.report:markdown", schema="checks.schema.json"),
+    Stage(name="script-trace", key="trace", mode="script", switch="trace",
+          options="torchport.script.stage:ScriptStageOptions", run="torchport.script.stage:trace_stage",
+          render="torchport.trace.report:markdown", schema="trace.schema.json"),
+    Stage(name="script-distributed", key="script_distributed", mode="script", switch="checks",
+          options="torchport.script.stage:ScriptStageOptions", run="torchport.script.stage:distributed_stage",
+          render=None, schema="script_distributed.schema.json"),
+)
+
+
+def for_evaluation(script_mode: bool, skipped: set[str]) -> list[Stage]:
+    """The stages an evaluation runs: those of its mode, less those whose
+    name or switch is in ``skipped``."""
+    mode = "script" if script_mode else "app"
+    return [stage for stage in STAGES
+            if stage.mode == mode and stage.name not in skipped and stage.switch not in skipped]
+
+
+def names() -> list[str]:
+    return list(dict.fromkeys(stage.name for stage in STAGES))
+
+
+def result_keys() -> list[str]:
+    """The document keys the stages set, once each, in registry order."""
+    return list(dict.fromkeys(stage.key for stage in STAGES))
+
+
+def by_key(key: str) -> Stage:
+    """The first stage registered for a document key (its renderer and schema
+    serve every stage that sets that key)."""
+    return next(stage for stage in STAGES if stage.key == key)
+
+
+def name_of(stage: Any) -> str:
+    """A registered stage's name, or a plain stage function's package name
+    (``torchport.trace.stage:evaluate_stage`` -> ``trace``)."""
+    if isinstance(stage, Stage):
+        return stage.name
+    return stage.__module__.rsplit(".", 2)[-2]
+
+
+def run_function(stage: Any) -> Callable[[dict[str, Any], Any, Path], None]:
+    return stage.runner() if isinstance(stage, Stage) else stage
+
+
+def _resolve(path: str) -> Any:
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
