@@ -259,7 +259,7 @@ def _check_numbers(value: Any, where: str, path: str = "") -> None:
 
 
 def environment_record() -> dict[str, Any]:
-    from torchport.backends import cpu_only_torch
+    from torchport.backends import cpu_only_torch, plugin_problems
 
     cpu_only = cpu_only_torch()
     if cpu_only:  # no GPU runtime to ask about: skip importing torch in the parent
@@ -280,6 +280,8 @@ def environment_record() -> dict[str, Any]:
         "executable": sys.executable,
         "accelerators": [] if cpu_only else _accelerators(),
         "driver": _nvidia_driver(),
+        # Backend plugins that could not be used: a backend missing from this result is explained here.
+        "backend_plugin_problems": [problem.as_dict() for problem in plugin_problems()],
     }
 
 

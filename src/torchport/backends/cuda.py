@@ -5,13 +5,16 @@ import shutil
 import subprocess
 from typing import Any
 
+from torchport import glossary
 from torchport.backends import NOT_VERIFIED, Availability, Backend, cpu_only_torch
+from torchport.records import DeviceMemory
 
 
 class CUDA(Backend):
     name = "cuda"
     title = "CUDA / ROCm GPU, eager"
     device_type = "cuda"
+    family = glossary.CUDA
     verification = NOT_VERIFIED
     process_group_backend = "nccl"
 
@@ -58,14 +61,12 @@ class CUDA(Backend):
 
         torch.cuda.reset_peak_memory_stats(self.device)
 
-    def memory(self) -> dict[str, Any] | None:
+    def device_memory(self) -> DeviceMemory | None:
         import torch
 
-        return {
-            "peak_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(self.device),
-            "source": "torch.cuda.max_memory_allocated / max_memory_reserved",
-        }
+        return DeviceMemory(peak_allocated_bytes=torch.cuda.max_memory_allocated(self.device),
+                            peak_reserved_bytes=torch.cuda.max_memory_reserved(self.device),
+                            source="torch.cuda.max_memory_allocated / max_memory_reserved")
 
 
 class CUDACompile(CUDA):
