@@ -12,6 +12,7 @@ from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
 from torchport.report.markdown import render
 from torchport.trace.stage import evaluate_stage
+from torchport.summary import counter_totals
 from torchport.trace.verdict import compare_with_xla
 
 APPS = Path(__file__).resolve().parent / "apps"
@@ -58,15 +59,19 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
                                  "fallback_ops": {"aten::_local_scalar_dense": 1}}}},
                              "sustained_compilations": sustained, "steps_total": 10}}
 
-    document["backends"]["xla"] = {"runs": [xla_run({"aten::nonzero": 10}, 1, 0)]}
+    def xla_backend(*runs: dict) -> dict:
+        # The comparison reads the backend's summary, which torchport.summary computes from the runs.
+        return {"runs": list(runs), "summary": {"counter_runs": [counter_totals(run["training"]) for run in runs]}}
+
+    document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 1, 0))
     agreed = compare_with_xla(document["trace"], document)
     assert agreed["predicted"]["fallback_ops"] == ["aten::nonzero"]
     assert agreed["agrees"], agreed["disagreements"]
     assert agreed["measured"]["per_run"][0]["torchport_loss_reads"] == {"values": 1, "aten::_local_scalar_dense": 1}
 
     # Host syncs counted inside the phases are the app's: torchport's own reads are outside them.
-    document["backends"]["xla"] = {"runs": [xla_run({"aten::histc": 10, "aten::_local_scalar_dense": 3}, 3, 2,
-                                                    executions=8)]}
+    document["backends"]["xla"] = xla_backend(xla_run({"aten::histc": 10, "aten::_local_scalar_dense": 3}, 3, 2,
+                                                      executions=8))
     disagreed = compare_with_xla(document["trace"], document)
     assert disagreed["disagreements"] == [
         "aten::histc fell back to the CPU on xla but the trace did not predict it",
