@@ -22,17 +22,20 @@ import sysconfig
 import traceback
 from typing import Any
 
-UNSUPPORTED_OP = "unsupported-op"
-COMPILE_ERROR = "compile-error"
-OUT_OF_MEMORY = "out-of-memory"
-NUMERICAL = "numerical"
-CRASH = "crash"
-TIMEOUT = "timeout"
-APP_ERROR = "app-error"
-ENVIRONMENT = "environment"
-INTERRUPTED = "interrupted"
+from torchport.records import ErrorKind
 
-KINDS = (UNSUPPORTED_OP, COMPILE_ERROR, OUT_OF_MEMORY, NUMERICAL, CRASH, TIMEOUT, APP_ERROR, ENVIRONMENT, INTERRUPTED)
+# The words are torchport.records.ErrorKind's, the one vocabulary of error kinds.
+UNSUPPORTED_OP = ErrorKind.UNSUPPORTED_OP.value
+COMPILE_ERROR = ErrorKind.COMPILE_ERROR.value
+OUT_OF_MEMORY = ErrorKind.OUT_OF_MEMORY.value
+NUMERICAL = ErrorKind.NUMERICAL.value
+CRASH = ErrorKind.CRASH.value
+TIMEOUT = ErrorKind.TIMEOUT.value
+APP_ERROR = ErrorKind.APP_ERROR.value
+ENVIRONMENT = ErrorKind.ENVIRONMENT.value
+INTERRUPTED = ErrorKind.INTERRUPTED.value
+
+KINDS = tuple(kind.value for kind in ErrorKind)
 
 DESCRIPTIONS = {
     UNSUPPORTED_OP: "an op (or dtype) the backend does not implement",

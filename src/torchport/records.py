@@ -344,6 +344,7 @@ class BackendEntry(Record):
     summary: Summary | None = None
     comparison: dict[str, Any] | None = None
     cost: dict[str, Any] | None = None
+    failures: dict[str, Any] | None = None  # 1.1: runs failed, of how many, the last stderr lines
 
     _records = {"error": ErrorRecord, "summary": Summary}
     _record_lists = {"runs": RunRecord}

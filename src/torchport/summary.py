@@ -277,6 +277,18 @@ def cost(summary: dict[str, Any] | None, usd_per_hour: float | None) -> dict[str
     return result
 
 
+def failure_digest(backend: dict[str, Any]) -> dict[str, Any] | None:
+    """How many of a backend's runs failed and the last worker stderr lines
+    of one that left any: the "does not run here" sections.  None when it ran
+    and every run was ok."""
+    runs = backend.get("runs", [])
+    failed = [run for run in runs if run.get("status") != "ok"]
+    if runs and not failed:
+        return None
+    tail = next((run.get("stderr_tail") for run in reversed(runs) if run.get("stderr_tail")), None)
+    return {"runs_failed": len(failed), "runs": len(runs), "last_stderr_tail": tail}
+
+
 def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Every backend must have run the same effective configuration."""
     hashes = {
@@ -299,6 +311,7 @@ def refresh(document: dict[str, Any]) -> dict[str, Any]:
     backends = document["backends"]
     for backend in backends.values():
         backend["summary"] = backend_summary(backend, input_bound_share)
+        backend["failures"] = failure_digest(backend)
     reference_name = document.get("reference")
     reference = backends.get(reference_name) if reference_name else None
     prices = document.get("prices") or {}

@@ -262,7 +262,7 @@ def render(document: dict[str, Any]) -> str:
                         + (f" at <code>{esc(cap(error['location'], 300))}</code>" if error.get("location") else "")
                         + (f"; inside <code>{esc(cap(error['library_frame'], 300))}</code>" if error.get("library_frame") else "")
                         + "</p>")
-            tail = next((run.get("stderr_tail") for run in reversed(b.get("runs", [])) if run.get("stderr_tail")), None)
+            tail = (b.get("failures") or {}).get("last_stderr_tail")
             if tail:
                 body.append(f"<pre>{esc(cap(chr(10).join(tail[-10:])))}</pre>")
     body += ["<h2>Charts</h2>", '<div class="charts">']

@@ -150,14 +150,14 @@ def _does_not_run_here(backends: dict[str, Any]) -> list[str]:
              "| backend | kind | cause | your code | inside | runs that failed |", "|---|---|---|---|---|---|"]
     for name, b in failed.items():
         error = b["error"]
-        failed_runs = sum(1 for run in b["runs"] if run.get("status") != "ok")
+        digest = b.get("failures") or {"runs_failed": 0, "runs": 0}
         cause = fmt.md(error.get("message")) + (" (more with `--debug`)" if error.get("more") else "")
         lines.append(f"| {fmt.md(name)} | {fmt.md(error.get('kind'))} | {cause} "
                      f"| {fmt.md_code(error['location']) if error.get('location') else '–'} "
                      f"| {fmt.md_code(error['library_frame']) if error.get('library_frame') else '–'} "
-                     f"| {failed_runs} of {len(b['runs'])} |")
+                     f"| {digest['runs_failed']} of {digest['runs']} |")
     for name, b in failed.items():
-        tail = next((run.get("stderr_tail") for run in reversed(b["runs"]) if run.get("stderr_tail")), None)
+        tail = (b.get("failures") or {}).get("last_stderr_tail")
         if tail:
             lines += ["", f"Last lines of {fmt.md(name)}'s worker stderr:", "", *fmt.md_block(tail[-10:])]
     return lines
