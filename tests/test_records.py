@@ -15,8 +15,22 @@ import pytest
 
 from torchport import failures, glossary, results, summary
 from torchport.backends import registry
-from torchport.records import (BackendEntry, BackendStatus, Check, CheckStatus, DeviceMemory, DocumentStatus,
-                               ErrorKind, ErrorRecord, Finding, RunRecord, RunStatus, Stat, Summary, TraceSeverity)
+from torchport.records import (
+    BackendEntry,
+    BackendStatus,
+    Check,
+    CheckStatus,
+    DeviceMemory,
+    DocumentStatus,
+    ErrorKind,
+    ErrorRecord,
+    Finding,
+    RunRecord,
+    RunStatus,
+    Stat,
+    Summary,
+    TraceSeverity,
+)
 
 
 @pytest.fixture(scope="module")
@@ -141,11 +155,12 @@ def test_a_real_result_round_trips_through_the_records(schema, document):
         assert json.dumps(entry.to_dict()) == json.dumps(raw)
         assert BackendEntry.from_dict(entry.to_dict()) == entry
         validator(schema, "backend").validate(entry.to_dict())
+    assert document["checks"]["checks"]  # the cheap checks ran: real check records to read
     for raw in document["checks"]["checks"]:
         check = Check.from_dict(raw)
         assert json.dumps(check.to_dict()) == json.dumps(raw)
-    findings = document["trace"]["findings"]
-    for raw in findings:
+    # The classifier may have no trace findings; tests/test_trace_evaluate.py reads a real TR102 finding.
+    for raw in document["trace"]["findings"]:
         assert json.dumps(Finding.from_dict(raw).to_dict()) == json.dumps(raw)
 
 

@@ -10,9 +10,10 @@ import pytest
 from torchport import results
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
+from torchport.records import Finding, TraceSeverity
 from torchport.report.markdown import render
-from torchport.trace.stage import evaluate_stage
 from torchport.summary import counter_totals
+from torchport.trace.stage import evaluate_stage
 from torchport.trace.verdict import compare_with_xla
 
 APPS = Path(__file__).resolve().parent / "apps"
@@ -36,6 +37,9 @@ def test_evaluate_stage_puts_a_valid_trace_in_the_document_and_the_report(cpu_do
     assert section["status"] == "complete" and section["steps_traced"] == 3
     assert section["steps_rule"] == "the op sequence was unchanged for 3 steps"
     assert [f["id"] for f in section["findings"]] == ["TR102"]
+    # A real finding, read as a typed record and written back unchanged (tests/test_records.py tests the rest).
+    assert [Finding.from_dict(f).to_dict() for f in section["findings"]] == section["findings"]
+    assert Finding.from_dict(section["findings"][0]).severity is TraceSeverity.SLOW
     assert section["xla_comparison"] is None  # no xla run in this evaluation
     results.validate(cpu_document)
     report = render(cpu_document)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self
 
 # --- the vocabulary --------------------------------------------------------------------------------
 
@@ -99,9 +99,6 @@ class TraceSeverity(Vocabulary):
 
 # --- the record machinery --------------------------------------------------------------------------
 
-R = TypeVar("R", bound="Record")
-
-
 @dataclass
 class Record:
     """Base of every record: keys it does not declare, and the order the keys came in."""
@@ -149,7 +146,7 @@ class Record:
         return value
 
     @classmethod
-    def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         declared = set(cls._declared())
         values = {key: cls._read(key, value) for key, value in data.items() if key in declared}
         extra = {key: value for key, value in data.items() if key not in declared}
@@ -193,7 +190,7 @@ class DeviceMemory(Record):
     _LEGACY_NAMES: ClassVar[dict[str, str]] = {"peak_bytes": "peak_allocated_bytes", "bytes_limit": "limit_bytes"}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DeviceMemory:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         if any(key in data for key in cls._LEGACY_NAMES):
             data = {cls._LEGACY_NAMES.get(key, key): value for key, value in data.items()}
         return super().from_dict(data)
@@ -217,7 +214,7 @@ class ErrorRecord(Record):
     library_frame: str | None = None
     traceback: str | None = None
 
-    _words = {"kind": ErrorKind}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"kind": ErrorKind}
 
 
 @dataclass
@@ -243,8 +240,8 @@ class RunRecord(Record):
     host_peak_rss_bytes: int | None = None
     metric: dict[str, Any] | None = None
 
-    _records = {"error": ErrorRecord, "memory": DeviceMemory}
-    _words = {"status": RunStatus}
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
 
     @property
     def ok(self) -> bool:
@@ -320,9 +317,9 @@ class Summary(Record):
     phase_seconds: dict[str, float] | None = None
     runs_series: list[dict[str, Any]] | None = None
 
-    _records = {"step_time_s": Stat}
-    _record_lists = {"counters": CounterRow}
-    _written_when_none = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
+    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
                                     "sustained_compilations", "warmup_recompiling", "distinct_batch_shapes",
                                     "metric", "final_loss", "inference"})
 
@@ -346,9 +343,9 @@ class BackendEntry(Record):
     cost: dict[str, Any] | None = None
     failures: dict[str, Any] | None = None  # 1.1: runs failed, of how many, the last stderr lines
 
-    _records = {"error": ErrorRecord, "summary": Summary}
-    _record_lists = {"runs": RunRecord}
-    _words = {"status": BackendStatus}
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "summary": Summary}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"runs": RunRecord}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": BackendStatus}
 
     def ok_runs(self) -> list[RunRecord]:
         return [run for run in self.runs if run.ok]
@@ -365,7 +362,7 @@ class Check(Record):
     backend: str | None = None
     pair: str | None = None
 
-    _words = {"status": CheckStatus}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": CheckStatus}
 
 
 @dataclass
@@ -385,16 +382,32 @@ class Finding(Record):
     detail: str = ""
     fix: str = ""
 
-    _words = {"severity": TraceSeverity}
-    _written_when_none = frozenset({"location"})
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"severity": TraceSeverity}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finding:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         finding = super().from_dict(data)
         finding.targets = {target: cls._read("severity", value) for target, value in finding.targets.items()}
         return finding
 
 
-__all__ = ["Vocabulary", "ErrorKind", "RunStatus", "BackendStatus", "DocumentStatus", "CheckStatus", "TraceSeverity",
-           "Record", "DeviceMemory", "ErrorRecord", "RunRecord", "Stat", "CounterRow", "Summary", "BackendEntry",
-           "Check", "Finding"]
+__all__ = [
+    "BackendEntry",
+    "BackendStatus",
+    "Check",
+    "CheckStatus",
+    "CounterRow",
+    "DeviceMemory",
+    "DocumentStatus",
+    "ErrorKind",
+    "ErrorRecord",
+    "Finding",
+    "Record",
+    "RunRecord",
+    "RunStatus",
+    "Stat",
+    "Summary",
+    "TraceSeverity",
+    "Vocabulary",
+]
