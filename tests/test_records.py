@@ -20,6 +20,7 @@ from torchport.records import (
     BackendStatus,
     Check,
     CheckStatus,
+    CounterRow,
     DeviceMemory,
     DocumentStatus,
     ErrorKind,
@@ -133,6 +134,14 @@ def test_a_record_keeps_what_it_does_not_declare_and_the_key_order():
     assert list(run.to_dict().items()) == list(raw.items())
 
 
+@pytest.mark.parametrize("record_class", [DeviceMemory, ErrorRecord, RunRecord, Stat, CounterRow, Summary,
+                                          BackendEntry, Check, Finding])
+def test_a_partial_dictionary_is_written_back_as_it_was(record_class):
+    """Fields the dictionary did not have stay out, whatever their defaults."""
+    assert record_class.from_dict({}).to_dict() == {}
+    assert record_class.from_dict({"notes": ["x"], "zzz": None}).to_dict() == {"notes": ["x"], "zzz": None}
+
+
 def test_device_memory_reads_the_10_names_and_has_one_headline_figure():
     old_xla = DeviceMemory.from_dict({"peak_bytes": 123, "bytes_limit": 1000, "source": "torch_xla"})
     assert old_xla.peak_allocated_bytes == 123 and old_xla.limit_bytes == 1000 and old_xla.peak_bytes() == 123
@@ -176,6 +185,8 @@ def test_the_summary_carries_what_the_renderers_draw(document):
         assert s["config_hash"] == backend["runs"][0]["config_hash"]
     compiled = document["backends"]["cpu-compile"]["summary"]["counters"]
     assert all("torch_compile" in row["counters"] for row in compiled)
+    rows = Summary.from_dict(document["backends"]["cpu-compile"]["summary"]).counters
+    assert rows and all(isinstance(row, CounterRow) and not row.extra for row in rows)
 
 
 def test_a_10_document_is_still_read_and_rendered(tmp_path, document):

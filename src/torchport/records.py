@@ -11,9 +11,10 @@ has ``from_dict`` and ``to_dict``, and the two are inverse both ways:
 * ``Record.from_dict(r.to_dict()) == r`` for every record.
 
 A field that was not in the dictionary it was read from stays out of the
-dictionary it is written to; a record built in code writes every field it has a
-value for, and None only for the fields listed in ``_written_when_none`` (the
-ones the schema allows as null and the writer has always written).
+dictionary it is written to (unless code set it since); a record built in code
+writes every field it has a value for, and None only for the fields listed in
+``_written_when_none`` (the ones the schema allows as null and the writer has
+always written).
 
 Standard library only: workers import this on every torch they run on.
 """
@@ -104,7 +105,8 @@ class Record:
     """Base of every record: keys it does not declare, and the order the keys came in."""
 
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True)
-    key_order: tuple[str, ...] = field(default=(), kw_only=True, compare=False, repr=False)
+    # The keys of the dictionary it was read from, in order; None: built in code.
+    key_order: tuple[str, ...] | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     # field name -> record class of its value (one record, or a list / dict of them)
     _records: ClassVar[dict[str, type[Record]]] = {}
@@ -154,8 +156,8 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         declared = self._declared()
-        present = set(self.key_order)
-        order = list(self.key_order) + [key for key in [*declared, *self.extra] if key not in present]
+        present = set(self.key_order or ())
+        order = list(self.key_order or ()) + [key for key in [*declared, *self.extra] if key not in present]
         out: dict[str, Any] = {}
         for key in order:
             if key in self.extra and key not in declared:
@@ -164,10 +166,20 @@ class Record:
             if key not in declared:
                 continue
             value = getattr(self, key)
-            if value is None and key not in present and key not in self._written_when_none:
-                continue
+            if key not in present:
+                if self.key_order is not None and value == self._default(key):
+                    continue  # read from a dictionary that did not have it, and not set since
+                if value is None and key not in self._written_when_none:
+                    continue
             out[key] = self._write(value)
         return out
+
+    @classmethod
+    def _default(cls, name: str) -> Any:
+        found = next(f for f in dataclasses.fields(cls) if f.name == name)
+        if found.default_factory is not dataclasses.MISSING:
+            return found.default_factory()
+        return None if found.default is dataclasses.MISSING else found.default
 
 
 # --- the records -----------------------------------------------------------------------------------
@@ -262,21 +274,13 @@ class Stat(Record):
 
 @dataclass
 class CounterRow(Record):
-    """What a compiling backend counted in one phase of its first successful run."""
+    """What a backend counted in one phase of its first successful run: its
+    device's counters (compilations, executions, transfers, fallback ops, ...)
+    and, under ``torch_compile``, Dynamo's."""
 
     phase: str = ""
     steps: int = 0
-    compilations: int | None = None
-    compile_time_s: float | None = None
-    executions: int | None = None
-    transfers_to_device: int | None = None
-    transfers_from_device: int | None = None
-    graph_cuts: int | None = None
-    fallback_ops: dict[str, int] | None = None
-    cache_hits: int | None = None
-    cache_misses: int | None = None
-    source: str | None = None
-    torch_compile: dict[str, Any] | None = None  # Dynamo's counters, when the backend uses torch.compile
+    counters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
