@@ -188,7 +188,9 @@ def run_series(run: dict[str, Any], index: int) -> dict[str, Any]:
     sustained blocks), where the sustained steps begin, the sustained block
     times and, for the first run, every loss: the charts of the HTML report."""
     training = run["training"]
-    points, losses, step = [], [], 1
+    points: list[list[float]] = []
+    losses: list[float] = []
+    step = 1
     points.append([step, training["first_step_s"]])
     losses += (training.get("first_step") or {}).get("losses") or []
     for block in (training.get("warmup") or {}).get("blocks") or []:
