@@ -1,6 +1,7 @@
 """The TorchTPU adapters against the real torch_tpu 0.2.0, in the tpu environment.
 
-The names the adapters call are read from src/torchport/backends/tpu.py itself
+The names the adapters call are read from src/torchport/backends/tpu.py and
+accelerator.py (the code TorchTPU shares with TorchNeuron) themselves
 (every ``torch.tpu.X`` / ``torch.accelerator.X`` it mentions), so a new call
 there is checked here without editing this file.  tests/tpu_api_probe.py looks
 them up in the real package statically (no TPU runtime is started: see its
@@ -18,20 +19,21 @@ import pytest
 from torchport.backends import tpu
 
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "src/torchport/backends/tpu.py"
+ADAPTERS = [ROOT / "src/torchport/backends/tpu.py", ROOT / "src/torchport/backends/accelerator.py"]
 PROBE = Path(__file__).resolve().parent / "tpu_api_probe.py"
 
 
 def names_used(namespace: str) -> set[str]:
     """``X`` for every ``torch.<namespace>.X`` in the adapters' source."""
     found = set()
-    for node in ast.walk(ast.parse(ADAPTERS.read_text())):
+    trees = [ast.parse(path.read_text()) for path in ADAPTERS]
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
                 and node.value.attr == namespace and isinstance(node.value.value, ast.Name)
                 and node.value.value.id == "torch"):
             found.add(node.attr)
     # getattr(torch.tpu, "_get_cache_stats", None): a name given as a string.
-    for node in ast.walk(ast.parse(ADAPTERS.read_text())):
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
                 and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
                 and ast.unparse(node.args[0]) == f"torch.{namespace}"):

@@ -10,7 +10,9 @@ import pytest
 from torchport import results
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
+from torchport.records import Finding, TraceSeverity
 from torchport.report.markdown import render
+from torchport.summary import counter_totals
 from torchport.trace.stage import evaluate_stage
 from torchport.trace.verdict import compare_with_xla
 
@@ -35,6 +37,9 @@ def test_evaluate_stage_puts_a_valid_trace_in_the_document_and_the_report(cpu_do
     assert section["status"] == "complete" and section["steps_traced"] == 3
     assert section["steps_rule"] == "the op sequence was unchanged for 3 steps"
     assert [f["id"] for f in section["findings"]] == ["TR102"]
+    # A real finding, read as a typed record and written back unchanged (tests/test_records.py tests the rest).
+    assert [Finding.from_dict(f).to_dict() for f in section["findings"]] == section["findings"]
+    assert Finding.from_dict(section["findings"][0]).severity is TraceSeverity.SLOW
     assert section["xla_comparison"] is None  # no xla run in this evaluation
     results.validate(cpu_document)
     report = render(cpu_document)
@@ -58,15 +63,19 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
                                  "fallback_ops": {"aten::_local_scalar_dense": 1}}}},
                              "sustained_compilations": sustained, "steps_total": 10}}
 
-    document["backends"]["xla"] = {"runs": [xla_run({"aten::nonzero": 10}, 1, 0)]}
+    def xla_backend(*runs: dict) -> dict:
+        # The comparison reads the backend's summary, which torchport.summary computes from the runs.
+        return {"runs": list(runs), "summary": {"counter_runs": [counter_totals(run["training"]) for run in runs]}}
+
+    document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 1, 0))
     agreed = compare_with_xla(document["trace"], document)
     assert agreed["predicted"]["fallback_ops"] == ["aten::nonzero"]
     assert agreed["agrees"], agreed["disagreements"]
     assert agreed["measured"]["per_run"][0]["torchport_loss_reads"] == {"values": 1, "aten::_local_scalar_dense": 1}
 
     # Host syncs counted inside the phases are the app's: torchport's own reads are outside them.
-    document["backends"]["xla"] = {"runs": [xla_run({"aten::histc": 10, "aten::_local_scalar_dense": 3}, 3, 2,
-                                                    executions=8)]}
+    document["backends"]["xla"] = xla_backend(xla_run({"aten::histc": 10, "aten::_local_scalar_dense": 3}, 3, 2,
+                                                      executions=8))
     disagreed = compare_with_xla(document["trace"], document)
     assert disagreed["disagreements"] == [
         "aten::histc fell back to the CPU on xla but the trace did not predict it",

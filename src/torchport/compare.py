@@ -68,9 +68,9 @@ def load(path: Path) -> Source:
         raise UserError(f"cannot read the result file: {exc}", location=str(path)) from None
     if not isinstance(raw, dict) or "backends" not in raw or "environment" not in raw:
         raise UserError("not a torchport result document (no backends or environment)", location=str(path))
-    if raw.get("schema_version") != results.SCHEMA_VERSION:
+    if raw.get("schema_version") not in results.READABLE_SCHEMA_VERSIONS:
         return Source(path, raw, f"torchport result schema version {raw.get('schema_version')!r}, "
-                                 f"this torchport compares {results.SCHEMA_VERSION!r}")
+                                 f"this torchport compares {', '.join(map(repr, results.READABLE_SCHEMA_VERSIONS))}")
     try:
         return Source(path, summary.refresh(raw))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -135,9 +135,9 @@ def parse_prices(items: list[str]) -> dict[tuple[str, str], float]:
 
 
 def _run_config(backend: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    runs = summary.ok_runs(backend)
-    run = runs[0] if runs else {}
-    return run.get("config_hash"), run.get("config") or {}
+    """The effective configuration of the backend's first successful run (from its summary)."""
+    measured = backend.get("summary") or {}
+    return measured.get("config_hash"), measured.get("config") or {}
 
 
 def config_difference(candidate: dict[str, Any], reference: dict[str, Any], candidate_app: str,

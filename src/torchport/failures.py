@@ -23,19 +23,21 @@ import traceback
 from typing import Any
 
 # caps on text that comes from apps and workers before it enters a result
-from torchport.limits import MESSAGE_CHARS, TAIL_LINE_CHARS, TAIL_LINES, TRACEBACK_CHARS
+from torchport.limits import MESSAGE_CHARS, TAIL_LINE_CHARS, TAIL_LINES, TRACEBACK_CHARS  # noqa: F401
+from torchport.records import ErrorKind
 
-UNSUPPORTED_OP = "unsupported-op"
-COMPILE_ERROR = "compile-error"
-OUT_OF_MEMORY = "out-of-memory"
-NUMERICAL = "numerical"
-CRASH = "crash"
-TIMEOUT = "timeout"
-APP_ERROR = "app-error"
-ENVIRONMENT = "environment"
-INTERRUPTED = "interrupted"
+# The words are torchport.records.ErrorKind's, the one vocabulary of error kinds.
+UNSUPPORTED_OP = ErrorKind.UNSUPPORTED_OP.value
+COMPILE_ERROR = ErrorKind.COMPILE_ERROR.value
+OUT_OF_MEMORY = ErrorKind.OUT_OF_MEMORY.value
+NUMERICAL = ErrorKind.NUMERICAL.value
+CRASH = ErrorKind.CRASH.value
+TIMEOUT = ErrorKind.TIMEOUT.value
+APP_ERROR = ErrorKind.APP_ERROR.value
+ENVIRONMENT = ErrorKind.ENVIRONMENT.value
+INTERRUPTED = ErrorKind.INTERRUPTED.value
 
-KINDS = (UNSUPPORTED_OP, COMPILE_ERROR, OUT_OF_MEMORY, NUMERICAL, CRASH, TIMEOUT, APP_ERROR, ENVIRONMENT, INTERRUPTED)
+KINDS = tuple(kind.value for kind in ErrorKind)
 
 
 _UNSUPPORTED = re.compile(

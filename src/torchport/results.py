@@ -19,7 +19,13 @@ from typing import Any
 
 from torchport import __version__
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
+# Versions this torchport reads.  1.1 added what renderers used to read from the
+# runs to each backend's summary (counter tables, per-run series, counter totals),
+# one shape of device memory and the environment's backend plugin problems; a
+# 1.0 document is read as is: its summaries are recomputed from its raw samples
+# and its memory figures are read under their 1.0 names (torchport.records.DeviceMemory).
+READABLE_SCHEMA_VERSIONS = ("1.0", "1.1")
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "result.schema.json"
 
 
@@ -216,9 +222,10 @@ def read(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise UserError(f"not a result document: the top level is a JSON {_json_type(document)}, not an object",
                         location=where)
-    if document.get("schema_version") != SCHEMA_VERSION:
+    if document.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         raise UserError(
-            f"result schema version {str(document.get('schema_version'))[:40]!r} is not the supported {SCHEMA_VERSION!r}",
+            f"result schema version {str(document.get('schema_version'))[:40]!r} is not one this torchport reads "
+            f"({', '.join(map(repr, READABLE_SCHEMA_VERSIONS))})",
             location=where,
         )
     _check_numbers(document, where)
@@ -260,7 +267,7 @@ def _check_numbers(value: Any, where: str, path: str = "") -> None:
 
 
 def environment_record() -> dict[str, Any]:
-    from torchport.backends import cpu_only_torch
+    from torchport.backends import cpu_only_torch, plugin_problems
 
     cpu_only = cpu_only_torch()
     if cpu_only:  # no GPU runtime to ask about: skip importing torch in the parent
@@ -281,6 +288,8 @@ def environment_record() -> dict[str, Any]:
         "executable": sys.executable,
         "accelerators": [] if cpu_only else _accelerators(),
         "driver": _nvidia_driver(),
+        # Backend plugins that could not be used: a backend missing from this result is explained here.
+        "backend_plugin_problems": [problem.as_dict() for problem in plugin_problems()],
     }
 
 

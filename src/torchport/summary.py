@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchport.limits import INPUT_BOUND_SHARE
+from torchport.records import DeviceMemory
 from torchport.stats import Measurement, compare, median
 
 SECONDS_PER_HOUR = 3600.0
@@ -76,7 +77,7 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
     for phase in ("process_start_s", "import_s", "init_s"):
         values = [run["phases"][phase] for run in runs if phase in run.get("phases", {})]
         summary[phase] = median(values) if values else None
-    memories = [_peak_device_memory(run.get("memory")) for run in runs]
+    memories = [DeviceMemory.from_dict(run["memory"]).peak_bytes() if run.get("memory") else None for run in runs]
     summary["peak_device_memory_bytes"] = max((m for m in memories if m is not None), default=None)
     summary["peak_host_rss_bytes"] = max((run.get("host_peak_rss_bytes") or 0 for run in runs), default=None)
     summary["input_bound"] = summary["data_wait_share"] > input_bound_share
@@ -113,7 +114,98 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
     summary["final_loss"] = median(final_losses)
     summary["inference"] = scenario_summary(runs, "inference")
     summary["notes"] = notes
+    # What the renderers draw and tabulate, so that none of them reads the runs.
+    summary["counters"] = counter_rows(runs[0])
+    summary["counter_runs"] = [counter_totals(run["training"]) for run in runs if run["training"].get("counters")]
+    summary["phase_seconds"] = {
+        "warmup_s": median(run["training"]["warmup"]["seconds"] for run in runs),
+        "sustained_s": median(sum(b["seconds"] for b in run["training"]["sustained"]["blocks"])
+                                         for run in runs)}
+    summary["runs_series"] = [run_series(run, index) for index, run in enumerate(runs)]
+    summary["config_hash"] = runs[0].get("config_hash")
+    summary["config"] = runs[0].get("config") or {}
     return summary
+
+
+COUNTER_PHASES = ("first_step", "warmup", "sustained")
+
+
+def _phase_steps(training: dict[str, Any], phase: str) -> int:
+    return {"first_step": 1, "warmup": training["warmup"]["steps"],
+            "sustained": sum(block["steps"] for block in training["sustained"]["blocks"])}[phase]
+
+
+def counter_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The backend's counters per phase of one run (the first successful one
+    in the summary), with the phase's step count: the compiler-counter tables."""
+    training = run["training"]
+    counters = training.get("counters") or {}
+    return [{"phase": phase, "steps": _phase_steps(training, phase), "counters": counters[phase]}
+            for phase in COUNTER_PHASES if counters.get(phase)]
+
+
+def counter_totals(training: dict[str, Any]) -> dict[str, Any]:
+    """One run's device counters over all phases, and torchport's own loss
+    reads (outside the phase windows) apart: what a trace prediction is checked against."""
+    phases = [training["counters"].get(p) or {} for p in COUNTER_PHASES]
+    fallbacks: dict[str, int] = {}
+    for phase in phases:
+        for op, count in (phase.get("fallback_ops") or {}).items():
+            fallbacks[op] = fallbacks.get(op, 0) + int(count)
+    reads = training.get("loss_reads") or {}
+    warmup_blocks = (training.get("warmup") or {}).get("blocks") or []
+
+    def total(field: str) -> int:
+        return sum(int(p.get(field) or 0) for p in phases)
+
+    return {
+        "compilations": total("compilations"),
+        "compilations_per_phase": {p: int((training["counters"].get(p) or {}).get("compilations") or 0)
+                                   for p in COUNTER_PHASES},
+        "compile_time_s": sum(float(p.get("compile_time_s") or 0.0) for p in phases),
+        "warmup_compile_time_s": float((training["counters"].get("warmup") or {}).get("compile_time_s") or 0.0),
+        "warmup_blocks_compiling": sum(1 for block in warmup_blocks if block.get("compilations")),
+        "warmup_blocks": len(warmup_blocks),
+        "sustained_compilations": training.get("sustained_compilations"),
+        "executions": total("executions"),
+        "transfers_to_device": total("transfers_to_device"),
+        "transfers_from_device": total("transfers_from_device"),
+        "graph_cuts": total("graph_cuts"),
+        "fallback_ops": fallbacks,
+        "app_host_syncs": fallbacks.get(HOST_SYNC_OPS[0], 0),
+        "torchport_loss_reads": {
+            "values": sum(int(r.get("values") or 0) for r in reads.values()),
+            HOST_SYNC_OPS[0]: sum(int(((r.get("counters") or {}).get("fallback_ops") or {}).get(HOST_SYNC_OPS[0], 0))
+                                  for r in reads.values()),
+        } if reads else None,
+        "steps": training.get("steps_total"),
+        "distinct_batch_shapes": training.get("distinct_batch_shapes"),
+    }
+
+
+def run_series(run: dict[str, Any], index: int) -> dict[str, Any]:
+    """One run's time per step at each step index (first step, warm-up blocks,
+    sustained blocks), where the sustained steps begin, the sustained block
+    times and, for the first run, every loss: the charts of the HTML report."""
+    training = run["training"]
+    points: list[list[float]] = []
+    losses: list[float] = []
+    step = 1
+    points.append([step, training["first_step_s"]])
+    losses += (training.get("first_step") or {}).get("losses") or []
+    for block in (training.get("warmup") or {}).get("blocks") or []:
+        step += block["steps"]
+        points.append([step, block["seconds"] / block["steps"]])
+        losses += block.get("losses") or []
+    sustained_start = step + 1
+    for block in training["sustained"]["blocks"]:
+        step += block["steps"]
+        points.append([step, block["seconds"] / block["steps"]])
+        losses += block.get("losses") or []
+    return {"round": run.get("round", index), "points": points, "sustained_start": sustained_start,
+            "steady": training["warmup"]["steady"],
+            "sustained_step_s": [b["seconds"] / b["steps"] for b in training["sustained"]["blocks"]],
+            "losses": losses if index == 0 else None}
 
 
 def warmup_recompiling(training: dict[str, Any]) -> dict[str, Any] | None:
@@ -158,15 +250,6 @@ def _op_counts(ops: dict[str, int]) -> str:
     return ", ".join(f"{op} x{count}" for op, count in ops.items())
 
 
-def _peak_device_memory(memory: dict[str, Any] | None) -> int | None:
-    if not memory:
-        return None
-    for key in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_bytes", "current_allocated_bytes"):
-        if memory.get(key) is not None:
-            return int(memory[key])
-    return None
-
-
 def comparison(candidate: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any] | None:
     runs_c, runs_r = ok_runs(candidate), ok_runs(reference)
     if not runs_c or not runs_r:
@@ -196,6 +279,18 @@ def cost(summary: dict[str, Any] | None, usd_per_hour: float | None) -> dict[str
     return result
 
 
+def failure_digest(backend: dict[str, Any]) -> dict[str, Any] | None:
+    """How many of a backend's runs failed and the last worker stderr lines
+    of one that left any: the "does not run here" sections.  None when it ran
+    and every run was ok."""
+    runs = backend.get("runs", [])
+    failed = [run for run in runs if run.get("status") != "ok"]
+    if runs and not failed:
+        return None
+    tail = next((run.get("stderr_tail") for run in reversed(runs) if run.get("stderr_tail")), None)
+    return {"runs_failed": len(failed), "runs": len(runs), "last_stderr_tail": tail}
+
+
 def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Every backend must have run the same effective configuration."""
     hashes = {
@@ -218,6 +313,7 @@ def refresh(document: dict[str, Any]) -> dict[str, Any]:
     backends = document["backends"]
     for backend in backends.values():
         backend["summary"] = backend_summary(backend, input_bound_share)
+        backend["failures"] = failure_digest(backend)
     reference_name = document.get("reference")
     reference = backends.get(reference_name) if reference_name else None
     prices = document.get("prices") or {}

@@ -25,7 +25,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
+from torchport import glossary
 from torchport.errors import UserError
+from torchport.records import DeviceMemory
 
 # How a backend's hardware path has been verified.  Shown by `torchport backends`
 # and in every report, so nobody mistakes "implemented from the docs" for "tested".
@@ -61,12 +63,35 @@ class Backend:
     # TPU), say so; every report prints it next to the figures.
     proxy_for: ClassVar[str | None] = None
     verification: ClassVar[str] = NOT_VERIFIED
+    # torch.distributed's process-group backend for this device (init_process_group).
     process_group_backend: ClassVar[str] = "gloo"
+    # The device family (torchport.glossary): its trace and scan target names,
+    # its dispatch key.  None: a plugin's own device that no other command names.
+    family: ClassVar[glossary.Family | None] = None
+    # Where the backend sorts in every listing; by default its family's place.
+    order: ClassVar[int] = glossary.UNLISTED_ORDER
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.compile_backend is not None:
             cls.compiles = True
+        if "order" not in vars(cls) and cls.family is not None:
+            cls.order = cls.family.order
+
+    @classmethod
+    def trace_target(cls) -> str | None:
+        """The name ``torchport trace`` gives this backend's device."""
+        return cls.family.trace_target if cls.family else None
+
+    @classmethod
+    def scan_target(cls) -> str | None:
+        """The name ``torchport scan`` gives this backend's device."""
+        return cls.family.scan_target if cls.family else None
+
+    @classmethod
+    def dispatch_key(cls) -> str | None:
+        """The dispatcher key whose kernels run on this backend's device."""
+        return cls.family.dispatch_key if cls.family else None
 
     # ---- parent side -------------------------------------------------------------
     @classmethod
@@ -142,10 +167,42 @@ class Backend:
     def reset_peak_memory(self) -> None:
         pass
 
-    def memory(self) -> dict[str, Any] | None:
-        """Peak device memory in bytes since the last reset, or None when the
-        device has no memory of its own (the CPU)."""
+    def device_memory(self) -> DeviceMemory | None:
+        """Peak device memory since the last reset, in the one shape every
+        backend reports, or None when the device has no memory of its own (the CPU)."""
         return None
+
+    def memory(self) -> dict[str, Any] | None:
+        """``device_memory()`` as the run record stores it."""
+        record = self.device_memory()
+        return record.to_dict() if record is not None else None
+
+    # RNG and process group: what differs per device lives with the device.
+    def device_rng_state(self) -> Any:
+        """The device generator's state (weights_only-loadable), or None when
+        the device has none of its own or no API to read it."""
+        import torch
+
+        if self.device_type == "cpu":
+            return None
+        getter = getattr(getattr(torch, self.device_type, None), "get_rng_state", None)
+        return getter() if getter is not None else None
+
+    def set_device_rng_state(self, state: Any) -> bool:
+        """Restore what ``device_rng_state()`` returned; False when the device has no API for it."""
+        import torch
+
+        setter = getattr(getattr(torch, self.device_type, None), "set_rng_state", None)
+        if setter is None:
+            return False
+        setter(state)
+        return True
+
+    def init_process_group(self) -> None:
+        """Join the torchrun launch this worker is a rank of (env:// rendezvous)."""
+        import torch.distributed as dist
+
+        dist.init_process_group(self.process_group_backend)
 
     # Counters.  The protocol calls the three public methods; a backend
     # overrides the ``*device*`` ones with its device's own counters.  Every
@@ -212,7 +269,28 @@ def cpu_only_torch() -> str | None:
 PLUGIN_PATH_VARIABLE = "TORCHPORT_BACKEND_PATH"
 
 
-def _modules_from_path(path_text: str) -> list[Any]:
+@dataclass(frozen=True)
+class PluginProblem:
+    """A backend plugin that could not be used: its module failed to import, or
+    it defines a backend class torchport refuses.  Reported by `torchport
+    backends` and in every result's environment, never dropped in silence."""
+
+    source: str  # the plugin file, or the entry point
+    problem: str  # one line
+
+    def as_dict(self) -> dict[str, str]:
+        return {"source": self.source, "problem": self.problem}
+
+
+def _one_line(exc: BaseException) -> str:
+    from torchport.failures import first_line
+
+    return first_line(f"{type(exc).__name__}: {exc}")[0]
+
+
+def _modules_from_path(path_text: str, problems: list[PluginProblem]) -> list[tuple[str, Any]]:
+    """(file, module) of every plugin module in the folders; a file that fails
+    to import is recorded in ``problems`` instead."""
     modules = []
     for folder in filter(None, path_text.split(os.pathsep)):
         for file in sorted(Path(folder).glob("*.py")):
@@ -220,44 +298,87 @@ def _modules_from_path(path_text: str) -> list[Any]:
                 continue
             spec = importlib.util.spec_from_file_location(f"torchport_backend_plugin_{file.stem}", file)
             if spec is None or spec.loader is None:
+                problems.append(PluginProblem(str(file), "cannot be loaded as a Python module"))
                 continue
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            modules.append(module)
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:  # the plugin's own bug: reported, and the other backends still load
+                problems.append(PluginProblem(str(file), f"failed to import: {_one_line(exc)}"))
+                continue
+            modules.append((str(file), module))
     return modules
 
 
-def _discover() -> dict[str, type[Backend]]:
+def _class_problem(cls: type[Backend], taken: dict[str, type[Backend]]) -> str | None:
+    """Why a backend class from a plugin cannot be used, or None."""
+    if not isinstance(cls.name, str) or cls.name != cls.name.strip():
+        return f"class {cls.__name__}: name must be a string without surrounding blanks, got {cls.name!r}"
+    if cls.name in taken and taken[cls.name] is not cls:
+        other = taken[cls.name]
+        return f"class {cls.__name__}: backend name {cls.name!r} is already {other.__module__}.{other.__qualname__}"
+    if cls.family is not None and not isinstance(cls.family, glossary.Family):
+        return f"class {cls.__name__}: family must be a torchport.glossary.Family, got {type(cls.family).__name__}"
+    if not isinstance(cls.order, int):
+        return f"class {cls.__name__}: order must be an integer, got {type(cls.order).__name__}"
+    return None
+
+
+def _discover() -> tuple[dict[str, type[Backend]], list[PluginProblem]]:
     found: dict[str, type[Backend]] = {}
+    problems: list[PluginProblem] = []
     modules = [
         importlib.import_module(f"{__name__}.{info.name}")
         for info in pkgutil.iter_modules(__path__)
         if not info.name.startswith("_")
     ]
-    modules += _modules_from_path(os.environ.get(PLUGIN_PATH_VARIABLE, ""))
-    try:
-        from importlib.metadata import entry_points
-
-        for entry in entry_points(group="torchport.backends"):
-            modules.append(entry.load())
-    except Exception:  # a broken third-party plugin must not hide the built-in backends
-        pass
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Backend) and value.name:
                 found.setdefault(value.name, value)
-    return found
+    plugins = _modules_from_path(os.environ.get(PLUGIN_PATH_VARIABLE, ""), problems)
+    try:
+        from importlib.metadata import entry_points
+
+        entries = list(entry_points(group="torchport.backends"))
+    except Exception as exc:  # a broken installed distribution must not hide the built-in backends
+        entries = []
+        problems.append(PluginProblem("entry points torchport.backends", f"cannot be listed: {_one_line(exc)}"))
+    for entry in entries:
+        try:
+            plugins.append((f"entry point {entry.name} ({entry.value})", entry.load()))
+        except Exception as exc:
+            problems.append(PluginProblem(f"entry point {entry.name} ({entry.value})",
+                                          f"failed to import: {_one_line(exc)}"))
+    for source, module in plugins:
+        for value in vars(module).values():
+            if not (isinstance(value, type) and issubclass(value, Backend)):
+                continue
+            if value.__module__ != getattr(module, "__name__", None) or not value.name:
+                continue  # imported into the plugin (the class it extends), or a base class without a name
+            problem = _class_problem(value, found)
+            if problem is not None:
+                problems.append(PluginProblem(source, problem))
+                continue
+            found[value.name] = value
+    return found, problems
 
 
 @lru_cache(maxsize=1)
+def _discovered() -> tuple[dict[str, type[Backend]], tuple[PluginProblem, ...]]:
+    found, problems = _discover()
+    ordered = dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+    return ordered, tuple(problems)
+
+
 def registry() -> dict[str, type[Backend]]:
-    return dict(sorted(_discover().items(), key=lambda item: _sort_key(item[0])))
+    """Every backend, in listing order (each class's ``order``, then name)."""
+    return dict(_discovered()[0])
 
 
-def _sort_key(name: str) -> tuple[int, str]:
-    order = ["cpu", "cuda", "mps", "xla", "tpu", "neuron"]
-    family = name.split("-")[0]
-    return (order.index(family) if family in order else len(order), name)
+def plugin_problems() -> list[PluginProblem]:
+    """Backend plugins that could not be used, and why."""
+    return list(_discovered()[1])
 
 
 def get(name: str) -> type[Backend]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
+from torchport import glossary
 from torchport.backends import VERIFIED_HERE, Backend
 
 
@@ -22,6 +23,7 @@ class CPU(Backend):
     name = "cpu"
     title = "CPU, eager"
     device_type = "cpu"
+    family = glossary.CPU
     verification = VERIFIED_HERE
 
     def device_info(self) -> dict[str, Any]:

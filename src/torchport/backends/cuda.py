@@ -5,7 +5,9 @@ import shutil
 import subprocess
 from typing import Any
 
+from torchport import glossary
 from torchport.backends import Availability, Backend, cpu_only_torch
+from torchport.records import DeviceMemory
 
 # What benchmarks/gpu_check.sh ran on real hardware (its outputs are kept in
 # benchmarks/results/h200-2026-11-30/); CI has no GPU, so nothing newer is.
@@ -18,6 +20,7 @@ class CUDA(Backend):
     name = "cuda"
     title = "CUDA / ROCm GPU, eager"
     device_type = "cuda"
+    family = glossary.CUDA
     verification = VERIFIED_ON_GPU
     process_group_backend = "nccl"
 
@@ -64,14 +67,12 @@ class CUDA(Backend):
 
         torch.cuda.reset_peak_memory_stats(self.device)
 
-    def memory(self) -> dict[str, Any] | None:
+    def device_memory(self) -> DeviceMemory | None:
         import torch
 
-        return {
-            "peak_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(self.device),
-            "source": "torch.cuda.max_memory_allocated / max_memory_reserved",
-        }
+        return DeviceMemory(peak_allocated_bytes=torch.cuda.max_memory_allocated(self.device),
+                            peak_reserved_bytes=torch.cuda.max_memory_reserved(self.device),
+                            source="torch.cuda.max_memory_allocated / max_memory_reserved")
 
 
 class CUDACompile(CUDA):

@@ -4,13 +4,16 @@ from __future__ import annotations
 import platform
 from typing import Any
 
+from torchport import glossary
 from torchport.backends import NOT_VERIFIED, Availability, Backend
+from torchport.records import DeviceMemory
 
 
 class MPS(Backend):
     name = "mps"
     title = "Apple GPU (MPS), eager"
     device_type = "mps"
+    family = glossary.MPS
     verification = NOT_VERIFIED
 
     @classmethod
@@ -33,12 +36,10 @@ class MPS(Backend):
 
         torch.mps.synchronize()
 
-    def memory(self) -> dict[str, Any] | None:
+    def device_memory(self) -> DeviceMemory | None:
         import torch
 
         # MPS keeps no peak counter: this is the allocation at the time of reading.
-        return {
-            "current_allocated_bytes": torch.mps.current_allocated_memory(),
-            "driver_allocated_bytes": torch.mps.driver_allocated_memory(),
-            "source": "torch.mps.current_allocated_memory (no peak counter on MPS)",
-        }
+        return DeviceMemory(current_allocated_bytes=torch.mps.current_allocated_memory(),
+                            driver_allocated_bytes=torch.mps.driver_allocated_memory(),
+                            source="torch.mps.current_allocated_memory (no peak counter on MPS)")

@@ -23,8 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from torchport import glossary
 from torchport.backends import NOT_VERIFIED, Availability
-from torchport.backends.tpu import AcceleratorBackend, installed_version, release
+from torchport.backends.accelerator import AcceleratorBackend, installed_version, release
+from torchport.records import DeviceMemory
 
 NATIVE_SINCE = (2, 14)
 # The package index's torch-neuronx: a placeholder, not the Neuron SDK.
@@ -62,6 +64,7 @@ class Neuron(AcceleratorBackend):
     title = "AWS Trainium (TorchNeuron), eager"
     device_type = "neuron"
     vendor_module = "torch_neuronx"
+    family = glossary.NEURON
     verification = NOT_VERIFIED
     process_group_backend = "neuron"
 
@@ -85,9 +88,9 @@ class Neuron(AcceleratorBackend):
         # also has to come before reading memory statistics.
         torch.neuron.synchronize()  # type: ignore[attr-defined]  # added by torch_neuronx at import
 
-    def memory(self) -> dict[str, Any] | None:
+    def device_memory(self) -> DeviceMemory | None:
         self.synchronize()
-        return super().memory()
+        return super().device_memory()
 
 
 class NeuronCompile(Neuron):

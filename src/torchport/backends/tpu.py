@@ -31,15 +31,14 @@ and /dev.
 """
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
-import re
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from torchport.backends import Availability, Backend
-from torchport.errors import UserError
+from torchport import glossary
+from torchport.backends import Availability
+from torchport.backends.accelerator import AcceleratorBackend, installed_version, release
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
 # Google's vendor id also covers non-TPU devices (the gVNIC network card is
@@ -52,30 +51,7 @@ ENVIRONMENT = "tpu"
 VERIFIED_API = "API verified against torch_tpu 0.2.0; not run on TPU hardware"
 
 
-class BackendUnavailable(UserError):
-    """The backend cannot run on this machine (package or hardware missing).
-    Ends that backend's run only."""
-
-    kind = "environment"
-
-
 # --- looking without importing ----------------------------------------------------------------
-
-
-def installed_version(distribution: str, module: str) -> str | None:
-    """The installed version of a distribution whose module is importable from
-    this interpreter, found without importing it."""
-    if importlib.util.find_spec(module) is None:
-        return None
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown version"
-
-
-def release(version: str) -> tuple[int, ...]:
-    """(2, 14, 1) from "2.14.1+cpu"; good enough to compare release numbers."""
-    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
 def find_tpus(root: Path | str = "/") -> list[dict[str, Any]]:
@@ -195,62 +171,12 @@ def tpu_availability(root: Path | str = "/") -> Availability:
                               f"libtpu {install['libtpu']} ({install['where']})")
 
 
-# --- the worker side, shared by the out-of-tree accelerators (TorchTPU, TorchNeuron) --------------
-
-
-class AcceleratorBackend(Backend):
-    """An out-of-tree device that registers itself with torch as PrivateUse1
-    and is driven through ``torch.accelerator``."""
-
-    vendor_module: ClassVar[str] = ""
-
-    def setup(self) -> None:
-        import importlib
-
-        import torch
-
-        available = type(self).availability()
-        if not available.available:
-            raise BackendUnavailable(available.reason)
-        importlib.import_module(self.vendor_module)  # normally autoloaded by `import torch` already
-        accelerator = torch.accelerator.current_accelerator()
-        if accelerator is None or accelerator.type != self.device_type:
-            raise BackendUnavailable(
-                f"{self.vendor_module} imported but torch's accelerator is {accelerator}, not {self.device_type!r}"
-            )
-        self.device = torch.device(self.device_type, torch.accelerator.current_device_index())
-
-    def synchronize(self) -> None:
-        import torch
-
-        torch.accelerator.synchronize()
-
-    def reset_peak_memory(self) -> None:
-        import torch
-
-        try:
-            torch.accelerator.reset_peak_memory_stats()
-        except RuntimeError:  # the allocator may not implement it; memory() then says so
-            pass
-
-    def memory(self) -> dict[str, Any] | None:
-        import torch
-
-        try:
-            return {
-                "peak_allocated_bytes": torch.accelerator.max_memory_allocated(),
-                "peak_reserved_bytes": torch.accelerator.max_memory_reserved(),
-                "source": "torch.accelerator.max_memory_allocated / max_memory_reserved",
-            }
-        except RuntimeError:
-            return None
-
-
 class TPU(AcceleratorBackend):
     name = "tpu"
     title = "Google TPU (TorchTPU), strict eager"
     device_type = "tpu"
     vendor_module = "torch_tpu"
+    family = glossary.TPU
     verification = VERIFIED_API
     environment = worker_environment()
     process_group_backend = "tpu_dist"

@@ -17,7 +17,9 @@ import os
 import sys
 from typing import Any
 
+from torchport import glossary
 from torchport.backends import VERIFIED_HERE, Availability, Backend
+from torchport.records import DeviceMemory
 
 CPU_PROXY = "TPU (XLA compiler on XLA's CPU client; not TPU timing)"
 NANOSECONDS = 1e-9
@@ -38,6 +40,7 @@ class XLA(Backend):
     name = "xla"
     title = "PyTorch/XLA (torch_xla), lazy tensors"
     device_type = "xla"
+    family = glossary.XLA
     compiles = True
     environment = "xla"
     proxy_for = CPU_PROXY
@@ -111,14 +114,31 @@ class XLA(Backend):
         self._xla.sync()
         self._xm.wait_device_ops()
 
-    def memory(self) -> dict[str, Any] | None:
+    def device_memory(self) -> DeviceMemory | None:
         try:
             info = self._xm.get_memory_info(self.device)
         except RuntimeError:  # XLA's CPU client keeps no allocator statistics
             return None
-        peak = info.get("peak_bytes_used")
-        return {"peak_bytes": peak, "bytes_limit": info.get("bytes_limit"),
-                "source": "torch_xla xm.get_memory_info (peak since process start; no reset)"}
+        return DeviceMemory(peak_allocated_bytes=info.get("peak_bytes_used"), limit_bytes=info.get("bytes_limit"),
+                            source="torch_xla xm.get_memory_info (peak since process start; no reset)")
+
+    def device_rng_state(self) -> Any:
+        # XLA's generator is a seed held by torch_xla, not a torch.xla module.
+        return int(self._xm.get_rng_state())
+
+    def set_device_rng_state(self, state: Any) -> bool:
+        self._xm.set_rng_state(int(state))
+        return True
+
+    def init_process_group(self) -> None:
+        import torch.distributed as dist
+
+        if self.process_group_backend == "xla":
+            import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process group backend
+
+            dist.init_process_group("xla", init_method="xla://")
+        else:
+            super().init_process_group()
 
     def device_counters(self) -> dict[str, Any]:
         """Counter values and metric totals (samples, accumulated ns): a few

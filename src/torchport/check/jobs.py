@@ -300,15 +300,9 @@ def ddp_job(context: Any) -> None:
     result["deterministic_algorithms"] = set_deterministic(backend)
     distributed = world > 1
     if distributed:
-        group_backend = job["process_group_backend"]
         context.progress("rendezvous")
         started = time.perf_counter()
-        if group_backend == "xla":
-            import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process group backend
-
-            dist.init_process_group("xla", init_method="xla://")
-        else:
-            dist.init_process_group(group_backend)
+        backend.init_process_group()
         result["init_process_group_s"] = time.perf_counter() - started
         result["process_group_backend"] = dist.get_backend()
         if backend.device_type == "cuda":

@@ -86,7 +86,7 @@ def capture_rng(backend: Any) -> dict[str, Any]:
     device_type = backend.device_type
     if device_type == "cpu":
         return state
-    device_state = _device_rng_get(device_type)
+    device_state = backend.device_rng_state()
     state["device"] = {"type": device_type, "state": device_state}
     return state
 
@@ -120,7 +120,7 @@ def restore_rng(state: dict[str, Any], backend: Any) -> list[str]:
     if saved["state"] is None:
         missing.append(f"{here} device RNG state (not captured at save: no API found)")
         return missing
-    if not _device_rng_set(here, saved["state"]):
+    if not backend.set_device_rng_state(saved["state"]):
         missing.append(f"{here} device RNG state (no API to restore it)")
     return missing
 
@@ -131,34 +131,6 @@ def _as_tuple(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_as_tuple(item) for item in value)
     return value
-
-
-def _device_rng_get(device_type: str) -> Any:
-    import torch
-
-    if device_type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        return int(xm.get_rng_state())
-    module = getattr(torch, device_type, None)
-    getter = getattr(module, "get_rng_state", None)
-    return getter() if getter is not None else None
-
-
-def _device_rng_set(device_type: str, value: Any) -> bool:
-    import torch
-
-    if device_type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(int(value))
-        return True
-    module = getattr(torch, device_type, None)
-    setter = getattr(module, "set_rng_state", None)
-    if setter is None:
-        return False
-    setter(value)
-    return True
 
 
 def state_outside_state_dict(model: Any) -> list[str]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +25,13 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for name, cls in backends.registry().items():
         available = backends.availability(name)
-        rows.append({**cls.describe(), **available.as_dict()})
+        rows.append({**cls.describe(), "trace_target": cls.trace_target(), "scan_target": cls.scan_target(),
+                     **available.as_dict()})
+    problems = backends.plugin_problems()
     if output.chosen_format(args) == "json":
+        # The rows stay a list of backends; a broken plugin is said on stderr (and in every result's environment).
+        for problem in problems:
+            print(f"torchport backends: backend plugin {problem.source}: {problem.problem}", file=sys.stderr)
         output.emit(args, json.dumps(rows, indent=1))
         return 0
     table = Table(title="torchport backends", title_justify="left")  # cells are data, escaped: never rich markup
@@ -37,5 +43,9 @@ def run(args: argparse.Namespace) -> int:
             kind += f" (environment: {row['environment']})"
         table.add_row(*(escape(str(cell)) for cell in (row["name"], "yes" if row["available"] else "no", row["reason"],
                                                       kind, row["verification"])))
+    if problems:
+        table.caption = "backend plugins that could not be used: " + "; ".join(
+            escape(f"{problem.source}: {problem.problem}") for problem in problems)
+        table.caption_justify = "left"
     output.print_or_emit(args, table, width=140)
     return 0

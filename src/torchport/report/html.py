@@ -13,9 +13,7 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from torchport import stats
 from torchport.limits import REPORT_TAIL_LINES
-from torchport import summary as summary_module
 from torchport.report import compare_text
 from torchport.report import format as fmt
 from torchport.report import svg
@@ -96,28 +94,6 @@ def _label(name: str, backend: dict[str, Any]) -> str:
     return f"{name} (proxy)" if backend.get("proxy_for") else name
 
 
-def _scenario_blocks(training: dict[str, Any]) -> tuple[list[tuple[float, float]], int, list[float]]:
-    """Per-step time at each step index (first step, warm-up blocks, sustained
-    blocks), the index where the sustained steps begin, and all losses."""
-    points: list[tuple[float, float]] = []
-    losses: list[float] = []
-    step = 0
-    first = training.get("first_step") or {}
-    step += 1
-    points.append((step, training["first_step_s"]))
-    losses += first.get("losses") or []
-    for block in (training.get("warmup") or {}).get("blocks") or []:
-        step += block["steps"]
-        points.append((step, block["seconds"] / block["steps"]))
-        losses += block.get("losses") or []
-    sustained_start = step + 1
-    for block in training["sustained"]["blocks"]:
-        step += block["steps"]
-        points.append((step, block["seconds"] / block["steps"]))
-        losses += block.get("losses") or []
-    return points, sustained_start, losses
-
-
 # --- charts of one result ----------------------------------------------------------------------
 
 def phases_chart(measured: dict[str, dict[str, Any]]) -> str:
@@ -125,11 +101,8 @@ def phases_chart(measured: dict[str, dict[str, Any]]) -> str:
     rows = []
     for name, b in measured.items():
         s = b["summary"]
-        runs = summary_module.ok_runs(b)
-        warmup = stats.median(r["training"]["warmup"]["seconds"] for r in runs)
-        sustained = stats.median(sum(x["seconds"] for x in r["training"]["sustained"]["blocks"]) for r in runs)
         rows.append((name, [s.get("process_start_s") or 0, s.get("import_s") or 0, s.get("init_s") or 0,
-                            s["first_step_s"], warmup, sustained]))
+                            s["first_step_s"], s["phase_seconds"]["warmup_s"], s["phase_seconds"]["sustained_s"]]))
     return svg.stacked_bars(rows, parts, fmt.seconds, "Phases per backend (median over runs)")
 
 
@@ -143,10 +116,10 @@ def warmup_charts(measured: dict[str, dict[str, Any]]) -> list[str]:
     charts: list[str] = []
     for name, b in measured.items():
         series, markers = [], []
-        for index, run in enumerate(summary_module.ok_runs(b)):
-            points, start, _ = _scenario_blocks(run["training"])
-            series.append((f"run {run.get('round', index) + 1}", points))
-            steady = run["training"]["warmup"]["steady"]
+        for index, run in enumerate(b["summary"]["runs_series"]):
+            points, start = [(x, y) for x, y in run["points"]], run["sustained_start"]
+            series.append((f"run {run['round'] + 1}", points))
+            steady = run["steady"]
             at = next(((x, y) for x, y in points if x >= start), points[-1])
             markers.append((index, at[0], at[1], ("steady state reached" if steady else "warm-up bound hit, NOT steady")
                             + f" at step {start}"))
@@ -160,17 +133,15 @@ def warmup_charts(measured: dict[str, dict[str, Any]]) -> list[str]:
 def spread_chart(measured: dict[str, dict[str, Any]]) -> str:
     rows = []
     for name, b in measured.items():
-        for index, run in enumerate(summary_module.ok_runs(b)):
-            rows.append((f"{name} run {run.get('round', index) + 1}",
-                         [x["seconds"] / x["steps"] for x in run["training"]["sustained"]["blocks"]]))
+        for run in b["summary"]["runs_series"]:
+            rows.append((f"{name} run {run['round'] + 1}", run["sustained_step_s"]))
     return svg.strips(rows, _ms, "Sustained block times per run")
 
 
 def loss_chart(measured: dict[str, dict[str, Any]]) -> str:
     series = []
     for name, b in measured.items():
-        runs = summary_module.ok_runs(b)
-        _, _, losses = _scenario_blocks(runs[0]["training"])
+        losses = b["summary"]["runs_series"][0]["losses"] or []
         series.append((name, list(enumerate(losses, start=1))))
     return svg.lines(series, "training step", lambda v: f"{v:.3g}", "Loss per step, first run of each backend",
                      zero_based=False)
@@ -200,8 +171,7 @@ COUNTER_PHASES = ("first_step", "warmup", "sustained")
 def compile_chart(measured: dict[str, dict[str, Any]]) -> str:
     rows = []
     for name, b in measured.items():
-        run = summary_module.ok_runs(b)[0]
-        counters = run["training"].get("counters") or {}
+        counters = {row["phase"]: row["counters"] for row in b["summary"].get("counters") or []}
         values = [(counters.get(phase) or {}).get("compilations") for phase in COUNTER_PHASES]
         if any(v is not None for v in values):
             rows.append((name, [float(v or 0) for v in values]))
@@ -294,7 +264,7 @@ def render(document: dict[str, Any]) -> str:
                         + (f" at <code>{esc(cap(error['location'], 300))}</code>" if error.get("location") else "")
                         + (f"; inside <code>{esc(cap(error['library_frame'], 300))}</code>" if error.get("library_frame") else "")
                         + "</p>")
-            tail = next((run.get("stderr_tail") for run in reversed(b.get("runs", [])) if run.get("stderr_tail")), None)
+            tail = (b.get("failures") or {}).get("last_stderr_tail")
             if tail:
                 body.append(f"<pre>{esc(cap(chr(10).join(tail[-REPORT_TAIL_LINES:])))}</pre>")
     body += ["<h2>Charts</h2>", '<div class="charts">']

@@ -150,23 +150,17 @@ def _does_not_run_here(backends: dict[str, Any]) -> list[str]:
              "| backend | kind | cause | your code | inside | runs that failed |", "|---|---|---|---|---|---|"]
     for name, b in failed.items():
         error = b["error"]
-        failed_runs = sum(1 for run in b["runs"] if run.get("status") != "ok")
+        digest = b.get("failures") or {"runs_failed": 0, "runs": 0}
         cause = fmt.md(error.get("message")) + (" (more with `--debug`)" if error.get("more") else "")
         lines.append(f"| {fmt.md(name)} | {fmt.md(error.get('kind'))} | {cause} "
                      f"| {fmt.md_code(error['location']) if error.get('location') else '–'} "
                      f"| {fmt.md_code(error['library_frame']) if error.get('library_frame') else '–'} "
-                     f"| {failed_runs} of {len(b['runs'])} |")
+                     f"| {digest['runs_failed']} of {digest['runs']} |")
     for name, b in failed.items():
-        tail = next((run.get("stderr_tail") for run in reversed(b["runs"]) if run.get("stderr_tail")), None)
+        tail = (b.get("failures") or {}).get("last_stderr_tail")
         if tail:
             lines += ["", f"Last lines of {fmt.md(name)}'s worker stderr:", "", *fmt.md_block(tail[-REPORT_TAIL_LINES:])]
     return lines
-
-
-def _phase_steps(run: dict[str, Any], phase: str) -> int:
-    training = run["training"]
-    return {"first_step": 1, "warmup": training["warmup"]["steps"],
-            "sustained": sum(block["steps"] for block in training["sustained"]["blocks"])}[phase]
 
 
 def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
@@ -175,14 +169,12 @@ def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
     CPU) and torch.compile's (frames compiled, graph breaks, recompilations)."""
     rows = []
     for name, b in measured.items():
-        run = next(run for run in b["runs"] if run.get("status") == "ok" and run.get("training"))
-        counters = run["training"].get("counters") or {}
-        for phase in ("first_step", "warmup", "sustained"):
-            c = counters.get(phase) or {}
+        for row in b["summary"].get("counters") or []:
+            c = row["counters"]
             if "compilations" not in c or "executions" not in c:
                 continue
             fallbacks = ", ".join(f"{fmt.md_code(op)} x{count}" for op, count in c["fallback_ops"].items()) or "none"
-            rows.append(f"| {fmt.md(name)} | {phase.replace('_', ' ')} | {_phase_steps(run, phase)} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
+            rows.append(f"| {fmt.md(name)} | {row['phase'].replace('_', ' ')} | {row['steps']} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
                         f"| {c['cached_compilations']} | {c['executions']} | {c['transfers_to_device']} / {c['transfers_from_device']} "
                         f"| {c['graph_cuts']} | {fallbacks} |")
     lines: list[str] = []
@@ -205,14 +197,12 @@ def _torch_compile_section(measured: dict[str, Any]) -> list[str]:
     their reason and line, recompilations with the guard that failed."""
     rows, breaks, recompiles, problems = [], [], [], set()
     for name, b in measured.items():
-        run = next(run for run in b["runs"] if run.get("status") == "ok" and run.get("training"))
-        counters = run["training"].get("counters") or {}
-        for phase in ("first_step", "warmup", "sustained"):
-            c = (counters.get(phase) or {}).get("torch_compile")
+        for row in b["summary"].get("counters") or []:
+            c = row["counters"].get("torch_compile")
             if not c or "frames_compiled" not in c:
                 continue
-            label = phase.replace("_", " ")
-            rows.append(f"| {fmt.md(name)} | {label} | {_phase_steps(run, phase)} | {c['frames_compiled']} "
+            label = row["phase"].replace("_", " ")
+            rows.append(f"| {fmt.md(name)} | {label} | {row['steps']} | {c['frames_compiled']} "
                         f"| {c['frames_not_compiled']} | {c['graphs']} | {_count(c['graph_breaks'])} | {_count(c['recompilations'])} "
                         f"| {fmt.seconds(c['compile_time_s']) if c.get('compile_time_s') is not None else 'n/a'} |")
             breaks += [f"| {fmt.md(name)} | {label} | {fmt.md_code(site['location']) if site.get('location') else '–'} "

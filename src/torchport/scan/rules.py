@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchport import glossary
+
 # Targets, in the column order used by the compact severity strings below.
 TARGETS: tuple[str, ...] = ("tpu", "xla", "trainium", "rocm", "xpu", "mps", "cpu")
 TARGET_NAMES = {
@@ -29,7 +31,7 @@ TARGET_NAMES = {
 # stops the program, so it is the stronger gate) but the report lists silent
 # findings first, because nothing else will reveal them.
 SEVERITIES: tuple[str, ...] = ("error", "silent", "perf", "info")
-SEVERITY_RANK = {"info": 1, "perf": 2, "silent": 3, "error": 4}
+SEVERITY_RANK = glossary.severity_ranking(reversed(SEVERITIES))  # higher is worse, as in trace
 _LETTER = {"E": "error", "S": "silent", "P": "perf", "I": "info", "-": None}
 
 EFFORTS: tuple[str, ...] = ("none", "low", "medium", "high")

@@ -22,8 +22,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from torchport import glossary
+from torchport.records import TraceSeverity
+
 TARGETS = ("tpu", "xla", "neuron", "rocm", "mps", "cuda")
-SEVERITY_RANK = {"blocker": 0, "slow": 1, "minor": 2}
+# Higher is worse, as everywhere (torchport.glossary): blocker 3, slow 2, minor 1.
+SEVERITY_RANK = glossary.severity_ranking(severity.value for severity in TraceSeverity)
 LAZY_TARGETS = ("tpu", "xla", "neuron")  # compile a graph per input shape
 TILE_MINOR, TILE_LANE = 8, 128  # TPU vector registers are 8 x 128 (Cloud TPU performance guide)
 
@@ -116,7 +120,7 @@ def finding(rule_id: str, location: str | None, count: int, steps: int, detail: 
 
 def make_finding(rule: Rule, location: str | None, count: int, steps: int, detail: str, affected: dict[str, str],
           **extra: Any) -> dict[str, Any]:
-    severity = min(affected.values(), key=SEVERITY_RANK.__getitem__) if affected else "minor"
+    severity = glossary.worst_severity(affected.values(), SEVERITY_RANK) or "minor"
     return {
         "id": rule.id, "rule": rule.name, "title": rule.title, "severity": severity, "targets": affected,
         "location": location, "count": count, "per_step": round(count / steps, 3) if steps else None,
@@ -163,7 +167,7 @@ def detect(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
 
 
 def rank(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(found, key=lambda f: (SEVERITY_RANK[f["severity"]], -len(f["targets"]),
+    return sorted(found, key=lambda f: (-SEVERITY_RANK[f["severity"]], -len(f["targets"]),
                                         -(f.get("wasted_share") or 0), -f["count"], f["id"], f["location"] or "", f.get("library_location") or ""))
 
 
@@ -383,7 +387,7 @@ def sparse(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[di
     return found
 
 
-CUSTOM_OP_KEYS = {"cuda": "CUDA", "rocm": "CUDA", "mps": "MPS", "xla": "XLA", "tpu": "PrivateUse1", "neuron": "PrivateUse1"}
+CUSTOM_OP_KEYS = {target: glossary.by_trace_target(target).dispatch_key for target in TARGETS}
 
 
 def custom_ops(ops: list[dict[str, Any]], registrations: dict[str, Any], steps: int,

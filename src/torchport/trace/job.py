@@ -11,6 +11,7 @@ import time
 from typing import Any
 from collections.abc import Callable
 
+from torchport import glossary
 from torchport.app import call_user
 from torchport.engine import StepHooks
 
@@ -191,4 +192,4 @@ def custom_op_kernels(op_names: Any) -> dict[str, Any]:
     custom = sorted({name.split("[")[0] for name in op_names if name.split("::")[0] not in ("aten", "prim", "prims")})
     if not custom:
         return {}
-    return kernels(custom, ["CPU", "CUDA", "MPS", "XLA", "PrivateUse1"])
+    return kernels(custom, glossary.dispatch_keys())

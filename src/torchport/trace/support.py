@@ -28,6 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from torchport import glossary
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 SRC_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 LIVE_QUERY_TIMEOUT_S = 300
@@ -51,21 +53,21 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     # package (registrations.dispatch_fallback records it in every table): its
     # PrivateUse1 backend fallback (csrc/eager/tpu_aten_kernels.cc:1149) raises
     # unless the internal CPU fallback switch is on, which is off by default.
-    Target("tpu", "TorchTPU (torch_tpu)", "PrivateUse1", "missing",
+    Target("tpu", "TorchTPU (torch_tpu)", glossary.TPU.dispatch_key, "missing",
            "no TorchTPU kernel: torch_tpu's backend fallback raises \"operator '{op}' is not implemented for TPU. "
            "Please file a feature request\" (its CPU fallback, torch_tpu._internal.execution_mode."
            "enable_cpu_fallback, is off by default; switched on it runs the op on the CPU with copies both ways)",
            package="torch_tpu", table="tpu"),
-    Target("xla", "PyTorch/XLA (torch_xla)", "XLA", "fallback",
+    Target("xla", "PyTorch/XLA (torch_xla)", glossary.XLA.dispatch_key, "fallback",
            "torch_xla runs ops without a lowering on the CPU", table="xla"),
-    Target("neuron", "AWS Trainium (TorchNeuron)", "PrivateUse1", "fallback",
+    Target("neuron", "AWS Trainium (TorchNeuron)", glossary.NEURON.dispatch_key, "fallback",
            "TorchNeuron falls back to the CPU by default", package="torch_neuronx"),
-    Target("rocm", "AMD ROCm", "CUDA", "missing", "no kernel: the op raises",
+    Target("rocm", "AMD ROCm", glossary.ROCM.dispatch_key, "missing", "no kernel: the op raises",
            no_source="no ROCm build of torch here; no shipped table"),
-    Target("mps", "Apple MPS", "MPS", "missing",
+    Target("mps", "Apple MPS", glossary.MPS.dispatch_key, "missing",
            "MPS falls back to the CPU only with PYTORCH_ENABLE_MPS_FALLBACK=1",
            no_source="no MPS build of torch here (macOS only); no shipped table"),
-    Target("cuda", "NVIDIA CUDA", "CUDA", "missing", "no kernel: the op raises", table="cuda"),
+    Target("cuda", "NVIDIA CUDA", glossary.CUDA.dispatch_key, "missing", "no kernel: the op raises", table="cuda"),
 ]}
 
 
@@ -186,13 +188,13 @@ def _live_xla() -> dict[str, Any] | None:
         return None
     manifest = record["manifest"] or {}
     return _live_cached("xla", str(record["python"]), manifest.get("installed") or manifest.get("versions") or {},
-                        {"key": "XLA", "imports": ["torch_xla"], "table": True, "xla_probes": True},
+                        {"key": glossary.XLA.dispatch_key, "imports": ["torch_xla"], "table": True, "xla_probes": True},
                         "kernel registrations of torch_xla in the xla environment, plus a probe run on an XLA:CPU device",
                         env={"PJRT_DEVICE": "CPU"})
 
 
 # What the trace asks the interpreter with torch_tpu (tests run the same request).
-TPU_REQUEST = {"key": "PrivateUse1", "imports": ["torch_tpu"], "resolved_table": True}
+TPU_REQUEST = {"key": glossary.TPU.dispatch_key, "imports": ["torch_tpu"], "resolved_table": True}
 # `import torch_tpu` registers its kernels and its fallback; only torch's
 # autoload of it (torch_tpu._loader.load) creates a device, and only when a TPU
 # is present.  Without autoload the same table is read on a TPU host too,

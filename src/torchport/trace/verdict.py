@@ -21,7 +21,6 @@ from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK
 # every phase window and are recorded apart (training.loss_reads), so every one
 # counted inside a phase is the app's.
 HOST_SYNC_OP = "aten::_local_scalar_dense"
-PHASES = ("first_step", "warmup", "sustained")
 
 
 def step_graph_variants(section: dict[str, Any]) -> int:
@@ -107,47 +106,12 @@ def _gib(value: int) -> str:
 
 def measured_xla(document: dict[str, Any]) -> dict[str, Any] | None:
     """The xla backend's counters over all phases of each successful run, and
-    torchport's own loss reads (outside the phase windows) apart."""
+    torchport's own loss reads (outside the phase windows) apart: computed
+    into the backend's summary (torchport.summary.counter_totals)."""
     backend = (document.get("backends") or {}).get("xla") or {}
-    runs = [run for run in backend.get("runs", []) if (run.get("training") or {}).get("counters")]
-    if not runs:
+    per_run = (backend.get("summary") or {}).get("counter_runs") or []
+    if not per_run:
         return None
-    per_run = []
-    for run in runs:
-        training = run["training"]
-        phases = [training["counters"].get(p) or {} for p in PHASES]
-        fallbacks: dict[str, int] = {}
-        for phase in phases:
-            for op, count in (phase.get("fallback_ops") or {}).items():
-                fallbacks[op] = fallbacks.get(op, 0) + int(count)
-        reads = training.get("loss_reads") or {}
-        warmup_blocks = (training.get("warmup") or {}).get("blocks") or []
-
-        def total(field: str, phases: list = phases) -> int:
-            return sum(int(p.get(field) or 0) for p in phases)
-
-        per_run.append({
-            "compilations": total("compilations"),
-            "compilations_per_phase": {p: int((training["counters"].get(p) or {}).get("compilations") or 0) for p in PHASES},
-            "compile_time_s": sum(float(p.get("compile_time_s") or 0.0) for p in phases),
-            "warmup_compile_time_s": float((training["counters"].get("warmup") or {}).get("compile_time_s") or 0.0),
-            "warmup_blocks_compiling": sum(1 for block in warmup_blocks if block.get("compilations")),
-            "warmup_blocks": len(warmup_blocks),
-            "sustained_compilations": training.get("sustained_compilations"),
-            "executions": total("executions"),
-            "transfers_to_device": total("transfers_to_device"),
-            "transfers_from_device": total("transfers_from_device"),
-            "graph_cuts": total("graph_cuts"),
-            "fallback_ops": fallbacks,
-            "app_host_syncs": fallbacks.get(HOST_SYNC_OP, 0),
-            "torchport_loss_reads": {
-                "values": sum(int(r.get("values") or 0) for r in reads.values()),
-                HOST_SYNC_OP: sum(int(((r.get("counters") or {}).get("fallback_ops") or {}).get(HOST_SYNC_OP, 0))
-                                  for r in reads.values()),
-            } if reads else None,
-            "steps": training.get("steps_total"),
-            "distinct_batch_shapes": training.get("distinct_batch_shapes"),
-        })
     return {"runs": len(per_run), "per_run": per_run}
 
 

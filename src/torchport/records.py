@@ -1,0 +1,417 @@
+"""Typed records of the result document, and the one vocabulary of statuses and error kinds.
+
+The result document (``schemas/result.schema.json``) stays plain JSON on disk;
+these dataclasses are how code reads and builds its parts: the run record, the
+backend entry, the summary, device memory, a check and a trace finding.  Each
+has ``from_dict`` and ``to_dict``, and the two are inverse both ways:
+
+* ``Record.from_dict(d).to_dict() == d`` for every document torchport wrote,
+  with its keys in the same order (keys a record does not declare are kept in
+  ``extra``, so a newer document survives an older reader);
+* ``Record.from_dict(r.to_dict()) == r`` for every record.
+
+A field that was not in the dictionary it was read from stays out of the
+dictionary it is written to (unless code set it since); a record built in code
+writes every field it has a value for, and None only for the fields listed in
+``_written_when_none`` (the ones the schema allows as null and the writer has
+always written).
+
+Standard library only: workers import this on every torch they run on.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar, Self
+
+# --- the vocabulary --------------------------------------------------------------------------------
+
+
+class Vocabulary(StrEnum):
+    """A closed set of words that appear in result documents; members compare
+    equal to their words (``RunStatus.OK == "ok"``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class ErrorKind(Vocabulary):
+    """Why a run failed (torchport.failures sorts exceptions into these)."""
+
+    UNSUPPORTED_OP = "unsupported-op"
+    COMPILE_ERROR = "compile-error"
+    OUT_OF_MEMORY = "out-of-memory"
+    NUMERICAL = "numerical"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    APP_ERROR = "app-error"
+    ENVIRONMENT = "environment"
+    INTERRUPTED = "interrupted"
+
+
+class RunStatus(Vocabulary):
+    """One worker run of one backend."""
+
+    OK = "ok"
+    ERROR = "error"
+    CRASHED = "crashed"
+    TIMED_OUT = "timed_out"
+    INTERRUPTED = "interrupted"
+    RUNNING = "running"
+
+
+class BackendStatus(Vocabulary):
+    """All of one backend's runs together."""
+
+    PENDING = "pending"
+    OK = "ok"
+    UNAVAILABLE = "unavailable"
+    ERROR = "error"
+    CRASHED = "crashed"
+    TIMED_OUT = "timed_out"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+
+
+class DocumentStatus(Vocabulary):
+    """The whole evaluation."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class CheckStatus(Vocabulary):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+class TraceSeverity(Vocabulary):
+    """A trace finding's consequence on one target, mildest first."""
+
+    MINOR = "minor"
+    SLOW = "slow"
+    BLOCKER = "blocker"
+
+
+# --- the record machinery --------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    """Base of every record: keys it does not declare, and the order the keys came in."""
+
+    extra: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    # The keys of the dictionary it was read from, in order; None: built in code.
+    key_order: tuple[str, ...] | None = field(default=None, kw_only=True, compare=False, repr=False)
+
+    # field name -> record class of its value (one record, or a list / dict of them)
+    _records: ClassVar[dict[str, type[Record]]] = {}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {}
+    # field name -> the Vocabulary its value is a word of
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def _declared(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "key_order")]
+
+    @classmethod
+    def _read(cls, name: str, value: Any) -> Any:
+        if value is None:
+            return None
+        if name in cls._records:
+            return cls._records[name].from_dict(value)
+        if name in cls._record_lists:
+            return [cls._record_lists[name].from_dict(item) for item in value]
+        if name in cls._record_maps:
+            return {key: cls._record_maps[name].from_dict(item) for key, item in value.items()}
+        if name in cls._words:
+            words = cls._words[name]
+            return words(value) if value in words._value2member_map_ else value  # an unknown word is kept as text
+        return value
+
+    @staticmethod
+    def _write(value: Any) -> Any:
+        if isinstance(value, Record):
+            return value.to_dict()
+        if isinstance(value, Vocabulary):
+            return value.value
+        if isinstance(value, list):
+            return [Record._write(item) for item in value]
+        if isinstance(value, dict):
+            return {key: Record._write(item) for key, item in value.items()}
+        return value
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        declared = set(cls._declared())
+        values = {key: cls._read(key, value) for key, value in data.items() if key in declared}
+        extra = {key: value for key, value in data.items() if key not in declared}
+        return cls(**values, extra=extra, key_order=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        declared = self._declared()
+        present = set(self.key_order or ())
+        order = list(self.key_order or ()) + [key for key in [*declared, *self.extra] if key not in present]
+        out: dict[str, Any] = {}
+        for key in order:
+            if key in self.extra and key not in declared:
+                out[key] = self.extra[key]
+                continue
+            if key not in declared:
+                continue
+            value = getattr(self, key)
+            if key not in present:
+                if self.key_order is not None and value == self._default(key):
+                    continue  # read from a dictionary that did not have it, and not set since
+                if value is None and key not in self._written_when_none:
+                    continue
+            out[key] = self._write(value)
+        return out
+
+    @classmethod
+    def _default(cls, name: str) -> Any:
+        found = next(f for f in dataclasses.fields(cls) if f.name == name)
+        if found.default_factory is not dataclasses.MISSING:
+            return found.default_factory()
+        return None if found.default is dataclasses.MISSING else found.default
+
+
+# --- the records -----------------------------------------------------------------------------------
+
+
+@dataclass
+class DeviceMemory(Record):
+    """Device memory of one run, in one shape for every backend.  A backend
+    fills what its device counts; ``source`` names the call that counted it."""
+
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    # Where the device keeps no peak counter (MPS): the allocation when read.
+    current_allocated_bytes: int | None = None
+    driver_allocated_bytes: int | None = None
+    limit_bytes: int | None = None
+    source: str = ""
+
+    # Schema 1.0 documents: XLA's figures under its own names.
+    _LEGACY_NAMES: ClassVar[dict[str, str]] = {"peak_bytes": "peak_allocated_bytes", "bytes_limit": "limit_bytes"}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        if any(key in data for key in cls._LEGACY_NAMES):
+            data = {cls._LEGACY_NAMES.get(key, key): value for key, value in data.items()}
+        return super().from_dict(data)
+
+    def peak_bytes(self) -> int | None:
+        """The figure a report shows: what the allocator held at its peak
+        (reserved), else what tensors used at the peak, else the current
+        allocation on a device without a peak counter."""
+        for value in (self.peak_reserved_bytes, self.peak_allocated_bytes, self.current_allocated_bytes):
+            if value is not None:
+                return int(value)
+        return None
+
+
+@dataclass
+class ErrorRecord(Record):
+    kind: ErrorKind | str = ErrorKind.APP_ERROR
+    message: str = ""
+    more: bool | None = None
+    location: str | None = None
+    library_frame: str | None = None
+    traceback: str | None = None
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"kind": ErrorKind}
+
+
+@dataclass
+class RunRecord(Record):
+    """One worker run.  The scenarios (``training``, ``inference``) are the
+    raw samples and stay plain dictionaries: summary.py reads them, nothing else."""
+
+    round: int = 0
+    status: RunStatus | str = RunStatus.RUNNING
+    error: ErrorRecord | None = None
+    exit_code: int | None = None
+    wall_s: float | None = None
+    last_phase: str | None = None
+    stderr_tail: list[str] | None = None
+    phases: dict[str, float] | None = None
+    worker: dict[str, Any] | None = None
+    device: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    config_hash: str | None = None
+    training: dict[str, Any] | None = None
+    inference: dict[str, Any] | None = None
+    memory: DeviceMemory | None = None
+    host_peak_rss_bytes: int | None = None
+    metric: dict[str, Any] | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
+
+    @property
+    def ok(self) -> bool:
+        return self.status == RunStatus.OK and bool(self.training)
+
+
+@dataclass
+class Stat(Record):
+    median: float = 0.0
+    ci95: list[float] = field(default_factory=list)
+    runs: int = 0
+    samples: int | None = None
+    run_medians: list[float] | None = None
+    run_spread: float | None = None
+    within_run_spread: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CounterRow(Record):
+    """What a backend counted in one phase of its first successful run: its
+    device's counters (compilations, executions, transfers, fallback ops, ...)
+    and, under ``torch_compile``, Dynamo's."""
+
+    phase: str = ""
+    steps: int = 0
+    counters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Summary(Record):
+    """Figures per backend computed from the raw samples (torchport.summary);
+    every renderer reads these, never the runs."""
+
+    step_time_s: Stat | None = None
+    samples_per_s: float | None = None
+    samples_per_s_ci95: list[float] | None = None
+    tokens_per_s: float | None = None
+    first_step_s: float | None = None
+    compile_overhead_s: float | None = None
+    warmup_steps: list[int] | None = None
+    steady: bool | None = None
+    time_per_step_compile_excluded_s: float | None = None
+    time_per_step_compile_included_s: float | None = None
+    compile_included_steps: int | None = None
+    data_wait_share: float | None = None
+    sustained_compilations: int | None = None
+    epoch_s: float | None = None
+    runs_ok: int | None = None
+    process_start_s: float | None = None
+    import_s: float | None = None
+    init_s: float | None = None
+    peak_device_memory_bytes: int | None = None
+    peak_host_rss_bytes: int | None = None
+    input_bound: bool | None = None
+    distinct_batch_shapes: int | None = None
+    warmup_recompiling: dict[str, Any] | None = None
+    metric: dict[str, Any] | None = None
+    final_loss: float | None = None
+    inference: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    # Schema 1.1: what renderers used to read from the runs.
+    counters: list[CounterRow] | None = None
+    counter_runs: list[dict[str, Any]] | None = None
+    phase_seconds: dict[str, float] | None = None
+    runs_series: list[dict[str, Any]] | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
+                                    "sustained_compilations", "warmup_recompiling", "distinct_batch_shapes",
+                                    "metric", "final_loss", "inference"})
+
+
+@dataclass
+class BackendEntry(Record):
+    """One backend in the result: what it is, whether it ran, its runs and figures."""
+
+    name: str = ""
+    title: str | None = None
+    available: bool = False
+    reason: str = ""
+    verification: str = ""
+    proxy_for: str | None = None
+    environment: str | None = None
+    status: BackendStatus | str = BackendStatus.PENDING
+    error: ErrorRecord | None = None
+    runs: list[RunRecord] = field(default_factory=list)
+    summary: Summary | None = None
+    comparison: dict[str, Any] | None = None
+    cost: dict[str, Any] | None = None
+    failures: dict[str, Any] | None = None  # 1.1: runs failed, of how many, the last stderr lines
+
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "summary": Summary}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"runs": RunRecord}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": BackendStatus}
+
+    def ok_runs(self) -> list[RunRecord]:
+        return [run for run in self.runs if run.ok]
+
+
+@dataclass
+class Check(Record):
+    """One check result (torchport check): for a backend, or a checkpoint pair."""
+
+    name: str = ""
+    status: CheckStatus | str = CheckStatus.SKIPPED
+    reason: str = ""
+    figures: dict[str, Any] = field(default_factory=dict)
+    backend: str | None = None
+    pair: str | None = None
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": CheckStatus}
+
+
+@dataclass
+class Finding(Record):
+    """One trace finding: a rule, where it fired, and its consequence per target."""
+
+    id: str = ""
+    rule: str = ""
+    title: str = ""
+    severity: TraceSeverity | str = TraceSeverity.MINOR
+    targets: dict[str, TraceSeverity | str] = field(default_factory=dict)
+    location: str | None = None
+    library_location: str | None = None
+    library: str | None = None
+    count: int = 0
+    per_step: float | None = None
+    detail: str = ""
+    fix: str = ""
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"severity": TraceSeverity}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        finding = super().from_dict(data)
+        finding.targets = {target: cls._read("severity", value) for target, value in finding.targets.items()}
+        return finding
+
+
+__all__ = [
+    "BackendEntry",
+    "BackendStatus",
+    "Check",
+    "CheckStatus",
+    "CounterRow",
+    "DeviceMemory",
+    "DocumentStatus",
+    "ErrorKind",
+    "ErrorRecord",
+    "Finding",
+    "Record",
+    "RunRecord",
+    "RunStatus",
+    "Stat",
+    "Summary",
+    "TraceSeverity",
+    "Vocabulary",
+]
