@@ -199,6 +199,7 @@ def test_fast_path_finds_the_same_as_a_full_parse(tmp_path):
 @pytest.mark.parametrize("source_path", [
     Path(__file__).resolve().parents[1] / "examples" / "cuda_training" / "train.py",
     Path(__file__).resolve().parents[1] / "src" / "torchport" / "scan" / "python.py",
+    Path(__file__).resolve().parents[1] / "src" / "torchport" / "scan" / "detectors" / "core.py",
 ], ids=lambda p: p.name)
 def test_fast_path_agrees_on_real_files(source_path):
     import ast

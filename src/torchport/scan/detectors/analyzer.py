@@ -37,52 +37,51 @@ FAMILIES = (DeviceDetector, CudaRuntimeDetector, MixedPrecisionDetector, Distrib
             NativeCodeDetector, DependencyDetector, DtypeDetector, TorchXlaDetector)
 
 
-class Analyzer(*FAMILIES, AnalyzerCore):
-    """Every family's rules in one walk of the module."""
+def compose(families: tuple[type, ...]) -> type[AnalyzerCore]:
+    """The families and the core as one visitor class, with every table resolved."""
+    analyzer = type("Analyzer", (*families, AnalyzerCore), {"__doc__": "Every family's rules in one walk."})
 
+    def function(name: str):
+        found = getattr(analyzer, name, None)
+        if not callable(found):
+            raise TypeError(f"scan detector table names '{name}', which no detector defines")
+        return found
 
-def _function(name: str):
-    function = getattr(Analyzer, name, None)
-    if not callable(function):
-        raise TypeError(f"scan detector table names '{name}', which no detector defines")
-    return function
+    def merged(table: str) -> dict:
+        result: dict = {}
+        for owner in (*families, AnalyzerCore):
+            for key, name in owner.__dict__.get(table, {}).items():
+                if key in result:
+                    raise TypeError(f"scan detectors: {owner.__name__}.{table} claims '{key}', "
+                                    "which another detector already handles")
+                result[key] = function(name)
+        return result
 
+    def joined(table: str) -> list:
+        return [entry for family in families for entry in family.__dict__.get(table, ())]
 
-def _merged(table: str) -> dict:
-    merged: dict = {}
-    for owner in (*FAMILIES, AnalyzerCore):
-        for key, name in owner.__dict__.get(table, {}).items():
-            if key in merged:
-                raise TypeError(f"scan detectors: {owner.__name__}.{table} claims '{key}' twice")
-            merged[key] = _function(name)
-    return merged
+    # Two families defining the same method would silently shadow one another.
+    defined: dict[str, str] = {name: "AnalyzerCore" for name in AnalyzerCore.__dict__}
+    for family in families:
+        for name, value in family.__dict__.items():
+            if callable(value) and not name.isupper():
+                if name in defined:
+                    raise TypeError(f"scan detectors: {family.__name__}.{name} is also defined by {defined[name]}")
+                defined[name] = family.__name__
 
-
-def _joined(table: str) -> tuple:
-    return tuple(entry for family in FAMILIES for entry in family.__dict__.get(table, ()))
-
-
-def compose() -> None:
-    Analyzer.call_handlers = _merged("CALLS")
-    Analyzer.method_handlers = _merged("METHODS")
-    Analyzer.keyword_handlers = _merged("KEYWORDS")
-    Analyzer.call_prefix_handlers = tuple((matches, _function(name)) for matches, name in _joined("CALL_PREFIXES"))
-    Analyzer.named_default_handlers = tuple((word, _function(name)) for word, name in _joined("NAMED_DEFAULTS"))
+    analyzer.call_handlers = merged("CALLS")
+    analyzer.method_handlers = merged("METHODS")
+    analyzer.keyword_handlers = merged("KEYWORDS")
+    analyzer.call_prefix_handlers = tuple((matches, function(name)) for matches, name in joined("CALL_PREFIXES"))
+    analyzer.named_default_handlers = tuple((word, function(name)) for word, name in joined("NAMED_DEFAULTS"))
     for table, attribute in (("IMPORTS", "import_handlers"), ("STRINGS", "string_handlers"),
                              ("COMPARED_STRINGS", "compared_string_handlers"),
                              ("ASSIGNMENTS", "assignment_handlers"), ("ATTRIBUTES", "attribute_handlers"),
                              ("CALL_CLAIMS", "call_claims"), ("CALL_OBSERVERS", "call_observers"),
                              ("FUNCTIONS", "function_handlers")):
-        setattr(Analyzer, attribute, tuple(_function(name) for name in _joined(table)))
-    # Two families defining the same visit_ or helper method would silently shadow one another.
-    seen: dict[str, str] = {}
-    for family in FAMILIES:
-        for name in family.__dict__:
-            if callable(family.__dict__[name]) and not name.isupper():
-                if name in seen or name in AnalyzerCore.__dict__:
-                    raise TypeError(f"scan detectors: {family.__name__}.{name} is also defined by "
-                                    f"{seen.get(name, 'AnalyzerCore')}")
-                seen[name] = family.__name__
+        setattr(analyzer, attribute, tuple(function(name) for name in joined(table)))
+    analyzer._visitors = {}  # visit_ methods looked up per node class, for this class only
+    return analyzer
 
 
-compose()
+Analyzer = compose(FAMILIES)

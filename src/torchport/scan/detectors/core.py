@@ -486,7 +486,8 @@ class AnalyzerCore(ast.NodeVisitor):
         tests = statement.test.values if (isinstance(statement.test, ast.BoolOp)
                                           and isinstance(statement.test.op, ast.Or)) else [statement.test]
         for test in tests:
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and self.positive_cuda_query(test.operand):
+            if (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+                    and self.positive_cuda_query(test.operand)):
                 return True
             if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.NotIn))
                     and any(CUDA_DEVICE.match(string_value(side) or "") for side in (test.left, test.comparators[0]))):
