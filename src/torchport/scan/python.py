@@ -26,7 +26,7 @@ import bisect
 import re
 from itertools import accumulate
 
-from torchport.scan.detectors.analyzer import Analyzer
+from torchport.scan.detectors.analyzer import FAMILY_TRIGGER_WORDS, Analyzer
 from torchport.scan.detectors.shared import DEVICE_NAME
 from torchport.scan.detectors.syntax import import_aliases, version_key
 from torchport.scan.model import Finding
@@ -38,11 +38,12 @@ __all__ = ["DEVICE_NAME", "analyze", "has_trigger", "parse_relevant", "version_k
 
 # Words without which no rule can fire.  Third-party packages matter only where
 # they are imported (_PACKAGE_IMPORT).  Names imported under another spelling
-# (``from torch.cuda import synchronize as sync``) are added per file.
+# (``from torch.cuda import synchronize as sync``) are added per file.  A rule
+# family that needs a word of its own declares it (TRIGGER_WORDS in its detector).
 TRIGGERS = ("cuda", "CUDA_", "CUDAExtension", "cudnn", "nccl", "NCCL", "float64", ".double",
             "DoubleTensor", "cdouble", "complex128", "pin_memory", "non_blocking", "xla",
             "nvidia-smi", "init_process_group", "new_group", "new_subgroups", "autocast",  # torchport: ignore
-            "GradScaler", "install_requires", "extras_require", "cpp_extension")
+            "GradScaler", "install_requires", "extras_require", "cpp_extension") + FAMILY_TRIGGER_WORDS
 _PACKAGES = (r"(?:triton|apex|flash_attn|flash_attn_interface|xformers|bitsandbytes|cupy|cupyx|"
              r"pycuda|pynvml|nvidia|transformer_engine|tensorrt|torch_tensorrt|mamba_ssm|"
              r"causal_conv1d|deepspeed\.op\w*|cuda)\b")

@@ -97,6 +97,7 @@ CUDA_CUSTOM_FWD = "TP203"
 CUDNN_FLAGS = "TP301"
 TF32_FLAGS = "TP302"
 CUDA_SDP_KERNEL = "TP303"
+INDUCTOR_COMPILE_BACKEND = "TP304"
 NCCL_BACKEND = "TP401"
 PIN_MEMORY = "TP402"
 NON_BLOCKING_COPY = "TP403"
@@ -595,6 +596,30 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
     pass
+''',
+    ),
+    _rule(
+        INDUCTOR_COMPILE_BACKEND, "inductor-compile-backend", 'torch.compile with backend="inductor" spelt out',
+        detects='torch.compile(..., backend="inductor") with the backend as a string literal.',
+        why="Inductor is the default backend where it exists, so naming it changes nothing on CUDA "
+            "but pins it everywhere: TorchTPU raises a RuntimeError for TPU inputs under inductor "
+            "(unless options={'tpu_backend': 'pallas'}) and picks its own 'tpu' backend only when "
+            "no backend is given; torch_xla compiles through 'openxla' and TorchNeuron through "
+            "'neuron'.",
+        severity="E P P - - - -",
+        replacement="torch.compile(model) without backend=: inductor on CUDA, ROCm, XPU, MPS and CPU, "
+                    "'tpu' on TorchTPU; backend='openxla' / 'neuron' where torch_xla / TorchNeuron "
+                    "is the target",
+        min_torch=None, fixable=True, effort="low", sources="L27",
+        before='''
+import torch
+
+model = torch.compile(torch.nn.Linear(2, 2), backend="inductor", mode="max-autotune")
+''',
+        after='''
+import torch
+
+model = torch.compile(torch.nn.Linear(2, 2), mode="max-autotune")
 ''',
     ),
     # -- TP4xx: distributed, data loading, environment --------------------------------------

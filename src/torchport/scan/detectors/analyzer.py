@@ -15,12 +15,14 @@ A family's detector class declares what it handles in class tables, by method na
     CALL_CLAIMS    (method(call) -> the whole call was reported, ...)
     CALL_OBSERVERS (method(call), ...), before a call's own rules run
     FUNCTIONS      (method(function definition), ...)
+    TRIGGER_WORDS  words without which the family finds nothing (see python.TRIGGERS)
 
 ``compose`` turns the names into functions once, at import: a misspelt method name
 or two families claiming the same call fail there, not in the middle of a scan.
 """
 from __future__ import annotations
 
+from torchport.scan.detectors.backend_flags import BackendFlagDetector
 from torchport.scan.detectors.core import AnalyzerCore
 from torchport.scan.detectors.cuda_runtime import CudaRuntimeDetector
 from torchport.scan.detectors.dependencies import DependencyDetector
@@ -33,8 +35,11 @@ from torchport.scan.detectors.torch_xla import TorchXlaDetector
 
 # In the order their hooks run where order matters (a string compared with "cuda"
 # is a device comparison before it is anything else).
-FAMILIES = (DeviceDetector, CudaRuntimeDetector, MixedPrecisionDetector, DistributedDetector,
-            NativeCodeDetector, DependencyDetector, DtypeDetector, TorchXlaDetector)
+FAMILIES = (DeviceDetector, CudaRuntimeDetector, MixedPrecisionDetector, BackendFlagDetector,
+            DistributedDetector, NativeCodeDetector, DependencyDetector, DtypeDetector, TorchXlaDetector)
+# Words a family needs in a file beyond the scanner's own trigger words (python.TRIGGERS):
+# the fast path skips a file, or a statement, that holds none of them.
+FAMILY_TRIGGER_WORDS = tuple(word for family in FAMILIES for word in family.__dict__.get("TRIGGER_WORDS", ()))
 
 
 def compose(families: tuple[type, ...]) -> type[AnalyzerCore]:
