@@ -7,11 +7,11 @@ A family's detector class declares what it handles in class tables, by method na
     METHODS        {method name: method(call)} for obj.method(...) outside torch
     KEYWORDS       {keyword: method(call, keyword, torch_call)}
     IMPORTS        (method(node, module) -> reported, ...)
-    STRINGS        (method(constant, value), ...) for every string literal
+    STRINGS        ((prefix, method(constant, value)), ...) for string literals starting so
     COMPARED_STRINGS (method(element, value, lists_others) -> handled, ...)
     NAMED_DEFAULTS ((word in an option's name, method(default, where)), ...)
     ASSIGNMENTS    (method(name, value), ...)
-    ATTRIBUTES     (method(attribute) -> reported, ...)
+    ATTRIBUTES     {attribute name: method(attribute)}
     CALL_CLAIMS    (method(call) -> the whole call was reported, ...)
     CALL_OBSERVERS (method(call), ...), before a call's own rules run
     FUNCTIONS      (method(function definition), ...)
@@ -77,11 +77,13 @@ def compose(families: tuple[type, ...]) -> type[AnalyzerCore]:
     analyzer.call_handlers = merged("CALLS")
     analyzer.method_handlers = merged("METHODS")
     analyzer.keyword_handlers = merged("KEYWORDS")
+    analyzer.attribute_handlers = merged("ATTRIBUTES")
+    analyzer.string_handlers = tuple((prefix, function(name)) for prefix, name in joined("STRINGS"))
+    analyzer.string_prefixes = tuple(prefix for prefix, _ in analyzer.string_handlers)
     analyzer.call_prefix_handlers = tuple((matches, function(name)) for matches, name in joined("CALL_PREFIXES"))
     analyzer.named_default_handlers = tuple((word, function(name)) for word, name in joined("NAMED_DEFAULTS"))
-    for table, attribute in (("IMPORTS", "import_handlers"), ("STRINGS", "string_handlers"),
-                             ("COMPARED_STRINGS", "compared_string_handlers"),
-                             ("ASSIGNMENTS", "assignment_handlers"), ("ATTRIBUTES", "attribute_handlers"),
+    for table, attribute in (("IMPORTS", "import_handlers"), ("COMPARED_STRINGS", "compared_string_handlers"),
+                             ("ASSIGNMENTS", "assignment_handlers"),
                              ("CALL_CLAIMS", "call_claims"), ("CALL_OBSERVERS", "call_observers"),
                              ("FUNCTIONS", "function_handlers")):
         setattr(analyzer, attribute, tuple(function(name) for name in joined(table)))

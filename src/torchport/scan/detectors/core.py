@@ -92,11 +92,12 @@ class AnalyzerCore(ast.NodeVisitor):
     method_handlers: dict = {}  # obj.METHOD(...) -> handler(self, call)
     keyword_handlers: dict = {}  # f(KEYWORD=...) -> handler(self, call, keyword, torch_call)
     import_handlers: tuple = ()  # handler(self, node, module) -> True when reported
-    string_handlers: tuple = ()  # handler(self, constant, value): any string literal
+    string_prefixes: tuple = ()  # every prefix below, for one C-level startswith per literal
+    string_handlers: tuple = ()  # (prefix, handler(self, constant, value)) for string literals
     compared_string_handlers: tuple = ()  # handler(self, element, value, lists_others) -> bool
     named_default_handlers: tuple = ()  # (word in the option name, handler(self, default, where))
     assignment_handlers: tuple = ()  # handler(self, name, value)
-    attribute_handlers: tuple = ()  # handler(self, node) -> True when reported
+    attribute_handlers: dict = {}  # attribute name -> handler(self, node) (a dict: most attributes match none)
     call_claims: tuple = ()  # handler(self, call) -> True when the whole call was reported
     call_observers: tuple = ()  # handler(self, call), before a call's own rules run
     function_handlers: tuple = ()  # handler(self, function definition)
@@ -370,9 +371,9 @@ class AnalyzerCore(ast.NodeVisitor):
             if id(node) not in self.claimed and not (rule_id == FLOAT64 and id(node) in self.host):
                 self.report(rule_id, node, qualname)
             return
-        for handler in self.attribute_handlers:
-            if handler(self, node):
-                break
+        handler = self.attribute_handlers.get(node.attr)
+        if handler is not None:
+            handler(self, node)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -385,8 +386,11 @@ class AnalyzerCore(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if id(node) in self.claimed or not isinstance(node.value, str):
             return
-        for handler in self.string_handlers:
-            handler(self, node, node.value)
+        value = node.value
+        if value.startswith(self.string_prefixes):
+            for prefix, handler in self.string_handlers:
+                if value.startswith(prefix):
+                    handler(self, node, value)
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if not isinstance(node.value, ast.Constant):  # docstrings are prose

@@ -56,11 +56,10 @@ def _is_torch_cuda(qualname: str) -> bool:
 
 class CudaRuntimeDetector:
     CALL_PREFIXES = ((_is_torch_cuda, "_torch_cuda_call"),)
-    STRINGS = ("_nvidia_smi_string",)
+    STRINGS = (("nvidia-smi", "_nvidia_smi_string"),)  # torchport: ignore
 
     def _nvidia_smi_string(self, node: ast.Constant, value: str) -> None:
-        if value.startswith("nvidia-smi"):  # torchport: ignore
-            self.report(NVIDIA_TOOLING, node, '"nvidia-smi"')
+        self.report(NVIDIA_TOOLING, node, '"nvidia-smi"')
 
     def _torch_cuda_call(self, node: ast.Call, qualname: str) -> bool:
         parts = qualname.split(".")[2:]

@@ -55,7 +55,7 @@ class DeviceDetector:
     COMPARED_STRINGS = ("_compared_device",)
     NAMED_DEFAULTS = (("device", "_device_default"),)
     ASSIGNMENTS = ("_assigned_device",)
-    ATTRIBUTES = ("_is_cuda_attribute",)
+    ATTRIBUTES = {"is_cuda": "_is_cuda_attribute"}
 
     def _device_literal(self, node, as_string: bool, what: str) -> bool:
         """Report a "cuda"/"cuda:N"/"xla" literal, or a "cuda:" string built at run time,
@@ -160,13 +160,10 @@ class DeviceDetector:
             self._cap([finding], LISTS_OTHERS)
         return True
 
-    def _is_cuda_attribute(self, node: ast.Attribute) -> bool:
-        if (node.attr == "is_cuda" and id(node) not in self.claimed and isinstance(node.ctx, ast.Load)
-                and not self.own_is_cuda
+    def _is_cuda_attribute(self, node: ast.Attribute) -> None:
+        if (id(node) not in self.claimed and isinstance(node.ctx, ast.Load) and not self.own_is_cuda
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
             self.report(CUDA_AVAILABILITY_CHECK, node, ".is_cuda", at=attribute_token(node))
-            return True
-        return False
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         if not self._built_device_string(node):

@@ -31,7 +31,7 @@ class DistributedDetector:
     METHODS = {"pin_memory": "_dot_pin_memory"}
     KEYWORDS = {"non_blocking": "_non_blocking_keyword", "pin_memory": "_pin_memory_keyword",
                 "pin_memory_device": "_pin_memory_device_keyword"}
-    STRINGS = ("_visible_devices_string",)
+    STRINGS = (("CUDA_VISIBLE_DEVICES", "_visible_devices_string"),)  # torchport: ignore
     COMPARED_STRINGS = ("_compared_backend",)
     NAMED_DEFAULTS = (("backend", "_backend_default"),)
     ASSIGNMENTS = ("_assigned_backend",)
