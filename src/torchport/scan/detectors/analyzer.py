@@ -44,7 +44,8 @@ FAMILY_TRIGGER_WORDS = tuple(word for family in FAMILIES for word in family.__di
 
 def compose(families: tuple[type, ...]) -> type[AnalyzerCore]:
     """The families and the core as one visitor class, with every table resolved."""
-    analyzer = type("Analyzer", (*families, AnalyzerCore), {"__doc__": "Every family's rules in one walk."})
+    analyzer: type[AnalyzerCore] = type("Analyzer", (*families, AnalyzerCore),
+                                        {"__doc__": "Every family's rules in one walk."})
 
     def function(name: str):
         found = getattr(analyzer, name, None)

@@ -6,10 +6,16 @@ from __future__ import annotations
 import ast
 import re
 
+from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import node_end, node_start, string_value
 from torchport.scan.model import Edit
-from torchport.scan.rules import (CUDA_SDP_KERNEL, CUDNN_FLAGS, INDUCTOR_COMPILE_BACKEND, OTHER_TORCH_CUDA_API,
-                                  TF32_FLAGS)
+from torchport.scan.rules import (
+    CUDA_SDP_KERNEL,
+    CUDNN_FLAGS,
+    INDUCTOR_COMPILE_BACKEND,
+    OTHER_TORCH_CUDA_API,
+    TF32_FLAGS,
+)
 
 RULE_IDS = (CUDNN_FLAGS, TF32_FLAGS, CUDA_SDP_KERNEL, INDUCTOR_COMPILE_BACKEND, OTHER_TORCH_CUDA_API)
 
@@ -26,7 +32,7 @@ def rule_for_name(qualname: str) -> str | None:
     return None
 
 
-class BackendFlagDetector:
+class BackendFlagDetector(AnalyzerState):
     CALLS = {"torch.compile": "_compile_backend"}
     # No shared trigger word (cuda, nccl, ...) appears in `torch.compile(m, backend="inductor")`.
     TRIGGER_WORDS = ("inductor",)
@@ -47,7 +53,7 @@ def _without_keyword(node: ast.Call, index: int) -> Edit:
     """Removes the keyword with its separating comma: from the end of the argument
     before it, else up to the start of the argument after it."""
     keyword = node.keywords[index]
-    items = sorted(node.args + node.keywords, key=node_start)
+    items: list[ast.expr | ast.keyword] = sorted([*node.args, *node.keywords], key=node_start)
     position = items.index(keyword)
     if position > 0:
         return Edit(node_end(items[position - 1]), node_end(keyword), "")

@@ -7,11 +7,21 @@ from __future__ import annotations
 import ast
 
 from torchport.scan.detectors.shared import ANY_VERSION
+from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import plain_call, replace_node
 from torchport.scan.model import Edit
-from torchport.scan.rules import (CUDA_EMPTY_CACHE, CUDA_EVENT, CUDA_GRAPHS, CUDA_MANUAL_SEED,
-                                  CUDA_MEMORY_STATS, CUDA_RNG_STATE, CUDA_STREAM, CUDA_SYNCHRONIZE,
-                                  NVIDIA_TOOLING, OTHER_TORCH_CUDA_API)
+from torchport.scan.rules import (
+    CUDA_EMPTY_CACHE,
+    CUDA_EVENT,
+    CUDA_GRAPHS,
+    CUDA_MANUAL_SEED,
+    CUDA_MEMORY_STATS,
+    CUDA_RNG_STATE,
+    CUDA_STREAM,
+    CUDA_SYNCHRONIZE,
+    NVIDIA_TOOLING,
+    OTHER_TORCH_CUDA_API,
+)
 
 RULE_IDS = (CUDA_SYNCHRONIZE, CUDA_MANUAL_SEED, CUDA_RNG_STATE, CUDA_MEMORY_STATS, CUDA_EMPTY_CACHE,
             CUDA_EVENT, CUDA_STREAM, CUDA_GRAPHS, NVIDIA_TOOLING, OTHER_TORCH_CUDA_API)
@@ -54,7 +64,7 @@ def _is_torch_cuda(qualname: str) -> bool:
     return qualname.startswith("torch.cuda.")
 
 
-class CudaRuntimeDetector:
+class CudaRuntimeDetector(AnalyzerState):
     CALL_PREFIXES = ((_is_torch_cuda, "_torch_cuda_call"),)
     STRINGS = (("nvidia-smi", "_nvidia_smi_string"),)  # torchport: ignore
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import string_value
 from torchport.scan.packages import classify_import, classify_requirement
 from torchport.scan.rules import CUDA_ONLY_PACKAGE, TRITON_KERNEL
@@ -39,7 +40,7 @@ def imports_checked_package(finding, test) -> bool:
     return any(package in word or re.search(rf"(?:^|_){short}(?:_|$)", word) for word in words)
 
 
-class DependencyDetector:
+class DependencyDetector(AnalyzerState):
     CALLS = dict.fromkeys(_SETUP, "_setup")
     CALL_PREFIXES = ((_setuptools_setup, "_setup"),)
     IMPORTS = ("_package_import",)

@@ -6,13 +6,29 @@ import ast
 import re
 
 from torchport.scan.detectors.shared import CUDA_DEVICE, DEVICE_NAME, LISTS_OTHERS
-from torchport.scan.detectors.syntax import (attribute_token, call_argument, closing_paren, insert_at,
-                                             method_token, node_end, node_start, plain_call,
-                                             replace_node, string_value)
+from torchport.scan.detectors.state import AnalyzerState
+from torchport.scan.detectors.syntax import (
+    attribute_token,
+    call_argument,
+    closing_paren,
+    insert_at,
+    method_token,
+    node_end,
+    node_start,
+    plain_call,
+    replace_node,
+    string_value,
+)
 from torchport.scan.model import Edit
-from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT,
-                                  CUDA_DEVICE_PROPERTIES, CUDA_DEVICE_STRING, CUDA_TENSOR_TYPE,
-                                  DOT_CUDA, TORCH_XLA_API)
+from torchport.scan.rules import (
+    CUDA_AVAILABILITY_CHECK,
+    CUDA_DEVICE_MANAGEMENT,
+    CUDA_DEVICE_PROPERTIES,
+    CUDA_DEVICE_STRING,
+    CUDA_TENSOR_TYPE,
+    DOT_CUDA,
+    TORCH_XLA_API,
+)
 
 RULE_IDS = (CUDA_DEVICE_STRING, DOT_CUDA, CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT,
             CUDA_DEVICE_PROPERTIES, CUDA_TENSOR_TYPE,
@@ -46,7 +62,7 @@ def rule_for_name(qualname: str) -> str | None:
     return CUDA_AVAILABILITY_CHECK if qualname == "torch.version.cuda" else None
 
 
-class DeviceDetector:
+class DeviceDetector(AnalyzerState):
     CALLS = {"torch.device": "_torch_device", "torch.set_default_device": "_set_default_device"}
     METHODS = {"cuda": "_dot_cuda", "to": "_dot_to"}
     KEYWORDS = {"device": "_device_keyword", "map_location": "_device_keyword",

@@ -6,6 +6,7 @@ import ast
 import re
 
 from torchport.scan.detectors.shared import DEVICE_NAME
+from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import call_argument, keyword_value, method_token, replace_node, string_value
 from torchport.scan.rules import CUDA_VISIBLE_DEVICES, NCCL_BACKEND, NON_BLOCKING_COPY, PIN_MEMORY
 
@@ -26,7 +27,7 @@ def rule_for_name(qualname: str) -> str | None:
     return None
 
 
-class DistributedDetector:
+class DistributedDetector(AnalyzerState):
     CALLS = dict.fromkeys(_PROCESS_GROUP, "_process_group")
     METHODS = {"pin_memory": "_dot_pin_memory"}
     KEYWORDS = {"non_blocking": "_non_blocking_keyword", "pin_memory": "_pin_memory_keyword",

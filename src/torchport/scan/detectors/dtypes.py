@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import keyword_value, method_token, string_value
 from torchport.scan.rules import FLOAT64
 
@@ -24,7 +25,7 @@ def rule_for_name(qualname: str) -> str | None:
     return FLOAT64 if qualname in _FLOAT64 else None
 
 
-class DtypeDetector:
+class DtypeDetector(AnalyzerState):
     METHODS = {"double": "_dot_double"}
     CALL_OBSERVERS = ("_mark_host",)
 

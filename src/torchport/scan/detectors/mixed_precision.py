@@ -5,8 +5,17 @@ from __future__ import annotations
 import ast
 
 from torchport.scan.detectors.shared import CUDA_DEVICE, DEVICE_NAME
-from torchport.scan.detectors.syntax import (call_argument, closing_paren, insert_at, node_end, node_start,
-                                             plain_call, replace_node, string_value)
+from torchport.scan.detectors.state import AnalyzerState
+from torchport.scan.detectors.syntax import (
+    call_argument,
+    closing_paren,
+    insert_at,
+    node_end,
+    node_start,
+    plain_call,
+    replace_node,
+    string_value,
+)
 from torchport.scan.rules import CUDA_AUTOCAST, CUDA_CUSTOM_FWD, CUDA_GRAD_SCALER
 
 RULE_IDS = (CUDA_AUTOCAST, CUDA_GRAD_SCALER, CUDA_CUSTOM_FWD)
@@ -20,7 +29,7 @@ _AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.au
 _GRAD_SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}
 
 
-class MixedPrecisionDetector:
+class MixedPrecisionDetector(AnalyzerState):
     CALLS = {**dict.fromkeys(_AUTOCAST, "_autocast"), **dict.fromkeys(_GRAD_SCALER, "_grad_scaler")}
 
     def _cuda_amp_autocast(self, node: ast.Call, qualname: str) -> bool:

@@ -5,8 +5,16 @@ Most rules fire on a name alone (``torch.cuda.synchronize``, ``torch.float64``,
 ``CUDA_NAMES`` / ``CUDA_RENAMES`` and the others in ``rule_for_name``."""
 from __future__ import annotations
 
-from torchport.scan.detectors import (backend_flags, cuda_runtime, devices, distributed,
-                                      dtypes, mixed_precision, native_code, torch_xla)
+from torchport.scan.detectors import (
+    backend_flags,
+    cuda_runtime,
+    devices,
+    distributed,
+    dtypes,
+    mixed_precision,
+    native_code,
+    torch_xla,
+)
 
 # torch.cuda.X -> (rule, torch.<replacement>, min torch) for 1:1 renames.
 CUDA_RENAMES: dict[str, tuple[str, str, str]] = {**cuda_runtime.CUDA_RENAMES_HERE, **devices.CUDA_RENAMES}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import string_value
 from torchport.scan.rules import CUDA_EXTENSION_BUILD, TRITON_KERNEL
 
@@ -18,7 +19,7 @@ def rule_for_name(qualname: str) -> str | None:
     return None
 
 
-class NativeCodeDetector:
+class NativeCodeDetector(AnalyzerState):
     CALLS = dict.fromkeys(_CPP_LOAD, "_cpp_load")
     IMPORTS = ("_triton_import",)
     FUNCTIONS = ("_triton_decorators",)

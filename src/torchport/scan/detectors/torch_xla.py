@@ -3,6 +3,7 @@ TorchTPU replaces).  "xla" device strings are found with the other device string
 (``devices.py``)."""
 from __future__ import annotations
 
+from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.rules import DEPRECATED_TORCH_XLA_API, TORCH_XLA_API
 
 RULE_IDS = (DEPRECATED_TORCH_XLA_API, TORCH_XLA_API)
@@ -16,7 +17,7 @@ def rule_for_name(qualname: str) -> str | None:
     return None
 
 
-class TorchXlaDetector:
+class TorchXlaDetector(AnalyzerState):
     IMPORTS = ("_torch_xla_import",)
 
     def _torch_xla_import(self, node, module: str) -> bool:
