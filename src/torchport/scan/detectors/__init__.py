@@ -1,6 +1,7 @@
 """The Python detectors of ``torchport scan``, one module per rule family.
 
-``core`` walks the module (names, reporting, guards); each family module (``devices``,
+``state`` holds what every detector works with (names, bindings, findings);
+``core`` walks the module (dispatch, guarded code); each family module (``devices``,
 ``cuda_runtime``, ``mixed_precision``, ``backend_flags``, ``distributed``,
 ``native_code``, ``dependencies``, ``dtypes``, ``torch_xla``) imports the ids of
 the rules it reports from ``scan/rules.py`` as named constants, lists them in
