@@ -192,7 +192,7 @@ def parse_relevant(text: str) -> ast.Module | None:
     renamed = _interesting_local_names(imports) + [
         match.group(1) for line in trigger_lines if (match := _MODULE_ALIAS.match(source.lines[line]))]
     if renamed:
-        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, renamed)))
+        pattern = re.compile(r"\b(?:{})\b".format("|".join(map(re.escape, renamed))))
         trigger_lines |= source.lines_containing((), (pattern,))
     for line in trigger_lines:
         index = bisect.bisect_right(starts, line) - 1
@@ -244,7 +244,7 @@ _START_PATTERNS: dict[int, re.Pattern] = {}
 
 def _statement_start_at(indent: int) -> re.Pattern:
     if indent not in _START_PATTERNS:
-        _START_PATTERNS[indent] = re.compile(r" {%d}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]" % indent)
+        _START_PATTERNS[indent] = re.compile(rf" {{{indent}}}(?!(?:else|elif|except|finally)\b)[A-Za-z_@]")
     return _START_PATTERNS[indent]
 
 

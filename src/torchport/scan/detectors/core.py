@@ -77,7 +77,7 @@ def _cuda_enum_member(node) -> bool:
     class's attribute) that names CUDA; a branch on it runs only in CUDA runs."""
     return (isinstance(node, ast.Attribute) and node.attr in _CUDA_ENUM_MEMBERS
             and isinstance(node.value, (ast.Name, ast.Attribute))
-            and (getattr(node.value, "id", None) or node.value.attr)[:1].isupper())
+            and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr)[:1].isupper())
 
 
 def _device_subject(test, other: bool = False) -> str | None:
@@ -145,17 +145,14 @@ class AnalyzerCore(AnalyzerState):
                     break
 
     def _imported(self, node, module: str) -> bool:
-        for handler in self.import_handlers:
-            if handler(self, node, module):
-                return True
-        return False
+        return any(handler(self, node, module) for handler in self.import_handlers)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         qualname = self.qualname(node)
         rule_id = reference_rule(qualname) if qualname else None
         if rule_id:
             if id(node) not in self.claimed and not (rule_id == FLOAT64 and id(node) in self.host):
-                self.report(rule_id, node, qualname)
+                self.report(rule_id, node, qualname or "")
             return
         handler = self.attribute_handlers.get(node.attr)
         if handler is not None:
@@ -230,7 +227,7 @@ class AnalyzerCore(AnalyzerState):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.scopes.append(id(node))
-        if any((getattr(b, "id", None) or getattr(b, "attr", "")).endswith("Enum") for b in node.bases):
+        if any(str(getattr(b, "id", None) or getattr(b, "attr", "")).endswith("Enum") for b in node.bases):
             # `class RNGType(Enum): CUDA = "cuda"` names a kind; it chooses no device.
             for statement in node.body:
                 if isinstance(statement, ast.Assign):
@@ -415,8 +412,9 @@ class AnalyzerCore(AnalyzerState):
             self.visit(statement)
         body = self.findings[body_start:]
         if convertible:
+            assert isinstance(test, ast.Call)
             if body and all(f.fix is not None for f in body):
-                need = max((f.fix.min_torch for f in body), key=version_key)
+                need = max((f.fix.min_torch for f in body if f.fix is not None), key=version_key)
                 need = max(need, "2.6", key=version_key)
                 guard = self.report(CUDA_AVAILABILITY_CHECK, test, "if torch.cuda.is_available():",
                                     [replace_node(test.func, f"{self.T}.accelerator.is_available")], need)
@@ -485,7 +483,7 @@ class AnalyzerCore(AnalyzerState):
         for part in (*node.orelse, *node.finalbody):
             self.visit(part)
 
-    visit_TryStar = visit_Try
+    visit_TryStar = visit_Try  # type: ignore[assignment]  # except* has the same fields as except
 
     @staticmethod
     def _catches_missing_api(handler_type) -> bool:
@@ -583,7 +581,7 @@ class AnalyzerCore(AnalyzerState):
         for observer in self.call_observers:
             observer(self, node)
         qualname = self.qualname(node.func)
-        handled = bool(qualname) and self._named_call(node, qualname)
+        handled = bool(qualname and self._named_call(node, qualname))
         if not handled and isinstance(node.func, ast.Attribute) and not (
                 qualname and qualname.startswith(("torch.", "torch_xla."))):
             handler = self.method_handlers.get(node.func.attr)
@@ -617,8 +615,7 @@ class AnalyzerCore(AnalyzerState):
 
     def _mapping_default(self, node: ast.Call) -> None:
         """``config.get("device", "cuda")``."""
-        if len(node.args) == 2 and string_value(node.args[0]):
-            key = string_value(node.args[0])
+        if len(node.args) == 2 and (key := string_value(node.args[0])):
             self._named_default(key, node.args[1], f"default for {key}")
 
     METHODS = {"add_argument": "_option_default", "option": "_option_default",

@@ -8,7 +8,7 @@ import ast
 
 from torchport.scan.detectors.shared import ANY_VERSION
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import plain_call, replace_node
+from torchport.scan.detectors.syntax import node_end, node_start, plain_call, replace_node
 from torchport.scan.model import Edit
 from torchport.scan.rules import (
     CUDA_EMPTY_CACHE,
@@ -102,8 +102,9 @@ class CudaRuntimeDetector(AnalyzerState):
             if finding_cap:
                 finding.severity_cap, finding.cap_reason = finding_cap
             return True
-        rule_id = self.reference_rule(qualname)
-        self.report(rule_id, node.func, f"{qualname}()")
+        fallback_rule = self.reference_rule(qualname)
+        assert fallback_rule is not None, "every torch.cuda name has a rule"
+        self.report(fallback_rule, node.func, f"{qualname}()")
         return True
 
     def _seeded_already(self, node: ast.Call, target: str) -> bool:
@@ -134,9 +135,9 @@ class CudaRuntimeDetector(AnalyzerState):
     def _delete_statement(self, node: ast.Call) -> list[Edit] | None:
         """Edits removing the seeding statement's lines, or None when it shares a line."""
         statement = self.parents[id(node)]
-        first, last = statement.lineno, statement.end_lineno
+        (first, _), (last, last_column) = node_start(statement), node_end(statement)
         before = self.lines[first - 1][:statement.col_offset] if first <= len(self.lines) else ""
-        after = self.lines[last - 1].encode("utf-8")[statement.end_col_offset:].decode("utf-8", "replace")
+        after = self.lines[last - 1].encode("utf-8")[last_column:].decode("utf-8", "replace")
         if before.strip() or (after.strip() and not after.strip().startswith("#")):
             return None
         if last < len(self.lines):

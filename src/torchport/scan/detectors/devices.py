@@ -114,20 +114,20 @@ class DeviceDetector(AnalyzerState):
             offset = prefix.find("cuda:")
             if 0 < offset <= 3 and "{" not in prefix[:offset]:
                 column = node.col_offset + offset
-                edit = Edit((node.lineno, column), (node.lineno, column + 4), "{%s.type}" % DEVICE_NAME)
+                edit = Edit((node.lineno, column), (node.lineno, column + 4), f"{{{DEVICE_NAME}.type}}")
             shape = 'f"cuda:{...}"'
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and string_value(node.left) == "cuda:":
             edit = replace_node(node.left, f'{DEVICE_NAME}.type + ":"')
             shape = '"cuda:" + ...'
         elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
-              and _BUILT_PERCENT.match(string_value(node.left) or "")):
-            edit = replace_node(node.left, f'({DEVICE_NAME}.type + "{node.left.value[4:]}")')
-            shape = f'"{node.left.value}" % ...'
+              and _BUILT_PERCENT.match(text := string_value(node.left) or "")):
+            edit = replace_node(node.left, f'({DEVICE_NAME}.type + "{text[4:]}")')
+            shape = f'"{text}" % ...'
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
-              and _BUILT_FORMAT.match(string_value(node.func.value) or "")):
+              and _BUILT_FORMAT.match(text := string_value(node.func.value) or "")):
             literal = node.func.value
-            edit = replace_node(literal, f'({DEVICE_NAME}.type + "{literal.value[4:]}")')
-            shape = f'"{literal.value}".format(...)'
+            edit = replace_node(literal, f'({DEVICE_NAME}.type + "{text[4:]}")')
+            shape = f'"{text}".format(...)'
         else:
             return False
         self.report(CUDA_DEVICE_STRING, node, f"device string built at run time: {shape}",
@@ -161,9 +161,9 @@ class DeviceDetector(AnalyzerState):
         self._device_literal(value, as_string=True, what="assigned to a name")
 
     def _device_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
-        if not self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}="):
-            if isinstance(kw.value, ast.Name):
-                self._device_use(kw.value, f"as {kw.arg}=")
+        if (not self._device_literal(kw.value, as_string=not torch_call, what=f"{kw.arg}=")
+                and isinstance(kw.value, ast.Name)):
+            self._device_use(kw.value, f"as {kw.arg}=")
 
     def _device_type_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
         self._device_literal(kw.value, as_string=True, what="device_type=")
@@ -215,13 +215,14 @@ class DeviceDetector(AnalyzerState):
         return True
 
     def _dot_to(self, node: ast.Call) -> None:
-        if node.args and not self._device_literal(node.args[0], as_string=False, what="in .to()"):
-            if isinstance(node.args[0], ast.Name):
-                self._device_use(node.args[0], "in .to()")
+        if (node.args and not self._device_literal(node.args[0], as_string=False, what="in .to()")
+                and isinstance(node.args[0], ast.Name)):
+            self._device_use(node.args[0], "in .to()")
 
     def _dot_cuda(self, node: ast.Call) -> None:
         func = node.func
-        rename = Edit((func.end_lineno, func.end_col_offset - len("cuda")), node_end(func), "to")
+        end_line, end_column = node_end(func)
+        rename = Edit((end_line, end_column - len("cuda")), (end_line, end_column), "to")
         keywords_ok = plain_call(node) and all(kw.arg != "device" for kw in node.keywords)
         edits = None
         # The script's own `device = torch.device(...)` when it has one, so a run on

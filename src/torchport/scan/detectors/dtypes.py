@@ -53,14 +53,15 @@ class DtypeDetector(AnalyzerState):
         and anything followed by ``.cpu()`` / ``.numpy()`` / ``.tolist()`` / ``.item()``."""
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else None
+        receiver = func.value if isinstance(func, ast.Attribute) else None  # what a method is called on
         device = keyword_value(node, "device")
         if method == "to" and node.args:
             device = node.args[0]
         on_host = string_value(device) == "cpu" or (
             isinstance(device, ast.Call) and self.qualname(device.func) == "torch.device"
             and device.args and string_value(device.args[0]) == "cpu")
-        if method in ("to", "cuda") and isinstance(func.value, ast.Call):
-            self.moved.add(id(func.value))  # torch.ones(2, dtype=...).to(device): not the host
+        if method in ("to", "cuda") and isinstance(receiver, ast.Call):
+            self.moved.add(id(receiver))  # torch.ones(2, dtype=...).to(device): not the host
         if (device is None and keyword_value(node, "dtype") is not None and id(node) not in self.moved
                 and self.qualname(func) in _FACTORIES):
             on_host = True  # no device=: the tensor is created on the host
@@ -70,13 +71,13 @@ class DtypeDetector(AnalyzerState):
         if not on_host and method in ("to", "double", "type") and device is None:
             # `(positions == positions.min()).to(torch.float64)` where `positions` was made
             # on the host: a dtype change keeps the tensor where it is.
-            on_host = self._host_tensor(func.value)
+            on_host = self._host_tensor(receiver)
         if on_host:
             self.host.update(map(id, ast.walk(node)))
-        elif method in _HOST_METHODS:
-            self.host.update(map(id, ast.walk(func.value)))
-        elif (method and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Attribute)
-              and func.value.func.attr == "cpu"):
+        elif method in _HOST_METHODS and receiver is not None:
+            self.host.update(map(id, ast.walk(receiver)))
+        elif (method and isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+              and receiver.func.attr == "cpu"):
             self.host.update(map(id, ast.walk(node)))  # x.cpu().double()
 
     def _host_tensor(self, node, seen: frozenset = frozenset()) -> bool:

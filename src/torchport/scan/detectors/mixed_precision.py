@@ -16,6 +16,7 @@ from torchport.scan.detectors.syntax import (
     replace_node,
     string_value,
 )
+from torchport.scan.model import Edit
 from torchport.scan.rules import CUDA_AUTOCAST, CUDA_CUSTOM_FWD, CUDA_GRAD_SCALER
 
 RULE_IDS = (CUDA_AUTOCAST, CUDA_GRAD_SCALER, CUDA_CUSTOM_FWD)
@@ -43,9 +44,8 @@ class MixedPrecisionDetector(AnalyzerState):
                 prefix = f"{device}, " if argument is node.args[0] else ""
                 edits.append(insert_at(node_start(argument), f"{prefix}{keyword}="))
             has_dtype = len(node.args) >= 2 or any(kw.arg == "dtype" for kw in node.keywords)
-            if not node.args:
-                if node.keywords:
-                    edits.append(insert_at(node_start(node.keywords[0]), f"{device}, "))
+            if not node.args and node.keywords:
+                edits.append(insert_at(node_start(node.keywords[0]), f"{device}, "))
             dtype = "" if has_dtype else f"dtype={self.T}.float16"
             items = node.args + node.keywords
             if not items:
@@ -57,7 +57,8 @@ class MixedPrecisionDetector(AnalyzerState):
 
     def _cuda_amp_grad_scaler(self, node: ast.Call, qualname: str) -> bool:
         device_type, uses_device = self.device_type_expression(node)
-        edits = [replace_node(node.func, f"{self.T}.amp.GradScaler"), self._first_argument(node, device_type)]
+        edits: list[Edit] | None = [replace_node(node.func, f"{self.T}.amp.GradScaler"),
+                                    self._first_argument(node, device_type)]
         self.report(CUDA_GRAD_SCALER, node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
         return True
 

@@ -8,7 +8,8 @@ families are composed with the core into one visitor in ``analyzer.py``.
 from __future__ import annotations
 
 import ast
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from torchport.scan.detectors.shared import ANY_VERSION, DEVICE_NAME
 from torchport.scan.detectors.syntax import (
@@ -55,10 +56,10 @@ class AnalyzerState(ast.NodeVisitor):
     # -- traversal: ast.NodeVisitor's, with the visit_ method looked up once per node
     # class (visiting is about a third of the time spent on a file that is analysed).
 
-    _visitors: dict[type, object] = {}
+    _visitors: dict[type, Any] = {}  # node class -> the unbound visit_ method
 
     def visit(self, node):
-        visitor = self._visitors.get(node.__class__)
+        visitor: Any = self._visitors.get(node.__class__)
         if visitor is None:
             visitor = getattr(type(self), "visit_" + node.__class__.__name__, AnalyzerState.generic_visit)
             self._visitors[node.__class__] = visitor

@@ -13,7 +13,9 @@ def node_start(node) -> tuple[int, int]:
 
 
 def node_end(node) -> tuple[int, int]:
-    return (node.end_lineno, node.end_col_offset)
+    line, column = node.end_lineno, node.end_col_offset
+    assert line is not None and column is not None, "ast.parse sets every node's end"
+    return (line, column)
 
 
 def replace_node(node, text: str) -> Edit:
@@ -25,7 +27,8 @@ def insert_at(position: tuple[int, int], text: str) -> Edit:
 
 
 def closing_paren(call: ast.Call) -> tuple[int, int]:
-    return (call.end_lineno, call.end_col_offset - 1)
+    line, column = node_end(call)
+    return (line, column - 1)
 
 
 def string_value(node) -> str | None:
@@ -63,14 +66,16 @@ def parameter_defaults(arguments: ast.arguments):
 def attribute_token(node: ast.Attribute) -> tuple[int, int, int, int]:
     """Position of the attribute name itself (``cuda`` in ``model.cuda``), which is
     where a reader looks and where a suppression comment goes."""
-    return (node.end_lineno, node.end_col_offset - len(node.attr), node.end_lineno, node.end_col_offset)
+    line, column = node_end(node)
+    return (line, column - len(node.attr), line, column)
 
 
 def method_token(call: ast.Call) -> tuple[int, int, int, int]:
     """From the method name to the end of the call when that is on the same line."""
+    assert isinstance(call.func, ast.Attribute), "a method call"
     line, column, _, end = attribute_token(call.func)
-    if call.end_lineno == line:
-        end = call.end_col_offset
+    if node_end(call)[0] == line:
+        end = node_end(call)[1]
     return (line, column, line, end)
 
 
