@@ -12,6 +12,7 @@ import pytest
 
 from torchport.scan import RULES
 from torchport.scan.config import ScanConfig
+from torchport.scan.fixer import fix_text
 from torchport.scan.scanner import scan
 
 # rule id -> (file name, source).  Python sources get `import torch` unless they import it.
@@ -38,6 +39,7 @@ POSITIVE = {
     "TP301": ("a.py", "torch.backends.cudnn.benchmark = True"),
     "TP302": ("a.py", "torch.backends.cudnn.allow_tf32 = False"),
     "TP303": ("a.py", "with torch.backends.cuda.sdp_kernel(enable_flash=True):\n    pass"),
+    "TP304": ("a.py", 'step = torch.compile(lambda x: x, backend="inductor")'),
     "TP401": ("a.py", 'torch.distributed.init_process_group(backend="nccl")'),
     "TP402": ("a.py", "loader = DataLoader(ds, pin_memory=True)"),
     "TP403": ("a.py", 'x = x.to("cpu", non_blocking=True)'),
@@ -75,6 +77,7 @@ NEGATIVE = {
     "TP301": ("a.py", "torch.use_deterministic_algorithms(True)"),
     "TP302": ("a.py", 'torch.set_float32_matmul_precision("high")'),
     "TP303": ("a.py", "from torch.nn.attention import sdpa_kernel"),
+    "TP304": ("a.py", 'step = torch.compile(lambda x: x, backend="openxla", mode="inductor")'),
     "TP401": ("a.py", 'torch.distributed.init_process_group(backend="gloo")'),
     "TP402": ("a.py", "loader = DataLoader(ds, pin_memory=False)"),
     "TP403": ("a.py", 'x = x.to("cpu", non_blocking=False)\ny = x.to(device, non_blocking=True)'),
@@ -112,6 +115,7 @@ ALIASES = {
     "TP301": ("a.py", "from torch.backends import cudnn\ncudnn.deterministic = True"),
     "TP302": ("a.py", "import torch as th\nmatmul = th.backends.cuda.matmul\nmatmul.allow_tf32 = True"),
     "TP303": ("a.py", "from torch.backends.cuda import enable_flash_sdp as flash\nflash(False)"),
+    "TP304": ("a.py", 'from torch import compile as jit\nstep = jit(lambda x: x, backend="inductor")'),
     "TP401": ("a.py", 'import torch.distributed as dist\nBACKEND = "nccl"\ndist.init_process_group(BACKEND)'),
     "TP402": ("a.py", "batch = batch.pin_memory()"),
     "TP403": ("a.py", 'y = x.to(device="cpu", non_blocking=True)'),
@@ -199,6 +203,7 @@ def test_fast_path_finds_the_same_as_a_full_parse(tmp_path):
 @pytest.mark.parametrize("source_path", [
     Path(__file__).resolve().parents[1] / "examples" / "cuda_training" / "train.py",
     Path(__file__).resolve().parents[1] / "src" / "torchport" / "scan" / "python.py",
+    Path(__file__).resolve().parents[1] / "src" / "torchport" / "scan" / "detectors" / "core.py",
 ], ids=lambda p: p.name)
 def test_fast_path_agrees_on_real_files(source_path):
     import ast
@@ -213,3 +218,38 @@ def test_fast_path_agrees_on_real_files(source_path):
     full = sorted((f.rule_id, f.line, f.column, f.fix is not None)
                   for f in python.analyze(ast.parse(source), source, "f"))
     assert fast == full and full
+
+
+def _compile_findings(tmp_path, source):
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    return [f for f in scan([path], ScanConfig()).findings if f.rule_id == "TP304"]
+
+
+@pytest.mark.parametrize("call, fixed", [
+    ('torch.compile(model, backend="inductor")', "torch.compile(model)"),
+    ('torch.compile(backend="inductor", mode="max-autotune", model=model)',
+     'torch.compile(mode="max-autotune", model=model)'),
+    ('torch.compile(model, mode="default", backend="inductor", fullgraph=True)',
+     'torch.compile(model, mode="default", fullgraph=True)'),
+])
+def test_inductor_backend_is_found_and_dropped(tmp_path, call, fixed):
+    """TP304: the file's only trigger word is "inductor", so this also checks that the
+    fast path keeps a file the rule family asked for (TRIGGER_WORDS)."""
+    source = f"import torch\n\nmodel = torch.nn.Linear(2, 2)\ncompiled = {call}\n"
+    findings = _compile_findings(tmp_path, source)
+    assert [(f.line, f.detail) for f in findings] == [(4, 'backend="inductor"')]
+    rewritten, applied, _ = fix_text(source, "train.py", ScanConfig(), "2.13")
+    assert rewritten == source.replace(call, fixed)
+    assert [f.rule_id for f in applied] == ["TP304"]
+
+
+def test_inductor_backend_decorator_and_other_backends(tmp_path):
+    source = ("import torch\nfrom torch import compile as tc\n\n\n"
+              '@torch.compile(backend="inductor")\ndef step(x):\n    return x\n\n\n'
+              'a = torch.compile(step)\nb = torch.compile(step, backend="openxla")\n'
+              'c = tc(step, backend="inductor")\nd = other.compile(step, backend="inductor")\n')
+    assert [f.line for f in _compile_findings(tmp_path, source)] == [5, 12]
+    rewritten, _, _ = fix_text(source, "train.py", ScanConfig(), "2.13")
+    assert "@torch.compile()\n" in rewritten and "c = tc(step)\n" in rewritten
+    assert 'backend="openxla"' in rewritten and 'other.compile(step, backend="inductor")' in rewritten

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import re
 
+from torchport.scan.rules import CUDA_ONLY_PACKAGE, TRITON_KERNEL
+
+RULE_IDS = (CUDA_ONLY_PACKAGE, TRITON_KERNEL)
+
 _SDPA = ("torch.nn.functional.scaled_dot_product_attention (layout (batch, heads, seq, dim), "
          "flash_attn uses (batch, seq, heads, dim)) or flex_attention (2.5)")
 
@@ -61,10 +65,10 @@ def classify_requirement(line: str) -> tuple[str, str, str] | None:
     if not text:
         return None
     if _CUDA_INDEX_URL.search(text):
-        return ("TP601", "CUDA wheel index", "the target's torch build (CPU, ROCm, XPU wheels "
+        return (CUDA_ONLY_PACKAGE, "CUDA wheel index", "the target's torch build (CPU, ROCm, XPU wheels "
                 "have their own index; TorchTPU and TorchNeuron install on the default torch)")
     if _CUDA_TORCH_BUILD.match(text):
-        return ("TP601", "torch CUDA build", "an unpinned local version (no +cuXXX)")
+        return (CUDA_ONLY_PACKAGE, "torch CUDA build", "an unpinned local version (no +cuXXX)")
     if text.startswith("-"):
         return None
     match = _REQUIREMENT_NAME.match(text)
@@ -72,13 +76,13 @@ def classify_requirement(line: str) -> tuple[str, str, str] | None:
         return None
     name = normalise(match.group(1))
     if name == "triton":
-        return ("TP503", "triton", "torch.library.triton_op with an eager fallback")
+        return (TRITON_KERNEL, "triton", "torch.library.triton_op with an eager fallback")
     module = _DISTRIBUTIONS.get(name)
     if module is None:
         module = next((m for prefix, m in _DISTRIBUTION_PREFIXES if name.startswith(prefix)), None)
     if module is None:
         return None
-    return ("TP601", match.group(1), CUDA_ONLY_IMPORTS[module])
+    return (CUDA_ONLY_PACKAGE, match.group(1), CUDA_ONLY_IMPORTS[module])
 
 
 def classify_import(module: str) -> tuple[str, str] | None:

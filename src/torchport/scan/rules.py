@@ -71,6 +71,44 @@ def _rule(id, name, title, *, detects, why, severity, replacement, min_torch, fi
                 fixable, effort, before.strip("\n") + "\n", after.strip("\n") + "\n", sources)
 
 
+# Rule ids as named constants: the detectors import these, so a misspelt id fails
+# at import instead of producing findings of a rule that does not exist.  Each
+# constant is the rule's name in capitals (tests/test_scan_detectors.py checks).
+CUDA_DEVICE_STRING = "TP001"
+DOT_CUDA = "TP002"
+CUDA_AVAILABILITY_CHECK = "TP003"
+CUDA_DEVICE_MANAGEMENT = "TP004"
+CUDA_DEVICE_PROPERTIES = "TP005"
+CUDA_TENSOR_TYPE = "TP006"
+CUDA_SYNCHRONIZE = "TP101"
+CUDA_MANUAL_SEED = "TP102"
+CUDA_RNG_STATE = "TP103"
+CUDA_MEMORY_STATS = "TP104"
+CUDA_EMPTY_CACHE = "TP105"
+CUDA_EVENT = "TP106"
+CUDA_STREAM = "TP107"
+CUDA_GRAPHS = "TP108"
+NVIDIA_TOOLING = "TP109"
+OTHER_TORCH_CUDA_API = "TP110"
+CUDA_AUTOCAST = "TP201"
+CUDA_GRAD_SCALER = "TP202"
+CUDA_CUSTOM_FWD = "TP203"
+CUDNN_FLAGS = "TP301"
+TF32_FLAGS = "TP302"
+CUDA_SDP_KERNEL = "TP303"
+INDUCTOR_COMPILE_BACKEND = "TP304"
+NCCL_BACKEND = "TP401"
+PIN_MEMORY = "TP402"
+NON_BLOCKING_COPY = "TP403"
+CUDA_VISIBLE_DEVICES = "TP404"
+CUDA_EXTENSION_BUILD = "TP501"
+CUDA_SOURCE_FILE = "TP502"
+TRITON_KERNEL = "TP503"
+CUDA_ONLY_PACKAGE = "TP601"
+FLOAT64 = "TP701"
+DEPRECATED_TORCH_XLA_API = "TP801"
+TORCH_XLA_API = "TP802"
+
 DEVICE_LINE_EXAMPLE = (
     'ACCELERATOR_DEVICE = torch.accelerator.current_accelerator(check_available=True) '
     'or torch.device("cpu")'
@@ -80,7 +118,7 @@ DEVICE_LINE_EXAMPLE = (
 RULES: tuple[Rule, ...] = (
     # -- TP0xx: where tensors live -------------------------------------------------
     _rule(
-        "TP001", "cuda-device-string", 'Hard-coded "cuda" device string',
+        CUDA_DEVICE_STRING, "cuda-device-string", 'Hard-coded "cuda" device string',
         detects='"cuda" / "cuda:N" in torch.device(), .to(), device=, device_type=, '
                 'map_location=, torch.set_default_device(), argparse defaults and '
                 'parameter defaults for device options, and string constants assigned to a name.',
@@ -109,7 +147,7 @@ y = x.to(ACCELERATOR_DEVICE)
 ''',
     ),
     _rule(
-        "TP002", "dot-cuda", "`.cuda()` moves a tensor or module to CUDA",
+        DOT_CUDA, "dot-cuda", "`.cuda()` moves a tensor or module to CUDA",
         detects="calls of a .cuda() method on any object (tensors, modules, anything).",
         why="`.cuda()` exists only for CUDA (and ROCm, which reports as CUDA); elsewhere it "
             "raises 'Torch not compiled with CUDA enabled'.",
@@ -133,7 +171,7 @@ batch = torch.ones(2).to(ACCELERATOR_DEVICE, non_blocking=True)
 ''',
     ),
     _rule(
-        "TP003", "cuda-availability-check", "Device chosen by a CUDA-only check",
+        CUDA_AVAILABILITY_CHECK, "cuda-availability-check", "Device chosen by a CUDA-only check",
         detects="torch.cuda.is_available(), tensor.is_cuda, and comparisons with 'cuda' "
                 "(device.type == 'cuda').",
         why="On TPU, Trainium, XPU and MPS the check is simply False: the program silently "
@@ -160,7 +198,7 @@ if torch.accelerator.is_available():
 ''',
     ),
     _rule(
-        "TP004", "cuda-device-management", "CUDA device index management",
+        CUDA_DEVICE_MANAGEMENT, "cuda-device-management", "CUDA device index management",
         detects="torch.cuda.device_count, current_device, set_device, device(i), device_of.",
         why="These ask the CUDA runtime: set_device raises off CUDA; device_count returns 0, "
             "so multi-device code takes the single-device path.",
@@ -182,7 +220,7 @@ n = torch.accelerator.device_count()
 ''',
     ),
     _rule(
-        "TP005", "cuda-device-properties", "CUDA device properties queried",
+        CUDA_DEVICE_PROPERTIES, "cuda-device-properties", "CUDA device properties queried",
         detects="torch.cuda.get_device_name, get_device_properties, get_device_capability, "
                 "get_arch_list, is_bf16_supported, is_tf32_supported.",
         why="They raise without CUDA; capability numbers (sm_80...) mean nothing elsewhere.",
@@ -202,7 +240,7 @@ capability = torch.accelerator.get_device_capability()
 ''',
     ),
     _rule(
-        "TP006", "cuda-tensor-type", "Legacy CUDA tensor type",
+        CUDA_TENSOR_TYPE, "cuda-tensor-type", "Legacy CUDA tensor type",
         detects="torch.cuda.FloatTensor, LongTensor, HalfTensor, ... (constructors and type checks).",
         why="The legacy typed-tensor classes exist only for CUDA.",
         severity="E E E - E E E",
@@ -222,7 +260,7 @@ x = torch.empty(4, dtype=torch.float32, device=device)
     ),
     # -- TP1xx: torch.cuda runtime calls --------------------------------------------
     _rule(
-        "TP101", "cuda-synchronize", "torch.cuda.synchronize()",
+        CUDA_SYNCHRONIZE, "cuda-synchronize", "torch.cuda.synchronize()",
         detects="torch.cuda.synchronize (also imported under another name).",
         why="Raises without CUDA. TorchTPU makes its own torch.tpu.synchronize internal from "
             "torch 2.11: only torch.accelerator.synchronize() is public there. On torch_xla "
@@ -244,7 +282,7 @@ torch.accelerator.synchronize()
 ''',
     ),
     _rule(
-        "TP102", "cuda-manual-seed", "CUDA-only seeding",
+        CUDA_MANUAL_SEED, "cuda-manual-seed", "CUDA-only seeding",
         detects="torch.cuda.manual_seed, manual_seed_all, seed, seed_all.",
         why="Off CUDA the call is silently ignored: the accelerator's generator is never "
             "seeded and runs stop being reproducible, with no warning.",
@@ -264,7 +302,7 @@ torch.manual_seed(42)
 ''',
     ),
     _rule(
-        "TP103", "cuda-rng-state", "CUDA random-generator state",
+        CUDA_RNG_STATE, "cuda-rng-state", "CUDA random-generator state",
         detects="torch.cuda.get_rng_state(_all), set_rng_state(_all), initial_seed.",
         why="Checkpoints save and restore only the CUDA generator; elsewhere they raise or "
             "restore nothing.",
@@ -284,7 +322,7 @@ state = torch.get_device_module(device).get_rng_state()
 ''',
     ),
     _rule(
-        "TP104", "cuda-memory-stats", "CUDA memory statistics",
+        CUDA_MEMORY_STATS, "cuda-memory-stats", "CUDA memory statistics",
         detects="torch.cuda.memory_allocated, max_memory_allocated, memory_reserved, "
                 "max_memory_reserved, memory_stats, reset_peak_memory_stats, "
                 "reset_accumulated_memory_stats, mem_get_info, memory_summary, ...",
@@ -307,7 +345,7 @@ peak = torch.accelerator.max_memory_allocated() / 2**20
 ''',
     ),
     _rule(
-        "TP105", "cuda-empty-cache", "torch.cuda.empty_cache()",
+        CUDA_EMPTY_CACHE, "cuda-empty-cache", "torch.cuda.empty_cache()",
         detects="torch.cuda.empty_cache.",
         why="A no-op off CUDA: memory held by another backend's caching allocator is kept.",
         severity="I I I - I I -",
@@ -325,7 +363,7 @@ torch.accelerator.empty_cache()
 ''',
     ),
     _rule(
-        "TP106", "cuda-event", "CUDA events for timing",
+        CUDA_EVENT, "cuda-event", "CUDA events for timing",
         detects="torch.cuda.Event.",
         why="Raises off CUDA. Under torch_xla's lazy tensors, event timing measures tracing, "
             "not execution.",
@@ -345,7 +383,7 @@ start = torch.Event(enable_timing=True)
 ''',
     ),
     _rule(
-        "TP107", "cuda-stream", "CUDA streams",
+        CUDA_STREAM, "cuda-stream", "CUDA streams",
         detects="torch.cuda.Stream, stream, current_stream, default_stream, set_stream, "
                 "StreamContext, ExternalStream.",
         why="Raise off CUDA; torch_xla has no streams; TorchTPU keeps its stream functions "
@@ -365,7 +403,7 @@ side = torch.Stream()
 ''',
     ),
     _rule(
-        "TP108", "cuda-graphs", "CUDA graphs",
+        CUDA_GRAPHS, "cuda-graphs", "CUDA graphs",
         detects="torch.cuda.CUDAGraph, torch.cuda.graph, make_graphed_callables, graph_pool_handle.",
         why="CUDA graph capture exists only on CUDA; compiled backends on TPU and Trainium "
             "capture graphs their own way.",
@@ -385,7 +423,7 @@ graph = torch.accelerator.Graph()
 ''',
     ),
     _rule(
-        "TP109", "nvidia-tooling", "NVIDIA-only tooling",
+        NVIDIA_TOOLING, "nvidia-tooling", "NVIDIA-only tooling",
         detects="torch.cuda.nvtx, torch.cuda.set_sync_debug_mode, torch.cuda.profiler, "
                 "torch.cuda.cudart, and 'nvidia-smi' in Python or shell scripts.",
         why="Profiling and monitoring hooks that only NVIDIA drivers provide.",
@@ -405,7 +443,7 @@ with torch.profiler.record_function("step"):
 ''',
     ),
     _rule(
-        "TP110", "other-torch-cuda-api", "Other torch.cuda API",
+        OTHER_TORCH_CUDA_API, "other-torch-cuda-api", "Other torch.cuda API",
         detects="any torch.cuda.* name that no more specific rule covers.",
         why="torch.cuda talks to the CUDA runtime; off CUDA such calls raise or return "
             "CUDA-only answers.",
@@ -426,7 +464,7 @@ torch.get_device_module(device).ipc_collect()
     ),
     # -- TP2xx: mixed precision -----------------------------------------------------
     _rule(
-        "TP201", "cuda-autocast", "CUDA autocast",
+        CUDA_AUTOCAST, "cuda-autocast", "CUDA autocast",
         detects='torch.cuda.amp.autocast(...) and torch.autocast / torch.amp.autocast with '
                 'device_type "cuda".',
         why="Off CUDA, autocast('cuda') warns once and turns itself off: the model silently "
@@ -452,7 +490,7 @@ with torch.amp.autocast(ACCELERATOR_DEVICE.type, dtype=torch.float16):
 ''',
     ),
     _rule(
-        "TP202", "cuda-grad-scaler", "GradScaler bound to CUDA",
+        CUDA_GRAD_SCALER, "cuda-grad-scaler", "GradScaler bound to CUDA",
         detects="torch.cuda.amp.GradScaler(...), torch.amp.GradScaler() without a device "
                 "(its default is still 'cuda') or with 'cuda'.",
         why="Off CUDA, GradScaler('cuda') warns and disables itself: no loss scaling, "
@@ -474,7 +512,7 @@ scaler = torch.amp.GradScaler(ACCELERATOR_DEVICE.type, enabled=True)
 ''',
     ),
     _rule(
-        "TP203", "cuda-custom-fwd", "torch.cuda.amp.custom_fwd / custom_bwd",
+        CUDA_CUSTOM_FWD, "cuda-custom-fwd", "torch.cuda.amp.custom_fwd / custom_bwd",
         detects="torch.cuda.amp.custom_fwd and custom_bwd decorators.",
         why="Deprecated since torch 2.4 and tied to CUDA autocast: off CUDA the custom "
             "function's casting rules do not apply.",
@@ -498,7 +536,7 @@ def forward(ctx, x):
     ),
     # -- TP3xx: backend flags -----------------------------------------------------------
     _rule(
-        "TP301", "cudnn-flags", "cuDNN flags",
+        CUDNN_FLAGS, "cudnn-flags", "cuDNN flags",
         detects="torch.backends.cudnn.benchmark, deterministic, enabled, is_available, version.",
         why="No effect off cuDNN: cudnn.deterministic=True does not make other backends "
             "deterministic, and benchmark tuning does not happen.",
@@ -518,7 +556,7 @@ torch.use_deterministic_algorithms(True)
 ''',
     ),
     _rule(
-        "TP302", "tf32-flags", "TF32 / reduced-precision matmul flags",
+        TF32_FLAGS, "tf32-flags", "TF32 / reduced-precision matmul flags",
         detects="torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, "
                 "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction, ...",
         why="CUDA-only switches: other backends keep their own matmul precision (TF32 is not "
@@ -539,7 +577,7 @@ torch.set_float32_matmul_precision("high")
 ''',
     ),
     _rule(
-        "TP303", "cuda-sdp-kernel", "CUDA attention-kernel switches",
+        CUDA_SDP_KERNEL, "cuda-sdp-kernel", "CUDA attention-kernel switches",
         detects="torch.backends.cuda.sdp_kernel, enable_flash_sdp, enable_mem_efficient_sdp, "
                 "enable_math_sdp, enable_cudnn_sdp and their *_enabled queries.",
         why="Select CUDA attention kernels; elsewhere ignored. sdp_kernel is deprecated (2.4).",
@@ -559,9 +597,33 @@ with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
     pass
 ''',
     ),
+    _rule(
+        INDUCTOR_COMPILE_BACKEND, "inductor-compile-backend", 'torch.compile with backend="inductor" spelt out',
+        detects='torch.compile(..., backend="inductor") with the backend as a string literal.',
+        why="Inductor is the default backend where it exists, so naming it changes nothing on CUDA "
+            "but pins it everywhere: TorchTPU raises a RuntimeError for TPU inputs under inductor "
+            "(unless options={'tpu_backend': 'pallas'}) and picks its own 'tpu' backend only when "
+            "no backend is given; torch_xla compiles through 'openxla' and TorchNeuron through "
+            "'neuron'.",
+        severity="E P P - - - -",
+        replacement="torch.compile(model) without backend=: inductor on CUDA, ROCm, XPU, MPS and CPU, "
+                    "'tpu' on TorchTPU; backend='openxla' / 'neuron' where torch_xla / TorchNeuron "
+                    "is the target",
+        min_torch=None, fixable=True, effort="low", sources="L27",
+        before='''
+import torch
+
+model = torch.compile(torch.nn.Linear(2, 2), backend="inductor", mode="max-autotune")
+''',
+        after='''
+import torch
+
+model = torch.compile(torch.nn.Linear(2, 2), mode="max-autotune")
+''',
+    ),
     # -- TP4xx: distributed, data loading, environment --------------------------------------
     _rule(
-        "TP401", "nccl-backend", "NCCL process-group backend",
+        NCCL_BACKEND, "nccl-backend", "NCCL process-group backend",
         detects='init_process_group("nccl") / backend="nccl" / new_group(backend="nccl"), '
                 'comparisons with "nccl", dist.Backend.NCCL.',
         why="NCCL exists only on NVIDIA (ROCm ships it as RCCL): TorchTPU uses 'tpu_dist', "
@@ -585,7 +647,7 @@ dist.init_process_group(torch.distributed.get_default_backend_for_device(ACCELER
 ''',
     ),
     _rule(
-        "TP402", "pin-memory", "Pinned host memory",
+        PIN_MEMORY, "pin-memory", "Pinned host memory",
         detects="pin_memory=True, pin_memory_device=..., tensor.pin_memory().",
         why="From torch 2.7 the DataLoader pins for the current accelerator; it warns and "
             "pins nothing without one, is forced off on MPS, and pin_memory_device is "
@@ -609,7 +671,7 @@ loader = DataLoader(data, pin_memory=torch.accelerator.is_available())
 ''',
     ),
     _rule(
-        "TP403", "non-blocking-copy", "non_blocking=True copy to the host",
+        NON_BLOCKING_COPY, "non-blocking-copy", "non_blocking=True copy to the host",
         detects='non_blocking=True on a copy to the host (.to("cpu", non_blocking=True)); '
                 "host-to-device non-blocking copies are portable and not reported.",
         why="A non-blocking device-to-host copy read before a synchronize is a race on "
@@ -626,7 +688,7 @@ loss_value = loss.to("cpu")
 ''',
     ),
     _rule(
-        "TP404", "cuda-visible-devices", "CUDA_VISIBLE_DEVICES",  # torchport: ignore
+        CUDA_VISIBLE_DEVICES, "cuda-visible-devices", "CUDA_VISIBLE_DEVICES",  # torchport: ignore
         detects="the CUDA_VISIBLE_DEVICES variable in Python, shell scripts, Dockerfiles, "
                 "Makefiles and YAML.",
         why="Other runtimes ignore it, so device masking silently stops working: Trainium "
@@ -648,7 +710,7 @@ os.environ["NEURON_RT_VISIBLE_CORES"] = "0"
     ),
     # -- TP5xx: native code and kernels ------------------------------------------------------------
     _rule(
-        "TP501", "cuda-extension-build", "CUDA C++ extension build",
+        CUDA_EXTENSION_BUILD, "cuda-extension-build", "CUDA C++ extension build",
         detects="torch.utils.cpp_extension.CUDAExtension, CUDA_HOME, load()/load_inline() "
                 "with .cu sources, cuda_sources= or extra_cuda_cflags=.",
         why="The extension compiles only with nvcc. ROCm hipifies it automatically; every "
@@ -670,7 +732,7 @@ ext = CppExtension("fused", ["fused.cpp"])
 ''',
     ),
     _rule(
-        "TP502", "cuda-source-file", "CUDA source file",
+        CUDA_SOURCE_FILE, "cuda-source-file", "CUDA source file",
         detects=".cu and .cuh files, and C/C++ files that include CUDA headers "
                 "(cuda_runtime.h, ATen/cuda/..., c10/cuda/...).",
         why="CUDA kernels run only on NVIDIA (ROCm after hipify).",
@@ -686,7 +748,7 @@ ext = CppExtension("fused", ["fused.cpp"])
 ''',
     ),
     _rule(
-        "TP503", "triton-kernel", "Triton kernel",
+        TRITON_KERNEL, "triton-kernel", "Triton kernel",
         detects="imports of triton and functions decorated with @triton.jit / @triton.autotune.",
         why="Triton targets NVIDIA and AMD GPUs (Intel XPU through its own backend, "
             "unverified); TPU, Trainium, MPS and CPU need another kernel.",
@@ -703,7 +765,7 @@ import torch
     ),
     # -- TP6xx: dependencies ------------------------------------------------------------------------
     _rule(
-        "TP601", "cuda-only-package", "CUDA-only package",
+        CUDA_ONLY_PACKAGE, "cuda-only-package", "CUDA-only package",
         detects="imports of and dependencies on apex, flash_attn, xformers, bitsandbytes, "
                 "deepspeed.ops, cupy, pycuda, pynvml, nvidia-*, transformer_engine, "
                 "tensorrt, mamba_ssm ...; torch wheels pinned to a CUDA build (+cu121).",
@@ -723,7 +785,7 @@ from torch.nn.functional import scaled_dot_product_attention
     ),
     # -- TP7xx: dtypes ---------------------------------------------------------------------------------
     _rule(
-        "TP701", "float64", "float64 tensors",
+        FLOAT64, "float64", "float64 tensors",
         detects="torch.float64 / torch.double / torch.complex128 / torch.cdouble, "
                 "torch.DoubleTensor, .double(). Not on the host: a factory call without "
                 "device= or with device='cpu', anything followed by .cpu() / .numpy() / "
@@ -746,7 +808,7 @@ x = torch.zeros(3, dtype=torch.float32, device=device)
     ),
     # -- TP8xx: torch_xla era ---------------------------------------------------------------------------
     _rule(
-        "TP801", "deprecated-torch-xla-api", "Deprecated torch_xla API",
+        DEPRECATED_TORCH_XLA_API, "deprecated-torch-xla-api", "Deprecated torch_xla API",
         detects="xm.xla_device() and xm.mark_step().",
         why="Deprecated in torch_xla: xla_device in favour of torch_xla.device(), mark_step "
             "in favour of torch_xla.sync().",
@@ -766,7 +828,7 @@ device = torch_xla.device()
 ''',
     ),
     _rule(
-        "TP802", "torch-xla-api", "torch_xla API (replaced by TorchTPU)",
+        TORCH_XLA_API, "torch-xla-api", "torch_xla API (replaced by TorchTPU)",
         detects='imports of torch_xla and "xla" device strings or process-group backends.',
         why="TorchTPU replaces PyTorch/XLA on TPU and TorchNeuron replaces the XLA-based "
             "torch-neuronx on Trainium: both use the eager device API (torch.accelerator), "

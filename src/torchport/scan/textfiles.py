@@ -6,13 +6,18 @@ import tomllib
 
 from torchport.scan.model import Finding
 from torchport.scan.packages import classify_requirement
+from torchport.scan.rules import (CUDA_ONLY_PACKAGE, CUDA_SOURCE_FILE, CUDA_VISIBLE_DEVICES, NVIDIA_TOOLING,
+                                  TRITON_KERNEL)
+
+# The rules found outside Python code (the requirement rules through classify_requirement).
+RULE_IDS = (CUDA_SOURCE_FILE, CUDA_VISIBLE_DEVICES, NVIDIA_TOOLING, CUDA_ONLY_PACKAGE, TRITON_KERNEL)
 
 _CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[\w./]*|cub/|thrust/|ATen/cuda/|c10/cuda/|'
                            r'cublas|cudnn|nccl|curand|cufft|cusparse)', re.M)
 _VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
 _NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
-_SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, "TP404", _VISIBLE_DEVICES.pattern[2:-2]),
-                    (_NVIDIA_SMI, "TP109", _NVIDIA_SMI.pattern[2:-2]))
+_SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, _VISIBLE_DEVICES.pattern[2:-2]),
+                    (_NVIDIA_SMI, NVIDIA_TOOLING, _NVIDIA_SMI.pattern[2:-2]))
 _CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh")
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".yaml", ".yml", ".env")
 _SCRIPT_NAMES = ("Dockerfile", "Makefile", "Containerfile")
@@ -46,12 +51,12 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     lines = text.splitlines()
     if kind == "cuda-source":
         first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
-        return [_finding("TP502", path, lines, first, 1, 1, "CUDA source file")]
+        return [_finding(CUDA_SOURCE_FILE, path, lines, first, 1, 1, "CUDA source file")]
     if kind == "cpp":
         findings = []
         for match in _CUDA_INCLUDE.finditer(text):
             number = text.count("\n", 0, match.start()) + 1
-            findings.append(_finding("TP502", path, lines, number, 1, len(lines[number - 1]) + 1,
+            findings.append(_finding(CUDA_SOURCE_FILE, path, lines, number, 1, len(lines[number - 1]) + 1,
                                      f"includes CUDA header {match.group(1)}"))
         return findings
     if kind == "requirements":

@@ -1,0 +1,638 @@
+"""The walk that every rule family shares: name resolution, reporting, and guards.
+
+``AnalyzerCore`` visits a module once.  It resolves names through imports and
+simple assignments, records findings, and lowers the severity of findings inside
+code that only runs where CUDA (or torch_xla) is present.  What a finding *is*
+lives in the rule-family detectors (``devices``, ``cuda_runtime``, ...): each
+declares the calls, methods, keywords, imports and strings it handles in class
+tables, and ``detectors/__init__.py`` composes them with this core into one
+visitor, so a file is still walked once whatever the number of families.
+
+State that several families read (``claimed``, ``host``, ``by_node``) lives here.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from torchport.scan.detectors.dependencies import imports_checked_package
+from torchport.scan.detectors.names import CUDA_RENAMES, reference_rule
+from torchport.scan.detectors.shared import (
+    CUDA_DEVICE,
+    GUARDED,
+    LISTS_OTHERS,
+    OTHER_DEVICE_STRING,
+)
+from torchport.scan.detectors.state import AnalyzerState
+from torchport.scan.detectors.syntax import (
+    keyword_value,
+    parameter_defaults,
+    replace_node,
+    string_value,
+    version_key,
+)
+from torchport.scan.rules import (
+    CUDA_AUTOCAST,
+    CUDA_AVAILABILITY_CHECK,
+    CUDA_CUSTOM_FWD,
+    CUDA_GRAD_SCALER,
+    DEPRECATED_TORCH_XLA_API,
+    FLOAT64,
+    TORCH_XLA_API,
+)
+
+# Markers of code that handles accelerators other than CUDA: a CUDA check in an
+# if/elif chain that also has such a branch is dispatch code, not lock-in.
+_OTHER_ACCELERATOR_WORDS = {"mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron",
+                            "accelerator", "get_device_module", "torch_xla", "torch_tpu",
+                            "xla_model", "current_accelerator"}
+_OTHER_ACCELERATOR_CHECK = re.compile(r"is_\w*(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron)\w*_available")
+# Calls whose arguments are messages for people: comparisons and device strings
+# inside them are text, not code paths.
+_MESSAGE_FUNCTIONS = {"print", "warn", "warning", "info", "debug", "error", "exception", "critical",
+                      "log", "fatal", "write", "echo", "secho", "rank_zero_warn", "rank_zero_info",
+                      "rank_zero_debug", "rank_print"}
+# Positive CUDA checks: the guarded code runs only where CUDA is present.
+_CUDA_QUERIES = {"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.cuda.device_count",
+                 "torch.cuda.is_bf16_supported", "torch.cuda.is_tf32_supported",
+                 "torch.cuda.get_device_capability", "torch.cuda.get_device_name",
+                 "torch.cuda.get_device_properties"}
+_XLA_GUARDED = "inside a torch_xla check: runs only where torch_xla is installed"
+_TYPE_CHECKING = "inside `if TYPE_CHECKING:`: read by type checkers, never run"
+# Findings that a torch_xla check, or an old-torch fallback, makes harmless.
+_XLA_RULES = (DEPRECATED_TORCH_XLA_API, TORCH_XLA_API)
+_AMP_RULES = (CUDA_AUTOCAST, CUDA_GRAD_SCALER, CUDA_CUSTOM_FWD)
+_TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version", re.I)
+_OLD_TORCH = "a fallback for older torch releases"
+_CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z")
+_DISPATCH = "the check has a branch for other accelerators"
+_STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
+
+
+_CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
+
+
+def _cuda_enum_member(node) -> bool:
+    """``RNGType.CUDA``, ``DistributedType.MULTI_GPU``: an enum member (a capitalised
+    class's attribute) that names CUDA; a branch on it runs only in CUDA runs."""
+    return (isinstance(node, ast.Attribute) and node.attr in _CUDA_ENUM_MEMBERS
+            and isinstance(node.value, (ast.Name, ast.Attribute))
+            and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr)[:1].isupper())
+
+
+def _device_subject(test, other: bool = False) -> str | None:
+    """For ``x.type == "cuda"`` (or, with ``other``, ``x.type == "cpu"``/``"mps"``...),
+    the compared expression ``x.type`` as a comparable dump; None for other tests."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is))):
+        return None
+    pattern = OTHER_DEVICE_STRING if other else CUDA_DEVICE
+    for side, subject in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        value = string_value(side)
+        if value is not None and pattern.match(value) and string_value(subject) is None:
+            return ast.dump(subject)
+    return None
+
+
+class AnalyzerCore(AnalyzerState):
+    # Filled by detectors/__init__.py from the families' tables (see there):
+    # qualified name -> handler(self, call, qualname) -> True when the callee was reported.
+    # The torch.cuda rename table and the name -> rule lookup, composed from every family.
+    cuda_renames = CUDA_RENAMES
+    reference_rule = staticmethod(reference_rule)
+    call_handlers: dict = {}
+    # (predicate on a qualified name, handler), tried after call_handlers.
+    call_prefix_handlers: tuple = ()
+    method_handlers: dict = {}  # obj.METHOD(...) -> handler(self, call)
+    keyword_handlers: dict = {}  # f(KEYWORD=...) -> handler(self, call, keyword, torch_call)
+    import_handlers: tuple = ()  # handler(self, node, module) -> True when reported
+    string_prefixes: tuple = ()  # every prefix below, for one C-level startswith per literal
+    string_handlers: tuple = ()  # (prefix, handler(self, constant, value)) for string literals
+    compared_string_handlers: tuple = ()  # handler(self, element, value, lists_others) -> bool
+    named_default_handlers: tuple = ()  # (word in the option name, handler(self, default, where))
+    assignment_handlers: tuple = ()  # handler(self, name, value)
+    attribute_handlers: dict = {}  # attribute name -> handler(self, node) (a dict: most attributes match none)
+    call_claims: tuple = ()  # handler(self, call) -> True when the whole call was reported
+    call_observers: tuple = ()  # handler(self, call), before a call's own rules run
+    function_handlers: tuple = ()  # handler(self, function definition)
+
+    def _named_default(self, name: str, default, where: str) -> None:
+        """A default for an option, parameter or field: the family whose word the name
+        holds ("device", "backend") checks the value."""
+        if default is None:
+            return
+        lowered = name.lower()
+        for word, handler in self.named_default_handlers:
+            if word in lowered:
+                handler(self, default, where)
+                return
+
+    # -- visitors ---------------------------------------------------------------------------
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name.startswith("torch.cuda.") or alias.name.startswith("torch.backends.cud"):
+                rule_id = reference_rule(alias.name)
+                if rule_id:
+                    self.report(rule_id, node, f"import {alias.name}")
+                continue
+            self._imported(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module and not node.level:
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for module in modules:
+                if self._imported(node, module):
+                    break
+
+    def _imported(self, node, module: str) -> bool:
+        return any(handler(self, node, module) for handler in self.import_handlers)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        qualname = self.qualname(node)
+        rule_id = reference_rule(qualname) if qualname else None
+        if rule_id:
+            if id(node) not in self.claimed and not (rule_id == FLOAT64 and id(node) in self.host):
+                self.report(rule_id, node, qualname or "")
+            return
+        handler = self.attribute_handlers.get(node.attr)
+        if handler is not None:
+            handler(self, node)
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        qualname = self.qualname(node)
+        if qualname and isinstance(node.ctx, ast.Load) and id(node) not in self.claimed:
+            rule_id = reference_rule(qualname)
+            if rule_id and not (rule_id == FLOAT64 and id(node) in self.host):
+                self.report(rule_id, node, f"{node.id} ({qualname})" if node.id != qualname else qualname)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if id(node) in self.claimed or not isinstance(node.value, str):
+            return
+        value = node.value
+        if value.startswith(self.string_prefixes):
+            for prefix, handler in self.string_handlers:
+                if value.startswith(prefix):
+                    handler(self, node, value)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if not isinstance(node.value, ast.Constant):  # docstrings are prose
+            self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if self.in_message:  # a comparison printed in a message is text
+            self.generic_visit(node)
+            return
+        for operand in [node.left, *node.comparators]:
+            elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+            # `dtype == torch.float64` reads a dtype; it creates no tensor.
+            self.host.update(id(e) for e in elements if isinstance(e, (ast.Attribute, ast.Name)))
+            lists_others = len(elements) > 1 and any(
+                OTHER_DEVICE_STRING.match(string_value(e) or "") for e in elements)
+            strings = [string_value(e) for e in elements]
+            if len(elements) > 1 and any(v is not None and not CUDA_DEVICE.match(v)
+                                         and not OTHER_DEVICE_STRING.match(v) and v not in ("gpu", "auto")
+                                         for v in strings):
+                continue  # {"contiguous", "cuda", "half"}: method names, not devices
+            for element in elements:
+                value = string_value(element)
+                if value is None or id(element) in self.claimed:
+                    continue
+                for handler in self.compared_string_handlers:
+                    if handler(self, element, value, lists_others):
+                        break
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._assigned(node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._assigned([node.target], node.value)
+        self.generic_visit(node)
+
+    def _assigned(self, targets, value) -> None:
+        if len(targets) != 1 or not isinstance(targets[0], (ast.Name, ast.Attribute)):
+            return
+        target = targets[0]
+        name = target.id if isinstance(target, ast.Name) else target.attr
+        # A dataclass field: `device: str = field(default="cuda")`.
+        if isinstance(value, ast.Call) and (self.qualname(value.func) or getattr(value.func, "id", "")) in (
+                "dataclasses.field", "field"):
+            self._named_default(name, keyword_value(value, "default"), f"default of field {name}")
+            return
+        for handler in self.assignment_handlers:
+            handler(self, name, value)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scopes.append(id(node))
+        if any(str(getattr(b, "id", None) or getattr(b, "attr", "")).endswith("Enum") for b in node.bases):
+            # `class RNGType(Enum): CUDA = "cuda"` names a kind; it chooses no device.
+            for statement in node.body:
+                if isinstance(statement, ast.Assign):
+                    self.claimed.add(id(statement.value))
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    def visit_FunctionDef(self, node) -> None:
+        for handler in self.function_handlers:
+            handler(self, node)
+        for argument, default in parameter_defaults(node.args):
+            self._named_default(argument.arg, default, f"default of {argument.arg}")
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self.visit(node.args)  # defaults and annotations belong to the enclosing scope
+        if node.returns is not None:
+            self.visit(node.returns)
+        self.scopes.append(id(node))
+        cuda_only = False  # after `if device.type != "cuda": return`
+        xla_only = False  # after `if not _XLA_AVAILABLE: return`
+        for statement in node.body:
+            start = len(self.findings)
+            self.visit(statement)
+            if cuda_only:
+                self._cap(self.findings[start:], GUARDED)
+            elif xla_only:
+                self._cap([f for f in self.findings[start:] if f.rule_id in _XLA_RULES], _XLA_GUARDED)
+            if isinstance(statement, ast.If) and self._exits(statement):
+                cuda_only = cuda_only or self._exits_unless_cuda(statement)
+                xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
+                    statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
+        self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    @staticmethod
+    def _exits(statement: ast.If) -> bool:
+        return not statement.orelse and bool(statement.body) and isinstance(
+            statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+    def _exits_unless_cuda(self, statement: ast.If) -> bool:
+        """``if device.type != "cuda": return`` (or ``if not torch.cuda.is_available(): raise``)."""
+        tests = statement.test.values if (isinstance(statement.test, ast.BoolOp)
+                                          and isinstance(statement.test.op, ast.Or)) else [statement.test]
+        for test in tests:
+            if (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+                    and self.positive_cuda_query(test.operand)):
+                return True
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.NotIn))
+                    and any(CUDA_DEVICE.match(string_value(side) or "") for side in (test.left, test.comparators[0]))):
+                return True
+        return False
+
+    # -- guards ------------------------------------------------------------------------------
+
+    def positive_cuda_query(self, test) -> bool:
+        """True when ``test`` holds only where CUDA is present (so what it guards
+        never runs on another accelerator)."""
+        if isinstance(test, ast.BoolOp):
+            return isinstance(test.op, ast.And) and any(map(self.positive_cuda_query, test.values))
+        if isinstance(test, ast.Call):
+            func = test.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
+        if isinstance(test, ast.Attribute):
+            return test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda"
+        if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
+            value = self.resolve(test)
+            return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            op, right = test.ops[0], test.comparators[0]
+            if isinstance(op, (ast.Eq, ast.Is)) and any(map(_cuda_enum_member, (test.left, right))):
+                return True  # rng_type == RNGType.CUDA, state.distributed_type == DistributedType.MULTI_GPU
+            if (isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts
+                    and all(map(_cuda_enum_member, right.elts))):
+                return True  # distributed_type in [DistributedType.MULTI_GPU]
+            if isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and self.positive_cuda_query(test.left):
+                return True
+            if isinstance(op, (ast.Eq, ast.In)):
+                for side in (test.left, right):
+                    for element in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]):
+                        value = string_value(element)
+                        if value and (CUDA_DEVICE.match(value) or value == "nccl"):  # torchport: ignore
+                            return True
+        return False
+
+    def positive_xla_query(self, test) -> bool:
+        """``is_torch_xla_available()``, ``_XLA_AVAILABLE``, ``x == DistributedType.XLA``:
+        true only where torch_xla is installed."""
+        if isinstance(test, ast.BoolOp):
+            return isinstance(test.op, ast.And) and any(map(self.positive_xla_query, test.values))
+        if isinstance(test, ast.Call):
+            test = test.func
+        if isinstance(test, (ast.Name, ast.Attribute)):
+            name = test.id if isinstance(test, ast.Name) else test.attr
+            return "xla" in name.lower() or "tpu" in name.lower()
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is, ast.In)):
+            return any(self.positive_xla_query(side) or (string_value(side) or "").split(":")[0] in ("xla", "tpu")
+                       for side in (test.left, test.comparators[0]))
+        return False
+
+    @staticmethod
+    def _type_checking(test) -> bool:
+        return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+    def _mentions_other_accelerator(self, nodes) -> bool:
+        for root in nodes:
+            for node in ast.walk(root):
+                if isinstance(node, ast.Name):
+                    word = node.id
+                elif isinstance(node, ast.Attribute):
+                    word = node.attr
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    word = node.value.split(":")[0]
+                else:
+                    continue
+                if word in _OTHER_ACCELERATOR_WORDS or _OTHER_ACCELERATOR_CHECK.fullmatch(word):
+                    return True
+        return False
+
+    def _chain_has_other_branch(self, node: ast.If) -> bool:
+        """Whether the if/elif/else chain starting at ``node`` has a branch (other than
+        the CUDA ones) for another accelerator.  Stored for every elif of the chain."""
+        if id(node) in self.chain_portable:
+            return self.chain_portable[id(node)]
+        chain, others, current = [], [], node
+        while True:
+            chain.append(current)
+            if not self.positive_cuda_query(current.test):
+                others += [current.test, *current.body]
+            if len(current.orelse) == 1 and isinstance(current.orelse[0], ast.If):
+                current = current.orelse[0]
+                continue
+            others += current.orelse
+            break
+        # Consecutive `if device_type == 'cuda': ... if device_type == 'npu': ...`
+        # statements dispatch just like an elif chain.
+        siblings = [sibling.test for sibling in self.blocks.get(id(node), ())
+                    if isinstance(sibling, ast.If) and sibling is not node
+                    and not self.positive_cuda_query(sibling.test)]
+        # `if devices[0].type == "cpu": ... if devices[0].type == "cuda": ...`: the code
+        # tells device types apart (the user's choice), it does not assume CUDA.
+        subject = _device_subject(node.test)
+        portable = self._mentions_other_accelerator(others) or any(
+            self._mentions_other_accelerator([test]) and self._compares_or_checks(test) for test in siblings) or (
+            subject is not None and any(_device_subject(test, other=True) == subject
+                                        for test in [*siblings, *(member.test for member in chain[1:])]))
+        for member in chain:
+            self.chain_portable[id(member)] = portable
+        return portable
+
+    @staticmethod
+    def _compares_or_checks(test) -> bool:
+        return isinstance(test, (ast.Compare, ast.Call, ast.BoolOp))
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        if self._type_checking(test) or self.positive_xla_query(test):
+            start = len(self.findings)
+            self.visit(test)
+            body_start = len(self.findings)
+            for statement in node.body:
+                self.visit(statement)
+            body = self.findings[body_start:]
+            if self._type_checking(test):
+                self._cap(body, _TYPE_CHECKING)
+            else:
+                self._cap([f for f in body if f.rule_id in _XLA_RULES], _XLA_GUARDED)
+            for statement in node.orelse:
+                self.visit(statement)
+            return
+        positive = self.positive_cuda_query(test)
+        convertible = (isinstance(test, ast.Call) and not test.args and not test.keywords
+                       and self.qualname(test.func) == "torch.cuda.is_available")
+        start = len(self.findings)
+        if not convertible:
+            self.visit(test)
+        test_findings = self.findings[start:]
+        body_start = len(self.findings)
+        for statement in node.body:
+            self.visit(statement)
+        body = self.findings[body_start:]
+        if convertible:
+            assert isinstance(test, ast.Call)
+            if body and all(f.fix is not None for f in body):
+                need = max((f.fix.min_torch for f in body if f.fix is not None), key=version_key)
+                need = max(need, "2.6", key=version_key)
+                guard = self.report(CUDA_AVAILABILITY_CHECK, test, "if torch.cuda.is_available():",
+                                    [replace_node(test.func, f"{self.T}.accelerator.is_available")], need)
+            else:
+                guard = self.report(CUDA_AVAILABILITY_CHECK, test, "torch.cuda.is_available()")
+            self.claimed.add(id(test.func))
+            test_findings = [guard]
+        if positive:
+            self._cap(body, GUARDED)
+            if self._chain_has_other_branch(node):
+                self._cap(test_findings, _DISPATCH)
+            elif not node.orelse and all(isinstance(s, (ast.Assert, ast.Pass)) for s in node.body):
+                # `if torch.cuda.is_available(): assert ...` in a test: skipping it elsewhere
+                # skips a check of CUDA state, and nothing else.
+                self._cap(test_findings, "the check guards only assertions about CUDA state")
+        self._cap([f for f in body if imports_checked_package(f, test)],
+                  "the import is guarded by a check that the package is installed")
+        else_start = len(self.findings)
+        for statement in node.orelse:
+            self.visit(statement)
+        if self._version_fallback(test):
+            self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        if id(node) in self.claimed:
+            return
+        if self._device_choice(node, node):
+            return
+        if not self.positive_cuda_query(node.test):
+            if self._keeps_float64(node):
+                self.host.update(map(id, ast.walk(node.body)))
+            self.visit(node.test)
+            self.visit(node.body)
+            start = len(self.findings)
+            self.visit(node.orelse)
+            if self._version_fallback(node.test):
+                self._cap([f for f in self.findings[start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+            return
+        start = len(self.findings)
+        self.visit(node.test)
+        test_findings = self.findings[start:]
+        body_start = len(self.findings)
+        self.visit(node.body)
+        self._cap(self.findings[body_start:], GUARDED)
+        if self._mentions_other_accelerator([node.orelse]):
+            self._cap(test_findings, _DISPATCH)
+        self.visit(node.orelse)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        """``try: import apex ... except ImportError:``: an optional dependency with a
+        fallback; the import fails harmlessly where the package is missing."""
+        optional = any(self._catches_import_error(h.type) for h in node.handlers)
+        start = len(self.findings)
+        for statement in node.body:
+            self.visit(statement)
+        if optional:
+            self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
+                      "an optional import with an ImportError fallback")
+        for handler in node.handlers:
+            start = len(self.findings)
+            self.visit(handler)
+            if self._catches_missing_api(handler.type):
+                self._cap([f for f in self.findings[start:] if f.rule_id in _AMP_RULES
+                           or f.detail.startswith("comparison with")],
+                          "a fallback for older torch releases (inside `except AttributeError/TypeError`)")
+        for part in (*node.orelse, *node.finalbody):
+            self.visit(part)
+
+    visit_TryStar = visit_Try  # type: ignore[assignment]  # except* has the same fields as except
+
+    @staticmethod
+    def _catches_missing_api(handler_type) -> bool:
+        names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
+        return any(getattr(n, "id", "") in ("AttributeError", "TypeError") for n in names if n is not None)
+
+    @staticmethod
+    def _catches_import_error(handler_type) -> bool:
+        if handler_type is None:
+            return True
+        names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
+        return any(getattr(n, "id", getattr(n, "attr", "")) in (
+            "ImportError", "ModuleNotFoundError", "Exception", "BaseException") for n in names)
+
+    def _version_fallback(self, test) -> bool:
+        """``if _TORCH_GREATER_EQUAL_2_4 ... else <old API>``: the else serves old torch only."""
+        if isinstance(test, ast.Call):
+            test = test.func
+        name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+        return bool(_TORCH_VERSION_FLAG.search(name))
+
+    def visit_For(self, node) -> None:
+        """``for i in range(torch.cuda.device_count()):`` runs its body only under CUDA."""
+        iterator = node.iter
+        guarded = (isinstance(iterator, ast.Call) and getattr(iterator.func, "id", "") == "range"
+                   and any(self.positive_cuda_query(a) for a in iterator.args))
+        if (isinstance(iterator, ast.Call) and isinstance(iterator.func, ast.Attribute)
+                and iterator.func.attr in ("items", "values")
+                and isinstance(iterator.func.value, (ast.Name, ast.Attribute))
+                and _STATE_DICT.search(self._name_of(iterator.func.value))):
+            # `for k, v in state_dict.items():` converting a checkpoint: its tensors were
+            # loaded on the host (map_location="cpu"), so float64 there is host-side.
+            # Not `model.state_dict().items()`: a model's own tensors are where it is.
+            names = self.host_names.setdefault(self.scopes[-1], set())
+            names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        self.visit(node.target)
+        self.visit(iterator)
+        start = len(self.findings)
+        for statement in node.body:
+            self.visit(statement)
+        if guarded:
+            self._cap(self.findings[start:], GUARDED)
+        for statement in node.orelse:
+            self.visit(statement)
+
+    visit_AsyncFor = visit_For
+
+    @staticmethod
+    def _name_of(node) -> str:
+        return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        guarded = False
+        first = len(self.findings)
+        for value in node.values:
+            start = len(self.findings)
+            self.visit(value)
+            if guarded:
+                self._cap(self.findings[start:], GUARDED)
+            if isinstance(node.op, ast.And) and self.positive_cuda_query(value):
+                guarded = True
+        # `accelerator == "cuda" or accelerator == "mps"`: a list of backends, not a CUDA-only check.
+        if isinstance(node.op, ast.Or) and any(
+                isinstance(value, ast.Compare) and any(OTHER_DEVICE_STRING.match(string_value(side) or "")
+                                                       for side in (value.left, *value.comparators))
+                for value in node.values):
+            self._cap([f for f in self.findings[first:] if f.detail.startswith("comparison with")],
+                      LISTS_OTHERS)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _is_message_call(self, node: ast.Call) -> bool:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if (self.qualname(func) or "").startswith("torch"):
+            return False  # torch.log(...) computes; it prints nothing
+        return name in _MESSAGE_FUNCTIONS or name.endswith(("Error", "Exception", "Warning"))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("skipIf", "skipUnless", "skipif"):
+            # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.
+            start = len(self.findings)
+            self.generic_visit(node)
+            self._cap(self.findings[start:], "only decides whether a test is skipped")
+            return
+        if self._is_message_call(node):
+            self.in_message += 1
+            self.generic_visit(node)
+            self.in_message -= 1
+            return
+        for claim in self.call_claims:
+            if claim(self, node):
+                return
+        for observer in self.call_observers:
+            observer(self, node)
+        qualname = self.qualname(node.func)
+        handled = bool(qualname and self._named_call(node, qualname))
+        if not handled and isinstance(node.func, ast.Attribute) and not (
+                qualname and qualname.startswith(("torch.", "torch_xla."))):
+            handler = self.method_handlers.get(node.func.attr)
+            if handler is not None:
+                handler(self, node)
+        elif not handled and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 3:
+            key = string_value(node.args[1])
+            if key:
+                self._named_default(key, node.args[2], f"getattr default for {key}")
+        self._keywords(node, qualname)
+        if handled:
+            for child in node.args + [kw.value for kw in node.keywords]:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def _keywords(self, node: ast.Call, qualname: str | None) -> None:
+        torch_call = bool(qualname and qualname.startswith("torch")) or (
+            isinstance(node.func, ast.Attribute) and node.func.attr == "to")
+        handlers = self.keyword_handlers
+        for kw in node.keywords:
+            handler = handlers.get(kw.arg)
+            if handler is not None:
+                handler(self, node, kw, torch_call)
+
+    def _option_default(self, node: ast.Call) -> None:
+        """argparse / click / optparse: the default is where the user changes it."""
+        names = [string_value(a) or "" for a in node.args]
+        name = max(names, key=len) if names else ""
+        self._named_default(name, keyword_value(node, "default"), f"default of {name}")
+
+    def _mapping_default(self, node: ast.Call) -> None:
+        """``config.get("device", "cuda")``."""
+        if len(node.args) == 2 and (key := string_value(node.args[0])):
+            self._named_default(key, node.args[1], f"default for {key}")
+
+    METHODS = {"add_argument": "_option_default", "option": "_option_default",
+               "add_option": "_option_default", "get": "_mapping_default", "pop": "_mapping_default",
+               "setdefault": "_mapping_default"}
+
+    def _named_call(self, node: ast.Call, qualname: str) -> bool:
+        """Calls recognised by their qualified name.  True when the callee was reported."""
+        handler = self.call_handlers.get(qualname)
+        if handler is not None:
+            return handler(self, node, qualname)
+        for matches, handler in self.call_prefix_handlers:
+            if matches(qualname):
+                return handler(self, node, qualname)
+        rule_id = reference_rule(qualname)
+        if rule_id:
+            if not (rule_id == FLOAT64 and id(node) in self.host):
+                self.report(rule_id, node.func, f"{qualname}()")
+            return True
+        return False

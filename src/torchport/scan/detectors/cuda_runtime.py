@@ -1,0 +1,145 @@
+"""TP1xx, the ``torch.cuda`` runtime: synchronisation, seeding, RNG state, memory
+statistics, the caching allocator, events, streams, graphs, NVIDIA tooling, and
+every other ``torch.cuda`` call.  This family also routes a ``torch.cuda.X(...)``
+call to the family that owns X (devices, mixed precision)."""
+from __future__ import annotations
+
+import ast
+
+from torchport.scan.detectors.shared import ANY_VERSION
+from torchport.scan.detectors.state import AnalyzerState
+from torchport.scan.detectors.syntax import node_end, node_start, plain_call, replace_node
+from torchport.scan.model import Edit
+from torchport.scan.rules import (
+    CUDA_EMPTY_CACHE,
+    CUDA_EVENT,
+    CUDA_GRAPHS,
+    CUDA_MANUAL_SEED,
+    CUDA_MEMORY_STATS,
+    CUDA_RNG_STATE,
+    CUDA_STREAM,
+    CUDA_SYNCHRONIZE,
+    NVIDIA_TOOLING,
+    OTHER_TORCH_CUDA_API,
+)
+
+RULE_IDS = (CUDA_SYNCHRONIZE, CUDA_MANUAL_SEED, CUDA_RNG_STATE, CUDA_MEMORY_STATS, CUDA_EMPTY_CACHE,
+            CUDA_EVENT, CUDA_STREAM, CUDA_GRAPHS, NVIDIA_TOOLING, OTHER_TORCH_CUDA_API)
+
+# torch.cuda.X -> (rule, torch.<replacement>, min torch) for 1:1 renames.
+CUDA_RENAMES_HERE: dict[str, tuple[str, str, str]] = {
+    "synchronize": (CUDA_SYNCHRONIZE, "accelerator.synchronize", "2.6"),
+    "manual_seed": (CUDA_MANUAL_SEED, "manual_seed", ANY_VERSION),
+    "manual_seed_all": (CUDA_MANUAL_SEED, "manual_seed", ANY_VERSION),
+    "seed": (CUDA_MANUAL_SEED, "seed", ANY_VERSION),
+    "seed_all": (CUDA_MANUAL_SEED, "seed", ANY_VERSION),
+    "empty_cache": (CUDA_EMPTY_CACHE, "accelerator.empty_cache", "2.9"),
+    "mem_get_info": (CUDA_MEMORY_STATS, "accelerator.get_memory_info", "2.10"),
+    **{name: (CUDA_MEMORY_STATS, f"accelerator.{name}", "2.9") for name in (
+        "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+        "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats")},
+}
+# torch.cuda.X -> rule, for the names without a safe rewrite.
+CUDA_NAMES_HERE: dict[str, str] = {
+    **dict.fromkeys(("get_rng_state", "get_rng_state_all", "set_rng_state",
+                     "set_rng_state_all", "initial_seed"), CUDA_RNG_STATE),
+    **dict.fromkeys(("memory_summary", "memory_snapshot", "memory_cached", "max_memory_cached",
+                     "reset_max_memory_allocated", "reset_max_memory_cached",
+                     "set_per_process_memory_fraction", "list_gpu_processes", "memory_usage",
+                     "memory_stats_as_nested_dict", "caching_allocator_alloc",
+                     "caching_allocator_delete", "device_memory_used"), CUDA_MEMORY_STATS),
+    "Event": CUDA_EVENT,
+    **dict.fromkeys(("Stream", "stream", "current_stream", "default_stream", "set_stream",
+                     "StreamContext", "ExternalStream", "streams"), CUDA_STREAM),
+    **dict.fromkeys(("CUDAGraph", "graph", "graphs", "make_graphed_callables",
+                     "graph_pool_handle"), CUDA_GRAPHS),
+    **dict.fromkeys(("nvtx", "set_sync_debug_mode", "get_sync_debug_mode", "profiler",
+                     "cudart"), NVIDIA_TOOLING),
+}
+# Any other torch.cuda name.
+FALLBACK_RULE = OTHER_TORCH_CUDA_API
+
+
+def _is_torch_cuda(qualname: str) -> bool:
+    return qualname.startswith("torch.cuda.")
+
+
+class CudaRuntimeDetector(AnalyzerState):
+    CALL_PREFIXES = ((_is_torch_cuda, "_torch_cuda_call"),)
+    STRINGS = (("nvidia-smi", "_nvidia_smi_string"),)  # torchport: ignore
+
+    def _nvidia_smi_string(self, node: ast.Constant, value: str) -> None:
+        self.report(NVIDIA_TOOLING, node, '"nvidia-smi"')
+
+    def _torch_cuda_call(self, node: ast.Call, qualname: str) -> bool:
+        parts = qualname.split(".")[2:]
+        if parts[0] == "memory" and len(parts) > 1:
+            parts = parts[1:]
+        name = parts[-1] if parts[0] == "amp" else parts[0]
+        if parts[0] == "amp" and name == "autocast":
+            return self._cuda_amp_autocast(node, qualname)
+        if parts[0] == "amp" and name == "GradScaler":
+            return self._cuda_amp_grad_scaler(node, qualname)
+        if name == "is_available" and len(parts) == 1:
+            return self._cuda_is_available_call(node, qualname)
+        if len(parts) == 1 and name in self.cuda_renames:
+            rule_id, target, min_torch = self.cuda_renames[name]
+            safe = not node.keywords and plain_call(node) and (name != "device" or len(node.args) == 1)
+            edits = [replace_node(node.func, f"{self.T}.{target}")] if safe else None
+            detail = f"{qualname}()"
+            if safe and rule_id == CUDA_MANUAL_SEED and self._seeded_already(node, target):
+                edits = self._delete_statement(node)
+                detail += f" (next to {self.T}.{target}(), which already seeds every device)"
+            if name == "device_count":
+                finding_cap = ("silent", "torch.cuda.device_count() returns 0 where CUDA is absent; it does not raise")
+            else:
+                finding_cap = None
+            if name == "set_device" and node.args and isinstance(node.args[0], ast.Name):
+                self._device_use(node.args[0], "in torch.cuda.set_device()")
+                if safe and self._unfixed_device(node.args[0]):
+                    edits, detail = None, detail + " with a device string that is not rewritten"
+            finding = self.report(rule_id, node, detail, edits, min_torch)
+            if finding_cap:
+                finding.severity_cap, finding.cap_reason = finding_cap
+            return True
+        fallback_rule = self.reference_rule(qualname)
+        assert fallback_rule is not None, "every torch.cuda name has a rule"
+        self.report(fallback_rule, node.func, f"{qualname}()")
+        return True
+
+    def _seeded_already(self, node: ast.Call, target: str) -> bool:
+        """Whether the statement block already holds ``torch.<target>(same arguments)``
+        (or an earlier CUDA seeding call that becomes it), so the rewrite would duplicate it."""
+        statement = self.parents.get(id(node))
+        if statement is None:
+            return False
+        arguments = ast.dump(ast.Tuple(node.args, ast.Load()))
+        for sibling in self.blocks.get(id(statement), ()):
+            if sibling is statement:
+                continue
+            if not (isinstance(sibling, ast.Expr) and isinstance(sibling.value, ast.Call)):
+                continue
+            call = sibling.value
+            if ast.dump(ast.Tuple(call.args, ast.Load())) != arguments or call.keywords:
+                continue
+            qualname = self.qualname(call.func) or ""
+            if qualname == f"torch.{target}":
+                return True
+            before = sibling.lineno < statement.lineno
+            # Only this family's renames seed; the others never target manual_seed/seed.
+            if before and qualname.startswith("torch.cuda.") and CUDA_RENAMES_HERE.get(
+                    qualname.split(".")[-1], ("", ""))[1] == target:
+                return True
+        return False
+
+    def _delete_statement(self, node: ast.Call) -> list[Edit] | None:
+        """Edits removing the seeding statement's lines, or None when it shares a line."""
+        statement = self.parents[id(node)]
+        (first, _), (last, last_column) = node_start(statement), node_end(statement)
+        before = self.lines[first - 1][:statement.col_offset] if first <= len(self.lines) else ""
+        after = self.lines[last - 1].encode("utf-8")[last_column:].decode("utf-8", "replace")
+        if before.strip() or (after.strip() and not after.strip().startswith("#")):
+            return None
+        if last < len(self.lines):
+            return [Edit((first, 0), (last + 1, 0), "")]
+        return [replace_node(statement, "pass")]

@@ -1,0 +1,63 @@
+"""TP6xx, dependencies: imports of CUDA-only packages and CUDA-only requirements in a
+``setup()`` call (requirements files and pyproject.toml are read by ``textfiles.py``)."""
+from __future__ import annotations
+
+import ast
+import re
+
+from torchport.scan.detectors.state import AnalyzerState
+from torchport.scan.detectors.syntax import string_value
+from torchport.scan.packages import classify_import, classify_requirement
+from torchport.scan.rules import CUDA_ONLY_PACKAGE, TRITON_KERNEL
+
+# classify_requirement() also names triton in install_requires.
+RULE_IDS = (CUDA_ONLY_PACKAGE, TRITON_KERNEL)
+
+_SETUP = {"setuptools.setup", "distutils.core.setup", "setup"}
+# Packages whose availability helpers use a short name: is_bnb_available().
+_SHORT_NAMES = {"bitsandbytes": "bnb", "transformer_engine": "te"}
+
+
+def _setuptools_setup(qualname: str) -> bool:
+    return qualname.endswith(".setup") and "setuptools" in qualname
+
+
+def imports_checked_package(finding, test) -> bool:
+    """``if is_bnb_available(): import bitsandbytes`` or
+    ``if _is_package_available("transformer_engine"): from transformer_engine ...``."""
+    if finding.rule_id != CUDA_ONLY_PACKAGE or not finding.detail.startswith("import "):
+        return False
+    package = finding.detail.split()[1].split(".")[0].rstrip(":")
+    words = set()
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name):
+            words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words.add(node.value.replace("-", "_"))
+    short = _SHORT_NAMES.get(package, package)
+    return any(package in word or re.search(rf"(?:^|_){short}(?:_|$)", word) for word in words)
+
+
+class DependencyDetector(AnalyzerState):
+    CALLS = dict.fromkeys(_SETUP, "_setup")
+    CALL_PREFIXES = ((_setuptools_setup, "_setup"),)
+    IMPORTS = ("_package_import",)
+
+    def _package_import(self, node, module: str) -> bool:
+        package = classify_import(module)
+        if not package:
+            return False
+        self.report(CUDA_ONLY_PACKAGE, node, f"import {module}: use {package[1]}")
+        return True
+
+    def _setup(self, node: ast.Call, qualname: str) -> bool:
+        for kw in node.keywords:
+            if kw.arg in ("install_requires", "extras_require", "setup_requires"):
+                for value in ast.walk(kw.value):
+                    text = string_value(value)
+                    hit = classify_requirement(text) if text else None
+                    if hit:
+                        self.report(hit[0], value, f"dependency {hit[1]}: use {hit[2]}")
+        return False

@@ -1,0 +1,106 @@
+"""TP4xx, distributed, data loading and environment: the NCCL process-group backend,
+pinned host memory, non-blocking copies to the host, CUDA_VISIBLE_DEVICES."""
+from __future__ import annotations
+
+import ast
+import re
+
+from torchport.scan.detectors.shared import DEVICE_NAME
+from torchport.scan.detectors.state import AnalyzerState
+from torchport.scan.detectors.syntax import call_argument, keyword_value, method_token, replace_node, string_value
+from torchport.scan.rules import CUDA_VISIBLE_DEVICES, NCCL_BACKEND, NON_BLOCKING_COPY, PIN_MEMORY
+
+RULE_IDS = (NCCL_BACKEND, PIN_MEMORY, NON_BLOCKING_COPY, CUDA_VISIBLE_DEVICES)
+
+# torch.cuda.X -> rule
+CUDA_NAMES: dict[str, str] = {"nccl": NCCL_BACKEND}
+
+_PROCESS_GROUP = {"torch.distributed.init_process_group", "torch.distributed.new_group",
+                  "torch.distributed.distributed_c10d.init_process_group",
+                  "torch.distributed.distributed_c10d.new_group",
+                  "torch.distributed.new_subgroups"}
+
+
+def rule_for_name(qualname: str) -> str | None:
+    if qualname in ("torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"):
+        return NCCL_BACKEND
+    return None
+
+
+class DistributedDetector(AnalyzerState):
+    CALLS = dict.fromkeys(_PROCESS_GROUP, "_process_group")
+    METHODS = {"pin_memory": "_dot_pin_memory"}
+    KEYWORDS = {"non_blocking": "_non_blocking_keyword", "pin_memory": "_pin_memory_keyword",
+                "pin_memory_device": "_pin_memory_device_keyword"}
+    STRINGS = (("CUDA_VISIBLE_DEVICES", "_visible_devices_string"),)  # torchport: ignore
+    COMPARED_STRINGS = ("_compared_backend",)
+    NAMED_DEFAULTS = (("backend", "_backend_default"),)
+    ASSIGNMENTS = ("_assigned_backend",)
+
+    def _backend_default(self, node, where: str) -> None:
+        """A "nccl" default for something named *backend*: reported where it is set."""
+        value = string_value(node)
+        if value and id(node) not in self.claimed and "nccl" in re.split(r"[:,]", value):  # torchport: ignore
+            self.report(NCCL_BACKEND, node, f'"{value}" as {where}')
+
+    def _assigned_backend(self, name: str, value) -> None:
+        if "backend" in name.lower():
+            self._backend_default(value, f"value of {name}")
+
+    def _compared_backend(self, element, value: str, lists_others: bool) -> bool:
+        if "nccl" not in value.split(":")[-1].split(","):  # torchport: ignore
+            return False
+        # Reading the backend only chooses a branch; the branch runs only under NCCL.
+        finding = self.report(NCCL_BACKEND, element, f'comparison with "{value}"')
+        self._cap([finding], "a comparison only chooses a branch; nothing selects NCCL here")
+        return True
+
+    def _process_group(self, node: ast.Call, qualname: str) -> bool:
+        position = 0 if qualname.endswith("init_process_group") else None
+        backend = call_argument(node, position, "backend")
+        value = self.constant_value(backend) if backend is not None else None
+        if not value or "nccl" not in re.split(r"[:,]", value):  # torchport: ignore
+            return False
+        if string_value(backend) == "nccl":  # torchport: ignore
+            replacement = f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})"
+            self.report(NCCL_BACKEND, backend, '"nccl" backend', [replace_node(backend, replacement)], "2.6",
+                        uses_device=True)
+            return False
+        definition = self.resolve(backend)
+        finding = self.by_node.get(id(definition)) if definition is not None else None
+        if finding is None and definition is not None and id(definition) not in self.claimed:
+            # Reported where the user would change it: the assignment or default.
+            finding = self.report(NCCL_BACKEND, definition, f'backend "{value}"')
+        if finding is not None:
+            self._relate(finding, backend, f"used by {qualname.rsplit('.', 1)[-1]}()")
+        else:
+            self.report(NCCL_BACKEND, backend, f'backend "{value}"')
+        return False
+
+    def _visible_devices_string(self, node: ast.Constant, value: str) -> None:
+        if value == "CUDA_VISIBLE_DEVICES" or value.startswith("CUDA_VISIBLE_DEVICES="):  # torchport: ignore
+            self.report(CUDA_VISIBLE_DEVICES, node, '"CUDA_VISIBLE_DEVICES"')
+
+    def _dot_pin_memory(self, node: ast.Call) -> None:
+        if not node.args:
+            self.report(PIN_MEMORY, node, ".pin_memory()", at=method_token(node))
+
+    def _non_blocking_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
+        if isinstance(kw.value, ast.Constant) and kw.value.value is True and self._copies_to_host(node):
+            self.report(NON_BLOCKING_COPY, kw, "non_blocking=True copy to the host")
+
+    def _pin_memory_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
+        if isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            self.report(PIN_MEMORY, kw, "pin_memory=True")
+
+    def _pin_memory_device_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
+        self.report(PIN_MEMORY, kw, "pin_memory_device=")
+
+    def _copies_to_host(self, node: ast.Call) -> bool:
+        """``.to("cpu", non_blocking=True)``: the one non-blocking copy whose result
+        can be read before it has arrived."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "to"):
+            return False
+        device = node.args[0] if node.args else keyword_value(node, "device")
+        return self.constant_value(device) == "cpu"

@@ -1,0 +1,14 @@
+"""Values several rule families share: the name of the device line that fixes
+insert, the device-string patterns, and the reasons printed for lowered findings."""
+from __future__ import annotations
+
+import re
+
+# The module-level variable that `torchport fix` inserts and rewrites refer to.
+DEVICE_NAME = "ACCELERATOR_DEVICE"
+# A rewrite that runs on every torch release.
+ANY_VERSION = "0"
+CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?\Z")
+OTHER_DEVICE_STRING = re.compile(r"(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d+)?\Z")
+GUARDED = "inside a CUDA check: runs only where CUDA is present"
+LISTS_OTHERS = "the check lists other accelerators too"

@@ -1,0 +1,281 @@
+"""What every detector works with: one file's names, bindings and findings.
+
+``AnalyzerState`` resolves names through imports and simple assignments, records
+findings, and builds the text that rewrites insert.  The core walk
+(``core.AnalyzerCore``) and every rule family's detector derive from it; the
+families are composed with the core into one visitor in ``analyzer.py``.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import Any
+
+from torchport.scan.detectors.shared import ANY_VERSION, DEVICE_NAME
+from torchport.scan.detectors.syntax import (
+    closing_paren,
+    import_aliases,
+    insert_at,
+    node_start,
+    parameter_defaults,
+    string_value,
+)
+from torchport.scan.model import Edit, Finding, Fix, Related
+
+
+class AnalyzerState(ast.NodeVisitor):
+    # Set by the core from names.py, which imports the families (so this module cannot).
+    cuda_renames: dict[str, tuple[str, str, str]]
+    reference_rule: Callable[[str], str | None]
+
+    def __init__(self, tree: ast.Module, text: str, path: str):
+        self.path = path
+        self.lines = text.splitlines()
+        self.findings: list[Finding] = []
+        self.claimed: set[int] = set()  # ids of nodes already reported
+        self.by_node: dict[int, Finding] = {}  # id(node) -> its finding
+        self.aliases = import_aliases(tree.body)
+        # scope (id of the module, class or function node) -> name -> assigned values;
+        # None stands for a binding whose value is unknown (a parameter, a loop variable).
+        self.bindings: dict[int, dict[str, list]] = {}
+        self.parents: dict[int, ast.stmt] = {}  # id(Expr call) -> its statement, for seeding
+        self.blocks: dict[int, list] = {}  # id(statement) -> the statement list holding it
+        self.own_is_cuda = False  # the file defines an attribute or function called is_cuda
+        self.module_scope = id(tree)
+        self._collect(tree.body, id(tree))
+        self.scopes: list[int] = [id(tree)]
+        self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
+        # scope -> loop variables over a state dict's items (checkpoint conversion, on the host)
+        self.host_names: dict[int, set[str]] = {}
+        self.moved: set[int] = set()  # factory calls whose result is moved to a device
+        self.in_message = 0
+        self.chain_portable: dict[int, bool] = {}
+        self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
+        self.T = self.torch or "torch"
+
+    # -- traversal: ast.NodeVisitor's, with the visit_ method looked up once per node
+    # class (visiting is about a third of the time spent on a file that is analysed).
+
+    _visitors: dict[type, Any] = {}  # node class -> the unbound visit_ method
+
+    def visit(self, node):
+        visitor: Any = self._visitors.get(node.__class__)
+        if visitor is None:
+            visitor = getattr(type(self), "visit_" + node.__class__.__name__, AnalyzerState.generic_visit)
+            self._visitors[node.__class__] = visitor
+        return visitor(self, node)
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+
+    # -- name resolution -----------------------------------------------------------------
+
+    def _bind(self, scope: int, name: str, value) -> None:
+        self.bindings.setdefault(scope, {}).setdefault(name, []).append(value)
+
+    def _bind_targets(self, scope: int, target) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                self._bind(scope, node.id, None)
+            elif isinstance(node, ast.Attribute) and node.attr == "is_cuda" and isinstance(node.ctx, ast.Store):
+                self.own_is_cuda = True
+
+    def _collect(self, body, scope: int) -> None:
+        """Bindings per scope, module-level torch.cuda aliases, and statement blocks."""
+        for node in body:
+            self.blocks[id(node)] = body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name == "is_cuda":
+                    self.own_is_cuda = True
+                self._bind(scope, node.name, None)
+                arguments = node.args
+                inner = id(node)
+                for argument, default in parameter_defaults(arguments):
+                    self._bind(inner, argument.arg, default)
+                for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                 arguments.vararg, arguments.kwarg):
+                    if argument is not None:
+                        if argument.arg == "is_cuda":
+                            self.own_is_cuda = True
+                        self.bindings.setdefault(inner, {}).setdefault(argument.arg, [None])
+                self._collect(node.body, inner)
+                continue
+            if isinstance(node, ast.ClassDef):
+                self._bind(scope, node.name, None)
+                self._collect(node.body, id(node))
+                continue
+            if isinstance(node, ast.Assign):
+                if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    name = node.targets[0].id
+                    self._bind(scope, name, node.value)
+                    if (scope == self.module_scope and isinstance(node.value, (ast.Attribute, ast.Name))
+                            and name not in self.aliases):
+                        qualname = self.qualname(node.value)
+                        if qualname and qualname.startswith(("torch.cuda", "torch.backends")):
+                            self.aliases[name] = qualname
+                else:
+                    for target in node.targets:
+                        self._bind_targets(scope, target)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                self._bind(scope, node.target.id, node.value)
+            elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor)):
+                self._bind_targets(scope, node.target)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self._bind_targets(scope, item.optional_vars)
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                self.parents[id(node.value)] = node
+            for name in ("body", "orelse", "finalbody", "cases"):
+                inner_body = getattr(node, name, None)
+                if inner_body:
+                    self._collect(inner_body, scope)
+            for handler in getattr(node, "handlers", ()) or ():
+                if handler.name:
+                    self._bind(scope, handler.name, None)
+                self._collect(handler.body, scope)
+
+    def resolve(self, node):
+        """The expression a plain name was assigned, when exactly one assignment (or
+        several of the same string) in the nearest scope that binds it is known."""
+        if not isinstance(node, ast.Name):
+            return None
+        for scope in reversed(self.scopes):
+            values = self.bindings.get(scope, {}).get(node.id)
+            if values is None:
+                continue
+            if any(v is None for v in values):
+                return None
+            if len(values) == 1:
+                return values[0]
+            strings = {string_value(v) for v in values}
+            return values[0] if len(strings) == 1 and None not in strings else None
+        return None
+
+    def qualname(self, node) -> str | None:
+        if isinstance(node, ast.Name):
+            if node.id in self.aliases:
+                return self.aliases[node.id]
+            return "torch" if node.id == "torch" else None
+        if isinstance(node, ast.Attribute):
+            base = self.qualname(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    def constant_value(self, node) -> str | None:
+        """A string literal, or the one string constant a plain name was assigned."""
+        value = string_value(node)
+        if value is None:
+            value = string_value(self.resolve(node))
+        return value
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def _column(self, line: int, byte_column: int) -> int:
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_column + 1
+        return len(text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
+
+    def report(self, rule_id: str, node, detail: str, edits=None, min_torch: str = ANY_VERSION,
+               uses_device: bool = False, at: tuple[int, int, int, int] | None = None) -> Finding:
+        """Record a finding at ``node`` (or at the token ``at`` = (line, byte column,
+        end line, end byte column), e.g. the ``cuda`` of ``.cuda()``)."""
+        self.claimed.add(id(node))
+        fix = None
+        if edits is not None:
+            uses_torch = self.torch is None and any("torch." in e.text for e in edits)
+            fix = Fix(tuple(edits), min_torch, uses_device, uses_torch)
+        line, column, end_line, end_column = at or (
+            node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
+        finding = Finding(
+            rule_id, self.path, line, self._column(line, column),
+            end_line, self._column(end_line, end_column),
+            detail, self.lines[line - 1] if 0 < line <= len(self.lines) else "", fix)
+        self.findings.append(finding)
+        self.by_node[id(node)] = finding
+        return finding
+
+    def _relate(self, finding: Finding, node, message: str) -> None:
+        line, end_line = node.lineno, node.end_lineno or node.lineno
+        finding.related.append(Related(line, self._column(line, node.col_offset), end_line,
+                                       self._column(end_line, node.end_col_offset or 0), message))
+
+    @staticmethod
+    def _cap(findings, reason: str) -> None:
+        for finding in findings:
+            if finding.severity_cap != "info":  # a silent cap (device_count) still drops to info
+                finding.severity_cap, finding.cap_reason = "info", reason
+
+    # -- what rewrites insert ---------------------------------------------------------------
+
+    def device(self, index: str | None = None, as_string: bool = False) -> str:
+        if as_string:
+            return f"{DEVICE_NAME}.type"
+        if index is None:
+            return DEVICE_NAME
+        return f"{self.T}.device({DEVICE_NAME}.type, {index})"
+
+    def _bound_before(self, name: str, line: int) -> bool:
+        """Whether ``name`` is bound in scope before ``line`` (a later assignment in the
+        same function would make the rewritten code read it before it exists)."""
+        for index, scope in enumerate(reversed(self.scopes)):
+            values = self.bindings.get(scope, {}).get(name)
+            if values is None:
+                continue
+            if index > 0:  # an enclosing scope: bound by the time this code runs
+                return True
+            return any(v is None or getattr(v, "lineno", line) < line for v in values)
+        return False
+
+    def device_type_expression(self, node=None) -> tuple[str, bool]:
+        """(expression for the device type, whether it needs ACCELERATOR_DEVICE): the
+        script's own ``device_type`` or ``device`` variable when it has one in scope."""
+        line = getattr(node, "lineno", 1 << 30)
+        if self._bound_before("device_type", line):
+            return "device_type", False
+        if self._bound_before("device", line):
+            value = self.resolve(ast.Name("device"))
+            if isinstance(value, ast.Call) and (self.qualname(value.func) or "").startswith(
+                    ("torch.device", "torch.accelerator.current_accelerator")) and value.lineno < line:
+                return "device.type", False
+        return f"{DEVICE_NAME}.type", True
+
+    def _first_argument(self, node: ast.Call, text: str) -> Edit:
+        """Insert ``text`` as the new first positional argument."""
+        items = node.args + node.keywords
+        if not items:
+            return insert_at(closing_paren(node), text)
+        return insert_at(min(node_start(i) for i in items), text + ", ")
+
+
+    # -- provided by one family, called from another ----------------------------------------
+    # (declared here so that each family module type-checks on its own)
+
+    def _device_use(self, node: ast.Name, what: str) -> None:  # devices
+        raise NotImplementedError
+
+    def _unfixed_device(self, argument: ast.Name) -> bool:  # devices
+        raise NotImplementedError
+
+    def _device_choice(self, expression: ast.IfExp, replaced: ast.expr) -> bool:  # devices
+        raise NotImplementedError
+
+    def _cuda_is_available_call(self, node: ast.Call, qualname: str) -> bool:  # devices
+        raise NotImplementedError
+
+    def _cuda_amp_autocast(self, node: ast.Call, qualname: str) -> bool:  # mixed_precision
+        raise NotImplementedError
+
+    def _cuda_amp_grad_scaler(self, node: ast.Call, qualname: str) -> bool:  # mixed_precision
+        raise NotImplementedError
+
+    def _keeps_float64(self, node: ast.IfExp) -> bool:  # dtypes
+        raise NotImplementedError

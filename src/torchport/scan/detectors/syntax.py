@@ -1,0 +1,110 @@
+"""Small ``ast`` helpers shared by the scan detectors and the fast path: positions,
+edits, literal values, call arguments, import aliases.  No rule knowledge here."""
+from __future__ import annotations
+
+import ast
+import re
+
+from torchport.scan.model import Edit
+
+
+def node_start(node) -> tuple[int, int]:
+    return (node.lineno, node.col_offset)
+
+
+def node_end(node) -> tuple[int, int]:
+    line, column = node.end_lineno, node.end_col_offset
+    assert line is not None and column is not None, "ast.parse sets every node's end"
+    return (line, column)
+
+
+def replace_node(node, text: str) -> Edit:
+    return Edit(node_start(node), node_end(node), text)
+
+
+def insert_at(position: tuple[int, int], text: str) -> Edit:
+    return Edit(position, position, text)
+
+
+def closing_paren(call: ast.Call) -> tuple[int, int]:
+    line, column = node_end(call)
+    return (line, column - 1)
+
+
+def string_value(node) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def call_argument(call: ast.Call, position: int | None, keyword: str):
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if position is not None and len(call.args) > position and not any(
+            isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return None
+
+
+def plain_call(call: ast.Call) -> bool:
+    """No *args / **kwargs, so arguments can be moved around safely."""
+    return not any(isinstance(a, ast.Starred) for a in call.args) and all(
+        kw.arg is not None for kw in call.keywords)
+
+
+def keyword_value(call: ast.Call, name: str):
+    return next((kw.value for kw in call.keywords if kw.arg == name), None)
+
+
+def parameter_defaults(arguments: ast.arguments):
+    """(parameter, default) pairs of a function signature."""
+    positional = arguments.posonlyargs + arguments.args
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
+    return pairs
+
+
+def attribute_token(node: ast.Attribute) -> tuple[int, int, int, int]:
+    """Position of the attribute name itself (``cuda`` in ``model.cuda``), which is
+    where a reader looks and where a suppression comment goes."""
+    line, column = node_end(node)
+    return (line, column - len(node.attr), line, column)
+
+
+def method_token(call: ast.Call) -> tuple[int, int, int, int]:
+    """From the method name to the end of the call when that is on the same line."""
+    assert isinstance(call.func, ast.Attribute), "a method call"
+    line, column, _, end = attribute_token(call.func)
+    if node_end(call)[0] == line:
+        end = node_end(call)[1]
+    return (line, column, line, end)
+
+
+def nested_statements(body):
+    """Every statement, nested ones included, without descending into expressions."""
+    for statement in body:
+        yield statement
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(statement, name, None)
+            if inner:
+                yield from nested_statements(inner)
+
+
+def import_aliases(statements) -> dict[str, str]:
+    aliases: dict[str, str] = {}
+    for node in nested_statements(statements):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    aliases[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:3]) or (0,)
