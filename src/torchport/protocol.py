@@ -127,6 +127,8 @@ class BatchStream:
     def _call_factory(self) -> Any:
         try:
             data = self._factory()
+        except UserError:
+            raise
         except Exception as exc:
             from torchport.app import user_error_from
 
@@ -159,7 +161,8 @@ class BatchStream:
                 return next(self._iterator)
             except StopIteration:
                 self._iterator = None
-        raise UserError("the app's data is empty: a fresh epoch yielded no batch")
+        raise UserError("the app's data is empty: a fresh epoch yielded no batch",
+                        location=function_location(self._factory))
 
 
 def batch_signature(batch: Any) -> tuple:
@@ -357,7 +360,7 @@ def evaluate_job(context: Any) -> None:
     """Worker entry point for ``torchport evaluate``: one app, one backend, one run."""
     import torch
 
-    from torchport.app import load_app, user_error_from
+    from torchport.app import load_app, make_optimizer, user_error_from
 
     config = ProtocolConfig.from_dict(context.config)
     backend = context.backend
@@ -374,10 +377,7 @@ def evaluate_job(context: Any) -> None:
         raise user_error_from(exc, "the app's model factory raised") from None
     parameters = sum(p.numel() for p in model.parameters())
     model = backend.prepare_model(model, dtype if config.dtype != "float32" else None)
-    try:
-        optimizer = app.optimizer(model)
-    except Exception as exc:
-        raise user_error_from(exc, "the app's optimizer factory raised") from None
+    optimizer = make_optimizer(app, model)
     trainable = backend.compile(model)
     stream = BatchStream(app.data)
     backend.synchronize()

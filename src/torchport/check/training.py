@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from torchport.app import call_user
+from torchport.app import call_user, make_optimizer
 from torchport.errors import UserError
 from torchport.protocol import BatchStream, function_location, seed_everything
 
@@ -189,7 +189,7 @@ class TrainingRun:
         seed_everything(seed)
         model = call_user(app.model, "the app's model factory raised")
         self.model = backend.prepare_model(model, self.cast)
-        self.optimizer = call_user(lambda: app.optimizer(self.model), "the app's optimizer factory raised")
+        self.optimizer = make_optimizer(app, self.model)
         # eager: the reference's runs made in a compiling backend's worker (see check.runner)
         self.trainable = self.model if eager else backend.compile(self.model)
         self.stream = BatchStream(app.data)

@@ -47,8 +47,9 @@ def _tensor_bytes(tensors: Any) -> int:
 def trace_job(context: Any) -> None:
     import torch
 
-    from torchport.app import load_app
+    from torchport.app import load_app, make_optimizer
     from torchport.protocol import BatchStream, function_location, seed_everything
+    from torchport.trace.construction import ConstructionRecorder
     from torchport.trace.tracer import OpTracer
 
     config = context.config
@@ -62,10 +63,18 @@ def trace_job(context: Any) -> None:
 
     context.progress("trace:init")
     seed_everything(int(config.get("seed", 0)))
-    app = load_app(context.app_spec)
-    model = call_user(app.model, "the app's model factory raised")
-    optimizer = call_user(lambda: app.optimizer(model), "the app's optimizer factory raised")
-    stream = BatchStream(app.data)
+    # Construction is traced too: the lines that built the model, set dtypes
+    # and made the DataLoader are the causes the findings point at.
+    built = ConstructionRecorder()
+    with built.recording("app"):
+        app = load_app(context.app_spec)
+    with built.recording("model"):
+        model = call_user(app.model, "the app's model factory raised")
+    with built.recording("optimizer"):
+        optimizer = make_optimizer(app, model)
+    data_factory = built.data_factory(app.data)
+    stream = BatchStream(data_factory)
+    trace["construction"] = built.summary(model)
     loss_location = function_location(app.loss)
     phase_locations = {
         "data": function_location(app.data), "forward": loss_location, "loss": loss_location,
@@ -124,7 +133,8 @@ def trace_job(context: Any) -> None:
             trace["stopped"] = f"bound of {steps} steps reached before the op sequence repeated for {until_repeated} steps"
 
     context.progress("trace:data shapes")
-    trace["data_scan"] = scan_data_shapes(app.data, stream.steps_per_epoch)
+    trace["data_scan"] = scan_data_shapes(data_factory, stream.steps_per_epoch)
+    trace["construction"] = built.summary(model)
     trace["custom_op_kernels"] = custom_op_kernels(record["op"] for record in trace.get("ops", []))
     context.save()
 
