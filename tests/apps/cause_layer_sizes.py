@@ -13,7 +13,7 @@ class Net(nn.Module):
         self.down = nn.Linear(37, 128)  # the second odd layer
 
     def forward(self, x):
-        return self.down(torch.relu(self.up(x)))
+        return self.down(torch.relu(self.up(x)))  # the step line
 
 
 def model():
@@ -23,7 +23,7 @@ def model():
 
 def loss(net, batch):
     features, target = batch
-    return nn.functional.mse_loss(net(features), target)  # the step line
+    return nn.functional.mse_loss(net(features), target)
 
 
 def app():

@@ -167,6 +167,25 @@ def _dtype_cause(construction: dict[str, Any], role: str, dtype: str) -> dict[st
     return None
 
 
+def contract_notes(construction: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Where the app departs from its contract (README: the model is built in
+    float32; torchport chooses the dtype with ``--dtype``): one note each, at
+    the line that caused it."""
+    construction = construction or {}
+    notes = []
+    dtype = construction.get("model_dtype")
+    if dtype and dtype != "float32":
+        counts = construction.get("parameter_dtypes") or {}
+        cause = _dtype_cause(construction, "model", dtype)
+        notes.append({
+            "problem": "model-dtype", "dtype": dtype, "location": (cause or {}).get("location"),
+            "code": (cause or {}).get("code"),
+            "text": f"the model's parameters are {dtype} ({counts.get(dtype, 0):,} of {sum(counts.values()):,}); "
+                    "an app builds its model in float32 and torchport casts it (--dtype), so timings and parity "
+                    f"compare {dtype} here" + ("; made so at this line" if cause else "")})
+    return notes
+
+
 def _partial_batch_loader(construction: dict[str, Any]) -> dict[str, Any] | None:
     """The DataLoader the data factory made, when it keeps a partial last batch."""
     loaders = [loader for loader in construction.get("data_loaders") or []

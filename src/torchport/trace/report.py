@@ -28,9 +28,21 @@ def where_text(finding: dict[str, Any], code: Any = str) -> str:
     user's (or the hf: spec's) line that reached it; ``code`` renders a path
     (``fmt.md_code`` in markdown)."""
     entry = code(short_location(finding["location"]))
-    if not finding.get("library_location"):
-        return entry
-    return f"{code(finding['library_location'])} (inside {finding['library']}), reached from {entry}"
+    if finding.get("library_location"):
+        entry = f"{code(finding['library_location'])} (inside {finding['library']}), reached from {entry}"
+    seen = finding.get("seen_at") or []
+    if seen:
+        # The location is the construction line that caused it; the step lines follow.
+        entry += f" (caused here; seen at {', '.join(code(short_location(s)) for s in seen[:3])}" \
+                 f"{', ...' if len(seen) > 3 else ''})"
+    return entry
+
+
+def contract_lines(section: dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
+    """Departures from the app contract, each at its line (``text`` escapes
+    the note in markdown)."""
+    return [text(note["text"]) + (f" ({code(short_location(note['location']))})" if note.get("location") else "")
+            for note in section.get("contract") or []]
 
 
 def _targets_text(finding: dict[str, Any]) -> str:
@@ -52,6 +64,7 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
     lines.append("Verdicts:")
     lines += [f"  {line}" for line in verdict_lines(section)]
     found = section.get("findings") or []
+    lines += [f"  contract: {line}" for line in contract_lines(section)]
     lines.append("")
     if not found:
         lines.append("Findings: none.")
@@ -92,6 +105,9 @@ def markdown(section: dict[str, Any]) -> str:
         answer = (section.get("op_support") or {}).get(name) or {}
         lines.append(f"| {TARGETS[name].title} | {fmt.md(v['text'], 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
     found = section.get("findings") or []
+    contract = contract_lines(section, fmt.md_code, lambda note: fmt.md(note, 1000))
+    if contract:
+        lines += ["", "**The app contract**: " + "; ".join(contract) + "."]
     lines += ["", f"### Findings ({len(found)})", ""]
     if not found:
         lines.append("None: no host syncs, data-dependent shapes, shape changes, float64, tile waste, sparse "
