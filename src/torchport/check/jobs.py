@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchport.check import savefile
+from torchport.check import pipeline, savefile
 from torchport.check.training import (
     TrainingRun,
     as_float64,
@@ -25,7 +25,7 @@ from torchport.check.training import (
     restore_rng,
     state_outside_state_dict,
 )
-from torchport.protocol import BatchStream, leading_dim
+from torchport.protocol import leading_dim
 
 
 def set_deterministic(backend: Any) -> bool:
@@ -58,10 +58,6 @@ def train_job(context: Any) -> None:
     for spec in job["runs"]:
         context.progress(f"train:{spec['label']}")
         result["runs"][spec["label"]] = train_run(app, backend, spec, work, context)
-        context.save()
-    if job.get("pipeline_batches"):
-        context.progress("pipeline")
-        result["pipeline"] = measure_pipeline(app, int(job["pipeline_batches"]))
         context.save()
     result["resumed"] = {}
     for source in job.get("resume", []):
@@ -138,6 +134,9 @@ def train_run(app: Any, backend: Any, spec: dict[str, Any], work: Path, context:
     if spec.get("save_final"):
         record["final_file"] = str(work / f"{label}.final.pt")
         torch.save(run.parameters_cpu(), record["final_file"])
+    if spec.get("pipeline"):  # last: its steps change the model after everything above was read
+        context.progress(f"pipeline:{label}")
+        record["pipeline"] = pipeline.measure(run)
     return record
 
 
@@ -184,43 +183,6 @@ def resume_run(app: Any, backend: Any, spec: dict[str, Any], source: dict[str, A
 
 def _samples(app: Any, batch: Any) -> int:
     return app.samples(batch) if app.samples else leading_dim(batch)
-
-
-def measure_pipeline(app: Any, batches: int) -> dict[str, Any]:
-    """The app's data iterable alone: no device, no model."""
-    factory_started = time.perf_counter()
-    stream = BatchStream(app.data)
-    factory_s = time.perf_counter() - factory_started
-    samples = 0
-    started = time.perf_counter()
-    for _ in range(batches):
-        batch, _waited = stream.next()
-        samples += _samples(app, batch)
-    seconds = time.perf_counter() - started
-    return {"batches": batches, "seconds": seconds, "batches_per_s": batches / seconds if seconds > 0 else None,
-            "samples_per_s": samples / seconds if seconds > 0 else None, "factory_s": factory_s,
-            "data": describe_data(stream._data)}
-
-
-def describe_data(data: Any) -> dict[str, Any]:
-    """What the input pipeline is made of, for the suggestions."""
-    description: dict[str, Any] = {"type": f"{type(data).__module__}.{type(data).__qualname__}"}
-    try:
-        from torch.utils.data import DataLoader
-    except ImportError:
-        return description
-    if isinstance(data, DataLoader):
-        description.update({
-            "dataloader": True,
-            "num_workers": data.num_workers,
-            "pin_memory": bool(data.pin_memory),
-            "prefetch_factor": data.prefetch_factor,
-            "persistent_workers": bool(data.persistent_workers),
-            "batch_size": data.batch_size,
-        })
-    else:
-        description["dataloader"] = False
-    return description
 
 
 # --- recovery ---------------------------------------------------------------------------------
