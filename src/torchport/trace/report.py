@@ -118,6 +118,7 @@ def markdown(section: dict[str, Any]) -> str:
             lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {where_text(f, fmt.md_code)} "
                          f"| {fmt.md(f['detail'], 1000)} | {f['count']} | {fmt.md(_targets_text(f))} | {fmt.md(f['fix'], 1000)} |")
     lines += _xla_comparison_lines(section.get("xla_comparison"))
+    lines += _torch_compile_comparison_lines(section.get("torch_compile_comparison"))
     mem = section.get("memory")
     if mem:
         parts = ", ".join(f"{k.replace('_', ' ')} {fmt.size(v)}" for k, v in mem["parts"].items())
@@ -172,3 +173,28 @@ def _xla_comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
     lines += ([f"- **disagreement**: {fmt.md(d, 1000)}" for d in comparison["disagreements"]]
               or ["The prediction agrees with the measured run."])
     return lines
+
+
+def _torch_compile_comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
+    """The trace's graph findings judged by the Dynamo counts of each *-compile run."""
+    if not comparison:
+        return []
+    lines = ["", "### Prediction vs. the measured torch.compile runs", "",
+             "The trace's findings about graphs (host syncs, data-dependent shapes and branches, changing input shapes) "
+             "set against what Dynamo did in the first successful run, all phases.", "",
+             "| backend | steps | frames compiled | graph breaks | recompilations | finding | verdict | evidence |",
+             "|---|---|---|---|---|---|---|---|"]
+    missed: list[str] = []
+    for name, measured in comparison["backends"].items():
+        head = (f"| {fmt.md(name)} | {measured['steps']} | {measured['frames_compiled']} "
+                f"| {'n/a' if measured['graph_breaks'] is None else measured['graph_breaks']} "
+                f"| {'n/a' if measured['recompilations'] is None else measured['recompilations']} ")
+        if not measured["findings"]:
+            lines.append(head + "| none predicted | – | – |")
+        for item in measured["findings"]:
+            lines.append(head + f"| {item['id']} at {fmt.md_code(short_location(item['location']))} "
+                                f"| {item['verdict']} | {fmt.md(item['evidence'], 500)} |")
+        missed += [f"- **not predicted** on {fmt.md(name)}: graph break at "
+                   f"{fmt.md_code(short_location(extra['location']))}: {fmt.md(extra['reason'] or '', 300)}"
+                   for extra in measured["unpredicted_breaks"]]
+    return lines + ([""] + missed if missed else [])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.trace.analysis import DEFAULT_TIMEOUT_S, build_section
+from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
 from torchport.trace.verdict import compare_with_xla
 
@@ -36,6 +37,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     section = build_section(run, spec.text, validate_targets(getattr(options, "trace_targets", None)),
                             allow_live=getattr(options, "trace_live", True))
     section["xla_comparison"] = compare_with_xla(section, document)
+    section["torch_compile_comparison"] = compare_with_torch_compile(section, document)
     document["trace"] = section
 
 
