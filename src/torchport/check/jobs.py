@@ -290,7 +290,11 @@ def ddp_job(context: Any) -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         device_ids = [backend.device.index] if backend.device_type == "cuda" else None
-        run.trainable = DistributedDataParallel(run.model, device_ids=device_ids)
+        # On a *-compile backend each rank compiles its DDP-wrapped model, as
+        # PyTorch documents (wrap, then compile: Dynamo's DDPOptimizer splits
+        # the graph at DDP's buckets), so compiled ranks are compared with the
+        # compiled single process, like with like.
+        run.trainable = backend.compile(DistributedDataParallel(run.model, device_ids=device_ids))
         run.shard = (rank, world)
     result["batchnorm_modules"] = [name for name, module in run.model.named_modules()
                                    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
@@ -307,6 +311,11 @@ def ddp_job(context: Any) -> None:
         losses.append(loss)
     result["step_times_s"] = step_times
     result["losses"] = [float(loss) for loss in losses]
+    if backend.compile_backend is not None:
+        from torchport import dynamo_counters
+
+        # Evidence that this process ran compiled code, not only that it asked to.
+        result["frames_compiled"] = dynamo_counters.snapshot().get("frames_ok")
     result["samples_per_step"] = _samples(app, run.first_batch())
     if rank == 0:
         result["final_file"] = str(Path(job["rank_dir"]) / f"world{world}.final.pt")
