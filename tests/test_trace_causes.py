@@ -8,6 +8,8 @@ that expects parameters, a data factory that hands out one spent iterator, a
 model not built in float32."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from torchport.app import App, make_optimizer
@@ -77,8 +79,7 @@ def test_a_layer_built_by_a_library_names_the_library_line_and_the_users_call():
     assert built, [(f["location"], f.get("library_location")) for f in section["findings"]]
     import torch.nn.modules.transformer as transformer
 
-    source = transformer.__file__.replace("\\", "/")
-    lines = source and open(source).read().splitlines()
+    lines = Path(transformer.__file__).read_text().splitlines()
     for finding in built:
         assert finding["location"] == user_call and finding["library"] == "torch"
         path, line = finding["library_location"].rsplit(":", 1)

@@ -80,9 +80,9 @@ def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[
         backend.synchronize()
         started = time.perf_counter()
         for batch in batches:
-            batch = backend.to_device(batch, run.cast)
+            on_device = backend.to_device(batch, run.cast)
             run.optimizer.zero_grad(set_to_none=True)
-            loss = call_user(lambda: app.loss(run.trainable, batch), "the app's loss raised")
+            loss = call_user(lambda on_device=on_device: app.loss(run.trainable, on_device), "the app's loss raised")
             loss.backward()
             run.optimizer.step()
             backend.after_step()

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import linecache
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode

@@ -490,7 +490,7 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
         row["cause_location"] = row["cause_fields"].get("location", row["location"])
         row["cause_library"] = row["cause_fields"].get("library_location")
     found = []
-    for (location, library), group in _group(wasteful, ("cause_location", "cause_library")).items():
+    for (location, _library), group in _group(wasteful, ("cause_location", "cause_library")).items():
         cause = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
         if cause:
             cause = {**{k: v for k, v in cause.items() if k != "location"},
