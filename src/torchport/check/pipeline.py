@@ -61,6 +61,7 @@ def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[
     backend's ``TrainingRun`` after its training steps; the steps taken here
     come after everything the other checks read from it."""
     import time
+    from functools import partial
 
     from torchport.app import call_user
     from torchport.protocol import BatchStream, leading_dim
@@ -82,7 +83,7 @@ def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[
         for batch in batches:
             on_device = backend.to_device(batch, run.cast)
             run.optimizer.zero_grad(set_to_none=True)
-            loss = call_user(lambda on_device=on_device: app.loss(run.trainable, on_device), "the app's loss raised")
+            loss = call_user(partial(app.loss, run.trainable, on_device), "the app's loss raised")
             loss.backward()
             run.optimizer.step()
             backend.after_step()

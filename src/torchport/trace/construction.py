@@ -145,9 +145,9 @@ class ConstructionRecorder:
             recorder.record_dtype("torch.from_numpy()", set(), _floating_dtypes(tensor, set()), sys._getframe(1))
             return tensor
 
-        torch.from_numpy = recording_from_numpy
-        torch.nn.Module.__init__ = recording_module_init  # type: ignore[method-assign]
-        DataLoader.__init__ = recording_loader_init  # type: ignore[method-assign]
+        torch.from_numpy = recording_from_numpy  # type: ignore[assignment]
+        torch.nn.Module.__init__ = recording_module_init  # type: ignore[method-assign, assignment]
+        DataLoader.__init__ = recording_loader_init  # type: ignore[method-assign, assignment]
         torch.set_default_dtype = recording_set_default_dtype
         try:
             with _DtypeWatch(self):

@@ -355,21 +355,21 @@ def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
     for (location, library), group in _group(placed, ("cause_location", "cause_library")).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
-        fields = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
-        if fields:
-            fields = {**{k: v for k, v in fields.items() if k != "location"},
-                      "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
-            what = "the model's parameters" if fields["cause"]["kind"] == "model-dtype" else "the batches"
-            code = fields["cause"].get("code")
+        moved: dict[str, Any] = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
+        if moved:
+            moved = {**{k: v for k, v in moved.items() if k != "location"},
+                     "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
+            what = "the model's parameters" if moved["cause"]["kind"] == "model-dtype" else "the batches"
+            code = moved["cause"].get("code")
             detail = (f"{what} are float64, made so at this line{f' ({code})' if code else ''}; "
                       f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
                       f"{', ...' if len(names) > 5 else ''}")
         else:
-            fields = _library(library)
+            moved = _library(library)
             detail = (f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
                       f"{', ...' if len(names) > 5 else ''}")
         found.append(finding("TR105", location, count, steps, detail, targets, ops=names,
-                             phases=sorted({r["phase"] for r in group}), **fields))
+                             phases=sorted({r["phase"] for r in group}), **moved))
     # Float64 batches and a float64 model are two causes: the batches' line is
     # reported too when the model's took their ops.
     if data_cause and model_cause and data_cause.get("location") not in {f["location"] for f in found}:
@@ -491,7 +491,7 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
         row["cause_library"] = row["cause_fields"].get("library_location")
     found = []
     for (location, _library), group in _group(wasteful, ("cause_location", "cause_library")).items():
-        cause = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
+        cause: dict[str, Any] = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
         if cause:
             cause = {**{k: v for k, v in cause.items() if k != "location"},
                      "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
