@@ -205,6 +205,7 @@ def recovery_job(context: Any) -> None:
     folder = ensure_folder(job["checkpoint_dir"])
     steps, every = int(job["steps"]), int(job["every"])
     run = TrainingRun(app, backend, dtype=job["dtype"], seed=job["seed"])
+    result["outside_state_dict"] = state_outside_state_dict(run.model)
     result["resumed_from"] = None
     if job.get("resume"):
         latest, skipped = newest_valid_checkpoint(folder)
@@ -296,6 +297,7 @@ def ddp_job(context: Any) -> None:
         # compiled single process, like with like.
         run.trainable = backend.compile(DistributedDataParallel(run.model, device_ids=device_ids))
         run.shard = (rank, world)
+    result["outside_state_dict"] = state_outside_state_dict(run.model)
     result["batchnorm_modules"] = [name for name, module in run.model.named_modules()
                                    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
     context.save()
