@@ -45,6 +45,8 @@ def test_builtin_passes_parity_checkpoint_and_pipeline_on_cpu_and_cpu_compile(to
     assert pairs["cpu -> cpu"]["figures"]["bit_exact"]  # a deterministic backend resumes bit for bit
     assert pairs["cpu -> cpu"]["figures"]["not_restored"] == []
     assert {c["backend"] for c in by_name(section, "pipeline")} == {"cpu", "cpu-compile"}
+    for check_ in by_name(section, "pipeline"):  # each from its own run: data and compute in one process
+        assert check_["figures"]["verdict"] == "keeps up" and check_["figures"]["rounds"] == 5
     assert "torchport check builtin:classifier" in done.stdout
     # cpu-compile's worker made the eager reference runs and every pair: one process, not three.
     assert section["config"]["reference_worker"] == "cpu-compile"
@@ -176,7 +178,9 @@ def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path)
     names = [(c["name"], c.get("backend") or c.get("pair"), c["status"]) for c in document["checks"]["checks"]]
     assert names == [("determinism", "cpu", "pass"), ("checkpoint", "cpu -> cpu", "pass"), ("pipeline", "cpu", "pass")]
     pipeline_figures = document["checks"]["checks"][2]["figures"]
-    assert pipeline_figures["step_time_source"] == "the evaluation's sustained step time (median)"
+    # Measured in the backend's own worker as `torchport check` does; the evaluation's figure beside it.
+    assert pipeline_figures["step_time_source"].startswith("5 rounds of 4 compute-only steps in this backend's worker")
+    assert pipeline_figures["evaluation_step_s"] > 0 and pipeline_figures["verdict"] == "keeps up"
     report = render(document)
     assert "## Checks: parity, checkpoints, recovery, distributed, input pipeline" in report
     assert "| checkpoint | cpu -> cpu | pass | bit-exact |" in report

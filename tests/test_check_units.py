@@ -130,14 +130,41 @@ def test_tensors_outside_state_dict_are_found():
     assert state_outside_state_dict(model) == ["0.hidden"]
 
 
+def measured(load_s: list[float], compute_s: list[float], **data) -> dict:
+    return {"load_s": load_s, "compute_s": compute_s, "batches_per_s": 1 / (sum(load_s) / len(load_s)),
+            "samples_per_s": None, "per_round": 4, "data": data or {"dataloader": False, "type": "builtins.list"}}
+
+
 def test_pipeline_flags_slow_in_process_loading_and_suggests_workers():
-    slow = {"batches_per_s": 10.0, "samples_per_s": 640.0,
-            "data": {"dataloader": True, "num_workers": 0, "pin_memory": False}}
-    verdict = pipeline.check("cuda", "cuda", slow, step_s=0.11, data_wait_per_step_s=0.1, step_source="test")
+    slow = measured([0.1] * 5, [0.01] * 5, dataloader=True, num_workers=0, pin_memory=False)
+    verdict = pipeline.check("cuda", "cuda", slow)
     assert verdict["status"] == "fail" and verdict["figures"]["input_bound"]
+    assert verdict["figures"]["verdict"] == "input-bound" and verdict["reason"].startswith("input-bound: ")
     suggestions = " ".join(verdict["figures"]["suggestions"])
     assert "num_workers" in suggestions and "pin_memory=True" in suggestions
-    on_cpu = pipeline.check("cpu", "cpu", slow, step_s=0.11, data_wait_per_step_s=0.1, step_source="test")
+    on_cpu = pipeline.check("cpu", "cpu", slow)
     assert "pin_memory does not help on cpu" in on_cpu["figures"]["suggestions"]
-    fast = {"batches_per_s": 1000.0, "data": {"dataloader": False, "type": "builtins.list"}}
-    assert pipeline.check("cpu", "cpu", fast, step_s=0.1, data_wait_per_step_s=0.0, step_source="test")["status"] == "pass"
+    fast = measured([0.001] * 5, [0.1] * 5)
+    assert pipeline.check("cpu", "cpu", fast)["figures"]["verdict"] == "keeps up"
+
+
+def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
+    # Waiting shares 10%, 18%, 20%, 22%, 40%: the median (20%) is between the
+    # thresholds, so one noisy round on either side cannot flip the verdict.
+    compute = 0.08
+    loads = [compute * share / (1 - share) for share in (0.10, 0.18, 0.20, 0.22, 0.40)]
+    verdict = pipeline.check("cpu", "cpu", measured(loads, [compute] * 5))
+    figures = verdict["figures"]
+    assert figures["verdict"] == "borderline" and verdict["status"] == "pass"
+    assert figures["load_share"] == pytest.approx(0.20)
+    assert figures["load_share_interval"] == pytest.approx([0.10, 0.40])
+    assert "(rounds: 10% to 40%; keeps up below 15%, input-bound above 25%)" in verdict["reason"]
+    assert pipeline.band(0.149) == "keeps up" and pipeline.band(0.251) == "input-bound" and pipeline.band(0.2) == "borderline"
+
+
+def test_pipeline_with_dataloader_workers_waits_only_for_loading_beyond_compute():
+    data = {"dataloader": True, "num_workers": 2, "persistent_workers": True, "prefetch_factor": 2}
+    assert pipeline.waiting_share(0.05, 0.1, overlapped=True) == 0.0
+    assert pipeline.waiting_share(0.2, 0.1, overlapped=True) == pytest.approx(0.5)
+    assert pipeline.check("cpu", "cpu", measured([0.05] * 5, [0.1] * 5, **data))["figures"]["verdict"] == "keeps up"
+    assert pipeline.check("cpu", "cpu", None)["status"] == "error"

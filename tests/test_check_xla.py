@@ -35,4 +35,4 @@ def test_parity_checkpoints_and_pipeline_on_xla(tmp_path):
         # restore numpy's RNG state, and the check says so.
         expected = [entry for entry in into_cpu if entry.startswith("numpy RNG")] + expected
     assert sorted(into_cpu) == sorted(expected)
-    assert checks[("pipeline", "xla")]["figures"]["step_time_source"].startswith("3 timed steps")
+    assert checks[("pipeline", "xla")]["figures"]["step_time_source"].startswith("5 rounds of 4 compute-only steps")

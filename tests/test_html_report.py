@@ -16,8 +16,8 @@ from conftest import run_torchport
 from torchport.report import format as fmt
 
 # Charts every full evaluation of the built-in app draws (cpu + cpu-compile, with trace and checks).
-EVALUATION_CHARTS = ["phases", "step-time", "warmup-0", "warmup-1", "spread", "loss", "parity-loss", "checks",
-                     "op-support", "memory-fit"]
+EVALUATION_CHARTS = ["phases", "step-time", "warmup-0", "warmup-1", "spread", "loss", "parity-loss", "compile",
+                     "checks", "op-support", "memory-fit"]
 COMPARISON_CHARTS = ["step-time", "ratio", "cost", "first-step"]
 HOSTILE = '<script>window.__pwned=1</script></svg></script>"&amp;<img src=x onerror="window.__pwned=2">&'
 
@@ -80,8 +80,10 @@ def test_evaluate_writes_report_html(builtin_evaluation):
 def test_report_html_in_a_browser(builtin_evaluation, browser, tmp_path):
     path = builtin_evaluation / "report.html"
     states = assert_clean_page(browser, path, EVALUATION_CHARTS)
-    # No compiler counters for cpu backends: the chart says why instead of drawing nothing.
-    assert states["compile"]["state"] == "empty" and "no compiler counters" in states["compile"]["text"]
+    # cpu-compile's torch.compile counters are charted (Dynamo frames per phase); eager cpu has none.
+    assert states["compile"]["state"] == "drawn" and states["compile"]["shapes"] > 2, states["compile"]
+    assert "cpu-compile: Dynamo frames" in states["compile"]["text"]
+    assert "cpu: " not in states["compile"]["text"].replace("cpu-compile: ", "")
     document = json.loads((builtin_evaluation / "result.json").read_text())
     text = browser.evaluate("document.body.innerText")
     for backend in document["backends"].values():

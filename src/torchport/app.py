@@ -301,6 +301,23 @@ def user_error_from(exc: BaseException, what: str) -> UserError:
     return UserError(f"{what}: {detail}", location=user_location(exc), original=exc)
 
 
+def make_optimizer(app: App, model: Any) -> Any:
+    """``app.optimizer(model)``.  The common ``lambda params: AdamW(params)``
+    (a factory that expects parameters, as torch.optim does) fails with a
+    TypeError when handed the module; it is then given ``model.parameters()``,
+    and only if that fails too is the first error reported (at its line)."""
+    try:
+        return app.optimizer(model)
+    except Exception as exc:
+        first = exc
+    if isinstance(first, TypeError) and hasattr(model, "parameters"):
+        try:
+            return app.optimizer(model.parameters())
+        except Exception:
+            pass
+    raise user_error_from(first, "the app's optimizer factory raised") from None
+
+
 def call_user(function: Callable[[], Any], what: str) -> Any:
     """Call into the user's code; an exception there becomes a UserError that
     says ``what`` failed and where in the user's code."""

@@ -8,7 +8,7 @@ WIDTH = 100
 
 
 def model():
-    return nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH))
+    return nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH))  # the odd layers
 
 
 def data():

@@ -32,6 +32,12 @@ def flat_parameters(path: str) -> Any:
     return torch.cat([parameters[name].to(torch.float64).reshape(-1) for name in sorted(parameters)])
 
 
+def outside_note(names: list[str]) -> str:
+    """The one wording for state a checkpoint cannot carry (the checkpoint,
+    recovery and distributed checks share it)."""
+    return f"not in the checkpoint (tensors outside state_dict): {', '.join(names[:3])}"
+
+
 def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[str, Any] | None,
           source_run: dict[str, Any] | None, target_run: dict[str, Any], dtype: str) -> dict[str, Any]:
     pair = f"{source} -> {target}"
@@ -70,7 +76,7 @@ def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[
     })
     notes = []
     if figures["outside_state_dict"]:
-        notes.append(f"not in the checkpoint (tensors outside state_dict): {', '.join(figures['outside_state_dict'][:3])}")
+        notes.append(outside_note(figures["outside_state_dict"]))
     if figures["not_restored"]:
         notes.append(f"not restored: {'; '.join(figures['not_restored'])}")
     note = f"; {'; '.join(notes)}" if notes else ""

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport import backends as backend_registry
-from torchport.check.checkpoint import flat_parameters
+from torchport.check.checkpoint import flat_parameters, outside_note
 from torchport.check.tolerance import CLOSE, tensor_error
 from torchport.launch import run_worker, supervise, worker_environment, worker_python
 from torchport.stats import median
@@ -171,17 +171,32 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "bound": bound,
         "init_process_group_s": max(r.get("init_process_group_s", 0.0) for r in ranks.values()),
         "batchnorm_modules": ranks[0].get("batchnorm_modules", []),
+        # DDP keeps parameters and buffers in step across ranks; a tensor outside state_dict is not.
+        "outside_state_dict": ranks[0].get("outside_state_dict", []),
+        # Dynamo frames each process compiled (None on an eager backend): evidence that the ranks ran compiled.
+        "frames_compiled": {"ranks": {str(rank): r.get("frames_compiled") for rank, r in ranks.items()},
+                            "single_process": single.get("frames_compiled")},
     })
     timing = (f"slowest rank {slowest * 1e3:.1f} ms/step vs single process {single_step * 1e3:.1f} ms/step, "
               f"scaling efficiency {figures['scaling_efficiency']:.0%}")
+    compiled = ""
+    if backend_cls.compile_backend is not None:
+        frames = figures["frames_compiled"]
+        compiled = (f"; compiled ranks: each ran torch.compile(DistributedDataParallel(model), "
+                    f"backend={backend_cls.compile_backend!r}) (Dynamo frames compiled per rank: "
+                    f"{', '.join(str(v) for v in frames['ranks'].values())}; single process, compiled too: "
+                    f"{frames['single_process']})")
     if error <= bound:
         result["status"] = "pass"
-        result["reason"] = f"{world} ranks over {figures['process_group_backend']} match one process (error {error:.1e}); {timing}"
+        result["reason"] = (f"{world} ranks over {figures['process_group_backend']} match one process (error {error:.1e}); "
+                            f"{timing}{compiled}")
     else:
         result["status"] = "fail"
         hint = ""
         if figures["batchnorm_modules"]:
             hint = (f"; BatchNorm ({', '.join(figures['batchnorm_modules'][:3])}) normalises each rank's slice: "
                     "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
-        result["reason"] = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}"
+        if figures["outside_state_dict"]:
+            hint += f"; {outside_note(figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
+        result["reason"] = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}{compiled}"
     return result

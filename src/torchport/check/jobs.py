@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchport.check import savefile
+from torchport.check import pipeline, savefile
 from torchport.check.training import (
     TrainingRun,
     as_float64,
@@ -25,7 +25,7 @@ from torchport.check.training import (
     restore_rng,
     state_outside_state_dict,
 )
-from torchport.engine import BatchStream, ImportedApp, import_app, leading_dim
+from torchport.engine import ImportedApp, import_app, leading_dim
 
 
 def set_deterministic(backend: Any) -> bool:
@@ -59,10 +59,6 @@ def train_job(context: Any) -> None:
     for spec in job["runs"]:
         context.progress(f"train:{spec['label']}")
         result["runs"][spec["label"]] = train_run(imported, backend, spec, work, context)
-        context.save()
-    if job.get("pipeline_batches"):
-        context.progress("pipeline")
-        result["pipeline"] = measure_pipeline(app, int(job["pipeline_batches"]))
         context.save()
     result["resumed"] = {}
     for source in job.get("resume", []):
@@ -138,6 +134,9 @@ def train_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], work: P
     if spec.get("save_final"):
         record["final_file"] = str(work / f"{label}.final.pt")
         torch.save(run.parameters_cpu(), record["final_file"])
+    if spec.get("pipeline"):  # last: its steps change the model after everything above was read
+        context.progress(f"pipeline:{label}")
+        record["pipeline"] = pipeline.measure(run)
     return record
 
 
@@ -185,43 +184,6 @@ def _samples(app: Any, batch: Any) -> int:
     return app.samples(batch) if app.samples else leading_dim(batch)
 
 
-def measure_pipeline(app: Any, batches: int) -> dict[str, Any]:
-    """The app's data iterable alone: no device, no model."""
-    factory_started = time.perf_counter()
-    stream = BatchStream(app.data)
-    factory_s = time.perf_counter() - factory_started
-    samples = 0
-    started = time.perf_counter()
-    for _ in range(batches):
-        batch, _waited = stream.next()
-        samples += _samples(app, batch)
-    seconds = time.perf_counter() - started
-    return {"batches": batches, "seconds": seconds, "batches_per_s": batches / seconds if seconds > 0 else None,
-            "samples_per_s": samples / seconds if seconds > 0 else None, "factory_s": factory_s,
-            "data": describe_data(stream.data)}
-
-
-def describe_data(data: Any) -> dict[str, Any]:
-    """What the input pipeline is made of, for the suggestions."""
-    description: dict[str, Any] = {"type": f"{type(data).__module__}.{type(data).__qualname__}"}
-    try:
-        from torch.utils.data import DataLoader
-    except ImportError:
-        return description
-    if isinstance(data, DataLoader):
-        description.update({
-            "dataloader": True,
-            "num_workers": data.num_workers,
-            "pin_memory": bool(data.pin_memory),
-            "prefetch_factor": data.prefetch_factor,
-            "persistent_workers": bool(data.persistent_workers),
-            "batch_size": data.batch_size,
-        })
-    else:
-        description["dataloader"] = False
-    return description
-
-
 # --- recovery ---------------------------------------------------------------------------------
 
 
@@ -240,6 +202,7 @@ def recovery_job(context: Any) -> None:
     folder = ensure_folder(job["checkpoint_dir"])
     steps, every = int(job["steps"]), int(job["every"])
     run = TrainingRun(imported, backend, dtype=job["dtype"], seed=job["seed"])
+    result["outside_state_dict"] = state_outside_state_dict(run.model)
     result["resumed_from"] = None
     if job.get("resume"):
         latest, skipped = newest_valid_checkpoint(folder)
@@ -317,8 +280,13 @@ def ddp_job(context: Any) -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         device_ids = [backend.device.index] if backend.device_type == "cuda" else None
-        run.trainable = DistributedDataParallel(run.model, device_ids=device_ids)
+        # On a *-compile backend each rank compiles its DDP-wrapped model, as
+        # PyTorch documents (wrap, then compile: Dynamo's DDPOptimizer splits
+        # the graph at DDP's buckets), so compiled ranks are compared with the
+        # compiled single process, like with like.
+        run.trainable = backend.compile(DistributedDataParallel(run.model, device_ids=device_ids))
         run.shard = (rank, world)
+    result["outside_state_dict"] = state_outside_state_dict(run.model)
     result["batchnorm_modules"] = [name for name, module in run.model.named_modules()
                                    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
     context.save()
@@ -333,6 +301,11 @@ def ddp_job(context: Any) -> None:
         losses.append(loss)
     result["step_times_s"] = step_times
     result["losses"] = [float(loss) for loss in losses]
+    if backend.compile_backend is not None:
+        from torchport import dynamo_counters
+
+        # Evidence that this process ran compiled code, not only that it asked to.
+        result["frames_compiled"] = dynamo_counters.snapshot().get("frames_ok")
     result["samples_per_step"] = _samples(app, run.first_batch())
     if rank == 0:
         result["final_file"] = str(Path(job["rank_dir"]) / f"world{world}.final.pt")

@@ -1,17 +1,27 @@
 """Input pipeline: can the data keep up with the training step?
 
-The worker times the app's data iterable alone (no model, no device) over the
-same number of batches the parity run trains on: batches per second.  The
-training step's consumption comes from the backend's own short timed run (or,
-inside ``torchport evaluate``, from the evaluation's sustained figures), minus
-the time that step spent waiting for data: the compute-only step time.
+Measured in the worker that trains the backend's run, right after it (so the
+model is built, compiled and warm), in interleaved rounds: each round times
+``PER_ROUND`` batches from the app's data alone (no model, no device), then
+``PER_ROUND`` training steps on those same batches, already fetched (no
+loading: the compute-only step).  Data and compute come from the same
+process, the same moment and the same machine load, for every backend; the
+reference ``cpu`` is measured with its eager model even where it shares the
+``cpu-compile`` worker.
 
-* Loading in the training process (a list, a generator, or a DataLoader with
-  ``num_workers=0``): the step waits for every batch, so the app is
-  input-bound when loading takes more than ``INPUT_BOUND_SHARE`` (20%, the
-  timing protocol's threshold) of a step.
-* A DataLoader with worker processes overlaps loading with compute: it is
-  input-bound when one batch takes longer to load than a step takes to compute.
+The figure judged is the share of a step spent waiting for data:
+
+* loading in the training process (a list, a generator, a DataLoader with
+  ``num_workers=0``): load / (load + compute);
+* a DataLoader with worker processes overlaps loading with compute: the step
+  waits only for what loading takes beyond compute, (load - compute) / load.
+
+One share per round; the verdict is on their median, in a band, so that
+noise near one threshold cannot flip it: **keeps up** below ``KEEPS_UP_BELOW``
+(15%), **input-bound** above ``INPUT_BOUND_ABOVE`` (25%), **borderline**
+between; the rounds' range is reported as the interval.  ``torchport check
+--only pipeline``, the full check and evaluate's check stage all measure this
+way, so they give the same verdict.
 
 The suggestions name what applies to this app's data object.
 """
@@ -19,8 +29,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.limits import INPUT_BOUND_SHARE
+from torchport.limits import INPUT_BOUND_SHARE as INPUT_BOUND_ABOVE
+from torchport.limits import KEEPS_UP_SHARE as KEEPS_UP_BELOW
 
+ROUNDS = 5
+PER_ROUND = 4
 PINNED_MEMORY_DEVICES = ("cuda",)  # page-locked host memory speeds up copies to these devices only
 
 
@@ -43,41 +56,132 @@ def suggestions(data: dict[str, Any], device_type: str) -> list[str]:
     return found
 
 
-def check(backend: str, device_type: str, pipeline: dict[str, Any] | None, step_s: float | None,
-          data_wait_per_step_s: float, step_source: str) -> dict[str, Any]:
+def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[str, Any]:
+    """Worker side: time the app's data alone and the run's compute-only step
+    in interleaved rounds (see the module docstring).  ``run`` is the
+    backend's ``TrainingRun`` after its training steps; the steps taken here
+    come after everything the other checks read from it."""
+    import time
+
+    from torchport.engine import BatchStream, leading_dim
+
+    app, backend, engine = run.app, run.backend, run.engine
+    factory_started = time.perf_counter()
+    stream = BatchStream(app.data)
+    stream.next()  # the first batch starts the iterator (DataLoader workers): a one-off, not the rate
+    factory_s = time.perf_counter() - factory_started
+    loads, computes, samples, counted_s = [], [], 0, 0.0
+    training_stream = engine.stream
+    try:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            batches = [stream.next()[0] for _ in range(per_round)]
+            load_s = time.perf_counter() - started
+            counted_s += load_s
+            samples += sum(app.samples(b) if app.samples else leading_dim(b) for b in batches)
+            # The engine's own step, fed the batches already fetched: compute only.
+            engine.stream = BatchStream(batches.copy)
+            backend.synchronize()
+            started = time.perf_counter()
+            for _ in batches:
+                engine.train_step()
+            backend.synchronize()
+            loads.append(load_s / per_round)
+            computes.append((time.perf_counter() - started) / per_round)
+    finally:
+        engine.stream = training_stream
+    return {"rounds": rounds, "per_round": per_round, "load_s": loads, "compute_s": computes,
+            "batches_per_s": rounds * per_round / counted_s if counted_s > 0 else None,
+            "samples_per_s": samples / counted_s if counted_s > 0 else None, "factory_s": factory_s,
+            "data": describe_data(stream.data)}
+
+
+def describe_data(data: Any) -> dict[str, Any]:
+    """What the input pipeline is made of, for the suggestions."""
+    description: dict[str, Any] = {"type": f"{type(data).__module__}.{type(data).__qualname__}"}
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError:
+        return description
+    if isinstance(data, DataLoader):
+        description.update({
+            "dataloader": True,
+            "num_workers": data.num_workers,
+            "pin_memory": bool(data.pin_memory),
+            "prefetch_factor": data.prefetch_factor,
+            "persistent_workers": bool(data.persistent_workers),
+            "batch_size": data.batch_size,
+        })
+    else:
+        description["dataloader"] = False
+    return description
+
+
+def waiting_share(load_s: float, compute_s: float, overlapped: bool) -> float:
+    """The share of a step spent waiting for data."""
+    if overlapped:
+        return max(0.0, load_s - compute_s) / load_s if load_s > 0 else 0.0
+    total = load_s + compute_s
+    return load_s / total if total > 0 else 0.0
+
+
+def band(share: float) -> str:
+    if share < KEEPS_UP_BELOW:
+        return "keeps up"
+    if share > INPUT_BOUND_ABOVE:
+        return "input-bound"
+    return "borderline"
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def check(backend: str, device_type: str, measured: dict[str, Any] | None,
+          evaluation_step_s: float | None = None) -> dict[str, Any]:
+    """The verdict for one backend from its own worker's measurement;
+    ``evaluation_step_s`` (evaluate's sustained median) is shown beside it."""
     result: dict[str, Any] = {"name": "pipeline", "backend": backend, "status": "error", "figures": {}}
-    if not pipeline or not pipeline.get("batches_per_s"):
+    if not measured or not measured.get("load_s") or not measured.get("compute_s"):
         result["reason"] = "the data pipeline was not timed"
         return result
-    if not step_s:
-        result["reason"] = "no training step time to compare with"
-        return result
-    data = pipeline.get("data", {})
-    load_s = 1.0 / pipeline["batches_per_s"]
-    compute_s = max(step_s - data_wait_per_step_s, 1e-9)
+    data = measured.get("data", {})
     overlapped = bool(data.get("dataloader") and data.get("num_workers"))
-    share = load_s / (load_s + compute_s)
-    input_bound = load_s > compute_s if overlapped else share > INPUT_BOUND_SHARE
+    shares = [waiting_share(load, compute, overlapped) for load, compute in zip(measured["load_s"], measured["compute_s"])]
+    share = _median(shares)
+    load_s, compute_s = _median(measured["load_s"]), _median(measured["compute_s"])
+    verdict = band(share)
+    input_bound = verdict == "input-bound"
     result["figures"] = {
-        "data_batches_per_s": pipeline["batches_per_s"],
-        "data_samples_per_s": pipeline.get("samples_per_s"),
-        "train_steps_per_s": 1.0 / step_s,
+        "data_batches_per_s": measured["batches_per_s"],
+        "data_samples_per_s": measured.get("samples_per_s"),
+        "load_s": load_s,
         "compute_step_s": compute_s,
+        "train_steps_per_s": 1.0 / compute_s if compute_s > 0 else None,
         "load_share": share,
-        "headroom": compute_s / load_s,
+        "load_share_interval": [min(shares), max(shares)],
+        "rounds": len(shares),
+        "band": {"keeps_up_below": KEEPS_UP_BELOW, "input_bound_above": INPUT_BOUND_ABOVE},
+        "verdict": verdict,
+        "headroom": compute_s / load_s if load_s > 0 else None,
         "overlapped": overlapped,
         "input_bound": input_bound,
-        "step_time_source": step_source,
+        "step_time_source": (f"{len(shares)} rounds of {measured.get('per_round')} compute-only steps in this "
+                             "backend's worker, interleaved with the data timing"),
+        "evaluation_step_s": evaluation_step_s,
         "data": data,
-        "suggestions": suggestions(data, device_type) if input_bound else [],
+        "suggestions": suggestions(data, device_type) if verdict != "keeps up" else [],
     }
-    rates = (f"data alone {pipeline['batches_per_s']:.1f} batches/s, training consumes {1.0 / compute_s:.1f} "
-             f"steps/s of compute")
+    rates = (f"data alone {measured['batches_per_s']:.1f} batches/s, compute {1.0 / compute_s:.1f} steps/s; "
+             f"waiting for data {share:.0%} of a step (rounds: {min(shares):.0%} to {max(shares):.0%}; "
+             f"keeps up below {KEEPS_UP_BELOW:.0%}, input-bound above {INPUT_BOUND_ABOVE:.0%})")
     if input_bound:
         result["status"] = "fail"
-        result["reason"] = (f"input-bound: {rates} (loading is {share:.0%} of a step); try: "
-                            + "; ".join(result["figures"]["suggestions"][:2]))
+        result["reason"] = f"input-bound: {rates}; try: " + "; ".join(result["figures"]["suggestions"][:2])
     else:
         result["status"] = "pass"
-        result["reason"] = f"keeps up: {rates}; loading is {share:.0%} of a step"
+        result["reason"] = f"{verdict}: {rates}" + (
+            "; try: " + "; ".join(result["figures"]["suggestions"][:2]) if verdict == "borderline" else "")
     return result

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport import backends as backend_registry
-from torchport.check.checkpoint import flat_parameters
+from torchport.check.checkpoint import flat_parameters, outside_note
 from torchport.check.tolerance import CLOSE, tensor_error
 from torchport.launch import run_worker
 
@@ -113,6 +113,7 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "kill_to_first_resumed_step_s": resumed_at.get("time", time.time()) - killed["time"],
         "invalid_checkpoints": second.get("invalid_checkpoints", []),
         "not_restored": second.get("not_restored", []),
+        "outside_state_dict": second.get("outside_state_dict", []),
     })
     if not resumed_from:
         result["status"] = "fail"
@@ -137,5 +138,6 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     else:
         result["status"] = "fail"
         result["reason"] = (f"{lost}; final parameters differ from the uninterrupted run by {error:.2e} "
-                            f"({'bit-exact required on a CPU backend' if exact_required else f'bound {bound:.0e}'})")
+                            f"({'bit-exact required on a CPU backend' if exact_required else f'bound {bound:.0e}'})"
+                            + (f"; {outside_note(figures['outside_state_dict'])}" if figures["outside_state_dict"] else ""))
     return result

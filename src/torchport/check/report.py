@@ -29,7 +29,10 @@ def headline(check: dict[str, Any]) -> str:
         return (f"{figures['world_size']} ranks: efficiency {figures['scaling_efficiency']:.0%}, slowest rank "
                 f"{figures['slowest_rank_step_s'] * 1e3:.1f} ms/step")
     if name == "pipeline" and "data_batches_per_s" in figures:
-        return f"data {figures['data_batches_per_s']:.0f} batches/s, loading {figures['load_share']:.0%} of a step"
+        interval = figures.get("load_share_interval")
+        return (f"{figures.get('verdict', '')}: data {figures['data_batches_per_s']:.0f} batches/s, waiting "
+                f"{figures['load_share']:.0%} of a step"
+                + (f" ({interval[0]:.0%}-{interval[1]:.0%} over {figures['rounds']} rounds)" if interval else ""))
     return "–"
 
 

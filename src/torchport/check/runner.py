@@ -72,8 +72,8 @@ class CheckOptions:
     # Parity on the app's predict() output and metric: each is one more graph for a compiling backend to
     # build; without them the outputs come from training step 1 and the metric is not compared.
     app_inference: bool = True
-    # backend -> (step seconds, data-wait seconds per step, where the figure comes from); when given, the
-    # pipeline check uses these instead of the parity run's short timing (torchport evaluate passes its own).
+    # backend -> (step seconds, data-wait seconds per step, where the figure comes from): torchport evaluate's
+    # sustained figures, shown beside the pipeline check's own measurement (not used for its verdict).
     step_times: dict[str, tuple[float, float, str]] = field(default_factory=dict)
 
 
@@ -212,14 +212,14 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
 
     def own_run(label: str, with_checkpoint: bool) -> dict[str, Any]:
         keep = "checkpoint" in want and with_checkpoint
-        return run_spec(label, outputs="parity" in want, checkpoint_step=saved_at if keep else None, save_final=keep)
+        return run_spec(label, outputs="parity" in want, checkpoint_step=saved_at if keep else None, save_final=keep,
+                        pipeline="pipeline" in want)
 
     results: dict[str, dict[str, Any]] = {}
     reference_runs = [own_run(REFERENCE, REFERENCE in names)]
     if "parity" in want:
         reference_runs += [run_spec("cpu-repeat", outputs=True), run_spec("cpu-float64", "float64", outputs=True)]
     self_resume = "checkpoint" in want and REFERENCE in names
-    pipeline_batches = steps if "pipeline" in want else 0
     host = reference_host(names)
     if host is not None:
         eager_runs = [{**run, "eager": True} for run in reference_runs]
@@ -227,14 +227,14 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         ends = ([eager_runs[0]] if self_resume else []) + ([host_spec] if "checkpoint" in want else [])
         resume = [{**_source(work, source["label"]), "into": into} for into in ends for source in ends]
         results[host] = _train(host, options, work, eager_runs + [host_spec], on_event,
-                               pipeline_batches=pipeline_batches, resume=resume, resume_spec=host_spec)
+                               resume=resume, resume_spec=host_spec)
         if failure(results[host], host) is None:
             results[REFERENCE] = results[host]
         # Otherwise the reference runs on its own below: the host's failure (a compiler
         # crash, a timeout) must not become the reference's, nor be blamed on the app.
     if REFERENCE not in results:
         results[REFERENCE] = _train(
-            REFERENCE, options, work, reference_runs, on_event, pipeline_batches=pipeline_batches,
+            REFERENCE, options, work, reference_runs, on_event,
             resume=[_source(work, REFERENCE)] if self_resume else [], resume_spec=reference_runs[0])
     reference = results[REFERENCE]
     reference_worker = host if host is not None and reference is results[host] else REFERENCE
@@ -331,19 +331,13 @@ def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any
 
 
 def _pipeline_check(options: CheckOptions, name: str, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each backend's verdict from its own run's measurement (``pipeline.measure``)."""
     device_type = backend_registry.get(name).device_type
-    measured = results[REFERENCE].get("pipeline")
-    if name in options.step_times:
-        step_s, wait_s, source = options.step_times[name]
-    else:
-        timing = ((results[name].get("runs") or {}).get(name) or {}).get("timing")
-        if not timing:
-            problem = failure(results[name], name) or "no timing recorded"
-            return _error("pipeline", name, problem)
-        step_s = timing["step_s"]
-        wait_s = timing["data_wait_s"] / timing["steps"]
-        source = f"{timing['steps']} timed steps of the parity run (short; noisy)"
-    return pipeline.check(name, device_type, measured, step_s, wait_s, source)
+    measured = ((results[name].get("runs") or {}).get(name) or {}).get("pipeline")
+    if not measured:
+        return _error("pipeline", name, failure(results[name], name) or "the data pipeline was not timed")
+    evaluation = options.step_times.get(name)
+    return pipeline.check(name, device_type, measured, evaluation[0] if evaluation else None)
 
 
 def _localise(options: CheckOptions, name: str, work: Path, check: dict[str, Any], on_event: Event) -> None:

@@ -6,8 +6,9 @@ checkpoint portability and the input pipeline, over ``STAGE_STEPS`` steps,
 on the backends whose evaluation runs finished.  Parity compares the model's
 output in training step 1 rather than the app's ``predict``, and skips the
 metric: each would be one more graph for a compiling backend to build.  The
-pipeline check uses the evaluation's own sustained step times rather than a
-short run.  Recovery and
+pipeline check measures as ``torchport check`` does (data and compute in each
+backend's worker), so both give the same verdict; the evaluation's sustained
+step time is shown beside it.  Recovery and
 distributed training need several workers each and run in ``torchport check``.
 """
 from __future__ import annotations

@@ -169,14 +169,20 @@ COUNTER_PHASES = ("first_step", "warmup", "sustained")
 
 
 def compile_chart(measured: dict[str, dict[str, Any]]) -> str:
+    """Per backend and phase, what its compiler compiled: XLA's graphs, and
+    torch.compile's frames (Dynamo's compiles that produced code, recompiles
+    included), one bar each, labelled with what it counts."""
     rows = []
     for name, b in measured.items():
         counters = {row["phase"]: row["counters"] for row in b["summary"].get("counters") or []}
         values = [(counters.get(phase) or {}).get("compilations") for phase in COUNTER_PHASES]
         if any(v is not None for v in values):
-            rows.append((name, [float(v or 0) for v in values]))
+            rows.append((f"{name}: graphs", [float(v or 0) for v in values]))
+        frames = [((counters.get(phase) or {}).get("torch_compile") or {}).get("frames_compiled") for phase in COUNTER_PHASES]
+        if any(v is not None for v in frames):
+            rows.append((f"{name}: Dynamo frames", [float(v or 0) for v in frames]))
     return svg.stacked_bars(rows, ["first step", "warm-up", "sustained"], lambda v: f"{v:.0f}",
-                            "Graphs compiled per phase (first successful run)")
+                            "Compiled per phase: XLA graphs, torch.compile (Dynamo) frames (first successful run)")
 
 
 def check_matrix(checks: dict[str, Any] | None) -> str:
@@ -280,8 +286,8 @@ def render(document: dict[str, Any]) -> str:
     body.append(figure("parity-loss", "Loss in the parity check, with the float64 reference", parity_loss_chart(checks),
                        "no parity check with loss trajectories in this result (run with the checks stage)"))
     body.append(figure("compile", "Compile counts per phase", compile_chart(charted) if measured else "",
-                       "no compiler counters in this result: only backends that count compilations "
-                       "(e.g. xla) record them; the first-step time in the phases chart carries compilation"))
+                       "no compiler counters in this result: only compiling backends (xla, *-compile) record "
+                       "them; the first-step time in the phases chart carries compilation"))
     body.append(figure("checks", "Check matrix", check_matrix(checks),
                        "no checks in this result (run without --no-checks)"))
     body.append(figure("op-support", "Op support per target", op_support_chart(trace),

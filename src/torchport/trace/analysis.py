@@ -76,7 +76,7 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     }
     if not traced_anything:
         section.update(findings=[], verdicts={}, op_support={}, memory=None, shapes=None, ops=[], totals=None,
-                       xla_comparison=None)
+                       xla_comparison=None, construction=None, contract=[])
         return section
     ops = trace.get("ops", [])
     steps_done = max(1, steps_done)
@@ -91,7 +91,19 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     section["host_syncs"] = trace.get("host_syncs", [])
     section["ops"] = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))
     section["xla_comparison"] = None
+    section["construction"] = construction_summary(trace.get("construction"))
+    section["contract"] = finding_rules.contract_notes(trace.get("construction"))
     return section
+
+
+def construction_summary(construction: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the section keeps of construction (``torchport.trace.construction``):
+    dtypes, dtype changes and DataLoaders with their lines; the per-module
+    sites are read by the findings and counted here (a library model has thousands)."""
+    if not construction:
+        return None
+    return {**{k: v for k, v in construction.items() if k != "modules"},
+            "modules_recorded": len(construction.get("modules") or {})}
 
 
 def runs_on_device(record: dict[str, Any]) -> bool:

@@ -143,6 +143,62 @@ def _library(library: str | None) -> dict[str, Any]:
     return {"library_location": library, "library": library.split("/", 1)[0].split(":")[0]}
 
 
+def _at_cause(cause: dict[str, Any] | None, kind: str, seen: set[str | None]) -> dict[str, Any]:
+    """The fields that move a finding from where it showed up to where it was
+    caused (a construction site from ``torchport.trace.construction``): the
+    cause's user line becomes ``location`` (with the library line that built
+    the thing, if a library did), what happened there is ``cause``, and the
+    step lines where it showed up are kept as ``seen_at``."""
+    if not cause or not cause.get("location"):
+        return {}
+    fields: dict[str, Any] = {"location": cause["location"],
+                              "cause": {"kind": kind, "code": cause.get("code")},
+                              "seen_at": sorted(s for s in seen if s and s != cause["location"])}
+    fields.update(_library(cause.get("library_location")))
+    return fields
+
+
+def _dtype_cause(construction: dict[str, Any], role: str, dtype: str) -> dict[str, Any] | None:
+    """The first construction line that made the model's (``role`` model) or the
+    data's tensors ``dtype``: a conversion or creation, else a changed default."""
+    for change in construction.get("dtype_changes") or []:
+        if change.get("role") == role and change.get("to") == dtype and change.get("location"):
+            return change
+    for default in construction.get("default_dtype") or []:
+        if default.get("dtype") == dtype and default.get("location"):
+            return {**default, "call": "torch.set_default_dtype()"}
+    return None
+
+
+def contract_notes(construction: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Where the app departs from its contract (README: the model is built in
+    float32; torchport chooses the dtype with ``--dtype``): one note each, at
+    the line that caused it."""
+    construction = construction or {}
+    notes = []
+    dtype = construction.get("model_dtype")
+    if dtype and dtype != "float32":
+        counts = construction.get("parameter_dtypes") or {}
+        cause = _dtype_cause(construction, "model", dtype)
+        notes.append({
+            "problem": "model-dtype", "dtype": dtype, "location": (cause or {}).get("location"),
+            "code": (cause or {}).get("code"),
+            "text": f"the model's parameters are {dtype} ({counts.get(dtype, 0):,} of {sum(counts.values()):,}); "
+                    "an app builds its model in float32 and torchport casts it (--dtype), so timings and parity "
+                    f"compare {dtype} here" + ("; made so at this line" if cause else "")})
+    return notes
+
+
+def _partial_batch_loader(construction: dict[str, Any]) -> dict[str, Any] | None:
+    """The DataLoader the data factory made, when it keeps a partial last batch."""
+    loaders = [loader for loader in construction.get("data_loaders") or []
+               if loader.get("role") == "data" and loader.get("location")]
+    if not loaders:
+        return None
+    loader = loaders[-1]
+    return None if loader.get("drop_last") else loader
+
+
 def _in_step(record: dict[str, Any]) -> bool:
     """Ops the user's step issued on the device: not the host-side data
     pipeline, not library internals with no user frame."""
@@ -158,8 +214,8 @@ def detect(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
     found += dynamic_shapes(ops, steps, targets)
     found += input_shapes(trace, targets)
     found += graph_changes(trace, targets)
-    found += float64(ops, steps, targets)
-    found += tile_alignment(ops, steps, targets)
+    found += float64(ops, steps, targets, trace)
+    found += tile_alignment(ops, steps, targets, trace.get("construction"))
     found += sparse(ops, steps, targets)
     found += custom_ops(ops, trace.get("custom_op_kernels") or {}, steps, targets)
     # A finding none of the chosen targets is affected by is not a finding here.
@@ -237,8 +293,16 @@ def input_shapes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, An
     if last_partial:
         detail += "; only the last batch differs: a partial last batch (DataLoader drop_last=False)"
     location = (trace.get("phase_locations") or {}).get("data")
+    loader = _partial_batch_loader(trace.get("construction") or {}) if last_partial else None
+    cause = _at_cause(loader, "data-loader", {location}) if loader else {}
+    location = cause.pop("location", location)
+    if cause:
+        length, size = loader.get("dataset_length"), loader.get("batch_size")  # type: ignore[union-attr]
+        detail += (f"; made by the DataLoader at that line: batch_size={size}, drop_last=False"
+                   + (f" over {length} samples leaves a last batch of {length % size}" if length and size else ""))
     return [finding("TR103", location, len(signatures), 1, detail, targets, signatures=len(signatures),
-                    varying=varying, last_partial_batch=last_partial, complete_epoch=bool(scan.get("complete_epoch")))]
+                    varying=varying, last_partial_batch=last_partial, complete_epoch=bool(scan.get("complete_epoch")),
+                    **cause)]
 
 
 def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
@@ -258,19 +322,69 @@ def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, A
     return found
 
 
-def float64(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
-    # Where a float64 tensor is made is the cause; ops that only read one (the
-    # cast back to float32) follow from it.
-    wide = [r for r in ops if any(d.split("[")[0].split(":")[-1] in ("float64", "complex128") for d in r["outputs"])
-            and r.get("attributed") != "phase"]
+def _wide(descriptions: list[str]) -> bool:
+    return any(d.split("[")[0].split(":")[-1] in ("float64", "complex128") for d in descriptions)
+
+
+def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
+            trace: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Where a float64 tensor is made is the cause; ops that only compute on
+    one follow from it.  An op in the step that makes float64 from narrower
+    inputs (``x.double()``, ``torch.ones(..., dtype=torch.float64)``) is its own
+    cause.  Ops on float64 inputs follow from the model's float64 parameters
+    (caused where the model factory made them so, e.g. ``.double()``) or from
+    float64 batches (caused where the data was made so); those are reported at
+    that construction line, seen at the step's lines."""
+    wide = [r for r in ops if _wide(r["outputs"]) and r.get("attributed") != "phase"]
+    trace = trace or {}
+    construction = trace.get("construction") or {}
+    model_cause = (_dtype_cause(construction, "model", "float64")
+                   if (construction.get("parameter_dtypes") or {}).get("float64") else None)
+    data_cause = None
+    if any("float64" in batch for batch in trace.get("step_batches") or []):
+        data_cause = _dtype_cause(construction, "data", "float64") or next(
+            ({"location": r["location"], "code": None} for r in wide if r["phase"] == "data" and not _wide(r["inputs"])),
+            None)
+    placed = []
+    for record in wide:
+        cause = None
+        if _wide(record["inputs"]):
+            cause = model_cause or data_cause
+        cause_kind = "model-dtype" if cause is model_cause else "data-dtype"
+        fields = _at_cause(cause, cause_kind, {record["location"]}) if cause else {}
+        placed.append({**record, "cause_fields": fields, "cause_location": fields.get("location", record["location"]),
+                       "cause_library": fields.get("library_location") if fields else record.get("library")})
     found = []
-    for (location, library), group in _group(wide, ("location", "library")).items():
+    for (location, library), group in _group(placed, ("cause_location", "cause_library")).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
-        found.append(finding("TR105", location, count, steps,
-                             f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
-                             f"{', ...' if len(names) > 5 else ''}", targets, ops=names,
-                             phases=sorted({r["phase"] for r in group}), **_library(library)))
+        moved: dict[str, Any] = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
+        if moved:
+            moved = {**{k: v for k, v in moved.items() if k != "location"},
+                     "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
+            what = "the model's parameters" if moved["cause"]["kind"] == "model-dtype" else "the batches"
+            code = moved["cause"].get("code")
+            detail = (f"{what} are float64, made so at this line{f' ({code})' if code else ''}; "
+                      f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
+                      f"{', ...' if len(names) > 5 else ''}")
+        else:
+            moved = _library(library)
+            detail = (f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
+                      f"{', ...' if len(names) > 5 else ''}")
+        found.append(finding("TR105", location, count, steps, detail, targets, ops=names,
+                             phases=sorted({r["phase"] for r in group}), **moved))
+    # Float64 batches and a float64 model are two causes: the batches' line is
+    # reported too when the model's took their ops.
+    if data_cause and model_cause and data_cause.get("location") not in {f["location"] for f in found}:
+        data_location = (trace.get("phase_locations") or {}).get("data")
+        fields = _at_cause(data_cause, "data-dtype", {data_location})
+        location = fields.pop("location")
+        batches = sum("float64" in batch for batch in trace.get("step_batches") or [])
+        code = fields["cause"].get("code")
+        found.append(finding("TR105", location, batches, steps,
+                             f"the batches are float64, made so at this line{f' ({code})' if code else ''}: "
+                             f"{batches} float64 batch(es) in {steps} step(s)", targets, ops=[], phases=["data"],
+                             **fields))
     return found
 
 
@@ -329,10 +443,32 @@ TILE_MIN_WASTE_OF_STEP = 0.01
 TILE_SLOW_WASTE_OF_STEP = 0.10
 
 
-def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+def _tile_cause(record: dict[str, Any], construction: dict[str, Any]) -> dict[str, Any]:
+    """Where a misaligned product's sizes were fixed: a contraction or column
+    size (K, N) by the constructor of the module that ran it (``nn.Linear(100,
+    37)``); only the rows (M, the batch) by the DataLoader's batch_size.  {}
+    when construction does not say (a functional matmul in the loss)."""
+    odd_features = {v for _m, k, n in record["products"] for v in (k, n) if v % TILE_LANE}
+    if odd_features:
+        # The module's constructor fixed the size when one of its own weights
+        # has it (a Linear's [N, K], a convolution's [N, C, kh, kw] with K =
+        # C x kh x kw); a functional op in a module's forward (attention over
+        # heads) is sized by the code that calls it.
+        module = (construction.get("modules") or {}).get(record.get("module") or "")
+        shapes = (module or {}).get("parameter_shapes") or []
+        fixed = any(v in shape or v == math.prod(shape[1:]) for v in odd_features for shape in shapes if shape)
+        return _at_cause(module, "module-constructor", {record["location"]}) if module and fixed else {}
+    loaders = [loader for loader in construction.get("data_loaders") or [] if loader.get("role") == "data"]
+    return _at_cause(loaders[-1], "data-loader", {record["location"]}) if loaders else {}
+
+
+def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
+                   construction: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Judged on the forward pass, where rows are the batch (or tokens) and K, N
     are features, as the TPU guide states its rule; the backward pass repeats
-    the same dimensions (twice), so the forward share is the step's share."""
+    the same dimensions (twice), so the forward share is the step's share.
+    Reported at the line that fixed the sizes (see ``_tile_cause``), seen at
+    the step lines that ran the products."""
     forward = [r for r in ops if r["phase"] in ("forward", "loss")]
     total_flops = sum(r["flops"] or 0 for r in forward)
     if not total_flops:
@@ -352,8 +488,16 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str]) ->
     wasteful = [row for (_, _), group in _group(rows, ("location", "module")).items()
                 if sum(r["wasted"] for r in group) / sum(r["flops"] for r in group) >= TILE_MIN_WASTE_OF_OP
                 for row in group]
+    for row in wasteful:
+        row["cause_fields"] = _tile_cause(row, construction or {})
+        row["cause_location"] = row["cause_fields"].get("location", row["location"])
+        row["cause_library"] = row["cause_fields"].get("library_location")
     found = []
-    for (location,), group in _group(wasteful, ("location",)).items():
+    for (location, _library), group in _group(wasteful, ("cause_location", "cause_library")).items():
+        cause: dict[str, Any] = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
+        if cause:
+            cause = {**{k: v for k, v in cause.items() if k != "location"},
+                     "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
         flops = sum(r["flops"] for r in group)
         wasted = sum(r["wasted"] for r in group)
         if wasted / total_flops < TILE_MIN_WASTE_OF_STEP:
@@ -372,7 +516,7 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str]) ->
                            f"padding, {share:.1%} of the forward pass's FLOPs (estimate: rows padded to 8, contraction "
                            f"and columns to 128; convolutions as implicit GEMM; backward alike)",
                            affected, wasted_share=round(share, 4), wasted_share_of_op=round(wasted / flops, 4),
-                           modules=modules))
+                           modules=modules, **cause))
     return found
 
 

@@ -7,6 +7,7 @@ past ``--timeout`` leaves everything traced before it.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 from collections.abc import Callable
@@ -50,6 +51,7 @@ def trace_job(context: Any) -> None:
     import torch
 
     from torchport.engine import function_location
+    from torchport.trace.construction import ConstructionRecorder
     from torchport.trace.tracer import OpTracer
 
     config = context.config
@@ -62,8 +64,13 @@ def trace_job(context: Any) -> None:
     context.result["trace"] = trace
 
     context.progress("trace:init")
-    engine = build_for_trace(context.app_spec, context.backend, int(config.get("seed", 0)))
+    # Construction is traced too: the lines that built the model, set dtypes
+    # and made the DataLoader are the causes the findings point at.
+    built = ConstructionRecorder()
+    engine = build_for_trace(context.app_spec, context.backend, int(config.get("seed", 0)), built)
     app, model, optimizer, stream = engine.app, engine.model, engine.optimizer, engine.stream
+    data_factory = engine.data_factory
+    trace["construction"] = built.summary(model)
     loss_location = engine.loss_location
     phase_locations = {
         "data": function_location(app.data), "forward": loss_location, "loss": loss_location,
@@ -110,17 +117,46 @@ def trace_job(context: Any) -> None:
             trace["stopped"] = f"bound of {steps} steps reached before the op sequence repeated for {until_repeated} steps"
 
     context.progress("trace:data shapes")
-    trace["data_scan"] = scan_data_shapes(app.data, stream.steps_per_epoch)
+    trace["data_scan"] = scan_data_shapes(data_factory, stream.steps_per_epoch)
+    trace["construction"] = built.summary(model)
     trace["custom_op_kernels"] = custom_op_kernels(record["op"] for record in trace.get("ops", []))
     context.save()
 
 
-def build_for_trace(app_spec: Any, backend: Any, seed: int) -> Any:
+def build_for_trace(app_spec: Any, backend: Any, seed: int, recorder: Any = None) -> Any:
     """The engine's fixed order; the model stays where the app makes it (the
-    CPU), eager, and a failure anywhere in the step is the app's."""
-    from torchport.engine import build_app
+    CPU), eager, and a failure anywhere in the step is the app's.  With a
+    ``ConstructionRecorder``, the import and every factory call run under it."""
+    from torchport.app import load_app
+    from torchport.engine import ImportedApp, build_app, seed_everything
 
-    return build_app(app_spec, backend, seed=seed, compile=False, on_device=False, app_owns_failures=True)
+    if recorder is None:
+        return build_app(app_spec, backend, seed=seed, compile=False, on_device=False, app_owns_failures=True)
+    seed_everything(seed)
+    with recorder.recording("app"):
+        app = load_app(app_spec)
+    return ImportedApp(app, seed).build(backend, compile=False, on_device=False, app_owns_failures=True,
+                                        hooks=RecordedConstruction(recorder))
+
+
+class RecordedConstruction(StepHooks):
+    """Trace's addition to the engine's build: each factory runs under the
+    construction recorder, in the role of what it builds."""
+
+    def __init__(self, recorder: Any):
+        self.recorder = recorder
+        self.open: contextlib.ExitStack | None = None
+        self.enter_phase = self.enter
+        self.data_factory = recorder.data_factory  # records every call, and catches a reused iterator
+
+    def enter(self, name: str | None) -> None:
+        if self.open is not None:
+            self.open.close()
+            self.open = None
+        role = (name or "").removeprefix("build:")
+        if role in ("model", "optimizer"):
+            self.open = contextlib.ExitStack()
+            self.open.enter_context(self.recorder.recording(role))
 
 
 def traced_step(engine: Any, tracer: Any, phases: TracedPhases, index: int) -> Any:

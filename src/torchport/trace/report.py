@@ -28,9 +28,21 @@ def where_text(finding: dict[str, Any], code: Any = str) -> str:
     user's (or the hf: spec's) line that reached it; ``code`` renders a path
     (``fmt.md_code`` in markdown)."""
     entry = code(short_location(finding["location"]))
-    if not finding.get("library_location"):
-        return entry
-    return f"{code(finding['library_location'])} (inside {finding['library']}), reached from {entry}"
+    if finding.get("library_location"):
+        entry = f"{code(finding['library_location'])} (inside {finding['library']}), reached from {entry}"
+    seen = finding.get("seen_at") or []
+    if seen:
+        # The location is the construction line that caused it; the step lines follow.
+        entry += f" (caused here; seen at {', '.join(code(short_location(s)) for s in seen[:3])}" \
+                 f"{', ...' if len(seen) > 3 else ''})"
+    return entry
+
+
+def contract_lines(section: dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
+    """Departures from the app contract, each at its line (``text`` escapes
+    the note in markdown)."""
+    return [text(note["text"]) + (f" ({code(short_location(note['location']))})" if note.get("location") else "")
+            for note in section.get("contract") or []]
 
 
 def _targets_text(finding: dict[str, Any]) -> str:
@@ -52,6 +64,7 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
     lines.append("Verdicts:")
     lines += [f"  {line}" for line in verdict_lines(section)]
     found = section.get("findings") or []
+    lines += [f"  contract: {line}" for line in contract_lines(section)]
     lines.append("")
     if not found:
         lines.append("Findings: none.")
@@ -92,6 +105,9 @@ def markdown(section: dict[str, Any]) -> str:
         answer = (section.get("op_support") or {}).get(name) or {}
         lines.append(f"| {TARGETS[name].title} | {fmt.md(v['text'], 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
     found = section.get("findings") or []
+    contract = contract_lines(section, fmt.md_code, lambda note: fmt.md(note, 1000))
+    if contract:
+        lines += ["", "**The app contract**: " + "; ".join(contract) + "."]
     lines += ["", f"### Findings ({len(found)})", ""]
     if not found:
         lines.append("None: no host syncs, data-dependent shapes, shape changes, float64, tile waste, sparse "
@@ -102,6 +118,7 @@ def markdown(section: dict[str, Any]) -> str:
             lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {where_text(f, fmt.md_code)} "
                          f"| {fmt.md(f['detail'], 1000)} | {f['count']} | {fmt.md(_targets_text(f))} | {fmt.md(f['fix'], 1000)} |")
     lines += _xla_comparison_lines(section.get("xla_comparison"))
+    lines += _torch_compile_comparison_lines(section.get("torch_compile_comparison"))
     mem = section.get("memory")
     if mem:
         parts = ", ".join(f"{k.replace('_', ' ')} {fmt.size(v)}" for k, v in mem["parts"].items())
@@ -156,3 +173,28 @@ def _xla_comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
     lines += ([f"- **disagreement**: {fmt.md(d, 1000)}" for d in comparison["disagreements"]]
               or ["The prediction agrees with the measured run."])
     return lines
+
+
+def _torch_compile_comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
+    """The trace's graph findings judged by the Dynamo counts of each *-compile run."""
+    if not comparison:
+        return []
+    lines = ["", "### Prediction vs. the measured torch.compile runs", "",
+             "The trace's findings about graphs (host syncs, data-dependent shapes and branches, changing input shapes) "
+             "set against what Dynamo did in the first successful run, all phases.", "",
+             "| backend | steps | frames compiled | graph breaks | recompilations | finding | verdict | evidence |",
+             "|---|---|---|---|---|---|---|---|"]
+    missed: list[str] = []
+    for name, measured in comparison["backends"].items():
+        head = (f"| {fmt.md(name)} | {measured['steps']} | {measured['frames_compiled']} "
+                f"| {'n/a' if measured['graph_breaks'] is None else measured['graph_breaks']} "
+                f"| {'n/a' if measured['recompilations'] is None else measured['recompilations']} ")
+        if not measured["findings"]:
+            lines.append(head + "| none predicted | – | – |")
+        for item in measured["findings"]:
+            lines.append(head + f"| {item['id']} at {fmt.md_code(short_location(item['location']))} "
+                                f"| {item['verdict']} | {fmt.md(item['evidence'], 500)} |")
+        missed += [f"- **not predicted** on {fmt.md(name)}: graph break at "
+                   f"{fmt.md_code(short_location(extra['location']))}: {fmt.md(extra['reason'] or '', 300)}"
+                   for extra in measured["unpredicted_breaks"]]
+    return lines + ([""] + missed if missed else [])

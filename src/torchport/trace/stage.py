@@ -15,6 +15,7 @@ from typing import Any
 
 from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace.analysis import build_section
+from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
 from torchport.trace.verdict import compare_with_xla
 
@@ -58,6 +59,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
                      timeout=stage.timeout_s)
     section = build_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     section["xla_comparison"] = compare_with_xla(section, document)
+    section["torch_compile_comparison"] = compare_with_torch_compile(section, document)
     document["trace"] = section
 
 

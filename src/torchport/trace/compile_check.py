@@ -1,0 +1,112 @@
+"""The trace's graph predictions against what torch.compile measured.
+
+The trace predicts, from one CPU process, what a compiler will meet: a
+data-dependent branch (TR104) or a host read (TR101) or a data-dependent
+shape (TR102) at a line, input shapes that change (TR103).  A ``*-compile``
+backend's run measured what Dynamo did (``torchport.dynamo_counters``): graph
+breaks with the user's line, recompilations with the failed guard.  Each such
+finding is set against those counts, per backend:
+
+* ``confirmed``: Dynamo broke the graph at the finding's line (TR101, TR102),
+  or recompiled on a failed size guard (TR103); for TR104 (which names the
+  first op that differs, inside the branch) a data-dependent-branch graph break
+  in the same file, or a recompilation on another guard (a branch on a Python
+  value);
+* ``refuted``: the run compiled with no graph break and no recompilation at
+  all, over the steps it ran (for TR103 only when the run met more than one
+  batch shape);
+* ``not exercised``: TR103 when the measured run met one batch shape only;
+* ``unconfirmed``: Dynamo broke or recompiled, but not at this line.
+
+Graph breaks Dynamo reported at lines no finding names are listed too
+(``unpredicted_breaks``): what the trace missed.  Needs no torch.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+PHASES = ("first_step", "warmup", "sustained")
+GRAPH_RULES = ("TR101", "TR102", "TR103", "TR104")
+SIZE_GUARD = "size mismatch"
+
+
+def _phases(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    counters = (run.get("training") or {}).get("counters") or {}
+    found = {}
+    for phase in PHASES:
+        dynamo = (counters.get(phase) or {}).get("torch_compile") or {}
+        if "frames_compiled" in dynamo:
+            found[phase] = dynamo
+    return found
+
+
+def _steps(run: dict[str, Any]) -> int:
+    training = run.get("training") or {}
+    sustained = sum(block.get("steps", 0) for block in (training.get("sustained") or {}).get("blocks", []))
+    return 1 + int((training.get("warmup") or {}).get("steps") or 0) + sustained
+
+
+def _judge(finding: dict[str, Any], breaks: list[dict[str, Any]], recompiles: list[dict[str, Any]],
+           shapes_met: int | None) -> tuple[str, str]:
+    lines = {finding.get("location"), *(finding.get("seen_at") or [])} - {None}
+    if finding["id"] == "TR103":
+        sized = [r for r in recompiles if SIZE_GUARD in (r.get("guard") or "")]
+        if sized:
+            return "confirmed", f"recompiled on a failed size guard: {sized[0]['guard']}"
+        if shapes_met is not None and shapes_met <= 1:
+            return "not exercised", "the measured run met one batch shape only"
+        if not recompiles:
+            return "refuted", f"no recompilation although the run met {shapes_met} batch shapes"
+        return "unconfirmed", f"{len(recompiles)} recompilation(s), none on a size guard"
+    at_line = [b for b in breaks if b.get("location") in lines]
+    if at_line:
+        return "confirmed", f"graph break at this line: {at_line[0]['reason']}"
+    if finding["id"] == "TR104":
+        # The trace names the first op that differs (inside the branch); Dynamo
+        # names the branch itself: a data-dependent branch in the same file.
+        files = {line.rsplit(":", 1)[0] for line in lines}
+        branches = [b for b in breaks if (b.get("location") or "").rsplit(":", 1)[0] in files
+                    and (b.get("reason") or "").lower().startswith("data-dependent")]
+        if branches:
+            return "confirmed", f"graph break at {branches[0]['location']}: {branches[0]['reason']}"
+        other_guards = [r for r in recompiles if SIZE_GUARD not in (r.get("guard") or "")]
+        if other_guards:
+            return "confirmed", f"recompiled: {other_guards[0]['guard']}"
+    if not breaks and not recompiles:
+        return "refuted", "no graph break and no recompilation"
+    return "unconfirmed", "Dynamo broke or recompiled elsewhere, not at this line"
+
+
+def compare_with_torch_compile(section: dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
+    """Per ``*-compile`` backend that ran: its measured Dynamo totals and a
+    judgement for each graph finding of the trace; None when no backend
+    recorded torch.compile counters."""
+    findings = [f for f in section.get("findings") or [] if f["id"] in GRAPH_RULES]
+    backends: dict[str, Any] = {}
+    for name, backend in (document.get("backends") or {}).items():
+        run = next((r for r in backend.get("runs", []) if r.get("status") == "ok" and _phases(r)), None)
+        if run is None:
+            continue
+        phases = _phases(run)
+        breaks = [site for dynamo in phases.values() for site in dynamo.get("graph_break_sites") or []]
+        recompiles = [item for dynamo in phases.values() for item in dynamo.get("recompilation_causes") or []]
+        logged = all(dynamo.get("graph_breaks") is not None for dynamo in phases.values())
+        shapes_met = (run.get("training") or {}).get("distinct_batch_shapes")
+        judged = []
+        for finding in findings:
+            verdict, evidence = _judge(finding, breaks, recompiles, shapes_met) if logged else (
+                "unconfirmed", "Dynamo's graph-break and recompile logs were not captured")
+            judged.append({"id": finding["id"], "location": finding.get("location"), "verdict": verdict,
+                           "evidence": evidence})
+        predicted_lines = {line for f in findings for line in (f.get("location"), *(f.get("seen_at") or []))}
+        backends[name] = {
+            "steps": _steps(run),
+            "frames_compiled": sum(d["frames_compiled"] for d in phases.values()),
+            "graph_breaks": sum(d.get("graph_breaks") or 0 for d in phases.values()) if logged else None,
+            "recompilations": sum(d.get("recompilations") or 0 for d in phases.values()) if logged else None,
+            "sustained_frames_compiled": (phases.get("sustained") or {}).get("frames_compiled"),
+            "findings": judged,
+            "unpredicted_breaks": [{"location": b.get("location"), "reason": b.get("reason")} for b in breaks
+                                   if b.get("location") not in predicted_lines][:20],
+        }
+    return {"backends": backends} if backends else None

@@ -1,0 +1,30 @@
+"""DDP under compile: on a *-compile backend each rank compiles its
+DDP-wrapped model (torch.compile(DistributedDataParallel(model))), so the
+ranks are compared with the compiled single process like with like.  A
+compile-only bug that depends on the batch each process sees fails the
+distributed check on cpu-compile, with the ranks' compiled frames as
+evidence, and passes on eager cpu.  Every torchrun launch is bounded by
+--timeout (and the command by the test's own timeout)."""
+from __future__ import annotations
+
+import json
+
+from conftest import APPS, run_torchport
+
+
+def test_compiled_ranks_fail_a_compile_only_bug_that_eager_ranks_pass(tmp_path):
+    out = tmp_path / "check.json"
+    done = run_torchport("check", str(APPS / "check_compile_bug_ranks.py"), "-b", "cpu,cpu-compile",
+                         "--only", "distributed", "--distributed-steps", "4", "--timeout", "200",
+                         "--format", "json", "-o", str(out), timeout=560)
+    assert done.returncode == 1, done.stderr[-3000:]  # a check failed
+    checks = {c["backend"]: c for c in json.loads(out.read_text())["checks"]}
+    eager, compiled = checks["cpu"], checks["cpu-compile"]
+    assert eager["status"] == "pass", eager["reason"]
+    assert eager["figures"]["frames_compiled"] == {"ranks": {"0": None, "1": None}, "single_process": None}
+    assert compiled["status"] == "fail", compiled["reason"]
+    assert compiled["figures"]["parameter_error"] > compiled["figures"]["bound"]
+    # The right reason: the ranks really ran compiled code.
+    frames = compiled["figures"]["frames_compiled"]
+    assert all(count and count > 0 for count in frames["ranks"].values()) and frames["single_process"] > 0
+    assert "compiled ranks: each ran torch.compile(DistributedDataParallel(model), backend='inductor')" in compiled["reason"]
