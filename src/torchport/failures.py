@@ -31,8 +31,10 @@ TIMEOUT = "timeout"
 APP_ERROR = "app-error"
 ENVIRONMENT = "environment"
 INTERRUPTED = "interrupted"
+BUDGET_TOO_SMALL = "budget-too-small"
 
-KINDS = (UNSUPPORTED_OP, COMPILE_ERROR, OUT_OF_MEMORY, NUMERICAL, CRASH, TIMEOUT, APP_ERROR, ENVIRONMENT, INTERRUPTED)
+KINDS = (UNSUPPORTED_OP, COMPILE_ERROR, OUT_OF_MEMORY, NUMERICAL, CRASH, TIMEOUT, APP_ERROR, ENVIRONMENT, INTERRUPTED,
+         BUDGET_TOO_SMALL)
 
 DESCRIPTIONS = {
     UNSUPPORTED_OP: "an op (or dtype) the backend does not implement",
@@ -44,6 +46,7 @@ DESCRIPTIONS = {
     APP_ERROR: "the app's own code raised",
     ENVIRONMENT: "the backend's environment is missing or broken",
     INTERRUPTED: "the user interrupted the evaluation",
+    BUDGET_TOO_SMALL: "the time budget (--budget) left this backend too little time for one sustained block",
 }
 
 # Caps on text that comes from apps and workers before it enters a result.

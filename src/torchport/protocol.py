@@ -26,11 +26,9 @@ import hashlib
 import inspect
 import json
 import math
-import resource
-import sys
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from torchport.errors import UserError
 from torchport.turns import take_turn
@@ -106,8 +104,9 @@ def function_location(function: Callable[..., Any]) -> str | None:
 
 
 def host_peak_rss_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
+    from torchport.host_memory import process_peak_bytes  # the worker resets the mark per phase
+
+    return process_peak_bytes()
 
 
 # --- data ---------------------------------------------------------------------------------
@@ -245,7 +244,8 @@ class Scenario:
         counters_before = backend.counters()
         started = time.perf_counter()
         for value, wait, batch_samples, batch_tokens in self.steps(steps):
-            keep.append(value)
+            if self._check_value is not None:
+                keep.append(value)  # a loss (a detached scalar), read after the phase
             waited += wait
             samples += batch_samples
             tokens = None if tokens is None or batch_tokens is None else tokens + batch_tokens
@@ -259,11 +259,13 @@ class Scenario:
         self.steps_done += steps
         return block
 
-    def steps(self, count: int) -> list[tuple[Any, float, int, int | None]]:
+    def steps(self, count: int) -> Iterable[tuple[Any, float, int, int | None]]:
         """Run ``count`` steps inside a timed block; each gives (value, data
-        wait, samples, tokens).  Script mode hands the script a whole block at
-        once instead (one hand-over per block, not per step)."""
-        return [self._step() for _ in range(count)]
+        wait, samples, tokens).  One at a time: a step's value that is not kept
+        (an inference output) is freed before the next step, as in a plain
+        loop.  Script mode hands the script a whole block at once instead (one
+        hand-over per block, not per step)."""
+        return (self._step() for _ in range(count))
 
     def read_values(self) -> int:
         """Copy the step values of the blocks run so far to the host and check
@@ -292,7 +294,7 @@ def read_phase_values(scenario: Scenario, backend: Any, record: dict[str, Any], 
 
 
 def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
-               record: dict[str, Any], save: Callable[[], None]) -> None:
+               record: dict[str, Any], save: Callable[[], None], sampling: Any = None) -> None:
     """First step, warm-up to steady state, sustained blocks; each recorded as
     soon as it is measured.  A phase's counters cover its own steps only: the
     values are read after its closing snapshot and before the next one."""
@@ -304,7 +306,7 @@ def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progres
     read_phase_values(scenario, backend, record, "first_step")
     record_first_step(record, first, backend.summarize_counters(counters_start, counters_end))
     save()
-    run_warmup_and_sustained(scenario, config, backend, progress, record, save)
+    run_warmup_and_sustained(scenario, config, backend, progress, record, save, sampling)
 
 
 def record_first_step(record: dict[str, Any], first: Block, counters: dict[str, Any]) -> None:
@@ -314,16 +316,20 @@ def record_first_step(record: dict[str, Any], first: Block, counters: dict[str, 
 
 
 def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
-                             record: dict[str, Any], save: Callable[[], None]) -> None:
+                             record: dict[str, Any], save: Callable[[], None], sampling: Any = None) -> None:
     """The phases after the first step (which ``record`` already holds):
-    script mode measures its first step from hooks, then continues here."""
+    script mode measures its first step from hooks, then continues here.
+    ``sampling`` (``torchport.sampling``) decides the block lengths and when
+    sampling stops: by default the configured protocol, with a budget its plan."""
+    from torchport.sampling import FixedSampling
+
+    sampling = sampling or FixedSampling(config)
     progress(f"{scenario.name}:warmup")
     counters_start = backend.counters()
-    block_steps = config.block_steps
     warmup: list[Block] = []
     steady = config.max_warmup_steps == 0
-    while not steady and sum(b.steps for b in warmup) < config.max_warmup_steps:
-        warmup.append(scenario.run_block(min(block_steps, config.max_warmup_steps - sum(b.steps for b in warmup))))
+    while not steady and sampling.warmup_continues(warmup):
+        warmup.append(scenario.run_block(sampling.next_warmup_steps(warmup)))
         steady = is_steady(warmup, config.steady_window, config.steady_tolerance)
     counters_end = backend.counters()
     read_phase_values(scenario, backend, record, "warmup")
@@ -337,12 +343,18 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
     save()
 
     progress(f"{scenario.name}:sustained")
+    block_steps = sampling.block_steps(warmup, record.get("first_step_s", 0.0))
     counters_start = backend.counters()
-    sustained = [scenario.run_block(block_steps) for _ in range(config.blocks)]
+    sustained: list[Block] = []
+    stopped_by = None
+    while stopped_by is None:
+        sustained.append(scenario.run_block(block_steps))
+        stopped_by = sampling.stop(sustained)
     take_turn()  # a paired process finishes its last block before our tail work (see torchport.turns)
     counters_end = backend.counters()
     read_phase_values(scenario, backend, record, "sustained")
-    record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained]}
+    record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained],
+                           **sampling.describe(stopped_by, sustained)}
     record["counters"]["sustained"] = backend.summarize_counters(counters_start, counters_end)
     compiled = [b.compilations for b in sustained]
     record["sustained_compilations"] = None if any(c is None for c in compiled) else sum(compiled)
@@ -417,10 +429,14 @@ def evaluate_job(context: Any) -> None:
             raise UserError(f"the loss is {value} at training step {step} on {backend.name}", location=loss_location,
                             kind="numerical")
 
+    from torchport.sampling import from_job
+
+    training_sampling, inference_sampling = from_job(config, context.config, backend.name, context.started,
+                                                     config.inference and app.predict is not None)
     training: dict[str, Any] = {}
     result["training"] = training
     run_phases(Scenario("training", train_step, backend, check_loss), config, backend, context.progress,
-               training, context.save)
+               training, context.save, training_sampling)
     training["steps_per_epoch"] = stream.steps_per_epoch
     training["distinct_batch_shapes"] = len(stream.signatures)
     result["memory"] = backend.memory()
@@ -444,7 +460,9 @@ def evaluate_job(context: Any) -> None:
     context.save()
 
     if config.inference and app.predict is not None:
-        result["inference"] = _run_inference(app, trainable, model, backend, config, context, cast)
+        optimizer.zero_grad(set_to_none=True)  # the gradients are not needed to time inference: free them
+        result["inference"] = _run_inference(app, trainable, model, backend, config, context, cast,
+                                             inference_sampling)
     result["host_peak_rss_bytes"] = host_peak_rss_bytes()
 
 
@@ -467,7 +485,7 @@ def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cas
 
 
 def _run_inference(app: Any, trainable: Any, model: Any, backend: Any, config: ProtocolConfig, context: Any,
-                   cast: Any) -> dict[str, Any]:
+                   cast: Any, sampling: Any = None) -> dict[str, Any]:
     import torch
 
     from torchport.app import user_error_from
@@ -485,15 +503,16 @@ def _run_inference(app: Any, trainable: Any, model: Any, backend: Any, config: P
         except Exception as exc:
             raise user_error_from(exc, "the app's predict raised") from None
         backend.after_step()
-        # Returned so that it stays alive until the block's barrier: a lazy
-        # backend computes only what is still referenced.
+        # Alive until after_step, where a lazy backend cuts the graph and
+        # computes what is still referenced; dropped by the block after that
+        # (a block of a large model's outputs would otherwise be its peak).
         return output, waited, samples, tokens
 
     model.eval()
     try:
         with torch.no_grad():
             run_phases(Scenario("inference", infer_step, backend, None), config, backend, context.progress,
-                       record, context.save)
+                       record, context.save, sampling)
     finally:
         model.train()
     return record

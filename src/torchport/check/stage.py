@@ -40,11 +40,12 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
                               "note": "no backend finished its evaluation runs: nothing to check"}
         return
     protocol = getattr(options, "protocol", None)
+    steps = getattr(options, "check_steps", None) or STAGE_STEPS  # sized by the time budget when there is one
     check_options = CheckOptions(
         app=options.app,
         backends=names,
         only=STAGE_CHECKS,
-        steps=STAGE_STEPS,
+        steps=steps,
         seed=getattr(protocol, "seed", 0),
         dtype=getattr(protocol, "dtype", "float32"),
         timeout_s=getattr(options, "timeout_s", 600.0),
@@ -52,7 +53,8 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
         app_inference=False,
     )
     section = run_checks(check_options)
-    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(STAGE_CHECKS)}; {STAGE_STEPS} steps; outputs "
+    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(STAGE_CHECKS)}; {steps} steps"
+                       + (" (sized by the time budget)" if steps != STAGE_STEPS else "") + "; outputs "
                        "from training step 1, no metric). "
                        "`torchport check` adds crash recovery and distributed training.")
     document["checks"] = section
