@@ -156,8 +156,11 @@ def test_budget_too_small_for_one_backend_the_other_still_runs(torchport_cli, tm
 
 def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():
     config = ProtocolConfig(steps=16, blocks=2, max_warmup_steps=0).as_dict()
+    # Large allocations mapped and unmapped one by one (not from the heap, whose holes make the resident
+    # size depend on the order of frees): the resident size then follows what the worker holds.
+    allocator = {"MALLOC_MMAP_THRESHOLD_": str(2**20), "MALLOC_TRIM_THRESHOLD_": str(2**20)}
     run = run_worker("cpu", "torchport.protocol:evaluate_job", app=f"{APPS / 'budget_app.py'}:big_outputs",
-                     config=config, timeout=240)
+                     config=config, timeout=240, env=allocator)
     assert run["status"] == "ok", run.get("error")
     memory = run["host_memory"]
     phases = memory["phases"]
@@ -167,5 +170,5 @@ def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():
     assert memory["peak_bytes"] == max(phases.values()) >= run["host_peak_rss_bytes"]
     # 8 steps a block, 64 MiB an output (and 64 MiB more while it is made): a block of kept outputs
     # would add about 512 MiB over the first step; as in a plain loop, only the previous output is
-    # alive while the next is computed (measured: +134 MB).
-    assert phases["inference:sustained"] - phases["inference:first_step"] < 256 * 2**20, phases
+    # alive while the next is computed (+64 MiB).
+    assert phases["inference:sustained"] - phases["inference:first_step"] < 160 * 2**20, phases
