@@ -41,6 +41,9 @@ from torchport.errors import UserError
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_PRECISION = 0.02  # 95% interval of the median within +-2%: narrow enough to decide the 5% threshold
 STAGE_SHARE = 0.25  # of the budget kept for the trace and the checks, at least
+# A run still going this long past its share is ended by the parent (a first step, e.g. a compilation,
+# that no share can hold): its share times this, plus RUN_GRACE_S.
+RUN_OVERRUN_FACTOR, RUN_GRACE_S = 1.25, 10.0
 LATER_RUN_WEIGHT = 0.5  # a run of a later round, when sharing the time among the runs still planned
 FIRST_ROUND_PLANNED = 2  # rounds counted when the first round's shares are made (more only as time allows)
 TRACE_STEP_FACTOR = 2.0  # a traced step costs about 1.8x an untraced one (benchmarks/bench_trace.py)
@@ -103,6 +106,7 @@ class BudgetPlan:
     runs: dict[str, list[RunFigures]] = field(default_factory=dict)
     shares: dict[str, list[float]] = field(default_factory=dict)
     could_not: list[str] = field(default_factory=list)
+    _could_not_runs: dict[str, str] = field(default_factory=dict)  # backend -> why it got no further run
     stage_sizes: dict[str, Any] = field(default_factory=dict)
     stage_reserve_s: float = 0.0
     _in_flight: tuple[str, float, float] | None = None  # backend, started, share
@@ -142,13 +146,33 @@ class BudgetPlan:
         needed = self.minimum_run_s(name)
         left = self.timing_end - self.clock()
         if needed is not None and needed > left:
-            self.could_not.append(
+            self._could_not_runs[name] = (
                 f"{name}: {len(previous)} process{'es' if len(previous) != 1 else ''} only; another needs about "
                 f"{needed:.0f} s (start-up {needed - self._one_block_s(name):.0f} s and one sustained block), "
                 f"{max(0.0, left):.0f} s of the timing share were left"
                 + ("; the interval shows within-run noise only" if len(previous) == 1 else ""))
             return False
         return True
+
+    def run_timeout(self, entry: dict[str, Any], timeout_s: float) -> float:
+        """The parent's limit for a run with this job entry: past its share by
+        the overrun allowance, it is ended (``explain_overrun`` says why)."""
+        return min(timeout_s, entry["share_s"] * RUN_OVERRUN_FACTOR + RUN_GRACE_S)
+
+    def explain_overrun(self, name: str, run: dict[str, Any], entry: dict[str, Any], timeout_s: float) -> None:
+        """A run the budget's limit ended is that backend's 'budget too small' result, not a timeout."""
+        if run.get("status") != "timed_out" or self.run_timeout(entry, timeout_s) >= timeout_s:
+            return
+        wall = float(run.get("wall_s") or 0.0)
+        phase = str(run.get("last_phase") or "start-up")
+        scale = self.budget_s / entry["share_s"] if entry["share_s"] > 0 else 1.0
+        run["status"] = "error"
+        run["error"] = {
+            "kind": "budget-too-small",
+            "message": (f"budget too small: needs at least {format_minutes(wall)} for one run on {name}: it was still "
+                        f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry['share_s'])}; "
+                        f"a budget of more than {format_minutes(wall * scale)} would give it that"),
+        }
 
     def _one_block_s(self, name: str) -> float:
         figures = [run for run in self.runs.get(name, []) if run.step_s]
@@ -292,7 +316,14 @@ class BudgetPlan:
             }
         return {"budget_s": self.budget_s, "explicit": self.explicit, "precision_target": self.precision,
                 "adaptive": self.adaptive, "elapsed_s": round(self.clock() - self.started, 1),
-                "backends": backends, "stages": dict(self.stage_sizes), "could_not": list(self.could_not)}
+                "backends": backends, "stages": dict(self.stage_sizes),
+                "could_not": [*self._could_not_runs.values(), *self.could_not]}
+
+
+def format_minutes(seconds: float) -> str:
+    from torchport.sampling import format_duration
+
+    return format_duration(seconds)
 
 
 def process_age_s() -> float:

@@ -288,10 +288,12 @@ class Evaluation:
                 if entry["status"] not in ("pending", "ok"):
                     continue  # a backend that failed is not retried in later rounds
                 config = self.options.protocol.as_dict()
+                timeout = self.options.timeout_s
                 if self.budget is not None:
                     if not self.budget.wants_run(name, round_index, entry.get("summary")):
                         continue
                     config["budget"] = self.budget.job_entry(name, round_index, len(order) - position)
+                    timeout = self.budget.run_timeout(config["budget"], timeout)
                 self.on_event("start", {"backend": name, "round": round_index})
                 self._eta(order)
                 script = self.options.script
@@ -303,11 +305,13 @@ class Evaluation:
                         "script": str(script.resolve()), "script_args": self.options.script_args,
                         "redirect_cuda": self.options.redirect_cuda, "cwd": str(Path.cwd())},
                     config=config,
-                    timeout=self.options.timeout_s,
+                    timeout=timeout,
                     phase_timeout=self.options.phase_timeout_s,
                     on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),
                 )
                 run["round"] = round_index
+                if self.budget is not None:
+                    self.budget.explain_overrun(name, run, config["budget"], self.options.timeout_s)
                 entry["runs"].append(run)
                 entry["status"] = run["status"]
                 entry["error"] = run.get("error")
