@@ -100,6 +100,9 @@ def render(document: dict[str, Any]) -> str:
     for section in STAGE_RENDERERS:
         if document.get(section):
             lines += ["", _stage_markdown(section, document[section])]
+    from torchport.report.budget import budget_markdown, memory_markdown
+
+    lines += budget_markdown(document) + memory_markdown(document)
     lines += ["", "## What was verified", "",
               "| backend | kind | verification | environment |", "|---|---|---|---|"]
     for name, b in backends.items():

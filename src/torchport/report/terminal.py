@@ -57,6 +57,9 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             fmt.seconds(summary["first_step_s"]),
             fmt.size(memory) if memory is not None else f"RSS {fmt.size(summary.get('peak_host_rss_bytes'))}",
         )
+    from torchport.report.budget import budget_notes
+
+    notes += budget_notes(document)
     consistency = document.get("config_consistency") or {}
     if consistency.get("differing"):
         notes.insert(0, f"configuration differs on {', '.join(consistency['differing'])}: not comparable")
