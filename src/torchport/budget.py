@@ -263,38 +263,50 @@ class BudgetPlan:
         return runs[-1] if runs else None
 
     # ---- the ETA ---------------------------------------------------------------------------
-    def expected_run_s(self, name: str) -> float:
-        """What the next run of ``name`` is expected to take: its share, or less
-        when its previous run took less."""
-        now = self.clock()
-        share = max(0.0, self.timing_end - now) / max(1, self._runs_left())
-        previous = self.runs.get(name) or []
-        return min(share, previous[-1].wall_s) if previous else share
+    def expected_run_s(self, name: str) -> float | None:
+        """What the next run of ``name`` is expected to take; None when nothing says yet.
+        Adaptive runs sample until their deadline unless precise sooner: their
+        share, or less when the previous run took less.  Capped runs take what
+        the previous run took (of this backend, else the mean of the others)."""
+        share = max(0.0, self.timing_end - self.clock()) / max(1, self._runs_left())
+        previous = [run.wall_s for run in self.runs.get(name) or []]
+        others = [run.wall_s for runs in self.runs.values() for run in runs]
+        if previous:
+            return min(share, previous[-1]) if self.adaptive else previous[-1]
+        if self.adaptive:
+            return share
+        return sum(others) / len(others) if others else None
 
     def _runs_left(self) -> int:
         done = sum(len(runs) for runs in self.runs.values())
-        return max(0, len(self.backends) * self.rounds - done)
+        return max(1, len(self.backends) * self.rounds - done)
 
-    def eta(self, active: list[str]) -> tuple[float, dict[str, float]]:
-        """Seconds left overall, and per backend (its runs still planned), from now."""
+    def eta(self, active: list[str]) -> tuple[float | None, dict[str, float]]:
+        """Seconds left overall (None: not known yet), and per backend (its runs still planned), from now."""
         now = self.clock()
         per_backend: dict[str, float] = {}
         for name in self.backends:
             left_runs = self.rounds - len(self.runs.get(name, [])) if name in active else 0
+            if left_runs <= 0:
+                per_backend[name] = 0.0
+                continue
+            expected = self.expected_run_s(name)
+            if expected is None:
+                return None, {}
             if self._in_flight and self._in_flight[0] == name:
                 _, since, share = self._in_flight
-                expected = min(share, self.runs[name][-1].wall_s) if self.runs.get(name) else share
-                per_backend[name] = max(0.0, since + expected - now) + max(0, left_runs - 1) * self.expected_run_s(name)
+                running = min(share, expected) if self.adaptive else expected
+                per_backend[name] = max(0.0, since + running - now) + (left_runs - 1) * expected
             else:
-                per_backend[name] = max(0, left_runs) * self.expected_run_s(name)
+                per_backend[name] = left_runs * expected
         timing = sum(per_backend.values())
         if self.adaptive:
             timing = min(timing, max(0.0, self.timing_end - now))
-        stages = self.stage_reserve_s if self.stages else 0.0
-        if not self.adaptive and self.runs and self.stages:
-            # A capped (default) budget: the stages take about what the runs' start-up took, not their share.
-            stages = min(stages, max(max((runs[0].overhead_s for runs in self.runs.values() if runs), default=0.0),
-                                     0.0) * 2)
+        stages = 0.0
+        if self.stages:
+            # Adaptive: the stages are sized to their reserve.  Capped: about what the runs' start-up took.
+            startup = max((runs[0].overhead_s for runs in self.runs.values() if runs), default=0.0)
+            stages = self.stage_reserve_s if self.adaptive else min(self.stage_reserve_s, 2 * startup)
         overall = min(timing + stages, max(0.0, self.end - now))
         return overall, {name: min(value, overall) for name, value in per_backend.items()}
 

@@ -329,7 +329,8 @@ class Evaluation:
         """Tell the display how long the plan still expects (overall and per backend)."""
         if self.budget is not None:
             overall, per_backend = self.budget.eta(active)
-            self.on_event("eta", {"seconds": overall, "backends": per_backend})
+            if overall is not None:
+                self.on_event("eta", {"seconds": overall, "backends": per_backend})
 
     def _stop_for_app_failure(self, reference: str, error: dict[str, Any], order: list[str]) -> None:
         """The reference failed in the app's own code: every backend would say
