@@ -211,7 +211,8 @@ class Evaluation:
         if reference != self.options.reference:
             document["reference_note"] = (f"requested reference {self.options.reference!r} did not run here; "
                                           f"comparing with {reference!r} instead")
-        if self.options.budget_s is not None and runnable:
+        # Script mode is not budgeted yet: its job runs the script's own loop and does not plan from a deadline.
+        if self.options.budget_s is not None and runnable and self.options.script is None:
             from torchport.budget import BudgetPlan
 
             self.budget = BudgetPlan(self.options.budget_s, sorted(runnable, key=lambda name: name != reference),
