@@ -15,7 +15,7 @@ from torchport.launch import run_worker
 from torchport.progress import Progress
 from torchport.protocol import Block, ProtocolConfig
 from torchport.results import load_schema
-from torchport.sampling import BudgetedSampling, median_interval_ranks, relative_half_width
+from torchport.sampling import BudgetedSampling, BudgetTooSmall, median_interval_ranks, relative_half_width
 
 APPS = Path(__file__).parent / "apps"
 
@@ -66,6 +66,12 @@ def test_budgeted_sampling_stops_at_precision_or_deadline():
     assert short.block_steps(_blocks([0.01]), first_step_s=5.0) == 2  # configured: 20 // 10
     tight = BudgetedSampling(config, deadline=time.time() + 0.07, precision=None)
     assert tight.block_steps(_blocks([0.01]), first_step_s=5.0) == 1
+    # No room for one sustained step: the run ends with what it would have needed.
+    late_start = BudgetedSampling(config, deadline=time.time() + 0.5, precision=None, backend="cpu", budget_s=60,
+                                  share_s=20, started=time.time() - 30)
+    with pytest.raises(BudgetTooSmall, match=r"^budget too small: needs at least 31 s for one sustained block on "
+                                             r"cpu .*its share of the budget was 20 s; a budget of at least 1.6 min"):
+        late_start.block_steps(_blocks([1.0]), first_step_s=5.0)
 
 
 def test_plan_shares_the_time_and_the_eta_counts_down():
@@ -154,6 +160,12 @@ def test_budget_too_small_for_one_backend_the_other_still_runs(torchport_cli, tm
     assert budget["elapsed_s"] <= 75
     # Plain progress lines (stderr is not a terminal) carry the plan's ETA.
     assert re.search(r"\(about \d:\d\d:\d\d left", done.stderr)
+    # The report says what the budget bought and could not; a budget too small is not "does not run here".
+    report = (out / "report.md").read_text()
+    assert "## Time budget and precision" in report and "## Does not run here" not in report
+    assert "- cpu-compile: budget too small: needs at least" in report
+    assert "## Host memory per phase" in report and "training:sustained" in report
+    assert "precision reached (95% interval of the median step time, target ±50.0%): cpu ±" in done.stdout
 
 
 def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():

@@ -57,7 +57,9 @@ def budget_markdown(document: dict[str, Any]) -> list[str]:
         stopped = ", ".join(str(reason) for reason in entry.get("stopped_by") or [] if reason) or "–"
         lines.append(f"| {fmt.md(name)} | {entry.get('runs', 0)} | {_pct(entry.get('precision_reached'))} "
                      f"| {'–' if met is None else ('yes' if met else 'NO')} | {shares} | {fmt.md(stopped)} |")
-    could_not = budget.get("could_not") or []
+    could_not = [f"{name}: {backend['error']['message']}" for name, backend in (document.get("backends") or {}).items()
+                 if (backend.get("error") or {}).get("kind") == "budget-too-small"]
+    could_not += budget.get("could_not") or []
     if could_not:
         lines += ["", "What the budget could not buy:", ""] + [f"- {fmt.md(line)}" for line in could_not]
     stages = {name: size for name, size in (budget.get("stages") or {}).items() if isinstance(size, dict)}

@@ -27,7 +27,9 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             status = backend["status"]
             if error.get("kind"):
                 status += f" ({error['kind']})"
-                reason = f"does not run here: {error.get('message', '')}"
+                # Too small a time budget says nothing about whether the app runs there.
+                prefix = "" if error["kind"] == "budget-too-small" else "does not run here: "
+                reason = f"{prefix}{error.get('message', '')}"
                 if error.get("location"):
                     reason += f" at {error['location']}"
                 if error.get("more"):
