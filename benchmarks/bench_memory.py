@@ -63,6 +63,7 @@ def main() -> None:
     args = parser.parse_args()
 
     loop = plain_loop_peak(args.app, args.backend, args.steps, args.blocks, args.warmup)
+    print(f"plain loop done: peak {loop / GIB:.3f} GiB", flush=True)
     result = worker_run(args.app, args.backend, args.steps, args.blocks, args.warmup, not args.no_inference)
     memory = result.get("host_memory") or {}
     worker = memory.get("peak_bytes") or result["host_peak_rss_bytes"]

@@ -227,7 +227,9 @@ class BudgetPlan:
 
     # ---- the stages ------------------------------------------------------------------------
     def size_stages(self, options: Any, document: dict[str, Any]) -> None:
-        """Set ``options.trace_steps`` / ``options.check_steps`` from the time left and the step times."""
+        """Set ``options.trace_steps`` / ``options.check_steps`` from the time left
+        and the step times; leave out a stage whose minimum cannot fit; limit
+        the stages' workers to the time left (``options.timeout_s``)."""
         left = max(0.0, self.end - self.clock())
         reference = document.get("reference")
         backends = document.get("backends", {})
@@ -252,10 +254,19 @@ class BudgetPlan:
                                "fits": fit >= CHECK_STEPS[0],
                                "why": f"{left:.0f} s left, a check step about {CHECK_STEP_FACTOR:g}x the slowest "
                                       f"measured step ({slowest.step_s:.3g} s)"}
-        for stage in ("trace", "checks"):
+        skipped = set()
+        for stage, module in (("trace", "trace"), ("checks", "check")):
             if stage in sizes and not sizes[stage]["fits"]:
-                self.could_not.append(f"{stage}: run at its minimum of {sizes[stage]['steps']} steps, which may "
-                                      "take longer than the time left")
+                skipped.add(module)
+                size = sizes[stage]
+                factor = TRACE_STEP_FACTOR if stage == "trace" else CHECK_STEP_FACTOR
+                self.could_not.append(f"{stage}: not run: its minimum of {size['steps']} steps needs about "
+                                      f"{format_minutes(size['steps'] * factor * size['step_s'])} plus start-up, "
+                                      f"{format_minutes(left)} were left")
+        options.stages = [stage for stage in options.stages if stage.__module__.rsplit(".", 2)[-2] not in skipped]
+        # A stage's worker that would run past the budget's end is ended (a stage error in the report).
+        options.timeout_s = min(options.timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
+        sizes["timeout_s"] = round(options.timeout_s, 1)
         self.stage_sizes = sizes
 
     def _figures(self, name: str | None) -> RunFigures | None:

@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
                     if run["status"] not in ("ok", "interrupted"):
                         error = run.get("error") or {}
                         where = f" at {error['location']}" if error.get("location") else ""
-                        progress.note(f"{data['backend']}: does not run here: {error.get('kind')}: "
-                                      f"{error.get('message')}{where}", style="yellow")
+                        what = "" if error.get("kind") == "budget-too-small" else f"does not run here: {error.get('kind')}: "
+                        progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
 
             evaluation.on_event = on_event
             document = evaluation.run()

@@ -35,7 +35,7 @@ def budget_notes(document: dict[str, Any]) -> list[str]:
              + (", ".join(reached) or "none measured")]
     notes += [f"budget could not: {line}" for line in budget.get("could_not") or []]
     for stage, size in (budget.get("stages") or {}).items():
-        if isinstance(size, dict):
+        if isinstance(size, dict) and size.get("fits"):
             notes.append(f"{stage}: {size['steps']} steps, sized by the budget ({size['why']})")
     return notes
 
@@ -62,7 +62,8 @@ def budget_markdown(document: dict[str, Any]) -> list[str]:
     could_not += budget.get("could_not") or []
     if could_not:
         lines += ["", "What the budget could not buy:", ""] + [f"- {fmt.md(line)}" for line in could_not]
-    stages = {name: size for name, size in (budget.get("stages") or {}).items() if isinstance(size, dict)}
+    stages = {name: size for name, size in (budget.get("stages") or {}).items()
+              if isinstance(size, dict) and size.get("fits")}
     if stages:
         lines += ["", "Stages sized by the budget:", ""]
         lines += [f"- {fmt.md(name)}: {size['steps']} steps (bounds {size['bounds'][0]}-{size['bounds'][1]}; "
