@@ -296,7 +296,7 @@ class Evaluation:
                     config["budget"] = self.budget.job_entry(name, round_index, len(order) - position)
                     timeout = self.budget.run_timeout(config["budget"], timeout)
                 self.on_event("start", {"backend": name, "round": round_index})
-                self._eta(order)
+                self._eta(order, running=name)
                 script = self.options.script
                 run = run_worker(
                     name,
@@ -326,12 +326,12 @@ class Evaluation:
                 if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")):
                     self._stop_for_app_failure(name, run["error"], order)
 
-    def _eta(self, active: list[str]) -> None:
+    def _eta(self, active: list[str], running: str | None = None) -> None:
         """Tell the display how long the plan still expects (overall and per backend)."""
         if self.budget is not None:
             overall, per_backend = self.budget.eta(active)
             if overall is not None:
-                self.on_event("eta", {"seconds": overall, "backends": per_backend})
+                self.on_event("eta", {"seconds": overall, "backends": per_backend, "running": running})
 
     def _stop_for_app_failure(self, reference: str, error: dict[str, Any], order: list[str]) -> None:
         """The reference failed in the app's own code: every backend would say

@@ -60,6 +60,7 @@ class Progress:
         # The plan's estimate (torchport.budget): seconds left overall and per backend, as of _eta_at.
         self._eta: tuple[float, dict[str, float]] | None = None
         self._eta_at = 0.0
+        self._running: str | None = None
 
     # ---- lifetime ------------------------------------------------------------------
     def __enter__(self) -> "Progress":
@@ -98,12 +99,14 @@ class Progress:
         if self._rich is not None:
             self._rich.update(self._task, total=total)
 
-    def eta(self, seconds: float, per_backend: dict[str, float] | None = None) -> None:
-        """The plan's estimate of the time left, overall and per backend; it
-        counts down from now until the next estimate replaces it."""
+    def eta(self, seconds: float, per_backend: dict[str, float] | None = None, running: str | None = None) -> None:
+        """The plan's estimate of the time left, overall and per backend; the
+        overall figure and the ``running`` backend's count down from now until
+        the next estimate replaces them (the others wait their turn)."""
         with self._lock:
             self._eta = (max(0.0, seconds), dict(per_backend or {}))
             self._eta_at = time.monotonic()
+            self._running = running
 
     def remaining(self) -> tuple[float | None, dict[str, float]]:
         """Seconds left overall (None: no estimate yet) and per backend, now."""
@@ -111,8 +114,9 @@ class Progress:
             if self._eta is not None:
                 passed = time.monotonic() - self._eta_at
                 overall, per_backend = self._eta
-                return (max(0.0, overall - passed),
-                        {name: max(0.0, value - passed) for name, value in per_backend.items() if value > 0})
+                left = max(0.0, overall - passed)
+                return (left, {name: min(left, max(0.0, value - passed) if name == self._running else value)
+                               for name, value in per_backend.items() if value > 0})
             elapsed = time.monotonic() - self.started
             if self.total and 0 < self.done < self.total:
                 return elapsed / self.done * (self.total - self.done), {}

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                     if kind == "progress":
                         progress.phase(f"{data['backend']} {round_text}: {data.get('phase', '')}")
                 elif kind == "eta":
-                    progress.eta(data["seconds"], data["backends"])
+                    progress.eta(data["seconds"], data["backends"], data.get("running"))
                 elif kind == "stage":
                     progress.status(f"stage: {data['stage']}")
                     progress.phase(f"stage: {data['stage']}")
