@@ -186,3 +186,27 @@ def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():
     # would add about 512 MiB over the first step; as in a plain loop, only the previous output is
     # alive while the next is computed (+64 MiB).
     assert phases["inference:sustained"] - phases["inference:first_step"] < 160 * 2**20, phases
+
+
+def test_stages_are_sized_by_the_time_left_or_left_out():
+    from types import SimpleNamespace
+
+    from torchport.check.stage import evaluate_stage as check_stage
+    from torchport.trace.stage import evaluate_stage as trace_stage
+
+    clock = {"now": 0.0}
+    plan = BudgetPlan(600, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0)
+    plan.record_run("cpu", {"status": "ok", "wall_s": 60, "phases": {"import_s": 5, "init_s": 3},
+                            "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}})
+    document = {"reference": "cpu", "backends": {"cpu": {}}}
+    clock["now"] = 300.0  # 282 s left before the results are written
+    roomy = SimpleNamespace(stages=[trace_stage, check_stage], timeout_s=600.0)
+    plan.size_stages(roomy, document)
+    assert roomy.trace_steps == 12 and roomy.check_steps == 6 and len(roomy.stages) == 2
+    assert roomy.timeout_s == pytest.approx(282 * 1.25 + 10)
+    clock["now"] = 560.0  # 22 s left: a traced step takes about 4 s, a check step 8 s, start-up 10 s
+    tight = SimpleNamespace(stages=[trace_stage, check_stage], timeout_s=600.0)
+    plan.size_stages(tight, document)
+    assert tight.trace_steps == 3 and tight.stages == [trace_stage]
+    assert any(line.startswith("checks: not run: its minimum of 2 steps needs about 26 s (start-up 10 s), 22 s")
+               for line in plan.could_not), plan.could_not

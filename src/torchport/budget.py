@@ -102,7 +102,7 @@ class BudgetPlan:
     precision: float | None = DEFAULT_PRECISION
     explicit: bool = False  # given on the command line (or --precision): sampling is adaptive
     clock: Any = time.time
-    started: float = field(default=0.0)
+    started: float = -1.0  # when the budget started (clock time); negative: this process's start
     runs: dict[str, list[RunFigures]] = field(default_factory=dict)
     shares: dict[str, list[float]] = field(default_factory=dict)
     could_not: list[str] = field(default_factory=list)
@@ -113,7 +113,8 @@ class BudgetPlan:
 
     def __post_init__(self) -> None:
         # The budget counts from the command's start (its imports and checks included), as the user's clock does.
-        self.started = self.started or self.clock() - process_age_s()
+        if self.started < 0:
+            self.started = self.clock() - process_age_s()
         self.stage_reserve_s = STAGE_SHARE * self.budget_s if self.stages else 0.0
         for name in self.backends:
             self.runs.setdefault(name, [])
@@ -173,6 +174,16 @@ class BudgetPlan:
                         f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry['share_s'])}; "
                         f"a budget of more than {format_minutes(wall * scale)} would give it that"),
         }
+
+    def cut_short(self, name: str, entry: dict[str, Any], run: dict[str, Any]) -> bool:
+        """A later run the budget could not hold: the backend keeps its status
+        (its earlier runs stand), and the report lists the run with what the
+        budget could not buy."""
+        error = run.get("error") or {}
+        if error.get("kind") != "budget-too-small" or not any(r.get("status") == "ok" for r in entry["runs"]):
+            return False
+        self.could_not.append(f"{name}: run {len(entry['runs'])} ended: {error.get('message')}")
+        return True
 
     def _one_block_s(self, name: str) -> float:
         figures = [run for run in self.runs.get(name, []) if run.step_s]
@@ -242,15 +253,18 @@ class BudgetPlan:
             steps = min(max(fit, TRACE_STEPS[0]), TRACE_STEPS[1])
             options.trace_steps = steps
             sizes["trace"] = {"steps": steps, "bounds": list(TRACE_STEPS), "step_s": cpu.step_s,
+                              "startup_s": round(cpu.overhead_s, 1),
                               "fits": fit >= TRACE_STEPS[0],
                               "why": f"{left:.0f} s left, a traced step about {TRACE_STEP_FACTOR:g}x the measured "
                                      f"{cpu.step_s:.3g} s"}
         if slowest and slowest.step_s:
-            usable = left - max(run.overhead_s for name in backends if (run := self._figures(name)))
+            startup = max(run.overhead_s for name in backends if (run := self._figures(name)))
+            usable = left - startup
             fit = int(usable / (CHECK_STEP_FACTOR * slowest.step_s)) if usable > 0 else 0
             steps = min(max(fit, CHECK_STEPS[0]), CHECK_STEPS[1])
             options.check_steps = steps
             sizes["checks"] = {"steps": steps, "bounds": list(CHECK_STEPS), "step_s": slowest.step_s,
+                               "startup_s": round(startup, 1),
                                "fits": fit >= CHECK_STEPS[0],
                                "why": f"{left:.0f} s left, a check step about {CHECK_STEP_FACTOR:g}x the slowest "
                                       f"measured step ({slowest.step_s:.3g} s)"}
@@ -260,9 +274,10 @@ class BudgetPlan:
                 skipped.add(module)
                 size = sizes[stage]
                 factor = TRACE_STEP_FACTOR if stage == "trace" else CHECK_STEP_FACTOR
+                startup = size["startup_s"]
                 self.could_not.append(f"{stage}: not run: its minimum of {size['steps']} steps needs about "
-                                      f"{format_minutes(size['steps'] * factor * size['step_s'])} plus start-up, "
-                                      f"{format_minutes(left)} were left")
+                                      f"{format_minutes(startup + size['steps'] * factor * size['step_s'])} "
+                                      f"(start-up {format_minutes(startup)}), {format_minutes(left)} were left")
         options.stages = [stage for stage in options.stages if stage.__module__.rsplit(".", 2)[-2] not in skipped]
         # A stage's worker that would run past the budget's end is ended (a stage error in the report).
         options.timeout_s = min(options.timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))

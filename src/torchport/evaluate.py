@@ -314,8 +314,9 @@ class Evaluation:
                 if self.budget is not None:
                     self.budget.explain_overrun(name, run, config["budget"], self.options.timeout_s)
                 entry["runs"].append(run)
-                entry["status"] = run["status"]
-                entry["error"] = run.get("error")
+                if self.budget is None or not self.budget.cut_short(name, entry, run):
+                    entry["status"] = run["status"]
+                    entry["error"] = run.get("error")
                 if self.budget is not None:
                     self.budget.record_run(name, run)
                 self.save()
