@@ -17,7 +17,12 @@ budget.  The plan is made as measurements arrive:
   variation);  a round that cannot fit a backend's start-up and one sustained
   block is not run, and the report says so;
 * the stages size their step counts from the measured step time and the time
-  left, within their usual bounds, and say so.
+  left, within their usual bounds, and say so; a stage whose minimum cannot
+  fit is left out (the report says what it needed), and the stages' workers
+  end at the budget's end;
+* a run the parent had to end past its share (x1.25 + 10 s: a first step, e.g.
+  a compilation, that no share holds) is that backend's "budget too small"
+  result; a later run cut short leaves the backend's earlier runs standing.
 
 The default budget (15 minutes) only caps: a small app's evaluation (the demo
 takes under a minute) runs the configured protocol unchanged; a 100 M-parameter
