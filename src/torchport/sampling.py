@@ -179,11 +179,6 @@ class BudgetedSampling(FixedSampling):
                              "warmup_share": WARMUP_SHARE}
         return described
 
-    def for_inference(self) -> "BudgetedSampling":
-        """The forward-only scenario's sampling: the same deadline, a fresh warm-up."""
-        return BudgetedSampling(self.config, self.deadline, self.precision, self.backend, self.budget_s,
-                                self.share_s, self.started)
-
 
 def from_job(config: Any, job_config: dict[str, Any], backend: str, started: float,
              has_inference: bool) -> tuple[FixedSampling, FixedSampling]:
