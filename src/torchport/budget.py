@@ -291,7 +291,8 @@ class BudgetPlan:
 
     def _figures(self, name: str | None) -> RunFigures | None:
         runs = [run for run in self.runs.get(name or "", []) if run.step_s]
-        return runs[-1] if runs else None
+        finished = [run for run in runs if run.ok]  # a run cut short measured a step or two at most
+        return (finished or runs)[-1] if runs else None
 
     # ---- the ETA ---------------------------------------------------------------------------
     def expected_run_s(self, name: str) -> float | None:
