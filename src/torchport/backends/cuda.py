@@ -5,14 +5,20 @@ import shutil
 import subprocess
 from typing import Any
 
-from torchport.backends import NOT_VERIFIED, Availability, Backend, cpu_only_torch
+from torchport.backends import Availability, Backend, cpu_only_torch
+
+# What benchmarks/gpu_check.sh ran on real hardware (its outputs are kept in
+# benchmarks/results/h200-2026-11-30/); CI has no GPU, so nothing newer is.
+VERIFIED_ON_GPU = ("run on one NVIDIA H200 (torch 2.11.0+cu130, driver 580.159.04) by benchmarks/gpu_check.sh "
+                   "on 2026-11-30: evaluate, check parity/checkpoint, harness benchmark; not on ROCm; "
+                   "not in CI (no GPU there)")
 
 
 class CUDA(Backend):
     name = "cuda"
     title = "CUDA / ROCm GPU, eager"
     device_type = "cuda"
-    verification = NOT_VERIFIED
+    verification = VERIFIED_ON_GPU
     process_group_backend = "nccl"
 
     @classmethod
