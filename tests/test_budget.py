@@ -210,3 +210,17 @@ def test_stages_are_sized_by_the_time_left_or_left_out():
     assert tight.trace_steps == 3 and tight.stages == [trace_stage]
     assert any(line.startswith("checks: not run: its minimum of 2 steps needs about 26 s (start-up 10 s), 22 s")
                for line in plan.could_not), plan.could_not
+
+
+def test_only_the_budgets_own_limit_makes_a_timeout_budget_too_small():
+    plan = BudgetPlan(600, ["cpu"], rounds=1, stages=False, started=0.0, clock=lambda: 0.0)
+    entry = plan.job_entry("cpu", 0, remaining_this_round=1)
+    limit = plan.run_timeout(entry, 600.0)
+    by_phase_timeout = {"status": "timed_out", "wall_s": 30.0, "error": {"kind": "timeout", "message": "phase"}}
+    plan.explain_overrun("cpu", by_phase_timeout, entry, 600.0)
+    assert by_phase_timeout["error"]["kind"] == "timeout"
+    by_budget = {"status": "timed_out", "wall_s": limit + 0.5, "last_phase": "training:first_step",
+                 "error": {"kind": "timeout", "message": "run"}}
+    plan.explain_overrun("cpu", by_budget, entry, 600.0)
+    assert by_budget["status"] == "error" and by_budget["error"]["kind"] == "budget-too-small"
+    assert "still in phase 'training:first_step'" in by_budget["error"]["message"]

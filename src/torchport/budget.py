@@ -167,9 +167,10 @@ class BudgetPlan:
 
     def explain_overrun(self, name: str, run: dict[str, Any], entry: dict[str, Any], timeout_s: float) -> None:
         """A run the budget's limit ended is that backend's 'budget too small' result, not a timeout."""
-        if run.get("status") != "timed_out" or self.run_timeout(entry, timeout_s) >= timeout_s:
-            return
+        limit = self.run_timeout(entry, timeout_s)
         wall = float(run.get("wall_s") or 0.0)
+        if run.get("status") != "timed_out" or limit >= timeout_s or wall < 0.98 * limit:
+            return  # the user's --timeout or --phase-timeout ended it, not the budget
         phase = str(run.get("last_phase") or "start-up")
         scale = self.budget_s / entry["share_s"] if entry["share_s"] > 0 else 1.0
         run["status"] = "error"
