@@ -213,7 +213,7 @@ def test_stages_are_sized_by_the_time_left_or_left_out():
 
 
 def test_only_the_budgets_own_limit_makes_a_timeout_budget_too_small():
-    plan = BudgetPlan(600, ["cpu"], rounds=1, stages=False, started=0.0, clock=lambda: 0.0)
+    plan = BudgetPlan(120, ["cpu"], rounds=1, stages=False, started=0.0, clock=lambda: 0.0)
     entry = plan.job_entry("cpu", 0, remaining_this_round=1)
     limit = plan.run_timeout(entry, 600.0)
     by_phase_timeout = {"status": "timed_out", "wall_s": 30.0, "error": {"kind": "timeout", "message": "phase"}}
