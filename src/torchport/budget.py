@@ -192,10 +192,10 @@ class BudgetPlan:
         return True
 
     def _one_block_s(self, name: str) -> float:
-        figures = [run for run in self.runs.get(name, []) if run.step_s]
         from torchport.sampling import MIN_BLOCKS
 
-        return MIN_BLOCKS * figures[-1].step_s if figures else 0.0
+        steps = [run.step_s for run in self.runs.get(name, []) if run.step_s]
+        return MIN_BLOCKS * steps[-1] if steps else 0.0
 
     def minimum_run_s(self, name: str) -> float | None:
         """Start-up (as the last run of ``name`` measured it) plus the fewest blocks an interval needs."""
