@@ -10,7 +10,8 @@ Addresses accepted by :func:`load_app`:
 * ``path/to/app.py``            (calls the function ``app`` in that file)
 * ``path/to/app.py:function``
 * ``package.module:function``
-* ``builtin:NAME``              (``torchport.builtin.NAME:app``)
+* ``builtin:NAME[?key=value&...]``  (``torchport.builtin.NAME:app(key=value, ...)``;
+  the options each built-in takes are in ``torchport.builtin.OPTIONS``)
 * ``hf:MODEL_TYPE[?key=value&...]``  a ``transformers`` architecture with random
   weights (``torchport.hf``; needs ``torchport[hf]``)
 
@@ -84,6 +85,8 @@ class AppSpec:
     file: Path | None
     module: str | None
     function: str
+    # Options of a built-in (``builtin:gpt?size=124m``), passed to its app function.
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def display(self) -> str:
@@ -98,15 +101,27 @@ def parse_spec(text: str | None) -> AppSpec:
         hf.parse(text)  # syntax only; preflight resolves it against transformers
         return AppSpec(text, None, None, DEFAULT_FUNCTION)
     if text.startswith(BUILTIN_PREFIX):
-        name = text[len(BUILTIN_PREFIX):]
+        name, _, query = text[len(BUILTIN_PREFIX):].partition("?")
         if not name.isidentifier():
             raise UserError(f"invalid built-in app name {name!r}", location=text)
-        return AppSpec(text, None, f"torchport.builtin.{name}", DEFAULT_FUNCTION)
+        return AppSpec(text, None, f"torchport.builtin.{name}", DEFAULT_FUNCTION, _builtin_options(query, text))
     target, _, function = text.rpartition(":") if _has_function_suffix(text) else (text, "", "")
     function = function or DEFAULT_FUNCTION
     if target.endswith(".py") or os.sep in target or "/" in target:
         return AppSpec(text, Path(target).expanduser(), None, function)
     return AppSpec(text, None, target, function)
+
+
+def _builtin_options(query: str, text: str) -> tuple[tuple[str, str], ...]:
+    """``key=value&...`` of a built-in spec; the keys and values are checked
+    against ``torchport.builtin.OPTIONS`` by ``preflight``."""
+    options = []
+    for part in filter(None, query.split("&")):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UserError(f"invalid built-in option {part!r}: expected key=value", location=text)
+        options.append((key.strip(), value.strip()))
+    return tuple(options)
 
 
 def _has_function_suffix(text: str) -> bool:
@@ -132,6 +147,7 @@ def preflight(spec: AppSpec) -> None:
                     f"unknown built-in app {name!r} (known: {', '.join(builtin_names())})",
                     location=spec.text,
                 )
+            _check_builtin_options(name, spec)
         return
     path = spec.file
     tree = parse_user_file(path, "app", spec.text)
@@ -153,6 +169,19 @@ def preflight(spec: AppSpec) -> None:
             f"address it as {path}:FUNCTION",
             location=str(path),
         )
+
+
+def _check_builtin_options(name: str, spec: AppSpec) -> None:
+    from torchport.builtin import OPTIONS
+
+    accepted = OPTIONS.get(name, {})
+    for key, value in spec.options:
+        if key not in accepted:
+            known = ", ".join(accepted) or "none"
+            raise UserError(f"built-in app {name!r} has no option {key!r} (its options: {known})", location=spec.text)
+        if value not in accepted[key]:
+            raise UserError(f"built-in app {name!r}: {key}={value!r} is not one of {', '.join(accepted[key])}",
+                            location=spec.text)
 
 
 def parse_user_file(path: Path, noun: str, location: str | None = None) -> ast.Module:
@@ -204,7 +233,7 @@ def load_app(spec: AppSpec | str | None) -> App:
         if not callable(factory):
             raise UserError(f"{spec.function!r} is not callable", location=spec.text)
         try:
-            app = factory()
+            app = factory(**dict(spec.options))
         except Exception as exc:
             raise user_error_from(exc, f"the app factory {spec.function}() raised") from None
     if not isinstance(app, App):

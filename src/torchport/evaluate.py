@@ -48,6 +48,13 @@ class EvaluationOptions:
     script: Path | None = None
     script_args: list[str] = field(default_factory=list)
     redirect_cuda: bool = False
+    # The time budget (torchport.budget): None runs the fixed protocol with no deadline.
+    budget_s: float | None = None
+    budget_explicit: bool = False  # --budget or --precision given: sampling is adaptive
+    precision: float | None = None
+    # Step counts of the stages, set by the budget's plan (None: each stage's own default).
+    trace_steps: int | None = None
+    check_steps: int | None = None
 
 
 def parse_price(text: str) -> tuple[str, float]:
@@ -158,6 +165,7 @@ class Evaluation:
             record = app_record(options.app)
         self.document = results.new_document(options.command, record, config)
         self.document["prices"] = dict(options.prices)
+        self.budget: Any = None  # the BudgetPlan, made once the runnable backends are known
 
     def write_report(self) -> Path | None:
         """report.md from the last result.json written (what is on disk is
@@ -179,6 +187,8 @@ class Evaluation:
 
     def save(self) -> None:
         summary.refresh(self.document)
+        if self.budget is not None:
+            self.document["budget"] = self.budget.record(self.document)
         results.write_atomic(self.result_path, self.document)
 
     def run(self) -> dict[str, Any]:
@@ -204,6 +214,13 @@ class Evaluation:
         if reference != self.options.reference:
             document["reference_note"] = (f"requested reference {self.options.reference!r} did not run here; "
                                           f"comparing with {reference!r} instead")
+        # Script mode is not budgeted yet: its job runs the script's own loop and does not plan from a deadline.
+        if self.options.budget_s is not None and runnable and self.options.script is None:
+            from torchport.budget import BudgetPlan
+
+            self.budget = BudgetPlan(self.options.budget_s, sorted(runnable, key=lambda name: name != reference),
+                                     self.options.repeats, bool(self.options.stages), self.options.precision,
+                                     self.options.budget_explicit)
         self.save()
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:
@@ -214,6 +231,9 @@ class Evaluation:
                 document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
                                                      document["reference"])
                 self.save()
+            if self.budget is not None and self.options.stages:
+                self.budget.size_stages(self.options, document)
+                self._eta([])
             self._run_stages()
         except UserError as exc:
             document["status"] = "failed"
@@ -268,11 +288,19 @@ class Evaluation:
         reference = self.document["reference"]
         order = sorted(runnable, key=lambda name: name != reference)
         for round_index in range(self.options.repeats):
-            for name in order:
+            for position, name in enumerate(order):
                 entry = backends[name]
                 if entry["status"] not in ("pending", "ok"):
                     continue  # a backend that failed is not retried in later rounds
+                config = self.options.protocol.as_dict()
+                timeout = self.options.timeout_s
+                if self.budget is not None:
+                    if not self.budget.wants_run(name, round_index, entry.get("summary")):
+                        continue
+                    config["budget"] = self.budget.job_entry(name, round_index, len(order) - position)
+                    timeout = self.budget.run_timeout(config["budget"], timeout)
                 self.on_event("start", {"backend": name, "round": round_index})
+                self._eta(order, running=name)
                 script = self.options.script
                 run = run_worker(
                     name,
@@ -281,21 +309,34 @@ class Evaluation:
                     extra=None if script is None else {
                         "script": str(script.resolve()), "script_args": self.options.script_args,
                         "redirect_cuda": self.options.redirect_cuda, "cwd": str(Path.cwd())},
-                    config=self.options.protocol.as_dict(),
-                    timeout=self.options.timeout_s,
+                    config=config,
+                    timeout=timeout,
                     phase_timeout=self.options.phase_timeout_s,
                     on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default
                 )
                 run["round"] = round_index
+                if self.budget is not None:
+                    self.budget.explain_overrun(name, run, config["budget"], self.options.timeout_s)
                 entry["runs"].append(run)
-                entry["status"] = run["status"]
-                entry["error"] = run.get("error")
+                if self.budget is None or not self.budget.cut_short(name, entry, run):
+                    entry["status"] = run["status"]
+                    entry["error"] = run.get("error")
+                if self.budget is not None:
+                    self.budget.record_run(name, run)
                 self.save()
+                self._eta([n for n in order if backends[n]["status"] in ("pending", "ok")])
                 self.on_event("done", {"backend": name, "round": round_index, "run": run})
                 if run["status"] == "interrupted":
                     raise KeyboardInterrupt
                 if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")):
                     self._stop_for_app_failure(name, run["error"], order)
+
+    def _eta(self, active: list[str], running: str | None = None) -> None:
+        """Tell the display how long the plan still expects (overall and per backend)."""
+        if self.budget is not None:
+            overall, per_backend = self.budget.eta(active)
+            if overall is not None:
+                self.on_event("eta", {"seconds": overall, "backends": per_backend, "running": running})
 
     def _stop_for_app_failure(self, reference: str, error: dict[str, Any], order: list[str]) -> None:
         """The reference failed in the app's own code: every backend would say

@@ -36,6 +36,7 @@ TIMEOUT = ErrorKind.TIMEOUT.value
 APP_ERROR = ErrorKind.APP_ERROR.value
 ENVIRONMENT = ErrorKind.ENVIRONMENT.value
 INTERRUPTED = ErrorKind.INTERRUPTED.value
+BUDGET_TOO_SMALL = ErrorKind.BUDGET_TOO_SMALL.value
 
 KINDS = tuple(kind.value for kind in ErrorKind)
 

@@ -1,7 +1,9 @@
 """What a long command shows while it works.
 
 In a terminal: rich's live line (what runs now, runs done / planned, elapsed
-and estimated remaining time).  When stderr is not a terminal (CI logs, a
+and estimated remaining time).  The estimate is the time budget's plan when
+there is one (``eta()``: overall and per backend, corrected after every run),
+else the mean time of the runs done so far times the runs left.  When stderr is not a terminal (CI logs, a
 pipe) a live line would be invisible, so a plain line is printed every
 ``TORCHPORT_PROGRESS_INTERVAL`` seconds (default 10) and whenever a run ends,
 instead of silence.  ``-q`` shows neither; ``-v`` adds a line per worker phase.
@@ -55,6 +57,10 @@ class Progress:
         self._thread: threading.Thread | None = None
         self._rich: Any = None
         self._task: Any = None
+        # The plan's estimate (torchport.budget): seconds left overall and per backend, as of _eta_at.
+        self._eta: tuple[float, dict[str, float]] | None = None
+        self._eta_at = 0.0
+        self._running: str | None = None
 
     # ---- lifetime ------------------------------------------------------------------
     def __enter__(self) -> Progress:
@@ -62,13 +68,13 @@ class Progress:
             return self
         if self.terminal:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn,
-                                       TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+                                       TextColumn, TimeElapsedColumn)
 
             columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
             if self.unit:  # counted work (evaluate's runs): how many, and the time left
                 columns += [BarColumn(), MofNCompleteColumn(), TextColumn(self.unit, markup=False),
-                            TimeElapsedColumn(), TextColumn("elapsed,", markup=False), TimeRemainingColumn(),
-                            TextColumn("left", markup=False)]
+                            TimeElapsedColumn(), TextColumn("elapsed,", markup=False),
+                            _RemainingColumn(self), TextColumn("left", markup=False)]
             else:
                 columns.append(TimeElapsedColumn())
             self._rich = RichProgress(*columns, console=self.console, transient=True)
@@ -92,6 +98,29 @@ class Progress:
             self.total = total
         if self._rich is not None:
             self._rich.update(self._task, total=total)
+
+    def eta(self, seconds: float, per_backend: dict[str, float] | None = None, running: str | None = None) -> None:
+        """The plan's estimate of the time left, overall and per backend; the
+        overall figure and the ``running`` backend's count down from now until
+        the next estimate replaces them (the others wait their turn)."""
+        with self._lock:
+            self._eta = (max(0.0, seconds), dict(per_backend or {}))
+            self._eta_at = time.monotonic()
+            self._running = running
+
+    def remaining(self) -> tuple[float | None, dict[str, float]]:
+        """Seconds left overall (None: no estimate yet) and per backend, now."""
+        with self._lock:
+            if self._eta is not None:
+                passed = time.monotonic() - self._eta_at
+                overall, per_backend = self._eta
+                left = max(0.0, overall - passed)
+                return (left, {name: min(left, max(0.0, value - passed) if name == self._running else value)
+                               for name, value in per_backend.items() if value > 0})
+            elapsed = time.monotonic() - self.started
+            if self.total and 0 < self.done < self.total:
+                return elapsed / self.done * (self.total - self.done), {}
+            return None, {}
 
     def status(self, description: str) -> None:
         with self._lock:
@@ -124,15 +153,16 @@ class Progress:
 
     # ---- the plain lines -----------------------------------------------------------
     def line(self, suffix: str = "") -> str:
+        remaining, per_backend = self.remaining()
         with self._lock:
             elapsed = time.monotonic() - self.started
             parts = [f"torchport {self.command}:"]
             if self.total is not None:
                 parts.append(f"{self.done}/{self.total} {self.unit} done,")
             parts.append(f"{_clock(elapsed)} elapsed")
-            if self.total and 0 < self.done < self.total:
-                remaining = elapsed / self.done * (self.total - self.done)
-                parts.append(f"(about {_clock(remaining)} left)")
+            if remaining is not None:
+                backends = "".join(f", {name} {_clock(value)}" for name, value in per_backend.items())
+                parts.append(f"(about {_clock(remaining)} left{backends})")
             parts.append(f"- {suffix or self.description}")
         return " ".join(parts)
 
@@ -143,3 +173,26 @@ class Progress:
         interval = _interval()
         while not self._stop.wait(interval):
             self._plain()
+
+
+def _remaining_column(progress: Progress) -> Any:
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RemainingColumn(ProgressColumn):
+        """The time left: the plan's estimate when there is one (with each
+        backend's share), else rich's guess from the runs done."""
+
+        max_refresh = 0.5
+
+        def render(self, task: Any) -> Text:
+            remaining, per_backend = progress.remaining()
+            if remaining is None:
+                return Text("-:--:--")
+            backends = "".join(f", {name} {_clock(value)}" for name, value in per_backend.items())
+            return Text(f"{_clock(remaining)}{(' (' + backends[2:] + ')') if backends else ''}")
+
+    return RemainingColumn()
+
+
+_RemainingColumn = _remaining_column

@@ -25,12 +25,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import resource
-import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from torchport import stats
 from torchport.engine import BatchStream, StepHooks, batch_signature, build_app, leading_dim
@@ -87,8 +85,9 @@ def config_hash(effective: dict[str, Any]) -> str:
 
 
 def host_peak_rss_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
+    from torchport.host_memory import process_peak_bytes  # the worker resets the mark per phase
+
+    return process_peak_bytes()
 
 
 # --- blocks and steady state -----------------------------------------------------------------
@@ -157,7 +156,8 @@ class Scenario:
         counters_before = backend.counters()
         started = time.perf_counter()
         for value, wait, batch_samples, batch_tokens in self.steps(steps):
-            keep.append(value)
+            if self._check_value is not None:
+                keep.append(value)  # a loss (a detached scalar), read after the phase
             waited += wait
             samples += batch_samples
             tokens = None if tokens is None or batch_tokens is None else tokens + batch_tokens
@@ -171,11 +171,13 @@ class Scenario:
         self.steps_done += steps
         return block
 
-    def steps(self, count: int) -> list[tuple[Any, float, int, int | None]]:
+    def steps(self, count: int) -> Iterable[tuple[Any, float, int, int | None]]:
         """Run ``count`` steps inside a timed block; each gives (value, data
-        wait, samples, tokens).  Script mode hands the script a whole block at
-        once instead (one hand-over per block, not per step)."""
-        return [self._step() for _ in range(count)]
+        wait, samples, tokens).  One at a time: a step's value that is not kept
+        (an inference output) is freed before the next step, as in a plain
+        loop.  Script mode hands the script a whole block at once instead (one
+        hand-over per block, not per step)."""
+        return (self._step() for _ in range(count))
 
     def read_values(self) -> int:
         """Copy the step values of the blocks run so far to the host and check
@@ -206,7 +208,7 @@ def read_phase_values(scenario: Scenario, backend: Any, record: dict[str, Any], 
 
 
 def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
-               record: dict[str, Any], save: Callable[[], None]) -> None:
+               record: dict[str, Any], save: Callable[[], None], sampling: Any = None) -> None:
     """First step, warm-up to steady state, sustained blocks; each recorded as
     soon as it is measured.  A phase's counters cover its own steps only: the
     values are read after its closing snapshot and before the next one."""
@@ -218,7 +220,7 @@ def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progres
     read_phase_values(scenario, backend, record, "first_step")
     record_first_step(record, first, backend.summarize_counters(counters_start, counters_end))
     save()
-    run_warmup_and_sustained(scenario, config, backend, progress, record, save)
+    run_warmup_and_sustained(scenario, config, backend, progress, record, save, sampling)
 
 
 def record_first_step(record: dict[str, Any], first: Block, counters: dict[str, Any]) -> None:
@@ -228,16 +230,20 @@ def record_first_step(record: dict[str, Any], first: Block, counters: dict[str, 
 
 
 def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
-                             record: dict[str, Any], save: Callable[[], None]) -> None:
+                             record: dict[str, Any], save: Callable[[], None], sampling: Any = None) -> None:
     """The phases after the first step (which ``record`` already holds):
-    script mode measures its first step from hooks, then continues here."""
+    script mode measures its first step from hooks, then continues here.
+    ``sampling`` (``torchport.sampling``) decides the block lengths and when
+    sampling stops: by default the configured protocol, with a budget its plan."""
+    from torchport.sampling import FixedSampling
+
+    sampling = sampling or FixedSampling(config)
     progress(f"{scenario.name}:warmup")
     counters_start = backend.counters()
-    block_steps = config.block_steps
     warmup: list[Block] = []
     steady = config.max_warmup_steps == 0
-    while not steady and sum(b.steps for b in warmup) < config.max_warmup_steps:
-        warmup.append(scenario.run_block(min(block_steps, config.max_warmup_steps - sum(b.steps for b in warmup))))
+    while not steady and sampling.warmup_continues(warmup):
+        warmup.append(scenario.run_block(sampling.next_warmup_steps(warmup)))
         steady = is_steady(warmup, config.steady_window, config.steady_tolerance)
     counters_end = backend.counters()
     read_phase_values(scenario, backend, record, "warmup")
@@ -251,12 +257,18 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
     save()
 
     progress(f"{scenario.name}:sustained")
+    block_steps = sampling.block_steps(warmup, record.get("first_step_s", 0.0))
     counters_start = backend.counters()
-    sustained = [scenario.run_block(block_steps) for _ in range(config.blocks)]
+    sustained: list[Block] = []
+    stopped_by = None
+    while stopped_by is None:
+        sustained.append(scenario.run_block(block_steps))
+        stopped_by = sampling.stop(sustained)
     scenario.turn()  # a paired process finishes its last block before our tail work (see torchport.turns)
     counters_end = backend.counters()
     read_phase_values(scenario, backend, record, "sustained")
-    record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained]}
+    record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained],
+                           **sampling.describe(stopped_by, sustained)}
     record["counters"]["sustained"] = backend.summarize_counters(counters_start, counters_end)
     compiled = [b.compilations for b in sustained]
     record["sustained_compilations"] = None if any(c is None for c in compiled) else sum(compiled)
@@ -296,10 +308,14 @@ def evaluate_job(context: Any) -> None:
             raise UserError(f"the loss is {value} at training step {step} on {backend.name}", location=loss_location,
                             kind="numerical")
 
+    from torchport.sampling import from_job
+
+    training_sampling, inference_sampling = from_job(config, context.config, backend.name, context.started,
+                                                     config.inference and app.predict is not None)
     training: dict[str, Any] = {}
     result["training"] = training
     run_phases(Scenario("training", train_step, backend, check_loss, turn), config, backend, context.progress,
-               training, context.save)
+               training, context.save, training_sampling)
     stream = engine.stream
     training["steps_per_epoch"] = stream.steps_per_epoch
     training["distinct_batch_shapes"] = len(stream.signatures)
@@ -324,7 +340,8 @@ def evaluate_job(context: Any) -> None:
     context.save()
 
     if config.inference and app.predict is not None:
-        result["inference"] = _run_inference(engine, config, context, turn)
+        engine.optimizer.zero_grad(set_to_none=True)  # the gradients are not needed to time inference: free them
+        result["inference"] = _run_inference(engine, config, context, turn, inference_sampling)
     result["host_peak_rss_bytes"] = host_peak_rss_bytes()
 
 
@@ -367,7 +384,7 @@ def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cas
 
 
 def _run_inference(engine: Any, config: ProtocolConfig, context: Any,
-                   turn: Callable[[], None] | None = None) -> dict[str, Any]:
+                   turn: Callable[[], None] | None = None, sampling: Any = None) -> dict[str, Any]:
     import torch
 
     stream = BatchStream(engine.app.data)
@@ -384,7 +401,7 @@ def _run_inference(engine: Any, config: ProtocolConfig, context: Any,
     try:
         with torch.no_grad():
             run_phases(Scenario("inference", infer_step, engine.backend, None, turn), config, engine.backend,
-                       context.progress, record, context.save)
+                       context.progress, record, context.save, sampling)
     finally:
         model.train()
     return record

@@ -48,6 +48,7 @@ class ErrorKind(Vocabulary):
     APP_ERROR = "app-error"
     ENVIRONMENT = "environment"
     INTERRUPTED = "interrupted"
+    BUDGET_TOO_SMALL = "budget-too-small"
 
 
 class RunStatus(Vocabulary):

@@ -46,10 +46,17 @@ class WorkerContext:
     # Called before each timed block: a paired benchmark's turn-taking
     # (torchport.turns) when the parent coordinates one, else None.
     take_turn: Callable[[], None] | None = None
+    # Peak host memory per phase (torchport.host_memory), in the result as "host_memory".
+    memory: Any = None
 
     @property
     def config(self) -> dict[str, Any]:
         return self.job.get("config", {})
+
+    @property
+    def started(self) -> float:
+        """``time.time()`` when this worker process was started by its parent."""
+        return float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
 
     @property
     def app_spec(self) -> str | None:
@@ -57,10 +64,14 @@ class WorkerContext:
 
     def progress(self, phase: str, **details: Any) -> None:
         """Tell the parent which phase is running (it enforces per-phase timeouts)."""
+        if self.memory is not None:
+            self.memory.enter(phase)
         line = json.dumps({"phase": phase, "time": time.time(), **details})
         print(PROGRESS_PREFIX + line, flush=True)
 
     def save(self) -> None:
+        if self.memory is not None:
+            self.result["host_memory"] = self.memory.record()
         write_json_atomic(self.job["output"], self.result)
 
 
@@ -98,6 +109,7 @@ def classify_error(exc: BaseException) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    from torchport.host_memory import PhasePeaks
     from torchport.processes import watch_parent
 
     watch_parent()
@@ -108,7 +120,7 @@ def main(argv: list[str]) -> int:
     os.environ["TORCHPORT_BACKEND"] = str(job.get("backend"))
     spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
     result: dict[str, Any] = {"status": "running", "phases": {}}
-    context = WorkerContext(job=job, backend=None, result=result, take_turn=_turn_taking())
+    context = WorkerContext(job=job, backend=None, result=result, take_turn=_turn_taking(), memory=PhasePeaks())
     result["phases"]["process_start_s"] = max(0.0, WORKER_STARTED - spawned)
     try:
         context.progress("import")

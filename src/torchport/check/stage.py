@@ -50,7 +50,9 @@ class CheckStageOptions:
     def from_evaluation(cls, options: Any) -> CheckStageOptions:
         protocol = getattr(options, "protocol", None)
         return cls(app=options.app, seed=getattr(protocol, "seed", 0), dtype=getattr(protocol, "dtype", "float32"),
-                   timeout_s=getattr(options, "timeout_s", DEFAULT_TIMEOUT_S))
+                   timeout_s=getattr(options, "timeout_s", DEFAULT_TIMEOUT_S),
+                   # sized by the time budget when there is one
+                   steps=getattr(options, "check_steps", None) or STAGE_STEPS)
 
 
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
@@ -73,7 +75,8 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
         app_inference=False,
     )
     section = run_checks(check_options)
-    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps; outputs "
+    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps"
+                       + (" (sized by the time budget)" if stage.steps != STAGE_STEPS else "") + "; outputs "
                        "from training step 1, no metric). "
                        "`torchport check` adds crash recovery and distributed training.")
     document["checks"] = section

@@ -31,6 +31,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--steps", type=types.count(1), default=defaults.steps, help=f"sustained steps per run (default {defaults.steps})")
     parser.add_argument("--blocks", type=types.count(1), default=defaults.blocks, help=f"timed blocks the sustained steps are split into (default {defaults.blocks})")
     parser.add_argument("--max-warmup", type=types.count(0), default=defaults.max_warmup_steps, help=f"bound on warm-up steps (default {defaults.max_warmup_steps})")
+    from torchport.budget import DEFAULT_BUDGET_S, DEFAULT_PRECISION
+
+    parser.add_argument("--budget", metavar="DURATION", default=None,
+                        help=f"time for the whole evaluation, stages included, e.g. 10m, 90s, 1h30m; plans warm-up, "
+                             f"blocks and repeats per backend to fit and samples until --precision is reached "
+                             f"(default: a {DEFAULT_BUDGET_S / 60:.0f}-minute cap on the fixed protocol; none: no cap)")
+    parser.add_argument("--precision", metavar="PCT", default=None,
+                        help=f"target half-width of the 95%% interval of the median step time, e.g. 2%% (default "
+                             f"{DEFAULT_PRECISION * 100:.0f}%%); sampling stops once reached or when the budget is spent")
     parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
     parser.add_argument("--seed", type=types.seed, default=defaults.seed)
     parser.add_argument("--no-inference", action="store_true", help="skip the app's forward-only scenario")
@@ -86,7 +95,12 @@ def options_from_args(args: argparse.Namespace) -> Any:
         raise UserError(f"arguments after `--` are for --script only: {' '.join(args.passthrough)[:200]}")
     skipped = {switch for switch, off in (("trace", args.no_trace), ("checks", args.no_checks)) if off}
     stages = stage_registry.for_evaluation(script_mode, skipped | set(args.skip_stage))
+    from torchport.budget import DEFAULT_BUDGET_S, DEFAULT_PRECISION, parse_duration, parse_precision
+
+    budget_s = DEFAULT_BUDGET_S if args.budget is None else parse_duration(args.budget)
+    precision = DEFAULT_PRECISION if args.precision is None else parse_precision(args.precision)
     return EvaluationOptions(
+        budget_s=budget_s, budget_explicit=args.budget is not None or args.precision is not None, precision=precision,
         app=app_from_args(args), stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
         phase_timeout_s=args.phase_timeout, prices=prices, reference=args.reference, out_dir=args.out,
         command=["torchport", *sys.argv[1:]], script=args.script, script_args=list(args.passthrough),
@@ -119,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
                     progress.status(f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
                     if kind == "progress":
                         progress.phase(f"{data['backend']} {round_text}: {data.get('phase', '')}")
+                elif kind == "eta":
+                    progress.eta(data["seconds"], data["backends"], data.get("running"))
                 elif kind == "stage":
                     progress.status(f"stage: {data['stage']}")
                     progress.phase(f"stage: {data['stage']}")
@@ -129,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
                     if run["status"] not in ("ok", "interrupted"):
                         error = run.get("error") or {}
                         where = f" at {error['location']}" if error.get("location") else ""
-                        progress.note(f"{data['backend']}: does not run here: {error.get('kind')}: "
-                                      f"{error.get('message')}{where}", style="yellow")
+                        what = "" if error.get("kind") == "budget-too-small" else f"does not run here: {error.get('kind')}: "
+                        progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
 
             evaluation.on_event = on_event
             document = evaluation.run()

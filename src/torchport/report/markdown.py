@@ -100,6 +100,9 @@ def render(document: dict[str, Any]) -> str:
     for section in stages.result_keys():
         if document.get(section) and stages.by_key(section).render:
             lines += ["", _stage_markdown(section, document[section])]
+    from torchport.report.budget import budget_markdown, memory_markdown
+
+    lines += budget_markdown(document) + memory_markdown(document)
     lines += ["", "## What was verified", "",
               "| backend | kind | verification | environment |", "|---|---|---|---|"]
     for name, b in backends.items():
@@ -143,7 +146,8 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any]) -> list[st
 def _does_not_run_here(backends: dict[str, Any]) -> list[str]:
     """Backends whose runs failed: what users come for.  Per backend the kind
     of failure, its cause and where: the user's line and the library's frame."""
-    failed = {name: b for name, b in backends.items() if b.get("error")}
+    # A budget too small says nothing about the backend: the budget section reports it.
+    failed = {name: b for name, b in backends.items() if b.get("error") and b["error"].get("kind") != "budget-too-small"}
     if not failed:
         return []
     lines = ["", "## Does not run here", "",

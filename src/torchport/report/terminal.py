@@ -27,7 +27,9 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             status = backend["status"]
             if error.get("kind"):
                 status += f" ({error['kind']})"
-                reason = f"does not run here: {error.get('message', '')}"
+                # Too small a time budget says nothing about whether the app runs there.
+                prefix = "" if error["kind"] == "budget-too-small" else "does not run here: "
+                reason = f"{prefix}{error.get('message', '')}"
                 if error.get("location"):
                     reason += f" at {error['location']}"
                 if error.get("more"):
@@ -57,6 +59,9 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             fmt.seconds(summary["first_step_s"]),
             fmt.size(memory) if memory is not None else f"RSS {fmt.size(summary.get('peak_host_rss_bytes'))}",
         )
+    from torchport.report.budget import budget_notes
+
+    notes += budget_notes(document)
     consistency = document.get("config_consistency") or {}
     if consistency.get("differing"):
         notes.insert(0, f"configuration differs on {', '.join(consistency['differing'])}: not comparable")

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -67,8 +66,9 @@ RSS_JUDGED_FROM = 2**30
 
 
 def _peak_rss_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
+    from torchport.host_memory import process_peak_bytes  # a worker resets the mark per phase
+
+    return process_peak_bytes()
 
 
 class LiveBytes:

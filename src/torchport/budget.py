@@ -1,0 +1,406 @@
+"""The time budget of an evaluation: a plan, what it bought, and the ETA.
+
+``torchport evaluate --budget 10m`` (default ``DEFAULT_BUDGET_S``; ``--budget
+none`` turns it off) makes the whole evaluation, stages included, fit the
+budget.  The plan is made as measurements arrive:
+
+* the stages (trace, checks) keep ``STAGE_SHARE`` of the budget, or what the
+  first round's overheads and step times say they need when that is more;
+* the timing rounds share the rest.  Each run gets a deadline: its share is the
+  time left divided over the runs still planned, a later round's run counted
+  at half weight (it has no first-compile surprise left);  the worker plans
+  its own warm-up bound and block length to fit it (``torchport.sampling``);
+* with adaptive sampling (an explicit ``--budget`` or ``--precision``), a
+  worker stops when its interval is within the target, and a later round is
+  spent only on the backends whose interval over runs is still wider than the
+  target (or that have one run only: one process cannot show run-to-run
+  variation);  a round that cannot fit a backend's start-up and one sustained
+  block is not run, and the report says so;
+* the stages size their step counts from the measured step time and the time
+  left, within their usual bounds, and say so; a stage whose minimum cannot
+  fit is left out (the report says what it needed), and the stages' workers
+  end at the budget's end;
+* a run the parent had to end past its share (x1.25 + 10 s: a first step, e.g.
+  a compilation, that no share holds) is that backend's "budget too small"
+  result; a later run cut short leaves the backend's earlier runs standing.
+
+The default budget (15 minutes) only caps: a small app's evaluation (the demo
+takes under a minute) runs the configured protocol unchanged; a 100 M-parameter
+model's is planned to end within 15 minutes instead of the better part of an
+hour.  Adaptive sampling is off unless asked for, so the default evaluation is
+neither slower nor less precise than the fixed protocol it replaces.
+
+The ETA is the time the plan still expects: the runs not done (each at the
+lesser of its share and what this backend's previous run took), plus the
+stages; corrected after every run.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchport.errors import UserError
+
+DEFAULT_BUDGET_S = 15 * 60.0
+DEFAULT_PRECISION = 0.02  # 95% interval of the median within +-2%: narrow enough to decide the 5% threshold
+STAGE_SHARE = 0.25  # of the budget kept for the trace and the checks, at least
+# A run still going this long past its share is ended by the parent (a first step, e.g. a compilation,
+# that no share can hold): its share times this, plus RUN_GRACE_S.
+RUN_OVERRUN_FACTOR, RUN_GRACE_S = 1.25, 10.0
+LATER_RUN_WEIGHT = 0.5  # a run of a later round, when sharing the time among the runs still planned
+FIRST_ROUND_PLANNED = 2  # rounds counted when the first round's shares are made (more only as time allows)
+TRACE_STEP_FACTOR = 2.0  # a traced step costs about 1.8x an untraced one (benchmarks/bench_trace.py)
+CHECK_STEP_FACTOR = 4.0  # a check step: float32 and float64 runs, checkpoints saved and loaded
+TRACE_STEPS = (3, 12)  # the trace stage's bounds (it stops once the op sequence repeats 3 times)
+CHECK_STEPS = (2, 6)  # the checks stage's bounds (a checkpoint is taken half way: at least 2)
+# Kept at the end for the summary, result.json, report.md and report.html.
+FINISH_SHARE, FINISH_MAX_S = 0.03, 20.0
+
+_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(h|min|m|sec|s)?", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> float | None:
+    """``10m``, ``90s``, ``1h30m``, ``2.5m``, ``600`` (seconds); ``none``/``off``: no budget."""
+    cleaned = str(text).strip().lower()
+    if cleaned in ("none", "off", "0"):
+        return None
+    position, total = 0, 0.0
+    while position < len(cleaned):
+        match = _PART.match(cleaned, position)
+        if not match or match.end() == position:
+            break
+        total += float(match.group(1)) * _UNITS[(match.group(2) or "s")]
+        position = match.end()
+        while position < len(cleaned) and cleaned[position] == " ":
+            position += 1
+    if position != len(cleaned) or total <= 0 or not cleaned:
+        raise UserError(f"invalid duration {text!r}: expected e.g. 10m, 90s, 1h30m or none", location="--budget")
+    if total < 1:
+        raise UserError(f"invalid duration {text!r}: at least 1 s", location="--budget")
+    return total
+
+
+def format_clock(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+@dataclass
+class RunFigures:
+    """What one finished run says about the next of the same backend."""
+
+    wall_s: float
+    overhead_s: float  # process start, imports, init and first step: paid again by every run
+    step_s: float | None
+    ok: bool
+
+
+@dataclass
+class BudgetPlan:
+    budget_s: float
+    backends: list[str]
+    rounds: int  # the most rounds (--repeats)
+    stages: bool  # trace or checks follow the rounds
+    precision: float | None = DEFAULT_PRECISION
+    explicit: bool = False  # given on the command line (or --precision): sampling is adaptive
+    clock: Any = time.time
+    started: float = -1.0  # when the budget started (clock time); negative: this process's start
+    runs: dict[str, list[RunFigures]] = field(default_factory=dict)
+    shares: dict[str, list[float]] = field(default_factory=dict)
+    could_not: list[str] = field(default_factory=list)
+    _could_not_runs: dict[str, str] = field(default_factory=dict)  # backend -> why it got no further run
+    stage_sizes: dict[str, Any] = field(default_factory=dict)
+    stage_reserve_s: float = 0.0
+    _in_flight: tuple[str, float, float] | None = None  # backend, started, share
+
+    def __post_init__(self) -> None:
+        # The budget counts from the command's start (its imports and checks included), as the user's clock does.
+        if self.started < 0:
+            self.started = self.clock() - process_age_s()
+        self.stage_reserve_s = STAGE_SHARE * self.budget_s if self.stages else 0.0
+        for name in self.backends:
+            self.runs.setdefault(name, [])
+            self.shares.setdefault(name, [])
+
+    @property
+    def adaptive(self) -> bool:
+        return self.explicit
+
+    @property
+    def end(self) -> float:
+        """When the work must be done: the budget's end less the time to write the results."""
+        return self.started + self.budget_s - min(FINISH_SHARE * self.budget_s, FINISH_MAX_S)
+
+    @property
+    def timing_end(self) -> float:
+        return self.end - self.stage_reserve_s
+
+    # ---- the rounds ------------------------------------------------------------------------
+    def wants_run(self, name: str, round_index: int, summary: dict[str, Any] | None) -> bool:
+        """Whether ``name`` gets a run in this round; a run that cannot fit is
+        recorded in ``could_not``."""
+        if round_index == 0:
+            return True
+        previous = self.runs.get(name) or []
+        if self.adaptive and len(previous) >= 2:
+            reached = precision_of(summary)
+            if reached is not None and self.precision is not None and reached <= self.precision:
+                return False  # this backend's interval is narrow enough: spend the time elsewhere
+        needed = self.minimum_run_s(name)
+        left = self.timing_end - self.clock()
+        if needed is not None and needed > left:
+            self._could_not_runs[name] = (
+                f"{name}: {len(previous)} process{'es' if len(previous) != 1 else ''} only; another needs about "
+                f"{needed:.0f} s (start-up {needed - self._one_block_s(name):.0f} s and one sustained block), "
+                f"{max(0.0, left):.0f} s of the timing share were left"
+                + ("; the interval shows within-run noise only" if len(previous) == 1 else ""))
+            return False
+        return True
+
+    def run_timeout(self, entry: dict[str, Any], timeout_s: float) -> float:
+        """The parent's limit for a run with this job entry: past its share by
+        the overrun allowance, it is ended (``explain_overrun`` says why)."""
+        return min(timeout_s, entry["share_s"] * RUN_OVERRUN_FACTOR + RUN_GRACE_S)
+
+    def explain_overrun(self, name: str, run: dict[str, Any], entry: dict[str, Any], timeout_s: float) -> None:
+        """A run the budget's limit ended is that backend's 'budget too small' result, not a timeout."""
+        limit = self.run_timeout(entry, timeout_s)
+        wall = float(run.get("wall_s") or 0.0)
+        if run.get("status") != "timed_out" or limit >= timeout_s or wall < 0.98 * limit:
+            return  # the user's --timeout or --phase-timeout ended it, not the budget
+        phase = str(run.get("last_phase") or "start-up")
+        scale = self.budget_s / entry["share_s"] if entry["share_s"] > 0 else 1.0
+        run["status"] = "error"
+        run["error"] = {
+            "kind": "budget-too-small",
+            "message": (f"budget too small: needs at least {format_minutes(wall)} for one run on {name}: it was still "
+                        f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry['share_s'])}; "
+                        f"a budget of more than {format_minutes(wall * scale)} would give it that"),
+        }
+
+    def cut_short(self, name: str, entry: dict[str, Any], run: dict[str, Any]) -> bool:
+        """A later run the budget could not hold: the backend keeps its status
+        (its earlier runs stand), and the report lists the run with what the
+        budget could not buy."""
+        error = run.get("error") or {}
+        if error.get("kind") != "budget-too-small" or not any(r.get("status") == "ok" for r in entry["runs"]):
+            return False
+        self.could_not.append(f"{name}: run {len(entry['runs'])} ended: {error.get('message')}")
+        return True
+
+    def _one_block_s(self, name: str) -> float:
+        from torchport.sampling import MIN_BLOCKS
+
+        steps = [run.step_s for run in self.runs.get(name, []) if run.step_s]
+        return MIN_BLOCKS * steps[-1] if steps else 0.0
+
+    def minimum_run_s(self, name: str) -> float | None:
+        """Start-up (as the last run of ``name`` measured it) plus the fewest blocks an interval needs."""
+        figures = self.runs.get(name) or []
+        if not figures:
+            return None
+        return figures[-1].overhead_s + self._one_block_s(name)
+
+    def job_entry(self, name: str, round_index: int, remaining_this_round: int) -> dict[str, Any]:
+        """The ``budget`` entry of a run's job: its deadline (wall clock) and precision target."""
+        now = self.clock()
+        later_rounds = max(0, (FIRST_ROUND_PLANNED if round_index == 0 and self.adaptive else self.rounds)
+                           - round_index - 1)
+        weight = remaining_this_round + LATER_RUN_WEIGHT * later_rounds * len(self.backends)
+        share = max(0.0, self.timing_end - now) / max(1.0, weight)
+        self.shares[name].append(share)
+        self._in_flight = (name, now, share)
+        return {"deadline": now + share, "share_s": share, "budget_s": self.budget_s,
+                "precision": self.precision if self.adaptive else None}
+
+    def record_run(self, name: str, run: dict[str, Any]) -> None:
+        self._in_flight = None
+        phases = run.get("phases") or {}
+        training = run.get("training") or {}
+        overhead = sum(float(phases.get(key) or 0.0) for key in ("process_start_s", "import_s", "init_s"))
+        overhead += float(training.get("first_step_s") or 0.0)
+        blocks = (training.get("sustained") or {}).get("blocks") or (training.get("warmup") or {}).get("blocks") or []
+        step_s = None
+        if blocks:
+            times = sorted(block["seconds"] / block["steps"] for block in blocks)
+            step_s = times[len(times) // 2]
+        wall = float(run.get("wall_s") or overhead)
+        self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.get("status") == "ok"))
+        if len(self.runs[name]) == 1 and self.stages:
+            self._reserve_for_stages()
+
+    def _reserve_for_stages(self) -> None:
+        """After a first run: what the stages need by the measured figures, if more than their share."""
+        figures = [runs[0] for runs in self.runs.values() if runs and runs[0].step_s]
+        if not figures:
+            return
+        overhead = max(run.overhead_s for run in figures)
+        step = max(run.step_s or 0.0 for run in figures)
+        needed = overhead + CHECK_STEPS[0] * CHECK_STEP_FACTOR * step
+        self.stage_reserve_s = min(0.5 * self.budget_s, max(STAGE_SHARE * self.budget_s, needed))
+
+    # ---- the stages ------------------------------------------------------------------------
+    def size_stages(self, options: Any, document: dict[str, Any]) -> None:
+        """Set ``options.trace_steps`` / ``options.check_steps`` from the time left
+        and the step times; leave out a stage whose minimum cannot fit; limit
+        the stages' workers to the time left (``options.timeout_s``)."""
+        left = max(0.0, self.end - self.clock())
+        reference = document.get("reference")
+        backends = document.get("backends", {})
+        cpu = self._figures(reference) or self._figures("cpu")
+        slowest = max((run for name in backends if (run := self._figures(name))), key=lambda r: r.step_s or 0.0,
+                      default=None)
+        sizes: dict[str, Any] = {"time_left_s": round(left, 1)}
+        if cpu and cpu.step_s:
+            fit = int((left - cpu.overhead_s) / (TRACE_STEP_FACTOR * cpu.step_s)) if left > cpu.overhead_s else 0
+            steps = min(max(fit, TRACE_STEPS[0]), TRACE_STEPS[1])
+            options.trace_steps = steps
+            sizes["trace"] = {"steps": steps, "bounds": list(TRACE_STEPS), "step_s": cpu.step_s,
+                              "startup_s": round(cpu.overhead_s, 1),
+                              "fits": fit >= TRACE_STEPS[0],
+                              "why": f"{left:.0f} s left, a traced step about {TRACE_STEP_FACTOR:g}x the measured "
+                                     f"{cpu.step_s:.3g} s"}
+        if slowest and slowest.step_s:
+            startup = max(run.overhead_s for name in backends if (run := self._figures(name)))
+            usable = left - startup
+            fit = int(usable / (CHECK_STEP_FACTOR * slowest.step_s)) if usable > 0 else 0
+            steps = min(max(fit, CHECK_STEPS[0]), CHECK_STEPS[1])
+            options.check_steps = steps
+            sizes["checks"] = {"steps": steps, "bounds": list(CHECK_STEPS), "step_s": slowest.step_s,
+                               "startup_s": round(startup, 1),
+                               "fits": fit >= CHECK_STEPS[0],
+                               "why": f"{left:.0f} s left, a check step about {CHECK_STEP_FACTOR:g}x the slowest "
+                                      f"measured step ({slowest.step_s:.3g} s)"}
+        skipped = set()
+        for stage, module in (("trace", "trace"), ("checks", "check")):
+            if stage in sizes and not sizes[stage]["fits"]:
+                skipped.add(module)
+                size = sizes[stage]
+                factor = TRACE_STEP_FACTOR if stage == "trace" else CHECK_STEP_FACTOR
+                startup = size["startup_s"]
+                self.could_not.append(f"{stage}: not run: its minimum of {size['steps']} steps needs about "
+                                      f"{format_minutes(startup + size['steps'] * factor * size['step_s'])} "
+                                      f"(start-up {format_minutes(startup)}), {format_minutes(left)} were left")
+        options.stages = [stage for stage in options.stages if stage.__module__.rsplit(".", 2)[-2] not in skipped]
+        # A stage's worker that would run past the budget's end is ended (a stage error in the report).
+        options.timeout_s = min(options.timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
+        sizes["timeout_s"] = round(options.timeout_s, 1)
+        self.stage_sizes = sizes
+
+    def _figures(self, name: str | None) -> RunFigures | None:
+        runs = [run for run in self.runs.get(name or "", []) if run.step_s]
+        finished = [run for run in runs if run.ok]  # a run cut short measured a step or two at most
+        return (finished or runs)[-1] if runs else None
+
+    # ---- the ETA ---------------------------------------------------------------------------
+    def expected_run_s(self, name: str) -> float | None:
+        """What the next run of ``name`` is expected to take; None when nothing says yet.
+        Adaptive runs sample until their deadline unless precise sooner: their
+        share, or less when the previous run took less.  Capped runs take what
+        the previous run took (of this backend, else the mean of the others)."""
+        share = max(0.0, self.timing_end - self.clock()) / max(1, self._runs_left())
+        previous = [run.wall_s for run in self.runs.get(name) or []]
+        others = [run.wall_s for runs in self.runs.values() for run in runs]
+        if previous:
+            return min(share, previous[-1]) if self.adaptive else previous[-1]
+        if self.adaptive:
+            return share
+        return sum(others) / len(others) if others else None
+
+    def _runs_left(self) -> int:
+        done = sum(len(runs) for runs in self.runs.values())
+        return max(1, len(self.backends) * self.rounds - done)
+
+    def eta(self, active: list[str]) -> tuple[float | None, dict[str, float]]:
+        """Seconds left overall (None: not known yet), and per backend (its runs still planned), from now."""
+        now = self.clock()
+        per_backend: dict[str, float] = {}
+        for name in self.backends:
+            left_runs = self.rounds - len(self.runs.get(name, [])) if name in active else 0
+            if left_runs <= 0:
+                per_backend[name] = 0.0
+                continue
+            expected = self.expected_run_s(name)
+            if expected is None:
+                return None, {}
+            if self._in_flight and self._in_flight[0] == name:
+                _, since, share = self._in_flight
+                running = min(share, expected) if self.adaptive else expected
+                per_backend[name] = max(0.0, since + running - now) + (left_runs - 1) * expected
+            else:
+                per_backend[name] = left_runs * expected
+        timing = sum(per_backend.values())
+        if self.adaptive:
+            timing = min(timing, max(0.0, self.timing_end - now))
+        stages = 0.0
+        if self.stages:
+            # Adaptive: the stages are sized to their reserve.  Capped: about what the runs' start-up took.
+            startup = max((runs[0].overhead_s for runs in self.runs.values() if runs), default=0.0)
+            stages = self.stage_reserve_s if self.adaptive else min(self.stage_reserve_s, 2 * startup)
+        overall = min(timing + stages, max(0.0, self.end - now))
+        return overall, {name: min(value, overall) for name, value in per_backend.items()}
+
+    # ---- the report ------------------------------------------------------------------------
+    def record(self, document: dict[str, Any]) -> dict[str, Any]:
+        """``document["budget"]``: what the budget bought, per backend, and what it could not."""
+        backends = {}
+        for name in self.backends:
+            entry = document.get("backends", {}).get(name, {})
+            reached = precision_of(entry.get("summary"))
+            runs = entry.get("runs") or []
+            stopped = [((run.get("training") or {}).get("sustained") or {}).get("stopped_by") for run in runs]
+            backends[name] = {
+                "runs": len(runs),
+                "precision_reached": reached,
+                "target_met": None if reached is None or self.precision is None else reached <= self.precision,
+                "shares_s": [round(share, 1) for share in self.shares.get(name, [])],
+                "stopped_by": stopped,
+            }
+        return {"budget_s": self.budget_s, "explicit": self.explicit, "precision_target": self.precision,
+                "adaptive": self.adaptive, "elapsed_s": round(self.clock() - self.started, 1),
+                "backends": backends, "stages": dict(self.stage_sizes),
+                "could_not": [*self._could_not_runs.values(), *self.could_not]}
+
+
+def format_minutes(seconds: float) -> str:
+    from torchport.sampling import format_duration
+
+    return format_duration(seconds)
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux: /proc); 0 where unknown."""
+    try:
+        import os
+
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            start_ticks = float(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime = float(handle.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def precision_of(summary: dict[str, Any] | None) -> float | None:
+    """Relative half-width of the 95% interval of the median step time in a backend's summary."""
+    stat = (summary or {}).get("step_time_s") or {}
+    median, interval = stat.get("median"), stat.get("ci95")
+    if not median or not interval:
+        return None
+    return (interval[1] - interval[0]) / 2 / median
+
+
+def parse_precision(text: str) -> float:
+    """``2%`` or ``0.02``: the relative half-width of the 95% interval to reach."""
+    cleaned = str(text).strip()
+    try:
+        value = float(cleaned[:-1]) / 100 if cleaned.endswith("%") else float(cleaned)
+    except ValueError:
+        raise UserError(f"invalid precision {text!r}: expected e.g. 2% or 0.02", location="--precision") from None
+    if not 0 < value < 1:
+        raise UserError(f"invalid precision {text!r}: must be between 0 and 100%", location="--precision")
+    return value

@@ -1,0 +1,93 @@
+"""What the time budget bought and where host memory went, for the reports.
+
+Renders ``document["budget"]`` (``torchport.budget``) and each run's
+``host_memory`` (``torchport.host_memory``).  Text from results is escaped for
+markdown by ``format.md``; the terminal prints it literally.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from torchport.report import format as fmt
+from torchport.sampling import format_duration
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"±{value:.1%}"
+
+
+def budget_notes(document: dict[str, Any]) -> list[str]:
+    """Lines under the terminal summary: the budget used, the precision per backend, what it could not buy."""
+    budget = document.get("budget")
+    if not budget:
+        return []
+    target = budget.get("precision_target")
+    reached = []
+    for name, entry in (budget.get("backends") or {}).items():
+        if entry.get("precision_reached") is None:
+            continue
+        met = entry.get("target_met")
+        verdict = "" if met is None else (" (target met)" if met else " (target not met)")
+        reached.append(f"{name} {_pct(entry['precision_reached'])}{verdict}")
+    kind = "adaptive sampling" if budget.get("adaptive") else "a cap on the fixed protocol"
+    notes = [f"budget {format_duration(budget['budget_s'])} ({kind}), {format_duration(budget.get('elapsed_s') or 0.0)} used; "
+             f"precision reached (95% interval of the median step time, target {_pct(target)}): "
+             + (", ".join(reached) or "none measured")]
+    notes += [f"budget could not: {line}" for line in budget.get("could_not") or []]
+    for stage, size in (budget.get("stages") or {}).items():
+        if isinstance(size, dict) and size.get("fits"):
+            notes.append(f"{stage}: {size['steps']} steps, sized by the budget ({size['why']})")
+    return notes
+
+
+def budget_markdown(document: dict[str, Any]) -> list[str]:
+    budget = document.get("budget")
+    if not budget:
+        return []
+    lines = ["", "## Time budget and precision", "",
+             f"Budget {format_duration(budget['budget_s'])} "
+             f"({'given: adaptive sampling until the precision target' if budget.get('adaptive') else 'the default: a cap on the fixed protocol'}), "
+             f"{format_duration(budget.get('elapsed_s') or 0.0)} used before the report. Precision: half the width of the 95% "
+             f"interval of the median step time, relative to the median; target {_pct(budget.get('precision_target'))}.",
+             "", "| backend | runs | precision reached | target met | each run's share | why each run's sampling stopped |",
+             "|---|---|---|---|---|---|"]
+    for name, entry in (budget.get("backends") or {}).items():
+        met = entry.get("target_met")
+        shares = ", ".join(fmt.seconds(share) for share in entry.get("shares_s") or []) or "–"
+        stopped = ", ".join(str(reason) for reason in entry.get("stopped_by") or [] if reason) or "–"
+        lines.append(f"| {fmt.md(name)} | {entry.get('runs', 0)} | {_pct(entry.get('precision_reached'))} "
+                     f"| {'–' if met is None else ('yes' if met else 'NO')} | {shares} | {fmt.md(stopped)} |")
+    could_not = [f"{name}: {backend['error']['message']}" for name, backend in (document.get("backends") or {}).items()
+                 if (backend.get("error") or {}).get("kind") == "budget-too-small"]
+    could_not += budget.get("could_not") or []
+    if could_not:
+        lines += ["", "What the budget could not buy:", ""] + [f"- {fmt.md(line)}" for line in could_not]
+    stages = {name: size for name, size in (budget.get("stages") or {}).items()
+              if isinstance(size, dict) and size.get("fits")}
+    if stages:
+        lines += ["", "Stages sized by the budget:", ""]
+        lines += [f"- {fmt.md(name)}: {size['steps']} steps (bounds {size['bounds'][0]}-{size['bounds'][1]}; "
+                  f"{fmt.md(size['why'])})" for name, size in stages.items()]
+    return lines
+
+
+def memory_markdown(document: dict[str, Any]) -> list[str]:
+    """Peak host memory per worker phase: the largest over each backend's runs."""
+    rows = {}
+    for name, backend in (document.get("backends") or {}).items():
+        peaks: dict[str, int] = {}
+        for run in backend.get("runs") or []:
+            for phase, value in ((run.get("host_memory") or {}).get("phases") or {}).items():
+                peaks[phase] = max(peaks.get(phase, 0), int(value))
+        if peaks:
+            rows[name] = peaks
+    if not rows:
+        return []
+    phases = list(dict.fromkeys(phase for peaks in rows.values() for phase in peaks))
+    lines = ["", "## Host memory per phase (peak resident size, largest over runs)", "",
+             "| backend | " + " | ".join(fmt.md(phase) for phase in phases) + " |",
+             "|---|" + "---|" * len(phases)]
+    for name, peaks in rows.items():
+        lines.append(f"| {fmt.md(name)} | " + " | ".join(fmt.size(peaks.get(phase)) if phase in peaks else "–"
+                                                         for phase in phases) + " |")
+    return lines

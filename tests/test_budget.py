@@ -1,0 +1,226 @@
+"""The time budget, adaptive sampling, the ETA, the worker's memory per phase
+and the 124 M-parameter built-in (issue 18).  Real workers, real torch."""
+import math
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+
+from conftest import load_result
+from torchport.budget import BudgetPlan, parse_duration, parse_precision, precision_of
+from torchport.errors import UserError
+from torchport.launch import run_worker
+from torchport.progress import Progress
+from torchport.protocol import Block, ProtocolConfig
+from torchport.results import load_schema
+from torchport.sampling import BudgetedSampling, BudgetTooSmall, median_interval_ranks, relative_half_width
+
+APPS = Path(__file__).parent / "apps"
+
+
+def test_durations_and_precisions():
+    assert parse_duration("10m") == 600 and parse_duration("90s") == 90 and parse_duration("1h30m") == 5400
+    assert parse_duration("2.5m") == 150 and parse_duration("600") == 600 and parse_duration("none") is None
+    for bad in ("", "ten", "10x", "-5m", "0.2s"):
+        with pytest.raises(UserError, match="invalid duration"):
+            parse_duration(bad)
+    assert parse_precision("2%") == pytest.approx(0.02) and parse_precision("0.05") == 0.05
+    for bad in ("0", "150%", "x"):
+        with pytest.raises(UserError, match="invalid precision"):
+            parse_precision(bad)
+
+
+def test_median_interval_ranks_hold_the_coverage():
+    assert median_interval_ranks(5) is None  # five values cannot bound the median at 95%
+    for count in range(6, 80):
+        low, high = median_interval_ranks(count)
+        assert high == count - 1 - low
+        # P(B <= low) <= 2.5% for B ~ Binomial(count, 1/2), and low is the largest such rank.
+        below = sum(math.comb(count, k) for k in range(low + 1)) / 2**count
+        assert below <= 0.025 < below + math.comb(count, low + 1) / 2**count
+    assert relative_half_width([1.0] * 10) == 0.0
+    assert relative_half_width([0.98, 1.02, 1.0, 1.0, 0.99, 1.01, 1.0, 1.0, 1.0, 1.0]) == pytest.approx(0.01)
+
+
+def _blocks(times, steps=2):
+    return [Block(seconds=t * steps, steps=steps, data_wait_s=0.0, samples=steps, tokens=None, losses=None,
+                  compilations=0) for t in times]
+
+
+def test_budgeted_sampling_stops_at_precision_or_deadline():
+    import time
+
+    config = ProtocolConfig(steps=20, blocks=10)
+    precise = BudgetedSampling(config, deadline=time.time() + 3600, precision=0.05)
+    assert precise.stop(_blocks([1.0] * 5)) is None  # too few blocks for an interval
+    assert precise.stop(_blocks([1.0, 1.01, 0.99, 1.0, 1.0, 1.02])) == "precision"
+    assert precise.stop(_blocks([1.0, 2.0, 0.5, 1.0, 3.0, 1.0])) is None  # too wide: keep sampling
+    late = BudgetedSampling(config, deadline=time.time() + 0.5, precision=0.05)
+    assert late.stop(_blocks([1.0, 2.0, 0.5, 1.0, 3.0, 1.0])) == "budget"  # the next block would pass the deadline
+    fixed_count = BudgetedSampling(config, deadline=time.time() + 3600, precision=None)
+    assert fixed_count.stop(_blocks([1.0, 2.0] * 5)) == "blocks"
+    # The block length shrinks so that the fewest blocks an interval needs fit before the deadline.
+    short = BudgetedSampling(config, deadline=time.time() + 0.6, precision=None)
+    assert short.block_steps(_blocks([0.01]), first_step_s=5.0) == 2  # configured: 20 // 10
+    tight = BudgetedSampling(config, deadline=time.time() + 0.07, precision=None)
+    assert tight.block_steps(_blocks([0.01]), first_step_s=5.0) == 1
+    # No room for one sustained step: the run ends with what it would have needed.
+    late_start = BudgetedSampling(config, deadline=time.time() + 0.5, precision=None, backend="cpu", budget_s=60,
+                                  share_s=20, started=time.time() - 30)
+    with pytest.raises(BudgetTooSmall, match=r"^budget too small: needs at least 31 s for one sustained block on "
+                                             r"cpu .*its share of the budget was 20 s; a budget of at least 1.6 min"):
+        late_start.block_steps(_blocks([1.0]), first_step_s=5.0)
+
+
+def test_plan_shares_the_time_and_the_eta_counts_down():
+    clock = {"now": 1000.0}
+    plan = BudgetPlan(600, ["cpu", "cpu-compile"], rounds=3, stages=True, precision=0.02, explicit=True,
+                      clock=lambda: clock["now"], started=1000.0)
+    entry = plan.job_entry("cpu", 0, remaining_this_round=2)
+    # 25% for the stages, 3% for the results; round 1 shares the rest over 2 runs + 2 later half-weight runs.
+    assert entry["deadline"] == pytest.approx(1000 + (600 * 0.75 - 18) / 3)
+    assert entry["precision"] == 0.02
+    overall, per_backend = plan.eta(["cpu", "cpu-compile"])
+    assert 0 < overall <= 582 and set(per_backend) == {"cpu", "cpu-compile"}
+    clock["now"] += 100
+    plan.record_run("cpu", {"status": "ok", "wall_s": 100, "phases": {"import_s": 5, "init_s": 1},
+                            "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 1, "steps": 1}]}}})
+    later, _ = plan.eta(["cpu", "cpu-compile"])
+    assert later < overall
+    assert plan.minimum_run_s("cpu") == pytest.approx(8 + 6 * 1.0)
+    summary = {"step_time_s": {"median": 1.0, "ci95": [0.99, 1.01]}}
+    assert precision_of(summary) == pytest.approx(0.01)
+
+
+def test_progress_line_shows_the_plans_eta():
+    progress = Progress("evaluate", unit="runs")
+    progress.plan(6)
+    progress.eta(125.0, {"cpu": 50.0, "cpu-compile": 75.0})
+    line = progress.line("cpu round 1/3: warmup")
+    assert re.search(r"about 0:02:0[45] left, cpu 0:00:[45]\d, cpu-compile 0:01:1[45]\)", line), line
+
+
+def test_gpt_124m_is_gpt2_small_and_built_on_meta():
+    from torchport.app import load_app
+    from torchport.builtin.gpt import Shape, TinyGPT
+
+    with torch.device("meta"):
+        model = TinyGPT(Shape.named("124m"), tie_embeddings=True)
+    assert sum(p.numel() for p in model.parameters()) == 124_439_808  # GPT-2 small, embeddings tied
+    with torch.device("meta"):
+        assert sum(p.numel() for p in TinyGPT().parameters()) == 470_528  # the demo's tiny model, unchanged
+    assert load_app("builtin:gpt?size=124m").name == "gpt-124m"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["builtin:gpt?size=1b"], "builtin:gpt?size=1b: built-in app 'gpt': size='1b' is not one of tiny, 124m"),
+    (["builtin:gpt?depth=2"], "has no option 'depth' (its options: size)"),
+    (["--budget", "10x"], "--budget: invalid duration '10x'"),
+    (["--precision", "200%"], "--precision: invalid precision '200%'"),
+])
+def test_bad_budget_and_builtin_options_are_one_line(torchport_cli, tmp_path, args, message):
+    done = torchport_cli("evaluate", *args, "-b", "cpu", "--no-trace", "--no-checks", "-o", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if "error" in line]) == 1
+
+
+def test_budget_too_small_for_one_backend_the_other_still_runs(torchport_cli, tmp_path):
+    """cpu-compile's first step outlasts any share of a 60 s budget: that
+    backend gets 'budget too small: needs at least ...', cpu runs and samples
+    until its precision target or its share is spent."""
+    out = tmp_path / "out"
+    done = torchport_cli("evaluate", f"{APPS / 'budget_app.py'}", "-b", "cpu,cpu-compile", "--budget", "60s",
+                         "--precision", "50%", "--no-trace", "--no-checks", "--no-inference", "-o", str(out),
+                         env={"TORCHPORT_TEST_SLOW_BACKEND": "cpu-compile", "TORCHPORT_PROGRESS_INTERVAL": "5"},
+                         timeout=240)
+    assert done.returncode == 0, done.stderr
+    document = load_result(out)
+    jsonschema.validate(document, load_schema())
+    compiled = document["backends"]["cpu-compile"]
+    assert compiled["status"] == "error" and compiled["error"]["kind"] == "budget-too-small"
+    assert compiled["error"]["message"].startswith("budget too small: needs at least ")
+    assert "a budget of " in compiled["error"]["message"]
+    assert "budget too small: needs at least" in done.stderr
+    cpu = document["backends"]["cpu"]
+    assert cpu["status"] == "ok" and cpu["summary"]
+    for run in cpu["runs"]:
+        sustained = run["training"]["sustained"]
+        assert sustained["stopped_by"] in ("precision", "budget", "max_blocks")
+        if sustained["stopped_by"] == "precision":
+            assert sustained["precision"] <= 0.5 and len(sustained["blocks"]) >= 6
+        assert sustained["plan"]["precision_target"] == 0.5
+    budget = document["budget"]
+    assert budget["budget_s"] == 60 and budget["adaptive"] and budget["precision_target"] == 0.5
+    assert budget["backends"]["cpu"]["precision_reached"] == pytest.approx(precision_of(cpu["summary"]))
+    # The budget, +25%: the fixed costs of a worker (imports 5-10 s on the loaded 2-core machine) weigh
+    # heavily in a 60 s budget; the 10-minute benchmark shows the +-10% of the issue.
+    assert budget["elapsed_s"] <= 75
+    # Plain progress lines (stderr is not a terminal) carry the plan's ETA.
+    assert re.search(r"\(about \d:\d\d:\d\d left", done.stderr)
+    # The report says what the budget bought and could not; a budget too small is not "does not run here".
+    report = (out / "report.md").read_text()
+    assert "## Time budget and precision" in report and "## Does not run here" not in report
+    assert "- cpu-compile: budget too small: needs at least" in report
+    assert "## Host memory per phase" in report and "training:sustained" in report
+    assert "precision reached (95% interval of the median step time, target ±50.0%): cpu ±" in done.stdout
+
+
+def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():
+    config = ProtocolConfig(steps=16, blocks=2, max_warmup_steps=0).as_dict()
+    # Large allocations mapped and unmapped one by one (not from the heap, whose holes make the resident
+    # size depend on the order of frees): the resident size then follows what the worker holds.
+    allocator = {"MALLOC_MMAP_THRESHOLD_": str(2**20), "MALLOC_TRIM_THRESHOLD_": str(2**20)}
+    run = run_worker("cpu", "torchport.protocol:evaluate_job", app=f"{APPS / 'budget_app.py'}:big_outputs",
+                     config=config, timeout=240, env=allocator)
+    assert run["status"] == "ok", run.get("error")
+    memory = run["host_memory"]
+    phases = memory["phases"]
+    for name in ("import", "init", "training:first_step", "training:sustained", "inference:first_step",
+                 "inference:sustained"):
+        assert 0 < phases[name] <= memory["peak_bytes"], name
+    assert memory["peak_bytes"] == max(phases.values()) >= run["host_peak_rss_bytes"]
+    # 8 steps a block, 64 MiB an output (and 64 MiB more while it is made): a block of kept outputs
+    # would add about 512 MiB over the first step; as in a plain loop, only the previous output is
+    # alive while the next is computed (+64 MiB).
+    assert phases["inference:sustained"] - phases["inference:first_step"] < 160 * 2**20, phases
+
+
+def test_stages_are_sized_by_the_time_left_or_left_out():
+    from types import SimpleNamespace
+
+    from torchport.check.stage import evaluate_stage as check_stage
+    from torchport.trace.stage import evaluate_stage as trace_stage
+
+    clock = {"now": 0.0}
+    plan = BudgetPlan(600, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0)
+    plan.record_run("cpu", {"status": "ok", "wall_s": 60, "phases": {"import_s": 5, "init_s": 3},
+                            "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}})
+    document = {"reference": "cpu", "backends": {"cpu": {}}}
+    clock["now"] = 300.0  # 282 s left before the results are written
+    roomy = SimpleNamespace(stages=[trace_stage, check_stage], timeout_s=600.0)
+    plan.size_stages(roomy, document)
+    assert roomy.trace_steps == 12 and roomy.check_steps == 6 and len(roomy.stages) == 2
+    assert roomy.timeout_s == pytest.approx(282 * 1.25 + 10)
+    clock["now"] = 560.0  # 22 s left: a traced step takes about 4 s, a check step 8 s, start-up 10 s
+    tight = SimpleNamespace(stages=[trace_stage, check_stage], timeout_s=600.0)
+    plan.size_stages(tight, document)
+    assert tight.trace_steps == 3 and tight.stages == [trace_stage]
+    assert any(line.startswith("checks: not run: its minimum of 2 steps needs about 26 s (start-up 10 s), 22 s")
+               for line in plan.could_not), plan.could_not
+
+
+def test_only_the_budgets_own_limit_makes_a_timeout_budget_too_small():
+    plan = BudgetPlan(120, ["cpu"], rounds=1, stages=False, started=0.0, clock=lambda: 0.0)
+    entry = plan.job_entry("cpu", 0, remaining_this_round=1)
+    limit = plan.run_timeout(entry, 600.0)
+    by_phase_timeout = {"status": "timed_out", "wall_s": 30.0, "error": {"kind": "timeout", "message": "phase"}}
+    plan.explain_overrun("cpu", by_phase_timeout, entry, 600.0)
+    assert by_phase_timeout["error"]["kind"] == "timeout"
+    by_budget = {"status": "timed_out", "wall_s": limit + 0.5, "last_phase": "training:first_step",
+                 "error": {"kind": "timeout", "message": "run"}}
+    plan.explain_overrun("cpu", by_budget, entry, 600.0)
+    assert by_budget["status"] == "error" and by_budget["error"]["kind"] == "budget-too-small"
+    assert "still in phase 'training:first_step'" in by_budget["error"]["message"]
