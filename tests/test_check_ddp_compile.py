@@ -28,3 +28,28 @@ def test_compiled_ranks_fail_a_compile_only_bug_that_eager_ranks_pass(tmp_path):
     frames = compiled["figures"]["frames_compiled"]
     assert all(count and count > 0 for count in frames["ranks"].values()) and frames["single_process"] > 0
     assert "compiled ranks: each ran torch.compile(DistributedDataParallel(model), backend='inductor')" in compiled["reason"]
+
+
+def test_rank_dependent_branch_is_named_as_the_cause_of_a_distributed_divergence(tmp_path):
+    out = tmp_path / "check.json"
+    done = run_torchport("check", str(APPS / "check_rank_branch.py"), "-b", "cpu", "--only", "distributed",
+                         "--distributed-steps", "3", "--timeout", "200", "--format", "json", "-o", str(out),
+                         timeout=400)
+    assert done.returncode == 1, done.stderr[-3000:]
+    (check,) = json.loads(out.read_text())["checks"]
+    assert check["status"] == "fail", check["reason"]
+    parted = check["figures"]["rank_op_sequences"]
+    # rank 0 runs the sigmoid (and its backward) that rank 1 does not
+    assert parted.startswith("rank 0: ") and "sigmoid on rank 0" in parted, parted
+    assert "the ranks ran different ops in their forward and backward" in check["reason"]
+    assert "control flow that depends on the rank" in check["reason"]
+
+
+def test_ranks_running_the_same_ops_record_no_difference(tmp_path):
+    out = tmp_path / "check.json"
+    done = run_torchport("check", str(APPS / "check_compile_bug_ranks.py"), "-b", "cpu", "--only", "distributed",
+                         "--distributed-steps", "3", "--timeout", "200", "--format", "json", "-o", str(out),
+                         timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (check,) = json.loads(out.read_text())["checks"]
+    assert check["status"] == "pass" and check["figures"]["rank_op_sequences"] is None, check

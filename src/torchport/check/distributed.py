@@ -36,6 +36,7 @@ from typing import Any
 
 from torchport import backends as backend_registry
 from torchport.check.checkpoint import flat_parameters, outside_note
+from torchport.check.training import first_difference
 from torchport.check.tolerance import CLOSE, tensor_error
 from torchport.launch import run_worker, supervise, worker_environment, worker_python
 from torchport.stats import median
@@ -174,6 +175,9 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         # DDP keeps parameters and buffers in step across ranks; a tensor outside state_dict is not.
         "outside_state_dict": ranks[0].get("outside_state_dict", []),
         # Dynamo frames each process compiled (None on an eager backend): evidence that the ranks ran compiled.
+        # None when every rank ran the same ops in its forward and backward; else where they part.
+        "rank_op_sequences": first_difference({str(rank): r["op_sequence"] for rank, r in ranks.items()
+                                               if r.get("op_sequence")}),
         "frames_compiled": {"ranks": {str(rank): r.get("frames_compiled") for rank, r in ranks.items()},
                             "single_process": single.get("frames_compiled")},
     })
@@ -198,5 +202,8 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
                     "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
         if figures["outside_state_dict"]:
             hint += f"; {outside_note(figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
+        if figures["rank_op_sequences"]:
+            hint += (f"; the ranks ran different ops in their forward and backward ({figures['rank_op_sequences']}): "
+                     "control flow that depends on the rank, or on each rank's slice of the data")
         result["reason"] = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}{compiled}"
     return result

@@ -19,6 +19,7 @@ from typing import Any
 from torchport.check import pipeline, savefile
 from torchport.check.training import (
     TrainingRun,
+    op_sequence,
     as_float64,
     ensure_folder,
     record_module_outputs,
@@ -311,5 +312,9 @@ def ddp_job(context: Any) -> None:
         result["final_file"] = str(Path(job["rank_dir"]) / f"world{world}.final.pt")
         torch.save(run.parameters_cpu(), result["final_file"])
     if distributed:
+        # After the training steps and the saved parameters: what each rank's
+        # own forward and backward runs, for a divergence's cause.
+        context.progress("op sequence")
+        result["op_sequence"] = op_sequence(run)
         dist.barrier()
         dist.destroy_process_group()

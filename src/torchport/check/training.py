@@ -322,3 +322,49 @@ def ensure_folder(path: str | Path) -> Path:
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+MAX_RECORDED_OPS = 5000  # of one step's forward and backward, per rank (a result file stays small)
+
+
+def op_sequence(run: TrainingRun) -> dict[str, Any]:
+    """The aten ops one eager forward and backward of the model runs on this
+    process's slice of the first batch, in order: what the distributed check
+    compares across ranks.  Eager and outside DDP, so that a compiled
+    backend's ranks are compared too; the gradients it leaves are cleared."""
+    import hashlib
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    names: list[str] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    batch = _CheckHooks(run).shard(run.first_batch())
+    run.model.zero_grad(set_to_none=True)
+    with Recorder():
+        loss = call_user(lambda: run.app.loss(run.model, batch), "the app's loss raised")
+        call_user(loss.backward, "backward through the app's loss raised")
+    run.model.zero_grad(set_to_none=True)
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+    return {"count": len(names), "digest": digest, "ops": names[:MAX_RECORDED_OPS]}
+
+
+def first_difference(sequences: dict[str, dict[str, Any]]) -> str | None:
+    """None when every rank ran the same op sequence; else where the first
+    two that differ part (e.g. ``rank 0: 41 ops, rank 1: 44 ops; op 17:
+    mul on rank 0, add on rank 1``)."""
+    ranks = sorted(sequences, key=int)
+    if len(ranks) < 2 or len({sequences[r]["digest"] for r in ranks}) == 1:
+        return None
+    base = ranks[0]
+    other = next(r for r in ranks if sequences[r]["digest"] != sequences[base]["digest"])
+    a, b = sequences[base]["ops"], sequences[other]["ops"]
+    counts = f"rank {base}: {sequences[base]['count']} ops, rank {other}: {sequences[other]['count']} ops"
+    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    left = a[index] if index < len(a) else "(end)"
+    right = b[index] if index < len(b) else "(end)"
+    return f"{counts}; they part at op {index + 1}: {left} on rank {base}, {right} on rank {other}"
