@@ -1,5 +1,6 @@
 """The time budget, adaptive sampling, the ETA, the worker's memory per phase
 and the 124 M-parameter built-in (issue 18).  Real workers, real torch."""
+import json
 import math
 import re
 from pathlib import Path
@@ -224,3 +225,49 @@ def test_only_the_budgets_own_limit_makes_a_timeout_budget_too_small():
     plan.explain_overrun("cpu", by_budget, entry, 600.0)
     assert by_budget["status"] == "error" and by_budget["error"]["kind"] == "budget-too-small"
     assert "still in phase 'training:first_step'" in by_budget["error"]["message"]
+
+
+# --- check --budget ---------------------------------------------------------------------------
+
+def test_check_budget_sizes_recovery_and_skips_what_cannot_fit():
+    """The plan from measured figures (1 s steps, 2 s start-ups): recovery is
+    cut to what its share holds, never below its minimum; a check whose
+    minimum does not fit the time left is skipped with what it needed."""
+    from torchport.check.budget import CheckBudget
+    from torchport.check.runner import CheckOptions
+
+    options = CheckOptions(recovery_steps=24, recovery_every=5, distributed_steps=8, timeout_s=600.0)
+    budget = CheckBudget(60.0)
+    budget.step_s["cpu"], budget.startup_s["cpu"] = 1.0, 2.0
+    sized, skip = budget.size("recovery", options, "cpu", checks_left=2)
+    assert skip is None
+    # share 30 s: 3 start-ups (6 s) + steps x 1 s x 2 runs x 1.3 -> 9 steps, a checkpoint every 3
+    assert (sized.recovery_steps, sized.recovery_every) == (9, 3)
+    assert sized.timeout_s <= 60.0
+    assert budget.sized == ["recovery on cpu: 9 steps, a checkpoint every 3 (asked 24, every 5)"]
+    budget.started -= 55.0  # 5 s left: distributed needs 3 x 2 s + 3 steps x 3.9 s
+    _, skip = budget.size("distributed", options, "cpu", checks_left=1)
+    assert skip is not None and skip.startswith("budget too small: distributed on cpu needs about ")
+    assert budget.record()["skipped"] == [skip]
+
+
+def test_check_budget_that_ends_a_worker_says_budget_too_small(torchport_cli, tmp_path):
+    """A budget shorter than one worker's start-up: the training checks' worker
+    is ended at the budget's end and the checks say 'budget too small', not a
+    timeout of the backend; the check exits 1 (a check could not run)."""
+    out = tmp_path / "check.json"
+    done = torchport_cli("check", "-b", "cpu", "--only", "parity", "--budget", "1s", "--format", "json",
+                         "-o", str(out))
+    assert done.returncode == 1, done.stderr[-2000:]
+    section = json.loads(out.read_text())
+    assert section["config"]["budget"]["budget_s"] == 1.0
+    reasons = [check["reason"] for check in section["checks"]]
+    assert reasons and all(reason.startswith("budget too small: the time budget ended the cpu worker after 1 s")
+                           for reason in reasons), reasons
+    jsonschema.validate(section, load_schema()["$defs"]["checks"])
+
+
+def test_bad_check_budget_is_one_line(torchport_cli):
+    done = torchport_cli("check", "-b", "cpu", "--budget", "soon")
+    assert done.returncode == 2 and "--budget: invalid duration 'soon'" in done.stderr
+    assert "Traceback" not in done.stderr

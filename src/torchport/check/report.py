@@ -40,6 +40,18 @@ def _cell(text: str) -> str:
     return fmt.md(text, 1000)
 
 
+def budget_line(budget: dict[str, Any] | None) -> str:
+    """What ``check --budget`` did, in one line ("" without a budget)."""
+    if not budget:
+        return ""
+    from torchport.sampling import format_duration
+
+    parts = [f"Time budget {format_duration(budget['budget_s'])}, spent {format_duration(budget['spent_s'])}"]
+    parts += [f"sized: {item}" for item in budget.get("sized") or []]
+    parts += [f"skipped: {item}" for item in budget.get("skipped") or []]
+    return "; ".join(parts)
+
+
 def markdown(section: dict[str, Any]) -> str:
     config = section.get("config", {})
     checks = section.get("checks", [])
@@ -59,6 +71,8 @@ def markdown(section: dict[str, Any]) -> str:
         lines += [f"**The app failed:** {fmt.md(error.get('message'))}" + (f" at {fmt.md_code(error['location'])}" if error.get("location") else ""), ""]
     if section.get("note"):
         lines += [section["note"], ""]
+    if budget_line(config.get("budget")):
+        lines += [fmt.md(budget_line(config.get("budget"))), ""]
     lines += ["| check | backend / pair | status | figures | reason |", "|---|---|---|---|---|"]
     for check in checks:
         lines.append(f"| {check['name']} | {_cell(subject(check))} | {STATUS_TEXT.get(check['status'], check['status'])} "

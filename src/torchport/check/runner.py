@@ -27,6 +27,7 @@ Recovery and distributed training run their own workers
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import tempfile
@@ -39,10 +40,12 @@ from collections.abc import Callable
 from torchport import backends as backend_registry
 from torchport.app import parse_spec, preflight
 from torchport.check import CHECK_NAMES, checkpoint, parity, pipeline
+from torchport.check.budget import CheckBudget
 from torchport.check.tolerance import CLOSE, FLOOR, RATIO_LIMIT
 from torchport.errors import UserError
 from torchport.failures import is_app_failure
 from torchport.launch import run_worker
+from torchport.sampling import format_duration
 from torchport.limits import DEFAULT_TIMEOUT_S
 
 TRAIN_JOB = "torchport.check.jobs:train_job"
@@ -75,6 +78,10 @@ class CheckOptions:
     # backend -> (step seconds, data-wait seconds per step, where the figure comes from): torchport evaluate's
     # sustained figures, shown beside the pipeline check's own measurement (not used for its verdict).
     step_times: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+    # --budget: the whole check in this many seconds (torchport.check.budget); None: no budget.
+    budget_s: float | None = None
+    # The budget's clock and what it learned, set by run_checks: runtime state, not an option.
+    budget: CheckBudget | None = field(default=None, repr=False, compare=False)
 
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -108,6 +115,8 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
     on_event = on_event or (lambda kind, data: None)
     names = validate(options)
     started = time.monotonic()
+    budget = CheckBudget(options.budget_s, started) if options.budget_s else None
+    options = dataclasses.replace(options, budget=budget)
     backends_seen: dict[str, dict[str, Any]] = {}
     available = []
     for name in names:
@@ -128,18 +137,19 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
         if {"parity", "checkpoint", "pipeline"} & set(options.only):
             training, app_error, reference_worker = training_checks(options, available, work / "training", on_event)
             checks += training
-        if "recovery" in options.only:
-            from torchport.check import recovery
+        from torchport.check import distributed, recovery
 
-            for name in available:
-                on_event("start", {"check": "recovery", "backend": name})
-                checks.append(recovery.check(options, name, work / f"recovery-{name}"))
-        if "distributed" in options.only:
-            from torchport.check import distributed
-
-            for name in available:
-                on_event("start", {"check": "distributed", "backend": name})
-                checks.append(distributed.check(options, name, work / f"distributed-{name}"))
+        later = [(check, name) for check in ("recovery", "distributed") if check in options.only for name in available]
+        for index, (check, name) in enumerate(later):
+            on_event("start", {"check": check, "backend": name})
+            sized, skip = (options, None) if budget is None else budget.size(check, options, name, len(later) - index)
+            if skip:
+                checks.append({"name": check, "backend": name, "status": "skipped", "figures": {}, "reason": skip})
+                continue
+            limited = budget is not None and budget.limited(options.timeout_s)
+            module = recovery if check == "recovery" else distributed
+            result = module.check(sized, name, work / f"{check}-{name}")
+            checks.append(budget.explain(result, sized.timeout_s, limited) if budget else result)
     finally:
         if not options.keep_files and not options.work_dir:
             shutil.rmtree(work, ignore_errors=True)
@@ -161,6 +171,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
             "close": CLOSE[options.dtype],
             "recovery": {"steps": options.recovery_steps, "every": options.recovery_every},
             "distributed": {"nproc_per_node": options.nproc, "nnodes": options.nnodes, "steps": options.distributed_steps},
+            "budget": budget.record() if budget else None,
         },
         "backends": backends_seen,
         "app_error": app_error,
@@ -172,6 +183,9 @@ def failure(result: dict[str, Any], backend: str) -> str | None:
     """One line for a worker that did not finish, else None."""
     if result.get("status") == "ok":
         return None
+    if result.get("budget_limited"):
+        return (f"budget too small: the time budget ended the {backend} worker after "
+                f"{format_duration(result['budget_limited'])}, before its runs were done")
     error = result.get("error") or {}
     where = f" at {error['location']}" if error.get("location") else ""
     return f"{backend} worker {result.get('status')}: {error.get('message', 'no message')}{where}"
@@ -180,9 +194,16 @@ def failure(result: dict[str, Any], backend: str) -> str | None:
 def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str, Any]], on_event: Event,
            **extra: Any) -> dict[str, Any]:
     on_event("start", {"check": "training", "backend": backend, "runs": [run["label"] for run in runs]})
-    return run_worker(backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra},
-                      timeout=options.timeout_s,
-                      on_progress=lambda event: on_event("progress", {"backend": backend, **event}))
+    budget = options.budget
+    timeout = budget.worker_timeout(options.timeout_s) if budget else options.timeout_s
+    result = run_worker(backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra},
+                        timeout=timeout, on_progress=lambda event: on_event("progress", {"backend": backend, **event}))
+    if budget is not None:
+        if result.get("status") == "timed_out" and timeout < options.timeout_s:
+            result["budget_limited"] = timeout
+        elif result.get("status") == "ok":
+            budget.learn(backend, result)
+    return result
 
 
 def reference_host(names: list[str]) -> str | None:

@@ -49,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"steps of the distributed check (default {defaults.distributed_steps})")
     parser.add_argument("--timeout", type=types.positive_seconds, default=defaults.timeout_s,
                         help=f"seconds before a worker (or torchrun) is killed (default {defaults.timeout_s:g})")
+    parser.add_argument("--budget", default=None, metavar="DURATION",
+                        help="time for the whole check, e.g. 10m: workers end at the budget's end, recovery and "
+                             "distributed are sized to the time left from the measured step times, or skipped "
+                             "with what they needed (default: none)")
     output.add_format(parser, ("text", "json", "md"))
     output.add_output(parser)
     parser.add_argument("--json", type=Path, metavar="FILE",
@@ -64,11 +68,15 @@ def options_from_args(args: argparse.Namespace):
 
     names = [name.strip() for item in args.backend for name in item.split(",") if name.strip()]
     only = tuple(name.strip() for name in args.only.split(",") if name.strip())
+    from torchport.budget import parse_duration
+
+    budget_s = parse_duration(args.budget) if args.budget is not None else None
     return CheckOptions(
         app=app_from_args(args), backends=names, only=only, steps=args.steps, dtype=args.dtype, seed=args.seed,
         timeout_s=args.timeout, work_dir=args.work_dir, recovery_steps=args.recovery_steps,
         recovery_every=args.checkpoint_every, kill_seed=args.kill_seed, nproc=args.nproc, nnodes=args.nnodes,
         rdzv_endpoint=args.rdzv_endpoint, rdzv_conf=args.rdzv_conf, distributed_steps=args.distributed_steps,
+        budget_s=budget_s,
     )
 
 
@@ -77,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from torchport import output
-    from torchport.check.report import STATUS_TEXT, headline, markdown, subject
+    from torchport.check.report import STATUS_TEXT, budget_line, headline, markdown, subject
     from torchport.check.runner import exit_status, run_checks, validate
     from torchport.errors import UserError
     from torchport.launch import cancelled
@@ -117,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(escape(check["name"]), escape(subject(check)),
                           f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
                           escape(headline(check)), escape(check.get("reason", "")))
+        if section["config"].get("budget"):
+            table.caption = escape(budget_line(section["config"]["budget"]))
+            table.caption_justify = "left"
         output.print_or_emit(args, table)
     if args.json:
         print(f"checks: {args.json}")

@@ -1,0 +1,117 @@
+"""``torchport check --budget DURATION``: the checks fit a time budget.
+
+The checks run in a fixed order: the training checks (parity, checkpoint,
+pipeline) first, then crash recovery and distributed training per backend.
+With a budget:
+
+* every worker (and torchrun) is ended at the budget's end at the latest: its
+  timeout is the lesser of ``--timeout`` and the time left;
+* the training checks' workers measure each backend's step time and start-up;
+  from those, each later check is sized before it starts: it gets the time left
+  divided over the checks still to run, and its step count (``--recovery-steps``,
+  ``--distributed-steps``) is cut to what fits that share, never below the
+  check's minimum;
+* a check whose minimum does not fit the time left is skipped, with what it
+  needed;  a worker the budget ended is reported as "budget too small", not as
+  the backend's timeout.
+
+The section's ``config.budget`` records the budget, the time spent, what was
+sized and what was skipped.  Without ``--budget`` nothing here applies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchport.sampling import format_duration
+
+# Cost of a check in worker start-ups and steps, each step counted at a margin
+# (checkpoints written and read, the float64 reference beside it).
+RECOVERY_STARTUPS, RECOVERY_STEP_RUNS = 3, 2  # interrupted + resumed (one run's steps in all), then uninterrupted
+DISTRIBUTED_STARTUPS, DISTRIBUTED_STEP_RUNS = 3, 3  # 2 ranks sharing the host, then one process
+STEP_MARGIN = 1.3
+MIN_DISTRIBUTED_STEPS = 3  # 2 warm-up steps are not timed: one timed step at least
+
+
+@dataclass
+class CheckBudget:
+    budget_s: float
+    started: float = field(default_factory=time.monotonic)
+    step_s: dict[str, float] = field(default_factory=dict)
+    startup_s: dict[str, float] = field(default_factory=dict)
+    sized: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def worker_timeout(self, timeout_s: float) -> float:
+        return max(1.0, min(timeout_s, self.left()))
+
+    def limited(self, timeout_s: float) -> bool:
+        """Whether a worker started now is ended by the budget before --timeout."""
+        return self.left() < timeout_s
+
+    def learn(self, backend: str, worker: dict[str, Any]) -> None:
+        """Step time and start-up of ``backend`` from a training-checks worker."""
+        runs = [run for run in (worker.get("runs") or {}).values() if (run.get("timing") or {}).get("step_s")]
+        if runs:
+            self.step_s[backend] = max(run["timing"]["step_s"] for run in runs)
+        phases = worker.get("phases") or {}
+        self.startup_s[backend] = float(phases.get("process_start_s") or 0.0) + float(phases.get("import_s") or 0.0)
+
+    def size(self, check: str, options: Any, backend: str, checks_left: int) -> tuple[Any, str | None]:
+        """``options`` sized for one ``check`` on ``backend`` (its steps, its
+        workers' timeout), or a reason to skip it."""
+        left = self.left()
+        share = left / max(1, checks_left)
+        step = self.step_s.get(backend)
+        startup = self.startup_s.get(backend, 0.0)
+        if check == "recovery":
+            startups, step_runs = RECOVERY_STARTUPS, RECOVERY_STEP_RUNS
+            wanted, minimum = options.recovery_steps, 2 * 1 + 2
+        else:
+            startups, step_runs = DISTRIBUTED_STARTUPS, DISTRIBUTED_STEP_RUNS
+            wanted, minimum = options.distributed_steps, MIN_DISTRIBUTED_STEPS
+        if step is None:  # nothing measured (the training checks were not run): only the deadline applies
+            return dataclasses.replace(options, timeout_s=self.worker_timeout(options.timeout_s)), None
+        per_step = step * step_runs * STEP_MARGIN
+        needed = startups * startup + minimum * per_step
+        if needed > left:
+            reason = (f"budget too small: {check} on {backend} needs about {format_duration(needed)} "
+                      f"({minimum} steps at {step * 1e3:.0f} ms, {startups} worker start-ups), "
+                      f"{format_duration(max(0.0, left))} of the budget was left")
+            self.skipped.append(reason)
+            return options, reason
+        fits = math.floor((max(share, needed) - startups * startup) / per_step)
+        steps = max(minimum, min(wanted, fits))
+        sized = dataclasses.replace(options, timeout_s=self.worker_timeout(options.timeout_s))
+        if check == "recovery":
+            every = max(1, min(options.recovery_every, (steps - 2) // 2))
+            sized = dataclasses.replace(sized, recovery_steps=steps, recovery_every=every)
+            if (steps, every) != (options.recovery_steps, options.recovery_every):
+                self.sized.append(f"recovery on {backend}: {steps} steps, a checkpoint every {every} "
+                                  f"(asked {options.recovery_steps}, every {options.recovery_every})")
+        else:
+            sized = dataclasses.replace(sized, distributed_steps=steps)
+            if steps != options.distributed_steps:
+                self.sized.append(f"distributed on {backend}: {steps} steps (asked {options.distributed_steps})")
+        return sized, None
+
+    def explain(self, check: dict[str, Any], timeout_s: float, limited: bool) -> dict[str, Any]:
+        """A check whose worker the budget ended says so (not a timeout of the backend)."""
+        reason = check.get("reason") or ""
+        if limited and check.get("status") in ("fail", "error") and any(
+                word in reason for word in ("timed out", "timed_out", "did not finish")):
+            check = {**check, "status": "skipped",
+                     "reason": f"budget too small: the time budget ended this check's worker after "
+                               f"{format_duration(timeout_s)} ({reason})"}
+            self.skipped.append(f"{check['name']} on {check.get('backend')}: ended at the budget's end")
+        return check
+
+    def record(self) -> dict[str, Any]:
+        return {"budget_s": self.budget_s, "spent_s": time.monotonic() - self.started,
+                "step_s": self.step_s, "sized": self.sized, "skipped": self.skipped}
