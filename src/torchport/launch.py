@@ -89,9 +89,15 @@ def finish_process(process: subprocess.Popen, worker_id: str) -> None:
 # the next maps and faults in fresh zeroed pages every step: on a 2-core host
 # identical CPU workers differed by 10-40% for their whole lives.  Fixed
 # thresholds make fresh processes agree (to ~1% measured, see
-# benchmarks/bench_loop.py).  Recorded in each run's ``worker.allocator``;
-# values the user has set in the environment are kept.
-STEADY_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+# benchmarks/bench_loop.py).  The mmap threshold is fixed at 32 MiB, the most
+# glibc's own moving threshold ever reaches on 64-bit: buffers below it (every
+# buffer of a small model) stay on the heap, as they would in a long-running
+# process; larger ones (a real model's weights, gradients and logits) are
+# mapped and returned one by one, so the worker's peak follows what it holds
+# instead of heap fragmentation (with both at 1 GiB, GPT-2 small's worker
+# peaked 18% above a plain loop's, benchmarks/bench_memory.py).  Recorded in
+# each run's ``worker.allocator``; values the user has set are kept.
+STEADY_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
 def worker_python(backend_cls: Any) -> str:
