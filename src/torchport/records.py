@@ -314,6 +314,7 @@ class Summary(Record):
     warmup_recompiling: dict[str, Any] | None = None
     metric: dict[str, Any] | None = None
     final_loss: float | None = None
+    final_loss_step: int | None = None  # runs stop at different steps: the final loss is at this one
     inference: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     # Schema 1.1: what renderers used to read from the runs.

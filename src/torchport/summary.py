@@ -112,6 +112,10 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[s
     )
     final_losses = [run["training"]["sustained"]["blocks"][-1]["losses"][-1] for run in runs]
     summary["final_loss"] = median(final_losses)
+    # Runs stop at different steps (warm-up ends when the run is steady, sampling
+    # when it is precise enough): the final loss is at this step, and a loss to
+    # compare across backends is taken at a step both reached (comparison()).
+    summary["final_loss_step"] = int(median([len(training_losses(run["training"])) for run in runs]))
     summary["inference"] = scenario_summary(runs, "inference")
     summary["notes"] = notes
     # What the renderers draw and tabulate, so that none of them reads the runs.
@@ -250,6 +254,29 @@ def _op_counts(ops: dict[str, int]) -> str:
     return ", ".join(f"{op} x{count}" for op, count in ops.items())
 
 
+def training_losses(training: dict[str, Any]) -> list[float]:
+    """Every training loss of one run, in step order (first step, warm-up, sustained)."""
+    losses = list((training.get("first_step") or {}).get("losses") or [])
+    for block in (training.get("warmup") or {}).get("blocks") or []:
+        losses += block.get("losses") or []
+    for block in training["sustained"]["blocks"]:
+        losses += block.get("losses") or []
+    return losses
+
+
+def loss_at_common_step(runs_c: list[dict[str, Any]], runs_r: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The two backends' median training loss at the last step every run of
+    both reached: final losses after different step counts are not comparable."""
+    series_c = [training_losses(run["training"]) for run in runs_c]
+    series_r = [training_losses(run["training"]) for run in runs_r]
+    step = min(len(series) for series in series_c + series_r)
+    if step == 0:
+        return None
+    loss, reference_loss = median([s[step - 1] for s in series_c]), median([s[step - 1] for s in series_r])
+    return {"step": step, "loss": loss, "reference_loss": reference_loss,
+            "relative_difference": abs(loss - reference_loss) / abs(reference_loss) if reference_loss else None}
+
+
 def comparison(candidate: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any] | None:
     runs_c, runs_r = ok_runs(candidate), ok_runs(reference)
     if not runs_c or not runs_r:
@@ -258,7 +285,8 @@ def comparison(candidate: dict[str, Any], reference: dict[str, Any]) -> dict[str
     def measurement(runs: list[dict[str, Any]]) -> Measurement:
         return Measurement([[b["seconds"] / b["steps"] for b in r["training"]["sustained"]["blocks"]] for r in runs])
 
-    return compare(measurement(runs_c), measurement(runs_r)).as_dict()
+    return {**compare(measurement(runs_c), measurement(runs_r)).as_dict(),
+            "loss_at_common_step": loss_at_common_step(runs_c, runs_r)}
 
 
 def cost(summary: dict[str, Any] | None, usd_per_hour: float | None) -> dict[str, Any] | None:

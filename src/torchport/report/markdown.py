@@ -71,15 +71,17 @@ def render(document: dict[str, Any]) -> str:
                 f"| {fmt.seconds(s['time_per_step_compile_included_s'])} (K={s['compile_included_steps']}) |"
             )
         lines += ["", "## Memory, input pipeline, quality", "",
-                  "| backend | peak device memory | peak host RSS | waiting for data | input-bound | final loss | quality metric |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| backend | peak device memory | peak host RSS | waiting for data | input-bound | final loss (at step) "
+                  f"| loss vs {fmt.md(str(reference))} at a step both reached | quality metric |",
+                  "|---|---|---|---|---|---|---|---|"]
         for name, b in measured.items():
             s = b["summary"]
             metric = s.get("metric")
             lines.append(
                 f"| {fmt.md(name)} | {fmt.size(s.get('peak_device_memory_bytes')) if s.get('peak_device_memory_bytes') is not None else 'n/a (no device memory)'} "
                 f"| {fmt.size(s.get('peak_host_rss_bytes'))} | {s['data_wait_share']:.1%} | {'YES' if s['input_bound'] else 'no'} "
-                f"| {s['final_loss']:.4f} | {_metric_text(metric)} |"
+                f"| {s['final_loss']:.4f}{_at_step(s.get('final_loss_step'))} "
+                f"| {_common_step_loss(b.get('comparison'), name == reference)} | {_metric_text(metric)} |"
             )
         inference = {name: b["summary"]["inference"] for name, b in measured.items() if b["summary"].get("inference")}
         if inference:
@@ -232,6 +234,22 @@ def _torch_compile_section(measured: dict[str, Any]) -> list[str]:
                   "| backend | phase | function | where | failed guard |", "|---|---|---|---|---|", *recompiles]
     lines += [f"\nNot captured: {fmt.md(problem)}." for problem in sorted(problems)]
     return lines
+
+
+def _at_step(step: int | None) -> str:
+    return f" (step {step})" if step else ""
+
+
+def _common_step_loss(comparison: dict[str, Any] | None, is_reference: bool) -> str:
+    """This backend's loss and the reference's at the last step both reached."""
+    if is_reference:
+        return "reference"
+    common = (comparison or {}).get("loss_at_common_step")
+    if not common:
+        return "–"
+    difference = common.get("relative_difference")
+    return (f"{common['loss']:.4f} vs {common['reference_loss']:.4f} at step {common['step']}"
+            + (f" ({difference:.1%} apart)" if difference is not None else ""))
 
 
 def _metric_text(metric: dict[str, Any] | None) -> str:
