@@ -287,6 +287,9 @@ class BudgetPlan:
         options.stages = [stage for stage in options.stages if stage.__module__.rsplit(".", 2)[-2] not in skipped]
         # A stage's worker that would run past the budget's end is ended (a stage error in the report).
         options.timeout_s = min(options.timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
+        # The checks stage starts several workers one after another: each gets what is left of
+        # this, not a fresh timeout (torchport.check.budget), so the stage ends with the budget.
+        options.check_budget_s = options.timeout_s
         sizes["timeout_s"] = round(options.timeout_s, 1)
         self.stage_sizes = sizes
 

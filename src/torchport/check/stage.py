@@ -45,6 +45,7 @@ class CheckStageOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     steps: int = STAGE_STEPS
     checks: tuple[str, ...] = STAGE_CHECKS
+    budget_s: float | None = None  # evaluate's time budget left for this stage (its workers share it)
 
     @classmethod
     def from_evaluation(cls, options: Any) -> CheckStageOptions:
@@ -52,7 +53,8 @@ class CheckStageOptions:
         return cls(app=options.app, seed=getattr(protocol, "seed", 0), dtype=getattr(protocol, "dtype", "float32"),
                    timeout_s=getattr(options, "timeout_s", DEFAULT_TIMEOUT_S),
                    # sized by the time budget when there is one
-                   steps=getattr(options, "check_steps", None) or STAGE_STEPS)
+                   steps=getattr(options, "check_steps", None) or STAGE_STEPS,
+                   budget_s=getattr(options, "check_budget_s", None))
 
 
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
@@ -71,6 +73,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
         seed=stage.seed,
         dtype=stage.dtype,
         timeout_s=stage.timeout_s,
+        budget_s=stage.budget_s,
         step_times=_step_times(document),
         app_inference=False,
     )
