@@ -74,8 +74,9 @@ class TinyGPT(nn.Module):
             for module in self.modules():
                 if isinstance(module, (nn.Linear, nn.Embedding)):
                     nn.init.normal_(module.weight, 0.0, 0.02)
-                    if getattr(module, "bias", None) is not None:
-                        nn.init.zeros_(module.bias)
+                    bias = getattr(module, "bias", None)
+                    if isinstance(bias, torch.Tensor):
+                        nn.init.zeros_(bias)
             nn.init.normal_(self.position, 0.0, 0.01)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
