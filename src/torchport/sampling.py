@@ -136,8 +136,10 @@ class BudgetedSampling(FixedSampling):
         return now + next_block_s <= self._warmup_deadline
 
     def next_warmup_steps(self, warmup: Sequence[Any]) -> int:
-        if not warmup:
-            return 1  # one step first: measures the step time, which the plan needs
+        if not warmup and self.precision is not None:
+            # Adaptive sampling: one step first measures the step time its plan needs.  A budget
+            # that only caps keeps the configured blocks, so the protocol is unchanged when it fits.
+            return 1
         return super().next_warmup_steps(warmup)
 
     def block_steps(self, warmup: Sequence[Any], first_step_s: float) -> int:
