@@ -205,12 +205,50 @@ def test_stages_are_sized_by_the_time_left_or_left_out():
     plan.size_stages(roomy, document)
     assert roomy.trace_steps == 12 and roomy.check_steps == 6 and len(roomy.stages) == 2
     assert roomy.timeout_s == pytest.approx(282 * 1.25 + 10)
-    clock["now"] = 560.0  # 22 s left: a traced step takes about 4 s, a check step 8 s, start-up 10 s
+    clock["now"] = 560.0  # 22 s left: the trace's minimum (10 s start-up, 3 steps at 4 s) takes them all
     tight = SimpleNamespace(stages=[trace_stage, check_stage], timeout_s=600.0)
     plan.size_stages(tight, document)
     assert tight.trace_steps == 3 and tight.stages == [trace_stage]
-    assert any(line.startswith("checks: not run: its minimum of 2 steps needs about 26 s (start-up 10 s), 22 s")
-               for line in plan.could_not), plan.could_not
+    # The checks' minimum: 2 runs' start-ups + 2 + 5 pipeline + 1 resumed steps of 2 s, and the reference's
+    # repeat and float64 runs (2 start-ups, 2 steps x 3.5): 70 s.
+    assert any(line.startswith("checks: not run: even 2 steps, with 1 timed pipeline step a round, need about "
+                               "70 s, and 0 s were left") for line in plan.could_not), plan.could_not
+
+
+def test_a_large_models_checks_stage_is_sized_to_its_runs_and_checkpoints():
+    """GPT-2 small's figures (2 s steps, 7 s before the first, 124 M
+    parameters: 1.5 GB checkpoints) on cpu and cpu-compile: with 150 s left,
+    6 steps and the full pipeline timing do not fit; the checks get the most
+    that does, the trace what they leave."""
+    from types import SimpleNamespace
+
+    from torchport.check.stage import evaluate_stage as check_stage
+    from torchport.stages import STAGES
+
+    trace_entry = next(stage for stage in STAGES if stage.name == "trace")
+    clock = {"now": 0.0}
+    plan = BudgetPlan(600, ["cpu", "cpu-compile"], rounds=1, stages=True, explicit=True,
+                      clock=lambda: clock["now"], started=0.0)
+    for name in ("cpu", "cpu-compile"):
+        plan.record_run(name, {"status": "ok", "wall_s": 140, "phases": {"import_s": 1, "init_s": 3},
+                               "config": {"parameters": 124_439_808},
+                               "training": {"first_step_s": 3, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}})
+    # 3 s a 1.5 GB checkpoint; at their minimum the checks need 136 s, the trace 19 s: more than their
+    # usual share (150 s) is kept for them.
+    assert plan.stage_reserve_s == pytest.approx(154.8, abs=0.1)
+    document = {"reference": "cpu", "backends": {"cpu": {}, "cpu-compile": {}}}
+    clock["now"] = plan.timing_end - 1.0  # the timing rounds ended a second early
+    options = SimpleNamespace(stages=[trace_entry, check_stage], timeout_s=600.0)
+    plan.size_stages(options, document)
+    sizes = plan.stage_sizes
+    assert sizes["checks"]["fits"] and sizes["checks"]["needs_s"] == pytest.approx(135.8, abs=0.1)
+    assert (options.check_steps, options.check_pipeline_per_round, options.trace_steps) == (2, 1, 3)
+    assert options.stages == [trace_entry, check_stage]  # both stay: a registry entry is matched by name
+    assert plan.could_not == []
+    clock["now"] = plan.timing_end + 30.0  # the rounds overran: the checks no longer fit, the trace does
+    options = SimpleNamespace(stages=[trace_entry, check_stage], timeout_s=600.0)
+    plan.size_stages(options, document)
+    assert options.stages == [trace_entry] and options.trace_steps == 12
 
 
 def test_only_the_budgets_own_limit_makes_a_timeout_budget_too_small():

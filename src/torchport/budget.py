@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchport.check.pipeline import PER_ROUND
 from torchport.errors import UserError
 
 DEFAULT_BUDGET_S = 15 * 60.0
@@ -52,9 +53,10 @@ RUN_OVERRUN_FACTOR, RUN_GRACE_S = 1.25, 10.0
 LATER_RUN_WEIGHT = 0.5  # a run of a later round, when sharing the time among the runs still planned
 FIRST_ROUND_PLANNED = 2  # rounds counted when the first round's shares are made (more only as time allows)
 TRACE_STEP_FACTOR = 2.0  # a traced step costs about 1.8x an untraced one (benchmarks/bench_trace.py)
-CHECK_STEP_FACTOR = 4.0  # a check step: float32 and float64 runs, checkpoints saved and loaded
 TRACE_STEPS = (3, 12)  # the trace stage's bounds (it stops once the op sequence repeats 3 times)
 CHECK_STEPS = (2, 6)  # the checks stage's bounds (a checkpoint is taken half way: at least 2)
+# The pipeline check's timed steps a round: cut (from its own default) before the checks stage is left out.
+PIPELINE_PER_ROUND = (1, PER_ROUND)
 # Kept at the end for the summary, result.json, report.md and report.html.
 FINISH_SHARE, FINISH_MAX_S = 0.03, 20.0
 
@@ -96,6 +98,7 @@ class RunFigures:
     overhead_s: float  # process start, imports, init and first step: paid again by every run
     step_s: float | None
     ok: bool
+    parameters: int | None = None  # the model's, for the size of its checkpoints
 
 
 @dataclass
@@ -228,63 +231,98 @@ class BudgetPlan:
             times = sorted(block["seconds"] / block["steps"] for block in blocks)
             step_s = times[len(times) // 2]
         wall = float(run.get("wall_s") or overhead)
-        self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.get("status") == "ok"))
+        parameters = (run.get("config") or {}).get("parameters")
+        self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.get("status") == "ok",
+                                                         parameters if isinstance(parameters, int) else None))
         if len(self.runs[name]) == 1 and self.stages:
             self._reserve_for_stages()
 
     def _reserve_for_stages(self) -> None:
-        """After a first run: what the stages need by the measured figures, if more than their share."""
-        figures = [runs[0] for runs in self.runs.values() if runs and runs[0].step_s]
+        """After a first run: what the stages need at their minimum by the measured figures (the fewest
+        steps, one timed pipeline step a round), if more than their share (never more than half the budget)."""
+        figures = {name: runs[0] for name, runs in self.runs.items() if runs and runs[0].step_s}
         if not figures:
             return
-        overhead = max(run.overhead_s for run in figures)
-        step = max(run.step_s or 0.0 for run in figures)
-        needed = overhead + CHECK_STEPS[0] * CHECK_STEP_FACTOR * step
+        cpu = figures.get("cpu") or max(figures.values(), key=lambda run: run.step_s or 0.0)
+        needed = self._trace_seconds(cpu, TRACE_STEPS[0]) + self._check_seconds(figures, "cpu", CHECK_STEPS[0],
+                                                                               PIPELINE_PER_ROUND[0])
         self.stage_reserve_s = min(0.5 * self.budget_s, max(STAGE_SHARE * self.budget_s, needed))
+
+    @staticmethod
+    def _trace_seconds(cpu: RunFigures, steps: int) -> float:
+        return cpu.overhead_s + steps * TRACE_STEP_FACTOR * (cpu.step_s or 0.0)
+
+    @staticmethod
+    def _check_seconds(figures: dict[str, RunFigures], reference: str, steps: int, per_round: int) -> float:
+        from torchport.check.stage import stage_seconds
+
+        parameters = max((run.parameters or 0 for run in figures.values()), default=0) or None
+        return stage_seconds(steps, per_round, {name: (run.step_s or 0.0, run.overhead_s)
+                                                for name, run in figures.items()}, reference, parameters)
 
     # ---- the stages ------------------------------------------------------------------------
     def size_stages(self, options: Any, document: dict[str, Any]) -> None:
-        """Set ``options.trace_steps`` / ``options.check_steps`` from the time left
-        and the step times; leave out a stage whose minimum cannot fit; limit
-        the stages' workers to the time left (``options.timeout_s``)."""
+        """Set the stages' step counts from the time left and the measured
+        figures, the checks first (the larger stage, and the one with
+        verdicts), the trace from what they leave; leave out a stage whose
+        minimum cannot fit; limit the stages' workers to the time left
+        (``options.timeout_s``).  The stages run side by side, but on a
+        machine whose cores they share their costs add up: they are counted
+        one after the other."""
+        from torchport import stages as stage_registry
+
         left = max(0.0, self.end - self.clock())
-        reference = document.get("reference")
+        reference = document.get("reference") or "cpu"
         backends = document.get("backends", {})
+        running = {stage_registry.name_of(stage) for stage in options.stages}
         cpu = self._figures(reference) or self._figures("cpu")
-        slowest = max((run for name in backends if (run := self._figures(name))), key=lambda r: r.step_s or 0.0,
-                      default=None)
+        figures = {name: run for name in backends if (run := self._figures(name)) and run.step_s}
         sizes: dict[str, Any] = {"time_left_s": round(left, 1)}
-        if cpu and cpu.step_s:
-            fit = int((left - cpu.overhead_s) / (TRACE_STEP_FACTOR * cpu.step_s)) if left > cpu.overhead_s else 0
+        trace_minimum = self._trace_seconds(cpu, TRACE_STEPS[0]) if cpu and cpu.step_s and "trace" in running else 0.0
+        checks_s = 0.0
+        if figures and "checks" in running:
+            # The most steps within the bounds at the full pipeline timing; failing that, the fewest steps
+            # with fewer timed pipeline steps a round; failing that, the stage is left out.
+            choices = [(steps, PIPELINE_PER_ROUND[1]) for steps in range(CHECK_STEPS[1], CHECK_STEPS[0] - 1, -1)]
+            choices += [(CHECK_STEPS[0], per_round)
+                        for per_round in range(PIPELINE_PER_ROUND[1] - 1, PIPELINE_PER_ROUND[0] - 1, -1)]
+            room = left - trace_minimum
+            steps, per_round = choices[-1]
+            checks_s = self._check_seconds(figures, reference, steps, per_round)
+            for steps, per_round in choices:
+                checks_s = self._check_seconds(figures, reference, steps, per_round)
+                if checks_s <= room:
+                    break
+            options.check_steps = steps
+            options.check_pipeline_per_round = per_round
+            slowest = max(figures.values(), key=lambda run: run.step_s or 0.0)
+            sizes["checks"] = {"steps": steps, "bounds": list(CHECK_STEPS), "pipeline_steps_per_round": per_round,
+                               "step_s": slowest.step_s, "needs_s": round(checks_s, 1),
+                               "fits": checks_s <= room,
+                               "why": f"{room:.0f} s left for it; its runs (a float64 reference, a resume from "
+                                      f"each checkpoint, the pipeline's timed steps) need about "
+                                      f"{format_minutes(checks_s)} at the measured step times"}
+            if checks_s > room:
+                self.could_not.append(f"checks: not run: even {steps} steps, with {per_round} timed pipeline "
+                                      f"step{'s' if per_round != 1 else ''} a round, need about "
+                                      f"{format_minutes(checks_s)}, and {format_minutes(max(0.0, room))} were left "
+                                      f"(after the trace's minimum)")
+                checks_s = 0.0
+        if cpu and cpu.step_s and "trace" in running:
+            room = left - checks_s
+            fit = int((room - cpu.overhead_s) / (TRACE_STEP_FACTOR * cpu.step_s)) if room > cpu.overhead_s else 0
             steps = min(max(fit, TRACE_STEPS[0]), TRACE_STEPS[1])
             options.trace_steps = steps
             sizes["trace"] = {"steps": steps, "bounds": list(TRACE_STEPS), "step_s": cpu.step_s,
-                              "startup_s": round(cpu.overhead_s, 1),
-                              "fits": fit >= TRACE_STEPS[0],
-                              "why": f"{left:.0f} s left, a traced step about {TRACE_STEP_FACTOR:g}x the measured "
-                                     f"{cpu.step_s:.3g} s"}
-        if slowest and slowest.step_s:
-            startup = max(run.overhead_s for name in backends if (run := self._figures(name)))
-            usable = left - startup
-            fit = int(usable / (CHECK_STEP_FACTOR * slowest.step_s)) if usable > 0 else 0
-            steps = min(max(fit, CHECK_STEPS[0]), CHECK_STEPS[1])
-            options.check_steps = steps
-            sizes["checks"] = {"steps": steps, "bounds": list(CHECK_STEPS), "step_s": slowest.step_s,
-                               "startup_s": round(startup, 1),
-                               "fits": fit >= CHECK_STEPS[0],
-                               "why": f"{left:.0f} s left, a check step about {CHECK_STEP_FACTOR:g}x the slowest "
-                                      f"measured step ({slowest.step_s:.3g} s)"}
-        skipped = set()
-        for stage, module in (("trace", "trace"), ("checks", "check")):
-            if stage in sizes and not sizes[stage]["fits"]:
-                skipped.add(module)
-                size = sizes[stage]
-                factor = TRACE_STEP_FACTOR if stage == "trace" else CHECK_STEP_FACTOR
-                startup = size["startup_s"]
-                self.could_not.append(f"{stage}: not run: its minimum of {size['steps']} steps needs about "
-                                      f"{format_minutes(startup + size['steps'] * factor * size['step_s'])} "
-                                      f"(start-up {format_minutes(startup)}), {format_minutes(left)} were left")
-        options.stages = [stage for stage in options.stages if stage.__module__.rsplit(".", 2)[-2] not in skipped]
+                              "startup_s": round(cpu.overhead_s, 1), "fits": fit >= TRACE_STEPS[0],
+                              "why": f"{room:.0f} s left for it, a traced step about {TRACE_STEP_FACTOR:g}x the "
+                                     f"measured {cpu.step_s:.3g} s"}
+            if fit < TRACE_STEPS[0]:
+                self.could_not.append(f"trace: not run: its minimum of {steps} steps needs about "
+                                      f"{format_minutes(self._trace_seconds(cpu, steps))} (start-up "
+                                      f"{format_minutes(cpu.overhead_s)}), {format_minutes(max(0.0, room))} were left")
+        left_out = {stage for stage in ("trace", "checks") if stage in sizes and not sizes[stage]["fits"]}
+        options.stages = [stage for stage in options.stages if stage_registry.name_of(stage) not in left_out]
         # A stage's worker that would run past the budget's end is ended (a stage error in the report).
         options.timeout_s = min(options.timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
         # The checks stage starts several workers one after another: each gets what is left of

@@ -55,6 +55,7 @@ class EvaluationOptions:
     # Step counts of the stages, set by the budget's plan (None: each stage's own default).
     trace_steps: int | None = None
     check_steps: int | None = None
+    check_pipeline_per_round: int | None = None
     check_budget_s: float | None = None  # set by the time budget: the checks stage's workers share it
 
 

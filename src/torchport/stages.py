@@ -99,11 +99,14 @@ def by_key(key: str) -> Stage:
 
 
 def name_of(stage: Any) -> str:
-    """A registered stage's name, or a plain stage function's package name
-    (``torchport.trace.stage:evaluate_stage`` -> ``trace``)."""
+    """A registered stage's name (also for its bare run function:
+    ``torchport.check.stage:evaluate_stage`` -> ``checks``), or a plain stage
+    function's package name."""
     if isinstance(stage, Stage):
         return stage.name
-    return stage.__module__.rsplit(".", 2)[-2]
+    path = f"{stage.__module__}:{stage.__name__}"
+    registered = next((entry for entry in STAGES if entry.run == path), None)
+    return registered.name if registered else stage.__module__.rsplit(".", 2)[-2]
 
 
 def run_function(stage: Any) -> Callable[[dict[str, Any], Any, Path], None]:

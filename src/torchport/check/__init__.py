@@ -8,6 +8,11 @@ Layout, parent side first:
   the ``checks`` section of the result document;
 * ``parity``, ``checkpoint``, ``recovery``, ``distributed``, ``pipeline``: one
   module per check; each judges figures that workers measured;
+* ``WORKER_CHECKS`` below: the checks that start workers of their own (crash
+  recovery, distributed training).  Each is one module with the same few
+  names (``WorkerCheck``); the runner, the time budget and the report reach
+  them only through this table.  Adding such a check touches three files: its
+  module, this table and the name enum in ``schemas/checks.schema.json``;
 * ``tolerance``: the error-ratio rule and the thresholds every check uses;
 * ``stage``: the cheap subset that ``torchport evaluate`` runs;
 * ``report``: the markdown section.
@@ -22,4 +27,55 @@ Worker side (runs in a backend's own process, on torch 2.9 or newer):
 """
 from __future__ import annotations
 
-CHECK_NAMES = ("parity", "checkpoint", "recovery", "distributed", "pipeline")
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+# Parity, checkpoint portability and the input pipeline share one training worker per backend
+# (``runner.training_checks``): they are judged from the same runs, so they are not pluggable one by one.
+TRAINING_CHECKS = ("parity", "checkpoint", "pipeline")
+
+# name -> module of a check that starts workers of its own, run per backend after the training checks.
+WORKER_CHECKS = {
+    "recovery": "torchport.check.recovery",
+    "distributed": "torchport.check.distributed",
+}
+
+CHECK_NAMES = ("parity", "checkpoint", *WORKER_CHECKS, "pipeline")
+
+
+@dataclass(frozen=True)
+class WorkerCost:
+    """What one run of a worker check costs, for ``check --budget``: worker
+    start-ups, and how many times each of its steps is trained (each counted at
+    the budget's margin); ``minimum_steps`` is the fewest that still judge."""
+
+    startups: int
+    step_runs: int
+    minimum_steps: int
+
+
+class WorkerCheck(Protocol):
+    """The names a worker check's module defines."""
+
+    COST: WorkerCost
+
+    def steps(self, options: Any) -> int:
+        """The steps the user asked for (``--recovery-steps`` and the like)."""
+
+    def with_steps(self, options: Any, steps: int) -> tuple[Any, str | None]:
+        """``options`` cut to ``steps``, and a line saying so (None when unchanged)."""
+
+    def config(self, options: Any) -> dict[str, Any]:
+        """Its settings, recorded in the section's ``config`` under its name."""
+
+    def check(self, options: Any, backend: str, folder: Path) -> dict[str, Any]:
+        """Run it on ``backend`` in ``folder``; one check record."""
+
+    def headline(self, figures: dict[str, Any]) -> str | None:
+        """Its figure that matters most, in a few words (None: nothing measured)."""
+
+
+def worker_check(name: str) -> WorkerCheck:
+    return cast(WorkerCheck, importlib.import_module(WORKER_CHECKS[name]))

@@ -26,14 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchport.check import worker_check
 from torchport.sampling import format_duration
 
-# Cost of a check in worker start-ups and steps, each step counted at a margin
-# (checkpoints written and read, the float64 reference beside it).
-RECOVERY_STARTUPS, RECOVERY_STEP_RUNS = 3, 2  # interrupted + resumed (one run's steps in all), then uninterrupted
-DISTRIBUTED_STARTUPS, DISTRIBUTED_STEP_RUNS = 3, 3  # 2 ranks sharing the host, then one process
-STEP_MARGIN = 1.3
-MIN_DISTRIBUTED_STEPS = 3  # 2 warm-up steps are not timed: one timed step at least
+STEP_MARGIN = 1.3  # each step counted at a margin: checkpoints written and read, the float64 reference beside it
 
 
 @dataclass
@@ -70,12 +66,10 @@ class CheckBudget:
         share = left / max(1, checks_left)
         step = self.step_s.get(backend)
         startup = self.startup_s.get(backend, 0.0)
-        if check == "recovery":
-            startups, step_runs = RECOVERY_STARTUPS, RECOVERY_STEP_RUNS
-            wanted, minimum = options.recovery_steps, 2 * 1 + 2
-        else:
-            startups, step_runs = DISTRIBUTED_STARTUPS, DISTRIBUTED_STEP_RUNS
-            wanted, minimum = options.distributed_steps, MIN_DISTRIBUTED_STEPS
+        module = worker_check(check)
+        cost = module.COST
+        startups, step_runs, minimum = cost.startups, cost.step_runs, cost.minimum_steps
+        wanted = module.steps(options)
         if step is None:  # nothing measured (the training checks were not run): only the deadline applies
             return dataclasses.replace(options, timeout_s=self.worker_timeout(options.timeout_s)), None
         per_step = step * step_runs * STEP_MARGIN
@@ -88,17 +82,10 @@ class CheckBudget:
             return options, reason
         fits = math.floor((max(share, needed) - startups * startup) / per_step)
         steps = max(minimum, min(wanted, fits))
-        sized = dataclasses.replace(options, timeout_s=self.worker_timeout(options.timeout_s))
-        if check == "recovery":
-            every = max(1, min(options.recovery_every, (steps - 2) // 2))
-            sized = dataclasses.replace(sized, recovery_steps=steps, recovery_every=every)
-            if (steps, every) != (options.recovery_steps, options.recovery_every):
-                self.sized.append(f"recovery on {backend}: {steps} steps, a checkpoint every {every} "
-                                  f"(asked {options.recovery_steps}, every {options.recovery_every})")
-        else:
-            sized = dataclasses.replace(sized, distributed_steps=steps)
-            if steps != options.distributed_steps:
-                self.sized.append(f"distributed on {backend}: {steps} steps (asked {options.distributed_steps})")
+        sized, note = module.with_steps(
+            dataclasses.replace(options, timeout_s=self.worker_timeout(options.timeout_s)), steps)
+        if note:
+            self.sized.append(f"{check} on {backend}: {note}")
         return sized, None
 
     def explain(self, check: dict[str, Any], timeout_s: float, limited: bool) -> dict[str, Any]:

@@ -25,6 +25,7 @@ cannot complete ends with torchrun's own reason, or at ``--timeout``.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport import backends as backend_registry
+from torchport.check import WorkerCost
 from torchport.check.checkpoint import flat_parameters, outside_note
 from torchport.check.training import first_difference
 from torchport.check.tolerance import CLOSE, tensor_error
@@ -43,6 +45,29 @@ from torchport.stats import median
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
 WARMUP_STEPS = 2  # first steps carry one-off costs (allocation, DDP bucket set-up); not timed
+# Two ranks sharing the host, then one process; one timed step after the warm-up at least.
+COST = WorkerCost(startups=3, step_runs=3, minimum_steps=WARMUP_STEPS + 1)
+
+
+def steps(options: Any) -> int:
+    return int(options.distributed_steps)
+
+
+def with_steps(options: Any, steps: int) -> tuple[Any, str | None]:
+    if steps == options.distributed_steps:
+        return options, None
+    return dataclasses.replace(options, distributed_steps=steps), f"{steps} steps (asked {options.distributed_steps})"
+
+
+def config(options: Any) -> dict[str, Any]:
+    return {"nproc_per_node": options.nproc, "nnodes": options.nnodes, "steps": options.distributed_steps}
+
+
+def headline(figures: dict[str, Any]) -> str | None:
+    if figures.get("scaling_efficiency") is None:
+        return None
+    return (f"{figures['world_size']} ranks: efficiency {figures['scaling_efficiency']:.0%}, slowest rank "
+            f"{figures['slowest_rank_step_s'] * 1e3:.1f} ms/step")
 RENDEZVOUS_JOIN_TIMEOUT_S = 60
 
 

@@ -137,7 +137,7 @@ def train_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], work: P
         torch.save(run.parameters_cpu(), record["final_file"])
     if spec.get("pipeline"):  # last: its steps change the model after everything above was read
         context.progress(f"pipeline:{label}")
-        record["pipeline"] = pipeline.measure(run)
+        record["pipeline"] = pipeline.measure(run, per_round=int(spec.get("pipeline_per_round") or pipeline.PER_ROUND))
     return record
 
 

@@ -18,6 +18,7 @@ run) and the restart time (restart launched to first resumed step finished).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -28,11 +29,38 @@ from pathlib import Path
 from typing import Any
 
 from torchport import backends as backend_registry
+from torchport.check import WorkerCost
 from torchport.check.checkpoint import flat_parameters, outside_note
 from torchport.check.tolerance import CLOSE, tensor_error
 from torchport.launch import run_worker
 
 RECOVERY_JOB = "torchport.check.jobs:recovery_job"
+# Interrupted + resumed (one run's steps in all), then uninterrupted; two checkpoints at least.
+COST = WorkerCost(startups=3, step_runs=2, minimum_steps=2 * 1 + 2)
+
+
+def steps(options: Any) -> int:
+    return int(options.recovery_steps)
+
+
+def with_steps(options: Any, steps: int) -> tuple[Any, str | None]:
+    every = max(1, min(options.recovery_every, (steps - 2) // 2))
+    if (steps, every) == (options.recovery_steps, options.recovery_every):
+        return options, None
+    note = (f"{steps} steps, a checkpoint every {every} "
+            f"(asked {options.recovery_steps}, every {options.recovery_every})")
+    return dataclasses.replace(options, recovery_steps=steps, recovery_every=every), note
+
+
+def config(options: Any) -> dict[str, Any]:
+    return {"steps": options.recovery_steps, "every": options.recovery_every}
+
+
+def headline(figures: dict[str, Any]) -> str | None:
+    if "work_lost_steps" not in figures:
+        return None
+    return (f"{figures['work_lost_steps']} steps lost, restart {figures['restart_s']:.1f} s"
+            + (", bit-exact" if figures.get("bit_exact") else ""))
 
 
 def _job(options: Any, folder: Path, name: str, resume: bool) -> dict[str, Any]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.check import WORKER_CHECKS, worker_check
 from torchport.report import format as fmt
 
 STATUS_TEXT = {"pass": "pass", "fail": "**FAIL**", "error": "**ERROR**", "skipped": "skipped"}
@@ -22,12 +23,8 @@ def headline(check: dict[str, Any]) -> str:
         return "bit-exact" if figures["bit_exact"] else "runs differ"
     if name == "checkpoint" and "parameter_error" in figures:
         return "bit-exact" if figures["bit_exact"] else f"parameter error {figures['parameter_error']:.1e} (bound {figures['bound']:.1e})"
-    if name == "recovery" and "work_lost_steps" in figures:
-        return (f"{figures['work_lost_steps']} steps lost, restart {figures['restart_s']:.1f} s"
-                + (", bit-exact" if figures.get("bit_exact") else ""))
-    if name == "distributed" and figures.get("scaling_efficiency") is not None:
-        return (f"{figures['world_size']} ranks: efficiency {figures['scaling_efficiency']:.0%}, slowest rank "
-                f"{figures['slowest_rank_step_s'] * 1e3:.1f} ms/step")
+    if name in WORKER_CHECKS:
+        return worker_check(name).headline(figures) or "–"
     if name == "pipeline" and "data_batches_per_s" in figures:
         interval = figures.get("load_share_interval")
         return (f"{figures.get('verdict', '')}: data {figures['data_batches_per_s']:.0f} batches/s, waiting "

@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport.app import parse_spec, preflight
-from torchport.check import CHECK_NAMES, checkpoint, parity, pipeline
+from torchport.check import CHECK_NAMES, TRAINING_CHECKS, WORKER_CHECKS, checkpoint, parity, pipeline, worker_check
 from torchport.check.budget import CheckBudget
 from torchport.check.tolerance import CLOSE, FLOOR, RATIO_LIMIT
 from torchport.errors import UserError
@@ -78,6 +78,8 @@ class CheckOptions:
     # backend -> (step seconds, data-wait seconds per step, where the figure comes from): torchport evaluate's
     # sustained figures, shown beside the pipeline check's own measurement (not used for its verdict).
     step_times: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+    # Training steps per round of the pipeline check's timing (pipeline.PER_ROUND; fewer when a budget is short).
+    pipeline_per_round: int = pipeline.PER_ROUND
     # --budget: the whole check in this many seconds (torchport.check.budget); None: no budget.
     budget_s: float | None = None
     # The budget's clock and what it learned, set by run_checks: runtime state, not an option.
@@ -134,12 +136,10 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
     app_error = None
     reference_worker = None
     try:
-        if {"parity", "checkpoint", "pipeline"} & set(options.only):
+        if set(TRAINING_CHECKS) & set(options.only):
             training, app_error, reference_worker = training_checks(options, available, work / "training", on_event)
             checks += training
-        from torchport.check import distributed, recovery
-
-        later = [(check, name) for check in ("recovery", "distributed") if check in options.only for name in available]
+        later = [(check, name) for check in WORKER_CHECKS if check in options.only for name in available]
         for index, (check, name) in enumerate(later):
             on_event("start", {"check": check, "backend": name})
             sized, skip = (options, None) if budget is None else budget.size(check, options, name, len(later) - index)
@@ -147,8 +147,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
                 checks.append({"name": check, "backend": name, "status": "skipped", "figures": {}, "reason": skip})
                 continue
             limited = budget is not None and budget.limited(options.timeout_s)
-            module = recovery if check == "recovery" else distributed
-            result = module.check(sized, name, work / f"{check}-{name}")
+            result = worker_check(check).check(sized, name, work / f"{check}-{name}")
             checks.append(budget.explain(result, sized.timeout_s, limited) if budget else result)
     finally:
         if not options.keep_files and not options.work_dir:
@@ -169,8 +168,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
             "ratio_limit": RATIO_LIMIT,
             "floor": FLOOR[options.dtype],
             "close": CLOSE[options.dtype],
-            "recovery": {"steps": options.recovery_steps, "every": options.recovery_every},
-            "distributed": {"nproc_per_node": options.nproc, "nnodes": options.nnodes, "steps": options.distributed_steps},
+            **{check: worker_check(check).config(options) for check in WORKER_CHECKS},
             "budget": budget.record() if budget else None,
         },
         "backends": backends_seen,
@@ -234,7 +232,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     def own_run(label: str, with_checkpoint: bool) -> dict[str, Any]:
         keep = "checkpoint" in want and with_checkpoint
         return run_spec(label, outputs="parity" in want, checkpoint_step=saved_at if keep else None, save_final=keep,
-                        pipeline="pipeline" in want)
+                        pipeline="pipeline" in want, pipeline_per_round=options.pipeline_per_round)
 
     results: dict[str, dict[str, Any]] = {}
     reference_runs = [own_run(REFERENCE, REFERENCE in names)]
