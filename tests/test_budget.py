@@ -309,3 +309,26 @@ def test_bad_check_budget_is_one_line(torchport_cli):
     done = torchport_cli("check", "-b", "cpu", "--budget", "soon")
     assert done.returncode == 2 and "--budget: invalid duration 'soon'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_script_mode_stages_run_whole_or_are_left_out():
+    """Script mode's stages have fixed step counts: the reserve holds them,
+    and one that the time left cannot hold is left out with what it needed."""
+    from types import SimpleNamespace
+
+    from torchport.stages import STAGES
+
+    script_stages = [stage for stage in STAGES if stage.mode == "script"]
+    clock = {"now": 0.0}
+    plan = BudgetPlan(100, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0,
+                      stage_names=[stage.name for stage in script_stages])
+    plan.record_run("cpu", {"status": "ok", "wall_s": 20, "phases": {"import_s": 2, "init_s": 1},
+                            "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 1.0, "steps": 1}]}}})
+    # 4 s before the steps: the trace 4 + 3 x 2 x 1 s = 10 s; two ranks of 11 steps, 2 x (4 + 11) = 30 s
+    assert plan.stage_reserve_s == pytest.approx(40.0)
+    clock["now"] = plan.end - 20.0
+    options = SimpleNamespace(stages=list(script_stages), timeout_s=600.0)
+    plan.size_stages(options, {"reference": "cpu", "backends": {"cpu": {}}})
+    assert [stage.name for stage in options.stages] == ["script-trace"]
+    assert plan.could_not == ["script-distributed: not run: it needs about 30 s at the measured 1.00 s a step, "
+                              "10 s were left"]

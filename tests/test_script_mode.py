@@ -181,3 +181,23 @@ def test_script_that_compiles_itself_stays_compiled_on_an_eager_backend(tmp_path
     assert only_run(document, "cpu")["script"]["compiled_by_script"] == [
         f"{script}:{_line(script, 'model = torch.compile(model)')}"]
     assert "On cpu the script called `torch.compile` itself" in (tmp_path / "report.md").read_text()
+
+
+def test_script_mode_keeps_a_time_budget(tmp_path):
+    """``--budget`` reaches the script's runs (adaptive sampling to a deadline,
+    the precision reached) and sizes script mode's stages, which run or are
+    left out with what they needed."""
+    completed, document = evaluate_script(tmp_path, SCRIPTS / "agnostic.py", "cpu",
+                                          options=("--budget", "90s", "--precision", "5%"))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    budget = document["budget"]
+    assert budget["budget_s"] == 90.0 and budget["adaptive"] is True
+    cpu = budget["backends"]["cpu"]
+    assert cpu["runs"] == 1 and cpu["precision_reached"] is not None
+    sustained = only_run(document, "cpu")["training"]["sustained"]
+    assert sustained["stopped_by"] in ("precision", "budget", "steps")
+    stages = budget["stages"]
+    for stage in ("script-trace", "script-distributed"):
+        assert stages[stage]["needs_s"] > 0
+        ran = document.get("trace" if stage == "script-trace" else "script_distributed") is not None
+        assert ran == stages[stage]["fits"], (stage, stages[stage], budget["could_not"])

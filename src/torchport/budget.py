@@ -43,6 +43,7 @@ from typing import Any
 
 from torchport.check.pipeline import PER_ROUND
 from torchport.errors import UserError
+from torchport.report import format as fmt
 
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_PRECISION = 0.02  # 95% interval of the median within +-2%: narrow enough to decide the 5% threshold
@@ -55,6 +56,7 @@ FIRST_ROUND_PLANNED = 2  # rounds counted when the first round's shares are made
 TRACE_STEP_FACTOR = 2.0  # a traced step costs about 1.8x an untraced one (benchmarks/bench_trace.py)
 TRACE_STEPS = (3, 12)  # the trace stage's bounds (it stops once the op sequence repeats 3 times)
 CHECK_STEPS = (2, 6)  # the checks stage's bounds (a checkpoint is taken half way: at least 2)
+SCRIPT_STAGES = ("script-trace", "script-distributed")  # fixed step counts (torchport.script.stage)
 # The pipeline check's timed steps a round: cut (from its own default) before the checks stage is left out.
 PIPELINE_PER_ROUND = (1, PER_ROUND)
 # Kept at the end for the summary, result.json, report.md and report.html.
@@ -118,6 +120,8 @@ class BudgetPlan:
     stage_sizes: dict[str, Any] = field(default_factory=dict)
     stage_reserve_s: float = 0.0
     _in_flight: tuple[str, float, float] | None = None  # backend, started, share
+    # The stages that follow the rounds, by registry name (torchport.stages): what the reserve is kept for.
+    stage_names: list[str] = field(default_factory=lambda: ["trace", "checks"])
 
     def __post_init__(self) -> None:
         # The budget counts from the command's start (its imports and checks included), as the user's clock does.
@@ -244,13 +248,23 @@ class BudgetPlan:
         if not figures:
             return
         cpu = figures.get("cpu") or max(figures.values(), key=lambda run: run.step_s or 0.0)
-        needed = self._trace_seconds(cpu, TRACE_STEPS[0]) + self._check_seconds(figures, "cpu", CHECK_STEPS[0],
-                                                                               PIPELINE_PER_ROUND[0])
+        needed = 0.0
+        if "trace" in self.stage_names:
+            needed += self._trace_seconds(cpu, TRACE_STEPS[0])
+        if "checks" in self.stage_names:
+            needed += self._check_seconds(figures, "cpu", CHECK_STEPS[0], PIPELINE_PER_ROUND[0])
+        needed += sum(self._script_stage_seconds(name, cpu) for name in self.stage_names if name in SCRIPT_STAGES)
         self.stage_reserve_s = min(0.5 * self.budget_s, max(STAGE_SHARE * self.budget_s, needed))
 
     @staticmethod
     def _trace_seconds(cpu: RunFigures, steps: int) -> float:
         return cpu.overhead_s + steps * TRACE_STEP_FACTOR * (cpu.step_s or 0.0)
+
+    @staticmethod
+    def _script_stage_seconds(stage: str, reference: RunFigures) -> float:
+        from torchport.script.stage import stage_seconds
+
+        return stage_seconds(stage, reference.step_s or 0.0, reference.overhead_s)
 
     @staticmethod
     def _check_seconds(figures: dict[str, RunFigures], reference: str, steps: int, per_round: int) -> float:
@@ -321,7 +335,21 @@ class BudgetPlan:
                 self.could_not.append(f"trace: not run: its minimum of {steps} steps needs about "
                                       f"{format_minutes(self._trace_seconds(cpu, steps))} (start-up "
                                       f"{format_minutes(cpu.overhead_s)}), {format_minutes(max(0.0, room))} were left")
-        left_out = {stage for stage in ("trace", "checks") if stage in sizes and not sizes[stage]["fits"]}
+        room = left
+        for stage in SCRIPT_STAGES:  # script mode's stages: fixed step counts, run or left out
+            if stage in running and cpu and cpu.step_s:
+                needed = self._script_stage_seconds(stage, cpu)
+                sizes[stage] = {"steps": script_stage_steps(stage), "needs_s": round(needed, 1), "step_s": cpu.step_s,
+                                "fits": needed <= room,
+                                "why": f"its steps are fixed; {room:.0f} s left for it, it needs about "
+                                       f"{format_minutes(needed)} at the measured {fmt.seconds(cpu.step_s)} a step"}
+                if needed <= room:
+                    room -= needed
+                else:
+                    self.could_not.append(f"{stage}: not run: it needs about {format_minutes(needed)} at the "
+                                          f"measured {fmt.seconds(cpu.step_s)} a step, "
+                                          f"{format_minutes(max(0.0, room))} were left")
+        left_out = {stage for stage in ("trace", "checks", *SCRIPT_STAGES) if stage in sizes and not sizes[stage]["fits"]}
         options.stages = [stage for stage in options.stages if stage_registry.name_of(stage) not in left_out]
         # A stage's worker that would run past the budget's end is ended (a stage error in the report).
         options.timeout_s = min(options.timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
@@ -404,6 +432,12 @@ class BudgetPlan:
                 "adaptive": self.adaptive, "elapsed_s": round(self.clock() - self.started, 1),
                 "backends": backends, "stages": dict(self.stage_sizes),
                 "could_not": [*self._could_not_runs.values(), *self.could_not]}
+
+
+def script_stage_steps(stage: str) -> int:
+    from torchport.script.stage import stage_steps
+
+    return stage_steps(stage)
 
 
 def format_minutes(seconds: float) -> str:

@@ -216,13 +216,14 @@ class Evaluation:
         if reference != self.options.reference:
             document["reference_note"] = (f"requested reference {self.options.reference!r} did not run here; "
                                           f"comparing with {reference!r} instead")
-        # Script mode is not budgeted yet: its job runs the script's own loop and does not plan from a deadline.
-        if self.options.budget_s is not None and runnable and self.options.script is None:
+        if self.options.budget_s is not None and runnable:
+            from torchport import stages as stage_registry
             from torchport.budget import BudgetPlan
 
             self.budget = BudgetPlan(self.options.budget_s, sorted(runnable, key=lambda name: name != reference),
                                      self.options.repeats, bool(self.options.stages), self.options.precision,
-                                     self.options.budget_explicit)
+                                     self.options.budget_explicit,
+                                     stage_names=[stage_registry.name_of(stage) for stage in self.options.stages])
         self.save()
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:

@@ -112,11 +112,12 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
         pipeline_per_round=stage.pipeline_per_round,
     )
     section = run_checks(check_options)
-    sized = [f"{stage.steps} steps"] if stage.steps != STAGE_STEPS else []
-    sized += ([f"the pipeline timed over {stage.pipeline_per_round} steps a round"]
-              if stage.pipeline_per_round != pipeline.PER_ROUND else [])
-    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps"
-                       + (f" (sized by the time budget: {', '.join(sized)})" if sized else "") + "; outputs "
+    sized = ""
+    if stage.steps != STAGE_STEPS or stage.pipeline_per_round != pipeline.PER_ROUND:
+        sized = " (sized by the time budget" + (
+            f"; the pipeline timed over {stage.pipeline_per_round} of its {pipeline.PER_ROUND} steps a round"
+            if stage.pipeline_per_round != pipeline.PER_ROUND else "") + ")"
+    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps{sized}; outputs "
                        "from training step 1, no metric). "
                        "`torchport check` adds crash recovery and distributed training.")
     document["checks"] = section

@@ -36,7 +36,8 @@ def budget_notes(document: dict[str, Any]) -> list[str]:
     notes += [f"budget could not: {line}" for line in budget.get("could_not") or []]
     for stage, size in (budget.get("stages") or {}).items():
         if isinstance(size, dict) and size.get("fits"):
-            notes.append(f"{stage}: {size['steps']} steps, sized by the budget ({size['why']})")
+            how = "sized by the budget" if size.get("bounds") else "fits the budget"
+            notes.append(f"{stage}: {size.get('steps', '?')} steps, {how} ({size.get('why', '')})")
     return notes
 
 
@@ -65,9 +66,10 @@ def budget_markdown(document: dict[str, Any]) -> list[str]:
     stages = {name: size for name, size in (budget.get("stages") or {}).items()
               if isinstance(size, dict) and size.get("fits")}
     if stages:
-        lines += ["", "Stages sized by the budget:", ""]
-        lines += [f"- {fmt.md(name)}: {size['steps']} steps (bounds {size['bounds'][0]}-{size['bounds'][1]}; "
-                  f"{fmt.md(size['why'])})" for name, size in stages.items()]
+        lines += ["", "Stages sized by (or checked against) the budget:", ""]
+        lines += [f"- {fmt.md(name)}: {size.get('steps', '?')} steps ("
+                  + (f"bounds {size['bounds'][0]}-{size['bounds'][1]}; " if size.get("bounds") else "")
+                  + f"{fmt.md(str(size.get('why', '')))})" for name, size in stages.items()]
     return lines
 
 

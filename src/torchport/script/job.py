@@ -382,7 +382,11 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
 
         scenario = ScriptScenario(driver, backend, check_loss, getattr(context, "take_turn", None))
         scenario.steps_done = 1
-        run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save)
+        from torchport.sampling import from_job
+
+        # With a time budget the parent's plan gives this run a deadline (the job's "budget" entry).
+        sampling, _ = from_job(config, context.config, backend.name, context.started, has_inference=False)
+        run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save, sampling)
     except ScriptEnded:
         pass  # the script's thread reports why
     except BaseException as exc:

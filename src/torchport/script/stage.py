@@ -26,6 +26,24 @@ from torchport.stats import median
 NPROC = 2
 STEPS, BLOCKS, WARMUP = 4, 2, 2
 TRACE_STEPS = 3
+TRACE_STEP_FACTOR = 2.0  # a traced step against an untraced one (as evaluate's trace stage)
+
+
+def stage_steps(stage: str) -> int:
+    """The steps a script stage runs (per rank for ``script-distributed``)."""
+    return TRACE_STEPS if stage == "script-trace" else 1 + WARMUP + STEPS * BLOCKS
+
+
+def stage_seconds(stage: str, step_s: float, overhead_s: float) -> float:
+    """About how long a script stage takes, for the time budget, from the
+    reference's measured step and the time a run pays before its steps:
+    ``script-trace`` traces ``TRACE_STEPS`` steps; ``script-distributed`` runs
+    the first step, the warm-up and the sustained blocks on ``NPROC`` ranks
+    that share the host's cores (so each start-up and step counted ``NPROC``
+    times)."""
+    if stage == "script-trace":
+        return overhead_s + stage_steps(stage) * TRACE_STEP_FACTOR * step_s
+    return NPROC * (overhead_s + stage_steps(stage) * step_s)
 
 
 @dataclass(frozen=True)
