@@ -95,6 +95,25 @@ def test_plan_shares_the_time_and_the_eta_counts_down():
     assert precision_of(summary) == pytest.approx(0.01)
 
 
+def test_a_later_run_too_short_to_measure_is_left_to_the_backend_after_it():
+    """35 s of timing left in the last round, two backends to go, each needing
+    24 s (start-up and six 2 s blocks): the first is not started on a 17 s
+    share it could not use; the second then gets the whole 35 s."""
+    clock = {"now": 0.0}
+    plan = BudgetPlan(600, ["cpu", "cpu-compile"], rounds=2, stages=False, precision=0.02, explicit=True,
+                      clock=lambda: clock["now"], started=0.0)
+    for name in ("cpu", "cpu-compile"):
+        plan.record_run(name, {"status": "ok", "wall_s": 100, "phases": {"import_s": 9, "init_s": 1},
+                               "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2, "steps": 1}]}}})
+    assert plan.minimum_run_s("cpu") == pytest.approx(24.0)
+    clock["now"] = plan.timing_end - 35.0
+    assert not plan.wants_run("cpu", 1, None, remaining_this_round=2)
+    (line,) = plan.record({"backends": {}})["could_not"]
+    assert line.startswith("cpu: 1 process only") and "its part of the timing share left was 18 s" in line
+    assert plan.wants_run("cpu-compile", 1, None, remaining_this_round=1)
+    assert plan.job_entry("cpu-compile", 1, remaining_this_round=1)["share_s"] == pytest.approx(35.0)
+
+
 def test_progress_line_shows_the_plans_eta():
     progress = Progress("evaluate", unit="runs")
     progress.plan(6)

@@ -146,9 +146,13 @@ class BudgetPlan:
         return self.end - self.stage_reserve_s
 
     # ---- the rounds ------------------------------------------------------------------------
-    def wants_run(self, name: str, round_index: int, summary: dict[str, Any] | None) -> bool:
+    def wants_run(self, name: str, round_index: int, summary: dict[str, Any] | None,
+                  remaining_this_round: int = 1) -> bool:
         """Whether ``name`` gets a run in this round; a run that cannot fit is
-        recorded in ``could_not``."""
+        recorded in ``could_not``.  It fits when its part of the time left
+        (shared with the ``remaining_this_round - 1`` backends after it in this
+        round) holds its start-up and the fewest blocks an interval needs: a
+        run too short for that only spends time the others could use."""
         if round_index == 0:
             return True
         previous = self.runs.get(name) or []
@@ -157,12 +161,12 @@ class BudgetPlan:
             if reached is not None and self.precision is not None and reached <= self.precision:
                 return False  # this backend's interval is narrow enough: spend the time elsewhere
         needed = self.minimum_run_s(name)
-        left = self.timing_end - self.clock()
-        if needed is not None and needed > left:
+        room = (self.timing_end - self.clock()) / max(1, remaining_this_round)
+        if needed is not None and needed > room:
             self._could_not_runs[name] = (
                 f"{name}: {len(previous)} process{'es' if len(previous) != 1 else ''} only; another needs about "
                 f"{needed:.0f} s (start-up {needed - self._one_block_s(name):.0f} s and one sustained block), "
-                f"{max(0.0, left):.0f} s of the timing share were left"
+                f"its part of the timing share left was {max(0.0, room):.0f} s"
                 + ("; the interval shows within-run noise only" if len(previous) == 1 else ""))
             return False
         return True
@@ -218,6 +222,9 @@ class BudgetPlan:
                            - round_index - 1)
         weight = remaining_this_round + LATER_RUN_WEIGHT * later_rounds * len(self.backends)
         share = max(0.0, self.timing_end - now) / max(1.0, weight)
+        if round_index > 0:  # wants_run let it start: at least the minimum it was judged to need
+            share = max(share, min(self.minimum_run_s(name) or 0.0,
+                                   max(0.0, self.timing_end - now) / max(1, remaining_this_round)))
         self.shares[name].append(share)
         self._in_flight = (name, now, share)
         return {"deadline": now + share, "share_s": share, "budget_s": self.budget_s,

@@ -298,7 +298,7 @@ class Evaluation:
                 config = self.options.protocol.as_dict()
                 timeout = self.options.timeout_s
                 if self.budget is not None:
-                    if not self.budget.wants_run(name, round_index, entry.get("summary")):
+                    if not self.budget.wants_run(name, round_index, entry.get("summary"), len(order) - position):
                         continue
                     config["budget"] = self.budget.job_entry(name, round_index, len(order) - position)
                     timeout = self.budget.run_timeout(config["budget"], timeout)
