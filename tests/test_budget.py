@@ -343,11 +343,25 @@ def test_script_mode_stages_run_whole_or_are_left_out():
                       stage_names=[stage.name for stage in script_stages])
     plan.record_run("cpu", {"status": "ok", "wall_s": 20, "phases": {"import_s": 2, "init_s": 1},
                             "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 1.0, "steps": 1}]}}})
-    # 4 s before the steps: the trace 4 + 3 x 2 x 1 s = 10 s; two ranks of 11 steps, 2 x (4 + 11) = 30 s
-    assert plan.stage_reserve_s == pytest.approx(40.0)
+    # 4 s before the steps: the trace 4 + 3 x 2 x 1 s = 10 s; two ranks of 7 steps (first, 2 warm-up,
+    # 4 sustained), 2 x (4 + 7) = 22 s
+    assert plan.stage_reserve_s == pytest.approx(32.0)
     clock["now"] = plan.end - 20.0
     options = SimpleNamespace(stages=list(script_stages), timeout_s=600.0)
     plan.size_stages(options, {"reference": "cpu", "backends": {"cpu": {}}})
     assert [stage.name for stage in options.stages] == ["script-trace"]
-    assert plan.could_not == ["script-distributed: not run: it needs about 30 s at the measured 1.00 s a step, "
+    assert plan.could_not == ["script-distributed: not run: it needs about 22 s at the measured 1.00 s a step, "
                               "10 s were left"]
+
+
+def test_the_checks_reference_runs_are_counted_when_cpu_was_not_evaluated():
+    """The checks' reference is always cpu: evaluated only on another backend,
+    the stage still makes the reference's own run (and its pipeline timing),
+    a repeat and a float64 run, counted at the slowest measured step."""
+    from torchport.check.stage import stage_seconds
+
+    # One backend, 1 s steps, nothing before them, no checkpoint bytes: its run 2 steps, 5 pipeline steps
+    # (5 rounds of 1), 1 resumed step = 8 s; the reference's repeat and float64 runs 2 x (1 + 2.5) = 7 s.
+    assert stage_seconds(2, 1, {"cpu": (1.0, 0.0)}, "cpu", None) == pytest.approx(15.0)
+    # Not evaluated: its own run (2 + 5 steps) comes on top.
+    assert stage_seconds(2, 1, {"cuda": (1.0, 0.0)}, "cpu", None) == pytest.approx(22.0)

@@ -259,7 +259,7 @@ class BudgetPlan:
         if "trace" in self.stage_names:
             needed += self._trace_seconds(cpu, TRACE_STEPS[0])
         if "checks" in self.stage_names:
-            needed += self._check_seconds(figures, "cpu", CHECK_STEPS[0], PIPELINE_PER_ROUND[0])
+            needed += self._check_seconds(figures, CHECK_STEPS[0], PIPELINE_PER_ROUND[0])
         needed += sum(self._script_stage_seconds(name, cpu) for name in self.stage_names if name in SCRIPT_STAGES)
         self.stage_reserve_s = min(0.5 * self.budget_s, max(STAGE_SHARE * self.budget_s, needed))
 
@@ -274,12 +274,13 @@ class BudgetPlan:
         return stage_seconds(stage, reference.step_s or 0.0, reference.overhead_s)
 
     @staticmethod
-    def _check_seconds(figures: dict[str, RunFigures], reference: str, steps: int, per_round: int) -> float:
+    def _check_seconds(figures: dict[str, RunFigures], steps: int, per_round: int) -> float:
+        from torchport.check.runner import REFERENCE  # the checks' reference is always this, not evaluate's
         from torchport.check.stage import stage_seconds
 
         parameters = max((run.parameters or 0 for run in figures.values()), default=0) or None
         return stage_seconds(steps, per_round, {name: (run.step_s or 0.0, run.overhead_s)
-                                                for name, run in figures.items()}, reference, parameters)
+                                                for name, run in figures.items()}, REFERENCE, parameters)
 
     # ---- the stages ------------------------------------------------------------------------
     def size_stages(self, options: Any, document: dict[str, Any]) -> None:
@@ -309,9 +310,9 @@ class BudgetPlan:
                         for per_round in range(PIPELINE_PER_ROUND[1] - 1, PIPELINE_PER_ROUND[0] - 1, -1)]
             room = left - trace_minimum
             steps, per_round = choices[-1]
-            checks_s = self._check_seconds(figures, reference, steps, per_round)
+            checks_s = self._check_seconds(figures, steps, per_round)
             for steps, per_round in choices:
-                checks_s = self._check_seconds(figures, reference, steps, per_round)
+                checks_s = self._check_seconds(figures, steps, per_round)
                 if checks_s <= room:
                     break
             options.check_steps = steps

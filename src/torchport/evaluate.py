@@ -298,9 +298,10 @@ class Evaluation:
                 config = self.options.protocol.as_dict()
                 timeout = self.options.timeout_s
                 if self.budget is not None:
-                    if not self.budget.wants_run(name, round_index, entry.get("summary"), len(order) - position):
+                    still = [later for later in order[position:] if backends[later]["status"] in ("pending", "ok")]
+                    if not self.budget.wants_run(name, round_index, entry.get("summary"), len(still)):
                         continue
-                    config["budget"] = self.budget.job_entry(name, round_index, len(order) - position)
+                    config["budget"] = self.budget.job_entry(name, round_index, len(still))
                     timeout = self.budget.run_timeout(config["budget"], timeout)
                 self.on_event("start", {"backend": name, "round": round_index})
                 self._eta(order, running=name)

@@ -118,6 +118,9 @@ class BudgetedSampling(FixedSampling):
     budget_s: float | None = None  # the whole evaluation's budget and this run's share: for the message
     share_s: float | None = None
     started: float = 0.0  # time.time() when the worker process started
+    # Adaptive sampling's bound, in configured block counts.  Script mode keeps 1: the script's own loop
+    # must not have to be longer than the fixed protocol's.
+    max_block_factor: int = MAX_BLOCK_FACTOR
     _warmup_deadline: float | None = None
     _planned_block_steps: int | None = None
 
@@ -171,7 +174,7 @@ class BudgetedSampling(FixedSampling):
         last = sustained[-1]
         if time.time() + last.seconds > self.deadline:
             return "budget"  # the next block would end past this run's share
-        if len(times) >= MAX_BLOCK_FACTOR * self.config.blocks:
+        if len(times) >= self.max_block_factor * self.config.blocks:
             return "max_blocks"
         return None
 
@@ -184,7 +187,7 @@ class BudgetedSampling(FixedSampling):
 
 
 def from_job(config: Any, job_config: dict[str, Any], backend: str, started: float,
-             has_inference: bool) -> tuple[FixedSampling, FixedSampling]:
+             has_inference: bool, max_block_factor: int = MAX_BLOCK_FACTOR) -> tuple[FixedSampling, FixedSampling]:
     """The training and inference sampling of one run, from the job's
     ``budget`` entry (set by the parent's plan; absent: fixed sampling)."""
     budget = job_config.get("budget")
@@ -195,7 +198,7 @@ def from_job(config: Any, job_config: dict[str, Any], backend: str, started: flo
     if has_inference:
         training_deadline = deadline - INFERENCE_SHARE * max(0.0, deadline - time.time())
     common = dict(precision=budget.get("precision"), backend=backend, budget_s=budget.get("budget_s"),
-                  share_s=budget.get("share_s"), started=started)
+                  share_s=budget.get("share_s"), started=started, max_block_factor=max_block_factor)
     return (BudgetedSampling(config, training_deadline, **common),
             BudgetedSampling(config, deadline, **common))
 

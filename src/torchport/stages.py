@@ -104,7 +104,7 @@ def name_of(stage: Any) -> str:
     function's package name."""
     if isinstance(stage, Stage):
         return stage.name
-    path = f"{stage.__module__}:{stage.__name__}"
+    path = f"{stage.__module__}:{getattr(stage, '__name__', '')}"
     registered = next((entry for entry in STAGES if entry.run == path), None)
     return registered.name if registered else stage.__module__.rsplit(".", 2)[-2]
 

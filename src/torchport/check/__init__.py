@@ -12,7 +12,8 @@ Layout, parent side first:
   recovery, distributed training).  Each is one module with the same few
   names (``WorkerCheck``); the runner, the time budget and the report reach
   them only through this table.  Adding such a check touches three files: its
-  module, this table and the name enum in ``schemas/checks.schema.json``;
+  module, this table and the name enum in ``schemas/checks.schema.json`` (and
+  ``CheckOptions`` and ``commands/check.py`` for an option of its own);
 * ``tolerance``: the error-ratio rule and the thresholds every check uses;
 * ``stage``: the cheap subset that ``torchport evaluate`` runs;
 * ``report``: the markdown section.

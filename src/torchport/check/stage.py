@@ -39,7 +39,8 @@ def stage_seconds(steps: int, per_round: int, backends: dict[str, tuple[float, f
     the runs ``runner.training_checks`` makes: on each of n backends its own
     run, the pipeline's timed steps, and a resume from each backend's
     checkpoint (half the steps each, a checkpoint read); two checkpoints saved
-    per backend; on the reference a repeat run and a float64 run besides.
+    per backend; on the reference (``runner.REFERENCE``) a repeat run and a
+    float64 run besides, and its own run when it is not among ``backends``.
     Each run is counted as paying the whole overhead again (a new model, a new
     compilation): an estimate on the safe side."""
     if not backends:
@@ -51,7 +52,13 @@ def stage_seconds(steps: int, per_round: int, backends: dict[str, tuple[float, f
     for step_s, overhead_s in backends.values():
         total += (1 + n) * overhead_s + (steps + timed_pipeline_steps + n * steps / 2) * step_s
         total += (2 + n) * checkpoint_s
-    step_s, overhead_s = backends.get(reference) or max(backends.values())
+    if reference in backends:
+        step_s, overhead_s = backends[reference]
+    else:
+        # The reference's runs are made all the same (on the CPU; its own run is not checkpointed), at a
+        # step time nothing here measured: the slowest backend's stands in for it.
+        step_s, overhead_s = max(backends.values())
+        total += overhead_s + (steps + timed_pipeline_steps) * step_s
     return total + 2 * overhead_s + steps * step_s * (1 + FLOAT64_STEP_FACTOR)
 
 

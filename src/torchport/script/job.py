@@ -384,8 +384,10 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
         scenario.steps_done = 1
         from torchport.sampling import from_job
 
-        # With a time budget the parent's plan gives this run a deadline (the job's "budget" entry).
-        sampling, _ = from_job(config, context.config, backend.name, context.started, has_inference=False)
+        # With a time budget the parent's plan gives this run a deadline (the job's "budget" entry).  Never
+        # more sustained blocks than configured: a script whose loop held the fixed protocol still does.
+        sampling, _ = from_job(config, context.config, backend.name, context.started, has_inference=False,
+                               max_block_factor=1)
         run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save, sampling)
     except ScriptEnded:
         pass  # the script's thread reports why

@@ -31,7 +31,7 @@ TRACE_STEP_FACTOR = 2.0  # a traced step against an untraced one (as evaluate's 
 
 def stage_steps(stage: str) -> int:
     """The steps a script stage runs (per rank for ``script-distributed``)."""
-    return TRACE_STEPS if stage == "script-trace" else 1 + WARMUP + STEPS * BLOCKS
+    return TRACE_STEPS if stage == "script-trace" else 1 + WARMUP + STEPS  # STEPS sustained, in BLOCKS blocks
 
 
 def stage_seconds(stage: str, step_s: float, overhead_s: float) -> float:
