@@ -292,6 +292,7 @@ class BudgetPlan:
         machine whose cores they share their costs add up: they are counted
         one after the other."""
         from torchport import stages as stage_registry
+        from torchport.script.stage import stage_steps as script_stage_steps
 
         left = max(0.0, self.end - self.clock())
         reference = document.get("reference") or "cpu"
@@ -309,9 +310,7 @@ class BudgetPlan:
             choices += [(CHECK_STEPS[0], per_round)
                         for per_round in range(PIPELINE_PER_ROUND[1] - 1, PIPELINE_PER_ROUND[0] - 1, -1)]
             room = left - trace_minimum
-            steps, per_round = choices[-1]
-            checks_s = self._check_seconds(figures, steps, per_round)
-            for steps, per_round in choices:
+            for steps, per_round in choices:  # ends on the last choice when none fits
                 checks_s = self._check_seconds(figures, steps, per_round)
                 if checks_s <= room:
                     break
@@ -440,12 +439,6 @@ class BudgetPlan:
                 "adaptive": self.adaptive, "elapsed_s": round(self.clock() - self.started, 1),
                 "backends": backends, "stages": dict(self.stage_sizes),
                 "could_not": [*self._could_not_runs.values(), *self.could_not]}
-
-
-def script_stage_steps(stage: str) -> int:
-    from torchport.script.stage import stage_steps
-
-    return stage_steps(stage)
 
 
 def format_minutes(seconds: float) -> str:

@@ -45,6 +45,7 @@ from torchport.stats import median
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
 WARMUP_STEPS = 2  # first steps carry one-off costs (allocation, DDP bucket set-up); not timed
+RENDEZVOUS_JOIN_TIMEOUT_S = 60
 # Two ranks sharing the host, then one process; one timed step after the warm-up at least.
 COST = WorkerCost(startups=3, step_runs=3, minimum_steps=WARMUP_STEPS + 1)
 
@@ -68,7 +69,6 @@ def headline(figures: dict[str, Any]) -> str | None:
         return None
     return (f"{figures['world_size']} ranks: efficiency {figures['scaling_efficiency']:.0%}, slowest rank "
             f"{figures['slowest_rank_step_s'] * 1e3:.1f} ms/step")
-RENDEZVOUS_JOIN_TIMEOUT_S = 60
 
 
 def torchrun_command(python: str, options: Any, job_path: str) -> list[str]:
