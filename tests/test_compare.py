@@ -164,3 +164,52 @@ def test_config_difference_names_dtype_and_steps(machine_results):
     other["protocol"].update(dtype="bfloat16", steps=16)
     text = config_difference(other, run["config"], "app.py", "app.py")
     assert "dtype 'bfloat16' vs 'float32'" in text and "steps 16 vs 8" in text and "app" not in text
+
+
+@pytest.fixture(scope="module")
+def planted_slowdown(tmp_path_factory):
+    """The same app measured as it is (every step sleeps 10 ms) and with a planted
+    2x slowdown (20 ms), each with 3 fresh processes and with 1."""
+    from conftest import COMPARE_APP, _evaluate
+
+    root = tmp_path_factory.mktemp("planted")
+    protocol = ["--steps", "8", "--blocks", "4", "--max-warmup", "4", "--no-inference", "--no-trace", "--no-checks"]
+    made = {}
+    for name, sleep_s, repeats in [("base3", "0.01", "3"), ("double3", "0.02", "3"),
+                                   ("base1", "0.01", "1"), ("double1", "0.02", "1")]:
+        made[name] = _evaluate(root / name, str(COMPARE_APP), "-b", "cpu", "--repeats", repeats, *protocol,
+                               env={"COMPARE_TINY_SLEEP_S": sleep_s})
+    return made
+
+
+def test_gate_fails_on_a_planted_2x_slowdown_with_3_processes_per_side(planted_slowdown, tmp_path):
+    files = planted_slowdown
+    out = tmp_path / "gate.json"
+    gated = run_torchport("compare", str(files["base3"]), str(files["double3"]), *labels(files, "base3", "double3"),
+                          "--fail-on-regression", "10", "--json", str(out))
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert "regression: double3:cpu is" in gated.stdout
+    entry = next(e for e in json.loads(out.read_text())["entries"] if e["machine"] == "double3")
+    assert entry["ratio"]["runs"] == 3 and entry["ratio"]["significant"]
+    assert entry["ratio"]["verdict"] == "slower"
+    assert 1.6 < 1 / entry["ratio"]["speedup"] < 2.4
+
+
+def test_one_process_per_side_is_never_significant_and_never_gates(planted_slowdown, tmp_path):
+    files = planted_slowdown
+    out = tmp_path / "single.json"
+    completed = run_torchport("compare", str(files["base1"]), str(files["double1"]), *labels(files, "base1", "double1"),
+                              "--fail-on-regression", "10", "--json", str(out))
+    # The slowdown is real, but one process per side cannot show it beyond within-run noise.
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "regression:" not in completed.stdout
+    assert "not gated: double1:cpu looks" in completed.stdout and "within-run noise only" in completed.stdout
+    comparison = json.loads(out.read_text())
+    entry = next(e for e in comparison["entries"] if e["machine"] == "double1")
+    assert entry["ratio"]["runs"] == 1 and not entry["ratio"]["significant"]
+    assert "not a verdict" in entry["ratio"]["verdict"]
+    assert comparison["regressions"] == [] and comparison["regressions_not_gated"][0]["machine"] == "double1"
+    # Nor does one side with 1 process against 3 on the other.
+    mixed = run_torchport("compare", str(files["base3"]), str(files["double1"]), *labels(files, "base3", "double1"),
+                          "--fail-on-regression", "10")
+    assert mixed.returncode == 0 and "not gated: double1:cpu" in mixed.stdout, mixed.stdout + mixed.stderr

@@ -98,3 +98,32 @@ def test_losses_are_compared_at_a_step_every_run_reached():
     assert common["step"] == 6
     assert (common["loss"], common["reference_loss"]) == (1.5, 1.55)
     assert abs(common["relative_difference"] - 0.05 / 1.55) < 1e-12
+
+
+def test_one_process_per_side_is_never_significant():
+    # A 2x difference, but each side is a single process: the interval shows within-run noise only.
+    fast, slow = Measurement(noisy_runs(1.0, runs=1, seed=7)), Measurement(noisy_runs(2.0, runs=1, seed=8))
+    result = compare(fast, slow)
+    assert result.runs == 1 and not result.significant
+    assert result.verdict == "one process per side: within-run noise only, not a verdict"
+    # One side with several processes does not make up for the other's single one.
+    assert not compare(Measurement(noisy_runs(1.0, runs=3, seed=9)), slow).significant
+
+
+def test_a_very_wide_interval_is_inconclusive_with_the_runs_to_narrow_it():
+    wild = Measurement([[0.1] * 5, [1.0] * 5, [3.0] * 5])
+    result = compare(wild, Measurement(noisy_runs(1.0, seed=10)))
+    assert result.inconclusive and result.width > 2
+    assert result.verdict.startswith("inconclusive (the interval spans")
+    assert result.runs_to_decide is not None and result.runs_to_decide > 3
+    assert f"about {result.runs_to_decide} runs per side" in result.verdict
+
+
+def test_faster_only_when_the_whole_interval_clears_the_threshold():
+    # About 4% faster with a tight interval: significant, but not by the practical 5%.
+    a = Measurement(noisy_runs(1.0, noise=0.02, seed=11))
+    b = Measurement(noisy_runs(1.06, noise=0.02, seed=12))
+    result = compare(a, b)
+    low, high = result.ci95
+    assert result.significant and low < 1 + PRACTICAL_THRESHOLD < high
+    assert result.verdict == "faster, but not clearly by 5% or more"

@@ -421,7 +421,10 @@ class BudgetPlan:
 
     # ---- the report ------------------------------------------------------------------------
     def record(self, document: dict[str, Any]) -> dict[str, Any]:
-        """``document["budget"]``: what the budget bought, per backend, and what it could not."""
+        """``document["budget"]``: what the budget bought, per backend, and what it could not.
+        The precision is judged against a target only when the user asked for
+        one (``--budget`` or ``--precision``); otherwise it is only stated."""
+        target = self.precision if self.explicit else None
         backends = {}
         for name in self.backends:
             entry = document.get("backends", {}).get(name, {})
@@ -431,11 +434,11 @@ class BudgetPlan:
             backends[name] = {
                 "runs": len(runs),
                 "precision_reached": reached,
-                "target_met": None if reached is None or self.precision is None else reached <= self.precision,
+                "target_met": None if reached is None or target is None else reached <= target,
                 "shares_s": [round(share, 1) for share in self.shares.get(name, [])],
                 "stopped_by": stopped,
             }
-        return {"budget_s": self.budget_s, "explicit": self.explicit, "precision_target": self.precision,
+        return {"budget_s": self.budget_s, "explicit": self.explicit, "precision_target": target,
                 "adaptive": self.adaptive, "elapsed_s": round(self.clock() - self.started, 1),
                 "backends": backends, "stages": dict(self.stage_sizes),
                 "could_not": [*self._could_not_runs.values(), *self.could_not]}

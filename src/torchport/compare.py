@@ -19,6 +19,7 @@ from typing import Any
 
 from torchport import __version__, results, summary
 from torchport.errors import UserError
+from torchport.stats import MIN_RUNS_FOR_VERDICT
 
 KIND = "torchport-comparison"
 VERSION = "1.0"
@@ -324,16 +325,26 @@ def _environment_text(value: Any, field_name: str) -> str:
     return str(value)
 
 
-def regressions(comparison: dict[str, Any], percent: float) -> list[dict[str, Any]]:
-    """Entries slower than the reference by more than ``percent``, with significance
-    (the 95% interval of the speed ratio lies wholly below 1)."""
-    found = []
+def regressions(comparison: dict[str, Any], percent: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Entries slower than the reference by more than ``percent`` with significance
+    (the 95% interval of the speed ratio lies wholly below 1, from at least two
+    processes per side), and the entries that looked slower by more than
+    ``percent`` but could not gate, each with the reason."""
+    found, not_gated = [], []
     for entry in comparison["entries"]:
         ratio = entry.get("ratio")
         if not ratio:
             continue
         slower_by = 1 / ratio["speedup"] - 1
-        if ratio["significant"] and ratio["ci95"][1] < 1 and slower_by * 100 > percent:
-            found.append({"machine": entry["machine"], "backend": entry["backend"], "slower_by": slower_by,
-                          "ci95": ratio["ci95"]})
-    return found
+        if slower_by * 100 <= percent:
+            continue
+        item = {"machine": entry["machine"], "backend": entry["backend"], "slower_by": slower_by, "ci95": ratio["ci95"]}
+        runs = ratio.get("runs", MIN_RUNS_FOR_VERDICT)
+        if runs < MIN_RUNS_FOR_VERDICT:
+            not_gated.append({**item, "why": f"{runs} process per side: the interval covers within-run noise only; "
+                                             f"use --repeats {MIN_RUNS_FOR_VERDICT} or more"})
+        elif not (ratio["significant"] and ratio["ci95"][1] < 1):
+            not_gated.append({**item, "why": "not significant: the 95% interval of the speed ratio reaches 1"})
+        else:
+            found.append(item)
+    return found, not_gated

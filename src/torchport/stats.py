@@ -6,11 +6,13 @@ hierarchical bootstrap: resample runs, then blocks within each chosen run.
 With one run the interval can only show within-run noise, and says so.
 
 A difference between two backends is called only when it is both
-statistically clear (the 95% interval of the ratio excludes 1) and
-practically relevant (beyond ``PRACTICAL_THRESHOLD``), as asv does.
+statistically clear (the 95% interval of the ratio excludes 1, from at least
+two processes per side) and practically relevant (the whole interval beyond
+``PRACTICAL_THRESHOLD``), as asv does.
 """
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import dataclass
@@ -21,6 +23,10 @@ BOOTSTRAP_RESAMPLES = 2000
 PRACTICAL_THRESHOLD = 0.05  # differences under 5% are not worth a migration decision
 SPREAD_WARNING = 0.10  # relative spread of run medians above which figures are flagged noisy
 CONFIDENCE = 0.95
+# With one process per side, run-to-run variation (usually the larger part) is unseen.
+MIN_RUNS_FOR_VERDICT = 2
+# An interval whose high end is over twice its low end says nothing useful about speed.
+INCONCLUSIVE_WIDTH = 2.0
 
 
 def median(values: Iterable[float]) -> float:
@@ -120,20 +126,64 @@ class Measurement:
 
 @dataclass(frozen=True)
 class Comparison:
-    """How a candidate compares with a reference, for a lower-is-better time."""
+    """How a candidate compares with a reference, for a lower-is-better time.
+
+    The words follow what the data allows: "faster"/"slower" only when the
+    whole interval lies beyond the practical threshold; "inconclusive" when the
+    interval is too wide to decide anything (with the runs it would take to
+    narrow it); and with one process on either side nothing is called
+    significant, because such an interval covers noise within one run only."""
 
     speedup: float  # reference time / candidate time; > 1 means the candidate is faster
     ci95: tuple[float, float]
-    significant: bool
+    significant: bool  # the interval excludes 1, from at least MIN_RUNS_FOR_VERDICT processes per side
     practical: bool
+    runs: int = MIN_RUNS_FOR_VERDICT  # fresh processes on the side that has fewer
+
+    @property
+    def within_run_only(self) -> bool:
+        return self.runs < MIN_RUNS_FOR_VERDICT
+
+    @property
+    def width(self) -> float:
+        """high / low of the interval: 1.1 is an interval 10% wide."""
+        low, high = self.ci95
+        return high / low if low > 0 else math.inf
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.width > INCONCLUSIVE_WIDTH
+
+    @property
+    def runs_to_decide(self) -> int | None:
+        """About how many processes per side would narrow the interval to
+        +-PRACTICAL_THRESHOLD, if its width shrinks as 1/sqrt(runs)."""
+        if math.isinf(self.width) or self.width <= 1:
+            return None
+        target = math.log((1 + PRACTICAL_THRESHOLD) ** 2)
+        current = math.log(self.width)
+        if current <= target:
+            return None
+        return max(MIN_RUNS_FOR_VERDICT, math.ceil(max(self.runs, 1) * (current / target) ** 2))
 
     @property
     def verdict(self) -> str:
-        if not self.significant:
-            return "no clear difference"
-        if not self.practical:
-            return f"within {PRACTICAL_THRESHOLD:.0%} (not a practical difference)"
-        return "faster" if self.speedup > 1 else "slower"
+        low, high = self.ci95
+        threshold = f"{PRACTICAL_THRESHOLD:.0%}"
+        if self.within_run_only:
+            return "one process per side: within-run noise only, not a verdict"
+        if self.inconclusive:
+            more = f"; about {self.runs_to_decide} runs per side would narrow it to ±{threshold}" if self.runs_to_decide else ""
+            return f"inconclusive (the interval spans {self.width:.1f}x{more})"
+        if low > 1 + PRACTICAL_THRESHOLD:
+            return "faster"
+        if high < 1 / (1 + PRACTICAL_THRESHOLD):
+            return "slower"
+        if low >= 1 / (1 + PRACTICAL_THRESHOLD) and high <= 1 + PRACTICAL_THRESHOLD:
+            return f"within {threshold} (not a practical difference)"
+        if self.significant:
+            return f"{'faster' if self.speedup > 1 else 'slower'}, but not clearly by {threshold} or more"
+        return "no clear difference"
 
     def as_dict(self) -> dict:
         return {
@@ -143,13 +193,16 @@ class Comparison:
             "practical": self.practical,
             "verdict": self.verdict,
             "practical_threshold": PRACTICAL_THRESHOLD,
+            "runs": self.runs,
+            "inconclusive": self.inconclusive,
+            "runs_to_decide": self.runs_to_decide,
         }
 
 
 def compare(candidate: Measurement, reference: Measurement) -> Comparison:
     speedup = reference.median / candidate.median
     ratios = [r / c for r, c in zip(reference._bootstrap_medians, _shuffled(candidate._bootstrap_medians))]
-    return _comparison(speedup, ratios)
+    return _comparison(speedup, ratios, min(len(candidate.runs), len(reference.runs)))
 
 
 def compare_paired(candidate: Measurement, reference: Measurement, seed: int = 0) -> Comparison:
@@ -174,16 +227,18 @@ def compare_paired(candidate: Measurement, reference: Measurement, seed: int = 0
             picks = [rng.randrange(len(cand)) for _ in cand]
             chosen.append(([cand[i] for i in picks], [ref[i] for i in picks]))
         estimates.append(estimate(chosen))
-    return _comparison(estimate(pairs), estimates)
+    return _comparison(estimate(pairs), estimates, len(pairs))
 
 
-def _comparison(speedup: float, bootstrap_speedups: list[float]) -> Comparison:
+def _comparison(speedup: float, bootstrap_speedups: list[float], runs: int) -> Comparison:
     """The verdict from a speedup and its bootstrap distribution: significant
-    when the 95% interval excludes 1, practical beyond the threshold."""
+    when the 95% interval excludes 1 and each side had several processes,
+    practical beyond the threshold."""
     ordered = sorted(bootstrap_speedups)
     tail = (1 - CONFIDENCE) / 2
     low, high = _quantile(ordered, tail), _quantile(ordered, 1 - tail)
-    return Comparison(speedup, (low, high), low > 1 or high < 1, abs(speedup - 1) >= PRACTICAL_THRESHOLD)
+    significant = (low > 1 or high < 1) and runs >= MIN_RUNS_FOR_VERDICT
+    return Comparison(speedup, (low, high), significant, abs(speedup - 1) >= PRACTICAL_THRESHOLD, runs)
 
 
 def _shuffled(values: list[float]) -> list[float]:

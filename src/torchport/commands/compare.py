@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport import output
     from torchport.compare import compare_results, regressions
     from torchport.errors import UserError
+    from torchport.failures import visible
     from torchport.report import compare_text
     from torchport.report.html import render_comparison
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--fail-on-regression must be a percentage of at least 0, got {args.fail_on_regression}")
     comparison = compare_results(args.results, labels=args.label, reference=args.reference, prices=args.price)
     if args.fail_on_regression is not None:
-        comparison["regressions"] = regressions(comparison, args.fail_on_regression)
+        comparison["regressions"], comparison["regressions_not_gated"] = regressions(comparison, args.fail_on_regression)
         comparison["fail_on_regression_pct"] = args.fail_on_regression
     renderings = {"md": lambda: compare_text.markdown(comparison),
                   "html": lambda: render_comparison(comparison),
@@ -80,4 +81,7 @@ def run(args: argparse.Namespace) -> int:
         low, high = item["ci95"]
         print(f"regression: {item['machine']}:{item['backend']} is {item['slower_by']:.1%} slower than the reference "
               f"(speed ratio 95% CI [{low:.3f}, {high:.3f}]; threshold {args.fail_on_regression:g}%)", file=stream)
+    for item in comparison.get("regressions_not_gated") or []:
+        print(f"not gated: {visible(item['machine'])}:{visible(item['backend'])} looks {item['slower_by']:.1%} "
+              f"slower, but {item['why']}", file=stream)
     return 1 if found else 0

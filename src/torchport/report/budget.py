@@ -30,8 +30,9 @@ def budget_notes(document: dict[str, Any]) -> list[str]:
         verdict = "" if met is None else (" (target met)" if met else " (target not met)")
         reached.append(f"{name} {_pct(entry['precision_reached'])}{verdict}")
     kind = "adaptive sampling" if budget.get("adaptive") else "a cap on the fixed protocol"
+    asked = f", target {_pct(target)}" if target is not None else ""
     notes = [f"budget {format_duration(budget['budget_s'])} ({kind}), {format_duration(budget.get('elapsed_s') or 0.0)} used; "
-             f"precision reached (95% interval of the median step time, target {_pct(target)}): "
+             f"precision reached (95% interval of the median step time{asked}): "
              + (", ".join(reached) or "none measured")]
     notes += [f"budget could not: {line}" for line in budget.get("could_not") or []]
     for stage, size in (budget.get("stages") or {}).items():
@@ -49,7 +50,9 @@ def budget_markdown(document: dict[str, Any]) -> list[str]:
              f"Budget {format_duration(budget['budget_s'])} "
              f"({'given: adaptive sampling until the precision target' if budget.get('adaptive') else 'the default: a cap on the fixed protocol'}), "
              f"{format_duration(budget.get('elapsed_s') or 0.0)} used before the report. Precision: half the width of the 95% "
-             f"interval of the median step time, relative to the median; target {_pct(budget.get('precision_target'))}.",
+             f"interval of the median step time, relative to the median; "
+             + (f"target {_pct(budget['precision_target'])}." if budget.get("precision_target") is not None
+                else "no target was asked for (--precision or --budget sets one)."),
              "", "| backend | runs | precision reached | target met | each run's share | why each run's sampling stopped |",
              "|---|---|---|---|---|---|"]
     for name, entry in (budget.get("backends") or {}).items():

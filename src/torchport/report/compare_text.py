@@ -125,4 +125,6 @@ def markdown(comparison: dict[str, Any]) -> str:
         lines += ["", f"## Regressions (over {comparison['fail_on_regression_pct']:g}%, significant)", ""]
         lines += [f"- {md(r['machine'])}:{md(r['backend'])}: {r['slower_by']:.1%} slower" for r in comparison["regressions"]] \
             or ["None."]
+        lines += [f"- not gated: {md(r['machine'])}:{md(r['backend'])} looks {r['slower_by']:.1%} slower, but {md(r['why'])}"
+                  for r in comparison.get("regressions_not_gated") or []]
     return "\n".join(lines) + "\n"

@@ -353,6 +353,10 @@ def render_comparison(comparison: dict[str, Any]) -> str:
         body.append(f"<h2>Regressions (over {esc(comparison['fail_on_regression_pct'])}%, significant)</h2>")
         body.append("<ul>" + "".join(f'<li class="fail">{esc(r["machine"])}:{esc(r["backend"])} '
                                      f"{r['slower_by']:.1%} slower</li>" for r in found) + "</ul>" if found else "<p>None.</p>")
+        not_gated = comparison.get("regressions_not_gated") or []
+        if not_gated:
+            body.append("<ul>" + "".join(f"<li>not gated: {esc(r['machine'])}:{esc(r['backend'])} looks "
+                                         f"{r['slower_by']:.1%} slower, but {esc(r['why'])}</li>" for r in not_gated) + "</ul>")
     comparable = [e for e in entries if e.get("comparable")]
     body += ["<h2>Charts</h2>", '<div class="charts">']
     body.append(figure("step-time", "Sustained step time per machine and backend", svg.interval_bars(
