@@ -190,3 +190,29 @@ def _keep_screenshot(shot: Path, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(folder) / name)
+
+
+def test_charts_and_answer_as_a_browser_lays_them_out(builtin_evaluation, browser):
+    """Every chart label inside its chart, no negative tick on an axis of times or
+    counts, whole-number ticks on count axes, and the answer per target first."""
+    browser.open(builtin_evaluation / "report.html")
+    outside = browser.evaluate("""(() => {
+        const bad = [];
+        for (const svg of document.querySelectorAll('svg')) {
+          const box = svg.getBoundingClientRect();
+          for (const t of svg.querySelectorAll('text')) {
+            const r = t.getBoundingClientRect();
+            if (r.width && (r.left < box.left - 1 || r.right > box.right + 1)) bad.push(t.textContent);
+          }
+        }
+        return bad; })()""")
+    assert outside == [], outside
+    ticks = browser.evaluate("Array.from(document.querySelectorAll('text.tick')).map(t => t.textContent)")
+    assert ticks and not [t for t in ticks if t.startswith("-")], ticks
+    compile_ticks = browser.evaluate(
+        "Array.from(document.querySelectorAll('[data-chart=\"compile\"] text.tick')).map(t => t.textContent)")
+    assert compile_ticks and all(t.isdigit() for t in compile_ticks) and len(set(compile_ticks)) == len(compile_ticks)
+    headings = browser.evaluate("Array.from(document.querySelectorAll('h2')).map(h => h.textContent)")
+    assert headings.index("Answer per target") < headings.index("Verdict per backend")
+    rows = browser.evaluate("Array.from(document.querySelectorAll('table.answer tbody tr')).map(r => r.innerText)")
+    assert any(row.startswith("compiled CPU") and "[M] runs" in row for row in rows), rows

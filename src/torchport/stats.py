@@ -152,7 +152,10 @@ class Comparison:
 
     @property
     def inconclusive(self) -> bool:
-        return self.width > INCONCLUSIVE_WIDTH
+        """Too wide to decide: over INCONCLUSIVE_WIDTH and not wholly beyond the threshold either way."""
+        low, high = self.ci95
+        decided = low > 1 + PRACTICAL_THRESHOLD or high < 1 / (1 + PRACTICAL_THRESHOLD)
+        return self.width > INCONCLUSIVE_WIDTH and not decided
 
     @property
     def runs_to_decide(self) -> int | None:
@@ -172,13 +175,13 @@ class Comparison:
         threshold = f"{PRACTICAL_THRESHOLD:.0%}"
         if self.within_run_only:
             return "one process per side: within-run noise only, not a verdict"
-        if self.inconclusive:
-            more = f"; about {self.runs_to_decide} runs per side would narrow it to ±{threshold}" if self.runs_to_decide else ""
-            return f"inconclusive (the interval spans {self.width:.1f}x{more})"
         if low > 1 + PRACTICAL_THRESHOLD:
             return "faster"
         if high < 1 / (1 + PRACTICAL_THRESHOLD):
             return "slower"
+        if self.inconclusive:
+            more = f"; about {self.runs_to_decide} runs per side would narrow it to ±{threshold}" if self.runs_to_decide else ""
+            return f"inconclusive (the interval spans {self.width:.1f}x{more})"
         if low >= 1 / (1 + PRACTICAL_THRESHOLD) and high <= 1 + PRACTICAL_THRESHOLD:
             return f"within {threshold} (not a practical difference)"
         if self.significant:

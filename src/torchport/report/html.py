@@ -182,7 +182,8 @@ def compile_chart(measured: dict[str, dict[str, Any]]) -> str:
         if any(v is not None for v in frames):
             rows.append((f"{name}: Dynamo frames", [float(v or 0) for v in frames]))
     return svg.stacked_bars(rows, ["first step", "warm-up", "sustained"], lambda v: f"{v:.0f}",
-                            "Compiled per phase: XLA graphs, torch.compile (Dynamo) frames (first successful run)")
+                            "Compiled per phase: XLA graphs, torch.compile (Dynamo) frames (first successful run)",
+                            integer=True)
 
 
 def check_matrix(checks: dict[str, Any] | None) -> str:
@@ -195,6 +196,10 @@ def check_matrix(checks: dict[str, Any] | None) -> str:
 
 
 SUPPORT_ORDER = ("supported", "fallback", "unsupported", "unknown")
+# What each support status means, in the colour-blind-safe palette: blues run on
+# the device, orange falls back to the CPU, vermillion does not run, grey is unknown.
+SUPPORT_COLOURS = {"supported": "#0072B2", "native": "#0072B2", "decomposed": "#56B4E9", "fallback": "#E69F00",
+                   "unsupported": "#D55E00", "blocked": "#D55E00", "unknown": "#999999"}
 
 
 def op_support_chart(trace: dict[str, Any] | None) -> str:
@@ -203,7 +208,8 @@ def op_support_chart(trace: dict[str, Any] | None) -> str:
     statuses = list(SUPPORT_ORDER) + sorted({k for a in support.values() for k in (a.get("counts") or {})} - set(SUPPORT_ORDER))
     rows = [(target, [float((answer.get("counts") or {}).get(status, 0)) for status in statuses])
             for target, answer in support.items()]
-    return svg.stacked_bars(rows, statuses, lambda v: f"{v:.0f}", "Traced ops per target by support status")
+    return svg.stacked_bars(rows, statuses, lambda v: f"{v:.0f}", "Traced ops per target by support status",
+                            integer=True, colours=[SUPPORT_COLOURS.get(status, "#666666") for status in statuses])
 
 
 def memory_fit_chart(trace: dict[str, Any] | None) -> str:
@@ -213,8 +219,8 @@ def memory_fit_chart(trace: dict[str, Any] | None) -> str:
     rows = [(f"{chip['chip']}" + ("" if chip["fits"] else " (does not fit)"),
              100.0 * memory["peak_bytes"] / chip["hbm_bytes"], None, None)
             for chip in memory["chips"] if chip.get("hbm_bytes")]
-    return svg.interval_bars(rows, lambda v: f"{v:.2g}%", "Estimated memory per step as a share of each chip's HBM",
-                             reference_line=100.0)
+    return svg.interval_bars(rows, lambda v: f"{v:.3g}%", "Estimated memory per step as a share of each chip's HBM",
+                             reference_line=100.0, scale_max=100.0)
 
 
 # --- one result --------------------------------------------------------------------------------
@@ -243,7 +249,10 @@ def render(document: dict[str, Any]) -> str:
     if consistency.get("differing"):
         body.append(f'<p class="warn">Configuration differs on {esc(", ".join(consistency["differing"]))}: '
                     "their figures are not comparable with the others.</p>")
-    body += ["<h2>Verdict</h2>", "<ul>"]
+    from torchport.report import answer
+
+    body += answer.html(answer.build(document))
+    body += ["<h2>Verdict per backend</h2>", "<ul>"]
     body += [f"<li>{esc(cap(verdict_line(name, b, reference)))}</li>" for name, b in document["backends"].items()]
     body.append("</ul>")
     if measured:

@@ -36,7 +36,10 @@ def render(document: dict[str, Any]) -> str:
     if consistency and not consistency.get("consistent", True):
         lines += ["", f"**Warning: configuration differs on {fmt.md(', '.join(consistency['differing']))}**: "
                   "their figures are not comparable with the others (see the config hashes below)."]
-    lines += ["", "## Verdict", ""]
+    from torchport.report import answer
+
+    lines += ["", *answer.markdown(answer.build(document))]
+    lines += ["", "## Verdict per backend", ""]
     lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in backends.items()]
     if document.get("script"):
         lines += _script_section(document["script"], backends)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Callable, Sequence
 
 from torchport.stats import median
@@ -48,28 +49,50 @@ def _text(x: float, y: float, text: object, anchor: str = "start", size: int = F
             f"{esc(text)}</text>")
 
 
-def nice_max(value: float) -> float:
-    """A round upper bound for an axis (1, 2, 2.5 or 5 times a power of ten)."""
-    if value <= 0 or not math.isfinite(value):
-        return 1.0
-    power = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        if value <= step * power:
-            return step * power
-    return 10 * power
+def nice_ticks(low: float, high: float, integer: bool = False, count: int = 5) -> list[float]:
+    """About ``count`` round tick values covering [low, high]: steps of 1, 2,
+    2.5 or 5 times a power of ten, whole numbers only for counts.  The first
+    tick is at or below ``low``, the last at or above ``high``."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        low, high = 0.0, 1.0
+    if high <= low:
+        high = low + (1.0 if integer or low == 0 else abs(low) * 0.1)
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = 10 * power
+    for multiple in (1, 2, 2.5, 5, 10):
+        candidate = multiple * power
+        if integer and (candidate < 1 or candidate != int(candidate)):
+            continue
+        if candidate * count >= (high - low) * 0.999:
+            step = candidate
+            break
+    if integer:
+        step = max(1.0, float(round(step)))
+    first = math.floor(low / step + 1e-9) * step
+    ticks = [first]
+    while ticks[-1] < high - 1e-9 * step:
+        ticks.append(first + len(ticks) * step)
+    # 0.1 + 0.2 is not 0.3: round away the binary noise so a tick reads as the round number it is.
+    return [round(tick, 12) for tick in ticks]
 
 
-def _axis(x0: float, x1: float, y: float, maximum: float, unit: Callable[[float], str], ticks: int = 4) -> list[str]:
+def _tick_text(value: float, unit: Callable[[float], str]) -> str:
+    return unit(value) if value else "0"
+
+
+def _axis(x0: float, x1: float, y: float, ticks: Sequence[float], unit: Callable[[float], str]) -> list[str]:
     parts = [f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="#888"/>']
-    for i in range(ticks + 1):
-        value = maximum * i / ticks
-        x = x0 + (x1 - x0) * i / ticks
+    low, high = ticks[0], ticks[-1]
+    for value in ticks:
+        x = x0 + (x1 - x0) * (value - low) / ((high - low) or 1)
         parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{y + 4:.1f}" stroke="#888"/>')
-        parts.append(_text(x, y + 16, unit(value) if value else "0", "middle", 10))
+        parts.append(_text(x, y + 16, _tick_text(value, unit), "middle", 10, "tick"))
     return parts
 
 
-def legend(names: Sequence[str], y: float, x: float = LABEL_WIDTH) -> tuple[list[str], float]:
+def legend(names: Sequence[str], y: float, x: float = LABEL_WIDTH,
+           colours: Sequence[str] | None = None) -> tuple[list[str], float]:
     """Legend entries laid out left to right, wrapping; returns markup and the height used."""
     parts, cursor, row = [], x, 0
     for index, name in enumerate(names):
@@ -78,20 +101,28 @@ def legend(names: Sequence[str], y: float, x: float = LABEL_WIDTH) -> tuple[list
         if cursor + width > WIDTH and cursor > x:
             cursor, row = x, row + 1
         top = y + row * 18
-        parts.append(f'<rect x="{cursor:.1f}" y="{top:.1f}" width="12" height="12" fill="{colour(index)}"/>')
+        fill = colours[index] if colours and index < len(colours) else colour(index)
+        parts.append(f'<rect x="{cursor:.1f}" y="{top:.1f}" width="12" height="12" fill="{fill}"/>')
         parts.append(_text(cursor + 16, top + 10, label, size=11))
         cursor += width
     return parts, (row + 1) * 18 if names else 0
 
 
 def stacked_bars(rows: Sequence[tuple[str, Sequence[float]]], parts: Sequence[str], unit: Callable[[float], str],
-                 title: str) -> str:
-    """One horizontal bar per row, split into ``parts`` (same order in every row)."""
+                 title: str, integer: bool = False, colours: Sequence[str] | None = None) -> str:
+    """One horizontal bar per row, split into ``parts`` (same order in every row).
+    ``integer``: the values are counts (whole-number ticks); ``colours``: one
+    per part where a colour means something (never green for "unsupported")."""
     rows = [(label, [max(0.0, v or 0.0) for v in values]) for label, values in rows]
     if not rows or not any(sum(values) for _, values in rows):
         return ""
-    maximum = nice_max(max(sum(values) for _, values in rows))
-    plot = WIDTH - LABEL_WIDTH - 20
+    ticks = nice_ticks(0.0, max(sum(values) for _, values in rows), integer)
+    maximum = ticks[-1]
+    # Room on the right for the total written after the longest bar.
+    plot = WIDTH - LABEL_WIDTH - 80
+
+    def fill(index: int) -> str:
+        return colours[index] if colours and index < len(colours) else colour(index)
     body: list[str] = []
     for r, (label, values) in enumerate(rows):
         y = 10 + r * ROW_HEIGHT
@@ -101,22 +132,25 @@ def stacked_bars(rows: Sequence[tuple[str, Sequence[float]]], parts: Sequence[st
             width = plot * value / maximum
             if width > 0:
                 body.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{ROW_HEIGHT - 6}" '
-                            f'fill="{colour(p)}"><title>{esc(label)}: {esc(parts[p])} {esc(unit(value))}</title></rect>')
+                            f'fill="{fill(p)}"><title>{esc(label)}: {esc(parts[p])} {esc(unit(value))}</title></rect>')
             x += width
         body.append(_text(x + 4, y + 13, unit(sum(values)), size=10))
     axis_y = 10 + len(rows) * ROW_HEIGHT + 4
-    body += _axis(LABEL_WIDTH, LABEL_WIDTH + plot, axis_y, maximum, unit)
-    keys, used = legend(parts, axis_y + 26)
+    body += _axis(LABEL_WIDTH, LABEL_WIDTH + plot, axis_y, ticks, unit)
+    keys, used = legend(parts, axis_y + 26, colours=[fill(i) for i in range(len(parts))])
     return _svg(axis_y + 30 + used, body + keys, title)
 
 
 def interval_bars(rows: Sequence[tuple[str, float, float | None, float | None]], unit: Callable[[float], str],
-                  title: str, reference_line: float | None = None) -> str:
-    """One bar per row (value) with its interval as a whisker [low, high]."""
+                  title: str, reference_line: float | None = None, scale_max: float | None = None) -> str:
+    """One bar per row (value) with its interval as a whisker [low, high].
+    ``scale_max``: the axis reaches at least this (a capacity: 100% of a chip's
+    memory), so a small share looks small."""
     rows = [row for row in rows if row[1] is not None and math.isfinite(row[1])]
     if not rows:
         return ""
-    maximum = nice_max(max(max(v, h or 0.0) for _, v, _, h in rows))
+    ticks = nice_ticks(0.0, max(scale_max or 0.0, *(max(v, h or 0.0) for _, v, _, h in rows)))
+    maximum = ticks[-1]
     plot = WIDTH - LABEL_WIDTH - 90
     body: list[str] = []
     for r, (label, value, low, high) in enumerate(rows):
@@ -135,7 +169,7 @@ def interval_bars(rows: Sequence[tuple[str, float, float | None, float | None]],
     if reference_line is not None:
         x = LABEL_WIDTH + plot * reference_line / maximum
         body.append(f'<line x1="{x:.1f}" y1="6" x2="{x:.1f}" y2="{axis_y:.1f}" stroke="#c00" stroke-dasharray="4 3"/>')
-    body += _axis(LABEL_WIDTH, LABEL_WIDTH + plot, axis_y, maximum, unit)
+    body += _axis(LABEL_WIDTH, LABEL_WIDTH + plot, axis_y, ticks, unit)
     return _svg(axis_y + 24, body, title)
 
 
@@ -156,9 +190,10 @@ def lines(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], x_label: 
     left, top, height = 70.0, 10.0, 200.0
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
-    x_min, x_max = min(xs), max(xs)
-    if x_max == x_min:
-        x_max = x_min + 1
+    # x is a step count: whole-number ticks, and the axis spans them.
+    x_ticks = nice_ticks(min(xs), max(xs), integer=all(float(x).is_integer() for x in xs))
+    x_min, x_max = x_ticks[0], x_ticks[-1]
+    non_negative = min(ys) >= 0
     if log_y:
         y_min, y_max = math.log10(min(ys)), math.log10(max(ys))
         if y_max - y_min < 1e-9:
@@ -168,10 +203,11 @@ def lines(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], x_label: 
             return top + height * (1 - (math.log10(v) - y_min) / (y_max - y_min))
     else:
         if zero_based:
-            y_min, y_max = min(0.0, min(ys)), nice_max(max(ys))
-        else:  # the data's own range, padded: a loss curve near 4.8 is not drawn against 0
+            y_ticks = nice_ticks(min(0.0, min(ys)), max(ys))
+        else:  # the data's own range: a loss curve near 4.8 is not drawn against 0, nor below 0 if it cannot go there
             pad = (max(ys) - min(ys)) * 0.08 or abs(max(ys)) * 0.05 or 1.0
-            y_min, y_max = min(ys) - pad, max(ys) + pad
+            y_ticks = nice_ticks(max(0.0, min(ys) - pad) if non_negative else min(ys) - pad, max(ys) + pad)
+        y_min, y_max = y_ticks[0], y_ticks[-1]
 
         def to_y(v: float) -> float:
             return top + height * (1 - (v - y_min) / ((y_max - y_min) or 1))
@@ -181,14 +217,16 @@ def lines(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], x_label: 
         return left + plot * (v - x_min) / (x_max - x_min)
 
     body = [f'<rect x="{left}" y="{top}" width="{plot}" height="{height}" fill="none" stroke="#ccc"/>']
-    for i in range(5):
-        fraction = i / 4
-        y = top + height * (1 - fraction)
-        value = 10 ** (y_min + (y_max - y_min) * fraction) if log_y else y_min + (y_max - y_min) * fraction
+    if log_y:
+        grid = [10 ** (y_min + (y_max - y_min) * i / 4) for i in range(5)]
+    else:
+        grid = y_ticks
+    for value in grid:
+        y = to_y(value)
         body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot}" y2="{y:.1f}" stroke="#eee"/>')
-        body.append(_text(left - 4, y + 4, y_unit(value), "end", 10))
-        x_value = x_min + (x_max - x_min) * fraction
-        body.append(_text(to_x(x_value), top + height + 14, f"{x_value:.0f}", "middle", 10))
+        body.append(_text(left - 4, y + 4, y_unit(value), "end", 10, "tick"))
+    for x_value in x_ticks:
+        body.append(_text(to_x(x_value), top + height + 14, f"{x_value:g}", "middle", 10, "tick x-tick"))
     body.append(_text(left + plot / 2, top + height + 30, x_label, "middle", 11))
     for s, (name, points) in enumerate(series):
         path = " ".join(f"{'M' if i == 0 else 'L'}{to_x(x):.1f} {to_y(y):.1f}" for i, (x, y) in enumerate(points))
@@ -216,7 +254,8 @@ def strips(rows: Sequence[tuple[str, Sequence[float]]], unit: Callable[[float], 
     low = min(min(values) for _, values in rows)
     high = max(max(values) for _, values in rows)
     span = (high - low) or abs(high) or 1.0
-    low, high = low - span * 0.05, high + span * 0.05
+    ticks = nice_ticks(max(0.0, low - span * 0.05) if low >= 0 else low - span * 0.05, high + span * 0.05)
+    low, high = ticks[0], ticks[-1]
     plot = WIDTH - LABEL_WIDTH - 20
     body: list[str] = []
 
@@ -235,13 +274,34 @@ def strips(rows: Sequence[tuple[str, Sequence[float]]], unit: Callable[[float], 
                     f'stroke="#222" stroke-width="2"><title>median {esc(unit(middle))}</title></line>')
     axis_y = 10 + len(rows) * ROW_HEIGHT + 4
     body.append(f'<line x1="{LABEL_WIDTH}" y1="{axis_y:.1f}" x2="{LABEL_WIDTH + plot}" y2="{axis_y:.1f}" stroke="#888"/>')
-    for i in range(5):
-        value = low + (high - low) * i / 4
-        body.append(_text(to_x(value), axis_y + 16, unit(value), "middle", 10))
+    for value in ticks:
+        body.append(_text(to_x(value), axis_y + 16, _tick_text(value, unit), "middle", 10, "tick"))
     return _svg(axis_y + 24, body, title)
 
 
-STATUS_FILL = {"pass": "#cdebd3", "fail": "#f6c5c0", "error": "#f6c5c0", "skipped": "#e6e6e6"}
+STATUS_FILL = {"pass": "#cdebd3", "fail": "#f6c5c0", "error": "#f6c5c0", "skipped": "#e6e6e6",
+               "borderline": "#fbe3b4", "not-applicable": "#e6e6e6"}
+
+
+def wrap(text: object, width: int, max_lines: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, breaking after - / _ . or spaces
+    where it can; the last line is capped with an ellipsis when it does not fit."""
+    words = [w for w in re.split(r"(?<=[-/_. ])", str(text)) if w]
+    out = [""]
+    for word in words:
+        while len(word) > width:  # a long piece with no break in it
+            if out[-1]:
+                out.append("")
+            out[-1], word = word[:width], word[width:]
+            out.append("")
+        if len(out[-1]) + len(word) > width and out[-1]:
+            out.append("")
+        out[-1] += word
+    out = [line.strip() for line in out if line.strip()]
+    if len(out) > max_lines:
+        out = out[:max_lines]
+        out[-1] = out[-1][: max(1, width - 1)] + "…"
+    return out
 
 
 def matrix(row_labels: Sequence[str], column_labels: Sequence[str], cells: dict[tuple[int, int], tuple[str, str]],
@@ -250,11 +310,15 @@ def matrix(row_labels: Sequence[str], column_labels: Sequence[str], cells: dict[
     if not row_labels or not column_labels or not cells:
         return ""
     column_width = min(140.0, (WIDTH - LABEL_WIDTH - 10) / len(column_labels))
-    header = 40
+    per_line = max(4, int(column_width / 6.5))
+    # Column labels wrap onto up to three lines rather than being cut to the same prefix.
+    wrapped = [wrap(label, per_line, 3) for label in column_labels]
+    header = 14 * max(len(w) for w in wrapped) + 12
     body: list[str] = []
-    for c, label in enumerate(column_labels):
+    for c, label_lines in enumerate(wrapped):
         x = LABEL_WIDTH + c * column_width + column_width / 2
-        body.append(_text(x, 16, clip(label, int(column_width / 6.5)), "middle", 11))
+        for i, part in enumerate(label_lines):
+            body.append(_text(x, 14 + 14 * i, part, "middle", 11, "column-label"))
     for r, label in enumerate(row_labels):
         y = header + r * ROW_HEIGHT
         body.append(_text(LABEL_WIDTH - 6, y + 14, clip(label), "end"))

@@ -68,6 +68,20 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     return table, notes
 
 
+def answer_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
+    """The answer per target family (``report.answer``), and its legend and the
+    backends that could not run here, one line per reason."""
+    from torchport.report import answer
+
+    model = answer.build(document)
+    table = Table(title="Answer per target", title_justify="left")
+    for header in answer.HEADERS:
+        table.add_column(header, overflow="fold")
+    for row in model.rows:
+        table.add_row(escape(row.target), *[escape(cell.marked()) for cell in row.cells()])
+    return table, [answer.LEGEND, *model.unavailable]
+
+
 def print_summary(document: dict[str, Any], console: Console | None = None) -> None:
     if console is None:
         # Piped output has no width of its own; rich would assume 80 columns.
@@ -76,3 +90,8 @@ def print_summary(document: dict[str, Any], console: Console | None = None) -> N
     console.print(table)
     for note in notes:
         console.print(f"  - {note}", highlight=False, soft_wrap=True, markup=False)
+    # The answer comes last, where the eye lands when the run ends.
+    answer, lines = answer_table(document)
+    console.print(answer)
+    for line in lines:
+        console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)

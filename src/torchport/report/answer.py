@@ -1,0 +1,330 @@
+"""One answer per target family, each cell with the kind of evidence it rests on.
+
+The verdict model is built once from the result document; the terminal,
+report.md and report.html only draw it, so the three cannot disagree.  Each
+cell says what it rests on:
+
+* measured on the target: a backend of that family ran here;
+* measured on a proxy: a stand-in ran (XLA's CPU client for a TPU), named;
+* predicted: from an op-support table or an estimate (named, with its date);
+* unknown: nothing here measured or predicted it.
+
+A measurement always outranks a prediction; where they disagree the cell says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from torchport.report import format as fmt
+
+
+class Evidence(StrEnum):
+    MEASURED = "measured"
+    PROXY = "proxy"
+    PREDICTED = "predicted"
+    UNKNOWN = "unknown"
+
+
+EVIDENCE_TEXT = {Evidence.MEASURED: "measured on the target", Evidence.PROXY: "measured on a proxy",
+                 Evidence.PREDICTED: "predicted", Evidence.UNKNOWN: "unknown"}
+# One letter per level, so a cell in an 80-column table still says what it rests on.
+EVIDENCE_MARK = {Evidence.MEASURED: "M", Evidence.PROXY: "P", Evidence.PREDICTED: "T", Evidence.UNKNOWN: "?"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str  # a few words: the answer itself, the same in every rendering
+    evidence: Evidence
+    source: str = ""  # what it was measured on, or which table/estimate predicted it
+    detail: str = ""  # the figures and reasons behind it (report.md and report.html)
+
+    def marked(self) -> str:
+        return f"[{EVIDENCE_MARK[self.evidence]}] {self.text}"
+
+
+@dataclass(frozen=True)
+class TargetFamily:
+    title: str
+    backend_family: str  # the first part of its backends' names
+    trace_target: str | None
+    compiled_only: bool = False  # the row is about the compiling backends only (compiled CPU)
+
+
+TARGETS: tuple[TargetFamily, ...] = (
+    TargetFamily("TorchTPU", "tpu", "tpu"),
+    TargetFamily("PyTorch/XLA", "xla", "xla"),
+    TargetFamily("Trainium", "neuron", "neuron"),
+    TargetFamily("CUDA", "cuda", "cuda"),
+    TargetFamily("ROCm", "rocm", "rocm"),
+    TargetFamily("MPS", "mps", "mps"),
+    TargetFamily("compiled CPU", "cpu", None, compiled_only=True),
+)
+
+COLUMNS = ("runs", "speed", "numbers", "workflow", "memory", "cost", "change")
+
+
+@dataclass(frozen=True)
+class TargetAnswer:
+    target: str
+    backends: tuple[str, ...]
+    runs: Cell
+    speed: Cell
+    numbers: Cell
+    workflow: Cell
+    memory: Cell
+    cost: Cell
+    change: Cell
+
+    def cells(self) -> list[Cell]:
+        return [getattr(self, column) for column in COLUMNS]
+
+
+@dataclass(frozen=True)
+class Answer:
+    reference: str | None
+    rows: list[TargetAnswer] = field(default_factory=list)
+    unavailable: list[str] = field(default_factory=list)  # one line per reason
+
+
+def _family_backends(document: dict[str, Any], target: TargetFamily) -> dict[str, dict[str, Any]]:
+    environment = document.get("environment") or {}
+    found = {}
+    for name, entry in (document.get("backends") or {}).items():
+        family = name.split("-", 1)[0]
+        if target.compiled_only:
+            if family == target.backend_family and "compile" in name:
+                found[name] = entry
+            continue
+        # A ROCm build of torch presents its GPUs as "cuda": the cuda backends then measure ROCm.
+        if family == "cuda" and target.backend_family in ("cuda", "rocm"):
+            on_rocm = bool(environment.get("torch_hip"))
+            if (target.backend_family == "rocm") == on_rocm:
+                found[name] = entry
+        elif family == target.backend_family:
+            found[name] = entry
+    return found
+
+
+def _ran(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {name: entry for name, entry in entries.items() if entry.get("summary")}
+
+
+def _failed(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {name: entry for name, entry in entries.items()
+            if not entry.get("summary") and (entry.get("error") or {}).get("kind") not in (None, "budget-too-small")}
+
+
+def _evidence_of(name: str, entry: dict[str, Any]) -> tuple[Evidence, str]:
+    if entry.get("proxy_for"):
+        return Evidence.PROXY, f"{name}, a proxy for {entry['proxy_for']}"
+    return Evidence.MEASURED, name
+
+
+def _trace_source(document: dict[str, Any], trace_target: str) -> str:
+    support = ((document.get("trace") or {}).get("op_support") or {}).get(trace_target) or {}
+    text = support.get("summary") or support.get("title") or "the trace"
+    if support.get("retrieved") and str(support["retrieved"]) not in text:
+        text += f", {support['retrieved']}"
+    return f"trace on this machine; op support: {text}"
+
+
+def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, dict[str, Any]]) -> Cell:
+    ran, failed = _ran(entries), _failed(entries)
+    verdict = ((document.get("trace") or {}).get("verdicts") or {}).get(target.trace_target or "")
+    if ran:
+        name, entry = next(iter(ran.items()))
+        evidence, source = _evidence_of(name, entry)
+        details = [f"ran on {', '.join(ran)}"]
+        if failed:
+            details.append(f"does not run on {', '.join(failed)}")
+        if verdict and verdict.get("status") not in (None, "runs", "unknown"):
+            details.append(f"the trace predicted {verdict.get('status')}; the measurement outranks it")
+        return Cell("runs" if not failed else "runs, in part", evidence, source, "; ".join(details))
+    if failed:
+        name, entry = next(iter(failed.items()))
+        error = entry["error"]
+        evidence, source = _evidence_of(name, entry)
+        where = f" at {error['location']}" if error.get("location") else ""
+        return Cell(f"does not run ({error.get('kind')})", evidence, source, f"{error.get('message', '')}{where}")
+    if verdict:
+        known = verdict.get("op_support") in ("table", "live") and verdict.get("status") != "unknown"
+        status = str(verdict.get("status"))
+        short = {"runs": "no blocker predicted", "blocked": "blocked (predicted)", "slow": "slow (predicted)"}
+        return Cell(short.get(status, status) if known else "not known", Evidence.PREDICTED if known else Evidence.UNKNOWN,
+                    _trace_source(document, target.trace_target or ""), str(verdict.get("text") or ""))
+    return Cell("not measured", Evidence.UNKNOWN, "", "not run here and not traced")
+
+
+def _speed(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+    reference = document.get("reference")
+    for name, entry in _ran(entries).items():
+        evidence, source = _evidence_of(name, entry)
+        if name == reference:
+            return Cell("the reference", evidence, source)
+        comparison = entry.get("comparison")
+        if not comparison:
+            continue
+        verdict = str(comparison.get("verdict") or "")
+        short = verdict.split(" (")[0].split(":")[0]
+        text = f"{comparison['speedup']:.2f}x, {short}"
+        detail = f"{fmt.speedup(comparison)}, against {reference}"
+        if evidence is Evidence.PROXY:
+            detail += "; a proxy's speed, not the target's"
+        return Cell(text, evidence, source, detail)
+    return Cell("not measured", Evidence.UNKNOWN)
+
+
+def _checks_for(document: dict[str, Any], backend_names: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The checks of ``document["checks"]`` about these backends (as the backend or either side of a pair)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for check in (document.get("checks") or {}).get("checks") or []:
+        subject = str(check.get("backend") or check.get("pair") or "")
+        sides = {part.strip() for part in subject.replace("->", " ").replace("→", " ").split()}
+        if sides & backend_names:
+            found.setdefault(check["name"], []).append(check)
+    return found
+
+
+def _worst_status(checks: list[dict[str, Any]]) -> str:
+    order = ["fail", "error", "borderline", "pass", "skipped", "not-applicable"]
+    statuses = [str(check.get("status")) for check in checks]
+    return min(statuses, key=lambda status: order.index(status) if status in order else len(order))
+
+
+def _numbers(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+    ran = _ran(entries)
+    if not ran:
+        return Cell("not measured", Evidence.UNKNOWN)
+    name, entry = next(iter(ran.items()))
+    evidence, source = _evidence_of(name, entry)
+    parity = _checks_for(document, set(ran)).get("parity")
+    if parity:
+        return Cell(f"parity {_worst_status(parity)}", evidence, source + " (parity check)")
+    common = (entry.get("comparison") or {}).get("loss_at_common_step") or {}
+    if common.get("relative_difference") is not None:
+        return Cell(f"loss {common['relative_difference']:.1%} apart", evidence, source,
+                    f"losses {common['relative_difference']:.1%} apart at step {common['step']}, the last step both "
+                    "reached; no parity check ran")
+    return Cell("not compared", Evidence.UNKNOWN)
+
+
+def _workflow(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+    ran = _ran(entries)
+    if not ran:
+        return Cell("not measured", Evidence.UNKNOWN)
+    name, entry = next(iter(ran.items()))
+    evidence, source = _evidence_of(name, entry)
+    checks = _checks_for(document, set(ran))
+    parts = [f"{check} {_worst_status(checks[check])}" for check in ("checkpoint", "recovery", "distributed", "pipeline")
+             if check in checks]
+    missing = [check for check in ("checkpoint", "recovery", "distributed", "pipeline") if check not in checks]
+    if not parts:
+        return Cell("not checked", Evidence.UNKNOWN, "", "torchport check runs checkpoint, recovery, distributed and pipeline checks")
+    return Cell(", ".join(parts), evidence, source, f"not checked: {', '.join(missing)} (torchport check)" if missing else "")
+
+
+def _memory(document: dict[str, Any], target: TargetFamily) -> Cell:
+    memory = (document.get("trace") or {}).get("memory") or {}
+    chips = [chip for chip in memory.get("chips") or [] if target.trace_target in (chip.get("targets") or [])]
+    if not chips:
+        return Cell("–" if target.compiled_only else "no chip listed", Evidence.UNKNOWN)
+    fitting = [chip for chip in chips if chip.get("fits")]
+    tight = [chip["chip"] for chip in fitting if chip.get("tight")]
+    text = f"fits {len(fitting)} of {len(chips)} chips"
+    details = [f"peak {fmt.size(memory.get('peak_bytes'))}"]
+    if tight:
+        details.append(f"tight on {', '.join(tight)}")
+    if len(fitting) < len(chips):
+        details.append(f"does not fit {', '.join(str(c['chip']) for c in chips if not c.get('fits'))}")
+    return Cell(text, Evidence.PREDICTED,
+                "estimate from the trace (parameters, gradients, optimizer state, activations, one batch)", "; ".join(details))
+
+
+def _cost(entries: dict[str, dict[str, Any]]) -> Cell:
+    for name, entry in _ran(entries).items():
+        cost = entry.get("cost")
+        if cost:
+            evidence, source = _evidence_of(name, entry)
+            return Cell(f"{fmt.usd(cost['usd_per_million_samples'])}/1M samples", evidence, source,
+                        f"at {fmt.usd(cost.get('usd_per_hour'))} an hour")
+    return Cell("no price" if _ran(entries) else "not measured", Evidence.UNKNOWN, "",
+                "give one with --price BACKEND=USD_PER_HOUR" if _ran(entries) else "")
+
+
+def _change(document: dict[str, Any], target: TargetFamily) -> Cell:
+    trace = document.get("trace") or {}
+    if target.trace_target is None or not trace.get("findings") and not trace.get("verdicts"):
+        return Cell("–", Evidence.UNKNOWN)
+    findings = [f for f in trace.get("findings") or [] if target.trace_target in (f.get("targets") or [])]
+    if not findings:
+        return Cell("nothing found", Evidence.PREDICTED, "trace on this machine")
+    lines = sorted({str(f.get("location")) for f in findings if f.get("location")})
+    first = findings[0]
+    where = f" at {first['location']}" if first.get("location") else ""
+    return Cell(f"{len(lines) or len(findings)} line(s)", Evidence.PREDICTED, "trace on this machine",
+                f"first: {first.get('title') or first.get('rule')}{where}")
+
+
+def _unavailable_lines(document: dict[str, Any]) -> list[str]:
+    """One line per reason for the backends that could not run on this machine."""
+    by_reason: dict[str, list[str]] = {}
+    for name, entry in (document.get("backends") or {}).items():
+        if entry.get("status") == "unavailable":
+            by_reason.setdefault(str(entry.get("reason") or "not available"), []).append(name)
+    return [f"not on this machine: {', '.join(names)} ({reason})" for reason, names in by_reason.items()]
+
+
+def build(document: dict[str, Any]) -> Answer:
+    rows = []
+    for target in TARGETS:
+        entries = _family_backends(document, target)
+        rows.append(TargetAnswer(
+            target=target.title, backends=tuple(entries),
+            runs=_runs(document, target, entries), speed=_speed(document, entries),
+            numbers=_numbers(document, entries), workflow=_workflow(document, entries),
+            memory=_memory(document, target), cost=_cost(entries), change=_change(document, target)))
+    return Answer(document.get("reference"), rows, _unavailable_lines(document))
+
+
+LEGEND = ("Evidence: [M] measured on the target, [P] measured on a proxy (named), "
+          "[T] predicted from a table or estimate (named), [?] unknown.")
+
+
+# --- the three renderings: each only draws the model ---------------------------------------------
+
+HEADERS = ("target", "runs", "speed", "numbers", "workflow", "memory fit", "cost", "what to change")
+
+
+def markdown(answer: Answer) -> list[str]:
+    lines = ["## Answer per target", "", LEGEND, "",
+             "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for row in answer.rows:
+        lines.append(f"| {fmt.md(row.target)} | " + " | ".join(fmt.md(cell.marked(), 1000) for cell in row.cells()) + " |")
+    details = [f"{row.target}, {column}: {cell.detail}" + (f" [{cell.source}]" if cell.source else "")
+               for row in answer.rows for column, cell in zip(COLUMNS, row.cells()) if cell.detail]
+    if details:
+        lines += ["", "Behind each cell (figures, reasons, and where proxies and predictions come from):", ""]
+        lines += [f"- {fmt.md(line, 1000)}" for line in details]
+    if answer.unavailable:
+        lines += [""] + [f"- {fmt.md(line, 1000)}" for line in answer.unavailable]
+    return lines
+
+
+def html(answer: Answer) -> list[str]:
+    from html import escape
+
+    rows = []
+    for row in answer.rows:
+        cells = "".join(f'<td class="evidence-{cell.evidence.value}" title="{escape(EVIDENCE_TEXT[cell.evidence])}'
+                        f'{": " + escape(cell.source) if cell.source else ""}">{escape(cell.marked())}'
+                        + (f'<br><small>{escape(cell.detail)}</small>' if cell.detail else "") + "</td>"
+                        for cell in row.cells())
+        rows.append(f"<tr><th>{escape(row.target)}</th>{cells}</tr>")
+    head = "".join(f"<th>{escape(header)}</th>" for header in HEADERS)
+    body = ["<h2>Answer per target</h2>", f"<p>{escape(LEGEND)}</p>",
+            f'<table class="answer"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>']
+    if answer.unavailable:
+        body.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in answer.unavailable) + "</ul>")
+    return body

@@ -1,0 +1,114 @@
+"""The answer per target: one model (report.answer), three renderings that state
+the same verdict for every target, each cell with its evidence level.
+
+Documents: the H200 evaluation kept in benchmarks/results (CUDA measured on the
+target, TPU and XLA predicted from tables, MPS unknown), a real evaluation of
+the built-in app (compiled CPU measured, checks run), and, with the xla
+environment, a real xla run (a proxy)."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+from rich.console import Console
+
+from conftest import QUICK, ROOT, load_result, run_torchport
+from torchport import summary
+from torchport.report import answer, html, markdown, terminal
+
+H200 = ROOT / "benchmarks" / "results" / "h200-2026-11-30" / "evaluate-classifier.json"
+
+
+def _terminal_text(document: dict) -> str:
+    console = Console(width=1000, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    terminal.print_summary(document, console)
+    return console.export_text()
+
+
+def _rows(text: str, start: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip().startswith(start)]
+
+
+def assert_three_renderings_agree(document: dict) -> answer.Answer:
+    model = answer.build(document)
+    md, page, term = markdown.render(document), html.render(document), _terminal_text(document)
+    for row in model.rows:
+        md_row = _rows(md, f"| {row.target} |")
+        assert len(md_row) == 1, row.target
+        page_row = re.findall(rf"<tr><th>{re.escape(row.target)}</th>(.*?)</tr>", page)
+        assert len(page_row) == 1, row.target
+        term_row = [line for line in term.splitlines() if line.strip("│ ").startswith(row.target + " ")
+                    or line.strip("│ ").startswith(row.target + "│")]
+        assert term_row, row.target
+        for cell in row.cells():
+            mark = f"[{answer.EVIDENCE_MARK[cell.evidence]}]"
+            # the same text and evidence mark in each rendering (markdown escapes brackets and underscores)
+            assert cell.text.replace("_", "\\_").replace("[", "\\[").replace("]", "\\]") in md_row[0], (row.target, cell)
+            assert f"\\{mark[:-1]}\\]" in md_row[0]
+            assert mark in page_row[0] and cell.text.replace("&", "&amp;").replace("<", "&lt;") in page_row[0]
+            assert mark in term_row[0] and cell.text in term_row[0], (row.target, cell.text, term_row[0])
+    return model
+
+
+def test_h200_document_measured_predicted_and_unknown():
+    document = summary.refresh(json.loads(H200.read_text()))
+    model = assert_three_renderings_agree(document)
+    rows = {row.target: row for row in model.rows}
+    assert rows["CUDA"].runs.evidence is answer.Evidence.MEASURED and rows["CUDA"].runs.text == "runs"
+    assert rows["CUDA"].speed.evidence is answer.Evidence.MEASURED and "faster" in rows["CUDA"].speed.text
+    # An op table's prediction is never worded as a measurement, and names its source and date.
+    assert rows["TorchTPU"].runs.evidence is answer.Evidence.PREDICTED
+    assert rows["TorchTPU"].runs.text == "no blocker predicted" and "2026-11-30" in rows["TorchTPU"].runs.source
+    assert rows["TorchTPU"].speed.evidence is answer.Evidence.UNKNOWN
+    assert rows["MPS"].runs.evidence is answer.Evidence.UNKNOWN and rows["MPS"].runs.text == "not known"
+    assert rows["TorchTPU"].memory.evidence is answer.Evidence.PREDICTED and "fits 4 of 4 chips" in rows["TorchTPU"].memory.text
+
+
+def test_builtin_evaluation_checks_and_unavailable_lines(builtin_evaluation):
+    document = load_result(builtin_evaluation)
+    model = assert_three_renderings_agree(document)
+    compiled = next(row for row in model.rows if row.target == "compiled CPU")
+    assert compiled.runs.evidence is answer.Evidence.MEASURED
+    assert compiled.numbers.text.startswith("parity ") and compiled.numbers.evidence is answer.Evidence.MEASURED
+    assert "checkpoint" in compiled.workflow.text and "pipeline" in compiled.workflow.text
+    # A failed check shows as such in every rendering.
+    failed = copy.deepcopy(document)
+    for check in failed["checks"]["checks"]:
+        if check["name"] == "parity" and check.get("backend") == "cpu-compile":
+            check["status"] = "fail"
+    model = assert_three_renderings_agree(failed)
+    assert next(r for r in model.rows if r.target == "compiled CPU").numbers.text == "parity fail"
+
+
+def test_unavailable_backends_collapse_into_one_line_per_reason(tmp_path):
+    out = tmp_path / "run"
+    completed = run_torchport("evaluate", "builtin:classifier", *QUICK, "-o", str(out))
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    document = load_result(out)
+    model = assert_three_renderings_agree(document)
+    unavailable = [name for name, b in document["backends"].items() if b["status"] == "unavailable"]
+    assert unavailable  # no GPU, no TPU here
+    assert len(model.unavailable) == len({document["backends"][n]["reason"] for n in unavailable})
+    for name in unavailable:
+        assert sum(re.search(rf"[:,] {re.escape(name)}[ ,]", line) is not None for line in model.unavailable) == 1
+    assert "Answer per target" in completed.stdout and "[M] runs" in completed.stdout
+
+
+@pytest.mark.xla
+def test_xla_on_the_cpu_is_a_named_proxy(xla_environment, tmp_path):
+    out = tmp_path / "run"
+    completed = run_torchport("evaluate", "builtin:classifier", "-b", "cpu,xla", *QUICK, "-o", str(out), timeout=900)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    model = assert_three_renderings_agree(load_result(out))
+    xla = next(row for row in model.rows if row.target == "PyTorch/XLA")
+    assert xla.runs.evidence is answer.Evidence.PROXY and "proxy for TPU" in xla.runs.source
+    assert "a proxy's speed, not the target's" in xla.speed.detail
+    # QUICK runs one process per backend: no speed verdict is claimed.
+    assert xla.speed.text.endswith("one process per side") and "not a verdict" in xla.speed.detail
+
+
+def test_the_answer_is_in_the_markdown_before_the_per_backend_verdicts():
+    text = markdown.render(summary.refresh(json.loads(H200.read_text())))
+    assert text.index("## Answer per target") < text.index("## Verdict per backend")
