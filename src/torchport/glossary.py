@@ -38,6 +38,30 @@ UNLISTED_ORDER = 100
 FAMILIES: tuple[Family, ...] = (CPU, CUDA, ROCM, MPS, XLA, TPU, NEURON, XPU)
 
 
+# The names people use for a family, accepted by every command that takes a target
+# (trace, scan): a Trainium user types "trainium" or "neuron", a TPU user "tpu" or "torchtpu".
+ALIASES: dict[str, Family] = {
+    "cpu": CPU,
+    "cuda": CUDA, "nvidia": CUDA,
+    "rocm": ROCM, "amd": ROCM, "hip": ROCM,
+    "mps": MPS, "apple": MPS, "metal": MPS,
+    "xla": XLA, "torch_xla": XLA, "torch-xla": XLA, "pytorch-xla": XLA, "pytorch/xla": XLA,
+    "tpu": TPU, "torchtpu": TPU, "torch_tpu": TPU, "torch-tpu": TPU,
+    "neuron": NEURON, "trainium": NEURON, "torchneuron": NEURON, "torch-neuronx": NEURON, "inferentia": NEURON,
+    "xpu": XPU, "intel": XPU,
+}
+
+
+def canonical_target(name: str, kind: str) -> str:
+    """The ``kind`` ("trace" or "scan") target name that an alias stands for;
+    an unknown name or a family that is not a ``kind`` target is returned as given,
+    for the caller's own "unknown target" message."""
+    family = ALIASES.get(name.strip().lower())
+    if family is None:
+        return name
+    return (family.trace_target if kind == "trace" else family.scan_target) or name
+
+
 def by_trace_target(name: str) -> Family:
     return next(family for family in FAMILIES if family.trace_target == name)
 

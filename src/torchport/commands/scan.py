@@ -56,8 +56,8 @@ def register(subparsers) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", action="append", metavar="T[,T...]",
-                        help="targets to judge against: tpu, xla, trainium, rocm, xpu, mps, cpu "
-                             "(default: config, else all)")
+                        help="targets to judge against: tpu, xla, trainium, rocm, xpu, mps, cpu; the other "
+                             "commands' names are accepted too (neuron, torchtpu, amd, ...) (default: config, else all)")
     parser.add_argument("--select", metavar="IDS", help="comma-separated rule ids or prefixes to enable")
     parser.add_argument("--ignore", metavar="IDS", help="comma-separated rule ids or prefixes to disable")
     parser.add_argument("--min-torch", metavar="X.Y",
@@ -79,7 +79,9 @@ def _settings(args):
             raise UserError("no such file or folder", location=str(path))
     config = load_config(paths[0], Path(args.config) if args.config else None)
     if args.target:
-        targets = [t.strip() for value in args.target for t in value.split(",") if t.strip()]
+        from torchport.glossary import canonical_target
+
+        targets = [canonical_target(t.strip(), "scan") for value in args.target for t in value.split(",") if t.strip()]
         for target in targets:
             if target not in TARGETS:
                 raise UserError(f"unknown target '{target}' (known: {', '.join(TARGETS)})",

@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_batch_arguments(parser)
     parser.add_argument("--steps", type=types.count(1), default=DEFAULT_STEPS, help=f"training steps to trace (default {DEFAULT_STEPS})")
     parser.add_argument("--target", action="append", default=[], metavar="T",
-                        help=f"target to judge (repeatable or comma-separated; default all: {', '.join(TARGETS)})")
+                        help=f"target to judge (repeatable or comma-separated; default all: {', '.join(TARGETS)}; "
+                             "the other commands' names are accepted too: trainium, torchtpu, amd, ...)")
     output.add_format(parser, ("text", "json", "md"))
     output.add_output(parser)
     parser.add_argument("--json", type=Path, metavar="FILE",
@@ -51,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     from torchport.hf import app_from_args
     from torchport.trace.report import markdown, terminal_lines
 
-    targets = [t.strip() for item in args.target for t in item.split(",") if t.strip()]
+    from torchport.glossary import canonical_target
+
+    targets = [canonical_target(t.strip(), "trace") for item in args.target for t in item.split(",") if t.strip()]
 
     def on_progress(event: dict) -> None:
         progress.status(f"tracing: {event.get('phase', '')}")
