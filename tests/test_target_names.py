@@ -38,3 +38,11 @@ def test_trace_takes_the_scan_names():
     assert completed.returncode == 0, completed.stderr[-2000:]
     section = json.loads(completed.stdout)
     assert set(section["targets"]) == {"neuron", "rocm"}, section["targets"]
+
+
+def test_the_cache_follows_xdg_cache_home(tmp_path):
+    # `env list` names each environment's folder: under $XDG_CACHE_HOME/torchport, unless TORCHPORT_CACHE says otherwise.
+    environment = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "TORCHPORT_CACHE": ""}
+    completed = run_torchport("env", "list", "--format", "json", env=environment)
+    assert completed.returncode == 0, completed.stderr
+    assert str(tmp_path / "xdg" / "torchport" / "envs") in completed.stdout

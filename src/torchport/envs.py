@@ -5,7 +5,7 @@ while torchport itself runs on the current torch.  So the ``xla`` backend's
 worker runs in a virtual environment of its own, which torchport creates on
 request (``torchport env create xla``) under its cache folder and then reuses:
 
-    $TORCHPORT_CACHE/envs/<name>/       (default ~/.cache/torchport/envs/<name>/)
+    $TORCHPORT_CACHE/envs/<name>/       (default $XDG_CACHE_HOME/torchport/envs/<name>/, ~/.cache/torchport/...)
         bin/python                       the worker's interpreter
         torchport-env.json               the manifest, written last
 
@@ -103,8 +103,14 @@ def wanted_extras() -> list[str]:
 
 
 def cache_root() -> Path:
+    """$TORCHPORT_CACHE, else torchport/ in the XDG cache folder ($XDG_CACHE_HOME, default ~/.cache)."""
     configured = os.environ.get("TORCHPORT_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "torchport"
+    if configured:
+        return Path(configured).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # The XDG spec ignores a relative path: it would depend on the folder torchport was started in.
+    base = Path(xdg).expanduser() if xdg and Path(xdg).expanduser().is_absolute() else Path.home() / ".cache"
+    return base / "torchport"
 
 
 def spec_for(name: str) -> EnvSpec:
