@@ -101,14 +101,25 @@ def test_xla_on_the_cpu_is_a_named_proxy(xla_environment, tmp_path):
     out = tmp_path / "run"
     completed = run_torchport("evaluate", "builtin:classifier", "-b", "cpu,xla", *QUICK, "-o", str(out), timeout=900)
     assert completed.returncode == 0, completed.stderr[-2000:]
-    model = assert_three_renderings_agree(load_result(out))
+    document = load_result(out)
+    model = assert_three_renderings_agree(document)
     xla = next(row for row in model.rows if row.target == "PyTorch/XLA")
+    assert "XLA executions" in xla.runs.detail
     assert xla.runs.evidence is answer.Evidence.PROXY and "proxy for TPU" in xla.runs.source
     assert "a proxy's speed, not the target's" in xla.speed.detail
     # QUICK runs one process per backend: no speed verdict is claimed.
     assert xla.speed.text.endswith("one process per side") and "not a verdict" in xla.speed.detail
+    # The same runs without a single XLA execution (as when a script ignores the device it is
+    # given): finished, but not "runs on xla", and its speed is not the target's.
+    for row in document["backends"]["xla"]["summary"]["counters"]:
+        row["counters"]["executions"] = 0
+    model = assert_three_renderings_agree(document)
+    xla = next(row for row in model.rows if row.target == "PyTorch/XLA")
+    assert xla.runs.text == "no device evidence" and xla.runs.evidence is answer.Evidence.UNKNOWN
+    assert xla.speed.text == "not measured"
 
 
 def test_the_answer_is_in_the_markdown_before_the_per_backend_verdicts():
     text = markdown.render(summary.refresh(json.loads(H200.read_text())))
     assert text.index("## Answer per target") < text.index("## Verdict per backend")
+

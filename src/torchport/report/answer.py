@@ -107,13 +107,41 @@ def _family_backends(document: dict[str, Any], target: TargetFamily) -> dict[str
     return found
 
 
-def _ran(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _finished(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {name: entry for name, entry in entries.items() if entry.get("summary")}
+
+
+def _ran(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The backends whose runs finished and show that they used the device: only
+    their figures are the target's."""
+    return {name: entry for name, entry in _finished(entries).items() if device_evidence(entry)}
 
 
 def _failed(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {name: entry for name, entry in entries.items()
             if not entry.get("summary") and (entry.get("error") or {}).get("kind") not in (None, "budget-too-small")}
+
+
+def device_evidence(entry: dict[str, Any]) -> str | None:
+    """What shows that a backend's runs really used its device: XLA executions,
+    torch.compile frames, device memory.  None when nothing does (a script
+    that ignored the device it was given ran on the CPU)."""
+    summary = entry.get("summary") or {}
+    counters = [row.get("counters") or {} for row in summary.get("counters") or []]
+    executions = sum(c.get("executions") or 0 for c in counters)
+    frames = sum((c.get("torch_compile") or {}).get("frames_compiled") or 0 for c in counters)
+    device_type = entry.get("device_type")
+    if device_type == "xla":
+        return f"{executions} XLA executions" if executions else None
+    if entry.get("compiles") and device_type == "cpu":
+        return f"{frames} frame(s) compiled by torch.compile" if frames else None
+    if device_type == "cpu":
+        return "the CPU"
+    if summary.get("peak_device_memory_bytes"):
+        return f"{fmt.size(summary['peak_device_memory_bytes'])} of device memory used"
+    if frames or executions:
+        return f"{frames or executions} compiled frame(s) or execution(s)"
+    return None
 
 
 def _evidence_of(name: str, entry: dict[str, Any]) -> tuple[Evidence, str]:
@@ -131,12 +159,17 @@ def _trace_source(document: dict[str, Any], trace_target: str) -> str:
 
 
 def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, dict[str, Any]]) -> Cell:
-    ran, failed = _ran(entries), _failed(entries)
+    finished, ran, failed = _finished(entries), _ran(entries), _failed(entries)
     verdict = ((document.get("trace") or {}).get("verdicts") or {}).get(target.trace_target or "")
+    if finished and not ran:
+        # Runs finished, but nothing shows they used the device: not "runs on" it.
+        return Cell("no device evidence", Evidence.UNKNOWN, "", f"{', '.join(finished)} finished, but with no sign of "
+                    "the device (no XLA executions, compiled frames or device memory): the work may have run on the CPU")
     if ran:
         name, entry = next(iter(ran.items()))
         evidence, source = _evidence_of(name, entry)
-        details = [f"ran on {', '.join(ran)}"]
+        details = [f"ran on {name}: {device_evidence(entry)}"] + [
+            f"{other}: {device_evidence(e) or 'no device evidence'}" for other, e in finished.items() if other != name]
         if failed:
             details.append(f"does not run on {', '.join(failed)}")
         if verdict and verdict.get("status") not in (None, "runs", "unknown"):
