@@ -8,6 +8,7 @@ environment, a real xla run (a proxy)."""
 from __future__ import annotations
 
 import copy
+from html import escape as html_escape
 import json
 import re
 
@@ -17,6 +18,7 @@ from rich.console import Console
 from conftest import QUICK, ROOT, load_result, run_torchport
 from torchport import summary
 from torchport.report import answer, html, markdown, terminal
+from torchport.report import format as fmt
 
 H200 = ROOT / "benchmarks" / "results" / "h200-2026-11-30" / "evaluate-classifier.json"
 
@@ -34,6 +36,9 @@ def _rows(text: str, start: str) -> list[str]:
 def assert_three_renderings_agree(document: dict) -> answer.Answer:
     model = answer.build(document)
     md, page, term = markdown.render(document), html.render(document), _terminal_text(document)
+    for line in model.lines():  # the lines under the table, in each rendering
+        assert line in term and html_escape(line) in page
+        assert fmt.md(line, 1000) in md
     for row in model.rows:
         md_row = _rows(md, f"| {row.target} |")
         assert len(md_row) == 1, row.target
@@ -56,6 +61,7 @@ def test_h200_document_measured_predicted_and_unknown():
     document = summary.refresh(json.loads(H200.read_text()))
     model = assert_three_renderings_agree(document)
     rows = {row.target: row for row in model.rows}
+    assert len(model.rows) == 6 and model.no_evidence == ["compiled CPU"]
     assert rows["CUDA"].runs.evidence is answer.Evidence.MEASURED and rows["CUDA"].runs.text == "runs"
     assert rows["CUDA"].speed.evidence is answer.Evidence.MEASURED and "faster" in rows["CUDA"].speed.text
     # An op table's prediction is never worded as a measurement, and names its source and date.
@@ -90,7 +96,12 @@ def test_unavailable_backends_collapse_into_one_line_per_reason(tmp_path):
     model = assert_three_renderings_agree(document)
     unavailable = [name for name, b in document["backends"].items() if b["status"] == "unavailable"]
     assert unavailable  # no GPU, no TPU here
-    assert len(model.unavailable) == len({document["backends"][n]["reason"] for n in unavailable})
+    assert model.unavailable[-1].startswith("to measure those, run the same evaluation on a machine")
+    assert len(model.unavailable) - 1 == len({answer.reason_without_details(document["backends"][n]["reason"])
+                                              for n in unavailable})
+    # QUICK runs no trace: the targets nothing here measured or predicted share one line.
+    assert "compiled CPU" in [row.target for row in model.rows]
+    assert {"TorchTPU", "Trainium", "CUDA", "ROCm", "MPS"} <= set(model.no_evidence)
     for name in unavailable:
         assert sum(re.search(rf"[:,] {re.escape(name)}[ ,]", line) is not None for line in model.unavailable) == 1
     assert "Answer per target" in completed.stdout and "[M] runs" in completed.stdout

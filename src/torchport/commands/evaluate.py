@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport.evaluate import Evaluation
     from torchport.progress import Progress
     from torchport.report.terminal import print_summary
+    from torchport.report.verdict import verdict_line
 
     options = options_from_args(args)
     evaluation = Evaluation(options)
@@ -147,6 +148,11 @@ def run(args: argparse.Namespace) -> int:
                         where = f" at {error['location']}" if error.get("location") else ""
                         what = "" if error.get("kind") == "budget-too-small" else f"does not run here: {error.get('kind')}: "
                         progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
+                    elif data["round"] + 1 == state.get("repeats", 1):
+                        # The backend's last run: its answer now, not only in the table at the end.
+                        document = evaluation.document
+                        progress.note(verdict_line(data["backend"], document["backends"][data["backend"]],
+                                                   document.get("reference")))
 
             evaluation.on_event = on_event
             document = evaluation.run()

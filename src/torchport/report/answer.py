@@ -86,6 +86,16 @@ class Answer:
     reference: str | None
     rows: list[TargetAnswer] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)  # one line per reason
+    # Targets about which this document holds nothing at all (neither run nor traced): one line, not a row of "?".
+    no_evidence: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The lines under the table, the same in every rendering."""
+        found = list(self.unavailable)
+        if self.no_evidence:
+            found.append(f"nothing measured or predicted for {', '.join(self.no_evidence)}: "
+                         "not run here, and no trace (the trace predicts op support, graph breaks and memory fit)")
+        return found
 
 
 def _family_backends(document: dict[str, Any], target: TargetFamily) -> dict[str, dict[str, Any]]:
@@ -300,25 +310,51 @@ def _change(document: dict[str, Any], target: TargetFamily) -> Cell:
                 f"first: {first.get('title') or first.get('rule')}{where}")
 
 
+def reason_without_details(text: str) -> str:
+    """The reason without its parenthesised details (probe timings, paths), which
+    differ between backends of one family and stay in report.md's table below."""
+    kept, depth = [], 0
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+        elif not depth:
+            kept.append(char)
+    return " ".join("".join(kept).split()).replace(" ;", ";").strip(" ;")
+
+
 def _unavailable_lines(document: dict[str, Any]) -> list[str]:
-    """One line per reason for the backends that could not run on this machine."""
+    """One line per reason for the backends that could not run on this machine,
+    and the one thing that would measure them."""
     by_reason: dict[str, list[str]] = {}
     for name, entry in (document.get("backends") or {}).items():
         if entry.get("status") == "unavailable":
-            by_reason.setdefault(str(entry.get("reason") or "not available"), []).append(name)
-    return [f"not on this machine: {', '.join(names)} ({reason})" for reason, names in by_reason.items()]
+            reason = reason_without_details(str(entry.get("reason") or "")) or "not available"
+            by_reason.setdefault(reason, []).append(name)
+    if not by_reason:
+        return []
+    lines = [f"not on this machine: {', '.join(names)} ({reason})" for reason, names in by_reason.items()]
+    lines.append("to measure those, run the same evaluation on a machine that has the device "
+                 "and put the results side by side with `torchport compare`")
+    return lines
 
 
 def build(document: dict[str, Any]) -> Answer:
-    rows = []
+    rows, no_evidence = [], []
     for target in TARGETS:
         entries = _family_backends(document, target)
-        rows.append(TargetAnswer(
+        row = TargetAnswer(
             target=target.title, backends=tuple(entries),
             runs=_runs(document, target, entries), speed=_speed(document, entries),
             numbers=_numbers(document, entries), workflow=_workflow(document, entries),
-            memory=_memory(document, target), cost=_cost(entries), change=_change(document, target)))
-    return Answer(document.get("reference"), rows, _unavailable_lines(document))
+            memory=_memory(document, target), cost=_cost(entries), change=_change(document, target))
+        tried = [entry for entry in entries.values() if entry.get("runs")]
+        if all(cell.evidence is Evidence.UNKNOWN and not cell.source for cell in row.cells()) and not tried:
+            no_evidence.append(target.title)
+        else:
+            rows.append(row)
+    return Answer(document.get("reference"), rows, _unavailable_lines(document), no_evidence)
 
 
 LEGEND = ("Evidence: [M] measured on the target, [P] measured on a proxy (named), "
@@ -340,8 +376,8 @@ def markdown(answer: Answer) -> list[str]:
     if details:
         lines += ["", "Behind each cell (figures, reasons, and where proxies and predictions come from):", ""]
         lines += [f"- {fmt.md(line, 1000)}" for line in details]
-    if answer.unavailable:
-        lines += [""] + [f"- {fmt.md(line, 1000)}" for line in answer.unavailable]
+    if answer.lines():
+        lines += [""] + [f"- {fmt.md(line, 1000)}" for line in answer.lines()]
     return lines
 
 
@@ -358,6 +394,6 @@ def html(answer: Answer) -> list[str]:
     head = "".join(f"<th>{escape(header)}</th>" for header in HEADERS)
     body = ["<h2>Answer per target</h2>", f"<p>{escape(LEGEND)}</p>",
             f'<table class="answer"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>']
-    if answer.unavailable:
-        body.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in answer.unavailable) + "</ul>")
+    if answer.lines():
+        body.append('<ul class="answer-notes">' + "".join(f"<li>{escape(line)}</li>" for line in answer.lines()) + "</ul>")
     return body

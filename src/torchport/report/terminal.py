@@ -79,7 +79,7 @@ def answer_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
         table.add_column(header, overflow="fold")
     for row in model.rows:
         table.add_row(escape(row.target), *[escape(cell.marked()) for cell in row.cells()])
-    return table, [answer.LEGEND, *model.unavailable]
+    return table, [answer.LEGEND, *model.lines()]
 
 
 def print_summary(document: dict[str, Any], console: Console | None = None) -> None:
