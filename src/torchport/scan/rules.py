@@ -153,7 +153,8 @@ y = x.to(ACCELERATOR_DEVICE)
             "raises 'Torch not compiled with CUDA enabled'.",
         severity="E E E - E E E",
         replacement=".to(device) with the device from torch.accelerator; .cuda(i) becomes "
-                    ".to(torch.device(device.type, i)); non_blocking= is kept",
+                    ".to(accelerator_device(i)), a function the fix inserts that takes an int, a "
+                    "string or a torch.device like .cuda() does; non_blocking= is kept",
         min_torch="2.6", fixable=True, effort="low", sources="L01",
         before='''
 import torch
@@ -266,9 +267,9 @@ x = torch.empty(4, dtype=torch.float32, device=device)
             "torch 2.11: only torch.accelerator.synchronize() is public there. On torch_xla "
             "the equivalent is xm.wait_device_ops(), not torch_xla.sync().",
         severity="E E E - E E E",
-        replacement="torch.accelerator.synchronize() (torch 2.6). Like the CUDA call it "
-                    "raises on a machine with no accelerator: guard it with "
-                    "torch.accelerator.is_available()",
+        replacement="torch.accelerator.synchronize() (torch 2.6). It raises on a machine with "
+                    "no accelerator: the fix guards it with torch.accelerator.is_available() "
+                    "unless it already runs only where CUDA is present",
         min_torch="2.6", fixable=True, effort="low", sources="L03",
         before='''
 import torch
@@ -278,7 +279,8 @@ torch.cuda.synchronize()
         after='''
 import torch
 
-torch.accelerator.synchronize()
+if torch.accelerator.is_available():
+    torch.accelerator.synchronize()
 ''',
     ),
     _rule(

@@ -25,6 +25,7 @@ from torchport.scan import python, textfiles
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
+from torchport.scan.detectors.shared import CUDA_ONLY
 from torchport.scan.model import FileResult, Finding, Skipped
 from torchport.scan.rules import RULES_BY_ID
 
@@ -311,7 +312,7 @@ def filter_findings(findings: list[Finding], config: ScanConfig, min_torch: str)
         if is_suppressed(finding):
             suppressed += 1
             continue
-        if finding.fix is not None:
+        if finding.fix is not None and finding.fix.chosen(finding.cap_reason in CUDA_ONLY):
             if python.version_key(finding.fix.min_torch) <= python.version_key(min_torch):
                 finding.fixable = True
             else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from torchport.scan.detectors.shared import CUDA_DEVICE, DEVICE_NAME, LISTS_OTHERS
+from torchport.scan.detectors.shared import CUDA_DEVICE, DEVICE_NAME, HELPER_NAME, LISTS_OTHERS
 from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import (
     attribute_token,
@@ -234,12 +234,13 @@ class DeviceDetector(AnalyzerState):
                 edits = [rename, insert_at(node_start(node.keywords[0]), f"{target}, ")]
             else:
                 edits = [rename, insert_at(closing_paren(node), target)]
-        elif keywords_ok and len(node.args) == 1 and string_value(node.args[0]) is None:
+        elif keywords_ok and len(node.args) == 1:
+            # `.cuda(x)` takes an int, a "cuda:N" string or a torch.device: the helper
+            # accepts each (torch.device(type, x) raises for the last two).
             index = node.args[0]
-            edits = [rename, insert_at(node_start(index), f"{self.T}.device({DEVICE_NAME}.type, "),
-                     insert_at(node_end(index), ")")]
+            edits = [rename, insert_at(node_start(index), f"{HELPER_NAME}("), insert_at(node_end(index), ")")]
         self.report(DOT_CUDA, node, ".cuda()", edits, "2.6", uses_device=not (own_device and not node.args),
-                    at=method_token(node))
+                    at=method_token(node), uses_helper=bool(node.args))
 
     def _set_default_device(self, node: ast.Call, qualname: str) -> bool:
         if node.args:

@@ -41,7 +41,14 @@ class DistributedDetector(AnalyzerState):
         """A "nccl" default for something named *backend*: reported where it is set."""
         value = string_value(node)
         if value and id(node) not in self.claimed and "nccl" in re.split(r"[:,]", value):  # torchport: ignore
-            self.report(NCCL_BACKEND, node, f'"{value}" as {where}')
+            self.report(NCCL_BACKEND, node, f'"{value}" as {where}', *self._chosen_backend(node), uses_device=True)
+
+    def _chosen_backend(self, node) -> tuple[list | None, str]:
+        """The rewrite of a plain "nccl" constant: the backend that fits the device
+        present ("nccl" where CUDA is, "gloo" on the CPU)."""
+        if string_value(node) != "nccl":  # torchport: ignore
+            return None, "2.6"
+        return [replace_node(node, f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})")], "2.6"
 
     def _assigned_backend(self, name: str, value) -> None:
         if "backend" in name.lower():
@@ -62,15 +69,14 @@ class DistributedDetector(AnalyzerState):
         if not value or "nccl" not in re.split(r"[:,]", value):  # torchport: ignore
             return False
         if string_value(backend) == "nccl":  # torchport: ignore
-            replacement = f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})"
-            self.report(NCCL_BACKEND, backend, '"nccl" backend', [replace_node(backend, replacement)], "2.6",
-                        uses_device=True)
+            self.report(NCCL_BACKEND, backend, '"nccl" backend', *self._chosen_backend(backend), uses_device=True)
             return False
         definition = self.resolve(backend)
         finding = self.by_node.get(id(definition)) if definition is not None else None
         if finding is None and definition is not None and id(definition) not in self.claimed:
             # Reported where the user would change it: the assignment or default.
-            finding = self.report(NCCL_BACKEND, definition, f'backend "{value}"')
+            edits, need = self._chosen_backend(definition)
+            finding = self.report(NCCL_BACKEND, definition, f'backend "{value}"', edits, need, uses_device=True)
         if finding is not None:
             self._relate(finding, backend, f"used by {qualname.rsplit('.', 1)[-1]}()")
         else:

@@ -185,14 +185,19 @@ class AnalyzerState(ast.NodeVisitor):
         return len(text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
 
     def report(self, rule_id: str, node, detail: str, edits=None, min_torch: str = ANY_VERSION,
-               uses_device: bool = False, at: tuple[int, int, int, int] | None = None) -> Finding:
+               uses_device: bool = False, at: tuple[int, int, int, int] | None = None,
+               bare_edits=None, uses_helper: bool = False) -> Finding:
         """Record a finding at ``node`` (or at the token ``at`` = (line, byte column,
-        end line, end byte column), e.g. the ``cuda`` of ``.cuda()``)."""
+        end line, end byte column), e.g. the ``cuda`` of ``.cuda()``).  ``bare_edits``:
+        the rewrite where the code runs only where CUDA is present, when ``edits`` (the
+        rewrite safe everywhere, or None) adds a guard."""
         self.claimed.add(id(node))
         fix = None
-        if edits is not None:
-            uses_torch = self.torch is None and any("torch." in e.text for e in edits)
-            fix = Fix(tuple(edits), min_torch, uses_device, uses_torch)
+        if edits is not None or bare_edits is not None:
+            every = [*(edits or ()), *(bare_edits or ())]
+            uses_torch = self.torch is None and any("torch." in e.text for e in every)
+            fix = Fix(tuple(edits or ()), min_torch, uses_device or uses_helper, uses_torch, uses_helper,
+                      None if bare_edits is None else tuple(bare_edits))
         line, column, end_line, end_column = at or (
             node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
         finding = Finding(
