@@ -29,6 +29,12 @@ def register(subparsers) -> None:
     scan.add_argument("--fail-on", choices=("error", "silent", "perf", "info", "never"),
                       help="lowest severity that fails the run (order: info < perf < silent < "
                            "error; default from config, else silent)")
+    shown = scan.add_mutually_exclusive_group()
+    shown.add_argument("--min-severity", choices=("error", "silent", "perf", "info"),
+                       help="text output: list findings at this severity or worse on some target "
+                            "(default: perf, i.e. info findings are counted, not listed)")
+    shown.add_argument("--show-info", action="store_true",
+                       help="text output: list info findings too (same as --min-severity info)")
     scan.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPU count)")
     _common(scan)
     scan.set_defaults(func=run_scan)
@@ -108,8 +114,11 @@ def run_scan(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError("must be at least 1", location="--jobs")
     result = scanner.scan(paths, config, min_torch=args.min_torch, jobs=args.jobs)
-    render = {"text": report.render_text, "json": report.render_json, "sarif": report.render_sarif}
-    output.emit(args, render[args.format](result))
+    if args.format == "text":
+        text = report.render_text(result, "info" if args.show_info else args.min_severity or "perf")
+    else:
+        text = report.render_json(result) if args.format == "json" else report.render_sarif(result)
+    output.emit(args, text)
     threshold = fail_threshold(args.fail_on or config.fail_on)
     return 1 if threshold is not None and report.worst_rank(result) >= threshold else 0
 
