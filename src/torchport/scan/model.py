@@ -76,3 +76,4 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     skipped: Skipped | None = None
+    extensions: list[str] = field(default_factory=list)  # CUDA extensions the file builds
