@@ -109,7 +109,7 @@ def test_the_package_is_blocked_on_every_target(package, capsys):
     assert ("__init__.py", 2, "TP504") in found
     rocm = sorted((f["line"], f["detail"]) for f in document["findings"]
                   if f["rule"] == "TP505" and f["severity"]["rocm"] == "error")
-    assert rocm == [(2, "the cuDNN frontend"), (8, "inline PTX assembly"),
+    assert rocm == [(2, "the cuDNN frontend (first use in the file)"), (8, "inline PTX assembly"),
                     (13, "NCCL point-to-point"), (14, "NCCL point-to-point")]
     imports = [f for f in document["findings"] if f["rule"] == "TP504"]
     assert len(imports) == 2 and all(set(f["severity"].values()) == {"error"} for f in imports)

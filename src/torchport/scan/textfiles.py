@@ -17,10 +17,12 @@ _CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[\w./]*|cub/|thrust/|ATe
                            r'cublas|cudnn|nccl|curand|cufft|cusparse)', re.M)
 # (pattern, what it is): code that hipify leaves CUDA-only.  Inline assembly counts
 # only in CUDA sources, where it is PTX; in C++ it is the host's.
-_PTX = (re.compile(r"\basm\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX assembly")
-_NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend"),
-                 (re.compile(r"\b(?:cutlass|cute)(?:/|::)"), "CUTLASS/CuTe"),
-                 (re.compile(r"\bnccl(?:Send|Recv)\s*\("), "NCCL point-to-point"))
+# (pattern, what it is, once per file): a library used all over a file is reported
+# where it first appears; each PTX statement and NCCL call is a line to change.
+_PTX = (re.compile(r"\basm\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX assembly", False)
+_NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first use in the file)", True),
+                 (re.compile(r"\b(?:cutlass|cute)(?:/|::)"), "CUTLASS/CuTe (first use in the file)", True),
+                 (re.compile(r"\bnccl(?:Send|Recv)\s*\("), "NCCL point-to-point", False))
 _VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
 _NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 _SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, _VISIBLE_DEVICES.pattern[2:-2]),
@@ -85,15 +87,17 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
 
 
 def _not_hipified(lines: list[str], path: str, patterns) -> list[Finding]:
-    """One finding per line and kind; comment lines are skipped."""
+    """One finding per line and kind (per file for a library); comment lines are skipped."""
     findings = []
+    seen: set[str] = set()
     for number, line in enumerate(lines, 1):
         stripped = line.lstrip()
         if stripped.startswith(("//", "*", "/*")):
             continue
-        for pattern, what in patterns:
+        for pattern, what, once in patterns:
             match = pattern.search(line)
-            if match:
+            if match and not (once and what in seen):
+                seen.add(what)
                 findings.append(_finding(NON_HIPIFIABLE_CODE, path, lines, number, match.start() + 1,
                                          match.end() + 1, what))
     return findings
