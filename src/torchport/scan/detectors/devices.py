@@ -68,6 +68,7 @@ class DeviceDetector(AnalyzerState):
     KEYWORDS = {"device": "_device_keyword", "map_location": "_device_keyword",
                 "device_type": "_device_type_keyword"}
     CALL_CLAIMS = ("_built_device_string",)
+    CALL_OBSERVERS = ("_positional_device",)
     COMPARED_STRINGS = ("_compared_device",)
     NAMED_DEFAULTS = (("device", "_device_default"),)
     ASSIGNMENTS = ("_assigned_device",)
@@ -180,6 +181,47 @@ class DeviceDetector(AnalyzerState):
         if (id(node) not in self.claimed and isinstance(node.ctx, ast.Load) and not self.own_is_cuda
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
             self.report(CUDA_AVAILABILITY_CHECK, node, ".is_cuda", at=attribute_token(node))
+
+    def _positional_device(self, node: ast.Call) -> None:
+        """``Trainer(model, "cuda")`` where this file defines ``Trainer.__init__(self,
+        model, device)``: a device string given to a parameter named for a device."""
+        if not isinstance(node.func, ast.Name) or not any(
+                CUDA_DEVICE.match(string_value(a) or "") for a in node.args):
+            return
+        definition = self.definition(node.func.id)
+        offset = 0
+        if isinstance(definition, ast.ClassDef):
+            definition = next((s for s in definition.body if isinstance(s, ast.FunctionDef)
+                               and s.name == "__init__"), None)
+            offset = 1
+        if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        parameters = [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)][offset:]
+        for argument, parameter in zip(node.args, parameters):
+            if "device" in parameter.lower() and CUDA_DEVICE.match(string_value(argument) or ""):
+                self._device_literal(argument, as_string=True, what=f"as {parameter} of {node.func.id}()")
+
+    def _device_collection(self, node) -> None:
+        """``("cuda:0",) + args``, ``devices = ["cuda:0", "cuda:1"]``: a tuple or list of CUDA
+        device strings only (one with "cpu" or other values is a set of choices or a record)."""
+        if self.in_message:
+            return
+        values = [string_value(e) for e in node.elts]
+        # Every element a CUDA device string: `return "cuda", count` is a (name, count) pair.
+        if not values or not all(v is not None and CUDA_DEVICE.match(v) for v in values):
+            return
+        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
+        for element, value in zip(node.elts, values):
+            if value is not None and id(element) not in self.claimed:
+                self._device_literal(element, as_string=True, what=f"in a {kind}")
+
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        self._device_collection(node)
+        self.generic_visit(node)
+
+    def visit_List(self, node: ast.List) -> None:
+        self._device_collection(node)
+        self.generic_visit(node)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         if not self._built_device_string(node):

@@ -42,6 +42,9 @@ class AnalyzerState(ast.NodeVisitor):
         self.blocks: dict[int, list] = {}  # id(statement) -> the statement list holding it
         self.own_is_cuda = False  # the file defines an attribute or function called is_cuda
         self.module_scope = id(tree)
+        self.class_names: list[str] = []  # enclosing classes; "" for a function (its defs are no methods)
+        self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
+        self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
         self._collect(tree.body, id(tree))
         self.scopes: list[int] = [id(tree)]
         self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
@@ -175,6 +178,37 @@ class AnalyzerState(ast.NodeVisitor):
         if value is None:
             value = string_value(self.resolve(node))
         return value
+
+    def calls_named(self, name: str) -> list[ast.Call]:
+        """Every call of ``name(...)`` or ``x.name(...)`` in the whole file (the tree
+        being visited may hold only the statements with trigger words)."""
+        if self._calls is None:
+            self._index_whole_file()
+        assert self._calls is not None
+        return self._calls.get(name, [])
+
+    def definition(self, name: str):
+        """The module-level ``def name`` or ``class name`` of the whole file, if one."""
+        if self._definitions is None:
+            self._index_whole_file()
+        assert self._definitions is not None
+        return self._definitions.get(name)
+
+    def _index_whole_file(self) -> None:
+        self._calls, self._definitions = {}, {}
+        try:
+            whole = ast.parse("\n".join(self.lines))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        for statement in whole.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self._definitions[statement.name] = statement
+        for node in ast.walk(whole):
+            if isinstance(node, ast.Call):
+                func = node.func
+                callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if callee:
+                    self._calls.setdefault(callee, []).append(node)
 
     # -- reporting ---------------------------------------------------------------------------
 
