@@ -35,7 +35,7 @@ def main():
     device = torch.device("cuda", local_rank)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     model = model.cuda(device)
-    ddp = DDP(model)
+    ddp = DDP(model, device_ids=[local_rank], output_device=local_rank)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-2)
     inputs = torch.randn(32, 8).cuda(local_rank, non_blocking=True)
     targets = torch.randn(32, 1).cuda(local_rank)

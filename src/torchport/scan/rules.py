@@ -202,7 +202,8 @@ if torch.accelerator.is_available():
     ),
     _rule(
         CUDA_DEVICE_MANAGEMENT, "cuda-device-management", "CUDA device index management",
-        detects="torch.cuda.device_count, current_device, set_device, device(i), device_of.",
+        detects="torch.cuda.device_count, current_device, set_device, device(i), device_of; "
+                "DistributedDataParallel(device_ids=[...]), CUDA indices.",
         why="These ask the CUDA runtime: set_device raises off CUDA; device_count returns 0, "
             "so multi-device code takes the single-device path.",
         severity="E E E - E E E",

@@ -7,10 +7,25 @@ import re
 
 from torchport.scan.detectors.shared import DEVICE_NAME
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import call_argument, keyword_value, method_token, replace_node, string_value
-from torchport.scan.rules import CUDA_VISIBLE_DEVICES, NCCL_BACKEND, NON_BLOCKING_COPY, PIN_MEMORY
+from torchport.scan.detectors.syntax import (
+    call_argument,
+    insert_at,
+    keyword_value,
+    method_token,
+    node_end,
+    replace_node,
+    string_value,
+)
+from torchport.scan.rules import (
+    CUDA_DEVICE_MANAGEMENT,
+    CUDA_VISIBLE_DEVICES,
+    NCCL_BACKEND,
+    NON_BLOCKING_COPY,
+    PIN_MEMORY,
+)
 
-RULE_IDS = (NCCL_BACKEND, PIN_MEMORY, NON_BLOCKING_COPY, CUDA_VISIBLE_DEVICES)
+RULE_IDS = (NCCL_BACKEND, PIN_MEMORY, NON_BLOCKING_COPY, CUDA_VISIBLE_DEVICES,
+            CUDA_DEVICE_MANAGEMENT)  # DDP's device_ids= are CUDA device indices
 
 # torch.cuda.X -> rule
 CUDA_NAMES: dict[str, str] = {"nccl": NCCL_BACKEND}
@@ -27,8 +42,12 @@ def rule_for_name(qualname: str) -> str | None:
     return None
 
 
+_DDP = {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
+
+
 class DistributedDetector(AnalyzerState):
-    CALLS = dict.fromkeys(_PROCESS_GROUP, "_process_group")
+    CALLS = {**dict.fromkeys(_PROCESS_GROUP, "_process_group"), **dict.fromkeys(_DDP, "_ddp_device_ids")}
+    TRIGGER_WORDS = ("device_ids",)
     METHODS = {"pin_memory": "_dot_pin_memory"}
     KEYWORDS = {"non_blocking": "_non_blocking_keyword", "pin_memory": "_pin_memory_keyword",
                 "pin_memory_device": "_pin_memory_device_keyword"}
@@ -81,6 +100,22 @@ class DistributedDetector(AnalyzerState):
             self._relate(finding, backend, f"used by {qualname.rsplit('.', 1)[-1]}()")
         else:
             self.report(NCCL_BACKEND, backend, f'backend "{value}"')
+        return False
+
+    def _ddp_device_ids(self, node: ast.Call, qualname: str) -> bool:
+        """``DistributedDataParallel(model, device_ids=[local_rank])``: CUDA indices, which
+        DDP refuses for a module on the CPU.  The fix passes them only where an
+        accelerator holds the module."""
+        device_ids = keyword_value(node, "device_ids")  # the keyword: the fast path finds it by its name
+        if device_ids is None or isinstance(device_ids, ast.IfExp) or (
+                isinstance(device_ids, ast.Constant) and device_ids.value is None):
+            return False  # absent, None, or already chosen by a condition
+        edits = None
+        if isinstance(device_ids, (ast.List, ast.Tuple)) and not any(
+                isinstance(e, ast.Starred) for e in device_ids.elts):
+            edits = [insert_at(node_end(device_ids), f' if {DEVICE_NAME}.type != "cpu" else None')]
+        self.report(CUDA_DEVICE_MANAGEMENT, device_ids, "device_ids= of DistributedDataParallel", edits, "2.6",
+                    uses_device=True)
         return False
 
     def _visible_devices_string(self, node: ast.Constant, value: str) -> None:
