@@ -190,6 +190,8 @@ class AnalyzerState(ast.NodeVisitor):
     def definition(self, name: str):
         """The module-level ``def name`` or ``class name`` of the whole file, if one."""
         if self._definitions is None:
+            if not any(f"{word} {name}" in line for line in self.lines for word in ("class", "def")):
+                return None  # no need to parse the whole file to know
             self._index_whole_file()
         assert self._definitions is not None
         return self._definitions.get(name)
