@@ -222,3 +222,15 @@ def test_cuda_example_is_found_fixed_and_runs_on_cpu(tmp_path, capsys):
     fixed_output = run.stdout.split("original failed:")[-1]
     assert "epoch 0 step    0 loss" in fixed_output and "epoch 0 done" in fixed_output
     assert (work / "train.py").read_text() == fixed
+
+
+def test_fix_lists_what_needs_a_person_and_counts_info_findings(tmp_path, capsys):
+    path = tmp_path / "t.py"
+    path.write_text("import torch\n\nname = torch.cuda.get_device_name(0)\n"
+                    "if torch.cuda.is_available():\n    torch.backends.cudnn.benchmark = True\n")
+    assert main(["fix", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "1 info finding(s) left as they are" in err
+    # the device-name query and the check (whose body is not fixable) need a person
+    assert "2 finding(s) need a manual change:" in err and ":3:8: TP005" in err and ":4:4: TP003" in err
+    assert "TP301" not in err  # inside the CUDA check: info, counted above

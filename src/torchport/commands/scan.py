@@ -126,7 +126,7 @@ def run_scan(args) -> int:
 def run_fix(args) -> int:
     from torchport import output
     from torchport.scan import fixer, scanner
-    from torchport.scan.rules import RULES_BY_ID
+    from torchport.scan.rules import RULES_BY_ID, finding_worst
 
     paths, config = _settings(args)
     min_torch, source = scanner.resolve_min_torch(args.min_torch, config, paths[0])
@@ -147,9 +147,14 @@ def run_fix(args) -> int:
         if fix.skipped:
             output.note(f"{fix.display}: skipped: {fix.skipped}")
     remaining = [finding for fix in fixes for finding in fix.remaining]
-    if remaining:
-        print(f"{len(remaining)} finding(s) need a manual change:", file=err)
-        for finding in remaining:
+    # As in scan's text output: info findings change nothing on any target; counted, not listed.
+    listed = [f for f in remaining if finding_worst(f, config.targets) not in (None, "info")]
+    if len(listed) < len(remaining):
+        print(f"{len(remaining) - len(listed)} info finding(s) left as they are "
+              "(`torchport scan --show-info` lists them)", file=err)
+    if listed:
+        print(f"{len(listed)} finding(s) need a manual change:", file=err)
+        for finding in listed:
             rule = RULES_BY_ID[finding.rule_id]
             note = f" ({finding.fix_note})" if finding.fix_note else ""
             print(f"  {finding.path}:{finding.line}:{finding.column}: {rule.id} {rule.title}: "
