@@ -59,7 +59,7 @@ CASES = {
         '    sync()\n'
         '    print(th.cuda.memory_allocated(), th.cuda.mem_get_info())\n'
         'th.cuda.set_device(1)\n'
-        'with th.cuda.device(0):  # raises without an accelerator: left for a person\n'
+        'with th.cuda.device(0):  # guarded\n'
         '    th.cuda.empty_cache()\n',
         'import torch as th\n'
         'from torch.cuda import synchronize as sync\n\n'
@@ -69,7 +69,7 @@ CASES = {
         '    print(th.accelerator.memory_allocated(), th.accelerator.get_memory_info())\n'
         'if th.accelerator.is_available():\n'
         '    th.accelerator.set_device_index(1)\n'
-        'with th.cuda.device(0):  # raises without an accelerator: left for a person\n'
+        'with th.accelerator.device_index(0 if th.accelerator.is_available() else None):  # guarded\n'
         '    if th.accelerator.is_available():\n'
         '        th.accelerator.empty_cache()\n'),
     "amp: dtype made explicit, positional arguments named": (

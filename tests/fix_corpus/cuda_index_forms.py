@@ -1,5 +1,5 @@
 """Every form .cuda() takes: nothing, an int, a "cuda:N" string, a torch.device,
-non_blocking=; the current device read back.
+non_blocking=; the current device read back and made current with torch.cuda.device.
 
 Runs on the CPU before the fix: no.
 """
@@ -23,7 +23,9 @@ def main():
     b = torch.ones(2, 4).cuda("cuda:0")
     c = torch.ones(2, 4).cuda(torch.device("cuda", 0))
     d = torch.ones(2, 4).cuda(non_blocking=True)
-    total = sum(net(t).sum() for t in (a, b, c, d))
+    with torch.cuda.device(index):
+        e = torch.ones(2, 4).cuda()
+    total = sum(net(t).sum() for t in (a, b, c, d, e))
     print(f"total {total.item():.6f}")
 
 

@@ -126,8 +126,15 @@ class CudaRuntimeDetector(AnalyzerState):
     def _guarded(self, node: ast.Call, replacement: str, fallback: str | None) -> list[Edit] | None:
         """The rewrite that runs where no accelerator exists: a statement of its own
         goes under ``if torch.accelerator.is_available():``; a value falls back to what
-        torch.cuda gives without CUDA.  None where neither fits (a context manager)."""
+        torch.cuda gives without CUDA; ``device_index(i)`` gets None there.  None where
+        nothing fits (a value with no fallback, a statement sharing its line)."""
         available = f"{self.T}.accelerator.is_available()"
+        if replacement.endswith(".device_index"):
+            # `with torch.cuda.device(i):`: device_index(None) does nothing, without an accelerator too.
+            index = node.args[0] if len(node.args) == 1 else None
+            if not isinstance(index, (ast.Name, ast.Attribute, ast.Constant, ast.Subscript, ast.Call)):
+                return None
+            return [replace_node(node.func, replacement), insert_at(node_end(index), f" if {available} else None")]
         statement = self.parents.get(id(node))
         if isinstance(statement, ast.Expr) and statement.value is node and node.func.col_offset == statement.col_offset:
             line = self.lines[statement.lineno - 1] if statement.lineno <= len(self.lines) else ""
