@@ -199,6 +199,16 @@ class AnalyzerCore(AnalyzerState):
                 if value.startswith(prefix):
                     handler(self, node, value)
 
+    def visit_Dict(self, node: ast.Dict) -> None:
+        # Tables name things; they create no tensor and choose no device: dtype tables
+        # ({torch.float64: 67e12}) for the float64 family, and `{Backend.NCCL: ["cuda"]}`
+        # (what supports what) for the device family.
+        for key in node.keys:
+            if key is not None:
+                self.host.update(map(id, ast.walk(key)))
+        self.table_entries.update(id(v) for v in node.values if isinstance(v, (ast.List, ast.Tuple)))
+        self.generic_visit(node)
+
     def visit_Expr(self, node: ast.Expr) -> None:
         if not isinstance(node.value, ast.Constant):  # docstrings are prose
             self.generic_visit(node)

@@ -204,7 +204,7 @@ class DeviceDetector(AnalyzerState):
     def _device_collection(self, node) -> None:
         """``("cuda:0",) + args``, ``devices = ["cuda:0", "cuda:1"]``: a tuple or list of CUDA
         device strings only (one with "cpu" or other values is a set of choices or a record)."""
-        if self.in_message:
+        if self.in_message or id(node) in self.table_entries:
             return
         values = [string_value(e) for e in node.elts]
         # Every element a CUDA device string: `return "cuda", count` is a (name, count) pair.
@@ -212,8 +212,10 @@ class DeviceDetector(AnalyzerState):
             return
         kind = "tuple" if isinstance(node, ast.Tuple) else "list"
         for element, value in zip(node.elts, values):
-            if value is not None and id(element) not in self.claimed:
-                self._device_literal(element, as_string=True, what=f"in a {kind}")
+            if id(element) not in self.claimed:
+                # Not rewritten: whether the list names the device to use or the device
+                # kinds something supports is not in the syntax.
+                self.report(CUDA_DEVICE_STRING, element, f'"{value}" in a {kind}')
 
     def visit_Tuple(self, node: ast.Tuple) -> None:
         self._device_collection(node)

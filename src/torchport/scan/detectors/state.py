@@ -51,6 +51,7 @@ class AnalyzerState(ast.NodeVisitor):
         # scope -> loop variables over a state dict's items (checkpoint conversion, on the host)
         self.host_names: dict[int, set[str]] = {}
         self.moved: set[int] = set()  # factory calls whose result is moved to a device
+        self.table_entries: set[int] = set()  # lists and tuples that are values of a dict literal
         self.in_message = 0
         self.chain_portable: dict[int, bool] = {}
         self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
