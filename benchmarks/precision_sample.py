@@ -9,13 +9,15 @@ The sources come from PyPI with pip (``--download``; a wheel, or the sdist for p
 that publish none) into ``CORPUS/dl`` and are unpacked into ``CORPUS/src/NAME-VERSION``
 (source and text files only: compiled libraries are left out).  Each tree is scanned
 by this checkout's torchport (``scan . --format json --fail-on never``, every target);
-the findings whose worst severity is error or silent are pooled in a fixed order and
+findings in a byte-identical copy of an earlier file are dropped; the findings whose
+worst severity is error or silent are pooled in a fixed order and
 ``random.Random(seed).sample`` draws the sample.  The seed is the judge's.  This script
 judges nothing: it writes the findings and the code around them.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -82,6 +84,18 @@ def _scan(tree: Path) -> list[dict]:
     return json.loads(done.stdout)["findings"]
 
 
+def _without_copies(tree: Path, findings: list[dict]) -> list[dict]:
+    """The findings of the first of several identical files (deepspeed's sdist ships its
+    kernels twice, under csrc/ and deepspeed/ops/csrc/): a copy is not another finding."""
+    first: dict[str, str] = {}
+    kept = []
+    for finding in sorted(findings, key=lambda f: (f["path"], f["line"], f["column"], f["rule"])):
+        digest = hashlib.sha256((tree / finding["path"]).read_bytes()).hexdigest()
+        if first.setdefault(digest, finding["path"]) == finding["path"]:
+            kept.append(finding)
+    return kept
+
+
 def _worst(finding: dict) -> str | None:
     order = {"info": 1, "perf": 2, "silent": 3, "error": 4}
     found = [s for s in finding["severity"].values() if s]
@@ -143,7 +157,7 @@ def main() -> int:
     for name, (version, kind) in chosen.items():
         tree = corpus / "src" / f"{name}-{version}"
         _unpack(_archive(corpus, name, version, kind, args.download), tree)
-        findings = _scan(tree)
+        findings = _without_copies(tree, _scan(tree))
         kept = [f for f in findings if _worst(f) in ("error", "silent")]
         counts.append((f"{name} {version} ({kind})", len(findings), len(kept)))
         pool += [(f"{name} {version}", tree, f) for f in kept]
@@ -158,7 +172,8 @@ def main() -> int:
     out = [f"# torchport scan: a sample of {args.size} error/silent findings (seed {args.seed})", "",
            f"torchport commit {commit}{' with uncommitted changes in src/' if dirty else ''}; every target; "
            f"sources unpacked under `{corpus / 'src'}`.", "",
-           "| package | findings | error/silent (the pool) |", "|---|---|---|",
+           "| package | findings (identical copies of a file counted once) | error/silent (the pool) |",
+           "|---|---|---|",
            *[f"| {label} | {total} | {kept} |" for label, total, kept in counts],
            f"| **all** | {sum(c[1] for c in counts)} | {len(pool)} |", "",
            "Each finding: where it is, what the tool says, and the code around it (`>>` marks the "
