@@ -3,10 +3,12 @@ after ``torchport fix --write`` on this CPU-only host, in a subprocess.
 
 A script that ran before the fix runs after it and prints the same; a script that
 needed CUDA fails before the fix for that reason and runs once fixed; a rescan of
-the fixed script finds nothing at error or silent level on any target.
+the fixed script finds nothing at error or silent level on any target.  Where a CUDA
+build of torch has a GPU, the fixed script also prints what the original printed there.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -25,15 +27,24 @@ MIN_TORCH = "2.10"
 _RUNS_BEFORE = re.compile(r"Runs on the CPU before the fix: (yes|no)")
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), CUDA_VISIBLE_DEVICES="")
+def _env(cpu_only: bool = True) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    if cpu_only:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env.pop("TORCHPORT_DEBUG", None)
     return env
 
 
-def _run(script: Path) -> subprocess.CompletedProcess:
+def _run(script: Path, cpu_only: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, script.name], cwd=script.parent, capture_output=True,
-                          text=True, timeout=300, env=_env())
+                          text=True, timeout=300, env=_env(cpu_only))
+
+
+@functools.cache
+def _cuda_present() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True, timeout=120)
+    return probe.stdout.strip() == "True"
 
 
 def _torchport(*args: str) -> subprocess.CompletedProcess:
@@ -71,3 +82,18 @@ def test_fixed_script_runs_on_cpu(name, tmp_path):
             if {"error", "silent"} & set(f["severity"].values())]
     assert not left
     assert rescan.returncode == 0
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_fixed_script_behaves_the_same_where_cuda_exists(name, tmp_path):
+    if not _cuda_present():
+        pytest.skip("needs a CUDA build of torch and a GPU (the CPU test above runs everywhere)")
+    script = tmp_path / name
+    shutil.copy(CORPUS / name, script)
+    before = _run(script, cpu_only=False)
+    assert before.returncode == 0, before.stderr[-2000:]
+    fixed = _torchport("fix", str(script), "--write", "--force", "--min-torch", MIN_TORCH)
+    assert fixed.returncode == 0, fixed.stderr
+    after = _run(script, cpu_only=False)
+    assert after.returncode == 0, after.stderr[-2000:]
+    assert after.stdout == before.stdout
