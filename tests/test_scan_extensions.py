@@ -36,8 +36,12 @@ from .dense import FusedDense
 __all__ = ["FusedDense", "_C", "_cpu_ops"]
 '''
 DENSE = '''\
+import importlib
+
 import torch
 import fused_dense_cuda
+
+_C = importlib.import_module("fusedpkg._C")
 
 
 class FusedDenseFunction(torch.autograd.Function):
@@ -105,14 +109,14 @@ def test_the_package_is_blocked_on_every_target(package, capsys):
     for target, row in document["summary"]["targets"].items():
         assert row["error"] > 0 and row["score"] < 100, target
     found = {(f["path"].rsplit("/", 1)[-1], f["line"], f["rule"]) for f in document["findings"]}
-    assert ("dense.py", 2, "TP504") in found
+    assert ("dense.py", 4, "TP504") in found and ("dense.py", 6, "TP504") in found
     assert ("__init__.py", 2, "TP504") in found
     rocm = sorted((f["line"], f["detail"]) for f in document["findings"]
                   if f["rule"] == "TP505" and f["severity"]["rocm"] == "error")
     assert rocm == [(2, "the cuDNN frontend (first use in the file)"), (8, "inline PTX assembly"),
                     (13, "NCCL point-to-point"), (14, "NCCL point-to-point")]
     imports = [f for f in document["findings"] if f["rule"] == "TP504"]
-    assert len(imports) == 2 and all(set(f["severity"].values()) == {"error"} for f in imports)
+    assert len(imports) == 3 and all(set(f["severity"].values()) == {"error"} for f in imports)
     # `_cpu_ops` is a CppExtension: importing it is portable
     assert not any("_cpu_ops" in f["detail"] for f in document["findings"])
 
@@ -126,7 +130,7 @@ def test_rocm_fails_the_run(package, capsys):
 def test_a_subfolder_is_judged_by_the_setup_py_above_it(package, capsys):
     document = _scan_json(capsys, package / "fusedpkg")
     assert sorted(f["path"].rsplit("/", 1)[-1] for f in document["findings"] if f["rule"] == "TP504") == [
-        "__init__.py", "dense.py"]
+        "__init__.py", "dense.py", "dense.py"]
 
 
 def test_same_names_without_a_cuda_build_are_not_flagged(tmp_path, capsys):

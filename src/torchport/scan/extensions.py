@@ -73,14 +73,19 @@ def mentions(text: str, names: set[str]) -> bool:
 
 
 def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -> list[Finding]:
-    """A finding at every import of one of ``names``."""
+    """A finding at every import of one of ``names`` (statements, ``importlib.import_module``)."""
     lasts = {name.rsplit(".", 1)[-1]: name for name in names if "." in name}
     findings = []
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
         found = None
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call):
+            # `fused_layer_norm_cuda = importlib.import_module("fused_layer_norm_cuda")`
+            if _callee(node) in ("import_module", "__import__") and node.args:
+                found = string_value(node.args[0])
+                found = found if found in names else None
+        elif not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        elif isinstance(node, ast.Import):
             found = next((a.name for a in node.names
                           if a.name in names or any(a.name.startswith(n + ".") for n in names)), None)
         else:
