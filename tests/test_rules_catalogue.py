@@ -15,7 +15,7 @@ from torchport.scan.config import ScanConfig
 from torchport.scan.fixer import fix_text
 from torchport.scan.rules import SEVERITIES
 
-_FILE_FOR = {"TP404": "a.py", "TP502": "kernel.cpp", "TP601": "a.py"}
+_FILE_FOR = {"TP404": "a.py", "TP502": "kernel.cpp", "TP505": "kernel.cu", "TP601": "a.py"}
 
 
 def _findings(tmp_path, rule, source):

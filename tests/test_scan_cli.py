@@ -243,3 +243,31 @@ def test_project_examples_and_builtin_apps_scan_clean(capsys):
     assert data["findings"] == [] and data["skipped"] == []
     assert data["summary"]["files_scanned"] >= 4
     assert status == 0
+
+
+def test_text_output_counts_info_findings_and_lists_them_on_request(tmp_path, capsys):
+    (tmp_path / "bench.py").write_text(
+        "import torch\n\n\ndef step(model, batch):\n    out = model(batch.cuda())\n"
+        "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
+        "    torch.backends.cudnn.benchmark = True\n    return out\n")
+    _, default, _ = _scan(capsys, tmp_path)
+    _, everything, _ = _scan(capsys, tmp_path, "--show-info")
+    _, errors_only, _ = _scan(capsys, tmp_path, "--min-severity", "error")
+    _, as_json, _ = _scan(capsys, tmp_path, "--format", "json")
+    findings = json.loads(as_json)["findings"]
+    worst = {f["rule"]: set(f["severity"].values()) for f in findings}
+    assert worst["TP101"] - {None} == {"info"} and "error" in worst["TP002"]
+    assert ":7:9: TP101" not in default and "info finding(s) not listed (--show-info" in default
+    assert ":7:9: TP101" in everything and "not listed" not in everything
+    assert ":5:" in errors_only and ":7:9: TP101" not in errors_only and "below error" in errors_only
+    # the summary table counts every finding whatever is listed
+    table = [line for line in default.splitlines() if line.startswith("cpu ")]
+    assert table == [line for line in everything.splitlines() if line.startswith("cpu ")]
+
+
+def test_min_severity_and_show_info_exclude_each_other(tmp_path, capsys):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["scan", str(tmp_path), "--show-info", "--min-severity", "error"])
+    assert exit_info.value.code == 2
+    assert "not allowed with" in capsys.readouterr().err

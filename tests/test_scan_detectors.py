@@ -16,7 +16,7 @@ from torchport.scan.detectors.analyzer import FAMILIES, compose
 
 SCAN = Path(rules.__file__).parent
 REPO = SCAN.parents[2]
-_NON_PYTHON_DETECTORS = ("torchport.scan.textfiles", "torchport.scan.packages")
+_NON_PYTHON_DETECTORS = ("torchport.scan.textfiles", "torchport.scan.packages", "torchport.scan.extensions")
 
 
 def _detector_modules():

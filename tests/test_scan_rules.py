@@ -48,6 +48,9 @@ POSITIVE = {
                           'ext = CUDAExtension("k", ["k.cpp", "k_kernel.cu"])'),
     "TP502": ("kernel.cu", "__global__ void add(float *x) { x[threadIdx.x] += 1; }\n"),
     "TP503": ("a.py", "import triton\nimport triton.language as tl"),
+    "TP504": ("a.py", "from torch.utils.cpp_extension import load\n"
+                      'load(name="fused_cuda", sources=["fused.cpp", "fused_kernel.cu"])\nimport fused_cuda'),
+    "TP505": ("kernel.cu", 'asm volatile("bar.sync 0;");\n'),
     "TP601": ("requirements.txt", "numpy\nflash-attn==2.6.3\n"),
     "TP701": ("a.py", "x = torch.ones(3, dtype=torch.float64, device=device)"),
     "TP801": ("a.py", "import torch_xla.core.xla_model as xm\nxm.mark_step()"),
@@ -86,6 +89,9 @@ NEGATIVE = {
                           'ext = CppExtension("k", ["k.cpp"])'),
     "TP502": ("kernel.cpp", "#include <torch/extension.h>\nint f() { return 1; }\n"),
     "TP503": ("a.py", "import tritonclient  # an unrelated package"),
+    "TP504": ("a.py", "from torch.utils.cpp_extension import load\n"
+                      'load(name="fused_cpu", sources=["fused.cpp"])\nimport fused_cpu'),
+    "TP505": ("kernel.cpp", '// asm volatile("bar.sync 0;") is PTX\nvoid f() { asm("nop"); }\n'),
     "TP601": ("requirements.txt", "numpy\nflash-attention-helpers-cpu==1.0\ntorch>=2.9\n"),
     "TP701": ("a.py", "x = torch.ones(3, dtype=torch.float32)\ny = numpy.float64(1)"),
     "TP801": ("a.py", "import torch_xla\ndevice = torch_xla.device()"),
@@ -124,6 +130,9 @@ ALIASES = {
                           'mod = ce.load(name="k", sources=["k.cpp", "k.cu"])'),
     "TP502": ("ops.cpp", '#include "ATen/cuda/CUDAContext.h"\n'),
     "TP503": ("a.py", "import triton as tr\n@tr.jit\ndef kernel(x_ptr):\n    pass"),
+    "TP504": ("a.py", "from torch.utils import cpp_extension as ce\n"
+                      'ce.load(name="pkg._ops", sources=["k.cu"])\nfrom pkg import _ops as ops'),
+    "TP505": ("conv.cpp", "#include <cudnn_frontend.h>\nnamespace fe = cudnn_frontend;\n"),
     "TP601": ("a.py", "from apex.optimizers import FusedAdam as Adam"),
     "TP701": ("a.py", "from torch import float64 as f64\nx = torch.ones(2, dtype=f64).to(device)"),
     "TP801": ("a.py", "from torch_xla.core import xla_model\nd = xla_model.xla_device()"),

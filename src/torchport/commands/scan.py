@@ -29,6 +29,12 @@ def register(subparsers) -> None:
     scan.add_argument("--fail-on", choices=("error", "silent", "perf", "info", "never"),
                       help="lowest severity that fails the run (order: info < perf < silent < "
                            "error; default from config, else silent)")
+    shown = scan.add_mutually_exclusive_group()
+    shown.add_argument("--min-severity", choices=("error", "silent", "perf", "info"),
+                       help="text output: list findings at this severity or worse on some target "
+                            "(default: perf, i.e. info findings are counted, not listed)")
+    shown.add_argument("--show-info", action="store_true",
+                       help="text output: list info findings too (same as --min-severity info)")
     scan.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: CPU count)")
     _common(scan)
     scan.set_defaults(func=run_scan)
@@ -110,8 +116,11 @@ def run_scan(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError("must be at least 1", location="--jobs")
     result = scanner.scan(paths, config, min_torch=args.min_torch, jobs=args.jobs)
-    render = {"text": report.render_text, "json": report.render_json, "sarif": report.render_sarif}
-    output.emit(args, render[args.format](result))
+    if args.format == "text":
+        text = report.render_text(result, "info" if args.show_info else args.min_severity or "perf")
+    else:
+        text = report.render_json(result) if args.format == "json" else report.render_sarif(result)
+    output.emit(args, text)
     threshold = fail_threshold(args.fail_on or config.fail_on)
     return 1 if threshold is not None and report.worst_rank(result) >= threshold else 0
 
@@ -119,7 +128,7 @@ def run_scan(args) -> int:
 def run_fix(args) -> int:
     from torchport import output
     from torchport.scan import fixer, scanner
-    from torchport.scan.rules import RULES_BY_ID
+    from torchport.scan.rules import RULES_BY_ID, finding_worst
 
     paths, config = _settings(args)
     min_torch, source = scanner.resolve_min_torch(args.min_torch, config, paths[0])
@@ -140,9 +149,14 @@ def run_fix(args) -> int:
         if fix.skipped:
             output.note(f"{fix.display}: skipped: {fix.skipped}")
     remaining = [finding for fix in fixes for finding in fix.remaining]
-    if remaining:
-        print(f"{len(remaining)} finding(s) need a manual change:", file=err)
-        for finding in remaining:
+    # As in scan's text output: info findings change nothing on any target; counted, not listed.
+    listed = [f for f in remaining if finding_worst(f, config.targets) not in (None, "info")]
+    if len(listed) < len(remaining):
+        print(f"{len(remaining) - len(listed)} info finding(s) left as they are "
+              "(`torchport scan --show-info` lists them)", file=err)
+    if listed:
+        print(f"{len(listed)} finding(s) need a manual change:", file=err)
+        for finding in listed:
             rule = RULES_BY_ID[finding.rule_id]
             note = f" ({finding.fix_note})" if finding.fix_note else ""
             print(f"  {finding.path}:{finding.line}:{finding.column}: {rule.id} {rule.title}: "

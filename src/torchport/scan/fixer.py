@@ -4,7 +4,10 @@ Only the rewritten expressions change; every other byte (formatting, comments,
 line endings) is kept.  Fixes whose edits overlap are applied in a later round;
 rounds repeat until nothing fixable is left, so a second ``torchport fix``
 changes nothing.  When a rewrite needs the accelerator device, one line
-``ACCELERATOR_DEVICE = ...`` is inserted after the module's imports.
+``ACCELERATOR_DEVICE = ...`` is inserted after the module's imports; when it
+rewrites ``.cuda(index)``, the function ``accelerator_device(index)`` follows it.
+Rewrites of calls that raise where no accelerator exists carry a guard, except in
+code that runs only where CUDA is present.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from pathlib import Path
 from torchport.errors import UserError
 from torchport.scan import python
 from torchport.scan.config import ScanConfig
+from torchport.scan.detectors.shared import CUDA_ONLY, HELPER_NAME
 from torchport.scan.model import Finding, Fix
 from torchport.scan.scanner import discover, filter_findings, read_source
 
@@ -35,6 +39,20 @@ def device_line(min_torch: str, torch_name: str) -> str:
                 f' or {t}.device("cpu")')
     return (f"{python.DEVICE_NAME} = {t}.accelerator.current_accelerator() "
             f'if {t}.accelerator.is_available() else {t}.device("cpu")')
+
+
+def helper_lines(torch_name: str) -> list[str]:
+    """``accelerator_device(index)``: where ``.cuda(index)`` puts a tensor, on the
+    accelerator present; ``index`` may be anything ``.cuda()`` takes."""
+    d = python.DEVICE_NAME
+    return [f"def {HELPER_NAME}(index=None):",
+            '    """The device `.cuda(index)` meant (index: an int, a "cuda:N" string or a',
+            '    torch.device), on whichever accelerator is present; the CPU where there is none."""',
+            f'    if index is None or {d}.type == "cpu":',
+            f"        return {d}",
+            "    if not isinstance(index, int):",
+            f"        index = {torch_name}.device(index).index",
+            f"    return {torch_name}.device({d}.type, index)"]
 
 
 @dataclass
@@ -78,7 +96,7 @@ def fix_text(text: str, display: str, config: ScanConfig, min_torch: str) -> tup
     for _ in range(_MAX_ROUNDS):
         tree = ast.parse(text)
         findings, _ = filter_findings(python.analyze(tree, text, display), config, min_torch)
-        fixable = [f for f in findings if f.fixable and f.fix is not None and f.fix.edits]
+        fixable = [f for f in findings if f.fixable and f.fix is not None and _edits_of(f)]
         if not fixable:
             break
         new_text, done = _apply(text, tree, fixable, min_torch)
@@ -101,12 +119,16 @@ def _fix_of(finding: Finding) -> Fix:
     return finding.fix
 
 
+def _edits_of(finding: Finding):
+    return _fix_of(finding).chosen(finding.cap_reason in CUDA_ONLY)
+
+
 def _apply(text: str, tree: ast.Module, findings: list[Finding], min_torch: str) -> tuple[str, list[Finding]]:
     offsets = _Offsets(text)
     accepted: list[tuple[int, int, str]] = []
     done: list[Finding] = []
-    for finding in sorted(findings, key=lambda f: min(e.start for e in _fix_of(f).edits)):
-        spans = [(offsets(e.start), offsets(e.end), e.text) for e in _fix_of(finding).edits]
+    for finding in sorted(findings, key=lambda f: min(e.start for e in _edits_of(f))):
+        spans = [(offsets(e.start), offsets(e.end), e.text) for e in _edits_of(finding)]
         if any(_overlaps(span, other) for span in spans for other in accepted):
             continue  # next round, on the text this round produces
         accepted.extend(spans)
@@ -116,10 +138,10 @@ def _apply(text: str, tree: ast.Module, findings: list[Finding], min_torch: str)
         position = header[0]
         # A rewrite above the imports (rare) could not see the device line: leave it.
         early = [f for f in done if (_fix_of(f).uses_device or _fix_of(f).uses_torch)
-                 and any(offsets(e.start) < position for e in _fix_of(f).edits)]
+                 and any(offsets(e.start) < position for e in _edits_of(f))]
         if early:
             done = [f for f in done if f not in early]
-            accepted = [(offsets(e.start), offsets(e.end), e.text) for f in done for e in _fix_of(f).edits]
+            accepted = [(offsets(e.start), offsets(e.end), e.text) for f in done for e in _edits_of(f)]
             header = _device_header(text, tree, done, min_torch, offsets)
         if header is not None:
             accepted.append((header[0], header[0], header[1]))
@@ -138,6 +160,7 @@ def _device_header(text, tree, done, min_torch, offsets) -> tuple[int, str] | No
     imported, and the device line if it is not there yet."""
     needs_device = any(f.fix.uses_device for f in done)
     needs_torch = any(f.fix.uses_torch for f in done)
+    needs_helper = any(f.fix.uses_helper for f in done)
     if not needs_device and not needs_torch:
         return None
     torch_name = next((alias.asname or "torch" for node in tree.body if isinstance(node, ast.Import)
@@ -145,6 +168,7 @@ def _device_header(text, tree, done, min_torch, offsets) -> tuple[int, str] | No
                        (alias.name.startswith("torch.") and not alias.asname)), None)
     has_device = any(isinstance(node, ast.Assign) and any(
         isinstance(t, ast.Name) and t.id == python.DEVICE_NAME for t in node.targets) for node in tree.body)
+    has_helper = any(isinstance(node, ast.FunctionDef) and node.name == HELPER_NAME for node in tree.body)
     newline = "\r\n" if "\r\n" in text[:2000] else "\n"
     lines = []
     if torch_name is None:
@@ -152,6 +176,8 @@ def _device_header(text, tree, done, min_torch, offsets) -> tuple[int, str] | No
         torch_name = "torch"
     if needs_device and not has_device:
         lines += ["", device_line(min_torch, torch_name)]
+    if needs_helper and not has_helper:
+        lines += ["", "", *helper_lines(torch_name), ""]
     if not lines:
         return None
     line = _insertion_line(tree, text)
@@ -287,4 +313,4 @@ def _committed(path: Path) -> bool:
     return status.returncode == 0 and not status.stdout.strip()
 
 
-__all__ = ["FileFix", "device_line", "fix_paths", "fix_text", "project_roots", "write"]
+__all__ = ["FileFix", "device_line", "helper_lines", "fix_paths", "fix_text", "project_roots", "write"]

@@ -20,6 +20,14 @@ class Fix:
     min_torch: str  # the oldest torch on which the rewritten code runs
     uses_device: bool = False  # needs the module-level ACCELERATOR_DEVICE line
     uses_torch: bool = False  # needs a name bound to the torch module
+    uses_helper: bool = False  # needs the module-level accelerator_device() function
+    # The rewrite to use where the code runs only where CUDA is present (inside a CUDA
+    # check): no availability guard of its own.  None: ``edits`` serve everywhere.
+    bare_edits: tuple[Edit, ...] | None = None
+
+    def chosen(self, cuda_only: bool) -> tuple[Edit, ...]:
+        """The edits to apply; ``cuda_only``: the code runs only where CUDA is present."""
+        return self.bare_edits if cuda_only and self.bare_edits is not None else self.edits
 
 
 @dataclass(frozen=True)
@@ -68,3 +76,4 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     skipped: Skipped | None = None
+    extensions: list[str] = field(default_factory=list)  # CUDA extensions the file builds

@@ -97,9 +97,15 @@ def excerpt(finding: Finding) -> tuple[str, int]:
     return line[start:start + _SNIPPET_CHARS], start
 
 
-def render_text(result: ScanResult) -> str:
+def render_text(result: ScanResult, min_severity: str = "perf") -> str:
+    """Findings whose worst severity on the targets reaches ``min_severity`` (info
+    findings change nothing; by default they are counted, not listed); the summary
+    always counts every finding."""
     out: list[str] = []
-    for finding in result.findings:
+    floor = SEVERITY_RANK[min_severity]
+    shown = [f for f in result.findings if SEVERITY_RANK[finding_worst(f, result.targets) or "info"] >= floor]
+    hidden = len(result.findings) - len(shown)
+    for finding in shown:
         rule = RULES_BY_ID[finding.rule_id]
         mark = " [*]" if finding.fixable else ""
         out.append(f"{finding.path}:{finding.line}:{finding.column}: {rule.id}{mark} {rule.title}: {finding.detail}")
@@ -135,6 +141,10 @@ def render_text(result: ScanResult) -> str:
         f"(torch>={result.min_torch}, from {result.min_torch_source}); "
         f"{summary['files_scanned']} file(s), {summary['lines_scanned']} line(s) scanned, "
         f"{summary['files_skipped']} skipped, {summary['suppressed']} suppressed.")
+    if hidden:
+        below = "info" if min_severity == "perf" else f"below {min_severity}"
+        how = "--show-info" if min_severity == "perf" else f"a lower --min-severity than {min_severity}"
+        out.append(f"{hidden} {below} finding(s) not listed ({how} lists them; JSON and SARIF keep every finding).")
     return "\n".join(out) + "\n"
 
 

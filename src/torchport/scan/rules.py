@@ -104,6 +104,8 @@ CUDA_VISIBLE_DEVICES = "TP404"
 CUDA_EXTENSION_BUILD = "TP501"
 CUDA_SOURCE_FILE = "TP502"
 TRITON_KERNEL = "TP503"
+CUDA_EXTENSION_IMPORT = "TP504"
+NON_HIPIFIABLE_CODE = "TP505"
 CUDA_ONLY_PACKAGE = "TP601"
 FLOAT64 = "TP701"
 DEPRECATED_TORCH_XLA_API = "TP801"
@@ -153,7 +155,8 @@ y = x.to(ACCELERATOR_DEVICE)
             "raises 'Torch not compiled with CUDA enabled'.",
         severity="E E E - E E E",
         replacement=".to(device) with the device from torch.accelerator; .cuda(i) becomes "
-                    ".to(torch.device(device.type, i)); non_blocking= is kept",
+                    ".to(accelerator_device(i)), a function the fix inserts that takes an int, a "
+                    "string or a torch.device like .cuda() does; non_blocking= is kept",
         min_torch="2.6", fixable=True, effort="low", sources="L01",
         before='''
 import torch
@@ -199,12 +202,14 @@ if torch.accelerator.is_available():
     ),
     _rule(
         CUDA_DEVICE_MANAGEMENT, "cuda-device-management", "CUDA device index management",
-        detects="torch.cuda.device_count, current_device, set_device, device(i), device_of.",
+        detects="torch.cuda.device_count, current_device, set_device, device(i), device_of; "
+                "DistributedDataParallel(device_ids=[...]), CUDA indices.",
         why="These ask the CUDA runtime: set_device raises off CUDA; device_count returns 0, "
             "so multi-device code takes the single-device path.",
         severity="E E E - E E E",
         replacement="torch.accelerator.device_count / current_device_index / "
-                    "set_device_index (2.6), torch.accelerator.device_index(i) (2.8)",
+                    "set_device_index (2.6), torch.accelerator.device_index(i) (2.8); all but "
+                    "device_count raise without an accelerator, so the fix guards them",
         min_torch="2.6", fixable=True, effort="low", sources="L09",
         before='''
 import torch
@@ -215,7 +220,8 @@ n = torch.cuda.device_count()
         after='''
 import torch
 
-torch.accelerator.set_device_index(0)
+if torch.accelerator.is_available():
+    torch.accelerator.set_device_index(0)
 n = torch.accelerator.device_count()
 ''',
     ),
@@ -266,9 +272,9 @@ x = torch.empty(4, dtype=torch.float32, device=device)
             "torch 2.11: only torch.accelerator.synchronize() is public there. On torch_xla "
             "the equivalent is xm.wait_device_ops(), not torch_xla.sync().",
         severity="E E E - E E E",
-        replacement="torch.accelerator.synchronize() (torch 2.6). Like the CUDA call it "
-                    "raises on a machine with no accelerator: guard it with "
-                    "torch.accelerator.is_available()",
+        replacement="torch.accelerator.synchronize() (torch 2.6). It raises on a machine with "
+                    "no accelerator: the fix guards it with torch.accelerator.is_available() "
+                    "unless it already runs only where CUDA is present",
         min_torch="2.6", fixable=True, effort="low", sources="L03",
         before='''
 import torch
@@ -278,7 +284,8 @@ torch.cuda.synchronize()
         after='''
 import torch
 
-torch.accelerator.synchronize()
+if torch.accelerator.is_available():
+    torch.accelerator.synchronize()
 ''',
     ),
     _rule(
@@ -331,7 +338,8 @@ state = torch.get_device_module(device).get_rng_state()
         severity="S S S - S S S",
         replacement="torch.accelerator.memory_allocated() and friends (torch 2.9), "
                     "torch.accelerator.get_memory_info() for mem_get_info (2.10). They raise "
-                    "on a machine with no accelerator",
+                    "on a machine with no accelerator: the fix falls back to torch.cuda's value "
+                    "there (0, {})",
         min_torch="2.9", fixable=True, effort="low", sources="L07",
         before='''
 import torch
@@ -341,7 +349,7 @@ peak = torch.cuda.max_memory_allocated() / 2**20
         after='''
 import torch
 
-peak = torch.accelerator.max_memory_allocated() / 2**20
+peak = (torch.accelerator.max_memory_allocated() if torch.accelerator.is_available() else 0) / 2**20
 ''',
     ),
     _rule(
@@ -349,7 +357,8 @@ peak = torch.accelerator.max_memory_allocated() / 2**20
         detects="torch.cuda.empty_cache.",
         why="A no-op off CUDA: memory held by another backend's caching allocator is kept.",
         severity="I I I - I I -",
-        replacement="torch.accelerator.empty_cache() (torch 2.9)",
+        replacement="torch.accelerator.empty_cache() (torch 2.9), which raises where the CUDA "
+                    "call did nothing: the fix guards it with torch.accelerator.is_available()",
         min_torch="2.9", fixable=True, effort="low", sources="L08",
         before='''
 import torch
@@ -359,7 +368,8 @@ torch.cuda.empty_cache()
         after='''
 import torch
 
-torch.accelerator.empty_cache()
+if torch.accelerator.is_available():
+    torch.accelerator.empty_cache()
 ''',
     ),
     _rule(
@@ -761,6 +771,51 @@ import triton
 ''',
         after='''
 import torch
+''',
+    ),
+    _rule(
+        CUDA_EXTENSION_IMPORT, "cuda-extension-import", "Import of a CUDA extension the project builds",
+        detects="Python imports of a module that the project builds as a CUDA extension: "
+                "the names given to CUDAExtension(...) or to cpp_extension.load() with CUDA "
+                "sources in the scanned files or the nearest setup.py above them "
+                "(import amp_C, from pkg import _C, from . import _C).",
+        why="The module exists only where nvcc built it: the import raises ImportError on every "
+            "other target, and on ROCm it exists only if the extension's build hipifies its "
+            "sources (see TP505 for code that does not hipify).",
+        severity="E E E E E E E",
+        replacement="a fallback in pure PyTorch behind torch.library.custom_op, chosen when "
+                    "the import fails; port the kernel per target",
+        min_torch="2.4", fixable=False, effort="high", sources="L16",
+        before='''
+from torch.utils.cpp_extension import load
+
+load(name="fused_cuda", sources=["fused.cpp", "fused_kernel.cu"])
+import fused_cuda
+''',
+        after='''
+import torch
+
+fused = torch.compile(torch.nn.functional.gelu)
+''',
+    ),
+    _rule(
+        NON_HIPIFIABLE_CODE, "non-hipifiable-code", "CUDA code that hipify does not port",
+        detects="in .cu/.cuh files: inline PTX assembly (asm volatile / asm(...)); in CUDA and "
+                "C++ files: the cuDNN frontend (cudnn_frontend), CUTLASS and CuTe, direct NCCL "
+                "point-to-point calls (ncclSend, ncclRecv).",
+        why="ROCm builds CUDA extensions by renaming CUDA API calls to HIP (hipify). PTX is "
+            "NVIDIA's instruction set, which AMD GPUs do not run; cuDNN's frontend and "
+            "CUTLASS/CuTe have no HIP translation; NCCL called from the extension needs RCCL "
+            "linked by its own build. On the other targets the file is already a blocker (TP502).",
+        severity="- - - E - - -",
+        replacement="an AMD path: the equivalent in plain CUDA C++ (which hipifies), MIOpen or "
+                    "composable_kernel for cuDNN/CUTLASS, torch.distributed for point-to-point",
+        min_torch=None, fixable=False, effort="high", sources="L16",
+        before='''
+__device__ unsigned lane_id() { unsigned id; asm volatile("mov.u32 %0, %%laneid;" : "=r"(id)); return id; }
+''',
+        after='''
+__device__ unsigned lane_id() { return threadIdx.x % warpSize; }
 ''',
     ),
     # -- TP6xx: dependencies ------------------------------------------------------------------------

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import python, textfiles
+from torchport.scan import extensions, python, textfiles
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
+from torchport.scan.detectors.shared import CUDA_ONLY
 from torchport.scan.model import FileResult, Finding, Skipped
 from torchport.scan.rules import RULES_BY_ID
 
@@ -243,9 +244,33 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
     if tree is not None:
         try:
             result.findings = python.analyze(tree, text, job.display)
+            if any(word in text for word in extensions.BUILD_WORDS):
+                result.extensions = extensions.built_names(tree)
         except RecursionError:
             result.skipped = Skipped(job.display, "cannot analyse: nesting too deep")
     return result, lines
+
+
+def _extension_imports(work: list[_Job], results, start: Path, max_bytes: int) -> None:
+    """Add a finding at every import of a CUDA extension the project builds (names
+    from the scanned files and the nearest setup.py), to the file's results."""
+    names = {name for result, _ in results for name in result.extensions}
+    names.update(extensions.setup_file_names(start)[0])
+    if not names:
+        return
+    by_display = {job.display: job for job in work}  # results come back in batch order
+    for result, _ in results:
+        job = by_display[result.path]
+        if job.kind != "python" or result.skipped:
+            continue
+        text, _ = read_source(job.path, job.kind, max_bytes)
+        if text is None or not extensions.mentions(text, names):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        result.findings.extend(extensions.imports_of(tree, names, job.display, text.splitlines()))
 
 
 def _scan_batch(batch: list[_Job], max_bytes: int) -> list[tuple[FileResult, int]]:
@@ -270,6 +295,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     work, skipped = discover(paths, config)
     version, version_source = resolve_min_torch(min_torch, config, paths[0])
     results = _run(work, config.max_file_bytes, jobs)
+    _extension_imports(work, results, paths[0], config.max_file_bytes)
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
@@ -311,7 +337,7 @@ def filter_findings(findings: list[Finding], config: ScanConfig, min_torch: str)
         if is_suppressed(finding):
             suppressed += 1
             continue
-        if finding.fix is not None:
+        if finding.fix is not None and finding.fix.chosen(finding.cap_reason in CUDA_ONLY):
             if python.version_key(finding.fix.min_torch) <= python.version_key(min_torch):
                 finding.fixable = True
             else:

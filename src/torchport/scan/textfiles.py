@@ -6,14 +6,23 @@ import tomllib
 
 from torchport.scan.model import Finding
 from torchport.scan.packages import classify_requirement
-from torchport.scan.rules import (CUDA_ONLY_PACKAGE, CUDA_SOURCE_FILE, CUDA_VISIBLE_DEVICES, NVIDIA_TOOLING,
-                                  TRITON_KERNEL)
+from torchport.scan.rules import (CUDA_ONLY_PACKAGE, CUDA_SOURCE_FILE, CUDA_VISIBLE_DEVICES,
+                                  NON_HIPIFIABLE_CODE, NVIDIA_TOOLING, TRITON_KERNEL)
 
 # The rules found outside Python code (the requirement rules through classify_requirement).
-RULE_IDS = (CUDA_SOURCE_FILE, CUDA_VISIBLE_DEVICES, NVIDIA_TOOLING, CUDA_ONLY_PACKAGE, TRITON_KERNEL)
+RULE_IDS = (CUDA_SOURCE_FILE, CUDA_VISIBLE_DEVICES, NVIDIA_TOOLING, CUDA_ONLY_PACKAGE, TRITON_KERNEL,
+            NON_HIPIFIABLE_CODE)
 
 _CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[\w./]*|cub/|thrust/|ATen/cuda/|c10/cuda/|'
                            r'cublas|cudnn|nccl|curand|cufft|cusparse)', re.M)
+# (pattern, what it is): code that hipify leaves CUDA-only.  Inline assembly counts
+# only in CUDA sources, where it is PTX; in C++ it is the host's.
+# (pattern, what it is, once per file): a library used all over a file is reported
+# where it first appears; each PTX statement and NCCL call is a line to change.
+_PTX = (re.compile(r"\basm\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX assembly", False)
+_NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first use in the file)", True),
+                 (re.compile(r"\b(?:cutlass|cute)(?:/|::)"), "CUTLASS/CuTe (first use in the file)", True),
+                 (re.compile(r"\bnccl(?:Send|Recv)\s*\("), "NCCL point-to-point", False))
 _VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
 _NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 _SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, _VISIBLE_DEVICES.pattern[2:-2]),
@@ -51,14 +60,15 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     lines = text.splitlines()
     if kind == "cuda-source":
         first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
-        return [_finding(CUDA_SOURCE_FILE, path, lines, first, 1, 1, "CUDA source file")]
+        return [_finding(CUDA_SOURCE_FILE, path, lines, first, 1, 1, "CUDA source file"),
+                *_not_hipified(lines, path, (_PTX, *_NOT_HIPIFIED))]
     if kind == "cpp":
         findings = []
         for match in _CUDA_INCLUDE.finditer(text):
             number = text.count("\n", 0, match.start()) + 1
             findings.append(_finding(CUDA_SOURCE_FILE, path, lines, number, 1, len(lines[number - 1]) + 1,
                                      f"includes CUDA header {match.group(1)}"))
-        return findings
+        return findings + _not_hipified(lines, path, _NOT_HIPIFIED)
     if kind == "requirements":
         return _requirements(lines, path)
     if kind == "pyproject":
@@ -74,6 +84,23 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
                                              match.end() + 1, detail))
         return findings
     return []
+
+
+def _not_hipified(lines: list[str], path: str, patterns) -> list[Finding]:
+    """One finding per line and kind (per file for a library); comment lines are skipped."""
+    findings = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        stripped = line.lstrip()
+        if stripped.startswith(("//", "*", "/*")):
+            continue
+        for pattern, what, once in patterns:
+            match = pattern.search(line)
+            if match and not (once and what in seen):
+                seen.add(what)
+                findings.append(_finding(NON_HIPIFIABLE_CODE, path, lines, number, match.start() + 1,
+                                         match.end() + 1, what))
+    return findings
 
 
 def _requirements(lines: list[str], path: str) -> list[Finding]:

@@ -22,8 +22,11 @@ from torchport.scan.detectors.shared import (
     GUARDED,
     LISTS_OTHERS,
     OTHER_DEVICE_STRING,
+    SKIPPED_TEST,
 )
 from torchport.scan.detectors.state import AnalyzerState
+from torchport.scan.model import Related
+from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     keyword_value,
     parameter_defaults,
@@ -67,9 +70,30 @@ _OLD_TORCH = "a fallback for older torch releases"
 _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z")
 _DISPATCH = "the check has a branch for other accelerators"
 _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
+# Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
+# `is_flash_supported()`, `args.use_fused`.
+_FEATURE_FLAG = re.compile(r"avail|support|installed|enabled|^has_|^use_|^_?HAS_", re.I)
+_DECIDES_SKIP = "only decides whether a test is skipped"
+_FEATURE_GATE = "a feature gate: the feature is already optional, so the code has a path without it"
 
 
 _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
+
+
+def _is_skip(statement) -> bool:
+    """``pytest.skip(...)``, ``self.skipTest(...)``: the test stops here."""
+    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+        return False
+    func = statement.value.func
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("skip", "skipTest")
+
+
+def _device_test(finding) -> bool:
+    """A test of a device the code was given (``x.is_cuda``, ``device.type == "cuda"``),
+    not a query of what the machine has (``torch.cuda.is_available()``, which picks the
+    CPU over any other accelerator)."""
+    return finding.rule_id == CUDA_AVAILABILITY_CHECK and (
+        finding.detail.startswith("comparison with") or finding.detail == ".is_cuda")
 
 
 def _cuda_enum_member(node) -> bool:
@@ -175,6 +199,16 @@ class AnalyzerCore(AnalyzerState):
                 if value.startswith(prefix):
                     handler(self, node, value)
 
+    def visit_Dict(self, node: ast.Dict) -> None:
+        # Tables name things; they create no tensor and choose no device: dtype tables
+        # ({torch.float64: 67e12}) for the float64 family, and `{Backend.NCCL: ["cuda"]}`
+        # (what supports what) for the device family.
+        for key in node.keys:
+            if key is not None:
+                self.host.update(map(id, ast.walk(key)))
+        self.table_entries.update(id(v) for v in node.values if isinstance(v, (ast.List, ast.Tuple)))
+        self.generic_visit(node)
+
     def visit_Expr(self, node: ast.Expr) -> None:
         if not isinstance(node.value, ast.Constant):  # docstrings are prose
             self.generic_visit(node)
@@ -227,46 +261,87 @@ class AnalyzerCore(AnalyzerState):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.scopes.append(id(node))
+        self.class_names.append(node.name)
         if any(str(getattr(b, "id", None) or getattr(b, "attr", "")).endswith("Enum") for b in node.bases):
             # `class RNGType(Enum): CUDA = "cuda"` names a kind; it chooses no device.
             for statement in node.body:
                 if isinstance(statement, ast.Assign):
                     self.claimed.add(id(statement.value))
-        self.generic_visit(node)
+        for child in (*node.bases, *node.keywords, *node.decorator_list):
+            self.visit(child)
+        body_start = len(self.findings)
+        self._visit_body(node.body)
+        if any(map(self.cuda_only_test, node.decorator_list)):
+            self._cap(self.findings[body_start:], SKIPPED_TEST)
+        self.class_names.pop()
         self.scopes.pop()
 
     def visit_FunctionDef(self, node) -> None:
         for handler in self.function_handlers:
             handler(self, node)
         for argument, default in parameter_defaults(node.args):
+            start = len(self.findings)
             self._named_default(argument.arg, default, f"default of {argument.arg}")
+            if len(self.findings) > start and self._every_call_passes(node, argument.arg):
+                self._cap(self.findings[start:], f"default only: every call in this file passes {argument.arg}")
         for decorator in node.decorator_list:
             self.visit(decorator)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
         if node.returns is not None:
             self.visit(node.returns)
         self.scopes.append(id(node))
+        self.class_names.append("")  # a def inside this one is no method
+        body_start = len(self.findings)
         cuda_only = False  # after `if device.type != "cuda": return`
         xla_only = False  # after `if not _XLA_AVAILABLE: return`
+        skipped = False  # after `pytest.importorskip("flash_attn")`
         for statement in node.body:
             start = len(self.findings)
             self.visit(statement)
-            if cuda_only:
+            if skipped:
+                self._cap(self.findings[start:], SKIPPED_TEST)
+            elif cuda_only:
                 self._cap(self.findings[start:], GUARDED)
             elif xla_only:
                 self._cap([f for f in self.findings[start:] if f.rule_id in _XLA_RULES], _XLA_GUARDED)
+            elif self._skips_unless_cuda(statement):
+                skipped = True
             if isinstance(statement, ast.If) and self._exits(statement):
                 cuda_only = cuda_only or self._exits_unless_cuda(statement)
                 xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
+        if any(map(self.cuda_only_test, node.decorator_list)):
+            self._cap(self.findings[body_start:], SKIPPED_TEST)
+        self.class_names.pop()
         self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
+    def _every_call_passes(self, function, parameter: str) -> bool:
+        """Whether the file calls ``function`` at least once and every call passes
+        ``parameter`` (so its default is never used here).  A call with ``*args`` or
+        ``**kwargs`` counts as passing it."""
+        method = bool(self.class_names and self.class_names[-1]) and not any(
+            getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
+        name = self.class_names[-1] if method and function.name == "__init__" else function.name
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        position = positional.index(parameter) - method if parameter in positional else None
+        calls = self.calls_named(name)
+        for call in calls:
+            if any(kw.arg in (parameter, None) for kw in call.keywords):
+                continue
+            if position is not None and (len(call.args) > position
+                                         or any(isinstance(a, ast.Starred) for a in call.args)):
+                continue
+            return False
+        return bool(calls)
+
     @staticmethod
     def _exits(statement: ast.If) -> bool:
-        return not statement.orelse and bool(statement.body) and isinstance(
-            statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+        if statement.orelse or not statement.body:
+            return False
+        last = statement.body[-1]
+        return _is_skip(last) or isinstance(last, (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
     def _exits_unless_cuda(self, statement: ast.If) -> bool:
         """``if device.type != "cuda": return`` (or ``if not torch.cuda.is_available(): raise``)."""
@@ -291,6 +366,8 @@ class AnalyzerCore(AnalyzerState):
         if isinstance(test, ast.Call):
             func = test.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name == "startswith" and test.args:  # str(device).startswith("cuda:")
+                return (string_value(test.args[0]) or "").startswith("cuda")
             return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
         if isinstance(test, ast.Attribute):
             return test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda"
@@ -313,6 +390,68 @@ class AnalyzerCore(AnalyzerState):
                         if value and (CUDA_DEVICE.match(value) or value == "nccl"):  # torchport: ignore
                             return True
         return False
+
+    def _absent_cuda_query(self, test) -> bool:
+        """True when ``test`` holds wherever CUDA is absent: ``not torch.cuda.is_available()``,
+        ``torch.cuda.device_count() < 2``, either side of an ``or``."""
+        if isinstance(test, ast.Name):
+            value = self.resolve(test)
+            return value is not None and not isinstance(value, ast.Name) and self._absent_cuda_query(value)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.positive_cuda_query(test.operand)
+        if isinstance(test, ast.BoolOp):
+            return isinstance(test.op, ast.Or) and any(map(self._absent_cuda_query, test.values))
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE, ast.Eq)):
+            left = test.left
+            return (isinstance(left, ast.Call) and self.qualname(left.func) == "torch.cuda.device_count"
+                    and isinstance(test.comparators[0], ast.Constant))
+        return False
+
+    def cuda_only_test(self, decorator) -> bool:
+        """``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``,
+        ``@unittest.skipUnless(torch.cuda.is_available(), ...)`` or a name bound to
+        one (``requires_cuda = pytest.mark.skipif(...)``): the test runs only with CUDA."""
+        if isinstance(decorator, ast.Name):
+            decorator = self.resolve(decorator)
+        if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, ...]
+            return any(map(self.cuda_only_test, decorator.elts))
+        if not isinstance(decorator, ast.Call) or not isinstance(decorator.func, ast.Attribute):
+            return False
+        name = decorator.func.attr
+        condition = decorator.args[0] if decorator.args else keyword_value(decorator, "condition")
+        if condition is None:
+            return False
+        if name in ("skipif", "skipIf"):
+            return self._absent_cuda_query(condition)
+        return name == "skipUnless" and self.positive_cuda_query(condition)
+
+    def _skips_unless_cuda(self, statement) -> bool:
+        """``pytest.importorskip("flash_attn")`` (a CUDA-only package), ``pytestmark =
+        pytest.mark.skipif(not torch.cuda.is_available(), ...)``: what follows runs only with CUDA."""
+        if isinstance(statement, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "pytestmark" for t in statement.targets):
+            return self.cuda_only_test(statement.value)
+        value = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                and value.func.attr == "importorskip" and value.args):
+            return False
+        module = string_value(value.args[0])
+        return module is not None and classify_import(module) is not None
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self._visit_body(node.body)
+
+    def _visit_body(self, body) -> None:
+        """Statements in order; after one that skips the rest unless CUDA is present,
+        the rest is capped."""
+        cuda_only = False
+        for statement in body:
+            start = len(self.findings)
+            self.visit(statement)
+            if cuda_only:
+                self._cap(self.findings[start:], SKIPPED_TEST)
+            elif self._skips_unless_cuda(statement):
+                cuda_only = True
 
     def positive_xla_query(self, test) -> bool:
         """``is_torch_xla_available()``, ``_XLA_AVAILABLE``, ``x == DistributedType.XLA``:
@@ -345,7 +484,8 @@ class AnalyzerCore(AnalyzerState):
                     word = node.value.split(":")[0]
                 else:
                     continue
-                if word in _OTHER_ACCELERATOR_WORDS or _OTHER_ACCELERATOR_CHECK.fullmatch(word):
+                if (word in _OTHER_ACCELERATOR_WORDS or _OTHER_ACCELERATOR_CHECK.fullmatch(word)
+                        or word.startswith("is_") and word[3:] in _OTHER_ACCELERATOR_WORDS):  # x.is_xpu
                     return True
         return False
 
@@ -406,6 +546,7 @@ class AnalyzerCore(AnalyzerState):
         start = len(self.findings)
         if not convertible:
             self.visit(test)
+            self._one_per_condition(start)
         test_findings = self.findings[start:]
         body_start = len(self.findings)
         for statement in node.body:
@@ -422,6 +563,8 @@ class AnalyzerCore(AnalyzerState):
                 guard = self.report(CUDA_AVAILABILITY_CHECK, test, "torch.cuda.is_available()")
             self.claimed.add(id(test.func))
             test_findings = [guard]
+        if self._exits(node) and _is_skip(node.body[-1]) and self._absent_cuda_query(test):
+            self._cap(test_findings, _DECIDES_SKIP)  # `if not torch.cuda.is_available(): pytest.skip()`
         if positive:
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
@@ -437,6 +580,20 @@ class AnalyzerCore(AnalyzerState):
             self.visit(statement)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def _one_per_condition(self, start: int) -> None:
+        """One CUDA check per condition (``if x.is_cuda and torch.cuda.is_available():``):
+        the others become related locations of the one kept, the most severe."""
+        checks = [f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if len(checks) < 2:
+            return
+        kept = next((f for f in checks if f.severity_cap is None), checks[0])
+        for finding in checks:
+            if finding is not kept:
+                kept.related.append(Related(finding.line, finding.column, finding.end_line, finding.end_column,
+                                            f"same condition: {finding.detail}"))
+        dropped = {id(f) for f in checks if f is not kept}
+        self.findings[start:] = [f for f in self.findings[start:] if id(f) not in dropped]
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         if id(node) in self.claimed:
@@ -455,6 +612,7 @@ class AnalyzerCore(AnalyzerState):
             return
         start = len(self.findings)
         self.visit(node.test)
+        self._one_per_condition(start)
         test_findings = self.findings[start:]
         body_start = len(self.findings)
         self.visit(node.body)
@@ -545,13 +703,25 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(self.findings[start:], GUARDED)
             if isinstance(node.op, ast.And) and self.positive_cuda_query(value):
                 guarded = True
-        # `accelerator == "cuda" or accelerator == "mps"`: a list of backends, not a CUDA-only check.
+        # `accelerator == "cuda" or accelerator == "mps"`, `x.is_cuda or x.is_xpu`: a list of
+        # backends, not a CUDA-only check.
         if isinstance(node.op, ast.Or) and any(
-                isinstance(value, ast.Compare) and any(OTHER_DEVICE_STRING.match(string_value(side) or "")
-                                                       for side in (value.left, *value.comparators))
+                (isinstance(value, ast.Compare) and any(OTHER_DEVICE_STRING.match(string_value(side) or "")
+                                                        for side in (value.left, *value.comparators)))
+                or (not self.positive_cuda_query(value) and self._mentions_other_accelerator([value]))
                 for value in node.values):
-            self._cap([f for f in self.findings[first:] if f.detail.startswith("comparison with")],
-                      LISTS_OTHERS)
+            self._cap([f for f in self.findings[first:] if _device_test(f)], LISTS_OTHERS)
+        # `use_fused = fused_available and device_type == "cuda"`: the feature is optional
+        # already, so the code has a path without it and CUDA only turns it on.
+        if isinstance(node.op, ast.And) and any(map(self._optional_feature, node.values)):
+            self._cap([f for f in self.findings[first:] if _device_test(f)], _FEATURE_GATE)
+
+    def _optional_feature(self, value) -> bool:
+        if self.positive_cuda_query(value):
+            return False
+        target = value.func if isinstance(value, ast.Call) else value
+        name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+        return bool(_FEATURE_FLAG.search(name))
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -568,7 +738,7 @@ class AnalyzerCore(AnalyzerState):
             # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.
             start = len(self.findings)
             self.generic_visit(node)
-            self._cap(self.findings[start:], "only decides whether a test is skipped")
+            self._cap(self.findings[start:], _DECIDES_SKIP)
             return
         if self._is_message_call(node):
             self.in_message += 1

@@ -8,7 +8,7 @@ import ast
 
 from torchport.scan.detectors.shared import ANY_VERSION
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import node_end, node_start, plain_call, replace_node
+from torchport.scan.detectors.syntax import insert_at, node_end, node_start, plain_call, replace_node
 from torchport.scan.model import Edit
 from torchport.scan.rules import (
     CUDA_EMPTY_CACHE,
@@ -38,6 +38,19 @@ CUDA_RENAMES_HERE: dict[str, tuple[str, str, str]] = {
     **{name: (CUDA_MEMORY_STATS, f"accelerator.{name}", "2.9") for name in (
         "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
         "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats")},
+}
+# torch.accelerator functions that raise where no accelerator exists (torch.cuda's
+# own raise only for some), -> what the call yields there once guarded: None for a
+# call that can only stand as a statement, else the value torch.cuda gives on a host
+# without CUDA.
+_RAISE_WITHOUT_ACCELERATOR: dict[str, str | None] = {
+    "accelerator.synchronize": None, "accelerator.set_device_index": None,
+    "accelerator.empty_cache": None, "accelerator.reset_peak_memory_stats": None,
+    "accelerator.reset_accumulated_memory_stats": None, "accelerator.current_device_index": "0",
+    "accelerator.device_index": None, "accelerator.get_memory_info": None,
+    "accelerator.memory_stats": "{}",
+    **dict.fromkeys(("accelerator.memory_allocated", "accelerator.max_memory_allocated",
+                     "accelerator.memory_reserved", "accelerator.max_memory_reserved"), "0"),
 }
 # torch.cuda.X -> rule, for the names without a safe rewrite.
 CUDA_NAMES_HERE: dict[str, str] = {
@@ -86,6 +99,9 @@ class CudaRuntimeDetector(AnalyzerState):
             rule_id, target, min_torch = self.cuda_renames[name]
             safe = not node.keywords and plain_call(node) and (name != "device" or len(node.args) == 1)
             edits = [replace_node(node.func, f"{self.T}.{target}")] if safe else None
+            bare = None
+            if edits is not None and target in _RAISE_WITHOUT_ACCELERATOR:
+                bare, edits = edits, self._guarded(node, f"{self.T}.{target}", _RAISE_WITHOUT_ACCELERATOR[target])
             detail = f"{qualname}()"
             if safe and rule_id == CUDA_MANUAL_SEED and self._seeded_already(node, target):
                 edits = self._delete_statement(node)
@@ -98,7 +114,7 @@ class CudaRuntimeDetector(AnalyzerState):
                 self._device_use(node.args[0], "in torch.cuda.set_device()")
                 if safe and self._unfixed_device(node.args[0]):
                     edits, detail = None, detail + " with a device string that is not rewritten"
-            finding = self.report(rule_id, node, detail, edits, min_torch)
+            finding = self.report(rule_id, node, detail, edits, min_torch, bare_edits=bare)
             if finding_cap:
                 finding.severity_cap, finding.cap_reason = finding_cap
             return True
@@ -106,6 +122,31 @@ class CudaRuntimeDetector(AnalyzerState):
         assert fallback_rule is not None, "every torch.cuda name has a rule"
         self.report(fallback_rule, node.func, f"{qualname}()")
         return True
+
+    def _guarded(self, node: ast.Call, replacement: str, fallback: str | None) -> list[Edit] | None:
+        """The rewrite that runs where no accelerator exists: a statement of its own
+        goes under ``if torch.accelerator.is_available():``; a value falls back to what
+        torch.cuda gives without CUDA; ``device_index(i)`` gets None there.  None where
+        nothing fits (a value with no fallback, a statement sharing its line)."""
+        available = f"{self.T}.accelerator.is_available()"
+        if replacement.endswith(".device_index"):
+            # `with torch.cuda.device(i):`: device_index(None) does nothing, without an accelerator too.
+            index = node.args[0] if len(node.args) == 1 else None
+            if not isinstance(index, (ast.Name, ast.Attribute, ast.Constant, ast.Subscript, ast.Call)):
+                return None
+            return [replace_node(node.func, replacement), insert_at(node_end(index), f" if {available} else None")]
+        statement = self.parents.get(id(node))
+        if isinstance(statement, ast.Expr) and statement.value is node and node.func.col_offset == statement.col_offset:
+            line = self.lines[statement.lineno - 1] if statement.lineno <= len(self.lines) else ""
+            indent = line.encode("utf-8")[:statement.col_offset].decode("utf-8", "replace")
+            last = self.lines[(statement.end_lineno or statement.lineno) - 1]
+            after = last.encode("utf-8")[statement.end_col_offset or 0:].decode("utf-8", "replace").strip()
+            if indent.strip() or (after and not after.startswith("#")):
+                return None  # `x = 1; torch.cuda.synchronize()`: no room for a block
+            return [replace_node(node.func, f"if {available}:\n{indent}    {replacement}")]
+        if fallback is None:
+            return None
+        return [replace_node(node.func, f"({replacement}"), insert_at(node_end(node), f" if {available} else {fallback})")]
 
     def _seeded_already(self, node: ast.Call, target: str) -> bool:
         """Whether the statement block already holds ``torch.<target>(same arguments)``

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from torchport.scan.detectors.shared import CUDA_DEVICE, DEVICE_NAME, LISTS_OTHERS
+from torchport.scan.detectors.shared import CUDA_DEVICE, DEVICE_NAME, HELPER_NAME, LISTS_OTHERS
 from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import (
     attribute_token,
@@ -68,6 +68,7 @@ class DeviceDetector(AnalyzerState):
     KEYWORDS = {"device": "_device_keyword", "map_location": "_device_keyword",
                 "device_type": "_device_type_keyword"}
     CALL_CLAIMS = ("_built_device_string",)
+    CALL_OBSERVERS = ("_positional_device",)
     COMPARED_STRINGS = ("_compared_device",)
     NAMED_DEFAULTS = (("device", "_device_default"),)
     ASSIGNMENTS = ("_assigned_device",)
@@ -181,6 +182,49 @@ class DeviceDetector(AnalyzerState):
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
             self.report(CUDA_AVAILABILITY_CHECK, node, ".is_cuda", at=attribute_token(node))
 
+    def _positional_device(self, node: ast.Call) -> None:
+        """``Trainer(model, "cuda")`` where this file defines ``Trainer.__init__(self,
+        model, device)``: a device string given to a parameter named for a device."""
+        if not isinstance(node.func, ast.Name) or not any(
+                CUDA_DEVICE.match(string_value(a) or "") for a in node.args):
+            return
+        definition = self.definition(node.func.id)
+        offset = 0
+        if isinstance(definition, ast.ClassDef):
+            definition = next((s for s in definition.body if isinstance(s, ast.FunctionDef)
+                               and s.name == "__init__"), None)
+            offset = 1
+        if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        parameters = [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)][offset:]
+        for argument, parameter in zip(node.args, parameters):
+            if "device" in parameter.lower() and CUDA_DEVICE.match(string_value(argument) or ""):
+                self._device_literal(argument, as_string=True, what=f"as {parameter} of {node.func.id}()")
+
+    def _device_collection(self, node) -> None:
+        """``("cuda:0",) + args``, ``devices = ["cuda:0", "cuda:1"]``: a tuple or list of CUDA
+        device strings only (one with "cpu" or other values is a set of choices or a record)."""
+        if self.in_message or id(node) in self.table_entries:
+            return
+        values = [string_value(e) for e in node.elts]
+        # Every element a CUDA device string: `return "cuda", count` is a (name, count) pair.
+        if not values or not all(v is not None and CUDA_DEVICE.match(v) for v in values):
+            return
+        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
+        for element, value in zip(node.elts, values):
+            if id(element) not in self.claimed:
+                # Not rewritten: whether the list names the device to use or the device
+                # kinds something supports is not in the syntax.
+                self.report(CUDA_DEVICE_STRING, element, f'"{value}" in a {kind}')
+
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        self._device_collection(node)
+        self.generic_visit(node)
+
+    def visit_List(self, node: ast.List) -> None:
+        self._device_collection(node)
+        self.generic_visit(node)
+
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         if not self._built_device_string(node):
             self.generic_visit(node)
@@ -234,12 +278,13 @@ class DeviceDetector(AnalyzerState):
                 edits = [rename, insert_at(node_start(node.keywords[0]), f"{target}, ")]
             else:
                 edits = [rename, insert_at(closing_paren(node), target)]
-        elif keywords_ok and len(node.args) == 1 and string_value(node.args[0]) is None:
+        elif keywords_ok and len(node.args) == 1:
+            # `.cuda(x)` takes an int, a "cuda:N" string or a torch.device: the helper
+            # accepts each (torch.device(type, x) raises for the last two).
             index = node.args[0]
-            edits = [rename, insert_at(node_start(index), f"{self.T}.device({DEVICE_NAME}.type, "),
-                     insert_at(node_end(index), ")")]
+            edits = [rename, insert_at(node_start(index), f"{HELPER_NAME}("), insert_at(node_end(index), ")")]
         self.report(DOT_CUDA, node, ".cuda()", edits, "2.6", uses_device=not (own_device and not node.args),
-                    at=method_token(node))
+                    at=method_token(node), uses_helper=bool(node.args))
 
     def _set_default_device(self, node: ast.Call, qualname: str) -> bool:
         if node.args:

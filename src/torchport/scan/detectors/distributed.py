@@ -7,10 +7,25 @@ import re
 
 from torchport.scan.detectors.shared import DEVICE_NAME
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import call_argument, keyword_value, method_token, replace_node, string_value
-from torchport.scan.rules import CUDA_VISIBLE_DEVICES, NCCL_BACKEND, NON_BLOCKING_COPY, PIN_MEMORY
+from torchport.scan.detectors.syntax import (
+    call_argument,
+    insert_at,
+    keyword_value,
+    method_token,
+    node_end,
+    replace_node,
+    string_value,
+)
+from torchport.scan.rules import (
+    CUDA_DEVICE_MANAGEMENT,
+    CUDA_VISIBLE_DEVICES,
+    NCCL_BACKEND,
+    NON_BLOCKING_COPY,
+    PIN_MEMORY,
+)
 
-RULE_IDS = (NCCL_BACKEND, PIN_MEMORY, NON_BLOCKING_COPY, CUDA_VISIBLE_DEVICES)
+RULE_IDS = (NCCL_BACKEND, PIN_MEMORY, NON_BLOCKING_COPY, CUDA_VISIBLE_DEVICES,
+            CUDA_DEVICE_MANAGEMENT)  # DDP's device_ids= are CUDA device indices
 
 # torch.cuda.X -> rule
 CUDA_NAMES: dict[str, str] = {"nccl": NCCL_BACKEND}
@@ -27,8 +42,12 @@ def rule_for_name(qualname: str) -> str | None:
     return None
 
 
+_DDP = {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
+
+
 class DistributedDetector(AnalyzerState):
-    CALLS = dict.fromkeys(_PROCESS_GROUP, "_process_group")
+    CALLS = {**dict.fromkeys(_PROCESS_GROUP, "_process_group"), **dict.fromkeys(_DDP, "_ddp_device_ids")}
+    TRIGGER_WORDS = ("device_ids",)
     METHODS = {"pin_memory": "_dot_pin_memory"}
     KEYWORDS = {"non_blocking": "_non_blocking_keyword", "pin_memory": "_pin_memory_keyword",
                 "pin_memory_device": "_pin_memory_device_keyword"}
@@ -41,7 +60,14 @@ class DistributedDetector(AnalyzerState):
         """A "nccl" default for something named *backend*: reported where it is set."""
         value = string_value(node)
         if value and id(node) not in self.claimed and "nccl" in re.split(r"[:,]", value):  # torchport: ignore
-            self.report(NCCL_BACKEND, node, f'"{value}" as {where}')
+            self.report(NCCL_BACKEND, node, f'"{value}" as {where}', *self._chosen_backend(node), uses_device=True)
+
+    def _chosen_backend(self, node) -> tuple[list | None, str]:
+        """The rewrite of a plain "nccl" constant: the backend that fits the device
+        present ("nccl" where CUDA is, "gloo" on the CPU)."""
+        if string_value(node) != "nccl":  # torchport: ignore
+            return None, "2.6"
+        return [replace_node(node, f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})")], "2.6"
 
     def _assigned_backend(self, name: str, value) -> None:
         if "backend" in name.lower():
@@ -62,19 +88,34 @@ class DistributedDetector(AnalyzerState):
         if not value or "nccl" not in re.split(r"[:,]", value):  # torchport: ignore
             return False
         if string_value(backend) == "nccl":  # torchport: ignore
-            replacement = f"{self.T}.distributed.get_default_backend_for_device({DEVICE_NAME})"
-            self.report(NCCL_BACKEND, backend, '"nccl" backend', [replace_node(backend, replacement)], "2.6",
-                        uses_device=True)
+            self.report(NCCL_BACKEND, backend, '"nccl" backend', *self._chosen_backend(backend), uses_device=True)
             return False
         definition = self.resolve(backend)
         finding = self.by_node.get(id(definition)) if definition is not None else None
         if finding is None and definition is not None and id(definition) not in self.claimed:
             # Reported where the user would change it: the assignment or default.
-            finding = self.report(NCCL_BACKEND, definition, f'backend "{value}"')
+            edits, need = self._chosen_backend(definition)
+            finding = self.report(NCCL_BACKEND, definition, f'backend "{value}"', edits, need, uses_device=True)
         if finding is not None:
             self._relate(finding, backend, f"used by {qualname.rsplit('.', 1)[-1]}()")
         else:
             self.report(NCCL_BACKEND, backend, f'backend "{value}"')
+        return False
+
+    def _ddp_device_ids(self, node: ast.Call, qualname: str) -> bool:
+        """``DistributedDataParallel(model, device_ids=[local_rank])``: CUDA indices, which
+        DDP refuses for a module on the CPU.  The fix passes them only where an
+        accelerator holds the module."""
+        device_ids = keyword_value(node, "device_ids")  # the keyword: the fast path finds it by its name
+        if device_ids is None or isinstance(device_ids, ast.IfExp) or (
+                isinstance(device_ids, ast.Constant) and device_ids.value is None):
+            return False  # absent, None, or already chosen by a condition
+        edits = None
+        if isinstance(device_ids, (ast.List, ast.Tuple)) and not any(
+                isinstance(e, ast.Starred) for e in device_ids.elts):
+            edits = [insert_at(node_end(device_ids), f' if {DEVICE_NAME}.type != "cpu" else None')]
+        self.report(CUDA_DEVICE_MANAGEMENT, device_ids, "device_ids= of DistributedDataParallel", edits, "2.6",
+                    uses_device=True)
         return False
 
     def _visible_devices_string(self, node: ast.Constant, value: str) -> None:

@@ -33,13 +33,6 @@ class DtypeDetector(AnalyzerState):
         if not node.args and not node.keywords and id(node) not in self.host:
             self.report(FLOAT64, node, ".double()", at=method_token(node))
 
-    def visit_Dict(self, node: ast.Dict) -> None:
-        # dtype tables ({torch.float64: 67e12}) name a dtype; they create no tensor.
-        for key in node.keys:
-            if key is not None:
-                self.host.update(map(id, ast.walk(key)))
-        self.generic_visit(node)
-
     def _keeps_float64(self, node: ast.IfExp) -> bool:
         """``torch.float64 if x.dtype == torch.float64 else torch.float32``: float64 only
         where the caller already uses it; this line introduces none."""

@@ -6,9 +6,15 @@ import re
 
 # The module-level variable that `torchport fix` inserts and rewrites refer to.
 DEVICE_NAME = "ACCELERATOR_DEVICE"
+# The module-level function that `torchport fix` inserts for `.cuda(index)`.
+HELPER_NAME = "accelerator_device"
 # A rewrite that runs on every torch release.
 ANY_VERSION = "0"
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?\Z")
 OTHER_DEVICE_STRING = re.compile(r"(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d+)?\Z")
 GUARDED = "inside a CUDA check: runs only where CUDA is present"
 LISTS_OTHERS = "the check lists other accelerators too"
+SKIPPED_TEST = "inside a test skipped where CUDA is absent"
+# Reasons meaning the code runs only where CUDA is present: a rewrite there needs
+# no availability guard of its own.
+CUDA_ONLY = (GUARDED, SKIPPED_TEST)

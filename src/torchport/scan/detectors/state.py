@@ -42,12 +42,16 @@ class AnalyzerState(ast.NodeVisitor):
         self.blocks: dict[int, list] = {}  # id(statement) -> the statement list holding it
         self.own_is_cuda = False  # the file defines an attribute or function called is_cuda
         self.module_scope = id(tree)
+        self.class_names: list[str] = []  # enclosing classes; "" for a function (its defs are no methods)
+        self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
+        self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
         self._collect(tree.body, id(tree))
         self.scopes: list[int] = [id(tree)]
         self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
         # scope -> loop variables over a state dict's items (checkpoint conversion, on the host)
         self.host_names: dict[int, set[str]] = {}
         self.moved: set[int] = set()  # factory calls whose result is moved to a device
+        self.table_entries: set[int] = set()  # lists and tuples that are values of a dict literal
         self.in_message = 0
         self.chain_portable: dict[int, bool] = {}
         self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
@@ -176,6 +180,39 @@ class AnalyzerState(ast.NodeVisitor):
             value = string_value(self.resolve(node))
         return value
 
+    def calls_named(self, name: str) -> list[ast.Call]:
+        """Every call of ``name(...)`` or ``x.name(...)`` in the whole file (the tree
+        being visited may hold only the statements with trigger words)."""
+        if self._calls is None:
+            self._index_whole_file()
+        assert self._calls is not None
+        return self._calls.get(name, [])
+
+    def definition(self, name: str):
+        """The module-level ``def name`` or ``class name`` of the whole file, if one."""
+        if self._definitions is None:
+            if not any(f"{word} {name}" in line for line in self.lines for word in ("class", "def")):
+                return None  # no need to parse the whole file to know
+            self._index_whole_file()
+        assert self._definitions is not None
+        return self._definitions.get(name)
+
+    def _index_whole_file(self) -> None:
+        self._calls, self._definitions = {}, {}
+        try:
+            whole = ast.parse("\n".join(self.lines))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        for statement in whole.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self._definitions[statement.name] = statement
+        for node in ast.walk(whole):
+            if isinstance(node, ast.Call):
+                func = node.func
+                callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if callee:
+                    self._calls.setdefault(callee, []).append(node)
+
     # -- reporting ---------------------------------------------------------------------------
 
     def _column(self, line: int, byte_column: int) -> int:
@@ -185,14 +222,19 @@ class AnalyzerState(ast.NodeVisitor):
         return len(text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
 
     def report(self, rule_id: str, node, detail: str, edits=None, min_torch: str = ANY_VERSION,
-               uses_device: bool = False, at: tuple[int, int, int, int] | None = None) -> Finding:
+               uses_device: bool = False, at: tuple[int, int, int, int] | None = None,
+               bare_edits=None, uses_helper: bool = False) -> Finding:
         """Record a finding at ``node`` (or at the token ``at`` = (line, byte column,
-        end line, end byte column), e.g. the ``cuda`` of ``.cuda()``)."""
+        end line, end byte column), e.g. the ``cuda`` of ``.cuda()``).  ``bare_edits``:
+        the rewrite where the code runs only where CUDA is present, when ``edits`` (the
+        rewrite safe everywhere, or None) adds a guard."""
         self.claimed.add(id(node))
         fix = None
-        if edits is not None:
-            uses_torch = self.torch is None and any("torch." in e.text for e in edits)
-            fix = Fix(tuple(edits), min_torch, uses_device, uses_torch)
+        if edits is not None or bare_edits is not None:
+            every = [*(edits or ()), *(bare_edits or ())]
+            uses_torch = self.torch is None and any("torch." in e.text for e in every)
+            fix = Fix(tuple(edits or ()), min_torch, uses_device or uses_helper, uses_torch, uses_helper,
+                      None if bare_edits is None else tuple(bare_edits))
         line, column, end_line, end_column = at or (
             node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
         finding = Finding(
