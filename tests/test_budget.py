@@ -365,3 +365,28 @@ def test_the_checks_reference_runs_are_counted_when_cpu_was_not_evaluated():
     assert stage_seconds(2, 1, {"cpu": (1.0, 0.0)}, "cpu", None) == pytest.approx(15.0)
     # Not evaluated: its own run (2 + 5 steps) comes on top.
     assert stage_seconds(2, 1, {"cuda": (1.0, 0.0)}, "cpu", None) == pytest.approx(22.0)
+
+
+def test_the_eta_counts_the_stages_that_will_run():
+    """Once the stages are sized, the ETA is their expected time (checks and trace
+    one after the other), not 0 while they still run."""
+    from torchport import stages as stage_registry
+    from torchport.evaluate import EvaluationOptions
+
+    clock = {"now": 0.0}
+    plan = BudgetPlan(900, ["cpu", "cpu-compile"], rounds=1, stages=True, precision=0.02, explicit=False,
+                      clock=lambda: clock["now"], started=0.0, stage_names=["trace", "checks"])
+    for name in ("cpu", "cpu-compile"):
+        plan.record_run(name, {"status": "ok", "wall_s": 20, "phases": {"import_s": 3, "init_s": 1},
+                               "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 0.05, "steps": 1}]}}})
+    clock["now"] = 60.0
+    options = EvaluationOptions(app="builtin:classifier", backends=["cpu", "cpu-compile"],
+                                stages=[stage for stage in stage_registry.for_evaluation(False, set())
+                                        if stage_registry.name_of(stage) in ("trace", "checks")])
+    document = {"reference": "cpu", "backends": {"cpu": {}, "cpu-compile": {}}}
+    plan.size_stages(options, document)
+    assert plan.stage_sizes["checks"]["fits"] and plan.stage_sizes["trace"]["fits"]
+    overall, _ = plan.eta([])
+    assert overall == pytest.approx(plan.stage_estimate_s) and overall >= plan.stage_sizes["checks"]["needs_s"] > 0
+    clock["now"] += 10
+    assert plan.eta([])[0] == pytest.approx(overall)  # an estimate, counted down by the display from when it was given

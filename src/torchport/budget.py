@@ -118,6 +118,7 @@ class BudgetPlan:
     could_not: list[str] = field(default_factory=list)
     _could_not_runs: dict[str, str] = field(default_factory=dict)  # backend -> why it got no further run
     stage_sizes: dict[str, Any] = field(default_factory=dict)
+    stage_estimate_s: float | None = None  # set by size_stages: what the stages that run should take
     stage_reserve_s: float = 0.0
     _in_flight: tuple[str, float, float] | None = None  # backend, started, share
     # The stages that follow the rounds, by registry name (torchport.stages): what the reserve is kept for.
@@ -342,7 +343,9 @@ class BudgetPlan:
                 self.could_not.append(f"trace: not run: its minimum of {steps} steps needs about "
                                       f"{format_minutes(self._trace_seconds(cpu, steps))} (start-up "
                                       f"{format_minutes(cpu.overhead_s)}), {format_minutes(max(0.0, room))} were left")
+        trace_s = self._trace_seconds(cpu, options.trace_steps) if "trace" in sizes and sizes["trace"]["fits"] and cpu else 0.0
         room = left
+        script_s = 0.0
         for stage in SCRIPT_STAGES:  # script mode's stages: fixed step counts, run or left out
             if stage in running and cpu and cpu.step_s:
                 needed = self._script_stage_seconds(stage, cpu)
@@ -352,6 +355,7 @@ class BudgetPlan:
                                        f"{format_minutes(needed)} at the measured {fmt.seconds(cpu.step_s)} a step"}
                 if needed <= room:
                     room -= needed
+                    script_s += needed
                 else:
                     self.could_not.append(f"{stage}: not run: it needs about {format_minutes(needed)} at the "
                                           f"measured {fmt.seconds(cpu.step_s)} a step, "
@@ -365,6 +369,9 @@ class BudgetPlan:
         options.check_budget_s = options.timeout_s
         sizes["timeout_s"] = round(options.timeout_s, 1)
         self.stage_sizes = sizes
+        # What the stages that run are expected to take, counted one after the other as they
+        # share the cores: the ETA counts it down while they run, instead of reading 0.
+        self.stage_estimate_s = min(left, checks_s + trace_s + script_s)
 
     def _figures(self, name: str | None) -> RunFigures | None:
         runs = [run for run in self.runs.get(name or "", []) if run.step_s]
@@ -412,7 +419,9 @@ class BudgetPlan:
         if self.adaptive:
             timing = min(timing, max(0.0, self.timing_end - now))
         stages = 0.0
-        if self.stages:
+        if self.stage_estimate_s is not None:
+            stages = self.stage_estimate_s
+        elif self.stages:
             # Adaptive: the stages are sized to their reserve.  Capped: about what the runs' start-up took.
             startup = max((runs[0].overhead_s for runs in self.runs.values() if runs), default=0.0)
             stages = self.stage_reserve_s if self.adaptive else min(self.stage_reserve_s, 2 * startup)
