@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
                     if run["status"] not in ("ok", "interrupted"):
                         error = run.get("error") or {}
                         where = f" at {error['location']}" if error.get("location") else ""
-                        what = "" if error.get("kind") == "budget-too-small" else f"does not run here: {error.get('kind')}: "
+                        what = "" if error.get("kind") in ("budget-too-small", "not-on-device") else f"does not run here: {error.get('kind')}: "
                         progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
 
             evaluation.on_event = on_event
