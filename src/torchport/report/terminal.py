@@ -62,6 +62,10 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     from torchport.report.budget import budget_notes
 
     notes += budget_notes(document)
+    if document.get("script"):
+        from torchport.script.report import terminal_lines
+
+        notes += terminal_lines(document)
     consistency = document.get("config_consistency") or {}
     if consistency.get("differing"):
         notes.insert(0, f"configuration differs on {', '.join(consistency['differing'])}: not comparable")

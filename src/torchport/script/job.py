@@ -367,6 +367,7 @@ def script_job(context: Any) -> None:
     from torchport.script import usercode
 
     usercode.set_script(str(script))
+    usercode.library_roots()  # read the installed distributions now, not inside the script's first step
     result["script"]["machine_load"] = machine_load()
     driver = ScriptDriver(backend, script)
     redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
@@ -420,7 +421,11 @@ def script_job(context: Any) -> None:
     if driver.first_activity is not None:
         result["phases"]["init_s"] = driver.first_activity - driver.started
     if script_error is not None:
-        raise _with_hint(script_error)
+        error = _with_hint(script_error)
+        if driver.boundaries == 0 and isinstance(error, UserError) and argv[1:]:
+            # Raised before its first step, often by its own argument parsing: show what it was given.
+            error.message = f"{error.message} (its arguments, filled in: {' '.join(argv[1:])[:300]})"
+        raise error
     if outcome.get("error") is not None:
         raise outcome["error"]
     if driver.boundaries == 0:
@@ -456,13 +461,9 @@ def user_files() -> list[str]:
     return sorted(f for f in files if isinstance(f, str) and f.endswith(".py") and is_user_file(f))
 
 
-# A run's speed is not the backend's when the machine was busy with other work:
-# the 1-minute load average per CPU above this marks the run as measured under heavy load.
-HEAVY_LOAD_PER_CPU = 1.0
-
-
 def machine_load() -> dict[str, Any]:
-    """The machine's 1-minute load average and CPU count now (``start``; a run records ``end`` too)."""
+    """The machine's 1-minute load average and CPU count now (``start``; a run records ``end`` too): a
+    speed measured while other work loads the machine is flagged (torchport.script.report)."""
     try:
         load = os.getloadavg()[0]
     except OSError:  # no load average on this platform
@@ -689,6 +690,7 @@ def script_trace_job(context: Any) -> None:
     from torchport.script import usercode
 
     usercode.set_script(str(script))
+    usercode.library_roots()
     lines = _start_coverage()
     try:
         with running_as_main(script, argv, job.get("cwd")):

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import importlib.util
 import os
+import re
 import sysconfig
+from pathlib import Path
+from typing import Any
 
 _TORCHPORT_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _script_root: list[str] = []  # the script's folder, once set_script ran
@@ -24,21 +26,42 @@ _script_root: list[str] = []  # the script's folder, once set_script ran
 
 def set_script(path: str) -> None:
     """The script being run: a distribution holding it is the user's."""
-    _script_root[:] = [os.path.dirname(os.path.realpath(path))]
+    root = os.path.dirname(os.path.realpath(path))
+    if _script_root == [root]:
+        return
+    _script_root[:] = [root]
     library_roots.cache_clear()
     is_user_file.cache_clear()
 
 
-def _locations(name: str) -> list[str]:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError, AttributeError):
-        return []
-    if spec is None:
-        return []
-    if spec.submodule_search_locations:
-        return [os.path.realpath(p) for p in spec.submodule_search_locations]
-    return [os.path.realpath(spec.origin)] if spec.origin and os.path.isabs(spec.origin) else []
+_MAPPING = re.compile(r"""['"][^'"]+['"]\s*:\s*['"]([^'"]+)['"]""")
+
+
+def _distribution_locations(dist: Any) -> set[str]:
+    """Where a distribution's code lies, from its RECORD alone (nothing is
+    imported: finding a spec can run import hooks, e.g. setuptools' distutils
+    shim): its top-level files and folders, the folders its ``.pth`` files
+    add, and the source folders of an editable install's finder mapping."""
+    found: set[str] = set()
+    tops: set[str] = set()
+    for entry in dist.files or []:
+        parts = entry.parts
+        if not parts or parts[0] == ".." or parts[0].endswith((".dist-info", ".egg-info", ".data")):
+            continue
+        if entry.suffix == ".pth" or (parts[0].startswith("__editable__") and entry.suffix == ".py"):
+            try:
+                text = Path(str(dist.locate_file(entry))).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if entry.suffix == ".pth":
+                found.update(os.path.realpath(line.strip()) for line in text.splitlines()
+                             if line.strip() and not line.startswith(("#", "import")) and os.path.isdir(line.strip()))
+            else:
+                found.update(os.path.realpath(path) for path in _MAPPING.findall(text) if os.path.isabs(path))
+            continue
+        tops.add(parts[0])
+    found.update(os.path.realpath(str(dist.locate_file(top))) for top in tops)
+    return found
 
 
 @functools.cache
@@ -48,11 +71,15 @@ def library_roots() -> tuple[str, ...]:
     roots = {os.path.realpath(paths[key]) for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
     script_roots = _script_root
     try:
-        owners = importlib.metadata.packages_distributions()
+        distributions = list(importlib.metadata.distributions())
     except Exception:  # broken metadata: the installation's folders alone
-        owners = {}
-    for top_level in owners:
-        for location in _locations(top_level):
+        distributions = []
+    for dist in distributions:
+        try:
+            locations = _distribution_locations(dist)
+        except Exception:  # one distribution's broken RECORD does not hide the others
+            continue
+        for location in locations:
             if any(root == location or root.startswith(location + os.sep) or location.startswith(root + os.sep)
                    for root in script_roots):
                 continue  # the user's own project, installed (or a name of the script's own modules)
