@@ -153,14 +153,13 @@ NOT_REDIRECTED = "found statically, not redirected (no line coverage to say whet
 
 def _user_files(script: Path, backends: dict[str, dict[str, Any]], torchrun_ranks: dict[str, dict[str, Any]] | None,
                 coverage: dict[str, Any] | None) -> list[str]:
-    """The script and every file of the user's it imported (recorded by its runs and its untimed pass)."""
+    """The script and every file of the user's it imported (its runs record their import closures)."""
     files = {os.path.realpath(script)}
     for backend in backends.values():
         for run in backend.get("runs") or []:
             files.update(os.path.realpath(f) for f in (run.get("script") or {}).get("user_files") or [])
     for record in (torchrun_ranks or {}).values():
         files.update(os.path.realpath(f) for f in record.get("user_files") or [])
-    files.update(os.path.realpath(f) for f in ((coverage or {}).get("files") or {}))
     return sorted(f for f in files if os.path.isfile(f) and f.endswith(".py"))
 
 

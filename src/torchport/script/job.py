@@ -408,7 +408,7 @@ def script_job(context: Any) -> None:
     result["script"]["compiled_by_script"] = driver.compiled_by_script
     result["script"]["autocast"] = list(driver.autocasts.values())
     result["script"]["process_groups"] = driver.process_groups
-    result["script"]["user_files"] = user_files()
+    result["script"]["user_files"] = user_files(script)
     result["script"]["machine_load"]["end"] = machine_load()["start"]
     result["script"]["grad_scalers"] = list(driver.scalers.values())
     if driver.scalers:
@@ -453,12 +453,50 @@ def script_job(context: Any) -> None:
         raise UserError(found["why"], location=str(script), kind="not-on-device")
 
 
-def user_files() -> list[str]:
-    """The user's files the script imported (its import closure, libraries left out)."""
+def user_files(script: Path) -> list[str]:
+    """The script's import closure among the user's files: the modules its
+    own ``import`` statements name (and theirs, transitively) that are loaded
+    and are not a library's.  Files torch generates and imports itself are
+    not the user's even when they are outside every library."""
+    import ast
+
     from torchport.script.usercode import is_user_file
 
-    files = {getattr(module, "__file__", None) for module in list(sys.modules.values())}
-    return sorted(f for f in files if isinstance(f, str) and f.endswith(".py") and is_user_file(f))
+    closure = {os.path.realpath(script)}
+    queue: list[tuple[str, str | None]] = [(str(script), None)]
+    while queue:
+        path, package = queue.pop()
+        try:
+            tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = (package or "").split(".")
+                    anchor = anchor[:len(anchor) - node.level + 1] if node.level > 1 else anchor
+                    base = ".".join(part for part in [*anchor, base] if part)
+                parts = base.split(".") if base else []
+                names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                names.update(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
+        for name in names:
+            module = sys.modules.get(name)
+            filename = getattr(module, "__file__", None)
+            if not isinstance(filename, str) or not filename.endswith(".py") or not is_user_file(filename):
+                continue
+            resolved = os.path.realpath(filename)
+            if resolved not in closure:
+                closure.add(resolved)
+                spec = getattr(module, "__spec__", None)
+                queue.append((resolved, name if getattr(spec, "submodule_search_locations", None) else
+                              getattr(module, "__package__", None)))
+    return sorted(closure)
 
 
 def machine_load() -> dict[str, Any]:
