@@ -15,6 +15,8 @@ def verdict_line(name: str, backend: dict[str, Any], reference: str | None) -> s
         return f"{name}{proxy}: not run: {backend.get('reason')}"
     summary = backend.get("summary")
     error = backend.get("error") or {}
+    if summary is None and error.get("kind") == "not-on-device":  # script mode: the message is the verdict
+        return f"{name}{proxy}: {error.get('message')}"
     if summary is None:
         where = f" ({error['location']})" if error.get("location") else ""
         return f"{name}{proxy}: does not run: {status}: {error.get('message', 'no result')}{where}"
