@@ -330,9 +330,9 @@ class ScriptScenario(Scenario):
 
 def _caller_line() -> str | None:
     """The user's file:line that called into a patched entry point (as the redirects decide it)."""
-    from torchport.script.redirect import _user_line
+    from torchport.script.redirect import user_line
 
-    return _user_line()
+    return user_line()
 
 
 def _innermost_user_line() -> str | None:

@@ -91,7 +91,7 @@ class Redirects:
 
     def _fire(self, entry: str, where: str | None = None) -> bool:
         """Count a redirect at the user's line; False (nothing redirected) for a call from a library."""
-        where = where or _user_line()
+        where = where or user_line()
         if where is None:
             return False
         self.counts[(entry, where)] += 1
@@ -220,7 +220,7 @@ class Redirects:
                 if not self._fire(entry):
                     return original(*args, **kwargs)
                 raise UserError(f"{entry} has no redirect to {self.backend.name}: no stream or event model there",
-                                location=_user_line(), kind="unsupported-op")
+                                location=user_line(), kind="unsupported-op")
             return call
 
         for name in ("Stream", "Event", "stream"):
@@ -235,7 +235,7 @@ class Redirects:
 
         def autocast_init(context, *args, **kwargs):
             requested = kwargs.get("device_type", args[0] if args else None)
-            where = _user_line()
+            where = user_line()
             if requested == "cuda" and where is not None:
                 self._fire(autocast_entry, where)
                 context._torchport_requested = requested  # what the script asked for, for the run's record
@@ -264,7 +264,7 @@ class Redirects:
 
         def scaler_init(scaler, *args, **kwargs):
             requested = kwargs.get("device", args[0] if args else "cuda")
-            where = _user_line()
+            where = user_line()
             if requested == "cuda" and where is not None:
                 self._fire(scaler_entry, where)
                 args = args[1:]
@@ -311,7 +311,7 @@ class Redirects:
 _PASS_THROUGH = ("torchport.script.", "torch.amp", "torch.cuda.amp", "typing_extensions", "warnings")
 
 
-def _user_line() -> str | None:
+def user_line() -> str | None:
     """file:line of the call that reached a redirect when it came from the
     user's own code; None when it came from torch or a library
     (``torch.manual_seed`` calling ``torch.cuda.manual_seed_all``, Adam
