@@ -98,6 +98,10 @@ def terminal_lines(document: dict[str, Any]) -> list[str]:
               for name, diff, status in parity_rows(document)]
     lines += [f"script {item['backend']}: {item['message']} at {item['location'] or '?'}"
               for item in script.get("configuration") or []]
+    lines += [f"script {row['backend']}: autocast at {row['location']} asked for {row.get('requested_device_type')}, "
+              f"ran as {row.get('device_type')}, {row['dtype'] if row['enabled'] else 'disabled: float32'}"
+              for row in autocasts(document)
+              if row.get("requested_device_type") != row.get("device_type") or not row["enabled"]]
     counts: dict[str, int] = {}
     for item in script.get("lines") or []:
         counts[item["status"]] = counts.get(item["status"], 0) + 1
