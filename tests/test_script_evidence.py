@@ -107,6 +107,19 @@ def test_loss_is_the_unscaled_one_under_an_enabled_grad_scaler(tmp_path):
     assert losses and max(losses) < 1000, losses
 
 
+def test_cuda_autocast_without_redirect_is_reported_as_float32(tmp_path):
+    """Without --redirect-cuda, torch turns torch.amp.autocast('cuda') off on the CPU: the run is float32,
+    and the report says so at the line instead of leaving it silent."""
+    script = SCRIPTS / "amp_train.py"
+    completed, document = evaluate_script(tmp_path, script, "cpu", "--amp", "amp", "--workers", "0",
+                                          options=("--no-trace", "--no-checks"))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    [region] = only_run(document, "cpu")["script"]["autocast"]
+    assert _lineno(region["location"]) == _line(script, 'torch.amp.autocast("cuda")')
+    assert (region["requested_device_type"], region["enabled"], region["dtype"]) == ("cuda", False, "float32")
+    assert f"autocast at {region['location']} asked for cuda, ran disabled: float32" in completed.stdout
+
+
 def test_compile_placeholder_spellings_and_compile_evidence(tmp_path):
     script = SCRIPTS / "configurator.py"
     completed, document = evaluate_script(tmp_path / "py", script, "cpu-compile", "--device={device}",

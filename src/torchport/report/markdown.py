@@ -143,7 +143,7 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any], document: 
         lines += ["", "Mixed precision regions (autocast) as they ran:", "",
                   "| backend | line | asked for | ran as |", "|---|---|---|---|"]
         lines += [f"| {fmt.md(row['backend'])} | {fmt.md_code(row['location'])} | {fmt.md(row.get('requested_device_type'))} "
-                  f"| {fmt.md(row.get('device_type'))}, {fmt.md(row['dtype'] if row['enabled'] else 'disabled: float32')} |"
+                  f"| {fmt.md(str(row.get('device_type')) + ', ' + row['dtype'] if row['enabled'] else 'disabled: float32')} |"
                   for row in regions]
     if script.get("configuration"):
         lines += ["", "The model differs between backends (the figures are not comparable until it does not):", ""]

@@ -99,7 +99,7 @@ def terminal_lines(document: dict[str, Any]) -> list[str]:
     lines += [f"script {item['backend']}: {item['message']} at {item['location'] or '?'}"
               for item in script.get("configuration") or []]
     lines += [f"script {row['backend']}: autocast at {row['location']} asked for {row.get('requested_device_type')}, "
-              f"ran as {row.get('device_type')}, {row['dtype'] if row['enabled'] else 'disabled: float32'}"
+              + (f"ran as {row.get('device_type')}, {row['dtype']}" if row["enabled"] else "ran disabled: float32")
               for row in autocasts(document)
               if row.get("requested_device_type") != row.get("device_type") or not row["enabled"]]
     counts: dict[str, int] = {}
@@ -132,7 +132,7 @@ def html_section(document: dict[str, Any], esc: Any, cap: Any, table: Any) -> li
         body += ["<h3>Mixed precision (autocast) as it ran</h3>", table(
             ["backend", "line", "asked for", "ran as"],
             [[row["backend"], row["location"], row.get("requested_device_type"),
-              f"{row.get('device_type')}, {row['dtype'] if row['enabled'] else 'disabled: float32'}"] for row in regions])]
+              f"{row.get('device_type')}, {row['dtype']}" if row["enabled"] else "disabled: float32"] for row in regions])]
     if script.get("configuration"):
         body += ["<h3>The model differs between backends</h3>", table(
             ["backend", "rule", "line", "finding"],
