@@ -104,3 +104,44 @@ def machine_results(tmp_path_factory) -> dict[str, Path]:
         "slow": _evaluate(root / "slow", str(COMPARE_APP), "-b", "cpu", *COMPARE_PROTOCOL,
                           env={"COMPARE_TINY_SLEEP_S": "0.02"}),
     }
+
+
+# --- "runs on X" only with proof from X: every result document a test produces -------------
+
+def _unproven(root: Path) -> list[str]:
+    from torchport.script.evidence import unproven_verdicts
+
+    problems = []
+    for path in sorted(root.rglob("result.json")):
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a test of a damaged result file: nothing to check
+        problems += [f"{path}: {problem}" for problem in unproven_verdicts(document)]
+    return problems
+
+
+@pytest.fixture(autouse=True)
+def _runs_only_with_device_evidence(request):
+    """After each test that used ``tmp_path``: no script verdict in any result
+    document it produced says a backend runs without device evidence."""
+    yield
+    tmp_path = getattr(request.node, "funcargs", {}).get("tmp_path")
+    if tmp_path is not None:
+        problems = _unproven(tmp_path)
+        assert not problems, "a verdict says 'runs' without device evidence:\n" + "\n".join(problems)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The same over every result the session wrote (session-scoped fixtures included)."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    try:
+        base = factory.getbasetemp()
+    except Exception:
+        return
+    problems = _unproven(base)
+    if problems:
+        session.config.get_terminal_writer().line("a verdict says 'runs' without device evidence:\n" + "\n".join(problems), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

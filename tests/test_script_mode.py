@@ -74,9 +74,15 @@ def test_cuda_script_runs_with_redirects_and_matches_the_scan(tmp_path, xla_envi
     def line_of(text: str) -> int:
         return next(number for number, line in enumerate(source, 1) if text in line)
 
-    for name in ("cpu", "cpu-compile", "xla"):
+    # The script never compiles its model: cpu-compile measured eager, and says so instead of "runs".
+    compile_run = only_run(document, "cpu-compile")
+    assert compile_run["status"] == "error" and compile_run["error"]["kind"] == "not-on-device"
+    assert "0 frames compiled by torch.compile" in document["script"]["verdicts"]["cpu-compile"]["text"]
+    assert document["backends"]["cpu-compile"]["summary"] is None  # no speed reported as cpu-compile's
+    for name in ("cpu", "xla"):
         run = only_run(document, name)
         assert run["status"] == "ok", run.get("error")
+        assert run["script"]["evidence"]["ran_on_device"] is True
         fired = {(r["call"], int(r["location"].rsplit(":", 1)[1])) for r in run["script"]["redirects"]}
         assert ("Tensor.cuda() / Module.cuda()", line_of("model = ResNetSmall().cuda()")) in fired
         assert ("Tensor.cuda() / Module.cuda()", line_of("images = images.cuda(")) in fired
@@ -106,7 +112,7 @@ def test_cuda_script_runs_with_redirects_and_matches_the_scan(tmp_path, xla_envi
 
 def test_two_optimizer_script(tmp_path, xla_environment):
     completed, document = evaluate_script(tmp_path, SCRIPTS / "gan.py", "cpu,cpu-compile,xla", "--device={device}",
-                                          options=("--no-trace", "--no-checks"))
+                                          "--compile={compile:01}", options=("--no-trace", "--no-checks"))
     assert completed.returncode == 0, completed.stderr[-3000:]
     for name in ("cpu", "cpu-compile", "xla"):
         run = only_run(document, name)

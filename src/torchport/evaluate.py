@@ -238,6 +238,15 @@ class Evaluation:
                 self.budget.size_stages(self.options, document)
                 self._eta([])
             self._run_stages()
+            if self.options.script is not None and self.options.stages:
+                from torchport.script.crossref import cross_reference
+
+                # The stages add run-time evidence: the torchrun ranks' redirects (a DDP branch runs only
+                # there) and the untimed pass's line coverage ("not executed" is decided by it).
+                document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
+                                                     document["reference"],
+                                                     (document.get("script_distributed") or {}).get("ranks"),
+                                                     document.get("script_coverage"))
         except UserError as exc:
             document["status"] = "failed"
             document["status_reason"] = exc.one_line()
@@ -332,8 +341,35 @@ class Evaluation:
                 self.on_event("done", {"backend": name, "round": round_index, "run": run})
                 if run["status"] == "interrupted":
                     raise KeyboardInterrupt
-                if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")):
+                if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")) \
+                        and self.options.script is None:
                     self._stop_for_app_failure(name, run["error"], order)
+        if self.options.script is not None:
+            self._script_reference(order)
+
+    def _script_reference(self, order: list[str]) -> None:
+        """Script mode: each backend runs the script in an environment of its
+        own, with its own device string, so a failure on the reference may be
+        its device's alone (a script that cannot parse ``xla:0``): the other
+        backends were measured all the same, and the first of them that ran
+        becomes the reference, which the result says.  When none ran and the
+        reference's failure is the script's own, it is the script's bug."""
+        backends = self.document["backends"]
+        reference = self.document["reference"]
+        if reference is None or any(run.get("status") == "ok" for run in backends[reference]["runs"]):
+            return
+        error = backends[reference].get("error") or {}
+        ran = [name for name in order if any(run.get("status") == "ok" for run in backends[name]["runs"])]
+        if not ran:
+            if failures.is_app_failure(error):
+                raise AppFailed(error.get("message", "the script failed"), location=error.get("location"),
+                                kind=error.get("kind"))
+            return
+        self.document["reference"] = ran[0]
+        note = (f"the reference {reference} did not run the script ({error.get('kind', 'no result')}: "
+                f"{error.get('message', '')}); comparing with {ran[0]} instead")
+        previous = self.document.get("reference_note")
+        self.document["reference_note"] = f"{previous}; {note}" if previous else note
 
     def _eta(self, active: list[str], running: str | None = None) -> None:
         """Tell the display how long the plan still expects (overall and per backend)."""
@@ -349,7 +385,7 @@ class Evaluation:
             entry = self.document["backends"][other]
             if entry["status"] == "pending":
                 entry["status"] = "skipped"
-                entry["reason"] = f"not run: the app failed on the reference backend {reference}"
+                entry["reason"] = f"the app failed on the reference backend {reference}"
         raise AppFailed(error["message"], location=error.get("location"), kind=error.get("kind"))
 
 

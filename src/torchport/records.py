@@ -49,6 +49,8 @@ class ErrorKind(Vocabulary):
     ENVIRONMENT = "environment"
     INTERRUPTED = "interrupted"
     BUDGET_TOO_SMALL = "budget-too-small"
+    # Script mode: the run finished, but nothing of it ran on the backend's device (the script ignored it).
+    NOT_ON_DEVICE = "not-on-device"
 
 
 class RunStatus(Vocabulary):

@@ -10,10 +10,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--compile", type=int, default=0)
     args = parser.parse_args()
     device = torch.device(args.device)
     generator = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16)).to(device)
     discriminator = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
+    if args.compile:
+        generator, discriminator = torch.compile(generator), torch.compile(discriminator)
     g_opt = torch.optim.Adam(generator.parameters(), lr=1e-3)
     d_opt = torch.optim.Adam(discriminator.parameters(), lr=1e-3)
     bce = nn.BCEWithLogitsLoss()

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                     if run["status"] not in ("ok", "interrupted"):
                         error = run.get("error") or {}
                         where = f" at {error['location']}" if error.get("location") else ""
-                        what = "" if error.get("kind") == "budget-too-small" else f"does not run here: {error.get('kind')}: "
+                        what = "" if error.get("kind") in ("budget-too-small", "not-on-device") else f"does not run here: {error.get('kind')}: "
                         progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
                     elif data["round"] + 1 == state.get("repeats", 1):
                         # The backend's last run: its answer now, not only in the table at the end.

@@ -282,6 +282,10 @@ def render(document: dict[str, Any]) -> str:
             tail = (b.get("failures") or {}).get("last_stderr_tail")
             if tail:
                 body.append(f"<pre>{esc(cap(chr(10).join(tail[-REPORT_TAIL_LINES:])))}</pre>")
+    if document.get("script"):
+        from torchport.script.report import html_section
+
+        body += html_section(document, esc, cap, table)
     body += ["<h2>Charts</h2>", '<div class="charts">']
     body.append(figure("phases", "Phases per backend", phases_chart(charted) if measured else "", "no backend ran"))
     body.append(figure("step-time", "Sustained step time per backend",
@@ -293,7 +297,8 @@ def render(document: dict[str, Any]) -> str:
                        "no backend ran"))
     checks, trace = document.get("checks"), document.get("trace")
     body.append(figure("parity-loss", "Loss in the parity check, with the float64 reference", parity_loss_chart(checks),
-                       "no parity check with loss trajectories in this result (run with the checks stage)"))
+                       "script mode's parity is the loss table in the Script mode section above" if document.get("script")
+                       else "no parity check with loss trajectories in this result (run with the checks stage)"))
     body.append(figure("compile", "Compile counts per phase", compile_chart(charted) if measured else "",
                        "no compiler counters in this result: only compiling backends (xla, *-compile) record "
                        "them; the first-step time in the phases chart carries compilation"))

@@ -28,7 +28,7 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             if error.get("kind"):
                 status += f" ({error['kind']})"
                 # Too small a time budget says nothing about whether the app runs there.
-                prefix = "" if error["kind"] == "budget-too-small" else "does not run here: "
+                prefix = "" if error["kind"] in ("budget-too-small", "not-on-device") else "does not run here: "
                 reason = f"{prefix}{error.get('message', '')}"
                 if error.get("location"):
                     reason += f" at {error['location']}"
@@ -62,6 +62,10 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     from torchport.report.budget import budget_notes
 
     notes += budget_notes(document)
+    if document.get("script"):
+        from torchport.script.report import terminal_lines
+
+        notes += terminal_lines(document)
     consistency = document.get("config_consistency") or {}
     if consistency.get("differing"):
         notes.insert(0, f"configuration differs on {', '.join(consistency['differing'])}: not comparable")

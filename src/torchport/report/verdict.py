@@ -15,6 +15,8 @@ def verdict_line(name: str, backend: dict[str, Any], reference: str | None) -> s
         return f"{name}{proxy}: not run: {backend.get('reason')}"
     summary = backend.get("summary")
     error = backend.get("error") or {}
+    if summary is None and error.get("kind") == "not-on-device":  # script mode: the message is the verdict
+        return f"{name}{proxy}: {error.get('message')}"
     if summary is None:
         where = f" ({error['location']})" if error.get("location") else ""
         return f"{name}{proxy}: does not run: {status}: {error.get('message', 'no result')}{where}"
@@ -25,7 +27,11 @@ def verdict_line(name: str, backend: dict[str, Any], reference: str | None) -> s
     if name == reference:
         parts.append("reference")
     elif backend.get("comparison"):
-        parts.append(f"vs {reference}: {fmt.speedup(backend['comparison'])}")
+        from torchport.script.report import heavy_load
+
+        loaded = [text for run in backend.get("runs", []) if run.get("status") == "ok" for text in [heavy_load(run)] if text]
+        parts.append(f"vs {reference}: {fmt.speedup(backend['comparison'])}"
+                     + (f" (MEASURED UNDER HEAVY LOAD: {max(loaded)})" if loaded else ""))
     parts.append(f"first step {fmt.seconds(summary['first_step_s'])}")
     if summary.get("peak_device_memory_bytes") is not None:
         parts.append(f"peak device memory {fmt.size(summary['peak_device_memory_bytes'])}")

@@ -58,10 +58,15 @@ class ScriptEnded(Exception):
     """The script finished (or exited) before the protocol's budget."""
 
 
+# {compile} in the spellings real argument parsers accept: argparse's str flags
+# compared with "true", Python-literal configurators (True/False), int flags (1/0).
+COMPILE_SPELLINGS = {"{compile}": ("true", "false"), "{compile:py}": ("True", "False"), "{compile:01}": ("1", "0")}
+
+
 def fill_placeholders(argument: str, backend: Any) -> str:
-    return (argument.replace("{device}", str(backend.device))
-            .replace("{backend}", backend.name)
-            .replace("{compile}", "true" if backend.compile_backend else "false"))
+    for placeholder, (yes, no) in COMPILE_SPELLINGS.items():
+        argument = argument.replace(placeholder, yes if backend.compile_backend else no)
+    return argument.replace("{device}", str(backend.device)).replace("{backend}", backend.name)
 
 
 def _leading_dim(value: Any) -> int | None:
@@ -101,11 +106,18 @@ class ScriptDriver:
         self.boundary_optimizer: int | None = None
         self.optimizers: dict[int, str] = {}
         self.parameters: dict[int, int] = {}
+        self.parameter_devices: set[str] = set()
         self.last_loss: Any = None
         self.waited = 0.0
         self.samples: int | None = None
         self.first_step_waited = 0.0
         self.compiled_by_script: list[str] = []
+        self.autocasts: dict[str, dict[str, Any]] = {}  # per user line: what autocast region it opened
+        self.scalers: dict[str, dict[str, Any]] = {}  # per user line: the GradScaler made there
+        self.model: Any = None
+        self.moves: dict[int, str] = {}  # id(module) -> the user's line that moved it (Module.to)
+        self.process_groups: list[str] = []  # where the script created a process group (torchrun's stage)
+        self._scaled: Any = None  # the last loss a GradScaler scaled (its backward is not the user's loss)
         self._handles: list[Any] = []
         self._restore: list[tuple[Any, str, Any]] = []
 
@@ -122,11 +134,74 @@ class ScriptDriver:
         original_backward = torch.Tensor.backward
 
         def backward(tensor, *args, **kwargs):
-            if tensor.dim() == 0:
+            if tensor.dim() == 0 and tensor is not driver._scaled:
                 driver.last_loss = tensor.detach()
             return original_backward(tensor, *args, **kwargs)
 
         self._patch(torch.Tensor, "backward", backward)
+
+        # The loss as the user means it: a GradScaler's scale(loss) multiplies it by the scale
+        # (65536 at first), so the scalar handed to backward() is not the loss.
+        from torch.amp.grad_scaler import GradScaler
+
+        original_scale = GradScaler.scale
+
+        def scale(scaler, outputs, *args, **kwargs):
+            scaled = original_scale(scaler, outputs, *args, **kwargs)
+            if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
+                driver.last_loss = outputs.detach()
+                driver._scaled = scaled
+            return scaled
+
+        self._patch(GradScaler, "scale", scale)
+        original_scaler_init = GradScaler.__init__
+
+        def scaler_init(scaler, *args, **kwargs):
+            original_scaler_init(scaler, *args, **kwargs)
+            where = _caller_line()
+            if where is not None:
+                driver.scalers[where] = {"location": where, "device": str(getattr(scaler, "_device", "?")),
+                                         "enabled": bool(scaler.is_enabled())}
+
+        self._patch(GradScaler, "__init__", scaler_init)
+
+        original_module_to = torch.nn.Module.to
+
+        def module_to(module, *args, **kwargs):
+            where = _caller_line()
+            if where is not None:
+                driver.moves.setdefault(id(module), where)
+            return original_module_to(module, *args, **kwargs)
+
+        self._patch(torch.nn.Module, "to", module_to)
+
+        import torch.distributed as dist
+
+        original_init_process_group = dist.init_process_group
+
+        def init_process_group(*args, **kwargs):
+            driver.process_groups.append(_caller_line() or _innermost_user_line() or "?")
+            return original_init_process_group(*args, **kwargs)
+
+        self._patch(dist, "init_process_group", init_process_group)
+
+        from torch.amp.autocast_mode import autocast as autocast_class
+
+        original_autocast_init = autocast_class.__init__
+
+        def autocast_init(context, *args, **kwargs):
+            requested = kwargs.get("device_type", args[0] if args else None)
+            original_autocast_init(context, *args, **kwargs)
+            where = _caller_line()
+            if where is not None and where not in driver.autocasts:
+                enabled = bool(getattr(context, "_enabled", True))
+                driver.autocasts[where] = {
+                    "location": where, "requested_device_type": getattr(context, "_torchport_requested", requested),
+                    "device_type": getattr(context, "device", requested),
+                    "dtype": str(getattr(context, "fast_dtype", "")).replace("torch.", "") if enabled else "float32",
+                    "enabled": enabled}
+
+        self._patch(autocast_class, "__init__", autocast_init)
 
         original_next = dataloader_module._BaseDataLoaderIter.__next__
 
@@ -160,6 +235,8 @@ class ScriptDriver:
             setattr(owner, name, original)
 
     def _on_first_forward(self, module: Any, inputs: Any) -> None:
+        if self.model is None:
+            self.model = module  # the first module called is the outermost: the script's model
         if self.first_activity is None:
             self.first_activity = time.perf_counter()
         if self.samples is None:
@@ -174,6 +251,7 @@ class ScriptDriver:
         self.optimizers.setdefault(key, type(optimizer).__name__)
         if key not in self.parameters:
             self.parameters[key] = sum(p.numel() for group in optimizer.param_groups for p in group["params"])
+            self.parameter_devices.update(p.device.type for group in optimizer.param_groups for p in group["params"])
         if self.boundary_optimizer is None:
             self.boundary_optimizer = key
         elif key != self.boundary_optimizer:
@@ -250,6 +328,13 @@ class ScriptScenario(Scenario):
         return self.driver.run_steps(count)
 
 
+def _caller_line() -> str | None:
+    """The user's file:line that called into a patched entry point (as the redirects decide it)."""
+    from torchport.script.redirect import user_line
+
+    return user_line()
+
+
 def _innermost_user_line() -> str | None:
     """file:line of the innermost frame of the user's code on the current stack."""
     from torchport.app import is_user_file
@@ -263,7 +348,7 @@ def _innermost_user_line() -> str | None:
 
 def script_job(context: Any) -> None:
     """Worker entry point for ``torchport evaluate --script``."""
-    from torchport.script import redirect
+    from torchport.script import evidence, redirect
 
     job = context.job
     backend = context.backend
@@ -279,6 +364,11 @@ def script_job(context: Any) -> None:
     result["script"] = {"path": str(script), "argv": argv[1:], "redirect_cuda": bool(job.get("redirect_cuda")),
                         "loss_source": "the scalar passed to backward() last before each step boundary"}
     seed_everything(config.seed)
+    from torchport.script import usercode
+
+    usercode.set_script(str(script))
+    usercode.library_roots()  # read the installed distributions now, not inside the script's first step
+    result["script"]["machine_load"] = machine_load()
     driver = ScriptDriver(backend, script)
     redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
     outcome: dict[str, Any] = {}
@@ -294,6 +384,7 @@ def script_job(context: Any) -> None:
         # Here, in the main thread: the protocol thread's first counter
         # snapshot must not import torch._dynamo while the script imports it.
         dynamo_counters.start()
+    counters_before = backend.counters()
     protocol.start()
     script_error: BaseException | None = None
     stopped = False
@@ -309,11 +400,20 @@ def script_job(context: Any) -> None:
             script_error = exc
             driver.script_finished("the script raised")
     protocol.join()
-    driver.uninstall()
-    if redirects is not None:
+    counters_after = backend.counters()
+    if redirects is not None:  # installed last, undone first
         redirects.uninstall()
         result["script"]["redirects"] = redirects.fired()
+    driver.uninstall()
     result["script"]["compiled_by_script"] = driver.compiled_by_script
+    result["script"]["autocast"] = list(driver.autocasts.values())
+    result["script"]["process_groups"] = driver.process_groups
+    result["script"]["user_files"] = user_files(script)
+    result["script"]["machine_load"]["end"] = machine_load()["start"]
+    result["script"]["grad_scalers"] = list(driver.scalers.values())
+    if driver.scalers:
+        result["script"]["loss_source"] = ("the loss passed to GradScaler.scale() (unscaled), else the scalar passed "
+                                           "to backward(), last before each step boundary")
     result["script"]["optimizers"] = sorted(set(driver.optimizers.values()))
     result["script"]["steps_seen"] = driver.boundaries
     result["script"]["stopped_by_torchport"] = stopped
@@ -321,25 +421,110 @@ def script_job(context: Any) -> None:
     if driver.first_activity is not None:
         result["phases"]["init_s"] = driver.first_activity - driver.started
     if script_error is not None:
-        raise _with_hint(script_error)
+        error = _with_hint(script_error)
+        if driver.boundaries == 0 and isinstance(error, UserError) and argv[1:]:
+            # Raised before its first step, often by its own argument parsing: show what it was given.
+            error.message = f"{error.message} (its arguments, filled in: {' '.join(argv[1:])[:300]})"
+        raise error
     if outcome.get("error") is not None:
         raise outcome["error"]
     if driver.boundaries == 0:
         raise UserError(f"no optimizer step was seen: {driver.ended} after {result['script']['ran_s']:.1f} s "
-                        "without calling optimizer.step()", location=str(script))
+                        f"without calling optimizer.step() (its arguments, filled in: {' '.join(argv[1:])[:300]})",
+                        location=str(script))
     if not stopped:
         raise UserError(f"{driver.ended} after {driver.boundaries} optimizer step(s), before torchport's budget "
                         f"(1 + up to {config.max_warmup_steps} warm-up + {config.steps} sustained steps); what was "
                         "measured is kept: give the script more steps or lower --steps/--max-warmup",
                         location=str(script))
+    result["script"]["model"] = model_facts(driver.model, driver.moves)
     result["memory"] = backend.memory()
     result["host_peak_rss_bytes"] = host_peak_rss_bytes()
+    found = evidence.collect(backend, counters_before, counters_after, driver.parameter_devices, result["memory"])
+    result["script"]["evidence"] = found
     parameters = sum(driver.parameters.values())
     effective = {"script": str(script), "args": job.get("script_args", []), "protocol": config.as_dict(),
                  "parameters": parameters, "optimizers": result["script"]["optimizers"],
                  "redirect_cuda": bool(job.get("redirect_cuda"))}
     result["config"] = effective
     result["config_hash"] = config_hash(effective)
+    if not found["ran_on_device"]:
+        # What was measured is kept in the run, but it is not this backend's: the run is not "ok".
+        raise UserError(found["why"], location=str(script), kind="not-on-device")
+
+
+def user_files(script: Path) -> list[str]:
+    """The script's import closure among the user's files: the modules its
+    own ``import`` statements name (and theirs, transitively) that are loaded
+    and are not a library's.  Files torch generates and imports itself are
+    not the user's even when they are outside every library."""
+    import ast
+
+    from torchport.script.usercode import is_user_file
+
+    closure = {os.path.realpath(script)}
+    queue: list[tuple[str, str | None]] = [(str(script), None)]
+    while queue:
+        path, package = queue.pop()
+        try:
+            tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = (package or "").split(".")
+                    anchor = anchor[:len(anchor) - node.level + 1] if node.level > 1 else anchor
+                    base = ".".join(part for part in [*anchor, base] if part)
+                parts = base.split(".") if base else []
+                names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                names.update(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
+        for name in names:
+            module = sys.modules.get(name)
+            filename = getattr(module, "__file__", None)
+            if not isinstance(filename, str) or not filename.endswith(".py") or not is_user_file(filename):
+                continue
+            resolved = os.path.realpath(filename)
+            if resolved not in closure:
+                closure.add(resolved)
+                spec = getattr(module, "__spec__", None)
+                queue.append((resolved, name if getattr(spec, "submodule_search_locations", None) else
+                              getattr(module, "__package__", None)))
+    return sorted(closure)
+
+
+def machine_load() -> dict[str, Any]:
+    """The machine's 1-minute load average and CPU count now (``start``; a run records ``end`` too): a
+    speed measured while other work loads the machine is flagged (torchport.script.report)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        return {"start": None, "cpus": os.cpu_count()}
+    return {"start": round(load, 2), "cpus": os.cpu_count()}
+
+
+def model_facts(model: Any, moves: dict[int, str]) -> dict[str, Any] | None:
+    """The script's model as it trained on this backend: parameter tensors and
+    elements, the parameters that share one tensor (tied weights), dtypes,
+    buffers, and the user's line that moved it to the device."""
+    if model is None:
+        return None
+    names: dict[int, list[str]] = {}
+    sizes: dict[int, int] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+        sizes[id(parameter)] = parameter.numel()
+    return {"type": type(model).__name__, "parameter_tensors": len(names), "parameters": sum(sizes.values()),
+            "tied": [group for group in names.values() if len(group) > 1],
+            "dtypes": sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}),
+            "buffers": sorted(name for name, _ in model.named_buffers()),
+            "moved_at": moves.get(id(model))}
 
 
 def _with_hint(error: BaseException) -> BaseException:
@@ -395,6 +580,33 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
         outcome["error"] = exc
     finally:
         driver.stop()
+
+
+def _start_coverage() -> Any:
+    """Line coverage of this pass (coverage.py), or None when it is not installed here."""
+    try:
+        import coverage
+    except ImportError:
+        return None
+    measure = coverage.Coverage(data_file=None, branch=False, config_file=False)
+    measure.start()
+    return measure
+
+
+def _stop_coverage(measure: Any, steps: int) -> dict[str, Any] | None:
+    if measure is None:
+        return None
+    import coverage
+
+    from torchport.script.usercode import is_user_file
+
+    measure.stop()
+    data = measure.get_data()
+    files = {path: sorted(data.lines(path) or []) for path in data.measured_files()
+             if path.endswith(".py") and is_user_file(path)}
+    return {"source": f"coverage.py {coverage.__version__}: the user's files in the untimed trace pass (the script "
+                      f"on the cpu, its first {steps} steps; DataLoader worker processes not measured)",
+            "files": files}
 
 
 # --- tracing the script's first steps --------------------------------------------------------
@@ -513,12 +725,18 @@ def script_trace_job(context: Any) -> None:
         redirects.install()
     seed_everything(int(context.config.get("seed", 0)))
     context.progress("trace:script")
+    from torchport.script import usercode
+
+    usercode.set_script(str(script))
+    usercode.library_roots()
+    lines = _start_coverage()
     try:
         with running_as_main(script, argv, job.get("cwd")):
             runpy.run_path(str(script), run_name="__main__")
     except (StopScript, SystemExit):
         pass
     finally:
+        context.result["script_coverage"] = _stop_coverage(lines, steps)
         traced.end_step()
         for handle in handles:
             handle.remove()

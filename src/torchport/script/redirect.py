@@ -9,8 +9,7 @@ step and change the timing being measured.
 """
 from __future__ import annotations
 
-import os
-import traceback
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -45,14 +44,19 @@ TABLE = (
           "0 / no-op (torchport records memory itself)"),
     Entry("torch.cuda.is_bf16_supported()", EQUIVALENT, "True"),
     Entry("torch.cuda.amp.autocast(...) / torch.autocast('cuda', ...)", EQUIVALENT,
-          "autocast on the backend's device type (bfloat16 on the CPU)"),
+          "autocast on the backend's device type, bfloat16 where float16 (or no dtype) was asked; every spelling: "
+          "torch.autocast(device_type='cuda'), torch.amp.autocast('cuda'), torch.cuda.amp.autocast()"),
     Entry("torch.cuda.amp.GradScaler(...) / torch.amp.GradScaler('cuda', ...)", EQUIVALENT,
-          "a disabled GradScaler: loss scaling is for float16, and autocast off CUDA uses bfloat16"),
+          "a disabled GradScaler: loss scaling is for float16, and autocast off CUDA uses bfloat16; every spelling: "
+          "torch.cuda.amp.GradScaler(), torch.amp.GradScaler('cuda' / device='cuda' / no device)"),
     Entry("torch.distributed.init_process_group('nccl')", EQUIVALENT, "the backend's process group (gloo on the CPU)"),
     Entry("DistributedDataParallel(..., device_ids=[N]) of a model not on CUDA", EQUIVALENT,
           "device_ids=None, as DDP requires for CPU (and other non-CUDA) modules"),
     Entry("torch.cuda.Stream / Event / stream()", UNSUPPORTED, "no stream or event model to map to on this backend"),
 )
+
+TABLE_AUTOCAST = "torch.cuda.amp.autocast(...) / torch.autocast('cuda', ...)"
+TABLE_SCALER = "torch.cuda.amp.GradScaler(...) / torch.amp.GradScaler('cuda', ...)"
 
 _FACTORIES = ("tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange",
               "linspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like")
@@ -67,18 +71,31 @@ def _is_cuda(value: Any) -> bool:
 
 
 class Redirects:
-    """The redirects of one run: installed into torch, undone after."""
+    """The redirects of one run: installed into torch, undone after.
+
+    Every redirected entry point answers differently only to a call from the
+    user's own frames (``torchport.script.usercode``): torch's internals
+    (Adam's capturable check, the DataLoader's pinning thread), and
+    libraries, still see the truth, so a script that never mentions CUDA
+    runs the same with and without the flag."""
 
     def __init__(self, backend: Any, script: str):
+        from torchport.script import usercode
+
+        usercode.set_script(script)
         self.backend = backend
         self.script = script
         self.counts: Counter[tuple[str, str | None]] = Counter()
+        self.becomes: dict[tuple[str, str], str] = {}  # what a redirect at a line ended up as (autocast's dtype)
         self._restore: list[tuple[Any, str, Any]] = []
 
-    def _fire(self, entry: str) -> None:
-        where = _user_line()
-        if where is not None:
-            self.counts[(entry, where)] += 1
+    def _fire(self, entry: str, where: str | None = None) -> bool:
+        """Count a redirect at the user's line; False (nothing redirected) for a call from a library."""
+        where = where or user_line()
+        if where is None:
+            return False
+        self.counts[(entry, where)] += 1
+        return True
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
         if hasattr(owner, name):
@@ -90,12 +107,16 @@ class Redirects:
             setattr(owner, name, original)
 
     def fired(self) -> list[dict[str, Any]]:
-        return [{"call": call, "location": where, "count": count} for (call, where), count in sorted(
-            self.counts.items(), key=lambda item: (str(item[0][1]), item[0][0]))]
+        items = []
+        for (call, where), count in sorted(self.counts.items(), key=lambda item: (str(item[0][1]), item[0][0])):
+            item: dict[str, Any] = {"call": call, "location": where, "count": count}
+            if (call, str(where)) in self.becomes:
+                item["becomes"] = self.becomes[(call, str(where))]
+            items.append(item)
+        return items
 
     def _device(self, value: Any) -> Any:
-        if _is_cuda(value):
-            self._fire(TABLE[0].call.split(" in ")[0])
+        if _is_cuda(value) and self._fire(TABLE[0].call.split(" in ")[0]):
             return self.backend.device
         return value
 
@@ -108,6 +129,8 @@ class Redirects:
     def install(self) -> None:
         import torch
         import torch.distributed as dist
+        from torch.amp.autocast_mode import autocast as autocast_class
+        from torch.amp.grad_scaler import GradScaler
 
         redirects = self
         device = self.backend.device
@@ -122,19 +145,26 @@ class Redirects:
         self._patch(torch.Tensor, "to", wrap_to(torch.Tensor.to))
         self._patch(torch.nn.Module, "to", wrap_to(torch.nn.Module.to))
 
+        original_tensor_cuda, original_module_cuda = torch.Tensor.cuda, torch.nn.Module.cuda
+
         def tensor_cuda(tensor, *args, **kwargs):
-            self._fire("Tensor.cuda() / Module.cuda()")
+            if not self._fire("Tensor.cuda() / Module.cuda()"):
+                return original_tensor_cuda(tensor, *args, **kwargs)
             return tensor.to(device, non_blocking=bool(kwargs.get("non_blocking", False)))
 
         def module_cuda(module, *args, **kwargs):
-            self._fire("Tensor.cuda() / Module.cuda()")
+            if not self._fire("Tensor.cuda() / Module.cuda()"):
+                return original_module_cuda(module, *args, **kwargs)
             return module.to(device)
 
         self._patch(torch.Tensor, "cuda", tensor_cuda)
         self._patch(torch.nn.Module, "cuda", module_cuda)
 
+        original_pin = torch.Tensor.pin_memory
+
         def pin_memory(tensor, *args, **kwargs):
-            self._fire("Tensor.pin_memory()")
+            if not self._fire("Tensor.pin_memory()"):
+                return original_pin(tensor, *args, **kwargs)
             return tensor
 
         self._patch(torch.Tensor, "pin_memory", pin_memory)
@@ -151,81 +181,110 @@ class Redirects:
 
             self._patch(torch, name, factory)
 
-        def constant(entry: str, value: Any) -> Callable:
+        def constant(entry: str, value: Any, original: Callable | None) -> Callable:
             def call(*args, **kwargs):
-                self._fire(entry)
+                if not self._fire(entry) and original is not None:
+                    return original(*args, **kwargs)  # torch's own (or a library's) question: the truth
                 return value
             return call
 
         cuda = torch.cuda
-        self._patch(cuda, "is_available", constant("torch.cuda.is_available()", True))
-        self._patch(cuda, "device_count", constant("torch.cuda.device_count()", 1))
-        self._patch(cuda, "current_device", constant("torch.cuda.current_device()", 0))
-        self._patch(cuda, "get_device_name", constant("torch.cuda.get_device_name()", f"{self.backend.name} (redirected)"))
-        self._patch(cuda, "set_device", constant("torch.cuda.set_device()", None))
-        self._patch(cuda, "manual_seed", constant("torch.cuda.manual_seed() / manual_seed_all()", None))
-        self._patch(cuda, "manual_seed_all", constant("torch.cuda.manual_seed() / manual_seed_all()", None))
-        self._patch(cuda, "empty_cache", constant("torch.cuda.empty_cache()", None))
-        self._patch(cuda, "is_bf16_supported", constant("torch.cuda.is_bf16_supported()", True))
+
+        def answer(name: str, entry: str, value: Any) -> None:
+            self._patch(cuda, name, constant(entry, value, getattr(cuda, name, None)))
+
+        answer("is_available", "torch.cuda.is_available()", True)
+        answer("device_count", "torch.cuda.device_count()", 1)
+        answer("current_device", "torch.cuda.current_device()", 0)
+        answer("get_device_name", "torch.cuda.get_device_name()", f"{self.backend.name} (redirected)")
+        answer("set_device", "torch.cuda.set_device()", None)
+        answer("manual_seed", "torch.cuda.manual_seed() / manual_seed_all()", None)
+        answer("manual_seed_all", "torch.cuda.manual_seed() / manual_seed_all()", None)
+        answer("empty_cache", "torch.cuda.empty_cache()", None)
+        answer("is_bf16_supported", "torch.cuda.is_bf16_supported()", True)
         memory = "torch.cuda.memory_allocated() / max_memory_allocated() / reset_peak_memory_stats()"
         for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
-            self._patch(cuda, name, constant(memory, 0))
-        self._patch(cuda, "reset_peak_memory_stats", constant(memory, None))
+            answer(name, memory, 0)
+        answer("reset_peak_memory_stats", memory, None)
+        original_synchronize = cuda.synchronize
 
         def synchronize(*args, **kwargs):
-            self._fire("torch.cuda.synchronize()")
+            if not self._fire("torch.cuda.synchronize()"):
+                return original_synchronize(*args, **kwargs)
             self.backend.synchronize()
 
         self._patch(cuda, "synchronize", synchronize)
 
-        def unsupported(entry: str) -> Callable:
+        def unsupported(entry: str, original: Any) -> Callable:
             def call(*args, **kwargs):
-                self._fire(entry)
+                if not self._fire(entry):
+                    return original(*args, **kwargs)
                 raise UserError(f"{entry} has no redirect to {self.backend.name}: no stream or event model there",
-                                location=_user_line(), kind="unsupported-op")
+                                location=user_line(), kind="unsupported-op")
             return call
 
         for name in ("Stream", "Event", "stream"):
-            self._patch(cuda, name, unsupported("torch.cuda.Stream / Event / stream()"))
+            if hasattr(cuda, name):
+                self._patch(cuda, name, unsupported("torch.cuda.Stream / Event / stream()", getattr(cuda, name)))
 
-        autocast_entry = "torch.cuda.amp.autocast(...) / torch.autocast('cuda', ...)"
-        original_autocast = torch.autocast
-        low_precision = torch.bfloat16 if device_type == "cpu" else None
+        # Every autocast spelling (torch.autocast(device_type=...), positional, torch.amp.autocast,
+        # torch.cuda.amp.autocast) constructs this one class: its __init__ is the one entry point.
+        autocast_entry = TABLE_AUTOCAST
+        original_autocast_init = autocast_class.__init__
+        low_precision = torch.bfloat16
 
-        def autocast(device_type_arg: str = "cuda", *args, **kwargs):
-            if device_type_arg == "cuda":
-                self._fire(autocast_entry)
-                device_type_arg = device_type
-                if low_precision is not None and kwargs.get("dtype") in (None, torch.float16):
+        def autocast_init(context, *args, **kwargs):
+            requested = kwargs.get("device_type", args[0] if args else None)
+            where = user_line()
+            if requested == "cuda" and where is not None:
+                self._fire(autocast_entry, where)
+                context._torchport_requested = requested  # what the script asked for, for the run's record
+                if "device_type" in kwargs:
+                    kwargs["device_type"] = device_type
+                else:
+                    args = (device_type, *args[1:])
+                # float16 autocast is CUDA's; off CUDA, bfloat16 (what the CPU and XLA autocast run)
+                if len(args) > 1:
+                    if args[1] in (None, torch.float16):
+                        args = (args[0], low_precision, *args[2:])
+                elif kwargs.get("dtype") in (None, torch.float16):
                     kwargs["dtype"] = low_precision
-            return original_autocast(device_type_arg, *args, **kwargs)
+            original_autocast_init(context, *args, **kwargs)
+            if requested == "cuda" and where is not None:
+                state = "enabled" if getattr(context, "_enabled", True) else "disabled"
+                self.becomes[(autocast_entry, where)] = (
+                    f"autocast('{device_type}', dtype={str(getattr(context, 'fast_dtype', '?')).replace('torch.', '')}), {state}")
 
-        def cuda_amp_autocast(enabled: bool = True, dtype: Any = None, cache_enabled: bool = True):
-            return autocast("cuda", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+        self._patch(autocast_class, "__init__", autocast_init)
 
-        self._patch(torch, "autocast", autocast)
-        self._patch(torch.cuda.amp, "autocast", cuda_amp_autocast)
+        # Every GradScaler spelling (torch.cuda.amp.GradScaler(...), torch.amp.GradScaler('cuda' or device='cuda'
+        # or no device at all, whose default is CUDA) reaches this __init__.
+        scaler_entry = TABLE_SCALER
+        original_scaler_init = GradScaler.__init__
 
-        scaler_entry = "torch.cuda.amp.GradScaler(...) / torch.amp.GradScaler('cuda', ...)"
-        original_scaler = torch.amp.GradScaler
+        def scaler_init(scaler, *args, **kwargs):
+            requested = kwargs.get("device", args[0] if args else "cuda")
+            where = user_line()
+            if requested == "cuda" and where is not None:
+                self._fire(scaler_entry, where)
+                args = args[1:]
+                kwargs.pop("device", None)
+                kwargs["enabled"] = False
+                if len(args) >= 5:  # enabled given positionally (init_scale, growth, backoff, interval, enabled)
+                    args = args[:4]
+                original_scaler_init(scaler, device_type, *args, **kwargs)
+                self.becomes[(scaler_entry, where)] = (f"GradScaler('{device_type}', enabled=False): no loss scaling "
+                                                       "(bfloat16 autocast needs none)")
+                return
+            original_scaler_init(scaler, *args, **kwargs)
 
-        def grad_scaler(device_arg: str = "cuda", *args, **kwargs):
-            if device_arg == "cuda":
-                self._fire(scaler_entry)
-                return original_scaler(device_type, enabled=False)
-            return original_scaler(device_arg, *args, **kwargs)
-
-        def cuda_amp_grad_scaler(*args, **kwargs):
-            return grad_scaler("cuda")
-
-        self._patch(torch.amp, "GradScaler", grad_scaler)
-        self._patch(torch.cuda.amp, "GradScaler", cuda_amp_grad_scaler)
+        self._patch(GradScaler, "__init__", scaler_init)
 
         original_init = dist.init_process_group
 
         def init_process_group(backend: Any = None, *args, **kwargs):
-            if backend == "nccl" or kwargs.get("backend") == "nccl":
-                self._fire("torch.distributed.init_process_group('nccl')")
+            if (backend == "nccl" or kwargs.get("backend") == "nccl") and \
+                    self._fire("torch.distributed.init_process_group('nccl')"):
                 kwargs.pop("backend", None)
                 backend = self.backend.process_group_backend
             return original_init(backend, *args, **kwargs)
@@ -238,8 +297,7 @@ class Redirects:
         ddp_entry = "DistributedDataParallel(..., device_ids=[N]) of a model not on CUDA"
 
         def ddp_init(wrapper, module, device_ids=None, *args, **kwargs):
-            if device_ids is not None and device_type != "cuda":
-                self._fire(ddp_entry)
+            if device_ids is not None and device_type != "cuda" and self._fire(ddp_entry):
                 device_ids = None
                 kwargs.pop("output_device", None)
             original_ddp_init(wrapper, module, device_ids, *args, **kwargs)
@@ -247,15 +305,23 @@ class Redirects:
         self._patch(DistributedDataParallel, "__init__", ddp_init)
 
 
-def _user_line() -> str | None:
-    """file:line of the script's call that reached a redirect, or None when
-    the call came from inside torch (``torch.manual_seed`` calling
-    ``torch.cuda.manual_seed_all``, say): that is not the script's CUDA use."""
-    from torchport.app import is_user_file
+# Frames of these modules are how a call reaches the entry point, not who made
+# it: torch.cuda.amp.GradScaler(...) calls torch.amp.GradScaler.__init__ through
+# a deprecation wrapper, and the caller is the frame outside all of them.
+_PASS_THROUGH = ("torchport.script.", "torch.amp", "torch.cuda.amp", "typing_extensions", "warnings")
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    for frame in reversed(traceback.extract_stack()):
-        if os.path.dirname(os.path.abspath(frame.filename)) == here:
-            continue  # this module's own wrappers
-        return f"{frame.filename}:{frame.lineno}" if is_user_file(frame.filename) else None
-    return None
+
+def user_line() -> str | None:
+    """file:line of the call that reached a redirect when it came from the
+    user's own code; None when it came from torch or a library
+    (``torch.manual_seed`` calling ``torch.cuda.manual_seed_all``, Adam
+    asking ``torch.cuda.is_available()``): those see the truth."""
+    from torchport.script.usercode import is_user_file
+
+    frame = sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_PASS_THROUGH):
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the loop
+    if frame is None:
+        return None
+    filename = frame.f_code.co_filename
+    return f"{filename}:{frame.f_lineno}" if is_user_file(filename) else None

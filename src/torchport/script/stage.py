@@ -97,9 +97,16 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
             "step_s": median(b["seconds"] / b["steps"] for b in blocks) if blocks else None,
             "redirects": (result.get("script") or {}).get("redirects", []),
             "losses": [v for b in blocks for v in (b.get("losses") or [])],
+            "process_groups": (result.get("script") or {}).get("process_groups"),
+            "user_files": (result.get("script") or {}).get("user_files"),
         }
     ranks = section["ranks"]
-    if len(ranks) == NPROC and all(r["status"] == "ok" for r in ranks.values()):
+    if len(ranks) == NPROC and all(r["status"] == "ok" for r in ranks.values()) and \
+            not any(r["process_groups"] for r in ranks.values()):
+        section["status"] = "not applicable"
+        section["reason"] = (f"the script created no process group: under torchrun each of the {NPROC} processes "
+                             "trained alone, so there is no distributed training to check")
+    elif len(ranks) == NPROC and all(r["status"] == "ok" for r in ranks.values()):
         section["status"] = "pass"
         section["reason"] = (f"the script ran unmodified under torchrun on {NPROC} processes "
                              f"({STEPS} sustained steps on every rank)")
@@ -109,13 +116,6 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
     section["comparison"] = ("not made: the script decides how its global batch is split over ranks, so one "
                              "process cannot be made to see the same batches from outside")
     document["script_distributed"] = section
-    if section["ranks"]:
-        from torchport.script.crossref import cross_reference
-
-        # The DDP branch of a script runs only here: its lines are run-time evidence too.
-        document["script"] = cross_reference(stage.script, document["backends"], reference,
-                                             torchrun_ranks=section["ranks"])
-
 
 
 def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
@@ -127,3 +127,5 @@ def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": TRACE_STEPS, "seed": stage.seed},
                      extra=stage.job(), timeout=stage.timeout_s)
     document["trace"] = build_section(run, f"script:{stage.script}", validate_targets(None))
+    if run.get("script_coverage"):
+        document["script_coverage"] = run["script_coverage"]

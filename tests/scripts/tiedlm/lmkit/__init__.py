@@ -1,0 +1,1 @@
+"""The pieces of tiedlm's trainer."""
