@@ -190,7 +190,9 @@ def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, dic
         error = entry["error"]
         evidence, source = _evidence_of(name, entry)
         where = f" at {error['location']}" if error.get("location") else ""
-        return Cell(f"does not run ({error.get('kind')})", evidence, source, f"{error.get('message', '')}{where}")
+        # The script ran, but on the CPU: measured, and not a failure of the target.
+        text = "did not use the device" if error.get("kind") == "not-on-device" else f"does not run ({error.get('kind')})"
+        return Cell(text, evidence, source, f"{error.get('message', '')}{where}")
     if verdict:
         known = verdict.get("op_support") in ("table", "live") and verdict.get("status") != "unknown"
         status = str(verdict.get("status"))
