@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "with {device}, {backend} and {compile} filled per backend")
     parser.add_argument("--redirect-cuda", action="store_true",
                         help="with --script: redirect the script's CUDA calls to each backend (each redirect is logged)")
+    from torchport.remote.commands import add_target_arguments
+
+    add_target_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -116,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
     from torchport.report.terminal import print_summary
 
     options = options_from_args(args)
+    if args.on:
+        from torchport.remote.commands import evaluate_on_targets
+
+        return evaluate_on_targets(args)
     evaluation = Evaluation(options)
     try:
         with Progress("evaluate", unit="runs") as progress:
