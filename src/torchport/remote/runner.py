@@ -51,6 +51,7 @@ class Plan:
     local_args: list[str]       # evaluate's arguments as this machine runs them
     remote_args: list[str]      # ... and as a remote runs them, in the shipped folder
     folder: Path | None         # shipped to remotes (None: nothing to ship)
+    passthrough: list[str] = field(default_factory=list)  # the script's arguments, after `--`
     ssh_config: Path | None = None
     keep_remote: bool = False
     remote_python: str = "python3"
@@ -121,10 +122,9 @@ def plan_from_args(args: Any) -> Plan:
         replacement = inside if args.script is not None else inside + args.app[len(str(args.app).split(":")[0]):]
         remote = [replacement if token == original else
                   f"--script={replacement}" if token == f"--script={original}" else token for token in remote]
-    tail = ["--", *passthrough] if passthrough else []
     max_mb = args.max_upload if args.max_upload is not None else ship.DEFAULT_MAX_UPLOAD_MB
-    return Plan(targets=targets, out_dir=args.out or default_out_dir(args.app), local_args=[*local, *prices, *tail],
-                remote_args=[*remote, *prices, *tail], folder=folder, ssh_config=args.ssh_config,
+    return Plan(targets=targets, out_dir=args.out or default_out_dir(args.app), local_args=[*local, *prices],
+                remote_args=[*remote, *prices], folder=folder, passthrough=passthrough, ssh_config=args.ssh_config,
                 keep_remote=args.keep_remote, remote_python=args.remote_python, max_upload_bytes=int(max_mb * 1_000_000))
 
 
@@ -209,7 +209,8 @@ class TargetRun:
         out = self.plan.out_dir / self.target.name
         env = {**os.environ, "TORCHPORT_PROGRESS_INTERVAL": os.environ.get("TORCHPORT_PROGRESS_INTERVAL", "5")}
         self.row["status"] = "running"
-        process = self._spawn([sys.executable, "-m", "torchport", "evaluate", *self.plan.local_args, "--out-dir", str(out)],
+        process = self._spawn([sys.executable, "-m", "torchport", "evaluate", *self.plan.local_args, "--out-dir", str(out),
+                               *self._passthrough()],
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                               start_new_session=True)
         assert process.stdout is not None
@@ -230,6 +231,9 @@ class TargetRun:
         else:
             self._fail("run-failed", f"the evaluation exited with status {rc}"
                        + ("" if has_result else " and wrote no result"))
+
+    def _passthrough(self) -> list[str]:
+        return ["--", *self.plan.passthrough] if self.plan.passthrough else []
 
     def _remote_python(self, *argv: str) -> list[str]:
         return ["sh", "-c", remote_scripts.RUN_PYTHON, "torchport", self.plan.remote_python, *argv]
@@ -291,7 +295,7 @@ class TargetRun:
         timings["ship_s"] = round(time.monotonic() - began, 2)
         began = time.monotonic()
         started = self._ssh([*detached, "start", run_id, "evaluate", *self.plan.remote_args,
-                             "--out-dir", f"{base}/runs/{run_id}/out"])
+                             "--out-dir", f"{base}/runs/{run_id}/out", *self._passthrough()])
         if started.returncode != 0:
             return self._fail("run-failed", f"starting the evaluation on the remote failed (exit {started.returncode})",
                               started.stderr)
