@@ -385,3 +385,28 @@ def test_interrupt_stops_and_cleans_the_remote_run(server, first_run, tmp_path):
     assert found["status"] == "interrupted" and found.get("remote_removed"), found
     assert not run.exists()
     assert processes_in(run) == [] and processes_in(Path(row["run_id"])) == []
+
+
+@pytest.mark.xla
+def test_prediction_against_measurement_with_xla_standing_in(server, first_run, tmp_path, xla_environment):
+    """The local trace's verdict for torch_xla beside the xla backend measured on the remote (and here):
+    a local proxy for what a TPU VM would measure."""
+    completed = run_torchport("evaluate", "builtin:classifier", "--on", "local", "--on", server.url, "--ssh-config",
+                              str(server.config), "--remote-python", sys.executable, "-b", "cpu,xla", *QUICK[:-2],
+                              "--no-checks", "--out-dir", str(tmp_path), timeout=1500)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    table = manifest(tmp_path)["predictions"]
+    assert table["predictor"] == "local"
+    remote_name = f"127.0.0.1-{server.port}"
+    xla_rows = {row["target"]: row for row in table["rows"] if row["family"] == "xla"}
+    assert set(xla_rows) == {"local", remote_name}, table
+    local_trace = json.loads((tmp_path / "local" / "result.json").read_text())["trace"]["verdicts"]["xla"]
+    remote_xla = json.loads((tmp_path / remote_name / "result.json").read_text())["backends"]["xla"]
+    row = xla_rows[remote_name]
+    assert row["predicted"] == local_trace["status"]
+    assert row["measured"] == ("runs" if remote_xla.get("summary") else row["measured"])
+    assert row["hit"] == ((local_trace["status"] != "blocked") == bool(remote_xla.get("summary")))
+    assert row["counts"]["measured_compilations"] and row["counts"]["predicted_step_graphs"] >= 1
+    assert table["judged"] == len([r for r in table["rows"] if r["hit"] is not None])
+    assert "# Prediction against measurement" in (tmp_path / "report.md").read_text()
+    assert "prediction against measurement (trace of local)" in completed.stdout

@@ -26,7 +26,7 @@ from typing import Any
 from torchport import output
 from torchport.errors import UserError
 from torchport.limits import TAIL_LINE_CHARS, TAIL_LINES
-from torchport.remote import remote_scripts, ship
+from torchport.remote import predictions, remote_scripts, ship
 from torchport.remote.targets import Target, clean_line, parse_target, ssh_cause, ssh_command
 
 KIND = "torchport-targets"
@@ -494,15 +494,25 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
         except UserError as exc:
             manifest.document["comparison_error"] = exc.one_line()
     manifest.document["comparison"] = "comparison.json" if comparison else None
+    documents = []
+    for name, path in results:
+        try:
+            documents.append((name, json.loads(path.read_text(encoding="utf-8"))))
+        except ValueError:
+            continue  # compare_results has named the broken file
+    table = predictions.prediction_table(documents)
+    manifest.document["predictions"] = table
     manifest.save()
     report = [targets_markdown(rows)]
     if comparison is not None:
         (out_dir / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n", encoding="utf-8")
         report.append(compare_text.markdown(comparison))
+    report.append(predictions.markdown(table))
     (out_dir / "report.md").write_text("\n".join(report), encoding="utf-8")
     print_targets(rows)
     if comparison is not None:
         compare_text.print_comparison(comparison)
+    predictions.print_table(table)
     print(f"targets: {out_dir / MANIFEST}\nreport: {out_dir / 'report.md'}")
     return 0 if rows and rows[0].get("status") == "ok" else 1
 
