@@ -410,3 +410,20 @@ def test_prediction_against_measurement_with_xla_standing_in(server, first_run, 
     assert table["judged"] == len([r for r in table["rows"] if r["hit"] is not None])
     assert "# Prediction against measurement" in (tmp_path / "report.md").read_text()
     assert "prediction against measurement (trace of local)" in completed.stdout
+
+
+def test_trace_on_local_and_ssh(server, first_run, tmp_path):
+    completed = run_torchport("trace", "builtin:classifier", "--steps", "2", "--target", "xla,cuda", "--on", "local",
+                              "--on", server.url, "--ssh-config", str(server.config), "--remote-python", sys.executable,
+                              "--out-dir", str(tmp_path), timeout=900)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    name = f"127.0.0.1-{server.port}"
+    found = rows(tmp_path)
+    assert found["local"]["status"] == "ok" and found[name]["status"] == "ok", found
+    local = json.loads((tmp_path / "local" / "trace.json").read_text())
+    remote = json.loads((tmp_path / name / "trace.json").read_text())
+    assert set(local["verdicts"]) == set(remote["verdicts"]) == {"xla", "cuda"}
+    assert {k: v["status"] for k, v in local["verdicts"].items()} == {k: v["status"] for k, v in remote["verdicts"].items()}
+    assert f"[{name}]   PyTorch/XLA (torch_xla): " in completed.stderr
+    report = (tmp_path / "report.md").read_text()
+    assert f"# {name}" in report and "# local" in report

@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
 
     options = options_from_args(args)
     if args.on:
-        from torchport.remote.commands import evaluate_on_targets
+        from torchport.remote.commands import on_targets
 
-        return evaluate_on_targets(args)
+        return on_targets(args, "evaluate")
     evaluation = Evaluation(options)
     try:
         with Progress("evaluate", unit="runs") as progress:

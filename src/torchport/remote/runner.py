@@ -1,4 +1,4 @@
-"""``evaluate --on``: the same evaluation on each target, concurrently, and one combined answer.
+"""``evaluate|trace|check --on``: the same command on each target, concurrently, and one combined answer.
 
 Each target is a row of ``OUT_DIR/targets.json`` whatever happens to it: a
 target that cannot be reached, lacks Python or torch, fails to install or to
@@ -38,9 +38,11 @@ MIN_TORCH = (2, 6)
 MAX_FETCH_BYTES = 512 * 1024 * 1024
 SSH_STEP_TIMEOUT_S = 1800.0
 
-# Options of `evaluate` that belong to this machine's side of --on and are not passed to the targets.
+# Options that belong to this machine's side of --on and are not passed to the targets.
 _LOCAL_VALUED = ("--on", "--ssh-config", "--remote-python", "--max-upload", "--workdir", "--out-dir", "-o", "--out",
-                 "--format", "--prices")
+                 "--output", "--format", "--prices", "--json")
+# Each command's result file, written into OUT_DIR/TARGET/.
+RESULT_FILES = {"evaluate": "result.json", "trace": "trace.json", "check": "check.json"}
 _LOCAL_FLAGS = ("--keep-remote",)
 
 
@@ -48,7 +50,7 @@ _LOCAL_FLAGS = ("--keep-remote",)
 class Plan:
     targets: list[Target]
     out_dir: Path
-    local_args: list[str]       # evaluate's arguments as this machine runs them
+    local_args: list[str]       # the command's arguments as this machine runs them
     remote_args: list[str]      # ... and as a remote runs them, in the shipped folder
     folder: Path | None         # shipped to remotes (None: nothing to ship)
     passthrough: list[str] = field(default_factory=list)  # the script's arguments, after `--`
@@ -56,6 +58,17 @@ class Plan:
     keep_remote: bool = False
     remote_python: str = "python3"
     max_upload_bytes: int = ship.DEFAULT_MAX_UPLOAD_MB * 1_000_000
+    command: str = "evaluate"
+
+    @property
+    def result_file(self) -> str:
+        return RESULT_FILES[self.command]
+
+    def output_arguments(self, folder: str) -> list[str]:
+        """Where the command writes its result, in the target's results folder."""
+        if self.command == "evaluate":
+            return ["--out-dir", folder]
+        return ["--json", f"{folder}/{self.result_file}"]
 
 
 def forwarded_arguments(argv: list[str], extra: tuple[str, ...] = ()) -> list[str]:
@@ -79,34 +92,35 @@ def forwarded_arguments(argv: list[str], extra: tuple[str, ...] = ()) -> list[st
     return kept
 
 
-def evaluate_argv() -> tuple[list[str], list[str]]:
-    """(evaluate's arguments, the script's arguments after `--`) as typed."""
+def command_argv(command: str) -> tuple[list[str], list[str]]:
+    """(the command's arguments, the script's arguments after `--`) as typed."""
     argv = [a for a in sys.argv[1:] if a != "--debug"]
     passthrough: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
         argv, passthrough = argv[:cut], argv[cut + 1:]
-    return argv[argv.index("evaluate") + 1:], passthrough
+    return argv[argv.index(command) + 1:], passthrough
 
 
-def plan_from_args(args: Any) -> Plan:
+def plan_from_args(args: Any, command: str = "evaluate") -> Plan:
     from torchport.app import parse_spec
     from torchport.evaluate import default_out_dir, load_price_file
 
     targets = _targets(args.on)
-    argv, passthrough = evaluate_argv()
+    argv, passthrough = command_argv(command)
     local = forwarded_arguments(argv)
     prices: list[str] = []
-    if args.prices:
+    if getattr(args, "prices", None):
         prices = [f"--price={name}={value}" for name, value in load_price_file(args.prices).items()]
     # A config file named here is read on this machine; a remote reads the shipped folder's own.
-    remote = forwarded_arguments(local, extra=("--config",))
+    remote = forwarded_arguments(local, extra=("--config", "--work-dir"))
     folder = args.workdir.resolve() if args.workdir else None
     if folder is not None and not folder.is_dir():
         raise UserError("--workdir is not a folder", location=str(args.workdir))
     shipped: Path | None = None
-    if args.script is not None:
-        shipped = args.script.resolve()
+    script = getattr(args, "script", None)
+    if script is not None:
+        shipped = script.resolve()
     else:
         spec = parse_spec(args.app)
         if spec.file is not None:
@@ -116,14 +130,15 @@ def plan_from_args(args: Any) -> Plan:
         try:
             inside = shipped.relative_to(folder).as_posix()
         except ValueError:
-            raise UserError(f"{'the script' if args.script else 'the app'} is not inside --workdir {folder}",
+            raise UserError(f"{'the script' if script else 'the app'} is not inside --workdir {folder}",
                             location=str(shipped)) from None
-        original = str(args.script) if args.script is not None else args.app
-        replacement = inside if args.script is not None else inside + args.app[len(str(args.app).split(":")[0]):]
+        original = str(script) if script is not None else args.app
+        replacement = inside if script is not None else inside + args.app[len(str(args.app).split(":")[0]):]
         remote = [replacement if token == original else
                   f"--script={replacement}" if token == f"--script={original}" else token for token in remote]
     max_mb = args.max_upload if args.max_upload is not None else ship.DEFAULT_MAX_UPLOAD_MB
-    return Plan(targets=targets, out_dir=args.out or default_out_dir(args.app), local_args=[*local, *prices],
+    out_dir = getattr(args, "out", None) or default_out_dir(args.app)
+    return Plan(targets=targets, out_dir=out_dir, command=command, local_args=[*local, *prices],
                 remote_args=[*remote, *prices], folder=folder, passthrough=passthrough, ssh_config=args.ssh_config,
                 keep_remote=args.keep_remote, remote_python=args.remote_python, max_upload_bytes=int(max_mb * 1_000_000))
 
@@ -209,8 +224,9 @@ class TargetRun:
         out = self.plan.out_dir / self.target.name
         env = {**os.environ, "TORCHPORT_PROGRESS_INTERVAL": os.environ.get("TORCHPORT_PROGRESS_INTERVAL", "5")}
         self.row["status"] = "running"
-        process = self._spawn([sys.executable, "-m", "torchport", "evaluate", *self.plan.local_args, "--out-dir", str(out),
-                               *self._passthrough()],
+        out.mkdir(parents=True, exist_ok=True)
+        process = self._spawn([sys.executable, "-m", "torchport", self.plan.command, *self.plan.local_args,
+                               *self.plan.output_arguments(str(out)), *self._passthrough()],
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                               start_new_session=True)
         assert process.stdout is not None
@@ -220,16 +236,16 @@ class TargetRun:
     def _finish(self, rc: int | None, out: Path) -> None:
         if self._stopping:
             return
-        has_result = (out / "result.json").exists()
+        has_result = (out / self.plan.result_file).exists()
         if has_result:
-            self.row["result"] = f"{self.target.name}/result.json"
+            self.row["result"] = f"{self.target.name}/{self.plan.result_file}"
         if rc == 0 and has_result:
             self.row.update(status="ok", cause_kind=None, cause=None)
             self.save()
         elif rc is None:
             self._fail("run-failed", "the remote run ended without an exit status (killed?)")
         else:
-            self._fail("run-failed", f"the evaluation exited with status {rc}"
+            self._fail("run-failed", f"torchport {self.plan.command} exited with status {rc}"
                        + ("" if has_result else " and wrote no result"))
 
     def _passthrough(self) -> list[str]:
@@ -294,8 +310,8 @@ class TargetRun:
             return self._fail(kind, cause, received.stderr)
         timings["ship_s"] = round(time.monotonic() - began, 2)
         began = time.monotonic()
-        started = self._ssh([*detached, "start", run_id, "evaluate", *self.plan.remote_args,
-                             "--out-dir", f"{base}/runs/{run_id}/out", *self._passthrough()])
+        started = self._ssh([*detached, "start", run_id, self.plan.command, *self.plan.remote_args,
+                             *self.plan.output_arguments(f"{base}/runs/{run_id}/out"), *self._passthrough()])
         if started.returncode != 0:
             return self._fail("run-failed", f"starting the evaluation on the remote failed (exit {started.returncode})",
                               started.stderr)
@@ -379,8 +395,8 @@ class TargetRun:
             if not self.plan.keep_remote:
                 self._ssh([self.row["remote_python"], "-m", "torchport.remote.detached", "clean", self.row["run_id"]])
                 self.row["remote_removed"] = True
-            if (out / "result.json").exists():
-                self.row["result"] = f"{self.target.name}/result.json"
+            if (out / self.plan.result_file).exists():
+                self.row["result"] = f"{self.target.name}/{self.plan.result_file}"
         finally:
             self._stopping = True
 
@@ -431,7 +447,7 @@ class Manifest:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise UserError(f"no {MANIFEST} here: not the folder of an `evaluate --on` run", location=str(out_dir)) from None
+            raise UserError(f"no {MANIFEST} here: not the folder of a run with --on", location=str(out_dir)) from None
         except ValueError as exc:
             raise UserError(f"{MANIFEST} is not valid JSON: {exc}", location=str(path)) from None
         if not isinstance(document, dict) or document.get("kind") != KIND:
@@ -444,7 +460,7 @@ def run_plan(plan: Plan) -> int:
     archive = ship.pack_folder(plan.folder, plan.max_upload_bytes) if wheel else b""
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     document: dict[str, Any] = {
-        "kind": KIND, "version": VERSION, "command": ["torchport", *sys.argv[1:]],
+        "kind": KIND, "version": VERSION, "command": ["torchport", *sys.argv[1:]], "torchport_command": plan.command,
         "ssh_config": str(plan.ssh_config.resolve()) if plan.ssh_config else None, "keep_remote": plan.keep_remote,
         "targets": [{"name": t.name, "target": t.text, "kind": t.kind, "status": "waiting"} for t in plan.targets],
     }
@@ -485,6 +501,8 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
     rows = manifest.document["targets"]
     results = [(row["name"], out_dir / row["result"]) for row in rows if row.get("result")
                and (out_dir / row["result"]).exists()]
+    if manifest.document.get("torchport_command", "evaluate") != "evaluate":
+        return _finish_sections(out_dir, manifest, results)
     comparison = None
     if results:
         from torchport.compare import compare_results
@@ -513,6 +531,29 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
     if comparison is not None:
         compare_text.print_comparison(comparison)
     predictions.print_table(table)
+    print(f"targets: {out_dir / MANIFEST}\nreport: {out_dir / 'report.md'}")
+    return 0 if rows and rows[0].get("status") == "ok" else 1
+
+
+def _finish_sections(out_dir: Path, manifest: Manifest, results: list[tuple[str, Path]]) -> int:
+    """trace and check: each target's own report, one after the other (their text was streamed as they ran)."""
+    command = manifest.document["torchport_command"]
+    if command == "trace":
+        from torchport.trace.report import markdown as render
+    else:
+        from torchport.check.report import markdown as render
+    rows = manifest.document["targets"]
+    manifest.save()
+    report = [targets_markdown(rows)]
+    for name, path in results:
+        try:
+            section = json.loads(path.read_text(encoding="utf-8"))
+            text = render(section)
+        except (ValueError, KeyError, TypeError) as exc:
+            text = f"{name}: the {command} result could not be read: {clean_line(str(exc), 200)}\n"
+        report += [f"# {name}", "", text]
+    (out_dir / "report.md").write_text("\n".join(report), encoding="utf-8")
+    print_targets(rows)
     print(f"targets: {out_dir / MANIFEST}\nreport: {out_dir / 'report.md'}")
     return 0 if rows and rows[0].get("status") == "ok" else 1
 
@@ -562,8 +603,11 @@ def collect(out_dir: Path) -> int:
     manifest = Manifest.load(out_dir)
     document = manifest.document
     config = Path(document["ssh_config"]) if document.get("ssh_config") else None
+    command = document.get("torchport_command") or "evaluate"
+    if command not in RESULT_FILES:
+        raise UserError(f"unknown command {clean_line(str(command), 40)!r} in {MANIFEST}", location=str(out_dir))
     plan = Plan(targets=[], out_dir=out_dir, local_args=[], remote_args=[], folder=None, ssh_config=config,
-                keep_remote=bool(document.get("keep_remote")))
+                keep_remote=bool(document.get("keep_remote")), command=command)
     runs = []
     for row in document["targets"]:
         if row.get("kind") == "ssh" and row.get("status") in ("detached", "running") and row.get("run_id"):
