@@ -385,6 +385,7 @@ def test_interrupt_stops_and_cleans_the_remote_run(server, first_run, tmp_path):
     assert found["status"] == "interrupted" and found.get("remote_removed"), found
     assert not run.exists()
     assert processes_in(run) == [] and processes_in(Path(row["run_id"])) == []
+    assert "stopped by the user" in (tmp_path / "report.md").read_text()
 
 
 @pytest.mark.xla
@@ -427,3 +428,16 @@ def test_trace_on_local_and_ssh(server, first_run, tmp_path):
     assert f"[{name}]   PyTorch/XLA (torch_xla): " in completed.stderr
     report = (tmp_path / "report.md").read_text()
     assert f"# {name}" in report and "# local" in report
+
+
+def test_check_on_ssh(server, first_run, tmp_path):
+    completed = run_torchport("check", "builtin:classifier", "--only", "checkpoint", "-b", "cpu", "--on", server.url,
+                              "--ssh-config", str(server.config), "--remote-python", sys.executable,
+                              "--out-dir", str(tmp_path), timeout=900)
+    name = f"127.0.0.1-{server.port}"
+    row = rows(tmp_path)[name]
+    assert completed.returncode == 0 and row["status"] == "ok", (row, completed.stderr[-3000:])
+    section = json.loads((tmp_path / name / "check.json").read_text())
+    assert [check["name"] for check in section["checks"]] and all(check["name"] == "checkpoint" for check in section["checks"])
+    assert all(check["status"] == "pass" for check in section["checks"]), section["checks"]
+    assert f"# {name}" in (tmp_path / "report.md").read_text()

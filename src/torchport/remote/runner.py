@@ -8,6 +8,7 @@ compared by ``torchport.compare`` (the first target is the reference machine).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import io
 import json
@@ -491,6 +492,9 @@ def _run_all(runs: list[TargetRun], manifest: Manifest) -> None:
             if run.row.get("status") not in ("ok", "failed"):
                 run.row.update(status="interrupted", cause_kind="interrupted", cause="stopped by the user")
         manifest.save()
+        # The combined answer over what was measured before the interrupt; the interrupt stays the news.
+        with contextlib.suppress(OSError, UserError):
+            finish(manifest.path.parent, manifest)
         raise
 
 
