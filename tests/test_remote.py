@@ -441,3 +441,13 @@ def test_check_on_ssh(server, first_run, tmp_path):
     assert [check["name"] for check in section["checks"]] and all(check["name"] == "checkpoint" for check in section["checks"])
     assert all(check["status"] == "pass" for check in section["checks"]), section["checks"]
     assert f"# {name}" in (tmp_path / "report.md").read_text()
+
+
+def test_what_a_remote_sends_is_read_up_to_a_cap():
+    from torchport.remote.runner import read_capped
+
+    endless = subprocess.Popen(["yes", "A" * 100], stdout=subprocess.PIPE)
+    overflow: list[str] = []
+    data = read_capped(endless.stdout, 1_000_000, endless, overflow)
+    assert len(data) <= 1_000_000 and overflow == ["sent more than 1 MB"]
+    assert endless.wait() == -signal.SIGKILL

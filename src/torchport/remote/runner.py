@@ -38,6 +38,9 @@ MIN_TORCH = (2, 6)
 # A remote's results folder larger than this is refused (it is data from another machine).
 MAX_FETCH_BYTES = 512 * 1024 * 1024
 SSH_STEP_TIMEOUT_S = 1800.0
+STDERR_CAP_BYTES = 1 << 20
+# A line of a target's output longer than this is shown in pieces (each one escaped and capped).
+LINE_READ_BYTES = 1 << 16
 
 # Options that belong to this machine's side of --on and are not passed to the targets.
 _LOCAL_VALUED = ("--on", "--ssh-config", "--remote-python", "--max-upload", "--workdir", "--out-dir", "-o", "--out",
@@ -178,15 +181,35 @@ class TargetRun:
         process = self._spawn(ssh_command(self.target, remote_argv, config=self.plan.ssh_config),
                               stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = process.communicate(data, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        assert process.stdout is not None and process.stderr is not None
+        # What a remote sends is read up to a cap (a larger answer ends the step), and a step has a deadline.
+        overflow: list[str] = []
+
+        def expire() -> None:
+            overflow.append("timed out")
             process.kill()
-            out, err = process.communicate()
-            return subprocess.CompletedProcess(process.args, 255, out, err + b"\nssh: step timed out")
+
+        timer = threading.Timer(timeout, expire)
+        timer.start()
+        errors: list[bytes] = []
+        reader = threading.Thread(target=lambda: errors.append(read_capped(process.stderr, STDERR_CAP_BYTES, process)),
+                                  daemon=True)
+        reader.start()
+        if data is not None:
+            assert process.stdin is not None
+            threading.Thread(target=_write_and_close, args=(process.stdin, data), daemon=True).start()
+        try:
+            out = read_capped(process.stdout, MAX_FETCH_BYTES, process, overflow)
+            returncode = process.wait()
+            reader.join()
+        finally:
+            timer.cancel()
+        err = errors[0] if errors else b""
         if self._stopping:
             raise _Stopped()
-        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+        if overflow:
+            return subprocess.CompletedProcess(process.args, 255, b"", err + f"\nssh: step {overflow[0]}".encode())
+        return subprocess.CompletedProcess(process.args, returncode, out, err)
 
     def _fail(self, kind: str, cause: str, tail: str | bytes = "") -> None:
         text = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
@@ -197,7 +220,7 @@ class TargetRun:
 
     def _stream(self, stream: Any) -> None:
         """Each line of a target's output: printed with the target's name, kept in the tail."""
-        for raw in iter(stream.readline, b""):
+        for raw in iter(lambda: stream.readline(LINE_READ_BYTES), b""):
             line = clean_line(raw.decode(errors="replace").rstrip("\r\n"), TAIL_LINE_CHARS)
             if not line.strip():
                 continue
@@ -360,8 +383,6 @@ class TargetRun:
         fetched = self._ssh([self.row["remote_python"], "-m", "torchport.remote.detached", "fetch", self.row["run_id"]])
         if fetched.returncode != 0:
             return ssh_cause(fetched.stderr.decode(errors="replace"))[1]
-        if len(fetched.stdout) > MAX_FETCH_BYTES:
-            return f"the remote's results are {len(fetched.stdout) / 1e6:.0f} MB, above the {MAX_FETCH_BYTES / 1e6:.0f} MB cap"
         try:
             with tarfile.open(fileobj=io.BytesIO(fetched.stdout), mode="r:gz") as archive:
                 members = archive.getmembers()
@@ -400,6 +421,27 @@ class TargetRun:
                 self.row["result"] = f"{self.target.name}/{self.plan.result_file}"
         finally:
             self._stopping = True
+
+
+def read_capped(stream: Any, cap: int, process: subprocess.Popen, overflow: list[str] | None = None) -> bytes:
+    """All of STREAM, or its first CAP bytes and the process ended."""
+    chunks, size = [], 0
+    for chunk in iter(lambda: stream.read(1 << 16), b""):
+        size += len(chunk)
+        if size > cap:
+            if overflow is not None:
+                overflow.append(f"sent more than {cap / 1e6:.0f} MB")
+            process.kill()
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write_and_close(stream: Any, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the remote may end (or fail) before reading it all
+        stream.write(data)
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 class _Stopped(Exception):
