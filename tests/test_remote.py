@@ -293,11 +293,15 @@ def test_script_on_a_remote_with_its_arguments(server, first_run, tmp_path):
     script = TESTS / "scripts" / "agnostic.py"
     completed = run_torchport("evaluate", "--script", str(script), "--on", server.url, "--ssh-config", str(server.config),
                               "--remote-python", sys.executable, "-b", "cpu", "--repeats", "1", "--steps", "6",
-                              "--blocks", "2", "--max-warmup", "6", "--no-trace", "--no-checks", "--out-dir",
-                              str(tmp_path), "--", "--epochs", "50", timeout=900)
+                              "--blocks", "2", "--max-warmup", "6", "--no-trace", "--no-checks", "--keep-remote",
+                              "--out-dir", str(tmp_path), "--", "--epochs", "50", timeout=900)
     assert completed.returncode == 0, completed.stderr[-3000:]
     row = rows(tmp_path)[f"127.0.0.1-{server.port}"]
     assert row["status"] == "ok" and row["venv"] == "reused"
+    kept = server.remote_home / "runs" / row["run_id"]
+    assert (kept / "app" / "agnostic.py").read_bytes() == script.read_bytes()  # --keep-remote left it
+    assert (kept / "out" / "result.json").exists() and (kept / "rc").read_text() == "0"
+    shutil.rmtree(kept)
     document = json.loads((tmp_path / row["name"] / "result.json").read_text())
     run = document["backends"]["cpu"]["runs"][0]
     assert run["status"] == "ok" and run["script"]["optimizers"] == ["AdamW"]
