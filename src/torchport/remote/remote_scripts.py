@@ -11,14 +11,16 @@ RUN_PYTHON = 'command -v "$1" >/dev/null 2>&1 || { echo "no $1 on the remote" >&
 MARKER = "torchport-remote-json:"
 
 # argv: KEY.  Prints MARKER + JSON: the interpreter, its torch's version, the folder
-# torchport uses there and whether the venv for KEY is ready.
+# torchport uses there and whether the venv for KEY and this interpreter is ready
+# (each Python gets its own: another Python means another torch).
 PROBE = r'''
-import json, os, site, sys
+import hashlib, json, os, site, sys
 from pathlib import Path
 base = Path(os.environ.get("TORCHPORT_REMOTE_HOME") or Path.home() / ".cache" / "torchport" / "remote")
+venv = sys.argv[1] + "-" + hashlib.sha256(sys.executable.encode()).hexdigest()[:8]
 record = {"python": ".".join(map(str, sys.version_info[:3])), "executable": sys.executable,
-          "in_venv": sys.prefix != sys.base_prefix, "site": site.getsitepackages(), "base": str(base),
-          "venv_ready": (base / "venvs" / sys.argv[1] / ".torchport-ready").exists(), "torch": None, "torch_error": None}
+          "in_venv": sys.prefix != sys.base_prefix, "site": site.getsitepackages(), "base": str(base), "venv": venv,
+          "venv_ready": (base / "venvs" / venv / ".torchport-ready").exists(), "torch": None, "torch_error": None}
 # Found, not imported (seconds saved on every run); setup imports it before a venv is marked ready.
 import importlib.metadata, importlib.util
 try:
@@ -31,15 +33,16 @@ print("torchport-remote-json:" + json.dumps(record))
 '''
 
 # argv: KEY WHEEL_FILENAME REQUIREMENTS_JSON; the wheel on stdin.  Creates
-# BASE/venvs/KEY (system site packages seen, and the packages of the venv
+# BASE/venvs/KEY-PYTHONHASH (system site packages seen, and the packages of the venv
 # this Python belongs to, so the torch already there is used, never
 # downloaded), installs the wheel and the other requirements, and checks
 # that torchport is imported from the new venv.  Built beside and renamed,
 # so a venv is either ready or absent.
 SETUP = r'''
-import json, os, shutil, site, subprocess, sys, tempfile, venv
+import hashlib, json, os, shutil, site, subprocess, sys, tempfile, venv
 from pathlib import Path
 key, wheel_name, requirements = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+key += "-" + hashlib.sha256(sys.executable.encode()).hexdigest()[:8]
 base = Path(os.environ.get("TORCHPORT_REMOTE_HOME") or Path.home() / ".cache" / "torchport" / "remote")
 final = base / "venvs" / key
 if (final / ".torchport-ready").exists():

@@ -13,6 +13,7 @@ import datetime as _dt
 import io
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -321,7 +322,10 @@ class TargetRun:
                                   setup.stderr + setup.stdout)
             self.row["venv"] = "reused" if b"reused" in setup.stdout else "created"
         timings["setup_s"] = round(time.monotonic() - began, 2)
-        python = f"{base}/venvs/{self.wheel.key}/bin/python"
+        venv = str(info.get("venv"))
+        if not re.fullmatch(r"[0-9a-f]{12}-[0-9a-f]{8}", venv):
+            return self._fail("install-failed", f"the remote named its venv {clean_line(venv, 60)!r}, not KEY-HASH")
+        python = f"{base}/venvs/{venv}/bin/python"
         run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(4)
         self.row.update(run_id=run_id, remote_base=base, remote_python=python)
         self.save()
