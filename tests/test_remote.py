@@ -291,10 +291,11 @@ def test_failures_are_rows_and_the_good_target_completes(server, first_run, tmp_
 
 def test_script_on_a_remote_with_its_arguments(server, first_run, tmp_path):
     script = TESTS / "scripts" / "agnostic.py"
-    completed = run_torchport("evaluate", "--script", str(script), "--on", server.url, "--ssh-config", str(server.config),
+    # Typed as a user might, relative and unnormalised: the remote still gets the shipped copy's path.
+    completed = run_torchport("evaluate", "--script", "./scripts//agnostic.py", "--on", server.url, "--ssh-config", str(server.config),
                               "--remote-python", sys.executable, "-b", "cpu", "--repeats", "1", "--steps", "6",
                               "--blocks", "2", "--max-warmup", "6", "--no-trace", "--no-checks", "--keep-remote",
-                              "--out-dir", str(tmp_path), "--", "--epochs", "50", timeout=900)
+                              "--out-dir", str(tmp_path), "--", "--epochs", "50", timeout=900, cwd=TESTS)
     assert completed.returncode == 0, completed.stderr[-3000:]
     row = rows(tmp_path)[f"127.0.0.1-{server.port}"]
     assert row["status"] == "ok" and row["venv"] == "reused"

@@ -137,15 +137,28 @@ def plan_from_args(args: Any, command: str = "evaluate") -> Plan:
         except ValueError:
             raise UserError(f"{'the script' if script else 'the app'} is not inside --workdir {folder}",
                             location=str(shipped)) from None
-        original = str(script) if script is not None else args.app
-        replacement = inside if script is not None else inside + args.app[len(str(args.app).split(":")[0]):]
-        remote = [replacement if token == original else
-                  f"--script={replacement}" if token == f"--script={original}" else token for token in remote]
+        remote = _rewrite_script(remote, inside) if script is not None else \
+            [inside + args.app[len(args.app.split(":")[0]):] if token == args.app else token for token in remote]
     max_mb = args.max_upload if args.max_upload is not None else ship.DEFAULT_MAX_UPLOAD_MB
     out_dir = getattr(args, "out", None) or default_out_dir(args.app)
     return Plan(targets=targets, out_dir=out_dir, command=command, local_args=[*local, *prices],
                 remote_args=[*remote, *prices], folder=folder, passthrough=passthrough, ssh_config=args.ssh_config,
                 keep_remote=args.keep_remote, remote_python=args.remote_python, max_upload_bytes=int(max_mb * 1_000_000))
+
+
+def _rewrite_script(argv: list[str], path: str) -> list[str]:
+    """ARGV with --script's value replaced by PATH (argparse's Path has normalised the one typed)."""
+    rewritten = []
+    after_flag = False
+    for token in argv:
+        if after_flag:
+            token, after_flag = path, False
+        elif token == "--script":
+            after_flag = True
+        elif token.startswith("--script="):
+            token = f"--script={path}"
+        rewritten.append(token)
+    return rewritten
 
 
 def _targets(texts: list[str]) -> list[Target]:
