@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchport-installed
 
-.PHONY: demo test lint setup clean browser
+.PHONY: demo test lint setup clean browser sshd
 
 setup: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint browser
+test: $(STAMP) lint browser sshd
 	# The xla backend's own environment (torch 2.9.0 + torch_xla 2.9.0, ~7 GB,
 	# a few minutes the first time, then reused from ~/.cache/torchport), with
 	# transformers when the hf extra is installed (added to an existing one).
@@ -51,6 +51,21 @@ browser:
 	  else ( DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
 	      || { $$SUDO apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; } ) \
 	    || echo "could not install chromium: the browser tests will skip"; fi; fi
+
+# Debian's openssh-server, for the `evaluate --on ssh://` tests: they start their
+# own sshd on a loopback port with throwaway keys (the system's sshd is never
+# started or configured).  Installed when missing and the machine allows;
+# otherwise those tests skip and say why.  Not where systemd runs: Debian
+# would start the package's own sshd on every address.
+sshd:
+	@if command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; then :; \
+	elif [ -d /run/systemd/system ]; then echo "sshd missing: installing openssh-server here would start a system sshd; install it yourself to run the remote tests"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then echo "sshd missing and no apt-get: the remote tests will skip"; \
+	else SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	  if [ -n "$$SUDO" ] && ! sudo -n true 2>/dev/null; then echo "sshd missing and not root: the remote tests will skip"; \
+	  else ( DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server >/dev/null 2>&1 \
+	      || { $$SUDO apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server >/dev/null; } ) \
+	    || echo "could not install openssh-server: the remote tests will skip"; fi; fi
 
 clean:
 	rm -rf $(VENV) torchport-results .pytest_cache .mypy_cache .ruff_cache

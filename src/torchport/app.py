@@ -269,10 +269,17 @@ def _import_target(spec: AppSpec):
 
 # --- locating the user's code in a traceback -------------------------------------------
 
-_LIBRARY_ROOTS = tuple(
-    str(Path(p).resolve())
-    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-)
+def _package_roots() -> set[str]:
+    """Every folder installed packages are imported from: this environment's, and those it sees beyond
+    it (system site packages, Debian's dist-packages, a .pth naming another venv's, as a remote venv does)."""
+    import site
+
+    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+    roots |= {entry for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")}
+    return {str(Path(p).resolve()) for p in roots}
+
+
+_LIBRARY_ROOTS = tuple({str(Path(sysconfig.get_paths()["stdlib"]).resolve()), *_package_roots()})
 _TORCHPORT_ROOT = str(Path(__file__).resolve().parent)
 
 
@@ -295,9 +302,7 @@ def is_user_file(filename: str) -> bool:
 _TORCH_PLUMBING = ("torch/overrides.py", "torch/_tensor.py", "torch/utils/_python_dispatch.py", "torch/_ops.py",
                    "torch/nn/modules/module.py", "torch/utils/_contextlib.py", "torch/_compile.py",
                    "torch/_dynamo/", "torch/autograd/", "torch/_jit_internal.py", "torch/functional.py")
-_SITE_ROOTS = tuple(sorted({str(Path(p).resolve()) for p in (sysconfig.get_paths()["purelib"],
-                                                                 sysconfig.get_paths()["platlib"])}, key=len,
-                           reverse=True))
+_SITE_ROOTS = tuple(sorted(_package_roots(), key=len, reverse=True))
 
 
 def library_file(filename: str) -> str | None:

@@ -59,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="also write the checks as JSON to FILE (old spelling; prefer --format json -o FILE)")
     parser.add_argument("--work-dir", type=Path, metavar="DIR",
                         help="keep checkpoints and tensors here (default: a temporary folder, removed)")
+    from torchport.remote.commands import add_target_arguments
+
+    add_target_arguments(parser, out_dir=True)
     parser.set_defaults(func=run)
 
 
@@ -94,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
     options = options_from_args(args)
     validate(options)
+    if args.on:
+        from torchport.remote.commands import on_targets
+
+        return on_targets(args, "check")
 
     with Progress("check", unit="") as progress:
         def on_event(kind: str, data: dict) -> None:

@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "with {device}, {backend} and {compile} filled per backend")
     parser.add_argument("--redirect-cuda", action="store_true",
                         help="with --script: redirect the script's CUDA calls to each backend (each redirect is logged)")
+    from torchport.remote.commands import add_target_arguments
+
+    add_target_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -117,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
     from torchport.report.verdict import verdict_line
 
     options = options_from_args(args)
+    if args.on:
+        from torchport.remote.commands import on_targets
+
+        return on_targets(args, "evaluate")
     evaluation = Evaluation(options)
     try:
         with Progress("evaluate", unit="runs") as progress:

@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--top", type=types.count(0), default=10, help="findings to print (default 10)")
     parser.add_argument("--no-live", action="store_true",
                         help="use only the shipped op-support tables, even where a backend is installed")
+    from torchport.remote.commands import add_target_arguments
+
+    add_target_arguments(parser, out_dir=True)
     parser.set_defaults(func=run)
 
 
@@ -52,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     from torchport.hf import app_from_args
     from torchport.trace.report import markdown, terminal_lines
 
+    if args.on:
+        from torchport.remote.commands import on_targets
+
+        return on_targets(args, "trace")
     from torchport.glossary import canonical_target
 
     targets = [canonical_target(t.strip(), "trace") for item in args.target for t in item.split(",") if t.strip()]
