@@ -20,6 +20,8 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
         table.add_column(header, overflow="fold")
     notes: list[str] = []
     for name, backend in document["backends"].items():
+        if backend.get("status") == "unavailable":
+            continue  # the answer per target lists them, one line per reason
         label = f"{name} (proxy)" if backend.get("proxy_for") else name
         summary = backend.get("summary")
         if summary is None:
