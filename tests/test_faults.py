@@ -201,6 +201,10 @@ def _malformed(valid: dict) -> dict[str, bytes]:
         "other schema version": variant(lambda d: d.update(schema_version="0.9")),
         "deep nesting": b"[" * 100_000 + b"]" * 100_000,
         "400-digit integer": variant(lambda d: d["config"].update(steps=int("9" * 400))),
+        "200000-deep nesting in a field": json.dumps(valid).replace(
+            '"seed": 0', '"seed": ' + "[" * 200_000 + "]" * 200_000).encode(),
+        "1e999 step time": re.sub(r'"seconds": [0-9.e+-]+', '"seconds": 1e999', json.dumps(valid), count=1).encode(),
+        "1e300 step time": re.sub(r'"seconds": [0-9.e+-]+', '"seconds": 1e300', json.dumps(valid), count=1).encode(),
         "zero-length samples": variant(no_blocks),
         "NaN literal": json.dumps(valid).replace('"seed": 0', '"seed": NaN').encode(),
         "not UTF-8": b"\xff\xfe{}",
@@ -218,16 +222,22 @@ def valid_result(tmp_path_factory) -> dict:
     return strict_document(folder / "out" / "result.json")
 
 
-def test_report_on_ten_malformed_results(valid_result, tmp_path):
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_malformed_results_are_refused_by_every_reader(command, valid_result, tmp_path):
     cases = _malformed(valid_result)
     assert len(cases) >= 10
     for name, content in cases.items():
+        if command == "compare" and name == "other schema version":
+            continue  # compare keeps it, listed as not comparable (test_compare)
         path = tmp_path / f"{name.replace(' ', '-')}.json"
         path.write_bytes(content)
-        completed = Case(tmp_path).run("report", str(path))
+        case = Case(tmp_path)
+        completed = case.run(command, str(path), *(["--markdown", str(tmp_path / "c.md")] if command == "compare" else []))
         assert completed.returncode == 2, (name, completed.stdout, completed.stderr)
-        one_error_line(completed.stderr, str(path))
-        assert not (tmp_path / "report.md").exists(), name
+        one_error_line(completed.stderr, str(path), *(["out of range"] if "step time" in name else []))
+        assert not (tmp_path / "report.md").exists() and not (tmp_path / "c.md").exists(), name
+        assert "nan" not in completed.stdout and "inf" not in completed.stdout, name
+        case.assert_clean()
 
 
 def test_report_on_a_folder(tmp_path):
@@ -521,3 +531,31 @@ def test_broken_pipe_ends_quietly(tmp_path):
     process.wait(timeout=60)
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
     assert process.returncode == 141
+
+
+# --- 6. every command's --help renders ------------------------------------------------------------------
+
+def _command_paths() -> list[list[str]]:
+    import argparse
+
+    from torchport.cli import build_parser
+
+    paths: list[list[str]] = [[]]
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name in action.choices:
+                    paths.append([*prefix, name])
+                    walk(action.choices[name], [*prefix, name])
+
+    walk(build_parser(), [])
+    return paths
+
+
+@pytest.mark.parametrize("path", _command_paths(), ids=lambda p: " ".join(p) or "torchport")
+def test_help_of_every_command_renders(path, tmp_path):
+    completed = Case(tmp_path).run(*path, "--help")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("usage: torchport"), completed.stdout[:500]
+    assert completed.stderr == ""
