@@ -180,6 +180,79 @@ def test_output_folder_on_a_virtual_filesystem(tmp_path):
     one_error_line(completed.stderr, "output folder")
 
 
+LONG = "a" * 5000
+# Every place a path is given, each bad in one way: {tmp} is the case's folder, {result} a valid result.json in it.
+BAD_PATHS = [
+    (["evaluate", "--script", LONG], "File name too long"),
+    (["scan", LONG], "File name too long"),
+    (["trace", LONG], "app module not found"),  # a name without .py is a module spec
+    (["compare", LONG], "File name too long"),
+    (["fix", LONG], "File name too long"),
+    (["scan", "{tmp}", "-o", f"{{tmp}}/{LONG}.sarif"], "file name too long"),
+    (["scan", "{tmp}", "-o", "/proc/x.sarif"], "cannot write in /proc"),
+    (["scan", "{tmp}", "-o", "{tmp}"], "is a folder"),
+    (["fix", "{tmp}", "-o", "{tmp}"], "is a folder"),
+    (["rules", "-o", "{tmp}"], "is a folder"),
+    (["trace", "builtin:classifier", "-o", "{tmp}"], "is a folder"),
+    (["trace", "builtin:classifier", "--json", "/proc/t.json"], "cannot write in /proc"),
+    (["check", "builtin:classifier", "--json", "{tmp}"], "is a folder"),
+    (["memory", "hf:gpt2", "--json", "{tmp}/file/x.json"], "is a file, not a folder"),
+    (["report", "{result}", "-o", "{tmp}"], "is a folder"),
+    (["report", "{result}", "--html", "{tmp}"], "is a folder"),
+    (["compare", "{result}", "--json", "{tmp}"], "is a folder"),
+    (["compare", "{result}", "--markdown", "{tmp}"], "is a folder"),
+    (["compare", "{result}", "--html", "{tmp}"], "is a folder"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", BAD_PATHS, ids=[" ".join(a)[:60] for a, _ in BAD_PATHS])
+def test_bad_path_is_one_line_exit_2_before_any_work(args, fragment, valid_result, tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "file").write_text("x")
+    result = folder / "result.json"
+    result.write_text(json.dumps(valid_result))
+    before = sorted(p.name for p in folder.iterdir())
+    case = Case(tmp_path)
+    completed = case.run(*[a.format(tmp=folder, result=result) for a in args])
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    line = one_error_line(completed.stderr, fragment)
+    assert len(line) < 1200  # a 5,000-character name is capped in the line
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing written (report.md included)
+    assert "Running" not in completed.stderr and completed.stdout == ""
+    case.assert_clean()
+
+
+EMPTY_VALUES = [
+    (["evaluate", ""], "argument app: empty value"),
+    (["evaluate", "-b", ""], "-b/--backend: empty value"),
+    (["evaluate", "-b", " , "], "no backend named"),
+    (["evaluate", "--reference", ""], "--reference: empty value"),
+    (["evaluate", "--out-dir", ""], "empty value"),
+    (["evaluate", "--redirect-cuda"], "needs --script"),
+    (["scan", ""], "argument PATH: empty value"),
+    (["fix", ""], "empty value"),
+    (["trace", ""], "empty value"),
+    (["check", "-b", ""], "empty value"),
+    (["compare", ""], "empty value"),
+    (["report", ""], "empty value"),
+    (["memory", ""], "empty value"),
+    (["scan", ".", "-o", ""], "empty value"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", EMPTY_VALUES, ids=[repr(" ".join(a)) for a, _ in EMPTY_VALUES])
+def test_empty_value_is_refused_not_defaulted(args, fragment, tmp_path):
+    case = Case(tmp_path)
+    completed = subprocess.run(case.command(*args), capture_output=True, text=True, timeout=600, env=case.env,
+                               cwd=tmp_path)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    one_error_line(completed.stderr, fragment)
+    assert not (tmp_path / "torchport-results").exists()  # nothing ran with a default in its place
+    assert completed.stdout == ""
+    case.assert_clean()
+
+
 # --- 2. `report` on anything ------------------------------------------------------------------------
 
 def _malformed(valid: dict) -> dict[str, bytes]:

@@ -7,6 +7,7 @@ module there becomes a new command without editing this file.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import pkgutil
@@ -16,6 +17,7 @@ from typing import Any, NoReturn
 
 from torchport import __version__, output, project_config
 from torchport.errors import Interrupted, UserError, interrupted_by, received
+from torchport.text import one_line, visible, visible_name
 
 # The signals that end torchport as Ctrl-C does: workers ended, the partial
 # result written with status "interrupted", the report rendered.
@@ -26,8 +28,17 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad options end in one line (``torchport: error: ...``), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"torchport: error: {self.prog}: {message}", file=sys.stderr)
+        print(f"torchport: error: {self.prog}: {one_line(message, 1000)}", file=sys.stderr)
         sys.exit(2)
+
+    def _get_value(self, action: argparse.Action, arg_string: Any) -> Any:
+        # One rule for empty values, for every option and argument: an empty
+        # app, backend list or path is refused, never replaced by a default
+        # (Path("") is ".", "" is no backend, so every one).
+        if isinstance(arg_string, str) and not arg_string.strip() \
+                and not isinstance(action, argparse._SubParsersAction):  # the command's own parser checks
+            raise argparse.ArgumentError(action, f"empty value {arg_string!r}")
+        return super()._get_value(action, arg_string)
 
 
 def _on_ending_signal(number: int, frame: Any) -> None:
@@ -115,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except UserError as exc:
         if debug:
-            raise
+            _print_traceback()
         print(f"torchport: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt as exc:
@@ -132,10 +143,24 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except OSError as exc:
         if debug:
+            _print_traceback()
+        where = f": {visible_name(exc.filename)}" if exc.filename else ""
+        print(f"torchport: error: {one_line(exc.strerror or exc)}{where}", file=sys.stderr)
+        # A name the system refuses is bad input, like any other bad path.
+        return 2 if exc.errno == errno.ENAMETOOLONG else 1
+    except Exception:
+        if not debug:
             raise
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"torchport: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        _print_traceback()
         return 1
+
+
+def _print_traceback() -> None:
+    """The traceback ``--debug`` shows, with the same sanitiser as every other
+    output: exceptions quote app text, file names and paths."""
+    import traceback
+
+    sys.stderr.write(visible(traceback.format_exc()))
 
 
 def _ignore_ending_signals() -> None:

@@ -19,6 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+from torchport.options import output_file
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 _verbosity = [NORMAL]
@@ -55,7 +56,7 @@ def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...], *, def
 
 
 def add_output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE",
+    parser.add_argument("-o", "--output", type=output_file, metavar="FILE",
                         help="write the output to this file instead of stdout (always a file)")
 
 

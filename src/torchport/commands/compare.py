@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from torchport.options import output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,11 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="exit 1 when an entry is slower than the reference by more than PCT percent, significantly")
     output.add_format(parser, ("text", "json", "md", "html"))
     output.add_output(parser)
-    parser.add_argument("--markdown", type=Path, metavar="FILE",
+    parser.add_argument("--markdown", type=output_file, metavar="FILE",
                         help="also write the comparison as markdown (old spelling; prefer --format md -o FILE)")
-    parser.add_argument("--html", type=Path, metavar="FILE",
+    parser.add_argument("--html", type=output_file, metavar="FILE",
                         help="also write a self-contained HTML report with charts (old spelling; prefer --format html -o FILE)")
-    parser.add_argument("--json", type=Path, metavar="FILE",
+    parser.add_argument("--json", type=output_file, metavar="FILE",
                         help="also write the comparison document as JSON (old spelling; prefer --format json -o FILE)")
     parser.set_defaults(func=run)
 

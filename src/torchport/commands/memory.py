@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+from torchport.options import output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"compare its peak tensor bytes (tolerance {TENSOR_TOLERANCE:.0%}%) and peak RSS (tolerance "
                         f"{RSS_TOLERANCE:.0%}%, judged from a 1 GiB estimate up) with the estimate; exit status 1 "
                         "if outside; configurations that fit this machine only")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="write the result as JSON")
+    parser.add_argument("--json", type=output_file, metavar="FILE", help="write the result as JSON")
     parser.set_defaults(func=run)
 
 
