@@ -594,6 +594,36 @@ def test_read_only_output_folder(tmp_path):
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+def test_closed_stderr_ends_only_the_progress_display(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    process = case.start("evaluate", "builtin:classifier", "-b", "cpu,cpu-compile", "--repeats", "1", *QUICK,
+                         "--no-trace", "--no-checks", "-o", str(out))
+    process.stderr.readline()  # the reader takes the first line and goes away, as `2>&1 | head -1` does
+    process.stderr.close()
+    stdout, _ = process.communicate(timeout=600)
+    assert process.returncode == 0
+    document = strict_document(out / "result.json")
+    assert document["status"] == "complete"
+    for name in ("cpu", "cpu-compile"):
+        assert [run["status"] for run in document["backends"][name]["runs"]] == ["ok"], name
+    assert "cpu-compile" in stdout  # the summary still printed
+    assert (out / "report.md").stat().st_size > 0
+    case.assert_clean()
+
+
+def test_stdout_and_stderr_closed_from_the_start(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    command = " ".join(f"'{part}'" for part in case.command(
+        "evaluate", "builtin:classifier", "-b", "cpu", "--repeats", "1", *QUICK, "--no-trace", "--no-checks",
+        "-o", str(out)))
+    completed = subprocess.run(["bash", "-c", f"exec {command} >&- 2>&-"], env=case.env, timeout=600)
+    assert completed.returncode == 141  # the printed output was lost, and says so; the work was not
+    assert strict_document(out / "result.json")["status"] == "complete"
+    case.assert_clean()
+
+
 def test_broken_pipe_ends_quietly(tmp_path):
     case = Case(tmp_path)
     # The reader is gone before the first write: every write fails with EPIPE.

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, passthrough = argv[:cut], argv[cut + 1:]
     install_signal_handlers()
+    output.guard_streams()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -123,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.command in project_config.COMMANDS:
             project_config.apply(args, args.command_parsers[args.command])
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        # The work is done; that its printed output was cut short is still said.
+        return 141 if output.stdout_lost() else status
     except UserError as exc:
         if debug:
             _print_traceback()
