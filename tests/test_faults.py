@@ -662,3 +662,70 @@ def test_help_of_every_command_renders(path, tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.startswith("usage: torchport"), completed.stdout[:500]
     assert completed.stderr == ""
+
+
+# --- 7. control characters from apps, files, hosts, backends and labels are shown, never obeyed ---------
+
+HOSTILE_TEXT = "TPA\x1b[31m\x07\r\nTPB\x9b2J"
+RAW_CONTROLS = ("\x1b", "\x07", "\r", "\x9b", "TPA\n", "\nTPB")
+
+
+def _assert_inert(text: str, where: str) -> None:
+    for raw in RAW_CONTROLS:
+        assert raw not in text, (where, raw, text[max(0, text.find(raw) - 200):text.find(raw) + 200])
+
+
+def _hostile_result(valid: dict) -> dict:
+    document = json.loads(json.dumps(valid))
+    name = f"cpu{HOSTILE_TEXT}"
+    document["backends"] = {name: document["backends"]["cpu"]}
+    document["reference"] = name
+    document["app"]["spec"] = f"app{HOSTILE_TEXT}.py"
+    document["environment"]["hostname"] = f"host{HOSTILE_TEXT}"
+    return document
+
+
+def test_control_characters_are_inert_in_every_renderer(valid_result, tmp_path):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    result = folder / "result.json"
+    result.write_text(json.dumps(_hostile_result(valid_result)))
+    case = Case(tmp_path)
+    report = case.run("report", str(result), "--html")
+    assert report.returncode == 0, report.stderr[-2000:]
+    comparison = case.run("compare", str(result), "--label", f"{result}=label{HOSTILE_TEXT}",
+                          "--markdown", str(folder / "c.md"), "--html", str(folder / "c.html"))
+    assert comparison.returncode == 0, comparison.stderr[-2000:]
+    terminal = case.run("compare", str(result), "--label", f"{result}=label{HOSTILE_TEXT}")
+    outputs = {"report stdout": report.stdout, "report stderr": report.stderr,
+               "compare stdout": terminal.stdout, "compare stderr": comparison.stderr + terminal.stderr,
+               **{name: (folder / name).read_text() for name in ("report.md", "report.html", "c.md", "c.html")}}
+    for where, text in outputs.items():
+        _assert_inert(text, where)
+    # Shown, not dropped: the app, backend, host and label names are there with \xNN in place.
+    assert "TPA\\x1b[31m\\x07\\x0d\\x0aTPB\\x9b2J" in outputs["report.html"] + outputs["c.html"]
+    for marker in ("appTPA\\x1b", "cpuTPA\\x1b", "hostTPA\\x1b"):
+        assert marker in outputs["report.html"], marker
+    assert "labelTPA\\x1b" in outputs["c.html"] and "labelTPA\\x1b" in outputs["compare stdout"]
+    assert "appTPA\\x1b" in outputs["report.md"] and "labelTPA\\x1b" in outputs["c.md"]
+    case.assert_clean()
+
+
+def test_control_characters_in_file_names_and_paths(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a\nb.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    (project / "c\x1b[2Jd.py").write_text("import torch\ny = torch.ones(2).to('cuda')\n")
+    case = Case(tmp_path)
+    scanned = case.run("scan", str(project), "--fail-on", "never")
+    assert scanned.returncode == 0, scanned.stderr
+    _assert_inert(scanned.stdout, "scan")
+    assert not any(line.startswith("b.py:") for line in scanned.stdout.splitlines())  # no forged finding line
+    assert "a\\x0ab.py:2:" in scanned.stdout and "c\\x1b[2Jd.py:2:" in scanned.stdout
+    missing = f"{tmp_path}/no{HOSTILE_TEXT}.json"
+    for args in (("report", missing), ("--debug", "report", missing), ("compare", missing)):
+        completed = case.run(*args)
+        assert completed.returncode == 2
+        _assert_inert(completed.stderr, " ".join(args))
+        assert "no" + "TPA\\x1b" in completed.stderr
+    case.assert_clean()

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from torchport import __version__, output, project_config
 from torchport.errors import Interrupted, UserError, interrupted_by, received
-from torchport.text import one_line, visible, visible_name
+from torchport.text import one_line, visible_name
 
 # The signals that end torchport as Ctrl-C does: workers ended, the partial
 # result written with status "interrupted", the report rendered.
@@ -163,7 +163,13 @@ def _print_traceback() -> None:
     output: exceptions quote app text, file names and paths."""
     import traceback
 
-    sys.stderr.write(visible(traceback.format_exc()))
+    exc = sys.exc_info()[1]
+    if exc is None:
+        return
+    # Line by line: a message or a file name with a newline must not make a line of its own.
+    frames = [one_line(line) for part in traceback.format_tb(exc.__traceback__) for line in part.splitlines()]
+    message = one_line(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}")
+    sys.stderr.write("\n".join(["Traceback (most recent call last):", *frames, message]) + "\n")
 
 
 def _ignore_ending_signals() -> None:

@@ -104,7 +104,9 @@ def note(text: str) -> None:
     """A line for the person watching (stderr), hidden by ``-q``.  Printed
     literally: notes often quote paths and app text."""
     if not quiet():
-        print(text, file=sys.stderr, flush=True)
+        from torchport.text import one_line
+
+        print(one_line(text), file=sys.stderr, flush=True)
 
 
 def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...], *, default: str = "text",

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from torchport import output
+from torchport.text import one_line
 
 DEFAULT_INTERVAL_S = 10.0
 INTERVAL_VARIABLE = "TORCHPORT_PROGRESS_INTERVAL"
@@ -141,6 +142,7 @@ class Progress:
         """A line above the live display (stderr); hidden by ``-q``."""
         if output.quiet():
             return
+        text = one_line(text)
         if self._rich is not None or self.terminal:
             self.console.print(text, style=style, markup=False, highlight=False)
         else:

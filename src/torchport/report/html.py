@@ -272,7 +272,7 @@ def render(document: dict[str, Any]) -> str:
                         + "</p>")
             tail = (b.get("failures") or {}).get("last_stderr_tail")
             if tail:
-                body.append(f"<pre>{esc(cap(chr(10).join(tail[-REPORT_TAIL_LINES:])))}</pre>")
+                body.append(f"<pre>{chr(10).join(esc(cap(line)) for line in tail[-REPORT_TAIL_LINES:])}</pre>")
     body += ["<h2>Charts</h2>", '<div class="charts">']
     body.append(figure("phases", "Phases per backend", phases_chart(charted) if measured else "", "no backend ran"))
     body.append(figure("step-time", "Sustained step time per backend",
