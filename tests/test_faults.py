@@ -131,6 +131,9 @@ BAD_OPTIONS = [
     (["trace", "--timeout", "-5"], "--timeout"),
     (["trace", "--steps", "0"], "--steps"),
     (["report", "--no-such-flag", "x.json"], "unrecognized"),
+    (["memory", "hf:gpt2?n_layer=-1"], "hf:gpt2?n_layer=-1: n_layer='-1': a count or size, expected a positive integer"),
+    (["memory", "hf:llama?num_attention_heads=0"], "a count or size"),
+    (["memory", "hf:gpt2?layer_norm_epsilon=nan"], "expected a finite number"),
 ]
 
 
@@ -450,6 +453,19 @@ def test_check_with_a_failing_backend_runs_the_others(tmp_path):
     case.assert_clean()
 
 
+def test_a_scripts_argument_parser_error_is_shown_as_such(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    completed = case.run("evaluate", "--script", str(TESTS / "scripts" / "agnostic.py"), "-b", "cpu", "--repeats", "1",
+                         *QUICK, "--no-trace", "--no-checks", "-o", str(out), "--", "--epochs", "many")
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    one_error_line(completed.stderr, "agnostic.py: the script's argument parser refused its arguments: agnostic.py: "
+                   "error: argument --epochs: invalid int value: 'many'")
+    assert "no optimizer step" not in completed.stderr
+    assert strict_document(out / "result.json")["status"] == "failed"
+    case.assert_clean()
+
+
 # --- 4. signals, a killed parent, concurrent runs -------------------------------------------------------
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
@@ -728,4 +744,41 @@ def test_control_characters_in_file_names_and_paths(tmp_path):
         assert completed.returncode == 2
         _assert_inert(completed.stderr, " ".join(args))
         assert "no" + "TPA\\x1b" in completed.stderr
+    case.assert_clean()
+
+
+# --- 8. the smaller ones -----------------------------------------------------------------------------
+
+def test_fix_write_on_an_immutable_file_names_the_file(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    source = project / "train.py"
+    text = "import torch\nx = torch.zeros(2).cuda()\n"
+    source.write_text(text)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(source)]).returncode != 0:
+        pytest.skip("needs chattr +i (root, a filesystem with attributes)")
+    try:
+        case = Case(tmp_path)
+        completed = case.run("fix", str(project), "--write", "--force")
+        assert completed.returncode == 1, completed.stderr
+        line = one_error_line(completed.stderr, f"{source}: cannot write")
+        assert ".torchport" not in line  # not the temporary file's name
+        assert source.read_text() == text
+        assert [p.name for p in project.iterdir()] == ["train.py"]
+        case.assert_clean()
+    finally:
+        subprocess.run(["chattr", "-i", str(source)], check=False)
+
+
+def test_endless_wait_before_the_first_step_says_no_step_was_seen(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    completed = case.run("evaluate", "--script", str(FAULT_APPS / "endless_setup.py"), "-b", "cpu", "--repeats", "1",
+                         *QUICK, "--phase-timeout", "15", "--no-trace", "--no-checks", "-o", str(out))
+    assert completed.returncode == 1, completed.stderr[-3000:]  # the reference produced no result: not bad input
+    assert "Traceback" not in completed.stderr
+    said = [line for line in completed.stderr.splitlines() if line.startswith("cpu: does not run here: timeout:")]
+    assert len(said) == 1 and "phase 'init' ran over 15 s" in said[0] and "no optimizer step was seen" in said[0]
+    document = strict_document(out / "result.json")
+    assert document["backends"]["cpu"]["runs"][0]["error"]["kind"] == "timeout"
     case.assert_clean()
