@@ -23,6 +23,8 @@ from torchport import output
 from torchport.text import one_line
 
 DEFAULT_INTERVAL_S = 10.0
+# A note quotes app messages and paths: one line, capped.
+NOTE_CHARS = 2000
 INTERVAL_VARIABLE = "TORCHPORT_PROGRESS_INTERVAL"
 
 
@@ -142,7 +144,7 @@ class Progress:
         """A line above the live display (stderr); hidden by ``-q``."""
         if output.quiet():
             return
-        text = one_line(text)
+        text = one_line(text, NOTE_CHARS)
         if self._rich is not None or self.terminal:
             self.console.print(text, style=style, markup=False, highlight=False)
         else:
