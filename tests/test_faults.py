@@ -131,6 +131,8 @@ BAD_OPTIONS = [
     (["trace", "--timeout", "-5"], "--timeout"),
     (["trace", "--steps", "0"], "--steps"),
     (["report", "--no-such-flag", "x.json"], "unrecognized"),
+    (["compare", "x.json", "--fail-on-regression", "inf"], "--fail-on-regression must be a finite percentage"),
+    (["compare", "x.json", "--fail-on-regression", "nan"], "--fail-on-regression must be a finite percentage"),
     (["memory", "hf:gpt2?n_layer=-1"], "hf:gpt2?n_layer=-1: n_layer='-1': a count or size, expected a positive integer"),
     (["memory", "hf:llama?num_attention_heads=0"], "a count or size"),
     (["memory", "hf:gpt2?layer_norm_epsilon=nan"], "expected a finite number"),
@@ -187,6 +189,8 @@ LONG = "a" * 5000
 # Every place a path is given, each bad in one way: {tmp} is the case's folder, {result} a valid result.json in it.
 BAD_PATHS = [
     (["evaluate", "--script", LONG], "File name too long"),
+    (["evaluate", f"{LONG}.py", "-o", "{tmp}/out"], "File name too long"),
+    (["check", f"{LONG}.py"], "File name too long"),
     (["scan", LONG], "File name too long"),
     (["trace", LONG], "app module not found"),  # a name without .py is a module spec
     (["compare", LONG], "File name too long"),

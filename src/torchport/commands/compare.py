@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from torchport.report import compare_text
     from torchport.report.html import render_comparison
 
-    if args.fail_on_regression is not None and not args.fail_on_regression >= 0:
-        raise UserError(f"--fail-on-regression must be a percentage of at least 0, got {args.fail_on_regression}")
+    if args.fail_on_regression is not None and not 0 <= args.fail_on_regression < float("inf"):
+        raise UserError(f"--fail-on-regression must be a finite percentage of at least 0, got {args.fail_on_regression}")
     comparison = compare_results(args.results, labels=args.label, reference=args.reference, prices=args.price)
     if args.fail_on_regression is not None:
         comparison["regressions"] = regressions(comparison, args.fail_on_regression)
