@@ -33,6 +33,7 @@ PLUGINS = TESTS / "plugins"
 MARKER = "TORCHPORT_FAULT_TEST"
 QUICK = ["--steps", "4", "--blocks", "2", "--max-warmup", "4", "--no-inference"]
 HOSTILE_BACKEND = "odd[/x]</td><script>`|"
+CONTROL_BACKEND = "ctl\x1b[31m\x07\r\nname"
 ONE_BACKEND_FAULTS = ["unsupported", "oom", "multiline", "hostile", "segfault", "flood", "nan", "exit", "setsid", "hang"]
 
 
@@ -260,6 +261,21 @@ def test_empty_value_is_refused_not_defaulted(args, fragment, tmp_path):
     case.assert_clean()
 
 
+@pytest.mark.parametrize("body,where", [('backends = [""]', "tool.torchport.backends"),
+                                        ('[tool.torchport.evaluate]\napp = " "', "tool.torchport.evaluate.app")])
+def test_empty_value_in_the_config_is_refused_at_its_key(body, where, tmp_path):
+    (tmp_path / ".git").mkdir()
+    config = tmp_path / "pyproject.toml"
+    config.write_text(f"[tool.torchport]\n{body}\n")
+    case = Case(tmp_path)
+    completed = subprocess.run(case.command("evaluate"), capture_output=True, text=True, timeout=600, env=case.env,
+                               cwd=tmp_path)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    one_error_line(completed.stderr, f"{config}:{where}: empty value")
+    assert not (tmp_path / "torchport-results").exists()
+    case.assert_clean()
+
+
 # --- 2. `report` on anything ------------------------------------------------------------------------
 
 def _malformed(valid: dict) -> dict[str, bytes]:
@@ -338,7 +354,7 @@ def one_backend_faults(tmp_path_factory):
     app = app_folder / "by_backend [red]x.py"
     shutil.copy(FAULT_APPS / "by_backend.py", app)
     case = Case(folder)
-    names = ["cpu", *(f"fault-{fault}" for fault in ONE_BACKEND_FAULTS), HOSTILE_BACKEND]
+    names = ["cpu", *(f"fault-{fault}" for fault in ONE_BACKEND_FAULTS), HOSTILE_BACKEND, CONTROL_BACKEND]
     started = time.monotonic()
     completed = case.run("evaluate", str(app), "-b", ",".join(names), "--repeats", "2", *QUICK,
                          "--phase-timeout", "30", "--no-trace", "--no-checks", "-o", str(folder / "out"))
@@ -357,7 +373,7 @@ def test_faults_on_one_backend_each_are_results(one_backend_faults):
     document = strict_document(one_backend_faults["out"] / "result.json")
     assert document["status"] == "complete"
     backends = document["backends"]
-    for name in ("cpu", "fault-setsid", HOSTILE_BACKEND):  # fully measured: every repeat
+    for name in ("cpu", "fault-setsid", HOSTILE_BACKEND, CONTROL_BACKEND):  # fully measured: every repeat
         assert backends[name]["status"] == "ok", backends[name].get("error")
         assert [run["status"] for run in backends[name]["runs"]] == ["ok", "ok"]
         assert backends[name]["summary"]["step_time_s"]["median"] > 0
@@ -399,6 +415,12 @@ def test_hostile_text_is_inert_in_terminal_and_markdown(one_backend_faults):
             assert len(cells) == 1, rows
     # Code fences from the app cannot close the report's own.
     assert "\n```\n```" not in report
+    # A backend named with control characters: shown as \xNN in every output of the run.
+    for where, text in (("stdout", completed.stdout), ("stderr", completed.stderr), ("report.md", report),
+                        ("report.html", (one_backend_faults["out"] / "report.html").read_text())):
+        for raw in ("\x1b", "\x07", "\r", "ctl\x1b", "\nname"):
+            assert raw not in text, (where, raw)
+    assert "ctl\\x1b[31m\\x07\\x0d\\x0aname" in completed.stdout
 
 
 def test_no_process_or_temporary_file_left_behind(one_backend_faults):
