@@ -51,7 +51,7 @@ def count(minimum: int):
     return parse
 
 
-# Linux's limits; pathconf is asked first where the folder exists.
+# Linux's limits on a path and on one name in it (ENAMETOOLONG beyond them).
 NAME_MAX = 255
 PATH_MAX = 4096
 

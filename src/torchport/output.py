@@ -19,6 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
 from torchport.options import output_file
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+
 from torchport.options import output_file
 
 

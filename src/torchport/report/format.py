@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from typing import Any
+
 from torchport.text import one_line
 
 
