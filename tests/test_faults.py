@@ -194,6 +194,7 @@ BAD_PATHS = [
     (["check", f"{LONG}.py"], "File name too long"),
     (["scan", LONG], "File name too long"),
     (["trace", LONG], "app module not found"),  # a name without .py is a module spec
+    (["evaluate", LONG, "-o", "{tmp}/out"], "a name longer than a file name can be"),
     (["compare", LONG], "File name too long"),
     (["fix", LONG], "File name too long"),
     (["scan", "{tmp}", "-o", f"{{tmp}}/{LONG}.sarif"], "file name too long"),

@@ -32,9 +32,9 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
     def _get_value(self, action: argparse.Action, arg_string: Any) -> Any:
-        # One rule for empty values, for every option and argument: an empty
-        # app, backend list or path is refused, never replaced by a default
-        # (Path("") is ".", "" is no backend, so every one).
+        # One rule for empty values, for every option and argument: refused,
+        # never replaced by a default (Path("") is the current folder, and an
+        # empty backend list would mean every backend).
         if isinstance(arg_string, str) and not arg_string.strip() \
                 and not isinstance(action, argparse._SubParsersAction):  # the command's own parser checks
             raise argparse.ArgumentError(action, f"empty value {arg_string!r}")
