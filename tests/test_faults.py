@@ -33,6 +33,7 @@ PLUGINS = TESTS / "plugins"
 MARKER = "TORCHPORT_FAULT_TEST"
 QUICK = ["--steps", "4", "--blocks", "2", "--max-warmup", "4", "--no-inference"]
 HOSTILE_BACKEND = "odd[/x]</td><script>`|"
+CONTROL_BACKEND = "ctl\x1b[31m\x07\r\nname"
 ONE_BACKEND_FAULTS = ["unsupported", "oom", "multiline", "hostile", "segfault", "flood", "nan", "exit", "setsid", "hang"]
 
 
@@ -131,6 +132,11 @@ BAD_OPTIONS = [
     (["trace", "--timeout", "-5"], "--timeout"),
     (["trace", "--steps", "0"], "--steps"),
     (["report", "--no-such-flag", "x.json"], "unrecognized"),
+    (["compare", "x.json", "--fail-on-regression", "inf"], "--fail-on-regression must be a finite percentage"),
+    (["compare", "x.json", "--fail-on-regression", "nan"], "--fail-on-regression must be a finite percentage"),
+    (["memory", "hf:gpt2?n_layer=-1"], "hf:gpt2?n_layer=-1: n_layer='-1': a count or size, expected a positive integer"),
+    (["memory", "hf:llama?num_attention_heads=0"], "a count or size"),
+    (["memory", "hf:gpt2?layer_norm_epsilon=nan"], "expected a finite number"),
 ]
 
 
@@ -180,6 +186,97 @@ def test_output_folder_on_a_virtual_filesystem(tmp_path):
     one_error_line(completed.stderr, "output folder")
 
 
+LONG = "a" * 5000
+# Every place a path is given, each bad in one way: {tmp} is the case's folder, {result} a valid result.json in it.
+BAD_PATHS = [
+    (["evaluate", "--script", LONG], "File name too long"),
+    (["evaluate", f"{LONG}.py", "-o", "{tmp}/out"], "File name too long"),
+    (["check", f"{LONG}.py"], "File name too long"),
+    (["scan", LONG], "File name too long"),
+    (["trace", LONG], "app module not found"),  # a name without .py is a module spec
+    (["evaluate", LONG, "-o", "{tmp}/out"], "a name longer than a file name can be"),
+    (["compare", LONG], "File name too long"),
+    (["fix", LONG], "File name too long"),
+    (["scan", "{tmp}", "-o", f"{{tmp}}/{LONG}.sarif"], "file name too long"),
+    (["scan", "{tmp}", "-o", "/proc/x.sarif"], "cannot write in /proc"),
+    (["scan", "{tmp}", "-o", "{tmp}"], "is a folder"),
+    (["fix", "{tmp}", "-o", "{tmp}"], "is a folder"),
+    (["rules", "-o", "{tmp}"], "is a folder"),
+    (["trace", "builtin:classifier", "-o", "{tmp}"], "is a folder"),
+    (["trace", "builtin:classifier", "--json", "/proc/t.json"], "cannot write in /proc"),
+    (["check", "builtin:classifier", "--json", "{tmp}"], "is a folder"),
+    (["memory", "hf:gpt2", "--json", "{tmp}/file/x.json"], "is a file, not a folder"),
+    (["report", "{result}", "-o", "{tmp}"], "is a folder"),
+    (["report", "{result}", "--html", "{tmp}"], "is a folder"),
+    (["compare", "{result}", "--json", "{tmp}"], "is a folder"),
+    (["compare", "{result}", "--markdown", "{tmp}"], "is a folder"),
+    (["compare", "{result}", "--html", "{tmp}"], "is a folder"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", BAD_PATHS, ids=[" ".join(a)[:60] for a, _ in BAD_PATHS])
+def test_bad_path_is_one_line_exit_2_before_any_work(args, fragment, valid_result, tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "file").write_text("x")
+    result = folder / "result.json"
+    result.write_text(json.dumps(valid_result))
+    before = sorted(p.name for p in folder.iterdir())
+    case = Case(tmp_path)
+    completed = case.run(*[a.format(tmp=folder, result=result) for a in args])
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    line = one_error_line(completed.stderr, fragment)
+    assert len(line) < 1200  # a 5,000-character name is capped in the line
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing written (report.md included)
+    assert "Running" not in completed.stderr and completed.stdout == ""
+    case.assert_clean()
+
+
+EMPTY_VALUES = [
+    (["evaluate", ""], "argument app: empty value"),
+    (["evaluate", "-b", ""], "-b/--backend: empty value"),
+    (["evaluate", "-b", " , "], "no backend named"),
+    (["evaluate", "--reference", ""], "--reference: empty value"),
+    (["evaluate", "--out-dir", ""], "empty value"),
+    (["evaluate", "--redirect-cuda"], "needs --script"),
+    (["scan", ""], "argument PATH: empty value"),
+    (["fix", ""], "empty value"),
+    (["trace", ""], "empty value"),
+    (["check", "-b", ""], "empty value"),
+    (["compare", ""], "empty value"),
+    (["report", ""], "empty value"),
+    (["memory", ""], "empty value"),
+    (["scan", ".", "-o", ""], "empty value"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", EMPTY_VALUES, ids=[repr(" ".join(a)) for a, _ in EMPTY_VALUES])
+def test_empty_value_is_refused_not_defaulted(args, fragment, tmp_path):
+    case = Case(tmp_path)
+    completed = subprocess.run(case.command(*args), capture_output=True, text=True, timeout=600, env=case.env,
+                               cwd=tmp_path)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    one_error_line(completed.stderr, fragment)
+    assert not (tmp_path / "torchport-results").exists()  # nothing ran with a default in its place
+    assert completed.stdout == ""
+    case.assert_clean()
+
+
+@pytest.mark.parametrize("body,where", [('backends = [""]', "tool.torchport.backends"),
+                                        ('[tool.torchport.evaluate]\napp = " "', "tool.torchport.evaluate.app")])
+def test_empty_value_in_the_config_is_refused_at_its_key(body, where, tmp_path):
+    (tmp_path / ".git").mkdir()
+    config = tmp_path / "pyproject.toml"
+    config.write_text(f"[tool.torchport]\n{body}\n")
+    case = Case(tmp_path)
+    completed = subprocess.run(case.command("evaluate"), capture_output=True, text=True, timeout=600, env=case.env,
+                               cwd=tmp_path)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    one_error_line(completed.stderr, f"{config}:{where}: empty value")
+    assert not (tmp_path / "torchport-results").exists()
+    case.assert_clean()
+
+
 # --- 2. `report` on anything ------------------------------------------------------------------------
 
 def _malformed(valid: dict) -> dict[str, bytes]:
@@ -201,6 +298,10 @@ def _malformed(valid: dict) -> dict[str, bytes]:
         "other schema version": variant(lambda d: d.update(schema_version="0.9")),
         "deep nesting": b"[" * 100_000 + b"]" * 100_000,
         "400-digit integer": variant(lambda d: d["config"].update(steps=int("9" * 400))),
+        "200000-deep nesting in a field": json.dumps(valid).replace(
+            '"seed": 0', '"seed": ' + "[" * 200_000 + "]" * 200_000).encode(),
+        "1e999 step time": re.sub(r'"seconds": [0-9.e+-]+', '"seconds": 1e999', json.dumps(valid), count=1).encode(),
+        "1e300 step time": re.sub(r'"seconds": [0-9.e+-]+', '"seconds": 1e300', json.dumps(valid), count=1).encode(),
         "zero-length samples": variant(no_blocks),
         "NaN literal": json.dumps(valid).replace('"seed": 0', '"seed": NaN').encode(),
         "not UTF-8": b"\xff\xfe{}",
@@ -218,16 +319,22 @@ def valid_result(tmp_path_factory) -> dict:
     return strict_document(folder / "out" / "result.json")
 
 
-def test_report_on_ten_malformed_results(valid_result, tmp_path):
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_malformed_results_are_refused_by_every_reader(command, valid_result, tmp_path):
     cases = _malformed(valid_result)
     assert len(cases) >= 10
     for name, content in cases.items():
+        if command == "compare" and name == "other schema version":
+            continue  # compare keeps it, listed as not comparable (test_compare)
         path = tmp_path / f"{name.replace(' ', '-')}.json"
         path.write_bytes(content)
-        completed = Case(tmp_path).run("report", str(path))
+        case = Case(tmp_path)
+        completed = case.run(command, str(path), *(["--markdown", str(tmp_path / "c.md")] if command == "compare" else []))
         assert completed.returncode == 2, (name, completed.stdout, completed.stderr)
-        one_error_line(completed.stderr, str(path))
-        assert not (tmp_path / "report.md").exists(), name
+        one_error_line(completed.stderr, str(path), *(["out of range"] if "step time" in name else []))
+        assert not (tmp_path / "report.md").exists() and not (tmp_path / "c.md").exists(), name
+        assert "nan" not in completed.stdout and "inf" not in completed.stdout, name
+        case.assert_clean()
 
 
 def test_report_on_a_folder(tmp_path):
@@ -248,7 +355,7 @@ def one_backend_faults(tmp_path_factory):
     app = app_folder / "by_backend [red]x.py"
     shutil.copy(FAULT_APPS / "by_backend.py", app)
     case = Case(folder)
-    names = ["cpu", *(f"fault-{fault}" for fault in ONE_BACKEND_FAULTS), HOSTILE_BACKEND]
+    names = ["cpu", *(f"fault-{fault}" for fault in ONE_BACKEND_FAULTS), HOSTILE_BACKEND, CONTROL_BACKEND]
     started = time.monotonic()
     completed = case.run("evaluate", str(app), "-b", ",".join(names), "--repeats", "2", *QUICK,
                          "--phase-timeout", "30", "--no-trace", "--no-checks", "-o", str(folder / "out"))
@@ -267,7 +374,7 @@ def test_faults_on_one_backend_each_are_results(one_backend_faults):
     document = strict_document(one_backend_faults["out"] / "result.json")
     assert document["status"] == "complete"
     backends = document["backends"]
-    for name in ("cpu", "fault-setsid", HOSTILE_BACKEND):  # fully measured: every repeat
+    for name in ("cpu", "fault-setsid", HOSTILE_BACKEND, CONTROL_BACKEND):  # fully measured: every repeat
         assert backends[name]["status"] == "ok", backends[name].get("error")
         assert [run["status"] for run in backends[name]["runs"]] == ["ok", "ok"]
         assert backends[name]["summary"]["step_time_s"]["median"] > 0
@@ -309,6 +416,12 @@ def test_hostile_text_is_inert_in_terminal_and_markdown(one_backend_faults):
             assert len(cells) == 1, rows
     # Code fences from the app cannot close the report's own.
     assert "\n```\n```" not in report
+    # A backend named with control characters: shown as \xNN in every output of the run.
+    for where, text in (("stdout", completed.stdout), ("stderr", completed.stderr), ("report.md", report),
+                        ("report.html", (one_backend_faults["out"] / "report.html").read_text())):
+        for raw in ("\x1b", "\x07", "\r", "ctl\x1b", "\nname"):
+            assert raw not in text, (where, raw)
+    assert "ctl\\x1b[31m\\x07\\x0d\\x0aname" in completed.stdout
 
 
 def test_no_process_or_temporary_file_left_behind(one_backend_faults):
@@ -364,6 +477,19 @@ def test_check_with_a_failing_backend_runs_the_others(tmp_path):
     assert statuses[("checkpoint", "cpu -> cpu")] == "pass"
     assert statuses[("parity", "fault-unsupported")] == "error"
     assert section["app_error"] is None
+    case.assert_clean()
+
+
+def test_a_scripts_argument_parser_error_is_shown_as_such(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    completed = case.run("evaluate", "--script", str(TESTS / "scripts" / "agnostic.py"), "-b", "cpu", "--repeats", "1",
+                         *QUICK, "--no-trace", "--no-checks", "-o", str(out), "--", "--epochs", "many")
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    one_error_line(completed.stderr, "agnostic.py: the script's argument parser refused its arguments: agnostic.py: "
+                   "error: argument --epochs: invalid int value: 'many'")
+    assert "no optimizer step" not in completed.stderr
+    assert strict_document(out / "result.json")["status"] == "failed"
     case.assert_clean()
 
 
@@ -511,6 +637,36 @@ def test_read_only_output_folder(tmp_path):
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+def test_closed_stderr_ends_only_the_progress_display(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    process = case.start("evaluate", "builtin:classifier", "-b", "cpu,cpu-compile", "--repeats", "1", *QUICK,
+                         "--no-trace", "--no-checks", "-o", str(out))
+    process.stderr.readline()  # the reader takes the first line and goes away, as `2>&1 | head -1` does
+    process.stderr.close()
+    stdout, _ = process.communicate(timeout=600)
+    assert process.returncode == 0
+    document = strict_document(out / "result.json")
+    assert document["status"] == "complete"
+    for name in ("cpu", "cpu-compile"):
+        assert [run["status"] for run in document["backends"][name]["runs"]] == ["ok"], name
+    assert "cpu-compile" in stdout  # the summary still printed
+    assert (out / "report.md").stat().st_size > 0
+    case.assert_clean()
+
+
+def test_stdout_and_stderr_closed_from_the_start(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    command = " ".join(f"'{part}'" for part in case.command(
+        "evaluate", "builtin:classifier", "-b", "cpu", "--repeats", "1", *QUICK, "--no-trace", "--no-checks",
+        "-o", str(out)))
+    completed = subprocess.run(["bash", "-c", f"exec {command} >&- 2>&-"], env=case.env, timeout=600)
+    assert completed.returncode == 141  # the printed output was lost, and says so; the work was not
+    assert strict_document(out / "result.json")["status"] == "complete"
+    case.assert_clean()
+
+
 def test_broken_pipe_ends_quietly(tmp_path):
     case = Case(tmp_path)
     # The reader is gone before the first write: every write fails with EPIPE.
@@ -521,3 +677,135 @@ def test_broken_pipe_ends_quietly(tmp_path):
     process.wait(timeout=60)
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
     assert process.returncode == 141
+
+
+# --- 6. every command's --help renders ------------------------------------------------------------------
+
+def _command_paths() -> list[list[str]]:
+    import argparse
+
+    from torchport.cli import build_parser
+
+    paths: list[list[str]] = [[]]
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name in action.choices:
+                    paths.append([*prefix, name])
+                    walk(action.choices[name], [*prefix, name])
+
+    walk(build_parser(), [])
+    return paths
+
+
+@pytest.mark.parametrize("path", _command_paths(), ids=lambda p: " ".join(p) or "torchport")
+def test_help_of_every_command_renders(path, tmp_path):
+    completed = Case(tmp_path).run(*path, "--help")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("usage: torchport"), completed.stdout[:500]
+    assert completed.stderr == ""
+
+
+# --- 7. control characters from apps, files, hosts, backends and labels are shown, never obeyed ---------
+
+HOSTILE_TEXT = "TPA\x1b[31m\x07\r\nTPB\x9b2J"
+RAW_CONTROLS = ("\x1b", "\x07", "\r", "\x9b", "TPA\n", "\nTPB")
+
+
+def _assert_inert(text: str, where: str) -> None:
+    for raw in RAW_CONTROLS:
+        assert raw not in text, (where, raw, text[max(0, text.find(raw) - 200):text.find(raw) + 200])
+
+
+def _hostile_result(valid: dict) -> dict:
+    document = json.loads(json.dumps(valid))
+    name = f"cpu{HOSTILE_TEXT}"
+    document["backends"] = {name: document["backends"]["cpu"]}
+    document["reference"] = name
+    document["app"]["spec"] = f"app{HOSTILE_TEXT}.py"
+    document["environment"]["hostname"] = f"host{HOSTILE_TEXT}"
+    return document
+
+
+def test_control_characters_are_inert_in_every_renderer(valid_result, tmp_path):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    result = folder / "result.json"
+    result.write_text(json.dumps(_hostile_result(valid_result)))
+    case = Case(tmp_path)
+    report = case.run("report", str(result), "--html")
+    assert report.returncode == 0, report.stderr[-2000:]
+    comparison = case.run("compare", str(result), "--label", f"{result}=label{HOSTILE_TEXT}",
+                          "--markdown", str(folder / "c.md"), "--html", str(folder / "c.html"))
+    assert comparison.returncode == 0, comparison.stderr[-2000:]
+    terminal = case.run("compare", str(result), "--label", f"{result}=label{HOSTILE_TEXT}")
+    outputs = {"report stdout": report.stdout, "report stderr": report.stderr,
+               "compare stdout": terminal.stdout, "compare stderr": comparison.stderr + terminal.stderr,
+               **{name: (folder / name).read_text() for name in ("report.md", "report.html", "c.md", "c.html")}}
+    for where, text in outputs.items():
+        _assert_inert(text, where)
+    # Shown, not dropped: the app, backend, host and label names are there with \xNN in place.
+    assert "TPA\\x1b[31m\\x07\\x0d\\x0aTPB\\x9b2J" in outputs["report.html"] + outputs["c.html"]
+    for marker in ("appTPA\\x1b", "cpuTPA\\x1b", "hostTPA\\x1b"):
+        assert marker in outputs["report.html"], marker
+    assert "labelTPA\\x1b" in outputs["c.html"] and "labelTPA\\x1b" in outputs["compare stdout"]
+    assert "appTPA\\x1b" in outputs["report.md"] and "labelTPA\\x1b" in outputs["c.md"]
+    case.assert_clean()
+
+
+def test_control_characters_in_file_names_and_paths(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a\nb.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    (project / "c\x1b[2Jd.py").write_text("import torch\ny = torch.ones(2).to('cuda')\n")
+    case = Case(tmp_path)
+    scanned = case.run("scan", str(project), "--fail-on", "never")
+    assert scanned.returncode == 0, scanned.stderr
+    _assert_inert(scanned.stdout, "scan")
+    assert not any(line.startswith("b.py:") for line in scanned.stdout.splitlines())  # no forged finding line
+    assert "a\\x0ab.py:2:" in scanned.stdout and "c\\x1b[2Jd.py:2:" in scanned.stdout
+    missing = f"{tmp_path}/no{HOSTILE_TEXT}.json"
+    for args in (("report", missing), ("--debug", "report", missing), ("compare", missing)):
+        completed = case.run(*args)
+        assert completed.returncode == 2
+        _assert_inert(completed.stderr, " ".join(args))
+        assert "no" + "TPA\\x1b" in completed.stderr
+    case.assert_clean()
+
+
+# --- 8. the smaller ones -----------------------------------------------------------------------------
+
+def test_fix_write_on_an_immutable_file_names_the_file(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    source = project / "train.py"
+    text = "import torch\nx = torch.zeros(2).cuda()\n"
+    source.write_text(text)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(source)]).returncode != 0:
+        pytest.skip("needs chattr +i (root, a filesystem with attributes)")
+    try:
+        case = Case(tmp_path)
+        completed = case.run("fix", str(project), "--write", "--force")
+        assert completed.returncode == 1, completed.stderr
+        line = one_error_line(completed.stderr, f"{source}: cannot write")
+        assert ".torchport" not in line  # not the temporary file's name
+        assert source.read_text() == text
+        assert [p.name for p in project.iterdir()] == ["train.py"]
+        case.assert_clean()
+    finally:
+        subprocess.run(["chattr", "-i", str(source)], check=False)
+
+
+def test_endless_wait_before_the_first_step_says_no_step_was_seen(tmp_path):
+    case = Case(tmp_path)
+    out = tmp_path / "out"
+    completed = case.run("evaluate", "--script", str(FAULT_APPS / "endless_setup.py"), "-b", "cpu", "--repeats", "1",
+                         *QUICK, "--phase-timeout", "15", "--no-trace", "--no-checks", "-o", str(out))
+    assert completed.returncode == 1, completed.stderr[-3000:]  # the reference produced no result: not bad input
+    assert "Traceback" not in completed.stderr
+    said = [line for line in completed.stderr.splitlines() if line.startswith("cpu: does not run here: timeout:")]
+    assert len(said) == 1 and "phase 'init' ran over 15 s" in said[0] and "no optimizer step was seen" in said[0]
+    document = strict_document(out / "result.json")
+    assert document["backends"]["cpu"]["runs"][0]["error"]["kind"] == "timeout"
+    case.assert_clean()

@@ -148,6 +148,8 @@ def preflight(spec: AppSpec) -> None:
                     location=spec.text,
                 )
             _check_builtin_options(name, spec)
+        elif spec.module:
+            _check_module_name(spec)
         return
     path = spec.file
     tree = parse_user_file(path, "app", spec.text)
@@ -169,6 +171,25 @@ def preflight(spec: AppSpec) -> None:
             f"address it as {path}:FUNCTION",
             location=str(path),
         )
+
+
+# A module is a file or folder named after it (plus ".py"): a longer part
+# cannot exist on any filesystem torchport runs on.
+MODULE_PART_BYTES = 250
+
+
+def _check_module_name(spec: AppSpec) -> None:
+    """Caught here rather than in a worker: no module can have this name."""
+    from torchport.text import visible_name
+
+    module = str(spec.module)
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise UserError(f"app module not found: {visible_name(module)} is not a Python module name "
+                        "(an app file ends in .py)", location=spec.text)
+    if any(len(part.encode()) > MODULE_PART_BYTES for part in parts):
+        raise UserError(f"app module not found: {visible_name(module)}: a name longer than a file name can be",
+                        location=spec.text)
 
 
 def _check_builtin_options(name: str, spec: AppSpec) -> None:

@@ -7,6 +7,7 @@ module there becomes a new command without editing this file.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import pkgutil
@@ -16,6 +17,7 @@ from typing import Any, NoReturn
 
 from torchport import __version__, output, project_config
 from torchport.errors import Interrupted, UserError, interrupted_by, received
+from torchport.text import one_line, visible_name
 
 # The signals that end torchport as Ctrl-C does: workers ended, the partial
 # result written with status "interrupted", the report rendered.
@@ -26,8 +28,17 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad options end in one line (``torchport: error: ...``), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"torchport: error: {self.prog}: {message}", file=sys.stderr)
+        print(f"torchport: error: {self.prog}: {one_line(message, 1000)}", file=sys.stderr)
         sys.exit(2)
+
+    def _get_value(self, action: argparse.Action, arg_string: Any) -> Any:
+        # One rule for empty values, for every option and argument: refused,
+        # never replaced by a default (Path("") is the current folder, and an
+        # empty backend list would mean every backend).
+        if isinstance(arg_string, str) and not arg_string.strip() \
+                and not isinstance(action, argparse._SubParsersAction):  # the command's own parser checks
+            raise argparse.ArgumentError(action, f"empty value {arg_string!r}")
+        return super()._get_value(action, arg_string)
 
 
 def _on_ending_signal(number: int, frame: Any) -> None:
@@ -99,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, passthrough = argv[:cut], argv[cut + 1:]
     install_signal_handlers()
+    output.guard_streams()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -112,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.command in project_config.COMMANDS:
             project_config.apply(args, args.command_parsers[args.command])
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        # The work is done; that its printed output was cut short is still said.
+        return 141 if output.stdout_lost() else status
     except UserError as exc:
         if debug:
-            raise
+            _print_traceback()
         print(f"torchport: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt as exc:
@@ -132,10 +146,30 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except OSError as exc:
         if debug:
+            _print_traceback()
+        where = f": {visible_name(exc.filename)}" if exc.filename else ""
+        print(f"torchport: error: {one_line(exc.strerror or exc)}{where}", file=sys.stderr)
+        # A name the system refuses is bad input, like any other bad path.
+        return 2 if exc.errno == errno.ENAMETOOLONG else 1
+    except Exception:
+        if not debug:
             raise
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"torchport: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        _print_traceback()
         return 1
+
+
+def _print_traceback() -> None:
+    """The traceback ``--debug`` shows, with the same sanitiser as every other
+    output: exceptions quote app text, file names and paths."""
+    import traceback
+
+    exc = sys.exc_info()[1]
+    if exc is None:
+        return
+    # Line by line: a message or a file name with a newline must not make a line of its own.
+    frames = [one_line(line) for part in traceback.format_tb(exc.__traceback__) for line in part.splitlines()]
+    message = one_line(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}")
+    sys.stderr.write("\n".join(["Traceback (most recent call last):", *frames, message]) + "\n")
 
 
 def _ignore_ending_signals() -> None:

@@ -12,7 +12,6 @@ markdown and HTML renderers read.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,17 +60,13 @@ def result_files(paths: list[Path]) -> list[Path]:
 
 def load(path: Path) -> Source:
     """A result file; one of another schema version is kept, as not comparable."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"not a JSON result document: {exc.msg}", location=f"{path}:{exc.lineno}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the result file: {exc}", location=str(path)) from None
-    if not isinstance(raw, dict) or "backends" not in raw or "environment" not in raw:
+    raw = results.read_json(path)
+    if "backends" not in raw or "environment" not in raw:
         raise UserError("not a torchport result document (no backends or environment)", location=str(path))
     if raw.get("schema_version") not in results.READABLE_SCHEMA_VERSIONS:
-        return Source(path, raw, f"torchport result schema version {raw.get('schema_version')!r}, "
+        return Source(path, raw, f"torchport result schema version {str(raw.get('schema_version'))[:40]!r}, "
                                  f"this torchport compares {', '.join(map(repr, results.READABLE_SCHEMA_VERSIONS))}")
+    results.check_schema(raw, str(path))
     try:
         return Source(path, summary.refresh(raw))
     except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -7,6 +7,10 @@ adds the traceback.
 from __future__ import annotations
 
 
+# An error line quotes paths and app text: capped so one line stays one screen's worth.
+MESSAGE_LINE_CHARS = 1000
+
+
 class UserError(Exception):
     exit_status = 2
     # One of torchport.failures.KINDS when raised inside a worker run; the
@@ -26,8 +30,10 @@ class UserError(Exception):
         self.original = original
 
     def one_line(self) -> str:
-        where = f"{self.location}: " if self.location else ""
-        return f"{where}{self.message}"
+        from torchport.text import one_line, visible_name
+
+        where = f"{visible_name(self.location)}: " if self.location else ""
+        return f"{where}{one_line(self.message, MESSAGE_LINE_CHARS)}"
 
 
 class OutputError(UserError):

@@ -25,6 +25,7 @@ from typing import Any
 # caps on text that comes from apps and workers before it enters a result
 from torchport.limits import MESSAGE_CHARS, TAIL_LINE_CHARS, TAIL_LINES, TRACEBACK_CHARS  # noqa: F401
 from torchport.records import ErrorKind
+from torchport.text import visible
 
 # The words are torchport.records.ErrorKind's, the one vocabulary of error kinds.
 UNSUPPORTED_OP = ErrorKind.UNSUPPORTED_OP.value
@@ -57,15 +58,6 @@ _LIBRARY_ROOTS = tuple(
     os.path.realpath(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
 )
 _TORCHPORT_ROOT = os.path.dirname(os.path.realpath(__file__))
-
-
-# Control characters (terminal escape sequences, NUL, ...) in app text are shown, not obeyed.
-_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0, 9), *range(11, 32), 127]}
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters (other than newline and tab) written as ``\\xNN``."""
-    return text.translate(_CONTROL)
 
 
 def first_line(text: str) -> tuple[str, bool]:

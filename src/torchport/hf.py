@@ -22,6 +22,7 @@ process parses and validates a spec (``preflight``) before any worker starts.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -176,6 +177,7 @@ def resolve(spec: HFSpec | str) -> Resolved:
             raise UserError(f"{key!r} is not a field of {config_class.__name__} (valid: "
                             f"{', '.join(sorted(fields))}; batch: {', '.join(BATCH_KEYS)})", location=spec.text)
         values[key] = typed_value(key, raw, fields[key], spec.text)
+        _check_range(key, raw, values[key], spec.text)
     # Dropout off unless asked for (see the module docstring).
     for name in fields:
         if name not in values and re.search(r"dropout|pdrop", name) and _is_number_field(fields[name]):
@@ -202,6 +204,18 @@ def config_fields(config_class: Any) -> dict[str, str]:
                 "_name_or_path", "problem_type"}
     return {name: annotation for name, annotation in found.items()
             if name not in internal and not name.startswith("_")}
+
+
+# Fields that count or size something (layers, heads, widths, positions,
+# vocabulary): zero or less fails deep inside transformers, with its message.
+_COUNT_FIELD = re.compile(r"^n_|^num_|_size$|_dim$|^n[a-z]+$|layers|heads|positions|vocab|embd|experts|intermediate")
+
+
+def _check_range(key: str, raw: str, value: Any, where: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{key}={raw!r}: expected a finite number", location=where)
+    if isinstance(value, int) and not isinstance(value, bool) and value < 1 and _COUNT_FIELD.search(key):
+        raise UserError(f"{key}={raw!r}: a count or size, expected a positive integer", location=where)
 
 
 def _is_number_field(annotation: str) -> bool:

@@ -210,10 +210,12 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
                 stopped_by = INTERRUPTED_MESSAGE
             elif now - started > timeout:
                 timed_out = True
-                stopped_by = f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
+                stopped_by = (f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
+                              + _before_first_step(current["phase"]))
             elif phase_timeout and now - current["since"] > phase_timeout:
                 timed_out = True
-                stopped_by = f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
+                stopped_by = (f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
+                              + _before_first_step(current["phase"]))
             if stopped_by:
                 end_process_tree(process.pid, worker_id)
                 break
@@ -228,6 +230,14 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
     # processes, torchrun's ranks, also those that called setsid) goes with it.
     finish_process(process, worker_id)
     return Supervised(process.returncode, stopped_by, time.monotonic() - started, timed_out)
+
+
+def _before_first_step(phase: str) -> str:
+    # "init" runs from the app's (or script's) start to its first training
+    # step: an endless loop or a wait there reads as a slow start otherwise.
+    if phase != "init":
+        return ""
+    return ", before the first training step: no optimizer step was seen (a loop or a wait before it?)"
 
 
 def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env_extra):

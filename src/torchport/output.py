@@ -20,11 +20,73 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchport.options import output_file
+
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 _verbosity = [NORMAL]
 
 # Old format names still accepted, and what they mean now.
 FORMAT_ALIASES = {"markdown": "md"}
+
+
+class GuardedStream:
+    """stdout or stderr such that a reader that went away (``| head -1``,
+    ``2>&-``) ends only what is printed, never the work: the first failed
+    write points the descriptor at /dev/null (children started later
+    inherit that) and every later write is dropped."""
+
+    def __init__(self, stream: Any, fd: int):
+        self._stream = stream
+        self._fd = fd
+        self.lost = stream is None
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                return int(self._stream.write(text))
+            except (OSError, ValueError) as exc:
+                self._lose(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError) as exc:
+                self._lose(exc)
+
+    def _lose(self, exc: BaseException) -> None:
+        import errno
+        import os
+
+        # A full disk behind `> file` is an error to report, not a reader gone.
+        if isinstance(exc, OSError) and exc.errno not in (errno.EPIPE, errno.EBADF):
+            raise exc
+        self.lost = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._fd)
+            os.close(devnull)
+        except OSError:
+            pass
+
+    def isatty(self) -> bool:
+        return not self.lost and bool(self._stream.isatty())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_streams() -> None:
+    """Install ``GuardedStream`` on stdout and stderr (once)."""
+    if not isinstance(sys.stdout, GuardedStream):
+        sys.stdout = GuardedStream(sys.stdout, 1)
+    if not isinstance(sys.stderr, GuardedStream):
+        sys.stderr = GuardedStream(sys.stderr, 2)
+
+
+def stdout_lost() -> bool:
+    return isinstance(sys.stdout, GuardedStream) and sys.stdout.lost
 
 
 def set_verbosity(level: int) -> None:
@@ -43,7 +105,9 @@ def note(text: str) -> None:
     """A line for the person watching (stderr), hidden by ``-q``.  Printed
     literally: notes often quote paths and app text."""
     if not quiet():
-        print(text, file=sys.stderr, flush=True)
+        from torchport.text import one_line
+
+        print(one_line(text), file=sys.stderr, flush=True)
 
 
 def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...], *, default: str = "text",
@@ -55,7 +119,7 @@ def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...], *, def
 
 
 def add_output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE",
+    parser.add_argument("-o", "--output", type=output_file, metavar="FILE",
                         help="write the output to this file instead of stdout (always a file)")
 
 

@@ -20,8 +20,11 @@ import time
 from typing import Any
 
 from torchport import output
+from torchport.text import one_line
 
 DEFAULT_INTERVAL_S = 10.0
+# A note quotes app messages and paths: one line, capped.
+NOTE_CHARS = 2000
 INTERVAL_VARIABLE = "TORCHPORT_PROGRESS_INTERVAL"
 
 
@@ -123,6 +126,7 @@ class Progress:
             return None, {}
 
     def status(self, description: str) -> None:
+        description = one_line(description, NOTE_CHARS)  # names backends and phases, which are data
         with self._lock:
             self.description = description
         if self._rich is not None:
@@ -141,6 +145,7 @@ class Progress:
         """A line above the live display (stderr); hidden by ``-q``."""
         if output.quiet():
             return
+        text = one_line(text, NOTE_CHARS)
         if self._rich is not None or self.terminal:
             self.console.print(text, style=style, markup=False, highlight=False)
         else:
@@ -164,7 +169,7 @@ class Progress:
                 backends = "".join(f", {name} {_clock(value)}" for name, value in per_backend.items())
                 parts.append(f"(about {_clock(remaining)} left{backends})")
             parts.append(f"- {suffix or self.description}")
-        return " ".join(parts)
+        return one_line(" ".join(parts), NOTE_CHARS)
 
     def _plain(self, suffix: str = "") -> None:
         print(self.line(suffix), file=sys.stderr, flush=True)
@@ -190,7 +195,7 @@ def _remaining_column(progress: Progress) -> Any:
             if remaining is None:
                 return Text("-:--:--")
             backends = "".join(f", {name} {_clock(value)}" for name, value in per_backend.items())
-            return Text(f"{_clock(remaining)}{(' (' + backends[2:] + ')') if backends else ''}")
+            return Text(one_line(f"{_clock(remaining)}{(' (' + backends[2:] + ')') if backends else ''}"))
 
     return RemainingColumn()
 

@@ -269,15 +269,27 @@ def _convert_value(action: argparse.Action, value: Any, where: str, folder: Path
     if isinstance(value, (bool, dict)) or value is None:
         raise fail(f"not a valid value: {value!r}")
     if key == "app":
+        if not str(value).strip():
+            raise fail(f"empty value {value!r}")
         return _app_relative(str(value), folder)
     return _one(action, value, fail, folder)
 
 
 def _one(action: argparse.Action, value: Any, fail, folder: Path) -> Any:
+    from torchport.options import output_file
+
     text = str(value)
-    if action.type is Path:
+    if not text.strip():  # the command line's rule (cli.OneLineParser): never a default in its place
+        raise fail(f"empty value {text!r}")
+    if action.type is Path or action.type is output_file:
         path = Path(text).expanduser()
-        return path if path.is_absolute() else folder / path
+        path = path if path.is_absolute() else folder / path
+        if action.type is output_file:
+            try:
+                output_file(str(path))
+            except argparse.ArgumentTypeError as exc:
+                raise fail(str(exc)) from None
+        return path
     if action.type is not None and callable(action.type):
         try:
             converted = action.type(text)

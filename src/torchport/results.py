@@ -198,6 +198,16 @@ LARGEST_NUMBER = 2**63
 def read(path: Path) -> dict[str, Any]:
     """A result document from a file, checked against the schema: anything
     that is not one gets one line naming what is wrong (exit status 2)."""
+    document = read_json(path)
+    check_version(document, str(path))
+    check_schema(document, str(path))
+    return document
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """The strict reader every command uses for a result file: UTF-8, strict
+    JSON, an object at the top, every number finite and at most
+    ``LARGEST_NUMBER``; anything else is one line naming the file (exit 2)."""
     from torchport.errors import UserError
 
     where = str(path)
@@ -212,23 +222,34 @@ def read(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise UserError(f"cannot read result file: {exc.strerror or exc}", location=where) from None
     try:
-        document = json.loads(text, parse_constant=_reject_constant)
+        document = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise UserError(f"not a JSON result document: {exc.msg}", location=f"{path}:{exc.lineno}") from None
     except RecursionError:
         raise UserError("not a result document: JSON nested too deeply", location=where) from None
-    except ValueError as exc:  # NaN/Infinity, or an integer of thousands of digits
+    except ValueError as exc:  # NaN/Infinity, 1e999, or an integer of thousands of digits
         raise UserError(f"not a result document: {exc}", location=where) from None
     if not isinstance(document, dict):
         raise UserError(f"not a result document: the top level is a JSON {_json_type(document)}, not an object",
                         location=where)
+    _check_numbers(document, where)
+    return document
+
+
+def check_version(document: dict[str, Any], where: str) -> None:
+    from torchport.errors import UserError
+
     if document.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         raise UserError(
             f"result schema version {str(document.get('schema_version'))[:40]!r} is not one this torchport reads "
             f"({', '.join(map(repr, READABLE_SCHEMA_VERSIONS))})",
             location=where,
         )
-    _check_numbers(document, where)
+
+
+def check_schema(document: dict[str, Any], where: str) -> None:
+    from torchport.errors import UserError
+
     try:
         validate(document)
     except RecursionError:
@@ -237,7 +258,14 @@ def read(path: Path) -> dict[str, Any]:
         at = "/".join(str(p) for p in getattr(exc, "absolute_path", [])) or "(root)"
         message = str(getattr(exc, "message", exc)).splitlines()[0][:300]
         raise UserError(f"does not match the result schema at {at}: {message}", location=where) from None
-    return document
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 is valid JSON but becomes inf, which no statistic may see.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range (result files hold finite numbers)")
+    return value
 
 
 def _reject_constant(name: str) -> None:
@@ -260,6 +288,9 @@ def _check_numbers(value: Any, where: str, path: str = "") -> None:
             stack.extend((v, f"{at}/{i}") for i, v in enumerate(item))
         elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > LARGEST_NUMBER:
             raise UserError(f"not a result document: the number at {at or '(root)'} has {len(str(abs(item)))} digits",
+                            location=where)
+        elif isinstance(item, float) and abs(item) > LARGEST_NUMBER:
+            raise UserError(f"not a result document: the number at {at or '(root)'} ({item:.3g}) is out of range",
                             location=where)
 
 

@@ -21,3 +21,10 @@ class HostileName(CPU):
     name = "odd[/x]</td><script>`|"
     title = "CPU under a hostile name [bold]x[/bold] </td>"
     verification = "test-only backend"
+
+
+class ControlName(CPU):
+    # Control characters a terminal would obey (colour, bell, carriage return, a new line).
+    name = "ctl\x1b[31m\x07\r\nname"
+    title = "CPU under a name with control characters \x1b]0;title\x07"
+    verification = "test-only backend"

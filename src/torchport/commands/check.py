@@ -5,6 +5,8 @@ import argparse
 import json
 from pathlib import Path
 
+from torchport.options import output_file
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import options as types
@@ -55,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "with what they needed (default: none)")
     output.add_format(parser, ("text", "json", "md"))
     output.add_output(parser)
-    parser.add_argument("--json", type=Path, metavar="FILE",
+    parser.add_argument("--json", type=output_file, metavar="FILE",
                         help="also write the checks as JSON to FILE (old spelling; prefer --format json -o FILE)")
     parser.add_argument("--work-dir", type=Path, metavar="DIR",
                         help="keep checkpoints and tensors here (default: a temporary folder, removed)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from torchport.options import output_file
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import output
@@ -26,11 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="exit 1 when an entry is slower than the reference by more than PCT percent, significantly")
     output.add_format(parser, ("text", "json", "md", "html"))
     output.add_output(parser)
-    parser.add_argument("--markdown", type=Path, metavar="FILE",
+    parser.add_argument("--markdown", type=output_file, metavar="FILE",
                         help="also write the comparison as markdown (old spelling; prefer --format md -o FILE)")
-    parser.add_argument("--html", type=Path, metavar="FILE",
+    parser.add_argument("--html", type=output_file, metavar="FILE",
                         help="also write a self-contained HTML report with charts (old spelling; prefer --format html -o FILE)")
-    parser.add_argument("--json", type=Path, metavar="FILE",
+    parser.add_argument("--json", type=output_file, metavar="FILE",
                         help="also write the comparison document as JSON (old spelling; prefer --format json -o FILE)")
     parser.set_defaults(func=run)
 
@@ -46,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from torchport.report import compare_text
     from torchport.report.html import render_comparison
 
-    if args.fail_on_regression is not None and not args.fail_on_regression >= 0:
-        raise UserError(f"--fail-on-regression must be a percentage of at least 0, got {args.fail_on_regression}")
+    if args.fail_on_regression is not None and not 0 <= args.fail_on_regression < float("inf"):
+        raise UserError(f"--fail-on-regression must be a finite percentage of at least 0, got {args.fail_on_regression}")
     comparison = compare_results(args.results, labels=args.label, reference=args.reference, prices=args.price)
     if args.fail_on_regression is not None:
         comparison["regressions"], comparison["regressions_not_gated"] = regressions(comparison, args.fail_on_regression)

@@ -89,11 +89,15 @@ def options_from_args(args: argparse.Namespace) -> Any:
         name, value = parse_price(text)
         prices[name] = value
     names = [name.strip() for item in args.backend for name in item.split(",") if name.strip()]
+    if args.backend and not names:
+        raise UserError(f"no backend named in {','.join(args.backend)!r}", location="-b/--backend")
     protocol = ProtocolConfig(
         seed=args.seed, dtype=args.dtype, steps=args.steps, blocks=args.blocks,
         max_warmup_steps=args.max_warmup, inference=not args.no_inference,
     )
     script_mode = args.script is not None
+    if args.redirect_cuda and not script_mode:
+        raise UserError("--redirect-cuda redirects a script's CUDA calls: it needs --script TRAIN.py")
     if not script_mode and args.passthrough:
         raise UserError(f"arguments after `--` are for --script only: {' '.join(args.passthrough)[:200]}")
     skipped = {switch for switch, off in (("trace", args.no_trace), ("checks", args.no_checks)) if off}

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+
+from torchport.options import output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,12 +26,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"parameter and activation dtype (repeatable; default: {', '.join(DTYPES)})")
     parser.add_argument("--optimizer", action="append", default=[], choices=list(OPTIMIZERS),
                         help=f"optimizer (repeatable; default: {', '.join(OPTIMIZERS)})")
+    # argparse %-formats help strings: a literal percent sign is written %%.
     parser.add_argument("--measure", action="store_true",
                         help="also run the spec for real on this CPU (float32, AdamW, 2 steps, fresh process) and "
-                        f"compare its peak tensor bytes (tolerance {TENSOR_TOLERANCE:.0%}) and peak RSS (tolerance "
-                        f"{RSS_TOLERANCE:.0%}, judged from a 1 GiB estimate up) with the estimate; exit status 1 "
+                        f"compare its peak tensor bytes (tolerance {TENSOR_TOLERANCE:.0%}%) and peak RSS (tolerance "
+                        f"{RSS_TOLERANCE:.0%}%, judged from a 1 GiB estimate up) with the estimate; exit status 1 "
                         "if outside; configurations that fit this machine only")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="write the result as JSON")
+    parser.add_argument("--json", type=output_file, metavar="FILE", help="write the result as JSON")
     parser.set_defaults(func=run)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from torchport.options import output_file
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="re-render report.md and the summary from a result.json")
     parser.add_argument("result", type=Path, help="a result.json written by torchport evaluate")
-    parser.add_argument("-o", "--out", type=Path, help="where to write the markdown (default: beside the result)")
-    parser.add_argument("--html", nargs="?", type=Path, const=True, default=None, metavar="FILE",
+    parser.add_argument("-o", "--out", type=output_file, help="where to write the markdown (default: beside the result)")
+    parser.add_argument("--html", nargs="?", type=output_file, const=True, default=None, metavar="FILE",
                         help="also write the HTML report with charts (default: report.html beside the result)")
     parser.add_argument("--validate", action="store_true", help="also check the document against its JSON Schema")
     parser.set_defaults(func=run)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from torchport.errors import UserError
+from torchport.options import output_file
 
 FORMATS = ("text", "json", "sarif")
 
@@ -47,7 +48,7 @@ def register(subparsers) -> None:
     fix.add_argument("--write", action="store_true", help="apply the changes to the files")
     fix.add_argument("--force", action="store_true",
                      help="write even into files with uncommitted changes or not tracked by git")
-    fix.add_argument("-o", "--output", type=Path, metavar="FILE",
+    fix.add_argument("-o", "--output", type=output_file, metavar="FILE",
                      help="write the diff to this file instead of stdout (always a file)")
     _common(fix)
     fix.set_defaults(func=run_fix)
@@ -120,7 +121,10 @@ def run_scan(args) -> int:
         text = report.render_text(result, "info" if args.show_info else args.min_severity or "perf")
     else:
         text = report.render_json(result) if args.format == "json" else report.render_sarif(result)
-    output.emit(args, text)
+    try:
+        output.emit(args, text)
+    except UserError as exc:  # OutputError's status 1 is scan's "findings": a path that cannot be written is 2
+        raise UserError(exc.message, exc.location) from None
     threshold = fail_threshold(args.fail_on or config.fail_on)
     return 1 if threshold is not None and report.worst_rank(result) >= threshold else 0
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+
+from torchport.options import output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the other commands' names are accepted too: trainium, torchtpu, amd, ...)")
     output.add_format(parser, ("text", "json", "md"))
     output.add_output(parser)
-    parser.add_argument("--json", type=Path, metavar="FILE",
+    parser.add_argument("--json", type=output_file, metavar="FILE",
                         help="also write the trace section as JSON to FILE (old spelling; prefer --format json -o FILE)")
     parser.add_argument("--timeout", type=types.positive_seconds, default=TRACE_TIMEOUT_S,
                         help=f"seconds before tracing is stopped, keeping what was traced (default {TRACE_TIMEOUT_S:g})")

@@ -384,7 +384,7 @@ def markdown(answer: Answer) -> list[str]:
 
 
 def html(answer: Answer) -> list[str]:
-    from html import escape
+    from torchport.report.svg import esc as escape  # control characters shown as \xNN, then HTML-escaped
 
     rows = []
     for row in answer.rows:

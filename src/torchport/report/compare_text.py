@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchport.report import format as fmt
+from torchport.text import one_line
 
 CELL_LIMIT = 200
 
@@ -78,25 +79,23 @@ def print_comparison(comparison: dict[str, Any], console: Console | None = None)
     if console is None:
         console = Console() if sys.stdout.isatty() else Console(width=160)
     # Text from result files goes in as Text, never as rich markup.
-    table = Table(title=Text(f"torchport compare: reference {reference_text(comparison)}"), title_justify="left")
+    table = Table(title=Text(one_line(f"torchport compare: reference {reference_text(comparison)}")), title_justify="left")
     for header in HEADERS:
         table.add_column(header, overflow="fold")
     for row in rows(comparison):
-        table.add_row(*(Text(cell[:CELL_LIMIT]) for cell in row))
+        table.add_row(*(Text(one_line(cell, CELL_LIMIT)) for cell in row))
     console.print(table)
     for item in comparison["not_comparable"]:
         where = f"{item['machine']}:{item['backend']}" if item.get("backend") else f"{item['machine']} ({item['file']})"
-        console.print(Text(f"  - not comparable: {where}: {item['reason']}"[:CELL_LIMIT * 2]), soft_wrap=True)
+        console.print(Text(one_line(f"  - not comparable: {where}: {item['reason']}", CELL_LIMIT * 2)), soft_wrap=True)
     for row in comparison["environment_differences"]:
         values = "; ".join(f"{machine}: {value}" for machine, value in row["values"].items())
-        console.print(Text(f"  - environment differs: {row['field']}: {values}"[:CELL_LIMIT * 3]), soft_wrap=True)
+        console.print(Text(one_line(f"  - environment differs: {row['field']}: {values}", CELL_LIMIT * 3)), soft_wrap=True)
 
 
 def md(text: Any) -> str:
     """A markdown table cell: capped, one line, pipes and HTML escaped."""
-    value = str(text).replace("\n", " ").replace("\r", " ")
-    if len(value) > CELL_LIMIT:
-        value = value[: CELL_LIMIT - 1] + "…"
+    value = one_line(text, CELL_LIMIT)
     return html.escape(value, quote=False).replace("|", "\\|").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_")
 
 

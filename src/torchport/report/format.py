@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.text import one_line
+
 
 def seconds(value: float | None) -> str:
     if value is None:
@@ -67,17 +69,12 @@ _MARKDOWN_SPECIAL = str.maketrans({ch: f"\\{ch}" for ch in "\\`*_[]|~"} | {
 
 def md(value: Any, limit: int = MARKDOWN_TEXT_CHARS) -> str:
     """``value`` as literal markdown text on one line (safe in table cells)."""
-    text = "" if value is None else str(value)
-    if len(text) > limit:
-        text = text[:limit] + "…"
-    return text.translate(_MARKDOWN_SPECIAL)
+    return one_line(value, limit + 1).translate(_MARKDOWN_SPECIAL)
 
 
 def md_code(value: Any, limit: int = MARKDOWN_TEXT_CHARS) -> str:
     """``value`` as an inline code span, whatever backticks it holds."""
-    text = ("" if value is None else str(value)).replace("\n", " ").replace("|", "¦")
-    if len(text) > limit:
-        text = text[:limit] + "…"
+    text = one_line(value, limit + 1).replace("|", "¦")
     longest = max((len(run) for run in _backtick_runs(text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
@@ -86,6 +83,7 @@ def md_code(value: Any, limit: int = MARKDOWN_TEXT_CHARS) -> str:
 
 def md_block(lines: list[str]) -> list[str]:
     """Lines as a fenced code block whose fence no line can close."""
+    lines = [one_line(line) for line in lines]
     longest = max((len(run) for line in lines for run in _backtick_runs(line)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence, *lines, fence]

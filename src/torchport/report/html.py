@@ -281,7 +281,7 @@ def render(document: dict[str, Any]) -> str:
                         + "</p>")
             tail = (b.get("failures") or {}).get("last_stderr_tail")
             if tail:
-                body.append(f"<pre>{esc(cap(chr(10).join(tail[-REPORT_TAIL_LINES:])))}</pre>")
+                body.append(f"<pre>{chr(10).join(esc(cap(line)) for line in tail[-REPORT_TAIL_LINES:])}</pre>")
     if document.get("script"):
         from torchport.script.report import html_section
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from torchport.stats import median
+from torchport.text import one_line
 
 # Colour-blind-safe palette (Okabe-Ito), cycled per series.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -23,7 +24,8 @@ MAX_LABEL = 40
 
 
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text from a result as one line of HTML: control characters as \\xNN, markup escaped."""
+    return html.escape(one_line(text), quote=True)
 
 
 def clip(text: object, limit: int = MAX_LABEL) -> str:

@@ -10,13 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from torchport.report import format as fmt
+from torchport.text import one_line
 
 
 def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     reference = document.get("reference")
     # Names, messages and reasons come from apps and results: data, never rich markup.
-    table = Table(title=escape(f"torchport evaluate {document['app']['spec']}"), title_justify="left")
-    for header in ("backend", "status", "step time [95% CI]", "samples/s", f"vs {reference}", "first step", "memory"):
+    table = Table(title=escape(one_line(f"torchport evaluate {document['app']['spec']}")), title_justify="left")
+    for header in ("backend", "status", "step time [95% CI]", "samples/s", escape(f"vs {one_line(reference)}"), "first step", "memory"):
         table.add_column(header, overflow="fold")
     notes: list[str] = []
     for name, backend in document["backends"].items():
@@ -38,7 +39,7 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
                     reason += " (more lines: run with --debug)"
             else:
                 reason = backend.get("reason") or ""
-            table.add_row(escape(label), escape(status), "", "", "", "", "")
+            table.add_row(escape(one_line(label)), escape(one_line(status)), "", "", "", "", "")
             if reason:
                 notes.append(f"{name}: {reason}")
             continue
@@ -53,8 +54,8 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             notes.append(f"{name}: {fmt.usd(backend['cost']['usd_per_million_samples'])} per 1M samples")
         memory = summary.get("peak_device_memory_bytes")
         table.add_row(
-            escape(label),
-            escape(backend["status"]),
+            escape(one_line(label)),
+            escape(one_line(backend["status"])),
             fmt.step_time_with_ci(summary["step_time_s"]),
             fmt.rate(summary.get("samples_per_s"), ""),
             "reference" if name == reference else fmt.speedup(backend.get("comparison")),
@@ -84,7 +85,7 @@ def answer_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     for header in answer.HEADERS:
         table.add_column(header, overflow="fold")
     for row in model.rows:
-        table.add_row(escape(row.target), *[escape(cell.marked()) for cell in row.cells()])
+        table.add_row(escape(row.target), *[escape(one_line(cell.marked())) for cell in row.cells()])
     return table, [answer.LEGEND, *model.lines()]
 
 
@@ -95,9 +96,9 @@ def print_summary(document: dict[str, Any], console: Console | None = None) -> N
     table, notes = summary_table(document)
     console.print(table)
     for note in notes:
-        console.print(f"  - {note}", highlight=False, soft_wrap=True, markup=False)
+        console.print(f"  - {one_line(note)}", highlight=False, soft_wrap=True, markup=False)
     # The answer comes last, where the eye lands when the run ends.
     answer, lines = answer_table(document)
     console.print(answer)
     for line in lines:
-        console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
+        console.print(f"  {one_line(line)}", highlight=False, soft_wrap=True, markup=False)

@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchport.errors import UserError
+from torchport.errors import OutputError, UserError
 from torchport.scan import python
 from torchport.scan.config import ScanConfig
 from torchport.scan.detectors.shared import CUDA_ONLY, HELPER_NAME
@@ -292,9 +292,11 @@ def _write_atomically(path: Path, text: str) -> None:
             os.fsync(out.fileno())
         os.chmod(temporary, mode)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(temporary):
             os.unlink(temporary)
+        if isinstance(exc, OSError):  # the temporary file's name means nothing to the user: name theirs
+            raise OutputError(f"cannot write: {exc.strerror or exc}; the file is unchanged", location=str(path)) from None
         raise
 
 

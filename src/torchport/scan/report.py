@@ -25,6 +25,7 @@ from torchport.scan.model import Finding
 from torchport.scan.rules import (EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK,
                                   finding_severity, finding_worst)
 from torchport.scan.scanner import ScanResult
+from torchport.text import one_line
 
 _EFFORT_COST = {"low": 2.0, "medium": 5.0, "high": 10.0}
 INFORMATION_URI = "https://github.com/torchport/torchport/blob/main/docs/scan.md"
@@ -108,7 +109,8 @@ def render_text(result: ScanResult, min_severity: str = "perf") -> str:
     for finding in shown:
         rule = RULES_BY_ID[finding.rule_id]
         mark = " [*]" if finding.fixable else ""
-        out.append(f"{finding.path}:{finding.line}:{finding.column}: {rule.id}{mark} {rule.title}: {finding.detail}")
+        path = one_line(finding.path)  # a newline in a file name must not forge a finding line
+        out.append(f"{path}:{finding.line}:{finding.column}: {rule.id}{mark} {rule.title}: {one_line(finding.detail)}")
         if finding.snippet:
             gutter = str(finding.line)
             snippet, start = excerpt(finding)
@@ -116,17 +118,17 @@ def render_text(result: ScanResult, min_severity: str = "perf") -> str:
             width = max(1, (finding.end_column - finding.column) if finding.end_line == finding.line
                         else len(snippet) - column + 1)
             width = min(width, max(1, len(snippet) - column + 1))
-            out.append(f" {gutter} | {snippet}")
+            out.append(f" {gutter} | {one_line(snippet)}")
             out.append(f" {' ' * len(gutter)} | {' ' * (column - 1)}{'^' * width}")
         for related in finding.related:
-            out.append(f"   = {related.message} at {finding.path}:{related.line}:{related.column}")
+            out.append(f"   = {one_line(related.message)} at {path}:{related.line}:{related.column}")
         out.append(f"   = {_where(finding, result.targets)}")
         out.append(f"   = instead: {rule.replacement}")
         if finding.fix_note:
             out.append(f"   = {finding.fix_note}")
         out.append("")
     for skipped in result.skipped:
-        out.append(f"{skipped.path}: skipped: {skipped.reason}")
+        out.append(f"{one_line(skipped.path)}: skipped: {one_line(skipped.reason)}")
     if result.skipped:
         out.append("")
     summary = summarise(result)

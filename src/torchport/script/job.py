@@ -303,6 +303,22 @@ class ScriptDriver:
         self._done.release()
 
 
+def argument_parser_error(exc: SystemExit) -> str | None:
+    """``PROG: error: MESSAGE`` when the exit came from an argparse parser
+    refusing its arguments (what argparse printed to the worker's stderr)."""
+    frame = exc.__traceback__
+    found = None
+    while frame is not None:
+        code = frame.tb_frame.f_code
+        if code.co_name == "error" and os.path.basename(code.co_filename) == "argparse.py":
+            found = frame.tb_frame.f_locals
+        frame = frame.tb_next
+    if found is None or exc.code != 2:
+        return None
+    parser = found.get("self")
+    return f"{getattr(parser, 'prog', 'script')}: error: {found.get('message')}"
+
+
 @contextlib.contextmanager
 def running_as_main(script: Path, argv: list[str], cwd: str | None) -> Iterator[None]:
     """The script's own sys.argv, sys.path[0] and working directory, restored after."""
@@ -387,6 +403,7 @@ def script_job(context: Any) -> None:
     counters_before = backend.counters()
     protocol.start()
     script_error: BaseException | None = None
+    refused: str | None = None
     stopped = False
     with running_as_main(script, argv, job.get("cwd")):
         try:
@@ -395,6 +412,7 @@ def script_job(context: Any) -> None:
         except StopScript:
             stopped = True
         except SystemExit as exc:
+            refused = argument_parser_error(exc)
             driver.script_finished(f"the script called sys.exit({exc.code!r})")
         except BaseException as exc:  # the script's own error: this backend's result
             script_error = exc
@@ -428,6 +446,9 @@ def script_job(context: Any) -> None:
         raise error
     if outcome.get("error") is not None:
         raise outcome["error"]
+    if refused is not None and driver.boundaries == 0:
+        raise UserError(f"the script's argument parser refused its arguments: {refused} (arguments after `--` "
+                        f"are the script's: {' '.join(argv[1:])[:200] or 'none given'})", location=str(script))
     if driver.boundaries == 0:
         raise UserError(f"no optimizer step was seen: {driver.ended} after {result['script']['ran_s']:.1f} s "
                         f"without calling optimizer.step() (its arguments, filled in: {' '.join(argv[1:])[:300]})",
