@@ -11,6 +11,7 @@ import errno
 import importlib
 import os
 import pkgutil
+import re
 import signal
 import sys
 from typing import Any, NoReturn
@@ -28,8 +29,27 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad options end in one line (``torchport: error: ...``), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"torchport: error: {self.prog}: {one_line(message, 1000)}", file=sys.stderr)
+        where = "" if self.prog == "torchport" else f"{self.prog}: "
+        print(f"torchport: error: {where}{one_line(message, 1000)}{self._did_you_mean(message)}", file=sys.stderr)
         sys.exit(2)
+
+    def _did_you_mean(self, message: str) -> str:
+        """The nearest command or option to a misspelt one ("evalute", "--repeat")."""
+        import difflib
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            known = re.findall(r"'([^']*)'", choice.group(2))
+            close = difflib.get_close_matches(choice.group(1), known, n=1)
+            return f" (did you mean '{close[0]}'?)" if close else ""
+        unknown = re.search(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            options = _option_strings(self)
+            for word in unknown.group(1).split():
+                close = difflib.get_close_matches(word.split("=")[0], options, n=1) if word.startswith("--") else []
+                if close:
+                    return f" (did you mean {close[0]}?)"
+        return ""
 
     def _get_value(self, action: argparse.Action, arg_string: Any) -> Any:
         # One rule for empty values, for every option and argument: refused,
@@ -39,6 +59,17 @@ class OneLineParser(argparse.ArgumentParser):
                 and not isinstance(action, argparse._SubParsersAction):  # the command's own parser checks
             raise argparse.ArgumentError(action, f"empty value {arg_string!r}")
         return super()._get_value(action, arg_string)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every long option of ``parser`` and of its subcommands' parsers."""
+    found: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _option_strings(sub)
+        found += [option for option in action.option_strings if option.startswith("--")]
+    return list(dict.fromkeys(found))
 
 
 def _on_ending_signal(number: int, frame: Any) -> None:

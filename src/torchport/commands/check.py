@@ -35,8 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"comma-separated subset of {','.join(CHECK_NAMES)} (default: all)")
     parser.add_argument("--steps", type=types.count(2), default=defaults.steps,
                         help=f"training steps K for parity and checkpoints (default {defaults.steps})")
-    parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
-    parser.add_argument("--seed", type=types.seed, default=defaults.seed)
+    parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype,
+                        help="dtype of the model's parameters and inputs, the same on every backend (default: %(default)s)")
+    parser.add_argument("--seed", type=types.seed, default=defaults.seed,
+                        help="seed of torch's, numpy's and Python's random generators in every worker (default: %(default)s)")
     parser.add_argument("--recovery-steps", type=int, default=defaults.recovery_steps,
                         help=f"steps of the recovery run (default {defaults.recovery_steps})")
     parser.add_argument("--checkpoint-every", type=int, default=defaults.recovery_every,

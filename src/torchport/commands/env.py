@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     output.add_output(listing)
     listing.set_defaults(func=run_list)
     remove = actions.add_parser("remove", help="delete an environment")
-    remove.add_argument("name")
+    remove.add_argument("name", help="environment name (see `torchport env list`)")
     remove.set_defaults(func=run_remove)
 
 

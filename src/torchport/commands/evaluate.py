@@ -40,8 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--precision", metavar="PCT", default=None,
                         help=f"target half-width of the 95%% interval of the median step time, e.g. 2%% (default "
                              f"{DEFAULT_PRECISION * 100:.0f}%%); sampling stops once reached or when the budget is spent")
-    parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype)
-    parser.add_argument("--seed", type=types.seed, default=defaults.seed)
+    parser.add_argument("--dtype", choices=DTYPES, default=defaults.dtype,
+                        help="dtype of the model's parameters and inputs, the same on every backend (default: %(default)s)")
+    parser.add_argument("--seed", type=types.seed, default=defaults.seed,
+                        help="seed of torch's, numpy's and Python's random generators in every worker (default: %(default)s)")
     parser.add_argument("--no-inference", action="store_true", help="skip the app's forward-only scenario")
     parser.add_argument("--timeout", type=types.positive_seconds, default=DEFAULT_TIMEOUT_S, help=f"seconds before a worker is killed (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--phase-timeout", type=types.positive_seconds, default=None, help="seconds one phase (e.g. compilation) may take")

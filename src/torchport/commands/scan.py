@@ -44,7 +44,8 @@ def register(subparsers) -> None:
         "fix", help="rewrite the mechanical CUDA lock-in (prints a diff; --write applies it)",
         description="Print a unified diff of the safe rewrites; --write applies them. Files "
                     "with uncommitted changes are refused unless --force.")
-    fix.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    fix.add_argument("paths", nargs="*", default=["."], metavar="PATH",
+                     help="files or folders to rewrite (default: the current folder)")
     fix.add_argument("--write", action="store_true", help="apply the changes to the files")
     fix.add_argument("--force", action="store_true",
                      help="write even into files with uncommitted changes or not tracked by git")
