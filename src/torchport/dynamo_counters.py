@@ -5,7 +5,7 @@ Used by every backend with a ``compile_backend`` (see torchport.backends.Backend
 the backend's counter snapshots carry a Dynamo snapshot, and a phase's summary
 carries what changed.  Runs inside the worker; every torch call here is to
 torch internals, so it reads only what torch 2.13 has been checked to provide
-(/work/shared/research/compile-observability.md) and degrades to fewer
+(the sources listed below, read in torch 2.13's own code) and degrades to fewer
 figures, never to an error, when something is missing.
 
 Sources, and why each:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torchport.errors import UserError
 from torchport.scan.rules import RULES, RULES_BY_ID, SEVERITY_RANK, TARGET_NAMES, TARGETS, Rule
+from torchport.scan.sources import urls as source_urls
 
 _ABBREVIATION = {"error": "E", "silent": "S", "perf": "P", "info": "I", None: "-"}
 
@@ -53,7 +54,7 @@ def explain(rule: Rule) -> str:
               f"Needs:    torch>={rule.min_torch}" if rule.min_torch else "Needs:    any torch",
               f"Auto-fix: {'yes, `torchport fix`' if rule.fixable else 'no'}"
               f"  (manual effort otherwise: {rule.effort})",
-              f"Source:   shared/research/lock-in-and-pitfalls.md, {rule.sources}" if rule.sources else "",
+              f"Sources:  {', '.join(source_urls(rule.sources))}" if source_urls(rule.sources) else "",
               "", "Before:", *(("    " + line).rstrip() for line in rule.before.splitlines()),
               "", "After:", *(("    " + line).rstrip() for line in rule.after.splitlines())]
     return "\n".join(lines) + "\n"

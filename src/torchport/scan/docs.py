@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from torchport.scan.sources import urls as source_urls
 from torchport.scan.catalogue import markdown_table
 from torchport.scan.rules import RULES, SEVERITY_RANK, TARGETS, Rule
 
@@ -45,7 +46,8 @@ def rule_reference(rule: Rule) -> str:
              f"* **Needs:** {'torch>=' + rule.min_torch if rule.min_torch else 'any torch'}; "
              f"**auto-fix:** {'yes (`torchport fix`)' if rule.fixable else 'no'}; "
              f"**manual effort:** {rule.effort}"
-             + (f"; **source:** lock-in-and-pitfalls.md {rule.sources}" if rule.sources else ""),
+             + (f"; **sources:** {', '.join(f'<{url}>' for url in source_urls(rule.sources))}"
+                if source_urls(rule.sources) else ""),
              "", "Before:", "", "```python", rule.before.rstrip("\n"), "```", "",
              "After:", "", "```python", rule.after.rstrip("\n"), "```"]
     return "\n".join(lines) + "\n"

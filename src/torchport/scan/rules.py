@@ -6,8 +6,8 @@ it needs, whether ``torchport fix`` rewrites it, and a before/after example.
 The tests run every example through the scanner (and, for fixable rules, the
 fixer), so the catalogue cannot drift from what the code does.
 
-Facts and versions come from shared/research/lock-in-and-pitfalls.md (section 2,
-patterns L01-L29); ``sources`` names the pattern(s) each rule implements.
+``sources`` names the lock-in pattern(s) each rule implements (L01-L29);
+``torchport.scan.sources`` maps them to the public documentation users can open.
 """
 from __future__ import annotations
 
@@ -891,7 +891,7 @@ device = torch_xla.device()
         severity="E - E E E E E",
         replacement="torch.accelerator for device, sync and memory; torch.compile(backend='tpu') "
                     "on TorchTPU; torchrun instead of xmp.spawn",
-        min_torch="2.11", fixable=False, effort="medium", sources="section 0.4",
+        min_torch="2.11", fixable=False, effort="medium", sources="TORCHTPU",
         before='''
 import torch_xla
 ''',
