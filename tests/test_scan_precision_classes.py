@@ -68,3 +68,27 @@ def test_cuda_code_inside_block_comment_is_not_reported(tmp_path: Path) -> None:
     findings = _scan(tmp_path, source, "scale.cu")
     assert _by_rule(findings, "TP505") == []
     assert [line for line, _ in _by_rule(findings, "TP502")] == [5]
+
+
+def test_bitsandbytes_is_multi_backend_not_cuda_only(tmp_path: Path) -> None:
+    source = '''
+    import bitsandbytes as bnb
+    from bitsandbytes.nn import Linear4bit
+    import flash_attn
+    '''
+    findings = _scan(tmp_path, source, "quant.py")
+    assert [line for line, _ in _by_rule(findings, "TP601")] == [3]
+    (tmp_path / "requirements.txt").write_text("bitsandbytes>=0.45\napex\n")
+    result = scan([tmp_path / "requirements.txt"], ScanConfig())
+    assert [f.line for f in result.findings if f.rule_id == "TP601"] == [2]
+
+
+def test_deepspeed_configs_and_builder_base_are_not_cuda_imports(tmp_path: Path) -> None:
+    source = '''
+    from deepspeed.ops.transformer.inference.config import DeepSpeedInferenceConfig
+    from deepspeed.ops.op_builder.builder import OpBuilder
+    from deepspeed.ops.transformer import DeepSpeedTransformerConfig
+    from deepspeed.ops.transformer.inference import DeepSpeedSelfAttention
+    '''
+    findings = _scan(tmp_path, source, "model_impl.py")
+    assert [(line, worst) for line, worst in _by_rule(findings, "TP601")] == [(4, "error")]
