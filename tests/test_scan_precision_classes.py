@@ -92,3 +92,121 @@ def test_deepspeed_configs_and_builder_base_are_not_cuda_imports(tmp_path: Path)
     '''
     findings = _scan(tmp_path, source, "model_impl.py")
     assert [(line, worst) for line, worst in _by_rule(findings, "TP601")] == [(4, "error")]
+
+
+def _tp003(findings) -> dict[int, str | None]:
+    return dict(_by_rule(findings, "TP003"))
+
+
+def test_cuda_check_whose_other_branch_raises_is_not_silent(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    def enable_cpu_offload(module, device):
+        if device.type != "cuda":
+            raise ValueError("CPU offload streams need a CUDA device; disable offload_streams")
+        return module
+
+    def check_gds(config):
+        assert torch.cuda.is_available(), "GPUDirect Storage needs an NVIDIA GPU"
+
+    def pick(x):
+        if torch.cuda.is_available():
+            return x.cuda()
+        else:
+            raise RuntimeError("this kernel has no CPU implementation")
+
+    def fallback(x):
+        if torch.cuda.is_available():
+            x = x.cuda()
+        return x * 2
+    '''
+    worst = _tp003(_scan(tmp_path, source, "offload.py"))
+    assert worst[4] == "info" and worst[9] == "info" and worst[12] == "info"
+    assert worst[18] == "silent"  # a real silent fallback to the CPU stays
+
+
+def test_cuda_check_gating_diagnostics_is_not_silent(tmp_path: Path) -> None:
+    source = '''
+    import os
+    import torch
+
+    class Trainer:
+        def setup(self, cfg, device):
+            self.track_peak_memory = cfg.get("track_peak_memory", False)
+            if self.track_peak_memory and device.type != "cuda":
+                print("peak memory tracking needs CUDA; turning it off")
+                self.track_peak_memory = False
+
+        def step(self, batch):
+            if self.profile_memory and batch.device.type == "cuda":
+                torch.cuda.memory._record_memory_history(max_entries=1000)
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+
+    threads_per_rank = os.cpu_count() // (torch.cuda.device_count() if torch.cuda.is_available() else 1)
+    '''
+    worst = _tp003(_scan(tmp_path, source, "trainer.py"))
+    assert worst[7] == "info" and worst[12] == "info" and worst[14] == "info"
+    assert worst[16] == "silent"  # synchronising before timing is not a diagnostic
+    assert worst[19] == "info"
+
+
+def test_cuda_version_checks_in_extension_builders_are_info(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    class FusedLayerNormBuilder(CUDAOpBuilder):
+        def is_compatible(self, verbose=False):
+            ok = True
+            if torch.cuda.is_available():
+                major = int(torch.version.cuda.split(".")[0])
+                ok = major >= 11
+            return ok
+
+    def train(model):
+        if torch.cuda.is_available():
+            model = model.cuda()
+        return model
+    '''
+    worst = _tp003(_scan(tmp_path, source, "layer_norm_builder.py"))
+    assert worst[6] == "info"
+    assert worst[12] == "silent"
+
+
+def test_env_opt_in_cuda_kernels_are_a_feature_gate(tmp_path: Path) -> None:
+    source = '''
+    import os
+    import torch
+
+    use_fast_kernels = os.environ.get("MYLIB_FAST_KERNELS", "0") == "1" and torch.cuda.is_available()
+    '''
+    assert _tp003(_scan(tmp_path, source, "kernels.py"))[4] == "info"
+
+
+def test_skip_helpers_and_checks_listing_other_accelerators_are_info(tmp_path: Path) -> None:
+    source = '''
+    import unittest
+    import torch
+
+    def require_accelerator(test_case):
+        if not (torch.cuda.is_available() or torch.xpu.is_available()):
+            return unittest.skip("test requires an accelerator")(test_case)
+        return test_case
+
+    def require_cuda(test_case):
+        if not torch.cuda.is_available():
+            return unittest.skip("test requires CUDA")(test_case)
+        return test_case
+
+    def has_accelerator():
+        return torch.cuda.is_available() or torch.backends.mps.is_available()
+
+    def device():
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    '''
+    worst = _tp003(_scan(tmp_path, source, "testing_utils.py"))
+    assert worst[5] == "info" and worst[10] == "info" and worst[15] == "info"
+    assert worst[18] == "silent"

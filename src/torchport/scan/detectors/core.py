@@ -78,14 +78,56 @@ _FEATURE_GATE = "a feature gate: the feature is already optional, so the code ha
 
 
 _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
+_EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
+_DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
+_BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA extension"
+# Names of diagnostics: memory statistics, profiling, thread counts.  A CUDA check that
+# gates only these changes what is measured or logged, never what is computed.
+_DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
+                              r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
+                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info", re.I)
+# Classes and functions that build or check a CUDA extension.
+_BUILDER = re.compile(r"Builder|Extension|is_compatible|compatib|cuda_version|installed_cuda", re.I)
 
 
 def _is_skip(statement) -> bool:
-    """``pytest.skip(...)``, ``self.skipTest(...)``: the test stops here."""
-    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+    """``pytest.skip(...)``, ``self.skipTest(...)``: the test stops here; in a skip
+    decorator, ``return unittest.skip("needs CUDA")(test_case)``."""
+    if not (isinstance(statement, (ast.Expr, ast.Return)) and isinstance(statement.value, ast.Call)):
         return False
     func = statement.value.func
+    if isinstance(statement, ast.Return):
+        if not isinstance(func, ast.Call):
+            return False
+        func = func.func  # unittest.skip(...)(test_case)
     return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("skip", "skipTest")
+
+
+def _raises(statements) -> bool:
+    """The block ends in ``raise`` (an explicit error)."""
+    return bool(statements) and isinstance(statements[-1], ast.Raise)
+
+
+def _names_in(node) -> list[str]:
+    return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute))]
+
+
+def _environment_opt_in(node) -> bool:
+    """An environment variable read (``os.getenv(...)``, ``os.environ.get(...)``): the
+    user opts in."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name == "getenv" or (name == "get" and isinstance(func, ast.Attribute)
+                                    and getattr(func.value, "attr", getattr(func.value, "id", "")) == "environ"):
+                return True
+    return False
+
+
+def _diagnostic(node) -> bool:
+    return any(_DIAGNOSTIC_NAME.search(name) for name in _names_in(node))
 
 
 def _device_test(finding) -> bool:
@@ -239,7 +281,16 @@ class AnalyzerCore(AnalyzerState):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assigned(node.targets, node.value)
+        start = len(self.findings)
         self.generic_visit(node)
+        if any(map(_diagnostic, node.targets)):  # num_threads = cpu_count() // (n if cuda else 1)
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DIAGNOSTICS)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        start = len(self.findings)
+        self.generic_visit(node)
+        if node.msg is not None:  # `assert device.type == "cuda", "GDS needs CUDA"`: an explicit error
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _EXPLICIT_ERROR)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -270,7 +321,10 @@ class AnalyzerCore(AnalyzerState):
         for child in (*node.bases, *node.keywords, *node.decorator_list):
             self.visit(child)
         body_start = len(self.findings)
+        context = [node.name, *(str(getattr(b, "id", None) or getattr(b, "attr", "")) for b in node.bases)]
+        self.context_names.extend(context)
         self._visit_body(node.body)
+        del self.context_names[-len(context):]
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
         self.class_names.pop()
@@ -291,6 +345,7 @@ class AnalyzerCore(AnalyzerState):
             self.visit(node.returns)
         self.scopes.append(id(node))
         self.class_names.append("")  # a def inside this one is no method
+        self.context_names.append(node.name)
         body_start = len(self.findings)
         cuda_only = False  # after `if device.type != "cuda": return`
         xla_only = False  # after `if not _XLA_AVAILABLE: return`
@@ -312,6 +367,7 @@ class AnalyzerCore(AnalyzerState):
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
+        self.context_names.pop()
         self.class_names.pop()
         self.scopes.pop()
 
@@ -563,8 +619,19 @@ class AnalyzerCore(AnalyzerState):
                 guard = self.report(CUDA_AVAILABILITY_CHECK, test, "torch.cuda.is_available()")
             self.claimed.add(id(test.func))
             test_findings = [guard]
-        if self._exits(node) and _is_skip(node.body[-1]) and self._absent_cuda_query(test):
-            self._cap(test_findings, _DECIDES_SKIP)  # `if not torch.cuda.is_available(): pytest.skip()`
+        if self._exits(node) and _is_skip(node.body[-1]):
+            # `if not torch.cuda.is_available(): pytest.skip()`, `if not (cuda or xpu): return
+            # unittest.skip(...)(test_case)`: whatever the condition, it decides a skip.
+            self._cap(test_findings, _DECIDES_SKIP)
+        checks = [f for f in test_findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if checks:
+            absent = self._absent_cuda_query(test) or self._exits_unless_cuda(node)
+            if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
+                self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
+            elif _diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body):
+                self._cap(checks, _DIAGNOSTICS)
+            elif self._building():
+                self._cap(checks, _BUILD_CHECK)
         if positive:
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
@@ -580,6 +647,31 @@ class AnalyzerCore(AnalyzerState):
             self.visit(statement)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def _diagnostics_only(self, statements) -> bool:
+        """Each statement logs, records a statistic or turns a flag off; one at least
+        is about diagnostics (``log.info(...); self._log_peak_memory = False``)."""
+        if not statements:
+            return False
+        about = False
+        for statement in statements:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                if _diagnostic(statement.value.func):
+                    about = True
+                elif not self._is_message_call(statement.value):
+                    return False
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)) and isinstance(statement.value, ast.Constant):
+                about = about or any(_diagnostic(t) for t in (getattr(statement, "targets", None)
+                                                              or [statement.target]))
+            elif not isinstance(statement, ast.Pass):
+                return False
+        return about
+
+    def _building(self) -> bool:
+        """Inside the build of a CUDA extension: ``setup.py``, an op builder class,
+        a compatibility check (where a CUDA check decides what to compile)."""
+        return (self.path.replace("\\", "/").rsplit("/", 1)[-1] == "setup.py"
+                or any(_BUILDER.search(name) for name in self.context_names))
 
     def _one_per_condition(self, start: int) -> None:
         """One CUDA check per condition (``if x.is_cuda and torch.cuda.is_available():``):
@@ -705,16 +797,23 @@ class AnalyzerCore(AnalyzerState):
                 guarded = True
         # `accelerator == "cuda" or accelerator == "mps"`, `x.is_cuda or x.is_xpu`: a list of
         # backends, not a CUDA-only check.
-        if isinstance(node.op, ast.Or) and any(
-                (isinstance(value, ast.Compare) and any(OTHER_DEVICE_STRING.match(string_value(side) or "")
-                                                        for side in (value.left, *value.comparators)))
-                or (not self.positive_cuda_query(value) and self._mentions_other_accelerator([value]))
-                for value in node.values):
-            self._cap([f for f in self.findings[first:] if _device_test(f)], LISTS_OTHERS)
+        if isinstance(node.op, ast.Or):
+            # `torch.cuda.is_available() or torch.xpu.is_available()`: another accelerator
+            # is checked too, so the check is not CUDA-only (whichever kind it is).
+            if any(not self.positive_cuda_query(value) and self._mentions_other_accelerator([value])
+                   and not isinstance(value, ast.Constant) for value in node.values):
+                self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], LISTS_OTHERS)
+            elif any(isinstance(value, ast.Compare) and any(OTHER_DEVICE_STRING.match(string_value(side) or "")
+                                                            for side in (value.left, *value.comparators))
+                     for value in node.values):
+                self._cap([f for f in self.findings[first:] if _device_test(f)], LISTS_OTHERS)
         # `use_fused = fused_available and device_type == "cuda"`: the feature is optional
         # already, so the code has a path without it and CUDA only turns it on.
-        if isinstance(node.op, ast.And) and any(map(self._optional_feature, node.values)):
-            self._cap([f for f in self.findings[first:] if _device_test(f)], _FEATURE_GATE)
+        if isinstance(node.op, ast.And):
+            if any(map(_environment_opt_in, node.values)):  # `os.getenv("USE_CUDA_KERNELS") and cuda`
+                self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _FEATURE_GATE)
+            elif any(map(self._optional_feature, node.values)):
+                self._cap([f for f in self.findings[first:] if _device_test(f)], _FEATURE_GATE)
 
     def _optional_feature(self, value) -> bool:
         if self.positive_cuda_query(value):
