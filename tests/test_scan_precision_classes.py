@@ -210,3 +210,75 @@ def test_skip_helpers_and_checks_listing_other_accelerators_are_info(tmp_path: P
     worst = _tp003(_scan(tmp_path, source, "testing_utils.py"))
     assert worst[5] == "info" and worst[10] == "info" and worst[15] == "info"
     assert worst[18] == "silent"
+
+
+def test_code_after_a_nested_cuda_exit_is_cuda_only(tmp_path: Path) -> None:
+    source = '''
+    import os
+    import torch
+
+    def local_device_index(backend):
+        if backend == "xccl":
+            return 0
+        else:
+            rank = int(os.getenv("LOCAL_RANK", "0"))
+            if not torch.cuda.is_available():
+                return rank
+            return torch.zeros(1, device="cuda").new_tensor(rank)
+
+    def enable_fast_attention(self, enabled):
+        if enabled:
+            if not self.kernels_installed:
+                raise ImportError("install the kernels package")
+            elif not torch.cuda.is_available():
+                raise ValueError("fast attention needs a CUDA device")
+            else:
+                probe = torch.randn(1, 2, 8, device="cuda")
+
+    def unguarded(x):
+        return x.to("cuda")
+    '''
+    findings = _scan(tmp_path, source, "runtime.py")
+    worst = {line: w for line, w in (*_by_rule(findings, "TP001"), *_by_rule(findings, "TP404"))}
+    assert worst[11] == "info"
+    assert worst[20] == "info"
+    assert worst[23] == "error"
+
+
+def test_cuda_implementation_of_an_abstraction_is_cuda_only(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    class Accelerator:
+        def synchronize(self):
+            raise NotImplementedError
+
+    class CUDA_Accelerator(Accelerator):
+        def synchronize(self):
+            return torch.cuda.synchronize()
+
+        def memory_allocated(self):
+            return torch.cuda.memory_allocated()
+
+    class Trainer:
+        def step(self):
+            torch.cuda.synchronize()
+    '''
+    findings = _scan(tmp_path, source, "accelerators.py")
+    worst = {f.line: finding_worst(f, ALL_TARGETS) for f in findings}
+    assert worst[9] == "info" and worst[12] == "info"
+    assert worst[16] != "info"  # the same call in ordinary code is still reported
+
+
+def test_backend_folder_beside_other_devices_is_cuda_only(tmp_path: Path) -> None:
+    kernel = '''
+    import torch
+
+    def dequantize(x):
+        return x.to("cuda").half()
+    '''
+    (tmp_path / "lib" / "backends" / "cpu").mkdir(parents=True)
+    cuda = _scan(tmp_path, kernel, "lib/backends/cuda/ops.py")
+    assert [w for _, w in _by_rule(cuda, "TP001")] == ["info"]
+    alone = _scan(tmp_path, kernel, "other/cuda/ops.py")  # no other device beside it
+    assert [w for _, w in _by_rule(alone, "TP001")] == ["error"]

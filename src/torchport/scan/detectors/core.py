@@ -13,6 +13,7 @@ State that several families read (``claimed``, ``host``, ``by_node``) lives here
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from torchport.scan.detectors.dependencies import imports_checked_package
@@ -87,6 +88,12 @@ _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|
                               r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
                               r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info", re.I)
 # Classes and functions that build or check a CUDA extension.
+_IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
+                   "it runs only on that device")
+_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron"}
+_NAME_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z]|_|\d|$)|[A-Z]?[a-z]+|[A-Z]+")
+# Bases that are no abstraction with per-device implementations.
+_PLAIN_BASES = {"", "object", "TestCase", "Module", "Enum", "Exception", "RuntimeError", "ValueError"}
 _BUILDER = re.compile(r"Builder|Extension|is_compatible|compatib|cuda_version|installed_cuda", re.I)
 
 
@@ -111,6 +118,28 @@ def _raises(statements) -> bool:
 def _names_in(node) -> list[str]:
     return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
             if isinstance(n, (ast.Name, ast.Attribute))]
+
+
+def _accelerator_named(name: str) -> str | None:
+    """``CUDA_Accelerator`` -> "cuda", ``HpuBackend`` -> "hpu": the device a name is for."""
+    return next((t.lower() for t in _NAME_TOKEN.findall(name) if t.lower() in _ACCELERATOR_TOKENS), None)
+
+
+def _implementation_folder(path: str) -> str | None:
+    """``pkg/backends/cuda/ops.py`` -> "cuda" where ``pkg/backends`` also has a folder
+    for another device (``cpu/``, ``xpu/``): one implementation of an abstraction."""
+    parts = path.replace("\\", "/").split("/")[:-1]
+    for index in range(len(parts) - 1, 0, -1):
+        if parts[index] not in _ACCELERATOR_TOKENS:
+            continue
+        parent = "/".join(parts[:index]) or "/"
+        try:
+            siblings = {entry.name for entry in os.scandir(parent) if entry.is_dir()}
+        except OSError:
+            return None
+        if siblings & (_ACCELERATOR_TOKENS | {"cpu"}) - {parts[index]}:
+            return parts[index]
+    return None
 
 
 def _environment_opt_in(node) -> bool:
@@ -325,6 +354,10 @@ class AnalyzerCore(AnalyzerState):
         self.context_names.extend(context)
         self._visit_body(node.body)
         del self.context_names[-len(context):]
+        device = _accelerator_named(node.name)
+        if device and any(base not in _PLAIN_BASES and _accelerator_named(base) is None for base in context[1:]):
+            # `class CUDA_Accelerator(DeepSpeedAccelerator)`: chosen only where that device is.
+            self._cap(self.findings[body_start:], _IMPLEMENTATION.format(device.upper()))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
         self.class_names.pop()
@@ -367,6 +400,7 @@ class AnalyzerCore(AnalyzerState):
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
+        self._cap_after_cuda_exits(node, self.findings[body_start:])
         self.context_names.pop()
         self.class_names.pop()
         self.scopes.pop()
@@ -391,6 +425,33 @@ class AnalyzerCore(AnalyzerState):
                 continue
             return False
         return bool(calls)
+
+    def _cap_after_cuda_exits(self, function, findings) -> None:
+        """In a nested block, what follows ``if not torch.cuda.is_available(): return``
+        (and the ``else`` of ``elif not torch.cuda.is_available(): raise ...``) runs
+        only where CUDA is present.  (The function's own body is handled as it is walked.)"""
+        if not findings:
+            return
+        spans = []
+        for block_owner in ast.walk(function):
+            if block_owner is not function and isinstance(block_owner, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                        ast.ClassDef, ast.Lambda)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(block_owner, field, None)
+                if not isinstance(block, list) or (block_owner is function and field == "body"):
+                    continue
+                for index, statement in enumerate(block):
+                    if not isinstance(statement, ast.If):
+                        continue
+                    if self._exits(statement) and self._exits_unless_cuda(statement) and index + 1 < len(block):
+                        spans.append((block[index + 1].lineno, block[-1].end_lineno or block[-1].lineno))
+                if (isinstance(block_owner, ast.If) and field == "orelse" and block
+                        and isinstance(block_owner.body[-1], (ast.Raise, ast.Return))
+                        and self._exits_unless_cuda(block_owner)):
+                    spans.append((block[0].lineno, block[-1].end_lineno or block[-1].lineno))
+        if spans:
+            self._cap([f for f in findings if any(low <= f.line <= high for low, high in spans)], GUARDED)
 
     @staticmethod
     def _exits(statement: ast.If) -> bool:
@@ -496,6 +557,9 @@ class AnalyzerCore(AnalyzerState):
 
     def visit_Module(self, node: ast.Module) -> None:
         self._visit_body(node.body)
+        folder = _implementation_folder(self.path)
+        if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
+            self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
 
     def _visit_body(self, body) -> None:
         """Statements in order; after one that skips the rest unless CUDA is present,
