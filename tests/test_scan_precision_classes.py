@@ -282,3 +282,44 @@ def test_backend_folder_beside_other_devices_is_cuda_only(tmp_path: Path) -> Non
     assert [w for _, w in _by_rule(cuda, "TP001")] == ["info"]
     alone = _scan(tmp_path, kernel, "other/cuda/ops.py")  # no other device beside it
     assert [w for _, w in _by_rule(alone, "TP001")] == ["error"]
+
+
+def test_annotations_handled_cuda_home_and_disabled_autocast_are_not_lock_in(tmp_path: Path) -> None:
+    source = '''
+    import torch
+    from torch.utils import cpp_extension
+
+    def prefetch(batch, stream: torch.cuda.Stream | None = None) -> None:
+        side: torch.cuda.Stream = torch.cuda.Stream()
+        return side
+
+    def link_flags():
+        home = cpp_extension.CUDA_HOME
+        if home is None:
+            return ["-lcpu_only"]
+        return [f"-L{home}/lib64"]
+
+    def stable_cholesky(cov):
+        with torch.autocast("cuda", enabled=False):
+            return torch.linalg.cholesky(cov.float())
+
+    def forward(model, x):
+        with torch.autocast("cuda"):
+            return model(x)
+    '''
+    findings = _scan(tmp_path, source, "utils.py")
+    worst = {(f.line, f.rule_id, f.detail): finding_worst(f, ALL_TARGETS) for f in findings}
+    assert worst[(4, "TP107", "torch.cuda.Stream")] == "info"
+    assert worst[(5, "TP107", "torch.cuda.Stream()")] == "error"  # creating one is still found
+    assert {w for (line, rule, _), w in worst.items() if rule == "TP501"} == {"info"}
+    assert worst[(15, "TP201", 'autocast("cuda")')] == "info"
+    assert worst[(19, "TP201", 'autocast("cuda")')] == "silent"
+
+
+def test_unhandled_cuda_home_is_still_an_error(tmp_path: Path) -> None:
+    source = '''
+    from torch.utils import cpp_extension
+
+    NVCC = cpp_extension.CUDA_HOME + "/bin/nvcc"
+    '''
+    assert {w for _, w in _by_rule(_scan(tmp_path, source, "build.py"), "TP501")} == {"error"}

@@ -39,6 +39,7 @@ from torchport.scan.rules import (
     CUDA_AUTOCAST,
     CUDA_AVAILABILITY_CHECK,
     CUDA_CUSTOM_FWD,
+    CUDA_EXTENSION_BUILD,
     CUDA_GRAD_SCALER,
     DEPRECATED_TORCH_XLA_API,
     FLOAT64,
@@ -79,6 +80,7 @@ _FEATURE_GATE = "a feature gate: the feature is already optional, so the code ha
 
 
 _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
+_ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
 _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA extension"
@@ -324,7 +326,44 @@ class AnalyzerCore(AnalyzerState):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self._assigned([node.target], node.value)
-        self.generic_visit(node)
+        self.visit(node.target)
+        self._visit_annotation(node.annotation)
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        if node.annotation is not None:
+            self._visit_annotation(node.annotation)
+
+    def _visit_annotation(self, annotation) -> None:
+        """``stream: torch.cuda.Stream | None``: a type, read by type checkers; the
+        name exists on every build and nothing is created."""
+        start = len(self.findings)
+        self.visit(annotation)
+        self._cap(self.findings[start:], _ANNOTATION)
+
+    def _cuda_home_handled(self, tree) -> bool:
+        """The file tests ``CUDA_HOME`` (or a name holding it) for None or truth:
+        ``if CUDA_HOME is None: ...``, ``if cuda_home: ...``."""
+        holders = {"cuda_home"}  # names assigned CUDA_HOME: `home = cpp_extension.CUDA_HOME`
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(n.lower() == "cuda_home" for n in _names_in(node.value)):
+                holders.update(t.id.lower() for t in node.targets if isinstance(t, ast.Name))
+        for node in ast.walk(tree):
+            tests = []
+            if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+                tests.append(node.test)
+            elif isinstance(node, ast.BoolOp):
+                tests.extend(node.values)
+            for test in tests:
+                if isinstance(test, ast.UnaryOp):
+                    test = test.operand
+                if isinstance(test, ast.Compare) and len(test.comparators) == 1 and isinstance(
+                        test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+                    test = test.left
+                if isinstance(test, (ast.Name, ast.Attribute)) and _names_in(test)[0].lower() in holders:
+                    return True
+        return False
 
     def _assigned(self, targets, value) -> None:
         if len(targets) != 1 or not isinstance(targets[0], (ast.Name, ast.Attribute)):
@@ -375,7 +414,7 @@ class AnalyzerCore(AnalyzerState):
             self.visit(decorator)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
         if node.returns is not None:
-            self.visit(node.returns)
+            self._visit_annotation(node.returns)
         self.scopes.append(id(node))
         self.class_names.append("")  # a def inside this one is no method
         self.context_names.append(node.name)
@@ -557,6 +596,9 @@ class AnalyzerCore(AnalyzerState):
 
     def visit_Module(self, node: ast.Module) -> None:
         self._visit_body(node.body)
+        cuda_home = [f for f in self.findings if f.rule_id == CUDA_EXTENSION_BUILD and "CUDA_HOME" in f.detail]
+        if cuda_home and self._cuda_home_handled(node):
+            self._cap(cuda_home, "CUDA_HOME is read where its None case (no CUDA toolkit) is handled")
         folder = _implementation_folder(self.path)
         if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
             self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
@@ -725,8 +767,8 @@ class AnalyzerCore(AnalyzerState):
                 elif not self._is_message_call(statement.value):
                     return False
             elif isinstance(statement, (ast.Assign, ast.AnnAssign)) and isinstance(statement.value, ast.Constant):
-                about = about or any(_diagnostic(t) for t in (getattr(statement, "targets", None)
-                                                              or [statement.target]))
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                about = about or any(map(_diagnostic, targets))
             elif not isinstance(statement, ast.Pass):
                 return False
         return about
