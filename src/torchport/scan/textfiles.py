@@ -76,7 +76,8 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
         code = _without_comments(text)
         code_lines = code.splitlines()
         if kind == "cuda-source":
-            first = next((i for i, line in enumerate(code_lines, 1) if line.strip()), 1)
+            # the whole file is CUDA: reported at its first line (a licence comment included)
+            first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
             return [_finding(CUDA_SOURCE_FILE, path, lines, first, 1, 1, "CUDA source file"),
                     *_not_hipified(code_lines, lines, path, (_PTX, *_NOT_HIPIFIED))]
         # One finding per file, like a .cu file: at its first CUDA #include (the
