@@ -323,3 +323,31 @@ def test_unhandled_cuda_home_is_still_an_error(tmp_path: Path) -> None:
     NVCC = cpp_extension.CUDA_HOME + "/bin/nvcc"
     '''
     assert {w for _, w in _by_rule(_scan(tmp_path, source, "build.py"), "TP501")} == {"error"}
+
+
+def test_support_flag_or_ed_with_other_accelerators_and_caught_probes(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    def fp8_supported():
+        cuda_ok = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9)
+        xpu_ok = torch.xpu.is_available()
+        return cuda_ok or xpu_ok
+
+    def nccl_version():
+        try:
+            return torch.cuda.nccl.version()
+        except Exception:
+            return None
+
+    def cuda_only():
+        use_gpu = torch.cuda.is_available()
+        return use_gpu
+
+    def pick_backend():
+        return torch.cuda.nccl.version()
+    '''
+    findings = _scan(tmp_path, source, "support.py")
+    worst = {f.line: finding_worst(f, ALL_TARGETS) for f in findings}
+    assert worst[4] == "info" and worst[10] == "info"
+    assert worst[15] == "silent" and worst[19] == "error"

@@ -440,6 +440,7 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
         self._cap_after_cuda_exits(node, self.findings[body_start:])
+        self._cap_support_flags(node, self.findings[body_start:])
         self.context_names.pop()
         self.class_names.pop()
         self.scopes.pop()
@@ -491,6 +492,24 @@ class AnalyzerCore(AnalyzerState):
                     spans.append((block[0].lineno, block[-1].end_lineno or block[-1].lineno))
         if spans:
             self._cap([f for f in findings if any(low <= f.line <= high for low, high in spans)], GUARDED)
+
+    def _cap_support_flags(self, function, findings) -> None:
+        """``cuda_ok = torch.cuda.is_available() and ...`` then ``return cuda_ok or
+        mps_ok or xpu_ok``: one flag among other accelerators' flags."""
+        checks = [f for f in findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if not checks:
+            return
+        listed: set[str] = set()
+        for node in ast.walk(function):
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                names = [v.id for v in node.values if isinstance(v, ast.Name)]
+                if any(_accelerator_named(n) not in (None, "cuda") for n in names):
+                    listed.update(names)
+        if not listed:
+            return
+        spans = [(s.lineno, s.end_lineno or s.lineno) for s in ast.walk(function)
+                 if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id in listed for t in s.targets)]
+        self._cap([f for f in checks if any(low <= f.line <= high for low, high in spans)], LISTS_OTHERS)
 
     @staticmethod
     def _exits(statement: ast.If) -> bool:
@@ -829,6 +848,9 @@ class AnalyzerCore(AnalyzerState):
         if optional:
             self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
                       "an optional import with an ImportError fallback")
+        if len(node.body) == 1 and any(self._probe_fallback(h) for h in node.handlers):
+            # `try: return torch.cuda.nccl.version() except Exception: return None`
+            self._cap(self.findings[start:], "a probe whose failure is caught, with a fallback value")
         for handler in node.handlers:
             start = len(self.findings)
             self.visit(handler)
@@ -840,6 +862,18 @@ class AnalyzerCore(AnalyzerState):
             self.visit(part)
 
     visit_TryStar = visit_Try  # type: ignore[assignment]  # except* has the same fields as except
+
+    @staticmethod
+    def _probe_fallback(handler: ast.ExceptHandler) -> bool:
+        """``except Exception: return None`` (or a constant, or pass): any failure gives a
+        fallback value; nothing is raised again."""
+        names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if not any(n is None or getattr(n, "id", "") in ("Exception", "BaseException", "RuntimeError")
+                   for n in names):
+            return False
+        return all(isinstance(s, ast.Pass) or (isinstance(s, (ast.Return, ast.Assign)) and (
+            s.value is None or isinstance(s.value, (ast.Constant, ast.Tuple, ast.List))))
+                   for s in handler.body)
 
     @staticmethod
     def _catches_missing_api(handler_type) -> bool:
