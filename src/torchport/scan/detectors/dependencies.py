@@ -46,13 +46,20 @@ def imports_checked_package(finding, test) -> bool:
 _DEFINITION_MODULES = ("config", "builder")
 
 
+# DeepSpeed ops that its CPU accelerator (and XPU, MPS, HPU ones) also builds: the import
+# resolves to that accelerator's builder (deepspeed.ops.op_builder asks get_accelerator()).
+_PORTABLE_OPS = {"OpBuilder", "AsyncIOBuilder", "FusedAdamBuilder", "PinMemoryBuilder", "CCLCommBuilder",
+                 "ShareMemCommBuilder", "NotImplementedBuilder", "FusedAdam"}
+
+
 def _definitions_only(node) -> bool:
     if not isinstance(node, ast.ImportFrom) or not node.module:
         return False
     last = node.module.rsplit(".", 1)[-1]
     if last in _DEFINITION_MODULES or last.endswith("_config"):
-        return True
-    return all(a.name.endswith("Config") or a.name == "OpBuilder" for a in node.names)
+        return True  # ...inference.config, ...op_builder.builder
+    return all(a.name.endswith("Config") or a.name in _PORTABLE_OPS
+               or (a.name.startswith("CPU") and a.name.endswith("Builder")) for a in node.names)
 
 
 class DependencyDetector(AnalyzerState):
