@@ -353,3 +353,19 @@ def test_support_flag_or_ed_with_other_accelerators_and_caught_probes(tmp_path: 
     worst = {f.line: finding_worst(f, ALL_TARGETS) for f in findings}
     assert worst[4] == "info" and worst[10] == "info"
     assert worst[15] == "silent" and worst[19] == "error"
+
+
+def test_float64_inside_a_cpu_device_context_is_host_side(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    def rope_table(dim, length):
+        with torch.device("cpu"):
+            steps = torch.arange(length, dtype=torch.float64)
+            return torch.outer(steps, steps).float()
+
+    def on_device(x):
+        return x.to(torch.float64)
+    '''
+    findings = _by_rule(_scan(tmp_path, source, "rope.py"), "TP701")
+    assert [line for line, w in findings if w == "error"] == [9]

@@ -613,6 +613,18 @@ class AnalyzerCore(AnalyzerState):
         module = string_value(value.args[0])
         return module is not None and classify_import(module) is not None
 
+    def visit_With(self, node) -> None:
+        """``with torch.device("cpu"):`` makes the block's tensors host tensors."""
+        for item in node.items:
+            context = item.context_expr
+            if (isinstance(context, ast.Call) and self.qualname(context.func) == "torch.device" and context.args
+                    and (string_value(context.args[0]) or "").split(":")[0] == "cpu"):
+                for statement in node.body:
+                    self.host.update(map(id, ast.walk(statement)))
+        self.generic_visit(node)
+
+    visit_AsyncWith = visit_With
+
     def visit_Module(self, node: ast.Module) -> None:
         self._visit_body(node.body)
         cuda_home = [f for f in self.findings if f.rule_id == CUDA_EXTENSION_BUILD and "CUDA_HOME" in f.detail]
