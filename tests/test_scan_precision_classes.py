@@ -369,3 +369,19 @@ def test_float64_inside_a_cpu_device_context_is_host_side(tmp_path: Path) -> Non
     '''
     findings = _by_rule(_scan(tmp_path, source, "rope.py"), "TP701")
     assert [line for line, w in findings if w == "error"] == [9]
+
+
+def test_float64_through_a_dtype_for_device_helper_is_not_an_error(tmp_path: Path) -> None:
+    source = '''
+    import torch
+    from mylib.utils import dtype_for_device
+
+    def timestep_tensor(t, sample):
+        dtype = dtype_for_device(torch.float64 if isinstance(t, float) else torch.int64, sample.device)
+        return torch.tensor([t], dtype=dtype, device=sample.device)
+
+    def unadjusted(t, sample):
+        return torch.tensor([t], dtype=torch.float64, device=sample.device)
+    '''
+    findings = _by_rule(_scan(tmp_path, source, "embeddings.py"), "TP701")
+    assert [line for line, w in findings if w == "error"] == [9]

@@ -96,6 +96,8 @@ _ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuro
 _NAME_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z]|_|\d|$)|[A-Z]?[a-z]+|[A-Z]+")
 # Bases that are no abstraction with per-device implementations.
 _PLAIN_BASES = {"", "object", "TestCase", "Module", "Enum", "Exception", "RuntimeError", "ValueError"}
+# Helpers that choose a dtype for a device: `maybe_adjust_dtype_for_device`, `dtype_for_device`.
+_DTYPE_FOR_DEVICE = re.compile(r"dtype_for_device|adjust\w*dtype|supported_dtype|device_dtype|dtype_on_device", re.I)
 _BUILDER = re.compile(r"Builder|Extension|is_compatible|compatib|cuda_version|installed_cuda", re.I)
 
 
@@ -985,6 +987,15 @@ class AnalyzerCore(AnalyzerState):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if _DTYPE_FOR_DEVICE.search(name) and not (self.qualname(func) or "").startswith("torch."):
+            # `maybe_adjust_dtype_for_device(torch.float64, x.device)`: the project's helper
+            # picks the dtype per device (float32 where float64 is missing).
+            start = len(self.findings)
+            self.generic_visit(node)
+            self._cap([f for f in self.findings[start:] if f.rule_id == FLOAT64],
+                      "the dtype goes through a helper that adjusts it for the device")
+            return
         if isinstance(func, ast.Attribute) and func.attr in ("skipIf", "skipUnless", "skipif"):
             # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.
             start = len(self.findings)
