@@ -282,6 +282,8 @@ def test_backend_folder_beside_other_devices_is_cuda_only(tmp_path: Path) -> Non
     (tmp_path / "lib" / "backends" / "cpu").mkdir(parents=True)
     cuda = _scan(tmp_path, kernel, "lib/backends/cuda/ops.py")
     assert [w for _, w in _by_rule(cuda, "TP001")] == ["info"]
+    triton = _scan(tmp_path, "import triton\n", "lib/backends/triton/kernels.py")
+    assert [w for _, w in _by_rule(triton, "TP503")] == ["info"]
     alone = _scan(tmp_path, kernel, "other/cuda/ops.py")  # no other device beside it
     assert [w for _, w in _by_rule(alone, "TP001")] == ["error"]
 
@@ -385,3 +387,11 @@ def test_float64_through_a_dtype_for_device_helper_is_not_an_error(tmp_path: Pat
     '''
     findings = _by_rule(_scan(tmp_path, source, "embeddings.py"), "TP701")
     assert [line for line, w in findings if w == "error"] == [9]
+
+
+def test_import_of_an_availability_shim_is_info(tmp_path: Path) -> None:
+    source = '''
+    from deepspeed.ops.triton_ops._triton import _TRITON_AVAILABLE, triton
+    from deepspeed.ops.lamb import FusedLamb
+    '''
+    assert _by_rule(_scan(tmp_path, source, "loss.py"), "TP601") == [(1, "info"), (2, "error")]

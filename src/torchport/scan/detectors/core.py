@@ -91,7 +91,7 @@ _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|
                               r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info", re.I)
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
-                   "it runs only on that device")
+                   "it runs only where that backend is chosen")
 _ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron"}
 _NAME_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z]|_|\d|$)|[A-Z]?[a-z]+|[A-Z]+")
 # Bases that are no abstraction with per-device implementations.
@@ -134,7 +134,7 @@ def _implementation_folder(path: str) -> str | None:
     for another device (``cpu/``, ``xpu/``): one implementation of an abstraction."""
     parts = path.replace("\\", "/").split("/")[:-1]
     for index in range(len(parts) - 1, 0, -1):
-        if parts[index] not in _ACCELERATOR_TOKENS:
+        if parts[index] not in _ACCELERATOR_TOKENS | {"triton"}:  # backends/triton beside backends/cpu
             continue
         parent = "/".join(parts[:index]) or "/"
         try:

@@ -13,6 +13,7 @@ from torchport.scan.rules import CUDA_ONLY_PACKAGE, TRITON_KERNEL
 # classify_requirement() also names triton in install_requires.
 RULE_IDS = (CUDA_ONLY_PACKAGE, TRITON_KERNEL)
 
+_AVAILABILITY_FLAG = re.compile(r"_AVAILABLE$|^_?HAS_|^is_\w+_available$", re.I)
 _SETUP = {"setuptools.setup", "distutils.core.setup", "setup"}
 # Packages whose availability helpers use a short name: is_bnb_available().
 _SHORT_NAMES = {"transformer_engine": "te"}
@@ -73,7 +74,11 @@ class DependencyDetector(AnalyzerState):
             return False
         if package[0] in CUDA_ONLY_SUBMODULES and _definitions_only(node):
             return True  # nothing CUDA is loaded: claimed, not reported
-        self.report(CUDA_ONLY_PACKAGE, node, f"import {module}: use {package[1]}")
+        finding = self.report(CUDA_ONLY_PACKAGE, node, f"import {module}: use {package[1]}")
+        if isinstance(node, ast.ImportFrom) and any(_AVAILABILITY_FLAG.search(a.name) for a in node.names):
+            # `from pkg.ops._triton import _TRITON_AVAILABLE, triton`: a shim that says
+            # whether the kernels exist, so its users have a path without them.
+            self._cap([finding], "the import brings an availability flag: a shim with a path without the kernels")
         return True
 
     def _setup(self, node: ast.Call, qualname: str) -> bool:
