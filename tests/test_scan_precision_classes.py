@@ -395,3 +395,20 @@ def test_import_of_an_availability_shim_is_info(tmp_path: Path) -> None:
     from deepspeed.ops.lamb import FusedLamb
     '''
     assert _by_rule(_scan(tmp_path, source, "loss.py"), "TP601") == [(1, "info"), (2, "error")]
+
+
+def test_cuda_entry_of_a_per_device_table_is_info(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    PEAK_MEMORY = {
+        "cuda": torch.cuda.max_memory_allocated,
+        "xpu": torch.xpu.max_memory_allocated,
+        "cpu": None,
+    }
+    ONLY_CUDA = {"peak": torch.cuda.max_memory_allocated}
+    '''
+    findings = _scan(tmp_path, source, "backend_utils.py")
+    worst = {f.line: finding_worst(f, ALL_TARGETS) for f in findings}
+    assert worst[4] == "info"
+    assert worst[8] != "info"

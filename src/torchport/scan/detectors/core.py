@@ -282,7 +282,13 @@ class AnalyzerCore(AnalyzerState):
             if key is not None:
                 self.host.update(map(id, ast.walk(key)))
         self.table_entries.update(id(v) for v in node.values if isinstance(v, (ast.List, ast.Tuple)))
+        keys = [string_value(k) or "" for k in node.keys if k is not None]
+        start = len(self.findings)
         self.generic_visit(node)
+        if any(CUDA_DEVICE.match(k) for k in keys) and any(OTHER_DEVICE_STRING.match(k) for k in keys):
+            # {"cuda": torch.cuda.max_memory_allocated, "xpu": torch.xpu.max_memory_allocated, ...}:
+            # a table per device type, of which the CUDA entry is one.
+            self._cap(self.findings[start:], "an entry of a table per device type (other devices have theirs)")
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if not isinstance(node.value, ast.Constant):  # docstrings are prose
