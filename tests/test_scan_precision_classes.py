@@ -412,3 +412,19 @@ def test_cuda_entry_of_a_per_device_table_is_info(tmp_path: Path) -> None:
     worst = {f.line: finding_worst(f, ALL_TARGETS) for f in findings}
     assert worst[4] == "info"
     assert worst[8] != "info"
+
+
+def test_accelerator_abstraction_asked_for_cuda_is_a_feature_gate(tmp_path: Path) -> None:
+    source = '''
+    import torch
+    from mylib.accelerator import get_accelerator
+
+    def use_graphs(config):
+        return get_accelerator().device_name() == "cuda" and config.enable_graphs
+
+    def pick(device):
+        return device.type == "cuda"
+    '''
+    worst = _tp003(_scan(tmp_path, source, "engine.py"))
+    assert worst[5] == "info"
+    assert worst[8] == "silent"

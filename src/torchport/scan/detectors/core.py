@@ -80,6 +80,8 @@ _FEATURE_GATE = "a feature gate: the feature is already optional, so the code ha
 
 
 _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
+_ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it has: a gate for a "
+                     "CUDA-only feature in code that runs on the others")
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
@@ -144,6 +146,13 @@ def _implementation_folder(path: str) -> str | None:
         if siblings & (_ACCELERATOR_TOKENS | {"cpu"}) - {parts[index]}:
             return parts[index]
     return None
+
+
+def _asks_accelerator(node) -> bool:
+    """``get_accelerator().device_name()``, ``torch.accelerator.current_accelerator().type``."""
+    return any(isinstance(call, ast.Call) and "accelerator" in (
+        call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")).lower()
+               for call in ast.walk(node))
 
 
 def _environment_opt_in(node) -> bool:
@@ -298,6 +307,7 @@ class AnalyzerCore(AnalyzerState):
         if self.in_message:  # a comparison printed in a message is text
             self.generic_visit(node)
             return
+        start = len(self.findings)
         for operand in [node.left, *node.comparators]:
             elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
             # `dtype == torch.float64` reads a dtype; it creates no tensor.
@@ -317,6 +327,10 @@ class AnalyzerCore(AnalyzerState):
                     if handler(self, element, value, lists_others):
                         break
         self.generic_visit(node)
+        if any(_asks_accelerator(side) for side in (node.left, *node.comparators)):
+            # `get_accelerator().device_name() == "cuda"`: portable code asking its
+            # accelerator abstraction whether a CUDA-only feature applies.
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _ACCELERATOR_GATE)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assigned(node.targets, node.value)
