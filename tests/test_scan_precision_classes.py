@@ -428,3 +428,21 @@ def test_accelerator_abstraction_asked_for_cuda_is_a_feature_gate(tmp_path: Path
     worst = _tp003(_scan(tmp_path, source, "engine.py"))
     assert worst[5] == "info"
     assert worst[8] == "silent"
+
+
+def test_float64_chosen_per_device_or_by_option_is_not_an_error(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    def rope(dim, x, use_double):
+        is_mps = x.device.type == "mps"
+        freqs_dtype = torch.float32 if is_mps else torch.float64
+        other = torch.float32 if torch.backends.mps.is_available() else torch.float64
+        asked = torch.float64 if use_double else torch.float32
+        return torch.arange(dim, dtype=freqs_dtype, device=x.device)
+
+    def always(x):
+        return torch.arange(4, dtype=torch.float64, device=x.device)
+    '''
+    findings = _by_rule(_scan(tmp_path, source, "rope.py"), "TP701")
+    assert [line for line, w in findings if w == "error"] == [11]

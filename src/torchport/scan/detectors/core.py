@@ -82,6 +82,7 @@ _FEATURE_GATE = "a feature gate: the feature is already optional, so the code ha
 _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
 _ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it has: a gate for a "
                      "CUDA-only feature in code that runs on the others")
+_OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
@@ -852,8 +853,12 @@ class AnalyzerCore(AnalyzerState):
         if self._device_choice(node, node):
             return
         if not self.positive_cuda_query(node.test):
-            if self._keeps_float64(node):
+            if self._keeps_float64(node) or self._mentions_other_accelerator([node.test]) or any(
+                    _OPT_IN_FLOAT64.search(name) for name in _names_in(node.test)):
+                # `torch.float32 if is_mps else torch.float64`: float64 is already avoided
+                # where it is missing; `torch.float64 if self.double_precision else ...`: asked for.
                 self.host.update(map(id, ast.walk(node.body)))
+                self.host.update(map(id, ast.walk(node.orelse)))
             self.visit(node.test)
             self.visit(node.body)
             start = len(self.findings)
