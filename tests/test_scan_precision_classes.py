@@ -446,13 +446,3 @@ def test_float64_chosen_per_device_or_by_option_is_not_an_error(tmp_path: Path) 
     '''
     findings = _by_rule(_scan(tmp_path, source, "rope.py"), "TP701")
     assert [line for line, w in findings if w == "error"] == [11]
-
-
-def test_imports_inside_the_cuda_only_part_itself_are_info(tmp_path: Path) -> None:
-    source = '''
-    from deepspeed.ops.op_builder import FusedLambBuilder
-    '''
-    inside = _scan(tmp_path, source, "deepspeed/ops/lamb/fused_lamb.py")
-    assert _by_rule(inside, "TP601") == [(1, "info")]
-    outside = _scan(tmp_path, source, "deepspeed/runtime/engine.py")
-    assert _by_rule(outside, "TP601") == [(1, "error")]

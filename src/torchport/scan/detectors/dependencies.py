@@ -74,13 +74,6 @@ class DependencyDetector(AnalyzerState):
             return False
         if package[0] in CUDA_ONLY_SUBMODULES and _definitions_only(node):
             return True  # nothing CUDA is loaded: claimed, not reported
-        inside = "/" + self.path.replace("\\", "/").lstrip("/")
-        if package[0] in CUDA_ONLY_SUBMODULES and "/" + package[0].replace(".", "/") + "/" in inside:
-            # deepspeed/ops/lamb/fused_lamb.py importing deepspeed.ops.op_builder: the
-            # package's own CUDA part, reported where code outside it imports it.
-            finding = self.report(CUDA_ONLY_PACKAGE, node, f"import {module}: use {package[1]}")
-            self._cap([finding], "an import inside the CUDA-only part itself (reported where other code imports it)")
-            return True
         finding = self.report(CUDA_ONLY_PACKAGE, node, f"import {module}: use {package[1]}")
         if isinstance(node, ast.ImportFrom) and any(_AVAILABILITY_FLAG.search(a.name) for a in node.names):
             # `from pkg.ops._triton import _TRITON_AVAILABLE, triton`: a shim that says
