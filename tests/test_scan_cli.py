@@ -217,7 +217,7 @@ def test_unreadable_file_is_skipped(tmp_path, capsys):
 
 def test_other_sources_are_read(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["xformers>=0.0.28", "numpy"]\n')
-    (tmp_path / "setup.py").write_text('from setuptools import setup\nsetup(name="x", install_requires=["bitsandbytes"])\n')
+    (tmp_path / "setup.py").write_text('from setuptools import setup\nsetup(name="x", install_requires=["apex"])\n')
     (tmp_path / "launch.sh").write_text("#!/bin/sh\nexport CUDA_VISIBLE_DEVICES=0\nnvidia-smi\n")
     (tmp_path / "kernel.cuh").write_text("#pragma once\n")
     (tmp_path / "requirements-gpu.txt").write_text("torch==2.9.0+cu128\n--extra-index-url https://download.pytorch.org/whl/cu128\n")

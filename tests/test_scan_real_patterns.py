@@ -304,7 +304,7 @@ def test_more_guards_found_in_a_second_review(tmp_path):
             if _is_package_available("transformer_engine", "transformer-engine"):
                 from transformer_engine.pytorch.fp8 import check_mxfp8_support
                 return check_mxfp8_support()[0]
-            import bitsandbytes
+            import flash_attn
         ''')
     info_only = {(f.rule_id, f.line) for f in findings if finding_worst(f, ALL_TARGETS) == "info"}
     assert {("TP601", 3), ("TP005", 10), ("TP103", 14), ("TP003", 18), ("TP202", 22), ("TP802", 27),

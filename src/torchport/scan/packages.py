@@ -17,8 +17,6 @@ CUDA_ONLY_IMPORTS: dict[str, str] = {
     "flash_attn": _SDPA,
     "flash_attn_interface": _SDPA,
     "xformers": _SDPA,
-    "bitsandbytes": "bitsandbytes' multi-backend build (ROCm, Intel CPU/XPU) or another "
-                    "quantizer (torchao)",
     "cupy": "torch tensor ops (or numpy on the host)",
     "cupyx": "torch tensor ops (or scipy on the host)",
     "pycuda": "torch.library.custom_op with a per-target kernel",
@@ -31,6 +29,8 @@ CUDA_ONLY_IMPORTS: dict[str, str] = {
     "causal_conv1d": "nn.Conv1d with left padding",
     "cuda": "torch.accelerator (cuda-python talks to the NVIDIA driver)",
 }
+# Not listed, though once CUDA-only: bitsandbytes (>= 0.45 has CPU, XPU, MPS, HPU and
+# ROCm backends and imports everywhere).
 # Modules inside an otherwise portable package that build CUDA kernels.
 CUDA_ONLY_SUBMODULES: dict[str, str] = {
     "deepspeed.ops": "DeepSpeed's accelerator abstraction "
@@ -41,7 +41,7 @@ CUDA_ONLY_SUBMODULES: dict[str, str] = {
 # Normalised distribution names (PEP 503) -> (rule id, replacement).
 _DISTRIBUTIONS: dict[str, str] = {
     "apex": "apex", "flash-attn": "flash_attn", "flash-attention": "flash_attn",
-    "xformers": "xformers", "bitsandbytes": "bitsandbytes", "pycuda": "pycuda",
+    "xformers": "xformers", "pycuda": "pycuda",
     "pynvml": "pynvml", "nvidia-ml-py": "pynvml", "nvidia-ml-py3": "pynvml",
     "torch-tensorrt": "torch_tensorrt", "tensorrt": "tensorrt", "mamba-ssm": "mamba_ssm",
     "causal-conv1d": "causal_conv1d", "cuda-python": "cuda",

@@ -44,7 +44,7 @@ TRIGGERS = ("cuda", "CUDA_", "CUDAExtension", "cudnn", "nccl", "NCCL", "float64"
             "DoubleTensor", "cdouble", "complex128", "pin_memory", "non_blocking", "xla",
             "nvidia-smi", "init_process_group", "new_group", "new_subgroups", "autocast",  # torchport: ignore
             "GradScaler", "install_requires", "extras_require", "cpp_extension") + FAMILY_TRIGGER_WORDS
-_PACKAGES = (r"(?:triton|apex|flash_attn|flash_attn_interface|xformers|bitsandbytes|cupy|cupyx|"
+_PACKAGES = (r"(?:triton|apex|flash_attn|flash_attn_interface|xformers|cupy|cupyx|"
              r"pycuda|pynvml|nvidia|transformer_engine|tensorrt|torch_tensorrt|mamba_ssm|"
              r"causal_conv1d|deepspeed\.op\w*|cuda)\b")
 # Two patterns, each starting with a literal, because re scans for a literal

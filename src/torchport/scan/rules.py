@@ -821,7 +821,7 @@ __device__ unsigned lane_id() { return threadIdx.x % warpSize; }
     # -- TP6xx: dependencies ------------------------------------------------------------------------
     _rule(
         CUDA_ONLY_PACKAGE, "cuda-only-package", "CUDA-only package",
-        detects="imports of and dependencies on apex, flash_attn, xformers, bitsandbytes, "
+        detects="imports of and dependencies on apex, flash_attn, xformers, "
                 "deepspeed.ops, cupy, pycuda, pynvml, nvidia-*, transformer_engine, "
                 "tensorrt, mamba_ssm ...; torch wheels pinned to a CUDA build (+cu121).",
         why="These ship CUDA kernels or talk to the NVIDIA driver; they fail to import or "

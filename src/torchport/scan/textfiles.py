@@ -13,7 +13,7 @@ from torchport.scan.rules import (CUDA_ONLY_PACKAGE, CUDA_SOURCE_FILE, CUDA_VISI
 RULE_IDS = (CUDA_SOURCE_FILE, CUDA_VISIBLE_DEVICES, NVIDIA_TOOLING, CUDA_ONLY_PACKAGE, TRITON_KERNEL,
             NON_HIPIFIABLE_CODE)
 
-_CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[\w./]*|cub/|thrust/|ATen/cuda/|c10/cuda/|'
+_CUDA_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](cuda[\w./]*|cub/|thrust/|ATen/cuda/|c10/cuda/|'
                            r'cublas|cudnn|nccl|curand|cufft|cusparse)', re.M)
 # (pattern, what it is): code that hipify leaves CUDA-only.  Inline assembly counts
 # only in CUDA sources, where it is PTX; in C++ it is the host's.
@@ -56,19 +56,41 @@ def _finding(rule_id: str, path: str, lines: list[str], line: int, column: int, 
     return Finding(rule_id, path, line, column, line, end_column, detail, snippet)
 
 
+_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def _without_comments(text: str) -> str:
+    """``text`` with its C/C++ comments blanked (newlines kept, so lines keep their
+    numbers); string and character literals are skipped over, not blanked."""
+    def blank(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found.startswith(("//", "/*")):
+            return re.sub(r"[^\n]", " ", found)
+        return found
+    return _COMMENT_OR_STRING.sub(blank, text)
+
+
 def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     lines = text.splitlines()
-    if kind == "cuda-source":
-        first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
-        return [_finding(CUDA_SOURCE_FILE, path, lines, first, 1, 1, "CUDA source file"),
-                *_not_hipified(lines, path, (_PTX, *_NOT_HIPIFIED))]
-    if kind == "cpp":
+    if kind in ("cuda-source", "cpp"):
+        code = _without_comments(text)
+        code_lines = code.splitlines()
+        if kind == "cuda-source":
+            # the whole file is CUDA: reported at its first line (a licence comment included)
+            first = next((i for i, line in enumerate(lines, 1) if line.strip()), 1)
+            return [_finding(CUDA_SOURCE_FILE, path, lines, first, 1, 1, "CUDA source file"),
+                    *_not_hipified(code_lines, lines, path, (_PTX, *_NOT_HIPIFIED))]
+        # One finding per file, like a .cu file: at its first CUDA #include (the
+        # header names the others once it is hipified or replaced).
         findings = []
-        for match in _CUDA_INCLUDE.finditer(text):
-            number = text.count("\n", 0, match.start()) + 1
+        match = _CUDA_INCLUDE.search(code)
+        if match:
+            number = code.count("\n", 0, match.start()) + 1
+            count = len(_CUDA_INCLUDE.findall(code))
+            more = f" (and {count - 1} more CUDA include{'s' if count > 2 else ''})" if count > 1 else ""
             findings.append(_finding(CUDA_SOURCE_FILE, path, lines, number, 1, len(lines[number - 1]) + 1,
-                                     f"includes CUDA header {match.group(1)}"))
-        return findings + _not_hipified(lines, path, _NOT_HIPIFIED)
+                                     f"includes CUDA header {match.group(1)}{more}"))
+        return findings + _not_hipified(code_lines, lines, path, _NOT_HIPIFIED)
     if kind == "requirements":
         return _requirements(lines, path)
     if kind == "pyproject":
@@ -86,14 +108,12 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     return []
 
 
-def _not_hipified(lines: list[str], path: str, patterns) -> list[Finding]:
-    """One finding per line and kind (per file for a library); comment lines are skipped."""
+def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) -> list[Finding]:
+    """One finding per line and kind (per file for a library); ``code_lines`` are the
+    file's lines with comments blanked, so nothing inside a comment counts."""
     findings = []
     seen: set[str] = set()
-    for number, line in enumerate(lines, 1):
-        stripped = line.lstrip()
-        if stripped.startswith(("//", "*", "/*")):
-            continue
+    for number, line in enumerate(code_lines, 1):
         for pattern, what, once in patterns:
             match = pattern.search(line)
             if match and not (once and what in seen):

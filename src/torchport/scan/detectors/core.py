@@ -13,6 +13,7 @@ State that several families read (``claimed``, ``host``, ``by_node``) lives here
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from torchport.scan.detectors.dependencies import imports_checked_package
@@ -38,6 +39,7 @@ from torchport.scan.rules import (
     CUDA_AUTOCAST,
     CUDA_AVAILABILITY_CHECK,
     CUDA_CUSTOM_FWD,
+    CUDA_EXTENSION_BUILD,
     CUDA_GRAD_SCALER,
     DEPRECATED_TORCH_XLA_API,
     FLOAT64,
@@ -78,14 +80,97 @@ _FEATURE_GATE = "a feature gate: the feature is already optional, so the code ha
 
 
 _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
+_ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it has: a gate for a "
+                     "CUDA-only feature in code that runs on the others")
+_OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
+_ANNOTATION = "a type annotation: read by type checkers, never run"
+_EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
+_DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
+_BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA extension"
+# Names of diagnostics: memory statistics, profiling, thread counts.  A CUDA check that
+# gates only these changes what is measured or logged, never what is computed.
+_DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
+                              r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
+                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info", re.I)
+# Classes and functions that build or check a CUDA extension.
+_IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
+                   "it runs only where that backend is chosen")
+_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron"}
+_NAME_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z]|_|\d|$)|[A-Z]?[a-z]+|[A-Z]+")
+# Bases that are no abstraction with per-device implementations.
+_PLAIN_BASES = {"", "object", "TestCase", "Module", "Enum", "Exception", "RuntimeError", "ValueError"}
+# Helpers that choose a dtype for a device: `maybe_adjust_dtype_for_device`, `dtype_for_device`.
+_DTYPE_FOR_DEVICE = re.compile(r"dtype_for_device|adjust\w*dtype|supported_dtype|device_dtype|dtype_on_device", re.I)
+_BUILDER = re.compile(r"Builder|Extension|is_compatible|compatib|cuda_version|installed_cuda", re.I)
 
 
 def _is_skip(statement) -> bool:
-    """``pytest.skip(...)``, ``self.skipTest(...)``: the test stops here."""
-    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+    """``pytest.skip(...)``, ``self.skipTest(...)``: the test stops here; in a skip
+    decorator, ``return unittest.skip("needs CUDA")(test_case)``."""
+    if not (isinstance(statement, (ast.Expr, ast.Return)) and isinstance(statement.value, ast.Call)):
         return False
     func = statement.value.func
+    if isinstance(statement, ast.Return):
+        if not isinstance(func, ast.Call):
+            return False
+        func = func.func  # unittest.skip(...)(test_case)
     return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("skip", "skipTest")
+
+
+def _raises(statements) -> bool:
+    """The block ends in ``raise`` (an explicit error)."""
+    return bool(statements) and isinstance(statements[-1], ast.Raise)
+
+
+def _names_in(node) -> list[str]:
+    return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute))]
+
+
+def _accelerator_named(name: str) -> str | None:
+    """``CUDA_Accelerator`` -> "cuda", ``HpuBackend`` -> "hpu": the device a name is for."""
+    return next((t.lower() for t in _NAME_TOKEN.findall(name) if t.lower() in _ACCELERATOR_TOKENS), None)
+
+
+def _implementation_folder(path: str) -> str | None:
+    """``pkg/backends/cuda/ops.py`` -> "cuda" where ``pkg/backends`` also has a folder
+    for another device (``cpu/``, ``xpu/``): one implementation of an abstraction."""
+    parts = path.replace("\\", "/").split("/")[:-1]
+    for index in range(len(parts) - 1, 0, -1):
+        if parts[index] not in _ACCELERATOR_TOKENS | {"triton"}:  # backends/triton beside backends/cpu
+            continue
+        parent = "/".join(parts[:index]) or "/"
+        try:
+            siblings = {entry.name for entry in os.scandir(parent) if entry.is_dir()}
+        except OSError:
+            return None
+        if siblings & (_ACCELERATOR_TOKENS | {"cpu"}) - {parts[index]}:
+            return parts[index]
+    return None
+
+
+def _asks_accelerator(node) -> bool:
+    """``get_accelerator().device_name()``, ``torch.accelerator.current_accelerator().type``."""
+    return any(isinstance(call, ast.Call) and "accelerator" in (
+        call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")).lower()
+               for call in ast.walk(node))
+
+
+def _environment_opt_in(node) -> bool:
+    """An environment variable read (``os.getenv(...)``, ``os.environ.get(...)``): the
+    user opts in."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name == "getenv" or (name == "get" and isinstance(func, ast.Attribute)
+                                    and getattr(func.value, "attr", getattr(func.value, "id", "")) == "environ"):
+                return True
+    return False
+
+
+def _diagnostic(node) -> bool:
+    return any(_DIAGNOSTIC_NAME.search(name) for name in _names_in(node))
 
 
 def _device_test(finding) -> bool:
@@ -207,7 +292,13 @@ class AnalyzerCore(AnalyzerState):
             if key is not None:
                 self.host.update(map(id, ast.walk(key)))
         self.table_entries.update(id(v) for v in node.values if isinstance(v, (ast.List, ast.Tuple)))
+        keys = [string_value(k) or "" for k in node.keys if k is not None]
+        start = len(self.findings)
         self.generic_visit(node)
+        if any(CUDA_DEVICE.match(k) for k in keys) and any(OTHER_DEVICE_STRING.match(k) for k in keys):
+            # {"cuda": torch.cuda.max_memory_allocated, "xpu": torch.xpu.max_memory_allocated, ...}:
+            # a table per device type, of which the CUDA entry is one.
+            self._cap(self.findings[start:], "an entry of a table per device type (other devices have theirs)")
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if not isinstance(node.value, ast.Constant):  # docstrings are prose
@@ -217,6 +308,7 @@ class AnalyzerCore(AnalyzerState):
         if self.in_message:  # a comparison printed in a message is text
             self.generic_visit(node)
             return
+        start = len(self.findings)
         for operand in [node.left, *node.comparators]:
             elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
             # `dtype == torch.float64` reads a dtype; it creates no tensor.
@@ -236,15 +328,65 @@ class AnalyzerCore(AnalyzerState):
                     if handler(self, element, value, lists_others):
                         break
         self.generic_visit(node)
+        if any(_asks_accelerator(side) for side in (node.left, *node.comparators)):
+            # `get_accelerator().device_name() == "cuda"`: portable code asking its
+            # accelerator abstraction whether a CUDA-only feature applies.
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _ACCELERATOR_GATE)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assigned(node.targets, node.value)
+        start = len(self.findings)
         self.generic_visit(node)
+        if any(map(_diagnostic, node.targets)):  # num_threads = cpu_count() // (n if cuda else 1)
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DIAGNOSTICS)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        start = len(self.findings)
+        self.generic_visit(node)
+        if node.msg is not None:  # `assert device.type == "cuda", "GDS needs CUDA"`: an explicit error
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _EXPLICIT_ERROR)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self._assigned([node.target], node.value)
-        self.generic_visit(node)
+        self.visit(node.target)
+        self._visit_annotation(node.annotation)
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        if node.annotation is not None:
+            self._visit_annotation(node.annotation)
+
+    def _visit_annotation(self, annotation) -> None:
+        """``stream: torch.cuda.Stream | None``: a type, read by type checkers; the
+        name exists on every build and nothing is created."""
+        start = len(self.findings)
+        self.visit(annotation)
+        self._cap(self.findings[start:], _ANNOTATION)
+
+    def _cuda_home_handled(self, tree) -> bool:
+        """The file tests ``CUDA_HOME`` (or a name holding it) for None or truth:
+        ``if CUDA_HOME is None: ...``, ``if cuda_home: ...``."""
+        holders = {"cuda_home"}  # names assigned CUDA_HOME: `home = cpp_extension.CUDA_HOME`
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(n.lower() == "cuda_home" for n in _names_in(node.value)):
+                holders.update(t.id.lower() for t in node.targets if isinstance(t, ast.Name))
+        for node in ast.walk(tree):
+            tests = []
+            if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+                tests.append(node.test)
+            elif isinstance(node, ast.BoolOp):
+                tests.extend(node.values)
+            for test in tests:
+                if isinstance(test, ast.UnaryOp):
+                    test = test.operand
+                if isinstance(test, ast.Compare) and len(test.comparators) == 1 and isinstance(
+                        test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+                    test = test.left
+                if isinstance(test, (ast.Name, ast.Attribute)) and _names_in(test)[0].lower() in holders:
+                    return True
+        return False
 
     def _assigned(self, targets, value) -> None:
         if len(targets) != 1 or not isinstance(targets[0], (ast.Name, ast.Attribute)):
@@ -270,7 +412,14 @@ class AnalyzerCore(AnalyzerState):
         for child in (*node.bases, *node.keywords, *node.decorator_list):
             self.visit(child)
         body_start = len(self.findings)
+        context = [node.name, *(str(getattr(b, "id", None) or getattr(b, "attr", "")) for b in node.bases)]
+        self.context_names.extend(context)
         self._visit_body(node.body)
+        del self.context_names[-len(context):]
+        device = _accelerator_named(node.name)
+        if device and any(base not in _PLAIN_BASES and _accelerator_named(base) is None for base in context[1:]):
+            # `class CUDA_Accelerator(DeepSpeedAccelerator)`: chosen only where that device is.
+            self._cap(self.findings[body_start:], _IMPLEMENTATION.format(device.upper()))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
         self.class_names.pop()
@@ -288,9 +437,10 @@ class AnalyzerCore(AnalyzerState):
             self.visit(decorator)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
         if node.returns is not None:
-            self.visit(node.returns)
+            self._visit_annotation(node.returns)
         self.scopes.append(id(node))
         self.class_names.append("")  # a def inside this one is no method
+        self.context_names.append(node.name)
         body_start = len(self.findings)
         cuda_only = False  # after `if device.type != "cuda": return`
         xla_only = False  # after `if not _XLA_AVAILABLE: return`
@@ -312,6 +462,9 @@ class AnalyzerCore(AnalyzerState):
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
+        self._cap_after_cuda_exits(node, self.findings[body_start:])
+        self._cap_support_flags(node, self.findings[body_start:])
+        self.context_names.pop()
         self.class_names.pop()
         self.scopes.pop()
 
@@ -335,6 +488,51 @@ class AnalyzerCore(AnalyzerState):
                 continue
             return False
         return bool(calls)
+
+    def _cap_after_cuda_exits(self, function, findings) -> None:
+        """In a nested block, what follows ``if not torch.cuda.is_available(): return``
+        (and the ``else`` of ``elif not torch.cuda.is_available(): raise ...``) runs
+        only where CUDA is present.  (The function's own body is handled as it is walked.)"""
+        if not findings:
+            return
+        spans = []
+        for block_owner in ast.walk(function):
+            if block_owner is not function and isinstance(block_owner, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                        ast.ClassDef, ast.Lambda)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(block_owner, field, None)
+                if not isinstance(block, list) or (block_owner is function and field == "body"):
+                    continue
+                for index, statement in enumerate(block):
+                    if not isinstance(statement, ast.If):
+                        continue
+                    if self._exits(statement) and self._exits_unless_cuda(statement) and index + 1 < len(block):
+                        spans.append((block[index + 1].lineno, block[-1].end_lineno or block[-1].lineno))
+                if (isinstance(block_owner, ast.If) and field == "orelse" and block
+                        and isinstance(block_owner.body[-1], (ast.Raise, ast.Return))
+                        and self._exits_unless_cuda(block_owner)):
+                    spans.append((block[0].lineno, block[-1].end_lineno or block[-1].lineno))
+        if spans:
+            self._cap([f for f in findings if any(low <= f.line <= high for low, high in spans)], GUARDED)
+
+    def _cap_support_flags(self, function, findings) -> None:
+        """``cuda_ok = torch.cuda.is_available() and ...`` then ``return cuda_ok or
+        mps_ok or xpu_ok``: one flag among other accelerators' flags."""
+        checks = [f for f in findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if not checks:
+            return
+        listed: set[str] = set()
+        for node in ast.walk(function):
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                names = [v.id for v in node.values if isinstance(v, ast.Name)]
+                if any(_accelerator_named(n) not in (None, "cuda") for n in names):
+                    listed.update(names)
+        if not listed:
+            return
+        spans = [(s.lineno, s.end_lineno or s.lineno) for s in ast.walk(function)
+                 if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id in listed for t in s.targets)]
+        self._cap([f for f in checks if any(low <= f.line <= high for low, high in spans)], LISTS_OTHERS)
 
     @staticmethod
     def _exits(statement: ast.If) -> bool:
@@ -438,8 +636,26 @@ class AnalyzerCore(AnalyzerState):
         module = string_value(value.args[0])
         return module is not None and classify_import(module) is not None
 
+    def visit_With(self, node) -> None:
+        """``with torch.device("cpu"):`` makes the block's tensors host tensors."""
+        for item in node.items:
+            context = item.context_expr
+            if (isinstance(context, ast.Call) and self.qualname(context.func) == "torch.device" and context.args
+                    and (string_value(context.args[0]) or "").split(":")[0] == "cpu"):
+                for statement in node.body:
+                    self.host.update(map(id, ast.walk(statement)))
+        self.generic_visit(node)
+
+    visit_AsyncWith = visit_With
+
     def visit_Module(self, node: ast.Module) -> None:
         self._visit_body(node.body)
+        cuda_home = [f for f in self.findings if f.rule_id == CUDA_EXTENSION_BUILD and "CUDA_HOME" in f.detail]
+        if cuda_home and self._cuda_home_handled(node):
+            self._cap(cuda_home, "CUDA_HOME is read where its None case (no CUDA toolkit) is handled")
+        folder = _implementation_folder(self.path)
+        if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
+            self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
 
     def _visit_body(self, body) -> None:
         """Statements in order; after one that skips the rest unless CUDA is present,
@@ -563,8 +779,19 @@ class AnalyzerCore(AnalyzerState):
                 guard = self.report(CUDA_AVAILABILITY_CHECK, test, "torch.cuda.is_available()")
             self.claimed.add(id(test.func))
             test_findings = [guard]
-        if self._exits(node) and _is_skip(node.body[-1]) and self._absent_cuda_query(test):
-            self._cap(test_findings, _DECIDES_SKIP)  # `if not torch.cuda.is_available(): pytest.skip()`
+        if self._exits(node) and _is_skip(node.body[-1]):
+            # `if not torch.cuda.is_available(): pytest.skip()`, `if not (cuda or xpu): return
+            # unittest.skip(...)(test_case)`: whatever the condition, it decides a skip.
+            self._cap(test_findings, _DECIDES_SKIP)
+        checks = [f for f in test_findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if checks:
+            absent = self._absent_cuda_query(test) or self._exits_unless_cuda(node)
+            if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
+                self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
+            elif _diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body):
+                self._cap(checks, _DIAGNOSTICS)
+            elif self._building():
+                self._cap(checks, _BUILD_CHECK)
         if positive:
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
@@ -580,6 +807,31 @@ class AnalyzerCore(AnalyzerState):
             self.visit(statement)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def _diagnostics_only(self, statements) -> bool:
+        """Each statement logs, records a statistic or turns a flag off; one at least
+        is about diagnostics (``log.info(...); self._log_peak_memory = False``)."""
+        if not statements:
+            return False
+        about = False
+        for statement in statements:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                if _diagnostic(statement.value.func):
+                    about = True
+                elif not self._is_message_call(statement.value):
+                    return False
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)) and isinstance(statement.value, ast.Constant):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                about = about or any(map(_diagnostic, targets))
+            elif not isinstance(statement, ast.Pass):
+                return False
+        return about
+
+    def _building(self) -> bool:
+        """Inside the build of a CUDA extension: ``setup.py``, an op builder class,
+        a compatibility check (where a CUDA check decides what to compile)."""
+        return (self.path.replace("\\", "/").rsplit("/", 1)[-1] == "setup.py"
+                or any(_BUILDER.search(name) for name in self.context_names))
 
     def _one_per_condition(self, start: int) -> None:
         """One CUDA check per condition (``if x.is_cuda and torch.cuda.is_available():``):
@@ -601,8 +853,12 @@ class AnalyzerCore(AnalyzerState):
         if self._device_choice(node, node):
             return
         if not self.positive_cuda_query(node.test):
-            if self._keeps_float64(node):
+            if self._keeps_float64(node) or self._mentions_other_accelerator([node.test]) or any(
+                    _OPT_IN_FLOAT64.search(name) for name in _names_in(node.test)):
+                # `torch.float32 if is_mps else torch.float64`: float64 is already avoided
+                # where it is missing; `torch.float64 if self.double_precision else ...`: asked for.
                 self.host.update(map(id, ast.walk(node.body)))
+                self.host.update(map(id, ast.walk(node.orelse)))
             self.visit(node.test)
             self.visit(node.body)
             start = len(self.findings)
@@ -631,6 +887,9 @@ class AnalyzerCore(AnalyzerState):
         if optional:
             self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
                       "an optional import with an ImportError fallback")
+        if len(node.body) == 1 and any(self._probe_fallback(h) for h in node.handlers):
+            # `try: return torch.cuda.nccl.version() except Exception: return None`
+            self._cap(self.findings[start:], "a probe whose failure is caught, with a fallback value")
         for handler in node.handlers:
             start = len(self.findings)
             self.visit(handler)
@@ -642,6 +901,18 @@ class AnalyzerCore(AnalyzerState):
             self.visit(part)
 
     visit_TryStar = visit_Try  # type: ignore[assignment]  # except* has the same fields as except
+
+    @staticmethod
+    def _probe_fallback(handler: ast.ExceptHandler) -> bool:
+        """``except Exception: return None`` (or a constant, or pass): any failure gives a
+        fallback value; nothing is raised again."""
+        names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if not any(n is None or getattr(n, "id", "") in ("Exception", "BaseException", "RuntimeError")
+                   for n in names):
+            return False
+        return all(isinstance(s, ast.Pass) or (isinstance(s, (ast.Return, ast.Assign)) and (
+            s.value is None or isinstance(s.value, (ast.Constant, ast.Tuple, ast.List))))
+                   for s in handler.body)
 
     @staticmethod
     def _catches_missing_api(handler_type) -> bool:
@@ -705,16 +976,23 @@ class AnalyzerCore(AnalyzerState):
                 guarded = True
         # `accelerator == "cuda" or accelerator == "mps"`, `x.is_cuda or x.is_xpu`: a list of
         # backends, not a CUDA-only check.
-        if isinstance(node.op, ast.Or) and any(
-                (isinstance(value, ast.Compare) and any(OTHER_DEVICE_STRING.match(string_value(side) or "")
-                                                        for side in (value.left, *value.comparators)))
-                or (not self.positive_cuda_query(value) and self._mentions_other_accelerator([value]))
-                for value in node.values):
-            self._cap([f for f in self.findings[first:] if _device_test(f)], LISTS_OTHERS)
+        if isinstance(node.op, ast.Or):
+            # `torch.cuda.is_available() or torch.xpu.is_available()`: another accelerator
+            # is checked too, so the check is not CUDA-only (whichever kind it is).
+            if any(not self.positive_cuda_query(value) and self._mentions_other_accelerator([value])
+                   and not isinstance(value, ast.Constant) for value in node.values):
+                self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], LISTS_OTHERS)
+            elif any(isinstance(value, ast.Compare) and any(OTHER_DEVICE_STRING.match(string_value(side) or "")
+                                                            for side in (value.left, *value.comparators))
+                     for value in node.values):
+                self._cap([f for f in self.findings[first:] if _device_test(f)], LISTS_OTHERS)
         # `use_fused = fused_available and device_type == "cuda"`: the feature is optional
         # already, so the code has a path without it and CUDA only turns it on.
-        if isinstance(node.op, ast.And) and any(map(self._optional_feature, node.values)):
-            self._cap([f for f in self.findings[first:] if _device_test(f)], _FEATURE_GATE)
+        if isinstance(node.op, ast.And):
+            if any(map(_environment_opt_in, node.values)):  # `os.getenv("USE_CUDA_KERNELS") and cuda`
+                self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _FEATURE_GATE)
+            elif any(map(self._optional_feature, node.values)):
+                self._cap([f for f in self.findings[first:] if _device_test(f)], _FEATURE_GATE)
 
     def _optional_feature(self, value) -> bool:
         if self.positive_cuda_query(value):
@@ -734,6 +1012,15 @@ class AnalyzerCore(AnalyzerState):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if _DTYPE_FOR_DEVICE.search(name) and not (self.qualname(func) or "").startswith("torch."):
+            # `maybe_adjust_dtype_for_device(torch.float64, x.device)`: the project's helper
+            # picks the dtype per device (float32 where float64 is missing).
+            start = len(self.findings)
+            self.generic_visit(node)
+            self._cap([f for f in self.findings[start:] if f.rule_id == FLOAT64],
+                      "the dtype goes through a helper that adjusts it for the device")
+            return
         if isinstance(func, ast.Attribute) and func.attr in ("skipIf", "skipUnless", "skipif"):
             # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.
             start = len(self.findings)

@@ -7,15 +7,16 @@ import re
 
 from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import string_value
-from torchport.scan.packages import classify_import, classify_requirement
+from torchport.scan.packages import CUDA_ONLY_SUBMODULES, classify_import, classify_requirement
 from torchport.scan.rules import CUDA_ONLY_PACKAGE, TRITON_KERNEL
 
 # classify_requirement() also names triton in install_requires.
 RULE_IDS = (CUDA_ONLY_PACKAGE, TRITON_KERNEL)
 
+_AVAILABILITY_FLAG = re.compile(r"_AVAILABLE$|^_?HAS_|^is_\w+_available$", re.I)
 _SETUP = {"setuptools.setup", "distutils.core.setup", "setup"}
 # Packages whose availability helpers use a short name: is_bnb_available().
-_SHORT_NAMES = {"bitsandbytes": "bnb", "transformer_engine": "te"}
+_SHORT_NAMES = {"transformer_engine": "te"}
 
 
 def _setuptools_setup(qualname: str) -> bool:
@@ -23,7 +24,7 @@ def _setuptools_setup(qualname: str) -> bool:
 
 
 def imports_checked_package(finding, test) -> bool:
-    """``if is_bnb_available(): import bitsandbytes`` or
+    """``if is_flash_attn_available(): import flash_attn`` or
     ``if _is_package_available("transformer_engine"): from transformer_engine ...``."""
     if finding.rule_id != CUDA_ONLY_PACKAGE or not finding.detail.startswith("import "):
         return False
@@ -40,6 +41,28 @@ def imports_checked_package(finding, test) -> bool:
     return any(package in word or re.search(rf"(?:^|_){short}(?:_|$)", word) for word in words)
 
 
+# Modules and names of a CUDA-only submodule that hold definitions, not kernels: a
+# configuration (``...inference.config``, ``InferenceConfig``) or the base class every
+# accelerator's builder derives from (``op_builder.builder.OpBuilder``).
+_DEFINITION_MODULES = ("config", "builder")
+
+
+# DeepSpeed ops that its CPU accelerator (and XPU, MPS, HPU ones) also builds: the import
+# resolves to that accelerator's builder (deepspeed.ops.op_builder asks get_accelerator()).
+_PORTABLE_OPS = {"OpBuilder", "AsyncIOBuilder", "FusedAdamBuilder", "PinMemoryBuilder", "CCLCommBuilder",
+                 "ShareMemCommBuilder", "NotImplementedBuilder", "FusedAdam"}
+
+
+def _definitions_only(node) -> bool:
+    if not isinstance(node, ast.ImportFrom) or not node.module:
+        return False
+    last = node.module.rsplit(".", 1)[-1]
+    if last in _DEFINITION_MODULES or last.endswith("_config"):
+        return True  # ...inference.config, ...op_builder.builder
+    return all(a.name.endswith("Config") or a.name in _PORTABLE_OPS
+               or (a.name.startswith("CPU") and a.name.endswith("Builder")) for a in node.names)
+
+
 class DependencyDetector(AnalyzerState):
     CALLS = dict.fromkeys(_SETUP, "_setup")
     CALL_PREFIXES = ((_setuptools_setup, "_setup"),)
@@ -49,7 +72,13 @@ class DependencyDetector(AnalyzerState):
         package = classify_import(module)
         if not package:
             return False
-        self.report(CUDA_ONLY_PACKAGE, node, f"import {module}: use {package[1]}")
+        if package[0] in CUDA_ONLY_SUBMODULES and _definitions_only(node):
+            return True  # nothing CUDA is loaded: claimed, not reported
+        finding = self.report(CUDA_ONLY_PACKAGE, node, f"import {module}: use {package[1]}")
+        if isinstance(node, ast.ImportFrom) and any(_AVAILABILITY_FLAG.search(a.name) for a in node.names):
+            # `from pkg.ops._triton import _TRITON_AVAILABLE, triton`: a shim that says
+            # whether the kernels exist, so its users have a path without them.
+            self._cap([finding], "the import brings an availability flag: a shim with a path without the kernels")
         return True
 
     def _setup(self, node: ast.Call, qualname: str) -> bool:

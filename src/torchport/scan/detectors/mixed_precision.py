@@ -52,8 +52,15 @@ class MixedPrecisionDetector(AnalyzerState):
                 edits.append(insert_at(closing_paren(node), f"{device}, {dtype}"))
             elif dtype:
                 edits.append(insert_at(max(node_end(i) for i in items), f", {dtype}"))
-        self.report(CUDA_AUTOCAST, node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
+        finding = self.report(CUDA_AUTOCAST, node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
+        self._disabling(finding, call_argument(node, 0, "enabled"))
         return True
+
+    def _disabling(self, finding, enabled) -> None:
+        """``autocast("cuda", enabled=False)`` turns mixed precision off for a region:
+        off CUDA nothing was turned on by it, so nothing differs silently."""
+        if finding is not None and isinstance(enabled, ast.Constant) and enabled.value is False:
+            self._cap([finding], "autocast(enabled=False) only turns mixed precision off for a region")
 
     def _cuda_amp_grad_scaler(self, node: ast.Call, qualname: str) -> bool:
         device_type, uses_device = self.device_type_expression(node)
@@ -76,8 +83,9 @@ class MixedPrecisionDetector(AnalyzerState):
             last = max(node_end(i) for i in node.args + node.keywords)
             edits.append(insert_at(last, f", dtype={self.T}.float16"))
         fixable = value == "cuda" and plain_call(node)  # torchport: ignore
-        self.report(CUDA_AUTOCAST, node, f'autocast("{value}")', edits if fixable else None, "2.4",
-                    uses_device=bool(edits))
+        finding = self.report(CUDA_AUTOCAST, node, f'autocast("{value}")', edits if fixable else None, "2.4",
+                              uses_device=bool(edits))
+        self._disabling(finding, call_argument(node, 2, "enabled"))
         return True
 
     def _grad_scaler(self, node: ast.Call, qualname: str) -> bool:

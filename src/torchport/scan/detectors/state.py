@@ -43,6 +43,8 @@ class AnalyzerState(ast.NodeVisitor):
         self.own_is_cuda = False  # the file defines an attribute or function called is_cuda
         self.module_scope = id(tree)
         self.class_names: list[str] = []  # enclosing classes; "" for a function (its defs are no methods)
+        # names of the enclosing classes (with their bases) and functions, outermost first
+        self.context_names: list[str] = []
         self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
         self._collect(tree.body, id(tree))
