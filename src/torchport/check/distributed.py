@@ -155,6 +155,9 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     folder.mkdir(parents=True)
     backend_cls = backend_registry.get(backend)
     figures = result["figures"]
+    unsupported = backend_cls.distributed_unsupported()
+    if unsupported:
+        return {**result, "status": "not_applicable", "reason": f"not applicable on {backend}: {unsupported}"}
     figures.update({"process_group_backend": backend_cls.process_group_backend, "nproc_per_node": options.nproc,
                     "nnodes": options.nnodes, "steps": options.distributed_steps})
     launched = launch(options, backend, folder / "ddp")
@@ -199,6 +202,7 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "batchnorm_modules": ranks[0].get("batchnorm_modules", []),
         # DDP keeps parameters and buffers in step across ranks; a tensor outside state_dict is not.
         "outside_state_dict": ranks[0].get("outside_state_dict", []),
+        "outside_state": ranks[0].get("outside_state", []),
         # Dynamo frames each process compiled (None on an eager backend): evidence that the ranks ran compiled.
         # None when every rank ran the same ops in its forward and backward; else where they part.
         "rank_op_sequences": first_difference({str(rank): r["op_sequence"] for rank, r in ranks.items()
@@ -226,7 +230,7 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
             hint = (f"; BatchNorm ({', '.join(figures['batchnorm_modules'][:3])}) normalises each rank's slice: "
                     "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
         if figures["outside_state_dict"]:
-            hint += f"; {outside_note(figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
+            hint += f"; {outside_note(figures['outside_state'] or figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
         if figures["rank_op_sequences"]:
             hint += (f"; the ranks ran different ops in their forward and backward ({figures['rank_op_sequences']}): "
                      "control flow that depends on the rank, or on each rank's slice of the data")

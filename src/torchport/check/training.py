@@ -133,18 +133,150 @@ def _as_tuple(value: Any) -> Any:
     return value
 
 
-def state_outside_state_dict(model: Any) -> list[str]:
-    """Tensors a module holds as plain attributes: they live in the model but
-    ``state_dict()`` does not see them, so no checkpoint carries them."""
+def state_snapshot(model: Any, optimizer: Any = None) -> dict[str, Any]:
+    """What may change in training without being in ``state_dict()``, as it is
+    now: non-persistent buffers (CPU copies), number attributes of the modules
+    and of the optimizer, the states of generators modules hold."""
     import torch
 
-    found = []
-    for module_name, module in model.named_modules():
-        for attribute, value in vars(module).items():
-            if isinstance(value, torch.Tensor):
-                owner = module_name or type(module).__name__
-                found.append(f"{owner}.{attribute}")
+    values: dict[str, Any] = {}
+    for path, owner in _owners(model, optimizer):
+        non_persistent: set[str] = getattr(owner, "_non_persistent_buffers_set", set())
+        for name in sorted(non_persistent):
+            buffer = owner._buffers.get(name)
+            if buffer is not None:
+                values[f"{path}.{name}"] = buffer.detach().to("cpu").clone()
+        for name, value in vars(owner).items():
+            if name.startswith("_") or isinstance(value, bool):
+                continue
+            if isinstance(value, (int, float)):
+                values[f"{path}.{name}"] = value
+            elif isinstance(value, torch.Generator):
+                values[f"{path}.{name}"] = value.get_state()
+    return values
+
+
+def _owners(model: Any, optimizer: Any) -> list[tuple[str, Any]]:
+    owners = [(name or type(module).__name__, module) for name, module in model.named_modules()]
+    return owners + ([("optimizer", optimizer)] if optimizer is not None else [])
+
+
+def state_outside_state_dict(model: Any, optimizer: Any = None,
+                             since: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """State the model or optimizer carries that no checkpoint of
+    ``state_dict()`` holds, each ``{"name", "kind", "line"}`` (line: where the
+    app's class creates it, when found in its source).  Plain tensor
+    attributes and module-held generators are always listed; non-persistent
+    buffers and number attributes only when they changed since the ``since``
+    snapshot (a constant mask or a configured rate is rebuilt the same way by
+    the constructor, so it is no lost state)."""
+    import torch
+
+    found: list[dict[str, Any]] = []
+    now = state_snapshot(model, optimizer) if since is not None else {}
+    for path, owner in _owners(model, optimizer):
+        is_module = isinstance(owner, torch.nn.Module)
+        non_persistent: set[str] = getattr(owner, "_non_persistent_buffers_set", set()) if is_module else set()
+        for name in sorted(non_persistent):
+            key = f"{path}.{name}"
+            if key in now and key in (since or {}) and not torch.equal(now[key], since[key]):  # type: ignore[index]
+                found.append(_outside(owner, name, key, "non-persistent buffer (persistent=False)"))
+        for name, value in vars(owner).items():
+            key = f"{path}.{name}"
+            if is_module and isinstance(value, torch.Tensor):
+                found.append(_outside(owner, name, key, "plain tensor attribute"))
+            elif isinstance(value, torch.Generator) and not name.startswith("_"):
+                found.append(_outside(owner, name, key, "generator held by the module"))
+            elif (key in now and key in (since or {}) and not isinstance(now[key], torch.Tensor)
+                  and now[key] != since[key]):  # type: ignore[index]
+                kind = "number attribute" if is_module else "counter on the optimizer"
+                found.append(_outside(owner, name, key, kind))
     return found
+
+
+def _outside(owner: Any, name: str, key: str, kind: str) -> dict[str, Any]:
+    return {"name": key, "kind": kind, "line": creation_line(type(owner), name)}
+
+
+def creation_line(cls: type, attribute: str) -> str | None:
+    """``file:line`` where a class of the app (not torch's) first assigns
+    ``self.<attribute>`` or registers it as a buffer, else None."""
+    import ast
+    import inspect
+    import textwrap
+
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] in ("torch", "builtins"):
+            continue
+        try:
+            source, start = inspect.getsourcelines(klass)
+            path = inspect.getsourcefile(klass)
+            tree = ast.parse(textwrap.dedent("".join(source)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if _creates(node, attribute):
+                return f"{path}:{start + getattr(node, 'lineno', 1) - 1}"
+    return None
+
+
+def _creates(node: Any, attribute: str) -> bool:
+    import ast
+
+    def is_self_attribute(target: Any) -> bool:
+        return (isinstance(target, ast.Attribute) and target.attr == attribute
+                and isinstance(target.value, ast.Name) and target.value.id == "self")
+
+    if isinstance(node, ast.Assign):
+        return any(is_self_attribute(target) for target in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return is_self_attribute(node.target)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
+        first = node.args[0] if node.args else None
+        return isinstance(first, ast.Constant) and first.value == attribute
+    return False
+
+
+# --- the float64 ground truth ------------------------------------------------------------------
+
+LOWER_FLOATS = ("float32", "float16", "bfloat16")
+
+
+def float64_hold() -> Any:
+    """A torch function mode under which the app's own casts of a float64
+    tensor to a lower float dtype (``.float()``, ``.half()``, ``.bfloat16()``,
+    ``.to(torch.float32)``, ``.type(torch.float16)``) keep it in float64: the
+    ground truth is the app's own graph in float64, not an app the cast breaks
+    ("expected Float but found Double").  Autocast leaves float64 tensors
+    alone by itself (they are not eligible).  ``casts_held`` counts them."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    lower = {getattr(torch, name) for name in LOWER_FLOATS}
+    shortcuts = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
+    converters = {torch.Tensor.to, torch.Tensor.type}
+
+    def _lowered(value: Any) -> bool:
+        return isinstance(value, torch.dtype) and value in lower
+
+    class Float64Hold(TorchFunctionMode):
+        casts_held = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            source = args[0] if args else None
+            if isinstance(source, torch.Tensor) and source.dtype == torch.float64:
+                if func in shortcuts:
+                    self.casts_held += 1
+                    return source
+                if func in converters and any(_lowered(value) for value in (*args[1:], *kwargs.values())):
+                    held = [torch.float64 if _lowered(arg) else arg for arg in args[1:]]
+                    kept = {key: torch.float64 if _lowered(value) else value for key, value in kwargs.items()}
+                    self.casts_held += 1
+                    return func(source, *held, **kept)
+            return func(*args, **kwargs)
+
+    return Float64Hold()
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -171,6 +303,18 @@ class TrainingRun:
         self.data_wait_s = 0.0
         self.shard: tuple[int, int] | None = None  # (rank, world size): train on that slice of each batch
         self._hooks = _CheckHooks(self)
+        self.hold = float64_hold() if dtype == "float64" else None
+        self.initial_state = state_snapshot(self.model, self.optimizer)
+
+    def outside_state(self) -> list[dict[str, Any]]:
+        """State outside state_dict, judged against this run as it was built."""
+        return state_outside_state_dict(self.model, self.optimizer, since=self.initial_state)
+
+    def _held(self, function: Callable[[], Any]) -> Any:
+        if self.hold is None:
+            return function()
+        with self.hold:
+            return function()
 
     @property
     def trainable(self) -> Any:
@@ -192,7 +336,7 @@ class TrainingRun:
         self.model.eval()
         try:
             with torch.no_grad():
-                return as_float64(self.engine.predict(batch))
+                return as_float64(self._held(lambda: self.engine.predict(batch)))
         finally:
             self.model.train()
 
@@ -200,7 +344,7 @@ class TrainingRun:
         """One step of the engine; ``after_backward`` runs once the gradients
         exist, before the update (step 1's gradient norms)."""
         self._hooks.after_backward = after_backward
-        loss, _, waited = self.engine.train_step(self._hooks)
+        loss, _, waited = self._held(lambda: self.engine.train_step(self._hooks))
         self.data_wait_s += waited
         self.step += 1
         return loss.detach()
@@ -222,7 +366,8 @@ class TrainingRun:
         self.model.eval()
         try:
             with torch.no_grad():
-                return float(call_user(lambda: self.app.metric(self.trainable, batch), "the app's metric raised"))
+                return float(self._held(lambda: call_user(lambda: self.app.metric(self.trainable, batch),
+                                                          "the app's metric raised")))
         finally:
             self.model.train()
 

@@ -241,7 +241,8 @@ def strips(rows: Sequence[tuple[str, Sequence[float]]], unit: Callable[[float], 
     return _svg(axis_y + 24, body, title)
 
 
-STATUS_FILL = {"pass": "#cdebd3", "fail": "#f6c5c0", "error": "#f6c5c0", "skipped": "#e6e6e6"}
+STATUS_FILL = {"pass": "#cdebd3", "fail": "#f6c5c0", "error": "#f6c5c0", "skipped": "#e6e6e6",
+               "not_applicable": "#e6e6e6"}
 
 
 def matrix(row_labels: Sequence[str], column_labels: Sequence[str], cells: dict[tuple[int, int], tuple[str, str]],
