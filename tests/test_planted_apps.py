@@ -194,3 +194,92 @@ def test_slow_collate_is_input_bound_at_the_dataloader_and_collate_lines(tmp_pat
         assert f"DataLoader built at {factory}" in check["reason"], check["reason"]
         assert f"collate_fn slow_collate at {collate}" in check["reason"], check["reason"]
         assert set(check["figures"]["threads"]) == {"intra_op", "inter_op"}
+
+
+def distributed_checks(app: str, tmp_path) -> dict[str, dict]:
+    section = run_checks(CheckOptions(app=str(APPS / app), backends=backends(), only=("distributed",),
+                                      distributed_steps=3, work_dir=tmp_path))
+    checks = {c["backend"]: c for c in section["checks"]}
+    if "xla" in checks:
+        assert checks.pop("xla")["status"] == "not_applicable"
+    assert sorted(checks) == ["cpu", "cpu-compile"]
+    for check in checks.values():
+        assert check["status"] == "fail", check["reason"]
+    return checks
+
+
+@pytest.mark.slow
+def test_batch_statistics_in_the_forward_are_named_as_the_likely_cause_of_a_ddp_mismatch(tmp_path):
+    line = line_of("planted_batch_stats.py", "# planted")
+    for check in distributed_checks("planted_batch_stats.py", tmp_path).values():
+        assert f"likely cause: the forward computes statistics across the batch (mean at {line}" in check["reason"], \
+            check["reason"]
+        assert check["figures"]["rank_op_sequences"] is None  # same ops on every rank: only the statistics differ
+
+
+@pytest.mark.slow
+def test_batchnorm_under_ddp_is_named_with_its_line(tmp_path):
+    line = line_of("planted_batchnorm_ddp.py", "self.norm = nn.BatchNorm1d(HIDDEN)")
+    for check in distributed_checks("planted_batchnorm_ddp.py", tmp_path).values():
+        assert f"BatchNorm (norm at {line}) normalises each rank's slice" in check["reason"], check["reason"]
+
+
+@pytest.mark.slow
+def test_ranks_parting_on_a_data_branch_are_named_at_the_users_line(tmp_path):
+    line = line_of("planted_data_branch.py", "x = torch.tanh(x) * OUTLIER")
+    for check in distributed_checks("planted_data_branch.py", tmp_path).values():
+        parted = check["figures"]["rank_op_sequences"]
+        # the first batch's first half holds an outlier, its second half none: rank 0 takes the branch
+        assert f"tanh on rank 0 at {line}" in parted, parted
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+def test_xla_prediction_counts_the_graph_cut_of_a_host_read(tmp_path, xla_environment):
+    from torchport.evaluate import Evaluation, EvaluationOptions
+    from torchport.protocol import ProtocolConfig
+    from torchport.trace.stage import evaluate_stage
+
+    app = APPS / "planted_host_read.py"
+    options = EvaluationOptions(app=str(app), backends=["xla"], repeats=1, out_dir=tmp_path,
+                                protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False),
+                                stages=[evaluate_stage], command=["pytest"])
+    document = Evaluation(options).run()
+    assert document["backends"]["xla"]["status"] == "ok", document["backends"]["xla"].get("error")
+    (sync,) = [f for f in document["trace"]["findings"] if f["id"] == "TR101"]
+    assert sync["location"] == line_of("planted_host_read.py", "# planted")
+    comparison = document["trace"]["xla_comparison"]
+    run = comparison["measured"]["per_run"][0]
+    assert comparison["predicted"]["step_graphs"] == run["compilations"], comparison
+    assert comparison["agrees"], comparison["disagreements"]
+
+
+@pytest.mark.slow
+def test_evaluate_carries_scans_findings_for_the_apps_own_files(tmp_path):
+    from torchport.evaluate import Evaluation, EvaluationOptions
+    from torchport.protocol import ProtocolConfig
+    from torchport.trace.stage import evaluate_stage
+
+    options = EvaluationOptions(app=str(APPS / "planted_autocast_cuda.py"), backends=["cpu"], repeats=1,
+                                out_dir=tmp_path, stages=[evaluate_stage], command=["pytest"],
+                                protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
+    trace = Evaluation(options).run()["trace"]
+    scanned = trace["app_scan"]
+    assert scanned["files"] == [str(APPS / "planted_autocast_cuda.py"), str(APPS / "planted_common.py")]
+    line = line_of("planted_autocast_cuda.py", "# planted")
+    (autocast,) = [f for f in scanned["findings"] if f["id"] == "TP201"]
+    assert autocast["location"] == line and autocast["severity"]["xla"] == "silent"
+    xla = trace["verdicts"]["xla"]
+    assert "runs as is" not in xla["text"], xla["text"]
+    assert f"TP201 at {line}" in xla["scan_findings"]
+
+
+@pytest.mark.slow
+def test_clean_control_pipeline_verdict_is_the_same_in_5_runs(tmp_path):
+    verdicts: dict[str, set] = {}
+    for attempt in range(5):
+        section = run_checks(CheckOptions(app=str(APPS / "planted_clean.py"), backends=backends(),
+                                          only=("pipeline",), steps=2, work_dir=tmp_path / str(attempt)))
+        for check in section["checks"]:
+            verdicts.setdefault(check["backend"], set()).add(check["figures"].get("verdict"))
+    assert verdicts == {name: {"keeps up"} for name in backends()}, verdicts

@@ -200,6 +200,9 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "bound": bound,
         "init_process_group_s": max(r.get("init_process_group_s", 0.0) for r in ranks.values()),
         "batchnorm_modules": ranks[0].get("batchnorm_modules", []),
+        "batchnorm_lines": ranks[0].get("batchnorm_lines", {}),
+        # Reductions over the batch dimension in rank 0's forward (per-feature statistics of its slice).
+        "batch_coupled": (ranks[0].get("op_sequence") or {}).get("batch_coupled", []),
         # DDP keeps parameters and buffers in step across ranks; a tensor outside state_dict is not.
         "outside_state_dict": ranks[0].get("outside_state_dict", []),
         "outside_state": ranks[0].get("outside_state", []),
@@ -227,8 +230,15 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         result["status"] = "fail"
         hint = ""
         if figures["batchnorm_modules"]:
-            hint = (f"; BatchNorm ({', '.join(figures['batchnorm_modules'][:3])}) normalises each rank's slice: "
+            named = [name + (f" at {figures['batchnorm_lines'][name]}" if figures["batchnorm_lines"].get(name) else "")
+                     for name in figures["batchnorm_modules"][:3]]
+            hint = (f"; BatchNorm ({', '.join(named)}) normalises each rank's slice: "
                     "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
+        elif figures["batch_coupled"]:
+            sites = ", ".join(f"{item['op']} at {item['line']}" for item in figures["batch_coupled"][:3])
+            hint = (f"; likely cause: the forward computes statistics across the batch ({sites}): each rank "
+                    "uses its own slice's statistics, one process the whole batch's; compute them over all ranks "
+                    "(torch.distributed.all_reduce) or per sample")
         if figures["outside_state_dict"]:
             hint += f"; {outside_note(figures['outside_state'] or figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
         if figures["rank_op_sequences"]:

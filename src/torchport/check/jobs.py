@@ -25,6 +25,7 @@ from torchport.check.training import (
     ensure_folder,
     record_module_outputs,
     restore_rng,
+    submodule_line,
 )
 from torchport.engine import ImportedApp, import_app, leading_dim
 
@@ -307,6 +308,7 @@ def ddp_job(context: Any) -> None:
         run.shard = (rank, world)
     result["batchnorm_modules"] = [name for name, module in run.model.named_modules()
                                    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
+    result["batchnorm_lines"] = {name: submodule_line(run.model, name) for name in result["batchnorm_modules"]}
     context.save()
     step_times = []
     losses = []

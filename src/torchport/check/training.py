@@ -220,6 +220,14 @@ def creation_line(cls: type, attribute: str) -> str | None:
     return None
 
 
+def submodule_line(model: Any, path: str) -> str | None:
+    """Where the app's code creates the submodule at ``path`` (its parent's
+    ``self.<name> = ...``), else None."""
+    parent_path, _, name = path.rpartition(".")
+    parent = model.get_submodule(parent_path) if parent_path else model
+    return creation_line(type(parent), name)
+
+
 def _creates(node: Any, attribute: str) -> bool:
     import ast
 
@@ -470,6 +478,53 @@ def ensure_folder(path: str | Path) -> Path:
 
 
 MAX_RECORDED_OPS = 5000  # of one step's forward and backward, per rank (a result file stays small)
+MAX_COUPLED_SITES = 10
+# Reductions that, over the batch dimension of an activation, give statistics of this process's slice only.
+BATCH_REDUCTIONS = frozenset({"mean", "var", "std", "var_mean", "std_mean", "sum", "amax", "amin", "logsumexp",
+                              "norm", "linalg_vector_norm"})
+
+
+def user_site() -> str | None:
+    """``file:line`` of the innermost caller outside torch and torchport: the
+    app's line that led to the op being dispatched now."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not _library_file(name):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _library_file(name: str) -> bool:
+    import os
+
+    parts = name.replace("\\", "/").split("/")
+    return (name.startswith("<") or "torch" in parts or "torchport" in parts or "site-packages" in parts
+            or os.path.basename(name) in ("contextlib.py", "functools.py") or "/lib/python" in name)
+
+
+def reduces_the_batch(name: str, args: Any, kwargs: dict[str, Any], batch_size: int) -> bool:
+    """Whether an op computes per-feature statistics across the batch: a
+    reduction whose input has the slice's batch size as its leading dimension
+    and at least one more, over a set of dimensions that includes 0 and not
+    all of them (a loss averaged over everything is not coupling: DDP's
+    gradient average of equal slices reproduces it)."""
+    import torch
+
+    if name not in BATCH_REDUCTIONS or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    tensor = args[0]
+    if tensor.dim() < 2 or tensor.shape[0] != batch_size:
+        return False
+    dims = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], torch.Tensor) else None)
+    if dims is None or isinstance(dims, (float, str)):
+        return False
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    normalised = {d % tensor.dim() for d in dims if isinstance(d, int)}
+    return 0 in normalised and len(normalised) < tensor.dim()
 
 
 def op_sequence(run: TrainingRun) -> dict[str, Any]:
@@ -481,21 +536,41 @@ def op_sequence(run: TrainingRun) -> dict[str, Any]:
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from torchport.engine import leading_dim
+
     names: list[str] = []
+    sites: list[str | None] = []
+    coupled: list[dict[str, Any]] = []
+    batch = _CheckHooks(run).shard(run.first_batch())
+    batch_size = leading_dim(batch)
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            names.append(str(func.overloadpacket.__name__))
+            name = str(func.overloadpacket.__name__)
+            names.append(name)
+            if len(sites) < MAX_RECORDED_OPS:
+                sites.append(user_site())
+            # Only ops the app's own lines call: the backward's bias-gradient sums reduce the batch too.
+            if (len(coupled) < MAX_COUPLED_SITES and sites and sites[-1]
+                    and reduces_the_batch(name, args, kwargs or {}, batch_size)):
+                coupled.append({"op": name, "line": sites[-1] if sites else None})
             return func(*args, **(kwargs or {}))
 
-    batch = _CheckHooks(run).shard(run.first_batch())
     run.model.zero_grad(set_to_none=True)
     with Recorder():
         loss = call_user(lambda: run.app.loss(run.model, batch), "the app's loss raised")
         call_user(loss.backward, "backward through the app's loss raised")
     run.model.zero_grad(set_to_none=True)
     digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
-    return {"count": len(names), "digest": digest, "ops": names[:MAX_RECORDED_OPS]}
+    return {"count": len(names), "digest": digest, "ops": names[:MAX_RECORDED_OPS], "sites": sites,
+            "batch_coupled": _distinct_lines(coupled)}
+
+
+def _distinct_lines(coupled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[Any, dict[str, Any]] = {}
+    for item in coupled:
+        seen.setdefault(item["line"], item)
+    return list(seen.values())
 
 
 def first_difference(sequences: dict[str, dict[str, Any]]) -> str | None:
@@ -510,6 +585,11 @@ def first_difference(sequences: dict[str, dict[str, Any]]) -> str | None:
     a, b = sequences[base]["ops"], sequences[other]["ops"]
     counts = f"rank {base}: {sequences[base]['count']} ops, rank {other}: {sequences[other]['count']} ops"
     index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    left = a[index] if index < len(a) else "(end)"
-    right = b[index] if index < len(b) else "(end)"
-    return f"{counts}; they part at op {index + 1}: {left} on rank {base}, {right} on rank {other}"
+    left = f"{a[index]} on rank {base}{_at(sequences[base], index)}" if index < len(a) else f"(end) on rank {base}"
+    right = f"{b[index]} on rank {other}{_at(sequences[other], index)}" if index < len(b) else f"(end) on rank {other}"
+    return f"{counts}; they part at op {index + 1}: {left}, {right}"
+
+
+def _at(sequence: dict[str, Any], index: int) -> str:
+    sites = sequence.get("sites") or []
+    return f" at {sites[index]}" if index < len(sites) and sites[index] else ""
