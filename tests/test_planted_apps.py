@@ -283,3 +283,21 @@ def test_clean_control_pipeline_verdict_is_the_same_in_5_runs(tmp_path):
         for check in section["checks"]:
             verdicts.setdefault(check["backend"], set()).add(check["figures"].get("verdict"))
     assert verdicts == {name: {"keeps up"} for name in backends()}, verdicts
+
+
+@pytest.mark.slow
+def test_sparse_gradients_are_looked_up_under_the_sparse_dispatch_key(tmp_path):
+    out = tmp_path / "trace.json"
+    done = run_torchport("trace", str(APPS / "planted_sparse_embedding.py"), "--format", "json", "-o", str(out),
+                         timeout=600)
+    assert out.exists(), done.stderr[-3000:]
+    section = json.loads(out.read_text())
+    cuda = section["op_support"]["cuda"]["ops"]
+    # The reference's sparse gradient runs SparseCPU kernels; on CUDA the SparseCUDA ones, which the table lists.
+    assert cuda["aten::_indices[sparse]"] == {"status": "native", "why": "SparseCUDA kernel"}
+    assert cuda["aten::add_.Tensor[sparse]"]["status"] == "native"
+    assert not [f for f in section["findings"] if f["id"] == "TR110" and "cuda" in f["targets"]]
+    # Sparse tensors stay a blocker for the lazy targets, at the line whose forward makes them.
+    forward = line_of("planted_sparse_embedding.py", "return self.head(self.bag(tokens))")
+    (sparse,) = [f for f in section["findings"] if f["id"] == "TR107" and f["location"] == forward]
+    assert sparse["targets"] == {"tpu": "blocker", "xla": "blocker"}

@@ -143,10 +143,31 @@ def _nbytes(tensors: Iterator[torch.Tensor]) -> int:
     return total
 
 
+def layout_kind(args: tuple) -> str | None:
+    """``sparse``, ``quantized`` or ``nested`` when a tensor argument makes
+    the dispatcher pick that kind's key (SparseCUDA, QuantizedCUDA,
+    NestedTensorCUDA), else None."""
+    for value in args:
+        for tensor in _tensors(value):
+            if tensor.is_sparse or tensor.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                                                     torch.sparse_bsc):
+                return "sparse"
+            if tensor.is_quantized:
+                return "quantized"
+            if tensor.is_nested:
+                return "nested"
+    return None
+
+
 def op_variant(func: Any, args: tuple) -> str:
-    """The op's name, with ``[bool]`` when an index op is given a boolean mask:
-    that is the one case where indexing has a data-dependent output shape."""
+    """The op's name, with ``[bool]`` when an index op is given a boolean mask
+    (the one case where indexing has a data-dependent output shape), and
+    ``[sparse]``, ``[quantized]`` or ``[nested]`` when its tensors dispatch to
+    that kind's key (:func:`layout_kind`)."""
     name = func.name()
+    kind = layout_kind(args)
+    if kind is not None:
+        return f"{name}[{kind}]"
     if name in ("aten::index.Tensor", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"):
         indices = args[1] if len(args) > 1 else ()
         if any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ()):
