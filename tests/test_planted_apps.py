@@ -301,3 +301,24 @@ def test_sparse_gradients_are_looked_up_under_the_sparse_dispatch_key(tmp_path):
     forward = line_of("planted_sparse_embedding.py", "return self.head(self.bag(tokens))")
     (sparse,) = [f for f in section["findings"] if f["id"] == "TR107" and f["location"] == forward]
     assert sparse["targets"] == {"tpu": "blocker", "xla": "blocker"}
+
+
+@pytest.mark.slow
+def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_path):
+    from torchport import results
+    from torchport.check.stage import evaluate_stage
+    from torchport.evaluate import Evaluation, EvaluationOptions
+    from torchport.protocol import ProtocolConfig
+    from torchport.report.markdown import render
+
+    options = EvaluationOptions(app=str(APPS / "planted_autocast_cast.py"), backends=["cpu", "cpu-compile"],
+                                repeats=1, out_dir=tmp_path, stages=[evaluate_stage],
+                                protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
+    document = Evaluation(options).run()
+    results.validate(document)
+    assert {name: backend["status"] for name, backend in document["backends"].items()} == \
+        {"cpu": "ok", "cpu-compile": "ok"}
+    assert document["checks"]["app_error"] is None
+    statuses = {(c["name"], c.get("backend") or c.get("pair")): c["status"] for c in document["checks"]["checks"]}
+    assert statuses[("parity", "cpu-compile")] == "pass", statuses
+    assert "app failed" not in render(document).lower()
