@@ -322,3 +322,25 @@ def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_
     statuses = {(c["name"], c.get("backend") or c.get("pair")): c["status"] for c in document["checks"]["checks"]}
     assert statuses[("parity", "cpu-compile")] == "pass", statuses
     assert "app failed" not in render(document).lower()
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+def test_a_measured_xla_run_outranks_the_trace_prediction(tmp_path, xla_environment):
+    from torchport.evaluate import Evaluation, EvaluationOptions
+    from torchport.protocol import ProtocolConfig
+    from torchport.trace.stage import evaluate_stage
+
+    options = EvaluationOptions(app=str(APPS / "planted_sparse_embedding.py"), backends=["xla"], repeats=1,
+                                out_dir=tmp_path, stages=[evaluate_stage], command=["pytest"],
+                                protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
+    document = Evaluation(options).run()
+    backend = document["backends"]["xla"]
+    verdict = document["trace"]["verdicts"]["xla"]
+    assert verdict["measured"]["backend"] == "xla" and verdict["measured"]["status"] == backend["status"]
+    ran = backend["status"] == "ok"
+    assert verdict["measured"]["ran"] is ran
+    # the trace predicts sparse tensors to block torch_xla (TR107); whichever way the run went, the text says it
+    assert verdict["status"] == "blocked"
+    expected = "ran on the xla backend, a proxy for" if ran else "as predicted"
+    assert expected in verdict["text"], (backend.get("error"), verdict["text"])

@@ -93,6 +93,40 @@ def app_scan(app_file: Path | None) -> dict[str, Any] | None:
             "total": len(result.findings), "suppressed": result.suppressed}
 
 
+FAILED_RUNS = ("error", "crashed", "timed_out")
+
+
+def reconcile(section: dict[str, Any], document: dict[str, Any]) -> None:
+    """A measured run outranks the trace's prediction for its target: each
+    verdict whose target a backend of this evaluation measured says what
+    that run did, beside what the trace predicted (``measured``)."""
+    from torchport import backends as backend_registry
+
+    verdicts = section.get("verdicts") or {}
+    for name, backend in (document.get("backends") or {}).items():
+        try:
+            family = backend_registry.get(name).family
+        except Exception:  # noqa: BLE001  a backend recorded here but not known now: nothing to set beside
+            continue
+        target = family.trace_target if family else None
+        verdict = verdicts.get(target) if target else None
+        status = backend.get("status")
+        if verdict is None or verdict.get("measured") or status not in ("ok", *FAILED_RUNS):
+            continue
+        ran = status == "ok" and backend.get("summary") is not None
+        proxy = f", a proxy for {backend['proxy_for']}" if backend.get("proxy_for") else ""
+        error = backend.get("error") or {}
+        verdict["measured"] = {"backend": name, "status": status, "ran": ran, "proxy_for": backend.get("proxy_for")}
+        if ran and verdict["status"] == "blocked":
+            verdict["text"] = (f"ran on the {name} backend{proxy} (measured; it outranks the trace's prediction: "
+                               f"{verdict['text']})")
+        elif not ran and verdict["status"] != "blocked":
+            verdict["text"] += (f"; measured: the {name} run {status}{proxy} ({error.get('message', 'no message')}), "
+                                "which outranks this prediction")
+        else:
+            verdict["text"] += f"; measured on the {name} backend{proxy}: {'ran' if ran else status}, as predicted"
+
+
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     from torchport.app import parse_spec
     from torchport.launch import run_worker
@@ -108,6 +142,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     if section.get("verdicts"):
         # Again, with scan's findings beside the trace's: a CUDA-typed API silent elsewhere is no "runs as is".
         section["verdicts"] = {name: target_verdict(name, section) for name in section["verdicts"]}
+    reconcile(section, document)
     section["xla_comparison"] = compare_with_xla(section, document)
     section["torch_compile_comparison"] = compare_with_torch_compile(section, document)
     document["trace"] = section
