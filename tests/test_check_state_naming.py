@@ -17,4 +17,7 @@ def test_recovery_failure_names_the_state_outside_state_dict(tmp_path):
     (recovery,) = json.loads(out.read_text())["checks"]
     assert recovery["status"] == "fail", recovery["reason"]
     assert recovery["figures"]["outside_state_dict"] == ["0.scale"]
-    assert recovery["reason"].endswith("; not in the checkpoint (tensors outside state_dict): 0.scale")
+    line = next(number for number, text in enumerate((APPS / "check_unrestorable.py").read_text().splitlines(), 1)
+                if "self.scale = torch.ones(1)" in text)
+    assert recovery["reason"].endswith("; not in the checkpoint (state outside state_dict): 0.scale (plain tensor "
+                                       f"attribute, created at {APPS / 'check_unrestorable.py'}:{line})")

@@ -127,7 +127,8 @@ def test_tensors_outside_state_dict_are_found():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     model[0].hidden = torch.zeros(1)
     model[0].register_buffer("fine", torch.zeros(1))
-    assert state_outside_state_dict(model) == ["0.hidden"]
+    (found,) = state_outside_state_dict(model)
+    assert (found["name"], found["kind"]) == ("0.hidden", "plain tensor attribute")
 
 
 def measured(load_s: list[float], compute_s: list[float], **data) -> dict:
@@ -158,7 +159,8 @@ def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
     assert figures["verdict"] == "borderline" and verdict["status"] == "pass"
     assert figures["load_share"] == pytest.approx(0.20)
     assert figures["load_share_interval"] == pytest.approx([0.10, 0.40])
-    assert "(rounds: 10% to 40%; keeps up below 15%, input-bound above 25%)" in verdict["reason"]
+    assert ("(rounds: 10% to 40%; keeps up below 15%, input-bound above 25%, and only from 1 ms of waiting a step"
+            in verdict["reason"])
     assert pipeline.band(0.149) == "keeps up" and pipeline.band(0.251) == "input-bound" and pipeline.band(0.2) == "borderline"
 
 

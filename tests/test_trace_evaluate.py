@@ -67,7 +67,8 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
         # The comparison reads the backend's summary, which torchport.summary computes from the runs.
         return {"runs": list(runs), "summary": {"counter_runs": [counter_totals(run["training"]) for run in runs]}}
 
-    document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 1, 0))
+    # The data-dependent shape cuts each step's graph once: two graphs to compile.
+    document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 2, 0))
     agreed = compare_with_xla(document["trace"], document)
     assert agreed["predicted"]["fallback_ops"] == ["aten::nonzero"]
     assert agreed["agrees"], agreed["disagreements"]
@@ -81,7 +82,7 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
         "aten::histc fell back to the CPU on xla but the trace did not predict it",
         "the trace predicted a CPU fallback of aten::nonzero but the xla run executed none",
         f"run 1: compiled 5 graphs (3 in first step, 0 in warmup, 2 in sustained; 0.00 s of compiling), the trace "
-        f"predicted 1: data-dependent shapes at {location} (aten::nonzero x0: one graph per distinct size of the "
+        f"predicted 2: data-dependent shapes at {location} (aten::nonzero x0: one graph per distinct size of the "
         "selection); host syncs (aten::_local_scalar_dense x3: each cuts the graph)",
         "run 1: the app's own host syncs (aten::_local_scalar_dense) ran 3 times in 10 steps, the trace predicted 0 "
         "(torchport's own loss reads are outside these counts)",
@@ -122,7 +123,8 @@ def test_mask_over_repeating_data_disagrees_and_recompiles_in_warmup(tmp_path, x
     assert document["backends"]["xla"]["status"] == "ok", document["backends"]["xla"].get("error")
     comparison = document["trace"]["xla_comparison"]
     run = comparison["measured"]["per_run"][0]
-    assert comparison["predicted"]["step_graphs"] == 1
+    # one step graph, cut once by the mask's data-dependent shape (the nonzero the trace found)
+    assert comparison["predicted"]["step_graphs"] == 2
     assert run["compilations"] > 2 and run["compilations_per_phase"]["sustained"] == 0
     assert run["fallback_ops"]["aten::nonzero"] > 0 and run["app_host_syncs"] == 0
     # torchport's own reads: one per step, counted exactly, outside the phases
@@ -130,7 +132,7 @@ def test_mask_over_repeating_data_disagrees_and_recompiles_in_warmup(tmp_path, x
     mask_line = next(n for n, text in enumerate(app.read_text().splitlines(), 1) if "# MASK" in text)
     assert not comparison["agrees"]
     assert comparison["disagreements"][0].startswith(f"run 1: compiled {run['compilations']} graphs")
-    assert f"the trace predicted 1: data-dependent shapes at {app}:{mask_line}" in comparison["disagreements"][0]
+    assert f"the trace predicted 2: data-dependent shapes at {app}:{mask_line}" in comparison["disagreements"][0]
     recompiling = comparison["recompiling"][0]
     assert recompiling["warmup_blocks_compiling"] > 1 and recompiling["warmup_compile_time_s"] > 0
     summary = document["backends"]["xla"]["summary"]

@@ -91,6 +91,7 @@ class CheckStatus(Vocabulary):
     FAIL = "fail"
     ERROR = "error"
     SKIPPED = "skipped"
+    NOT_APPLICABLE = "not_applicable"
 
 
 class TraceSeverity(Vocabulary):

@@ -8,7 +8,7 @@ from trace_common import make_app
 def loss(net, batch):
     features, target = batch
     value = nn.functional.mse_loss(net(features), target)
-    weight = torch.ones(4, dtype=torch.float64).sum()  # the float64
+    weight = torch.ones(4, dtype=torch.float64, device=features.device).sum()  # the float64
     return value * weight.to(torch.float32)
 
 

@@ -198,6 +198,12 @@ class Backend:
         setter(state)
         return True
 
+    @classmethod
+    def distributed_unsupported(cls) -> str | None:
+        """Why several processes of this backend cannot train together here
+        (the distributed check is then not applicable), else None."""
+        return None
+
     def init_process_group(self) -> None:
         """Join the torchrun launch this worker is a rank of (env:// rendezvous)."""
         import torch.distributed as dist

@@ -72,6 +72,15 @@ class XLA(Backend):
         )
         return description
 
+    @classmethod
+    def distributed_unsupported(cls) -> str | None:
+        if _pjrt_device() != "CPU":
+            return None
+        # Both measured with torch_xla 2.9 under torchrun (tests/test_planted_apps.py reruns the second).
+        return ("no collectives for XLA tensors on XLA's CPU client: gloo refuses them (ProcessGroupGloo: "
+                "invalid tensor type, device=xla:0), and PyTorch/XLA's own 'xla' process group (xla://) gives "
+                "each torchrun process a world of size 1 there; it needs a TPU or GPU PJRT client")
+
     # ---- worker side -------------------------------------------------------------
     def setup(self) -> None:
         # Decided before torch_xla starts its runtime; it reads this once.

@@ -32,10 +32,18 @@ def flat_parameters(path: str) -> Any:
     return torch.cat([parameters[name].to(torch.float64).reshape(-1) for name in sorted(parameters)])
 
 
-def outside_note(names: list[str]) -> str:
+def outside_note(found: list[Any]) -> str:
     """The one wording for state a checkpoint cannot carry (the checkpoint,
-    recovery and distributed checks share it)."""
-    return f"not in the checkpoint (tensors outside state_dict): {', '.join(names[:3])}"
+    recovery and distributed checks share it): each name with its kind and
+    the line that created it."""
+    items = []
+    for item in found[:3]:
+        if isinstance(item, str):
+            items.append(item)
+            continue
+        where = f", created at {item['line']}" if item.get("line") else ""
+        items.append(f"{item['name']} ({item['kind']}{where})")
+    return f"not in the checkpoint (state outside state_dict): {', '.join(items)}"
 
 
 def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[str, Any] | None,
@@ -47,7 +55,8 @@ def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[
         return result
     figures = result["figures"]
     figures.update({"step": saved["step"], "steps": target_run["steps"], "bytes": saved.get("bytes"),
-                    "outside_state_dict": saved.get("outside_state_dict", [])})
+                    "outside_state_dict": saved.get("outside_state_dict", []),
+                    "outside_state": saved.get("outside_state", [])})
     if resumed is None:
         result.update(status="error", reason=f"no resume was run on {target}")
         return result
@@ -76,7 +85,7 @@ def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[
     })
     notes = []
     if figures["outside_state_dict"]:
-        notes.append(outside_note(figures["outside_state_dict"]))
+        notes.append(outside_note(figures["outside_state"] or figures["outside_state_dict"]))
     if figures["not_restored"]:
         notes.append(f"not restored: {'; '.join(figures['not_restored'])}")
     note = f"; {'; '.join(notes)}" if notes else ""

@@ -155,6 +155,9 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     folder.mkdir(parents=True)
     backend_cls = backend_registry.get(backend)
     figures = result["figures"]
+    unsupported = backend_cls.distributed_unsupported()
+    if unsupported:
+        return {**result, "status": "not_applicable", "reason": f"not applicable on {backend}: {unsupported}"}
     figures.update({"process_group_backend": backend_cls.process_group_backend, "nproc_per_node": options.nproc,
                     "nnodes": options.nnodes, "steps": options.distributed_steps})
     launched = launch(options, backend, folder / "ddp")
@@ -197,8 +200,12 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "bound": bound,
         "init_process_group_s": max(r.get("init_process_group_s", 0.0) for r in ranks.values()),
         "batchnorm_modules": ranks[0].get("batchnorm_modules", []),
+        "batchnorm_lines": ranks[0].get("batchnorm_lines", {}),
+        # Reductions over the batch dimension in rank 0's forward (per-feature statistics of its slice).
+        "batch_coupled": (ranks[0].get("op_sequence") or {}).get("batch_coupled", []),
         # DDP keeps parameters and buffers in step across ranks; a tensor outside state_dict is not.
         "outside_state_dict": ranks[0].get("outside_state_dict", []),
+        "outside_state": ranks[0].get("outside_state", []),
         # Dynamo frames each process compiled (None on an eager backend): evidence that the ranks ran compiled.
         # None when every rank ran the same ops in its forward and backward; else where they part.
         "rank_op_sequences": first_difference({str(rank): r["op_sequence"] for rank, r in ranks.items()
@@ -223,10 +230,17 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         result["status"] = "fail"
         hint = ""
         if figures["batchnorm_modules"]:
-            hint = (f"; BatchNorm ({', '.join(figures['batchnorm_modules'][:3])}) normalises each rank's slice: "
+            named = [name + (f" at {figures['batchnorm_lines'][name]}" if figures["batchnorm_lines"].get(name) else "")
+                     for name in figures["batchnorm_modules"][:3]]
+            hint = (f"; BatchNorm ({', '.join(named)}) normalises each rank's slice: "
                     "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
+        elif figures["batch_coupled"]:
+            sites = ", ".join(f"{item['op']} at {item['line']}" for item in figures["batch_coupled"][:3])
+            hint = (f"; likely cause: the forward computes statistics across the batch ({sites}): each rank "
+                    "uses its own slice's statistics, one process the whole batch's; compute them over all ranks "
+                    "(torch.distributed.all_reduce) or per sample")
         if figures["outside_state_dict"]:
-            hint += f"; {outside_note(figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
+            hint += f"; {outside_note(figures['outside_state'] or figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
         if figures["rank_op_sequences"]:
             hint += (f"; the ranks ran different ops in their forward and backward ({figures['rank_op_sequences']}): "
                      "control flow that depends on the rank, or on each rank's slice of the data")

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from torchport import failures
 from torchport.check import pipeline, savefile
 from torchport.check.training import (
     TrainingRun,
@@ -24,7 +25,7 @@ from torchport.check.training import (
     ensure_folder,
     record_module_outputs,
     restore_rng,
-    state_outside_state_dict,
+    submodule_line,
 )
 from torchport.engine import ImportedApp, import_app, leading_dim
 
@@ -59,7 +60,15 @@ def train_job(context: Any) -> None:
     result["runs"] = {}
     for spec in job["runs"]:
         context.progress(f"train:{spec['label']}")
-        result["runs"][spec["label"]] = train_run(imported, backend, spec, work, context)
+        if spec["dtype"] == "float64":
+            # The ground truth is torchport's construction, not the app: its failure is
+            # recorded for parity to report, and the app's own runs go on.
+            try:
+                result["runs"][spec["label"]] = train_run(imported, backend, spec, work, context)
+            except Exception as exc:  # noqa: BLE001  any failure of the float64 build is reported as such
+                result["runs"][spec["label"]] = {"dtype": "float64", "error": failures.record(exc)}
+        else:
+            result["runs"][spec["label"]] = train_run(imported, backend, spec, work, context)
         context.save()
     result["resumed"] = {}
     for source in job.get("resume", []):
@@ -132,6 +141,8 @@ def train_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], work: P
     # more graph for a compiling backend to build, which the evaluate stage skips.
     record["metric"] = run.metric() if spec.get("app_inference", True) else None
     record["metric_higher_is_better"] = app.metric_higher_is_better
+    if run.hold is not None:
+        record["casts_held"] = run.hold.casts_held
     if spec.get("save_final"):
         record["final_file"] = str(work / f"{label}.final.pt")
         torch.save(run.parameters_cpu(), record["final_file"])
@@ -141,9 +152,16 @@ def train_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], work: P
     return record
 
 
+def outside(run: TrainingRun) -> dict[str, Any]:
+    """State outside state_dict by name (``outside_state_dict``) and with its
+    kind and creating line (``outside_state``)."""
+    found = run.outside_state()
+    return {"outside_state_dict": [item["name"] for item in found], "outside_state": found}
+
+
 def write_checkpoint(run: TrainingRun, path: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"path": str(path), "step": run.step,
-                              "outside_state_dict": state_outside_state_dict(run.model)}
+                              **outside(run)}
     try:
         record.update(savefile.save(run.checkpoint_state(), path))
     except savefile.CheckpointError as exc:
@@ -170,11 +188,11 @@ def resume_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], source
         record["error"] = f"the checkpoint does not load on {backend.name}: {getattr(exc, 'message', exc)}"
         return record
     record["not_restored"] = restore_rng(state["rng"], backend)
-    record["outside_state_dict"] = state_outside_state_dict(run.model)
     record["start_step"] = run.step
     losses = []
     while run.step < int(spec["steps"]):
         losses.append(run.train_step())
+    record.update(outside(run))
     record["losses"] = [float(loss) for loss in losses]
     record["final_file"] = str(work / f"{spec['label']}.from-{source['label']}.final.pt")
     torch.save(run.parameters_cpu(), record["final_file"])
@@ -203,7 +221,7 @@ def recovery_job(context: Any) -> None:
     folder = ensure_folder(job["checkpoint_dir"])
     steps, every = int(job["steps"]), int(job["every"])
     run = TrainingRun(imported, backend, dtype=job["dtype"], seed=job["seed"])
-    result["outside_state_dict"] = state_outside_state_dict(run.model)
+    result.update(outside(run))
     result["resumed_from"] = None
     if job.get("resume"):
         latest, skipped = newest_valid_checkpoint(folder)
@@ -225,6 +243,7 @@ def recovery_job(context: Any) -> None:
             log.flush()
             context.progress("step", step=run.step, pid=os.getpid())
     backend.synchronize()
+    result.update(outside(run))
     result["final_step"] = run.step
     result["final_file"] = job["final_file"]
     torch.save(run.parameters_cpu(), job["final_file"])
@@ -287,9 +306,9 @@ def ddp_job(context: Any) -> None:
         # compiled single process, like with like.
         run.trainable = backend.compile(DistributedDataParallel(run.model, device_ids=device_ids))
         run.shard = (rank, world)
-    result["outside_state_dict"] = state_outside_state_dict(run.model)
     result["batchnorm_modules"] = [name for name, module in run.model.named_modules()
                                    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
+    result["batchnorm_lines"] = {name: submodule_line(run.model, name) for name in result["batchnorm_modules"]}
     context.save()
     step_times = []
     losses = []
@@ -301,6 +320,7 @@ def ddp_job(context: Any) -> None:
         step_times.append(time.perf_counter() - started)
         losses.append(loss)
     result["step_times_s"] = step_times
+    result.update(outside(run))
     result["losses"] = [float(loss) for loss in losses]
     if backend.compile_backend is not None:
         from torchport import dynamo_counters

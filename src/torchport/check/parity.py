@@ -74,8 +74,29 @@ def _reaches_target(value: float, reference: float, higher_is_better: bool) -> b
     return value <= reference / METRIC_TARGET if reference >= 0 else value <= reference * METRIC_TARGET
 
 
+def truth_failure(truth: dict[str, Any]) -> str | None:
+    """Why the float64 ground truth could not be built, else None: the app's
+    runs are not at fault for it."""
+    error = truth.get("error")
+    if not error:
+        return None
+    where = f" at {error['location']}" if error.get("location") else ""
+    return (f"the float64 reference could not be built ({error.get('message')}{where}); the app's own runs "
+            "succeeded, so parity was not judged")
+
+
+def truth_note(truth: dict[str, Any]) -> str:
+    held = truth.get("casts_held") or 0
+    return (f"; the float64 reference kept {held} of the app's casts to a lower float dtype in float64 "
+            "(autocast leaves float64 alone)" if held else "")
+
+
 def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any], dtype: str,
           nondeterministic: bool) -> dict[str, Any]:
+    problem = truth_failure(truth)
+    if problem:
+        return {"name": "parity", "backend": backend, "status": "error", "reason": problem,
+                "figures": {"dtype": dtype, "reference_not_built": True}}
     comparison = compare(run, reference, truth, dtype)
     verdicts = comparison["verdicts"]
     failing = [name for name, verdict in verdicts.items() if not verdict["pass"]]
@@ -106,6 +127,8 @@ def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: d
                   f"(ratio {_ratio_text(verdict['ratio'])})")
     else:
         reason = (f"all quantities within the error-ratio limit; worst: {name}, ratio {_ratio_text(verdict['ratio'])}")
+    figures["float64_casts_held"] = truth.get("casts_held") or 0
+    reason += truth_note(truth)
     if nondeterministic:
         reason += "; the reference itself is nondeterministic (see determinism), so these figures are noisy"
     return {"name": "parity", "backend": backend, "status": "fail" if failing else "pass", "reason": reason,

@@ -142,6 +142,7 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "invalid_checkpoints": second.get("invalid_checkpoints", []),
         "not_restored": second.get("not_restored", []),
         "outside_state_dict": second.get("outside_state_dict", []),
+        "outside_state": second.get("outside_state", []),
     })
     if not resumed_from:
         result["status"] = "fail"
@@ -167,5 +168,5 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         result["status"] = "fail"
         result["reason"] = (f"{lost}; final parameters differ from the uninterrupted run by {error:.2e} "
                             f"({'bit-exact required on a CPU backend' if exact_required else f'bound {bound:.0e}'})"
-                            + (f"; {outside_note(figures['outside_state_dict'])}" if figures["outside_state_dict"] else ""))
+                            + (f"; {outside_note(figures['outside_state'] or figures['outside_state_dict'])}" if figures["outside_state_dict"] else ""))
     return result

@@ -6,7 +6,8 @@ from typing import Any
 from torchport.check import WORKER_CHECKS, worker_check
 from torchport.report import format as fmt
 
-STATUS_TEXT = {"pass": "pass", "fail": "**FAIL**", "error": "**ERROR**", "skipped": "skipped"}
+STATUS_TEXT = {"pass": "pass", "fail": "**FAIL**", "error": "**ERROR**", "skipped": "skipped",
+               "not_applicable": "not applicable"}
 
 
 def subject(check: dict[str, Any]) -> str:
@@ -57,7 +58,8 @@ def markdown(section: dict[str, Any]) -> str:
         "## Checks: parity, checkpoints, recovery, distributed, input pipeline",
         "",
         f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} could not run, {counts['skipped']} skipped"
-        f" · reference `{config.get('reference', 'cpu')}` in {config.get('dtype', 'float32')}, ground truth "
+        + (f", {counts['not_applicable']} not applicable" if counts["not_applicable"] else "")
+        + f" · reference `{config.get('reference', 'cpu')}` in {config.get('dtype', 'float32')}, ground truth "
         f"{config.get('ground_truth', 'cpu, float64')} · {config.get('steps', '?')} steps, seed {config.get('seed', 0)}"
         f" · error-ratio limit {config.get('ratio_limit', '?')}, floor {config.get('floor', 0):.1e}"
         + (f" · {section['duration_s']:.0f} s" if section.get("duration_s") is not None else ""),

@@ -133,18 +133,158 @@ def _as_tuple(value: Any) -> Any:
     return value
 
 
-def state_outside_state_dict(model: Any) -> list[str]:
-    """Tensors a module holds as plain attributes: they live in the model but
-    ``state_dict()`` does not see them, so no checkpoint carries them."""
+def state_snapshot(model: Any, optimizer: Any = None) -> dict[str, Any]:
+    """What may change in training without being in ``state_dict()``, as it is
+    now: non-persistent buffers (CPU copies), number attributes of the modules
+    and of the optimizer, the states of generators modules hold."""
     import torch
 
-    found = []
-    for module_name, module in model.named_modules():
-        for attribute, value in vars(module).items():
-            if isinstance(value, torch.Tensor):
-                owner = module_name or type(module).__name__
-                found.append(f"{owner}.{attribute}")
+    values: dict[str, Any] = {}
+    for path, owner in _owners(model, optimizer):
+        non_persistent: set[str] = getattr(owner, "_non_persistent_buffers_set", set())
+        for name in sorted(non_persistent):
+            buffer = owner._buffers.get(name)
+            if buffer is not None:
+                values[f"{path}.{name}"] = buffer.detach().to("cpu").clone()
+        for name, value in vars(owner).items():
+            if name.startswith("_") or isinstance(value, bool):
+                continue
+            if isinstance(value, (int, float)):
+                values[f"{path}.{name}"] = value
+            elif isinstance(value, torch.Generator):
+                values[f"{path}.{name}"] = value.get_state()
+    return values
+
+
+def _owners(model: Any, optimizer: Any) -> list[tuple[str, Any]]:
+    owners = [(name or type(module).__name__, module) for name, module in model.named_modules()]
+    return owners + ([("optimizer", optimizer)] if optimizer is not None else [])
+
+
+def state_outside_state_dict(model: Any, optimizer: Any = None,
+                             since: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """State the model or optimizer carries that no checkpoint of
+    ``state_dict()`` holds, each ``{"name", "kind", "line"}`` (line: where the
+    app's class creates it, when found in its source).  Plain tensor
+    attributes and module-held generators are always listed; non-persistent
+    buffers and number attributes only when they changed since the ``since``
+    snapshot (a constant mask or a configured rate is rebuilt the same way by
+    the constructor, so it is no lost state)."""
+    import torch
+
+    found: list[dict[str, Any]] = []
+    now = state_snapshot(model, optimizer) if since is not None else {}
+    for path, owner in _owners(model, optimizer):
+        is_module = isinstance(owner, torch.nn.Module)
+        non_persistent: set[str] = getattr(owner, "_non_persistent_buffers_set", set()) if is_module else set()
+        for name in sorted(non_persistent):
+            key = f"{path}.{name}"
+            if key in now and key in (since or {}) and not torch.equal(now[key], since[key]):  # type: ignore[index]
+                found.append(_outside(owner, name, key, "non-persistent buffer (persistent=False)"))
+        for name, value in vars(owner).items():
+            key = f"{path}.{name}"
+            if is_module and isinstance(value, torch.Tensor):
+                found.append(_outside(owner, name, key, "plain tensor attribute"))
+            elif isinstance(value, torch.Generator) and not name.startswith("_"):
+                found.append(_outside(owner, name, key, "generator held by the module"))
+            elif (key in now and key in (since or {}) and not isinstance(now[key], torch.Tensor)
+                  and now[key] != since[key]):  # type: ignore[index]
+                kind = "number attribute" if is_module else "counter on the optimizer"
+                found.append(_outside(owner, name, key, kind))
     return found
+
+
+def _outside(owner: Any, name: str, key: str, kind: str) -> dict[str, Any]:
+    return {"name": key, "kind": kind, "line": creation_line(type(owner), name)}
+
+
+def creation_line(cls: type, attribute: str) -> str | None:
+    """``file:line`` where a class of the app (not torch's) first assigns
+    ``self.<attribute>`` or registers it as a buffer, else None."""
+    import ast
+    import inspect
+    import textwrap
+
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] in ("torch", "builtins"):
+            continue
+        try:
+            source, start = inspect.getsourcelines(klass)
+            path = inspect.getsourcefile(klass)
+            tree = ast.parse(textwrap.dedent("".join(source)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if _creates(node, attribute):
+                return f"{path}:{start + getattr(node, 'lineno', 1) - 1}"
+    return None
+
+
+def submodule_line(model: Any, path: str) -> str | None:
+    """Where the app's code creates the submodule at ``path`` (its parent's
+    ``self.<name> = ...``), else None."""
+    parent_path, _, name = path.rpartition(".")
+    parent = model.get_submodule(parent_path) if parent_path else model
+    return creation_line(type(parent), name)
+
+
+def _creates(node: Any, attribute: str) -> bool:
+    import ast
+
+    def is_self_attribute(target: Any) -> bool:
+        return (isinstance(target, ast.Attribute) and target.attr == attribute
+                and isinstance(target.value, ast.Name) and target.value.id == "self")
+
+    if isinstance(node, ast.Assign):
+        return any(is_self_attribute(target) for target in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return is_self_attribute(node.target)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
+        first = node.args[0] if node.args else None
+        return isinstance(first, ast.Constant) and first.value == attribute
+    return False
+
+
+# --- the float64 ground truth ------------------------------------------------------------------
+
+LOWER_FLOATS = ("float32", "float16", "bfloat16")
+
+
+def float64_hold() -> Any:
+    """A torch function mode under which the app's own casts of a float64
+    tensor to a lower float dtype (``.float()``, ``.half()``, ``.bfloat16()``,
+    ``.to(torch.float32)``, ``.type(torch.float16)``) keep it in float64: the
+    ground truth is the app's own graph in float64, not an app the cast breaks
+    ("expected Float but found Double").  Autocast leaves float64 tensors
+    alone by itself (they are not eligible).  ``casts_held`` counts them."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    lower = {getattr(torch, name) for name in LOWER_FLOATS}
+    shortcuts = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
+    converters = {torch.Tensor.to, torch.Tensor.type}
+
+    def _lowered(value: Any) -> bool:
+        return isinstance(value, torch.dtype) and value in lower
+
+    class Float64Hold(TorchFunctionMode):
+        casts_held = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            source = args[0] if args else None
+            if isinstance(source, torch.Tensor) and source.dtype == torch.float64:
+                if func in shortcuts:
+                    self.casts_held += 1
+                    return source
+                if func in converters and any(_lowered(value) for value in (*args[1:], *kwargs.values())):
+                    held = [torch.float64 if _lowered(arg) else arg for arg in args[1:]]
+                    kept = {key: torch.float64 if _lowered(value) else value for key, value in kwargs.items()}
+                    self.casts_held += 1
+                    return func(source, *held, **kept)
+            return func(*args, **kwargs)
+
+    return Float64Hold()
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -171,6 +311,18 @@ class TrainingRun:
         self.data_wait_s = 0.0
         self.shard: tuple[int, int] | None = None  # (rank, world size): train on that slice of each batch
         self._hooks = _CheckHooks(self)
+        self.hold = float64_hold() if dtype == "float64" else None
+        self.initial_state = state_snapshot(self.model, self.optimizer)
+
+    def outside_state(self) -> list[dict[str, Any]]:
+        """State outside state_dict, judged against this run as it was built."""
+        return state_outside_state_dict(self.model, self.optimizer, since=self.initial_state)
+
+    def _held(self, function: Callable[[], Any]) -> Any:
+        if self.hold is None:
+            return function()
+        with self.hold:
+            return function()
 
     @property
     def trainable(self) -> Any:
@@ -192,7 +344,7 @@ class TrainingRun:
         self.model.eval()
         try:
             with torch.no_grad():
-                return as_float64(self.engine.predict(batch))
+                return as_float64(self._held(lambda: self.engine.predict(batch)))
         finally:
             self.model.train()
 
@@ -200,7 +352,7 @@ class TrainingRun:
         """One step of the engine; ``after_backward`` runs once the gradients
         exist, before the update (step 1's gradient norms)."""
         self._hooks.after_backward = after_backward
-        loss, _, waited = self.engine.train_step(self._hooks)
+        loss, _, waited = self._held(lambda: self.engine.train_step(self._hooks))
         self.data_wait_s += waited
         self.step += 1
         return loss.detach()
@@ -222,7 +374,8 @@ class TrainingRun:
         self.model.eval()
         try:
             with torch.no_grad():
-                return float(call_user(lambda: self.app.metric(self.trainable, batch), "the app's metric raised"))
+                return float(self._held(lambda: call_user(lambda: self.app.metric(self.trainable, batch),
+                                                          "the app's metric raised")))
         finally:
             self.model.train()
 
@@ -325,6 +478,53 @@ def ensure_folder(path: str | Path) -> Path:
 
 
 MAX_RECORDED_OPS = 5000  # of one step's forward and backward, per rank (a result file stays small)
+MAX_COUPLED_SITES = 10
+# Reductions that, over the batch dimension of an activation, give statistics of this process's slice only.
+BATCH_REDUCTIONS = frozenset({"mean", "var", "std", "var_mean", "std_mean", "sum", "amax", "amin", "logsumexp",
+                              "norm", "linalg_vector_norm"})
+
+
+def user_site() -> str | None:
+    """``file:line`` of the innermost caller outside torch and torchport: the
+    app's line that led to the op being dispatched now."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not _library_file(name):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _library_file(name: str) -> bool:
+    import os
+
+    parts = name.replace("\\", "/").split("/")
+    return (name.startswith("<") or "torch" in parts or "torchport" in parts or "site-packages" in parts
+            or os.path.basename(name) in ("contextlib.py", "functools.py") or "/lib/python" in name)
+
+
+def reduces_the_batch(name: str, args: Any, kwargs: dict[str, Any], batch_size: int) -> bool:
+    """Whether an op computes per-feature statistics across the batch: a
+    reduction whose input has the slice's batch size as its leading dimension
+    and at least one more, over a set of dimensions that includes 0 and not
+    all of them (a loss averaged over everything is not coupling: DDP's
+    gradient average of equal slices reproduces it)."""
+    import torch
+
+    if name not in BATCH_REDUCTIONS or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    tensor = args[0]
+    if tensor.dim() < 2 or tensor.shape[0] != batch_size:
+        return False
+    dims = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], torch.Tensor) else None)
+    if dims is None or isinstance(dims, (float, str)):
+        return False
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    normalised = {d % tensor.dim() for d in dims if isinstance(d, int)}
+    return 0 in normalised and len(normalised) < tensor.dim()
 
 
 def op_sequence(run: TrainingRun) -> dict[str, Any]:
@@ -336,21 +536,41 @@ def op_sequence(run: TrainingRun) -> dict[str, Any]:
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from torchport.engine import leading_dim
+
     names: list[str] = []
+    sites: list[str | None] = []
+    coupled: list[dict[str, Any]] = []
+    batch = _CheckHooks(run).shard(run.first_batch())
+    batch_size = leading_dim(batch)
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            names.append(str(func.overloadpacket.__name__))
+            name = str(func.overloadpacket.__name__)
+            names.append(name)
+            if len(sites) < MAX_RECORDED_OPS:
+                sites.append(user_site())
+            # Only ops the app's own lines call: the backward's bias-gradient sums reduce the batch too.
+            if (len(coupled) < MAX_COUPLED_SITES and sites and sites[-1]
+                    and reduces_the_batch(name, args, kwargs or {}, batch_size)):
+                coupled.append({"op": name, "line": sites[-1] if sites else None})
             return func(*args, **(kwargs or {}))
 
-    batch = _CheckHooks(run).shard(run.first_batch())
     run.model.zero_grad(set_to_none=True)
     with Recorder():
         loss = call_user(lambda: run.app.loss(run.model, batch), "the app's loss raised")
         call_user(loss.backward, "backward through the app's loss raised")
     run.model.zero_grad(set_to_none=True)
     digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
-    return {"count": len(names), "digest": digest, "ops": names[:MAX_RECORDED_OPS]}
+    return {"count": len(names), "digest": digest, "ops": names[:MAX_RECORDED_OPS], "sites": sites,
+            "batch_coupled": _distinct_lines(coupled)}
+
+
+def _distinct_lines(coupled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[Any, dict[str, Any]] = {}
+    for item in coupled:
+        seen.setdefault(item["line"], item)
+    return list(seen.values())
 
 
 def first_difference(sequences: dict[str, dict[str, Any]]) -> str | None:
@@ -365,6 +585,11 @@ def first_difference(sequences: dict[str, dict[str, Any]]) -> str | None:
     a, b = sequences[base]["ops"], sequences[other]["ops"]
     counts = f"rank {base}: {sequences[base]['count']} ops, rank {other}: {sequences[other]['count']} ops"
     index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    left = a[index] if index < len(a) else "(end)"
-    right = b[index] if index < len(b) else "(end)"
-    return f"{counts}; they part at op {index + 1}: {left} on rank {base}, {right} on rank {other}"
+    left = f"{a[index]} on rank {base}{_at(sequences[base], index)}" if index < len(a) else f"(end) on rank {base}"
+    right = f"{b[index]} on rank {other}{_at(sequences[other], index)}" if index < len(b) else f"(end) on rank {other}"
+    return f"{counts}; they part at op {index + 1}: {left}, {right}"
+
+
+def _at(sequence: dict[str, Any], index: int) -> str:
+    sites = sequence.get("sites") or []
+    return f" at {sites[index]}" if index < len(sites) and sites[index] else ""

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
         for header in ("check", "backend / pair", "status", "figures", "reason"):
             table.add_column(header, overflow="fold")
-        colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim"}
+        colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim", "not_applicable": "dim"}
         for check in section["checks"]:
             status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
             # Reasons quote the app's errors: data, never rich markup.

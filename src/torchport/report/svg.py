@@ -282,7 +282,7 @@ def strips(rows: Sequence[tuple[str, Sequence[float]]], unit: Callable[[float], 
 
 
 STATUS_FILL = {"pass": "#cdebd3", "fail": "#f6c5c0", "error": "#f6c5c0", "skipped": "#e6e6e6",
-               "borderline": "#fbe3b4", "not-applicable": "#e6e6e6"}
+               "borderline": "#fbe3b4", "not_applicable": "#e6e6e6"}
 
 
 def wrap(text: object, width: int, max_lines: int) -> list[str]:

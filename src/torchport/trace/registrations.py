@@ -83,6 +83,11 @@ def _has_kernel(torch: Any, name: str, key: str) -> bool:
         return False
 
 
+# Tensors of these kinds dispatch to their own key for a device (SparseCUDA for a sparse CUDA tensor):
+# kind -> the prefix of that key.  The op tables list the ops with a kernel there, per kind.
+LAYOUT_KEY_PREFIXES = {"sparse": "Sparse", "quantized": "Quantized", "nested": "NestedTensor"}
+
+
 def table(key: str) -> dict[str, list[str]]:
     """Every op this torch knows, sorted into native / composite / none for ``key``."""
     import torch
@@ -93,6 +98,8 @@ def table(key: str) -> dict[str, list[str]]:
     # An op with its own autograd kernel for the target never dispatches the
     # backward ops PyTorch's generic autograd would (native_layer_norm on XLA).
     sorted_ops["autograd_overrides"] = [name for name in names if _has_kernel(torch, name, f"Autograd{key}")]
+    for kind, prefix in LAYOUT_KEY_PREFIXES.items():
+        sorted_ops[f"{kind}_native"] = [name for name in names if _has_kernel(torch, name, prefix + key)]
     for name in names:
         if _has_kernel(torch, name, key):
             sorted_ops["native"].append(name)

@@ -17,7 +17,7 @@ from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace.analysis import build_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.trace.verdict import compare_with_xla
+from torchport.trace.verdict import compare_with_xla, target_verdict
 
 # Evaluate traces until the op sequence has been the same for REPEATED steps
 # in a row, at most EVALUATE_STEPS: a data-dependent branch that first flips at
@@ -47,6 +47,86 @@ class TraceStageOptions:
                    targets=getattr(options, "trace_targets", None), live=getattr(options, "trace_live", True))
 
 
+MAX_SCAN_FINDINGS = 50
+
+
+def app_files(app_file: Path) -> list[Path]:
+    """The app's file and the modules beside it that it imports (one level):
+    the app's own code, not its libraries."""
+    import ast
+
+    files = [app_file]
+    try:
+        tree = ast.parse(app_file.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return files
+    for node in ast.walk(tree):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+        for name in names:
+            candidate = app_file.parent / f"{name.split('.')[0]}.py"
+            if candidate.is_file() and candidate not in files:
+                files.append(candidate)
+    return files
+
+
+def app_scan(app_file: Path | None) -> dict[str, Any] | None:
+    """``torchport scan`` over the app's own files (None for a built-in or a
+    package app): each finding with scan's rule id, title, line and
+    severity per scan target."""
+    if app_file is None:
+        return None
+    from torchport.scan.catalogue import find
+    from torchport.scan.config import ScanConfig
+    from torchport.scan.scanner import scan
+
+    files = app_files(Path(app_file))
+    result = scan(files, ScanConfig())
+    findings = []
+    for finding in result.findings[:MAX_SCAN_FINDINGS]:
+        rule = find(finding.rule_id)
+        findings.append({"id": finding.rule_id, "title": rule.title, "detail": finding.detail,
+                         # Absolute, as the trace's own locations are (scan displays paths from the cwd).
+                         "location": f"{Path(finding.path).resolve()}:{finding.line}", "severity": dict(rule.severity),
+                         "replacement": rule.replacement})
+    return {"files": [str(path) for path in files], "findings": findings,
+            "total": len(result.findings), "suppressed": result.suppressed}
+
+
+FAILED_RUNS = ("error", "crashed", "timed_out")
+
+
+def reconcile(section: dict[str, Any], document: dict[str, Any]) -> None:
+    """A measured run outranks the trace's prediction for its target: each
+    verdict whose target a backend of this evaluation measured says what
+    that run did, beside what the trace predicted (``measured``)."""
+    from torchport import backends as backend_registry
+
+    verdicts = section.get("verdicts") or {}
+    for name, backend in (document.get("backends") or {}).items():
+        try:
+            family = backend_registry.get(name).family
+        except Exception:  # noqa: BLE001  a backend recorded here but not known now: nothing to set beside
+            continue
+        target = family.trace_target if family else None
+        verdict = verdicts.get(target) if target else None
+        status = backend.get("status")
+        if verdict is None or verdict.get("measured") or status not in ("ok", *FAILED_RUNS):
+            continue
+        ran = status == "ok" and backend.get("summary") is not None
+        proxy = f", a proxy for {backend['proxy_for']}" if backend.get("proxy_for") else ""
+        error = backend.get("error") or {}
+        verdict["measured"] = {"backend": name, "status": status, "ran": ran, "proxy_for": backend.get("proxy_for")}
+        if ran and verdict["status"] == "blocked":
+            verdict["text"] = (f"ran on the {name} backend{proxy} (measured; it outranks the trace's prediction: "
+                               f"{verdict['text']})")
+        elif not ran and verdict["status"] != "blocked":
+            verdict["text"] += (f"; measured: the {name} run {status}{proxy} ({error.get('message', 'no message')}), "
+                                "which outranks this prediction")
+        else:
+            verdict["text"] += f"; measured on the {name} backend{proxy}: {'ran' if ran else status}, as predicted"
+
+
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     from torchport.app import parse_spec
     from torchport.launch import run_worker
@@ -58,6 +138,11 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
                      config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
                      timeout=stage.timeout_s)
     section = build_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
+    section["app_scan"] = app_scan(spec.file)
+    if section.get("verdicts"):
+        # Again, with scan's findings beside the trace's: a CUDA-typed API silent elsewhere is no "runs as is".
+        section["verdicts"] = {name: target_verdict(name, section) for name in section["verdicts"]}
+    reconcile(section, document)
     section["xla_comparison"] = compare_with_xla(section, document)
     section["torch_compile_comparison"] = compare_with_torch_compile(section, document)
     document["trace"] = section

@@ -110,6 +110,8 @@ def _indexed(document: dict[str, Any]) -> dict[str, Any]:
     status = {op: verdict for group, verdict in groups.items() for op in document.get(group, [])}
     rest = {k: v for k, v in document.items() if k not in groups and k != "autograd_overrides"}
     rest.setdefault("structured_delegates", {})
+    for key in [key for key in rest if key.endswith("_native")]:
+        rest[key] = set(rest[key])
     return {**rest, "status": status, "autograd_overrides": set(document.get("autograd_overrides", []))}
 
 
@@ -312,6 +314,11 @@ def classify(op: str, target: Target, table: dict[str, Any] | None) -> dict[str,
         if ran:
             return {"status": "fallback", "why": f"probe run: executed CPU fallback {', '.join(ran)}",
                     "falls_back_as": ran}
+    from torchport.trace.registrations import LAYOUT_KEY_PREFIXES
+
+    kind = op[len(base_name(op)):].strip("[]")
+    if kind in LAYOUT_KEY_PREFIXES and f"{kind}_native" in table:
+        return _classify_layout(base_name(op), kind, target, table)
     name = support_name(op)
     if name != base_name(op):
         picked = classify(name, target, table)
@@ -342,6 +349,24 @@ def classify(op: str, target: Target, table: dict[str, Any] | None) -> dict[str,
                         **({"falls_back_as": [delegate]} if verdict == "fallback" else {})}
         return {"status": "decomposed", "why": "composite kernel: decomposes into other ops"}
     return {"status": "native", "why": f"{target.key} kernel"}
+
+
+def _classify_layout(name: str, kind: str, target: Target, table: dict[str, Any]) -> dict[str, Any]:
+    """An op called with sparse, quantized or nested tensors runs the kernel
+    of that kind's key for the target (SparseCUDA), or a composite that
+    decomposes it; the dense key's kernel does not take it."""
+    from torchport.trace.registrations import LAYOUT_KEY_PREFIXES
+
+    key = LAYOUT_KEY_PREFIXES[kind] + target.key
+    if name in table[f"{kind}_native"]:
+        return {"status": "native", "why": f"{key} kernel"}
+    if table["status"].get(name) == "decomposed":
+        # Composite kernels are registered for every key, the sparse ones included: the ops they call dispatch.
+        return {"status": "decomposed", "why": f"composite kernel: the ops it calls dispatch for {kind} tensors"}
+    verdict = target.without_kernel
+    return {"status": verdict, "why": f"no {key} kernel for {kind} tensors: "
+                                      + target.without_kernel_why.replace("{op}", name),
+            **({"falls_back_as": [name]} if verdict == "fallback" else {})}
 
 
 def _versions(table: dict[str, Any]) -> str:

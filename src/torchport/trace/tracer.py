@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,9 @@ SYNC_CALLS = {
     "__array__": "numpy conversion",
 }
 COPY_CALLS = ("cpu", "to")
+# Calls that make a tensor from nothing: on the host unless given a device object (``device=x.device``).
+FACTORY_CALLS = frozenset({"tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange",
+                           "linspace", "logspace", "rand", "randn", "randint", "randperm", "eye", "scalar_tensor"})
 
 # The CPU kernel of scaled-dot-product attention is not in PyTorch's FLOP
 # registry; its arguments start like the flash kernel's, so PyTorch's own
@@ -143,10 +147,31 @@ def _nbytes(tensors: Iterator[torch.Tensor]) -> int:
     return total
 
 
+def layout_kind(args: tuple) -> str | None:
+    """``sparse``, ``quantized`` or ``nested`` when a tensor argument makes
+    the dispatcher pick that kind's key (SparseCUDA, QuantizedCUDA,
+    NestedTensorCUDA), else None."""
+    for value in args:
+        for tensor in _tensors(value):
+            if tensor.is_sparse or tensor.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                                                     torch.sparse_bsc):
+                return "sparse"
+            if tensor.is_quantized:
+                return "quantized"
+            if tensor.is_nested:
+                return "nested"
+    return None
+
+
 def op_variant(func: Any, args: tuple) -> str:
-    """The op's name, with ``[bool]`` when an index op is given a boolean mask:
-    that is the one case where indexing has a data-dependent output shape."""
+    """The op's name, with ``[bool]`` when an index op is given a boolean mask
+    (the one case where indexing has a data-dependent output shape), and
+    ``[sparse]``, ``[quantized]`` or ``[nested]`` when its tensors dispatch to
+    that kind's key (:func:`layout_kind`)."""
     name = func.name()
+    kind = layout_kind(args)
+    if kind is not None:
+        return f"{name}[{kind}]"
     if name in ("aten::index.Tensor", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"):
         indices = args[1] if len(args) > 1 else ()
         if any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ()):
@@ -185,6 +210,11 @@ class _FunctionLevel(TorchFunctionMode):
         location, library = tracer.locate(sys._getframe(1))
         name = getattr(func, "__name__", "")
         sync = SYNC_CALLS.get(name)
+        # Work on tensors the app keeps on the host (a schedule, a counter) runs on no device: reading
+        # them waits for none, and their ops are no device ops.
+        on_host = tracer.all_on_host(args, kwargs)
+        if on_host:
+            sync = None
         if sync is None and name in COPY_CALLS and _copies_to_host(name, args, kwargs) and not (
                 tracer.cpu_is_the_device and name == "to"):
             sync = f"Tensor.{name}(): copy to the host"
@@ -192,13 +222,15 @@ class _FunctionLevel(TorchFunctionMode):
             tracer.record_sync(sync, location, library)
         tracer.call_location, tracer.call_library = location, library
         tracer.in_sync_call = sync is not None
+        tracer.in_host_call = on_host
         try:
             out = func(*args, **kwargs)
         finally:
             tracer.call_location = tracer.call_library = None
-            tracer.in_sync_call = False
+            tracer.in_sync_call = tracer.in_host_call = False
         if tracer.phase in ("forward", "loss") and torch.is_grad_enabled():
             tracer.stamp_autograd_nodes(out, location, library)
+        tracer.note_host(name, args, kwargs, out)
         return out
 
 
@@ -253,6 +285,7 @@ class OpTracer:
         self.call_location: str | None = None
         self.call_library: str | None = None
         self.in_sync_call = False
+        self.in_host_call = False
         self.phase_locations = phase_locations or {}
         self.step_sequences: list[list[tuple]] = []
         # Per step, the optimizer's ops: on a lazy-tensor backend they are part
@@ -266,6 +299,7 @@ class OpTracer:
         self.saved_bytes = 0
         self.saved_bytes_step = 0
         self._saved_storages: set[int] = set()
+        self._host_tensors: dict[int, weakref.ref[torch.Tensor]] = {}
         self._parameter_pointers = {p.untyped_storage().data_ptr() for p in model.parameters()} if model is not None else set()
 
     def attach_model(self, model: Any) -> None:
@@ -320,6 +354,8 @@ class OpTracer:
 
     # ---- recording --------------------------------------------------------------------
     def record_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        if self.in_host_call:
+            return  # an op on tensors kept on the host: no device runs it
         if func.namespace == "profiler":
             return  # record_function markers (torch.optim issues them): bookkeeping, no work on any device
         phase = self.phase
@@ -362,6 +398,35 @@ class OpTracer:
             if now - self._last_checkpoint > self._checkpoint_every_s:
                 self._last_checkpoint = now
                 self._checkpoint()
+
+    def all_on_host(self, args: tuple, kwargs: dict) -> bool:
+        inputs = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+        return bool(inputs) and all(self.on_host(t) for t in inputs)
+
+    def on_host(self, value: Any) -> bool:
+        if not isinstance(value, torch.Tensor):
+            return False
+        # By identity: a tensor's == is elementwise, so no set or WeakSet can hold them.
+        held = self._host_tensors.get(id(value))
+        return held is not None and held() is value
+
+    def note_host(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+        """Remember tensors that would stay on the host on an accelerator: made
+        by a factory call without a device object (``torch.tensor(step)``), or
+        computed from such tensors only.  Traced on the CPU every tensor's
+        device is "cpu", so where a tensor comes from is what tells them apart."""
+        if not isinstance(out, torch.Tensor) or self.cpu_is_the_device:
+            return  # a script told the CPU is its device makes its device tensors without one
+        if name in FACTORY_CALLS:
+            device = kwargs.get("device")
+            if device is None or isinstance(device, str) and torch.device(device).type == "cpu":
+                self._host_tensors[id(out)] = weakref.ref(out)
+            return
+        moved = name in ("to", "cuda") and any(isinstance(a, torch.device) for a in (*args[1:], *kwargs.values()))
+        if moved:  # .to(x.device): the copy lands on the device
+            return
+        if self.all_on_host(args, kwargs):
+            self._host_tensors[id(out)] = weakref.ref(out)
 
     def record_sync(self, call: str, location: str | None, library: str | None = None) -> None:
         module = self._module_stack[-1] if self._module_stack else None

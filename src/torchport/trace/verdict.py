@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport import glossary
 from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK
 
 # Python asking for a device value (.item(), float(), if tensor:): counted by
@@ -33,13 +34,23 @@ def step_graph_variants(section: dict[str, Any]) -> int:
     return graphs + sum(f["count"] for f in changes)
 
 
+def graph_cuts_per_step(section: dict[str, Any]) -> int:
+    """Places in one step where a lazy backend must run what is pending: each
+    host read (TR101) and each data-dependent-shape op (TR102) the trace found
+    cuts the step graph, and the piece before it is a graph of its own."""
+    findings = section.get("findings", [])
+    return round(sum(f.get("per_step") or 0 for f in findings
+                     if f["id"] in ("TR101", "TR102") and "xla" in f.get("targets", ["xla"])))
+
+
 def predicted_compilations(section: dict[str, Any]) -> int:
     """Graphs an XLA-style backend compiles in a run: the step graph variants,
     plus one when the optimizer's first step differs from the next (it
     creates its state then; on a lazy backend the optimizer is part of the
-    step graph), which is compiled once and is no recompilation."""
+    step graph), which is compiled once and is no recompilation, plus one
+    per graph cut in a step (:func:`graph_cuts_per_step`)."""
     optimizer_variants = max(1, (section.get("shapes") or {}).get("distinct_optimizer_graphs") or 1)
-    return step_graph_variants(section) + optimizer_variants - 1
+    return step_graph_variants(section) + optimizer_variants - 1 + graph_cuts_per_step(section)
 
 
 def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +66,9 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
     chips = [c for c in memory.get("chips", []) if name in c["targets"]]
     too_big = bool(chips) and not any(c["fits"] for c in chips)
 
+    scan_target = glossary.trace_to_scan(name)
+    scanned = [f for f in (section.get("app_scan") or {}).get("findings", [])
+               if scan_target and f["severity"].get(scan_target) in ("error", "silent")]
     verdict: dict[str, Any] = {"fallbacks": len(fallbacks), "fallback_ops": fallbacks,
                                "recompilations": recompilations, "blockers": len(blockers) + int(too_big),
                                "slow_findings": len(slow), "unknown_ops": len(unknown),
@@ -88,8 +102,15 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
                        f"op(s) ({support.get('note') or support.get('source') or 'not looked up'})")
     else:
         minor = [f for f in findings if f["targets"][name] == "minor"]
-        verdict.update(status="runs", text="runs as is" + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})"
-                                                           if minor else "") + source)
+        head = "no blocker in the trace" if scanned else "runs as is"
+        verdict.update(status="runs", text=head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})"
+                                                   if minor else "") + source)
+    if scanned:
+        first = scanned[0]
+        verdict["scan_findings"] = [f"{f['id']} at {f['location']}" for f in scanned]
+        verdict["text"] += (f"; scan of the app's files: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
+                            f"{first['severity'][scan_target]} here, first {first['id']} {first['title']} at "
+                            f"{first['location']}")
     return verdict
 
 

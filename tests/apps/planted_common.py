@@ -1,0 +1,41 @@
+"""Shared pieces of the planted-property apps (``planted_*.py``): a small
+classifier data set behind a DataLoader with pinned memory and two worker
+processes, AdamW, and the app's metric.  Each planted app changes one thing."""
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import torchport
+
+FEATURES, HIDDEN, CLASSES, BATCH, BATCHES = 16, 32, 4, 8, 6
+
+
+def dataset() -> TensorDataset:
+    generator = torch.Generator().manual_seed(7)
+    features = torch.randn(BATCH * BATCHES, FEATURES, generator=generator)
+    labels = torch.randint(0, CLASSES, (BATCH * BATCHES,), generator=generator)
+    return TensorDataset(features, labels)
+
+
+def loader(collate_fn=None) -> DataLoader:
+    return DataLoader(dataset(), batch_size=BATCH, shuffle=False, num_workers=2, pin_memory=True,
+                      persistent_workers=True, collate_fn=collate_fn)
+
+
+def cross_entropy(net, batch):
+    features, labels = batch
+    return nn.functional.cross_entropy(net(features), labels)
+
+
+def accuracy(net, batch) -> float:
+    features, labels = batch
+    return float((net(features).argmax(-1) == labels).float().mean())
+
+
+def adamw(net):
+    return torch.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=0.01)
+
+
+def make_app(name, model, *, loss=cross_entropy, data=loader, optimizer=adamw) -> torchport.App:
+    return torchport.App(name=name, model=model, data=data, loss=loss, optimizer=optimizer, metric=accuracy,
+                         predict=lambda net, batch: net(batch[0]))
