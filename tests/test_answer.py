@@ -15,7 +15,7 @@ import re
 import pytest
 from rich.console import Console
 
-from conftest import QUICK, ROOT, load_result, run_torchport
+from conftest import QUICK, QUICK_TIMING, ROOT, load_result, run_torchport
 from torchport import summary
 from torchport.report import answer, html, markdown, terminal
 from torchport.report import format as fmt
@@ -134,3 +134,19 @@ def test_the_answer_is_in_the_markdown_before_the_per_backend_verdicts():
     text = markdown.render(summary.refresh(json.loads(H200.read_text())))
     assert text.index("## Answer per target") < text.index("## Verdict per backend")
 
+
+
+def test_what_to_change_counts_the_apps_own_lock_in(tmp_path):
+    """An app that hard-codes autocast("cuda"): scan's finding in its own file is
+    a line to change on every target but CUDA, at its line."""
+    out = tmp_path / "run"
+    app = ROOT / "tests" / "apps" / "planted_autocast_cuda.py"
+    completed = run_torchport("evaluate", str(app), "-b", "cpu", *QUICK_TIMING, "--no-checks", "-o", str(out),
+                              timeout=900)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    model = assert_three_renderings_agree(load_result(out))
+    rows = {row.target: row for row in model.rows}
+    tpu = rows["TorchTPU"].change
+    assert tpu.evidence is answer.Evidence.PREDICTED and tpu.text.endswith("line(s)") and tpu.text != "0 line(s)"
+    assert "TP201" in tpu.detail or "autocast" in tpu.detail.lower()
+    assert "planted_autocast_cuda.py:" in tpu.detail

@@ -299,17 +299,29 @@ def _cost(entries: dict[str, dict[str, Any]]) -> Cell:
 
 
 def _change(document: dict[str, Any], target: TargetFamily) -> Cell:
+    """The lines to change for this target: the trace's findings (run time) and
+    scan's findings in the app's own files (static) that matter there."""
+    from torchport import glossary
+
     trace = document.get("trace") or {}
-    if target.trace_target is None or not trace.get("findings") and not trace.get("verdicts"):
+    judged = bool(trace.get("app_scan")) or (target.trace_target is not None and bool(trace.get("verdicts")))
+    if not judged:
         return Cell("–", Evidence.UNKNOWN)
-    findings = [f for f in trace.get("findings") or [] if target.trace_target in (f.get("targets") or [])]
-    if not findings:
-        return Cell("nothing found", Evidence.PREDICTED, "trace on this machine")
-    lines = sorted({str(f.get("location")) for f in findings if f.get("location")})
-    first = findings[0]
+    traced = [f for f in trace.get("findings") or [] if target.trace_target and target.trace_target in (f.get("targets") or [])]
+    scan_target = "cpu" if target.compiled_only else (glossary.trace_to_scan(target.trace_target)
+                                                      if target.trace_target else None)
+    scanned = [f for f in (trace.get("app_scan") or {}).get("findings") or []
+               if scan_target and (f.get("severity") or {}).get(scan_target) in ("error", "silent", "perf")]
+    if not traced and not scanned:
+        return Cell("nothing found", Evidence.PREDICTED, "trace and scan on this machine")
+    lines = {str(f.get("location")) for f in [*traced, *scanned] if f.get("location")}
+    first = (scanned or traced)[0]
     where = f" at {first['location']}" if first.get("location") else ""
-    return Cell(f"{len(lines) or len(findings)} line(s)", Evidence.PREDICTED, "trace on this machine",
-                f"first: {first.get('title') or first.get('rule')}{where}")
+    detail = f"first: {first.get('title') or first.get('rule') or first.get('id')}{where}"
+    if scanned:
+        detail += f"; {len(scanned)} found by scan in the app's files (`torchport fix` rewrites the mechanical ones)"
+    return Cell(f"{len(lines) or len(traced) + len(scanned)} line(s)", Evidence.PREDICTED,
+                "trace and scan on this machine", detail)
 
 
 def reason_without_details(text: str) -> str:
