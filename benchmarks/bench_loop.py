@@ -205,8 +205,15 @@ def main() -> None:
     parser.add_argument("--candidates", metavar="NAMES",
                         help="switch each candidate cost off in the worker in turn and report its share "
                              "of the ratio: 'all' or a comma-separated list of harness_candidates.CANDIDATES")
+    parser.add_argument("--threads", type=int,
+                        help="OMP_NUM_THREADS for both processes (default: torch's own choice); a diagnostic "
+                             "for a loaded machine, where OpenMP threads waiting at barriers for cores that "
+                             "others hold make steps tens of times slower")
     parser.add_argument("--json", help="also write every block time here (seconds per step, per round)")
     args = parser.parse_args()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        print(f"OMP_NUM_THREADS={args.threads} in both processes")
     # Both processes import harness_candidates from this folder.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
     apps, backends = args.apps.split(","), args.backends.split(",")
