@@ -21,7 +21,7 @@ from typing import Any
 # name -> what is switched off in the worker.
 CANDIDATES = {
     "watchdog": "the parent-watchdog thread (no watchdog at all)",
-    "watchdog-poll": "the watchdog as it was: a thread polling /proc every 0.25 s (switched ON, in place of pidfd)",
+    "watchdog-poll": "the polling watchdog, a thread reading /proc every 0.25 s (switched ON, in place of the pidfd one)",
     "host-memory": "host memory per phase (VmHWM read and reset at each phase boundary)",
     "progress": "progress lines to the parent (and the phase boundaries of host memory)",
     "hooks": "evaluate's per-step additions: samples and tokens counted, batch signatures, data-wait timers",

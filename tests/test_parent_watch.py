@@ -66,6 +66,16 @@ def _wakeups(pid: int, thread_id: int) -> int:
                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
 
 
+def _sleeping(pid: int, thread_id: int) -> bool:
+    task = Path(f"/proc/{pid}/task/{thread_id}")
+    state = (task / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    try:
+        waiting = (task / "wchan").read_text().strip() not in ("", "0")
+    except OSError:  # no wchan in this kernel: the state alone
+        waiting = True
+    return state == b"S" and waiting
+
+
 needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
 METHODS = [pytest.param("pidfd", marks=pytest.mark.skipif(not processes.pidfd_supported(),
                                                           reason="no pidfd on this kernel")), "poll"]
@@ -96,6 +106,9 @@ def test_parent_death_ends_the_worker_and_its_session(method):
 def test_the_pidfd_watchdog_never_wakes_while_the_parent_lives(method):
     parent, worker, thread_id, grandchild = _start(method)
     try:
+        # Once the thread has gone to sleep (on a loaded machine it may not have run yet).
+        assert _wait_until(lambda: _sleeping(worker.pid, thread_id), 30)
+        time.sleep(0.2)
         before = _wakeups(worker.pid, thread_id)
         time.sleep(1.5)
         woke = _wakeups(worker.pid, thread_id) - before

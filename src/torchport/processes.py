@@ -14,10 +14,10 @@ reused pid is not mistaken for it) and, when the parent is gone (killed with
 SIGKILL, say), ends everything of its session and itself within about a
 second.  A parent-death signal would end the worker before it could end its
 own children; a watchdog thread does both.  The thread sleeps in the kernel
-until the parent exits (it waits on a pidfd, Linux 5.3+), so it never wakes
-while the worker times its steps: the earlier version woke every 0.25 s to
-read /proc, and ``benchmarks/bench_loop.py --candidates`` measures what that
-cost.  Where pidfds are not available it polls.
+until the parent exits (it waits on a pidfd, Linux 5.3+), so it never takes
+the GIL from a timed step; where pidfds are not available it polls /proc every
+``WATCH_INTERVAL_S`` (``benchmarks/bench_loop.py --candidates`` measures that
+polling against the pidfd wait).
 
 Stdlib only: this module runs in every worker environment.
 """
