@@ -112,7 +112,9 @@ def _unproven(root: Path) -> list[str]:
     from torchport.script.evidence import unproven_verdicts
 
     problems = []
-    for path in sorted(root.rglob("result.json")):
+    # os.walk, not rglob: the fault tests leave folders too deep or unreadable to stat, which it skips.
+    found = sorted(Path(folder) / "result.json" for folder, _, files in os.walk(root) if "result.json" in files)
+    for path in found:
         try:
             document = json.loads(path.read_text())
         except (OSError, ValueError):
