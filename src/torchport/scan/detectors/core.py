@@ -69,7 +69,14 @@ _XLA_RULES = (DEPRECATED_TORCH_XLA_API, TORCH_XLA_API)
 _AMP_RULES = (CUDA_AUTOCAST, CUDA_GRAD_SCALER, CUDA_CUSTOM_FWD)
 _TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version", re.I)
 _OLD_TORCH = "a fallback for older torch releases"
-_CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z")
+# `is_cuda_available()`, and NVIDIA hardware checks that are false without CUDA:
+# `is_sm_at_least_90()`, `_is_hopper()`, `is_sm100()`.
+_CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_?at_least_?\d+|sm_?\d{2,3}\w*"
+                                  r"|hopper|blackwell|ampere)\Z", re.I)
+# Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
+# `@cuda_only`, `@skip_unless_gpu`.
+_CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
+                               r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
 _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 # Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
@@ -609,6 +616,10 @@ class AnalyzerCore(AnalyzerState):
         """``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``,
         ``@unittest.skipUnless(torch.cuda.is_available(), ...)`` or a name bound to
         one (``requires_cuda = pytest.mark.skipif(...)``): the test runs only with CUDA."""
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        helper = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if _CUDA_SKIP_HELPER.fullmatch(helper.strip("_")) or self._skip_helper_tests_cuda(helper):
+            return True  # `@skip_if_no_cuda()`, defined in a test helper
         if isinstance(decorator, ast.Name):
             decorator = self.resolve(decorator)
         if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, ...]
@@ -623,12 +634,28 @@ class AnalyzerCore(AnalyzerState):
             return self._absent_cuda_query(condition)
         return name == "skipUnless" and self.positive_cuda_query(condition)
 
+    def _skip_helper_tests_cuda(self, name: str) -> bool:
+        """A decorator defined in this file whose body skips unless CUDA is present:
+        ``def requires_gpu(f): ... if not torch.cuda.is_available(): raise SkipTest``."""
+        if not name or not re.search(r"skip|require|only|need", name, re.I):
+            return False
+        definition = self.definition(name)
+        if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        return any(isinstance(node, ast.If) and self._exits_unless_cuda(node) for node in ast.walk(definition))
+
     def _skips_unless_cuda(self, statement) -> bool:
         """``pytest.importorskip("flash_attn")`` (a CUDA-only package), ``pytestmark =
         pytest.mark.skipif(not torch.cuda.is_available(), ...)``: what follows runs only with CUDA."""
         if isinstance(statement, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "pytestmark" for t in statement.targets):
             return self.cuda_only_test(statement.value)
+        if (isinstance(statement, ast.If) and self._exits(statement) and _is_skip(statement.body[-1])
+                and keyword_value(statement.body[-1].value, "allow_module_level") is not None):
+            # `if not torch.cuda.is_available(): pytest.skip(..., allow_module_level=True)`
+            return self._exits_unless_cuda(statement)
+        if isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
+            return True  # `assert torch.cuda.is_available()` at import or at a test's start
         value = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
                 and value.func.attr == "importorskip" and value.args):
