@@ -142,3 +142,54 @@ def test_triton_kernel_and_import_are_reported_once(tmp_path: Path) -> None:
     findings = [f for f in _scan(tmp_path, TRITON) if f.rule_id == "TP503"]
     lines = sorted(f.line for f in findings)
     assert lines == [2, 7, 12]  # `import triton` once; each kernel once, at @triton.jit
+
+
+CONSEQUENCES = '''
+import torch
+from torch.cuda import _lazy_call
+
+
+def set_rng_state(new_state, device=0):
+    def cb():
+        idx = torch.cuda.current_device()
+        torch.cuda.default_generators[idx].set_state(new_state)
+
+    _lazy_call(cb)
+
+
+def seed_everything(seed):
+    torch.random.manual_seed(seed)
+    torch.cuda.manual_seed(seed)
+
+
+def seed_cuda_only(seed):
+    torch.cuda.manual_seed(seed)
+
+
+def build_datasets(threads):
+    num_workers = threads
+    num_workers *= min(2, max(1, torch.cuda.device_count()))
+    return num_workers
+
+
+def shard(n):
+    world = torch.cuda.device_count()
+    return n // world
+
+
+def load_state(state):
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor) and not value.is_cuda:
+            state[key] = value.cuda()
+'''
+
+
+def test_consequences_that_do_not_happen_are_lowered(tmp_path: Path) -> None:
+    worst = _worst(_scan(tmp_path, CONSEQUENCES))
+    assert worst[7] == {"info"} and worst[8] == {"info"} and worst[10] == {"info"}  # queued callback
+    assert worst[15] == {"info"}  # torch.random.manual_seed above seeds every device
+    assert worst[19] == {"silent"}  # only the CUDA generator seeded: still reported
+    assert worst[24] == {"perf"}  # a thread count
+    assert worst[29] == {"silent"}  # a shard size from device_count is still silent
+    assert worst[35] == {"info"}  # the check: its branch has its own finding
+    assert worst[36] == {"error"}  # the .cuda() in that branch

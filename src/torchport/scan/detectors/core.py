@@ -82,6 +82,8 @@ _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 # Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
 # `is_flash_supported()`, `args.use_fused`.
 _FEATURE_FLAG = re.compile(r"avail|support|installed|enabled|^has_|^use_|^_?HAS_", re.I)
+_LAZY_CALL = "inside a torch.cuda._lazy_call callback: queued, and run only once CUDA initialises"
+_REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which names the consequence"
 _DECIDES_SKIP = "only decides whether a test is skipped"
 _FEATURE_GATE = "a feature gate: the feature is already optional, so the code has a path without it"
 
@@ -680,9 +682,28 @@ class AnalyzerCore(AnalyzerState):
         cuda_home = [f for f in self.findings if f.rule_id == CUDA_EXTENSION_BUILD and "CUDA_HOME" in f.detail]
         if cuda_home and self._cuda_home_handled(node):
             self._cap(cuda_home, "CUDA_HOME is read where its None case (no CUDA toolkit) is handled")
+        self._cap_lazy_callbacks(node)
         folder = _implementation_folder(self.path)
         if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
             self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
+
+    def _cap_lazy_callbacks(self, tree) -> None:
+        """``torch.cuda._lazy_call(cb)``: the callback is queued until CUDA initialises,
+        so without CUDA it never runs; what it does, and the call itself, is info."""
+        if not self.findings or not any("_lazy_call" in line for line in self.lines):
+            return
+        spans, callbacks = [], set()
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and (self.qualname(call.func) or "").endswith("cuda._lazy_call")):
+                continue
+            spans.append((call.lineno, call.end_lineno or call.lineno))
+            if call.args and isinstance(call.args[0], ast.Name):
+                callbacks.add(call.args[0].id)
+        for function in ast.walk(tree):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and function.name in callbacks:
+                spans.append((function.lineno, function.end_lineno or function.lineno))
+        if spans:
+            self._cap([f for f in self.findings if any(low <= f.line <= high for low, high in spans)], _LAZY_CALL)
 
     def _visit_body(self, body) -> None:
         """Statements in order; after one that skips the rest unless CUDA is present,
@@ -832,8 +853,20 @@ class AnalyzerCore(AnalyzerState):
         else_start = len(self.findings)
         for statement in node.orelse:
             self.visit(statement)
+        # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
+        # finding (it raises there), so the check adds no consequence of its own.
+        taken = self.findings[else_start:] if positive else (body if self._negates_cuda(test) else [])
+        if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
+            self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def _negates_cuda(self, test) -> bool:
+        """``not v.is_cuda``, alone or as one term of an ``and``: true wherever CUDA is absent
+        (given the other terms)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(map(self._negates_cuda, test.values))
+        return self._absent_cuda_query(test)
 
     def _diagnostics_only(self, statements) -> bool:
         """Each statement logs, records a statistic or turns a flag off; one at least
