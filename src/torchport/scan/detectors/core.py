@@ -652,8 +652,10 @@ class AnalyzerCore(AnalyzerState):
         if isinstance(statement, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "pytestmark" for t in statement.targets):
             return self.cuda_only_test(statement.value)
-        if (isinstance(statement, ast.If) and self._exits(statement) and _is_skip(statement.body[-1])
-                and keyword_value(statement.body[-1].value, "allow_module_level") is not None):
+        last = statement.body[-1] if isinstance(statement, ast.If) and statement.body else None
+        if (isinstance(statement, ast.If) and self._exits(statement) and isinstance(last, ast.Expr)
+                and _is_skip(last) and isinstance(last.value, ast.Call)
+                and keyword_value(last.value, "allow_module_level") is not None):
             # `if not torch.cuda.is_available(): pytest.skip(..., allow_module_level=True)`
             return self._exits_unless_cuda(statement)
         if isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
