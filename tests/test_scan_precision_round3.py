@@ -193,3 +193,28 @@ def test_consequences_that_do_not_happen_are_lowered(tmp_path: Path) -> None:
     assert worst[29] == {"silent"}  # a shard size from device_count is still silent
     assert worst[35] == {"info"}  # the check: its branch has its own finding
     assert worst[36] == {"error"}  # the .cuda() in that branch
+
+
+OPT_IN = '''
+import torch
+
+
+class GradBuffer:
+    def __init__(self, size, nccl_ub, config):
+        self.nccl_ub = nccl_ub
+        if self.nccl_ub:
+            self.pool = torch.cuda.MemPool()
+            self.data = torch.empty(size, device="cuda")
+        if config.cuda_graph_impl == "local":
+            torch.cuda.synchronize()
+        self.grad = torch.empty(size, device="cuda")
+'''
+
+
+def test_opt_in_nvidia_features_are_info(tmp_path: Path) -> None:
+    findings = _scan(tmp_path, OPT_IN)
+    serious = _serious(findings)
+    assert {8, 9, 11} & serious == set()
+    assert 12 in serious  # the buffer every configuration allocates
+    reasons = {f.line: f.cap_reason for f in findings}
+    assert reasons[9].startswith("an opt-in NVIDIA feature")

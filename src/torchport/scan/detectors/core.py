@@ -84,6 +84,12 @@ _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 _FEATURE_FLAG = re.compile(r"avail|support|installed|enabled|^has_|^use_|^_?HAS_", re.I)
 _LAZY_CALL = "inside a torch.cuda._lazy_call callback: queued, and run only once CUDA initialises"
 _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which names the consequence"
+# Flags and config values that opt into an NVIDIA-only feature: CUDA graphs, NCCL user
+# buffers, SHARP, NVSHMEM, NVLS multimem, apex AMP.  `if self.nccl_ub:`,
+# `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
+_NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
+                            r"|graphable|nvls|multimem|^apex$", re.I)
+_OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _DECIDES_SKIP = "only decides whether a test is skipped"
 _FEATURE_GATE = "a feature gate: the feature is already optional, so the code has a path without it"
 
@@ -806,6 +812,15 @@ class AnalyzerCore(AnalyzerState):
             for statement in node.orelse:
                 self.visit(statement)
             return
+        if self._nvidia_opt_in(test):
+            start = len(self.findings)
+            self.visit(test)
+            for statement in node.body:
+                self.visit(statement)
+            self._cap(self.findings[start:], _OPT_IN)
+            for statement in node.orelse:
+                self.visit(statement)
+            return
         positive = self.positive_cuda_query(test)
         convertible = (isinstance(test, ast.Call) and not test.args and not test.keywords
                        and self.qualname(test.func) == "torch.cuda.is_available")
@@ -862,6 +877,25 @@ class AnalyzerCore(AnalyzerState):
             self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def _nvidia_opt_in(self, test) -> bool:
+        """``if self.nccl_ub:``, ``if use_sharp and ...:``, ``if cfg.cuda_graph_impl == "local":``:
+        true only where the user asked for the NVIDIA feature (a flag, not a CUDA query)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(map(self._nvidia_opt_in, test.values))
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is, ast.In)):
+            subject = test.left
+        elif isinstance(test, ast.Call) and not test.args:
+            subject = test.func  # `if self.use_cuda_graphs():`
+        else:
+            subject = test
+        if not isinstance(subject, (ast.Name, ast.Attribute)):
+            return False
+        if isinstance(test, ast.Compare) and isinstance(test.comparators[0], ast.Attribute):
+            # `amp_type == AMP_TYPE.APEX`: the value chosen names the feature
+            return bool(_NVIDIA_OPT_IN.search(test.comparators[0].attr))
+        name = subject.id if isinstance(subject, ast.Name) else subject.attr
+        return bool(_NVIDIA_OPT_IN.search(name))
 
     def _negates_cuda(self, test) -> bool:
         """``not v.is_cuda``, alone or as one term of an ``and``: true wherever CUDA is absent
