@@ -218,3 +218,43 @@ def test_opt_in_nvidia_features_are_info(tmp_path: Path) -> None:
     assert 12 in serious  # the buffer every configuration allocates
     reasons = {f.line: f.cap_reason for f in findings}
     assert reasons[9].startswith("an opt-in NVIDIA feature")
+
+
+GATED_TRITON = '''
+import torch
+from mylib.utils import has_triton
+
+
+def _build_triton_impls():
+    if not has_triton():
+        return None
+    import triton
+
+    @triton.jit
+    def quant_kernel(x_ptr):
+        pass
+
+    return quant_kernel
+
+
+def ceil_half(x):
+    if has_triton():
+        import triton
+        return triton.cdiv(x, 2)
+    else:
+        return -(-x // 2)
+
+
+import triton
+
+
+@triton.jit
+def only_kernel(x_ptr):
+    pass
+'''
+
+
+def test_triton_behind_an_availability_check_or_with_a_fallback_is_info(tmp_path: Path) -> None:
+    serious = _serious(_scan(tmp_path, GATED_TRITON))
+    assert {8, 10, 19} & serious == set()
+    assert {25, 28} <= serious  # the module-level import and the kernel with no fallback

@@ -36,6 +36,7 @@ from torchport.scan.detectors.syntax import (
     version_key,
 )
 from torchport.scan.rules import (
+    TRITON_KERNEL,
     CUDA_AUTOCAST,
     CUDA_AVAILABILITY_CHECK,
     CUDA_CUSTOM_FWD,
@@ -460,9 +461,12 @@ class AnalyzerCore(AnalyzerState):
         cuda_only = False  # after `if device.type != "cuda": return`
         xla_only = False  # after `if not _XLA_AVAILABLE: return`
         skipped = False  # after `pytest.importorskip("flash_attn")`
+        kernels_optional = False  # after `if not has_triton(): return`
         for statement in node.body:
             start = len(self.findings)
             self.visit(statement)
+            if kernels_optional:
+                self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
             if skipped:
                 self._cap(self.findings[start:], SKIPPED_TEST)
             elif cuda_only:
@@ -473,6 +477,9 @@ class AnalyzerCore(AnalyzerState):
                 skipped = True
             if isinstance(statement, ast.If) and self._exits(statement):
                 cuda_only = cuda_only or self._exits_unless_cuda(statement)
+                kernels_optional = kernels_optional or (
+                    isinstance(statement.test, ast.UnaryOp) and isinstance(statement.test.op, ast.Not)
+                    and self._kernel_flag(statement.test.operand))
                 xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
@@ -812,6 +819,16 @@ class AnalyzerCore(AnalyzerState):
             for statement in node.orelse:
                 self.visit(statement)
             return
+        if node.orelse and not self.positive_cuda_query(test) and self._kernel_flag(test):
+            # `if has_triton(): <Triton kernel> else: <native fallback>`
+            start = len(self.findings)
+            self.visit(test)
+            for statement in node.body:
+                self.visit(statement)
+            self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
+            for statement in node.orelse:
+                self.visit(statement)
+            return
         if self._nvidia_opt_in(test):
             start = len(self.findings)
             self.visit(test)
@@ -872,11 +889,23 @@ class AnalyzerCore(AnalyzerState):
             self.visit(statement)
         # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
         # finding (it raises there), so the check adds no consequence of its own.
-        taken = self.findings[else_start:] if positive else (body if self._negates_cuda(test) else [])
+        taken = [] if not checks else self.findings[else_start:] if positive else (
+            body if self._negates_cuda(test) else [])
         if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
             self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def _kernel_flag(self, test) -> bool:
+        """``has_triton()``, ``_TRITON_AVAILABLE``, ``is_sm_at_least_90()``: true only where
+        the Triton kernels can run (an availability or hardware check, or one of them and-ed)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(map(self._kernel_flag, test.values))
+        if self.positive_cuda_query(test):
+            return True
+        target = test.func if isinstance(test, ast.Call) else test
+        name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+        return "triton" in name.lower() and bool(_FEATURE_FLAG.search(name))
 
     def _nvidia_opt_in(self, test) -> bool:
         """``if self.nccl_ub:``, ``if use_sharp and ...:``, ``if cfg.cuda_graph_impl == "local":``:
@@ -902,7 +931,10 @@ class AnalyzerCore(AnalyzerState):
         (given the other terms)."""
         if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
             return any(map(self._negates_cuda, test.values))
-        return self._absent_cuda_query(test)
+        try:
+            return self._absent_cuda_query(test)
+        except RecursionError:  # `x = x or y`: a name bound to an expression that holds it
+            return False
 
     def _diagnostics_only(self, statements) -> bool:
         """Each statement logs, records a statistic or turns a flag off; one at least
