@@ -258,3 +258,19 @@ def test_triton_behind_an_availability_check_or_with_a_fallback_is_info(tmp_path
     serious = _serious(_scan(tmp_path, GATED_TRITON))
     assert {8, 10, 19} & serious == set()
     assert {25, 28} <= serious  # the module-level import and the kernel with no fallback
+
+
+def test_assert_that_cuda_is_present_is_explicit_and_guards_what_follows(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+    def test_fp8_cast():
+        assert torch.cuda.is_available()
+        x = torch.ones(3, device="cuda")
+
+    def test_fp8_cast_anywhere():
+        x = torch.ones(3, device="cuda")
+    '''
+    worst = _worst(_scan(tmp_path, source, "test_cast.py"))
+    assert worst[4] == {"info"} and worst[5] == {"info"}
+    assert worst[8] == {"error"}

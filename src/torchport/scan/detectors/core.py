@@ -91,6 +91,7 @@ _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which 
 _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
                             r"|graphable|nvls|multimem|^apex$", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
+_ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _DECIDES_SKIP = "only decides whether a test is skipped"
 _FEATURE_GATE = "a feature gate: the feature is already optional, so the code has a path without it"
 
@@ -359,7 +360,9 @@ class AnalyzerCore(AnalyzerState):
     def visit_Assert(self, node: ast.Assert) -> None:
         start = len(self.findings)
         self.generic_visit(node)
-        if node.msg is not None:  # `assert device.type == "cuda", "GDS needs CUDA"`: an explicit error
+        if node.msg is not None or self.positive_cuda_query(node.test):
+            # `assert device.type == "cuda", "GDS needs CUDA"`, `assert torch.cuda.is_available()`:
+            # an explicit error (AssertionError) where CUDA is absent, nothing silent
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _EXPLICIT_ERROR)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -475,6 +478,8 @@ class AnalyzerCore(AnalyzerState):
                 self._cap([f for f in self.findings[start:] if f.rule_id in _XLA_RULES], _XLA_GUARDED)
             elif self._skips_unless_cuda(statement):
                 skipped = True
+            if isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
+                cuda_only = True  # `assert torch.cuda.is_available()`: what follows runs only with CUDA
             if isinstance(statement, ast.If) and self._exits(statement):
                 cuda_only = cuda_only or self._exits_unless_cuda(statement)
                 kernels_optional = kernels_optional or (
@@ -671,8 +676,6 @@ class AnalyzerCore(AnalyzerState):
                 and keyword_value(last.value, "allow_module_level") is not None):
             # `if not torch.cuda.is_available(): pytest.skip(..., allow_module_level=True)`
             return self._exits_unless_cuda(statement)
-        if isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
-            return True  # `assert torch.cuda.is_available()` at import or at a test's start
         value = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
                 and value.func.attr == "importorskip" and value.args):
@@ -723,14 +726,16 @@ class AnalyzerCore(AnalyzerState):
     def _visit_body(self, body) -> None:
         """Statements in order; after one that skips the rest unless CUDA is present,
         the rest is capped."""
-        cuda_only = False
+        cuda_only = ""
         for statement in body:
             start = len(self.findings)
             self.visit(statement)
             if cuda_only:
-                self._cap(self.findings[start:], SKIPPED_TEST)
+                self._cap(self.findings[start:], cuda_only)
             elif self._skips_unless_cuda(statement):
-                cuda_only = True
+                cuda_only = SKIPPED_TEST
+            elif isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
+                cuda_only = _ASSERTED  # `assert torch.cuda.is_available(), "needs CUDA"` at import
 
     def positive_xla_query(self, test) -> bool:
         """``is_torch_xla_available()``, ``_XLA_AVAILABLE``, ``x == DistributedType.XLA``:
