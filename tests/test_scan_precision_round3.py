@@ -274,3 +274,30 @@ def test_assert_that_cuda_is_present_is_explicit_and_guards_what_follows(tmp_pat
     worst = _worst(_scan(tmp_path, source, "test_cast.py"))
     assert worst[4] == {"info"} and worst[5] == {"info"}
     assert worst[8] == {"error"}
+
+
+def test_helper_called_only_from_cuda_only_tests_is_info(tmp_path: Path) -> None:
+    source = '''
+    import unittest
+
+    import torch
+    from mylib.testing import skip_if_no_cuda
+
+
+    class TestImpls(unittest.TestCase):
+        def _check_impls(self, t):
+            return t.to(device="cuda")
+
+        def _check_anywhere(self, t):
+            return t.to(device="cuda")
+
+        @skip_if_no_cuda()
+        def test_impls(self):
+            self._check_impls(torch.ones(3))
+
+        def test_anywhere(self):
+            self._check_anywhere(torch.ones(3))
+    '''
+    serious = _serious(_scan(tmp_path, source, "test_impls.py"))
+    assert 9 not in serious
+    assert 12 in serious  # also called from a test that runs everywhere

@@ -441,6 +441,7 @@ class AnalyzerCore(AnalyzerState):
             self._cap(self.findings[body_start:], _IMPLEMENTATION.format(device.upper()))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
+            self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
         self.class_names.pop()
         self.scopes.pop()
 
@@ -489,6 +490,7 @@ class AnalyzerCore(AnalyzerState):
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
+            self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
         self._cap_after_cuda_exits(node, self.findings[body_start:])
         self._cap_support_flags(node, self.findings[body_start:])
         self.context_names.pop()
@@ -701,9 +703,27 @@ class AnalyzerCore(AnalyzerState):
         if cuda_home and self._cuda_home_handled(node):
             self._cap(cuda_home, "CUDA_HOME is read where its None case (no CUDA toolkit) is handled")
         self._cap_lazy_callbacks(node)
+        self._cap_helpers_of_cuda_tests(node)
         folder = _implementation_folder(self.path)
         if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
             self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
+
+    def _cap_helpers_of_cuda_tests(self, tree) -> None:
+        """A helper (``_test_impls_helper``) that this file calls only from tests that run
+        only with CUDA (``@skip_if_no_cuda()``): it runs only with CUDA too."""
+        spans = self.__dict__.get("cuda_only_spans")
+        if not spans or not self.findings:
+            return
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function.name.startswith("test"):
+                continue
+            low, high = function.lineno, function.end_lineno or function.lineno
+            inside = [f for f in self.findings if low <= f.line <= high and f.severity_cap != "info"]
+            if not inside:
+                continue
+            calls = self.calls_named(function.name)
+            if calls and all(any(a <= call.lineno <= b for a, b in spans) for call in calls):
+                self._cap(inside, "a helper called only from tests that run only where CUDA is present")
 
     def _cap_lazy_callbacks(self, tree) -> None:
         """``torch.cuda._lazy_call(cb)``: the callback is queued until CUDA initialises,
