@@ -301,3 +301,28 @@ def test_helper_called_only_from_cuda_only_tests_is_info(tmp_path: Path) -> None
     serious = _serious(_scan(tmp_path, source, "test_impls.py"))
     assert 9 not in serious
     assert 12 in serious  # also called from a test that runs everywhere
+
+
+def test_implementation_named_for_an_opt_in_nvidia_feature_is_info(tmp_path: Path) -> None:
+    source = '''
+    import torch
+
+
+    class CudaGraphRunner:
+        def capture(self, fn):
+            self.graph = torch.cuda.CUDAGraph()
+            torch.cuda.synchronize()
+
+
+    def create_cuda_graphs(engine):
+        stats = torch.cuda.memory_stats()
+        engine.warmup(device=torch.cuda.current_device())
+
+
+    def step(model, batch):
+        torch.cuda.synchronize()
+        return model(batch.cuda())
+    '''
+    serious = _serious(_scan(tmp_path, source))
+    assert {6, 7, 11, 12} & serious == set()
+    assert {16, 17} <= serious  # the training step every configuration runs

@@ -92,6 +92,8 @@ _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|
                             r"|graphable|nvls|multimem|^apex$", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _ASSERTED = "after an assert that CUDA is present: runs only where it is"
+_OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
+                          "buffers), named for it: it runs only where the user turns the feature on")
 _DECIDES_SKIP = "only decides whether a test is skipped"
 _FEATURE_GATE = "a feature gate: the feature is already optional, so the code has a path without it"
 
@@ -137,6 +139,12 @@ def _is_skip(statement) -> bool:
 def _raises(statements) -> bool:
     """The block ends in ``raise`` (an explicit error)."""
     return bool(statements) and isinstance(statements[-1], ast.Raise)
+
+
+def _opt_in_feature_named(name: str) -> bool:
+    """``create_cuda_graphs``, ``CudaGraphManager``, ``NvshmemCopyService``, ``register_nccl_ub``."""
+    flat = name.lower().replace("_", "")
+    return any(word in flat for word in ("cudagraph", "nvshmem", "ncclub", "userbuffer"))
 
 
 def _names_in(node) -> list[str]:
@@ -442,6 +450,8 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        if _opt_in_feature_named(node.name):
+            self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
         self.class_names.pop()
         self.scopes.pop()
 
@@ -491,6 +501,8 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        if _opt_in_feature_named(node.name):
+            self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
         self._cap_after_cuda_exits(node, self.findings[body_start:])
         self._cap_support_flags(node, self.findings[body_start:])
         self.context_names.pop()
