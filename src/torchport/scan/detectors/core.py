@@ -36,6 +36,7 @@ from torchport.scan.detectors.syntax import (
     version_key,
 )
 from torchport.scan.rules import (
+    TRITON_KERNEL,
     CUDA_AUTOCAST,
     CUDA_AVAILABILITY_CHECK,
     CUDA_CUSTOM_FWD,
@@ -69,12 +70,30 @@ _XLA_RULES = (DEPRECATED_TORCH_XLA_API, TORCH_XLA_API)
 _AMP_RULES = (CUDA_AUTOCAST, CUDA_GRAD_SCALER, CUDA_CUSTOM_FWD)
 _TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version", re.I)
 _OLD_TORCH = "a fallback for older torch releases"
-_CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z")
+# `is_cuda_available()`, and NVIDIA hardware checks that are false without CUDA:
+# `is_sm_at_least_90()`, `_is_hopper()`, `is_sm100()`.
+_CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_?at_least_?\d+|sm_?\d{2,3}\w*"
+                                  r"|hopper|blackwell|ampere)\Z", re.I)
+# Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
+# `@cuda_only`, `@skip_unless_gpu`.
+_CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
+                               r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
 _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 # Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
 # `is_flash_supported()`, `args.use_fused`.
 _FEATURE_FLAG = re.compile(r"avail|support|installed|enabled|^has_|^use_|^_?HAS_", re.I)
+_LAZY_CALL = "inside a torch.cuda._lazy_call callback: queued, and run only once CUDA initialises"
+_REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which names the consequence"
+# Flags and config values that opt into an NVIDIA-only feature: CUDA graphs, NCCL user
+# buffers, SHARP, NVSHMEM, NVLS multimem, apex AMP.  `if self.nccl_ub:`,
+# `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
+_NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
+                            r"|graphable|nvls|multimem|^apex$", re.I)
+_OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
+_ASSERTED = "after an assert that CUDA is present: runs only where it is"
+_OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
+                          "buffers), named for it: it runs only where the user turns the feature on")
 _DECIDES_SKIP = "only decides whether a test is skipped"
 _FEATURE_GATE = "a feature gate: the feature is already optional, so the code has a path without it"
 
@@ -120,6 +139,12 @@ def _is_skip(statement) -> bool:
 def _raises(statements) -> bool:
     """The block ends in ``raise`` (an explicit error)."""
     return bool(statements) and isinstance(statements[-1], ast.Raise)
+
+
+def _opt_in_feature_named(name: str) -> bool:
+    """``create_cuda_graphs``, ``CudaGraphManager``, ``NvshmemCopyService``, ``register_nccl_ub``."""
+    flat = name.lower().replace("_", "")
+    return any(word in flat for word in ("cudagraph", "nvshmem", "ncclub", "userbuffer"))
 
 
 def _names_in(node) -> list[str]:
@@ -343,7 +368,9 @@ class AnalyzerCore(AnalyzerState):
     def visit_Assert(self, node: ast.Assert) -> None:
         start = len(self.findings)
         self.generic_visit(node)
-        if node.msg is not None:  # `assert device.type == "cuda", "GDS needs CUDA"`: an explicit error
+        if node.msg is not None or self.positive_cuda_query(node.test):
+            # `assert device.type == "cuda", "GDS needs CUDA"`, `assert torch.cuda.is_available()`:
+            # an explicit error (AssertionError) where CUDA is absent, nothing silent
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _EXPLICIT_ERROR)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -422,6 +449,9 @@ class AnalyzerCore(AnalyzerState):
             self._cap(self.findings[body_start:], _IMPLEMENTATION.format(device.upper()))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
+            self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        if _opt_in_feature_named(node.name):
+            self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
         self.class_names.pop()
         self.scopes.pop()
 
@@ -445,9 +475,12 @@ class AnalyzerCore(AnalyzerState):
         cuda_only = False  # after `if device.type != "cuda": return`
         xla_only = False  # after `if not _XLA_AVAILABLE: return`
         skipped = False  # after `pytest.importorskip("flash_attn")`
+        kernels_optional = False  # after `if not has_triton(): return`
         for statement in node.body:
             start = len(self.findings)
             self.visit(statement)
+            if kernels_optional:
+                self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
             if skipped:
                 self._cap(self.findings[start:], SKIPPED_TEST)
             elif cuda_only:
@@ -456,12 +489,20 @@ class AnalyzerCore(AnalyzerState):
                 self._cap([f for f in self.findings[start:] if f.rule_id in _XLA_RULES], _XLA_GUARDED)
             elif self._skips_unless_cuda(statement):
                 skipped = True
+            if isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
+                cuda_only = True  # `assert torch.cuda.is_available()`: what follows runs only with CUDA
             if isinstance(statement, ast.If) and self._exits(statement):
                 cuda_only = cuda_only or self._exits_unless_cuda(statement)
+                kernels_optional = kernels_optional or (
+                    isinstance(statement.test, ast.UnaryOp) and isinstance(statement.test.op, ast.Not)
+                    and self._kernel_flag(statement.test.operand))
                 xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
+            self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        if _opt_in_feature_named(node.name):
+            self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
         self._cap_after_cuda_exits(node, self.findings[body_start:])
         self._cap_support_flags(node, self.findings[body_start:])
         self.context_names.pop()
@@ -609,6 +650,10 @@ class AnalyzerCore(AnalyzerState):
         """``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``,
         ``@unittest.skipUnless(torch.cuda.is_available(), ...)`` or a name bound to
         one (``requires_cuda = pytest.mark.skipif(...)``): the test runs only with CUDA."""
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        helper = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if _CUDA_SKIP_HELPER.fullmatch(helper.strip("_")) or self._skip_helper_tests_cuda(helper):
+            return True  # `@skip_if_no_cuda()`, defined in a test helper
         if isinstance(decorator, ast.Name):
             decorator = self.resolve(decorator)
         if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, ...]
@@ -623,12 +668,28 @@ class AnalyzerCore(AnalyzerState):
             return self._absent_cuda_query(condition)
         return name == "skipUnless" and self.positive_cuda_query(condition)
 
+    def _skip_helper_tests_cuda(self, name: str) -> bool:
+        """A decorator defined in this file whose body skips unless CUDA is present:
+        ``def requires_gpu(f): ... if not torch.cuda.is_available(): raise SkipTest``."""
+        if not name or not re.search(r"skip|require|only|need", name, re.I):
+            return False
+        definition = self.definition(name)
+        if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        return any(isinstance(node, ast.If) and self._exits_unless_cuda(node) for node in ast.walk(definition))
+
     def _skips_unless_cuda(self, statement) -> bool:
         """``pytest.importorskip("flash_attn")`` (a CUDA-only package), ``pytestmark =
         pytest.mark.skipif(not torch.cuda.is_available(), ...)``: what follows runs only with CUDA."""
         if isinstance(statement, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "pytestmark" for t in statement.targets):
             return self.cuda_only_test(statement.value)
+        last = statement.body[-1] if isinstance(statement, ast.If) and statement.body else None
+        if (isinstance(statement, ast.If) and self._exits(statement) and isinstance(last, ast.Expr)
+                and _is_skip(last) and isinstance(last.value, ast.Call)
+                and keyword_value(last.value, "allow_module_level") is not None):
+            # `if not torch.cuda.is_available(): pytest.skip(..., allow_module_level=True)`
+            return self._exits_unless_cuda(statement)
         value = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
                 and value.func.attr == "importorskip" and value.args):
@@ -653,21 +714,60 @@ class AnalyzerCore(AnalyzerState):
         cuda_home = [f for f in self.findings if f.rule_id == CUDA_EXTENSION_BUILD and "CUDA_HOME" in f.detail]
         if cuda_home and self._cuda_home_handled(node):
             self._cap(cuda_home, "CUDA_HOME is read where its None case (no CUDA toolkit) is handled")
+        self._cap_lazy_callbacks(node)
+        self._cap_helpers_of_cuda_tests(node)
         folder = _implementation_folder(self.path)
         if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
             self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
 
+    def _cap_helpers_of_cuda_tests(self, tree) -> None:
+        """A helper (``_test_impls_helper``) that this file calls only from tests that run
+        only with CUDA (``@skip_if_no_cuda()``): it runs only with CUDA too."""
+        spans = self.__dict__.get("cuda_only_spans")
+        if not spans or not self.findings:
+            return
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function.name.startswith("test"):
+                continue
+            low, high = function.lineno, function.end_lineno or function.lineno
+            inside = [f for f in self.findings if low <= f.line <= high and f.severity_cap != "info"]
+            if not inside:
+                continue
+            calls = self.calls_named(function.name)
+            if calls and all(any(a <= call.lineno <= b for a, b in spans) for call in calls):
+                self._cap(inside, "a helper called only from tests that run only where CUDA is present")
+
+    def _cap_lazy_callbacks(self, tree) -> None:
+        """``torch.cuda._lazy_call(cb)``: the callback is queued until CUDA initialises,
+        so without CUDA it never runs; what it does, and the call itself, is info."""
+        if not self.findings or not any("_lazy_call" in line for line in self.lines):
+            return
+        spans, callbacks = [], set()
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and (self.qualname(call.func) or "").endswith("cuda._lazy_call")):
+                continue
+            spans.append((call.lineno, call.end_lineno or call.lineno))
+            if call.args and isinstance(call.args[0], ast.Name):
+                callbacks.add(call.args[0].id)
+        for function in ast.walk(tree):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and function.name in callbacks:
+                spans.append((function.lineno, function.end_lineno or function.lineno))
+        if spans:
+            self._cap([f for f in self.findings if any(low <= f.line <= high for low, high in spans)], _LAZY_CALL)
+
     def _visit_body(self, body) -> None:
         """Statements in order; after one that skips the rest unless CUDA is present,
         the rest is capped."""
-        cuda_only = False
+        cuda_only = ""
         for statement in body:
             start = len(self.findings)
             self.visit(statement)
             if cuda_only:
-                self._cap(self.findings[start:], SKIPPED_TEST)
+                self._cap(self.findings[start:], cuda_only)
             elif self._skips_unless_cuda(statement):
-                cuda_only = True
+                cuda_only = SKIPPED_TEST
+            elif isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
+                cuda_only = _ASSERTED  # `assert torch.cuda.is_available(), "needs CUDA"` at import
 
     def positive_xla_query(self, test) -> bool:
         """``is_torch_xla_available()``, ``_XLA_AVAILABLE``, ``x == DistributedType.XLA``:
@@ -756,6 +856,25 @@ class AnalyzerCore(AnalyzerState):
             for statement in node.orelse:
                 self.visit(statement)
             return
+        if node.orelse and not self.positive_cuda_query(test) and self._kernel_flag(test):
+            # `if has_triton(): <Triton kernel> else: <native fallback>`
+            start = len(self.findings)
+            self.visit(test)
+            for statement in node.body:
+                self.visit(statement)
+            self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
+            for statement in node.orelse:
+                self.visit(statement)
+            return
+        if self._nvidia_opt_in(test):
+            start = len(self.findings)
+            self.visit(test)
+            for statement in node.body:
+                self.visit(statement)
+            self._cap(self.findings[start:], _OPT_IN)
+            for statement in node.orelse:
+                self.visit(statement)
+            return
         positive = self.positive_cuda_query(test)
         convertible = (isinstance(test, ast.Call) and not test.args and not test.keywords
                        and self.qualname(test.func) == "torch.cuda.is_available")
@@ -805,8 +924,54 @@ class AnalyzerCore(AnalyzerState):
         else_start = len(self.findings)
         for statement in node.orelse:
             self.visit(statement)
+        # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
+        # finding (it raises there), so the check adds no consequence of its own.
+        taken = [] if not checks else self.findings[else_start:] if positive else (
+            body if self._negates_cuda(test) else [])
+        if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
+            self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+
+    def _kernel_flag(self, test) -> bool:
+        """``has_triton()``, ``_TRITON_AVAILABLE``, ``is_sm_at_least_90()``: true only where
+        the Triton kernels can run (an availability or hardware check, or one of them and-ed)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(map(self._kernel_flag, test.values))
+        if self.positive_cuda_query(test):
+            return True
+        target = test.func if isinstance(test, ast.Call) else test
+        name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+        return "triton" in name.lower() and bool(_FEATURE_FLAG.search(name))
+
+    def _nvidia_opt_in(self, test) -> bool:
+        """``if self.nccl_ub:``, ``if use_sharp and ...:``, ``if cfg.cuda_graph_impl == "local":``:
+        true only where the user asked for the NVIDIA feature (a flag, not a CUDA query)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(map(self._nvidia_opt_in, test.values))
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is, ast.In)):
+            subject = test.left
+        elif isinstance(test, ast.Call) and not test.args:
+            subject = test.func  # `if self.use_cuda_graphs():`
+        else:
+            subject = test
+        if not isinstance(subject, (ast.Name, ast.Attribute)):
+            return False
+        if isinstance(test, ast.Compare) and isinstance(test.comparators[0], ast.Attribute):
+            # `amp_type == AMP_TYPE.APEX`: the value chosen names the feature
+            return bool(_NVIDIA_OPT_IN.search(test.comparators[0].attr))
+        name = subject.id if isinstance(subject, ast.Name) else subject.attr
+        return bool(_NVIDIA_OPT_IN.search(name))
+
+    def _negates_cuda(self, test) -> bool:
+        """``not v.is_cuda``, alone or as one term of an ``and``: true wherever CUDA is absent
+        (given the other terms)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(map(self._negates_cuda, test.values))
+        try:
+            return self._absent_cuda_query(test)
+        except RecursionError:  # `x = x or y`: a name bound to an expression that holds it
+            return False
 
     def _diagnostics_only(self, statements) -> bool:
         """Each statement logs, records a statistic or turns a flag off; one at least

@@ -5,6 +5,7 @@ call to the family that owns X (devices, mixed precision)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from torchport.scan.detectors.shared import ANY_VERSION
 from torchport.scan.detectors.state import AnalyzerState
@@ -77,6 +78,10 @@ def _is_torch_cuda(qualname: str) -> bool:
     return qualname.startswith("torch.cuda.")
 
 
+# Names of a pool's size: `num_workers`, `n_threads`, `num_proc`, `max_workers`.
+_POOL_SIZE = re.compile(r"workers?|threads?|(?:^|_)procs?(?:_|$)|processes|pool_size", re.I)
+
+
 class CudaRuntimeDetector(AnalyzerState):
     CALL_PREFIXES = ((_is_torch_cuda, "_torch_cuda_call"),)
     STRINGS = (("nvidia-smi", "_nvidia_smi_string"),)  # torchport: ignore
@@ -108,6 +113,10 @@ class CudaRuntimeDetector(AnalyzerState):
                 detail += f" (next to {self.T}.{target}(), which already seeds every device)"
             if name == "device_count":
                 finding_cap = ("silent", "torch.cuda.device_count() returns 0 where CUDA is absent; it does not raise")
+                if self._sizes_a_pool(node):
+                    finding_cap = ("perf", "torch.cuda.device_count() only scales a worker or thread count")
+            elif rule_id == CUDA_MANUAL_SEED and self._seeded_before(node):
+                finding_cap = ("info", "torch.manual_seed() just above already seeds every device")
             else:
                 finding_cap = None
             if name == "set_device" and node.args and isinstance(node.args[0], ast.Name):
@@ -147,6 +156,40 @@ class CudaRuntimeDetector(AnalyzerState):
         if fallback is None:
             return None
         return [replace_node(node.func, f"({replacement}"), insert_at(node_end(node), f" if {available} else {fallback})")]
+
+    def _sizes_a_pool(self, node: ast.Call) -> bool:
+        """``num_workers *= min(2, torch.cuda.device_count())``: the count only sizes a
+        pool of workers or threads, which changes speed, never results."""
+        seen: set[int] = set()
+        for block in self.blocks.values():
+            if id(block) in seen:
+                continue
+            seen.add(id(block))
+            for statement in block:
+                if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    continue
+                if not statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno):
+                    continue
+                if statement.value is None or not any(n is node for n in ast.walk(statement.value)):
+                    continue
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                names = [getattr(t, "id", None) or getattr(t, "attr", "") for t in targets]
+                return any(_POOL_SIZE.search(name or "") for name in names)
+        return False
+
+    def _seeded_before(self, node: ast.Call) -> bool:
+        """``torch.manual_seed(seed)`` (or ``torch.random.manual_seed``) earlier in the
+        same block: it seeds every device, so the CUDA seeding after it changes nothing."""
+        statement = self.parents.get(id(node))
+        if statement is None:
+            return False
+        for sibling in self.blocks.get(id(statement), ()):
+            if sibling is statement:
+                return False
+            if (isinstance(sibling, ast.Expr) and isinstance(sibling.value, ast.Call)
+                    and self.qualname(sibling.value.func) in ("torch.manual_seed", "torch.random.manual_seed")):
+                return True
+        return False
 
     def _seeded_already(self, node: ast.Call, target: str) -> bool:
         """Whether the statement block already holds ``torch.<target>(same arguments)``

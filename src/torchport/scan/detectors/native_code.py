@@ -27,16 +27,29 @@ class NativeCodeDetector(AnalyzerState):
     def _triton_import(self, node, module: str) -> bool:
         if module.split(".", 1)[0] != "triton":
             return False
-        self.report(TRITON_KERNEL, node, f"import {module}")
+        # `import triton` then `import triton.language as tl`: one dependency, one finding
+        # per block of statements (the module's imports, or one function's lazy imports).
+        block = id(self.blocks.get(id(node), node))
+        seen = self.__dict__.setdefault("_triton_import_blocks", set())
+        if block not in seen:
+            seen.add(block)
+            self.report(TRITON_KERNEL, node, f"import {module}")
         return True
 
     def _triton_decorators(self, node) -> None:
+        triton = []
         for decorator in node.decorator_list:
             target = decorator.func if isinstance(decorator, ast.Call) else decorator
             qualname = self.qualname(target)
             if qualname and qualname.split(".")[0] == "triton":
-                self.report(TRITON_KERNEL, decorator, f"@{qualname} kernel {node.name}")
+                triton.append((decorator, qualname))
                 self.claimed.add(id(target))
+                self.claimed.add(id(decorator))
+        if triton:
+            # `@triton.autotune(...)` above `@triton.jit`: one kernel, one finding, at the
+            # decorator that makes it a kernel (the one nearest the def).
+            decorator, qualname = triton[-1]
+            self.report(TRITON_KERNEL, decorator, f"@{qualname} kernel {node.name}")
 
     def _cpp_load(self, node: ast.Call, qualname: str) -> bool:
         cuda = False
