@@ -36,6 +36,18 @@ def adamw(net):
     return torch.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=0.01)
 
 
+class SmallClassifier(nn.Module):
+    """The shared planted apps' small model (32 wide): a step far shorter than a slow batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.LayerNorm(HIDDEN), nn.GELU(), nn.Dropout(0.0))
+        self.head = nn.Linear(HIDDEN, CLASSES)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
 def make_app(name, model, *, loss=cross_entropy, data=loader, optimizer=adamw) -> torchport.App:
     return torchport.App(name=name, model=model, data=data, loss=loss, optimizer=optimizer, metric=accuracy,
                          predict=lambda net, batch: net(batch[0]))

@@ -5,8 +5,7 @@ must report TR101 at the logging line and not at the schedule's."""
 import torch
 from torch import nn
 
-from planted_clean import Classifier
-from planted_common import make_app
+from planted_common import SmallClassifier as Classifier, make_app
 
 SCHEDULE = 10
 
