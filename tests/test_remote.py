@@ -160,8 +160,17 @@ def test_targets_parse(text, destination, port, name):
     assert (target.kind, target.destination, target.port, target.name) == ("ssh", destination, port, name)
 
 
+@pytest.mark.parametrize("text, destination, name", [
+    ("sky:tpu-v6e-1", "tpu-v6e-1:1", "sky-tpu-v6e-1-1"), ("sky:H100:8", "H100:8", "sky-H100-8"),
+    ("sky:Trainium2:1", "Trainium2:1", "sky-Trainium2-1"),
+])
+def test_sky_targets_parse(text, destination, name):
+    target = parse_target(text)
+    assert (target.kind, target.destination, target.name) == ("sky", destination, name)
+
+
 @pytest.mark.parametrize("text", ["ssh://-oProxyCommand=touch", "ssh://host;rm", "-oProxyCommand=x", "ssh://a b",
-                                  "ssh://host:99999", "sky:tpu-v6e-1"])
+                                  "ssh://host:99999", "sky:", "sky:H100:0", "sky:H100;rm"])
 def test_bad_targets_are_refused(text):
     with pytest.raises(UserError):
         parse_target(text)
@@ -320,6 +329,36 @@ def test_remote_without_torch_is_a_row(server, tmp_path):
     assert row["status"] == "failed" and row["cause_kind"] == "no-torch", row
     assert "ModuleNotFoundError" in row["cause"] and "never downloads it" in row["cause"]
     assert "Traceback" not in completed.stderr
+
+
+def test_remote_whose_install_fails_is_a_row_and_local_completes(server, tmp_path):
+    """A remote that cannot reach its package index and lacks torchport's requirements: pip fails there."""
+    home = tmp_path / "fresh-remote-home"  # no venv yet, so the remote must install
+    python = tmp_path / "python-no-index"
+    # The remote's own environment, as its login would set it: an index at a closed port, and
+    # torchport's requirements to be installed rather than found among the remote's packages.
+    python.write_text("#!/bin/sh\n"
+                      f"export TORCHPORT_REMOTE_HOME={home} PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= "
+                      f"PIP_INDEX_URL=http://127.0.0.1:{_free_port()}/simple PIP_RETRIES=0 PIP_TIMEOUT=5 PIP_IGNORE_INSTALLED=1\n"
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    completed = evaluate_on(server, tmp_path / "out", "local", server.url, remote_python=str(python))
+    assert completed.returncode == 0, completed.stderr[-3000:]  # the reference machine, local, has its result
+    found = rows(tmp_path / "out")
+    assert found["local"]["status"] == "ok", found
+    row = found[f"127.0.0.1-{server.port}"]
+    assert row["status"] == "failed" and row["cause_kind"] == "install-failed", row
+    assert "installing torchport on the remote failed" in row["cause"] and "\n" not in row["cause"]
+    # pip's own words, from the remote's stderr, are in the row, the summary and the report.
+    tail = "\n".join(row["stderr_tail"])
+    assert "setup step failed" in tail and "pip" in tail, tail
+    assert "127.0.0.1" in tail or "satisfies the requirement" in tail, tail
+    assert f"127.0.0.1-{server.port}: failed" in completed.stdout and "    | " in completed.stdout
+    assert "output tail" in (tmp_path / "out" / "report.md").read_text()
+    assert "Traceback" not in completed.stderr
+    # Nothing half-made is left there: no venv, no partial one, no run.
+    assert list((home / "venvs").iterdir()) == [] and not (home / "runs").exists()
+    assert not (tmp_path / "out" / row["name"]).exists()
 
 
 def test_hostile_remote_output_is_escaped_and_capped(server, first_run, tmp_path):

@@ -45,10 +45,10 @@ LINE_READ_BYTES = 1 << 16
 
 # Options that belong to this machine's side of --on and are not passed to the targets.
 _LOCAL_VALUED = ("--on", "--ssh-config", "--remote-python", "--max-upload", "--workdir", "--out-dir", "-o", "--out",
-                 "--output", "--format", "--prices", "--json")
+                 "--output", "--format", "--prices", "--json", "--autostop")
 # Each command's result file, written into OUT_DIR/TARGET/.
 RESULT_FILES = {"evaluate": "result.json", "trace": "trace.json", "check": "check.json"}
-_LOCAL_FLAGS = ("--keep-remote",)
+_LOCAL_FLAGS = ("--keep-remote", "--keep", "--yes")
 
 
 @dataclass
@@ -64,6 +64,9 @@ class Plan:
     remote_python: str = "python3"
     max_upload_bytes: int = ship.DEFAULT_MAX_UPLOAD_MB * 1_000_000
     command: str = "evaluate"
+    keep_cluster: bool = False      # sky: targets
+    autostop_minutes: int = 30
+    assume_yes: bool = False
 
     @property
     def result_file(self) -> str:
@@ -143,7 +146,8 @@ def plan_from_args(args: Any, command: str = "evaluate") -> Plan:
     out_dir = getattr(args, "out", None) or default_out_dir(args.app)
     return Plan(targets=targets, out_dir=out_dir, command=command, local_args=[*local, *prices],
                 remote_args=[*remote, *prices], folder=folder, passthrough=passthrough, ssh_config=args.ssh_config,
-                keep_remote=args.keep_remote, remote_python=args.remote_python, max_upload_bytes=int(max_mb * 1_000_000))
+                keep_remote=args.keep_remote, remote_python=args.remote_python, max_upload_bytes=int(max_mb * 1_000_000),
+                keep_cluster=args.keep, autostop_minutes=args.autostop, assume_yes=args.yes)
 
 
 def _rewrite_script(argv: list[str], path: str) -> list[str]:
@@ -177,6 +181,7 @@ class TargetRun:
     save: Any  # writes the manifest
     wheel: ship.Wheel | None = None
     archive: bytes = b""
+    sky: Any = None  # the SkyPilot session, for sky: targets
     tail: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     _process: subprocess.Popen | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -190,9 +195,11 @@ class TargetRun:
             self._process = subprocess.Popen(argv, **popen)
             return self._process
 
-    def _ssh(self, remote_argv: list[str], data: bytes | None = None, timeout: float = SSH_STEP_TIMEOUT_S
-             ) -> subprocess.CompletedProcess:
-        process = self._spawn(ssh_command(self.target, remote_argv, config=self.plan.ssh_config),
+    def _ssh(self, remote_argv: list[str], data: bytes | None = None, timeout: float = SSH_STEP_TIMEOUT_S,
+             target: Target | None = None) -> subprocess.CompletedProcess:
+        # A SkyPilot cluster is reached through the user's own ssh config, where SkyPilot writes it.
+        config = self.plan.ssh_config if target is None else None
+        process = self._spawn(ssh_command(target or self.target, remote_argv, config=config),
                               stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert process.stdout is not None and process.stderr is not None
@@ -235,12 +242,15 @@ class TargetRun:
     def _stream(self, stream: Any) -> None:
         """Each line of a target's output: printed with the target's name, kept in the tail."""
         for raw in iter(lambda: stream.readline(LINE_READ_BYTES), b""):
-            line = clean_line(raw.decode(errors="replace").rstrip("\r\n"), TAIL_LINE_CHARS)
-            if not line.strip():
-                continue
-            self.tail.append(line)
-            if not output.quiet():
-                print(f"[{self.target.name}] {line}", file=sys.stderr, flush=True)
+            self._line(raw.decode(errors="replace"))
+
+    def _line(self, text: str) -> None:
+        line = clean_line(text.rstrip("\r\n"), TAIL_LINE_CHARS)
+        if not line.strip():
+            return
+        self.tail.append(line)
+        if not output.quiet():
+            print(f"[{self.target.name}] {line}", file=sys.stderr, flush=True)
 
     # -- the run
     def run(self) -> None:
@@ -248,6 +258,8 @@ class TargetRun:
         try:
             if self.target.kind == "local":
                 self._run_local()
+            elif self.target.kind == "sky":
+                self._run_sky()
             else:
                 self._run_ssh()
         except _Stopped:
@@ -285,6 +297,49 @@ class TargetRun:
         else:
             self._fail("run-failed", f"torchport {self.plan.command} exited with status {rc}"
                        + ("" if has_result else " and wrote no result"))
+
+    def _run_sky(self) -> None:
+        from torchport.remote import sky
+
+        launch = self.sky.launches[self.target.name]
+        self.row.update(status="launching", cluster=launch.cluster, resources=clean_line(launch.resources, 300),
+                        price_per_hour=launch.hourly_price)
+        self.save()
+        out = self.plan.out_dir / self.target.name
+        began = time.monotonic()
+        try:
+            rc = sky.launch_and_wait(launch, _LineWriter(self._line))
+            self.row.setdefault("timings", {})["run_s"] = round(time.monotonic() - began, 2)
+            if self._stopping:
+                return
+            problem = self.fetch(out, ["tar", "-czf", "-", "-C", sky.results_folder(self.plan), "."],
+                                 target=parse_target(launch.cluster))
+            if problem:
+                return self._fail("fetch-failed", problem)
+            self._finish(rc, out)
+        except _Stopped:
+            raise
+        except Exception as exc:  # SkyPilot's own errors: a row, with its first line
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else "no message"
+            self._fail("launch-failed", f"SkyPilot: {type(exc).__name__}: {message}")
+        finally:
+            self.tear_down()
+
+    def tear_down(self) -> None:
+        """A sky: target's cluster, unless --keep (its autostop still tears it down once idle)."""
+        cluster = self.row.get("cluster")
+        if self.target.kind != "sky" or not cluster or self.plan.keep_cluster or self.row.get("cluster_removed"):
+            return
+        from torchport.remote import sky
+
+        try:
+            sky.tear_down(cluster)
+            self.row["cluster_removed"] = True
+        except Exception as exc:
+            self.row["teardown_error"] = clean_line(f"{type(exc).__name__}: {exc}", 300)
+            output.note(f"{self.target.name}: tearing down cluster {cluster} failed; run `sky down {cluster}` "
+                        f"(autostop tears it down after {self.plan.autostop_minutes} idle minutes)")
+        self.save()
 
     def _passthrough(self) -> list[str]:
         return ["--", *self.plan.passthrough] if self.plan.passthrough else []
@@ -396,8 +451,11 @@ class TargetRun:
             self.row["remote_removed"] = True
         self._finish(None if remote_state is None else remote_state.get("rc"), out)
 
-    def fetch(self, out: Path) -> str | None:
-        fetched = self._ssh([self.row["remote_python"], "-m", "torchport.remote.detached", "fetch", self.row["run_id"]])
+    def fetch(self, out: Path, remote_argv: list[str] | None = None, target: Target | None = None) -> str | None:
+        """The remote's results folder, sent as a tar.gz, unpacked into OUT (None: done; else the problem)."""
+        if remote_argv is None:
+            remote_argv = [self.row["remote_python"], "-m", "torchport.remote.detached", "fetch", self.row["run_id"]]
+        fetched = self._ssh(remote_argv, target=target)
         if fetched.returncode != 0:
             return ssh_cause(fetched.stderr.decode(errors="replace"))[1]
         try:
@@ -424,6 +482,13 @@ class TargetRun:
                 process.kill()
 
     def stop_remote(self) -> None:
+        if self.target.kind == "sky":
+            self._stopping = False
+            try:
+                self.tear_down()
+            finally:
+                self._stopping = True
+            return
         if self.target.kind != "ssh" or not self.row.get("run_id") or self.row.get("status") != "running":
             return
         self._stopping = False  # the clean-up steps below must run
@@ -459,6 +524,29 @@ def _write_and_close(stream: Any, data: bytes) -> None:
         stream.write(data)
     with contextlib.suppress(OSError):
         stream.close()
+
+
+class _LineWriter(io.TextIOBase):
+    """A text stream handing each complete line to a callback (SkyPilot writes its logs to one)."""
+
+    def __init__(self, emit: Any):
+        self._emit = emit
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            self._emit(line)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._emit(self._pending)
+            self._pending = ""
 
 
 class _Stopped(Exception):
@@ -516,8 +604,20 @@ class Manifest:
 
 
 def run_plan(plan: Plan) -> int:
-    wheel = ship.build_wheel() if any(t.kind == "ssh" for t in plan.targets) else None
+    wheel = ship.build_wheel() if any(t.kind in ("ssh", "sky") for t in plan.targets) else None
+    # For sky: targets SkyPilot syncs the folder itself; the cap is checked the same way.
     archive = ship.pack_folder(plan.folder, plan.max_upload_bytes) if wheel else b""
+    sky_targets = [t for t in plan.targets if t.kind == "sky"]
+    if not sky_targets:
+        return _run_targets(plan, wheel, archive)
+    from torchport.remote import sky
+
+    assert wheel is not None
+    with sky.session(plan, wheel, sky_targets, plan.assume_yes) as session:
+        return _run_targets(plan, wheel, archive, session)
+
+
+def _run_targets(plan: Plan, wheel: ship.Wheel | None, archive: bytes, sky_session: Any = None) -> int:
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     document: dict[str, Any] = {
         "kind": KIND, "version": VERSION, "command": ["torchport", *sys.argv[1:]], "torchport_command": plan.command,
@@ -527,7 +627,8 @@ def run_plan(plan: Plan) -> int:
     manifest = Manifest(plan.out_dir, document)
     manifest.save()
     output.note(f"writing {plan.out_dir}: {', '.join(t.name for t in plan.targets)}")
-    runs = [TargetRun(t, plan, row, manifest.save, wheel, archive) for t, row in zip(plan.targets, document["targets"])]
+    runs = [TargetRun(t, plan, row, manifest.save, wheel, archive, sky=sky_session)
+            for t, row in zip(plan.targets, document["targets"])]
     _run_all(runs, manifest)
     return finish(plan.out_dir, manifest)
 

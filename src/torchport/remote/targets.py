@@ -1,4 +1,4 @@
-"""Targets (``local``, ``ssh://[user@]host[:port]``, an ssh config alias) and
+"""Targets (``local``, ``ssh://[user@]host[:port]``, an ssh config alias, ``sky:ACCELERATOR[:COUNT]``) and
 the ssh command lines that reach them.
 
 Every remote command is one argument list joined with ``shlex.join``: ssh
@@ -34,8 +34,8 @@ _SSH_CAUSES = (
 @dataclass(frozen=True)
 class Target:
     text: str          # as given on the command line
-    kind: str          # "local" or "ssh"
-    destination: str = ""  # user@host or an alias, for ssh
+    kind: str          # "local", "ssh" or "sky"
+    destination: str = ""  # user@host or an alias, for ssh; ACCELERATOR:COUNT for sky
     port: int | None = None
 
     @property
@@ -43,6 +43,8 @@ class Target:
         """The folder and label of this target's results."""
         if self.kind == "local":
             return "local"
+        if self.kind == "sky":
+            return "sky-" + self.destination.replace(":", "-")
         name = self.destination.replace("[", "").replace("]", "").replace(":", "_")
         return name + (f"-{self.port}" if self.port else "")
 
@@ -52,9 +54,10 @@ def parse_target(text: str) -> Target:
     if text == "local":
         return Target(text, "local")
     if text.startswith("sky:"):
-        raise UserError("sky: targets are not available in this version; launch the cluster with SkyPilot "
-                        "(sky launch) and pass its name, which SkyPilot writes into the ssh config, as --on NAME",
-                        location=text)
+        from torchport.remote.sky import parse_accelerators
+
+        accelerator, count = parse_accelerators(text[len("sky:"):])
+        return Target(text, "sky", f"{accelerator}:{count}")
     if text.startswith("ssh://"):
         rest = text[len("ssh://"):].rstrip("/")
         user, at, hostport = rest.rpartition("@")
@@ -71,7 +74,8 @@ def parse_target(text: str) -> Target:
         return Target(text, "ssh", f"{user}@{host}" if at else host, port)
     if _NAME.fullmatch(text) and "@" not in text:
         return Target(text, "ssh", text)  # an ssh config alias (a SkyPilot cluster is one)
-    raise UserError("unknown target: expected local, ssh://[user@]host[:port] or an ssh config alias", location=text[:200])
+    raise UserError("unknown target: expected local, ssh://[user@]host[:port], an ssh config alias or sky:ACCELERATOR[:COUNT]",
+                    location=text[:200])
 
 
 def parse_targets(texts: list[str]) -> list[Target]:
