@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchport-installed
 
-.PHONY: demo test lint setup clean browser sshd
+.PHONY: demo test lint setup clean browser sshd sky
 
 setup: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint browser sshd
+test: $(STAMP) lint browser sshd sky
 	# The xla backend's own environment (torch 2.9.0 + torch_xla 2.9.0, ~7 GB,
 	# a few minutes the first time, then reused from ~/.cache/torchport), with
 	# transformers when the hf extra is installed (added to an existing one).
@@ -51,6 +51,14 @@ browser:
 	  else ( DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
 	      || { $$SUDO apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; } ) \
 	    || echo "could not install chromium: the browser tests will skip"; fi; fi
+
+# SkyPilot (the sky extra), for the `--on sky:` tests: the task torchport builds
+# checked by SkyPilot's own parser, and the path without a cloud (nothing is
+# launched).  About 30 s the first time (70 packages, torch untouched); when pip
+# cannot install it, those tests skip and say why.
+sky: $(STAMP)
+	@$(PY) -c 'import sky' 2>/dev/null || $(PY) -m pip install --quiet -e '.[sky]' \
+	    || echo "could not install skypilot: the sky tests will skip"
 
 # Debian's openssh-server, for the `evaluate --on ssh://` tests: they start their
 # own sshd on a loopback port with throwaway keys (the system's sshd is never

@@ -2,8 +2,9 @@
 ```sh blocks runs here, through the real CLI, from a folder holding a copy of
 examples/.  Commands that need another machine ("gpubox") are stood in for by
 this one where the README says how (the same command with the other --out-dir),
-and the ssh one is left to tests/test_remote.py, which runs it against a real
-sshd."""
+the ssh one is left to tests/test_remote.py, which runs it against a real
+sshd, and the sky: one (a cloud launch) is not run: tests/test_sky.py checks
+the task it builds."""
 from __future__ import annotations
 
 import re
@@ -39,6 +40,8 @@ def test_every_readme_command_runs_as_written(tmp_path, xla_environment):
     for command in readme_commands():
         if "ssh://" in command:
             continue  # a real ssh target: tests/test_remote.py
+        if "--on sky:" in command:
+            continue  # a cloud launch: never run here (tests/test_sky.py)
         argv = shlex.split(command)[1:]
         if argv[:1] == ["compare"] and "runs/gpubox" in argv:
             # "the same command on the other machine": this machine stands in for it.

@@ -320,8 +320,7 @@ class TargetRun:
         except _Stopped:
             raise
         except Exception as exc:  # SkyPilot's own errors: a row, with its first line
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else "no message"
-            self._fail("launch-failed", f"SkyPilot: {type(exc).__name__}: {message}")
+            self._fail("launch-failed", f"SkyPilot: {type(exc).__name__}: {sky.first_line(exc)}")
         finally:
             self.tear_down()
 

@@ -182,7 +182,7 @@ class Session:
                 raise UserError(f"SkyPilot has no cloud set up here: run `{SKY_CHECK}` to see what each cloud needs") from None
             except exceptions.ResourcesUnavailableError as exc:
                 raise UserError(f"SkyPilot finds no {target.destination} on the enabled clouds ({', '.join(map(str, clouds))}): "
-                                f"{str(exc).splitlines()[0][:300] if str(exc) else 'no offer'}", location=target.text) from None
+                                f"{first_line(exc)}", location=target.text) from None
             best = optimized.tasks[0].best_resources
             price = None
             with contextlib.suppress(Exception):
@@ -223,11 +223,22 @@ def session(plan: Plan, wheel: Wheel, targets: list[Target], assume_yes: bool) -
     with tempfile.TemporaryDirectory(prefix="torchport-sky-") as folder:
         current = Session(plan, wheel, Path(folder))
         try:
-            current.prepare(targets)
+            try:
+                current.prepare(targets)
+            except UserError:
+                raise
+            except Exception as exc:  # SkyPilot's own failure (its API server, its catalog): one line
+                raise UserError(f"SkyPilot failed before anything was launched: {type(exc).__name__}: "
+                                f"{first_line(exc)}; `{SKY_CHECK}` checks its setup") from None
             current.confirm(assume_yes)
             yield current
         finally:
             current.stop_server()
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "no message"
 
 
 def launch_and_wait(launch: Launch, stream: Any) -> int | None:
