@@ -495,3 +495,15 @@ def test_what_a_remote_sends_is_read_up_to_a_cap():
     data = read_capped(endless.stdout, 1_000_000, endless, overflow)
     assert len(data) <= 1_000_000 and overflow == ["sent more than 1 MB"]
     assert endless.wait() == -signal.SIGKILL
+
+
+def test_fallback_requirements_match_the_declared_dependencies():
+    """A checkout that is not installed ships its wheel with the fallback list:
+    it must name every runtime dependency pyproject.toml declares (torch aside,
+    which the remote must already have)."""
+    import tomllib
+
+    from torchport.remote.ship import FALLBACK_REQUIREMENTS
+
+    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(FALLBACK_REQUIREMENTS) == sorted(d for d in declared if not d.startswith("torch"))
