@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from torchport.evaluate import Evaluation, EvaluationOptions
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 from torchport.stats import median
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from conftest import QUICK, QUICK_TIMING, ROOT, load_result, run_torchport
 from torchport import summary
 from torchport.report import answer, html, markdown, terminal
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 
 H200 = ROOT / "benchmarks" / "results" / "h200-2026-11-30" / "evaluate-classifier.json"
 

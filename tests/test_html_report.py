@@ -13,7 +13,7 @@ import pytest
 
 from browser import Browser, find_chromium
 from conftest import run_torchport
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 
 # Charts every full evaluation of the built-in app draws (cpu + cpu-compile, with trace and checks).
 EVALUATION_CHARTS = ["phases", "step-time", "warmup-0", "warmup-1", "spread", "loss", "parity-loss", "compile",

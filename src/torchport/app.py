@@ -27,7 +27,8 @@ import os
 import sys
 import sysconfig
 import traceback
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterable
@@ -37,6 +38,10 @@ from torchport.errors import UserError
 DEFAULT_FUNCTION = "app"
 BUILTIN_PREFIX = "builtin:"
 HF_PREFIX = "hf:"
+# The built-in apps sit above this module (they are apps, written against it):
+# it loads them by address, as it loads every app, and never imports them.
+BUILTIN_PACKAGE = "torchport.builtin"
+HF_APP_MODULE = "torchport.builtin._hf"  # builds the app of an hf: spec
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,12 @@ class App:
 
 @dataclass(frozen=True)
 class AppSpec:
-    """A parsed app address; resolving it imports nothing."""
+    """A parsed app address; resolving it imports nothing.
+
+    Parsed once per command (``parse_spec``) and preflighted once (``preflight``
+    returns it marked); stages and worker jobs receive this record, never the
+    text again.  It crosses the process boundary as a plain dict (``to_dict``):
+    a worker may run in another environment, with another torch."""
 
     text: str
     file: Path | None
@@ -87,29 +97,74 @@ class AppSpec:
     function: str
     # Options of a built-in (``builtin:gpt?size=124m``), passed to its app function.
     options: tuple[tuple[str, str], ...] = ()
+    # An ``hf:`` spec, parsed (``torchport.hf.HFSpec``), its batch options folded in.
+    hf: Any = field(default=None, compare=False)
+    # Set by ``preflight``: the parent's checks passed, they are not run again in this process.
+    preflighted: bool = field(default=False, compare=False)
 
     @property
     def display(self) -> str:
         return self.text
 
+    def to_dict(self) -> dict[str, Any]:
+        """The job's ``app`` field: JSON types only."""
+        hf_spec = None
+        if self.hf is not None:
+            hf_spec = {"model_type": self.hf.model_type, "overrides": dict(self.hf.overrides),
+                       "batch_size": self.hf.batch_size, "seq_len": self.hf.seq_len}
+        return {"text": self.text, "file": None if self.file is None else str(self.file), "module": self.module,
+                "function": self.function, "options": [list(pair) for pair in self.options], "hf": hf_spec}
 
-def parse_spec(text: str | None) -> AppSpec:
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AppSpec:
+        hf_spec = None
+        if data.get("hf") is not None:
+            from torchport.hf import HFSpec
+
+            hf_spec = HFSpec(data["text"], **data["hf"])
+        return cls(data["text"], None if data.get("file") is None else Path(data["file"]), data.get("module"),
+                   data["function"], tuple((key, value) for key, value in data.get("options") or ()), hf_spec)
+
+
+# How often this process parsed an app address and preflighted an app: each
+# command does each once (tests/test_job_contract.py reads it).
+SPEC_WORK: Counter[str] = Counter()
+
+
+def parse_spec(text: str | None, batch_size: int | None = None, seq_len: int | None = None) -> AppSpec:
+    """The app address of a command line; ``batch_size``/``seq_len`` (hf: specs
+    only) are folded into it, so that the worker, the result document and the
+    config hash all see them."""
+    from torchport import hf
+
+    SPEC_WORK["parse"] += 1
+    hf.check_batch_options(text, batch_size, seq_len)
     text = (text or f"{BUILTIN_PREFIX}classifier").strip()
     if text.startswith(HF_PREFIX):
-        from torchport import hf
-
-        hf.parse(text)  # syntax only; preflight resolves it against transformers
-        return AppSpec(text, None, None, DEFAULT_FUNCTION)
+        hf_spec = hf.parse(text)  # syntax only; preflight resolves it against transformers
+        if batch_size is not None or seq_len is not None:
+            hf_spec = hf.with_sizes(hf_spec, batch_size, seq_len)
+        return AppSpec(hf_spec.text, None, None, DEFAULT_FUNCTION, hf=hf_spec)
     if text.startswith(BUILTIN_PREFIX):
         name, _, query = text[len(BUILTIN_PREFIX):].partition("?")
         if not name.isidentifier():
             raise UserError(f"invalid built-in app name {name!r}", location=text)
-        return AppSpec(text, None, f"torchport.builtin.{name}", DEFAULT_FUNCTION, _builtin_options(query, text))
+        return AppSpec(text, None, f"{BUILTIN_PACKAGE}.{name}", DEFAULT_FUNCTION, _builtin_options(query, text))
     target, _, function = text.rpartition(":") if _has_function_suffix(text) else (text, "", "")
     function = function or DEFAULT_FUNCTION
     if target.endswith(".py") or os.sep in target or "/" in target:
         return AppSpec(text, Path(target).expanduser(), None, function)
     return AppSpec(text, None, target, function)
+
+
+def as_spec(app: AppSpec | str | None) -> AppSpec:
+    """``app`` itself when already parsed; text (an API caller's) is parsed."""
+    return app if isinstance(app, AppSpec) else parse_spec(app)
+
+
+def spec_from_args(args: Any) -> AppSpec:
+    """The app spec of a command line (``app``, ``--batch-size``, ``--seq-len``), parsed."""
+    return parse_spec(args.app, getattr(args, "batch_size", None), getattr(args, "seq_len", None))
 
 
 def _builtin_options(query: str, text: str) -> tuple[tuple[str, str], ...]:
@@ -130,17 +185,26 @@ def _has_function_suffix(text: str) -> bool:
     return bool(sep) and tail.isidentifier() and bool(head)
 
 
-def preflight(spec: AppSpec) -> None:
+def preflight(spec: AppSpec) -> AppSpec:
     """Cheap checks in the parent before any worker starts: the file exists,
     parses, and defines the function.  Imports nothing, except for an ``hf:``
-    spec, whose overrides are checked against transformers' config class."""
-    if spec.text.startswith(HF_PREFIX):
+    spec, whose overrides are checked against transformers' config class.
+    Returns the spec marked as checked; a checked spec is not checked again."""
+    if spec.preflighted:
+        return spec
+    SPEC_WORK["preflight"] += 1
+    _check(spec)
+    return replace(spec, preflighted=True)
+
+
+def _check(spec: AppSpec) -> None:
+    if spec.hf is not None:
         from torchport import hf
 
-        hf.check_fits_host(hf.resolve(spec.text))
+        hf.check_fits_host(hf.resolve(spec.hf))
         return
     if spec.file is None:
-        if spec.module and spec.module.startswith("torchport.builtin."):
+        if spec.module and spec.module.startswith(BUILTIN_PACKAGE + "."):
             name = spec.module.rsplit(".", 1)[1]
             if name not in builtin_names():
                 raise UserError(
@@ -193,9 +257,7 @@ def _check_module_name(spec: AppSpec) -> None:
 
 
 def _check_builtin_options(name: str, spec: AppSpec) -> None:
-    from torchport.builtin import OPTIONS
-
-    accepted = OPTIONS.get(name, {})
+    accepted = importlib.import_module(BUILTIN_PACKAGE).OPTIONS.get(name, {})
     for key, value in spec.options:
         if key not in accepted:
             known = ", ".join(accepted) or "none"
@@ -230,12 +292,9 @@ def builtin_names() -> list[str]:
 def load_app(spec: AppSpec | str | None) -> App:
     """Import the app and call its factory.  User-code failures become a
     UserError located at the user's file:line."""
-    if not isinstance(spec, AppSpec):
-        spec = parse_spec(spec)
-    if spec.text.startswith(HF_PREFIX):
-        from torchport.builtin._hf import app_for
-
-        return app_for(spec.text)
+    spec = as_spec(spec)
+    if spec.hf is not None:
+        return importlib.import_module(HF_APP_MODULE).app_for(spec.hf)
     preflight(spec)
     try:
         module = _import_target(spec)

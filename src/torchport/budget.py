@@ -43,7 +43,7 @@ from typing import Any
 
 from torchport.check.pipeline import PER_ROUND
 from torchport.errors import UserError
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_PRECISION = 0.02  # 95% interval of the median within +-2%: narrow enough to decide the 5% threshold

@@ -314,7 +314,7 @@ def _environment_text(value: Any, field_name: str) -> str:
     if field_name == "accelerators":
         return ", ".join(str(a.get("name") or a.get("type")) for a in value) or "none"
     if field_name == "memory_bytes":
-        from torchport.report.format import size
+        from torchport.formatting import size
 
         return size(value)
     return str(value)

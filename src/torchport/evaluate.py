@@ -20,7 +20,7 @@ from collections.abc import Callable
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
 from torchport import stages as stage_registry
-from torchport.app import parse_spec, parse_user_file, preflight
+from torchport.app import AppSpec, as_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
 from torchport.limits import DEFAULT_TIMEOUT_S
@@ -32,7 +32,8 @@ SCRIPT_JOB = "torchport.script.job:script_job"
 
 @dataclass
 class EvaluationOptions:
-    app: str | None = None
+    # The app: parsed (AppSpec) by the command; text from an API caller is parsed by validate_options.
+    app: AppSpec | str | None = None
     backends: list[str] = field(default_factory=list)  # empty: every known backend
     repeats: int = 3
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
@@ -109,10 +110,12 @@ def validate_options(options: EvaluationOptions) -> list[str]:
     """Check every input before any worker starts; return the backends to consider."""
     if options.script is not None:
         if options.app:
-            raise UserError(f"give an app or --script, not both (app {options.app!r}, script {options.script})")
+            text = options.app.text if isinstance(options.app, AppSpec) else options.app
+            raise UserError(f"give an app or --script, not both (app {text!r}, script {options.script})")
         parse_user_file(options.script, "script")  # exists and parses; nothing of it runs here
     else:
-        preflight(parse_spec(options.app))
+        # Parsed and checked once: the stages and the workers receive this record.
+        options.app = preflight(as_spec(options.app))
     known = backend_registry.registry()
     names = options.backends or list(known)
     for name in names + list(options.prices) + [options.reference]:
@@ -125,14 +128,14 @@ def validate_options(options: EvaluationOptions) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def default_out_dir(app_text: str | None) -> Path:
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", parse_spec(app_text).text).strip("-") or "app"
+def default_out_dir(app: AppSpec | str | None) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", as_spec(app).text).strip("-") or "app"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("torchport-results") / f"{name}-{stamp}"
 
 
-def app_record(app_text: str | None) -> dict[str, Any]:
-    spec = parse_spec(app_text)
+def app_record(app: AppSpec | str | None) -> dict[str, Any]:
+    spec = as_spec(app)
     record: dict[str, Any] = {"spec": spec.text, "file": None, "git_commit": None, "git_dirty": None}
     if spec.file is not None:
         record["file"] = str(spec.file.resolve())
@@ -148,7 +151,8 @@ class Evaluation:
         self.options = options
         self.names = validate_options(options)
         self.on_event = on_event or (lambda kind, data: None)
-        label = f"script:{options.script.name}" if options.script is not None else options.app
+        self.spec = options.app if isinstance(options.app, AppSpec) else None  # None: script mode
+        label = f"script:{options.script.name}" if options.script is not None else self.spec
         self.folder = results.OutputFolder.claim(options.out_dir or default_out_dir(label),
                                                  explicit=options.out_dir is not None)
         self.out_dir = self.folder.path
@@ -164,7 +168,7 @@ class Evaluation:
             record = {"spec": f"script:{options.script}", "file": str(options.script.resolve()), "kind": "script",
                       **dict(zip(("git_commit", "git_dirty"), results.git_state(options.script.resolve())))}
         else:
-            record = app_record(options.app)
+            record = app_record(self.spec)
         self.document = results.new_document(options.command, record, config)
         self.document["prices"] = dict(options.prices)
         self.budget: Any = None  # the BudgetPlan, made once the runnable backends are known
@@ -318,7 +322,7 @@ class Evaluation:
                 run = run_worker(
                     name,
                     SCRIPT_JOB if script is not None else EVALUATE_JOB,
-                    app=self.options.app,
+                    app=self.spec,
                     extra=None if script is None else {
                         "script": str(script.resolve()), "script_args": self.options.script_args,
                         "redirect_cuda": self.options.redirect_cuda, "cwd": str(Path.cwd())},

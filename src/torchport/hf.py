@@ -94,19 +94,31 @@ def parse(text: str) -> HFSpec:
     return HFSpec(text.strip(), model_type, overrides, **sizes)
 
 
-def with_batch_options(text: str | None, batch_size: int | None, seq_len: int | None) -> str | None:
-    """The spec text with ``--batch-size``/``--seq-len`` folded in, so that the
-    worker, the result document and the config hash all see them."""
+def with_sizes(spec: HFSpec, batch_size: int | None, seq_len: int | None) -> HFSpec:
+    """``spec`` with ``--batch-size``/``--seq-len`` applied, its text saying so, so
+    that the worker, the result document and the config hash all see them."""
     if batch_size is None and seq_len is None:
-        return text
-    if not is_hf_spec(text):
+        return spec
+    batch_size = spec.batch_size if batch_size is None else batch_size
+    seq_len = spec.seq_len if seq_len is None else seq_len
+    pairs = {**spec.overrides, "batch_size": str(batch_size), "seq_len": str(seq_len)}
+    text = f"{PREFIX}{spec.model_type}?" + "&".join(f"{k}={v}" for k, v in pairs.items())
+    return HFSpec(text, spec.model_type, dict(spec.overrides), batch_size, seq_len)
+
+
+def check_batch_options(text: str | None, batch_size: int | None, seq_len: int | None) -> None:
+    if (batch_size is not None or seq_len is not None) and not is_hf_spec(text):
         raise UserError("--batch-size and --seq-len apply to hf: app specs only "
                         "(an app file sizes its own batches)", location=text or None)
-    spec = parse(text)
-    pairs = dict(spec.overrides)
-    pairs["batch_size"] = str(batch_size if batch_size is not None else spec.batch_size)
-    pairs["seq_len"] = str(seq_len if seq_len is not None else spec.seq_len)
-    return f"{PREFIX}{spec.model_type}?" + "&".join(f"{k}={v}" for k, v in pairs.items())
+
+
+def with_batch_options(text: str | None, batch_size: int | None, seq_len: int | None) -> str | None:
+    """The spec text with ``--batch-size``/``--seq-len`` folded in."""
+    check_batch_options(text, batch_size, seq_len)
+    if batch_size is None and seq_len is None:
+        return text
+    assert text is not None, "checked: an hf: spec"
+    return with_sizes(parse(text), batch_size, seq_len).text
 
 
 # --- resolving against transformers ------------------------------------------------------

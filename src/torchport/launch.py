@@ -19,12 +19,15 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from torchport import failures, processes
 from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
+
+if TYPE_CHECKING:
+    from torchport.app import AppSpec
 
 SRC_ROOT = str(Path(__file__).resolve().parent.parent)
 # How much of a worker's stderr and of one stdout line is read back: a worker
@@ -125,7 +128,7 @@ def run_worker(
     backend: str,
     function: str,
     *,
-    app: str | None = None,
+    app: AppSpec | str | None = None,
     config: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
@@ -135,8 +138,10 @@ def run_worker(
     python: str | None = None,
 ) -> dict[str, Any]:
     """Run ``function`` (``"module:attr"``, called with a WorkerContext) in a
-    new worker process for ``backend``.  Never raises for worker failures."""
+    new worker process for ``backend``.  Never raises for worker failures.
+    ``app`` is the command's parsed spec (text from an API caller is parsed here)."""
     from torchport import backends
+    from torchport.app import as_spec
 
     backend_cls = backends.get(backend)
     if cancelled():
@@ -152,7 +157,7 @@ def run_worker(
         job = {
             "backend": backend,
             "function": function,
-            "app": app,
+            "app": None if app is None else as_spec(app).to_dict(),
             "config": config or {},
             "output": output,
             "scratch": scratch,

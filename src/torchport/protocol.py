@@ -322,7 +322,7 @@ def evaluate_job(context: Any) -> None:
     result["memory"] = backend.memory()
 
     effective = {
-        "app": context.app_spec,
+        "app": context.app_spec.text if context.app_spec else None,
         "protocol": config.as_dict(),
         "first_batch": repr(first_batch_signature[0]) if first_batch_signature else None,
         "parameters": parameters,

@@ -28,7 +28,10 @@ import os  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+if TYPE_CHECKING:
+    from torchport.app import AppSpec
 
 PROGRESS_PREFIX = "@@torchport "
 EXIT_OK = 0
@@ -59,8 +62,12 @@ class WorkerContext:
         return float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
 
     @property
-    def app_spec(self) -> str | None:
-        return self.job.get("app")
+    def app_spec(self) -> AppSpec | None:
+        """The parent's parsed app spec (``AppSpec.to_dict`` in the job)."""
+        from torchport.app import AppSpec
+
+        data = self.job.get("app")
+        return None if data is None else AppSpec.from_dict(data)
 
     def progress(self, phase: str, **details: Any) -> None:
         """Tell the parent which phase is running (it enforces per-phase timeouts)."""

@@ -20,10 +20,10 @@ def predict(model: Any, batch: dict[str, Any]) -> Any:
     return model(**batch).logits
 
 
-def app_for(text: str) -> torchport.App:
+def app_for(spec: hf.HFSpec | str) -> torchport.App:
     import torch
 
-    resolved = hf.resolve(text)
+    resolved = hf.resolve(spec)
     spec = resolved.spec
     return torchport.App(
         name=f"hf-{spec.model_type}",

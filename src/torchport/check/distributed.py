@@ -97,7 +97,7 @@ def launch(options: Any, backend: str, folder: Path, function: str = DDP_JOB,
     python = worker_python(backend_cls)
     rank_dir = folder / "ranks"
     rank_dir.mkdir(parents=True, exist_ok=True)
-    job = {"backend": backend, "function": function, "app": options.app, "config": {},
+    job = {"backend": backend, "function": function, "app": options.app and options.app.to_dict(), "config": {},
            "output": str(rank_dir / "launcher.json"), "scratch": str(folder), "rank_dir": str(rank_dir),
            "steps": options.distributed_steps, "seed": options.seed, "dtype": options.dtype,
            "process_group_backend": backend_cls.process_group_backend, **(extra or {})}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchport.check import WORKER_CHECKS, worker_check
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 
 STATUS_TEXT = {"pass": "pass", "fail": "**FAIL**", "error": "**ERROR**", "skipped": "skipped",
                "not_applicable": "not applicable"}

@@ -38,7 +38,7 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport import backends as backend_registry
-from torchport.app import parse_spec, preflight
+from torchport.app import AppSpec, as_spec, preflight
 from torchport.check import CHECK_NAMES, TRAINING_CHECKS, WORKER_CHECKS, checkpoint, parity, pipeline, worker_check
 from torchport.check.budget import CheckBudget
 from torchport.check.tolerance import CLOSE, FLOOR, RATIO_LIMIT
@@ -55,7 +55,8 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 @dataclass
 class CheckOptions:
-    app: str | None = None
+    # Parsed by the command (or evaluate); text from an API caller is parsed by validate.
+    app: AppSpec | str | None = None
     backends: list[str] = field(default_factory=list)  # empty: every known backend
     only: tuple[str, ...] = CHECK_NAMES
     steps: int = 10
@@ -90,8 +91,9 @@ Event = Callable[[str, dict[str, Any]], None]
 
 
 def validate(options: CheckOptions) -> list[str]:
-    """Check every input before any worker starts; return the backends to consider."""
-    preflight(parse_spec(options.app))
+    """Check every input before any worker starts; return the backends to consider.
+    The app is parsed and checked once: ``options.app`` becomes that record."""
+    options.app = preflight(as_spec(options.app))
     unknown = [name for name in options.only if name not in CHECK_NAMES]
     if unknown:
         raise UserError(f"unknown check {unknown[0]!r} (choose from {', '.join(CHECK_NAMES)})", location="--only")
@@ -155,7 +157,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
     return {
         "checks": checks,
         "config": {
-            "app": parse_spec(options.app).text,
+            "app": as_spec(options.app).text,
             "checks": list(options.only),
             "backends": names,
             "reference": REFERENCE,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.check import pipeline
+from torchport.app import AppSpec
 from torchport.check.runner import CheckOptions, run_checks
 from torchport.limits import DEFAULT_TIMEOUT_S
 
@@ -77,7 +78,7 @@ def _step_times(document: dict[str, Any]) -> dict[str, tuple[float, float, str]]
 class CheckStageOptions:
     """What the checks stage reads of an evaluation."""
 
-    app: str | None = None
+    app: AppSpec | str | None = None
     seed: int = 0
     dtype: str = "float32"
     timeout_s: float = DEFAULT_TIMEOUT_S

@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def options_from_args(args: argparse.Namespace):
     from torchport.check.runner import CheckOptions
-    from torchport.hf import app_from_args
+    from torchport.app import spec_from_args
 
     names = [name.strip() for item in args.backend for name in item.split(",") if name.strip()]
     only = tuple(name.strip() for name in args.only.split(",") if name.strip())
@@ -79,7 +79,7 @@ def options_from_args(args: argparse.Namespace):
 
     budget_s = parse_duration(args.budget) if args.budget is not None else None
     return CheckOptions(
-        app=app_from_args(args), backends=names, only=only, steps=args.steps, dtype=args.dtype, seed=args.seed,
+        app=spec_from_args(args), backends=names, only=only, steps=args.steps, dtype=args.dtype, seed=args.seed,
         timeout_s=args.timeout, work_dir=args.work_dir, recovery_steps=args.recovery_steps,
         recovery_every=args.checkpoint_every, kill_seed=args.kill_seed, nproc=args.nproc, nnodes=args.nnodes,
         rdzv_endpoint=args.rdzv_endpoint, rdzv_conf=args.rdzv_conf, distributed_steps=args.distributed_steps,

@@ -21,12 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def commands_and_options() -> dict[str, list[str]]:
+def commands_and_options(command_parsers: dict[str, argparse.ArgumentParser]) -> dict[str, list[str]]:
     """Each command (and "env create"-style subcommand, as "env create") with its long and short options;
-    "" holds the commands themselves."""
-    from torchport.cli import build_parser
-
-    found: dict[str, list[str]] = {}
+    "" holds the commands themselves.  ``command_parsers``: the command line's parser of each command
+    (torchport.cli hands them to every command as ``args.command_parsers``)."""
+    found: dict[str, list[str]] = {"": list(command_parsers)}
 
     def walk(parser: argparse.ArgumentParser, name: str) -> None:
         options: list[str] = []
@@ -41,7 +40,8 @@ def commands_and_options() -> dict[str, list[str]]:
         if name:
             found[name] = found.get(name, []) + sorted(set(options))
 
-    walk(build_parser(), "")
+    for name, parser in command_parsers.items():
+        walk(parser, name)
     return found
 
 
@@ -101,6 +101,6 @@ def fish(table: dict[str, list[str]]) -> str:
 def run(args: argparse.Namespace) -> int:
     from torchport import output
 
-    table = commands_and_options()
+    table = commands_and_options(args.command_parsers)
     output.emit(args, {"bash": bash, "zsh": zsh, "fish": fish}[args.shell](table))
     return 0

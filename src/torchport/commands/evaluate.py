@@ -79,7 +79,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
     from torchport.errors import UserError
     from torchport.evaluate import EvaluationOptions, load_price_file, parse_price
-    from torchport.hf import app_from_args
+    from torchport.app import spec_from_args
     from torchport import stages as stage_registry
     from torchport.protocol import ProtocolConfig
 
@@ -108,9 +108,11 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
     budget_s = DEFAULT_BUDGET_S if args.budget is None else parse_duration(args.budget)
     precision = DEFAULT_PRECISION if args.precision is None else parse_precision(args.precision)
+    # Parsed once here; script mode has no app unless one was given (which validation refuses).
+    app = spec_from_args(args) if not script_mode or args.app or args.batch_size or args.seq_len else None
     return EvaluationOptions(
         budget_s=budget_s, budget_explicit=args.budget is not None or args.precision is not None, precision=precision,
-        app=app_from_args(args), stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
+        app=app, stages=stages, backends=names, repeats=args.repeats, protocol=protocol, timeout_s=args.timeout,
         phase_timeout_s=args.phase_timeout, prices=prices, reference=args.reference, out_dir=args.out,
         command=["torchport", *sys.argv[1:]], script=args.script, script_args=list(args.passthrough),
         redirect_cuda=args.redirect_cuda,

@@ -75,7 +75,7 @@ def compare(result: dict, measured: dict) -> dict:
 
 
 def lines(result: dict) -> list[str]:
-    from torchport.report.format import size
+    from torchport.formatting import size
 
     out = [f"torchport memory {result['spec']}: {result['config_class']} with a {result['family']} head "
            f"(transformers {result['transformers']}), {result['batch']}", ""]

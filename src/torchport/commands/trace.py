@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport.progress import Progress
     from torchport.results import strict_json, write_text_atomic
     from torchport.trace.analysis import raise_if_app_failed, run_trace
-    from torchport.hf import app_from_args
+    from torchport.app import spec_from_args
     from torchport.trace.report import markdown, terminal_lines
 
     if args.on:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     with Progress("trace", unit="") as progress:
         progress.status("tracing")
-        section = run_trace(app_from_args(args), steps=args.steps, targets=targets or None, timeout=args.timeout,
+        section = run_trace(spec_from_args(args), steps=args.steps, targets=targets or None, timeout=args.timeout,
                             allow_live=not args.no_live, on_progress=on_progress)
     if cancelled():
         raise KeyboardInterrupt

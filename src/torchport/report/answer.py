@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 
 
 class Evidence(StrEnum):

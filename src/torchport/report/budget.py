@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 from torchport.sampling import format_duration
 
 

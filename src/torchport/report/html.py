@@ -15,7 +15,7 @@ from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
 from torchport.report import compare_text
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 from torchport.report import svg
 from torchport.report.svg import esc
 from torchport.report.verdict import verdict_line

@@ -5,7 +5,7 @@ from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
 from torchport import stages
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 from torchport.report.verdict import verdict_line
 
 # Each stage renders its own section of the report (torchport.stages).

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 from torchport.text import one_line
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 
 
 def verdict_line(name: str, backend: dict[str, Any], reference: str | None) -> str:

@@ -7,7 +7,7 @@ verdict per target.  ``torchport trace --json`` writes the same object.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from torchport.errors import UserError
@@ -15,16 +15,19 @@ from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 
+if TYPE_CHECKING:
+    from torchport.app import AppSpec
+
 TRACE_JOB = "torchport.trace.job:trace_job"
 SECTION_VERSION = "1"
 
 
-def run_trace(app: str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = TRACE_TIMEOUT_S,
+def run_trace(app: AppSpec | str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = TRACE_TIMEOUT_S,
               allow_live: bool = True, seed: int = 0,
               on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Trace the app in a worker and build the section.  A UserError only when
     the app is at fault and nothing was traced."""
-    from torchport.app import parse_spec, preflight
+    from torchport.app import as_spec, preflight
     from torchport.launch import run_worker
 
     targets = validate_targets(targets)
@@ -32,9 +35,8 @@ def run_trace(app: str | None, *, steps: int = 3, targets: list[str] | None = No
         raise UserError(f"--steps must be at least 1, got {steps}")
     if timeout <= 0:
         raise UserError(f"--timeout must be positive, got {timeout}")
-    spec = parse_spec(app)
-    preflight(spec)
-    run = run_worker("cpu", TRACE_JOB, app=spec.text, config={"steps": steps, "seed": seed}, timeout=timeout,
+    spec = preflight(as_spec(app))
+    run = run_worker("cpu", TRACE_JOB, app=spec, config={"steps": steps, "seed": seed}, timeout=timeout,
                      on_progress=on_progress)
     return build_section(run, spec.text, targets, allow_live=allow_live)
 

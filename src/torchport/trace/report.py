@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from torchport.report import format as fmt
+from torchport import formatting as fmt
 from torchport.trace.support import TARGETS
 
 SEVERITY_MARK = {"blocker": "BLOCKER", "slow": "slow", "minor": "minor"}

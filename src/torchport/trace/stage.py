@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace.analysis import build_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
 from torchport.trace.verdict import compare_with_xla, target_verdict
+
+if TYPE_CHECKING:
+    from torchport.app import AppSpec
 
 # Evaluate traces until the op sequence has been the same for REPEATED steps
 # in a row, at most EVALUATE_STEPS: a data-dependent branch that first flips at
@@ -30,7 +33,7 @@ REPEATED = 3
 class TraceStageOptions:
     """What the trace stage reads of an evaluation."""
 
-    app: str | None = None
+    app: AppSpec | str | None = None
     seed: int = 0
     steps: int = EVALUATE_STEPS  # a bound: the trace stops once REPEATED steps agree
     until_repeated: int = REPEATED
@@ -128,13 +131,13 @@ def reconcile(section: dict[str, Any], document: dict[str, Any]) -> None:
 
 
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
-    from torchport.app import parse_spec
+    from torchport.app import as_spec
     from torchport.launch import run_worker
     from torchport.trace.analysis import TRACE_JOB, validate_targets
 
     stage = TraceStageOptions.from_evaluation(options)
-    spec = parse_spec(stage.app)
-    run = run_worker("cpu", TRACE_JOB, app=spec.text,
+    spec = as_spec(stage.app)  # evaluate's, parsed and checked
+    run = run_worker("cpu", TRACE_JOB, app=spec,
                      config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
                      timeout=stage.timeout_s)
     section = build_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
