@@ -695,11 +695,15 @@ def script_trace_job(context: Any) -> None:
     handles = []
 
     def on_forward(module: Any, inputs: Any) -> None:
-        if traced.index == 0:
+        began = traced.index == 0
+        if began:
             traced.begin_step()
         if not traced.model_seen:
             traced.model_seen = True
             traced.tracer.attach_model(module)
+        if began:
+            # The tracer's own module hooks start with the step, after this forward's pre-hooks were read.
+            traced.tracer.module_started(module, inputs)
 
     def on_pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         if boundary["optimizer"] is None:

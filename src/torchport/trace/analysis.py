@@ -92,8 +92,43 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     section["ops"] = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))
     section["xla_comparison"] = None
     section["construction"] = construction_summary(trace.get("construction"))
+    section["evaluation"] = evaluation_summary(trace.get("evaluation"))
     section["contract"] = finding_rules.contract_notes(trace.get("construction"))
     return section
+
+
+EVALUATION_CRITERION = (
+    "a stretch of ops run with autograd off (torch.no_grad, torch.inference_mode) or with the trained model in "
+    "eval mode, outside backward and the optimizer step, in which the trained model's forward ran, and later calls "
+    "on the tensors it produced; a stretch without the model's forward (gradient clipping, an EMA update) is the "
+    "step's")
+MAX_EVALUATION_LOCATIONS = 20
+
+
+def evaluation_summary(evaluation: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Evaluation and sampling the traced iterations ran outside the training
+    step, per user line: reported apart, counted in no finding, table or prediction."""
+    ops = (evaluation or {}).get("ops") or []
+    syncs = (evaluation or {}).get("host_syncs") or []
+    if not ops and not syncs:
+        return None
+    lines: dict[str | None, dict[str, Any]] = {}
+    for record in ops:
+        entry = lines.setdefault(record["location"], {"location": record["location"], "op_calls": 0, "host_syncs": 0,
+                                                      "ops": set()})
+        entry["op_calls"] += record["count"]
+        entry["ops"].add(record["op"])
+    for record in syncs:
+        entry = lines.setdefault(record["location"], {"location": record["location"], "op_calls": 0, "host_syncs": 0,
+                                                      "ops": set()})
+        entry["host_syncs"] += record["count"]
+    ranked = sorted(lines.values(), key=lambda e: (-e["op_calls"], -e["host_syncs"], str(e["location"])))
+    return {"op_calls": sum(r["count"] for r in ops), "distinct_ops": len({r["op"] for r in ops}),
+            "host_syncs": sum(r["count"] for r in syncs),
+            "steps": sorted({step for r in ops for step in r.get("steps") or []}),
+            "model_calls": ((evaluation or {}).get("model_calls") or [])[:MAX_EVALUATION_LOCATIONS],
+            "locations": [{**e, "ops": len(e["ops"])} for e in ranked[:MAX_EVALUATION_LOCATIONS]],
+            "locations_total": len(ranked), "criterion": EVALUATION_CRITERION}
 
 
 def construction_summary(construction: dict[str, Any] | None) -> dict[str, Any] | None:
