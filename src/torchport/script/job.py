@@ -751,12 +751,16 @@ def script_trace_job(context: Any) -> None:
     seed_everything(int(context.config.get("seed", 0)))
     context.progress("trace:script")
     from torchport.script import usercode
+    from torchport.trace.device_apis import DeviceApiRecorder
 
     usercode.set_script(str(script))
     usercode.library_roots()
+    # Installed after the redirects, so it sees the device the script asked for, not the one it gets.
+    device_apis = DeviceApiRecorder(usercode.is_user_file)
+    trace["device_apis"] = device_apis.calls
     lines = _start_coverage()
     try:
-        with running_as_main(script, argv, job.get("cwd")):
+        with running_as_main(script, argv, job.get("cwd")), device_apis.recording():
             runpy.run_path(str(script), run_name="__main__")
     except (StopScript, SystemExit):
         pass

@@ -14,6 +14,7 @@ from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
+from torchport.trace.device_apis import merge_with_scan
 
 TRACE_JOB = "torchport.trace.job:trace_job"
 SECTION_VERSION = "1"
@@ -76,7 +77,8 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     }
     if not traced_anything:
         section.update(findings=[], verdicts={}, op_support={}, memory=None, shapes=None, ops=[], totals=None,
-                       xla_comparison=None, construction=None, contract=[])
+                       xla_comparison=None, construction=None, contract=[], evaluation=None,
+                       device_apis=trace.get("device_apis") or [])
         return section
     ops = trace.get("ops", [])
     steps_done = max(1, steps_done)
@@ -86,6 +88,9 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     traced_ops = [r["op"] for r in ops if runs_on_device(r)]
     section["op_support"] = support.op_support(traced_ops, targets, allow_live=allow_live)
     section["findings"] = finding_rules.rank(section["findings"] + support_findings(ops, section["op_support"], steps_done))
+    section["device_apis"] = trace.get("device_apis") or []
+    # Device-typed API calls seen at run time, under scan's rules (evaluate adds scan's own findings).
+    section["app_scan"] = merge_with_scan(None, section["device_apis"])
     section["verdicts"] = {name: verdict.target_verdict(name, section) for name in targets}
     section["totals"] = _totals(ops, steps_done)
     section["host_syncs"] = trace.get("host_syncs", [])

@@ -62,6 +62,12 @@ def evaluation_text(section: dict[str, Any], code: Any = str) -> str | None:
             + f"; at {places}" + (f" and {more} more lines" if more > 0 else "") + ", not counted in the step")
 
 
+def device_api_lines(section: dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
+    """Device-typed API calls seen at run time, under scan's rule ids, each at its line."""
+    return [f"{call['id']} {text(call['title'])} at {code(short_location(call['location']))}: "
+            f"{code(call['call'])} ran {call['count']}x" for call in section.get("device_apis") or []]
+
+
 def _targets_text(finding: dict[str, Any]) -> str:
     return ", ".join(f"{t}" + (f" ({s})" if s != finding["severity"] else "") for t, s in finding["targets"].items())
 
@@ -85,6 +91,10 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
     evaluation = evaluation_text(section)
     if evaluation:
         lines += ["", f"Kept apart: {evaluation}."]
+    devices = device_api_lines(section)
+    if devices:
+        lines += ["", "Device-typed APIs seen at run time (scan's rules; `torchport scan` explains them):"]
+        lines += [f"  {line}" for line in devices]
     lines.append("")
     if not found:
         lines.append("Findings: none.")
@@ -131,6 +141,9 @@ def markdown(section: dict[str, Any]) -> str:
     evaluation = evaluation_text(section, fmt.md_code)
     if evaluation:
         lines += ["", f"**Kept apart**: {evaluation}."]  # locations are code spans; the rest is torchport's text
+    devices = device_api_lines(section, fmt.md_code, fmt.md)
+    if devices:
+        lines += ["", "**Device-typed APIs seen at run time** (scan's rules): " + "; ".join(devices) + "."]
     lines += ["", f"### Findings ({len(found)})", ""]
     if not found:
         lines.append("None: no host syncs, data-dependent shapes, shape changes, float64, tile waste, sparse "
