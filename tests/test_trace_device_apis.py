@@ -139,3 +139,27 @@ def test_script_mode_sees_a_cuda_written_scripts_device_apis():
                                                               ("TP202", 'torch.amp.GradScaler(device="cuda")'),
                                                               ("TP402", "loader = DataLoader("))}
     assert found == {(rule, f"{script}:{line}") for rule, line in lines.items()}
+
+
+def test_script_modes_redirects_still_answer_the_users_calls_under_the_recorder():
+    from torchport import backends
+    from torchport.script import redirect, usercode
+
+    usercode.set_script(str(HERE))
+    backend = backends.get("cpu")()
+    backend.setup()
+    redirects = redirect.Redirects(backend, str(HERE))
+    recorder = DeviceApiRecorder(usercode.is_user_file)
+    redirects.install()  # in the order script mode's trace uses: the recorder outside the redirects
+    try:
+        with warnings.catch_warnings(), recorder.recording():
+            warnings.simplefilter("ignore")
+            count = torch.cuda.device_count()  # redirected: count
+            context = torch.autocast("cuda", dtype=torch.float16)  # redirected: autocast
+    finally:
+        redirects.uninstall()
+    assert count == 1 and (context.device, context.fast_dtype) == ("cpu", torch.bfloat16)
+    assert set(redirects.counts) == {("torch.cuda.device_count()", _here("# redirected: count")),
+                                     (redirect.TABLE_AUTOCAST, _here("# redirected: autocast"))}
+    assert {(call["id"], call["location"]) for call in recorder.calls} == {
+        ("TP004", _here("# redirected: count")), ("TP201", _here("# redirected: autocast"))}

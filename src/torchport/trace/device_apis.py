@@ -188,8 +188,12 @@ class DeviceApiRecorder:
 
         self._patch(loader, "__init__", loader_init)
 
-        for cls, rule in ((torch.cuda.Stream, STREAM), (torch.cuda.Event, EVENT)):
-            self._patch(cls, "__new__", staticmethod(_recorded_new(cls, rule, self)))
+        for name, rule in (("Stream", STREAM), ("Event", EVENT)):
+            made = getattr(torch.cuda, name, None)
+            if isinstance(made, type) and "__new__" in vars(made):
+                self._patch(made, "__new__", staticmethod(_recorded_new(made, rule, self)))
+            elif callable(made):  # script mode's redirects put a function there
+                self._patch(torch.cuda, name, _recorded_function(made, f"torch.cuda.{name}()", rule, self))
         for name, rule in CUDA_DEVICE_FUNCTIONS.items():
             function = getattr(torch.cuda, name, None)
             if callable(function):
