@@ -118,15 +118,15 @@ def evaluation_summary(evaluation: dict[str, Any] | None) -> dict[str, Any] | No
     if not ops and not syncs:
         return None
     lines: dict[str | None, dict[str, Any]] = {}
+
+    def line(location: str | None) -> dict[str, Any]:
+        return lines.setdefault(location, {"location": location, "op_calls": 0, "host_syncs": 0, "ops": set()})
+
     for record in ops:
-        entry = lines.setdefault(record["location"], {"location": record["location"], "op_calls": 0, "host_syncs": 0,
-                                                      "ops": set()})
-        entry["op_calls"] += record["count"]
-        entry["ops"].add(record["op"])
+        line(record["location"])["op_calls"] += record["count"]
+        line(record["location"])["ops"].add(record["op"])
     for record in syncs:
-        entry = lines.setdefault(record["location"], {"location": record["location"], "op_calls": 0, "host_syncs": 0,
-                                                      "ops": set()})
-        entry["host_syncs"] += record["count"]
+        line(record["location"])["host_syncs"] += record["count"]
     ranked = sorted(lines.values(), key=lambda e: (-e["op_calls"], -e["host_syncs"], str(e["location"])))
     return {"op_calls": sum(r["count"] for r in ops), "distinct_ops": len({r["op"] for r in ops}),
             "host_syncs": sum(r["count"] for r in syncs),

@@ -481,7 +481,7 @@ class OpTracer:
         """Autograd off, or the trained model in eval mode, outside backward and the optimizer step."""
         if self.phase in ("backward", "optimizer"):
             return False
-        return not torch.is_grad_enabled() or (self._model is not None and not self._model.training)
+        return not torch.is_grad_enabled() or not getattr(self._model, "training", True)
 
     def _open_stretch(self) -> _Stretch:
         if self._stretch is None:
@@ -541,8 +541,10 @@ class OpTracer:
 
     def all_evaluation(self, args: tuple, kwargs: dict) -> bool:
         """Whether a call works only on tensors an evaluation produced (printing its losses, decoding its samples)."""
+        if not self._evaluation_tensors:
+            return False
         inputs = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
-        if not inputs or not self._evaluation_tensors:
+        if not inputs:
             return False
         for tensor in inputs:
             held = self._evaluation_tensors.get(id(tensor))
