@@ -324,6 +324,13 @@ def render(document: dict[str, Any]) -> str:
     if trace and trace.get("verdicts"):
         body += ["<h2>Readiness per target</h2>",
                  table(["target", "verdict"], [[name, v.get("text", "")] for name, v in trace["verdicts"].items()])]
+    if trace and (trace.get("evaluation") or trace.get("device_apis")):
+        from torchport.trace.report import device_api_lines, evaluation_text
+
+        kept_apart = evaluation_text(trace)
+        body += [f"<p>Kept apart: {esc(cap(kept_apart, 2000))}.</p>" if kept_apart else "",
+                 *(["<h3>Device-typed APIs seen at run time (scan's rules)</h3>",
+                    table(["call"], [[line] for line in device_api_lines(trace)])] if trace.get("device_apis") else [])]
     body += ["<h2>What was verified</h2>", table(
         ["backend", "kind", "verification", "environment"],
         [[name, f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", ""), b.get("verification", ""),

@@ -695,11 +695,15 @@ def script_trace_job(context: Any) -> None:
     handles = []
 
     def on_forward(module: Any, inputs: Any) -> None:
-        if traced.index == 0:
+        began = traced.index == 0
+        if began:
             traced.begin_step()
         if not traced.model_seen:
             traced.model_seen = True
             traced.tracer.attach_model(module)
+        if began:
+            # The tracer's own module hooks start with the step, after this forward's pre-hooks were read.
+            traced.tracer.module_started(module, inputs)
 
     def on_pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         if boundary["optimizer"] is None:
@@ -747,12 +751,16 @@ def script_trace_job(context: Any) -> None:
     seed_everything(int(context.config.get("seed", 0)))
     context.progress("trace:script")
     from torchport.script import usercode
+    from torchport.trace.device_apis import DeviceApiRecorder
 
     usercode.set_script(str(script))
     usercode.library_roots()
+    # Installed after the redirects, so it sees the device the script asked for, not the one it gets.
+    device_apis = DeviceApiRecorder(usercode.is_user_file)
+    trace["device_apis"] = device_apis.calls
     lines = _start_coverage()
     try:
-        with running_as_main(script, argv, job.get("cwd")):
+        with running_as_main(script, argv, job.get("cwd")), device_apis.recording():
             runpy.run_path(str(script), run_name="__main__")
     except (StopScript, SystemExit):
         pass

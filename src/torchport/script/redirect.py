@@ -307,8 +307,10 @@ class Redirects:
 
 # Frames of these modules are how a call reaches the entry point, not who made
 # it: torch.cuda.amp.GradScaler(...) calls torch.amp.GradScaler.__init__ through
-# a deprecation wrapper, and the caller is the frame outside all of them.
-_PASS_THROUGH = ("torchport.script.", "torch.amp", "torch.cuda.amp", "typing_extensions", "warnings")
+# a deprecation wrapper, and the caller is the frame outside all of them; the
+# trace's device-API recorder wraps the redirects while a script is traced.
+_PASS_THROUGH = ("torchport.script.", "torchport.trace.device_apis", "torch.amp", "torch.cuda.amp", "typing_extensions",
+                 "warnings")
 
 
 def user_line() -> str | None:

@@ -126,6 +126,10 @@ def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     stage = ScriptStageOptions.from_evaluation(options)
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": TRACE_STEPS, "seed": stage.seed},
                      extra=stage.job(), timeout=stage.timeout_s)
-    document["trace"] = build_section(run, f"script:{stage.script}", validate_targets(None))
+    from torchport.trace.stage import attach_scan
+
+    section = build_section(run, f"script:{stage.script}", validate_targets(None))
+    attach_scan(section, stage.script)
+    document["trace"] = section
     if run.get("script_coverage"):
         document["script_coverage"] = run["script_coverage"]

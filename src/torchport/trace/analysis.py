@@ -14,6 +14,7 @@ from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
+from torchport.trace.device_apis import merge_with_scan
 
 if TYPE_CHECKING:
     from torchport.app import AppSpec
@@ -78,7 +79,8 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     }
     if not traced_anything:
         section.update(findings=[], verdicts={}, op_support={}, memory=None, shapes=None, ops=[], totals=None,
-                       xla_comparison=None, construction=None, contract=[])
+                       xla_comparison=None, construction=None, contract=[], evaluation=None,
+                       device_apis=trace.get("device_apis") or [])
         return section
     ops = trace.get("ops", [])
     steps_done = max(1, steps_done)
@@ -88,14 +90,52 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     traced_ops = [r["op"] for r in ops if runs_on_device(r)]
     section["op_support"] = support.op_support(traced_ops, targets, allow_live=allow_live)
     section["findings"] = finding_rules.rank(section["findings"] + support_findings(ops, section["op_support"], steps_done))
+    section["device_apis"] = trace.get("device_apis") or []
+    # Device-typed API calls seen at run time, under scan's rules (evaluate adds scan's own findings).
+    section["app_scan"] = merge_with_scan(None, section["device_apis"])
     section["verdicts"] = {name: verdict.target_verdict(name, section) for name in targets}
     section["totals"] = _totals(ops, steps_done)
     section["host_syncs"] = trace.get("host_syncs", [])
     section["ops"] = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))
     section["xla_comparison"] = None
     section["construction"] = construction_summary(trace.get("construction"))
+    section["evaluation"] = evaluation_summary(trace.get("evaluation"))
     section["contract"] = finding_rules.contract_notes(trace.get("construction"))
     return section
+
+
+EVALUATION_CRITERION = (
+    "a stretch of ops run with autograd off (torch.no_grad, torch.inference_mode) or with the trained model in "
+    "eval mode, outside backward and the optimizer step, in which the trained model's forward ran, and later calls "
+    "on the tensors it produced; a stretch without the model's forward (gradient clipping, an EMA update) is the "
+    "step's")
+MAX_EVALUATION_LOCATIONS = 20
+
+
+def evaluation_summary(evaluation: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Evaluation and sampling the traced iterations ran outside the training
+    step, per user line: reported apart, counted in no finding, table or prediction."""
+    ops = (evaluation or {}).get("ops") or []
+    syncs = (evaluation or {}).get("host_syncs") or []
+    if not ops and not syncs:
+        return None
+    lines: dict[str | None, dict[str, Any]] = {}
+
+    def line(location: str | None) -> dict[str, Any]:
+        return lines.setdefault(location, {"location": location, "op_calls": 0, "host_syncs": 0, "ops": set()})
+
+    for record in ops:
+        line(record["location"])["op_calls"] += record["count"]
+        line(record["location"])["ops"].add(record["op"])
+    for record in syncs:
+        line(record["location"])["host_syncs"] += record["count"]
+    ranked = sorted(lines.values(), key=lambda e: (-e["op_calls"], -e["host_syncs"], str(e["location"])))
+    return {"op_calls": sum(r["count"] for r in ops), "distinct_ops": len({r["op"] for r in ops}),
+            "host_syncs": sum(r["count"] for r in syncs),
+            "steps": sorted({step for r in ops for step in r.get("steps") or []}),
+            "model_calls": ((evaluation or {}).get("model_calls") or [])[:MAX_EVALUATION_LOCATIONS],
+            "locations": [{**e, "ops": len(e["ops"])} for e in ranked[:MAX_EVALUATION_LOCATIONS]],
+            "locations_total": len(ranked), "criterion": EVALUATION_CRITERION}
 
 
 def construction_summary(construction: dict[str, Any] | None) -> dict[str, Any] | None:

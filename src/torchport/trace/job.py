@@ -48,6 +48,16 @@ def _tensor_bytes(tensors: Any) -> int:
 
 
 def trace_job(context: Any) -> None:
+    """Trace the app's construction and first steps, with the device-typed API
+    calls its code makes meanwhile (``trace["device_apis"]``)."""
+    from torchport.trace.device_apis import DeviceApiRecorder
+
+    recorder = DeviceApiRecorder()
+    with recorder.recording():
+        _trace_app(context, recorder.calls)
+
+
+def _trace_app(context: Any, device_apis: list[dict[str, Any]]) -> None:
     import torch
 
     from torchport.engine import function_location
@@ -60,7 +70,7 @@ def trace_job(context: Any) -> None:
     # K steps ran the same op sequence (a branch that flips at step 3 is seen).
     until_repeated = int(config.get("until_repeated") or 0)
     trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
-                             "until_repeated": until_repeated or None, "stopped": None}
+                             "until_repeated": until_repeated or None, "stopped": None, "device_apis": device_apis}
     context.result["trace"] = trace
 
     context.progress("trace:init")

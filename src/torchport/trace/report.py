@@ -45,6 +45,29 @@ def contract_lines(section: dict[str, Any], code: Any = str, text: Any = str) ->
             for note in section.get("contract") or []]
 
 
+def evaluation_text(section: dict[str, Any], code: Any = str) -> str | None:
+    """The evaluation and sampling kept out of the step, in one sentence."""
+    evaluation = section.get("evaluation")
+    if not evaluation:
+        return None
+    places = ", ".join(f"{code(short_location(e['location']))} ({e['op_calls']} ops"
+                       + (f", {e['host_syncs']} host reads" if e["host_syncs"] else "") + ")"
+                       for e in evaluation["locations"][:5])
+    more = evaluation["locations_total"] - min(5, len(evaluation["locations"]))
+    steps = ", ".join(map(str, evaluation["steps"]))
+    calls = ", ".join(f"{code(short_location(c['location']))} ({c['count']}x)" for c in evaluation.get("model_calls") or [])
+    return (f"evaluation/sampling in the first iterations: {evaluation['op_calls']} ops"
+            + (f" and {evaluation['host_syncs']} host reads" if evaluation["host_syncs"] else "")
+            + (f" in step {steps}" if steps else "") + (f", the model called at {calls}" if calls else "")
+            + f"; at {places}" + (f" and {more} more lines" if more > 0 else "") + ", not counted in the step")
+
+
+def device_api_lines(section: dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
+    """Device-typed API calls seen at run time, under scan's rule ids, each at its line."""
+    return [f"{call['id']} {text(call['title'])} at {code(short_location(call['location']))}: "
+            f"{code(call['call'])} ran {call['count']}x" for call in section.get("device_apis") or []]
+
+
 def _targets_text(finding: dict[str, Any]) -> str:
     return ", ".join(f"{t}" + (f" ({s})" if s != finding["severity"] else "") for t, s in finding["targets"].items())
 
@@ -65,6 +88,13 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
     lines += [f"  {line}" for line in verdict_lines(section)]
     found = section.get("findings") or []
     lines += [f"  contract: {line}" for line in contract_lines(section)]
+    evaluation = evaluation_text(section)
+    if evaluation:
+        lines += ["", f"Kept apart: {evaluation}."]
+    devices = device_api_lines(section)
+    if devices:
+        lines += ["", "Device-typed APIs seen at run time (scan's rules; `torchport scan` explains them):"]
+        lines += [f"  {line}" for line in devices]
     lines.append("")
     if not found:
         lines.append("Findings: none.")
@@ -108,6 +138,12 @@ def markdown(section: dict[str, Any]) -> str:
     contract = contract_lines(section, fmt.md_code, lambda note: fmt.md(note, 1000))
     if contract:
         lines += ["", "**The app contract**: " + "; ".join(contract) + "."]
+    evaluation = evaluation_text(section, fmt.md_code)
+    if evaluation:
+        lines += ["", f"**Kept apart**: {evaluation}."]  # locations are code spans; the rest is torchport's text
+    devices = device_api_lines(section, fmt.md_code, fmt.md)
+    if devices:
+        lines += ["", "**Device-typed APIs seen at run time** (scan's rules): " + "; ".join(devices) + "."]
     lines += ["", f"### Findings ({len(found)})", ""]
     if not found:
         lines.append("None: no host syncs, data-dependent shapes, shape changes, float64, tile waste, sparse "

@@ -96,6 +96,18 @@ def app_scan(app_file: Path | None) -> dict[str, Any] | None:
             "total": len(result.findings), "suppressed": result.suppressed}
 
 
+def attach_scan(section: dict[str, Any], app_file: Path | None) -> None:
+    """Scan's findings for the app's own files in the section, merged with the
+    device-typed API calls the trace saw run (one finding per line and rule),
+    and the verdicts again with them beside the trace's: a CUDA-typed API
+    silent elsewhere is no "runs as is"."""
+    from torchport.trace.device_apis import merge_with_scan
+
+    section["app_scan"] = merge_with_scan(app_scan(app_file), section.get("device_apis"))
+    if section.get("verdicts"):
+        section["verdicts"] = {name: target_verdict(name, section) for name in section["verdicts"]}
+
+
 FAILED_RUNS = ("error", "crashed", "timed_out")
 
 
@@ -141,10 +153,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
                      config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
                      timeout=stage.timeout_s)
     section = build_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
-    section["app_scan"] = app_scan(spec.file)
-    if section.get("verdicts"):
-        # Again, with scan's findings beside the trace's: a CUDA-typed API silent elsewhere is no "runs as is".
-        section["verdicts"] = {name: target_verdict(name, section) for name in section["verdicts"]}
+    attach_scan(section, spec.file)
     reconcile(section, document)
     section["xla_comparison"] = compare_with_xla(section, document)
     section["torch_compile_comparison"] = compare_with_torch_compile(section, document)

@@ -18,6 +18,16 @@ the autograd engine with no user frame on the stack, so the forward pass stamps
 each autograd node with its user location and the backward ops read it back
 (``torch._C._current_autograd_node().metadata``).
 
+Evaluation and sampling that a script runs inside its first iterations (an
+``estimate_loss()`` or a ``generate()`` at iteration 0) are kept apart: a
+stretch of consecutive ops run with autograd off (``torch.no_grad``,
+``torch.inference_mode``) or with the trained model in eval mode, outside
+backward and the optimizer step, is evaluation when the trained model's
+forward ran in it; its ops and host reads go to ``evaluation_records`` and
+``evaluation_syncs``, as do later calls on tensors it produced (printing its
+losses).  A stretch without the model's forward (gradient clipping, an EMA
+update, a loss read) stays in the step.
+
 Records are aggregated as they come: one record per (op, input signature,
 phase, location, module), with a call count, so memory stays small however many
 steps are traced.
@@ -119,6 +129,30 @@ class SyncRecord:
                 "attributed": self.attributed, "library": self.library, "count": self.count}
 
 
+@dataclass
+class _Stretch:
+    """Ops run outside training (autograd off or the model in eval mode), held
+    until the stretch ends and it is known whether the trained model ran in it."""
+    records: dict[tuple, OpRecord] = field(default_factory=dict)
+    syncs: dict[tuple, SyncRecord] = field(default_factory=dict)
+    sequence: list[tuple] = field(default_factory=list)
+    tensors: list[weakref.ref[torch.Tensor]] = field(default_factory=list)
+    model_calls: dict[str | None, int] = field(default_factory=dict)  # the user lines that called the model
+    ran_model: bool = False
+    grad_ops: bool = False  # ops with autograd on: the model in eval mode, not torch.no_grad
+
+
+def _merge(into: dict[tuple, Any], records: dict[tuple, Any]) -> None:
+    for key, record in records.items():
+        held = into.get(key)
+        if held is None:
+            into[key] = record
+            continue
+        held.count += record.count
+        if isinstance(held, OpRecord):
+            held.steps |= record.steps
+
+
 def describe(value: Any) -> str | None:
     """``float32[16,64]`` for a tensor, ``list[12 x float32]`` for a tensor list."""
     if isinstance(value, torch.Tensor):
@@ -215,9 +249,13 @@ class _FunctionLevel(TorchFunctionMode):
         on_host = tracer.all_on_host(args, kwargs)
         if on_host:
             sync = None
+        tracer.settle()
+        evaluation = tracer.all_evaluation(args, kwargs)
         if sync is None and name in COPY_CALLS and _copies_to_host(name, args, kwargs) and not (
                 tracer.cpu_is_the_device and name == "to"):
             sync = f"Tensor.{name}(): copy to the host"
+        previous_evaluation, tracer.in_evaluation_call = tracer.in_evaluation_call, \
+            tracer.in_evaluation_call or evaluation
         if sync is not None and tracer.phase != "data":
             tracer.record_sync(sync, location, library)
         tracer.call_location, tracer.call_library = location, library
@@ -228,6 +266,8 @@ class _FunctionLevel(TorchFunctionMode):
         finally:
             tracer.call_location = tracer.call_library = None
             tracer.in_sync_call = tracer.in_host_call = False
+            tracer.in_evaluation_call = previous_evaluation
+        tracer.note_evaluation(out, evaluation)
         if tracer.phase in ("forward", "loss") and torch.is_grad_enabled():
             tracer.stamp_autograd_nodes(out, location, library)
         tracer.note_host(name, args, kwargs, out)
@@ -301,6 +341,13 @@ class OpTracer:
         self._saved_storages: set[int] = set()
         self._host_tensors: dict[int, weakref.ref[torch.Tensor]] = {}
         self._parameter_pointers = {p.untyped_storage().data_ptr() for p in model.parameters()} if model is not None else set()
+        # Evaluation and sampling inside the traced iterations, kept out of the step (see the module's docstring).
+        self.evaluation_records: dict[tuple, OpRecord] = {}
+        self.evaluation_syncs: dict[tuple, SyncRecord] = {}
+        self.evaluation_model_calls: dict[str | None, int] = {}
+        self.in_evaluation_call = False
+        self._stretch: _Stretch | None = None
+        self._evaluation_tensors: dict[int, weakref.ref[torch.Tensor]] = {}
 
     def attach_model(self, model: Any) -> None:
         """Name modules and parameters of a model found after tracing began
@@ -373,11 +420,12 @@ class OpTracer:
             location, attributed = self.phase_locations.get(phase), "phase"
         signature = tuple(text for text in map(describe, args) if text is not None)
         key = (func, signature, phase, location, module, library)
-        record = self.records.get(key)
+        records, sequence = self._destination()
+        record = records.get(key)
         if record is None:
             outputs = [d for d in (describe(o) for o in (out if isinstance(out, (list, tuple)) else (out,))) if d]
             name = op_variant(func, args)
-            record = self.records[key] = OpRecord(
+            record = records[key] = OpRecord(
                 op=name, phase=phase, location=location, module=module, inputs=list(signature), outputs=outputs,
                 tags=sorted(str(tag).replace("Tag.", "") for tag in func.tags
                             if str(tag) in ("Tag.dynamic_output_shape", "Tag.data_dependent_output")),
@@ -388,8 +436,8 @@ class OpTracer:
             )
         record.count += 1
         record.steps.add(self.step_index)
-        if self.step_sequences and phase in GRAPH_PHASES:
-            self.step_sequences[-1].append(key)
+        if sequence is not None and phase in GRAPH_PHASES:
+            sequence.append(key)
         elif self.optimizer_sequences and phase == "optimizer":
             self.optimizer_sequences[-1].append(record.op)
         self._ops_seen += 1
@@ -428,15 +476,107 @@ class OpTracer:
         if self.all_on_host(args, kwargs):
             self._host_tensors[id(out)] = weakref.ref(out)
 
+    # ---- evaluation and sampling, kept out of the step -----------------------------------
+    def _outside_training(self) -> bool:
+        """Autograd off, or the trained model in eval mode, outside backward and the optimizer step."""
+        if self.phase in ("backward", "optimizer"):
+            return False
+        return not torch.is_grad_enabled() or not getattr(self._model, "training", True)
+
+    def _open_stretch(self) -> _Stretch:
+        if self._stretch is None:
+            self._stretch = _Stretch()
+        return self._stretch
+
+    def _destination(self, syncs: bool = False) -> tuple[dict[tuple, Any], list[tuple] | None]:
+        """Where the op (or host read) being recorded goes: the evaluation's
+        records, the open stretch's (decided when it ends), or the step's; with
+        the op sequence of the step's graph it extends (None for evaluation)."""
+        if self.in_evaluation_call:
+            return (self.evaluation_syncs if syncs else self.evaluation_records), None
+        if self._outside_training():
+            stretch = self._open_stretch()
+            stretch.grad_ops |= torch.is_grad_enabled()
+            return (stretch.syncs if syncs else stretch.records), stretch.sequence
+        self.settle()
+        return (self.syncs if syncs else self.records), (self.step_sequences[-1] if self.step_sequences else None)
+
+    def settle(self) -> None:
+        """Close the open stretch once training resumed."""
+        if self._stretch is not None and not self._outside_training():
+            # Backward from a loss computed in the stretch: the model trains in eval mode; that was the step.
+            self.close_stretch(training=self.phase == "backward" and self._stretch.grad_ops)
+
+    def note_forward(self, module: Any) -> None:
+        """The trained model's forward starts: outside training, its stretch is evaluation or sampling."""
+        if self._model is not None and module is self._model and self._outside_training():
+            stretch = self._open_stretch()
+            stretch.ran_model = True
+            caller = self.locate(sys._getframe(1))[0]
+            stretch.model_calls[caller] = stretch.model_calls.get(caller, 0) + 1
+
+    def close_stretch(self, training: bool = False) -> None:
+        """End the open stretch: evaluation when the trained model ran in it
+        (and no backward followed), else the step's own (gradient clipping,
+        an EMA update, a loss read under torch.no_grad)."""
+        stretch, self._stretch = self._stretch, None
+        if stretch is None:
+            return
+        if stretch.ran_model and not training:
+            _merge(self.evaluation_records, stretch.records)
+            _merge(self.evaluation_syncs, stretch.syncs)
+            for caller, count in stretch.model_calls.items():
+                self.evaluation_model_calls[caller] = self.evaluation_model_calls.get(caller, 0) + count
+            if len(self._evaluation_tensors) > 10_000:
+                self._evaluation_tensors = {k: r for k, r in self._evaluation_tensors.items() if r() is not None}
+            for ref in stretch.tensors:
+                tensor = ref()
+                if tensor is not None:
+                    self._evaluation_tensors[id(tensor)] = ref
+            return
+        _merge(self.records, stretch.records)
+        _merge(self.syncs, stretch.syncs)
+        if self.step_sequences:
+            self.step_sequences[-1].extend(stretch.sequence)
+
+    def all_evaluation(self, args: tuple, kwargs: dict) -> bool:
+        """Whether a call works only on tensors an evaluation produced (printing its losses, decoding its samples)."""
+        if not self._evaluation_tensors:
+            return False
+        inputs = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+        if not inputs:
+            return False
+        for tensor in inputs:
+            held = self._evaluation_tensors.get(id(tensor))
+            if held is None or held() is not tensor:
+                return False
+        return True
+
+    def note_evaluation(self, out: Any, evaluation: bool) -> None:
+        """Remember what an evaluation call, or a call in an open stretch, produced
+        (never a parameter: an in-place op returns its input)."""
+        if not evaluation and (self._stretch is None or not self._outside_training()):
+            return
+        for tensor in _tensors(out):
+            if isinstance(tensor, torch.nn.Parameter) or (tensor.requires_grad and tensor.is_leaf):
+                continue
+            ref = weakref.ref(tensor)
+            if evaluation:
+                self._evaluation_tensors[id(tensor)] = ref
+            else:
+                assert self._stretch is not None
+                self._stretch.tensors.append(ref)
+
     def record_sync(self, call: str, location: str | None, library: str | None = None) -> None:
         module = self._module_stack[-1] if self._module_stack else None
         key = (call, self.phase, location, module, library)
-        record = self.syncs.get(key)
+        syncs = self._destination(syncs=True)[0]
+        record = syncs.get(key)
         if record is None:
             # No user frame: torch's own code called by the harness (torch.optim
             # reads its CPU-side step counter with .item()); not the user's sync.
             attributed = "user" if location is not None else "phase"
-            record = self.syncs[key] = SyncRecord(call, self.phase, location or self.phase_locations.get(self.phase),
+            record = syncs[key] = SyncRecord(call, self.phase, location or self.phase_locations.get(self.phase),
                                                   module, attributed=attributed, library=library)
         record.count += 1
 
@@ -449,10 +589,13 @@ class OpTracer:
         finally:
             self.phase = previous
 
-    def _pre_hook(self, module: Any, args: Any) -> None:
+    def module_started(self, module: Any, args: Any = ()) -> None:
+        """A module's forward begins (the tracer's forward pre-hook; script mode
+        calls it for the forward whose pre-hook began the step)."""
         self._module_stack.append(self._module_names.get(id(module), type(module).__name__))
         if module is self._model and self.phase == "loss":
             self.phase = "forward"
+        self.note_forward(module)
 
     def _post_hook(self, module: Any, args: Any, output: Any) -> None:
         if self._module_stack:
@@ -483,7 +626,7 @@ class OpTracer:
         self.saved_bytes_step = 0
         # Parameters are saved for backward too; they are counted as parameters.
         self._saved_storages = set(self._parameter_pointers)
-        hooks = [nn_module.register_module_forward_pre_hook(self._pre_hook),
+        hooks = [nn_module.register_module_forward_pre_hook(self.module_started),
                  nn_module.register_module_forward_hook(self._post_hook)]
         function_mode, dispatch_mode = _FunctionLevel(self), _DispatchLevel(self)
         try:
@@ -491,6 +634,7 @@ class OpTracer:
                   function_mode, dispatch_mode):
                 yield
         finally:
+            self.close_stretch()
             for hook in hooks:
                 hook.remove()
             self.saved_bytes = max(self.saved_bytes, self.saved_bytes_step)
@@ -504,6 +648,10 @@ class OpTracer:
             "step_graphs": self.step_graphs(),
             "optimizer_graphs": self.optimizer_graphs(),
             "activation_bytes": self.saved_bytes,
+            "evaluation": {"ops": [record.as_dict() for record in self.evaluation_records.values()],
+                           "host_syncs": [record.as_dict() for record in self.evaluation_syncs.values()],
+                           "model_calls": [{"location": location, "count": count}
+                                           for location, count in self.evaluation_model_calls.items()]},
         }
 
     def step_graphs(self) -> list[dict[str, Any]]:

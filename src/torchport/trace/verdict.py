@@ -108,9 +108,13 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
     if scanned:
         first = scanned[0]
         verdict["scan_findings"] = [f"{f['id']} at {f['location']}" for f in scanned]
-        verdict["text"] += (f"; scan of the app's files: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
-                            f"{first['severity'][scan_target]} here, first {first['id']} {first['title']} at "
-                            f"{first['location']}")
+        ran = sum(1 for f in scanned if f.get("seen_at_run_time"))
+        source = ("scan of the app's files" if (section.get("app_scan") or {}).get("files")
+                  else "device-typed APIs seen at run time")
+        verdict["text"] += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
+                            f"{first['severity'][scan_target]} here"
+                            + (f" ({ran} seen at run time)" if ran and source.startswith("scan") else "")
+                            + f", first {first['id']} {first['title']} at {first['location']}")
     return verdict
 
 
