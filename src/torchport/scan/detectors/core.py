@@ -36,8 +36,10 @@ from torchport.scan.detectors.syntax import (
     version_key,
 )
 from torchport.scan.rules import (
+    RULES_BY_ID,
     TRITON_KERNEL,
     CUDA_AUTOCAST,
+    CUDA_DEVICE_STRING,
     CUDA_AVAILABILITY_CHECK,
     CUDA_CUSTOM_FWD,
     CUDA_EXTENSION_BUILD,
@@ -45,6 +47,7 @@ from torchport.scan.rules import (
     DEPRECATED_TORCH_XLA_API,
     FLOAT64,
     TORCH_XLA_API,
+    finding_worst,
 )
 
 # Markers of code that handles accelerators other than CUDA: a CUDA check in an
@@ -79,6 +82,8 @@ _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_
 _CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
                                r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
+_DISPATCH_DEFAULT = ("the CUDA default of a dispatch whose other branches handle other accelerators "
+                     "(is_xpu_available(), is_npu_available(), ...)")
 _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 # Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
 # `is_flash_supported()`, `args.use_fused`.
@@ -89,7 +94,7 @@ _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which 
 # buffers, SHARP, NVSHMEM, NVLS multimem, apex AMP.  `if self.nccl_ub:`,
 # `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
 _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
-                            r"|graphable|nvls|multimem|^apex$", re.I)
+                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
@@ -102,6 +107,8 @@ _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
 _ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it has: a gate for a "
                      "CUDA-only feature in code that runs on the others")
 _OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
+_CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
+_ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
@@ -114,7 +121,7 @@ _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
                    "it runs only where that backend is chosen")
-_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron"}
+_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron", "xla", "tpu"}
 _NAME_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z]|_|\d|$)|[A-Z]?[a-z]+|[A-Z]+")
 # Bases that are no abstraction with per-device implementations.
 _PLAIN_BASES = {"", "object", "TestCase", "Module", "Enum", "Exception", "RuntimeError", "ValueError"}
@@ -142,9 +149,11 @@ def _raises(statements) -> bool:
 
 
 def _opt_in_feature_named(name: str) -> bool:
-    """``create_cuda_graphs``, ``CudaGraphManager``, ``NvshmemCopyService``, ``register_nccl_ub``."""
+    """``create_cuda_graphs``, ``CudaGraphManager``, ``NvshmemCopyService``, ``register_nccl_ub``,
+    ``to_tensorrt``, ``TransformerEnginePrecision``."""
     flat = name.lower().replace("_", "")
-    return any(word in flat for word in ("cudagraph", "nvshmem", "ncclub", "userbuffer"))
+    return any(word in flat for word in ("cudagraph", "nvshmem", "ncclub", "userbuffer", "tensorrt",
+                                         "transformerengine", "nvtx"))
 
 
 def _names_in(node) -> list[str]:
@@ -153,8 +162,35 @@ def _names_in(node) -> list[str]:
 
 
 def _accelerator_named(name: str) -> str | None:
-    """``CUDA_Accelerator`` -> "cuda", ``HpuBackend`` -> "hpu": the device a name is for."""
-    return next((t.lower() for t in _NAME_TOKEN.findall(name) if t.lower() in _ACCELERATOR_TOKENS), None)
+    """``CUDA_Accelerator`` -> "cuda", ``HpuBackend`` -> "hpu", ``XLAFSDPStrategy`` -> "xla":
+    the device a name is for (an acronym run may start with it)."""
+    for token in _NAME_TOKEN.findall(name):
+        lowered = token.lower()
+        if lowered in _ACCELERATOR_TOKENS:
+            return lowered
+        if token.isupper() and (device := next((a for a in _ACCELERATOR_TOKENS if lowered.startswith(a)), None)):
+            return device
+    return None
+
+
+def _implementation_class(node: ast.ClassDef) -> str | None:
+    """``class CUDA_Accelerator(DeepSpeedAccelerator)``, ``class XLAStrategy(DDPStrategy)``:
+    the device of a class named for one that implements a base not named for one."""
+    device = _accelerator_named(node.name)
+    bases = [str(getattr(b, "id", None) or getattr(b, "attr", "")) for b in node.bases]
+    if device and any(base not in _PLAIN_BASES and _accelerator_named(base) is None for base in bases):
+        return device
+    return None
+
+
+def _within(finding, node) -> bool:
+    """Whether a finding (1-based column) lies inside ``node``'s source span."""
+    start, end = (node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    return start <= (finding.line, finding.column - 1) < end
+
+
+def _module_stem(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
 
 
 def _implementation_folder(path: str) -> str | None:
@@ -443,29 +479,38 @@ class AnalyzerCore(AnalyzerState):
         self.context_names.extend(context)
         self._visit_body(node.body)
         del self.context_names[-len(context):]
-        device = _accelerator_named(node.name)
-        if device and any(base not in _PLAIN_BASES and _accelerator_named(base) is None for base in context[1:]):
-            # `class CUDA_Accelerator(DeepSpeedAccelerator)`: chosen only where that device is.
+        device = _implementation_class(node)
+        if device:  # `class CUDA_Accelerator(DeepSpeedAccelerator)`: chosen only where that device is.
             self._cap(self.findings[body_start:], _IMPLEMENTATION.format(device.upper()))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
         if _opt_in_feature_named(node.name):
             self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
+        self._cap_asked_float64(node.name, self.findings[body_start:])
         self.class_names.pop()
         self.scopes.pop()
 
     def visit_FunctionDef(self, node) -> None:
+        defaults_start = len(self.findings)
         for handler in self.function_handlers:
             handler(self, node)
+        overridden = []  # defaults that every call in this file replaces
         for argument, default in parameter_defaults(node.args):
             start = len(self.findings)
             self._named_default(argument.arg, default, f"default of {argument.arg}")
-            if len(self.findings) > start and self._every_call_passes(node, argument.arg):
+            reported = len(self.findings) > start or any(
+                CUDA_DEVICE.match(string_value(n) or "") for n in ast.walk(default))
+            if reported and self._every_call_passes(node, argument.arg):
+                overridden.append((default, argument.arg))
                 self._cap(self.findings[start:], f"default only: every call in this file passes {argument.arg}")
         for decorator in node.decorator_list:
             self.visit(decorator)
+        args_start = len(self.findings)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
+        for default, name in overridden:  # `device: torch.device = torch.device("cuda")`
+            self._cap([f for f in self.findings[args_start:] if _within(f, default)],
+                      f"default only: every call in this file passes {name}")
         if node.returns is not None:
             self._visit_annotation(node.returns)
         self.scopes.append(id(node))
@@ -501,8 +546,11 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
-        if _opt_in_feature_named(node.name):
-            self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
+        if node.name == "cuda" and len(self.class_names) > 1 and self.class_names[-2]:
+            # a class's own `def cuda(self, device=None)`: runs only when its caller asks for CUDA
+            self._cap(self.findings[body_start:], _CUDA_METHOD)
+        if _opt_in_feature_named(node.name):  # `def to_tensorrt(self, default_device="cuda")`
+            self._cap(self.findings[defaults_start:], _OPT_IN_IMPLEMENTATION)
         self._cap_after_cuda_exits(node, self.findings[body_start:])
         self._cap_support_flags(node, self.findings[body_start:])
         self.context_names.pop()
@@ -510,6 +558,11 @@ class AnalyzerCore(AnalyzerState):
         self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _cap_asked_float64(self, name: str, findings) -> None:
+        """``class DoublePrecision``: float64 is what the user asked for."""
+        if _OPT_IN_FLOAT64.search(name):
+            self._cap([f for f in findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
 
     def _every_call_passes(self, function, parameter: str) -> bool:
         """Whether the file calls ``function`` at least once and every call passes
@@ -521,6 +574,8 @@ class AnalyzerCore(AnalyzerState):
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         position = positional.index(parameter) - method if parameter in positional else None
         calls = self.calls_named(name)
+        if not method:  # `torch.is_autocast_enabled()` is another function than this `is_autocast_enabled`
+            calls = [call for call in calls if isinstance(call.func, ast.Name)]
         for call in calls:
             if any(kw.arg in (parameter, None) for kw in call.keywords):
                 continue
@@ -637,9 +692,17 @@ class AnalyzerCore(AnalyzerState):
             value = self.resolve(test)
             return value is not None and not isinstance(value, ast.Name) and self._absent_cuda_query(value)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            return self.positive_cuda_query(test.operand)
+            operand = test.operand
+            if isinstance(operand, ast.BoolOp) and isinstance(operand.op, ast.Or):
+                # `not (flag in ("cuda", "gpu") or isinstance(flag, CUDAAccelerator))`
+                return any(map(self.positive_cuda_query, operand.values))
+            return self.positive_cuda_query(operand)
         if isinstance(test, ast.BoolOp):
             return isinstance(test.op, ast.Or) and any(map(self._absent_cuda_query, test.values))
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotIn, ast.NotEq))
+                and self.positive_cuda_query(ast.Compare(left=test.left, ops=[ast.In() if isinstance(
+                    test.ops[0], ast.NotIn) else ast.Eq()], comparators=test.comparators))):
+            return True  # `accelerator not in ("cuda", "gpu")`
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE, ast.Eq)):
             left = test.left
             return (isinstance(left, ast.Call) and self.qualname(left.func) == "torch.cuda.device_count"
@@ -719,6 +782,33 @@ class AnalyzerCore(AnalyzerState):
         folder = _implementation_folder(self.path)
         if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
             self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
+        stem = _module_stem(self.path)
+        device = _accelerator_named(stem)
+        if device and any(isinstance(c, ast.ClassDef) and _implementation_class(c) == device for c in node.body):
+            # `strategies/xla.py` defining `class XLAStrategy(DDPStrategy)`: its module-level
+            # helpers serve that implementation only.
+            self._cap(self.findings, _IMPLEMENTATION.format(device.upper()))
+        elif _opt_in_feature_named(stem):  # `utils/transformer_engine.py`
+            self._cap(self.findings, _OPT_IN_IMPLEMENTATION)
+        self._cap_device_named_variants(node)
+
+    def _cap_device_named_variants(self, tree: ast.Module) -> None:
+        """``def tpu_launcher`` beside ``def multi_gpu_launcher`` and ``def simple_launcher``:
+        one variant of a family of module-level functions, chosen for its device."""
+        functions = [f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and _accelerator_named(f.name.split("_", 1)[0]) and f.name.partition("_")[2]]
+        if not functions or not self.findings:
+            return
+        if self._definitions is None:
+            self._index_whole_file()  # the tree visited may hold only the functions with trigger words
+        names = set(self._definitions or ())
+        for function in functions:
+            device = _accelerator_named(function.name.split("_", 1)[0])
+            suffix = function.name.partition("_")[2]
+            if not any(n != function.name and n.endswith("_" + suffix) for n in names):
+                continue
+            low, high = function.lineno, function.end_lineno or function.lineno
+            self._cap([f for f in self.findings if low <= f.line <= high], _IMPLEMENTATION.format(device.upper()))
 
     def _cap_helpers_of_cuda_tests(self, tree) -> None:
         """A helper (``_test_impls_helper``) that this file calls only from tests that run
@@ -840,8 +930,36 @@ class AnalyzerCore(AnalyzerState):
     def _compares_or_checks(test) -> bool:
         return isinstance(test, (ast.Compare, ast.Call, ast.BoolOp))
 
+    def _register_dispatch_default(self, node: ast.If) -> None:
+        """``if is_xpu_available(): ... elif is_npu_available(): ... else: <CUDA code>``: the
+        final ``else`` of a chain with branches for two other accelerators or more is the
+        CUDA member of a dispatch.  Stored under the last ``if`` of the chain, with whether
+        the chain also has a CPU branch (without one, the ``else`` runs on the CPU too)."""
+        chain, current = [node], node
+        while (len(current.orelse) == 1 and isinstance(current.orelse[0], ast.If)
+               and current.orelse[0].col_offset == node.col_offset):  # `elif`, not `else:` holding an `if`
+            current = current.orelse[0]
+            chain.append(current)
+        if not current.orelse or id(current) in self.dispatch_defaults:
+            return
+        others = [m.test for m in chain if not self.positive_cuda_query(m.test)
+                  and self._compares_or_checks(m.test) and self._mentions_other_accelerator([m.test])]
+        if len(others) >= 2:
+            self.dispatch_defaults[id(current)] = any(
+                (string_value(n) or "").split(":")[0] == "cpu" or getattr(n, "attr", getattr(n, "id", "")) == "CPU"
+                for test in others for n in ast.walk(test))
+
+    def _cap_dispatch_default(self, node: ast.If, findings) -> None:
+        if id(node) not in self.dispatch_defaults:
+            return
+        cpu_branch = self.dispatch_defaults[id(node)]
+        targets = RULES_BY_ID[CUDA_DEVICE_STRING].severity.keys()
+        # Without a CPU branch an error there (`.cuda()` on a CPU host) is still an error.
+        self._cap([f for f in findings if cpu_branch or finding_worst(f, targets) != "error"], _DISPATCH_DEFAULT)
+
     def visit_If(self, node: ast.If) -> None:
         test = node.test
+        self._register_dispatch_default(node)
         if self._type_checking(test) or self.positive_xla_query(test):
             start = len(self.findings)
             self.visit(test)
@@ -853,8 +971,7 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(body, _TYPE_CHECKING)
             else:
                 self._cap([f for f in body if f.rule_id in _XLA_RULES], _XLA_GUARDED)
-            for statement in node.orelse:
-                self.visit(statement)
+            self._visit_orelse(node)
             return
         if node.orelse and not self.positive_cuda_query(test) and self._kernel_flag(test):
             # `if has_triton(): <Triton kernel> else: <native fallback>`
@@ -863,8 +980,7 @@ class AnalyzerCore(AnalyzerState):
             for statement in node.body:
                 self.visit(statement)
             self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
-            for statement in node.orelse:
-                self.visit(statement)
+            self._visit_orelse(node)
             return
         if self._nvidia_opt_in(test):
             start = len(self.findings)
@@ -872,8 +988,7 @@ class AnalyzerCore(AnalyzerState):
             for statement in node.body:
                 self.visit(statement)
             self._cap(self.findings[start:], _OPT_IN)
-            for statement in node.orelse:
-                self.visit(statement)
+            self._visit_orelse(node)
             return
         positive = self.positive_cuda_query(test)
         convertible = (isinstance(test, ast.Call) and not test.args and not test.keywords
@@ -886,7 +1001,7 @@ class AnalyzerCore(AnalyzerState):
         body_start = len(self.findings)
         for statement in node.body:
             self.visit(statement)
-        body = self.findings[body_start:]
+        body = body_findings = self.findings[body_start:]
         if convertible:
             assert isinstance(test, ast.Call)
             if body and all(f.fix is not None for f in body):
@@ -904,7 +1019,7 @@ class AnalyzerCore(AnalyzerState):
             self._cap(test_findings, _DECIDES_SKIP)
         checks = [f for f in test_findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
         if checks:
-            absent = self._absent_cuda_query(test) or self._exits_unless_cuda(node)
+            absent = self._negates_cuda(test) or self._exits_unless_cuda(node)
             if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
                 self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
             elif _diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body):
@@ -919,19 +1034,31 @@ class AnalyzerCore(AnalyzerState):
                 # `if torch.cuda.is_available(): assert ...` in a test: skipping it elsewhere
                 # skips a check of CUDA state, and nothing else.
                 self._cap(test_findings, "the check guards only assertions about CUDA state")
-        self._cap([f for f in body if imports_checked_package(f, test)],
+        self._cap([f for f in body if imports_checked_package(f, test) or (
+            f.rule_id == TRITON_KERNEL and f.detail.startswith("import ") and self._kernel_flag(test))],
                   "the import is guarded by a check that the package is installed")
         else_start = len(self.findings)
-        for statement in node.orelse:
-            self.visit(statement)
+        self._visit_orelse(node)
         # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
         # finding (it raises there), so the check adds no consequence of its own.
+        if checks and node.orelse and all(map(_device_test, checks)) and len(self.findings) == else_start:
+            # `if acc.device.type == "cuda" and fast_mm: <CUDA fast path> else: <portable path>`
+            self._cap(checks, _FEATURE_GATE)
         taken = [] if not checks else self.findings[else_start:] if positive else (
             body if self._negates_cuda(test) else [])
         if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
             self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+        if any(_OPT_IN_FLOAT64.search(name) for name in _names_in(test)):
+            # `if isinstance(plugin, DoublePrecision): return torch.double`
+            self._cap([f for f in body_findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
+
+    def _visit_orelse(self, node: ast.If) -> None:
+        start = len(self.findings)
+        for statement in node.orelse:
+            self.visit(statement)
+        self._cap_dispatch_default(node, self.findings[start:])
 
     def _kernel_flag(self, test) -> bool:
         """``has_triton()``, ``_TRITON_AVAILABLE``, ``is_sm_at_least_90()``: true only where

@@ -50,6 +50,9 @@ class DtypeDetector(AnalyzerState):
         device = keyword_value(node, "device")
         if method == "to" and node.args:
             device = node.args[0]
+        if self.qualname(func) in ("torch.finfo", "torch.iinfo"):
+            self.host.update(map(id, ast.walk(node)))  # facts about a dtype: no tensor is made
+            return
         on_host = string_value(device) == "cpu" or (
             isinstance(device, ast.Call) and self.qualname(device.func) == "torch.device"
             and device.args and string_value(device.args[0]) == "cpu")

@@ -56,6 +56,8 @@ class AnalyzerState(ast.NodeVisitor):
         self.table_entries: set[int] = set()  # lists and tuples that are values of a dict literal
         self.in_message = 0
         self.chain_portable: dict[int, bool] = {}
+        # id of the last `if` of an accelerator dispatch -> whether the chain has a CPU branch
+        self.dispatch_defaults: dict[int, bool] = {}
         self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
         self.T = self.torch or "torch"
 
