@@ -6,7 +6,7 @@ its source for a judge to read.
         [-o sample.md] [--download] [PACKAGE==VERSION ...]
 
 The sources come from PyPI with pip (``--download``; a wheel, or the sdist for packages
-that publish none, fetched from PyPI's JSON API when pip cannot build its metadata) into ``CORPUS/dl`` and are unpacked into ``CORPUS/src/NAME-VERSION``
+that publish none, fetched from PyPI's simple index when pip cannot build its metadata) into ``CORPUS/dl`` and are unpacked into ``CORPUS/src/NAME-VERSION``
 (source and text files only: compiled libraries are left out).  Each tree is scanned
 by this checkout's torchport (``scan . --format json --fail-on never``, every target);
 findings in a byte-identical copy of an earlier file are dropped; the findings whose
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tarfile
@@ -58,17 +59,22 @@ def _pip_download(folder: Path, name: str, version: str, kind: str) -> bool:
 
 
 def _sdist_from_index(folder: Path, name: str, version: str) -> bool:
-    """Fetch the sdist file itself from PyPI's JSON API: pip keeps an sdist only after
-    building its metadata, which fails for packages whose setup.py needs torch or nvcc."""
+    """Fetch the sdist file itself through PyPI's simple index (PEP 691 JSON, the API pip
+    reads): pip keeps an sdist only after building its metadata, which fails for
+    packages whose setup.py needs torch or nvcc.  The file's sha256 is checked."""
+    normalised = re.sub(r"[-_.]+", "-", name).lower()
+    request = urllib.request.Request(f"https://pypi.org/simple/{normalised}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    wanted = (f"{normalised}-{version}.tar.gz", f"{normalised}-{version}.zip")
     try:
-        with urllib.request.urlopen(f"https://pypi.org/pypi/{name}/{version}/json", timeout=60) as answer:
-            files = json.load(answer)["urls"]
-        sdist = next(f for f in files if f["packagetype"] == "sdist")
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            files = json.load(answer)["files"]
+        sdist = next(f for f in files if f["filename"].lower().replace("_", "-") in wanted)
         with urllib.request.urlopen(sdist["url"], timeout=300) as answer:
             data = answer.read()
     except (OSError, ValueError, KeyError, StopIteration):
         return False
-    if hashlib.sha256(data).hexdigest() != sdist["digests"]["sha256"]:
+    if hashlib.sha256(data).hexdigest() != sdist["hashes"].get("sha256"):
         return False
     (folder / Path(sdist["filename"]).name).write_bytes(data)
     return True

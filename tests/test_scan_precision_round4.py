@@ -272,3 +272,101 @@ def place(x):
 
 def test_device_feature_gates_and_guarded_triton_imports_are_info(tmp_path: Path) -> None:
     assert _serious(tmp_path, GATES) == {16, 18}
+
+
+STREAM_AND_RNG = '''
+import torch
+
+
+def setup(model, device_ids):
+    ctx = torch.cuda.stream(torch.cuda.Stream())
+    return ctx
+
+
+def restore(state):
+    torch.cuda.set_rng_state_all(state["torch.cuda"])
+    return torch.cuda.get_rng_state()
+'''
+
+
+def test_one_finding_per_call_and_rng_restores_that_do_not_raise_are_silent(tmp_path: Path) -> None:
+    path = tmp_path / "mod.py"
+    path.write_text(textwrap.dedent(STREAM_AND_RNG).lstrip("\n"))
+    findings = scan([path], ScanConfig()).findings
+    worst = sorted((f.line, finding_worst(f, ALL_TARGETS)) for f in findings)
+    assert [w for line, w in worst if line == 5] == ["error", "info"]
+    assert [w for line, w in worst if line == 10] == ["silent"]  # deferred: no error without CUDA
+    assert [w for line, w in worst if line == 11] == ["error"]  # torch.cuda.get_rng_state() raises
+
+
+DDP_IDS = '''
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Strategy:
+    def setup(self, module, rank):
+        device_ids = self.determine_ddp_device_ids()
+        wrapped = DistributedDataParallel(module, device_ids=device_ids)
+        return wrapped, DistributedDataParallel(module, device_ids=[rank])
+'''
+
+
+def test_ddp_device_ids_from_a_helper_that_decides_them_are_not_reported(tmp_path: Path) -> None:
+    assert _serious(tmp_path, DDP_IDS) == {9}
+
+
+HELPERS = '''
+import os
+
+import torch
+
+
+def override_numa_affinity(rank):
+    if torch.cuda.is_available():
+        os.sched_setaffinity(0, {rank})
+
+
+def is_rocm_available():
+    return torch.version.hip is not None and torch.cuda.is_available()
+
+
+def is_cuda_available():
+    """Whether CUDA is usable."""
+    return torch.cuda.is_available()
+
+
+class Loader:
+    def __init__(self, device):
+        self.is_cuda = device.type == "cuda" and torch.cuda.is_available()
+        self.is_npu = device.type == "npu" and torch.npu.is_available()
+
+
+def pick():
+    if torch.cuda.is_available():
+        return "cuda"
+    return "cpu"
+'''
+
+
+def test_affinity_gates_rocm_checks_named_checks_and_per_device_flags_are_info(tmp_path: Path) -> None:
+    assert _serious(tmp_path, HELPERS) == {27}
+
+
+def test_a_module_the_package_imports_only_with_triton_is_info(tmp_path: Path) -> None:
+    kernel = '''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _kernel(x_ptr):
+        tl.store(x_ptr, 1)
+    '''
+    package = tmp_path / "kernels"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from mylib import is_triton_available\n\nif is_triton_available():\n    from .fused import run\n")
+    assert _serious(tmp_path, kernel, "kernels/fused.py") == set()
+    (package / "__init__.py").write_text("from .fused import run\n")
+    assert _serious(tmp_path, kernel, "kernels/fused.py") == {1, 5}

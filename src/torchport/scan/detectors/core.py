@@ -107,6 +107,9 @@ _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
 _ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it has: a gate for a "
                      "CUDA-only feature in code that runs on the others")
 _OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
+_ROCM_CHECK = "and-ed with torch.version.hip: a check for ROCm, which keeps the 'cuda' device"
+_NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
+_SAME_CALL = "an argument of a call reported on the same line under the same rule"
 _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
 _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
 _ANNOTATION = "a type annotation: read by type checkers, never run"
@@ -117,7 +120,7 @@ _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA exte
 # gates only these changes what is measured or logged, never what is computed.
 _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
                               r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
-                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info", re.I)
+                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa", re.I)
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
                    "it runs only where that backend is chosen")
@@ -400,6 +403,21 @@ class AnalyzerCore(AnalyzerState):
         self.generic_visit(node)
         if any(map(_diagnostic, node.targets)):  # num_threads = cpu_count() // (n if cuda else 1)
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DIAGNOSTICS)
+        checks = [f for f in self.findings[start:] if _device_test(f)]
+        if checks and self._flag_beside_other_device(node):
+            self._cap(checks, _DISPATCH)
+
+    def _flag_beside_other_device(self, node: ast.Assign) -> bool:
+        """``self.is_cuda = device.type == "cuda" and ...`` next to ``self.is_npu =
+        device.type == "npu" and ...``: flags for each device, a dispatch."""
+        subjects = {_device_subject(n) for n in ast.walk(node.value)} - {None}
+        if not subjects:
+            return False
+        for sibling in self.blocks.get(id(node), ()):
+            if sibling is not node and isinstance(sibling, ast.Assign) and any(
+                    _device_subject(n, other=True) in subjects for n in ast.walk(sibling.value)):
+                return True
+        return False
 
     def visit_Assert(self, node: ast.Assert) -> None:
         start = len(self.findings)
@@ -546,6 +564,10 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        statements = node.body[1:] if node.body and string_value(getattr(node.body[0], "value", None)) else node.body
+        if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
+            # `def is_cuda_available(): return torch.cuda.is_available()`: its calls are the checks
+            self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _NAMED_QUERY)
         if node.name == "cuda" and len(self.class_names) > 1 and self.class_names[-2]:
             # a class's own `def cuda(self, device=None)`: runs only when its caller asks for CUDA
             self._cap(self.findings[body_start:], _CUDA_METHOD)
@@ -791,6 +813,41 @@ class AnalyzerCore(AnalyzerState):
         elif _opt_in_feature_named(stem):  # `utils/transformer_engine.py`
             self._cap(self.findings, _OPT_IN_IMPLEMENTATION)
         self._cap_device_named_variants(node)
+        kernels = [f for f in self.findings if f.rule_id == TRITON_KERNEL and f.severity_cap != "info"]
+        if kernels and self._package_imports_only_with_triton(stem):
+            self._cap(kernels, "its package imports this module only where Triton is available")
+
+    def _package_imports_only_with_triton(self, stem: str) -> bool:
+        """``if is_triton_available(): from .logprob_entropy import ...`` in the package's
+        ``__init__.py``: the kernels of that module load only where Triton is."""
+        init = os.path.join(os.path.dirname(self.path), "__init__.py")
+        if stem == "__init__" or not os.path.isfile(init):
+            return False
+        try:
+            with open(init, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+        except (OSError, SyntaxError, ValueError):
+            return False
+        guarded, bare = 0, 0
+
+        def walk(statements, under_flag: bool) -> None:
+            nonlocal guarded, bare
+            for statement in statements:
+                if isinstance(statement, ast.ImportFrom) and statement.level == 1 and (
+                        statement.module == stem or (statement.module is None
+                                                     and any(a.name == stem for a in statement.names))):
+                    if under_flag:
+                        guarded += 1
+                    else:
+                        bare += 1
+                elif isinstance(statement, ast.If):
+                    walk(statement.body, under_flag or self._kernel_flag(statement.test))
+                    walk(statement.orelse, under_flag)
+                elif isinstance(statement, ast.Try):
+                    walk(statement.body, under_flag)
+
+        walk(tree.body, False)
+        return guarded > 0 and bare == 0
 
     def _cap_device_named_variants(self, tree: ast.Module) -> None:
         """``def tpu_launcher`` beside ``def multi_gpu_launcher`` and ``def simple_launcher``:
@@ -1022,7 +1079,8 @@ class AnalyzerCore(AnalyzerState):
             absent = self._negates_cuda(test) or self._exits_unless_cuda(node)
             if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
                 self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
-            elif _diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body):
+            elif (_diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body)
+                  or (self.context_names and _DIAGNOSTIC_NAME.search(self.context_names[-1]))):
                 self._cap(checks, _DIAGNOSTICS)
             elif self._building():
                 self._cap(checks, _BUILD_CHECK)
@@ -1285,6 +1343,14 @@ class AnalyzerCore(AnalyzerState):
                 self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _FEATURE_GATE)
             elif any(map(self._optional_feature, node.values)):
                 self._cap([f for f in self.findings[first:] if _device_test(f)], _FEATURE_GATE)
+            if any(self._hip_build(value) for value in node.values):
+                self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _ROCM_CHECK)
+
+    def _hip_build(self, value) -> bool:
+        """``torch.version.hip``, ``torch.version.hip is not None``: true only on a ROCm build."""
+        if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.IsNot):
+            value = value.left
+        return self.qualname(value) == "torch.version.hip"
 
     def _optional_feature(self, value) -> bool:
         if self.positive_cuda_query(value):
@@ -1330,6 +1396,7 @@ class AnalyzerCore(AnalyzerState):
         for observer in self.call_observers:
             observer(self, node)
         qualname = self.qualname(node.func)
+        outer_start = len(self.findings)
         handled = bool(qualname and self._named_call(node, qualname))
         if not handled and isinstance(node.func, ast.Attribute) and not (
                 qualname and qualname.startswith(("torch.", "torch_xla."))):
@@ -1342,8 +1409,12 @@ class AnalyzerCore(AnalyzerState):
                 self._named_default(key, node.args[2], f"getattr default for {key}")
         self._keywords(node, qualname)
         if handled:
+            outer = {(f.rule_id, f.line) for f in self.findings[outer_start:]}
+            inner_start = len(self.findings)
             for child in node.args + [kw.value for kw in node.keywords]:
                 self.visit(child)
+            # `torch.cuda.stream(torch.cuda.Stream())`: one change on one line, reported once
+            self._cap([f for f in self.findings[inner_start:] if (f.rule_id, f.line) in outer], _SAME_CALL)
         else:
             self.generic_visit(node)
 

@@ -110,6 +110,11 @@ class DistributedDetector(AnalyzerState):
         if device_ids is None or isinstance(device_ids, ast.IfExp) or (
                 isinstance(device_ids, ast.Constant) and device_ids.value is None):
             return False  # absent, None, or already chosen by a condition
+        if isinstance(device_ids, ast.Name):
+            decided = self.resolve(device_ids)
+            if isinstance(decided, ast.IfExp) or (isinstance(decided, ast.Call) and "device_ids" in (
+                    getattr(decided.func, "attr", None) or getattr(decided.func, "id", "")).lower()):
+                return False  # `device_ids = self.determine_ddp_device_ids()`: None for a CPU module
         edits = None
         if isinstance(device_ids, (ast.List, ast.Tuple)) and not any(
                 isinstance(e, ast.Starred) for e in device_ids.elts):
