@@ -52,7 +52,7 @@ from torchport.scan.rules import (
 
 # Markers of code that handles accelerators other than CUDA: a CUDA check in an
 # if/elif chain that also has such a branch is dispatch code, not lock-in.
-_OTHER_ACCELERATOR_WORDS = {"mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron",
+_OTHER_ACCELERATOR_WORDS = {"mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron", "metal", "vulkan",
                             "accelerator", "get_device_module", "torch_xla", "torch_tpu",
                             "xla_model", "current_accelerator"}
 _OTHER_ACCELERATOR_CHECK = re.compile(r"is_\w*(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron)\w*_available")
@@ -94,7 +94,7 @@ _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which 
 # buffers, SHARP, NVSHMEM, NVLS multimem, apex AMP.  `if self.nccl_ub:`,
 # `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
 _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
-                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine", re.I)
+                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine|nvfp4", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
@@ -108,6 +108,8 @@ _ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it 
                      "CUDA-only feature in code that runs on the others")
 _OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
 _ROCM_CHECK = "and-ed with torch.version.hip: a check for ROCm, which keeps the 'cuda' device"
+_ADAPTS = ("a test of the device the code was given: the code adapts to it (a fast path, an early "
+           "return), choosing no device")
 _NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
 _SAME_CALL = "an argument of a call reported on the same line under the same rule"
 _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
@@ -120,11 +122,11 @@ _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA exte
 # gates only these changes what is measured or logged, never what is computed.
 _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
                               r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
-                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa", re.I)
+                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa|elapsed|timeit|(?:^|_)timer", re.I)
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
                    "it runs only where that backend is chosen")
-_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron", "xla", "tpu"}
+_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron", "xla", "tpu", "ascend"}
 _NAME_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z]|_|\d|$)|[A-Z]?[a-z]+|[A-Z]+")
 # Bases that are no abstraction with per-device implementations.
 _PLAIN_BASES = {"", "object", "TestCase", "Module", "Enum", "Exception", "RuntimeError", "ValueError"}
@@ -156,7 +158,7 @@ def _opt_in_feature_named(name: str) -> bool:
     ``to_tensorrt``, ``TransformerEnginePrecision``."""
     flat = name.lower().replace("_", "")
     return any(word in flat for word in ("cudagraph", "nvshmem", "ncclub", "userbuffer", "tensorrt",
-                                         "transformerengine", "nvtx"))
+                                         "transformerengine", "nvtx", "nvfp4"))
 
 
 def _names_in(node) -> list[str]:
@@ -186,6 +188,16 @@ def _implementation_class(node: ast.ClassDef) -> str | None:
     return None
 
 
+def _falls_back_to_cpu(statement) -> bool:
+    """The statement names the CPU as a device: ``"cpu"``, ``torch.device("cpu")``, ``x.cpu()``."""
+    for node in ast.walk(statement):
+        if (string_value(node) or "").split(":")[0] == "cpu":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
+            return True
+    return False
+
+
 def _within(finding, node) -> bool:
     """Whether a finding (1-based column) lies inside ``node``'s source span."""
     start, end = (node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)
@@ -201,15 +213,16 @@ def _implementation_folder(path: str) -> str | None:
     for another device (``cpu/``, ``xpu/``): one implementation of an abstraction."""
     parts = path.replace("\\", "/").split("/")[:-1]
     for index in range(len(parts) - 1, 0, -1):
-        if parts[index] not in _ACCELERATOR_TOKENS | {"triton"}:  # backends/triton beside backends/cpu
+        name = parts[index].lstrip("_")  # `backends/_ascend` beside `backends/_triton`
+        if name not in _ACCELERATOR_TOKENS | {"triton"}:  # backends/triton beside backends/cpu
             continue
         parent = "/".join(parts[:index]) or "/"
         try:
-            siblings = {entry.name for entry in os.scandir(parent) if entry.is_dir()}
+            siblings = {entry.name.lstrip("_") for entry in os.scandir(parent) if entry.is_dir()}
         except OSError:
             return None
-        if siblings & (_ACCELERATOR_TOKENS | {"cpu"}) - {parts[index]}:
-            return parts[index]
+        if siblings & (_ACCELERATOR_TOKENS | {"cpu"} | ({"triton"} if name != "triton" else set())) - {name}:
+            return name
     return None
 
 
@@ -813,9 +826,33 @@ class AnalyzerCore(AnalyzerState):
         elif _opt_in_feature_named(stem):  # `utils/transformer_engine.py`
             self._cap(self.findings, _OPT_IN_IMPLEMENTATION)
         self._cap_device_named_variants(node)
+        self._cap_device_adaptations(node)
         kernels = [f for f in self.findings if f.rule_id == TRITON_KERNEL and f.severity_cap != "info"]
         if kernels and self._package_imports_only_with_triton(stem):
             self._cap(kernels, "its package imports this module only where Triton is available")
+
+    def _cap_device_adaptations(self, tree: ast.Module) -> None:
+        """``if x.device.type != "cuda": return None``, ``pin_memory=device.type == "cuda"``:
+        a test of the device the code was given adapts the code to it; it chooses no
+        device.  It does choose one, silently, where the statement falls back to the CPU
+        (``"cuda" if x.is_cuda else "cpu"``, ``x.cpu()``), and stays reported there."""
+        tests = [f for f in self.findings if _device_test(f) and f.severity_cap != "info"]
+        if not tests:
+            return
+        statements = [s for s in ast.walk(tree) if isinstance(s, ast.stmt)
+                      and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        for finding in tests:
+            around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
+            if not around:
+                continue
+            statement = min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)
+            following = []
+            if isinstance(statement, ast.If) and self._exits(statement):
+                # `if x.device.type == "cuda": return x` then `return x.cpu()`
+                block = self.blocks.get(id(statement), [])
+                following = block[block.index(statement) + 1:] if statement in block else []
+            if not any(map(_falls_back_to_cpu, [statement, *following])):
+                self._cap([finding], _ADAPTS)
 
     def _package_imports_only_with_triton(self, stem: str) -> bool:
         """``if is_triton_available(): from .logprob_entropy import ...`` in the package's
@@ -1099,7 +1136,8 @@ class AnalyzerCore(AnalyzerState):
         self._visit_orelse(node)
         # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
         # finding (it raises there), so the check adds no consequence of its own.
-        if checks and node.orelse and all(map(_device_test, checks)) and len(self.findings) == else_start:
+        if (checks and node.orelse and all(map(_device_test, checks)) and len(self.findings) == else_start
+                and not _falls_back_to_cpu(node)):
             # `if acc.device.type == "cuda" and fast_mm: <CUDA fast path> else: <portable path>`
             self._cap(checks, _FEATURE_GATE)
         taken = [] if not checks else self.findings[else_start:] if positive else (
@@ -1237,7 +1275,9 @@ class AnalyzerCore(AnalyzerState):
         if optional:
             self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
                       "an optional import with an ImportError fallback")
-        if len(node.body) == 1 and any(self._probe_fallback(h) for h in node.handlers):
+        probe = len(node.body) == 1 or (len(node.body) <= 3 and all(
+            isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.Return)) for s in node.body))
+        if probe and any(self._probe_fallback(h) for h in node.handlers):
             # `try: return torch.cuda.nccl.version() except Exception: return None`
             self._cap(self.findings[start:], "a probe whose failure is caught, with a fallback value")
         for handler in node.handlers:
@@ -1324,6 +1364,8 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(self.findings[start:], GUARDED)
             if isinstance(node.op, ast.And) and self.positive_cuda_query(value):
                 guarded = True
+            elif isinstance(node.op, ast.Or) and self._negates_cuda(value):
+                guarded = True  # `not torch.cuda.is_available() or <reached only with CUDA>`
         # `accelerator == "cuda" or accelerator == "mps"`, `x.is_cuda or x.is_xpu`: a list of
         # backends, not a CUDA-only check.
         if isinstance(node.op, ast.Or):

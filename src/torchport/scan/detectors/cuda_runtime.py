@@ -92,6 +92,8 @@ class CudaRuntimeDetector(AnalyzerState):
     STRINGS = (("nvidia-smi", "_nvidia_smi_string"),)  # torchport: ignore
 
     def _nvidia_smi_string(self, node: ast.Constant, value: str) -> None:
+        if self.in_message:  # `log(f"nvidia-smi probe failed: {exc}")` is text
+            return
         self.report(NVIDIA_TOOLING, node, '"nvidia-smi"')
 
     def _torch_cuda_call(self, node: ast.Call, qualname: str) -> bool:
