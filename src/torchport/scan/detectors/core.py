@@ -897,7 +897,7 @@ class AnalyzerCore(AnalyzerState):
             self._index_whole_file()  # the tree visited may hold only the functions with trigger words
         names = set(self._definitions or ())
         for function in functions:
-            device = _accelerator_named(function.name.split("_", 1)[0])
+            device = _accelerator_named(function.name.split("_", 1)[0]) or ""
             suffix = function.name.partition("_")[2]
             if not any(n != function.name and n.endswith("_" + suffix) for n in names):
                 continue

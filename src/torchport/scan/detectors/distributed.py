@@ -113,8 +113,9 @@ class DistributedDetector(AnalyzerState):
             return False  # absent, None, or already chosen by a condition
         if isinstance(device_ids, ast.Name):
             decided = self.resolve(device_ids)
-            if isinstance(decided, ast.IfExp) or (isinstance(decided, ast.Call) and "device_ids" in (
-                    getattr(decided.func, "attr", None) or getattr(decided.func, "id", "")).lower()):
+            helper = str(getattr(decided, "func", None) and (
+                getattr(decided.func, "attr", None) or getattr(decided.func, "id", "")))
+            if isinstance(decided, ast.IfExp) or (isinstance(decided, ast.Call) and "device_ids" in helper.lower()):
                 return False  # `device_ids = self.determine_ddp_device_ids()`: None for a CPU module
         edits = None
         if isinstance(device_ids, (ast.List, ast.Tuple)) and not any(
