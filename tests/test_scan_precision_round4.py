@@ -377,3 +377,31 @@ def test_a_module_the_package_imports_only_with_triton_is_info(tmp_path: Path) -
     assert _serious(tmp_path, kernel, "kernels/fused.py") == set()
     (package / "__init__.py").write_text("from .fused import run\n")
     assert _serious(tmp_path, kernel, "kernels/fused.py") == {1, 5}
+
+
+FLAGS_AND_DTYPE_LISTS = '''
+import torch
+
+
+class Trainer:
+    def __init__(self, cfg):
+        self.cuda = torch.cuda.is_available() and not cfg.cpu
+        if self.cuda:
+            self.device = torch.device("cuda")
+        else:
+            self.device = torch.device("cpu")
+        acceptable = [torch.float32, torch.float64]
+        self.stats = torch.zeros(3, dtype=torch.float64, device=self.device)
+
+    def step(self):
+        if self.cuda and torch.cuda.get_device_capability(0)[0] < 7:
+            print("slow")
+        if self.other:
+            torch.cuda.synchronize()
+'''
+
+
+def test_a_cuda_flag_held_on_self_guards_and_a_list_of_dtypes_makes_no_tensor(tmp_path: Path) -> None:
+    # the flag itself picks the CPU over other accelerators (6); what it guards is info;
+    # a float64 tensor on the device (12) and an unguarded synchronize (18) stay
+    assert _serious(tmp_path, FLAGS_AND_DTYPE_LISTS) == {6, 12, 18}

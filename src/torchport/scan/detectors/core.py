@@ -699,7 +699,14 @@ class AnalyzerCore(AnalyzerState):
                 return (string_value(test.args[0]) or "").startswith("cuda")
             return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
         if isinstance(test, ast.Attribute):
-            return test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda"
+            if test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda":
+                return True
+            if isinstance(test.value, ast.Name) and test.value.id == "self":
+                # `self.cuda = torch.cuda.is_available() and not cfg.cpu`, then `if self.cuda:`
+                values = self.self_assignments(test.attr)
+                return bool(values) and all(
+                    not isinstance(v, ast.Attribute) and self.positive_cuda_query(v) for v in values)
+            return False
         if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
             value = self.resolve(test)
             return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
