@@ -202,6 +202,10 @@ class AnalyzerState(ast.NodeVisitor):
         assert self._definitions is not None
         return self._definitions.get(name)
 
+    def dtype_collection(self, node) -> None:
+        """A tuple, list or set literal seen by the device family; the dtype family
+        (dtypes.py) overrides this to tell a list of dtypes from float64 tensors."""
+
     def self_assignments(self, name: str) -> list[ast.expr]:
         """Every value assigned to ``self.NAME`` in the whole file (empty when the file
         does not assign it on a line that mentions CUDA: the only ones asked about)."""
