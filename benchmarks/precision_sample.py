@@ -5,9 +5,11 @@ its source for a judge to read.
     python benchmarks/precision_sample.py --seed SEED [-n 80] [--corpus /work/corpus]
         [-o sample.md] [--download] [PACKAGE==VERSION ...]
 
-The sources come from PyPI with pip (``--download``; a wheel, or the sdist for packages
-that publish none, fetched from PyPI's simple index when pip cannot build its metadata) into ``CORPUS/dl`` and are unpacked into ``CORPUS/src/NAME-VERSION``
-(source and text files only: compiled libraries are left out).  Each tree is scanned
+The sources come from PyPI with pip (``--download``): the wheel where PyPI has one,
+otherwise the sdist (fairscale, colossalai), fetched from PyPI's simple index with its
+sha256 checked when pip cannot build its metadata.  They go to ``CORPUS/dl`` and are
+unpacked into ``CORPUS/src/NAME-VERSION`` (source and text files only: compiled
+libraries are left out).  Each tree is scanned
 by this checkout's torchport (``scan . --format json --fail-on never``, every target);
 findings in a byte-identical copy of an earlier file are dropped; the findings whose
 worst severity is error or silent are pooled in a fixed order and
