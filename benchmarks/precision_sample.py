@@ -5,9 +5,11 @@ its source for a judge to read.
     python benchmarks/precision_sample.py --seed SEED [-n 80] [--corpus /work/corpus]
         [-o sample.md] [--download] [PACKAGE==VERSION ...]
 
-The sources come from PyPI with pip (``--download``; a wheel, or the sdist for packages
-that publish none) into ``CORPUS/dl`` and are unpacked into ``CORPUS/src/NAME-VERSION``
-(source and text files only: compiled libraries are left out).  Each tree is scanned
+The sources come from PyPI with pip (``--download``): the wheel where PyPI has one,
+otherwise the sdist (fairscale, colossalai), fetched from PyPI's simple index with its
+sha256 checked when pip cannot build its metadata.  They go to ``CORPUS/dl`` and are
+unpacked into ``CORPUS/src/NAME-VERSION`` (source and text files only: compiled
+libraries are left out).  Each tree is scanned
 by this checkout's torchport (``scan . --format json --fail-on never``, every target);
 findings in a byte-identical copy of an earlier file are dropped; the findings whose
 worst severity is error or silent are pooled in a fixed order and
@@ -21,15 +23,17 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tarfile
+import urllib.request
 import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # Training libraries with real CUDA code whose sources no test of this project uses.
-# (version, "wheel" or "sdist")
+# (version, "wheel", "sdist" or "auto": the wheel if PyPI has one, else the sdist)
 PACKAGES = {"deepspeed": ("0.19.8", "sdist"), "bitsandbytes": ("0.50.2", "wheel"),
             "torchtune": ("0.6.1", "wheel"), "mmengine": ("0.10.7", "wheel"),
             "diffusers": ("0.42.1", "wheel"), "peft": ("0.21.2", "wheel")}
@@ -39,23 +43,62 @@ _CONTEXT = 15
 _MAX_LINE = 200
 
 
-def _archive(corpus: Path, name: str, version: str, kind: str, download: bool) -> Path:
-    folder = corpus / "dl"
+def _find(folder: Path, name: str, version: str, kinds: tuple[str, ...]) -> Path | None:
     prefix = f"{name.lower().replace('_', '-')}-{version}-"
-    suffixes = (".whl",) if kind == "wheel" else (".tar.gz", ".zip")
+    suffixes = tuple(s for kind in kinds for s in ((".whl",) if kind == "wheel" else (".tar.gz", ".zip")))
     # deepspeed-0.19.8.tar.gz, torchtune-0.6.1-py3-none-any.whl: names compared as pip normalises them
     found = [p for p in sorted(folder.glob("*")) if p.name.endswith(suffixes)
              and (p.name.lower().replace("_", "-").removesuffix(".tar.gz").removesuffix(".zip") + "-")
              .startswith(prefix)] if folder.is_dir() else []
-    if found:
-        return found[0]
+    return found[0] if found else None
+
+
+def _pip_download(folder: Path, name: str, version: str, kind: str) -> bool:
+    binary = ["--only-binary", ":all:"] if kind == "wheel" else ["--no-binary", ":all:"]
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", *binary, "-d", str(folder),
+                           f"{name}=={version}"], capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def _sdist_from_index(folder: Path, name: str, version: str) -> bool:
+    """Fetch the sdist file itself through PyPI's simple index (PEP 691 JSON, the API pip
+    reads): pip keeps an sdist only after building its metadata, which fails for
+    packages whose setup.py needs torch or nvcc.  The file's sha256 is checked."""
+    normalised = re.sub(r"[-_.]+", "-", name).lower()
+    request = urllib.request.Request(f"https://pypi.org/simple/{normalised}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    wanted = (f"{normalised}-{version}.tar.gz", f"{normalised}-{version}.zip")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            files = json.load(answer)["files"]
+        sdist = next(f for f in files if f["filename"].lower().replace("_", "-") in wanted)
+        with urllib.request.urlopen(sdist["url"], timeout=300) as answer:
+            data = answer.read()
+    except (OSError, ValueError, KeyError, StopIteration):
+        return False
+    if hashlib.sha256(data).hexdigest() != sdist["hashes"].get("sha256"):
+        return False
+    (folder / Path(sdist["filename"]).name).write_bytes(data)
+    return True
+
+
+def _archive(corpus: Path, name: str, version: str, kind: str, download: bool) -> tuple[Path, str]:
+    """The package's archive and its kind.  kind "auto" takes the wheel where PyPI has
+    one and the sdist otherwise (fairscale and colossalai publish only sdists)."""
+    folder = corpus / "dl"
+    kinds = ("wheel", "sdist") if kind == "auto" else (kind,)
+    for each in kinds:
+        if found := _find(folder, name, version, (each,)):
+            return found, each
     if not download:
         raise SystemExit(f"precision_sample: {name}=={version} is not in {folder}; pass --download")
     folder.mkdir(parents=True, exist_ok=True)
-    binary = ["--only-binary", ":all:"] if kind == "wheel" else ["--no-binary", ":all:"]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", *binary, "-d", str(folder),
-                    f"{name}=={version}"], check=True)
-    return _archive(corpus, name, version, kind, download=False)
+    for each in kinds:
+        fetched = _pip_download(folder, name, version, each) or (
+            each == "sdist" and _sdist_from_index(folder, name, version))
+        if fetched and (found := _find(folder, name, version, (each,))):
+            return found, each
+    raise SystemExit(f"precision_sample: found no {' or '.join(kinds)} of {name}=={version} on PyPI")
 
 
 def _unpack(archive: Path, target: Path) -> None:
@@ -147,7 +190,7 @@ def main() -> int:
         name, _, version = spec.partition("==")
         if not version:
             parser.error(f"expected NAME==VERSION, got {spec!r}")
-        chosen[name] = (version, PACKAGES.get(name, (version, "wheel"))[1])
+        chosen[name] = (version, PACKAGES.get(name, (version, "auto"))[1])
     chosen = chosen or dict(PACKAGES)
     corpus = args.corpus.resolve()
     if corpus == REPO or REPO in corpus.parents:
@@ -156,7 +199,8 @@ def main() -> int:
     counts = []
     for name, (version, kind) in chosen.items():
         tree = corpus / "src" / f"{name}-{version}"
-        _unpack(_archive(corpus, name, version, kind, args.download), tree)
+        archive, kind = _archive(corpus, name, version, kind, args.download)
+        _unpack(archive, tree)
         findings = _without_copies(tree, _scan(tree))
         kept = [f for f in findings if _worst(f) in ("error", "silent")]
         counts.append((f"{name} {version} ({kind})", len(findings), len(kept)))

@@ -36,8 +36,10 @@ from torchport.scan.detectors.syntax import (
     version_key,
 )
 from torchport.scan.rules import (
+    RULES_BY_ID,
     TRITON_KERNEL,
     CUDA_AUTOCAST,
+    CUDA_DEVICE_STRING,
     CUDA_AVAILABILITY_CHECK,
     CUDA_CUSTOM_FWD,
     CUDA_EXTENSION_BUILD,
@@ -45,11 +47,12 @@ from torchport.scan.rules import (
     DEPRECATED_TORCH_XLA_API,
     FLOAT64,
     TORCH_XLA_API,
+    finding_worst,
 )
 
 # Markers of code that handles accelerators other than CUDA: a CUDA check in an
 # if/elif chain that also has such a branch is dispatch code, not lock-in.
-_OTHER_ACCELERATOR_WORDS = {"mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron",
+_OTHER_ACCELERATOR_WORDS = {"mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron", "metal", "vulkan",
                             "accelerator", "get_device_module", "torch_xla", "torch_tpu",
                             "xla_model", "current_accelerator"}
 _OTHER_ACCELERATOR_CHECK = re.compile(r"is_\w*(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron)\w*_available")
@@ -79,6 +82,8 @@ _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_
 _CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
                                r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
+_DISPATCH_DEFAULT = ("the CUDA default of a dispatch whose other branches handle other accelerators "
+                     "(is_xpu_available(), is_npu_available(), ...)")
 _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 # Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
 # `is_flash_supported()`, `args.use_fused`.
@@ -89,7 +94,7 @@ _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which 
 # buffers, SHARP, NVSHMEM, NVLS multimem, apex AMP.  `if self.nccl_ub:`,
 # `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
 _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
-                            r"|graphable|nvls|multimem|^apex$", re.I)
+                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine|nvfp4", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
@@ -102,6 +107,13 @@ _CUDA_ENUM_MEMBERS = {"CUDA", "GPU", "MULTI_GPU"}
 _ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it has: a gate for a "
                      "CUDA-only feature in code that runs on the others")
 _OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
+_ROCM_CHECK = "and-ed with torch.version.hip: a check for ROCm, which keeps the 'cuda' device"
+_ADAPTS = ("a test of the device the code was given: the code adapts to it (a fast path, an early "
+           "return), choosing no device")
+_NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
+_SAME_CALL = "an argument of a call reported on the same line under the same rule"
+_CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
+_ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
@@ -110,11 +122,11 @@ _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA exte
 # gates only these changes what is measured or logged, never what is computed.
 _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
                               r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
-                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info", re.I)
+                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa|elapsed|timeit|(?:^|_)timer", re.I)
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
                    "it runs only where that backend is chosen")
-_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron"}
+_ACCELERATOR_TOKENS = {"cuda", "hpu", "xpu", "mps", "npu", "mlu", "musa", "neuron", "xla", "tpu", "ascend"}
 _NAME_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z]|_|\d|$)|[A-Z]?[a-z]+|[A-Z]+")
 # Bases that are no abstraction with per-device implementations.
 _PLAIN_BASES = {"", "object", "TestCase", "Module", "Enum", "Exception", "RuntimeError", "ValueError"}
@@ -142,9 +154,11 @@ def _raises(statements) -> bool:
 
 
 def _opt_in_feature_named(name: str) -> bool:
-    """``create_cuda_graphs``, ``CudaGraphManager``, ``NvshmemCopyService``, ``register_nccl_ub``."""
+    """``create_cuda_graphs``, ``CudaGraphManager``, ``NvshmemCopyService``, ``register_nccl_ub``,
+    ``to_tensorrt``, ``TransformerEnginePrecision``."""
     flat = name.lower().replace("_", "")
-    return any(word in flat for word in ("cudagraph", "nvshmem", "ncclub", "userbuffer"))
+    return any(word in flat for word in ("cudagraph", "nvshmem", "ncclub", "userbuffer", "tensorrt",
+                                         "transformerengine", "nvtx", "nvfp4"))
 
 
 def _names_in(node) -> list[str]:
@@ -153,8 +167,45 @@ def _names_in(node) -> list[str]:
 
 
 def _accelerator_named(name: str) -> str | None:
-    """``CUDA_Accelerator`` -> "cuda", ``HpuBackend`` -> "hpu": the device a name is for."""
-    return next((t.lower() for t in _NAME_TOKEN.findall(name) if t.lower() in _ACCELERATOR_TOKENS), None)
+    """``CUDA_Accelerator`` -> "cuda", ``HpuBackend`` -> "hpu", ``XLAFSDPStrategy`` -> "xla":
+    the device a name is for (an acronym run may start with it)."""
+    for token in _NAME_TOKEN.findall(name):
+        lowered = token.lower()
+        if lowered in _ACCELERATOR_TOKENS:
+            return lowered
+        if token.isupper() and (device := next((a for a in _ACCELERATOR_TOKENS if lowered.startswith(a)), None)):
+            return device
+    return None
+
+
+def _implementation_class(node: ast.ClassDef) -> str | None:
+    """``class CUDA_Accelerator(DeepSpeedAccelerator)``, ``class XLAStrategy(DDPStrategy)``:
+    the device of a class named for one that implements a base not named for one."""
+    device = _accelerator_named(node.name)
+    bases = [str(getattr(b, "id", None) or getattr(b, "attr", "")) for b in node.bases]
+    if device and any(base not in _PLAIN_BASES and _accelerator_named(base) is None for base in bases):
+        return device
+    return None
+
+
+def _falls_back_to_cpu(statement) -> bool:
+    """The statement names the CPU as a device: ``"cpu"``, ``torch.device("cpu")``, ``x.cpu()``."""
+    for node in ast.walk(statement):
+        if (string_value(node) or "").split(":")[0] == "cpu":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
+            return True
+    return False
+
+
+def _within(finding, node) -> bool:
+    """Whether a finding (1-based column) lies inside ``node``'s source span."""
+    start, end = (node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    return start <= (finding.line, finding.column - 1) < end
+
+
+def _module_stem(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
 
 
 def _implementation_folder(path: str) -> str | None:
@@ -162,15 +213,16 @@ def _implementation_folder(path: str) -> str | None:
     for another device (``cpu/``, ``xpu/``): one implementation of an abstraction."""
     parts = path.replace("\\", "/").split("/")[:-1]
     for index in range(len(parts) - 1, 0, -1):
-        if parts[index] not in _ACCELERATOR_TOKENS | {"triton"}:  # backends/triton beside backends/cpu
+        name = parts[index].lstrip("_")  # `backends/_ascend` beside `backends/_triton`
+        if name not in _ACCELERATOR_TOKENS | {"triton"}:  # backends/triton beside backends/cpu
             continue
         parent = "/".join(parts[:index]) or "/"
         try:
-            siblings = {entry.name for entry in os.scandir(parent) if entry.is_dir()}
+            siblings = {entry.name.lstrip("_") for entry in os.scandir(parent) if entry.is_dir()}
         except OSError:
             return None
-        if siblings & (_ACCELERATOR_TOKENS | {"cpu"}) - {parts[index]}:
-            return parts[index]
+        if siblings & (_ACCELERATOR_TOKENS | {"cpu"} | ({"triton"} if name != "triton" else set())) - {name}:
+            return name
     return None
 
 
@@ -364,6 +416,21 @@ class AnalyzerCore(AnalyzerState):
         self.generic_visit(node)
         if any(map(_diagnostic, node.targets)):  # num_threads = cpu_count() // (n if cuda else 1)
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DIAGNOSTICS)
+        checks = [f for f in self.findings[start:] if _device_test(f)]
+        if checks and self._flag_beside_other_device(node):
+            self._cap(checks, _DISPATCH)
+
+    def _flag_beside_other_device(self, node: ast.Assign) -> bool:
+        """``self.is_cuda = device.type == "cuda" and ...`` next to ``self.is_npu =
+        device.type == "npu" and ...``: flags for each device, a dispatch."""
+        subjects = {_device_subject(n) for n in ast.walk(node.value)} - {None}
+        if not subjects:
+            return False
+        for sibling in self.blocks.get(id(node), ()):
+            if sibling is not node and isinstance(sibling, ast.Assign) and any(
+                    _device_subject(n, other=True) in subjects for n in ast.walk(sibling.value)):
+                return True
+        return False
 
     def visit_Assert(self, node: ast.Assert) -> None:
         start = len(self.findings)
@@ -443,29 +510,38 @@ class AnalyzerCore(AnalyzerState):
         self.context_names.extend(context)
         self._visit_body(node.body)
         del self.context_names[-len(context):]
-        device = _accelerator_named(node.name)
-        if device and any(base not in _PLAIN_BASES and _accelerator_named(base) is None for base in context[1:]):
-            # `class CUDA_Accelerator(DeepSpeedAccelerator)`: chosen only where that device is.
+        device = _implementation_class(node)
+        if device:  # `class CUDA_Accelerator(DeepSpeedAccelerator)`: chosen only where that device is.
             self._cap(self.findings[body_start:], _IMPLEMENTATION.format(device.upper()))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
         if _opt_in_feature_named(node.name):
             self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
+        self._cap_asked_float64(node.name, self.findings[body_start:])
         self.class_names.pop()
         self.scopes.pop()
 
     def visit_FunctionDef(self, node) -> None:
+        defaults_start = len(self.findings)
         for handler in self.function_handlers:
             handler(self, node)
+        overridden = []  # defaults that every call in this file replaces
         for argument, default in parameter_defaults(node.args):
             start = len(self.findings)
             self._named_default(argument.arg, default, f"default of {argument.arg}")
-            if len(self.findings) > start and self._every_call_passes(node, argument.arg):
+            reported = len(self.findings) > start or any(
+                CUDA_DEVICE.match(string_value(n) or "") for n in ast.walk(default))
+            if reported and self._every_call_passes(node, argument.arg):
+                overridden.append((default, argument.arg))
                 self._cap(self.findings[start:], f"default only: every call in this file passes {argument.arg}")
         for decorator in node.decorator_list:
             self.visit(decorator)
+        args_start = len(self.findings)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
+        for default, name in overridden:  # `device: torch.device = torch.device("cuda")`
+            self._cap([f for f in self.findings[args_start:] if _within(f, default)],
+                      f"default only: every call in this file passes {name}")
         if node.returns is not None:
             self._visit_annotation(node.returns)
         self.scopes.append(id(node))
@@ -501,8 +577,15 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
-        if _opt_in_feature_named(node.name):
-            self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
+        statements = node.body[1:] if node.body and string_value(getattr(node.body[0], "value", None)) else node.body
+        if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
+            # `def is_cuda_available(): return torch.cuda.is_available()`: its calls are the checks
+            self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _NAMED_QUERY)
+        if node.name == "cuda" and len(self.class_names) > 1 and self.class_names[-2]:
+            # a class's own `def cuda(self, device=None)`: runs only when its caller asks for CUDA
+            self._cap(self.findings[body_start:], _CUDA_METHOD)
+        if _opt_in_feature_named(node.name):  # `def to_tensorrt(self, default_device="cuda")`
+            self._cap(self.findings[defaults_start:], _OPT_IN_IMPLEMENTATION)
         self._cap_after_cuda_exits(node, self.findings[body_start:])
         self._cap_support_flags(node, self.findings[body_start:])
         self.context_names.pop()
@@ -510,6 +593,11 @@ class AnalyzerCore(AnalyzerState):
         self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _cap_asked_float64(self, name: str, findings) -> None:
+        """``class DoublePrecision``: float64 is what the user asked for."""
+        if _OPT_IN_FLOAT64.search(name):
+            self._cap([f for f in findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
 
     def _every_call_passes(self, function, parameter: str) -> bool:
         """Whether the file calls ``function`` at least once and every call passes
@@ -521,6 +609,8 @@ class AnalyzerCore(AnalyzerState):
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         position = positional.index(parameter) - method if parameter in positional else None
         calls = self.calls_named(name)
+        if not method:  # `torch.is_autocast_enabled()` is another function than this `is_autocast_enabled`
+            calls = [call for call in calls if isinstance(call.func, ast.Name)]
         for call in calls:
             if any(kw.arg in (parameter, None) for kw in call.keywords):
                 continue
@@ -609,7 +699,14 @@ class AnalyzerCore(AnalyzerState):
                 return (string_value(test.args[0]) or "").startswith("cuda")
             return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
         if isinstance(test, ast.Attribute):
-            return test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda"
+            if test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda":
+                return True
+            if isinstance(test.value, ast.Name) and test.value.id == "self":
+                # `self.cuda = torch.cuda.is_available() and not cfg.cpu`, then `if self.cuda:`
+                values = self.self_assignments(test.attr)
+                return bool(values) and all(
+                    not isinstance(v, ast.Attribute) and self.positive_cuda_query(v) for v in values)
+            return False
         if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
             value = self.resolve(test)
             return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
@@ -637,9 +734,17 @@ class AnalyzerCore(AnalyzerState):
             value = self.resolve(test)
             return value is not None and not isinstance(value, ast.Name) and self._absent_cuda_query(value)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            return self.positive_cuda_query(test.operand)
+            operand = test.operand
+            if isinstance(operand, ast.BoolOp) and isinstance(operand.op, ast.Or):
+                # `not (flag in ("cuda", "gpu") or isinstance(flag, CUDAAccelerator))`
+                return any(map(self.positive_cuda_query, operand.values))
+            return self.positive_cuda_query(operand)
         if isinstance(test, ast.BoolOp):
             return isinstance(test.op, ast.Or) and any(map(self._absent_cuda_query, test.values))
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotIn, ast.NotEq))
+                and self.positive_cuda_query(ast.Compare(left=test.left, ops=[ast.In() if isinstance(
+                    test.ops[0], ast.NotIn) else ast.Eq()], comparators=test.comparators))):
+            return True  # `accelerator not in ("cuda", "gpu")`
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE, ast.Eq)):
             left = test.left
             return (isinstance(left, ast.Call) and self.qualname(left.func) == "torch.cuda.device_count"
@@ -719,6 +824,92 @@ class AnalyzerCore(AnalyzerState):
         folder = _implementation_folder(self.path)
         if folder:  # `bitsandbytes/backends/cuda/ops.py`, `accelerators/hpu/...`
             self._cap(self.findings, _IMPLEMENTATION.format(folder.upper()))
+        stem = _module_stem(self.path)
+        device = _accelerator_named(stem)
+        if device and any(isinstance(c, ast.ClassDef) and _implementation_class(c) == device for c in node.body):
+            # `strategies/xla.py` defining `class XLAStrategy(DDPStrategy)`: its module-level
+            # helpers serve that implementation only.
+            self._cap(self.findings, _IMPLEMENTATION.format(device.upper()))
+        elif _opt_in_feature_named(stem):  # `utils/transformer_engine.py`
+            self._cap(self.findings, _OPT_IN_IMPLEMENTATION)
+        self._cap_device_named_variants(node)
+        self._cap_device_adaptations(node)
+        kernels = [f for f in self.findings if f.rule_id == TRITON_KERNEL and f.severity_cap != "info"]
+        if kernels and self._package_imports_only_with_triton(stem):
+            self._cap(kernels, "its package imports this module only where Triton is available")
+
+    def _cap_device_adaptations(self, tree: ast.Module) -> None:
+        """``if x.device.type != "cuda": return None``, ``pin_memory=device.type == "cuda"``:
+        a test of the device the code was given adapts the code to it; it chooses no
+        device.  It does choose one, silently, where the statement falls back to the CPU
+        (``"cuda" if x.is_cuda else "cpu"``, ``x.cpu()``), and stays reported there."""
+        tests = [f for f in self.findings if _device_test(f) and f.severity_cap != "info"]
+        if not tests:
+            return
+        statements = [s for s in ast.walk(tree) if isinstance(s, ast.stmt)
+                      and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        for finding in tests:
+            around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
+            if not around:
+                continue
+            statement = min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)
+            following = []
+            if isinstance(statement, ast.If) and self._exits(statement):
+                # `if x.device.type == "cuda": return x` then `return x.cpu()`
+                block = self.blocks.get(id(statement), [])
+                following = block[block.index(statement) + 1:] if statement in block else []
+            if not any(map(_falls_back_to_cpu, [statement, *following])):
+                self._cap([finding], _ADAPTS)
+
+    def _package_imports_only_with_triton(self, stem: str) -> bool:
+        """``if is_triton_available(): from .logprob_entropy import ...`` in the package's
+        ``__init__.py``: the kernels of that module load only where Triton is."""
+        init = os.path.join(os.path.dirname(self.path), "__init__.py")
+        if stem == "__init__" or not os.path.isfile(init):
+            return False
+        try:
+            with open(init, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+        except (OSError, SyntaxError, ValueError):
+            return False
+        guarded, bare = 0, 0
+
+        def walk(statements, under_flag: bool) -> None:
+            nonlocal guarded, bare
+            for statement in statements:
+                if isinstance(statement, ast.ImportFrom) and statement.level == 1 and (
+                        statement.module == stem or (statement.module is None
+                                                     and any(a.name == stem for a in statement.names))):
+                    if under_flag:
+                        guarded += 1
+                    else:
+                        bare += 1
+                elif isinstance(statement, ast.If):
+                    walk(statement.body, under_flag or self._kernel_flag(statement.test))
+                    walk(statement.orelse, under_flag)
+                elif isinstance(statement, ast.Try):
+                    walk(statement.body, under_flag)
+
+        walk(tree.body, False)
+        return guarded > 0 and bare == 0
+
+    def _cap_device_named_variants(self, tree: ast.Module) -> None:
+        """``def tpu_launcher`` beside ``def multi_gpu_launcher`` and ``def simple_launcher``:
+        one variant of a family of module-level functions, chosen for its device."""
+        functions = [f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and _accelerator_named(f.name.split("_", 1)[0]) and f.name.partition("_")[2]]
+        if not functions or not self.findings:
+            return
+        if self._definitions is None:
+            self._index_whole_file()  # the tree visited may hold only the functions with trigger words
+        names = set(self._definitions or ())
+        for function in functions:
+            device = _accelerator_named(function.name.split("_", 1)[0]) or ""
+            suffix = function.name.partition("_")[2]
+            if not any(n != function.name and n.endswith("_" + suffix) for n in names):
+                continue
+            low, high = function.lineno, function.end_lineno or function.lineno
+            self._cap([f for f in self.findings if low <= f.line <= high], _IMPLEMENTATION.format(device.upper()))
 
     def _cap_helpers_of_cuda_tests(self, tree) -> None:
         """A helper (``_test_impls_helper``) that this file calls only from tests that run
@@ -840,8 +1031,36 @@ class AnalyzerCore(AnalyzerState):
     def _compares_or_checks(test) -> bool:
         return isinstance(test, (ast.Compare, ast.Call, ast.BoolOp))
 
+    def _register_dispatch_default(self, node: ast.If) -> None:
+        """``if is_xpu_available(): ... elif is_npu_available(): ... else: <CUDA code>``: the
+        final ``else`` of a chain with branches for two other accelerators or more is the
+        CUDA member of a dispatch.  Stored under the last ``if`` of the chain, with whether
+        the chain also has a CPU branch (without one, the ``else`` runs on the CPU too)."""
+        chain, current = [node], node
+        while (len(current.orelse) == 1 and isinstance(current.orelse[0], ast.If)
+               and current.orelse[0].col_offset == node.col_offset):  # `elif`, not `else:` holding an `if`
+            current = current.orelse[0]
+            chain.append(current)
+        if not current.orelse or id(current) in self.dispatch_defaults:
+            return
+        others = [m.test for m in chain if not self.positive_cuda_query(m.test)
+                  and self._compares_or_checks(m.test) and self._mentions_other_accelerator([m.test])]
+        if len(others) >= 2:
+            self.dispatch_defaults[id(current)] = any(
+                (string_value(n) or "").split(":")[0] == "cpu" or getattr(n, "attr", getattr(n, "id", "")) == "CPU"
+                for test in others for n in ast.walk(test))
+
+    def _cap_dispatch_default(self, node: ast.If, findings) -> None:
+        if id(node) not in self.dispatch_defaults:
+            return
+        cpu_branch = self.dispatch_defaults[id(node)]
+        targets = RULES_BY_ID[CUDA_DEVICE_STRING].severity.keys()
+        # Without a CPU branch an error there (`.cuda()` on a CPU host) is still an error.
+        self._cap([f for f in findings if cpu_branch or finding_worst(f, targets) != "error"], _DISPATCH_DEFAULT)
+
     def visit_If(self, node: ast.If) -> None:
         test = node.test
+        self._register_dispatch_default(node)
         if self._type_checking(test) or self.positive_xla_query(test):
             start = len(self.findings)
             self.visit(test)
@@ -853,8 +1072,7 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(body, _TYPE_CHECKING)
             else:
                 self._cap([f for f in body if f.rule_id in _XLA_RULES], _XLA_GUARDED)
-            for statement in node.orelse:
-                self.visit(statement)
+            self._visit_orelse(node)
             return
         if node.orelse and not self.positive_cuda_query(test) and self._kernel_flag(test):
             # `if has_triton(): <Triton kernel> else: <native fallback>`
@@ -863,8 +1081,7 @@ class AnalyzerCore(AnalyzerState):
             for statement in node.body:
                 self.visit(statement)
             self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
-            for statement in node.orelse:
-                self.visit(statement)
+            self._visit_orelse(node)
             return
         if self._nvidia_opt_in(test):
             start = len(self.findings)
@@ -872,8 +1089,7 @@ class AnalyzerCore(AnalyzerState):
             for statement in node.body:
                 self.visit(statement)
             self._cap(self.findings[start:], _OPT_IN)
-            for statement in node.orelse:
-                self.visit(statement)
+            self._visit_orelse(node)
             return
         positive = self.positive_cuda_query(test)
         convertible = (isinstance(test, ast.Call) and not test.args and not test.keywords
@@ -886,7 +1102,7 @@ class AnalyzerCore(AnalyzerState):
         body_start = len(self.findings)
         for statement in node.body:
             self.visit(statement)
-        body = self.findings[body_start:]
+        body = body_findings = self.findings[body_start:]
         if convertible:
             assert isinstance(test, ast.Call)
             if body and all(f.fix is not None for f in body):
@@ -904,10 +1120,11 @@ class AnalyzerCore(AnalyzerState):
             self._cap(test_findings, _DECIDES_SKIP)
         checks = [f for f in test_findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
         if checks:
-            absent = self._absent_cuda_query(test) or self._exits_unless_cuda(node)
+            absent = self._negates_cuda(test) or self._exits_unless_cuda(node)
             if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
                 self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
-            elif _diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body):
+            elif (_diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body)
+                  or (self.context_names and _DIAGNOSTIC_NAME.search(self.context_names[-1]))):
                 self._cap(checks, _DIAGNOSTICS)
             elif self._building():
                 self._cap(checks, _BUILD_CHECK)
@@ -919,19 +1136,32 @@ class AnalyzerCore(AnalyzerState):
                 # `if torch.cuda.is_available(): assert ...` in a test: skipping it elsewhere
                 # skips a check of CUDA state, and nothing else.
                 self._cap(test_findings, "the check guards only assertions about CUDA state")
-        self._cap([f for f in body if imports_checked_package(f, test)],
+        self._cap([f for f in body if imports_checked_package(f, test) or (
+            f.rule_id == TRITON_KERNEL and f.detail.startswith("import ") and self._kernel_flag(test))],
                   "the import is guarded by a check that the package is installed")
         else_start = len(self.findings)
-        for statement in node.orelse:
-            self.visit(statement)
+        self._visit_orelse(node)
         # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
         # finding (it raises there), so the check adds no consequence of its own.
+        if (checks and node.orelse and all(map(_device_test, checks)) and len(self.findings) == else_start
+                and not _falls_back_to_cpu(node)):
+            # `if acc.device.type == "cuda" and fast_mm: <CUDA fast path> else: <portable path>`
+            self._cap(checks, _FEATURE_GATE)
         taken = [] if not checks else self.findings[else_start:] if positive else (
             body if self._negates_cuda(test) else [])
         if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
             self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+        if any(_OPT_IN_FLOAT64.search(name) for name in _names_in(test)):
+            # `if isinstance(plugin, DoublePrecision): return torch.double`
+            self._cap([f for f in body_findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
+
+    def _visit_orelse(self, node: ast.If) -> None:
+        start = len(self.findings)
+        for statement in node.orelse:
+            self.visit(statement)
+        self._cap_dispatch_default(node, self.findings[start:])
 
     def _kernel_flag(self, test) -> bool:
         """``has_triton()``, ``_TRITON_AVAILABLE``, ``is_sm_at_least_90()``: true only where
@@ -1052,7 +1282,9 @@ class AnalyzerCore(AnalyzerState):
         if optional:
             self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
                       "an optional import with an ImportError fallback")
-        if len(node.body) == 1 and any(self._probe_fallback(h) for h in node.handlers):
+        probe = len(node.body) == 1 or (len(node.body) <= 3 and all(
+            isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.Return)) for s in node.body))
+        if probe and any(self._probe_fallback(h) for h in node.handlers):
             # `try: return torch.cuda.nccl.version() except Exception: return None`
             self._cap(self.findings[start:], "a probe whose failure is caught, with a fallback value")
         for handler in node.handlers:
@@ -1139,6 +1371,8 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(self.findings[start:], GUARDED)
             if isinstance(node.op, ast.And) and self.positive_cuda_query(value):
                 guarded = True
+            elif isinstance(node.op, ast.Or) and self._negates_cuda(value):
+                guarded = True  # `not torch.cuda.is_available() or <reached only with CUDA>`
         # `accelerator == "cuda" or accelerator == "mps"`, `x.is_cuda or x.is_xpu`: a list of
         # backends, not a CUDA-only check.
         if isinstance(node.op, ast.Or):
@@ -1158,6 +1392,14 @@ class AnalyzerCore(AnalyzerState):
                 self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _FEATURE_GATE)
             elif any(map(self._optional_feature, node.values)):
                 self._cap([f for f in self.findings[first:] if _device_test(f)], _FEATURE_GATE)
+            if any(self._hip_build(value) for value in node.values):
+                self._cap([f for f in self.findings[first:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _ROCM_CHECK)
+
+    def _hip_build(self, value) -> bool:
+        """``torch.version.hip``, ``torch.version.hip is not None``: true only on a ROCm build."""
+        if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.IsNot):
+            value = value.left
+        return self.qualname(value) == "torch.version.hip"
 
     def _optional_feature(self, value) -> bool:
         if self.positive_cuda_query(value):
@@ -1203,6 +1445,7 @@ class AnalyzerCore(AnalyzerState):
         for observer in self.call_observers:
             observer(self, node)
         qualname = self.qualname(node.func)
+        outer_start = len(self.findings)
         handled = bool(qualname and self._named_call(node, qualname))
         if not handled and isinstance(node.func, ast.Attribute) and not (
                 qualname and qualname.startswith(("torch.", "torch_xla."))):
@@ -1215,8 +1458,12 @@ class AnalyzerCore(AnalyzerState):
                 self._named_default(key, node.args[2], f"getattr default for {key}")
         self._keywords(node, qualname)
         if handled:
+            outer = {(f.rule_id, f.line) for f in self.findings[outer_start:]}
+            inner_start = len(self.findings)
             for child in node.args + [kw.value for kw in node.keywords]:
                 self.visit(child)
+            # `torch.cuda.stream(torch.cuda.Stream())`: one change on one line, reported once
+            self._cap([f for f in self.findings[inner_start:] if (f.rule_id, f.line) in outer], _SAME_CALL)
         else:
             self.generic_visit(node)
 

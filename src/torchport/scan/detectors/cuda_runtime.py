@@ -44,6 +44,11 @@ CUDA_RENAMES_HERE: dict[str, tuple[str, str, str]] = {
 # own raise only for some), -> what the call yields there once guarded: None for a
 # call that can only stand as a statement, else the value torch.cuda gives on a host
 # without CUDA.
+# Random-state calls that do nothing without CUDA rather than raise: set_rng_state* is
+# deferred by torch.cuda._lazy_call, get_rng_state_all loops over no devices.
+_NO_RAISE_RNG = ("set_rng_state", "set_rng_state_all", "get_rng_state_all")
+_NO_RAISE_REASON = ("torch.cuda.{}() does not raise where CUDA is absent (it is deferred, or sees no "
+                    "device): the CUDA random state is just not kept")
 _RAISE_WITHOUT_ACCELERATOR: dict[str, str | None] = {
     "accelerator.synchronize": None, "accelerator.set_device_index": None,
     "accelerator.empty_cache": None, "accelerator.reset_peak_memory_stats": None,
@@ -87,6 +92,8 @@ class CudaRuntimeDetector(AnalyzerState):
     STRINGS = (("nvidia-smi", "_nvidia_smi_string"),)  # torchport: ignore
 
     def _nvidia_smi_string(self, node: ast.Constant, value: str) -> None:
+        if self.in_message:  # `log(f"nvidia-smi probe failed: {exc}")` is text
+            return
         self.report(NVIDIA_TOOLING, node, '"nvidia-smi"')
 
     def _torch_cuda_call(self, node: ast.Call, qualname: str) -> bool:
@@ -115,6 +122,8 @@ class CudaRuntimeDetector(AnalyzerState):
                 finding_cap = ("silent", "torch.cuda.device_count() returns 0 where CUDA is absent; it does not raise")
                 if self._sizes_a_pool(node):
                     finding_cap = ("perf", "torch.cuda.device_count() only scales a worker or thread count")
+            elif name in _NO_RAISE_RNG:
+                finding_cap = ("silent", _NO_RAISE_REASON.format(name))
             elif rule_id == CUDA_MANUAL_SEED and self._seeded_before(node):
                 finding_cap = ("info", "torch.manual_seed() just above already seeds every device")
             else:
@@ -129,7 +138,9 @@ class CudaRuntimeDetector(AnalyzerState):
             return True
         fallback_rule = self.reference_rule(qualname)
         assert fallback_rule is not None, "every torch.cuda name has a rule"
-        self.report(fallback_rule, node.func, f"{qualname}()")
+        finding = self.report(fallback_rule, node.func, f"{qualname}()")
+        if name in _NO_RAISE_RNG and len(parts) == 1:
+            finding.severity_cap, finding.cap_reason = "silent", _NO_RAISE_REASON.format(name)
         return True
 
     def _guarded(self, node: ast.Call, replacement: str, fallback: str | None) -> list[Edit] | None:

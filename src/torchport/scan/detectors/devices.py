@@ -219,10 +219,16 @@ class DeviceDetector(AnalyzerState):
 
     def visit_Tuple(self, node: ast.Tuple) -> None:
         self._device_collection(node)
+        self.dtype_collection(node)
         self.generic_visit(node)
 
     def visit_List(self, node: ast.List) -> None:
         self._device_collection(node)
+        self.dtype_collection(node)
+        self.generic_visit(node)
+
+    def visit_Set(self, node: ast.Set) -> None:
+        self.dtype_collection(node)
         self.generic_visit(node)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:

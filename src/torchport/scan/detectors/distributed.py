@@ -30,6 +30,7 @@ RULE_IDS = (NCCL_BACKEND, PIN_MEMORY, NON_BLOCKING_COPY, CUDA_VISIBLE_DEVICES,
 # torch.cuda.X -> rule
 CUDA_NAMES: dict[str, str] = {"nccl": NCCL_BACKEND}
 
+_OTHER_VISIBLE_DEVICES = re.compile(r"(?:HIP|ROCR|ZE_AFFINITY|ASCEND_RT|HABANA|NEURON_RT|MLU)_?\w*(?:VISIBLE|MASK)")
 _PROCESS_GROUP = {"torch.distributed.init_process_group", "torch.distributed.new_group",
                   "torch.distributed.distributed_c10d.init_process_group",
                   "torch.distributed.distributed_c10d.new_group",
@@ -110,6 +111,12 @@ class DistributedDetector(AnalyzerState):
         if device_ids is None or isinstance(device_ids, ast.IfExp) or (
                 isinstance(device_ids, ast.Constant) and device_ids.value is None):
             return False  # absent, None, or already chosen by a condition
+        if isinstance(device_ids, ast.Name):
+            decided = self.resolve(device_ids)
+            helper = str(getattr(decided, "func", None) and (
+                getattr(decided.func, "attr", None) or getattr(decided.func, "id", "")))
+            if isinstance(decided, ast.IfExp) or (isinstance(decided, ast.Call) and "device_ids" in helper.lower()):
+                return False  # `device_ids = self.determine_ddp_device_ids()`: None for a CPU module
         edits = None
         if isinstance(device_ids, (ast.List, ast.Tuple)) and not any(
                 isinstance(e, ast.Starred) for e in device_ids.elts):
@@ -120,7 +127,10 @@ class DistributedDetector(AnalyzerState):
 
     def _visible_devices_string(self, node: ast.Constant, value: str) -> None:
         if value == "CUDA_VISIBLE_DEVICES" or value.startswith("CUDA_VISIBLE_DEVICES="):  # torchport: ignore
-            self.report(CUDA_VISIBLE_DEVICES, node, '"CUDA_VISIBLE_DEVICES"')
+            finding = self.report(CUDA_VISIBLE_DEVICES, node, '"CUDA_VISIBLE_DEVICES"')
+            if _OTHER_VISIBLE_DEVICES.search(self.lines[node.lineno - 1]):
+                # `{"HIP_VISIBLE_DEVICES": mask, "CUDA_VISIBLE_DEVICES": mask}`: each vendor's variable
+                finding.severity_cap, finding.cap_reason = "info", "the same line sets another vendor's variable too"
 
     def _dot_pin_memory(self, node: ast.Call) -> None:
         if not node.args:

@@ -41,6 +41,14 @@ class DtypeDetector(AnalyzerState):
                 and isinstance(test.ops[0], (ast.Eq, ast.Is))
                 and any(self.qualname(side) in float64 for side in (test.left, *test.comparators)))
 
+    def dtype_collection(self, node) -> None:
+        """``[torch.float32, torch.float64]``: a list of dtypes (accepted, supported) makes
+        no tensor."""
+        names = [self.qualname(element) or "" for element in node.elts]
+        if len(names) > 1 and all(name.startswith("torch.") and name.count(".") == 1 for name in names) and any(
+                name in _FLOAT64 for name in names):
+            self.host.update(map(id, ast.walk(node)))
+
     def _mark_host(self, node: ast.Call) -> None:
         """Float64 on the host is fine everywhere: ``device="cpu"``, ``.to("cpu", ...)``,
         and anything followed by ``.cpu()`` / ``.numpy()`` / ``.tolist()`` / ``.item()``."""
@@ -50,6 +58,9 @@ class DtypeDetector(AnalyzerState):
         device = keyword_value(node, "device")
         if method == "to" and node.args:
             device = node.args[0]
+        if self.qualname(func) in ("torch.finfo", "torch.iinfo"):
+            self.host.update(map(id, ast.walk(node)))  # facts about a dtype: no tensor is made
+            return
         on_host = string_value(device) == "cpu" or (
             isinstance(device, ast.Call) and self.qualname(device.func) == "torch.device"
             and device.args and string_value(device.args[0]) == "cpu")

@@ -24,7 +24,9 @@ _NAME_RULES = (backend_flags.rule_for_name, dtypes.rule_for_name, devices.rule_f
                distributed.rule_for_name, native_code.rule_for_name, torch_xla.rule_for_name)
 
 # Modules whose attributes carry the rules; naming the module alone is not a finding.
-_NAMESPACES = {"torch.cuda.amp", "torch.cuda.memory", "torch.cuda.random", "torch.backends.cuda.matmul"}
+_NAMESPACES = {"torch.cuda.amp", "torch.cuda.memory", "torch.cuda.random", "torch.backends.cuda.matmul",
+               # an alias of torch.OutOfMemoryError, defined on every build: `except` it anywhere
+               "torch.cuda.OutOfMemoryError"}
 # qualified name -> rule (or None): a scan meets the same few hundred names again and again.
 _CACHE: dict[str, str | None] = {}
 

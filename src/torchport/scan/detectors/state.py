@@ -47,6 +47,7 @@ class AnalyzerState(ast.NodeVisitor):
         self.context_names: list[str] = []
         self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
+        self._self_flags: dict[str, list[ast.expr]] = {}  # `self.NAME = value` in the whole file, by NAME
         self._collect(tree.body, id(tree))
         self.scopes: list[int] = [id(tree)]
         self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
@@ -56,6 +57,8 @@ class AnalyzerState(ast.NodeVisitor):
         self.table_entries: set[int] = set()  # lists and tuples that are values of a dict literal
         self.in_message = 0
         self.chain_portable: dict[int, bool] = {}
+        # id of the last `if` of an accelerator dispatch -> whether the chain has a CPU branch
+        self.dispatch_defaults: dict[int, bool] = {}
         self.torch = next((name for name, q in self.aliases.items() if q == "torch"), None)
         self.T = self.torch or "torch"
 
@@ -198,6 +201,30 @@ class AnalyzerState(ast.NodeVisitor):
             self._index_whole_file()
         assert self._definitions is not None
         return self._definitions.get(name)
+
+    def dtype_collection(self, node) -> None:
+        """A tuple, list or set literal seen by the device family; the dtype family
+        (dtypes.py) overrides this to tell a list of dtypes from float64 tensors."""
+
+    def self_assignments(self, name: str) -> list[ast.expr]:
+        """Every value assigned to ``self.NAME`` in the whole file (empty when the file
+        does not assign it on a line that mentions CUDA: the only ones asked about)."""
+        if name not in self._self_flags:
+            pattern = f"self.{name} ="
+            values: list[ast.expr] = []
+            if any(pattern in line and "cuda" in line for line in self.lines):
+                try:
+                    whole = ast.parse("\n".join(self.lines))
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    whole = None
+                for node in ast.walk(whole) if whole is not None else ():
+                    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                        if any(isinstance(t, ast.Attribute) and t.attr == name and getattr(t.value, "id", "") == "self"
+                               for t in targets):
+                            values.append(node.value)
+            self._self_flags[name] = values
+        return self._self_flags[name]
 
     def _index_whole_file(self) -> None:
         self._calls, self._definitions = {}, {}
