@@ -47,6 +47,7 @@ HAND_WRITTEN = textwrap.dedent('''
     import torch
     from torchport.app import load_app
     from torchport.turns import take_turn  # wait for our turn before each block; not timed
+    from harness_candidates import per_step_usage, record_block, usage
 
     app_spec, backend, steps, blocks, warmup = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
     torch.manual_seed(0)
@@ -81,11 +82,14 @@ HAND_WRITTEN = textwrap.dedent('''
 
     def block(count):
         take_turn()
+        before = usage()
         started = time.perf_counter()
         for _ in range(count):
             step()
         sync()
-        return (time.perf_counter() - started) / count
+        elapsed = time.perf_counter() - started
+        record_block(count, before)
+        return elapsed / count
 
     per_block = steps // blocks
     block(1)  # the first step, with any compilation
@@ -94,7 +98,7 @@ HAND_WRITTEN = textwrap.dedent('''
     times = [block(per_block) for _ in range(blocks)]
     take_turn()  # the paired process finishes its last block before we wind down
     from harness_candidates import facts  # read after the timed blocks
-    print(json.dumps({"times": times, "facts": facts()}))
+    print(json.dumps({"times": times, "facts": {**facts(), "per_step": per_step_usage(blocks)}}))
 ''')
 
 
@@ -172,7 +176,9 @@ def run_candidates(apps: list[str], backends: list[str], rounds: int, names: lis
                 what = "as is" if variant == "none" else f"{variant} off" if variant != "watchdog-poll" else \
                     "old watchdog on"
                 share = "" if variant == "none" else f"  share {base - ratio:+.3f}"
-                print(f"  {what:<22} ratio {ratio:.3f} [{low:.3f}, {high:.3f}]{share}   rounds {per_round}")
+                faults = [side.get("per_step", {}).get("minor_faults") for side in facts[variant]]
+                print(f"  {what:<22} ratio {ratio:.3f} [{low:.3f}, {high:.3f}]{share}   rounds {per_round}"
+                      f"   page faults a step (torchport, hand-written) {faults}")
             print("  candidates: " + "; ".join(f"{k}: {v}" for k, v in CANDIDATES.items() if k in names))
             differences = fact_differences(*facts["none"])
             print("  worker and hand-written loop differ in: " + ("; ".join(differences) or "nothing read"))

@@ -90,9 +90,52 @@ def _switch_off(name: str, context: Any) -> None:
         raise ValueError(f"unknown candidate {name!r}")
 
 
+# Resource usage of each timed training block, read around it (outside its
+# clock): page faults do not depend on the machine's load, so a difference in
+# faults per step between the two processes is a cause, not noise.
+BLOCK_USAGE: list[tuple[int, list[int]]] = []
+
+
+def usage() -> list[int]:
+    import resource
+
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    return [now.ru_minflt, now.ru_majflt, now.ru_nvcsw, now.ru_nivcsw]
+
+
+def record_block(steps: int, before: list[int]) -> None:
+    BLOCK_USAGE.append((steps, [after - first for after, first in zip(usage(), before)]))
+
+
+def per_step_usage(last_blocks: int) -> dict[str, float]:
+    """Minor and major faults and context switches per step over the last blocks."""
+    kept = BLOCK_USAGE[-last_blocks:]
+    steps = sum(steps for steps, _ in kept) or 1
+    totals = [sum(delta[index] for _, delta in kept) for index in range(4)]
+    return {name: round(total / steps, 2) for name, total in
+            zip(("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches"), totals)}
+
+
+def _count_training_blocks() -> None:
+    from torchport import protocol
+
+    original = protocol.Scenario.run_block
+
+    def counted(self: Any, steps: int) -> Any:
+        if self.name != "training":
+            return original(self, steps)
+        before = usage()
+        block = original(self, steps)
+        record_block(steps, before)
+        return block
+
+    protocol.Scenario.run_block = counted  # type: ignore[method-assign]
+
+
 def job(context: Any) -> None:
     from torchport.protocol import evaluate_job
 
     _switch_off(context.config.get("candidate", "none"), context)
+    _count_training_blocks()
     evaluate_job(context)
-    context.result["harness_facts"] = facts()
+    context.result["harness_facts"] = {**facts(), "per_step": per_step_usage(context.config["blocks"])}
