@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the app on each backend in fresh worker processes and check that it learns the same "
                     "thing (against a float64 CPU run), that checkpoints move between backends, that training "
                     "survives a SIGKILL, that torchrun/DDP matches one process, and that the data keeps up. "
-                    "Exit status: 0 all passed, 1 a check failed or could not run, 2 bad input.",
+                    "Exit status: 0 all passed (or borderline: shown as such, never as a pass), 1 a check failed or "
+                    "could not run, 2 bad input.",
     )
     parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function, builtin:NAME "
                         "or hf:MODEL_TYPE[?key=value&...] (default: builtin:classifier)")
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
         for header in ("check", "backend / pair", "status", "figures", "reason"):
             table.add_column(header, overflow="fold")
-        colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim", "not_applicable": "dim"}
+        colours = {"pass": "green", "borderline": "yellow", "fail": "red", "error": "red", "skipped": "dim", "not_applicable": "dim"}
         for check in section["checks"]:
             status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
             # Reasons quote the app's errors: data, never rich markup.
