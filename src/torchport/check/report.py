@@ -30,7 +30,8 @@ def headline(check: dict[str, Any]) -> str:
         interval = figures.get("load_share_interval")
         return (f"{figures.get('verdict', '')}: data {figures['data_batches_per_s']:.0f} batches/s, waiting "
                 f"{figures['load_share']:.0%} of a step"
-                + (f" ({interval[0]:.0%}-{interval[1]:.0%} over {figures['rounds']} rounds)" if interval else ""))
+                + (f" ({interval[0]:.0%}-{interval[1]:.0%} over {figures['rounds']} rounds)" if interval else "")
+                + ("; uncertain under load" if figures.get("uncertain") else ""))
     return "–"
 
 

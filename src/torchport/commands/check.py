@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from torchport.options import output_file
 
@@ -88,12 +89,33 @@ def options_from_args(args: argparse.Namespace):
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def terminal_table(section: dict) -> Any:
+    """The checks as a rich table, one row per check, for the terminal."""
     from rich.markup import escape
     from rich.table import Table
 
+    from torchport.check.report import STATUS_TEXT, budget_line, headline, subject
+
+    table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
+    for header in ("check", "backend / pair", "status", "figures", "reason"):
+        table.add_column(header, overflow="fold")
+    colours = {"pass": "green", "borderline": "yellow", "fail": "red", "error": "red", "skipped": "dim",
+               "not_applicable": "dim"}
+    for check in section["checks"]:
+        status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
+        # Reasons quote the app's errors: data, never rich markup.
+        table.add_row(escape(check["name"]), escape(subject(check)),
+                      f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
+                      escape(headline(check)), escape(check.get("reason", "")))
+    if section["config"].get("budget"):
+        table.caption = escape(budget_line(section["config"]["budget"]))
+        table.caption_justify = "left"
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
     from torchport import output
-    from torchport.check.report import STATUS_TEXT, budget_line, headline, markdown, subject
+    from torchport.check.report import markdown
     from torchport.check.runner import exit_status, run_checks, validate
     from torchport.errors import UserError
     from torchport.launch import cancelled
@@ -127,20 +149,7 @@ def run(args: argparse.Namespace) -> int:
     elif chosen == "md":
         output.emit(args, markdown(section))
     else:
-        table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
-        for header in ("check", "backend / pair", "status", "figures", "reason"):
-            table.add_column(header, overflow="fold")
-        colours = {"pass": "green", "borderline": "yellow", "fail": "red", "error": "red", "skipped": "dim", "not_applicable": "dim"}
-        for check in section["checks"]:
-            status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
-            # Reasons quote the app's errors: data, never rich markup.
-            table.add_row(escape(check["name"]), escape(subject(check)),
-                          f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
-                          escape(headline(check)), escape(check.get("reason", "")))
-        if section["config"].get("budget"):
-            table.caption = escape(budget_line(section["config"]["budget"]))
-            table.caption_justify = "left"
-        output.print_or_emit(args, table)
+        output.print_or_emit(args, terminal_table(section))
     if args.json:
         print(f"checks: {args.json}")
     if section.get("app_error"):
