@@ -212,7 +212,7 @@ def main() -> None:
                         help="switch each candidate cost off in the worker in turn and report its share "
                              "of the ratio: 'all' or a comma-separated list of harness_candidates.CANDIDATES")
     parser.add_argument("--threads", type=int,
-                        help="OMP_NUM_THREADS for both processes (default: torch's own choice); a diagnostic "
+                        help="OMP_NUM_THREADS for both processes (default: torchport's worker setting, one per CPU); a diagnostic "
                              "for a loaded machine, where OpenMP threads waiting at barriers for cores that "
                              "others hold make steps tens of times slower")
     parser.add_argument("--json", help="also write every block time here (seconds per step, per round)")

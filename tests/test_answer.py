@@ -150,3 +150,49 @@ def test_what_to_change_counts_the_apps_own_lock_in(tmp_path):
     assert tpu.evidence is answer.Evidence.PREDICTED and tpu.text.endswith("line(s)") and tpu.text != "0 line(s)"
     assert "TP201" in tpu.detail or "autocast" in tpu.detail.lower()
     assert "planted_autocast_cuda.py:" in tpu.detail
+
+
+def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluation):
+    """A real evaluation, its cpu-compile pipeline check replaced by the verdict the real decision
+    function gives a measurement whose median round waits 20% of a step (between 15% and 25%)."""
+    from torchport import results
+    from torchport.check import pipeline
+    from torchport.commands.check import terminal_table
+
+    document = load_result(builtin_evaluation)
+    compute = 0.08
+    loads = [compute * share / (1 - share) for share in (0.17, 0.19, 0.20, 0.21, 0.23)]
+    borderline = pipeline.check("cpu-compile", "cpu", {"load_s": loads, "compute_s": [compute] * 5,
+                                                       "batches_per_s": 5 / sum(loads), "per_round": 4,
+                                                       "data": {"dataloader": False, "type": "builtins.list"}})
+    assert borderline["status"] == "borderline" and borderline["figures"]["verdict"] == "borderline"
+    checks = document["checks"]["checks"]
+    (position,) = [i for i, c in enumerate(checks) if c["name"] == "pipeline" and c.get("backend") == "cpu-compile"]
+    checks[position] = borderline
+    results.validate(document)
+    model = assert_three_renderings_agree(document)
+    compiled = next(row for row in model.rows if row.target == "compiled CPU")
+    assert "pipeline borderline" in compiled.workflow.text
+    assert "| pipeline | cpu-compile | *borderline* | borderline: data" in markdown.render(document)
+    # Every worker ran with the thread counts the parent decided, and the report says which.
+    from torchport.launch import worker_threads
+
+    decided = worker_threads()
+    for backend in document["backends"].values():
+        for run in backend["runs"]:
+            assert {k: run["worker"]["threads"][k] for k in decided} == decided, run["worker"]
+    threads = f"main, {decided['intra_op']} intra-op / {decided['inter_op']} inter-op threads"
+    assert f"| {threads} |" in markdown.render(document)
+    assert f"<td>{threads}</td>" in html.render(document)
+    assert "<td>pipeline</td><td>cpu-compile</td><td>borderline</td>" in html.render(document)
+    console = Console(width=400, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(terminal_table(document["checks"]))
+    (row,) = [line for line in console.export_text().splitlines() if "cpu-compile" in line and "pipeline" in line]
+    assert [cell.strip() for cell in row.split("│")][3] == "borderline"
+    # Borderline is never counted as a pass, and does not fail the command.
+    from torchport.check.report import markdown as checks_markdown
+    from torchport.check.runner import exit_status
+
+    assert ", 1 borderline," in checks_markdown(document["checks"])
+    assert exit_status({"checks": [borderline]}) == 0
+    assert exit_status({"checks": [borderline, {**borderline, "status": "fail"}]}) == 1

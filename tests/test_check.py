@@ -11,6 +11,7 @@ import socket
 import jsonschema
 import pytest
 
+from conftest import ranks_match_one_process
 from torchport.check.runner import CheckOptions, run_checks
 from torchport.results import load_schema
 
@@ -120,7 +121,8 @@ def test_ddp_over_gloo_with_two_processes_matches_one_process(torchport_cli, tmp
     assert done.returncode == 0, done.stdout + done.stderr
     (ddp,) = section["checks"]
     figures = ddp["figures"]
-    assert ddp["status"] == "pass" and figures["process_group_backend"] == "gloo"
+    # Pass or borderline by the efficiency alone: the ranks match one process either way.
+    assert ranks_match_one_process(ddp) and figures["process_group_backend"] == "gloo", ddp["reason"]
     assert figures["world_size"] == 2 and set(figures["rank_step_s"]) == {"0", "1"}
     # The slowest rank is taken per step (AlgoPerf), so its median is at least every rank's own median.
     assert figures["slowest_rank_step_s"] >= max(figures["rank_step_s"].values())

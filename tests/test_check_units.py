@@ -156,12 +156,24 @@ def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
     loads = [compute * share / (1 - share) for share in (0.10, 0.18, 0.20, 0.22, 0.40)]
     verdict = pipeline.check("cpu", "cpu", measured(loads, [compute] * 5))
     figures = verdict["figures"]
-    assert figures["verdict"] == "borderline" and verdict["status"] == "pass"
+    assert figures["verdict"] == "borderline" and verdict["status"] == "borderline"
+    assert verdict["reason"].startswith("borderline: ") and "try: " in verdict["reason"]
     assert figures["load_share"] == pytest.approx(0.20)
     assert figures["load_share_interval"] == pytest.approx([0.10, 0.40])
     assert ("(rounds: 10% to 40%; keeps up below 15%, input-bound above 25%, and only from 1 ms of waiting a step"
             in verdict["reason"])
     assert pipeline.band(0.149) == "keeps up" and pipeline.band(0.251) == "input-bound" and pipeline.band(0.2) == "borderline"
+
+
+def test_pipeline_verdict_under_heavy_load_is_marked_uncertain_and_keeps_its_status():
+    loaded = {**measured([0.001] * 5, [0.1] * 5), "load": {"before": [7.5, 6.0, 5.0], "after": [8.0, 6.1, 5.0], "cpus": 2}}
+    verdict = pipeline.check("cpu", "cpu", loaded)
+    assert verdict["status"] == "pass" and verdict["figures"]["verdict"] == "keeps up"
+    assert verdict["figures"]["uncertain"].startswith("uncertain: the host's load average was 8.0 on 2 CPUs")
+    assert "rerun on an idle machine" in verdict["reason"]
+    idle = {**loaded, "load": {"before": [0.5, 0.4, 0.3], "after": [1.2, 0.5, 0.3], "cpus": 2}}
+    assert pipeline.check("cpu", "cpu", idle)["figures"]["uncertain"] is None
+    assert pipeline.check("cpu", "cpu", measured([0.001] * 5, [0.1] * 5))["figures"]["uncertain"] is None
 
 
 def test_pipeline_with_dataloader_workers_waits_only_for_loading_beyond_compute():

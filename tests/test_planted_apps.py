@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import torch
 
-from conftest import APPS, run_torchport
+from conftest import APPS, ranks_match_one_process, run_torchport
 from torchport import backends as backend_registry
 from torchport.check.runner import CheckOptions, run_checks
 from torchport.check.training import float64_hold, state_outside_state_dict, state_snapshot
@@ -133,7 +133,10 @@ def test_clean_control_passes_every_applicable_check_and_exits_0(tmp_path):
     assert done.returncode == 0, (failing, done.stderr[-1000:])
     assert section["app_error"] is None
     expected_not_applicable = {("distributed", "xla")} & set(statuses)
-    assert {key for key, status in statuses.items() if status != "pass"} == expected_not_applicable, statuses
+    # Two ranks sharing this 2-core host may scale below the pass threshold: borderline, with matching results.
+    scaling_only = {(c["name"], c["backend"]) for c in section["checks"]
+                    if c["name"] == "distributed" and c["status"] == "borderline" and ranks_match_one_process(c)}
+    assert {key for key, status in statuses.items() if status != "pass"} - scaling_only == expected_not_applicable, failing
     for check in section["checks"]:
         if check["status"] == "not_applicable":
             assert "gloo refuses them" in check["reason"] and "world of size 1" in check["reason"]
@@ -356,3 +359,44 @@ def test_host_reads_of_host_tensors_are_no_device_sync(tmp_path):
     assert out.exists(), done.stderr[-3000:]
     syncs = [f for f in json.loads(out.read_text())["findings"] if f["id"] == "TR101"]
     assert [f["location"] for f in syncs] == [line_of("planted_host_counter.py", "# planted")], syncs
+
+
+@pytest.mark.slow
+def test_a_pipeline_between_the_thresholds_is_borderline_in_every_output(tmp_path):
+    """A real evaluation (checks stage included) of an app whose data takes about a fifth of a step:
+    the pipeline check is borderline on both backends, and the terminal answer, report.md and report.html
+    say so for the same check; `torchport check` shows it as borderline and exits 0."""
+    from html import escape
+
+    import io
+
+    from rich.console import Console
+
+    from conftest import QUICK_TIMING, load_result
+    from torchport.report import html, markdown, terminal
+
+    out = tmp_path / "run"
+    app = str(APPS / "planted_borderline_pipeline.py")
+    done = run_torchport("evaluate", app, "-b", "cpu,cpu-compile", *QUICK_TIMING, "--no-trace", "-o", str(out),
+                         timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = load_result(out)
+    pipelines = {c["backend"]: c for c in document["checks"]["checks"] if c["name"] == "pipeline"}
+    assert sorted(pipelines) == ["cpu", "cpu-compile"]
+    for check in pipelines.values():
+        assert check["status"] == "borderline" and check["figures"]["verdict"] == "borderline", check["reason"]
+        assert 0.15 <= check["figures"]["load_share"] <= 0.25
+        assert f"collate_fn waiting_collate at {line_of('planted_borderline_pipeline.py', 'def waiting_collate(')}" \
+            in check["reason"]
+    console = Console(width=1000, record=True, file=io.StringIO())  # the terminal's answer per target, unwrapped
+    terminal.print_summary(document, console)
+    assert "pipeline borderline" in console.export_text()
+    report = markdown.render(document)
+    assert "| pipeline | cpu-compile | *borderline* | borderline: data" in report
+    assert "pipeline borderline" in report
+    page = html.render(document)
+    assert "<td>pipeline</td><td>cpu-compile</td><td>borderline</td>" in page and escape("pipeline borderline") in page
+    checked = run_torchport("check", app, "--only", "pipeline", "-b", "cpu", "--steps", "2", timeout=600)
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    (row,) = [line for line in checked.stdout.splitlines() if line.startswith("│ pipeline")]
+    assert [cell.strip() for cell in row.split("│")][3] == "borderline", checked.stdout

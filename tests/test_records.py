@@ -213,4 +213,4 @@ def test_a_10_document_is_still_read_and_rendered(tmp_path, document):
     path.write_text(json.dumps(old))
     refused = run_torchport("report", str(path))
     assert refused.returncode == 2
-    assert "result schema version '0.9' is not one this torchport reads ('1.0', '1.1')" in refused.stderr
+    assert "result schema version '0.9' is not one this torchport reads ('1.0', '1.1', '1.2')" in refused.stderr

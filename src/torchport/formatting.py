@@ -100,3 +100,15 @@ def _backtick_runs(text: str) -> list[str]:
     if current:
         runs.append(current)
     return runs
+
+
+def worker_environment(backend: dict[str, Any]) -> str:
+    """The environment a backend's workers ran in, with the thread counts torch
+    reported there ("main, 2 intra-op / 1 inter-op threads"); runs that
+    disagree are all listed."""
+    threads = sorted({(t["intra_op"], t["inter_op"]) for run in backend.get("runs") or []
+                      for t in [(run.get("worker") or {}).get("threads")] if t})
+    where = backend.get("environment") or "main"
+    if not threads:
+        return where
+    return f"{where}, " + " or ".join(f"{intra} intra-op / {inter} inter-op threads" for intra, inter in threads)

@@ -102,6 +102,33 @@ def finish_process(process: subprocess.Popen, worker_id: str) -> None:
 # each run's ``worker.allocator``; values the user has set are kept.
 STEADY_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
+# Thread pools, decided here once for every worker: each torch picks its own
+# defaults (and a backend environment holds another torch), so the same app's
+# step and batch fetch ran with different intra-op pools on cpu and xla and
+# the pipeline verdict followed the pool, not the app.  The worker applies
+# them before any torch work (``torchport.worker.apply_threads``) and records
+# what torch reports in each run's ``worker.threads``.
+INTEROP_THREADS_VARIABLE = "TORCHPORT_INTEROP_THREADS"
+# Eager and compiled training steps run their kernels on the intra-op pool; an
+# inter-op pool serves only explicit task parallelism (torch.jit.fork), and on
+# a small host its extra threads only compete with the intra-op ones.
+INTEROP_THREADS = 1
+
+
+def worker_threads() -> dict[str, int]:
+    """The intra-op and inter-op thread counts every worker runs with: the
+    user's ``OMP_NUM_THREADS`` when set, else one intra-op thread per CPU this
+    process may run on."""
+    try:
+        intra_op = max(1, int(os.environ["OMP_NUM_THREADS"]))
+    except (KeyError, ValueError):
+        intra_op = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        inter_op = max(1, int(os.environ[INTEROP_THREADS_VARIABLE]))
+    except (KeyError, ValueError):
+        inter_op = INTEROP_THREADS
+    return {"intra_op": intra_op, "inter_op": inter_op}
+
 
 def worker_python(backend_cls: Any) -> str:
     """The interpreter a backend's worker runs on: its environment's, or ours."""
@@ -121,6 +148,9 @@ def worker_environment() -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     for name, value in STEADY_ALLOCATOR.items():
         env.setdefault(name, value)
+    threads = worker_threads()
+    env["OMP_NUM_THREADS"] = str(threads["intra_op"])
+    env[INTEROP_THREADS_VARIABLE] = str(threads["inter_op"])
     return env
 
 

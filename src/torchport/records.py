@@ -88,6 +88,7 @@ class DocumentStatus(Vocabulary):
 
 class CheckStatus(Vocabulary):
     PASS = "pass"
+    BORDERLINE = "borderline"  # inside the band between pass and fail; not a failure of the command
     FAIL = "fail"
     ERROR = "error"
     SKIPPED = "skipped"

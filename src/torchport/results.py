@@ -19,13 +19,14 @@ from typing import Any
 
 from torchport import __version__
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 # Versions this torchport reads.  1.1 added what renderers used to read from the
 # runs to each backend's summary (counter tables, per-run series, counter totals),
 # one shape of device memory and the environment's backend plugin problems; a
 # 1.0 document is read as is: its summaries are recomputed from its raw samples
 # and its memory figures are read under their 1.0 names (torchport.records.DeviceMemory).
-READABLE_SCHEMA_VERSIONS = ("1.0", "1.1")
+# 1.2 added the check status "borderline" and each run's worker.threads; older documents have neither.
+READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2")
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "result.schema.json"
 
 

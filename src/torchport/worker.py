@@ -115,6 +115,27 @@ def classify_error(exc: BaseException) -> dict[str, Any]:
     return record(exc)
 
 
+def apply_threads(torch: Any) -> dict[str, Any]:
+    """Set torch's thread pools to the parent's decision (``OMP_NUM_THREADS``
+    and ``TORCHPORT_INTEROP_THREADS``, see ``torchport.launch.worker_threads``)
+    before any torch work; what torch then reports, for the result."""
+    asked: dict[str, int] = {}
+    for key, variable in (("intra_op", "OMP_NUM_THREADS"), ("inter_op", "TORCHPORT_INTEROP_THREADS")):
+        try:
+            asked[key] = max(1, int(os.environ[variable]))
+        except (KeyError, ValueError):
+            pass
+    if "intra_op" in asked:
+        torch.set_num_threads(asked["intra_op"])
+    if "inter_op" in asked:
+        try:
+            torch.set_num_interop_threads(asked["inter_op"])
+        except RuntimeError:  # the pool had already started: torch keeps the one it has
+            pass
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
+            "asked": asked or None}
+
+
 def main(argv: list[str]) -> int:
     from torchport.host_memory import PhasePeaks
     from torchport.processes import watch_parent
@@ -134,6 +155,7 @@ def main(argv: list[str]) -> int:
         import_started = time.time()
         import torch
 
+        threads = apply_threads(torch)
         from torchport import backends
 
         backend = backends.get(job["backend"])()
@@ -143,6 +165,7 @@ def main(argv: list[str]) -> int:
             "executable": sys.executable,
             "pid": os.getpid(),
             "allocator": {name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
+            "threads": threads,
         }
         context.progress("device")
         backend.setup()

@@ -18,8 +18,12 @@ The figure judged is the share of a step spent waiting for data:
 
 One share per round; the verdict is on their median, in a band, so that
 noise near one threshold cannot flip it: **keeps up** below ``KEEPS_UP_BELOW``
-(15%), **input-bound** above ``INPUT_BOUND_ABOVE`` (25%), **borderline**
-between; the rounds' range is reported as the interval.  ``torchport check
+(15%, status ``pass``), **input-bound** above ``INPUT_BOUND_ABOVE`` (25%,
+status ``fail``), **borderline** between (status ``borderline``: shown as
+such, never as a pass, and it does not fail the command); the rounds' range
+is reported as the interval.  The host's load average is recorded before and
+after; above ``HEAVY_LOAD_PER_CPU`` runnable tasks per CPU the reason says the
+verdict is uncertain.  ``torchport check
 --only pipeline``, the full check and evaluate's check stage all measure this
 way, so they give the same verdict.
 
@@ -37,6 +41,10 @@ PER_ROUND = 4
 # A step that waits less than this for its data is not input-bound whatever the share: below it the
 # figure is timer and scheduler noise of a loaded host, and a fast step's share of it swings.
 MIN_WAIT_S = 0.001
+# A 1-minute load average above this many runnable tasks per CPU means the data and compute timings
+# shared the cores with other work: the verdict is marked uncertain.  Above script mode's 1.0 per CPU
+# (torchport.script.report) because this measurement's own threads and DataLoader workers are counted in it.
+HEAVY_LOAD_PER_CPU = 1.5
 PINNED_MEMORY_DEVICES = ("cuda",)  # page-locked host memory speeds up copies to these devices only
 
 
@@ -70,6 +78,7 @@ def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[
 
     from torchport.engine import BatchStream, leading_dim
 
+    load_before = host_load()
     app, backend, engine = run.app, run.backend, run.engine
     factory_started = time.perf_counter()
     stream = BatchStream(app.data)
@@ -99,7 +108,37 @@ def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[
             "batches_per_s": rounds * per_round / counted_s if counted_s > 0 else None,
             "samples_per_s": samples / counted_s if counted_s > 0 else None, "factory_s": factory_s,
             "data": describe_data(stream.data, app.data),
-            "threads": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}}
+            "threads": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()},
+            "load": {"before": load_before, "after": host_load(), "cpus": host_cpus()}}
+
+
+def host_load() -> list[float] | None:
+    """The host's 1, 5 and 15-minute load averages (None where the platform has none)."""
+    import os
+
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def host_cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def load_uncertainty(load: dict[str, Any] | None) -> str | None:
+    """Why load made the timings uncertain (None: it did not, or it was not recorded)."""
+    if not load:
+        return None
+    minute = [sample[0] for sample in (load.get("before"), load.get("after")) if sample]
+    cpus = load.get("cpus") or 1
+    if not minute or max(minute) <= HEAVY_LOAD_PER_CPU * cpus:
+        return None
+    return (f"uncertain: the host's load average was {max(minute):.1f} on {cpus} CPUs during the measurement "
+            f"(above {HEAVY_LOAD_PER_CPU:g} per CPU), so data and compute shared the cores with other work; "
+            "rerun on an idle machine to confirm")
 
 
 def source_line(function: Any) -> str | None:
@@ -222,6 +261,8 @@ def check(backend: str, device_type: str, measured: dict[str, Any] | None,
         "wait_s": wait_s,
         "min_wait_s": MIN_WAIT_S,
         "threads": measured.get("threads"),
+        "load": measured.get("load"),
+        "uncertain": load_uncertainty(measured.get("load")),
         "rounds": len(shares),
         "band": {"keeps_up_below": KEEPS_UP_BELOW, "input_bound_above": INPUT_BOUND_ABOVE},
         "verdict": verdict,
@@ -238,12 +279,15 @@ def check(backend: str, device_type: str, measured: dict[str, Any] | None,
              f"waiting for data {share:.0%} of a step (rounds: {min(shares):.0%} to {max(shares):.0%}; "
              f"keeps up below {KEEPS_UP_BELOW:.0%}, input-bound above {INPUT_BOUND_ABOVE:.0%}, and only from "
              f"{MIN_WAIT_S * 1e3:g} ms of waiting a step: {wait_s * 1e3:.2g} ms)")
+    uncertain = f"; {result['figures']['uncertain']}" if result["figures"]["uncertain"] else ""
+    tries = "; try: " + "; ".join(result["figures"]["suggestions"][:2])
     if input_bound:
         result["status"] = "fail"
-        result["reason"] = (f"input-bound: {rates}{where_built(data)}; try: "
-                            + "; ".join(result["figures"]["suggestions"][:2]))
+        result["reason"] = f"input-bound: {rates}{where_built(data)}{tries}{uncertain}"
+    elif verdict == "borderline":
+        result["status"] = "borderline"
+        result["reason"] = f"borderline: {rates}{where_built(data)}{tries}{uncertain}"
     else:
         result["status"] = "pass"
-        result["reason"] = f"{verdict}: {rates}" + (
-            "; try: " + "; ".join(result["figures"]["suggestions"][:2]) if verdict == "borderline" else "")
+        result["reason"] = f"{verdict}: {rates}{uncertain}"
     return result

@@ -6,8 +6,8 @@ from typing import Any
 from torchport.check import WORKER_CHECKS, worker_check
 from torchport import formatting as fmt
 
-STATUS_TEXT = {"pass": "pass", "fail": "**FAIL**", "error": "**ERROR**", "skipped": "skipped",
-               "not_applicable": "not applicable"}
+STATUS_TEXT = {"pass": "pass", "borderline": "*borderline*", "fail": "**FAIL**", "error": "**ERROR**",
+               "skipped": "skipped", "not_applicable": "not applicable"}
 
 
 def subject(check: dict[str, Any]) -> str:
@@ -30,7 +30,8 @@ def headline(check: dict[str, Any]) -> str:
         interval = figures.get("load_share_interval")
         return (f"{figures.get('verdict', '')}: data {figures['data_batches_per_s']:.0f} batches/s, waiting "
                 f"{figures['load_share']:.0%} of a step"
-                + (f" ({interval[0]:.0%}-{interval[1]:.0%} over {figures['rounds']} rounds)" if interval else ""))
+                + (f" ({interval[0]:.0%}-{interval[1]:.0%} over {figures['rounds']} rounds)" if interval else "")
+                + ("; uncertain under load" if figures.get("uncertain") else ""))
     return "–"
 
 
@@ -57,7 +58,8 @@ def markdown(section: dict[str, Any]) -> str:
     lines = [
         "## Checks: parity, checkpoints, recovery, distributed, input pipeline",
         "",
-        f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} could not run, {counts['skipped']} skipped"
+        f"{counts['pass']} passed" + (f", {counts['borderline']} borderline" if counts["borderline"] else "")
+        + f", {counts['fail']} failed, {counts['error']} could not run, {counts['skipped']} skipped"
         + (f", {counts['not_applicable']} not applicable" if counts["not_applicable"] else "")
         + f" · reference `{config.get('reference', 'cpu')}` in {config.get('dtype', 'float32')}, ground truth "
         f"{config.get('ground_truth', 'cpu, float64')} · {config.get('steps', '?')} steps, seed {config.get('seed', 0)}"

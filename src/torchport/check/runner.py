@@ -397,6 +397,7 @@ def _error(name: str, backend: str, reason: str) -> dict[str, Any]:
 
 
 def exit_status(section: dict[str, Any]) -> int:
-    """0 when every check passed (or was skipped, or is not applicable on its backend), 1 when one failed
-    or could not run."""
+    """0 when every check passed (or was borderline, skipped, or not applicable on its backend), 1 when one
+    failed or could not run.  Borderline is inside the band between pass and fail: reported as such, but not
+    a failure to stop a build on."""
     return 1 if any(check["status"] in ("fail", "error") for check in section["checks"]) else 0

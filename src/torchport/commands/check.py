@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from torchport.options import output_file
 
@@ -22,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the app on each backend in fresh worker processes and check that it learns the same "
                     "thing (against a float64 CPU run), that checkpoints move between backends, that training "
                     "survives a SIGKILL, that torchrun/DDP matches one process, and that the data keeps up. "
-                    "Exit status: 0 all passed, 1 a check failed or could not run, 2 bad input.",
+                    "Exit status: 0 all passed (or borderline: shown as such, never as a pass), 1 a check failed or "
+                    "could not run, 2 bad input.",
     )
     parser.add_argument("app", nargs="?", help="app.py, app.py:function, package.module:function, builtin:NAME "
                         "or hf:MODEL_TYPE[?key=value&...] (default: builtin:classifier)")
@@ -87,12 +89,33 @@ def options_from_args(args: argparse.Namespace):
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def terminal_table(section: dict) -> Any:
+    """The checks as a rich table, one row per check, for the terminal."""
     from rich.markup import escape
     from rich.table import Table
 
+    from torchport.check.report import STATUS_TEXT, budget_line, headline, subject
+
+    table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
+    for header in ("check", "backend / pair", "status", "figures", "reason"):
+        table.add_column(header, overflow="fold")
+    colours = {"pass": "green", "borderline": "yellow", "fail": "red", "error": "red", "skipped": "dim",
+               "not_applicable": "dim"}
+    for check in section["checks"]:
+        status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
+        # Reasons quote the app's errors: data, never rich markup.
+        table.add_row(escape(check["name"]), escape(subject(check)),
+                      f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
+                      escape(headline(check)), escape(check.get("reason", "")))
+    if section["config"].get("budget"):
+        table.caption = escape(budget_line(section["config"]["budget"]))
+        table.caption_justify = "left"
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
     from torchport import output
-    from torchport.check.report import STATUS_TEXT, budget_line, headline, markdown, subject
+    from torchport.check.report import markdown
     from torchport.check.runner import exit_status, run_checks, validate
     from torchport.errors import UserError
     from torchport.launch import cancelled
@@ -126,20 +149,7 @@ def run(args: argparse.Namespace) -> int:
     elif chosen == "md":
         output.emit(args, markdown(section))
     else:
-        table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
-        for header in ("check", "backend / pair", "status", "figures", "reason"):
-            table.add_column(header, overflow="fold")
-        colours = {"pass": "green", "fail": "red", "error": "red", "skipped": "dim", "not_applicable": "dim"}
-        for check in section["checks"]:
-            status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
-            # Reasons quote the app's errors: data, never rich markup.
-            table.add_row(escape(check["name"]), escape(subject(check)),
-                          f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
-                          escape(headline(check)), escape(check.get("reason", "")))
-        if section["config"].get("budget"):
-            table.caption = escape(budget_line(section["config"]["budget"]))
-            table.caption_justify = "left"
-        output.print_or_emit(args, table)
+        output.print_or_emit(args, terminal_table(section))
     if args.json:
         print(f"checks: {args.json}")
     if section.get("app_error"):

@@ -233,7 +233,7 @@ def _checks_for(document: dict[str, Any], backend_names: set[str]) -> dict[str, 
 
 
 def _worst_status(checks: list[dict[str, Any]]) -> str:
-    order = ["fail", "error", "pass", "skipped", "not_applicable"]
+    order = ["fail", "error", "borderline", "pass", "skipped", "not_applicable"]
     statuses = [str(check.get("status")) for check in checks]
     return min(statuses, key=lambda status: order.index(status) if status in order else len(order))
 

@@ -334,7 +334,7 @@ def render(document: dict[str, Any]) -> str:
     body += ["<h2>What was verified</h2>", table(
         ["backend", "kind", "verification", "environment"],
         [[name, f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", ""), b.get("verification", ""),
-          b.get("environment") or "main"] for name, b in document["backends"].items()])]
+          fmt.worker_environment(b)] for name, b in document["backends"].items()])]
     body.append('<p class="meta">The result document is embedded in this file '
                 '(<code>script#torchport-result</code>, JSON).</p>')
     return page(f"torchport evaluation: {app['spec']}", body, document, "torchport-result")

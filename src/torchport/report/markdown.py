@@ -112,7 +112,7 @@ def render(document: dict[str, Any]) -> str:
               "| backend | kind | verification | environment |", "|---|---|---|---|"]
     for name, b in backends.items():
         kind = f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", "")
-        lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.get('verification', ''))} | {fmt.md(b.get('environment') or 'main')} |")
+        lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.get('verification', ''))} | {fmt.md(fmt.worker_environment(b))} |")
     if consistency.get("hashes"):
         lines += ["", "Effective configuration hash per backend: " +
                   ", ".join(f"{fmt.md(name)} {fmt.md_code('/'.join(h))}" for name, h in consistency["hashes"].items()) + "."]
