@@ -238,12 +238,21 @@ def _worst_status(checks: list[dict[str, Any]]) -> str:
     return min(statuses, key=lambda status: order.index(status) if status in order else len(order))
 
 
-def _numbers(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+def _measured(entries: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any], Evidence, str] | None:
+    """The backends of a family that ran, and the first one's entry with the
+    evidence and source every cell measured from it carries; None if none ran."""
     ran = _ran(entries)
     if not ran:
-        return Cell("not measured", Evidence.UNKNOWN)
+        return None
     name, entry = next(iter(ran.items()))
-    evidence, source = _evidence_of(name, entry)
+    return (ran, entry, *_evidence_of(name, entry))
+
+
+def _numbers(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+    measured = _measured(entries)
+    if measured is None:
+        return Cell("not measured", Evidence.UNKNOWN)
+    ran, entry, evidence, source = measured
     parity = _checks_for(document, set(ran)).get("parity")
     if parity:
         return Cell(f"parity {_worst_status(parity)}", evidence, source + " (parity check)")
@@ -256,11 +265,10 @@ def _numbers(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Ce
 
 
 def _workflow(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
-    ran = _ran(entries)
-    if not ran:
+    measured = _measured(entries)
+    if measured is None:
         return Cell("not measured", Evidence.UNKNOWN)
-    name, entry = next(iter(ran.items()))
-    evidence, source = _evidence_of(name, entry)
+    ran, _, evidence, source = measured
     checks = _checks_for(document, set(ran))
     parts = [f"{check} {_worst_status(checks[check])}" for check in ("checkpoint", "recovery", "distributed", "pipeline")
              if check in checks]
