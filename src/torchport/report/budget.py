@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchport import formatting as fmt
+from torchport.report import model
 from torchport.sampling import format_duration
 
 
@@ -42,6 +43,24 @@ def budget_notes(document: dict[str, Any]) -> list[str]:
     return notes
 
 
+def budget_rows(budget: dict[str, Any]) -> list[list[str]]:
+    """Per backend: runs, precision reached, target met, each run's share, why sampling stopped."""
+    rows = []
+    for name, entry in (budget.get("backends") or {}).items():
+        met = entry.get("target_met")
+        shares = ", ".join(fmt.seconds(share) for share in entry.get("shares_s") or []) or "–"
+        stopped = ", ".join(str(reason) for reason in entry.get("stopped_by") or [] if reason) or "–"
+        rows.append([name, str(entry.get("runs", 0)), _pct(entry.get("precision_reached")),
+                     "–" if met is None else ("yes" if met else "NO"), shares, stopped])
+    return rows
+
+
+def could_not_buy(budget: dict[str, Any], too_small: dict[str, dict[str, Any]]) -> list[str]:
+    """The backends the budget stopped before a run finished, then what else it could not pay for."""
+    return [f"{name}: {backend['error']['message']}" for name, backend in too_small.items()] + list(
+        budget.get("could_not") or [])
+
+
 def budget_markdown(document: dict[str, Any]) -> list[str]:
     budget = document.get("budget")
     if not budget:
@@ -55,15 +74,8 @@ def budget_markdown(document: dict[str, Any]) -> list[str]:
                 else "no target was asked for (--precision or --budget sets one)."),
              "", "| backend | runs | precision reached | target met | each run's share | why each run's sampling stopped |",
              "|---|---|---|---|---|---|"]
-    for name, entry in (budget.get("backends") or {}).items():
-        met = entry.get("target_met")
-        shares = ", ".join(fmt.seconds(share) for share in entry.get("shares_s") or []) or "–"
-        stopped = ", ".join(str(reason) for reason in entry.get("stopped_by") or [] if reason) or "–"
-        lines.append(f"| {fmt.md(name)} | {entry.get('runs', 0)} | {_pct(entry.get('precision_reached'))} "
-                     f"| {'–' if met is None else ('yes' if met else 'NO')} | {shares} | {fmt.md(stopped)} |")
-    could_not = [f"{name}: {backend['error']['message']}" for name, backend in (document.get("backends") or {}).items()
-                 if (backend.get("error") or {}).get("kind") == "budget-too-small"]
-    could_not += budget.get("could_not") or []
+    lines += ["| " + " | ".join(fmt.md(cell) for cell in row) + " |" for row in budget_rows(budget)]
+    could_not = could_not_buy(budget, model.sections(document).budget_too_small)
     if could_not:
         lines += ["", "What the budget could not buy:", ""] + [f"- {fmt.md(line)}" for line in could_not]
     stages = {name: size for name, size in (budget.get("stages") or {}).items()

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
-from torchport.report import compare_text
+from torchport.report import compare_text, model
 from torchport import formatting as fmt
 from torchport.report import svg
 from torchport.report.svg import esc
@@ -83,10 +83,6 @@ def table(headers: list[str], rows: list[list[Any]], numeric: Collection[int] = 
 
 def _ms(value: float) -> str:
     return fmt.seconds(value)
-
-
-def _measured(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name: b for name, b in document["backends"].items() if b.get("summary")}
 
 
 def _label(name: str, backend: dict[str, Any]) -> str:
@@ -225,11 +221,29 @@ def memory_fit_chart(trace: dict[str, Any] | None) -> str:
 
 # --- one result --------------------------------------------------------------------------------
 
+def _budget_section(document: dict[str, Any], parts: model.Sections) -> list[str]:
+    """The time budget: the precision each backend reached, and what it could not buy."""
+    from torchport.report.budget import budget_rows, could_not_buy
+
+    budget = document.get("budget")
+    if not budget:
+        return []
+    body = ["<h2>Time budget and precision</h2>",
+            table(["backend", "runs", "precision reached", "target met", "each run's share", "why each run's sampling stopped"],
+                  budget_rows(budget))]
+    could_not = could_not_buy(budget, parts.budget_too_small)
+    if could_not:
+        body += ["<p>What the budget could not buy:</p>", "<ul>", *[f"<li>{esc(cap(line))}</li>" for line in could_not],
+                 "</ul>"]
+    return body
+
+
 def render(document: dict[str, Any]) -> str:
     """The HTML report of one result document (statistics already refreshed)."""
     app, env, config = document["app"], document["environment"], document["config"]
     reference = document.get("reference")
-    measured = _measured(document)
+    parts = model.sections(document)
+    measured = parts.measured
     charted = {_label(name, b): b for name, b in measured.items()}
     body = [
         f"<h1>torchport evaluation: {esc(cap(app['spec'], 300))}</h1>",
@@ -269,7 +283,7 @@ def render(document: dict[str, Any]) -> str:
     notes = [f"{name}: {note}" for name, b in measured.items() for note in b["summary"].get("notes", [])]
     if notes:
         body += ["<h2>Warnings</h2>", "<ul>", *[f"<li>{esc(cap(n))}</li>" for n in notes], "</ul>"]
-    failed = {name: b for name, b in document["backends"].items() if b.get("error")}
+    failed = parts.does_not_run_here
     if failed:
         body.append("<h2>Does not run here</h2>")
         for name, b in failed.items():
@@ -282,6 +296,12 @@ def render(document: dict[str, Any]) -> str:
             tail = (b.get("failures") or {}).get("last_stderr_tail")
             if tail:
                 body.append(f"<pre>{chr(10).join(esc(cap(line)) for line in tail[-REPORT_TAIL_LINES:])}</pre>")
+    if parts.stage_errors:
+        body += ["<h2>Stages that could not finish</h2>", "<ul>",
+                 *[f"<li>{esc(e['stage'])}: {esc(cap(e['message']))}"
+                   + (f" at <code>{esc(cap(e['location'], 300))}</code>" if e.get("location") else "") + "</li>"
+                   for e in parts.stage_errors], "</ul>"]
+    body += _budget_section(document, parts)
     if document.get("script"):
         from torchport.script.report import html_section
 

@@ -7,6 +7,7 @@ from torchport.limits import REPORT_TAIL_LINES
 from torchport import stages
 from torchport import formatting as fmt
 from torchport.report.verdict import verdict_line
+from torchport.report import model
 
 # Each stage renders its own section of the report (torchport.stages).
 
@@ -48,7 +49,8 @@ def render(document: dict[str, Any]) -> str:
         lines += ["", f"Under torchrun ({ddp.get('nproc_per_node')} processes on {fmt.md(ddp.get('backend'))}): "
                       f"**{fmt.md(ddp['status'])}**, {fmt.md(ddp.get('reason', ''))}. Comparison with one process "
                       f"{fmt.md(ddp.get('comparison', 'not made'))}."]
-    measured = {name: b for name, b in backends.items() if b.get("summary")}
+    parts = model.sections(document)
+    measured = parts.measured
     if measured:
         lines += ["", "## Training throughput (sustained)", "",
                   "| backend | step time, median [95% CI] | samples/s | tokens/s | vs reference | epoch | cost / 1M samples |",
@@ -97,11 +99,11 @@ def render(document: dict[str, Any]) -> str:
     notes = [(name, note) for name, b in measured.items() for note in b["summary"].get("notes", [])]
     if notes:
         lines += ["", "## Warnings", ""] + [f"- {fmt.md(name)}: {fmt.md(note)}" for name, note in notes]
-    lines += _does_not_run_here(backends)
-    if document.get("stage_errors"):
+    lines += _does_not_run_here(parts.does_not_run_here)
+    if parts.stage_errors:
         lines += ["", "## Stages that could not finish", ""]
         lines += [f"- {fmt.md(e['stage'])}: {fmt.md(e['message'])}" + (f" at {fmt.md_code(e['location'])}" if e.get("location") else "")
-                  for e in document["stage_errors"]]
+                  for e in parts.stage_errors]
     for section in stages.result_keys():
         if document.get(section) and stages.by_key(section).render:
             lines += ["", _stage_markdown(section, document[section])]
@@ -176,11 +178,9 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any], document: 
     return lines
 
 
-def _does_not_run_here(backends: dict[str, Any]) -> list[str]:
+def _does_not_run_here(failed: dict[str, Any]) -> list[str]:
     """Backends whose runs failed: what users come for.  Per backend the kind
     of failure, its cause and where: the user's line and the library's frame."""
-    # A budget too small says nothing about the backend: the budget section reports it.
-    failed = {name: b for name, b in backends.items() if b.get("error") and b["error"].get("kind") != "budget-too-small"}
     if not failed:
         return []
     lines = ["", "## Does not run here", "",

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from torchport import formatting as fmt
+from torchport.report import model
 from torchport.text import one_line
 
 
@@ -20,6 +21,7 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     for header in ("backend", "status", "step time [95% CI]", "samples/s", escape(f"vs {one_line(reference)}"), "first step", "memory"):
         table.add_column(header, overflow="fold")
     notes: list[str] = []
+    parts = model.sections(document)
     for name, backend in document["backends"].items():
         if backend.get("status") == "unavailable":
             continue  # the answer per target lists them, one line per reason
@@ -30,8 +32,7 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
             status = backend["status"]
             if error.get("kind"):
                 status += f" ({error['kind']})"
-                # Too small a time budget says nothing about whether the app runs there.
-                prefix = "" if error["kind"] in ("budget-too-small", "not-on-device") else "does not run here: "
+                prefix = "does not run here: " if name in parts.does_not_run_here else ""
                 reason = f"{prefix}{error.get('message', '')}"
                 if error.get("location"):
                     reason += f" at {error['location']}"
@@ -65,6 +66,8 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     from torchport.report.budget import budget_notes
 
     notes += budget_notes(document)
+    notes += [f"stage {error['stage']}: {error['message']}" + (f" at {error['location']}" if error.get("location") else "")
+              for error in parts.stage_errors]
     if document.get("script"):
         from torchport.script.report import terminal_lines
 
