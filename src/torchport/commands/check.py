@@ -139,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
         if section["config"].get("budget"):
             table.caption = escape(budget_line(section["config"]["budget"]))
             table.caption_justify = "left"
-        output.print_or_emit(args, table)
+        # At a narrow width the figures go first: the status and its reason are the answer.
+        output.print_or_emit(args, output.fit_table(table, output.text_width(), shown_from={"figures": 100}))
     if args.json:
         print(f"checks: {args.json}")
     if section.get("app_error"):
