@@ -25,6 +25,8 @@ def evaluated(tmp_path_factory):
     done = run_torchport("evaluate", APP, "-b", "cpu,cpu-compile", *QUICK, "--out-dir", str(out), "-q",
                          env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr[-3000:]
+    # evaluate's own summary, at 80 columns (report prints the same at both widths below).
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80, done.stdout
     return out
 
 
