@@ -8,6 +8,8 @@
   ``--out-dir DIR`` (``evaluate -o DIR`` is its old spelling, kept).
 * ``-q/--quiet`` hides progress and notes (errors and the output itself stay);
   ``-v/--verbose`` adds each worker's phase lines.
+* Text output fits ``text_width()`` (COLUMNS, else the terminal's, else 120):
+  tables fold and leave out low-value columns when narrow, prose folds.
 
 The old spellings keep working: ``--json`` (a flag: ``--format json``) on
 backends, env list and info; ``--json FILE`` (also write the JSON to FILE) on
