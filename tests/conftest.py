@@ -19,11 +19,13 @@ QUICK = QUICK_TIMING + ["--no-trace", "--no-checks"]
 
 
 def run_torchport(*args: str, timeout: float = 300, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m torchport.cli ARGS`` as a user would, capturing output."""
+    """Run ``python -m torchport.cli ARGS`` as a user would, capturing output.
+    In a wide terminal: these tests read whole lines, and text folded to a
+    narrow one is tests/test_output_widths.py's subject."""
     return subprocess.run(
         [sys.executable, "-m", "torchport.cli", *args],
         capture_output=True, text=True, timeout=timeout, cwd=cwd,
-        env={**os.environ, "COLUMNS": "160", **(env or {})},
+        env={**os.environ, "COLUMNS": "1000", **(env or {})},
     )
 
 

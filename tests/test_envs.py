@@ -73,8 +73,9 @@ def test_unknown_environment_is_a_user_error(cache, torchport_cli):
 def test_env_list_and_backends_say_how_to_create_it(cache, torchport_cli):
     listed = torchport_cli("env", "list", env={"TORCHPORT_CACHE": str(cache)})
     assert listed.returncode == 0
-    assert "xla: not usable: the xla environment does not exist" in listed.stdout
-    assert "run: torchport env create xla" in listed.stdout
+    words = " ".join(listed.stdout.split())  # a long line folds at the width (COLUMNS)
+    assert "xla: not usable: the xla environment does not exist" in words
+    assert "run: torchport env create xla" in words
     rows = json.loads(torchport_cli("backends", "--json", env={"TORCHPORT_CACHE": str(cache)}).stdout)
     xla = next(row for row in rows if row["name"] == "xla")
     assert not xla["available"]

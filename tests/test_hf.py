@@ -193,7 +193,7 @@ def test_memory_fit_of_a_7b_llama_without_allocating_it(torchport_cli, tmp_path)
     # ~126 GiB before the margin: not on a 16 GiB v5e, not even sharded at one sample of 2048 tokens in float32.
     assert not chips["tpu-v5e"]["fits_one"] and chips["tpu-v5e"]["fully_sharded"] is None
     assert not chips["h100-sxm"]["fits_one"] and chips["h100-sxm"]["fully_sharded"] >= 2
-    assert "fits on one chip" in done.stdout and "analytical 6,738,415,616: match" in done.stdout
+    assert "fits (" in done.stdout and "analytical 6,738,415,616: match" in done.stdout
 
 
 @pytest.mark.parametrize("name", ["gpt2", "t5", "vit"])
@@ -218,8 +218,3 @@ def test_memory_estimate_against_a_real_cpu_run(torchport_cli, tmp_path):
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     assert measured["rss_judged"] and measured["estimate_bytes"] > 2**30
     assert abs(measured["tensor_error"]) <= 0.05 and abs(measured["rss_error"]) <= 0.25, measured
-
-
-def test_memory_refuses_app_files(torchport_cli):
-    done = torchport_cli("memory", "builtin:gpt")
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "takes an hf: spec" in done.stderr

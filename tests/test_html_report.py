@@ -216,3 +216,104 @@ def test_charts_and_answer_as_a_browser_lays_them_out(builtin_evaluation, browse
     assert headings.index("Answer per target") < headings.index("Verdict per backend")
     rows = browser.evaluate("Array.from(document.querySelectorAll('table.answer tbody tr')).map(r => r.innerText)")
     assert any(row.startswith("compiled CPU") and "[M] runs" in row for row in rows), rows
+
+
+# --- the chart properties on a report with failures, a script run and a memory fit --------------
+
+FAULT_APP = Path(__file__).resolve().parent / "apps" / "faults" / "compile_error.py"
+SCRIPT = Path(__file__).resolve().parent / "scripts" / "agnostic.py"
+SMALL = ["-b", "cpu,cpu-compile", "--repeats", "1", "--steps", "6", "--blocks", "2", "--max-warmup", "6", "-q"]
+
+# Per drawn chart: its tick texts, its text labels outside the drawing, its column labels (a label wraps onto
+# lines that share an x), and the fills of everything that stands for "unsupported" or a failure.
+CHART_PROPERTIES = """[...document.querySelectorAll('figure.chart[data-state="drawn"]')].map(f => {
+  const svg = f.querySelector('svg'); const box = svg.getBoundingClientRect();
+  const texts = [...svg.querySelectorAll('text')];
+  const columns = {};
+  for (const t of svg.querySelectorAll('text.column-label')) {
+    const x = t.getAttribute('x'); columns[x] = (columns[x] ? columns[x] + ' ' : '') + t.textContent; }
+  const bad = [...svg.querySelectorAll('rect')].filter(r => {
+    const title = r.querySelector('title'); const next = r.nextElementSibling;
+    return (title && /: unsupported /.test(title.textContent)) || r.matches('.cell-fail, .cell-error')
+      || (next && next.tagName === 'text' && next.textContent === 'unsupported'); });
+  return {key: f.dataset.chart,
+          ticks: [...svg.querySelectorAll('text.tick')].map(t => t.textContent),
+          outside: texts.filter(t => { const r = t.getBoundingClientRect();
+            return r.width && (r.left < box.left - 1 || r.right > box.right + 1
+                               || r.top < box.top - 1 || r.bottom > box.bottom + 1); }).map(t => t.textContent),
+          columns: Object.values(columns),
+          bad_fills: bad.map(r => getComputedStyle(r).fill)};
+})"""
+COUNT_CHARTS = ("compile", "op-support")
+
+
+def is_green(fill: str) -> bool:
+    """A computed fill (rgb(r, g, b)) whose hue is green and saturated enough to read as green."""
+    import colorsys
+    import re
+
+    r, g, b = (int(v) / 255 for v in re.findall(r"\d+", fill)[:3])
+    hue, lightness, saturation = colorsys.rgb_to_hls(r, g, b)
+    return 80 <= hue * 360 <= 170 and saturation > 0.25 and 0.1 < lightness < 0.95
+
+
+def tick_value(text: str) -> float:
+    """The number a tick shows ("0", "250 µs", "1.5 ms", "100%", "3"), for its sign and size."""
+    import re
+
+    match = re.match(r"[-−]?\d+(\.\d+)?", text.strip())
+    assert match, text
+    return float(match.group(0).replace("−", "-"))
+
+
+@pytest.fixture(scope="module")
+def failing_and_script_reports(tmp_path_factory):
+    """Two real evaluations, run side by side: an app that cpu-compile cannot compile (a failed backend,
+    failed checks, a memory fit from the trace) and a script run on both backends."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("chart-properties")
+    commands = {
+        "failing": ["evaluate", str(FAULT_APP), *SMALL, "--no-inference", "--out-dir", str(root / "failing")],
+        "script": ["evaluate", "--script", str(SCRIPT), *SMALL, "--out-dir", str(root / "script"), "--",
+                   "--device={device}", "--compile={compile}", "--workers=0"],
+    }
+    started = {name: subprocess.Popen([sys.executable, "-m", "torchport.cli", *arguments], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "120"})
+               for name, arguments in commands.items()}
+    for name, process in started.items():
+        _, stderr = process.communicate(timeout=600)
+        assert (root / name / "report.html").is_file(), stderr[-3000:]
+    return root / "failing", root / "script"
+
+
+def test_chart_properties_on_a_report_with_failures_a_script_run_and_a_memory_fit(failing_and_script_reports,
+                                                                                  browser):
+    failing, script = failing_and_script_reports
+    failing_document = json.loads((failing / "result.json").read_text())
+    assert failing_document["backends"]["cpu-compile"]["status"] == "error"
+    assert json.loads((script / "result.json").read_text())["script"]
+    drawn = {}
+    for folder in (failing, script):
+        assert_clean_page(browser, folder / "report.html", [])
+        for chart in browser.evaluate(CHART_PROPERTIES):
+            drawn[f"{folder.name}:{chart['key']}"] = chart
+    # What the properties are asserted on: the failure's check matrix, the memory fit, the script's counts.
+    for key in ("failing:checks", "failing:memory-fit", "failing:op-support", "failing:step-time",
+                "script:compile", "script:step-time", "script:phases", "script:loss"):
+        assert key in drawn, sorted(drawn)
+    for key, chart in drawn.items():
+        assert chart["outside"] == [], (key, chart["outside"])  # labels measured, never clipped
+        # Times, shares, counts and these apps' losses are never below zero: nor is any axis.
+        assert all(tick_value(tick) >= 0 for tick in chart["ticks"]), (key, chart["ticks"])
+        assert len(set(chart["columns"])) == len(chart["columns"]), (key, chart["columns"])
+        assert not [fill for fill in chart["bad_fills"] if is_green(fill)], (key, chart["bad_fills"])
+        if key.split(":")[1] in COUNT_CHARTS:
+            assert chart["ticks"] and all(tick.isdigit() for tick in chart["ticks"]), (key, chart["ticks"])
+            assert len(set(chart["ticks"])) == len(chart["ticks"]), (key, chart["ticks"])
+    assert drawn["failing:checks"]["columns"]
+    assert drawn["failing:op-support"]["bad_fills"]  # the "unsupported" key was found, and its colour judged
+    # Memory bars on the chip's capacity: the axis reaches 100%, so a small step looks small.
+    assert max(tick_value(tick) for tick in drawn["failing:memory-fit"]["ticks"]) >= 100
+    assert is_green("rgb(0, 158, 115)") and not is_green("rgb(213, 94, 0)")  # the test's own yardstick

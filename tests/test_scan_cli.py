@@ -24,7 +24,12 @@ torch.backends.cudnn.benchmark = True
 
 
 def _scan(capsys, *args) -> tuple[int, str, str]:
-    status = main(["scan", *map(str, args)])
+    import os
+    from unittest import mock
+
+    # These tests read whole lines; text folded to a width is tests/test_output_widths.py's subject.
+    with mock.patch.dict(os.environ, {"COLUMNS": "1000"}):
+        status = main(["scan", *map(str, args)])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 

@@ -8,6 +8,8 @@
   ``--out-dir DIR`` (``evaluate -o DIR`` is its old spelling, kept).
 * ``-q/--quiet`` hides progress and notes (errors and the output itself stay);
   ``-v/--verbose`` adds each worker's phase lines.
+* Text output fits ``text_width()`` (COLUMNS, else the terminal's, else 120):
+  tables fold and leave out low-value columns when narrow, prose folds.
 
 The old spellings keep working: ``--json`` (a flag: ``--format json``) on
 backends, env list and info; ``--json FILE`` (also write the JSON to FILE) on
@@ -130,12 +132,18 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def chosen_format(args: argparse.Namespace) -> str:
-    return FORMAT_ALIASES.get(args.format, args.format)
+    chosen = getattr(args, "format", None) or "text"
+    return FORMAT_ALIASES.get(chosen, chosen)
 
 
 def emit(args: argparse.Namespace, text: str) -> None:
-    """The command's output: to ``-o FILE`` when given, else stdout."""
+    """The command's output: to ``-o FILE`` when given, else stdout.  The
+    text format (for people) is folded to ``text_width()``; json, sarif, md
+    and commands without ``--format`` (a schema, a completion script) are
+    printed as they are."""
     output: Path | None = getattr(args, "output", None)
+    if getattr(args, "format", None) is not None and chosen_format(args) == "text":
+        text = fit_lines(text, text_width())
     if text and not text.endswith("\n"):
         text += "\n"
     if output is None:
@@ -164,22 +172,89 @@ def write_file(path: Path, text: str) -> None:
     write_text_atomic(path, text)
 
 
-def plain_text(renderable: Any, width: int = 160) -> str:
+# Where there is no terminal (a pipe, a file) and COLUMNS is not set: wide
+# enough for the tables, narrow enough to read in an editor or a CI log.
+UNBOUNDED_WIDTH = 120
+# Below this, nothing is laid out in columns any more.
+NARROWEST = 40
+
+
+def text_width() -> int:
+    """The width text output must fit: COLUMNS when set (what shells export
+    and what tests set), else the terminal's, else ``UNBOUNDED_WIDTH``."""
+    import os
+    import shutil
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return max(int(columns), NARROWEST)
+    if sys.stdout.isatty():
+        return max(shutil.get_terminal_size((UNBOUNDED_WIDTH, 24)).columns, NARROWEST)
+    return UNBOUNDED_WIDTH
+
+
+def fit_lines(text: str, width: int) -> str:
+    """Every line longer than ``width`` folded at spaces (a word longer than
+    the width is cut), the continuation indented two more than the line."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip(" "))]
+        if len(indent) > width // 2:
+            indent = ""
+        out.extend(textwrap.wrap(line.strip(" "), width=width, initial_indent=indent,
+                                 subsequent_indent=indent + "  ", break_on_hyphens=False) or [""])
+    return "\n".join(out)
+
+
+def console(width: int | None = None, **options: Any) -> Any:
+    """A rich console for stdout at the text width (colour only on a terminal)."""
+    from rich.console import Console
+
+    return Console(width=width or text_width(), **options)
+
+
+def print_lines(console: Any, lines: list[str]) -> None:
+    """Lines of text (data: never rich markup) folded to the console's width."""
+    for line in lines:
+        console.print(fit_lines(line, console.width), highlight=False, soft_wrap=True, markup=False)
+
+
+def fit_table(table: Any, width: int, shown_from: dict[str, int]) -> Any:
+    """Leave out the columns that ``shown_from`` maps to a wider width than
+    ``width`` (folded into a narrow terminal they would make every row a
+    dozen lines tall), and say which in the caption."""
+    dropped = [column for column in table.columns if width < shown_from.get(str(column.header), 0)]
+    for column in dropped:
+        table.columns.remove(column)
+    if dropped:
+        names = ", ".join(str(column.header) for column in dropped)
+        note = f"left out at {width} columns: {names} (a wider terminal or --format json shows them)"
+        table.caption = f"{table.caption}\n{note}" if table.caption else note
+        table.caption_justify = "left"
+    return table
+
+
+def plain_text(renderable: Any, width: int | None = None) -> str:
     """A rich renderable (a table) as plain text, for ``-o FILE``."""
     import io
 
     from rich.console import Console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, force_terminal=False, highlight=False).print(renderable)
+    Console(file=buffer, width=width or text_width(), color_system=None, force_terminal=False,
+            highlight=False).print(renderable)
     return buffer.getvalue()
 
 
-def print_or_emit(args: argparse.Namespace, renderable: Any, width: int = 160) -> None:
-    """A table: to the terminal with colour, or as plain text to ``-o FILE``."""
+def print_or_emit(args: argparse.Namespace, renderable: Any) -> None:
+    """A table: to the terminal with colour, or as plain text to ``-o FILE``;
+    either way within ``text_width()``."""
     if getattr(args, "output", None) is not None:
-        write_file(args.output, plain_text(renderable, width))
+        write_file(args.output, plain_text(renderable))
         return
-    from rich.console import Console
-
-    Console(width=max(Console().width, width)).print(renderable)
+    console().print(renderable)

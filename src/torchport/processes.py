@@ -7,19 +7,22 @@ process group:
 * ``TORCHPORT_SESSION``: one value per torchport command, shared by all its workers;
 * ``TORCHPORT_WORKER_ID``: one value per worker process.
 
-Ending a worker ends its process group and every process that carries its
-worker id (found through ``/proc/PID/environ`` on Linux).  Each worker also
+Ending a worker ends its process group, its descendants and every process
+that carries its worker id.  Processes are listed and read through psutil,
+which works where /proc does not (macOS, where MPS users are); a worker
+environment without psutil (the xla environment pins its own packages) reads
+/proc on Linux instead.  Each worker also
 watches its torchport parent (``TORCHPORT_PARENT``: pid and start time, so a
 reused pid is not mistaken for it) and, when the parent is gone (killed with
 SIGKILL, say), ends everything of its session and itself within about a
 second.  A parent-death signal would end the worker before it could end its
 own children; a watchdog thread does both.  The thread sleeps in the kernel
 until the parent exits (it waits on a pidfd, Linux 5.3+), so it never takes
-the GIL from a timed step; where pidfds are not available it polls /proc every
+the GIL from a timed step; where pidfds are not available it polls the parent every
 ``WATCH_INTERVAL_S`` (``benchmarks/bench_loop.py --candidates`` measures that
 polling against the pidfd wait).
 
-Stdlib only: this module runs in every worker environment.
+psutil is optional here: this module runs in every worker environment.
 """
 from __future__ import annotations
 
@@ -35,17 +38,39 @@ PARENT_VARIABLE = "TORCHPORT_PARENT"
 WATCH_INTERVAL_S = 0.25  # the polling fallback's interval
 
 
+def _psutil():
+    """psutil, or None in a worker environment without it."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return psutil
+
+
 def start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), or None
-    where /proc is absent or the process is gone."""
+    """When ``pid`` started, as text to compare, or None when unknown or the
+    process is gone.  /proc's clock ticks where /proc exists (a worker
+    without psutil reads the same figure as its torchport parent), else
+    psutil's creation time."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()
+    except FileNotFoundError:
+        if os.path.exists("/proc/self/stat"):
+            return None  # /proc is there: the process is gone
     except OSError:
         return None
-    # Field 22; the command name (field 2) may hold spaces and parentheses.
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return fields[19].decode() if len(fields) > 19 else None
+    else:
+        # Field 22; the command name (field 2) may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2:].split()
+        return fields[19].decode() if len(fields) > 19 else None
+    psutil = _psutil()
+    if psutil is None:
+        return None
+    try:
+        return f"t{psutil.Process(pid).create_time():.3f}"
+    except (psutil.Error, OSError):
+        return None
 
 
 def identity(pid: int) -> str:
@@ -53,6 +78,9 @@ def identity(pid: int) -> str:
 
 
 def is_alive(identity_text: str) -> bool:
+    """Whether the process named by ``identity(pid)`` still runs: the pid
+    exists and, where the start time can be read here, started then (a
+    reused pid is another process)."""
     pid_text, _, started = identity_text.partition(":")
     try:
         pid = int(pid_text)
@@ -61,14 +89,42 @@ def is_alive(identity_text: str) -> bool:
         return False
     except PermissionError:
         return True
-    if started and os.path.exists("/proc/self/stat"):
-        return start_time(pid) == started
-    return True
+    if not started:
+        return True
+    now = start_time(pid)
+    if now is None:
+        # Gone, where /proc can tell; elsewhere the start time is unknown here and the pid decides.
+        return not os.path.exists("/proc/self/stat")
+    if now.startswith("t") != started.startswith("t"):
+        return True  # psutil's clock here, /proc's there: not comparable, the pid decides
+    return now == started
 
 
 def marked(variable: str, value: str) -> list[int]:
     """Pids of the processes (other than this one) whose environment holds
-    ``variable=value``.  Empty where /proc is not available."""
+    ``variable=value`` (those whose environment this user may read)."""
+    psutil = _psutil()
+    if psutil is not None:
+        return _marked_psutil(psutil, variable, value)
+    return _marked_proc(variable, value)
+
+
+def _marked_psutil(psutil, variable: str, value: str) -> list[int]:
+    me = os.getpid()
+    found = []
+    for process in psutil.process_iter():
+        if process.pid == me:
+            continue
+        try:
+            if process.environ().get(variable) == value:
+                found.append(process.pid)
+        except (psutil.Error, OSError):
+            continue  # gone, a zombie, or another user's
+    return found
+
+
+def _marked_proc(variable: str, value: str) -> list[int]:
+    """The same from /proc (Linux) without psutil; empty without /proc."""
     needle = f"{variable}={value}".encode()
     me = os.getpid()
     found = []
@@ -87,6 +143,17 @@ def marked(variable: str, value: str) -> list[int]:
         if needle in environment.split(b"\0"):
             found.append(int(name))
     return found
+
+
+def descendants(pid: int) -> list[int]:
+    """The children of ``pid``, theirs, and so on (psutil; empty without it)."""
+    psutil = _psutil()
+    if psutil is None:
+        return []
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except (psutil.Error, OSError):
+        return []
 
 
 def kill_marked(variable: str, value: str) -> int:
@@ -108,11 +175,17 @@ def kill_marked(variable: str, value: str) -> int:
 
 
 def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads, and the descendants of
+    ``pid`` that left it (listed first: once ``pid`` dies they are orphans
+    no longer traceable to it)."""
+    children = descendants(pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
+        children.append(pid)
+    for child in children:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(child, signal.SIGKILL)
         except (ProcessLookupError, PermissionError, OSError):
             pass
 

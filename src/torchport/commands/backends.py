@@ -47,5 +47,6 @@ def run(args: argparse.Namespace) -> int:
         table.caption = "backend plugins that could not be used: " + "; ".join(
             escape(f"{problem.source}: {problem.problem}") for problem in problems)
         table.caption_justify = "left"
-    output.print_or_emit(args, table, width=140)
+    # Narrow: the verification note and the kind go first; the name, whether it runs and why stay.
+    output.print_or_emit(args, output.fit_table(table, output.text_width(), shown_from={"verified": 120, "kind": 100}))
     return 0

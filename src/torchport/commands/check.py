@@ -149,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
     elif chosen == "md":
         output.emit(args, markdown(section))
     else:
-        output.print_or_emit(args, terminal_table(section))
+        # At a narrow width the figures go first: the status and its reason are the answer.
+        output.print_or_emit(args, output.fit_table(terminal_table(section), output.text_width(),
+                                                    shown_from={"figures": 100}))
     if args.json:
         print(f"checks: {args.json}")
     if section.get("app_error"):

@@ -26,7 +26,7 @@ _NOT_SHIPPED = {".git", "__pycache__", ".venv", "venv", ".mypy_cache", ".ruff_ca
                 "node_modules", "torchport-results"}
 _PACKAGE_DATA = (".py", ".json", ".toml")
 # Installed on the remote next to torch, which must already be there (never downloaded by torchport).
-FALLBACK_REQUIREMENTS = ("rich>=13", "jsonschema>=4.20", "packaging>=22", "numpy>=1.24", "coverage>=7")
+FALLBACK_REQUIREMENTS = ("rich>=13", "jsonschema>=4.20", "packaging>=22", "numpy>=1.24", "coverage>=7", "psutil>=5.9")
 
 
 @dataclass(frozen=True)

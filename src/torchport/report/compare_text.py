@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import sys
 from typing import Any
 
 from rich.console import Console
@@ -76,21 +75,28 @@ def reference_text(comparison: dict[str, Any]) -> str:
 
 
 def print_comparison(comparison: dict[str, Any], console: Console | None = None) -> None:
+    from torchport import output
+
     if console is None:
-        console = Console() if sys.stdout.isatty() else Console(width=160)
+        console = output.console()
     # Text from result files goes in as Text, never as rich markup.
     table = Table(title=Text(one_line(f"torchport compare: reference {reference_text(comparison)}")), title_justify="left")
     for header in HEADERS:
         table.add_column(header, overflow="fold")
     for row in rows(comparison):
         table.add_row(*(Text(one_line(cell, CELL_LIMIT)) for cell in row))
-    console.print(table)
+    # Narrow: the figures derived from the step time go first; the step time and the ratio stay.
+    console.print(output.fit_table(table, console.width, {
+        "per step, compile included": 140, "samples/s [95% CI]": 120, "first step": 120, "time to first step": 100,
+        "peak memory": 100, "cost / 1M samples [95% CI]": 100}))
+    lines = []
     for item in comparison["not_comparable"]:
         where = f"{item['machine']}:{item['backend']}" if item.get("backend") else f"{item['machine']} ({item['file']})"
-        console.print(Text(one_line(f"  - not comparable: {where}: {item['reason']}", CELL_LIMIT * 2)), soft_wrap=True)
+        lines.append(one_line(f"  - not comparable: {where}: {item['reason']}", CELL_LIMIT * 2))
     for row in comparison["environment_differences"]:
         values = "; ".join(f"{machine}: {value}" for machine, value in row["values"].items())
-        console.print(Text(one_line(f"  - environment differs: {row['field']}: {values}", CELL_LIMIT * 3)), soft_wrap=True)
+        lines.append(one_line(f"  - environment differs: {row['field']}: {values}", CELL_LIMIT * 3))
+    output.print_lines(console, lines)
 
 
 def md(text: Any) -> str:

@@ -258,7 +258,8 @@ def strips(rows: Sequence[tuple[str, Sequence[float]]], unit: Callable[[float], 
     span = (high - low) or abs(high) or 1.0
     ticks = nice_ticks(max(0.0, low - span * 0.05) if low >= 0 else low - span * 0.05, high + span * 0.05)
     low, high = ticks[0], ticks[-1]
-    plot = WIDTH - LABEL_WIDTH - 20
+    # Room on the right for half of the last tick's label, centred on the axis's end ("100.00 ms").
+    plot = WIDTH - LABEL_WIDTH - 40
     body: list[str] = []
 
     def to_x(v: float) -> float:

@@ -2,7 +2,6 @@
 then one line per note, so it reads in an 80-column terminal."""
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from rich.console import Console
@@ -93,15 +92,16 @@ def answer_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
 
 
 def print_summary(document: dict[str, Any], console: Console | None = None) -> None:
+    from torchport import output
+
     if console is None:
-        # Piped output has no width of its own; rich would assume 80 columns.
-        console = Console() if sys.stdout.isatty() else Console(width=120)
+        console = output.console()
     table, notes = summary_table(document)
-    console.print(table)
-    for note in notes:
-        console.print(f"  - {one_line(note)}", highlight=False, soft_wrap=True, markup=False)
+    # Narrow: the figures derived from the step time go first; the step time, the ratio and memory stay.
+    console.print(output.fit_table(table, console.width, {"samples/s": 100, "first step": 100}))
+    output.print_lines(console, [f"  - {one_line(note)}" for note in notes])
     # The answer comes last, where the eye lands when the run ends.
     answer, lines = answer_table(document)
-    console.print(answer)
-    for line in lines:
-        console.print(f"  {one_line(line)}", highlight=False, soft_wrap=True, markup=False)
+    console.print(output.fit_table(answer, console.width, {"cost": 100, "workflow": 100}))
+    output.print_lines(console, [f"  {one_line(line)}" for line in lines])
+
