@@ -125,9 +125,13 @@ def apply_threads(torch: Any) -> dict[str, Any]:
             asked[key] = max(1, int(os.environ[variable]))
         except (KeyError, ValueError):
             pass
-    if "intra_op" in asked:
+    # torch sizes its pool from OMP_NUM_THREADS at import; calling
+    # set_num_threads anyway made GPT-2-sized CPU steps 3-5% slower than a
+    # plain loop's with the same variable (benchmarks/bench_loop.py), so it is
+    # called only when torch did not take the count from the environment.
+    if "intra_op" in asked and torch.get_num_threads() != asked["intra_op"]:
         torch.set_num_threads(asked["intra_op"])
-    if "inter_op" in asked:
+    if "inter_op" in asked and torch.get_num_interop_threads() != asked["inter_op"]:
         try:
             torch.set_num_interop_threads(asked["inter_op"])
         except RuntimeError:  # the pool had already started: torch keeps the one it has
