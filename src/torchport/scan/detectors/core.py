@@ -46,6 +46,7 @@ from torchport.scan.rules import (
     CUDA_GRAD_SCALER,
     DEPRECATED_TORCH_XLA_API,
     FLOAT64,
+    NCCL_BACKEND,
     TORCH_XLA_API,
     finding_worst,
 )
@@ -71,7 +72,9 @@ _TYPE_CHECKING = "inside `if TYPE_CHECKING:`: read by type checkers, never run"
 # Findings that a torch_xla check, or an old-torch fallback, makes harmless.
 _XLA_RULES = (DEPRECATED_TORCH_XLA_API, TORCH_XLA_API)
 _AMP_RULES = (CUDA_AUTOCAST, CUDA_GRAD_SCALER, CUDA_CUSTOM_FWD)
-_TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version", re.I)
+# `_TORCH_GREATER_EQUAL_2_4`, `is_torch_version(...)`, and ultralytics-style `TORCH_2_4`
+# (true from torch 2.4 on).
+_TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version|^_?TORCH_\d+_\d+$", re.I)
 _OLD_TORCH = "a fallback for older torch releases"
 # `is_cuda_available()`, and NVIDIA hardware checks that are false without CUDA:
 # `is_sm_at_least_90()`, `_is_hopper()`, `is_sm100()`.
@@ -116,6 +119,8 @@ _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller ask
 _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
+_TYPE_NAME_ONLY = "only the device's type name is read; building torch.device(\"cuda\") does not raise"
+_MESSAGE_TEXT = "diagnostics only: the value is shown in the text of a message"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
 _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA extension"
 # Names of diagnostics: memory statistics, profiling, thread counts.  A CUDA check that
@@ -204,6 +209,14 @@ def _within(finding, node) -> bool:
     return start <= (finding.line, finding.column - 1) < end
 
 
+def _reads_name(statements, name: str) -> bool:
+    """Whether ``name`` is read anywhere in ``statements`` (``locals()`` reads every name)."""
+    for node in (n for statement in statements for n in ast.walk(statement)):
+        if isinstance(node, ast.Name) and (node.id == name or node.id == "locals") and not isinstance(node.ctx, ast.Store):
+            return True
+    return False
+
+
 def _module_stem(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
 
@@ -256,6 +269,11 @@ def _device_test(finding) -> bool:
     CPU over any other accelerator)."""
     return finding.rule_id == CUDA_AVAILABILITY_CHECK and (
         finding.detail.startswith("comparison with") or finding.detail == ".is_cuda")
+
+
+def _nccl_member(node) -> bool:
+    """``torch.distributed.Backend.NCCL``, ``dist.Backend.NCCL``: the NCCL backend's name."""
+    return isinstance(node, ast.Attribute) and node.attr == "NCCL" and getattr(node.value, "attr", "") == "Backend"
 
 
 def _cuda_enum_member(node) -> bool:
@@ -343,7 +361,13 @@ class AnalyzerCore(AnalyzerState):
         handler = self.attribute_handlers.get(node.attr)
         if handler is not None:
             handler(self, node)
+        start = len(self.findings)
         self.generic_visit(node)
+        if (node.attr == "type" and isinstance(node.value, ast.Call)
+                and self.qualname(node.value.func) == "torch.device"):
+            # `torch.device("cuda").type` is the string "cuda": the device is built (which
+            # does not raise) only to read its name, typically for a comparison.
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_DEVICE_STRING], _TYPE_NAME_ONLY)
 
     def visit_Name(self, node: ast.Name) -> None:
         qualname = self.qualname(node)
@@ -405,6 +429,10 @@ class AnalyzerCore(AnalyzerState):
                     if handler(self, element, value, lists_others):
                         break
         self.generic_visit(node)
+        if any(map(_nccl_member, (node.left, *node.comparators))):
+            # `get_backend() == Backend.NCCL` reads the backend to choose a branch
+            self._cap([f for f in self.findings[start:] if f.rule_id == NCCL_BACKEND],
+                      "a comparison only chooses a branch; nothing selects NCCL here")
         if any(_asks_accelerator(side) for side in (node.left, *node.comparators)):
             # `get_accelerator().device_name() == "cuda"`: portable code asking its
             # accelerator abstraction whether a CUDA-only feature applies.
@@ -533,15 +561,18 @@ class AnalyzerCore(AnalyzerState):
             reported = len(self.findings) > start or any(
                 CUDA_DEVICE.match(string_value(n) or "") for n in ast.walk(default))
             if reported and self._every_call_passes(node, argument.arg):
-                overridden.append((default, argument.arg))
-                self._cap(self.findings[start:], f"default only: every call in this file passes {argument.arg}")
+                overridden.append((default, f"default only: every call in this file passes {argument.arg}"))
+                self._cap(self.findings[start:], overridden[-1][1])
+            elif reported and not _reads_name(node.body, argument.arg):
+                # `def __init__(self, n_comp=100, device="cuda"): ...` that never reads `device`
+                overridden.append((default, f"default only: {argument.arg} is never used"))
+                self._cap(self.findings[start:], overridden[-1][1])
         for decorator in node.decorator_list:
             self.visit(decorator)
         args_start = len(self.findings)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
-        for default, name in overridden:  # `device: torch.device = torch.device("cuda")`
-            self._cap([f for f in self.findings[args_start:] if _within(f, default)],
-                      f"default only: every call in this file passes {name}")
+        for default, reason in overridden:  # `device: torch.device = torch.device("cuda")`
+            self._cap([f for f in self.findings[args_start:] if _within(f, default)], reason)
         if node.returns is not None:
             self._visit_annotation(node.returns)
         self.scopes.append(id(node))
@@ -712,7 +743,8 @@ class AnalyzerCore(AnalyzerState):
             return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             op, right = test.ops[0], test.comparators[0]
-            if isinstance(op, (ast.Eq, ast.Is)) and any(map(_cuda_enum_member, (test.left, right))):
+            if isinstance(op, (ast.Eq, ast.Is)) and any(
+                    _cuda_enum_member(side) or _nccl_member(side) for side in (test.left, right)):
                 return True  # rng_type == RNGType.CUDA, state.distributed_type == DistributedType.MULTI_GPU
             if (isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts
                     and all(map(_cuda_enum_member, right.elts))):
@@ -1153,6 +1185,8 @@ class AnalyzerCore(AnalyzerState):
             self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+        elif self._older_torch_test(test):
+            self._cap([f for f in body_findings if f.rule_id in _AMP_RULES], _OLD_TORCH)
         if any(_OPT_IN_FLOAT64.search(name) for name in _names_in(test)):
             # `if isinstance(plugin, DoublePrecision): return torch.double`
             self._cap([f for f in body_findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
@@ -1331,6 +1365,15 @@ class AnalyzerCore(AnalyzerState):
         name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
         return bool(_TORCH_VERSION_FLAG.search(name))
 
+    def _older_torch_test(self, test) -> bool:
+        """``version.parse(torch.__version__) < version.parse("2.4")``, ``not TORCH_2_4``:
+        true only on torch releases older than the one named."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self._version_fallback(test.operand)
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
+            return False
+        return any(self.qualname(n) == "torch.__version__" for n in ast.walk(test.left) if isinstance(n, ast.Attribute))
+
     def visit_For(self, node) -> None:
         """``for i in range(torch.cuda.device_count()):`` runs its body only under CUDA."""
         iterator = node.iter
@@ -1436,8 +1479,13 @@ class AnalyzerCore(AnalyzerState):
             return
         if self._is_message_call(node):
             self.in_message += 1
+            start = len(self.findings)
             self.generic_visit(node)
             self.in_message -= 1
+            # `raise ValueError(f"... {torch.cuda.device_count()}")`: a query whose value is
+            # only printed changes the text; a call that raises still raises.
+            targets = RULES_BY_ID[CUDA_DEVICE_STRING].severity.keys()
+            self._cap([f for f in self.findings[start:] if finding_worst(f, targets) == "silent"], _MESSAGE_TEXT)
             return
         for claim in self.call_claims:
             if claim(self, node):

@@ -1,0 +1,141 @@
+"""Precision on the classes of false alarm an independent judge found (seed 234663, six
+packages: see docs/precision/judge-234663-verdicts.md): old-torch branches, values shown
+only in error messages, ``torch.device("cuda").type``, unused parameters, NCCL-backend
+guards, ... Each snippet is our own, shaped like the real code; each test keeps a true
+lock-in line found, so recall does not drop."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from torchport.scan.config import ScanConfig
+from torchport.scan.rules import finding_worst
+from torchport.scan.scanner import scan
+
+ALL_TARGETS = ScanConfig().targets
+
+
+def _serious_rules(tmp_path: Path, source: str, name: str = "mod.py") -> set[tuple[int, str]]:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source).lstrip("\n"))
+    result = scan([path], ScanConfig())
+    assert not result.skipped, result.skipped
+    return {(f.line, f.rule_id) for f in result.findings if finding_worst(f, ALL_TARGETS) in ("error", "silent")}
+
+
+def _serious(tmp_path: Path, source: str, name: str = "mod.py") -> set[int]:
+    return {line for line, _ in _serious_rules(tmp_path, source, name)}
+
+
+def test_old_torch_branches_are_not_reported(tmp_path):
+    lines = _serious(tmp_path, '''
+        import torch
+        from packaging import version
+
+        TORCH_1_13 = version.parse(torch.__version__) >= version.parse("1.13")
+        TORCH_2_4 = version.parse(torch.__version__) >= version.parse("2.4")
+
+
+        def autocast(enabled, device):
+            if TORCH_1_13:
+                return torch.amp.autocast(device, enabled=enabled)
+            else:
+                return torch.cuda.amp.autocast(enabled and device == "cuda")
+
+
+        class Trainer:
+            def setup(self, amp):
+                self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp) if TORCH_2_4 else (
+                    torch.cuda.amp.GradScaler(enabled=amp))
+                if version.parse(torch.__version__) < version.parse("2.4.0"):
+                    self.scaler = torch.cuda.amp.GradScaler(enabled=amp)
+                else:
+                    self.scaler = torch.GradScaler(self.device.type, enabled=amp)
+                self.always = torch.cuda.amp.GradScaler(enabled=amp)
+    ''')
+    assert lines == {23}
+
+
+def test_queries_shown_in_an_error_message_are_text(tmp_path):
+    lines = _serious(tmp_path, '''
+        import os
+        import torch
+
+
+        def select_device(device):
+            if not torch.cuda.is_available():
+                raise ValueError(
+                    f"Invalid CUDA device={device} requested."
+                    f"\\ntorch.cuda.is_available(): {torch.cuda.is_available()}"
+                    f"\\ntorch.cuda.device_count(): {torch.cuda.device_count()}"
+                    f"\\nCUDA_VISIBLE_DEVICES: {os.environ.get('CUDA_VISIBLE_DEVICES')}"
+                    f"\\ncurrent: {torch.cuda.current_device()}"
+                )
+    ''')
+    # the message's current_device() still raises while the message is built
+    assert 12 in lines
+    assert not lines & {9, 10, 11}
+
+
+def test_device_type_name_only_is_not_an_error(tmp_path):
+    found = _serious_rules(tmp_path, '''
+        import torch as th
+
+
+        def get_device(device="auto"):
+            if device == "auto":
+                device = "cuda"
+            device = th.device(device)
+            if device.type == th.device("cuda").type and not th.cuda.is_available():
+                return th.device("cpu")
+            return device
+
+
+        def seed(self, value):
+            set_random_seed(value, using_cuda=self.device.type == th.device("cuda").type)
+            return th.zeros(3, device=th.device("cuda"))
+    ''')
+    # line 8 stays a silent CPU fallback (TP003); building the device there is no error
+    assert (8, "TP003") in found and (8, "TP001") not in found
+    assert (14, "TP001") not in found
+    assert (15, "TP001") in found
+
+
+def test_unused_cuda_default_parameter_is_default_only(tmp_path):
+    lines = _serious(tmp_path, '''
+        import torch
+
+
+        class Decoder(torch.nn.Module):
+            def __init__(self, n_comp=100, n_freq=513, device="cuda"):
+                super().__init__()
+                self.w = torch.nn.Linear(n_comp, n_freq)
+
+
+        class Rescorer:
+            def __init__(self, lm, device="cuda"):
+                self.lm = lm.to(device)
+    ''')
+    assert 5 not in lines
+    assert 11 in lines
+
+
+def test_branch_on_the_nccl_backend_is_guarded(tmp_path):
+    lines = _serious(tmp_path, '''
+        import torch
+
+
+        def barrier():
+            if torch.distributed.get_backend() == torch.distributed.Backend.NCCL:
+                torch.distributed.barrier(device_ids=[torch.cuda.current_device()])
+            else:
+                torch.distributed.barrier()
+
+
+        def init():
+            torch.distributed.init_process_group(backend=torch.distributed.Backend.NCCL)
+            torch.cuda.set_device(0)
+    ''')
+    assert not lines & {5, 6}
+    assert {12, 13} <= lines
