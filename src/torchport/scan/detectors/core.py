@@ -97,7 +97,7 @@ _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which 
 # buffers, SHARP, NVSHMEM, NVLS multimem, apex AMP.  `if self.nccl_ub:`,
 # `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
 _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
-                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine|nvfp4", re.I)
+                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine|nvfp4|jetson", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
@@ -119,8 +119,13 @@ _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller ask
 _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
+# What a failed probe raises: anything, or a missing tool (`nvidia-smi` not installed).
+_PROBE_FAILURES = {"Exception", "BaseException", "RuntimeError", "OSError", "FileNotFoundError",
+                   "CalledProcessError", "SubprocessError"}
+_HOUSEKEEPING_CALLS = {"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "gc.collect"}
+_HOUSEKEEPING = "gates memory housekeeping only (releasing cached memory changes no result)"
 _TYPE_NAME_ONLY = "only the device's type name is read; building torch.device(\"cuda\") does not raise"
-_MESSAGE_TEXT = "diagnostics only: the value is shown in the text of a message"
+_MESSAGE_TEXT = "diagnostics only: the value is shown in the text of an error message"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
 _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA extension"
 # Names of diagnostics: memory statistics, profiling, thread counts.  A CUDA check that
@@ -442,7 +447,8 @@ class AnalyzerCore(AnalyzerState):
         self._assigned(node.targets, node.value)
         start = len(self.findings)
         self.generic_visit(node)
-        if any(map(_diagnostic, node.targets)):  # num_threads = cpu_count() // (n if cuda else 1)
+        if any(map(_diagnostic, node.targets)) or (self.context_names and _DIAGNOSTIC_NAME.search(
+                self.context_names[-1])):  # num_threads = cpu_count() // (n if cuda else 1)
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DIAGNOSTICS)
         checks = [f for f in self.findings[start:] if _device_test(f)]
         if checks and self._flag_beside_other_device(node):
@@ -1160,6 +1166,8 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(checks, _DIAGNOSTICS)
             elif self._building():
                 self._cap(checks, _BUILD_CHECK)
+            elif positive and not node.orelse and self._housekeeping_only(node.body):
+                self._cap(checks, _HOUSEKEEPING)
         if positive:
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
@@ -1256,6 +1264,12 @@ class AnalyzerCore(AnalyzerState):
                 return False
         return about
 
+    def _housekeeping_only(self, statements) -> bool:
+        """``torch.cuda.empty_cache()``, ``gc.collect()``: releasing cached memory changes
+        no result, so skipping it elsewhere costs memory at most."""
+        return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                   and self.qualname(s.value.func) in _HOUSEKEEPING_CALLS for s in statements)
+
     def _building(self) -> bool:
         """Inside the build of a CUDA extension: ``setup.py``, an op builder class,
         a compatibility check (where a CUDA check decides what to compile)."""
@@ -1338,8 +1352,7 @@ class AnalyzerCore(AnalyzerState):
         """``except Exception: return None`` (or a constant, or pass): any failure gives a
         fallback value; nothing is raised again."""
         names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if not any(n is None or getattr(n, "id", "") in ("Exception", "BaseException", "RuntimeError")
-                   for n in names):
+        if not any(n is None or (getattr(n, "id", "") or getattr(n, "attr", "")) in _PROBE_FAILURES for n in names):
             return False
         return all(isinstance(s, ast.Pass) or (isinstance(s, (ast.Return, ast.Assign)) and (
             s.value is None or isinstance(s.value, (ast.Constant, ast.Tuple, ast.List))))
@@ -1442,6 +1455,9 @@ class AnalyzerCore(AnalyzerState):
         """``torch.version.hip``, ``torch.version.hip is not None``: true only on a ROCm build."""
         if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.IsNot):
             value = value.left
+        if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "bool"
+                and len(value.args) == 1):  # bool(torch.version.hip)
+            value = value.args[0]
         return self.qualname(value) == "torch.version.hip"
 
     def _optional_feature(self, value) -> bool:
@@ -1484,8 +1500,9 @@ class AnalyzerCore(AnalyzerState):
             self.in_message -= 1
             # `raise ValueError(f"... {torch.cuda.device_count()}")`: a query whose value is
             # only printed changes the text; a call that raises still raises.
-            targets = RULES_BY_ID[CUDA_DEVICE_STRING].severity.keys()
-            self._cap([f for f in self.findings[start:] if finding_worst(f, targets) == "silent"], _MESSAGE_TEXT)
+            if name.endswith(("Error", "Exception")):  # printed output, by contrast, is the program's result
+                targets = RULES_BY_ID[CUDA_DEVICE_STRING].severity.keys()
+                self._cap([f for f in self.findings[start:] if finding_worst(f, targets) == "silent"], _MESSAGE_TEXT)
             return
         for claim in self.call_claims:
             if claim(self, node):
