@@ -228,3 +228,84 @@ def test_printed_values_are_still_reported(tmp_path):
             print(torch.cuda.mem_get_info())
     ''')
     assert 5 in lines
+
+
+def test_environment_reports_are_diagnostics(tmp_path):
+    lines = _serious(tmp_path, '''
+        import platform
+        import torch
+
+
+        def get_system_info():
+            env_info = {
+                "Python": platform.python_version(),
+                "PyTorch": torch.__version__,
+                "GPU Enabled": str(torch.cuda.is_available()),
+            }
+            return env_info
+
+
+        def get_environment_description():
+            if torch.cuda.is_available():
+                cuda_str = "CUDA version:\\n" + torch.version.cuda
+            else:
+                cuda_str = "CUDA not available"
+            return cuda_str
+
+
+        def get_model_device():
+            return "GPU" if torch.cuda.is_available() else "CPU"
+    ''')
+    assert not lines & {9, 15}
+    assert 23 in lines
+
+
+def test_test_helper_named_for_cuda_decides_where_tests_run(tmp_path):
+    lines = _serious(tmp_path, '''
+        import pytest
+        import torch
+
+
+        def withCUDA(func):
+            devices = [pytest.param(torch.device("cpu"), id="cpu")]
+            if torch.cuda.is_available():
+                devices.append(pytest.param(torch.device("cuda:0"), id="cuda:0"))
+            return pytest.mark.parametrize("device", devices)(func)
+
+
+        def withDevice(func):
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            return pytest.mark.parametrize("device", [device])(func)
+    ''', name="testing/decorators.py")
+    assert 7 not in lines
+    assert 13 in lines
+
+
+def test_flag_bound_to_a_cuda_check_guards_even_when_refined(tmp_path):
+    lines = _serious(tmp_path, '''
+        import torch
+
+        TORCH_2_4 = True
+
+
+        def autocast(device, dtype):
+            if dtype is torch.bfloat16:
+                supported = device == "cuda"
+                if supported:
+                    supported = (
+                        torch.cuda.is_bf16_supported(including_emulation=False)
+                        if TORCH_2_4
+                        else torch.cuda.is_bf16_supported() and torch.cuda.get_device_capability()[0] >= 8
+                    )
+                if not supported:
+                    raise RuntimeError("bfloat16 autocast requires CUDA")
+            return torch.amp.autocast(device, dtype=dtype)
+
+
+        def capability(device):
+            fast = device == "cuda"
+            fast = fast or torch.cuda.get_device_capability()[0] >= 8
+            return fast
+    ''')
+    assert not lines & {11, 13}
+    assert 22 in lines

@@ -82,7 +82,7 @@ _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_
                                   r"|hopper|blackwell|ampere)\Z", re.I)
 # Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
 # `@cuda_only`, `@skip_unless_gpu`.
-_CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
+_CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only|with_?cuda"
                                r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
 _DISPATCH_DEFAULT = ("the CUDA default of a dispatch whose other branches handle other accelerators "
@@ -132,7 +132,8 @@ _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA exte
 # gates only these changes what is measured or logged, never what is computed.
 _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
                               r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
-                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa|elapsed|timeit|(?:^|_)timer", re.I)
+                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa|elapsed|timeit|(?:^|_)timer"
+                              r"|system_?info|env(?:ironment)?_?(?:info|description|report)|collect_?env", re.I)
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
                    "it runs only where that backend is chosen")
@@ -618,6 +619,10 @@ class AnalyzerCore(AnalyzerState):
         if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
             # `def is_cuda_available(): return torch.cuda.is_available()`: its calls are the checks
             self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _NAMED_QUERY)
+        if _CUDA_SKIP_HELPER.fullmatch(node.name.strip("_")):
+            # `def withCUDA(func)`, `def requires_cuda(test)`: a test helper named for CUDA;
+            # its check decides where the tests it marks run
+            self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DECIDES_SKIP)
         if node.name == "cuda" and len(self.class_names) > 1 and self.class_names[-2]:
             # a class's own `def cuda(self, device=None)`: runs only when its caller asks for CUDA
             self._cap(self.findings[body_start:], _CUDA_METHOD)
@@ -744,9 +749,17 @@ class AnalyzerCore(AnalyzerState):
                 return bool(values) and all(
                     not isinstance(v, ast.Attribute) and self.positive_cuda_query(v) for v in values)
             return False
+        if isinstance(test, ast.IfExp):  # `is_bf16_supported() if new_torch else get_device_capability() >= (8,)`
+            return self.positive_cuda_query(test.body) and self.positive_cuda_query(test.orelse)
         if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
             value = self.resolve(test)
-            return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
+            if value is None:
+                # `ok = device == "cuda" and new_torch`, then `if ok: ok = torch.cuda.is_bf16_supported()`:
+                # every value bound is a CUDA query
+                values = self.bound_values(test.id)
+                return bool(values) and all(v is not None and not isinstance(v, ast.Name) and self.positive_cuda_query(v)
+                                            for v in values)
+            return not isinstance(value, ast.Name) and self.positive_cuda_query(value)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             op, right = test.ops[0], test.comparators[0]
             if isinstance(op, (ast.Eq, ast.Is)) and any(
