@@ -82,8 +82,10 @@ _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_
                                   r"|hopper|blackwell|ampere)\Z", re.I)
 # Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
 # `@cuda_only`, `@skip_unless_gpu`.
-_CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only|with_?cuda"
+_CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
                                r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
+# The definition of a test decorator named for CUDA (`def withCUDA(func)`, `def requires_cuda(test)`).
+_CUDA_TEST_DECORATOR = re.compile(r"(?:with|only|requires?|needs?|skip_?if_?no|skip_?unless|run_?on)_?cuda", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
 _DISPATCH_DEFAULT = ("the CUDA default of a dispatch whose other branches handle other accelerators "
                      "(is_xpu_available(), is_npu_available(), ...)")
@@ -619,7 +621,7 @@ class AnalyzerCore(AnalyzerState):
         if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
             # `def is_cuda_available(): return torch.cuda.is_available()`: its calls are the checks
             self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _NAMED_QUERY)
-        if _CUDA_SKIP_HELPER.fullmatch(node.name.strip("_")):
+        if _CUDA_TEST_DECORATOR.fullmatch(node.name.strip("_")):
             # `def withCUDA(func)`, `def requires_cuda(test)`: a test helper named for CUDA;
             # its check decides where the tests it marks run
             self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DECIDES_SKIP)
