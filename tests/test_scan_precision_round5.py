@@ -309,3 +309,51 @@ def test_flag_bound_to_a_cuda_check_guards_even_when_refined(tmp_path):
     ''')
     assert not lines & {11, 13}
     assert 22 in lines
+
+
+def test_availability_flags_per_device_and_built_with_gates(tmp_path):
+    lines = _serious(tmp_path, '''
+        import torch
+
+        WITH_CUDA_HASH_MAP = True
+        WITH_CPU_HASH_MAP = True
+
+
+        class DeviceHelper:
+            def __init__(self, device=None):
+                with_cuda = torch.cuda.is_available()
+                with_xpu = torch.xpu.is_available()
+                if device is None:
+                    device = "cuda" if with_cuda else "xpu" if with_xpu else "cpu"
+                self.device = torch.device(device)
+
+
+        def get_hash_map(key):
+            if WITH_CUDA_HASH_MAP and key.is_cuda:
+                return CUDAHashMap(key)
+            if WITH_CPU_HASH_MAP:
+                return CPUHashMap(key.cpu())
+            return None
+
+
+        def place(x):
+            if x.is_cuda:
+                return x
+            return x.cpu()
+    ''')
+    assert not lines & {10, 18}
+    assert 25 in lines
+
+
+def test_gpu_usage_helpers_are_diagnostics(tmp_path):
+    lines = _serious(tmp_path, '''
+        import subprocess
+        import torch
+
+
+        def get_current_gpu_usage(cfg):
+            if cfg.gpu_mem and torch.cuda.is_available():
+                return subprocess.check_output(["nvidia-smi", "--query-compute-apps=pid,used_memory"])
+            return -1
+    ''')
+    assert 6 not in lines

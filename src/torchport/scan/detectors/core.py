@@ -93,6 +93,8 @@ _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 # Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
 # `is_flash_supported()`, `args.use_fused`.
 _FEATURE_FLAG = re.compile(r"avail|support|installed|enabled|^has_|^use_|^_?HAS_", re.I)
+# `WITH_CUDA_HASH_MAP`, `typing.WITH_PYG_LIB`: a constant saying an optional build is present.
+_BUILT_WITH_FLAG = re.compile(r"_?WITH_[A-Z0-9_]+")
 _LAZY_CALL = "inside a torch.cuda._lazy_call callback: queued, and run only once CUDA initialises"
 _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which names the consequence"
 # Flags and config values that opt into an NVIDIA-only feature: CUDA graphs, NCCL user
@@ -135,7 +137,7 @@ _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA exte
 _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
                               r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
                               r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa|elapsed|timeit|(?:^|_)timer"
-                              r"|system_?info|env(?:ironment)?_?(?:info|description|report)|collect_?env", re.I)
+                              r"|system_?info|env(?:ironment)?_?(?:info|description|report)|collect_?env|gpu_?usage", re.I)
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
                    "it runs only where that backend is chosen")
@@ -456,6 +458,22 @@ class AnalyzerCore(AnalyzerState):
         checks = [f for f in self.findings[start:] if _device_test(f)]
         if checks and self._flag_beside_other_device(node):
             self._cap(checks, _DISPATCH)
+        available = [f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if available and self._availability_beside_other_device(node):
+            self._cap(available, _DISPATCH)
+
+    def _availability_beside_other_device(self, node: ast.Assign) -> bool:
+        """``with_cuda = torch.cuda.is_available()`` next to ``with_xpu =
+        torch.xpu.is_available()``: one availability flag per device, for a dispatch."""
+        if not (isinstance(node.value, ast.Call) and self.qualname(node.value.func) in _CUDA_QUERIES):
+            return False
+        def other_availability(value) -> bool:  # `torch.xpu.is_available() if WITH_IPEX else False`
+            if isinstance(value, ast.IfExp):
+                return other_availability(value.body)
+            return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "is_available" and self._mentions_other_accelerator([value.func.value]))
+        return any(sibling is not node and isinstance(sibling, ast.Assign) and other_availability(sibling.value)
+                   for sibling in self.blocks.get(id(node), ()))
 
     def _flag_beside_other_device(self, node: ast.Assign) -> bool:
         """``self.is_cuda = device.type == "cuda" and ...`` next to ``self.is_npu =
@@ -1480,7 +1498,7 @@ class AnalyzerCore(AnalyzerState):
             return False
         target = value.func if isinstance(value, ast.Call) else value
         name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
-        return bool(_FEATURE_FLAG.search(name))
+        return bool(_FEATURE_FLAG.search(name) or _BUILT_WITH_FLAG.fullmatch(name))
 
     # -- calls ---------------------------------------------------------------------------------
 
