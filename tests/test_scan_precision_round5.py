@@ -357,3 +357,30 @@ def test_gpu_usage_helpers_are_diagnostics(tmp_path):
             return -1
     ''')
     assert 6 not in lines
+
+
+def test_a_step_skipped_with_a_warning_is_not_silent(tmp_path):
+    lines = _serious(tmp_path, '''
+        import logging
+        import re
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        def restore(states):
+            for key, state in states.items():
+                if re.match(r"cuda:(\\d+)", key):
+                    if not torch.cuda.is_available():
+                        logger.warning("Unable to restore RNG for %s, CUDA unavailable", key)
+                        continue
+                    torch.cuda.set_rng_state(state)
+
+
+        def seed_all(seed):
+            if not torch.cuda.is_available():
+                return
+            torch.cuda.manual_seed_all(seed)
+    ''')
+    assert 12 not in lines
+    assert 18 in lines  # returning in silence still skips the seeding unannounced

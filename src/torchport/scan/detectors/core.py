@@ -126,6 +126,7 @@ _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit 
 # What a failed probe raises: anything, or a missing tool (`nvidia-smi` not installed).
 _PROBE_FAILURES = {"Exception", "BaseException", "RuntimeError", "OSError", "FileNotFoundError",
                    "CalledProcessError", "SubprocessError"}
+_WARNS_AND_SKIPS = "not silent: where CUDA is absent the code warns that it skips this step"
 _HOUSEKEEPING_CALLS = {"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "gc.collect"}
 _HOUSEKEEPING = "gates memory housekeeping only (releasing cached memory changes no result)"
 _TYPE_NAME_ONLY = "only the device's type name is read; building torch.device(\"cuda\") does not raise"
@@ -1194,6 +1195,8 @@ class AnalyzerCore(AnalyzerState):
             absent = self._negates_cuda(test) or self._exits_unless_cuda(node)
             if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
                 self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
+            elif absent and self._warns_and_skips(node.body):
+                self._cap(checks, _WARNS_AND_SKIPS)  # `if not cuda: logger.warning(...); continue`
             elif (_diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body)
                   or (self.context_names and _DIAGNOSTIC_NAME.search(self.context_names[-1]))):
                 self._cap(checks, _DIAGNOSTICS)
@@ -1296,6 +1299,15 @@ class AnalyzerCore(AnalyzerState):
             elif not isinstance(statement, ast.Pass):
                 return False
         return about
+
+    @staticmethod
+    def _warns_and_skips(statements) -> bool:
+        """``logger.warning("cannot restore the CUDA RNG"); continue``: the step that needs
+        CUDA is skipped, and a warning says so."""
+        *said, last = statements
+        return bool(said) and isinstance(last, (ast.Continue, ast.Return)) and all(
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+            and s.value.func.attr in ("warning", "warn") for s in said)
 
     def _housekeeping_only(self, statements) -> bool:
         """``torch.cuda.empty_cache()``, ``gc.collect()``: releasing cached memory changes
