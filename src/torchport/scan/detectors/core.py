@@ -46,6 +46,7 @@ from torchport.scan.rules import (
     CUDA_GRAD_SCALER,
     DEPRECATED_TORCH_XLA_API,
     FLOAT64,
+    NCCL_BACKEND,
     TORCH_XLA_API,
     finding_worst,
 )
@@ -71,7 +72,9 @@ _TYPE_CHECKING = "inside `if TYPE_CHECKING:`: read by type checkers, never run"
 # Findings that a torch_xla check, or an old-torch fallback, makes harmless.
 _XLA_RULES = (DEPRECATED_TORCH_XLA_API, TORCH_XLA_API)
 _AMP_RULES = (CUDA_AUTOCAST, CUDA_GRAD_SCALER, CUDA_CUSTOM_FWD)
-_TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version", re.I)
+# `_TORCH_GREATER_EQUAL_2_4`, `is_torch_version(...)`, and ultralytics-style `TORCH_2_4`
+# (true from torch 2.4 on).
+_TORCH_VERSION_FLAG = re.compile(r"TORCH\w*(?:GREATER|LESS|_GE_|_LT_|VERSION)|is_torch_version|^_?TORCH_\d+_\d+$", re.I)
 _OLD_TORCH = "a fallback for older torch releases"
 # `is_cuda_available()`, and NVIDIA hardware checks that are false without CUDA:
 # `is_sm_at_least_90()`, `_is_hopper()`, `is_sm100()`.
@@ -81,6 +84,8 @@ _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_
 # `@cuda_only`, `@skip_unless_gpu`.
 _CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
                                r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
+# The definition of a test decorator named for CUDA (`def withCUDA(func)`, `def requires_cuda(test)`).
+_CUDA_TEST_DECORATOR = re.compile(r"(?:with|only|requires?|needs?|skip_?if_?no|skip_?unless|run_?on)_?cuda", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
 _DISPATCH_DEFAULT = ("the CUDA default of a dispatch whose other branches handle other accelerators "
                      "(is_xpu_available(), is_npu_available(), ...)")
@@ -88,13 +93,15 @@ _STATE_DICT = re.compile(r"state_dict|checkpoint|ckpt", re.I)
 # Names of flags that say a feature is optional: `fused_available`, `HAS_TRITON`,
 # `is_flash_supported()`, `args.use_fused`.
 _FEATURE_FLAG = re.compile(r"avail|support|installed|enabled|^has_|^use_|^_?HAS_", re.I)
+# `WITH_CUDA_HASH_MAP`, `typing.WITH_PYG_LIB`: a constant saying an optional build is present.
+_BUILT_WITH_FLAG = re.compile(r"_?WITH_[A-Z0-9_]+")
 _LAZY_CALL = "inside a torch.cuda._lazy_call callback: queued, and run only once CUDA initialises"
 _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which names the consequence"
 # Flags and config values that opt into an NVIDIA-only feature: CUDA graphs, NCCL user
 # buffers, SHARP, NVSHMEM, NVLS multimem, apex AMP.  `if self.nccl_ub:`,
 # `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
 _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
-                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine|nvfp4", re.I)
+                            r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine|nvfp4|jetson", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
@@ -116,13 +123,22 @@ _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller ask
 _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
+# What a failed probe raises: anything, or a missing tool (`nvidia-smi` not installed).
+_PROBE_FAILURES = {"Exception", "BaseException", "RuntimeError", "OSError", "FileNotFoundError",
+                   "CalledProcessError", "SubprocessError"}
+_WARNS_AND_SKIPS = "not silent: where CUDA is absent the code warns that it skips this step"
+_HOUSEKEEPING_CALLS = {"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "gc.collect"}
+_HOUSEKEEPING = "gates memory housekeeping only (releasing cached memory changes no result)"
+_TYPE_NAME_ONLY = "only the device's type name is read; building torch.device(\"cuda\") does not raise"
+_MESSAGE_TEXT = "diagnostics only: the value is shown in the text of an error message"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
 _BUILD_CHECK = "a build-time check of the CUDA toolkit or device for a CUDA extension"
 # Names of diagnostics: memory statistics, profiling, thread counts.  A CUDA check that
 # gates only these changes what is measured or logged, never what is computed.
 _DIAGNOSTIC_NAME = re.compile(r"profil|memory_(?:stats|history|snapshot|summary|usage|allocated|reserved)"
                               r"|_record_memory|peak_mem|max_memory|reset_peak|memory_stats|log_\w*mem"
-                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa|elapsed|timeit|(?:^|_)timer", re.I)
+                              r"|(?:^|_)threads?(?:_|$)|mem_stats|memory_info|affinity|numa|elapsed|timeit|(?:^|_)timer"
+                              r"|system_?info|env(?:ironment)?_?(?:info|description|report)|collect_?env|gpu_?usage", re.I)
 # Classes and functions that build or check a CUDA extension.
 _IMPLEMENTATION = ("the {} implementation of an abstraction (a class or backend folder named for it): "
                    "it runs only where that backend is chosen")
@@ -204,6 +220,14 @@ def _within(finding, node) -> bool:
     return start <= (finding.line, finding.column - 1) < end
 
 
+def _reads_name(statements, name: str) -> bool:
+    """Whether ``name`` is read anywhere in ``statements`` (``locals()`` reads every name)."""
+    for node in (n for statement in statements for n in ast.walk(statement)):
+        if isinstance(node, ast.Name) and (node.id == name or node.id == "locals") and not isinstance(node.ctx, ast.Store):
+            return True
+    return False
+
+
 def _module_stem(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
 
@@ -256,6 +280,11 @@ def _device_test(finding) -> bool:
     CPU over any other accelerator)."""
     return finding.rule_id == CUDA_AVAILABILITY_CHECK and (
         finding.detail.startswith("comparison with") or finding.detail == ".is_cuda")
+
+
+def _nccl_member(node) -> bool:
+    """``torch.distributed.Backend.NCCL``, ``dist.Backend.NCCL``: the NCCL backend's name."""
+    return isinstance(node, ast.Attribute) and node.attr == "NCCL" and getattr(node.value, "attr", "") == "Backend"
 
 
 def _cuda_enum_member(node) -> bool:
@@ -343,7 +372,13 @@ class AnalyzerCore(AnalyzerState):
         handler = self.attribute_handlers.get(node.attr)
         if handler is not None:
             handler(self, node)
+        start = len(self.findings)
         self.generic_visit(node)
+        if (node.attr == "type" and isinstance(node.value, ast.Call)
+                and self.qualname(node.value.func) == "torch.device"):
+            # `torch.device("cuda").type` is the string "cuda": the device is built (which
+            # does not raise) only to read its name, typically for a comparison.
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_DEVICE_STRING], _TYPE_NAME_ONLY)
 
     def visit_Name(self, node: ast.Name) -> None:
         qualname = self.qualname(node)
@@ -405,6 +440,10 @@ class AnalyzerCore(AnalyzerState):
                     if handler(self, element, value, lists_others):
                         break
         self.generic_visit(node)
+        if any(map(_nccl_member, (node.left, *node.comparators))):
+            # `get_backend() == Backend.NCCL` reads the backend to choose a branch
+            self._cap([f for f in self.findings[start:] if f.rule_id == NCCL_BACKEND],
+                      "a comparison only chooses a branch; nothing selects NCCL here")
         if any(_asks_accelerator(side) for side in (node.left, *node.comparators)):
             # `get_accelerator().device_name() == "cuda"`: portable code asking its
             # accelerator abstraction whether a CUDA-only feature applies.
@@ -414,11 +453,28 @@ class AnalyzerCore(AnalyzerState):
         self._assigned(node.targets, node.value)
         start = len(self.findings)
         self.generic_visit(node)
-        if any(map(_diagnostic, node.targets)):  # num_threads = cpu_count() // (n if cuda else 1)
+        if any(map(_diagnostic, node.targets)) or (self.context_names and _DIAGNOSTIC_NAME.search(
+                self.context_names[-1])):  # num_threads = cpu_count() // (n if cuda else 1)
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DIAGNOSTICS)
         checks = [f for f in self.findings[start:] if _device_test(f)]
         if checks and self._flag_beside_other_device(node):
             self._cap(checks, _DISPATCH)
+        available = [f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if available and self._availability_beside_other_device(node):
+            self._cap(available, _DISPATCH)
+
+    def _availability_beside_other_device(self, node: ast.Assign) -> bool:
+        """``with_cuda = torch.cuda.is_available()`` next to ``with_xpu =
+        torch.xpu.is_available()``: one availability flag per device, for a dispatch."""
+        if not (isinstance(node.value, ast.Call) and self.qualname(node.value.func) in _CUDA_QUERIES):
+            return False
+        def other_availability(value) -> bool:  # `torch.xpu.is_available() if WITH_IPEX else False`
+            if isinstance(value, ast.IfExp):
+                return other_availability(value.body)
+            return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "is_available" and self._mentions_other_accelerator([value.func.value]))
+        return any(sibling is not node and isinstance(sibling, ast.Assign) and other_availability(sibling.value)
+                   for sibling in self.blocks.get(id(node), ()))
 
     def _flag_beside_other_device(self, node: ast.Assign) -> bool:
         """``self.is_cuda = device.type == "cuda" and ...`` next to ``self.is_npu =
@@ -533,15 +589,18 @@ class AnalyzerCore(AnalyzerState):
             reported = len(self.findings) > start or any(
                 CUDA_DEVICE.match(string_value(n) or "") for n in ast.walk(default))
             if reported and self._every_call_passes(node, argument.arg):
-                overridden.append((default, argument.arg))
-                self._cap(self.findings[start:], f"default only: every call in this file passes {argument.arg}")
+                overridden.append((default, f"default only: every call in this file passes {argument.arg}"))
+                self._cap(self.findings[start:], overridden[-1][1])
+            elif reported and not _reads_name(node.body, argument.arg):
+                # `def __init__(self, n_comp=100, device="cuda"): ...` that never reads `device`
+                overridden.append((default, f"default only: {argument.arg} is never used"))
+                self._cap(self.findings[start:], overridden[-1][1])
         for decorator in node.decorator_list:
             self.visit(decorator)
         args_start = len(self.findings)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
-        for default, name in overridden:  # `device: torch.device = torch.device("cuda")`
-            self._cap([f for f in self.findings[args_start:] if _within(f, default)],
-                      f"default only: every call in this file passes {name}")
+        for default, reason in overridden:  # `device: torch.device = torch.device("cuda")`
+            self._cap([f for f in self.findings[args_start:] if _within(f, default)], reason)
         if node.returns is not None:
             self._visit_annotation(node.returns)
         self.scopes.append(id(node))
@@ -581,6 +640,10 @@ class AnalyzerCore(AnalyzerState):
         if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
             # `def is_cuda_available(): return torch.cuda.is_available()`: its calls are the checks
             self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _NAMED_QUERY)
+        if _CUDA_TEST_DECORATOR.fullmatch(node.name.strip("_")):
+            # `def withCUDA(func)`, `def requires_cuda(test)`: a test helper named for CUDA;
+            # its check decides where the tests it marks run
+            self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _DECIDES_SKIP)
         if node.name == "cuda" and len(self.class_names) > 1 and self.class_names[-2]:
             # a class's own `def cuda(self, device=None)`: runs only when its caller asks for CUDA
             self._cap(self.findings[body_start:], _CUDA_METHOD)
@@ -707,12 +770,21 @@ class AnalyzerCore(AnalyzerState):
                 return bool(values) and all(
                     not isinstance(v, ast.Attribute) and self.positive_cuda_query(v) for v in values)
             return False
+        if isinstance(test, ast.IfExp):  # `is_bf16_supported() if new_torch else get_device_capability() >= (8,)`
+            return self.positive_cuda_query(test.body) and self.positive_cuda_query(test.orelse)
         if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
             value = self.resolve(test)
-            return value is not None and not isinstance(value, ast.Name) and self.positive_cuda_query(value)
+            if value is None:
+                # `ok = device == "cuda" and new_torch`, then `if ok: ok = torch.cuda.is_bf16_supported()`:
+                # every value bound is a CUDA query
+                values = self.bound_values(test.id)
+                return bool(values) and all(v is not None and not isinstance(v, ast.Name) and self.positive_cuda_query(v)
+                                            for v in values)
+            return not isinstance(value, ast.Name) and self.positive_cuda_query(value)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             op, right = test.ops[0], test.comparators[0]
-            if isinstance(op, (ast.Eq, ast.Is)) and any(map(_cuda_enum_member, (test.left, right))):
+            if isinstance(op, (ast.Eq, ast.Is)) and any(
+                    _cuda_enum_member(side) or _nccl_member(side) for side in (test.left, right)):
                 return True  # rng_type == RNGType.CUDA, state.distributed_type == DistributedType.MULTI_GPU
             if (isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts
                     and all(map(_cuda_enum_member, right.elts))):
@@ -1123,11 +1195,15 @@ class AnalyzerCore(AnalyzerState):
             absent = self._negates_cuda(test) or self._exits_unless_cuda(node)
             if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
                 self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
+            elif absent and self._warns_and_skips(node.body):
+                self._cap(checks, _WARNS_AND_SKIPS)  # `if not cuda: logger.warning(...); continue`
             elif (_diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body)
                   or (self.context_names and _DIAGNOSTIC_NAME.search(self.context_names[-1]))):
                 self._cap(checks, _DIAGNOSTICS)
             elif self._building():
                 self._cap(checks, _BUILD_CHECK)
+            elif positive and not node.orelse and self._housekeeping_only(node.body):
+                self._cap(checks, _HOUSEKEEPING)
         if positive:
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
@@ -1153,6 +1229,8 @@ class AnalyzerCore(AnalyzerState):
             self._cap(checks, _REPORTED_IN_BRANCH)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
+        elif self._older_torch_test(test):
+            self._cap([f for f in body_findings if f.rule_id in _AMP_RULES], _OLD_TORCH)
         if any(_OPT_IN_FLOAT64.search(name) for name in _names_in(test)):
             # `if isinstance(plugin, DoublePrecision): return torch.double`
             self._cap([f for f in body_findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
@@ -1221,6 +1299,21 @@ class AnalyzerCore(AnalyzerState):
             elif not isinstance(statement, ast.Pass):
                 return False
         return about
+
+    @staticmethod
+    def _warns_and_skips(statements) -> bool:
+        """``logger.warning("cannot restore the CUDA RNG"); continue``: the step that needs
+        CUDA is skipped, and a warning says so."""
+        *said, last = statements
+        return bool(said) and isinstance(last, (ast.Continue, ast.Return)) and all(
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+            and s.value.func.attr in ("warning", "warn") for s in said)
+
+    def _housekeeping_only(self, statements) -> bool:
+        """``torch.cuda.empty_cache()``, ``gc.collect()``: releasing cached memory changes
+        no result, so skipping it elsewhere costs memory at most."""
+        return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                   and self.qualname(s.value.func) in _HOUSEKEEPING_CALLS for s in statements)
 
     def _building(self) -> bool:
         """Inside the build of a CUDA extension: ``setup.py``, an op builder class,
@@ -1304,8 +1397,7 @@ class AnalyzerCore(AnalyzerState):
         """``except Exception: return None`` (or a constant, or pass): any failure gives a
         fallback value; nothing is raised again."""
         names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if not any(n is None or getattr(n, "id", "") in ("Exception", "BaseException", "RuntimeError")
-                   for n in names):
+        if not any(n is None or (getattr(n, "id", "") or getattr(n, "attr", "")) in _PROBE_FAILURES for n in names):
             return False
         return all(isinstance(s, ast.Pass) or (isinstance(s, (ast.Return, ast.Assign)) and (
             s.value is None or isinstance(s.value, (ast.Constant, ast.Tuple, ast.List))))
@@ -1330,6 +1422,15 @@ class AnalyzerCore(AnalyzerState):
             test = test.func
         name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
         return bool(_TORCH_VERSION_FLAG.search(name))
+
+    def _older_torch_test(self, test) -> bool:
+        """``version.parse(torch.__version__) < version.parse("2.4")``, ``not TORCH_2_4``:
+        true only on torch releases older than the one named."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self._version_fallback(test.operand)
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
+            return False
+        return any(self.qualname(n) == "torch.__version__" for n in ast.walk(test.left) if isinstance(n, ast.Attribute))
 
     def visit_For(self, node) -> None:
         """``for i in range(torch.cuda.device_count()):`` runs its body only under CUDA."""
@@ -1399,6 +1500,9 @@ class AnalyzerCore(AnalyzerState):
         """``torch.version.hip``, ``torch.version.hip is not None``: true only on a ROCm build."""
         if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.IsNot):
             value = value.left
+        if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "bool"
+                and len(value.args) == 1):  # bool(torch.version.hip)
+            value = value.args[0]
         return self.qualname(value) == "torch.version.hip"
 
     def _optional_feature(self, value) -> bool:
@@ -1406,7 +1510,7 @@ class AnalyzerCore(AnalyzerState):
             return False
         target = value.func if isinstance(value, ast.Call) else value
         name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
-        return bool(_FEATURE_FLAG.search(name))
+        return bool(_FEATURE_FLAG.search(name) or _BUILT_WITH_FLAG.fullmatch(name))
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -1436,8 +1540,14 @@ class AnalyzerCore(AnalyzerState):
             return
         if self._is_message_call(node):
             self.in_message += 1
+            start = len(self.findings)
             self.generic_visit(node)
             self.in_message -= 1
+            # `raise ValueError(f"... {torch.cuda.device_count()}")`: a query whose value is
+            # only printed changes the text; a call that raises still raises.
+            if name.endswith(("Error", "Exception")):  # printed output, by contrast, is the program's result
+                targets = RULES_BY_ID[CUDA_DEVICE_STRING].severity.keys()
+                self._cap([f for f in self.findings[start:] if finding_worst(f, targets) == "silent"], _MESSAGE_TEXT)
             return
         for claim in self.call_claims:
             if claim(self, node):

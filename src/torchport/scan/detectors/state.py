@@ -168,6 +168,15 @@ class AnalyzerState(ast.NodeVisitor):
             return values[0] if len(strings) == 1 and None not in strings else None
         return None
 
+    def bound_values(self, name: str) -> list:
+        """Every expression ``name`` is assigned in the nearest scope that binds it
+        (``None`` for a binding whose value is unknown)."""
+        for scope in reversed(self.scopes):
+            values = self.bindings.get(scope, {}).get(name)
+            if values is not None:
+                return list(values)
+        return []
+
     def qualname(self, node) -> str | None:
         if isinstance(node, ast.Name):
             if node.id in self.aliases:
