@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from torchport.errors import UserError
+from torchport.host_memory import process_peak_bytes
 
 
 def memory_fit(text: str, dtypes: tuple[str, ...], optimizers: tuple[str, ...]) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def app_memory_fit(text: str, dtypes: tuple[str, ...], optimizers: tuple[str, ..
                   f"by formula; required = estimate x {1 + symbolic.MARGIN:g} (margin for fragmentation, runtime "
                   "reservation, kernel scratch; not measured)",
         "catalogue": {"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]},
-        "host_peak_rss_bytes": symbolic._peak_rss_bytes(),
+        "host_peak_rss_bytes": process_peak_bytes(),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
