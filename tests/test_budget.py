@@ -390,3 +390,24 @@ def test_the_eta_counts_the_stages_that_will_run():
     assert overall == pytest.approx(plan.stage_estimate_s) and overall >= plan.stage_sizes["checks"]["needs_s"] > 0
     clock["now"] += 10
     assert plan.eta([])[0] == pytest.approx(overall)  # an estimate, counted down by the display from when it was given
+
+
+
+def test_an_in_process_caller_gets_the_whole_budget():
+    """The budget counts from the process's start only when the process is the
+    torchport command; a test session or notebook calling the CLI in process
+    may be older than the budget (CI ran this suite for 40 minutes, then an
+    in-process evaluation found its 15-minute budget spent)."""
+    import subprocess
+    import sys
+    import time
+
+    from torchport.budget import started_as_command
+
+    assert not started_as_command()  # pytest is the process here
+    assert time.time() - BudgetPlan(900, ["cpu"], rounds=1, stages=False).started < 5
+    probe = ("import sys; sys.argv = ['/usr/local/bin/torchport']; "
+             "from torchport.budget import started_as_command; print(started_as_command())")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"})
+    assert done.stdout.strip() == "True", done.stderr

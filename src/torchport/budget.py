@@ -125,9 +125,11 @@ class BudgetPlan:
     stage_names: list[str] = field(default_factory=lambda: ["trace", "checks"])
 
     def __post_init__(self) -> None:
-        # The budget counts from the command's start (its imports and checks included), as the user's clock does.
+        # The budget counts from the command's start (its imports and checks included), as the user's clock
+        # does; a process that is not the torchport command (a test session, a notebook calling the CLI in
+        # process) may be hours old, so there it counts from now.
         if self.started < 0:
-            self.started = self.clock() - process_age_s()
+            self.started = self.clock() - (process_age_s() if started_as_command() else 0.0)
         self.stage_reserve_s = STAGE_SHARE * self.budget_s if self.stages else 0.0
         for name in self.backends:
             self.runs.setdefault(name, [])
@@ -457,6 +459,17 @@ def format_minutes(seconds: float) -> str:
     from torchport.sampling import format_duration
 
     return format_duration(seconds)
+
+
+def started_as_command() -> bool:
+    """Whether this process was started as the torchport command (the console
+    script, ``python -m torchport`` or ``python -m torchport.cli``)."""
+    import os
+    import sys
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return (getattr(spec, "name", None) or "").startswith("torchport") or \
+        os.path.basename(sys.argv[0] if sys.argv else "").startswith("torchport")
 
 
 def process_age_s() -> float:

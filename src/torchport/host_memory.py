@@ -40,9 +40,15 @@ def _read_kib(field: str) -> int | None:
 _peak_before_resets = 0  # bytes: the highest mark seen before any reset in this process
 
 
-def _reset_mark() -> bool:
+def _reset_mark(mark: int | None = None) -> bool:
+    """Reset the high-water mark, remembering it first: ``mark`` is the value
+    the caller has just read and recorded (KiB), so that the process's peak
+    and the phases' figures come from the same reading (the kernel's resident
+    counts are updated lazily, so two readings a moment apart can differ by
+    megabytes)."""
     global _peak_before_resets
-    mark = _read_kib("VmHWM")
+    if mark is None:
+        mark = _read_kib("VmHWM")
     if mark is not None:
         _peak_before_resets = max(_peak_before_resets, mark * 1024)
     try:
@@ -84,7 +90,7 @@ class PhasePeaks:
             return
         name = self.current or "start"
         self.phases[name] = max(self.phases.get(name, 0), peak_kib * 1024)
-        _reset_mark()
+        _reset_mark(peak_kib)
 
     def record(self) -> dict[str, Any]:
         """``{"peak_bytes", "phases": {name: bytes} | None, "method"}``; closes
