@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from torchport.errors import UserError
-from torchport.host_memory import process_peak_bytes
 
 
 def memory_fit(text: str, dtypes: tuple[str, ...], optimizers: tuple[str, ...]) -> dict[str, Any]:
@@ -36,7 +35,6 @@ def optimizer_kind(optimizer: Any) -> str | None:
 def app_memory_fit(text: str, dtypes: tuple[str, ...], optimizers: tuple[str, ...]) -> dict[str, Any]:
     from torchport import app as apps
     from torchport.trace import symbolic
-    from torchport.trace.memory import catalogue
 
     started = time.perf_counter()
     app = apps.load_app(text)
@@ -44,11 +42,7 @@ def app_memory_fit(text: str, dtypes: tuple[str, ...], optimizers: tuple[str, ..
     for dtype in dtypes:
         measured, app_optimizer = _symbolic_app_pass(app, text, dtype)
         chosen = optimizers or ((app_optimizer,) if app_optimizer else ("adamw",))
-        rows = []
-        for optimizer in chosen:
-            estimated = symbolic.estimate(measured, optimizer)
-            rows.append({**estimated, "chips": symbolic.chip_fit(measured, estimated, measured["batch_size"])})
-        passes.append({**measured, "optimizers": rows})
+        passes.append(symbolic.with_fits(measured, chosen, measured["batch_size"]))
     batch_size = passes[0]["batch_size"]
     return {
         "spec": text, "model_type": None, "family": "app", "config_class": passes[0]["model_class"],
@@ -56,14 +50,8 @@ def app_memory_fit(text: str, dtypes: tuple[str, ...], optimizers: tuple[str, ..
         "batch": f"the app's first batch ({batch_size} samples)",
         "parameters": passes[0]["parameters"], "analytical_parameters": None, "parameters_match": None,
         "app_optimizer": app_optimizer or "no formula for the app's optimizer: AdamW's state assumed",
-        "passes": passes, "margin": symbolic.MARGIN,
-        "method": "symbolic: the app's model built and one forward + backward of its first batch run under "
-                  "torch's FakeTensorMode (no memory allocated); live storage bytes counted per op; optimizer state "
-                  f"by formula; required = estimate x {1 + symbolic.MARGIN:g} (margin for fragmentation, runtime "
-                  "reservation, kernel scratch; not measured)",
-        "catalogue": {"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]},
-        "host_peak_rss_bytes": process_peak_bytes(),
-        "seconds": round(time.perf_counter() - started, 1),
+        "passes": passes,
+        **symbolic.provenance("the app's model built and one forward + backward of its first batch run", started),
     }
 
 

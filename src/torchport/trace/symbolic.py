@@ -38,9 +38,11 @@ import subprocess
 import sys
 import time
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 from torchport.errors import UserError
+from torchport.host_memory import process_peak_bytes
 from torchport.limits import DEFAULT_TIMEOUT_S
 
 # Measured on this project's CPU (small llama, float32, AdamW, glibc's default
@@ -63,12 +65,6 @@ RSS_TOLERANCE = 0.25
 # the autograd engine: ~100 MiB here) swamp the model in the RSS, which is then
 # reported but not judged.
 RSS_JUDGED_FROM = 2**30
-
-
-def _peak_rss_bytes() -> int:
-    from torchport.host_memory import process_peak_bytes  # a worker resets the mark per phase
-
-    return process_peak_bytes()
 
 
 class LiveBytes:
@@ -274,7 +270,6 @@ def analytical_parameters(model_type: str, config: Any) -> int | None:
 
 def memory_fit(text: str, dtypes: tuple[str, ...] = DTYPES, optimizers: tuple[str, ...] = tuple(OPTIMIZERS)) -> dict:
     from torchport import hf
-    from torchport.trace.memory import catalogue
 
     if not hf.is_hf_spec(text):
         raise UserError("torchport memory takes an hf: spec (e.g. 'hf:llama?batch_size=1&seq_len=2048'); "
@@ -293,11 +288,7 @@ def memory_fit(text: str, dtypes: tuple[str, ...] = DTYPES, optimizers: tuple[st
     for dtype in dtypes:
         measured = symbolic_pass(resolved, dtype)
         measured["layers"] = layers
-        rows = []
-        for optimizer in optimizers:
-            estimated = estimate(measured, optimizer)
-            rows.append({**estimated, "chips": chip_fit(measured, estimated, resolved.spec.batch_size)})
-        passes.append({**measured, "optimizers": rows})
+        passes.append(with_fits(measured, optimizers, resolved.spec.batch_size))
     analytical = analytical_parameters(resolved.spec.model_type, resolved.config)
     counted = passes[0]["parameters"] if passes else None
     return {
@@ -308,13 +299,31 @@ def memory_fit(text: str, dtypes: tuple[str, ...] = DTYPES, optimizers: tuple[st
         "analytical_parameters": analytical,
         "parameters_match": None if analytical is None else analytical == counted,
         "passes": passes,
+        **provenance("model built and one forward + backward run", started),
+    }
+
+
+def with_fits(measured: dict, optimizers: Iterable[str], batch_size: int) -> dict:
+    """One symbolic pass with, per optimizer, its estimate and its fit on every chip."""
+    rows = []
+    for optimizer in optimizers:
+        estimated = estimate(measured, optimizer)
+        rows.append({**estimated, "chips": chip_fit(measured, estimated, batch_size)})
+    return {**measured, "optimizers": rows}
+
+
+def provenance(what_ran: str, started: float) -> dict:
+    """How a memory-fit document was made: the method, the margin, the chip
+    catalogue's date, and what making it cost this process."""
+    from torchport.trace.memory import catalogue
+
+    return {
         "margin": MARGIN,
-        "method": "symbolic: model built and one forward + backward run under torch's FakeTensorMode (no memory "
-                  "allocated); live storage bytes counted per op; optimizer state by formula; "
-                  f"required = estimate x {1 + MARGIN:g} (margin for fragmentation, runtime reservation, kernel "
-                  "scratch; not measured)",
+        "method": f"symbolic: {what_ran} under torch's FakeTensorMode (no memory allocated); live storage bytes "
+                  f"counted per op; optimizer state by formula; required = estimate x {1 + MARGIN:g} (margin for "
+                  "fragmentation, runtime reservation, kernel scratch; not measured)",
         "catalogue": {"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]},
-        "host_peak_rss_bytes": _peak_rss_bytes(),
+        "host_peak_rss_bytes": process_peak_bytes(),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -357,7 +366,7 @@ def _measure_here(text: str, steps: int) -> dict[str, Any]:
             model(**batches[0]).loss.backward()
             optimizer.step()
     return {"spec": text, "steps": steps, "tensor_peak_bytes": live.peak, "baseline_rss_bytes": baseline,
-            "rss_peak_bytes": _peak_rss_bytes() - baseline, "torch": torch.__version__,
+            "rss_peak_bytes": process_peak_bytes() - baseline, "torch": torch.__version__,
             "allocator": {k: os.environ.get(k) for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}}
 
 
