@@ -5,7 +5,9 @@ Linux keeps a process's resident high-water mark (``VmHWM`` in
 size by writing ``5`` to ``/proc/self/clear_refs``.  So at each phase boundary
 the peak of the phase that ends is read and the mark reset: every phase gets
 its own peak (what that phase added on top of what it inherited), and the
-process's peak is the largest of them.  Resetting the mark also resets what
+process's peak is at least the largest of them: a spike between a reading and
+its reset belongs to no phase, though the kernel may still count it (a thread
+that exits leaves its mark in ``ru_maxrss``, and no reset clears that).  Resetting the mark also resets what
 ``getrusage``'s ``ru_maxrss`` reports for this process, which is why the
 process's peak is read through ``process_peak_bytes()`` (it remembers the mark
 before every reset), never from ``ru_maxrss`` alone.
