@@ -272,8 +272,8 @@ def memory_fit(text: str, dtypes: tuple[str, ...] = DTYPES, optimizers: tuple[st
     from torchport import hf
 
     if not hf.is_hf_spec(text):
-        raise UserError("torchport memory takes an hf: spec (e.g. 'hf:llama?batch_size=1&seq_len=2048'); "
-                        "for an app file, torchport trace estimates the memory of its real step", location=text)
+        raise UserError("the symbolic memory fit takes an hf: spec (e.g. 'hf:llama?batch_size=1&seq_len=2048'); "
+                        "`torchport memory` on an app spec measures its real step instead", location=text)
     for name in dtypes:
         if name not in DTYPES:
             raise UserError(f"unknown dtype {name!r} (known: {', '.join(DTYPES)})")
