@@ -48,8 +48,8 @@ def test_every_scan_family_is_a_scan_target_with_a_severity_for_each_rule(family
 
 
 def test_the_target_lists_are_the_tables_in_its_order():
-    assert trace_rules.TARGETS == tuple(f.trace_target for f in glossary.FAMILIES if f.trace_target)
-    assert scan_rules.TARGETS == tuple(f.scan_target for f in glossary.FAMILIES if f.scan_target)
+    assert tuple(f.trace_target for f in glossary.FAMILIES if f.trace_target) == trace_rules.TARGETS
+    assert tuple(f.scan_target for f in glossary.FAMILIES if f.scan_target) == scan_rules.TARGETS
     assert tuple(support.TARGETS) == trace_rules.TARGETS
     for rule in scan_rules.RULES:
         assert tuple(rule.severity) == scan_rules.TARGETS, rule.id
