@@ -15,13 +15,13 @@ from torchport.trace import support
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "src" / "torchport" / "schemas"
 
-# A family that is not in the table: an eager accelerator with its own dispatch key.
-GAUDI = glossary.Family("hpu", 7, "HPU", "hpu", "gaudi", trace_title="Intel Gaudi (habana_frameworks)",
-                        scan_title="Intel Gaudi (device 'hpu')")
+# Families that are not in the table: an eager accelerator with its own dispatch key.
+EAGER = glossary.Family("eagerchip", 7, "EagerChipKey", "eagerchip", "eagerchip-scan", trace_title="Eager chip",
+                        scan_title="Eager chip (device 'eagerchip')")
 # And a lazy one, compiling a graph per input shape as XLA does.
 LAZY = glossary.Family("lazychip", 8, "PrivateUse1", "lazychip", "lazychip", trace_title="Lazy chip",
                        scan_title="Lazy chip", lazy=True)
-EXTENDED = (*glossary.FAMILIES, GAUDI, LAZY)
+EXTENDED = (*glossary.FAMILIES, EAGER, LAZY)
 
 
 @pytest.mark.parametrize("family", [f for f in glossary.FAMILIES if f.trace_target], ids=lambda f: f.name)
@@ -61,19 +61,19 @@ def test_the_trace_schema_names_every_trace_target():
 
 
 def test_a_family_added_to_a_copy_of_the_table_is_a_trace_and_scan_target():
-    assert glossary.trace_targets(EXTENDED)[-2:] == ("hpu", "lazychip")
-    assert glossary.scan_targets(EXTENDED)[-2:] == ("gaudi", "lazychip")
+    assert glossary.trace_targets(EXTENDED)[-2:] == ("eagerchip", "lazychip")
+    assert glossary.scan_targets(EXTENDED)[-2:] == ("eagerchip-scan", "lazychip")
     assert glossary.lazy_trace_targets(EXTENDED) == (*trace_rules.LAZY_TARGETS, "lazychip")
 
     targets = support.targets_of(EXTENDED)
-    assert targets["hpu"] == support.Target("hpu", "Intel Gaudi (habana_frameworks)", "HPU")
-    assert targets["hpu"].without_kernel == "missing"  # the default: an op without a kernel raises
+    assert targets["eagerchip"] == support.Target("eagerchip", "Eager chip", "EagerChipKey")
+    assert targets["eagerchip"].without_kernel == "missing"  # the default: an op without a kernel raises
     assert {name: target for name, target in targets.items() if name in support.TARGETS} == support.TARGETS
 
 
 def test_a_new_family_gets_the_trace_severities_of_its_kind():
     table = trace_rules.rule_table(glossary.trace_targets(EXTENDED), glossary.lazy_trace_targets(EXTENDED))
-    eager = {rule_id: rule.severity.get("hpu") for rule_id, rule in table.items()}
+    eager = {rule_id: rule.severity.get("eagerchip") for rule_id, rule in table.items()}
     lazy = {rule_id: rule.severity.get("lazychip") for rule_id, rule in table.items()}
     assert eager == {**dict.fromkeys(table), "TR101": "minor", "TR102": "minor", "TR108": "blocker",
                      "TR109": "slow", "TR110": "blocker"}
@@ -83,18 +83,18 @@ def test_a_new_family_gets_the_trace_severities_of_its_kind():
     for rule_id, rule in table.items():
         assert {t: s for t, s in rule.severity.items() if t in trace_rules.TARGETS} == trace_rules.RULES[rule_id].severity
 
-    finding = trace_rules.make_finding(table["TR110"], "app.py:3", 2, 2, "aten::foo", {"hpu": "blocker"})
-    assert (finding["severity"], finding["targets"]) == ("blocker", {"hpu": "blocker"})
+    finding = trace_rules.make_finding(table["TR110"], "app.py:3", 2, 2, "aten::foo", {"eagerchip": "blocker"})
+    assert (finding["severity"], finding["targets"]) == ("blocker", {"eagerchip": "blocker"})
 
 
 def test_a_new_family_gets_each_scan_rules_default():
     targets = glossary.scan_targets(EXTENDED)
     for rule in scan_rules.RULES:
         on_extended = rule.severities.on(targets)
-        assert on_extended["gaudi"] == on_extended["lazychip"] == rule.severities.default, rule.id
+        assert on_extended["eagerchip-scan"] == on_extended["lazychip"] == rule.severities.default, rule.id
         assert {t: on_extended[t] for t in scan_rules.TARGETS} == rule.severity, rule.id
     # the cuda lock-in rules are errors on a new accelerator, as on XPU
-    assert scan_rules.rule(scan_rules.DOT_CUDA).severities.on(targets)["gaudi"] == "error"
+    assert scan_rules.rule(scan_rules.DOT_CUDA).severities.on(targets)["eagerchip-scan"] == "error"
 
 
 def test_a_severity_for_a_target_or_of_a_kind_that_does_not_exist_is_refused():
