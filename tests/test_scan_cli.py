@@ -167,6 +167,18 @@ def test_invalid_configuration_is_one_clear_line(project, capsys, config, messag
     assert "pyproject.toml" in lines[0] and message in lines[0]
 
 
+@pytest.mark.parametrize("config, message", [
+    ('[tool.torchport.scan]\nselect = ["TP1"]\nfail-on = = 1\n', "pyproject.toml:3: invalid TOML"),
+    ('[tool]\ntorchport = 3\n', "pyproject.toml:tool.torchport: [tool.torchport] must be a table"),
+])
+def test_scan_reads_its_config_file_as_the_other_commands_do(project, capsys, config, message):
+    """One loader for [tool.torchport] and torchport.toml: a bad file is reported
+    with the same location (its line, its key) by scan as by evaluate."""
+    (project / "pyproject.toml").write_text(config)
+    status, _, err = _scan(capsys, project)
+    assert status == 2 and message in err.strip()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--target", "gpu"], "--target: unknown target 'gpu'"),
     (["--select", "XX9"], "--select: no rule matches 'XX9'"),

@@ -6,13 +6,20 @@ Each command names devices in its own vocabulary: backends by family
 chip a codebase moves to), the dispatcher by key (``PrivateUse1``).  This table
 is the one place those names meet: a backend declares its family, and the
 trace and scan names, the dispatch key and the listing order come from here.
+So do the target lists of ``trace`` and ``scan`` with their titles, the shipped
+op table and whether the target compiles lazily; rule severities are declared
+per target with a default, so a family added here gets the default's findings
+(docs/ARCHITECTURE.md, "Adding a device family").
 
 Standard library only: workers import it on every torch they run on.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
+from typing import TypeVar
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -22,20 +29,58 @@ class Family:
     dispatch_key: str  # the dispatcher key whose kernels run on it
     trace_target: str | None  # `torchport trace --target` name; None: not a trace target
     scan_target: str | None  # `torchport scan` target name; None: not a scan target
+    _: KW_ONLY
+    trace_title: str = ""  # how trace reports name the target
+    scan_title: str = ""  # what the scan target means (`torchport rules`, docs/scan.md)
+    op_table: str | None = None  # shipped op-support table, data/op_support_<op_table>.json
+    lazy: bool = False  # compiles a graph per input shape (trace: recompilation findings)
 
 
-CPU = Family("cpu", 0, "CPU", None, "cpu")
-CUDA = Family("cuda", 1, "CUDA", "cuda", None)  # scan finds CUDA lock-in: CUDA is where code comes from
-ROCM = Family("rocm", 1, "CUDA", "rocm", "rocm")  # ROCm builds of torch present as "cuda": the cuda backends run it
-MPS = Family("mps", 2, "MPS", "mps", "mps")
-XLA = Family("xla", 3, "XLA", "xla", "xla")
-TPU = Family("tpu", 4, "PrivateUse1", "tpu", "tpu")
-NEURON = Family("neuron", 5, "PrivateUse1", "neuron", "trainium")
-XPU = Family("xpu", 6, "XPU", None, "xpu")
+CPU = Family("cpu", 0, "CPU", None, "cpu", scan_title="CPU only")
+# scan finds CUDA lock-in: CUDA is where code comes from, not a scan target
+CUDA = Family("cuda", 1, "CUDA", "cuda", None, trace_title="NVIDIA CUDA", op_table="cuda")
+# ROCm builds of torch present as "cuda": the cuda backends run it
+ROCM = Family("rocm", 1, "CUDA", "rocm", "rocm", trace_title="AMD ROCm",
+              scan_title="AMD GPU via PyTorch for ROCm (device 'cuda')")
+MPS = Family("mps", 2, "MPS", "mps", "mps", trace_title="Apple MPS", scan_title="Apple GPU via Metal (device 'mps')")
+XLA = Family("xla", 3, "XLA", "xla", "xla", trace_title="PyTorch/XLA (torch_xla)",
+             scan_title="TPU via torch_xla (lazy tensors, device 'xla')", op_table="xla", lazy=True)
+TPU = Family("tpu", 4, "PrivateUse1", "tpu", "tpu", trace_title="TorchTPU (torch_tpu)",
+             scan_title="TPU via TorchTPU (torch_tpu, device 'tpu')", op_table="tpu", lazy=True)
+NEURON = Family("neuron", 5, "PrivateUse1", "neuron", "trainium", trace_title="AWS Trainium (TorchNeuron)",
+                scan_title="AWS Trainium via TorchNeuron (device 'neuron')", lazy=True)
+XPU = Family("xpu", 6, "XPU", None, "xpu", scan_title="Intel GPU (device 'xpu')")
 # A backend from a plugin that names no family of its own sorts after all of these.
 UNLISTED_ORDER = 100
 
-FAMILIES: tuple[Family, ...] = (CPU, CUDA, ROCM, MPS, XLA, TPU, NEURON, XPU)
+# In the order trace and scan list their targets: where code ports to first,
+# CUDA (where it comes from) and the CPU last.  Backends sort by ``order`` instead.
+FAMILIES: tuple[Family, ...] = (TPU, XLA, NEURON, ROCM, XPU, MPS, CUDA, CPU)
+
+
+def trace_targets(families: Iterable[Family] = FAMILIES) -> tuple[str, ...]:
+    """The `torchport trace` targets, in listing order."""
+    return tuple(family.trace_target for family in families if family.trace_target)
+
+
+def lazy_trace_targets(families: Iterable[Family] = FAMILIES) -> tuple[str, ...]:
+    return tuple(family.trace_target for family in families if family.trace_target and family.lazy)
+
+
+def scan_targets(families: Iterable[Family] = FAMILIES) -> tuple[str, ...]:
+    """The `torchport scan` targets, in listing order."""
+    return tuple(family.scan_target for family in families if family.scan_target)
+
+
+def per_target(targets: Iterable[str], default: V, exceptions: Mapping[str, V]) -> dict[str, V]:
+    """``{target: value}`` for every target: ``default`` unless ``exceptions``
+    names the target, so that a family added to the table gets the default.
+    An exception for a target that is not in ``targets`` is a typo: ValueError."""
+    targets = tuple(targets)
+    unknown = sorted(set(exceptions) - set(targets))
+    if unknown:
+        raise ValueError(f"unknown target {unknown[0]!r} (known: {', '.join(targets)})")
+    return {target: exceptions.get(target, default) for target in targets}
 
 
 # The names people use for a family, accepted by every command that takes a target
@@ -71,8 +116,10 @@ def by_scan_target(name: str) -> Family:
 
 
 def dispatch_keys() -> list[str]:
-    """Every device dispatch key a kernel lookup asks about, once each, in family order."""
-    return list(dict.fromkeys(family.dispatch_key for family in FAMILIES if family is not XPU))
+    """Every dispatch key a kernel lookup asks about: the CPU's and each trace
+    target's, once each, in backend order."""
+    asked = [family for family in FAMILIES if family.trace_target or family is CPU]
+    return list(dict.fromkeys(family.dispatch_key for family in sorted(asked, key=lambda family: family.order)))
 
 
 def trace_to_scan(name: str) -> str | None:

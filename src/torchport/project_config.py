@@ -30,11 +30,10 @@ the command line" is known exactly, whatever the spelling used.
 from __future__ import annotations
 
 import argparse
-import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from torchport.config_file import torchport_table
 from torchport.errors import UserError
 
 COMMANDS = ("evaluate", "check", "trace")
@@ -56,25 +55,6 @@ UNSET = _Unset()
 # --- finding the file --------------------------------------------------------------------------
 
 
-def _torchport_table(path: Path) -> tuple[dict[str, Any], str] | None:
-    """The torchport table of a config file and its dotted name ('' at top level)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise UserError(f"invalid TOML: {exc}", location=f"{path}:{line.group(1)}" if line else str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read config: {exc}", location=str(path)) from None
-    if path.name != "pyproject.toml":
-        return data, ""
-    table = data.get("tool", {}).get("torchport") if isinstance(data.get("tool"), dict) else None
-    if table is None:
-        return None
-    if not isinstance(table, dict):
-        raise UserError("[tool.torchport] must be a table", location=f"{path}:tool.torchport")
-    return table, "tool.torchport."
-
-
 def find(start: Path | None = None) -> Path | None:
     """The nearest torchport.toml, or pyproject.toml with [tool.torchport]."""
     folder = (start or Path.cwd()).resolve()
@@ -88,7 +68,7 @@ def find(start: Path | None = None) -> Path | None:
                 mentions = "torchport" in pyproject.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 mentions = False
-            if mentions and _torchport_table(pyproject) is not None:
+            if mentions and torchport_table(pyproject) is not None:
                 return pyproject
         if (candidate / ".git").exists():
             return None
@@ -166,7 +146,7 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path | N
 
 
 def _values_for(command: str, path: Path, actions: dict[str, argparse.Action]) -> dict[str, Any]:
-    found = _torchport_table(path)
+    found = torchport_table(path)
     if found is None:
         return {}
     table, prefix = found

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from torchport import glossary
 from torchport.errors import UserError
 from torchport.options import output_file
 
@@ -64,7 +65,7 @@ def register(subparsers) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", action="append", metavar="T[,T...]",
-                        help="targets to judge against: tpu, xla, trainium, rocm, xpu, mps, cpu; the other "
+                        help=f"targets to judge against: {', '.join(glossary.scan_targets())}; the other "
                              "commands' names are accepted too (neuron, torchtpu, amd, ...) (default: config, else all)")
     parser.add_argument("--select", metavar="IDS", help="comma-separated rule ids or prefixes to enable")
     parser.add_argument("--ignore", metavar="IDS", help="comma-separated rule ids or prefixes to disable")
@@ -87,9 +88,7 @@ def _settings(args):
             raise UserError("no such file or folder", location=str(path))
     config = load_config(paths[0], Path(args.config) if args.config else None)
     if args.target:
-        from torchport.glossary import canonical_target
-
-        targets = [canonical_target(t.strip(), "scan") for value in args.target for t in value.split(",") if t.strip()]
+        targets = [glossary.canonical_target(t.strip(), "scan") for value in args.target for t in value.split(",") if t.strip()]
         for target in targets:
             if target not in TARGETS:
                 raise UserError(f"unknown target '{target}' (known: {', '.join(TARGETS)})",

@@ -15,6 +15,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchport.config_file import torchport_table
 from torchport.errors import UserError
 from torchport.scan.rules import RULES_BY_ID, SEVERITY_RANK, TARGETS
 
@@ -77,19 +78,11 @@ class ScanConfig:
 
 def scan_table(path: Path) -> dict | None:
     """The scan settings table of a config file, or None when it has none."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"invalid TOML: {exc}", location=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read config: {exc}", location=str(path)) from None
-    if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("torchport", {})
-        table = table.get("scan") if isinstance(table, dict) else None
-        where = "[tool.torchport.scan]"
-    else:
-        table = data.get("scan")
-        where = "[scan]"
+    found = torchport_table(path)
+    if found is None:
+        return None
+    torchport, prefix = found
+    table, where = torchport.get("scan"), f"[{prefix}scan]"
     if table is None:
         return None
     if not isinstance(table, dict):

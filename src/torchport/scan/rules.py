@@ -15,26 +15,37 @@ from dataclasses import dataclass
 
 from torchport import glossary
 
-# Targets, in the column order used by the compact severity strings below.
-TARGETS: tuple[str, ...] = ("tpu", "xla", "trainium", "rocm", "xpu", "mps", "cpu")
-TARGET_NAMES = {
-    "tpu": "TPU via TorchTPU (torch_tpu, device 'tpu')",
-    "xla": "TPU via torch_xla (lazy tensors, device 'xla')",
-    "trainium": "AWS Trainium via TorchNeuron (device 'neuron')",
-    "rocm": "AMD GPU via PyTorch for ROCm (device 'cuda')",
-    "xpu": "Intel GPU (device 'xpu')",
-    "mps": "Apple GPU via Metal (device 'mps')",
-    "cpu": "CPU only",
-}
+# The scan targets come from the device-family table, in its listing order.
+TARGETS: tuple[str, ...] = glossary.scan_targets()
+TARGET_NAMES = {family.scan_target: family.scan_title for family in glossary.FAMILIES if family.scan_target}
 
 # Severity, worst first.  "silent" ranks below "error" for --fail-on (an error
 # stops the program, so it is the stronger gate) but the report lists silent
 # findings first, because nothing else will reveal them.
 SEVERITIES: tuple[str, ...] = ("error", "silent", "perf", "info")
 SEVERITY_RANK = glossary.severity_ranking(reversed(SEVERITIES))  # higher is worse, as in trace
-_LETTER = {"E": "error", "S": "silent", "P": "perf", "I": "info", "-": None}
 
 EFFORTS: tuple[str, ...] = ("none", "low", "medium", "high")
+
+
+@dataclass(frozen=True)
+class Severities:
+    """A rule's severity on each scan target: ``default`` on every target but
+    the ones ``exceptions`` names (None: fine there).  A device family added to
+    the glossary gets the default, so only a target that differs is written."""
+    default: str | None
+    exceptions: dict[str, str | None]
+
+    def on(self, targets: tuple[str, ...] | list[str]) -> dict[str, str | None]:
+        return glossary.per_target(targets, self.default, self.exceptions)
+
+
+def on_targets(default: str | None, **exceptions: str | None) -> Severities:
+    """``on_targets("error", rocm=None)``: an error everywhere except ROCm, where it is fine."""
+    for severity in (default, *exceptions.values()):
+        if severity is not None and severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {severity!r} (known: {', '.join(SEVERITIES)})")
+    return Severities(default, exceptions)
 
 
 @dataclass(frozen=True)
@@ -44,13 +55,14 @@ class Rule:
     title: str
     detects: str
     why: str
-    severity: dict[str, str | None]
+    severity: dict[str, str | None]  # on each of TARGETS, from ``severities``
     replacement: str
     min_torch: str | None
     fixable: bool
     effort: str  # manual effort for a finding that ``fix`` does not rewrite
     before: str
     after: str
+    severities: Severities  # as declared: a default and the targets that differ
     sources: str = ""
 
     def worst(self, targets: tuple[str, ...] | list[str]) -> str | None:
@@ -58,17 +70,10 @@ class Rule:
         return max(found, key=SEVERITY_RANK.__getitem__) if found else None
 
 
-def _severity(letters: str) -> dict[str, str | None]:
-    """'E E E - E E E' -> {tpu: error, xla: error, ..., rocm: None, ...}."""
-    parts = letters.split()
-    assert len(parts) == len(TARGETS), letters
-    return {target: _LETTER[letter] for target, letter in zip(TARGETS, parts)}
-
-
-def _rule(id, name, title, *, detects, why, severity, replacement, min_torch, fixable,
+def _rule(id, name, title, *, detects, why, severity: Severities, replacement, min_torch, fixable,
           effort, before, after, sources=""):
-    return Rule(id, name, title, detects, why, _severity(severity), replacement, min_torch,
-                fixable, effort, before.strip("\n") + "\n", after.strip("\n") + "\n", sources)
+    return Rule(id, name, title, detects, why, severity.on(TARGETS), replacement, min_torch,
+                fixable, effort, before.strip("\n") + "\n", after.strip("\n") + "\n", severity, sources)
 
 
 # Rule ids as named constants: the detectors import these, so a misspelt id fails
@@ -116,7 +121,6 @@ DEVICE_LINE_EXAMPLE = (
     'or torch.device("cpu")'
 )
 
-# Columns of every severity string:  tpu xla trainium rocm xpu mps cpu
 RULES: tuple[Rule, ...] = (
     # -- TP0xx: where tensors live -------------------------------------------------
     _rule(
@@ -126,7 +130,7 @@ RULES: tuple[Rule, ...] = (
                 'parameter defaults for device options, and string constants assigned to a name.',
         why="Every accelerator except ROCm has its own device type ('tpu', 'xla', 'neuron', "
             "'xpu', 'mps'); a literal 'cuda' raises there. ROCm reuses 'cuda'.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="one device chosen once: torch.accelerator.current_accelerator("
                     "check_available=True) or torch.device('cpu') (torch 2.7; 2.6 without "
                     "check_available); torch_xla still needs torch_xla.device()",
@@ -153,7 +157,7 @@ y = x.to(ACCELERATOR_DEVICE)
         detects="calls of a .cuda() method on any object (tensors, modules, anything).",
         why="`.cuda()` exists only for CUDA (and ROCm, which reports as CUDA); elsewhere it "
             "raises 'Torch not compiled with CUDA enabled'.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement=".to(device) with the device from torch.accelerator; .cuda(i) becomes "
                     ".to(accelerator_device(i)), a function the fix inserts that takes an int, a "
                     "string or a torch.device like .cuda() does; non_blocking= is kept",
@@ -179,7 +183,7 @@ batch = torch.ones(2).to(ACCELERATOR_DEVICE, non_blocking=True)
                 "(device.type == 'cuda').",
         why="On TPU, Trainium, XPU and MPS the check is simply False: the program silently "
             "falls back to the CPU path (or skips accelerator-only code).",
-        severity="S S S - S S -",
+        severity=on_targets("silent", rocm=None, cpu=None),
         replacement="torch.accelerator.is_available() (torch 2.6); compare device.type with "
                     "the chosen accelerator's type",
         min_torch="2.6", fixable=True, effort="low", sources="L01, L02",
@@ -206,7 +210,7 @@ if torch.accelerator.is_available():
                 "DistributedDataParallel(device_ids=[...]), CUDA indices.",
         why="These ask the CUDA runtime: set_device raises off CUDA; device_count returns 0, "
             "so multi-device code takes the single-device path.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.accelerator.device_count / current_device_index / "
                     "set_device_index (2.6), torch.accelerator.device_index(i) (2.8); all but "
                     "device_count raise without an accelerator, so the fix guards them",
@@ -230,7 +234,7 @@ n = torch.accelerator.device_count()
         detects="torch.cuda.get_device_name, get_device_properties, get_device_capability, "
                 "get_arch_list, is_bf16_supported, is_tf32_supported.",
         why="They raise without CUDA; capability numbers (sm_80...) mean nothing elsewhere.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.get_device_module(device).get_device_name() (2.4; not on TorchTPU "
                     "for every call); torch.accelerator.get_device_capability() (2.10, a dict)",
         min_torch="2.10", fixable=False, effort="medium", sources="L10",
@@ -249,7 +253,7 @@ capability = torch.accelerator.get_device_capability()
         CUDA_TENSOR_TYPE, "cuda-tensor-type", "Legacy CUDA tensor type",
         detects="torch.cuda.FloatTensor, LongTensor, HalfTensor, ... (constructors and type checks).",
         why="The legacy typed-tensor classes exist only for CUDA.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.tensor(data, dtype=..., device=device); isinstance checks on "
                     "tensor.dtype and tensor.device instead",
         min_torch=None, fixable=False, effort="low", sources="L29",
@@ -271,7 +275,7 @@ x = torch.empty(4, dtype=torch.float32, device=device)
         why="Raises without CUDA. TorchTPU makes its own torch.tpu.synchronize internal from "
             "torch 2.11: only torch.accelerator.synchronize() is public there. On torch_xla "
             "the equivalent is xm.wait_device_ops(), not torch_xla.sync().",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.accelerator.synchronize() (torch 2.6). It raises on a machine with "
                     "no accelerator: the fix guards it with torch.accelerator.is_available() "
                     "unless it already runs only where CUDA is present",
@@ -293,7 +297,7 @@ if torch.accelerator.is_available():
         detects="torch.cuda.manual_seed, manual_seed_all, seed, seed_all.",
         why="Off CUDA the call is silently ignored: the accelerator's generator is never "
             "seeded and runs stop being reproducible, with no warning.",
-        severity="S S S - S S S",
+        severity=on_targets("silent", rocm=None),
         replacement="torch.manual_seed(seed) seeds the CPU and every accelerator (CUDA, MPS, "
                     "XPU, MTIA, PrivateUse1). It also reseeds the CPU generator.",
         min_torch=None, fixable=True, effort="low", sources="L06",
@@ -313,7 +317,7 @@ torch.manual_seed(42)
         detects="torch.cuda.get_rng_state(_all), set_rng_state(_all), initial_seed.",
         why="Checkpoints save and restore only the CUDA generator; elsewhere they raise or "
             "restore nothing.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.accelerator.random.get_rng_state() (torch 2.14, no setter yet) or "
                     "torch.get_device_module(device).get_rng_state()",
         min_torch="2.14", fixable=False, effort="medium", sources="L06",
@@ -335,7 +339,7 @@ state = torch.get_device_module(device).get_rng_state()
                 "reset_accumulated_memory_stats, mem_get_info, memory_summary, ...",
         why="Without CUDA, memory_stats() is {} and memory_allocated() reports 0: dashboards "
             "and OOM guards go silently wrong.",
-        severity="S S S - S S S",
+        severity=on_targets("silent", rocm=None),
         replacement="torch.accelerator.memory_allocated() and friends (torch 2.9), "
                     "torch.accelerator.get_memory_info() for mem_get_info (2.10). They raise "
                     "on a machine with no accelerator: the fix falls back to torch.cuda's value "
@@ -356,7 +360,7 @@ peak = (torch.accelerator.max_memory_allocated() if torch.accelerator.is_availab
         CUDA_EMPTY_CACHE, "cuda-empty-cache", "torch.cuda.empty_cache()",
         detects="torch.cuda.empty_cache.",
         why="A no-op off CUDA: memory held by another backend's caching allocator is kept.",
-        severity="I I I - I I -",
+        severity=on_targets("info", rocm=None, cpu=None),
         replacement="torch.accelerator.empty_cache() (torch 2.9), which raises where the CUDA "
                     "call did nothing: the fix guards it with torch.accelerator.is_available()",
         min_torch="2.9", fixable=True, effort="low", sources="L08",
@@ -377,7 +381,7 @@ if torch.accelerator.is_available():
         detects="torch.cuda.Event.",
         why="Raises off CUDA. Under torch_xla's lazy tensors, event timing measures tracing, "
             "not execution.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.Event(enable_timing=True) (torch 2.4) plus "
                     "torch.accelerator.synchronize(); the torch_xla profiler on xla",
         min_torch="2.4", fixable=False, effort="low", sources="L14",
@@ -398,7 +402,7 @@ start = torch.Event(enable_timing=True)
                 "StreamContext, ExternalStream.",
         why="Raise off CUDA; torch_xla has no streams; TorchTPU keeps its stream functions "
             "internal from torch 2.11.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.Stream and torch.accelerator.current_stream / set_stream (2.6)",
         min_torch="2.6", fixable=False, effort="medium", sources="L15",
         before='''
@@ -417,7 +421,7 @@ side = torch.Stream()
         detects="torch.cuda.CUDAGraph, torch.cuda.graph, make_graphed_callables, graph_pool_handle.",
         why="CUDA graph capture exists only on CUDA; compiled backends on TPU and Trainium "
             "capture graphs their own way.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="torch.accelerator.Graph (torch 2.12, coverage per backend unverified) or "
                     "torch.compile with the backend's default mode",
         min_torch="2.12", fixable=False, effort="medium", sources="L26",
@@ -437,7 +441,7 @@ graph = torch.accelerator.Graph()
         detects="torch.cuda.nvtx, torch.cuda.set_sync_debug_mode, torch.cuda.profiler, "
                 "torch.cuda.cudart, and 'nvidia-smi' in Python or shell scripts.",
         why="Profiling and monitoring hooks that only NVIDIA drivers provide.",
-        severity="E E E I E E E",
+        severity=on_targets("error", rocm="info"),
         replacement="torch.profiler.record_function and the backend's own profiler",
         min_torch=None, fixable=False, effort="low", sources="L28",
         before='''
@@ -457,7 +461,7 @@ with torch.profiler.record_function("step"):
         detects="any torch.cuda.* name that no more specific rule covers.",
         why="torch.cuda talks to the CUDA runtime; off CUDA such calls raise or return "
             "CUDA-only answers.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="the torch.accelerator equivalent if one exists, else "
                     "torch.get_device_module(device)",
         min_torch=None, fixable=False, effort="medium", sources="L09-L15",
@@ -480,7 +484,7 @@ torch.get_device_module(device).ipc_collect()
         why="Off CUDA, autocast('cuda') warns once and turns itself off: the model silently "
             "trains in float32. The default dtype differs by device (float16 on CUDA, "
             "bfloat16 on CPU), so a portable call spells the dtype out.",
-        severity="S S S - S S S",
+        severity=on_targets("silent", rocm=None),
         replacement="torch.amp.autocast(device.type, dtype=...) with the dtype explicit "
                     "(bfloat16 is the usual choice on TPU)",
         min_torch="2.4", fixable=True, effort="low", sources="L04",
@@ -505,7 +509,7 @@ with torch.amp.autocast(ACCELERATOR_DEVICE.type, dtype=torch.float16):
                 "(its default is still 'cuda') or with 'cuda'.",
         why="Off CUDA, GradScaler('cuda') warns and disables itself: no loss scaling, "
             "silently. (On TPU with bfloat16, scaling is not needed at all.)",
-        severity="S S S - S S S",
+        severity=on_targets("silent", rocm=None),
         replacement="torch.amp.GradScaler(device.type, ...)",
         min_torch="2.4", fixable=True, effort="low", sources="L04",
         before='''
@@ -526,7 +530,7 @@ scaler = torch.amp.GradScaler(ACCELERATOR_DEVICE.type, enabled=True)
         detects="torch.cuda.amp.custom_fwd and custom_bwd decorators.",
         why="Deprecated since torch 2.4 and tied to CUDA autocast: off CUDA the custom "
             "function's casting rules do not apply.",
-        severity="S S S - S S S",
+        severity=on_targets("silent", rocm=None),
         replacement="torch.amp.custom_fwd(device_type=...) / custom_bwd(device_type=...) (2.4)",
         min_torch="2.4", fixable=False, effort="low", sources="L04",
         before='''
@@ -550,7 +554,7 @@ def forward(ctx, x):
         detects="torch.backends.cudnn.benchmark, deterministic, enabled, is_available, version.",
         why="No effect off cuDNN: cudnn.deterministic=True does not make other backends "
             "deterministic, and benchmark tuning does not happen.",
-        severity="I I I I I I I",
+        severity=on_targets("info"),
         replacement="torch.use_deterministic_algorithms(True) for determinism (stricter: it "
                     "raises on nondeterministic ops); no general replacement for benchmark",
         min_torch=None, fixable=False, effort="low", sources="L05",
@@ -571,7 +575,7 @@ torch.use_deterministic_algorithms(True)
                 "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction, ...",
         why="CUDA-only switches: other backends keep their own matmul precision (TF32 is not "
             "supported on ROCm), so numerics and speed differ silently.",
-        severity="I I I I I I I",
+        severity=on_targets("info"),
         replacement='torch.set_float32_matmul_precision("high") (TorchTPU maps it to its '
                     'precision levels); the fp32_precision API (2.9)',
         min_torch=None, fixable=False, effort="low", sources="L05",
@@ -591,7 +595,7 @@ torch.set_float32_matmul_precision("high")
         detects="torch.backends.cuda.sdp_kernel, enable_flash_sdp, enable_mem_efficient_sdp, "
                 "enable_math_sdp, enable_cudnn_sdp and their *_enabled queries.",
         why="Select CUDA attention kernels; elsewhere ignored. sdp_kernel is deprecated (2.4).",
-        severity="I I I I I I I",
+        severity=on_targets("info"),
         replacement="torch.nn.attention.sdpa_kernel(...) context manager",
         min_torch=None, fixable=False, effort="low", sources="L19",
         before='''
@@ -615,7 +619,7 @@ with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             "(unless options={'tpu_backend': 'pallas'}) and picks its own 'tpu' backend only when "
             "no backend is given; torch_xla compiles through 'openxla' and TorchNeuron through "
             "'neuron'.",
-        severity="E P P - - - -",
+        severity=on_targets(None, tpu="error", xla="perf", trainium="perf"),
         replacement="torch.compile(model) without backend=: inductor on CUDA, ROCm, XPU, MPS and CPU, "
                     "'tpu' on TorchTPU; backend='openxla' / 'neuron' where torch_xla / TorchNeuron "
                     "is the target",
@@ -638,7 +642,7 @@ model = torch.compile(torch.nn.Linear(2, 2), mode="max-autotune")
                 'comparisons with "nccl", dist.Backend.NCCL.',
         why="NCCL exists only on NVIDIA (ROCm ships it as RCCL): TorchTPU uses 'tpu_dist', "
             "torch_xla 'xla', TorchNeuron 'neuron', XPU 'xccl', CPU and MPS 'gloo'.",
-        severity="E E E - E E E",
+        severity=on_targets("error", rocm=None),
         replacement="dist.get_default_backend_for_device(device) (torch 2.6), or "
                     "init_process_group(device_id=...) without a backend",
         min_torch="2.6", fixable=True, effort="low", sources="L13",
@@ -662,7 +666,7 @@ dist.init_process_group(torch.distributed.get_default_backend_for_device(ACCELER
         why="From torch 2.7 the DataLoader pins for the current accelerator; it warns and "
             "pins nothing without one, is forced off on MPS, and pin_memory_device is "
             "deprecated (2.9). On torch_xla, MpDeviceLoader does the host-to-device overlap.",
-        severity="I I I - I I I",
+        severity=on_targets("info", rocm=None),
         replacement="pin_memory=torch.accelerator.is_available() on torch>=2.7, drop "
                     "pin_memory_device; "
                     "torch_xla: torch_xla.distributed.parallel_loader.MpDeviceLoader",
@@ -686,7 +690,7 @@ loader = DataLoader(data, pin_memory=torch.accelerator.is_available())
                 "host-to-device non-blocking copies are portable and not reported.",
         why="A non-blocking device-to-host copy read before a synchronize is a race on "
             "some backends; on lazy torch_xla it is meaningless.",
-        severity="I I I - I I -",
+        severity=on_targets("info", rocm=None, cpu=None),
         replacement="synchronize (torch.accelerator.synchronize) before reading the copied "
                     "values, or copy with non_blocking=False",
         min_torch=None, fixable=False, effort="low", sources="L12",
@@ -704,7 +708,7 @@ loss_value = loss.to("cpu")
         why="Other runtimes ignore it, so device masking silently stops working: Trainium "
             "uses NEURON_RT_VISIBLE_CORES, torch_xla TPU_VISIBLE_CHIPS, Intel "
             "ZE_AFFINITY_MASK (ROCm honours it).",
-        severity="S S S - S - -",
+        severity=on_targets("silent", rocm=None, mps=None, cpu=None),
         replacement="the target's own variable, or select devices in code",
         min_torch=None, fixable=False, effort="low", sources="L22",
         before='''
@@ -726,7 +730,7 @@ os.environ["NEURON_RT_VISIBLE_CORES"] = "0"
         why="The extension compiles only with nvcc. ROCm hipifies it automatically; every "
             "other target needs a rewrite: SYCL (SyclExtension, 2.7) on XPU, Pallas on "
             "TPU, NKI on Trainium, Metal (torch.mps.compile_shader) on MPS.",
-        severity="E E E I E E E",
+        severity=on_targets("error", rocm="info"),
         replacement="wrap the kernel in torch.library.custom_op (2.4) with a pure-PyTorch "
                     "fallback; port per target",
         min_torch="2.4", fixable=False, effort="high", sources="L16",
@@ -746,7 +750,7 @@ ext = CppExtension("fused", ["fused.cpp"])
         detects=".cu and .cuh files, and C/C++ files that include CUDA headers "
                 "(cuda_runtime.h, ATen/cuda/..., c10/cuda/...).",
         why="CUDA kernels run only on NVIDIA (ROCm after hipify).",
-        severity="E E E I E E E",
+        severity=on_targets("error", rocm="info"),
         replacement="a kernel per target behind torch.library.custom_op, or plain PyTorch "
                     "ops that torch.compile can fuse",
         min_torch=None, fixable=False, effort="high", sources="L16",
@@ -762,7 +766,7 @@ ext = CppExtension("fused", ["fused.cpp"])
         detects="imports of triton and functions decorated with @triton.jit / @triton.autotune.",
         why="Triton targets NVIDIA and AMD GPUs (Intel XPU through its own backend, "
             "unverified); TPU, Trainium, MPS and CPU need another kernel.",
-        severity="E E E I I E E",
+        severity=on_targets("error", rocm="info", xpu="info"),
         replacement="torch.library.triton_op (2.6) with an eager fallback, or let "
                     "torch.compile generate kernels",
         min_torch="2.6", fixable=False, effort="high", sources="L17",
@@ -782,7 +786,7 @@ import torch
         why="The module exists only where nvcc built it: the import raises ImportError on every "
             "other target, and on ROCm it exists only if the extension's build hipifies its "
             "sources (see TP505 for code that does not hipify).",
-        severity="E E E E E E E",
+        severity=on_targets("error"),
         replacement="a fallback in pure PyTorch behind torch.library.custom_op, chosen when "
                     "the import fails; port the kernel per target",
         min_torch="2.4", fixable=False, effort="high", sources="L16",
@@ -807,7 +811,7 @@ fused = torch.compile(torch.nn.functional.gelu)
             "NVIDIA's instruction set, which AMD GPUs do not run; cuDNN's frontend and "
             "CUTLASS/CuTe have no HIP translation; NCCL called from the extension needs RCCL "
             "linked by its own build. On the other targets the file is already a blocker (TP502).",
-        severity="- - - E - - -",
+        severity=on_targets(None, rocm="error"),
         replacement="an AMD path: the equivalent in plain CUDA C++ (which hipifies), MIOpen or "
                     "composable_kernel for cuDNN/CUTLASS, torch.distributed for point-to-point",
         min_torch=None, fixable=False, effort="high", sources="L16",
@@ -826,7 +830,7 @@ __device__ unsigned lane_id() { return threadIdx.x % warpSize; }
                 "tensorrt, mamba_ssm ...; torch wheels pinned to a CUDA build (+cu121).",
         why="These ship CUDA kernels or talk to the NVIDIA driver; they fail to import or "
             "to install elsewhere. Some have ROCm builds.",
-        severity="E E E I E E E",
+        severity=on_targets("error", rocm="info"),
         replacement="per package: torch.amp and torch.optim.AdamW(fused=True) for apex; "
                     "F.scaled_dot_product_attention for flash_attn and xformers (mind the "
                     "layout); DeepSpeed's accelerator abstraction; ...",
@@ -847,7 +851,7 @@ from torch.nn.functional import scaled_dot_product_attention
                 ".tolist() / .item(), and dtypes that are only compared or used as dict keys.",
         why="MPS rejects float64 (TypeError). TPU and Trainium have no fast float64: XLA "
             "emulates it, slowly.",
-        severity="P P P - - E -",
+        severity=on_targets(None, tpu="perf", xla="perf", trainium="perf", mps="error"),
         replacement="float32 (or bfloat16); choose the dtype once next to the device",
         min_torch=None, fixable=False, effort="low", sources="L23",
         before='''
@@ -867,7 +871,7 @@ x = torch.zeros(3, dtype=torch.float32, device=device)
         detects="xm.xla_device() and xm.mark_step().",
         why="Deprecated in torch_xla: xla_device in favour of torch_xla.device(), mark_step "
             "in favour of torch_xla.sync().",
-        severity="E I E E E E E",
+        severity=on_targets("error", xla="info"),
         replacement="torch_xla.device(), torch_xla.sync(); on TorchTPU torch.accelerator and "
                     "the 'tpu' device",
         min_torch=None, fixable=False, effort="low", sources="L01, section 4",
@@ -888,7 +892,7 @@ device = torch_xla.device()
         why="TorchTPU replaces PyTorch/XLA on TPU and TorchNeuron replaces the XLA-based "
             "torch-neuronx on Trainium: both use the eager device API (torch.accelerator), "
             "not xm.*, MpDeviceLoader or xmp.spawn.",
-        severity="E - E E E E E",
+        severity=on_targets("error", xla=None),
         replacement="torch.accelerator for device, sync and memory; torch.compile(backend='tpu') "
                     "on TorchTPU; torchrun instead of xmp.spawn",
         min_torch="2.11", fixable=False, effort="medium", sources="TORCHTPU",

@@ -25,10 +25,10 @@ from typing import Any
 from torchport import glossary
 from torchport.records import TraceSeverity
 
-TARGETS = ("tpu", "xla", "neuron", "rocm", "mps", "cuda")
+TARGETS = glossary.trace_targets()
 # Higher is worse, as everywhere (torchport.glossary): blocker 3, slow 2, minor 1.
 SEVERITY_RANK = glossary.severity_ranking(severity.value for severity in TraceSeverity)
-LAZY_TARGETS = ("tpu", "xla", "neuron")  # compile a graph per input shape
+LAZY_TARGETS = glossary.lazy_trace_targets()  # compile a graph per input shape
 TILE_MINOR, TILE_LANE = 8, 128  # TPU vector registers are 8 x 128 (Cloud TPU performance guide)
 
 
@@ -43,72 +43,79 @@ class Rule:
     source: str
 
 
-RULES: dict[str, Rule] = {rule.id: rule for rule in [
-    Rule("TR101", "host-sync", "host synchronization inside the training step",
-         {"xla": "slow", "tpu": "slow", "neuron": "slow", "cuda": "minor", "rocm": "minor", "mps": "minor"},
-         "Reading a tensor's value on the host (.item(), .tolist(), bool(t), print(t), torch.equal, .cpu()) "
-         "waits for all queued device work; on a lazy backend it also cuts and executes the graph early.",
-         "keep the value as a tensor (torch.where instead of `if`), or read it every N steps after the step ends",
-         "pytorch/xla docs troubleshoot.md (item(), printing); TorchTPU deferred-execution notebook"),
-    Rule("TR102", "dynamic-output-shape", "op whose output shape depends on the data",
-         {"xla": "slow", "tpu": "slow", "neuron": "slow", "cuda": "minor", "rocm": "minor", "mps": "minor"},
-         "PyTorch tags these ops dynamic_output_shape (nonzero, masked_select, boolean-mask indexing, unique, "
-         "repeat_interleave with a tensor, bincount). XLA-style compilers need static shapes: torch_xla runs them "
-         "on the CPU; compiled backends recompile or break the graph; GPUs sync to size the output.",
-         "keep shapes static: torch.where(mask, x, 0) or a weighted sum instead of x[mask]; pass sizes "
-         "(bincount(minlength=), unique(..., sorted) on padded input) where the op allows",
-         "PyTorch native_functions.yaml tags; pytorch/xla docs troubleshoot.md, learn/dynamic_shape.md"),
-    Rule("TR103", "input-shapes-vary", "input shapes change between steps",
-         {"xla": "slow", "tpu": "slow", "neuron": "slow"},
-         "XLA compiles one graph per input shape: every distinct batch signature is a compilation, and the step "
-         "that meets a new one stalls for it.",
-         "make every batch the same shape: DataLoader(drop_last=True) for a short last batch, pad or bucket "
-         "variable lengths to a few fixed sizes",
-         "pytorch/xla docs perf/recompilation.md; TorchNeuron torch.compile reference"),
-    Rule("TR104", "graph-varies", "the step's ops change between steps with the same input shapes",
-         {"xla": "slow", "tpu": "slow", "neuron": "slow"},
-         "Data-dependent Python control flow or varying loop counts trace a different graph on different steps, "
-         "each compiled separately.",
-         "replace data-dependent branches with tensor ops (torch.where); keep loop trip counts fixed",
-         "pytorch/xla docs troubleshoot.md (caveat 2), xla-advanced.md"),
-    Rule("TR105", "float64", "float64 in the step",
-         {"mps": "blocker", "xla": "slow", "tpu": "slow"},
-         "MPS has no float64. TPUs have no fast float64 path (JAX keeps x64 off by default: 'slow at best, "
-         "incompatible with their hardware at worst').",
-         "create tensors as float32 (torch.tensor(..., dtype=torch.float32); numpy arrays default to float64: "
-         "torch.from_numpy(a).float())",
-         "JAX docs default_dtypes; PyTorch MPS backend notes"),
-    Rule("TR106", "tile-misaligned", "matrix dimensions not multiples of the TPU tile",
-         {"xla": "minor", "tpu": "minor"},
-         "TPU matrix units work on 8 x 128 tiles: a contraction or output dimension that is not a multiple of "
-         "128 (rows: 8) is padded, and the padding is computed and thrown away.",
-         "choose feature, head and hidden sizes that are multiples of 128 (batch a multiple of 8)",
-         "Cloud TPU performance guide (8 x 128 vector registers); the padding model is torchport's estimate"),
-    Rule("TR107", "sparse-layout", "sparse tensors in the step",
-         {"tpu": "blocker", "xla": "blocker"},
-         "torch_tpu: 'sparse operators are not supported on TPU yet'. torch has no SparseXLA dispatch key, so no "
-         "sparse tensor can live on an XLA device.",
-         "use dense tensors (to_dense()), or embedding/gather ops instead of sparse matmuls",
-         "torch_tpu 0.2.0 binary strings; torch 2.9 dispatch keys (SparseXLA does not parse)"),
-    Rule("TR108", "custom-op", "custom op without a kernel for the target",
-         {"xla": "slow", "tpu": "blocker", "neuron": "blocker", "cuda": "blocker", "rocm": "blocker", "mps": "blocker"},
-         "An op registered by the app or a library (torch.library) runs only where it has a kernel; torch_xla "
-         "falls back to the CPU kernel.",
-         "give the op a composite (pure-PyTorch) implementation, or register a kernel for the target",
-         "the op's dispatch registrations in the tracing process"),
-    Rule("TR109", "op-fallback", "op falls back to the CPU",
-         {target: "slow" for target in TARGETS},
-         "The target has no kernel for this op: it runs on the host with copies both ways (torch_xla, "
-         "TorchNeuron fall back by default).",
-         "rewrite with supported ops, or check a newer release of the backend",
-         "op support table of the target (see op_support)"),
-    Rule("TR110", "op-missing", "op has no kernel on the target",
-         {target: "blocker" for target in TARGETS},
-         "No kernel and no default CPU fallback: the op raises (TorchTPU's CPU fallback is off by default; MPS "
-         "falls back only with PYTORCH_ENABLE_MPS_FALLBACK=1).",
-         "rewrite with supported ops, or enable the backend's CPU fallback (slow)",
-         "op support table of the target (see op_support)"),
-]}
+def rule_table(targets: tuple[str, ...], lazy: tuple[str, ...]) -> dict[str, Rule]:
+    """The rules with their severities on ``targets``, of which ``lazy`` compile a graph per
+    input shape: a rule names the targets that differ from the rest, so a new family gets
+    the severities of its kind."""
+    return {rule.id: rule for rule in [
+        Rule("TR101", "host-sync", "host synchronization inside the training step",
+             {target: "slow" if target in lazy else "minor" for target in targets},
+             "Reading a tensor's value on the host (.item(), .tolist(), bool(t), print(t), torch.equal, .cpu()) "
+             "waits for all queued device work; on a lazy backend it also cuts and executes the graph early.",
+             "keep the value as a tensor (torch.where instead of `if`), or read it every N steps after the step ends",
+             "pytorch/xla docs troubleshoot.md (item(), printing); TorchTPU deferred-execution notebook"),
+        Rule("TR102", "dynamic-output-shape", "op whose output shape depends on the data",
+             {target: "slow" if target in lazy else "minor" for target in targets},
+             "PyTorch tags these ops dynamic_output_shape (nonzero, masked_select, boolean-mask indexing, unique, "
+             "repeat_interleave with a tensor, bincount). XLA-style compilers need static shapes: torch_xla runs them "
+             "on the CPU; compiled backends recompile or break the graph; GPUs sync to size the output.",
+             "keep shapes static: torch.where(mask, x, 0) or a weighted sum instead of x[mask]; pass sizes "
+             "(bincount(minlength=), unique(..., sorted) on padded input) where the op allows",
+             "PyTorch native_functions.yaml tags; pytorch/xla docs troubleshoot.md, learn/dynamic_shape.md"),
+        Rule("TR103", "input-shapes-vary", "input shapes change between steps",
+             {target: "slow" for target in lazy},
+             "XLA compiles one graph per input shape: every distinct batch signature is a compilation, and the step "
+             "that meets a new one stalls for it.",
+             "make every batch the same shape: DataLoader(drop_last=True) for a short last batch, pad or bucket "
+             "variable lengths to a few fixed sizes",
+             "pytorch/xla docs perf/recompilation.md; TorchNeuron torch.compile reference"),
+        Rule("TR104", "graph-varies", "the step's ops change between steps with the same input shapes",
+             {target: "slow" for target in lazy},
+             "Data-dependent Python control flow or varying loop counts trace a different graph on different steps, "
+             "each compiled separately.",
+             "replace data-dependent branches with tensor ops (torch.where); keep loop trip counts fixed",
+             "pytorch/xla docs troubleshoot.md (caveat 2), xla-advanced.md"),
+        Rule("TR105", "float64", "float64 in the step",
+             {"mps": "blocker", "xla": "slow", "tpu": "slow"},
+             "MPS has no float64. TPUs have no fast float64 path (JAX keeps x64 off by default: 'slow at best, "
+             "incompatible with their hardware at worst').",
+             "create tensors as float32 (torch.tensor(..., dtype=torch.float32); numpy arrays default to float64: "
+             "torch.from_numpy(a).float())",
+             "JAX docs default_dtypes; PyTorch MPS backend notes"),
+        Rule("TR106", "tile-misaligned", "matrix dimensions not multiples of the TPU tile",
+             {"xla": "minor", "tpu": "minor"},
+             "TPU matrix units work on 8 x 128 tiles: a contraction or output dimension that is not a multiple of "
+             "128 (rows: 8) is padded, and the padding is computed and thrown away.",
+             "choose feature, head and hidden sizes that are multiples of 128 (batch a multiple of 8)",
+             "Cloud TPU performance guide (8 x 128 vector registers); the padding model is torchport's estimate"),
+        Rule("TR107", "sparse-layout", "sparse tensors in the step",
+             {"tpu": "blocker", "xla": "blocker"},
+             "torch_tpu: 'sparse operators are not supported on TPU yet'. torch has no SparseXLA dispatch key, so no "
+             "sparse tensor can live on an XLA device.",
+             "use dense tensors (to_dense()), or embedding/gather ops instead of sparse matmuls",
+             "torch_tpu 0.2.0 binary strings; torch 2.9 dispatch keys (SparseXLA does not parse)"),
+        Rule("TR108", "custom-op", "custom op without a kernel for the target",
+             glossary.per_target(targets, "blocker", {"xla": "slow"}),
+             "An op registered by the app or a library (torch.library) runs only where it has a kernel; torch_xla "
+             "falls back to the CPU kernel.",
+             "give the op a composite (pure-PyTorch) implementation, or register a kernel for the target",
+             "the op's dispatch registrations in the tracing process"),
+        Rule("TR109", "op-fallback", "op falls back to the CPU",
+             {target: "slow" for target in targets},
+             "The target has no kernel for this op: it runs on the host with copies both ways (torch_xla, "
+             "TorchNeuron fall back by default).",
+             "rewrite with supported ops, or check a newer release of the backend",
+             "op support table of the target (see op_support)"),
+        Rule("TR110", "op-missing", "op has no kernel on the target",
+             {target: "blocker" for target in targets},
+             "No kernel and no default CPU fallback: the op raises (TorchTPU's CPU fallback is off by default; MPS "
+             "falls back only with PYTORCH_ENABLE_MPS_FALLBACK=1).",
+             "rewrite with supported ops, or enable the backend's CPU fallback (slow)",
+             "op support table of the target (see op_support)"),
+    ]}
+
+
+RULES = rule_table(TARGETS, LAZY_TARGETS)
 
 
 def finding(rule_id: str, location: str | None, count: int, steps: int, detail: str, targets: list[str],

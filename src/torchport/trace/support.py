@@ -41,34 +41,43 @@ class Target:
     name: str
     title: str
     key: str  # the dispatch key whose kernels run on this target
-    without_kernel: str  # what an op without a kernel does there: "fallback" or "missing"
-    without_kernel_why: str
+    without_kernel: str = "missing"  # what an op without a kernel does there: "fallback" or "missing"
+    without_kernel_why: str = "no kernel: the op raises"
     package: str | None = None  # importable module that registers the target's kernels
     table: str | None = None  # shipped table name
     no_source: str = "not installed; no published op list"
 
 
-TARGETS: dict[str, Target] = {t.name: t for t in [
+# Where a target differs from the defaults above (an op without a kernel raises; no package).
+EXCEPTIONS: dict[str, dict[str, str]] = {
     # What torch_tpu 0.2.0 does with an op it has no kernel for, read from the
     # package (registrations.dispatch_fallback records it in every table): its
     # PrivateUse1 backend fallback (csrc/eager/tpu_aten_kernels.cc:1149) raises
     # unless the internal CPU fallback switch is on, which is off by default.
-    Target("tpu", "TorchTPU (torch_tpu)", glossary.TPU.dispatch_key, "missing",
-           "no TorchTPU kernel: torch_tpu's backend fallback raises \"operator '{op}' is not implemented for TPU. "
-           "Please file a feature request\" (its CPU fallback, torch_tpu._internal.execution_mode."
-           "enable_cpu_fallback, is off by default; switched on it runs the op on the CPU with copies both ways)",
-           package="torch_tpu", table="tpu"),
-    Target("xla", "PyTorch/XLA (torch_xla)", glossary.XLA.dispatch_key, "fallback",
-           "torch_xla runs ops without a lowering on the CPU", table="xla"),
-    Target("neuron", "AWS Trainium (TorchNeuron)", glossary.NEURON.dispatch_key, "fallback",
-           "TorchNeuron falls back to the CPU by default", package="torch_neuronx"),
-    Target("rocm", "AMD ROCm", glossary.ROCM.dispatch_key, "missing", "no kernel: the op raises",
-           no_source="no ROCm build of torch here; no shipped table"),
-    Target("mps", "Apple MPS", glossary.MPS.dispatch_key, "missing",
-           "MPS falls back to the CPU only with PYTORCH_ENABLE_MPS_FALLBACK=1",
-           no_source="no MPS build of torch here (macOS only); no shipped table"),
-    Target("cuda", "NVIDIA CUDA", glossary.CUDA.dispatch_key, "missing", "no kernel: the op raises", table="cuda"),
-]}
+    "tpu": dict(without_kernel_why="no TorchTPU kernel: torch_tpu's backend fallback raises \"operator '{op}' is not "
+                "implemented for TPU. Please file a feature request\" (its CPU fallback, torch_tpu._internal."
+                "execution_mode.enable_cpu_fallback, is off by default; switched on it runs the op on the CPU with "
+                "copies both ways)", package="torch_tpu"),
+    "xla": dict(without_kernel="fallback", without_kernel_why="torch_xla runs ops without a lowering on the CPU"),
+    "neuron": dict(without_kernel="fallback", without_kernel_why="TorchNeuron falls back to the CPU by default",
+                   package="torch_neuronx"),
+    "rocm": dict(no_source="no ROCm build of torch here; no shipped table"),
+    "mps": dict(without_kernel_why="MPS falls back to the CPU only with PYTORCH_ENABLE_MPS_FALLBACK=1",
+                no_source="no MPS build of torch here (macOS only); no shipped table"),
+}
+
+
+def targets_of(families: tuple[glossary.Family, ...]) -> dict[str, Target]:
+    """The trace targets of a device-family table, each with its exceptions."""
+    unknown = sorted(set(EXCEPTIONS) - set(glossary.trace_targets(families)))
+    if unknown:
+        raise ValueError(f"support.EXCEPTIONS names {unknown[0]!r}, which is not a trace target")
+    return {family.trace_target: Target(family.trace_target, family.trace_title, family.dispatch_key,
+                                        table=family.op_table, **EXCEPTIONS.get(family.trace_target, {}))
+            for family in families if family.trace_target}
+
+
+TARGETS = targets_of(glossary.FAMILIES)
 
 
 def base_name(op: str) -> str:
