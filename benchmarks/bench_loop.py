@@ -13,10 +13,16 @@ each round starts torchport's real worker (``torchport.protocol:evaluate_job``,
 through ``torchport.launch.run_worker``, exactly as ``torchport evaluate`` runs
 it) and the hand-written loop at the same time, and a ``TurnCoordinator`` makes
 them take turns block by block: never running together, both seeing the same
-machine.  The ratio is the median over rounds of each round's ratio of median
-block times (torchport / hand-written), with a 95% interval from a paired
-bootstrap over rounds and block pairs (``torchport.stats.compare_paired``).
-The rounds' own spread is printed too: the drift that pairing cancels.
+machine.  Block k of one and block k of the other ran back to back, so each
+round gives one figure, the median over its 40 block pairs of torchport's
+block time / the hand-written one's: the machine's drift cancels block by
+block, and one block that another process interrupted does not move it.  The
+ratio is the geometric mean of the rounds' figures, and its 95% interval is
+Student's t over the rounds (rounds - 1 degrees of freedom): the rounds, fresh
+pairs of processes, are the independent units; the blocks inside a round
+share their processes and enter only through their round's median
+(``torchport.stats.compare_paired``).  The rounds' own spread is printed too:
+the drift that pairing cancels.
 
     python benchmarks/bench_loop.py [--rounds 5] [--apps classifier,gpt] [--backends cpu]
 
@@ -40,7 +46,10 @@ from paired import run_paired
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-STEPS, BLOCKS, WARMUP = 240, 20, 60
+# 40 block pairs a round: the rounds' figures vary mostly by the noise of
+# their block medians (about 1% at 20 pairs on an idle 2-core machine), which
+# more pairs narrow at little cost beside the processes' start and compilation.
+STEPS, BLOCKS, WARMUP = 480, 40, 60
 
 HAND_WRITTEN = textwrap.dedent('''
     import json, sys, time
@@ -137,11 +146,11 @@ def paired_round(app: str, backend: str, candidate: str | None = None
 
 def ratio_of(ours: list[list[float]], theirs: list[list[float]]) -> tuple[float, float, float, str, Any, Any]:
     """Ratio torchport / hand-written, its 95% interval and each round's ratio."""
-    from torchport.stats import Measurement, compare_paired
+    from torchport.stats import Measurement, compare_paired, paired_speedups
 
     mine, reference = Measurement(ours), Measurement(theirs)
     comparison = compare_paired(mine, reference)  # speedup = hand-written time / torchport time
-    per_round = " ".join(f"{m / r:.3f}" for m, r in zip(mine.run_medians, reference.run_medians))
+    per_round = " ".join(f"{1 / speedup:.3f}" for speedup in paired_speedups(mine, reference))
     return 1 / comparison.speedup, 1 / comparison.ci95[1], 1 / comparison.ci95[0], per_round, mine, reference
 
 

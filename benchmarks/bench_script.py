@@ -8,8 +8,9 @@ hook and a second thread does the timing.  Target: agree within 2% (the hooks
 and the hand-over between the two threads must neither cost nor hide time).
 
 As in bench_loop.py, each round starts both at once and a TurnCoordinator
-makes them take turns block by block; the ratio is the median over rounds of
-each round's ratio of median block times, with a paired-bootstrap 95% interval.
+makes them take turns block by block; each round's figure is the median of
+its block pairs' ratios, and the ratio is their geometric mean over rounds
+with Student's t 95% interval over rounds (``torchport.stats.compare_paired``).
 
     python benchmarks/bench_script.py [--rounds 5] [--backends cpu,cpu-compile]
 """
@@ -52,7 +53,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backends", default="cpu,cpu-compile")
     args = parser.parse_args()
-    from torchport.stats import Measurement, compare_paired
+    from torchport.stats import Measurement, compare_paired, paired_speedups
 
     print(f"{STEPS} sustained steps in {BLOCKS} blocks after {WARMUP} warm-up steps; {args.rounds} paired rounds")
     print(f"{'backend':<13} {'script mode':>12} {'self-timed':>11} {'ratio':>7}  {'95% CI':>15}  spread between rounds")
@@ -66,7 +67,7 @@ def main() -> None:
         comparison = compare_paired(mine, reference)
         ratio = 1 / comparison.speedup
         low, high = 1 / comparison.ci95[1], 1 / comparison.ci95[0]
-        per_round = " ".join(f"{m / r:.3f}" for m, r in zip(mine.run_medians, reference.run_medians))
+        per_round = " ".join(f"{1 / speedup:.3f}" for speedup in paired_speedups(mine, reference))
         print(f"{backend:<13} {mine.median * 1e3:>9.3f} ms {reference.median * 1e3:>8.3f} ms {ratio:>7.3f}  "
               f"[{low:.3f}, {high:.3f}]  {reference.run_spread:>10.1%}   rounds: {per_round}", flush=True)
 

@@ -124,8 +124,19 @@ def _count_training_blocks() -> None:
     def counted(self: Any, steps: int) -> Any:
         if self.name != "training":
             return original(self, steps)
-        before = usage()
-        block = original(self, steps)
+        # Read after the block's turn is granted, as the hand-written loop
+        # does: waiting for the turn is a voluntary context switch of its own.
+        turn, before = self.turn, []
+
+        def turn_then_read() -> None:
+            turn()
+            before.extend(usage())
+
+        self.turn = turn_then_read
+        try:
+            block = original(self, steps)
+        finally:
+            self.turn = turn
         record_block(steps, before)
         return block
 

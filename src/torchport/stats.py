@@ -4,6 +4,8 @@ Samples arrive grouped by run (one fresh process each).  Run-to-run variation
 is usually larger than the variation inside one run, so intervals come from a
 hierarchical bootstrap: resample runs, then blocks within each chosen run.
 With one run the interval can only show within-run noise, and says so.
+Runs made in pairs that took turns block by block (``compare_paired``) are
+compared pair by pair instead, with Student's t over the pairs.
 
 A difference between two backends is called only when it is both
 statistically clear (the 95% interval of the ratio excludes 1, from at least
@@ -208,38 +210,68 @@ def compare(candidate: Measurement, reference: Measurement) -> Comparison:
     return _comparison(speedup, ratios, min(len(candidate.runs), len(reference.runs)))
 
 
-def compare_paired(candidate: Measurement, reference: Measurement, seed: int = 0) -> Comparison:
-    """Like ``compare``, for runs made in pairs: run i of each side at the
-    same time, block k of one right after block k of the other (see
-    ``torchport.turns``).  The machine's drift between pairs then cancels: the
-    estimate is the median over pairs of each pair's ratio of medians, and
-    the interval resamples pairs, then block pairs within each."""
+def paired_speedups(candidate: Measurement, reference: Measurement) -> list[float]:
+    """For runs made in pairs (run i of each side at the same time, block k of
+    one right before or after block k of the other: ``torchport.turns``), one
+    figure per pair of runs: the median over its block pairs of reference /
+    candidate.  Two adjacent blocks saw the same machine, so the machine's
+    drift cancels block by block, not only run by run; the median keeps one
+    block that another process interrupted from moving the figure."""
     pairs = list(zip(candidate.runs, reference.runs))
     if len(candidate.runs) != len(reference.runs) or any(len(c) != len(r) for c, r in pairs):
         raise ValueError("paired comparison needs the same number of runs and of blocks on both sides")
+    if any(value <= 0 for run in candidate.runs + reference.runs for value in run):
+        raise ValueError("paired comparison needs positive times")
+    return [math.exp(median([math.log(r / c) for c, r in zip(cand, ref)])) for cand, ref in pairs]
 
-    def estimate(chosen: list[tuple[list[float], list[float]]]) -> float:
-        return median([median(r) / median(c) for c, r in chosen])
 
+def compare_paired(candidate: Measurement, reference: Measurement, seed: int = 0) -> Comparison:
+    """Like ``compare``, for runs made in pairs (``paired_speedups``).  The
+    estimate is the geometric mean over pairs of runs of each pair's median
+    block ratio; its 95% interval is Student's t over the pairs' log figures
+    (n - 1 degrees of freedom).  The pairs of runs are the independent units:
+    blocks inside one run share its process (its heap layout, its threads) and
+    are not independent, so they enter only through their pair's median.  With
+    one pair of runs there is no spread between pairs to use: the interval
+    then resamples that pair's block pairs and covers within-run noise only
+    (``Comparison.within_run_only`` says so)."""
+    per_pair = [math.log(speedup) for speedup in paired_speedups(candidate, reference)]
+    estimate = statistics.fmean(per_pair)
+    if len(per_pair) > 1:
+        half_width = _t975(len(per_pair) - 1) * statistics.stdev(per_pair) / math.sqrt(len(per_pair))
+        low, high = math.exp(estimate - half_width), math.exp(estimate + half_width)
+        return _comparison_from_interval(math.exp(estimate), (low, high), len(per_pair))
     rng = random.Random(seed)
+    cand, ref = candidate.runs[0], reference.runs[0]
     estimates = []
     for _ in range(BOOTSTRAP_RESAMPLES):
-        chosen = []
-        for _ in pairs:
-            cand, ref = pairs[rng.randrange(len(pairs))]
-            picks = [rng.randrange(len(cand)) for _ in cand]
-            chosen.append(([cand[i] for i in picks], [ref[i] for i in picks]))
-        estimates.append(estimate(chosen))
-    return _comparison(estimate(pairs), estimates, len(pairs))
+        picks = [rng.randrange(len(cand)) for _ in cand]
+        estimates.append(paired_speedups(Measurement([[cand[i] for i in picks]]),
+                                         Measurement([[ref[i] for i in picks]]))[0])
+    return _comparison(math.exp(estimate), estimates, 1)
+
+
+# Student's t, 97.5th percentile, by degrees of freedom; between two entries the
+# smaller one's (the wider interval) is taken.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def _t975(degrees_of_freedom: int) -> float:
+    return _T975[max(df for df in _T975 if df <= degrees_of_freedom)]
 
 
 def _comparison(speedup: float, bootstrap_speedups: list[float], runs: int) -> Comparison:
-    """The verdict from a speedup and its bootstrap distribution: significant
-    when the 95% interval excludes 1 and each side had several processes,
-    practical beyond the threshold."""
+    """The comparison from a speedup and its bootstrap distribution (percentile interval)."""
     ordered = sorted(bootstrap_speedups)
     tail = (1 - CONFIDENCE) / 2
-    low, high = _quantile(ordered, tail), _quantile(ordered, 1 - tail)
+    return _comparison_from_interval(speedup, (_quantile(ordered, tail), _quantile(ordered, 1 - tail)), runs)
+
+
+def _comparison_from_interval(speedup: float, interval: tuple[float, float], runs: int) -> Comparison:
+    """The verdict: significant when the 95% interval excludes 1 and each side
+    had several processes, practical beyond the threshold."""
+    low, high = interval
     significant = (low > 1 or high < 1) and runs >= MIN_RUNS_FOR_VERDICT
     return Comparison(speedup, (low, high), significant, abs(speedup - 1) >= PRACTICAL_THRESHOLD, runs)
 
