@@ -121,6 +121,9 @@ _NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
 _SAME_CALL = "an argument of a call reported on the same line under the same rule"
 _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
 _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
+_CONVERTS_TO_FLOAT64 = re.compile(r"_?(?:to|as|cast_to|convert_to)_?(?:double|float64|fp64)", re.I)
+_DISTRIBUTED_ONLY = ("runs only in a multi-process torch.distributed run (after `if not dist.is_initialized(): "
+                     "return`), and no torch.distributed backend takes MPS tensors")
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
 # What a failed probe raises: anything, or a missing tool (`nvidia-smi` not installed).
@@ -129,6 +132,11 @@ _PROBE_FAILURES = {"Exception", "BaseException", "RuntimeError", "OSError", "Fil
 _WARNS_AND_SKIPS = "not silent: where CUDA is absent the code warns that it skips this step"
 _HOUSEKEEPING_CALLS = {"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "gc.collect"}
 _HOUSEKEEPING = "gates memory housekeeping only (releasing cached memory changes no result)"
+# `_update_timing_cache`, `autotune`, `choose_kernel`: a function that times candidates to pick one
+_CHOOSES_KERNEL = re.compile(r"tun(?:e|ing)|timing_cache|choose|pick|(?:select|best)_?(?:kernel|impl|algo|config)",
+                             re.I)
+_KERNEL_TIMING = ("a sync around a timing that only chooses between kernels (performance): every candidate "
+                  "gives the same result")
 _TYPE_NAME_ONLY = "only the device's type name is read; building torch.device(\"cuda\") does not raise"
 _MESSAGE_TEXT = "diagnostics only: the value is shown in the text of an error message"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
@@ -162,6 +170,17 @@ def _is_skip(statement) -> bool:
             return False
         func = func.func  # unittest.skip(...)(test_case)
     return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("skip", "skipTest")
+
+
+def _exits_unless_distributed(test) -> bool:
+    """``if RANK == -1 or not dist.is_initialized():`` (the test of an early exit): what
+    follows runs only in a multi-process distributed run."""
+    tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    return any(isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and isinstance(t.operand, ast.Call)
+               and isinstance(t.operand.func, ast.Attribute) and t.operand.func.attr == "is_initialized"
+               and getattr(t.operand.func.value, "id", getattr(t.operand.func.value, "attr", "")) in (
+                   "dist", "distributed")
+               for t in tests)
 
 
 def _raises(statements) -> bool:
@@ -611,9 +630,12 @@ class AnalyzerCore(AnalyzerState):
         xla_only = False  # after `if not _XLA_AVAILABLE: return`
         skipped = False  # after `pytest.importorskip("flash_attn")`
         kernels_optional = False  # after `if not has_triton(): return`
+        distributed_only = False  # after `if not dist.is_initialized(): return`
         for statement in node.body:
             start = len(self.findings)
             self.visit(statement)
+            if distributed_only:
+                self._cap([f for f in self.findings[start:] if f.rule_id == FLOAT64], _DISTRIBUTED_ONLY)
             if kernels_optional:
                 self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
             if skipped:
@@ -631,11 +653,14 @@ class AnalyzerCore(AnalyzerState):
                 kernels_optional = kernels_optional or (
                     isinstance(statement.test, ast.UnaryOp) and isinstance(statement.test.op, ast.Not)
                     and self._kernel_flag(statement.test.operand))
+                distributed_only = distributed_only or _exits_unless_distributed(statement.test)
                 xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        if _CONVERTS_TO_FLOAT64.fullmatch(node.name):  # `def to_double(x): return x.double()`
+            self._cap([f for f in self.findings[body_start:] if f.rule_id == FLOAT64], _ASKED_FLOAT64)
         statements = node.body[1:] if node.body and string_value(getattr(node.body[0], "value", None)) else node.body
         if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
             # `def is_cuda_available(): return torch.cuda.is_available()`: its calls are the checks
@@ -1204,6 +1229,9 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(checks, _BUILD_CHECK)
             elif positive and not node.orelse and self._housekeeping_only(node.body):
                 self._cap(checks, _HOUSEKEEPING)
+            elif (positive and not node.orelse and self._syncs_only(node.body) and self.context_names
+                  and _CHOOSES_KERNEL.search(self.context_names[-1])):
+                self._cap(checks, _KERNEL_TIMING)
         if positive:
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
@@ -1314,6 +1342,10 @@ class AnalyzerCore(AnalyzerState):
         no result, so skipping it elsewhere costs memory at most."""
         return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
                    and self.qualname(s.value.func) in _HOUSEKEEPING_CALLS for s in statements)
+
+    def _syncs_only(self, statements) -> bool:
+        return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                   and self.qualname(s.value.func) == "torch.cuda.synchronize" for s in statements)
 
     def _building(self) -> bool:
         """Inside the build of a CUDA extension: ``setup.py``, an op builder class,
