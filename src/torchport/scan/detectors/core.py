@@ -41,6 +41,8 @@ from torchport.scan.rules import (
     CUDA_AUTOCAST,
     CUDA_DEVICE_STRING,
     CUDA_AVAILABILITY_CHECK,
+    CUDA_DEVICE_MANAGEMENT,
+    CUDA_VISIBLE_DEVICES,
     CUDA_CUSTOM_FWD,
     CUDA_EXTENSION_BUILD,
     CUDA_GRAD_SCALER,
@@ -121,7 +123,10 @@ _NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
 _SAME_CALL = "an argument of a call reported on the same line under the same rule"
 _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
 _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
-_CONVERTS_TO_FLOAT64 = re.compile(r"_?(?:to|as|cast_to|convert_to)_?(?:double|float64|fp64)", re.I)
+_SELECTS_DEVICE = re.compile(r"_?(?:select|parse|choose|pick|resolve|get)_?(?:torch_)?devices?", re.I)
+_SELECTS_DEVICE_REASON = ("a device-selection helper with branches for other accelerators: numeric ids are CUDA "
+                          "ids, so this query serves CUDA requests only")
+_CONVERTS_TO_FLOAT64 = re.compile(r"_?(?:to|as|cast_to|convert_to)_?(?:double|float64|fp64)(?:_?tensor)?", re.I)
 _DISTRIBUTED_ONLY = ("runs only in a multi-process torch.distributed run (after `if not dist.is_initialized(): "
                      "return`), and no torch.distributed backend takes MPS tensors")
 _ANNOTATION = "a type annotation: read by type checkers, never run"
@@ -659,6 +664,8 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        if _SELECTS_DEVICE.fullmatch(node.name) and self._mentions_other_accelerator(node.body):
+            self._cap_cuda_index_queries(node, self.findings[body_start:])
         if _CONVERTS_TO_FLOAT64.fullmatch(node.name):  # `def to_double(x): return x.double()`
             self._cap([f for f in self.findings[body_start:] if f.rule_id == FLOAT64], _ASKED_FLOAT64)
         statements = node.body[1:] if node.body and string_value(getattr(node.body[0], "value", None)) else node.body
@@ -686,6 +693,23 @@ class AnalyzerCore(AnalyzerState):
         """``class DoublePrecision``: float64 is what the user asked for."""
         if _OPT_IN_FLOAT64.search(name):
             self._cap([f for f in findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
+
+    def _cap_cuda_index_queries(self, function, findings) -> None:
+        """In ``select_device``/``parse_device`` with branches for MPS, XPU, NPU...: numeric
+        device ids are CUDA ids, so ``torch.cuda.device_count()`` and ``CUDA_VISIBLE_DEVICES``
+        only serve CUDA requests.  Errors (``set_device``) and statements that fall back
+        to the CPU stay reported."""
+        targets = RULES_BY_ID[CUDA_DEVICE_MANAGEMENT].severity.keys()
+        queries = [f for f in findings if f.rule_id in (CUDA_DEVICE_MANAGEMENT, CUDA_VISIBLE_DEVICES)
+                   and finding_worst(f, targets) == "silent"]
+        if not queries:
+            return
+        statements = [s for s in ast.walk(function) if isinstance(s, ast.stmt) and s is not function
+                      and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        for finding in queries:
+            around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
+            if around and not _falls_back_to_cpu(min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)):
+                self._cap([finding], _SELECTS_DEVICE_REASON)
 
     def _every_call_passes(self, function, parameter: str) -> bool:
         """Whether the file calls ``function`` at least once and every call passes
