@@ -126,6 +126,8 @@ _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option 
 _SELECTS_DEVICE = re.compile(r"_?(?:select|parse|choose|pick|resolve|get)_?(?:torch_)?devices?", re.I)
 _SELECTS_DEVICE_REASON = ("a device-selection helper with branches for other accelerators: numeric ids are CUDA "
                           "ids, so this query serves CUDA requests only")
+_NOT_GLOO = ("the branch for NCCL-style backends: the code has a gloo branch for runs without CUDA, "
+             "and the NCCL backend is reported where it is chosen")
 _CONVERTS_TO_FLOAT64 = re.compile(r"_?(?:to|as|cast_to|convert_to)_?(?:double|float64|fp64)(?:_?tensor)?", re.I)
 _DISTRIBUTED_ONLY = ("runs only in a multi-process torch.distributed run (after `if not dist.is_initialized(): "
                      "return`), and no torch.distributed backend takes MPS tensors")
@@ -186,6 +188,22 @@ def _exits_unless_distributed(test) -> bool:
                and getattr(t.operand.func.value, "id", getattr(t.operand.func.value, "attr", "")) in (
                    "dist", "distributed")
                for t in tests)
+
+
+def _gloo_test(test) -> bool | None:
+    """``backend == "gloo"`` -> True, ``backend != "gloo"`` or ``not backend == "gloo"`` ->
+    False (the body is the non-gloo branch), None for other tests."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if negated:
+        test = test.operand
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and "gloo" in (string_value(test.left), string_value(test.comparators[0]))):
+        return None
+    if isinstance(test.ops[0], (ast.Eq, ast.Is)):
+        return not negated
+    if isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+        return negated
+    return None
 
 
 def _raises(statements) -> bool:
@@ -1279,6 +1297,10 @@ class AnalyzerCore(AnalyzerState):
             body if self._negates_cuda(test) else [])
         if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
             self._cap(checks, _REPORTED_IN_BRANCH)
+        gloo = _gloo_test(test)
+        if gloo is not None:  # `if backend == "gloo": DDP(m) else: DDP(m, device_ids=[device])`
+            branch = self.findings[else_start:] if gloo else self.findings[body_start:else_start]
+            self._cap([f for f in branch if f.rule_id == CUDA_DEVICE_MANAGEMENT], _NOT_GLOO)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
         elif self._older_torch_test(test):
