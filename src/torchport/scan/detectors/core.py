@@ -126,6 +126,11 @@ _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option 
 _SELECTS_DEVICE = re.compile(r"_?(?:select|parse|choose|pick|resolve|get)_?(?:torch_)?devices?", re.I)
 _SELECTS_DEVICE_REASON = ("a device-selection helper with branches for other accelerators: numeric ids are CUDA "
                           "ids, so this query serves CUDA requests only")
+_OTHER_RUNTIMES = {"onnxruntime", "paddle", "openvino", "tensorrt", "ncnn", "MNN", "tflite_runtime", "rknnlite"}
+_OTHER_RUNTIME_NAME = re.compile(r"(?:onnxruntime|paddlepaddle|openvino|tensorrt|ncnn)\b")
+_EXPORT_CONTEXT = re.compile(r"export|backend|runtime|onnx|paddle|openvino|tensorrt|infer", re.I)
+_OTHER_RUNTIME = ("chooses the GPU build or execution provider of another inference runtime (ONNX Runtime, "
+                  "PaddlePaddle, ...), whose CPU provider is the fallback; no torch device is chosen")
 _NOT_GLOO = ("the branch for NCCL-style backends: the code has a gloo branch for runs without CUDA, "
              "and the NCCL backend is reported where it is chosen")
 _CONVERTS_TO_FLOAT64 = re.compile(r"_?(?:to|as|cast_to|convert_to)_?(?:double|float64|fp64)(?:_?tensor)?", re.I)
@@ -188,6 +193,25 @@ def _exits_unless_distributed(test) -> bool:
                and getattr(t.operand.func.value, "id", getattr(t.operand.func.value, "attr", "")) in (
                    "dist", "distributed")
                for t in tests)
+
+
+def _loads_other_runtime(statement) -> bool:
+    """The statement imports, or requires by name, an inference runtime other than torch
+    (ONNX Runtime, PaddlePaddle, OpenVINO, TensorRT...): a CUDA check beside it picks that
+    runtime's GPU build or execution provider, whose CPU one is the fallback."""
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m.split(".")[0] in _OTHER_RUNTIMES for m in modules):
+                return True
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _OTHER_RUNTIME_NAME.match(node.value):
+            return True
+    return False
+
+
+def _names_tensorrt(statement) -> bool:
+    return any("tensorrt" in (getattr(n, "id", None) or getattr(n, "attr", None) or str(getattr(n, "value", ""))).lower()
+               for n in ast.walk(statement) if isinstance(n, (ast.Name, ast.Attribute, ast.Constant)))
 
 
 def _gloo_test(test) -> bool | None:
@@ -682,6 +706,9 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        if any(map(_EXPORT_CONTEXT.search, self.context_names)) and any(map(_loads_other_runtime, node.body)):
+            # `class ONNXBackend: def load_model(...)`: `import onnxruntime`, `check_requirements("paddlepaddle")`
+            self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _OTHER_RUNTIME)
         if _SELECTS_DEVICE.fullmatch(node.name) and self._mentions_other_accelerator(node.body):
             self._cap_cuda_index_queries(node, self.findings[body_start:])
         if _CONVERTS_TO_FLOAT64.fullmatch(node.name):  # `def to_double(x): return x.double()`
@@ -1297,6 +1324,11 @@ class AnalyzerCore(AnalyzerState):
             body if self._negates_cuda(test) else [])
         if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
             self._cap(checks, _REPORTED_IN_BRANCH)
+        if (isinstance(test, ast.Compare) and not positive and any(string_value(side) is not None
+                                                                   for side in (test.left, *test.comparators))
+                and any(map(_names_tensorrt, node.body))):
+            # `if fmt == "engine": ... check_version("tensorrt", ...)`: the user chose TensorRT
+            self._cap(body_findings, _OPT_IN)
         gloo = _gloo_test(test)
         if gloo is not None:  # `if backend == "gloo": DDP(m) else: DDP(m, device_ids=[device])`
             branch = self.findings[else_start:] if gloo else self.findings[body_start:else_start]
