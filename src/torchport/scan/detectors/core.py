@@ -31,6 +31,7 @@ from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     keyword_value,
     parameter_defaults,
+    passes_argument,
     replace_node,
     string_value,
     version_key,
@@ -661,6 +662,9 @@ class AnalyzerCore(AnalyzerState):
                 # `def __init__(self, n_comp=100, device="cuda"): ...` that never reads `device`
                 overridden.append((default, f"default only: {argument.arg} is never used"))
                 self._cap(self.findings[start:], overridden[-1][1])
+            elif reported and (called_as := self._called_elsewhere(node, argument.arg)):
+                for finding in self.findings[start:]:
+                    finding.default_of = called_as
         for decorator in node.decorator_list:
             self.visit(decorator)
         args_start = len(self.findings)
@@ -768,14 +772,20 @@ class AnalyzerCore(AnalyzerState):
         calls = self.calls_named(name)
         if not method:  # `torch.is_autocast_enabled()` is another function than this `is_autocast_enabled`
             calls = [call for call in calls if isinstance(call.func, ast.Name)]
-        for call in calls:
-            if any(kw.arg in (parameter, None) for kw in call.keywords):
-                continue
-            if position is not None and (len(call.args) > position
-                                         or any(isinstance(a, ast.Starred) for a in call.args)):
-                continue
-            return False
-        return bool(calls)
+        return bool(calls) and all(passes_argument(call, parameter, position) for call in calls)
+
+    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None] | None:
+        """For a module-level function or a class's ``__init__`` that this file never calls:
+        (the name its callers use, the parameter, its position in their calls)."""
+        method = bool(self.class_names and self.class_names[-1])
+        if len(self.scopes) > 1 + method or (method and function.name != "__init__"):
+            return None  # a nested function, or a method called through objects of any class
+        name = self.class_names[-1] if method else function.name
+        if self.calls_named(name):
+            return None
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        position = positional.index(parameter) - method if parameter in positional else None
+        return name, parameter, position
 
     def _cap_after_cuda_exits(self, function, findings) -> None:
         """In a nested block, what follows ``if not torch.cuda.is_available(): return``
