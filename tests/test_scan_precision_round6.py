@@ -212,3 +212,19 @@ def test_device_ids_in_the_non_gloo_branch_are_info(tmp_path):
         def wrap_always(module, device):
             return DDP(module, device_ids=[device])  # kept
     '''))
+
+
+def test_mem_get_info_is_an_error_not_a_silent_statistic(tmp_path):
+    path = _write(tmp_path, "llm.py", '''
+        import torch
+
+
+        def get_llm_kwargs(n_gpus):
+            free, total = torch.cuda.mem_get_info(0)
+            used = torch.cuda.memory_allocated(0)
+            return {"max_memory": {0: total - used}}
+    ''')
+    result = scan([path], ScanConfig(), jobs=1)
+    worst = {(f.line, f.rule_id): finding_worst(f, ALL_TARGETS) for f in result.findings}
+    # mem_get_info raises where CUDA is absent; memory_allocated reads 0 there
+    assert worst == {(5, "TP111"): "error", (6, "TP104"): "silent"}
