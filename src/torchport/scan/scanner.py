@@ -176,6 +176,18 @@ def _default_excluded(name: str) -> bool:
 
 # -- one file ------------------------------------------------------------------------------
 
+def _has_long_line(data: bytes) -> bool:
+    """Whether a line is longer than MAX_LINE_BYTES, found by jumping from the last line
+    break of each window to the next (no split of the whole file into lines)."""
+    position, end = 0, len(data)
+    while end - position > MAX_LINE_BYTES:
+        line_break = data.rfind(b"\n", position, position + MAX_LINE_BYTES + 1)
+        if line_break == -1:
+            return True  # `position` starts a line with no break in the next MAX_LINE_BYTES + 1 bytes
+        position = line_break + 1
+    return False
+
+
 def read_source(path: str, kind: str, max_bytes: int) -> tuple[str | None, str | None]:
     """(text, None) or (None, reason to skip)."""
     try:
@@ -194,11 +206,10 @@ def read_source(path: str, kind: str, max_bytes: int) -> tuple[str | None, str |
         return None, _os_reason(exc, path)
     if b"\0" in data[:8192]:
         return None, "binary file"
-    if len(data) > MAX_LINE_BYTES:
+    if _has_long_line(data):
         longest = max(map(len, data.split(b"\n")))
-        if longest > MAX_LINE_BYTES:
-            return None, (f"a line of {longest} bytes (over {MAX_LINE_BYTES}): minified or "
-                          "generated? not scanned")
+        return None, (f"a line of {longest} bytes (over {MAX_LINE_BYTES}): minified or "
+                      "generated? not scanned")
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:

@@ -710,12 +710,15 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
-        if any(map(_EXPORT_CONTEXT.search, self.context_names)) and any(map(_loads_other_runtime, node.body)):
+        checks = [f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if (checks and any(map(_EXPORT_CONTEXT.search, self.context_names))
+                and any(map(_loads_other_runtime, node.body))):
             # `class ONNXBackend: def load_model(...)`: `import onnxruntime`, `check_requirements("paddlepaddle")`
-            self._cap([f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _OTHER_RUNTIME)
-        if _SELECTS_DEVICE.fullmatch(node.name) and self._mentions_other_accelerator(node.body):
+            self._cap(checks, _OTHER_RUNTIME)
+        if (len(self.findings) > body_start and _SELECTS_DEVICE.fullmatch(node.name)
+                and self._mentions_other_accelerator(node.body)):
             self._cap_cuda_index_queries(node, self.findings[body_start:])
-        if _CONVERTS_TO_FLOAT64.fullmatch(node.name):  # `def to_double(x): return x.double()`
+        if len(self.findings) > body_start and _CONVERTS_TO_FLOAT64.fullmatch(node.name):  # `def to_double(x)`
             self._cap([f for f in self.findings[body_start:] if f.rule_id == FLOAT64], _ASKED_FLOAT64)
         statements = node.body[1:] if node.body and string_value(getattr(node.body[0], "value", None)) else node.body
         if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
@@ -1334,8 +1337,8 @@ class AnalyzerCore(AnalyzerState):
             body if self._negates_cuda(test) else [])
         if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
             self._cap(checks, _REPORTED_IN_BRANCH)
-        if (isinstance(test, ast.Compare) and not positive and any(string_value(side) is not None
-                                                                   for side in (test.left, *test.comparators))
+        if (body_findings and isinstance(test, ast.Compare) and not positive
+                and any(string_value(side) is not None for side in (test.left, *test.comparators))
                 and any(map(_names_tensorrt, node.body))):
             # `if fmt == "engine": ... check_version("tensorrt", ...)`: the user chose TensorRT
             self._cap(body_findings, _OPT_IN)
