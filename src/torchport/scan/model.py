@@ -60,6 +60,9 @@ class Finding:
     # sits in a guard that already has a branch for other accelerators.
     severity_cap: str | None = None
     cap_reason: str = ""
+    # A parameter default that no call in its own file reaches: (function or class name,
+    # parameter, position in a call).  The whole scan then checks the other files' calls.
+    default_of: tuple[str, str, int | None] | None = None
 
     def sort_key(self):
         return (self.path, self.line, self.column, self.rule_id)

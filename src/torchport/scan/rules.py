@@ -95,6 +95,7 @@ CUDA_STREAM = "TP107"
 CUDA_GRAPHS = "TP108"
 NVIDIA_TOOLING = "TP109"
 OTHER_TORCH_CUDA_API = "TP110"
+CUDA_MEMORY_INFO = "TP111"
 CUDA_AUTOCAST = "TP201"
 CUDA_GRAD_SCALER = "TP202"
 CUDA_CUSTOM_FWD = "TP203"
@@ -336,12 +337,11 @@ state = torch.get_device_module(device).get_rng_state()
         CUDA_MEMORY_STATS, "cuda-memory-stats", "CUDA memory statistics",
         detects="torch.cuda.memory_allocated, max_memory_allocated, memory_reserved, "
                 "max_memory_reserved, memory_stats, reset_peak_memory_stats, "
-                "reset_accumulated_memory_stats, mem_get_info, memory_summary, ...",
+                "reset_accumulated_memory_stats, memory_summary, ... (mem_get_info, which raises, is TP111)",
         why="Without CUDA, memory_stats() is {} and memory_allocated() reports 0: dashboards "
             "and OOM guards go silently wrong.",
         severity=on_targets("silent", rocm=None),
-        replacement="torch.accelerator.memory_allocated() and friends (torch 2.9), "
-                    "torch.accelerator.get_memory_info() for mem_get_info (2.10). They raise "
+        replacement="torch.accelerator.memory_allocated() and friends (torch 2.9). They raise "
                     "on a machine with no accelerator: the fix falls back to torch.cuda's value "
                     "there (0, {})",
         min_torch="2.9", fixable=True, effort="low", sources="L07",
@@ -354,6 +354,29 @@ peak = torch.cuda.max_memory_allocated() / 2**20
 import torch
 
 peak = (torch.accelerator.max_memory_allocated() if torch.accelerator.is_available() else 0) / 2**20
+''',
+    ),
+    _rule(
+        CUDA_MEMORY_INFO, "cuda-memory-info", "torch.cuda.mem_get_info()",
+        detects="torch.cuda.mem_get_info.",
+        why="Without CUDA it raises (no CUDA GPUs are available), unlike the memory "
+            "statistics of TP104, which read 0.",
+        severity=on_targets("error", rocm=None),
+        replacement="torch.accelerator.get_memory_info() (torch 2.10), which raises on a "
+                    "machine with no accelerator too: the fix rewrites it where a CUDA check "
+                    "guards it",
+        min_torch="2.10", fixable=True, effort="low", sources="L07",
+        before='''
+import torch
+
+if torch.cuda.is_available():
+    free, total = torch.cuda.mem_get_info()
+''',
+        after='''
+import torch
+
+if torch.accelerator.is_available():
+    free, total = torch.accelerator.get_memory_info()
 ''',
     ),
     _rule(

@@ -26,6 +26,7 @@ from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
 from torchport.scan.detectors.shared import CUDA_ONLY
+from torchport.scan.detectors.syntax import passes_argument
 from torchport.scan.model import FileResult, Finding, Skipped
 from torchport.scan.rules import RULES_BY_ID
 
@@ -175,6 +176,18 @@ def _default_excluded(name: str) -> bool:
 
 # -- one file ------------------------------------------------------------------------------
 
+def _has_long_line(data: bytes) -> bool:
+    """Whether a line is longer than MAX_LINE_BYTES, found by jumping from the last line
+    break of each window to the next (no split of the whole file into lines)."""
+    position, end = 0, len(data)
+    while end - position > MAX_LINE_BYTES:
+        line_break = data.rfind(b"\n", position, position + MAX_LINE_BYTES + 1)
+        if line_break == -1:
+            return True  # `position` starts a line with no break in the next MAX_LINE_BYTES + 1 bytes
+        position = line_break + 1
+    return False
+
+
 def read_source(path: str, kind: str, max_bytes: int) -> tuple[str | None, str | None]:
     """(text, None) or (None, reason to skip)."""
     try:
@@ -193,11 +206,10 @@ def read_source(path: str, kind: str, max_bytes: int) -> tuple[str | None, str |
         return None, _os_reason(exc, path)
     if b"\0" in data[:8192]:
         return None, "binary file"
-    if len(data) > MAX_LINE_BYTES:
+    if _has_long_line(data):
         longest = max(map(len, data.split(b"\n")))
-        if longest > MAX_LINE_BYTES:
-            return None, (f"a line of {longest} bytes (over {MAX_LINE_BYTES}): minified or "
-                          "generated? not scanned")
+        return None, (f"a line of {longest} bytes (over {MAX_LINE_BYTES}): minified or "
+                      "generated? not scanned")
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
@@ -273,6 +285,53 @@ def _extension_imports(work: list[_Job], results, start: Path, max_bytes: int) -
         result.findings.extend(extensions.imports_of(tree, names, job.display, text.splitlines()))
 
 
+def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int) -> None:
+    """A ``"cuda"`` parameter default that its own file never calls: lowered to info where
+    the other scanned files call the function and every call passes the parameter (the
+    default is never used).  Only files that spell ``name(`` are parsed."""
+    pending: dict[str, list[Finding]] = {}
+    for result, _ in results:
+        for finding in result.findings:
+            if finding.default_of is not None and finding.severity_cap is None:
+                pending.setdefault(finding.default_of[0], []).append(finding)
+    if not pending:
+        return
+    calls: dict[str, list[ast.Call]] = {name: [] for name in pending}
+    needles = {name: (name + "(").encode() for name in pending}
+    for job in work:
+        if job.kind != "python":
+            continue
+        try:
+            with open(job.path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        named = [name for name, needle in needles.items() if needle in data]
+        if not named:
+            continue
+        text, _ = read_source(job.path, job.kind, max_bytes)
+        try:
+            tree = ast.parse(text)  # type: ignore[arg-type]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            for name in named:  # calls that cannot be read: the default may be used there
+                pending.pop(name, None)
+                needles.pop(name, None)
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else (
+                    func.attr if isinstance(func, ast.Attribute) and getattr(func.value, "id", "") != "torch" else "")
+                if name in calls:
+                    calls[name].append(node)
+    for name, findings in pending.items():
+        for finding in findings:
+            _, parameter, position = finding.default_of  # type: ignore[misc]
+            if calls[name] and all(passes_argument(call, parameter, position) for call in calls[name]):
+                finding.severity_cap = "info"
+                finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"
+
+
 def _scan_batch(batch: list[_Job], max_bytes: int) -> list[tuple[FileResult, int]]:
     return [scan_file(job, max_bytes) for job in batch]
 
@@ -296,6 +355,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     version, version_source = resolve_min_torch(min_torch, config, paths[0])
     results = _run(work, config.max_file_bytes, jobs)
     _extension_imports(work, results, paths[0], config.max_file_bytes)
+    _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes)
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:

@@ -31,6 +31,7 @@ from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     keyword_value,
     parameter_defaults,
+    passes_argument,
     replace_node,
     string_value,
     version_key,
@@ -41,6 +42,8 @@ from torchport.scan.rules import (
     CUDA_AUTOCAST,
     CUDA_DEVICE_STRING,
     CUDA_AVAILABILITY_CHECK,
+    CUDA_DEVICE_MANAGEMENT,
+    CUDA_VISIBLE_DEVICES,
     CUDA_CUSTOM_FWD,
     CUDA_EXTENSION_BUILD,
     CUDA_GRAD_SCALER,
@@ -121,6 +124,19 @@ _NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
 _SAME_CALL = "an argument of a call reported on the same line under the same rule"
 _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
 _ASKED_FLOAT64 = "float64 is what the user asked for (a double-precision option or plugin)"
+_SELECTS_DEVICE = re.compile(r"_?(?:select|parse|choose|pick|resolve|get)_?(?:torch_)?devices?", re.I)
+_SELECTS_DEVICE_REASON = ("a device-selection helper with branches for other accelerators: numeric ids are CUDA "
+                          "ids, so this query serves CUDA requests only")
+_OTHER_RUNTIMES = {"onnxruntime", "paddle", "openvino", "tensorrt", "ncnn", "MNN", "tflite_runtime", "rknnlite"}
+_OTHER_RUNTIME_NAME = re.compile(r"(?:onnxruntime|paddlepaddle|openvino|tensorrt|ncnn)\b")
+_EXPORT_CONTEXT = re.compile(r"export|backend|runtime|onnx|paddle|openvino|tensorrt|infer", re.I)
+_OTHER_RUNTIME = ("chooses the GPU build or execution provider of another inference runtime (ONNX Runtime, "
+                  "PaddlePaddle, ...), whose CPU provider is the fallback; no torch device is chosen")
+_NOT_GLOO = ("the branch for NCCL-style backends: the code has a gloo branch for runs without CUDA, "
+             "and the NCCL backend is reported where it is chosen")
+_CONVERTS_TO_FLOAT64 = re.compile(r"_?(?:to|as|cast_to|convert_to)_?(?:double|float64|fp64)(?:_?tensor)?", re.I)
+_DISTRIBUTED_ONLY = ("runs only in a multi-process torch.distributed run (after `if not dist.is_initialized(): "
+                     "return`), and no torch.distributed backend takes MPS tensors")
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
 # What a failed probe raises: anything, or a missing tool (`nvidia-smi` not installed).
@@ -129,6 +145,11 @@ _PROBE_FAILURES = {"Exception", "BaseException", "RuntimeError", "OSError", "Fil
 _WARNS_AND_SKIPS = "not silent: where CUDA is absent the code warns that it skips this step"
 _HOUSEKEEPING_CALLS = {"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "gc.collect"}
 _HOUSEKEEPING = "gates memory housekeeping only (releasing cached memory changes no result)"
+# `_update_timing_cache`, `autotune`, `choose_kernel`: a function that times candidates to pick one
+_CHOOSES_KERNEL = re.compile(r"tun(?:e|ing)|timing_cache|choose|pick|(?:select|best)_?(?:kernel|impl|algo|config)",
+                             re.I)
+_KERNEL_TIMING = ("a sync around a timing that only chooses between kernels (performance): every candidate "
+                  "gives the same result")
 _TYPE_NAME_ONLY = "only the device's type name is read; building torch.device(\"cuda\") does not raise"
 _MESSAGE_TEXT = "diagnostics only: the value is shown in the text of an error message"
 _DIAGNOSTICS = "gates diagnostics only (memory statistics, profiling, logging, thread counts)"
@@ -162,6 +183,52 @@ def _is_skip(statement) -> bool:
             return False
         func = func.func  # unittest.skip(...)(test_case)
     return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("skip", "skipTest")
+
+
+def _exits_unless_distributed(test) -> bool:
+    """``if RANK == -1 or not dist.is_initialized():`` (the test of an early exit): what
+    follows runs only in a multi-process distributed run."""
+    tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    return any(isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and isinstance(t.operand, ast.Call)
+               and isinstance(t.operand.func, ast.Attribute) and t.operand.func.attr == "is_initialized"
+               and getattr(t.operand.func.value, "id", getattr(t.operand.func.value, "attr", "")) in (
+                   "dist", "distributed")
+               for t in tests)
+
+
+def _loads_other_runtime(statement) -> bool:
+    """The statement imports, or requires by name, an inference runtime other than torch
+    (ONNX Runtime, PaddlePaddle, OpenVINO, TensorRT...): a CUDA check beside it picks that
+    runtime's GPU build or execution provider, whose CPU one is the fallback."""
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m.split(".")[0] in _OTHER_RUNTIMES for m in modules):
+                return True
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _OTHER_RUNTIME_NAME.match(node.value):
+            return True
+    return False
+
+
+def _names_tensorrt(statement) -> bool:
+    return any("tensorrt" in (getattr(n, "id", None) or getattr(n, "attr", None) or str(getattr(n, "value", ""))).lower()
+               for n in ast.walk(statement) if isinstance(n, (ast.Name, ast.Attribute, ast.Constant)))
+
+
+def _gloo_test(test) -> bool | None:
+    """``backend == "gloo"`` -> True, ``backend != "gloo"`` or ``not backend == "gloo"`` ->
+    False (the body is the non-gloo branch), None for other tests."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if negated:
+        test = test.operand
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and "gloo" in (string_value(test.left), string_value(test.comparators[0]))):
+        return None
+    if isinstance(test.ops[0], (ast.Eq, ast.Is)):
+        return not negated
+    if isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+        return negated
+    return None
 
 
 def _raises(statements) -> bool:
@@ -595,6 +662,9 @@ class AnalyzerCore(AnalyzerState):
                 # `def __init__(self, n_comp=100, device="cuda"): ...` that never reads `device`
                 overridden.append((default, f"default only: {argument.arg} is never used"))
                 self._cap(self.findings[start:], overridden[-1][1])
+            elif reported and (called_as := self._called_elsewhere(node, argument.arg)):
+                for finding in self.findings[start:]:
+                    finding.default_of = called_as
         for decorator in node.decorator_list:
             self.visit(decorator)
         args_start = len(self.findings)
@@ -611,9 +681,12 @@ class AnalyzerCore(AnalyzerState):
         xla_only = False  # after `if not _XLA_AVAILABLE: return`
         skipped = False  # after `pytest.importorskip("flash_attn")`
         kernels_optional = False  # after `if not has_triton(): return`
+        distributed_only = False  # after `if not dist.is_initialized(): return`
         for statement in node.body:
             start = len(self.findings)
             self.visit(statement)
+            if distributed_only:
+                self._cap([f for f in self.findings[start:] if f.rule_id == FLOAT64], _DISTRIBUTED_ONLY)
             if kernels_optional:
                 self._cap([f for f in self.findings[start:] if f.rule_id == TRITON_KERNEL], _FEATURE_GATE)
             if skipped:
@@ -631,11 +704,22 @@ class AnalyzerCore(AnalyzerState):
                 kernels_optional = kernels_optional or (
                     isinstance(statement.test, ast.UnaryOp) and isinstance(statement.test.op, ast.Not)
                     and self._kernel_flag(statement.test.operand))
+                distributed_only = distributed_only or _exits_unless_distributed(statement.test)
                 xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        checks = [f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK]
+        if (checks and any(map(_EXPORT_CONTEXT.search, self.context_names))
+                and any(map(_loads_other_runtime, node.body))):
+            # `class ONNXBackend: def load_model(...)`: `import onnxruntime`, `check_requirements("paddlepaddle")`
+            self._cap(checks, _OTHER_RUNTIME)
+        if (len(self.findings) > body_start and _SELECTS_DEVICE.fullmatch(node.name)
+                and self._mentions_other_accelerator(node.body)):
+            self._cap_cuda_index_queries(node, self.findings[body_start:])
+        if len(self.findings) > body_start and _CONVERTS_TO_FLOAT64.fullmatch(node.name):  # `def to_double(x)`
+            self._cap([f for f in self.findings[body_start:] if f.rule_id == FLOAT64], _ASKED_FLOAT64)
         statements = node.body[1:] if node.body and string_value(getattr(node.body[0], "value", None)) else node.body
         if _CUDA_CHECK_FUNCTION.match(node.name) and len(statements) == 1 and isinstance(statements[0], ast.Return):
             # `def is_cuda_available(): return torch.cuda.is_available()`: its calls are the checks
@@ -662,6 +746,23 @@ class AnalyzerCore(AnalyzerState):
         if _OPT_IN_FLOAT64.search(name):
             self._cap([f for f in findings if f.rule_id == FLOAT64], _ASKED_FLOAT64)
 
+    def _cap_cuda_index_queries(self, function, findings) -> None:
+        """In ``select_device``/``parse_device`` with branches for MPS, XPU, NPU...: numeric
+        device ids are CUDA ids, so ``torch.cuda.device_count()`` and ``CUDA_VISIBLE_DEVICES``
+        only serve CUDA requests.  Errors (``set_device``) and statements that fall back
+        to the CPU stay reported."""
+        targets = RULES_BY_ID[CUDA_DEVICE_MANAGEMENT].severity.keys()
+        queries = [f for f in findings if f.rule_id in (CUDA_DEVICE_MANAGEMENT, CUDA_VISIBLE_DEVICES)
+                   and finding_worst(f, targets) == "silent"]
+        if not queries:
+            return
+        statements = [s for s in ast.walk(function) if isinstance(s, ast.stmt) and s is not function
+                      and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        for finding in queries:
+            around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
+            if around and not _falls_back_to_cpu(min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)):
+                self._cap([finding], _SELECTS_DEVICE_REASON)
+
     def _every_call_passes(self, function, parameter: str) -> bool:
         """Whether the file calls ``function`` at least once and every call passes
         ``parameter`` (so its default is never used here).  A call with ``*args`` or
@@ -674,14 +775,20 @@ class AnalyzerCore(AnalyzerState):
         calls = self.calls_named(name)
         if not method:  # `torch.is_autocast_enabled()` is another function than this `is_autocast_enabled`
             calls = [call for call in calls if isinstance(call.func, ast.Name)]
-        for call in calls:
-            if any(kw.arg in (parameter, None) for kw in call.keywords):
-                continue
-            if position is not None and (len(call.args) > position
-                                         or any(isinstance(a, ast.Starred) for a in call.args)):
-                continue
-            return False
-        return bool(calls)
+        return bool(calls) and all(passes_argument(call, parameter, position) for call in calls)
+
+    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None] | None:
+        """For a module-level function or a class's ``__init__`` that this file never calls:
+        (the name its callers use, the parameter, its position in their calls)."""
+        method = bool(self.class_names and self.class_names[-1])
+        if len(self.scopes) > 1 + method or (method and function.name != "__init__"):
+            return None  # a nested function, or a method called through objects of any class
+        name = self.class_names[-1] if method else function.name
+        if self.calls_named(name):
+            return None
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        position = positional.index(parameter) - method if parameter in positional else None
+        return name, parameter, position
 
     def _cap_after_cuda_exits(self, function, findings) -> None:
         """In a nested block, what follows ``if not torch.cuda.is_available(): return``
@@ -1204,6 +1311,9 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(checks, _BUILD_CHECK)
             elif positive and not node.orelse and self._housekeeping_only(node.body):
                 self._cap(checks, _HOUSEKEEPING)
+            elif (positive and not node.orelse and self._syncs_only(node.body) and self.context_names
+                  and _CHOOSES_KERNEL.search(self.context_names[-1])):
+                self._cap(checks, _KERNEL_TIMING)
         if positive:
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
@@ -1227,6 +1337,15 @@ class AnalyzerCore(AnalyzerState):
             body if self._negates_cuda(test) else [])
         if checks and any(f.rule_id != CUDA_AVAILABILITY_CHECK and f.severity_cap is None for f in taken):
             self._cap(checks, _REPORTED_IN_BRANCH)
+        if (body_findings and isinstance(test, ast.Compare) and not positive
+                and any(string_value(side) is not None for side in (test.left, *test.comparators))
+                and any(map(_names_tensorrt, node.body))):
+            # `if fmt == "engine": ... check_version("tensorrt", ...)`: the user chose TensorRT
+            self._cap(body_findings, _OPT_IN)
+        gloo = _gloo_test(test)
+        if gloo is not None:  # `if backend == "gloo": DDP(m) else: DDP(m, device_ids=[device])`
+            branch = self.findings[else_start:] if gloo else self.findings[body_start:else_start]
+            self._cap([f for f in branch if f.rule_id == CUDA_DEVICE_MANAGEMENT], _NOT_GLOO)
         if self._version_fallback(test):
             self._cap([f for f in self.findings[else_start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
         elif self._older_torch_test(test):
@@ -1314,6 +1433,10 @@ class AnalyzerCore(AnalyzerState):
         no result, so skipping it elsewhere costs memory at most."""
         return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
                    and self.qualname(s.value.func) in _HOUSEKEEPING_CALLS for s in statements)
+
+    def _syncs_only(self, statements) -> bool:
+        return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                   and self.qualname(s.value.func) == "torch.cuda.synchronize" for s in statements)
 
     def _building(self) -> bool:
         """Inside the build of a CUDA extension: ``setup.py``, an op builder class,

@@ -16,6 +16,7 @@ from torchport.scan.rules import (
     CUDA_EVENT,
     CUDA_GRAPHS,
     CUDA_MANUAL_SEED,
+    CUDA_MEMORY_INFO,
     CUDA_MEMORY_STATS,
     CUDA_RNG_STATE,
     CUDA_STREAM,
@@ -24,7 +25,7 @@ from torchport.scan.rules import (
     OTHER_TORCH_CUDA_API,
 )
 
-RULE_IDS = (CUDA_SYNCHRONIZE, CUDA_MANUAL_SEED, CUDA_RNG_STATE, CUDA_MEMORY_STATS, CUDA_EMPTY_CACHE,
+RULE_IDS = (CUDA_SYNCHRONIZE, CUDA_MANUAL_SEED, CUDA_RNG_STATE, CUDA_MEMORY_STATS, CUDA_MEMORY_INFO, CUDA_EMPTY_CACHE,
             CUDA_EVENT, CUDA_STREAM, CUDA_GRAPHS, NVIDIA_TOOLING, OTHER_TORCH_CUDA_API)
 
 # torch.cuda.X -> (rule, torch.<replacement>, min torch) for 1:1 renames.
@@ -35,7 +36,7 @@ CUDA_RENAMES_HERE: dict[str, tuple[str, str, str]] = {
     "seed": (CUDA_MANUAL_SEED, "seed", ANY_VERSION),
     "seed_all": (CUDA_MANUAL_SEED, "seed", ANY_VERSION),
     "empty_cache": (CUDA_EMPTY_CACHE, "accelerator.empty_cache", "2.9"),
-    "mem_get_info": (CUDA_MEMORY_STATS, "accelerator.get_memory_info", "2.10"),
+    "mem_get_info": (CUDA_MEMORY_INFO, "accelerator.get_memory_info", "2.10"),
     **{name: (CUDA_MEMORY_STATS, f"accelerator.{name}", "2.9") for name in (
         "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
         "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats")},

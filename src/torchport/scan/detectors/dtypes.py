@@ -25,6 +25,13 @@ def rule_for_name(qualname: str) -> str | None:
     return FLOAT64 if qualname in _FLOAT64 else None
 
 
+def _numpy_name(node) -> str:
+    """``np.float64`` -> "numpy.float64" (numpy's import is not resolved: torch names are)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("np", "numpy"):
+        return f"numpy.{node.attr}"
+    return ""
+
+
 class DtypeDetector(AnalyzerState):
     METHODS = {"double": "_dot_double"}
     CALL_OBSERVERS = ("_mark_host",)
@@ -43,10 +50,10 @@ class DtypeDetector(AnalyzerState):
 
     def dtype_collection(self, node) -> None:
         """``[torch.float32, torch.float64]``: a list of dtypes (accepted, supported) makes
-        no tensor."""
-        names = [self.qualname(element) or "" for element in node.elts]
-        if len(names) > 1 and all(name.startswith("torch.") and name.count(".") == 1 for name in names) and any(
-                name in _FLOAT64 for name in names):
+        no tensor; nor does ``(torch.float64, np.float64)``, a row of a dtype table."""
+        names = [self.qualname(element) or _numpy_name(element) for element in node.elts]
+        if len(names) > 1 and all(name.startswith(("torch.", "numpy.")) and name.count(".") == 1
+                                  for name in names) and any(name in _FLOAT64 for name in names):
             self.host.update(map(id, ast.walk(node)))
 
     def _mark_host(self, node: ast.Call) -> None:

@@ -48,6 +48,7 @@ class AnalyzerState(ast.NodeVisitor):
         self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
         self._self_flags: dict[str, list[ast.expr]] = {}  # `self.NAME = value` in the whole file, by NAME
+        self._text: str | None = None  # the lines joined, made when first searched
         self._collect(tree.body, id(tree))
         self.scopes: list[int] = [id(tree)]
         self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
@@ -221,7 +222,7 @@ class AnalyzerState(ast.NodeVisitor):
         if name not in self._self_flags:
             pattern = f"self.{name} ="
             values: list[ast.expr] = []
-            if any(pattern in line and "cuda" in line for line in self.lines):
+            if self._assigned_on_cuda_line(pattern):
                 try:
                     whole = ast.parse("\n".join(self.lines))
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -234,6 +235,19 @@ class AnalyzerState(ast.NodeVisitor):
                             values.append(node.value)
             self._self_flags[name] = values
         return self._self_flags[name]
+
+    def _assigned_on_cuda_line(self, pattern: str) -> bool:
+        """Whether a line holding ``pattern`` also mentions CUDA (one search of the text
+        per pattern, not a test of every line)."""
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+        text, position = self._text, self._text.find(pattern)
+        while position != -1:
+            start, end = text.rfind("\n", 0, position) + 1, text.find("\n", position)
+            if "cuda" in text[start:end if end != -1 else len(text)]:
+                return True
+            position = text.find(pattern, position + len(pattern))
+        return False
 
     def _index_whole_file(self) -> None:
         self._calls, self._definitions = {}, {}

@@ -51,6 +51,14 @@ def plain_call(call: ast.Call) -> bool:
         kw.arg is not None for kw in call.keywords)
 
 
+def passes_argument(call: ast.Call, parameter: str, position: int | None) -> bool:
+    """Whether ``call`` passes ``parameter`` (by keyword, at ``position``, or possibly
+    through ``*args`` / ``**kwargs``), so the parameter's default is not used there."""
+    if any(kw.arg in (parameter, None) for kw in call.keywords):
+        return True
+    return position is not None and (len(call.args) > position or any(isinstance(a, ast.Starred) for a in call.args))
+
+
 def keyword_value(call: ast.Call, name: str):
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
 
