@@ -38,7 +38,7 @@ test: $(STAMP) lint browser sshd sky
 	# The tpu backends' environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu,
 	# 1.9 GB, ~3.5 min the first time): the TorchTPU API-surface and op-table tests run in it.
 	$(VENV)/bin/torchport env create tpu
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 # Debian's chromium, for the tests that look at the HTML report in a browser.
 # Installed when missing and the machine allows (apt-get, as root or with
