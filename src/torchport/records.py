@@ -289,9 +289,9 @@ class CounterRow(Record):
 
 
 @dataclass
-class Summary(Record):
-    """Figures per backend computed from the raw samples (torchport.summary);
-    every renderer reads these, never the runs."""
+class ScenarioSummary(Record):
+    """The figures of one scenario (training, inference) over a backend's
+    successful runs: the first fields of a summary, and its ``inference``."""
 
     step_time_s: Stat | None = None
     samples_per_s: float | None = None
@@ -306,6 +306,47 @@ class Summary(Record):
     compile_included_steps: int | None = None
     data_wait_share: float | None = None
     sustained_compilations: int | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat}
+
+    def computed(self) -> Self:
+        """Mark every field as computed: written, None included (torchport.summary
+        computes them all, and has always written them all)."""
+        self.key_order = tuple(self._declared())
+        return self
+
+
+@dataclass
+class WarmupRecompiling(Record):
+    """Graphs compiled in more than one warm-up block."""
+
+    compilations: int = 0
+    blocks_compiling: int = 0
+    blocks: int = 0
+    compile_time_s: float | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"compile_time_s"})
+
+
+@dataclass
+class RunSeries(Record):
+    """One successful run's time per step at each step index: the charts."""
+
+    round: int = 0
+    points: list[list[float]] = field(default_factory=list)
+    sustained_start: int = 0
+    steady: bool = False
+    sustained_step_s: list[float] = field(default_factory=list)
+    losses: list[float] | None = None  # the first run's only
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"losses"})
+
+
+@dataclass
+class Summary(ScenarioSummary):
+    """Figures per backend computed from the raw samples (torchport.summary);
+    every renderer reads these, never the runs."""
+
     epoch_s: float | None = None
     runs_ok: int | None = None
     process_start_s: float | None = None
@@ -315,20 +356,24 @@ class Summary(Record):
     peak_host_rss_bytes: int | None = None
     input_bound: bool | None = None
     distinct_batch_shapes: int | None = None
-    warmup_recompiling: dict[str, Any] | None = None
+    warmup_recompiling: WarmupRecompiling | None = None
     metric: dict[str, Any] | None = None
     final_loss: float | None = None
     final_loss_step: int | None = None  # runs stop at different steps: the final loss is at this one
-    inference: dict[str, Any] | None = None
+    inference: ScenarioSummary | None = None
     notes: list[str] = field(default_factory=list)
     # Schema 1.1: what renderers used to read from the runs.
     counters: list[CounterRow] | None = None
     counter_runs: list[dict[str, Any]] | None = None
     phase_seconds: dict[str, float] | None = None
-    runs_series: list[dict[str, Any]] | None = None
+    runs_series: list[RunSeries] | None = None
+    # The effective configuration of the first successful run, and its hash.
+    config_hash: str | None = None
+    config: dict[str, Any] | None = None
 
-    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat}
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow}
+    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat, "inference": ScenarioSummary,
+                                                   "warmup_recompiling": WarmupRecompiling}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow, "runs_series": RunSeries}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
                                     "sustained_compilations", "warmup_recompiling", "distinct_batch_shapes",
                                     "metric", "final_loss", "inference"})
@@ -415,9 +460,12 @@ __all__ = [
     "Finding",
     "Record",
     "RunRecord",
+    "RunSeries",
     "RunStatus",
+    "ScenarioSummary",
     "Stat",
     "Summary",
     "TraceSeverity",
     "Vocabulary",
+    "WarmupRecompiling",
 ]
