@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.records import Stat
 from torchport.text import one_line
 
 
@@ -42,11 +43,13 @@ def usd(value: float | None) -> str:
     return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
 
 
-def step_time_with_ci(stat: dict[str, Any] | None) -> str:
+def step_time_with_ci(stat: Stat | dict[str, Any] | None) -> str:
     if not stat:
         return "n/a"
-    low, high = stat["ci95"]
-    return f"{seconds(stat['median'])} [{seconds(low)}, {seconds(high)}]"
+    if isinstance(stat, dict):
+        stat = Stat.from_dict(stat)
+    low, high = stat.ci95
+    return f"{seconds(stat.median)} [{seconds(low)}, {seconds(high)}]"
 
 
 def speedup(comparison: dict[str, Any] | None) -> str:

@@ -405,6 +405,12 @@ class BackendEntry(Record):
     def ok_runs(self) -> list[RunRecord]:
         return [run for run in self.runs if run.ok]
 
+    def measured(self) -> Summary:
+        """The summary of a backend the report lists as measured."""
+        if self.summary is None:
+            raise ValueError(f"backend {self.name!r} has no summary")
+        return self.summary
+
 
 @dataclass
 class Check(Record):
