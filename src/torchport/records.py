@@ -255,6 +255,7 @@ class RunRecord(Record):
     inference: dict[str, Any] | None = None
     memory: DeviceMemory | None = None
     host_peak_rss_bytes: int | None = None
+    host_memory: dict[str, Any] | None = None  # peak_bytes, per-phase peaks, method
     metric: dict[str, Any] | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory}
@@ -385,6 +386,8 @@ class BackendEntry(Record):
 
     name: str = ""
     title: str | None = None
+    device_type: str | None = None  # the torch device type its runs use ("xla", "cuda", "cpu", ...)
+    compiles: bool | None = None  # whether it runs the step under a compiler
     available: bool = False
     reason: str = ""
     verification: str = ""
@@ -438,6 +441,8 @@ class Finding(Record):
     location: str | None = None
     library_location: str | None = None
     library: str | None = None
+    seen_at: list[str] | None = None
+    cause: dict[str, Any] | None = None
     count: int = 0
     per_step: float | None = None
     detail: str = ""
