@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import Stat
+from torchport.records import BackendEntry, Stat
 from torchport.text import one_line
 
 
@@ -105,13 +105,13 @@ def _backtick_runs(text: str) -> list[str]:
     return runs
 
 
-def worker_environment(backend: dict[str, Any]) -> str:
+def worker_environment(backend: BackendEntry) -> str:
     """The environment a backend's workers ran in, with the thread counts torch
     reported there ("main, 2 intra-op / 1 inter-op threads"); runs that
     disagree are all listed."""
-    threads = sorted({(t["intra_op"], t["inter_op"]) for run in backend.get("runs") or []
-                      for t in [(run.get("worker") or {}).get("threads")] if t})
-    where = backend.get("environment") or "main"
+    threads = sorted({(t["intra_op"], t["inter_op"]) for run in backend.runs
+                      for t in [(run.worker or {}).get("threads")] if t})
+    where = backend.environment or "main"
     if not threads:
         return where
     return f"{where}, " + " or ".join(f"{intra} intra-op / {inter} inter-op threads" for intra, inter in threads)

@@ -267,7 +267,7 @@ def render(document: dict[str, Any]) -> str:
 
     body += answer.html(answer.build(document))
     body += ["<h2>Verdict per backend</h2>", "<ul>"]
-    body += [f"<li>{esc(cap(verdict_line(name, b, reference)))}</li>" for name, b in document["backends"].items()]
+    body += [f"<li>{esc(cap(verdict_line(name, b, reference)))}</li>" for name, b in parts.backends.items()]
     body.append("</ul>")
     if measured:
         body += ["<h2>Figures</h2>", table(
@@ -353,8 +353,8 @@ def render(document: dict[str, Any]) -> str:
                     table(["call"], [[line] for line in device_api_lines(trace)])] if trace.get("device_apis") else [])]
     body += ["<h2>What was verified</h2>", table(
         ["backend", "kind", "verification", "environment"],
-        [[name, f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", ""), b.get("verification", ""),
-          fmt.worker_environment(b)] for name, b in document["backends"].items()])]
+        [[name, f"proxy for {b.proxy_for}" if b.proxy_for else b.title or "", b.verification,
+          fmt.worker_environment(b)] for name, b in parts.backends.items()])]
     body.append('<p class="meta">The result document is embedded in this file '
                 '(<code>script#torchport-result</code>, JSON).</p>')
     return page(f"torchport evaluation: {app['spec']}", body, document, "torchport-result")

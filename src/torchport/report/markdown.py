@@ -42,7 +42,8 @@ def render(document: dict[str, Any]) -> str:
 
     lines += ["", *answer.markdown(answer.build(document))]
     lines += ["", "## Verdict per backend", ""]
-    lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in backends.items()]
+    parts = model.sections(document)
+    lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in parts.backends.items()]
     if document.get("script"):
         lines += _script_section(document["script"], backends, document)
     if document.get("script_distributed"):
@@ -50,7 +51,6 @@ def render(document: dict[str, Any]) -> str:
         lines += ["", f"Under torchrun ({ddp.get('nproc_per_node')} processes on {fmt.md(ddp.get('backend'))}): "
                       f"**{fmt.md(ddp['status'])}**, {fmt.md(ddp.get('reason', ''))}. Comparison with one process "
                       f"{fmt.md(ddp.get('comparison', 'not made'))}."]
-    parts = model.sections(document)
     measured = parts.measured
     if measured:
         lines += ["", "## Training throughput (sustained)", "",
@@ -112,9 +112,9 @@ def render(document: dict[str, Any]) -> str:
     lines += budget_markdown(document) + memory_markdown(document)
     lines += ["", "## What was verified", "",
               "| backend | kind | verification | environment |", "|---|---|---|---|"]
-    for name, b in backends.items():
-        kind = f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", "")
-        lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.get('verification', ''))} | {fmt.md(fmt.worker_environment(b))} |")
+    for name, b in parts.backends.items():
+        kind = f"proxy for {b.proxy_for}" if b.proxy_for else b.title or ""
+        lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.verification)} | {fmt.md(fmt.worker_environment(b))} |")
     if consistency.get("hashes"):
         lines += ["", "Effective configuration hash per backend: " +
                   ", ".join(f"{fmt.md(name)} {fmt.md_code('/'.join(h))}" for name, h in consistency["hashes"].items()) + "."]

@@ -15,6 +15,8 @@ from torchport.records import BackendEntry, BackendStatus, ErrorKind
 
 @dataclass(frozen=True)
 class Sections:
+    # Every backend, in the document's order.
+    backends: dict[str, BackendEntry] = field(default_factory=dict)
     # Backends with a summary: the figures, phases, memory and charts.
     measured: dict[str, BackendEntry] = field(default_factory=dict)
     # Backends whose runs failed for a reason about the backend or the app
@@ -35,8 +37,8 @@ def entries(document: dict[str, Any]) -> dict[str, BackendEntry]:
 
 
 def sections(document: dict[str, Any]) -> Sections:
-    parts = Sections(stage_errors=list(document.get("stage_errors") or []))
-    for name, backend in entries(document).items():
+    parts = Sections(entries(document), stage_errors=list(document.get("stage_errors") or []))
+    for name, backend in parts.backends.items():
         if backend.status == BackendStatus.UNAVAILABLE:
             parts.unavailable[name] = backend
             continue
