@@ -245,9 +245,9 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
     ref_hash, ref_config = _run_config(ref_entry)
     ref_app = ref_source.document["app"]["spec"]
 
-    for (machine, backend) in price_table:
-        if not any(s.machine == machine and backend in s.document["backends"] for s in usable):
-            raise UserError(f"--price names {machine}:{backend}, which is not in these results")
+    for (machine, priced) in price_table:
+        if not any(s.machine == machine and priced in s.document["backends"] for s in usable):
+            raise UserError(f"--price names {machine}:{priced}, which is not in these results")
 
     entries = []
     for source in usable:

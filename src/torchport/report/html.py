@@ -104,7 +104,8 @@ def phases_chart(measured: dict[str, Summary]) -> str:
 
 
 def step_time_chart(measured: dict[str, Summary]) -> str:
-    rows = [(name, s.step_time_s.median, *s.step_time_s.ci95) for name, s in measured.items() if s.step_time_s]
+    rows = [(name, s.step_time_s.median, s.step_time_s.ci95[0], s.step_time_s.ci95[1])
+            for name, s in measured.items() if s.step_time_s]
     return svg.interval_bars(rows, _ms, "Sustained time per step, median with 95% interval")
 
 
