@@ -21,11 +21,13 @@ from torchport.records import (
     BackendStatus,
     Check,
     CheckStatus,
+    Cost,
     CounterRow,
     DeviceMemory,
     DocumentStatus,
     ErrorKind,
     ErrorRecord,
+    FailureDigest,
     Finding,
     RunRecord,
     RunSeries,
@@ -94,7 +96,8 @@ def _schema_parts(schema: dict) -> dict[str, dict]:
     defs = schema["$defs"]
     summary = defs["summary"]["properties"]
     return {
-        "BackendEntry": defs["backend"], "RunRecord": defs["run"], "ErrorRecord": defs["error"],
+        "BackendEntry": defs["backend"], "Cost": defs["backend"]["properties"]["cost"],
+        "FailureDigest": defs["backend"]["properties"]["failures"], "RunRecord": defs["run"], "ErrorRecord": defs["error"],
         "Summary": defs["summary"], "Stat": defs["stat"], "DeviceMemory": defs["device_memory"],
         "CounterRow": summary["counters"]["items"], "RunSeries": summary["runs_series"]["items"],
         "Check": defs["checks"]["properties"]["checks"]["items"],
@@ -102,8 +105,8 @@ def _schema_parts(schema: dict) -> dict[str, dict]:
     }
 
 
-@pytest.mark.parametrize("record_class", [BackendEntry, RunRecord, ErrorRecord, Summary, Stat, DeviceMemory, CounterRow,
-                                          RunSeries, Check, Finding], ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("record_class", [BackendEntry, Cost, FailureDigest, RunRecord, ErrorRecord, Summary, Stat,
+                                          DeviceMemory, CounterRow, RunSeries, Check, Finding], ids=lambda cls: cls.__name__)
 def test_each_record_declares_exactly_the_fields_its_schema_declares(schema, record_class):
     part = _schema_parts(schema)[record_class.__name__]
     declared = [f.name for f in dataclasses.fields(record_class) if f.name not in ("extra", "key_order")]

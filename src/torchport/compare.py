@@ -277,7 +277,8 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
                 price, where = (source.document.get("prices") or {}).get(name), "result file"
             if price is not None:
                 entry["price_usd_per_hour"], entry["price_source"] = price, where
-                entry["cost"] = summary.cost(backend.summary, price)
+                priced = summary.cost(backend.summary, price)
+                entry["cost"] = priced.to_dict() if priced is not None else None
             entries.append(entry)
 
     return {

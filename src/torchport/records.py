@@ -381,6 +381,30 @@ class Summary(ScenarioSummary):
 
 
 @dataclass
+class Cost(Record):
+    """What a backend's sustained throughput costs at a price per hour."""
+
+    usd_per_hour: float = 0.0
+    usd_per_million_samples: float = 0.0
+    usd_per_million_samples_ci95: list[float] = field(default_factory=list)
+    usd_per_epoch: float | None = None
+    usd_per_million_tokens: float | None = None  # only where the app counts tokens
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"usd_per_epoch"})
+
+
+@dataclass
+class FailureDigest(Record):
+    """How many of a backend's runs failed, and the last worker stderr lines of one."""
+
+    runs_failed: int = 0
+    runs: int = 0
+    last_stderr_tail: list[str] | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"last_stderr_tail"})
+
+
+@dataclass
 class BackendEntry(Record):
     """One backend in the result: what it is, whether it ran, its runs and figures."""
 
@@ -398,10 +422,11 @@ class BackendEntry(Record):
     runs: list[RunRecord] = field(default_factory=list)
     summary: Summary | None = None
     comparison: dict[str, Any] | None = None
-    cost: dict[str, Any] | None = None
-    failures: dict[str, Any] | None = None  # 1.1: runs failed, of how many, the last stderr lines
+    cost: Cost | None = None
+    failures: FailureDigest | None = None  # 1.1
 
-    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "summary": Summary}
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "summary": Summary, "cost": Cost,
+                                                   "failures": FailureDigest}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"runs": RunRecord}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": BackendStatus}
 
@@ -463,11 +488,13 @@ __all__ = [
     "BackendStatus",
     "Check",
     "CheckStatus",
+    "Cost",
     "CounterRow",
     "DeviceMemory",
     "DocumentStatus",
     "ErrorKind",
     "ErrorRecord",
+    "FailureDigest",
     "Finding",
     "Record",
     "RunRecord",

@@ -10,8 +10,10 @@ from typing import Any, TypeVar
 
 from torchport.limits import INPUT_BOUND_SHARE
 from torchport.records import (
+    Cost,
     CounterRow,
     DeviceMemory,
+    FailureDigest,
     RunSeries,
     RunStatus,
     ScenarioSummary,
@@ -308,25 +310,23 @@ def comparison(candidate: dict[str, Any], reference: dict[str, Any]) -> dict[str
             "loss_at_common_step": loss_at_common_step(runs_c, runs_r)}
 
 
-def cost(summary: Summary | None, usd_per_hour: float | None) -> dict[str, Any] | None:
+def cost(summary: Summary | None, usd_per_hour: float | None) -> Cost | None:
     """Cost per 1M samples and per epoch, from the sustained throughput and its
     interval.  Compile time is not amortised here; the report shows it apart."""
     if summary is None or usd_per_hour is None or not summary.samples_per_s or not summary.samples_per_s_ci95:
         return None
     usd_per_second = usd_per_hour / SECONDS_PER_HOUR
     low_rate, high_rate = summary.samples_per_s_ci95
-    result = {
-        "usd_per_hour": usd_per_hour,
-        "usd_per_million_samples": usd_per_second * 1e6 / summary.samples_per_s,
-        "usd_per_million_samples_ci95": [usd_per_second * 1e6 / high_rate, usd_per_second * 1e6 / low_rate],
-        "usd_per_epoch": usd_per_second * summary.epoch_s if summary.epoch_s else None,
-    }
-    if summary.tokens_per_s:
-        result["usd_per_million_tokens"] = usd_per_second * 1e6 / summary.tokens_per_s
-    return result
+    return Cost(
+        usd_per_hour=usd_per_hour,
+        usd_per_million_samples=usd_per_second * 1e6 / summary.samples_per_s,
+        usd_per_million_samples_ci95=[usd_per_second * 1e6 / high_rate, usd_per_second * 1e6 / low_rate],
+        usd_per_epoch=usd_per_second * summary.epoch_s if summary.epoch_s else None,
+        usd_per_million_tokens=usd_per_second * 1e6 / summary.tokens_per_s if summary.tokens_per_s else None,
+    )
 
 
-def failure_digest(backend: dict[str, Any]) -> dict[str, Any] | None:
+def failure_digest(backend: dict[str, Any]) -> FailureDigest | None:
     """How many of a backend's runs failed and the last worker stderr lines
     of one that left any: the "does not run here" sections.  None when it ran
     and every run was ok."""
@@ -335,7 +335,7 @@ def failure_digest(backend: dict[str, Any]) -> dict[str, Any] | None:
     if runs and not failed:
         return None
     tail = next((run.get("stderr_tail") for run in reversed(runs) if run.get("stderr_tail")), None)
-    return {"runs_failed": len(failed), "runs": len(runs), "last_stderr_tail": tail}
+    return FailureDigest(runs_failed=len(failed), runs=len(runs), last_stderr_tail=tail)
 
 
 def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -362,7 +362,8 @@ def refresh(document: dict[str, Any]) -> dict[str, Any]:
     for name, backend in backends.items():
         computed = summaries[name]
         backend["summary"] = computed.to_dict() if computed is not None else None  # the document is plain JSON
-        backend["failures"] = failure_digest(backend)
+        digest = failure_digest(backend)
+        backend["failures"] = digest.to_dict() if digest is not None else None
     reference_name = document.get("reference")
     reference = backends.get(reference_name) if reference_name else None
     prices = document.get("prices") or {}
@@ -370,6 +371,7 @@ def refresh(document: dict[str, Any]) -> dict[str, Any]:
         backend["comparison"] = (
             comparison(backend, reference) if reference is not None and name != reference_name else None
         )
-        backend["cost"] = cost(summaries[name], prices.get(name))
+        priced = cost(summaries[name], prices.get(name))
+        backend["cost"] = priced.to_dict() if priced is not None else None
     document["config_consistency"] = config_consistency(backends)
     return document

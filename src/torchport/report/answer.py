@@ -302,8 +302,8 @@ def _cost(entries: dict[str, BackendEntry]) -> Cell:
         cost = entry.cost
         if cost:
             evidence, source = _evidence_of(name, entry)
-            return Cell(f"{fmt.usd(cost['usd_per_million_samples'])}/1M samples", evidence, source,
-                        f"at {fmt.usd(cost.get('usd_per_hour'))} an hour")
+            return Cell(f"{fmt.usd(cost.usd_per_million_samples)}/1M samples", evidence, source,
+                        f"at {fmt.usd(cost.usd_per_hour)} an hour")
     return Cell("no price" if _ran(entries) else "not measured", Evidence.UNKNOWN, "",
                 "give one with --price BACKEND=USD_PER_HOUR" if _ran(entries) else "")
 

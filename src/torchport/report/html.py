@@ -279,7 +279,7 @@ def render(document: dict[str, Any]) -> str:
               fmt.seconds(s.time_per_step_compile_included_s), fmt.seconds(s.first_step_s),
               fmt.size(s.peak_device_memory_bytes) if s.peak_device_memory_bytes is not None
               else f"host RSS {fmt.size(s.peak_host_rss_bytes)}",
-              fmt.usd(b.cost.get("usd_per_million_samples")) if b.cost else "no price"]
+              fmt.usd(b.cost.usd_per_million_samples) if b.cost else "no price"]
              for name, b in measured.items() for s in [b.measured()]])]
     notes = [f"{name}: {note}" for name, b in measured.items() for note in b.measured().notes]
     if notes:
@@ -294,7 +294,7 @@ def render(document: dict[str, Any]) -> str:
                         + (f" at <code>{esc(cap(error.location, 300))}</code>" if error.location else "")
                         + (f"; inside <code>{esc(cap(error.library_frame, 300))}</code>" if error.library_frame else "")
                         + "</p>")
-            tail = (b.failures or {}).get("last_stderr_tail")
+            tail = b.failures.last_stderr_tail if b.failures else None
             if tail:
                 body.append(f"<pre>{chr(10).join(esc(cap(line)) for line in tail[-REPORT_TAIL_LINES:])}</pre>")
     if parts.stage_errors:

@@ -8,7 +8,7 @@ from torchport import stages
 from torchport import formatting as fmt
 from torchport.report.verdict import verdict_line
 from torchport.report import model
-from torchport.records import BackendEntry, ErrorRecord
+from torchport.records import BackendEntry, ErrorRecord, FailureDigest
 
 # Each stage renders its own section of the report (torchport.stages).
 
@@ -58,12 +58,11 @@ def render(document: dict[str, Any]) -> str:
                   "|---|---|---|---|---|---|---|"]
         for name, b in measured.items():
             s = b.measured()
-            cost = b.cost or {}
             lines.append(
                 f"| {fmt.md(name)} | {fmt.step_time_with_ci(s.step_time_s)} | {fmt.rate(s.samples_per_s, 'samples')} "
                 f"| {fmt.rate(s.tokens_per_s, 'tokens') if s.tokens_per_s else '–'} "
                 f"| {fmt.speedup(b.comparison) if name != reference else 'reference'} "
-                f"| {fmt.seconds(s.epoch_s)} | {fmt.usd(cost.get('usd_per_million_samples')) if cost else '–'} |"
+                f"| {fmt.seconds(s.epoch_s)} | {fmt.usd(b.cost.usd_per_million_samples) if b.cost else '–'} |"
             )
         lines += ["", "## Phases (median over runs)", "",
                   "| backend | process start | imports | init | first step | compile overhead | warm-up steps | steady | per step, compile excluded (MLPerf) | per step, compile included (AlgoPerf, first K steps) |",
@@ -187,14 +186,14 @@ def _does_not_run_here(failed: dict[str, BackendEntry]) -> list[str]:
              "| backend | kind | cause | your code | inside | runs that failed |", "|---|---|---|---|---|---|"]
     for name, b in failed.items():
         error = b.error or ErrorRecord()
-        digest = b.failures or {"runs_failed": 0, "runs": 0}
+        digest = b.failures or FailureDigest()
         cause = fmt.md(error.message) + (" (more with `--debug`)" if error.more else "")
         lines.append(f"| {fmt.md(name)} | {fmt.md(str(error.kind))} | {cause} "
                      f"| {fmt.md_code(error.location) if error.location else '–'} "
                      f"| {fmt.md_code(error.library_frame) if error.library_frame else '–'} "
-                     f"| {digest['runs_failed']} of {digest['runs']} |")
+                     f"| {digest.runs_failed} of {digest.runs} |")
     for name, b in failed.items():
-        tail = (b.failures or {}).get("last_stderr_tail")
+        tail = b.failures.last_stderr_tail if b.failures else None
         if tail:
             lines += ["", f"Last lines of {fmt.md(name)}'s worker stderr:", "", *fmt.md_block(tail[-REPORT_TAIL_LINES:])]
     return lines

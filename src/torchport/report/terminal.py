@@ -52,7 +52,7 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
         if backend.proxy_for:
             notes.append(f"{name}: a proxy for {backend.proxy_for}")
         if backend.cost:
-            notes.append(f"{name}: {fmt.usd(backend.cost['usd_per_million_samples'])} per 1M samples")
+            notes.append(f"{name}: {fmt.usd(backend.cost.usd_per_million_samples)} per 1M samples")
         memory = summary.peak_device_memory_bytes
         table.add_row(
             escape(one_line(label)),

@@ -47,7 +47,7 @@ def verdict_line(name: str, backend: BackendEntry | dict[str, Any], reference: s
     elif summary.warmup_recompiling:
         parts.append(f"RECOMPILING in warm-up ({summary.warmup_recompiling.compilations} compilations)")
     if backend.cost:
-        parts.append(f"{fmt.usd(backend.cost['usd_per_million_samples'])} per 1M samples")
+        parts.append(f"{fmt.usd(backend.cost.usd_per_million_samples)} per 1M samples")
     if error is not None:
         parts.append(f"a later run failed: {error.message}")
     return f"{name}{proxy}: " + "; ".join(parts)
