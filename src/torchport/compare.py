@@ -277,8 +277,8 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
                 price, where = (source.document.get("prices") or {}).get(name), "result file"
             if price is not None:
                 entry["price_usd_per_hour"], entry["price_source"] = price, where
-                priced = summary.cost(backend.summary, price)
-                entry["cost"] = priced.to_dict() if priced is not None else None
+                at_price = summary.cost(backend.summary, price)
+                entry["cost"] = at_price.to_dict() if at_price is not None else None
             entries.append(entry)
 
     return {
