@@ -8,6 +8,7 @@ back unchanged, key order included.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import jsonschema
@@ -20,17 +21,22 @@ from torchport.records import (
     BackendStatus,
     Check,
     CheckStatus,
+    Cost,
     CounterRow,
     DeviceMemory,
     DocumentStatus,
     ErrorKind,
     ErrorRecord,
+    FailureDigest,
     Finding,
     RunRecord,
+    RunSeries,
     RunStatus,
+    ScenarioSummary,
     Stat,
     Summary,
     TraceSeverity,
+    WarmupRecompiling,
 )
 
 
@@ -81,6 +87,51 @@ def test_one_glossary_names_every_device_and_one_severity_direction():
     # Both rankings grow with how bad a severity is.
     assert findings.SEVERITY_RANK["blocker"] > findings.SEVERITY_RANK["slow"] > findings.SEVERITY_RANK["minor"]
     assert rules.SEVERITY_RANK["error"] > rules.SEVERITY_RANK["silent"] > rules.SEVERITY_RANK["perf"] > rules.SEVERITY_RANK["info"]
+
+
+# --- one shape, declared twice: the records and the schema ------------------------------------------
+
+def _schema_parts(schema: dict) -> dict[str, dict]:
+    """The schema's object for each record, by the record's name."""
+    defs = schema["$defs"]
+    summary = defs["summary"]["properties"]
+    return {
+        "BackendEntry": defs["backend"], "Cost": defs["backend"]["properties"]["cost"],
+        "FailureDigest": defs["backend"]["properties"]["failures"], "RunRecord": defs["run"], "ErrorRecord": defs["error"],
+        "Summary": defs["summary"], "Stat": defs["stat"], "DeviceMemory": defs["device_memory"],
+        "CounterRow": summary["counters"]["items"], "RunSeries": summary["runs_series"]["items"],
+        "Check": defs["checks"]["properties"]["checks"]["items"],
+        "Finding": defs["trace"]["$defs"]["finding"],
+    }
+
+
+@pytest.mark.parametrize("record_class", [BackendEntry, Cost, FailureDigest, RunRecord, ErrorRecord, Summary, Stat,
+                                          DeviceMemory, CounterRow, RunSeries, Check, Finding], ids=lambda cls: cls.__name__)
+def test_each_record_declares_exactly_the_fields_its_schema_declares(schema, record_class):
+    part = _schema_parts(schema)[record_class.__name__]
+    declared = [f.name for f in dataclasses.fields(record_class) if f.name not in ("extra", "key_order")]
+    # RunSeries: the schema names what every series has; the first run's losses come on top.
+    in_schema = list(part.get("properties") or {}) or [*part["required"], "losses"]
+    assert sorted(declared) == sorted(in_schema), (
+        f"only in {record_class.__name__}: {sorted(set(declared) - set(in_schema))}; "
+        f"only in the schema: {sorted(set(in_schema) - set(declared))}")
+    assert set(part.get("required") or []) <= set(declared)
+
+
+def test_the_summary_schema_describes_the_scenario_and_warmup_records(schema):
+    """A summary starts with one scenario's figures (its inference is one too), in the order written."""
+    summary_fields = [f.name for f in dataclasses.fields(Summary) if f.name not in ("extra", "key_order")]
+    scenario = [f.name for f in dataclasses.fields(ScenarioSummary) if f.name not in ("extra", "key_order")]
+    assert summary_fields[:len(scenario)] == scenario
+    description = schema["$defs"]["summary"]["properties"]["warmup_recompiling"]["description"]
+    assert description.endswith(": " + ", ".join(f.name for f in dataclasses.fields(WarmupRecompiling)
+                                                 if f.name not in ("extra", "key_order")))
+
+
+def test_a_computed_summary_writes_every_field_none_included():
+    computed = ScenarioSummary(first_step_s=0.5).computed().to_dict()
+    assert list(computed) == [f.name for f in dataclasses.fields(ScenarioSummary) if f.name not in ("extra", "key_order")]
+    assert computed["samples_per_s"] is None and computed["first_step_s"] == 0.5
 
 
 # --- records built in code -------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from typing import Any
 from torchport.check.pipeline import PER_ROUND
 from torchport.errors import UserError
 from torchport import formatting as fmt
+from torchport.records import ErrorKind, RunStatus
 
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_PRECISION = 0.02  # 95% interval of the median within +-2%: narrow enough to decide the 5% threshold
@@ -183,13 +184,13 @@ class BudgetPlan:
         """A run the budget's limit ended is that backend's 'budget too small' result, not a timeout."""
         limit = self.run_timeout(entry, timeout_s)
         wall = float(run.get("wall_s") or 0.0)
-        if run.get("status") != "timed_out" or limit >= timeout_s or wall < 0.98 * limit:
+        if run.get("status") != RunStatus.TIMED_OUT or limit >= timeout_s or wall < 0.98 * limit:
             return  # the user's --timeout or --phase-timeout ended it, not the budget
         phase = str(run.get("last_phase") or "start-up")
         scale = self.budget_s / entry["share_s"] if entry["share_s"] > 0 else 1.0
-        run["status"] = "error"
+        run["status"] = RunStatus.ERROR.value
         run["error"] = {
-            "kind": "budget-too-small",
+            "kind": ErrorKind.BUDGET_TOO_SMALL.value,
             "message": (f"budget too small: needs at least {format_minutes(wall)} for one run on {name}: it was still "
                         f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry['share_s'])}; "
                         f"a budget of more than {format_minutes(wall * scale)} would give it that"),
@@ -200,7 +201,7 @@ class BudgetPlan:
         (its earlier runs stand), and the report lists the run with what the
         budget could not buy."""
         error = run.get("error") or {}
-        if error.get("kind") != "budget-too-small" or not any(r.get("status") == "ok" for r in entry["runs"]):
+        if error.get("kind") != ErrorKind.BUDGET_TOO_SMALL or not any(r.get("status") == RunStatus.OK for r in entry["runs"]):
             return False
         self.could_not.append(f"{name}: run {len(entry['runs'])} ended: {error.get('message')}")
         return True
@@ -246,7 +247,7 @@ class BudgetPlan:
             step_s = times[len(times) // 2]
         wall = float(run.get("wall_s") or overhead)
         parameters = (run.get("config") or {}).get("parameters")
-        self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.get("status") == "ok",
+        self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.get("status") == RunStatus.OK,
                                                          parameters if isinstance(parameters, int) else None))
         if len(self.runs[name]) == 1 and self.stages:
             self._reserve_for_stages()

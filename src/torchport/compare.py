@@ -18,6 +18,7 @@ from typing import Any
 
 from torchport import __version__, results, summary
 from torchport.errors import UserError
+from torchport.records import BackendEntry, BackendStatus, CheckStatus, Summary
 from torchport.stats import MIN_RUNS_FOR_VERDICT
 
 KIND = "torchport-comparison"
@@ -130,10 +131,11 @@ def parse_prices(items: list[str]) -> dict[tuple[str, str], float]:
     return prices
 
 
-def _run_config(backend: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+def _run_config(backend: BackendEntry) -> tuple[str | None, dict[str, Any]]:
     """The effective configuration of the backend's first successful run (from its summary)."""
-    measured = backend.get("summary") or {}
-    return measured.get("config_hash"), measured.get("config") or {}
+    if backend.summary is None:
+        return None, {}
+    return backend.summary.config_hash, backend.summary.config or {}
 
 
 def config_difference(candidate: dict[str, Any], reference: dict[str, Any], candidate_app: str,
@@ -167,7 +169,7 @@ def check_outcomes(document: dict[str, Any], backend: str) -> dict[str, Any]:
         if not (subject == backend or backend in _pair_members(subject)):
             continue
         counts[check["status"]] = counts.get(check["status"], 0) + 1
-        if check["status"] in ("fail", "error"):
+        if check["status"] in (CheckStatus.FAIL, CheckStatus.ERROR):
             failed.append(f"{check['name']} {subject}")
     return {"counts": counts, "failed": failed}
 
@@ -179,33 +181,31 @@ def _pair_members(subject: str) -> list[str]:
     return []
 
 
-def _entry(source: Source, name: str, backend: dict[str, Any]) -> dict[str, Any]:
-    s = backend.get("summary") or {}
-    phases = [s.get(k) for k in ("process_start_s", "import_s", "init_s")]
-    to_first = (sum(p for p in phases if p) + s["first_step_s"]) if s else None
-    device_memory = s.get("peak_device_memory_bytes")
-    config_hash, _ = _run_config(backend)
+def _entry(source: Source, name: str, backend: BackendEntry, s: Summary) -> dict[str, Any]:
+    """One measured backend of one result file, in the comparison."""
+    phases = [s.process_start_s, s.import_s, s.init_s]
+    device_memory = s.peak_device_memory_bytes
     return {
         "machine": source.machine,
         "backend": name,
         "file": str(source.path),
         "app": source.document["app"]["spec"],
-        "proxy_for": backend.get("proxy_for"),
-        "status": backend.get("status"),
-        "config_hash": config_hash,
-        "runs_ok": s.get("runs_ok"),
-        "step_time_s": {"median": s["step_time_s"]["median"], "ci95": s["step_time_s"]["ci95"],
-                        "warnings": s["step_time_s"]["warnings"]} if s else None,
-        "samples_per_s": s.get("samples_per_s"),
-        "samples_per_s_ci95": s.get("samples_per_s_ci95"),
-        "tokens_per_s": s.get("tokens_per_s"),
-        "time_per_step_compile_included_s": s.get("time_per_step_compile_included_s"),
-        "compile_included_steps": s.get("compile_included_steps"),
-        "first_step_s": s.get("first_step_s"),
-        "time_to_first_step_s": to_first,
-        "peak_memory_bytes": device_memory if device_memory is not None else s.get("peak_host_rss_bytes"),
+        "proxy_for": backend.proxy_for,
+        "status": str(backend.status),
+        "config_hash": s.config_hash,
+        "runs_ok": s.runs_ok,
+        "step_time_s": {"median": s.step_time_s.median, "ci95": s.step_time_s.ci95,
+                        "warnings": s.step_time_s.warnings} if s.step_time_s else None,
+        "samples_per_s": s.samples_per_s,
+        "samples_per_s_ci95": s.samples_per_s_ci95,
+        "tokens_per_s": s.tokens_per_s,
+        "time_per_step_compile_included_s": s.time_per_step_compile_included_s,
+        "compile_included_steps": s.compile_included_steps,
+        "first_step_s": s.first_step_s,
+        "time_to_first_step_s": sum(p for p in phases if p) + (s.first_step_s or 0.0),
+        "peak_memory_bytes": device_memory if device_memory is not None else s.peak_host_rss_bytes,
         "peak_memory_kind": "device" if device_memory is not None else "host RSS",
-        "final_loss": s.get("final_loss"),
+        "final_loss": s.final_loss,
         "checks": check_outcomes(source.document, name),
         "comparable": False,
         "reason": None,
@@ -235,8 +235,9 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
     else:
         ref_machine, ref_backend = usable[0].machine, usable[0].document.get("reference")
     ref_source = next((s for s in usable if s.machine == ref_machine), None)
-    ref_entry = (ref_source.document["backends"].get(ref_backend) if ref_source and ref_backend else None)
-    if ref_source is None or ref_entry is None or not ref_entry.get("summary"):
+    ref_raw = ref_source.document["backends"].get(ref_backend) if ref_source and ref_backend else None
+    ref_entry = BackendEntry.from_dict(ref_raw) if ref_raw is not None else None
+    if ref_source is None or ref_raw is None or ref_entry is None or ref_entry.summary is None:
         choices = ", ".join(f"{s.machine}:{name}" for s in usable for name, b in s.document["backends"].items()
                             if b.get("summary"))
         raise UserError(f"reference {ref_machine}:{ref_backend} has no measurement in these results; "
@@ -244,20 +245,21 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
     ref_hash, ref_config = _run_config(ref_entry)
     ref_app = ref_source.document["app"]["spec"]
 
-    for (machine, backend) in price_table:
-        if not any(s.machine == machine and backend in s.document["backends"] for s in usable):
-            raise UserError(f"--price names {machine}:{backend}, which is not in these results")
+    for (machine, priced) in price_table:
+        if not any(s.machine == machine and priced in s.document["backends"] for s in usable):
+            raise UserError(f"--price names {machine}:{priced}, which is not in these results")
 
     entries = []
     for source in usable:
-        for name, backend in source.document["backends"].items():
-            if not backend.get("summary"):
-                reason = backend.get("reason") if backend.get("status") in ("unavailable", "skipped") else \
-                    (backend.get("error") or {}).get("message") or "no successful run"
+        for name, raw in source.document["backends"].items():
+            backend = BackendEntry.from_dict(raw)
+            if backend.summary is None:
+                reason = backend.reason if backend.status in (BackendStatus.UNAVAILABLE, BackendStatus.SKIPPED) else \
+                    (backend.error.message if backend.error else "") or "no successful run"
                 not_comparable.append({"machine": source.machine, "backend": name, "file": str(source.path),
-                                       "reason": f"not measured ({backend.get('status')}): {reason}"})
+                                       "reason": f"not measured ({backend.status}): {reason}"})
                 continue
-            entry = _entry(source, name, backend)
+            entry = _entry(source, name, backend, backend.summary)
             config_hash, config = _run_config(backend)
             if config_hash is None or config_hash != ref_hash:
                 entry["reason"] = config_difference(config, ref_config, source.document["app"]["spec"], ref_app)
@@ -266,7 +268,7 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
             is_reference = source is ref_source and name == ref_backend
             entry["reference"] = is_reference
             if entry["comparable"] and not is_reference:
-                entry["ratio"] = summary.comparison(backend, ref_entry)
+                entry["ratio"] = summary.comparison(raw, ref_raw)
             if not entry["comparable"]:
                 not_comparable.append({"machine": source.machine, "backend": name, "file": str(source.path),
                                        "reason": entry["reason"]})
@@ -275,7 +277,8 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
                 price, where = (source.document.get("prices") or {}).get(name), "result file"
             if price is not None:
                 entry["price_usd_per_hour"], entry["price_source"] = price, where
-                entry["cost"] = summary.cost(backend["summary"], price)
+                at_price = summary.cost(backend.summary, price)
+                entry["cost"] = at_price.to_dict() if at_price is not None else None
             entries.append(entry)
 
     return {

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.records import BackendEntry, Stat
 from torchport.text import one_line
 
 
@@ -42,11 +43,13 @@ def usd(value: float | None) -> str:
     return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
 
 
-def step_time_with_ci(stat: dict[str, Any] | None) -> str:
+def step_time_with_ci(stat: Stat | dict[str, Any] | None) -> str:
     if not stat:
         return "n/a"
-    low, high = stat["ci95"]
-    return f"{seconds(stat['median'])} [{seconds(low)}, {seconds(high)}]"
+    if isinstance(stat, dict):
+        stat = Stat.from_dict(stat)
+    low, high = stat.ci95
+    return f"{seconds(stat.median)} [{seconds(low)}, {seconds(high)}]"
 
 
 def speedup(comparison: dict[str, Any] | None) -> str:
@@ -102,13 +105,13 @@ def _backtick_runs(text: str) -> list[str]:
     return runs
 
 
-def worker_environment(backend: dict[str, Any]) -> str:
+def worker_environment(backend: BackendEntry) -> str:
     """The environment a backend's workers ran in, with the thread counts torch
     reported there ("main, 2 intra-op / 1 inter-op threads"); runs that
     disagree are all listed."""
-    threads = sorted({(t["intra_op"], t["inter_op"]) for run in backend.get("runs") or []
-                      for t in [(run.get("worker") or {}).get("threads")] if t})
-    where = backend.get("environment") or "main"
+    threads = sorted({(t["intra_op"], t["inter_op"]) for run in backend.runs
+                      for t in [(run.worker or {}).get("threads")] if t})
+    where = backend.environment or "main"
     if not threads:
         return where
     return f"{where}, " + " or ".join(f"{intra} intra-op / {inter} inter-op threads" for intra, inter in threads)

@@ -255,6 +255,7 @@ class RunRecord(Record):
     inference: dict[str, Any] | None = None
     memory: DeviceMemory | None = None
     host_peak_rss_bytes: int | None = None
+    host_memory: dict[str, Any] | None = None  # peak_bytes, per-phase peaks, method
     metric: dict[str, Any] | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory}
@@ -289,9 +290,9 @@ class CounterRow(Record):
 
 
 @dataclass
-class Summary(Record):
-    """Figures per backend computed from the raw samples (torchport.summary);
-    every renderer reads these, never the runs."""
+class ScenarioSummary(Record):
+    """The figures of one scenario (training, inference) over a backend's
+    successful runs: the first fields of a summary, and its ``inference``."""
 
     step_time_s: Stat | None = None
     samples_per_s: float | None = None
@@ -306,6 +307,47 @@ class Summary(Record):
     compile_included_steps: int | None = None
     data_wait_share: float | None = None
     sustained_compilations: int | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat}
+
+    def computed(self) -> Self:
+        """Mark every field as computed: written, None included (torchport.summary
+        computes them all, and has always written them all)."""
+        self.key_order = tuple(self._declared())
+        return self
+
+
+@dataclass
+class WarmupRecompiling(Record):
+    """Graphs compiled in more than one warm-up block."""
+
+    compilations: int = 0
+    blocks_compiling: int = 0
+    blocks: int = 0
+    compile_time_s: float | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"compile_time_s"})
+
+
+@dataclass
+class RunSeries(Record):
+    """One successful run's time per step at each step index: the charts."""
+
+    round: int = 0
+    points: list[list[float]] = field(default_factory=list)
+    sustained_start: int = 0
+    steady: bool = False
+    sustained_step_s: list[float] = field(default_factory=list)
+    losses: list[float] | None = None  # the first run's only
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"losses"})
+
+
+@dataclass
+class Summary(ScenarioSummary):
+    """Figures per backend computed from the raw samples (torchport.summary);
+    every renderer reads these, never the runs."""
+
     epoch_s: float | None = None
     runs_ok: int | None = None
     process_start_s: float | None = None
@@ -315,23 +357,51 @@ class Summary(Record):
     peak_host_rss_bytes: int | None = None
     input_bound: bool | None = None
     distinct_batch_shapes: int | None = None
-    warmup_recompiling: dict[str, Any] | None = None
+    warmup_recompiling: WarmupRecompiling | None = None
     metric: dict[str, Any] | None = None
     final_loss: float | None = None
     final_loss_step: int | None = None  # runs stop at different steps: the final loss is at this one
-    inference: dict[str, Any] | None = None
+    inference: ScenarioSummary | None = None
     notes: list[str] = field(default_factory=list)
     # Schema 1.1: what renderers used to read from the runs.
     counters: list[CounterRow] | None = None
     counter_runs: list[dict[str, Any]] | None = None
     phase_seconds: dict[str, float] | None = None
-    runs_series: list[dict[str, Any]] | None = None
+    runs_series: list[RunSeries] | None = None
+    # The effective configuration of the first successful run, and its hash.
+    config_hash: str | None = None
+    config: dict[str, Any] | None = None
 
-    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat}
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow}
+    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat, "inference": ScenarioSummary,
+                                                   "warmup_recompiling": WarmupRecompiling}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow, "runs_series": RunSeries}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
                                     "sustained_compilations", "warmup_recompiling", "distinct_batch_shapes",
                                     "metric", "final_loss", "inference"})
+
+
+@dataclass
+class Cost(Record):
+    """What a backend's sustained throughput costs at a price per hour."""
+
+    usd_per_hour: float = 0.0
+    usd_per_million_samples: float = 0.0
+    usd_per_million_samples_ci95: list[float] = field(default_factory=list)
+    usd_per_epoch: float | None = None
+    usd_per_million_tokens: float | None = None  # only where the app counts tokens
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"usd_per_epoch"})
+
+
+@dataclass
+class FailureDigest(Record):
+    """How many of a backend's runs failed, and the last worker stderr lines of one."""
+
+    runs_failed: int = 0
+    runs: int = 0
+    last_stderr_tail: list[str] | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"last_stderr_tail"})
 
 
 @dataclass
@@ -340,6 +410,8 @@ class BackendEntry(Record):
 
     name: str = ""
     title: str | None = None
+    device_type: str | None = None  # the torch device type its runs use ("xla", "cuda", "cpu", ...)
+    compiles: bool | None = None  # whether it runs the step under a compiler
     available: bool = False
     reason: str = ""
     verification: str = ""
@@ -350,15 +422,22 @@ class BackendEntry(Record):
     runs: list[RunRecord] = field(default_factory=list)
     summary: Summary | None = None
     comparison: dict[str, Any] | None = None
-    cost: dict[str, Any] | None = None
-    failures: dict[str, Any] | None = None  # 1.1: runs failed, of how many, the last stderr lines
+    cost: Cost | None = None
+    failures: FailureDigest | None = None  # 1.1
 
-    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "summary": Summary}
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "summary": Summary, "cost": Cost,
+                                                   "failures": FailureDigest}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"runs": RunRecord}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": BackendStatus}
 
     def ok_runs(self) -> list[RunRecord]:
         return [run for run in self.runs if run.ok]
+
+    def measured(self) -> Summary:
+        """The summary of a backend the report lists as measured."""
+        if self.summary is None:
+            raise ValueError(f"backend {self.name!r} has no summary")
+        return self.summary
 
 
 @dataclass
@@ -387,6 +466,8 @@ class Finding(Record):
     location: str | None = None
     library_location: str | None = None
     library: str | None = None
+    seen_at: list[str] | None = None
+    cause: dict[str, Any] | None = None
     count: int = 0
     per_step: float | None = None
     detail: str = ""
@@ -407,17 +488,22 @@ __all__ = [
     "BackendStatus",
     "Check",
     "CheckStatus",
+    "Cost",
     "CounterRow",
     "DeviceMemory",
     "DocumentStatus",
     "ErrorKind",
     "ErrorRecord",
+    "FailureDigest",
     "Finding",
     "Record",
     "RunRecord",
+    "RunSeries",
     "RunStatus",
+    "ScenarioSummary",
     "Stat",
     "Summary",
     "TraceSeverity",
     "Vocabulary",
+    "WarmupRecompiling",
 ]

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 
+from torchport.records import ErrorKind
+
 CONFIDENCE = 0.95
 MIN_BLOCKS = 6  # the fewest blocks whose order statistics give a 95% interval of the median
 MAX_BLOCK_FACTOR = 10  # adaptive sampling's bound: this many times the configured block count
@@ -73,7 +75,7 @@ def relative_half_width(values: Sequence[float]) -> float | None:
 class BudgetTooSmall(Exception):
     """Raised in the worker; ``failures`` files it under its own kind."""
 
-    kind = "budget-too-small"
+    kind = ErrorKind.BUDGET_TOO_SMALL.value
 
     def __init__(self, message: str):
         super().__init__(message)

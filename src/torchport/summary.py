@@ -6,20 +6,36 @@ summaries are only a cache of them.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from torchport.limits import INPUT_BOUND_SHARE
-from torchport.records import DeviceMemory
+from torchport.records import (
+    Cost,
+    CounterRow,
+    DeviceMemory,
+    FailureDigest,
+    RunSeries,
+    RunStatus,
+    ScenarioSummary,
+    Stat,
+    Summary,
+    WarmupRecompiling,
+)
 from torchport.stats import Measurement, compare, median
 
 SECONDS_PER_HOUR = 3600.0
 
 
 def ok_runs(backend: dict[str, Any]) -> list[dict[str, Any]]:
-    return [run for run in backend.get("runs", []) if run.get("status") == "ok" and run.get("training")]
+    return [run for run in backend.get("runs", []) if run.get("status") == RunStatus.OK and run.get("training")]
 
 
-def scenario_summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+Scenario = TypeVar("Scenario", bound=ScenarioSummary)
+
+
+def scenario_summary(runs: list[dict[str, Any]], key: str, kind: type[Scenario]) -> Scenario | None:
+    """The figures of one scenario over the runs, as a ``kind`` record (a
+    summary is a scenario summary with more fields)."""
     scenarios = [run[key] for run in runs if run.get(key) and run[key].get("sustained")]
     if not scenarios:
         return None
@@ -38,22 +54,21 @@ def scenario_summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any] | N
         for s in scenarios
     ]
     compiled = [s.get("sustained_compilations") for s in scenarios]
-    summary = {
-        "step_time_s": step_time.summary(),
-        "samples_per_s": samples_per_step / step_time.median if samples_per_step else None,
-        "samples_per_s_ci95": [samples_per_step / high, samples_per_step / low] if samples_per_step else None,
-        "tokens_per_s": tokens_per_step / step_time.median if tokens_per_step else None,
-        "first_step_s": first_step.median,
-        "compile_overhead_s": max(0.0, first_step.median - step_time.median),
-        "warmup_steps": [s["warmup"]["steps"] for s in scenarios],
-        "steady": all(s["warmup"]["steady"] for s in scenarios),
-        "time_per_step_compile_excluded_s": step_time.median,
-        "time_per_step_compile_included_s": median(included),
-        "compile_included_steps": scenarios[0]["steps_total"],
-        "data_wait_share": data_wait / sustained_seconds if sustained_seconds else 0.0,
-        "sustained_compilations": None if any(c is None for c in compiled) else max(compiled),
-    }
-    return summary
+    return kind(
+        step_time_s=Stat.from_dict(step_time.summary()),
+        samples_per_s=samples_per_step / step_time.median if samples_per_step else None,
+        samples_per_s_ci95=[samples_per_step / high, samples_per_step / low] if samples_per_step else None,
+        tokens_per_s=tokens_per_step / step_time.median if tokens_per_step else None,
+        first_step_s=first_step.median,
+        compile_overhead_s=max(0.0, first_step.median - step_time.median),
+        warmup_steps=[s["warmup"]["steps"] for s in scenarios],
+        steady=all(s["warmup"]["steady"] for s in scenarios),
+        time_per_step_compile_excluded_s=step_time.median,
+        time_per_step_compile_included_s=median(included),
+        compile_included_steps=scenarios[0]["steps_total"],
+        data_wait_share=data_wait / sustained_seconds if sustained_seconds else 0.0,
+        sustained_compilations=None if any(c is None for c in compiled) else max(compiled),
+    ).computed()
 
 
 def _per_step(scenarios: list[dict[str, Any]], field: str) -> float | None:
@@ -64,71 +79,77 @@ def _per_step(scenarios: list[dict[str, Any]], field: str) -> float | None:
     return sum(value for value, _ in totals) / steps if steps else None
 
 
-def backend_summary(backend: dict[str, Any], input_bound_share: float) -> dict[str, Any] | None:
+def backend_summary(backend: dict[str, Any], input_bound_share: float) -> Summary | None:
     runs = ok_runs(backend)
     if not runs:
         return None
-    summary = scenario_summary(runs, "training")
-    assert summary is not None
-    notes: list[str] = list(summary["step_time_s"]["warnings"])
+    summary = scenario_summary(runs, "training", Summary)
+    assert summary is not None and summary.step_time_s is not None
+    notes: list[str] = list(summary.step_time_s.warnings)
     epochs = [run["training"].get("steps_per_epoch") for run in runs]
-    summary["epoch_s"] = epochs[0] * summary["step_time_s"]["median"] if epochs[0] else None
-    summary["runs_ok"] = len(runs)
-    for phase in ("process_start_s", "import_s", "init_s"):
-        values = [run["phases"][phase] for run in runs if phase in run.get("phases", {})]
-        summary[phase] = median(values) if values else None
+    summary.epoch_s = epochs[0] * summary.step_time_s.median if epochs[0] else None
+    summary.runs_ok = len(runs)
+    summary.process_start_s = _phase_median(runs, "process_start_s")
+    summary.import_s = _phase_median(runs, "import_s")
+    summary.init_s = _phase_median(runs, "init_s")
     memories = [DeviceMemory.from_dict(run["memory"]).peak_bytes() if run.get("memory") else None for run in runs]
-    summary["peak_device_memory_bytes"] = max((m for m in memories if m is not None), default=None)
-    summary["peak_host_rss_bytes"] = max((run.get("host_peak_rss_bytes") or 0 for run in runs), default=None)
-    summary["input_bound"] = summary["data_wait_share"] > input_bound_share
-    if summary["input_bound"]:
+    summary.peak_device_memory_bytes = max((m for m in memories if m is not None), default=None)
+    summary.peak_host_rss_bytes = max((run.get("host_peak_rss_bytes") or 0 for run in runs), default=None)
+    wait_share = summary.data_wait_share or 0.0
+    summary.input_bound = wait_share > input_bound_share
+    if summary.input_bound:
         notes.append(
-            f"input-bound: {summary['data_wait_share']:.0%} of step time waits for data "
+            f"input-bound: {wait_share:.0%} of step time waits for data "
             f"(over {input_bound_share:.0%}); see `torchport check` for the input pipeline"
         )
-    if not summary["steady"]:
+    if not summary.steady:
         notes.append("steady state was not reached within the warm-up bound: sustained figures may still include warm-up")
     shapes = max(run["training"].get("distinct_batch_shapes") or 1 for run in runs)
-    summary["distinct_batch_shapes"] = shapes
-    recompiled = summary.get("sustained_compilations")
+    summary.distinct_batch_shapes = shapes
+    recompiled = summary.sustained_compilations
     if recompiled:
         steps = sum(b["steps"] for b in runs[0]["training"]["sustained"]["blocks"])
         cause = f": input shapes change ({shapes} distinct batch shapes)" if shapes > 1 else ""
         notes.append(f"recompiled {recompiled} times in {steps} sustained steps{cause}; not a steady state")
-    summary["warmup_recompiling"] = warmup_recompiling(runs[0]["training"])
-    if summary["warmup_recompiling"]:
-        item = summary["warmup_recompiling"]
-        spent = f", {item['compile_time_s']:.2f} s of compiling" if item["compile_time_s"] is not None else ""
+    summary.warmup_recompiling = item = warmup_recompiling(runs[0]["training"])
+    if item:
+        spent = f", {item.compile_time_s:.2f} s of compiling" if item.compile_time_s is not None else ""
         notes.append(
-            f"recompiling during warm-up: {item['compilations']} compilations in {item['blocks_compiling']} of "
-            f"{item['blocks']} warm-up blocks{spent}; compile-included time per step "
-            f"{summary['time_per_step_compile_included_s'] * 1e3:.3g} ms against {summary['time_per_step_compile_excluded_s'] * 1e3:.3g} ms "
+            f"recompiling during warm-up: {item.compilations} compilations in {item.blocks_compiling} of "
+            f"{item.blocks} warm-up blocks{spent}; compile-included time per step "
+            f"{(summary.time_per_step_compile_included_s or 0.0) * 1e3:.3g} ms against "
+            f"{(summary.time_per_step_compile_excluded_s or 0.0) * 1e3:.3g} ms "
             "sustained (a clean sustained phase does not make this cost go away)")
     notes += _fallback_notes(runs[0]["training"])
     metrics = [metric for run in runs if (metric := run.get("metric"))]
-    summary["metric"] = (
+    summary.metric = (
         {**metrics[0], "value": median(m["value"] for m in metrics), "runs": len(metrics)}
         if metrics else None
     )
     final_losses = [run["training"]["sustained"]["blocks"][-1]["losses"][-1] for run in runs]
-    summary["final_loss"] = median(final_losses)
+    summary.final_loss = median(final_losses)
     # Runs stop at different steps (warm-up ends when the run is steady, sampling
     # when it is precise enough): the final loss is at this step, and a loss to
     # compare across backends is taken at a step both reached (comparison()).
-    summary["final_loss_step"] = int(median([len(training_losses(run["training"])) for run in runs]))
-    summary["inference"] = scenario_summary(runs, "inference")
-    summary["notes"] = notes
+    summary.final_loss_step = int(median([len(training_losses(run["training"])) for run in runs]))
+    summary.inference = scenario_summary(runs, "inference", ScenarioSummary)
+    summary.notes = notes
     # What the renderers draw and tabulate, so that none of them reads the runs.
-    summary["counters"] = counter_rows(runs[0])
-    summary["counter_runs"] = [counter_totals(run["training"]) for run in runs if run["training"].get("counters")]
-    summary["phase_seconds"] = {
+    summary.counters = counter_rows(runs[0])
+    summary.counter_runs = [counter_totals(run["training"]) for run in runs if run["training"].get("counters")]
+    summary.phase_seconds = {
         "warmup_s": median(run["training"]["warmup"]["seconds"] for run in runs),
         "sustained_s": median(sum(b["seconds"] for b in run["training"]["sustained"]["blocks"])
                                          for run in runs)}
-    summary["runs_series"] = [run_series(run, index) for index, run in enumerate(runs)]
-    summary["config_hash"] = runs[0].get("config_hash")
-    summary["config"] = runs[0].get("config") or {}
+    summary.runs_series = [run_series(run, index) for index, run in enumerate(runs)]
+    summary.config_hash = runs[0].get("config_hash")
+    summary.config = runs[0].get("config") or {}
     return summary
+
+
+def _phase_median(runs: list[dict[str, Any]], phase: str) -> float | None:
+    values = [run["phases"][phase] for run in runs if phase in run.get("phases", {})]
+    return median(values) if values else None
 
 
 COUNTER_PHASES = ("first_step", "warmup", "sustained")
@@ -139,12 +160,12 @@ def _phase_steps(training: dict[str, Any], phase: str) -> int:
             "sustained": sum(block["steps"] for block in training["sustained"]["blocks"])}[phase]
 
 
-def counter_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
+def counter_rows(run: dict[str, Any]) -> list[CounterRow]:
     """The backend's counters per phase of one run (the first successful one
     in the summary), with the phase's step count: the compiler-counter tables."""
     training = run["training"]
     counters = training.get("counters") or {}
-    return [{"phase": phase, "steps": _phase_steps(training, phase), "counters": counters[phase]}
+    return [CounterRow(phase=phase, steps=_phase_steps(training, phase), counters=counters[phase])
             for phase in COUNTER_PHASES if counters.get(phase)]
 
 
@@ -187,7 +208,7 @@ def counter_totals(training: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_series(run: dict[str, Any], index: int) -> dict[str, Any]:
+def run_series(run: dict[str, Any], index: int) -> RunSeries:
     """One run's time per step at each step index (first step, warm-up blocks,
     sustained blocks), where the sustained steps begin, the sustained block
     times and, for the first run, every loss: the charts of the HTML report."""
@@ -206,13 +227,13 @@ def run_series(run: dict[str, Any], index: int) -> dict[str, Any]:
         step += block["steps"]
         points.append([step, block["seconds"] / block["steps"]])
         losses += block.get("losses") or []
-    return {"round": run.get("round", index), "points": points, "sustained_start": sustained_start,
-            "steady": training["warmup"]["steady"],
-            "sustained_step_s": [b["seconds"] / b["steps"] for b in training["sustained"]["blocks"]],
-            "losses": losses if index == 0 else None}
+    return RunSeries(round=run.get("round", index), points=points, sustained_start=sustained_start,
+                     steady=training["warmup"]["steady"],
+                     sustained_step_s=[b["seconds"] / b["steps"] for b in training["sustained"]["blocks"]],
+                     losses=losses if index == 0 else None)
 
 
-def warmup_recompiling(training: dict[str, Any]) -> dict[str, Any] | None:
+def warmup_recompiling(training: dict[str, Any]) -> WarmupRecompiling | None:
     """A warm-up that kept compiling: graphs compiled in more than one warm-up
     block (one block compiling is the step graph settling, e.g. an optimizer
     creating its state).  Data that repeat can hide this from the sustained
@@ -225,8 +246,8 @@ def warmup_recompiling(training: dict[str, Any]) -> dict[str, Any] | None:
     compile_time = counters.get("compile_time_s")
     if compile_time is None:
         compile_time = (counters.get("torch_compile") or {}).get("compile_time_s")
-    return {"compilations": sum(compiling), "blocks_compiling": len(compiling), "blocks": len(blocks),
-            "compile_time_s": compile_time}
+    return WarmupRecompiling(compilations=sum(compiling), blocks_compiling=len(compiling), blocks=len(blocks),
+                             compile_time_s=compile_time)
 
 
 # Counted by XLA like a missing lowering, but caused by Python asking for a
@@ -289,34 +310,32 @@ def comparison(candidate: dict[str, Any], reference: dict[str, Any]) -> dict[str
             "loss_at_common_step": loss_at_common_step(runs_c, runs_r)}
 
 
-def cost(summary: dict[str, Any] | None, usd_per_hour: float | None) -> dict[str, Any] | None:
+def cost(summary: Summary | None, usd_per_hour: float | None) -> Cost | None:
     """Cost per 1M samples and per epoch, from the sustained throughput and its
     interval.  Compile time is not amortised here; the report shows it apart."""
-    if summary is None or usd_per_hour is None or not summary.get("samples_per_s"):
+    if summary is None or usd_per_hour is None or not summary.samples_per_s or not summary.samples_per_s_ci95:
         return None
     usd_per_second = usd_per_hour / SECONDS_PER_HOUR
-    low_rate, high_rate = summary["samples_per_s_ci95"]
-    result = {
-        "usd_per_hour": usd_per_hour,
-        "usd_per_million_samples": usd_per_second * 1e6 / summary["samples_per_s"],
-        "usd_per_million_samples_ci95": [usd_per_second * 1e6 / high_rate, usd_per_second * 1e6 / low_rate],
-        "usd_per_epoch": usd_per_second * summary["epoch_s"] if summary.get("epoch_s") else None,
-    }
-    if summary.get("tokens_per_s"):
-        result["usd_per_million_tokens"] = usd_per_second * 1e6 / summary["tokens_per_s"]
-    return result
+    low_rate, high_rate = summary.samples_per_s_ci95
+    return Cost(
+        usd_per_hour=usd_per_hour,
+        usd_per_million_samples=usd_per_second * 1e6 / summary.samples_per_s,
+        usd_per_million_samples_ci95=[usd_per_second * 1e6 / high_rate, usd_per_second * 1e6 / low_rate],
+        usd_per_epoch=usd_per_second * summary.epoch_s if summary.epoch_s else None,
+        usd_per_million_tokens=usd_per_second * 1e6 / summary.tokens_per_s if summary.tokens_per_s else None,
+    )
 
 
-def failure_digest(backend: dict[str, Any]) -> dict[str, Any] | None:
+def failure_digest(backend: dict[str, Any]) -> FailureDigest | None:
     """How many of a backend's runs failed and the last worker stderr lines
     of one that left any: the "does not run here" sections.  None when it ran
     and every run was ok."""
     runs = backend.get("runs", [])
-    failed = [run for run in runs if run.get("status") != "ok"]
+    failed = [run for run in runs if run.get("status") != RunStatus.OK]
     if runs and not failed:
         return None
     tail = next((run.get("stderr_tail") for run in reversed(runs) if run.get("stderr_tail")), None)
-    return {"runs_failed": len(failed), "runs": len(runs), "last_stderr_tail": tail}
+    return FailureDigest(runs_failed=len(failed), runs=len(runs), last_stderr_tail=tail)
 
 
 def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -339,9 +358,12 @@ def refresh(document: dict[str, Any]) -> dict[str, Any]:
     """Recompute every derived figure in the document from its raw samples."""
     input_bound_share = document.get("config", {}).get("input_bound_share", INPUT_BOUND_SHARE)
     backends = document["backends"]
-    for backend in backends.values():
-        backend["summary"] = backend_summary(backend, input_bound_share)
-        backend["failures"] = failure_digest(backend)
+    summaries = {name: backend_summary(backend, input_bound_share) for name, backend in backends.items()}
+    for name, backend in backends.items():
+        computed = summaries[name]
+        backend["summary"] = computed.to_dict() if computed is not None else None  # the document is plain JSON
+        digest = failure_digest(backend)
+        backend["failures"] = digest.to_dict() if digest is not None else None
     reference_name = document.get("reference")
     reference = backends.get(reference_name) if reference_name else None
     prices = document.get("prices") or {}
@@ -349,6 +371,7 @@ def refresh(document: dict[str, Any]) -> dict[str, Any]:
         backend["comparison"] = (
             comparison(backend, reference) if reference is not None and name != reference_name else None
         )
-        backend["cost"] = cost(backend.get("summary"), prices.get(name))
+        priced = cost(summaries[name], prices.get(name))
+        backend["cost"] = priced.to_dict() if priced is not None else None
     document["config_consistency"] = config_consistency(backends)
     return document

@@ -18,6 +18,8 @@ from enum import StrEnum
 from typing import Any
 
 from torchport import formatting as fmt
+from torchport.records import BackendEntry, BackendStatus, ErrorKind, ErrorRecord, Summary
+from torchport.report import model
 
 
 class Evidence(StrEnum):
@@ -98,10 +100,10 @@ class Answer:
         return found
 
 
-def _family_backends(document: dict[str, Any], target: TargetFamily) -> dict[str, dict[str, Any]]:
+def _family_backends(document: dict[str, Any], backends: dict[str, BackendEntry], target: TargetFamily) -> dict[str, BackendEntry]:
     environment = document.get("environment") or {}
     found = {}
-    for name, entry in (document.get("backends") or {}).items():
+    for name, entry in backends.items():
         family = name.split("-", 1)[0]
         if target.compiled_only:
             if family == target.backend_family and "compile" in name:
@@ -117,46 +119,46 @@ def _family_backends(document: dict[str, Any], target: TargetFamily) -> dict[str
     return found
 
 
-def _finished(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {name: entry for name, entry in entries.items() if entry.get("summary")}
+def _finished(entries: dict[str, BackendEntry]) -> dict[str, BackendEntry]:
+    return {name: entry for name, entry in entries.items() if entry.summary is not None}
 
 
-def _ran(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _ran(entries: dict[str, BackendEntry]) -> dict[str, BackendEntry]:
     """The backends whose runs finished and show that they used the device: only
     their figures are the target's."""
     return {name: entry for name, entry in _finished(entries).items() if device_evidence(entry)}
 
 
-def _failed(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _failed(entries: dict[str, BackendEntry]) -> dict[str, BackendEntry]:
     return {name: entry for name, entry in entries.items()
-            if not entry.get("summary") and (entry.get("error") or {}).get("kind") not in (None, "budget-too-small")}
+            if entry.summary is None and entry.error is not None and entry.error.kind != ErrorKind.BUDGET_TOO_SMALL}
 
 
-def device_evidence(entry: dict[str, Any]) -> str | None:
+def device_evidence(entry: BackendEntry) -> str | None:
     """What shows that a backend's runs really used its device: XLA executions,
     torch.compile frames, device memory.  None when nothing does (a script
     that ignored the device it was given ran on the CPU)."""
-    summary = entry.get("summary") or {}
-    counters = [row.get("counters") or {} for row in summary.get("counters") or []]
+    summary = entry.summary or Summary()
+    counters = [row.counters for row in summary.counters or []]
     executions = sum(c.get("executions") or 0 for c in counters)
     frames = sum((c.get("torch_compile") or {}).get("frames_compiled") or 0 for c in counters)
-    device_type = entry.get("device_type")
+    device_type = entry.device_type
     if device_type == "xla":
         return f"{executions} XLA executions" if executions else None
-    if entry.get("compiles") and device_type == "cpu":
+    if entry.compiles and device_type == "cpu":
         return f"{frames} frame(s) compiled by torch.compile" if frames else None
     if device_type == "cpu":
         return "the CPU"
-    if summary.get("peak_device_memory_bytes"):
-        return f"{fmt.size(summary['peak_device_memory_bytes'])} of device memory used"
+    if summary.peak_device_memory_bytes:
+        return f"{fmt.size(summary.peak_device_memory_bytes)} of device memory used"
     if frames or executions:
         return f"{frames or executions} compiled frame(s) or execution(s)"
     return None
 
 
-def _evidence_of(name: str, entry: dict[str, Any]) -> tuple[Evidence, str]:
-    if entry.get("proxy_for"):
-        return Evidence.PROXY, f"{name}, a proxy for {entry['proxy_for']}"
+def _evidence_of(name: str, entry: BackendEntry) -> tuple[Evidence, str]:
+    if entry.proxy_for:
+        return Evidence.PROXY, f"{name}, a proxy for {entry.proxy_for}"
     return Evidence.MEASURED, name
 
 
@@ -168,7 +170,7 @@ def _trace_source(document: dict[str, Any], trace_target: str) -> str:
     return f"trace on this machine; op support: {text}"
 
 
-def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, dict[str, Any]]) -> Cell:
+def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, BackendEntry]) -> Cell:
     finished, ran, failed = _finished(entries), _ran(entries), _failed(entries)
     verdict = ((document.get("trace") or {}).get("verdicts") or {}).get(target.trace_target or "")
     if finished and not ran:
@@ -187,12 +189,12 @@ def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, dic
         return Cell("runs" if not failed else "runs, in part", evidence, source, "; ".join(details))
     if failed:
         name, entry = next(iter(failed.items()))
-        error = entry["error"]
+        error = entry.error or ErrorRecord()
         evidence, source = _evidence_of(name, entry)
-        where = f" at {error['location']}" if error.get("location") else ""
+        where = f" at {error.location}" if error.location else ""
         # The script ran, but on the CPU: measured, and not a failure of the target.
-        text = "did not use the device" if error.get("kind") == "not-on-device" else f"does not run ({error.get('kind')})"
-        return Cell(text, evidence, source, f"{error.get('message', '')}{where}")
+        text = "did not use the device" if error.kind == ErrorKind.NOT_ON_DEVICE else f"does not run ({error.kind})"
+        return Cell(text, evidence, source, f"{error.message}{where}")
     if verdict:
         known = verdict.get("op_support") in ("table", "live") and verdict.get("status") != "unknown"
         status = str(verdict.get("status"))
@@ -202,13 +204,13 @@ def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, dic
     return Cell("not measured", Evidence.UNKNOWN, "", "not run here and not traced")
 
 
-def _speed(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+def _speed(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
     reference = document.get("reference")
     for name, entry in _ran(entries).items():
         evidence, source = _evidence_of(name, entry)
         if name == reference:
             return Cell("the reference", evidence, source)
-        comparison = entry.get("comparison")
+        comparison = entry.comparison
         if not comparison:
             continue
         verdict = str(comparison.get("verdict") or "")
@@ -238,7 +240,7 @@ def _worst_status(checks: list[dict[str, Any]]) -> str:
     return min(statuses, key=lambda status: order.index(status) if status in order else len(order))
 
 
-def _measured(entries: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any], Evidence, str] | None:
+def _measured(entries: dict[str, BackendEntry]) -> tuple[dict[str, BackendEntry], BackendEntry, Evidence, str] | None:
     """The backends of a family that ran, and the first one's entry with the
     evidence and source every cell measured from it carries; None if none ran."""
     ran = _ran(entries)
@@ -248,7 +250,7 @@ def _measured(entries: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, A
     return (ran, entry, *_evidence_of(name, entry))
 
 
-def _numbers(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+def _numbers(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
     measured = _measured(entries)
     if measured is None:
         return Cell("not measured", Evidence.UNKNOWN)
@@ -256,7 +258,7 @@ def _numbers(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Ce
     parity = _checks_for(document, set(ran)).get("parity")
     if parity:
         return Cell(f"parity {_worst_status(parity)}", evidence, source + " (parity check)")
-    common = (entry.get("comparison") or {}).get("loss_at_common_step") or {}
+    common = (entry.comparison or {}).get("loss_at_common_step") or {}
     if common.get("relative_difference") is not None:
         return Cell(f"loss {common['relative_difference']:.1%} apart", evidence, source,
                     f"losses {common['relative_difference']:.1%} apart at step {common['step']}, the last step both "
@@ -264,7 +266,7 @@ def _numbers(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Ce
     return Cell("not compared", Evidence.UNKNOWN)
 
 
-def _workflow(document: dict[str, Any], entries: dict[str, dict[str, Any]]) -> Cell:
+def _workflow(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
     measured = _measured(entries)
     if measured is None:
         return Cell("not measured", Evidence.UNKNOWN)
@@ -295,13 +297,13 @@ def _memory(document: dict[str, Any], target: TargetFamily) -> Cell:
                 "estimate from the trace (parameters, gradients, optimizer state, activations, one batch)", "; ".join(details))
 
 
-def _cost(entries: dict[str, dict[str, Any]]) -> Cell:
+def _cost(entries: dict[str, BackendEntry]) -> Cell:
     for name, entry in _ran(entries).items():
-        cost = entry.get("cost")
+        cost = entry.cost
         if cost:
             evidence, source = _evidence_of(name, entry)
-            return Cell(f"{fmt.usd(cost['usd_per_million_samples'])}/1M samples", evidence, source,
-                        f"at {fmt.usd(cost.get('usd_per_hour'))} an hour")
+            return Cell(f"{fmt.usd(cost.usd_per_million_samples)}/1M samples", evidence, source,
+                        f"at {fmt.usd(cost.usd_per_hour)} an hour")
     return Cell("no price" if _ran(entries) else "not measured", Evidence.UNKNOWN, "",
                 "give one with --price BACKEND=USD_PER_HOUR" if _ran(entries) else "")
 
@@ -346,13 +348,13 @@ def reason_without_details(text: str) -> str:
     return " ".join("".join(kept).split()).replace(" ;", ";").strip(" ;")
 
 
-def _unavailable_lines(document: dict[str, Any]) -> list[str]:
+def _unavailable_lines(backends: dict[str, BackendEntry]) -> list[str]:
     """One line per reason for the backends that could not run on this machine,
     and the one thing that would measure them."""
     by_reason: dict[str, list[str]] = {}
-    for name, entry in (document.get("backends") or {}).items():
-        if entry.get("status") == "unavailable":
-            reason = reason_without_details(str(entry.get("reason") or "")) or "not available"
+    for name, entry in backends.items():
+        if entry.status == BackendStatus.UNAVAILABLE:
+            reason = reason_without_details(entry.reason or "") or "not available"
             by_reason.setdefault(reason, []).append(name)
     if not by_reason:
         return []
@@ -364,19 +366,20 @@ def _unavailable_lines(document: dict[str, Any]) -> list[str]:
 
 def build(document: dict[str, Any]) -> Answer:
     rows, no_evidence = [], []
+    backends = model.entries(document)
     for target in TARGETS:
-        entries = _family_backends(document, target)
+        entries = _family_backends(document, backends, target)
         row = TargetAnswer(
             target=target.title, backends=tuple(entries),
             runs=_runs(document, target, entries), speed=_speed(document, entries),
             numbers=_numbers(document, entries), workflow=_workflow(document, entries),
             memory=_memory(document, target), cost=_cost(entries), change=_change(document, target))
-        tried = [entry for entry in entries.values() if entry.get("runs")]
+        tried = [entry for entry in entries.values() if entry.runs]
         if all(cell.evidence is Evidence.UNKNOWN and not cell.source for cell in row.cells()) and not tried:
             no_evidence.append(target.title)
         else:
             rows.append(row)
-    return Answer(document.get("reference"), rows, _unavailable_lines(document), no_evidence)
+    return Answer(document.get("reference"), rows, _unavailable_lines(backends), no_evidence)
 
 
 LEGEND = ("Evidence: [M] measured on the target, [P] measured on a proxy (named), "

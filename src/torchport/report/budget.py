@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchport import formatting as fmt
+from torchport.records import BackendEntry
 from torchport.report import model
 from torchport.sampling import format_duration
 
@@ -55,9 +56,9 @@ def budget_rows(budget: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def could_not_buy(budget: dict[str, Any], too_small: dict[str, dict[str, Any]]) -> list[str]:
+def could_not_buy(budget: dict[str, Any], too_small: dict[str, BackendEntry]) -> list[str]:
     """The backends the budget stopped before a run finished, then what else it could not pay for."""
-    return [f"{name}: {backend['error']['message']}" for name, backend in too_small.items()] + list(
+    return [f"{name}: {backend.error.message if backend.error else ''}" for name, backend in too_small.items()] + list(
         budget.get("could_not") or [])
 
 

@@ -14,6 +14,7 @@ from collections.abc import Collection
 from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
+from torchport.records import ErrorRecord, Summary
 from torchport.report import compare_text, model
 from torchport import formatting as fmt
 from torchport.report import svg
@@ -85,37 +86,37 @@ def _ms(value: float) -> str:
     return fmt.seconds(value)
 
 
-def _label(name: str, backend: dict[str, Any]) -> str:
+def _label(name: str, proxy_for: str | None) -> str:
     """A backend's name as charts show it: proxies say so (the tables say for what)."""
-    return f"{name} (proxy)" if backend.get("proxy_for") else name
+    return f"{name} (proxy)" if proxy_for else name
 
 
 # --- charts of one result ----------------------------------------------------------------------
 
-def phases_chart(measured: dict[str, dict[str, Any]]) -> str:
+def phases_chart(measured: dict[str, Summary]) -> str:
     parts = ["process start", "imports", "init", "first step", "warm-up", "sustained"]
     rows = []
-    for name, b in measured.items():
-        s = b["summary"]
-        rows.append((name, [s.get("process_start_s") or 0, s.get("import_s") or 0, s.get("init_s") or 0,
-                            s["first_step_s"], s["phase_seconds"]["warmup_s"], s["phase_seconds"]["sustained_s"]]))
+    for name, s in measured.items():
+        phase_seconds = s.phase_seconds or {}
+        rows.append((name, [s.process_start_s or 0, s.import_s or 0, s.init_s or 0,
+                            s.first_step_s or 0, phase_seconds["warmup_s"], phase_seconds["sustained_s"]]))
     return svg.stacked_bars(rows, parts, fmt.seconds, "Phases per backend (median over runs)")
 
 
-def step_time_chart(measured: dict[str, dict[str, Any]]) -> str:
-    rows = [(name, b["summary"]["step_time_s"]["median"], *b["summary"]["step_time_s"]["ci95"])
-            for name, b in measured.items()]
+def step_time_chart(measured: dict[str, Summary]) -> str:
+    rows = [(name, s.step_time_s.median, s.step_time_s.ci95[0], s.step_time_s.ci95[1])
+            for name, s in measured.items() if s.step_time_s]
     return svg.interval_bars(rows, _ms, "Sustained time per step, median with 95% interval")
 
 
-def warmup_charts(measured: dict[str, dict[str, Any]]) -> list[str]:
+def warmup_charts(measured: dict[str, Summary]) -> list[str]:
     charts: list[str] = []
-    for name, b in measured.items():
+    for name, s in measured.items():
         series, markers = [], []
-        for index, run in enumerate(b["summary"]["runs_series"]):
-            points, start = [(x, y) for x, y in run["points"]], run["sustained_start"]
-            series.append((f"run {run['round'] + 1}", points))
-            steady = run["steady"]
+        for index, run in enumerate(s.runs_series or []):
+            points, start = [(x, y) for x, y in run.points], run.sustained_start
+            series.append((f"run {run.round + 1}", points))
+            steady = run.steady
             at = next(((x, y) for x, y in points if x >= start), points[-1])
             markers.append((index, at[0], at[1], ("steady state reached" if steady else "warm-up bound hit, NOT steady")
                             + f" at step {start}"))
@@ -126,18 +127,18 @@ def warmup_charts(measured: dict[str, dict[str, Any]]) -> list[str]:
     return charts
 
 
-def spread_chart(measured: dict[str, dict[str, Any]]) -> str:
+def spread_chart(measured: dict[str, Summary]) -> str:
     rows = []
-    for name, b in measured.items():
-        for run in b["summary"]["runs_series"]:
-            rows.append((f"{name} run {run['round'] + 1}", run["sustained_step_s"]))
+    for name, s in measured.items():
+        for run in s.runs_series or []:
+            rows.append((f"{name} run {run.round + 1}", run.sustained_step_s))
     return svg.strips(rows, _ms, "Sustained block times per run")
 
 
-def loss_chart(measured: dict[str, dict[str, Any]]) -> str:
+def loss_chart(measured: dict[str, Summary]) -> str:
     series = []
-    for name, b in measured.items():
-        losses = b["summary"]["runs_series"][0]["losses"] or []
+    for name, s in measured.items():
+        losses = (s.runs_series or [])[0].losses or []
         series.append((name, list(enumerate(losses, start=1))))
     return svg.lines(series, "training step", lambda v: f"{v:.3g}", "Loss per step, first run of each backend",
                      zero_based=False)
@@ -164,13 +165,13 @@ def parity_loss_chart(checks: dict[str, Any] | None) -> str:
 COUNTER_PHASES = ("first_step", "warmup", "sustained")
 
 
-def compile_chart(measured: dict[str, dict[str, Any]]) -> str:
+def compile_chart(measured: dict[str, Summary]) -> str:
     """Per backend and phase, what its compiler compiled: XLA's graphs, and
     torch.compile's frames (Dynamo's compiles that produced code, recompiles
     included), one bar each, labelled with what it counts."""
     rows = []
-    for name, b in measured.items():
-        counters = {row["phase"]: row["counters"] for row in b["summary"].get("counters") or []}
+    for name, s in measured.items():
+        counters = {row.phase: row.counters for row in s.counters or []}
         values = [(counters.get(phase) or {}).get("compilations") for phase in COUNTER_PHASES]
         if any(v is not None for v in values):
             rows.append((f"{name}: graphs", [float(v or 0) for v in values]))
@@ -244,7 +245,7 @@ def render(document: dict[str, Any]) -> str:
     reference = document.get("reference")
     parts = model.sections(document)
     measured = parts.measured
-    charted = {_label(name, b): b for name, b in measured.items()}
+    charted = {_label(name, b.proxy_for): b.measured() for name, b in measured.items()}
     body = [
         f"<h1>torchport evaluation: {esc(cap(app['spec'], 300))}</h1>",
         f'<p class="meta">Status <b>{esc(document["status"])}</b>'
@@ -267,33 +268,33 @@ def render(document: dict[str, Any]) -> str:
 
     body += answer.html(answer.build(document))
     body += ["<h2>Verdict per backend</h2>", "<ul>"]
-    body += [f"<li>{esc(cap(verdict_line(name, b, reference)))}</li>" for name, b in document["backends"].items()]
+    body += [f"<li>{esc(cap(verdict_line(name, b, reference)))}</li>" for name, b in parts.backends.items()]
     body.append("</ul>")
     if measured:
         body += ["<h2>Figures</h2>", table(
             ["backend", "step time [95% CI]", "samples/s", "vs reference", "per step, compile included", "first step",
              "peak memory", "cost / 1M samples"],
-            [[f"{name} (proxy for {b['proxy_for']})" if b.get("proxy_for") else name, fmt.step_time_with_ci(s["step_time_s"]), fmt.rate(s.get("samples_per_s"), "samples"),
-              "reference" if name == reference else fmt.speedup(b.get("comparison")),
-              fmt.seconds(s["time_per_step_compile_included_s"]), fmt.seconds(s["first_step_s"]),
-              fmt.size(s["peak_device_memory_bytes"]) if s.get("peak_device_memory_bytes") is not None
-              else f"host RSS {fmt.size(s.get('peak_host_rss_bytes'))}",
-              fmt.usd((b.get("cost") or {}).get("usd_per_million_samples")) if b.get("cost") else "no price"]
-             for name, b in measured.items() for s in [b["summary"]]])]
-    notes = [f"{name}: {note}" for name, b in measured.items() for note in b["summary"].get("notes", [])]
+            [[f"{name} (proxy for {b.proxy_for})" if b.proxy_for else name, fmt.step_time_with_ci(s.step_time_s), fmt.rate(s.samples_per_s, "samples"),
+              "reference" if name == reference else fmt.speedup(b.comparison),
+              fmt.seconds(s.time_per_step_compile_included_s), fmt.seconds(s.first_step_s),
+              fmt.size(s.peak_device_memory_bytes) if s.peak_device_memory_bytes is not None
+              else f"host RSS {fmt.size(s.peak_host_rss_bytes)}",
+              fmt.usd(b.cost.usd_per_million_samples) if b.cost else "no price"]
+             for name, b in measured.items() for s in [b.measured()]])]
+    notes = [f"{name}: {note}" for name, b in measured.items() for note in b.measured().notes]
     if notes:
         body += ["<h2>Warnings</h2>", "<ul>", *[f"<li>{esc(cap(n))}</li>" for n in notes], "</ul>"]
     failed = parts.does_not_run_here
     if failed:
         body.append("<h2>Does not run here</h2>")
         for name, b in failed.items():
-            error = b["error"]
-            body.append(f"<h3>{esc(name)}: {esc(b.get('status'))}</h3><p>{esc(error.get('kind'))}: "
-                        f"{esc(cap(error.get('message')))}"
-                        + (f" at <code>{esc(cap(error['location'], 300))}</code>" if error.get("location") else "")
-                        + (f"; inside <code>{esc(cap(error['library_frame'], 300))}</code>" if error.get("library_frame") else "")
+            error = b.error or ErrorRecord()
+            body.append(f"<h3>{esc(name)}: {esc(str(b.status))}</h3><p>{esc(str(error.kind))}: "
+                        f"{esc(cap(error.message))}"
+                        + (f" at <code>{esc(cap(error.location, 300))}</code>" if error.location else "")
+                        + (f"; inside <code>{esc(cap(error.library_frame, 300))}</code>" if error.library_frame else "")
                         + "</p>")
-            tail = (b.get("failures") or {}).get("last_stderr_tail")
+            tail = b.failures.last_stderr_tail if b.failures else None
             if tail:
                 body.append(f"<pre>{chr(10).join(esc(cap(line)) for line in tail[-REPORT_TAIL_LINES:])}</pre>")
     if parts.stage_errors:
@@ -353,8 +354,8 @@ def render(document: dict[str, Any]) -> str:
                     table(["call"], [[line] for line in device_api_lines(trace)])] if trace.get("device_apis") else [])]
     body += ["<h2>What was verified</h2>", table(
         ["backend", "kind", "verification", "environment"],
-        [[name, f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", ""), b.get("verification", ""),
-          fmt.worker_environment(b)] for name, b in document["backends"].items()])]
+        [[name, f"proxy for {b.proxy_for}" if b.proxy_for else b.title or "", b.verification,
+          fmt.worker_environment(b)] for name, b in parts.backends.items()])]
     body.append('<p class="meta">The result document is embedded in this file '
                 '(<code>script#torchport-result</code>, JSON).</p>')
     return page(f"torchport evaluation: {app['spec']}", body, document, "torchport-result")
@@ -363,7 +364,7 @@ def render(document: dict[str, Any]) -> str:
 # --- a comparison ------------------------------------------------------------------------------
 
 def _entry_label(entry: dict[str, Any]) -> str:
-    return f"{entry['machine']} · {_label(entry['backend'], entry)}"
+    return f"{entry['machine']} · {_label(entry['backend'], entry.get('proxy_for'))}"
 
 
 def render_comparison(comparison: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ from torchport import stages
 from torchport import formatting as fmt
 from torchport.report.verdict import verdict_line
 from torchport.report import model
+from torchport.records import BackendEntry, ErrorRecord, FailureDigest
 
 # Each stage renders its own section of the report (torchport.stages).
 
@@ -41,7 +42,8 @@ def render(document: dict[str, Any]) -> str:
 
     lines += ["", *answer.markdown(answer.build(document))]
     lines += ["", "## Verdict per backend", ""]
-    lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in backends.items()]
+    parts = model.sections(document)
+    lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in parts.backends.items()]
     if document.get("script"):
         lines += _script_section(document["script"], backends, document)
     if document.get("script_distributed"):
@@ -49,54 +51,51 @@ def render(document: dict[str, Any]) -> str:
         lines += ["", f"Under torchrun ({ddp.get('nproc_per_node')} processes on {fmt.md(ddp.get('backend'))}): "
                       f"**{fmt.md(ddp['status'])}**, {fmt.md(ddp.get('reason', ''))}. Comparison with one process "
                       f"{fmt.md(ddp.get('comparison', 'not made'))}."]
-    parts = model.sections(document)
     measured = parts.measured
     if measured:
         lines += ["", "## Training throughput (sustained)", "",
                   "| backend | step time, median [95% CI] | samples/s | tokens/s | vs reference | epoch | cost / 1M samples |",
                   "|---|---|---|---|---|---|---|"]
         for name, b in measured.items():
-            s = b["summary"]
-            cost = b.get("cost") or {}
+            s = b.measured()
             lines.append(
-                f"| {fmt.md(name)} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
-                f"| {fmt.rate(s.get('tokens_per_s'), 'tokens') if s.get('tokens_per_s') else '–'} "
-                f"| {fmt.speedup(b.get('comparison')) if name != reference else 'reference'} "
-                f"| {fmt.seconds(s.get('epoch_s'))} | {fmt.usd(cost.get('usd_per_million_samples')) if cost else '–'} |"
+                f"| {fmt.md(name)} | {fmt.step_time_with_ci(s.step_time_s)} | {fmt.rate(s.samples_per_s, 'samples')} "
+                f"| {fmt.rate(s.tokens_per_s, 'tokens') if s.tokens_per_s else '–'} "
+                f"| {fmt.speedup(b.comparison) if name != reference else 'reference'} "
+                f"| {fmt.seconds(s.epoch_s)} | {fmt.usd(b.cost.usd_per_million_samples) if b.cost else '–'} |"
             )
         lines += ["", "## Phases (median over runs)", "",
                   "| backend | process start | imports | init | first step | compile overhead | warm-up steps | steady | per step, compile excluded (MLPerf) | per step, compile included (AlgoPerf, first K steps) |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for name, b in measured.items():
-            s = b["summary"]
+            s = b.measured()
             lines.append(
-                f"| {fmt.md(name)} | {fmt.seconds(s.get('process_start_s'))} | {fmt.seconds(s.get('import_s'))} | {fmt.seconds(s.get('init_s'))} "
-                f"| {fmt.seconds(s['first_step_s'])} | {fmt.seconds(s['compile_overhead_s'])} | {', '.join(map(str, s['warmup_steps']))} "
-                f"| {'yes' if s['steady'] else 'NO'} | {fmt.seconds(s['time_per_step_compile_excluded_s'])} "
-                f"| {fmt.seconds(s['time_per_step_compile_included_s'])} (K={s['compile_included_steps']}) |"
+                f"| {fmt.md(name)} | {fmt.seconds(s.process_start_s)} | {fmt.seconds(s.import_s)} | {fmt.seconds(s.init_s)} "
+                f"| {fmt.seconds(s.first_step_s)} | {fmt.seconds(s.compile_overhead_s)} | {', '.join(map(str, s.warmup_steps or []))} "
+                f"| {'yes' if s.steady else 'NO'} | {fmt.seconds(s.time_per_step_compile_excluded_s)} "
+                f"| {fmt.seconds(s.time_per_step_compile_included_s)} (K={s.compile_included_steps}) |"
             )
         lines += ["", "## Memory, input pipeline, quality", "",
                   "| backend | peak device memory | peak host RSS | waiting for data | input-bound | final loss (at step) "
                   f"| loss vs {fmt.md(str(reference))} at a step both reached | quality metric |",
                   "|---|---|---|---|---|---|---|---|"]
         for name, b in measured.items():
-            s = b["summary"]
-            metric = s.get("metric")
+            s = b.measured()
             lines.append(
-                f"| {fmt.md(name)} | {fmt.size(s.get('peak_device_memory_bytes')) if s.get('peak_device_memory_bytes') is not None else 'n/a (no device memory)'} "
-                f"| {fmt.size(s.get('peak_host_rss_bytes'))} | {s['data_wait_share']:.1%} | {'YES' if s['input_bound'] else 'no'} "
-                f"| {s['final_loss']:.4f}{_at_step(s.get('final_loss_step'))} "
-                f"| {_common_step_loss(b.get('comparison'), name == reference)} | {_metric_text(metric)} |"
+                f"| {fmt.md(name)} | {fmt.size(s.peak_device_memory_bytes) if s.peak_device_memory_bytes is not None else 'n/a (no device memory)'} "
+                f"| {fmt.size(s.peak_host_rss_bytes)} | {s.data_wait_share:.1%} | {'YES' if s.input_bound else 'no'} "
+                f"| {s.final_loss:.4f}{_at_step(s.final_loss_step)} "
+                f"| {_common_step_loss(b.comparison, name == reference)} | {_metric_text(s.metric)} |"
             )
-        inference = {name: b["summary"]["inference"] for name, b in measured.items() if b["summary"].get("inference")}
+        inference = {name: scenario for name, b in measured.items() if (scenario := b.measured().inference)}
         if inference:
             lines += ["", "## Inference scenario (forward only, sustained)", "",
                       "| backend | call time, median [95% CI] | samples/s | first call |", "|---|---|---|---|"]
-            for name, s in inference.items():
-                lines.append(f"| {fmt.md(name)} | {fmt.step_time_with_ci(s['step_time_s'])} | {fmt.rate(s.get('samples_per_s'), 'samples')} "
-                             f"| {fmt.seconds(s['first_step_s'])} |")
+            for name, scenario in inference.items():
+                lines.append(f"| {fmt.md(name)} | {fmt.step_time_with_ci(scenario.step_time_s)} | {fmt.rate(scenario.samples_per_s, 'samples')} "
+                             f"| {fmt.seconds(scenario.first_step_s)} |")
         lines += _compiler_counters_section(measured)
-    notes = [(name, note) for name, b in measured.items() for note in b["summary"].get("notes", [])]
+    notes = [(name, note) for name, b in measured.items() for note in b.measured().notes]
     if notes:
         lines += ["", "## Warnings", ""] + [f"- {fmt.md(name)}: {fmt.md(note)}" for name, note in notes]
     lines += _does_not_run_here(parts.does_not_run_here)
@@ -112,9 +111,9 @@ def render(document: dict[str, Any]) -> str:
     lines += budget_markdown(document) + memory_markdown(document)
     lines += ["", "## What was verified", "",
               "| backend | kind | verification | environment |", "|---|---|---|---|"]
-    for name, b in backends.items():
-        kind = f"proxy for {b['proxy_for']}" if b.get("proxy_for") else b.get("title", "")
-        lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.get('verification', ''))} | {fmt.md(fmt.worker_environment(b))} |")
+    for name, b in parts.backends.items():
+        kind = f"proxy for {b.proxy_for}" if b.proxy_for else b.title or ""
+        lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.verification)} | {fmt.md(fmt.worker_environment(b))} |")
     if consistency.get("hashes"):
         lines += ["", "Effective configuration hash per backend: " +
                   ", ".join(f"{fmt.md(name)} {fmt.md_code('/'.join(h))}" for name, h in consistency["hashes"].items()) + "."]
@@ -178,7 +177,7 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any], document: 
     return lines
 
 
-def _does_not_run_here(failed: dict[str, Any]) -> list[str]:
+def _does_not_run_here(failed: dict[str, BackendEntry]) -> list[str]:
     """Backends whose runs failed: what users come for.  Per backend the kind
     of failure, its cause and where: the user's line and the library's frame."""
     if not failed:
@@ -186,32 +185,32 @@ def _does_not_run_here(failed: dict[str, Any]) -> list[str]:
     lines = ["", "## Does not run here", "",
              "| backend | kind | cause | your code | inside | runs that failed |", "|---|---|---|---|---|---|"]
     for name, b in failed.items():
-        error = b["error"]
-        digest = b.get("failures") or {"runs_failed": 0, "runs": 0}
-        cause = fmt.md(error.get("message")) + (" (more with `--debug`)" if error.get("more") else "")
-        lines.append(f"| {fmt.md(name)} | {fmt.md(error.get('kind'))} | {cause} "
-                     f"| {fmt.md_code(error['location']) if error.get('location') else '–'} "
-                     f"| {fmt.md_code(error['library_frame']) if error.get('library_frame') else '–'} "
-                     f"| {digest['runs_failed']} of {digest['runs']} |")
+        error = b.error or ErrorRecord()
+        digest = b.failures or FailureDigest()
+        cause = fmt.md(error.message) + (" (more with `--debug`)" if error.more else "")
+        lines.append(f"| {fmt.md(name)} | {fmt.md(str(error.kind))} | {cause} "
+                     f"| {fmt.md_code(error.location) if error.location else '–'} "
+                     f"| {fmt.md_code(error.library_frame) if error.library_frame else '–'} "
+                     f"| {digest.runs_failed} of {digest.runs} |")
     for name, b in failed.items():
-        tail = (b.get("failures") or {}).get("last_stderr_tail")
+        tail = b.failures.last_stderr_tail if b.failures else None
         if tail:
             lines += ["", f"Last lines of {fmt.md(name)}'s worker stderr:", "", *fmt.md_block(tail[-REPORT_TAIL_LINES:])]
     return lines
 
 
-def _compiler_counters_section(measured: dict[str, Any]) -> list[str]:
+def _compiler_counters_section(measured: dict[str, BackendEntry]) -> list[str]:
     """Per phase, what a compiling backend did: XLA's counters (graphs
     compiled, compile time, executions, transfers, ops that fell back to the
     CPU) and torch.compile's (frames compiled, graph breaks, recompilations)."""
     rows = []
     for name, b in measured.items():
-        for row in b["summary"].get("counters") or []:
-            c = row["counters"]
+        for row in b.measured().counters or []:
+            c = row.counters
             if "compilations" not in c or "executions" not in c:
                 continue
             fallbacks = ", ".join(f"{fmt.md_code(op)} x{count}" for op, count in c["fallback_ops"].items()) or "none"
-            rows.append(f"| {fmt.md(name)} | {row['phase'].replace('_', ' ')} | {row['steps']} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
+            rows.append(f"| {fmt.md(name)} | {row.phase.replace('_', ' ')} | {row.steps} | {c['compilations']} | {fmt.seconds(c['compile_time_s'])} "
                         f"| {c['cached_compilations']} | {c['executions']} | {c['transfers_to_device']} / {c['transfers_from_device']} "
                         f"| {c['graph_cuts']} | {fallbacks} |")
     lines: list[str] = []
@@ -229,17 +228,17 @@ def _count(value: Any) -> str:
     return "n/a" if value is None else str(value)
 
 
-def _torch_compile_section(measured: dict[str, Any]) -> list[str]:
+def _torch_compile_section(measured: dict[str, BackendEntry]) -> list[str]:
     """torch.compile (Dynamo) per phase: frames compiled, graph breaks with
     their reason and line, recompilations with the guard that failed."""
     rows, breaks, recompiles, problems = [], [], [], set()
     for name, b in measured.items():
-        for row in b["summary"].get("counters") or []:
-            c = row["counters"].get("torch_compile")
+        for row in b.measured().counters or []:
+            c = row.counters.get("torch_compile")
             if not c or "frames_compiled" not in c:
                 continue
-            label = row["phase"].replace("_", " ")
-            rows.append(f"| {fmt.md(name)} | {label} | {row['steps']} | {c['frames_compiled']} "
+            label = row.phase.replace("_", " ")
+            rows.append(f"| {fmt.md(name)} | {label} | {row.steps} | {c['frames_compiled']} "
                         f"| {c['frames_not_compiled']} | {c['graphs']} | {_count(c['graph_breaks'])} | {_count(c['recompilations'])} "
                         f"| {fmt.seconds(c['compile_time_s']) if c.get('compile_time_s') is not None else 'n/a'} |")
             breaks += [f"| {fmt.md(name)} | {label} | {fmt.md_code(site['location']) if site.get('location') else '–'} "

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from torchport import formatting as fmt
+from torchport.records import BackendStatus
 from torchport.report import model
 from torchport.text import one_line
 
@@ -21,46 +22,46 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
         table.add_column(header, overflow="fold")
     notes: list[str] = []
     parts = model.sections(document)
-    for name, backend in document["backends"].items():
-        if backend.get("status") == "unavailable":
+    for name, backend in model.entries(document).items():
+        if backend.status == BackendStatus.UNAVAILABLE:
             continue  # the answer per target lists them, one line per reason
-        label = f"{name} (proxy)" if backend.get("proxy_for") else name
-        summary = backend.get("summary")
+        label = f"{name} (proxy)" if backend.proxy_for else name
+        summary = backend.summary
         if summary is None:
-            error = backend.get("error") or {}
-            status = backend["status"]
-            if error.get("kind"):
-                status += f" ({error['kind']})"
+            error = backend.error
+            status = str(backend.status)
+            if error is not None and error.kind:
+                status += f" ({error.kind})"
                 prefix = "does not run here: " if name in parts.does_not_run_here else ""
-                reason = f"{prefix}{error.get('message', '')}"
-                if error.get("location"):
-                    reason += f" at {error['location']}"
-                if error.get("more"):
+                reason = f"{prefix}{error.message}"
+                if error.location:
+                    reason += f" at {error.location}"
+                if error.more:
                     reason += " (more lines: run with --debug)"
             else:
-                reason = backend.get("reason") or ""
+                reason = backend.reason or ""
             table.add_row(escape(one_line(label)), escape(one_line(status)), "", "", "", "", "")
             if reason:
                 notes.append(f"{name}: {reason}")
             continue
-        if summary.get("input_bound"):
-            notes.append(f"{name}: input-bound ({summary['data_wait_share']:.0%} of step time waiting for data)")
-        if summary.get("sustained_compilations"):
-            notes.append(f"{name}: recompiled {summary['sustained_compilations']}x during sustained steps")
-        notes += [f"{name}: {warning}" for warning in summary["step_time_s"].get("warnings", [])]
-        if backend.get("proxy_for"):
-            notes.append(f"{name}: a proxy for {backend['proxy_for']}")
-        if backend.get("cost"):
-            notes.append(f"{name}: {fmt.usd(backend['cost']['usd_per_million_samples'])} per 1M samples")
-        memory = summary.get("peak_device_memory_bytes")
+        if summary.input_bound:
+            notes.append(f"{name}: input-bound ({summary.data_wait_share or 0.0:.0%} of step time waiting for data)")
+        if summary.sustained_compilations:
+            notes.append(f"{name}: recompiled {summary.sustained_compilations}x during sustained steps")
+        notes += [f"{name}: {warning}" for warning in (summary.step_time_s.warnings if summary.step_time_s else [])]
+        if backend.proxy_for:
+            notes.append(f"{name}: a proxy for {backend.proxy_for}")
+        if backend.cost:
+            notes.append(f"{name}: {fmt.usd(backend.cost.usd_per_million_samples)} per 1M samples")
+        memory = summary.peak_device_memory_bytes
         table.add_row(
             escape(one_line(label)),
-            escape(one_line(backend["status"])),
-            fmt.step_time_with_ci(summary["step_time_s"]),
-            fmt.rate(summary.get("samples_per_s"), ""),
-            "reference" if name == reference else fmt.speedup(backend.get("comparison")),
-            fmt.seconds(summary["first_step_s"]),
-            fmt.size(memory) if memory is not None else f"RSS {fmt.size(summary.get('peak_host_rss_bytes'))}",
+            escape(one_line(str(backend.status))),
+            fmt.step_time_with_ci(summary.step_time_s),
+            fmt.rate(summary.samples_per_s, ""),
+            "reference" if name == reference else fmt.speedup(backend.comparison),
+            fmt.seconds(summary.first_step_s),
+            fmt.size(memory) if memory is not None else f"RSS {fmt.size(summary.peak_host_rss_bytes)}",
         )
     from torchport.report.budget import budget_notes
 

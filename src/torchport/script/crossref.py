@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from torchport.records import BackendStatus, ErrorKind, RunStatus
+
 BY_CONFIGURATION = "runs by configuration alone"
 # Script mode has no float64 ground truth (torchport cannot rebuild the
 # script's model in float64), so parity is the loss trajectory of the first
@@ -30,7 +32,7 @@ def verdict(backend: dict[str, Any]) -> dict[str, Any]:
     with device evidence from every finished run); did not run on the backend
     (the script finished, but its work was not on the device); does not run."""
     runs = backend.get("runs") or []
-    if backend.get("status") == "unavailable":
+    if backend.get("status") == BackendStatus.UNAVAILABLE:
         return {"verdict": "not available", "text": f"not available here: {backend.get('reason', '')}"}
     if backend.get("status") == "skipped":
         return {"verdict": "not run", "text": f"not run: {backend.get('reason', '')}"}
@@ -40,14 +42,14 @@ def verdict(backend: dict[str, Any]) -> dict[str, Any]:
         for fired in (run.get("script") or {}).get("redirects") or []:
             redirects[fired["location"]] = redirects.get(fired["location"], 0) + fired["count"]
     name = backend.get("name", "")
-    if error is not None and error.get("kind") == "not-on-device":
+    if error is not None and error.get("kind") == ErrorKind.NOT_ON_DEVICE:
         return {"verdict": "did not run on the device", "text": error.get("message") or f"did not run on {name}"}
-    if error or not any(run.get("status") == "ok" for run in runs):
+    if error or not any(run.get("status") == RunStatus.OK for run in runs):
         error = error or {}
         where = f" at {error['location']}" if error.get("location") else ""
         return {"verdict": "does not run", "text": f"does not run: {error.get('kind', 'no result')}: "
                                                    f"{error.get('message', '')}{where}"}
-    proofs = [((run.get("script") or {}).get("evidence") or {}) for run in runs if run.get("status") == "ok"]
+    proofs = [((run.get("script") or {}).get("evidence") or {}) for run in runs if run.get("status") == RunStatus.OK]
     unproven = [found for found in proofs if not found.get("ran_on_device")]
     if unproven:  # a run from before evidence was collected, or one whose evidence says no
         why = unproven[0].get("why") or f"did not run on {name}: no device evidence recorded"
@@ -71,7 +73,7 @@ def losses(run: dict[str, Any]) -> list[float]:
 def loss_agreement(backends: dict[str, dict[str, Any]], reference: str | None) -> dict[str, Any]:
     from torchport.check.tolerance import trajectory_error
 
-    ok_runs = {name: [run for run in b.get("runs", []) if run.get("status") == "ok"] for name, b in backends.items()}
+    ok_runs = {name: [run for run in b.get("runs", []) if run.get("status") == RunStatus.OK] for name, b in backends.items()}
     base = ok_runs.get(reference or "") or []
     if not base:
         return {"status": "not compared", "reason": "the reference has no finished run"}

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.records import RunStatus
+
 DYNAMO = "torch_compile"  # where torch.compile's counters sit in a backend's snapshot (torchport.backends.DYNAMO)
 XLA_EXECUTIONS = "ExecuteTime.samples"
 
@@ -89,7 +91,7 @@ def unproven_verdicts(document: dict[str, Any]) -> list[str]:
         if not str(verdict.get("verdict", "")).startswith("runs"):
             continue
         runs = [run for run in (document.get("backends", {}).get(name) or {}).get("runs", [])
-                if run.get("status") == "ok"]
+                if run.get("status") == RunStatus.OK]
         proven = [run for run in runs if ((run.get("script") or {}).get("evidence") or {}).get("ran_on_device")]
         if not runs or len(proven) != len(runs):
             problems.append(f"{name}: verdict {verdict.get('text')!r} with {len(proven)} of {len(runs)} ok run(s) "

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.records import RunStatus
+
 # A run's speed is not the backend's alone when the machine was this busy: the
 # 1-minute load average per CPU, at the run's start or end, above this.
 HEAVY_LOAD_PER_CPU = 1.0
@@ -26,7 +28,7 @@ def load_notes(document: dict[str, Any]) -> list[str]:
     """One note per backend whose speed was measured (in part) under heavy load."""
     notes = []
     for name, backend in document.get("backends", {}).items():
-        loaded = [text for run in backend.get("runs") or [] if run.get("status") == "ok"
+        loaded = [text for run in backend.get("runs") or [] if run.get("status") == RunStatus.OK
                   for text in [heavy_load(run)] if text]
         if loaded:
             notes.append(f"{name}: speed measured under heavy load ({len(loaded)} of {len(backend['runs'])} run(s); "

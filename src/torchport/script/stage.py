@@ -21,6 +21,7 @@ from typing import Any
 from torchport.check.distributed import launch, launch_failure
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
+from torchport.records import BackendStatus, RunStatus
 from torchport.stats import median
 
 NPROC = 2
@@ -72,7 +73,7 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
     stage = ScriptStageOptions.from_evaluation(options)
     reference = document.get("reference")
     section: dict[str, Any] = {"backend": reference, "nproc_per_node": NPROC, "status": "skipped", "ranks": {}}
-    if reference is None or document["backends"][reference].get("status") != "ok":
+    if reference is None or document["backends"][reference].get("status") != BackendStatus.OK:
         section["reason"] = "the script did not run on the reference backend in one process"
         document["script_distributed"] = section
         return
@@ -101,12 +102,12 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
             "user_files": (result.get("script") or {}).get("user_files"),
         }
     ranks = section["ranks"]
-    if len(ranks) == NPROC and all(r["status"] == "ok" for r in ranks.values()) and \
+    if len(ranks) == NPROC and all(r["status"] == RunStatus.OK for r in ranks.values()) and \
             not any(r["process_groups"] for r in ranks.values()):
         section["status"] = "not applicable"
         section["reason"] = (f"the script created no process group: under torchrun each of the {NPROC} processes "
                              "trained alone, so there is no distributed training to check")
-    elif len(ranks) == NPROC and all(r["status"] == "ok" for r in ranks.values()):
+    elif len(ranks) == NPROC and all(r["status"] == RunStatus.OK for r in ranks.values()):
         section["status"] = "pass"
         section["reason"] = (f"the script ran unmodified under torchrun on {NPROC} processes "
                              f"({STEPS} sustained steps on every rank)")
