@@ -40,6 +40,7 @@ import time
 from typing import Any
 
 MESSAGE_BYTES = 1 << 20  # a job's environment fits many times over
+FORK_REPLY_S = 30.0  # the server answers a request at once; no answer by then: it is stuck
 # What the server imports before it forks: what every worker imports before its job.
 PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torchport.worker", "torchport.host_memory",
              "torchport.processes")
@@ -126,7 +127,13 @@ class ForkServer:
         finally:
             theirs.close()
             os.close(stdout_write)
-        answer = mine.recv(MESSAGE_BYTES)
+        mine.settimeout(FORK_REPLY_S)
+        try:
+            answer = mine.recv(MESSAGE_BYTES)
+        except OSError:
+            mine.close()
+            os.close(stdout_read)
+            raise
         if not answer:
             mine.close()
             os.close(stdout_read)

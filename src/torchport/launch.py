@@ -77,6 +77,7 @@ def start_process(command: list[str], env: dict[str, str], fork_server: ForkServ
     worker_id = uuid.uuid4().hex
     env = {**env, processes.SESSION_VARIABLE: SESSION, processes.WORKER_VARIABLE: worker_id,
            processes.PARENT_VARIABLE: processes.identity(os.getpid())}
+    server_failed = False
     with _live_lock:
         if _cancelled.is_set():
             raise KeyboardInterrupt
@@ -84,11 +85,13 @@ def start_process(command: list[str], env: dict[str, str], fork_server: ForkServ
         if fork_server is not None:
             try:
                 process = fork_server.start(command[-1], env, os.getcwd(), popen["stderr"])
-            except OSError:  # the server is gone: this worker and the later ones start as fresh interpreters
-                _forget_fork_server(fork_server)
+            except OSError:  # the server is gone or stuck: this worker and the later ones start as fresh interpreters
+                server_failed = True
         if process is None:
             process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
         _live[process.pid] = worker_id
+    if server_failed:
+        _forget_fork_server(fork_server)
     return process, worker_id
 
 
@@ -205,17 +208,26 @@ def _start_fork_server(environment: dict[str, str]) -> ForkServer | None:
         theirs.close()
     server = ForkServer(process, worker_id, ours, environment)
     if not server.wait_ready(FORK_SERVER_READY_S):
-        _forget_fork_server(server)
+        _end_fork_server(server)
         return None
     atexit.register(_forget_fork_server, server)
     return server
 
 
-def _forget_fork_server(server: ForkServer) -> None:
-    """End the server (it exits when its control socket closes; killed if it does not)."""
+def _forget_fork_server(server: ForkServer | None) -> None:
+    """End the server (it exits when its control socket closes; killed if it
+    does not, with any worker it forked late) and start no other."""
     global _fork_server
-    if _fork_server is server:
-        _fork_server = None
+    if server is None:
+        return
+    with _fork_server_lock:
+        if _fork_server is server:
+            _fork_server = None
+            _fork_server_state["failed"] = True
+    _end_fork_server(server)
+
+
+def _end_fork_server(server: ForkServer) -> None:
     server.close()
     try:
         server.process.wait(timeout=2)
