@@ -13,7 +13,8 @@ pool of torch's (numpy's OpenBLAS starts one at import and ends it itself
 before each fork, ``pthread_atfork``); each forked worker records the threads
 it started with (``worker.threads_at_start``: 1).  Its loop is single-threaded
 and sleeps in ``select`` between requests, so it takes nothing from a timed
-block.  It watches the torchport command as every worker does (a pidfd in the
+block.  A forked worker maps in again the library pages the server's imports
+had mapped (``populate``), so its host memory reads as a fresh process's.  It watches the torchport command as every worker does (a pidfd in the
 same ``select``; polling where there is none) and, when the command is gone,
 ends the session's processes and itself.
 
@@ -44,6 +45,7 @@ FORK_REPLY_S = 30.0  # the server answers a request at once; no answer by then: 
 # What the server imports before it forks: what every worker imports before its job.
 PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torchport.worker", "torchport.host_memory",
              "torchport.processes")
+MADV_POPULATE_READ = 22  # Linux 5.14+: fault a range's pages in, as reading them would
 PROCESS_NAME = b"torchport-job"  # /proc/PID/comm of a forked worker (its cmdline is the server's)
 
 
@@ -156,6 +158,7 @@ def serve(control_fd: int) -> None:
     for module in PRELOADED:
         importlib.import_module(module)
     start_folder = os.getcwd()
+    resident = resident_file_pages()
     wake_read, wake_write = socket.socketpair()
     wake_read.setblocking(False)
     wake_write.setblocking(False)
@@ -188,7 +191,7 @@ def serve(control_fd: int) -> None:
             pid = os.fork()
             if pid == 0:
                 inherited = [control, wake_read, wake_write, reply, *replies.values()]
-                _become_worker(request, stdout_fd, stderr_fd, inherited, parent_fd, start_folder)
+                _become_worker(request, stdout_fd, stderr_fd, inherited, parent_fd, start_folder, resident)
             os.close(stdout_fd)
             os.close(stderr_fd)
             try:
@@ -235,12 +238,13 @@ def _reap(replies: dict[int, socket.socket]) -> None:
 
 
 def _become_worker(request: dict[str, Any], stdout_fd: int, stderr_fd: int, inherited: list[socket.socket],
-                   parent_fd: int | None, start_folder: str) -> None:
+                   parent_fd: int | None, start_folder: str, resident: list[tuple[int, int]]) -> None:
     """In the forked child: become what ``python -m torchport.worker JOB`` is
     (a session of its own, the job's stdio, environment and folder), run the
     job, and exit; never returns into the server's loop."""
     status = 1
     try:
+        populate(resident)
         os.setsid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -273,6 +277,62 @@ def _become_worker(request: dict[str, Any], stdout_fd: int, stderr_fd: int, inhe
         from torchport.worker import exit_now
 
         exit_now(status)
+
+
+def resident_file_pages() -> list[tuple[int, int]]:
+    """The (address, length) ranges of this process's file-backed mappings
+    (torch's libraries) whose pages are mapped in, from /proc/self/pagemap;
+    empty without /proc."""
+    import struct
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    ranges: list[tuple[int, int]] = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps, open("/proc/self/pagemap", "rb") as pagemap:
+            for line in maps:
+                fields = line.split()
+                if len(fields) < 6 or not fields[5].startswith("/") or "r" not in fields[1]:
+                    continue
+                start, end = (int(address, 16) for address in fields[0].split("-"))
+                pagemap.seek(start // page * 8)
+                entries = pagemap.read((end - start) // page * 8)
+                run_start = None
+                for index, (entry,) in enumerate(struct.iter_unpack("<Q", entries)):
+                    present = entry >> 63
+                    if present and run_start is None:
+                        run_start = index
+                    elif not present and run_start is not None:
+                        ranges.append((start + run_start * page, (index - run_start) * page))
+                        run_start = None
+                if run_start is not None:
+                    ranges.append((start + run_start * page, (len(entries) // 8 - run_start) * page))
+    except OSError:
+        return []
+    return ranges
+
+
+def populate(ranges: list[tuple[int, int]]) -> None:
+    """Map in the pages of ``ranges`` (``resident_file_pages`` of the server).
+
+    fork() does not copy the page tables of file-backed mappings: a forked
+    worker's resident set left out the ~75 MB of torch's libraries that the
+    imports had mapped in (RssFile 5 MB against the server's 80 MB), and its
+    peak host memory read 57 MB (16%) under a fresh worker's on the built-in
+    classifier.  Mapping them in again (17 ms) makes the worker's memory
+    figures those of a fresh process after the same imports."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    except (OSError, AttributeError):
+        return
+    page = os.sysconf("SC_PAGE_SIZE")
+    for address, length in ranges:
+        if libc.madvise(address, length, MADV_POPULATE_READ) != 0:
+            # A kernel before 5.14: read one byte of each page instead.
+            for offset in range(0, length, page):
+                ctypes.string_at(address + offset, 1)
 
 
 def _name_process() -> None:
