@@ -81,7 +81,7 @@ def start_process(command: list[str], env: dict[str, str], fork_server: ForkServ
     with _live_lock:
         if _cancelled.is_set():
             raise KeyboardInterrupt
-        process = None
+        process: Any = None
         if fork_server is not None:
             try:
                 process = fork_server.start(command[-1], env, os.getcwd(), popen["stderr"])
