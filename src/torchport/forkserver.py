@@ -14,9 +14,10 @@ before each fork, ``pthread_atfork``); each forked worker records the threads
 it started with (``worker.threads_at_start``: 1).  Its loop is single-threaded
 and sleeps in ``select`` between requests, so it takes nothing from a timed
 block.  A forked worker maps in again the library pages the server's imports
-had mapped (``populate``), so its host memory reads as a fresh process's.  It watches the torchport command as every worker does (a pidfd in the
-same ``select``; polling where there is none) and, when the command is gone,
-ends the session's processes and itself.
+had mapped (``populate``), so its host memory reads as a fresh process's.
+The server watches the torchport command as every worker does (a pidfd in
+the same ``select``; polling where there is none) and, when the command is
+gone, ends the session's processes and itself.
 
 Conversation, over a ``SOCK_SEQPACKET`` socket pair (one message each way):
 
@@ -166,6 +167,8 @@ def serve(control_fd: int) -> None:
     signal.signal(signal.SIGCHLD, lambda number, frame: None)  # a handler, so that the wake-up byte is written
     parent = os.environ.get(processes.PARENT_VARIABLE, "")
     parent_fd = _open_pidfd(parent)
+    if parent and not processes.is_alive(parent):  # checked once the pidfd holds it: a reused pid is not the parent
+        os._exit(1)
     replies: dict[int, socket.socket] = {}
     control.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
     while True:
