@@ -24,7 +24,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from torchport import processes
+from torchport import forkserver, processes
 from torchport.results import load_schema
 
 TESTS = Path(__file__).resolve().parent
@@ -503,9 +503,12 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 
 def _worker_running(case: Case) -> bool:
+    """A worker runs: spawned (its command line), or forked from the fork
+    server (its process name; its command line is the server's)."""
     for pid in processes.marked(MARKER, case.marker):
         try:
-            if b"torchport.worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if (b"torchport.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                    or Path(f"/proc/{pid}/comm").read_bytes().strip() == forkserver.PROCESS_NAME):
                 return True
         except OSError:
             pass

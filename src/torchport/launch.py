@@ -7,9 +7,11 @@ past its timeout, runs one phase too long) the caller gets a dict with a
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from torchport import failures, processes
+from torchport.forkserver import ForkServer
 from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
@@ -65,22 +68,34 @@ def end_process_tree(pid: int, worker_id: str) -> None:
     processes.kill_marked(processes.WORKER_VARIABLE, worker_id)
 
 
-def start_process(command: list[str], env: dict[str, str], **popen: Any) -> tuple[subprocess.Popen, str]:
+def start_process(command: list[str], env: dict[str, str], fork_server: ForkServer | None = None,
+                  **popen: Any) -> tuple[Any, str]:
     """Start a worker-like process in its own session, marked so that it and
     everything it starts can be ended (see torchport.processes); registered
-    until ``finish_process``."""
+    until ``finish_process``.  With ``fork_server``, a worker job (``command``
+    ends with its job file) is forked from it instead: a ``ForkedProcess``."""
     worker_id = uuid.uuid4().hex
     env = {**env, processes.SESSION_VARIABLE: SESSION, processes.WORKER_VARIABLE: worker_id,
            processes.PARENT_VARIABLE: processes.identity(os.getpid())}
+    server_failed = False
     with _live_lock:
         if _cancelled.is_set():
             raise KeyboardInterrupt
-        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
+        process: Any = None
+        if fork_server is not None:
+            try:
+                process = fork_server.start(command[-1], env, os.getcwd(), popen["stderr"])
+            except OSError:  # the server is gone or stuck: this worker and the later ones start as fresh interpreters
+                server_failed = True
+        if process is None:
+            process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
         _live[process.pid] = worker_id
+    if server_failed:
+        _forget_fork_server(fork_server)
     return process, worker_id
 
 
-def finish_process(process: subprocess.Popen, worker_id: str) -> None:
+def finish_process(process: Any, worker_id: str) -> None:
     """After the process ended: end what it left behind (its process group,
     and children that left the group with setsid)."""
     end_process_tree(process.pid, worker_id)
@@ -154,6 +169,75 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
+# Set to "0" to start every worker as a fresh interpreter (the figures before the fork server, for comparison).
+FORK_SERVER_VARIABLE = "TORCHPORT_FORK_SERVER"
+FORK_SERVER_READY_S = 120.0  # its imports took 1.5-5 s on the 2-core machine
+_fork_server: ForkServer | None = None
+_fork_server_state = {"failed": False}
+_fork_server_lock = threading.Lock()
+
+
+def fork_server_for(python: str, env_extra: dict[str, str] | None) -> ForkServer | None:
+    """The fork server (``torchport.forkserver``) to fork this worker from, or
+    None to start it as a fresh interpreter: only a worker on torchport's own
+    interpreter, with the environment every worker gets (torch reads it at
+    import, and the server imported torch with it).  Started on first use, and
+    ended when the command exits."""
+    global _fork_server
+    if python != sys.executable or env_extra or os.environ.get(FORK_SERVER_VARIABLE) == "0":
+        return None
+    environment = worker_environment()
+    with _fork_server_lock:
+        if _fork_server is None and not _fork_server_state["failed"]:
+            try:
+                _fork_server = _start_fork_server(environment)
+            except KeyboardInterrupt:
+                cancel_all()
+            _fork_server_state["failed"] = _fork_server is None
+        server = _fork_server
+    return server if server is not None and server.environment == environment else None
+
+
+def _start_fork_server(environment: dict[str, str]) -> ForkServer | None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        process, worker_id = start_process([sys.executable, "-m", "torchport.forkserver", str(theirs.fileno())],
+                                           environment, pass_fds=[theirs.fileno()],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        theirs.close()
+    server = ForkServer(process, worker_id, ours, environment)
+    if not server.wait_ready(FORK_SERVER_READY_S):
+        _end_fork_server(server)
+        return None
+    atexit.register(_forget_fork_server, server)
+    return server
+
+
+def _forget_fork_server(server: ForkServer | None) -> None:
+    """End the server (it exits when its control socket closes; killed if it
+    does not, with any worker it forked late) and start no other."""
+    global _fork_server
+    if server is None:
+        return
+    with _fork_server_lock:
+        if _fork_server is server:
+            _fork_server = None
+            _fork_server_state["failed"] = True
+    _end_fork_server(server)
+
+
+def _end_fork_server(server: ForkServer) -> None:
+    server.close()
+    try:
+        server.process.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass
+    end_process_tree(server.process.pid, server.worker_id)
+    with _live_lock:
+        _live.pop(server.process.pid, None)
+
+
 def run_worker(
     backend: str,
     function: str,
@@ -216,8 +300,8 @@ class Supervised:
 
 
 def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_timeout: float | None = None,
-              current: dict[str, Any] | None = None, on_start: Callable[[subprocess.Popen], None] | None = None,
-              **popen: Any) -> Supervised:
+              current: dict[str, Any] | None = None, on_start: Callable[[Any], None] | None = None,
+              fork_server: ForkServer | None = None, **popen: Any) -> Supervised:
     """The one place a torchport process is started, watched, timed out and
     ended: a single-process worker (``run_worker``) and torchrun with its
     ranks (``torchport.check.distributed.launch``) alike.
@@ -227,11 +311,12 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
     ``timeout`` seconds, when the phase in ``current`` (``{"phase", "since"}``,
     kept up to date by the caller's reader) runs past ``phase_timeout``, or
     when the command is interrupted; and in every case, once it has ended,
-    whatever it left behind goes too (``finish_process``)."""
+    whatever it left behind goes too (``finish_process``).  A worker forked
+    from ``fork_server`` is watched and ended the same way."""
     started = time.monotonic()
     current = current if current is not None else {"phase": "start", "since": started}
     try:
-        process, worker_id = start_process(command, env, **popen)
+        process, worker_id = start_process(command, env, fork_server, **popen)
     except KeyboardInterrupt:
         return Supervised(None, f"{INTERRUPTED_MESSAGE} before the process started", 0.0)
     if on_start is not None:
@@ -276,6 +361,7 @@ def _before_first_step(phase: str) -> str:
 
 
 def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env_extra):
+    fork_server = fork_server_for(python, env_extra)
     env = worker_environment()
     env["TORCHPORT_SPAWN_TIME"] = repr(time.time())
     env.update(env_extra or {})
@@ -294,7 +380,7 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     with open(stderr_path, "w+b") as stderr_file:
         ended = supervise([python, "-m", "torchport.worker", job_path], env, timeout=timeout,
                           phase_timeout=phase_timeout, current=current, on_start=start_reader,
-                          stdout=subprocess.PIPE, stderr=stderr_file)
+                          fork_server=fork_server, stdout=subprocess.PIPE, stderr=stderr_file)
         if ended.exit_code is None:
             return _interrupted_result("before the worker started")
         for reader in readers:

@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from torchport.app import AppSpec
 
 PROGRESS_PREFIX = "@@torchport "
+# How this process was started: "spawned" (a fresh interpreter) or "forked"
+# (from the fork server, torch already imported: torchport.forkserver).
+LAUNCH = "spawned"
+# A forked worker's imports were paid once, by the fork server, in this many
+# seconds: its import phase counts them, as a training script's first seconds do.
+PRELOADED_IMPORT_S = 0.0
 EXIT_OK = 0
 EXIT_REPORTED_ERROR = 3
 
@@ -144,6 +150,7 @@ def main(argv: list[str]) -> int:
     from torchport.host_memory import PhasePeaks
     from torchport.processes import watch_parent
 
+    threads_at_start = _thread_count()
     watch_parent()
     with open(argv[0], encoding="utf-8") as handle:
         job = json.load(handle)
@@ -170,13 +177,17 @@ def main(argv: list[str]) -> int:
             "pid": os.getpid(),
             "allocator": {name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
             "threads": threads,
+            "launch": LAUNCH,
+            "threads_at_start": threads_at_start,
         }
         context.progress("device")
         backend.setup()
         context.backend = backend
         result["device"] = backend.device_info()
         job_function = _resolve(job["function"])
-        result["phases"]["import_s"] = time.time() - import_started
+        result["phases"]["import_s"] = time.time() - import_started + PRELOADED_IMPORT_S
+        if LAUNCH == "forked":
+            result["phases"]["preloaded_import_s"] = PRELOADED_IMPORT_S
         context.save()
         job_function(context)
         result["status"] = "ok"
@@ -194,8 +205,15 @@ def main(argv: list[str]) -> int:
         return EXIT_REPORTED_ERROR
 
 
-if __name__ == "__main__":
-    exit_status = main(sys.argv[1:])
+def _thread_count() -> int | None:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # no /proc (macOS)
+        return None
+
+
+def exit_now(exit_status: int) -> None:
+    """End the worker process with ``exit_status`` once its output is out."""
     # The result is saved and the progress lines are out: skip the interpreter's
     # teardown (freeing every tensor, unloading torch and inductor), which took
     # 0.8-1.1 s per worker on the 2-core machine, a sixth of the demo's time.
@@ -208,3 +226,7 @@ if __name__ == "__main__":
     except (OSError, AttributeError):
         pass
     os._exit(exit_status)
+
+
+if __name__ == "__main__":
+    exit_now(main(sys.argv[1:]))
