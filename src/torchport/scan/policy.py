@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_VISIBLE_DEVICES, FLOAT64,
@@ -67,7 +68,10 @@ def _lower(finding: Finding, cap: str, reason: str) -> None:
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
-def _statements(tree: ast.Module):
+_Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.stmt | ast.excepthandler]:
     """Every statement (and except handler), without walking into expressions."""
     stack: list = list(tree.body)
     while stack:
@@ -97,10 +101,10 @@ class _Context:
     def __init__(self, tree: ast.Module, text: str) -> None:
         self.lines = text.splitlines(keepends=True)
         self.sources: dict[int, str] = {}
-        self.scopes: list[ast.AST] = []  # functions and classes
+        self.scopes: list[_Scope] = []
         self.swallowing_tries: list[ast.Try] = []
         self.ifs: list[ast.If] = []
-        self.statements: list[ast.AST] = []
+        self.statements: list[ast.stmt | ast.excepthandler] = []
         for node in _statements(tree):
             self.statements.append(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -130,7 +134,7 @@ class _Context:
             self.expressions[line] = [n for n in found if getattr(n, "lineno", None) == line]
         return self.expressions[line]
 
-    def enclosing(self, line: int) -> list[ast.AST]:
+    def enclosing(self, line: int) -> list[_Scope]:
         """Outermost first."""
         return [s for s in self.scopes if _first_line(s) <= line <= (s.end_lineno or s.lineno)]
 
