@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import extensions, python, textfiles
+from torchport.scan import extensions, policy, python, textfiles
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -244,6 +244,7 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
     lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     if job.kind != "python":
         result.findings = textfiles.analyze_text(job.kind, text, job.display)
+        policy.apply(None, text, job.display, result.findings)
         return result, lines
     try:
         tree = parse_python(text, fast=True, setup_script=job.path.endswith("setup.py"))
@@ -256,6 +257,7 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
     if tree is not None:
         try:
             result.findings = python.analyze(tree, text, job.display)
+            policy.apply(tree, text, job.display, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
         except RecursionError:

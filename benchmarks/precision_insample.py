@@ -1,0 +1,82 @@
+"""In-sample check of `torchport scan` against the independent verdicts in docs/precision:
+rescan the packages each judge read and count, per judge sample, how many judged-correct
+findings are still at error/silent and how many judged-incorrect ones are.  In-sample:
+it says what the detectors now lower, not how precise they are on unread code.
+
+    python benchmarks/precision_insample.py OUT_DIR SEED=CORPUS_SRC [SEED=CORPUS_SRC ...]
+
+e.g. ``937892=/work/judge5/corpus/src``.  A verdict is matched by file (path suffix), line and
+rule; it is "hot" when some target reports it at error or silent.  Scans are cached in OUT_DIR.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+VERDICTS = Path(__file__).resolve().parent.parent / "docs" / "precision"
+
+
+def verdicts() -> list[dict]:
+    found = []
+    for path in sorted(VERDICTS.glob("judge-*-verdicts.md")):
+        seed = re.search(r"judge-(\d+)", path.name).group(1)  # type: ignore[union-attr]
+        for line in path.read_text().splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 7 or cells[5] not in ("correct", "INCORRECT"):
+                continue
+            where, number = cells[2].strip("`").rsplit(":", 1)
+            found.append({"seed": seed, "path": where, "line": int(number), "rule": cells[3],
+                          "correct": cells[5] == "correct"})
+    return found
+
+
+def scan_all(out: Path, corpora: dict[str, str]) -> dict[tuple[int, str], list[tuple[str, set[str]]]]:
+    out.mkdir(parents=True, exist_ok=True)
+    source = str(Path(__file__).resolve().parent.parent / "src")
+    index: dict[tuple[int, str], list[tuple[str, set[str]]]] = defaultdict(list)
+    for root in corpora.values():
+        for package in sorted(os.listdir(root)):
+            result = out / f"{package}.json"
+            if not result.exists():
+                subprocess.run([sys.executable, "-m", "torchport", "scan", f"{root}/{package}", "--format", "json",
+                                "-o", str(result)], env={**os.environ, "PYTHONPATH": source}, check=False,
+                               capture_output=True)
+            for finding in json.loads(result.read_text())["findings"]:
+                severities = {s for s in finding["severity"].values() if s}
+                index[(finding["line"], finding["rule"])].append((finding["path"], severities))
+    return index
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or not all("=" in a for a in argv[1:]):
+        print(__doc__.strip().splitlines()[4].strip(), file=sys.stderr)
+        return 2
+    corpora = dict(a.split("=", 1) for a in argv[1:])
+    index = scan_all(Path(argv[0]), corpora)
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for verdict in verdicts():
+        if verdict["seed"] not in corpora:
+            continue
+        hot = any(path.endswith("/" + verdict["path"]) and severities & {"error", "silent"}
+                  for path, severities in index.get((verdict["line"], verdict["rule"]), []))
+        row = totals[verdict["seed"]]
+        if verdict["correct"]:
+            row[0] += hot
+            row[1] += 1
+        else:
+            row[2] += hot
+            row[3] += 1
+    for seed, (kept, correct, wrong_hot, wrong) in sorted(totals.items()):
+        reported = kept + wrong_hot
+        print(f"{seed}: correct kept {kept}/{correct}, incorrect still error/silent {wrong_hot}/{wrong}, "
+              f"in-sample precision {kept}/{reported} = {100 * kept / max(reported, 1):.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
