@@ -95,6 +95,14 @@ class CheckStatus(Vocabulary):
     NOT_APPLICABLE = "not_applicable"
 
 
+class TraceStatus(Vocabulary):
+    """A trace section: every requested step traced, some, or none."""
+
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
 class TraceSeverity(Vocabulary):
     """A trace finding's consequence on one target, mildest first."""
 
@@ -504,6 +512,7 @@ __all__ = [
     "Stat",
     "Summary",
     "TraceSeverity",
+    "TraceStatus",
     "Vocabulary",
     "WarmupRecompiling",
 ]

@@ -12,8 +12,11 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
+from torchport.records import Finding, TraceStatus
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
+from torchport.trace.findings import RuleId
+from torchport.trace.support import OpStatus
 from torchport.trace.device_apis import merge_with_scan
 
 if TYPE_CHECKING:
@@ -56,14 +59,14 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     steps_done = trace.get("steps_done", 0)
     traced_anything = bool(trace.get("ops"))
     if run.get("status") == "ok":
-        status, reason = "complete", None
+        status, reason = TraceStatus.COMPLETE, None
     elif traced_anything:
-        status = "partial"
+        status = TraceStatus.PARTIAL
         reason = (f"{_error_text(error)}; kept what was traced: {steps_done} complete step(s) of "
                   f"{trace.get('steps_requested')}" + ("" if steps_done == trace.get("steps_requested") else
                                                        ", and the ops of the step in progress"))
     else:
-        status, reason = "failed", _error_text(error)
+        status, reason = TraceStatus.FAILED, _error_text(error)
     section: dict[str, Any] = {
         "version": SECTION_VERSION,
         "status": status,
@@ -84,12 +87,13 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
         return section
     ops = trace.get("ops", [])
     steps_done = max(1, steps_done)
-    section["findings"] = finding_rules.detect(trace, targets)
+    op_support = support.op_support([r["op"] for r in ops if runs_on_device(r)], targets, allow_live=allow_live)
+    found = finding_rules.rank(finding_rules.detect(trace, targets) + support_findings(ops, op_support, steps_done))
+    # The one place the findings become the document's dictionaries.
+    section["findings"] = [item.to_dict() for item in found]
     section["shapes"] = _shapes(trace)
     section["memory"] = memory.memory_section(trace.get("memory"), targets)
-    traced_ops = [r["op"] for r in ops if runs_on_device(r)]
-    section["op_support"] = support.op_support(traced_ops, targets, allow_live=allow_live)
-    section["findings"] = finding_rules.rank(section["findings"] + support_findings(ops, section["op_support"], steps_done))
+    section["op_support"] = op_support
     section["device_apis"] = trace.get("device_apis") or []
     # Device-typed API calls seen at run time, under scan's rules (evaluate adds scan's own findings).
     section["app_scan"] = merge_with_scan(None, section["device_apis"])
@@ -158,9 +162,9 @@ def runs_on_device(record: dict[str, Any]) -> bool:
     return not (record.get("in_host_sync_call") and record.get("attributed") == "phase")
 
 
-def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], steps: int) -> list[dict[str, Any]]:
+def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], steps: int) -> list[Finding]:
     """Fallback / missing ops as findings at the user lines that issued them."""
-    grouped: dict[tuple[str, str | None], dict[str, Any]] = {}
+    grouped: dict[tuple[RuleId, str | None], dict[str, Any]] = {}
     for record in ops:
         # Host syncs and data-dependent shapes have findings of their own
         # (TR101, TR102); their CPU fallbacks still count in the verdicts.
@@ -168,9 +172,9 @@ def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], step
             continue
         for target, answer in op_support.items():
             entry = (answer.get("ops") or {}).get(record["op"])
-            if not entry or entry["status"] not in ("fallback", "missing"):
+            if not entry or entry["status"] not in (OpStatus.FALLBACK, OpStatus.MISSING):
                 continue
-            rule = "TR109" if entry["status"] == "fallback" else "TR110"
+            rule = RuleId.OP_FALLBACK if entry["status"] == OpStatus.FALLBACK else RuleId.OP_MISSING
             item = grouped.setdefault((rule, record["location"]), {"ops": set(), "targets": {}, "count": 0, "seen": set(),
                                                                    "why": set()})
             item["ops"].add(record["op"])
@@ -225,5 +229,5 @@ def raise_if_app_failed(section: dict[str, Any]) -> None:
     from torchport.failures import is_app_failure
 
     error = section.get("error") or {}
-    if section["status"] == "failed" and (is_app_failure(error) or not error):
+    if section["status"] == TraceStatus.FAILED and (is_app_failure(error) or not error):
         raise UserError(error.get("message") or section.get("reason") or "tracing failed", location=error.get("location"))

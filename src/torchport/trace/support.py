@@ -29,11 +29,31 @@ from pathlib import Path
 from typing import Any
 
 from torchport import glossary
+from torchport.records import Vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 SRC_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 LIVE_QUERY_TIMEOUT_S = 300
 CACHE_FORMAT = 2  # bump when the cached live table changes shape
+
+
+class OpStatus(Vocabulary):
+    """What one op does on a target (``op_support[target]["ops"][op]["status"]``)."""
+
+    NATIVE = "native"
+    DECOMPOSED = "decomposed"
+    FALLBACK = "fallback"
+    MISSING = "missing"
+    UNKNOWN = "unknown"
+    CUSTOM = "custom"
+
+
+class SupportKind(Vocabulary):
+    """Where a target's op support came from: the installed backend, a shipped table, or nowhere."""
+
+    LIVE = "live"
+    TABLE = "table"
+    NONE = "none"
 
 
 @dataclass(frozen=True)
