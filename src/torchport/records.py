@@ -103,6 +103,15 @@ class TraceStatus(Vocabulary):
     FAILED = "failed"
 
 
+class TraceVerdictStatus(Vocabulary):
+    """The trace's verdict on one target, worst first."""
+
+    BLOCKED = "blocked"
+    SLOW = "slow"
+    UNKNOWN = "unknown"
+    RUNS = "runs"
+
+
 class TraceSeverity(Vocabulary):
     """A trace finding's consequence on one target, mildest first."""
 
@@ -491,6 +500,26 @@ class Finding(Record):
         return finding
 
 
+@dataclass
+class TargetVerdict(Record):
+    """The trace's verdict on one target: what it counted, and the sentence a report shows."""
+
+    fallbacks: int = 0
+    fallback_ops: list[str] = field(default_factory=list)
+    recompilations: int = 0
+    blockers: int = 0
+    slow_findings: int = 0
+    unknown_ops: int = 0
+    op_support: str = "none"  # where op support came from: live, table, none
+    status: TraceVerdictStatus | str = TraceVerdictStatus.UNKNOWN
+    text: str = ""
+    scan_findings: list[str] | None = None
+    # evaluate only: the backend of this evaluation that ran on the target (backend, status, ran, proxy_for)
+    measured: dict[str, Any] | None = None
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceVerdictStatus}
+
+
 __all__ = [
     "BackendEntry",
     "BackendStatus",
@@ -511,8 +540,10 @@ __all__ = [
     "ScenarioSummary",
     "Stat",
     "Summary",
+    "TargetVerdict",
     "TraceSeverity",
     "TraceStatus",
+    "TraceVerdictStatus",
     "Vocabulary",
     "WarmupRecompiling",
 ]

@@ -97,7 +97,7 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     section["device_apis"] = trace.get("device_apis") or []
     # Device-typed API calls seen at run time, under scan's rules (evaluate adds scan's own findings).
     section["app_scan"] = merge_with_scan(None, section["device_apis"])
-    section["verdicts"] = {name: verdict.target_verdict(name, section) for name in targets}
+    section["verdicts"] = verdict.verdicts(section, targets)
     section["totals"] = _totals(ops, steps_done)
     section["host_syncs"] = trace.get("host_syncs", [])
     section["ops"] = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))

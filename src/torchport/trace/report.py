@@ -9,6 +9,7 @@ from torchport import formatting as fmt
 from torchport.records import Finding, TraceSeverity, TraceStatus
 from torchport.trace.findings import section_findings
 from torchport.trace.support import TARGETS, SupportKind
+from torchport.trace.verdict import section_verdicts
 
 SEVERITY_MARK = {TraceSeverity.BLOCKER: "BLOCKER", TraceSeverity.SLOW: "slow", TraceSeverity.MINOR: "minor"}
 
@@ -75,7 +76,7 @@ def _targets_text(finding: Finding) -> str:
 
 
 def verdict_lines(section: dict[str, Any]) -> list[str]:
-    return [f"{TARGETS[name].title}: {v['text']}" for name, v in (section.get("verdicts") or {}).items()]
+    return [f"{TARGETS[name].title}: {v.text}" for name, v in section_verdicts(section).items()]
 
 
 def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
@@ -133,9 +134,9 @@ def markdown(section: dict[str, Any]) -> str:
     if section["status"] == TraceStatus.FAILED:
         return "\n".join(lines) + "\n"
     lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
-    for name, v in (section.get("verdicts") or {}).items():
+    for name, v in section_verdicts(section).items():
         answer = (section.get("op_support") or {}).get(name) or {}
-        lines.append(f"| {TARGETS[name].title} | {fmt.md(v['text'], 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
+        lines.append(f"| {TARGETS[name].title} | {fmt.md(v.text, 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
     found = section_findings(section)
     contract = contract_lines(section, fmt.md_code, lambda note: fmt.md(note, 1000))
     if contract:

@@ -15,18 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from torchport import glossary
-from torchport.records import Finding, TraceSeverity, Vocabulary
+from torchport.records import Finding, TargetVerdict, TraceSeverity, TraceVerdictStatus
 from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, section_findings
 from torchport.trace.support import OpStatus, SupportKind
-
-
-class VerdictStatus(Vocabulary):
-    """A target's verdict, worst first."""
-
-    BLOCKED = "blocked"
-    SLOW = "slow"
-    UNKNOWN = "unknown"
-    RUNS = "runs"
 
 # Python asking for a device value (.item(), float(), if tensor:): counted by
 # torch_xla like a CPU fallback.  torchport's own loss reads happen outside
@@ -63,7 +54,17 @@ def predicted_compilations(section: dict[str, Any]) -> int:
     return step_graph_variants(section) + optimizer_variants - 1 + graph_cuts_per_step(section)
 
 
-def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
+def verdicts(section: dict[str, Any], targets: list[str]) -> dict[str, dict[str, Any]]:
+    """The verdict on each target, as the document writes them: the one place they become dictionaries."""
+    return {name: target_verdict(name, section).to_dict() for name in targets}
+
+
+def section_verdicts(section: dict[str, Any]) -> dict[str, TargetVerdict]:
+    """The verdicts of a trace section (as written, or read from a result document)."""
+    return {name: TargetVerdict.from_dict(item) for name, item in (section.get("verdicts") or {}).items()}
+
+
+def target_verdict(name: str, section: dict[str, Any]) -> TargetVerdict:
     findings = [f for f in section_findings(section) if name in f.targets]
     support = (section.get("op_support") or {}).get(name) or {}
     statuses = support.get("ops") or {}
@@ -79,10 +80,9 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
     scan_target = glossary.trace_to_scan(name)
     scanned = [f for f in (section.get("app_scan") or {}).get("findings", [])
                if scan_target and f["severity"].get(scan_target) in ("error", "silent")]
-    verdict: dict[str, Any] = {"fallbacks": len(fallbacks), "fallback_ops": fallbacks,
-                               "recompilations": recompilations, "blockers": len(blockers) + int(too_big),
-                               "slow_findings": len(slow), "unknown_ops": len(unknown),
-                               "op_support": support.get("kind", SupportKind.NONE)}
+    verdict = TargetVerdict(fallbacks=len(fallbacks), fallback_ops=fallbacks, recompilations=recompilations,
+                            blockers=len(blockers) + int(too_big), slow_findings=len(slow), unknown_ops=len(unknown),
+                            op_support=support.get("kind", SupportKind.NONE))
     # Said with every verdict whose table names its own source (TorchTPU's).
     source = f" [{support['summary']}]" if support.get("summary") else ""
     if blockers or too_big:
@@ -91,8 +91,8 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
             largest = max(chips, key=lambda c: c["hbm_bytes"])
             causes.append(f"memory: the step needs about {_gib(memory['peak_bytes'])}, more than the largest chip "
                           f"({largest['chip']}, {largest['hbm']})")
-        verdict.update(status=VerdictStatus.BLOCKED, text="blocked by " + causes[0] +
-                       (f" and {len(causes) - 1} more" if len(causes) > 1 else "") + source)
+        verdict.status = TraceVerdictStatus.BLOCKED
+        verdict.text = "blocked by " + causes[0] + (f" and {len(causes) - 1} more" if len(causes) > 1 else "") + source
     elif fallbacks or recompilations or slow:
         parts = []
         if fallbacks:
@@ -107,22 +107,23 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
         text += " (slow)"
         if unknown:
             text += f"; op support unknown for {len(unknown)} op(s) ({support.get('note') or 'not looked up'})"
-        verdict.update(status=VerdictStatus.SLOW, text=text + source)
+        verdict.status, verdict.text = TraceVerdictStatus.SLOW, text + source
     elif unknown:
-        verdict.update(status=VerdictStatus.UNKNOWN, text=f"no blocker found in the trace; op support unknown for {len(unknown)} "
-                       f"op(s) ({support.get('note') or support.get('source') or 'not looked up'})")
+        verdict.status = TraceVerdictStatus.UNKNOWN
+        verdict.text = (f"no blocker found in the trace; op support unknown for {len(unknown)} "
+                        f"op(s) ({support.get('note') or support.get('source') or 'not looked up'})")
     else:
         minor = [f for f in findings if f.targets[name] == TraceSeverity.MINOR]
         head = "no blocker in the trace" if scanned else "runs as is"
-        verdict.update(status=VerdictStatus.RUNS, text=head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})"
-                                                   if minor else "") + source)
+        verdict.status = TraceVerdictStatus.RUNS
+        verdict.text = head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})" if minor else "") + source
     if scanned:
         first = scanned[0]
-        verdict["scan_findings"] = [f"{f['id']} at {f['location']}" for f in scanned]
+        verdict.scan_findings = [f"{f['id']} at {f['location']}" for f in scanned]
         ran = sum(1 for f in scanned if f.get("seen_at_run_time"))
         source = ("scan of the app's files" if (section.get("app_scan") or {}).get("files")
                   else "device-typed APIs seen at run time")
-        verdict["text"] += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
+        verdict.text += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
                             f"{first['severity'][scan_target]} here"
                             + (f" ({ran} seen at run time)" if ran and source.startswith("scan") else "")
                             + f", first {first['id']} {first['title']} at {first['location']}")
@@ -243,9 +244,9 @@ def _likely_cause(run: dict[str, Any], section: dict[str, Any], dynamic_lines: l
     return "; ".join(causes) or "cause not identified from the counters"
 
 
-def worst(verdicts: dict[str, dict[str, Any]]) -> str:
-    order = list(VerdictStatus)
-    return min((v["status"] for v in verdicts.values()), key=order.index, default=VerdictStatus.RUNS)
+def worst(verdicts: dict[str, TargetVerdict]) -> str:
+    order = list(TraceVerdictStatus)
+    return min((v.status for v in verdicts.values()), key=order.index, default=TraceVerdictStatus.RUNS)
 
 
-__all__ = ["target_verdict", "compare_with_xla", "predicted_compilations", "SEVERITY_RANK", "worst"]
+__all__ = ["target_verdict", "verdicts", "section_verdicts", "compare_with_xla", "predicted_compilations", "SEVERITY_RANK", "worst"]
