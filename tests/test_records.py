@@ -29,6 +29,7 @@ from torchport.records import (
     ErrorRecord,
     FailureDigest,
     Finding,
+    OpSupportRow,
     RunRecord,
     RunSeries,
     RunStatus,
@@ -104,12 +105,13 @@ def _schema_parts(schema: dict) -> dict[str, dict]:
         "CounterRow": summary["counters"]["items"], "RunSeries": summary["runs_series"]["items"],
         "Check": defs["checks"]["properties"]["checks"]["items"],
         "Finding": defs["trace"]["$defs"]["finding"], "TargetVerdict": defs["trace"]["$defs"]["verdict"],
+        "OpSupportRow": defs["trace"]["$defs"]["op_support"]["properties"]["ops"]["additionalProperties"],
     }
 
 
 @pytest.mark.parametrize("record_class", [BackendEntry, Cost, FailureDigest, RunRecord, ErrorRecord, Summary, Stat,
-                                          DeviceMemory, CounterRow, RunSeries, Check, Finding, TargetVerdict],
-                         ids=lambda cls: cls.__name__)
+                                          DeviceMemory, CounterRow, RunSeries, Check, Finding, TargetVerdict,
+                                          OpSupportRow], ids=lambda cls: cls.__name__)
 def test_each_record_declares_exactly_the_fields_its_schema_declares(schema, record_class):
     part = _schema_parts(schema)[record_class.__name__]
     declared = [f.name for f in dataclasses.fields(record_class) if f.name not in ("extra", "key_order")]

@@ -112,6 +112,17 @@ class TraceVerdictStatus(Vocabulary):
     RUNS = "runs"
 
 
+class OpStatus(Vocabulary):
+    """What one traced op does on a target."""
+
+    NATIVE = "native"
+    DECOMPOSED = "decomposed"
+    FALLBACK = "fallback"
+    MISSING = "missing"
+    UNKNOWN = "unknown"
+    CUSTOM = "custom"
+
+
 class TraceSeverity(Vocabulary):
     """A trace finding's consequence on one target, mildest first."""
 
@@ -501,6 +512,17 @@ class Finding(Record):
 
 
 @dataclass
+class OpSupportRow(Record):
+    """One traced op on one target: what it does there, and why torchport says so."""
+
+    status: OpStatus | str = OpStatus.UNKNOWN
+    why: str = ""
+    falls_back_as: list[str] | None = None  # the ops that run on the CPU instead, when it falls back
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": OpStatus}
+
+
+@dataclass
 class TargetVerdict(Record):
     """The trace's verdict on one target: what it counted, and the sentence a report shows."""
 
@@ -532,6 +554,8 @@ __all__ = [
     "ErrorKind",
     "ErrorRecord",
     "FailureDigest",
+    "OpStatus",
+    "OpSupportRow",
     "Finding",
     "Record",
     "RunRecord",

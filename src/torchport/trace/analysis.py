@@ -12,11 +12,10 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
-from torchport.records import Finding, TraceStatus
+from torchport.records import Finding, OpStatus, TraceStatus
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 from torchport.trace.findings import RuleId
-from torchport.trace.support import OpStatus
 from torchport.trace.device_apis import merge_with_scan
 
 if TYPE_CHECKING:
@@ -165,25 +164,26 @@ def runs_on_device(record: dict[str, Any]) -> bool:
 def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], steps: int) -> list[Finding]:
     """Fallback / missing ops as findings at the user lines that issued them."""
     grouped: dict[tuple[RuleId, str | None], dict[str, Any]] = {}
+    rows = {target: support.op_rows(answer) for target, answer in op_support.items()}
     for record in ops:
         # Host syncs and data-dependent shapes have findings of their own
         # (TR101, TR102); their CPU fallbacks still count in the verdicts.
         if not runs_on_device(record) or record.get("in_host_sync_call") or record["tags"]:
             continue
-        for target, answer in op_support.items():
-            entry = (answer.get("ops") or {}).get(record["op"])
-            if not entry or entry["status"] not in (OpStatus.FALLBACK, OpStatus.MISSING):
+        for target, by_op in rows.items():
+            row = by_op.get(record["op"])
+            if not row or row.status not in (OpStatus.FALLBACK, OpStatus.MISSING):
                 continue
-            rule = RuleId.OP_FALLBACK if entry["status"] == OpStatus.FALLBACK else RuleId.OP_MISSING
+            rule = RuleId.OP_FALLBACK if row.status == OpStatus.FALLBACK else RuleId.OP_MISSING
             item = grouped.setdefault((rule, record["location"]), {"ops": set(), "targets": {}, "count": 0, "seen": set(),
                                                                    "why": set()})
             item["ops"].add(record["op"])
             item["targets"][target] = finding_rules.RULES[rule].severity[target]
-            item["why"].add(f"{target}: {entry['why']}")
+            item["why"].add(f"{target}: {row.why}")
             if id(record) not in item["seen"]:
                 item["seen"].add(id(record))
                 item["count"] += record["count"]
-    found = []
+    found: list[Finding] = []
     for (rule, location), item in grouped.items():
         names = sorted(item["ops"])
         found.append(finding_rules.make_finding(finding_rules.RULES[rule], location, item["count"], steps,

@@ -17,7 +17,8 @@ from typing import Any
 from torchport import glossary
 from torchport.records import Finding, TargetVerdict, TraceSeverity, TraceVerdictStatus
 from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, section_findings
-from torchport.trace.support import OpStatus, SupportKind
+from torchport.records import OpStatus
+from torchport.trace.support import SupportKind, op_rows
 
 # Python asking for a device value (.item(), float(), if tensor:): counted by
 # torch_xla like a CPU fallback.  torchport's own loss reads happen outside
@@ -67,9 +68,9 @@ def section_verdicts(section: dict[str, Any]) -> dict[str, TargetVerdict]:
 def target_verdict(name: str, section: dict[str, Any]) -> TargetVerdict:
     findings = [f for f in section_findings(section) if name in f.targets]
     support = (section.get("op_support") or {}).get(name) or {}
-    statuses = support.get("ops") or {}
-    fallbacks = sorted(op for op, entry in statuses.items() if entry["status"] == OpStatus.FALLBACK)
-    unknown = sorted(op for op, entry in statuses.items() if entry["status"] == OpStatus.UNKNOWN)
+    rows = op_rows(support)
+    fallbacks = sorted(op for op, row in rows.items() if row.status == OpStatus.FALLBACK)
+    unknown = sorted(op for op, row in rows.items() if row.status == OpStatus.UNKNOWN)
     recompilations = step_graph_variants(section) - 1 if name in LAZY_TARGETS else 0
     blockers = [f for f in findings if f.targets[name] == TraceSeverity.BLOCKER]
     slow = [f for f in findings if f.targets[name] == TraceSeverity.SLOW]
@@ -164,9 +165,9 @@ def compare_with_xla(section: dict[str, Any], document: dict[str, Any]) -> dict[
     if measured is None:
         return None
     findings = section_findings(section)
-    support = ((section.get("op_support") or {}).get("xla") or {}).get("ops") or {}
-    predicted_ops = sorted({name for entry in support.values() for name in entry.get("falls_back_as", [])
-                            if entry["status"] == OpStatus.FALLBACK})
+    rows = op_rows((section.get("op_support") or {}).get("xla"))
+    predicted_ops = sorted({name for row in rows.values() for name in row.falls_back_as or []
+                            if row.status == OpStatus.FALLBACK})
     compilations = predicted_compilations(section)
     syncs_per_step = _per_step(findings, RuleId.HOST_SYNC)
     dynamic_per_step = _per_step(findings, RuleId.DYNAMIC_OUTPUT_SHAPE)
