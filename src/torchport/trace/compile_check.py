@@ -51,7 +51,7 @@ def _steps(run: dict[str, Any]) -> int:
 
 def _judge(finding: Finding, breaks: list[dict[str, Any]], recompiles: list[dict[str, Any]],
            shapes_met: int | None) -> tuple[str, str]:
-    lines = {finding.location, *(finding.seen_at or [])} - {None}
+    lines = {line for line in (finding.location, *(finding.seen_at or [])) if line}
     if finding.id == RuleId.INPUT_SHAPES_VARY:
         sized = [r for r in recompiles if SIZE_GUARD in (r.get("guard") or "")]
         if sized:

@@ -247,7 +247,8 @@ def _likely_cause(run: dict[str, Any], section: dict[str, Any], dynamic_lines: l
 
 def worst(verdicts: dict[str, TargetVerdict]) -> str:
     order = list(TraceVerdictStatus)
-    return min((v.status for v in verdicts.values()), key=order.index, default=TraceVerdictStatus.RUNS)
+    return min((v.status for v in verdicts.values()), key=lambda status: order.index(TraceVerdictStatus(status)),
+               default=TraceVerdictStatus.RUNS)
 
 
 __all__ = ["target_verdict", "verdicts", "section_verdicts", "compare_with_xla", "predicted_compilations", "SEVERITY_RANK", "worst"]
