@@ -84,7 +84,7 @@ def test_a_new_family_gets_the_trace_severities_of_its_kind():
         assert {t: s for t, s in rule.severity.items() if t in trace_rules.TARGETS} == trace_rules.RULES[rule_id].severity
 
     finding = trace_rules.make_finding(table["TR110"], "app.py:3", 2, 2, "aten::foo", {"eagerchip": "blocker"})
-    assert (finding["severity"], finding["targets"]) == ("blocker", {"eagerchip": "blocker"})
+    assert (finding.severity, finding.targets) == ("blocker", {"eagerchip": "blocker"})
 
 
 def test_a_new_family_gets_each_scan_rules_default():

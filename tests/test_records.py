@@ -29,13 +29,16 @@ from torchport.records import (
     ErrorRecord,
     FailureDigest,
     Finding,
+    OpSupportRow,
     RunRecord,
     RunSeries,
     RunStatus,
     ScenarioSummary,
     Stat,
     Summary,
+    TargetVerdict,
     TraceSeverity,
+    TraceVerdictStatus,
     WarmupRecompiling,
 )
 
@@ -101,12 +104,14 @@ def _schema_parts(schema: dict) -> dict[str, dict]:
         "Summary": defs["summary"], "Stat": defs["stat"], "DeviceMemory": defs["device_memory"],
         "CounterRow": summary["counters"]["items"], "RunSeries": summary["runs_series"]["items"],
         "Check": defs["checks"]["properties"]["checks"]["items"],
-        "Finding": defs["trace"]["$defs"]["finding"],
+        "Finding": defs["trace"]["$defs"]["finding"], "TargetVerdict": defs["trace"]["$defs"]["verdict"],
+        "OpSupportRow": defs["trace"]["$defs"]["op_support"]["properties"]["ops"]["additionalProperties"],
     }
 
 
 @pytest.mark.parametrize("record_class", [BackendEntry, Cost, FailureDigest, RunRecord, ErrorRecord, Summary, Stat,
-                                          DeviceMemory, CounterRow, RunSeries, Check, Finding], ids=lambda cls: cls.__name__)
+                                          DeviceMemory, CounterRow, RunSeries, Check, Finding, TargetVerdict,
+                                          OpSupportRow], ids=lambda cls: cls.__name__)
 def test_each_record_declares_exactly_the_fields_its_schema_declares(schema, record_class):
     part = _schema_parts(schema)[record_class.__name__]
     declared = [f.name for f in dataclasses.fields(record_class) if f.name not in ("extra", "key_order")]
@@ -157,8 +162,11 @@ def built_records() -> list[tuple[str, object]]:
     finding = Finding(id="TR102", rule="dynamic-output-shape", title="data-dependent shape",
                       severity=TraceSeverity.SLOW, targets={"xla": TraceSeverity.SLOW, "cuda": TraceSeverity.MINOR},
                       location="app.py:9", count=3, per_step=1.0, detail="aten::nonzero", fix="pad it")
+    verdict = TargetVerdict(fallbacks=1, fallback_ops=["aten::nonzero"], blockers=0, slow_findings=1, op_support="table",
+                            status=TraceVerdictStatus.SLOW, text="runs with 1 fallback (slow)")
     return [("device_memory", memory), ("error", error), ("run", run), ("run", failed), ("stat", stat),
-            ("summary", summary_record), ("backend", entry), ("check", check), ("finding", finding)]
+            ("summary", summary_record), ("backend", entry), ("check", check), ("finding", finding),
+            ("verdict", verdict)]
 
 
 @pytest.mark.parametrize("part, record", built_records(), ids=lambda value: value if isinstance(value, str) else "")
@@ -168,9 +176,9 @@ def test_each_record_validates_and_round_trips(schema, part, record):
     if part == "check":
         item_schema = schema["$defs"]["checks"]["properties"]["checks"]["items"]
         jsonschema.validate(data, item_schema)
-    elif part == "finding":
+    elif part in ("finding", "verdict"):
         trace = schema["$defs"]["trace"]
-        validator(schema, "finding", trace).validate(data)
+        validator(schema, part, trace).validate(data)
     else:
         validator(schema, part).validate(data)
     again = type(record).from_dict(data)
@@ -186,7 +194,7 @@ def test_a_record_keeps_what_it_does_not_declare_and_the_key_order():
 
 
 @pytest.mark.parametrize("record_class", [DeviceMemory, ErrorRecord, RunRecord, Stat, CounterRow, Summary,
-                                          BackendEntry, Check, Finding])
+                                          BackendEntry, Check, Finding, TargetVerdict])
 def test_a_partial_dictionary_is_written_back_as_it_was(record_class):
     """Fields the dictionary did not have stay out, whatever their defaults."""
     assert record_class.from_dict({}).to_dict() == {}
@@ -222,6 +230,9 @@ def test_a_real_result_round_trips_through_the_records(schema, document):
     # The classifier may have no trace findings; tests/test_trace_evaluate.py reads a real TR102 finding.
     for raw in document["trace"]["findings"]:
         assert json.dumps(Finding.from_dict(raw).to_dict()) == json.dumps(raw)
+    assert document["trace"]["verdicts"]
+    for raw in document["trace"]["verdicts"].values():
+        assert json.dumps(TargetVerdict.from_dict(raw).to_dict()) == json.dumps(raw)
 
 
 def test_the_summary_carries_what_the_renderers_draw(document):

@@ -59,13 +59,13 @@ def test_the_table_says_where_each_answer_comes_from():
     indexed = support.shipped_table("tpu")
     target = support.TARGETS["tpu"]
     classify = lambda op: support.classify(op, target, indexed)  # noqa: E731
-    assert classify("aten::linear") == {"status": "native", "why": "PrivateUse1 kernel"}
+    assert classify("aten::linear").to_dict() == {"status": "native", "why": "PrivateUse1 kernel"}
     # aten::mm has no PrivateUse1 kernel itself: its composite calls aten::mm.out, which is torch_tpu's.
-    assert classify("aten::mm") == {"status": "decomposed",
-                                    "why": "composite calling aten::mm.out, a PrivateUse1 kernel"}
-    assert classify("aten::median")["status"] == "missing"
-    assert "operator 'aten::median' is not implemented for TPU" in classify("aten::median")["why"]
-    assert classify("tpu::_ragged_dot")["status"] == "custom"
+    assert classify("aten::mm").to_dict() == {"status": "decomposed",
+                                              "why": "composite calling aten::mm.out, a PrivateUse1 kernel"}
+    assert classify("aten::median").status == "missing"
+    assert "operator 'aten::median' is not implemented for TPU" in classify("aten::median").why
+    assert classify("tpu::_ragged_dot").status == "custom"
 
 
 def test_an_op_torch_tpu_lacks_is_flagged_at_the_users_line():

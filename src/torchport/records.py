@@ -95,6 +95,34 @@ class CheckStatus(Vocabulary):
     NOT_APPLICABLE = "not_applicable"
 
 
+class TraceStatus(Vocabulary):
+    """A trace section: every requested step traced, some, or none."""
+
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+class TraceVerdictStatus(Vocabulary):
+    """The trace's verdict on one target, worst first."""
+
+    BLOCKED = "blocked"
+    SLOW = "slow"
+    UNKNOWN = "unknown"
+    RUNS = "runs"
+
+
+class OpStatus(Vocabulary):
+    """What one traced op does on a target."""
+
+    NATIVE = "native"
+    DECOMPOSED = "decomposed"
+    FALLBACK = "fallback"
+    MISSING = "missing"
+    UNKNOWN = "unknown"
+    CUSTOM = "custom"
+
+
 class TraceSeverity(Vocabulary):
     """A trace finding's consequence on one target, mildest first."""
 
@@ -483,6 +511,37 @@ class Finding(Record):
         return finding
 
 
+@dataclass
+class OpSupportRow(Record):
+    """One traced op on one target: what it does there, and why torchport says so."""
+
+    status: OpStatus | str = OpStatus.UNKNOWN
+    why: str = ""
+    falls_back_as: list[str] | None = None  # the ops that run on the CPU instead, when it falls back
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": OpStatus}
+
+
+@dataclass
+class TargetVerdict(Record):
+    """The trace's verdict on one target: what it counted, and the sentence a report shows."""
+
+    fallbacks: int = 0
+    fallback_ops: list[str] = field(default_factory=list)
+    recompilations: int = 0
+    blockers: int = 0
+    slow_findings: int = 0
+    unknown_ops: int = 0
+    op_support: str = "none"  # where op support came from: live, table, none
+    status: TraceVerdictStatus | str = TraceVerdictStatus.UNKNOWN
+    text: str = ""
+    scan_findings: list[str] | None = None
+    # evaluate only: the backend of this evaluation that ran on the target (backend, status, ran, proxy_for)
+    measured: dict[str, Any] | None = None
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceVerdictStatus}
+
+
 __all__ = [
     "BackendEntry",
     "BackendStatus",
@@ -495,6 +554,8 @@ __all__ = [
     "ErrorKind",
     "ErrorRecord",
     "FailureDigest",
+    "OpStatus",
+    "OpSupportRow",
     "Finding",
     "Record",
     "RunRecord",
@@ -503,7 +564,10 @@ __all__ = [
     "ScenarioSummary",
     "Stat",
     "Summary",
+    "TargetVerdict",
     "TraceSeverity",
+    "TraceStatus",
+    "TraceVerdictStatus",
     "Vocabulary",
     "WarmupRecompiling",
 ]

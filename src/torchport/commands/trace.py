@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport.trace.analysis import raise_if_app_failed, run_trace
     from torchport.app import spec_from_args
     from torchport.trace.report import markdown, terminal_lines
+    from torchport.records import TraceStatus
 
     if args.on:
         from torchport.remote.commands import on_targets
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         output.emit(args, text)
     if args.json:
         print(f"trace: {args.json}")
-    if section["status"] != "complete":
+    if section["status"] != TraceStatus.COMPLETE:
         print(f"torchport: trace incomplete: {section['reason']}", file=sys.stderr)
         return 1
     return 0

@@ -12,8 +12,10 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
+from torchport.records import Finding, OpStatus, TraceStatus
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
+from torchport.trace.findings import RuleId
 from torchport.trace.device_apis import merge_with_scan
 
 if TYPE_CHECKING:
@@ -56,14 +58,14 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     steps_done = trace.get("steps_done", 0)
     traced_anything = bool(trace.get("ops"))
     if run.get("status") == "ok":
-        status, reason = "complete", None
+        status, reason = TraceStatus.COMPLETE, None
     elif traced_anything:
-        status = "partial"
+        status = TraceStatus.PARTIAL
         reason = (f"{_error_text(error)}; kept what was traced: {steps_done} complete step(s) of "
                   f"{trace.get('steps_requested')}" + ("" if steps_done == trace.get("steps_requested") else
                                                        ", and the ops of the step in progress"))
     else:
-        status, reason = "failed", _error_text(error)
+        status, reason = TraceStatus.FAILED, _error_text(error)
     section: dict[str, Any] = {
         "version": SECTION_VERSION,
         "status": status,
@@ -84,16 +86,17 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
         return section
     ops = trace.get("ops", [])
     steps_done = max(1, steps_done)
-    section["findings"] = finding_rules.detect(trace, targets)
+    op_support = support.op_support([r["op"] for r in ops if runs_on_device(r)], targets, allow_live=allow_live)
+    found = finding_rules.rank(finding_rules.detect(trace, targets) + support_findings(ops, op_support, steps_done))
+    # The one place the findings become the document's dictionaries.
+    section["findings"] = [item.to_dict() for item in found]
     section["shapes"] = _shapes(trace)
     section["memory"] = memory.memory_section(trace.get("memory"), targets)
-    traced_ops = [r["op"] for r in ops if runs_on_device(r)]
-    section["op_support"] = support.op_support(traced_ops, targets, allow_live=allow_live)
-    section["findings"] = finding_rules.rank(section["findings"] + support_findings(ops, section["op_support"], steps_done))
+    section["op_support"] = op_support
     section["device_apis"] = trace.get("device_apis") or []
     # Device-typed API calls seen at run time, under scan's rules (evaluate adds scan's own findings).
     section["app_scan"] = merge_with_scan(None, section["device_apis"])
-    section["verdicts"] = {name: verdict.target_verdict(name, section) for name in targets}
+    section["verdicts"] = verdict.verdicts(section, targets)
     section["totals"] = _totals(ops, steps_done)
     section["host_syncs"] = trace.get("host_syncs", [])
     section["ops"] = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))
@@ -158,28 +161,29 @@ def runs_on_device(record: dict[str, Any]) -> bool:
     return not (record.get("in_host_sync_call") and record.get("attributed") == "phase")
 
 
-def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], steps: int) -> list[dict[str, Any]]:
+def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], steps: int) -> list[Finding]:
     """Fallback / missing ops as findings at the user lines that issued them."""
-    grouped: dict[tuple[str, str | None], dict[str, Any]] = {}
+    grouped: dict[tuple[RuleId, str | None], dict[str, Any]] = {}
+    rows = {target: support.op_rows(answer) for target, answer in op_support.items()}
     for record in ops:
         # Host syncs and data-dependent shapes have findings of their own
         # (TR101, TR102); their CPU fallbacks still count in the verdicts.
         if not runs_on_device(record) or record.get("in_host_sync_call") or record["tags"]:
             continue
-        for target, answer in op_support.items():
-            entry = (answer.get("ops") or {}).get(record["op"])
-            if not entry or entry["status"] not in ("fallback", "missing"):
+        for target, by_op in rows.items():
+            row = by_op.get(record["op"])
+            if not row or row.status not in (OpStatus.FALLBACK, OpStatus.MISSING):
                 continue
-            rule = "TR109" if entry["status"] == "fallback" else "TR110"
+            rule = RuleId.OP_FALLBACK if row.status == OpStatus.FALLBACK else RuleId.OP_MISSING
             item = grouped.setdefault((rule, record["location"]), {"ops": set(), "targets": {}, "count": 0, "seen": set(),
                                                                    "why": set()})
             item["ops"].add(record["op"])
             item["targets"][target] = finding_rules.RULES[rule].severity[target]
-            item["why"].add(f"{target}: {entry['why']}")
+            item["why"].add(f"{target}: {row.why}")
             if id(record) not in item["seen"]:
                 item["seen"].add(id(record))
                 item["count"] += record["count"]
-    found = []
+    found: list[Finding] = []
     for (rule, location), item in grouped.items():
         names = sorted(item["ops"])
         found.append(finding_rules.make_finding(finding_rules.RULES[rule], location, item["count"], steps,
@@ -225,5 +229,5 @@ def raise_if_app_failed(section: dict[str, Any]) -> None:
     from torchport.failures import is_app_failure
 
     error = section.get("error") or {}
-    if section["status"] == "failed" and (is_app_failure(error) or not error):
+    if section["status"] == TraceStatus.FAILED and (is_app_failure(error) or not error):
         raise UserError(error.get("message") or section.get("reason") or "tracing failed", location=error.get("location"))

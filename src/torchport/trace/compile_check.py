@@ -25,8 +25,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.records import Finding
+from torchport.trace.findings import RuleId, section_findings
+
 PHASES = ("first_step", "warmup", "sustained")
-GRAPH_RULES = ("TR101", "TR102", "TR103", "TR104")
+GRAPH_RULES = (RuleId.HOST_SYNC, RuleId.DYNAMIC_OUTPUT_SHAPE, RuleId.INPUT_SHAPES_VARY, RuleId.GRAPH_VARIES)
 SIZE_GUARD = "size mismatch"
 
 
@@ -46,10 +49,10 @@ def _steps(run: dict[str, Any]) -> int:
     return 1 + int((training.get("warmup") or {}).get("steps") or 0) + sustained
 
 
-def _judge(finding: dict[str, Any], breaks: list[dict[str, Any]], recompiles: list[dict[str, Any]],
+def _judge(finding: Finding, breaks: list[dict[str, Any]], recompiles: list[dict[str, Any]],
            shapes_met: int | None) -> tuple[str, str]:
-    lines = {finding.get("location"), *(finding.get("seen_at") or [])} - {None}
-    if finding["id"] == "TR103":
+    lines = {line for line in (finding.location, *(finding.seen_at or [])) if line}
+    if finding.id == RuleId.INPUT_SHAPES_VARY:
         sized = [r for r in recompiles if SIZE_GUARD in (r.get("guard") or "")]
         if sized:
             return "confirmed", f"recompiled on a failed size guard: {sized[0]['guard']}"
@@ -61,7 +64,7 @@ def _judge(finding: dict[str, Any], breaks: list[dict[str, Any]], recompiles: li
     at_line = [b for b in breaks if b.get("location") in lines]
     if at_line:
         return "confirmed", f"graph break at this line: {at_line[0]['reason']}"
-    if finding["id"] == "TR104":
+    if finding.id == RuleId.GRAPH_VARIES:
         # The trace names the first op that differs (inside the branch); Dynamo
         # names the branch itself: a data-dependent branch in the same file.
         files = {line.rsplit(":", 1)[0] for line in lines}
@@ -81,7 +84,7 @@ def compare_with_torch_compile(section: dict[str, Any], document: dict[str, Any]
     """Per ``*-compile`` backend that ran: its measured Dynamo totals and a
     judgement for each graph finding of the trace; None when no backend
     recorded torch.compile counters."""
-    findings = [f for f in section.get("findings") or [] if f["id"] in GRAPH_RULES]
+    findings = [f for f in section_findings(section) if f.id in GRAPH_RULES]
     backends: dict[str, Any] = {}
     for name, backend in (document.get("backends") or {}).items():
         run = next((r for r in backend.get("runs", []) if r.get("status") == "ok" and _phases(r)), None)
@@ -96,9 +99,9 @@ def compare_with_torch_compile(section: dict[str, Any], document: dict[str, Any]
         for finding in findings:
             verdict, evidence = _judge(finding, breaks, recompiles, shapes_met) if logged else (
                 "unconfirmed", "Dynamo's graph-break and recompile logs were not captured")
-            judged.append({"id": finding["id"], "location": finding.get("location"), "verdict": verdict,
+            judged.append({"id": finding.id, "location": finding.location, "verdict": verdict,
                            "evidence": evidence})
-        predicted_lines = {line for f in findings for line in (f.get("location"), *(f.get("seen_at") or []))}
+        predicted_lines = {line for f in findings for line in (f.location, *(f.seen_at or []))}
         backends[name] = {
             "steps": _steps(run),
             "frames_compiled": sum(d["frames_compiled"] for d in phases.values()),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchport import glossary
-from torchport.records import TraceSeverity
+from torchport.records import Finding, TraceSeverity, Vocabulary
 
 TARGETS = glossary.trace_targets()
 # Higher is worse, as everywhere (torchport.glossary): blocker 3, slow 2, minor 1.
@@ -32,12 +32,39 @@ LAZY_TARGETS = glossary.lazy_trace_targets()  # compile a graph per input shape
 TILE_MINOR, TILE_LANE = 8, 128  # TPU vector registers are 8 x 128 (Cloud TPU performance guide)
 
 
+class RuleId(Vocabulary):
+    """The trace's rules (``Finding.id``)."""
+
+    HOST_SYNC = "TR101"
+    DYNAMIC_OUTPUT_SHAPE = "TR102"
+    INPUT_SHAPES_VARY = "TR103"
+    GRAPH_VARIES = "TR104"
+    FLOAT64 = "TR105"
+    TILE_MISALIGNED = "TR106"
+    SPARSE_LAYOUT = "TR107"
+    CUSTOM_OP = "TR108"
+    OP_FALLBACK = "TR109"
+    OP_MISSING = "TR110"
+
+
+class CauseKind(Vocabulary):
+    """What the construction line a finding was moved to did (``Finding.cause["kind"]``)."""
+
+    DATA_LOADER = "data-loader"
+    MODEL_DTYPE = "model-dtype"
+    DATA_DTYPE = "data-dtype"
+    MODULE_CONSTRUCTOR = "module-constructor"
+
+
+BLOCKER, SLOW, MINOR = TraceSeverity.BLOCKER, TraceSeverity.SLOW, TraceSeverity.MINOR
+
+
 @dataclass(frozen=True)
 class Rule:
-    id: str
+    id: RuleId
     name: str
     title: str
-    severity: dict[str, str]  # target -> severity
+    severity: dict[str, TraceSeverity]  # target -> severity
     rationale: str
     fix: str
     source: str
@@ -48,66 +75,66 @@ def rule_table(targets: tuple[str, ...], lazy: tuple[str, ...]) -> dict[str, Rul
     input shape: a rule names the targets that differ from the rest, so a new family gets
     the severities of its kind."""
     return {rule.id: rule for rule in [
-        Rule("TR101", "host-sync", "host synchronization inside the training step",
-             {target: "slow" if target in lazy else "minor" for target in targets},
+        Rule(RuleId.HOST_SYNC, "host-sync", "host synchronization inside the training step",
+             {target: SLOW if target in lazy else MINOR for target in targets},
              "Reading a tensor's value on the host (.item(), .tolist(), bool(t), print(t), torch.equal, .cpu()) "
              "waits for all queued device work; on a lazy backend it also cuts and executes the graph early.",
              "keep the value as a tensor (torch.where instead of `if`), or read it every N steps after the step ends",
              "pytorch/xla docs troubleshoot.md (item(), printing); TorchTPU deferred-execution notebook"),
-        Rule("TR102", "dynamic-output-shape", "op whose output shape depends on the data",
-             {target: "slow" if target in lazy else "minor" for target in targets},
+        Rule(RuleId.DYNAMIC_OUTPUT_SHAPE, "dynamic-output-shape", "op whose output shape depends on the data",
+             {target: SLOW if target in lazy else MINOR for target in targets},
              "PyTorch tags these ops dynamic_output_shape (nonzero, masked_select, boolean-mask indexing, unique, "
              "repeat_interleave with a tensor, bincount). XLA-style compilers need static shapes: torch_xla runs them "
              "on the CPU; compiled backends recompile or break the graph; GPUs sync to size the output.",
              "keep shapes static: torch.where(mask, x, 0) or a weighted sum instead of x[mask]; pass sizes "
              "(bincount(minlength=), unique(..., sorted) on padded input) where the op allows",
              "PyTorch native_functions.yaml tags; pytorch/xla docs troubleshoot.md, learn/dynamic_shape.md"),
-        Rule("TR103", "input-shapes-vary", "input shapes change between steps",
-             {target: "slow" for target in lazy},
+        Rule(RuleId.INPUT_SHAPES_VARY, "input-shapes-vary", "input shapes change between steps",
+             {target: SLOW for target in lazy},
              "XLA compiles one graph per input shape: every distinct batch signature is a compilation, and the step "
              "that meets a new one stalls for it.",
              "make every batch the same shape: DataLoader(drop_last=True) for a short last batch, pad or bucket "
              "variable lengths to a few fixed sizes",
              "pytorch/xla docs perf/recompilation.md; TorchNeuron torch.compile reference"),
-        Rule("TR104", "graph-varies", "the step's ops change between steps with the same input shapes",
-             {target: "slow" for target in lazy},
+        Rule(RuleId.GRAPH_VARIES, "graph-varies", "the step's ops change between steps with the same input shapes",
+             {target: SLOW for target in lazy},
              "Data-dependent Python control flow or varying loop counts trace a different graph on different steps, "
              "each compiled separately.",
              "replace data-dependent branches with tensor ops (torch.where); keep loop trip counts fixed",
              "pytorch/xla docs troubleshoot.md (caveat 2), xla-advanced.md"),
-        Rule("TR105", "float64", "float64 in the step",
-             {"mps": "blocker", "xla": "slow", "tpu": "slow"},
+        Rule(RuleId.FLOAT64, "float64", "float64 in the step",
+             {"mps": BLOCKER, "xla": SLOW, "tpu": SLOW},
              "MPS has no float64. TPUs have no fast float64 path (JAX keeps x64 off by default: 'slow at best, "
              "incompatible with their hardware at worst').",
              "create tensors as float32 (torch.tensor(..., dtype=torch.float32); numpy arrays default to float64: "
              "torch.from_numpy(a).float())",
              "JAX docs default_dtypes; PyTorch MPS backend notes"),
-        Rule("TR106", "tile-misaligned", "matrix dimensions not multiples of the TPU tile",
-             {"xla": "minor", "tpu": "minor"},
+        Rule(RuleId.TILE_MISALIGNED, "tile-misaligned", "matrix dimensions not multiples of the TPU tile",
+             {"xla": MINOR, "tpu": MINOR},
              "TPU matrix units work on 8 x 128 tiles: a contraction or output dimension that is not a multiple of "
              "128 (rows: 8) is padded, and the padding is computed and thrown away.",
              "choose feature, head and hidden sizes that are multiples of 128 (batch a multiple of 8)",
              "Cloud TPU performance guide (8 x 128 vector registers); the padding model is torchport's estimate"),
-        Rule("TR107", "sparse-layout", "sparse tensors in the step",
-             {"tpu": "blocker", "xla": "blocker"},
+        Rule(RuleId.SPARSE_LAYOUT, "sparse-layout", "sparse tensors in the step",
+             {"tpu": BLOCKER, "xla": BLOCKER},
              "torch_tpu: 'sparse operators are not supported on TPU yet'. torch has no SparseXLA dispatch key, so no "
              "sparse tensor can live on an XLA device.",
              "use dense tensors (to_dense()), or embedding/gather ops instead of sparse matmuls",
              "torch_tpu 0.2.0 binary strings; torch 2.9 dispatch keys (SparseXLA does not parse)"),
-        Rule("TR108", "custom-op", "custom op without a kernel for the target",
-             glossary.per_target(targets, "blocker", {"xla": "slow"}),
+        Rule(RuleId.CUSTOM_OP, "custom-op", "custom op without a kernel for the target",
+             glossary.per_target(targets, BLOCKER, {"xla": SLOW}),
              "An op registered by the app or a library (torch.library) runs only where it has a kernel; torch_xla "
              "falls back to the CPU kernel.",
              "give the op a composite (pure-PyTorch) implementation, or register a kernel for the target",
              "the op's dispatch registrations in the tracing process"),
-        Rule("TR109", "op-fallback", "op falls back to the CPU",
-             {target: "slow" for target in targets},
+        Rule(RuleId.OP_FALLBACK, "op-fallback", "op falls back to the CPU",
+             {target: SLOW for target in targets},
              "The target has no kernel for this op: it runs on the host with copies both ways (torch_xla, "
              "TorchNeuron fall back by default).",
              "rewrite with supported ops, or check a newer release of the backend",
              "op support table of the target (see op_support)"),
-        Rule("TR110", "op-missing", "op has no kernel on the target",
-             {target: "blocker" for target in targets},
+        Rule(RuleId.OP_MISSING, "op-missing", "op has no kernel on the target",
+             {target: BLOCKER for target in targets},
              "No kernel and no default CPU fallback: the op raises (TorchTPU's CPU fallback is off by default; MPS "
              "falls back only with PYTORCH_ENABLE_MPS_FALLBACK=1).",
              "rewrite with supported ops, or enable the backend's CPU fallback (slow)",
@@ -118,21 +145,34 @@ def rule_table(targets: tuple[str, ...], lazy: tuple[str, ...]) -> dict[str, Rul
 RULES = rule_table(TARGETS, LAZY_TARGETS)
 
 
-def finding(rule_id: str, location: str | None, count: int, steps: int, detail: str, targets: list[str],
-            **extra: Any) -> dict[str, Any]:
+def finding(rule_id: RuleId, location: str | None, count: int, steps: int, detail: str, targets: list[str],
+            **extra: Any) -> Finding:
     rule = RULES[rule_id]
     affected = {t: rule.severity[t] for t in targets if t in rule.severity}
     return make_finding(rule, location, count, steps, detail, affected, **extra)
 
 
-def make_finding(rule: Rule, location: str | None, count: int, steps: int, detail: str, affected: dict[str, str],
-          **extra: Any) -> dict[str, Any]:
-    severity = glossary.worst_severity(affected.values(), SEVERITY_RANK) or "minor"
-    return {
-        "id": rule.id, "rule": rule.name, "title": rule.title, "severity": severity, "targets": affected,
-        "location": location, "count": count, "per_step": round(count / steps, 3) if steps else None,
-        "detail": detail, "fix": rule.fix, **extra,
-    }
+# The keys every finding is written with, in the order written; a detector's own
+# fields (the ops, the phases, where the cause moved it) follow in the order it gives them.
+FINDING_KEYS = ("id", "rule", "title", "severity", "targets", "location", "count", "per_step", "detail", "fix")
+
+
+def make_finding(rule: Rule, location: str | None, count: int, steps: int, detail: str,
+                 affected: dict[str, TraceSeverity], **extra: Any) -> Finding:
+    severity = glossary.worst_severity(affected.values(), SEVERITY_RANK) or MINOR
+    order = FINDING_KEYS + tuple(extra)
+    declared = {key: extra.pop(key) for key in ("library_location", "library", "seen_at", "cause") if key in extra}
+    built = Finding(id=rule.id, rule=rule.name, title=rule.title, severity=TraceSeverity(severity),
+                    targets={target: TraceSeverity(value) for target, value in affected.items()}, location=location,
+                    count=count, per_step=round(count / steps, 3) if steps else None, detail=detail, fix=rule.fix,
+                    **declared, extra=extra)
+    built.key_order = order
+    return built
+
+
+def section_findings(section: dict[str, Any]) -> list[Finding]:
+    """The findings of a trace section (as written, or read from a result document): the one reading boundary."""
+    return [Finding.from_dict(item) for item in section.get("findings") or []]
 
 
 def _group(items: list[dict[str, Any]], key_fields: tuple[str, ...]) -> dict[tuple, list[dict[str, Any]]]:
@@ -150,7 +190,7 @@ def _library(library: str | None) -> dict[str, Any]:
     return {"library_location": library, "library": library.split("/", 1)[0].split(":")[0]}
 
 
-def _at_cause(cause: dict[str, Any] | None, kind: str, seen: set[str | None]) -> dict[str, Any]:
+def _at_cause(cause: dict[str, Any] | None, kind: CauseKind, seen: set[str | None]) -> dict[str, Any]:
     """The fields that move a finding from where it showed up to where it was
     caused (a construction site from ``torchport.trace.construction``): the
     cause's user line becomes ``location`` (with the library line that built
@@ -212,11 +252,11 @@ def _in_step(record: dict[str, Any]) -> bool:
     return record["phase"] != "data" and record.get("attributed") != "phase"
 
 
-def detect(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+def detect(trace: dict[str, Any], targets: list[str]) -> list[Finding]:
     """All findings of a raw trace for the given targets, ranked."""
     steps = max(1, trace.get("steps_done") or 0)
     ops = trace.get("ops", [])
-    found: list[dict[str, Any]] = []
+    found: list[Finding] = []
     found += host_syncs(trace, steps, targets)
     found += dynamic_shapes(ops, steps, targets)
     found += input_shapes(trace, targets)
@@ -226,37 +266,37 @@ def detect(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
     found += sparse(ops, steps, targets)
     found += custom_ops(ops, trace.get("custom_op_kernels") or {}, steps, targets)
     # A finding none of the chosen targets is affected by is not a finding here.
-    return rank([f for f in found if f["targets"]])
+    return rank([f for f in found if f.targets])
 
 
-def rank(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(found, key=lambda f: (-SEVERITY_RANK[f["severity"]], -len(f["targets"]),
-                                        -(f.get("wasted_share") or 0), -f["count"], f["id"], f["location"] or "", f.get("library_location") or ""))
+def rank(found: list[Finding]) -> list[Finding]:
+    return sorted(found, key=lambda f: (-SEVERITY_RANK[f.severity], -len(f.targets), -(f.extra.get("wasted_share") or 0),
+                                        -f.count, f.id, f.location or "", f.library_location or ""))
 
 
-def host_syncs(trace: dict[str, Any], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+def host_syncs(trace: dict[str, Any], steps: int, targets: list[str]) -> list[Finding]:
     events = [dict(s, what=s["call"]) for s in trace.get("host_syncs", []) if _in_step(s)]
     events += [dict(r, what=f"{r['op']} (torch.{r['op'].split('::')[1].split('.')[0]})")
                for r in trace.get("ops", [])
                if "data_dependent_output" in r["tags"] and not r["in_host_sync_call"] and _in_step(r)]
-    found = []
+    found: list[Finding] = []
     for (location, library), group in _group(events, ("location", "library")).items():
         calls = sorted({e["what"] for e in group})
         count = sum(e["count"] for e in group)
-        found.append(finding("TR101", location, count, steps, f"{', '.join(calls)}: {count} in {steps} step(s)",
+        found.append(finding(RuleId.HOST_SYNC, location, count, steps, f"{', '.join(calls)}: {count} in {steps} step(s)",
                              targets, calls=calls, phases=sorted({e["phase"] for e in group}),
                              **_library(library)))
     return found
 
 
-def dynamic_shapes(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+def dynamic_shapes(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[Finding]:
     dynamic = [r for r in ops if "dynamic_output_shape" in r["tags"] and _in_step(r) and not r["in_host_sync_call"]
                and (not r["op"].startswith("aten::index") or r["op"].endswith("[bool]"))]
-    found = []
+    found: list[Finding] = []
     for (location, library), group in _group(dynamic, ("location", "library")).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
-        found.append(finding("TR102", location, count, steps, f"{', '.join(names)}: {count} call(s) in {steps} step(s)",
+        found.append(finding(RuleId.DYNAMIC_OUTPUT_SHAPE, location, count, steps, f"{', '.join(names)}: {count} call(s) in {steps} step(s)",
                              targets, ops=names, phases=sorted({r["phase"] for r in group}),
                              modules=sorted({r["module"] for r in group if r["module"]}), **_library(library)))
     return found
@@ -281,7 +321,7 @@ def varying_dims(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return varying
 
 
-def input_shapes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+def input_shapes(trace: dict[str, Any], targets: list[str]) -> list[Finding]:
     scan = trace.get("data_scan") or {}
     signatures = scan.get("signatures") or []
     if len(signatures) <= 1:
@@ -301,28 +341,28 @@ def input_shapes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, An
         detail += "; only the last batch differs: a partial last batch (DataLoader drop_last=False)"
     location = (trace.get("phase_locations") or {}).get("data")
     loader = _partial_batch_loader(trace.get("construction") or {}) if last_partial else None
-    cause = _at_cause(loader, "data-loader", {location}) if loader else {}
+    cause = _at_cause(loader, CauseKind.DATA_LOADER, {location}) if loader else {}
     location = cause.pop("location", location)
     if cause:
         length, size = loader.get("dataset_length"), loader.get("batch_size")  # type: ignore[union-attr]
         detail += (f"; made by the DataLoader at that line: batch_size={size}, drop_last=False"
                    + (f" over {length} samples leaves a last batch of {length % size}" if length and size else ""))
-    return [finding("TR103", location, len(signatures), 1, detail, targets, signatures=len(signatures),
+    return [finding(RuleId.INPUT_SHAPES_VARY, location, len(signatures), 1, detail, targets, signatures=len(signatures),
                     varying=varying, last_partial_batch=last_partial, complete_epoch=bool(scan.get("complete_epoch")),
                     **cause)]
 
 
-def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[Finding]:
     graphs = trace.get("step_graphs") or []
     batches = trace.get("step_batches") or []
     changes = [(i, g) for i, g in enumerate(graphs)
                if g.get("first_difference") and i < len(batches) and batches[i] == batches[i - 1]]
     if not changes:
         return []
-    found = []
+    found: list[Finding] = []
     for (location,), group in _group([dict(g["first_difference"], step=i + 1) for i, g in changes], ("location",)).items():
         first = group[0]
-        found.append(finding("TR104", location, len(group), 1,
+        found.append(finding(RuleId.GRAPH_VARIES, location, len(group), 1,
                              f"step {first['step']} ran a different op sequence than step {first['step'] - 1} with "
                              f"the same input shapes, first at {first['op']} ({first['phase']})",
                              targets, distinct_graphs=len({g['graph'] for g in graphs})))
@@ -334,7 +374,7 @@ def _wide(descriptions: list[str]) -> bool:
 
 
 def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
-            trace: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+            trace: dict[str, Any] | None = None) -> list[Finding]:
     """Where a float64 tensor is made is the cause; ops that only compute on
     one follow from it.  An op in the step that makes float64 from narrower
     inputs (``x.double()``, ``torch.ones(..., dtype=torch.float64)``) is its own
@@ -357,11 +397,11 @@ def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
         cause = None
         if _wide(record["inputs"]):
             cause = model_cause or data_cause
-        cause_kind = "model-dtype" if cause is model_cause else "data-dtype"
+        cause_kind = CauseKind.MODEL_DTYPE if cause is model_cause else CauseKind.DATA_DTYPE
         fields = _at_cause(cause, cause_kind, {record["location"]}) if cause else {}
         placed.append({**record, "cause_fields": fields, "cause_location": fields.get("location", record["location"]),
                        "cause_library": fields.get("library_location") if fields else record.get("library")})
-    found = []
+    found: list[Finding] = []
     for (location, library), group in _group(placed, ("cause_location", "cause_library")).items():
         names = sorted({r["op"] for r in group})
         count = sum(r["count"] for r in group)
@@ -369,7 +409,7 @@ def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
         if moved:
             moved = {**{k: v for k, v in moved.items() if k != "location"},
                      "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
-            what = "the model's parameters" if moved["cause"]["kind"] == "model-dtype" else "the batches"
+            what = "the model's parameters" if moved["cause"]["kind"] == CauseKind.MODEL_DTYPE else "the batches"
             code = moved["cause"].get("code")
             detail = (f"{what} are float64, made so at this line{f' ({code})' if code else ''}; "
                       f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
@@ -378,17 +418,17 @@ def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
             moved = _library(library)
             detail = (f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
                       f"{', ...' if len(names) > 5 else ''}")
-        found.append(finding("TR105", location, count, steps, detail, targets, ops=names,
+        found.append(finding(RuleId.FLOAT64, location, count, steps, detail, targets, ops=names,
                              phases=sorted({r["phase"] for r in group}), **moved))
     # Float64 batches and a float64 model are two causes: the batches' line is
     # reported too when the model's took their ops.
-    if data_cause and model_cause and data_cause.get("location") not in {f["location"] for f in found}:
+    if data_cause and model_cause and data_cause.get("location") not in {f.location for f in found}:
         data_location = (trace.get("phase_locations") or {}).get("data")
-        fields = _at_cause(data_cause, "data-dtype", {data_location})
+        fields = _at_cause(data_cause, CauseKind.DATA_DTYPE, {data_location})
         location = fields.pop("location")
         batches = sum("float64" in batch for batch in trace.get("step_batches") or [])
         code = fields["cause"].get("code")
-        found.append(finding("TR105", location, batches, steps,
+        found.append(finding(RuleId.FLOAT64, location, batches, steps,
                              f"the batches are float64, made so at this line{f' ({code})' if code else ''}: "
                              f"{batches} float64 batch(es) in {steps} step(s)", targets, ops=[], phases=["data"],
                              **fields))
@@ -464,13 +504,13 @@ def _tile_cause(record: dict[str, Any], construction: dict[str, Any]) -> dict[st
         module = (construction.get("modules") or {}).get(record.get("module") or "")
         shapes = (module or {}).get("parameter_shapes") or []
         fixed = any(v in shape or v == math.prod(shape[1:]) for v in odd_features for shape in shapes if shape)
-        return _at_cause(module, "module-constructor", {record["location"]}) if module and fixed else {}
+        return _at_cause(module, CauseKind.MODULE_CONSTRUCTOR, {record["location"]}) if module and fixed else {}
     loaders = [loader for loader in construction.get("data_loaders") or [] if loader.get("role") == "data"]
-    return _at_cause(loaders[-1], "data-loader", {record["location"]}) if loaders else {}
+    return _at_cause(loaders[-1], CauseKind.DATA_LOADER, {record["location"]}) if loaders else {}
 
 
 def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
-                   construction: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                   construction: dict[str, Any] | None = None) -> list[Finding]:
     """Judged on the forward pass, where rows are the batch (or tokens) and K, N
     are features, as the TPU guide states its rule; the backward pass repeats
     the same dimensions (twice), so the forward share is the step's share.
@@ -499,7 +539,7 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
         row["cause_fields"] = _tile_cause(row, construction or {})
         row["cause_location"] = row["cause_fields"].get("location", row["location"])
         row["cause_library"] = row["cause_fields"].get("library_location")
-    found = []
+    found: list[Finding] = []
     for (location, _library), group in _group(wasteful, ("cause_location", "cause_library")).items():
         cause: dict[str, Any] = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
         if cause:
@@ -513,11 +553,11 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
                       for d, v, tile in (("M", m, TILE_MINOR), ("K", k, TILE_LANE), ("N", n, TILE_LANE))
                       if v % tile})
         share = wasted / total_flops
-        severity = "slow" if share >= TILE_SLOW_WASTE_OF_STEP else "minor"
-        affected = {t: severity for t in targets if t in RULES["TR106"].severity}
+        severity = SLOW if share >= TILE_SLOW_WASTE_OF_STEP else MINOR
+        affected = {t: severity for t in targets if t in RULES[RuleId.TILE_MISALIGNED].severity}
         dims = ", ".join(f"{d}={v}" for d, v in odd[:6])
         modules = sorted({r["module"] for r in group if r["module"]})
-        found.append(make_finding(RULES["TR106"], location, sum(r["count"] for r in group), steps,
+        found.append(make_finding(RULES[RuleId.TILE_MISALIGNED], location, sum(r["count"] for r in group), steps,
                            f"{', '.join(sorted({r['op'] for r in group}))} with {dims}"
                            f"{' in ' + ', '.join(modules) if modules else ''}: {wasted / flops:.0%} of this work is "
                            f"padding, {share:.1%} of the forward pass's FLOPs (estimate: rows padded to 8, contraction "
@@ -527,13 +567,13 @@ def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
     return found
 
 
-def sparse(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[dict[str, Any]]:
+def sparse(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[Finding]:
     hits = [r for r in ops if any(d.startswith("sparse") for d in r["inputs"] + r["outputs"])]
-    found = []
+    found: list[Finding] = []
     for (location,), group in _group(hits, ("location",)).items():
         layouts = sorted({d.split(":")[0] for r in group for d in r["inputs"] + r["outputs"] if d.startswith("sparse")})
         count = sum(r["count"] for r in group)
-        found.append(finding("TR107", location, count, steps, f"{', '.join(layouts)} tensors in "
+        found.append(finding(RuleId.SPARSE_LAYOUT, location, count, steps, f"{', '.join(layouts)} tensors in "
                              f"{', '.join(sorted({r['op'] for r in group}))}", targets, layouts=layouts))
     return found
 
@@ -542,22 +582,22 @@ CUSTOM_OP_KEYS = {target: glossary.by_trace_target(target).dispatch_key for targ
 
 
 def custom_ops(ops: list[dict[str, Any]], registrations: dict[str, Any], steps: int,
-               targets: list[str]) -> list[dict[str, Any]]:
+               targets: list[str]) -> list[Finding]:
     custom = [r for r in ops if r["op"].split("::")[0] not in ("aten", "prim", "prims")]
-    found = []
+    found: list[Finding] = []
     for (location,), group in _group(custom, ("location",)).items():
         names = sorted({r["op"] for r in group})
-        lacking: dict[str, str] = {}
+        lacking: dict[str, TraceSeverity] = {}
         for name in names:
             kernels = set((registrations.get(name) or {}).get("kernels", []))
             if any(k.startswith("Composite") for k in kernels):
                 continue
             for target in targets:
-                if CUSTOM_OP_KEYS.get(target) not in kernels and target in RULES["TR108"].severity:
-                    lacking[target] = RULES["TR108"].severity[target]
+                if CUSTOM_OP_KEYS.get(target) not in kernels and target in RULES[RuleId.CUSTOM_OP].severity:
+                    lacking[target] = RULES[RuleId.CUSTOM_OP].severity[target]
         if lacking:
             count = sum(r["count"] for r in group)
-            found.append(make_finding(RULES["TR108"], location, count, steps,
+            found.append(make_finding(RULES[RuleId.CUSTOM_OP], location, count, steps,
                                f"{', '.join(names)}: kernels registered for "
                                f"{', '.join(sorted({k for n in names for k in (registrations.get(n) or {}).get('kernels', [])})) or 'nothing'}",
                                lacking, ops=names))

@@ -6,9 +6,12 @@ import os
 from typing import Any
 
 from torchport import formatting as fmt
-from torchport.trace.support import TARGETS
+from torchport.records import Finding, TraceSeverity, TraceStatus
+from torchport.trace.findings import section_findings
+from torchport.trace.support import TARGETS, SupportKind
+from torchport.trace.verdict import section_verdicts
 
-SEVERITY_MARK = {"blocker": "BLOCKER", "slow": "slow", "minor": "minor"}
+SEVERITY_MARK = {TraceSeverity.BLOCKER: "BLOCKER", TraceSeverity.SLOW: "slow", TraceSeverity.MINOR: "minor"}
 
 
 def short_location(location: str | None) -> str:
@@ -23,14 +26,14 @@ def short_location(location: str | None) -> str:
     return f"{relative if len(relative) < len(path) else path}:{line}"
 
 
-def where_text(finding: dict[str, Any], code: Any = str) -> str:
+def where_text(finding: Finding, code: Any = str) -> str:
     """Where a finding is caused: the user's line, or the library's line and the
     user's (or the hf: spec's) line that reached it; ``code`` renders a path
     (``fmt.md_code`` in markdown)."""
-    entry = code(short_location(finding["location"]))
-    if finding.get("library_location"):
-        entry = f"{code(finding['library_location'])} (inside {finding['library']}), reached from {entry}"
-    seen = finding.get("seen_at") or []
+    entry = code(short_location(finding.location))
+    if finding.library_location:
+        entry = f"{code(finding.library_location)} (inside {finding.library}), reached from {entry}"
+    seen = finding.seen_at or []
     if seen:
         # The location is the construction line that caused it; the step lines follow.
         entry += f" (caused here; seen at {', '.join(code(short_location(s)) for s in seen[:3])}" \
@@ -68,12 +71,12 @@ def device_api_lines(section: dict[str, Any], code: Any = str, text: Any = str) 
             f"{code(call['call'])} ran {call['count']}x" for call in section.get("device_apis") or []]
 
 
-def _targets_text(finding: dict[str, Any]) -> str:
-    return ", ".join(f"{t}" + (f" ({s})" if s != finding["severity"] else "") for t, s in finding["targets"].items())
+def _targets_text(finding: Finding) -> str:
+    return ", ".join(f"{t}" + (f" ({s})" if s != finding.severity else "") for t, s in finding.targets.items())
 
 
 def verdict_lines(section: dict[str, Any]) -> list[str]:
-    return [f"{TARGETS[name].title}: {v['text']}" for name, v in (section.get("verdicts") or {}).items()]
+    return [f"{TARGETS[name].title}: {v.text}" for name, v in section_verdicts(section).items()]
 
 
 def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
@@ -81,12 +84,12 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
              f"(torch {section.get('torch')}), status {section['status']}"]
     if section.get("reason"):
         lines.append(f"  note: {section['reason']}")
-    if section["status"] == "failed":
+    if section["status"] == TraceStatus.FAILED:
         return lines
     lines.append("")
     lines.append("Verdicts:")
     lines += [f"  {line}" for line in verdict_lines(section)]
-    found = section.get("findings") or []
+    found = section_findings(section)
     lines += [f"  contract: {line}" for line in contract_lines(section)]
     evaluation = evaluation_text(section)
     if evaluation:
@@ -101,9 +104,9 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
     else:
         lines.append(f"Findings ({len(found)}; top {min(top, len(found))}):")
         for f in found[:top]:
-            lines.append(f"  {f['id']} {SEVERITY_MARK[f['severity']]:7} {where_text(f)}: {f['title']}")
-            lines.append(f"      {f['detail']}")
-            lines.append(f"      targets: {_targets_text(f)}; fix: {f['fix']}")
+            lines.append(f"  {f.id} {SEVERITY_MARK[TraceSeverity(f.severity)]:7} {where_text(f)}: {f.title}")
+            lines.append(f"      {f.detail}")
+            lines.append(f"      targets: {_targets_text(f)}; fix: {f.fix}")
     mem = section.get("memory")
     if mem:
         fits = [c["chip"] for c in mem["chips"] if c["fits"]]
@@ -115,7 +118,7 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
 
 
 def _source_text(answer: dict[str, Any]) -> str:
-    if answer["kind"] == "none":
+    if answer["kind"] == SupportKind.NONE:
         return f"unknown ({answer.get('note')})"
     versions = ", ".join(f"{k} {v}" for k, v in (answer.get("version") or {}).items())
     when = f", {answer['retrieved']}" if answer.get("retrieved") else ""
@@ -128,13 +131,13 @@ def markdown(section: dict[str, Any]) -> str:
                  f"(torch {fmt.md(section.get('torch'))}); status **{fmt.md(section['status'])}**"
                  + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + "."
                  + (f" Tracing stopped there: {fmt.md(section['steps_rule'])}." if section.get("steps_rule") else ""))
-    if section["status"] == "failed":
+    if section["status"] == TraceStatus.FAILED:
         return "\n".join(lines) + "\n"
     lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
-    for name, v in (section.get("verdicts") or {}).items():
+    for name, v in section_verdicts(section).items():
         answer = (section.get("op_support") or {}).get(name) or {}
-        lines.append(f"| {TARGETS[name].title} | {fmt.md(v['text'], 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
-    found = section.get("findings") or []
+        lines.append(f"| {TARGETS[name].title} | {fmt.md(v.text, 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
+    found = section_findings(section)
     contract = contract_lines(section, fmt.md_code, lambda note: fmt.md(note, 1000))
     if contract:
         lines += ["", "**The app contract**: " + "; ".join(contract) + "."]
@@ -151,8 +154,8 @@ def markdown(section: dict[str, Any]) -> str:
     else:
         lines += ["| rule | severity | where | what | count | targets | fix |", "|---|---|---|---|---|---|---|"]
         for f in found:
-            lines.append(f"| {f['id']} {fmt.md(f['rule'])} | {f['severity']} | {where_text(f, fmt.md_code)} "
-                         f"| {fmt.md(f['detail'], 1000)} | {f['count']} | {fmt.md(_targets_text(f))} | {fmt.md(f['fix'], 1000)} |")
+            lines.append(f"| {f.id} {fmt.md(f.rule)} | {f.severity} | {where_text(f, fmt.md_code)} "
+                         f"| {fmt.md(f.detail, 1000)} | {f.count} | {fmt.md(_targets_text(f))} | {fmt.md(f.fix, 1000)} |")
     lines += _xla_comparison_lines(section.get("xla_comparison"))
     lines += _torch_compile_comparison_lines(section.get("torch_compile_comparison"))
     mem = section.get("memory")

@@ -17,7 +17,8 @@ from torchport.limits import TRACE_TIMEOUT_S
 from torchport.trace.analysis import build_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.trace.verdict import compare_with_xla, target_verdict
+from torchport.records import BackendEntry, BackendStatus, TraceVerdictStatus
+from torchport.trace.verdict import compare_with_xla, section_verdicts, verdicts
 
 if TYPE_CHECKING:
     from torchport.app import AppSpec
@@ -105,10 +106,10 @@ def attach_scan(section: dict[str, Any], app_file: Path | None) -> None:
 
     section["app_scan"] = merge_with_scan(app_scan(app_file), section.get("device_apis"))
     if section.get("verdicts"):
-        section["verdicts"] = {name: target_verdict(name, section) for name in section["verdicts"]}
+        section["verdicts"] = verdicts(section, list(section["verdicts"]))
 
 
-FAILED_RUNS = ("error", "crashed", "timed_out")
+FAILED_RUNS = (BackendStatus.ERROR, BackendStatus.CRASHED, BackendStatus.TIMED_OUT)
 
 
 def reconcile(section: dict[str, Any], document: dict[str, Any]) -> None:
@@ -117,29 +118,29 @@ def reconcile(section: dict[str, Any], document: dict[str, Any]) -> None:
     that run did, beside what the trace predicted (``measured``)."""
     from torchport import backends as backend_registry
 
-    verdicts = section.get("verdicts") or {}
-    for name, backend in (document.get("backends") or {}).items():
+    verdicts = section_verdicts(section)
+    for name, raw in (document.get("backends") or {}).items():
         try:
             family = backend_registry.get(name).family
         except Exception:  # noqa: BLE001  a backend recorded here but not known now: nothing to set beside
             continue
         target = family.trace_target if family else None
         verdict = verdicts.get(target) if target else None
-        status = backend.get("status")
-        if verdict is None or verdict.get("measured") or status not in ("ok", *FAILED_RUNS):
+        backend = BackendEntry.from_dict(raw)
+        status = backend.status
+        if verdict is None or verdict.measured or status not in (BackendStatus.OK, *FAILED_RUNS):
             continue
-        ran = status == "ok" and backend.get("summary") is not None
-        proxy = f", a proxy for {backend['proxy_for']}" if backend.get("proxy_for") else ""
-        error = backend.get("error") or {}
-        verdict["measured"] = {"backend": name, "status": status, "ran": ran, "proxy_for": backend.get("proxy_for")}
-        if ran and verdict["status"] == "blocked":
-            verdict["text"] = (f"ran on the {name} backend{proxy} (measured; it outranks the trace's prediction: "
-                               f"{verdict['text']})")
-        elif not ran and verdict["status"] != "blocked":
-            verdict["text"] += (f"; measured: the {name} run {status}{proxy} ({error.get('message', 'no message')}), "
-                                "which outranks this prediction")
+        ran = status == BackendStatus.OK and backend.summary is not None
+        proxy = f", a proxy for {backend.proxy_for}" if backend.proxy_for else ""
+        verdict.measured = {"backend": name, "status": status, "ran": ran, "proxy_for": backend.proxy_for}
+        if ran and verdict.status == TraceVerdictStatus.BLOCKED:
+            verdict.text = f"ran on the {name} backend{proxy} (measured; it outranks the trace's prediction: {verdict.text})"
+        elif not ran and verdict.status != TraceVerdictStatus.BLOCKED:
+            message = backend.error.message if backend.error else "no message"
+            verdict.text += f"; measured: the {name} run {status}{proxy} ({message}), which outranks this prediction"
         else:
-            verdict["text"] += f"; measured on the {name} backend{proxy}: {'ran' if ran else status}, as predicted"
+            verdict.text += f"; measured on the {name} backend{proxy}: {'ran' if ran else status}, as predicted"
+        section["verdicts"][target] = verdict.to_dict()
 
 
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:

@@ -29,11 +29,20 @@ from pathlib import Path
 from typing import Any
 
 from torchport import glossary
+from torchport.records import OpStatus, OpSupportRow, Vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 SRC_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 LIVE_QUERY_TIMEOUT_S = 300
 CACHE_FORMAT = 2  # bump when the cached live table changes shape
+
+
+class SupportKind(Vocabulary):
+    """Where a target's op support came from: the installed backend, a shipped table, or nowhere."""
+
+    LIVE = "live"
+    TABLE = "table"
+    NONE = "none"
 
 
 @dataclass(frozen=True)
@@ -265,12 +274,12 @@ def lookup_source(target: Target, ops: list[str], allow_live: bool = True) -> tu
         else:
             failure = ""
         if live is not None:
-            return "live", live, ""
+            return SupportKind.LIVE, live, ""
     else:
         failure = ""
     if target.table:
-        return "table", shipped_table(target.table), failure
-    return "none", None, failure + target.no_source
+        return SupportKind.TABLE, shipped_table(target.table), failure
+    return SupportKind.NONE, None, failure + target.no_source
 
 
 def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> dict[str, Any]:
@@ -280,10 +289,10 @@ def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> d
     for name in targets:
         target = TARGETS[name]
         kind, table, note = lookup_source(target, unique, allow_live)
-        statuses = {op: classify(op, target, table) for op in unique}
+        rows = {op: classify(op, target, table) for op in unique}
         counts: dict[str, int] = {}
-        for entry in statuses.values():
-            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        for row in rows.values():
+            counts[row.status] = counts.get(row.status, 0) + 1
         answer[name] = {
             "title": target.title,
             "kind": kind,
@@ -293,9 +302,14 @@ def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> d
             "retrieved": (table or {}).get("retrieved"),
             "note": note or None,
             "counts": counts,
-            "ops": statuses,
+            "ops": {op: row.to_dict() for op, row in rows.items()},  # the one place the rows become dictionaries
         }
     return answer
+
+
+def op_rows(answer: dict[str, Any] | None) -> dict[str, OpSupportRow]:
+    """Each op's row of one target's op support (as written, or read from a result document)."""
+    return {op: OpSupportRow.from_dict(row) for op, row in ((answer or {}).get("ops") or {}).items()}
 
 
 def _summary(target: Target, kind: str, table: dict[str, Any] | None) -> str | None:
@@ -304,25 +318,25 @@ def _summary(target: Target, kind: str, table: dict[str, Any] | None) -> str | N
     if table is None or not str(table.get("source", "")).startswith("op support from"):
         return None
     phrase = table["source"].split(":")[0].split(" (")[0]
-    if kind == "live":
+    if kind == SupportKind.LIVE:
         return f"{phrase}, read live"
     return f"{phrase}, shipped table of {table.get('retrieved')}"
 
 
-def classify(op: str, target: Target, table: dict[str, Any] | None) -> dict[str, Any]:
+def classify(op: str, target: Target, table: dict[str, Any] | None) -> OpSupportRow:
     namespace = op.split("::")[0]
     if table is not None and target.name == "tpu" and namespace == "tpu":
-        return {"status": "custom", "why": "TorchTPU's own op (tpu:: namespace)"}
+        return OpSupportRow(status=OpStatus.CUSTOM, why="TorchTPU's own op (tpu:: namespace)")
     if namespace not in ("aten", "prim", "prims"):
-        return {"status": "custom", "why": "registered by the app or a library: see the custom-op finding"}
+        return OpSupportRow(status=OpStatus.CUSTOM, why="registered by the app or a library: see the custom-op finding")
     if table is None:
-        return {"status": "unknown", "why": target.no_source}
+        return OpSupportRow(status=OpStatus.UNKNOWN, why=target.no_source)
     conditional = (table.get("conditional_fallbacks") or {}).get(op)
     if conditional:
         ran = [name for name in conditional if not name.startswith("error")]
         if ran:
-            return {"status": "fallback", "why": f"probe run: executed CPU fallback {', '.join(ran)}",
-                    "falls_back_as": ran}
+            return OpSupportRow(status=OpStatus.FALLBACK, why=f"probe run: executed CPU fallback {', '.join(ran)}",
+                                falls_back_as=ran)
     from torchport.trace.registrations import LAYOUT_KEY_PREFIXES
 
     kind = op[len(base_name(op)):].strip("[]")
@@ -331,36 +345,36 @@ def classify(op: str, target: Target, table: dict[str, Any] | None) -> dict[str,
     name = support_name(op)
     if name != base_name(op):
         picked = classify(name, target, table)
-        if picked["status"] in ("native", "decomposed"):
-            return {"status": "decomposed", "why": f"CPU kernel of {name}; the target picks its own ({picked['why']})"}
+        if picked.status in (OpStatus.NATIVE, OpStatus.DECOMPOSED):
+            return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"CPU kernel of {name}; the target picks its own ({picked.why})")
         return picked
     forward = name[: -len("_backward")] if name.endswith("_backward") else None
     if forward and forward in table.get("autograd_overrides", ()):
-        return {"status": "decomposed", "why": f"the target differentiates {forward} itself (Autograd{target.key} kernel)"}
+        return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"the target differentiates {forward} itself (Autograd{target.key} kernel)")
     status = table["status"].get(name)
     if status is None or status == "unknown_op":
-        return {"status": "unknown", "why": f"op not in the table ({_versions(table)})"}
+        return OpSupportRow(status=OpStatus.UNKNOWN, why=f"op not in the table ({_versions(table)})")
     if status == "no_kernel":
-        verdict = target.without_kernel
-        return {"status": verdict, "why": target.without_kernel_why.replace("{op}", name),
-                **({"falls_back_as": [base_name(op)]} if verdict == "fallback" else {})}
+        verdict = OpStatus(target.without_kernel)
+        return OpSupportRow(status=verdict, why=target.without_kernel_why.replace("{op}", name),
+                            falls_back_as=[base_name(op)] if verdict == OpStatus.FALLBACK else None)
     if status == "decomposed":
         delegate = table["structured_delegates"].get(name)
         if delegate is not None:
             # A structured op's composite only allocates the result and calls
             # its out= kernel: the op runs where that kernel does.
             if table["status"].get(delegate) == "native":
-                return {"status": "decomposed", "why": f"composite calling {delegate}, a {target.key} kernel"}
+                return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"composite calling {delegate}, a {target.key} kernel")
             if table["status"].get(delegate) == "no_kernel":
-                verdict = target.without_kernel
-                return {"status": verdict, "why": f"composite calling {delegate}, which has none: "
-                                                  f"{target.without_kernel_why.replace('{op}', delegate)}",
-                        **({"falls_back_as": [delegate]} if verdict == "fallback" else {})}
-        return {"status": "decomposed", "why": "composite kernel: decomposes into other ops"}
-    return {"status": "native", "why": f"{target.key} kernel"}
+                verdict = OpStatus(target.without_kernel)
+                return OpSupportRow(status=verdict, why=f"composite calling {delegate}, which has none: "
+                                                        f"{target.without_kernel_why.replace('{op}', delegate)}",
+                                    falls_back_as=[delegate] if verdict == OpStatus.FALLBACK else None)
+        return OpSupportRow(status=OpStatus.DECOMPOSED, why="composite kernel: decomposes into other ops")
+    return OpSupportRow(status=OpStatus.NATIVE, why=f"{target.key} kernel")
 
 
-def _classify_layout(name: str, kind: str, target: Target, table: dict[str, Any]) -> dict[str, Any]:
+def _classify_layout(name: str, kind: str, target: Target, table: dict[str, Any]) -> OpSupportRow:
     """An op called with sparse, quantized or nested tensors runs the kernel
     of that kind's key for the target (SparseCUDA), or a composite that
     decomposes it; the dense key's kernel does not take it."""
@@ -368,14 +382,14 @@ def _classify_layout(name: str, kind: str, target: Target, table: dict[str, Any]
 
     key = LAYOUT_KEY_PREFIXES[kind] + target.key
     if name in table[f"{kind}_native"]:
-        return {"status": "native", "why": f"{key} kernel"}
+        return OpSupportRow(status=OpStatus.NATIVE, why=f"{key} kernel")
     if table["status"].get(name) == "decomposed":
         # Composite kernels are registered for every key, the sparse ones included: the ops they call dispatch.
-        return {"status": "decomposed", "why": f"composite kernel: the ops it calls dispatch for {kind} tensors"}
-    verdict = target.without_kernel
-    return {"status": verdict, "why": f"no {key} kernel for {kind} tensors: "
-                                      + target.without_kernel_why.replace("{op}", name),
-            **({"falls_back_as": [name]} if verdict == "fallback" else {})}
+        return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"composite kernel: the ops it calls dispatch for {kind} tensors")
+    verdict = OpStatus(target.without_kernel)
+    return OpSupportRow(status=verdict, why=f"no {key} kernel for {kind} tensors: "
+                                            + target.without_kernel_why.replace("{op}", name),
+                        falls_back_as=[name] if verdict == OpStatus.FALLBACK else None)
 
 
 def _versions(table: dict[str, Any]) -> str:

@@ -15,7 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from torchport import glossary
-from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK
+from torchport.records import Finding, TargetVerdict, TraceSeverity, TraceVerdictStatus
+from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, section_findings
+from torchport.records import OpStatus
+from torchport.trace.support import SupportKind, op_rows
 
 # Python asking for a device value (.item(), float(), if tensor:): counted by
 # torch_xla like a CPU fallback.  torchport's own loss reads happen outside
@@ -30,17 +33,16 @@ def step_graph_variants(section: dict[str, Any]) -> int:
     XLA-style backend keeps recompiling."""
     shapes = section.get("shapes") or {}
     graphs = max(1, shapes.get("signatures") or 1)
-    changes = [f for f in section.get("findings", []) if f["id"] == "TR104"]
-    return graphs + sum(f["count"] for f in changes)
+    changes = [f for f in section_findings(section) if f.id == RuleId.GRAPH_VARIES]
+    return graphs + sum(f.count for f in changes)
 
 
 def graph_cuts_per_step(section: dict[str, Any]) -> int:
     """Places in one step where a lazy backend must run what is pending: each
     host read (TR101) and each data-dependent-shape op (TR102) the trace found
     cuts the step graph, and the piece before it is a graph of its own."""
-    findings = section.get("findings", [])
-    return round(sum(f.get("per_step") or 0 for f in findings
-                     if f["id"] in ("TR101", "TR102") and "xla" in f.get("targets", ["xla"])))
+    return round(sum(f.per_step or 0 for f in section_findings(section)
+                     if f.id in (RuleId.HOST_SYNC, RuleId.DYNAMIC_OUTPUT_SHAPE) and "xla" in f.targets))
 
 
 def predicted_compilations(section: dict[str, Any]) -> int:
@@ -53,15 +55,25 @@ def predicted_compilations(section: dict[str, Any]) -> int:
     return step_graph_variants(section) + optimizer_variants - 1 + graph_cuts_per_step(section)
 
 
-def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
-    findings = [f for f in section.get("findings", []) if name in f["targets"]]
+def verdicts(section: dict[str, Any], targets: list[str]) -> dict[str, dict[str, Any]]:
+    """The verdict on each target, as the document writes them: the one place they become dictionaries."""
+    return {name: target_verdict(name, section).to_dict() for name in targets}
+
+
+def section_verdicts(section: dict[str, Any]) -> dict[str, TargetVerdict]:
+    """The verdicts of a trace section (as written, or read from a result document)."""
+    return {name: TargetVerdict.from_dict(item) for name, item in (section.get("verdicts") or {}).items()}
+
+
+def target_verdict(name: str, section: dict[str, Any]) -> TargetVerdict:
+    findings = [f for f in section_findings(section) if name in f.targets]
     support = (section.get("op_support") or {}).get(name) or {}
-    statuses = support.get("ops") or {}
-    fallbacks = sorted(op for op, entry in statuses.items() if entry["status"] == "fallback")
-    unknown = sorted(op for op, entry in statuses.items() if entry["status"] == "unknown")
+    rows = op_rows(support)
+    fallbacks = sorted(op for op, row in rows.items() if row.status == OpStatus.FALLBACK)
+    unknown = sorted(op for op, row in rows.items() if row.status == OpStatus.UNKNOWN)
     recompilations = step_graph_variants(section) - 1 if name in LAZY_TARGETS else 0
-    blockers = [f for f in findings if f["targets"][name] == "blocker"]
-    slow = [f for f in findings if f["targets"][name] == "slow"]
+    blockers = [f for f in findings if f.targets[name] == TraceSeverity.BLOCKER]
+    slow = [f for f in findings if f.targets[name] == TraceSeverity.SLOW]
     memory = section.get("memory") or {}
     chips = [c for c in memory.get("chips", []) if name in c["targets"]]
     too_big = bool(chips) and not any(c["fits"] for c in chips)
@@ -69,57 +81,58 @@ def target_verdict(name: str, section: dict[str, Any]) -> dict[str, Any]:
     scan_target = glossary.trace_to_scan(name)
     scanned = [f for f in (section.get("app_scan") or {}).get("findings", [])
                if scan_target and f["severity"].get(scan_target) in ("error", "silent")]
-    verdict: dict[str, Any] = {"fallbacks": len(fallbacks), "fallback_ops": fallbacks,
-                               "recompilations": recompilations, "blockers": len(blockers) + int(too_big),
-                               "slow_findings": len(slow), "unknown_ops": len(unknown),
-                               "op_support": support.get("kind", "none")}
+    verdict = TargetVerdict(fallbacks=len(fallbacks), fallback_ops=fallbacks, recompilations=recompilations,
+                            blockers=len(blockers) + int(too_big), slow_findings=len(slow), unknown_ops=len(unknown),
+                            op_support=support.get("kind", SupportKind.NONE))
     # Said with every verdict whose table names its own source (TorchTPU's).
     source = f" [{support['summary']}]" if support.get("summary") else ""
     if blockers or too_big:
-        causes = [f"{f['title']} ({_where(f)})" for f in blockers]
+        causes = [f"{f.title} ({_where(f)})" for f in blockers]
         if too_big:
             largest = max(chips, key=lambda c: c["hbm_bytes"])
             causes.append(f"memory: the step needs about {_gib(memory['peak_bytes'])}, more than the largest chip "
                           f"({largest['chip']}, {largest['hbm']})")
-        verdict.update(status="blocked", text="blocked by " + causes[0] +
-                       (f" and {len(causes) - 1} more" if len(causes) > 1 else "") + source)
+        verdict.status = TraceVerdictStatus.BLOCKED
+        verdict.text = "blocked by " + causes[0] + (f" and {len(causes) - 1} more" if len(causes) > 1 else "") + source
     elif fallbacks or recompilations or slow:
         parts = []
         if fallbacks:
             parts.append(f"{len(fallbacks)} fallback{'s' if len(fallbacks) != 1 else ''}")
         if recompilations:
             parts.append(f"{recompilations} recompilation{'s' if recompilations != 1 else ''}")
-        others = sorted({f["title"] for f in slow if f["id"] not in ("TR103", "TR104", "TR109")})
+        counted = (RuleId.INPUT_SHAPES_VARY, RuleId.GRAPH_VARIES, RuleId.OP_FALLBACK)  # in the counts already
+        others = sorted({f.title for f in slow if f.id not in counted})
         text = "runs with " + " / ".join(parts) if parts else "runs"
         if others:
             text += ("; " if parts else ", with ") + "; ".join(others)
         text += " (slow)"
         if unknown:
             text += f"; op support unknown for {len(unknown)} op(s) ({support.get('note') or 'not looked up'})"
-        verdict.update(status="slow", text=text + source)
+        verdict.status, verdict.text = TraceVerdictStatus.SLOW, text + source
     elif unknown:
-        verdict.update(status="unknown", text=f"no blocker found in the trace; op support unknown for {len(unknown)} "
-                       f"op(s) ({support.get('note') or support.get('source') or 'not looked up'})")
+        verdict.status = TraceVerdictStatus.UNKNOWN
+        verdict.text = (f"no blocker found in the trace; op support unknown for {len(unknown)} "
+                        f"op(s) ({support.get('note') or support.get('source') or 'not looked up'})")
     else:
-        minor = [f for f in findings if f["targets"][name] == "minor"]
+        minor = [f for f in findings if f.targets[name] == TraceSeverity.MINOR]
         head = "no blocker in the trace" if scanned else "runs as is"
-        verdict.update(status="runs", text=head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})"
-                                                   if minor else "") + source)
+        verdict.status = TraceVerdictStatus.RUNS
+        verdict.text = head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})" if minor else "") + source
     if scanned:
         first = scanned[0]
-        verdict["scan_findings"] = [f"{f['id']} at {f['location']}" for f in scanned]
+        verdict.scan_findings = [f"{f['id']} at {f['location']}" for f in scanned]
         ran = sum(1 for f in scanned if f.get("seen_at_run_time"))
         source = ("scan of the app's files" if (section.get("app_scan") or {}).get("files")
                   else "device-typed APIs seen at run time")
-        verdict["text"] += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
+        verdict.text += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
                             f"{first['severity'][scan_target]} here"
                             + (f" ({ran} seen at run time)" if ran and source.startswith("scan") else "")
                             + f", first {first['id']} {first['title']} at {first['location']}")
     return verdict
 
 
-def _where(finding: dict[str, Any]) -> str:
-    return finding.get("location") or "no user location"
+def _where(finding: Finding) -> str:
+    return finding.location or "no user location"
 
 
 def _gib(value: int) -> str:
@@ -140,8 +153,8 @@ def measured_xla(document: dict[str, Any]) -> dict[str, Any] | None:
     return {"runs": len(per_run), "per_run": per_run}
 
 
-def _per_step(findings: list[dict[str, Any]], rule: str) -> float:
-    return sum(f.get("per_step") or 0 for f in findings if f["id"] == rule and "xla" in f["targets"])
+def _per_step(findings: list[Finding], rule: RuleId) -> float:
+    return sum(f.per_step or 0 for f in findings if f.id == rule and "xla" in f.targets)
 
 
 def compare_with_xla(section: dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
@@ -151,15 +164,15 @@ def compare_with_xla(section: dict[str, Any], document: dict[str, Any]) -> dict[
     measured = measured_xla(document)
     if measured is None:
         return None
-    findings = section.get("findings", [])
-    support = ((section.get("op_support") or {}).get("xla") or {}).get("ops") or {}
-    predicted_ops = sorted({name for entry in support.values() for name in entry.get("falls_back_as", [])
-                            if entry["status"] == "fallback"})
+    findings = section_findings(section)
+    rows = op_rows((section.get("op_support") or {}).get("xla"))
+    predicted_ops = sorted({name for row in rows.values() for name in row.falls_back_as or []
+                            if row.status == OpStatus.FALLBACK})
     compilations = predicted_compilations(section)
-    syncs_per_step = _per_step(findings, "TR101")
-    dynamic_per_step = _per_step(findings, "TR102")
-    dynamic_lines = sorted({f["location"] for f in findings if f["id"] == "TR102" and f.get("location")})
-    sync_lines = sorted({f["location"] for f in findings if f["id"] == "TR101" and f.get("location")})
+    syncs_per_step = _per_step(findings, RuleId.HOST_SYNC)
+    dynamic_per_step = _per_step(findings, RuleId.DYNAMIC_OUTPUT_SHAPE)
+    dynamic_lines = sorted({f.location for f in findings if f.id == RuleId.DYNAMIC_OUTPUT_SHAPE and f.location})
+    sync_lines = sorted({f.location for f in findings if f.id == RuleId.HOST_SYNC and f.location})
     # Each host sync and each data-dependent-shape op runs what is pending: one more execution.
     executions_per_step = 1 + syncs_per_step + dynamic_per_step
     disagreements: list[str] = []
@@ -232,9 +245,10 @@ def _likely_cause(run: dict[str, Any], section: dict[str, Any], dynamic_lines: l
     return "; ".join(causes) or "cause not identified from the counters"
 
 
-def worst(verdicts: dict[str, dict[str, Any]]) -> str:
-    order = {"blocked": 0, "slow": 1, "unknown": 2, "runs": 3}
-    return min((v["status"] for v in verdicts.values()), key=order.__getitem__, default="runs")
+def worst(verdicts: dict[str, TargetVerdict]) -> str:
+    order = list(TraceVerdictStatus)
+    return min((v.status for v in verdicts.values()), key=lambda status: order.index(TraceVerdictStatus(status)),
+               default=TraceVerdictStatus.RUNS)
 
 
-__all__ = ["target_verdict", "compare_with_xla", "predicted_compilations", "SEVERITY_RANK", "worst"]
+__all__ = ["target_verdict", "verdicts", "section_verdicts", "compare_with_xla", "predicted_compilations", "SEVERITY_RANK", "worst"]
