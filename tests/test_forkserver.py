@@ -164,3 +164,20 @@ def test_a_killed_parent_takes_its_forked_workers_and_the_server_down(tmp_path):
         assert _left_behind(marker) == []
     finally:
         parent.kill()
+
+
+@needs_linux
+def test_a_server_not_ready_within_the_first_jobs_time_is_given_up(tmp_path):
+    """The wait for the server's imports is the first job's time: with 10 ms
+    left nobody waits seconds for torch; the server goes, workers start fresh."""
+    marker = uuid.uuid4().hex
+    code = ("import sys, time; from torchport import launch; started = time.monotonic(); "
+            "first = launch.fork_server_for(sys.executable, None, wait_s=0.01); "
+            "print(first is None, round(time.monotonic() - started, 1), launch.fork_server_for(sys.executable, None))")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                               env=_environment(True, marker), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    given_up, waited_s, later = completed.stdout.split()
+    assert given_up == "True" and later == "None", completed.stdout
+    assert float(waited_s) < 5, completed.stdout  # the server was ended, not waited for (it imports torch)
+    assert _left_behind(marker) == []

@@ -177,12 +177,14 @@ _fork_server_state = {"failed": False}
 _fork_server_lock = threading.Lock()
 
 
-def fork_server_for(python: str, env_extra: dict[str, str] | None) -> ForkServer | None:
+def fork_server_for(python: str, env_extra: dict[str, str] | None,
+                    wait_s: float = FORK_SERVER_READY_S) -> ForkServer | None:
     """The fork server (``torchport.forkserver``) to fork this worker from, or
     None to start it as a fresh interpreter: only a worker on torchport's own
     interpreter, with the environment every worker gets (torch reads it at
     import, and the server imported torch with it).  Started on first use, and
-    ended when the command exits."""
+    ended when the command exits.  A server that is not ready within
+    ``wait_s`` (the first job's time limit) is given up, and workers start fresh."""
     global _fork_server
     if python != sys.executable or env_extra or os.environ.get(FORK_SERVER_VARIABLE) == "0":
         return None
@@ -190,7 +192,7 @@ def fork_server_for(python: str, env_extra: dict[str, str] | None) -> ForkServer
     with _fork_server_lock:
         if _fork_server is None and not _fork_server_state["failed"]:
             try:
-                _fork_server = _start_fork_server(environment)
+                _fork_server = _start_fork_server(environment, min(wait_s, FORK_SERVER_READY_S))
             except KeyboardInterrupt:
                 cancel_all()
             _fork_server_state["failed"] = _fork_server is None
@@ -198,7 +200,7 @@ def fork_server_for(python: str, env_extra: dict[str, str] | None) -> ForkServer
     return server if server is not None and server.environment == environment else None
 
 
-def _start_fork_server(environment: dict[str, str]) -> ForkServer | None:
+def _start_fork_server(environment: dict[str, str], wait_s: float) -> ForkServer | None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         process, worker_id = start_process([sys.executable, "-m", "torchport.forkserver", str(theirs.fileno())],
@@ -207,7 +209,7 @@ def _start_fork_server(environment: dict[str, str]) -> ForkServer | None:
     finally:
         theirs.close()
     server = ForkServer(process, worker_id, ours, environment)
-    if not server.wait_ready(FORK_SERVER_READY_S):
+    if not server.wait_ready(max(wait_s, 0.0)):
         _end_fork_server(server)
         return None
     atexit.register(_forget_fork_server, server)
@@ -301,7 +303,7 @@ class Supervised:
 
 def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_timeout: float | None = None,
               current: dict[str, Any] | None = None, on_start: Callable[[Any], None] | None = None,
-              fork_server: ForkServer | None = None, **popen: Any) -> Supervised:
+              fork_server: ForkServer | None = None, started: float | None = None, **popen: Any) -> Supervised:
     """The one place a torchport process is started, watched, timed out and
     ended: a single-process worker (``run_worker``) and torchrun with its
     ranks (``torchport.check.distributed.launch``) alike.
@@ -312,8 +314,9 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
     kept up to date by the caller's reader) runs past ``phase_timeout``, or
     when the command is interrupted; and in every case, once it has ended,
     whatever it left behind goes too (``finish_process``).  A worker forked
-    from ``fork_server`` is watched and ended the same way."""
-    started = time.monotonic()
+    from ``fork_server`` is watched and ended the same way.  ``started``
+    (``time.monotonic()``) is when its time began, if before this call."""
+    started = time.monotonic() if started is None else started
     current = current if current is not None else {"phase": "start", "since": started}
     try:
         process, worker_id = start_process(command, env, fork_server, **popen)
@@ -361,12 +364,13 @@ def _before_first_step(phase: str) -> str:
 
 
 def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env_extra):
-    fork_server = fork_server_for(python, env_extra)
+    # The wait for the fork server to import torch is the worker's time: it counts against its timeout.
+    started = time.monotonic()
+    fork_server = fork_server_for(python, env_extra, wait_s=timeout)
     env = worker_environment()
     env["TORCHPORT_SPAWN_TIME"] = repr(time.time())
     env.update(env_extra or {})
     stderr_path = os.path.join(scratch, "stderr.txt")
-    started = time.monotonic()
     current: dict[str, Any] = {"phase": "start", "since": started}
     stdout_tail: deque[str] = deque(maxlen=TAIL_LINES)
     readers: list[threading.Thread] = []
@@ -380,7 +384,7 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     with open(stderr_path, "w+b") as stderr_file:
         ended = supervise([python, "-m", "torchport.worker", job_path], env, timeout=timeout,
                           phase_timeout=phase_timeout, current=current, on_start=start_reader,
-                          fork_server=fork_server, stdout=subprocess.PIPE, stderr=stderr_file)
+                          fork_server=fork_server, started=started, stdout=subprocess.PIPE, stderr=stderr_file)
         if ended.exit_code is None:
             return _interrupted_result("before the worker started")
         for reader in readers:
