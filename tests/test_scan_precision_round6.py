@@ -7,39 +7,18 @@ Each snippet is our own, shaped like the real code; each test keeps a close true
 lock-in line found, so recall does not drop."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
+
+from scan_marks import ALL_TARGETS, check_marked_lines
+from scan_marks import write_snippet as _write
 
 from torchport.scan.config import ScanConfig
 from torchport.scan.rules import finding_worst
 from torchport.scan.scanner import scan
 
-ALL_TARGETS = ScanConfig().targets
-
-
-def _write(root: Path, name: str, source: str) -> Path:
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(source).lstrip("\n"))
-    return path
-
-
-def _marked(path: Path, mark: str) -> set[int]:
-    return {n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith(f"# {mark}")}
-
 
 def _check(*paths: Path) -> None:
-    """Lines ending in ``# quiet`` (a false alarm) must not be error/silent; lines ending
-    in ``# kept`` (a true lock-in line) must stay error/silent."""
-    result = scan(list(paths), ScanConfig(), jobs=1)
-    assert not result.skipped, result.skipped
-    serious = {(Path(f.path).name, f.line) for f in result.findings
-               if finding_worst(f, ALL_TARGETS) in ("error", "silent")}
-    quiet = {(p.name, n) for p in paths for n in _marked(p, "quiet")}
-    kept = {(p.name, n) for p in paths for n in _marked(p, "kept")}
-    assert quiet and kept
-    assert not serious & quiet, sorted(serious)
-    assert kept <= serious, sorted(serious)
+    check_marked_lines(list(paths), paths)
 
 
 def test_sync_around_a_kernel_choice_timing_is_performance(tmp_path):

@@ -3,45 +3,18 @@ judges found mostly wrong at error/silent is lowered; each test also keeps a clo
 lock-in line at error/silent, so recall does not drop."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
+
+from scan_marks import ALL_TARGETS, check_marked_lines
+from scan_marks import write_snippet as _write
 
 from torchport.scan.config import ScanConfig
 from torchport.scan.rules import finding_worst
 from torchport.scan.scanner import scan
 
-ALL_TARGETS = ScanConfig().targets
-
-
-def _write(root: Path, name: str, source: str) -> Path:
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(source).lstrip("\n"))
-    return path
-
-
-def _marked(path: Path, mark: str) -> set[int]:
-    return {n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith(f"# {mark}")}
-
 
 def _check(root: Path, *paths: Path) -> None:
-    """Lines ending in ``# quiet`` must not be error/silent (a lowered finding is still reported);
-    lines ending in ``# kept`` must stay error/silent."""
-    result = scan([root], ScanConfig(), jobs=1)
-    assert not result.skipped, result.skipped
-    by_file = {p.resolve(): p for p in paths}
-    serious = set()
-    for f in result.findings:
-        path = next((p for full, p in by_file.items() if str(full).endswith(f.path)), None)
-        if path is None:
-            continue
-        if finding_worst(f, ALL_TARGETS) in ("error", "silent"):
-            serious.add((path.name, f.line))
-    quiet = {(p.name, n) for p in paths for n in _marked(p, "quiet")}
-    kept = {(p.name, n) for p in paths for n in _marked(p, "kept")}
-    assert quiet and kept
-    assert not serious & quiet, sorted(serious)
-    assert kept <= serious, sorted(serious)
+    check_marked_lines([root], paths)
 
 
 def test_cuda_cases_of_tests_that_skip_themselves_are_info(tmp_path):
