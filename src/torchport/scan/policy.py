@@ -230,6 +230,55 @@ def _new_cpu_float64(context: _Context, line: int) -> bool:
     return bool(casts)
 
 
+# `x.device.type != "mps"`, `not x.is_mps`: the guarded code runs everywhere but on MPS.
+_OFF_MPS = re.compile(r"""!=\s*['"]mps['"]|['"]mps['"]\s*!=|\bnot\s+[\w.]*\.is_mps\b""")
+
+
+def _skips_mps(context: _Context, line: int) -> bool:
+    """``if x.device.type != "mps": x = x.double()``: float64 made only where MPS is not the device."""
+    return any(statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
+               and _OFF_MPS.search(context.source(statement.test)) for statement in context.ifs)
+
+
+def _on_a_cuda_literal(context: _Context, line: int) -> bool:
+    """``torch.tensor(..., dtype=torch.float64, device="cuda")``: the device string fails first
+    on every other device; its own finding on this line is the one to fix."""
+    return any("float64" in context.source(call) or "double" in context.source(call)
+               for call in context.calls_at(line)
+               if any(k.arg == "device" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)
+                      and k.value.value.startswith("cuda") for k in call.keywords))
+
+
+def _environment_flag(context: _Context, line: int) -> str | None:
+    """``use_gpu = os.environ["USE_GPU"] == "true"`` (else False), then ``if use_gpu:``:
+    a CUDA flag set only from an environment variable, off unless the user sets it."""
+    for statement in context.ifs:
+        test = statement.test
+        if not (isinstance(test, ast.Name) and _CUDA_FLAG.fullmatch(test.id)
+                and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
+            continue
+        scope = (context.enclosing(line) or [None])[-1]
+        low, high = (scope.lineno, scope.end_lineno or 0) if scope is not None else (0, statement.lineno)
+        values = [s.value for s in context.statements if isinstance(s, ast.Assign) and low <= s.lineno < statement.lineno
+                  and any(isinstance(t, ast.Name) and t.id == test.id for t in s.targets)]
+        if values and all((isinstance(v, ast.Constant) and v.value in (False, None))
+                          or re.search(r"\benviron\b|\bgetenv\b", context.source(v)) for v in values) and any(
+                re.search(r"\benviron\b|\bgetenv\b", context.source(v)) for v in values):
+            return test.id
+    return None
+
+
+def _repeats_in_statement(findings: list[Finding]) -> None:
+    """``x, y = x.cuda(), y.cuda()``: one statement, one fix; the second finding of the same
+    rule on the line is kept at info, pointing at the first."""
+    seen: dict[tuple[str, int], Finding] = {}
+    for finding in sorted(findings, key=lambda f: (f.line, f.column)):
+        first = seen.setdefault((finding.rule_id, finding.line), finding)
+        if first is not finding and first.severity_cap is None:
+            _lower(finding, "info", f"same statement as the {finding.rule_id} finding at column {first.column}: "
+                                    "one fix covers both")
+
+
 # `pytest.skip(..., allow_module_level=True)` or `pytestmark = pytest.mark.skipif(...)`.
 _MODULE_SKIP = re.compile(r"allow_module_level\s*=\s*True|^pytestmark\s*=.*skip", re.MULTILINE)
 
@@ -327,6 +376,8 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     if is_test_file(path):
         _lower_self_skipping_tests(context, text, strong)
         strong = [f for f in strong if f.severity_cap != "info"]
+    _repeats_in_statement(strong)
+    strong = [f for f in strong if f.severity_cap != "info"]
     for finding in strong:
         rule = finding.rule_id
         snippet = finding.snippet
@@ -358,5 +409,13 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
             _lower(finding, "info", "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for")
         elif (flag := _opt_in_flag(context, finding.line)) is not None:
             _lower(finding, "info", f"only when the caller opts in with {flag}=True (off by default)")
+        elif rule == FLOAT64 and _skips_mps(context, finding.line):
+            _lower(finding, "perf", "float64 only where the device is not MPS: the MPS error cannot happen")
+        elif rule == FLOAT64 and _on_a_cuda_literal(context, finding.line):
+            _lower(finding, "info", "float64 on a \"cuda\" device literal: the device string fails first "
+                                    "elsewhere and is reported on this line")
+        elif (flag := _environment_flag(context, finding.line)) is not None:
+            _lower(finding, "info", f"only when the user opts in through the environment ({flag} is off "
+                                    "unless set)")
         elif rule == FLOAT64 and _new_cpu_float64(context, finding.line):
             _lower(finding, "info", "float64 in a tensor made without a device: it is on the CPU, where float64 works")

@@ -354,6 +354,11 @@ def _nccl_member(node) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "NCCL" and getattr(node.value, "attr", "") == "Backend"
 
 
+def _off(value) -> bool:
+    """``self.use_cuda = False``: a flag that is off guards nothing that runs."""
+    return isinstance(value, ast.Constant) and value.value in (False, None)
+
+
 def _cuda_enum_member(node) -> bool:
     """``RNGType.CUDA``, ``DistributedType.MULTI_GPU``: an enum member (a capitalised
     class's attribute) that names CUDA; a branch on it runs only in CUDA runs."""
@@ -669,6 +674,7 @@ class AnalyzerCore(AnalyzerState):
             self.visit(decorator)
         args_start = len(self.findings)
         self.visit(node.args)  # defaults and annotations belong to the enclosing scope
+        self._cap_host_dtype_defaults(node, self.findings[args_start:])
         for default, reason in overridden:  # `device: torch.device = torch.device("cuda")`
             self._cap([f for f in self.findings[args_start:] if _within(f, default)], reason)
         if node.returns is not None:
@@ -861,7 +867,15 @@ class AnalyzerCore(AnalyzerState):
         """True when ``test`` holds only where CUDA is present (so what it guards
         never runs on another accelerator)."""
         if isinstance(test, ast.BoolOp):
-            return isinstance(test.op, ast.And) and any(map(self.positive_cuda_query, test.values))
+            if isinstance(test.op, ast.Or):  # `self.forced_cuda_comm or self.use_cuda`
+                if id(test) in self._open_queries:
+                    return False  # `fast = fast or ...`: a flag defined through itself
+                self._open_queries.add(id(test))
+                try:
+                    return all(map(self.positive_cuda_query, test.values))
+                finally:
+                    self._open_queries.discard(id(test))
+            return any(map(self.positive_cuda_query, test.values))
         if isinstance(test, ast.Call):
             func = test.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -873,14 +887,19 @@ class AnalyzerCore(AnalyzerState):
                 return True
             if isinstance(test.value, ast.Name) and test.value.id == "self":
                 # `self.cuda = torch.cuda.is_available() and not cfg.cpu`, then `if self.cuda:`
-                values = self.self_assignments(test.attr)
+                # (`self.use_cuda = False` first, `self.use_cuda = use_cuda` where the local
+                # was narrowed by `use_cuda = use_cuda and torch.cuda.is_available()`)
+                values = [v for v in self.self_assignments(test.attr) if not _off(v)]
                 return bool(values) and all(
-                    not isinstance(v, ast.Attribute) and self.positive_cuda_query(v) for v in values)
+                    not isinstance(v, ast.Attribute) and (self.positive_cuda_query(v) or self._narrowed(v))
+                    for v in values)
             return False
         if isinstance(test, ast.IfExp):  # `is_bf16_supported() if new_torch else get_device_capability() >= (8,)`
             return self.positive_cuda_query(test.body) and self.positive_cuda_query(test.orelse)
         if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
             value = self.resolve(test)
+            if value is None and self._narrowed(test):
+                return True
             if value is None:
                 # `ok = device == "cuda" and new_torch`, then `if ok: ok = torch.cuda.is_bf16_supported()`:
                 # every value bound is a CUDA query
@@ -905,6 +924,24 @@ class AnalyzerCore(AnalyzerState):
                         if value and (CUDA_DEVICE.match(value) or value == "nccl"):  # torchport: ignore
                             return True
         return False
+
+    def _narrowed(self, name) -> bool:
+        """``use_cuda = use_cuda and torch.cuda.is_available()`` in the function that reads
+        ``name``, before the read: from there on the flag holds only with CUDA."""
+        if not isinstance(name, ast.Name) or f"{name.id} = {name.id} and" not in self._joined_text():
+            return False
+        if self._calls is None:
+            self._index_whole_file()
+        functions = [f for f in self._functions.values() if f.lineno < name.lineno <= (f.end_lineno or 0)]
+        if not functions:
+            return False
+        innermost = max(functions, key=lambda f: f.lineno)
+        return any(isinstance(node, ast.Assign) and node.lineno < name.lineno
+                   and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets)
+                   and isinstance(node.value, ast.BoolOp) and isinstance(node.value.op, ast.And)
+                   and any(isinstance(e, ast.Name) and e.id == name.id for e in node.value.values)
+                   and any(map(self.positive_cuda_query, node.value.values))
+                   for node in ast.walk(innermost))
 
     def _absent_cuda_query(self, test) -> bool:
         """True when ``test`` holds wherever CUDA is absent: ``not torch.cuda.is_available()``,

@@ -47,6 +47,8 @@ class AnalyzerState(ast.NodeVisitor):
         self.context_names: list[str] = []
         self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
+        self._functions: dict[int, ast.AST] = {}  # every def of the whole file, by its line
+        self._open_queries: set[int] = set()  # `or` tests being asked about, against self-reference
         self._self_flags: dict[str, list[ast.expr]] = {}  # `self.NAME = value` in the whole file, by NAME
         self._text: str | None = None  # the lines joined, made when first searched
         self._collect(tree.body, id(tree))
@@ -236,6 +238,11 @@ class AnalyzerState(ast.NodeVisitor):
             self._self_flags[name] = values
         return self._self_flags[name]
 
+    def _joined_text(self) -> str:
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+        return self._text
+
     def _assigned_on_cuda_line(self, pattern: str) -> bool:
         """Whether a line holding ``pattern`` also mentions CUDA (one search of the text
         per pattern, not a test of every line)."""
@@ -249,6 +256,13 @@ class AnalyzerState(ast.NodeVisitor):
             position = text.find(pattern, position + len(pattern))
         return False
 
+    def whole_function(self, node):
+        """The full definition of a function the visited tree may hold only in part (it
+        keeps the statements with trigger words): the same ``def`` in the whole file."""
+        if self._calls is None:
+            self._index_whole_file()
+        return self._functions.get(node.lineno)
+
     def _index_whole_file(self) -> None:
         self._calls, self._definitions = {}, {}
         try:
@@ -259,7 +273,9 @@ class AnalyzerState(ast.NodeVisitor):
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self._definitions[statement.name] = statement
         for node in ast.walk(whole):
-            if isinstance(node, ast.Call):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._functions[node.lineno] = node
+            elif isinstance(node, ast.Call):
                 func = node.func
                 callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
                 if callee:
@@ -372,4 +388,7 @@ class AnalyzerState(ast.NodeVisitor):
         raise NotImplementedError
 
     def _keeps_float64(self, node: ast.IfExp) -> bool:  # dtypes
+        raise NotImplementedError
+
+    def _cap_host_dtype_defaults(self, function, findings) -> None:  # dtypes
         raise NotImplementedError

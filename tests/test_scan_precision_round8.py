@@ -1,0 +1,182 @@
+"""Round 8: the classes of false error/silent findings in judge-924238's and judge-937892's
+verdicts (docs/precision/round8.md).  Each test holds a false alarm quiet and a close true
+lock-in line at error/silent, so recall does not drop."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scan_marks import ALL_TARGETS, check_marked_lines
+from scan_marks import write_snippet as _write
+
+from torchport.scan.config import ScanConfig
+from torchport.scan.rules import finding_worst
+from torchport.scan.scanner import scan
+
+
+def _check(root: Path, *paths: Path) -> None:
+    check_marked_lines([root], paths)
+
+
+def _worst_by_rule(path: Path, line: int) -> list[tuple[str, str | None]]:
+    result = scan([path], ScanConfig(), jobs=1)
+    return sorted((f.rule_id, finding_worst(f, ALL_TARGETS)) for f in result.findings if f.line == line)
+
+
+def test_a_float64_dtype_default_used_only_for_host_tensors_is_quiet(tmp_path):
+    # botorch/test_functions/base.py and its subclasses: bounds made on the CPU
+    _check(tmp_path, _write(tmp_path, "problems.py", '''
+        import torch
+
+
+        class BaseProblem:
+            def __init__(self, bounds, noise_std=None, dtype: torch.dtype = torch.double):  # quiet
+                self.noise_std = noise_std
+                self.bounds = torch.tensor(bounds, dtype=dtype).transpose(-1, -2)
+
+
+        class Branin(BaseProblem):
+            def __init__(self, dim=2, dtype: torch.dtype = torch.double):  # quiet
+                super().__init__(bounds=[(0.0, 1.0)] * dim, dtype=dtype)
+
+
+        def sample_path(model, dtype=torch.float64):  # kept
+            return torch.empty(4, dtype=dtype, device=model.device)
+
+
+        def moved_later(device, dtype=torch.float64):  # kept
+            return torch.zeros(3, dtype=dtype).to(device)
+
+
+        class Stored:
+            def __init__(self, dtype=torch.float64):  # kept
+                self.dtype = dtype
+
+            def forward(self, x):
+                return torch.zeros(3, dtype=self.dtype, device=x.device)
+    '''))
+
+
+def test_double_of_a_tensor_made_from_numpy_is_quiet(tmp_path):
+    # pytorch_tabnet/utils.py: WeightedRandomSampler weights
+    _check(tmp_path, _write(tmp_path, "sampler.py", '''
+        import numpy as np
+        import torch
+
+
+        def make_sampler(y_train):
+            samples_weight = np.array([1.0 for _ in y_train])
+            samples_weight = torch.from_numpy(samples_weight)
+            samples_weight = samples_weight.double()  # quiet
+            return torch.utils.data.WeightedRandomSampler(samples_weight, len(samples_weight))
+
+
+        def make_weights(y, device):
+            weights = torch.from_numpy(y)
+            weights = weights.to(device)
+            weights = weights.double()  # kept
+            return weights
+    '''))
+
+
+def test_a_cuda_flag_narrowed_by_is_available_guards_its_branches(tmp_path):
+    # avalanche/distributed/distributed_helper.py
+    guarded = _write(tmp_path, "helper.py", '''
+        import torch
+        import torch.distributed as dist
+
+
+        class DistributedHelper:
+            def __init__(self):
+                self.use_cuda = False
+
+            def init_distributed(self, backend=None, use_cuda=True):
+                use_cuda = use_cuda and torch.cuda.is_available()
+                if backend is None:
+                    if use_cuda:
+                        backend = "nccl"  # quiet
+                    else:
+                        backend = "gloo"
+                dist.init_process_group(backend)
+                self.use_cuda = use_cuda
+
+            def make_device(self, device_id):
+                if self.use_cuda and device_id >= 0:
+                    ref_device = torch.device(f"cuda:{device_id}")  # quiet
+                    torch.cuda.set_device(ref_device)  # quiet
+                else:
+                    ref_device = torch.device("cpu")
+                return ref_device
+    ''')
+    eager = _write(tmp_path, "eager.py", '''
+        import torch
+
+
+        class Eager:
+            def __init__(self, use_cuda=True):
+                self.use_cuda = use_cuda
+
+            def make_device(self):
+                if self.use_cuda:
+                    torch.cuda.set_device(0)  # kept
+    ''')
+    check_marked_lines([guarded, eager], (guarded, eager))
+
+
+def test_float64_only_off_mps_or_on_a_cuda_literal(tmp_path):
+    # x_transformers.orthog_project; a torchvision-reference MetricLogger
+    path = _write(tmp_path, "ops.py", '''
+        import torch
+
+
+        def orthog_project(x, y):
+            if x.device.type != "mps":
+                x, y = x.double(), y.double()  # quiet
+            return x * y
+
+
+        def project_everywhere(x):
+            return x.double()  # kept
+
+
+        def synchronize_between_processes(count, total):
+            return torch.tensor([count, total], dtype=torch.float64, device="cuda")
+    ''')
+    _check(tmp_path, path)
+    # the float64 on the "cuda" literal is info; the device string on the same line stays
+    assert _worst_by_rule(path, 15) == [("TP001", "error"), ("TP701", "info")]
+
+
+def test_a_cuda_flag_set_only_from_the_environment_is_quiet(tmp_path):
+    # avalanche tests/unit_tests_utils.py get_device(): USE_GPU opt-in
+    _check(tmp_path, _write(tmp_path, "utils.py", '''
+        import os
+
+
+        def get_device():
+            if "USE_GPU" in os.environ:
+                use_gpu = os.environ["USE_GPU"].lower() in ["true"]
+            else:
+                use_gpu = False
+            if use_gpu:
+                device = "cuda"  # quiet
+            else:
+                device = "cpu"
+            return device
+
+
+        def get_device_always():
+            use_gpu = True
+            if use_gpu:
+                device = "cuda"  # kept
+            return device
+    '''))
+
+
+def test_one_finding_per_rule_per_statement(tmp_path):
+    # avalanche examples/updatable_objects.py: `x, y = x.cuda(), y.cuda()`
+    path = _write(tmp_path, "loop.py", '''
+        def evaluate(model, x, y):
+            x, y = x.cuda(), y.cuda()
+            return model(x), y
+    ''')
+    assert _worst_by_rule(path, 2) == [("TP002", "error"), ("TP002", "info")]
