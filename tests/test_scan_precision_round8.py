@@ -180,3 +180,59 @@ def test_one_finding_per_rule_per_statement(tmp_path):
             return model(x), y
     ''')
     assert _worst_by_rule(path, 2) == [("TP002", "error"), ("TP002", "info")]
+
+
+def test_a_float64_default_for_an_explicit_cpu_tensor_is_quiet(tmp_path):
+    # monai/data/meta_tensor.py get_default_affine
+    _check(tmp_path, _write(tmp_path, "meta.py", '''
+        import torch
+
+
+        def get_default_affine(dtype=torch.float64):  # quiet
+            return torch.eye(4, device=torch.device("cpu"), dtype=dtype)
+
+
+        def get_affine_like(x, dtype=torch.float64):  # kept
+            return torch.eye(4, device=x.device, dtype=dtype)
+    '''))
+
+
+def test_an_error_re_raised_only_in_debug_mode_is_caught(tmp_path):
+    # monai/__init__.py
+    _check(tmp_path, _write(tmp_path, "__init__.py", '''
+        import os
+
+        try:
+            import torch
+
+            if hasattr(torch.cuda.device_count, "cache_clear"):
+                torch.cuda.device_count.cache_clear()  # quiet
+        except Exception:
+            if os.environ.get("MYLIB_DEBUG"):
+                raise
+
+        try:
+            import torch
+
+            torch.cuda.set_device(0)  # kept
+        except Exception:
+            print("cannot select a device")
+            raise
+    '''))
+
+
+def test_a_test_helper_named_for_cuda_is_quiet(tmp_path):
+    # skorch/tests/test_net.py: used by a fixture only when CUDA is available
+    _check(tmp_path, _write(tmp_path, "pkg/tests/test_net.py", '''
+        import torch
+
+
+        class TestNet:
+            def train_picklable_cuda_net(self, net, data):
+                w = torch.ones(3).to("cuda")  # quiet
+                return net.fit(*data, weight=w)
+
+            def test_fit_everywhere(self, net, data):
+                w = torch.ones(3).to("cuda")  # kept
+                return net.fit(*data, weight=w)
+    '''))

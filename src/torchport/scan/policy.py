@@ -39,6 +39,12 @@ _TIMING_SCOPE = re.compile(r"time|timing|bench|profil|measure|elapsed", re.IGNOR
 # An opt-in flag named for CUDA: `def get_data(cuda=False)`, `use_cuda=None`, `self.use_gpu`.
 _CUDA_FLAG = re.compile(r"(use_)?(cuda|gpu)", re.IGNORECASE)
 
+# `if MONAIEnvVars.debug(): raise`, `if DEBUG: raise`: re-raised only for a developer.
+_DEBUG = re.compile(r"debug", re.IGNORECASE)
+
+# A test helper named for CUDA: `def train_picklable_cuda_net(...)`, `def cuda_model()`.
+_CUDA_NAMED_HELPER = re.compile(r"(^|_)cuda(_|$)", re.IGNORECASE)
+
 # Factories that make a new tensor: without device= it is on the CPU, where float64 is fine.
 _FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy", "eye", "zeros", "ones", "empty", "full", "arange",
                         "linspace", "DoubleTensor", "rand", "randn", "zeros_like", "ones_like"})
@@ -174,7 +180,9 @@ def _swallows(handler: ast.ExceptHandler) -> bool:
         isinstance(kind, ast.Tuple) and any(isinstance(e, ast.Name) and e.id in ("Exception", "AttributeError",
                                                                                  "RuntimeError", "AssertionError")
                                             for e in kind.elts))
-    return broad and not any(isinstance(n, ast.Raise) for n in ast.walk(handler))
+    debug_only = {id(n) for branch in ast.walk(handler) if isinstance(branch, ast.If) and _DEBUG.search(
+        ast.unparse(branch.test)) for n in ast.walk(branch)}
+    return broad and not any(isinstance(n, ast.Raise) and id(n) not in debug_only for n in ast.walk(handler))
 
 
 def _opt_in_flag(context: _Context, line: int) -> str | None:
@@ -375,6 +383,12 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     context = _Context(tree, text) if tree is not None else None
     if is_test_file(path):
         _lower_self_skipping_tests(context, text, strong)
+        if context is not None:
+            for finding in strong:
+                named = [scope.name for scope in context.enclosing(finding.line)
+                         if _CUDA_NAMED_HELPER.search(scope.name) and not scope.name.startswith("test")]
+                if named and finding.severity_cap != "info":
+                    _lower(finding, "info", f"in the test helper {named[-1]}, named for the CUDA cases it serves")
         strong = [f for f in strong if f.severity_cap != "info"]
     _repeats_in_statement(strong)
     strong = [f for f in strong if f.severity_cap != "info"]

@@ -44,8 +44,16 @@ def _makes_on_host(call: ast.Call) -> bool:
     tensor's own method, not a ``*_like`` factory (which follows its input's device)."""
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return (keyword_value(call, "device") is None and name not in _IN_PLACE_DTYPE and not name.endswith("_like")
-            and not (isinstance(func, ast.Attribute) and name == "cuda"))
+    device = keyword_value(call, "device")
+    on_host = device is None or _cpu_device(device)
+    return on_host and name not in _IN_PLACE_DTYPE and not name.endswith("_like") and name != "cuda"
+
+
+def _cpu_device(node) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")``."""
+    if isinstance(node, ast.Call) and node.args and getattr(node.func, "attr", getattr(node.func, "id", "")) == "device":
+        node = node.args[0]
+    return string_value(node) == "cpu"
 
 
 def _method_chain_on(node, name: str) -> bool:
