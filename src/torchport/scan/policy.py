@@ -42,6 +42,9 @@ _CUDA_FLAG = re.compile(r"(use_)?(cuda|gpu)", re.IGNORECASE)
 # `if MONAIEnvVars.debug(): raise`, `if DEBUG: raise`: re-raised only for a developer.
 _DEBUG = re.compile(r"debug", re.IGNORECASE)
 
+# A flag named for CUDA: `use_gpu`, `use_gpu_in_tests`, `cuda`.
+_CUDA_WORD = re.compile(r"(^|_)(cuda|gpu)(_|$)", re.IGNORECASE)
+
 # A test helper named for CUDA: `def train_picklable_cuda_net(...)`, `def cuda_model()`.
 _CUDA_NAMED_HELPER = re.compile(r"(^|_)cuda(_|$)", re.IGNORECASE)
 
@@ -262,7 +265,7 @@ def _environment_flag(context: _Context, line: int) -> str | None:
     a CUDA flag set only from an environment variable, off unless the user sets it."""
     for statement in context.ifs:
         test = statement.test
-        if not (isinstance(test, ast.Name) and _CUDA_FLAG.fullmatch(test.id)
+        if not (isinstance(test, ast.Name) and _CUDA_WORD.search(test.id)
                 and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
             continue
         scope = (context.enclosing(line) or [None])[-1]
@@ -274,6 +277,29 @@ def _environment_flag(context: _Context, line: int) -> str | None:
                 re.search(r"\benviron\b|\bgetenv\b", context.source(v)) for v in values):
             return test.id
     return None
+
+
+def _pins_only(context: _Context, line: int) -> bool:
+    """``if torch.cuda.is_available(): batch = batch.pin_memory()``: pinned host memory
+    speeds the copy to the device and changes nothing else."""
+    return any(statement.lineno == line and not statement.orelse and all(
+        isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+        and s.value.func.attr == "pin_memory" for s in statement.body) for statement in context.ifs)
+
+
+def _unread_flag(context: _Context, line: int) -> bool:
+    """``use_cuda = torch.cuda.is_available()`` whose name is never read in the file (a
+    local, or a lower-case module name: an upper-case constant may be imported elsewhere)."""
+    for statement in context.statements:
+        if not (isinstance(statement, ast.Assign) and statement.lineno == line and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            continue
+        name = statement.targets[0].id
+        if not context.enclosing(line) and not name.islower():
+            return False
+        reads = re.findall(rf"(?<![\w.]){re.escape(name)}(?!\w)", "".join(context.lines))
+        return len(reads) == 1
+    return False
 
 
 def _repeats_in_statement(findings: list[Finding]) -> None:
@@ -423,6 +449,10 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
             _lower(finding, "info", "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for")
         elif (flag := _opt_in_flag(context, finding.line)) is not None:
             _lower(finding, "info", f"only when the caller opts in with {flag}=True (off by default)")
+        elif rule == CUDA_AVAILABILITY_CHECK and _pins_only(context, finding.line):
+            _lower(finding, "perf", "guards only pin_memory(): pinned host memory speeds the copy, nothing else")
+        elif rule == CUDA_AVAILABILITY_CHECK and _unread_flag(context, finding.line):
+            _lower(finding, "info", "the flag this check is stored in is never read in this file")
         elif rule == FLOAT64 and _skips_mps(context, finding.line):
             _lower(finding, "perf", "float64 only where the device is not MPS: the MPS error cannot happen")
         elif rule == FLOAT64 and _on_a_cuda_literal(context, finding.line):

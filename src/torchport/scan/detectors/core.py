@@ -1342,7 +1342,8 @@ class AnalyzerCore(AnalyzerState):
             elif absent and self._warns_and_skips(node.body):
                 self._cap(checks, _WARNS_AND_SKIPS)  # `if not cuda: logger.warning(...); continue`
             elif (_diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body)
-                  or (self.context_names and _DIAGNOSTIC_NAME.search(self.context_names[-1]))):
+                  or (self.context_names and _DIAGNOSTIC_NAME.search(self.context_names[-1]))
+                  or (node.orelse and self._messages_only(node.body) and self._messages_only(node.orelse))):
                 self._cap(checks, _DIAGNOSTICS)
             elif self._building():
                 self._cap(checks, _BUILD_CHECK)
@@ -1455,6 +1456,17 @@ class AnalyzerCore(AnalyzerState):
             elif not isinstance(statement, ast.Pass):
                 return False
         return about
+
+    def _messages_only(self, statements) -> bool:
+        """Prints, logs, or builds the text of a message (``log_msg = sep.join([...])``):
+        a check whose branches both do only this chooses what is said, nothing else."""
+        def text(value) -> bool:
+            return isinstance(value, ast.JoinedStr) or isinstance(value, ast.Constant) and isinstance(
+                value.value, str) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                                      and value.func.attr in ("join", "format"))
+        return all((isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and self._is_message_call(s.value))
+                   or (isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) and text(s.value))
+                   for s in statements)
 
     @staticmethod
     def _warns_and_skips(statements) -> bool:
