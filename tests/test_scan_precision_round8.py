@@ -288,3 +288,23 @@ def test_checks_that_pin_memory_choose_a_message_or_are_never_read(tmp_path):
                 return model.to("cuda")
             return model
     '''))
+
+
+def test_a_device_choice_with_a_cpu_fallback_in_a_test_is_quiet(tmp_path):
+    # pytorch-forecasting tests/test_models/test_temporal_fusion_transformer.py
+    source = '''
+        import torch
+
+
+        def test_trainer(make_trainer):
+            trainer = make_trainer(accelerator="gpu" if torch.cuda.is_available() else "cpu")  # quiet
+            assert trainer is not None
+    '''
+    library = '''
+        import torch
+
+
+        def default_accelerator():
+            return "gpu" if torch.cuda.is_available() else "cpu"  # kept
+    '''
+    _check(tmp_path, _write(tmp_path, "pkg/tests/test_tft.py", source), _write(tmp_path, "pkg/trainer.py", library))
