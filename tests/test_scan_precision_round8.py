@@ -308,3 +308,59 @@ def test_a_device_choice_with_a_cpu_fallback_in_a_test_is_quiet(tmp_path):
             return "gpu" if torch.cuda.is_available() else "cpu"  # kept
     '''
     _check(tmp_path, _write(tmp_path, "pkg/tests/test_tft.py", source), _write(tmp_path, "pkg/trainer.py", library))
+
+
+def test_a_module_built_in_float64_and_recast_to_its_data_is_quiet(tmp_path):
+    # botorch/models/pairwise_gp.py: the default kernel, then self.to(dtype=datapoints.dtype)
+    _check(tmp_path, _write(tmp_path, "gp.py", '''
+        import torch
+
+
+        class PairwiseGP(torch.nn.Module):
+            def __init__(self, datapoints, covar_module=None):
+                super().__init__()
+                if covar_module is None:
+                    covar_module = ScaleKernel(
+                        RBFKernel(ard_num_dims=2),
+                        dtype=torch.float64,  # quiet
+                    )
+                self.covar_module = covar_module
+                self.datapoints = datapoints
+                self.to(dtype=datapoints.dtype, device=datapoints.device)
+
+
+        class Kept(torch.nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.covar_module = ScaleKernel(
+                    RBFKernel(ard_num_dims=2),
+                    dtype=torch.float64,  # kept
+                )
+                self.to(device)
+    '''))
+
+
+def test_a_flag_unpacked_from_a_cuda_check_guards_its_sync(tmp_path):
+    # monai/inferers/utils.py sliding_window_inference: non-blocking copies only with CUDA
+    _check(tmp_path, _write(tmp_path, "inferer.py", '''
+        import torch
+
+
+        def infer(slices, buffered):
+            non_blocking = False
+            if buffered:
+                non_blocking, start = torch.cuda.is_available(), -1
+                for s in slices:
+                    if s < start:
+                        non_blocking = False
+            if non_blocking:
+                torch.cuda.current_stream().synchronize()  # quiet
+            return slices
+
+
+        def infer_always(slices, buffered):
+            blocking, start = buffered, -1
+            if blocking:
+                torch.cuda.current_stream().synchronize()  # kept
+            return slices
+    '''))

@@ -309,6 +309,35 @@ def _cpu_fallback_choice(context: _Context, line: int) -> bool:
                for node in context.expressions_at(line))
 
 
+def _built_then_recast(context: _Context, line: int) -> bool:
+    """``kernel = ScaleKernel(..., dtype=torch.float64)`` (no device: built on the CPU) in a
+    method that later does ``self.to(dtype=data.dtype, ...)``: the float64 is replaced by the
+    data's dtype before anything runs on a device."""
+    constructors = [node for node in _enclosing_calls(context, line)
+                    if isinstance(node.func, (ast.Name, ast.Attribute)) and _class_name(node.func)
+                    and any(k.arg == "dtype" and k.value.lineno == line for k in node.keywords)
+                    and not any(k.arg == "device" for k in node.keywords)]
+    if not constructors:
+        return False
+    function = next((s for s in reversed(context.enclosing(line)) if not isinstance(s, ast.ClassDef)), None)
+    return function is not None and any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
+        and context.source(node.func.value) == "self" and any(k.arg == "dtype" for k in node.keywords)
+        and node.lineno > line for node in ast.walk(function))
+
+
+def _enclosing_calls(context: _Context, line: int) -> list[ast.Call]:
+    return [node for statement in context.statements
+            if statement.lineno <= line <= (statement.end_lineno or statement.lineno)
+            and not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            for node in _header(statement) if isinstance(node, ast.Call)]
+
+
+def _class_name(func: ast.expr) -> bool:
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name[:1].isupper() and not name.isupper() and name != "DoubleTensor"
+
+
 def _repeats_in_statement(findings: list[Finding]) -> None:
     """``x, y = x.cuda(), y.cuda()``: one statement, one fix; the second finding of the same
     rule on the line is kept at info, pointing at the first."""
@@ -466,6 +495,9 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
             _lower(finding, "perf", "guards only pin_memory(): pinned host memory speeds the copy, nothing else")
         elif rule == CUDA_AVAILABILITY_CHECK and _unread_flag(context, finding.line):
             _lower(finding, "info", "the flag this check is stored in is never read in this file")
+        elif rule == FLOAT64 and _built_then_recast(context, finding.line):
+            _lower(finding, "info", "a module built in float64 on the CPU and recast to its data's dtype "
+                                    "(self.to(dtype=...)) before it runs")
         elif rule == FLOAT64 and _skips_mps(context, finding.line):
             _lower(finding, "perf", "float64 only where the device is not MPS: the MPS error cannot happen")
         elif rule == FLOAT64 and _on_a_cuda_literal(context, finding.line):

@@ -904,8 +904,10 @@ class AnalyzerCore(AnalyzerState):
                 # `ok = device == "cuda" and new_torch`, then `if ok: ok = torch.cuda.is_bf16_supported()`:
                 # every value bound is a CUDA query
                 values = self.bound_values(test.id)
-                return bool(values) and all(v is not None and not isinstance(v, ast.Name) and self.positive_cuda_query(v)
-                                            for v in values)
+                # (`non_blocking = False` in a branch: a flag that is off guards nothing that runs)
+                queries = [v for v in values if not _off(v)]
+                return bool(queries) and all(v is not None and not isinstance(v, ast.Name)
+                                             and self.positive_cuda_query(v) for v in queries)
             return not isinstance(value, ast.Name) and self.positive_cuda_query(value)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             op, right = test.ops[0], test.comparators[0]

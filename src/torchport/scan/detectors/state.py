@@ -132,6 +132,15 @@ class AnalyzerState(ast.NodeVisitor):
                         qualname = self.qualname(node.value)
                         if qualname and qualname.startswith(("torch.cuda", "torch.backends")):
                             self.aliases[name] = qualname
+                elif (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
+                      and isinstance(node.value, ast.Tuple) and len(node.targets[0].elts) == len(node.value.elts)
+                      and not any(isinstance(e, ast.Starred) for e in node.targets[0].elts)):
+                    # `non_blocking, start = torch.cuda.is_available(), -1`
+                    for target, value in zip(node.targets[0].elts, node.value.elts):
+                        if isinstance(target, ast.Name):
+                            self._bind(scope, target.id, value)
+                        else:
+                            self._bind_targets(scope, target)
                 else:
                     for target in node.targets:
                         self._bind_targets(scope, target)
