@@ -358,6 +358,15 @@ def test_a_flag_unpacked_from_a_cuda_check_guards_its_sync(tmp_path):
             return slices
 
 
+        def swapped(fast, slow, extra):
+            fast, slow = slow, fast  # a swap and a flag built from itself must not loop
+            ready = False
+            ready = ready and extra
+            if fast or ready:
+                torch.cuda.synchronize()  # kept
+            return slow
+
+
         def infer_always(slices, buffered):
             blocking, start = buffered, -1
             if blocking:

@@ -868,13 +868,7 @@ class AnalyzerCore(AnalyzerState):
         never runs on another accelerator)."""
         if isinstance(test, ast.BoolOp):
             if isinstance(test.op, ast.Or):  # `self.forced_cuda_comm or self.use_cuda`
-                if id(test) in self._open_queries:
-                    return False  # `fast = fast or ...`: a flag defined through itself
-                self._open_queries.add(id(test))
-                try:
-                    return all(map(self.positive_cuda_query, test.values))
-                finally:
-                    self._open_queries.discard(id(test))
+                return self._all_positive(test.values)
             return any(map(self.positive_cuda_query, test.values))
         if isinstance(test, ast.Call):
             func = test.func
@@ -890,9 +884,9 @@ class AnalyzerCore(AnalyzerState):
                 # (`self.use_cuda = False` first, `self.use_cuda = use_cuda` where the local
                 # was narrowed by `use_cuda = use_cuda and torch.cuda.is_available()`)
                 values = [v for v in self.self_assignments(test.attr) if not _off(v)]
-                return bool(values) and all(
-                    not isinstance(v, ast.Attribute) and (self.positive_cuda_query(v) or self._narrowed(v))
-                    for v in values)
+                if not values or any(isinstance(v, ast.Attribute) for v in values):
+                    return False
+                return self._all_positive([v for v in values if not self._narrowed(v)])
             return False
         if isinstance(test, ast.IfExp):  # `is_bf16_supported() if new_torch else get_device_capability() >= (8,)`
             return self.positive_cuda_query(test.body) and self.positive_cuda_query(test.orelse)
@@ -906,9 +900,10 @@ class AnalyzerCore(AnalyzerState):
                 values = self.bound_values(test.id)
                 # (`non_blocking = False` in a branch: a flag that is off guards nothing that runs)
                 queries = [v for v in values if not _off(v)]
-                return bool(queries) and all(v is not None and not isinstance(v, ast.Name)
-                                             and self.positive_cuda_query(v) for v in queries)
-            return not isinstance(value, ast.Name) and self.positive_cuda_query(value)
+                if not queries or any(v is None or isinstance(v, ast.Name) for v in queries):
+                    return False
+                return self._all_positive(queries)
+            return not isinstance(value, ast.Name) and self._all_positive([value])
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             op, right = test.ops[0], test.comparators[0]
             if isinstance(op, (ast.Eq, ast.Is)) and any(
@@ -926,6 +921,17 @@ class AnalyzerCore(AnalyzerState):
                         if value and (CUDA_DEVICE.match(value) or value == "nccl"):  # torchport: ignore
                             return True
         return False
+
+    def _all_positive(self, values) -> bool:
+        """Every value is a CUDA query; a value met again while asking (``ok = ok and x``)
+        is not one."""
+        if any(id(v) in self._open_queries for v in values):
+            return False
+        self._open_queries.update(map(id, values))
+        try:
+            return all(map(self.positive_cuda_query, values))
+        finally:
+            self._open_queries.difference_update(map(id, values))
 
     def _narrowed(self, name) -> bool:
         """``use_cuda = use_cuda and torch.cuda.is_available()`` in the function that reads
