@@ -373,3 +373,36 @@ def test_a_flag_unpacked_from_a_cuda_check_guards_its_sync(tmp_path):
                 torch.cuda.current_stream().synchronize()  # kept
             return slices
     '''))
+
+
+def test_a_property_that_returns_a_cuda_condition_guards_its_branch(tmp_path):
+    # avalanche DistributedHelper.wrap_model: `if self.forced_cuda_comm or self.use_cuda:`
+    _check(tmp_path, _write(tmp_path, "wrap.py", '''
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+
+        class Helper:
+            def __init__(self):
+                self.use_cuda = False
+
+            def init(self, use_cuda=True):
+                use_cuda = use_cuda and torch.cuda.is_available()
+                self.use_cuda = use_cuda
+
+            @property
+            def forced_cuda_comm(self) -> bool:
+                """NCCL needs CUDA tensors."""
+                return self.backend == "nccl"
+
+            @property
+            def wants_gpu(self):
+                return self.config.gpu
+
+            def wrap(self, model):
+                if self.forced_cuda_comm or self.use_cuda:
+                    return DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])  # quiet
+                if self.wants_gpu:
+                    return DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])  # kept
+                return model
+    '''))

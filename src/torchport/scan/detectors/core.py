@@ -883,7 +883,7 @@ class AnalyzerCore(AnalyzerState):
                 # `self.cuda = torch.cuda.is_available() and not cfg.cpu`, then `if self.cuda:`
                 # (`self.use_cuda = False` first, `self.use_cuda = use_cuda` where the local
                 # was narrowed by `use_cuda = use_cuda and torch.cuda.is_available()`)
-                values = [v for v in self.self_assignments(test.attr) if not _off(v)]
+                values = [v for v in self.self_assignments(test.attr) if not _off(v)] or self._property_value(test.attr)
                 if not values or any(isinstance(v, ast.Attribute) for v in values):
                     return False
                 return self._all_positive([v for v in values if not self._narrowed(v)])
@@ -932,6 +932,21 @@ class AnalyzerCore(AnalyzerState):
             return all(map(self.positive_cuda_query, values))
         finally:
             self._open_queries.difference_update(map(id, values))
+
+    def _property_value(self, name: str) -> list[ast.expr]:
+        """``@property def forced_cuda_comm(self): return self.backend == "nccl"``: the
+        one expression the property returns."""
+        if f"def {name}(" not in self._joined_text():
+            return []
+        if self._calls is None:
+            self._index_whole_file()
+        for function in self._functions.values():
+            body = function.body[1:] if function.body and string_value(getattr(function.body[0], "value", None)) \
+                else function.body
+            if (function.name == name and any(getattr(d, "id", "") == "property" for d in function.decorator_list)
+                    and len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None):
+                return [body[0].value]
+        return []
 
     def _narrowed(self, name) -> bool:
         """``use_cuda = use_cuda and torch.cuda.is_available()`` in the function that reads
