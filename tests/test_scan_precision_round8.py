@@ -406,3 +406,34 @@ def test_a_property_that_returns_a_cuda_condition_guards_its_branch(tmp_path):
                     return DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])  # kept
                 return model
     '''))
+
+
+def test_an_environment_flag_far_from_its_use_is_read_from_the_text(tmp_path):
+    # avalanche tests/run_dist_tests.py: in a function over 40 lines the flag's line (no trigger
+    # word) is not parsed, so only the text holds it
+    filler = "\n".join(f"    step_{n} = print({n})" for n in range(45))
+    path = tmp_path / "run_tests.py"
+    path.write_text(f'''import os
+
+
+def main():
+    use_gpu_in_tests = os.environ.get("USE_GPU", "false").lower() in ["1", "true"]
+{filler}
+    if use_gpu_in_tests:
+        import torch
+
+        nproc = torch.cuda.device_count()  # quiet
+    else:
+        nproc = 2
+    return nproc
+
+
+def always():
+    use_gpu = True
+{filler}
+    if use_gpu:
+        import torch
+
+        torch.cuda.set_device(0)  # kept
+''')
+    _check(tmp_path, path)

@@ -270,11 +270,11 @@ def _environment_flag(context: _Context, line: int) -> str | None:
             continue
         scope = (context.enclosing(line) or [None])[-1]
         low, high = (scope.lineno, scope.end_lineno or 0) if scope is not None else (0, statement.lineno)
-        values = [s.value for s in context.statements if isinstance(s, ast.Assign) and low <= s.lineno < statement.lineno
-                  and any(isinstance(t, ast.Name) and t.id == test.id for t in s.targets)]
-        if values and all((isinstance(v, ast.Constant) and v.value in (False, None))
-                          or re.search(r"\benviron\b|\bgetenv\b", context.source(v)) for v in values) and any(
-                re.search(r"\benviron\b|\bgetenv\b", context.source(v)) for v in values):
+        # read from the text: the parsed tree holds only the statements with trigger words
+        assigned = re.compile(rf"^\s*{re.escape(test.id)}\s*=(?!=)\s*(.+?)\s*$")
+        values = [m.group(1) for m in map(assigned.match, context.lines[max(low - 1, 0):statement.lineno - 1]) if m]
+        from_environment = [v for v in values if re.search(r"\benviron\b|\bgetenv\b", v)]
+        if from_environment and all(v in ("False", "None") or v in from_environment for v in values):
             return test.id
     return None
 
