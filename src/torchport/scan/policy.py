@@ -268,8 +268,8 @@ def _environment_flag(context: _Context, line: int) -> str | None:
         if not (isinstance(test, ast.Name) and _CUDA_WORD.search(test.id)
                 and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
             continue
-        scope = (context.enclosing(line) or [None])[-1]
-        low, high = (scope.lineno, scope.end_lineno or 0) if scope is not None else (0, statement.lineno)
+        scopes = context.enclosing(line)
+        low = scopes[-1].lineno if scopes else 0
         # read from the text: the parsed tree holds only the statements with trigger words
         assigned = re.compile(rf"^\s*{re.escape(test.id)}\s*=(?!=)\s*(.+?)\s*$")
         values = [m.group(1) for m in map(assigned.match, context.lines[max(low - 1, 0):statement.lineno - 1]) if m]

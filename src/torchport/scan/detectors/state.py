@@ -47,7 +47,7 @@ class AnalyzerState(ast.NodeVisitor):
         self.context_names: list[str] = []
         self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
-        self._functions: dict[int, ast.AST] = {}  # every def of the whole file, by its line
+        self._functions: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # every def of the whole file, by line
         self._open_queries: set[int] = set()  # `or` tests being asked about, against self-reference
         self._self_flags: dict[str, list[ast.expr]] = {}  # `self.NAME = value` in the whole file, by NAME
         self._text: str | None = None  # the lines joined, made when first searched
