@@ -108,6 +108,7 @@ class _Context:
     the expressions of a line are walked when a finding there asks for them."""
 
     def __init__(self, tree: ast.Module, text: str) -> None:
+        self.text = text
         self.lines = text.splitlines(keepends=True)
         self.sources: dict[int, str] = {}
         self.scopes: list[_Scope] = []
@@ -297,7 +298,7 @@ def _unread_flag(context: _Context, line: int) -> bool:
         name = statement.targets[0].id
         if not context.enclosing(line) and not name.islower():
             return False
-        reads = re.findall(rf"(?<![\w.]){re.escape(name)}(?!\w)", "".join(context.lines))
+        reads = re.findall(rf"(?<![\w.]){re.escape(name)}(?!\w)", context.text)
         return len(reads) == 1
     return False
 

@@ -354,6 +354,15 @@ def _nccl_member(node) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "NCCL" and getattr(node.value, "attr", "") == "Backend"
 
 
+# `@property def NAME(self) -> bool: """doc""" return EXPR` (a return first in the body is
+# what it returns), read from the text: parsing whole files for every `self.device` would
+# cost more than the scan
+_PROPERTY_RETURN = re.compile(r"@property\s+def (\w+)\(self\)[^:\n]*:\s+(?:\"\"\"(?:[^\"]|\"(?!\"\"))*\"\"\"\s+)?return ([^\n]+)")
+
+# `use_cuda = use_cuda and torch.cuda.is_available()` (anchored: one pass over the lines)
+_NARROWING = re.compile(r"^[ \t]*(\w+) = (\w+) and\b", re.MULTILINE)
+
+
 def _off(value) -> bool:
     """``self.use_cuda = False``: a flag that is off guards nothing that runs."""
     return isinstance(value, ast.Constant) and value.value in (False, None)
@@ -936,22 +945,24 @@ class AnalyzerCore(AnalyzerState):
     def _property_value(self, name: str) -> list[ast.expr]:
         """``@property def forced_cuda_comm(self): return self.backend == "nccl"``: the
         one expression the property returns."""
-        if f"def {name}(" not in self._joined_text():
+        if self._property_returns is None:  # one pass over the file's text
+            self._property_returns = dict(_PROPERTY_RETURN.findall(self._joined_text()))
+        returned = self._property_returns.get(name)
+        if returned is None:
             return []
-        if self._calls is None:
-            self._index_whole_file()
-        for function in self._functions.values():
-            body = function.body[1:] if function.body and string_value(getattr(function.body[0], "value", None)) \
-                else function.body
-            if (function.name == name and any(getattr(d, "id", "") == "property" for d in function.decorator_list)
-                    and len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None):
-                return [body[0].value]
-        return []
+        try:
+            return [ast.parse(returned.strip(), mode="eval").body]
+        except SyntaxError:
+            return []
 
     def _narrowed(self, name) -> bool:
         """``use_cuda = use_cuda and torch.cuda.is_available()`` in the function that reads
         ``name``, before the read: from there on the flag holds only with CUDA."""
-        if not isinstance(name, ast.Name) or f"{name.id} = {name.id} and" not in self._joined_text():
+        if not isinstance(name, ast.Name):
+            return False
+        if self._narrowing_names is None:  # one search of the file, not one per question
+            self._narrowing_names = {name for name, same in _NARROWING.findall(self._joined_text()) if name == same}
+        if name.id not in self._narrowing_names:
             return False
         if self._calls is None:
             self._index_whole_file()

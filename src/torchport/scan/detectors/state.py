@@ -48,6 +48,8 @@ class AnalyzerState(ast.NodeVisitor):
         self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
         self._functions: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # every def of the whole file, by line
+        self._narrowing_names: set[str] | None = None  # names rebound as `x = x and ...` in the file
+        self._property_returns: dict[str, str] | None = None  # `@property def NAME(self): return X`: X by NAME
         self._open_queries: set[int] = set()  # `or` tests being asked about, against self-reference
         self._self_flags: dict[str, list[ast.expr]] = {}  # `self.NAME = value` in the whole file, by NAME
         self._text: str | None = None  # the lines joined, made when first searched
