@@ -45,7 +45,7 @@ def test_every_readme_command_runs_as_written(tmp_path, xla_environment):
         argv = shlex.split(command)[1:]
         if argv[:1] == ["compare"] and "runs/gpubox" in argv:
             # "the same command on the other machine": this machine stands in for it.
-            made = run_torchport("evaluate", "examples/my_app.py", "--budget", "1m", "--out-dir", "runs/gpubox",
+            made = run_torchport("evaluate", "examples/my_app.py", "--budget", "2m", "--out-dir", "runs/gpubox",
                                  cwd=tmp_path, timeout=900)
             assert made.returncode == 0, made.stderr[-2000:]
         completed = run_torchport(*argv, cwd=tmp_path, timeout=900)
