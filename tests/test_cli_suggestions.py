@@ -25,6 +25,13 @@ def test_a_misspelling_names_the_nearest_command_or_option(argv, suggestion):
     assert completed.stdout == ""
 
 
+def test_another_commands_option_is_named_as_such_not_suggested_as_itself():
+    completed = run_torchport("fix", ".", "--format", "json")
+    assert completed.returncode == 2
+    assert completed.stderr.strip().endswith("(--format is not an option of this command: see its --help)")
+    assert "did you mean" not in completed.stderr
+
+
 def test_nothing_close_suggests_nothing():
     completed = run_torchport("zzzzzz")
     assert completed.returncode == 2 and "did you mean" not in completed.stderr

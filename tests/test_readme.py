@@ -45,7 +45,7 @@ def test_every_readme_command_runs_as_written(tmp_path, xla_environment):
         argv = shlex.split(command)[1:]
         if argv[:1] == ["compare"] and "runs/gpubox" in argv:
             # "the same command on the other machine": this machine stands in for it.
-            made = run_torchport("evaluate", "examples/my_app.py", "--budget", "1m", "--out-dir", "runs/gpubox",
+            made = run_torchport("evaluate", "examples/my_app.py", "--budget", "2m", "--out-dir", "runs/gpubox",
                                  cwd=tmp_path, timeout=900)
             assert made.returncode == 0, made.stderr[-2000:]
         completed = run_torchport(*argv, cwd=tmp_path, timeout=900)
@@ -55,3 +55,18 @@ def test_every_readme_command_runs_as_written(tmp_path, xla_environment):
         assert "Traceback" not in completed.stderr, command
         ran.append(command)
     assert len(ran) >= 7, ran
+
+
+def test_the_readmes_own_app_follows_the_contract(tmp_path):
+    """The two-layer app the README shows a newcomer is an app torchport takes:
+    `memory` builds its model, draws its first batch and runs forward and
+    backward (under FakeTensorMode) through the real CLI."""
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    app_blocks = [block for block in blocks if "def app()" in block]
+    assert len(app_blocks) == 1, "the README shows one app"
+    name = re.search(r"Saved as `([\w.]+\.py)`", text).group(1)
+    (tmp_path / name).write_text(app_blocks[0], encoding="utf-8")
+    completed = run_torchport("memory", name, cwd=tmp_path, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "parameters: 610 counted" in completed.stdout + completed.stderr

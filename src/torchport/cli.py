@@ -46,7 +46,10 @@ class OneLineParser(argparse.ArgumentParser):
         if unknown:
             options = _option_strings(self)
             for word in unknown.group(1).split():
-                close = difflib.get_close_matches(word.split("=")[0], options, n=1) if word.startswith("--") else []
+                option = word.split("=")[0]
+                if option in options:  # spelt right, but another command's option
+                    return f" ({option} is not an option of this command: see its --help)"
+                close = difflib.get_close_matches(option, options, n=1) if word.startswith("--") else []
                 if close:
                     return f" (did you mean {close[0]}?)"
         return ""
