@@ -34,7 +34,7 @@ CASES = {
         'y = x.to(ACCELERATOR_DEVICE, non_blocking = True)\n'
         'z = x.to(accelerator_device(rank))\n'
         'w = torch.zeros(3, device = ACCELERATOR_DEVICE)  # keep me\n'
-        'v = x.to(torch.device(ACCELERATOR_DEVICE.type, 1))\n'),
+        'v = x.to(accelerator_device(1))\n'),
     "device selection idioms and string contexts": (
         '"""Module docstring."""\nimport argparse\nimport torch\n\n'
         'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'

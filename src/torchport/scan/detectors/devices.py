@@ -91,7 +91,8 @@ class DeviceDetector(AnalyzerState):
                 self.report(CUDA_DEVICE_STRING, node, f'"{value}" {what}')
             else:
                 self.report(CUDA_DEVICE_STRING, node, f'"{value}" {what}',
-                            [replace_node(node, self.device(index, as_string))], "2.6", uses_device=True)
+                            [replace_node(node, self.device(index, as_string))], "2.6", uses_device=True,
+                            uses_helper=index is not None and not as_string)
             return True
         if _XLA_DEVICE.match(value):
             self.report(TORCH_XLA_API, node, f'"{value}" {what}')
@@ -317,7 +318,8 @@ class DeviceDetector(AnalyzerState):
         match = CUDA_DEVICE.match(value)
         if match and len(node.args) == 1 and not node.keywords:
             self.report(CUDA_DEVICE_STRING, device_type, f'torch.device("{value}")',
-                        [replace_node(node, self.device(match.group(1)))], "2.6", uses_device=True)
+                        [replace_node(node, self.device(match.group(1)))], "2.6", uses_device=True,
+                        uses_helper=match.group(1) is not None)
             self.claimed.add(id(device_type))
             return True
         self._device_literal(device_type, as_string=True, what="in torch.device()")

@@ -11,7 +11,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from torchport.scan.detectors.shared import ANY_VERSION, DEVICE_NAME
+from torchport.scan.detectors.shared import ANY_VERSION, DEVICE_NAME, HELPER_NAME
 from torchport.scan.detectors.syntax import (
     closing_paren,
     import_aliases,
@@ -342,7 +342,9 @@ class AnalyzerState(ast.NodeVisitor):
             return f"{DEVICE_NAME}.type"
         if index is None:
             return DEVICE_NAME
-        return f"{self.T}.device({DEVICE_NAME}.type, {index})"
+        # Not torch.device(ACCELERATOR_DEVICE.type, N): on the CPU that is "cpu:N",
+        # which torch.load's map_location refuses; the helper gives the plain CPU there.
+        return f"{HELPER_NAME}({index})"
 
     def _bound_before(self, name: str, line: int) -> bool:
         """Whether ``name`` is bound in scope before ``line`` (a later assignment in the
