@@ -124,3 +124,25 @@ def test_broken_environment_is_that_backends_error(cache, torchport_cli, tmp_pat
     assert xla["error"]["message"].endswith("recreate it: torchport env create xla --force")
     report = (out / "report.md").read_text()
     assert "| xla | environment |" in report and "torch\\_xla failed to import" in report  # markdown-escaped
+
+
+def test_an_installed_copy_gives_workers_a_root_with_only_torchport(tmp_path):
+    """Installed in site-packages, the folder above torchport holds torch too; put on an xla worker's
+    PYTHONPATH it would shadow that environment's torch.  Workers get a folder holding only a link."""
+    import shutil
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(Path(envs.__file__).parent, site / "torchport", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "torch").mkdir()  # what a real site-packages holds beside it
+    probe = "from torchport import envs; print(envs.import_root())"
+    cache = tmp_path / "cache"
+    roots = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120,
+                            cwd=tmp_path, env={"PYTHONPATH": str(site), "TORCHPORT_CACHE": str(cache),
+                                               "PATH": "/usr/bin:/bin"}).stdout.strip() for _ in range(2)]
+    assert roots[0] == roots[1] and Path(roots[0]).is_relative_to(cache), roots  # made once, then reused
+    root = Path(roots[0])
+    assert [entry.name for entry in root.iterdir()] == ["torchport"]
+    assert (root / "torchport").resolve() == (site / "torchport").resolve()
+    checkout = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120,
+                              env={"PYTHONPATH": str(Path(envs.__file__).parents[1]), "PATH": "/usr/bin:/bin"})
+    assert checkout.stdout.strip() == str(Path(envs.__file__).resolve().parents[1])  # a checkout's src/ as it is

@@ -14,6 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from torchport import envs
 from torchport.trace import support
 from torchport.trace.analysis import run_trace
 
@@ -29,7 +30,7 @@ def test_shipped_table_is_what_torch_tpu_says_now(tpu_environment, tmp_path):
     request = tmp_path / "request.json"
     request.write_text(json.dumps(support.TPU_REQUEST))
     done = subprocess.run([tpu_environment["python"], "-m", "torchport.trace.registrations", str(request)],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": support.SRC_ROOT, **support.TPU_QUERY_ENV})
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": envs.import_root(), **support.TPU_QUERY_ENV})
     assert done.returncode == 0, done.stderr[-2000:]
     live = json.loads(done.stdout.strip().splitlines()[-1])
     table = shipped()

@@ -98,6 +98,7 @@ def timed(run, *args, limit_s: float, **kwargs):
 
 
 def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_cli, tmp_path):
+    from torchport import envs
     from torchport.trace import support
 
     with RuntimeWatch() as watch:
@@ -126,7 +127,7 @@ def test_no_torchport_command_starts_the_tpu_runtime(tpu_environment, torchport_
         started = time.monotonic()
         answer = subprocess.run([tpu_environment["python"], "-m", "torchport.trace.registrations",
                                  _request(tmp_path, support.TPU_REQUEST)], capture_output=True, text=True,
-                                timeout=240, env={**os.environ, "PYTHONPATH": support.SRC_ROOT, **support.TPU_QUERY_ENV})
+                                timeout=240, env={**os.environ, "PYTHONPATH": envs.import_root(), **support.TPU_QUERY_ENV})
         assert time.monotonic() - started < 150
         assert answer.returncode == 0, answer.stderr[-2000:]
         outputs.append(answer.stderr)

@@ -26,6 +26,7 @@ extras are recorded in the manifest (``extras``) but do not decide readiness.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import shutil
@@ -111,6 +112,35 @@ def cache_root() -> Path:
     # The XDG spec ignores a relative path: it would depend on the folder torchport was started in.
     base = Path(xdg).expanduser() if xdg and Path(xdg).expanduser().is_absolute() else Path.home() / ".cache"
     return base / "torchport"
+
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def import_root() -> str:
+    """The folder a worker puts first on its PYTHONPATH to import this torchport.
+
+    From a checkout that is ``src/``, which holds only the package.  An installed
+    copy lives in site-packages, whose torch would shadow the worker environment's
+    own (the xla environment's torch 2.9 then fails with an undefined symbol), so
+    a cache folder holding only a link to the package stands in for it there."""
+    parent = PACKAGE_DIR.parent
+    if all(entry.name.startswith(("torchport", "__pycache__", ".")) for entry in parent.iterdir()):
+        return str(parent)
+    digest = hashlib.sha256(str(PACKAGE_DIR).encode()).hexdigest()[:16]
+    root = cache_root() / "import-roots" / digest
+    link = root / PACKAGE_DIR.name
+    if link.is_symlink() and link.resolve() == PACKAGE_DIR:
+        return str(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        staged = root / f".{PACKAGE_DIR.name}.{os.getpid()}"
+        staged.unlink(missing_ok=True)
+        staged.symlink_to(PACKAGE_DIR, target_is_directory=True)
+        os.replace(staged, link)  # atomic: concurrent commands see the old link or the new one
+    except OSError:
+        return str(parent)  # no links here: the installed folder, as before
+    return str(root)
 
 
 def spec_for(name: str) -> EnvSpec:

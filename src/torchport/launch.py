@@ -20,7 +20,6 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
@@ -32,7 +31,6 @@ from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 if TYPE_CHECKING:
     from torchport.app import AppSpec
 
-SRC_ROOT = str(Path(__file__).resolve().parent.parent)
 # How much of a worker's stderr and of one stdout line is read back: a worker
 # that prints 100 MB before it dies must not take the parent's memory with it.
 STDERR_READ_BYTES = 64 * 1024
@@ -159,7 +157,9 @@ def worker_environment() -> dict[str, str]:
     env = dict(os.environ)
     # The worker may run on another environment's interpreter: make this
     # torchport importable there without installing it.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC_ROOT, env.get("PYTHONPATH")]))
+    from torchport import envs
+
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [envs.import_root(), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     for name, value in STEADY_ALLOCATOR.items():
         env.setdefault(name, value)

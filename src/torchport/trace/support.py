@@ -32,7 +32,6 @@ from torchport import glossary
 from torchport.records import OpStatus, OpSupportRow, Vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-SRC_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 LIVE_QUERY_TIMEOUT_S = 300
 CACHE_FORMAT = 2  # bump when the cached live table changes shape
 
@@ -156,10 +155,12 @@ def _live_in_process(target: Target) -> dict[str, Any] | None:
 
 
 def _run_registrations(python: str, request: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    from torchport import envs
+
     with tempfile.TemporaryDirectory(prefix="torchport-ops-") as scratch:
         path = os.path.join(scratch, "request.json")
         Path(path).write_text(json.dumps(request), encoding="utf-8")
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SRC_ROOT, os.environ.get("PYTHONPATH")])),
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [envs.import_root(), os.environ.get("PYTHONPATH")])),
                        **(env or {})}
         done = subprocess.run([python, "-m", "torchport.trace.registrations", path], capture_output=True, text=True,
                               timeout=LIVE_QUERY_TIMEOUT_S, env=environment)
