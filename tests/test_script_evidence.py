@@ -205,3 +205,29 @@ def test_every_result_the_tests_wrote_so_far_is_proven(tmp_path_factory):
         except ValueError:
             continue
         assert not unproven_verdicts(document), path
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_lines_run_only_in_dataloader_workers_count_as_executed(start_method, tmp_path):
+    """The Dataset, collate_fn and worker_init_fn of a package run only in the DataLoader's worker
+    processes: the untimed pass's coverage follows them, so their findings read executed, while a
+    collate_fn the trainer never uses still reads "not executed"."""
+    root = SCRIPTS / "workerfed"
+    completed, document = evaluate_script(tmp_path, root / "train.py", "cpu", "--workers=2",
+                                          f"--start-method={start_method}", options=("--no-checks",))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    coverage = document["script_coverage"]
+    assert coverage["processes_measured"] >= 3, coverage["source"]  # the trace process and two workers
+    assert "still running" not in coverage["source"]
+    statuses = {(Path(item["location"].rsplit(":", 1)[0]).name, _lineno(item["location"])): item["status"]
+                for item in document["script"]["lines"]}
+    batching, dataset = root / "feeder" / "batching.py", root / "feeder" / "dataset.py"
+    executed = [(batching, "if torch.cuda.is_available()"), (dataset, "if torch.cuda.is_available()"),
+                (dataset, "torch.cuda.manual_seed_all(seed)")]
+    for path, text in executed:
+        assert statuses[(path.name, _line(path, text))] == "found statically, executed without a redirect", \
+            (path.name, text, statuses)
+    # pin_memory() is behind the CUDA check, which is False on this CPU torch: it never ran.
+    for path, text in ((batching, "features.pin_memory(), targets.pin_memory()"),
+                       (batching, "return features.cuda(non_blocking=True)"), (dataset, "features.pin_memory()")):
+        assert statuses[(path.name, _line(path, text))] == "found statically, not executed", (path.name, text)
