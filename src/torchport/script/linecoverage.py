@@ -96,7 +96,8 @@ def stop(measure: LineCoverage | None, steps: int) -> dict[str, Any] | None:
     from torchport.script.usercode import is_user_file
 
     files, children, still_running = measure.stop(is_user_file)
-    workers = f"{children} worker process(es) started by multiprocessing (DataLoader workers) measured too"
+    workers = (f"{children} process(es) it started with multiprocessing (DataLoader workers) measured too"
+               if children else "it started no process with multiprocessing")
     if still_running:
         workers += f"; {still_running} still running when the pass ended, not measured"
     return {"source": f"coverage.py {coverage.__version__}: the user's files in the untimed trace pass (the script "
