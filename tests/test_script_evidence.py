@@ -205,3 +205,79 @@ def test_every_result_the_tests_wrote_so_far_is_proven(tmp_path_factory):
         except ValueError:
             continue
         assert not unproven_verdicts(document), path
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_lines_run_only_in_dataloader_workers_count_as_executed(start_method, tmp_path):
+    """The Dataset, collate_fn and worker_init_fn of a package run only in the DataLoader's worker
+    processes: the untimed pass's coverage follows them, so their findings read executed, while a
+    collate_fn the trainer never uses still reads "not executed"."""
+    root = SCRIPTS / "workerfed"
+    completed, document = evaluate_script(tmp_path, root / "train.py", "cpu", "--workers=2",
+                                          f"--start-method={start_method}", options=("--no-checks",))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    coverage = document["script_coverage"]
+    assert coverage["processes_measured"] >= 3, coverage["source"]  # the trace process and two workers
+    assert "still running" not in coverage["source"]
+    statuses = {(Path(item["location"].rsplit(":", 1)[0]).name, _lineno(item["location"])): item["status"]
+                for item in document["script"]["lines"]}
+    batching, dataset = root / "feeder" / "batching.py", root / "feeder" / "dataset.py"
+    executed = [(batching, "if torch.cuda.is_available()"), (dataset, "if torch.cuda.is_available()"),
+                (dataset, "torch.cuda.manual_seed_all(seed)")]
+    for path, text in executed:
+        assert statuses[(path.name, _line(path, text))] == "found statically, executed without a redirect", \
+            (path.name, text, statuses)
+    # pin_memory() is behind the CUDA check, which is False on this CPU torch: it never ran.
+    for path, text in ((batching, "features.pin_memory(), targets.pin_memory()"),
+                       (batching, "return features.cuda(non_blocking=True)"), (dataset, "features.pin_memory()")):
+        assert statuses[(path.name, _line(path, text))] == "found statically, not executed", (path.name, text)
+
+
+def test_accelerator_backends_and_a_cuda_script_on_a_cpu_only_torch(tmp_path):
+    """What of the accelerator branch runs on a CPU-only torch, for real: a backend whose device this torch
+    lacks is "not available" (never "runs"), and a script that asks for cuda itself fails on the cpu
+    backend in one line at its own line, naming the argument it was given and the way out."""
+    script = SCRIPTS / "strict_device.py"
+    completed, document = evaluate_script(tmp_path, script, "cpu,cuda,mps", "--device=cuda",
+                                          options=("--no-trace", "--no-checks"))
+    assert completed.returncode != 0 and "Traceback" not in completed.stderr
+    verdicts = document["script"]["verdicts"]
+    assert verdicts["cuda"]["verdict"] == verdicts["mps"]["verdict"] == "not available"
+    assert "without CUDA or ROCm support" in verdicts["cuda"]["text"]
+    assert verdicts["cpu"]["verdict"] == "does not run"
+    error = document["backends"]["cpu"]["error"]
+    assert error["location"] == f"{script}:{_line(script, 'nn.Linear(16, 1)).to(args.device)')}"
+    assert "Torch not compiled with CUDA enabled" in error["message"] and "--device=cuda" in error["message"]
+    assert "--redirect-cuda" in error["message"]
+    assert not unproven_verdicts(document)
+    assert "script cuda: not available here" in completed.stdout
+
+
+def test_accelerator_evidence_is_judged_from_parameters_or_device_memory():
+    """The judgement of an accelerator run's record (the records a cuda, rocm or mps worker writes; no device
+    is involved, and collect() on a real accelerator has not run in script mode: docs/limits.md)."""
+    on_device = judge({"backend": "cuda", "device_type": "cuda", "parameter_devices": ["cuda"]})
+    assert on_device == {"ran_on_device": True, "proof": "its parameters are on cuda"}
+    on_host = judge({"backend": "rocm", "device_type": "cuda", "parameter_devices": ["cpu"],
+                     "device_memory_peak_bytes": 4096})
+    assert on_host == {"ran_on_device": False, "why": "did not run on rocm: the script placed its work on cpu"}
+    memory_only = judge({"backend": "mps", "device_type": "mps", "parameter_devices": [],
+                         "device_memory_peak_bytes": 4096})
+    assert memory_only == {"ran_on_device": True, "proof": "4096 bytes of mps memory at its peak"}
+    nothing = judge({"backend": "mps", "device_type": "mps", "parameter_devices": [], "device_memory_peak_bytes": 0})
+    assert nothing["why"] == "did not run on mps: no parameter and no memory on mps was seen"
+
+
+def test_heavy_load_is_one_threshold_for_script_mode_and_check():
+    from torchport.check import pipeline
+    from torchport.limits import HEAVY_LOAD_PER_CPU
+    from torchport.script.report import heavy_load
+
+    assert pipeline.HEAVY_LOAD_PER_CPU is HEAVY_LOAD_PER_CPU
+    cpus = 2
+    busy, idle = HEAVY_LOAD_PER_CPU * cpus + 0.1, HEAVY_LOAD_PER_CPU * cpus - 0.1
+    assert heavy_load({"script": {"machine_load": {"start": 0.5, "end": busy, "cpus": cpus}}}) == \
+        f"1-minute load {busy:.1f} on 2 CPU(s)"
+    assert heavy_load({"script": {"machine_load": {"start": idle, "end": idle, "cpus": cpus}}}) is None
+    assert pipeline.load_uncertainty({"before": [busy], "after": [0.5], "cpus": cpus}) is not None
+    assert pipeline.load_uncertainty({"before": [idle], "after": [idle], "cpus": cpus}) is None

@@ -20,6 +20,14 @@ TRACE_TIMEOUT_S = 300.0
 KEEPS_UP_SHARE = 0.15
 INPUT_BOUND_SHARE = 0.25
 
+# A 1-minute load average above this many runnable tasks per CPU means a
+# timing shared the cores with other work: check's pipeline verdict is marked
+# uncertain and script mode flags a speed as measured under heavy load.  Above
+# 1.0 because the measurement fills the cores by itself (one intra-op thread per
+# CPU, plus the app's DataLoader workers), so an idle machine reads about 1.0
+# per CPU while it runs; 1.5 is that plus half the cores' worth of other work.
+HEAVY_LOAD_PER_CPU = 1.5
+
 # Caps on text that comes from apps and workers before it enters a result.
 MESSAGE_CHARS = 500
 TAIL_LINES = 20  # lines of a worker's stderr/stdout kept in the result

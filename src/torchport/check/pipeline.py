@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.limits import HEAVY_LOAD_PER_CPU
 from torchport.limits import INPUT_BOUND_SHARE as INPUT_BOUND_ABOVE
 from torchport.limits import KEEPS_UP_SHARE as KEEPS_UP_BELOW
 
@@ -41,10 +42,6 @@ PER_ROUND = 4
 # A step that waits less than this for its data is not input-bound whatever the share: below it the
 # figure is timer and scheduler noise of a loaded host, and a fast step's share of it swings.
 MIN_WAIT_S = 0.001
-# A 1-minute load average above this many runnable tasks per CPU means the data and compute timings
-# shared the cores with other work: the verdict is marked uncertain.  Above script mode's 1.0 per CPU
-# (torchport.script.report) because this measurement's own threads and DataLoader workers are counted in it.
-HEAVY_LOAD_PER_CPU = 1.5
 PINNED_MEMORY_DEVICES = ("cuda",)  # page-locked host memory speeds up copies to these devices only
 
 

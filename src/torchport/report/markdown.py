@@ -124,12 +124,11 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any], document: 
     """Script mode: did it run on each backend (with the device's evidence), which lines had to be redirected."""
     from torchport.script import report as script_report
 
-    lines = ["", "## Script mode", "",
-             f"The script {fmt.md_code(script['path'])} ran unmodified in each backend's worker "
-             "(steps from its optimizer, loss from `backward()`, unscaled when a GradScaler scales it). "
-             "A backend counts as run only with evidence from its device.", "",
-             "| backend | verdict |", "|---|---|"]
-    lines += [f"| {fmt.md(name)} | {fmt.md(v['text'])} |" for name, v in script["verdicts"].items()]
+    lines = ["", "## Script mode", *_captioned_table(
+        f"The script {fmt.md_code(script['path'])} ran unmodified in each backend's worker "
+        "(steps from its optimizer, loss from `backward()`, unscaled when a GradScaler scales it). "
+        "A backend counts as run only with evidence from its device.", ("backend", "verdict"),
+        [f"| {fmt.md(name)} | {fmt.md(v['text'])} |" for name, v in script["verdicts"].items()])]
     compiled = {name: run["script"]["compiled_by_script"] for name, b in backends.items() for run in b.get("runs", [])
                 if (run.get("script") or {}).get("compiled_by_script")}
     for name, where in compiled.items():
@@ -137,44 +136,51 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any], document: 
                      "its model is compiled even on an eager backend.")
     fired = script_report.redirects(document)
     if fired:
-        lines += ["", "Redirects that fired (`--redirect-cuda`), at the script's lines:", "",
-                  "| line | call | became | backends | count |", "|---|---|---|---|---|"]
-        lines += [f"| {fmt.md_code(row['location'])} | {fmt.md(row['call'])} "
-                  f"| {fmt.md('; '.join(f'{n}: {b}' for n, b in row['becomes'].items()) or '–')} "
-                  f"| {fmt.md(', '.join(row['backends']))} | {row['count']} |" for row in fired]
+        lines += _captioned_table(
+            "Redirects that fired (`--redirect-cuda`), at the script's lines:",
+            ("line", "call", "became", "backends", "count"),
+            [f"| {fmt.md_code(row['location'])} | {fmt.md(row['call'])} "
+             f"| {fmt.md('; '.join(f'{n}: {b}' for n, b in row['becomes'].items()) or '–')} "
+             f"| {fmt.md(', '.join(row['backends']))} | {row['count']} |" for row in fired])
     regions = script_report.autocasts(document)
     if regions:
-        lines += ["", "Mixed precision regions (autocast) as they ran:", "",
-                  "| backend | line | asked for | ran as |", "|---|---|---|---|"]
-        lines += [f"| {fmt.md(row['backend'])} | {fmt.md_code(row['location'])} | {fmt.md(row.get('requested_device_type'))} "
-                  f"| {fmt.md(str(row.get('device_type')) + ', ' + row['dtype'] if row['enabled'] else 'disabled: float32')} |"
-                  for row in regions]
+        lines += _captioned_table(
+            "Mixed precision regions (autocast) as they ran:", ("backend", "line", "asked for", "ran as"),
+            [f"| {fmt.md(row['backend'])} | {fmt.md_code(row['location'])} | {fmt.md(row.get('requested_device_type'))} "
+             f"| {fmt.md(str(row.get('device_type')) + ', ' + row['dtype'] if row['enabled'] else 'disabled: float32')} |"
+             for row in regions])
     if script.get("configuration"):
         lines += ["", "The model differs between backends (the figures are not comparable until it does not):", ""]
         lines += [f"- {fmt.md(item['backend'])}, {fmt.md(item['rule'])} at {fmt.md_code(item['location'] or '?')}: "
                   f"{fmt.md(item['message'], 2000)}" for item in script["configuration"]]
     if script["lines"]:
         scanned = script.get("files_scanned") or [script["path"]]
-        lines += ["", f"Lines that tie the script to CUDA, found at run time (redirects) and statically (`torchport scan` "
-                      f"of the script's own files: {len(scanned)}):", "",
-                  "| line | status | redirected at run time | scan rules | `torchport fix` |", "|---|---|---|---|---|"]
-        for item in script["lines"]:
-            lines.append(f"| {fmt.md_code(item['location'])} | {fmt.md(item['status'])} | {fmt.md(', '.join(item['redirects']) or '–')} "
-                         f"| {fmt.md(', '.join(item['rules']) or '–')} | {'rewrites it' if item['fixable'] else '–'} |")
+        lines += _captioned_table(
+            f"Lines that tie the script to CUDA, found at run time (redirects) and statically (`torchport scan` "
+            f"of the script's own files: {len(scanned)}):",
+            ("line", "status", "redirected at run time", "scan rules", "`torchport fix`"),
+            [f"| {fmt.md_code(item['location'])} | {fmt.md(item['status'])} | {fmt.md(', '.join(item['redirects']) or '–')} "
+             f"| {fmt.md(', '.join(item['rules']) or '–')} | {'rewrites it' if item['fixable'] else '–'} |"
+             for item in script["lines"]])
         if script.get("coverage_source"):
             lines.append(f"\n\"Not executed\" is line coverage: {fmt.md(script['coverage_source'])}.")
     parity = script.get("parity") or {}
     rows = script_report.parity_rows(document)
     if rows:
-        lines += ["", f"Loss trajectories ({fmt.md(parity.get('rule', 'not compared'))}):", "",
-                  "| backend | worst relative difference | parity |", "|---|---|---|"]
-        lines += [f"| {fmt.md(name)} | {diff} | {fmt.md(status)} |" for name, diff, status in rows]
+        lines += _captioned_table(f"Loss trajectories ({fmt.md(parity.get('rule', 'not compared'))}):",
+                                  ("backend", "worst relative difference", "parity"),
+                                  [f"| {fmt.md(name)} | {diff} | {fmt.md(status)} |" for name, diff, status in rows])
     notes = script_report.load_notes(document)
     if notes:
         lines += ["", *[f"- {fmt.md(note)}" for note in notes]]
     if script.get("scan_error"):
         lines.append(f"\nThe static scan could not run: {fmt.md(script['scan_error'])}.")
     return lines
+
+
+def _captioned_table(caption: str, columns: tuple[str, ...], rows: list[str]) -> list[str]:
+    """A caption, then a table with these column headings over rows already rendered, each set off by a blank line."""
+    return ["", caption, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows]
 
 
 def _does_not_run_here(failed: dict[str, BackendEntry]) -> list[str]:

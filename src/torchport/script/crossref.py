@@ -155,8 +155,10 @@ NOT_REDIRECTED = "found statically, not redirected (no line coverage to say whet
 
 def _user_files(script: Path, backends: dict[str, dict[str, Any]], torchrun_ranks: dict[str, dict[str, Any]] | None,
                 coverage: dict[str, Any] | None) -> list[str]:
-    """The script and every file of the user's it imported (its runs record their import closures)."""
+    """The script and every file of the user's it imported (its runs record their import closures) or ran
+    (the untimed pass's line coverage, DataLoader worker processes included)."""
     files = {os.path.realpath(script)}
+    files.update(os.path.realpath(f) for f in (coverage or {}).get("files") or {})
     for backend in backends.values():
         for run in backend.get("runs") or []:
             files.update(os.path.realpath(f) for f in (run.get("script") or {}).get("user_files") or [])

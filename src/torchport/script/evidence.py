@@ -75,8 +75,11 @@ def judge(found: dict[str, Any]) -> dict[str, Any]:
                             "a script only when the script compiles its model, e.g. -- --compile={compile})")
         else:
             proofs.append(f"{dynamo['frames_compiled']} frame(s) compiled by torch.compile")
-    if not placed and device not in ("cpu",) and xla is None and not found.get("device_memory_peak_bytes"):
-        problems.append(f"no parameter and no memory on {device} was seen")
+    if not placed and device not in ("cpu",) and xla is None:
+        if found.get("device_memory_peak_bytes"):
+            proofs.append(f"{found['device_memory_peak_bytes']} bytes of {device} memory at its peak")
+        else:
+            problems.append(f"no parameter and no memory on {device} was seen")
     if problems:
         return {"ran_on_device": False, "why": f"did not run on {backend}: {'; '.join(problems)}"}
     return {"ran_on_device": True, "proof": "; ".join(proofs)}

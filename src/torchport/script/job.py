@@ -603,33 +603,6 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
         driver.stop()
 
 
-def _start_coverage() -> Any:
-    """Line coverage of this pass (coverage.py), or None when it is not installed here."""
-    try:
-        import coverage
-    except ImportError:
-        return None
-    measure = coverage.Coverage(data_file=None, branch=False, config_file=False)
-    measure.start()
-    return measure
-
-
-def _stop_coverage(measure: Any, steps: int) -> dict[str, Any] | None:
-    if measure is None:
-        return None
-    import coverage
-
-    from torchport.script.usercode import is_user_file
-
-    measure.stop()
-    data = measure.get_data()
-    files = {path: sorted(data.lines(path) or []) for path in data.measured_files()
-             if path.endswith(".py") and is_user_file(path)}
-    return {"source": f"coverage.py {coverage.__version__}: the user's files in the untimed trace pass (the script "
-                      f"on the cpu, its first {steps} steps; DataLoader worker processes not measured)",
-            "files": files}
-
-
 # --- tracing the script's first steps --------------------------------------------------------
 
 
@@ -758,14 +731,16 @@ def script_trace_job(context: Any) -> None:
     # Installed after the redirects, so it sees the device the script asked for, not the one it gets.
     device_apis = DeviceApiRecorder(usercode.is_user_file)
     trace["device_apis"] = device_apis.calls
-    lines = _start_coverage()
+    from torchport.script import linecoverage
+
+    lines = linecoverage.start()
     try:
         with running_as_main(script, argv, job.get("cwd")), device_apis.recording():
             runpy.run_path(str(script), run_name="__main__")
     except (StopScript, SystemExit):
         pass
     finally:
-        context.result["script_coverage"] = _stop_coverage(lines, steps)
+        context.result["script_coverage"] = linecoverage.stop(lines, steps)
         traced.end_step()
         for handle in handles:
             handle.remove()

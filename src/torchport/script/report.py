@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.limits import HEAVY_LOAD_PER_CPU
 from torchport.records import RunStatus
-
-# A run's speed is not the backend's alone when the machine was this busy: the
-# 1-minute load average per CPU, at the run's start or end, above this.
-HEAVY_LOAD_PER_CPU = 1.0
 
 
 def heavy_load(run: dict[str, Any]) -> str | None:
-    """'1-minute load 10.2 on 2 CPUs' when the run was measured under heavy load, else None."""
+    """'1-minute load 10.2 on 2 CPUs' when the run was measured under heavy load (the 1-minute load average
+    per CPU, at the run's start or end, above HEAVY_LOAD_PER_CPU: its speed is not the backend's alone),
+    else None."""
     load = (run.get("script") or {}).get("machine_load") or {}
     cpus = load.get("cpus") or 1
     values = [value for value in (load.get("start"), load.get("end")) if value is not None]
