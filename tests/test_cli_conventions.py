@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import APPS, ROOT
+from conftest import APPS, ROOT, run_torchport
 
 QUICK = ["--steps", "4", "--blocks", "2", "--max-warmup", "4", "--no-inference", "--no-trace", "--no-checks"]
 
@@ -299,3 +299,20 @@ def test_building_the_package_gives_no_licence_warning(tmp_path):
     assert not [line for line in caught if "license" in line.lower()], caught
     metadata = (tmp_path / "meta" / name / "METADATA").read_text()
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+
+
+def test_report_without_a_result_takes_the_newest_and_a_folder_names_its_result(machine_results, tmp_path):
+    nothing = run_torchport("report", cwd=tmp_path)
+    assert nothing.returncode == 2 and "none under ./torchport-results/" in nothing.stderr
+    assert "Traceback" not in nothing.stderr and len(nothing.stderr.strip().splitlines()) == 1
+    root = tmp_path / "torchport-results"
+    for stamp, name in ((100, "laptop"), (200, "slow")):  # slow is the newer one
+        shutil.copytree(machine_results[name].parent, root / name)
+        os.utime(root / name / "result.json", (1_700_000_000 + stamp,) * 2)
+    newest = run_torchport("report", cwd=tmp_path)
+    assert newest.returncode == 0, newest.stderr[-2000:]
+    assert "the newest result, torchport-results/slow/result.json" in newest.stderr
+    written = {name: (root / name / "report.md").stat().st_mtime_ns for name in ("laptop", "slow")}
+    assert written["slow"] > written["laptop"]  # re-rendered now; the older one's copy left as it was
+    folder = run_torchport("report", str(root / "laptop"), "-o", str(tmp_path / "laptop.md"), cwd=tmp_path)
+    assert folder.returncode == 0 and (tmp_path / "laptop.md").read_text().startswith("#"), folder.stderr[-2000:]

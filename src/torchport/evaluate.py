@@ -128,10 +128,13 @@ def validate_options(options: EvaluationOptions) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+RESULTS_ROOT = Path("torchport-results")  # where results go without -o, relative to the working folder
+
+
 def default_out_dir(app: AppSpec | str | None) -> Path:
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", as_spec(app).text).strip("-") or "app"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("torchport-results") / f"{name}-{stamp}"
+    return RESULTS_ROOT / f"{name}-{stamp}"
 
 
 def app_record(app: AppSpec | str | None) -> dict[str, Any]:
