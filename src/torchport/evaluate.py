@@ -10,7 +10,6 @@ import datetime as _dt
 import math
 import re
 import sys
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from torchport import stages as stage_registry
 from torchport.app import AppSpec, as_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
+from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
 
@@ -39,7 +39,7 @@ class EvaluationOptions:
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     timeout_s: float = DEFAULT_TIMEOUT_S
     phase_timeout_s: float | None = None
-    prices: dict[str, float] = field(default_factory=dict)
+    prices: Prices = field(default_factory=Prices)
     reference: str = "cpu"
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
@@ -60,52 +60,6 @@ class EvaluationOptions:
     check_budget_s: float | None = None  # set by the time budget: the checks stage's workers share it
 
 
-def parse_price(text: str) -> tuple[str, float]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise UserError(f"invalid price {text!r}: expected BACKEND=USD_PER_HOUR, e.g. cpu=0.10")
-    return name.strip(), price_value(value.strip(), f"--price {text}")
-
-
-# A price above this is a typing error, and would overflow the cost figures.
-MAX_PRICE_USD_PER_HOUR = 1e6
-
-
-def price_value(value: Any, where: str) -> float:
-    if isinstance(value, bool):
-        raise UserError(f"invalid price {value!r}: not a number", location=where)
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise UserError(f"invalid price {value!r}: not a number", location=where) from None
-    if not math.isfinite(number) or number <= 0:
-        raise UserError(f"invalid price {value!r}: must be a positive number of USD per hour", location=where)
-    if number > MAX_PRICE_USD_PER_HOUR:
-        raise UserError(f"invalid price {value!r}: above {MAX_PRICE_USD_PER_HOUR:,.0f} USD per hour", location=where)
-    return number
-
-
-def load_price_file(path: Path) -> dict[str, float]:
-    """A TOML file with backend = USD per hour, at top level or under [prices]."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"price file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"price file is a folder: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"price file is not UTF-8 text (byte {exc.start})", location=str(path)) from None
-    except OSError as exc:
-        raise UserError(f"cannot read price file: {exc.strerror}", location=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise UserError(f"invalid TOML: {exc}", location=f"{path}:{line.group(1)}" if line else str(path)) from None
-    table = data.get("prices", data)
-    if not isinstance(table, dict):
-        raise UserError("expected a [prices] table of BACKEND = USD_PER_HOUR", location=str(path))
-    return {str(name): price_value(value, f"{path}: {name}") for name, value in table.items()}
-
-
 def validate_options(options: EvaluationOptions) -> list[str]:
     """Check every input before any worker starts; return the backends to consider."""
     if options.script is not None:
@@ -118,7 +72,7 @@ def validate_options(options: EvaluationOptions) -> list[str]:
         options.app = preflight(as_spec(options.app))
     known = backend_registry.registry()
     names = options.backends or list(known)
-    for name in names + list(options.prices) + [options.reference]:
+    for name in names + options.prices.backends() + [options.reference]:
         backend_registry.get(name)  # raises a UserError naming the known backends
     if options.repeats < 1:
         raise UserError(f"--repeats must be at least 1, got {options.repeats}")
@@ -170,7 +124,7 @@ class Evaluation:
         else:
             record = app_record(self.spec)
         self.document = results.new_document(options.command, record, config)
-        self.document["prices"] = dict(options.prices)
+        self.document["prices"] = options.prices.to_dict()
         self.budget: Any = None  # the BudgetPlan, made once the runnable backends are known
 
     def write_report(self) -> Path | None:

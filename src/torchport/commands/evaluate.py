@@ -78,18 +78,17 @@ def options_from_args(args: argparse.Namespace) -> Any:
     import sys
 
     from torchport.errors import UserError
-    from torchport.evaluate import EvaluationOptions, load_price_file, parse_price
+    from torchport.evaluate import EvaluationOptions
+    from torchport.prices import Prices, load_price_file, parse_price
     from torchport.app import spec_from_args
     from torchport import stages as stage_registry
     from torchport.protocol import ProtocolConfig
 
     # Lowest to highest precedence: the config's prices, --prices FILE, --price.
-    prices: dict[str, float] = dict(getattr(args, "config_prices", {}))
+    prices = Prices().add(getattr(args, "config_prices", []))
     if args.prices:
-        prices.update(load_price_file(args.prices))
-    for text in args.price:
-        name, value = parse_price(text)
-        prices[name] = value
+        prices = prices.add(load_price_file(args.prices))
+    prices = prices.add(parse_price(text) for text in args.price)
     names = [name.strip() for item in args.backend for name in item.split(",") if name.strip()]
     if args.backend and not names:
         raise UserError(f"no backend named in {','.join(args.backend)!r}", location="-b/--backend")
