@@ -6,6 +6,7 @@ process.  The result document is rewritten after each run.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import re
@@ -13,7 +14,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from torchport import backends as backend_registry
@@ -22,12 +23,16 @@ from torchport import stages as stage_registry
 from torchport.app import AppSpec, as_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
+from torchport.planning import StagesPlan
 from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
+
+if TYPE_CHECKING:
+    from torchport.budget import BudgetPlan
 
 
 @dataclass
@@ -53,11 +58,21 @@ class EvaluationOptions:
     budget_s: float | None = None
     budget_explicit: bool = False  # --budget or --precision given: sampling is adaptive
     precision: float | None = None
-    # Step counts of the stages, set by the budget's plan (None: each stage's own default).
+    # Step counts of the stages: set in the copy of the options the stages run with, from the
+    # budget's plan (``planned``); None: each stage's own default.
     trace_steps: int | None = None
     check_steps: int | None = None
     check_pipeline_per_round: int | None = None
     check_budget_s: float | None = None  # set by the time budget: the checks stage's workers share it
+
+
+def planned(options: EvaluationOptions, plan: StagesPlan) -> EvaluationOptions:
+    """The options the stages run with: those of the evaluation, less the stages the plan
+    leaves out, with the plan's settings (step counts, the workers' timeout)."""
+    left_out = plan.left_out()
+    return dataclasses.replace(options, stages=[stage for stage in options.stages
+                                                if stage_registry.name_of(stage) not in left_out],
+                               **plan.settings())
 
 
 def validate_options(options: EvaluationOptions) -> list[str]:
@@ -125,7 +140,7 @@ class Evaluation:
             record = app_record(self.spec)
         self.document = results.new_document(options.command, record, config)
         self.document["prices"] = options.prices.to_dict()
-        self.budget: Any = None  # the BudgetPlan, made once the runnable backends are known
+        self.budget: BudgetPlan | None = None  # made once the runnable backends are known
 
     def write_report(self) -> Path | None:
         """report.md from the last result.json written (what is on disk is
@@ -181,7 +196,8 @@ class Evaluation:
             self.budget = BudgetPlan(self.options.budget_s, sorted(runnable, key=lambda name: name != reference),
                                      self.options.repeats, bool(self.options.stages), self.options.precision,
                                      self.options.budget_explicit,
-                                     stage_names=[stage_registry.name_of(stage) for stage in self.options.stages])
+                                     stage_costs={stage_registry.name_of(stage): cost for stage in self.options.stages
+                                                  if (cost := stage_registry.cost_of(stage)) is not None})
         self.save()
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:
@@ -192,11 +208,12 @@ class Evaluation:
                 document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
                                                      document["reference"])
                 self.save()
+            stage_options = self.options
             if self.budget is not None and self.options.stages:
-                self.budget.size_stages(self.options, document)
+                stage_options = planned(self.options, self.budget.plan_stages(document, self.options.timeout_s))
                 self._eta([])
-            self._run_stages()
-            if self.options.script is not None and self.options.stages:
+            self._run_stages(stage_options)
+            if self.options.script is not None and stage_options.stages:
                 from torchport.script.crossref import cross_reference
 
                 # The stages add run-time evidence: the torchrun ranks' redirects (a DDP branch runs only
@@ -219,19 +236,19 @@ class Evaluation:
         self.save()
         return document
 
-    def _run_stages(self) -> None:
+    def _run_stages(self, options: EvaluationOptions) -> None:
         """The stages after timing (trace, checks) run side by side: each mostly
         waits on worker processes of its own, and the timing they could disturb
         is over.  Each stage sets its own key of the document; it is saved once
         all are done.  A stage that cannot finish is recorded in
         ``stage_errors``: the timing results stand."""
-        stages = self.options.stages
+        stages = options.stages
         if not stages:
             return
         names = [stage_registry.name_of(stage) for stage in stages]
         self.on_event("stage", {"stage": ", ".join(names)})
         with ThreadPoolExecutor(max_workers=len(stages)) as pool:
-            futures = [pool.submit(stage_registry.run_function(stage), self.document, self.options, self.out_dir)
+            futures = [pool.submit(stage_registry.run_function(stage), self.document, options, self.out_dir)
                        for stage in stages]
             try:
                 errors = [future.exception() for future in futures]

@@ -22,34 +22,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchport.check import worker_check
+from torchport.planning import Deadline
 from torchport.sampling import format_duration
 
 STEP_MARGIN = 1.3  # each step counted at a margin: checkpoints written and read, the float64 reference beside it
 
 
 @dataclass
-class CheckBudget:
-    budget_s: float
-    started: float = field(default_factory=time.monotonic)
+class CheckBudget(Deadline):
+    """The deadline of ``check --budget`` (counted from now) and what it learned, sized and skipped."""
+
     step_s: dict[str, float] = field(default_factory=dict)
     startup_s: dict[str, float] = field(default_factory=dict)
     sized: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-    def left(self) -> float:
-        return self.budget_s - (time.monotonic() - self.started)
-
-    def worker_timeout(self, timeout_s: float) -> float:
-        return max(1.0, min(timeout_s, self.left()))
-
-    def limited(self, timeout_s: float) -> bool:
-        """Whether a worker started now is ended by the budget before --timeout."""
-        return self.left() < timeout_s
 
     def learn(self, backend: str, worker: dict[str, Any]) -> None:
         """Step time and start-up of ``backend`` from a training-checks worker."""
@@ -100,5 +90,5 @@ class CheckBudget:
         return check
 
     def record(self) -> dict[str, Any]:
-        return {"budget_s": self.budget_s, "spent_s": time.monotonic() - self.started,
+        return {"budget_s": self.budget_s, "spent_s": self.elapsed_s(),
                 "step_s": self.step_s, "sized": self.sized, "skipped": self.skipped}
