@@ -27,9 +27,13 @@ from torchport.planning import StagesPlan
 from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
+from torchport.records import BackendStatus, DocumentStatus, RunStatus
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
+
+# A backend with these statuses still gets its next round's run.
+STILL_RUNNING = (BackendStatus.PENDING, BackendStatus.OK)
 
 if TYPE_CHECKING:
     from torchport.budget import BudgetPlan
@@ -177,7 +181,7 @@ class Evaluation:
                 "name": name,
                 "available": available.available,
                 "reason": available.reason,
-                "status": "pending" if available.available else "unavailable",
+                "status": (BackendStatus.PENDING if available.available else BackendStatus.UNAVAILABLE).value,
                 "error": None,
                 "runs": [],
                 "summary": None,
@@ -223,16 +227,16 @@ class Evaluation:
                                                      (document.get("script_distributed") or {}).get("ranks"),
                                                      document.get("script_coverage"))
         except UserError as exc:
-            document["status"] = "failed"
+            document["status"] = DocumentStatus.FAILED.value
             document["status_reason"] = exc.one_line()
             self.save()
             raise
         except KeyboardInterrupt:
-            document["status"] = "interrupted"
+            document["status"] = DocumentStatus.INTERRUPTED.value
             document["status_reason"] = f"interrupted ({interrupted_by()})"
             self.save()
             raise
-        document["status"] = "complete"
+        document["status"] = DocumentStatus.COMPLETE.value
         self.save()
         return document
 
@@ -277,12 +281,12 @@ class Evaluation:
         for round_index in range(self.options.repeats):
             for position, name in enumerate(order):
                 entry = backends[name]
-                if entry["status"] not in ("pending", "ok"):
+                if entry["status"] not in STILL_RUNNING:
                     continue  # a backend that failed is not retried in later rounds
                 config = self.options.protocol.as_dict()
                 timeout = self.options.timeout_s
                 if self.budget is not None:
-                    still = [later for later in order[position:] if backends[later]["status"] in ("pending", "ok")]
+                    still = [later for later in order[position:] if backends[later]["status"] in STILL_RUNNING]
                     if not self.budget.wants_run(name, round_index, entry.get("summary"), len(still)):
                         continue
                     config["budget"] = self.budget.job_entry(name, round_index, len(still))
@@ -312,9 +316,9 @@ class Evaluation:
                 if self.budget is not None:
                     self.budget.record_run(name, run)
                 self.save()
-                self._eta([n for n in order if backends[n]["status"] in ("pending", "ok")])
+                self._eta([n for n in order if backends[n]["status"] in STILL_RUNNING])
                 self.on_event("done", {"backend": name, "round": round_index, "run": run})
-                if run["status"] == "interrupted":
+                if run["status"] == RunStatus.INTERRUPTED:
                     raise KeyboardInterrupt
                 if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")) \
                         and self.options.script is None:
@@ -331,10 +335,10 @@ class Evaluation:
         reference's failure is the script's own, it is the script's bug."""
         backends = self.document["backends"]
         reference = self.document["reference"]
-        if reference is None or any(run.get("status") == "ok" for run in backends[reference]["runs"]):
+        if reference is None or any(run.get("status") == RunStatus.OK for run in backends[reference]["runs"]):
             return
         error = backends[reference].get("error") or {}
-        ran = [name for name in order if any(run.get("status") == "ok" for run in backends[name]["runs"])]
+        ran = [name for name in order if any(run.get("status") == RunStatus.OK for run in backends[name]["runs"])]
         if not ran:
             if failures.is_app_failure(error):
                 raise AppFailed(error.get("message", "the script failed"), location=error.get("location"),
@@ -358,8 +362,8 @@ class Evaluation:
         the same, so the evaluation stops here and the user fixes the app."""
         for other in order:
             entry = self.document["backends"][other]
-            if entry["status"] == "pending":
-                entry["status"] = "skipped"
+            if entry["status"] == BackendStatus.PENDING:
+                entry["status"] = BackendStatus.SKIPPED.value
                 entry["reason"] = f"the app failed on the reference backend {reference}"
         raise AppFailed(error["message"], location=error.get("location"), kind=error.get("kind"))
 

@@ -22,6 +22,7 @@ from torchport.app import AppSpec
 from torchport.check.runner import REFERENCE, CheckOptions, run_checks
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.planning import StageFigures, StagePlan
+from torchport.records import BackendStatus
 from torchport.sampling import format_duration
 
 STAGE_STEPS = 6
@@ -158,7 +159,7 @@ class CheckStageOptions:
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     """Run the stage's checks on the backends that ran OK; set ``document["checks"]``."""
     stage = CheckStageOptions.from_evaluation(options)
-    names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == "ok"]
+    names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == BackendStatus.OK]
     if not names:
         document["checks"] = {"checks": [], "config": {"checks": list(stage.checks)},
                               "note": "no backend finished its evaluation runs: nothing to check"}

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchport.records import ErrorKind, RunStatus
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import options as types
@@ -157,10 +159,11 @@ def run(args: argparse.Namespace) -> int:
                     run = data["run"]
                     round_text = f"round {data['round'] + 1}/{state.get('repeats', 1)}"
                     progress.advance(f"{data['backend']} {round_text}: {run['status']}")
-                    if run["status"] not in ("ok", "interrupted"):
+                    if run["status"] not in (RunStatus.OK, RunStatus.INTERRUPTED):
                         error = run.get("error") or {}
                         where = f" at {error['location']}" if error.get("location") else ""
-                        what = "" if error.get("kind") in ("budget-too-small", "not-on-device") else f"does not run here: {error.get('kind')}: "
+                        what = "" if error.get("kind") in (ErrorKind.BUDGET_TOO_SMALL, ErrorKind.NOT_ON_DEVICE) \
+                            else f"does not run here: {error.get('kind')}: "
                         progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
                     elif data["round"] + 1 == state.get("repeats", 1):
                         # The backend's last run: its answer now, not only in the table at the end.
@@ -199,7 +202,7 @@ def _print_failure_details(document: dict[str, Any]) -> None:
     for name, backend in document["backends"].items():
         for run in backend["runs"]:
             error = run.get("error")
-            if run.get("status") == "ok" or not error:
+            if run.get("status") == RunStatus.OK or not error:
                 continue
             print(f"--- {name}, round {run.get('round', 0) + 1}: {error.get('kind')}: {error.get('message')}", file=sys.stderr)
             for text in (error.get("traceback"), "\n".join(run.get("stderr_tail") or [])):
