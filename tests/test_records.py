@@ -77,14 +77,14 @@ def test_the_schema_and_the_code_share_one_vocabulary(schema):
 # The worker -> launch -> evaluate path and the stages' planning read and write statuses and error kinds
 # through the vocabulary, never as words typed again.
 VOCABULARY_USERS = ("launch.py", "evaluate.py", "budget.py", "summary.py", "commands/evaluate.py", "check/stage.py",
-                    "trace/analysis.py", "trace/compile_check.py", "planning.py", "prices.py")
+                    "check/budget.py", "trace/analysis.py", "trace/compile_check.py", "planning.py", "prices.py")
 
 
 def _typed_words(tree) -> list[tuple[int, str]]:
     """(line, word) of each status or error-kind word written as a string in a comparison or an assignment."""
     import ast
 
-    words = {str(member) for vocabulary in (RunStatus, BackendStatus, DocumentStatus, ErrorKind)
+    words = {str(member) for vocabulary in (RunStatus, BackendStatus, DocumentStatus, ErrorKind, CheckStatus)
              for member in vocabulary}
     found = []
     for node in ast.walk(tree):
