@@ -21,6 +21,25 @@ from torchport.sampling import BudgetedSampling, BudgetTooSmall, median_interval
 APPS = Path(__file__).parent / "apps"
 
 
+def stage_costs(script_mode: bool = False) -> dict:
+    """The cost models of an evaluation's stages, by name, as the evaluation hands them to its plan."""
+    from torchport import stages
+
+    return {stage.name: stage.cost_model() for stage in stages.for_evaluation(script_mode, set())}
+
+
+def run_stages_with(options, plan):
+    """The options the stages run with under ``plan``; the evaluation's own are left as they were."""
+    import dataclasses
+
+    from torchport.evaluate import planned
+
+    before = dataclasses.replace(options)
+    stage_options = planned(options, plan)
+    assert options == before  # a plan is a value: nothing is set on the caller's options
+    return stage_options
+
+
 def test_durations_and_precisions():
     assert parse_duration("10m") == 600 and parse_duration("90s") == 90 and parse_duration("1h30m") == 5400
     assert parse_duration("2.5m") == 150 and parse_duration("600") == 600 and parse_duration("none") is None
@@ -212,24 +231,23 @@ def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():
 
 
 def test_stages_are_sized_by_the_time_left_or_left_out():
-    from types import SimpleNamespace
-
     from torchport.check.stage import evaluate_stage as check_stage
+    from torchport.evaluate import EvaluationOptions
     from torchport.trace.stage import evaluate_stage as trace_stage
 
     clock = {"now": 0.0}
-    plan = BudgetPlan(600, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0)
+    plan = BudgetPlan(600, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0,
+                      stage_costs=stage_costs())
     plan.record_run("cpu", {"status": "ok", "wall_s": 60, "phases": {"import_s": 5, "init_s": 3},
                             "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}})
     document = {"reference": "cpu", "backends": {"cpu": {}}}
+    options = EvaluationOptions(stages=[trace_stage, check_stage], timeout_s=600.0)
     clock["now"] = 300.0  # 282 s left before the results are written
-    roomy = SimpleNamespace(stages=[trace_stage, check_stage], timeout_s=600.0)
-    plan.size_stages(roomy, document)
+    roomy = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
     assert roomy.trace_steps == 12 and roomy.check_steps == 6 and len(roomy.stages) == 2
-    assert roomy.timeout_s == pytest.approx(282 * 1.25 + 10)
+    assert roomy.timeout_s == pytest.approx(282 * 1.25 + 10) and roomy.check_budget_s == roomy.timeout_s
     clock["now"] = 560.0  # 22 s left: the trace's minimum (10 s start-up, 3 steps at 4 s) takes them all
-    tight = SimpleNamespace(stages=[trace_stage, check_stage], timeout_s=600.0)
-    plan.size_stages(tight, document)
+    tight = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
     assert tight.trace_steps == 3 and tight.stages == [trace_stage]
     # The checks' minimum: 2 runs' start-ups + 2 + 5 pipeline + 1 resumed steps of 2 s, and the reference's
     # repeat and float64 runs (2 start-ups, 2 steps x 3.5): 70 s.
@@ -242,15 +260,14 @@ def test_a_large_models_checks_stage_is_sized_to_its_runs_and_checkpoints():
     parameters: 1.5 GB checkpoints) on cpu and cpu-compile: with 150 s left,
     6 steps and the full pipeline timing do not fit; the checks get the most
     that does, the trace what they leave."""
-    from types import SimpleNamespace
-
     from torchport.check.stage import evaluate_stage as check_stage
+    from torchport.evaluate import EvaluationOptions
     from torchport.stages import STAGES
 
     trace_entry = next(stage for stage in STAGES if stage.name == "trace")
     clock = {"now": 0.0}
     plan = BudgetPlan(600, ["cpu", "cpu-compile"], rounds=1, stages=True, explicit=True,
-                      clock=lambda: clock["now"], started=0.0)
+                      clock=lambda: clock["now"], started=0.0, stage_costs=stage_costs())
     for name in ("cpu", "cpu-compile"):
         plan.record_run(name, {"status": "ok", "wall_s": 140, "phases": {"import_s": 1, "init_s": 3},
                                "config": {"parameters": 124_439_808},
@@ -260,17 +277,17 @@ def test_a_large_models_checks_stage_is_sized_to_its_runs_and_checkpoints():
     assert plan.stage_reserve_s == pytest.approx(154.8, abs=0.1)
     document = {"reference": "cpu", "backends": {"cpu": {}, "cpu-compile": {}}}
     clock["now"] = plan.timing_end - 1.0  # the timing rounds ended a second early
-    options = SimpleNamespace(stages=[trace_entry, check_stage], timeout_s=600.0)
-    plan.size_stages(options, document)
+    options = EvaluationOptions(stages=[trace_entry, check_stage], timeout_s=600.0)
+    sized = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
     sizes = plan.stage_sizes
+    assert list(sizes) == ["time_left_s", "checks", "trace", "timeout_s"]  # planned in this order
     assert sizes["checks"]["fits"] and sizes["checks"]["needs_s"] == pytest.approx(135.8, abs=0.1)
-    assert (options.check_steps, options.check_pipeline_per_round, options.trace_steps) == (2, 1, 3)
-    assert options.stages == [trace_entry, check_stage]  # both stay: a registry entry is matched by name
+    assert (sized.check_steps, sized.check_pipeline_per_round, sized.trace_steps) == (2, 1, 3)
+    assert sized.stages == [trace_entry, check_stage]  # both stay: a registry entry is matched by name
     assert plan.could_not == []
     clock["now"] = plan.timing_end + 30.0  # the rounds overran: the checks no longer fit, the trace does
-    options = SimpleNamespace(stages=[trace_entry, check_stage], timeout_s=600.0)
-    plan.size_stages(options, document)
-    assert options.stages == [trace_entry] and options.trace_steps == 12
+    sized = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
+    assert sized.stages == [trace_entry] and sized.trace_steps == 12
 
 
 def test_only_the_budgets_own_limit_makes_a_timeout_budget_too_small():
@@ -336,23 +353,22 @@ def test_bad_check_budget_is_one_line(torchport_cli):
 def test_script_mode_stages_run_whole_or_are_left_out():
     """Script mode's stages have fixed step counts: the reserve holds them,
     and one that the time left cannot hold is left out with what it needed."""
-    from types import SimpleNamespace
-
+    from torchport.evaluate import EvaluationOptions
     from torchport.stages import STAGES
 
     script_stages = [stage for stage in STAGES if stage.mode == "script"]
     clock = {"now": 0.0}
     plan = BudgetPlan(100, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0,
-                      stage_names=[stage.name for stage in script_stages])
+                      stage_costs=stage_costs(script_mode=True))
     plan.record_run("cpu", {"status": "ok", "wall_s": 20, "phases": {"import_s": 2, "init_s": 1},
                             "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 1.0, "steps": 1}]}}})
     # 4 s before the steps: the trace 4 + 3 x 2 x 1 s = 10 s; two ranks of 7 steps (first, 2 warm-up,
     # 4 sustained), 2 x (4 + 7) = 22 s
     assert plan.stage_reserve_s == pytest.approx(32.0)
     clock["now"] = plan.end - 20.0
-    options = SimpleNamespace(stages=list(script_stages), timeout_s=600.0)
-    plan.size_stages(options, {"reference": "cpu", "backends": {"cpu": {}}})
-    assert [stage.name for stage in options.stages] == ["script-trace"]
+    options = EvaluationOptions(stages=list(script_stages), timeout_s=600.0)
+    sized = run_stages_with(options, plan.plan_stages({"reference": "cpu", "backends": {"cpu": {}}}, 600.0))
+    assert [stage.name for stage in sized.stages] == ["script-trace"]
     assert plan.could_not == ["script-distributed: not run: it needs about 22 s at the measured 1.00 s a step, "
                               "10 s were left"]
 
@@ -378,7 +394,7 @@ def test_the_eta_counts_the_stages_that_will_run():
 
     clock = {"now": 0.0}
     plan = BudgetPlan(900, ["cpu", "cpu-compile"], rounds=1, stages=True, precision=0.02, explicit=False,
-                      clock=lambda: clock["now"], started=0.0, stage_names=["trace", "checks"])
+                      clock=lambda: clock["now"], started=0.0, stage_costs=stage_costs())
     for name in ("cpu", "cpu-compile"):
         plan.record_run(name, {"status": "ok", "wall_s": 20, "phases": {"import_s": 3, "init_s": 1},
                                "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 0.05, "steps": 1}]}}})
@@ -387,7 +403,7 @@ def test_the_eta_counts_the_stages_that_will_run():
                                 stages=[stage for stage in stage_registry.for_evaluation(False, set())
                                         if stage_registry.name_of(stage) in ("trace", "checks")])
     document = {"reference": "cpu", "backends": {"cpu": {}, "cpu-compile": {}}}
-    plan.size_stages(options, document)
+    plan.plan_stages(document, options.timeout_s)
     assert plan.stage_sizes["checks"]["fits"] and plan.stage_sizes["trace"]["fits"]
     overall, _ = plan.eta([])
     assert overall == pytest.approx(plan.stage_estimate_s) and overall >= plan.stage_sizes["checks"]["needs_s"] > 0

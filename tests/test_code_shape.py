@@ -9,8 +9,10 @@ The rules keep the modules independent enough to change one at a time:
   has no cycles: a package (``torchport.check``, ``torchport.report``, ...) and
   each top-level module are nodes.  A function-level import defers a heavy or
   optional import, it does not make a dependency go away;
-- the planner (``torchport.budget``) imports no stage package, beyond the
-  stages' cost models listed in ``PLANNER_COST_MODELS``.
+- the planner (``torchport.budget``, ``torchport.planning``) imports no stage
+  package, not even inside a function: each stage declares its cost to it
+  (``torchport.planning.StageCost``, named in the stage registry), and the
+  stages import ``torchport.planning``, which sits below them.
 Imports under ``if TYPE_CHECKING:`` are left out (they never run).  Apps,
 the built-in ones included, are loaded by address (``torchport.app``), not
 imported: that is no edge.
@@ -236,26 +238,29 @@ def test_function_level_imports_are_seen():
 
 # Stage packages (their code runs as a stage of an evaluation) and the planner that sizes them.
 STAGE_PACKAGES = ("torchport.check", "torchport.trace", "torchport.script", "torchport.scan", "torchport.remote")
-PLANNER = ("torchport.budget",)
-# What the planner still reads of the stages: the checks' and the script stages'
-# cost models (``stage_seconds``, ``stage_steps``), the pipeline check's timed
-# steps a round and the checks' reference backend.  Issue 27 item 3 inverts
-# this (stages declare their cost to a generic planner); until then the list
-# only shrinks.
-PLANNER_COST_MODELS = {
-    "torchport.budget": {"torchport.check.pipeline", "torchport.check.runner", "torchport.check.stage",
-                         "torchport.script.stage"},
-}
+PLANNER = ("torchport.budget", "torchport.planning")
 
 
-def test_the_planner_imports_no_stage_package_but_their_cost_models():
+def test_the_planner_imports_no_stage_package():
     trees = _trees()
     for planner in PLANNER:
         imported = {target for _, target in _imports(planner, trees[planner])}
-        staged = {target for target in imported if _package_of(target) in STAGE_PACKAGES}
-        assert staged <= PLANNER_COST_MODELS[planner], f"{planner} imports stage modules: {sorted(staged)}"
-        assert staged == PLANNER_COST_MODELS[planner], f"no longer imported, take them off the list: " \
-            f"{sorted(PLANNER_COST_MODELS[planner] - staged)}"
+        staged = sorted(target for target in imported if _package_of(target) in STAGE_PACKAGES)
+        assert not staged, f"{planner} imports stage modules: {staged}"
+    # The generic part imports nothing of torchport: the stages sit above it.
+    assert not set(_imports("torchport.planning", trees["torchport.planning"]))
+
+
+def test_every_sized_stage_declares_its_cost_below_the_planner():
+    """Each registered stage with a cost model imports the planning contract, not the planner."""
+    from torchport import stages
+
+    trees = _trees()
+    for stage in stages.STAGES:
+        assert stage.cost is not None, f"{stage.name} declares no cost"
+        module = stage.cost.partition(":")[0]
+        imported = {target for _, target in _imports(module, trees[module])}
+        assert "torchport.planning" in imported and "torchport.budget" not in imported, module
 
 
 @pytest.mark.parametrize("graph, cyclic", [

@@ -74,6 +74,43 @@ def test_the_schema_and_the_code_share_one_vocabulary(schema):
     assert RunStatus.OK == "ok" and str(ErrorKind.OUT_OF_MEMORY) == "out-of-memory"
 
 
+# The worker -> launch -> evaluate path and the stages' planning read and write statuses and error kinds
+# through the vocabulary, never as words typed again.
+VOCABULARY_USERS = ("launch.py", "evaluate.py", "budget.py", "summary.py", "commands/evaluate.py", "check/stage.py",
+                    "check/budget.py", "trace/analysis.py", "trace/compile_check.py", "planning.py", "prices.py")
+
+
+def _typed_words(tree) -> list[tuple[int, str]]:
+    """(line, word) of each status or error-kind word written as a string in a comparison or an assignment."""
+    import ast
+
+    words = {str(member) for vocabulary in (RunStatus, BackendStatus, DocumentStatus, ErrorKind, CheckStatus)
+             for member in vocabulary}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Assign) and any(isinstance(target, ast.Subscript) for target in node.targets):
+            operands = [node.value]
+        else:
+            continue
+        for operand in operands:
+            for inner in ([operand] + list(getattr(operand, "elts", []))):
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and inner.value in words:
+                    found.append((inner.lineno, inner.value))
+    return found
+
+
+def test_the_run_path_uses_the_vocabulary_not_its_words():
+    import ast
+    from pathlib import Path
+
+    source = Path(results.__file__).resolve().parent
+    typed = {name: _typed_words(ast.parse((source / name).read_text())) for name in VOCABULARY_USERS}
+    assert not any(typed.values()), {name: found for name, found in typed.items() if found}
+    assert _typed_words(ast.parse('if run["status"] == "ok": run["status"] = "timed_out"')) == [(1, "ok"), (1, "timed_out")]
+
+
 def test_one_glossary_names_every_device_and_one_severity_direction():
     from torchport.scan import rules
     from torchport.trace import findings

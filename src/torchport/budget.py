@@ -19,7 +19,9 @@ budget.  The plan is made as measurements arrive:
 * the stages size their step counts from the measured step time and the time
   left, within their usual bounds, and say so; a stage whose minimum cannot
   fit is left out (the report says what it needed), and the stages' workers
-  end at the budget's end;
+  end at the budget's end.  Each stage's own cost model does the sizing
+  (``torchport.planning.StageCost``, named in the stage registry); the plan
+  is a value, applied to a copy of the evaluation's options;
 * a run the parent had to end past its share (x1.25 + 10 s: a first step, e.g.
   a compilation, that no share holds) is that backend's "budget too small"
   result; a later run cut short leaves the backend's earlier runs standing.
@@ -38,12 +40,12 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchport.check.pipeline import PER_ROUND
 from torchport.errors import UserError
-from torchport import formatting as fmt
+from torchport.planning import Deadline, RunFigures, StageCost, StageFigures, StagePlan, StagesPlan
 from torchport.records import ErrorKind, RunStatus
 
 DEFAULT_BUDGET_S = 15 * 60.0
@@ -54,12 +56,6 @@ STAGE_SHARE = 0.25  # of the budget kept for the trace and the checks, at least
 RUN_OVERRUN_FACTOR, RUN_GRACE_S = 1.25, 10.0
 LATER_RUN_WEIGHT = 0.5  # a run of a later round, when sharing the time among the runs still planned
 FIRST_ROUND_PLANNED = 2  # rounds counted when the first round's shares are made (more only as time allows)
-TRACE_STEP_FACTOR = 2.0  # a traced step costs about 1.8x an untraced one (benchmarks/bench_trace.py)
-TRACE_STEPS = (3, 12)  # the trace stage's bounds (it stops once the op sequence repeats 3 times)
-CHECK_STEPS = (2, 6)  # the checks stage's bounds (a checkpoint is taken half way: at least 2)
-SCRIPT_STAGES = ("script-trace", "script-distributed")  # fixed step counts (torchport.script.stage)
-# The pipeline check's timed steps a round: cut (from its own default) before the checks stage is left out.
-PIPELINE_PER_ROUND = (1, PER_ROUND)
 # Kept at the end for the summary, result.json, report.md and report.html.
 FINISH_SHARE, FINISH_MAX_S = 0.03, 20.0
 
@@ -94,36 +90,27 @@ def format_clock(seconds: float) -> str:
 
 
 @dataclass
-class RunFigures:
-    """What one finished run says about the next of the same backend."""
+class BudgetPlan(Deadline):
+    """The deadline of ``evaluate --budget``, counted on the wall clock from the command's start, and its plan."""
 
-    wall_s: float
-    overhead_s: float  # process start, imports, init and first step: paid again by every run
-    step_s: float | None
-    ok: bool
-    parameters: int | None = None  # the model's, for the size of its checkpoints
-
-
-@dataclass
-class BudgetPlan:
-    budget_s: float
     backends: list[str]
     rounds: int  # the most rounds (--repeats)
     stages: bool  # trace or checks follow the rounds
     precision: float | None = DEFAULT_PRECISION
     explicit: bool = False  # given on the command line (or --precision): sampling is adaptive
-    clock: Any = time.time
-    started: float = -1.0  # when the budget started (clock time); negative: this process's start
+    clock: Callable[[], float] = field(default=time.time, kw_only=True)
+    started: float = field(default=-1.0, kw_only=True)  # negative: this process's start (see __post_init__)
     runs: dict[str, list[RunFigures]] = field(default_factory=dict)
     shares: dict[str, list[float]] = field(default_factory=dict)
     could_not: list[str] = field(default_factory=list)
     _could_not_runs: dict[str, str] = field(default_factory=dict)  # backend -> why it got no further run
     stage_sizes: dict[str, Any] = field(default_factory=dict)
-    stage_estimate_s: float | None = None  # set by size_stages: what the stages that run should take
+    stage_estimate_s: float | None = None  # set by plan_stages: what the stages that run should take
     stage_reserve_s: float = 0.0
     _in_flight: tuple[str, float, float] | None = None  # backend, started, share
-    # The stages that follow the rounds, by registry name (torchport.stages): what the reserve is kept for.
-    stage_names: list[str] = field(default_factory=lambda: ["trace", "checks"])
+    # The cost models of the stages that follow the rounds, by registry name (torchport.stages): what the
+    # reserve is kept for and what is sized once the rounds are done.
+    stage_costs: dict[str, StageCost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # The budget counts from the command's start (its imports and checks included), as the user's clock
@@ -253,128 +240,50 @@ class BudgetPlan:
             self._reserve_for_stages()
 
     def _reserve_for_stages(self) -> None:
-        """After a first run: what the stages need at their minimum by the measured figures (the fewest
-        steps, one timed pipeline step a round), if more than their share (never more than half the budget)."""
-        figures = {name: runs[0] for name, runs in self.runs.items() if runs and runs[0].step_s}
-        if not figures:
+        """After a first run: what the stages need at their minimum by the measured figures, if more than
+        their share (never more than half the budget)."""
+        measured = {name: runs[0] for name, runs in self.runs.items() if runs and runs[0].step_s}
+        if not measured:
             return
-        cpu = figures.get("cpu") or max(figures.values(), key=lambda run: run.step_s or 0.0)
-        needed = 0.0
-        if "trace" in self.stage_names:
-            needed += self._trace_seconds(cpu, TRACE_STEPS[0])
-        if "checks" in self.stage_names:
-            needed += self._check_seconds(figures, CHECK_STEPS[0], PIPELINE_PER_ROUND[0])
-        needed += sum(self._script_stage_seconds(name, cpu) for name in self.stage_names if name in SCRIPT_STAGES)
+        cpu = measured.get("cpu") or max(measured.values(), key=lambda run: run.step_s or 0.0)
+        figures = StageFigures(reference=cpu, backends=measured)
+        needed = sum(cost.minimum_s(figures) for cost in self.stage_costs.values())
         self.stage_reserve_s = min(0.5 * self.budget_s, max(STAGE_SHARE * self.budget_s, needed))
 
-    @staticmethod
-    def _trace_seconds(cpu: RunFigures, steps: int) -> float:
-        return cpu.overhead_s + steps * TRACE_STEP_FACTOR * (cpu.step_s or 0.0)
-
-    @staticmethod
-    def _script_stage_seconds(stage: str, reference: RunFigures) -> float:
-        from torchport.script.stage import stage_seconds
-
-        return stage_seconds(stage, reference.step_s or 0.0, reference.overhead_s)
-
-    @staticmethod
-    def _check_seconds(figures: dict[str, RunFigures], steps: int, per_round: int) -> float:
-        from torchport.check.runner import REFERENCE  # the checks' reference is always this, not evaluate's
-        from torchport.check.stage import stage_seconds
-
-        parameters = max((run.parameters or 0 for run in figures.values()), default=0) or None
-        return stage_seconds(steps, per_round, {name: (run.step_s or 0.0, run.overhead_s)
-                                                for name, run in figures.items()}, REFERENCE, parameters)
-
     # ---- the stages ------------------------------------------------------------------------
-    def size_stages(self, options: Any, document: dict[str, Any]) -> None:
-        """Set the stages' step counts from the time left and the measured
-        figures, the checks first (the larger stage, and the one with
-        verdicts), the trace from what they leave; leave out a stage whose
-        minimum cannot fit; limit the stages' workers to the time left
-        (``options.timeout_s``).  The stages run side by side, but on a
-        machine whose cores they share their costs add up: they are counted
-        one after the other."""
-        from torchport import stages as stage_registry
-        from torchport.script.stage import stage_steps as script_stage_steps
-
+    def plan_stages(self, document: dict[str, Any], timeout_s: float) -> StagesPlan:
+        """Size each stage for the time left by the measured figures, in its
+        plan order: each gets the time left less what the stages planned
+        before it take and the minimum of those after it that keep one
+        (``StageCost.reserved``); a stage whose minimum cannot fit is left out.
+        The stages run side by side, but on a machine whose cores they share
+        their costs add up: they are counted one after the other.  Their
+        workers are limited to the time left (``timeout_s`` at most)."""
         left = max(0.0, self.end - self.clock())
         reference = document.get("reference") or "cpu"
-        backends = document.get("backends", {})
-        running = {stage_registry.name_of(stage) for stage in options.stages}
-        cpu = self._figures(reference) or self._figures("cpu")
-        figures = {name: run for name in backends if (run := self._figures(name)) and run.step_s}
-        sizes: dict[str, Any] = {"time_left_s": round(left, 1)}
-        trace_minimum = self._trace_seconds(cpu, TRACE_STEPS[0]) if cpu and cpu.step_s and "trace" in running else 0.0
-        checks_s = 0.0
-        if figures and "checks" in running:
-            # The most steps within the bounds at the full pipeline timing; failing that, the fewest steps
-            # with fewer timed pipeline steps a round; failing that, the stage is left out.
-            choices = [(steps, PIPELINE_PER_ROUND[1]) for steps in range(CHECK_STEPS[1], CHECK_STEPS[0] - 1, -1)]
-            choices += [(CHECK_STEPS[0], per_round)
-                        for per_round in range(PIPELINE_PER_ROUND[1] - 1, PIPELINE_PER_ROUND[0] - 1, -1)]
-            room = left - trace_minimum
-            for steps, per_round in choices:  # ends on the last choice when none fits
-                checks_s = self._check_seconds(figures, steps, per_round)
-                if checks_s <= room:
-                    break
-            options.check_steps = steps
-            options.check_pipeline_per_round = per_round
-            slowest = max(figures.values(), key=lambda run: run.step_s or 0.0)
-            sizes["checks"] = {"steps": steps, "bounds": list(CHECK_STEPS), "pipeline_steps_per_round": per_round,
-                               "step_s": slowest.step_s, "needs_s": round(checks_s, 1),
-                               "fits": checks_s <= room,
-                               "why": f"{room:.0f} s left for it; its runs (a float64 reference, a resume from "
-                                      f"each checkpoint, the pipeline's timed steps) need about "
-                                      f"{format_minutes(checks_s)} at the measured step times"}
-            if checks_s > room:
-                self.could_not.append(f"checks: not run: even {steps} steps, with {per_round} timed pipeline "
-                                      f"step{'s' if per_round != 1 else ''} a round, need about "
-                                      f"{format_minutes(checks_s)}, and {format_minutes(max(0.0, room))} were left "
-                                      f"(after the trace's minimum)")
-                checks_s = 0.0
-        if cpu and cpu.step_s and "trace" in running:
-            room = left - checks_s
-            fit = int((room - cpu.overhead_s) / (TRACE_STEP_FACTOR * cpu.step_s)) if room > cpu.overhead_s else 0
-            steps = min(max(fit, TRACE_STEPS[0]), TRACE_STEPS[1])
-            options.trace_steps = steps
-            sizes["trace"] = {"steps": steps, "bounds": list(TRACE_STEPS), "step_s": cpu.step_s,
-                              "startup_s": round(cpu.overhead_s, 1), "fits": fit >= TRACE_STEPS[0],
-                              "why": f"{room:.0f} s left for it, a traced step about {TRACE_STEP_FACTOR:g}x the "
-                                     f"measured {cpu.step_s:.3g} s"}
-            if fit < TRACE_STEPS[0]:
-                self.could_not.append(f"trace: not run: its minimum of {steps} steps needs about "
-                                      f"{format_minutes(self._trace_seconds(cpu, steps))} (start-up "
-                                      f"{format_minutes(cpu.overhead_s)}), {format_minutes(max(0.0, room))} were left")
-        trace_s = self._trace_seconds(cpu, options.trace_steps) if "trace" in sizes and sizes["trace"]["fits"] and cpu else 0.0
-        room = left
-        script_s = 0.0
-        for stage in SCRIPT_STAGES:  # script mode's stages: fixed step counts, run or left out
-            if stage in running and cpu and cpu.step_s:
-                needed = self._script_stage_seconds(stage, cpu)
-                sizes[stage] = {"steps": script_stage_steps(stage), "needs_s": round(needed, 1), "step_s": cpu.step_s,
-                                "fits": needed <= room,
-                                "why": f"its steps are fixed; {room:.0f} s left for it, it needs about "
-                                       f"{format_minutes(needed)} at the measured {fmt.seconds(cpu.step_s)} a step"}
-                if needed <= room:
-                    room -= needed
-                    script_s += needed
-                else:
-                    self.could_not.append(f"{stage}: not run: it needs about {format_minutes(needed)} at the "
-                                          f"measured {fmt.seconds(cpu.step_s)} a step, "
-                                          f"{format_minutes(max(0.0, room))} were left")
-        left_out = {stage for stage in ("trace", "checks", *SCRIPT_STAGES) if stage in sizes and not sizes[stage]["fits"]}
-        options.stages = [stage for stage in options.stages if stage_registry.name_of(stage) not in left_out]
+        figures = StageFigures(
+            reference=self._figures(reference) or self._figures("cpu"),
+            backends={name: run for name in document.get("backends", {}) if (run := self._figures(name)) and run.step_s})
         # A stage's worker that would run past the budget's end is ended (a stage error in the report).
-        options.timeout_s = min(options.timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
-        # The checks stage starts several workers one after another: each gets what is left of
-        # this, not a fresh timeout (torchport.check.budget), so the stage ends with the budget.
-        options.check_budget_s = options.timeout_s
-        sizes["timeout_s"] = round(options.timeout_s, 1)
-        self.stage_sizes = sizes
-        # What the stages that run are expected to take, counted one after the other as they
-        # share the cores: the ETA counts it down while they run, instead of reading 0.
-        self.stage_estimate_s = min(left, checks_s + trace_s + script_s)
+        worker_timeout_s = min(timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
+        order = sorted(self.stage_costs, key=lambda name: self.stage_costs[name].plan_order)
+        plans: dict[str, StagePlan] = {}
+        taken = 0.0
+        for index, name in enumerate(order):
+            kept = sum(self.stage_costs[later].minimum_s(figures) for later in order[index + 1:]
+                       if self.stage_costs[later].reserved)
+            plan = self.stage_costs[name].plan(figures, left - taken - kept, worker_timeout_s)
+            plans[name] = plan
+            taken += plan.needs_s
+            if plan.could_not:
+                self.could_not.append(plan.could_not)
+        self.stage_sizes = {"time_left_s": round(left, 1),
+                            **{name: plan.sizes for name, plan in plans.items() if plan.sizes is not None},
+                            "timeout_s": round(worker_timeout_s, 1)}
+        # What the stages that run are expected to take: the ETA counts it down while they run, instead
+        # of reading 0.
+        self.stage_estimate_s = min(left, taken)
+        return StagesPlan(plans, worker_timeout_s)
 
     def _figures(self, name: str | None) -> RunFigures | None:
         runs = [run for run in self.runs.get(name or "", []) if run.step_s]
@@ -451,7 +360,7 @@ class BudgetPlan:
                 "stopped_by": stopped,
             }
         return {"budget_s": self.budget_s, "explicit": self.explicit, "precision_target": target,
-                "adaptive": self.adaptive, "elapsed_s": round(self.clock() - self.started, 1),
+                "adaptive": self.adaptive, "elapsed_s": round(self.elapsed_s(), 1),
                 "backends": backends, "stages": dict(self.stage_sizes),
                 "could_not": [*self._could_not_runs.values(), *self.could_not]}
 

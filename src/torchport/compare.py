@@ -18,6 +18,7 @@ from typing import Any
 
 from torchport import __version__, results, summary
 from torchport.errors import UserError
+from torchport.prices import Prices, parse_machine_price, split_machine_key
 from torchport.records import BackendEntry, BackendStatus, CheckStatus, Summary
 from torchport.stats import MIN_RUNS_FOR_VERDICT
 
@@ -114,21 +115,13 @@ def name_machines(sources: list[Source], labels: dict[Path, str]) -> None:
         raise UserError(f"--label names a file that is not compared: {unused[0]}")
 
 
-def split_key(text: str, option: str) -> tuple[str, str]:
-    machine, sep, backend = text.rpartition(":")
-    if not sep or not machine or not backend:
-        raise UserError(f"invalid {option} {text!r}: expected MACHINE:BACKEND")
-    return machine, backend
-
-
-def parse_prices(items: list[str]) -> dict[tuple[str, str], float]:
-    from torchport.evaluate import parse_price
-
-    prices = {}
+def machine_prices(items: list[str]) -> dict[str, Prices]:
+    """compare's --price MACHINE:BACKEND=USD_PER_HOUR, by machine."""
+    by_machine: dict[str, Prices] = {}
     for text in items:
-        key, value = parse_price(text)  # validates the number; the key here is MACHINE:BACKEND
-        prices[split_key(key, "--price")] = value
-    return prices
+        machine, price = parse_machine_price(text)
+        by_machine[machine] = by_machine.get(machine, Prices()).add([price])
+    return by_machine
 
 
 def _run_config(backend: BackendEntry) -> tuple[str | None, dict[str, Any]]:
@@ -221,7 +214,7 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
     files = result_files(paths)
     sources = [load(path) for path in files]
     name_machines(sources, parse_labels(labels or []))
-    price_table = parse_prices(prices or [])
+    flag_prices = machine_prices(prices or [])
     usable = [s for s in sources if s.problem is None]
     not_comparable: list[dict[str, Any]] = [
         {"machine": s.machine, "backend": None, "file": str(s.path), "reason": s.problem} for s in sources if s.problem
@@ -231,7 +224,7 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
 
     ref_backend: str | None
     if reference:
-        ref_machine, ref_backend = split_key(reference, "--reference")
+        ref_machine, ref_backend = split_machine_key(reference, "--reference")
     else:
         ref_machine, ref_backend = usable[0].machine, usable[0].document.get("reference")
     ref_source = next((s for s in usable if s.machine == ref_machine), None)
@@ -245,9 +238,10 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
     ref_hash, ref_config = _run_config(ref_entry)
     ref_app = ref_source.document["app"]["spec"]
 
-    for (machine, priced) in price_table:
-        if not any(s.machine == machine and priced in s.document["backends"] for s in usable):
-            raise UserError(f"--price names {machine}:{priced}, which is not in these results")
+    for machine, priced in flag_prices.items():
+        for backend_name in priced.backends():
+            if not any(s.machine == machine and backend_name in s.document["backends"] for s in usable):
+                raise UserError(f"--price names {machine}:{backend_name}, which is not in these results")
 
     entries = []
     for source in usable:
@@ -272,12 +266,10 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
             if not entry["comparable"]:
                 not_comparable.append({"machine": source.machine, "backend": name, "file": str(source.path),
                                        "reason": entry["reason"]})
-            price, where = price_table.get((source.machine, name)), "--price"
-            if price is None:
-                price, where = (source.document.get("prices") or {}).get(name), "result file"
+            price = flag_prices.get(source.machine, Prices()).get(name) or Prices.from_document(source.document).get(name)
             if price is not None:
-                entry["price_usd_per_hour"], entry["price_source"] = price, where
-                at_price = summary.cost(backend.summary, price)
+                entry["price_usd_per_hour"], entry["price_source"] = price.usd_per_hour, price.source.value
+                at_price = summary.cost(backend.summary, price.usd_per_hour)
                 entry["cost"] = at_price.to_dict() if at_price is not None else None
             entries.append(entry)
 

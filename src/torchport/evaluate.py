@@ -6,15 +6,15 @@ process.  The result document is rewritten after each run.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import re
 import sys
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from torchport import backends as backend_registry
@@ -23,11 +23,20 @@ from torchport import stages as stage_registry
 from torchport.app import AppSpec, as_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
 from torchport.launch import cancel_all, cancelled, run_worker
+from torchport.planning import StagesPlan
+from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
+from torchport.records import BackendStatus, DocumentStatus, RunStatus
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
+
+# A backend with these statuses still gets its next round's run.
+STILL_RUNNING = (BackendStatus.PENDING, BackendStatus.OK)
+
+if TYPE_CHECKING:
+    from torchport.budget import BudgetPlan
 
 
 @dataclass
@@ -39,7 +48,7 @@ class EvaluationOptions:
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     timeout_s: float = DEFAULT_TIMEOUT_S
     phase_timeout_s: float | None = None
-    prices: dict[str, float] = field(default_factory=dict)
+    prices: Prices = field(default_factory=Prices)
     reference: str = "cpu"
     out_dir: Path | None = None
     command: list[str] = field(default_factory=lambda: list(sys.argv))
@@ -53,57 +62,21 @@ class EvaluationOptions:
     budget_s: float | None = None
     budget_explicit: bool = False  # --budget or --precision given: sampling is adaptive
     precision: float | None = None
-    # Step counts of the stages, set by the budget's plan (None: each stage's own default).
+    # Step counts of the stages: set in the copy of the options the stages run with, from the
+    # budget's plan (``planned``); None: each stage's own default.
     trace_steps: int | None = None
     check_steps: int | None = None
     check_pipeline_per_round: int | None = None
     check_budget_s: float | None = None  # set by the time budget: the checks stage's workers share it
 
 
-def parse_price(text: str) -> tuple[str, float]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise UserError(f"invalid price {text!r}: expected BACKEND=USD_PER_HOUR, e.g. cpu=0.10")
-    return name.strip(), price_value(value.strip(), f"--price {text}")
-
-
-# A price above this is a typing error, and would overflow the cost figures.
-MAX_PRICE_USD_PER_HOUR = 1e6
-
-
-def price_value(value: Any, where: str) -> float:
-    if isinstance(value, bool):
-        raise UserError(f"invalid price {value!r}: not a number", location=where)
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise UserError(f"invalid price {value!r}: not a number", location=where) from None
-    if not math.isfinite(number) or number <= 0:
-        raise UserError(f"invalid price {value!r}: must be a positive number of USD per hour", location=where)
-    if number > MAX_PRICE_USD_PER_HOUR:
-        raise UserError(f"invalid price {value!r}: above {MAX_PRICE_USD_PER_HOUR:,.0f} USD per hour", location=where)
-    return number
-
-
-def load_price_file(path: Path) -> dict[str, float]:
-    """A TOML file with backend = USD per hour, at top level or under [prices]."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"price file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"price file is a folder: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"price file is not UTF-8 text (byte {exc.start})", location=str(path)) from None
-    except OSError as exc:
-        raise UserError(f"cannot read price file: {exc.strerror}", location=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise UserError(f"invalid TOML: {exc}", location=f"{path}:{line.group(1)}" if line else str(path)) from None
-    table = data.get("prices", data)
-    if not isinstance(table, dict):
-        raise UserError("expected a [prices] table of BACKEND = USD_PER_HOUR", location=str(path))
-    return {str(name): price_value(value, f"{path}: {name}") for name, value in table.items()}
+def planned(options: EvaluationOptions, plan: StagesPlan) -> EvaluationOptions:
+    """The options the stages run with: those of the evaluation, less the stages the plan
+    leaves out, with the plan's settings (step counts, the workers' timeout)."""
+    left_out = plan.left_out()
+    return dataclasses.replace(options, stages=[stage for stage in options.stages
+                                                if stage_registry.name_of(stage) not in left_out],
+                               **plan.settings())
 
 
 def validate_options(options: EvaluationOptions) -> list[str]:
@@ -118,7 +91,7 @@ def validate_options(options: EvaluationOptions) -> list[str]:
         options.app = preflight(as_spec(options.app))
     known = backend_registry.registry()
     names = options.backends or list(known)
-    for name in names + list(options.prices) + [options.reference]:
+    for name in names + options.prices.backends() + [options.reference]:
         backend_registry.get(name)  # raises a UserError naming the known backends
     if options.repeats < 1:
         raise UserError(f"--repeats must be at least 1, got {options.repeats}")
@@ -173,8 +146,8 @@ class Evaluation:
         else:
             record = app_record(self.spec)
         self.document = results.new_document(options.command, record, config)
-        self.document["prices"] = dict(options.prices)
-        self.budget: Any = None  # the BudgetPlan, made once the runnable backends are known
+        self.document["prices"] = options.prices.to_dict()
+        self.budget: BudgetPlan | None = None  # made once the runnable backends are known
 
     def write_report(self) -> Path | None:
         """report.md from the last result.json written (what is on disk is
@@ -211,7 +184,7 @@ class Evaluation:
                 "name": name,
                 "available": available.available,
                 "reason": available.reason,
-                "status": "pending" if available.available else "unavailable",
+                "status": (BackendStatus.PENDING if available.available else BackendStatus.UNAVAILABLE).value,
                 "error": None,
                 "runs": [],
                 "summary": None,
@@ -230,7 +203,8 @@ class Evaluation:
             self.budget = BudgetPlan(self.options.budget_s, sorted(runnable, key=lambda name: name != reference),
                                      self.options.repeats, bool(self.options.stages), self.options.precision,
                                      self.options.budget_explicit,
-                                     stage_names=[stage_registry.name_of(stage) for stage in self.options.stages])
+                                     stage_costs={stage_registry.name_of(stage): cost for stage in self.options.stages
+                                                  if (cost := stage_registry.cost_of(stage)) is not None})
         self.save()
         self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
         try:
@@ -241,11 +215,12 @@ class Evaluation:
                 document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
                                                      document["reference"])
                 self.save()
+            stage_options = self.options
             if self.budget is not None and self.options.stages:
-                self.budget.size_stages(self.options, document)
+                stage_options = planned(self.options, self.budget.plan_stages(document, self.options.timeout_s))
                 self._eta([])
-            self._run_stages()
-            if self.options.script is not None and self.options.stages:
+            self._run_stages(stage_options)
+            if self.options.script is not None and stage_options.stages:
                 from torchport.script.crossref import cross_reference
 
                 # The stages add run-time evidence: the torchrun ranks' redirects (a DDP branch runs only
@@ -255,32 +230,32 @@ class Evaluation:
                                                      (document.get("script_distributed") or {}).get("ranks"),
                                                      document.get("script_coverage"))
         except UserError as exc:
-            document["status"] = "failed"
+            document["status"] = DocumentStatus.FAILED.value
             document["status_reason"] = exc.one_line()
             self.save()
             raise
         except KeyboardInterrupt:
-            document["status"] = "interrupted"
+            document["status"] = DocumentStatus.INTERRUPTED.value
             document["status_reason"] = f"interrupted ({interrupted_by()})"
             self.save()
             raise
-        document["status"] = "complete"
+        document["status"] = DocumentStatus.COMPLETE.value
         self.save()
         return document
 
-    def _run_stages(self) -> None:
+    def _run_stages(self, options: EvaluationOptions) -> None:
         """The stages after timing (trace, checks) run side by side: each mostly
         waits on worker processes of its own, and the timing they could disturb
         is over.  Each stage sets its own key of the document; it is saved once
         all are done.  A stage that cannot finish is recorded in
         ``stage_errors``: the timing results stand."""
-        stages = self.options.stages
+        stages = options.stages
         if not stages:
             return
         names = [stage_registry.name_of(stage) for stage in stages]
         self.on_event("stage", {"stage": ", ".join(names)})
         with ThreadPoolExecutor(max_workers=len(stages)) as pool:
-            futures = [pool.submit(stage_registry.run_function(stage), self.document, self.options, self.out_dir)
+            futures = [pool.submit(stage_registry.run_function(stage), self.document, options, self.out_dir)
                        for stage in stages]
             try:
                 errors = [future.exception() for future in futures]
@@ -309,12 +284,12 @@ class Evaluation:
         for round_index in range(self.options.repeats):
             for position, name in enumerate(order):
                 entry = backends[name]
-                if entry["status"] not in ("pending", "ok"):
+                if entry["status"] not in STILL_RUNNING:
                     continue  # a backend that failed is not retried in later rounds
                 config = self.options.protocol.as_dict()
                 timeout = self.options.timeout_s
                 if self.budget is not None:
-                    still = [later for later in order[position:] if backends[later]["status"] in ("pending", "ok")]
+                    still = [later for later in order[position:] if backends[later]["status"] in STILL_RUNNING]
                     if not self.budget.wants_run(name, round_index, entry.get("summary"), len(still)):
                         continue
                     config["budget"] = self.budget.job_entry(name, round_index, len(still))
@@ -344,9 +319,9 @@ class Evaluation:
                 if self.budget is not None:
                     self.budget.record_run(name, run)
                 self.save()
-                self._eta([n for n in order if backends[n]["status"] in ("pending", "ok")])
+                self._eta([n for n in order if backends[n]["status"] in STILL_RUNNING])
                 self.on_event("done", {"backend": name, "round": round_index, "run": run})
-                if run["status"] == "interrupted":
+                if run["status"] == RunStatus.INTERRUPTED:
                     raise KeyboardInterrupt
                 if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")) \
                         and self.options.script is None:
@@ -363,10 +338,10 @@ class Evaluation:
         reference's failure is the script's own, it is the script's bug."""
         backends = self.document["backends"]
         reference = self.document["reference"]
-        if reference is None or any(run.get("status") == "ok" for run in backends[reference]["runs"]):
+        if reference is None or any(run.get("status") == RunStatus.OK for run in backends[reference]["runs"]):
             return
         error = backends[reference].get("error") or {}
-        ran = [name for name in order if any(run.get("status") == "ok" for run in backends[name]["runs"])]
+        ran = [name for name in order if any(run.get("status") == RunStatus.OK for run in backends[name]["runs"])]
         if not ran:
             if failures.is_app_failure(error):
                 raise AppFailed(error.get("message", "the script failed"), location=error.get("location"),
@@ -390,8 +365,8 @@ class Evaluation:
         the same, so the evaluation stops here and the user fixes the app."""
         for other in order:
             entry = self.document["backends"][other]
-            if entry["status"] == "pending":
-                entry["status"] = "skipped"
+            if entry["status"] == BackendStatus.PENDING:
+                entry["status"] = BackendStatus.SKIPPED.value
                 entry["reason"] = f"the app failed on the reference backend {reference}"
         raise AppFailed(error["message"], location=error.get("location"), kind=error.get("kind"))
 

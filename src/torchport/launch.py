@@ -26,6 +26,7 @@ from collections.abc import Callable
 from torchport import failures, processes
 from torchport.forkserver import ForkServer
 from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
+from torchport.records import RunStatus
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
 if TYPE_CHECKING:
@@ -286,7 +287,7 @@ def run_worker(
 
 
 def _interrupted_result(when: str) -> dict[str, Any]:
-    return {"status": "interrupted", "phases": {},
+    return {"status": RunStatus.INTERRUPTED.value, "phases": {},
             "error": {"kind": failures.INTERRUPTED, "message": f"{INTERRUPTED_MESSAGE} {when}"}}
 
 
@@ -397,17 +398,17 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     result["last_phase"] = current["phase"]
     tail = failures.cap_tail(stderr_text.splitlines())
     if stopped_by == INTERRUPTED_MESSAGE:
-        result["status"] = "interrupted"
+        result["status"] = RunStatus.INTERRUPTED.value
         result["error"] = {"kind": failures.INTERRUPTED, "message": f"{stopped_by} during phase {current['phase']!r}"}
     elif stopped_by:
-        result["status"] = "timed_out"
+        result["status"] = RunStatus.TIMED_OUT.value
         result["error"] = {"kind": failures.TIMEOUT, "message": stopped_by}
-    elif ended.exit_code == EXIT_OK and result.get("status") == "ok":
+    elif ended.exit_code == EXIT_OK and result.get("status") == RunStatus.OK:
         pass
     elif ended.exit_code == EXIT_REPORTED_ERROR and result.get("error"):
-        result["status"] = "error"
+        result["status"] = RunStatus.ERROR.value
     else:
-        result["status"] = "crashed"
+        result["status"] = RunStatus.CRASHED.value
         code = ended.exit_code
         if code is not None and code < 0:
             how = f"killed by signal {signal.Signals(-code).name}"
@@ -419,7 +420,7 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
         if any("out of memory" in line.lower() for line in tail):
             kind = failures.OUT_OF_MEMORY
         result["error"] = {"kind": kind, "message": f"worker {how} during phase {current['phase']!r}"}
-    if result["status"] != "ok":
+    if result["status"] != RunStatus.OK:
         result["stderr_tail"] = tail
         if stdout_tail:
             result["stdout_tail"] = failures.cap_tail(list(stdout_tail))

@@ -35,6 +35,7 @@ from typing import Any
 
 from torchport.config_file import torchport_table
 from torchport.errors import UserError
+from torchport.prices import config_prices
 
 COMMANDS = ("evaluate", "check", "trace")
 # Options that name this run's own outputs or the config itself: a config
@@ -170,7 +171,7 @@ def _values_for(command: str, path: Path, actions: dict[str, argparse.Action]) -
     for key, value in [(k, v) for k, v in shared.items() if _known(command, k)] + list(own.items()):
         where = f"{path}:{prefix}{command + '.' if key in own else ''}{key}"
         if key == "prices" and command == "evaluate" and isinstance(value, dict):
-            values["config-prices"] = _prices(value, where)
+            values["config-prices"] = config_prices(value, where)
             continue
         flag = PLURALS.get(key, key)
         values[flag] = _convert(actions[flag], value, where, path.parent, key)
@@ -184,12 +185,6 @@ _OPTION_KEYS: dict[str, set[str]] = {}
 
 def _known(command: str, key: str) -> bool:
     return PLURALS.get(key, key) in _OPTION_KEYS.get(command, set())
-
-
-def _prices(table: dict[str, Any], where: str) -> dict[str, float]:
-    from torchport.evaluate import price_value
-
-    return {str(name): price_value(value, f"{where}.{name}") for name, value in table.items()}
 
 
 def _names(kind: str) -> tuple[str, ...]:

@@ -13,10 +13,13 @@ of the result document.  Each entry says, for its stage:
 * ``render``: ``module:function(section) -> markdown``, or None when the
   section is rendered by another (script mode's sections are in the script's
   own part of the report);
-* ``schema``: the file under ``schemas/`` holding the JSON Schema of its key.
+* ``schema``: the file under ``schemas/`` holding the JSON Schema of its key;
+* ``cost``: ``module:object``, its ``torchport.planning.StageCost``: what it
+  needs at least and how it sizes itself for the time left, for the time
+  budget; None: it is not sized and always runs.
 
-Adding a stage: its module (options, run, render), its schema file, and one
-entry here.  Modules are named as text and imported when the stage runs, so
+Adding a stage: its module (options, run, render, cost), its schema file, and
+one entry here.  Modules are named as text and imported when the stage runs, so
 that importing this registry costs nothing (the parent process imports no
 torch).
 
@@ -30,6 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchport.planning import StageCost
 
 SCHEMA_FOLDER = Path(__file__).resolve().parent / "schemas"
 
@@ -44,6 +51,7 @@ class Stage:
     run: str
     render: str | None
     schema: str
+    cost: str | None = None
 
     def runner(self) -> Callable[[dict[str, Any], Any, Path], None]:
         return _resolve(self.run)
@@ -55,6 +63,9 @@ class Stage:
     def renderer(self) -> Callable[[dict[str, Any]], str] | None:
         return _resolve(self.render) if self.render else None
 
+    def cost_model(self) -> StageCost | None:
+        return _resolve(self.cost) if self.cost else None
+
     def schema_fragment(self) -> dict[str, Any]:
         return json.loads((SCHEMA_FOLDER / self.schema).read_text(encoding="utf-8"))
 
@@ -62,16 +73,19 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage(name="trace", key="trace", mode="app", switch="trace",
           options="torchport.trace.stage:TraceStageOptions", run="torchport.trace.stage:evaluate_stage",
-          render="torchport.trace.report:markdown", schema="trace.schema.json"),
+          render="torchport.trace.report:markdown", schema="trace.schema.json",
+          cost="torchport.trace.stage:COST"),
     Stage(name="checks", key="checks", mode="app", switch="checks",
           options="torchport.check.stage:CheckStageOptions", run="torchport.check.stage:evaluate_stage",
-          render="torchport.check.report:markdown", schema="checks.schema.json"),
+          render="torchport.check.report:markdown", schema="checks.schema.json",
+          cost="torchport.check.stage:COST"),
     Stage(name="script-trace", key="trace", mode="script", switch="trace",
           options="torchport.script.stage:ScriptStageOptions", run="torchport.script.stage:trace_stage",
-          render="torchport.trace.report:markdown", schema="trace.schema.json"),
+          render="torchport.trace.report:markdown", schema="trace.schema.json",
+          cost="torchport.script.cost:TRACE_COST"),
     Stage(name="script-distributed", key="script_distributed", mode="script", switch="checks",
           options="torchport.script.stage:ScriptStageOptions", run="torchport.script.stage:distributed_stage",
-          render=None, schema="script_distributed.schema.json"),
+          render=None, schema="script_distributed.schema.json", cost="torchport.script.cost:DISTRIBUTED_COST"),
 )
 
 
@@ -102,11 +116,21 @@ def name_of(stage: Any) -> str:
     """A registered stage's name (also for its bare run function:
     ``torchport.check.stage:evaluate_stage`` -> ``checks``), or a plain stage
     function's package name."""
-    if isinstance(stage, Stage):
-        return stage.name
-    path = f"{stage.__module__}:{getattr(stage, '__name__', '')}"
-    registered = next((entry for entry in STAGES if entry.run == path), None)
+    registered = _registered(stage)
     return registered.name if registered else stage.__module__.rsplit(".", 2)[-2]
+
+
+def _registered(stage: Any) -> Stage | None:
+    if isinstance(stage, Stage):
+        return stage
+    path = f"{stage.__module__}:{getattr(stage, '__name__', '')}"
+    return next((entry for entry in STAGES if entry.run == path), None)
+
+
+def cost_of(stage: Any) -> StageCost | None:
+    """The cost model of a registered stage (also given as its bare run function); None for another."""
+    registered = _registered(stage)
+    return registered.cost_model() if registered is not None else None
 
 
 def run_function(stage: Any) -> Callable[[dict[str, Any], Any, Path], None]:

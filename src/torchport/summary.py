@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from torchport.limits import INPUT_BOUND_SHARE
+from torchport.prices import Prices
 from torchport.records import (
     Cost,
     CounterRow,
@@ -366,12 +367,12 @@ def refresh(document: dict[str, Any]) -> dict[str, Any]:
         backend["failures"] = digest.to_dict() if digest is not None else None
     reference_name = document.get("reference")
     reference = backends.get(reference_name) if reference_name else None
-    prices = document.get("prices") or {}
+    prices = Prices.from_document(document)
     for name, backend in backends.items():
         backend["comparison"] = (
             comparison(backend, reference) if reference is not None and name != reference_name else None
         )
-        priced = cost(summaries[name], prices.get(name))
+        priced = cost(summaries[name], prices.usd_per_hour(name))
         backend["cost"] = priced.to_dict() if priced is not None else None
     document["config_consistency"] = config_consistency(backends)
     return document

@@ -22,34 +22,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchport.check import worker_check
+from torchport.planning import Deadline
+from torchport.records import CheckStatus
 from torchport.sampling import format_duration
 
 STEP_MARGIN = 1.3  # each step counted at a margin: checkpoints written and read, the float64 reference beside it
 
 
 @dataclass
-class CheckBudget:
-    budget_s: float
-    started: float = field(default_factory=time.monotonic)
+class CheckBudget(Deadline):
+    """The deadline of ``check --budget`` (counted from now) and what it learned, sized and skipped."""
+
     step_s: dict[str, float] = field(default_factory=dict)
     startup_s: dict[str, float] = field(default_factory=dict)
     sized: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-    def left(self) -> float:
-        return self.budget_s - (time.monotonic() - self.started)
-
-    def worker_timeout(self, timeout_s: float) -> float:
-        return max(1.0, min(timeout_s, self.left()))
-
-    def limited(self, timeout_s: float) -> bool:
-        """Whether a worker started now is ended by the budget before --timeout."""
-        return self.left() < timeout_s
 
     def learn(self, backend: str, worker: dict[str, Any]) -> None:
         """Step time and start-up of ``backend`` from a training-checks worker."""
@@ -91,14 +82,14 @@ class CheckBudget:
     def explain(self, check: dict[str, Any], timeout_s: float, limited: bool) -> dict[str, Any]:
         """A check whose worker the budget ended says so (not a timeout of the backend)."""
         reason = check.get("reason") or ""
-        if limited and check.get("status") in ("fail", "error") and any(
+        if limited and check.get("status") in (CheckStatus.FAIL, CheckStatus.ERROR) and any(
                 word in reason for word in ("timed out", "timed_out", "did not finish")):
-            check = {**check, "status": "skipped",
+            check = {**check, "status": CheckStatus.SKIPPED.value,
                      "reason": f"budget too small: the time budget ended this check's worker after "
                                f"{format_duration(timeout_s)} ({reason})"}
             self.skipped.append(f"{check['name']} on {check.get('backend')}: ended at the budget's end")
         return check
 
     def record(self) -> dict[str, Any]:
-        return {"budget_s": self.budget_s, "spent_s": time.monotonic() - self.started,
+        return {"budget_s": self.budget_s, "spent_s": self.elapsed_s(),
                 "step_s": self.step_s, "sized": self.sized, "skipped": self.skipped}

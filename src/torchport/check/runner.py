@@ -119,7 +119,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
     on_event = on_event or (lambda kind, data: None)
     names = validate(options)
     started = time.monotonic()
-    budget = CheckBudget(options.budget_s, started) if options.budget_s else None
+    budget = CheckBudget(options.budget_s, started=started) if options.budget_s else None
     options = dataclasses.replace(options, budget=budget)
     backends_seen: dict[str, dict[str, Any]] = {}
     available = []

@@ -19,8 +19,11 @@ from typing import Any
 
 from torchport.check import pipeline
 from torchport.app import AppSpec
-from torchport.check.runner import CheckOptions, run_checks
+from torchport.check.runner import REFERENCE, CheckOptions, run_checks
 from torchport.limits import DEFAULT_TIMEOUT_S
+from torchport.planning import StageFigures, StagePlan
+from torchport.records import BackendStatus
+from torchport.sampling import format_duration
 
 STAGE_STEPS = 6
 STAGE_CHECKS = ("parity", "checkpoint", "pipeline")
@@ -63,6 +66,61 @@ def stage_seconds(steps: int, per_round: int, backends: dict[str, tuple[float, f
     return total + 2 * overhead_s + steps * step_s * (1 + FLOAT64_STEP_FACTOR)
 
 
+MIN_STEPS = 2  # a checkpoint is taken half way: at least 2
+MIN_PIPELINE_PER_ROUND = 1  # the pipeline check's timed steps a round are cut before the stage is left out
+
+
+@dataclass(frozen=True)
+class ChecksCost:
+    """The checks stage's time, for evaluate's budget (``stage_seconds``): it
+    is planned first (the larger stage, and the one with verdicts) and takes
+    the most steps, between ``MIN_STEPS`` and ``STAGE_STEPS``, at the full
+    pipeline timing; failing that, the fewest steps with fewer timed pipeline
+    steps a round; failing that, it is left out.  Its workers share the time
+    its stage may run (``check_budget_s``)."""
+
+    reserved: bool = False
+    plan_order: int = 0
+
+    @staticmethod
+    def seconds(figures: StageFigures, steps: int, per_round: int) -> float:
+        parameters = max((run.parameters or 0 for run in figures.backends.values()), default=0) or None
+        return stage_seconds(steps, per_round, {name: (run.step_s or 0.0, run.overhead_s)
+                                                for name, run in figures.backends.items()}, REFERENCE, parameters)
+
+    def minimum_s(self, figures: StageFigures) -> float:
+        return self.seconds(figures, MIN_STEPS, MIN_PIPELINE_PER_ROUND)
+
+    def plan(self, figures: StageFigures, room_s: float, worker_timeout_s: float) -> StagePlan:
+        settings: dict[str, Any] = {"check_budget_s": worker_timeout_s}
+        if not figures.backends:
+            return StagePlan(settings=settings)
+        choices = [(steps, pipeline.PER_ROUND) for steps in range(STAGE_STEPS, MIN_STEPS - 1, -1)]
+        choices += [(MIN_STEPS, per_round) for per_round in range(pipeline.PER_ROUND - 1, MIN_PIPELINE_PER_ROUND - 1, -1)]
+        for steps, per_round in choices:  # ends on the last choice when none fits
+            needs_s = self.seconds(figures, steps, per_round)
+            if needs_s <= room_s:
+                break
+        settings.update(check_steps=steps, check_pipeline_per_round=per_round)
+        slowest = max(figures.backends.values(), key=lambda run: run.step_s or 0.0)
+        fits = needs_s <= room_s
+        sizes = {"steps": steps, "bounds": [MIN_STEPS, STAGE_STEPS], "pipeline_steps_per_round": per_round,
+                 "step_s": slowest.step_s, "needs_s": round(needs_s, 1), "fits": fits,
+                 "why": f"{room_s:.0f} s left for it; its runs (a float64 reference, a resume from "
+                        f"each checkpoint, the pipeline's timed steps) need about "
+                        f"{format_duration(needs_s)} at the measured step times"}
+        could_not = None if fits else (
+            f"checks: not run: even {steps} steps, with {per_round} timed pipeline "
+            f"step{'s' if per_round != 1 else ''} a round, need about "
+            f"{format_duration(needs_s)}, and {format_duration(max(0.0, room_s))} were left "
+            f"(after the trace's minimum)")
+        return StagePlan(fits=fits, needs_s=needs_s if fits else 0.0, settings=settings, sizes=sizes,
+                         could_not=could_not)
+
+
+COST = ChecksCost()
+
+
 def _step_times(document: dict[str, Any]) -> dict[str, tuple[float, float, str]]:
     found = {}
     for name, backend in document.get("backends", {}).items():
@@ -101,7 +159,7 @@ class CheckStageOptions:
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     """Run the stage's checks on the backends that ran OK; set ``document["checks"]``."""
     stage = CheckStageOptions.from_evaluation(options)
-    names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == "ok"]
+    names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == BackendStatus.OK]
     if not names:
         document["checks"] = {"checks": [], "config": {"checks": list(stage.checks)},
                               "note": "no backend finished its evaluation runs: nothing to check"}

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchport.records import ErrorKind, RunStatus
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from torchport import options as types
@@ -78,18 +80,17 @@ def options_from_args(args: argparse.Namespace) -> Any:
     import sys
 
     from torchport.errors import UserError
-    from torchport.evaluate import EvaluationOptions, load_price_file, parse_price
+    from torchport.evaluate import EvaluationOptions
+    from torchport.prices import Prices, load_price_file, parse_price
     from torchport.app import spec_from_args
     from torchport import stages as stage_registry
     from torchport.protocol import ProtocolConfig
 
     # Lowest to highest precedence: the config's prices, --prices FILE, --price.
-    prices: dict[str, float] = dict(getattr(args, "config_prices", {}))
+    prices = Prices().add(getattr(args, "config_prices", []))
     if args.prices:
-        prices.update(load_price_file(args.prices))
-    for text in args.price:
-        name, value = parse_price(text)
-        prices[name] = value
+        prices = prices.add(load_price_file(args.prices))
+    prices = prices.add(parse_price(text) for text in args.price)
     names = [name.strip() for item in args.backend for name in item.split(",") if name.strip()]
     if args.backend and not names:
         raise UserError(f"no backend named in {','.join(args.backend)!r}", location="-b/--backend")
@@ -158,10 +159,11 @@ def run(args: argparse.Namespace) -> int:
                     run = data["run"]
                     round_text = f"round {data['round'] + 1}/{state.get('repeats', 1)}"
                     progress.advance(f"{data['backend']} {round_text}: {run['status']}")
-                    if run["status"] not in ("ok", "interrupted"):
+                    if run["status"] not in (RunStatus.OK, RunStatus.INTERRUPTED):
                         error = run.get("error") or {}
                         where = f" at {error['location']}" if error.get("location") else ""
-                        what = "" if error.get("kind") in ("budget-too-small", "not-on-device") else f"does not run here: {error.get('kind')}: "
+                        what = "" if error.get("kind") in (ErrorKind.BUDGET_TOO_SMALL, ErrorKind.NOT_ON_DEVICE) \
+                            else f"does not run here: {error.get('kind')}: "
                         progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
                     elif data["round"] + 1 == state.get("repeats", 1):
                         # The backend's last run: its answer now, not only in the table at the end.
@@ -200,7 +202,7 @@ def _print_failure_details(document: dict[str, Any]) -> None:
     for name, backend in document["backends"].items():
         for run in backend["runs"]:
             error = run.get("error")
-            if run.get("status") == "ok" or not error:
+            if run.get("status") == RunStatus.OK or not error:
                 continue
             print(f"--- {name}, round {run.get('round', 0) + 1}: {error.get('kind')}: {error.get('message')}", file=sys.stderr)
             for text in (error.get("traceback"), "\n".join(run.get("stderr_tail") or [])):

@@ -112,14 +112,15 @@ def command_argv(command: str) -> tuple[list[str], list[str]]:
 
 def plan_from_args(args: Any, command: str = "evaluate") -> Plan:
     from torchport.app import parse_spec
-    from torchport.evaluate import default_out_dir, load_price_file
+    from torchport.evaluate import default_out_dir
+    from torchport.prices import Prices, load_price_file
 
     targets = _targets(args.on)
     argv, passthrough = command_argv(command)
     local = forwarded_arguments(argv)
     prices: list[str] = []
     if getattr(args, "prices", None):
-        prices = [f"--price={name}={value}" for name, value in load_price_file(args.prices).items()]
+        prices = Prices().add(load_price_file(args.prices)).as_arguments()
     # A config file named here is read on this machine; a remote reads the shipped folder's own.
     remote = forwarded_arguments(local, extra=("--config", "--work-dir"))
     folder = args.workdir.resolve() if args.workdir else None

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchport import output
 from torchport.errors import UserError
+from torchport.prices import hourly_text
 
 if TYPE_CHECKING:
     from torchport.remote.runner import Plan
@@ -191,9 +192,8 @@ class Session:
 
     def confirm(self, assume_yes: bool) -> None:
         for launch in self.launches.values():
-            price = f"about ${launch.hourly_price:.2f}/hour" if launch.hourly_price is not None else "price unknown"
             output.note(f"{launch.target.text}: SkyPilot would launch {launch.resources} as cluster {launch.cluster}, "
-                        f"{price}; autostop after {self.plan.autostop_minutes} idle minutes; "
+                        f"{hourly_text(launch.hourly_price)}; autostop after {self.plan.autostop_minutes} idle minutes; "
                         + ("kept afterwards (--keep)" if self.plan.keep_cluster else "torn down afterwards"))
         if assume_yes:
             return

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
-from torchport.records import Finding, OpStatus, TraceStatus
+from torchport.records import Finding, OpStatus, RunStatus, TraceStatus
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 from torchport.trace.findings import RuleId
@@ -57,7 +57,7 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
     error = run.get("error")
     steps_done = trace.get("steps_done", 0)
     traced_anything = bool(trace.get("ops"))
-    if run.get("status") == "ok":
+    if run.get("status") == RunStatus.OK:
         status, reason = TraceStatus.COMPLETE, None
     elif traced_anything:
         status = TraceStatus.PARTIAL

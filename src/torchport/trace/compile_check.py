@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import Finding
+from torchport.records import Finding, RunStatus
 from torchport.trace.findings import RuleId, section_findings
 
 PHASES = ("first_step", "warmup", "sustained")
@@ -87,7 +87,7 @@ def compare_with_torch_compile(section: dict[str, Any], document: dict[str, Any]
     findings = [f for f in section_findings(section) if f.id in GRAPH_RULES]
     backends: dict[str, Any] = {}
     for name, backend in (document.get("backends") or {}).items():
-        run = next((r for r in backend.get("runs", []) if r.get("status") == "ok" and _phases(r)), None)
+        run = next((r for r in backend.get("runs", []) if r.get("status") == RunStatus.OK and _phases(r)), None)
         if run is None:
             continue
         phases = _phases(run)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchport.limits import TRACE_TIMEOUT_S
+from torchport.planning import RunFigures, StageFigures, StagePlan
+from torchport.sampling import format_duration
 from torchport.trace.analysis import build_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
@@ -49,6 +51,49 @@ class TraceStageOptions:
                    steps=int(getattr(options, "trace_steps", EVALUATE_STEPS) or EVALUATE_STEPS),
                    timeout_s=min(float(getattr(options, "timeout_s", TRACE_TIMEOUT_S)), TRACE_TIMEOUT_S),
                    targets=getattr(options, "trace_targets", None), live=getattr(options, "trace_live", True))
+
+
+TRACE_STEP_FACTOR = 2.0  # a traced step costs about 1.8x an untraced one (benchmarks/bench_trace.py)
+
+
+@dataclass(frozen=True)
+class TraceCost:
+    """The trace stage's time, for evaluate's budget: the reference's start-up
+    and its traced steps, between ``REPEATED`` (it stops once the op sequence
+    repeats that often) and ``EVALUATE_STEPS``.  The checks, planned first,
+    leave its minimum free."""
+
+    reserved: bool = True
+    plan_order: int = 1
+
+    @staticmethod
+    def seconds(reference: RunFigures, steps: int) -> float:
+        return reference.overhead_s + steps * TRACE_STEP_FACTOR * (reference.step_s or 0.0)
+
+    def minimum_s(self, figures: StageFigures) -> float:
+        reference = figures.reference
+        return self.seconds(reference, REPEATED) if reference is not None and reference.step_s else 0.0
+
+    def plan(self, figures: StageFigures, room_s: float, worker_timeout_s: float) -> StagePlan:
+        cpu = figures.reference
+        if cpu is None or not cpu.step_s:
+            return StagePlan()
+        fit = int((room_s - cpu.overhead_s) / (TRACE_STEP_FACTOR * cpu.step_s)) if room_s > cpu.overhead_s else 0
+        steps = min(max(fit, REPEATED), EVALUATE_STEPS)
+        fits = fit >= REPEATED
+        sizes = {"steps": steps, "bounds": [REPEATED, EVALUATE_STEPS], "step_s": cpu.step_s,
+                 "startup_s": round(cpu.overhead_s, 1), "fits": fits,
+                 "why": f"{room_s:.0f} s left for it, a traced step about {TRACE_STEP_FACTOR:g}x the "
+                        f"measured {cpu.step_s:.3g} s"}
+        could_not = None if fits else (
+            f"trace: not run: its minimum of {steps} steps needs about "
+            f"{format_duration(self.seconds(cpu, steps))} (start-up "
+            f"{format_duration(cpu.overhead_s)}), {format_duration(max(0.0, room_s))} were left")
+        return StagePlan(fits=fits, needs_s=self.seconds(cpu, steps) if fits else 0.0,
+                         settings={"trace_steps": steps}, sizes=sizes, could_not=could_not)
+
+
+COST = TraceCost()
 
 
 MAX_SCAN_FINDINGS = 50
