@@ -92,6 +92,15 @@ def test_budgeted_sampling_stops_at_precision_or_deadline():
     with pytest.raises(BudgetTooSmall, match=r"^budget too small: needs at least 31 s for one sustained block on "
                                              r"cpu .*its share of the budget was 20 s; a budget of at least 1.6 min"):
         late_start.block_steps(_blocks([1.0]), first_step_s=5.0)
+    # The worker's start-up (forked 2 s ago, its share begun 6 s ago) and the inference reserve count too:
+    # what it needs is always more than its share (a message once read "needs 3 s ... share was 9 s").
+    now = time.time()
+    reserved = BudgetedSampling(config, deadline=now, precision=None, backend="cpu", budget_s=60, share_s=9,
+                                started=now - 2, share_started=now - 6, reserved_s=3)
+    with pytest.raises(BudgetTooSmall, match=r"^budget too small: needs at least 10 s for one sustained block on "
+                                             r"cpu \(6 s to reach the sustained phase, then 1 s a step, and 3 s kept "
+                                             r"for inference\), its share of the budget was 9 s"):
+        reserved.block_steps(_blocks([1.0]), first_step_s=5.0)
 
 
 def test_plan_shares_the_time_and_the_eta_counts_down():

@@ -120,6 +120,10 @@ class BudgetedSampling(FixedSampling):
     budget_s: float | None = None  # the whole evaluation's budget and this run's share: for the message
     share_s: float | None = None
     started: float = 0.0  # time.time() when the worker process started
+    # When the parent started this run's share (the worker's start-up comes out of it), and the seconds
+    # of it kept for the inference scenario: both count in what one sustained block needs.
+    share_started: float | None = None
+    reserved_s: float = 0.0
     # Adaptive sampling's bound, in configured block counts.  Script mode keeps 1: the script's own loop
     # must not have to be longer than the fixed protocol's.
     max_block_factor: int = MAX_BLOCK_FACTOR
@@ -151,16 +155,17 @@ class BudgetedSampling(FixedSampling):
         step_s = self._step_estimate(warmup, first_step_s)
         left = self.deadline - time.time()
         if left < step_s:
-            reached = time.time() - self.started
-            needed = reached + step_s
+            reached = time.time() - (self.share_started if self.share_started is not None else self.started)
+            needed = reached + step_s + self.reserved_s
             share = self.share_s if self.share_s else reached + left
             whole = ""
+            reserve = f", and {format_duration(self.reserved_s)} kept for inference" if self.reserved_s >= 0.5 else ""
             if self.budget_s and share > 0:
                 whole = f"; a budget of at least {format_duration(self.budget_s * needed / share)} would give it that"
             raise BudgetTooSmall(
                 f"budget too small: needs at least {format_duration(needed)} for one sustained block on "
                 f"{self.backend} ({format_duration(reached)} to reach the sustained phase, then {step_s:.3g} s "
-                f"a step), its share of the budget was {format_duration(share)}{whole}")
+                f"a step{reserve}), its share of the budget was {format_duration(share)}{whole}")
         fits = int(left / (step_s * MIN_BLOCKS)) if step_s > 0 else self.config.block_steps
         self._planned_block_steps = max(1, min(self.config.block_steps, fits))
         return self._planned_block_steps
@@ -199,9 +204,11 @@ def from_job(config: Any, job_config: dict[str, Any], backend: str, started: flo
     training_deadline = deadline
     if has_inference:
         training_deadline = deadline - INFERENCE_SHARE * max(0.0, deadline - time.time())
+    share_s = budget.get("share_s")
     common = dict(precision=budget.get("precision"), backend=backend, budget_s=budget.get("budget_s"),
-                  share_s=budget.get("share_s"), started=started, max_block_factor=max_block_factor)
-    return (BudgetedSampling(config, training_deadline, **common),
+                  share_s=share_s, started=started, max_block_factor=max_block_factor,
+                  share_started=deadline - float(share_s) if share_s else None)
+    return (BudgetedSampling(config, training_deadline, reserved_s=deadline - training_deadline, **common),
             BudgetedSampling(config, deadline, **common))
 
 
