@@ -212,23 +212,38 @@ def test_schema_is_a_valid_json_schema():
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
-    import os
     import signal
     import subprocess
     import sys
-    import time
+    import threading
 
+    # -v: a line per worker phase on stderr, read as it comes.
     process = subprocess.Popen(
-        [sys.executable, "-m", "torchport.cli", "evaluate", str(APPS / "spine_hang.py"), "-b", "cpu", *QUICK,
+        [sys.executable, "-m", "torchport.cli", "evaluate", str(APPS / "spine_hang.py"), "-b", "cpu", *QUICK, "-v",
          "-o", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (tmp_path / "result.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    # The app hangs from its third step on: by now the worker has measured its first step
-    # (generous: importing torch takes several seconds on a loaded 2-core machine).
-    time.sleep(25)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    lines: list[str] = []
+    warming_up = threading.Event()
+
+    def read_stderr():
+        for line in process.stderr:
+            lines.append(line)
+            if ": training:warmup" in line:
+                warming_up.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        # The app hangs from its third step on: once the worker is warming up, it has saved its first step.
+        assert warming_up.wait(timeout=180), "no warm-up phase in 180 s:\n" + "".join(lines)[-3000:]
+        process.send_signal(signal.SIGINT)
+        process.stdout.read()
+        process.wait(timeout=60)
+        reader.join(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = "".join(lines)
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     document = load_result(tmp_path)
