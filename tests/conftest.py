@@ -129,6 +129,25 @@ def branch_flip_evaluation(tmp_path_factory) -> Path:
     return out
 
 
+# The xla tests' protocol: small, because compile counts and causes are their point, not timings; without
+# the trace and checks stages, which leave the exit status alone and have xla tests of their own
+# (tests/test_check_xla.py, tests/test_trace_evaluate.py).
+XLA_PROTOCOL = ["--repeats", "1", "--steps", "20", "--blocks", "4", "--max-warmup", "8", "--no-inference",
+                "--no-trace", "--no-checks"]
+
+
+@pytest.fixture(scope="session")
+def classifier_on_cpu_and_xla(tmp_path_factory) -> Path:
+    """builtin:classifier on cpu and xla (XLA_PROTOCOL): one run for test_backends_xla (counters, losses)
+    and test_answer (the answer's proxy row).  Returns its output folder."""
+    _environment("xla")
+    out = tmp_path_factory.mktemp("xla") / "classifier"
+    completed = run_torchport("evaluate", "builtin:classifier", "-b", "cpu,xla", *XLA_PROTOCOL, "-o", str(out),
+                              timeout=900)
+    assert completed.returncode == 0, "evaluate builtin:classifier -b cpu,xla:\n" + completed.stderr[-3000:]
+    return out
+
+
 @pytest.fixture(scope="session")
 def machine_results(tmp_path_factory) -> dict[str, Path]:
     """Result files of one small app as if from several machines: two with different
