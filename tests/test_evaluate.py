@@ -1,6 +1,7 @@
 """torchport evaluate end to end: real CLI, real worker processes, real
 torch.compile.  Bad input, crashes and hangs included."""
 import os
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -81,10 +82,17 @@ def test_default_app_lists_unavailable_backends_with_reasons(tmp_path):
     assert "torchport evaluate builtin:classifier" in completed.stdout
 
 
-def test_environment_and_raw_samples_are_recorded(tmp_path):
-    completed = run_torchport("evaluate", str(APPS / "spine_tiny.py"), "-b", "cpu", *QUICK, "-o", str(tmp_path))
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """spine_tiny.py on cpu (QUICK): one run for the tests that read what a plain evaluation recorded."""
+    out = tmp_path_factory.mktemp("tiny") / "run"
+    completed = run_torchport("evaluate", str(APPS / "spine_tiny.py"), "-b", "cpu", *QUICK, "-o", str(out))
     assert completed.returncode == 0, completed.stderr
-    document = load_result(tmp_path)
+    return out
+
+
+def test_environment_and_raw_samples_are_recorded(tiny_run):
+    document = load_result(tiny_run)
     environment = document["environment"]
     assert environment["torch"].startswith("2.") and environment["cpu_count"] >= 1
     assert document["command"][:2] == ["torchport", "evaluate"]
@@ -188,12 +196,12 @@ def test_phase_timeout(tmp_path):
     assert "phase 'training:warmup' ran over 15 s" in error["message"]
 
 
-def test_report_rerenders_and_validates(tmp_path):
-    assert run_torchport("evaluate", str(APPS / "spine_tiny.py"), "-b", "cpu", *QUICK, "-o", str(tmp_path)).returncode == 0
-    (tmp_path / "report.md").unlink()
-    completed = run_torchport("report", str(tmp_path / "result.json"), "--validate")
+def test_report_rerenders_and_validates(tiny_run, tmp_path):
+    run = shutil.copytree(tiny_run, tmp_path / "run")  # a copy: the shared run keeps its report
+    (run / "report.md").unlink()
+    completed = run_torchport("report", str(run / "result.json"), "--validate")
     assert completed.returncode == 0, completed.stderr
-    assert "- cpu: runs; sustained" in (tmp_path / "report.md").read_text()
+    assert "- cpu: runs; sustained" in (run / "report.md").read_text()
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert_one_line_error(run_torchport("report", str(broken)), f"{broken}:1")
