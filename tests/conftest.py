@@ -103,6 +103,52 @@ def builtin_evaluation(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def budget_too_small_evaluation(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """tests/apps/budget_app.py on cpu and cpu-compile in a 60 s budget, cpu-compile's first step
+    40 s long: a budget too small for cpu-compile, cpu measured.  Made once for test_budget and
+    test_report_model (each asserts its own things); returns the output folder and the finished
+    command, unchecked, so each test's own assertion reports a failed run with its stderr."""
+    out = tmp_path_factory.mktemp("budget") / "out"
+    completed = run_torchport("evaluate", str(APPS / "budget_app.py"), "-b", "cpu,cpu-compile", "--budget", "60s",
+                              "--precision", "50%", "--no-trace", "--no-checks", "--no-inference", "-o", str(out),
+                              env={"TORCHPORT_TEST_SLOW_BACKEND": "cpu-compile", "TORCHPORT_PROGRESS_INTERVAL": "5"},
+                              timeout=240)
+    return out, completed
+
+
+@pytest.fixture(scope="session")
+def branch_flip_evaluation(tmp_path_factory) -> Path:
+    """tests/apps/compile_branch_flip.py evaluated on cpu-compile with the trace stage: one run for
+    test_compile_counters (Dynamo's counts per phase) and test_trace_compile_check (the trace's
+    findings judged by those counts).  Returns its output folder."""
+    out = tmp_path_factory.mktemp("branch-flip") / "run"
+    completed = run_torchport("evaluate", str(APPS / "compile_branch_flip.py"), "-b", "cpu-compile", "--repeats", "1",
+                              "--steps", "4", "--blocks", "2", "--max-warmup", "12", "--no-inference", "--no-checks",
+                              "-o", str(out), timeout=600)
+    assert completed.returncode == 0, "evaluate compile_branch_flip.py -b cpu-compile:\n" + completed.stderr[-3000:]
+    return out
+
+
+# The xla tests' protocol: small, because compile counts and causes are their point, not timings; without
+# the trace and checks stages, which leave the exit status alone and have xla tests of their own
+# (tests/test_check_xla.py, tests/test_trace_evaluate.py).
+XLA_PROTOCOL = ["--repeats", "1", "--steps", "20", "--blocks", "4", "--max-warmup", "8", "--no-inference",
+                "--no-trace", "--no-checks"]
+
+
+@pytest.fixture(scope="session")
+def classifier_on_cpu_and_xla(tmp_path_factory) -> Path:
+    """builtin:classifier on cpu and xla (XLA_PROTOCOL): one run for test_backends_xla (counters, losses)
+    and test_answer (the answer's proxy row).  Returns its output folder."""
+    _environment("xla")
+    out = tmp_path_factory.mktemp("xla") / "classifier"
+    completed = run_torchport("evaluate", "builtin:classifier", "-b", "cpu,xla", *XLA_PROTOCOL, "-o", str(out),
+                              timeout=900)
+    assert completed.returncode == 0, "evaluate builtin:classifier -b cpu,xla:\n" + completed.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
 def machine_results(tmp_path_factory) -> dict[str, Path]:
     """Result files of one small app as if from several machines: two with different
     backends and prices, one with another batch shape (not comparable), one whose

@@ -108,17 +108,14 @@ def test_unavailable_backends_collapse_into_one_line_per_reason(tmp_path):
 
 
 @pytest.mark.xla
-def test_xla_on_the_cpu_is_a_named_proxy(xla_environment, tmp_path):
-    out = tmp_path / "run"
-    completed = run_torchport("evaluate", "builtin:classifier", "-b", "cpu,xla", *QUICK, "-o", str(out), timeout=900)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    document = load_result(out)
+def test_xla_on_the_cpu_is_a_named_proxy(xla_environment, classifier_on_cpu_and_xla):
+    document = load_result(classifier_on_cpu_and_xla)  # the run test_backends_xla checks too (conftest)
     model = assert_three_renderings_agree(document)
     xla = next(row for row in model.rows if row.target == "PyTorch/XLA")
     assert "XLA executions" in xla.runs.detail
     assert xla.runs.evidence is answer.Evidence.PROXY and "proxy for TPU" in xla.runs.source
     assert "a proxy's speed, not the target's" in xla.speed.detail
-    # QUICK runs one process per backend: no speed verdict is claimed.
+    # One process per backend (--repeats 1): no speed verdict is claimed.
     assert xla.speed.text.endswith("one process per side") and "not a verdict" in xla.speed.detail
     # The same runs without a single XLA execution (as when a script ignores the device it is
     # given): finished, but not "runs on xla", and its speed is not the target's.

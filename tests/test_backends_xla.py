@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from conftest import load_result
+from conftest import XLA_PROTOCOL, load_result
 
 pytestmark = pytest.mark.xla
 
-SMALL = ["--repeats", "1", "--steps", "20", "--blocks", "4", "--max-warmup", "8", "--no-inference"]
+SMALL = XLA_PROTOCOL  # 20 sustained steps, no trace or checks stage (conftest says why)
 # Relative difference allowed between the cpu and xla loss at the same step,
 # same seed and data.  Measured on this machine: at most 1.0e-7 over 29 steps
 # of builtin:classifier (XLA's CPU client and torch's CPU kernels sum in a
@@ -59,8 +59,9 @@ def test_backends_lists_xla_available_and_native_accelerators_not(torchport_cli)
         assert not rows[name]["available"] and rows[name]["reason"], name
 
 
-def test_classifier_matches_cpu_and_compiles_only_while_warming_up(torchport_cli, tmp_path):
-    document, report = evaluate(torchport_cli, tmp_path, "builtin:classifier", "cpu,xla")
+def test_classifier_matches_cpu_and_compiles_only_while_warming_up(classifier_on_cpu_and_xla):
+    # The run test_answer reads too (conftest).
+    document, report = load_result(classifier_on_cpu_and_xla), (classifier_on_cpu_and_xla / "report.md").read_text()
     run = xla_run(document)
     assert run["device"]["pjrt_device"] == "CPU" and run["device"]["torch_xla"] == "2.9.0"
     assert run["worker"]["torch"].startswith("2.9.0")

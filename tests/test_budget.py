@@ -175,15 +175,11 @@ def test_bad_budget_and_builtin_options_are_one_line(torchport_cli, tmp_path, ar
     assert len([line for line in done.stderr.splitlines() if "error" in line]) == 1
 
 
-def test_budget_too_small_for_one_backend_the_other_still_runs(torchport_cli, tmp_path):
+def test_budget_too_small_for_one_backend_the_other_still_runs(budget_too_small_evaluation):
     """cpu-compile's first step outlasts any share of a 60 s budget: that
     backend gets 'budget too small: needs at least ...', cpu runs and samples
-    until its precision target or its share is spent."""
-    out = tmp_path / "out"
-    done = torchport_cli("evaluate", f"{APPS / 'budget_app.py'}", "-b", "cpu,cpu-compile", "--budget", "60s",
-                         "--precision", "50%", "--no-trace", "--no-checks", "--no-inference", "-o", str(out),
-                         env={"TORCHPORT_TEST_SLOW_BACKEND": "cpu-compile", "TORCHPORT_PROGRESS_INTERVAL": "5"},
-                         timeout=240)
+    until its precision target or its share is spent (the run: conftest)."""
+    out, done = budget_too_small_evaluation
     assert done.returncode == 0, done.stderr
     document = load_result(out)
     jsonschema.validate(document, load_schema())

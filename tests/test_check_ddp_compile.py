@@ -8,15 +8,27 @@ evidence, and passes on eager cpu.  Every torchrun launch is bounded by
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from conftest import APPS, ranks_match_one_process, run_torchport
 
 
-def test_compiled_ranks_fail_a_compile_only_bug_that_eager_ranks_pass(tmp_path):
-    out = tmp_path / "check.json"
+@pytest.fixture(scope="module")
+def compile_bug_ranks(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The distributed check of the app whose bug shows only when compiled, on cpu and cpu-compile:
+    one run for the compiled ranks' failure and the eager ranks' clean record."""
+    out = tmp_path_factory.mktemp("ddp-compile") / "check.json"
     done = run_torchport("check", str(APPS / "check_compile_bug_ranks.py"), "-b", "cpu,cpu-compile",
                          "--only", "distributed", "--distributed-steps", "4", "--timeout", "200",
                          "--format", "json", "-o", str(out), timeout=560)
+    return done, out
+
+
+def test_compiled_ranks_fail_a_compile_only_bug_that_eager_ranks_pass(compile_bug_ranks):
+    done, out = compile_bug_ranks
     assert done.returncode == 1, done.stderr[-3000:]  # a check failed
     checks = {c["backend"]: c for c in json.loads(out.read_text())["checks"]}
     eager, compiled = checks["cpu"], checks["cpu-compile"]
@@ -45,11 +57,10 @@ def test_rank_dependent_branch_is_named_as_the_cause_of_a_distributed_divergence
     assert "control flow that depends on the rank" in check["reason"]
 
 
-def test_ranks_running_the_same_ops_record_no_difference(tmp_path):
-    out = tmp_path / "check.json"
-    done = run_torchport("check", str(APPS / "check_compile_bug_ranks.py"), "-b", "cpu", "--only", "distributed",
-                         "--distributed-steps", "3", "--timeout", "200", "--format", "json", "-o", str(out),
-                         timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (check,) = json.loads(out.read_text())["checks"]
+def test_ranks_running_the_same_ops_record_no_difference(compile_bug_ranks):
+    # The eager ranks of the run above.  That a distributed check that passes exits 0 is
+    # tests/test_check.py::test_ddp_over_gloo_with_two_processes_matches_one_process.
+    done, out = compile_bug_ranks
+    assert out.is_file(), done.stderr[-3000:]
+    check = next(c for c in json.loads(out.read_text())["checks"] if c["backend"] == "cpu")
     assert ranks_match_one_process(check) and check["figures"]["rank_op_sequences"] is None, check

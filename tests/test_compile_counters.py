@@ -16,14 +16,10 @@ def _line_of(path: Path, marker: str) -> int:
     return next(number for number, text in enumerate(path.read_text().splitlines(), 1) if marker in text)
 
 
-@pytest.fixture(scope="module")
-def branch_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("compile") / "run"
-    completed = run_torchport("evaluate", str(BRANCH_APP), "-b", "cpu-compile", "--repeats", "1", "--steps", "4",
-                              "--blocks", "2", "--max-warmup", "12", "--no-inference", "--no-trace", "--no-checks",
-                              "-o", str(out), timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return out
+@pytest.fixture
+def branch_run(branch_flip_evaluation) -> Path:
+    """The branch app on cpu-compile (conftest; its trace stage is test_trace_compile_check's)."""
+    return branch_flip_evaluation
 
 
 def test_graph_break_recorded_with_reason_and_user_line(branch_run):

@@ -1,6 +1,7 @@
 """torchport evaluate end to end: real CLI, real worker processes, real
 torch.compile.  Bad input, crashes and hangs included."""
 import os
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -25,11 +26,17 @@ def assert_one_line_error(completed, *fragments):
 
 
 @pytest.mark.parametrize("app", ["builtin:classifier", "builtin:cnn", "builtin:gpt"])
-def test_builtin_app_on_each_cpu_backend(app, tmp_path):
-    completed = run_torchport("evaluate", app, "-b", "cpu,cpu-compile", "--repeats", "1", "--steps", "4",
-                              "--blocks", "2", "--max-warmup", "4", "--no-trace", "--no-checks", "-o", str(tmp_path))
-    assert completed.returncode == 0, completed.stderr
-    document = load_result(tmp_path)
+def test_builtin_app_on_each_cpu_backend(app, tmp_path, request):
+    if app == "builtin:classifier":
+        # The classifier on cpu and cpu-compile is conftest's builtin_evaluation (every stage, two rounds):
+        # the same checks on that run.
+        out = request.getfixturevalue("builtin_evaluation")
+    else:
+        out = tmp_path
+        completed = run_torchport("evaluate", app, "-b", "cpu,cpu-compile", "--repeats", "1", "--steps", "4",
+                                  "--blocks", "2", "--max-warmup", "4", "--no-trace", "--no-checks", "-o", str(out))
+        assert completed.returncode == 0, completed.stderr
+    document = load_result(out)
     jsonschema.validate(document, load_schema())
     assert document["status"] == "complete"
     for name in ("cpu", "cpu-compile"):
@@ -46,7 +53,7 @@ def test_builtin_app_on_each_cpu_backend(app, tmp_path):
     assert compiled["compile_overhead_s"] > 0
     if app == "builtin:gpt":
         assert document["backends"]["cpu"]["summary"]["tokens_per_s"] > 0
-    report = (tmp_path / "report.md").read_text()
+    report = (out / "report.md").read_text()
     assert "- cpu: runs; sustained" in report and "- cpu-compile: runs; sustained" in report
 
 
@@ -75,10 +82,17 @@ def test_default_app_lists_unavailable_backends_with_reasons(tmp_path):
     assert "torchport evaluate builtin:classifier" in completed.stdout
 
 
-def test_environment_and_raw_samples_are_recorded(tmp_path):
-    completed = run_torchport("evaluate", str(APPS / "spine_tiny.py"), "-b", "cpu", *QUICK, "-o", str(tmp_path))
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """spine_tiny.py on cpu (QUICK): one run for the tests that read what a plain evaluation recorded."""
+    out = tmp_path_factory.mktemp("tiny") / "run"
+    completed = run_torchport("evaluate", str(APPS / "spine_tiny.py"), "-b", "cpu", *QUICK, "-o", str(out))
     assert completed.returncode == 0, completed.stderr
-    document = load_result(tmp_path)
+    return out
+
+
+def test_environment_and_raw_samples_are_recorded(tiny_run):
+    document = load_result(tiny_run)
     environment = document["environment"]
     assert environment["torch"].startswith("2.") and environment["cpu_count"] >= 1
     assert document["command"][:2] == ["torchport", "evaluate"]
@@ -182,12 +196,12 @@ def test_phase_timeout(tmp_path):
     assert "phase 'training:warmup' ran over 15 s" in error["message"]
 
 
-def test_report_rerenders_and_validates(tmp_path):
-    assert run_torchport("evaluate", str(APPS / "spine_tiny.py"), "-b", "cpu", *QUICK, "-o", str(tmp_path)).returncode == 0
-    (tmp_path / "report.md").unlink()
-    completed = run_torchport("report", str(tmp_path / "result.json"), "--validate")
+def test_report_rerenders_and_validates(tiny_run, tmp_path):
+    run = shutil.copytree(tiny_run, tmp_path / "run")  # a copy: the shared run keeps its report
+    (run / "report.md").unlink()
+    completed = run_torchport("report", str(run / "result.json"), "--validate")
     assert completed.returncode == 0, completed.stderr
-    assert "- cpu: runs; sustained" in (tmp_path / "report.md").read_text()
+    assert "- cpu: runs; sustained" in (run / "report.md").read_text()
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert_one_line_error(run_torchport("report", str(broken)), f"{broken}:1")
@@ -212,23 +226,38 @@ def test_schema_is_a_valid_json_schema():
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
-    import os
     import signal
     import subprocess
     import sys
-    import time
+    import threading
 
+    # -v: a line per worker phase on stderr, read as it comes.
     process = subprocess.Popen(
-        [sys.executable, "-m", "torchport.cli", "evaluate", str(APPS / "spine_hang.py"), "-b", "cpu", *QUICK,
+        [sys.executable, "-m", "torchport.cli", "evaluate", str(APPS / "spine_hang.py"), "-b", "cpu", *QUICK, "-v",
          "-o", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (tmp_path / "result.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    # The app hangs from its third step on: by now the worker has measured its first step
-    # (generous: importing torch takes several seconds on a loaded 2-core machine).
-    time.sleep(25)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    lines: list[str] = []
+    warming_up = threading.Event()
+
+    def read_stderr():
+        for line in process.stderr:
+            lines.append(line)
+            if ": training:warmup" in line:
+                warming_up.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        # The app hangs from its third step on: once the worker is warming up, it has saved its first step.
+        assert warming_up.wait(timeout=180), "no warm-up phase in 180 s:\n" + "".join(lines)[-3000:]
+        process.send_signal(signal.SIGINT)
+        process.stdout.read()
+        process.wait(timeout=60)
+        reader.join(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = "".join(lines)
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     document = load_result(tmp_path)

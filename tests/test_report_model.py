@@ -115,11 +115,8 @@ def test_a_backend_that_fails_is_listed_alike(failed_when_compiled):
     assert set(parts.measured) == {"cpu"} and set(parts.does_not_run_here) == {"cpu-compile"}
 
 
-def test_a_budget_too_small_is_never_does_not_run_here(tmp_path):
-    out = tmp_path / "budget"
-    done = run_torchport("evaluate", str(APPS / "budget_app.py"), "-b", "cpu,cpu-compile", "--budget", "60s",
-                         "--precision", "50%", "--no-trace", "--no-checks", "--no-inference", "-o", str(out),
-                         env={"TORCHPORT_TEST_SLOW_BACKEND": "cpu-compile"}, timeout=300)
+def test_a_budget_too_small_is_never_does_not_run_here(budget_too_small_evaluation):
+    out, done = budget_too_small_evaluation  # the run test_budget checks too (conftest)
     assert done.returncode == 0, done.stderr
     parts = assert_same_sections(load_result(out))
     assert set(parts.budget_too_small) == {"cpu-compile"} and not parts.does_not_run_here

@@ -4,7 +4,7 @@ flips at step 3 (the trace runs until the op sequence repeats, so it sees it)
 and a partial last batch."""
 from __future__ import annotations
 
-from conftest import APPS, load_result, run_torchport
+from conftest import APPS, load_result
 
 from torchport.trace.compile_check import compare_with_torch_compile
 
@@ -16,12 +16,8 @@ def _line(marker: str) -> str:
     return f"{BRANCH_APP}:{number}"
 
 
-def test_graph_findings_are_judged_by_the_measured_dynamo_counts(tmp_path):
-    out = tmp_path / "run"
-    completed = run_torchport("evaluate", str(BRANCH_APP), "-b", "cpu-compile", "--repeats", "1", "--steps", "4",
-                              "--blocks", "2", "--max-warmup", "12", "--no-inference", "--no-checks",
-                              "-o", str(out), timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+def test_graph_findings_are_judged_by_the_measured_dynamo_counts(branch_flip_evaluation):
+    out = branch_flip_evaluation  # the run test_compile_counters reads too (conftest)
     document = load_result(out)
     section = document["trace"]
     measured = section["torch_compile_comparison"]["backends"]["cpu-compile"]
