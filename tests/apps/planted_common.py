@@ -48,6 +48,17 @@ class SmallClassifier(nn.Module):
         return self.head(self.body(x))
 
 
+def behind(name: str, first: nn.Module, activation: nn.Module) -> nn.Sequential:
+    """A two-layer classifier behind one planted module, added as ``name`` so
+    that findings about it read ``name.attribute``."""
+    net = nn.Sequential()
+    net.add_module(name, first)
+    net.add_module("body", nn.Linear(FEATURES, HIDDEN))
+    net.add_module("act", activation)
+    net.add_module("head", nn.Linear(HIDDEN, CLASSES))
+    return net
+
+
 def make_app(name, model, *, loss=cross_entropy, data=loader, optimizer=adamw) -> torchport.App:
     return torchport.App(name=name, model=model, data=data, loss=loss, optimizer=optimizer, metric=accuracy,
                          predict=lambda net, batch: net(batch[0]))
