@@ -403,11 +403,11 @@ def test_a_pipeline_between_the_thresholds_is_borderline_in_every_output(tmp_pat
     document = load_result(out)
     pipelines = {c["backend"]: c for c in document["checks"]["checks"] if c["name"] == "pipeline"}
     assert sorted(pipelines) == ["cpu", "cpu-compile"]
+    collate = f"collate_fn waiting_collate at {line_of('planted_borderline_pipeline.py', 'def waiting_collate(')}"
     for check in pipelines.values():
         assert check["status"] == "borderline" and check["figures"]["verdict"] == "borderline", check["reason"]
         assert 0.15 <= check["figures"]["load_share"] <= 0.25
-        assert f"collate_fn waiting_collate at {line_of('planted_borderline_pipeline.py', 'def waiting_collate(')}" \
-            in check["reason"]
+        assert collate in check["reason"], check["reason"]
     console = Console(width=1000, record=True, file=io.StringIO())  # the terminal's answer per target, unwrapped
     terminal.print_summary(document, console)
     assert "pipeline borderline" in console.export_text()
@@ -418,8 +418,12 @@ def test_a_pipeline_between_the_thresholds_is_borderline_in_every_output(tmp_pat
     assert "<td>pipeline</td><td>cpu-compile</td><td>borderline</td>" in page and escape("pipeline borderline") in page
     # The evaluation covered cpu and cpu-compile; the check alone covers xla (when its environment exists).
     alone = [name for name in backends() if name != "cpu-compile"]
-    checked = run_torchport("check", app, "--only", "pipeline", "-b", ",".join(alone), "--steps", "2", timeout=600)
+    checks_json = tmp_path / "checks.json"
+    checked = run_torchport("check", app, "--only", "pipeline", "-b", ",".join(alone), "--steps", "2",
+                            "--json", str(checks_json), timeout=600)
     assert checked.returncode == 0, checked.stderr[-2000:]
     rows = [[cell.strip() for cell in line.split("│")] for line in checked.stdout.splitlines()
             if line.startswith("│ pipeline")]
     assert [(row[2], row[3]) for row in rows] == [(name, "borderline") for name in alone], checked.stdout
+    for check in json.loads(checks_json.read_text())["checks"]:
+        assert collate in check["reason"], check["reason"]

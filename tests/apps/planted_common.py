@@ -17,9 +17,9 @@ def dataset() -> TensorDataset:
     return TensorDataset(features, labels)
 
 
-def loader(collate_fn=None) -> DataLoader:
-    return DataLoader(dataset(), batch_size=BATCH, shuffle=False, num_workers=2, pin_memory=True,
-                      persistent_workers=True, collate_fn=collate_fn)
+def loader(collate_fn=None, num_workers=2) -> DataLoader:
+    return DataLoader(dataset(), batch_size=BATCH, shuffle=False, num_workers=num_workers, pin_memory=True,
+                      persistent_workers=num_workers > 0, collate_fn=collate_fn)
 
 
 def cross_entropy(net, batch):
