@@ -17,9 +17,9 @@ def dataset() -> TensorDataset:
     return TensorDataset(features, labels)
 
 
-def loader(collate_fn=None) -> DataLoader:
-    return DataLoader(dataset(), batch_size=BATCH, shuffle=False, num_workers=2, pin_memory=True,
-                      persistent_workers=True, collate_fn=collate_fn)
+def loader(collate_fn=None, num_workers=2) -> DataLoader:
+    return DataLoader(dataset(), batch_size=BATCH, shuffle=False, num_workers=num_workers, pin_memory=True,
+                      persistent_workers=num_workers > 0, collate_fn=collate_fn)
 
 
 def cross_entropy(net, batch):
@@ -46,6 +46,17 @@ class SmallClassifier(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x))
+
+
+def behind(name: str, first: nn.Module, activation: nn.Module) -> nn.Sequential:
+    """A two-layer classifier behind one planted module, added as ``name`` so
+    that findings about it read ``name.attribute``."""
+    net = nn.Sequential()
+    net.add_module(name, first)
+    net.add_module("body", nn.Linear(FEATURES, HIDDEN))
+    net.add_module("act", activation)
+    net.add_module("head", nn.Linear(HIDDEN, CLASSES))
+    return net
 
 
 def make_app(name, model, *, loss=cross_entropy, data=loader, optimizer=adamw) -> torchport.App:

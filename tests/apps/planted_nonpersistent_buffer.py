@@ -5,7 +5,7 @@ checkpoint portability fails and names ``centre.running_mean`` at its line."""
 import torch
 from torch import nn
 
-from planted_common import CLASSES, FEATURES, HIDDEN, make_app
+from planted_common import FEATURES, behind, make_app
 
 
 class Centre(nn.Module):
@@ -21,12 +21,7 @@ class Centre(nn.Module):
 
 
 def model():
-    net = nn.Sequential()
-    net.add_module("centre", Centre())
-    net.add_module("body", nn.Linear(FEATURES, HIDDEN))
-    net.add_module("act", nn.ReLU())
-    net.add_module("head", nn.Linear(HIDDEN, CLASSES))
-    return net
+    return behind("centre", Centre(), nn.ReLU())
 
 
 def app():

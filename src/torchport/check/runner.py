@@ -8,9 +8,11 @@ processes: one per backend trains K steps once and serves all three.
    precheck, trains the float64 ground truth, times the data pipeline, and
    resumes from its own checkpoint.
 2. Each other backend's worker trains its run (saving a checkpoint at step
-   K/2) and resumes from the ``cpu`` checkpoint and from its own.
+   K/2) and resumes from every checkpoint saved before it started (the
+   ``cpu`` one, the host's below, earlier backends') and from its own.
 3. One more worker per backend that still lacks an ordered pair resumes from
-   the remaining checkpoints (e.g. cpu from cpu-compile's).
+   the remaining checkpoints, those saved after its worker ran (e.g. cpu from
+   xla's); the reference and its host (below) share that worker too.
 4. Only when a backend's first step diverges: one worker on the reference and
    one on that backend record every module's output, to name the first that
    diverges.
@@ -264,12 +266,16 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         if name in results:
             continue
         spec = own_run(name, True)
+        # Every checkpoint saved so far (the reference's, the host's, earlier backends'), then its own: each
+        # pair resumed here is one a later worker need not start for.
         sources = [REFERENCE] if reference_checkpoint_ok else []
-        sources += [name] if "checkpoint" in want else []
+        if "checkpoint" in want:
+            sources += [source for source in results if source not in sources and (_saved(results, source) or {}).get("bytes")]
+            sources.append(name)
         results[name] = _train(name, options, work, [spec], on_event,
                                resume=[_source(work, source) for source in sources], resume_spec=spec)
     if "checkpoint" in want:
-        _remaining_pairs(options, names, work, results, on_event)
+        _remaining_pairs(options, names, work, results, on_event, host if reference_worker == host else None)
 
     checks: list[dict[str, Any]] = []
     reference_failure = failure(reference, REFERENCE)
@@ -320,24 +326,39 @@ def _saved(results: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | No
 
 
 def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, results: dict[str, dict[str, Any]],
-                     on_event: Event) -> None:
+                     on_event: Event, host: str | None = None) -> None:
+    """Resume each backend from the checkpoints it has not loaded yet (those saved after its worker ran), one
+    worker per backend; the reference and the ``host`` whose worker made its runs share one, as at first."""
+    missing: dict[str, list[str]] = {}
     for target in names:
         target_result = results[target]
         if failure(target_result, target):
             continue
         done = set(_resumed(target_result, target))
-        missing = [source for source in names
+        sources = [source for source in names
                    if source not in done and (_saved(results, source) or {}).get("bytes")]
-        if not missing:
-            continue
-        spec = target_result["runs"][target]
-        resume_spec = {"label": target, "dtype": spec["dtype"], "seed": options.seed, "steps": spec["steps"]}
-        extra = _train(target, options, work, [], on_event, resume=[_source(work, source) for source in missing],
-                       resume_spec=resume_spec)
-        problem = failure(extra, target)
-        for source in missing:
-            resumed = _resumed(extra, target).get(source)
-            target_result.setdefault("resumed", {}).setdefault(target, {})[source] = resumed or {"error": problem or "not run"}
+        if sources:
+            missing[target] = sources
+
+    shared = host is not None and REFERENCE in missing and host in missing
+    worker_of = {target: host if shared and host and target == REFERENCE else target for target in missing}
+
+    def resume_spec(target: str) -> dict[str, Any]:
+        spec = results[target]["runs"][target]
+        eager = {"eager": True} if worker_of.get(target, target) != target else {}  # the reference on its host
+        return {"label": target, "dtype": spec["dtype"], "seed": options.seed, "steps": spec["steps"], **eager}
+
+    for worker in dict.fromkeys(worker_of.values()):
+        targets = [target for target in missing if worker_of[target] == worker]
+        resume = [{**_source(work, source), "into": resume_spec(target)} for target in targets
+                  for source in missing[target]]
+        extra = _train(worker, options, work, [], on_event, resume=resume, resume_spec=resume_spec(worker))
+        problem = failure(extra, worker)
+        for target in targets:
+            for source in missing[target]:
+                resumed = _resumed(extra, target).get(source)
+                results[target].setdefault("resumed", {}).setdefault(target, {})[source] = \
+                    resumed or {"error": problem or "not run"}
 
 
 def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any]], dtype: str) -> dict[str, Any]:
