@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterator
 
 from torchport.scan.model import Finding
-from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_VISIBLE_DEVICES, FLOAT64,
-                                  CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK)
+from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_EVENT, CUDA_VISIBLE_DEVICES,
+                                  FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
@@ -437,6 +437,101 @@ def _under_cuda_flag_expression(context: _Context, line: int) -> bool:
     return False
 
 
+# What a probe returns for "not here": `return False`, `return {}`, `return 0`, `return None`.
+_NOTHING = (False, None, 0, "")
+
+
+def _returns_nothing(statement: ast.stmt) -> bool:
+    value = statement.value if isinstance(statement, ast.Return) else None
+    if value is None:
+        return False  # a bare `return` ends a procedure: the work it skips may be the feature itself
+    return ((isinstance(value, ast.Constant) and value.value in _NOTHING and value.value is not True)
+            or (isinstance(value, (ast.Dict, ast.List, ast.Tuple)) and not getattr(value, "keys", None)
+                and not getattr(value, "elts", None)))
+
+
+def _probe_says_unavailable(context: _Context, line: int) -> bool:
+    """``if not torch.cuda.is_available(): return False`` (or ``{}``, ``0``, ``None``) in a
+    function that returns something else further on: the function is itself the availability
+    probe, and where CUDA is absent it answers "not here", which its callers act on."""
+    function = next((s for s in reversed(context.enclosing(line))
+                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None:
+        return False
+    for statement in context.ifs:
+        if not (statement.lineno == line and isinstance(statement.test, ast.UnaryOp)
+                and isinstance(statement.test.op, ast.Not) and not statement.orelse
+                and len(statement.body) == 1 and _returns_nothing(statement.body[0])):
+            continue
+        later_returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.lineno > line]
+        return any(n.value is not None and not _returns_nothing(n) for n in later_returns)
+    return False
+
+
+def _alternative_import(context: _Context, line: int) -> bool:
+    """``try: from triton.language.extra.libdevice import rsqrt`` / ``except ImportError: from
+    triton.language.extra.cuda.libdevice import rsqrt``: the same names from the same package,
+    bound again for another version of it; the lock-in is reported at the first import."""
+    imports = [s for s in context.statements if isinstance(s, ast.ImportFrom) and s.module and s.level == 0]
+    here = next((s for s in imports if s.lineno == line), None)
+    if here is None or here.module is None:
+        return False
+    package, names = here.module.split(".")[0], {a.asname or a.name for a in here.names}
+    return any(other.lineno < line and other.module and other.module.split(".")[0] == package
+               and names <= {a.asname or a.name for a in other.names} for other in imports)
+
+
+# A call made for its checks or messages: `check_nvlink_connectivity(fabric)`, `warn_if_slow()`.
+_CHECK_CALL = re.compile(r"(check|verify|validate|warn|print|log)(_\w*)?")
+
+
+def _guards_only_a_check(context: _Context, line: int) -> bool:
+    """``if torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``: the
+    guarded code only inspects and reports; where CUDA is absent it is rightly skipped."""
+    for statement in context.ifs:
+        if statement.lineno != line or statement.orelse:
+            continue
+        calls = [s.value for s in statement.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
+        return len(calls) == len(statement.body) and all(
+            _CHECK_CALL.fullmatch(c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", ""))
+            for c in calls)
+    return False
+
+
+_TYPING_GENERICS = frozenset({"Tuple", "List", "Dict", "Optional", "Union", "Sequence", "Callable", "Type",
+                              "tuple", "list", "dict", "type"})
+
+
+def _type_alias(context: _Context, line: int) -> bool:
+    """``Events = Tuple[torch.cuda.Event, torch.cuda.Event]``: a name for a type; it creates
+    nothing and runs nothing on a device."""
+    for statement in context.statements:
+        if isinstance(statement, ast.Assign) and statement.lineno == line:
+            value = statement.value
+            generic = value.value if isinstance(value, ast.Subscript) else None
+            name = generic.attr if isinstance(generic, ast.Attribute) else getattr(generic, "id", "")
+            return name in _TYPING_GENERICS and not any(isinstance(n, ast.Call) for n in ast.walk(value))
+    return False
+
+
+def _custom_fwd_device_type(context: _Context, line: int) -> bool:
+    """``torch.amp.custom_fwd(device_type="cuda")``: it only reads CUDA's autocast state, which is
+    off where CUDA is absent, so the decorated function runs as written."""
+    calls = [c for c in context.calls_at(line)
+             if any(k.arg == "device_type" and isinstance(k.value, ast.Constant) for k in c.keywords)]
+    return bool(calls) and all(
+        (c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")) in ("custom_fwd", "custom_bwd")
+        for c in calls)
+
+
+def _cupy_branch(context: _Context, line: int) -> bool:
+    """``elif isinstance(obj, cupy.ndarray): devtype = "cuda"``: a CuPy array is on a CUDA device;
+    the string names where it is, it does not choose a device."""
+    return any(statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
+               and re.search(r"\bisinstance\(.*\bcupy\.", context.source(statement.test))
+               for statement in context.ifs)
+
+
 def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
     """Lower, in place, the error/silent findings of one file whose shape the judges
     found mostly wrong (see docs/precision/policy.md)."""
@@ -468,6 +563,23 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
             _lower(finding, "info", "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent")
         elif context is None:
             continue
+        elif rule == CUDA_AVAILABILITY_CHECK and _probe_says_unavailable(context, finding.line):
+            _lower(finding, "info", "the function is itself a CUDA availability probe: where CUDA is absent it "
+                                    "answers \"not available\" and its callers take their other path")
+        elif rule == CUDA_AVAILABILITY_CHECK and _guards_only_a_check(context, finding.line):
+            _lower(finding, "info", "guards only a call that checks or reports (its result unused): skipping it "
+                                    "where CUDA is absent changes nothing")
+        elif rule == TRITON_KERNEL and _alternative_import(context, finding.line):
+            _lower(finding, "info", "the same names imported again from the same package (another version's "
+                                    "location): one lock-in, reported at the first import")
+        elif rule == CUDA_EVENT and _type_alias(context, finding.line):
+            _lower(finding, "info", "a type alias: it names CUDA events, creates none")
+        elif rule == CUDA_DEVICE_STRING and _custom_fwd_device_type(context, finding.line):
+            _lower(finding, "info", "custom_fwd/custom_bwd(device_type=\"cuda\") only reads CUDA's autocast state, "
+                                    "which is off where CUDA is absent: nothing fails")
+        elif rule == CUDA_DEVICE_STRING and _cupy_branch(context, finding.line):
+            _lower(finding, "info", "names the device of a CuPy array, which is always a CUDA device: no device "
+                                    "is chosen")
         elif rule != CUDA_DEVICE_STRING and context.in_swallowing_try(finding.line):
             _lower(finding, "info", "inside a try whose broad except neither re-raises nor exits: the error "
                                     "is caught")

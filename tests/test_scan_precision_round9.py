@@ -1,0 +1,128 @@
+"""Round 9: the classes of false error/silent findings in judge-583917's verdicts
+(docs/precision/round9.md).  Each test holds a false alarm quiet and a close true lock-in line
+at error/silent, so recall does not drop."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scan_marks import check_marked_lines
+from scan_marks import write_snippet as _write
+
+
+def _check(root: Path, *paths: Path) -> None:
+    check_marked_lines([root], paths)
+
+
+def test_an_availability_probe_answering_not_available_is_quiet(tmp_path):
+    # axolotl flash_attn_4.fa4_usable, dequant_grouped.deepgemm_grouped_available, autotune _get_gpu_info
+    _check(tmp_path, _write(tmp_path, "probes.py", '''
+        import torch
+
+
+        def kernel_usable():
+            if not torch.cuda.is_available():  # quiet
+                return False
+            major, _ = torch.cuda.get_device_capability()
+            return major in (9, 10)
+
+
+        def gpu_info() -> dict:
+            if not torch.cuda.is_available():  # quiet
+                return {}
+            return {"name": torch.cuda.get_device_name()}
+
+
+        def pick_device():
+            if not torch.cuda.is_available():  # kept
+                return "cpu"
+            return "cuda"
+
+
+        def setup(model):
+            if not torch.cuda.is_available():  # kept
+                return
+            model.half()
+    '''))
+
+
+def test_a_second_import_of_the_same_triton_names_is_quiet(tmp_path):
+    # axolotl/kernels/rms_norm_gated.py: libdevice moved between Triton versions
+    _check(tmp_path, _write(tmp_path, "kernels.py", '''
+        import os
+
+        if os.environ.get("NEW_TRITON"):
+            from triton.language.extra.libdevice import rsqrt  # kept
+        else:
+            from triton.language.math import rsqrt  # quiet
+    '''))
+
+
+def test_a_type_alias_of_cuda_events_is_quiet(tmp_path):
+    # pytorch_pfn_extras/profiler/_time_summary.py
+    _check(tmp_path, _write(tmp_path, "summary.py", '''
+        from typing import Tuple
+
+        import torch
+
+        Events = Tuple[torch.cuda.Event, torch.cuda.Event]  # quiet
+
+
+        def record():
+            start = torch.cuda.Event(enable_timing=True)  # kept
+            start.record()
+            return start
+    '''))
+
+
+def test_custom_fwd_with_a_cuda_device_type_is_quiet(tmp_path):
+    # axolotl/kernels/utils.py
+    _check(tmp_path, _write(tmp_path, "amp.py", '''
+        import torch
+
+        custom_fwd = torch.amp.custom_fwd(device_type="cuda")  # quiet
+
+
+        def run(x):
+            with torch.autocast(device_type="cuda"):  # kept
+                return x.to("cuda")  # kept
+    '''))
+
+
+def test_the_device_type_of_a_cupy_array_is_quiet(tmp_path):
+    # pytorch_pfn_extras/_tensor.py
+    _check(tmp_path, _write(tmp_path, "convert.py", '''
+        import cupy
+        import numpy
+        import torch
+
+
+        def device_type(obj):
+            if isinstance(obj, torch.Tensor):
+                kind = obj.device.type
+            elif isinstance(obj, numpy.ndarray):
+                kind = "cpu"
+            elif isinstance(obj, cupy.ndarray):
+                kind = "cuda"  # quiet
+            return kind
+
+
+        def to_device(obj):
+            if isinstance(obj, numpy.ndarray):
+                return torch.as_tensor(obj, device="cuda")  # kept
+            return obj
+    '''))
+
+
+def test_a_cuda_check_that_only_runs_a_connectivity_check_is_quiet(tmp_path):
+    # litgpt/pretrain.py: NVLink check
+    _check(tmp_path, _write(tmp_path, "train.py", '''
+        import torch
+
+
+        def setup(fabric, devices, model):
+            if torch.cuda.is_available() and devices > 1:  # quiet
+                check_nvlink_connectivity(fabric)
+            if torch.cuda.is_available() and devices > 1:  # kept
+                model.prepare(fabric)
+            return model
+    '''))
