@@ -126,3 +126,53 @@ def test_a_cuda_check_that_only_runs_a_connectivity_check_is_quiet(tmp_path):
                 model.prepare(fabric)
             return model
     '''))
+
+
+def test_a_cuda_check_after_torch_accelerator_detection_is_quiet(tmp_path):
+    # axolotl/monkeypatch/checkpoint_activation_offload.py
+    _check(tmp_path, _write(tmp_path, "offload.py", '''
+        import torch
+
+
+        class Offloader:
+            def __init__(self):
+                if hasattr(torch, "accelerator") and torch.accelerator.is_available():
+                    self.kind = torch.accelerator.current_accelerator().type
+                elif torch.cuda.is_available():  # quiet
+                    self.kind = "cuda"
+                else:
+                    self.kind = "cpu"
+
+
+        def choose(x):
+            if x.is_mps:
+                return "mps"
+            elif torch.cuda.is_available():  # kept
+                return "cuda"
+            return "cpu"
+    '''))
+
+
+def test_a_cuda_check_read_only_by_an_error_message_is_quiet(tmp_path):
+    # axolotl/integrations/kernels/libs/scattermoe_lora/grouped_train.py
+    _check(tmp_path, _write(tmp_path, "backend.py", '''
+        import torch
+
+
+        def resolve(backend):
+            if backend == "cutlass":
+                major = (
+                    torch.cuda.get_device_capability()[0]
+                    if torch.cuda.is_available()  # quiet
+                    else 0
+                )
+                raise RuntimeError(f"no backend resolved on sm{major}x")
+            return backend
+
+
+        def pick(backend):
+            major = torch.cuda.get_device_capability()[0] if torch.cuda.is_available() else 0  # kept
+            if major >= 9:
+                return "fast"
+            raise RuntimeError(f"sm{major} is too old")
+    '''))

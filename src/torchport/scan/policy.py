@@ -498,6 +498,33 @@ def _guards_only_a_check(context: _Context, line: int) -> bool:
     return False
 
 
+def _after_accelerator_detection(context: _Context, line: int) -> bool:
+    """``if torch.accelerator.is_available(): ... elif torch.cuda.is_available(): ...``: the CUDA
+    check runs only where the generic detection found nothing (or torch predates it)."""
+    return any(len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If)
+               and statement.orelse[0].lineno == line and "torch.accelerator" in context.source(statement.test)
+               for statement in context.ifs)
+
+
+def _only_in_an_error_message(context: _Context, line: int) -> bool:
+    """``major = torch.cuda.get_device_capability()[0] if torch.cuda.is_available() else 0``
+    read only by the message of a ``raise``: it describes the failure, it chooses nothing."""
+    scopes = context.enclosing(line)
+    if not scopes or not isinstance(scopes[-1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    function = scopes[-1]
+    target = next((s.targets[0].id for s in context.statements
+                   if isinstance(s, ast.Assign) and s.lineno <= line <= (s.end_lineno or s.lineno)
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                   and isinstance(s.value, ast.IfExp)), None)
+    if target is None:
+        return False
+    in_raise = {id(n) for r in ast.walk(function) if isinstance(r, ast.Raise) for n in ast.walk(r)}
+    reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == target
+             and isinstance(n.ctx, ast.Load)]
+    return bool(reads) and all(id(n) in in_raise for n in reads)
+
+
 _TYPING_GENERICS = frozenset({"Tuple", "List", "Dict", "Optional", "Union", "Sequence", "Callable", "Type",
                               "tuple", "list", "dict", "type"})
 
@@ -569,6 +596,12 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
         elif rule == CUDA_AVAILABILITY_CHECK and _guards_only_a_check(context, finding.line):
             _lower(finding, "info", "guards only a call that checks or reports (its result unused): skipping it "
                                     "where CUDA is absent changes nothing")
+        elif rule == CUDA_AVAILABILITY_CHECK and _after_accelerator_detection(context, finding.line):
+            _lower(finding, "info", "an elif after torch.accelerator detection: reached only where no other "
+                                    "accelerator was found")
+        elif rule == CUDA_AVAILABILITY_CHECK and _only_in_an_error_message(context, finding.line):
+            _lower(finding, "info", "its value is read only in the message of a raise: it describes the failure, "
+                                    "no device is chosen")
         elif rule == TRITON_KERNEL and _alternative_import(context, finding.line):
             _lower(finding, "info", "the same names imported again from the same package (another version's "
                                     "location): one lock-in, reported at the first import")
