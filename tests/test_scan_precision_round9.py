@@ -176,3 +176,64 @@ def test_a_cuda_check_read_only_by_an_error_message_is_quiet(tmp_path):
                 return "fast"
             raise RuntimeError(f"sm{major} is too old")
     '''))
+
+
+def test_a_kernel_used_only_for_cuda_tensors_is_quiet(tmp_path):
+    # axolotl/monkeypatch/trainer/utils.py, axolotl/monkeypatch/models/falcon_h1/modeling.py
+    _check(tmp_path, _write(tmp_path, "fused.py", '''
+        import torch
+        import triton
+
+
+        @triton.jit  # quiet
+        def _fused_kernel(x_ptr, n):
+            pass
+
+
+        def _fused_op(x):
+            _fused_kernel[(1,)](x, x.numel())
+            return x
+
+
+        class _Fused(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return _fused_op(x)
+
+
+        def fused(x):
+            if not x.is_cuda or x.dtype == torch.float64:
+                return x * 2
+            return _Fused.apply(x)
+
+
+        @triton.jit  # kept
+        def _other_kernel(x_ptr, n):
+            pass
+
+
+        def other(x):
+            _other_kernel[(1,)](x, x.numel())
+            return x
+
+
+        def patched_fast_forward(self, x):
+            with torch.cuda.device(x.device):  # quiet
+                return x
+
+
+        def patched_slow_forward(self, x):
+            with torch.cuda.device(x.device):  # kept
+                return x
+
+
+        class Mixer:
+            def forward(self, x):
+                if "cuda" in self.weight.device.type:
+                    return self.fast_forward(x)
+                return self.slow_forward(x)
+
+
+        Mixer.fast_forward = patched_fast_forward
+        Mixer.slow_forward = patched_slow_forward
+    '''))

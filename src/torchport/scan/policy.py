@@ -108,6 +108,7 @@ class _Context:
     the expressions of a line are walked when a finding there asks for them."""
 
     def __init__(self, tree: ast.Module, text: str) -> None:
+        self.tree = tree
         self.text = text
         self.lines = text.splitlines(keepends=True)
         self.sources: dict[int, str] = {}
@@ -525,6 +526,70 @@ def _only_in_an_error_message(context: _Context, line: int) -> bool:
     return bool(reads) and all(id(n) in in_raise for n in reads)
 
 
+# A route taken only for CUDA tensors: `if W.is_cuda:`, `if "cuda" in w.device.type:`.
+_CUDA_TENSOR_ROUTE = re.compile(r"""^(?!not\b)[\w.()\[\]]+\.is_cuda\b|['"]cuda['"]\s+in\s+[\w.]+\.device|"""
+                                r"""\.device\.type\s*==\s*['"]cuda['"]""")
+# `if not logits.is_cuda or ...: return reference(...)`: what follows runs only for CUDA tensors.
+_NOT_CUDA_TENSOR = re.compile(r"""(^|\bor\s+)not\s+[\w.]+\.is_cuda\b|\.device\.type\s*!=\s*['"]cuda['"]""")
+
+
+def _unit(context: _Context, line: int) -> tuple[str, _Scope] | None:
+    """The private function or class whose body holds the line, by the name the file reaches it by
+    (a method counts as its class; ``Mixer.fast_forward = patched_fast_forward`` names it
+    ``fast_forward``)."""
+    scopes = context.enclosing(line)
+    for scope in reversed(scopes):
+        if isinstance(scope, ast.ClassDef) or not any(isinstance(s, ast.ClassDef) for s in scopes):
+            break
+    else:
+        return None
+    if scope.name.startswith("_"):
+        return scope.name, scope
+    # read from the text: the statement may hold no trigger word, and then it is not parsed
+    aliases = re.findall(rf"^[ \t]*[\w.]+\.(\w+)\s*=\s*{re.escape(scope.name)}\s*$", context.text, re.MULTILINE)
+    return (aliases[0], scope) if len(aliases) == 1 else None
+
+
+def _on_a_cuda_route(context: _Context, line: int) -> bool:
+    """The line is in the body of an ``if`` taken only for CUDA tensors, or after an early
+    return for non-CUDA ones in its function."""
+    for statement in context.ifs:
+        test = context.source(statement.test)
+        if _CUDA_TENSOR_ROUTE.search(test) and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            return True
+        if (_NOT_CUDA_TENSOR.search(test) and (statement.end_lineno or 0) < line and statement.body
+                and isinstance(statement.body[-1], (ast.Return, ast.Raise))):
+            functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if functions and functions[-1].lineno < statement.lineno <= (functions[-1].end_lineno or 0):
+                return True
+    return False
+
+
+def _whole(text: str, pruned: _Context) -> _Context:
+    """The context of the whole file: the scanner parses only the statements with trigger words,
+    and a function's callers may have none."""
+    try:
+        return _Context(ast.parse(text), text)
+    except (SyntaxError, ValueError):
+        return pruned
+
+
+def _reached_only_for_cuda_tensors(context: _Context, line: int, depth: int = 0) -> bool:
+    """``_dora_kernel`` (or the method ``cuda_kernels_forward``) used in this file only where the
+    tensors are on CUDA, directly or through private helpers: elsewhere the file's other path runs."""
+    unit = _unit(context, line) if depth < 4 else None
+    if unit is None:
+        return False
+    name, scope = unit
+    decorators = {id(n) for s in context.scopes for d in s.decorator_list for n in ast.walk(d)}
+    uses = [n for n in ast.walk(context.tree) if id(n) not in decorators
+            and ((isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+                 or (isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Load)))
+            and not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
+    return bool(uses) and all(_on_a_cuda_route(context, n.lineno)
+                              or _reached_only_for_cuda_tensors(context, n.lineno, depth + 1) for n in uses)
+
+
 _TYPING_GENERICS = frozenset({"Tuple", "List", "Dict", "Optional", "Union", "Sequence", "Callable", "Type",
                               "tuple", "list", "dict", "type"})
 
@@ -566,6 +631,7 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     if not strong:
         return
     context = _Context(tree, text) if tree is not None else None
+    whole_file: _Context | None = None  # parsed in full only when a finding needs every use of a name
     if is_test_file(path):
         _lower_self_skipping_tests(context, text, strong)
         if context is not None:
@@ -613,6 +679,10 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
         elif rule == CUDA_DEVICE_STRING and _cupy_branch(context, finding.line):
             _lower(finding, "info", "names the device of a CuPy array, which is always a CUDA device: no device "
                                     "is chosen")
+        elif _unit(context, finding.line) is not None and _reached_only_for_cuda_tensors(
+                whole_file := whole_file or _whole(text, context), finding.line):
+            _lower(finding, "info", "used in this file only where the tensors are on CUDA (an is_cuda or device-type "
+                                    "route); elsewhere the file's other path runs")
         elif rule != CUDA_DEVICE_STRING and context.in_swallowing_try(finding.line):
             _lower(finding, "info", "inside a try whose broad except neither re-raises nor exits: the error "
                                     "is caught")
