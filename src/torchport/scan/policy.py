@@ -451,22 +451,23 @@ def _returns_nothing(statement: ast.stmt) -> bool:
                 and not getattr(value, "elts", None)))
 
 
+def _returns_unavailable(context: _Context, line: int) -> bool:
+    """``if not torch.cuda.is_available(): return False`` (or ``{}``, ``0``, ``None``)."""
+    return any(statement.lineno == line and isinstance(statement.test, ast.UnaryOp)
+               and isinstance(statement.test.op, ast.Not) and not statement.orelse
+               and len(statement.body) == 1 and _returns_nothing(statement.body[0]) for statement in context.ifs)
+
+
 def _probe_says_unavailable(context: _Context, line: int) -> bool:
-    """``if not torch.cuda.is_available(): return False`` (or ``{}``, ``0``, ``None``) in a
-    function that returns something else further on: the function is itself the availability
-    probe, and where CUDA is absent it answers "not here", which its callers act on."""
+    """An early "not available" return (see above) in a function that returns something else
+    further on: the function is itself the availability probe, and where CUDA is absent it
+    answers "not here", which its callers act on.  Needs the whole file's context."""
     function = next((s for s in reversed(context.enclosing(line))
                      if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if function is None:
+    if function is None or not _returns_unavailable(context, line):
         return False
-    for statement in context.ifs:
-        if not (statement.lineno == line and isinstance(statement.test, ast.UnaryOp)
-                and isinstance(statement.test.op, ast.Not) and not statement.orelse
-                and len(statement.body) == 1 and _returns_nothing(statement.body[0])):
-            continue
-        later_returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.lineno > line]
-        return any(n.value is not None and not _returns_nothing(n) for n in later_returns)
-    return False
+    later_returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.lineno > line]
+    return any(n.value is not None and not _returns_nothing(n) for n in later_returns)
 
 
 def _alternative_import(context: _Context, line: int) -> bool:
@@ -656,7 +657,8 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
             _lower(finding, "info", "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent")
         elif context is None:
             continue
-        elif rule == CUDA_AVAILABILITY_CHECK and _probe_says_unavailable(context, finding.line):
+        elif (rule == CUDA_AVAILABILITY_CHECK and _returns_unavailable(context, finding.line)
+              and _probe_says_unavailable(whole_file := whole_file or _whole(text, context), finding.line)):
             _lower(finding, "info", "the function is itself a CUDA availability probe: where CUDA is absent it "
                                     "answers \"not available\" and its callers take their other path")
         elif rule == CUDA_AVAILABILITY_CHECK and _guards_only_a_check(context, finding.line):
