@@ -127,6 +127,19 @@ class _Context:
         self.scopes.sort(key=lambda scope: (scope.lineno, -(scope.end_lineno or 0)))
         self.expressions: dict[int, list[ast.AST]] = {}
         self.handed_on: set[int] = set()  # ids of dict values and of values stored into a subscript
+        self._loads: dict[str, list[ast.expr]] | None = None
+
+    def loads(self) -> dict[str, list[ast.expr]]:
+        """Every read of a name or an attribute, by name, outside decorators (a decorator
+        registers a function, it does not call it)."""
+        if self._loads is None:
+            decorators = {id(n) for s in self.scopes for d in s.decorator_list for n in ast.walk(d)}
+            self._loads = {}
+            for node in ast.walk(self.tree):
+                name = node.id if isinstance(node, ast.Name) else (node.attr if isinstance(node, ast.Attribute) else None)
+                if name is not None and isinstance(node.ctx, ast.Load) and id(node) not in decorators:  # type: ignore[union-attr]
+                    self._loads.setdefault(name, []).append(node)  # type: ignore[arg-type]
+        return self._loads
 
     def _expressions_at(self, line: int) -> list[ast.AST]:
         if line not in self.expressions:
@@ -582,11 +595,8 @@ def _reached_only_for_cuda_tensors(context: _Context, line: int, depth: int = 0)
     if unit is None:
         return False
     name, scope = unit
-    decorators = {id(n) for s in context.scopes for d in s.decorator_list for n in ast.walk(d)}
-    uses = [n for n in ast.walk(context.tree) if id(n) not in decorators
-            and ((isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
-                 or (isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Load)))
-            and not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
+    uses = [n for n in context.loads().get(name, ())
+            if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
     return bool(uses) and all(_on_a_cuda_route(context, n.lineno)
                               or _reached_only_for_cuda_tensors(context, n.lineno, depth + 1) for n in uses)
 
