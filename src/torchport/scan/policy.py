@@ -136,9 +136,9 @@ class _Context:
             decorators = {id(n) for s in self.scopes for d in s.decorator_list for n in ast.walk(d)}
             self._loads = {}
             for node in ast.walk(self.tree):
-                name = node.id if isinstance(node, ast.Name) else (node.attr if isinstance(node, ast.Attribute) else None)
-                if name is not None and isinstance(node.ctx, ast.Load) and id(node) not in decorators:  # type: ignore[union-attr]
-                    self._loads.setdefault(name, []).append(node)  # type: ignore[arg-type]
+                if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) \
+                        and id(node) not in decorators:
+                    self._loads.setdefault(node.id if isinstance(node, ast.Name) else node.attr, []).append(node)
         return self._loads
 
     def _expressions_at(self, line: int) -> list[ast.AST]:
