@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterator
 
 from torchport.scan.model import Finding
-from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_VISIBLE_DEVICES, FLOAT64,
-                                  CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK)
+from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_EVENT, CUDA_VISIBLE_DEVICES,
+                                  FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
@@ -108,6 +108,7 @@ class _Context:
     the expressions of a line are walked when a finding there asks for them."""
 
     def __init__(self, tree: ast.Module, text: str) -> None:
+        self.tree = tree
         self.text = text
         self.lines = text.splitlines(keepends=True)
         self.sources: dict[int, str] = {}
@@ -126,6 +127,19 @@ class _Context:
         self.scopes.sort(key=lambda scope: (scope.lineno, -(scope.end_lineno or 0)))
         self.expressions: dict[int, list[ast.AST]] = {}
         self.handed_on: set[int] = set()  # ids of dict values and of values stored into a subscript
+        self._loads: dict[str, list[ast.expr]] | None = None
+
+    def loads(self) -> dict[str, list[ast.expr]]:
+        """Every read of a name or an attribute, by name, outside decorators (a decorator
+        registers a function, it does not call it)."""
+        if self._loads is None:
+            decorators = {id(n) for s in self.scopes for d in s.decorator_list for n in ast.walk(d)}
+            self._loads = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) \
+                        and id(node) not in decorators:
+                    self._loads.setdefault(node.id if isinstance(node, ast.Name) else node.attr, []).append(node)
+        return self._loads
 
     def _expressions_at(self, line: int) -> list[ast.AST]:
         if line not in self.expressions:
@@ -437,6 +451,190 @@ def _under_cuda_flag_expression(context: _Context, line: int) -> bool:
     return False
 
 
+# What a probe returns for "not here": `return False`, `return {}`, `return 0`, `return None`.
+_NOTHING = (False, None, 0, "")
+
+
+def _returns_nothing(statement: ast.stmt) -> bool:
+    value = statement.value if isinstance(statement, ast.Return) else None
+    if value is None:
+        return False  # a bare `return` ends a procedure: the work it skips may be the feature itself
+    return ((isinstance(value, ast.Constant) and value.value in _NOTHING and value.value is not True)
+            or (isinstance(value, (ast.Dict, ast.List, ast.Tuple)) and not getattr(value, "keys", None)
+                and not getattr(value, "elts", None)))
+
+
+def _returns_unavailable(context: _Context, line: int) -> bool:
+    """``if not torch.cuda.is_available(): return False`` (or ``{}``, ``0``, ``None``)."""
+    return any(statement.lineno == line and isinstance(statement.test, ast.UnaryOp)
+               and isinstance(statement.test.op, ast.Not) and not statement.orelse
+               and len(statement.body) == 1 and _returns_nothing(statement.body[0]) for statement in context.ifs)
+
+
+def _probe_says_unavailable(context: _Context, line: int) -> bool:
+    """An early "not available" return (see above) in a function that returns something else
+    further on: the function is itself the availability probe, and where CUDA is absent it
+    answers "not here", which its callers act on.  Needs the whole file's context."""
+    function = next((s for s in reversed(context.enclosing(line))
+                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None or not _returns_unavailable(context, line):
+        return False
+    later_returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.lineno > line]
+    return any(n.value is not None and not _returns_nothing(n) for n in later_returns)
+
+
+def _alternative_import(context: _Context, line: int) -> bool:
+    """``try: from triton.language.extra.libdevice import rsqrt`` / ``except ImportError: from
+    triton.language.extra.cuda.libdevice import rsqrt``: the same names from the same package,
+    bound again for another version of it; the lock-in is reported at the first import."""
+    imports = [s for s in context.statements if isinstance(s, ast.ImportFrom) and s.module and s.level == 0]
+    here = next((s for s in imports if s.lineno == line), None)
+    if here is None or here.module is None:
+        return False
+    package, names = here.module.split(".")[0], {a.asname or a.name for a in here.names}
+    return any(other.lineno < line and other.module and other.module.split(".")[0] == package
+               and names <= {a.asname or a.name for a in other.names} for other in imports)
+
+
+# A call made for its checks or messages: `check_nvlink_connectivity(fabric)`, `warn_if_slow()`.
+_CHECK_CALL = re.compile(r"(check|verify|validate|warn|print|log)(_\w*)?")
+
+
+def _guards_only_a_check(context: _Context, line: int) -> bool:
+    """``if torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``: the
+    guarded code only inspects and reports; where CUDA is absent it is rightly skipped."""
+    for statement in context.ifs:
+        if statement.lineno != line or statement.orelse:
+            continue
+        calls = [s.value for s in statement.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
+        return len(calls) == len(statement.body) and all(
+            _CHECK_CALL.fullmatch(c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", ""))
+            for c in calls)
+    return False
+
+
+def _after_accelerator_detection(context: _Context, line: int) -> bool:
+    """``if torch.accelerator.is_available(): ... elif torch.cuda.is_available(): ...``: the CUDA
+    check runs only where the generic detection found nothing (or torch predates it)."""
+    return any(len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If)
+               and statement.orelse[0].lineno == line and "torch.accelerator" in context.source(statement.test)
+               for statement in context.ifs)
+
+
+def _only_in_an_error_message(context: _Context, line: int) -> bool:
+    """``major = torch.cuda.get_device_capability()[0] if torch.cuda.is_available() else 0``
+    read only by the message of a ``raise``: it describes the failure, it chooses nothing."""
+    scopes = context.enclosing(line)
+    if not scopes or not isinstance(scopes[-1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    function = scopes[-1]
+    target = next((s.targets[0].id for s in context.statements
+                   if isinstance(s, ast.Assign) and s.lineno <= line <= (s.end_lineno or s.lineno)
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                   and isinstance(s.value, ast.IfExp)), None)
+    if target is None:
+        return False
+    in_raise = {id(n) for r in ast.walk(function) if isinstance(r, ast.Raise) for n in ast.walk(r)}
+    reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == target
+             and isinstance(n.ctx, ast.Load)]
+    return bool(reads) and all(id(n) in in_raise for n in reads)
+
+
+# A route taken only for CUDA tensors: `if W.is_cuda:`, `if "cuda" in w.device.type:`.
+_CUDA_TENSOR_ROUTE = re.compile(r"""^(?!not\b)[\w.()\[\]]+\.is_cuda\b|['"]cuda['"]\s+in\s+[\w.]+\.device|"""
+                                r"""\.device\.type\s*==\s*['"]cuda['"]""")
+# `if not logits.is_cuda or ...: return reference(...)`: what follows runs only for CUDA tensors.
+_NOT_CUDA_TENSOR = re.compile(r"""(^|\bor\s+)not\s+[\w.]+\.is_cuda\b|\.device\.type\s*!=\s*['"]cuda['"]""")
+
+
+def _unit(context: _Context, line: int) -> tuple[str, _Scope] | None:
+    """The private function or class whose body holds the line, by the name the file reaches it by
+    (a method counts as its class; ``Mixer.fast_forward = patched_fast_forward`` names it
+    ``fast_forward``)."""
+    scopes = context.enclosing(line)
+    for scope in reversed(scopes):
+        if isinstance(scope, ast.ClassDef) or not any(isinstance(s, ast.ClassDef) for s in scopes):
+            break
+    else:
+        return None
+    if scope.name.startswith("_"):
+        return scope.name, scope
+    # read from the text: the statement may hold no trigger word, and then it is not parsed
+    aliases = re.findall(rf"^[ \t]*[\w.]+\.(\w+)\s*=\s*{re.escape(scope.name)}\s*$", context.text, re.MULTILINE)
+    return (aliases[0], scope) if len(aliases) == 1 else None
+
+
+def _on_a_cuda_route(context: _Context, line: int) -> bool:
+    """The line is in the body of an ``if`` taken only for CUDA tensors, or after an early
+    return for non-CUDA ones in its function."""
+    for statement in context.ifs:
+        test = context.source(statement.test)
+        if _CUDA_TENSOR_ROUTE.search(test) and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            return True
+        if (_NOT_CUDA_TENSOR.search(test) and (statement.end_lineno or 0) < line and statement.body
+                and isinstance(statement.body[-1], (ast.Return, ast.Raise))):
+            functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if functions and functions[-1].lineno < statement.lineno <= (functions[-1].end_lineno or 0):
+                return True
+    return False
+
+
+def _whole(text: str, pruned: _Context) -> _Context:
+    """The context of the whole file: the scanner parses only the statements with trigger words,
+    and a function's callers may have none."""
+    try:
+        return _Context(ast.parse(text), text)
+    except (SyntaxError, ValueError):
+        return pruned
+
+
+def _reached_only_for_cuda_tensors(context: _Context, line: int, depth: int = 0) -> bool:
+    """``_dora_kernel`` (or the method ``cuda_kernels_forward``) used in this file only where the
+    tensors are on CUDA, directly or through private helpers: elsewhere the file's other path runs."""
+    unit = _unit(context, line) if depth < 4 else None
+    if unit is None:
+        return False
+    name, scope = unit
+    uses = [n for n in context.loads().get(name, ())
+            if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
+    return bool(uses) and all(_on_a_cuda_route(context, n.lineno)
+                              or _reached_only_for_cuda_tensors(context, n.lineno, depth + 1) for n in uses)
+
+
+_TYPING_GENERICS = frozenset({"Tuple", "List", "Dict", "Optional", "Union", "Sequence", "Callable", "Type",
+                              "tuple", "list", "dict", "type"})
+
+
+def _type_alias(context: _Context, line: int) -> bool:
+    """``Events = Tuple[torch.cuda.Event, torch.cuda.Event]``: a name for a type; it creates
+    nothing and runs nothing on a device."""
+    for statement in context.statements:
+        if isinstance(statement, ast.Assign) and statement.lineno == line:
+            value = statement.value
+            generic = value.value if isinstance(value, ast.Subscript) else None
+            name = generic.attr if isinstance(generic, ast.Attribute) else getattr(generic, "id", "")
+            return name in _TYPING_GENERICS and not any(isinstance(n, ast.Call) for n in ast.walk(value))
+    return False
+
+
+def _custom_fwd_device_type(context: _Context, line: int) -> bool:
+    """``torch.amp.custom_fwd(device_type="cuda")``: it only reads CUDA's autocast state, which is
+    off where CUDA is absent, so the decorated function runs as written."""
+    calls = [c for c in context.calls_at(line)
+             if any(k.arg == "device_type" and isinstance(k.value, ast.Constant) for k in c.keywords)]
+    return bool(calls) and all(
+        (c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")) in ("custom_fwd", "custom_bwd")
+        for c in calls)
+
+
+def _cupy_branch(context: _Context, line: int) -> bool:
+    """``elif isinstance(obj, cupy.ndarray): devtype = "cuda"``: a CuPy array is on a CUDA device;
+    the string names where it is, it does not choose a device."""
+    return any(statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
+               and re.search(r"\bisinstance\(.*\bcupy\.", context.source(statement.test))
+               for statement in context.ifs)
+
+
 def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
     """Lower, in place, the error/silent findings of one file whose shape the judges
     found mostly wrong (see docs/precision/policy.md)."""
@@ -444,6 +642,7 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     if not strong:
         return
     context = _Context(tree, text) if tree is not None else None
+    whole_file: _Context | None = None  # parsed in full only when a finding needs every use of a name
     if is_test_file(path):
         _lower_self_skipping_tests(context, text, strong)
         if context is not None:
@@ -468,6 +667,34 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
             _lower(finding, "info", "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent")
         elif context is None:
             continue
+        elif (rule == CUDA_AVAILABILITY_CHECK and _returns_unavailable(context, finding.line)
+              and _probe_says_unavailable(whole_file := whole_file or _whole(text, context), finding.line)):
+            _lower(finding, "info", "the function is itself a CUDA availability probe: where CUDA is absent it "
+                                    "answers \"not available\" and its callers take their other path")
+        elif rule == CUDA_AVAILABILITY_CHECK and _guards_only_a_check(context, finding.line):
+            _lower(finding, "info", "guards only a call that checks or reports (its result unused): skipping it "
+                                    "where CUDA is absent changes nothing")
+        elif rule == CUDA_AVAILABILITY_CHECK and _after_accelerator_detection(context, finding.line):
+            _lower(finding, "info", "an elif after torch.accelerator detection: reached only where no other "
+                                    "accelerator was found")
+        elif rule == CUDA_AVAILABILITY_CHECK and _only_in_an_error_message(context, finding.line):
+            _lower(finding, "info", "its value is read only in the message of a raise: it describes the failure, "
+                                    "no device is chosen")
+        elif rule == TRITON_KERNEL and _alternative_import(context, finding.line):
+            _lower(finding, "info", "the same names imported again from the same package (another version's "
+                                    "location): one lock-in, reported at the first import")
+        elif rule == CUDA_EVENT and _type_alias(context, finding.line):
+            _lower(finding, "info", "a type alias: it names CUDA events, creates none")
+        elif rule == CUDA_DEVICE_STRING and _custom_fwd_device_type(context, finding.line):
+            _lower(finding, "info", "custom_fwd/custom_bwd(device_type=\"cuda\") only reads CUDA's autocast state, "
+                                    "which is off where CUDA is absent: nothing fails")
+        elif rule == CUDA_DEVICE_STRING and _cupy_branch(context, finding.line):
+            _lower(finding, "info", "names the device of a CuPy array, which is always a CUDA device: no device "
+                                    "is chosen")
+        elif _unit(context, finding.line) is not None and _reached_only_for_cuda_tensors(
+                whole_file := whole_file or _whole(text, context), finding.line):
+            _lower(finding, "info", "used in this file only where the tensors are on CUDA (an is_cuda or device-type "
+                                    "route); elsewhere the file's other path runs")
         elif rule != CUDA_DEVICE_STRING and context.in_swallowing_try(finding.line):
             _lower(finding, "info", "inside a try whose broad except neither re-raises nor exits: the error "
                                     "is caught")
