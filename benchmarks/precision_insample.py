@@ -27,11 +27,12 @@ def verdicts() -> list[dict]:
         seed = re.search(r"judge-(\d+)", path.name).group(1)  # type: ignore[union-attr]
         for line in path.read_text().splitlines():
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) < 7 or cells[5] not in ("correct", "INCORRECT"):
+            verdict = cells[5].lower() if len(cells) >= 7 else ""
+            if verdict not in ("correct", "incorrect"):  # judges write CORRECT or correct
                 continue
             where, number = cells[2].strip("`").rsplit(":", 1)
             found.append({"seed": seed, "path": where, "line": int(number), "rule": cells[3],
-                          "correct": cells[5] == "correct"})
+                          "correct": verdict == "correct"})
     return found
 
 

@@ -10,8 +10,11 @@ policy; ``torchport fix`` rewrites the same code as before.
 from __future__ import annotations
 
 import ast
+import functools
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_EVENT, CUDA_VISIBLE_DEVICES,
@@ -273,6 +276,130 @@ def _on_a_cuda_literal(context: _Context, line: int) -> bool:
                for call in context.calls_at(line)
                if any(k.arg == "device" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)
                       and k.value.value.startswith("cuda") for k in call.keywords))
+
+
+# float64 dtypes by their torch attribute name
+_FLOAT64_ATTRIBUTES = frozenset({"float64", "double", "complex128", "cdouble"})
+
+# Code for LAMMPS (ML-IAP, Kokkos): its devices are the CPU or CUDA/HIP, never MPS.
+_NO_MPS_HOST = re.compile(r"lammps|kokkos", re.IGNORECASE)
+
+
+def _float64_values(context: _Context, line: int) -> tuple[list[ast.Attribute], dict[int, ast.AST]]:
+    """The ``torch.float64``-like names on the line, and the parent of every node around them."""
+    parents: dict[int, ast.AST] = {}
+    for statement in context.statements:
+        if statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+            for node in _header(statement):
+                for child in ast.iter_child_nodes(node):
+                    parents.setdefault(id(child), node)
+    values = [n for n in context._expressions_at(line) if isinstance(n, ast.Attribute)
+              and n.attr in _FLOAT64_ATTRIBUTES and isinstance(n.value, ast.Name) and n.value.id == "torch"]
+    return values, parents
+
+
+def _dtype_table_entry(context: _Context, line: int) -> bool:
+    """``{"float64": torch.float64}``, ``dtypes.get(name, torch.float64)``: a name looked up in a
+    table makes no tensor; float64 comes out only for a caller that asks for it."""
+    values, parents = _float64_values(context, line)
+
+    def in_table(node: ast.AST) -> bool:
+        parent = parents.get(id(node))
+        if isinstance(parent, (ast.Tuple, ast.List)):  # `(torch.float64, np.float64)` as a dict value
+            parent = parents.get(id(parent))
+        if isinstance(parent, ast.Dict):
+            return True
+        return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr == "get"
+                and len(parent.args) == 2 and parent.args[1] is node)
+    return bool(values) and all(in_table(v) for v in values)
+
+
+def _dtype_choice(context: _Context, line: int) -> bool:
+    """``torch.float32 if default_dtype == "float32" else torch.float64``, or the body of
+    ``if default_dtype == "float64":``: float64 only where a dtype option (or the inputs'
+    dtype) says so; the default path keeps its own dtype."""
+    values, parents = _float64_values(context, line)
+    if values and all(isinstance(parents.get(id(v)), ast.IfExp) and all(
+            isinstance(branch, ast.Attribute) and isinstance(branch.value, ast.Name) and branch.value.id == "torch"
+            for branch in (parents[id(v)].body, parents[id(v)].orelse)) for v in values):  # type: ignore[attr-defined]
+        return True
+    return any(statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
+               and isinstance(statement.test, ast.Compare)
+               and re.search(r"""['"](float64|double)['"]|torch\.(float64|double)\b""", context.source(statement.test))
+               for statement in context.ifs)
+
+
+def _moved_later(context: _Context, line: int, names: set[str]) -> bool:
+    """Whether one of ``names`` is moved (``.cuda()``, ``.to(device)``) after the line, in its
+    function (or module)."""
+    functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    last = (functions[-1].end_lineno or line) if functions else len(context.lines)
+    text = "".join(context.lines[line - 1:last])
+    for name in names:
+        for moved in re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\.\s*(cuda|to)\s*\(([^)]*)", text):
+            arguments = moved.group(2)
+            if moved.group(1) == "cuda" or not re.fullmatch(r"\s*(dtype\s*=\s*)?[\w.]*(float|double|dtype)\w*\s*",
+                                                            arguments):
+                return True
+    return False
+
+
+def _handed_without_device(context: _Context, line: int) -> bool:
+    """``basis = change_basis(l, dtype=torch.float64)``: float64 handed to a function of the
+    package (or a module) with no device, whose result is not moved in this function: the
+    tensors it makes are on its default device, the CPU.  A tensor's own method
+    (``x.sum(dtype=torch.float64)``) or a torch call is not this shape."""
+    values, parents = _float64_values(context, line)
+    if not values:
+        return False
+    calls = [parents.get(id(v)) for v in values]
+    calls = [parents.get(id(c)) if isinstance(c, ast.keyword) else c for c in calls]
+    for call in calls:
+        if not isinstance(call, ast.Call):
+            return False
+        func = call.func
+        base = func
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id == "torch":
+            return False
+        if isinstance(func, ast.Attribute) and not re.search(
+                rf"^\s*(import\s+[\w.]+\s+as\s+{base.id}\b|import\s+{base.id}\b|from\s+\S+\s+import\s.*\b{base.id}\b)",
+                context.text, re.MULTILINE):
+            return False  # a method of an object (a tensor?), not a module's function
+        if any(k.arg in ("device", "map_location") for k in call.keywords) or any(
+                "device" in context.source(a) or "cuda" in context.source(a) for a in call.args):
+            return False
+        outer = parents.get(id(call))
+        if isinstance(outer, ast.Attribute):
+            return False  # `make(dtype=torch.float64).to(device)`
+    targets: set[str] = set()
+    for statement in context.statements:
+        if statement.lineno == line and isinstance(statement, (ast.Assign, ast.For, ast.AnnAssign, ast.AugAssign)):
+            bound = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            targets.update(n.id for t in bound for n in ast.walk(t) if isinstance(n, ast.Name))
+    return not _moved_later(context, line, targets)
+
+
+def _package_tests(path: str) -> bool:
+    """A test file inside an installed package, a wheel or an sdist (not the user's own project):
+    a folder above it holds ``*.dist-info``, ``PKG-INFO``, or ``*.egg-info`` without ``.git``,
+    or the path runs through site-packages."""
+    if not is_test_file(path):
+        return False
+    folder = Path(path).resolve().parent
+    return "site-packages" in folder.parts or "dist-packages" in folder.parts or any(
+        _package_root(str(above)) for above in (folder, *folder.parents))
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_root(folder: str) -> bool:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return "PKG-INFO" in names or any(n.endswith(".dist-info") for n in names) or (
+        ".git" not in names and any(n.endswith(".egg-info") for n in names))
 
 
 def _environment_flag(context: _Context, line: int) -> str | None:
@@ -643,6 +770,12 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
         return
     context = _Context(tree, text) if tree is not None else None
     whole_file: _Context | None = None  # parsed in full only when a finding needs every use of a name
+    if any(f.rule_id == FLOAT64 for f in strong) and _package_tests(path):
+        for finding in strong:
+            if finding.rule_id == FLOAT64:
+                _lower(finding, "info", "float64 in the tests of an installed package: they run under its own test "
+                                        "runner (on the CPU unless they move it), never in the user's code")
+        strong = [f for f in strong if f.severity_cap != "info"]
     if is_test_file(path):
         _lower_self_skipping_tests(context, text, strong)
         if context is not None:
@@ -736,3 +869,16 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
                                     "unless set)")
         elif rule == FLOAT64 and _new_cpu_float64(context, finding.line):
             _lower(finding, "info", "float64 in a tensor made without a device: it is on the CPU, where float64 works")
+        elif rule == FLOAT64 and _dtype_table_entry(context, finding.line):
+            _lower(finding, "info", "a dtype table entry: it makes no tensor; float64 comes out only for a caller "
+                                    "that asks for it")
+        elif rule == FLOAT64 and _dtype_choice(context, finding.line):
+            _lower(finding, "info", "float64 only where a dtype option (or the inputs' dtype) chooses it; the "
+                                    "default path keeps its dtype")
+        elif rule == FLOAT64 and _handed_without_device(context, finding.line):
+            _lower(finding, "info", "float64 handed to a function with no device, its result never moved here: "
+                                    "the tensors are made on the CPU, where float64 works")
+        elif rule == FLOAT64 and (_NO_MPS_HOST.search(Path(path).name) or any(
+                _NO_MPS_HOST.search(scope.name) for scope in context.enclosing(finding.line))):
+            _lower(finding, "info", "code for LAMMPS, whose devices are the CPU or CUDA/HIP (Kokkos): MPS, the "
+                                    "one device without float64, never runs it")

@@ -204,6 +204,9 @@ class DtypeDetector(AnalyzerState):
             return True  # `torch.from_numpy(weights)`: made on the host
         if isinstance(node, ast.Call) and _numpy_name(node.func):
             return True  # `np.array(weights)`: a NumPy array lives on the host
+        if isinstance(node, ast.Call) and any(k.arg in ("map_location", "device") and _cpu_device(k.value)
+                                              for k in node.keywords):
+            return True  # `torch.load(path, map_location="cpu")`: loaded onto the host
         if isinstance(node, ast.Name):
             if node.id in self.host_names.get(self.scopes[-1], ()):
                 return True
