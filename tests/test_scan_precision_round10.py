@@ -125,3 +125,24 @@ def test_float64_in_lammps_code_is_quiet(tmp_path):
             return pair_forces.double()  # kept
     ''')
     _check(tmp_path, lammps, other)
+
+
+def test_float64_in_a_cached_constant_without_a_device_is_quiet(tmp_path):
+    # e3nn o3/_wigner.py:155, _so3_clebsch_gordan: lru_cached, cast by its callers
+    _check(tmp_path, _write(tmp_path, "cg.py", '''
+        import functools
+
+        import torch
+
+        from mylib import su2_clebsch_gordan
+
+
+        @functools.lru_cache(maxsize=None)
+        def so3_clebsch_gordan(l1, l2, l3):
+            return su2_clebsch_gordan(l1, l2, l3).to(dtype=torch.complex128)  # quiet
+
+
+        @functools.lru_cache(maxsize=None)
+        def so3_clebsch_gordan_on(l1, device):
+            return su2_clebsch_gordan(l1, l1, l1).to(dtype=torch.complex128, device=device)  # kept
+    '''))

@@ -335,12 +335,15 @@ def _moved_later(context: _Context, line: int, names: set[str]) -> bool:
     functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     last = (functions[-1].end_lineno or line) if functions else len(context.lines)
     text = "".join(context.lines[line - 1:last])
-    for name in names:
-        for moved in re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\.\s*(cuda|to)\s*\(([^)]*)", text):
-            arguments = moved.group(2)
-            if moved.group(1) == "cuda" or not re.fullmatch(r"\s*(dtype\s*=\s*)?[\w.]*(float|double|dtype)\w*\s*",
-                                                            arguments):
-                return True
+    return any(_moves(text, rf"(?<![\w.]){re.escape(name)}") for name in names)
+
+
+def _moves(text: str, receiver: str = "") -> bool:
+    """Whether the text calls ``.cuda()`` or a ``.to()`` given more than a dtype (on ``receiver``)."""
+    for moved in re.finditer(rf"{receiver}\s*\.\s*(cuda|to)\s*\(([^)]*)", text):
+        if moved.group(1) == "cuda" or not re.fullmatch(r"\s*(dtype\s*=\s*)?[\w.]*(float|double|complex|dtype)\w*\s*",
+                                                        moved.group(2)):
+            return True
     return False
 
 
@@ -379,6 +382,19 @@ def _handed_without_device(context: _Context, line: int) -> bool:
             bound = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             targets.update(n.id for t in bound for n in ast.walk(t) if isinstance(n, ast.Name))
     return not _moved_later(context, line, targets)
+
+
+def _cached_constant(context: _Context, line: int) -> bool:
+    """``@functools.lru_cache def _so3_clebsch_gordan(l1, l2, l3)``: a cached function of
+    hashable arguments (not tensors) that names no device makes its tensors on the CPU; the
+    caller casts and moves the cached constant."""
+    functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not functions:
+        return False
+    function = functions[-1]
+    cached = any(re.search(r"\b(lru_cache|cache)\b", ast.unparse(d)) for d in function.decorator_list)
+    source = context.source(function)
+    return cached and "device" not in source and not _moves(source)
 
 
 def _package_tests(path: str) -> bool:
@@ -875,6 +891,9 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
         elif rule == FLOAT64 and _dtype_choice(context, finding.line):
             _lower(finding, "info", "float64 only where a dtype option (or the inputs' dtype) chooses it; the "
                                     "default path keeps its dtype")
+        elif rule == FLOAT64 and _cached_constant(context, finding.line):
+            _lower(finding, "info", "float64 in a cached function of non-tensor arguments that names no device: "
+                                    "a constant made on the CPU, cast and moved by its callers")
         elif rule == FLOAT64 and _handed_without_device(context, finding.line):
             _lower(finding, "info", "float64 handed to a function with no device, its result never moved here: "
                                     "the tensors are made on the CPU, where float64 works")
