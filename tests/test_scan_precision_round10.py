@@ -81,6 +81,7 @@ def test_float64_handed_to_a_function_without_a_device_is_quiet_unless_moved(tmp
     # e3nn _so3_clebsch_gordan, _reduce.py: bases computed on the CPU in float64
     _check(tmp_path, _write(tmp_path, "basis.py", '''
         import torch
+        import torch.nn.functional as F
 
         from mylib import build_model, change_basis
 
@@ -98,6 +99,10 @@ def test_float64_handed_to_a_function_without_a_device_is_quiet_unless_moved(tmp
 
         def train_on(device):
             return change_basis(3, dtype=torch.float64, device=device)  # kept
+
+
+        def probabilities(logits):
+            return F.softmax(logits, dim=-1, dtype=torch.float64)  # kept
     '''))
 
 

@@ -366,10 +366,12 @@ def _handed_without_device(context: _Context, line: int) -> bool:
             base = base.value
         if not isinstance(base, ast.Name) or base.id == "torch":
             return False
-        if isinstance(func, ast.Attribute) and not re.search(
-                rf"^\s*(import\s+[\w.]+\s+as\s+{base.id}\b|import\s+{base.id}\b|from\s+\S+\s+import\s.*\b{base.id}\b)",
-                context.text, re.MULTILINE):
+        imported = re.search(rf"^\s*(import\s+[\w.]+\s+as\s+{base.id}\b|import\s+{base.id}\b|"
+                             rf"from\s+\S+\s+import\s.*\b{base.id}\b).*$", context.text, re.MULTILINE)
+        if isinstance(func, ast.Attribute) and not imported:
             return False  # a method of an object (a tensor?), not a module's function
+        if imported and re.search(r"\btorch\b", imported.group(0)):
+            return False  # `F.softmax(x, dtype=torch.float64)`: torch computes on x's device
         if any(k.arg in ("device", "map_location") for k in call.keywords) or any(
                 "device" in context.source(a) or "cuda" in context.source(a) for a in call.args):
             return False
