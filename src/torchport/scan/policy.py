@@ -370,7 +370,7 @@ def _handed_without_device(context: _Context, line: int) -> bool:
                              rf"from\s+\S+\s+import\s.*\b{base.id}\b).*$", context.text, re.MULTILINE)
         if isinstance(func, ast.Attribute) and not imported:
             return False  # a method of an object (a tensor?), not a module's function
-        if imported and re.search(r"\btorch\b", imported.group(0)):
+        if imported and re.match(r"\s*(from|import)\s+torch(\.|\s|$)", imported.group(0)):
             return False  # `F.softmax(x, dtype=torch.float64)`: torch computes on x's device
         if any(k.arg in ("device", "map_location") for k in call.keywords) or any(
                 "device" in context.source(a) or "cuda" in context.source(a) for a in call.args):
