@@ -378,11 +378,13 @@ def _handed_without_device(context: _Context, line: int) -> bool:
         outer = parents.get(id(call))
         if isinstance(outer, ast.Attribute):
             return False  # `make(dtype=torch.float64).to(device)`
-    targets: set[str] = set()
+    targets: set[str] = set()  # `model`, and for `self.kernel = ...` both `self` and `self.kernel`
     for statement in context.statements:
-        if statement.lineno == line and isinstance(statement, (ast.Assign, ast.For, ast.AnnAssign, ast.AugAssign)):
+        if (statement.lineno <= line <= (statement.end_lineno or statement.lineno)
+                and isinstance(statement, (ast.Assign, ast.For, ast.AnnAssign, ast.AugAssign))):
             bound = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             targets.update(n.id for t in bound for n in ast.walk(t) if isinstance(n, ast.Name))
+            targets.update(ast.unparse(t) for t in bound if isinstance(t, ast.Attribute))
     return not _moved_later(context, line, targets)
 
 
