@@ -26,6 +26,7 @@ CANDIDATES = {
     "progress": "progress lines to the parent (and the phase boundaries of host memory)",
     "hooks": "evaluate's per-step additions: samples and tokens counted, batch signatures, data-wait timers",
     "kept-losses": "the detached losses kept for reading after each phase",
+    "dynamo-logs": "Dynamo's graph-break and recompile logs and their collecting handler (compile backends)",
 }
 
 
@@ -86,6 +87,10 @@ def _switch_off(name: str, context: Any) -> None:
             original(self, name_, step, backend, None, turn)
 
         protocol.Scenario.__init__ = without_values  # type: ignore[method-assign]
+    elif name == "dynamo-logs":
+        from torchport import dynamo_counters
+
+        dynamo_counters._logs_active = False  # start() then leaves torch's logging as the hand-written loop has it
     elif name != "none":
         raise ValueError(f"unknown candidate {name!r}")
 
