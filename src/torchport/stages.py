@@ -31,9 +31,8 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from torchport.planning import StageCost
