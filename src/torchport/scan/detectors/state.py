@@ -257,9 +257,8 @@ class AnalyzerState(ast.NodeVisitor):
     def _assigned_on_cuda_line(self, pattern: str) -> bool:
         """Whether a line holding ``pattern`` also mentions CUDA (one search of the text
         per pattern, not a test of every line)."""
-        if self._text is None:
-            self._text = "\n".join(self.lines)
-        text, position = self._text, self._text.find(pattern)
+        text = self._joined_text()
+        position = text.find(pattern)
         while position != -1:
             start, end = text.rfind("\n", 0, position) + 1, text.find("\n", position)
             if "cuda" in text[start:end if end != -1 else len(text)]:
