@@ -125,6 +125,7 @@ def paired_round(app: str, backend: str, candidate: str | None = None
     """One torchport worker and one hand-written loop, taking turns block by
     block; ``candidate``: what the worker switches off (harness_candidates).
     Returns both processes' block times and facts."""
+    from harness_candidates import WORKER_ENVIRONMENT
     from torchport.launch import run_worker
     from torchport.protocol import ProtocolConfig
 
@@ -136,7 +137,8 @@ def paired_round(app: str, backend: str, candidate: str | None = None
     result, last_line = run_paired(
         [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
         "hand-written loop",
-        lambda turns: run_worker(backend, job, app=app, config=job_config, env=turns, timeout=900),
+        lambda turns: run_worker(backend, job, app=app, config=job_config,
+                                 env={**turns, **WORKER_ENVIRONMENT.get(candidate or "none", {})}, timeout=900),
         expected_turns=2 * (1 + WARMUP // config.block_steps + BLOCKS + 1))
     blocks = result["training"]["sustained"]["blocks"]
     theirs = json.loads(last_line)
@@ -186,8 +188,10 @@ def run_candidates(apps: list[str], backends: list[str], rounds: int, names: lis
                     "old watchdog on"
                 share = "" if variant == "none" else f"  share {base - ratio:+.3f}"
                 faults = [side.get("per_step", {}).get("minor_faults") for side in facts[variant]]
+                threads = [f"{side.get('torch_threads')}/{side.get('interop_threads')}" for side in facts[variant]]
                 print(f"  {what:<22} ratio {ratio:.3f} [{low:.3f}, {high:.3f}]{share}   rounds {per_round}"
-                      f"   page faults a step (torchport, hand-written) {faults}")
+                      f"   page faults a step (torchport, hand-written) {faults}"
+                      f"   intra/inter-op threads {threads}")
             print("  candidates: " + "; ".join(f"{k}: {v}" for k, v in CANDIDATES.items() if k in names))
             differences = fact_differences(*facts["none"])
             print("  worker and hand-written loop differ in: " + ("; ".join(differences) or "nothing read"))

@@ -27,7 +27,12 @@ CANDIDATES = {
     "hooks": "evaluate's per-step additions: samples and tokens counted, batch signatures, data-wait timers",
     "kept-losses": "the detached losses kept for reading after each phase",
     "dynamo-logs": "Dynamo's graph-break and recompile logs and their collecting handler (compile backends)",
+    "interop-threads": "the worker's one inter-op thread (torch keeps its default pool, as the hand-written loop does)",
 }
+
+# Candidates applied where the worker starts (its environment), not inside it:
+# the inter-op pool can be sized only before torch's first parallel work.
+WORKER_ENVIRONMENT = {"interop-threads": {"TORCHPORT_INTEROP_THREADS": ""}}
 
 
 def facts() -> dict[str, Any]:
@@ -91,7 +96,7 @@ def _switch_off(name: str, context: Any) -> None:
         from torchport import dynamo_counters
 
         dynamo_counters._logs_active = False  # start() then leaves torch's logging as the hand-written loop has it
-    elif name != "none":
+    elif name not in ("none", *WORKER_ENVIRONMENT):
         raise ValueError(f"unknown candidate {name!r}")
 
 
