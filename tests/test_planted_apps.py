@@ -131,6 +131,7 @@ def clean_control_check(tmp_path_factory) -> tuple[subprocess.CompletedProcess, 
     return done, json.loads(out.read_text())
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_clean_control_passes_every_applicable_check_and_exits_0(clean_control_check):
     done, section = clean_control_check
@@ -200,6 +201,7 @@ def test_a_wait_under_the_absolute_minimum_is_never_input_bound():
     assert slow["figures"]["verdict"] == "input-bound" and slow["status"] == "fail", slow["reason"]
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_slow_collate_is_input_bound_at_the_dataloader_and_collate_lines(tmp_path):
     section = run_checks(CheckOptions(app=str(APPS / "planted_slow_collate.py"), backends=backends(),
@@ -293,6 +295,7 @@ def test_evaluate_carries_scans_findings_for_the_apps_own_files(tmp_path):
     assert f"TP201 at {line}" in xla["scan_findings"]
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_clean_control_pipeline_verdict_is_the_same_in_5_runs(clean_control_check, tmp_path):
     """Five runs, each in fresh workers (new processes, thread pools, DataLoader workers and compilation):
@@ -381,6 +384,7 @@ def test_host_reads_of_host_tensors_are_no_device_sync(tmp_path):
     assert [f["location"] for f in syncs] == [line_of("planted_host_counter.py", "# planted")], syncs
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_pipeline_between_the_thresholds_is_borderline_in_every_output(tmp_path):
     """A real evaluation (checks stage included) of an app whose data takes about a fifth of a step:
