@@ -27,7 +27,7 @@ from typing import Any
 
 from torchport.check import worker_check
 from torchport.planning import Deadline
-from torchport.records import CheckStatus
+from torchport.records import Check, CheckStatus
 from torchport.sampling import format_duration
 
 STEP_MARGIN = 1.3  # each step counted at a margin: checkpoints written and read, the float64 reference beside it
@@ -79,15 +79,13 @@ class CheckBudget(Deadline):
             self.sized.append(f"{check} on {backend}: {note}")
         return sized, None
 
-    def explain(self, check: dict[str, Any], timeout_s: float, limited: bool) -> dict[str, Any]:
+    def explain(self, check: Check, timeout_s: float, limited: bool) -> Check:
         """A check whose worker the budget ended says so (not a timeout of the backend)."""
-        reason = check.get("reason") or ""
-        if limited and check.get("status") in (CheckStatus.FAIL, CheckStatus.ERROR) and any(
-                word in reason for word in ("timed out", "timed_out", "did not finish")):
-            check = {**check, "status": CheckStatus.SKIPPED.value,
-                     "reason": f"budget too small: the time budget ended this check's worker after "
-                               f"{format_duration(timeout_s)} ({reason})"}
-            self.skipped.append(f"{check['name']} on {check.get('backend')}: ended at the budget's end")
+        if limited and check.failed and any(word in check.reason for word in ("timed out", "timed_out", "did not finish")):
+            check = dataclasses.replace(check, status=CheckStatus.SKIPPED,
+                                        reason=f"budget too small: the time budget ended this check's worker after "
+                                               f"{format_duration(timeout_s)} ({check.reason})")
+            self.skipped.append(f"{check.name} on {check.backend}: ended at the budget's end")
         return check
 
     def record(self) -> dict[str, Any]:

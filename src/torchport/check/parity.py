@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchport.check.tolerance import judge, relative_error, tensor_error, trajectory_error, worst
+from torchport.records import Check, CheckStatus
 
 METRIC_TARGET = 0.99
 
@@ -92,11 +93,11 @@ def truth_note(truth: dict[str, Any]) -> str:
 
 
 def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any], dtype: str,
-          nondeterministic: bool) -> dict[str, Any]:
+          nondeterministic: bool) -> Check:
     problem = truth_failure(truth)
     if problem:
-        return {"name": "parity", "backend": backend, "status": "error", "reason": problem,
-                "figures": {"dtype": dtype, "reference_not_built": True}}
+        return Check(name="parity", backend=backend, status=CheckStatus.ERROR, reason=problem,
+                     figures={"dtype": dtype, "reference_not_built": True})
     comparison = compare(run, reference, truth, dtype)
     verdicts = comparison["verdicts"]
     failing = [name for name, verdict in verdicts.items() if not verdict["pass"]]
@@ -131,15 +132,15 @@ def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: d
     reason += truth_note(truth)
     if nondeterministic:
         reason += "; the reference itself is nondeterministic (see determinism), so these figures are noisy"
-    return {"name": "parity", "backend": backend, "status": "fail" if failing else "pass", "reason": reason,
-            "figures": figures}
+    return Check(name="parity", backend=backend, status=CheckStatus.FAIL if failing else CheckStatus.PASS,
+                 reason=reason, figures=figures)
 
 
 def _ratio_text(ratio: float) -> str:
     return f"{ratio:.3g}" if ratio < 1e6 else f"{ratio:.2e}"
 
 
-def determinism(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+def determinism(first: dict[str, Any], second: dict[str, Any]) -> Check:
     """Two identical CPU runs must agree bit for bit."""
     differences = []
     for step, (a, b) in enumerate(zip(first["losses"], second["losses"]), start=1):
@@ -156,11 +157,11 @@ def determinism(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]
             differences.append("first-step outputs")
     figures = {"runs": 2, "steps": len(first["losses"]), "bit_exact": not differences}
     if differences:
-        return {"name": "determinism", "backend": "cpu", "status": "fail", "figures": figures,
-                "reason": "nondeterministic app: two identical cpu runs (same seed, same data, deterministic "
-                          f"kernels) differ: {'; '.join(differences)}. Tolerances are not widened for this"}
-    return {"name": "determinism", "backend": "cpu", "status": "pass", "figures": figures,
-            "reason": f"two identical cpu runs agree bit for bit over {len(first['losses'])} steps"}
+        return Check(name="determinism", backend="cpu", status=CheckStatus.FAIL, figures=figures,
+                     reason="nondeterministic app: two identical cpu runs (same seed, same data, deterministic "
+                            f"kernels) differ: {'; '.join(differences)}. Tolerances are not widened for this")
+    return Check(name="determinism", backend="cpu", status=CheckStatus.PASS, figures=figures,
+                 reason=f"two identical cpu runs agree bit for bit over {len(first['losses'])} steps")
 
 
 def localise(backend_modules: dict[str, Any], order: list[str], reference_modules: dict[str, Any],

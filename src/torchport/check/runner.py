@@ -49,6 +49,7 @@ from torchport.failures import is_app_failure
 from torchport.launch import run_worker
 from torchport.sampling import format_duration
 from torchport.limits import DEFAULT_TIMEOUT_S
+from torchport.records import Check, CheckStatus, RunStatus
 
 TRAIN_JOB = "torchport.check.jobs:train_job"
 REFERENCE = "cpu"
@@ -130,11 +131,11 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
         backends_seen[name] = verdict.as_dict()
         if verdict.available:
             available.append(name)
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     for name in names:
         if name not in available:
-            checks.append({"name": "all", "backend": name, "status": "skipped", "figures": {},
-                           "reason": f"backend not available: {backends_seen[name]['reason']}"})
+            checks.append(Check(name="all", backend=name, status=CheckStatus.SKIPPED,
+                                reason=f"backend not available: {backends_seen[name]['reason']}"))
     work = Path(options.work_dir) if options.work_dir else Path(tempfile.mkdtemp(prefix="torchport-check-"))
     work.mkdir(parents=True, exist_ok=True)
     app_error = None
@@ -148,7 +149,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
             on_event("start", {"check": check, "backend": name})
             sized, skip = (options, None) if budget is None else budget.size(check, options, name, len(later) - index)
             if skip:
-                checks.append({"name": check, "backend": name, "status": "skipped", "figures": {}, "reason": skip})
+                checks.append(Check(name=check, backend=name, status=CheckStatus.SKIPPED, reason=skip))
                 continue
             limited = budget is not None and budget.limited(options.timeout_s)
             result = worker_check(check).check(sized, name, work / f"{check}-{name}")
@@ -157,7 +158,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
         if not options.keep_files and not options.work_dir:
             shutil.rmtree(work, ignore_errors=True)
     return {
-        "checks": checks,
+        "checks": [check.to_dict() for check in checks],
         "config": {
             "app": as_spec(options.app).text,
             "checks": list(options.only),
@@ -183,7 +184,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
 
 def failure(result: dict[str, Any], backend: str) -> str | None:
     """One line for a worker that did not finish, else None."""
-    if result.get("status") == "ok":
+    if result.get("status") == RunStatus.OK:
         return None
     if result.get("budget_limited"):
         return (f"budget too small: the time budget ended the {backend} worker after "
@@ -201,9 +202,9 @@ def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str,
     result = run_worker(backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra},
                         timeout=timeout, on_progress=lambda event: on_event("progress", {"backend": backend, **event}))
     if budget is not None:
-        if result.get("status") == "timed_out" and timeout < options.timeout_s:
+        if result.get("status") == RunStatus.TIMED_OUT and timeout < options.timeout_s:
             result["budget_limited"] = timeout
-        elif result.get("status") == "ok":
+        elif result.get("status") == RunStatus.OK:
             budget.learn(backend, result)
     return result
 
@@ -221,7 +222,7 @@ def reference_host(names: list[str]) -> str | None:
 
 
 def training_checks(options: CheckOptions, names: list[str], work: Path,
-                    on_event: Event) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+                    on_event: Event) -> tuple[list[Check], dict[str, Any] | None, str]:
     """The parity, checkpoint and pipeline checks, the app's own error when
     the reference run failed in the app's code (every backend would say the
     same), and the backend whose worker made the reference's runs."""
@@ -277,7 +278,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     if "checkpoint" in want:
         _remaining_pairs(options, names, work, results, on_event, host if reference_worker == host else None)
 
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     reference_failure = failure(reference, REFERENCE)
     nondeterministic = False
     if "parity" in want:
@@ -285,7 +286,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
             checks.append(_error("determinism", REFERENCE, reference_failure))
         else:
             check = parity.determinism(reference["runs"][REFERENCE], reference["runs"]["cpu-repeat"])
-            nondeterministic = check["status"] == "fail"
+            nondeterministic = check.status == CheckStatus.FAIL
             checks.append(check)
         for name in names:
             if name == REFERENCE:
@@ -296,7 +297,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
                 continue
             check = parity.check(name, results[name]["runs"][name], reference["runs"][REFERENCE],
                                  reference["runs"]["cpu-float64"], options.dtype, nondeterministic)
-            if check["figures"]["first_step_failed"]:
+            if check.figures["first_step_failed"]:
                 _localise(options, name, work, check, on_event)
             checks.append(check)
     if "checkpoint" in want:
@@ -361,18 +362,17 @@ def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, result
                     resumed or {"error": problem or "not run"}
 
 
-def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any]], dtype: str) -> dict[str, Any]:
-    pair = f"{source} -> {target}"
+def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any]], dtype: str) -> Check:
     for name in (source, target):
         problem = failure(results[name], name)
         if problem and not _saved(results, name):
-            return {"name": "checkpoint", "pair": pair, "status": "error", "figures": {}, "reason": problem}
+            return Check(name="checkpoint", pair=f"{source} -> {target}", status=CheckStatus.ERROR, reason=problem)
     target_result = results[target]
     return checkpoint.check(source, target, _saved(results, source), _resumed(target_result, target).get(source),
                             results[source]["runs"].get(source), target_result["runs"][target], dtype)
 
 
-def _pipeline_check(options: CheckOptions, name: str, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _pipeline_check(options: CheckOptions, name: str, results: dict[str, dict[str, Any]]) -> Check:
     """Each backend's verdict from its own run's measurement (``pipeline.measure``)."""
     device_type = backend_registry.get(name).device_type
     measured = ((results[name].get("runs") or {}).get(name) or {}).get("pipeline")
@@ -382,7 +382,7 @@ def _pipeline_check(options: CheckOptions, name: str, results: dict[str, dict[st
     return pipeline.check(name, device_type, measured, evaluation[0] if evaluation else None)
 
 
-def _localise(options: CheckOptions, name: str, work: Path, check: dict[str, Any], on_event: Event) -> None:
+def _localise(options: CheckOptions, name: str, work: Path, check: Check, on_event: Event) -> None:
     """Record every module's output in step 1 on the reference, the truth and
     the backend, and name the first module that diverges."""
     single = {"seed": options.seed, "steps": 1, "modules": True, "app_inference": False}
@@ -396,29 +396,29 @@ def _localise(options: CheckOptions, name: str, work: Path, check: dict[str, Any
                     on_event)
     problem = failure(result, name)
     if problem or not reference_path.exists():
-        check["figures"]["diverging_module"] = None
-        check["reason"] += f"; locating the module failed: {problem or 'the reference run failed'}"
+        check.figures["diverging_module"] = None
+        check.reason += f"; locating the module failed: {problem or 'the reference run failed'}"
         return
     record = result["runs"][f"{name}-modules"]
     found = parity.localise(parity.load_tensor(record["modules_file"]), record["modules"],
                             parity.load_tensor(str(reference_folder / "cpu-modules.modules.pt")),
                             parity.load_tensor(str(reference_path)), options.dtype)
     if found is None:
-        check["figures"]["diverging_module"] = None
-        check["reason"] += "; no single module's forward output diverges (the difference is in the backward or the optimizer)"
+        check.figures["diverging_module"] = None
+        check.reason += "; no single module's forward output diverges (the difference is in the backward or the optimizer)"
         return
     found["type"] = record.get("module_types", {}).get(found["module"])
-    check["figures"]["diverging_module"] = found
-    check["reason"] = (f"first diverging module: {found['module']} ({found['type']}), output error ratio "
-                       f"{found['ratio']:.3g}; " + check["reason"])
+    check.figures["diverging_module"] = found
+    check.reason = (f"first diverging module: {found['module']} ({found['type']}), output error ratio "
+                    f"{found['ratio']:.3g}; " + check.reason)
 
 
-def _error(name: str, backend: str, reason: str) -> dict[str, Any]:
-    return {"name": name, "backend": backend, "status": "error", "figures": {}, "reason": reason}
+def _error(name: str, backend: str, reason: str) -> Check:
+    return Check(name=name, backend=backend, status=CheckStatus.ERROR, reason=reason)
 
 
 def exit_status(section: dict[str, Any]) -> int:
     """0 when every check passed (or was borderline, skipped, or not applicable on its backend), 1 when one
     failed or could not run.  Borderline is inside the band between pass and fail: reported as such, but not
     a failure to stop a build on."""
-    return 1 if any(check["status"] in ("fail", "error") for check in section["checks"]) else 0
+    return 1 if any(Check.from_dict(check).failed for check in section["checks"]) else 0
