@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +43,11 @@ class CheckBudget(Deadline):
     sized: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
-    def learn(self, backend: str, worker: dict[str, Any]) -> None:
-        """Step time and start-up of ``backend`` from a training-checks worker."""
-        runs = [run for run in (worker.get("runs") or {}).values() if (run.get("timing") or {}).get("step_s")]
-        if runs:
-            self.step_s[backend] = max(run["timing"]["step_s"] for run in runs)
-        phases = worker.get("phases") or {}
+    def learn(self, backend: str, runs: Iterable[dict[str, Any]], phases: dict[str, float]) -> None:
+        """Step time and start-up of ``backend`` from a training-checks worker's runs and phases."""
+        timed = [run["timing"]["step_s"] for run in runs if (run.get("timing") or {}).get("step_s")]
+        if timed:
+            self.step_s[backend] = max(timed)
         self.startup_s[backend] = float(phases.get("process_start_s") or 0.0) + float(phases.get("import_s") or 0.0)
 
     def size(self, check: str, options: Any, backend: str, checks_left: int) -> tuple[Any, str | None]:
