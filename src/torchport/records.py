@@ -472,7 +472,7 @@ class BackendEntry(Record):
 class Check(Record):
     """One check result (torchport check): for a backend, or a checkpoint pair."""
 
-    # In the order the checks have always written their keys.
+    # The order a record built in code writes its keys in.
     name: str = ""
     backend: str | None = None
     pair: str | None = None
