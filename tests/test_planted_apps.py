@@ -194,10 +194,10 @@ def test_a_wait_under_the_absolute_minimum_is_never_input_bound():
     data = {"dataloader": False, "type": "builtins.list"}
     # 0.2 ms of loading against a 0.1 ms step: a 67% share, but of a wait under the minimum.
     tiny = pipeline.check("cpu", "cpu", {"load_s": [2e-4] * 5, "compute_s": [1e-4] * 5, "batches_per_s": 5000.0,
-                                          "per_round": 4, "data": data})
+                                          "per_round": 4, "data": data}).to_dict()
     assert tiny["figures"]["verdict"] == "keeps up" and tiny["status"] == "pass", tiny["reason"]
     slow = pipeline.check("cpu", "cpu", {"load_s": [2e-2] * 5, "compute_s": [1e-2] * 5, "batches_per_s": 50.0,
-                                          "per_round": 4, "data": data})
+                                          "per_round": 4, "data": data}).to_dict()
     assert slow["figures"]["verdict"] == "input-bound" and slow["status"] == "fail", slow["reason"]
 
 

@@ -472,14 +472,20 @@ class BackendEntry(Record):
 class Check(Record):
     """One check result (torchport check): for a backend, or a checkpoint pair."""
 
+    # The order a record built in code writes its keys in.
     name: str = ""
-    status: CheckStatus | str = CheckStatus.SKIPPED
-    reason: str = ""
-    figures: dict[str, Any] = field(default_factory=dict)
     backend: str | None = None
     pair: str | None = None
+    status: CheckStatus | str = CheckStatus.SKIPPED
+    figures: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
 
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": CheckStatus}
+
+    @property
+    def failed(self) -> bool:
+        """A failure of the command: the check failed, or could not run."""
+        return self.status in (CheckStatus.FAIL, CheckStatus.ERROR)
 
 
 @dataclass
