@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan.model import Finding
-from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_EVENT, CUDA_VISIBLE_DEVICES,
+from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT, CUDA_VISIBLE_DEVICES,
                                   FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
@@ -27,7 +27,9 @@ _TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)(flycheck_)?(test_[^/]*|[^
 
 # Libraries whose whole point is an NVIDIA feature: code that imports them is CUDA by design.
 # (Not cupy: libraries accept cupy arrays as one array type among others.)
-_NVIDIA_ONLY = re.compile(r"\b(tensorrt|torch_tensorrt|kvikio|pynvml|nvidia_smi|trt\.Builder|trt\.Runtime)\b")
+_NVIDIA_ONLY = re.compile(r"\b(tensorrt|torch_tensorrt|kvikio|pynvml|nvidia_smi|trt\.Builder|trt\.Runtime)\b"
+                          # the CUTLASS Python DSL (CuTe): kernels for NVIDIA GPUs only
+                          r"|\b(from|import)\s+cutlass\b|\bcutlass(\.cute|_torch)\b")
 
 # Classes and functions named for an NVIDIA-only feature: `class TrtCompiler`, `class GDSDataset`.
 _NVIDIA_NAMED = re.compile(r"(^|_|[a-z])(trt|tensorrt|gds|kvikio|nvml)($|_|[A-Z])", re.IGNORECASE)
@@ -655,7 +657,8 @@ def _alternative_import(context: _Context, line: int) -> bool:
 
 
 # A call made for its checks or messages: `check_nvlink_connectivity(fabric)`, `warn_if_slow()`.
-_CHECK_CALL = re.compile(r"(check|verify|validate|warn|print|log)(_\w*)?")
+# `logger.warning("resuming without the CUDA RNG state")` too.
+_CHECK_CALL = re.compile(r"(check|verify|validate|warn|print|log)(_\w*)?|warning|info|debug")
 
 
 def _guards_only_a_check(context: _Context, line: int) -> bool:
@@ -806,6 +809,64 @@ def _in_report_function(context: _Context, line: int) -> bool:
     return any(_REPORT_FUNCTION.fullmatch(scope.name) for scope in context.enclosing(line))
 
 
+def _never_runs(context: _Context, line: int) -> bool:
+    """``if False:  # torch.cuda.is_available():``: a branch switched off by a constant."""
+    return any(isinstance(statement.test, ast.Constant) and not statement.test.value
+               and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
+               for statement in context.ifs)
+
+
+def _cuda_guard_decorator(context: _Context, line: int) -> str | None:
+    """``@check_cuda_device(0.0) def gpu_memory_usage(...)`` where ``check_cuda_device`` is defined
+    in this file and its wrapper returns, without calling the function, where CUDA is absent
+    (``if ... or not torch.cuda.is_available(): return default``).  Needs the whole file."""
+    for function in reversed(context.enclosing(line)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in function.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if isinstance(target, ast.Name) and _returns_where_cuda_absent(context, target.id):
+                return target.id
+    return None
+
+
+def _returns_where_cuda_absent(context: _Context, name: str) -> bool:
+    definition = next((s for s in context.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and s.name == name), None)
+    if definition is None:
+        return False
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.If) and len(node.body) == 1 and isinstance(node.body[0], ast.Return)):
+            continue
+        test = node.test
+        conditions = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+        if any(ast.unparse(c) == "not torch.cuda.is_available()" for c in conditions):
+            return True
+    return False
+
+
+# A JIT build of CUDA sources: `load(sources=["ops.cu"], extra_cuda_cflags=[...])`, `CUDAExtension(`.
+_BUILDS_CUDA = re.compile(r"""extra_cuda_cflags|\.cu['"]|\bCUDAExtension\(""")
+
+
+def _for_a_cuda_build(context: _Context, line: int) -> bool:
+    """``major, minor = torch.cuda.get_device_capability()`` in a function that JIT-builds CUDA
+    sources for that arch, or in a helper read only by such functions in the file (the
+    ``-gencode`` flag): the build is the lock-in, and it is reported at its ``load()``.
+    Needs the whole file."""
+    functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not functions:
+        return False
+    function = functions[-1]
+    if _BUILDS_CUDA.search(context.source(function)):
+        return True
+    uses = [n for n in context.loads().get(function.name, ())
+            if not _first_line(function) <= n.lineno <= (function.end_lineno or 0)]
+    callers = [[s for s in context.enclosing(n.lineno) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+               for n in uses]
+    return bool(uses) and all(c and _BUILDS_CUDA.search(context.source(c[-1])) for c in callers)
+
+
 class _File:
     """One scanned file as the lowerings see it: the statements parsed with trigger words, and
     the whole file parsed only when a lowering needs every use of a name."""
@@ -869,6 +930,13 @@ def _at_line(check: Callable[[_Context, int], _Answer]) -> Callable[[_Site], _An
     return lambda site: check(site.context, site.line)
 
 
+def _in_cuda_guarded_function(site: _Site) -> str | None:
+    if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.decorator_list
+               for s in site.context.enclosing(site.line)):
+        return None
+    return _cuda_guard_decorator(site.file.whole(), site.line)
+
+
 def _availability_probe(site: _Site) -> bool:
     return (_returns_unavailable(site.context, site.line)
             and _probe_says_unavailable(site.file.whole(), site.line))
@@ -915,6 +983,7 @@ TEST_FILE_LOWERINGS: tuple[Lowering, ...] = (
 LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _visible_devices_plumbing, "info",
              "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent", needs_tree=False),
+    Lowering(_EVERY_RULE, _at_line(_never_runs), "info", "under `if False:` (or another false constant): never runs"),
     Lowering(_CHECK, _availability_probe, "info",
              "the function is itself a CUDA availability probe: where CUDA is absent it answers \"not available\" "
              "and its callers take their other path"),
@@ -938,10 +1007,15 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _cuda_tensor_unit, "info",
              "used in this file only where the tensors are on CUDA (an is_cuda or device-type route); elsewhere "
              "the file's other path runs"),
+    Lowering(_EVERY_RULE, _in_cuda_guarded_function, "info",
+             "in a function wrapped by {}, which returns without calling it where CUDA is absent"),
+    Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), lambda site: _for_a_cuda_build(site.file.whole(), site.line),
+             "info", "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
+             "reported at its load()"),
     Lowering(_EVERY_RULE - _DEVICE_STRING, _at_line(_Context.in_swallowing_try), "info",
              "inside a try whose broad except neither re-raises nor exits: the error is caught"),
     Lowering(_EVERY_RULE, _at_line(_in_nvidia_library_code), "info",
-             "in code built on an NVIDIA-only library (TensorRT, GPUDirect Storage, NVML): CUDA by design"),
+             "in code built on an NVIDIA-only library (TensorRT, GPUDirect Storage, NVML, CUTLASS): CUDA by design"),
     Lowering(_EVERY_RULE, _at_line(_named_for_nvidia_feature), "info",
              "in a class or function named for an NVIDIA-only feature (TensorRT, GPUDirect Storage, NVML): CUDA "
              "by design"),
