@@ -930,6 +930,11 @@ def _at_line(check: Callable[[_Context, int], _Answer]) -> Callable[[_Site], _An
     return lambda site: check(site.context, site.line)
 
 
+def _in_whole_file(check: Callable[[_Context, int], _Answer]) -> Callable[[_Site], _Answer]:
+    """A predicate on the finding's line that needs every function of the file, parsed in full."""
+    return lambda site: check(site.file.whole(), site.line)
+
+
 def _in_cuda_guarded_function(site: _Site) -> str | None:
     if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.decorator_list
                for s in site.context.enclosing(site.line)):
@@ -1009,8 +1014,8 @@ LOWERINGS: tuple[Lowering, ...] = (
              "the file's other path runs"),
     Lowering(_EVERY_RULE, _in_cuda_guarded_function, "info",
              "in a function wrapped by {}, which returns without calling it where CUDA is absent"),
-    Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), lambda site: _for_a_cuda_build(site.file.whole(), site.line),
-             "info", "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
+    Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), _in_whole_file(_for_a_cuda_build), "info",
+             "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
              "reported at its load()"),
     Lowering(_EVERY_RULE - _DEVICE_STRING, _at_line(_Context.in_swallowing_try), "info",
              "inside a try whose broad except neither re-raises nor exits: the error is caught"),
