@@ -542,6 +542,67 @@ class TargetVerdict(Record):
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceVerdictStatus}
 
 
+@dataclass
+class TargetOpSupport(Record):
+    """The op support of one target: where it came from, and each traced op's row."""
+
+    title: str = ""
+    kind: str = "none"  # live, table or none (torchport.trace.support.SupportKind)
+    summary: str | None = None  # the table's own one-line statement of its source, said with every verdict
+    source: str | None = None
+    version: dict[str, Any] | None = None
+    retrieved: str | None = None
+    note: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    ops: dict[str, OpSupportRow] = field(default_factory=dict)
+
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"ops": OpSupportRow}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"summary", "source", "version", "retrieved", "note"})
+
+
+@dataclass
+class TraceSection(Record):
+    """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
+    what was traced, the findings, op support and verdict per target, and what was measured beside them."""
+
+    version: str = ""
+    status: TraceStatus | str = TraceStatus.FAILED
+    reason: str | None = None
+    error: dict[str, Any] | None = None
+    app: str = ""
+    steps_requested: int | None = None
+    steps_traced: int = 0
+    steps_rule: str | None = None
+    torch: str | None = None
+    targets: list[str] = field(default_factory=list)
+    phase_locations: dict[str, Any] | None = None
+    findings: list[Finding] = field(default_factory=list)
+    shapes: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = None
+    op_support: dict[str, TargetOpSupport] = field(default_factory=dict)
+    device_apis: list[dict[str, Any]] = field(default_factory=list)
+    app_scan: dict[str, Any] | None = None
+    verdicts: dict[str, TargetVerdict] = field(default_factory=dict)
+    totals: dict[str, Any] | None = None
+    host_syncs: list[dict[str, Any]] = field(default_factory=list)
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    xla_comparison: dict[str, Any] | None = None
+    construction: dict[str, Any] | None = None
+    evaluation: dict[str, Any] | None = None
+    contract: list[dict[str, Any]] = field(default_factory=list)
+    torch_compile_comparison: dict[str, Any] | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"op_support": TargetOpSupport, "verdicts": TargetVerdict}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceStatus}
+
+    def put(self, name: str, value: Any) -> None:
+        """Set a field and write it from now on, None included, after the keys the section has."""
+        setattr(self, name, value)
+        if self.key_order is not None and name not in self.key_order:
+            self.key_order = (*self.key_order, name)
+
+
 __all__ = [
     "BackendEntry",
     "BackendStatus",
@@ -564,8 +625,10 @@ __all__ = [
     "ScenarioSummary",
     "Stat",
     "Summary",
+    "TargetOpSupport",
     "TargetVerdict",
     "TraceSeverity",
+    "TraceSection",
     "TraceStatus",
     "TraceVerdictStatus",
     "Vocabulary",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchport import glossary
-from torchport.records import Finding, TraceSeverity, Vocabulary
+from torchport.records import Finding, TraceSection, TraceSeverity, Vocabulary
 
 TARGETS = glossary.trace_targets()
 # Higher is worse, as everywhere (torchport.glossary): blocker 3, slow 2, minor 1.
@@ -171,8 +171,13 @@ def make_finding(rule: Rule, location: str | None, count: int, steps: int, detai
 
 
 def section_findings(section: dict[str, Any]) -> list[Finding]:
-    """The findings of a trace section (as written, or read from a result document): the one reading boundary."""
+    """The findings of a trace section as written (read from a result document)."""
     return [Finding.from_dict(item) for item in section.get("findings") or []]
+
+
+def as_section(section: TraceSection | dict[str, Any]) -> TraceSection:
+    """A trace section as its record: as built, or read from a result document (the one reading boundary)."""
+    return section if isinstance(section, TraceSection) else TraceSection.from_dict(section)
 
 
 def _group(items: list[dict[str, Any]], key_fields: tuple[str, ...]) -> dict[tuple, list[dict[str, Any]]]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport import glossary
-from torchport.records import OpStatus, OpSupportRow, Vocabulary
+from torchport.records import OpStatus, OpSupportRow, TargetOpSupport, Vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LIVE_QUERY_TIMEOUT_S = 300
@@ -283,10 +283,10 @@ def lookup_source(target: Target, ops: list[str], allow_live: bool = True) -> tu
     return SupportKind.NONE, None, failure + target.no_source
 
 
-def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> dict[str, Any]:
+def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> dict[str, TargetOpSupport]:
     """For each target: where the answer came from, and each op's status."""
     unique = sorted({op for op in ops})
-    answer: dict[str, Any] = {}
+    answer: dict[str, TargetOpSupport] = {}
     for name in targets:
         target = TARGETS[name]
         kind, table, note = lookup_source(target, unique, allow_live)
@@ -294,23 +294,11 @@ def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> d
         counts: dict[str, int] = {}
         for row in rows.values():
             counts[row.status] = counts.get(row.status, 0) + 1
-        answer[name] = {
-            "title": target.title,
-            "kind": kind,
-            "summary": _summary(target, kind, table),
-            "source": (table or {}).get("source") if table else note,
-            "version": (table or {}).get("version"),
-            "retrieved": (table or {}).get("retrieved"),
-            "note": note or None,
-            "counts": counts,
-            "ops": {op: row.to_dict() for op, row in rows.items()},  # the one place the rows become dictionaries
-        }
+        answer[name] = TargetOpSupport(
+            title=target.title, kind=kind, summary=_summary(target, kind, table),
+            source=table.get("source") if table else note, version=table.get("version") if table else None,
+            retrieved=table.get("retrieved") if table else None, note=note or None, counts=counts, ops=rows)
     return answer
-
-
-def op_rows(answer: dict[str, Any] | None) -> dict[str, OpSupportRow]:
-    """Each op's row of one target's op support (as written, or read from a result document)."""
-    return {op: OpSupportRow.from_dict(row) for op, row in ((answer or {}).get("ops") or {}).items()}
 
 
 def _summary(target: Target, kind: str, table: dict[str, Any] | None) -> str | None:
