@@ -561,6 +561,66 @@ class TargetOpSupport(Record):
 
 
 @dataclass
+class ChipFit(Record):
+    """Whether the trace's estimated step fits one chip of the catalogue (torchport/data/chips.json)."""
+
+    chip: str = ""
+    id: str = ""
+    targets: list[str] = field(default_factory=list)
+    hbm_bytes: int = 0
+    hbm: str = ""  # as the vendor states it: "16 GiB", "95 GB"
+    source: str = ""
+    fits: bool = False
+    tight: bool = False
+    headroom_bytes: int = 0
+    headroom_share: float = 0.0
+
+
+@dataclass
+class MemoryFit(Record):
+    """The trace's estimate of one step's peak memory, its parts, and the chips it fits."""
+
+    peak_bytes: int = 0
+    parts: dict[str, int] = field(default_factory=dict)
+    dtype: str = ""
+    optimizer: str | None = None
+    parameters: int | None = None
+    method: str = ""
+    chips: list[ChipFit] = field(default_factory=list)
+    catalogue: dict[str, str] = field(default_factory=dict)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"chips": ChipFit}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"optimizer", "parameters"})
+
+
+@dataclass
+class TraceShapes(Record):
+    """The batch signatures and step graphs the trace met."""
+
+    signatures: int = 0
+    batches_scanned: int | None = None
+    complete_epoch: bool | None = None
+    varying: list[dict[str, Any]] = field(default_factory=list)  # which input's dimension takes which sizes
+    step_batches: list[str] | None = None
+    distinct_step_graphs: int = 0
+    distinct_optimizer_graphs: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"batches_scanned", "complete_epoch", "step_batches",
+                                                             "distinct_optimizer_graphs"})
+
+
+@dataclass
+class TraceTotals(Record):
+    """Op calls, FLOPs and bytes of one traced step."""
+
+    op_calls_per_step: float = 0.0
+    distinct_ops: int = 0
+    flops_per_step: float = 0.0
+    flops_note: str = ""
+    bytes_per_step: float = 0.0
+
+
+@dataclass
 class TraceSection(Record):
     """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
     what was traced, the findings, op support and verdict per target, and what was measured beside them."""
@@ -575,15 +635,15 @@ class TraceSection(Record):
     steps_rule: str | None = None
     torch: str | None = None
     targets: list[str] = field(default_factory=list)
-    phase_locations: dict[str, Any] | None = None
+    phase_locations: dict[str, str] | None = None  # phase -> the user's line that ran it
     findings: list[Finding] = field(default_factory=list)
-    shapes: dict[str, Any] | None = None
-    memory: dict[str, Any] | None = None
+    shapes: TraceShapes | None = None
+    memory: MemoryFit | None = None
     op_support: dict[str, TargetOpSupport] = field(default_factory=dict)
     device_apis: list[dict[str, Any]] = field(default_factory=list)
     app_scan: dict[str, Any] | None = None
     verdicts: dict[str, TargetVerdict] = field(default_factory=dict)
-    totals: dict[str, Any] | None = None
+    totals: TraceTotals | None = None
     host_syncs: list[dict[str, Any]] = field(default_factory=list)
     ops: list[dict[str, Any]] = field(default_factory=list)
     xla_comparison: dict[str, Any] | None = None
@@ -592,6 +652,7 @@ class TraceSection(Record):
     contract: list[dict[str, Any]] = field(default_factory=list)
     torch_compile_comparison: dict[str, Any] | None = None
 
+    _records: ClassVar[dict[str, type[Record]]] = {"shapes": TraceShapes, "memory": MemoryFit, "totals": TraceTotals}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"op_support": TargetOpSupport, "verdicts": TargetVerdict}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceStatus}
@@ -607,6 +668,7 @@ __all__ = [
     "BackendEntry",
     "BackendStatus",
     "Check",
+    "ChipFit",
     "CheckStatus",
     "Cost",
     "CounterRow",
@@ -615,6 +677,7 @@ __all__ = [
     "ErrorKind",
     "ErrorRecord",
     "FailureDigest",
+    "MemoryFit",
     "OpStatus",
     "OpSupportRow",
     "Finding",
@@ -629,7 +692,9 @@ __all__ = [
     "TargetVerdict",
     "TraceSeverity",
     "TraceSection",
+    "TraceShapes",
     "TraceStatus",
+    "TraceTotals",
     "TraceVerdictStatus",
     "Vocabulary",
     "WarmupRecompiling",

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
-from torchport.records import Finding, OpStatus, RunStatus, TargetOpSupport, TraceSection, TraceSeverity, TraceStatus
+from torchport.records import (Finding, OpStatus, RunStatus, TargetOpSupport, TraceSection, TraceSeverity, TraceShapes,
+                               TraceStatus, TraceTotals)
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 from torchport.trace.findings import RuleId
@@ -202,27 +203,27 @@ def support_findings(ops: list[dict[str, Any]], op_support: dict[str, TargetOpSu
     return found
 
 
-def _shapes(trace: dict[str, Any]) -> dict[str, Any]:
+def _shapes(trace: dict[str, Any]) -> TraceShapes:
     scan = trace.get("data_scan") or {}
     signatures = scan.get("signatures") or []
-    return {"signatures": len(signatures) or len(set(trace.get("step_batches") or [])),
-            "batches_scanned": scan.get("batches"), "complete_epoch": scan.get("complete_epoch"),
-            "varying": finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
-            "step_batches": trace.get("step_batches"),
-            "distinct_step_graphs": len({g["graph"] for g in trace.get("step_graphs") or []}),
-            "distinct_optimizer_graphs": len(set(trace.get("optimizer_graphs") or [])) or None}
+    return TraceShapes(signatures=len(signatures) or len(set(trace.get("step_batches") or [])),
+                       batches_scanned=scan.get("batches"), complete_epoch=scan.get("complete_epoch"),
+                       varying=finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
+                       step_batches=trace.get("step_batches"),
+                       distinct_step_graphs=len({g["graph"] for g in trace.get("step_graphs") or []}),
+                       distinct_optimizer_graphs=len(set(trace.get("optimizer_graphs") or [])) or None)
 
 
-def _totals(ops: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+def _totals(ops: list[dict[str, Any]], steps: int) -> TraceTotals:
     known = [r for r in ops if r["flops"] is not None]
-    return {
-        "op_calls_per_step": round(sum(r["count"] for r in ops) / steps, 1),
-        "distinct_ops": len({r["op"] for r in ops}),
-        "flops_per_step": sum(r["flops"] for r in known) / steps,
-        "flops_note": "PyTorch's FLOP counter (torch.utils.flop_counter): matmuls, convolutions, attention; "
-                      "elementwise ops count 0",
-        "bytes_per_step": sum(r["bytes_read"] + r["bytes_written"] for r in ops) / steps,
-    }
+    return TraceTotals(
+        op_calls_per_step=round(sum(r["count"] for r in ops) / steps, 1),
+        distinct_ops=len({r["op"] for r in ops}),
+        flops_per_step=sum(r["flops"] for r in known) / steps,
+        flops_note="PyTorch's FLOP counter (torch.utils.flop_counter): matmuls, convolutions, attention; "
+                   "elementwise ops count 0",
+        bytes_per_step=sum(r["bytes_read"] + r["bytes_written"] for r in ops) / steps,
+    )
 
 
 def _error_text(error: dict[str, Any] | None) -> str:

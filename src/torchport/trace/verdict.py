@@ -29,7 +29,7 @@ def step_graph_variants(section: TraceSection) -> int:
     """Distinct step graphs in steady training: one per batch signature, more
     when the graph changes with the same shapes.  More than one means an
     XLA-style backend keeps recompiling."""
-    graphs = max(1, (section.shapes or {}).get("signatures") or 1)
+    graphs = max(1, (section.shapes.signatures if section.shapes else None) or 1)
     changes = [f for f in section.findings if f.id == RuleId.GRAPH_VARIES]
     return graphs + sum(f.count for f in changes)
 
@@ -48,7 +48,7 @@ def predicted_compilations(section: TraceSection) -> int:
     creates its state then; on a lazy backend the optimizer is part of the
     step graph), which is compiled once and is no recompilation, plus one
     per graph cut in a step (:func:`graph_cuts_per_step`)."""
-    optimizer_variants = max(1, (section.shapes or {}).get("distinct_optimizer_graphs") or 1)
+    optimizer_variants = max(1, (section.shapes.distinct_optimizer_graphs if section.shapes else None) or 1)
     return step_graph_variants(section) + optimizer_variants - 1 + graph_cuts_per_step(section)
 
 
@@ -71,9 +71,8 @@ def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
     recompilations = step_graph_variants(section) - 1 if name in LAZY_TARGETS else 0
     blockers = [f for f in findings if f.targets[name] == TraceSeverity.BLOCKER]
     slow = [f for f in findings if f.targets[name] == TraceSeverity.SLOW]
-    memory = section.memory or {}
-    chips = [c for c in memory.get("chips", []) if name in c["targets"]]
-    too_big = bool(chips) and not any(c["fits"] for c in chips)
+    chips = [c for c in (section.memory.chips if section.memory else []) if name in c.targets]
+    too_big = bool(chips) and not any(c.fits for c in chips)
 
     scan_target = glossary.trace_to_scan(name)
     scanned = [f for f in (section.app_scan or {}).get("findings", [])
@@ -86,9 +85,10 @@ def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
     if blockers or too_big:
         causes = [f"{f.title} ({_where(f)})" for f in blockers]
         if too_big:
-            largest = max(chips, key=lambda c: c["hbm_bytes"])
-            causes.append(f"memory: the step needs about {_gib(memory['peak_bytes'])}, more than the largest chip "
-                          f"({largest['chip']}, {largest['hbm']})")
+            largest = max(chips, key=lambda c: c.hbm_bytes)
+            peak = section.memory.peak_bytes if section.memory else 0
+            causes.append(f"memory: the step needs about {_gib(peak)}, more than the largest chip "
+                          f"({largest.chip}, {largest.hbm})")
         verdict.status = TraceVerdictStatus.BLOCKED
         verdict.text = "blocked by " + causes[0] + (f" and {len(causes) - 1} more" if len(causes) > 1 else "") + source
     elif fallbacks or recompilations or slow:
@@ -233,7 +233,7 @@ def _likely_cause(run: dict[str, Any], section: TraceSection, dynamic_lines: lis
         where = f" at {', '.join(dynamic_lines)}" if dynamic_lines else ""
         causes.append(f"data-dependent shapes{where} (aten::nonzero x{run['fallback_ops'].get('aten::nonzero', 0)}: "
                       "one graph per distinct size of the selection)")
-    predicted_shapes = max(1, (section.shapes or {}).get("signatures") or 1)
+    predicted_shapes = max(1, (section.shapes.signatures if section.shapes else None) or 1)
     if (run.get("distinct_batch_shapes") or 1) > predicted_shapes:
         causes.append(f"changing input shapes ({run['distinct_batch_shapes']} distinct batch shapes measured, "
                       f"{predicted_shapes} traced)")
