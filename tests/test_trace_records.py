@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from torchport.records import ChipFit, MemoryFit, TargetOpSupport, TraceSection, TraceStatus
+from torchport.records import ChipFit, ContractNote, MemoryFit, TargetOpSupport, TraceSection, TraceStatus
 from torchport.trace.analysis import UNTRACED_KEYS, trace_section, validate_targets
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "src" / "torchport" / "schemas" / "trace.schema.json")
@@ -20,10 +20,11 @@ SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "src" / "torchport" /
 def _schema_parts() -> dict[str, dict]:
     memory = SCHEMA["properties"]["memory"]
     return {"TraceSection": SCHEMA, "TargetOpSupport": SCHEMA["$defs"]["op_support"], "MemoryFit": memory,
-            "ChipFit": memory["properties"]["chips"]["items"]}
+            "ChipFit": memory["properties"]["chips"]["items"], "ContractNote": SCHEMA["properties"]["contract"]["items"]}
 
 
-@pytest.mark.parametrize("record_class", [TraceSection, TargetOpSupport, MemoryFit, ChipFit], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("record_class", [TraceSection, TargetOpSupport, MemoryFit, ChipFit,
+                                          ContractNote], ids=lambda c: c.__name__)
 def test_each_trace_record_declares_exactly_the_fields_its_schema_declares(record_class):
     part = _schema_parts()[record_class.__name__]
     declared = [f.name for f in dataclasses.fields(record_class) if f.name not in ("extra", "key_order")]

@@ -621,6 +621,19 @@ class TraceTotals(Record):
 
 
 @dataclass
+class ContractNote(Record):
+    """Where a traced app departs from the app contract (a model not built in float32), at the line that caused it."""
+
+    problem: str = ""
+    dtype: str | None = None
+    location: str | None = None
+    code: str | None = None
+    text: str = ""
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "code"})
+
+
+@dataclass
 class TraceSection(Record):
     """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
     what was traced, the findings, op support and verdict per target, and what was measured beside them."""
@@ -628,7 +641,7 @@ class TraceSection(Record):
     version: str = ""
     status: TraceStatus | str = TraceStatus.FAILED
     reason: str | None = None
-    error: dict[str, Any] | None = None
+    error: ErrorRecord | None = None
     app: str = ""
     steps_requested: int | None = None
     steps_traced: int = 0
@@ -649,11 +662,12 @@ class TraceSection(Record):
     xla_comparison: dict[str, Any] | None = None
     construction: dict[str, Any] | None = None
     evaluation: dict[str, Any] | None = None
-    contract: list[dict[str, Any]] = field(default_factory=list)
+    contract: list[ContractNote] = field(default_factory=list)
     torch_compile_comparison: dict[str, Any] | None = None
 
-    _records: ClassVar[dict[str, type[Record]]] = {"shapes": TraceShapes, "memory": MemoryFit, "totals": TraceTotals}
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding}
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "shapes": TraceShapes, "memory": MemoryFit,
+                                                   "totals": TraceTotals}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"op_support": TargetOpSupport, "verdicts": TargetVerdict}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceStatus}
 
@@ -669,6 +683,7 @@ __all__ = [
     "BackendStatus",
     "Check",
     "ChipFit",
+    "ContractNote",
     "CheckStatus",
     "Cost",
     "CounterRow",

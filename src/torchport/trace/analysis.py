@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
-from torchport.records import (Finding, OpStatus, RunStatus, TargetOpSupport, TraceSection, TraceSeverity, TraceShapes,
-                               TraceStatus, TraceTotals)
+from torchport.records import (ErrorRecord, Finding, OpStatus, RunStatus, TargetOpSupport, TraceSection,
+                               TraceSeverity, TraceShapes, TraceStatus, TraceTotals)
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 from torchport.trace.findings import RuleId
@@ -70,7 +70,7 @@ UNTRACED_KEYS = (*TRACED_KEYS[:TRACED_KEYS.index("findings")], "findings", "verd
 def trace_section(run: dict[str, Any], app: str, targets: list[str], allow_live: bool = True) -> TraceSection:
     """The section of a tracing worker's run (the worker's JSON answer)."""
     trace = run.get("trace") or {}
-    error = run.get("error")
+    error = ErrorRecord.from_dict(run["error"]) if run.get("error") else None
     steps_done = trace.get("steps_done", 0)
     traced_anything = bool(trace.get("ops"))
     if run.get("status") == RunStatus.OK:
@@ -226,11 +226,11 @@ def _totals(ops: list[dict[str, Any]], steps: int) -> TraceTotals:
     )
 
 
-def _error_text(error: dict[str, Any] | None) -> str:
-    if not error:
+def _error_text(error: ErrorRecord | None) -> str:
+    if error is None:
         return "the tracing worker stopped without a result"
-    where = f"{error['location']}: " if error.get("location") else ""
-    return f"{where}{error.get('message')}"
+    where = f"{error.location}: " if error.location else ""
+    return f"{where}{error.message}"
 
 
 def raise_if_app_failed(section: dict[str, Any]) -> None:
