@@ -336,7 +336,7 @@ def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> d
 def _summary(target: Target, kind: str, table: SupportTable | None) -> str | None:
     """One phrase for the verdict: where the op support came from.  Only for
     targets whose tables say it themselves (TorchTPU's)."""
-    if table is None or not (table.source or "").startswith("op support from"):
+    if table is None or table.source is None or not table.source.startswith("op support from"):
         return None
     phrase = table.source.split(":")[0].split(" (")[0]
     if kind == SupportKind.LIVE:
