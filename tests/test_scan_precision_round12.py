@@ -115,7 +115,7 @@ def test_lines_after_a_cuda_assert_are_quiet_and_the_same_lines_without_it_kept(
             device = torch.device("cpu")
             if LOCAL_RANK != -1:
                 assert opt.batch_size > 0, "pass a batch size"
-                assert torch.cuda.device_count() > LOCAL_RANK, "not enough CUDA devices"
+                assert torch.cuda.device_count() > LOCAL_RANK, "not enough CUDA devices"  # kept
                 torch.cuda.set_device(LOCAL_RANK)  # quiet
                 device = torch.device("cuda", LOCAL_RANK)  # quiet
                 dist.init_process_group(backend="gloo")
@@ -168,6 +168,9 @@ def test_a_method_default_every_caller_in_the_package_overrides_is_quiet_and_one
 
             def forward(self, x, device="cuda"):  # kept
                 return x.to(device)
+
+            def setup(self, rank, backend="nccl"):  # kept
+                torch.distributed.init_process_group(backend=backend, rank=rank)
         ''')
     head = _write(tmp_path, "pkg/head.py", '''
         from pkg.priors import PointGrid
@@ -176,6 +179,9 @@ def test_a_method_default_every_caller_in_the_package_overrides_is_quiet_and_one
         class Head:
             def __init__(self):
                 self.priors = PointGrid()
+
+            def start(self, rank, options):
+                self.priors.setup(rank, **options)
 
             def targets(self, features, sizes):
                 flags = self.priors.valid_flags(sizes, device=features.device)

@@ -18,9 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan.model import Finding
-from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT, CUDA_TENSOR_TYPE,
-                                  CUDA_VISIBLE_DEVICES,
-                                  FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
+from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
+                                  CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
