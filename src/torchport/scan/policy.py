@@ -890,13 +890,20 @@ def _call_name(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-def _only_in_text(context: _Context, line: int) -> bool:
+# CUDA queries that answer without raising where CUDA is absent.
+_QUIET_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.cuda.device_count"})
+
+
+def _only_in_text(context: _Context, line: int, rule: str) -> bool:
     """``f"cuda.available={torch.cuda.is_available()}"``, ``logger.info("GPUs: %s",
     torch.cuda.device_count())``: every CUDA query on the line only becomes text, in an
-    f-string that names no device or as an argument of a log or print call made for itself."""
+    f-string that names no device or as an argument of a log or print call made for itself.
+    A device-management finding needs every torch.cuda call on the line to be such a query
+    (``torch.cuda.current_device()`` raises while the text is built)."""
     parents = _parents_at(context, line)
-    queries = [c for c in context.calls_at(line) if context.source(c.func).startswith("torch.cuda.")]
-    if not queries:
+    cuda_calls = [c for c in context.calls_at(line) if context.source(c.func).startswith("torch.cuda.")]
+    queries = [c for c in cuda_calls if context.source(c.func) in _QUIET_QUERIES]
+    if not queries or (rule == CUDA_DEVICE_MANAGEMENT and len(queries) < len(cuda_calls)):
         return False
 
     def becomes_text(node: ast.AST) -> bool:
@@ -1140,7 +1147,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_CHECK, _at_line(_guards_only_a_check), "info",
              "guards only a call that checks or reports (its result unused): skipping it where CUDA is absent "
              "changes nothing"),
-    Lowering(_QUERY, _at_line(_only_in_text), "info",
+    Lowering(_QUERY, lambda site: _only_in_text(site.context, site.line, site.finding.rule_id), "info",
              "the CUDA query only becomes text (an f-string naming no device, or a log or print argument): "
              "no device is chosen"),
     Lowering(_CHECK, _display_flag, "info",
