@@ -929,7 +929,7 @@ def _flag_read_only_for_display(context: _Context, line: int) -> str | None:
     if stored is None:
         return None
     target = stored.targets[0]
-    name = target.id if isinstance(target, ast.Name) else target.attr
+    name = target.id if isinstance(target, ast.Name) else target.attr  # type: ignore[attr-defined]
     reads = context.loads().get(name, [])
     if not reads:
         return None
