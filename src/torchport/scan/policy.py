@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan.model import Finding
-from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT, CUDA_VISIBLE_DEVICES,
-                                  FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
+from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
+                                  CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
@@ -867,6 +867,143 @@ def _for_a_cuda_build(context: _Context, line: int) -> bool:
     return bool(uses) and all(c and _BUILDS_CUDA.search(context.source(c[-1])) for c in callers)
 
 
+def _parents_at(context: _Context, line: int) -> dict[int, ast.AST]:
+    """The parent of every node in the statements that span the line."""
+    parents: dict[int, ast.AST] = {}
+    for statement in context.statements:
+        if statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+            for node in _header(statement):
+                for child in ast.iter_child_nodes(node):
+                    parents.setdefault(id(child), node)
+    return parents
+
+
+# A constant that is itself a device name: `f"{'cuda' if ok else 'cpu'}:0"` chooses a device.
+_DEVICE_WORD = re.compile(r"(cuda|cpu|gpu|mps|xla|xpu)(:\d*)?", re.IGNORECASE)
+
+# Calls whose only effect is text for a person: logs, prints, progress-bar captions.
+_DISPLAY_CALL = re.compile(r"(print|log|warn|info|debug|warning|error|set_postfix\w*|set_description\w*)")
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+# CUDA queries that answer without raising where CUDA is absent.
+_QUIET_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.cuda.device_count"})
+
+
+def _only_in_text(context: _Context, line: int, rule: str) -> bool:
+    """``f"cuda.available={torch.cuda.is_available()}"``, ``logger.info("GPUs: %s",
+    torch.cuda.device_count())``: every CUDA query on the line only becomes text, in an
+    f-string that names no device or as an argument of a log or print call made for itself.
+    A device-management finding needs every torch.cuda call on the line to be such a query
+    (``torch.cuda.current_device()`` raises while the text is built)."""
+    parents = _parents_at(context, line)
+    cuda_calls = [c for c in context.calls_at(line) if context.source(c.func).startswith("torch.cuda.")]
+    queries = [c for c in cuda_calls if context.source(c.func) in _QUIET_QUERIES]
+    if not queries or (rule == CUDA_DEVICE_MANAGEMENT and len(queries) < len(cuda_calls)):
+        return False
+
+    def becomes_text(node: ast.AST) -> bool:
+        parent = parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, ast.JoinedStr):
+                return not any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                               and _DEVICE_WORD.fullmatch(n.value.strip()) for n in ast.walk(parent))
+            if isinstance(parent, ast.Call) and parent is not node and _DISPLAY_CALL.fullmatch(_call_name(parent)):
+                return isinstance(parents.get(id(parent)), ast.Expr)
+            if isinstance(parent, ast.stmt):
+                return False
+            parent = parents.get(id(parent))
+        return False
+    return all(becomes_text(q) for q in queries)
+
+
+def _flag_read_only_for_display(context: _Context, line: int) -> str | None:
+    """``self.gpu_available = torch.cuda.is_available() and ...`` whose every read in the file
+    is the test of an ``if`` that only logs or updates a progress bar.  Needs the whole file."""
+    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                   and len(s.targets) == 1 and isinstance(s.targets[0], (ast.Name, ast.Attribute))), None)
+    if stored is None:
+        return None
+    target = stored.targets[0]
+    name = target.id if isinstance(target, ast.Name) else target.attr  # type: ignore[attr-defined]
+    reads = context.loads().get(name, [])
+    if not reads:
+        return None
+    for read in reads:
+        guard = next((s for s in context.ifs if s.test.lineno <= read.lineno <= (s.test.end_lineno or 0)), None)
+        if guard is None or guard.orelse or not all(
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _DISPLAY_CALL.fullmatch(_call_name(s.value))
+                for s in guard.body):
+            return None
+    return name
+
+
+def _seeds_what_manual_seed_seeded(context: _Context, line: int) -> bool:
+    """``torch.manual_seed(seed)`` then ``if torch.cuda.is_available():
+    torch.cuda.manual_seed_all(seed)``: torch.manual_seed already seeds every device."""
+    guard = next((s for s in context.ifs if s.lineno == line and not s.orelse), None)
+    if guard is None or not all(
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+            and re.fullmatch(r"torch\.cuda\.manual_seed(_all)?", context.source(s.value.func)) for s in guard.body):
+        return False
+    scopes = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    start = scopes[-1].lineno if scopes else 1
+    return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
+
+
+def _count_shares_cpu_workers(context: _Context, line: int) -> bool:
+    """``nd = torch.cuda.device_count()`` read only to share the CPUs among data-loader
+    workers (``os.cpu_count() // max(nd, 1)``): the loader's result is the same."""
+    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                   and context.source(s.value) == "torch.cuda.device_count()"), None)
+    if stored is None:
+        return False
+    name = stored.targets[0].id  # type: ignore[attr-defined]
+    scopes = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    end = (scopes[-1].end_lineno or line) if scopes else len(context.lines)
+    reading = [text for text in context.lines[line:end] if re.search(rf"(?<![\w.]){re.escape(name)}\b", text)]
+    return bool(reading) and all("cpu_count(" in text and not re.search(rf"(?<![\w.]){re.escape(name)}\s*=(?!=)", text)
+                                 for text in reading)
+
+
+def _after_cuda_assert(context: _Context, line: int) -> bool:
+    """``assert torch.cuda.device_count() > LOCAL_RANK, "insufficient CUDA devices"`` earlier in
+    the same block: where CUDA is absent the assert stops the path before the line (the assert
+    is the lock-in, reported at its own line).  Needs the whole file."""
+    blocks = [context.tree.body] + [getattr(owner, field, None) or [] for owner in context.statements
+                                    for field in ("body", "orelse", "finalbody")]
+    for block in blocks:
+        first = next((s for s in block if isinstance(s, ast.Assert) and s.lineno < line
+                      and "torch.cuda." in context.source(s.test)), None)
+        if first is not None and any(first.lineno < s.lineno <= line <= (s.end_lineno or s.lineno) for s in block):
+            return True
+    return False
+
+
+def _names_a_tensor_type_only(context: _Context, line: int) -> bool:
+    """``Union[torch.LongTensor, torch.cuda.LongTensor]``, ``x.dtype != torch.cuda.HalfTensor``:
+    the CUDA tensor type is only named in a type or compared; no tensor is made."""
+    parents = _parents_at(context, line)
+    types = [n for n in context._expressions_at(line) if isinstance(n, ast.Attribute)
+             and re.fullmatch(r"torch\.cuda\.\w+Tensor", context.source(n))]
+    if not types:
+        return False
+
+    def named_only(node: ast.AST) -> bool:
+        parent = parents.get(id(node))
+        if isinstance(parent, (ast.Tuple, ast.List)):
+            parent = parents.get(id(parent))
+        if isinstance(parent, ast.Subscript):
+            return parent.value is not node
+        return isinstance(parent, ast.Compare)
+    return all(named_only(t) for t in types)
+
+
 class _File:
     """One scanned file as the lowerings see it: the statements parsed with trigger words, and
     the whole file parsed only when a lowering needs every use of a name."""
@@ -952,6 +1089,20 @@ def _cuda_tensor_unit(site: _Site) -> bool:
             and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
 
 
+# `assert torch.cuda.device_count() > LOCAL_RANK`: read before the whole file is parsed.
+_CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*\btorch\.cuda\.", re.MULTILINE)
+
+
+def _stopped_by_cuda_assert(site: _Site) -> bool:
+    return bool(_CUDA_ASSERT.search(site.file.text)) and _after_cuda_assert(site.file.whole(), site.line)
+
+
+def _display_flag(site: _Site) -> str | None:
+    if not any(isinstance(s, ast.Assign) and s.lineno == site.line for s in site.context.statements):
+        return None
+    return _flag_read_only_for_display(site.file.whole(), site.line)
+
+
 def _visible_devices_plumbing(site: _Site) -> bool:
     return site.finding.rule_id == CUDA_VISIBLE_DEVICES or "CUDA_VISIBLE_DEVICES" in site.finding.snippet
 
@@ -965,6 +1116,7 @@ _EVERY_RULE = frozenset(RULES_BY_ID)
 _CHECK = frozenset({CUDA_AVAILABILITY_CHECK})
 _F64 = frozenset({FLOAT64})
 _DEVICE_STRING = frozenset({CUDA_DEVICE_STRING})
+_QUERY = frozenset({CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT})
 
 # Lowerings that hold only in test files, asked before one statement's repeated findings are
 # folded (a test-file lowering of the first leaves the second to stand for the statement).
@@ -995,6 +1147,20 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_CHECK, _at_line(_guards_only_a_check), "info",
              "guards only a call that checks or reports (its result unused): skipping it where CUDA is absent "
              "changes nothing"),
+    Lowering(_QUERY, lambda site: _only_in_text(site.context, site.line, site.finding.rule_id), "info",
+             "the CUDA query only becomes text (an f-string naming no device, or a log or print argument): "
+             "no device is chosen"),
+    Lowering(_CHECK, _display_flag, "info",
+             "the flag {} is read only to decide what a log or progress bar shows"),
+    Lowering(_CHECK, _at_line(_seeds_what_manual_seed_seeded), "info",
+             "seeds CUDA after torch.manual_seed, which already seeds every device: skipping it changes nothing"),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), _at_line(_count_shares_cpu_workers), "info",
+             "the CUDA device count only shares the CPUs among data-loader workers: the data is the same"),
+    Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
+             "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
+             "(it is the lock-in, reported at its own line)"),
+    Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
+             "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
     Lowering(_CHECK, _at_line(_after_accelerator_detection), "info",
              "an elif after torch.accelerator detection: reached only where no other accelerator was found"),
     Lowering(_CHECK, _at_line(_only_in_an_error_message), "info",
