@@ -49,6 +49,26 @@ def ranks_match_one_process(check: dict) -> bool:
 # the same worker, so each is still made once; heavy groups go first so no worker is left with a
 # long one at the end.
 
+# An xdist worker's interpreter sets COLUMNS=80 and LINES=24 (GNU readline does when it starts),
+# which would narrow the text of in-process commands there and not in a plain run: each worker
+# gets the terminal variables of the command that started the tests.
+TERMINAL_VARIABLES = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    node.workerinput["terminal_environment"] = {name: os.environ.get(name) for name in TERMINAL_VARIABLES}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    inherited = getattr(config, "workerinput", {}).get("terminal_environment", {})
+    for name, value in inherited.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def _shared_fixtures(item: pytest.Item) -> list[str]:
     """The fixtures of this suite, wider than one test, that ``item`` uses."""
     keys = []
