@@ -103,7 +103,7 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
 
     interrupted_job = _job(options, folder, "interrupted", resume=False)
     first = run_worker(backend, RECOVERY_JOB, app=options.app, extra=interrupted_job, timeout=options.timeout_s,
-                       on_progress=kill_at_step)
+                       on_progress=kill_at_step).to_dict()
     if first["status"] == "ok":
         result["reason"] = (f"the worker finished all {steps} steps before the SIGKILL at step {kill_step} landed; "
                             "use more --recovery-steps")
@@ -125,7 +125,7 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
 
     resume_job = {**interrupted_job, "resume": True}
     second = run_worker(backend, RECOVERY_JOB, app=options.app, extra=resume_job, timeout=options.timeout_s,
-                        on_progress=first_resumed_step)
+                        on_progress=first_resumed_step).to_dict()
     if second["status"] != "ok":
         error = second.get("error") or {}
         result["status"] = "fail"
@@ -150,7 +150,7 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         return result
 
     uninterrupted = run_worker(backend, RECOVERY_JOB, app=options.app,
-                               extra=_job(options, folder, "uninterrupted", resume=False), timeout=options.timeout_s)
+                               extra=_job(options, folder, "uninterrupted", resume=False), timeout=options.timeout_s).to_dict()
     if uninterrupted["status"] != "ok":
         result["reason"] = f"the uninterrupted run failed: {(uninterrupted.get('error') or {}).get('message')}"
         return result

@@ -199,7 +199,8 @@ def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str,
     budget = options.budget
     timeout = budget.worker_timeout(options.timeout_s) if budget else options.timeout_s
     result = run_worker(backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra},
-                        timeout=timeout, on_progress=lambda event: on_event("progress", {"backend": backend, **event}))
+                        timeout=timeout, on_progress=lambda event: on_event("progress", {"backend": backend, **event})
+                        ).to_dict()
     if budget is not None:
         if result.get("status") == "timed_out" and timeout < options.timeout_s:
             result["budget_limited"] = timeout
