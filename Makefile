@@ -6,6 +6,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.torchport-installed
+# pytest-xdist workers for `make test`: two suit a 2-core CI machine; more share
+# a larger one's cores, but each test starts worker processes of its own.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test lint setup clean browser sshd sky
 
@@ -38,7 +41,11 @@ test: $(STAMP) lint browser sshd sky
 	# The tpu backends' environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu,
 	# 1.9 GB, ~3.5 min the first time): the TorchTPU API-surface and op-table tests run in it.
 	$(VENV)/bin/torchport env create tpu
-	$(PY) -m pytest -q --durations=30
+	# Two pytest-xdist workers (TEST_WORKERS), then the tests marked `alone` with nothing
+	# beside them: their verdicts come from timing the app (tests/conftest.py says more).
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --durations=30; shared=$$?; \
+	$(PY) -m pytest -q -m alone --durations=10; alone=$$?; \
+	test $$shared -eq 0 && test $$alone -eq 0
 
 # Debian's chromium, for the tests that look at the HTML report in a browser.
 # Installed when missing and the machine allows (apt-get, as root or with

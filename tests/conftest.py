@@ -40,6 +40,62 @@ def ranks_match_one_process(check: dict) -> bool:
     return check["status"] == "pass" and figures["scaling_efficiency"] >= figures["efficient_from"]
 
 
+# --- running in two processes (pytest-xdist, `make test`) ------------------------------------------
+#
+# `make test` runs the suite in two pytest-xdist workers, then the tests marked `alone` by
+# themselves: those whose verdict comes from timing the app (the input-pipeline verdicts, the
+# budget's decisions), which a test running beside them on a 2-core host would change.
+# Tests sharing a fixture made once per module or session (a real evaluation, a check) run in
+# the same worker, so each is still made once; heavy groups go first so no worker is left with a
+# long one at the end.
+
+def _shared_fixtures(item: pytest.Item) -> list[str]:
+    """The fixtures of this suite, wider than one test, that ``item`` uses."""
+    keys = []
+    for name in getattr(item, "fixturenames", ()):
+        definitions = item._fixtureinfo.name2fixturedefs.get(name) if hasattr(item, "_fixtureinfo") else None
+        if not definitions:
+            continue
+        definition = definitions[-1]
+        if definition.scope == "function" or not definition.baseid.startswith("tests"):
+            continue  # per test, or pytest's own (tmp_path_factory)
+        # ("@" would end the group's name: xdist reads the group after the last one in a test's id)
+        keys.append(f"{item.module.__name__}.{name}" if definition.scope == "module" else name)
+    return keys
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # `--dist loadgroup` reads as option.dist in the controller, as option.loadgroup in each worker.
+    if not (getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", None) == "loadgroup"):
+        return
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    uses = {item.nodeid: _shared_fixtures(item) for item in items}
+    for keys in uses.values():
+        for key in keys[1:]:
+            parent[root(key)] = root(keys[0])
+    weight: dict[str, int] = {}
+    for item in items:
+        if uses[item.nodeid]:
+            group = root(uses[item.nodeid][0])
+            item.add_marker(pytest.mark.xdist_group(group))
+            weight[group] = weight.get(group, 0) + (10 if item.get_closest_marker("slow") else 1)
+    # Heavy first: groups by weight, then single slow tests, then the rest, each in collection order.
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        keys = uses[item.nodeid]
+        if keys:
+            return (0, -weight[root(keys[0])])
+        return (1, 0) if item.get_closest_marker("slow") else (2, 0)
+
+    items.sort(key=rank)
+
+
 def load_result(out_dir: Path) -> dict:
     return json.loads((out_dir / "result.json").read_text())
 

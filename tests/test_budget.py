@@ -176,6 +176,7 @@ def test_bad_budget_and_builtin_options_are_one_line(torchport_cli, tmp_path, ar
     assert len([line for line in done.stderr.splitlines() if "error" in line]) == 1
 
 
+@pytest.mark.alone
 def test_budget_too_small_for_one_backend_the_other_still_runs(budget_too_small_evaluation):
     """cpu-compile's first step outlasts any share of a 60 s budget: that
     backend gets 'budget too small: needs at least ...', cpu runs and samples
@@ -338,6 +339,7 @@ def test_check_budget_sizes_recovery_and_skips_what_cannot_fit():
     assert budget.record()["skipped"] == [skip]
 
 
+@pytest.mark.alone
 def test_check_budget_that_ends_a_worker_says_budget_too_small(torchport_cli, tmp_path):
     """A budget shorter than one worker's start-up: the training checks' worker
     is ended at the budget's end and the checks say 'budget too small', not a

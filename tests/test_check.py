@@ -31,6 +31,7 @@ def by_name(section: dict, name: str) -> list[dict]:
     return [c for c in section["checks"] if c["name"] == name]
 
 
+@pytest.mark.alone
 def test_builtin_passes_parity_checkpoint_and_pipeline_on_cpu_and_cpu_compile(torchport_cli, tmp_path):
     done, section = check(torchport_cli, tmp_path, "builtin:classifier", "-b", "cpu,cpu-compile",
                           "--only", "parity,checkpoint,pipeline", "--steps", "4")
@@ -78,6 +79,7 @@ def test_state_outside_the_state_dict_fails_checkpoint_portability(torchport_cli
     assert section["config"]["reference_worker"] == "cpu"
 
 
+@pytest.mark.alone
 def test_nondeterministic_app_is_reported_first_and_nothing_is_widened(torchport_cli, tmp_path, apps_dir):
     done, section = check(torchport_cli, tmp_path, str(apps_dir / "check_nondeterministic.py"), "-b", "cpu",
                           "--only", "parity,pipeline", "--steps", "3")
@@ -165,6 +167,7 @@ def test_app_failing_in_its_loss_exits_2_with_its_location(torchport_cli, tmp_pa
     assert section["app_error"]["message"]  # written before exiting: nothing measured is lost
 
 
+@pytest.mark.alone
 def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path):
     from torchport import results
     from torchport.check.stage import evaluate_stage

@@ -138,15 +138,15 @@ def measured(load_s: list[float], compute_s: list[float], **data) -> dict:
 
 def test_pipeline_flags_slow_in_process_loading_and_suggests_workers():
     slow = measured([0.1] * 5, [0.01] * 5, dataloader=True, num_workers=0, pin_memory=False)
-    verdict = pipeline.check("cuda", "cuda", slow)
+    verdict = pipeline.check("cuda", "cuda", slow).to_dict()
     assert verdict["status"] == "fail" and verdict["figures"]["input_bound"]
     assert verdict["figures"]["verdict"] == "input-bound" and verdict["reason"].startswith("input-bound: ")
     suggestions = " ".join(verdict["figures"]["suggestions"])
     assert "num_workers" in suggestions and "pin_memory=True" in suggestions
-    on_cpu = pipeline.check("cpu", "cpu", slow)
+    on_cpu = pipeline.check("cpu", "cpu", slow).to_dict()
     assert "pin_memory does not help on cpu" in on_cpu["figures"]["suggestions"]
     fast = measured([0.001] * 5, [0.1] * 5)
-    assert pipeline.check("cpu", "cpu", fast)["figures"]["verdict"] == "keeps up"
+    assert pipeline.check("cpu", "cpu", fast).to_dict()["figures"]["verdict"] == "keeps up"
 
 
 def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
@@ -154,7 +154,7 @@ def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
     # thresholds, so one noisy round on either side cannot flip the verdict.
     compute = 0.08
     loads = [compute * share / (1 - share) for share in (0.10, 0.18, 0.20, 0.22, 0.40)]
-    verdict = pipeline.check("cpu", "cpu", measured(loads, [compute] * 5))
+    verdict = pipeline.check("cpu", "cpu", measured(loads, [compute] * 5)).to_dict()
     figures = verdict["figures"]
     assert figures["verdict"] == "borderline" and verdict["status"] == "borderline"
     assert verdict["reason"].startswith("borderline: ") and "try: " in verdict["reason"]
@@ -167,18 +167,36 @@ def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
 
 def test_pipeline_verdict_under_heavy_load_is_marked_uncertain_and_keeps_its_status():
     loaded = {**measured([0.001] * 5, [0.1] * 5), "load": {"before": [7.5, 6.0, 5.0], "after": [8.0, 6.1, 5.0], "cpus": 2}}
-    verdict = pipeline.check("cpu", "cpu", loaded)
+    verdict = pipeline.check("cpu", "cpu", loaded).to_dict()
     assert verdict["status"] == "pass" and verdict["figures"]["verdict"] == "keeps up"
     assert verdict["figures"]["uncertain"].startswith("uncertain: the host's load average was 8.0 on 2 CPUs")
     assert "rerun on an idle machine" in verdict["reason"]
     idle = {**loaded, "load": {"before": [0.5, 0.4, 0.3], "after": [1.2, 0.5, 0.3], "cpus": 2}}
-    assert pipeline.check("cpu", "cpu", idle)["figures"]["uncertain"] is None
-    assert pipeline.check("cpu", "cpu", measured([0.001] * 5, [0.1] * 5))["figures"]["uncertain"] is None
+    assert pipeline.check("cpu", "cpu", idle).to_dict()["figures"]["uncertain"] is None
+    assert pipeline.check("cpu", "cpu", measured([0.001] * 5, [0.1] * 5)).to_dict()["figures"]["uncertain"] is None
 
 
 def test_pipeline_with_dataloader_workers_waits_only_for_loading_beyond_compute():
     data = {"dataloader": True, "num_workers": 2, "persistent_workers": True, "prefetch_factor": 2}
     assert pipeline.waiting_share(0.05, 0.1, overlapped=True) == 0.0
     assert pipeline.waiting_share(0.2, 0.1, overlapped=True) == pytest.approx(0.5)
-    assert pipeline.check("cpu", "cpu", measured([0.05] * 5, [0.1] * 5, **data))["figures"]["verdict"] == "keeps up"
-    assert pipeline.check("cpu", "cpu", None)["status"] == "error"
+    assert pipeline.check("cpu", "cpu", measured([0.05] * 5, [0.1] * 5, **data)).to_dict()["figures"]["verdict"] == "keeps up"
+    assert pipeline.check("cpu", "cpu", None).to_dict()["status"] == "error"
+
+
+def test_a_check_the_budget_ended_is_skipped_and_only_fail_or_error_fails_the_command():
+    from torchport.check.budget import CheckBudget
+    from torchport.check.runner import exit_status
+    from torchport.records import Check, CheckStatus
+
+    budget = CheckBudget(60.0)
+    timed_out = Check(name="recovery", backend="cpu", status=CheckStatus.ERROR, reason="worker timed_out: no message")
+    explained = budget.explain(timed_out, 12.0, limited=True)
+    assert explained.status is CheckStatus.SKIPPED and explained.reason.startswith("budget too small: ")
+    assert timed_out.status is CheckStatus.ERROR  # the record given is left as it was
+    assert budget.record()["skipped"] == ["recovery on cpu: ended at the budget's end"]
+    assert budget.explain(timed_out, 12.0, limited=False) is timed_out
+    section = {"checks": [check.to_dict() for check in (explained, Check(name="pipeline", status=CheckStatus.BORDERLINE))]}
+    assert exit_status(section) == 0
+    assert exit_status({"checks": [*section["checks"], timed_out.to_dict()]}) == 1
+    assert list(timed_out.to_dict()) == ["name", "backend", "status", "figures", "reason"]

@@ -21,6 +21,7 @@ def _needs_xla(xla_environment):
     """Every test here runs on the xla backend (see conftest.xla_environment)."""
 
 
+@pytest.mark.alone
 def test_parity_checkpoints_and_pipeline_on_xla(tmp_path):
     section = run_checks(CheckOptions(app="builtin:classifier", backends=["cpu", "xla"],
                                       only=("parity", "checkpoint", "pipeline"), steps=4, work_dir=tmp_path))

@@ -131,6 +131,7 @@ def clean_control_check(tmp_path_factory) -> tuple[subprocess.CompletedProcess, 
     return done, json.loads(out.read_text())
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_clean_control_passes_every_applicable_check_and_exits_0(clean_control_check):
     done, section = clean_control_check
@@ -193,13 +194,14 @@ def test_a_wait_under_the_absolute_minimum_is_never_input_bound():
     data = {"dataloader": False, "type": "builtins.list"}
     # 0.2 ms of loading against a 0.1 ms step: a 67% share, but of a wait under the minimum.
     tiny = pipeline.check("cpu", "cpu", {"load_s": [2e-4] * 5, "compute_s": [1e-4] * 5, "batches_per_s": 5000.0,
-                                          "per_round": 4, "data": data})
+                                          "per_round": 4, "data": data}).to_dict()
     assert tiny["figures"]["verdict"] == "keeps up" and tiny["status"] == "pass", tiny["reason"]
     slow = pipeline.check("cpu", "cpu", {"load_s": [2e-2] * 5, "compute_s": [1e-2] * 5, "batches_per_s": 50.0,
-                                          "per_round": 4, "data": data})
+                                          "per_round": 4, "data": data}).to_dict()
     assert slow["figures"]["verdict"] == "input-bound" and slow["status"] == "fail", slow["reason"]
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_slow_collate_is_input_bound_at_the_dataloader_and_collate_lines(tmp_path):
     section = run_checks(CheckOptions(app=str(APPS / "planted_slow_collate.py"), backends=backends(),
@@ -293,6 +295,7 @@ def test_evaluate_carries_scans_findings_for_the_apps_own_files(tmp_path):
     assert f"TP201 at {line}" in xla["scan_findings"]
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_clean_control_pipeline_verdict_is_the_same_in_5_runs(clean_control_check, tmp_path):
     """Five runs, each in fresh workers (new processes, thread pools, DataLoader workers and compilation):
@@ -381,6 +384,7 @@ def test_host_reads_of_host_tensors_are_no_device_sync(tmp_path):
     assert [f["location"] for f in syncs] == [line_of("planted_host_counter.py", "# planted")], syncs
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_pipeline_between_the_thresholds_is_borderline_in_every_output(tmp_path):
     """A real evaluation (checks stage included) of an app whose data takes about a fifth of a step:

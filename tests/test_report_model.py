@@ -115,6 +115,7 @@ def test_a_backend_that_fails_is_listed_alike(failed_when_compiled):
     assert set(parts.measured) == {"cpu"} and set(parts.does_not_run_here) == {"cpu-compile"}
 
 
+@pytest.mark.alone
 def test_a_budget_too_small_is_never_does_not_run_here(budget_too_small_evaluation):
     out, done = budget_too_small_evaluation  # the run test_budget checks too (conftest)
     assert done.returncode == 0, done.stderr

@@ -100,6 +100,7 @@ def test_merge_keeps_one_finding_per_line_and_rule():
 def test_a_planted_apps_device_apis_are_found_at_run_time_and_merged_with_scan():
     from torchport.trace.analysis import run_trace
     from torchport.trace.report import markdown, terminal_lines
+    from torchport.records import TraceSection
     from torchport.trace.stage import attach_scan
 
     app = APPS / "planted_device_apis.py"
@@ -113,7 +114,9 @@ def test_a_planted_apps_device_apis_are_found_at_run_time_and_merged_with_scan()
     assert all("runs as is" not in section["verdicts"][t]["text"] for t in ("tpu", "xla", "mps"))
     assert "TP201 CUDA autocast at" in "\n".join(terminal_lines(section))
     assert "Device-typed APIs seen at run time" in markdown(section)
-    attach_scan(section, app)
+    typed = TraceSection.from_dict(section)  # evaluate attaches scan to the section's record
+    attach_scan(typed, app)
+    section = typed.to_dict()
     findings = section["app_scan"]["findings"]
     places = [(f["id"], f["location"]) for f in findings]
     assert len(places) == len(set(places))  # one finding per line and rule

@@ -487,14 +487,20 @@ class BackendEntry(Record):
 class Check(Record):
     """One check result (torchport check): for a backend, or a checkpoint pair."""
 
+    # The order a record built in code writes its keys in.
     name: str = ""
-    status: CheckStatus | str = CheckStatus.SKIPPED
-    reason: str = ""
-    figures: dict[str, Any] = field(default_factory=dict)
     backend: str | None = None
     pair: str | None = None
+    status: CheckStatus | str = CheckStatus.SKIPPED
+    figures: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
 
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": CheckStatus}
+
+    @property
+    def failed(self) -> bool:
+        """A failure of the command: the check failed, or could not run."""
+        return self.status in (CheckStatus.FAIL, CheckStatus.ERROR)
 
 
 @dataclass
@@ -557,10 +563,142 @@ class TargetVerdict(Record):
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceVerdictStatus}
 
 
+@dataclass
+class TargetOpSupport(Record):
+    """The op support of one target: where it came from, and each traced op's row."""
+
+    title: str = ""
+    kind: str = "none"  # live, table or none (torchport.trace.support.SupportKind)
+    summary: str | None = None  # the table's own one-line statement of its source, said with every verdict
+    source: str | None = None
+    version: dict[str, Any] | None = None
+    retrieved: str | None = None
+    note: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    ops: dict[str, OpSupportRow] = field(default_factory=dict)
+
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"ops": OpSupportRow}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"summary", "source", "version", "retrieved", "note"})
+
+
+@dataclass
+class ChipFit(Record):
+    """Whether the trace's estimated step fits one chip of the catalogue (torchport/data/chips.json)."""
+
+    chip: str = ""
+    id: str = ""
+    targets: list[str] = field(default_factory=list)
+    hbm_bytes: int = 0
+    hbm: str = ""  # as the vendor states it: "16 GiB", "95 GB"
+    source: str = ""
+    fits: bool = False
+    tight: bool = False
+    headroom_bytes: int = 0
+    headroom_share: float = 0.0
+
+
+@dataclass
+class MemoryFit(Record):
+    """The trace's estimate of one step's peak memory, its parts, and the chips it fits."""
+
+    peak_bytes: int = 0
+    parts: dict[str, int] = field(default_factory=dict)
+    dtype: str = ""
+    optimizer: str | None = None
+    parameters: int | None = None
+    method: str = ""
+    chips: list[ChipFit] = field(default_factory=list)
+    catalogue: dict[str, str] = field(default_factory=dict)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"chips": ChipFit}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"optimizer", "parameters"})
+
+
+@dataclass
+class TraceShapes(Record):
+    """The batch signatures and step graphs the trace met."""
+
+    signatures: int = 0
+    batches_scanned: int | None = None
+    complete_epoch: bool | None = None
+    varying: list[dict[str, Any]] = field(default_factory=list)  # which input's dimension takes which sizes
+    step_batches: list[str] | None = None
+    distinct_step_graphs: int = 0
+    distinct_optimizer_graphs: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"batches_scanned", "complete_epoch", "step_batches",
+                                                             "distinct_optimizer_graphs"})
+
+
+@dataclass
+class TraceTotals(Record):
+    """Op calls, FLOPs and bytes of one traced step."""
+
+    op_calls_per_step: float = 0.0
+    distinct_ops: int = 0
+    flops_per_step: float = 0.0
+    flops_note: str = ""
+    bytes_per_step: float = 0.0
+
+
+@dataclass
+class ContractNote(Record):
+    """Where a traced app departs from the app contract (a model not built in float32), at the line that caused it."""
+
+    problem: str = ""
+    dtype: str | None = None
+    location: str | None = None
+    code: str | None = None
+    text: str = ""
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "code"})
+
+
+@dataclass
+class TraceSection(Record):
+    """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
+    what was traced, the findings, op support and verdict per target, and what was measured beside them."""
+
+    version: str = ""
+    status: TraceStatus | str = TraceStatus.FAILED
+    reason: str | None = None
+    error: ErrorRecord | None = None
+    app: str = ""
+    steps_requested: int | None = None
+    steps_traced: int = 0
+    steps_rule: str | None = None
+    torch: str | None = None
+    targets: list[str] = field(default_factory=list)
+    phase_locations: dict[str, str] | None = None  # phase -> the user's line that ran it
+    findings: list[Finding] = field(default_factory=list)
+    shapes: TraceShapes | None = None
+    memory: MemoryFit | None = None
+    op_support: dict[str, TargetOpSupport] = field(default_factory=dict)
+    device_apis: list[dict[str, Any]] = field(default_factory=list)
+    app_scan: dict[str, Any] | None = None
+    verdicts: dict[str, TargetVerdict] = field(default_factory=dict)
+    totals: TraceTotals | None = None
+    host_syncs: list[dict[str, Any]] = field(default_factory=list)
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    xla_comparison: dict[str, Any] | None = None
+    construction: dict[str, Any] | None = None
+    evaluation: dict[str, Any] | None = None
+    contract: list[ContractNote] = field(default_factory=list)
+    torch_compile_comparison: dict[str, Any] | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "shapes": TraceShapes, "memory": MemoryFit,
+                                                   "totals": TraceTotals}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"op_support": TargetOpSupport, "verdicts": TargetVerdict}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceStatus}
+
+
 __all__ = [
     "BackendEntry",
     "BackendStatus",
     "Check",
+    "ChipFit",
+    "ContractNote",
     "CheckStatus",
     "Cost",
     "CounterRow",
@@ -569,6 +707,7 @@ __all__ = [
     "ErrorKind",
     "ErrorRecord",
     "FailureDigest",
+    "MemoryFit",
     "OpStatus",
     "OpSupportRow",
     "Finding",
@@ -579,9 +718,13 @@ __all__ = [
     "ScenarioSummary",
     "Stat",
     "Summary",
+    "TargetOpSupport",
     "TargetVerdict",
     "TraceSeverity",
+    "TraceSection",
+    "TraceShapes",
     "TraceStatus",
+    "TraceTotals",
     "TraceVerdictStatus",
     "Vocabulary",
     "WarmupRecompiling",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.check import WorkerCost
+from torchport.records import Check, CheckStatus
 
 COST = WorkerCost(startups=1, step_runs=1, minimum_steps=2)
 
@@ -27,9 +28,9 @@ def config(options: Any) -> dict[str, Any]:
     return {"steps": options.steps}
 
 
-def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
-    return {"name": "steps-echo", "backend": backend, "status": "pass", "figures": {"steps": options.steps},
-            "reason": f"ran with {options.steps} steps in {folder.name}"}
+def check(options: Any, backend: str, folder: Path) -> Check:
+    return Check(name="steps-echo", backend=backend, status=CheckStatus.PASS, figures={"steps": options.steps},
+                 reason=f"ran with {options.steps} steps in {folder.name}")
 
 
 def headline(figures: dict[str, Any]) -> str | None:

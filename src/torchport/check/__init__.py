@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from torchport.records import Check
+
 # Parity, checkpoint portability and the input pipeline share one training worker per backend
 # (``runner.training_checks``): they are judged from the same runs, so they are not pluggable one by one.
 TRAINING_CHECKS = ("parity", "checkpoint", "pipeline")
@@ -71,7 +73,7 @@ class WorkerCheck(Protocol):
     def config(self, options: Any) -> dict[str, Any]:
         """Its settings, recorded in the section's ``config`` under its name."""
 
-    def check(self, options: Any, backend: str, folder: Path) -> dict[str, Any]:
+    def check(self, options: Any, backend: str, folder: Path) -> Check:
         """Run it on ``backend`` in ``folder``; one check record."""
 
     def headline(self, figures: dict[str, Any]) -> str | None:

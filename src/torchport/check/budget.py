@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchport.check import worker_check
 from torchport.planning import Deadline
-from torchport.records import CheckStatus
+from torchport.records import Check, CheckStatus
 from torchport.sampling import format_duration
 
 STEP_MARGIN = 1.3  # each step counted at a margin: checkpoints written and read, the float64 reference beside it
@@ -42,12 +43,11 @@ class CheckBudget(Deadline):
     sized: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
-    def learn(self, backend: str, worker: dict[str, Any]) -> None:
-        """Step time and start-up of ``backend`` from a training-checks worker."""
-        runs = [run for run in (worker.get("runs") or {}).values() if (run.get("timing") or {}).get("step_s")]
-        if runs:
-            self.step_s[backend] = max(run["timing"]["step_s"] for run in runs)
-        phases = worker.get("phases") or {}
+    def learn(self, backend: str, runs: Iterable[dict[str, Any]], phases: dict[str, float]) -> None:
+        """Step time and start-up of ``backend`` from a training-checks worker's runs and phases."""
+        timed = [run["timing"]["step_s"] for run in runs if (run.get("timing") or {}).get("step_s")]
+        if timed:
+            self.step_s[backend] = max(timed)
         self.startup_s[backend] = float(phases.get("process_start_s") or 0.0) + float(phases.get("import_s") or 0.0)
 
     def size(self, check: str, options: Any, backend: str, checks_left: int) -> tuple[Any, str | None]:
@@ -79,15 +79,13 @@ class CheckBudget(Deadline):
             self.sized.append(f"{check} on {backend}: {note}")
         return sized, None
 
-    def explain(self, check: dict[str, Any], timeout_s: float, limited: bool) -> dict[str, Any]:
+    def explain(self, check: Check, timeout_s: float, limited: bool) -> Check:
         """A check whose worker the budget ended says so (not a timeout of the backend)."""
-        reason = check.get("reason") or ""
-        if limited and check.get("status") in (CheckStatus.FAIL, CheckStatus.ERROR) and any(
-                word in reason for word in ("timed out", "timed_out", "did not finish")):
-            check = {**check, "status": CheckStatus.SKIPPED.value,
-                     "reason": f"budget too small: the time budget ended this check's worker after "
-                               f"{format_duration(timeout_s)} ({reason})"}
-            self.skipped.append(f"{check['name']} on {check.get('backend')}: ended at the budget's end")
+        if limited and check.failed and any(word in check.reason for word in ("timed out", "timed_out", "did not finish")):
+            check = dataclasses.replace(check, status=CheckStatus.SKIPPED,
+                                        reason=f"budget too small: the time budget ended this check's worker after "
+                                               f"{format_duration(timeout_s)} ({check.reason})")
+            self.skipped.append(f"{check.name} on {check.backend}: ended at the budget's end")
         return check
 
     def record(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from torchport.check.parity import load_tensor
 from torchport.check.tolerance import FLOOR, RATIO_LIMIT, tensor_error, trajectory_error
+from torchport.records import Check, CheckStatus
 
 
 def flat_parameters(path: str) -> Any:
@@ -47,26 +48,25 @@ def outside_note(found: list[Any]) -> str:
 
 
 def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[str, Any] | None,
-          source_run: dict[str, Any] | None, target_run: dict[str, Any], dtype: str) -> dict[str, Any]:
-    pair = f"{source} -> {target}"
-    result: dict[str, Any] = {"name": "checkpoint", "pair": pair, "status": "fail", "figures": {}}
+          source_run: dict[str, Any] | None, target_run: dict[str, Any], dtype: str) -> Check:
+    result = Check(name="checkpoint", pair=f"{source} -> {target}", status=CheckStatus.FAIL)
     if saved is None or saved.get("error"):
-        result["reason"] = f"saving on {source} failed: {saved.get('error') if saved else 'no checkpoint was written'}"
+        result.reason = f"saving on {source} failed: {saved.get('error') if saved else 'no checkpoint was written'}"
         return result
-    figures = result["figures"]
+    figures = result.figures
     figures.update({"step": saved["step"], "steps": target_run["steps"], "bytes": saved.get("bytes"),
                     "outside_state_dict": saved.get("outside_state_dict", []),
                     "outside_state": saved.get("outside_state", [])})
     if resumed is None:
-        result.update(status="error", reason=f"no resume was run on {target}")
+        result.status, result.reason = CheckStatus.ERROR, f"no resume was run on {target}"
         return result
     if resumed.get("error"):
-        result["reason"] = f"loading on {target} failed: {resumed['error']}"
+        result.reason = f"loading on {target} failed: {resumed['error']}"
         return result
     figures["not_restored"] = resumed.get("not_restored", [])
     if resumed.get("changed_on_load"):
-        result["reason"] = (f"state changed on load into {target}: {', '.join(resumed['changed_on_load'][:3])} "
-                            "does not read back as saved")
+        result.reason = (f"state changed on load into {target}: {', '.join(resumed['changed_on_load'][:3])} "
+                         "does not read back as saved")
         return result
     resumed_final = flat_parameters(resumed["final_file"])
     error = tensor_error(resumed_final, flat_parameters(target_run["final_file"]))
@@ -90,10 +90,10 @@ def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[
         notes.append(f"not restored: {'; '.join(figures['not_restored'])}")
     note = f"; {'; '.join(notes)}" if notes else ""
     if error <= bound:
-        result["status"] = "pass"
+        result.status = CheckStatus.PASS
         exact = "bit for bit" if error == 0.0 else f"within {bound:.1e} (parameter error {error:.1e})"
-        result["reason"] = f"resumed at step {saved['step']} on {target} and matched its uninterrupted run {exact}{note}"
+        result.reason = f"resumed at step {saved['step']} on {target} and matched its uninterrupted run {exact}{note}"
     else:
-        result["reason"] = (f"resumed on {target} ends {error:.2e} away from its uninterrupted run (bound {bound:.1e}, "
-                            f"{source} and {target} end {apart:.1e} apart){note or '; the state that differs is not in the checkpoint'}")
+        result.reason = (f"resumed on {target} ends {error:.2e} away from its uninterrupted run (bound {bound:.1e}, "
+                         f"{source} and {target} end {apart:.1e} apart){note or '; the state that differs is not in the checkpoint'}")
     return result

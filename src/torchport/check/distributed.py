@@ -47,6 +47,7 @@ from torchport.check.checkpoint import flat_parameters, outside_note
 from torchport.check.training import first_difference
 from torchport.check.tolerance import CLOSE, tensor_error
 from torchport.launch import run_worker, supervise, worker_environment, worker_python
+from torchport.records import Check, CheckStatus, RunStatus
 from torchport.stats import median
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
@@ -141,7 +142,7 @@ def launch_failure(launched: dict[str, Any], options: Any) -> str:
         return (f"torchrun did not finish within {options.timeout_s:g} s (--timeout): waiting for "
                 f"{options.nnodes} node(s) to join the rendezvous, or a rank hung")
     for rank, result in sorted(launched["ranks"].items()):
-        if result.get("status") not in ("ok", "running", None):
+        if result.get("status") not in (RunStatus.OK, RunStatus.RUNNING, None):
             error = result.get("error") or {}
             where = f" at {error['location']}" if error.get("location") else ""
             return f"rank {rank} {result.get('status')}: {error.get('message')}{where}"
@@ -157,24 +158,25 @@ def _median_after_warmup(times: list[float]) -> float | None:
     return median(kept) if kept else None
 
 
-def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
-    result: dict[str, Any] = {"name": "distributed", "backend": backend, "status": "error", "figures": {}}
+def check(options: Any, backend: str, folder: Path) -> Check:
+    result = Check(name="distributed", backend=backend, status=CheckStatus.ERROR)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     backend_cls = backend_registry.get(backend)
-    figures = result["figures"]
+    figures = result.figures
     unsupported = backend_cls.distributed_unsupported()
     if unsupported:
-        return {**result, "status": "not_applicable", "reason": f"not applicable on {backend}: {unsupported}"}
+        result.status, result.reason = CheckStatus.NOT_APPLICABLE, f"not applicable on {backend}: {unsupported}"
+        return result
     figures.update({"process_group_backend": backend_cls.process_group_backend, "nproc_per_node": options.nproc,
                     "nnodes": options.nnodes, "steps": options.distributed_steps})
     launched = launch(options, backend, folder / "ddp")
     figures["torchrun_s"] = launched["wall_s"]
     ranks = launched["ranks"]
     world = options.nproc * options.nnodes
-    if launched["exit_code"] != 0 or len(ranks) < options.nproc or any(r.get("status") != "ok" for r in ranks.values()):
-        result["status"] = "fail"
-        result["reason"] = launch_failure(launched, options)
+    if launched["exit_code"] != 0 or len(ranks) < options.nproc or any(r.get("status") != RunStatus.OK for r in ranks.values()):
+        result.status = CheckStatus.FAIL
+        result.reason = launch_failure(launched, options)
         return result
     single_folder = folder / "single"
     single_folder.mkdir()
@@ -182,14 +184,14 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
                         extra={"rank_dir": str(single_folder), "steps": options.distributed_steps,
                                "seed": options.seed, "dtype": options.dtype,
                                "process_group_backend": backend_cls.process_group_backend}).to_dict()
-    if single["status"] != "ok":
-        result["reason"] = f"the single-process run failed: {(single.get('error') or {}).get('message')}"
+    if single["status"] != RunStatus.OK:
+        result.reason = f"the single-process run failed: {(single.get('error') or {}).get('message')}"
         return result
     per_step_slowest = [max(times) for times in zip(*(r["step_times_s"] for r in ranks.values()))]
     slowest = _median_after_warmup(per_step_slowest)
     single_step = _median_after_warmup(single["step_times_s"])
     if slowest is None or single_step is None:
-        result["reason"] = "no step times were recorded"
+        result.reason = "no step times were recorded"
         return result
     error = tensor_error(flat_parameters(ranks[0]["final_file"]), flat_parameters(single["final_file"]))
     bound = CLOSE[options.dtype]
@@ -234,16 +236,16 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     if error <= bound:
         matched = f"{world} ranks over {figures['process_group_backend']} match one process (error {error:.1e})"
         if figures["scaling_efficiency"] >= EFFICIENT_FROM:
-            result["status"] = "pass"
-            result["reason"] = f"{matched}; {timing}{compiled}"
+            result.status = CheckStatus.PASS
+            result.reason = f"{matched}; {timing}{compiled}"
         else:
-            result["status"] = "borderline"
+            result.status = CheckStatus.BORDERLINE
             shared = (" (the ranks share this host's cores: the figure measures the host as much as the app)"
                       if backend_cls.device_type == "cpu" else "")
-            result["reason"] = (f"borderline: {matched}, but {timing} is below {EFFICIENT_FROM:.0%}: "
-                                f"{world} ranks gain {figures['speedup']:.2f}x over one process{shared}{compiled}")
+            result.reason = (f"borderline: {matched}, but {timing} is below {EFFICIENT_FROM:.0%}: "
+                             f"{world} ranks gain {figures['speedup']:.2f}x over one process{shared}{compiled}")
     else:
-        result["status"] = "fail"
+        result.status = CheckStatus.FAIL
         hint = ""
         if figures["batchnorm_modules"]:
             named = [name + (f" at {figures['batchnorm_lines'][name]}" if figures["batchnorm_lines"].get(name) else "")
@@ -260,5 +262,5 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         if figures["rank_op_sequences"]:
             hint += (f"; the ranks ran different ops in their forward and backward ({figures['rank_op_sequences']}): "
                      "control flow that depends on the rank, or on each rank's slice of the data")
-        result["reason"] = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}{compiled}"
+        result.reason = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}{compiled}"
     return result

@@ -18,9 +18,11 @@ the order modules finish their forward, whose output fails the same rule.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from torchport.check.tolerance import judge, relative_error, tensor_error, trajectory_error, worst
+from torchport.records import Check, CheckStatus
 
 METRIC_TARGET = 0.99
 
@@ -31,7 +33,17 @@ def load_tensor(path: str | None) -> Any:
     return torch.load(path, map_location="cpu", weights_only=True) if path else None
 
 
-def compare(run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any], dtype: str) -> dict[str, Any]:
+@dataclass
+class Comparison:
+    """One backend's run judged against the reference and the truth."""
+
+    verdicts: dict[str, dict[str, Any]]  # quantity -> its error-ratio verdict (tolerance.judge)
+    first_step_failed: list[str]
+    gradients_failing: int
+    gradients_checked: int
+
+
+def compare(run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any], dtype: str) -> Comparison:
     """Every quantity of one backend's run against the reference and the truth."""
     verdicts: dict[str, dict[str, Any]] = {}
     verdicts["first-step loss"] = judge(relative_error(run["losses"][0], truth["losses"][0]),
@@ -63,9 +75,9 @@ def compare(run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any
                          if name.startswith("first-step") and not verdict["pass"]]
     first_step_failed += [f"first-step gradient norm of {name}" for name, verdict in gradients.items()
                           if not verdict["pass"] and f"first-step gradient norm of {name}" not in first_step_failed]
-    return {"verdicts": verdicts, "first_step_failed": first_step_failed,
-            "gradients_failing": sum(1 for verdict in gradients.values() if not verdict["pass"]),
-            "gradients_checked": len(gradients)}
+    return Comparison(verdicts=verdicts, first_step_failed=first_step_failed,
+                      gradients_failing=sum(1 for verdict in gradients.values() if not verdict["pass"]),
+                      gradients_checked=len(gradients))
 
 
 def _reaches_target(value: float, reference: float, higher_is_better: bool) -> bool:
@@ -92,13 +104,13 @@ def truth_note(truth: dict[str, Any]) -> str:
 
 
 def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: dict[str, Any], dtype: str,
-          nondeterministic: bool) -> dict[str, Any]:
+          nondeterministic: bool) -> Check:
     problem = truth_failure(truth)
     if problem:
-        return {"name": "parity", "backend": backend, "status": "error", "reason": problem,
-                "figures": {"dtype": dtype, "reference_not_built": True}}
+        return Check(name="parity", backend=backend, status=CheckStatus.ERROR, reason=problem,
+                     figures={"dtype": dtype, "reference_not_built": True})
     comparison = compare(run, reference, truth, dtype)
-    verdicts = comparison["verdicts"]
+    verdicts = comparison.verdicts
     failing = [name for name, verdict in verdicts.items() if not verdict["pass"]]
     found = worst(verdicts.items())
     assert found is not None, "compare() judges at least the losses"
@@ -109,8 +121,8 @@ def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: d
         "worst_quantity": name,
         "worst_ratio": verdict["ratio"],
         "quantities": verdicts,
-        "gradients_checked": comparison["gradients_checked"],
-        "gradients_failing": comparison["gradients_failing"],
+        "gradients_checked": comparison.gradients_checked,
+        "gradients_failing": comparison.gradients_failing,
         "final_loss": run["losses"][-1],
         "reference_final_loss": reference["losses"][-1],
         "float64_final_loss": truth["losses"][-1],
@@ -119,7 +131,7 @@ def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: d
         "reference_losses": list(reference["losses"]),
         "float64_losses": list(truth["losses"]),
         "output_source": run.get("output_source"),
-        "first_step_failed": comparison["first_step_failed"],
+        "first_step_failed": comparison.first_step_failed,
     }
     if failing:
         reason = (f"{len(failing)} quantit{'y' if len(failing) == 1 else 'ies'} beyond the error-ratio limit; worst: "
@@ -131,15 +143,15 @@ def check(backend: str, run: dict[str, Any], reference: dict[str, Any], truth: d
     reason += truth_note(truth)
     if nondeterministic:
         reason += "; the reference itself is nondeterministic (see determinism), so these figures are noisy"
-    return {"name": "parity", "backend": backend, "status": "fail" if failing else "pass", "reason": reason,
-            "figures": figures}
+    return Check(name="parity", backend=backend, status=CheckStatus.FAIL if failing else CheckStatus.PASS,
+                 reason=reason, figures=figures)
 
 
 def _ratio_text(ratio: float) -> str:
     return f"{ratio:.3g}" if ratio < 1e6 else f"{ratio:.2e}"
 
 
-def determinism(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+def determinism(first: dict[str, Any], second: dict[str, Any]) -> Check:
     """Two identical CPU runs must agree bit for bit."""
     differences = []
     for step, (a, b) in enumerate(zip(first["losses"], second["losses"]), start=1):
@@ -156,11 +168,11 @@ def determinism(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]
             differences.append("first-step outputs")
     figures = {"runs": 2, "steps": len(first["losses"]), "bit_exact": not differences}
     if differences:
-        return {"name": "determinism", "backend": "cpu", "status": "fail", "figures": figures,
-                "reason": "nondeterministic app: two identical cpu runs (same seed, same data, deterministic "
-                          f"kernels) differ: {'; '.join(differences)}. Tolerances are not widened for this"}
-    return {"name": "determinism", "backend": "cpu", "status": "pass", "figures": figures,
-            "reason": f"two identical cpu runs agree bit for bit over {len(first['losses'])} steps"}
+        return Check(name="determinism", backend="cpu", status=CheckStatus.FAIL, figures=figures,
+                     reason="nondeterministic app: two identical cpu runs (same seed, same data, deterministic "
+                            f"kernels) differ: {'; '.join(differences)}. Tolerances are not widened for this")
+    return Check(name="determinism", backend="cpu", status=CheckStatus.PASS, figures=figures,
+                 reason=f"two identical cpu runs agree bit for bit over {len(first['losses'])} steps")
 
 
 def localise(backend_modules: dict[str, Any], order: list[str], reference_modules: dict[str, Any],

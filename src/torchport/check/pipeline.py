@@ -36,6 +36,7 @@ from typing import Any
 from torchport.limits import HEAVY_LOAD_PER_CPU
 from torchport.limits import INPUT_BOUND_SHARE as INPUT_BOUND_ABOVE
 from torchport.limits import KEEPS_UP_SHARE as KEEPS_UP_BELOW
+from torchport.records import Check, CheckStatus
 
 ROUNDS = 5
 PER_ROUND = 4
@@ -230,12 +231,12 @@ def where_built(data: dict[str, Any]) -> str:
 
 
 def check(backend: str, device_type: str, measured: dict[str, Any] | None,
-          evaluation_step_s: float | None = None) -> dict[str, Any]:
+          evaluation_step_s: float | None = None) -> Check:
     """The verdict for one backend from its own worker's measurement;
     ``evaluation_step_s`` (evaluate's sustained median) is shown beside it."""
-    result: dict[str, Any] = {"name": "pipeline", "backend": backend, "status": "error", "figures": {}}
+    result = Check(name="pipeline", backend=backend, status=CheckStatus.ERROR)
     if not measured or not measured.get("load_s") or not measured.get("compute_s"):
-        result["reason"] = "the data pipeline was not timed"
+        result.reason = "the data pipeline was not timed"
         return result
     data = measured.get("data", {})
     overlapped = bool(data.get("dataloader") and data.get("num_workers"))
@@ -247,7 +248,7 @@ def check(backend: str, device_type: str, measured: dict[str, Any] | None,
     wait_s = _median(waits)
     verdict = band(share) if wait_s >= MIN_WAIT_S else "keeps up"
     input_bound = verdict == "input-bound"
-    result["figures"] = {
+    result.figures = {
         "data_batches_per_s": measured["batches_per_s"],
         "data_samples_per_s": measured.get("samples_per_s"),
         "load_s": load_s,
@@ -276,15 +277,15 @@ def check(backend: str, device_type: str, measured: dict[str, Any] | None,
              f"waiting for data {share:.0%} of a step (rounds: {min(shares):.0%} to {max(shares):.0%}; "
              f"keeps up below {KEEPS_UP_BELOW:.0%}, input-bound above {INPUT_BOUND_ABOVE:.0%}, and only from "
              f"{MIN_WAIT_S * 1e3:g} ms of waiting a step: {wait_s * 1e3:.2g} ms)")
-    uncertain = f"; {result['figures']['uncertain']}" if result["figures"]["uncertain"] else ""
-    tries = "; try: " + "; ".join(result["figures"]["suggestions"][:2])
+    uncertain = f"; {result.figures['uncertain']}" if result.figures["uncertain"] else ""
+    tries = "; try: " + "; ".join(result.figures["suggestions"][:2])
     if input_bound:
-        result["status"] = "fail"
-        result["reason"] = f"input-bound: {rates}{where_built(data)}{tries}{uncertain}"
+        result.status = CheckStatus.FAIL
+        result.reason = f"input-bound: {rates}{where_built(data)}{tries}{uncertain}"
     elif verdict == "borderline":
-        result["status"] = "borderline"
-        result["reason"] = f"borderline: {rates}{where_built(data)}{tries}{uncertain}"
+        result.status = CheckStatus.BORDERLINE
+        result.reason = f"borderline: {rates}{where_built(data)}{tries}{uncertain}"
     else:
-        result["status"] = "pass"
-        result["reason"] = f"{verdict}: {rates}{uncertain}"
+        result.status = CheckStatus.PASS
+        result.reason = f"{verdict}: {rates}{uncertain}"
     return result

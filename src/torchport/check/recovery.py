@@ -33,6 +33,7 @@ from torchport.check import WorkerCost
 from torchport.check.checkpoint import flat_parameters, outside_note
 from torchport.check.tolerance import CLOSE, tensor_error
 from torchport.launch import run_worker
+from torchport.records import Check, CheckStatus, RunStatus
 
 RECOVERY_JOB = "torchport.check.jobs:recovery_job"
 # Interrupted + resumed (one run's steps in all), then uninterrupted; two checkpoints at least.
@@ -83,14 +84,14 @@ def _last_logged_step(path: str) -> int:
     return last
 
 
-def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
-    result: dict[str, Any] = {"name": "recovery", "backend": backend, "status": "error", "figures": {}}
+def check(options: Any, backend: str, folder: Path) -> Check:
+    result = Check(name="recovery", backend=backend, status=CheckStatus.ERROR)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     kill_seed = options.kill_seed if options.kill_seed is not None else random.SystemRandom().randrange(2 ** 31)
     steps, every = options.recovery_steps, options.recovery_every
     kill_step = random.Random(kill_seed).randint(every + 1, steps - every)
-    figures = result["figures"]
+    figures = result.figures
     figures.update({"steps": steps, "checkpoint_every": every, "kill_seed": kill_seed, "kill_step": kill_step})
 
     killed: dict[str, Any] = {}
@@ -104,13 +105,13 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     interrupted_job = _job(options, folder, "interrupted", resume=False)
     first = run_worker(backend, RECOVERY_JOB, app=options.app, extra=interrupted_job, timeout=options.timeout_s,
                        on_progress=kill_at_step).to_dict()
-    if first["status"] == "ok":
-        result["reason"] = (f"the worker finished all {steps} steps before the SIGKILL at step {kill_step} landed; "
-                            "use more --recovery-steps")
+    if first["status"] == RunStatus.OK:
+        result.reason = (f"the worker finished all {steps} steps before the SIGKILL at step {kill_step} landed; "
+                         "use more --recovery-steps")
         return result
-    if not killed or first["status"] != "crashed":
+    if not killed or first["status"] != RunStatus.CRASHED:
         error = first.get("error") or {}
-        result["reason"] = f"the training worker stopped before the kill: {first['status']}: {error.get('message')}"
+        result.reason = f"the training worker stopped before the kill: {first['status']}: {error.get('message')}"
         return result
     died_after = _last_logged_step(interrupted_job["step_log"])
     figures["died_after_step"] = died_after
@@ -126,10 +127,10 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     resume_job = {**interrupted_job, "resume": True}
     second = run_worker(backend, RECOVERY_JOB, app=options.app, extra=resume_job, timeout=options.timeout_s,
                         on_progress=first_resumed_step).to_dict()
-    if second["status"] != "ok":
+    if second["status"] != RunStatus.OK:
         error = second.get("error") or {}
-        result["status"] = "fail"
-        result["reason"] = f"restarting from the last checkpoint failed: {error.get('message')}"
+        result.status = CheckStatus.FAIL
+        result.reason = f"restarting from the last checkpoint failed: {error.get('message')}"
         return result
     resumed_from = second.get("resumed_from") or {}
     checkpoint_step = resumed_from.get("step", 0)
@@ -145,14 +146,15 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
         "outside_state": second.get("outside_state", []),
     })
     if not resumed_from:
-        result["status"] = "fail"
-        result["reason"] = "the restarted worker found no valid checkpoint and trained from scratch"
+        result.status = CheckStatus.FAIL
+        result.reason = "the restarted worker found no valid checkpoint and trained from scratch"
         return result
 
     uninterrupted = run_worker(backend, RECOVERY_JOB, app=options.app,
-                               extra=_job(options, folder, "uninterrupted", resume=False), timeout=options.timeout_s).to_dict()
-    if uninterrupted["status"] != "ok":
-        result["reason"] = f"the uninterrupted run failed: {(uninterrupted.get('error') or {}).get('message')}"
+                               extra=_job(options, folder, "uninterrupted", resume=False),
+                               timeout=options.timeout_s).to_dict()
+    if uninterrupted["status"] != RunStatus.OK:
+        result.reason = f"the uninterrupted run failed: {(uninterrupted.get('error') or {}).get('message')}"
         return result
     error = tensor_error(flat_parameters(second["final_file"]), flat_parameters(uninterrupted["final_file"]))
     exact_required = backend_registry.get(backend).device_type == "cpu"
@@ -162,11 +164,11 @@ def check(options: Any, backend: str, folder: Path) -> dict[str, Any]:
     lost = (f"killed after step {died_after}, resumed from step {checkpoint_step} ({died_after - checkpoint_step} "
             f"steps lost), restart {figures['restart_s']:.1f} s")
     if error <= bound:
-        result["status"] = "pass"
-        result["reason"] = f"{lost}; final state {'bit-exact' if error == 0 else f'within {bound:.0e}'} vs uninterrupted"
+        result.status = CheckStatus.PASS
+        result.reason = f"{lost}; final state {'bit-exact' if error == 0 else f'within {bound:.0e}'} vs uninterrupted"
     else:
-        result["status"] = "fail"
-        result["reason"] = (f"{lost}; final parameters differ from the uninterrupted run by {error:.2e} "
-                            f"({'bit-exact required on a CPU backend' if exact_required else f'bound {bound:.0e}'})"
-                            + (f"; {outside_note(figures['outside_state'] or figures['outside_state_dict'])}" if figures["outside_state_dict"] else ""))
+        result.status = CheckStatus.FAIL
+        result.reason = (f"{lost}; final parameters differ from the uninterrupted run by {error:.2e} "
+                         f"({'bit-exact required on a CPU backend' if exact_required else f'bound {bound:.0e}'})"
+                         + (f"; {outside_note(figures['outside_state'] or figures['outside_state_dict'])}" if figures["outside_state_dict"] else ""))
     return result

@@ -5,9 +5,11 @@ from typing import Any
 
 from torchport.check import WORKER_CHECKS, worker_check
 from torchport import formatting as fmt
+from torchport.records import CheckStatus
 
-STATUS_TEXT = {"pass": "pass", "borderline": "*borderline*", "fail": "**FAIL**", "error": "**ERROR**",
-               "skipped": "skipped", "not_applicable": "not applicable"}
+STATUS_TEXT = {CheckStatus.PASS: "pass", CheckStatus.BORDERLINE: "*borderline*", CheckStatus.FAIL: "**FAIL**",
+               CheckStatus.ERROR: "**ERROR**", CheckStatus.SKIPPED: "skipped",
+               CheckStatus.NOT_APPLICABLE: "not applicable"}
 
 
 def subject(check: dict[str, Any]) -> str:
@@ -58,9 +60,11 @@ def markdown(section: dict[str, Any]) -> str:
     lines = [
         "## Checks: parity, checkpoints, recovery, distributed, input pipeline",
         "",
-        f"{counts['pass']} passed" + (f", {counts['borderline']} borderline" if counts["borderline"] else "")
-        + f", {counts['fail']} failed, {counts['error']} could not run, {counts['skipped']} skipped"
-        + (f", {counts['not_applicable']} not applicable" if counts["not_applicable"] else "")
+        f"{counts[CheckStatus.PASS]} passed"
+        + (f", {counts[CheckStatus.BORDERLINE]} borderline" if counts[CheckStatus.BORDERLINE] else "")
+        + f", {counts[CheckStatus.FAIL]} failed, {counts[CheckStatus.ERROR]} could not run, "
+          f"{counts[CheckStatus.SKIPPED]} skipped"
+        + (f", {counts[CheckStatus.NOT_APPLICABLE]} not applicable" if counts[CheckStatus.NOT_APPLICABLE] else "")
         + f" · reference `{config.get('reference', 'cpu')}` in {config.get('dtype', 'float32')}, ground truth "
         f"{config.get('ground_truth', 'cpu, float64')} · {config.get('steps', '?')} steps, seed {config.get('seed', 0)}"
         f" · error-ratio limit {config.get('ratio_limit', '?')}, floor {config.get('floor', 0):.1e}"

@@ -49,6 +49,7 @@ from torchport.failures import is_app_failure
 from torchport.launch import run_worker
 from torchport.sampling import format_duration
 from torchport.limits import DEFAULT_TIMEOUT_S
+from torchport.records import Check, CheckStatus, RunStatus
 
 TRAIN_JOB = "torchport.check.jobs:train_job"
 REFERENCE = "cpu"
@@ -130,11 +131,11 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
         backends_seen[name] = verdict.as_dict()
         if verdict.available:
             available.append(name)
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     for name in names:
         if name not in available:
-            checks.append({"name": "all", "backend": name, "status": "skipped", "figures": {},
-                           "reason": f"backend not available: {backends_seen[name]['reason']}"})
+            checks.append(Check(name="all", backend=name, status=CheckStatus.SKIPPED,
+                                reason=f"backend not available: {backends_seen[name]['reason']}"))
     work = Path(options.work_dir) if options.work_dir else Path(tempfile.mkdtemp(prefix="torchport-check-"))
     work.mkdir(parents=True, exist_ok=True)
     app_error = None
@@ -148,7 +149,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
             on_event("start", {"check": check, "backend": name})
             sized, skip = (options, None) if budget is None else budget.size(check, options, name, len(later) - index)
             if skip:
-                checks.append({"name": check, "backend": name, "status": "skipped", "figures": {}, "reason": skip})
+                checks.append(Check(name=check, backend=name, status=CheckStatus.SKIPPED, reason=skip))
                 continue
             limited = budget is not None and budget.limited(options.timeout_s)
             result = worker_check(check).check(sized, name, work / f"{check}-{name}")
@@ -157,7 +158,7 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
         if not options.keep_files and not options.work_dir:
             shutil.rmtree(work, ignore_errors=True)
     return {
-        "checks": checks,
+        "checks": [check.to_dict() for check in checks],
         "config": {
             "app": as_spec(options.app).text,
             "checks": list(options.only),
@@ -181,32 +182,59 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
     }
 
 
-def failure(result: dict[str, Any], backend: str) -> str | None:
-    """One line for a worker that did not finish, else None."""
-    if result.get("status") == "ok":
-        return None
-    if result.get("budget_limited"):
-        return (f"budget too small: the time budget ended the {backend} worker after "
-                f"{format_duration(result['budget_limited'])}, before its runs were done")
-    error = result.get("error") or {}
-    where = f" at {error['location']}" if error.get("location") else ""
-    return f"{backend} worker {result.get('status')}: {error.get('message', 'no message')}{where}"
+@dataclass
+class TrainWorker:
+    """What one training worker (``jobs.train_job``) returned: how it ended,
+    its runs by label, and what it resumed (target -> checkpoint source -> the
+    resumed run).  The runs stay the worker's JSON: the checks read their figures."""
+
+    status: RunStatus | str | None
+    error: dict[str, Any] = field(default_factory=dict)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resumed: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    # The worker's timeout when the time budget ended it, else None.
+    budget_limited_s: float | None = None
+
+    @classmethod
+    def from_result(cls, result: dict[str, Any]) -> TrainWorker:
+        return cls(status=result.get("status"), error=result.get("error") or {},
+                   runs=result.get("runs") or {}, resumed=result.get("resumed") or {},
+                   phases=result.get("phases") or {})
+
+    def failure(self, backend: str) -> str | None:
+        """One line for a worker that did not finish, else None."""
+        if self.status == RunStatus.OK:
+            return None
+        if self.budget_limited_s:
+            return (f"budget too small: the time budget ended the {backend} worker after "
+                    f"{format_duration(self.budget_limited_s)}, before its runs were done")
+        where = f" at {self.error['location']}" if self.error.get("location") else ""
+        return f"{backend} worker {self.status}: {self.error.get('message', 'no message')}{where}"
+
+    def saved(self, label: str) -> dict[str, Any] | None:
+        """The checkpoint run ``label`` saved, else None."""
+        return self.runs.get(label, {}).get("checkpoint")
+
+    def resumed_into(self, target: str) -> dict[str, Any]:
+        """What this worker resumed into ``target``'s run, by checkpoint source."""
+        return self.resumed.get(target) or {}
 
 
 def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str, Any]], on_event: Event,
-           **extra: Any) -> dict[str, Any]:
+           **extra: Any) -> TrainWorker:
     on_event("start", {"check": "training", "backend": backend, "runs": [run["label"] for run in runs]})
     budget = options.budget
     timeout = budget.worker_timeout(options.timeout_s) if budget else options.timeout_s
-    result = run_worker(backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra},
-                        timeout=timeout, on_progress=lambda event: on_event("progress", {"backend": backend, **event})
-                        ).to_dict()
+    worker = TrainWorker.from_result(run_worker(
+        backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra}, timeout=timeout,
+        on_progress=lambda event: on_event("progress", {"backend": backend, **event})).to_dict())
     if budget is not None:
-        if result.get("status") == "timed_out" and timeout < options.timeout_s:
-            result["budget_limited"] = timeout
-        elif result.get("status") == "ok":
-            budget.learn(backend, result)
-    return result
+        if worker.status == RunStatus.TIMED_OUT and timeout < options.timeout_s:
+            worker.budget_limited_s = timeout
+        elif worker.status == RunStatus.OK:
+            budget.learn(backend, worker.runs.values(), worker.phases)
+    return worker
 
 
 def reference_host(names: list[str]) -> str | None:
@@ -222,7 +250,7 @@ def reference_host(names: list[str]) -> str | None:
 
 
 def training_checks(options: CheckOptions, names: list[str], work: Path,
-                    on_event: Event) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+                    on_event: Event) -> tuple[list[Check], dict[str, Any] | None, str]:
     """The parity, checkpoint and pipeline checks, the app's own error when
     the reference run failed in the app's code (every backend would say the
     same), and the backend whose worker made the reference's runs."""
@@ -239,7 +267,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         return run_spec(label, outputs="parity" in want, checkpoint_step=saved_at if keep else None, save_final=keep,
                         pipeline="pipeline" in want, pipeline_per_round=options.pipeline_per_round)
 
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, TrainWorker] = {}
     reference_runs = [own_run(REFERENCE, REFERENCE in names)]
     if "parity" in want:
         reference_runs += [run_spec("cpu-repeat", outputs=True), run_spec("cpu-float64", "float64", outputs=True)]
@@ -252,7 +280,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         resume = [{**_source(work, source["label"]), "into": into} for into in ends for source in ends]
         results[host] = _train(host, options, work, eager_runs + [host_spec], on_event,
                                resume=resume, resume_spec=host_spec)
-        if failure(results[host], host) is None:
+        if results[host].failure(host) is None:
             results[REFERENCE] = results[host]
         # Otherwise the reference runs on its own below: the host's failure (a compiler
         # crash, a timeout) must not become the reference's, nor be blamed on the app.
@@ -262,7 +290,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
             resume=[_source(work, REFERENCE)] if self_resume else [], resume_spec=reference_runs[0])
     reference = results[REFERENCE]
     reference_worker = host if host is not None and reference is results[host] else REFERENCE
-    reference_checkpoint_ok = self_resume and failure(reference, REFERENCE) is None
+    reference_checkpoint_ok = self_resume and reference.failure(REFERENCE) is None
     for name in names:
         if name in results:
             continue
@@ -271,33 +299,33 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         # pair resumed here is one a later worker need not start for.
         sources = [REFERENCE] if reference_checkpoint_ok else []
         if "checkpoint" in want:
-            sources += [source for source in results if source not in sources and (_saved(results, source) or {}).get("bytes")]
+            sources += [source for source in results if source not in sources and (results[source].saved(source) or {}).get("bytes")]
             sources.append(name)
         results[name] = _train(name, options, work, [spec], on_event,
                                resume=[_source(work, source) for source in sources], resume_spec=spec)
     if "checkpoint" in want:
         _remaining_pairs(options, names, work, results, on_event, host if reference_worker == host else None)
 
-    checks: list[dict[str, Any]] = []
-    reference_failure = failure(reference, REFERENCE)
+    checks: list[Check] = []
+    reference_failure = reference.failure(REFERENCE)
     nondeterministic = False
     if "parity" in want:
         if reference_failure:
             checks.append(_error("determinism", REFERENCE, reference_failure))
         else:
-            check = parity.determinism(reference["runs"][REFERENCE], reference["runs"]["cpu-repeat"])
-            nondeterministic = check["status"] == "fail"
+            check = parity.determinism(reference.runs[REFERENCE], reference.runs["cpu-repeat"])
+            nondeterministic = check.status == CheckStatus.FAIL
             checks.append(check)
         for name in names:
             if name == REFERENCE:
                 continue
-            problem = reference_failure or failure(results[name], name)
+            problem = reference_failure or results[name].failure(name)
             if problem:
                 checks.append(_error("parity", name, problem))
                 continue
-            check = parity.check(name, results[name]["runs"][name], reference["runs"][REFERENCE],
-                                 reference["runs"]["cpu-float64"], options.dtype, nondeterministic)
-            if check["figures"]["first_step_failed"]:
+            check = parity.check(name, results[name].runs[name], reference.runs[REFERENCE],
+                                 reference.runs["cpu-float64"], options.dtype, nondeterministic)
+            if check.figures["first_step_failed"]:
                 _localise(options, name, work, check, on_event)
             checks.append(check)
     if "checkpoint" in want:
@@ -307,37 +335,28 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     if "pipeline" in want:
         for name in names:
             checks.append(_pipeline_check(options, name, results))
-    error = reference.get("error") or {}
+    error = reference.error
     app_error = ({"message": error.get("message"), "location": error.get("location"), "kind": error.get("kind")}
                  if is_app_failure(error) else None)
     return checks, app_error, reference_worker
-
-
-def _resumed(result: dict[str, Any], target: str) -> dict[str, Any]:
-    """What a worker resumed into ``target``'s run, by checkpoint source."""
-    return (result.get("resumed") or {}).get(target) or {}
 
 
 def _source(work: Path, label: str) -> dict[str, Any]:
     return {"label": label, "path": str(work / f"{label}.ckpt")}
 
 
-def _saved(results: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:
-    return ((results.get(name) or {}).get("runs") or {}).get(name, {}).get("checkpoint")
-
-
-def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, results: dict[str, dict[str, Any]],
+def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, results: dict[str, TrainWorker],
                      on_event: Event, host: str | None = None) -> None:
     """Resume each backend from the checkpoints it has not loaded yet (those saved after its worker ran), one
     worker per backend; the reference and the ``host`` whose worker made its runs share one, as at first."""
     missing: dict[str, list[str]] = {}
     for target in names:
-        target_result = results[target]
-        if failure(target_result, target):
+        target_worker = results[target]
+        if target_worker.failure(target):
             continue
-        done = set(_resumed(target_result, target))
+        done = set(target_worker.resumed_into(target))
         sources = [source for source in names
-                   if source not in done and (_saved(results, source) or {}).get("bytes")]
+                   if source not in done and (results[source].saved(source) or {}).get("bytes")]
         if sources:
             missing[target] = sources
 
@@ -345,7 +364,7 @@ def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, result
     worker_of = {target: host if shared and host and target == REFERENCE else target for target in missing}
 
     def resume_spec(target: str) -> dict[str, Any]:
-        spec = results[target]["runs"][target]
+        spec = results[target].runs[target]
         eager = {"eager": True} if worker_of.get(target, target) != target else {}  # the reference on its host
         return {"label": target, "dtype": spec["dtype"], "seed": options.seed, "steps": spec["steps"], **eager}
 
@@ -353,37 +372,37 @@ def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, result
         targets = [target for target in missing if worker_of[target] == worker]
         resume = [{**_source(work, source), "into": resume_spec(target)} for target in targets
                   for source in missing[target]]
-        extra = _train(worker, options, work, [], on_event, resume=resume, resume_spec=resume_spec(worker))
-        problem = failure(extra, worker)
+        resumer = _train(worker, options, work, [], on_event, resume=resume, resume_spec=resume_spec(worker))
+        problem = resumer.failure(worker)
         for target in targets:
             for source in missing[target]:
-                resumed = _resumed(extra, target).get(source)
-                results[target].setdefault("resumed", {}).setdefault(target, {})[source] = \
+                resumed = resumer.resumed_into(target).get(source)
+                results[target].resumed.setdefault(target, {})[source] = \
                     resumed or {"error": problem or "not run"}
 
 
-def _checkpoint_check(source: str, target: str, results: dict[str, dict[str, Any]], dtype: str) -> dict[str, Any]:
-    pair = f"{source} -> {target}"
+def _checkpoint_check(source: str, target: str, results: dict[str, TrainWorker], dtype: str) -> Check:
     for name in (source, target):
-        problem = failure(results[name], name)
-        if problem and not _saved(results, name):
-            return {"name": "checkpoint", "pair": pair, "status": "error", "figures": {}, "reason": problem}
-    target_result = results[target]
-    return checkpoint.check(source, target, _saved(results, source), _resumed(target_result, target).get(source),
-                            results[source]["runs"].get(source), target_result["runs"][target], dtype)
+        problem = results[name].failure(name)
+        if problem and not results[name].saved(name):
+            return Check(name="checkpoint", pair=f"{source} -> {target}", status=CheckStatus.ERROR, reason=problem)
+    target_worker = results[target]
+    source_worker, target_worker = results[source], results[target]
+    return checkpoint.check(source, target, source_worker.saved(source), target_worker.resumed_into(target).get(source),
+                            source_worker.runs.get(source), target_worker.runs[target], dtype)
 
 
-def _pipeline_check(options: CheckOptions, name: str, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _pipeline_check(options: CheckOptions, name: str, results: dict[str, TrainWorker]) -> Check:
     """Each backend's verdict from its own run's measurement (``pipeline.measure``)."""
     device_type = backend_registry.get(name).device_type
-    measured = ((results[name].get("runs") or {}).get(name) or {}).get("pipeline")
+    measured = results[name].runs.get(name, {}).get("pipeline")
     if not measured:
-        return _error("pipeline", name, failure(results[name], name) or "the data pipeline was not timed")
+        return _error("pipeline", name, results[name].failure(name) or "the data pipeline was not timed")
     evaluation = options.step_times.get(name)
     return pipeline.check(name, device_type, measured, evaluation[0] if evaluation else None)
 
 
-def _localise(options: CheckOptions, name: str, work: Path, check: dict[str, Any], on_event: Event) -> None:
+def _localise(options: CheckOptions, name: str, work: Path, check: Check, on_event: Event) -> None:
     """Record every module's output in step 1 on the reference, the truth and
     the backend, and name the first module that diverges."""
     single = {"seed": options.seed, "steps": 1, "modules": True, "app_inference": False}
@@ -393,33 +412,33 @@ def _localise(options: CheckOptions, name: str, work: Path, check: dict[str, Any
         _train(REFERENCE, options, reference_folder,
                [{"label": "cpu-modules", "dtype": options.dtype, **single},
                 {"label": "cpu-float64-modules", "dtype": "float64", **single}], on_event)
-    result = _train(name, options, reference_folder, [{"label": f"{name}-modules", "dtype": options.dtype, **single}],
+    worker = _train(name, options, reference_folder, [{"label": f"{name}-modules", "dtype": options.dtype, **single}],
                     on_event)
-    problem = failure(result, name)
+    problem = worker.failure(name)
     if problem or not reference_path.exists():
-        check["figures"]["diverging_module"] = None
-        check["reason"] += f"; locating the module failed: {problem or 'the reference run failed'}"
+        check.figures["diverging_module"] = None
+        check.reason += f"; locating the module failed: {problem or 'the reference run failed'}"
         return
-    record = result["runs"][f"{name}-modules"]
+    record = worker.runs[f"{name}-modules"]
     found = parity.localise(parity.load_tensor(record["modules_file"]), record["modules"],
                             parity.load_tensor(str(reference_folder / "cpu-modules.modules.pt")),
                             parity.load_tensor(str(reference_path)), options.dtype)
     if found is None:
-        check["figures"]["diverging_module"] = None
-        check["reason"] += "; no single module's forward output diverges (the difference is in the backward or the optimizer)"
+        check.figures["diverging_module"] = None
+        check.reason += "; no single module's forward output diverges (the difference is in the backward or the optimizer)"
         return
     found["type"] = record.get("module_types", {}).get(found["module"])
-    check["figures"]["diverging_module"] = found
-    check["reason"] = (f"first diverging module: {found['module']} ({found['type']}), output error ratio "
-                       f"{found['ratio']:.3g}; " + check["reason"])
+    check.figures["diverging_module"] = found
+    check.reason = (f"first diverging module: {found['module']} ({found['type']}), output error ratio "
+                    f"{found['ratio']:.3g}; " + check.reason)
 
 
-def _error(name: str, backend: str, reason: str) -> dict[str, Any]:
-    return {"name": name, "backend": backend, "status": "error", "figures": {}, "reason": reason}
+def _error(name: str, backend: str, reason: str) -> Check:
+    return Check(name=name, backend=backend, status=CheckStatus.ERROR, reason=reason)
 
 
 def exit_status(section: dict[str, Any]) -> int:
     """0 when every check passed (or was borderline, skipped, or not applicable on its backend), 1 when one
     failed or could not run.  Borderline is inside the band between pass and fail: reported as such, but not
     a failure to stop a build on."""
-    return 1 if any(check["status"] in ("fail", "error") for check in section["checks"]) else 0
+    return 1 if any(Check.from_dict(check).failed for check in section["checks"]) else 0

@@ -60,9 +60,10 @@ class Finding:
     # sits in a guard that already has a branch for other accelerators.
     severity_cap: str | None = None
     cap_reason: str = ""
-    # A parameter default that no call in its own file reaches: (function or class name,
-    # parameter, position in a call).  The whole scan then checks the other files' calls.
-    default_of: tuple[str, str, int | None] | None = None
+    # A parameter default that no call in its own file reaches: (function, class or method
+    # name, parameter, position in a call, whether `**kwargs` in a call counts as passing it).
+    # The whole scan then checks the other files' calls.
+    default_of: tuple[str, str, int | None, bool] | None = None
 
     def sort_key(self):
         return (self.path, self.line, self.column, self.rule_id)

@@ -10,15 +10,16 @@ policy; ``torchport fix`` rewrites the same code as before.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan.model import Finding
-from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_EVENT, CUDA_VISIBLE_DEVICES,
-                                  FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
+from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
+                                  CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
@@ -26,7 +27,9 @@ _TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)(flycheck_)?(test_[^/]*|[^
 
 # Libraries whose whole point is an NVIDIA feature: code that imports them is CUDA by design.
 # (Not cupy: libraries accept cupy arrays as one array type among others.)
-_NVIDIA_ONLY = re.compile(r"\b(tensorrt|torch_tensorrt|kvikio|pynvml|nvidia_smi|trt\.Builder|trt\.Runtime)\b")
+_NVIDIA_ONLY = re.compile(r"\b(tensorrt|torch_tensorrt|kvikio|pynvml|nvidia_smi|trt\.Builder|trt\.Runtime)\b"
+                          # the CUTLASS Python DSL (CuTe): kernels for NVIDIA GPUs only
+                          r"|\b(from|import)\s+cutlass\b|\bcutlass(\.cute|_torch)\b")
 
 # Classes and functions named for an NVIDIA-only feature: `class TrtCompiler`, `class GDSDataset`.
 _NVIDIA_NAMED = re.compile(r"(^|_|[a-z])(trt|tensorrt|gds|kvikio|nvml)($|_|[A-Z])", re.IGNORECASE)
@@ -522,27 +525,37 @@ def _exits_test(context: _Context, line: int) -> bool:
                for statement in context.ifs)
 
 
-def _lower_self_skipping_tests(context: _Context | None, text: str, findings: list[Finding]) -> None:
-    """Tests shipped in a package that skip themselves where CUDA is absent: a module-level
-    skip, or a CUDA case of a parametrised test whose body skips."""
-    module_skip = bool(_MODULE_SKIP.search(text)) and "cuda" in text.lower()
-    for finding in findings:
-        if module_skip:
-            _lower(finding, "info", "test module skipped as a whole where its CUDA requirement is not met")
+def _exits_test_case(context: _Context, line: int) -> bool:
+    """``if not torch.cuda.is_available(): return`` in the body of a test function: it decides
+    which test cases run where CUDA is absent."""
+    return any(isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and line > function.lineno
+               for function in context.enclosing(line)) and _exits_test(context, line)
+
+
+def _skipping_parametrised_case(context: _Context, line: int) -> bool:
+    """A CUDA case in the decorators of a parametrised test whose body skips where CUDA is absent."""
+    for function in context.enclosing(line):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not function.decorator_list:
             continue
-        if context is None:
-            continue
-        for function in context.enclosing(finding.line):
-            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            decorators = function.decorator_list
-            in_decorator = bool(decorators) and decorators[0].lineno <= finding.line <= (decorators[-1].end_lineno or 0)
-            if (finding.rule_id == CUDA_AVAILABILITY_CHECK and finding.line > function.lineno
-                    and _exits_test(context, finding.line)):
-                _lower(finding, "info", "decides which test cases run where CUDA is absent")
-                break
-            if in_decorator and "skip" in "\n".join(context.source(s) for s in function.body).lower():
-                _lower(finding, "info", "a CUDA case of a parametrised test that skips itself where CUDA is absent")
+        decorators = function.decorator_list
+        if (decorators[0].lineno <= line <= (decorators[-1].end_lineno or 0)
+                and "skip" in "\n".join(context.source(s) for s in function.body).lower()):
+            return True
+    return False
+
+
+def _test_device_choice(context: _Context, line: int) -> bool:
+    """``device = "cuda" if torch.cuda.is_available() else "cpu"`` inside a test: where CUDA is
+    absent the test runs on the CPU."""
+    return (any(scope.name.startswith("test") for scope in context.enclosing(line))
+            and _cpu_fallback_choice(context, line))
+
+
+def _cuda_named_test_helper(context: _Context, line: int) -> str | None:
+    """The innermost non-test function or class around the line named for CUDA (``cuda_model``)."""
+    named = [scope.name for scope in context.enclosing(line)
+             if _CUDA_NAMED_HELPER.search(scope.name) and not scope.name.startswith("test")]
+    return named[-1] if named else None
 
 
 # A compiled extension's op: `_C.bilateral_filter(...)`, `my_ext_cuda.forward(...)`.
@@ -644,7 +657,8 @@ def _alternative_import(context: _Context, line: int) -> bool:
 
 
 # A call made for its checks or messages: `check_nvlink_connectivity(fabric)`, `warn_if_slow()`.
-_CHECK_CALL = re.compile(r"(check|verify|validate|warn|print|log)(_\w*)?")
+# `logger.warning("resuming without the CUDA RNG state")` too.
+_CHECK_CALL = re.compile(r"(check|verify|validate|warn|print|log)(_\w*)?|warning|info|debug")
 
 
 def _guards_only_a_check(context: _Context, line: int) -> bool:
@@ -782,126 +796,468 @@ def _cupy_branch(context: _Context, line: int) -> bool:
                for statement in context.ifs)
 
 
+def _in_nvidia_library_code(context: _Context, line: int) -> bool:
+    scopes = context.enclosing(line)
+    return bool(scopes) and bool(_NVIDIA_ONLY.search(context.source(scopes[-1])))
+
+
+def _named_for_nvidia_feature(context: _Context, line: int) -> bool:
+    return any(_NVIDIA_NAMED.search(scope.name) for scope in context.enclosing(line))
+
+
+def _in_report_function(context: _Context, line: int) -> bool:
+    return any(_REPORT_FUNCTION.fullmatch(scope.name) for scope in context.enclosing(line))
+
+
+def _never_runs(context: _Context, line: int) -> bool:
+    """``if False:  # torch.cuda.is_available():``: a branch switched off by a constant."""
+    return any(isinstance(statement.test, ast.Constant) and not statement.test.value
+               and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
+               for statement in context.ifs)
+
+
+def _cuda_guard_decorator(context: _Context, line: int) -> str | None:
+    """``@check_cuda_device(0.0) def gpu_memory_usage(...)`` where ``check_cuda_device`` is defined
+    in this file and its wrapper returns, without calling the function, where CUDA is absent
+    (``if ... or not torch.cuda.is_available(): return default``).  Needs the whole file."""
+    for function in reversed(context.enclosing(line)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in function.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if isinstance(target, ast.Name) and _returns_where_cuda_absent(context, target.id):
+                return target.id
+    return None
+
+
+def _returns_where_cuda_absent(context: _Context, name: str) -> bool:
+    definition = next((s for s in context.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and s.name == name), None)
+    if definition is None:
+        return False
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.If) and len(node.body) == 1 and isinstance(node.body[0], ast.Return)):
+            continue
+        test = node.test
+        conditions = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+        if any(ast.unparse(c) == "not torch.cuda.is_available()" for c in conditions):
+            return True
+    return False
+
+
+# A JIT build of CUDA sources: `load(sources=["ops.cu"], extra_cuda_cflags=[...])`, `CUDAExtension(`.
+_BUILDS_CUDA = re.compile(r"""extra_cuda_cflags|\.cu['"]|\bCUDAExtension\(""")
+
+
+def _for_a_cuda_build(context: _Context, line: int) -> bool:
+    """``major, minor = torch.cuda.get_device_capability()`` in a function that JIT-builds CUDA
+    sources for that arch, or in a helper read only by such functions in the file (the
+    ``-gencode`` flag): the build is the lock-in, and it is reported at its ``load()``.
+    Needs the whole file."""
+    functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not functions:
+        return False
+    function = functions[-1]
+    if _BUILDS_CUDA.search(context.source(function)):
+        return True
+    uses = [n for n in context.loads().get(function.name, ())
+            if not _first_line(function) <= n.lineno <= (function.end_lineno or 0)]
+    callers = [[s for s in context.enclosing(n.lineno) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+               for n in uses]
+    return bool(uses) and all(c and _BUILDS_CUDA.search(context.source(c[-1])) for c in callers)
+
+
+def _parents_at(context: _Context, line: int) -> dict[int, ast.AST]:
+    """The parent of every node in the statements that span the line."""
+    parents: dict[int, ast.AST] = {}
+    for statement in context.statements:
+        if statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+            for node in _header(statement):
+                for child in ast.iter_child_nodes(node):
+                    parents.setdefault(id(child), node)
+    return parents
+
+
+# A constant that is itself a device name: `f"{'cuda' if ok else 'cpu'}:0"` chooses a device.
+_DEVICE_WORD = re.compile(r"(cuda|cpu|gpu|mps|xla|xpu)(:\d*)?", re.IGNORECASE)
+
+# Calls whose only effect is text for a person: logs, prints, progress-bar captions.
+_DISPLAY_CALL = re.compile(r"(print|log|warn|info|debug|warning|error|set_postfix\w*|set_description\w*)")
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+# CUDA queries that answer without raising where CUDA is absent.
+_QUIET_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.cuda.device_count"})
+
+
+def _only_in_text(context: _Context, line: int, rule: str) -> bool:
+    """``f"cuda.available={torch.cuda.is_available()}"``, ``logger.info("GPUs: %s",
+    torch.cuda.device_count())``: every CUDA query on the line only becomes text, in an
+    f-string that names no device or as an argument of a log or print call made for itself.
+    A device-management finding needs every torch.cuda call on the line to be such a query
+    (``torch.cuda.current_device()`` raises while the text is built)."""
+    parents = _parents_at(context, line)
+    cuda_calls = [c for c in context.calls_at(line) if context.source(c.func).startswith("torch.cuda.")]
+    queries = [c for c in cuda_calls if context.source(c.func) in _QUIET_QUERIES]
+    if not queries or (rule == CUDA_DEVICE_MANAGEMENT and len(queries) < len(cuda_calls)):
+        return False
+
+    def becomes_text(node: ast.AST) -> bool:
+        parent = parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, ast.JoinedStr):
+                return not any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                               and _DEVICE_WORD.fullmatch(n.value.strip()) for n in ast.walk(parent))
+            if isinstance(parent, ast.Call) and parent is not node and _DISPLAY_CALL.fullmatch(_call_name(parent)):
+                return isinstance(parents.get(id(parent)), ast.Expr)
+            if isinstance(parent, ast.stmt):
+                return False
+            parent = parents.get(id(parent))
+        return False
+    return all(becomes_text(q) for q in queries)
+
+
+def _flag_read_only_for_display(context: _Context, line: int) -> str | None:
+    """``self.gpu_available = torch.cuda.is_available() and ...`` whose every read in the file
+    is the test of an ``if`` that only logs or updates a progress bar.  Needs the whole file."""
+    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                   and len(s.targets) == 1 and isinstance(s.targets[0], (ast.Name, ast.Attribute))), None)
+    if stored is None:
+        return None
+    target = stored.targets[0]
+    name = target.id if isinstance(target, ast.Name) else target.attr  # type: ignore[attr-defined]
+    reads = context.loads().get(name, [])
+    if not reads:
+        return None
+    for read in reads:
+        guard = next((s for s in context.ifs if s.test.lineno <= read.lineno <= (s.test.end_lineno or 0)), None)
+        if guard is None or guard.orelse or not all(
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _DISPLAY_CALL.fullmatch(_call_name(s.value))
+                for s in guard.body):
+            return None
+    return name
+
+
+def _seeds_what_manual_seed_seeded(context: _Context, line: int) -> bool:
+    """``torch.manual_seed(seed)`` then ``if torch.cuda.is_available():
+    torch.cuda.manual_seed_all(seed)``: torch.manual_seed already seeds every device."""
+    guard = next((s for s in context.ifs if s.lineno == line and not s.orelse), None)
+    if guard is None or not all(
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+            and re.fullmatch(r"torch\.cuda\.manual_seed(_all)?", context.source(s.value.func)) for s in guard.body):
+        return False
+    scopes = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    start = scopes[-1].lineno if scopes else 1
+    return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
+
+
+def _count_shares_cpu_workers(context: _Context, line: int) -> bool:
+    """``nd = torch.cuda.device_count()`` read only to share the CPUs among data-loader
+    workers (``os.cpu_count() // max(nd, 1)``): the loader's result is the same."""
+    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                   and context.source(s.value) == "torch.cuda.device_count()"), None)
+    if stored is None:
+        return False
+    name = stored.targets[0].id  # type: ignore[attr-defined]
+    scopes = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    end = (scopes[-1].end_lineno or line) if scopes else len(context.lines)
+    reading = [text for text in context.lines[line:end] if re.search(rf"(?<![\w.]){re.escape(name)}\b", text)]
+    return bool(reading) and all("cpu_count(" in text and not re.search(rf"(?<![\w.]){re.escape(name)}\s*=(?!=)", text)
+                                 for text in reading)
+
+
+def _after_cuda_assert(context: _Context, line: int) -> bool:
+    """``assert torch.cuda.device_count() > LOCAL_RANK, "insufficient CUDA devices"`` earlier in
+    the same block: where CUDA is absent the assert stops the path before the line (the assert
+    is the lock-in, reported at its own line).  Needs the whole file."""
+    blocks = [context.tree.body] + [getattr(owner, field, None) or [] for owner in context.statements
+                                    for field in ("body", "orelse", "finalbody")]
+    for block in blocks:
+        first = next((s for s in block if isinstance(s, ast.Assert) and s.lineno < line
+                      and "torch.cuda." in context.source(s.test)), None)
+        if first is not None and any(first.lineno < s.lineno <= line <= (s.end_lineno or s.lineno) for s in block):
+            return True
+    return False
+
+
+def _names_a_tensor_type_only(context: _Context, line: int) -> bool:
+    """``Union[torch.LongTensor, torch.cuda.LongTensor]``, ``x.dtype != torch.cuda.HalfTensor``:
+    the CUDA tensor type is only named in a type or compared; no tensor is made."""
+    parents = _parents_at(context, line)
+    types = [n for n in context._expressions_at(line) if isinstance(n, ast.Attribute)
+             and re.fullmatch(r"torch\.cuda\.\w+Tensor", context.source(n))]
+    if not types:
+        return False
+
+    def named_only(node: ast.AST) -> bool:
+        parent = parents.get(id(node))
+        if isinstance(parent, (ast.Tuple, ast.List)):
+            parent = parents.get(id(parent))
+        if isinstance(parent, ast.Subscript):
+            return parent.value is not node
+        return isinstance(parent, ast.Compare)
+    return all(named_only(t) for t in types)
+
+
+class _File:
+    """One scanned file as the lowerings see it: the statements parsed with trigger words, and
+    the whole file parsed only when a lowering needs every use of a name."""
+
+    def __init__(self, tree: ast.Module | None, text: str, path: str) -> None:
+        self.context = _Context(tree, text) if tree is not None else None
+        self.text = text
+        self.path = path
+        self._whole: _Context | None = None
+
+    def whole(self) -> _Context:
+        if self._whole is None:
+            assert self.context is not None
+            self._whole = _whole(self.text, self.context)
+        return self._whole
+
+    @functools.cached_property
+    def in_package_tests(self) -> bool:
+        return _package_tests(self.path)
+
+    @functools.cached_property
+    def skipped_as_a_whole(self) -> bool:
+        return bool(_MODULE_SKIP.search(self.text)) and "cuda" in self.text.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    file: _File
+    finding: Finding
+
+    @property
+    def line(self) -> int:
+        return self.finding.line
+
+    @property
+    def context(self) -> _Context:
+        """Asked only by lowerings that need the tree, which are skipped where the file has none."""
+        assert self.file.context is not None
+        return self.file.context
+
+
+# What a predicate answers: whether the lowering applies; a string (a flag's or a function's
+# name) both says yes and fills the ``{}`` of the reason.
+_Answer = bool | str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """One shape the judges found mostly wrong at error or silent: findings of ``rules`` for
+    which ``applies`` answers yes are lowered to ``severity``, saying ``reason``."""
+
+    rules: frozenset[str]
+    applies: Callable[[_Site], _Answer]
+    severity: str
+    reason: str
+    needs_tree: bool = True
+
+
+def _at_line(check: Callable[[_Context, int], _Answer]) -> Callable[[_Site], _Answer]:
+    """A predicate on the finding's line in the parsed file."""
+    return lambda site: check(site.context, site.line)
+
+
+def _in_whole_file(check: Callable[[_Context, int], _Answer]) -> Callable[[_Site], _Answer]:
+    """A predicate on the finding's line that needs every function of the file, parsed in full."""
+    return lambda site: check(site.file.whole(), site.line)
+
+
+def _in_cuda_guarded_function(site: _Site) -> str | None:
+    if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.decorator_list
+               for s in site.context.enclosing(site.line)):
+        return None
+    return _cuda_guard_decorator(site.file.whole(), site.line)
+
+
+def _availability_probe(site: _Site) -> bool:
+    return (_returns_unavailable(site.context, site.line)
+            and _probe_says_unavailable(site.file.whole(), site.line))
+
+
+def _cuda_tensor_unit(site: _Site) -> bool:
+    return (_unit(site.context, site.line) is not None
+            and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
+
+
+# `assert torch.cuda.device_count() > LOCAL_RANK`: read before the whole file is parsed.
+_CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*\btorch\.cuda\.", re.MULTILINE)
+
+
+def _stopped_by_cuda_assert(site: _Site) -> bool:
+    return bool(_CUDA_ASSERT.search(site.file.text)) and _after_cuda_assert(site.file.whole(), site.line)
+
+
+def _display_flag(site: _Site) -> str | None:
+    if not any(isinstance(s, ast.Assign) and s.lineno == site.line for s in site.context.statements):
+        return None
+    return _flag_read_only_for_display(site.file.whole(), site.line)
+
+
+def _visible_devices_plumbing(site: _Site) -> bool:
+    return site.finding.rule_id == CUDA_VISIBLE_DEVICES or "CUDA_VISIBLE_DEVICES" in site.finding.snippet
+
+
+def _lammps_code(site: _Site) -> bool:
+    return bool(_NO_MPS_HOST.search(Path(site.file.path).name)) or any(
+        _NO_MPS_HOST.search(scope.name) for scope in site.context.enclosing(site.line))
+
+
+_EVERY_RULE = frozenset(RULES_BY_ID)
+_CHECK = frozenset({CUDA_AVAILABILITY_CHECK})
+_F64 = frozenset({FLOAT64})
+_DEVICE_STRING = frozenset({CUDA_DEVICE_STRING})
+_QUERY = frozenset({CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT})
+
+# Lowerings that hold only in test files, asked before one statement's repeated findings are
+# folded (a test-file lowering of the first leaves the second to stand for the statement).
+# The first that applies wins.
+TEST_FILE_LOWERINGS: tuple[Lowering, ...] = (
+    Lowering(_F64, lambda site: site.file.in_package_tests, "info",
+             "float64 in the tests of an installed package: they run under its own test runner (on the CPU unless "
+             "they move it), never in the user's code", needs_tree=False),
+    Lowering(_CHECK, _at_line(_test_device_choice), "info",
+             "a test's device choice: where CUDA is absent the test still runs, on the CPU"),
+    Lowering(_EVERY_RULE, lambda site: site.file.skipped_as_a_whole, "info",
+             "test module skipped as a whole where its CUDA requirement is not met", needs_tree=False),
+    Lowering(_CHECK, _at_line(_exits_test_case), "info", "decides which test cases run where CUDA is absent"),
+    Lowering(_EVERY_RULE, _at_line(_skipping_parametrised_case), "info",
+             "a CUDA case of a parametrised test that skips itself where CUDA is absent"),
+    Lowering(_EVERY_RULE, _at_line(_cuda_named_test_helper), "info",
+             "in the test helper {}, named for the CUDA cases it serves"),
+)
+
+# The lowerings of every file, asked in order; the first that applies wins.
+LOWERINGS: tuple[Lowering, ...] = (
+    Lowering(_EVERY_RULE, _visible_devices_plumbing, "info",
+             "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent", needs_tree=False),
+    Lowering(_EVERY_RULE, _at_line(_never_runs), "info", "under `if False:` (or another false constant): never runs"),
+    Lowering(_CHECK, _availability_probe, "info",
+             "the function is itself a CUDA availability probe: where CUDA is absent it answers \"not available\" "
+             "and its callers take their other path"),
+    Lowering(_CHECK, _at_line(_guards_only_a_check), "info",
+             "guards only a call that checks or reports (its result unused): skipping it where CUDA is absent "
+             "changes nothing"),
+    Lowering(_QUERY, lambda site: _only_in_text(site.context, site.line, site.finding.rule_id), "info",
+             "the CUDA query only becomes text (an f-string naming no device, or a log or print argument): "
+             "no device is chosen"),
+    Lowering(_CHECK, _display_flag, "info",
+             "the flag {} is read only to decide what a log or progress bar shows"),
+    Lowering(_CHECK, _at_line(_seeds_what_manual_seed_seeded), "info",
+             "seeds CUDA after torch.manual_seed, which already seeds every device: skipping it changes nothing"),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), _at_line(_count_shares_cpu_workers), "info",
+             "the CUDA device count only shares the CPUs among data-loader workers: the data is the same"),
+    Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
+             "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
+             "(it is the lock-in, reported at its own line)"),
+    Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
+             "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
+    Lowering(_CHECK, _at_line(_after_accelerator_detection), "info",
+             "an elif after torch.accelerator detection: reached only where no other accelerator was found"),
+    Lowering(_CHECK, _at_line(_only_in_an_error_message), "info",
+             "its value is read only in the message of a raise: it describes the failure, no device is chosen"),
+    Lowering(frozenset({TRITON_KERNEL}), _at_line(_alternative_import), "info",
+             "the same names imported again from the same package (another version's location): one lock-in, "
+             "reported at the first import"),
+    Lowering(frozenset({CUDA_EVENT}), _at_line(_type_alias), "info",
+             "a type alias: it names CUDA events, creates none"),
+    Lowering(_DEVICE_STRING, _at_line(_custom_fwd_device_type), "info",
+             "custom_fwd/custom_bwd(device_type=\"cuda\") only reads CUDA's autocast state, which is off where "
+             "CUDA is absent: nothing fails"),
+    Lowering(_DEVICE_STRING, _at_line(_cupy_branch), "info",
+             "names the device of a CuPy array, which is always a CUDA device: no device is chosen"),
+    Lowering(_EVERY_RULE, _cuda_tensor_unit, "info",
+             "used in this file only where the tensors are on CUDA (an is_cuda or device-type route); elsewhere "
+             "the file's other path runs"),
+    Lowering(_EVERY_RULE, _in_cuda_guarded_function, "info",
+             "in a function wrapped by {}, which returns without calling it where CUDA is absent"),
+    Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), _in_whole_file(_for_a_cuda_build), "info",
+             "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
+             "reported at its load()"),
+    Lowering(_EVERY_RULE - _DEVICE_STRING, _at_line(_Context.in_swallowing_try), "info",
+             "inside a try whose broad except neither re-raises nor exits: the error is caught"),
+    Lowering(_EVERY_RULE, _at_line(_in_nvidia_library_code), "info",
+             "in code built on an NVIDIA-only library (TensorRT, GPUDirect Storage, NVML, CUTLASS): CUDA by design"),
+    Lowering(_EVERY_RULE, _at_line(_named_for_nvidia_feature), "info",
+             "in a class or function named for an NVIDIA-only feature (TensorRT, GPUDirect Storage, NVML): CUDA "
+             "by design"),
+    Lowering(_EVERY_RULE, _at_line(_in_report_function), "info",
+             "in a function that reports the environment: diagnostics only"),
+    Lowering(_CHECK, _at_line(_syncs_after_extension_op), "perf",
+             "guards only a synchronize after a compiled op, outside any timing: it waits for the kernel, which "
+             "changes speed, not results"),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), _at_line(_count_handed_to_a_launcher), "perf",
+             "a CUDA device count handed on as a number of processes or devices: off CUDA less runs in parallel, "
+             "with the same result"),
+    Lowering(_DEVICE_STRING, _at_line(_falls_back_to_cpu), "silent",
+             "falls back to the CPU where CUDA is absent: no error, but the work silently runs on the CPU instead "
+             "of another accelerator"),
+    Lowering(_EVERY_RULE, _at_line(_under_cuda_flag_expression), "info",
+             "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for"),
+    Lowering(_EVERY_RULE, _at_line(_opt_in_flag), "info", "only when the caller opts in with {}=True (off by default)"),
+    Lowering(_CHECK, _at_line(_pins_only), "perf",
+             "guards only pin_memory(): pinned host memory speeds the copy, nothing else"),
+    Lowering(_CHECK, _at_line(_unread_flag), "info", "the flag this check is stored in is never read in this file"),
+    Lowering(_F64, _at_line(_built_then_recast), "info",
+             "a module built in float64 on the CPU and recast to its data's dtype (self.to(dtype=...)) before it "
+             "runs"),
+    Lowering(_F64, _at_line(_skips_mps), "perf",
+             "float64 only where the device is not MPS: the MPS error cannot happen"),
+    Lowering(_F64, _at_line(_on_a_cuda_literal), "info",
+             "float64 on a \"cuda\" device literal: the device string fails first elsewhere and is reported on this "
+             "line"),
+    Lowering(_EVERY_RULE, _at_line(_environment_flag), "info",
+             "only when the user opts in through the environment ({} is off unless set)"),
+    Lowering(_F64, _at_line(_new_cpu_float64), "info",
+             "float64 in a tensor made without a device: it is on the CPU, where float64 works"),
+    Lowering(_F64, _at_line(_dtype_table_entry), "info",
+             "a dtype table entry: it makes no tensor; float64 comes out only for a caller that asks for it"),
+    Lowering(_F64, _at_line(_dtype_choice), "info",
+             "float64 only where a dtype option (or the inputs' dtype) chooses it; the default path keeps its dtype"),
+    Lowering(_F64, _at_line(_cached_constant), "info",
+             "float64 in a cached function of non-tensor arguments that names no device: a constant made on the "
+             "CPU, cast and moved by its callers"),
+    Lowering(_F64, _at_line(_handed_without_device), "info",
+             "float64 handed to a function with no device, its result never moved here: the tensors are made on "
+             "the CPU, where float64 works"),
+    Lowering(_F64, _lammps_code, "info",
+             "code for LAMMPS, whose devices are the CPU or CUDA/HIP (Kokkos): MPS, the one device without float64, "
+             "never runs it"),
+)
+
+
+def _lower_first(file: _File, findings: list[Finding], lowerings: tuple[Lowering, ...]) -> list[Finding]:
+    """Lower each finding by the first of ``lowerings`` that applies; the findings left above info."""
+    for finding in findings:
+        site = _Site(file, finding)
+        for lowering in lowerings:
+            if finding.rule_id not in lowering.rules or (lowering.needs_tree and file.context is None):
+                continue
+            answer = lowering.applies(site)
+            if answer:
+                reason = lowering.reason.format(answer) if isinstance(answer, str) else lowering.reason
+                _lower(finding, lowering.severity, reason)
+                break
+    return [f for f in findings if f.severity_cap != "info"]
+
+
 def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
     """Lower, in place, the error/silent findings of one file whose shape the judges
     found mostly wrong (see docs/precision/policy.md)."""
     strong = [f for f in findings if _worst(f) in ("error", "silent")]
     if not strong:
         return
-    context = _Context(tree, text) if tree is not None else None
-    whole_file: _Context | None = None  # parsed in full only when a finding needs every use of a name
-    if any(f.rule_id == FLOAT64 for f in strong) and _package_tests(path):
-        for finding in strong:
-            if finding.rule_id == FLOAT64:
-                _lower(finding, "info", "float64 in the tests of an installed package: they run under its own test "
-                                        "runner (on the CPU unless they move it), never in the user's code")
-        strong = [f for f in strong if f.severity_cap != "info"]
+    file = _File(tree, text, path)
     if is_test_file(path):
-        _lower_self_skipping_tests(context, text, strong)
-        if context is not None:
-            for finding in strong:
-                in_test = any(scope.name.startswith("test") for scope in context.enclosing(finding.line))
-                if (in_test and finding.rule_id == CUDA_AVAILABILITY_CHECK
-                        and _cpu_fallback_choice(context, finding.line)):
-                    _lower(finding, "info", "a test's device choice: where CUDA is absent the test still runs, "
-                                            "on the CPU")
-                    continue
-                named = [scope.name for scope in context.enclosing(finding.line)
-                         if _CUDA_NAMED_HELPER.search(scope.name) and not scope.name.startswith("test")]
-                if named and finding.severity_cap != "info":
-                    _lower(finding, "info", f"in the test helper {named[-1]}, named for the CUDA cases it serves")
-        strong = [f for f in strong if f.severity_cap != "info"]
+        strong = _lower_first(file, strong, TEST_FILE_LOWERINGS)
     _repeats_in_statement(strong)
-    strong = [f for f in strong if f.severity_cap != "info"]
-    for finding in strong:
-        rule = finding.rule_id
-        snippet = finding.snippet
-        if rule == CUDA_VISIBLE_DEVICES or "CUDA_VISIBLE_DEVICES" in snippet:
-            _lower(finding, "info", "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent")
-        elif context is None:
-            continue
-        elif (rule == CUDA_AVAILABILITY_CHECK and _returns_unavailable(context, finding.line)
-              and _probe_says_unavailable(whole_file := whole_file or _whole(text, context), finding.line)):
-            _lower(finding, "info", "the function is itself a CUDA availability probe: where CUDA is absent it "
-                                    "answers \"not available\" and its callers take their other path")
-        elif rule == CUDA_AVAILABILITY_CHECK and _guards_only_a_check(context, finding.line):
-            _lower(finding, "info", "guards only a call that checks or reports (its result unused): skipping it "
-                                    "where CUDA is absent changes nothing")
-        elif rule == CUDA_AVAILABILITY_CHECK and _after_accelerator_detection(context, finding.line):
-            _lower(finding, "info", "an elif after torch.accelerator detection: reached only where no other "
-                                    "accelerator was found")
-        elif rule == CUDA_AVAILABILITY_CHECK and _only_in_an_error_message(context, finding.line):
-            _lower(finding, "info", "its value is read only in the message of a raise: it describes the failure, "
-                                    "no device is chosen")
-        elif rule == TRITON_KERNEL and _alternative_import(context, finding.line):
-            _lower(finding, "info", "the same names imported again from the same package (another version's "
-                                    "location): one lock-in, reported at the first import")
-        elif rule == CUDA_EVENT and _type_alias(context, finding.line):
-            _lower(finding, "info", "a type alias: it names CUDA events, creates none")
-        elif rule == CUDA_DEVICE_STRING and _custom_fwd_device_type(context, finding.line):
-            _lower(finding, "info", "custom_fwd/custom_bwd(device_type=\"cuda\") only reads CUDA's autocast state, "
-                                    "which is off where CUDA is absent: nothing fails")
-        elif rule == CUDA_DEVICE_STRING and _cupy_branch(context, finding.line):
-            _lower(finding, "info", "names the device of a CuPy array, which is always a CUDA device: no device "
-                                    "is chosen")
-        elif _unit(context, finding.line) is not None and _reached_only_for_cuda_tensors(
-                whole_file := whole_file or _whole(text, context), finding.line):
-            _lower(finding, "info", "used in this file only where the tensors are on CUDA (an is_cuda or device-type "
-                                    "route); elsewhere the file's other path runs")
-        elif rule != CUDA_DEVICE_STRING and context.in_swallowing_try(finding.line):
-            _lower(finding, "info", "inside a try whose broad except neither re-raises nor exits: the error "
-                                    "is caught")
-        elif any(_NVIDIA_ONLY.search(context.source(scope)) for scope in context.enclosing(finding.line)[-1:]):
-            _lower(finding, "info", "in code built on an NVIDIA-only library (TensorRT, GPUDirect Storage, NVML): "
-                                    "CUDA by design")
-        elif any(_NVIDIA_NAMED.search(getattr(scope, "name", "")) for scope in context.enclosing(finding.line)):
-            _lower(finding, "info", "in a class or function named for an NVIDIA-only feature (TensorRT, GPUDirect "
-                                    "Storage, NVML): CUDA by design")
-        elif any(_REPORT_FUNCTION.fullmatch(getattr(scope, "name", "")) for scope in context.enclosing(finding.line)):
-            _lower(finding, "info", "in a function that reports the environment: diagnostics only")
-        elif rule == CUDA_AVAILABILITY_CHECK and _syncs_after_extension_op(context, finding.line):
-            _lower(finding, "perf", "guards only a synchronize after a compiled op, outside any timing: it waits "
-                                    "for the kernel, which changes speed, not results")
-        elif rule == CUDA_DEVICE_MANAGEMENT and _count_handed_to_a_launcher(context, finding.line):
-            _lower(finding, "perf", "a CUDA device count handed on as a number of processes or devices: off CUDA "
-                                    "less runs in parallel, with the same result")
-        elif rule == CUDA_DEVICE_STRING and _falls_back_to_cpu(context, finding.line):
-            _lower(finding, "silent", "falls back to the CPU where CUDA is absent: no error, but the work silently "
-                                      "runs on the CPU instead of another accelerator")
-        elif _under_cuda_flag_expression(context, finding.line):
-            _lower(finding, "info", "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for")
-        elif (flag := _opt_in_flag(context, finding.line)) is not None:
-            _lower(finding, "info", f"only when the caller opts in with {flag}=True (off by default)")
-        elif rule == CUDA_AVAILABILITY_CHECK and _pins_only(context, finding.line):
-            _lower(finding, "perf", "guards only pin_memory(): pinned host memory speeds the copy, nothing else")
-        elif rule == CUDA_AVAILABILITY_CHECK and _unread_flag(context, finding.line):
-            _lower(finding, "info", "the flag this check is stored in is never read in this file")
-        elif rule == FLOAT64 and _built_then_recast(context, finding.line):
-            _lower(finding, "info", "a module built in float64 on the CPU and recast to its data's dtype "
-                                    "(self.to(dtype=...)) before it runs")
-        elif rule == FLOAT64 and _skips_mps(context, finding.line):
-            _lower(finding, "perf", "float64 only where the device is not MPS: the MPS error cannot happen")
-        elif rule == FLOAT64 and _on_a_cuda_literal(context, finding.line):
-            _lower(finding, "info", "float64 on a \"cuda\" device literal: the device string fails first "
-                                    "elsewhere and is reported on this line")
-        elif (flag := _environment_flag(context, finding.line)) is not None:
-            _lower(finding, "info", f"only when the user opts in through the environment ({flag} is off "
-                                    "unless set)")
-        elif rule == FLOAT64 and _new_cpu_float64(context, finding.line):
-            _lower(finding, "info", "float64 in a tensor made without a device: it is on the CPU, where float64 works")
-        elif rule == FLOAT64 and _dtype_table_entry(context, finding.line):
-            _lower(finding, "info", "a dtype table entry: it makes no tensor; float64 comes out only for a caller "
-                                    "that asks for it")
-        elif rule == FLOAT64 and _dtype_choice(context, finding.line):
-            _lower(finding, "info", "float64 only where a dtype option (or the inputs' dtype) chooses it; the "
-                                    "default path keeps its dtype")
-        elif rule == FLOAT64 and _cached_constant(context, finding.line):
-            _lower(finding, "info", "float64 in a cached function of non-tensor arguments that names no device: "
-                                    "a constant made on the CPU, cast and moved by its callers")
-        elif rule == FLOAT64 and _handed_without_device(context, finding.line):
-            _lower(finding, "info", "float64 handed to a function with no device, its result never moved here: "
-                                    "the tensors are made on the CPU, where float64 works")
-        elif rule == FLOAT64 and (_NO_MPS_HOST.search(Path(path).name) or any(
-                _NO_MPS_HOST.search(scope.name) for scope in context.enclosing(finding.line))):
-            _lower(finding, "info", "code for LAMMPS, whose devices are the CPU or CUDA/HIP (Kokkos): MPS, the "
-                                    "one device without float64, never runs it")
+    _lower_first(file, [f for f in strong if f.severity_cap != "info"], LOWERINGS)

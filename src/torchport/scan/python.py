@@ -232,8 +232,13 @@ def _statement_around(source: _Source, first: int, last: int, indent: int, line:
     start = line
     while start > first and not starts_statement(start):
         start -= 1
-    while start > first and lines[start - 1][indent:indent + 1] == "@" and starts_statement(start - 1):
-        start -= 1
+    while start > first:  # the decorators, a decorator over several lines included
+        above = start - 1
+        while above > first and _continues_decorator(lines[above], indent):
+            above -= 1
+        if not (lines[above][indent:indent + 1] == "@" and starts_statement(above)):
+            break
+        start = above
     end = line + 1  # the next statement ends this one; a decorator's own function does not
     while end < last and not (starts_statement(end) and lines[end - 1][indent:indent + 1] != "@"):
         end += 1
@@ -281,3 +286,9 @@ def _one_per_token(findings: list[Finding]) -> list[Finding]:
 def _contains(outer: Finding, inner: Finding) -> bool:
     return ((outer.line, outer.column) <= (inner.line, inner.column)
             and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column))
+
+
+def _continues_decorator(text: str, indent: int) -> bool:
+    """A line inside a decorator's brackets (``@unittest.skipUnless(\\n    cond,\\n)``): indented
+    deeper than the decorator, or its closing bracket."""
+    return text[:indent + 1].isspace() or text[indent:indent + 1] in (")", "]", "}")

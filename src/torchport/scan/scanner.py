@@ -328,8 +328,9 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
                     calls[name].append(node)
     for name, findings in pending.items():
         for finding in findings:
-            _, parameter, position = finding.default_of  # type: ignore[misc]
-            if calls[name] and all(passes_argument(call, parameter, position) for call in calls[name]):
+            _, parameter, position, unpacking_counts = finding.default_of  # type: ignore[misc]
+            if calls[name] and all(passes_argument(call, parameter, position, unpacking_counts)
+                                   for call in calls[name]):
                 finding.severity_cap = "info"
                 finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"
 

@@ -122,15 +122,15 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
 def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     """The op trace of the script's first steps on the CPU (findings at the script's lines)."""
     from torchport.launch import run_worker
-    from torchport.trace.analysis import build_section, validate_targets
+    from torchport.trace.analysis import trace_section, validate_targets
 
     stage = ScriptStageOptions.from_evaluation(options)
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": TRACE_STEPS, "seed": stage.seed},
                      extra=stage.job(), timeout=stage.timeout_s)
-    from torchport.trace.stage import attach_scan
+    from torchport.trace.stage import attach_scan, write_section
 
-    section = build_section(run.to_dict(), f"script:{stage.script}", validate_targets(None))
+    section = trace_section(run.to_dict(), f"script:{stage.script}", validate_targets(None))
     attach_scan(section, stage.script)
-    document["trace"] = section
+    write_section(document, section)
     if run.extra.get("script_coverage"):
         document["script_coverage"] = run.extra["script_coverage"]

@@ -7,12 +7,14 @@ verdict per target.  ``torchport trace --json`` writes the same object.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
-from torchport.records import Finding, OpStatus, RunStatus, TraceStatus
+from torchport.records import (ErrorRecord, Finding, OpStatus, RunStatus, TargetOpSupport, TraceSection,
+                               TraceSeverity, TraceShapes, TraceStatus, TraceTotals)
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 from torchport.trace.findings import RuleId
@@ -53,8 +55,22 @@ def validate_targets(targets: list[str] | None) -> list[str]:
 
 
 def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live: bool = True) -> dict[str, Any]:
+    """The section as the result document and ``torchport trace --format json`` write it."""
+    return trace_section(run, app, targets, allow_live).to_dict()
+
+
+# The keys of a section, in the order written: of a trace that saw ops, and of one that saw none.
+TRACED_KEYS = ("version", "status", "reason", "error", "app", "steps_requested", "steps_traced", "steps_rule", "torch",
+               "targets", "phase_locations", "findings", "shapes", "memory", "op_support", "device_apis", "app_scan",
+               "verdicts", "totals", "host_syncs", "ops", "xla_comparison", "construction", "evaluation", "contract")
+UNTRACED_KEYS = (*TRACED_KEYS[:TRACED_KEYS.index("findings")], "findings", "verdicts", "op_support", "memory", "shapes",
+                 "ops", "totals", "xla_comparison", "construction", "contract", "evaluation", "device_apis")
+
+
+def trace_section(run: dict[str, Any], app: str, targets: list[str], allow_live: bool = True) -> TraceSection:
+    """The section of a tracing worker's run (the worker's JSON answer)."""
     trace = run.get("trace") or {}
-    error = run.get("error")
+    error = ErrorRecord.from_dict(run["error"]) if run.get("error") else None
     steps_done = trace.get("steps_done", 0)
     traced_anything = bool(trace.get("ops"))
     if run.get("status") == RunStatus.OK:
@@ -66,44 +82,30 @@ def build_section(run: dict[str, Any], app: str, targets: list[str], allow_live:
                                                        ", and the ops of the step in progress"))
     else:
         status, reason = TraceStatus.FAILED, _error_text(error)
-    section: dict[str, Any] = {
-        "version": SECTION_VERSION,
-        "status": status,
-        "reason": reason,
-        "error": error,
-        "app": app,
-        "steps_requested": trace.get("steps_requested"),
-        "steps_traced": steps_done,
-        "steps_rule": trace.get("stopped"),
-        "torch": trace.get("torch"),
-        "targets": targets,
-        "phase_locations": trace.get("phase_locations"),
-    }
+    section = TraceSection(version=SECTION_VERSION, status=status, reason=reason, error=error, app=app,
+                           steps_requested=trace.get("steps_requested"), steps_traced=steps_done,
+                           steps_rule=trace.get("stopped"), torch=trace.get("torch"), targets=targets,
+                           phase_locations=trace.get("phase_locations"), device_apis=trace.get("device_apis") or [])
     if not traced_anything:
-        section.update(findings=[], verdicts={}, op_support={}, memory=None, shapes=None, ops=[], totals=None,
-                       xla_comparison=None, construction=None, contract=[], evaluation=None,
-                       device_apis=trace.get("device_apis") or [])
+        section.key_order = UNTRACED_KEYS
         return section
+    section.key_order = TRACED_KEYS
     ops = trace.get("ops", [])
     steps_done = max(1, steps_done)
-    op_support = support.op_support([r["op"] for r in ops if runs_on_device(r)], targets, allow_live=allow_live)
-    found = finding_rules.rank(finding_rules.detect(trace, targets) + support_findings(ops, op_support, steps_done))
-    # The one place the findings become the document's dictionaries.
-    section["findings"] = [item.to_dict() for item in found]
-    section["shapes"] = _shapes(trace)
-    section["memory"] = memory.memory_section(trace.get("memory"), targets)
-    section["op_support"] = op_support
-    section["device_apis"] = trace.get("device_apis") or []
+    section.op_support = support.op_support([r["op"] for r in ops if runs_on_device(r)], targets, allow_live=allow_live)
+    section.findings = finding_rules.rank(finding_rules.detect(trace, targets)
+                                          + support_findings(ops, section.op_support, steps_done))
+    section.shapes = _shapes(trace)
+    section.memory = memory.memory_section(trace.get("memory"), targets)
     # Device-typed API calls seen at run time, under scan's rules (evaluate adds scan's own findings).
-    section["app_scan"] = merge_with_scan(None, section["device_apis"])
-    section["verdicts"] = verdict.verdicts(section, targets)
-    section["totals"] = _totals(ops, steps_done)
-    section["host_syncs"] = trace.get("host_syncs", [])
-    section["ops"] = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))
-    section["xla_comparison"] = None
-    section["construction"] = construction_summary(trace.get("construction"))
-    section["evaluation"] = evaluation_summary(trace.get("evaluation"))
-    section["contract"] = finding_rules.contract_notes(trace.get("construction"))
+    section.app_scan = merge_with_scan(None, section.device_apis)
+    section.verdicts = verdict.verdicts(section, targets)
+    section.totals = _totals(ops, steps_done)
+    section.host_syncs = trace.get("host_syncs", [])
+    section.ops = sorted(ops, key=lambda r: (-(r["flops"] or 0), -r["count"], r["op"]))
+    section.construction = construction_summary(trace.get("construction"))
+    section.evaluation = evaluation_summary(trace.get("evaluation"))
+    section.contract = finding_rules.contract_notes(trace.get("construction"))
     return section
 
 
@@ -161,65 +163,74 @@ def runs_on_device(record: dict[str, Any]) -> bool:
     return not (record.get("in_host_sync_call") and record.get("attributed") == "phase")
 
 
-def support_findings(ops: list[dict[str, Any]], op_support: dict[str, Any], steps: int) -> list[Finding]:
+@dataclass
+class _UnsupportedAt:
+    """The fallback or missing ops one user line issued, gathered into one finding."""
+
+    ops: set[str] = field(default_factory=set)
+    targets: dict[str, TraceSeverity] = field(default_factory=dict)
+    why: set[str] = field(default_factory=set)
+    count: int = 0
+    seen: set[int] = field(default_factory=set)  # the op records counted, by id
+
+
+def support_findings(ops: list[dict[str, Any]], op_support: dict[str, TargetOpSupport], steps: int) -> list[Finding]:
     """Fallback / missing ops as findings at the user lines that issued them."""
-    grouped: dict[tuple[RuleId, str | None], dict[str, Any]] = {}
-    rows = {target: support.op_rows(answer) for target, answer in op_support.items()}
+    grouped: dict[tuple[RuleId, str | None], _UnsupportedAt] = {}
     for record in ops:
         # Host syncs and data-dependent shapes have findings of their own
         # (TR101, TR102); their CPU fallbacks still count in the verdicts.
         if not runs_on_device(record) or record.get("in_host_sync_call") or record["tags"]:
             continue
-        for target, by_op in rows.items():
-            row = by_op.get(record["op"])
+        for target, answer in op_support.items():
+            row = answer.ops.get(record["op"])
             if not row or row.status not in (OpStatus.FALLBACK, OpStatus.MISSING):
                 continue
             rule = RuleId.OP_FALLBACK if row.status == OpStatus.FALLBACK else RuleId.OP_MISSING
-            item = grouped.setdefault((rule, record["location"]), {"ops": set(), "targets": {}, "count": 0, "seen": set(),
-                                                                   "why": set()})
-            item["ops"].add(record["op"])
-            item["targets"][target] = finding_rules.RULES[rule].severity[target]
-            item["why"].add(f"{target}: {row.why}")
-            if id(record) not in item["seen"]:
-                item["seen"].add(id(record))
-                item["count"] += record["count"]
+            item = grouped.setdefault((rule, record["location"]), _UnsupportedAt())
+            item.ops.add(record["op"])
+            item.targets[target] = finding_rules.RULES[rule].severity[target]
+            item.why.add(f"{target}: {row.why}")
+            if id(record) not in item.seen:
+                item.seen.add(id(record))
+                item.count += record["count"]
     found: list[Finding] = []
     for (rule, location), item in grouped.items():
-        names = sorted(item["ops"])
-        found.append(finding_rules.make_finding(finding_rules.RULES[rule], location, item["count"], steps,
-                                         f"{', '.join(names)} on {', '.join(sorted(item['targets']))} "
-                                         f"({'; '.join(sorted(item['why']))})", item["targets"], ops=names))
+        names = sorted(item.ops)
+        found.append(finding_rules.make_finding(finding_rules.RULES[rule], location, item.count, steps,
+                                                f"{', '.join(names)} on {', '.join(sorted(item.targets))} "
+                                                f"({'; '.join(sorted(item.why))})", item.targets, ops=names))
     return found
 
 
-def _shapes(trace: dict[str, Any]) -> dict[str, Any]:
+def _shapes(trace: dict[str, Any]) -> TraceShapes:
     scan = trace.get("data_scan") or {}
     signatures = scan.get("signatures") or []
-    return {"signatures": len(signatures) or len(set(trace.get("step_batches") or [])),
-            "batches_scanned": scan.get("batches"), "complete_epoch": scan.get("complete_epoch"),
-            "varying": finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
-            "step_batches": trace.get("step_batches"),
-            "distinct_step_graphs": len({g["graph"] for g in trace.get("step_graphs") or []}),
-            "distinct_optimizer_graphs": len(set(trace.get("optimizer_graphs") or [])) or None}
+    return TraceShapes(signatures=len(signatures) or len(set(trace.get("step_batches") or [])),
+                       batches_scanned=scan.get("batches"), complete_epoch=scan.get("complete_epoch"),
+                       varying=finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
+                       step_batches=trace.get("step_batches"),
+                       distinct_step_graphs=len({g["graph"] for g in trace.get("step_graphs") or []}),
+                       distinct_optimizer_graphs=len(set(trace.get("optimizer_graphs") or [])) or None)
 
 
-def _totals(ops: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+def _totals(ops: list[dict[str, Any]], steps: int) -> TraceTotals:
     known = [r for r in ops if r["flops"] is not None]
-    return {
-        "op_calls_per_step": round(sum(r["count"] for r in ops) / steps, 1),
-        "distinct_ops": len({r["op"] for r in ops}),
-        "flops_per_step": sum(r["flops"] for r in known) / steps,
-        "flops_note": "PyTorch's FLOP counter (torch.utils.flop_counter): matmuls, convolutions, attention; "
-                      "elementwise ops count 0",
-        "bytes_per_step": sum(r["bytes_read"] + r["bytes_written"] for r in ops) / steps,
-    }
+    return TraceTotals(
+        op_calls_per_step=round(sum(r["count"] for r in ops) / steps, 1),
+        distinct_ops=len({r["op"] for r in ops}),
+        flops_per_step=sum(r["flops"] for r in known) / steps,
+        flops_note="PyTorch's FLOP counter (torch.utils.flop_counter): matmuls, convolutions, attention; "
+                   "elementwise ops count 0",
+        bytes_per_step=sum(r["bytes_read"] + r["bytes_written"] for r in ops) / steps,
+    )
 
 
-def _error_text(error: dict[str, Any] | None) -> str:
-    if not error:
+def _error_text(error: ErrorRecord | None) -> str:
+    if error is None:
         return "the tracing worker stopped without a result"
-    where = f"{error['location']}: " if error.get("location") else ""
-    return f"{where}{error.get('message')}"
+    where = f"{error.location}: " if error.location else ""
+    return f"{where}{error.message}"
 
 
 def raise_if_app_failed(section: dict[str, Any]) -> None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import Finding, RunStatus
-from torchport.trace.findings import RuleId, section_findings
+from torchport.records import Finding, RunStatus, TraceSection
+from torchport.trace.findings import RuleId, as_section
 
 PHASES = ("first_step", "warmup", "sustained")
 GRAPH_RULES = (RuleId.HOST_SYNC, RuleId.DYNAMIC_OUTPUT_SHAPE, RuleId.INPUT_SHAPES_VARY, RuleId.GRAPH_VARIES)
@@ -80,11 +80,11 @@ def _judge(finding: Finding, breaks: list[dict[str, Any]], recompiles: list[dict
     return "unconfirmed", "Dynamo broke or recompiled elsewhere, not at this line"
 
 
-def compare_with_torch_compile(section: dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
+def compare_with_torch_compile(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
     """Per ``*-compile`` backend that ran: its measured Dynamo totals and a
     judgement for each graph finding of the trace; None when no backend
     recorded torch.compile counters."""
-    findings = [f for f in section_findings(section) if f.id in GRAPH_RULES]
+    findings = [f for f in as_section(section).findings if f.id in GRAPH_RULES]
     backends: dict[str, Any] = {}
     for name, backend in (document.get("backends") or {}).items():
         run = next((r for r in backend.get("runs", []) if r.get("status") == RunStatus.OK and _phases(r)), None)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchport import glossary
-from torchport.records import Finding, TraceSeverity, Vocabulary
+from torchport.records import ContractNote, Finding, TraceSection, TraceSeverity, Vocabulary
 
 TARGETS = glossary.trace_targets()
 # Higher is worse, as everywhere (torchport.glossary): blocker 3, slow 2, minor 1.
@@ -171,8 +171,13 @@ def make_finding(rule: Rule, location: str | None, count: int, steps: int, detai
 
 
 def section_findings(section: dict[str, Any]) -> list[Finding]:
-    """The findings of a trace section (as written, or read from a result document): the one reading boundary."""
+    """The findings of a trace section as written (read from a result document)."""
     return [Finding.from_dict(item) for item in section.get("findings") or []]
+
+
+def as_section(section: TraceSection | dict[str, Any]) -> TraceSection:
+    """A trace section as its record: as built, or read from a result document (the one reading boundary)."""
+    return section if isinstance(section, TraceSection) else TraceSection.from_dict(section)
 
 
 def _group(items: list[dict[str, Any]], key_fields: tuple[str, ...]) -> dict[tuple, list[dict[str, Any]]]:
@@ -217,7 +222,7 @@ def _dtype_cause(construction: dict[str, Any], role: str, dtype: str) -> dict[st
     return None
 
 
-def contract_notes(construction: dict[str, Any] | None) -> list[dict[str, Any]]:
+def contract_notes(construction: dict[str, Any] | None) -> list[ContractNote]:
     """Where the app departs from its contract (README: the model is built in
     float32; torchport chooses the dtype with ``--dtype``): one note each, at
     the line that caused it."""
@@ -227,12 +232,11 @@ def contract_notes(construction: dict[str, Any] | None) -> list[dict[str, Any]]:
     if dtype and dtype != "float32":
         counts = construction.get("parameter_dtypes") or {}
         cause = _dtype_cause(construction, "model", dtype)
-        notes.append({
-            "problem": "model-dtype", "dtype": dtype, "location": (cause or {}).get("location"),
-            "code": (cause or {}).get("code"),
-            "text": f"the model's parameters are {dtype} ({counts.get(dtype, 0):,} of {sum(counts.values()):,}); "
-                    "an app builds its model in float32 and torchport casts it (--dtype), so timings and parity "
-                    f"compare {dtype} here" + ("; made so at this line" if cause else "")})
+        notes.append(ContractNote(
+            problem="model-dtype", dtype=dtype, location=(cause or {}).get("location"), code=(cause or {}).get("code"),
+            text=f"the model's parameters are {dtype} ({counts.get(dtype, 0):,} of {sum(counts.values()):,}); "
+                 "an app builds its model in float32 and torchport casts it (--dtype), so timings and parity "
+                 f"compare {dtype} here" + ("; made so at this line" if cause else "")))
     return notes
 
 

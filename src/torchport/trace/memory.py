@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from torchport.records import ChipFit, MemoryFit
+
 CHIPS_PATH = Path(__file__).resolve().parent.parent / "data" / "chips.json"
 UNITS = {"GB": 10**9, "GiB": 2**30}
 # Below this share of free memory, "fits" is too close to call from an estimate.
@@ -25,21 +27,7 @@ def catalogue() -> dict[str, Any]:
     return json.loads(CHIPS_PATH.read_text(encoding="utf-8"))
 
 
-def estimate(measured: dict[str, Any]) -> dict[str, Any]:
-    parts = {
-        "parameters": measured.get("parameter_bytes", 0),
-        "gradients": measured.get("gradient_bytes", 0),
-        "optimizer_state": measured.get("optimizer_state_bytes", 0),
-        "activations": measured.get("activation_bytes", 0),
-        "batch": measured.get("batch_bytes", 0),
-    }
-    return {"peak_bytes": sum(parts.values()), "parts": parts, "dtype": "float32 (as traced)",
-            "optimizer": measured.get("optimizer"), "parameters": measured.get("parameters"),
-            "method": "estimate: parameters + gradients + optimizer state + tensors saved for backward + one batch, "
-                      "measured on the CPU; excludes kernel temporaries, fragmentation and runtime reservations"}
-
-
-def fit(peak_bytes: int, targets: list[str]) -> list[dict[str, Any]]:
+def fit(peak_bytes: int, targets: list[str]) -> list[ChipFit]:
     rows = []
     for chip in catalogue()["chips"]:
         if not set(chip["targets"]) & set(targets):
@@ -47,18 +35,28 @@ def fit(peak_bytes: int, targets: list[str]) -> list[dict[str, Any]]:
         capacity = int(chip["hbm"] * UNITS[chip["unit"]])
         headroom = capacity - peak_bytes
         share = headroom / capacity
-        rows.append({
-            "chip": chip["name"], "id": chip["id"], "targets": chip["targets"], "hbm_bytes": capacity,
-            "hbm": f"{chip['hbm']} {chip['unit']}", "source": chip["source"],
-            "fits": headroom >= 0, "tight": 0 <= share < TIGHT_HEADROOM,
-            "headroom_bytes": headroom, "headroom_share": round(share, 4),
-        })
+        rows.append(ChipFit(chip=chip["name"], id=chip["id"], targets=chip["targets"], hbm_bytes=capacity,
+                            hbm=f"{chip['hbm']} {chip['unit']}", source=chip["source"], fits=headroom >= 0,
+                            tight=0 <= share < TIGHT_HEADROOM, headroom_bytes=headroom, headroom_share=round(share, 4)))
     return rows
 
 
-def memory_section(measured: dict[str, Any] | None, targets: list[str]) -> dict[str, Any] | None:
+def memory_section(measured: dict[str, Any] | None, targets: list[str]) -> MemoryFit | None:
+    """The estimate from what the tracing worker measured (its JSON answer), and the chips it fits."""
     if not measured:
         return None
-    estimated = estimate(measured)
-    return {**estimated, "chips": fit(estimated["peak_bytes"], targets),
-            "catalogue": {"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]}}
+    parts = {
+        "parameters": measured.get("parameter_bytes", 0),
+        "gradients": measured.get("gradient_bytes", 0),
+        "optimizer_state": measured.get("optimizer_state_bytes", 0),
+        "activations": measured.get("activation_bytes", 0),
+        "batch": measured.get("batch_bytes", 0),
+    }
+    peak = sum(parts.values())
+    return MemoryFit(peak_bytes=peak, parts=parts, dtype="float32 (as traced)", optimizer=measured.get("optimizer"),
+                     parameters=measured.get("parameters"),
+                     method="estimate: parameters + gradients + optimizer state + tensors saved for backward + one "
+                            "batch, measured on the CPU; excludes kernel temporaries, fragmentation and runtime "
+                            "reservations",
+                     chips=fit(peak, targets),
+                     catalogue={"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]})

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from torchport.limits import TRACE_TIMEOUT_S
 from torchport.planning import RunFigures, StageFigures, StagePlan
 from torchport.sampling import format_duration
-from torchport.trace.analysis import build_section
+from torchport.trace.analysis import trace_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.records import BackendEntry, BackendStatus, TraceVerdictStatus
-from torchport.trace.verdict import compare_with_xla, section_verdicts, verdicts
+from torchport.records import BackendEntry, BackendStatus, TraceSection, TraceVerdictStatus
+from torchport.trace.verdict import compare_with_xla, verdicts
 
 if TYPE_CHECKING:
     from torchport.app import AppSpec
@@ -142,35 +142,34 @@ def app_scan(app_file: Path | None) -> dict[str, Any] | None:
             "total": len(result.findings), "suppressed": result.suppressed}
 
 
-def attach_scan(section: dict[str, Any], app_file: Path | None) -> None:
+def attach_scan(section: TraceSection, app_file: Path | None) -> None:
     """Scan's findings for the app's own files in the section, merged with the
     device-typed API calls the trace saw run (one finding per line and rule),
     and the verdicts again with them beside the trace's: a CUDA-typed API
     silent elsewhere is no "runs as is"."""
     from torchport.trace.device_apis import merge_with_scan
 
-    section["app_scan"] = merge_with_scan(app_scan(app_file), section.get("device_apis"))
-    if section.get("verdicts"):
-        section["verdicts"] = verdicts(section, list(section["verdicts"]))
+    section.put(app_scan=merge_with_scan(app_scan(app_file), section.device_apis))
+    if section.verdicts:
+        section.verdicts = verdicts(section, list(section.verdicts))
 
 
 FAILED_RUNS = (BackendStatus.ERROR, BackendStatus.CRASHED, BackendStatus.TIMED_OUT)
 
 
-def reconcile(section: dict[str, Any], document: dict[str, Any]) -> None:
+def reconcile(section: TraceSection, document: dict[str, Any]) -> None:
     """A measured run outranks the trace's prediction for its target: each
     verdict whose target a backend of this evaluation measured says what
     that run did, beside what the trace predicted (``measured``)."""
     from torchport import backends as backend_registry
 
-    verdicts = section_verdicts(section)
     for name, raw in (document.get("backends") or {}).items():
         try:
             family = backend_registry.get(name).family
         except Exception:  # noqa: BLE001  a backend recorded here but not known now: nothing to set beside
             continue
         target = family.trace_target if family else None
-        verdict = verdicts.get(target) if target else None
+        verdict = section.verdicts.get(target) if target else None
         backend = BackendEntry.from_dict(raw)
         status = backend.status
         if verdict is None or verdict.measured or status not in (BackendStatus.OK, *FAILED_RUNS):
@@ -185,7 +184,6 @@ def reconcile(section: dict[str, Any], document: dict[str, Any]) -> None:
             verdict.text += f"; measured: the {name} run {status}{proxy} ({message}), which outranks this prediction"
         else:
             verdict.text += f"; measured on the {name} backend{proxy}: {'ran' if ran else status}, as predicted"
-        section["verdicts"][target] = verdict.to_dict()
 
 
 def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
@@ -198,12 +196,17 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     run = run_worker("cpu", TRACE_JOB, app=spec,
                      config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
                      timeout=stage.timeout_s).to_dict()
-    section = build_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
+    section = trace_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     attach_scan(section, spec.file)
     reconcile(section, document)
-    section["xla_comparison"] = compare_with_xla(section, document)
-    section["torch_compile_comparison"] = compare_with_torch_compile(section, document)
-    document["trace"] = section
+    section.xla_comparison = compare_with_xla(section, document)
+    section.put(torch_compile_comparison=compare_with_torch_compile(section, document))
+    write_section(document, section)
+
+
+def write_section(document: dict[str, Any], section: TraceSection) -> None:
+    """The section into the result document: where an evaluation's section becomes its dictionary."""
+    document["trace"] = section.to_dict()
 
 
 __all__ = ["evaluate_stage", "TraceStageOptions", "DEFAULT_STEPS"]

@@ -23,13 +23,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from torchport import glossary
-from torchport.records import OpStatus, OpSupportRow, Vocabulary
+from torchport.records import OpStatus, OpSupportRow, TargetOpSupport, Vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LIVE_QUERY_TIMEOUT_S = 300
@@ -44,12 +44,44 @@ class SupportKind(Vocabulary):
     NONE = "none"
 
 
+class KernelKind(Vocabulary):
+    """What a target's table says of one op (the op-table documents' groups, indexed)."""
+
+    NATIVE = "native"  # a kernel for the target's dispatch key
+    DECOMPOSED = "decomposed"  # a composite kernel: it runs as the ops it calls
+    NO_KERNEL = "no_kernel"
+    UNKNOWN_OP = "unknown_op"  # the backend's torch has no such op
+
+
+# The op-table documents' groups (tools/gen_op_support.py, registrations.table) and what each says of an op.
+KERNEL_GROUPS = {"native": KernelKind.NATIVE, "composite_explicit": KernelKind.DECOMPOSED,
+                 "composite_implicit": KernelKind.DECOMPOSED, "without_kernel": KernelKind.NO_KERNEL}
+
+
+@dataclass(frozen=True)
+class SupportTable:
+    """One target's op table, indexed: what it says of each op, and where it came from."""
+
+    status: dict[str, KernelKind]
+    source: str | None = None
+    version: dict[str, str] | None = None
+    retrieved: str | None = None
+    # A structured op's composite calls its out= kernel: op -> that kernel.
+    structured_delegates: dict[str, str] = field(default_factory=dict)
+    # Ops whose backward the target differentiates itself (an Autograd<key> kernel).
+    autograd_overrides: frozenset[str] = frozenset()
+    # Ops a probe run saw fall back to the CPU on some inputs: op -> the ops that ran there.
+    conditional_fallbacks: dict[str, list[str]] = field(default_factory=dict)
+    # Layout (sparse, quantized, nested) -> the ops with a kernel for that layout's key of the target.
+    layout_native: dict[str, frozenset[str]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
     title: str
     key: str  # the dispatch key whose kernels run on this target
-    without_kernel: str = "missing"  # what an op without a kernel does there: "fallback" or "missing"
+    without_kernel: OpStatus = OpStatus.MISSING  # what an op without a kernel does there: fall back, or be missing
     without_kernel_why: str = "no kernel: the op raises"
     package: str | None = None  # importable module that registers the target's kernels
     table: str | None = None  # shipped table name
@@ -57,7 +89,7 @@ class Target:
 
 
 # Where a target differs from the defaults above (an op without a kernel raises; no package).
-EXCEPTIONS: dict[str, dict[str, str]] = {
+EXCEPTIONS: dict[str, dict[str, Any]] = {
     # What torch_tpu 0.2.0 does with an op it has no kernel for, read from the
     # package (registrations.dispatch_fallback records it in every table): its
     # PrivateUse1 backend fallback (csrc/eager/tpu_aten_kernels.cc:1149) raises
@@ -66,8 +98,8 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
                 "implemented for TPU. Please file a feature request\" (its CPU fallback, torch_tpu._internal."
                 "execution_mode.enable_cpu_fallback, is off by default; switched on it runs the op on the CPU with "
                 "copies both ways)", package="torch_tpu"),
-    "xla": dict(without_kernel="fallback", without_kernel_why="torch_xla runs ops without a lowering on the CPU"),
-    "neuron": dict(without_kernel="fallback", without_kernel_why="TorchNeuron falls back to the CPU by default",
+    "xla": dict(without_kernel=OpStatus.FALLBACK, without_kernel_why="torch_xla runs ops without a lowering on the CPU"),
+    "neuron": dict(without_kernel=OpStatus.FALLBACK, without_kernel_why="TorchNeuron falls back to the CPU by default",
                    package="torch_neuronx"),
     "rocm": dict(no_source="no ROCm build of torch here; no shipped table"),
     "mps": dict(without_kernel_why="MPS falls back to the CPU only with PYTORCH_ENABLE_MPS_FALLBACK=1",
@@ -115,27 +147,27 @@ def support_name(op: str) -> str:
 
 
 @cache
-def shipped_table(name: str) -> dict[str, Any]:
+def shipped_table(name: str) -> SupportTable:
     document = json.loads((DATA / f"op_support_{name}.json").read_text(encoding="utf-8"))
     return _indexed(document)
 
 
-def _indexed(document: dict[str, Any]) -> dict[str, Any]:
-    """A table document with its op lists turned into one op -> status map."""
-    groups = {"native": "native", "composite_explicit": "decomposed", "composite_implicit": "decomposed",
-              "without_kernel": "no_kernel"}
-    status = {op: verdict for group, verdict in groups.items() for op in document.get(group, [])}
-    rest = {k: v for k, v in document.items() if k not in groups and k != "autograd_overrides"}
-    rest.setdefault("structured_delegates", {})
-    for key in [key for key in rest if key.endswith("_native")]:
-        rest[key] = set(rest[key])
-    return {**rest, "status": status, "autograd_overrides": set(document.get("autograd_overrides", []))}
+def _indexed(document: dict[str, Any]) -> SupportTable:
+    """A table document (JSON, as shipped or cached) with its op lists turned into one op -> kind map."""
+    return SupportTable(
+        status={op: kind for group, kind in KERNEL_GROUPS.items() for op in document.get(group, [])},
+        source=document.get("source"), version=document.get("version"), retrieved=document.get("retrieved"),
+        structured_delegates=document.get("structured_delegates") or {},
+        autograd_overrides=frozenset(document.get("autograd_overrides", [])),
+        conditional_fallbacks=document.get("conditional_fallbacks") or {},
+        layout_native={key.removesuffix("_native"): frozenset(ops) for key, ops in document.items()
+                       if key.endswith("_native")})
 
 
 # ---- live lookups ------------------------------------------------------------------------------
 
 
-def _live_in_process(target: Target) -> dict[str, Any] | None:
+def _live_in_process(target: Target) -> SupportTable | None:
     """A CUDA, ROCm or MPS build of the torch torchport runs on answers for itself."""
     import torch
 
@@ -171,7 +203,7 @@ def _run_registrations(python: str, request: dict[str, Any], env: dict[str, str]
 
 
 def _live_cached(name: str, python: str, installed: dict[str, str], request: dict[str, Any], source: str,
-                 env: dict[str, str] | None = None) -> dict[str, Any]:
+                 env: dict[str, str] | None = None) -> SupportTable:
     """A backend's whole table, read in its interpreter once per installed
     version and cached under torchport's cache folder."""
     from torchport import envs
@@ -202,7 +234,7 @@ def _environment_record(name: str) -> dict[str, Any] | None:
     return record if record.get("ready") else None
 
 
-def _live_xla() -> dict[str, Any] | None:
+def _live_xla() -> SupportTable | None:
     """torch_xla's registrations and probe fallbacks, read in the xla environment."""
     record = _environment_record("xla")
     if record is None:
@@ -223,7 +255,7 @@ TPU_REQUEST = {"key": glossary.TPU.dispatch_key, "imports": ["torch_tpu"], "reso
 TPU_QUERY_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 
 
-def _live_tpu() -> dict[str, Any] | None:
+def _live_tpu() -> SupportTable | None:
     """TorchTPU's computed PrivateUse1 dispatch table, read with torch_tpu
     imported where the tpu backends run it: this interpreter when torch_tpu is
     importable here, else the tpu environment.  Reading it starts no TPU
@@ -246,7 +278,7 @@ def _live_tpu() -> dict[str, Any] | None:
     return _live_cached("tpu", python, installed, TPU_REQUEST, source, env=TPU_QUERY_ENV)
 
 
-def _live_package(target: Target, ops: list[str]) -> dict[str, Any] | None:
+def _live_package(target: Target, ops: list[str]) -> SupportTable | None:
     """torch_tpu / torch-neuronx installed next to torchport: ask a child
     interpreter with the package imported (it renames PrivateUse1, which the
     torchport process must not do)."""
@@ -257,14 +289,14 @@ def _live_package(target: Target, ops: list[str]) -> dict[str, Any] | None:
     status = {}
     for op, entry in answer["ops"].items():
         kernels = entry["kernels"]
-        status[op] = ("native" if target.key in kernels else "decomposed" if kernels else "no_kernel") \
-            if entry["exists"] else "unknown_op"
-    return {"autograd_overrides": set(), "source": f"kernel registrations (dispatch key {target.key}) with {target.package} imported; "
-                      "not verified on hardware by torchport",
-            "version": answer["versions"], "retrieved": answer["retrieved"], "status": status}
+        status[op] = (KernelKind.NATIVE if target.key in kernels else KernelKind.DECOMPOSED if kernels
+                      else KernelKind.NO_KERNEL) if entry["exists"] else KernelKind.UNKNOWN_OP
+    return SupportTable(status=status, source=f"kernel registrations (dispatch key {target.key}) with "
+                                              f"{target.package} imported; not verified on hardware by torchport",
+                        version=answer["versions"], retrieved=answer["retrieved"])
 
 
-def lookup_source(target: Target, ops: list[str], allow_live: bool = True) -> tuple[str, dict[str, Any] | None, str]:
+def lookup_source(target: Target, ops: list[str], allow_live: bool = True) -> tuple[str, SupportTable | None, str]:
     """(kind, table, note): kind is "live", "table" or "none"."""
     if allow_live:
         try:
@@ -283,10 +315,10 @@ def lookup_source(target: Target, ops: list[str], allow_live: bool = True) -> tu
     return SupportKind.NONE, None, failure + target.no_source
 
 
-def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> dict[str, Any]:
+def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> dict[str, TargetOpSupport]:
     """For each target: where the answer came from, and each op's status."""
     unique = sorted({op for op in ops})
-    answer: dict[str, Any] = {}
+    answer: dict[str, TargetOpSupport] = {}
     for name in targets:
         target = TARGETS[name]
         kind, table, note = lookup_source(target, unique, allow_live)
@@ -294,37 +326,25 @@ def op_support(ops: list[str], targets: list[str], allow_live: bool = True) -> d
         counts: dict[str, int] = {}
         for row in rows.values():
             counts[row.status] = counts.get(row.status, 0) + 1
-        answer[name] = {
-            "title": target.title,
-            "kind": kind,
-            "summary": _summary(target, kind, table),
-            "source": (table or {}).get("source") if table else note,
-            "version": (table or {}).get("version"),
-            "retrieved": (table or {}).get("retrieved"),
-            "note": note or None,
-            "counts": counts,
-            "ops": {op: row.to_dict() for op, row in rows.items()},  # the one place the rows become dictionaries
-        }
+        answer[name] = TargetOpSupport(
+            title=target.title, kind=kind, summary=_summary(target, kind, table),
+            source=table.source if table else note, version=table.version if table else None,
+            retrieved=table.retrieved if table else None, note=note or None, counts=counts, ops=rows)
     return answer
 
 
-def op_rows(answer: dict[str, Any] | None) -> dict[str, OpSupportRow]:
-    """Each op's row of one target's op support (as written, or read from a result document)."""
-    return {op: OpSupportRow.from_dict(row) for op, row in ((answer or {}).get("ops") or {}).items()}
-
-
-def _summary(target: Target, kind: str, table: dict[str, Any] | None) -> str | None:
+def _summary(target: Target, kind: str, table: SupportTable | None) -> str | None:
     """One phrase for the verdict: where the op support came from.  Only for
     targets whose tables say it themselves (TorchTPU's)."""
-    if table is None or not str(table.get("source", "")).startswith("op support from"):
+    if table is None or table.source is None or not table.source.startswith("op support from"):
         return None
-    phrase = table["source"].split(":")[0].split(" (")[0]
+    phrase = table.source.split(":")[0].split(" (")[0]
     if kind == SupportKind.LIVE:
         return f"{phrase}, read live"
-    return f"{phrase}, shipped table of {table.get('retrieved')}"
+    return f"{phrase}, shipped table of {table.retrieved}"
 
 
-def classify(op: str, target: Target, table: dict[str, Any] | None) -> OpSupportRow:
+def classify(op: str, target: Target, table: SupportTable | None) -> OpSupportRow:
     namespace = op.split("::")[0]
     if table is not None and target.name == "tpu" and namespace == "tpu":
         return OpSupportRow(status=OpStatus.CUSTOM, why="TorchTPU's own op (tpu:: namespace)")
@@ -332,7 +352,7 @@ def classify(op: str, target: Target, table: dict[str, Any] | None) -> OpSupport
         return OpSupportRow(status=OpStatus.CUSTOM, why="registered by the app or a library: see the custom-op finding")
     if table is None:
         return OpSupportRow(status=OpStatus.UNKNOWN, why=target.no_source)
-    conditional = (table.get("conditional_fallbacks") or {}).get(op)
+    conditional = table.conditional_fallbacks.get(op)
     if conditional:
         ran = [name for name in conditional if not name.startswith("error")]
         if ran:
@@ -341,7 +361,7 @@ def classify(op: str, target: Target, table: dict[str, Any] | None) -> OpSupport
     from torchport.trace.registrations import LAYOUT_KEY_PREFIXES
 
     kind = op[len(base_name(op)):].strip("[]")
-    if kind in LAYOUT_KEY_PREFIXES and f"{kind}_native" in table:
+    if kind in LAYOUT_KEY_PREFIXES and kind in table.layout_native:
         return _classify_layout(base_name(op), kind, target, table)
     name = support_name(op)
     if name != base_name(op):
@@ -350,24 +370,24 @@ def classify(op: str, target: Target, table: dict[str, Any] | None) -> OpSupport
             return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"CPU kernel of {name}; the target picks its own ({picked.why})")
         return picked
     forward = name[: -len("_backward")] if name.endswith("_backward") else None
-    if forward and forward in table.get("autograd_overrides", ()):
+    if forward and forward in table.autograd_overrides:
         return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"the target differentiates {forward} itself (Autograd{target.key} kernel)")
-    status = table["status"].get(name)
-    if status is None or status == "unknown_op":
+    status = table.status.get(name)
+    if status is None or status == KernelKind.UNKNOWN_OP:
         return OpSupportRow(status=OpStatus.UNKNOWN, why=f"op not in the table ({_versions(table)})")
-    if status == "no_kernel":
-        verdict = OpStatus(target.without_kernel)
+    if status == KernelKind.NO_KERNEL:
+        verdict = target.without_kernel
         return OpSupportRow(status=verdict, why=target.without_kernel_why.replace("{op}", name),
                             falls_back_as=[base_name(op)] if verdict == OpStatus.FALLBACK else None)
-    if status == "decomposed":
-        delegate = table["structured_delegates"].get(name)
+    if status == KernelKind.DECOMPOSED:
+        delegate = table.structured_delegates.get(name)
         if delegate is not None:
             # A structured op's composite only allocates the result and calls
             # its out= kernel: the op runs where that kernel does.
-            if table["status"].get(delegate) == "native":
+            if table.status.get(delegate) == KernelKind.NATIVE:
                 return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"composite calling {delegate}, a {target.key} kernel")
-            if table["status"].get(delegate) == "no_kernel":
-                verdict = OpStatus(target.without_kernel)
+            if table.status.get(delegate) == KernelKind.NO_KERNEL:
+                verdict = target.without_kernel
                 return OpSupportRow(status=verdict, why=f"composite calling {delegate}, which has none: "
                                                         f"{target.without_kernel_why.replace('{op}', delegate)}",
                                     falls_back_as=[delegate] if verdict == OpStatus.FALLBACK else None)
@@ -375,23 +395,23 @@ def classify(op: str, target: Target, table: dict[str, Any] | None) -> OpSupport
     return OpSupportRow(status=OpStatus.NATIVE, why=f"{target.key} kernel")
 
 
-def _classify_layout(name: str, kind: str, target: Target, table: dict[str, Any]) -> OpSupportRow:
+def _classify_layout(name: str, kind: str, target: Target, table: SupportTable) -> OpSupportRow:
     """An op called with sparse, quantized or nested tensors runs the kernel
     of that kind's key for the target (SparseCUDA), or a composite that
     decomposes it; the dense key's kernel does not take it."""
     from torchport.trace.registrations import LAYOUT_KEY_PREFIXES
 
     key = LAYOUT_KEY_PREFIXES[kind] + target.key
-    if name in table[f"{kind}_native"]:
+    if name in table.layout_native[kind]:
         return OpSupportRow(status=OpStatus.NATIVE, why=f"{key} kernel")
-    if table["status"].get(name) == "decomposed":
+    if table.status.get(name) == KernelKind.DECOMPOSED:
         # Composite kernels are registered for every key, the sparse ones included: the ops they call dispatch.
         return OpSupportRow(status=OpStatus.DECOMPOSED, why=f"composite kernel: the ops it calls dispatch for {kind} tensors")
-    verdict = OpStatus(target.without_kernel)
+    verdict = target.without_kernel
     return OpSupportRow(status=verdict, why=f"no {key} kernel for {kind} tensors: "
                                             + target.without_kernel_why.replace("{op}", name),
                         falls_back_as=[name] if verdict == OpStatus.FALLBACK else None)
 
 
-def _versions(table: dict[str, Any]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in (table.get("version") or {}).items())
+def _versions(table: SupportTable) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (table.version or {}).items())

@@ -15,10 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from torchport import glossary
-from torchport.records import Finding, TargetVerdict, TraceSeverity, TraceVerdictStatus
-from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, section_findings
-from torchport.records import OpStatus
-from torchport.trace.support import SupportKind, op_rows
+from torchport.records import Finding, OpStatus, TargetOpSupport, TargetVerdict, TraceSection, TraceSeverity, TraceVerdictStatus
+from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, as_section
 
 # Python asking for a device value (.item(), float(), if tensor:): counted by
 # torch_xla like a CPU fallback.  torchport's own loss reads happen outside
@@ -27,37 +25,36 @@ from torchport.trace.support import SupportKind, op_rows
 HOST_SYNC_OP = "aten::_local_scalar_dense"
 
 
-def step_graph_variants(section: dict[str, Any]) -> int:
+def step_graph_variants(section: TraceSection) -> int:
     """Distinct step graphs in steady training: one per batch signature, more
     when the graph changes with the same shapes.  More than one means an
     XLA-style backend keeps recompiling."""
-    shapes = section.get("shapes") or {}
-    graphs = max(1, shapes.get("signatures") or 1)
-    changes = [f for f in section_findings(section) if f.id == RuleId.GRAPH_VARIES]
+    graphs = max(1, (section.shapes.signatures if section.shapes else None) or 1)
+    changes = [f for f in section.findings if f.id == RuleId.GRAPH_VARIES]
     return graphs + sum(f.count for f in changes)
 
 
-def graph_cuts_per_step(section: dict[str, Any]) -> int:
+def graph_cuts_per_step(section: TraceSection) -> int:
     """Places in one step where a lazy backend must run what is pending: each
     host read (TR101) and each data-dependent-shape op (TR102) the trace found
     cuts the step graph, and the piece before it is a graph of its own."""
-    return round(sum(f.per_step or 0 for f in section_findings(section)
+    return round(sum(f.per_step or 0 for f in section.findings
                      if f.id in (RuleId.HOST_SYNC, RuleId.DYNAMIC_OUTPUT_SHAPE) and "xla" in f.targets))
 
 
-def predicted_compilations(section: dict[str, Any]) -> int:
+def predicted_compilations(section: TraceSection) -> int:
     """Graphs an XLA-style backend compiles in a run: the step graph variants,
     plus one when the optimizer's first step differs from the next (it
     creates its state then; on a lazy backend the optimizer is part of the
     step graph), which is compiled once and is no recompilation, plus one
     per graph cut in a step (:func:`graph_cuts_per_step`)."""
-    optimizer_variants = max(1, (section.get("shapes") or {}).get("distinct_optimizer_graphs") or 1)
+    optimizer_variants = max(1, (section.shapes.distinct_optimizer_graphs if section.shapes else None) or 1)
     return step_graph_variants(section) + optimizer_variants - 1 + graph_cuts_per_step(section)
 
 
-def verdicts(section: dict[str, Any], targets: list[str]) -> dict[str, dict[str, Any]]:
-    """The verdict on each target, as the document writes them: the one place they become dictionaries."""
-    return {name: target_verdict(name, section).to_dict() for name in targets}
+def verdicts(section: TraceSection, targets: list[str]) -> dict[str, TargetVerdict]:
+    """The verdict on each target."""
+    return {name: target_verdict(name, section) for name in targets}
 
 
 def section_verdicts(section: dict[str, Any]) -> dict[str, TargetVerdict]:
@@ -65,33 +62,33 @@ def section_verdicts(section: dict[str, Any]) -> dict[str, TargetVerdict]:
     return {name: TargetVerdict.from_dict(item) for name, item in (section.get("verdicts") or {}).items()}
 
 
-def target_verdict(name: str, section: dict[str, Any]) -> TargetVerdict:
-    findings = [f for f in section_findings(section) if name in f.targets]
-    support = (section.get("op_support") or {}).get(name) or {}
-    rows = op_rows(support)
+def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
+    findings = [f for f in section.findings if name in f.targets]
+    support = section.op_support.get(name) or TargetOpSupport()
+    rows = support.ops
     fallbacks = sorted(op for op, row in rows.items() if row.status == OpStatus.FALLBACK)
     unknown = sorted(op for op, row in rows.items() if row.status == OpStatus.UNKNOWN)
     recompilations = step_graph_variants(section) - 1 if name in LAZY_TARGETS else 0
     blockers = [f for f in findings if f.targets[name] == TraceSeverity.BLOCKER]
     slow = [f for f in findings if f.targets[name] == TraceSeverity.SLOW]
-    memory = section.get("memory") or {}
-    chips = [c for c in memory.get("chips", []) if name in c["targets"]]
-    too_big = bool(chips) and not any(c["fits"] for c in chips)
+    chips = [c for c in (section.memory.chips if section.memory else []) if name in c.targets]
+    too_big = bool(chips) and not any(c.fits for c in chips)
 
     scan_target = glossary.trace_to_scan(name)
-    scanned = [f for f in (section.get("app_scan") or {}).get("findings", [])
+    scanned = [f for f in (section.app_scan or {}).get("findings", [])
                if scan_target and f["severity"].get(scan_target) in ("error", "silent")]
     verdict = TargetVerdict(fallbacks=len(fallbacks), fallback_ops=fallbacks, recompilations=recompilations,
                             blockers=len(blockers) + int(too_big), slow_findings=len(slow), unknown_ops=len(unknown),
-                            op_support=support.get("kind", SupportKind.NONE))
+                            op_support=support.kind)
     # Said with every verdict whose table names its own source (TorchTPU's).
-    source = f" [{support['summary']}]" if support.get("summary") else ""
+    source = f" [{support.summary}]" if support.summary else ""
     if blockers or too_big:
         causes = [f"{f.title} ({_where(f)})" for f in blockers]
         if too_big:
-            largest = max(chips, key=lambda c: c["hbm_bytes"])
-            causes.append(f"memory: the step needs about {_gib(memory['peak_bytes'])}, more than the largest chip "
-                          f"({largest['chip']}, {largest['hbm']})")
+            largest = max(chips, key=lambda c: c.hbm_bytes)
+            peak = section.memory.peak_bytes if section.memory else 0
+            causes.append(f"memory: the step needs about {_gib(peak)}, more than the largest chip "
+                          f"({largest.chip}, {largest.hbm})")
         verdict.status = TraceVerdictStatus.BLOCKED
         verdict.text = "blocked by " + causes[0] + (f" and {len(causes) - 1} more" if len(causes) > 1 else "") + source
     elif fallbacks or recompilations or slow:
@@ -107,12 +104,12 @@ def target_verdict(name: str, section: dict[str, Any]) -> TargetVerdict:
             text += ("; " if parts else ", with ") + "; ".join(others)
         text += " (slow)"
         if unknown:
-            text += f"; op support unknown for {len(unknown)} op(s) ({support.get('note') or 'not looked up'})"
+            text += f"; op support unknown for {len(unknown)} op(s) ({support.note or 'not looked up'})"
         verdict.status, verdict.text = TraceVerdictStatus.SLOW, text + source
     elif unknown:
         verdict.status = TraceVerdictStatus.UNKNOWN
         verdict.text = (f"no blocker found in the trace; op support unknown for {len(unknown)} "
-                        f"op(s) ({support.get('note') or support.get('source') or 'not looked up'})")
+                        f"op(s) ({support.note or support.source or 'not looked up'})")
     else:
         minor = [f for f in findings if f.targets[name] == TraceSeverity.MINOR]
         head = "no blocker in the trace" if scanned else "runs as is"
@@ -122,7 +119,7 @@ def target_verdict(name: str, section: dict[str, Any]) -> TargetVerdict:
         first = scanned[0]
         verdict.scan_findings = [f"{f['id']} at {f['location']}" for f in scanned]
         ran = sum(1 for f in scanned if f.get("seen_at_run_time"))
-        source = ("scan of the app's files" if (section.get("app_scan") or {}).get("files")
+        source = ("scan of the app's files" if (section.app_scan or {}).get("files")
                   else "device-typed APIs seen at run time")
         verdict.text += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
                             f"{first['severity'][scan_target]} here"
@@ -157,15 +154,16 @@ def _per_step(findings: list[Finding], rule: RuleId) -> float:
     return sum(f.per_step or 0 for f in findings if f.id == rule and "xla" in f.targets)
 
 
-def compare_with_xla(section: dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
+def compare_with_xla(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
     """Side by side: what the trace predicts for torch_xla and what the xla
     backend measured, over all phases.  Any measured count above the
     prediction is a disagreement, listed with its likely cause."""
     measured = measured_xla(document)
     if measured is None:
         return None
-    findings = section_findings(section)
-    rows = op_rows((section.get("op_support") or {}).get("xla"))
+    section = as_section(section)
+    findings = section.findings
+    rows = (section.op_support.get("xla") or TargetOpSupport()).ops
     predicted_ops = sorted({name for row in rows.values() for name in row.falls_back_as or []
                             if row.status == OpStatus.FALLBACK})
     compilations = predicted_compilations(section)
@@ -228,14 +226,14 @@ def _phase_counts(per_phase: dict[str, int]) -> str:
     return ", ".join(f"{count} in {phase.replace('_', ' ')}" for phase, count in per_phase.items())
 
 
-def _likely_cause(run: dict[str, Any], section: dict[str, Any], dynamic_lines: list[str], sync_lines: list[str]) -> str:
+def _likely_cause(run: dict[str, Any], section: TraceSection, dynamic_lines: list[str], sync_lines: list[str]) -> str:
     """Why a run compiled or executed more than predicted, from what was measured and traced."""
     causes = []
     if "aten::nonzero" in run["fallback_ops"] or dynamic_lines:
         where = f" at {', '.join(dynamic_lines)}" if dynamic_lines else ""
         causes.append(f"data-dependent shapes{where} (aten::nonzero x{run['fallback_ops'].get('aten::nonzero', 0)}: "
                       "one graph per distinct size of the selection)")
-    predicted_shapes = max(1, (section.get("shapes") or {}).get("signatures") or 1)
+    predicted_shapes = max(1, (section.shapes.signatures if section.shapes else None) or 1)
     if (run.get("distinct_batch_shapes") or 1) > predicted_shapes:
         causes.append(f"changing input shapes ({run['distinct_batch_shapes']} distinct batch shapes measured, "
                       f"{predicted_shapes} traced)")

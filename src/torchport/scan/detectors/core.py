@@ -261,6 +261,11 @@ def _accelerator_named(name: str) -> str | None:
     return None
 
 
+def _called_implicitly(name: str) -> bool:
+    """``forward`` and dunders other than ``__init__``: run by ``module(x)``, ``a + b``, never by name."""
+    return name == "forward" or (name.startswith("__") and name != "__init__")
+
+
 def _implementation_class(node: ast.ClassDef) -> str | None:
     """``class CUDA_Accelerator(DeepSpeedAccelerator)``, ``class XLAStrategy(DDPStrategy)``:
     the device of a class named for one that implements a base not named for one."""
@@ -792,18 +797,22 @@ class AnalyzerCore(AnalyzerState):
             calls = [call for call in calls if isinstance(call.func, ast.Name)]
         return bool(calls) and all(passes_argument(call, parameter, position) for call in calls)
 
-    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None] | None:
-        """For a module-level function or a class's ``__init__`` that this file never calls:
-        (the name its callers use, the parameter, its position in their calls)."""
+    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None, bool] | None:
+        """For a module-level function, a class's ``__init__`` or a method that this file never
+        calls: (the name its callers use, the parameter, its position in their calls, whether
+        ``*args``/``**kwargs`` count as passing it).  A method's callers are every ``.name(`` call in
+        the scanned files, whatever the object: its name is less telling than a function's or a
+        class's, so there only a call that names the argument counts."""
         method = bool(self.class_names and self.class_names[-1])
-        if len(self.scopes) > 1 + method or (method and function.name != "__init__"):
-            return None  # a nested function, or a method called through objects of any class
-        name = self.class_names[-1] if method else function.name
+        if len(self.scopes) > 1 + method or (method and _called_implicitly(function.name)):
+            return None  # a nested function, or `forward`/`__call__`, which torch calls without the name
+        name = self.class_names[-1] if method and function.name == "__init__" else function.name
         if self.calls_named(name):
             return None
+        bound = method and not any(getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        position = positional.index(parameter) - method if parameter in positional else None
-        return name, parameter, position
+        position = positional.index(parameter) - bound if parameter in positional else None
+        return name, parameter, position, not method or function.name == "__init__"
 
     def _cap_after_cuda_exits(self, function, findings) -> None:
         """In a nested block, what follows ``if not torch.cuda.is_available(): return``

@@ -51,12 +51,16 @@ def plain_call(call: ast.Call) -> bool:
         kw.arg is not None for kw in call.keywords)
 
 
-def passes_argument(call: ast.Call, parameter: str, position: int | None) -> bool:
+def passes_argument(call: ast.Call, parameter: str, position: int | None, unpacking_counts: bool = True) -> bool:
     """Whether ``call`` passes ``parameter`` (by keyword, at ``position``, or possibly
-    through ``*args`` / ``**kwargs``), so the parameter's default is not used there."""
-    if any(kw.arg in (parameter, None) for kw in call.keywords):
+    through ``*args`` / ``**kwargs`` where ``unpacking_counts``), so the parameter's default
+    is not used there."""
+    if any(kw.arg == parameter or (kw.arg is None and unpacking_counts) for kw in call.keywords):
         return True
-    return position is not None and (len(call.args) > position or any(isinstance(a, ast.Starred) for a in call.args))
+    if position is None:
+        return False
+    return len([a for a in call.args if not isinstance(a, ast.Starred)]) > position or (
+        unpacking_counts and any(isinstance(a, ast.Starred) for a in call.args))
 
 
 def keyword_value(call: ast.Call, name: str):
