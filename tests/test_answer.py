@@ -152,7 +152,7 @@ def test_what_to_change_counts_the_apps_own_lock_in(tmp_path):
 def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluation):
     """A real evaluation, its cpu-compile pipeline check replaced by the verdict the real decision
     function gives a measurement whose median round waits 20% of a step (between 15% and 25%)."""
-    from torchport import results
+    from torchport.document import validate
     from torchport.check import pipeline
     from torchport.commands.check import terminal_table
 
@@ -166,7 +166,7 @@ def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluatio
     checks = document["checks"]["checks"]
     (position,) = [i for i, c in enumerate(checks) if c["name"] == "pipeline" and c.get("backend") == "cpu-compile"]
     checks[position] = borderline
-    results.validate(document)
+    validate(document)
     model = assert_three_renderings_agree(document)
     compiled = next(row for row in model.rows if row.target == "compiled CPU")
     assert "pipeline borderline" in compiled.workflow.text

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import QUICK, load_result, run_torchport
 
-from torchport import results
+from torchport.document import validate
 
 TESTS = Path(__file__).resolve().parent
 PLUGIN = TESTS / "plugin_backend"
@@ -50,7 +50,7 @@ def test_broken_plugins_are_in_the_results_environment(plugin_evaluation):
     assert by_file["broken_import.py"] == ("failed to import: ModuleNotFoundError: No module named "
                                            "'torchport_no_such_module'")
     assert by_file["bad_class.py"] == ("class SecondCPU: backend name 'cpu' is already torchport.backends.cpu.CPU")
-    results.validate(plugin_evaluation)
+    validate(plugin_evaluation)
 
 
 def test_backends_command_reports_broken_plugins():

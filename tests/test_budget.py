@@ -15,8 +15,8 @@ from torchport.errors import UserError
 from torchport.launch import run_worker
 from torchport.progress import Progress
 from torchport.protocol import Block, ProtocolConfig
+from torchport.document import load_schema
 from torchport.records import ErrorKind, RunRecord, RunStatus, Summary
-from torchport.results import load_schema
 from torchport.sampling import BudgetedSampling, BudgetTooSmall, median_interval_ranks, relative_half_width
 
 APPS = Path(__file__).parent / "apps"

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ranks_match_one_process
 from torchport.check.runner import CheckOptions, run_checks
-from torchport.results import load_schema
+from torchport.document import load_schema
 
 pytestmark = pytest.mark.slow
 
@@ -169,7 +169,7 @@ def test_app_failing_in_its_loss_exits_2_with_its_location(torchport_cli, tmp_pa
 
 @pytest.mark.alone
 def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path):
-    from torchport import results
+    from torchport.document import validate
     from torchport.check.stage import evaluate_stage
     from torchport.evaluate import Evaluation, EvaluationOptions
     from torchport.protocol import ProtocolConfig
@@ -179,7 +179,7 @@ def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path)
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False),
                                 stages=[evaluate_stage])
     document = Evaluation(options).run()
-    results.validate(document)
+    validate(document)
     names = [(c["name"], c.get("backend") or c.get("pair"), c["status"]) for c in document["checks"]["checks"]]
     assert names == [("determinism", "cpu", "pass"), ("checkpoint", "cpu -> cpu", "pass"), ("pipeline", "cpu", "pass")]
     pipeline_figures = document["checks"]["checks"][2]["figures"]

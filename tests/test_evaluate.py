@@ -9,7 +9,7 @@ import pytest
 
 from conftest import QUICK, QUICK_TIMING, load_result, run_torchport
 from torchport.launch import STEADY_ALLOCATOR
-from torchport.results import load_schema
+from torchport.document import load_schema
 
 APPS = Path(__file__).parent / "apps"
 

@@ -25,7 +25,7 @@ import jsonschema
 import pytest
 
 from torchport import forkserver, processes
-from torchport.results import load_schema
+from torchport.document import load_schema
 
 TESTS = Path(__file__).resolve().parent
 FAULT_APPS = TESTS / "apps" / "faults"

@@ -332,7 +332,7 @@ def test_sparse_gradients_are_looked_up_under_the_sparse_dispatch_key(tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_path):
-    from torchport import results
+    from torchport.document import validate
     from torchport.check.stage import evaluate_stage
     from torchport.evaluate import Evaluation, EvaluationOptions
     from torchport.protocol import ProtocolConfig
@@ -342,7 +342,7 @@ def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_
                                 repeats=1, out_dir=tmp_path, stages=[evaluate_stage],
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
     document = Evaluation(options).run()
-    results.validate(document)
+    validate(document)
     assert {name: backend["status"] for name, backend in document["backends"].items()} == \
         {"cpu": "ok", "cpu-compile": "ok"}
     assert document["checks"]["app_error"] is None

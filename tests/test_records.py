@@ -14,7 +14,8 @@ import json
 import jsonschema
 import pytest
 
-from torchport import failures, glossary, results, summary
+from torchport import document as result_document
+from torchport import failures, glossary, summary
 from torchport.backends import registry
 from torchport.records import (
     BackendEntry,
@@ -45,7 +46,7 @@ from torchport.records import (
 
 @pytest.fixture(scope="module")
 def schema() -> dict:
-    return results.load_schema()
+    return result_document.load_schema()
 
 
 def validator(schema: dict, part: str, defs_of: dict | None = None) -> jsonschema.Draft202012Validator:
@@ -105,7 +106,7 @@ def test_the_run_path_uses_the_vocabulary_not_its_words():
     import ast
     from pathlib import Path
 
-    source = Path(results.__file__).resolve().parent
+    source = Path(summary.__file__).resolve().parent
     typed = {name: _typed_words(ast.parse((source / name).read_text())) for name in VOCABULARY_USERS}
     assert not any(typed.values()), {name: found for name, found in typed.items() if found}
     assert _typed_words(ast.parse('if run["status"] == "ok": run["status"] = "timed_out"')) == [(1, "ok"), (1, "timed_out")]
@@ -249,8 +250,8 @@ def test_device_memory_reads_the_10_names_and_has_one_headline_figure():
 # --- a real result.json ------------------------------------------------------------------------------
 
 def test_a_real_result_round_trips_through_the_records(schema, document):
-    results.validate(document)
-    assert document["schema_version"] == results.SCHEMA_VERSION
+    result_document.validate(document)
+    assert document["schema_version"] == result_document.SCHEMA_VERSION
     for name, raw in document["backends"].items():
         entry = BackendEntry.from_dict(raw)
         assert entry.name == name and entry.status is BackendStatus.OK
@@ -302,7 +303,7 @@ def test_a_10_document_is_still_read_and_rendered(tmp_path, document):
     old["backends"]["cpu"]["runs"][0]["memory"] = {"peak_bytes": 4096, "bytes_limit": 8192, "source": "torch_xla"}
     path = tmp_path / "result.json"
     path.write_text(json.dumps(old))
-    refreshed = summary.refresh(results.read(path))
+    refreshed = summary.refresh(result_document.read_document(path))
     assert refreshed["backends"]["cpu"]["summary"]["peak_device_memory_bytes"] == 4096
     assert refreshed["backends"]["cpu"]["summary"]["runs_series"]
     done = run_torchport("report", str(path), "-o", str(tmp_path / "report.md"), "--html", str(tmp_path / "r.html"))

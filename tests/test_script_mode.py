@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_torchport
 from torchport import processes
-from torchport.results import load_schema
+from torchport.document import load_schema
 
 TESTS = Path(__file__).resolve().parent
 SCRIPTS = TESTS / "scripts"

@@ -12,7 +12,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from torchport import results, stages
+from torchport import stages
+from torchport.document import validate
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
 
@@ -69,8 +70,8 @@ def test_a_stage_added_in_the_registry_runs_validates_and_renders(tmp_path, monk
     finally:
         evaluation.close()
     assert document["demo_section"] == {"backends_ok": ["cpu"], "seed": 0}
-    results.validate(document)  # the registry's schema file is merged in under the stage's key
+    validate(document)  # the registry's schema file is merged in under the stage's key
     assert "## Demo stage" in report and "backends that ran: cpu" in report
     document["demo_section"]["seed"] = "zero"
     with pytest.raises(jsonschema.ValidationError):
-        results.validate(document)
+        validate(document)

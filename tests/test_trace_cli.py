@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from torchport import results
+from torchport.document import load_schema
 
 APPS = Path(__file__).resolve().parent / "apps"
 
@@ -24,7 +24,7 @@ def test_prints_verdicts_and_findings_and_writes_the_section_as_json(torchport_c
     # The --json file is the section of the result document, valid against its schema.
     import jsonschema
 
-    jsonschema.validate(section, results.load_schema()["$defs"]["trace"])
+    jsonschema.validate(section, load_schema()["$defs"]["trace"])
 
 
 def test_failing_app_names_the_user_line_without_a_traceback(torchport_cli):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchport import results
+from torchport.document import validate
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
 from torchport.records import Finding, TraceSeverity
@@ -41,7 +41,7 @@ def test_evaluate_stage_puts_a_valid_trace_in_the_document_and_the_report(cpu_do
     assert [Finding.from_dict(f).to_dict() for f in section["findings"]] == section["findings"]
     assert Finding.from_dict(section["findings"][0]).severity is TraceSeverity.SLOW
     assert section["xla_comparison"] is None  # no xla run in this evaluation
-    results.validate(cpu_document)
+    validate(cpu_document)
     report = render(cpu_document)
     assert "## Op trace: readiness per target" in report
     assert "| TR102 dynamic-output-shape | slow | `" in report
@@ -141,4 +141,4 @@ def test_mask_over_repeating_data_disagrees_and_recompiles_in_warmup(tmp_path, x
     assert "The prediction agrees" not in report
     assert "**Recompiling** (run 1)" in report and "recompiling during warm-up" in report
     assert "RECOMPILING in warm-up" in report
-    results.validate(document)
+    validate(document)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchport import __version__, results, summary
+from torchport import __version__, summary
+from torchport.document import READABLE_SCHEMA_VERSIONS, check_schema, now, read_json, readable
 from torchport.errors import UserError
 from torchport.prices import Prices, parse_machine_price, split_machine_key
 from torchport.records import BackendEntry, BackendStatus, CheckStatus, Summary
@@ -62,13 +63,13 @@ def result_files(paths: list[Path]) -> list[Path]:
 
 def load(path: Path) -> Source:
     """A result file; one of another schema version is kept, as not comparable."""
-    raw = results.read_json(path)
+    raw = read_json(path)
     if "backends" not in raw or "environment" not in raw:
         raise UserError("not a torchport result document (no backends or environment)", location=str(path))
-    if raw.get("schema_version") not in results.READABLE_SCHEMA_VERSIONS:
+    if not readable(raw):
         return Source(path, raw, f"torchport result schema version {str(raw.get('schema_version'))[:40]!r}, "
-                                 f"this torchport compares {', '.join(map(repr, results.READABLE_SCHEMA_VERSIONS))}")
-    results.check_schema(raw, str(path))
+                                 f"this torchport compares {', '.join(map(repr, READABLE_SCHEMA_VERSIONS))}")
+    check_schema(raw, str(path))
     try:
         return Source(path, summary.refresh(raw))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -276,7 +277,7 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
     return {
         "kind": KIND,
         "version": VERSION,
-        "created": results.now(),
+        "created": now(),
         "tool": {"name": "torchport", "version": __version__},
         "reference": {"machine": ref_machine, "backend": ref_backend, "app": ref_app, "config_hash": ref_hash},
         "machines": [

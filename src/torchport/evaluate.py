@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
+from torchport.document import new_document, read_document
+from torchport.environment import git_state
 from torchport import stages as stage_registry
 from torchport.app import AppSpec, as_spec, parse_user_file, preflight
 from torchport.errors import UserError, interrupted_by
@@ -115,7 +117,7 @@ def app_record(app: AppSpec | str | None) -> dict[str, Any]:
     record: dict[str, Any] = {"spec": spec.text, "file": None, "git_commit": None, "git_dirty": None}
     if spec.file is not None:
         record["file"] = str(spec.file.resolve())
-        record["git_commit"], record["git_dirty"] = results.git_state(spec.file.resolve())
+        record["git_commit"], record["git_dirty"] = git_state(spec.file.resolve())
     return record
 
 
@@ -143,10 +145,10 @@ class Evaluation:
         if options.script is not None:
             config["script"] = {"args": list(options.script_args), "redirect_cuda": options.redirect_cuda}
             record = {"spec": f"script:{options.script}", "file": str(options.script.resolve()), "kind": "script",
-                      **dict(zip(("git_commit", "git_dirty"), results.git_state(options.script.resolve())))}
+                      **dict(zip(("git_commit", "git_dirty"), git_state(options.script.resolve())))}
         else:
             record = app_record(self.spec)
-        self.document = results.new_document(options.command, record, config)
+        self.document = new_document(options.command, record, config)
         self.document["prices"] = options.prices.to_dict()
         self.backends: dict[str, BackendEntry] = {}
         self.budget: BudgetPlan | None = None  # made once the runnable backends are known
@@ -160,7 +162,7 @@ class Evaluation:
             return None
         from torchport.report.html import render as render_html
 
-        saved = summary.refresh(results.read(self.result_path))
+        saved = summary.refresh(read_document(self.result_path))
         path = self.out_dir / "report.md"
         results.write_text_atomic(path, render(saved))
         results.write_text_atomic(self.out_dir / "report.html", render_html(saved))

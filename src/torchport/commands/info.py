@@ -28,7 +28,7 @@ def collect() -> dict[str, Any]:
     from importlib import metadata
 
     from torchport import __version__, backends, envs, project_config
-    from torchport.results import environment_record
+    from torchport.environment import environment_record
 
     machine = environment_record()
     # Bug reports are pasted in public: the host name stays out.

@@ -21,12 +21,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from torchport import results, summary
+    from torchport.document import read_document
     from torchport.errors import UserError
     from torchport.report.markdown import render
     from torchport.report.terminal import print_summary
 
     args.result = _result_path(args.result)
-    document = results.read(args.result)  # validated against the schema (--validate is kept for scripts)
+    document = read_document(args.result)  # validated against the schema (--validate is kept for scripts)
     try:
         document = summary.refresh(document)
         text = render(document)

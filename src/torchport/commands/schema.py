@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from torchport import output
-    from torchport.results import load_schema
+    from torchport.document import load_schema
 
     output.emit(args, json.dumps(load_schema(), indent=1))
     return 0
