@@ -138,7 +138,7 @@ def paired_round(app: str, backend: str, candidate: str | None = None
         [sys.executable, "-c", HAND_WRITTEN, app, backend, str(STEPS), str(BLOCKS), str(WARMUP)],
         "hand-written loop",
         lambda turns: run_worker(backend, job, app=app, config=job_config,
-                                 env={**turns, **WORKER_ENVIRONMENT.get(candidate or "none", {})}, timeout=900),
+                                 env={**turns, **WORKER_ENVIRONMENT.get(candidate or "none", {})}, timeout=900).to_dict(),
         expected_turns=2 * (1 + WARMUP // config.block_steps + BLOCKS + 1))
     blocks = result["training"]["sustained"]["blocks"]
     theirs = json.loads(last_line)

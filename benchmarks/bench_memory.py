@@ -45,7 +45,7 @@ def worker_run(app: str, backend: str, steps: int, blocks: int, warmup: int, inf
     # steady_tolerance 0: warm up exactly `warmup` steps, as the plain loop does.
     config = ProtocolConfig(steps=steps, blocks=blocks, max_warmup_steps=warmup, steady_tolerance=0.0,
                             inference=inference)
-    result = run_worker(backend, "torchport.protocol:evaluate_job", app=app, config=config.as_dict(), timeout=3600)
+    result = run_worker(backend, "torchport.protocol:evaluate_job", app=app, config=config.as_dict(), timeout=3600).to_dict()
     if result.get("status") != "ok":
         raise SystemExit(f"torchport worker {result.get('status')}: {result.get('error')}")
     return result

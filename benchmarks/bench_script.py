@@ -42,7 +42,7 @@ def paired_round(backend: str) -> tuple[list[float], list[float]]:
         lambda turns: run_worker(backend, "torchport.script.job:script_job", config=config.as_dict(),
                                  extra={"script": SCRIPT, "script_args": ["--device={device}", "--compile={compile}"],
                                         "cwd": str(Path.cwd())},
-                                 env=turns, timeout=900),
+                                 env=turns, timeout=900).to_dict(),
         expected_turns=2 * (WARMUP // config.block_steps + BLOCKS + 1))
     blocks = result["training"]["sustained"]["blocks"]
     return [b["seconds"] / b["steps"] for b in blocks], json.loads(last_line)

@@ -17,6 +17,7 @@ import pytest
 from torchport.backends.neuron import neuron_availability, neuron_devices
 from torchport.backends.tpu import find_tpus, tpu_availability, vfio_groups
 from torchport.launch import run_worker
+from torchport.records import ErrorKind, RunStatus
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 
@@ -194,12 +195,12 @@ def test_worker_of_an_unavailable_accelerator_ends_with_its_reason(backend):
     from torchport import backends
 
     result = run_worker(backend, EVALUATE_JOB, app="builtin:classifier", timeout=120)
-    assert result["status"] == "error"
-    assert result["error"]["kind"] == "environment"
+    assert result.status == RunStatus.ERROR and result.error is not None
+    assert result.error.kind == ErrorKind.ENVIRONMENT
     parent = backends.availability(backend).reason
     if backend.startswith("tpu") and "importable" in parent:
-        assert result["error"]["message"].startswith("torch_tpu 0.2.0 importable (this interpreter); "
+        assert result.error.message.startswith("torch_tpu 0.2.0 importable (this interpreter); "
                                                      "no TPU chip on this machine")
     else:
-        assert result["error"]["message"] == parent
-    assert "training" not in result
+        assert result.error.message == parent
+    assert result.training is None and "training" not in result.to_dict()

@@ -16,6 +16,7 @@ from torchport.launch import run_worker
 from torchport.progress import Progress
 from torchport.protocol import Block, ProtocolConfig
 from torchport.document import load_schema
+from torchport.records import ErrorKind, RunRecord, RunStatus, Summary
 from torchport.sampling import BudgetedSampling, BudgetTooSmall, median_interval_ranks, relative_half_width
 
 APPS = Path(__file__).parent / "apps"
@@ -114,12 +115,12 @@ def test_plan_shares_the_time_and_the_eta_counts_down():
     overall, per_backend = plan.eta(["cpu", "cpu-compile"])
     assert 0 < overall <= 582 and set(per_backend) == {"cpu", "cpu-compile"}
     clock["now"] += 100
-    plan.record_run("cpu", {"status": "ok", "wall_s": 100, "phases": {"import_s": 5, "init_s": 1},
-                            "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 1, "steps": 1}]}}})
+    plan.record_run("cpu", RunRecord.from_dict({"status": "ok", "wall_s": 100, "phases": {"import_s": 5, "init_s": 1},
+                            "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 1, "steps": 1}]}}}))
     later, _ = plan.eta(["cpu", "cpu-compile"])
     assert later < overall
     assert plan.minimum_run_s("cpu") == pytest.approx(8 + 6 * 1.0)
-    summary = {"step_time_s": {"median": 1.0, "ci95": [0.99, 1.01]}}
+    summary = Summary.from_dict({"step_time_s": {"median": 1.0, "ci95": [0.99, 1.01]}})
     assert precision_of(summary) == pytest.approx(0.01)
 
 
@@ -131,12 +132,12 @@ def test_a_later_run_too_short_to_measure_is_left_to_the_backend_after_it():
     plan = BudgetPlan(600, ["cpu", "cpu-compile"], rounds=2, stages=False, precision=0.02, explicit=True,
                       clock=lambda: clock["now"], started=0.0)
     for name in ("cpu", "cpu-compile"):
-        plan.record_run(name, {"status": "ok", "wall_s": 100, "phases": {"import_s": 9, "init_s": 1},
-                               "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2, "steps": 1}]}}})
+        plan.record_run(name, RunRecord.from_dict({"status": "ok", "wall_s": 100, "phases": {"import_s": 9, "init_s": 1},
+                               "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2, "steps": 1}]}}}))
     assert plan.minimum_run_s("cpu") == pytest.approx(24.0)
     clock["now"] = plan.timing_end - 35.0
     assert not plan.wants_run("cpu", 1, None, remaining_this_round=2)
-    (line,) = plan.record({"backends": {}})["could_not"]
+    (line,) = plan.record({})["could_not"]
     assert line.startswith("cpu: 1 process only") and "its part of the timing share left was 18 s" in line
     assert plan.wants_run("cpu-compile", 1, None, remaining_this_round=1)
     assert plan.job_entry("cpu-compile", 1, remaining_this_round=1)["share_s"] == pytest.approx(35.0)
@@ -199,7 +200,7 @@ def test_budget_too_small_for_one_backend_the_other_still_runs(budget_too_small_
         assert sustained["plan"]["precision_target"] == 0.5
     budget = document["budget"]
     assert budget["budget_s"] == 60 and budget["adaptive"] and budget["precision_target"] == 0.5
-    assert budget["backends"]["cpu"]["precision_reached"] == pytest.approx(precision_of(cpu["summary"]))
+    assert budget["backends"]["cpu"]["precision_reached"] == pytest.approx(precision_of(Summary.from_dict(cpu["summary"])))
     # The budget, +25%: the fixed costs of a worker (imports 5-10 s on the loaded 2-core machine) weigh
     # heavily in a 60 s budget; the 10-minute benchmark shows the +-10% of the issue.
     assert budget["elapsed_s"] <= 75
@@ -220,15 +221,15 @@ def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():
     allocator = {"MALLOC_MMAP_THRESHOLD_": str(2**20), "MALLOC_TRIM_THRESHOLD_": str(2**20)}
     run = run_worker("cpu", "torchport.protocol:evaluate_job", app=f"{APPS / 'budget_app.py'}:big_outputs",
                      config=config, timeout=240, env=allocator)
-    assert run["status"] == "ok", run.get("error")
-    memory = run["host_memory"]
+    assert run.status == RunStatus.OK, run.error
+    memory = run.host_memory
     phases = memory["phases"]
     for name in ("import", "init", "training:first_step", "training:sustained", "inference:first_step",
                  "inference:sustained"):
         assert 0 < phases[name] <= memory["peak_bytes"], name
     # The process's peak is the kernel's (ru_maxrss): it also keeps the mark a thread leaves when it exits,
     # which no phase reset clears, so it may exceed the largest phase by a brief spike across a boundary.
-    assert run["host_peak_rss_bytes"] <= memory["peak_bytes"]
+    assert run.host_peak_rss_bytes <= memory["peak_bytes"]
     assert 0.9 * memory["peak_bytes"] <= max(phases.values()) <= memory["peak_bytes"], (phases, memory)
     # 8 steps a block, 64 MiB an output (and 64 MiB more while it is made): a block of kept outputs
     # would add about 512 MiB over the first step; as in a plain loop, only the previous output is
@@ -244,8 +245,8 @@ def test_stages_are_sized_by_the_time_left_or_left_out():
     clock = {"now": 0.0}
     plan = BudgetPlan(600, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0,
                       stage_costs=stage_costs())
-    plan.record_run("cpu", {"status": "ok", "wall_s": 60, "phases": {"import_s": 5, "init_s": 3},
-                            "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}})
+    plan.record_run("cpu", RunRecord.from_dict({"status": "ok", "wall_s": 60, "phases": {"import_s": 5, "init_s": 3},
+                            "training": {"first_step_s": 2, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}}))
     document = {"reference": "cpu", "backends": {"cpu": {}}}
     options = EvaluationOptions(stages=[trace_stage, check_stage], timeout_s=600.0)
     clock["now"] = 300.0  # 282 s left before the results are written
@@ -275,9 +276,9 @@ def test_a_large_models_checks_stage_is_sized_to_its_runs_and_checkpoints():
     plan = BudgetPlan(600, ["cpu", "cpu-compile"], rounds=1, stages=True, explicit=True,
                       clock=lambda: clock["now"], started=0.0, stage_costs=stage_costs())
     for name in ("cpu", "cpu-compile"):
-        plan.record_run(name, {"status": "ok", "wall_s": 140, "phases": {"import_s": 1, "init_s": 3},
+        plan.record_run(name, RunRecord.from_dict({"status": "ok", "wall_s": 140, "phases": {"import_s": 1, "init_s": 3},
                                "config": {"parameters": 124_439_808},
-                               "training": {"first_step_s": 3, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}})
+                               "training": {"first_step_s": 3, "sustained": {"blocks": [{"seconds": 2.0, "steps": 1}]}}}))
     # 3 s a 1.5 GB checkpoint; at their minimum the checks need 136 s, the trace 19 s: more than their
     # usual share (150 s) is kept for them.
     assert plan.stage_reserve_s == pytest.approx(154.8, abs=0.1)
@@ -300,14 +301,18 @@ def test_only_the_budgets_own_limit_makes_a_timeout_budget_too_small():
     plan = BudgetPlan(120, ["cpu"], rounds=1, stages=False, started=0.0, clock=lambda: 0.0)
     entry = plan.job_entry("cpu", 0, remaining_this_round=1)
     limit = plan.run_timeout(entry, 600.0)
-    by_phase_timeout = {"status": "timed_out", "wall_s": 30.0, "error": {"kind": "timeout", "message": "phase"}}
+    by_phase_timeout = RunRecord.from_dict({"status": "timed_out", "wall_s": 30.0,
+                                            "error": {"kind": "timeout", "message": "phase"}})
     plan.explain_overrun("cpu", by_phase_timeout, entry, 600.0)
-    assert by_phase_timeout["error"]["kind"] == "timeout"
-    by_budget = {"status": "timed_out", "wall_s": limit + 0.5, "last_phase": "training:first_step",
-                 "error": {"kind": "timeout", "message": "run"}}
+    assert by_phase_timeout.error is not None and by_phase_timeout.error.kind == ErrorKind.TIMEOUT
+    by_budget = RunRecord.from_dict({"status": "timed_out", "wall_s": limit + 0.5, "last_phase": "training:first_step",
+                                     "error": {"kind": "timeout", "message": "run"}})
     plan.explain_overrun("cpu", by_budget, entry, 600.0)
-    assert by_budget["status"] == "error" and by_budget["error"]["kind"] == "budget-too-small"
-    assert "still in phase 'training:first_step'" in by_budget["error"]["message"]
+    assert by_budget.status == RunStatus.ERROR and by_budget.error is not None
+    assert by_budget.error.kind == ErrorKind.BUDGET_TOO_SMALL
+    assert "still in phase 'training:first_step'" in by_budget.error.message
+    # Written back in the order the worker's result had its keys, the new error included.
+    assert list(by_budget.to_dict()) == ["status", "wall_s", "last_phase", "error"]
 
 
 # --- check --budget ---------------------------------------------------------------------------
@@ -367,8 +372,8 @@ def test_script_mode_stages_run_whole_or_are_left_out():
     clock = {"now": 0.0}
     plan = BudgetPlan(100, ["cpu"], rounds=1, stages=True, explicit=True, clock=lambda: clock["now"], started=0.0,
                       stage_costs=stage_costs(script_mode=True))
-    plan.record_run("cpu", {"status": "ok", "wall_s": 20, "phases": {"import_s": 2, "init_s": 1},
-                            "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 1.0, "steps": 1}]}}})
+    plan.record_run("cpu", RunRecord.from_dict({"status": "ok", "wall_s": 20, "phases": {"import_s": 2, "init_s": 1},
+                            "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 1.0, "steps": 1}]}}}))
     # 4 s before the steps: the trace 4 + 3 x 2 x 1 s = 10 s; two ranks of 7 steps (first, 2 warm-up,
     # 4 sustained), 2 x (4 + 7) = 22 s
     assert plan.stage_reserve_s == pytest.approx(32.0)
@@ -403,8 +408,8 @@ def test_the_eta_counts_the_stages_that_will_run():
     plan = BudgetPlan(900, ["cpu", "cpu-compile"], rounds=1, stages=True, precision=0.02, explicit=False,
                       clock=lambda: clock["now"], started=0.0, stage_costs=stage_costs())
     for name in ("cpu", "cpu-compile"):
-        plan.record_run(name, {"status": "ok", "wall_s": 20, "phases": {"import_s": 3, "init_s": 1},
-                               "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 0.05, "steps": 1}]}}})
+        plan.record_run(name, RunRecord.from_dict({"status": "ok", "wall_s": 20, "phases": {"import_s": 3, "init_s": 1},
+                               "training": {"first_step_s": 1, "sustained": {"blocks": [{"seconds": 0.05, "steps": 1}]}}}))
     clock["now"] = 60.0
     options = EvaluationOptions(app="builtin:classifier", backends=["cpu", "cpu-compile"],
                                 stages=[stage for stage in stage_registry.for_evaluation(False, set())

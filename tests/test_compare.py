@@ -9,6 +9,7 @@ import pytest
 
 from conftest import run_torchport
 from torchport import summary
+from torchport.records import BackendEntry
 
 def labels(files, *names):
     return [arg for name in names for arg in ("--label", f"{files[name]}={name}")]
@@ -47,7 +48,8 @@ def test_ratios_costs_and_what_is_not_comparable(machine_results, tmp_path):
     low, high = candidate["ratio"]["ci95"]
     assert low <= candidate["ratio"]["speedup"] <= high
     # The interval is evaluate's unpaired bootstrap (one implementation, seeded): the same figures.
-    assert candidate["ratio"] == summary.comparison(gpubox["backends"]["cpu-compile"], laptop["backends"]["cpu"])
+    assert candidate["ratio"] == summary.comparison(BackendEntry.from_dict(gpubox["backends"]["cpu-compile"]),
+                                                    BackendEntry.from_dict(laptop["backends"]["cpu"]))
     assert candidate["ratio"]["practical_threshold"] == 0.05
     assert entries[("laptop", "cpu")]["reference"] and entries[("laptop", "cpu")]["ratio"] is None
 

@@ -15,6 +15,7 @@ import pytest
 
 from torchport.launch import run_worker
 from torchport.protocol import ProtocolConfig
+from torchport.records import RunStatus
 
 APP = "tests/apps/engine_order.py"
 
@@ -36,7 +37,7 @@ def test_evaluate_check_and_trace_build_the_same_app(tmp_path, monkeypatch):
     ):
         path = tmp_path / f"{job}.jsonl"
         result = run_worker("cpu", function, app=APP, env={"ENGINE_ORDER_RECORD": str(path)}, timeout=300, **options)
-        assert result["status"] == "ok", (job, result.get("error"), result.get("stderr_tail"))
+        assert result.status == RunStatus.OK, (job, result.error, result.stderr_tail)
         seen[job] = records(path)
     assert len(seen["check"]) == 2  # both runs of the one check worker
     everything = [record for job in seen.values() for record in job]
@@ -56,8 +57,8 @@ def test_a_loss_that_is_not_a_scalar_has_one_message_everywhere(tmp_path, monkey
         ("torchport.trace.job:trace_job", {"config": {"steps": 1}}),
     ):
         result = run_worker("cpu", function, app="tests/apps/spine_loss_not_scalar.py", timeout=300, **options)
-        assert result["status"] == "error"
-        messages.add((result["error"]["message"], result["error"]["location"].rsplit("/", 1)[-1]))
+        assert result.status == RunStatus.ERROR and result.error is not None and result.error.location
+        messages.add((result.error.message, result.error.location.rsplit("/", 1)[-1]))
     assert messages == {("the loss must return a scalar tensor, got shape (16, 1)", "spine_loss_not_scalar.py:6")}
 
 

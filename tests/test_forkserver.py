@@ -34,7 +34,7 @@ COMMAND = """
 import json, sys
 from torchport import launch
 for backend, job, app, kwargs in json.loads(sys.argv[1]):
-    print(json.dumps(launch.run_worker(backend, job, app=app, **kwargs)), flush=True)
+    print(json.dumps(launch.run_worker(backend, job, app=app, **kwargs).to_dict()), flush=True)
 server = launch.fork_server_for(sys.executable, None)
 print(json.dumps({"server_pid": server.process.pid if server else None}), flush=True)
 """

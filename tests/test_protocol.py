@@ -8,6 +8,7 @@ import torch
 from torchport.errors import UserError
 from torchport.launch import run_worker
 from torchport.protocol import BatchStream, Block, ProtocolConfig, batch_signature, config_hash, is_steady
+from torchport.records import RunStatus
 
 APPS = Path(__file__).parent / "apps"
 
@@ -69,8 +70,8 @@ def test_phases_are_measured_separately():
     config = ProtocolConfig(steps=10, blocks=5, max_warmup_steps=40, inference=False).as_dict()
     run = run_worker("cpu", "torchport.protocol:evaluate_job", app=str(APPS / "spine_phases.py"), config=config,
                      timeout=120)
-    assert run["status"] == "ok", run.get("error")
-    training = run["training"]
+    assert run.status == RunStatus.OK, run.error
+    training = run.training
     assert training["first_step_s"] >= 0.6
     warmup = training["warmup"]
     assert warmup["steady"] is True
@@ -80,7 +81,7 @@ def test_phases_are_measured_separately():
     assert max(b["seconds"] / b["steps"] for b in sustained) < 0.04
     assert training["steps_total"] == 1 + warmup["steps"] + 10
     for phase in ("process_start_s", "import_s", "init_s"):
-        assert run["phases"][phase] > 0
+        assert run.phases[phase] > 0
     # Losses are read at block boundaries, one per step.
     assert all(len(b["losses"]) == b["steps"] for b in sustained)
 
@@ -89,17 +90,17 @@ def test_warmup_bound_is_reported_when_never_steady():
     config = ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False).as_dict()
     run = run_worker("cpu", "torchport.protocol:evaluate_job", app=str(APPS / "spine_phases.py"), config=config,
                      timeout=120)
-    assert run["status"] == "ok"
-    assert run["training"]["warmup"]["steps"] == 4
-    assert run["training"]["warmup"]["steady"] is False
+    assert run.status == RunStatus.OK
+    assert run.training["warmup"]["steps"] == 4
+    assert run.training["warmup"]["steady"] is False
 
 
 def test_data_wait_is_measured():
     config = ProtocolConfig(steps=4, blocks=2, max_warmup_steps=2, inference=False).as_dict()
     run = run_worker("cpu", "torchport.protocol:evaluate_job", app=str(APPS / "spine_slow_data.py"), config=config,
                      timeout=120)
-    assert run["status"] == "ok"
-    blocks = run["training"]["sustained"]["blocks"]
+    assert run.status == RunStatus.OK
+    blocks = run.training["sustained"]["blocks"]
     waited = sum(b["data_wait_s"] for b in blocks)
     assert waited >= 0.01 * 4 * 0.9
-    assert run["training"]["steps_per_epoch"] is None
+    assert run.training["steps_per_epoch"] is None

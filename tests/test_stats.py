@@ -126,17 +126,18 @@ def test_paired_comparison_needs_matching_pairs():
 def test_losses_are_compared_at_a_step_every_run_reached():
     """Adaptive warm-up stops backends at different steps: their final losses
     are not comparable, their losses at the last common step are."""
+    from torchport.records import RunRecord
     from torchport.summary import loss_at_common_step, training_losses
 
     def run(first, warmup, sustained):
-        return {"status": "ok", "training": {
+        return RunRecord.from_dict({"status": "ok", "training": {
             "first_step": {"losses": first},
             "warmup": {"blocks": [{"losses": block} for block in warmup]},
-            "sustained": {"blocks": [{"losses": block} for block in sustained]}}}
+            "sustained": {"blocks": [{"losses": block} for block in sustained]}}})
 
     long = run([2.0], [[1.9, 1.8], [1.7, 1.6]], [[1.5, 1.4], [1.3, 1.2]])  # 9 steps
     short = run([2.0], [[1.95]], [[1.85, 1.75], [1.65, 1.55]])  # 6 steps
-    assert training_losses(long["training"]) == [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3, 1.2]
+    assert training_losses(long.training) == [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3, 1.2]
     common = loss_at_common_step([long], [short])
     assert common["step"] == 6
     assert (common["loss"], common["reference_loss"]) == (1.5, 1.55)

@@ -135,7 +135,7 @@ def test_script_mode_sees_a_cuda_written_scripts_device_apis():
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": 2, "seed": 0},
                      extra={"script": str(script), "script_args": ["--amp", "autocast-kw", "--workers", "0"],
                             "redirect_cuda": False, "cwd": str(Path.cwd())}, timeout=300)
-    section = build_section(run, f"script:{script}", validate_targets(None))
+    section = build_section(run.to_dict(), f"script:{script}", validate_targets(None))
     assert section["status"] == "complete", section["reason"]
     found = {(call["id"], call["location"]) for call in section["device_apis"]}
     lines = {rule: _line(script, marker) for rule, marker in (("TP201", 'torch.autocast(device_type="cuda"'),

@@ -84,7 +84,7 @@ def _trace_script(*script_args: str) -> dict:
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": 3, "seed": 0},
                      extra={"script": str(SCRIPT), "script_args": list(script_args), "redirect_cuda": False,
                             "cwd": str(Path.cwd())}, timeout=300)
-    return build_section(run, f"script:{SCRIPT}", validate_targets(None))
+    return build_section(run.to_dict(), f"script:{SCRIPT}", validate_targets(None))
 
 
 def test_a_scripts_evaluation_and_sampling_at_iteration_0_are_reported_apart():

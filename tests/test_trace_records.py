@@ -41,7 +41,7 @@ def test_a_worker_that_traced_nothing_gives_a_failed_section_with_its_keys_in_or
     assert section.status == TraceStatus.FAILED and written["reason"] == "app.py:3: boom"
     assert tuple(written) == UNTRACED_KEYS
     jsonschema.Draft202012Validator(SCHEMA).validate(written)
-    section.put("app_scan", None)  # attach_scan on a script without files: written, as null
+    section.put(app_scan=None)  # attach_scan on a script without files: written, as null
     assert list(section.to_dict())[-1] == "app_scan" and section.to_dict()["app_scan"] is None
 
 

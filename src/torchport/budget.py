@@ -46,7 +46,7 @@ from typing import Any
 
 from torchport.errors import UserError
 from torchport.planning import Deadline, RunFigures, StageCost, StageFigures, StagePlan, StagesPlan
-from torchport.records import ErrorKind, RunStatus
+from torchport.records import BackendEntry, ErrorKind, ErrorRecord, RunRecord, RunStatus, Summary
 
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_PRECISION = 0.02  # 95% interval of the median within +-2%: narrow enough to decide the 5% threshold
@@ -137,7 +137,7 @@ class BudgetPlan(Deadline):
         return self.end - self.stage_reserve_s
 
     # ---- the rounds ------------------------------------------------------------------------
-    def wants_run(self, name: str, round_index: int, summary: dict[str, Any] | None,
+    def wants_run(self, name: str, round_index: int, summary: Summary | None,
                   remaining_this_round: int = 1) -> bool:
         """Whether ``name`` gets a run in this round; a run that cannot fit is
         recorded in ``could_not``.  It fits when its part of the time left
@@ -167,30 +167,29 @@ class BudgetPlan(Deadline):
         the overrun allowance, it is ended (``explain_overrun`` says why)."""
         return min(timeout_s, entry["share_s"] * RUN_OVERRUN_FACTOR + RUN_GRACE_S)
 
-    def explain_overrun(self, name: str, run: dict[str, Any], entry: dict[str, Any], timeout_s: float) -> None:
-        """A run the budget's limit ended is that backend's 'budget too small' result, not a timeout."""
+    def explain_overrun(self, name: str, run: RunRecord, entry: dict[str, Any], timeout_s: float) -> None:
+        """A run the budget's limit ended is that backend's 'budget too small' result, not a timeout.
+        ``entry`` is the run's job entry (``job_entry``)."""
         limit = self.run_timeout(entry, timeout_s)
-        wall = float(run.get("wall_s") or 0.0)
-        if run.get("status") != RunStatus.TIMED_OUT or limit >= timeout_s or wall < 0.98 * limit:
+        wall = float(run.wall_s or 0.0)
+        if run.status != RunStatus.TIMED_OUT or limit >= timeout_s or wall < 0.98 * limit:
             return  # the user's --timeout or --phase-timeout ended it, not the budget
-        phase = str(run.get("last_phase") or "start-up")
+        phase = str(run.last_phase or "start-up")
         scale = self.budget_s / entry["share_s"] if entry["share_s"] > 0 else 1.0
-        run["status"] = RunStatus.ERROR.value
-        run["error"] = {
-            "kind": ErrorKind.BUDGET_TOO_SMALL.value,
-            "message": (f"budget too small: needs at least {format_minutes(wall)} for one run on {name}: it was still "
-                        f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry['share_s'])}; "
-                        f"a budget of more than {format_minutes(wall * scale)} would give it that"),
-        }
+        run.put(status=RunStatus.ERROR, error=ErrorRecord(
+            kind=ErrorKind.BUDGET_TOO_SMALL,
+            message=(f"budget too small: needs at least {format_minutes(wall)} for one run on {name}: it was still "
+                     f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry['share_s'])}; "
+                     f"a budget of more than {format_minutes(wall * scale)} would give it that")))
 
-    def cut_short(self, name: str, entry: dict[str, Any], run: dict[str, Any]) -> bool:
+    def cut_short(self, name: str, backend: BackendEntry, run: RunRecord) -> bool:
         """A later run the budget could not hold: the backend keeps its status
         (its earlier runs stand), and the report lists the run with what the
         budget could not buy."""
-        error = run.get("error") or {}
-        if error.get("kind") != ErrorKind.BUDGET_TOO_SMALL or not any(r.get("status") == RunStatus.OK for r in entry["runs"]):
+        if run.error is None or run.error.kind != ErrorKind.BUDGET_TOO_SMALL \
+                or not any(r.status == RunStatus.OK for r in backend.runs):
             return False
-        self.could_not.append(f"{name}: run {len(entry['runs'])} ended: {error.get('message')}")
+        self.could_not.append(f"{name}: run {len(backend.runs)} ended: {run.error.message}")
         return True
 
     def _one_block_s(self, name: str) -> float:
@@ -221,10 +220,10 @@ class BudgetPlan(Deadline):
         return {"deadline": now + share, "share_s": share, "budget_s": self.budget_s,
                 "precision": self.precision if self.adaptive else None}
 
-    def record_run(self, name: str, run: dict[str, Any]) -> None:
+    def record_run(self, name: str, run: RunRecord) -> None:
         self._in_flight = None
-        phases = run.get("phases") or {}
-        training = run.get("training") or {}
+        phases = run.phases or {}
+        training = run.training or {}
         overhead = sum(float(phases.get(key) or 0.0) for key in ("process_start_s", "import_s", "init_s"))
         overhead += float(training.get("first_step_s") or 0.0)
         blocks = (training.get("sustained") or {}).get("blocks") or (training.get("warmup") or {}).get("blocks") or []
@@ -232,9 +231,9 @@ class BudgetPlan(Deadline):
         if blocks:
             times = sorted(block["seconds"] / block["steps"] for block in blocks)
             step_s = times[len(times) // 2]
-        wall = float(run.get("wall_s") or overhead)
-        parameters = (run.get("config") or {}).get("parameters")
-        self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.get("status") == RunStatus.OK,
+        wall = float(run.wall_s or overhead)
+        parameters = (run.config or {}).get("parameters")
+        self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.status == RunStatus.OK,
                                                          parameters if isinstance(parameters, int) else None))
         if len(self.runs[name]) == 1 and self.stages:
             self._reserve_for_stages()
@@ -341,17 +340,17 @@ class BudgetPlan(Deadline):
         return overall, {name: min(value, overall) for name, value in per_backend.items()}
 
     # ---- the report ------------------------------------------------------------------------
-    def record(self, document: dict[str, Any]) -> dict[str, Any]:
+    def record(self, measured: dict[str, BackendEntry]) -> dict[str, Any]:
         """``document["budget"]``: what the budget bought, per backend, and what it could not.
         The precision is judged against a target only when the user asked for
         one (``--budget`` or ``--precision``); otherwise it is only stated."""
         target = self.precision if self.explicit else None
         backends = {}
         for name in self.backends:
-            entry = document.get("backends", {}).get(name, {})
-            reached = precision_of(entry.get("summary"))
-            runs = entry.get("runs") or []
-            stopped = [((run.get("training") or {}).get("sustained") or {}).get("stopped_by") for run in runs]
+            entry = measured.get(name)
+            reached = precision_of(entry.summary if entry else None)
+            runs = entry.runs if entry else []
+            stopped = [((run.training or {}).get("sustained") or {}).get("stopped_by") for run in runs]
             backends[name] = {
                 "runs": len(runs),
                 "precision_reached": reached,
@@ -396,12 +395,12 @@ def process_age_s() -> float:
         return 0.0
 
 
-def precision_of(summary: dict[str, Any] | None) -> float | None:
+def precision_of(summary: Summary | None) -> float | None:
     """Relative half-width of the 95% interval of the median step time in a backend's summary."""
-    stat = (summary or {}).get("step_time_s") or {}
-    median, interval = stat.get("median"), stat.get("ci95")
-    if not median or not interval:
+    stat = summary.step_time_s if summary is not None else None
+    if stat is None or not stat.median or not stat.ci95:
         return None
+    median, interval = stat.median, stat.ci95
     return (interval[1] - interval[0]) / 2 / median
 
 

@@ -263,7 +263,7 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
             is_reference = source is ref_source and name == ref_backend
             entry["reference"] = is_reference
             if entry["comparable"] and not is_reference:
-                entry["ratio"] = summary.comparison(raw, ref_raw)
+                entry["ratio"] = summary.comparison(backend, ref_entry)
             if not entry["comparable"]:
                 not_comparable.append({"machine": source.machine, "backend": name, "file": str(source.path),
                                        "reason": entry["reason"]})

@@ -29,7 +29,7 @@ from torchport.planning import StagesPlan
 from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import BackendStatus, DocumentStatus, RunStatus
+from torchport.records import BackendEntry, BackendStatus, DocumentStatus, ErrorRecord, RunStatus
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
@@ -123,7 +123,8 @@ def app_record(app: AppSpec | str | None) -> dict[str, Any]:
 
 class Evaluation:
     """One evaluation in progress: the document, where it is written, and the
-    runs still to do."""
+    runs still to do.  Each backend is a BackendEntry (``backends``); the
+    document's ``backends`` are written from them at each save."""
 
     def __init__(self, options: EvaluationOptions, on_event: Callable[[str, dict[str, Any]], None] | None = None):
         self.options = options
@@ -149,6 +150,7 @@ class Evaluation:
             record = app_record(self.spec)
         self.document = new_document(options.command, record, config)
         self.document["prices"] = options.prices.to_dict()
+        self.backends: dict[str, BackendEntry] = {}
         self.budget: BudgetPlan | None = None  # made once the runnable backends are known
 
     def write_report(self) -> Path | None:
@@ -170,9 +172,11 @@ class Evaluation:
         self.folder.release()
 
     def save(self) -> None:
-        summary.refresh(self.document)
+        summary.refresh_backends(self.backends, self.document)
+        # The one place the backends become the document's plain JSON.
+        self.document["backends"] = {name: entry.to_dict() for name, entry in self.backends.items()}
         if self.budget is not None:
-            self.document["budget"] = self.budget.record(self.document)
+            self.document["budget"] = self.budget.record(self.backends)
         results.write_atomic(self.result_path, self.document)
 
     def run(self) -> dict[str, Any]:
@@ -181,7 +185,7 @@ class Evaluation:
         for name in self.names:
             cls = backend_registry.get(name)
             available = backend_registry.availability(name)
-            document["backends"][name] = {
+            self.backends[name] = BackendEntry.from_dict({
                 **{k: v for k, v in cls.describe().items() if k not in ("name",)},
                 "name": name,
                 "available": available.available,
@@ -190,7 +194,7 @@ class Evaluation:
                 "error": None,
                 "runs": [],
                 "summary": None,
-            }
+            })
             if available.available:
                 runnable.append(name)
         reference = self.options.reference if self.options.reference in runnable else (runnable[0] if runnable else None)
@@ -280,19 +284,19 @@ class Evaluation:
         that a failure of the app itself (the reference fails too) is known
         after one run; any other backend's failure is that backend's result,
         and the others keep all their repeats."""
-        backends = self.document["backends"]
+        backends = self.backends
         reference = self.document["reference"]
         order = sorted(runnable, key=lambda name: name != reference)
         for round_index in range(self.options.repeats):
             for position, name in enumerate(order):
                 entry = backends[name]
-                if entry["status"] not in STILL_RUNNING:
+                if entry.status not in STILL_RUNNING:
                     continue  # a backend that failed is not retried in later rounds
                 config = self.options.protocol.as_dict()
                 timeout = self.options.timeout_s
                 if self.budget is not None:
-                    still = [later for later in order[position:] if backends[later]["status"] in STILL_RUNNING]
-                    if not self.budget.wants_run(name, round_index, entry.get("summary"), len(still)):
+                    still = [later for later in order[position:] if backends[later].status in STILL_RUNNING]
+                    if not self.budget.wants_run(name, round_index, entry.summary, len(still)):
                         continue
                     config["budget"] = self.budget.job_entry(name, round_index, len(still))
                     timeout = self.budget.run_timeout(config["budget"], timeout)
@@ -311,23 +315,23 @@ class Evaluation:
                     phase_timeout=self.options.phase_timeout_s,
                     on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default
                 )
-                run["round"] = round_index
+                run.put(round=round_index)
                 if self.budget is not None:
                     self.budget.explain_overrun(name, run, config["budget"], self.options.timeout_s)
-                entry["runs"].append(run)
+                entry.runs.append(run)
                 if self.budget is None or not self.budget.cut_short(name, entry, run):
-                    entry["status"] = run["status"]
-                    entry["error"] = run.get("error")
+                    # launch ends every run with a status both vocabularies share (never "running")
+                    entry.put(status=BackendStatus(run.status), error=run.error)
                 if self.budget is not None:
                     self.budget.record_run(name, run)
                 self.save()
-                self._eta([n for n in order if backends[n]["status"] in STILL_RUNNING])
+                self._eta([n for n in order if backends[n].status in STILL_RUNNING])
                 self.on_event("done", {"backend": name, "round": round_index, "run": run})
-                if run["status"] == RunStatus.INTERRUPTED:
+                if run.status == RunStatus.INTERRUPTED:
                     raise KeyboardInterrupt
-                if name == reference and round_index == 0 and failures.is_app_failure(run.get("error")) \
-                        and self.options.script is None:
-                    self._stop_for_app_failure(name, run["error"], order)
+                if name == reference and round_index == 0 and run.error is not None \
+                        and failures.is_app_failure(run.error) and self.options.script is None:
+                    self._stop_for_app_failure(name, run.error, order)
         if self.options.script is not None:
             self._script_reference(order)
 
@@ -338,20 +342,19 @@ class Evaluation:
         backends were measured all the same, and the first of them that ran
         becomes the reference, which the result says.  When none ran and the
         reference's failure is the script's own, it is the script's bug."""
-        backends = self.document["backends"]
+        backends = self.backends
         reference = self.document["reference"]
-        if reference is None or any(run.get("status") == RunStatus.OK for run in backends[reference]["runs"]):
+        if reference is None or any(run.status == RunStatus.OK for run in backends[reference].runs):
             return
-        error = backends[reference].get("error") or {}
-        ran = [name for name in order if any(run.get("status") == RunStatus.OK for run in backends[name]["runs"])]
+        error = backends[reference].error
+        ran = [name for name in order if any(run.status == RunStatus.OK for run in backends[name].runs)]
         if not ran:
-            if failures.is_app_failure(error):
-                raise AppFailed(error.get("message", "the script failed"), location=error.get("location"),
-                                kind=error.get("kind"))
+            if error is not None and failures.is_app_failure(error):
+                raise AppFailed(error.message or "the script failed", location=error.location, kind=error.kind)
             return
         self.document["reference"] = ran[0]
-        note = (f"the reference {reference} did not run the script ({error.get('kind', 'no result')}: "
-                f"{error.get('message', '')}); comparing with {ran[0]} instead")
+        what = f"{error.kind}: {error.message}" if error is not None else "no result: "
+        note = f"the reference {reference} did not run the script ({what}); comparing with {ran[0]} instead"
         previous = self.document.get("reference_note")
         self.document["reference_note"] = f"{previous}; {note}" if previous else note
 
@@ -362,15 +365,14 @@ class Evaluation:
             if overall is not None:
                 self.on_event("eta", {"seconds": overall, "backends": per_backend, "running": running})
 
-    def _stop_for_app_failure(self, reference: str, error: dict[str, Any], order: list[str]) -> None:
+    def _stop_for_app_failure(self, reference: str, error: ErrorRecord, order: list[str]) -> None:
         """The reference failed in the app's own code: every backend would say
         the same, so the evaluation stops here and the user fixes the app."""
         for other in order:
-            entry = self.document["backends"][other]
-            if entry["status"] == BackendStatus.PENDING:
-                entry["status"] = BackendStatus.SKIPPED.value
-                entry["reason"] = f"the app failed on the reference backend {reference}"
-        raise AppFailed(error["message"], location=error.get("location"), kind=error.get("kind"))
+            entry = self.backends[other]
+            if entry.status == BackendStatus.PENDING:
+                entry.put(status=BackendStatus.SKIPPED, reason=f"the app failed on the reference backend {reference}")
+        raise AppFailed(error.message, location=error.location, kind=error.kind)
 
 
 class AppFailed(UserError):

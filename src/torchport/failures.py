@@ -24,7 +24,7 @@ from typing import Any
 
 # caps on text that comes from apps and workers before it enters a result
 from torchport.limits import MESSAGE_CHARS, TAIL_LINE_CHARS, TAIL_LINES, TRACEBACK_CHARS  # noqa: F401
-from torchport.records import ErrorKind
+from torchport.records import ErrorKind, ErrorRecord
 from torchport.text import visible
 
 # The words are torchport.records.ErrorKind's, the one vocabulary of error kinds.
@@ -141,7 +141,8 @@ def record(exc: BaseException) -> dict[str, Any]:
     return found
 
 
-def is_app_failure(error: dict[str, Any] | None) -> bool:
+def is_app_failure(error: ErrorRecord | dict[str, Any] | None) -> bool:
     """An error the app itself raised (as opposed to the device, its compiler,
-    its memory or the process)."""
-    return error is not None and error.get("kind") in (APP_ERROR, NUMERICAL)
+    its memory or the process).  A record, or a document's error as read."""
+    kind = error.kind if isinstance(error, ErrorRecord) else (error or {}).get("kind")
+    return kind in (ErrorKind.APP_ERROR, ErrorKind.NUMERICAL)

@@ -2,8 +2,9 @@
 process, watch it, and always come back with a result.
 
 Whatever the worker does (finishes, reports an error, crashes, is killed, hangs
-past its timeout, runs one phase too long) the caller gets a dict with a
-``status`` and whatever the worker had saved before it stopped.
+past its timeout, runs one phase too long) the caller gets a RunRecord with a
+``status`` and whatever the worker had saved before it stopped (what a job
+writes beyond the record's fields is in its ``extra``).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from torchport import failures, processes
 from torchport.forkserver import ForkServer
 from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
-from torchport.records import RunStatus
+from torchport.records import ErrorKind, ErrorRecord, RunRecord, RunStatus
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ def run_worker(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
     python: str | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Run ``function`` (``"module:attr"``, called with a WorkerContext) in a
     new worker process for ``backend``.  Never raises for worker failures.
     ``app`` is the command's parsed spec (text from an API caller is parsed here)."""
@@ -267,8 +268,8 @@ def run_worker(
         try:
             python = worker_python(backend_cls)
         except Exception as exc:  # a missing environment ends this backend's run only
-            return {"status": "error", "error": {"kind": failures.ENVIRONMENT, "message": failures.first_line(str(exc))[0]},
-                    "phases": {}}
+            error = ErrorRecord(kind=ErrorKind.ENVIRONMENT, message=failures.first_line(str(exc))[0])
+            return RunRecord.from_dict({"status": RunStatus.ERROR.value, "error": error.to_dict(), "phases": {}})
     with tempfile.TemporaryDirectory(prefix="torchport-worker-") as scratch:
         output = os.path.join(scratch, "result.json")
         job = {
@@ -286,9 +287,9 @@ def run_worker(
         return _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_progress, env)
 
 
-def _interrupted_result(when: str) -> dict[str, Any]:
-    return {"status": RunStatus.INTERRUPTED.value, "phases": {},
-            "error": {"kind": failures.INTERRUPTED, "message": f"{INTERRUPTED_MESSAGE} {when}"}}
+def _interrupted_result(when: str) -> RunRecord:
+    return RunRecord.from_dict({"status": RunStatus.INTERRUPTED.value, "phases": {}}).put(
+        error=ErrorRecord(kind=ErrorKind.INTERRUPTED, message=f"{INTERRUPTED_MESSAGE} {when}"))
 
 
 @dataclass
@@ -392,23 +393,21 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
             reader.join(timeout=5)
         stderr_text = _tail_of(stderr_file)
     stopped_by = ended.stopped_by
-    result = _read_result(output)
-    result["wall_s"] = time.monotonic() - started
-    result["exit_code"] = ended.exit_code
-    result["last_phase"] = current["phase"]
+    # The process boundary: the worker's JSON becomes a record here.  Keys are
+    # set with ``put`` so that result.json keeps them in the order they came.
+    result = RunRecord.from_dict(_read_result(output))
+    result.put(wall_s=time.monotonic() - started, exit_code=ended.exit_code, last_phase=current["phase"])
     tail = failures.cap_tail(stderr_text.splitlines())
     if stopped_by == INTERRUPTED_MESSAGE:
-        result["status"] = RunStatus.INTERRUPTED.value
-        result["error"] = {"kind": failures.INTERRUPTED, "message": f"{stopped_by} during phase {current['phase']!r}"}
+        result.put(status=RunStatus.INTERRUPTED, error=ErrorRecord(
+            kind=ErrorKind.INTERRUPTED, message=f"{stopped_by} during phase {current['phase']!r}"))
     elif stopped_by:
-        result["status"] = RunStatus.TIMED_OUT.value
-        result["error"] = {"kind": failures.TIMEOUT, "message": stopped_by}
-    elif ended.exit_code == EXIT_OK and result.get("status") == RunStatus.OK:
+        result.put(status=RunStatus.TIMED_OUT, error=ErrorRecord(kind=ErrorKind.TIMEOUT, message=stopped_by))
+    elif ended.exit_code == EXIT_OK and result.status == RunStatus.OK:
         pass
-    elif ended.exit_code == EXIT_REPORTED_ERROR and result.get("error"):
-        result["status"] = RunStatus.ERROR.value
+    elif ended.exit_code == EXIT_REPORTED_ERROR and result.error:
+        result.put(status=RunStatus.ERROR)
     else:
-        result["status"] = RunStatus.CRASHED.value
         code = ended.exit_code
         if code is not None and code < 0:
             how = f"killed by signal {signal.Signals(-code).name}"
@@ -416,14 +415,15 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
                 how += " (SIGKILL: out of host memory, or killed from outside)"
         else:
             how = f"exited with status {code}"
-        kind = failures.CRASH
+        kind = ErrorKind.CRASH
         if any("out of memory" in line.lower() for line in tail):
-            kind = failures.OUT_OF_MEMORY
-        result["error"] = {"kind": kind, "message": f"worker {how} during phase {current['phase']!r}"}
-    if result["status"] != RunStatus.OK:
-        result["stderr_tail"] = tail
+            kind = ErrorKind.OUT_OF_MEMORY
+        result.put(status=RunStatus.CRASHED,
+                   error=ErrorRecord(kind=kind, message=f"worker {how} during phase {current['phase']!r}"))
+    if result.status != RunStatus.OK:
+        result.put(stderr_tail=tail)
         if stdout_tail:
-            result["stdout_tail"] = failures.cap_tail(list(stdout_tail))
+            result.put(stdout_tail=failures.cap_tail(list(stdout_tail)))
     return result
 
 

@@ -207,6 +207,21 @@ class Record:
             out[key] = self._write(value)
         return out
 
+    def put(self, **values: Any) -> Self:
+        """Set fields (or keys of ``extra``) as a dictionary's keys are set.  On
+        a record read from a dictionary each is written, None included, and
+        one that dictionary did not have is written after the keys it had, in
+        the order set here (the order the document had when it was a dictionary)."""
+        declared = set(self._declared())
+        for key, value in values.items():
+            if key in declared:
+                setattr(self, key, value)
+            else:
+                self.extra[key] = value
+            if self.key_order is not None and key not in self.key_order:
+                self.key_order = (*self.key_order, key)
+        return self
+
     @classmethod
     def _default(cls, name: str) -> Any:
         found = next(f for f in dataclasses.fields(cls) if f.name == name)
@@ -676,12 +691,6 @@ class TraceSection(Record):
     _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"op_support": TargetOpSupport, "verdicts": TargetVerdict}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceStatus}
-
-    def put(self, name: str, value: Any) -> None:
-        """Set a field and write it from now on, None included, after the keys the section has."""
-        setattr(self, name, value)
-        if self.key_order is not None and name not in self.key_order:
-            self.key_order = (*self.key_order, name)
 
 
 __all__ = [

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 from torchport.limits import INPUT_BOUND_SHARE
 from torchport.prices import Prices
 from torchport.records import (
+    BackendEntry,
     Cost,
     CounterRow,
-    DeviceMemory,
     FailureDigest,
+    RunRecord,
     RunSeries,
     RunStatus,
     ScenarioSummary,
@@ -27,17 +28,14 @@ from torchport.stats import Measurement, compare, median
 SECONDS_PER_HOUR = 3600.0
 
 
-def ok_runs(backend: dict[str, Any]) -> list[dict[str, Any]]:
-    return [run for run in backend.get("runs", []) if run.get("status") == RunStatus.OK and run.get("training")]
-
-
 Scenario = TypeVar("Scenario", bound=ScenarioSummary)
 
 
-def scenario_summary(runs: list[dict[str, Any]], key: str, kind: type[Scenario]) -> Scenario | None:
-    """The figures of one scenario over the runs, as a ``kind`` record (a
-    summary is a scenario summary with more fields)."""
-    scenarios = [run[key] for run in runs if run.get(key) and run[key].get("sustained")]
+def scenario_summary(samples: list[dict[str, Any] | None], kind: type[Scenario]) -> Scenario | None:
+    """The figures of one scenario over the runs' raw samples of it (their
+    ``training`` or ``inference``), as a ``kind`` record (a summary is a
+    scenario summary with more fields)."""
+    scenarios = [scenario for scenario in samples if scenario and scenario.get("sustained")]
     if not scenarios:
         return None
     step_time = Measurement([[b["seconds"] / b["steps"] for b in s["sustained"]["blocks"]] for s in scenarios])
@@ -54,7 +52,7 @@ def scenario_summary(runs: list[dict[str, Any]], key: str, kind: type[Scenario])
         / s["steps_total"]
         for s in scenarios
     ]
-    compiled = [s.get("sustained_compilations") for s in scenarios]
+    compiled = [count for s in scenarios if (count := s.get("sustained_compilations")) is not None]
     return kind(
         step_time_s=Stat.from_dict(step_time.summary()),
         samples_per_s=samples_per_step / step_time.median if samples_per_step else None,
@@ -68,7 +66,7 @@ def scenario_summary(runs: list[dict[str, Any]], key: str, kind: type[Scenario])
         time_per_step_compile_included_s=median(included),
         compile_included_steps=scenarios[0]["steps_total"],
         data_wait_share=data_wait / sustained_seconds if sustained_seconds else 0.0,
-        sustained_compilations=None if any(c is None for c in compiled) else max(compiled),
+        sustained_compilations=max(compiled) if len(compiled) == len(scenarios) else None,  # every run counted
     ).computed()
 
 
@@ -80,22 +78,23 @@ def _per_step(scenarios: list[dict[str, Any]], field: str) -> float | None:
     return sum(value for value, _ in totals) / steps if steps else None
 
 
-def backend_summary(backend: dict[str, Any], input_bound_share: float) -> Summary | None:
-    runs = ok_runs(backend)
+def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary | None:
+    runs = backend.ok_runs()
     if not runs:
         return None
-    summary = scenario_summary(runs, "training", Summary)
+    trainings = [training(run) for run in runs]
+    summary = scenario_summary(list(trainings), Summary)
     assert summary is not None and summary.step_time_s is not None
     notes: list[str] = list(summary.step_time_s.warnings)
-    epochs = [run["training"].get("steps_per_epoch") for run in runs]
+    epochs = [scenario.get("steps_per_epoch") for scenario in trainings]
     summary.epoch_s = epochs[0] * summary.step_time_s.median if epochs[0] else None
     summary.runs_ok = len(runs)
     summary.process_start_s = _phase_median(runs, "process_start_s")
     summary.import_s = _phase_median(runs, "import_s")
     summary.init_s = _phase_median(runs, "init_s")
-    memories = [DeviceMemory.from_dict(run["memory"]).peak_bytes() if run.get("memory") else None for run in runs]
+    memories = [run.memory.peak_bytes() if run.memory else None for run in runs]
     summary.peak_device_memory_bytes = max((m for m in memories if m is not None), default=None)
-    summary.peak_host_rss_bytes = max((run.get("host_peak_rss_bytes") or 0 for run in runs), default=None)
+    summary.peak_host_rss_bytes = max((run.host_peak_rss_bytes or 0 for run in runs), default=None)
     wait_share = summary.data_wait_share or 0.0
     summary.input_bound = wait_share > input_bound_share
     if summary.input_bound:
@@ -105,14 +104,14 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> Summar
         )
     if not summary.steady:
         notes.append("steady state was not reached within the warm-up bound: sustained figures may still include warm-up")
-    shapes = max(run["training"].get("distinct_batch_shapes") or 1 for run in runs)
+    shapes = max(scenario.get("distinct_batch_shapes") or 1 for scenario in trainings)
     summary.distinct_batch_shapes = shapes
     recompiled = summary.sustained_compilations
     if recompiled:
-        steps = sum(b["steps"] for b in runs[0]["training"]["sustained"]["blocks"])
+        steps = sum(b["steps"] for b in trainings[0]["sustained"]["blocks"])
         cause = f": input shapes change ({shapes} distinct batch shapes)" if shapes > 1 else ""
         notes.append(f"recompiled {recompiled} times in {steps} sustained steps{cause}; not a steady state")
-    summary.warmup_recompiling = item = warmup_recompiling(runs[0]["training"])
+    summary.warmup_recompiling = item = warmup_recompiling(trainings[0])
     if item:
         spent = f", {item.compile_time_s:.2f} s of compiling" if item.compile_time_s is not None else ""
         notes.append(
@@ -121,35 +120,42 @@ def backend_summary(backend: dict[str, Any], input_bound_share: float) -> Summar
             f"{(summary.time_per_step_compile_included_s or 0.0) * 1e3:.3g} ms against "
             f"{(summary.time_per_step_compile_excluded_s or 0.0) * 1e3:.3g} ms "
             "sustained (a clean sustained phase does not make this cost go away)")
-    notes += _fallback_notes(runs[0]["training"])
-    metrics = [metric for run in runs if (metric := run.get("metric"))]
+    notes += _fallback_notes(trainings[0])
+    metrics = [metric for run in runs if (metric := run.metric)]
     summary.metric = (
         {**metrics[0], "value": median(m["value"] for m in metrics), "runs": len(metrics)}
         if metrics else None
     )
-    final_losses = [run["training"]["sustained"]["blocks"][-1]["losses"][-1] for run in runs]
+    final_losses = [scenario["sustained"]["blocks"][-1]["losses"][-1] for scenario in trainings]
     summary.final_loss = median(final_losses)
     # Runs stop at different steps (warm-up ends when the run is steady, sampling
     # when it is precise enough): the final loss is at this step, and a loss to
     # compare across backends is taken at a step both reached (comparison()).
-    summary.final_loss_step = int(median([len(training_losses(run["training"])) for run in runs]))
-    summary.inference = scenario_summary(runs, "inference", ScenarioSummary)
+    summary.final_loss_step = int(median([len(training_losses(scenario)) for scenario in trainings]))
+    summary.inference = scenario_summary([run.inference for run in runs], ScenarioSummary)
     summary.notes = notes
     # What the renderers draw and tabulate, so that none of them reads the runs.
-    summary.counters = counter_rows(runs[0])
-    summary.counter_runs = [counter_totals(run["training"]) for run in runs if run["training"].get("counters")]
+    summary.counters = counter_rows(trainings[0])
+    summary.counter_runs = [counter_totals(scenario) for scenario in trainings if scenario.get("counters")]
     summary.phase_seconds = {
-        "warmup_s": median(run["training"]["warmup"]["seconds"] for run in runs),
-        "sustained_s": median(sum(b["seconds"] for b in run["training"]["sustained"]["blocks"])
-                                         for run in runs)}
+        "warmup_s": median(scenario["warmup"]["seconds"] for scenario in trainings),
+        "sustained_s": median(sum(b["seconds"] for b in scenario["sustained"]["blocks"])
+                                         for scenario in trainings)}
     summary.runs_series = [run_series(run, index) for index, run in enumerate(runs)]
-    summary.config_hash = runs[0].get("config_hash")
-    summary.config = runs[0].get("config") or {}
+    summary.config_hash = runs[0].config_hash
+    summary.config = runs[0].config or {}
     return summary
 
 
-def _phase_median(runs: list[dict[str, Any]], phase: str) -> float | None:
-    values = [run["phases"][phase] for run in runs if phase in run.get("phases", {})]
+def training(run: RunRecord) -> dict[str, Any]:
+    """The training samples of a successful run (``RunRecord.ok``: it has them)."""
+    if not run.training:
+        raise ValueError(f"run {run.round} has no training samples")
+    return run.training
+
+
+def _phase_median(runs: list[RunRecord], phase: str) -> float | None:
+    values = [run.phases[phase] for run in runs if run.phases and phase in run.phases]
     return median(values) if values else None
 
 
@@ -161,12 +167,12 @@ def _phase_steps(training: dict[str, Any], phase: str) -> int:
             "sustained": sum(block["steps"] for block in training["sustained"]["blocks"])}[phase]
 
 
-def counter_rows(run: dict[str, Any]) -> list[CounterRow]:
-    """The backend's counters per phase of one run (the first successful one
-    in the summary), with the phase's step count: the compiler-counter tables."""
-    training = run["training"]
-    counters = training.get("counters") or {}
-    return [CounterRow(phase=phase, steps=_phase_steps(training, phase), counters=counters[phase])
+def counter_rows(samples: dict[str, Any]) -> list[CounterRow]:
+    """The backend's counters per phase of one run's training (the first
+    successful run in the summary), with the phase's step count: the
+    compiler-counter tables."""
+    counters = samples.get("counters") or {}
+    return [CounterRow(phase=phase, steps=_phase_steps(samples, phase), counters=counters[phase])
             for phase in COUNTER_PHASES if counters.get(phase)]
 
 
@@ -209,28 +215,28 @@ def counter_totals(training: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_series(run: dict[str, Any], index: int) -> RunSeries:
+def run_series(run: RunRecord, index: int) -> RunSeries:
     """One run's time per step at each step index (first step, warm-up blocks,
     sustained blocks), where the sustained steps begin, the sustained block
     times and, for the first run, every loss: the charts of the HTML report."""
-    training = run["training"]
+    samples = training(run)
     points: list[list[float]] = []
     losses: list[float] = []
     step = 1
-    points.append([step, training["first_step_s"]])
-    losses += (training.get("first_step") or {}).get("losses") or []
-    for block in (training.get("warmup") or {}).get("blocks") or []:
+    points.append([step, samples["first_step_s"]])
+    losses += (samples.get("first_step") or {}).get("losses") or []
+    for block in (samples.get("warmup") or {}).get("blocks") or []:
         step += block["steps"]
         points.append([step, block["seconds"] / block["steps"]])
         losses += block.get("losses") or []
     sustained_start = step + 1
-    for block in training["sustained"]["blocks"]:
+    for block in samples["sustained"]["blocks"]:
         step += block["steps"]
         points.append([step, block["seconds"] / block["steps"]])
         losses += block.get("losses") or []
-    return RunSeries(round=run.get("round", index), points=points, sustained_start=sustained_start,
-                     steady=training["warmup"]["steady"],
-                     sustained_step_s=[b["seconds"] / b["steps"] for b in training["sustained"]["blocks"]],
+    return RunSeries(round=run.round, points=points, sustained_start=sustained_start,
+                     steady=samples["warmup"]["steady"],
+                     sustained_step_s=[b["seconds"] / b["steps"] for b in samples["sustained"]["blocks"]],
                      losses=losses if index == 0 else None)
 
 
@@ -286,11 +292,11 @@ def training_losses(training: dict[str, Any]) -> list[float]:
     return losses
 
 
-def loss_at_common_step(runs_c: list[dict[str, Any]], runs_r: list[dict[str, Any]]) -> dict[str, Any] | None:
+def loss_at_common_step(runs_c: list[RunRecord], runs_r: list[RunRecord]) -> dict[str, Any] | None:
     """The two backends' median training loss at the last step every run of
     both reached: final losses after different step counts are not comparable."""
-    series_c = [training_losses(run["training"]) for run in runs_c]
-    series_r = [training_losses(run["training"]) for run in runs_r]
+    series_c = [training_losses(training(run)) for run in runs_c]
+    series_r = [training_losses(training(run)) for run in runs_r]
     step = min(len(series) for series in series_c + series_r)
     if step == 0:
         return None
@@ -299,13 +305,13 @@ def loss_at_common_step(runs_c: list[dict[str, Any]], runs_r: list[dict[str, Any
             "relative_difference": abs(loss - reference_loss) / abs(reference_loss) if reference_loss else None}
 
 
-def comparison(candidate: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any] | None:
-    runs_c, runs_r = ok_runs(candidate), ok_runs(reference)
+def comparison(candidate: BackendEntry, reference: BackendEntry) -> dict[str, Any] | None:
+    runs_c, runs_r = candidate.ok_runs(), reference.ok_runs()
     if not runs_c or not runs_r:
         return None
 
-    def measurement(runs: list[dict[str, Any]]) -> Measurement:
-        return Measurement([[b["seconds"] / b["steps"] for b in r["training"]["sustained"]["blocks"]] for r in runs])
+    def measurement(runs: list[RunRecord]) -> Measurement:
+        return Measurement([[b["seconds"] / b["steps"] for b in training(r)["sustained"]["blocks"]] for r in runs])
 
     return {**compare(measurement(runs_c), measurement(runs_r)).as_dict(),
             "loss_at_common_step": loss_at_common_step(runs_c, runs_r)}
@@ -327,22 +333,22 @@ def cost(summary: Summary | None, usd_per_hour: float | None) -> Cost | None:
     )
 
 
-def failure_digest(backend: dict[str, Any]) -> FailureDigest | None:
+def failure_digest(backend: BackendEntry) -> FailureDigest | None:
     """How many of a backend's runs failed and the last worker stderr lines
     of one that left any: the "does not run here" sections.  None when it ran
     and every run was ok."""
-    runs = backend.get("runs", [])
-    failed = [run for run in runs if run.get("status") != RunStatus.OK]
+    runs = backend.runs
+    failed = [run for run in runs if run.status != RunStatus.OK]
     if runs and not failed:
         return None
-    tail = next((run.get("stderr_tail") for run in reversed(runs) if run.get("stderr_tail")), None)
+    tail = next((run.stderr_tail for run in reversed(runs) if run.stderr_tail), None)
     return FailureDigest(runs_failed=len(failed), runs=len(runs), last_stderr_tail=tail)
 
 
-def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def config_consistency(backends: dict[str, BackendEntry]) -> dict[str, Any]:
     """Every backend must have run the same effective configuration."""
     hashes = {
-        name: sorted({run["config_hash"] for run in backend.get("runs", []) if run.get("config_hash")})
+        name: sorted({run.config_hash for run in backend.runs if run.config_hash})
         for name, backend in backends.items()
     }
     hashes = {name: value for name, value in hashes.items() if value}
@@ -357,22 +363,24 @@ def config_consistency(backends: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def refresh(document: dict[str, Any]) -> dict[str, Any]:
     """Recompute every derived figure in the document from its raw samples."""
+    backends = {name: BackendEntry.from_dict(raw) for name, raw in document["backends"].items()}
+    refresh_backends(backends, document)
+    document["backends"] = {name: backend.to_dict() for name, backend in backends.items()}
+    return document
+
+
+def refresh_backends(backends: dict[str, BackendEntry], document: dict[str, Any]) -> None:
+    """Recompute each backend's summary, failures, comparison and cost from its
+    runs, and the document's ``config_consistency``; the document's
+    configuration, reference and prices are read from ``document``."""
     input_bound_share = document.get("config", {}).get("input_bound_share", INPUT_BOUND_SHARE)
-    backends = document["backends"]
-    summaries = {name: backend_summary(backend, input_bound_share) for name, backend in backends.items()}
-    for name, backend in backends.items():
-        computed = summaries[name]
-        backend["summary"] = computed.to_dict() if computed is not None else None  # the document is plain JSON
-        digest = failure_digest(backend)
-        backend["failures"] = digest.to_dict() if digest is not None else None
+    for backend in backends.values():
+        backend.put(summary=backend_summary(backend, input_bound_share), failures=failure_digest(backend))
     reference_name = document.get("reference")
     reference = backends.get(reference_name) if reference_name else None
     prices = Prices.from_document(document)
     for name, backend in backends.items():
-        backend["comparison"] = (
-            comparison(backend, reference) if reference is not None and name != reference_name else None
-        )
-        priced = cost(summaries[name], prices.usd_per_hour(name))
-        backend["cost"] = priced.to_dict() if priced is not None else None
+        backend.put(comparison=comparison(backend, reference) if reference is not None and name != reference_name
+                    else None,
+                    cost=cost(backend.summary, prices.usd_per_hour(name)))
     document["config_consistency"] = config_consistency(backends)
-    return document

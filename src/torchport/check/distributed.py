@@ -183,7 +183,7 @@ def check(options: Any, backend: str, folder: Path) -> Check:
     single = run_worker(backend, DDP_JOB, app=options.app, timeout=options.timeout_s, env=thread_env(backend_cls),
                         extra={"rank_dir": str(single_folder), "steps": options.distributed_steps,
                                "seed": options.seed, "dtype": options.dtype,
-                               "process_group_backend": backend_cls.process_group_backend})
+                               "process_group_backend": backend_cls.process_group_backend}).to_dict()
     if single["status"] != RunStatus.OK:
         result.reason = f"the single-process run failed: {(single.get('error') or {}).get('message')}"
         return result

@@ -104,7 +104,7 @@ def check(options: Any, backend: str, folder: Path) -> Check:
 
     interrupted_job = _job(options, folder, "interrupted", resume=False)
     first = run_worker(backend, RECOVERY_JOB, app=options.app, extra=interrupted_job, timeout=options.timeout_s,
-                       on_progress=kill_at_step)
+                       on_progress=kill_at_step).to_dict()
     if first["status"] == RunStatus.OK:
         result.reason = (f"the worker finished all {steps} steps before the SIGKILL at step {kill_step} landed; "
                          "use more --recovery-steps")
@@ -126,7 +126,7 @@ def check(options: Any, backend: str, folder: Path) -> Check:
 
     resume_job = {**interrupted_job, "resume": True}
     second = run_worker(backend, RECOVERY_JOB, app=options.app, extra=resume_job, timeout=options.timeout_s,
-                        on_progress=first_resumed_step)
+                        on_progress=first_resumed_step).to_dict()
     if second["status"] != RunStatus.OK:
         error = second.get("error") or {}
         result.status = CheckStatus.FAIL
@@ -151,7 +151,8 @@ def check(options: Any, backend: str, folder: Path) -> Check:
         return result
 
     uninterrupted = run_worker(backend, RECOVERY_JOB, app=options.app,
-                               extra=_job(options, folder, "uninterrupted", resume=False), timeout=options.timeout_s)
+                               extra=_job(options, folder, "uninterrupted", resume=False),
+                               timeout=options.timeout_s).to_dict()
     if uninterrupted["status"] != RunStatus.OK:
         result.reason = f"the uninterrupted run failed: {(uninterrupted.get('error') or {}).get('message')}"
         return result

@@ -228,7 +228,7 @@ def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str,
     timeout = budget.worker_timeout(options.timeout_s) if budget else options.timeout_s
     worker = TrainWorker.from_result(run_worker(
         backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra}, timeout=timeout,
-        on_progress=lambda event: on_event("progress", {"backend": backend, **event})))
+        on_progress=lambda event: on_event("progress", {"backend": backend, **event})).to_dict())
     if budget is not None:
         if worker.status == RunStatus.TIMED_OUT and timeout < options.timeout_s:
             worker.budget_limited_s = timeout

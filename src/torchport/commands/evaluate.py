@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchport.records import ErrorKind, RunStatus
+from torchport.records import ErrorKind, RunRecord, RunStatus
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -156,15 +156,16 @@ def run(args: argparse.Namespace) -> int:
                     progress.status(f"stage: {data['stage']}")
                     progress.phase(f"stage: {data['stage']}")
                 elif kind == "done":
-                    run = data["run"]
+                    run: RunRecord = data["run"]
                     round_text = f"round {data['round'] + 1}/{state.get('repeats', 1)}"
-                    progress.advance(f"{data['backend']} {round_text}: {run['status']}")
-                    if run["status"] not in (RunStatus.OK, RunStatus.INTERRUPTED):
-                        error = run.get("error") or {}
-                        where = f" at {error['location']}" if error.get("location") else ""
-                        what = "" if error.get("kind") in (ErrorKind.BUDGET_TOO_SMALL, ErrorKind.NOT_ON_DEVICE) \
-                            else f"does not run here: {error.get('kind')}: "
-                        progress.note(f"{data['backend']}: {what}{error.get('message')}{where}", style="yellow")
+                    progress.advance(f"{data['backend']} {round_text}: {run.status}")
+                    if run.status not in (RunStatus.OK, RunStatus.INTERRUPTED):
+                        error = run.error
+                        where = f" at {error.location}" if error and error.location else ""
+                        what = "" if error and error.kind in (ErrorKind.BUDGET_TOO_SMALL, ErrorKind.NOT_ON_DEVICE) \
+                            else f"does not run here: {error.kind if error else None}: "
+                        progress.note(f"{data['backend']}: {what}{error.message if error else None}{where}",
+                                      style="yellow")
                     elif data["round"] + 1 == state.get("repeats", 1):
                         # The backend's last run: its answer now, not only in the table at the end.
                         document = evaluation.document

@@ -42,7 +42,7 @@ def run_trace(app: AppSpec | str | None, *, steps: int = 3, targets: list[str] |
         raise UserError(f"--timeout must be positive, got {timeout}")
     spec = preflight(as_spec(app))
     run = run_worker("cpu", TRACE_JOB, app=spec, config={"steps": steps, "seed": seed}, timeout=timeout,
-                     on_progress=on_progress)
+                     on_progress=on_progress).to_dict()
     return build_section(run, spec.text, targets, allow_live=allow_live)
 
 

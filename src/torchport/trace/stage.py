@@ -149,7 +149,7 @@ def attach_scan(section: TraceSection, app_file: Path | None) -> None:
     silent elsewhere is no "runs as is"."""
     from torchport.trace.device_apis import merge_with_scan
 
-    section.put("app_scan", merge_with_scan(app_scan(app_file), section.device_apis))
+    section.put(app_scan=merge_with_scan(app_scan(app_file), section.device_apis))
     if section.verdicts:
         section.verdicts = verdicts(section, list(section.verdicts))
 
@@ -195,12 +195,12 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     spec = as_spec(stage.app)  # evaluate's, parsed and checked
     run = run_worker("cpu", TRACE_JOB, app=spec,
                      config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
-                     timeout=stage.timeout_s)
+                     timeout=stage.timeout_s).to_dict()
     section = trace_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     attach_scan(section, spec.file)
     reconcile(section, document)
     section.xla_comparison = compare_with_xla(section, document)
-    section.put("torch_compile_comparison", compare_with_torch_compile(section, document))
+    section.put(torch_compile_comparison=compare_with_torch_compile(section, document))
     write_section(document, section)
 
 
