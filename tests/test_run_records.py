@@ -87,6 +87,8 @@ def test_a_failed_runs_record_keeps_the_order_of_what_the_parent_adds():
     assert list(run.to_dict()) == ["phases", "wall_s", "exit_code", "last_phase", "status", "error", "stderr_tail"]
 
 
+# alone: it reads the evaluation timed against a budget that tests/test_budget.py reads alone (made once)
+@pytest.mark.alone
 def test_a_budget_too_small_document_is_rebuilt_from_its_records(budget_too_small_evaluation):
     out, completed = budget_too_small_evaluation
     assert completed.returncode == 0, completed.stderr
