@@ -209,18 +209,26 @@ def _swallows(handler: ast.ExceptHandler) -> bool:
     return broad and not any(isinstance(n, ast.Raise) and id(n) not in debug_only for n in ast.walk(handler))
 
 
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
+    """Each parameter's default, None where it has none."""
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    found: dict[str, ast.expr | None] = {a.arg: None for a in positional + arguments.kwonlyargs}
+    found.update(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]], arguments.defaults))
+    found.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
+    return found
+
+
+def _off(default: ast.expr | None) -> bool:
+    return isinstance(default, ast.Constant) and default.value in (False, None)
+
+
 def _opt_in_flag(context: _Context, line: int) -> str | None:
     """The name of a CUDA flag parameter, default False/None, whose ``if`` guards the line."""
     for function in context.enclosing(line):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        arguments = function.args
-        positional = arguments.posonlyargs + arguments.args
-        defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]],
-                            arguments.defaults))
-        defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
-        off = {name for name, d in defaults.items()
-               if _CUDA_FLAG.fullmatch(name) and isinstance(d, ast.Constant) and d.value in (False, None)}
+        off = {name for name, d in _parameters(function).items() if _CUDA_FLAG.fullmatch(name) and _off(d)}
         if not off:
             continue
         for statement in context.ifs:
@@ -971,6 +979,14 @@ def _count_shares_cpu_workers(context: _Context, line: int) -> bool:
                                  for text in reading)
 
 
+def _asserts_cuda(context: _Context, test: ast.expr) -> bool:
+    """``torch.cuda.is_available()``, ``torch.cuda.device_count() > rank``, ``device.type == 'cuda'``."""
+    return "torch.cuda." in context.source(test) or (
+        isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
+        and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "cuda")
+
+
 def _after_cuda_assert(context: _Context, line: int) -> bool:
     """``assert torch.cuda.device_count() > LOCAL_RANK, "insufficient CUDA devices"`` earlier in
     the same block: where CUDA is absent the assert stops the path before the line (the assert
@@ -979,7 +995,7 @@ def _after_cuda_assert(context: _Context, line: int) -> bool:
                                     for field in ("body", "orelse", "finalbody")]
     for block in blocks:
         first = next((s for s in block if isinstance(s, ast.Assert) and s.lineno < line
-                      and "torch.cuda." in context.source(s.test)), None)
+                      and _asserts_cuda(context, s.test)), None)
         if first is not None and any(first.lineno < s.lineno <= line <= (s.end_lineno or s.lineno) for s in block):
             return True
     return False
@@ -1002,6 +1018,169 @@ def _names_a_tensor_type_only(context: _Context, line: int) -> bool:
             return parent.value is not node
         return isinstance(parent, ast.Compare)
     return all(named_only(t) for t in types)
+
+
+def _used_only_after_cuda_assert(context: _Context, line: int, depth: int = 0) -> str | None:
+    """A line of a module-level function that the file uses only after an assert on CUDA in
+    the same block (``assert device.type == 'cuda'`` then ``mp.spawn(run_ddp, ...)``), directly
+    or through other such functions.  Needs the whole file; uses in other files are not seen."""
+    scopes = context.enclosing(line)
+    function = scopes[0] if scopes and depth < 4 else None
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    uses = [n for n in context.loads().get(function.name, ())
+            if not _first_line(function) <= n.lineno <= (function.end_lineno or 0)]
+    if uses and all(_after_cuda_assert(context, n.lineno) or _used_only_after_cuda_assert(context, n.lineno, depth + 1)
+                    for n in uses):
+        return function.name
+    return None
+
+
+def _if_bodies_holding(context: _Context, line: int) -> Iterator[ast.If]:
+    for statement in context.ifs:
+        if statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            yield statement
+
+
+def _innermost(context: _Context, line: int, kind: type) -> ast.AST | None:
+    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, kind)), None)
+
+
+def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _class_opt_in_flag(context: _Context, line: int) -> str | None:
+    """``if self.use_cuda:`` (or ``if use_cuda:`` with ``use_cuda`` a parameter handed on
+    inside the class) where the class takes the flag as a parameter that is False/None by
+    default, never with another default, and stores it only from such a parameter: CUDA
+    only for a caller that opts in.  Needs the whole file."""
+    cls = _innermost(context, line, ast.ClassDef)
+    if not isinstance(cls, ast.ClassDef):
+        return None
+    function = _innermost(context, line, (ast.FunctionDef, ast.AsyncFunctionDef))
+    for statement in _if_bodies_holding(context, line):
+        test = statement.test
+        on_self = (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self")
+        name = test.attr if on_self else (test.id if isinstance(test, ast.Name) else "")  # type: ignore[union-attr]
+        if not _CUDA_FLAG.fullmatch(name) or not (statement.lineno >= getattr(function, "lineno", 0)):
+            continue
+        if not on_self and not (function is not None and name in _parameters(function)):  # type: ignore[arg-type]
+            continue
+        defaults = [p[name] for m in _methods(cls) if name in (p := _parameters(m))]
+        if not any(_off(d) for d in defaults) or not all(d is None or _off(d) for d in defaults):
+            continue
+        stored = [(m, n.value) for m in _methods(cls) for n in ast.walk(m) if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name)
+                          and t.value.id == "self" for t in n.targets)]
+        if all((isinstance(v, ast.Name) and v.id in _parameters(m)) or _off(v) for m, v in stored):
+            return name
+    return None
+
+
+def _class_flag(site: _Site) -> str | None:
+    if not _OFF_FLAG_DEFAULT.search(site.file.text):
+        return None
+    return _class_opt_in_flag(site.file.whole(), site.line)
+
+
+# `use_cuda: bool = False` or `gpu=None` in a signature.
+_OFF_FLAG_DEFAULT = re.compile(r"\b(use_)?(cuda|gpu)\s*(:[^=\n,)]*)?=\s*(False|None)\b", re.IGNORECASE)
+
+
+def _off_cli_options(context: _Context) -> set[str]:
+    """The argparse options of the file that are off unless given: ``add_argument("--use_cuda",
+    action="store_true")``, ``default=False``.  An option added twice, or on by default, is not."""
+    seen: dict[str, list[bool]] = {}
+    for node in ast.walk(context.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument" and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and node.args[0].value.startswith("--")):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        dest = keywords.get("dest")
+        name = dest.value if isinstance(dest, ast.Constant) else node.args[0].value[2:].replace("-", "_")
+        action = keywords.get("action")
+        store_true = isinstance(action, ast.Constant) and action.value == "store_true"
+        seen.setdefault(name, []).append(("default" in keywords and _off(keywords["default"]))
+                                         or (store_true and "default" not in keywords))
+    return {name for name, off in seen.items() if all(off)}
+
+
+def _cli_flag_off(context: _Context, line: int) -> str | None:
+    """``if args.use_cuda:`` under a ``--use_cuda`` option off by default, or ``if use_cuda:``
+    in a function that every call in the file hands ``use_cuda=args.use_cuda`` of such an
+    option (whatever the parameter's own default).  Needs the whole file."""
+    options = None
+    for statement in _if_bodies_holding(context, line):
+        test = statement.test
+        if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and _CUDA_FLAG.fullmatch(test.attr):
+            options = _off_cli_options(context) if options is None else options
+            if test.attr in options:
+                return f"--{test.attr}"
+            continue
+        function = _innermost(context, statement.lineno, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if not (isinstance(test, ast.Name) and _CUDA_FLAG.fullmatch(test.id) and function is not None
+                and test.id in _parameters(function)):  # type: ignore[arg-type]
+            continue
+        options = _off_cli_options(context) if options is None else options
+        calls = [n for n in ast.walk(context.tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id == function.name]  # type: ignore[attr-defined]
+        handed = [next((k.value for k in c.keywords if k.arg == test.id), None) for c in calls]
+        if handed and all(isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.attr in options
+                          for v in handed):
+            return f"--{handed[0].attr}"  # type: ignore[union-attr]
+    return None
+
+
+def _cli_flag(site: _Site) -> str | None:
+    if "add_argument" not in site.file.text:
+        return None
+    return _cli_flag_off(site.file.whole(), site.line)
+
+
+def _class_asserting_cuda(context: _Context, line: int) -> bool:
+    """A line of a class whose ``__init__`` asserts on ``torch.cuda`` in its own body
+    (``assert torch.cuda.is_available(), "This only works on GPU"``): where CUDA is absent
+    no instance exists; the assert is the lock-in, reported at its own line."""
+    cls = _innermost(context, line, ast.ClassDef)
+    if not isinstance(cls, ast.ClassDef):
+        return False
+    init = next((m for m in _methods(cls) if m.name == "__init__"), None)
+    asserts = [s for s in (init.body if init else []) if isinstance(s, ast.Assert)
+               and "torch.cuda." in context.source(s.test)]
+    return bool(asserts) and all(not s.lineno <= line <= (s.end_lineno or s.lineno) for s in asserts)
+
+
+def _in_class_asserting_cuda(site: _Site) -> bool:
+    return bool(_CUDA_ASSERT.search(site.file.text)) and _class_asserting_cuda(site.file.whole(), site.line)
+
+
+def _cuda_tuning_call(context: _Context, node: ast.expr) -> bool:
+    """``torch.cuda.empty_cache()``, ``mp.set_start_method("spawn")``: releases cached memory
+    or chooses how processes start, which CUDA needs and other devices do not."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    return node.func.attr in ("set_start_method", "ipc_collect") or context.source(node.func) in (
+        "torch.cuda.empty_cache", "torch.cuda.synchronize")
+
+
+def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
+    """``if torch.cuda.is_available():`` with no else, whose body only sets CUDA backend
+    flags (TF32, cuDNN), empties the CUDA cache or picks the "spawn" start method that CUDA
+    needs: skipping it where CUDA is absent changes no result.  Not in a timing function,
+    where a synchronize changes the figure."""
+    if any(_TIMING_SCOPE.search(getattr(scope, "name", "")) for scope in context.enclosing(line)):
+        return False
+    for statement in context.ifs:
+        if statement.lineno != line or statement.orelse:
+            continue
+        return all((isinstance(s, ast.Assign) and all(
+            isinstance(t, ast.Attribute) and context.source(t).startswith(("torch.backends.cuda.",
+                                                                             "torch.backends.cudnn."))
+            for t in s.targets) and isinstance(s.value, ast.Constant))
+                   or (isinstance(s, ast.Expr) and _cuda_tuning_call(context, s.value)) for s in statement.body)
+    return False
 
 
 class _File:
@@ -1089,12 +1268,19 @@ def _cuda_tensor_unit(site: _Site) -> bool:
             and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
 
 
-# `assert torch.cuda.device_count() > LOCAL_RANK`: read before the whole file is parsed.
-_CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*\btorch\.cuda\.", re.MULTILINE)
+# `assert torch.cuda.device_count() > LOCAL_RANK`, `assert device.type == 'cuda'`: read before
+# the whole file is parsed.
+_CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*(\btorch\.cuda\.|\.type\s*==\s*['\"]cuda['\"])", re.MULTILINE)
 
 
 def _stopped_by_cuda_assert(site: _Site) -> bool:
     return bool(_CUDA_ASSERT.search(site.file.text)) and _after_cuda_assert(site.file.whole(), site.line)
+
+
+def _function_after_cuda_assert(site: _Site) -> str | None:
+    if not _CUDA_ASSERT.search(site.file.text):
+        return None
+    return _used_only_after_cuda_assert(site.file.whole(), site.line)
 
 
 def _display_flag(site: _Site) -> str | None:
@@ -1159,6 +1345,15 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
              "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
              "(it is the lock-in, reported at its own line)"),
+    Lowering(_EVERY_RULE, _function_after_cuda_assert, "info",
+             "in {}, which this file uses only after an assert on CUDA: where CUDA is absent the assert stops "
+             "first (it is the lock-in, reported at its own line)"),
+    Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
+             "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
+             "is the lock-in, reported at its own line)"),
+    Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
+             "guards only CUDA tuning (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" start method "
+             "CUDA needs): skipping it where CUDA is absent changes no result"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
              "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
     Lowering(_CHECK, _at_line(_after_accelerator_detection), "info",
@@ -1204,6 +1399,9 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _at_line(_under_cuda_flag_expression), "info",
              "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for"),
     Lowering(_EVERY_RULE, _at_line(_opt_in_flag), "info", "only when the caller opts in with {}=True (off by default)"),
+    Lowering(_EVERY_RULE, _class_flag, "info",
+             "only when the caller opts in with {}=True: the class takes it as a parameter that is off by default"),
+    Lowering(_EVERY_RULE, _cli_flag, "info", "only when the user passes {} on the command line (off by default)"),
     Lowering(_CHECK, _at_line(_pins_only), "perf",
              "guards only pin_memory(): pinned host memory speeds the copy, nothing else"),
     Lowering(_CHECK, _at_line(_unread_flag), "info", "the flag this check is stored in is never read in this file"),
