@@ -929,6 +929,29 @@ def _only_in_text(context: _Context, line: int, rule: str) -> bool:
     return all(becomes_text(q) for q in queries)
 
 
+def _query_stored_for_text(context: _Context, line: int) -> str | None:
+    """``num_gpus = torch.cuda.device_count()`` whose every read in the file is inside a log
+    or print call made for itself (``print(" > Number of GPUs: ", num_gpus)``).  Needs the
+    whole file."""
+    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)
+                   and not s.value.args and context.source(s.value.func) in _QUIET_QUERIES), None)
+    if stored is None:
+        return None
+    name = stored.targets[0].id  # type: ignore[attr-defined]
+    reads = context.loads().get(name, [])
+
+    def shown(node: ast.AST) -> bool:
+        parents = _parents_at(context, node.lineno)  # type: ignore[attr-defined]
+        parent = parents.get(id(node))
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Call) and _DISPLAY_CALL.fullmatch(_call_name(parent)):
+                return isinstance(parents.get(id(parent)), ast.Expr)
+            parent = parents.get(id(parent))
+        return False
+    return name if reads and all(shown(n) for n in reads) else None
+
+
 def _flag_read_only_for_display(context: _Context, line: int) -> str | None:
     """``self.gpu_available = torch.cuda.is_available() and ...`` whose every read in the file
     is the test of an ``if`` that only logs or updates a progress bar.  Needs the whole file."""
@@ -1156,13 +1179,16 @@ def _in_class_asserting_cuda(site: _Site) -> bool:
     return bool(_CUDA_ASSERT.search(site.file.text)) and _class_asserting_cuda(site.file.whole(), site.line)
 
 
-def _cuda_tuning_call(context: _Context, node: ast.expr) -> bool:
+def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
     """``torch.cuda.empty_cache()``, ``mp.set_start_method("spawn")``: releases cached memory
     or chooses how processes start, which CUDA needs and other devices do not."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return False
-    return node.func.attr in ("set_start_method", "ipc_collect") or context.source(node.func) in (
-        "torch.cuda.empty_cache", "torch.cuda.synchronize")
+        return None
+    name = node.func.attr
+    if name in ("set_start_method", "ipc_collect") or context.source(node.func) in (
+            "torch.cuda.empty_cache", "torch.cuda.synchronize"):
+        return name
+    return None
 
 
 def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
@@ -1175,11 +1201,15 @@ def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
     for statement in context.ifs:
         if statement.lineno != line or statement.orelse:
             continue
-        return all((isinstance(s, ast.Assign) and all(
-            isinstance(t, ast.Attribute) and context.source(t).startswith(("torch.backends.cuda.",
-                                                                             "torch.backends.cudnn."))
-            for t in s.targets) and isinstance(s.value, ast.Constant))
-                   or (isinstance(s, ast.Expr) and _cuda_tuning_call(context, s.value)) for s in statement.body)
+        calls = [_cuda_tuning_call(context, s.value) for s in statement.body if isinstance(s, ast.Expr)]
+        flags = [s for s in statement.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+                 and all(isinstance(t, ast.Attribute)
+                         and context.source(t).startswith(("torch.backends.cuda.", "torch.backends.cudnn.", "cudnn."))
+                         for t in s.targets)]
+        # a synchronize alone may end a timed region (its absence on MPS changes the figure);
+        # beside empty_cache it only lets the release finish
+        return (len(calls) + len(flags) == len(statement.body) and all(calls)
+                and ("synchronize" not in calls or "empty_cache" in calls))
     return False
 
 
@@ -1283,6 +1313,12 @@ def _function_after_cuda_assert(site: _Site) -> str | None:
     return _used_only_after_cuda_assert(site.file.whole(), site.line)
 
 
+def _shown_query(site: _Site) -> str | None:
+    if not any(isinstance(s, ast.Assign) and s.lineno == site.line for s in site.context.statements):
+        return None
+    return _query_stored_for_text(site.file.whole(), site.line)
+
+
 def _display_flag(site: _Site) -> str | None:
     if not any(isinstance(s, ast.Assign) and s.lineno == site.line for s in site.context.statements):
         return None
@@ -1336,6 +1372,8 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_QUERY, lambda site: _only_in_text(site.context, site.line, site.finding.rule_id), "info",
              "the CUDA query only becomes text (an f-string naming no device, or a log or print argument): "
              "no device is chosen"),
+    Lowering(_QUERY, _shown_query, "info",
+             "the CUDA query is stored in {}, which only log or print calls read: no device is chosen"),
     Lowering(_CHECK, _display_flag, "info",
              "the flag {} is read only to decide what a log or progress bar shows"),
     Lowering(_CHECK, _at_line(_seeds_what_manual_seed_seeded), "info",
