@@ -1191,11 +1191,16 @@ def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
     return None
 
 
+# TF32 switches (`allow_tf32`, `fp32_precision`): a number format only NVIDIA GPUs have.
+# Not `cudnn.benchmark`, held at silent since round 8 (docs/precision/policy.md).
+_TF32 = re.compile(r"tf32|fp32_precision")
+
+
 def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
-    """``if torch.cuda.is_available():`` with no else, whose body only sets CUDA backend
-    flags (TF32, cuDNN), empties the CUDA cache or picks the "spawn" start method that CUDA
-    needs: skipping it where CUDA is absent changes no result.  Not in a timing function,
-    where a synchronize changes the figure."""
+    """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
+    empties the CUDA cache or picks the "spawn" start method that CUDA needs: skipping it
+    where CUDA is absent changes no result.  Not in a timing function, where a synchronize
+    changes the figure."""
     if any(_TIMING_SCOPE.search(getattr(scope, "name", "")) for scope in context.enclosing(line)):
         return False
     for statement in context.ifs:
@@ -1203,7 +1208,7 @@ def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
             continue
         calls = [_cuda_tuning_call(context, s.value) for s in statement.body if isinstance(s, ast.Expr)]
         flags = [s for s in statement.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
-                 and all(isinstance(t, ast.Attribute)
+                 and all(isinstance(t, ast.Attribute) and _TF32.search(t.attr)
                          and context.source(t).startswith(("torch.backends.cuda.", "torch.backends.cudnn.", "cudnn."))
                          for t in s.targets)]
         # a synchronize alone may end a timed region (its absence on MPS changes the figure);
