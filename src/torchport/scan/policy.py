@@ -891,6 +891,7 @@ _DEVICE_WORD = re.compile(r"(cuda|cpu|gpu|mps|xla|xpu)(:\d*)?", re.IGNORECASE)
 
 # Calls whose only effect is text for a person: logs, prints, progress-bar captions.
 _DISPLAY_CALL = re.compile(r"(print|log|warn|info|debug|warning|error|set_postfix\w*|set_description\w*)")
+_DISPLAY_WORD = re.compile(r"\b\w*(print|log|warn|info|debug|error|set_postfix|set_description)\w*\(")
 
 
 def _call_name(call: ast.Call) -> str:
@@ -1318,8 +1319,17 @@ def _function_after_cuda_assert(site: _Site) -> str | None:
     return _used_only_after_cuda_assert(site.file.whole(), site.line)
 
 
+# `num_gpus = torch.cuda.device_count()`: read from the line before the whole file is parsed.
+_STORED_QUERY = re.compile(r"^\s*(\w+)\s*=\s*torch\.cuda\.(is_available|is_initialized|device_count)\(\)\s*(#.*)?$")
+
+
 def _shown_query(site: _Site) -> str | None:
-    if not any(isinstance(s, ast.Assign) and s.lineno == site.line for s in site.context.statements):
+    stored = _STORED_QUERY.match(site.context.lines[site.line - 1]) if site.line <= len(site.context.lines) else None
+    if stored is None:
+        return None
+    name = re.compile(rf"(?<![\w.]){re.escape(stored.group(1))}\b")
+    reads = [text for n, text in enumerate(site.context.lines, 1) if n != site.line and name.search(text)]
+    if not reads or not all(_DISPLAY_WORD.search(text) for text in reads):  # most stored queries choose a device
         return None
     return _query_stored_for_text(site.file.whole(), site.line)
 
