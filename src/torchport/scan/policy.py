@@ -1102,14 +1102,20 @@ def _class_opt_in_flag(context: _Context, line: int) -> str | None:
     return None
 
 
+def _under_flag_test(context: _Context, line: int) -> bool:
+    """The line is in the body of ``if use_cuda:`` or ``if self.use_cuda:`` (a flag by name)."""
+    return any(_CUDA_FLAG.fullmatch(getattr(s.test, "attr", None) or getattr(s.test, "id", ""))
+               for s in _if_bodies_holding(context, line))
+
+
 def _class_flag(site: _Site) -> str | None:
-    if not _OFF_FLAG_DEFAULT.search(site.file.text):
+    if not _under_flag_test(site.context, site.line) or not _OFF_FLAG_DEFAULT.search(site.file.text):
         return None
     return _class_opt_in_flag(site.file.whole(), site.line)
 
 
 # `use_cuda: bool = False` or `gpu=None` in a signature.
-_OFF_FLAG_DEFAULT = re.compile(r"\b(use_)?(cuda|gpu)\s*(:[^=\n,)]*)?=\s*(False|None)\b", re.IGNORECASE)
+_OFF_FLAG_DEFAULT = re.compile(r"\b(use_)?(cuda|gpu)\s*(:\s*[\w\[\]|. ]{1,30})?=\s*(False|None)\b", re.IGNORECASE)
 
 
 def _off_cli_options(context: _Context) -> set[str]:
@@ -1158,7 +1164,7 @@ def _cli_flag_off(context: _Context, line: int) -> str | None:
 
 
 def _cli_flag(site: _Site) -> str | None:
-    if "add_argument" not in site.file.text:
+    if "add_argument" not in site.file.text or not _under_flag_test(site.context, site.line):
         return None
     return _cli_flag_off(site.file.whole(), site.line)
 
