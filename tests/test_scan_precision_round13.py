@@ -170,6 +170,10 @@ def test_a_device_count_stored_only_for_printing_is_quiet_and_one_that_divides_k
         print(" > GPUs:", gpus)
 
 
+        def configure(**options):
+            return dict(options, gpus=1)
+
+
         def per_device(batch_size):
             devices = torch.cuda.device_count()  # kept
             return batch_size // devices

@@ -1333,7 +1333,7 @@ def _shown_query(site: _Site) -> str | None:
     stored = _STORED_QUERY.match(site.context.lines[site.line - 1]) if site.line <= len(site.context.lines) else None
     if stored is None:
         return None
-    name = re.compile(rf"(?<![\w.]){re.escape(stored.group(1))}\b")
+    name = re.compile(rf"(?<![\w.]){re.escape(stored.group(1))}\b(?!\s*=[^=])")  # not `f(num_gpus=1)`
     reads = [text for n, text in enumerate(site.context.lines, 1) if n != site.line and name.search(text)]
     if not reads or not all(_DISPLAY_WORD.search(text) for text in reads):  # most stored queries choose a device
         return None
