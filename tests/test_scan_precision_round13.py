@@ -45,6 +45,18 @@ def test_a_class_flag_off_by_default_is_quiet_and_one_on_by_default_kept(tmp_pat
                 if self.use_cuda:
                     mel = mel.cuda()  # kept
                 return self.net(mel)
+
+
+        class Aligner:
+            def __init__(self, net, gpu=None):
+                self.net = net
+                self.gpu = gpu
+
+            def run(self, batch, *, gpu):
+                gpu = torch.cuda.is_available() if gpu is None else gpu
+                if gpu:
+                    batch = batch.cuda()  # kept
+                return self.net(batch)
         '''))
 
 

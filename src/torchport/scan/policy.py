@@ -1089,7 +1089,8 @@ def _class_opt_in_flag(context: _Context, line: int) -> str | None:
         name = test.attr if on_self else (test.id if isinstance(test, ast.Name) else "")  # type: ignore[union-attr]
         if not _CUDA_FLAG.fullmatch(name) or not (statement.lineno >= getattr(function, "lineno", 0)):
             continue
-        if not on_self and not (function is not None and name in _parameters(function)):  # type: ignore[arg-type]
+        if not on_self and not (function is not None and name in _parameters(function)  # type: ignore[arg-type]
+                                and not _rebinds(function, name)):
             continue
         defaults = [p[name] for m in _methods(cls) if name in (p := _parameters(m))]
         if not any(_off(d) for d in defaults) or not all(d is None or _off(d) for d in defaults):
@@ -1106,6 +1107,11 @@ def _under_flag_test(context: _Context, line: int) -> bool:
     """The line is in the body of ``if use_cuda:`` or ``if self.use_cuda:`` (a flag by name)."""
     return any(_CUDA_FLAG.fullmatch(getattr(s.test, "attr", None) or getattr(s.test, "id", ""))
                for s in _if_bodies_holding(context, line))
+
+
+def _rebinds(function: ast.AST, name: str) -> bool:
+    """``use_cuda = torch.cuda.is_available()`` inside the function: the parameter is not all it reads."""
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(function))
 
 
 def _class_flag(site: _Site) -> str | None:
