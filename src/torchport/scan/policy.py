@@ -1066,8 +1066,18 @@ def _if_bodies_holding(context: _Context, line: int) -> Iterator[ast.If]:
             yield statement
 
 
-def _innermost(context: _Context, line: int, kind: type) -> ast.AST | None:
-    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, kind)), None)
+def _innermost_class(context: _Context, line: int) -> ast.ClassDef | None:
+    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, ast.ClassDef)), None)
+
+
+def _innermost_function(context: _Context, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    return next((s for s in reversed(context.enclosing(line))
+                 if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+
+
+def _tested_name(test: ast.expr) -> str:
+    """``use_cuda`` of ``if use_cuda:`` and of ``if self.use_cuda:``."""
+    return test.attr if isinstance(test, ast.Attribute) else (test.id if isinstance(test, ast.Name) else "")
 
 
 def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -1079,17 +1089,17 @@ def _class_opt_in_flag(context: _Context, line: int) -> str | None:
     inside the class) where the class takes the flag as a parameter that is False/None by
     default, never with another default, and stores it only from such a parameter: CUDA
     only for a caller that opts in.  Needs the whole file."""
-    cls = _innermost(context, line, ast.ClassDef)
-    if not isinstance(cls, ast.ClassDef):
+    cls = _innermost_class(context, line)
+    if cls is None:
         return None
-    function = _innermost(context, line, (ast.FunctionDef, ast.AsyncFunctionDef))
+    function = _innermost_function(context, line)
     for statement in _if_bodies_holding(context, line):
         test = statement.test
         on_self = (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self")
-        name = test.attr if on_self else (test.id if isinstance(test, ast.Name) else "")  # type: ignore[union-attr]
+        name = _tested_name(test) if on_self or isinstance(test, ast.Name) else ""
         if not _CUDA_FLAG.fullmatch(name) or not (statement.lineno >= getattr(function, "lineno", 0)):
             continue
-        if not on_self and not (function is not None and name in _parameters(function)  # type: ignore[arg-type]
+        if not on_self and not (function is not None and name in _parameters(function)
                                 and not _rebinds(function, name)):
             continue
         defaults = [p[name] for m in _methods(cls) if name in (p := _parameters(m))]
@@ -1105,8 +1115,7 @@ def _class_opt_in_flag(context: _Context, line: int) -> str | None:
 
 def _under_flag_test(context: _Context, line: int) -> bool:
     """The line is in the body of ``if use_cuda:`` or ``if self.use_cuda:`` (a flag by name)."""
-    return any(_CUDA_FLAG.fullmatch(getattr(s.test, "attr", None) or getattr(s.test, "id", ""))
-               for s in _if_bodies_holding(context, line))
+    return any(_CUDA_FLAG.fullmatch(_tested_name(s.test)) for s in _if_bodies_holding(context, line))
 
 
 def _rebinds(function: ast.AST, name: str) -> bool:
@@ -1135,7 +1144,7 @@ def _off_cli_options(context: _Context) -> set[str]:
             continue
         keywords = {k.arg: k.value for k in node.keywords}
         dest = keywords.get("dest")
-        name = dest.value if isinstance(dest, ast.Constant) else node.args[0].value[2:].replace("-", "_")
+        name = str(dest.value) if isinstance(dest, ast.Constant) else node.args[0].value[2:].replace("-", "_")
         action = keywords.get("action")
         store_true = isinstance(action, ast.Constant) and action.value == "store_true"
         seen.setdefault(name, []).append(("default" in keywords and _off(keywords["default"]))
@@ -1155,13 +1164,14 @@ def _cli_flag_off(context: _Context, line: int) -> str | None:
             if test.attr in options:
                 return f"--{test.attr}"
             continue
-        function = _innermost(context, statement.lineno, (ast.FunctionDef, ast.AsyncFunctionDef))
+        function = _innermost_function(context, statement.lineno)
         if not (isinstance(test, ast.Name) and _CUDA_FLAG.fullmatch(test.id) and function is not None
-                and test.id in _parameters(function)):  # type: ignore[arg-type]
+                and test.id in _parameters(function)):
             continue
         options = _off_cli_options(context) if options is None else options
+        name = function.name
         calls = [n for n in ast.walk(context.tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                 and n.func.id == function.name]  # type: ignore[attr-defined]
+                 and n.func.id == name]
         handed = [next((k.value for k in c.keywords if k.arg == test.id), None) for c in calls]
         if handed and all(isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.attr in options
                           for v in handed):
@@ -1179,8 +1189,8 @@ def _class_asserting_cuda(context: _Context, line: int) -> bool:
     """A line of a class whose ``__init__`` asserts on ``torch.cuda`` in its own body
     (``assert torch.cuda.is_available(), "This only works on GPU"``): where CUDA is absent
     no instance exists; the assert is the lock-in, reported at its own line."""
-    cls = _innermost(context, line, ast.ClassDef)
-    if not isinstance(cls, ast.ClassDef):
+    cls = _innermost_class(context, line)
+    if cls is None:
         return False
     init = next((m for m in _methods(cls) if m.name == "__init__"), None)
     asserts = [s for s in (init.body if init else []) if isinstance(s, ast.Assert)
