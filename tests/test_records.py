@@ -314,3 +314,33 @@ def test_a_10_document_is_still_read_and_rendered(tmp_path, document):
     refused = run_torchport("report", str(path))
     assert refused.returncode == 2
     assert "result schema version '0.9' is not one this torchport reads ('1.0', '1.1', '1.2')" in refused.stderr
+
+
+# --- check (src/torchport/check/): the section and each check's figures -----------------------------
+
+def _undeclared(value: object, path: str) -> list[str]:
+    """Keys a record (or a record inside it) read from a dictionary does not declare."""
+    from torchport.records import Record
+
+    if isinstance(value, Record):
+        found = [f"{path}: {sorted(value.extra)}"] if value.extra else []
+        return found + [item for name in value._declared() for item in _undeclared(getattr(value, name), f"{path}.{name}")]
+    if isinstance(value, dict):
+        return [item for key, child in value.items() for item in _undeclared(child, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [item for index, child in enumerate(value) for item in _undeclared(child, f"{path}[{index}]")]
+    return []
+
+
+def test_a_real_checks_section_reads_into_records_that_declare_every_figure(document):
+    from torchport.records import CHECK_FIGURES, ChecksSection
+
+    raw = document["checks"]
+    section = ChecksSection.from_dict(raw)
+    assert json.dumps(section.to_dict()) == json.dumps(raw)  # byte for byte, key order included
+    assert {check.name for check in section.checks} >= {"determinism", "parity", "checkpoint", "pipeline"}
+    for check, written in zip(section.checks, raw["checks"]):
+        figures = check.figures_as(CHECK_FIGURES[check.name])
+        assert _undeclared(figures, check.name) == []
+        assert json.dumps(figures.to_dict()) == json.dumps(written["figures"])
+    assert section.config.reference == "cpu" and section.config.steps is not None
