@@ -654,6 +654,205 @@ class ContractNote(Record):
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "code"})
 
 
+# --- trace (torchport.trace): the tracing worker's answer, read once in the parent -----------------
+# The worker (torchport.trace.job) saves plain JSON; ``WorkerTrace.from_dict`` is where the parent reads it.
+
+
+@dataclass
+class TracedOp(Record):
+    """One aggregated op of the traced steps: the op, its input signature, phase, line and module, and its totals."""
+
+    op: str = ""
+    phase: str = ""
+    location: str | None = None
+    module: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    count: int = 0
+    flops: int | None = None  # over all calls; None where PyTorch's FLOP counter does not know the op
+    bytes_read: int = 0
+    bytes_written: int = 0
+    in_host_sync_call: bool = False
+    attributed: str = "user"  # how the location was found: user, autograd or phase (no user frame)
+    steps: list[int] = field(default_factory=list)
+    library: str | None = None
+
+
+@dataclass
+class HostSyncCall(Record):
+    """A user-level call that read a tensor's value on the host (``x.item()``), at one line."""
+
+    call: str = ""
+    phase: str = ""
+    location: str | None = None
+    module: str | None = None
+    attributed: str = "user"
+    library: str | None = None
+    count: int = 0
+
+
+@dataclass
+class GraphDifference(Record):
+    """The first op where a step's op sequence parts from the previous step's."""
+
+    op_index: int = 0
+    op: str = ""
+    location: str | None = None
+    phase: str = ""
+    inputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StepGraph(Record):
+    """One traced step's graph: an identity for its op sequence, and where it first differs from the step before."""
+
+    graph: int = 0
+    ops: int = 0
+    first_difference: GraphDifference | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"first_difference": GraphDifference}
+
+
+@dataclass
+class BatchSignature(Record):
+    """One distinct batch signature of the data scan: its tensors as (path, dtype, shape), how often, first when."""
+
+    signature: str = ""
+    leaves: list[list[Any]] = field(default_factory=list)
+    count: int = 0
+    first_batch: int = 0
+
+
+@dataclass
+class DataScan(Record):
+    """The shapes of one epoch's batches, read without the model."""
+
+    batches: int = 0
+    steps_per_epoch: int | None = None
+    complete_epoch: bool = True
+    seconds: float = 0.0
+    signatures: list[BatchSignature] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"signatures": BatchSignature}
+
+
+@dataclass
+class StepMemory(Record):
+    """What the tracing worker measured of one step's memory, in bytes."""
+
+    parameter_bytes: int = 0
+    parameters: int | None = None
+    trainable_bytes: int = 0
+    gradient_bytes: int = 0
+    optimizer_state_bytes: int = 0
+    activation_bytes: int = 0
+    batch_bytes: int = 0
+    optimizer: str | None = None
+
+
+@dataclass
+class ConstructionSite(Record):
+    """A line of the app's construction (a module built, a dtype set or changed, a DataLoader made): the user's
+    line, its code, the library line below it, and what happened there (the rest is kept in ``extra``)."""
+
+    location: str | None = None
+    code: str | None = None
+    library_location: str | None = None
+    library: str | None = None
+    role: str | None = None
+    dtype: str | None = None  # a default dtype set
+    to: str | None = None  # a dtype change: the dtype made
+    parameter_shapes: list[list[int]] = field(default_factory=list)  # a module
+    batch_size: int | None = None  # a DataLoader
+    drop_last: bool = False
+    dataset_length: int | None = None
+
+
+@dataclass
+class TraceConstruction(Record):
+    """How the app built its model, dtypes and data, with the lines that did it."""
+
+    modules: dict[str, ConstructionSite] = field(default_factory=dict)
+    parameter_dtypes: dict[str, int] = field(default_factory=dict)
+    model_dtype: str | None = None
+    dtype_changes: list[ConstructionSite] = field(default_factory=list)
+    default_dtype: list[ConstructionSite] = field(default_factory=list)
+    data_loaders: list[ConstructionSite] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"dtype_changes": ConstructionSite,
+                                                        "default_dtype": ConstructionSite,
+                                                        "data_loaders": ConstructionSite}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"modules": ConstructionSite}
+
+
+@dataclass
+class ModelCall(Record):
+    location: str | None = None
+    count: int = 0
+
+
+@dataclass
+class TracedEvaluation(Record):
+    """Evaluation and sampling the traced iterations ran outside the training step."""
+
+    ops: list[TracedOp] = field(default_factory=list)
+    host_syncs: list[HostSyncCall] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"ops": TracedOp, "host_syncs": HostSyncCall,
+                                                        "model_calls": ModelCall}
+
+
+@dataclass
+class OpKernels(Record):
+    """Whether the tracing process's torch knows an op, and the dispatch keys with a kernel for it."""
+
+    exists: bool = False
+    kernels: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeviceApiCall(Record):
+    """A device-typed API call (``torch.cuda.synchronize()``) the app's code made at run time, under scan's rule."""
+
+    id: str = ""
+    title: str = ""
+    location: str = ""
+    call: str = ""
+    count: int = 0
+
+
+@dataclass
+class WorkerTrace(Record):
+    """What the tracing worker saved (``result["trace"]``): the steps, ops, host reads, graphs, shapes,
+    memory and construction it saw."""
+
+    steps_requested: int | None = None
+    steps_done: int = 0
+    step_batches: list[str] = field(default_factory=list)
+    torch: str | None = None
+    until_repeated: int | None = None
+    stopped: str | None = None
+    device_apis: list[DeviceApiCall] = field(default_factory=list)
+    construction: TraceConstruction | None = None
+    phase_locations: dict[str, str] | None = None
+    memory: StepMemory | None = None
+    ops: list[TracedOp] = field(default_factory=list)
+    host_syncs: list[HostSyncCall] = field(default_factory=list)
+    step_graphs: list[StepGraph] = field(default_factory=list)
+    optimizer_graphs: list[int] = field(default_factory=list)
+    evaluation: TracedEvaluation | None = None
+    data_scan: DataScan | None = None
+    custom_op_kernels: dict[str, OpKernels] = field(default_factory=dict)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"construction": TraceConstruction, "memory": StepMemory,
+                                                   "evaluation": TracedEvaluation, "data_scan": DataScan}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"device_apis": DeviceApiCall, "ops": TracedOp,
+                                                        "host_syncs": HostSyncCall, "step_graphs": StepGraph}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"custom_op_kernels": OpKernels}
+
+
 @dataclass
 class TraceSection(Record):
     """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
@@ -674,12 +873,12 @@ class TraceSection(Record):
     shapes: TraceShapes | None = None
     memory: MemoryFit | None = None
     op_support: dict[str, TargetOpSupport] = field(default_factory=dict)
-    device_apis: list[dict[str, Any]] = field(default_factory=list)
+    device_apis: list[DeviceApiCall] = field(default_factory=list)
     app_scan: dict[str, Any] | None = None
     verdicts: dict[str, TargetVerdict] = field(default_factory=dict)
     totals: TraceTotals | None = None
-    host_syncs: list[dict[str, Any]] = field(default_factory=list)
-    ops: list[dict[str, Any]] = field(default_factory=list)
+    host_syncs: list[HostSyncCall] = field(default_factory=list)
+    ops: list[TracedOp] = field(default_factory=list)
     xla_comparison: dict[str, Any] | None = None
     construction: dict[str, Any] | None = None
     evaluation: dict[str, Any] | None = None
@@ -688,7 +887,9 @@ class TraceSection(Record):
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "shapes": TraceShapes, "memory": MemoryFit,
                                                    "totals": TraceTotals}
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote,
+                                                        "device_apis": DeviceApiCall, "host_syncs": HostSyncCall,
+                                                        "ops": TracedOp}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"op_support": TargetOpSupport, "verdicts": TargetVerdict}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceStatus}
 
@@ -728,4 +929,19 @@ __all__ = [
     "TraceVerdictStatus",
     "Vocabulary",
     "WarmupRecompiling",
+    # trace: the tracing worker's answer
+    "BatchSignature",
+    "ConstructionSite",
+    "DataScan",
+    "DeviceApiCall",
+    "GraphDifference",
+    "HostSyncCall",
+    "ModelCall",
+    "OpKernels",
+    "StepGraph",
+    "StepMemory",
+    "TraceConstruction",
+    "TracedEvaluation",
+    "TracedOp",
+    "WorkerTrace",
 ]

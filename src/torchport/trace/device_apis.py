@@ -26,7 +26,10 @@ import sysconfig
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchport.records import DeviceApiCall
 
 # scan's rule ids (torchport.scan.rules), so one line found by both is one finding.
 AUTOCAST, GRAD_SCALER, CUDNN, TF32 = "TP201", "TP202", "TP301", "TP302"
@@ -237,11 +240,10 @@ def _recorded_function(function: Callable[..., Any], call: str, rule: str,
     return recorded
 
 
-def merge_with_scan(scanned: dict[str, Any] | None, calls: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """Scan's findings for the app's files with the calls seen at run time:
-    a line found by both is one finding, marked ``seen_at_run_time`` with the
-    call and its count; a call scan did not find is added with scan's texts
-    for its rule."""
+def merge_with_scan(scanned: dict[str, Any] | None, calls: list[DeviceApiCall] | None) -> dict[str, Any] | None:
+    """Scan's findings for the app's files (scan's own JSON, free-form here) with the calls seen at run
+    time: a line found by both is one finding, marked ``seen_at_run_time`` with the call and its count; a
+    call scan did not find is added with scan's texts for its rule."""
     if not calls:
         return scanned
     from torchport.scan.catalogue import find
@@ -250,15 +252,15 @@ def merge_with_scan(scanned: dict[str, Any] | None, calls: list[dict[str, Any]] 
     findings = [dict(f) for f in merged.get("findings") or []]
     by_place = {(f["id"], _place(f["location"])): f for f in findings}
     for call in calls:
-        held = by_place.get((call["id"], _place(call["location"])))
+        held = by_place.get((call.id, _place(call.location)))
         if held is None:
-            rule = find(call["id"])
-            held = {"id": call["id"], "title": rule.title, "location": call["location"],
-                    "detail": f"{call['call']} ran here (seen at run time; not found by the scan)",
+            rule = find(call.id)
+            held = {"id": call.id, "title": rule.title, "location": call.location,
+                    "detail": f"{call.call} ran here (seen at run time; not found by the scan)",
                     "severity": dict(rule.severity), "replacement": rule.replacement}
             findings.append(held)
-            by_place[(call["id"], _place(call["location"]))] = held
-        held["seen_at_run_time"] = {"call": call["call"], "count": call["count"]}
+            by_place[(call.id, _place(call.location))] = held
+        held["seen_at_run_time"] = {"call": call.call, "count": call.count}
     merged["findings"] = findings
     return merged
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from torchport.records import ChipFit, MemoryFit
+from torchport.records import ChipFit, MemoryFit, StepMemory
 
 CHIPS_PATH = Path(__file__).resolve().parent.parent / "data" / "chips.json"
 UNITS = {"GB": 10**9, "GiB": 2**30}
@@ -41,20 +41,20 @@ def fit(peak_bytes: int, targets: list[str]) -> list[ChipFit]:
     return rows
 
 
-def memory_section(measured: dict[str, Any] | None, targets: list[str]) -> MemoryFit | None:
-    """The estimate from what the tracing worker measured (its JSON answer), and the chips it fits."""
+def memory_section(measured: StepMemory | None, targets: list[str]) -> MemoryFit | None:
+    """The estimate from what the tracing worker measured, and the chips it fits."""
     if not measured:
         return None
     parts = {
-        "parameters": measured.get("parameter_bytes", 0),
-        "gradients": measured.get("gradient_bytes", 0),
-        "optimizer_state": measured.get("optimizer_state_bytes", 0),
-        "activations": measured.get("activation_bytes", 0),
-        "batch": measured.get("batch_bytes", 0),
+        "parameters": measured.parameter_bytes,
+        "gradients": measured.gradient_bytes,
+        "optimizer_state": measured.optimizer_state_bytes,
+        "activations": measured.activation_bytes,
+        "batch": measured.batch_bytes,
     }
     peak = sum(parts.values())
-    return MemoryFit(peak_bytes=peak, parts=parts, dtype="float32 (as traced)", optimizer=measured.get("optimizer"),
-                     parameters=measured.get("parameters"),
+    return MemoryFit(peak_bytes=peak, parts=parts, dtype="float32 (as traced)", optimizer=measured.optimizer,
+                     parameters=measured.parameters,
                      method="estimate: parameters + gradients + optimizer state + tensors saved for backward + one "
                             "batch, measured on the CPU; excludes kernel temporaries, fragmentation and runtime "
                             "reservations",

@@ -195,7 +195,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     spec = as_spec(stage.app)  # evaluate's, parsed and checked
     run = run_worker("cpu", TRACE_JOB, app=spec,
                      config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
-                     timeout=stage.timeout_s).to_dict()
+                     timeout=stage.timeout_s)
     section = trace_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     attach_scan(section, spec.file)
     reconcile(section, document)
