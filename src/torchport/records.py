@@ -853,6 +853,151 @@ class WorkerTrace(Record):
     _record_maps: ClassVar[dict[str, type[Record]]] = {"custom_op_kernels": OpKernels}
 
 
+# --- trace (torchport.trace): what the section sets beside the trace's predictions -----------------
+
+
+@dataclass
+class EvaluationLine(Record):
+    """The evaluation ops and host reads of one user line."""
+
+    location: str | None = None
+    op_calls: int = 0
+    host_syncs: int = 0
+    ops: int = 0
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
+class EvaluationSummary(Record):
+    """Evaluation and sampling the traced iterations ran outside the training step, per user line."""
+
+    op_calls: int = 0
+    distinct_ops: int = 0
+    host_syncs: int = 0
+    steps: list[int] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+    locations: list[EvaluationLine] = field(default_factory=list)
+    locations_total: int = 0
+    criterion: str = ""
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"model_calls": ModelCall, "locations": EvaluationLine}
+
+
+@dataclass
+class CounterRun(Record):
+    """One measured run's device counters over all phases (``Summary.counter_runs``, torchport.summary)."""
+
+    compilations: int = 0
+    compilations_per_phase: dict[str, int] = field(default_factory=dict)
+    compile_time_s: float = 0.0
+    warmup_compile_time_s: float = 0.0
+    warmup_blocks_compiling: int = 0
+    warmup_blocks: int = 0
+    sustained_compilations: int | None = None
+    executions: int = 0
+    transfers_to_device: int = 0
+    transfers_from_device: int = 0
+    graph_cuts: int = 0
+    fallback_ops: dict[str, int] = field(default_factory=dict)
+    app_host_syncs: int = 0
+    torchport_loss_reads: dict[str, int] | None = None
+    steps: int | None = None
+    distinct_batch_shapes: int | None = None
+
+
+@dataclass
+class XlaPrediction(Record):
+    """What the trace predicts torch_xla will do."""
+
+    fallback_ops: list[str] = field(default_factory=list)
+    step_graphs: int = 0
+    host_syncs_per_step: float = 0.0
+    data_dependent_ops_per_step: float = 0.0
+    executions_per_step: float = 1.0
+
+
+@dataclass
+class XlaMeasured(Record):
+    runs: int = 0
+    per_run: list[CounterRun] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"per_run": CounterRun}
+
+
+@dataclass
+class RecompilingRun(Record):
+    """A measured xla run whose warm-up compiled in more than one block, or whose sustained steps compiled."""
+
+    run: int = 0
+    warmup_compilations: int = 0
+    warmup_blocks_compiling: int = 0
+    warmup_blocks: int = 0
+    warmup_compile_time_s: float = 0.0
+    sustained_compilations: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"sustained_compilations"})
+
+
+@dataclass
+class XlaComparison(Record):
+    """The trace's prediction for torch_xla beside what the xla backend measured, and where they disagree."""
+
+    predicted: XlaPrediction = field(default_factory=XlaPrediction)
+    measured: XlaMeasured = field(default_factory=XlaMeasured)
+    recompiling: list[RecompilingRun] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    agrees: bool = True
+    rules: str = ""
+
+    _records: ClassVar[dict[str, type[Record]]] = {"predicted": XlaPrediction, "measured": XlaMeasured}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"recompiling": RecompilingRun}
+
+
+@dataclass
+class CompileJudgement(Record):
+    """One graph finding of the trace judged by what Dynamo did: confirmed, refuted, not exercised, unconfirmed."""
+
+    id: str = ""
+    location: str | None = None
+    verdict: str = ""
+    evidence: str = ""
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
+class GraphBreak(Record):
+    location: str | None = None
+    reason: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "reason"})
+
+
+@dataclass
+class CompileMeasured(Record):
+    """What Dynamo did in one ``*-compile`` backend's first successful run, and the trace's findings judged by it."""
+
+    steps: int = 0
+    frames_compiled: int = 0
+    graph_breaks: int | None = None  # None: Dynamo's logs were not captured
+    recompilations: int | None = None
+    sustained_frames_compiled: int | None = None
+    findings: list[CompileJudgement] = field(default_factory=list)
+    unpredicted_breaks: list[GraphBreak] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": CompileJudgement, "unpredicted_breaks": GraphBreak}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"graph_breaks", "recompilations",
+                                                             "sustained_frames_compiled"})
+
+
+@dataclass
+class TorchCompileComparison(Record):
+    backends: dict[str, CompileMeasured] = field(default_factory=dict)
+
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": CompileMeasured}
+
+
 @dataclass
 class TraceSection(Record):
     """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
@@ -879,14 +1024,16 @@ class TraceSection(Record):
     totals: TraceTotals | None = None
     host_syncs: list[HostSyncCall] = field(default_factory=list)
     ops: list[TracedOp] = field(default_factory=list)
-    xla_comparison: dict[str, Any] | None = None
+    xla_comparison: XlaComparison | None = None
     construction: dict[str, Any] | None = None
-    evaluation: dict[str, Any] | None = None
+    evaluation: EvaluationSummary | None = None
     contract: list[ContractNote] = field(default_factory=list)
-    torch_compile_comparison: dict[str, Any] | None = None
+    torch_compile_comparison: TorchCompileComparison | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "shapes": TraceShapes, "memory": MemoryFit,
-                                                   "totals": TraceTotals}
+                                                   "totals": TraceTotals, "xla_comparison": XlaComparison,
+                                                   "evaluation": EvaluationSummary,
+                                                   "torch_compile_comparison": TorchCompileComparison}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote,
                                                         "device_apis": DeviceApiCall, "host_syncs": HostSyncCall,
                                                         "ops": TracedOp}
@@ -944,4 +1091,15 @@ __all__ = [
     "TracedEvaluation",
     "TracedOp",
     "WorkerTrace",
+    "CompileJudgement",
+    "CompileMeasured",
+    "CounterRun",
+    "EvaluationLine",
+    "EvaluationSummary",
+    "GraphBreak",
+    "RecompilingRun",
+    "TorchCompileComparison",
+    "XlaComparison",
+    "XlaMeasured",
+    "XlaPrediction",
 ]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
-from torchport.records import (ErrorRecord, Finding, OpStatus, RunRecord, RunStatus, TargetOpSupport, TracedEvaluation,
+from torchport.records import (ErrorRecord, EvaluationLine, EvaluationSummary, Finding, OpStatus, RunRecord, RunStatus, TargetOpSupport, TracedEvaluation,
                                TracedOp, TraceConstruction, TraceSection, TraceSeverity, TraceShapes, TraceStatus,
                                TraceTotals, WorkerTrace)
 from torchport.trace import findings as finding_rules
@@ -122,42 +122,29 @@ EVALUATION_CRITERION = (
 MAX_EVALUATION_LOCATIONS = 20
 
 
-def evaluation_summary(evaluation: TracedEvaluation | None) -> dict[str, Any] | None:
+def evaluation_summary(evaluation: TracedEvaluation | None) -> EvaluationSummary | None:
     """Evaluation and sampling the traced iterations ran outside the training
     step, per user line: reported apart, counted in no finding, table or prediction."""
     ops = evaluation.ops if evaluation else []
     syncs = evaluation.host_syncs if evaluation else []
-    if not ops and not syncs:
+    if not evaluation or (not ops and not syncs):
         return None
-    lines: dict[str | None, _EvaluationLine] = {}
-
-    def line(location: str | None) -> _EvaluationLine:
-        return lines.setdefault(location, _EvaluationLine(location))
-
+    lines: dict[str | None, EvaluationLine] = {}
+    names: dict[str | None, set[str]] = {}
     for record in ops:
-        line(record.location).op_calls += record.count
-        line(record.location).ops.add(record.op)
+        lines.setdefault(record.location, EvaluationLine(location=record.location)).op_calls += record.count
+        names.setdefault(record.location, set()).add(record.op)
     for sync in syncs:
-        line(sync.location).host_syncs += sync.count
+        lines.setdefault(sync.location, EvaluationLine(location=sync.location)).host_syncs += sync.count
+    for location, line in lines.items():
+        line.ops = len(names.get(location, ()))
     ranked = sorted(lines.values(), key=lambda e: (-e.op_calls, -e.host_syncs, str(e.location)))
-    model_calls = evaluation.model_calls if evaluation else []
-    return {"op_calls": sum(r.count for r in ops), "distinct_ops": len({r.op for r in ops}),
-            "host_syncs": sum(r.count for r in syncs),
-            "steps": sorted({step for r in ops for step in r.steps}),
-            "model_calls": [call.to_dict() for call in model_calls[:MAX_EVALUATION_LOCATIONS]],
-            "locations": [{"location": e.location, "op_calls": e.op_calls, "host_syncs": e.host_syncs,
-                           "ops": len(e.ops)} for e in ranked[:MAX_EVALUATION_LOCATIONS]],
-            "locations_total": len(ranked), "criterion": EVALUATION_CRITERION}
-
-
-@dataclass
-class _EvaluationLine:
-    """The evaluation ops and host reads of one user line."""
-
-    location: str | None
-    op_calls: int = 0
-    host_syncs: int = 0
-    ops: set[str] = field(default_factory=set)
+    return EvaluationSummary(op_calls=sum(r.count for r in ops), distinct_ops=len({r.op for r in ops}),
+                             host_syncs=sum(r.count for r in syncs),
+                             steps=sorted({step for r in ops for step in r.steps}),
+                             model_calls=evaluation.model_calls[:MAX_EVALUATION_LOCATIONS],
+                             locations=ranked[:MAX_EVALUATION_LOCATIONS], locations_total=len(ranked),
+                             criterion=EVALUATION_CRITERION)
 
 
 def construction_summary(construction: TraceConstruction | None) -> dict[str, Any] | None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import Finding, RunStatus, TraceSection
+from torchport.records import (CompileJudgement, CompileMeasured, Finding, GraphBreak, RunStatus, TorchCompileComparison,
+                               TraceSection)
 from torchport.trace.findings import RuleId, as_section
 
 PHASES = ("first_step", "warmup", "sustained")
@@ -80,12 +81,14 @@ def _judge(finding: Finding, breaks: list[dict[str, Any]], recompiles: list[dict
     return "unconfirmed", "Dynamo broke or recompiled elsewhere, not at this line"
 
 
-def compare_with_torch_compile(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
+def compare_with_torch_compile(section: TraceSection | dict[str, Any],
+                               document: dict[str, Any]) -> TorchCompileComparison | None:
     """Per ``*-compile`` backend that ran: its measured Dynamo totals and a
     judgement for each graph finding of the trace; None when no backend
-    recorded torch.compile counters."""
+    recorded torch.compile counters.  ``document`` is the result document as
+    written; the runs' Dynamo counters are raw samples, read as written."""
     findings = [f for f in as_section(section).findings if f.id in GRAPH_RULES]
-    backends: dict[str, Any] = {}
+    backends: dict[str, CompileMeasured] = {}
     for name, backend in (document.get("backends") or {}).items():
         run = next((r for r in backend.get("runs", []) if r.get("status") == RunStatus.OK and _phases(r)), None)
         if run is None:
@@ -99,17 +102,16 @@ def compare_with_torch_compile(section: TraceSection | dict[str, Any], document:
         for finding in findings:
             verdict, evidence = _judge(finding, breaks, recompiles, shapes_met) if logged else (
                 "unconfirmed", "Dynamo's graph-break and recompile logs were not captured")
-            judged.append({"id": finding.id, "location": finding.location, "verdict": verdict,
-                           "evidence": evidence})
+            judged.append(CompileJudgement(id=finding.id, location=finding.location, verdict=verdict, evidence=evidence))
         predicted_lines = {line for f in findings for line in (f.location, *(f.seen_at or []))}
-        backends[name] = {
-            "steps": _steps(run),
-            "frames_compiled": sum(d["frames_compiled"] for d in phases.values()),
-            "graph_breaks": sum(d.get("graph_breaks") or 0 for d in phases.values()) if logged else None,
-            "recompilations": sum(d.get("recompilations") or 0 for d in phases.values()) if logged else None,
-            "sustained_frames_compiled": (phases.get("sustained") or {}).get("frames_compiled"),
-            "findings": judged,
-            "unpredicted_breaks": [{"location": b.get("location"), "reason": b.get("reason")} for b in breaks
-                                   if b.get("location") not in predicted_lines][:20],
-        }
-    return {"backends": backends} if backends else None
+        backends[name] = CompileMeasured(
+            steps=_steps(run),
+            frames_compiled=sum(d["frames_compiled"] for d in phases.values()),
+            graph_breaks=sum(d.get("graph_breaks") or 0 for d in phases.values()) if logged else None,
+            recompilations=sum(d.get("recompilations") or 0 for d in phases.values()) if logged else None,
+            sustained_frames_compiled=(phases.get("sustained") or {}).get("frames_compiled"),
+            findings=judged,
+            unpredicted_breaks=[GraphBreak(location=b.get("location"), reason=b.get("reason")) for b in breaks
+                                if b.get("location") not in predicted_lines][:20],
+        )
+    return TorchCompileComparison(backends=backends) if backends else None

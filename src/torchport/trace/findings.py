@@ -194,11 +194,6 @@ def make_finding(rule: Rule, location: str | None, count: int, steps: int, detai
     return built
 
 
-def section_findings(section: dict[str, Any]) -> list[Finding]:
-    """The findings of a trace section as written (read from a result document)."""
-    return [Finding.from_dict(item) for item in section.get("findings") or []]
-
-
 def as_section(section: TraceSection | dict[str, Any]) -> TraceSection:
     """A trace section as its record: as built, or read from a result document (the one reading boundary)."""
     return section if isinstance(section, TraceSection) else TraceSection.from_dict(section)
