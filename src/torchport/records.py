@@ -779,6 +779,7 @@ class TraceConstruction(Record):
     dtype_changes: list[ConstructionSite] = field(default_factory=list)
     default_dtype: list[ConstructionSite] = field(default_factory=list)
     data_loaders: list[ConstructionSite] = field(default_factory=list)
+    modules_recorded: int | None = None  # in the section: how many module sites the findings read (not written there)
 
     _record_lists: ClassVar[dict[str, type[Record]]] = {"dtype_changes": ConstructionSite,
                                                         "default_dtype": ConstructionSite,
@@ -1025,13 +1026,14 @@ class TraceSection(Record):
     host_syncs: list[HostSyncCall] = field(default_factory=list)
     ops: list[TracedOp] = field(default_factory=list)
     xla_comparison: XlaComparison | None = None
-    construction: dict[str, Any] | None = None
+    construction: TraceConstruction | None = None
     evaluation: EvaluationSummary | None = None
     contract: list[ContractNote] = field(default_factory=list)
     torch_compile_comparison: TorchCompileComparison | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "shapes": TraceShapes, "memory": MemoryFit,
                                                    "totals": TraceTotals, "xla_comparison": XlaComparison,
+                                                   "construction": TraceConstruction,
                                                    "evaluation": EvaluationSummary,
                                                    "torch_compile_comparison": TorchCompileComparison}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote,

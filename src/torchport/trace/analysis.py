@@ -1,9 +1,9 @@
 """From a traced worker run to the ``trace`` section of the result document.
 
-``run_trace`` starts the tracing worker (``torchport.trace.job``) on the ``cpu``
+``trace_app`` starts the tracing worker (``torchport.trace.job``) on the ``cpu``
 backend and turns whatever it saved (all steps, or the steps done before a
 timeout) into the section: findings, op support per target, memory fit and a
-verdict per target.  ``torchport trace --json`` writes the same object.
+verdict per target.  ``torchport trace --format json`` writes the same object (``run_trace``).
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ TRACE_JOB = "torchport.trace.job:trace_job"
 SECTION_VERSION = "1"
 
 
-def run_trace(app: AppSpec | str | None, *, steps: int = 3, targets: list[str] | None = None, timeout: float = TRACE_TIMEOUT_S,
-              allow_live: bool = True, seed: int = 0,
-              on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def trace_app(app: AppSpec | str | None, *, steps: int = 3, targets: list[str] | None = None,
+              timeout: float = TRACE_TIMEOUT_S, allow_live: bool = True, seed: int = 0,
+              on_progress: Callable[[dict[str, Any]], None] | None = None) -> TraceSection:
     """Trace the app in a worker and build the section.  A UserError only when
     the app is at fault and nothing was traced."""
     from torchport.app import as_spec, preflight
@@ -44,7 +44,12 @@ def run_trace(app: AppSpec | str | None, *, steps: int = 3, targets: list[str] |
     spec = preflight(as_spec(app))
     run = run_worker("cpu", TRACE_JOB, app=spec, config={"steps": steps, "seed": seed}, timeout=timeout,
                      on_progress=on_progress)
-    return build_section(run, spec.text, targets, allow_live=allow_live)
+    return trace_section(run, spec.text, targets, allow_live=allow_live)
+
+
+def run_trace(app: AppSpec | str | None, **options: Any) -> dict[str, Any]:
+    """:func:`trace_app`'s section as ``torchport trace --format json`` writes it."""
+    return trace_app(app, **options).to_dict()
 
 
 def validate_targets(targets: list[str] | None) -> list[str]:
@@ -147,15 +152,16 @@ def evaluation_summary(evaluation: TracedEvaluation | None) -> EvaluationSummary
                              criterion=EVALUATION_CRITERION)
 
 
-def construction_summary(construction: TraceConstruction | None) -> dict[str, Any] | None:
+def construction_summary(construction: TraceConstruction | None) -> TraceConstruction | None:
     """What the section keeps of construction (``torchport.trace.construction``):
     dtypes, dtype changes and DataLoaders with their lines; the per-module
     sites are read by the findings and counted here (a library model has thousands)."""
     if not construction:
         return None
-    summary = construction.to_dict()
-    summary.pop("modules", None)
-    return {**summary, "modules_recorded": len(construction.modules)}
+    kept = TraceConstruction.from_dict(construction.to_dict())
+    kept.modules = {}
+    kept.key_order = tuple(key for key in kept.key_order or () if key != "modules")  # not written: counted instead
+    return kept.put(modules_recorded=len(construction.modules))
 
 
 def runs_on_device(record: TracedOp) -> bool:
@@ -238,12 +244,13 @@ def _error_text(error: ErrorRecord | None) -> str:
     return f"{where}{error.message}"
 
 
-def raise_if_app_failed(section: dict[str, Any]) -> None:
+def raise_if_app_failed(section: TraceSection) -> None:
     """Nothing traced because of the app's own code: one line, naming the
     user's line (exit 2).  A tracing worker that crashed or timed out is not
     the app's fault: the caller reports it and exits 1."""
     from torchport.failures import is_app_failure
 
-    error = section.get("error") or {}
-    if section["status"] == TraceStatus.FAILED and (is_app_failure(error) or not error):
-        raise UserError(error.get("message") or section.get("reason") or "tracing failed", location=error.get("location"))
+    error = section.error
+    if section.status == TraceStatus.FAILED and (error is None or is_app_failure(error)):
+        raise UserError((error.message if error else "") or section.reason or "tracing failed",
+                        location=error.location if error else None)
