@@ -976,6 +976,27 @@ class GraphBreak(Record):
 
 
 @dataclass
+class RecompileCause(Record):
+    """A recompilation Dynamo logged, with the guard that failed."""
+
+    guard: str | None = None
+
+
+@dataclass
+class DynamoCounts(Record):
+    """What Dynamo did in one phase of a ``*-compile`` run (torchport.dynamo_counters), as the trace reads it."""
+
+    frames_compiled: int = 0
+    graph_breaks: int | None = None  # None: Dynamo's logs were not captured
+    recompilations: int | None = None
+    graph_break_sites: list[GraphBreak] = field(default_factory=list)
+    recompilation_causes: list[RecompileCause] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"graph_break_sites": GraphBreak,
+                                                        "recompilation_causes": RecompileCause}
+
+
+@dataclass
 class CompileMeasured(Record):
     """What Dynamo did in one ``*-compile`` backend's first successful run, and the trace's findings judged by it."""
 
@@ -1093,6 +1114,8 @@ __all__ = [
     "TracedEvaluation",
     "TracedOp",
     "WorkerTrace",
+    "DynamoCounts",
+    "RecompileCause",
     "CompileJudgement",
     "CompileMeasured",
     "CounterRun",
