@@ -702,6 +702,8 @@ class GraphDifference(Record):
     phase: str = ""
     inputs: list[str] = field(default_factory=list)
 
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
 
 @dataclass
 class StepGraph(Record):
@@ -712,6 +714,7 @@ class StepGraph(Record):
     first_difference: GraphDifference | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"first_difference": GraphDifference}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"first_difference"})
 
 
 @dataclass
@@ -735,6 +738,7 @@ class DataScan(Record):
     signatures: list[BatchSignature] = field(default_factory=list)
 
     _record_lists: ClassVar[dict[str, type[Record]]] = {"signatures": BatchSignature}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"steps_per_epoch"})
 
 
 @dataclass

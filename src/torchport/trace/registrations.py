@@ -37,6 +37,8 @@ import re
 import sys
 from typing import Any
 
+from torchport.records import OpKernels
+
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 COMPOSITE_IMPLICIT = ("CompositeImplicitAutograd",)
 
@@ -60,19 +62,19 @@ XLA_PROBES = {
 }
 
 
-def kernels(op_names: list[str], keys: list[str]) -> dict[str, Any]:
+def kernels(op_names: list[str], keys: list[str]) -> dict[str, OpKernels]:
     """For each op: whether this torch knows it, and which of ``keys`` (plus
     the composite keys) have a kernel for it."""
     import torch
 
     known = set(torch._C._dispatch_get_all_op_names())
-    answer: dict[str, Any] = {}
+    answer: dict[str, OpKernels] = {}
     for name in op_names:
         if name not in known:
-            answer[name] = {"exists": False, "kernels": []}
+            answer[name] = OpKernels(exists=False, kernels=[])
             continue
         found = [key for key in (*keys, *COMPOSITE_EXPLICIT, *COMPOSITE_IMPLICIT) if _has_kernel(torch, name, key)]
-        answer[name] = {"exists": True, "kernels": found}
+        answer[name] = OpKernels(exists=True, kernels=found)
     return answer
 
 
@@ -294,7 +296,7 @@ def main(argv: list[str]) -> int:
     elif request.get("table"):
         answer["table"] = table(request["key"])
     if request.get("ops") is not None:
-        answer["ops"] = kernels(request["ops"], [request["key"]])
+        answer["ops"] = {name: found.to_dict() for name, found in kernels(request["ops"], [request["key"]]).items()}
     if request.get("xla_probes"):
         answer["conditional_fallbacks"] = xla_probe_fallbacks()
     answer["versions"] = versions()

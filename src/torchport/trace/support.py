@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport import glossary
-from torchport.records import OpStatus, OpSupportRow, TargetOpSupport, Vocabulary
+from torchport.records import OpKernels, OpStatus, OpSupportRow, TargetOpSupport, Vocabulary
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LIVE_QUERY_TIMEOUT_S = 300
@@ -288,9 +288,9 @@ def _live_package(target: Target, ops: list[str]) -> SupportTable | None:
                                                   "ops": sorted({support_name(op) for op in ops})})
     status = {}
     for op, entry in answer["ops"].items():
-        kernels = entry["kernels"]
-        status[op] = (KernelKind.NATIVE if target.key in kernels else KernelKind.DECOMPOSED if kernels
-                      else KernelKind.NO_KERNEL) if entry["exists"] else KernelKind.UNKNOWN_OP
+        found = OpKernels.from_dict(entry)
+        status[op] = (KernelKind.NATIVE if target.key in found.kernels else KernelKind.DECOMPOSED if found.kernels
+                      else KernelKind.NO_KERNEL) if found.exists else KernelKind.UNKNOWN_OP
     return SupportTable(status=status, source=f"kernel registrations (dispatch key {target.key}) with "
                                               f"{target.package} imported; not verified on hardware by torchport",
                         version=answer["versions"], retrieved=answer["retrieved"])

@@ -48,6 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 from torchport.app import is_user_file, library_file
+from torchport.records import GraphDifference, StepGraph
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 # The phases whose ops make the model's graph.  The optimizer's first step
@@ -645,7 +646,7 @@ class OpTracer:
         return {
             "ops": [record.as_dict() for record in self.records.values()],
             "host_syncs": [record.as_dict() for record in self.syncs.values()],
-            "step_graphs": self.step_graphs(),
+            "step_graphs": [graph.to_dict() for graph in self.step_graphs()],
             "optimizer_graphs": self.optimizer_graphs(),
             "activation_bytes": self.saved_bytes,
             "evaluation": {"ops": [record.as_dict() for record in self.evaluation_records.values()],
@@ -654,21 +655,21 @@ class OpTracer:
                                            for location, count in self.evaluation_model_calls.items()]},
         }
 
-    def step_graphs(self) -> list[dict[str, Any]]:
+    def step_graphs(self) -> list[StepGraph]:
         """Per traced step: an identity for its graph (the sequence of ops, each
         with its phase, line and module, of forward, loss and backward) and,
         when it differs from the previous step's, where the first difference is.
         Shapes are left out: shapes that change with the data are reported by
         the shape findings, not as a different graph."""
-        graphs: list[dict[str, Any]] = []
+        graphs: list[StepGraph] = []
         identities: dict[tuple, int] = {}
         previous: tuple | None = None
         for sequence in self.step_sequences:
             structure = tuple((key[0], *key[2:]) for key in sequence)
             identity = identities.setdefault(structure, len(identities))
-            entry: dict[str, Any] = {"graph": identity, "ops": len(sequence), "first_difference": None}
+            entry = StepGraph(graph=identity, ops=len(sequence))
             if previous is not None and structure != previous[0]:
-                entry["first_difference"] = self._first_difference(previous, (structure, sequence))
+                entry.first_difference = self._first_difference(previous, (structure, sequence))
             graphs.append(entry)
             previous = (structure, sequence)
         return graphs
@@ -678,7 +679,7 @@ class OpTracer:
         identities: dict[tuple, int] = {}
         return [identities.setdefault(tuple(sequence), len(identities)) for sequence in self.optimizer_sequences]
 
-    def _first_difference(self, before: tuple, after: tuple) -> dict[str, Any]:
+    def _first_difference(self, before: tuple, after: tuple) -> GraphDifference:
         """The first op where two steps part, named by the op that only one of
         them has (the inserted or removed op, not its innocent neighbour)."""
         (shape_a, keys_a), (shape_b, keys_b) = before, after
@@ -689,5 +690,5 @@ class OpTracer:
         if chosen is None:
             chosen = keys_b[position] if position < len(keys_b) else keys_a[position]
         record = self.records[chosen]
-        return {"op_index": position, "op": record.op, "location": record.location,
-                "phase": record.phase, "inputs": record.inputs}
+        return GraphDifference(op_index=position, op=record.op, location=record.location, phase=record.phase,
+                               inputs=record.inputs)
