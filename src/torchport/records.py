@@ -1024,6 +1024,45 @@ class TorchCompileComparison(Record):
     _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": CompileMeasured}
 
 
+# --- trace (torchport.trace): scan's findings for the app's own files, beside the trace's ------------
+
+
+@dataclass
+class RunTimeSighting(Record):
+    """A device-typed API call the trace saw run at a scan finding's line, and how often."""
+
+    call: str = ""
+    count: int = 0
+
+
+@dataclass
+class ScanHit(Record):
+    """One finding of ``torchport scan`` in the app's files (or a device-typed call seen only at run time)."""
+
+    id: str = ""
+    title: str = ""
+    detail: str = ""
+    location: str = ""
+    severity: dict[str, str] = field(default_factory=dict)  # scan target -> scan's severity there
+    replacement: str | None = None
+    seen_at_run_time: RunTimeSighting | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"seen_at_run_time": RunTimeSighting}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"replacement"})
+
+
+@dataclass
+class AppScan(Record):
+    """Scan's findings for the app's own files, merged with the device-typed calls the trace saw run."""
+
+    files: list[str] = field(default_factory=list)
+    findings: list[ScanHit] = field(default_factory=list)
+    total: int = 0
+    suppressed: int = 0
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": ScanHit}
+
+
 @dataclass
 class TraceSection(Record):
     """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
@@ -1045,7 +1084,7 @@ class TraceSection(Record):
     memory: MemoryFit | None = None
     op_support: dict[str, TargetOpSupport] = field(default_factory=dict)
     device_apis: list[DeviceApiCall] = field(default_factory=list)
-    app_scan: dict[str, Any] | None = None
+    app_scan: AppScan | None = None
     verdicts: dict[str, TargetVerdict] = field(default_factory=dict)
     totals: TraceTotals | None = None
     host_syncs: list[HostSyncCall] = field(default_factory=list)
@@ -1058,7 +1097,7 @@ class TraceSection(Record):
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "shapes": TraceShapes, "memory": MemoryFit,
                                                    "totals": TraceTotals, "xla_comparison": XlaComparison,
-                                                   "construction": TraceConstruction,
+                                                   "construction": TraceConstruction, "app_scan": AppScan,
                                                    "evaluation": EvaluationSummary,
                                                    "torch_compile_comparison": TorchCompileComparison}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote,
@@ -1118,6 +1157,9 @@ __all__ = [
     "TracedEvaluation",
     "TracedOp",
     "WorkerTrace",
+    "AppScan",
+    "RunTimeSighting",
+    "ScanHit",
     "DynamoCounts",
     "RecompileCause",
     "CompileJudgement",

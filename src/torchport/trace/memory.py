@@ -10,10 +10,9 @@ The chip figures come from ``data/chips.json`` (vendor figures with sources).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
 from torchport.records import ChipFit, MemoryFit, StepMemory
 
 CHIPS_PATH = Path(__file__).resolve().parent.parent / "data" / "chips.json"
@@ -22,21 +21,57 @@ UNITS = {"GB": 10**9, "GiB": 2**30}
 TIGHT_HEADROOM = 0.10
 
 
+@dataclass(frozen=True)
+class CatalogueChip:
+    """One chip of the catalogue, as its vendor states its memory."""
+
+    id: str
+    name: str
+    targets: list[str]
+    hbm: int | float
+    unit: str  # GB (10^9 bytes) or GiB (2^30 bytes)
+    source: str
+    note: str | None = None
+
+    @property
+    def capacity_bytes(self) -> int:
+        return int(self.hbm * UNITS[self.unit])
+
+    @property
+    def hbm_text(self) -> str:
+        return f"{self.hbm} {self.unit}"
+
+
+@dataclass(frozen=True)
+class ChipCatalogue:
+    """``data/chips.json``: the chips, and when and from what the figures were gathered."""
+
+    retrieved: str
+    compiled_from: str
+    chips: tuple[CatalogueChip, ...]
+
+    def provenance(self) -> dict[str, str]:
+        """What a memory estimate says of the catalogue it used."""
+        return {"retrieved": self.retrieved, "compiled_from": self.compiled_from}
+
+
 @lru_cache(maxsize=1)
-def catalogue() -> dict[str, Any]:
-    return json.loads(CHIPS_PATH.read_text(encoding="utf-8"))
+def catalogue() -> ChipCatalogue:
+    document = json.loads(CHIPS_PATH.read_text(encoding="utf-8"))
+    return ChipCatalogue(retrieved=document["retrieved"], compiled_from=document["compiled_from"],
+                         chips=tuple(CatalogueChip(**chip) for chip in document["chips"]))
 
 
 def fit(peak_bytes: int, targets: list[str]) -> list[ChipFit]:
     rows = []
-    for chip in catalogue()["chips"]:
-        if not set(chip["targets"]) & set(targets):
+    for chip in catalogue().chips:
+        if not set(chip.targets) & set(targets):
             continue
-        capacity = int(chip["hbm"] * UNITS[chip["unit"]])
+        capacity = chip.capacity_bytes
         headroom = capacity - peak_bytes
         share = headroom / capacity
-        rows.append(ChipFit(chip=chip["name"], id=chip["id"], targets=chip["targets"], hbm_bytes=capacity,
-                            hbm=f"{chip['hbm']} {chip['unit']}", source=chip["source"], fits=headroom >= 0,
+        rows.append(ChipFit(chip=chip.name, id=chip.id, targets=chip.targets, hbm_bytes=capacity,
+                            hbm=chip.hbm_text, source=chip.source, fits=headroom >= 0,
                             tight=0 <= share < TIGHT_HEADROOM, headroom_bytes=headroom, headroom_share=round(share, 4)))
     return rows
 
@@ -59,4 +94,4 @@ def memory_section(measured: StepMemory | None, targets: list[str]) -> MemoryFit
                             "batch, measured on the CPU; excludes kernel temporaries, fragmentation and runtime "
                             "reservations",
                      chips=fit(peak, targets),
-                     catalogue={"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]})
+                     catalogue=catalogue().provenance())

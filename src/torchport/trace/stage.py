@@ -19,7 +19,7 @@ from torchport.sampling import format_duration
 from torchport.trace.analysis import trace_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.records import BackendEntry, BackendStatus, TraceSection, TraceVerdictStatus
+from torchport.records import AppScan, BackendEntry, BackendStatus, ScanHit, TraceSection, TraceVerdictStatus
 from torchport.trace.verdict import compare_with_xla, verdicts
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def app_files(app_file: Path) -> list[Path]:
     return files
 
 
-def app_scan(app_file: Path | None) -> dict[str, Any] | None:
+def app_scan(app_file: Path | None) -> AppScan | None:
     """``torchport scan`` over the app's own files (None for a built-in or a
     package app): each finding with scan's rule id, title, line and
     severity per scan target."""
@@ -134,12 +134,12 @@ def app_scan(app_file: Path | None) -> dict[str, Any] | None:
     findings = []
     for finding in result.findings[:MAX_SCAN_FINDINGS]:
         rule = find(finding.rule_id)
-        findings.append({"id": finding.rule_id, "title": rule.title, "detail": finding.detail,
-                         # Absolute, as the trace's own locations are (scan displays paths from the cwd).
-                         "location": f"{Path(finding.path).resolve()}:{finding.line}", "severity": dict(rule.severity),
-                         "replacement": rule.replacement})
-    return {"files": [str(path) for path in files], "findings": findings,
-            "total": len(result.findings), "suppressed": result.suppressed}
+        findings.append(ScanHit(id=finding.rule_id, title=rule.title, detail=finding.detail,
+                                # Absolute, as the trace's own locations are (scan displays paths from the cwd).
+                                location=f"{Path(finding.path).resolve()}:{finding.line}",
+                                severity=dict(rule.severity), replacement=rule.replacement))
+    return AppScan(files=[str(path) for path in files], findings=findings, total=len(result.findings),
+                   suppressed=result.suppressed)
 
 
 def attach_scan(section: TraceSection, app_file: Path | None) -> None:

@@ -189,7 +189,7 @@ def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: in
     """Per chip: fits on one, or how many under plain data parallelism (each
     chip holds everything, the batch is split) and fully sharded (parameters,
     gradients and optimizer state split N ways; one layer's worth gathered)."""
-    from torchport.trace.memory import UNITS, catalogue
+    from torchport.trace.memory import catalogue
 
     states = measured["parameter_bytes"] + measured["gradient_bytes"] + estimated["optimizer_state_bytes"]
     # What shrinks with a chip's share of the batch: the forward pass's peak
@@ -212,11 +212,11 @@ def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: in
         return sharded / n + gathered + per_sample * math.ceil(batch_size / n)
 
     rows = []
-    for chip in catalogue()["chips"]:
-        capacity = int(chip["hbm"] * UNITS[chip["unit"]])
+    for chip in catalogue().chips:
+        capacity = chip.capacity_bytes
         usable = capacity / (1 + MARGIN)  # the margin applies to every layout
-        row = {"chip": chip["name"], "id": chip["id"], "targets": chip["targets"],
-               "hbm": f"{chip['hbm']} {chip['unit']}", "hbm_bytes": capacity, "source": chip["source"],
+        row = {"chip": chip.name, "id": chip.id, "targets": chip.targets,
+               "hbm": chip.hbm_text, "hbm_bytes": capacity, "source": chip.source,
                "fits_one": estimated["required_bytes"] <= capacity}
         row["data_parallel"] = _smallest(lambda n, usable=usable: data_parallel(n) <= usable, batch_size)
         row["fully_sharded"] = _smallest(lambda n, usable=usable: fully_sharded(n) <= usable, 4096)
@@ -322,7 +322,7 @@ def provenance(what_ran: str, started: float) -> dict:
         "method": f"symbolic: {what_ran} under torch's FakeTensorMode (no memory allocated); live storage bytes "
                   f"counted per op; optimizer state by formula; required = estimate x {1 + MARGIN:g} (margin for "
                   "fragmentation, runtime reservation, kernel scratch; not measured)",
-        "catalogue": {"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]},
+        "catalogue": catalogue().provenance(),
         "host_peak_rss_bytes": process_peak_bytes(),
         "seconds": round(time.perf_counter() - started, 1),
     }

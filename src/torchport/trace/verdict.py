@@ -71,8 +71,8 @@ def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
     too_big = bool(chips) and not any(c.fits for c in chips)
 
     scan_target = glossary.trace_to_scan(name)
-    scanned = [f for f in (section.app_scan or {}).get("findings", [])
-               if scan_target and f["severity"].get(scan_target) in ("error", "silent")]
+    scanned = [f for f in (section.app_scan.findings if section.app_scan else [])
+               if scan_target and f.severity.get(scan_target) in ("error", "silent")]
     verdict = TargetVerdict(fallbacks=len(fallbacks), fallback_ops=fallbacks, recompilations=recompilations,
                             blockers=len(blockers) + int(too_big), slow_findings=len(slow), unknown_ops=len(unknown),
                             op_support=support.kind)
@@ -113,14 +113,14 @@ def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
         verdict.text = head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})" if minor else "") + source
     if scanned:
         first = scanned[0]
-        verdict.scan_findings = [f"{f['id']} at {f['location']}" for f in scanned]
-        ran = sum(1 for f in scanned if f.get("seen_at_run_time"))
-        source = ("scan of the app's files" if (section.app_scan or {}).get("files")
+        verdict.scan_findings = [f"{f.id} at {f.location}" for f in scanned]
+        ran = sum(1 for f in scanned if f.seen_at_run_time)
+        source = ("scan of the app's files" if section.app_scan and section.app_scan.files
                   else "device-typed APIs seen at run time")
         verdict.text += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
-                            f"{first['severity'][scan_target]} here"
-                            + (f" ({ran} seen at run time)" if ran and source.startswith("scan") else "")
-                            + f", first {first['id']} {first['title']} at {first['location']}")
+                         f"{first.severity[scan_target]} here"
+                         + (f" ({ran} seen at run time)" if ran and source.startswith("scan") else "")
+                         + f", first {first.id} {first.title} at {first.location}")
     return verdict
 
 
