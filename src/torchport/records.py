@@ -615,17 +615,30 @@ class MemoryFit(Record):
 
 
 @dataclass
+class VaryingDim(Record):
+    """One tensor of the batch whose rank (``dim`` None) or one dimension takes more than one size."""
+
+    input: str = ""
+    dim: int | None = None
+    sizes: list[int] = field(default_factory=list)
+    what: str = "size"  # size or rank
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"dim"})
+
+
+@dataclass
 class TraceShapes(Record):
     """The batch signatures and step graphs the trace met."""
 
     signatures: int = 0
     batches_scanned: int | None = None
     complete_epoch: bool | None = None
-    varying: list[dict[str, Any]] = field(default_factory=list)  # which input's dimension takes which sizes
+    varying: list[VaryingDim] = field(default_factory=list)  # which input's dimension takes which sizes
     step_batches: list[str] | None = None
     distinct_step_graphs: int = 0
     distinct_optimizer_graphs: int | None = None
 
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"varying": VaryingDim}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"batches_scanned", "complete_epoch", "step_batches",
                                                              "distinct_optimizer_graphs"})
 
@@ -1043,7 +1056,7 @@ class ScanHit(Record):
     title: str = ""
     detail: str = ""
     location: str = ""
-    severity: dict[str, str] = field(default_factory=dict)  # scan target -> scan's severity there
+    severity: dict[str, str | None] = field(default_factory=dict)  # scan target -> scan's severity there
     replacement: str | None = None
     seen_at_run_time: RunTimeSighting | None = None
 
@@ -1139,6 +1152,7 @@ __all__ = [
     "TraceShapes",
     "TraceStatus",
     "TraceTotals",
+    "VaryingDim",
     "TraceVerdictStatus",
     "Vocabulary",
     "WarmupRecompiling",

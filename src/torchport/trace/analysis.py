@@ -219,7 +219,7 @@ def _shapes(trace: WorkerTrace) -> TraceShapes:
     return TraceShapes(signatures=len(signatures) or len(set(trace.step_batches)),
                        batches_scanned=trace.data_scan.batches if trace.data_scan else None,
                        complete_epoch=trace.data_scan.complete_epoch if trace.data_scan else None,
-                       varying=[v.as_written() for v in finding_rules.varying_dims(signatures)] if len(signatures) > 1 else [],
+                       varying=finding_rules.varying_dims(signatures) if len(signatures) > 1 else [],
                        step_batches=trace.step_batches,
                        distinct_step_graphs=len({g.graph for g in trace.step_graphs}),
                        distinct_optimizer_graphs=len(set(trace.optimizer_graphs)) or None)

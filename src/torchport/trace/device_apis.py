@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from torchport.records import AppScan, DeviceApiCall
@@ -64,6 +64,16 @@ def _passes_through(resolved: str) -> bool:
         or os.path.basename(resolved) == "typing_extensions.py"
 
 
+class CallJson(TypedDict):
+    """A device-typed call as the worker saves it (the parent reads it as ``records.DeviceApiCall``)."""
+
+    id: str
+    title: str
+    location: str
+    call: str
+    count: int
+
+
 class DeviceApiRecorder:
     """Record device-typed API calls from the user's code while ``recording()`` is active."""
 
@@ -71,9 +81,9 @@ class DeviceApiRecorder:
         from torchport.app import is_user_file as app_user_file
 
         self.is_user_file = is_user_file or app_user_file
-        self.found: dict[tuple[str, str], dict[str, Any]] = {}
+        self.found: dict[tuple[str, str], CallJson] = {}
         # The same entries, in order: a result that holds this list saves the latest counts.
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[CallJson] = []
         self._restore: list[tuple[Any, str, Any, bool]] = []
 
     # ---- where a call comes from --------------------------------------------------------

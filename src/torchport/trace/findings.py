@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from torchport import glossary
 from torchport.records import (BatchSignature, ConstructionSite, ContractNote, DataScan, Finding, HostSyncCall, OpKernels,
-                               TraceConstruction, TracedOp, TraceSection, TraceSeverity, Vocabulary, WorkerTrace)
+                               TraceConstruction, TracedOp, TraceSection, TraceSeverity, VaryingDim, Vocabulary,
+                               WorkerTrace)
 
 TARGETS = glossary.trace_targets()
 # Higher is worse, as everywhere (torchport.glossary): blocker 3, slow 2, minor 1.
@@ -331,19 +332,6 @@ def dynamic_shapes(ops: list[TracedOp], steps: int, targets: list[str]) -> list[
     return found
 
 
-@dataclass(frozen=True)
-class VaryingDim:
-    """One tensor of the batch whose rank (``dim`` None) or one dimension takes more than one size."""
-
-    input: str
-    dim: int | None
-    sizes: list[int]
-    what: str  # size or rank
-
-    def as_written(self) -> dict[str, Any]:
-        return {"input": self.input, "dim": self.dim, "sizes": self.sizes, "what": self.what}
-
-
 def varying_dims(signatures: list[BatchSignature]) -> list[VaryingDim]:
     """Which tensor of the batch, and which of its dimensions, takes more than one size."""
     by_path: dict[str, list[list[int]]] = {}
@@ -354,12 +342,12 @@ def varying_dims(signatures: list[BatchSignature]) -> list[VaryingDim]:
     for path, shapes in by_path.items():
         ranks = {len(s) for s in shapes}
         if len(ranks) > 1:
-            varying.append(VaryingDim(path, None, sorted({len(s) for s in shapes}), "rank"))
+            varying.append(VaryingDim(input=path, dim=None, sizes=sorted({len(s) for s in shapes}), what="rank"))
             continue
         for dim in range(ranks.pop()):
             sizes = sorted({s[dim] for s in shapes})
             if len(sizes) > 1:
-                varying.append(VaryingDim(path, dim, sizes, "size"))
+                varying.append(VaryingDim(input=path, dim=dim, sizes=sizes, what="size"))
     return varying
 
 
@@ -390,7 +378,7 @@ def input_shapes(trace: WorkerTrace, targets: list[str]) -> list[Finding]:
         detail += (f"; made by the DataLoader at that line: batch_size={size}, drop_last=False"
                    + (f" over {length} samples leaves a last batch of {length % size}" if length and size else ""))
     return [finding(RuleId.INPUT_SHAPES_VARY, location, len(signatures), 1, detail, targets, cause=cause,
-                    signatures=len(signatures), varying=[v.as_written() for v in varying],
+                    signatures=len(signatures), varying=[v.to_dict() for v in varying],
                     last_partial_batch=last_partial, complete_epoch=bool(scan.complete_epoch))]
 
 

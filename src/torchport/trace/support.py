@@ -30,6 +30,7 @@ from typing import Any, TypedDict
 
 from torchport import glossary
 from torchport.records import OpKernels, OpStatus, OpSupportRow, TargetOpSupport, Vocabulary
+from torchport.trace.registrations import RegistrationAnswer, RegistrationRequest
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LIVE_QUERY_TIMEOUT_S = 300
@@ -196,7 +197,7 @@ def _live_in_process(target: Target) -> SupportTable | None:
                      "version": {"torch": torch.__version__}, **registrations.table(target.key)})
 
 
-def _run_registrations(python: str, request: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+def _run_registrations(python: str, request: RegistrationRequest, env: dict[str, str] | None = None) -> RegistrationAnswer:
     from torchport import envs
 
     with tempfile.TemporaryDirectory(prefix="torchport-ops-") as scratch:
@@ -209,10 +210,11 @@ def _run_registrations(python: str, request: dict[str, Any], env: dict[str, str]
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"registration query failed: {tail}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    answer: RegistrationAnswer = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
 
 
-def _live_cached(name: str, python: str, installed: dict[str, str], request: dict[str, Any], source: str,
+def _live_cached(name: str, python: str, installed: dict[str, str], request: RegistrationRequest, source: str,
                  env: dict[str, str] | None = None) -> SupportTable:
     """A backend's whole table, read in its interpreter once per installed
     version and cached under torchport's cache folder."""
@@ -261,13 +263,13 @@ def _live_xla() -> SupportTable | None:
     if environment is None:
         return None
     return _live_cached("xla", environment.python, environment.installed,
-                        {"key": glossary.XLA.dispatch_key, "imports": ["torch_xla"], "table": True, "xla_probes": True},
+                        RegistrationRequest(key=glossary.XLA.dispatch_key, imports=["torch_xla"], table=True, xla_probes=True),
                         "kernel registrations of torch_xla in the xla environment, plus a probe run on an XLA:CPU device",
                         env={"PJRT_DEVICE": "CPU"})
 
 
 # What the trace asks the interpreter with torch_tpu (tests run the same request).
-TPU_REQUEST = {"key": glossary.TPU.dispatch_key, "imports": ["torch_tpu"], "resolved_table": True}
+TPU_REQUEST = RegistrationRequest(key=glossary.TPU.dispatch_key, imports=["torch_tpu"], resolved_table=True)
 # `import torch_tpu` registers its kernels and its fallback; only torch's
 # autoload of it (torch_tpu._loader.load) creates a device, and only when a TPU
 # is present.  Without autoload the same table is read on a TPU host too,
@@ -304,11 +306,11 @@ def _live_package(target: Target, ops: list[str]) -> SupportTable | None:
     torchport process must not do)."""
     if target.package is None or importlib.util.find_spec(target.package) is None:
         return None
-    answer = _run_registrations(sys.executable, {"key": target.key, "imports": [target.package],
-                                                  "ops": sorted({support_name(op) for op in ops})})
+    answer = _run_registrations(sys.executable, RegistrationRequest(key=target.key, imports=[target.package],
+                                                                    ops=sorted({support_name(op) for op in ops})))
     status = {}
     for op, entry in answer["ops"].items():
-        found = OpKernels.from_dict(entry)
+        found = OpKernels(exists=entry["exists"], kernels=entry["kernels"])
         status[op] = (KernelKind.NATIVE if target.key in found.kernels else KernelKind.DECOMPOSED if found.kernels
                       else KernelKind.NO_KERNEL) if found.exists else KernelKind.UNKNOWN_OP
     return SupportTable(status=status, source=f"kernel registrations (dispatch key {target.key}) with "

@@ -39,7 +39,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 from collections.abc import Iterator
 
 import torch
@@ -83,6 +83,74 @@ SDPA_CPU = {"_scaled_dot_product_flash_attention_for_cpu": "forward",
             "_scaled_dot_product_flash_attention_for_cpu_backward": "backward"}
 
 
+class OpJson(TypedDict):
+    """One aggregated op as the worker saves it (the parent reads it as ``records.TracedOp``)."""
+
+    op: str
+    phase: str
+    location: str | None
+    module: str | None
+    inputs: list[str]
+    outputs: list[str]
+    tags: list[str]
+    count: int
+    flops: int | None
+    bytes_read: int
+    bytes_written: int
+    in_host_sync_call: bool
+    attributed: str
+    steps: list[int]
+    library: str | None
+
+
+class SyncJson(TypedDict):
+    """One host read as the worker saves it (``records.HostSyncCall``)."""
+
+    call: str
+    phase: str
+    location: str | None
+    module: str | None
+    attributed: str
+    library: str | None
+    count: int
+
+
+class ModelCallJson(TypedDict):
+    location: str | None
+    count: int
+
+
+class EvaluationJson(TypedDict):
+    ops: list[OpJson]
+    host_syncs: list[SyncJson]
+    model_calls: list[ModelCallJson]
+
+
+class StepGraphJson(TypedDict):
+    graph: int
+    ops: int
+    first_difference: GraphDifferenceJson | None
+
+
+class GraphDifferenceJson(TypedDict):
+    op_index: int
+    op: str
+    location: str | None
+    phase: str
+    inputs: list[str]
+
+
+class Snapshot(TypedDict):
+    """What the tracer saw so far, as the worker saves it (``records.WorkerTrace`` reads it in the parent)."""
+
+    ops: list[OpJson]
+    host_syncs: list[SyncJson]
+    step_graphs: list[StepGraphJson]
+    optimizer_graphs: list[int]
+    activation_bytes: int
+    evaluation: EvaluationJson
+
+
 @dataclass
 class OpRecord:
     op: str
@@ -104,7 +172,7 @@ class OpRecord:
     library: str | None = None  # innermost library frame below the user's, e.g. transformers/x.py:12
     steps: set[int] = field(default_factory=set)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> OpJson:
         return {
             "op": self.op, "phase": self.phase, "location": self.location, "module": self.module,
             "inputs": self.inputs, "outputs": self.outputs, "tags": self.tags, "count": self.count,
@@ -125,7 +193,7 @@ class SyncRecord:
     library: str | None = None
     count: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> SyncJson:
         return {"call": self.call, "phase": self.phase, "location": self.location, "module": self.module,
                 "attributed": self.attributed, "library": self.library, "count": self.count}
 
@@ -642,11 +710,11 @@ class OpTracer:
             self._saved_storages = set()
 
     # ---- results -------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Snapshot:
         return {
             "ops": [record.as_dict() for record in self.records.values()],
             "host_syncs": [record.as_dict() for record in self.syncs.values()],
-            "step_graphs": [graph.to_dict() for graph in self.step_graphs()],
+            "step_graphs": [cast(StepGraphJson, graph.to_dict()) for graph in self.step_graphs()],
             "optimizer_graphs": self.optimizer_graphs(),
             "activation_bytes": self.saved_bytes,
             "evaluation": {"ops": [record.as_dict() for record in self.evaluation_records.values()],

@@ -111,7 +111,7 @@ def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
         head = "no blocker in the trace" if scanned else "runs as is"
         verdict.status = TraceVerdictStatus.RUNS
         verdict.text = head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})" if minor else "") + source
-    if scanned:
+    if scanned and scan_target:  # scanned: found for scan_target
         first = scanned[0]
         verdict.scan_findings = [f"{f.id} at {f.location}" for f in scanned]
         ran = sum(1 for f in scanned if f.seen_at_run_time)
