@@ -63,7 +63,8 @@ def validate_targets(targets: list[str] | None) -> list[str]:
 def build_section(run: RunRecord | dict[str, Any], app: str, targets: list[str], allow_live: bool = True) -> dict[str, Any]:
     """The section as ``torchport trace --format json`` writes it: the one place a traced section becomes JSON
     (an evaluation's is written by ``torchport.trace.stage.write_section``)."""
-    return trace_section(run, app, targets, allow_live).to_dict()
+    record = run if isinstance(run, RunRecord) else RunRecord.from_dict(run)
+    return trace_section(record, app, targets, allow_live).to_dict()
 
 
 # The keys of a section, in the order written: of a trace that saw ops, and of one that saw none.
@@ -74,11 +75,8 @@ UNTRACED_KEYS = (*TRACED_KEYS[:TRACED_KEYS.index("findings")], "findings", "verd
                  "ops", "totals", "xla_comparison", "construction", "contract", "evaluation", "device_apis")
 
 
-def trace_section(run: RunRecord | dict[str, Any], app: str, targets: list[str], allow_live: bool = True) -> TraceSection:
-    """The section of a tracing worker's run (its record, or its JSON answer): the worker's trace is read
-    into its record here, once."""
-    if not isinstance(run, RunRecord):
-        run = RunRecord.from_dict(run)
+def trace_section(run: RunRecord, app: str, targets: list[str], allow_live: bool = True) -> TraceSection:
+    """The section of a tracing worker's run: the worker's JSON answer is read into its record here, once."""
     trace = WorkerTrace.from_dict(run.extra.get("trace") or {})
     error = run.error
     steps_done = trace.steps_done

@@ -157,20 +157,19 @@ def attach_scan(section: TraceSection, app_file: Path | None) -> None:
 FAILED_RUNS = (BackendStatus.ERROR, BackendStatus.CRASHED, BackendStatus.TIMED_OUT)
 
 
-def reconcile(section: TraceSection, document: dict[str, Any]) -> None:
+def reconcile(section: TraceSection, backends: dict[str, BackendEntry]) -> None:
     """A measured run outranks the trace's prediction for its target: each
     verdict whose target a backend of this evaluation measured says what
     that run did, beside what the trace predicted (``measured``)."""
     from torchport import backends as backend_registry
 
-    for name, raw in (document.get("backends") or {}).items():
+    for name, backend in backends.items():
         try:
             family = backend_registry.get(name).family
         except Exception:  # noqa: BLE001  a backend recorded here but not known now: nothing to set beside
             continue
         target = family.trace_target if family else None
         verdict = section.verdicts.get(target) if target else None
-        backend = BackendEntry.from_dict(raw)
         status = backend.status
         if verdict is None or verdict.measured or status not in (BackendStatus.OK, *FAILED_RUNS):
             continue
@@ -198,7 +197,7 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
                      timeout=stage.timeout_s)
     section = trace_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     attach_scan(section, spec.file)
-    reconcile(section, document)
+    reconcile(section, {name: BackendEntry.from_dict(raw) for name, raw in (document.get("backends") or {}).items()})
     section.xla_comparison = compare_with_xla(section, document)
     section.put(torch_compile_comparison=compare_with_torch_compile(section, document))
     write_section(document, section)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchport import glossary
-from torchport.records import (CounterRun, Finding, OpStatus, RecompilingRun, TargetOpSupport, TargetVerdict, TraceSection,
+from torchport.records import (BackendEntry, CounterRun, Finding, OpStatus, RecompilingRun, TargetOpSupport, TargetVerdict, TraceSection,
                                TraceSeverity, TraceVerdictStatus, XlaComparison, XlaMeasured, XlaPrediction)
 from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, as_section
 
@@ -135,13 +135,11 @@ def _gib(value: int) -> str:
 # ---- prediction vs. a measured xla run ------------------------------------------------------------
 
 
-def measured_xla(document: dict[str, Any]) -> XlaMeasured | None:
+def measured_xla(backend: BackendEntry | None) -> XlaMeasured | None:
     """The xla backend's counters over all phases of each successful run, and
     torchport's own loss reads (outside the phase windows) apart: computed
-    into the backend's summary (torchport.summary.counter_totals).  ``document``
-    is the result document as written (its reader is torchport.document)."""
-    backend = (document.get("backends") or {}).get("xla") or {}
-    per_run = (backend.get("summary") or {}).get("counter_runs") or []
+    into the backend's summary (torchport.summary.counter_totals)."""
+    per_run = (backend.summary.counter_runs if backend and backend.summary else None) or []
     if not per_run:
         return None
     return XlaMeasured(runs=len(per_run), per_run=[CounterRun.from_dict(run) for run in per_run])
@@ -154,8 +152,10 @@ def _per_step(findings: list[Finding], rule: RuleId) -> float:
 def compare_with_xla(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> XlaComparison | None:
     """Side by side: what the trace predicts for torch_xla and what the xla
     backend measured, over all phases.  Any measured count above the
-    prediction is a disagreement, listed with its likely cause."""
-    measured = measured_xla(document)
+    prediction is a disagreement, listed with its likely cause.  ``document``
+    is the result document as written (its reader is torchport.document)."""
+    xla = (document.get("backends") or {}).get("xla")
+    measured = measured_xla(BackendEntry.from_dict(xla) if xla else None)
     if measured is None:
         return None
     section = as_section(section)
