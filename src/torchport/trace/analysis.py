@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from torchport.errors import UserError
 from torchport.limits import TRACE_TIMEOUT_S
-from torchport.records import (ErrorRecord, EvaluationLine, EvaluationSummary, Finding, OpStatus, RunRecord, RunStatus, TargetOpSupport, TracedEvaluation,
-                               TracedOp, TraceConstruction, TraceSection, TraceSeverity, TraceShapes, TraceStatus,
-                               TraceTotals, WorkerTrace)
+from torchport.records import (ErrorRecord, EvaluationLine, EvaluationSummary, Finding, OpStatus, RunRecord, RunStatus,
+                               TargetOpSupport, TracedEvaluation, TracedOp, TraceConstruction, TraceSection,
+                               TraceSeverity, TraceShapes, TraceStatus, TraceTotals, WorkerTrace)
 from torchport.trace import findings as finding_rules
 from torchport.trace import memory, support, verdict
 from torchport.trace.findings import RuleId

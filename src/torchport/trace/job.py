@@ -61,7 +61,7 @@ def trace_job(context: Any) -> None:
         _trace_app(context, recorder)
 
 
-def _trace_app(context: Any, device_apis: DeviceApiRecorder) -> None:
+def _trace_app(context: Any, api_calls: DeviceApiRecorder) -> None:
     """Fills ``context.result["trace"]``, the worker's JSON answer (read in the parent as a
     ``records.WorkerTrace``), and saves it after every step."""
     import torch
@@ -77,7 +77,7 @@ def _trace_app(context: Any, device_apis: DeviceApiRecorder) -> None:
     until_repeated = int(config.get("until_repeated") or 0)
     trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
                              "until_repeated": until_repeated or None, "stopped": None,
-                             "device_apis": device_apis.calls}
+                             "device_apis": api_calls.calls}
     context.result["trace"] = trace
 
     context.progress("trace:init")

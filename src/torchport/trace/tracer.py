@@ -39,7 +39,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 from collections.abc import Iterator
 
 import torch
@@ -147,7 +147,7 @@ class Snapshot(TypedDict):
     host_syncs: list[SyncJson]
     step_graphs: list[StepGraphJson]
     optimizer_graphs: list[int]
-    activation_bytes: int
+    activation_bytes: NotRequired[int]  # read into the step's memory, then dropped from the saved trace
     evaluation: EvaluationJson
 
 
