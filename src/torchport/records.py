@@ -972,15 +972,25 @@ class XlaComparison(Record):
     _record_lists: ClassVar[dict[str, type[Record]]] = {"recompiling": RecompilingRun}
 
 
+class CompileVerdict(Vocabulary):
+    """What a measured torch.compile run says of one graph finding of the trace."""
+
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+    NOT_EXERCISED = "not exercised"
+    UNCONFIRMED = "unconfirmed"
+
+
 @dataclass
 class CompileJudgement(Record):
-    """One graph finding of the trace judged by what Dynamo did: confirmed, refuted, not exercised, unconfirmed."""
+    """One graph finding of the trace judged by what Dynamo did."""
 
     id: str = ""
     location: str | None = None
-    verdict: str = ""
+    verdict: CompileVerdict | str = CompileVerdict.UNCONFIRMED
     evidence: str = ""
 
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"verdict": CompileVerdict}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
 
 
@@ -1171,6 +1181,7 @@ __all__ = [
     "TracedEvaluation",
     "TracedOp",
     "WorkerTrace",
+    "CompileVerdict",
     "AppScan",
     "RunTimeSighting",
     "ScanHit",

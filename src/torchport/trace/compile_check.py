@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import (CompileJudgement, CompileMeasured, DynamoCounts, Finding, GraphBreak, RecompileCause, RunRecord,
+from torchport.records import (CompileJudgement, CompileMeasured, CompileVerdict, DynamoCounts, Finding, GraphBreak, RecompileCause, RunRecord,
                                RunStatus, TorchCompileComparison, TraceSection)
 from torchport.trace.findings import RuleId, as_section
 
@@ -52,20 +52,20 @@ def _steps(run: RunRecord) -> int:
 
 
 def _judge(finding: Finding, breaks: list[GraphBreak], recompiles: list[RecompileCause],
-           shapes_met: int | None) -> tuple[str, str]:
+           shapes_met: int | None) -> tuple[CompileVerdict, str]:
     lines = {line for line in (finding.location, *(finding.seen_at or [])) if line}
     if finding.id == RuleId.INPUT_SHAPES_VARY:
         sized = [r for r in recompiles if SIZE_GUARD in (r.guard or "")]
         if sized:
-            return "confirmed", f"recompiled on a failed size guard: {sized[0].guard}"
+            return CompileVerdict.CONFIRMED, f"recompiled on a failed size guard: {sized[0].guard}"
         if shapes_met is not None and shapes_met <= 1:
-            return "not exercised", "the measured run met one batch shape only"
+            return CompileVerdict.NOT_EXERCISED, "the measured run met one batch shape only"
         if not recompiles:
-            return "refuted", f"no recompilation although the run met {shapes_met} batch shapes"
-        return "unconfirmed", f"{len(recompiles)} recompilation(s), none on a size guard"
+            return CompileVerdict.REFUTED, f"no recompilation although the run met {shapes_met} batch shapes"
+        return CompileVerdict.UNCONFIRMED, f"{len(recompiles)} recompilation(s), none on a size guard"
     at_line = [b for b in breaks if b.location in lines]
     if at_line:
-        return "confirmed", f"graph break at this line: {at_line[0].reason}"
+        return CompileVerdict.CONFIRMED, f"graph break at this line: {at_line[0].reason}"
     if finding.id == RuleId.GRAPH_VARIES:
         # The trace names the first op that differs (inside the branch); Dynamo
         # names the branch itself: a data-dependent branch in the same file.
@@ -73,13 +73,13 @@ def _judge(finding: Finding, breaks: list[GraphBreak], recompiles: list[Recompil
         branches = [b for b in breaks if (b.location or "").rsplit(":", 1)[0] in files
                     and (b.reason or "").lower().startswith("data-dependent")]
         if branches:
-            return "confirmed", f"graph break at {branches[0].location}: {branches[0].reason}"
+            return CompileVerdict.CONFIRMED, f"graph break at {branches[0].location}: {branches[0].reason}"
         other_guards = [r for r in recompiles if SIZE_GUARD not in (r.guard or "")]
         if other_guards:
-            return "confirmed", f"recompiled: {other_guards[0].guard}"
+            return CompileVerdict.CONFIRMED, f"recompiled: {other_guards[0].guard}"
     if not breaks and not recompiles:
-        return "refuted", "no graph break and no recompilation"
-    return "unconfirmed", "Dynamo broke or recompiled elsewhere, not at this line"
+        return CompileVerdict.REFUTED, "no graph break and no recompilation"
+    return CompileVerdict.UNCONFIRMED, "Dynamo broke or recompiled elsewhere, not at this line"
 
 
 def compare_with_torch_compile(section: TraceSection | dict[str, Any],
@@ -103,7 +103,7 @@ def compare_with_torch_compile(section: TraceSection | dict[str, Any],
         judged = []
         for finding in findings:
             verdict, evidence = _judge(finding, breaks, recompiles, shapes_met) if logged else (
-                "unconfirmed", "Dynamo's graph-break and recompile logs were not captured")
+                CompileVerdict.UNCONFIRMED, "Dynamo's graph-break and recompile logs were not captured")
             judged.append(CompileJudgement(id=finding.id, location=finding.location, verdict=verdict, evidence=evidence))
         predicted_lines = {line for f in findings for line in (f.location, *(f.seen_at or []))}
         backends[name] = CompileMeasured(
