@@ -150,9 +150,25 @@ class Record:
     _words: ClassVar[dict[str, type[Vocabulary]]] = {}
     _written_when_none: ClassVar[frozenset[str]] = frozenset()
 
+    # class -> its declared field names, as a tuple and a set: read for every record read or written, and
+    # dataclasses.fields() per call made a trace section's records three times slower to read and write.
+    _field_names: ClassVar[dict[type, tuple[tuple[str, ...], frozenset[str]]]] = {}
+
     @classmethod
-    def _declared(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "key_order")]
+    def _declared(cls) -> tuple[str, ...]:
+        return cls._fields_of()[0]
+
+    @classmethod
+    def _declared_set(cls) -> frozenset[str]:
+        return cls._fields_of()[1]
+
+    @classmethod
+    def _fields_of(cls) -> tuple[tuple[str, ...], frozenset[str]]:
+        found = Record._field_names.get(cls)
+        if found is None:
+            names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "key_order"))
+            found = Record._field_names[cls] = (names, frozenset(names))
+        return found
 
     @classmethod
     def _read(cls, name: str, value: Any) -> Any:
@@ -183,15 +199,15 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        declared = set(cls._declared())
+        declared = cls._declared_set()
         values = {key: cls._read(key, value) for key, value in data.items() if key in declared}
         extra = {key: value for key, value in data.items() if key not in declared}
         return cls(**values, extra=extra, key_order=tuple(data))
 
     def to_dict(self) -> dict[str, Any]:
-        declared = self._declared()
+        declared = self._declared_set()
         present = set(self.key_order or ())
-        order = list(self.key_order or ()) + [key for key in [*declared, *self.extra] if key not in present]
+        order = list(self.key_order or ()) + [key for key in [*self._declared(), *self.extra] if key not in present]
         out: dict[str, Any] = {}
         for key in order:
             if key in self.extra and key not in declared:
@@ -213,7 +229,7 @@ class Record:
         a record read from a dictionary each is written, None included, and
         one that dictionary did not have is written after the keys it had, in
         the order set here (the order the document had when it was a dictionary)."""
-        declared = set(self._declared())
+        declared = self._declared_set()
         for key, value in values.items():
             if key in declared:
                 setattr(self, key, value)
