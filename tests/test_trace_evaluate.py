@@ -12,6 +12,7 @@ from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
 from torchport.records import Finding, TraceSeverity
 from torchport.report.markdown import render
+from torchport.records import ScenarioSamples
 from torchport.summary import counter_totals
 from torchport.trace.stage import evaluate_stage
 from torchport.trace.verdict import compare_with_xla
@@ -65,7 +66,8 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
 
     def xla_backend(*runs: dict) -> dict:
         # The comparison reads the backend's summary, which torchport.summary computes from the runs.
-        return {"runs": list(runs), "summary": {"counter_runs": [counter_totals(run["training"]) for run in runs]}}
+        return {"runs": list(runs), "summary": {"counter_runs": [
+            counter_totals(ScenarioSamples.from_dict(run["training"])).to_dict() for run in runs]}}
 
     # The data-dependent shape cuts each step's graph once: two graphs to compile.
     document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 2, 0))
