@@ -158,13 +158,14 @@ def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluatio
     from torchport.document import validate
     from torchport.check import pipeline
     from torchport.commands.check import terminal_table
+    from torchport.records import PipelineMeasurement
 
     document = load_result(builtin_evaluation)
     compute = 0.08
     loads = [compute * share / (1 - share) for share in (0.17, 0.19, 0.20, 0.21, 0.23)]
-    borderline = pipeline.check("cpu-compile", "cpu", {"load_s": loads, "compute_s": [compute] * 5,
-                                                       "batches_per_s": 5 / sum(loads), "per_round": 4,
-                                                       "data": {"dataloader": False, "type": "builtins.list"}}).to_dict()
+    borderline = pipeline.check("cpu-compile", "cpu", PipelineMeasurement.from_dict(
+        {"load_s": loads, "compute_s": [compute] * 5, "batches_per_s": 5 / sum(loads), "per_round": 4,
+         "data": {"dataloader": False, "type": "builtins.list"}})).to_dict()
     assert borderline["status"] == "borderline" and borderline["figures"]["verdict"] == "borderline"
     checks = document["checks"]["checks"]
     (position,) = [i for i, c in enumerate(checks) if c["name"] == "pipeline" and c.get("backend") == "cpu-compile"]

@@ -336,7 +336,7 @@ def test_check_budget_sizes_recovery_and_skips_what_cannot_fit():
     budget.started -= 55.0  # 5 s left: distributed needs 3 x 2 s + 3 steps x 3.9 s
     _, skip = budget.size("distributed", options, "cpu", checks_left=1)
     assert skip is not None and skip.startswith("budget too small: distributed on cpu needs about ")
-    assert budget.record()["skipped"] == [skip]
+    assert budget.record().skipped == [skip]
 
 
 @pytest.mark.alone

@@ -11,6 +11,7 @@ from torchport.check import pipeline, savefile
 from torchport.check.parity import localise
 from torchport.check.tolerance import FLOOR, RATIO_LIMIT, judge, tensor_error
 from torchport.check.training import capture_rng, restore_rng, shard_batch, state_outside_state_dict
+from torchport.records import Check, PipelineMeasurement
 
 
 def _state() -> dict:
@@ -22,7 +23,7 @@ def test_checkpoint_round_trip_is_exact(tmp_path):
     path = tmp_path / "a.ckpt"
     state = _state()
     record = savefile.save(state, path)
-    assert record["bytes"] == path.stat().st_size
+    assert record.bytes == path.stat().st_size
     loaded = savefile.load(path)
     assert loaded["step"] == 7
     assert all(torch.equal(loaded["model"][key], value) for key, value in state["model"].items())
@@ -73,15 +74,16 @@ def test_unpicklable_state_is_a_save_error(tmp_path):
 
 
 def test_error_ratio_floors_a_bit_exact_reference_and_blames_a_real_error():
-    assert judge(0.0, 0.0, "float32")["pass"]
+    assert judge(0.0, 0.0, "float32").passed
     small = judge(FLOOR["float32"] / 2, 0.0, "float32")
-    assert small["pass"] and small["ratio"] == 0.5
+    assert small.passed and small.ratio == 0.5
     rounding = judge(3e-6, 1e-6, "float32")
-    assert rounding["pass"] and rounding["ratio"] == pytest.approx(3.0)
+    assert rounding.passed and rounding.ratio == pytest.approx(3.0)
     wrong = judge(1e-2, 1e-6, "float32")
-    assert not wrong["pass"] and wrong["ratio"] > RATIO_LIMIT
+    assert not wrong.passed and wrong.ratio > RATIO_LIMIT
+    assert wrong.to_dict()["pass"] is False  # written under the document's key
     # The same error is ordinary rounding in bfloat16.
-    assert judge(1e-2, 5e-3, "bfloat16")["pass"]
+    assert judge(1e-2, 5e-3, "bfloat16").passed
 
 
 def test_localise_names_the_first_module_that_diverges_in_execution_order():
@@ -90,7 +92,7 @@ def test_localise_names_the_first_module_that_diverges_in_execution_order():
     reference = {name: value * (1 + 1e-7) for name, value in truth.items()}
     backend = {"a": truth["a"] * (1 + 2e-7), "b": truth["b"] + 0.01, "c": truth["c"] + 0.02}
     found = localise(backend, ["a", "b", "c"], reference, truth, "float32")
-    assert found["module"] == "b" and found["position"] == 2 and not found["pass"]
+    assert found.module == "b" and found.position == 2 and not found.passed
     assert localise(reference, ["a", "b", "c"], reference, truth, "float32") is None
 
 
@@ -128,7 +130,7 @@ def test_tensors_outside_state_dict_are_found():
     model[0].hidden = torch.zeros(1)
     model[0].register_buffer("fine", torch.zeros(1))
     (found,) = state_outside_state_dict(model)
-    assert (found["name"], found["kind"]) == ("0.hidden", "plain tensor attribute")
+    assert (found.name, found.kind) == ("0.hidden", "plain tensor attribute")
 
 
 def measured(load_s: list[float], compute_s: list[float], **data) -> dict:
@@ -136,17 +138,22 @@ def measured(load_s: list[float], compute_s: list[float], **data) -> dict:
             "samples_per_s": None, "per_round": 4, "data": data or {"dataloader": False, "type": "builtins.list"}}
 
 
+def pipeline_check(backend: str, device_type: str, raw: dict | None) -> Check:
+    """The verdict on a measurement as a worker's JSON carries it."""
+    return pipeline.check(backend, device_type, PipelineMeasurement.from_dict(raw) if raw else None)
+
+
 def test_pipeline_flags_slow_in_process_loading_and_suggests_workers():
     slow = measured([0.1] * 5, [0.01] * 5, dataloader=True, num_workers=0, pin_memory=False)
-    verdict = pipeline.check("cuda", "cuda", slow).to_dict()
+    verdict = pipeline_check("cuda", "cuda", slow).to_dict()
     assert verdict["status"] == "fail" and verdict["figures"]["input_bound"]
     assert verdict["figures"]["verdict"] == "input-bound" and verdict["reason"].startswith("input-bound: ")
     suggestions = " ".join(verdict["figures"]["suggestions"])
     assert "num_workers" in suggestions and "pin_memory=True" in suggestions
-    on_cpu = pipeline.check("cpu", "cpu", slow).to_dict()
+    on_cpu = pipeline_check("cpu", "cpu", slow).to_dict()
     assert "pin_memory does not help on cpu" in on_cpu["figures"]["suggestions"]
     fast = measured([0.001] * 5, [0.1] * 5)
-    assert pipeline.check("cpu", "cpu", fast).to_dict()["figures"]["verdict"] == "keeps up"
+    assert pipeline_check("cpu", "cpu", fast).to_dict()["figures"]["verdict"] == "keeps up"
 
 
 def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
@@ -154,7 +161,7 @@ def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
     # thresholds, so one noisy round on either side cannot flip the verdict.
     compute = 0.08
     loads = [compute * share / (1 - share) for share in (0.10, 0.18, 0.20, 0.22, 0.40)]
-    verdict = pipeline.check("cpu", "cpu", measured(loads, [compute] * 5)).to_dict()
+    verdict = pipeline_check("cpu", "cpu", measured(loads, [compute] * 5)).to_dict()
     figures = verdict["figures"]
     assert figures["verdict"] == "borderline" and verdict["status"] == "borderline"
     assert verdict["reason"].startswith("borderline: ") and "try: " in verdict["reason"]
@@ -167,21 +174,21 @@ def test_pipeline_verdict_is_a_band_on_the_median_round_with_the_interval():
 
 def test_pipeline_verdict_under_heavy_load_is_marked_uncertain_and_keeps_its_status():
     loaded = {**measured([0.001] * 5, [0.1] * 5), "load": {"before": [7.5, 6.0, 5.0], "after": [8.0, 6.1, 5.0], "cpus": 2}}
-    verdict = pipeline.check("cpu", "cpu", loaded).to_dict()
+    verdict = pipeline_check("cpu", "cpu", loaded).to_dict()
     assert verdict["status"] == "pass" and verdict["figures"]["verdict"] == "keeps up"
     assert verdict["figures"]["uncertain"].startswith("uncertain: the host's load average was 8.0 on 2 CPUs")
     assert "rerun on an idle machine" in verdict["reason"]
     idle = {**loaded, "load": {"before": [0.5, 0.4, 0.3], "after": [1.2, 0.5, 0.3], "cpus": 2}}
-    assert pipeline.check("cpu", "cpu", idle).to_dict()["figures"]["uncertain"] is None
-    assert pipeline.check("cpu", "cpu", measured([0.001] * 5, [0.1] * 5)).to_dict()["figures"]["uncertain"] is None
+    assert pipeline_check("cpu", "cpu", idle).to_dict()["figures"]["uncertain"] is None
+    assert pipeline_check("cpu", "cpu", measured([0.001] * 5, [0.1] * 5)).to_dict()["figures"]["uncertain"] is None
 
 
 def test_pipeline_with_dataloader_workers_waits_only_for_loading_beyond_compute():
     data = {"dataloader": True, "num_workers": 2, "persistent_workers": True, "prefetch_factor": 2}
     assert pipeline.waiting_share(0.05, 0.1, overlapped=True) == 0.0
     assert pipeline.waiting_share(0.2, 0.1, overlapped=True) == pytest.approx(0.5)
-    assert pipeline.check("cpu", "cpu", measured([0.05] * 5, [0.1] * 5, **data)).to_dict()["figures"]["verdict"] == "keeps up"
-    assert pipeline.check("cpu", "cpu", None).to_dict()["status"] == "error"
+    assert pipeline_check("cpu", "cpu", measured([0.05] * 5, [0.1] * 5, **data)).to_dict()["figures"]["verdict"] == "keeps up"
+    assert pipeline_check("cpu", "cpu", None).to_dict()["status"] == "error"
 
 
 def test_a_check_the_budget_ended_is_skipped_and_only_fail_or_error_fails_the_command():
@@ -194,7 +201,7 @@ def test_a_check_the_budget_ended_is_skipped_and_only_fail_or_error_fails_the_co
     explained = budget.explain(timed_out, 12.0, limited=True)
     assert explained.status is CheckStatus.SKIPPED and explained.reason.startswith("budget too small: ")
     assert timed_out.status is CheckStatus.ERROR  # the record given is left as it was
-    assert budget.record()["skipped"] == ["recovery on cpu: ended at the budget's end"]
+    assert budget.record().skipped == ["recovery on cpu: ended at the budget's end"]
     assert budget.explain(timed_out, 12.0, limited=False) is timed_out
     section = {"checks": [check.to_dict() for check in (explained, Check(name="pipeline", status=CheckStatus.BORDERLINE))]}
     assert exit_status(section) == 0

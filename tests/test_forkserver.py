@@ -112,6 +112,25 @@ def test_a_forked_worker_is_a_process_of_its_own_and_trains_as_a_spawned_one(tmp
         assert result["host_memory"]["peak_bytes"] > 0.93 * spawned[0]["host_memory"]["peak_bytes"]
 
 
+@needs_linux
+def test_the_server_imports_a_backends_worker_imports_once_and_counts_them_in_each_of_its_workers(tmp_path):
+    def case(backend: str, folder: str) -> list:
+        backend_case = _train_case(tmp_path / folder)
+        backend_case[0] = backend
+        backend_case[3]["extra"]["runs"][0]["label"] = backend
+        return backend_case
+
+    results, _ = _run([case("cpu", "a"), case("cpu-compile", "b"), case("cpu-compile", "c"), case("cpu", "d")],
+                      True, tmp_path)
+    assert [result["status"] for result in results] == ["ok"] * 4, [result.get("error") for result in results]
+    eager_first, compiled_first, compiled_again, eager_again = (result["phases"]["preloaded_import_s"]
+                                                                for result in results)
+    # The eager workers count torch's imports only, before and after the server imported inductor; both
+    # compiled workers count inductor's import too, which the server made once, before the first of them.
+    assert eager_first == eager_again
+    assert compiled_first == compiled_again > eager_first
+
+
 FAULTS = [("fault-multiline", {}), ("fault-segfault", {}), ("fault-exit", {}),
           ("fault-hang", {"phase_timeout": 8}), ("fault-setsid", {})]
 

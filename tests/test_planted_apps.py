@@ -73,7 +73,8 @@ def test_state_outside_state_dict_names_each_kind_with_its_line():
                 optimizer.zero_grad()
                 app.loss(net, batch).backward()
                 optimizer.step()
-            found[name] = (state_outside_state_dict(net, optimizer, since=before), line_of(f"{name}.py", marker))
+            found[name] = ([item.to_dict() for item in state_outside_state_dict(net, optimizer, since=before)],
+                           line_of(f"{name}.py", marker))
     finally:
         sys.path.remove(str(APPS))
     (buffer,), line = found["planted_nonpersistent_buffer"]
@@ -190,14 +191,15 @@ def test_state_outside_state_dict_fails_checkpoints_at_its_line(tmp_path, app, n
 
 def test_a_wait_under_the_absolute_minimum_is_never_input_bound():
     from torchport.check import pipeline
+    from torchport.records import PipelineMeasurement
 
     data = {"dataloader": False, "type": "builtins.list"}
     # 0.2 ms of loading against a 0.1 ms step: a 67% share, but of a wait under the minimum.
-    tiny = pipeline.check("cpu", "cpu", {"load_s": [2e-4] * 5, "compute_s": [1e-4] * 5, "batches_per_s": 5000.0,
-                                          "per_round": 4, "data": data}).to_dict()
+    tiny = pipeline.check("cpu", "cpu", PipelineMeasurement.from_dict(
+        {"load_s": [2e-4] * 5, "compute_s": [1e-4] * 5, "batches_per_s": 5000.0, "per_round": 4, "data": data})).to_dict()
     assert tiny["figures"]["verdict"] == "keeps up" and tiny["status"] == "pass", tiny["reason"]
-    slow = pipeline.check("cpu", "cpu", {"load_s": [2e-2] * 5, "compute_s": [1e-2] * 5, "batches_per_s": 50.0,
-                                          "per_round": 4, "data": data}).to_dict()
+    slow = pipeline.check("cpu", "cpu", PipelineMeasurement.from_dict(
+        {"load_s": [2e-2] * 5, "compute_s": [1e-2] * 5, "batches_per_s": 50.0, "per_round": 4, "data": data})).to_dict()
     assert slow["figures"]["verdict"] == "input-bound" and slow["status"] == "fail", slow["reason"]
 
 

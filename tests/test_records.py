@@ -361,8 +361,39 @@ def test_a_whole_real_document_round_trips_and_refresh_recomputes_it_unchanged(d
     figures the evaluation wrote, byte for byte."""
     record = result_document.result_record(document)
     assert isinstance(record.trace, TraceSection) and isinstance(record.config_consistency, ConfigConsistency)
+    assert record.checks is not None and all(isinstance(check, Check) for check in record.check_records())
     assert all(isinstance(entry.comparison, BackendComparison) for name, entry in record.backends.items()
                if name != record.reference)
     assert json.dumps(record.to_dict()) == json.dumps(document)
     assert json.dumps(summary.refresh(copy.deepcopy(document)).to_dict()) == json.dumps(document)
     assert [check.to_dict() for check in record.check_records()] == document["checks"]["checks"]
+
+
+# --- check (src/torchport/check/): the section and each check's figures -----------------------------
+
+def _undeclared(value: object, path: str) -> list[str]:
+    """Keys a record (or a record inside it) read from a dictionary does not declare."""
+    from torchport.records import Record
+
+    if isinstance(value, Record):
+        found = [f"{path}: {sorted(value.extra)}"] if value.extra else []
+        return found + [item for name in value._declared() for item in _undeclared(getattr(value, name), f"{path}.{name}")]
+    if isinstance(value, dict):
+        return [item for key, child in value.items() for item in _undeclared(child, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [item for index, child in enumerate(value) for item in _undeclared(child, f"{path}[{index}]")]
+    return []
+
+
+def test_a_real_checks_section_reads_into_records_that_declare_every_figure(document):
+    from torchport.records import CHECK_FIGURES, ChecksSection
+
+    raw = document["checks"]
+    section = ChecksSection.from_dict(raw)
+    assert json.dumps(section.to_dict()) == json.dumps(raw)  # byte for byte, key order included
+    assert {check.name for check in section.checks} >= {"determinism", "parity", "checkpoint", "pipeline"}
+    for check, written in zip(section.checks, raw["checks"]):
+        figures = check.figures_as(CHECK_FIGURES[check.name])
+        assert _undeclared(figures, check.name) == []
+        assert json.dumps(figures.to_dict()) == json.dumps(written["figures"])
+    assert section.config.reference == "cpu" and section.config.steps is not None

@@ -274,7 +274,7 @@ def test_accelerator_evidence_is_judged_from_parameters_or_device_memory():
 def test_heavy_load_is_one_threshold_for_script_mode_and_check():
     from torchport.check import pipeline
     from torchport.limits import HEAVY_LOAD_PER_CPU
-    from torchport.records import RunRecord
+    from torchport.records import HostLoad, RunRecord
     from torchport.script.report import heavy_load
 
     assert pipeline.HEAVY_LOAD_PER_CPU is HEAVY_LOAD_PER_CPU
@@ -283,5 +283,5 @@ def test_heavy_load_is_one_threshold_for_script_mode_and_check():
     assert heavy_load(RunRecord.from_dict({"script": {"machine_load": {"start": 0.5, "end": busy, "cpus": cpus}}})) == \
         f"1-minute load {busy:.1f} on 2 CPU(s)"
     assert heavy_load(RunRecord.from_dict({"script": {"machine_load": {"start": idle, "end": idle, "cpus": cpus}}})) is None
-    assert pipeline.load_uncertainty({"before": [busy], "after": [0.5], "cpus": cpus}) is not None
-    assert pipeline.load_uncertainty({"before": [idle], "after": [idle], "cpus": cpus}) is None
+    assert pipeline.load_uncertainty(HostLoad(before=[busy], after=[0.5], cpus=cpus)) is not None
+    assert pipeline.load_uncertainty(HostLoad(before=[idle], after=[idle], cpus=cpus)) is None

@@ -44,5 +44,5 @@ def test_graph_findings_are_judged_by_the_measured_dynamo_counts(branch_flip_eva
     run = document["backends"]["cpu-compile"]["runs"][0]
     for phase in run["training"]["counters"].values():
         phase["torch_compile"].update(graph_breaks=0, graph_break_sites=[], recompilations=0, recompilation_causes=[])
-    clean = compare_with_torch_compile(section, document)["backends"]["cpu-compile"]["findings"]
+    clean = compare_with_torch_compile(section, document).to_dict()["backends"]["cpu-compile"]["findings"]
     assert {item["id"]: item["verdict"] for item in clean}["TR104"] == "refuted"

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from conftest import APPS
+from torchport.records import AppScan, DeviceApiCall
 from torchport.trace.device_apis import DeviceApiRecorder, merge_with_scan
 
 HERE = Path(__file__).resolve()
@@ -87,10 +88,11 @@ def test_recording_changes_nothing_the_app_computes():
 def test_merge_keeps_one_finding_per_line_and_rule():
     scanned = {"files": ["app.py"], "total": 1, "suppressed": 0, "findings": [
         {"id": "TP201", "title": "CUDA autocast", "location": "/x/app.py:3", "detail": "d", "severity": {}}]}
-    calls = [{"id": "TP201", "title": "CUDA autocast", "location": "/x/app.py:3", "call": "torch.autocast(...)", "count": 2},
-             {"id": "TP004", "title": "CUDA device index management", "location": "/x/app.py:9",
-              "call": "torch.cuda.device_count()", "count": 1}]
-    merged = merge_with_scan(scanned, calls)
+    calls = [DeviceApiCall(id="TP201", title="CUDA autocast", location="/x/app.py:3", call="torch.autocast(...)",
+                           count=2),
+             DeviceApiCall(id="TP004", title="CUDA device index management", location="/x/app.py:9",
+                           call="torch.cuda.device_count()", count=1)]
+    merged = merge_with_scan(AppScan.from_dict(scanned), calls).to_dict()
     assert [(f["id"], f["location"], f["seen_at_run_time"]["count"]) for f in merged["findings"]] == [
         ("TP201", "/x/app.py:3", 2), ("TP004", "/x/app.py:9", 1)]
     assert "not found by the scan" in merged["findings"][1]["detail"]

@@ -71,7 +71,7 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
 
     # The data-dependent shape cuts each step's graph once: two graphs to compile.
     document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 2, 0))
-    agreed = compare_with_xla(document["trace"], document)
+    agreed = compare_with_xla(document["trace"], document).to_dict()
     assert agreed["predicted"]["fallback_ops"] == ["aten::nonzero"]
     assert agreed["agrees"], agreed["disagreements"]
     assert agreed["measured"]["per_run"][0]["torchport_loss_reads"] == {"values": 1, "aten::_local_scalar_dense": 1}
@@ -79,7 +79,7 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
     # Host syncs counted inside the phases are the app's: torchport's own reads are outside them.
     document["backends"]["xla"] = xla_backend(xla_run({"aten::histc": 10, "aten::_local_scalar_dense": 3}, 3, 2,
                                                       executions=8))
-    disagreed = compare_with_xla(document["trace"], document)
+    disagreed = compare_with_xla(document["trace"], document).to_dict()
     assert disagreed["disagreements"] == [
         "aten::histc fell back to the CPU on xla but the trace did not predict it",
         "the trace predicted a CPU fallback of aten::nonzero but the xla run executed none",

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from torchport.records import TracedEvaluation
 from torchport.trace.analysis import build_section, evaluation_summary, validate_targets
 from torchport.trace.report import markdown, terminal_lines
 from torchport.trace.tracer import OpTracer
@@ -60,7 +61,7 @@ def test_the_models_forward_under_no_grad_is_evaluation_and_clipping_is_the_step
     assert {record["steps"][0] for record in snapshot["evaluation"]["ops"]} == {1}
     # Both steps ran the same graph: the evaluation is not part of step 1's.
     assert len({graph["graph"] for graph in snapshot["step_graphs"]}) == 1, snapshot["step_graphs"]
-    summary = evaluation_summary(snapshot["evaluation"])
+    summary = evaluation_summary(TracedEvaluation.from_dict(snapshot["evaluation"])).to_dict()
     assert summary["steps"] == [1] and summary["host_syncs"] == 1
     assert summary["model_calls"] == [{"location": f"{HERE}:{_line(HERE, '# marker: evaluation')}", "count": 1}]
 

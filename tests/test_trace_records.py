@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from torchport.records import ChipFit, ContractNote, MemoryFit, TargetOpSupport, TraceSection, TraceStatus
+from torchport.records import ChipFit, ContractNote, MemoryFit, RunRecord, TargetOpSupport, TraceSection, TraceStatus
 from torchport.trace.analysis import UNTRACED_KEYS, trace_section, validate_targets
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "src" / "torchport" / "schemas" / "trace.schema.json")
@@ -36,7 +36,8 @@ def test_each_trace_record_declares_exactly_the_fields_its_schema_declares(recor
 
 def test_a_worker_that_traced_nothing_gives_a_failed_section_with_its_keys_in_order():
     error = {"kind": "app-error", "message": "boom", "location": "app.py:3"}
-    section = trace_section({"status": "error", "error": error, "trace": {}}, "app.py", validate_targets(None))
+    run = RunRecord.from_dict({"status": "error", "error": error, "trace": {}})
+    section = trace_section(run, "app.py", validate_targets(None))
     written = section.to_dict()
     assert section.status == TraceStatus.FAILED and written["reason"] == "app.py:3: boom"
     assert tuple(written) == UNTRACED_KEYS

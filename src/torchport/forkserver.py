@@ -47,8 +47,11 @@ FORK_REPLY_S = 30.0  # the server answers a request at once; no answer by then: 
 PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torchport.worker", "torchport.host_memory",
              "torchport.processes")
 MADV_POPULATE_READ = 22  # Linux 5.14+: fault a range's pages in, as reading them would
-PROCESS_NAME = b"torchport-job"
-preload_s = 0.0  # seconds the server took to import PRELOADED: each forked worker's import phase counts them  # /proc/PID/comm of a forked worker (its cmdline is the server's)
+PROCESS_NAME = b"torchport-job"  # /proc/PID/comm of a forked worker (its cmdline is the server's)
+preload_s = 0.0  # seconds the server took to import PRELOADED: each forked worker's import phase counts them
+# A backend's ``worker_imports``, imported by the server before it forks that backend's first worker: module ->
+# the seconds its import took, counted in the import phase of every worker that needs it.
+imported_for_jobs: dict[str, float] = {}
 
 
 # --- the parent's side ---------------------------------------------------------------------------
@@ -193,12 +196,14 @@ def serve(control_fd: int) -> None:
                 os._exit(0)  # the torchport command closed its end: done
             request = json.loads(message)
             reply, stdout_fd, stderr_fd = socket.socket(fileno=fds[0]), fds[1], fds[2]
+            imports_s, importing_s = import_for_job(request["job"])
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
                 inherited = [control, wake_read, wake_write, reply, *replies.values()]
-                _become_worker(request, stdout_fd, stderr_fd, inherited, parent_fd, start_folder, resident)
+                _become_worker(request, stdout_fd, stderr_fd, inherited, parent_fd, start_folder, resident,
+                               preload_s + imports_s, importing_s)
             os.close(stdout_fd)
             os.close(stderr_fd)
             try:
@@ -207,6 +212,30 @@ def serve(control_fd: int) -> None:
                 pass
             replies[pid] = reply
             _reap(replies)
+
+
+def import_for_job(job_path: str) -> tuple[float, float]:
+    """Import what the job's backend imports before its work (``Backend.worker_imports``) unless imported for an
+    earlier job: (the seconds those imports took, the seconds spent importing now, for this job).  A job file it
+    cannot read costs nothing here: the worker reports what is wrong with it."""
+    import importlib
+
+    try:
+        with open(job_path, encoding="utf-8") as handle:
+            backend_name = json.load(handle)["backend"]
+        from torchport import backends
+
+        modules = backends.get(backend_name).worker_imports()
+    except Exception:  # noqa: BLE001  the worker itself reads the job and says what is wrong
+        return 0.0, 0.0
+    importing_s = 0.0
+    for module in modules:
+        if module not in imported_for_jobs:
+            started = time.perf_counter()
+            importlib.import_module(module)
+            imported_for_jobs[module] = time.perf_counter() - started
+            importing_s += imported_for_jobs[module]
+    return sum(imported_for_jobs[module] for module in modules), importing_s
 
 
 def _open_pidfd(parent: str) -> int | None:
@@ -245,7 +274,8 @@ def _reap(replies: dict[int, socket.socket]) -> None:
 
 
 def _become_worker(request: dict[str, Any], stdout_fd: int, stderr_fd: int, inherited: list[socket.socket],
-                   parent_fd: int | None, start_folder: str, resident: list[tuple[int, int]]) -> None:
+                   parent_fd: int | None, start_folder: str, resident: list[tuple[int, int]],
+                   imports_s: float, importing_s: float) -> None:
     """In the forked child: become what ``python -m torchport.worker JOB`` is
     (a session of its own, the job's stdio, environment and folder), run the
     job, and exit; never returns into the server's loop."""
@@ -266,6 +296,9 @@ def _become_worker(request: dict[str, Any], stdout_fd: int, stderr_fd: int, inhe
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        if importing_s and "TORCHPORT_SPAWN_TIME" in os.environ:
+            # The imports made for this job count in its import phase (``imports_s``), not in its process start.
+            os.environ["TORCHPORT_SPAWN_TIME"] = repr(float(os.environ["TORCHPORT_SPAWN_TIME"]) + importing_s)
         if sys.path and sys.path[0] == start_folder:  # ``python -m`` puts the folder it started in first
             sys.path[0] = request["cwd"]
         _name_process()
@@ -274,7 +307,7 @@ def _become_worker(request: dict[str, Any], stdout_fd: int, stderr_fd: int, inhe
 
         worker.WORKER_STARTED = time.time()
         worker.LAUNCH = "forked"
-        worker.PRELOADED_IMPORT_S = preload_s
+        worker.PRELOADED_IMPORT_S = imports_s
         sys.argv = [worker.__file__, request["job"]]
         status = worker.main([request["job"]])
     except BaseException:  # noqa: BLE001  anything before the job is a crash of this worker, on its stderr

@@ -20,10 +20,11 @@ Standard library only: workers import this on every torch they run on.
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 # --- the vocabulary --------------------------------------------------------------------------------
 
@@ -149,9 +150,25 @@ class Record:
     _words: ClassVar[dict[str, type[Vocabulary]]] = {}
     _written_when_none: ClassVar[frozenset[str]] = frozenset()
 
+    # class -> its declared field names, as a tuple and a set: read for every record read or written, and
+    # dataclasses.fields() per call made a trace section's records three times slower to read and write.
+    _field_names: ClassVar[dict[type, tuple[tuple[str, ...], frozenset[str]]]] = {}
+
     @classmethod
-    def _declared(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "key_order")]
+    def _declared(cls) -> tuple[str, ...]:
+        return cls._fields_of()[0]
+
+    @classmethod
+    def _declared_set(cls) -> frozenset[str]:
+        return cls._fields_of()[1]
+
+    @classmethod
+    def _fields_of(cls) -> tuple[tuple[str, ...], frozenset[str]]:
+        found = Record._field_names.get(cls)
+        if found is None:
+            names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "key_order"))
+            found = Record._field_names[cls] = (names, frozenset(names))
+        return found
 
     @classmethod
     def _read(cls, name: str, value: Any) -> Any:
@@ -182,15 +199,15 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        declared = set(cls._declared())
+        declared = cls._declared_set()
         values = {key: cls._read(key, value) for key, value in data.items() if key in declared}
         extra = {key: value for key, value in data.items() if key not in declared}
         return cls(**values, extra=extra, key_order=tuple(data))
 
     def to_dict(self) -> dict[str, Any]:
-        declared = self._declared()
+        declared = self._declared_set()
         present = set(self.key_order or ())
-        order = list(self.key_order or ()) + [key for key in [*declared, *self.extra] if key not in present]
+        order = list(self.key_order or ()) + [key for key in [*self._declared(), *self.extra] if key not in present]
         out: dict[str, Any] = {}
         for key in order:
             if key in self.extra and key not in declared:
@@ -212,7 +229,7 @@ class Record:
         a record read from a dictionary each is written, None included, and
         one that dictionary did not have is written after the keys it had, in
         the order set here (the order the document had when it was a dictionary)."""
-        declared = set(self._declared())
+        declared = self._declared_set()
         for key, value in values.items():
             if key in declared:
                 setattr(self, key, value)
@@ -228,6 +245,9 @@ class Record:
         if found.default_factory is not dataclasses.MISSING:
             return found.default_factory()
         return None if found.default is dataclasses.MISSING else found.default
+
+
+FiguresT = TypeVar("FiguresT", bound="Figures")
 
 
 # --- the records -----------------------------------------------------------------------------------
@@ -422,9 +442,8 @@ class BackendComparison(Record):
 
 
 @dataclass
-class CounterTotals(Record):
-    """One run's device counters over all its phases, and torchport's own loss
-    reads apart: what a trace prediction is checked against."""
+class CounterRun(Record):
+    """One measured run's device counters over all phases (``Summary.counter_runs``, torchport.summary)."""
 
     compilations: int = 0
     compilations_per_phase: dict[str, int] = field(default_factory=dict)
@@ -472,7 +491,7 @@ class Summary(ScenarioSummary):
     notes: list[str] = field(default_factory=list)
     # Schema 1.1: what renderers used to read from the runs.
     counters: list[CounterRow] | None = None
-    counter_runs: list[CounterTotals] | None = None
+    counter_runs: list[CounterRun] | None = None
     phase_seconds: dict[str, float] | None = None
     runs_series: list[RunSeries] | None = None
     # The effective configuration of the first successful run, and its hash.
@@ -482,7 +501,7 @@ class Summary(ScenarioSummary):
     _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat, "inference": ScenarioSummary,
                                                    "warmup_recompiling": WarmupRecompiling}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow, "runs_series": RunSeries,
-                                                        "counter_runs": CounterTotals}
+                                                        "counter_runs": CounterRun}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
                                     "sustained_compilations", "warmup_recompiling", "distinct_batch_shapes",
                                     "metric", "final_loss", "inference"})
@@ -557,10 +576,17 @@ class Check(Record):
     backend: str | None = None
     pair: str | None = None
     status: CheckStatus | str = CheckStatus.SKIPPED
-    figures: dict[str, Any] = field(default_factory=dict)
+    # A check builds its figures record; one read from a document holds the dictionary (``figures_as``).
+    figures: Figures | dict[str, Any] = field(default_factory=dict)
     reason: str = ""
 
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": CheckStatus}
+
+    def figures_as(self, kind: type[FiguresT]) -> FiguresT:
+        """The figures as ``kind``: as built, or read from the document's dictionary."""
+        if isinstance(self.figures, kind):
+            return self.figures
+        return kind.from_dict(self.figures if isinstance(self.figures, dict) else self.figures.to_dict())
 
     @property
     def failed(self) -> bool:
@@ -680,17 +706,30 @@ class MemoryFit(Record):
 
 
 @dataclass
+class VaryingDim(Record):
+    """One tensor of the batch whose rank (``dim`` None) or one dimension takes more than one size."""
+
+    input: str = ""
+    dim: int | None = None
+    sizes: list[int] = field(default_factory=list)
+    what: str = "size"  # size or rank
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"dim"})
+
+
+@dataclass
 class TraceShapes(Record):
     """The batch signatures and step graphs the trace met."""
 
     signatures: int = 0
     batches_scanned: int | None = None
     complete_epoch: bool | None = None
-    varying: list[dict[str, Any]] = field(default_factory=list)  # which input's dimension takes which sizes
+    varying: list[VaryingDim] = field(default_factory=list)  # which input's dimension takes which sizes
     step_batches: list[str] | None = None
     distinct_step_graphs: int = 0
     distinct_optimizer_graphs: int | None = None
 
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"varying": VaryingDim}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"batches_scanned", "complete_epoch", "step_batches",
                                                              "distinct_optimizer_graphs"})
 
@@ -719,6 +758,403 @@ class ContractNote(Record):
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "code"})
 
 
+# --- trace (torchport.trace): the tracing worker's answer, read once in the parent -----------------
+# The worker (torchport.trace.job) saves plain JSON; ``WorkerTrace.from_dict`` is where the parent reads it.
+
+
+@dataclass
+class TracedOp(Record):
+    """One aggregated op of the traced steps: the op, its input signature, phase, line and module, and its totals."""
+
+    op: str = ""
+    phase: str = ""
+    location: str | None = None
+    module: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    count: int = 0
+    flops: int | None = None  # over all calls; None where PyTorch's FLOP counter does not know the op
+    bytes_read: int = 0
+    bytes_written: int = 0
+    in_host_sync_call: bool = False
+    attributed: str = "user"  # how the location was found: user, autograd or phase (no user frame)
+    steps: list[int] = field(default_factory=list)
+    library: str | None = None
+
+
+@dataclass
+class HostSyncCall(Record):
+    """A user-level call that read a tensor's value on the host (``x.item()``), at one line."""
+
+    call: str = ""
+    phase: str = ""
+    location: str | None = None
+    module: str | None = None
+    attributed: str = "user"
+    library: str | None = None
+    count: int = 0
+
+
+@dataclass
+class GraphDifference(Record):
+    """The first op where a step's op sequence parts from the previous step's."""
+
+    op_index: int = 0
+    op: str = ""
+    location: str | None = None
+    phase: str = ""
+    inputs: list[str] = field(default_factory=list)
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
+class StepGraph(Record):
+    """One traced step's graph: an identity for its op sequence, and where it first differs from the step before."""
+
+    graph: int = 0
+    ops: int = 0
+    first_difference: GraphDifference | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"first_difference": GraphDifference}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"first_difference"})
+
+
+@dataclass
+class BatchSignature(Record):
+    """One distinct batch signature of the data scan: its tensors as (path, dtype, shape), how often, first when."""
+
+    signature: str = ""
+    leaves: list[list[Any]] = field(default_factory=list)
+    count: int = 0
+    first_batch: int = 0
+
+
+@dataclass
+class DataScan(Record):
+    """The shapes of one epoch's batches, read without the model."""
+
+    batches: int = 0
+    steps_per_epoch: int | None = None
+    complete_epoch: bool = True
+    seconds: float = 0.0
+    signatures: list[BatchSignature] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"signatures": BatchSignature}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"steps_per_epoch"})
+
+
+@dataclass
+class StepMemory(Record):
+    """What the tracing worker measured of one step's memory, in bytes."""
+
+    parameter_bytes: int = 0
+    parameters: int | None = None
+    trainable_bytes: int = 0
+    gradient_bytes: int = 0
+    optimizer_state_bytes: int = 0
+    activation_bytes: int = 0
+    batch_bytes: int = 0
+    optimizer: str | None = None
+
+
+@dataclass
+class ConstructionSite(Record):
+    """A line of the app's construction (a module built, a dtype set or changed, a DataLoader made): the user's
+    line, its code, the library line below it, and what happened there (the rest is kept in ``extra``)."""
+
+    location: str | None = None
+    code: str | None = None
+    library_location: str | None = None
+    library: str | None = None
+    role: str | None = None
+    dtype: str | None = None  # a default dtype set
+    to: str | None = None  # a dtype change: the dtype made
+    parameter_shapes: list[list[int]] = field(default_factory=list)  # a module
+    batch_size: int | None = None  # a DataLoader
+    drop_last: bool = False
+    dataset_length: int | None = None
+
+
+@dataclass
+class TraceConstruction(Record):
+    """How the app built its model, dtypes and data, with the lines that did it."""
+
+    modules: dict[str, ConstructionSite] = field(default_factory=dict)
+    parameter_dtypes: dict[str, int] = field(default_factory=dict)
+    model_dtype: str | None = None
+    dtype_changes: list[ConstructionSite] = field(default_factory=list)
+    default_dtype: list[ConstructionSite] = field(default_factory=list)
+    data_loaders: list[ConstructionSite] = field(default_factory=list)
+    modules_recorded: int | None = None  # in the section: how many module sites the findings read (not written there)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"dtype_changes": ConstructionSite,
+                                                        "default_dtype": ConstructionSite,
+                                                        "data_loaders": ConstructionSite}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"modules": ConstructionSite}
+
+
+@dataclass
+class ModelCall(Record):
+    location: str | None = None
+    count: int = 0
+
+
+@dataclass
+class TracedEvaluation(Record):
+    """Evaluation and sampling the traced iterations ran outside the training step."""
+
+    ops: list[TracedOp] = field(default_factory=list)
+    host_syncs: list[HostSyncCall] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"ops": TracedOp, "host_syncs": HostSyncCall,
+                                                        "model_calls": ModelCall}
+
+
+@dataclass
+class OpKernels(Record):
+    """Whether the tracing process's torch knows an op, and the dispatch keys with a kernel for it."""
+
+    exists: bool = False
+    kernels: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeviceApiCall(Record):
+    """A device-typed API call (``torch.cuda.synchronize()``) the app's code made at run time, under scan's rule."""
+
+    id: str = ""
+    title: str = ""
+    location: str = ""
+    call: str = ""
+    count: int = 0
+
+
+@dataclass
+class WorkerTrace(Record):
+    """What the tracing worker saved (``result["trace"]``): the steps, ops, host reads, graphs, shapes,
+    memory and construction it saw."""
+
+    steps_requested: int | None = None
+    steps_done: int = 0
+    step_batches: list[str] = field(default_factory=list)
+    torch: str | None = None
+    until_repeated: int | None = None
+    stopped: str | None = None
+    device_apis: list[DeviceApiCall] = field(default_factory=list)
+    construction: TraceConstruction | None = None
+    phase_locations: dict[str, str] | None = None
+    memory: StepMemory | None = None
+    ops: list[TracedOp] = field(default_factory=list)
+    host_syncs: list[HostSyncCall] = field(default_factory=list)
+    step_graphs: list[StepGraph] = field(default_factory=list)
+    optimizer_graphs: list[int] = field(default_factory=list)
+    evaluation: TracedEvaluation | None = None
+    data_scan: DataScan | None = None
+    custom_op_kernels: dict[str, OpKernels] = field(default_factory=dict)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"construction": TraceConstruction, "memory": StepMemory,
+                                                   "evaluation": TracedEvaluation, "data_scan": DataScan}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"device_apis": DeviceApiCall, "ops": TracedOp,
+                                                        "host_syncs": HostSyncCall, "step_graphs": StepGraph}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"custom_op_kernels": OpKernels}
+
+
+# --- trace (torchport.trace): what the section sets beside the trace's predictions -----------------
+
+
+@dataclass
+class EvaluationLine(Record):
+    """The evaluation ops and host reads of one user line."""
+
+    location: str | None = None
+    op_calls: int = 0
+    host_syncs: int = 0
+    ops: int = 0
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
+class EvaluationSummary(Record):
+    """Evaluation and sampling the traced iterations ran outside the training step, per user line."""
+
+    op_calls: int = 0
+    distinct_ops: int = 0
+    host_syncs: int = 0
+    steps: list[int] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+    locations: list[EvaluationLine] = field(default_factory=list)
+    locations_total: int = 0
+    criterion: str = ""
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"model_calls": ModelCall, "locations": EvaluationLine}
+
+
+@dataclass
+class XlaPrediction(Record):
+    """What the trace predicts torch_xla will do."""
+
+    fallback_ops: list[str] = field(default_factory=list)
+    step_graphs: int = 0
+    host_syncs_per_step: float = 0.0
+    data_dependent_ops_per_step: float = 0.0
+    executions_per_step: float = 1.0
+
+
+@dataclass
+class XlaMeasured(Record):
+    runs: int = 0
+    per_run: list[CounterRun] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"per_run": CounterRun}
+
+
+@dataclass
+class RecompilingRun(Record):
+    """A measured xla run whose warm-up compiled in more than one block, or whose sustained steps compiled."""
+
+    run: int = 0
+    warmup_compilations: int = 0
+    warmup_blocks_compiling: int = 0
+    warmup_blocks: int = 0
+    warmup_compile_time_s: float = 0.0
+    sustained_compilations: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"sustained_compilations"})
+
+
+@dataclass
+class XlaComparison(Record):
+    """The trace's prediction for torch_xla beside what the xla backend measured, and where they disagree."""
+
+    predicted: XlaPrediction = field(default_factory=XlaPrediction)
+    measured: XlaMeasured = field(default_factory=XlaMeasured)
+    recompiling: list[RecompilingRun] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    agrees: bool = True
+    rules: str = ""
+
+    _records: ClassVar[dict[str, type[Record]]] = {"predicted": XlaPrediction, "measured": XlaMeasured}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"recompiling": RecompilingRun}
+
+
+class CompileVerdict(Vocabulary):
+    """What a measured torch.compile run says of one graph finding of the trace."""
+
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+    NOT_EXERCISED = "not exercised"
+    UNCONFIRMED = "unconfirmed"
+
+
+@dataclass
+class CompileJudgement(Record):
+    """One graph finding of the trace judged by what Dynamo did."""
+
+    id: str = ""
+    location: str | None = None
+    verdict: CompileVerdict | str = CompileVerdict.UNCONFIRMED
+    evidence: str = ""
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"verdict": CompileVerdict}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
+class GraphBreak(Record):
+    location: str | None = None
+    reason: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "reason"})
+
+
+@dataclass
+class RecompileCause(Record):
+    """A recompilation Dynamo logged, with the guard that failed."""
+
+    guard: str | None = None
+
+
+@dataclass
+class DynamoCounts(Record):
+    """What Dynamo did in one phase of a ``*-compile`` run (torchport.dynamo_counters), as the trace reads it."""
+
+    frames_compiled: int = 0
+    graph_breaks: int | None = None  # None: Dynamo's logs were not captured
+    recompilations: int | None = None
+    graph_break_sites: list[GraphBreak] = field(default_factory=list)
+    recompilation_causes: list[RecompileCause] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"graph_break_sites": GraphBreak,
+                                                        "recompilation_causes": RecompileCause}
+
+
+@dataclass
+class CompileMeasured(Record):
+    """What Dynamo did in one ``*-compile`` backend's first successful run, and the trace's findings judged by it."""
+
+    steps: int = 0
+    frames_compiled: int = 0
+    graph_breaks: int | None = None  # None: Dynamo's logs were not captured
+    recompilations: int | None = None
+    sustained_frames_compiled: int | None = None
+    findings: list[CompileJudgement] = field(default_factory=list)
+    unpredicted_breaks: list[GraphBreak] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": CompileJudgement, "unpredicted_breaks": GraphBreak}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"graph_breaks", "recompilations",
+                                                             "sustained_frames_compiled"})
+
+
+@dataclass
+class TorchCompileComparison(Record):
+    backends: dict[str, CompileMeasured] = field(default_factory=dict)
+
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": CompileMeasured}
+
+
+# --- trace (torchport.trace): scan's findings for the app's own files, beside the trace's ------------
+
+
+@dataclass
+class RunTimeSighting(Record):
+    """A device-typed API call the trace saw run at a scan finding's line, and how often."""
+
+    call: str = ""
+    count: int = 0
+
+
+@dataclass
+class ScanHit(Record):
+    """One finding of ``torchport scan`` in the app's files (or a device-typed call seen only at run time)."""
+
+    id: str = ""
+    title: str = ""
+    detail: str = ""
+    location: str = ""
+    severity: dict[str, str | None] = field(default_factory=dict)  # scan target -> scan's severity there
+    replacement: str | None = None
+    seen_at_run_time: RunTimeSighting | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"seen_at_run_time": RunTimeSighting}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"replacement"})
+
+
+@dataclass
+class AppScan(Record):
+    """Scan's findings for the app's own files, merged with the device-typed calls the trace saw run."""
+
+    files: list[str] = field(default_factory=list)
+    findings: list[ScanHit] = field(default_factory=list)
+    total: int = 0
+    suppressed: int = 0
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": ScanHit}
+
+
 @dataclass
 class TraceSection(Record):
     """The ``trace`` section of a result document (``torchport trace --format json`` writes the same):
@@ -739,23 +1175,562 @@ class TraceSection(Record):
     shapes: TraceShapes | None = None
     memory: MemoryFit | None = None
     op_support: dict[str, TargetOpSupport] = field(default_factory=dict)
-    device_apis: list[dict[str, Any]] = field(default_factory=list)
-    app_scan: dict[str, Any] | None = None
+    device_apis: list[DeviceApiCall] = field(default_factory=list)
+    app_scan: AppScan | None = None
     verdicts: dict[str, TargetVerdict] = field(default_factory=dict)
     totals: TraceTotals | None = None
-    host_syncs: list[dict[str, Any]] = field(default_factory=list)
-    ops: list[dict[str, Any]] = field(default_factory=list)
-    xla_comparison: dict[str, Any] | None = None
-    construction: dict[str, Any] | None = None
-    evaluation: dict[str, Any] | None = None
+    host_syncs: list[HostSyncCall] = field(default_factory=list)
+    ops: list[TracedOp] = field(default_factory=list)
+    xla_comparison: XlaComparison | None = None
+    construction: TraceConstruction | None = None
+    evaluation: EvaluationSummary | None = None
     contract: list[ContractNote] = field(default_factory=list)
-    torch_compile_comparison: dict[str, Any] | None = None
+    torch_compile_comparison: TorchCompileComparison | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "shapes": TraceShapes, "memory": MemoryFit,
-                                                   "totals": TraceTotals}
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote}
+                                                   "totals": TraceTotals, "xla_comparison": XlaComparison,
+                                                   "construction": TraceConstruction, "app_scan": AppScan,
+                                                   "evaluation": EvaluationSummary,
+                                                   "torch_compile_comparison": TorchCompileComparison}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"findings": Finding, "contract": ContractNote,
+                                                        "device_apis": DeviceApiCall, "host_syncs": HostSyncCall,
+                                                        "ops": TracedOp}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"op_support": TargetOpSupport, "verdicts": TargetVerdict}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceStatus}
+
+
+# --- check (src/torchport/check/): the training worker's job and runs, and each check's figures ----------
+# The worker side fills them and writes ``to_dict()`` into its JSON result; the parent reads them back with
+# ``from_dict`` once, where the result arrives.  A figures record is filled with ``put`` (``Figures.begin()``
+# gives an empty one): it writes exactly the keys put, in the order put, as the dictionaries did.
+
+
+@dataclass
+class TrainSpec(Record):
+    """One run the training worker (``torchport.check.jobs:train_job``) makes."""
+
+    label: str = ""
+    dtype: str = "float32"
+    seed: int = 0
+    steps: int = 0
+    app_inference: bool = True
+    outputs: bool = False  # record the first-step outputs (parity)
+    checkpoint_step: int | None = None
+    save_final: bool = False
+    pipeline: bool = False
+    pipeline_per_round: int | None = None
+    modules: bool = False  # record every module's output in step 1 (parity's localisation)
+    eager: bool = False  # the reference's runs made in a compiling backend's worker
+
+
+@dataclass
+class CheckpointSource(Record):
+    """A checkpoint the training worker resumes from, and the run it resumes into (default: the job's)."""
+
+    label: str = ""
+    path: str = ""
+    into: TrainSpec | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"into": TrainSpec}
+
+
+@dataclass
+class OutsideState(Record):
+    """State a model or optimizer carries outside ``state_dict()``: its name, kind and creating line."""
+
+    name: str = ""
+    kind: str = ""
+    line: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"line"})
+
+
+@dataclass
+class CheckpointFile(Record):
+    """A checkpoint's sidecar (``FILE.meta.json``): its size, checksum and step."""
+
+    bytes: int = 0
+    sha256: str = ""
+    step: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"step"})
+
+
+@dataclass
+class SavedCheckpoint(Record):
+    """A checkpoint a training run saved, or why it could not."""
+
+    path: str = ""
+    step: int = 0
+    outside_state_dict: list[str] = field(default_factory=list)
+    outside_state: list[OutsideState] = field(default_factory=list)
+    bytes: int | None = None
+    sha256: str | None = None
+    error: str | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"outside_state": OutsideState}
+
+
+@dataclass
+class RunTiming(Record):
+    """The timed steps of a training run (all but the first)."""
+
+    steps: int = 0
+    seconds: float = 0.0
+    step_s: float = 0.0
+    data_wait_s: float = 0.0
+    samples_per_step: int = 0
+
+
+@dataclass
+class CollateFunction(Record):
+    name: str = ""
+    line: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"line"})
+
+
+@dataclass
+class DataDescription(Record):
+    """What an app's input pipeline is made of, and where the app builds it."""
+
+    type: str = ""
+    constructed_at: str | None = None
+    dataloader: bool | None = None
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    prefetch_factor: int | None = None
+    persistent_workers: bool | None = None
+    batch_size: int | None = None
+    collate_fn: CollateFunction | None = None
+
+    # ``type`` is a field here: the builtin by its full name
+    _records: ClassVar[dict[str, builtins.type[Record]]] = {"collate_fn": CollateFunction}
+
+
+@dataclass
+class HostLoad(Record):
+    """The host's load averages before and after a measurement, and its CPUs."""
+
+    before: list[float] | None = None
+    after: list[float] | None = None
+    cpus: int = 1
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"before", "after"})
+
+
+@dataclass
+class PipelineMeasurement(Record):
+    """The input pipeline's interleaved timing in a backend's worker (``check.pipeline.measure``)."""
+
+    rounds: int = 0
+    per_round: int = 0
+    load_s: list[float] = field(default_factory=list)
+    compute_s: list[float] = field(default_factory=list)
+    batches_per_s: float | None = None
+    samples_per_s: float | None = None
+    factory_s: float = 0.0
+    data: DataDescription = field(default_factory=DataDescription)
+    threads: dict[str, int] = field(default_factory=dict)
+    load: HostLoad | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"data": DataDescription, "load": HostLoad}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"batches_per_s", "samples_per_s"})
+
+
+@dataclass
+class TrainedRun(Record):
+    """One run of the training worker: what the parity, checkpoint and pipeline checks read."""
+
+    dtype: str = ""
+    steps: int = 0
+    output_source: str | None = None
+    grad_norms: dict[str, float] = field(default_factory=dict)
+    output_file: str | None = None
+    modules: list[str] | None = None
+    module_types: dict[str, str] | None = None
+    modules_file: str | None = None
+    checkpoint: SavedCheckpoint | None = None
+    timing: RunTiming | None = None
+    losses: list[float] = field(default_factory=list)
+    metric: float | None = None
+    metric_higher_is_better: bool = True
+    casts_held: int | None = None
+    final_file: str | None = None
+    pipeline: PipelineMeasurement | None = None
+    error: ErrorRecord | None = None  # the float64 ground truth could not be built
+
+    _records: ClassVar[dict[str, type[Record]]] = {"checkpoint": SavedCheckpoint, "timing": RunTiming,
+                                                   "pipeline": PipelineMeasurement, "error": ErrorRecord}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"metric"})
+
+
+@dataclass
+class ResumedRun(Record):
+    """A fresh run loaded from another run's checkpoint and trained on, or why it could not be."""
+
+    path: str = ""
+    error: str | None = None
+    changed_on_load: list[str] | None = None
+    not_restored: list[str] = field(default_factory=list)
+    start_step: int | None = None
+    outside_state_dict: list[str] = field(default_factory=list)
+    outside_state: list[OutsideState] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    final_file: str | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"outside_state": OutsideState}
+
+
+@dataclass
+class ResumedFrom(Record):
+    path: str = ""
+    step: int = 0
+
+
+@dataclass
+class RecoveryWorker(Record):
+    """What a recovery worker (``jobs.recovery_job``) adds to its result."""
+
+    deterministic_algorithms: bool = False
+    outside_state_dict: list[str] = field(default_factory=list)
+    outside_state: list[OutsideState] = field(default_factory=list)
+    resumed_from: ResumedFrom | None = None
+    invalid_checkpoints: list[str] = field(default_factory=list)
+    not_restored: list[str] = field(default_factory=list)
+    final_step: int | None = None
+    final_file: str | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"resumed_from": ResumedFrom}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"outside_state": OutsideState}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"resumed_from"})
+
+
+@dataclass
+class CoupledSite(Record):
+    """A reduction over the batch dimension at a line of the app."""
+
+    op: str = ""
+    line: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"line"})
+
+
+@dataclass
+class OpSequence(Record):
+    """The aten ops one rank's eager forward and backward ran, in order (``training.op_sequence``)."""
+
+    count: int = 0
+    digest: str = ""
+    ops: list[str] = field(default_factory=list)
+    sites: list[str | None] = field(default_factory=list)
+    batch_coupled: list[CoupledSite] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"batch_coupled": CoupledSite}
+
+
+@dataclass
+class DdpWorker(Record):
+    """One rank's result of ``jobs.ddp_job`` (or the single process's)."""
+
+    status: RunStatus | str | None = None
+    error: ErrorRecord | None = None
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    deterministic_algorithms: bool = False
+    init_process_group_s: float | None = None
+    process_group_backend: str | None = None
+    batchnorm_modules: list[str] = field(default_factory=list)
+    batchnorm_lines: dict[str, str | None] = field(default_factory=dict)
+    step_times_s: list[float] = field(default_factory=list)
+    outside_state_dict: list[str] = field(default_factory=list)
+    outside_state: list[OutsideState] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    frames_compiled: int | None = None
+    samples_per_step: int | None = None
+    final_file: str | None = None
+    op_sequence: OpSequence | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "op_sequence": OpSequence}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"outside_state": OutsideState}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
+
+
+class _PassKey(Record):
+    """Written with the key ``pass`` (a Python keyword), read into the field ``passed``."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        return super().from_dict({"passed" if key == "pass" else key: value for key, value in data.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pass" if key == "passed" else key: value for key, value in super().to_dict().items()}
+
+
+@dataclass
+class ErrorRatio(_PassKey):
+    """The error-ratio verdict on one quantity (``check.tolerance.judge``); on the metric, its values too."""
+
+    backend_error: float = 0.0
+    reference_error: float = 0.0
+    ratio: float = 0.0
+    passed: bool = False
+    value: float | None = None
+    reference_value: float | None = None
+    reaches_target: bool | None = None
+
+
+
+@dataclass
+class DivergingModule(_PassKey):
+    """The first module whose output fails the error-ratio rule, in the order modules finished their forward."""
+
+    module: str = ""
+    position: int = 0
+    backend_error: float = 0.0
+    reference_error: float = 0.0
+    ratio: float = 0.0
+    passed: bool = False
+    type: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"type"})
+
+
+@dataclass
+class Figures(Record):
+    """A check's figures.  ``begin()`` gives an empty one to fill with ``put``."""
+
+    @classmethod
+    def begin(cls) -> Self:
+        return cls(key_order=())
+
+
+@dataclass
+class DeterminismFigures(Figures):
+    runs: int = 0
+    steps: int = 0
+    bit_exact: bool | None = None
+
+
+@dataclass
+class ParityFigures(Figures):
+    dtype: str = ""
+    reference_not_built: bool | None = None
+    steps: int | None = None
+    worst_quantity: str | None = None
+    worst_ratio: float | None = None
+    quantities: dict[str, ErrorRatio] = field(default_factory=dict)
+    gradients_checked: int | None = None
+    gradients_failing: int | None = None
+    final_loss: float | None = None
+    reference_final_loss: float | None = None
+    float64_final_loss: float | None = None
+    losses: list[float] | None = None
+    reference_losses: list[float] | None = None
+    float64_losses: list[float] | None = None
+    output_source: str | None = None
+    first_step_failed: list[str] = field(default_factory=list)
+    float64_casts_held: int | None = None
+    diverging_module: DivergingModule | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"diverging_module": DivergingModule}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"quantities": ErrorRatio}
+
+
+@dataclass
+class CheckpointFigures(Figures):
+    step: int | None = None
+    steps: int | None = None
+    bytes: int | None = None
+    outside_state_dict: list[str] = field(default_factory=list)
+    outside_state: list[OutsideState] = field(default_factory=list)
+    not_restored: list[str] = field(default_factory=list)
+    parameter_error: float | None = None
+    backends_apart: float | None = None
+    bound: float | None = None
+    bit_exact: bool | None = None
+    loss_error: float | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"outside_state": OutsideState}
+
+
+class PipelineVerdict(Vocabulary):
+    """The input pipeline's band: the share of a step spent waiting for data."""
+
+    KEEPS_UP = "keeps up"
+    BORDERLINE = "borderline"
+    INPUT_BOUND = "input-bound"
+
+
+@dataclass
+class PipelineBand(Record):
+    keeps_up_below: float = 0.0
+    input_bound_above: float = 0.0
+
+
+@dataclass
+class PipelineFigures(Figures):
+    data_batches_per_s: float | None = None
+    data_samples_per_s: float | None = None
+    load_s: float | None = None
+    compute_step_s: float | None = None
+    train_steps_per_s: float | None = None
+    load_share: float | None = None
+    load_share_interval: list[float] | None = None
+    wait_s: float | None = None
+    min_wait_s: float | None = None
+    threads: dict[str, int] | None = None
+    load: HostLoad | None = None
+    uncertain: str | None = None
+    rounds: int | None = None
+    band: PipelineBand | None = None
+    verdict: PipelineVerdict | str | None = None
+    headroom: float | None = None
+    overlapped: bool | None = None
+    input_bound: bool | None = None
+    step_time_source: str | None = None
+    evaluation_step_s: float | None = None
+    data: DataDescription | None = None
+    suggestions: list[str] = field(default_factory=list)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"load": HostLoad, "band": PipelineBand, "data": DataDescription}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"verdict": PipelineVerdict}
+
+
+@dataclass
+class RecoveryFigures(Figures):
+    steps: int | None = None
+    checkpoint_every: int | None = None
+    kill_seed: int | None = None
+    kill_step: int | None = None
+    died_after_step: int | None = None
+    worker_exit: str | None = None
+    resumed_from_step: int | None = None
+    work_lost_steps: int | None = None
+    work_lost_share: float | None = None
+    restart_s: float | None = None
+    kill_to_first_resumed_step_s: float | None = None
+    invalid_checkpoints: list[str] = field(default_factory=list)
+    not_restored: list[str] = field(default_factory=list)
+    outside_state_dict: list[str] = field(default_factory=list)
+    outside_state: list[OutsideState] = field(default_factory=list)
+    parameter_error: float | None = None
+    bit_exact: bool | None = None
+    bound: float | None = None
+    exact_required: bool | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"outside_state": OutsideState}
+
+
+@dataclass
+class FramesCompiled(Record):
+    """Dynamo frames each process compiled (None on an eager backend)."""
+
+    ranks: dict[str, int | None] = field(default_factory=dict)
+    single_process: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"single_process"})
+
+
+@dataclass
+class DistributedFigures(Figures):
+    process_group_backend: str | None = None
+    nproc_per_node: int | None = None
+    nnodes: int | None = None
+    steps: int | None = None
+    torchrun_s: float | None = None
+    world_size: int | None = None
+    slowest_rank_step_s: float | None = None
+    rank_step_s: dict[str, float | None] = field(default_factory=dict)
+    single_process_step_s: float | None = None
+    speedup: float | None = None
+    scaling_efficiency: float | None = None
+    global_batch_samples: int | None = None
+    samples_per_s: float | None = None
+    single_process_samples_per_s: float | None = None
+    parameter_error: float | None = None
+    bound: float | None = None
+    init_process_group_s: float | None = None
+    batchnorm_modules: list[str] = field(default_factory=list)
+    batchnorm_lines: dict[str, str | None] = field(default_factory=dict)
+    batch_coupled: list[CoupledSite] = field(default_factory=list)
+    outside_state_dict: list[str] = field(default_factory=list)
+    outside_state: list[OutsideState] = field(default_factory=list)
+    rank_op_sequences: str | None = None
+    frames_compiled: FramesCompiled | None = None
+    efficient_from: float | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"frames_compiled": FramesCompiled}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"batch_coupled": CoupledSite, "outside_state": OutsideState}
+
+
+# check name -> its figures record (``Check.figures_as`` reads a document's figures with it)
+CHECK_FIGURES: dict[str, type[Figures]] = {
+    "determinism": DeterminismFigures, "parity": ParityFigures, "checkpoint": CheckpointFigures,
+    "pipeline": PipelineFigures, "recovery": RecoveryFigures, "distributed": DistributedFigures,
+}
+
+
+@dataclass
+class CheckBudgetRecord(Record):
+    """``config.budget`` of the checks section: what ``check --budget`` spent, sized and skipped."""
+
+    budget_s: float = 0.0
+    spent_s: float = 0.0
+    step_s: dict[str, float] = field(default_factory=dict)
+    sized: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ChecksConfig(Record):
+    """``config`` of the checks section.  Each worker check's settings come under its name, as it
+    writes them (kept in ``extra``); a record read from a short section gives the report's defaults."""
+
+    app: str = ""
+    checks: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    reference: str = "cpu"
+    reference_worker: str | None = None
+    ground_truth: str = "cpu, float64"
+    steps: int | None = None
+    checkpoint_step: int | None = None
+    dtype: str = "float32"
+    seed: int = 0
+    ratio_limit: float | None = None
+    floor: float = 0.0
+    close: float | None = None
+    budget: CheckBudgetRecord | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"budget": CheckBudgetRecord}
+
+
+@dataclass
+class AppFailure(Record):
+    """The app's own error, when the reference run failed in the app's code."""
+
+    message: str | None = None
+    location: str | None = None
+    kind: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"message", "location", "kind"})
+
+
+@dataclass
+class ChecksSection(Record):
+    """The ``checks`` section of a result document (``torchport check --format json`` writes the same)."""
+
+    checks: list[Check] = field(default_factory=list)
+    config: ChecksConfig = field(default_factory=ChecksConfig)
+    backends: dict[str, dict[str, Any]] = field(default_factory=dict)  # backend -> its availability verdict
+    app_error: AppFailure | None = None
+    duration_s: float | None = None
+    note: str | None = None  # evaluate's stage: what it ran, and what ``torchport check`` adds
+
+    _records: ClassVar[dict[str, type[Record]]] = {"config": ChecksConfig, "app_error": AppFailure}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"checks": Check}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"app_error"})
 
 
 # --- script mode's sections (issue 27: script/, report/) -------------------------------------------
@@ -1095,12 +2070,12 @@ class ResultDocument(Record):
     prices: dict[str, float] = field(default_factory=dict)
     budget: BudgetSection | None = None
     trace: TraceSection | None = None
-    checks: dict[str, Any] | None = None  # torchport.check's section; its checks are Check records (check_records)
+    checks: ChecksSection | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"config_consistency": ConfigConsistency, "budget": BudgetSection,
                                                    "trace": TraceSection, "script": ScriptSection,
                                                    "script_distributed": ScriptDistributed,
-                                                   "script_coverage": ScriptCoverage}
+                                                   "script_coverage": ScriptCoverage, "checks": ChecksSection}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"stage_errors": StageError}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BackendEntry}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": DocumentStatus}
@@ -1110,7 +2085,7 @@ class ResultDocument(Record):
         return str(self.app.get("spec"))
 
     def check_records(self) -> list[Check]:
-        return [Check.from_dict(check) for check in (self.checks or {}).get("checks") or []]
+        return self.checks.checks if self.checks else []
 
     def section(self, key: str) -> Any:
         """A stage's section by its key in the document, as the document holds it (what a stage renders)."""
@@ -1288,6 +2263,40 @@ __all__ = [
     "BudgetBackend",
     "BudgetSection",
     "ResultDocument",
+    "AppFailure",
+    "CheckBudgetRecord",
+    "CheckpointFigures",
+    "CheckpointFile",
+    "CheckpointSource",
+    "ChecksConfig",
+    "ChecksSection",
+    "CHECK_FIGURES",
+    "CollateFunction",
+    "CoupledSite",
+    "DataDescription",
+    "DdpWorker",
+    "DeterminismFigures",
+    "DistributedFigures",
+    "DivergingModule",
+    "ErrorRatio",
+    "Figures",
+    "FramesCompiled",
+    "HostLoad",
+    "OpSequence",
+    "OutsideState",
+    "ParityFigures",
+    "PipelineBand",
+    "PipelineFigures",
+    "PipelineMeasurement",
+    "PipelineVerdict",
+    "RecoveryFigures",
+    "RecoveryWorker",
+    "ResumedFrom",
+    "ResumedRun",
+    "RunTiming",
+    "SavedCheckpoint",
+    "TrainSpec",
+    "TrainedRun",
     "BackendEntry",
     "BackendStatus",
     "Check",
@@ -1296,7 +2305,6 @@ __all__ = [
     "CheckStatus",
     "Cost",
     "CounterRow",
-    "CounterTotals",
     "DeviceMemory",
     "DocumentStatus",
     "ErrorKind",
@@ -1320,7 +2328,40 @@ __all__ = [
     "TraceShapes",
     "TraceStatus",
     "TraceTotals",
+    "VaryingDim",
     "TraceVerdictStatus",
     "Vocabulary",
     "WarmupRecompiling",
+    # trace: the tracing worker's answer
+    "BatchSignature",
+    "ConstructionSite",
+    "DataScan",
+    "DeviceApiCall",
+    "GraphDifference",
+    "HostSyncCall",
+    "ModelCall",
+    "OpKernels",
+    "StepGraph",
+    "StepMemory",
+    "TraceConstruction",
+    "TracedEvaluation",
+    "TracedOp",
+    "WorkerTrace",
+    "CompileVerdict",
+    "AppScan",
+    "RunTimeSighting",
+    "ScanHit",
+    "DynamoCounts",
+    "RecompileCause",
+    "CompileJudgement",
+    "CompileMeasured",
+    "CounterRun",
+    "EvaluationLine",
+    "EvaluationSummary",
+    "GraphBreak",
+    "RecompilingRun",
+    "TorchCompileComparison",
+    "XlaComparison",
+    "XlaMeasured",
+    "XlaPrediction",
 ]

@@ -18,7 +18,7 @@ from torchport.records import (
     ConfigConsistency,
     Cost,
     CounterRow,
-    CounterTotals,
+    CounterRun,
     FailureDigest,
     LossAtCommonStep,
     ResultDocument,
@@ -190,7 +190,7 @@ def counter_rows(samples: ScenarioSamples) -> list[CounterRow]:
             for phase in COUNTER_PHASES if counters.get(phase)]
 
 
-def counter_totals(training: ScenarioSamples) -> CounterTotals:
+def counter_totals(training: ScenarioSamples) -> CounterRun:
     """One run's device counters over all phases, and torchport's own loss
     reads (outside the phase windows) apart: what a trace prediction is checked against."""
     phases = [training.counters.get(p) or {} for p in COUNTER_PHASES]
@@ -204,7 +204,7 @@ def counter_totals(training: ScenarioSamples) -> CounterTotals:
     def total(field: str) -> int:
         return sum(int(p.get(field) or 0) for p in phases)
 
-    return CounterTotals(
+    return CounterRun(
         compilations=total("compilations"),
         compilations_per_phase={p: int((training.counters.get(p) or {}).get("compilations") or 0)
                                 for p in COUNTER_PHASES},

@@ -37,8 +37,9 @@ PROGRESS_PREFIX = "@@torchport "
 # How this process was started: "spawned" (a fresh interpreter) or "forked"
 # (from the fork server, torch already imported: torchport.forkserver).
 LAUNCH = "spawned"
-# A forked worker's imports were paid once, by the fork server, in this many
-# seconds: its import phase counts them, as a training script's first seconds do.
+# A forked worker's imports (torch's, and its backend's ``worker_imports``) were
+# paid once, by the fork server, in this many seconds: its import phase counts
+# them, as a training script's first seconds do.
 PRELOADED_IMPORT_S = 0.0
 EXIT_OK = 0
 EXIT_REPORTED_ERROR = 3
@@ -170,6 +171,8 @@ def main(argv: list[str]) -> int:
         from torchport import backends
 
         backend = backends.get(job["backend"])()
+        for module in backend.worker_imports():
+            importlib.import_module(module)
         result["worker"] = {
             "python": sys.version.split()[0],
             "torch": torch.__version__,

@@ -5,11 +5,12 @@ test can see the runner, the budget and the report reach it through the table.""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchport.check import WorkerCost
-from torchport.records import Check, CheckStatus
+from torchport.records import Check, CheckStatus, Figures, Record
 
 COST = WorkerCost(startups=1, step_runs=1, minimum_steps=2)
 
@@ -24,14 +25,26 @@ def with_steps(options: Any, steps: int) -> tuple[Any, str | None]:
     return dataclasses.replace(options, steps=steps), f"{steps} steps (asked {options.steps})"
 
 
-def config(options: Any) -> dict[str, Any]:
-    return {"steps": options.steps}
+@dataclass
+class EchoConfig(Record):
+    steps: int = 0
+
+
+@dataclass
+class EchoFigures(Figures):
+    steps: int | None = None
+
+
+def config(options: Any) -> EchoConfig:
+    return EchoConfig(steps=options.steps)
 
 
 def check(options: Any, backend: str, folder: Path) -> Check:
-    return Check(name="steps-echo", backend=backend, status=CheckStatus.PASS, figures={"steps": options.steps},
+    return Check(name="steps-echo", backend=backend, status=CheckStatus.PASS,
+                 figures=EchoFigures.begin().put(steps=options.steps),
                  reason=f"ran with {options.steps} steps in {folder.name}")
 
 
-def headline(figures: dict[str, Any]) -> str | None:
-    return f"echoed {figures['steps']} steps" if "steps" in figures else None
+def headline(check: Check) -> str | None:
+    figures = check.figures_as(EchoFigures)
+    return f"echoed {figures.steps} steps" if figures.steps is not None else None

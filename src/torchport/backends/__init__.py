@@ -146,6 +146,19 @@ class Backend:
             model = model.to(dtype=dtype)
         return model
 
+    @classmethod
+    def worker_imports(cls) -> tuple[str, ...]:
+        """Modules this backend's worker imports in its import phase, before
+        the job: the fork server imports them once, before it forks the first
+        such worker (``torchport.forkserver``), and every such worker's import
+        phase counts that time.  Inductor's import (about a second on a small
+        host) otherwise fell into each compiled worker's app set-up; only where
+        the device is the CPU, so that no process that forks imports a compiler
+        that may probe a GPU driver."""
+        if cls.compile_backend == "inductor" and cls.device_type == "cpu":
+            return ("torch._inductor.compile_fx",)
+        return ()
+
     def compile(self, model: Any) -> Any:
         """Wrap the model in ``torch.compile(backend=compile_backend)``, or
         return it as it is when the backend does not use torch.compile."""

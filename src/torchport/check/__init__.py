@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from torchport.records import Check
+from torchport.records import Check, Record
 
 # Parity, checkpoint portability and the input pipeline share one training worker per backend
 # (``runner.training_checks``): they are judged from the same runs, so they are not pluggable one by one.
@@ -70,13 +70,13 @@ class WorkerCheck(Protocol):
     def with_steps(self, options: Any, steps: int) -> tuple[Any, str | None]:
         """``options`` cut to ``steps``, and a line saying so (None when unchanged)."""
 
-    def config(self, options: Any) -> dict[str, Any]:
+    def config(self, options: Any) -> Record:
         """Its settings, recorded in the section's ``config`` under its name."""
 
     def check(self, options: Any, backend: str, folder: Path) -> Check:
         """Run it on ``backend`` in ``folder``; one check record."""
 
-    def headline(self, figures: dict[str, Any]) -> str | None:
+    def headline(self, check: Check) -> str | None:
         """Its figure that matters most, in a few words (None: nothing measured)."""
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from torchport.check import worker_check
 from torchport.planning import Deadline
-from torchport.records import Check, CheckStatus
+from torchport.records import Check, CheckBudgetRecord, CheckStatus, TrainedRun
 from torchport.sampling import format_duration
 
 STEP_MARGIN = 1.3  # each step counted at a margin: checkpoints written and read, the float64 reference beside it
@@ -43,9 +43,9 @@ class CheckBudget(Deadline):
     sized: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
-    def learn(self, backend: str, runs: Iterable[dict[str, Any]], phases: dict[str, float]) -> None:
+    def learn(self, backend: str, runs: Iterable[TrainedRun], phases: dict[str, float]) -> None:
         """Step time and start-up of ``backend`` from a training-checks worker's runs and phases."""
-        timed = [run["timing"]["step_s"] for run in runs if (run.get("timing") or {}).get("step_s")]
+        timed = [run.timing.step_s for run in runs if run.timing and run.timing.step_s]
         if timed:
             self.step_s[backend] = max(timed)
         self.startup_s[backend] = float(phases.get("process_start_s") or 0.0) + float(phases.get("import_s") or 0.0)
@@ -88,6 +88,6 @@ class CheckBudget(Deadline):
             self.skipped.append(f"{check.name} on {check.backend}: ended at the budget's end")
         return check
 
-    def record(self) -> dict[str, Any]:
-        return {"budget_s": self.budget_s, "spent_s": self.elapsed_s(),
-                "step_s": self.step_s, "sized": self.sized, "skipped": self.skipped}
+    def record(self) -> CheckBudgetRecord:
+        return CheckBudgetRecord(budget_s=self.budget_s, spent_s=self.elapsed_s(), step_s=self.step_s,
+                                 sized=self.sized, skipped=self.skipped)

@@ -19,11 +19,13 @@ module keeps outside its ``state_dict``) is listed in the figures and the reason
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from torchport.check.parity import load_tensor
 from torchport.check.tolerance import FLOOR, RATIO_LIMIT, tensor_error, trajectory_error
-from torchport.records import Check, CheckStatus
+from torchport.records import (Check, CheckpointFigures, CheckStatus, OutsideState, ResumedRun, SavedCheckpoint,
+                               TrainedRun)
 
 
 def flat_parameters(path: str) -> Any:
@@ -33,7 +35,7 @@ def flat_parameters(path: str) -> Any:
     return torch.cat([parameters[name].to(torch.float64).reshape(-1) for name in sorted(parameters)])
 
 
-def outside_note(found: list[Any]) -> str:
+def outside_note(found: Sequence[OutsideState | str]) -> str:
     """The one wording for state a checkpoint cannot carry (the checkpoint,
     recovery and distributed checks share it): each name with its kind and
     the line that created it."""
@@ -42,57 +44,57 @@ def outside_note(found: list[Any]) -> str:
         if isinstance(item, str):
             items.append(item)
             continue
-        where = f", created at {item['line']}" if item.get("line") else ""
-        items.append(f"{item['name']} ({item['kind']}{where})")
+        where = f", created at {item.line}" if item.line else ""
+        items.append(f"{item.name} ({item.kind}{where})")
     return f"not in the checkpoint (state outside state_dict): {', '.join(items)}"
 
 
-def check(source: str, target: str, saved: dict[str, Any] | None, resumed: dict[str, Any] | None,
-          source_run: dict[str, Any] | None, target_run: dict[str, Any], dtype: str) -> Check:
-    result = Check(name="checkpoint", pair=f"{source} -> {target}", status=CheckStatus.FAIL)
-    if saved is None or saved.get("error"):
-        result.reason = f"saving on {source} failed: {saved.get('error') if saved else 'no checkpoint was written'}"
+def check(source: str, target: str, saved: SavedCheckpoint | None, resumed: ResumedRun | None,
+          source_run: TrainedRun | None, target_run: TrainedRun, dtype: str) -> Check:
+    figures = CheckpointFigures.begin()
+    result = Check(name="checkpoint", pair=f"{source} -> {target}", status=CheckStatus.FAIL, figures=figures)
+    if saved is None or saved.error:
+        result.reason = f"saving on {source} failed: {saved.error if saved else 'no checkpoint was written'}"
         return result
-    figures = result.figures
-    figures.update({"step": saved["step"], "steps": target_run["steps"], "bytes": saved.get("bytes"),
-                    "outside_state_dict": saved.get("outside_state_dict", []),
-                    "outside_state": saved.get("outside_state", [])})
+    figures.put(step=saved.step, steps=target_run.steps, bytes=saved.bytes,
+                outside_state_dict=saved.outside_state_dict, outside_state=saved.outside_state)
     if resumed is None:
         result.status, result.reason = CheckStatus.ERROR, f"no resume was run on {target}"
         return result
-    if resumed.get("error"):
-        result.reason = f"loading on {target} failed: {resumed['error']}"
+    if resumed.error:
+        result.reason = f"loading on {target} failed: {resumed.error}"
         return result
-    figures["not_restored"] = resumed.get("not_restored", [])
-    if resumed.get("changed_on_load"):
-        result.reason = (f"state changed on load into {target}: {', '.join(resumed['changed_on_load'][:3])} "
+    figures.put(not_restored=resumed.not_restored)
+    if resumed.changed_on_load:
+        result.reason = (f"state changed on load into {target}: {', '.join(resumed.changed_on_load[:3])} "
                          "does not read back as saved")
         return result
-    resumed_final = flat_parameters(resumed["final_file"])
-    error = tensor_error(resumed_final, flat_parameters(target_run["final_file"]))
+    assert resumed.final_file and target_run.final_file, "a resumed run and the run it resumes save their parameters"
+    resumed_final = flat_parameters(resumed.final_file)
+    error = tensor_error(resumed_final, flat_parameters(target_run.final_file))
     if source == target:
         apart = 0.0
     else:
-        assert source_run is not None, f"{source} saved a checkpoint, so it has a run"
-        apart = tensor_error(flat_parameters(source_run["final_file"]), flat_parameters(target_run["final_file"]))
+        assert source_run is not None and source_run.final_file, f"{source} saved a checkpoint, so it has a run"
+        apart = tensor_error(flat_parameters(source_run.final_file), flat_parameters(target_run.final_file))
     bound = max(RATIO_LIMIT * apart, FLOOR[dtype])
-    figures.update({
-        "parameter_error": error,
-        "backends_apart": apart,
-        "bound": bound,
-        "bit_exact": error == 0.0,
-        "loss_error": trajectory_error(resumed["losses"], target_run["losses"][saved["step"]:]),
-    })
+    figures.put(
+        parameter_error=error,
+        backends_apart=apart,
+        bound=bound,
+        bit_exact=error == 0.0,
+        loss_error=trajectory_error(resumed.losses, target_run.losses[saved.step:]),
+    )
     notes = []
-    if figures["outside_state_dict"]:
-        notes.append(outside_note(figures["outside_state"] or figures["outside_state_dict"]))
-    if figures["not_restored"]:
-        notes.append(f"not restored: {'; '.join(figures['not_restored'])}")
+    if figures.outside_state_dict:
+        notes.append(outside_note(figures.outside_state or figures.outside_state_dict))
+    if figures.not_restored:
+        notes.append(f"not restored: {'; '.join(figures.not_restored)}")
     note = f"; {'; '.join(notes)}" if notes else ""
     if error <= bound:
         result.status = CheckStatus.PASS
         exact = "bit for bit" if error == 0.0 else f"within {bound:.1e} (parameter error {error:.1e})"
-        result.reason = f"resumed at step {saved['step']} on {target} and matched its uninterrupted run {exact}{note}"
+        result.reason = f"resumed at step {saved.step} on {target} and matched its uninterrupted run {exact}{note}"
     else:
         result.reason = (f"resumed on {target} ends {error:.2e} away from its uninterrupted run (bound {bound:.1e}, "
                          f"{source} and {target} end {apart:.1e} apart){note or '; the state that differs is not in the checkpoint'}")

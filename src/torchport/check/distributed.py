@@ -38,6 +38,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from torchport.check.checkpoint import flat_parameters, outside_note
 from torchport.check.training import first_difference
 from torchport.check.tolerance import CLOSE, tensor_error
 from torchport.launch import run_worker, supervise, worker_environment, worker_python
-from torchport.records import Check, CheckStatus, RunStatus
+from torchport.records import Check, CheckStatus, DdpWorker, DistributedFigures, FramesCompiled, Record, RunStatus
 from torchport.stats import median
 
 DDP_JOB = "torchport.check.jobs:ddp_job"
@@ -69,15 +70,23 @@ def with_steps(options: Any, steps: int) -> tuple[Any, str | None]:
     return dataclasses.replace(options, distributed_steps=steps), f"{steps} steps (asked {options.distributed_steps})"
 
 
-def config(options: Any) -> dict[str, Any]:
-    return {"nproc_per_node": options.nproc, "nnodes": options.nnodes, "steps": options.distributed_steps}
+@dataclass
+class DistributedConfig(Record):
+    nproc_per_node: int = 0
+    nnodes: int = 1
+    steps: int = 0
 
 
-def headline(figures: dict[str, Any]) -> str | None:
-    if figures.get("scaling_efficiency") is None:
+def config(options: Any) -> DistributedConfig:
+    return DistributedConfig(nproc_per_node=options.nproc, nnodes=options.nnodes, steps=options.distributed_steps)
+
+
+def headline(check: Check) -> str | None:
+    figures = check.figures_as(DistributedFigures)
+    if figures.scaling_efficiency is None:
         return None
-    return (f"{figures['world_size']} ranks: efficiency {figures['scaling_efficiency']:.0%}, slowest rank "
-            f"{figures['slowest_rank_step_s'] * 1e3:.1f} ms/step")
+    return (f"{figures.world_size} ranks: efficiency {figures.scaling_efficiency:.0%}, slowest rank "
+            f"{(figures.slowest_rank_step_s or 0.0) * 1e3:.1f} ms/step")
 
 
 def torchrun_command(python: str, options: Any, job_path: str) -> list[str]:
@@ -159,83 +168,88 @@ def _median_after_warmup(times: list[float]) -> float | None:
 
 
 def check(options: Any, backend: str, folder: Path) -> Check:
-    result = Check(name="distributed", backend=backend, status=CheckStatus.ERROR)
+    figures = DistributedFigures.begin()
+    result = Check(name="distributed", backend=backend, status=CheckStatus.ERROR, figures=figures)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     backend_cls = backend_registry.get(backend)
-    figures = result.figures
     unsupported = backend_cls.distributed_unsupported()
     if unsupported:
         result.status, result.reason = CheckStatus.NOT_APPLICABLE, f"not applicable on {backend}: {unsupported}"
         return result
-    figures.update({"process_group_backend": backend_cls.process_group_backend, "nproc_per_node": options.nproc,
-                    "nnodes": options.nnodes, "steps": options.distributed_steps})
+    figures.put(process_group_backend=backend_cls.process_group_backend, nproc_per_node=options.nproc,
+                nnodes=options.nnodes, steps=options.distributed_steps)
     launched = launch(options, backend, folder / "ddp")
-    figures["torchrun_s"] = launched["wall_s"]
-    ranks = launched["ranks"]
+    figures.put(torchrun_s=launched["wall_s"])
+    # The ranks' JSON read into records once, here (``launch`` serves script mode's ranks too).
+    ranks = {rank: DdpWorker.from_dict(raw) for rank, raw in launched["ranks"].items()}
     world = options.nproc * options.nnodes
-    if launched["exit_code"] != 0 or len(ranks) < options.nproc or any(r.get("status") != RunStatus.OK for r in ranks.values()):
+    if launched["exit_code"] != 0 or len(ranks) < options.nproc or any(r.status != RunStatus.OK for r in ranks.values()):
         result.status = CheckStatus.FAIL
         result.reason = launch_failure(launched, options)
         return result
     single_folder = folder / "single"
     single_folder.mkdir()
-    single = run_worker(backend, DDP_JOB, app=options.app, timeout=options.timeout_s, env=thread_env(backend_cls),
-                        extra={"rank_dir": str(single_folder), "steps": options.distributed_steps,
-                               "seed": options.seed, "dtype": options.dtype,
-                               "process_group_backend": backend_cls.process_group_backend}).to_dict()
-    if single["status"] != RunStatus.OK:
-        result.reason = f"the single-process run failed: {(single.get('error') or {}).get('message')}"
+    single_run = run_worker(backend, DDP_JOB, app=options.app, timeout=options.timeout_s, env=thread_env(backend_cls),
+                            extra={"rank_dir": str(single_folder), "steps": options.distributed_steps,
+                                   "seed": options.seed, "dtype": options.dtype,
+                                   "process_group_backend": backend_cls.process_group_backend})
+    if single_run.status != RunStatus.OK:
+        result.reason = f"the single-process run failed: {single_run.error.message if single_run.error else None}"
         return result
-    per_step_slowest = [max(times) for times in zip(*(r["step_times_s"] for r in ranks.values()))]
+    single = DdpWorker.from_dict(single_run.extra)
+    per_step_slowest = [max(times) for times in zip(*(r.step_times_s for r in ranks.values()))]
     slowest = _median_after_warmup(per_step_slowest)
-    single_step = _median_after_warmup(single["step_times_s"])
+    single_step = _median_after_warmup(single.step_times_s)
     if slowest is None or single_step is None:
         result.reason = "no step times were recorded"
         return result
-    error = tensor_error(flat_parameters(ranks[0]["final_file"]), flat_parameters(single["final_file"]))
+    assert ranks[0].final_file and single.final_file, "rank 0 and the single process save their parameters"
+    error = tensor_error(flat_parameters(ranks[0].final_file), flat_parameters(single.final_file))
     bound = CLOSE[options.dtype]
-    samples = single.get("samples_per_step") or 0
-    figures.update({
-        "world_size": world,
-        "slowest_rank_step_s": slowest,
-        "rank_step_s": {str(rank): _median_after_warmup(r["step_times_s"]) for rank, r in ranks.items()},
-        "single_process_step_s": single_step,
-        "speedup": single_step / slowest if slowest else None,
-        "scaling_efficiency": single_step / (slowest * world) if slowest else None,
-        "global_batch_samples": samples,
-        "samples_per_s": samples / slowest if slowest else None,
-        "single_process_samples_per_s": samples / single_step if single_step else None,
-        "parameter_error": error,
-        "bound": bound,
-        "init_process_group_s": max(r.get("init_process_group_s", 0.0) for r in ranks.values()),
-        "batchnorm_modules": ranks[0].get("batchnorm_modules", []),
-        "batchnorm_lines": ranks[0].get("batchnorm_lines", {}),
+    samples = single.samples_per_step or 0
+    scaling_efficiency = single_step / (slowest * world) if slowest else None
+    speedup = single_step / slowest if slowest else None
+    figures.put(
+        world_size=world,
+        slowest_rank_step_s=slowest,
+        rank_step_s={str(rank): _median_after_warmup(r.step_times_s) for rank, r in ranks.items()},
+        single_process_step_s=single_step,
+        speedup=speedup,
+        scaling_efficiency=scaling_efficiency,
+        global_batch_samples=samples,
+        samples_per_s=samples / slowest if slowest else None,
+        single_process_samples_per_s=samples / single_step if single_step else None,
+        parameter_error=error,
+        bound=bound,
+        init_process_group_s=max(r.init_process_group_s or 0.0 for r in ranks.values()),
+        batchnorm_modules=ranks[0].batchnorm_modules,
+        batchnorm_lines=ranks[0].batchnorm_lines,
         # Reductions over the batch dimension in rank 0's forward (per-feature statistics of its slice).
-        "batch_coupled": (ranks[0].get("op_sequence") or {}).get("batch_coupled", []),
+        batch_coupled=ranks[0].op_sequence.batch_coupled if ranks[0].op_sequence else [],
         # DDP keeps parameters and buffers in step across ranks; a tensor outside state_dict is not.
-        "outside_state_dict": ranks[0].get("outside_state_dict", []),
-        "outside_state": ranks[0].get("outside_state", []),
+        outside_state_dict=ranks[0].outside_state_dict,
+        outside_state=ranks[0].outside_state,
         # Dynamo frames each process compiled (None on an eager backend): evidence that the ranks ran compiled.
         # None when every rank ran the same ops in its forward and backward; else where they part.
-        "rank_op_sequences": first_difference({str(rank): r["op_sequence"] for rank, r in ranks.items()
-                                               if r.get("op_sequence")}),
-        "frames_compiled": {"ranks": {str(rank): r.get("frames_compiled") for rank, r in ranks.items()},
-                            "single_process": single.get("frames_compiled")},
-    })
+        rank_op_sequences=first_difference({str(rank): r.op_sequence for rank, r in ranks.items()
+                                            if r.op_sequence}),
+        frames_compiled=FramesCompiled(ranks={str(rank): r.frames_compiled for rank, r in ranks.items()},
+                                       single_process=single.frames_compiled),
+    )
     timing = (f"slowest rank {slowest * 1e3:.1f} ms/step vs single process {single_step * 1e3:.1f} ms/step, "
-              f"scaling efficiency {figures['scaling_efficiency']:.0%}")
+              f"scaling efficiency {scaling_efficiency:.0%}")
     compiled = ""
     if backend_cls.compile_backend is not None:
-        frames = figures["frames_compiled"]
+        frames = figures.frames_compiled or FramesCompiled()
         compiled = (f"; compiled ranks: each ran torch.compile(DistributedDataParallel(model), "
                     f"backend={backend_cls.compile_backend!r}) (Dynamo frames compiled per rank: "
-                    f"{', '.join(str(v) for v in frames['ranks'].values())}; single process, compiled too: "
-                    f"{frames['single_process']})")
-    figures["efficient_from"] = EFFICIENT_FROM
+                    f"{', '.join(str(v) for v in frames.ranks.values())}; single process, compiled too: "
+                    f"{frames.single_process})")
+    figures.put(efficient_from=EFFICIENT_FROM)
     if error <= bound:
-        matched = f"{world} ranks over {figures['process_group_backend']} match one process (error {error:.1e})"
-        if figures["scaling_efficiency"] >= EFFICIENT_FROM:
+        matched = f"{world} ranks over {figures.process_group_backend} match one process (error {error:.1e})"
+        if scaling_efficiency is not None and scaling_efficiency >= EFFICIENT_FROM:
             result.status = CheckStatus.PASS
             result.reason = f"{matched}; {timing}{compiled}"
         else:
@@ -243,24 +257,24 @@ def check(options: Any, backend: str, folder: Path) -> Check:
             shared = (" (the ranks share this host's cores: the figure measures the host as much as the app)"
                       if backend_cls.device_type == "cpu" else "")
             result.reason = (f"borderline: {matched}, but {timing} is below {EFFICIENT_FROM:.0%}: "
-                             f"{world} ranks gain {figures['speedup']:.2f}x over one process{shared}{compiled}")
+                             f"{world} ranks gain {speedup:.2f}x over one process{shared}{compiled}")
     else:
         result.status = CheckStatus.FAIL
         hint = ""
-        if figures["batchnorm_modules"]:
-            named = [name + (f" at {figures['batchnorm_lines'][name]}" if figures["batchnorm_lines"].get(name) else "")
-                     for name in figures["batchnorm_modules"][:3]]
+        if figures.batchnorm_modules:
+            named = [name + (f" at {figures.batchnorm_lines[name]}" if figures.batchnorm_lines.get(name) else "")
+                     for name in figures.batchnorm_modules[:3]]
             hint = (f"; BatchNorm ({', '.join(named)}) normalises each rank's slice: "
                     "convert with torch.nn.SyncBatchNorm.convert_sync_batchnorm")
-        elif figures["batch_coupled"]:
-            sites = ", ".join(f"{item['op']} at {item['line']}" for item in figures["batch_coupled"][:3])
+        elif figures.batch_coupled:
+            sites = ", ".join(f"{item.op} at {item.line}" for item in figures.batch_coupled[:3])
             hint = (f"; likely cause: the forward computes statistics across the batch ({sites}): each rank "
                     "uses its own slice's statistics, one process the whole batch's; compute them over all ranks "
                     "(torch.distributed.all_reduce) or per sample")
-        if figures["outside_state_dict"]:
-            hint += f"; {outside_note(figures['outside_state'] or figures['outside_state_dict'])}, and DDP does not keep it in step across ranks"
-        if figures["rank_op_sequences"]:
-            hint += (f"; the ranks ran different ops in their forward and backward ({figures['rank_op_sequences']}): "
+        if figures.outside_state_dict:
+            hint += f"; {outside_note(figures.outside_state or figures.outside_state_dict)}, and DDP does not keep it in step across ranks"
+        if figures.rank_op_sequences:
+            hint += (f"; the ranks ran different ops in their forward and backward ({figures.rank_op_sequences}): "
                      "control flow that depends on the rank, or on each rank's slice of the data")
         result.reason = f"{world} ranks end {error:.2e} away from one process (bound {bound:.0e}){hint}; {timing}{compiled}"
     return result

@@ -28,6 +28,8 @@ from torchport.check.training import (
     submodule_line,
 )
 from torchport.engine import ImportedApp, import_app, leading_dim
+from torchport.records import (CheckpointSource, DdpWorker, ErrorRecord, RecoveryWorker, ResumedFrom, ResumedRun,
+                               RunTiming, SavedCheckpoint, TrainedRun, TrainSpec)
 
 
 def set_deterministic(backend: Any) -> bool:
@@ -43,8 +45,8 @@ def set_deterministic(backend: Any) -> bool:
 
 
 def train_job(context: Any) -> None:
-    """Train each run in ``job["runs"]``, optionally time the data pipeline,
-    then, for each checkpoint in ``job["resume"]``, load it into a fresh run
+    """Train each run in ``job["runs"]`` (``TrainSpec``), optionally time the data pipeline,
+    then, for each checkpoint in ``job["resume"]`` (``CheckpointSource``), load it into a fresh run
     built as its ``into`` spec (default ``job["resume_spec"]``) says and train
     on to that run's last step.  ``result["resumed"][into][source]``."""
     job = context.job
@@ -52,150 +54,156 @@ def train_job(context: Any) -> None:
     backend = context.backend
     result = context.result
     result["deterministic_algorithms"] = set_deterministic(backend)
+    # The job's JSON read into records once, here.
+    runs = [TrainSpec.from_dict(spec) for spec in job["runs"]]
+    sources = [CheckpointSource.from_dict(source) for source in job.get("resume", [])]
+    resume_spec = TrainSpec.from_dict(job["resume_spec"]) if job.get("resume_spec") else None
     # Seed, then import (the engine's fixed order); every run below is built from here.
-    runs = job["runs"]
-    imported = import_app(context.app_spec, int(runs[0]["seed"]) if runs else int(job.get("seed", 0)))
+    imported = import_app(context.app_spec, runs[0].seed if runs else int(job.get("seed", 0)))
     app = imported.app
     result["app_has"] = {"predict": app.predict is not None, "metric": app.metric is not None}
     result["runs"] = {}
-    for spec in job["runs"]:
-        context.progress(f"train:{spec['label']}")
-        if spec["dtype"] == "float64":
+    for spec in runs:
+        context.progress(f"train:{spec.label}")
+        if spec.dtype == "float64":
             # The ground truth is torchport's construction, not the app: its failure is
             # recorded for parity to report, and the app's own runs go on.
             try:
-                result["runs"][spec["label"]] = train_run(imported, backend, spec, work, context)
+                trained = train_run(imported, backend, spec, work, context)
             except Exception as exc:  # noqa: BLE001  any failure of the float64 build is reported as such
-                result["runs"][spec["label"]] = {"dtype": "float64", "error": failures.record(exc)}
+                trained = TrainedRun(dtype="float64", error=ErrorRecord.from_dict(failures.record(exc)))
         else:
-            result["runs"][spec["label"]] = train_run(imported, backend, spec, work, context)
+            trained = train_run(imported, backend, spec, work, context)
+        result["runs"][spec.label] = trained.to_dict()
         context.save()
     result["resumed"] = {}
-    for source in job.get("resume", []):
-        into = source.get("into") or job["resume_spec"]
-        context.progress(f"resume:{source['label']}->{into['label']}")
-        result["resumed"].setdefault(into["label"], {})[source["label"]] = resume_run(imported, backend, into, source, work)
+    for source in sources:
+        into = source.into or resume_spec
+        assert into is not None, "a resume names the run it resumes into, or the job has a resume_spec"
+        context.progress(f"resume:{source.label}->{into.label}")
+        resumed = resume_run(imported, backend, into, source, work)
+        result["resumed"].setdefault(into.label, {})[source.label] = resumed.to_dict()
         context.save()
 
 
-def train_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], work: Path, context: Any) -> dict[str, Any]:
+def train_run(imported: ImportedApp, backend: Any, spec: TrainSpec, work: Path, context: Any) -> TrainedRun:
     import torch
 
     app = imported.app
 
-    label, steps = spec["label"], int(spec["steps"])
-    checkpoint_step = spec.get("checkpoint_step")
-    record: dict[str, Any] = {"dtype": spec["dtype"], "steps": steps}
-    run = TrainingRun(imported, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
-    use_predict = spec.get("outputs") and app.predict is not None and spec.get("app_inference", True)
+    label, steps = spec.label, spec.steps
+    record = TrainedRun(dtype=spec.dtype, steps=steps)
+    run = TrainingRun(imported, backend, dtype=spec.dtype, seed=spec.seed, eager=spec.eager)
+    use_predict = spec.outputs and app.predict is not None and spec.app_inference
     if use_predict:
         output = run.predict_output()
-        record["output_source"] = "predict(model, first batch), before training"
+        record.output_source = "predict(model, first batch), before training"
     else:
         output = None
-    modules, remove_hooks = record_module_outputs(run.model) if spec.get("modules") else ({}, lambda: None)
-    top: dict[str, Any] = {}
+    modules, remove_hooks = record_module_outputs(run.model) if spec.modules else ({}, lambda: None)
+    first_output: list[Any] = []
     top_hook = None
-    if spec.get("outputs") and not use_predict:
+    if spec.outputs and not use_predict:
         def keep_first_output(module: Any, inputs: Any, out: Any) -> None:  # returns None: leaves the output alone
-            if "out" not in top:
-                top["out"] = as_float64(out)
+            if not first_output:
+                first_output.append(as_float64(out))
 
         top_hook = run.model.register_forward_hook(keep_first_output)
-        record["output_source"] = "model output in training step 1 (forward hook)"
+        record.output_source = "model output in training step 1 (forward hook)"
 
-    losses = [run.train_step(after_backward=lambda: record.update(grad_norms=run.gradient_norms()))]
+    def keep_gradient_norms() -> None:
+        record.grad_norms = run.gradient_norms()
+
+    losses = [run.train_step(after_backward=keep_gradient_norms)]
     remove_hooks()
     if top_hook is not None:
         top_hook.remove()
-        output = top.get("out")
+        output = first_output[0] if first_output else None
     if output is not None:
-        record["output_file"] = str(work / f"{label}.output.pt")
-        torch.save(output, record["output_file"])
-    if spec.get("modules"):
-        record["modules"] = list(modules)
-        record["module_types"] = {name or "(top)": type(module).__name__ for name, module in run.model.named_modules()}
-        record["modules_file"] = str(work / f"{label}.modules.pt")
-        torch.save(modules, record["modules_file"])
-    if checkpoint_step == 1:
-        record["checkpoint"] = write_checkpoint(run, work / f"{label}.ckpt")
+        record.output_file = str(work / f"{label}.output.pt")
+        torch.save(output, record.output_file)
+    if spec.modules:
+        record.modules = list(modules)
+        record.module_types = {name or "(top)": type(module).__name__ for name, module in run.model.named_modules()}
+        record.modules_file = str(work / f"{label}.modules.pt")
+        torch.save(modules, record.modules_file)
+    if spec.checkpoint_step == 1:
+        record.checkpoint = write_checkpoint(run, work / f"{label}.ckpt")
 
     backend.synchronize()
     wait_before, saving_s = run.data_wait_s, 0.0
     started = time.perf_counter()
     for step in range(2, steps + 1):
         losses.append(run.train_step())
-        if step == checkpoint_step:
+        if step == spec.checkpoint_step:
             backend.synchronize()
             save_started = time.perf_counter()
-            record["checkpoint"] = write_checkpoint(run, work / f"{label}.ckpt")
+            record.checkpoint = write_checkpoint(run, work / f"{label}.ckpt")
             saving_s += time.perf_counter() - save_started
     backend.synchronize()
     elapsed = time.perf_counter() - started - saving_s
     if steps > 1:
-        record["timing"] = {"steps": steps - 1, "seconds": elapsed, "step_s": elapsed / (steps - 1),
-                            "data_wait_s": run.data_wait_s - wait_before,
-                            "samples_per_step": _samples(app, run.first_batch())}
-    record["losses"] = [float(loss) for loss in losses]
+        record.timing = RunTiming(steps=steps - 1, seconds=elapsed, step_s=elapsed / (steps - 1),
+                                  data_wait_s=run.data_wait_s - wait_before,
+                                  samples_per_step=_samples(app, run.first_batch()))
+    record.losses = [float(loss) for loss in losses]
     # The metric and predict run the model in eval mode without gradients: one
     # more graph for a compiling backend to build, which the evaluate stage skips.
-    record["metric"] = run.metric() if spec.get("app_inference", True) else None
-    record["metric_higher_is_better"] = app.metric_higher_is_better
+    record.metric = run.metric() if spec.app_inference else None
+    record.metric_higher_is_better = app.metric_higher_is_better
     if run.hold is not None:
-        record["casts_held"] = run.hold.casts_held
-    if spec.get("save_final"):
-        record["final_file"] = str(work / f"{label}.final.pt")
-        torch.save(run.parameters_cpu(), record["final_file"])
-    if spec.get("pipeline"):  # last: its steps change the model after everything above was read
+        record.casts_held = run.hold.casts_held
+    if spec.save_final:
+        record.final_file = str(work / f"{label}.final.pt")
+        torch.save(run.parameters_cpu(), record.final_file)
+    if spec.pipeline:  # last: its steps change the model after everything above was read
         context.progress(f"pipeline:{label}")
-        record["pipeline"] = pipeline.measure(run, per_round=int(spec.get("pipeline_per_round") or pipeline.PER_ROUND))
+        record.pipeline = pipeline.measure(run, per_round=spec.pipeline_per_round or pipeline.PER_ROUND)
     return record
 
 
-def outside(run: TrainingRun) -> dict[str, Any]:
-    """State outside state_dict by name (``outside_state_dict``) and with its
-    kind and creating line (``outside_state``)."""
+def write_checkpoint(run: TrainingRun, path: Path) -> SavedCheckpoint:
     found = run.outside_state()
-    return {"outside_state_dict": [item["name"] for item in found], "outside_state": found}
-
-
-def write_checkpoint(run: TrainingRun, path: Path) -> dict[str, Any]:
-    record: dict[str, Any] = {"path": str(path), "step": run.step,
-                              **outside(run)}
+    record = SavedCheckpoint(path=str(path), step=run.step, outside_state_dict=[item.name for item in found],
+                             outside_state=found)
     try:
-        record.update(savefile.save(run.checkpoint_state(), path))
+        written = savefile.save(run.checkpoint_state(), path)
     except savefile.CheckpointError as exc:
-        record["error"] = str(exc)
+        record.error = str(exc)
+        return record
+    record.bytes, record.sha256 = written.bytes, written.sha256
     return record
 
 
-def resume_run(imported: ImportedApp, backend: Any, spec: dict[str, Any], source: dict[str, Any], work: Path) -> dict[str, Any]:
+def resume_run(imported: ImportedApp, backend: Any, spec: TrainSpec, source: CheckpointSource,
+               work: Path) -> ResumedRun:
     """A fresh run of this backend, loaded from another run's checkpoint and
     trained to the same final step as ``spec``."""
     import torch
 
-    record: dict[str, Any] = {"path": source["path"]}
+    record = ResumedRun(path=source.path)
     try:
-        state = savefile.load(source["path"])
+        state = savefile.load(source.path)
     except savefile.CheckpointError as exc:
-        record["error"] = str(exc)
+        record.error = str(exc)
         return record
-    run = TrainingRun(imported, backend, dtype=spec["dtype"], seed=spec["seed"], eager=spec.get("eager", False))
+    run = TrainingRun(imported, backend, dtype=spec.dtype, seed=spec.seed, eager=spec.eager)
     run.skip_batches(int(state["step"]))
     try:
-        record.update(run.load_state(state))
+        record.changed_on_load = run.load_state(state)
     except Exception as exc:  # a state that does not fit this model is the finding, not a crash
-        record["error"] = f"the checkpoint does not load on {backend.name}: {getattr(exc, 'message', exc)}"
+        record.error = f"the checkpoint does not load on {backend.name}: {getattr(exc, 'message', exc)}"
         return record
-    record["not_restored"] = restore_rng(state["rng"], backend)
-    record["start_step"] = run.step
+    record.not_restored = restore_rng(state["rng"], backend)
+    record.start_step = run.step
     losses = []
-    while run.step < int(spec["steps"]):
+    while run.step < spec.steps:
         losses.append(run.train_step())
-    record.update(outside(run))
-    record["losses"] = [float(loss) for loss in losses]
-    record["final_file"] = str(work / f"{spec['label']}.from-{source['label']}.final.pt")
-    torch.save(run.parameters_cpu(), record["final_file"])
+    found = run.outside_state()
+    record.outside_state_dict, record.outside_state = [item.name for item in found], found
+    record.losses = [float(loss) for loss in losses]
+    record.final_file = str(work / f"{spec.label}.from-{source.label}.final.pt")
+    torch.save(run.parameters_cpu(), record.final_file)
     return record
 
 
@@ -215,23 +223,22 @@ def recovery_job(context: Any) -> None:
 
     job = context.job
     backend = context.backend
-    result = context.result
-    result["deterministic_algorithms"] = set_deterministic(backend)
+    record = RecoveryWorker(deterministic_algorithms=set_deterministic(backend))
     imported = import_app(context.app_spec, int(job["seed"]))
     folder = ensure_folder(job["checkpoint_dir"])
     steps, every = int(job["steps"]), int(job["every"])
     run = TrainingRun(imported, backend, dtype=job["dtype"], seed=job["seed"])
-    result.update(outside(run))
-    result["resumed_from"] = None
+    record.outside_state = run.outside_state()
+    record.outside_state_dict = [item.name for item in record.outside_state]
     if job.get("resume"):
-        latest, skipped = newest_valid_checkpoint(folder)
-        result["invalid_checkpoints"] = skipped
+        latest, record.invalid_checkpoints = newest_valid_checkpoint(folder)
         if latest is not None:
             state = savefile.load(latest)
             run.skip_batches(int(state["step"]))
             run.load_state(state)
-            result["not_restored"] = restore_rng(state["rng"], backend)
-            result["resumed_from"] = {"path": str(latest), "step": run.step}
+            record.not_restored = restore_rng(state["rng"], backend)
+            record.resumed_from = ResumedFrom(path=str(latest), step=run.step)
+    context.result.update(record.to_dict())
     context.progress("train", pid=os.getpid(), step=run.step)
     with open(job["step_log"], "a", encoding="utf-8") as log:
         while run.step < steps:
@@ -243,10 +250,11 @@ def recovery_job(context: Any) -> None:
             log.flush()
             context.progress("step", step=run.step, pid=os.getpid())
     backend.synchronize()
-    result.update(outside(run))
-    result["final_step"] = run.step
-    result["final_file"] = job["final_file"]
+    record.outside_state = run.outside_state()
+    record.outside_state_dict = [item.name for item in record.outside_state]
+    record.final_step, record.final_file = run.step, job["final_file"]
     torch.save(run.parameters_cpu(), job["final_file"])
+    context.result.update(record.to_dict())
 
 
 def newest_valid_checkpoint(folder: Path) -> tuple[Path | None, list[str]]:
@@ -278,20 +286,19 @@ def ddp_job(context: Any) -> None:
     if "WORLD_SIZE" in os.environ:  # launched by torchrun: one result file per rank
         job["output"] = str(Path(job["rank_dir"]) / f"rank{rank}.json")
     backend = context.backend
-    result = context.result
-    result.update({"rank": rank, "world_size": world, "local_rank": int(os.environ.get("LOCAL_RANK", "0"))})
-    result["deterministic_algorithms"] = set_deterministic(backend)
+    record = DdpWorker(rank=rank, world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+                       deterministic_algorithms=set_deterministic(backend))
     distributed = world > 1
     if distributed:
         context.progress("rendezvous")
         started = time.perf_counter()
         backend.init_process_group()
-        result["init_process_group_s"] = time.perf_counter() - started
-        result["process_group_backend"] = dist.get_backend()
+        record.init_process_group_s = time.perf_counter() - started
+        record.process_group_backend = dist.get_backend()
         if backend.device_type == "cuda":
             # The worker set the backend up on the current device, which is
             # device 0 in every rank: give each rank its own GPU.
-            torch.cuda.set_device(result["local_rank"])
+            torch.cuda.set_device(record.local_rank)
             backend.setup()
     imported = import_app(context.app_spec, int(job["seed"]))
     app = imported.app
@@ -306,35 +313,37 @@ def ddp_job(context: Any) -> None:
         # compiled single process, like with like.
         run.trainable = backend.compile(DistributedDataParallel(run.model, device_ids=device_ids))
         run.shard = (rank, world)
-    result["batchnorm_modules"] = [name for name, module in run.model.named_modules()
-                                   if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
-    result["batchnorm_lines"] = {name: submodule_line(run.model, name) for name in result["batchnorm_modules"]}
+    record.batchnorm_modules = [name for name, module in run.model.named_modules()
+                                if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
+    record.batchnorm_lines = {name: submodule_line(run.model, name) for name in record.batchnorm_modules}
+    context.result.update(record.to_dict())
     context.save()
-    step_times = []
     losses = []
     for _ in range(int(job["steps"])):
         backend.synchronize()
         started = time.perf_counter()
         loss = run.train_step()
         backend.synchronize()
-        step_times.append(time.perf_counter() - started)
+        record.step_times_s.append(time.perf_counter() - started)
         losses.append(loss)
-    result["step_times_s"] = step_times
-    result.update(outside(run))
-    result["losses"] = [float(loss) for loss in losses]
+    record.outside_state = run.outside_state()
+    record.outside_state_dict = [item.name for item in record.outside_state]
+    record.losses = [float(loss) for loss in losses]
     if backend.compile_backend is not None:
         from torchport import dynamo_counters
 
         # Evidence that this process ran compiled code, not only that it asked to.
-        result["frames_compiled"] = dynamo_counters.snapshot().get("frames_ok")
-    result["samples_per_step"] = _samples(app, run.first_batch())
+        record.frames_compiled = dynamo_counters.snapshot().get("frames_ok")
+    record.samples_per_step = _samples(app, run.first_batch())
     if rank == 0:
-        result["final_file"] = str(Path(job["rank_dir"]) / f"world{world}.final.pt")
-        torch.save(run.parameters_cpu(), result["final_file"])
+        record.final_file = str(Path(job["rank_dir"]) / f"world{world}.final.pt")
+        torch.save(run.parameters_cpu(), record.final_file)
     if distributed:
         # After the training steps and the saved parameters: what each rank's
         # own forward and backward runs, for a divergence's cause.
         context.progress("op sequence")
-        result["op_sequence"] = op_sequence(run)
+        record.op_sequence = op_sequence(run)
+    context.result.update(record.to_dict())
+    if distributed:
         dist.barrier()
         dist.destroy_process_group()

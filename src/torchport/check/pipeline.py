@@ -36,7 +36,8 @@ from typing import Any
 from torchport.limits import HEAVY_LOAD_PER_CPU
 from torchport.limits import INPUT_BOUND_SHARE as INPUT_BOUND_ABOVE
 from torchport.limits import KEEPS_UP_SHARE as KEEPS_UP_BELOW
-from torchport.records import Check, CheckStatus
+from torchport.records import (Check, CheckStatus, CollateFunction, DataDescription, HostLoad, PipelineBand,
+                               PipelineFigures, PipelineMeasurement, PipelineVerdict)
 
 ROUNDS = 5
 PER_ROUND = 4
@@ -46,26 +47,26 @@ MIN_WAIT_S = 0.001
 PINNED_MEMORY_DEVICES = ("cuda",)  # page-locked host memory speeds up copies to these devices only
 
 
-def suggestions(data: dict[str, Any], device_type: str) -> list[str]:
+def suggestions(data: DataDescription, device_type: str) -> list[str]:
     found = []
-    if not data.get("dataloader"):
+    if not data.dataloader:
         found.append("wrap the data in a torch.utils.data.DataLoader with num_workers > 0 so loading overlaps "
-                     "compute (the data is a " + data.get("type", "plain iterable").rsplit(".", 1)[-1] + ")")
+                     "compute (the data is a " + (data.type or "plain iterable").rsplit(".", 1)[-1] + ")")
     else:
-        if not data.get("num_workers"):
+        if not data.num_workers:
             found.append("DataLoader(num_workers=N): it loads in the training process now (num_workers=0)")
         else:
-            if not data.get("persistent_workers"):
+            if not data.persistent_workers:
                 found.append("DataLoader(persistent_workers=True): workers are restarted every epoch now")
-            found.append(f"raise DataLoader(prefetch_factor=...) (now {data.get('prefetch_factor')}) so more batches wait ready")
-        if device_type in PINNED_MEMORY_DEVICES and not data.get("pin_memory"):
+            found.append(f"raise DataLoader(prefetch_factor=...) (now {data.prefetch_factor}) so more batches wait ready")
+        if device_type in PINNED_MEMORY_DEVICES and not data.pin_memory:
             found.append(f"DataLoader(pin_memory=True): faster host-to-{device_type} copies")
     if device_type not in PINNED_MEMORY_DEVICES:
         found.append(f"pin_memory does not help on {device_type}")
     return found
 
 
-def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[str, Any]:
+def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> PipelineMeasurement:
     """Worker side: time the app's data alone and the run's compute-only step
     in interleaved rounds (see the module docstring).  ``run`` is the
     backend's ``TrainingRun`` after its training steps; the steps taken here
@@ -102,12 +103,13 @@ def measure(run: Any, rounds: int = ROUNDS, per_round: int = PER_ROUND) -> dict[
             computes.append((time.perf_counter() - started) / per_round)
     finally:
         engine.stream = training_stream
-    return {"rounds": rounds, "per_round": per_round, "load_s": loads, "compute_s": computes,
-            "batches_per_s": rounds * per_round / counted_s if counted_s > 0 else None,
-            "samples_per_s": samples / counted_s if counted_s > 0 else None, "factory_s": factory_s,
-            "data": describe_data(stream.data, app.data),
-            "threads": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()},
-            "load": {"before": load_before, "after": host_load(), "cpus": host_cpus()}}
+    return PipelineMeasurement(
+        rounds=rounds, per_round=per_round, load_s=loads, compute_s=computes,
+        batches_per_s=rounds * per_round / counted_s if counted_s > 0 else None,
+        samples_per_s=samples / counted_s if counted_s > 0 else None, factory_s=factory_s,
+        data=describe_data(stream.data, app.data),
+        threads={"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()},
+        load=HostLoad(before=load_before, after=host_load(), cpus=host_cpus()))
 
 
 def host_load() -> list[float] | None:
@@ -126,12 +128,12 @@ def host_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def load_uncertainty(load: dict[str, Any] | None) -> str | None:
+def load_uncertainty(load: HostLoad | None) -> str | None:
     """Why load made the timings uncertain (None: it did not, or it was not recorded)."""
     if not load:
         return None
-    minute = [sample[0] for sample in (load.get("before"), load.get("after")) if sample]
-    cpus = load.get("cpus") or 1
+    minute = [sample[0] for sample in (load.before, load.after) if sample]
+    cpus = load.cpus or 1
     if not minute or max(minute) <= HEAVY_LOAD_PER_CPU * cpus:
         return None
     return (f"uncertain: the host's load average was {max(minute):.1f} on {cpus} CPUs during the measurement "
@@ -170,30 +172,31 @@ def construction_line(factory: Any, name: str = "DataLoader") -> str | None:
     return f"{path}:{start}"
 
 
-def describe_data(data: Any, factory: Any = None) -> dict[str, Any]:
+def describe_data(data: Any, factory: Any = None) -> DataDescription:
     """What the input pipeline is made of, for the suggestions, and where the
     app builds it."""
-    description: dict[str, Any] = {"type": f"{type(data).__module__}.{type(data).__qualname__}",
-                                   "constructed_at": construction_line(factory) if factory is not None else None}
+    description = DataDescription(key_order=()).put(
+        type=f"{type(data).__module__}.{type(data).__qualname__}",
+        constructed_at=construction_line(factory) if factory is not None else None)
     try:
         from torch.utils.data import DataLoader
     except ImportError:
         return description
     if isinstance(data, DataLoader):
-        description.update({
-            "dataloader": True,
-            "num_workers": data.num_workers,
-            "pin_memory": bool(data.pin_memory),
-            "prefetch_factor": data.prefetch_factor,
-            "persistent_workers": bool(data.persistent_workers),
-            "batch_size": data.batch_size,
-        })
+        description.put(
+            dataloader=True,
+            num_workers=data.num_workers,
+            pin_memory=bool(data.pin_memory),
+            prefetch_factor=data.prefetch_factor,
+            persistent_workers=bool(data.persistent_workers),
+            batch_size=data.batch_size,
+        )
         collate = data.collate_fn
         if getattr(collate, "__module__", "").split(".")[0] != "torch":
-            description["collate_fn"] = {"name": getattr(collate, "__qualname__", type(collate).__name__),
-                                         "line": source_line(collate)}
+            description.put(collate_fn=CollateFunction(name=getattr(collate, "__qualname__", type(collate).__name__),
+                                                       line=source_line(collate)))
     else:
-        description["dataloader"] = False
+        description.put(dataloader=False)
     return description
 
 
@@ -205,12 +208,12 @@ def waiting_share(load_s: float, compute_s: float, overlapped: bool) -> float:
     return load_s / total if total > 0 else 0.0
 
 
-def band(share: float) -> str:
+def band(share: float) -> PipelineVerdict:
     if share < KEEPS_UP_BELOW:
-        return "keeps up"
+        return PipelineVerdict.KEEPS_UP
     if share > INPUT_BOUND_ABOVE:
-        return "input-bound"
-    return "borderline"
+        return PipelineVerdict.INPUT_BOUND
+    return PipelineVerdict.BORDERLINE
 
 
 def _median(values: list[float]) -> float:
@@ -219,73 +222,76 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def where_built(data: dict[str, Any]) -> str:
+def where_built(data: DataDescription) -> str:
     """The lines to change: the data's construction and its collate_fn."""
     parts = []
-    if data.get("constructed_at"):
-        parts.append(f"{'DataLoader' if data.get('dataloader') else 'the data'} built at {data['constructed_at']}")
-    collate = data.get("collate_fn")
+    if data.constructed_at:
+        parts.append(f"{'DataLoader' if data.dataloader else 'the data'} built at {data.constructed_at}")
+    collate = data.collate_fn
     if collate:
-        parts.append(f"collate_fn {collate['name']}" + (f" at {collate['line']}" if collate.get("line") else ""))
+        parts.append(f"collate_fn {collate.name}" + (f" at {collate.line}" if collate.line else ""))
     return f"; {', '.join(parts)}" if parts else ""
 
 
-def check(backend: str, device_type: str, measured: dict[str, Any] | None,
+def check(backend: str, device_type: str, measured: PipelineMeasurement | None,
           evaluation_step_s: float | None = None) -> Check:
     """The verdict for one backend from its own worker's measurement;
     ``evaluation_step_s`` (evaluate's sustained median) is shown beside it."""
     result = Check(name="pipeline", backend=backend, status=CheckStatus.ERROR)
-    if not measured or not measured.get("load_s") or not measured.get("compute_s"):
+    if not measured or not measured.load_s or not measured.compute_s:
         result.reason = "the data pipeline was not timed"
         return result
-    data = measured.get("data", {})
-    overlapped = bool(data.get("dataloader") and data.get("num_workers"))
-    shares = [waiting_share(load, compute, overlapped) for load, compute in zip(measured["load_s"], measured["compute_s"])]
+    data = measured.data
+    overlapped = bool(data.dataloader and data.num_workers)
+    shares = [waiting_share(load, compute, overlapped) for load, compute in zip(measured.load_s, measured.compute_s)]
     share = _median(shares)
-    load_s, compute_s = _median(measured["load_s"]), _median(measured["compute_s"])
+    load_s, compute_s = _median(measured.load_s), _median(measured.compute_s)
     waits = [waiting_share(load, compute, overlapped) * (load if overlapped else load + compute)
-             for load, compute in zip(measured["load_s"], measured["compute_s"])]
+             for load, compute in zip(measured.load_s, measured.compute_s)]
     wait_s = _median(waits)
-    verdict = band(share) if wait_s >= MIN_WAIT_S else "keeps up"
-    input_bound = verdict == "input-bound"
-    result.figures = {
-        "data_batches_per_s": measured["batches_per_s"],
-        "data_samples_per_s": measured.get("samples_per_s"),
-        "load_s": load_s,
-        "compute_step_s": compute_s,
-        "train_steps_per_s": 1.0 / compute_s if compute_s > 0 else None,
-        "load_share": share,
-        "load_share_interval": [min(shares), max(shares)],
-        "wait_s": wait_s,
-        "min_wait_s": MIN_WAIT_S,
-        "threads": measured.get("threads"),
-        "load": measured.get("load"),
-        "uncertain": load_uncertainty(measured.get("load")),
-        "rounds": len(shares),
-        "band": {"keeps_up_below": KEEPS_UP_BELOW, "input_bound_above": INPUT_BOUND_ABOVE},
-        "verdict": verdict,
-        "headroom": compute_s / load_s if load_s > 0 else None,
-        "overlapped": overlapped,
-        "input_bound": input_bound,
-        "step_time_source": (f"{len(shares)} rounds of {measured.get('per_round')} compute-only steps in this "
-                             "backend's worker, interleaved with the data timing"),
-        "evaluation_step_s": evaluation_step_s,
-        "data": data,
-        "suggestions": suggestions(data, device_type) if verdict != "keeps up" else [],
-    }
-    rates = (f"data alone {measured['batches_per_s']:.1f} batches/s, compute {1.0 / compute_s:.1f} steps/s; "
+    verdict = band(share) if wait_s >= MIN_WAIT_S else PipelineVerdict.KEEPS_UP
+    input_bound = verdict == PipelineVerdict.INPUT_BOUND
+    uncertain = load_uncertainty(measured.load)
+    advice = suggestions(data, device_type) if verdict != PipelineVerdict.KEEPS_UP else []
+    result.figures = PipelineFigures.begin().put(
+        data_batches_per_s=measured.batches_per_s,
+        data_samples_per_s=measured.samples_per_s,
+        load_s=load_s,
+        compute_step_s=compute_s,
+        train_steps_per_s=1.0 / compute_s if compute_s > 0 else None,
+        load_share=share,
+        load_share_interval=[min(shares), max(shares)],
+        wait_s=wait_s,
+        min_wait_s=MIN_WAIT_S,
+        threads=measured.threads,
+        load=measured.load,
+        uncertain=uncertain,
+        rounds=len(shares),
+        band=PipelineBand(keeps_up_below=KEEPS_UP_BELOW, input_bound_above=INPUT_BOUND_ABOVE),
+        verdict=verdict,
+        headroom=compute_s / load_s if load_s > 0 else None,
+        overlapped=overlapped,
+        input_bound=input_bound,
+        step_time_source=(f"{len(shares)} rounds of {measured.per_round} compute-only steps in this "
+                          "backend's worker, interleaved with the data timing"),
+        evaluation_step_s=evaluation_step_s,
+        data=data,
+        suggestions=advice,
+    )
+    batches_per_s = measured.batches_per_s or 0.0
+    rates = (f"data alone {batches_per_s:.1f} batches/s, compute {1.0 / compute_s:.1f} steps/s; "
              f"waiting for data {share:.0%} of a step (rounds: {min(shares):.0%} to {max(shares):.0%}; "
              f"keeps up below {KEEPS_UP_BELOW:.0%}, input-bound above {INPUT_BOUND_ABOVE:.0%}, and only from "
              f"{MIN_WAIT_S * 1e3:g} ms of waiting a step: {wait_s * 1e3:.2g} ms)")
-    uncertain = f"; {result.figures['uncertain']}" if result.figures["uncertain"] else ""
-    tries = "; try: " + "; ".join(result.figures["suggestions"][:2])
+    uncertain_note = f"; {uncertain}" if uncertain else ""
+    tries = "; try: " + "; ".join(advice[:2])
     if input_bound:
         result.status = CheckStatus.FAIL
-        result.reason = f"input-bound: {rates}{where_built(data)}{tries}{uncertain}"
-    elif verdict == "borderline":
+        result.reason = f"input-bound: {rates}{where_built(data)}{tries}{uncertain_note}"
+    elif verdict == PipelineVerdict.BORDERLINE:
         result.status = CheckStatus.BORDERLINE
-        result.reason = f"borderline: {rates}{where_built(data)}{tries}{uncertain}"
+        result.reason = f"borderline: {rates}{where_built(data)}{tries}{uncertain_note}"
     else:
         result.status = CheckStatus.PASS
-        result.reason = f"{verdict}: {rates}{uncertain}"
+        result.reason = f"{verdict}: {rates}{uncertain_note}"
     return result

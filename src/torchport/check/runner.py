@@ -49,7 +49,9 @@ from torchport.failures import is_app_failure
 from torchport.launch import run_worker
 from torchport.sampling import format_duration
 from torchport.limits import DEFAULT_TIMEOUT_S
-from torchport.records import Check, CheckStatus, RunStatus
+from torchport.records import (AppFailure, Check, CheckpointSource, ChecksConfig, ChecksSection, CheckStatus,
+                               ErrorRecord, ParityFigures, ResumedRun, RunRecord, RunStatus, SavedCheckpoint,
+                               TrainedRun, TrainSpec)
 
 TRAIN_JOB = "torchport.check.jobs:train_job"
 REFERENCE = "cpu"
@@ -118,13 +120,18 @@ def validate(options: CheckOptions) -> list[str]:
 
 
 def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str, Any]:
+    """The ``checks`` section of a result document, as written to it."""
+    return check_section(options, on_event).to_dict()
+
+
+def check_section(options: CheckOptions, on_event: Event | None = None) -> ChecksSection:
     """The ``checks`` section of a result document."""
     on_event = on_event or (lambda kind, data: None)
     names = validate(options)
     started = time.monotonic()
     budget = CheckBudget(options.budget_s, started=started) if options.budget_s else None
     options = dataclasses.replace(options, budget=budget)
-    backends_seen: dict[str, dict[str, Any]] = {}
+    backends_seen = {}
     available = []
     for name in names:
         verdict = backend_registry.availability(name)
@@ -157,50 +164,51 @@ def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str
     finally:
         if not options.keep_files and not options.work_dir:
             shutil.rmtree(work, ignore_errors=True)
-    return {
-        "checks": [check.to_dict() for check in checks],
-        "config": {
-            "app": as_spec(options.app).text,
-            "checks": list(options.only),
-            "backends": names,
-            "reference": REFERENCE,
-            "reference_worker": reference_worker,
-            "ground_truth": "cpu, float64",
-            "steps": options.steps,
-            "checkpoint_step": max(1, options.steps // 2),
-            "dtype": options.dtype,
-            "seed": options.seed,
-            "ratio_limit": RATIO_LIMIT,
-            "floor": FLOOR[options.dtype],
-            "close": CLOSE[options.dtype],
-            **{check: worker_check(check).config(options) for check in WORKER_CHECKS},
-            "budget": budget.record() if budget else None,
-        },
-        "backends": backends_seen,
-        "app_error": app_error,
-        "duration_s": time.monotonic() - started,
-    }
+    config = ChecksConfig(key_order=()).put(
+        app=as_spec(options.app).text,
+        checks=list(options.only),
+        backends=names,
+        reference=REFERENCE,
+        reference_worker=reference_worker,
+        ground_truth="cpu, float64",
+        steps=options.steps,
+        checkpoint_step=max(1, options.steps // 2),
+        dtype=options.dtype,
+        seed=options.seed,
+        ratio_limit=RATIO_LIMIT,
+        floor=FLOOR[options.dtype],
+        close=CLOSE[options.dtype],
+        # each worker check's own settings under its name, as its dictionary (they are not fields of the config)
+        **{check: worker_check(check).config(options).to_dict() for check in WORKER_CHECKS},
+        budget=budget.record() if budget else None,
+    )
+    return ChecksSection(checks=checks, config=config, backends=backends_seen, app_error=app_error,
+                         duration_s=time.monotonic() - started)
 
 
 @dataclass
 class TrainWorker:
     """What one training worker (``jobs.train_job``) returned: how it ended,
     its runs by label, and what it resumed (target -> checkpoint source -> the
-    resumed run).  The runs stay the worker's JSON: the checks read their figures."""
+    resumed run), read from the worker's JSON once, in ``from_result``."""
 
     status: RunStatus | str | None
-    error: dict[str, Any] = field(default_factory=dict)
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    resumed: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    error: ErrorRecord | None = None
+    runs: dict[str, TrainedRun] = field(default_factory=dict)
+    resumed: dict[str, dict[str, ResumedRun]] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     # The worker's timeout when the time budget ended it, else None.
     budget_limited_s: float | None = None
 
     @classmethod
-    def from_result(cls, result: dict[str, Any]) -> TrainWorker:
-        return cls(status=result.get("status"), error=result.get("error") or {},
-                   runs=result.get("runs") or {}, resumed=result.get("resumed") or {},
-                   phases=result.get("phases") or {})
+    def from_result(cls, result: RunRecord) -> TrainWorker:
+        runs = result.extra.get("runs") or {}
+        resumed = result.extra.get("resumed") or {}
+        return cls(status=result.status, error=result.error,
+                   runs={label: TrainedRun.from_dict(run) for label, run in runs.items()},
+                   resumed={target: {source: ResumedRun.from_dict(run) for source, run in by_source.items()}
+                            for target, by_source in resumed.items()},
+                   phases=result.phases or {})
 
     def failure(self, backend: str) -> str | None:
         """One line for a worker that did not finish, else None."""
@@ -209,26 +217,37 @@ class TrainWorker:
         if self.budget_limited_s:
             return (f"budget too small: the time budget ended the {backend} worker after "
                     f"{format_duration(self.budget_limited_s)}, before its runs were done")
-        where = f" at {self.error['location']}" if self.error.get("location") else ""
-        return f"{backend} worker {self.status}: {self.error.get('message', 'no message')}{where}"
+        error = self.error or ErrorRecord(message="no message")
+        where = f" at {error.location}" if error.location else ""
+        return f"{backend} worker {self.status}: {error.message}{where}"
 
-    def saved(self, label: str) -> dict[str, Any] | None:
+    def saved(self, label: str) -> SavedCheckpoint | None:
         """The checkpoint run ``label`` saved, else None."""
-        return self.runs.get(label, {}).get("checkpoint")
+        run = self.runs.get(label)
+        return run.checkpoint if run else None
 
-    def resumed_into(self, target: str) -> dict[str, Any]:
+    def saved_bytes(self, label: str) -> bool:
+        """Whether run ``label`` wrote a checkpoint file."""
+        saved = self.saved(label)
+        return bool(saved and saved.bytes)
+
+    def resumed_into(self, target: str) -> dict[str, ResumedRun]:
         """What this worker resumed into ``target``'s run, by checkpoint source."""
         return self.resumed.get(target) or {}
 
 
-def _train(backend: str, options: CheckOptions, work: Path, runs: list[dict[str, Any]], on_event: Event,
-           **extra: Any) -> TrainWorker:
-    on_event("start", {"check": "training", "backend": backend, "runs": [run["label"] for run in runs]})
+def _train(backend: str, options: CheckOptions, work: Path, runs: list[TrainSpec], on_event: Event,
+           resume: list[CheckpointSource] | None = None, resume_spec: TrainSpec | None = None) -> TrainWorker:
+    on_event("start", {"check": "training", "backend": backend, "runs": [run.label for run in runs]})
     budget = options.budget
     timeout = budget.worker_timeout(options.timeout_s) if budget else options.timeout_s
+    # The job crosses to the worker as JSON: the records' dictionaries, here only.
+    job = {"work_dir": str(work), "runs": [run.to_dict() for run in runs],
+           "resume": [source.to_dict() for source in resume or []],
+           **({"resume_spec": resume_spec.to_dict()} if resume_spec else {})}
     worker = TrainWorker.from_result(run_worker(
-        backend, TRAIN_JOB, app=options.app, extra={"work_dir": str(work), "runs": runs, **extra}, timeout=timeout,
-        on_progress=lambda event: on_event("progress", {"backend": backend, **event})).to_dict())
+        backend, TRAIN_JOB, app=options.app, extra=job, timeout=timeout,
+        on_progress=lambda event: on_event("progress", {"backend": backend, **event})))
     if budget is not None:
         if worker.status == RunStatus.TIMED_OUT and timeout < options.timeout_s:
             worker.budget_limited_s = timeout
@@ -250,7 +269,7 @@ def reference_host(names: list[str]) -> str | None:
 
 
 def training_checks(options: CheckOptions, names: list[str], work: Path,
-                    on_event: Event) -> tuple[list[Check], dict[str, Any] | None, str]:
+                    on_event: Event) -> tuple[list[Check], AppFailure | None, str]:
     """The parity, checkpoint and pipeline checks, the app's own error when
     the reference run failed in the app's code (every backend would say the
     same), and the backend whose worker made the reference's runs."""
@@ -258,11 +277,11 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     steps = options.steps
     saved_at = max(1, steps // 2)
 
-    def run_spec(label: str, dtype: str | None = None, **flags: Any) -> dict[str, Any]:
-        return {"label": label, "dtype": dtype or options.dtype, "seed": options.seed, "steps": steps,
-                "app_inference": options.app_inference, **flags}
+    def run_spec(label: str, dtype: str | None = None, **flags: Any) -> TrainSpec:
+        return TrainSpec(label=label, dtype=dtype or options.dtype, seed=options.seed, steps=steps,
+                         app_inference=options.app_inference, **flags)
 
-    def own_run(label: str, with_checkpoint: bool) -> dict[str, Any]:
+    def own_run(label: str, with_checkpoint: bool) -> TrainSpec:
         keep = "checkpoint" in want and with_checkpoint
         return run_spec(label, outputs="parity" in want, checkpoint_step=saved_at if keep else None, save_final=keep,
                         pipeline="pipeline" in want, pipeline_per_round=options.pipeline_per_round)
@@ -274,10 +293,10 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
     self_resume = "checkpoint" in want and REFERENCE in names
     host = reference_host(names)
     if host is not None:
-        eager_runs = [{**run, "eager": True} for run in reference_runs]
+        eager_runs = [dataclasses.replace(run, eager=True) for run in reference_runs]
         host_spec = own_run(host, True)
         ends = ([eager_runs[0]] if self_resume else []) + ([host_spec] if "checkpoint" in want else [])
-        resume = [{**_source(work, source["label"]), "into": into} for into in ends for source in ends]
+        resume = [dataclasses.replace(_source(work, source.label), into=into) for into in ends for source in ends]
         results[host] = _train(host, options, work, eager_runs + [host_spec], on_event,
                                resume=resume, resume_spec=host_spec)
         if results[host].failure(host) is None:
@@ -299,7 +318,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         # pair resumed here is one a later worker need not start for.
         sources = [REFERENCE] if reference_checkpoint_ok else []
         if "checkpoint" in want:
-            sources += [source for source in results if source not in sources and (results[source].saved(source) or {}).get("bytes")]
+            sources += [source for source in results if source not in sources and results[source].saved_bytes(source)]
             sources.append(name)
         results[name] = _train(name, options, work, [spec], on_event,
                                resume=[_source(work, source) for source in sources], resume_spec=spec)
@@ -325,7 +344,7 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
                 continue
             check = parity.check(name, results[name].runs[name], reference.runs[REFERENCE],
                                  reference.runs["cpu-float64"], options.dtype, nondeterministic)
-            if check.figures["first_step_failed"]:
+            if check.figures_as(ParityFigures).first_step_failed:
                 _localise(options, name, work, check, on_event)
             checks.append(check)
     if "checkpoint" in want:
@@ -336,13 +355,13 @@ def training_checks(options: CheckOptions, names: list[str], work: Path,
         for name in names:
             checks.append(_pipeline_check(options, name, results))
     error = reference.error
-    app_error = ({"message": error.get("message"), "location": error.get("location"), "kind": error.get("kind")}
-                 if is_app_failure(error) else None)
+    app_error = (AppFailure(message=error.message, location=error.location, kind=error.kind)
+                 if error and is_app_failure(error) else None)
     return checks, app_error, reference_worker
 
 
-def _source(work: Path, label: str) -> dict[str, Any]:
-    return {"label": label, "path": str(work / f"{label}.ckpt")}
+def _source(work: Path, label: str) -> CheckpointSource:
+    return CheckpointSource(label=label, path=str(work / f"{label}.ckpt"))
 
 
 def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, results: dict[str, TrainWorker],
@@ -355,22 +374,21 @@ def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, result
         if target_worker.failure(target):
             continue
         done = set(target_worker.resumed_into(target))
-        sources = [source for source in names
-                   if source not in done and (results[source].saved(source) or {}).get("bytes")]
+        sources = [source for source in names if source not in done and results[source].saved_bytes(source)]
         if sources:
             missing[target] = sources
 
     shared = host is not None and REFERENCE in missing and host in missing
     worker_of = {target: host if shared and host and target == REFERENCE else target for target in missing}
 
-    def resume_spec(target: str) -> dict[str, Any]:
-        spec = results[target].runs[target]
-        eager = {"eager": True} if worker_of.get(target, target) != target else {}  # the reference on its host
-        return {"label": target, "dtype": spec["dtype"], "seed": options.seed, "steps": spec["steps"], **eager}
+    def resume_spec(target: str) -> TrainSpec:
+        run = results[target].runs[target]
+        eager = worker_of.get(target, target) != target  # the reference on its host
+        return TrainSpec(label=target, dtype=run.dtype, seed=options.seed, steps=run.steps, eager=eager)
 
     for worker in dict.fromkeys(worker_of.values()):
         targets = [target for target in missing if worker_of[target] == worker]
-        resume = [{**_source(work, source), "into": resume_spec(target)} for target in targets
+        resume = [dataclasses.replace(_source(work, source), into=resume_spec(target)) for target in targets
                   for source in missing[target]]
         resumer = _train(worker, options, work, [], on_event, resume=resume, resume_spec=resume_spec(worker))
         problem = resumer.failure(worker)
@@ -378,7 +396,7 @@ def _remaining_pairs(options: CheckOptions, names: list[str], work: Path, result
             for source in missing[target]:
                 resumed = resumer.resumed_into(target).get(source)
                 results[target].resumed.setdefault(target, {})[source] = \
-                    resumed or {"error": problem or "not run"}
+                    resumed or ResumedRun(error=problem or "not run")
 
 
 def _checkpoint_check(source: str, target: str, results: dict[str, TrainWorker], dtype: str) -> Check:
@@ -395,7 +413,8 @@ def _checkpoint_check(source: str, target: str, results: dict[str, TrainWorker],
 def _pipeline_check(options: CheckOptions, name: str, results: dict[str, TrainWorker]) -> Check:
     """Each backend's verdict from its own run's measurement (``pipeline.measure``)."""
     device_type = backend_registry.get(name).device_type
-    measured = results[name].runs.get(name, {}).get("pipeline")
+    run = results[name].runs.get(name)
+    measured = run.pipeline if run else None
     if not measured:
         return _error("pipeline", name, results[name].failure(name) or "the data pipeline was not timed")
     evaluation = options.step_times.get(name)
@@ -405,32 +424,34 @@ def _pipeline_check(options: CheckOptions, name: str, results: dict[str, TrainWo
 def _localise(options: CheckOptions, name: str, work: Path, check: Check, on_event: Event) -> None:
     """Record every module's output in step 1 on the reference, the truth and
     the backend, and name the first module that diverges."""
-    single = {"seed": options.seed, "steps": 1, "modules": True, "app_inference": False}
+    def single(label: str, dtype: str) -> TrainSpec:
+        return TrainSpec(label=label, dtype=dtype, seed=options.seed, steps=1, modules=True, app_inference=False)
+
+    figures = check.figures_as(ParityFigures)
+    check.figures = figures
     reference_folder = work / "modules"
     reference_path = reference_folder / "cpu-float64-modules.modules.pt"
     if not reference_path.exists():
         _train(REFERENCE, options, reference_folder,
-               [{"label": "cpu-modules", "dtype": options.dtype, **single},
-                {"label": "cpu-float64-modules", "dtype": "float64", **single}], on_event)
-    worker = _train(name, options, reference_folder, [{"label": f"{name}-modules", "dtype": options.dtype, **single}],
-                    on_event)
+               [single("cpu-modules", options.dtype), single("cpu-float64-modules", "float64")], on_event)
+    worker = _train(name, options, reference_folder, [single(f"{name}-modules", options.dtype)], on_event)
     problem = worker.failure(name)
     if problem or not reference_path.exists():
-        check.figures["diverging_module"] = None
+        figures.put(diverging_module=None)
         check.reason += f"; locating the module failed: {problem or 'the reference run failed'}"
         return
     record = worker.runs[f"{name}-modules"]
-    found = parity.localise(parity.load_tensor(record["modules_file"]), record["modules"],
+    found = parity.localise(parity.load_tensor(record.modules_file), record.modules or [],
                             parity.load_tensor(str(reference_folder / "cpu-modules.modules.pt")),
                             parity.load_tensor(str(reference_path)), options.dtype)
     if found is None:
-        check.figures["diverging_module"] = None
+        figures.put(diverging_module=None)
         check.reason += "; no single module's forward output diverges (the difference is in the backward or the optimizer)"
         return
-    found["type"] = record.get("module_types", {}).get(found["module"])
-    check.figures["diverging_module"] = found
-    check.reason = (f"first diverging module: {found['module']} ({found['type']}), output error ratio "
-                    f"{found['ratio']:.3g}; " + check.reason)
+    found.type = (record.module_types or {}).get(found.module)
+    figures.put(diverging_module=found)
+    check.reason = (f"first diverging module: {found.module} ({found.type}), output error ratio "
+                    f"{found.ratio:.3g}; " + check.reason)
 
 
 def _error(name: str, backend: str, reason: str) -> Check:
@@ -441,4 +462,4 @@ def exit_status(section: dict[str, Any]) -> int:
     """0 when every check passed (or was borderline, skipped, or not applicable on its backend), 1 when one
     failed or could not run.  Borderline is inside the band between pass and fail: reported as such, but not
     a failure to stop a build on."""
-    return 1 if any(Check.from_dict(check).failed for check in section["checks"]) else 0
+    return 1 if any(check.failed for check in ChecksSection.from_dict(section).checks) else 0

@@ -17,6 +17,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from torchport.records import CheckpointFile
+
+# A torch payload: what ``torch.save`` writes and ``torch.load(weights_only=True)`` reads back (state dicts,
+# RNG states, tensors by name).  Its keys are torch's and the app's, not torchport's: free-form by nature.
+TorchState = dict[str, Any]
+
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be written or must not be loaded; the message is
@@ -35,7 +41,7 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def save(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
+def save(state: TorchState, path: str | Path) -> CheckpointFile:
     """Write ``state`` and its sidecar atomically; return the sidecar record."""
     import torch
 
@@ -46,9 +52,9 @@ def save(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
     except Exception as exc:
         temporary.unlink(missing_ok=True)
         raise CheckpointError(f"torch.save failed: {type(exc).__name__}: {exc}") from None
-    record = {"bytes": temporary.stat().st_size, "sha256": sha256_file(temporary), "step": state.get("step")}
+    record = CheckpointFile(bytes=temporary.stat().st_size, sha256=sha256_file(temporary), step=state.get("step"))
     meta_temporary = sidecar(temporary)
-    meta_temporary.write_text(json.dumps(record), encoding="utf-8")
+    meta_temporary.write_text(json.dumps(record.to_dict()), encoding="utf-8")
     # The data first, then the sidecar that vouches for it: a crash in between
     # leaves a sidecar that no longer matches, which load() reports.
     os.replace(temporary, path)
@@ -56,27 +62,27 @@ def save(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
     return record
 
 
-def validate(path: str | Path) -> dict[str, Any]:
+def validate(path: str | Path) -> CheckpointFile:
     """Size and checksum against the sidecar; raises CheckpointError with the reason."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint file missing: {path}")
     meta_path = sidecar(path)
     try:
-        record = json.loads(meta_path.read_text(encoding="utf-8"))
+        record = CheckpointFile.from_dict(json.loads(meta_path.read_text(encoding="utf-8")))
     except (OSError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"checkpoint {path.name} has no readable size/checksum record ({meta_path.name}): "
                               f"{type(exc).__name__}; not loaded") from None
     size = path.stat().st_size
-    if size != record.get("bytes"):
-        what = "truncated" if size < record.get("bytes", 0) else "larger than written"
-        raise CheckpointError(f"checkpoint {path.name} is {what}: {size} bytes, {record.get('bytes')} written; not loaded")
-    if sha256_file(path) != record.get("sha256"):
+    if size != record.bytes:
+        what = "truncated" if size < record.bytes else "larger than written"
+        raise CheckpointError(f"checkpoint {path.name} is {what}: {size} bytes, {record.bytes} written; not loaded")
+    if sha256_file(path) != record.sha256:
         raise CheckpointError(f"checkpoint {path.name} is corrupt: SHA-256 differs from the one recorded at save; not loaded")
     return record
 
 
-def load(path: str | Path) -> dict[str, Any]:
+def load(path: str | Path) -> TorchState:
     """Validate, then ``torch.load(weights_only=True)`` onto the CPU."""
     import torch
 

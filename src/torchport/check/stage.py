@@ -19,10 +19,10 @@ from typing import Any
 
 from torchport.check import pipeline
 from torchport.app import AppSpec
-from torchport.check.runner import REFERENCE, CheckOptions, run_checks
+from torchport.check.runner import REFERENCE, CheckOptions, check_section
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.planning import StageFigures, StagePlan
-from torchport.records import BackendStatus
+from torchport.records import BackendEntry, BackendStatus, ChecksConfig, ChecksSection
 from torchport.sampling import format_duration
 
 STAGE_STEPS = 6
@@ -124,10 +124,10 @@ COST = ChecksCost()
 def _step_times(document: dict[str, Any]) -> dict[str, tuple[float, float, str]]:
     found = {}
     for name, backend in document.get("backends", {}).items():
-        summary = backend.get("summary") or {}
-        median = (summary.get("step_time_s") or {}).get("median")
-        if median:
-            share = summary.get("data_wait_share") or 0.0
+        summary = BackendEntry.from_dict(backend).summary
+        median = summary.step_time_s.median if summary and summary.step_time_s else None
+        if summary and median:
+            share = summary.data_wait_share or 0.0
             found[name] = (median, median * share, "the evaluation's sustained step time (median)")
     return found
 
@@ -161,8 +161,9 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     stage = CheckStageOptions.from_evaluation(options)
     names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == BackendStatus.OK]
     if not names:
-        document["checks"] = {"checks": [], "config": {"checks": list(stage.checks)},
-                              "note": "no backend finished its evaluation runs: nothing to check"}
+        nothing = ChecksSection(key_order=()).put(checks=[], config=ChecksConfig(key_order=()).put(checks=list(stage.checks)),
+                                                  note="no backend finished its evaluation runs: nothing to check")
+        document["checks"] = nothing.to_dict()
         return
     check_options = CheckOptions(
         app=stage.app,
@@ -177,13 +178,13 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
         app_inference=False,
         pipeline_per_round=stage.pipeline_per_round,
     )
-    section = run_checks(check_options)
+    section = check_section(check_options)
     sized = ""
     if stage.steps != STAGE_STEPS or stage.pipeline_per_round != pipeline.PER_ROUND:
         sized = " (sized by the time budget" + (
             f"; the pipeline timed over {stage.pipeline_per_round} of its {pipeline.PER_ROUND} steps a round"
             if stage.pipeline_per_round != pipeline.PER_ROUND else "") + ")"
-    section["note"] = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps{sized}; outputs "
-                       "from training step 1, no metric). "
-                       "`torchport check` adds crash recovery and distributed training.")
-    document["checks"] = section
+    section.note = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps{sized}; outputs "
+                    "from training step 1, no metric). "
+                    "`torchport check` adds crash recovery and distributed training.")
+    document["checks"] = section.to_dict()

@@ -34,6 +34,8 @@ import math
 from typing import Any
 from collections.abc import Iterable, Sequence
 
+from torchport.records import ErrorRatio
+
 RATIO_LIMIT = 8.0
 EPSILON = {"float32": 2.0 ** -23, "bfloat16": 2.0 ** -7, "float16": 2.0 ** -10, "float64": 2.0 ** -52}
 FLOOR = {name: 4 * eps for name, eps in EPSILON.items()}
@@ -71,18 +73,18 @@ def tensor_error(value: Any, truth: Any) -> float:
     return difference / max(norm, 1e-30)
 
 
-def judge(backend_error: float, reference_error: float, dtype: str) -> dict[str, Any]:
+def judge(backend_error: float, reference_error: float, dtype: str) -> ErrorRatio:
     """The error-ratio verdict for one quantity."""
     floor = FLOOR[dtype]
     ratio = backend_error / max(reference_error, floor)
     passed = backend_error <= floor or ratio <= RATIO_LIMIT
-    return {"backend_error": backend_error, "reference_error": reference_error, "ratio": ratio, "pass": passed}
+    return ErrorRatio(backend_error=backend_error, reference_error=reference_error, ratio=ratio, passed=passed)
 
 
-def worst(verdicts: Iterable[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]] | None:
+def worst(verdicts: Iterable[tuple[str, ErrorRatio]]) -> tuple[str, ErrorRatio] | None:
     """The failing quantity with the largest ratio, else the largest ratio overall."""
     items = list(verdicts)
     if not items:
         return None
-    failing = [item for item in items if not item[1]["pass"]]
-    return max(failing or items, key=lambda item: item[1]["ratio"])
+    failing = [item for item in items if not item[1].passed]
+    return max(failing or items, key=lambda item: item[1].ratio)

@@ -22,8 +22,10 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport.app import call_user
+from torchport.check.savefile import TorchState
 from torchport.engine import ImportedApp, StepHooks
 from torchport.errors import UserError
+from torchport.records import CoupledSite, OpSequence, OutsideState
 
 CHECKPOINT_FORMAT = "torchport-check-1"
 
@@ -68,11 +70,11 @@ def as_float64(value: Any) -> Any:
 # --- RNG state --------------------------------------------------------------------------------
 
 
-def capture_rng(backend: Any) -> dict[str, Any]:
+def capture_rng(backend: Any) -> TorchState:
     """Every RNG a training step may draw from, as weights_only-loadable values."""
     import torch
 
-    state: dict[str, Any] = {"torch_cpu": torch.get_rng_state(), "python": random.getstate()}
+    state: TorchState = {"torch_cpu": torch.get_rng_state(), "python": random.getstate()}
     try:
         import numpy
 
@@ -91,7 +93,7 @@ def capture_rng(backend: Any) -> dict[str, Any]:
     return state
 
 
-def restore_rng(state: dict[str, Any], backend: Any) -> list[str]:
+def restore_rng(state: TorchState, backend: Any) -> list[str]:
     """Restore what this backend can; return what could not be restored, in words."""
     import torch
 
@@ -133,13 +135,13 @@ def _as_tuple(value: Any) -> Any:
     return value
 
 
-def state_snapshot(model: Any, optimizer: Any = None) -> dict[str, Any]:
+def state_snapshot(model: Any, optimizer: Any = None) -> TorchState:
     """What may change in training without being in ``state_dict()``, as it is
     now: non-persistent buffers (CPU copies), number attributes of the modules
     and of the optimizer, the states of generators modules hold."""
     import torch
 
-    values: dict[str, Any] = {}
+    values: TorchState = {}
     for path, owner in _owners(model, optimizer):
         non_persistent: set[str] = getattr(owner, "_non_persistent_buffers_set", set())
         for name in sorted(non_persistent):
@@ -162,7 +164,7 @@ def _owners(model: Any, optimizer: Any) -> list[tuple[str, Any]]:
 
 
 def state_outside_state_dict(model: Any, optimizer: Any = None,
-                             since: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                             since: TorchState | None = None) -> list[OutsideState]:
     """State the model or optimizer carries that no checkpoint of
     ``state_dict()`` holds, each ``{"name", "kind", "line"}`` (line: where the
     app's class creates it, when found in its source).  Plain tensor
@@ -172,7 +174,7 @@ def state_outside_state_dict(model: Any, optimizer: Any = None,
     the constructor, so it is no lost state)."""
     import torch
 
-    found: list[dict[str, Any]] = []
+    found: list[OutsideState] = []
     now = state_snapshot(model, optimizer) if since is not None else {}
     for path, owner in _owners(model, optimizer):
         is_module = isinstance(owner, torch.nn.Module)
@@ -194,8 +196,8 @@ def state_outside_state_dict(model: Any, optimizer: Any = None,
     return found
 
 
-def _outside(owner: Any, name: str, key: str, kind: str) -> dict[str, Any]:
-    return {"name": key, "kind": kind, "line": creation_line(type(owner), name)}
+def _outside(owner: Any, name: str, key: str, kind: str) -> OutsideState:
+    return OutsideState(name=key, kind=kind, line=creation_line(type(owner), name))
 
 
 def creation_line(cls: type, attribute: str) -> str | None:
@@ -314,7 +316,7 @@ class TrainingRun:
         self.hold = float64_hold() if dtype == "float64" else None
         self.initial_state = state_snapshot(self.model, self.optimizer)
 
-    def outside_state(self) -> list[dict[str, Any]]:
+    def outside_state(self) -> list[OutsideState]:
         """State outside state_dict, judged against this run as it was built."""
         return state_outside_state_dict(self.model, self.optimizer, since=self.initial_state)
 
@@ -385,7 +387,7 @@ class TrainingRun:
             self.stream.next()
 
     # ---- checkpoints ----------------------------------------------------------------------
-    def checkpoint_state(self) -> dict[str, Any]:
+    def checkpoint_state(self) -> TorchState:
         return {
             "format": CHECKPOINT_FORMAT,
             "backend": self.backend.name,
@@ -397,9 +399,9 @@ class TrainingRun:
             "rng": capture_rng(self.backend),
         }
 
-    def load_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Load a checkpoint's model and optimizer state into this run; report
-        whether what is now in the model reads back equal to what was saved."""
+    def load_state(self, state: TorchState) -> list[str]:
+        """Load a checkpoint's model and optimizer state into this run; return
+        the model's entries that do not read back equal to what was saved."""
         import torch
 
         call_user(lambda: self.model.load_state_dict(state["model"]), "loading the model state failed")
@@ -410,9 +412,9 @@ class TrainingRun:
             and not (value.dtype == state["model"][key].dtype and torch.equal(value, state["model"][key]))
         ]
         self.step = int(state["step"])
-        return {"changed_on_load": changed}
+        return changed
 
-    def parameters_cpu(self) -> dict[str, Any]:
+    def parameters_cpu(self) -> TorchState:
         return to_cpu(dict(self.model.named_parameters()))
 
 
@@ -443,10 +445,10 @@ def shard_batch(batch: Any, rank: int, world: int) -> Any:
     return batch
 
 
-def record_module_outputs(model: Any) -> tuple[dict[str, Any], Callable[[], None]]:
+def record_module_outputs(model: Any) -> tuple[TorchState, Callable[[], None]]:
     """Forward hooks on every submodule; the returned dict fills in the order
     the modules finish (children before their parent), first call only."""
-    outputs: dict[str, Any] = {}
+    outputs: TorchState = {}
     handles = []
 
     def hook_for(name: str) -> Callable[..., None]:
@@ -527,7 +529,7 @@ def reduces_the_batch(name: str, args: Any, kwargs: dict[str, Any], batch_size: 
     return 0 in normalised and len(normalised) < tensor.dim()
 
 
-def op_sequence(run: TrainingRun) -> dict[str, Any]:
+def op_sequence(run: TrainingRun) -> OpSequence:
     """The aten ops one eager forward and backward of the model runs on this
     process's slice of the first batch, in order: what the distributed check
     compares across ranks.  Eager and outside DDP, so that a compiled
@@ -540,7 +542,7 @@ def op_sequence(run: TrainingRun) -> dict[str, Any]:
 
     names: list[str] = []
     sites: list[str | None] = []
-    coupled: list[dict[str, Any]] = []
+    coupled: list[CoupledSite] = []
     batch = _CheckHooks(run).shard(run.first_batch())
     batch_size = leading_dim(batch)
 
@@ -553,7 +555,7 @@ def op_sequence(run: TrainingRun) -> dict[str, Any]:
             # Only ops the app's own lines call: the backward's bias-gradient sums reduce the batch too.
             if (len(coupled) < MAX_COUPLED_SITES and sites and sites[-1]
                     and reduces_the_batch(name, args, kwargs or {}, batch_size)):
-                coupled.append({"op": name, "line": sites[-1] if sites else None})
+                coupled.append(CoupledSite(op=name, line=sites[-1] if sites else None))
             return func(*args, **(kwargs or {}))
 
     run.model.zero_grad(set_to_none=True)
@@ -562,34 +564,34 @@ def op_sequence(run: TrainingRun) -> dict[str, Any]:
         call_user(loss.backward, "backward through the app's loss raised")
     run.model.zero_grad(set_to_none=True)
     digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
-    return {"count": len(names), "digest": digest, "ops": names[:MAX_RECORDED_OPS], "sites": sites,
-            "batch_coupled": _distinct_lines(coupled)}
+    return OpSequence(count=len(names), digest=digest, ops=names[:MAX_RECORDED_OPS], sites=sites,
+                      batch_coupled=_distinct_lines(coupled))
 
 
-def _distinct_lines(coupled: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: dict[Any, dict[str, Any]] = {}
+def _distinct_lines(coupled: list[CoupledSite]) -> list[CoupledSite]:
+    seen: dict[str | None, CoupledSite] = {}
     for item in coupled:
-        seen.setdefault(item["line"], item)
+        seen.setdefault(item.line, item)
     return list(seen.values())
 
 
-def first_difference(sequences: dict[str, dict[str, Any]]) -> str | None:
+def first_difference(sequences: dict[str, OpSequence]) -> str | None:
     """None when every rank ran the same op sequence; else where the first
     two that differ part (e.g. ``rank 0: 41 ops, rank 1: 44 ops; op 17:
     mul on rank 0, add on rank 1``)."""
     ranks = sorted(sequences, key=int)
-    if len(ranks) < 2 or len({sequences[r]["digest"] for r in ranks}) == 1:
+    if len(ranks) < 2 or len({sequences[r].digest for r in ranks}) == 1:
         return None
     base = ranks[0]
-    other = next(r for r in ranks if sequences[r]["digest"] != sequences[base]["digest"])
-    a, b = sequences[base]["ops"], sequences[other]["ops"]
-    counts = f"rank {base}: {sequences[base]['count']} ops, rank {other}: {sequences[other]['count']} ops"
+    other = next(r for r in ranks if sequences[r].digest != sequences[base].digest)
+    a, b = sequences[base].ops, sequences[other].ops
+    counts = f"rank {base}: {sequences[base].count} ops, rank {other}: {sequences[other].count} ops"
     index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     left = f"{a[index]} on rank {base}{_at(sequences[base], index)}" if index < len(a) else f"(end) on rank {base}"
     right = f"{b[index]} on rank {other}{_at(sequences[other], index)}" if index < len(b) else f"(end) on rank {other}"
     return f"{counts}; they part at op {index + 1}: {left}, {right}"
 
 
-def _at(sequence: dict[str, Any], index: int) -> str:
-    sites = sequence.get("sites") or []
+def _at(sequence: OpSequence, index: int) -> str:
+    sites = sequence.sites
     return f" at {sites[index]}" if index < len(sites) and sites[index] else ""

@@ -95,20 +95,22 @@ def terminal_table(section: dict) -> Any:
     from rich.table import Table
 
     from torchport.check.report import STATUS_TEXT, budget_line, headline, subject
+    from torchport.records import ChecksSection, CheckStatus
 
-    table = Table(title=escape(f"torchport check {section['config']['app']}"), title_justify="left")
+    checks = ChecksSection.from_dict(section)
+    table = Table(title=escape(f"torchport check {checks.config.app}"), title_justify="left")
     for header in ("check", "backend / pair", "status", "figures", "reason"):
         table.add_column(header, overflow="fold")
-    colours = {"pass": "green", "borderline": "yellow", "fail": "red", "error": "red", "skipped": "dim",
-               "not_applicable": "dim"}
-    for check in section["checks"]:
-        status = STATUS_TEXT.get(check["status"], check["status"]).strip("*")
+    colours: dict[str, str] = {CheckStatus.PASS: "green", CheckStatus.BORDERLINE: "yellow", CheckStatus.FAIL: "red",
+               CheckStatus.ERROR: "red", CheckStatus.SKIPPED: "dim", CheckStatus.NOT_APPLICABLE: "dim"}
+    for check in checks.checks:
+        status = str(STATUS_TEXT.get(check.status, check.status)).strip("*")
         # Reasons quote the app's errors: data, never rich markup.
-        table.add_row(escape(check["name"]), escape(subject(check)),
-                      f"[{colours.get(check['status'], '')}]{escape(status)}[/]",
-                      escape(headline(check)), escape(check.get("reason", "")))
-    if section["config"].get("budget"):
-        table.caption = escape(budget_line(section["config"]["budget"]))
+        table.add_row(escape(check.name), escape(subject(check)),
+                      f"[{colours.get(check.status, '')}]{escape(status)}[/]",
+                      escape(headline(check)), escape(check.reason))
+    if checks.config.budget:
+        table.caption = escape(budget_line(checks.config.budget))
         table.caption_justify = "left"
     return table
 

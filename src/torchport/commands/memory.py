@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from torchport.options import output_file
 
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if measured and not measured["within_tolerance"] else 0
 
 
-def compare(result: dict, measured: dict) -> dict:
+def compare(result: dict, measured: Mapping[str, Any]) -> dict:
     """The float32/AdamW estimate against the peak measured for real."""
     from torchport.trace.symbolic import RSS_JUDGED_FROM, RSS_TOLERANCE, TENSOR_TOLERANCE, estimate
 

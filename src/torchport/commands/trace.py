@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport.launch import cancelled
     from torchport.progress import Progress
     from torchport.results import strict_json, write_text_atomic
-    from torchport.trace.analysis import raise_if_app_failed, run_trace
+    from torchport.trace.analysis import raise_if_app_failed, trace_app
     from torchport.app import spec_from_args
     from torchport.trace.report import markdown, terminal_lines
     from torchport.records import TraceStatus
@@ -71,15 +71,16 @@ def run(args: argparse.Namespace) -> int:
 
     with Progress("trace", unit="") as progress:
         progress.status("tracing")
-        section = run_trace(spec_from_args(args), steps=args.steps, targets=targets or None, timeout=args.timeout,
+        section = trace_app(spec_from_args(args), steps=args.steps, targets=targets or None, timeout=args.timeout,
                             allow_live=not args.no_live, on_progress=on_progress)
     if cancelled():
         raise KeyboardInterrupt
+    written = section.to_dict()  # the section's JSON, as the result document holds it
     if args.json:
-        write_text_atomic(args.json, json.dumps(strict_json(section), indent=1, default=str) + "\n")
+        write_text_atomic(args.json, json.dumps(strict_json(written), indent=1, default=str) + "\n")
     chosen = output.chosen_format(args)
     if chosen == "json":
-        text = json.dumps(strict_json(section), indent=1, default=str)
+        text = json.dumps(strict_json(written), indent=1, default=str)
     elif chosen == "md":
         text = markdown(section)
     else:
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         output.emit(args, text)
     if args.json:
         print(f"trace: {args.json}")
-    if section["status"] != TraceStatus.COMPLETE:
-        print(f"torchport: trace incomplete: {section['reason']}", file=sys.stderr)
+    if section.status != TraceStatus.COMPLETE:
+        print(f"torchport: trace incomplete: {section.reason}", file=sys.stderr)
         return 1
     return 0

@@ -52,9 +52,9 @@ def prediction_table(results: list[tuple[str, dict[str, Any]]]) -> dict[str, Any
 
                 detail = compare_with_xla(section, document)
                 if detail is not None:
-                    row["counts"] = {"agrees": detail["agrees"], "disagreements": detail["disagreements"],
-                                     "predicted_step_graphs": detail["predicted"]["step_graphs"],
-                                     "measured_compilations": [run["compilations"] for run in detail["measured"]["per_run"]]}
+                    row["counts"] = {"agrees": detail.agrees, "disagreements": detail.disagreements,
+                                     "predicted_step_graphs": detail.predicted.step_graphs,
+                                     "measured_compilations": [run.compilations for run in detail.measured.per_run]}
             rows.append(row)
     judged = [row for row in rows if row["hit"] is not None]
     hits = sum(1 for row in judged if row["hit"])

@@ -21,6 +21,7 @@ import tarfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -702,6 +703,7 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
 def _finish_sections(out_dir: Path, manifest: Manifest, results: list[tuple[str, Path]]) -> int:
     """trace and check: each target's own report, one after the other (their text was streamed as they ran)."""
     command = manifest.document["torchport_command"]
+    render: Callable[[dict[str, Any]], str]  # each section as the target's document holds it
     if command == "trace":
         from torchport.trace.report import markdown as render
     else:

@@ -331,17 +331,16 @@ def _change(trace: TraceSection | None, target: TargetFamily) -> Cell:
     traced = [f for f in trace.findings if target.trace_target and target.trace_target in f.targets]
     scan_target = "cpu" if target.compiled_only else (glossary.trace_to_scan(target.trace_target)
                                                       if target.trace_target else None)
-    # scan's findings keep scan's own shape (its severity per scan target), as trace recorded them.
-    scanned = [f for f in (trace.app_scan or {}).get("findings") or []
-               if scan_target and (f.get("severity") or {}).get(scan_target) in ("error", "silent", "perf")]
+    scanned = [f for f in (trace.app_scan.findings if trace.app_scan else [])
+               if scan_target and f.severity.get(scan_target) in ("error", "silent", "perf")]
     if not traced and not scanned:
         return Cell("nothing found", Evidence.PREDICTED, "trace and scan on this machine")
-    locations = [f.location for f in traced] + [f.get("location") for f in scanned]
+    locations = [f.location for f in traced] + [f.location for f in scanned]
     lines = {str(location) for location in locations if location}
     if scanned:
         first = scanned[0]
-        where = f" at {first['location']}" if first.get("location") else ""
-        detail = f"first: {first.get('title') or first.get('rule') or first.get('id')}{where}"
+        where = f" at {first.location}" if first.location else ""
+        detail = f"first: {first.title or first.id}{where}"
     else:
         where = f" at {traced[0].location}" if traced[0].location else ""
         detail = f"first: {traced[0].title or traced[0].rule or traced[0].id}{where}"

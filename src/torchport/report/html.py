@@ -14,7 +14,16 @@ from collections.abc import Collection
 from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
-from torchport.records import Check, ComparisonDocument, ComparisonEntry, ErrorRecord, ResultDocument, Summary, TraceSection
+from torchport.records import (
+    Check,
+    ComparisonDocument,
+    ComparisonEntry,
+    ErrorRecord,
+    ParityFigures,
+    ResultDocument,
+    Summary,
+    TraceSection,
+)
 from torchport.report import compare_text, model
 from torchport import formatting as fmt
 from torchport.report import svg
@@ -148,12 +157,14 @@ def parity_loss_chart(checks: list[Check], check_reference: str) -> str:
     series, dashed = [], []
     truth = None
     for check in checks:
-        figures = check.figures
-        if check.name == "parity" and figures.get("losses"):
-            series.append((f"{check.backend}", list(enumerate(figures["losses"], start=1))))
-            truth = truth or figures.get("float64_losses")
-            if not any(label.startswith("reference") for label, _ in series) and figures.get("reference_losses"):
-                series.append((f"reference ({check_reference})", list(enumerate(figures["reference_losses"], start=1))))
+        if check.name != "parity":
+            continue
+        figures = check.figures_as(ParityFigures)
+        if figures.losses:
+            series.append((f"{check.backend}", list(enumerate(figures.losses, start=1))))
+            truth = truth or figures.float64_losses
+            if not any(label.startswith("reference") for label, _ in series) and figures.reference_losses:
+                series.append((f"reference ({check_reference})", list(enumerate(figures.reference_losses, start=1))))
     if truth:
         dashed.append(len(series))
         series.append(("float64 (cpu)", list(enumerate(truth, start=1))))
@@ -313,7 +324,7 @@ def render(document: ResultDocument) -> str:
     body.append(figure("loss", "Loss trajectories per backend", loss_chart(charted) if measured else "",
                        "no backend ran"))
     checks, trace = document.check_records(), document.trace
-    check_reference = str(((document.checks or {}).get("config") or {}).get("reference", "cpu"))
+    check_reference = document.checks.config.reference if document.checks else "cpu"
     body.append(figure("parity-loss", "Loss in the parity check, with the float64 reference",
                        parity_loss_chart(checks, check_reference),
                        "script mode's parity is the loss table in the Script mode section above" if document.script
@@ -332,10 +343,8 @@ def render(document: ResultDocument) -> str:
     if checks:
         from torchport.check.report import headline, subject
 
-        # check.report reads a check as the document holds it.
         body += ["<h2>Checks</h2>", table(["check", "backend / pair", "status", "figures", "reason"],
-                                          [[c.name, subject(raw), str(c.status), headline(raw), c.reason]
-                                           for c in checks for raw in [c.to_dict()]])]
+                                          [[c.name, subject(c), str(c.status), headline(c), c.reason] for c in checks])]
     if trace and trace.findings:
         body += ["<h2>Op trace findings</h2>", table(
             ["rule", "severity", "where", "what", "count", "fix"],
@@ -346,12 +355,10 @@ def render(document: ResultDocument) -> str:
     if trace and (trace.evaluation or trace.device_apis):
         from torchport.trace.report import device_api_lines, evaluation_text
 
-        # trace.report reads the section as the document holds it.
-        section = trace.to_dict()
-        kept_apart = evaluation_text(section)
+        kept_apart = evaluation_text(trace)
         body += [f"<p>Kept apart: {esc(cap(kept_apart, 2000))}.</p>" if kept_apart else "",
                  *(["<h3>Device-typed APIs seen at run time (scan's rules)</h3>",
-                    table(["call"], [[line] for line in device_api_lines(section)])] if trace.device_apis else [])]
+                    table(["call"], [[line] for line in device_api_lines(trace)])] if trace.device_apis else [])]
     body += ["<h2>What was verified</h2>", table(
         ["backend", "kind", "verification", "environment"],
         [[name, f"proxy for {b.proxy_for}" if b.proxy_for else b.title or "", b.verification,

@@ -209,18 +209,26 @@ def _swallows(handler: ast.ExceptHandler) -> bool:
     return broad and not any(isinstance(n, ast.Raise) and id(n) not in debug_only for n in ast.walk(handler))
 
 
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
+    """Each parameter's default, None where it has none."""
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    found: dict[str, ast.expr | None] = {a.arg: None for a in positional + arguments.kwonlyargs}
+    found.update(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]], arguments.defaults))
+    found.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
+    return found
+
+
+def _off(default: ast.expr | None) -> bool:
+    return isinstance(default, ast.Constant) and default.value in (False, None)
+
+
 def _opt_in_flag(context: _Context, line: int) -> str | None:
     """The name of a CUDA flag parameter, default False/None, whose ``if`` guards the line."""
     for function in context.enclosing(line):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        arguments = function.args
-        positional = arguments.posonlyargs + arguments.args
-        defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]],
-                            arguments.defaults))
-        defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
-        off = {name for name, d in defaults.items()
-               if _CUDA_FLAG.fullmatch(name) and isinstance(d, ast.Constant) and d.value in (False, None)}
+        off = {name for name, d in _parameters(function).items() if _CUDA_FLAG.fullmatch(name) and _off(d)}
         if not off:
             continue
         for statement in context.ifs:
@@ -883,6 +891,7 @@ _DEVICE_WORD = re.compile(r"(cuda|cpu|gpu|mps|xla|xpu)(:\d*)?", re.IGNORECASE)
 
 # Calls whose only effect is text for a person: logs, prints, progress-bar captions.
 _DISPLAY_CALL = re.compile(r"(print|log|warn|info|debug|warning|error|set_postfix\w*|set_description\w*)")
+_DISPLAY_WORD = re.compile(r"\b\w*(print|log|warn|info|debug|error|set_postfix|set_description)\w*\(")
 
 
 def _call_name(call: ast.Call) -> str:
@@ -919,6 +928,29 @@ def _only_in_text(context: _Context, line: int, rule: str) -> bool:
             parent = parents.get(id(parent))
         return False
     return all(becomes_text(q) for q in queries)
+
+
+def _query_stored_for_text(context: _Context, line: int) -> str | None:
+    """``num_gpus = torch.cuda.device_count()`` whose every read in the file is inside a log
+    or print call made for itself (``print(" > Number of GPUs: ", num_gpus)``).  Needs the
+    whole file."""
+    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)
+                   and not s.value.args and context.source(s.value.func) in _QUIET_QUERIES), None)
+    if stored is None:
+        return None
+    name = stored.targets[0].id  # type: ignore[attr-defined]
+    reads = context.loads().get(name, [])
+
+    def shown(node: ast.AST) -> bool:
+        parents = _parents_at(context, node.lineno)  # type: ignore[attr-defined]
+        parent = parents.get(id(node))
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Call) and _DISPLAY_CALL.fullmatch(_call_name(parent)):
+                return isinstance(parents.get(id(parent)), ast.Expr)
+            parent = parents.get(id(parent))
+        return False
+    return name if reads and all(shown(n) for n in reads) else None
 
 
 def _flag_read_only_for_display(context: _Context, line: int) -> str | None:
@@ -971,6 +1003,14 @@ def _count_shares_cpu_workers(context: _Context, line: int) -> bool:
                                  for text in reading)
 
 
+def _asserts_cuda(context: _Context, test: ast.expr) -> bool:
+    """``torch.cuda.is_available()``, ``torch.cuda.device_count() > rank``, ``device.type == 'cuda'``."""
+    return "torch.cuda." in context.source(test) or (
+        isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
+        and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "cuda")
+
+
 def _after_cuda_assert(context: _Context, line: int) -> bool:
     """``assert torch.cuda.device_count() > LOCAL_RANK, "insufficient CUDA devices"`` earlier in
     the same block: where CUDA is absent the assert stops the path before the line (the assert
@@ -979,7 +1019,7 @@ def _after_cuda_assert(context: _Context, line: int) -> bool:
                                     for field in ("body", "orelse", "finalbody")]
     for block in blocks:
         first = next((s for s in block if isinstance(s, ast.Assert) and s.lineno < line
-                      and "torch.cuda." in context.source(s.test)), None)
+                      and _asserts_cuda(context, s.test)), None)
         if first is not None and any(first.lineno < s.lineno <= line <= (s.end_lineno or s.lineno) for s in block):
             return True
     return False
@@ -1002,6 +1042,203 @@ def _names_a_tensor_type_only(context: _Context, line: int) -> bool:
             return parent.value is not node
         return isinstance(parent, ast.Compare)
     return all(named_only(t) for t in types)
+
+
+def _used_only_after_cuda_assert(context: _Context, line: int, depth: int = 0) -> str | None:
+    """A line of a module-level function that the file uses only after an assert on CUDA in
+    the same block (``assert device.type == 'cuda'`` then ``mp.spawn(run_ddp, ...)``), directly
+    or through other such functions.  Needs the whole file; uses in other files are not seen."""
+    scopes = context.enclosing(line)
+    function = scopes[0] if scopes and depth < 4 else None
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    uses = [n for n in context.loads().get(function.name, ())
+            if not _first_line(function) <= n.lineno <= (function.end_lineno or 0)]
+    if uses and all(_after_cuda_assert(context, n.lineno) or _used_only_after_cuda_assert(context, n.lineno, depth + 1)
+                    for n in uses):
+        return function.name
+    return None
+
+
+def _if_bodies_holding(context: _Context, line: int) -> Iterator[ast.If]:
+    for statement in context.ifs:
+        if statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            yield statement
+
+
+def _innermost_class(context: _Context, line: int) -> ast.ClassDef | None:
+    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, ast.ClassDef)), None)
+
+
+def _innermost_function(context: _Context, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    return next((s for s in reversed(context.enclosing(line))
+                 if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+
+
+def _tested_name(test: ast.expr) -> str:
+    """``use_cuda`` of ``if use_cuda:`` and of ``if self.use_cuda:``."""
+    return test.attr if isinstance(test, ast.Attribute) else (test.id if isinstance(test, ast.Name) else "")
+
+
+def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _class_opt_in_flag(context: _Context, line: int) -> str | None:
+    """``if self.use_cuda:`` (or ``if use_cuda:`` with ``use_cuda`` a parameter handed on
+    inside the class) where the class takes the flag as a parameter that is False/None by
+    default, never with another default, and stores it only from such a parameter: CUDA
+    only for a caller that opts in.  Needs the whole file."""
+    cls = _innermost_class(context, line)
+    if cls is None:
+        return None
+    function = _innermost_function(context, line)
+    for statement in _if_bodies_holding(context, line):
+        test = statement.test
+        on_self = (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self")
+        name = _tested_name(test) if on_self or isinstance(test, ast.Name) else ""
+        if not _CUDA_FLAG.fullmatch(name) or not (statement.lineno >= getattr(function, "lineno", 0)):
+            continue
+        if not on_self and not (function is not None and name in _parameters(function)
+                                and not _rebinds(function, name)):
+            continue
+        defaults = [p[name] for m in _methods(cls) if name in (p := _parameters(m))]
+        if not any(_off(d) for d in defaults) or not all(d is None or _off(d) for d in defaults):
+            continue
+        stored = [(m, n.value) for m in _methods(cls) for n in ast.walk(m) if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name)
+                          and t.value.id == "self" for t in n.targets)]
+        if all((isinstance(v, ast.Name) and v.id in _parameters(m)) or _off(v) for m, v in stored):
+            return name
+    return None
+
+
+def _under_flag_test(context: _Context, line: int) -> bool:
+    """The line is in the body of ``if use_cuda:`` or ``if self.use_cuda:`` (a flag by name)."""
+    return any(_CUDA_FLAG.fullmatch(_tested_name(s.test)) for s in _if_bodies_holding(context, line))
+
+
+def _rebinds(function: ast.AST, name: str) -> bool:
+    """``use_cuda = torch.cuda.is_available()`` inside the function: the parameter is not all it reads."""
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(function))
+
+
+def _class_flag(site: _Site) -> str | None:
+    if not _under_flag_test(site.context, site.line) or not _OFF_FLAG_DEFAULT.search(site.file.text):
+        return None
+    return _class_opt_in_flag(site.file.whole(), site.line)
+
+
+# `use_cuda: bool = False` or `gpu=None` in a signature.
+_OFF_FLAG_DEFAULT = re.compile(r"\b(use_)?(cuda|gpu)\s*(:\s*[\w\[\]|. ]{1,30})?=\s*(False|None)\b", re.IGNORECASE)
+
+
+def _off_cli_options(context: _Context) -> set[str]:
+    """The argparse options of the file that are off unless given: ``add_argument("--use_cuda",
+    action="store_true")``, ``default=False``.  An option added twice, or on by default, is not."""
+    seen: dict[str, list[bool]] = {}
+    for node in ast.walk(context.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument" and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and node.args[0].value.startswith("--")):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        dest = keywords.get("dest")
+        name = str(dest.value) if isinstance(dest, ast.Constant) else node.args[0].value[2:].replace("-", "_")
+        action = keywords.get("action")
+        store_true = isinstance(action, ast.Constant) and action.value == "store_true"
+        seen.setdefault(name, []).append(("default" in keywords and _off(keywords["default"]))
+                                         or (store_true and "default" not in keywords))
+    return {name for name, off in seen.items() if all(off)}
+
+
+def _cli_flag_off(context: _Context, line: int) -> str | None:
+    """``if args.use_cuda:`` under a ``--use_cuda`` option off by default, or ``if use_cuda:``
+    in a function that every call in the file hands ``use_cuda=args.use_cuda`` of such an
+    option (whatever the parameter's own default).  Needs the whole file."""
+    options = None
+    for statement in _if_bodies_holding(context, line):
+        test = statement.test
+        if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and _CUDA_FLAG.fullmatch(test.attr):
+            options = _off_cli_options(context) if options is None else options
+            if test.attr in options:
+                return f"--{test.attr}"
+            continue
+        function = _innermost_function(context, statement.lineno)
+        if not (isinstance(test, ast.Name) and _CUDA_FLAG.fullmatch(test.id) and function is not None
+                and test.id in _parameters(function)):
+            continue
+        options = _off_cli_options(context) if options is None else options
+        name = function.name
+        calls = [n for n in ast.walk(context.tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id == name]
+        handed = [next((k.value for k in c.keywords if k.arg == test.id), None) for c in calls]
+        if handed and all(isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.attr in options
+                          for v in handed):
+            return f"--{handed[0].attr}"  # type: ignore[union-attr]
+    return None
+
+
+def _cli_flag(site: _Site) -> str | None:
+    if "add_argument" not in site.file.text or not _under_flag_test(site.context, site.line):
+        return None
+    return _cli_flag_off(site.file.whole(), site.line)
+
+
+def _class_asserting_cuda(context: _Context, line: int) -> bool:
+    """A line of a class whose ``__init__`` asserts on ``torch.cuda`` in its own body
+    (``assert torch.cuda.is_available(), "This only works on GPU"``): where CUDA is absent
+    no instance exists; the assert is the lock-in, reported at its own line."""
+    cls = _innermost_class(context, line)
+    if cls is None:
+        return False
+    init = next((m for m in _methods(cls) if m.name == "__init__"), None)
+    asserts = [s for s in (init.body if init else []) if isinstance(s, ast.Assert)
+               and "torch.cuda." in context.source(s.test)]
+    return bool(asserts) and all(not s.lineno <= line <= (s.end_lineno or s.lineno) for s in asserts)
+
+
+def _in_class_asserting_cuda(site: _Site) -> bool:
+    return bool(_CUDA_ASSERT.search(site.file.text)) and _class_asserting_cuda(site.file.whole(), site.line)
+
+
+def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
+    """``torch.cuda.empty_cache()``, ``mp.set_start_method("spawn")``: releases cached memory
+    or chooses how processes start, which CUDA needs and other devices do not."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    name = node.func.attr
+    if name in ("set_start_method", "ipc_collect") or context.source(node.func) in (
+            "torch.cuda.empty_cache", "torch.cuda.synchronize"):
+        return name
+    return None
+
+
+# TF32 switches (`allow_tf32`, `fp32_precision`): a number format only NVIDIA GPUs have.
+# Not `cudnn.benchmark`, held at silent since round 8 (docs/precision/policy.md).
+_TF32 = re.compile(r"tf32|fp32_precision")
+
+
+def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
+    """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
+    empties the CUDA cache or picks the "spawn" start method that CUDA needs: skipping it
+    where CUDA is absent changes no result.  Not in a timing function, where a synchronize
+    changes the figure."""
+    if any(_TIMING_SCOPE.search(getattr(scope, "name", "")) for scope in context.enclosing(line)):
+        return False
+    for statement in context.ifs:
+        if statement.lineno != line or statement.orelse:
+            continue
+        calls = [_cuda_tuning_call(context, s.value) for s in statement.body if isinstance(s, ast.Expr)]
+        flags = [s for s in statement.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+                 and all(isinstance(t, ast.Attribute) and _TF32.search(t.attr)
+                         and context.source(t).startswith(("torch.backends.cuda.", "torch.backends.cudnn.", "cudnn."))
+                         for t in s.targets)]
+        # a synchronize alone may end a timed region (its absence on MPS changes the figure);
+        # beside empty_cache it only lets the release finish
+        return (len(calls) + len(flags) == len(statement.body) and all(calls)
+                and ("synchronize" not in calls or "empty_cache" in calls))
+    return False
 
 
 class _File:
@@ -1089,12 +1326,34 @@ def _cuda_tensor_unit(site: _Site) -> bool:
             and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
 
 
-# `assert torch.cuda.device_count() > LOCAL_RANK`: read before the whole file is parsed.
-_CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*\btorch\.cuda\.", re.MULTILINE)
+# `assert torch.cuda.device_count() > LOCAL_RANK`, `assert device.type == 'cuda'`: read before
+# the whole file is parsed.
+_CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*(\btorch\.cuda\.|\.type\s*==\s*['\"]cuda['\"])", re.MULTILINE)
 
 
 def _stopped_by_cuda_assert(site: _Site) -> bool:
     return bool(_CUDA_ASSERT.search(site.file.text)) and _after_cuda_assert(site.file.whole(), site.line)
+
+
+def _function_after_cuda_assert(site: _Site) -> str | None:
+    if not _CUDA_ASSERT.search(site.file.text):
+        return None
+    return _used_only_after_cuda_assert(site.file.whole(), site.line)
+
+
+# `num_gpus = torch.cuda.device_count()`: read from the line before the whole file is parsed.
+_STORED_QUERY = re.compile(r"^\s*(\w+)\s*=\s*torch\.cuda\.(is_available|is_initialized|device_count)\(\)\s*(#.*)?$")
+
+
+def _shown_query(site: _Site) -> str | None:
+    stored = _STORED_QUERY.match(site.context.lines[site.line - 1]) if site.line <= len(site.context.lines) else None
+    if stored is None:
+        return None
+    name = re.compile(rf"(?<![\w.]){re.escape(stored.group(1))}\b(?!\s*=[^=])")  # not `f(num_gpus=1)`
+    reads = [text for n, text in enumerate(site.context.lines, 1) if n != site.line and name.search(text)]
+    if not reads or not all(_DISPLAY_WORD.search(text) for text in reads):  # most stored queries choose a device
+        return None
+    return _query_stored_for_text(site.file.whole(), site.line)
 
 
 def _display_flag(site: _Site) -> str | None:
@@ -1150,6 +1409,8 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_QUERY, lambda site: _only_in_text(site.context, site.line, site.finding.rule_id), "info",
              "the CUDA query only becomes text (an f-string naming no device, or a log or print argument): "
              "no device is chosen"),
+    Lowering(_QUERY, _shown_query, "info",
+             "the CUDA query is stored in {}, which only log or print calls read: no device is chosen"),
     Lowering(_CHECK, _display_flag, "info",
              "the flag {} is read only to decide what a log or progress bar shows"),
     Lowering(_CHECK, _at_line(_seeds_what_manual_seed_seeded), "info",
@@ -1159,6 +1420,15 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
              "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
              "(it is the lock-in, reported at its own line)"),
+    Lowering(_EVERY_RULE, _function_after_cuda_assert, "info",
+             "in {}, which this file uses only after an assert on CUDA: where CUDA is absent the assert stops "
+             "first (it is the lock-in, reported at its own line)"),
+    Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
+             "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
+             "is the lock-in, reported at its own line)"),
+    Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
+             "guards only CUDA tuning (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" start method "
+             "CUDA needs): skipping it where CUDA is absent changes no result"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
              "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
     Lowering(_CHECK, _at_line(_after_accelerator_detection), "info",
@@ -1204,6 +1474,9 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _at_line(_under_cuda_flag_expression), "info",
              "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for"),
     Lowering(_EVERY_RULE, _at_line(_opt_in_flag), "info", "only when the caller opts in with {}=True (off by default)"),
+    Lowering(_EVERY_RULE, _class_flag, "info",
+             "only when the caller opts in with {}=True: the class takes it as a parameter that is off by default"),
+    Lowering(_EVERY_RULE, _cli_flag, "info", "only when the user passes {} on the command line (off by default)"),
     Lowering(_CHECK, _at_line(_pins_only), "perf",
              "guards only pin_memory(): pinned host memory speeds the copy, nothing else"),
     Lowering(_CHECK, _at_line(_unread_flag), "info", "the flag this check is stored in is never read in this file"),

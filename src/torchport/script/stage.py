@@ -130,7 +130,7 @@ def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
                      extra=stage.job(), timeout=stage.timeout_s)
     from torchport.trace.stage import attach_scan, write_section
 
-    section = trace_section(run.to_dict(), f"script:{stage.script}", validate_targets(None))
+    section = trace_section(run, f"script:{stage.script}", validate_targets(None))
     attach_scan(section, stage.script)
     write_section(document, section)
     if run.extra.get("script_coverage"):

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import Finding, RunStatus, TraceSection
+from torchport.records import (CompileJudgement, CompileMeasured, CompileVerdict, DynamoCounts, Finding, GraphBreak, RecompileCause, RunRecord,
+                               RunStatus, TorchCompileComparison, TraceSection)
 from torchport.trace.findings import RuleId, as_section
 
 PHASES = ("first_step", "warmup", "sustained")
@@ -33,83 +34,86 @@ GRAPH_RULES = (RuleId.HOST_SYNC, RuleId.DYNAMIC_OUTPUT_SHAPE, RuleId.INPUT_SHAPE
 SIZE_GUARD = "size mismatch"
 
 
-def _phases(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    counters = (run.get("training") or {}).get("counters") or {}
+def _phases(run: RunRecord) -> dict[str, DynamoCounts]:
+    """The Dynamo counts of each phase of a run that has them (the run's raw samples, read as written)."""
+    counters = (run.training or {}).get("counters") or {}
     found = {}
     for phase in PHASES:
         dynamo = (counters.get(phase) or {}).get("torch_compile") or {}
         if "frames_compiled" in dynamo:
-            found[phase] = dynamo
+            found[phase] = DynamoCounts.from_dict(dynamo)
     return found
 
 
-def _steps(run: dict[str, Any]) -> int:
-    training = run.get("training") or {}
+def _steps(run: RunRecord) -> int:
+    training = run.training or {}
     sustained = sum(block.get("steps", 0) for block in (training.get("sustained") or {}).get("blocks", []))
     return 1 + int((training.get("warmup") or {}).get("steps") or 0) + sustained
 
 
-def _judge(finding: Finding, breaks: list[dict[str, Any]], recompiles: list[dict[str, Any]],
-           shapes_met: int | None) -> tuple[str, str]:
+def _judge(finding: Finding, breaks: list[GraphBreak], recompiles: list[RecompileCause],
+           shapes_met: int | None) -> tuple[CompileVerdict, str]:
     lines = {line for line in (finding.location, *(finding.seen_at or [])) if line}
     if finding.id == RuleId.INPUT_SHAPES_VARY:
-        sized = [r for r in recompiles if SIZE_GUARD in (r.get("guard") or "")]
+        sized = [r for r in recompiles if SIZE_GUARD in (r.guard or "")]
         if sized:
-            return "confirmed", f"recompiled on a failed size guard: {sized[0]['guard']}"
+            return CompileVerdict.CONFIRMED, f"recompiled on a failed size guard: {sized[0].guard}"
         if shapes_met is not None and shapes_met <= 1:
-            return "not exercised", "the measured run met one batch shape only"
+            return CompileVerdict.NOT_EXERCISED, "the measured run met one batch shape only"
         if not recompiles:
-            return "refuted", f"no recompilation although the run met {shapes_met} batch shapes"
-        return "unconfirmed", f"{len(recompiles)} recompilation(s), none on a size guard"
-    at_line = [b for b in breaks if b.get("location") in lines]
+            return CompileVerdict.REFUTED, f"no recompilation although the run met {shapes_met} batch shapes"
+        return CompileVerdict.UNCONFIRMED, f"{len(recompiles)} recompilation(s), none on a size guard"
+    at_line = [b for b in breaks if b.location in lines]
     if at_line:
-        return "confirmed", f"graph break at this line: {at_line[0]['reason']}"
+        return CompileVerdict.CONFIRMED, f"graph break at this line: {at_line[0].reason}"
     if finding.id == RuleId.GRAPH_VARIES:
         # The trace names the first op that differs (inside the branch); Dynamo
         # names the branch itself: a data-dependent branch in the same file.
         files = {line.rsplit(":", 1)[0] for line in lines}
-        branches = [b for b in breaks if (b.get("location") or "").rsplit(":", 1)[0] in files
-                    and (b.get("reason") or "").lower().startswith("data-dependent")]
+        branches = [b for b in breaks if (b.location or "").rsplit(":", 1)[0] in files
+                    and (b.reason or "").lower().startswith("data-dependent")]
         if branches:
-            return "confirmed", f"graph break at {branches[0]['location']}: {branches[0]['reason']}"
-        other_guards = [r for r in recompiles if SIZE_GUARD not in (r.get("guard") or "")]
+            return CompileVerdict.CONFIRMED, f"graph break at {branches[0].location}: {branches[0].reason}"
+        other_guards = [r for r in recompiles if SIZE_GUARD not in (r.guard or "")]
         if other_guards:
-            return "confirmed", f"recompiled: {other_guards[0]['guard']}"
+            return CompileVerdict.CONFIRMED, f"recompiled: {other_guards[0].guard}"
     if not breaks and not recompiles:
-        return "refuted", "no graph break and no recompilation"
-    return "unconfirmed", "Dynamo broke or recompiled elsewhere, not at this line"
+        return CompileVerdict.REFUTED, "no graph break and no recompilation"
+    return CompileVerdict.UNCONFIRMED, "Dynamo broke or recompiled elsewhere, not at this line"
 
 
-def compare_with_torch_compile(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
+def compare_with_torch_compile(section: TraceSection | dict[str, Any],
+                               document: dict[str, Any]) -> TorchCompileComparison | None:
     """Per ``*-compile`` backend that ran: its measured Dynamo totals and a
     judgement for each graph finding of the trace; None when no backend
-    recorded torch.compile counters."""
+    recorded torch.compile counters.  ``document`` is the result document as
+    written; the runs' Dynamo counters are raw samples, read as written."""
     findings = [f for f in as_section(section).findings if f.id in GRAPH_RULES]
-    backends: dict[str, Any] = {}
+    backends: dict[str, CompileMeasured] = {}
     for name, backend in (document.get("backends") or {}).items():
-        run = next((r for r in backend.get("runs", []) if r.get("status") == RunStatus.OK and _phases(r)), None)
+        runs = (RunRecord.from_dict(r) for r in backend.get("runs", []))
+        run = next((r for r in runs if r.status == RunStatus.OK and _phases(r)), None)
         if run is None:
             continue
         phases = _phases(run)
-        breaks = [site for dynamo in phases.values() for site in dynamo.get("graph_break_sites") or []]
-        recompiles = [item for dynamo in phases.values() for item in dynamo.get("recompilation_causes") or []]
-        logged = all(dynamo.get("graph_breaks") is not None for dynamo in phases.values())
-        shapes_met = (run.get("training") or {}).get("distinct_batch_shapes")
+        breaks = [site for dynamo in phases.values() for site in dynamo.graph_break_sites]
+        recompiles = [item for dynamo in phases.values() for item in dynamo.recompilation_causes]
+        logged = all(dynamo.graph_breaks is not None for dynamo in phases.values())
+        shapes_met = (run.training or {}).get("distinct_batch_shapes")
         judged = []
         for finding in findings:
             verdict, evidence = _judge(finding, breaks, recompiles, shapes_met) if logged else (
-                "unconfirmed", "Dynamo's graph-break and recompile logs were not captured")
-            judged.append({"id": finding.id, "location": finding.location, "verdict": verdict,
-                           "evidence": evidence})
+                CompileVerdict.UNCONFIRMED, "Dynamo's graph-break and recompile logs were not captured")
+            judged.append(CompileJudgement(id=finding.id, location=finding.location, verdict=verdict, evidence=evidence))
         predicted_lines = {line for f in findings for line in (f.location, *(f.seen_at or []))}
-        backends[name] = {
-            "steps": _steps(run),
-            "frames_compiled": sum(d["frames_compiled"] for d in phases.values()),
-            "graph_breaks": sum(d.get("graph_breaks") or 0 for d in phases.values()) if logged else None,
-            "recompilations": sum(d.get("recompilations") or 0 for d in phases.values()) if logged else None,
-            "sustained_frames_compiled": (phases.get("sustained") or {}).get("frames_compiled"),
-            "findings": judged,
-            "unpredicted_breaks": [{"location": b.get("location"), "reason": b.get("reason")} for b in breaks
-                                   if b.get("location") not in predicted_lines][:20],
-        }
-    return {"backends": backends} if backends else None
+        backends[name] = CompileMeasured(
+            steps=_steps(run),
+            frames_compiled=sum(d.frames_compiled for d in phases.values()),
+            graph_breaks=sum(d.graph_breaks or 0 for d in phases.values()) if logged else None,
+            recompilations=sum(d.recompilations or 0 for d in phases.values()) if logged else None,
+            sustained_frames_compiled=phases["sustained"].frames_compiled if "sustained" in phases else None,
+            findings=judged,
+            unpredicted_breaks=[GraphBreak(location=b.location, reason=b.reason) for b in breaks
+                                if b.location not in predicted_lines][:20],
+        )
+    return TorchCompileComparison(backends=backends) if backends else None

@@ -32,7 +32,7 @@ import linecache
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -46,11 +46,61 @@ MAX_EVENTS = 200
 CODE_CHARS = 200
 
 
+class Site(TypedDict):
+    """Where something was built: the user's line and its code, and the library line below it, if any."""
+
+    location: str | None
+    code: str | None
+    library_location: NotRequired[str]
+    library: NotRequired[str]
+
+
+class BuiltModule(Site):
+    role: str | None  # the factory that ran: model, optimizer, data, app
+
+
+class ModuleSite(BuiltModule):
+    type: str
+    sizes: str
+    parameter_shapes: list[list[int]]
+
+
+class LoaderSite(Site):
+    role: str | None
+    batch_size: int | None
+    drop_last: bool
+    dataset_length: int | None
+    num_workers: int
+
+
+class DefaultDtype(Site):
+    dtype: str
+    role: str | None
+
+
+# A call that made tensors of a floating dtype its inputs did not have ("from" is a keyword: functional form).
+DtypeChange = TypedDict("DtypeChange", {"call": str, "from": str | None, "to": str, "role": str | None, "count": int,
+                                        "location": str | None, "code": str | None,
+                                        "library_location": NotRequired[str], "library": NotRequired[str]})
+
+
+class Construction(TypedDict):
+    """The recorder's plain-data result (``trace["construction"]``; the parent reads it as
+    ``records.TraceConstruction``)."""
+
+    modules: dict[str, ModuleSite]
+    parameter_dtypes: dict[str, int]
+    model_dtype: str | None
+    dtype_changes: list[DtypeChange]
+    default_dtype: list[DefaultDtype]
+    data_loaders: list[LoaderSite]
+
+
 def _dtype_name(dtype: Any) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def site(frame: Any, building: Any = None) -> dict[str, Any]:
+def site(frame: Any, building: Any = None) -> Site:
     """The innermost user frame from ``frame`` outwards (``location``), the
     source text of that line (``code``) and the innermost library frame below
     it (``library_location``).  Frames that are ``building``'s own
@@ -65,17 +115,21 @@ def site(frame: Any, building: Any = None) -> dict[str, Any]:
         filename = code.co_filename
         if is_user_file(filename):
             text = linecache.getline(filename, frame.f_lineno).strip()[:CODE_CHARS]
-            found: dict[str, Any] = {"location": f"{filename}:{frame.f_lineno}", "code": text or None}
+            found: Site = {"location": f"{filename}:{frame.f_lineno}", "code": text or None}
             if library is not None:
-                found.update(library_location=library, library=library.split("/", 1)[0].split(":")[0])
+                found["library_location"] = library
+                found["library"] = library.split("/", 1)[0].split(":")[0]
             return found
         if library is None:
             inside = library_file(filename)
             if inside is not None:
                 library = f"{inside}:{frame.f_lineno}"
         frame = frame.f_back
-    return {"location": None, "code": None,
-            **({"library_location": library, "library": library.split("/", 1)[0].split(":")[0]} if library else {})}
+    nowhere: Site = {"location": None, "code": None}
+    if library:
+        nowhere["library_location"] = library
+        nowhere["library"] = library.split("/", 1)[0].split(":")[0]
+    return nowhere
 
 
 def _floating_dtypes(value: Any, found: set[str]) -> set[str]:
@@ -93,11 +147,11 @@ class ConstructionRecorder:
     is the plain-data result (``trace["construction"]``)."""
 
     def __init__(self) -> None:
-        self.modules: dict[int, dict[str, Any]] = {}
+        self.modules: dict[int, BuiltModule] = {}
         self._built: list[Any] = []  # keeps recorded modules alive so their ids are not reused
-        self.dtype_changes: dict[tuple, dict[str, Any]] = {}
-        self.default_dtype: list[dict[str, Any]] = []
-        self.data_loaders: list[dict[str, Any]] = []
+        self.dtype_changes: dict[tuple, DtypeChange] = {}
+        self.default_dtype: list[DefaultDtype] = []
+        self.data_loaders: list[LoaderSite] = []
         self.role: str | None = None
         self._data_called = False
 
@@ -127,7 +181,7 @@ class ConstructionRecorder:
                 length = len(dataset)
             except TypeError:
                 length = None
-            entry = {**site(sys._getframe(1), building=loader), "role": recorder.role,
+            entry: LoaderSite = {**site(sys._getframe(1), building=loader), "role": recorder.role,
                      "batch_size": loader.batch_size, "drop_last": bool(loader.drop_last), "dataset_length": length,
                      "num_workers": loader.num_workers}
             # The factory runs again for the shape scan: the same loader is one entry.
@@ -207,8 +261,8 @@ class ConstructionRecorder:
         return recorded
 
     # ---- results -------------------------------------------------------------------------
-    def summary(self, model: Any = None) -> dict[str, Any]:
-        modules: dict[str, Any] = {}
+    def summary(self, model: Any = None) -> Construction:
+        modules: dict[str, ModuleSite] = {}
         parameter_dtypes: dict[str, int] = {}
         if model is not None:
             for name, module in model.named_modules():

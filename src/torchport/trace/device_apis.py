@@ -25,8 +25,12 @@ import sys
 import sysconfig
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from torchport.records import AppScan, DeviceApiCall
 
 # scan's rule ids (torchport.scan.rules), so one line found by both is one finding.
 AUTOCAST, GRAD_SCALER, CUDNN, TF32 = "TP201", "TP202", "TP301", "TP302"
@@ -60,6 +64,16 @@ def _passes_through(resolved: str) -> bool:
         or os.path.basename(resolved) == "typing_extensions.py"
 
 
+class CallJson(TypedDict):
+    """A device-typed call as the worker saves it (the parent reads it as ``records.DeviceApiCall``)."""
+
+    id: str
+    title: str
+    location: str
+    call: str
+    count: int
+
+
 class DeviceApiRecorder:
     """Record device-typed API calls from the user's code while ``recording()`` is active."""
 
@@ -67,9 +81,9 @@ class DeviceApiRecorder:
         from torchport.app import is_user_file as app_user_file
 
         self.is_user_file = is_user_file or app_user_file
-        self.found: dict[tuple[str, str], dict[str, Any]] = {}
+        self.found: dict[tuple[str, str], CallJson] = {}
         # The same entries, in order: a result that holds this list saves the latest counts.
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[CallJson] = []
         self._restore: list[tuple[Any, str, Any, bool]] = []
 
     # ---- where a call comes from --------------------------------------------------------
@@ -237,29 +251,31 @@ def _recorded_function(function: Callable[..., Any], call: str, rule: str,
     return recorded
 
 
-def merge_with_scan(scanned: dict[str, Any] | None, calls: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def merge_with_scan(scanned: AppScan | None, calls: list[DeviceApiCall] | None) -> AppScan | None:
     """Scan's findings for the app's files with the calls seen at run time:
     a line found by both is one finding, marked ``seen_at_run_time`` with the
     call and its count; a call scan did not find is added with scan's texts
-    for its rule."""
+    for its rule.  ``scanned`` is left as it was."""
     if not calls:
         return scanned
+    from torchport.records import AppScan, RunTimeSighting, ScanHit
     from torchport.scan.catalogue import find
 
-    merged = dict(scanned or {"files": [], "findings": [], "total": 0, "suppressed": 0})
-    findings = [dict(f) for f in merged.get("findings") or []]
-    by_place = {(f["id"], _place(f["location"])): f for f in findings}
+    merged = replace(scanned) if scanned else AppScan()
+    findings = [replace(f) for f in merged.findings]
+    by_place = {(f.id, _place(f.location)): f for f in findings}
     for call in calls:
-        held = by_place.get((call["id"], _place(call["location"])))
+        held = by_place.get((call.id, _place(call.location)))
         if held is None:
-            rule = find(call["id"])
-            held = {"id": call["id"], "title": rule.title, "location": call["location"],
-                    "detail": f"{call['call']} ran here (seen at run time; not found by the scan)",
-                    "severity": dict(rule.severity), "replacement": rule.replacement}
+            rule = find(call.id)
+            held = ScanHit(id=call.id, title=rule.title, location=call.location,
+                           detail=f"{call.call} ran here (seen at run time; not found by the scan)",
+                           severity=dict(rule.severity), replacement=rule.replacement)
+            held.key_order = ("id", "title", "location", "detail", "severity", "replacement")  # as always written
             findings.append(held)
-            by_place[(call["id"], _place(call["location"]))] = held
-        held["seen_at_run_time"] = {"call": call["call"], "count": call["count"]}
-    merged["findings"] = findings
+            by_place[(call.id, _place(call.location))] = held
+        held.put(seen_at_run_time=RunTimeSighting(call=call.call, count=call.count))
+    merged.findings = findings
     return merged
 
 

@@ -19,11 +19,14 @@ and need no torch.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from torchport import glossary
-from torchport.records import ContractNote, Finding, TraceSection, TraceSeverity, Vocabulary
+from torchport.records import (BatchSignature, ConstructionSite, ContractNote, DataScan, Finding, HostSyncCall, OpKernels,
+                               TraceConstruction, TracedOp, TraceSection, TraceSeverity, VaryingDim, Vocabulary,
+                               WorkerTrace)
 
 TARGETS = glossary.trace_targets()
 # Higher is worse, as everywhere (torchport.glossary): blocker 3, slow 2, minor 1.
@@ -145,34 +148,51 @@ def rule_table(targets: tuple[str, ...], lazy: tuple[str, ...]) -> dict[str, Rul
 RULES = rule_table(TARGETS, LAZY_TARGETS)
 
 
-def finding(rule_id: RuleId, location: str | None, count: int, steps: int, detail: str, targets: list[str],
-            **extra: Any) -> Finding:
+@dataclass(frozen=True)
+class CauseAt:
+    """Where a finding was caused when that is not where it showed up: a construction line
+    (``torchport.trace.construction``), what happened there, and the step lines where it showed up."""
+
+    location: str
+    kind: CauseKind
+    code: str | None
+    seen_at: tuple[str, ...]
+    library_location: str | None = None
+
+    def seen_instead(self, seen: set[str | None]) -> CauseAt:
+        """The same cause, seen at these step lines."""
+        return replace(self, seen_at=tuple(sorted(s for s in seen if s and s != self.location)))
+
+
+def finding(rule_id: RuleId, location: str | None, count: int, steps: int, detail: str, targets: list[str], *,
+            cause: CauseAt | None = None, library: str | None = None, **extra: Any) -> Finding:
     rule = RULES[rule_id]
     affected = {t: rule.severity[t] for t in targets if t in rule.severity}
-    return make_finding(rule, location, count, steps, detail, affected, **extra)
+    return make_finding(rule, location, count, steps, detail, affected, cause=cause, library=library, **extra)
 
 
 # The keys every finding is written with, in the order written; a detector's own
-# fields (the ops, the phases, where the cause moved it) follow in the order it gives them.
+# fields (the ops, the phases) follow in the order it gives them, then where the cause moved it.
 FINDING_KEYS = ("id", "rule", "title", "severity", "targets", "location", "count", "per_step", "detail", "fix")
 
 
 def make_finding(rule: Rule, location: str | None, count: int, steps: int, detail: str,
-                 affected: dict[str, TraceSeverity], **extra: Any) -> Finding:
+                 affected: dict[str, TraceSeverity], *, cause: CauseAt | None = None, library: str | None = None,
+                 **extra: Any) -> Finding:
+    """A finding of ``rule`` at ``location``; ``cause``: it was caused at a construction line (``location`` is
+    that line), ``library``: the library line (inside the user's call at ``location``) that caused it."""
     severity = glossary.worst_severity(affected.values(), SEVERITY_RANK) or MINOR
-    order = FINDING_KEYS + tuple(extra)
-    declared = {key: extra.pop(key) for key in ("library_location", "library", "seen_at", "cause") if key in extra}
+    library = cause.library_location if cause else library
+    moved = ("cause", "seen_at") if cause else ()
+    in_library = ("library_location", "library") if library else ()
     built = Finding(id=rule.id, rule=rule.name, title=rule.title, severity=TraceSeverity(severity),
                     targets={target: TraceSeverity(value) for target, value in affected.items()}, location=location,
                     count=count, per_step=round(count / steps, 3) if steps else None, detail=detail, fix=rule.fix,
-                    **declared, extra=extra)
-    built.key_order = order
+                    cause={"kind": cause.kind, "code": cause.code} if cause else None,
+                    seen_at=list(cause.seen_at) if cause else None,
+                    library_location=library, library=_library_name(library), extra=extra)
+    built.key_order = FINDING_KEYS + tuple(extra) + moved + in_library
     return built
-
-
-def section_findings(section: dict[str, Any]) -> list[Finding]:
-    """The findings of a trace section as written (read from a result document)."""
-    return [Finding.from_dict(item) for item in section.get("findings") or []]
 
 
 def as_section(section: TraceSection | dict[str, Any]) -> TraceSection:
@@ -180,95 +200,92 @@ def as_section(section: TraceSection | dict[str, Any]) -> TraceSection:
     return section if isinstance(section, TraceSection) else TraceSection.from_dict(section)
 
 
-def _group(items: list[dict[str, Any]], key_fields: tuple[str, ...]) -> dict[tuple, list[dict[str, Any]]]:
-    grouped: dict[tuple, list[dict[str, Any]]] = {}
+Item = TypeVar("Item")
+
+
+def _group(items: list[Item], key: Callable[[Item], tuple]) -> dict[tuple, list[Item]]:
+    grouped: dict[tuple, list[Item]] = {}
     for item in items:
-        grouped.setdefault(tuple(item.get(k) for k in key_fields), []).append(item)
+        grouped.setdefault(key(item), []).append(item)
     return grouped
 
 
-def _library(library: str | None) -> dict[str, Any]:
-    """The library line that caused a finding, e.g. ``transformers/masking_utils.py:140``
-    (a path inside site-packages), and the library's name."""
-    if not library:
-        return {}
-    return {"library_location": library, "library": library.split("/", 1)[0].split(":")[0]}
+def _library_name(library: str | None) -> str | None:
+    """The library of a library line, e.g. ``transformers`` of ``transformers/masking_utils.py:140``
+    (a path inside site-packages)."""
+    return library.split("/", 1)[0].split(":")[0] if library else None
 
 
-def _at_cause(cause: dict[str, Any] | None, kind: CauseKind, seen: set[str | None]) -> dict[str, Any]:
-    """The fields that move a finding from where it showed up to where it was
-    caused (a construction site from ``torchport.trace.construction``): the
-    cause's user line becomes ``location`` (with the library line that built
-    the thing, if a library did), what happened there is ``cause``, and the
-    step lines where it showed up are kept as ``seen_at``."""
-    if not cause or not cause.get("location"):
-        return {}
-    fields: dict[str, Any] = {"location": cause["location"],
-                              "cause": {"kind": kind, "code": cause.get("code")},
-                              "seen_at": sorted(s for s in seen if s and s != cause["location"])}
-    fields.update(_library(cause.get("library_location")))
-    return fields
+def _at_cause(site: ConstructionSite | None, kind: CauseKind, seen: set[str | None]) -> CauseAt | None:
+    """Where a finding moves from where it showed up to where it was caused (a
+    construction site): the site's user line becomes ``location`` (with the
+    library line that built the thing, if a library did), what happened there
+    is ``cause``, and the step lines where it showed up are kept as ``seen_at``."""
+    if site is None or not site.location:
+        return None
+    return CauseAt(location=site.location, kind=kind, code=site.code, seen_at=(),
+                   library_location=site.library_location).seen_instead(seen)
 
 
-def _dtype_cause(construction: dict[str, Any], role: str, dtype: str) -> dict[str, Any] | None:
+def _dtype_cause(construction: TraceConstruction, role: str, dtype: str) -> ConstructionSite | None:
     """The first construction line that made the model's (``role`` model) or the
     data's tensors ``dtype``: a conversion or creation, else a changed default."""
-    for change in construction.get("dtype_changes") or []:
-        if change.get("role") == role and change.get("to") == dtype and change.get("location"):
+    for change in construction.dtype_changes:
+        if change.role == role and change.to == dtype and change.location:
             return change
-    for default in construction.get("default_dtype") or []:
-        if default.get("dtype") == dtype and default.get("location"):
-            return {**default, "call": "torch.set_default_dtype()"}
+    for default in construction.default_dtype:
+        if default.dtype == dtype and default.location:
+            return default
     return None
 
 
-def contract_notes(construction: dict[str, Any] | None) -> list[ContractNote]:
+def contract_notes(construction: TraceConstruction | None) -> list[ContractNote]:
     """Where the app departs from its contract (README: the model is built in
     float32; torchport chooses the dtype with ``--dtype``): one note each, at
     the line that caused it."""
-    construction = construction or {}
+    construction = construction or TraceConstruction()
     notes = []
-    dtype = construction.get("model_dtype")
+    dtype = construction.model_dtype
     if dtype and dtype != "float32":
-        counts = construction.get("parameter_dtypes") or {}
+        counts = construction.parameter_dtypes
         cause = _dtype_cause(construction, "model", dtype)
         notes.append(ContractNote(
-            problem="model-dtype", dtype=dtype, location=(cause or {}).get("location"), code=(cause or {}).get("code"),
+            problem="model-dtype", dtype=dtype, location=cause.location if cause else None,
+            code=cause.code if cause else None,
             text=f"the model's parameters are {dtype} ({counts.get(dtype, 0):,} of {sum(counts.values()):,}); "
                  "an app builds its model in float32 and torchport casts it (--dtype), so timings and parity "
                  f"compare {dtype} here" + ("; made so at this line" if cause else "")))
     return notes
 
 
-def _partial_batch_loader(construction: dict[str, Any]) -> dict[str, Any] | None:
+def _partial_batch_loader(construction: TraceConstruction) -> ConstructionSite | None:
     """The DataLoader the data factory made, when it keeps a partial last batch."""
-    loaders = [loader for loader in construction.get("data_loaders") or []
-               if loader.get("role") == "data" and loader.get("location")]
+    loaders = [loader for loader in construction.data_loaders if loader.role == "data" and loader.location]
     if not loaders:
         return None
     loader = loaders[-1]
-    return None if loader.get("drop_last") else loader
+    return None if loader.drop_last else loader
 
 
-def _in_step(record: dict[str, Any]) -> bool:
+def _in_step(record: TracedOp | HostSyncCall) -> bool:
     """Ops the user's step issued on the device: not the host-side data
     pipeline, not library internals with no user frame."""
-    return record["phase"] != "data" and record.get("attributed") != "phase"
+    return record.phase != "data" and record.attributed != "phase"
 
 
-def detect(trace: dict[str, Any], targets: list[str]) -> list[Finding]:
+def detect(trace: WorkerTrace, targets: list[str]) -> list[Finding]:
     """All findings of a raw trace for the given targets, ranked."""
-    steps = max(1, trace.get("steps_done") or 0)
-    ops = trace.get("ops", [])
+    steps = max(1, trace.steps_done or 0)
+    ops = trace.ops
     found: list[Finding] = []
     found += host_syncs(trace, steps, targets)
     found += dynamic_shapes(ops, steps, targets)
     found += input_shapes(trace, targets)
     found += graph_changes(trace, targets)
     found += float64(ops, steps, targets, trace)
-    found += tile_alignment(ops, steps, targets, trace.get("construction"))
+    found += tile_alignment(ops, steps, targets, trace.construction)
     found += sparse(ops, steps, targets)
-    found += custom_ops(ops, trace.get("custom_op_kernels") or {}, steps, targets)
+    found += custom_ops(ops, trace.custom_op_kernels, steps, targets)
     # A finding none of the chosen targets is affected by is not a finding here.
     return rank([f for f in found if f.targets])
 
@@ -278,98 +295,107 @@ def rank(found: list[Finding]) -> list[Finding]:
                                         -f.count, f.id, f.location or "", f.library_location or ""))
 
 
-def host_syncs(trace: dict[str, Any], steps: int, targets: list[str]) -> list[Finding]:
-    events = [dict(s, what=s["call"]) for s in trace.get("host_syncs", []) if _in_step(s)]
-    events += [dict(r, what=f"{r['op']} (torch.{r['op'].split('::')[1].split('.')[0]})")
-               for r in trace.get("ops", [])
-               if "data_dependent_output" in r["tags"] and not r["in_host_sync_call"] and _in_step(r)]
+@dataclass(frozen=True)
+class _HostRead:
+    """A host read in the step: a user-level call (``x.item()``) or an op whose output is data-dependent."""
+
+    what: str
+    phase: str
+    location: str | None
+    library: str | None
+    count: int
+
+
+def host_syncs(trace: WorkerTrace, steps: int, targets: list[str]) -> list[Finding]:
+    events = [_HostRead(s.call, s.phase, s.location, s.library, s.count) for s in trace.host_syncs if _in_step(s)]
+    events += [_HostRead(f"{r.op} (torch.{r.op.split('::')[1].split('.')[0]})", r.phase, r.location, r.library, r.count)
+               for r in trace.ops if "data_dependent_output" in r.tags and not r.in_host_sync_call and _in_step(r)]
     found: list[Finding] = []
-    for (location, library), group in _group(events, ("location", "library")).items():
-        calls = sorted({e["what"] for e in group})
-        count = sum(e["count"] for e in group)
+    for (location, library), group in _group(events, lambda e: (e.location, e.library)).items():
+        calls = sorted({e.what for e in group})
+        count = sum(e.count for e in group)
         found.append(finding(RuleId.HOST_SYNC, location, count, steps, f"{', '.join(calls)}: {count} in {steps} step(s)",
-                             targets, calls=calls, phases=sorted({e["phase"] for e in group}),
-                             **_library(library)))
+                             targets, library=library, calls=calls, phases=sorted({e.phase for e in group})))
     return found
 
 
-def dynamic_shapes(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[Finding]:
-    dynamic = [r for r in ops if "dynamic_output_shape" in r["tags"] and _in_step(r) and not r["in_host_sync_call"]
-               and (not r["op"].startswith("aten::index") or r["op"].endswith("[bool]"))]
+def dynamic_shapes(ops: list[TracedOp], steps: int, targets: list[str]) -> list[Finding]:
+    dynamic = [r for r in ops if "dynamic_output_shape" in r.tags and _in_step(r) and not r.in_host_sync_call
+               and (not r.op.startswith("aten::index") or r.op.endswith("[bool]"))]
     found: list[Finding] = []
-    for (location, library), group in _group(dynamic, ("location", "library")).items():
-        names = sorted({r["op"] for r in group})
-        count = sum(r["count"] for r in group)
+    for (location, library), group in _group(dynamic, lambda r: (r.location, r.library)).items():
+        names = sorted({r.op for r in group})
+        count = sum(r.count for r in group)
         found.append(finding(RuleId.DYNAMIC_OUTPUT_SHAPE, location, count, steps, f"{', '.join(names)}: {count} call(s) in {steps} step(s)",
-                             targets, ops=names, phases=sorted({r["phase"] for r in group}),
-                             modules=sorted({r["module"] for r in group if r["module"]}), **_library(library)))
+                             targets, library=library, ops=names, phases=sorted({r.phase for r in group}),
+                             modules=sorted({r.module for r in group if r.module})))
     return found
 
 
-def varying_dims(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def varying_dims(signatures: list[BatchSignature]) -> list[VaryingDim]:
     """Which tensor of the batch, and which of its dimensions, takes more than one size."""
     by_path: dict[str, list[list[int]]] = {}
     for signature in signatures:
-        for path, _dtype, shape in signature["leaves"]:
+        for path, _dtype, shape in signature.leaves:
             by_path.setdefault(path, []).append(shape)
-    varying: list[dict[str, Any]] = []
+    varying: list[VaryingDim] = []
     for path, shapes in by_path.items():
         ranks = {len(s) for s in shapes}
         if len(ranks) > 1:
-            varying.append({"input": path, "dim": None, "sizes": sorted({len(s) for s in shapes}), "what": "rank"})
+            varying.append(VaryingDim(input=path, dim=None, sizes=sorted({len(s) for s in shapes}), what="rank"))
             continue
         for dim in range(ranks.pop()):
             sizes = sorted({s[dim] for s in shapes})
             if len(sizes) > 1:
-                varying.append({"input": path, "dim": dim, "sizes": sizes, "what": "size"})
+                varying.append(VaryingDim(input=path, dim=dim, sizes=sizes, what="size"))
     return varying
 
 
-def input_shapes(trace: dict[str, Any], targets: list[str]) -> list[Finding]:
-    scan = trace.get("data_scan") or {}
-    signatures = scan.get("signatures") or []
+def input_shapes(trace: WorkerTrace, targets: list[str]) -> list[Finding]:
+    scan = trace.data_scan or DataScan(complete_epoch=False)
+    signatures = scan.signatures
     if len(signatures) <= 1:
         return []
     varying = varying_dims(signatures)
     described = "; ".join(
-        f"{v['input']} dim {v['dim']} takes {len(v['sizes'])} sizes ({', '.join(map(str, v['sizes'][:6]))}"
-        f"{', ...' if len(v['sizes']) > 6 else ''})" if v["what"] == "size" else f"{v['input']} changes rank"
+        f"{v.input} dim {v.dim} takes {len(v.sizes)} sizes ({', '.join(map(str, v.sizes[:6]))}"
+        f"{', ...' if len(v.sizes) > 6 else ''})" if v.what == "size" else f"{v.input} changes rank"
         for v in varying)
-    last_partial = (len(signatures) == 2 and min(s["count"] for s in signatures) == 1
-                    and max(signatures, key=lambda s: s["first_batch"])["count"] == 1
-                    and all(v["dim"] == 0 for v in varying))
-    at_least = "" if scan.get("complete_epoch") else "at least "
-    detail = (f"{at_least}{len(signatures)} distinct batch signatures in {scan.get('batches')} batches "
+    last_partial = (len(signatures) == 2 and min(s.count for s in signatures) == 1
+                    and max(signatures, key=lambda s: s.first_batch).count == 1
+                    and all(v.dim == 0 for v in varying))
+    at_least = "" if scan.complete_epoch else "at least "
+    detail = (f"{at_least}{len(signatures)} distinct batch signatures in {scan.batches} batches "
               f"(so {at_least}{len(signatures)} compilations of the step): {described}")
     if last_partial:
         detail += "; only the last batch differs: a partial last batch (DataLoader drop_last=False)"
-    location = (trace.get("phase_locations") or {}).get("data")
-    loader = _partial_batch_loader(trace.get("construction") or {}) if last_partial else None
-    cause = _at_cause(loader, CauseKind.DATA_LOADER, {location}) if loader else {}
-    location = cause.pop("location", location)
-    if cause:
-        length, size = loader.get("dataset_length"), loader.get("batch_size")  # type: ignore[union-attr]
+    location = (trace.phase_locations or {}).get("data")
+    loader = _partial_batch_loader(trace.construction or TraceConstruction()) if last_partial else None
+    cause = _at_cause(loader, CauseKind.DATA_LOADER, {location}) if loader else None
+    if cause and loader:
+        location = cause.location
+        length, size = loader.dataset_length, loader.batch_size
         detail += (f"; made by the DataLoader at that line: batch_size={size}, drop_last=False"
                    + (f" over {length} samples leaves a last batch of {length % size}" if length and size else ""))
-    return [finding(RuleId.INPUT_SHAPES_VARY, location, len(signatures), 1, detail, targets, signatures=len(signatures),
-                    varying=varying, last_partial_batch=last_partial, complete_epoch=bool(scan.get("complete_epoch")),
-                    **cause)]
+    return [finding(RuleId.INPUT_SHAPES_VARY, location, len(signatures), 1, detail, targets, cause=cause,
+                    signatures=len(signatures), varying=[v.to_dict() for v in varying],
+                    last_partial_batch=last_partial, complete_epoch=bool(scan.complete_epoch))]
 
 
-def graph_changes(trace: dict[str, Any], targets: list[str]) -> list[Finding]:
-    graphs = trace.get("step_graphs") or []
-    batches = trace.get("step_batches") or []
-    changes = [(i, g) for i, g in enumerate(graphs)
-               if g.get("first_difference") and i < len(batches) and batches[i] == batches[i - 1]]
+def graph_changes(trace: WorkerTrace, targets: list[str]) -> list[Finding]:
+    graphs = trace.step_graphs
+    batches = trace.step_batches
+    changes = [(i + 1, g.first_difference) for i, g in enumerate(graphs)
+               if g.first_difference and i < len(batches) and batches[i] == batches[i - 1]]
     if not changes:
         return []
     found: list[Finding] = []
-    for (location,), group in _group([dict(g["first_difference"], step=i + 1) for i, g in changes], ("location",)).items():
-        first = group[0]
+    for (location,), group in _group(changes, lambda change: (change[1].location,)).items():
+        step, first = group[0]
         found.append(finding(RuleId.GRAPH_VARIES, location, len(group), 1,
-                             f"step {first['step']} ran a different op sequence than step {first['step'] - 1} with "
-                             f"the same input shapes, first at {first['op']} ({first['phase']})",
-                             targets, distinct_graphs=len({g['graph'] for g in graphs})))
+                             f"step {step} ran a different op sequence than step {step - 1} with "
+                             f"the same input shapes, first at {first.op} ({first.phase})",
+                             targets, distinct_graphs=len({g.graph for g in graphs})))
     return found
 
 
@@ -377,8 +403,17 @@ def _wide(descriptions: list[str]) -> bool:
     return any(d.split("[")[0].split(":")[-1] in ("float64", "complex128") for d in descriptions)
 
 
-def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
-            trace: dict[str, Any] | None = None) -> list[Finding]:
+@dataclass(frozen=True)
+class _Placed:
+    """An op record at the line its finding is reported at: where it ran, or where its cause is."""
+
+    record: TracedOp
+    cause: CauseAt | None
+    location: str | None
+    library: str | None
+
+
+def float64(ops: list[TracedOp], steps: int, targets: list[str], trace: WorkerTrace | None = None) -> list[Finding]:
     """Where a float64 tensor is made is the cause; ops that only compute on
     one follow from it.  An op in the step that makes float64 from narrower
     inputs (``x.double()``, ``torch.ones(..., dtype=torch.float64)``) is its own
@@ -386,56 +421,51 @@ def float64(ops: list[dict[str, Any]], steps: int, targets: list[str],
     (caused where the model factory made them so, e.g. ``.double()``) or from
     float64 batches (caused where the data was made so); those are reported at
     that construction line, seen at the step's lines."""
-    wide = [r for r in ops if _wide(r["outputs"]) and r.get("attributed") != "phase"]
-    trace = trace or {}
-    construction = trace.get("construction") or {}
+    wide = [r for r in ops if _wide(r.outputs) and r.attributed != "phase"]
+    trace = trace or WorkerTrace()
+    construction = trace.construction or TraceConstruction()
     model_cause = (_dtype_cause(construction, "model", "float64")
-                   if (construction.get("parameter_dtypes") or {}).get("float64") else None)
+                   if construction.parameter_dtypes.get("float64") else None)
     data_cause = None
-    if any("float64" in batch for batch in trace.get("step_batches") or []):
+    if any("float64" in batch for batch in trace.step_batches):
         data_cause = _dtype_cause(construction, "data", "float64") or next(
-            ({"location": r["location"], "code": None} for r in wide if r["phase"] == "data" and not _wide(r["inputs"])),
-            None)
+            (ConstructionSite(location=r.location) for r in wide if r.phase == "data" and not _wide(r.inputs)), None)
     placed = []
     for record in wide:
-        cause = None
-        if _wide(record["inputs"]):
-            cause = model_cause or data_cause
-        cause_kind = CauseKind.MODEL_DTYPE if cause is model_cause else CauseKind.DATA_DTYPE
-        fields = _at_cause(cause, cause_kind, {record["location"]}) if cause else {}
-        placed.append({**record, "cause_fields": fields, "cause_location": fields.get("location", record["location"]),
-                       "cause_library": fields.get("library_location") if fields else record.get("library")})
+        site = (model_cause or data_cause) if _wide(record.inputs) else None
+        cause_kind = CauseKind.MODEL_DTYPE if site is model_cause else CauseKind.DATA_DTYPE
+        cause = _at_cause(site, cause_kind, {record.location}) if site else None
+        placed.append(_Placed(record, cause, cause.location if cause else record.location,
+                              cause.library_location if cause else record.library))
     found: list[Finding] = []
-    for (location, library), group in _group(placed, ("cause_location", "cause_library")).items():
-        names = sorted({r["op"] for r in group})
-        count = sum(r["count"] for r in group)
-        moved: dict[str, Any] = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
+    for (location, library), group in _group(placed, lambda p: (p.location, p.library)).items():
+        names = sorted({p.record.op for p in group})
+        count = sum(p.record.count for p in group)
+        moved = next((p.cause for p in group if p.cause), None)
         if moved:
-            moved = {**{k: v for k, v in moved.items() if k != "location"},
-                     "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
-            what = "the model's parameters" if moved["cause"]["kind"] == CauseKind.MODEL_DTYPE else "the batches"
-            code = moved["cause"].get("code")
+            moved = moved.seen_instead({p.record.location for p in group} - {location})
+            what = "the model's parameters" if moved.kind == CauseKind.MODEL_DTYPE else "the batches"
+            code = moved.code
             detail = (f"{what} are float64, made so at this line{f' ({code})' if code else ''}; "
                       f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
                       f"{', ...' if len(names) > 5 else ''}")
         else:
-            moved = _library(library)
             detail = (f"{count} op call(s) on float64 in {steps} step(s): {', '.join(names[:5])}"
                       f"{', ...' if len(names) > 5 else ''}")
-        found.append(finding(RuleId.FLOAT64, location, count, steps, detail, targets, ops=names,
-                             phases=sorted({r["phase"] for r in group}), **moved))
+        found.append(finding(RuleId.FLOAT64, location, count, steps, detail, targets, cause=moved, library=library,
+                             ops=names, phases=sorted({p.record.phase for p in group})))
     # Float64 batches and a float64 model are two causes: the batches' line is
     # reported too when the model's took their ops.
-    if data_cause and model_cause and data_cause.get("location") not in {f.location for f in found}:
-        data_location = (trace.get("phase_locations") or {}).get("data")
-        fields = _at_cause(data_cause, CauseKind.DATA_DTYPE, {data_location})
-        location = fields.pop("location")
-        batches = sum("float64" in batch for batch in trace.get("step_batches") or [])
-        code = fields["cause"].get("code")
-        found.append(finding(RuleId.FLOAT64, location, batches, steps,
+    if data_cause and model_cause and data_cause.location and data_cause.location not in {f.location for f in found}:
+        data_location = (trace.phase_locations or {}).get("data")
+        batch_cause = _at_cause(data_cause, CauseKind.DATA_DTYPE, {data_location})
+        assert batch_cause is not None  # the cause has a location
+        batches = sum("float64" in batch for batch in trace.step_batches)
+        code = batch_cause.code
+        found.append(finding(RuleId.FLOAT64, batch_cause.location, batches, steps,
                              f"the batches are float64, made so at this line{f' ({code})' if code else ''}: "
-                             f"{batches} float64 batch(es) in {steps} step(s)", targets, ops=[], phases=["data"],
-                             **fields))
+                             f"{batches} float64 batch(es) in {steps} step(s)", targets, cause=batch_cause,
+                             ops=[], phases=["data"]))
     return found
 
 
@@ -494,115 +524,128 @@ TILE_MIN_WASTE_OF_STEP = 0.01
 TILE_SLOW_WASTE_OF_STEP = 0.10
 
 
-def _tile_cause(record: dict[str, Any], construction: dict[str, Any]) -> dict[str, Any]:
+@dataclass
+class _TileRow:
+    """A forward op whose matrix products waste part of their work on padding to the TPU tile."""
+
+    record: TracedOp
+    flops: int
+    wasted: float
+    products: list[tuple[int, int, int]]
+    cause: CauseAt | None = None
+
+    @property
+    def cause_location(self) -> str | None:
+        return self.cause.location if self.cause else self.record.location
+
+
+def _tile_cause(row: _TileRow, construction: TraceConstruction) -> CauseAt | None:
     """Where a misaligned product's sizes were fixed: a contraction or column
     size (K, N) by the constructor of the module that ran it (``nn.Linear(100,
-    37)``); only the rows (M, the batch) by the DataLoader's batch_size.  {}
+    37)``); only the rows (M, the batch) by the DataLoader's batch_size.  None
     when construction does not say (a functional matmul in the loss)."""
-    odd_features = {v for _m, k, n in record["products"] for v in (k, n) if v % TILE_LANE}
+    record = row.record
+    odd_features = {v for _m, k, n in row.products for v in (k, n) if v % TILE_LANE}
     if odd_features:
         # The module's constructor fixed the size when one of its own weights
         # has it (a Linear's [N, K], a convolution's [N, C, kh, kw] with K =
         # C x kh x kw); a functional op in a module's forward (attention over
         # heads) is sized by the code that calls it.
-        module = (construction.get("modules") or {}).get(record.get("module") or "")
-        shapes = (module or {}).get("parameter_shapes") or []
+        module = construction.modules.get(record.module or "")
+        shapes = module.parameter_shapes if module else []
         fixed = any(v in shape or v == math.prod(shape[1:]) for v in odd_features for shape in shapes if shape)
-        return _at_cause(module, CauseKind.MODULE_CONSTRUCTOR, {record["location"]}) if module and fixed else {}
-    loaders = [loader for loader in construction.get("data_loaders") or [] if loader.get("role") == "data"]
-    return _at_cause(loaders[-1], CauseKind.DATA_LOADER, {record["location"]}) if loaders else {}
+        return _at_cause(module, CauseKind.MODULE_CONSTRUCTOR, {record.location}) if module and fixed else None
+    loaders = [loader for loader in construction.data_loaders if loader.role == "data"]
+    return _at_cause(loaders[-1], CauseKind.DATA_LOADER, {record.location}) if loaders else None
 
 
-def tile_alignment(ops: list[dict[str, Any]], steps: int, targets: list[str],
-                   construction: dict[str, Any] | None = None) -> list[Finding]:
+def tile_alignment(ops: list[TracedOp], steps: int, targets: list[str],
+                   construction: TraceConstruction | None = None) -> list[Finding]:
     """Judged on the forward pass, where rows are the batch (or tokens) and K, N
     are features, as the TPU guide states its rule; the backward pass repeats
     the same dimensions (twice), so the forward share is the step's share.
     Reported at the line that fixed the sizes (see ``_tile_cause``), seen at
     the step lines that ran the products."""
-    forward = [r for r in ops if r["phase"] in ("forward", "loss")]
-    total_flops = sum(r["flops"] or 0 for r in forward)
+    forward = [r for r in ops if r.phase in ("forward", "loss")]
+    total_flops = sum(r.flops or 0 for r in forward)
     if not total_flops:
         return []
     rows = []
     for record in forward:
-        if not record["flops"]:
+        if not record.flops:
             continue
-        products = matmul_dims(record["op"], record["inputs"])
+        products = matmul_dims(record.op, record.inputs)
         efficiency = tile_efficiency(products)
         if efficiency is None or efficiency >= 1:
             continue
-        rows.append({**record, "efficiency": efficiency, "wasted": record["flops"] * (1 - efficiency),
-                     "products": products})
+        rows.append(_TileRow(record, record.flops, record.flops * (1 - efficiency), products))
     # One line can run many layers (a Sequential called from the loss): judge
     # each module on its own, then report the line once with the modules that waste.
-    wasteful = [row for (_, _), group in _group(rows, ("location", "module")).items()
-                if sum(r["wasted"] for r in group) / sum(r["flops"] for r in group) >= TILE_MIN_WASTE_OF_OP
+    wasteful = [row for group in _group(rows, lambda r: (r.record.location, r.record.module)).values()
+                if sum(r.wasted for r in group) / sum(r.flops for r in group) >= TILE_MIN_WASTE_OF_OP
                 for row in group]
     for row in wasteful:
-        row["cause_fields"] = _tile_cause(row, construction or {})
-        row["cause_location"] = row["cause_fields"].get("location", row["location"])
-        row["cause_library"] = row["cause_fields"].get("library_location")
+        row.cause = _tile_cause(row, construction or TraceConstruction())
     found: list[Finding] = []
-    for (location, _library), group in _group(wasteful, ("cause_location", "cause_library")).items():
-        cause: dict[str, Any] = next((r["cause_fields"] for r in group if r["cause_fields"]), {})
+    for (location, _library), group in _group(
+            wasteful, lambda r: (r.cause_location, r.cause.library_location if r.cause else None)).items():
+        cause = next((r.cause for r in group if r.cause), None)
         if cause:
-            cause = {**{k: v for k, v in cause.items() if k != "location"},
-                     "seen_at": sorted({r["location"] for r in group} - {location} - {None})}
-        flops = sum(r["flops"] for r in group)
-        wasted = sum(r["wasted"] for r in group)
+            cause = cause.seen_instead({r.record.location for r in group} - {location})
+        flops = sum(r.flops for r in group)
+        wasted = sum(r.wasted for r in group)
         if wasted / total_flops < TILE_MIN_WASTE_OF_STEP:
             continue
-        odd = sorted({(d, v) for r in group for m, k, n in r["products"]
+        odd = sorted({(d, v) for r in group for m, k, n in r.products
                       for d, v, tile in (("M", m, TILE_MINOR), ("K", k, TILE_LANE), ("N", n, TILE_LANE))
                       if v % tile})
         share = wasted / total_flops
         severity = SLOW if share >= TILE_SLOW_WASTE_OF_STEP else MINOR
         affected = {t: severity for t in targets if t in RULES[RuleId.TILE_MISALIGNED].severity}
         dims = ", ".join(f"{d}={v}" for d, v in odd[:6])
-        modules = sorted({r["module"] for r in group if r["module"]})
-        found.append(make_finding(RULES[RuleId.TILE_MISALIGNED], location, sum(r["count"] for r in group), steps,
-                           f"{', '.join(sorted({r['op'] for r in group}))} with {dims}"
+        modules = sorted({r.record.module for r in group if r.record.module})
+        found.append(make_finding(RULES[RuleId.TILE_MISALIGNED], location, sum(r.record.count for r in group), steps,
+                           f"{', '.join(sorted({r.record.op for r in group}))} with {dims}"
                            f"{' in ' + ', '.join(modules) if modules else ''}: {wasted / flops:.0%} of this work is "
                            f"padding, {share:.1%} of the forward pass's FLOPs (estimate: rows padded to 8, contraction "
                            f"and columns to 128; convolutions as implicit GEMM; backward alike)",
-                           affected, wasted_share=round(share, 4), wasted_share_of_op=round(wasted / flops, 4),
-                           modules=modules, **cause))
+                           affected, cause=cause, wasted_share=round(share, 4), wasted_share_of_op=round(wasted / flops, 4),
+                           modules=modules))
     return found
 
 
-def sparse(ops: list[dict[str, Any]], steps: int, targets: list[str]) -> list[Finding]:
-    hits = [r for r in ops if any(d.startswith("sparse") for d in r["inputs"] + r["outputs"])]
+def sparse(ops: list[TracedOp], steps: int, targets: list[str]) -> list[Finding]:
+    hits = [r for r in ops if any(d.startswith("sparse") for d in r.inputs + r.outputs)]
     found: list[Finding] = []
-    for (location,), group in _group(hits, ("location",)).items():
-        layouts = sorted({d.split(":")[0] for r in group for d in r["inputs"] + r["outputs"] if d.startswith("sparse")})
-        count = sum(r["count"] for r in group)
+    for (location,), group in _group(hits, lambda r: (r.location,)).items():
+        layouts = sorted({d.split(":")[0] for r in group for d in r.inputs + r.outputs if d.startswith("sparse")})
+        count = sum(r.count for r in group)
         found.append(finding(RuleId.SPARSE_LAYOUT, location, count, steps, f"{', '.join(layouts)} tensors in "
-                             f"{', '.join(sorted({r['op'] for r in group}))}", targets, layouts=layouts))
+                             f"{', '.join(sorted({r.op for r in group}))}", targets, layouts=layouts))
     return found
 
 
 CUSTOM_OP_KEYS = {target: glossary.by_trace_target(target).dispatch_key for target in TARGETS}
 
 
-def custom_ops(ops: list[dict[str, Any]], registrations: dict[str, Any], steps: int,
+def custom_ops(ops: list[TracedOp], registrations: dict[str, OpKernels], steps: int,
                targets: list[str]) -> list[Finding]:
-    custom = [r for r in ops if r["op"].split("::")[0] not in ("aten", "prim", "prims")]
+    custom = [r for r in ops if r.op.split("::")[0] not in ("aten", "prim", "prims")]
     found: list[Finding] = []
-    for (location,), group in _group(custom, ("location",)).items():
-        names = sorted({r["op"] for r in group})
+    for (location,), group in _group(custom, lambda r: (r.location,)).items():
+        names = sorted({r.op for r in group})
         lacking: dict[str, TraceSeverity] = {}
         for name in names:
-            kernels = set((registrations.get(name) or {}).get("kernels", []))
+            kernels = set(registrations[name].kernels if name in registrations else [])
             if any(k.startswith("Composite") for k in kernels):
                 continue
             for target in targets:
                 if CUSTOM_OP_KEYS.get(target) not in kernels and target in RULES[RuleId.CUSTOM_OP].severity:
                     lacking[target] = RULES[RuleId.CUSTOM_OP].severity[target]
         if lacking:
-            count = sum(r["count"] for r in group)
+            count = sum(r.count for r in group)
+            registered = sorted({k for n in names if n in registrations for k in registrations[n].kernels})
             found.append(make_finding(RULES[RuleId.CUSTOM_OP], location, count, steps,
-                               f"{', '.join(names)}: kernels registered for "
-                               f"{', '.join(sorted({k for n in names for k in (registrations.get(n) or {}).get('kernels', [])})) or 'nothing'}",
+                               f"{', '.join(names)}: kernels registered for {', '.join(registered) or 'nothing'}",
                                lacking, ops=names))
     return found

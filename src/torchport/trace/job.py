@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from torchport import glossary
 from torchport.app import call_user
 from torchport.engine import StepHooks
+from torchport.records import BatchSignature, DataScan, OpKernels, StepGraph, StepMemory
+
+if TYPE_CHECKING:
+    from torchport.trace.device_apis import DeviceApiRecorder
 
 DEFAULT_STEPS = 3
 # Reading one epoch's batch shapes is cheap for synthetic data and bounded for
@@ -54,10 +58,12 @@ def trace_job(context: Any) -> None:
 
     recorder = DeviceApiRecorder()
     with recorder.recording():
-        _trace_app(context, recorder.calls)
+        _trace_app(context, recorder)
 
 
-def _trace_app(context: Any, device_apis: list[dict[str, Any]]) -> None:
+def _trace_app(context: Any, api_calls: DeviceApiRecorder) -> None:
+    """Fills ``context.result["trace"]``, the worker's JSON answer (read in the parent as a
+    ``records.WorkerTrace``), and saves it after every step."""
     import torch
 
     from torchport.engine import function_location
@@ -70,7 +76,8 @@ def _trace_app(context: Any, device_apis: list[dict[str, Any]]) -> None:
     # K steps ran the same op sequence (a branch that flips at step 3 is seen).
     until_repeated = int(config.get("until_repeated") or 0)
     trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
-                             "until_repeated": until_repeated or None, "stopped": None, "device_apis": device_apis}
+                             "until_repeated": until_repeated or None, "stopped": None,
+                             "device_apis": api_calls.calls}
     context.result["trace"] = trace
 
     context.progress("trace:init")
@@ -88,49 +95,50 @@ def _trace_app(context: Any, device_apis: list[dict[str, Any]]) -> None:
     }
     trace["phase_locations"] = phase_locations
 
+    def save() -> None:
+        trace["memory"] = memory.to_dict()
+        context.save()
+
     def checkpoint() -> None:
         trace.update(tracer.snapshot())
         trace.pop("activation_bytes", None)
-        context.save()
+        save()
 
     tracer = OpTracer(model, phase_locations, checkpoint=checkpoint)
     phases = TracedPhases(tracer)
     parameters = list(model.parameters())
-    memory = trace["memory"] = {
-        "parameter_bytes": _tensor_bytes(parameters),
-        "parameters": sum(p.numel() for p in parameters),
-        "trainable_bytes": _tensor_bytes(p for p in parameters if p.requires_grad),
-        "gradient_bytes": 0, "optimizer_state_bytes": 0, "activation_bytes": 0, "batch_bytes": 0,
-        "optimizer": type(optimizer).__name__,
-    }
+    memory = StepMemory(parameter_bytes=_tensor_bytes(parameters), parameters=sum(p.numel() for p in parameters),
+                        trainable_bytes=_tensor_bytes(p for p in parameters if p.requires_grad),
+                        optimizer=type(optimizer).__name__)
+    trace["memory"] = memory.to_dict()
 
     for index in range(1, steps + 1):
         context.progress(f"trace:step {index}/{steps}")
         batch = traced_step(engine, tracer, phases, index)
         trace["step_batches"].append(signature_text(batch))
-        memory["batch_bytes"] = max(memory["batch_bytes"], sum(
-            _nbytes_of(leaf) for leaf in batch_leaves(batch)))
-        memory["gradient_bytes"] = max(memory["gradient_bytes"], _tensor_bytes(
+        memory.batch_bytes = max(memory.batch_bytes, sum(_nbytes_of(leaf) for leaf in batch_leaves(batch)))
+        memory.gradient_bytes = max(memory.gradient_bytes, _tensor_bytes(
             p.grad for p in parameters if p.grad is not None))
-        memory["optimizer_state_bytes"] = _tensor_bytes(
+        memory.optimizer_state_bytes = _tensor_bytes(
             value for state in optimizer.state.values() for value in state.values())
         trace.update(tracer.snapshot())
-        memory["activation_bytes"] = trace.pop("activation_bytes")
+        memory.activation_bytes = trace.pop("activation_bytes")
         trace["steps_done"] = index
-        if until_repeated and index >= until_repeated and repeated(trace["step_graphs"], until_repeated):
+        if until_repeated and index >= until_repeated and repeated(tracer.step_graphs(), until_repeated):
             trace["stopped"] = f"the op sequence was unchanged for {until_repeated} steps"
-            context.save()
+            save()
             break
-        context.save()
+        save()
     else:
         if until_repeated:
             trace["stopped"] = f"bound of {steps} steps reached before the op sequence repeated for {until_repeated} steps"
 
     context.progress("trace:data shapes")
-    trace["data_scan"] = scan_data_shapes(data_factory, stream.steps_per_epoch)
+    trace["data_scan"] = scan_data_shapes(data_factory, stream.steps_per_epoch).to_dict()
     trace["construction"] = built.summary(model)
-    trace["custom_op_kernels"] = custom_op_kernels(record["op"] for record in trace.get("ops", []))
-    context.save()
+    kernels = custom_op_kernels(record["op"] for record in trace.get("ops", []))
+    trace["custom_op_kernels"] = {name: found.to_dict() for name, found in kernels.items()}
+    save()
 
 
 def build_for_trace(app_spec: Any, backend: Any, seed: int, recorder: Any = None) -> Any:
@@ -189,9 +197,9 @@ class TracedPhases(StepHooks):
         self.tracer.phase = self.outside if name is None else name
 
 
-def repeated(step_graphs: list[dict[str, Any]], count: int) -> bool:
+def repeated(step_graphs: list[StepGraph], count: int) -> bool:
     """Whether the last ``count`` traced steps ran the same op sequence."""
-    return len(step_graphs) >= count and len({g["graph"] for g in step_graphs[-count:]}) == 1
+    return len(step_graphs) >= count and len({g.graph for g in step_graphs[-count:]}) == 1
 
 
 def _nbytes_of(leaf: tuple[str, str, list[int]]) -> int:
@@ -204,12 +212,12 @@ def _nbytes_of(leaf: tuple[str, str, list[int]]) -> int:
     return count * torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
-def scan_data_shapes(factory: Callable[[], Any], steps_per_epoch: int | None) -> dict[str, Any]:
+def scan_data_shapes(factory: Callable[[], Any], steps_per_epoch: int | None) -> DataScan:
     """The shapes of one epoch's batches (no model, no tracing): how many
     distinct input signatures an XLA-style backend would compile for."""
     data = call_user(factory, "the app's data factory raised")
     started = time.perf_counter()
-    signatures: dict[str, dict[str, Any]] = {}
+    signatures: dict[str, BatchSignature] = {}
     batches = 0
     complete = True
     iterator = iter(data)
@@ -222,15 +230,15 @@ def scan_data_shapes(factory: Callable[[], Any], steps_per_epoch: int | None) ->
             break
         batches += 1
         text = signature_text(batch)
-        entry = signatures.setdefault(text, {"signature": text, "leaves": batch_leaves(batch), "count": 0,
-                                             "first_batch": batches})
-        entry["count"] += 1
-    return {"batches": batches, "steps_per_epoch": steps_per_epoch, "complete_epoch": complete,
-            "seconds": time.perf_counter() - started,
-            "signatures": [{**e, "leaves": [list(leaf) for leaf in e["leaves"]]} for e in signatures.values()]}
+        if text not in signatures:
+            signatures[text] = BatchSignature(signature=text, leaves=[list(leaf) for leaf in batch_leaves(batch)],
+                                              first_batch=batches)
+        signatures[text].count += 1
+    return DataScan(batches=batches, steps_per_epoch=steps_per_epoch, complete_epoch=complete,
+                    seconds=time.perf_counter() - started, signatures=list(signatures.values()))
 
 
-def custom_op_kernels(op_names: Any) -> dict[str, Any]:
+def custom_op_kernels(op_names: Any) -> dict[str, OpKernels]:
     """Ops outside PyTorch's own namespaces exist only where the app registered
     them, i.e. in this process: look up their kernels here."""
     from torchport.trace.registrations import kernels

@@ -35,7 +35,64 @@ import json
 import os
 import re
 import sys
-from typing import Any
+from typing import Any, NotRequired, Required, TypedDict, cast
+
+from torchport.records import OpKernels
+
+
+class RegistrationRequest(TypedDict, total=False):
+    """What ``python -m torchport.trace.registrations REQUEST.json`` is asked (see :func:`main`)."""
+
+    key: Required[str]
+    imports: list[str]
+    ops: list[str]
+    table: bool
+    resolved_table: bool
+    xla_probes: bool
+
+
+class OpKernelsJson(TypedDict):
+    exists: bool
+    kernels: list[str]
+
+
+class ResolvedTable(TypedDict):
+    """Every op, sorted by what the dispatcher runs for a key (the op-table documents' groups)."""
+
+    native: list[str]
+    composite_explicit: list[str]
+    composite_implicit: list[str]
+    without_kernel: list[str]
+    autograd_overrides: list[str]
+    structured_delegates: dict[str, str]
+    registered_namespaces: list[str]
+
+
+class DispatchFallback(TypedDict, total=False):
+    registered: Required[bool]
+    registered_at: str
+    cpu_fallback_enabled: bool
+    switch: str
+    messages_in_binary: dict[str, str | bool]  # the binary's path, and each message: found in it or not
+
+
+class RuntimeState(TypedDict, total=False):
+    privateuse1_name: Required[str]
+    torch_tpu_loaded: bool
+    torch_tpu_device_initialized: bool
+
+
+class RegistrationAnswer(TypedDict):
+    """What :func:`main` prints (one JSON line)."""
+
+    key: str
+    versions: dict[str, str]
+    retrieved: str
+    table: NotRequired[ResolvedTable | dict[str, list[str]]]
+    fallback: NotRequired[DispatchFallback]
+    ops: NotRequired[dict[str, OpKernelsJson]]
+    conditional_fallbacks: NotRequired[dict[str, list[str]]]
+    runtime: NotRequired[RuntimeState]
 
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 COMPOSITE_IMPLICIT = ("CompositeImplicitAutograd",)
@@ -60,19 +117,19 @@ XLA_PROBES = {
 }
 
 
-def kernels(op_names: list[str], keys: list[str]) -> dict[str, Any]:
+def kernels(op_names: list[str], keys: list[str]) -> dict[str, OpKernels]:
     """For each op: whether this torch knows it, and which of ``keys`` (plus
     the composite keys) have a kernel for it."""
     import torch
 
     known = set(torch._C._dispatch_get_all_op_names())
-    answer: dict[str, Any] = {}
+    answer: dict[str, OpKernels] = {}
     for name in op_names:
         if name not in known:
-            answer[name] = {"exists": False, "kernels": []}
+            answer[name] = OpKernels(exists=False, kernels=[])
             continue
         found = [key for key in (*keys, *COMPOSITE_EXPLICIT, *COMPOSITE_IMPLICIT) if _has_kernel(torch, name, key)]
-        answer[name] = {"exists": True, "kernels": found}
+        answer[name] = OpKernels(exists=True, kernels=found)
     return answer
 
 
@@ -131,24 +188,27 @@ def resolved_entry(torch: Any, name: str, key: str) -> tuple[str, str]:
     return "none", ""
 
 
-def resolved_table(key: str) -> dict[str, Any]:
+def resolved_table(key: str) -> ResolvedTable:
     """Every op this torch knows, sorted by what the dispatcher runs for ``key``
     (native / composite / without a kernel, i.e. the backend fallback), plus
     the kernel the structured composites call (``aten::mm`` -> ``aten::mm.out``)."""
     import torch
 
     names = sorted(torch._C._dispatch_get_all_op_names())
-    groups: dict[str, Any] = {"native": [], "composite_explicit": [], "composite_implicit": [], "without_kernel": []}
-    groups["autograd_overrides"] = [name for name in names if _has_kernel(torch, name, f"Autograd{key}")]
+    groups: dict[str, list[str]] = {"native": [], "composite_explicit": [], "composite_implicit": [],
+                                     "without_kernel": []}
+    autograd_overrides = [name for name in names if _has_kernel(torch, name, f"Autograd{key}")]
     for name in names:
         kind, _ = resolved_entry(torch, name, key)
         groups[RESOLVED_GROUPS.get(kind, "without_kernel")].append(name)
     composites = set(groups["composite_explicit"])
-    groups["structured_delegates"] = {op: delegate for op, delegate in structured_delegates(torch).items()
-                                      if op in composites}
     namespace = {name.split("::")[0] for name in torch._C._dispatch_get_registrations_for_dispatch_key(key)}
-    groups["registered_namespaces"] = sorted(namespace)
-    return groups
+    return ResolvedTable(native=groups["native"], composite_explicit=groups["composite_explicit"],
+                         composite_implicit=groups["composite_implicit"], without_kernel=groups["without_kernel"],
+                         autograd_overrides=autograd_overrides,
+                         structured_delegates={op: delegate for op, delegate in structured_delegates(torch).items()
+                                               if op in composites},
+                         registered_namespaces=sorted(namespace))
 
 
 def structured_delegates(torch: Any) -> dict[str, str]:
@@ -171,14 +231,14 @@ def structured_delegates(torch: Any) -> dict[str, str]:
     return delegates
 
 
-def dispatch_fallback(key: str) -> dict[str, Any]:
+def dispatch_fallback(key: str) -> DispatchFallback:
     """What an op without a kernel does on ``key``: whether a backend fallback is
     registered and where; for TorchTPU also whether its CPU fallback is on and
     the messages its fallback prints, found in the torch_tpu binary."""
     import torch
 
     dispatch_key = getattr(torch._C.DispatchKey, key)
-    answer: dict[str, Any] = {"registered": bool(torch._C._dispatch_has_backend_fallback(dispatch_key))}
+    answer: DispatchFallback = {"registered": bool(torch._C._dispatch_has_backend_fallback(dispatch_key))}
     # Where the fallback was registered, from the first op the dispatcher sends to it.
     for name in sorted(torch._C._dispatch_get_all_op_names()):
         kind, where = resolved_entry(torch, name, key)
@@ -203,7 +263,7 @@ def _torch_tpu_glue(torch: Any) -> str:
                         f"libpywrap_{version}_common.so")
 
 
-def _messages_in(path: str, messages: tuple[str, ...]) -> dict[str, Any]:
+def _messages_in(path: str, messages: tuple[str, ...]) -> dict[str, str | bool]:
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -212,12 +272,12 @@ def _messages_in(path: str, messages: tuple[str, ...]) -> dict[str, Any]:
     return {"binary": os.path.join(*path.split(os.sep)[-5:]), **{m: m.encode() in data for m in messages}}
 
 
-def runtime_state() -> dict[str, Any]:
+def runtime_state() -> RuntimeState:
     """Evidence that reading the registrations started nothing: torch_tpu's own
     flags (device initialized, backend loaded) and PrivateUse1's name."""
     import torch
 
-    state: dict[str, Any] = {"privateuse1_name": torch._C._get_privateuse1_backend_name()}
+    state: RuntimeState = {"privateuse1_name": torch._C._get_privateuse1_backend_name()}
     loader = sys.modules.get("torch_tpu._loader")
     if loader is not None:
         state["torch_tpu_loaded"] = bool(getattr(loader, "_LOADED", None))
@@ -278,12 +338,12 @@ def main(argv: list[str]) -> int:
     ``ops`` (answer for these) or ``"table": true`` (every op); ``xla_probes``
     adds the probe run."""
     with open(argv[0], encoding="utf-8") as handle:
-        request = json.load(handle)
+        request: RegistrationRequest = json.load(handle)
     import importlib
 
     for module in request.get("imports", []):
         importlib.import_module(module)
-    answer: dict[str, Any] = {
+    answer: RegistrationAnswer = {
         "key": request["key"],
         "versions": versions(),
         "retrieved": _dt.date.today().isoformat(),
@@ -294,7 +354,8 @@ def main(argv: list[str]) -> int:
     elif request.get("table"):
         answer["table"] = table(request["key"])
     if request.get("ops") is not None:
-        answer["ops"] = kernels(request["ops"], [request["key"]])
+        answer["ops"] = {name: cast(OpKernelsJson, found.to_dict())
+                         for name, found in kernels(request["ops"], [request["key"]]).items()}
     if request.get("xla_probes"):
         answer["conditional_fallbacks"] = xla_probe_fallbacks()
     answer["versions"] = versions()

@@ -6,10 +6,10 @@ import os
 from typing import Any
 
 from torchport import formatting as fmt
-from torchport.records import Finding, TraceSeverity, TraceStatus
-from torchport.trace.findings import section_findings
+from torchport.records import (Finding, TargetOpSupport, TorchCompileComparison, TraceSection, TraceSeverity, TraceStatus,
+                               XlaComparison)
+from torchport.trace.findings import as_section
 from torchport.trace.support import TARGETS, SupportKind
-from torchport.trace.verdict import section_verdicts
 
 SEVERITY_MARK = {TraceSeverity.BLOCKER: "BLOCKER", TraceSeverity.SLOW: "slow", TraceSeverity.MINOR: "minor"}
 
@@ -41,55 +41,57 @@ def where_text(finding: Finding, code: Any = str) -> str:
     return entry
 
 
-def contract_lines(section: dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
+def contract_lines(section: TraceSection, code: Any = str, text: Any = str) -> list[str]:
     """Departures from the app contract, each at its line (``text`` escapes
     the note in markdown)."""
-    return [text(note["text"]) + (f" ({code(short_location(note['location']))})" if note.get("location") else "")
-            for note in section.get("contract") or []]
+    return [text(note.text) + (f" ({code(short_location(note.location))})" if note.location else "")
+            for note in section.contract]
 
 
-def evaluation_text(section: dict[str, Any], code: Any = str) -> str | None:
+def evaluation_text(section: TraceSection | dict[str, Any], code: Any = str) -> str | None:
     """The evaluation and sampling kept out of the step, in one sentence."""
-    evaluation = section.get("evaluation")
+    evaluation = as_section(section).evaluation
     if not evaluation:
         return None
-    places = ", ".join(f"{code(short_location(e['location']))} ({e['op_calls']} ops"
-                       + (f", {e['host_syncs']} host reads" if e["host_syncs"] else "") + ")"
-                       for e in evaluation["locations"][:5])
-    more = evaluation["locations_total"] - min(5, len(evaluation["locations"]))
-    steps = ", ".join(map(str, evaluation["steps"]))
-    calls = ", ".join(f"{code(short_location(c['location']))} ({c['count']}x)" for c in evaluation.get("model_calls") or [])
-    return (f"evaluation/sampling in the first iterations: {evaluation['op_calls']} ops"
-            + (f" and {evaluation['host_syncs']} host reads" if evaluation["host_syncs"] else "")
+    places = ", ".join(f"{code(short_location(e.location))} ({e.op_calls} ops"
+                       + (f", {e.host_syncs} host reads" if e.host_syncs else "") + ")"
+                       for e in evaluation.locations[:5])
+    more = evaluation.locations_total - min(5, len(evaluation.locations))
+    steps = ", ".join(map(str, evaluation.steps))
+    calls = ", ".join(f"{code(short_location(c.location))} ({c.count}x)" for c in evaluation.model_calls)
+    return (f"evaluation/sampling in the first iterations: {evaluation.op_calls} ops"
+            + (f" and {evaluation.host_syncs} host reads" if evaluation.host_syncs else "")
             + (f" in step {steps}" if steps else "") + (f", the model called at {calls}" if calls else "")
             + f"; at {places}" + (f" and {more} more lines" if more > 0 else "") + ", not counted in the step")
 
 
-def device_api_lines(section: dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
+def device_api_lines(section: TraceSection | dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
     """Device-typed API calls seen at run time, under scan's rule ids, each at its line."""
-    return [f"{call['id']} {text(call['title'])} at {code(short_location(call['location']))}: "
-            f"{code(call['call'])} ran {call['count']}x" for call in section.get("device_apis") or []]
+    return [f"{call.id} {text(call.title)} at {code(short_location(call.location))}: "
+            f"{code(call.call)} ran {call.count}x" for call in as_section(section).device_apis]
 
 
 def _targets_text(finding: Finding) -> str:
     return ", ".join(f"{t}" + (f" ({s})" if s != finding.severity else "") for t, s in finding.targets.items())
 
 
-def verdict_lines(section: dict[str, Any]) -> list[str]:
-    return [f"{TARGETS[name].title}: {v.text}" for name, v in section_verdicts(section).items()]
+def verdict_lines(section: TraceSection) -> list[str]:
+    return [f"{TARGETS[name].title}: {v.text}" for name, v in section.verdicts.items()]
 
 
-def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
-    lines = [f"torchport trace {section['app']}: {section['steps_traced']} step(s) traced on the CPU "
-             f"(torch {section.get('torch')}), status {section['status']}"]
-    if section.get("reason"):
-        lines.append(f"  note: {section['reason']}")
-    if section["status"] == TraceStatus.FAILED:
+def terminal_lines(section: TraceSection | dict[str, Any], top: int = 10) -> list[str]:
+    """``torchport trace``'s text: of the section as built, or as written."""
+    section = as_section(section)
+    lines = [f"torchport trace {section.app}: {section.steps_traced} step(s) traced on the CPU "
+             f"(torch {section.torch}), status {section.status}"]
+    if section.reason:
+        lines.append(f"  note: {section.reason}")
+    if section.status == TraceStatus.FAILED:
         return lines
     lines.append("")
     lines.append("Verdicts:")
     lines += [f"  {line}" for line in verdict_lines(section)]
-    found = section_findings(section)
+    found = section.findings
     lines += [f"  contract: {line}" for line in contract_lines(section)]
     evaluation = evaluation_text(section)
     if evaluation:
@@ -107,37 +109,39 @@ def terminal_lines(section: dict[str, Any], top: int = 10) -> list[str]:
             lines.append(f"  {f.id} {SEVERITY_MARK[TraceSeverity(f.severity)]:7} {where_text(f)}: {f.title}")
             lines.append(f"      {f.detail}")
             lines.append(f"      targets: {_targets_text(f)}; fix: {f.fix}")
-    mem = section.get("memory")
+    mem = section.memory
     if mem:
-        fits = [c["chip"] for c in mem["chips"] if c["fits"]]
-        lines += ["", f"Memory (estimate): {fmt.size(mem['peak_bytes'])} per step; fits on "
+        fits = [c.chip for c in mem.chips if c.fits]
+        lines += ["", f"Memory (estimate): {fmt.size(mem.peak_bytes)} per step; fits on "
                       f"{', '.join(fits) if fits else 'none of the catalogued chips'}"]
     lines += ["", "Op support sources: " + "; ".join(
-        f"{name}: {_source_text(answer)}" for name, answer in (section.get("op_support") or {}).items())]
+        f"{name}: {_source_text(answer)}" for name, answer in section.op_support.items())]
     return lines
 
 
-def _source_text(answer: dict[str, Any]) -> str:
-    if answer["kind"] == SupportKind.NONE:
-        return f"unknown ({answer.get('note')})"
-    versions = ", ".join(f"{k} {v}" for k, v in (answer.get("version") or {}).items())
-    when = f", {answer['retrieved']}" if answer.get("retrieved") else ""
-    return f"{answer['kind']} ({versions}{when})"
+def _source_text(answer: TargetOpSupport) -> str:
+    if answer.kind == SupportKind.NONE:
+        return f"unknown ({answer.note})"
+    versions = ", ".join(f"{k} {v}" for k, v in (answer.version or {}).items())
+    when = f", {answer.retrieved}" if answer.retrieved else ""
+    return f"{answer.kind} ({versions}{when})"
 
 
-def markdown(section: dict[str, Any]) -> str:
+def markdown(section: TraceSection | dict[str, Any]) -> str:
+    """The section in report.md: of the section as built, or as written (the evaluate report's stage renderer)."""
+    section = as_section(section)
     lines = ["## Op trace: readiness per target", ""]
-    lines.append(f"{section['steps_traced']} training step(s) of {fmt.md_code(section['app'])} traced op by op on the CPU "
-                 f"(torch {fmt.md(section.get('torch'))}); status **{fmt.md(section['status'])}**"
-                 + (f": {fmt.md(section['reason'])}" if section.get("reason") else "") + "."
-                 + (f" Tracing stopped there: {fmt.md(section['steps_rule'])}." if section.get("steps_rule") else ""))
-    if section["status"] == TraceStatus.FAILED:
+    lines.append(f"{section.steps_traced} training step(s) of {fmt.md_code(section.app)} traced op by op on the CPU "
+                 f"(torch {fmt.md(section.torch)}); status **{fmt.md(section.status)}**"
+                 + (f": {fmt.md(section.reason)}" if section.reason else "") + "."
+                 + (f" Tracing stopped there: {fmt.md(section.steps_rule)}." if section.steps_rule else ""))
+    if section.status == TraceStatus.FAILED:
         return "\n".join(lines) + "\n"
     lines += ["", "| target | verdict | op support from |", "|---|---|---|"]
-    for name, v in section_verdicts(section).items():
-        answer = (section.get("op_support") or {}).get(name) or {}
+    for name, v in section.verdicts.items():
+        answer = section.op_support.get(name)
         lines.append(f"| {TARGETS[name].title} | {fmt.md(v.text, 2000)} | {fmt.md(_source_text(answer)) if answer else 'n/a'} |")
-    found = section_findings(section)
+    found = section.findings
     contract = contract_lines(section, fmt.md_code, lambda note: fmt.md(note, 1000))
     if contract:
         lines += ["", "**The app contract**: " + "; ".join(contract) + "."]
@@ -156,65 +160,66 @@ def markdown(section: dict[str, Any]) -> str:
         for f in found:
             lines.append(f"| {f.id} {fmt.md(f.rule)} | {f.severity} | {where_text(f, fmt.md_code)} "
                          f"| {fmt.md(f.detail, 1000)} | {f.count} | {fmt.md(_targets_text(f))} | {fmt.md(f.fix, 1000)} |")
-    lines += _xla_comparison_lines(section.get("xla_comparison"))
-    lines += _torch_compile_comparison_lines(section.get("torch_compile_comparison"))
-    mem = section.get("memory")
+    lines += _xla_comparison_lines(section.xla_comparison)
+    lines += _torch_compile_comparison_lines(section.torch_compile_comparison)
+    mem = section.memory
     if mem:
-        parts = ", ".join(f"{k.replace('_', ' ')} {fmt.size(v)}" for k, v in mem["parts"].items())
+        parts = ", ".join(f"{k.replace('_', ' ')} {fmt.size(v)}" for k, v in mem.parts.items())
         lines += ["", "### Memory fit (estimate)", "",
-                  f"About **{fmt.size(mem['peak_bytes'])}** per training step ({parts}); {mem['method']}.", "",
+                  f"About **{fmt.size(mem.peak_bytes)}** per training step ({parts}); {mem.method}.", "",
                   "| chip | HBM | fits | headroom | source |", "|---|---|---|---|---|"]
-        for chip in mem["chips"]:
-            fits = "yes" + (" (tight)" if chip["tight"] else "") if chip["fits"] else "**no**"
-            lines.append(f"| {chip['chip']} | {chip['hbm']} | {fits} | {fmt.size(chip['headroom_bytes'])} "
-                         f"({chip['headroom_share']:.0%}) | {chip['source']} |")
-        lines.append(f"\nChip catalogue retrieved {mem['catalogue']['retrieved']}.")
-    totals = section.get("totals") or {}
+        for chip in mem.chips:
+            fits = "yes" + (" (tight)" if chip.tight else "") if chip.fits else "**no**"
+            lines.append(f"| {chip.chip} | {chip.hbm} | {fits} | {fmt.size(chip.headroom_bytes)} "
+                         f"({chip.headroom_share:.0%}) | {chip.source} |")
+        lines.append(f"\nChip catalogue retrieved {mem.catalogue['retrieved']}.")
+    totals = section.totals
     if totals:
-        lines += ["", f"Per step: {totals['op_calls_per_step']:.0f} op calls ({totals['distinct_ops']} distinct ops), "
-                      f"{totals['flops_per_step'] / 1e9:.2f} GFLOP ({totals['flops_note']}), "
-                      f"{fmt.size(int(totals['bytes_per_step']))} read and written."]
+        lines += ["", f"Per step: {totals.op_calls_per_step:.0f} op calls ({totals.distinct_ops} distinct ops), "
+                      f"{totals.flops_per_step / 1e9:.2f} GFLOP ({totals.flops_note}), "
+                      f"{fmt.size(int(totals.bytes_per_step))} read and written."]
     return "\n".join(lines) + "\n"
 
 
-def _xla_comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
+def _xla_comparison_lines(comparison: XlaComparison | None) -> list[str]:
     """The prediction beside the measured xla run, all phases together."""
     if not comparison:
         return []
-    predicted, runs = comparison["predicted"], comparison["measured"]["per_run"]
+    predicted, runs = comparison.predicted, comparison.measured.per_run
 
-    def per_run(field: str) -> str:
-        return ", ".join(str(run[field]) for run in runs) + (" (per run)" if len(runs) > 1 else "")
+    def per_run(values: list[Any]) -> str:
+        return ", ".join(str(value) for value in values) + (" (per run)" if len(runs) > 1 else "")
 
-    steps = per_run("steps")
+    steps = per_run([r.steps for r in runs])
     lines = ["", "### Prediction vs. the measured xla run", "",
              f"All phases of each run (first step, warm-up, sustained; {steps} steps).", "",
              "| | predicted by the trace | measured on xla |", "|---|---|---|"]
-    lines.append(f"| CPU fallback ops | {fmt.md(', '.join(predicted['fallback_ops']) or 'none')} | "
-                 f"{fmt.md(', '.join(sorted({f'{op} x{n}' for r in runs for op, n in r['fallback_ops'].items()})) or 'none')} |")
-    lines.append(f"| graphs compiled | {predicted['step_graphs']} | {per_run('compilations')} |")
-    lines.append(f"| graph executions | {predicted.get('executions_per_step', 1):g} per step | {per_run('executions')} |")
-    lines.append(f"| the app's host syncs | {predicted['host_syncs_per_step']:g} per step | {per_run('app_host_syncs')} |")
-    transfers = ", ".join(str(r["transfers_to_device"]) + " / " + str(r["transfers_from_device"]) for r in runs)
+    lines.append(f"| CPU fallback ops | {fmt.md(', '.join(predicted.fallback_ops) or 'none')} | "
+                 f"{fmt.md(', '.join(sorted({f'{op} x{n}' for r in runs for op, n in r.fallback_ops.items()})) or 'none')} |")
+    lines.append(f"| graphs compiled | {predicted.step_graphs} | {per_run([r.compilations for r in runs])} |")
+    lines.append(f"| graph executions | {predicted.executions_per_step:g} per step | {per_run([r.executions for r in runs])} |")
+    lines.append(f"| the app's host syncs | {predicted.host_syncs_per_step:g} per step | "
+                 f"{per_run([r.app_host_syncs for r in runs])} |")
+    transfers = ", ".join(f"{r.transfers_to_device} / {r.transfers_from_device}" for r in runs)
     lines.append(f"| transfers to / from the device | not predicted | {transfers} |")
-    reads = [r["torchport_loss_reads"] for r in runs if r.get("torchport_loss_reads")]
+    reads = [r.torchport_loss_reads for r in runs if r.torchport_loss_reads]
     if reads:
         lines += ["", "torchport's own loss reads, outside every phase window and not in the figures above: "
                   + ", ".join(f"{r['values']} values ({r['aten::_local_scalar_dense']} `aten::_local_scalar_dense`)"
                               for r in reads) + "."]
-    for item in comparison.get("recompiling", []):
-        lines += ["", f"**Recompiling** (run {item['run']}): {item['warmup_compilations']} graphs compiled during "
-                      f"warm-up, in {item['warmup_blocks_compiling']} of {item['warmup_blocks']} blocks, "
-                      f"{fmt.seconds(item['warmup_compile_time_s'])} of compiling"
-                  + (f", and {item['sustained_compilations']} in the sustained steps" if item.get("sustained_compilations")
+    for item in comparison.recompiling:
+        lines += ["", f"**Recompiling** (run {item.run}): {item.warmup_compilations} graphs compiled during "
+                      f"warm-up, in {item.warmup_blocks_compiling} of {item.warmup_blocks} blocks, "
+                      f"{fmt.seconds(item.warmup_compile_time_s)} of compiling"
+                  + (f", and {item.sustained_compilations} in the sustained steps" if item.sustained_compilations
                      else "; the sustained phase compiled nothing, so its figures alone hide this cost") + "."]
     lines.append("")
-    lines += ([f"- **disagreement**: {fmt.md(d, 1000)}" for d in comparison["disagreements"]]
+    lines += ([f"- **disagreement**: {fmt.md(d, 1000)}" for d in comparison.disagreements]
               or ["The prediction agrees with the measured run."])
     return lines
 
 
-def _torch_compile_comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
+def _torch_compile_comparison_lines(comparison: TorchCompileComparison | None) -> list[str]:
     """The trace's graph findings judged by the Dynamo counts of each *-compile run."""
     if not comparison:
         return []
@@ -224,16 +229,16 @@ def _torch_compile_comparison_lines(comparison: dict[str, Any] | None) -> list[s
              "| backend | steps | frames compiled | graph breaks | recompilations | finding | verdict | evidence |",
              "|---|---|---|---|---|---|---|---|"]
     missed: list[str] = []
-    for name, measured in comparison["backends"].items():
-        head = (f"| {fmt.md(name)} | {measured['steps']} | {measured['frames_compiled']} "
-                f"| {'n/a' if measured['graph_breaks'] is None else measured['graph_breaks']} "
-                f"| {'n/a' if measured['recompilations'] is None else measured['recompilations']} ")
-        if not measured["findings"]:
+    for name, measured in comparison.backends.items():
+        head = (f"| {fmt.md(name)} | {measured.steps} | {measured.frames_compiled} "
+                f"| {'n/a' if measured.graph_breaks is None else measured.graph_breaks} "
+                f"| {'n/a' if measured.recompilations is None else measured.recompilations} ")
+        if not measured.findings:
             lines.append(head + "| none predicted | – | – |")
-        for item in measured["findings"]:
-            lines.append(head + f"| {item['id']} at {fmt.md_code(short_location(item['location']))} "
-                                f"| {item['verdict']} | {fmt.md(item['evidence'], 500)} |")
+        for item in measured.findings:
+            lines.append(head + f"| {item.id} at {fmt.md_code(short_location(item.location))} "
+                                f"| {item.verdict} | {fmt.md(item.evidence, 500)} |")
         missed += [f"- **not predicted** on {fmt.md(name)}: graph break at "
-                   f"{fmt.md_code(short_location(extra['location']))}: {fmt.md(extra['reason'] or '', 300)}"
-                   for extra in measured["unpredicted_breaks"]]
+                   f"{fmt.md_code(short_location(extra.location))}: {fmt.md(extra.reason or '', 300)}"
+                   for extra in measured.unpredicted_breaks]
     return lines + ([""] + missed if missed else [])

@@ -19,7 +19,7 @@ from torchport.sampling import format_duration
 from torchport.trace.analysis import trace_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.records import BackendEntry, BackendStatus, TraceSection, TraceVerdictStatus
+from torchport.records import AppScan, BackendEntry, BackendStatus, ScanHit, TraceSection, TraceVerdictStatus
 from torchport.trace.verdict import compare_with_xla, verdicts
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def app_files(app_file: Path) -> list[Path]:
     return files
 
 
-def app_scan(app_file: Path | None) -> dict[str, Any] | None:
+def app_scan(app_file: Path | None) -> AppScan | None:
     """``torchport scan`` over the app's own files (None for a built-in or a
     package app): each finding with scan's rule id, title, line and
     severity per scan target."""
@@ -134,12 +134,12 @@ def app_scan(app_file: Path | None) -> dict[str, Any] | None:
     findings = []
     for finding in result.findings[:MAX_SCAN_FINDINGS]:
         rule = find(finding.rule_id)
-        findings.append({"id": finding.rule_id, "title": rule.title, "detail": finding.detail,
-                         # Absolute, as the trace's own locations are (scan displays paths from the cwd).
-                         "location": f"{Path(finding.path).resolve()}:{finding.line}", "severity": dict(rule.severity),
-                         "replacement": rule.replacement})
-    return {"files": [str(path) for path in files], "findings": findings,
-            "total": len(result.findings), "suppressed": result.suppressed}
+        findings.append(ScanHit(id=finding.rule_id, title=rule.title, detail=finding.detail,
+                                # Absolute, as the trace's own locations are (scan displays paths from the cwd).
+                                location=f"{Path(finding.path).resolve()}:{finding.line}",
+                                severity=dict(rule.severity), replacement=rule.replacement))
+    return AppScan(files=[str(path) for path in files], findings=findings, total=len(result.findings),
+                   suppressed=result.suppressed)
 
 
 def attach_scan(section: TraceSection, app_file: Path | None) -> None:
@@ -157,20 +157,19 @@ def attach_scan(section: TraceSection, app_file: Path | None) -> None:
 FAILED_RUNS = (BackendStatus.ERROR, BackendStatus.CRASHED, BackendStatus.TIMED_OUT)
 
 
-def reconcile(section: TraceSection, document: dict[str, Any]) -> None:
+def reconcile(section: TraceSection, backends: dict[str, BackendEntry]) -> None:
     """A measured run outranks the trace's prediction for its target: each
     verdict whose target a backend of this evaluation measured says what
     that run did, beside what the trace predicted (``measured``)."""
     from torchport import backends as backend_registry
 
-    for name, raw in (document.get("backends") or {}).items():
+    for name, backend in backends.items():
         try:
             family = backend_registry.get(name).family
         except Exception:  # noqa: BLE001  a backend recorded here but not known now: nothing to set beside
             continue
         target = family.trace_target if family else None
         verdict = section.verdicts.get(target) if target else None
-        backend = BackendEntry.from_dict(raw)
         status = backend.status
         if verdict is None or verdict.measured or status not in (BackendStatus.OK, *FAILED_RUNS):
             continue
@@ -195,10 +194,10 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     spec = as_spec(stage.app)  # evaluate's, parsed and checked
     run = run_worker("cpu", TRACE_JOB, app=spec,
                      config={"steps": stage.steps, "seed": stage.seed, "until_repeated": stage.until_repeated},
-                     timeout=stage.timeout_s).to_dict()
+                     timeout=stage.timeout_s)
     section = trace_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     attach_scan(section, spec.file)
-    reconcile(section, document)
+    reconcile(section, {name: BackendEntry.from_dict(raw) for name, raw in (document.get("backends") or {}).items()})
     section.xla_comparison = compare_with_xla(section, document)
     section.put(torch_compile_comparison=compare_with_torch_compile(section, document))
     write_section(document, section)

@@ -26,10 +26,11 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from torchport import glossary
-from torchport.records import OpStatus, OpSupportRow, TargetOpSupport, Vocabulary
+from torchport.records import OpKernels, OpStatus, OpSupportRow, TargetOpSupport, Vocabulary
+from torchport.trace.registrations import RegistrationAnswer, RegistrationRequest
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LIVE_QUERY_TIMEOUT_S = 300
@@ -88,22 +89,32 @@ class Target:
     no_source: str = "not installed; no published op list"
 
 
+class TargetExceptions(TypedDict, total=False):
+    """The fields of a ``Target`` where it differs from the defaults."""
+
+    without_kernel: OpStatus
+    without_kernel_why: str
+    package: str
+    no_source: str
+
+
 # Where a target differs from the defaults above (an op without a kernel raises; no package).
-EXCEPTIONS: dict[str, dict[str, Any]] = {
+EXCEPTIONS: dict[str, TargetExceptions] = {
     # What torch_tpu 0.2.0 does with an op it has no kernel for, read from the
     # package (registrations.dispatch_fallback records it in every table): its
     # PrivateUse1 backend fallback (csrc/eager/tpu_aten_kernels.cc:1149) raises
     # unless the internal CPU fallback switch is on, which is off by default.
-    "tpu": dict(without_kernel_why="no TorchTPU kernel: torch_tpu's backend fallback raises \"operator '{op}' is not "
+    "tpu": TargetExceptions(without_kernel_why="no TorchTPU kernel: torch_tpu's backend fallback raises \"operator '{op}' is not "
                 "implemented for TPU. Please file a feature request\" (its CPU fallback, torch_tpu._internal."
                 "execution_mode.enable_cpu_fallback, is off by default; switched on it runs the op on the CPU with "
                 "copies both ways)", package="torch_tpu"),
-    "xla": dict(without_kernel=OpStatus.FALLBACK, without_kernel_why="torch_xla runs ops without a lowering on the CPU"),
-    "neuron": dict(without_kernel=OpStatus.FALLBACK, without_kernel_why="TorchNeuron falls back to the CPU by default",
-                   package="torch_neuronx"),
-    "rocm": dict(no_source="no ROCm build of torch here; no shipped table"),
-    "mps": dict(without_kernel_why="MPS falls back to the CPU only with PYTORCH_ENABLE_MPS_FALLBACK=1",
-                no_source="no MPS build of torch here (macOS only); no shipped table"),
+    "xla": TargetExceptions(without_kernel=OpStatus.FALLBACK,
+                            without_kernel_why="torch_xla runs ops without a lowering on the CPU"),
+    "neuron": TargetExceptions(without_kernel=OpStatus.FALLBACK,
+                               without_kernel_why="TorchNeuron falls back to the CPU by default", package="torch_neuronx"),
+    "rocm": TargetExceptions(no_source="no ROCm build of torch here; no shipped table"),
+    "mps": TargetExceptions(without_kernel_why="MPS falls back to the CPU only with PYTORCH_ENABLE_MPS_FALLBACK=1",
+                            no_source="no MPS build of torch here (macOS only); no shipped table"),
 }
 
 
@@ -186,7 +197,7 @@ def _live_in_process(target: Target) -> SupportTable | None:
                      "version": {"torch": torch.__version__}, **registrations.table(target.key)})
 
 
-def _run_registrations(python: str, request: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+def _run_registrations(python: str, request: RegistrationRequest, env: dict[str, str] | None = None) -> RegistrationAnswer:
     from torchport import envs
 
     with tempfile.TemporaryDirectory(prefix="torchport-ops-") as scratch:
@@ -199,10 +210,11 @@ def _run_registrations(python: str, request: dict[str, Any], env: dict[str, str]
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"registration query failed: {tail}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    answer: RegistrationAnswer = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
 
 
-def _live_cached(name: str, python: str, installed: dict[str, str], request: dict[str, Any], source: str,
+def _live_cached(name: str, python: str, installed: dict[str, str], request: RegistrationRequest, source: str,
                  env: dict[str, str] | None = None) -> SupportTable:
     """A backend's whole table, read in its interpreter once per installed
     version and cached under torchport's cache folder."""
@@ -224,30 +236,40 @@ def _live_cached(name: str, python: str, installed: dict[str, str], request: dic
     return _indexed(document)
 
 
-def _environment_record(name: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class ReadyEnvironment:
+    """A backend environment torchport made (torchport.envs) that is ready: its interpreter and what it installed."""
+
+    python: str
+    installed: dict[str, str]
+
+
+def _ready_environment(name: str) -> ReadyEnvironment | None:
     try:
         from torchport import envs
 
         record = envs.status(name)
     except Exception:
         return None
-    return record if record.get("ready") else None
+    if not record.get("ready"):
+        return None
+    manifest = record["manifest"] or {}
+    return ReadyEnvironment(str(record["python"]), manifest.get("installed") or manifest.get("versions") or {})
 
 
 def _live_xla() -> SupportTable | None:
     """torch_xla's registrations and probe fallbacks, read in the xla environment."""
-    record = _environment_record("xla")
-    if record is None:
+    environment = _ready_environment("xla")
+    if environment is None:
         return None
-    manifest = record["manifest"] or {}
-    return _live_cached("xla", str(record["python"]), manifest.get("installed") or manifest.get("versions") or {},
-                        {"key": glossary.XLA.dispatch_key, "imports": ["torch_xla"], "table": True, "xla_probes": True},
+    return _live_cached("xla", environment.python, environment.installed,
+                        RegistrationRequest(key=glossary.XLA.dispatch_key, imports=["torch_xla"], table=True, xla_probes=True),
                         "kernel registrations of torch_xla in the xla environment, plus a probe run on an XLA:CPU device",
                         env={"PJRT_DEVICE": "CPU"})
 
 
 # What the trace asks the interpreter with torch_tpu (tests run the same request).
-TPU_REQUEST = {"key": glossary.TPU.dispatch_key, "imports": ["torch_tpu"], "resolved_table": True}
+TPU_REQUEST = RegistrationRequest(key=glossary.TPU.dispatch_key, imports=["torch_tpu"], resolved_table=True)
 # `import torch_tpu` registers its kernels and its fallback; only torch's
 # autoload of it (torch_tpu._loader.load) creates a device, and only when a TPU
 # is present.  Without autoload the same table is read on a TPU host too,
@@ -268,10 +290,10 @@ def _live_tpu() -> SupportTable | None:
     if install["environment"] is None:
         python = sys.executable
     else:
-        record = _environment_record(install["environment"])
-        if record is None:
+        environment = _ready_environment(install["environment"])
+        if environment is None:
             return None
-        python = str(record["python"])
+        python = environment.python
     installed = {k: install[k] for k in ("torch", "torch_tpu", "libtpu") if install.get(k)}
     source = (f"op support from torch_tpu {install['torch_tpu']} dispatcher registrations "
               f"(PrivateUse1 dispatch table read live in {install['where']})")
@@ -284,13 +306,13 @@ def _live_package(target: Target, ops: list[str]) -> SupportTable | None:
     torchport process must not do)."""
     if target.package is None or importlib.util.find_spec(target.package) is None:
         return None
-    answer = _run_registrations(sys.executable, {"key": target.key, "imports": [target.package],
-                                                  "ops": sorted({support_name(op) for op in ops})})
+    answer = _run_registrations(sys.executable, RegistrationRequest(key=target.key, imports=[target.package],
+                                                                    ops=sorted({support_name(op) for op in ops})))
     status = {}
     for op, entry in answer["ops"].items():
-        kernels = entry["kernels"]
-        status[op] = (KernelKind.NATIVE if target.key in kernels else KernelKind.DECOMPOSED if kernels
-                      else KernelKind.NO_KERNEL) if entry["exists"] else KernelKind.UNKNOWN_OP
+        found = OpKernels(exists=entry["exists"], kernels=entry["kernels"])
+        status[op] = (KernelKind.NATIVE if target.key in found.kernels else KernelKind.DECOMPOSED if found.kernels
+                      else KernelKind.NO_KERNEL) if found.exists else KernelKind.UNKNOWN_OP
     return SupportTable(status=status, source=f"kernel registrations (dispatch key {target.key}) with "
                                               f"{target.package} imported; not verified on hardware by torchport",
                         version=answer["versions"], retrieved=answer["retrieved"])

@@ -38,8 +38,8 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, NotRequired, TypedDict
 
 from torchport.errors import UserError
 from torchport.host_memory import process_peak_bytes
@@ -113,7 +113,57 @@ class LiveBytes:
         self.peak = self.live
 
 
-def symbolic_pass(resolved: Any, dtype: str) -> dict[str, Any]:
+class SymbolicPass(TypedDict):
+    """One symbolic forward + backward of a model in one dtype: its sizes, in bytes."""
+
+    dtype: str
+    parameters: int
+    trainable_parameters: int
+    parameter_bytes: int
+    gradient_bytes: int
+    batch_bytes: int
+    activation_bytes: int
+    forward_peak_bytes: int
+    step_peak_bytes: int
+    seconds: dict[str, float]
+    layers: NotRequired[int | None]
+
+
+class OptimizerEstimate(TypedDict):
+    optimizer: str
+    optimizer_state_bytes: int
+    peak_bytes: int
+    required_bytes: int
+
+
+class ChipLayouts(TypedDict):
+    """One chip of the catalogue: fits one, or the fewest chips under each parallel layout."""
+
+    chip: str
+    id: str
+    targets: list[str]
+    hbm: str
+    hbm_bytes: int
+    source: str
+    fits_one: bool
+    data_parallel: int | None
+    fully_sharded: int | None
+    why_not: NotRequired[str]
+
+
+class MeasuredStep(TypedDict):
+    """The measured cross-check: a real float32/AdamW run's peaks (``python -m torchport.trace.symbolic``)."""
+
+    spec: str
+    steps: int
+    tensor_peak_bytes: int
+    baseline_rss_bytes: int
+    rss_peak_bytes: int
+    torch: str
+    allocator: dict[str, str | None]
+
+
+def symbolic_pass(resolved: Any, dtype: str) -> SymbolicPass:
     """Build the model and run forward + backward under FakeTensorMode; a
     model that reads a tensor's value on the host cannot be run this way, and
     says so in one line naming the library's line."""
@@ -131,7 +181,7 @@ def symbolic_pass(resolved: Any, dtype: str) -> dict[str, Any]:
                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", location=where) from None
 
 
-def _symbolic_pass(resolved: Any, dtype: str) -> dict[str, Any]:
+def _symbolic_pass(resolved: Any, dtype: str) -> SymbolicPass:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -175,7 +225,7 @@ def _symbolic_pass(resolved: Any, dtype: str) -> dict[str, Any]:
     }
 
 
-def estimate(measured: dict[str, Any], optimizer: str) -> dict[str, Any]:
+def estimate(measured: Mapping[str, Any], optimizer: str) -> OptimizerEstimate:
     per_parameter, _ = OPTIMIZERS[optimizer]
     state = per_parameter * measured["parameter_bytes"]
     # The optimizer step holds parameters, gradients and one parameter-sized temporary.
@@ -185,11 +235,11 @@ def estimate(measured: dict[str, Any], optimizer: str) -> dict[str, Any]:
             "required_bytes": int(math.ceil(peak * (1 + MARGIN)))}
 
 
-def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: int) -> list[dict[str, Any]]:
+def chip_fit(measured: Mapping[str, Any], estimated: OptimizerEstimate, batch_size: int) -> list[ChipLayouts]:
     """Per chip: fits on one, or how many under plain data parallelism (each
     chip holds everything, the batch is split) and fully sharded (parameters,
     gradients and optimizer state split N ways; one layer's worth gathered)."""
-    from torchport.trace.memory import UNITS, catalogue
+    from torchport.trace.memory import catalogue
 
     states = measured["parameter_bytes"] + measured["gradient_bytes"] + estimated["optimizer_state_bytes"]
     # What shrinks with a chip's share of the batch: the forward pass's peak
@@ -212,14 +262,14 @@ def chip_fit(measured: dict[str, Any], estimated: dict[str, Any], batch_size: in
         return sharded / n + gathered + per_sample * math.ceil(batch_size / n)
 
     rows = []
-    for chip in catalogue()["chips"]:
-        capacity = int(chip["hbm"] * UNITS[chip["unit"]])
+    for chip in catalogue().chips:
+        capacity = chip.capacity_bytes
         usable = capacity / (1 + MARGIN)  # the margin applies to every layout
-        row = {"chip": chip["name"], "id": chip["id"], "targets": chip["targets"],
-               "hbm": f"{chip['hbm']} {chip['unit']}", "hbm_bytes": capacity, "source": chip["source"],
-               "fits_one": estimated["required_bytes"] <= capacity}
-        row["data_parallel"] = _smallest(lambda n, usable=usable: data_parallel(n) <= usable, batch_size)
-        row["fully_sharded"] = _smallest(lambda n, usable=usable: fully_sharded(n) <= usable, 4096)
+        row: ChipLayouts = {"chip": chip.name, "id": chip.id, "targets": chip.targets,
+                            "hbm": chip.hbm_text, "hbm_bytes": capacity, "source": chip.source,
+                            "fits_one": estimated["required_bytes"] <= capacity,
+                            "data_parallel": _smallest(lambda n, usable=usable: data_parallel(n) <= usable, batch_size),
+                            "fully_sharded": _smallest(lambda n, usable=usable: fully_sharded(n) <= usable, 4096)}
         if row["fully_sharded"] is None:
             row["why_not"] = (f"activations of one sample ({_gib(per_sample)}) do not fit beside the sharded state "
                               f"on 4096 chips: needs activation checkpointing, sequence or tensor parallelism")
@@ -303,7 +353,7 @@ def memory_fit(text: str, dtypes: tuple[str, ...] = DTYPES, optimizers: tuple[st
     }
 
 
-def with_fits(measured: dict, optimizers: Iterable[str], batch_size: int) -> dict:
+def with_fits(measured: Mapping[str, Any], optimizers: Iterable[str], batch_size: int) -> dict:
     """One symbolic pass with, per optimizer, its estimate and its fit on every chip."""
     rows = []
     for optimizer in optimizers:
@@ -322,7 +372,7 @@ def provenance(what_ran: str, started: float) -> dict:
         "method": f"symbolic: {what_ran} under torch's FakeTensorMode (no memory allocated); live storage bytes "
                   f"counted per op; optimizer state by formula; required = estimate x {1 + MARGIN:g} (margin for "
                   "fragmentation, runtime reservation, kernel scratch; not measured)",
-        "catalogue": {"retrieved": catalogue()["retrieved"], "compiled_from": catalogue()["compiled_from"]},
+        "catalogue": catalogue().provenance(),
         "host_peak_rss_bytes": process_peak_bytes(),
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -330,7 +380,7 @@ def provenance(what_ran: str, started: float) -> dict:
 
 # --- the measured cross-check -------------------------------------------------------------
 
-def measure(text: str, steps: int = 2, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def measure(text: str, steps: int = 2, timeout: float = DEFAULT_TIMEOUT_S) -> MeasuredStep:
     """Run the spec for real on the CPU (float32, AdamW) in a fresh process and
     return the peak of its live tensor bytes and its peak RSS above the
     baseline taken before the model was built: the figures the float32/AdamW
@@ -344,10 +394,11 @@ def measure(text: str, steps: int = 2, timeout: float = DEFAULT_TIMEOUT_S) -> di
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"the measured run of {text} failed: {last}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    measured: MeasuredStep = json.loads(done.stdout.strip().splitlines()[-1])
+    return measured
 
 
-def _measure_here(text: str, steps: int) -> dict[str, Any]:
+def _measure_here(text: str, steps: int) -> MeasuredStep:
     import torch
 
     from torchport import hf

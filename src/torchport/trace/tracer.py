@@ -39,7 +39,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 from collections.abc import Iterator
 
 import torch
@@ -48,6 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 from torchport.app import is_user_file, library_file
+from torchport.records import GraphDifference, StepGraph
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 # The phases whose ops make the model's graph.  The optimizer's first step
@@ -82,6 +83,74 @@ SDPA_CPU = {"_scaled_dot_product_flash_attention_for_cpu": "forward",
             "_scaled_dot_product_flash_attention_for_cpu_backward": "backward"}
 
 
+class OpJson(TypedDict):
+    """One aggregated op as the worker saves it (the parent reads it as ``records.TracedOp``)."""
+
+    op: str
+    phase: str
+    location: str | None
+    module: str | None
+    inputs: list[str]
+    outputs: list[str]
+    tags: list[str]
+    count: int
+    flops: int | None
+    bytes_read: int
+    bytes_written: int
+    in_host_sync_call: bool
+    attributed: str
+    steps: list[int]
+    library: str | None
+
+
+class SyncJson(TypedDict):
+    """One host read as the worker saves it (``records.HostSyncCall``)."""
+
+    call: str
+    phase: str
+    location: str | None
+    module: str | None
+    attributed: str
+    library: str | None
+    count: int
+
+
+class ModelCallJson(TypedDict):
+    location: str | None
+    count: int
+
+
+class EvaluationJson(TypedDict):
+    ops: list[OpJson]
+    host_syncs: list[SyncJson]
+    model_calls: list[ModelCallJson]
+
+
+class StepGraphJson(TypedDict):
+    graph: int
+    ops: int
+    first_difference: GraphDifferenceJson | None
+
+
+class GraphDifferenceJson(TypedDict):
+    op_index: int
+    op: str
+    location: str | None
+    phase: str
+    inputs: list[str]
+
+
+class Snapshot(TypedDict):
+    """What the tracer saw so far, as the worker saves it (``records.WorkerTrace`` reads it in the parent)."""
+
+    ops: list[OpJson]
+    host_syncs: list[SyncJson]
+    step_graphs: list[StepGraphJson]
+    optimizer_graphs: list[int]
+    activation_bytes: NotRequired[int]  # read into the step's memory, then dropped from the saved trace
+    evaluation: EvaluationJson
+
+
 @dataclass
 class OpRecord:
     op: str
@@ -103,7 +172,7 @@ class OpRecord:
     library: str | None = None  # innermost library frame below the user's, e.g. transformers/x.py:12
     steps: set[int] = field(default_factory=set)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> OpJson:
         return {
             "op": self.op, "phase": self.phase, "location": self.location, "module": self.module,
             "inputs": self.inputs, "outputs": self.outputs, "tags": self.tags, "count": self.count,
@@ -124,7 +193,7 @@ class SyncRecord:
     library: str | None = None
     count: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> SyncJson:
         return {"call": self.call, "phase": self.phase, "location": self.location, "module": self.module,
                 "attributed": self.attributed, "library": self.library, "count": self.count}
 
@@ -641,11 +710,11 @@ class OpTracer:
             self._saved_storages = set()
 
     # ---- results -------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Snapshot:
         return {
             "ops": [record.as_dict() for record in self.records.values()],
             "host_syncs": [record.as_dict() for record in self.syncs.values()],
-            "step_graphs": self.step_graphs(),
+            "step_graphs": [cast(StepGraphJson, graph.to_dict()) for graph in self.step_graphs()],
             "optimizer_graphs": self.optimizer_graphs(),
             "activation_bytes": self.saved_bytes,
             "evaluation": {"ops": [record.as_dict() for record in self.evaluation_records.values()],
@@ -654,21 +723,21 @@ class OpTracer:
                                            for location, count in self.evaluation_model_calls.items()]},
         }
 
-    def step_graphs(self) -> list[dict[str, Any]]:
+    def step_graphs(self) -> list[StepGraph]:
         """Per traced step: an identity for its graph (the sequence of ops, each
         with its phase, line and module, of forward, loss and backward) and,
         when it differs from the previous step's, where the first difference is.
         Shapes are left out: shapes that change with the data are reported by
         the shape findings, not as a different graph."""
-        graphs: list[dict[str, Any]] = []
+        graphs: list[StepGraph] = []
         identities: dict[tuple, int] = {}
         previous: tuple | None = None
         for sequence in self.step_sequences:
             structure = tuple((key[0], *key[2:]) for key in sequence)
             identity = identities.setdefault(structure, len(identities))
-            entry: dict[str, Any] = {"graph": identity, "ops": len(sequence), "first_difference": None}
+            entry = StepGraph(graph=identity, ops=len(sequence))
             if previous is not None and structure != previous[0]:
-                entry["first_difference"] = self._first_difference(previous, (structure, sequence))
+                entry.first_difference = self._first_difference(previous, (structure, sequence))
             graphs.append(entry)
             previous = (structure, sequence)
         return graphs
@@ -678,7 +747,7 @@ class OpTracer:
         identities: dict[tuple, int] = {}
         return [identities.setdefault(tuple(sequence), len(identities)) for sequence in self.optimizer_sequences]
 
-    def _first_difference(self, before: tuple, after: tuple) -> dict[str, Any]:
+    def _first_difference(self, before: tuple, after: tuple) -> GraphDifference:
         """The first op where two steps part, named by the op that only one of
         them has (the inserted or removed op, not its innocent neighbour)."""
         (shape_a, keys_a), (shape_b, keys_b) = before, after
@@ -689,5 +758,5 @@ class OpTracer:
         if chosen is None:
             chosen = keys_b[position] if position < len(keys_b) else keys_a[position]
         record = self.records[chosen]
-        return {"op_index": position, "op": record.op, "location": record.location,
-                "phase": record.phase, "inputs": record.inputs}
+        return GraphDifference(op_index=position, op=record.op, location=record.location, phase=record.phase,
+                               inputs=record.inputs)

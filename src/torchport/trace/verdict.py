@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from torchport import glossary
-from torchport.records import Finding, OpStatus, TargetOpSupport, TargetVerdict, TraceSection, TraceSeverity, TraceVerdictStatus
+from torchport.records import (BackendEntry, CounterRun, Finding, OpStatus, RecompilingRun, TargetOpSupport, TargetVerdict, TraceSection,
+                               TraceSeverity, TraceVerdictStatus, XlaComparison, XlaMeasured, XlaPrediction)
 from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, as_section
 
 # Python asking for a device value (.item(), float(), if tensor:): counted by
@@ -57,11 +58,6 @@ def verdicts(section: TraceSection, targets: list[str]) -> dict[str, TargetVerdi
     return {name: target_verdict(name, section) for name in targets}
 
 
-def section_verdicts(section: dict[str, Any]) -> dict[str, TargetVerdict]:
-    """The verdicts of a trace section (as written, or read from a result document)."""
-    return {name: TargetVerdict.from_dict(item) for name, item in (section.get("verdicts") or {}).items()}
-
-
 def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
     findings = [f for f in section.findings if name in f.targets]
     support = section.op_support.get(name) or TargetOpSupport()
@@ -75,8 +71,8 @@ def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
     too_big = bool(chips) and not any(c.fits for c in chips)
 
     scan_target = glossary.trace_to_scan(name)
-    scanned = [f for f in (section.app_scan or {}).get("findings", [])
-               if scan_target and f["severity"].get(scan_target) in ("error", "silent")]
+    scanned = [f for f in (section.app_scan.findings if section.app_scan else [])
+               if scan_target and f.severity.get(scan_target) in ("error", "silent")]
     verdict = TargetVerdict(fallbacks=len(fallbacks), fallback_ops=fallbacks, recompilations=recompilations,
                             blockers=len(blockers) + int(too_big), slow_findings=len(slow), unknown_ops=len(unknown),
                             op_support=support.kind)
@@ -115,16 +111,16 @@ def target_verdict(name: str, section: TraceSection) -> TargetVerdict:
         head = "no blocker in the trace" if scanned else "runs as is"
         verdict.status = TraceVerdictStatus.RUNS
         verdict.text = head + (f" ({len(minor)} minor finding{'s' if len(minor) != 1 else ''})" if minor else "") + source
-    if scanned:
+    if scanned and scan_target:  # scanned: found for scan_target
         first = scanned[0]
-        verdict.scan_findings = [f"{f['id']} at {f['location']}" for f in scanned]
-        ran = sum(1 for f in scanned if f.get("seen_at_run_time"))
-        source = ("scan of the app's files" if (section.app_scan or {}).get("files")
+        verdict.scan_findings = [f"{f.id} at {f.location}" for f in scanned]
+        ran = sum(1 for f in scanned if f.seen_at_run_time)
+        source = ("scan of the app's files" if section.app_scan and section.app_scan.files
                   else "device-typed APIs seen at run time")
         verdict.text += (f"; {source}: {len(scanned)} finding{'s' if len(scanned) != 1 else ''} "
-                            f"{first['severity'][scan_target]} here"
-                            + (f" ({ran} seen at run time)" if ran and source.startswith("scan") else "")
-                            + f", first {first['id']} {first['title']} at {first['location']}")
+                         f"{first.severity[scan_target]} here"
+                         + (f" ({ran} seen at run time)" if ran and source.startswith("scan") else "")
+                         + f", first {first.id} {first.title} at {first.location}")
     return verdict
 
 
@@ -139,26 +135,27 @@ def _gib(value: int) -> str:
 # ---- prediction vs. a measured xla run ------------------------------------------------------------
 
 
-def measured_xla(document: dict[str, Any]) -> dict[str, Any] | None:
+def measured_xla(backend: BackendEntry | None) -> XlaMeasured | None:
     """The xla backend's counters over all phases of each successful run, and
     torchport's own loss reads (outside the phase windows) apart: computed
     into the backend's summary (torchport.summary.counter_totals)."""
-    backend = (document.get("backends") or {}).get("xla") or {}
-    per_run = (backend.get("summary") or {}).get("counter_runs") or []
+    per_run = (backend.summary.counter_runs if backend and backend.summary else None) or []
     if not per_run:
         return None
-    return {"runs": len(per_run), "per_run": per_run}
+    return XlaMeasured(runs=len(per_run), per_run=list(per_run))
 
 
 def _per_step(findings: list[Finding], rule: RuleId) -> float:
     return sum(f.per_step or 0 for f in findings if f.id == rule and "xla" in f.targets)
 
 
-def compare_with_xla(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
+def compare_with_xla(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> XlaComparison | None:
     """Side by side: what the trace predicts for torch_xla and what the xla
     backend measured, over all phases.  Any measured count above the
-    prediction is a disagreement, listed with its likely cause."""
-    measured = measured_xla(document)
+    prediction is a disagreement, listed with its likely cause.  ``document``
+    is the result document as written (its reader is torchport.document)."""
+    xla = (document.get("backends") or {}).get("xla")
+    measured = measured_xla(BackendEntry.from_dict(xla) if xla else None)
     if measured is None:
         return None
     section = as_section(section)
@@ -174,72 +171,72 @@ def compare_with_xla(section: TraceSection | dict[str, Any], document: dict[str,
     # Each host sync and each data-dependent-shape op runs what is pending: one more execution.
     executions_per_step = 1 + syncs_per_step + dynamic_per_step
     disagreements: list[str] = []
-    measured_ops = sorted({op for run in measured["per_run"] for op in run["fallback_ops"]})
+    measured_ops = sorted({op for run in measured.per_run for op in run.fallback_ops})
     for op in measured_ops:
         if op not in predicted_ops and op != HOST_SYNC_OP:
             disagreements.append(f"{op} fell back to the CPU on xla but the trace did not predict it")
     for op in predicted_ops:
         if op not in measured_ops:
             disagreements.append(f"the trace predicted a CPU fallback of {op} but the xla run executed none")
-    recompiling: list[dict[str, Any]] = []
-    for index, run in enumerate(measured["per_run"], 1):
-        steps = run["steps"] or 0
+    recompiling: list[RecompilingRun] = []
+    for index, run in enumerate(measured.per_run, 1):
+        steps = run.steps or 0
         cause = _likely_cause(run, section, dynamic_lines, sync_lines)
-        if run["compilations"] > compilations:
-            disagreements.append(f"run {index}: compiled {run['compilations']} graphs "
-                                 f"({_phase_counts(run['compilations_per_phase'])}; {run['compile_time_s']:.2f} s of "
+        if run.compilations > compilations:
+            disagreements.append(f"run {index}: compiled {run.compilations} graphs "
+                                 f"({_phase_counts(run.compilations_per_phase)}; {run.compile_time_s:.2f} s of "
                                  f"compiling), the trace predicted {compilations}: {cause}")
-        elif compilations > 1 and run["compilations"] < compilations:
-            disagreements.append(f"run {index}: predicted {compilations} step graphs, measured {run['compilations']} "
+        elif compilations > 1 and run.compilations < compilations:
+            disagreements.append(f"run {index}: predicted {compilations} step graphs, measured {run.compilations} "
                                  "compilations")
         predicted_syncs = round(syncs_per_step * steps)
-        if run["app_host_syncs"] > predicted_syncs:
-            disagreements.append(f"run {index}: the app's own host syncs ({HOST_SYNC_OP}) ran {run['app_host_syncs']} "
+        if run.app_host_syncs > predicted_syncs:
+            disagreements.append(f"run {index}: the app's own host syncs ({HOST_SYNC_OP}) ran {run.app_host_syncs} "
                                  f"times in {steps} steps, the trace predicted {predicted_syncs} "
                                  "(torchport's own loss reads are outside these counts)")
         predicted_executions = round(executions_per_step * steps)
-        if run["executions"] > predicted_executions:
-            disagreements.append(f"run {index}: {run['executions']} graph executions in {steps} steps, the trace "
+        if run.executions > predicted_executions:
+            disagreements.append(f"run {index}: {run.executions} graph executions in {steps} steps, the trace "
                                  f"predicted {predicted_executions} ({executions_per_step:g} per step): {cause}")
-        if run["warmup_blocks_compiling"] > 1 or run["sustained_compilations"]:
-            recompiling.append({"run": index, "warmup_compilations": run["compilations_per_phase"]["warmup"],
-                                "warmup_blocks_compiling": run["warmup_blocks_compiling"],
-                                "warmup_blocks": run["warmup_blocks"],
-                                "warmup_compile_time_s": run["warmup_compile_time_s"],
-                                "sustained_compilations": run["sustained_compilations"]})
-    return {
-        "predicted": {"fallback_ops": predicted_ops, "step_graphs": compilations,
-                      "host_syncs_per_step": syncs_per_step, "data_dependent_ops_per_step": dynamic_per_step,
-                      "executions_per_step": executions_per_step},
-        "measured": measured,
-        "recompiling": recompiling,
-        "disagreements": disagreements,
-        "agrees": not disagreements,
-        "rules": "over all phases (first step, warm-up, sustained): fallback ops must match as sets; compilations, "
-                 "executions and the app's host syncs must not exceed the prediction (torchport's own loss reads are "
-                 "read outside the phase windows and counted apart); a warm-up that compiles in more than one block "
-                 "is recompiling",
-    }
+        if run.warmup_blocks_compiling > 1 or run.sustained_compilations:
+            recompiling.append(RecompilingRun(run=index, warmup_compilations=run.compilations_per_phase["warmup"],
+                                              warmup_blocks_compiling=run.warmup_blocks_compiling,
+                                              warmup_blocks=run.warmup_blocks,
+                                              warmup_compile_time_s=run.warmup_compile_time_s,
+                                              sustained_compilations=run.sustained_compilations))
+    return XlaComparison(
+        predicted=XlaPrediction(fallback_ops=predicted_ops, step_graphs=compilations,
+                                host_syncs_per_step=syncs_per_step, data_dependent_ops_per_step=dynamic_per_step,
+                                executions_per_step=executions_per_step),
+        measured=measured,
+        recompiling=recompiling,
+        disagreements=disagreements,
+        agrees=not disagreements,
+        rules="over all phases (first step, warm-up, sustained): fallback ops must match as sets; compilations, "
+              "executions and the app's host syncs must not exceed the prediction (torchport's own loss reads are "
+              "read outside the phase windows and counted apart); a warm-up that compiles in more than one block "
+              "is recompiling",
+    )
 
 
 def _phase_counts(per_phase: dict[str, int]) -> str:
     return ", ".join(f"{count} in {phase.replace('_', ' ')}" for phase, count in per_phase.items())
 
 
-def _likely_cause(run: dict[str, Any], section: TraceSection, dynamic_lines: list[str], sync_lines: list[str]) -> str:
+def _likely_cause(run: CounterRun, section: TraceSection, dynamic_lines: list[str], sync_lines: list[str]) -> str:
     """Why a run compiled or executed more than predicted, from what was measured and traced."""
     causes = []
-    if "aten::nonzero" in run["fallback_ops"] or dynamic_lines:
+    if "aten::nonzero" in run.fallback_ops or dynamic_lines:
         where = f" at {', '.join(dynamic_lines)}" if dynamic_lines else ""
-        causes.append(f"data-dependent shapes{where} (aten::nonzero x{run['fallback_ops'].get('aten::nonzero', 0)}: "
+        causes.append(f"data-dependent shapes{where} (aten::nonzero x{run.fallback_ops.get('aten::nonzero', 0)}: "
                       "one graph per distinct size of the selection)")
     predicted_shapes = max(1, (section.shapes.signatures if section.shapes else None) or 1)
-    if (run.get("distinct_batch_shapes") or 1) > predicted_shapes:
-        causes.append(f"changing input shapes ({run['distinct_batch_shapes']} distinct batch shapes measured, "
+    if (run.distinct_batch_shapes or 1) > predicted_shapes:
+        causes.append(f"changing input shapes ({run.distinct_batch_shapes} distinct batch shapes measured, "
                       f"{predicted_shapes} traced)")
-    if run["app_host_syncs"]:
+    if run.app_host_syncs:
         where = f" at {', '.join(sync_lines)}" if sync_lines else ""
-        causes.append(f"host syncs{where} ({HOST_SYNC_OP} x{run['app_host_syncs']}: each cuts the graph)")
+        causes.append(f"host syncs{where} ({HOST_SYNC_OP} x{run.app_host_syncs}: each cuts the graph)")
     return "; ".join(causes) or "cause not identified from the counters"
 
 
@@ -249,4 +246,4 @@ def worst(verdicts: dict[str, TargetVerdict]) -> str:
                default=TraceVerdictStatus.RUNS)
 
 
-__all__ = ["target_verdict", "verdicts", "section_verdicts", "compare_with_xla", "predicted_compilations", "SEVERITY_RANK", "worst"]
+__all__ = ["target_verdict", "verdicts", "compare_with_xla", "predicted_compilations", "SEVERITY_RANK", "worst"]
