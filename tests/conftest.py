@@ -244,6 +244,7 @@ def machine_results(tmp_path_factory) -> dict[str, Path]:
 # --- "runs on X" only with proof from X: every result document a test produces -------------
 
 def _unproven(root: Path) -> list[str]:
+    from torchport.document import result_record
     from torchport.script.evidence import unproven_verdicts
 
     problems = []
@@ -254,7 +255,7 @@ def _unproven(root: Path) -> list[str]:
             document = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # a test of a damaged result file: nothing to check
-        problems += [f"{path}: {problem}" for problem in unproven_verdicts(document)]
+        problems += [f"{path}: {problem}" for problem in unproven_verdicts(result_record(document))]
     return problems
 
 

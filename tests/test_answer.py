@@ -17,13 +17,15 @@ from rich.console import Console
 
 from conftest import QUICK, QUICK_TIMING, ROOT, load_result, run_torchport
 from torchport import summary
+from torchport.document import result_record
+from torchport.records import ResultDocument
 from torchport.report import answer, html, markdown, terminal
 from torchport import formatting as fmt
 
 H200 = ROOT / "benchmarks" / "results" / "h200-2026-11-30" / "evaluate-classifier.json"
 
 
-def _terminal_text(document: dict) -> str:
+def _terminal_text(document: ResultDocument) -> str:
     console = Console(width=1000, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     terminal.print_summary(document, console)
     return console.export_text()
@@ -33,7 +35,8 @@ def _rows(text: str, start: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip().startswith(start)]
 
 
-def assert_three_renderings_agree(document: dict) -> answer.Answer:
+def assert_three_renderings_agree(found: dict | ResultDocument) -> answer.Answer:
+    document = result_record(found) if isinstance(found, dict) else found
     model = answer.build(document)
     md, page, term = markdown.render(document), html.render(document), _terminal_text(document)
     for line in model.lines():  # the lines under the table, in each rendering
@@ -171,7 +174,7 @@ def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluatio
     model = assert_three_renderings_agree(document)
     compiled = next(row for row in model.rows if row.target == "compiled CPU")
     assert "pipeline borderline" in compiled.workflow.text
-    assert "| pipeline | cpu-compile | *borderline* | borderline: data" in markdown.render(document)
+    assert "| pipeline | cpu-compile | *borderline* | borderline: data" in markdown.render(result_record(document))
     # Every worker ran with the thread counts the parent decided, and the report says which.
     from torchport.launch import worker_threads
 
@@ -180,9 +183,9 @@ def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluatio
         for run in backend["runs"]:
             assert {k: run["worker"]["threads"][k] for k in decided} == decided, run["worker"]
     threads = f"main, {decided['intra_op']} intra-op / {decided['inter_op']} inter-op threads"
-    assert f"| {threads} |" in markdown.render(document)
-    assert f"<td>{threads}</td>" in html.render(document)
-    assert "<td>pipeline</td><td>cpu-compile</td><td>borderline</td>" in html.render(document)
+    assert f"| {threads} |" in markdown.render(result_record(document))
+    assert f"<td>{threads}</td>" in html.render(result_record(document))
+    assert "<td>pipeline</td><td>cpu-compile</td><td>borderline</td>" in html.render(result_record(document))
     console = Console(width=400, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(terminal_table(document["checks"]))
     (row,) = [line for line in console.export_text().splitlines() if "cpu-compile" in line and "pipeline" in line]

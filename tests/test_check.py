@@ -169,7 +169,7 @@ def test_app_failing_in_its_loss_exits_2_with_its_location(torchport_cli, tmp_pa
 
 @pytest.mark.alone
 def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path):
-    from torchport.document import validate
+    from torchport.document import result_record, validate
     from torchport.check.stage import evaluate_stage
     from torchport.evaluate import Evaluation, EvaluationOptions
     from torchport.protocol import ProtocolConfig
@@ -186,7 +186,7 @@ def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path)
     # Measured in the backend's own worker as `torchport check` does; the evaluation's figure beside it.
     assert pipeline_figures["step_time_source"].startswith("5 rounds of 4 compute-only steps in this backend's worker")
     assert pipeline_figures["evaluation_step_s"] > 0 and pipeline_figures["verdict"] == "keeps up"
-    report = render(document)
+    report = render(result_record(document))
     assert "## Checks: parity, checkpoints, recovery, distributed, input pipeline" in report
     assert "| checkpoint | cpu -> cpu | pass | bit-exact |" in report
 

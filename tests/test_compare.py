@@ -48,8 +48,9 @@ def test_ratios_costs_and_what_is_not_comparable(machine_results, tmp_path):
     low, high = candidate["ratio"]["ci95"]
     assert low <= candidate["ratio"]["speedup"] <= high
     # The interval is evaluate's unpaired bootstrap (one implementation, seeded): the same figures.
-    assert candidate["ratio"] == summary.comparison(BackendEntry.from_dict(gpubox["backends"]["cpu-compile"]),
-                                                    BackendEntry.from_dict(laptop["backends"]["cpu"]))
+    ratio = summary.comparison(BackendEntry.from_dict(gpubox["backends"]["cpu-compile"]),
+                               BackendEntry.from_dict(laptop["backends"]["cpu"]))
+    assert ratio is not None and candidate["ratio"] == ratio.to_dict()
     assert candidate["ratio"]["practical_threshold"] == 0.05
     assert entries[("laptop", "cpu")]["reference"] and entries[("laptop", "cpu")]["ratio"] is None
 

@@ -14,6 +14,7 @@ import pytest
 from browser import Browser, find_chromium
 from conftest import run_torchport
 from torchport import formatting as fmt
+from torchport.records import BackendComparison, Stat
 
 # Charts every full evaluation of the built-in app draws (cpu + cpu-compile, with trace and checks).
 EVALUATION_CHARTS = ["phases", "step-time", "warmup-0", "warmup-1", "spread", "loss", "parity-loss", "compile",
@@ -87,7 +88,7 @@ def test_report_html_in_a_browser(builtin_evaluation, browser, tmp_path):
     document = json.loads((builtin_evaluation / "result.json").read_text())
     text = browser.evaluate("document.body.innerText")
     for backend in document["backends"].values():
-        assert fmt.step_time_with_ci(backend["summary"]["step_time_s"]) in text
+        assert fmt.step_time_with_ci(Stat.from_dict(backend["summary"]["step_time_s"])) in text
     assert fmt.usd(document["backends"]["cpu"]["cost"]["usd_per_million_samples"]) in text
     assert browser.evaluate("JSON.parse(document.getElementById('torchport-result').textContent).app.spec") == \
         "builtin:classifier"
@@ -111,7 +112,7 @@ def test_comparison_html_in_a_browser(machine_results, browser, tmp_path):
     comparison = json.loads((tmp_path / "c.json").read_text())
     text = browser.evaluate("document.body.innerText")
     entry = next(e for e in comparison["entries"] if e["machine"] == "gpubox")
-    assert fmt.speedup(entry["ratio"]) in text
+    assert fmt.speedup(BackendComparison.from_dict(entry["ratio"])) in text
     assert fmt.usd(entry["cost"]["usd_per_million_samples"]) in text
     assert "batch shapes differ" in text
     shot = tmp_path / "comparison.png"

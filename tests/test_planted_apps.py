@@ -337,6 +337,7 @@ def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_
     from torchport.document import validate
     from torchport.check.stage import evaluate_stage
     from torchport.evaluate import Evaluation, EvaluationOptions
+    from torchport.document import result_record
     from torchport.protocol import ProtocolConfig
     from torchport.report.markdown import render
 
@@ -351,7 +352,7 @@ def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_
     (parity,) = [c for c in document["checks"]["checks"] if c["name"] == "parity"]
     assert parity["backend"] == "cpu-compile"
     assert_float64_reference_kept_the_casts(parity)
-    assert "app failed" not in render(document).lower()
+    assert "app failed" not in render(result_record(document)).lower()
 
 
 @pytest.mark.slow
@@ -399,6 +400,7 @@ def test_a_pipeline_between_the_thresholds_is_borderline_in_every_output(tmp_pat
     from rich.console import Console
 
     from conftest import QUICK_TIMING, load_result
+    from torchport.document import result_record
     from torchport.report import html, markdown, terminal
 
     out = tmp_path / "run"
@@ -415,12 +417,12 @@ def test_a_pipeline_between_the_thresholds_is_borderline_in_every_output(tmp_pat
         assert 0.15 <= check["figures"]["load_share"] <= 0.25
         assert collate in check["reason"], check["reason"]
     console = Console(width=1000, record=True, file=io.StringIO())  # the terminal's answer per target, unwrapped
-    terminal.print_summary(document, console)
+    terminal.print_summary(result_record(document), console)
     assert "pipeline borderline" in console.export_text()
-    report = markdown.render(document)
+    report = markdown.render(result_record(document))
     assert "| pipeline | cpu-compile | *borderline* | borderline: data" in report
     assert "pipeline borderline" in report
-    page = html.render(document)
+    page = html.render(result_record(document))
     assert "<td>pipeline</td><td>cpu-compile</td><td>borderline</td>" in page and escape("pipeline borderline") in page
     # The evaluation covered cpu and cpu-compile; the check alone covers xla (when its environment exists).
     alone = [name for name in backends() if name != "cpu-compile"]

@@ -18,10 +18,13 @@ from torchport import document as result_document
 from torchport import failures, glossary, summary
 from torchport.backends import registry
 from torchport.records import (
+    BackendComparison,
     BackendEntry,
+    BudgetSection,
     BackendStatus,
     Check,
     CheckStatus,
+    ConfigConsistency,
     Cost,
     CounterRow,
     DeviceMemory,
@@ -33,14 +36,22 @@ from torchport.records import (
     OpSupportRow,
     RunRecord,
     RunSeries,
+    ResultDocument,
     RunStatus,
+    SampleBlock,
+    ScenarioSamples,
     ScenarioSummary,
+    ScriptSection,
+    StageError,
     Stat,
     Summary,
+    SustainedSamples,
     TargetVerdict,
+    TraceSection,
     TraceSeverity,
     TraceVerdictStatus,
     WarmupRecompiling,
+    WarmupSamples,
 )
 
 
@@ -304,8 +315,8 @@ def test_a_10_document_is_still_read_and_rendered(tmp_path, document):
     path = tmp_path / "result.json"
     path.write_text(json.dumps(old))
     refreshed = summary.refresh(result_document.read_document(path))
-    assert refreshed["backends"]["cpu"]["summary"]["peak_device_memory_bytes"] == 4096
-    assert refreshed["backends"]["cpu"]["summary"]["runs_series"]
+    assert refreshed.backends["cpu"].measured().peak_device_memory_bytes == 4096
+    assert refreshed.backends["cpu"].measured().runs_series
     done = run_torchport("report", str(path), "-o", str(tmp_path / "report.md"), "--html", str(tmp_path / "r.html"))
     assert done.returncode == 0, done.stderr
     assert "## Training throughput" in (tmp_path / "report.md").read_text()
@@ -314,6 +325,48 @@ def test_a_10_document_is_still_read_and_rendered(tmp_path, document):
     refused = run_torchport("report", str(path))
     assert refused.returncode == 2
     assert "result schema version '0.9' is not one this torchport reads ('1.0', '1.1', '1.2')" in refused.stderr
+
+
+# --- the records of the report layer: the whole document, summaries, comparison, script mode ---------
+
+def _report_schema_parts(schema: dict) -> dict[str, dict]:
+    defs, top = schema["$defs"], schema["properties"]
+    return {
+        "ResultDocument": schema, "BudgetSection": top["budget"], "StageError": top["stage_errors"]["items"],
+        "ConfigConsistency": top["config_consistency"], "ScenarioSamples": defs["scenario"],
+        "SampleBlock": defs["block"], "WarmupSamples": defs["scenario"]["properties"]["warmup"],
+        "SustainedSamples": defs["scenario"]["properties"]["sustained"],
+    }
+
+
+@pytest.mark.parametrize("record_class", [ResultDocument, BudgetSection, StageError, ConfigConsistency, ScenarioSamples,
+                                          SampleBlock, WarmupSamples, SustainedSamples], ids=lambda cls: cls.__name__)
+def test_each_report_record_declares_exactly_the_fields_its_schema_declares(schema, record_class):
+    part = _report_schema_parts(schema)[record_class.__name__]
+    declared = [f.name for f in dataclasses.fields(record_class) if f.name not in ("extra", "key_order")]
+    assert sorted(declared) == sorted(part["properties"]), (
+        f"only in {record_class.__name__}: {sorted(set(declared) - set(part['properties']))}; "
+        f"only in the schema: {sorted(set(part['properties']) - set(declared))}")
+
+
+def test_the_script_section_record_declares_what_its_schema_requires(schema):
+    part = schema["properties"]["script"]
+    declared = {f.name for f in dataclasses.fields(ScriptSection)}
+    assert set(part["required"]) <= declared and set(part["properties"]) <= declared
+
+
+def test_a_whole_real_document_round_trips_and_refresh_recomputes_it_unchanged(document):
+    """The report layer reads the document once, as a record: written back it is the same JSON, key
+    order included; recomputing every figure from the raw samples (summary.refresh) gives the
+    figures the evaluation wrote, byte for byte."""
+    record = result_document.result_record(document)
+    assert isinstance(record.trace, TraceSection) and isinstance(record.config_consistency, ConfigConsistency)
+    assert record.checks is not None and all(isinstance(check, Check) for check in record.check_records())
+    assert all(isinstance(entry.comparison, BackendComparison) for name, entry in record.backends.items()
+               if name != record.reference)
+    assert json.dumps(record.to_dict()) == json.dumps(document)
+    assert json.dumps(summary.refresh(copy.deepcopy(document)).to_dict()) == json.dumps(document)
+    assert [check.to_dict() for check in record.check_records()] == document["checks"]["checks"]
 
 
 # --- check (src/torchport/check/): the section and each check's figures -----------------------------

@@ -20,6 +20,7 @@ from rich.console import Console
 from conftest import QUICK, load_result, run_torchport
 from torchport import formatting as fmt
 from torchport import summary
+from torchport.records import ResultDocument
 from torchport.report import html, markdown, model, terminal
 from torchport.report.svg import esc
 
@@ -27,7 +28,7 @@ APPS = Path(__file__).parent / "apps"
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
-def _terminal_text(document: dict) -> str:
+def _terminal_text(document: ResultDocument) -> str:
     console = Console(width=1000, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     terminal.print_summary(document, console)
     return console.export_text()
@@ -58,7 +59,7 @@ def assert_same_sections(document: dict) -> model.Sections:
     document = summary.refresh(document)
     parts = model.sections(document)
     md, page, term = markdown.render(document), html.render(document), _terminal_text(document)
-    names = list(document["backends"])
+    names = list(document.backends)
 
     # Measured: the throughput tables and the terminal table's rows that carry a step time.
     assert _md_table_backends(_md_section(md, "## Training throughput (sustained)")) == set(parts.measured)
@@ -84,17 +85,17 @@ def assert_same_sections(document: dict) -> model.Sections:
 
     # Stages that could not finish.
     for error in parts.stage_errors:
-        line = f"{error['stage']}: {error['message']}"
-        assert fmt.md(error["message"]) in _md_section(md, "## Stages that could not finish")
+        line = f"{error.stage}: {error.message}"
+        assert fmt.md(error.message) in _md_section(md, "## Stages that could not finish")
         assert esc(line) in _html_section(page, "Stages that could not finish")
         assert f"stage {line}" in term
     if not parts.stage_errors:
         assert "Stages that could not finish" not in md + page and "stage could not finish" not in term
 
     # Script mode has its section in each.
-    if document.get("script"):
+    if document.script:
         assert "## Script mode" in md and "<h2>Script mode</h2>" in page
-        verdicts = document["script"].get("verdicts") or {}
+        verdicts = document.script.verdicts
         assert verdicts and all(f"script {name}: " in term for name in verdicts)
         assert all(name in _md_section(md, "## Script mode") and name in _html_section(page, "Script mode")
                    for name in verdicts)
@@ -128,7 +129,7 @@ def test_a_stage_error_is_listed_alike(builtin_evaluation):
     document["stage_errors"] = [{"stage": "trace", "message": "RuntimeError: planted <b>|stage</b> failure",
                                  "location": None}]
     parts = assert_same_sections(document)
-    assert [e["stage"] for e in parts.stage_errors] == ["trace"]
+    assert [e.stage for e in parts.stage_errors] == ["trace"]
 
 
 def test_a_script_run_is_listed_alike(tmp_path):

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from test_script_mode import SCRIPTS, evaluate_script, only_run
+from torchport.document import result_record
+from torchport.records import DeviceEvidence
 from torchport.script.evidence import judge, unproven_verdicts
 
 
@@ -189,10 +191,10 @@ def test_unproven_verdicts_are_found():
                              "cpu": {"runs": [{"status": "ok", "script": {"evidence": {"ran_on_device": True}}}]}},
                 "script": {"verdicts": {"xla": {"verdict": "runs by configuration alone", "text": "runs"},
                                         "cpu": {"verdict": "runs by configuration alone", "text": "runs"}}}}
-    assert [problem.split(":")[0] for problem in unproven_verdicts(document)] == ["xla"]
-    assert judge({"backend": "xla", "device_type": "xla", "parameter_devices": ["xla"],
-                  "xla": {"compilations": 0, "executions": 0}})["ran_on_device"] is False
-    assert judge({"backend": "cpu", "device_type": "cpu", "parameter_devices": ["cpu"]})["ran_on_device"] is True
+    assert [problem.split(":")[0] for problem in unproven_verdicts(result_record(document))] == ["xla"]
+    assert judge(DeviceEvidence(backend="xla", device_type="xla", parameter_devices=["xla"],
+                                xla={"compilations": 0, "executions": 0})).ran_on_device is False
+    assert judge(DeviceEvidence(backend="cpu", device_type="cpu", parameter_devices=["cpu"])).ran_on_device is True
 
 
 def test_every_result_the_tests_wrote_so_far_is_proven(tmp_path_factory):
@@ -204,7 +206,7 @@ def test_every_result_the_tests_wrote_so_far_is_proven(tmp_path_factory):
             document = json.loads(path.read_text())
         except ValueError:
             continue
-        assert not unproven_verdicts(document), path
+        assert not unproven_verdicts(result_record(document)), path
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
@@ -249,36 +251,37 @@ def test_accelerator_backends_and_a_cuda_script_on_a_cpu_only_torch(tmp_path):
     assert error["location"] == f"{script}:{_line(script, 'nn.Linear(16, 1)).to(args.device)')}"
     assert "Torch not compiled with CUDA enabled" in error["message"] and "--device=cuda" in error["message"]
     assert "--redirect-cuda" in error["message"]
-    assert not unproven_verdicts(document)
+    assert not unproven_verdicts(result_record(document))
     assert "script cuda: not available here" in completed.stdout
 
 
 def test_accelerator_evidence_is_judged_from_parameters_or_device_memory():
     """The judgement of an accelerator run's record (the records a cuda, rocm or mps worker writes; no device
     is involved, and collect() on a real accelerator has not run in script mode: docs/limits.md)."""
-    on_device = judge({"backend": "cuda", "device_type": "cuda", "parameter_devices": ["cuda"]})
-    assert on_device == {"ran_on_device": True, "proof": "its parameters are on cuda"}
-    on_host = judge({"backend": "rocm", "device_type": "cuda", "parameter_devices": ["cpu"],
-                     "device_memory_peak_bytes": 4096})
-    assert on_host == {"ran_on_device": False, "why": "did not run on rocm: the script placed its work on cpu"}
-    memory_only = judge({"backend": "mps", "device_type": "mps", "parameter_devices": [],
-                         "device_memory_peak_bytes": 4096})
-    assert memory_only == {"ran_on_device": True, "proof": "4096 bytes of mps memory at its peak"}
-    nothing = judge({"backend": "mps", "device_type": "mps", "parameter_devices": [], "device_memory_peak_bytes": 0})
-    assert nothing["why"] == "did not run on mps: no parameter and no memory on mps was seen"
+    on_device = judge(DeviceEvidence(backend="cuda", device_type="cuda", parameter_devices=["cuda"]))
+    assert (on_device.ran_on_device, on_device.proof, on_device.why) == (True, "its parameters are on cuda", None)
+    on_host = judge(DeviceEvidence(backend="rocm", device_type="cuda", parameter_devices=["cpu"],
+                                   device_memory_peak_bytes=4096))
+    assert (on_host.ran_on_device, on_host.proof, on_host.why) == (
+        False, None, "did not run on rocm: the script placed its work on cpu")
+    memory_only = judge(DeviceEvidence(backend="mps", device_type="mps", parameter_devices=[],
+                                       device_memory_peak_bytes=4096))
+    assert (memory_only.ran_on_device, memory_only.proof) == (True, "4096 bytes of mps memory at its peak")
+    nothing = judge(DeviceEvidence(backend="mps", device_type="mps", parameter_devices=[], device_memory_peak_bytes=0))
+    assert nothing.why == "did not run on mps: no parameter and no memory on mps was seen"
 
 
 def test_heavy_load_is_one_threshold_for_script_mode_and_check():
     from torchport.check import pipeline
     from torchport.limits import HEAVY_LOAD_PER_CPU
-    from torchport.records import HostLoad
+    from torchport.records import HostLoad, RunRecord
     from torchport.script.report import heavy_load
 
     assert pipeline.HEAVY_LOAD_PER_CPU is HEAVY_LOAD_PER_CPU
     cpus = 2
     busy, idle = HEAVY_LOAD_PER_CPU * cpus + 0.1, HEAVY_LOAD_PER_CPU * cpus - 0.1
-    assert heavy_load({"script": {"machine_load": {"start": 0.5, "end": busy, "cpus": cpus}}}) == \
+    assert heavy_load(RunRecord.from_dict({"script": {"machine_load": {"start": 0.5, "end": busy, "cpus": cpus}}})) == \
         f"1-minute load {busy:.1f} on 2 CPU(s)"
-    assert heavy_load({"script": {"machine_load": {"start": idle, "end": idle, "cpus": cpus}}}) is None
+    assert heavy_load(RunRecord.from_dict({"script": {"machine_load": {"start": idle, "end": idle, "cpus": cpus}}})) is None
     assert pipeline.load_uncertainty(HostLoad(before=[busy], after=[0.5], cpus=cpus)) is not None
     assert pipeline.load_uncertainty(HostLoad(before=[idle], after=[idle], cpus=cpus)) is None

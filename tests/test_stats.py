@@ -127,7 +127,7 @@ def test_losses_are_compared_at_a_step_every_run_reached():
     """Adaptive warm-up stops backends at different steps: their final losses
     are not comparable, their losses at the last common step are."""
     from torchport.records import RunRecord
-    from torchport.summary import loss_at_common_step, training_losses
+    from torchport.summary import loss_at_common_step, training
 
     def run(first, warmup, sustained):
         return RunRecord.from_dict({"status": "ok", "training": {
@@ -137,11 +137,11 @@ def test_losses_are_compared_at_a_step_every_run_reached():
 
     long = run([2.0], [[1.9, 1.8], [1.7, 1.6]], [[1.5, 1.4], [1.3, 1.2]])  # 9 steps
     short = run([2.0], [[1.95]], [[1.85, 1.75], [1.65, 1.55]])  # 6 steps
-    assert training_losses(long.training) == [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3, 1.2]
+    assert training(long).losses() == [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3, 1.2]
     common = loss_at_common_step([long], [short])
-    assert common["step"] == 6
-    assert (common["loss"], common["reference_loss"]) == (1.5, 1.55)
-    assert abs(common["relative_difference"] - 0.05 / 1.55) < 1e-12
+    assert common is not None and common.step == 6
+    assert (common.loss, common.reference_loss) == (1.5, 1.55)
+    assert common.relative_difference is not None and abs(common.relative_difference - 0.05 / 1.55) < 1e-12
 
 
 def test_one_process_per_side_is_never_significant():

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from torchport.document import validate
+from torchport.document import result_record, validate
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
 from torchport.records import Finding, TraceSeverity
 from torchport.report.markdown import render
+from torchport.records import ScenarioSamples
 from torchport.summary import counter_totals
 from torchport.trace.stage import evaluate_stage
 from torchport.trace.verdict import compare_with_xla
@@ -42,7 +43,7 @@ def test_evaluate_stage_puts_a_valid_trace_in_the_document_and_the_report(cpu_do
     assert Finding.from_dict(section["findings"][0]).severity is TraceSeverity.SLOW
     assert section["xla_comparison"] is None  # no xla run in this evaluation
     validate(cpu_document)
-    report = render(cpu_document)
+    report = render(result_record(cpu_document))
     assert "## Op trace: readiness per target" in report
     assert "| TR102 dynamic-output-shape | slow | `" in report
 
@@ -65,7 +66,8 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
 
     def xla_backend(*runs: dict) -> dict:
         # The comparison reads the backend's summary, which torchport.summary computes from the runs.
-        return {"runs": list(runs), "summary": {"counter_runs": [counter_totals(run["training"]) for run in runs]}}
+        return {"runs": list(runs), "summary": {"counter_runs": [
+            counter_totals(ScenarioSamples.from_dict(run["training"])).to_dict() for run in runs]}}
 
     # The data-dependent shape cuts each step's graph once: two graphs to compile.
     document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 2, 0))
@@ -106,7 +108,7 @@ def test_evaluate_trace_runs_until_a_branch_flipping_at_step_3_is_seen(tmp_path)
     assert len(varies) == 1 and "step 3 ran a different op sequence than step 2" in varies[0]["detail"]
     branch_line = next(n for n, text in enumerate(app.read_text().splitlines(), 1) if "# BRANCH" in text)
     assert varies[0]["location"] == f"{app}:{branch_line + 1}"  # the op the branch adds: torch.relu
-    assert "Tracing stopped there: the op sequence was unchanged for 3 steps." in render(document)
+    assert "Tracing stopped there: the op sequence was unchanged for 3 steps." in render(result_record(document))
 
 
 @pytest.mark.xla
@@ -137,7 +139,7 @@ def test_mask_over_repeating_data_disagrees_and_recompiles_in_warmup(tmp_path, x
     assert recompiling["warmup_blocks_compiling"] > 1 and recompiling["warmup_compile_time_s"] > 0
     summary = document["backends"]["xla"]["summary"]
     assert summary["warmup_recompiling"]["compilations"] == run["compilations_per_phase"]["warmup"]
-    report = render(document)
+    report = render(result_record(document))
     assert "The prediction agrees" not in report
     assert "**Recompiling** (run 1)" in report and "recompiling during warm-up" in report
     assert "RECOMPILING in warm-up" in report

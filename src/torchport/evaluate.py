@@ -218,8 +218,8 @@ class Evaluation:
             if self.options.script is not None:
                 from torchport.script.crossref import cross_reference
 
-                document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
-                                                     document["reference"])
+                document["script"] = cross_reference(self.options.script.resolve(), self.backends,
+                                                     document["reference"]).to_dict()
                 self.save()
             stage_options = self.options
             if self.budget is not None and self.options.stages:
@@ -227,14 +227,16 @@ class Evaluation:
                 self._eta([])
             self._run_stages(stage_options)
             if self.options.script is not None and stage_options.stages:
+                from torchport.records import ScriptCoverage, ScriptDistributed
                 from torchport.script.crossref import cross_reference
 
                 # The stages add run-time evidence: the torchrun ranks' redirects (a DDP branch runs only
                 # there) and the untimed pass's line coverage ("not executed" is decided by it).
-                document["script"] = cross_reference(self.options.script.resolve(), document["backends"],
-                                                     document["reference"],
-                                                     (document.get("script_distributed") or {}).get("ranks"),
-                                                     document.get("script_coverage"))
+                distributed, coverage = document.get("script_distributed"), document.get("script_coverage")
+                document["script"] = cross_reference(
+                    self.options.script.resolve(), self.backends, document["reference"],
+                    ScriptDistributed.from_dict(distributed).ranks if distributed else None,
+                    ScriptCoverage.from_dict(coverage) if coverage else None).to_dict()
         except UserError as exc:
             document["status"] = DocumentStatus.FAILED.value
             document["status_reason"] = exc.one_line()

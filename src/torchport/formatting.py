@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import BackendEntry, Stat
+from torchport.records import BackendComparison, BackendEntry, Stat, StepTimeInterval
 from torchport.text import one_line
 
 
@@ -43,20 +43,19 @@ def usd(value: float | None) -> str:
     return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
 
 
-def step_time_with_ci(stat: Stat | dict[str, Any] | None) -> str:
+def step_time_with_ci(stat: Stat | StepTimeInterval | None) -> str:
+    """A median step time and its 95% interval: a summary's statistic, or the comparison's copy of it."""
     if not stat:
         return "n/a"
-    if isinstance(stat, dict):
-        stat = Stat.from_dict(stat)
     low, high = stat.ci95
     return f"{seconds(stat.median)} [{seconds(low)}, {seconds(high)}]"
 
 
-def speedup(comparison: dict[str, Any] | None) -> str:
+def speedup(comparison: BackendComparison | None) -> str:
     if not comparison:
         return "reference"
-    low, high = comparison["ci95"]
-    return f"{comparison['speedup']:.2f}x [{low:.2f}, {high:.2f}] {comparison['verdict']}"
+    low, high = comparison.ci95
+    return f"{comparison.speedup:.2f}x [{low:.2f}, {high:.2f}] {comparison.verdict}"
 
 
 # --- text from apps and results, in markdown -----------------------------------------------------

@@ -320,6 +320,7 @@ class RunRecord(Record):
     host_peak_rss_bytes: int | None = None
     host_memory: dict[str, Any] | None = None  # peak_bytes, per-phase peaks, method
     metric: dict[str, Any] | None = None
+    script: dict[str, Any] | None = None  # script mode: redirects, autocast regions, machine load (torchport.script)
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
@@ -406,6 +407,68 @@ class RunSeries(Record):
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"losses"})
 
 
+# --- what a summary derives from the runs (issue 27: summary.py, compare.py, report/) ---------------
+
+
+@dataclass
+class LossAtCommonStep(Record):
+    """Two backends' median training loss at the last step every run of both reached."""
+
+    step: int = 0
+    loss: float = 0.0
+    reference_loss: float = 0.0
+    relative_difference: float | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"relative_difference"})
+
+
+@dataclass
+class BackendComparison(Record):
+    """A backend's speed against the reference (torchport.stats.compare), and their losses at a common step."""
+
+    speedup: float = 1.0
+    ci95: list[float] = field(default_factory=list)
+    significant: bool = False
+    practical: bool = False
+    verdict: str = ""
+    practical_threshold: float = 0.0
+    runs: int = 0
+    inconclusive: bool = False
+    runs_to_decide: int | None = None
+    loss_at_common_step: LossAtCommonStep | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"loss_at_common_step": LossAtCommonStep}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"runs_to_decide", "loss_at_common_step"})
+
+
+@dataclass
+class CounterRun(Record):
+    """One measured run's device counters over all phases (``Summary.counter_runs``, torchport.summary)."""
+
+    compilations: int = 0
+    compilations_per_phase: dict[str, int] = field(default_factory=dict)
+    compile_time_s: float = 0.0
+    warmup_compile_time_s: float = 0.0
+    warmup_blocks_compiling: int = 0
+    warmup_blocks: int = 0
+    sustained_compilations: int | None = None
+    executions: int = 0
+    transfers_to_device: int = 0
+    transfers_from_device: int = 0
+    graph_cuts: int = 0
+    fallback_ops: dict[str, int] = field(default_factory=dict)
+    app_host_syncs: int = 0
+    torchport_loss_reads: dict[str, int] | None = None
+    steps: int | None = None
+    distinct_batch_shapes: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"sustained_compilations", "torchport_loss_reads", "steps",
+                                                             "distinct_batch_shapes"})
+
+
+# --- the summary -----------------------------------------------------------------------------------
+
+
 @dataclass
 class Summary(ScenarioSummary):
     """Figures per backend computed from the raw samples (torchport.summary);
@@ -428,7 +491,7 @@ class Summary(ScenarioSummary):
     notes: list[str] = field(default_factory=list)
     # Schema 1.1: what renderers used to read from the runs.
     counters: list[CounterRow] | None = None
-    counter_runs: list[dict[str, Any]] | None = None
+    counter_runs: list[CounterRun] | None = None
     phase_seconds: dict[str, float] | None = None
     runs_series: list[RunSeries] | None = None
     # The effective configuration of the first successful run, and its hash.
@@ -437,7 +500,8 @@ class Summary(ScenarioSummary):
 
     _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat, "inference": ScenarioSummary,
                                                    "warmup_recompiling": WarmupRecompiling}
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow, "runs_series": RunSeries}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow, "runs_series": RunSeries,
+                                                        "counter_runs": CounterRun}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
                                     "sustained_compilations", "warmup_recompiling", "distinct_batch_shapes",
                                     "metric", "final_loss", "inference"})
@@ -484,12 +548,12 @@ class BackendEntry(Record):
     error: ErrorRecord | None = None
     runs: list[RunRecord] = field(default_factory=list)
     summary: Summary | None = None
-    comparison: dict[str, Any] | None = None
+    comparison: BackendComparison | None = None
     cost: Cost | None = None
     failures: FailureDigest | None = None  # 1.1
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "summary": Summary, "cost": Cost,
-                                                   "failures": FailureDigest}
+                                                   "failures": FailureDigest, "comparison": BackendComparison}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"runs": RunRecord}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": BackendStatus}
 
@@ -927,28 +991,6 @@ class EvaluationSummary(Record):
     criterion: str = ""
 
     _record_lists: ClassVar[dict[str, type[Record]]] = {"model_calls": ModelCall, "locations": EvaluationLine}
-
-
-@dataclass
-class CounterRun(Record):
-    """One measured run's device counters over all phases (``Summary.counter_runs``, torchport.summary)."""
-
-    compilations: int = 0
-    compilations_per_phase: dict[str, int] = field(default_factory=dict)
-    compile_time_s: float = 0.0
-    warmup_compile_time_s: float = 0.0
-    warmup_blocks_compiling: int = 0
-    warmup_blocks: int = 0
-    sustained_compilations: int | None = None
-    executions: int = 0
-    transfers_to_device: int = 0
-    transfers_from_device: int = 0
-    graph_cuts: int = 0
-    fallback_ops: dict[str, int] = field(default_factory=dict)
-    app_host_syncs: int = 0
-    torchport_loss_reads: dict[str, int] | None = None
-    steps: int | None = None
-    distinct_batch_shapes: int | None = None
 
 
 @dataclass
@@ -1691,7 +1733,536 @@ class ChecksSection(Record):
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"app_error"})
 
 
+# --- script mode's sections (issue 27: script/, report/) -------------------------------------------
+
+
+@dataclass
+class ScriptVerdict(Record):
+    """Whether a script ran on one backend, with the device's evidence; the words of ``verdict`` are
+    torchport.script.crossref's (runs by configuration alone, runs after redirects, did not run on the device, ...)."""
+
+    verdict: str = ""
+    text: str = ""
+    lines: list[str] | None = None  # runs after redirects: the lines to change
+    evidence: dict[str, Any] | None = None  # the first finished run's device evidence (torchport.script.evidence)
+
+
+@dataclass
+class ScriptLine(Record):
+    """A line of the user's files tied to CUDA: redirected at run time, found by scan, or both."""
+
+    location: str = ""
+    status: str = ""
+    redirects: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    run_time_locations: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)
+    fixable: bool = False
+
+
+@dataclass
+class ConfigurationFinding(Record):
+    """How a backend's model differs from the reference's, at the line that moved it to the device."""
+
+    backend: str = ""
+    rule: str = ""
+    location: str | None = None
+    message: str = ""
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
+class ParityResult(Record):
+    worst_relative_difference: float = 0.0
+    status: CheckStatus | str = CheckStatus.PASS
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": CheckStatus}
+
+
+@dataclass
+class LossParity(Record):
+    """Script mode's parity: each backend's first losses against the reference's first run."""
+
+    status: str = ""  # compared, not compared
+    reason: str | None = None
+    steps: int | None = None
+    tolerance: float | None = None
+    reference_run_to_run: float | None = None
+    rule: str | None = None
+    backends: dict[str, ParityResult] | None = None
+
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": ParityResult}
+
+
+@dataclass
+class ScriptSection(Record):
+    """The document's ``script``: a verdict per backend, the lines tied to CUDA, parity and configuration."""
+
+    path: str = ""
+    files_scanned: list[str] = field(default_factory=list)
+    coverage_source: str | None = None
+    verdicts: dict[str, ScriptVerdict] = field(default_factory=dict)
+    lines: list[ScriptLine] = field(default_factory=list)
+    scan_error: str | None = None
+    parity: LossParity | None = None
+    configuration: list[ConfigurationFinding] = field(default_factory=list)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"parity": LossParity}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"lines": ScriptLine, "configuration": ConfigurationFinding}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"verdicts": ScriptVerdict}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"coverage_source", "scan_error"})
+
+
+@dataclass
+class TorchrunRank(Record):
+    """One rank of the script under torchrun: how it ended, its step time and losses, what it redirected."""
+
+    status: RunStatus | str | None = None
+    error: ErrorRecord | None = None
+    step_s: float | None = None
+    redirects: list[dict[str, Any]] = field(default_factory=list)  # as the worker's redirect.Redirects.fired writes them
+    losses: list[float] = field(default_factory=list)
+    process_groups: Any = None  # what the rank's script made of torch.distributed (torchport.script.job)
+    user_files: list[str] | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"status", "error", "step_s", "process_groups",
+                                                             "user_files"})
+
+
+@dataclass
+class ScriptDistributed(Record):
+    """The document's ``script_distributed``: the script under torchrun on the reference backend."""
+
+    backend: str | None = None
+    nproc_per_node: int | None = None
+    status: str = ""  # pass, fail, skipped, not applicable
+    ranks: dict[str, TorchrunRank] = field(default_factory=dict)
+    torchrun_s: float | None = None
+    reason: str = ""
+    comparison: str | None = None
+
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"ranks": TorchrunRank}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"backend"})
+
+
+@dataclass
+class ScriptCoverage(Record):
+    """Line coverage (coverage.py) of the user's files in script mode's untimed pass."""
+
+    source: str = ""
+    files: dict[str, list[int]] = field(default_factory=dict)
+    processes_measured: int = 1
+
+
+# --- what a script-mode worker records about its run (issue 27: script/) ----------------------------
+
+
+@dataclass
+class FiredRedirect(Record):
+    """A CUDA call redirected to the backend's device at one line of the user's code, and how often."""
+
+    call: str = ""
+    location: str | None = None
+    count: int = 0
+    becomes: str | None = None  # what the call became, where it is not the call with another device
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
+class MachineLoad(Record):
+    """The machine's 1-minute load average at a run's start and end, and its CPU count."""
+
+    start: float | None = None
+    cpus: int | None = None
+    end: float | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"start", "cpus"})
+
+
+@dataclass
+class ModelFacts(Record):
+    """The script's model as it trained on one backend."""
+
+    type: str = ""
+    parameter_tensors: int = 0
+    parameters: int = 0
+    tied: list[list[str]] = field(default_factory=list)  # parameter names that share one tensor
+    dtypes: list[str] = field(default_factory=list)
+    buffers: list[str] = field(default_factory=list)
+    moved_at: str | None = None  # the user's line that moved it to the device
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"moved_at"})
+
+
+@dataclass
+class DeviceEvidence(Record):
+    """What shows that a script's run used its backend's device, and the judgement of it."""
+
+    backend: str = ""
+    device_type: str = ""
+    parameter_devices: list[str] = field(default_factory=list)
+    xla: dict[str, Any] | None = None  # XLA's counters over the script: compilations, executions, ops lowered
+    dynamo: dict[str, Any] | None = None  # torch.compile's frames and graphs over the script
+    device_memory_peak_bytes: int | None = None
+    ran_on_device: bool | None = None
+    proof: str | None = None
+    why: str | None = None
+
+
+# --- summaries, comparisons and the report (issue 27: summary.py, compare.py, report/, script/) ----
+
+
+@dataclass
+class SampleBlock(Record):
+    """One timed block of a scenario's raw samples: its steps, their time and what they counted."""
+
+    seconds: float = 0.0
+    steps: int = 1
+    data_wait_s: float = 0.0
+    samples: int | None = None
+    tokens: int | None = None
+    losses: list[float] | None = None
+    compilations: int | None = None
+
+
+@dataclass
+class WarmupSamples(Record):
+    steps: int = 0
+    seconds: float = 0.0
+    steady: bool = False
+    blocks: list[SampleBlock] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
+
+
+@dataclass
+class SustainedSamples(Record):
+    block_steps: int | None = None
+    blocks: list[SampleBlock] = field(default_factory=list)
+    stopped_by: str | None = None
+    precision: float | None = None
+    plan: dict[str, Any] | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
+
+    def steps(self) -> int:
+        return sum(block.steps for block in self.blocks)
+
+    def seconds(self) -> float:
+        return sum(block.seconds for block in self.blocks)
+
+    def step_times(self) -> list[float]:
+        """Time per step of each block: the samples every statistic is computed from."""
+        return [block.seconds / block.steps for block in self.blocks]
+
+
+@dataclass
+class ScenarioSamples(Record):
+    """The raw samples of one scenario (training, inference) in one run, as
+    summary.py reads them.  ``RunRecord`` keeps them as the worker wrote them
+    (a plain dictionary); this is the typed view of that dictionary."""
+
+    first_step_s: float = 0.0
+    first_step: SampleBlock | None = None
+    warmup: WarmupSamples = field(default_factory=WarmupSamples)
+    sustained: SustainedSamples | None = None
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # per phase: the backend's counters
+    loss_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sustained_compilations: int | None = None
+    steps_total: int = 0
+    steps_per_epoch: int | None = None
+    distinct_batch_shapes: int | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"first_step": SampleBlock, "warmup": WarmupSamples,
+                                                   "sustained": SustainedSamples}
+
+    def measured(self) -> SustainedSamples:
+        """The sustained samples of a scenario that has them."""
+        if self.sustained is None:
+            raise ValueError("the scenario has no sustained samples")
+        return self.sustained
+
+    def losses(self) -> list[float]:
+        """Every loss of the run, in step order (first step, warm-up, sustained)."""
+        blocks = [*([self.first_step] if self.first_step else []), *self.warmup.blocks,
+                  *(self.sustained.blocks if self.sustained else [])]
+        return [loss for block in blocks for loss in block.losses or []]
+
+
+@dataclass
+class ConfigConsistency(Record):
+    """Whether every backend ran the same effective configuration (by its hash)."""
+
+    consistent: bool = True
+    hashes: dict[str, list[str]] = field(default_factory=dict)
+    differing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StageError(Record):
+    """A stage (trace, checks, ...) that raised: the timing results stand."""
+
+    stage: str = ""
+    message: str = ""
+    location: str | None = None
+
+
+@dataclass
+class BudgetBackend(Record):
+    """What the time budget bought one backend."""
+
+    runs: int = 0
+    precision_reached: float | None = None
+    target_met: bool | None = None
+    shares_s: list[float] | None = None
+    stopped_by: list[str | None] | None = None
+
+
+@dataclass
+class BudgetSection(Record):
+    """The document's ``budget``: the budget, what it bought per backend, the stages it sized, what it could not buy."""
+
+    budget_s: float = 0.0
+    explicit: bool | None = None
+    precision_target: float | None = None
+    adaptive: bool = False
+    elapsed_s: float | None = None
+    backends: dict[str, BudgetBackend] = field(default_factory=dict)
+    stages: dict[str, Any] = field(default_factory=dict)  # stage -> its size (steps, bounds, fits, why)
+    could_not: list[str] = field(default_factory=list)
+
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BudgetBackend}
+
+    def sized_stages(self) -> dict[str, dict[str, Any]]:
+        """The stages sized by (or checked against) the budget."""
+        return {name: size for name, size in self.stages.items() if isinstance(size, dict) and size.get("fits")}
+
+
+@dataclass
+class ResultDocument(Record):
+    """A whole result document, as the report layer reads it: the backends, the
+    configuration and the sections the stages added.  Written by the evaluation
+    as plain JSON; read once into this by ``torchport.document.result_record``."""
+
+    # None: not in the document (one of another schema version is read for its machine's name only).
+    schema_version: str | None = None
+    tool: dict[str, Any] = field(default_factory=dict)
+    status: DocumentStatus | str | None = None
+    status_reason: str | None = None
+    created: str | None = None
+    updated: str | None = None
+    command: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    app: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    reference: str | None = None
+    reference_note: str | None = None
+    backends: dict[str, BackendEntry] = field(default_factory=dict)
+    config_consistency: ConfigConsistency | None = None
+    script: ScriptSection | None = None
+    script_coverage: ScriptCoverage | None = None
+    script_distributed: ScriptDistributed | None = None
+    stage_errors: list[StageError] = field(default_factory=list)
+    prices: dict[str, float] = field(default_factory=dict)
+    budget: BudgetSection | None = None
+    trace: TraceSection | None = None
+    checks: ChecksSection | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"config_consistency": ConfigConsistency, "budget": BudgetSection,
+                                                   "trace": TraceSection, "script": ScriptSection,
+                                                   "script_distributed": ScriptDistributed,
+                                                   "script_coverage": ScriptCoverage, "checks": ChecksSection}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"stage_errors": StageError}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BackendEntry}
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": DocumentStatus}
+
+    @property
+    def app_spec(self) -> str:
+        return str(self.app.get("spec"))
+
+    def check_records(self) -> list[Check]:
+        return self.checks.checks if self.checks else []
+
+    def section(self, key: str) -> Any:
+        """A stage's section by its key in the document, as the document holds it (what a stage renders)."""
+        value = getattr(self, key) if key in self._declared() else self.extra.get(key)
+        return value.to_dict() if isinstance(value, Record) else value
+
+
+# --- torchport compare's document (issue 27: compare.py, report/compare_text.py, report/html.py) ---
+
+
+def _every_optional_field(cls: type[Record]) -> frozenset[str]:
+    """Every field whose value may be None: a comparison writes all of its keys, null included."""
+    declared = set(cls._declared())
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.name in declared and "None" in str(f.type))
+
+
+@dataclass
+class CheckOutcomes(Record):
+    """Pass/fail counts of the checks that concern one backend, and the failed ones named."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StepTimeInterval(Record):
+    """The median step time with its 95% interval and the statistic's warnings."""
+
+    median: float = 0.0
+    ci95: list[float] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ComparisonEntry(Record):
+    """One measured backend of one result file in a comparison."""
+
+    machine: str = ""
+    backend: str = ""
+    file: str = ""
+    app: str | None = None
+    proxy_for: str | None = None
+    status: str = ""
+    config_hash: str | None = None
+    runs_ok: int | None = None
+    step_time_s: StepTimeInterval | None = None
+    samples_per_s: float | None = None
+    samples_per_s_ci95: list[float] | None = None
+    tokens_per_s: float | None = None
+    time_per_step_compile_included_s: float | None = None
+    compile_included_steps: int | None = None
+    first_step_s: float | None = None
+    time_to_first_step_s: float = 0.0
+    peak_memory_bytes: int | None = None
+    peak_memory_kind: str = ""
+    final_loss: float | None = None
+    checks: CheckOutcomes = field(default_factory=CheckOutcomes)
+    comparable: bool = False
+    reason: str | None = None
+    ratio: BackendComparison | None = None
+    price_usd_per_hour: float | None = None
+    price_source: str | None = None
+    cost: Cost | None = None
+    reference: bool = False
+
+    _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": StepTimeInterval, "checks": CheckOutcomes,
+                                                   "ratio": BackendComparison, "cost": Cost}
+
+
+@dataclass
+class NotComparable(Record):
+    """A result file (backend None) or one of its backends left out of the ratios, and why."""
+
+    machine: str = ""
+    backend: str | None = None
+    file: str = ""
+    reason: str | None = None
+
+
+@dataclass
+class ComparedMachine(Record):
+    name: str = ""
+    file: str = ""
+    app: str | None = None
+    status: str | None = None
+    updated: str | None = None
+    schema_version: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)  # the fields that change a figure
+
+
+@dataclass
+class EnvironmentDifference(Record):
+    field: str = ""  # (the document's key; it hides dataclasses.field in this class's body)
+    values: dict[str, str] = dataclasses.field(default_factory=dict)  # machine -> the value as text
+
+
+@dataclass
+class ComparisonReference(Record):
+    machine: str = ""
+    backend: str | None = None
+    app: str | None = None
+    config_hash: str | None = None
+
+
+@dataclass
+class Regression(Record):
+    """An entry slower than the reference by more than the gate's percentage; ``why`` it could not gate, if so."""
+
+    machine: str = ""
+    backend: str = ""
+    slower_by: float = 0.0
+    ci95: list[float] = field(default_factory=list)
+    why: str | None = None
+
+
+@dataclass
+class ComparisonDocument(Record):
+    """``torchport compare``'s document (kind ``torchport-comparison``): what the terminal, markdown and HTML draw."""
+
+    kind: str = ""
+    version: str = ""
+    created: str = ""
+    tool: dict[str, str] = field(default_factory=dict)
+    reference: ComparisonReference = field(default_factory=ComparisonReference)
+    machines: list[ComparedMachine] = field(default_factory=list)
+    entries: list[ComparisonEntry] = field(default_factory=list)
+    not_comparable: list[NotComparable] = field(default_factory=list)
+    environment_differences: list[EnvironmentDifference] = field(default_factory=list)
+    # With --fail-on-regression only.
+    regressions: list[Regression] | None = None
+    regressions_not_gated: list[Regression] | None = None
+    fail_on_regression_pct: float | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"reference": ComparisonReference}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {
+        "machines": ComparedMachine, "entries": ComparisonEntry, "not_comparable": NotComparable,
+        "environment_differences": EnvironmentDifference, "regressions": Regression, "regressions_not_gated": Regression}
+
+
+for _written_whole in (ComparisonEntry, NotComparable, ComparedMachine, ComparisonReference):
+    _written_whole._written_when_none = _every_optional_field(_written_whole)
+
+
 __all__ = [
+    "FiredRedirect",
+    "MachineLoad",
+    "ModelFacts",
+    "DeviceEvidence",
+    "TorchrunRank",
+    "ScriptCoverage",
+    "ScriptVerdict",
+    "ScriptLine",
+    "ConfigurationFinding",
+    "ParityResult",
+    "LossParity",
+    "ScriptSection",
+    "ScriptDistributed",
+    "CheckOutcomes",
+    "StepTimeInterval",
+    "ComparisonEntry",
+    "NotComparable",
+    "ComparedMachine",
+    "EnvironmentDifference",
+    "ComparisonReference",
+    "Regression",
+    "ComparisonDocument",
+    "SampleBlock",
+    "WarmupSamples",
+    "SustainedSamples",
+    "ScenarioSamples",
+    "LossAtCommonStep",
+    "BackendComparison",
+    "ConfigConsistency",
+    "StageError",
+    "BudgetBackend",
+    "BudgetSection",
+    "ResultDocument",
     "AppFailure",
     "CheckBudgetRecord",
     "CheckpointFigures",

@@ -6,18 +6,27 @@ summaries are only a cache of them.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from torchport.document import result_record
 from torchport.limits import INPUT_BOUND_SHARE
 from torchport.prices import Prices
 from torchport.records import (
+    BackendComparison,
     BackendEntry,
+    ConfigConsistency,
     Cost,
     CounterRow,
+    CounterRun,
     FailureDigest,
+    LossAtCommonStep,
+    ResultDocument,
     RunRecord,
     RunSeries,
     RunStatus,
+    SampleBlock,
+    ScenarioSamples,
     ScenarioSummary,
     Stat,
     Summary,
@@ -31,28 +40,24 @@ SECONDS_PER_HOUR = 3600.0
 Scenario = TypeVar("Scenario", bound=ScenarioSummary)
 
 
-def scenario_summary(samples: list[dict[str, Any] | None], kind: type[Scenario]) -> Scenario | None:
+def scenario_summary(samples: list[ScenarioSamples | None], kind: type[Scenario]) -> Scenario | None:
     """The figures of one scenario over the runs' raw samples of it (their
     ``training`` or ``inference``), as a ``kind`` record (a summary is a
     scenario summary with more fields)."""
-    scenarios = [scenario for scenario in samples if scenario and scenario.get("sustained")]
+    scenarios = [scenario for scenario in samples if scenario and scenario.sustained and scenario.sustained.blocks]
     if not scenarios:
         return None
-    step_time = Measurement([[b["seconds"] / b["steps"] for b in s["sustained"]["blocks"]] for s in scenarios])
+    step_time = Measurement([s.measured().step_times() for s in scenarios])
     samples_per_step = _per_step(scenarios, "samples")
     tokens_per_step = _per_step(scenarios, "tokens")
     low, high = step_time.ci95
-    sustained_seconds = sum(b["seconds"] for s in scenarios for b in s["sustained"]["blocks"])
-    data_wait = sum(b["data_wait_s"] for s in scenarios for b in s["sustained"]["blocks"])
-    first_step = Measurement([[s["first_step_s"]] for s in scenarios])
+    sustained_seconds = sum(b.seconds for s in scenarios for b in s.measured().blocks)
+    data_wait = sum(b.data_wait_s for s in scenarios for b in s.measured().blocks)
+    first_step = Measurement([[s.first_step_s] for s in scenarios])
     # AlgoPerf counts compilation as part of the time to result; MLPerf leaves it
     # out.  Both are shown: per step over everything this run did, and sustained only.
-    included = [
-        (s["first_step_s"] + s["warmup"]["seconds"] + sum(b["seconds"] for b in s["sustained"]["blocks"]))
-        / s["steps_total"]
-        for s in scenarios
-    ]
-    compiled = [count for s in scenarios if (count := s.get("sustained_compilations")) is not None]
+    included = [(s.first_step_s + s.warmup.seconds + s.measured().seconds()) / s.steps_total for s in scenarios]
+    compiled = [count for s in scenarios if (count := s.sustained_compilations) is not None]
     return kind(
         step_time_s=Stat.from_dict(step_time.summary()),
         samples_per_s=samples_per_step / step_time.median if samples_per_step else None,
@@ -60,22 +65,22 @@ def scenario_summary(samples: list[dict[str, Any] | None], kind: type[Scenario])
         tokens_per_s=tokens_per_step / step_time.median if tokens_per_step else None,
         first_step_s=first_step.median,
         compile_overhead_s=max(0.0, first_step.median - step_time.median),
-        warmup_steps=[s["warmup"]["steps"] for s in scenarios],
-        steady=all(s["warmup"]["steady"] for s in scenarios),
+        warmup_steps=[s.warmup.steps for s in scenarios],
+        steady=all(s.warmup.steady for s in scenarios),
         time_per_step_compile_excluded_s=step_time.median,
         time_per_step_compile_included_s=median(included),
-        compile_included_steps=scenarios[0]["steps_total"],
+        compile_included_steps=scenarios[0].steps_total,
         data_wait_share=data_wait / sustained_seconds if sustained_seconds else 0.0,
         sustained_compilations=max(compiled) if len(compiled) == len(scenarios) else None,  # every run counted
     ).computed()
 
 
-def _per_step(scenarios: list[dict[str, Any]], field: str) -> float | None:
-    totals = [(b.get(field), b["steps"]) for s in scenarios for b in s["sustained"]["blocks"]]
+def _per_step(scenarios: list[ScenarioSamples], field: str) -> float | None:
+    totals: list[tuple[int | None, int]] = [(getattr(b, field), b.steps) for s in scenarios for b in s.measured().blocks]
     if any(value is None for value, _ in totals):
         return None
     steps = sum(count for _, count in totals)
-    return sum(value for value, _ in totals) / steps if steps else None
+    return sum(value or 0 for value, _ in totals) / steps if steps else None
 
 
 def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary | None:
@@ -86,7 +91,7 @@ def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary 
     summary = scenario_summary(list(trainings), Summary)
     assert summary is not None and summary.step_time_s is not None
     notes: list[str] = list(summary.step_time_s.warnings)
-    epochs = [scenario.get("steps_per_epoch") for scenario in trainings]
+    epochs = [scenario.steps_per_epoch for scenario in trainings]
     summary.epoch_s = epochs[0] * summary.step_time_s.median if epochs[0] else None
     summary.runs_ok = len(runs)
     summary.process_start_s = _phase_median(runs, "process_start_s")
@@ -104,11 +109,11 @@ def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary 
         )
     if not summary.steady:
         notes.append("steady state was not reached within the warm-up bound: sustained figures may still include warm-up")
-    shapes = max(scenario.get("distinct_batch_shapes") or 1 for scenario in trainings)
+    shapes = max(scenario.distinct_batch_shapes or 1 for scenario in trainings)
     summary.distinct_batch_shapes = shapes
     recompiled = summary.sustained_compilations
     if recompiled:
-        steps = sum(b["steps"] for b in trainings[0]["sustained"]["blocks"])
+        steps = trainings[0].measured().steps()
         cause = f": input shapes change ({shapes} distinct batch shapes)" if shapes > 1 else ""
         notes.append(f"recompiled {recompiled} times in {steps} sustained steps{cause}; not a steady state")
     summary.warmup_recompiling = item = warmup_recompiling(trainings[0])
@@ -126,32 +131,42 @@ def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary 
         {**metrics[0], "value": median(m["value"] for m in metrics), "runs": len(metrics)}
         if metrics else None
     )
-    final_losses = [scenario["sustained"]["blocks"][-1]["losses"][-1] for scenario in trainings]
+    final_losses = [_last_loss(scenario.measured().blocks[-1]) for scenario in trainings]
     summary.final_loss = median(final_losses)
     # Runs stop at different steps (warm-up ends when the run is steady, sampling
     # when it is precise enough): the final loss is at this step, and a loss to
     # compare across backends is taken at a step both reached (comparison()).
-    summary.final_loss_step = int(median([len(training_losses(scenario)) for scenario in trainings]))
-    summary.inference = scenario_summary([run.inference for run in runs], ScenarioSummary)
+    summary.final_loss_step = int(median([len(scenario.losses()) for scenario in trainings]))
+    summary.inference = scenario_summary([scenario_samples(run.inference) for run in runs], ScenarioSummary)
     summary.notes = notes
     # What the renderers draw and tabulate, so that none of them reads the runs.
     summary.counters = counter_rows(trainings[0])
-    summary.counter_runs = [counter_totals(scenario) for scenario in trainings if scenario.get("counters")]
+    summary.counter_runs = [counter_totals(scenario) for scenario in trainings if scenario.counters]
     summary.phase_seconds = {
-        "warmup_s": median(scenario["warmup"]["seconds"] for scenario in trainings),
-        "sustained_s": median(sum(b["seconds"] for b in scenario["sustained"]["blocks"])
-                                         for scenario in trainings)}
-    summary.runs_series = [run_series(run, index) for index, run in enumerate(runs)]
+        "warmup_s": median(scenario.warmup.seconds for scenario in trainings),
+        "sustained_s": median(scenario.measured().seconds() for scenario in trainings)}
+    summary.runs_series = [run_series(run, scenario, index) for index, (run, scenario) in enumerate(zip(runs, trainings))]
     summary.config_hash = runs[0].config_hash
     summary.config = runs[0].config or {}
     return summary
 
 
-def training(run: RunRecord) -> dict[str, Any]:
+def training(run: RunRecord) -> ScenarioSamples:
     """The training samples of a successful run (``RunRecord.ok``: it has them)."""
     if not run.training:
         raise ValueError(f"run {run.round} has no training samples")
-    return run.training
+    return ScenarioSamples.from_dict(run.training)
+
+
+def scenario_samples(raw: Any) -> ScenarioSamples | None:
+    """A run's raw samples of one scenario, as the worker wrote them, read into their record."""
+    return ScenarioSamples.from_dict(raw) if raw else None
+
+
+def _last_loss(block: SampleBlock) -> float:
+    if not block.losses:
+        raise ValueError("the last sustained block has no loss")
+    return block.losses[-1]
 
 
 def _phase_median(runs: list[RunRecord], phase: str) -> float | None:
@@ -162,94 +177,86 @@ def _phase_median(runs: list[RunRecord], phase: str) -> float | None:
 COUNTER_PHASES = ("first_step", "warmup", "sustained")
 
 
-def _phase_steps(training: dict[str, Any], phase: str) -> int:
-    return {"first_step": 1, "warmup": training["warmup"]["steps"],
-            "sustained": sum(block["steps"] for block in training["sustained"]["blocks"])}[phase]
+def _phase_steps(training: ScenarioSamples, phase: str) -> int:
+    return {"first_step": 1, "warmup": training.warmup.steps, "sustained": training.measured().steps()}[phase]
 
 
-def counter_rows(samples: dict[str, Any]) -> list[CounterRow]:
+def counter_rows(samples: ScenarioSamples) -> list[CounterRow]:
     """The backend's counters per phase of one run's training (the first
     successful run in the summary), with the phase's step count: the
     compiler-counter tables."""
-    counters = samples.get("counters") or {}
+    counters = samples.counters
     return [CounterRow(phase=phase, steps=_phase_steps(samples, phase), counters=counters[phase])
             for phase in COUNTER_PHASES if counters.get(phase)]
 
 
-def counter_totals(training: dict[str, Any]) -> dict[str, Any]:
+def counter_totals(training: ScenarioSamples) -> CounterRun:
     """One run's device counters over all phases, and torchport's own loss
     reads (outside the phase windows) apart: what a trace prediction is checked against."""
-    phases = [training["counters"].get(p) or {} for p in COUNTER_PHASES]
+    phases = [training.counters.get(p) or {} for p in COUNTER_PHASES]
     fallbacks: dict[str, int] = {}
     for phase in phases:
         for op, count in (phase.get("fallback_ops") or {}).items():
             fallbacks[op] = fallbacks.get(op, 0) + int(count)
-    reads = training.get("loss_reads") or {}
-    warmup_blocks = (training.get("warmup") or {}).get("blocks") or []
+    reads = training.loss_reads
+    warmup_blocks = training.warmup.blocks
 
     def total(field: str) -> int:
         return sum(int(p.get(field) or 0) for p in phases)
 
-    return {
-        "compilations": total("compilations"),
-        "compilations_per_phase": {p: int((training["counters"].get(p) or {}).get("compilations") or 0)
-                                   for p in COUNTER_PHASES},
-        "compile_time_s": sum(float(p.get("compile_time_s") or 0.0) for p in phases),
-        "warmup_compile_time_s": float((training["counters"].get("warmup") or {}).get("compile_time_s") or 0.0),
-        "warmup_blocks_compiling": sum(1 for block in warmup_blocks if block.get("compilations")),
-        "warmup_blocks": len(warmup_blocks),
-        "sustained_compilations": training.get("sustained_compilations"),
-        "executions": total("executions"),
-        "transfers_to_device": total("transfers_to_device"),
-        "transfers_from_device": total("transfers_from_device"),
-        "graph_cuts": total("graph_cuts"),
-        "fallback_ops": fallbacks,
-        "app_host_syncs": fallbacks.get(HOST_SYNC_OPS[0], 0),
-        "torchport_loss_reads": {
+    return CounterRun(
+        compilations=total("compilations"),
+        compilations_per_phase={p: int((training.counters.get(p) or {}).get("compilations") or 0)
+                                for p in COUNTER_PHASES},
+        compile_time_s=sum(float(p.get("compile_time_s") or 0.0) for p in phases),
+        warmup_compile_time_s=float((training.counters.get("warmup") or {}).get("compile_time_s") or 0.0),
+        warmup_blocks_compiling=sum(1 for block in warmup_blocks if block.compilations),
+        warmup_blocks=len(warmup_blocks),
+        sustained_compilations=training.sustained_compilations,
+        executions=total("executions"),
+        transfers_to_device=total("transfers_to_device"),
+        transfers_from_device=total("transfers_from_device"),
+        graph_cuts=total("graph_cuts"),
+        fallback_ops=fallbacks,
+        app_host_syncs=fallbacks.get(HOST_SYNC_OPS[0], 0),
+        torchport_loss_reads={
             "values": sum(int(r.get("values") or 0) for r in reads.values()),
             HOST_SYNC_OPS[0]: sum(int(((r.get("counters") or {}).get("fallback_ops") or {}).get(HOST_SYNC_OPS[0], 0))
                                   for r in reads.values()),
         } if reads else None,
-        "steps": training.get("steps_total"),
-        "distinct_batch_shapes": training.get("distinct_batch_shapes"),
-    }
+        steps=training.steps_total or None,
+        distinct_batch_shapes=training.distinct_batch_shapes,
+    )
 
 
-def run_series(run: RunRecord, index: int) -> RunSeries:
+def run_series(run: RunRecord, samples: ScenarioSamples, index: int) -> RunSeries:
     """One run's time per step at each step index (first step, warm-up blocks,
     sustained blocks), where the sustained steps begin, the sustained block
     times and, for the first run, every loss: the charts of the HTML report."""
-    samples = training(run)
     points: list[list[float]] = []
-    losses: list[float] = []
     step = 1
-    points.append([step, samples["first_step_s"]])
-    losses += (samples.get("first_step") or {}).get("losses") or []
-    for block in (samples.get("warmup") or {}).get("blocks") or []:
-        step += block["steps"]
-        points.append([step, block["seconds"] / block["steps"]])
-        losses += block.get("losses") or []
+    points.append([step, samples.first_step_s])
+    for block in samples.warmup.blocks:
+        step += block.steps
+        points.append([step, block.seconds / block.steps])
     sustained_start = step + 1
-    for block in samples["sustained"]["blocks"]:
-        step += block["steps"]
-        points.append([step, block["seconds"] / block["steps"]])
-        losses += block.get("losses") or []
-    return RunSeries(round=run.round, points=points, sustained_start=sustained_start,
-                     steady=samples["warmup"]["steady"],
-                     sustained_step_s=[b["seconds"] / b["steps"] for b in samples["sustained"]["blocks"]],
-                     losses=losses if index == 0 else None)
+    for block in samples.measured().blocks:
+        step += block.steps
+        points.append([step, block.seconds / block.steps])
+    return RunSeries(round=run.round, points=points, sustained_start=sustained_start, steady=samples.warmup.steady,
+                     sustained_step_s=samples.measured().step_times(), losses=samples.losses() if index == 0 else None)
 
 
-def warmup_recompiling(training: dict[str, Any]) -> WarmupRecompiling | None:
+def warmup_recompiling(training: ScenarioSamples) -> WarmupRecompiling | None:
     """A warm-up that kept compiling: graphs compiled in more than one warm-up
     block (one block compiling is the step graph settling, e.g. an optimizer
     creating its state).  Data that repeat can hide this from the sustained
     phase, so it is reported on its own, with its compile time."""
-    blocks = (training.get("warmup") or {}).get("blocks") or []
-    compiling = [block["compilations"] for block in blocks if block.get("compilations")]
+    blocks = training.warmup.blocks
+    compiling = [block.compilations for block in blocks if block.compilations]
     if len(compiling) <= 1:
         return None
-    counters = (training.get("counters") or {}).get("warmup") or {}
+    counters = training.counters.get("warmup") or {}
     compile_time = counters.get("compile_time_s")
     if compile_time is None:
         compile_time = (counters.get("torch_compile") or {}).get("compile_time_s")
@@ -262,11 +269,11 @@ def warmup_recompiling(training: dict[str, Any]) -> WarmupRecompiling | None:
 HOST_SYNC_OPS = ("aten::_local_scalar_dense",)
 
 
-def _fallback_notes(training: dict[str, Any]) -> list[str]:
+def _fallback_notes(training: ScenarioSamples) -> list[str]:
     """Ops that ran on the CPU during the sustained steps (backends that count
     them, e.g. XLA's ``aten::*`` counters)."""
-    fallbacks = ((training.get("counters") or {}).get("sustained") or {}).get("fallback_ops") or {}
-    steps = sum(b["steps"] for b in training["sustained"]["blocks"])
+    fallbacks = (training.counters.get("sustained") or {}).get("fallback_ops") or {}
+    steps = training.measured().steps()
     notes = []
     syncs = {op: count for op, count in fallbacks.items() if op in HOST_SYNC_OPS}
     others = {op: count for op, count in fallbacks.items() if op not in HOST_SYNC_OPS}
@@ -282,39 +289,30 @@ def _op_counts(ops: dict[str, int]) -> str:
     return ", ".join(f"{op} x{count}" for op, count in ops.items())
 
 
-def training_losses(training: dict[str, Any]) -> list[float]:
-    """Every training loss of one run, in step order (first step, warm-up, sustained)."""
-    losses = list((training.get("first_step") or {}).get("losses") or [])
-    for block in (training.get("warmup") or {}).get("blocks") or []:
-        losses += block.get("losses") or []
-    for block in training["sustained"]["blocks"]:
-        losses += block.get("losses") or []
-    return losses
-
-
-def loss_at_common_step(runs_c: list[RunRecord], runs_r: list[RunRecord]) -> dict[str, Any] | None:
+def loss_at_common_step(runs_c: list[RunRecord], runs_r: list[RunRecord]) -> LossAtCommonStep | None:
     """The two backends' median training loss at the last step every run of
     both reached: final losses after different step counts are not comparable."""
-    series_c = [training_losses(training(run)) for run in runs_c]
-    series_r = [training_losses(training(run)) for run in runs_r]
+    series_c = [training(run).losses() for run in runs_c]
+    series_r = [training(run).losses() for run in runs_r]
     step = min(len(series) for series in series_c + series_r)
     if step == 0:
         return None
     loss, reference_loss = median([s[step - 1] for s in series_c]), median([s[step - 1] for s in series_r])
-    return {"step": step, "loss": loss, "reference_loss": reference_loss,
-            "relative_difference": abs(loss - reference_loss) / abs(reference_loss) if reference_loss else None}
+    return LossAtCommonStep(step=step, loss=loss, reference_loss=reference_loss,
+                            relative_difference=abs(loss - reference_loss) / abs(reference_loss) if reference_loss else None)
 
 
-def comparison(candidate: BackendEntry, reference: BackendEntry) -> dict[str, Any] | None:
+def comparison(candidate: BackendEntry, reference: BackendEntry) -> BackendComparison | None:
     runs_c, runs_r = candidate.ok_runs(), reference.ok_runs()
     if not runs_c or not runs_r:
         return None
 
     def measurement(runs: list[RunRecord]) -> Measurement:
-        return Measurement([[b["seconds"] / b["steps"] for b in training(r)["sustained"]["blocks"]] for r in runs])
+        return Measurement([training(run).measured().step_times() for run in runs])
 
-    return {**compare(measurement(runs_c), measurement(runs_r)).as_dict(),
-            "loss_at_common_step": loss_at_common_step(runs_c, runs_r)}
+    # stats.Comparison's figures, in the order it has always written them, then the losses.
+    found = BackendComparison.from_dict(compare(measurement(runs_c), measurement(runs_r)).as_dict())
+    return found.put(loss_at_common_step=loss_at_common_step(runs_c, runs_r))
 
 
 def cost(summary: Summary | None, usd_per_hour: float | None) -> Cost | None:
@@ -345,7 +343,7 @@ def failure_digest(backend: BackendEntry) -> FailureDigest | None:
     return FailureDigest(runs_failed=len(failed), runs=len(runs), last_stderr_tail=tail)
 
 
-def config_consistency(backends: dict[str, BackendEntry]) -> dict[str, Any]:
+def config_consistency(backends: dict[str, BackendEntry]) -> ConfigConsistency:
     """Every backend must have run the same effective configuration."""
     hashes = {
         name: sorted({run.config_hash for run in backend.runs if run.config_hash})
@@ -358,29 +356,35 @@ def config_consistency(backends: dict[str, BackendEntry]) -> dict[str, Any]:
             counts[digest] = counts.get(digest, 0) + 1
     majority = max(counts, key=counts.__getitem__) if counts else None
     differing = sorted(name for name, value in hashes.items() if value != [majority])
-    return {"consistent": not differing, "hashes": hashes, "differing": differing}
+    return ConfigConsistency(consistent=not differing, hashes=hashes, differing=differing)
 
 
-def refresh(document: dict[str, Any]) -> dict[str, Any]:
-    """Recompute every derived figure in the document from its raw samples."""
-    backends = {name: BackendEntry.from_dict(raw) for name, raw in document["backends"].items()}
-    refresh_backends(backends, document)
-    document["backends"] = {name: backend.to_dict() for name, backend in backends.items()}
-    return document
+def refresh(document: dict[str, Any]) -> ResultDocument:
+    """The document read into its record, every derived figure recomputed from its raw samples."""
+    record = result_record(document)
+    record.put(config_consistency=refresh_figures(record.backends, record.config, record.reference,
+                                                  Prices.from_document(document)))
+    return record
 
 
 def refresh_backends(backends: dict[str, BackendEntry], document: dict[str, Any]) -> None:
+    """``refresh_figures`` for the evaluation's live document: its configuration,
+    reference and prices are read from ``document``, the consistency written to it."""
+    document["config_consistency"] = refresh_figures(
+        backends, document.get("config", {}), document.get("reference"), Prices.from_document(document)).to_dict()
+
+
+def refresh_figures(backends: dict[str, BackendEntry], config: Mapping[str, object], reference_name: str | None,
+                    prices: Prices) -> ConfigConsistency:
     """Recompute each backend's summary, failures, comparison and cost from its
-    runs, and the document's ``config_consistency``; the document's
-    configuration, reference and prices are read from ``document``."""
-    input_bound_share = document.get("config", {}).get("input_bound_share", INPUT_BOUND_SHARE)
+    runs; the configurations' consistency over the backends."""
+    share = config.get("input_bound_share", INPUT_BOUND_SHARE)
+    input_bound_share = float(share) if isinstance(share, (int, float)) else INPUT_BOUND_SHARE
     for backend in backends.values():
         backend.put(summary=backend_summary(backend, input_bound_share), failures=failure_digest(backend))
-    reference_name = document.get("reference")
     reference = backends.get(reference_name) if reference_name else None
-    prices = Prices.from_document(document)
     for name, backend in backends.items():
         backend.put(comparison=comparison(backend, reference) if reference is not None and name != reference_name
                     else None,
                     cost=cost(backend.summary, prices.usd_per_hour(name)))
-    document["config_consistency"] = config_consistency(backends)
+    return config_consistency(backends)

@@ -52,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--fail-on-regression must be a finite percentage of at least 0, got {args.fail_on_regression}")
     comparison = compare_results(args.results, labels=args.label, reference=args.reference, prices=args.price)
     if args.fail_on_regression is not None:
-        comparison["regressions"], comparison["regressions_not_gated"] = regressions(comparison, args.fail_on_regression)
-        comparison["fail_on_regression_pct"] = args.fail_on_regression
+        found, not_gated = regressions(comparison, args.fail_on_regression)
+        comparison.put(regressions=found, regressions_not_gated=not_gated, fail_on_regression_pct=args.fail_on_regression)
     renderings = {"md": lambda: compare_text.markdown(comparison),
                   "html": lambda: render_comparison(comparison),
-                  "json": lambda: json.dumps(comparison, indent=1) + "\n"}
+                  "json": lambda: json.dumps(comparison.to_dict(), indent=1) + "\n"}
     chosen = output.chosen_format(args)
     if chosen == "text" and args.output is None:
         compare_text.print_comparison(comparison)
@@ -78,12 +78,12 @@ def run(args: argparse.Namespace) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(render(), encoding="utf-8")
             print(f"wrote {path}", file=stream)
-    found = comparison.get("regressions") or []
-    for item in found:
-        low, high = item["ci95"]
-        print(f"regression: {item['machine']}:{item['backend']} is {item['slower_by']:.1%} slower than the reference "
+    regressed = comparison.regressions or []
+    for item in regressed:
+        low, high = item.ci95
+        print(f"regression: {item.machine}:{item.backend} is {item.slower_by:.1%} slower than the reference "
               f"(speed ratio 95% CI [{low:.3f}, {high:.3f}]; threshold {args.fail_on_regression:g}%)", file=stream)
-    for item in comparison.get("regressions_not_gated") or []:
-        print(f"not gated: {visible(item['machine'])}:{visible(item['backend'])} looks {item['slower_by']:.1%} "
-              f"slower, but {item['why']}", file=stream)
-    return 1 if found else 0
+    for item in comparison.regressions_not_gated or []:
+        print(f"not gated: {visible(item.machine)}:{visible(item.backend)} looks {item.slower_by:.1%} "
+              f"slower, but {item.why}", file=stream)
+    return 1 if regressed else 0

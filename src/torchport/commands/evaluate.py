@@ -122,6 +122,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from torchport import output
+    from torchport.document import result_record
     from torchport.errors import OutputError
     from torchport.evaluate import Evaluation
     from torchport.progress import Progress
@@ -168,9 +169,8 @@ def run(args: argparse.Namespace) -> int:
                                       style="yellow")
                     elif data["round"] + 1 == state.get("repeats", 1):
                         # The backend's last run: its answer now, not only in the table at the end.
-                        document = evaluation.document
-                        progress.note(verdict_line(data["backend"], document["backends"][data["backend"]],
-                                                   document.get("reference")))
+                        progress.note(verdict_line(data["backend"], evaluation.backends[data["backend"]],
+                                                   evaluation.document.get("reference")))
 
             evaluation.on_event = on_event
             document = evaluation.run()
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     elif chosen in ("md", "html"):
         output.emit(args, report_path.with_suffix(f".{chosen}").read_text(encoding="utf-8"))
     else:
-        print_summary(document)
+        print_summary(result_record(document))
         print(f"result: {evaluation.result_path}\nreport: {report_path}")
     return exit_status(document)
 

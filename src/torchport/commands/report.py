@@ -27,9 +27,9 @@ def run(args: argparse.Namespace) -> int:
     from torchport.report.terminal import print_summary
 
     args.result = _result_path(args.result)
-    document = read_document(args.result)  # validated against the schema (--validate is kept for scripts)
+    raw = read_document(args.result)  # validated against the schema (--validate is kept for scripts)
     try:
-        document = summary.refresh(document)
+        document = summary.refresh(raw)
         text = render(document)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as exc:
         if args.debug:

@@ -8,6 +8,7 @@ from typing import Any
 
 from torchport.document.schema import check_schema
 from torchport.document.versions import check_version
+from torchport.records import ResultDocument
 
 # Integers beyond this cannot be a count, a size or a time torchport wrote,
 # and would overflow the statistics (float range).
@@ -21,6 +22,13 @@ def read_document(path: Path) -> dict[str, Any]:
     check_version(document, str(path))
     check_schema(document, str(path))
     return document
+
+
+def result_record(document: dict[str, Any]) -> ResultDocument:
+    """A document already read (and checked) as one record: what the report
+    layer, the summaries and the comparison read.  Its ``to_dict`` is the
+    document again, keys in the same order."""
+    return ResultDocument.from_dict(document)
 
 
 def read_json(path: Path) -> dict[str, Any]:

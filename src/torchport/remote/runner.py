@@ -688,7 +688,7 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
     manifest.save()
     report = [targets_markdown(rows)]
     if comparison is not None:
-        (out_dir / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n", encoding="utf-8")
+        (out_dir / "comparison.json").write_text(json.dumps(comparison.to_dict(), indent=1) + "\n", encoding="utf-8")
         report.append(compare_text.markdown(comparison))
     report.append(predictions.markdown(table))
     (out_dir / "report.md").write_text("\n".join(report), encoding="utf-8")

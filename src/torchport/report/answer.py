@@ -15,11 +15,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
-
 from torchport import formatting as fmt
-from torchport.records import BackendEntry, BackendStatus, ErrorKind, ErrorRecord, Summary
-from torchport.report import model
+from torchport.records import (
+    BackendEntry,
+    BackendStatus,
+    Check,
+    CheckStatus,
+    ErrorKind,
+    ErrorRecord,
+    ResultDocument,
+    Summary,
+    TraceSection,
+    TraceVerdictStatus,
+)
 
 
 class Evidence(StrEnum):
@@ -100,8 +108,8 @@ class Answer:
         return found
 
 
-def _family_backends(document: dict[str, Any], backends: dict[str, BackendEntry], target: TargetFamily) -> dict[str, BackendEntry]:
-    environment = document.get("environment") or {}
+def _family_backends(document: ResultDocument, target: TargetFamily) -> dict[str, BackendEntry]:
+    environment, backends = document.environment, document.backends
     found = {}
     for name, entry in backends.items():
         family = name.split("-", 1)[0]
@@ -162,17 +170,17 @@ def _evidence_of(name: str, entry: BackendEntry) -> tuple[Evidence, str]:
     return Evidence.MEASURED, name
 
 
-def _trace_source(document: dict[str, Any], trace_target: str) -> str:
-    support = ((document.get("trace") or {}).get("op_support") or {}).get(trace_target) or {}
-    text = support.get("summary") or support.get("title") or "the trace"
-    if support.get("retrieved") and str(support["retrieved"]) not in text:
-        text += f", {support['retrieved']}"
+def _trace_source(trace: TraceSection, trace_target: str) -> str:
+    support = trace.op_support.get(trace_target)
+    text = (support.summary or support.title if support else "") or "the trace"
+    if support and support.retrieved and str(support.retrieved) not in text:
+        text += f", {support.retrieved}"
     return f"trace on this machine; op support: {text}"
 
 
-def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, BackendEntry]) -> Cell:
+def _runs(trace: TraceSection | None, target: TargetFamily, entries: dict[str, BackendEntry]) -> Cell:
     finished, ran, failed = _finished(entries), _ran(entries), _failed(entries)
-    verdict = ((document.get("trace") or {}).get("verdicts") or {}).get(target.trace_target or "")
+    verdict = trace.verdicts.get(target.trace_target or "") if trace else None
     if finished and not ran:
         # Runs finished, but nothing shows they used the device: not "runs on" it.
         return Cell("no device evidence", Evidence.UNKNOWN, "", f"{', '.join(finished)} finished, but with no sign of "
@@ -184,8 +192,8 @@ def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, Bac
             f"{other}: {device_evidence(e) or 'no device evidence'}" for other, e in finished.items() if other != name]
         if failed:
             details.append(f"does not run on {', '.join(failed)}")
-        if verdict and verdict.get("status") not in (None, "runs", "unknown"):
-            details.append(f"the trace predicted {verdict.get('status')}; the measurement outranks it")
+        if verdict and verdict.status not in (TraceVerdictStatus.RUNS, TraceVerdictStatus.UNKNOWN):
+            details.append(f"the trace predicted {verdict.status}; the measurement outranks it")
         return Cell("runs" if not failed else "runs, in part", evidence, source, "; ".join(details))
     if failed:
         name, entry = next(iter(failed.items()))
@@ -195,17 +203,18 @@ def _runs(document: dict[str, Any], target: TargetFamily, entries: dict[str, Bac
         # The script ran, but on the CPU: measured, and not a failure of the target.
         text = "did not use the device" if error.kind == ErrorKind.NOT_ON_DEVICE else f"does not run ({error.kind})"
         return Cell(text, evidence, source, f"{error.message}{where}")
-    if verdict:
-        known = verdict.get("op_support") in ("table", "live") and verdict.get("status") != "unknown"
-        status = str(verdict.get("status"))
-        short = {"runs": "no blocker predicted", "blocked": "blocked (predicted)", "slow": "slow (predicted)"}
+    if trace and verdict:
+        known = verdict.op_support in ("table", "live") and verdict.status != TraceVerdictStatus.UNKNOWN
+        status = str(verdict.status)
+        short: dict[str, str] = {TraceVerdictStatus.RUNS: "no blocker predicted",
+                                 TraceVerdictStatus.BLOCKED: "blocked (predicted)",
+                                 TraceVerdictStatus.SLOW: "slow (predicted)"}
         return Cell(short.get(status, status) if known else "not known", Evidence.PREDICTED if known else Evidence.UNKNOWN,
-                    _trace_source(document, target.trace_target or ""), str(verdict.get("text") or ""))
+                    _trace_source(trace, target.trace_target or ""), verdict.text or "")
     return Cell("not measured", Evidence.UNKNOWN, "", "not run here and not traced")
 
 
-def _speed(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
-    reference = document.get("reference")
+def _speed(reference: str | None, entries: dict[str, BackendEntry]) -> Cell:
     for name, entry in _ran(entries).items():
         evidence, source = _evidence_of(name, entry)
         if name == reference:
@@ -213,9 +222,8 @@ def _speed(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
         comparison = entry.comparison
         if not comparison:
             continue
-        verdict = str(comparison.get("verdict") or "")
-        short = verdict.split(" (")[0].split(":")[0]
-        text = f"{comparison['speedup']:.2f}x, {short}"
+        short = comparison.verdict.split(" (")[0].split(":")[0]
+        text = f"{comparison.speedup:.2f}x, {short}"
         detail = f"{fmt.speedup(comparison)}, against {reference}"
         if evidence is Evidence.PROXY:
             detail += "; a proxy's speed, not the target's"
@@ -223,21 +231,25 @@ def _speed(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
     return Cell("not measured", Evidence.UNKNOWN)
 
 
-def _checks_for(document: dict[str, Any], backend_names: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """The checks of ``document["checks"]`` about these backends (as the backend or either side of a pair)."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for check in (document.get("checks") or {}).get("checks") or []:
-        subject = str(check.get("backend") or check.get("pair") or "")
+def _checks_for(checks: list[Check], backend_names: set[str]) -> dict[str, list[Check]]:
+    """The checks about these backends (as the backend or either side of a pair)."""
+    found: dict[str, list[Check]] = {}
+    for check in checks:
+        subject = str(check.backend or check.pair or "")
         sides = {part.strip() for part in subject.replace("->", " ").replace("→", " ").split()}
         if sides & backend_names:
-            found.setdefault(check["name"], []).append(check)
+            found.setdefault(check.name, []).append(check)
     return found
 
 
-def _worst_status(checks: list[dict[str, Any]]) -> str:
-    order = ["fail", "error", "borderline", "pass", "skipped", "not_applicable"]
-    statuses = [str(check.get("status")) for check in checks]
-    return min(statuses, key=lambda status: order.index(status) if status in order else len(order))
+# Worst first: the status a row of several checks shows.
+_CHECK_ORDER: list[str] = [CheckStatus.FAIL, CheckStatus.ERROR, CheckStatus.BORDERLINE, CheckStatus.PASS, CheckStatus.SKIPPED,
+                           CheckStatus.NOT_APPLICABLE]
+
+
+def _worst_status(checks: list[Check]) -> str:
+    statuses = [str(check.status) for check in checks]
+    return min(statuses, key=lambda status: _CHECK_ORDER.index(status) if status in _CHECK_ORDER else len(_CHECK_ORDER))
 
 
 def _measured(entries: dict[str, BackendEntry]) -> tuple[dict[str, BackendEntry], BackendEntry, Evidence, str] | None:
@@ -250,28 +262,28 @@ def _measured(entries: dict[str, BackendEntry]) -> tuple[dict[str, BackendEntry]
     return (ran, entry, *_evidence_of(name, entry))
 
 
-def _numbers(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
+def _numbers(checks: list[Check], entries: dict[str, BackendEntry]) -> Cell:
     measured = _measured(entries)
     if measured is None:
         return Cell("not measured", Evidence.UNKNOWN)
     ran, entry, evidence, source = measured
-    parity = _checks_for(document, set(ran)).get("parity")
+    parity = _checks_for(checks, set(ran)).get("parity")
     if parity:
         return Cell(f"parity {_worst_status(parity)}", evidence, source + " (parity check)")
-    common = (entry.comparison or {}).get("loss_at_common_step") or {}
-    if common.get("relative_difference") is not None:
-        return Cell(f"loss {common['relative_difference']:.1%} apart", evidence, source,
-                    f"losses {common['relative_difference']:.1%} apart at step {common['step']}, the last step both "
+    common = entry.comparison.loss_at_common_step if entry.comparison else None
+    if common is not None and common.relative_difference is not None:
+        return Cell(f"loss {common.relative_difference:.1%} apart", evidence, source,
+                    f"losses {common.relative_difference:.1%} apart at step {common.step}, the last step both "
                     "reached; no parity check ran")
     return Cell("not compared", Evidence.UNKNOWN)
 
 
-def _workflow(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cell:
+def _workflow(checks_run: list[Check], entries: dict[str, BackendEntry]) -> Cell:
     measured = _measured(entries)
     if measured is None:
         return Cell("not measured", Evidence.UNKNOWN)
     ran, _, evidence, source = measured
-    checks = _checks_for(document, set(ran))
+    checks = _checks_for(checks_run, set(ran))
     parts = [f"{check} {_worst_status(checks[check])}" for check in ("checkpoint", "recovery", "distributed", "pipeline")
              if check in checks]
     missing = [check for check in ("checkpoint", "recovery", "distributed", "pipeline") if check not in checks]
@@ -280,19 +292,19 @@ def _workflow(document: dict[str, Any], entries: dict[str, BackendEntry]) -> Cel
     return Cell(", ".join(parts), evidence, source, f"not checked: {', '.join(missing)} (torchport check)" if missing else "")
 
 
-def _memory(document: dict[str, Any], target: TargetFamily) -> Cell:
-    memory = (document.get("trace") or {}).get("memory") or {}
-    chips = [chip for chip in memory.get("chips") or [] if target.trace_target in (chip.get("targets") or [])]
-    if not chips:
+def _memory(trace: TraceSection | None, target: TargetFamily) -> Cell:
+    memory = trace.memory if trace else None
+    chips = [chip for chip in memory.chips if target.trace_target in chip.targets] if memory else []
+    if not memory or not chips:
         return Cell("–" if target.compiled_only else "no chip listed", Evidence.UNKNOWN)
-    fitting = [chip for chip in chips if chip.get("fits")]
-    tight = [chip["chip"] for chip in fitting if chip.get("tight")]
+    fitting = [chip for chip in chips if chip.fits]
+    tight = [chip.chip for chip in fitting if chip.tight]
     text = f"fits {len(fitting)} of {len(chips)} chips"
-    details = [f"peak {fmt.size(memory.get('peak_bytes'))}"]
+    details = [f"peak {fmt.size(memory.peak_bytes)}"]
     if tight:
         details.append(f"tight on {', '.join(tight)}")
     if len(fitting) < len(chips):
-        details.append(f"does not fit {', '.join(str(c['chip']) for c in chips if not c.get('fits'))}")
+        details.append(f"does not fit {', '.join(str(c.chip) for c in chips if not c.fits)}")
     return Cell(text, Evidence.PREDICTED,
                 "estimate from the trace (parameters, gradients, optimizer state, activations, one batch)", "; ".join(details))
 
@@ -308,26 +320,30 @@ def _cost(entries: dict[str, BackendEntry]) -> Cell:
                 "give one with --price BACKEND=USD_PER_HOUR" if _ran(entries) else "")
 
 
-def _change(document: dict[str, Any], target: TargetFamily) -> Cell:
+def _change(trace: TraceSection | None, target: TargetFamily) -> Cell:
     """The lines to change for this target: the trace's findings (run time) and
     scan's findings in the app's own files (static) that matter there."""
     from torchport import glossary
 
-    trace = document.get("trace") or {}
-    judged = bool(trace.get("app_scan")) or (target.trace_target is not None and bool(trace.get("verdicts")))
-    if not judged:
+    judged = trace is not None and (bool(trace.app_scan) or (target.trace_target is not None and bool(trace.verdicts)))
+    if trace is None or not judged:
         return Cell("–", Evidence.UNKNOWN)
-    traced = [f for f in trace.get("findings") or [] if target.trace_target and target.trace_target in (f.get("targets") or [])]
+    traced = [f for f in trace.findings if target.trace_target and target.trace_target in f.targets]
     scan_target = "cpu" if target.compiled_only else (glossary.trace_to_scan(target.trace_target)
                                                       if target.trace_target else None)
-    scanned = [f for f in (trace.get("app_scan") or {}).get("findings") or []
-               if scan_target and (f.get("severity") or {}).get(scan_target) in ("error", "silent", "perf")]
+    scanned = [f for f in (trace.app_scan.findings if trace.app_scan else [])
+               if scan_target and f.severity.get(scan_target) in ("error", "silent", "perf")]
     if not traced and not scanned:
         return Cell("nothing found", Evidence.PREDICTED, "trace and scan on this machine")
-    lines = {str(f.get("location")) for f in [*traced, *scanned] if f.get("location")}
-    first = (scanned or traced)[0]
-    where = f" at {first['location']}" if first.get("location") else ""
-    detail = f"first: {first.get('title') or first.get('rule') or first.get('id')}{where}"
+    locations = [f.location for f in traced] + [f.location for f in scanned]
+    lines = {str(location) for location in locations if location}
+    if scanned:
+        first = scanned[0]
+        where = f" at {first.location}" if first.location else ""
+        detail = f"first: {first.title or first.id}{where}"
+    else:
+        where = f" at {traced[0].location}" if traced[0].location else ""
+        detail = f"first: {traced[0].title or traced[0].rule or traced[0].id}{where}"
     if scanned:
         detail += f"; {len(scanned)} found by scan in the app's files (`torchport fix` rewrites the mechanical ones)"
     return Cell(f"{len(lines) or len(traced) + len(scanned)} line(s)", Evidence.PREDICTED,
@@ -364,22 +380,22 @@ def _unavailable_lines(backends: dict[str, BackendEntry]) -> list[str]:
     return lines
 
 
-def build(document: dict[str, Any]) -> Answer:
+def build(document: ResultDocument) -> Answer:
     rows, no_evidence = [], []
-    backends = model.entries(document)
+    checks, trace = document.check_records(), document.trace
     for target in TARGETS:
-        entries = _family_backends(document, backends, target)
+        entries = _family_backends(document, target)
         row = TargetAnswer(
             target=target.title, backends=tuple(entries),
-            runs=_runs(document, target, entries), speed=_speed(document, entries),
-            numbers=_numbers(document, entries), workflow=_workflow(document, entries),
-            memory=_memory(document, target), cost=_cost(entries), change=_change(document, target))
+            runs=_runs(trace, target, entries), speed=_speed(document.reference, entries),
+            numbers=_numbers(checks, entries), workflow=_workflow(checks, entries),
+            memory=_memory(trace, target), cost=_cost(entries), change=_change(trace, target))
         tried = [entry for entry in entries.values() if entry.runs]
         if all(cell.evidence is Evidence.UNKNOWN and not cell.source for cell in row.cells()) and not tried:
             no_evidence.append(target.title)
         else:
             rows.append(row)
-    return Answer(document.get("reference"), rows, _unavailable_lines(backends), no_evidence)
+    return Answer(document.reference, rows, _unavailable_lines(document.backends), no_evidence)
 
 
 LEGEND = ("Evidence: [M] measured on the target, [P] measured on a proxy (named), "

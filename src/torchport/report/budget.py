@@ -6,10 +6,8 @@ markdown by ``format.md``; the terminal prints it literally.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from torchport import formatting as fmt
-from torchport.records import BackendEntry
+from torchport.records import BackendEntry, BudgetSection, ResultDocument
 from torchport.report import model
 from torchport.sampling import format_duration
 
@@ -18,60 +16,59 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"±{value:.1%}"
 
 
-def budget_notes(document: dict[str, Any]) -> list[str]:
+def budget_notes(document: ResultDocument) -> list[str]:
     """Lines under the terminal summary: the budget used, the precision per backend, what it could not buy."""
-    budget = document.get("budget")
+    budget = document.budget
     if not budget:
         return []
-    target = budget.get("precision_target")
+    target = budget.precision_target
     reached = []
-    for name, entry in (budget.get("backends") or {}).items():
-        if entry.get("precision_reached") is None:
+    for name, entry in budget.backends.items():
+        if entry.precision_reached is None:
             continue
-        met = entry.get("target_met")
+        met = entry.target_met
         verdict = "" if met is None else (" (target met)" if met else " (target not met)")
-        reached.append(f"{name} {_pct(entry['precision_reached'])}{verdict}")
-    kind = "adaptive sampling" if budget.get("adaptive") else "a cap on the fixed protocol"
+        reached.append(f"{name} {_pct(entry.precision_reached)}{verdict}")
+    kind = "adaptive sampling" if budget.adaptive else "a cap on the fixed protocol"
     asked = f", target {_pct(target)}" if target is not None else ""
-    notes = [f"budget {format_duration(budget['budget_s'])} ({kind}), {format_duration(budget.get('elapsed_s') or 0.0)} used; "
+    notes = [f"budget {format_duration(budget.budget_s)} ({kind}), {format_duration(budget.elapsed_s or 0.0)} used; "
              f"precision reached (95% interval of the median step time{asked}): "
              + (", ".join(reached) or "none measured")]
-    notes += [f"budget could not: {line}" for line in budget.get("could_not") or []]
-    for stage, size in (budget.get("stages") or {}).items():
-        if isinstance(size, dict) and size.get("fits"):
-            how = "sized by the budget" if size.get("bounds") else "fits the budget"
-            notes.append(f"{stage}: {size.get('steps', '?')} steps, {how} ({size.get('why', '')})")
+    notes += [f"budget could not: {line}" for line in budget.could_not]
+    for stage, size in budget.sized_stages().items():
+        how = "sized by the budget" if size.get("bounds") else "fits the budget"
+        notes.append(f"{stage}: {size.get('steps', '?')} steps, {how} ({size.get('why', '')})")
     return notes
 
 
-def budget_rows(budget: dict[str, Any]) -> list[list[str]]:
+def budget_rows(budget: BudgetSection) -> list[list[str]]:
     """Per backend: runs, precision reached, target met, each run's share, why sampling stopped."""
     rows = []
-    for name, entry in (budget.get("backends") or {}).items():
-        met = entry.get("target_met")
-        shares = ", ".join(fmt.seconds(share) for share in entry.get("shares_s") or []) or "–"
-        stopped = ", ".join(str(reason) for reason in entry.get("stopped_by") or [] if reason) or "–"
-        rows.append([name, str(entry.get("runs", 0)), _pct(entry.get("precision_reached")),
+    for name, entry in budget.backends.items():
+        met = entry.target_met
+        shares = ", ".join(fmt.seconds(share) for share in entry.shares_s or []) or "–"
+        stopped = ", ".join(str(reason) for reason in entry.stopped_by or [] if reason) or "–"
+        rows.append([name, str(entry.runs), _pct(entry.precision_reached),
                      "–" if met is None else ("yes" if met else "NO"), shares, stopped])
     return rows
 
 
-def could_not_buy(budget: dict[str, Any], too_small: dict[str, BackendEntry]) -> list[str]:
+def could_not_buy(budget: BudgetSection, too_small: dict[str, BackendEntry]) -> list[str]:
     """The backends the budget stopped before a run finished, then what else it could not pay for."""
     return [f"{name}: {backend.error.message if backend.error else ''}" for name, backend in too_small.items()] + list(
-        budget.get("could_not") or [])
+        budget.could_not)
 
 
-def budget_markdown(document: dict[str, Any]) -> list[str]:
-    budget = document.get("budget")
+def budget_markdown(document: ResultDocument) -> list[str]:
+    budget = document.budget
     if not budget:
         return []
     lines = ["", "## Time budget and precision", "",
-             f"Budget {format_duration(budget['budget_s'])} "
-             f"({'given: adaptive sampling until the precision target' if budget.get('adaptive') else 'the default: a cap on the fixed protocol'}), "
-             f"{format_duration(budget.get('elapsed_s') or 0.0)} used before the report. Precision: half the width of the 95% "
+             f"Budget {format_duration(budget.budget_s)} "
+             f"({'given: adaptive sampling until the precision target' if budget.adaptive else 'the default: a cap on the fixed protocol'}), "
+             f"{format_duration(budget.elapsed_s or 0.0)} used before the report. Precision: half the width of the 95% "
              f"interval of the median step time, relative to the median; "
-             + (f"target {_pct(budget['precision_target'])}." if budget.get("precision_target") is not None
+             + (f"target {_pct(budget.precision_target)}." if budget.precision_target is not None
                 else "no target was asked for (--precision or --budget sets one)."),
              "", "| backend | runs | precision reached | target met | each run's share | why each run's sampling stopped |",
              "|---|---|---|---|---|---|"]
@@ -79,8 +76,7 @@ def budget_markdown(document: dict[str, Any]) -> list[str]:
     could_not = could_not_buy(budget, model.sections(document).budget_too_small)
     if could_not:
         lines += ["", "What the budget could not buy:", ""] + [f"- {fmt.md(line)}" for line in could_not]
-    stages = {name: size for name, size in (budget.get("stages") or {}).items()
-              if isinstance(size, dict) and size.get("fits")}
+    stages = budget.sized_stages()
     if stages:
         lines += ["", "Stages sized by (or checked against) the budget:", ""]
         lines += [f"- {fmt.md(name)}: {size.get('steps', '?')} steps ("
@@ -89,13 +85,13 @@ def budget_markdown(document: dict[str, Any]) -> list[str]:
     return lines
 
 
-def memory_markdown(document: dict[str, Any]) -> list[str]:
+def memory_markdown(document: ResultDocument) -> list[str]:
     """Peak host memory per worker phase: the largest over each backend's runs."""
     rows = {}
-    for name, backend in (document.get("backends") or {}).items():
+    for name, backend in document.backends.items():
         peaks: dict[str, int] = {}
-        for run in backend.get("runs") or []:
-            for phase, value in ((run.get("host_memory") or {}).get("phases") or {}).items():
+        for run in backend.runs:
+            for phase, value in ((run.host_memory or {}).get("phases") or {}).items():
                 peaks[phase] = max(peaks.get(phase, 0), int(value))
         if peaks:
             rows[name] = peaks

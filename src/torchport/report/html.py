@@ -14,7 +14,16 @@ from collections.abc import Collection
 from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
-from torchport.records import ErrorRecord, Summary
+from torchport.records import (
+    Check,
+    ComparisonDocument,
+    ComparisonEntry,
+    ErrorRecord,
+    ParityFigures,
+    ResultDocument,
+    Summary,
+    TraceSection,
+)
 from torchport.report import compare_text, model
 from torchport import formatting as fmt
 from torchport.report import svg
@@ -144,17 +153,18 @@ def loss_chart(measured: dict[str, Summary]) -> str:
                      zero_based=False)
 
 
-def parity_loss_chart(checks: dict[str, Any] | None) -> str:
+def parity_loss_chart(checks: list[Check], check_reference: str) -> str:
     series, dashed = [], []
     truth = None
-    for check in (checks or {}).get("checks") or []:
-        figures = check.get("figures") or {}
-        if check["name"] == "parity" and figures.get("losses"):
-            series.append((f"{check.get('backend')}", list(enumerate(figures["losses"], start=1))))
-            truth = truth or figures.get("float64_losses")
-            if not any(label.startswith("reference") for label, _ in series) and figures.get("reference_losses"):
-                series.append((f"reference ({(checks or {}).get('config', {}).get('reference', 'cpu')})",
-                               list(enumerate(figures["reference_losses"], start=1))))
+    for check in checks:
+        if check.name != "parity":
+            continue
+        figures = check.figures_as(ParityFigures)
+        if figures.losses:
+            series.append((f"{check.backend}", list(enumerate(figures.losses, start=1))))
+            truth = truth or figures.float64_losses
+            if not any(label.startswith("reference") for label, _ in series) and figures.reference_losses:
+                series.append((f"reference ({check_reference})", list(enumerate(figures.reference_losses, start=1))))
     if truth:
         dashed.append(len(series))
         series.append(("float64 (cpu)", list(enumerate(truth, start=1))))
@@ -183,12 +193,11 @@ def compile_chart(measured: dict[str, Summary]) -> str:
                             integer=True)
 
 
-def check_matrix(checks: dict[str, Any] | None) -> str:
-    items = (checks or {}).get("checks") or []
-    names = list(dict.fromkeys(c["name"] for c in items))
-    subjects = list(dict.fromkeys(c.get("backend") or c.get("pair") or "(all)" for c in items))
-    cells = {(names.index(c["name"]), subjects.index(c.get("backend") or c.get("pair") or "(all)")): (c["status"], c["status"])
-             for c in items}
+def check_matrix(checks: list[Check]) -> str:
+    names = list(dict.fromkeys(c.name for c in checks))
+    subjects = list(dict.fromkeys(c.backend or c.pair or "(all)" for c in checks))
+    cells = {(names.index(c.name), subjects.index(c.backend or c.pair or "(all)")): (str(c.status), str(c.status))
+             for c in checks}
     return svg.matrix(names, subjects, cells, "Checks: outcome per check and backend or pair")
 
 
@@ -199,34 +208,32 @@ SUPPORT_COLOURS = {"supported": "#0072B2", "native": "#0072B2", "decomposed": "#
                    "unsupported": "#D55E00", "blocked": "#D55E00", "unknown": "#999999"}
 
 
-def op_support_chart(trace: dict[str, Any] | None) -> str:
+def op_support_chart(trace: TraceSection | None) -> str:
     """Per target, the traced ops by support status (from the trace's op-support tables)."""
-    support = (trace or {}).get("op_support") or {}
-    statuses = list(SUPPORT_ORDER) + sorted({k for a in support.values() for k in (a.get("counts") or {})} - set(SUPPORT_ORDER))
-    rows = [(target, [float((answer.get("counts") or {}).get(status, 0)) for status in statuses])
-            for target, answer in support.items()]
+    support = trace.op_support if trace else {}
+    statuses = list(SUPPORT_ORDER) + sorted({k for a in support.values() for k in a.counts} - set(SUPPORT_ORDER))
+    rows = [(target, [float(answer.counts.get(status, 0)) for status in statuses]) for target, answer in support.items()]
     return svg.stacked_bars(rows, statuses, lambda v: f"{v:.0f}", "Traced ops per target by support status",
                             integer=True, colours=[SUPPORT_COLOURS.get(status, "#666666") for status in statuses])
 
 
-def memory_fit_chart(trace: dict[str, Any] | None) -> str:
-    memory = (trace or {}).get("memory")
-    if not memory or not memory.get("chips"):
+def memory_fit_chart(trace: TraceSection | None) -> str:
+    memory = trace.memory if trace else None
+    if not memory or not memory.chips:
         return ""
-    rows = [(f"{chip['chip']}" + ("" if chip["fits"] else " (does not fit)"),
-             100.0 * memory["peak_bytes"] / chip["hbm_bytes"], None, None)
-            for chip in memory["chips"] if chip.get("hbm_bytes")]
+    rows = [(f"{chip.chip}" + ("" if chip.fits else " (does not fit)"), 100.0 * memory.peak_bytes / chip.hbm_bytes, None, None)
+            for chip in memory.chips if chip.hbm_bytes]
     return svg.interval_bars(rows, lambda v: f"{v:.3g}%", "Estimated memory per step as a share of each chip's HBM",
                              reference_line=100.0, scale_max=100.0)
 
 
 # --- one result --------------------------------------------------------------------------------
 
-def _budget_section(document: dict[str, Any], parts: model.Sections) -> list[str]:
+def _budget_section(document: ResultDocument, parts: model.Sections) -> list[str]:
     """The time budget: the precision each backend reached, and what it could not buy."""
     from torchport.report.budget import budget_rows, could_not_buy
 
-    budget = document.get("budget")
+    budget = document.budget
     if not budget:
         return []
     body = ["<h2>Time budget and precision</h2>",
@@ -239,18 +246,18 @@ def _budget_section(document: dict[str, Any], parts: model.Sections) -> list[str
     return body
 
 
-def render(document: dict[str, Any]) -> str:
+def render(document: ResultDocument) -> str:
     """The HTML report of one result document (statistics already refreshed)."""
-    app, env, config = document["app"], document["environment"], document["config"]
-    reference = document.get("reference")
+    app, env, config = document.app, document.environment, document.config
+    reference = document.reference
     parts = model.sections(document)
     measured = parts.measured
     charted = {_label(name, b.proxy_for): b.measured() for name, b in measured.items()}
     body = [
         f"<h1>torchport evaluation: {esc(cap(app['spec'], 300))}</h1>",
-        f'<p class="meta">Status <b>{esc(document["status"])}</b>'
-        + (f" ({esc(cap(document['status_reason']))})" if document.get("status_reason") else "")
-        + f" · {esc(document['updated'])} · torchport {esc(document['tool']['version'])} · torch {esc(env.get('torch'))}"
+        f'<p class="meta">Status <b>{esc(document.status)}</b>'
+        + (f" ({esc(cap(document.status_reason))})" if document.status_reason else "")
+        + f" · {esc(document.updated)} · torchport {esc(document.tool['version'])} · torch {esc(env.get('torch'))}"
         f" · Python {esc(env.get('python'))} · {esc(env.get('cpu'))} ({esc(env.get('cpu_count'))} cores)"
         f" · host {esc(env.get('hostname'))}</p>",
         f'<p class="meta">dtype {esc(config["dtype"])}, seed {esc(config["seed"])}, {esc(config["steps"])} sustained steps '
@@ -258,11 +265,11 @@ def render(document: dict[str, Any]) -> str:
         f"fresh process(es) per backend. Reference: {esc(reference)}. A difference is called only when the 95% "
         "interval of the speed ratio excludes 1 and it is at least 5%.</p>",
     ]
-    if document.get("reference_note"):
-        body.append(f'<p class="warn">{esc(cap(document["reference_note"]))}</p>')
-    consistency = document.get("config_consistency") or {}
-    if consistency.get("differing"):
-        body.append(f'<p class="warn">Configuration differs on {esc(", ".join(consistency["differing"]))}: '
+    if document.reference_note:
+        body.append(f'<p class="warn">{esc(cap(document.reference_note))}</p>')
+    consistency = document.config_consistency
+    if consistency and consistency.differing:
+        body.append(f'<p class="warn">Configuration differs on {esc(", ".join(consistency.differing))}: '
                     "their figures are not comparable with the others.</p>")
     from torchport.report import answer
 
@@ -299,11 +306,11 @@ def render(document: dict[str, Any]) -> str:
                 body.append(f"<pre>{chr(10).join(esc(cap(line)) for line in tail[-REPORT_TAIL_LINES:])}</pre>")
     if parts.stage_errors:
         body += ["<h2>Stages that could not finish</h2>", "<ul>",
-                 *[f"<li>{esc(e['stage'])}: {esc(cap(e['message']))}"
-                   + (f" at <code>{esc(cap(e['location'], 300))}</code>" if e.get("location") else "") + "</li>"
+                 *[f"<li>{esc(e.stage)}: {esc(cap(e.message))}"
+                   + (f" at <code>{esc(cap(e.location, 300))}</code>" if e.location else "") + "</li>"
                    for e in parts.stage_errors], "</ul>"]
     body += _budget_section(document, parts)
-    if document.get("script"):
+    if document.script:
         from torchport.script.report import html_section
 
         body += html_section(document, esc, cap, table)
@@ -316,9 +323,11 @@ def render(document: dict[str, Any]) -> str:
                        "no backend ran", "Each dot is one sustained block's time per step; the bar is the run's median."))
     body.append(figure("loss", "Loss trajectories per backend", loss_chart(charted) if measured else "",
                        "no backend ran"))
-    checks, trace = document.get("checks"), document.get("trace")
-    body.append(figure("parity-loss", "Loss in the parity check, with the float64 reference", parity_loss_chart(checks),
-                       "script mode's parity is the loss table in the Script mode section above" if document.get("script")
+    checks, trace = document.check_records(), document.trace
+    check_reference = document.checks.config.reference if document.checks else "cpu"
+    body.append(figure("parity-loss", "Loss in the parity check, with the float64 reference",
+                       parity_loss_chart(checks, check_reference),
+                       "script mode's parity is the loss table in the Script mode section above" if document.script
                        else "no parity check with loss trajectories in this result (run with the checks stage)"))
     body.append(figure("compile", "Compile counts per phase", compile_chart(charted) if measured else "",
                        "no compiler counters in this result: only compiling backends (xla, *-compile) record "
@@ -331,91 +340,90 @@ def render(document: dict[str, Any]) -> str:
                        "no memory estimate in this result (it comes from the op trace)",
                        "An estimate from the traced step (parameters, gradients, optimizer state, activations)."))
     body.append("</div>")
-    if checks and checks.get("checks"):
+    if checks:
         from torchport.check.report import headline, subject
 
         body += ["<h2>Checks</h2>", table(["check", "backend / pair", "status", "figures", "reason"],
-                                          [[c["name"], subject(c), c["status"], headline(c), c.get("reason", "")]
-                                           for c in checks["checks"]])]
-    if trace and trace.get("findings"):
+                                          [[c.name, subject(c), str(c.status), headline(c), c.reason] for c in checks])]
+    if trace and trace.findings:
         body += ["<h2>Op trace findings</h2>", table(
             ["rule", "severity", "where", "what", "count", "fix"],
-            [[f"{f['id']} {f['rule']}", f["severity"], f.get("location") or "", f["detail"], f["count"], f["fix"]]
-             for f in trace["findings"]])]
-    if trace and trace.get("verdicts"):
+            [[f"{f.id} {f.rule}", str(f.severity), f.location or "", f.detail, f.count, f.fix] for f in trace.findings])]
+    if trace and trace.verdicts:
         body += ["<h2>Readiness per target</h2>",
-                 table(["target", "verdict"], [[name, v.get("text", "")] for name, v in trace["verdicts"].items()])]
-    if trace and (trace.get("evaluation") or trace.get("device_apis")):
+                 table(["target", "verdict"], [[name, v.text] for name, v in trace.verdicts.items()])]
+    if trace and (trace.evaluation or trace.device_apis):
         from torchport.trace.report import device_api_lines, evaluation_text
 
         kept_apart = evaluation_text(trace)
         body += [f"<p>Kept apart: {esc(cap(kept_apart, 2000))}.</p>" if kept_apart else "",
                  *(["<h3>Device-typed APIs seen at run time (scan's rules)</h3>",
-                    table(["call"], [[line] for line in device_api_lines(trace)])] if trace.get("device_apis") else [])]
+                    table(["call"], [[line] for line in device_api_lines(trace)])] if trace.device_apis else [])]
     body += ["<h2>What was verified</h2>", table(
         ["backend", "kind", "verification", "environment"],
         [[name, f"proxy for {b.proxy_for}" if b.proxy_for else b.title or "", b.verification,
           fmt.worker_environment(b)] for name, b in parts.backends.items()])]
     body.append('<p class="meta">The result document is embedded in this file '
                 '(<code>script#torchport-result</code>, JSON).</p>')
-    return page(f"torchport evaluation: {app['spec']}", body, document, "torchport-result")
+    return page(f"torchport evaluation: {app['spec']}", body, document.to_dict(), "torchport-result")
 
 
 # --- a comparison ------------------------------------------------------------------------------
 
-def _entry_label(entry: dict[str, Any]) -> str:
-    return f"{entry['machine']} · {_label(entry['backend'], entry.get('proxy_for'))}"
+def _entry_label(entry: ComparisonEntry) -> str:
+    return f"{entry.machine} · {_label(entry.backend, entry.proxy_for)}"
 
 
-def render_comparison(comparison: dict[str, Any]) -> str:
-    entries = comparison["entries"]
+def render_comparison(comparison: ComparisonDocument) -> str:
+    entries = comparison.entries
     body = [
         f"<h1>torchport comparison: reference {esc(cap(compare_text.reference_text(comparison), 400))}</h1>",
-        f'<p class="meta">{esc(comparison["created"])} · torchport {esc(comparison["tool"]["version"])}. Ratio = reference '
+        f'<p class="meta">{esc(comparison.created)} · torchport {esc(comparison.tool["version"])}. Ratio = reference '
         "time / time (&gt; 1: faster), 95% interval from an unpaired bootstrap of the raw block samples; a difference is "
         "called only when the interval excludes 1 and it is at least 5%. Cost from the sustained throughput and each "
         "result's price per hour.</p>",
         "<h2>Machines</h2>",
         table(["machine", "file", "app", "status", "updated"],
-              [[m["name"], m["file"], m["app"], m["status"], m["updated"]] for m in comparison["machines"]]),
+              [[m.name, m.file, m.app, m.status, m.updated] for m in comparison.machines]),
         "<h2>Figures</h2>",
         table(compare_text.HEADERS, compare_text.rows(comparison)),
     ]
-    if comparison["not_comparable"]:
+    if comparison.not_comparable:
         body += ["<h2>Not comparable (left out of the ratios)</h2>",
-                 table(["machine", "backend", "reason"], [[i["machine"], i.get("backend") or "(whole file)", i["reason"]]
-                                                          for i in comparison["not_comparable"]])]
-    if comparison["environment_differences"]:
-        machines = [m["name"] for m in comparison["machines"]]
+                 table(["machine", "backend", "reason"], [[i.machine, i.backend or "(whole file)", i.reason]
+                                                          for i in comparison.not_comparable])]
+    if comparison.environment_differences:
+        machines = [m.name for m in comparison.machines]
         body += ["<h2>Environment differences</h2>",
-                 table(["field", *machines], [[row["field"], *[row["values"].get(m, "n/a") for m in machines]]
-                                              for row in comparison["environment_differences"]])]
-    if "regressions" in comparison:
-        found = comparison["regressions"]
-        body.append(f"<h2>Regressions (over {esc(comparison['fail_on_regression_pct'])}%, significant)</h2>")
-        body.append("<ul>" + "".join(f'<li class="fail">{esc(r["machine"])}:{esc(r["backend"])} '
-                                     f"{r['slower_by']:.1%} slower</li>" for r in found) + "</ul>" if found else "<p>None.</p>")
-        not_gated = comparison.get("regressions_not_gated") or []
+                 table(["field", *machines], [[row.field, *[row.values.get(m, "n/a") for m in machines]]
+                                              for row in comparison.environment_differences])]
+    if comparison.regressions is not None:
+        found = comparison.regressions
+        body.append(f"<h2>Regressions (over {esc(comparison.fail_on_regression_pct)}%, significant)</h2>")
+        body.append("<ul>" + "".join(f'<li class="fail">{esc(r.machine)}:{esc(r.backend)} '
+                                     f"{r.slower_by:.1%} slower</li>" for r in found) + "</ul>" if found else "<p>None.</p>")
+        not_gated = comparison.regressions_not_gated or []
         if not_gated:
-            body.append("<ul>" + "".join(f"<li>not gated: {esc(r['machine'])}:{esc(r['backend'])} looks "
-                                         f"{r['slower_by']:.1%} slower, but {esc(r['why'])}</li>" for r in not_gated) + "</ul>")
-    comparable = [e for e in entries if e.get("comparable")]
+            body.append("<ul>" + "".join(f"<li>not gated: {esc(r.machine)}:{esc(r.backend)} looks "
+                                         f"{r.slower_by:.1%} slower, but {esc(r.why)}</li>" for r in not_gated) + "</ul>")
+    comparable = [e for e in entries if e.comparable]
     body += ["<h2>Charts</h2>", '<div class="charts">']
     body.append(figure("step-time", "Sustained step time per machine and backend", svg.interval_bars(
-        [(_entry_label(e), e["step_time_s"]["median"], *e["step_time_s"]["ci95"]) for e in comparable],
+        [(_entry_label(e), step.median, step.ci95[0], step.ci95[1]) for e in comparable if (step := e.step_time_s)],
         _ms, "Sustained time per step, median with 95% interval"), "no comparable entries"))
     body.append(figure("ratio", "Speed against the reference", svg.interval_bars(
-        [(_entry_label(e), e["ratio"]["speedup"], *e["ratio"]["ci95"]) for e in comparable if e.get("ratio")],
+        [(_entry_label(e), ratio.speedup, ratio.ci95[0], ratio.ci95[1]) for e in comparable if (ratio := e.ratio)],
         lambda v: f"{v:.2f}x", "Speed ratio to the reference with 95% interval (line: 1)", reference_line=1.0),
         "no entry besides the reference is comparable"))
-    costed = [e for e in comparable if e.get("cost")]
+    costed = [(e, e.cost) for e in comparable if e.cost]
     body.append(figure("cost", "Cost per 1M samples per machine and backend", svg.interval_bars(
-        [(_entry_label(e), e["cost"]["usd_per_million_samples"], *e["cost"]["usd_per_million_samples_ci95"])
-         for e in costed], fmt.usd, "USD per 1M samples with 95% interval"),
+        [(_entry_label(e), cost.usd_per_million_samples, cost.usd_per_million_samples_ci95[0],
+          cost.usd_per_million_samples_ci95[1]) for e, cost in costed],
+        fmt.usd, "USD per 1M samples with 95% interval"),
         "no prices: add them to the evaluations (--price) or here (--price MACHINE:BACKEND=USD_PER_HOUR)"))
     body.append(figure("first-step", "Time to first step per machine and backend", svg.stacked_bars(
-        [(_entry_label(e), [(e["time_to_first_step_s"] or 0) - (e["first_step_s"] or 0), e["first_step_s"] or 0])
+        [(_entry_label(e), [(e.time_to_first_step_s or 0) - (e.first_step_s or 0), e.first_step_s or 0])
          for e in entries], ["start, imports, init", "first step"], fmt.seconds, "Time to the end of the first step"),
         "no entries"))
     body.append("</div>")
-    return page("torchport comparison", body, comparison, "torchport-comparison")
+    return page("torchport comparison", body, comparison.to_dict(), "torchport-comparison")

@@ -8,35 +8,34 @@ from torchport import stages
 from torchport import formatting as fmt
 from torchport.report.verdict import verdict_line
 from torchport.report import model
-from torchport.records import BackendEntry, ErrorRecord, FailureDigest
+from torchport.records import BackendComparison, BackendEntry, ErrorRecord, FailureDigest, ResultDocument, ScriptSection
 
 # Each stage renders its own section of the report (torchport.stages).
 
 
-def render(document: dict[str, Any]) -> str:
-    app = document["app"]
-    env = document["environment"]
-    config = document["config"]
-    reference = document.get("reference")
-    backends = document["backends"]
+def render(document: ResultDocument) -> str:
+    app = document.app
+    env = document.environment
+    config = document.config
+    reference = document.reference
     lines = [
         f"# torchport evaluation: {fmt.md_code(app['spec'])}",
         "",
-        f"Status: **{fmt.md(document['status'])}**" + (f" ({fmt.md(document['status_reason'])})" if document.get("status_reason") else ""),
-        f" · {document['updated']} · torchport {document['tool']['version']} · torch {env['torch']} · Python {env['python']}",
+        f"Status: **{fmt.md(document.status)}**" + (f" ({fmt.md(document.status_reason)})" if document.status_reason else ""),
+        f" · {document.updated} · torchport {document.tool['version']} · torch {env['torch']} · Python {env['python']}",
         f" · {fmt.md(env['cpu'])} ({env['cpu_count']} cores)",
         "",
         f"Same configuration on every backend: dtype {config['dtype']}, seed {config['seed']}, "
         f"{config['steps']} sustained steps in {config['blocks']} timed blocks, warm-up bound {config['max_warmup_steps']} steps, "
         f"{config.get('repeats', 1)} fresh process(es) per backend, interleaved. Reference: {fmt.md_code(reference)}.",
     ]
-    if document.get("reference_note"):
-        lines.append(f"Note: {fmt.md(document['reference_note'])}.")
+    if document.reference_note:
+        lines.append(f"Note: {fmt.md(document.reference_note)}.")
     if app.get("git_commit"):
         lines.append(f"App commit {app['git_commit'][:12]}{' (with uncommitted changes)' if app.get('git_dirty') else ''}.")
-    consistency = document.get("config_consistency") or {}
-    if consistency and not consistency.get("consistent", True):
-        lines += ["", f"**Warning: configuration differs on {fmt.md(', '.join(consistency['differing']))}**: "
+    consistency = document.config_consistency
+    if consistency and not consistency.consistent:
+        lines += ["", f"**Warning: configuration differs on {fmt.md(', '.join(consistency.differing))}**: "
                   "their figures are not comparable with the others (see the config hashes below)."]
     from torchport.report import answer
 
@@ -44,13 +43,13 @@ def render(document: dict[str, Any]) -> str:
     lines += ["", "## Verdict per backend", ""]
     parts = model.sections(document)
     lines += [f"- {fmt.md(verdict_line(name, b, reference), 2000)}" for name, b in parts.backends.items()]
-    if document.get("script"):
-        lines += _script_section(document["script"], backends, document)
-    if document.get("script_distributed"):
-        ddp = document["script_distributed"]
-        lines += ["", f"Under torchrun ({ddp.get('nproc_per_node')} processes on {fmt.md(ddp.get('backend'))}): "
-                      f"**{fmt.md(ddp['status'])}**, {fmt.md(ddp.get('reason', ''))}. Comparison with one process "
-                      f"{fmt.md(ddp.get('comparison', 'not made'))}."]
+    if document.script:
+        lines += _script_section(document.script, document)
+    if document.script_distributed:
+        ddp = document.script_distributed
+        lines += ["", f"Under torchrun ({ddp.nproc_per_node} processes on {fmt.md(ddp.backend)}): "
+                      f"**{fmt.md(ddp.status)}**, {fmt.md(ddp.reason)}. Comparison with one process "
+                      f"{fmt.md(ddp.comparison or 'not made')}."]
     measured = parts.measured
     if measured:
         lines += ["", "## Training throughput (sustained)", "",
@@ -101,11 +100,12 @@ def render(document: dict[str, Any]) -> str:
     lines += _does_not_run_here(parts.does_not_run_here)
     if parts.stage_errors:
         lines += ["", "## Stages that could not finish", ""]
-        lines += [f"- {fmt.md(e['stage'])}: {fmt.md(e['message'])}" + (f" at {fmt.md_code(e['location'])}" if e.get("location") else "")
+        lines += [f"- {fmt.md(e.stage)}: {fmt.md(e.message)}" + (f" at {fmt.md_code(e.location)}" if e.location else "")
                   for e in parts.stage_errors]
     for section in stages.result_keys():
-        if document.get(section) and stages.by_key(section).render:
-            lines += ["", _stage_markdown(section, document[section])]
+        data = document.section(section)
+        if data and stages.by_key(section).render:
+            lines += ["", _stage_markdown(section, data)]
     from torchport.report.budget import budget_markdown, memory_markdown
 
     lines += budget_markdown(document) + memory_markdown(document)
@@ -114,23 +114,23 @@ def render(document: dict[str, Any]) -> str:
     for name, b in parts.backends.items():
         kind = f"proxy for {b.proxy_for}" if b.proxy_for else b.title or ""
         lines.append(f"| {fmt.md(name)} | {fmt.md(kind)} | {fmt.md(b.verification)} | {fmt.md(fmt.worker_environment(b))} |")
-    if consistency.get("hashes"):
+    if consistency and consistency.hashes:
         lines += ["", "Effective configuration hash per backend: " +
-                  ", ".join(f"{fmt.md(name)} {fmt.md_code('/'.join(h))}" for name, h in consistency["hashes"].items()) + "."]
+                  ", ".join(f"{fmt.md(name)} {fmt.md_code('/'.join(h))}" for name, h in consistency.hashes.items()) + "."]
     return "\n".join(lines) + "\n"
 
 
-def _script_section(script: dict[str, Any], backends: dict[str, Any], document: dict[str, Any]) -> list[str]:
+def _script_section(script: ScriptSection, document: ResultDocument) -> list[str]:
     """Script mode: did it run on each backend (with the device's evidence), which lines had to be redirected."""
     from torchport.script import report as script_report
 
     lines = ["", "## Script mode", *_captioned_table(
-        f"The script {fmt.md_code(script['path'])} ran unmodified in each backend's worker "
+        f"The script {fmt.md_code(script.path)} ran unmodified in each backend's worker "
         "(steps from its optimizer, loss from `backward()`, unscaled when a GradScaler scales it). "
         "A backend counts as run only with evidence from its device.", ("backend", "verdict"),
-        [f"| {fmt.md(name)} | {fmt.md(v['text'])} |" for name, v in script["verdicts"].items()])]
-    compiled = {name: run["script"]["compiled_by_script"] for name, b in backends.items() for run in b.get("runs", [])
-                if (run.get("script") or {}).get("compiled_by_script")}
+        [f"| {fmt.md(name)} | {fmt.md(v.text)} |" for name, v in script.verdicts.items()])]
+    compiled = {name: where for name, b in document.backends.items() for run in b.runs
+                if (where := (run.script or {}).get("compiled_by_script"))}
     for name, where in compiled.items():
         lines.append(f"\nOn {fmt.md(name)} the script called `torch.compile` itself (at {fmt.md(', '.join(sorted(set(where))))}): "
                      "its model is compiled even on an eager backend.")
@@ -139,42 +139,41 @@ def _script_section(script: dict[str, Any], backends: dict[str, Any], document: 
         lines += _captioned_table(
             "Redirects that fired (`--redirect-cuda`), at the script's lines:",
             ("line", "call", "became", "backends", "count"),
-            [f"| {fmt.md_code(row['location'])} | {fmt.md(row['call'])} "
-             f"| {fmt.md('; '.join(f'{n}: {b}' for n, b in row['becomes'].items()) or '–')} "
-             f"| {fmt.md(', '.join(row['backends']))} | {row['count']} |" for row in fired])
+            [f"| {fmt.md_code(row.location)} | {fmt.md(row.call)} "
+             f"| {fmt.md('; '.join(f'{n}: {b}' for n, b in row.becomes.items()) or '–')} "
+             f"| {fmt.md(', '.join(row.backends))} | {row.count} |" for row in fired])
     regions = script_report.autocasts(document)
     if regions:
         lines += _captioned_table(
             "Mixed precision regions (autocast) as they ran:", ("backend", "line", "asked for", "ran as"),
-            [f"| {fmt.md(row['backend'])} | {fmt.md_code(row['location'])} | {fmt.md(row.get('requested_device_type'))} "
-             f"| {fmt.md(str(row.get('device_type')) + ', ' + row['dtype'] if row['enabled'] else 'disabled: float32')} |"
-             for row in regions])
-    if script.get("configuration"):
+            [f"| {fmt.md(row.backend)} | {fmt.md_code(row.location)} | {fmt.md(row.requested_device_type)} "
+             f"| {fmt.md(row.ran_as())} |" for row in regions])
+    if script.configuration:
         lines += ["", "The model differs between backends (the figures are not comparable until it does not):", ""]
-        lines += [f"- {fmt.md(item['backend'])}, {fmt.md(item['rule'])} at {fmt.md_code(item['location'] or '?')}: "
-                  f"{fmt.md(item['message'], 2000)}" for item in script["configuration"]]
-    if script["lines"]:
-        scanned = script.get("files_scanned") or [script["path"]]
+        lines += [f"- {fmt.md(item.backend)}, {fmt.md(item.rule)} at {fmt.md_code(item.location or '?')}: "
+                  f"{fmt.md(item.message, 2000)}" for item in script.configuration]
+    if script.lines:
+        scanned = script.files_scanned or [script.path]
         lines += _captioned_table(
             f"Lines that tie the script to CUDA, found at run time (redirects) and statically (`torchport scan` "
             f"of the script's own files: {len(scanned)}):",
             ("line", "status", "redirected at run time", "scan rules", "`torchport fix`"),
-            [f"| {fmt.md_code(item['location'])} | {fmt.md(item['status'])} | {fmt.md(', '.join(item['redirects']) or '–')} "
-             f"| {fmt.md(', '.join(item['rules']) or '–')} | {'rewrites it' if item['fixable'] else '–'} |"
-             for item in script["lines"]])
-        if script.get("coverage_source"):
-            lines.append(f"\n\"Not executed\" is line coverage: {fmt.md(script['coverage_source'])}.")
-    parity = script.get("parity") or {}
+            [f"| {fmt.md_code(item.location)} | {fmt.md(item.status)} | {fmt.md(', '.join(item.redirects) or '–')} "
+             f"| {fmt.md(', '.join(item.rules) or '–')} | {'rewrites it' if item.fixable else '–'} |"
+             for item in script.lines])
+        if script.coverage_source:
+            lines.append(f"\n\"Not executed\" is line coverage: {fmt.md(script.coverage_source)}.")
     rows = script_report.parity_rows(document)
     if rows:
-        lines += _captioned_table(f"Loss trajectories ({fmt.md(parity.get('rule', 'not compared'))}):",
+        rule = script.parity.rule if script.parity and script.parity.rule else "not compared"
+        lines += _captioned_table(f"Loss trajectories ({fmt.md(rule)}):",
                                   ("backend", "worst relative difference", "parity"),
                                   [f"| {fmt.md(name)} | {diff} | {fmt.md(status)} |" for name, diff, status in rows])
     notes = script_report.load_notes(document)
     if notes:
         lines += ["", *[f"- {fmt.md(note)}" for note in notes]]
-    if script.get("scan_error"):
-        lines.append(f"\nThe static scan could not run: {fmt.md(script['scan_error'])}.")
+    if script.scan_error:
+        lines.append(f"\nThe static scan could not run: {fmt.md(script.scan_error)}.")
     return lines
 
 
@@ -276,15 +275,15 @@ def _at_step(step: int | None) -> str:
     return f" (step {step})" if step else ""
 
 
-def _common_step_loss(comparison: dict[str, Any] | None, is_reference: bool) -> str:
+def _common_step_loss(comparison: BackendComparison | None, is_reference: bool) -> str:
     """This backend's loss and the reference's at the last step both reached."""
     if is_reference:
         return "reference"
-    common = (comparison or {}).get("loss_at_common_step")
+    common = comparison.loss_at_common_step if comparison else None
     if not common:
         return "–"
-    difference = common.get("relative_difference")
-    return (f"{common['loss']:.4f} vs {common['reference_loss']:.4f} at step {common['step']}"
+    difference = common.relative_difference
+    return (f"{common.loss:.4f} vs {common.reference_loss:.4f} at step {common.step}"
             + (f" ({difference:.1%} apart)" if difference is not None else ""))
 
 

@@ -3,14 +3,14 @@ from the result document: the terminal summary, report.md and report.html
 draw these sections and never decide them again, so that they cannot list
 different backends under the same heading.
 
-This is where the report layer reads the document's backends into records
-(``entries``); the renderers below read those, not the JSON."""
+The report layer reads the document as one record (``ResultDocument``, read by
+``torchport.document.result_record`` or ``torchport.summary.refresh``); the
+renderers read its records and these sections, never the JSON."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from torchport.records import BackendEntry, BackendStatus, ErrorKind
+from torchport.records import BackendEntry, BackendStatus, ErrorKind, ResultDocument, StageError
 
 
 @dataclass(frozen=True)
@@ -28,16 +28,11 @@ class Sections:
     # Not on this machine: one line per reason in the answer per target.
     unavailable: dict[str, BackendEntry] = field(default_factory=dict)
     # Stages (trace, checks, ...) that raised: the timing results stand.
-    stage_errors: list[dict[str, Any]] = field(default_factory=list)
+    stage_errors: list[StageError] = field(default_factory=list)
 
 
-def entries(document: dict[str, Any]) -> dict[str, BackendEntry]:
-    """The document's backends as records, in the document's order."""
-    return {name: BackendEntry.from_dict(backend) for name, backend in (document.get("backends") or {}).items()}
-
-
-def sections(document: dict[str, Any]) -> Sections:
-    parts = Sections(entries(document), stage_errors=list(document.get("stage_errors") or []))
+def sections(document: ResultDocument) -> Sections:
+    parts = Sections(dict(document.backends), stage_errors=list(document.stage_errors))
     for name, backend in parts.backends.items():
         if backend.status == BackendStatus.UNAVAILABLE:
             parts.unavailable[name] = backend

@@ -2,27 +2,25 @@
 then one line per note, so it reads in an 80-column terminal."""
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from torchport import formatting as fmt
-from torchport.records import BackendStatus
+from torchport.records import BackendStatus, ResultDocument
 from torchport.report import model
 from torchport.text import one_line
 
 
-def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
-    reference = document.get("reference")
+def summary_table(document: ResultDocument) -> tuple[Table, list[str]]:
+    reference = document.reference
     # Names, messages and reasons come from apps and results: data, never rich markup.
-    table = Table(title=escape(one_line(f"torchport evaluate {document['app']['spec']}")), title_justify="left")
+    table = Table(title=escape(one_line(f"torchport evaluate {document.app_spec}")), title_justify="left")
     for header in ("backend", "status", "step time [95% CI]", "samples/s", escape(f"vs {one_line(reference)}"), "first step", "memory"):
         table.add_column(header, overflow="fold")
     notes: list[str] = []
     parts = model.sections(document)
-    for name, backend in model.entries(document).items():
+    for name, backend in parts.backends.items():
         if backend.status == BackendStatus.UNAVAILABLE:
             continue  # the answer per target lists them, one line per reason
         label = f"{name} (proxy)" if backend.proxy_for else name
@@ -66,19 +64,19 @@ def summary_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     from torchport.report.budget import budget_notes
 
     notes += budget_notes(document)
-    notes += [f"stage {error['stage']}: {error['message']}" + (f" at {error['location']}" if error.get("location") else "")
+    notes += [f"stage {error.stage}: {error.message}" + (f" at {error.location}" if error.location else "")
               for error in parts.stage_errors]
-    if document.get("script"):
+    if document.script:
         from torchport.script.report import terminal_lines
 
         notes += terminal_lines(document)
-    consistency = document.get("config_consistency") or {}
-    if consistency.get("differing"):
-        notes.insert(0, f"configuration differs on {', '.join(consistency['differing'])}: not comparable")
+    consistency = document.config_consistency
+    if consistency is not None and consistency.differing:
+        notes.insert(0, f"configuration differs on {', '.join(consistency.differing)}: not comparable")
     return table, notes
 
 
-def answer_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
+def answer_table(document: ResultDocument) -> tuple[Table, list[str]]:
     """The answer per target family (``report.answer``), and its legend and the
     backends that could not run here, one line per reason."""
     from torchport.report import answer
@@ -92,7 +90,7 @@ def answer_table(document: dict[str, Any]) -> tuple[Table, list[str]]:
     return table, [answer.LEGEND, *model.lines()]
 
 
-def print_summary(document: dict[str, Any], console: Console | None = None) -> None:
+def print_summary(document: ResultDocument, console: Console | None = None) -> None:
     from torchport import output
 
     if console is None:

@@ -1,16 +1,11 @@
 """One line per backend that answers "does it run, and how well"."""
 from __future__ import annotations
 
-from typing import Any
-
 from torchport import formatting as fmt
 from torchport.records import BackendEntry, BackendStatus, ErrorKind, RunStatus
 
 
-def verdict_line(name: str, backend: BackendEntry | dict[str, Any], reference: str | None) -> str:
-    """``backend`` as a record, or as the document holds it (the live evaluation's progress lines)."""
-    if isinstance(backend, dict):
-        backend = BackendEntry.from_dict(backend)
+def verdict_line(name: str, backend: BackendEntry, reference: str | None) -> str:
     proxy = f" [proxy for {backend.proxy_for}]" if backend.proxy_for else ""
     status = backend.status
     if status == BackendStatus.UNAVAILABLE:
@@ -32,7 +27,7 @@ def verdict_line(name: str, backend: BackendEntry | dict[str, Any], reference: s
     elif backend.comparison:
         from torchport.script.report import heavy_load
 
-        loaded = [text for run in backend.runs if run.status == RunStatus.OK for text in [heavy_load(run.to_dict())] if text]
+        loaded = [text for run in backend.runs if run.status == RunStatus.OK for text in [heavy_load(run)] if text]
         parts.append(f"vs {reference}: {fmt.speedup(backend.comparison)}"
                      + (f" (MEASURED UNDER HEAVY LOAD: {max(loaded)})" if loaded else ""))
     parts.append(f"first step {fmt.seconds(summary.first_step_s)}")

@@ -43,6 +43,7 @@ from torchport.protocol import (
     record_first_step,
     run_warmup_and_sustained,
 )
+from torchport.records import DeviceMemory, ErrorKind, MachineLoad, ModelFacts
 
 CUDA_HINT = ("the script uses CUDA, which this backend does not have: pass the device in its arguments "
              "(-- --device={device}) or run with --redirect-cuda")
@@ -384,7 +385,7 @@ def script_job(context: Any) -> None:
 
     usercode.set_script(str(script))
     usercode.library_roots()  # read the installed distributions now, not inside the script's first step
-    result["script"]["machine_load"] = machine_load()
+    result["script"]["machine_load"] = machine_load().to_dict()
     driver = ScriptDriver(backend, script)
     redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
     outcome: dict[str, Any] = {}
@@ -421,13 +422,13 @@ def script_job(context: Any) -> None:
     counters_after = backend.counters()
     if redirects is not None:  # installed last, undone first
         redirects.uninstall()
-        result["script"]["redirects"] = redirects.fired()
+        result["script"]["redirects"] = [fired.to_dict() for fired in redirects.fired()]
     driver.uninstall()
     result["script"]["compiled_by_script"] = driver.compiled_by_script
     result["script"]["autocast"] = list(driver.autocasts.values())
     result["script"]["process_groups"] = driver.process_groups
     result["script"]["user_files"] = user_files(script)
-    result["script"]["machine_load"]["end"] = machine_load()["start"]
+    result["script"]["machine_load"]["end"] = machine_load().start
     result["script"]["grad_scalers"] = list(driver.scalers.values())
     if driver.scalers:
         result["script"]["loss_source"] = ("the loss passed to GradScaler.scale() (unscaled), else the scalar passed "
@@ -458,20 +459,22 @@ def script_job(context: Any) -> None:
                         f"(1 + up to {config.max_warmup_steps} warm-up + {config.steps} sustained steps); what was "
                         "measured is kept: give the script more steps or lower --steps/--max-warmup",
                         location=str(script))
-    result["script"]["model"] = model_facts(driver.model, driver.moves)
+    facts = model_facts(driver.model, driver.moves)
+    result["script"]["model"] = facts.to_dict() if facts else None
     result["memory"] = backend.memory()
     result["host_peak_rss_bytes"] = host_peak_rss_bytes()
-    found = evidence.collect(backend, counters_before, counters_after, driver.parameter_devices, result["memory"])
-    result["script"]["evidence"] = found
+    memory = DeviceMemory.from_dict(result["memory"]) if result["memory"] else None
+    found = evidence.collect(backend, counters_before, counters_after, driver.parameter_devices, memory)
+    result["script"]["evidence"] = found.to_dict()
     parameters = sum(driver.parameters.values())
     effective = {"script": str(script), "args": job.get("script_args", []), "protocol": config.as_dict(),
                  "parameters": parameters, "optimizers": result["script"]["optimizers"],
                  "redirect_cuda": bool(job.get("redirect_cuda"))}
     result["config"] = effective
     result["config_hash"] = config_hash(effective)
-    if not found["ran_on_device"]:
+    if not found.ran_on_device:
         # What was measured is kept in the run, but it is not this backend's: the run is not "ok".
-        raise UserError(found["why"], location=str(script), kind="not-on-device")
+        raise UserError(found.why or "", location=str(script), kind=ErrorKind.NOT_ON_DEVICE)
 
 
 def user_files(script: Path) -> list[str]:
@@ -520,17 +523,17 @@ def user_files(script: Path) -> list[str]:
     return sorted(closure)
 
 
-def machine_load() -> dict[str, Any]:
+def machine_load() -> MachineLoad:
     """The machine's 1-minute load average and CPU count now (``start``; a run records ``end`` too): a
     speed measured while other work loads the machine is flagged (torchport.script.report)."""
     try:
         load = os.getloadavg()[0]
     except OSError:  # no load average on this platform
-        return {"start": None, "cpus": os.cpu_count()}
-    return {"start": round(load, 2), "cpus": os.cpu_count()}
+        return MachineLoad(start=None, cpus=os.cpu_count())
+    return MachineLoad(start=round(load, 2), cpus=os.cpu_count())
 
 
-def model_facts(model: Any, moves: dict[int, str]) -> dict[str, Any] | None:
+def model_facts(model: Any, moves: dict[int, str]) -> ModelFacts | None:
     """The script's model as it trained on this backend: parameter tensors and
     elements, the parameters that share one tensor (tied weights), dtypes,
     buffers, and the user's line that moved it to the device."""
@@ -541,11 +544,11 @@ def model_facts(model: Any, moves: dict[int, str]) -> dict[str, Any] | None:
     for name, parameter in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(parameter), []).append(name)
         sizes[id(parameter)] = parameter.numel()
-    return {"type": type(model).__name__, "parameter_tensors": len(names), "parameters": sum(sizes.values()),
-            "tied": [group for group in names.values() if len(group) > 1],
-            "dtypes": sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}),
-            "buffers": sorted(name for name, _ in model.named_buffers()),
-            "moved_at": moves.get(id(model))}
+    return ModelFacts(type=type(model).__name__, parameter_tensors=len(names), parameters=sum(sizes.values()),
+                      tied=[group for group in names.values() if len(group) > 1],
+                      dtypes=sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}),
+                      buffers=sorted(name for name, _ in model.named_buffers()),
+                      moved_at=moves.get(id(model)))
 
 
 def _with_hint(error: BaseException) -> BaseException:
@@ -740,7 +743,8 @@ def script_trace_job(context: Any) -> None:
     except (StopScript, SystemExit):
         pass
     finally:
-        context.result["script_coverage"] = linecoverage.stop(lines, steps)
+        coverage = linecoverage.stop(lines, steps)
+        context.result["script_coverage"] = coverage.to_dict() if coverage else None
         traced.end_step()
         for handle in handles:
             handle.remove()

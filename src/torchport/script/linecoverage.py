@@ -24,6 +24,8 @@ import tempfile
 import time
 from typing import Any
 
+from torchport.records import ScriptCoverage
+
 # How long the pass waits for worker processes to end (and save their data)
 # once the script stopped: a DataLoader's shutdown joins its workers within
 # torch's own 5 s status interval.
@@ -87,7 +89,7 @@ def start() -> LineCoverage | None:
     return LineCoverage()
 
 
-def stop(measure: LineCoverage | None, steps: int) -> dict[str, Any] | None:
+def stop(measure: LineCoverage | None, steps: int) -> ScriptCoverage | None:
     """The pass's coverage as a result records it (``script_coverage``)."""
     if measure is None:
         return None
@@ -100,6 +102,6 @@ def stop(measure: LineCoverage | None, steps: int) -> dict[str, Any] | None:
                if children else "it started no process with multiprocessing")
     if still_running:
         workers += f"; {still_running} still running when the pass ended, not measured"
-    return {"source": f"coverage.py {coverage.__version__}: the user's files in the untimed trace pass (the script "
-                      f"on the cpu, its first {steps} steps; {workers})",
-            "files": files, "processes_measured": 1 + children}
+    return ScriptCoverage(source=f"coverage.py {coverage.__version__}: the user's files in the untimed trace pass "
+                                 f"(the script on the cpu, its first {steps} steps; {workers})",
+                          files=files, processes_measured=1 + children)

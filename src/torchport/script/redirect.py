@@ -16,6 +16,7 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport.errors import UserError
+from torchport.records import FiredRedirect
 
 EQUIVALENT, NO_OP, UNSUPPORTED = "equivalent", "no-op", "unsupported"
 
@@ -106,14 +107,9 @@ class Redirects:
         for owner, name, original in reversed(self._restore):
             setattr(owner, name, original)
 
-    def fired(self) -> list[dict[str, Any]]:
-        items = []
-        for (call, where), count in sorted(self.counts.items(), key=lambda item: (str(item[0][1]), item[0][0])):
-            item: dict[str, Any] = {"call": call, "location": where, "count": count}
-            if (call, str(where)) in self.becomes:
-                item["becomes"] = self.becomes[(call, str(where))]
-            items.append(item)
-        return items
+    def fired(self) -> list[FiredRedirect]:
+        return [FiredRedirect(call=call, location=where, count=count, becomes=self.becomes.get((call, str(where))))
+                for (call, where), count in sorted(self.counts.items(), key=lambda item: (str(item[0][1]), item[0][0]))]
 
     def _device(self, value: Any) -> Any:
         if _is_cuda(value) and self._fire(TABLE[0].call.split(" in ")[0]):

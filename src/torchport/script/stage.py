@@ -21,7 +21,7 @@ from typing import Any
 from torchport.check.distributed import launch, launch_failure
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import BackendStatus, RunStatus
+from torchport.records import BackendStatus, RunRecord, RunStatus, ScenarioSamples, ScriptDistributed, TorchrunRank
 from torchport.stats import median
 
 NPROC = 2
@@ -72,10 +72,10 @@ class ScriptStageOptions:
 def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     stage = ScriptStageOptions.from_evaluation(options)
     reference = document.get("reference")
-    section: dict[str, Any] = {"backend": reference, "nproc_per_node": NPROC, "status": "skipped", "ranks": {}}
+    section = ScriptDistributed(backend=reference, nproc_per_node=NPROC, status="skipped", ranks={})
     if reference is None or document["backends"][reference].get("status") != BackendStatus.OK:
-        section["reason"] = "the script did not run on the reference backend in one process"
-        document["script_distributed"] = section
+        section.reason = "the script did not run on the reference backend in one process"
+        document["script_distributed"] = section.to_dict()
         return
     config = ProtocolConfig(seed=options.protocol.seed, steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP,
                             steady_tolerance=0.0, inference=False)
@@ -88,35 +88,36 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
                           extra={"config": config.as_dict(), **stage.job()})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    section["torchrun_s"] = launched["wall_s"]
+    section.torchrun_s = launched["wall_s"]
     for rank, result in sorted(launched["ranks"].items()):
-        training = result.get("training") or {}
-        blocks = (training.get("sustained") or {}).get("blocks") or []
-        section["ranks"][str(rank)] = {
-            "status": result.get("status"),
-            "error": result.get("error"),
-            "step_s": median(b["seconds"] / b["steps"] for b in blocks) if blocks else None,
-            "redirects": (result.get("script") or {}).get("redirects", []),
-            "losses": [v for b in blocks for v in (b.get("losses") or [])],
-            "process_groups": (result.get("script") or {}).get("process_groups"),
-            "user_files": (result.get("script") or {}).get("user_files"),
-        }
-    ranks = section["ranks"]
-    if len(ranks) == NPROC and all(r["status"] == RunStatus.OK for r in ranks.values()) and \
-            not any(r["process_groups"] for r in ranks.values()):
-        section["status"] = "not applicable"
-        section["reason"] = (f"the script created no process group: under torchrun each of the {NPROC} processes "
-                             "trained alone, so there is no distributed training to check")
-    elif len(ranks) == NPROC and all(r["status"] == RunStatus.OK for r in ranks.values()):
-        section["status"] = "pass"
-        section["reason"] = (f"the script ran unmodified under torchrun on {NPROC} processes "
-                             f"({STEPS} sustained steps on every rank)")
+        run = RunRecord.from_dict(result)  # a rank's result, as its worker wrote it
+        sustained = ScenarioSamples.from_dict(run.training).sustained if run.training else None
+        blocks = sustained.blocks if sustained else []
+        section.ranks[str(rank)] = TorchrunRank(
+            status=run.status if "status" in result else None,
+            error=run.error,
+            step_s=median(sustained.step_times()) if sustained and blocks else None,
+            redirects=(run.script or {}).get("redirects", []),
+            losses=[v for b in blocks for v in (b.losses or [])],
+            process_groups=(run.script or {}).get("process_groups"),
+            user_files=(run.script or {}).get("user_files"),
+        )
+    ranks = section.ranks
+    if len(ranks) == NPROC and all(r.status == RunStatus.OK for r in ranks.values()) and \
+            not any(r.process_groups for r in ranks.values()):
+        section.status = "not applicable"
+        section.reason = (f"the script created no process group: under torchrun each of the {NPROC} processes "
+                          "trained alone, so there is no distributed training to check")
+    elif len(ranks) == NPROC and all(r.status == RunStatus.OK for r in ranks.values()):
+        section.status = "pass"
+        section.reason = (f"the script ran unmodified under torchrun on {NPROC} processes "
+                          f"({STEPS} sustained steps on every rank)")
     else:
-        section["status"] = "fail"
-        section["reason"] = launch_failure(launched, launch_options)
-    section["comparison"] = ("not made: the script decides how its global batch is split over ranks, so one "
-                             "process cannot be made to see the same batches from outside")
-    document["script_distributed"] = section
+        section.status = "fail"
+        section.reason = launch_failure(launched, launch_options)
+    section.comparison = ("not made: the script decides how its global batch is split over ranks, so one "
+                          "process cannot be made to see the same batches from outside")
+    document["script_distributed"] = section.to_dict()
 
 
 def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:

@@ -142,7 +142,7 @@ def measured_xla(backend: BackendEntry | None) -> XlaMeasured | None:
     per_run = (backend.summary.counter_runs if backend and backend.summary else None) or []
     if not per_run:
         return None
-    return XlaMeasured(runs=len(per_run), per_run=[CounterRun.from_dict(run) for run in per_run])
+    return XlaMeasured(runs=len(per_run), per_run=list(per_run))
 
 
 def _per_step(findings: list[Finding], rule: RuleId) -> float:
