@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from torchport.backends.neuron import neuron_availability, neuron_devices
-from torchport.backends.tpu import find_tpus, tpu_availability, vfio_groups
+from torchport.backends.tpu import TpuChip, find_tpus, tpu_availability, vfio_groups
 from torchport.launch import run_worker
 from torchport.records import ErrorKind, RunStatus
 
@@ -72,8 +72,8 @@ def packages(tmp_path, monkeypatch):
 
 
 def test_only_tpu_device_ids_count_as_tpus(tpu_host):
-    assert find_tpus(tpu_host) == [{"address": "0000:00:04.0", "pci_device": "0x0063", "generation": "TPU v5e",
-                                    "iommu_group": "7", "vfio": False}]
+    assert find_tpus(tpu_host) == [TpuChip(address="0000:00:04.0", pci_device="0x0063", generation="TPU v5e",
+                                           iommu_group="7", vfio=False)]
     assert find_tpus(tpu_host.parent / "empty") == []
 
 

@@ -110,8 +110,8 @@ def test_plan_shares_the_time_and_the_eta_counts_down():
                       clock=lambda: clock["now"], started=1000.0)
     entry = plan.job_entry("cpu", 0, remaining_this_round=2)
     # 25% for the stages, 3% for the results; round 1 shares the rest over 2 runs + 2 later half-weight runs.
-    assert entry["deadline"] == pytest.approx(1000 + (600 * 0.75 - 18) / 3)
-    assert entry["precision"] == 0.02
+    assert entry.deadline == pytest.approx(1000 + (600 * 0.75 - 18) / 3)
+    assert entry.precision == 0.02
     overall, per_backend = plan.eta(["cpu", "cpu-compile"])
     assert 0 < overall <= 582 and set(per_backend) == {"cpu", "cpu-compile"}
     clock["now"] += 100
@@ -137,10 +137,10 @@ def test_a_later_run_too_short_to_measure_is_left_to_the_backend_after_it():
     assert plan.minimum_run_s("cpu") == pytest.approx(24.0)
     clock["now"] = plan.timing_end - 35.0
     assert not plan.wants_run("cpu", 1, None, remaining_this_round=2)
-    (line,) = plan.record({})["could_not"]
+    (line,) = plan.record({}).could_not
     assert line.startswith("cpu: 1 process only") and "its part of the timing share left was 18 s" in line
     assert plan.wants_run("cpu-compile", 1, None, remaining_this_round=1)
-    assert plan.job_entry("cpu-compile", 1, remaining_this_round=1)["share_s"] == pytest.approx(35.0)
+    assert plan.job_entry("cpu-compile", 1, remaining_this_round=1).share_s == pytest.approx(35.0)
 
 
 def test_progress_line_shows_the_plans_eta():
@@ -250,11 +250,11 @@ def test_stages_are_sized_by_the_time_left_or_left_out():
     document = {"reference": "cpu", "backends": {"cpu": {}}}
     options = EvaluationOptions(stages=[trace_stage, check_stage], timeout_s=600.0)
     clock["now"] = 300.0  # 282 s left before the results are written
-    roomy = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
+    roomy = run_stages_with(options, plan.plan_stages(document["reference"], document["backends"], options.timeout_s))
     assert roomy.trace_steps == 12 and roomy.check_steps == 6 and len(roomy.stages) == 2
     assert roomy.timeout_s == pytest.approx(282 * 1.25 + 10) and roomy.check_budget_s == roomy.timeout_s
     clock["now"] = 560.0  # 22 s left: the trace's minimum (10 s start-up, 3 steps at 4 s) takes them all
-    tight = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
+    tight = run_stages_with(options, plan.plan_stages(document["reference"], document["backends"], options.timeout_s))
     assert tight.trace_steps == 3 and tight.stages == [trace_stage]
     # The checks' minimum: 2 runs' start-ups + 2 + 5 pipeline + 1 resumed steps of 2 s, and the reference's
     # repeat and float64 runs (2 start-ups, 2 steps x 3.5): 70 s.
@@ -285,7 +285,7 @@ def test_a_large_models_checks_stage_is_sized_to_its_runs_and_checkpoints():
     document = {"reference": "cpu", "backends": {"cpu": {}, "cpu-compile": {}}}
     clock["now"] = plan.timing_end - 1.0  # the timing rounds ended a second early
     options = EvaluationOptions(stages=[trace_entry, check_stage], timeout_s=600.0)
-    sized = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
+    sized = run_stages_with(options, plan.plan_stages(document["reference"], document["backends"], options.timeout_s))
     sizes = plan.stage_sizes
     assert list(sizes) == ["time_left_s", "checks", "trace", "timeout_s"]  # planned in this order
     assert sizes["checks"]["fits"] and sizes["checks"]["needs_s"] == pytest.approx(135.8, abs=0.1)
@@ -293,7 +293,7 @@ def test_a_large_models_checks_stage_is_sized_to_its_runs_and_checkpoints():
     assert sized.stages == [trace_entry, check_stage]  # both stay: a registry entry is matched by name
     assert plan.could_not == []
     clock["now"] = plan.timing_end + 30.0  # the rounds overran: the checks no longer fit, the trace does
-    sized = run_stages_with(options, plan.plan_stages(document, options.timeout_s))
+    sized = run_stages_with(options, plan.plan_stages(document["reference"], document["backends"], options.timeout_s))
     assert sized.stages == [trace_entry] and sized.trace_steps == 12
 
 
@@ -379,7 +379,7 @@ def test_script_mode_stages_run_whole_or_are_left_out():
     assert plan.stage_reserve_s == pytest.approx(32.0)
     clock["now"] = plan.end - 20.0
     options = EvaluationOptions(stages=list(script_stages), timeout_s=600.0)
-    sized = run_stages_with(options, plan.plan_stages({"reference": "cpu", "backends": {"cpu": {}}}, 600.0))
+    sized = run_stages_with(options, plan.plan_stages("cpu", ["cpu"], 600.0))
     assert [stage.name for stage in sized.stages] == ["script-trace"]
     assert plan.could_not == ["script-distributed: not run: it needs about 22 s at the measured 1.00 s a step, "
                               "10 s were left"]
@@ -415,7 +415,7 @@ def test_the_eta_counts_the_stages_that_will_run():
                                 stages=[stage for stage in stage_registry.for_evaluation(False, set())
                                         if stage_registry.name_of(stage) in ("trace", "checks")])
     document = {"reference": "cpu", "backends": {"cpu": {}, "cpu-compile": {}}}
-    plan.plan_stages(document, options.timeout_s)
+    plan.plan_stages(document["reference"], document["backends"], options.timeout_s)
     assert plan.stage_sizes["checks"]["fits"] and plan.stage_sizes["trace"]["fits"]
     overall, _ = plan.eta([])
     assert overall == pytest.approx(plan.stage_estimate_s) and overall >= plan.stage_sizes["checks"]["needs_s"] > 0

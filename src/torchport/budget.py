@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchport.errors import UserError
 from torchport.planning import Deadline, RunFigures, StageCost, StageFigures, StagePlan, StagesPlan
-from torchport.records import BackendEntry, ErrorKind, ErrorRecord, RunRecord, RunStatus, Summary
+from torchport.records import (BackendBudget, BackendEntry, BudgetRecord, ErrorKind, ErrorRecord, RunBudget, RunRecord,
+                               RunStatus, Summary)
 
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_PRECISION = 0.02  # 95% interval of the median within +-2%: narrow enough to decide the 5% threshold
@@ -162,12 +163,12 @@ class BudgetPlan(Deadline):
             return False
         return True
 
-    def run_timeout(self, entry: dict[str, Any], timeout_s: float) -> float:
+    def run_timeout(self, entry: RunBudget, timeout_s: float) -> float:
         """The parent's limit for a run with this job entry: past its share by
         the overrun allowance, it is ended (``explain_overrun`` says why)."""
-        return min(timeout_s, entry["share_s"] * RUN_OVERRUN_FACTOR + RUN_GRACE_S)
+        return min(timeout_s, entry.share_s * RUN_OVERRUN_FACTOR + RUN_GRACE_S)
 
-    def explain_overrun(self, name: str, run: RunRecord, entry: dict[str, Any], timeout_s: float) -> None:
+    def explain_overrun(self, name: str, run: RunRecord, entry: RunBudget, timeout_s: float) -> None:
         """A run the budget's limit ended is that backend's 'budget too small' result, not a timeout.
         ``entry`` is the run's job entry (``job_entry``)."""
         limit = self.run_timeout(entry, timeout_s)
@@ -175,11 +176,11 @@ class BudgetPlan(Deadline):
         if run.status != RunStatus.TIMED_OUT or limit >= timeout_s or wall < 0.98 * limit:
             return  # the user's --timeout or --phase-timeout ended it, not the budget
         phase = str(run.last_phase or "start-up")
-        scale = self.budget_s / entry["share_s"] if entry["share_s"] > 0 else 1.0
+        scale = self.budget_s / entry.share_s if entry.share_s > 0 else 1.0
         run.put(status=RunStatus.ERROR, error=ErrorRecord(
             kind=ErrorKind.BUDGET_TOO_SMALL,
             message=(f"budget too small: needs at least {format_minutes(wall)} for one run on {name}: it was still "
-                     f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry['share_s'])}; "
+                     f"in phase {phase!r} when ended, its share of the budget was {format_minutes(entry.share_s)}; "
                      f"a budget of more than {format_minutes(wall * scale)} would give it that")))
 
     def cut_short(self, name: str, backend: BackendEntry, run: RunRecord) -> bool:
@@ -205,7 +206,7 @@ class BudgetPlan(Deadline):
             return None
         return figures[-1].overhead_s + self._one_block_s(name)
 
-    def job_entry(self, name: str, round_index: int, remaining_this_round: int) -> dict[str, Any]:
+    def job_entry(self, name: str, round_index: int, remaining_this_round: int) -> RunBudget:
         """The ``budget`` entry of a run's job: its deadline (wall clock) and precision target."""
         now = self.clock()
         later_rounds = max(0, (FIRST_ROUND_PLANNED if round_index == 0 and self.adaptive else self.rounds)
@@ -217,8 +218,8 @@ class BudgetPlan(Deadline):
                                    max(0.0, self.timing_end - now) / max(1, remaining_this_round)))
         self.shares[name].append(share)
         self._in_flight = (name, now, share)
-        return {"deadline": now + share, "share_s": share, "budget_s": self.budget_s,
-                "precision": self.precision if self.adaptive else None}
+        return RunBudget(deadline=now + share, share_s=share, budget_s=self.budget_s,
+                         precision=self.precision if self.adaptive else None)
 
     def record_run(self, name: str, run: RunRecord) -> None:
         self._in_flight = None
@@ -250,19 +251,19 @@ class BudgetPlan(Deadline):
         self.stage_reserve_s = min(0.5 * self.budget_s, max(STAGE_SHARE * self.budget_s, needed))
 
     # ---- the stages ------------------------------------------------------------------------
-    def plan_stages(self, document: dict[str, Any], timeout_s: float) -> StagesPlan:
+    def plan_stages(self, reference: str | None, measured: Iterable[str], timeout_s: float) -> StagesPlan:
         """Size each stage for the time left by the measured figures, in its
         plan order: each gets the time left less what the stages planned
         before it take and the minimum of those after it that keep one
         (``StageCost.reserved``); a stage whose minimum cannot fit is left out.
         The stages run side by side, but on a machine whose cores they share
         their costs add up: they are counted one after the other.  Their
-        workers are limited to the time left (``timeout_s`` at most)."""
+        workers are limited to the time left (``timeout_s`` at most).
+        ``reference``: the evaluation's reference backend; ``measured``: its backends."""
         left = max(0.0, self.end - self.clock())
-        reference = document.get("reference") or "cpu"
         figures = StageFigures(
-            reference=self._figures(reference) or self._figures("cpu"),
-            backends={name: run for name in document.get("backends", {}) if (run := self._figures(name)) and run.step_s})
+            reference=self._figures(reference or "cpu") or self._figures("cpu"),
+            backends={name: run for name in measured if (run := self._figures(name)) and run.step_s})
         # A stage's worker that would run past the budget's end is ended (a stage error in the report).
         worker_timeout_s = min(timeout_s, max(30.0, left * RUN_OVERRUN_FACTOR + RUN_GRACE_S))
         order = sorted(self.stage_costs, key=lambda name: self.stage_costs[name].plan_order)
@@ -340,7 +341,7 @@ class BudgetPlan(Deadline):
         return overall, {name: min(value, overall) for name, value in per_backend.items()}
 
     # ---- the report ------------------------------------------------------------------------
-    def record(self, measured: dict[str, BackendEntry]) -> dict[str, Any]:
+    def record(self, measured: dict[str, BackendEntry]) -> BudgetRecord:
         """``document["budget"]``: what the budget bought, per backend, and what it could not.
         The precision is judged against a target only when the user asked for
         one (``--budget`` or ``--precision``); otherwise it is only stated."""
@@ -351,17 +352,17 @@ class BudgetPlan(Deadline):
             reached = precision_of(entry.summary if entry else None)
             runs = entry.runs if entry else []
             stopped = [((run.training or {}).get("sustained") or {}).get("stopped_by") for run in runs]
-            backends[name] = {
-                "runs": len(runs),
-                "precision_reached": reached,
-                "target_met": None if reached is None or target is None else reached <= target,
-                "shares_s": [round(share, 1) for share in self.shares.get(name, [])],
-                "stopped_by": stopped,
-            }
-        return {"budget_s": self.budget_s, "explicit": self.explicit, "precision_target": target,
-                "adaptive": self.adaptive, "elapsed_s": round(self.elapsed_s(), 1),
-                "backends": backends, "stages": dict(self.stage_sizes),
-                "could_not": [*self._could_not_runs.values(), *self.could_not]}
+            backends[name] = BackendBudget(
+                runs=len(runs),
+                precision_reached=reached,
+                target_met=None if reached is None or target is None else reached <= target,
+                shares_s=[round(share, 1) for share in self.shares.get(name, [])],
+                stopped_by=stopped,
+            )
+        return BudgetRecord(budget_s=self.budget_s, explicit=self.explicit, precision_target=target,
+                            adaptive=self.adaptive, elapsed_s=round(self.elapsed_s(), 1),
+                            backends=backends, stages=dict(self.stage_sizes),
+                            could_not=[*self._could_not_runs.values(), *self.could_not])
 
 
 def format_minutes(seconds: float) -> str:

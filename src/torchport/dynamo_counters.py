@@ -24,7 +24,8 @@ import logging
 import os
 import re
 import sys
-from typing import Any
+
+from torchport.records import DynamoCounts, GraphBreak, RecompileCause
 
 # A phase summary lists at most this many distinct graph breaks / recompilations.
 MAX_LISTED = 20
@@ -80,7 +81,7 @@ def start() -> None:
         _logs_problem = f"graph-break and recompile logs unavailable on this torch: {type(exc).__name__}: {exc}"
 
 
-def snapshot() -> dict[str, Any]:
+def snapshot() -> dict[str, int]:
     """Counter values now: a few dictionary reads, no device work.  Never the
     first import of Dynamo (it may run in another thread than the app's own,
     e.g. script mode's protocol thread): before that import nothing compiled."""
@@ -98,26 +99,26 @@ def snapshot() -> dict[str, Any]:
     }
 
 
-def new_compilations(before: dict[str, Any], after: dict[str, Any]) -> int | None:
+def new_compilations(before: dict[str, int], after: dict[str, int]) -> int | None:
     """Dynamo compiles between two snapshots (first compiles and recompiles)."""
     if "frames_total" not in after:
         return None
     return after["frames_total"] - before.get("frames_total", 0)
 
 
-def summarize(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def summarize(before: dict[str, int], after: dict[str, int]) -> DynamoCounts:
     """What Dynamo did between two snapshots."""
     if "frames_total" not in after:
-        return {"source": "torch._dynamo counters unavailable on this torch"}
+        return DynamoCounts(source="torch._dynamo counters unavailable on this torch", key_order=("source",))
     import torch
 
-    graph_breaks: dict[tuple[str, str], dict[str, Any]] = {}
-    recompilations: list[dict[str, Any]] = []
+    graph_breaks: dict[tuple[str, str], GraphBreak] = {}
+    recompilations: list[RecompileCause] = []
     for kind, message in _records[before.get("records", 0):after["records"]]:
         if kind == "graph_break":
             item = parse_graph_break(message)
-            key = (item["location"] or "", item["reason"])
-            graph_breaks.setdefault(key, {**item, "count": 0})["count"] += 1
+            site = graph_breaks.setdefault((item.location or "", item.reason or ""), item)
+            site.count = (site.count or 0) + 1
         else:
             recompilations.append(parse_recompile(message))
     compile_time = None
@@ -130,21 +131,25 @@ def summarize(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         pass
     frames = after["frames_total"] - before.get("frames_total", 0)
     frames_ok = after["frames_ok"] - before.get("frames_ok", 0)
-    summary = {
-        "frames_compiled": frames_ok,
-        "frames_not_compiled": frames - frames_ok,
-        "graphs": after["unique_graphs"] - before.get("unique_graphs", 0),
-        "graph_breaks": sum(item["count"] for item in graph_breaks.values()) if _logs_active else None,
-        "graph_break_sites": list(graph_breaks.values())[:MAX_LISTED],
-        "recompilations": len(recompilations) if _logs_active else None,
-        "recompilation_causes": recompilations[:MAX_LISTED],
-        "compile_time_s": compile_time,
-        "source": f"torch._dynamo counters and graph_breaks/recompiles logs (torch {torch.__version__}); "
-                  "compile time: Dynamo's per-frame compile metrics (forward frames; lazy backward compiles not included)",
-    }
-    if _logs_problem:
-        summary["problem"] = _logs_problem
-    return summary
+    return DynamoCounts(
+        frames_compiled=frames_ok,
+        frames_not_compiled=frames - frames_ok,
+        graphs=after["unique_graphs"] - before.get("unique_graphs", 0),
+        graph_breaks=sum(item.count or 0 for item in graph_breaks.values()) if _logs_active else None,
+        graph_break_sites=list(graph_breaks.values())[:MAX_LISTED],
+        recompilations=len(recompilations) if _logs_active else None,
+        recompilation_causes=recompilations[:MAX_LISTED],
+        compile_time_s=compile_time,
+        source=f"torch._dynamo counters and graph_breaks/recompiles logs (torch {torch.__version__}); "
+               "compile time: Dynamo's per-frame compile metrics (forward frames; lazy backward compiles not included)",
+        problem=_logs_problem,
+        key_order=_SUMMARY_KEYS + (("problem",) if _logs_problem else ()),
+    )
+
+
+# The keys of a phase's summary in the order the run record has always held them.
+_SUMMARY_KEYS = ("frames_compiled", "frames_not_compiled", "graphs", "graph_breaks", "graph_break_sites",
+                 "recompilations", "recompilation_causes", "compile_time_s", "source")
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -176,22 +181,24 @@ def _cap(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
 
 
-def parse_graph_break(message: str) -> dict[str, Any]:
+def parse_graph_break(message: str) -> GraphBreak:
     """Reason (its first line) and the user's file:line of one graph-break record."""
     reason = re.search(r"Graph Break Reason: (.*)", message)
     if reason:
         text = reason.group(1).strip()
     else:  # older torch: "Skipping frame because there is a graph break in a for/while loop" and similar
         text = message.strip().splitlines()[0] if message.strip() else "graph break"
-    return {"reason": _cap(text), "location": user_location(message)}
+    return GraphBreak(reason=_cap(text), location=user_location(message), count=0,
+                      key_order=("reason", "location", "count"))
 
 
-def parse_recompile(message: str) -> dict[str, Any]:
+def parse_recompile(message: str) -> RecompileCause:
     """The recompiled function, where it is, and the first guard that failed."""
     head = re.search(r"Recompiling function (\S+) in (.+?):(\d+)", message)
     guard = re.search(r"^\s*- (.+)$", message, re.MULTILINE)
-    return {
-        "function": head.group(1) if head else None,
-        "location": f"{head.group(2)}:{head.group(3)}" if head else None,
-        "guard": _cap(guard.group(1).strip()) if guard else _cap(message.strip().splitlines()[-1] if message.strip() else ""),
-    }
+    return RecompileCause(
+        function=head.group(1) if head else None,
+        location=f"{head.group(2)}:{head.group(3)}" if head else None,
+        guard=_cap(guard.group(1).strip()) if guard else _cap(message.strip().splitlines()[-1] if message.strip() else ""),
+        key_order=("function", "location", "guard"),
+    )

@@ -13,34 +13,35 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+
+from torchport.records import Accelerator, MachineEnvironment
 
 
-def environment_record() -> dict[str, Any]:
+def environment_record() -> MachineEnvironment:
     from torchport.backends import cpu_only_torch, plugin_problems
 
     cpu_only = cpu_only_torch()
     if cpu_only:  # no GPU runtime to ask about: skip importing torch in the parent
-        torch_facts = {"torch": cpu_only, "torch_cuda": None, "torch_hip": None}
+        torch_version, cuda, hip = cpu_only, None, None
     else:
         import torch
 
-        torch_facts = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
-                       "torch_hip": getattr(torch.version, "hip", None)}
-    return {
-        "python": platform.python_version(),
-        **torch_facts,
-        "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count() or 1,
-        "memory_bytes": _memory_bytes(),
-        "hostname": socket.gethostname(),
-        "executable": sys.executable,
-        "accelerators": [] if cpu_only else _accelerators(),
-        "driver": _nvidia_driver(),
-        # Backend plugins that could not be used: a backend missing from this result is explained here.
-        "backend_plugin_problems": [problem.as_dict() for problem in plugin_problems()],
-    }
+        torch_version, cuda, hip = torch.__version__, torch.version.cuda, getattr(torch.version, "hip", None)
+    return MachineEnvironment(
+        python=platform.python_version(),
+        torch=torch_version,
+        torch_cuda=cuda,
+        torch_hip=hip,
+        platform=platform.platform(),
+        cpu=_cpu_model(),
+        cpu_count=os.cpu_count() or 1,
+        memory_bytes=_memory_bytes(),
+        hostname=socket.gethostname(),
+        executable=sys.executable,
+        accelerators=[] if cpu_only else _accelerators(),
+        driver=_nvidia_driver(),
+        backend_plugin_problems=[problem.as_dict() for problem in plugin_problems()],
+    )
 
 
 def _cpu_model() -> str:
@@ -60,14 +61,14 @@ def _memory_bytes() -> int | None:
         return None
 
 
-def _accelerators() -> list[dict[str, Any]]:
+def _accelerators() -> list[Accelerator]:
     import torch
 
     found = []
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
-            found.append({"type": "cuda", "index": index, "name": props.name, "memory_bytes": props.total_memory})
+            found.append(Accelerator(type="cuda", index=index, name=props.name, memory_bytes=props.total_memory))
     return found
 
 

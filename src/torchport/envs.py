@@ -38,6 +38,7 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport.errors import UserError
+from torchport.records import EnvManifest, EnvState
 
 MANIFEST = "torchport-env.json"
 
@@ -161,53 +162,58 @@ def create_command(name: str) -> str:
     return f"torchport env create {name}"
 
 
-def read_manifest(name: str) -> dict[str, Any] | None:
+def read_manifest(name: str) -> EnvManifest | None:
     try:
-        return json.loads((env_dir(name) / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads((env_dir(name) / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
+    return EnvManifest.from_dict(data) if isinstance(data, dict) else None
 
 
-def status(name: str) -> dict[str, Any]:
+def state(name: str) -> EnvState:
     """Where the environment is and whether it is usable, without starting it."""
     folder = env_dir(name)
     python = _interpreter(folder)
     manifest = read_manifest(name)
-    record: dict[str, Any] = {"name": name, "path": str(folder), "python": str(python), "ready": False,
-                              "problem": None, "manifest": manifest}
+    record = EnvState(name=name, path=str(folder), python=str(python), manifest=manifest)
     if not folder.exists():
-        record["problem"] = f"the {name} environment does not exist ({folder})"
+        record.problem = f"the {name} environment does not exist ({folder})"
     elif manifest is None:
-        record["problem"] = f"the {name} environment at {folder} is incomplete (no {MANIFEST}: creation did not finish)"
+        record.problem = f"the {name} environment at {folder} is incomplete (no {MANIFEST}: creation did not finish)"
     elif not os.access(python, os.X_OK):
-        record["problem"] = f"the {name} environment at {folder} has no working interpreter ({python})"
-    elif list(manifest.get("requirements", [])) != list(spec_for(name).requirements):
-        record["problem"] = (f"the {name} environment at {folder} was made for {' '.join(manifest.get('requirements', []))}, "
-                             f"this torchport needs {' '.join(spec_for(name).requirements)}")
+        record.problem = f"the {name} environment at {folder} has no working interpreter ({python})"
+    elif manifest.requirements != list(spec_for(name).requirements):
+        record.problem = (f"the {name} environment at {folder} was made for {' '.join(manifest.requirements)}, "
+                          f"this torchport needs {' '.join(spec_for(name).requirements)}")
     else:
-        record["ready"] = True
+        record.ready = True
     return record
+
+
+def status(name: str) -> dict[str, Any]:
+    """``state(name)`` as JSON (``torchport info``, and readers not yet on the record)."""
+    return state(name).to_dict()
 
 
 def python_for(name: str) -> Path:
     """The environment's interpreter, or a UserError that says how to create it."""
-    record = status(name)
-    if not record["ready"]:
-        raise EnvironmentMissing(f"{record['problem']}; run: {create_command(name)}")
-    return Path(record["python"])
+    record = state(name)
+    if not record.ready:
+        raise EnvironmentMissing(f"{record.problem}; run: {create_command(name)}")
+    return Path(record.python)
 
 
 
-def create(name: str, progress: Callable[[str], None], force: bool = False) -> dict[str, Any]:
+def create(name: str, progress: Callable[[str], None], force: bool = False) -> EnvManifest:
     """Make (or reuse) the environment; return its manifest.  ``progress`` gets
     one line at a time, pip's output included."""
     spec = spec_for(name)
     folder = env_dir(name)
-    current = status(name)
+    current = state(name)
     extras = wanted_extras()
-    if current["ready"] and not force:
-        manifest = current["manifest"]
-        missing = [extra for extra in extras if extra not in manifest.get("extras", [])]
+    if current.ready and current.manifest is not None and not force:
+        manifest = current.manifest
+        missing = [extra for extra in extras if extra not in manifest.extras]
         if missing:
             manifest = add_extras(name, manifest, missing, progress)
         progress(f"{name}: already created at {folder} ({versions_text(manifest)}); "
@@ -223,24 +229,24 @@ def create(name: str, progress: Callable[[str], None], force: bool = False) -> d
     progress(f"{name}: installing {' '.join(spec.requirements)} ({spec.size}; pip's cache is reused)")
     _run([python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements], progress,
          f"pip install {' '.join(spec.requirements)}")
-    manifest = {
-        "name": name,
-        "purpose": spec.purpose,
-        "requirements": list(spec.requirements),
-        "extras": [],
-        "installed": _installed_versions(python, spec.recorded),
-        "python": _python_version(python),
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    }
+    manifest = EnvManifest(
+        name=name,
+        purpose=spec.purpose,
+        requirements=list(spec.requirements),
+        extras=[],
+        installed=_installed_versions(python, spec.recorded),
+        python=_python_version(python),
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    )
     # Written last: its presence is what makes the environment usable.
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    _write_manifest(folder, manifest)
     if extras:
         manifest = add_extras(name, manifest, extras, progress)
     progress(f"{name}: ready ({versions_text(manifest)})")
     return manifest
 
 
-def add_extras(name: str, manifest: dict[str, Any], extras: list[str], progress: Callable[[str], None]) -> dict[str, Any]:
+def add_extras(name: str, manifest: EnvManifest, extras: list[str], progress: Callable[[str], None]) -> EnvManifest:
     """Install ``extras`` into a ready environment, keeping its requirements
     pinned (pip must not move torch), and rewrite the manifest."""
     spec = spec_for(name)
@@ -248,10 +254,14 @@ def add_extras(name: str, manifest: dict[str, Any], extras: list[str], progress:
     progress(f"{name}: adding {' '.join(extras)} (torchport's optional extras)")
     _run([python, "-m", "pip", "install", "--progress-bar", "off", *extras, *spec.requirements], progress,
          f"pip install {' '.join(extras)}")
-    by_name = {extra.split("==")[0]: extra for extra in [*manifest.get("extras", []), *extras]}  # newest wins
-    manifest = dict(manifest, extras=sorted(by_name.values()))
-    (env_dir(name) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    by_name = {extra.split("==")[0]: extra for extra in [*manifest.extras, *extras]}  # newest wins
+    manifest.put(extras=sorted(by_name.values()))
+    _write_manifest(env_dir(name), manifest)
     return manifest
+
+
+def _write_manifest(folder: Path, manifest: EnvManifest) -> None:
+    (folder / MANIFEST).write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
 
 
 def remove(name: str) -> bool:
@@ -303,8 +313,8 @@ def _python_version(python: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def versions_text(manifest: dict[str, Any] | None) -> str:
-    installed = (manifest or {}).get("installed") or {}
+def versions_text(manifest: EnvManifest | None) -> str:
+    installed = (manifest.installed if manifest else None) or {}
     text = ", ".join(f"{name} {version}" for name, version in installed.items()) or "no versions recorded"
-    extras = (manifest or {}).get("extras") or []
+    extras = (manifest.extras if manifest else None) or []
     return f"{text}; extras: {', '.join(extras)}" if extras else text

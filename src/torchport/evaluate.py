@@ -176,7 +176,7 @@ class Evaluation:
         # The one place the backends become the document's plain JSON.
         self.document["backends"] = {name: entry.to_dict() for name, entry in self.backends.items()}
         if self.budget is not None:
-            self.document["budget"] = self.budget.record(self.backends)
+            self.document["budget"] = self.budget.record(self.backends).to_dict()
         results.write_atomic(self.result_path, self.document)
 
     def run(self) -> dict[str, Any]:
@@ -186,7 +186,7 @@ class Evaluation:
             cls = backend_registry.get(name)
             available = backend_registry.availability(name)
             self.backends[name] = BackendEntry.from_dict({
-                **{k: v for k, v in cls.describe().items() if k not in ("name",)},
+                **{k: v for k, v in cls.describe().to_dict().items() if k not in ("name",)},
                 "name": name,
                 "available": available.available,
                 "reason": available.reason,
@@ -223,7 +223,8 @@ class Evaluation:
                 self.save()
             stage_options = self.options
             if self.budget is not None and self.options.stages:
-                stage_options = planned(self.options, self.budget.plan_stages(document, self.options.timeout_s))
+                stage_options = planned(self.options, self.budget.plan_stages(document["reference"], document["backends"],
+                                                                              self.options.timeout_s))
                 self._eta([])
             self._run_stages(stage_options)
             if self.options.script is not None and stage_options.stages:
@@ -296,12 +297,14 @@ class Evaluation:
                     continue  # a backend that failed is not retried in later rounds
                 config = self.options.protocol.as_dict()
                 timeout = self.options.timeout_s
+                run_budget = None
                 if self.budget is not None:
                     still = [later for later in order[position:] if backends[later].status in STILL_RUNNING]
                     if not self.budget.wants_run(name, round_index, entry.summary, len(still)):
                         continue
-                    config["budget"] = self.budget.job_entry(name, round_index, len(still))
-                    timeout = self.budget.run_timeout(config["budget"], timeout)
+                    run_budget = self.budget.job_entry(name, round_index, len(still))
+                    config["budget"] = run_budget.to_dict()  # the worker reads its job as JSON
+                    timeout = self.budget.run_timeout(run_budget, timeout)
                 self.on_event("start", {"backend": name, "round": round_index})
                 self._eta(order, running=name)
                 script = self.options.script
@@ -318,8 +321,8 @@ class Evaluation:
                     on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default
                 )
                 run.put(round=round_index)
-                if self.budget is not None:
-                    self.budget.explain_overrun(name, run, config["budget"], self.options.timeout_s)
+                if self.budget is not None and run_budget is not None:
+                    self.budget.explain_overrun(name, run, run_budget, self.options.timeout_s)
                 entry.runs.append(run)
                 if self.budget is None or not self.budget.cut_short(name, entry, run):
                     # launch ends every run with a status both vocabularies share (never "running")

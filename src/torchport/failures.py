@@ -125,7 +125,7 @@ def kind_of(exc: BaseException) -> str:
     return own_kind if own_kind in KINDS else APP_ERROR
 
 
-def record(exc: BaseException) -> dict[str, Any]:
+def error_record(exc: BaseException) -> ErrorRecord:
     """The error record of an exception raised in a worker."""
     from torchport.app import user_location
 
@@ -133,16 +133,24 @@ def record(exc: BaseException) -> dict[str, Any]:
     message = getattr(exc, "message", None) or f"{type(original).__name__}: {original}"
     line, more = first_line(message)
     location = getattr(exc, "location", None) or user_location(original)
-    found: dict[str, Any] = {"kind": kind_of(exc), "message": line, "more": more, "location": location,
-                             "library_frame": library_frame(original)}
+    found = ErrorRecord(kind=kind_of(exc), message=line, more=more, location=location,
+                        library_frame=library_frame(original), key_order=_WRITTEN)
     if original is not exc or not hasattr(exc, "message"):
         text = "".join(traceback.format_exception(type(original), original, original.__traceback__, limit=-12))
-        found["traceback"] = text[-TRACEBACK_CHARS:]
+        found.put(traceback=text[-TRACEBACK_CHARS:])
     return found
 
 
-def is_app_failure(error: ErrorRecord | dict[str, Any] | None) -> bool:
+# What an error record written by a worker always holds, None included.
+_WRITTEN = ("kind", "message", "more", "location", "library_frame")
+
+
+def record(exc: BaseException) -> dict[str, Any]:
+    """``error_record(exc)`` as a worker's JSON result holds it."""
+    return error_record(exc).to_dict()
+
+
+def is_app_failure(error: ErrorRecord | None) -> bool:
     """An error the app itself raised (as opposed to the device, its compiler,
-    its memory or the process).  A record, or a document's error as read."""
-    kind = error.kind if isinstance(error, ErrorRecord) else (error or {}).get("kind")
-    return kind in (ErrorKind.APP_ERROR, ErrorKind.NUMERICAL)
+    its memory or the process)."""
+    return error is not None and error.kind in (ErrorKind.APP_ERROR, ErrorKind.NUMERICAL)

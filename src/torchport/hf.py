@@ -26,9 +26,12 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from torchport.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 PREFIX = "hf:"
 INSTALL_HINT = "pip install 'torchport[hf]'"
@@ -326,7 +329,7 @@ def batch_text(resolved: Resolved) -> str:
     return f"batch {spec.batch_size} x {spec.seq_len} random tokens (vocabulary {config.vocab_size})"
 
 
-def make_batches(resolved: Resolved, count: int = BATCHES, device: Any = None) -> list[dict[str, Any]]:
+def make_batches(resolved: Resolved, count: int = BATCHES, device: Any = None) -> list[dict[str, torch.Tensor]]:
     """Batches of the right kind for the family, from a fixed seed."""
     import torch
 
@@ -359,7 +362,7 @@ def make_batches(resolved: Resolved, count: int = BATCHES, device: Any = None) -
     return batches
 
 
-def tokens_per_batch(batch: dict[str, Any]) -> int:
+def tokens_per_batch(batch: dict[str, torch.Tensor]) -> int:
     """Input tokens (batch x sequence length) of a text batch."""
     return int(batch["input_ids"].numel())
 

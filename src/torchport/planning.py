@@ -80,7 +80,7 @@ class StagePlan:
 
     fits: bool = True
     needs_s: float = 0.0  # what it is expected to take when it runs
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, float] = field(default_factory=dict)  # step counts and seconds
     sizes: dict[str, Any] | None = None
     could_not: str | None = None
 
@@ -114,7 +114,7 @@ class StagesPlan:
 
     def settings(self) -> dict[str, Any]:
         """The evaluation options the stages run with: every plan's settings and the workers' timeout."""
-        merged: dict[str, Any] = {}
+        merged: dict[str, float] = {}
         for plan in self.plans.values():
             merged.update(plan.settings)
         return {**merged, "timeout_s": self.worker_timeout_s}

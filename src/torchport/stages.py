@@ -31,11 +31,17 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Callable
 
 if TYPE_CHECKING:
     from torchport.planning import StageCost
+
+
+class StageRun(Protocol):
+    """A stage's run function: it sets its key of the result document (as written: JSON)."""
+
+    def __call__(self, document: dict[str, Any], options: Any, out_dir: Path) -> None: ...
 
 SCHEMA_FOLDER = Path(__file__).resolve().parent / "schemas"
 
@@ -52,7 +58,7 @@ class Stage:
     schema: str
     cost: str | None = None
 
-    def runner(self) -> Callable[[dict[str, Any], Any, Path], None]:
+    def runner(self) -> StageRun:
         return _resolve(self.run)
 
     def options_for(self, evaluation_options: Any) -> Any:
@@ -132,7 +138,7 @@ def cost_of(stage: Any) -> StageCost | None:
     return registered.cost_model() if registered is not None else None
 
 
-def run_function(stage: Any) -> Callable[[dict[str, Any], Any, Path], None]:
+def run_function(stage: Any) -> StageRun:
     return stage.runner() if isinstance(stage, Stage) else stage
 
 

@@ -27,12 +27,15 @@ from typing import Any, ClassVar
 
 from torchport import glossary
 from torchport.errors import UserError
-from torchport.records import DeviceMemory
+from torchport.records import BackendDescription, DeviceMemory, EnvironmentPins, Record
 
 # How a backend's hardware path has been verified.  Shown by `torchport backends`
 # and in every report, so nobody mistakes "implemented from the docs" for "tested".
 VERIFIED_HERE = "run by the test suite on this kind of machine"
 NOT_VERIFIED = "implemented from the published API; not run on real hardware"
+
+# What every backend's description holds, None included; one with an environment adds its pins.
+_DESCRIBED = ("name", "title", "device_type", "compiles", "environment", "proxy_for", "verification")
 
 # Where torch.compile's counters sit in a snapshot and in a phase's summary.
 DYNAMO = "torch_compile"
@@ -43,7 +46,7 @@ class Availability:
     available: bool
     reason: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, bool | str]:
         return {"available": self.available, "reason": self.reason}
 
 
@@ -99,16 +102,19 @@ class Backend:
         return Availability(True)
 
     @classmethod
-    def describe(cls) -> dict[str, Any]:
-        return {
-            "name": cls.name,
-            "title": cls.title,
-            "device_type": cls.device_type,
-            "compiles": cls.compiles,
-            "environment": cls.environment,
-            "proxy_for": cls.proxy_for,
-            "verification": cls.verification,
-        }
+    def describe(cls) -> BackendDescription:
+        description = BackendDescription(name=cls.name, title=cls.title, device_type=cls.device_type,
+                                         compiles=cls.compiles, environment=cls.environment,
+                                         proxy_for=cls.proxy_for, verification=cls.verification,
+                                         key_order=_DESCRIBED)
+        if cls.environment is not None:  # the pins of the environment the workers run in
+            from torchport import envs
+
+            manifest = envs.read_manifest(cls.environment)
+            description.put(environment_pins=EnvironmentPins(
+                requirements=manifest.requirements, installed=manifest.installed, python=manifest.python,
+                created=manifest.created) if manifest else None)
+        return description
 
     # ---- worker side -------------------------------------------------------------
     def __init__(self) -> None:
@@ -120,7 +126,7 @@ class Backend:
 
         self.device = torch.device(self.device_type)
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> dict[str, str | int | None]:
         """Names and versions of what runs the work (chip, driver, runtime)."""
         return {"device": str(self.device)}
 
@@ -185,7 +191,7 @@ class Backend:
         backend reports, or None when the device has no memory of its own (the CPU)."""
         return None
 
-    def memory(self) -> dict[str, Any] | None:
+    def memory(self) -> dict[str, int | str | None] | None:
         """``device_memory()`` as the run record stores it."""
         record = self.device_memory()
         return record.to_dict() if record is not None else None
@@ -229,7 +235,7 @@ class Backend:
     # counters beside them, under DYNAMO, with nothing more to write.
     def counters(self) -> dict[str, Any]:
         """A snapshot to diff between phases; taken outside timed blocks."""
-        snapshot = self.device_counters()
+        snapshot: dict[str, Any] = self.device_counters()
         if self.compile_backend is not None:
             from torchport import dynamo_counters
 
@@ -237,12 +243,14 @@ class Backend:
         return snapshot
 
     def summarize_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-        """What happened between two ``counters()`` snapshots."""
-        summary = self.summarize_device_counters(before, after)
+        """What happened between two ``counters()`` snapshots, as the run record holds it."""
+        device = self.summarize_device_counters(before, after)
+        # A plugin backend written before the records may still return a plain dictionary.
+        summary = device.to_dict() if isinstance(device, Record) else dict(device or {})
         if DYNAMO in after:
             from torchport import dynamo_counters
 
-            summary[DYNAMO] = dynamo_counters.summarize(before.get(DYNAMO, {}), after[DYNAMO])
+            summary[DYNAMO] = dynamo_counters.summarize(before.get(DYNAMO, {}), after[DYNAMO]).to_dict()
         return summary
 
     def new_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
@@ -257,15 +265,16 @@ class Backend:
         known = [count for count in counts if count is not None]
         return sum(known) if known else None
 
-    def device_counters(self) -> dict[str, Any]:
-        """The device's counters (compilations, fallbacks, transfers).  Empty
-        when it has none."""
+    def device_counters(self) -> dict[str, float]:
+        """The device's counters (compilations, fallbacks, transfers) by name.
+        Empty when it has none."""
         return {}
 
-    def summarize_device_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-        return {}
+    def summarize_device_counters(self, before: dict[str, float], after: dict[str, float]) -> Record | None:
+        """The device's counters between two snapshots, or None when it has none."""
+        return None
 
-    def new_device_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
+    def new_device_compilations(self, before: dict[str, float], after: dict[str, float]) -> int | None:
         return None
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import platform
-from typing import Any
 
 from torchport import glossary
 from torchport.backends import VERIFIED_HERE, Backend
@@ -26,7 +25,7 @@ class CPU(Backend):
     family = glossary.CPU
     verification = VERIFIED_HERE
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> dict[str, str | int | None]:
         import torch
 
         return {"device": "cpu", "name": _cpu_model(), "threads": torch.get_num_threads()}

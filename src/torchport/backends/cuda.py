@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import Any
 
 from torchport import glossary
 from torchport.backends import Availability, Backend, cpu_only_torch
@@ -43,11 +42,11 @@ class CUDA(Backend):
 
         self.device = torch.device("cuda", torch.cuda.current_device())
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> dict[str, str | int | None]:
         import torch
 
         props = torch.cuda.get_device_properties(self.device)
-        info = {
+        info: dict[str, str | int | None] = {
             "device": str(self.device),
             "name": props.name,
             "memory_bytes": props.total_memory,

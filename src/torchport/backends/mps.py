@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import platform
-from typing import Any
 
 from torchport import glossary
 from torchport.backends import NOT_VERIFIED, Availability, Backend
@@ -28,7 +27,7 @@ class MPS(Backend):
             return Availability(False, "MPS is built but no Metal device is usable (macOS 12.3+ on Apple silicon needed)")
         return Availability(True)
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> dict[str, str | int | None]:
         return {"device": "mps", "name": platform.machine(), "os": platform.mac_ver()[0]}
 
     def synchronize(self) -> None:

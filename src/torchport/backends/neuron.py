@@ -21,7 +21,6 @@ finds it installed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from torchport import glossary
 from torchport.backends import NOT_VERIFIED, Availability
@@ -72,7 +71,7 @@ class Neuron(AcceleratorBackend):
     def availability(cls) -> Availability:
         return neuron_availability("/")
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> dict[str, str | int | None]:
         import torch
 
         return {

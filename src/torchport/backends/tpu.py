@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from torchport import glossary
 from torchport.backends import Availability
 from torchport.backends.accelerator import AcceleratorBackend, installed_version, release
+from torchport.records import TpuCacheCounters
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
 # Google's vendor id also covers non-TPU devices (the gVNIC network card is
@@ -48,13 +50,37 @@ TPU_PCI_DEVICES = {"0x005e": "TPU v4", "0x0063": "TPU v5e", "0x0062": "TPU v5p",
                    "0x0076": "TPU v7"}
 TORCH_TPU_MIN_TORCH = (2, 11)
 ENVIRONMENT = "tpu"
+# What torch.tpu._get_cache_stats counts that the phases diff.
+CACHE_STATS = ("num_cache_hits", "num_cache_reqs", "num_compilations")
 VERIFIED_API = "API verified against torch_tpu 0.2.0; not run on TPU hardware"
 
 
 # --- looking without importing ----------------------------------------------------------------
 
 
-def find_tpus(root: Path | str = "/") -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class TpuChip:
+    """A TPU chip on the PCI bus."""
+
+    address: str
+    pci_device: str  # the PCI device id, e.g. 0x0063
+    generation: str
+    iommu_group: str | None
+    vfio: bool  # whether its IOMMU group is exposed under /dev/vfio
+
+
+@dataclass(frozen=True)
+class HardwareProbe:
+    """Everything the TPU probe looked at, and how long it took."""
+
+    pci_devices: int  # how many devices under /sys/bus/pci/devices
+    tpus: list[TpuChip]
+    vfio_groups: list[str]
+    accel_nodes: list[str]
+    seconds: float
+
+
+def find_tpus(root: Path | str = "/") -> list[TpuChip]:
     """TPU chips on the PCI bus: address, PCI device id, generation, IOMMU
     group, and whether that group is exposed under /dev/vfio (torch_tpu 0.2.0
     counts a chip only then)."""
@@ -70,9 +96,9 @@ def find_tpus(root: Path | str = "/") -> list[dict[str, Any]]:
                 group = (folder / "iommu_group").readlink().name
             except OSError:
                 group = None
-            found.append({"address": folder.name, "pci_device": device, "generation": TPU_PCI_DEVICES[device],
-                          "iommu_group": group,
-                          "vfio": group is not None and (Path(root) / "dev/vfio" / group).exists()})
+            found.append(TpuChip(address=folder.name, pci_device=device, generation=TPU_PCI_DEVICES[device],
+                                 iommu_group=group,
+                                 vfio=group is not None and (Path(root) / "dev/vfio" / group).exists()))
     return found
 
 
@@ -90,30 +116,29 @@ def accel_nodes(root: Path | str = "/") -> list[str]:
     return sorted(path.name for path in (Path(root) / "dev").glob("accel*"))
 
 
-def probe_hardware(root: Path | str = "/") -> dict[str, Any]:
+def probe_hardware(root: Path | str = "/") -> HardwareProbe:
     """Everything the TPU probe looked at, and how long it took: files only,
     no driver call, no runtime."""
     started = time.perf_counter()
     pci = Path(root) / "sys/bus/pci/devices"
     scanned = len(list(pci.glob("*"))) if pci.is_dir() else 0
-    probe = {"pci_devices": scanned, "tpus": find_tpus(root), "vfio_groups": vfio_groups(root),
-             "accel_nodes": accel_nodes(root)}
-    probe["seconds"] = round(time.perf_counter() - started, 4)
-    return probe
+    tpus, groups, nodes = find_tpus(root), vfio_groups(root), accel_nodes(root)
+    return HardwareProbe(pci_devices=scanned, tpus=tpus, vfio_groups=groups, accel_nodes=nodes,
+                         seconds=round(time.perf_counter() - started, 4))
 
 
-def describe_tpus(tpus: list[dict[str, Any]]) -> str:
-    generations = sorted({tpu["generation"] for tpu in tpus})
-    return f"{' / '.join(generations)} x{len(tpus)} (PCI {', '.join(sorted({t['pci_device'] for t in tpus}))})"
+def describe_tpus(tpus: list[TpuChip]) -> str:
+    generations = sorted({tpu.generation for tpu in tpus})
+    return f"{' / '.join(generations)} x{len(tpus)} (PCI {', '.join(sorted({t.pci_device for t in tpus}))})"
 
 
-def describe_probe(probe: dict[str, Any]) -> str:
+def describe_probe(probe: HardwareProbe) -> str:
     """What was probed, for the "no TPU" reason."""
     ids = "/".join(TPU_PCI_DEVICES)
-    return (f"probed in {probe['seconds'] * 1000:.1f} ms: {probe['pci_devices']} PCI device(s) under "
+    return (f"probed in {probe.seconds * 1000:.1f} ms: {probe.pci_devices} PCI device(s) under "
             f"/sys/bus/pci/devices, none a Google TPU (vendor {GOOGLE_PCI_VENDOR}, device {ids}); "
-            f"{len(probe['vfio_groups'])} VFIO group(s) under /dev/vfio; "
-            f"{len(probe['accel_nodes'])} /dev/accel* node(s)")
+            f"{len(probe.vfio_groups)} VFIO group(s) under /dev/vfio; "
+            f"{len(probe.accel_nodes)} /dev/accel* node(s)")
 
 
 def torch_tpu_install() -> dict[str, Any] | None:
@@ -128,10 +153,10 @@ def torch_tpu_install() -> dict[str, Any] | None:
                             if release(torch_version) < TORCH_TPU_MIN_TORCH else None)}
     from torchport import envs
 
-    record = envs.status(ENVIRONMENT)
-    if not record["ready"]:
+    record = envs.state(ENVIRONMENT)
+    if not record.ready or record.manifest is None:
         return None
-    installed = (record["manifest"] or {}).get("installed") or {}
+    installed = record.manifest.installed or {}
     return {"where": "tpu environment", "environment": ENVIRONMENT, "torch_tpu": installed.get("torch_tpu"),
             "torch": installed.get("torch"), "libtpu": installed.get("libtpu"), "problem": None}
 
@@ -145,7 +170,7 @@ def worker_environment() -> str | None:
 def tpu_availability(root: Path | str = "/") -> Availability:
     """Hardware first (files only), then where torch_tpu is; nothing imported."""
     probe = probe_hardware(root)
-    tpus = probe["tpus"]
+    tpus = probe.tpus
     install = torch_tpu_install()
     if install is None:
         from torchport import envs
@@ -158,10 +183,10 @@ def tpu_availability(root: Path | str = "/") -> Availability:
     package = f"torch_tpu {install['torch_tpu']} importable ({install['where']})"
     if not tpus:
         return Availability(False, f"{package}; no TPU chip on this machine ({describe_probe(probe)})")
-    usable = [tpu for tpu in tpus if tpu["vfio"]]
+    usable = [tpu for tpu in tpus if tpu.vfio]
     if not usable:
-        legacy = (f"; /dev/{', /dev/'.join(probe['accel_nodes'])} belong to the older TPU driver, which "
-                  "torch_tpu 0.2.0 does not use") if probe["accel_nodes"] else ""
+        legacy = (f"; /dev/{', /dev/'.join(probe.accel_nodes)} belong to the older TPU driver, which "
+                  "torch_tpu 0.2.0 does not use") if probe.accel_nodes else ""
         return Availability(False, f"{package}; {describe_tpus(tpus)} on the PCI bus, but none exposed through "
                                    f"VFIO (/dev/vfio/<IOMMU group>): torch_tpu would not initialize them{legacy}")
     if not install["libtpu"]:
@@ -187,18 +212,6 @@ class TPU(AcceleratorBackend):
     def availability(cls) -> Availability:
         return tpu_availability("/")
 
-    @classmethod
-    def describe(cls) -> dict[str, Any]:
-        description = super().describe()
-        if cls.environment is not None:  # the pins of the environment the workers run in, as for xla
-            from torchport import envs
-
-            manifest = envs.read_manifest(cls.environment)
-            description["environment_pins"] = (
-                {"requirements": manifest.get("requirements"), "installed": manifest.get("installed"),
-                 "python": manifest.get("python"), "created": manifest.get("created")} if manifest else None)
-        return description
-
     def setup(self) -> None:
         super().setup()
         import torch
@@ -207,7 +220,7 @@ class TPU(AcceleratorBackend):
         # environment cannot turn the strict backend into the fused one.
         torch.tpu.eager_mode = getattr(torch.tpu.EagerMode, self.eager_mode)  # type: ignore[attr-defined]  # torch.tpu is added by torch_tpu at import
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> dict[str, str | int | None]:
         import torch
 
         return {
@@ -219,7 +232,7 @@ class TPU(AcceleratorBackend):
             "libtpu": installed_version("libtpu", "libtpu"),
         }
 
-    def device_counters(self) -> dict[str, Any]:
+    def device_counters(self) -> dict[str, float]:
         """TorchTPU's compilation-cache statistics, where this version exposes
         them (a private call in 0.2.0; absent means no figures, not zero)."""
         import torch
@@ -228,24 +241,25 @@ class TPU(AcceleratorBackend):
         if stats is None:
             return {}
         values = stats()
-        return {key: values[key] for key in ("num_cache_hits", "num_cache_reqs", "num_compilations") if key in values}
+        return {key: values[key] for key in CACHE_STATS if key in values}
 
-    def summarize_device_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-        if not after:
-            return {}
-        delta = {key: after[key] - before.get(key, 0) for key in after}
-        return {
-            "compilations": delta.get("num_compilations"),
-            "cache_hits": delta.get("num_cache_hits"),
-            "cache_misses": (delta["num_cache_reqs"] - delta["num_cache_hits"])
+    def summarize_device_counters(self, before: dict[str, float], after: dict[str, float]) -> TpuCacheCounters | None:
+        # Only the cache's own keys: a tpu-compile snapshot also holds torch.compile's counters.
+        delta = {key: int(after[key] - before.get(key, 0)) for key in CACHE_STATS if key in after}
+        if not delta:
+            return None
+        return TpuCacheCounters(
+            compilations=delta.get("num_compilations"),
+            cache_hits=delta.get("num_cache_hits"),
+            cache_misses=(delta["num_cache_reqs"] - delta["num_cache_hits"])
             if "num_cache_reqs" in delta and "num_cache_hits" in delta else None,
-            "source": "torch.tpu._get_cache_stats (TorchTPU eager compilation cache)",
-        }
+            source="torch.tpu._get_cache_stats (TorchTPU eager compilation cache)",
+        )
 
-    def new_device_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
+    def new_device_compilations(self, before: dict[str, float], after: dict[str, float]) -> int | None:
         if "num_compilations" not in after:
             return None
-        return after["num_compilations"] - before.get("num_compilations", 0)
+        return int(after["num_compilations"] - before.get("num_compilations", 0))
 
 
 class TPUFused(TPU):

@@ -19,7 +19,7 @@ from typing import Any
 
 from torchport import glossary
 from torchport.backends import VERIFIED_HERE, Availability, Backend
-from torchport.records import DeviceMemory
+from torchport.records import BackendDescription, DeviceMemory, XlaCounters
 
 CPU_PROXY = "TPU (XLA compiler on XLA's CPU client; not TPU timing)"
 NANOSECONDS = 1e-9
@@ -51,25 +51,17 @@ class XLA(Backend):
     def availability(cls) -> Availability:
         from torchport import envs
 
-        record = envs.status(cls.environment)
-        if not record["ready"]:
-            return Availability(False, f"{record['problem']}; run: {envs.create_command(cls.environment)}")
-        versions = envs.versions_text(record["manifest"])
-        return Availability(True, f"environment {record['path']} ({versions}); PJRT device {_pjrt_device()}")
+        record = envs.state(cls.environment)
+        if not record.ready:
+            return Availability(False, f"{record.problem}; run: {envs.create_command(cls.environment)}")
+        versions = envs.versions_text(record.manifest)
+        return Availability(True, f"environment {record.path} ({versions}); PJRT device {_pjrt_device()}")
 
     @classmethod
-    def describe(cls) -> dict[str, Any]:
-        from torchport import envs
-
+    def describe(cls) -> BackendDescription:
         description = super().describe()
         # On a TPU host this is the real thing, not a proxy.
-        description["proxy_for"] = CPU_PROXY if _pjrt_device() == "CPU" else None
-        manifest = envs.read_manifest(cls.environment)
-        description["environment_pins"] = (
-            {"requirements": manifest.get("requirements"), "installed": manifest.get("installed"),
-             "python": manifest.get("python"), "created": manifest.get("created")}
-            if manifest else None
-        )
+        description.proxy_for = CPU_PROXY if _pjrt_device() == "CPU" else None
         return description
 
     @classmethod
@@ -101,7 +93,7 @@ class XLA(Backend):
         self._metrics = torch_xla.debug.metrics
         self.device = torch_xla.device()
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> dict[str, str | int | None]:
         import torch
 
         return {
@@ -149,44 +141,41 @@ class XLA(Backend):
         else:
             super().init_process_group()
 
-    def device_counters(self) -> dict[str, Any]:
+    def device_counters(self) -> dict[str, float]:
         """Counter values and metric totals (samples, accumulated ns): a few
         dozen dictionary reads in torch_xla's C++ registry, no device work."""
         metrics = self._metrics
-        snapshot: dict[str, Any] = {name: metrics.counter_value(name) for name in metrics.counter_names()}
+        snapshot: dict[str, float] = {name: metrics.counter_value(name) for name in metrics.counter_names()}
         for name in ("CompileTime", "ExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime"):
             data = metrics.metric_data(name)
             snapshot[f"{name}.samples"], snapshot[f"{name}.total_ns"] = (data[0], data[1]) if data else (0, 0.0)
         return snapshot
 
-    def summarize_device_counters(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    def summarize_device_counters(self, before: dict[str, float], after: dict[str, float]) -> XlaCounters:
         return summarize_xla_counters(before, after)
 
-    def new_device_compilations(self, before: dict[str, Any], after: dict[str, Any]) -> int | None:
+    def new_device_compilations(self, before: dict[str, float], after: dict[str, float]) -> int | None:
         return int(_delta(before, after, "UncachedCompile"))
 
 
-def summarize_xla_counters(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """What happened between two snapshots.  ``aten::*`` counters count ops
-    that ran on the CPU because XLA has no lowering for them (or, like
-    ``aten::_local_scalar_dense``, because Python asked for a value: a host
-    sync)."""
-    return {
-        "compilations": int(_delta(before, after, "UncachedCompile")),
-        "compile_time_s": _delta(before, after, "CompileTime.total_ns") * NANOSECONDS,
-        "cached_compilations": int(_delta(before, after, "CachedCompile")),
-        "executions": int(_delta(before, after, "ExecuteTime.samples")),
-        "execute_time_s": _delta(before, after, "ExecuteTime.total_ns") * NANOSECONDS,
-        "transfers_to_device": int(_delta(before, after, "TransferToDeviceTime.samples")),
-        "transfers_from_device": int(_delta(before, after, "TransferFromDeviceTime.samples")),
-        "graph_cuts": int(_delta(before, after, "MarkStep")),
-        "fallback_ops": {
+def summarize_xla_counters(before: dict[str, float], after: dict[str, float]) -> XlaCounters:
+    """What happened between two snapshots."""
+    return XlaCounters(
+        compilations=int(_delta(before, after, "UncachedCompile")),
+        compile_time_s=_delta(before, after, "CompileTime.total_ns") * NANOSECONDS,
+        cached_compilations=int(_delta(before, after, "CachedCompile")),
+        executions=int(_delta(before, after, "ExecuteTime.samples")),
+        execute_time_s=_delta(before, after, "ExecuteTime.total_ns") * NANOSECONDS,
+        transfers_to_device=int(_delta(before, after, "TransferToDeviceTime.samples")),
+        transfers_from_device=int(_delta(before, after, "TransferFromDeviceTime.samples")),
+        graph_cuts=int(_delta(before, after, "MarkStep")),
+        fallback_ops={
             name: int(_delta(before, after, name))
             for name in sorted(after)
             if name.startswith("aten::") and _delta(before, after, name) > 0
         },
-    }
+    )
 
 
-def _delta(before: dict[str, Any], after: dict[str, Any], name: str) -> float:
+def _delta(before: dict[str, float], after: dict[str, float], name: str) -> float:
     return after.get(name, 0) - before.get(name, 0)

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for name, cls in backends.registry().items():
         available = backends.availability(name)
-        rows.append({**cls.describe(), "trace_target": cls.trace_target(), "scan_target": cls.scan_target(),
+        rows.append({**cls.describe().to_dict(), "trace_target": cls.trace_target(), "scan_target": cls.scan_target(),
                      **available.as_dict()})
     problems = backends.plugin_problems()
     if output.chosen_format(args) == "json":

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchport.records import EnvState
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,25 +45,25 @@ def run_create(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     from torchport import envs, output
 
-    records = [envs.status(name) for name in envs.SPECS]
+    records = [envs.state(name) for name in envs.SPECS]
     if output.chosen_format(args) == "json":
-        output.emit(args, json.dumps(records, indent=1))
+        output.emit(args, json.dumps([record.to_dict() for record in records], indent=1))
     else:
         output.emit(args, "\n".join(status_lines(records)))
     return 0
 
 
-def status_lines(records: list[dict]) -> list[str]:
+def status_lines(records: list[EnvState]) -> list[str]:
     """Each environment's state, two lines each (also used by torchport info)."""
     from torchport import envs
 
     lines = []
     for record in records:
-        if record["ready"]:
-            state = f"ready ({envs.versions_text(record['manifest'])})"
+        if record.ready:
+            state = f"ready ({envs.versions_text(record.manifest)})"
         else:
-            state = f"not usable: {record['problem']}; run: {envs.create_command(record['name'])}"
-        lines.append(f"{record['name']}: {state}\n    {record['path']}")
+            state = f"not usable: {record.problem}; run: {envs.create_command(record.name)}"
+        lines.append(f"{record.name}: {state}\n    {record.path}")
     return lines
 
 

@@ -30,7 +30,7 @@ def collect() -> dict[str, Any]:
     from torchport import __version__, backends, envs, project_config
     from torchport.environment import environment_record
 
-    machine = environment_record()
+    machine = environment_record().to_dict()
     # Bug reports are pasted in public: the host name stays out.
     machine.pop("hostname", None)
     packages: dict[str, str | None] = {}
@@ -39,7 +39,7 @@ def collect() -> dict[str, Any]:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             packages[name] = None
-    rows = [{**cls.describe(), **backends.availability(name).as_dict()} for name, cls in backends.registry().items()]
+    rows = [{**cls.describe().to_dict(), **backends.availability(name).as_dict()} for name, cls in backends.registry().items()]
     config = project_config.find()
     return {
         "torchport": __version__,
@@ -57,6 +57,7 @@ def _gib(value: int | None) -> str:
 
 def text_lines(info: dict[str, Any]) -> list[str]:
     from torchport.commands.env import status_lines
+    from torchport.records import EnvState
 
     gpu_build = [f"CUDA {info['torch_cuda']}" if info.get("torch_cuda") else "",
                  f"ROCm {info['torch_hip']}" if info.get("torch_hip") else ""]
@@ -91,7 +92,8 @@ def text_lines(info: dict[str, Any]) -> list[str]:
         proxy = f" (proxy for {row['proxy_for']})" if row.get("proxy_for") else ""
         lines.append(f"  {row['name']:<{width}}  {state}{reason}{proxy}")
     lines += ["", "environments"]
-    lines += ["  " + line.replace("\n", "\n  ") for line in status_lines(info["environments"])]
+    environments = [EnvState.from_dict(record) for record in info["environments"]]
+    lines += ["  " + line.replace("\n", "\n  ") for line in status_lines(environments)]
     return lines
 
 

@@ -24,7 +24,7 @@ def new_document(command: list[str], app: dict[str, Any], config: dict[str, Any]
         "created": stamp,
         "updated": stamp,
         "command": command,
-        "environment": environment_record(),
+        "environment": environment_record().to_dict(),
         "app": app,
         "config": config,
         "reference": None,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchport.records import (BackendEntry, PredictedCounts, PredictionRow, PredictionTable, TraceSection,
+                               TraceVerdictStatus)
 from torchport.report.compare_text import md
 
 
@@ -24,80 +26,82 @@ def _family(backend: str) -> str | None:
     return cls.trace_target() if cls is not None else None
 
 
-def prediction_table(results: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def prediction_table(results: list[tuple[str, dict[str, Any]]]) -> PredictionTable:
+    """``results``: each target's name and its result document as written."""
     with_trace = [(name, doc) for name, doc in results if (doc.get("trace") or {}).get("verdicts")]
     if not with_trace:
-        return {"predictor": None, "rows": [], "hits": 0, "judged": 0, "hit_rate": None,
-                "note": "no target's result holds a trace (evaluated with --no-trace): nothing was predicted"}
+        return PredictionTable(note="no target's result holds a trace (evaluated with --no-trace): nothing was predicted")
     predictor, source = next(((n, d) for n, d in with_trace if n == "local"), with_trace[0])
-    section = source["trace"]
-    verdicts = section["verdicts"]
+    section = TraceSection.from_dict(source["trace"])
+    verdicts = section.verdicts
     rows = []
     for target, document in results:
-        for backend, record in (document.get("backends") or {}).items():
+        for backend, entry in (document.get("backends") or {}).items():
             family = _family(backend)
-            if family is None or family not in verdicts or not record.get("runs"):
+            if family is None or family not in verdicts or not entry.get("runs"):
                 continue  # not a predicted family, or nothing measured there
+            record = BackendEntry.from_dict(entry)
             predicted = verdicts[family]
-            runs = bool(record.get("summary"))
-            error = next((run.get("error") for run in record["runs"] if run.get("error")), None) or {}
-            measured = "runs" if runs else f"fails: {error.get('kind') or 'no result'}"
-            hit = None if predicted["status"] == "unknown" else (predicted["status"] != "blocked") == runs
-            row: dict[str, Any] = {"target": target, "backend": backend, "family": family,
-                                   "predicted": predicted["status"], "predicted_text": predicted.get("text", ""),
-                                   "predicted_fallback_ops": predicted.get("fallback_ops", []),
-                                   "measured": measured, "hit": hit, "verdict": measured}
+            runs = bool(record.summary)
+            error = next((run.error for run in record.runs if run.error), None)
+            measured = "runs" if runs else f"fails: {(error.kind if error else None) or 'no result'}"
+            unjudged = predicted.status == TraceVerdictStatus.UNKNOWN
+            hit = None if unjudged else (predicted.status != TraceVerdictStatus.BLOCKED) == runs
+            row = PredictionRow(target=target, backend=backend, family=family, predicted=predicted.status,
+                                predicted_text=predicted.text, predicted_fallback_ops=predicted.fallback_ops,
+                                measured=measured, hit=hit, verdict=measured)
             if backend == "xla" and runs:
                 from torchport.trace.verdict import compare_with_xla
 
                 detail = compare_with_xla(section, document)
                 if detail is not None:
-                    row["counts"] = {"agrees": detail.agrees, "disagreements": detail.disagreements,
-                                     "predicted_step_graphs": detail.predicted.step_graphs,
-                                     "measured_compilations": [run.compilations for run in detail.measured.per_run]}
+                    row.counts = PredictedCounts(
+                        agrees=detail.agrees, disagreements=detail.disagreements,
+                        predicted_step_graphs=detail.predicted.step_graphs,
+                        measured_compilations=[run.compilations for run in detail.measured.per_run])
             rows.append(row)
-    judged = [row for row in rows if row["hit"] is not None]
-    hits = sum(1 for row in judged if row["hit"])
-    return {"predictor": predictor, "rows": rows, "hits": hits, "judged": len(judged),
-            "hit_rate": hits / len(judged) if judged else None,
-            "note": None if rows else "no target measured a backend of a predicted family (only cpu ran)"}
+    judged = [row for row in rows if row.hit is not None]
+    hits = sum(1 for row in judged if row.hit)
+    return PredictionTable(predictor=predictor, rows=rows, hits=hits, judged=len(judged),
+                           hit_rate=hits / len(judged) if judged else None,
+                           note=None if rows else "no target measured a backend of a predicted family (only cpu ran)")
 
 
-def _hit_text(row: dict[str, Any]) -> str:
-    return "not judged" if row["hit"] is None else "hit" if row["hit"] else "MISS"
+def _hit_text(row: PredictionRow) -> str:
+    return "not judged" if row.hit is None else "hit" if row.hit else "MISS"
 
 
-def _counts_text(row: dict[str, Any]) -> str:
-    counts = row.get("counts")
+def _counts_text(row: PredictionRow) -> str:
+    counts = row.counts
     if not counts:
         return ""
-    text = f"graphs predicted {counts['predicted_step_graphs']}, compiled {counts['measured_compilations']}"
-    return text + ("; agrees" if counts["agrees"] else "; " + "; ".join(counts["disagreements"][:3]))
+    text = f"graphs predicted {counts.predicted_step_graphs}, compiled {counts.measured_compilations}"
+    return text + ("; agrees" if counts.agrees else "; " + "; ".join(counts.disagreements[:3]))
 
 
-def summary_line(table: dict[str, Any]) -> str:
-    if table["hit_rate"] is None:
-        return table.get("note") or "nothing judged"
-    return (f"prediction against measurement (trace of {table['predictor']}): {table['hits']}/{table['judged']} "
-            f"hits ({table['hit_rate']:.0%})")
+def summary_line(table: PredictionTable) -> str:
+    if table.hit_rate is None:
+        return table.note or "nothing judged"
+    return (f"prediction against measurement (trace of {table.predictor}): {table.hits}/{table.judged} "
+            f"hits ({table.hit_rate:.0%})")
 
 
-def print_table(table: dict[str, Any]) -> None:
+def print_table(table: PredictionTable) -> None:
     print(summary_line(table))
-    for row in table["rows"]:
+    for row in table.rows:
         counts = _counts_text(row)
-        print(f"  {row['family']} on {row['target']} ({row['backend']}): predicted {row['predicted']}, measured "
-              f"{row['measured']}: {_hit_text(row)}" + (f" ({counts})" if counts else ""))
+        print(f"  {row.family} on {row.target} ({row.backend}): predicted {row.predicted}, measured "
+              f"{row.measured}: {_hit_text(row)}" + (f" ({counts})" if counts else ""))
 
 
-def markdown(table: dict[str, Any]) -> str:
+def markdown(table: PredictionTable) -> str:
     lines = ["# Prediction against measurement", "",
              md(summary_line(table)) + ". The answer for a family is what its target measured.", ""]
-    if table["rows"]:
+    if table.rows:
         lines += ["| family | target | backend | predicted (trace) | fallbacks predicted | measured | hit | counts |",
                   "|---|---|---|---|---|---|---|---|"]
-        for row in table["rows"]:
-            lines.append(f"| {md(row['family'])} | {md(row['target'])} | {md(row['backend'])} | "
-                         f"{md(row['predicted_text'])} | {md(', '.join(row['predicted_fallback_ops']) or 'none')} | "
-                         f"{md(row['measured'])} | {_hit_text(row)} | {md(_counts_text(row))} |")
+        for row in table.rows:
+            lines.append(f"| {md(row.family)} | {md(row.target)} | {md(row.backend)} | "
+                         f"{md(row.predicted_text)} | {md(', '.join(row.predicted_fallback_ops) or 'none')} | "
+                         f"{md(row.measured)} | {_hit_text(row)} | {md(_counts_text(row))} |")
     return "\n".join(lines) + "\n"

@@ -21,7 +21,6 @@ import tarfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from torchport import output
 from torchport.errors import UserError
 from torchport.limits import TAIL_LINE_CHARS, TAIL_LINES
 from torchport.remote import predictions, remote_scripts, ship
+from torchport.records import RemoteFacts, TargetRow, TargetStatus, TargetTimings, TraceSection
 from torchport.remote.targets import Target, clean_line, parse_target, ssh_cause, ssh_command
 
 KIND = "torchport-targets"
@@ -237,7 +237,7 @@ class TargetRun:
     def _fail(self, kind: str, cause: str, tail: str | bytes = "") -> None:
         text = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
         lines = [clean_line(line, TAIL_LINE_CHARS) for line in text.splitlines() if line.strip()][-TAIL_LINES:]
-        self.row.update(status="failed", cause_kind=kind, cause=clean_line(cause, 600),
+        self.row.update(status=TargetStatus.FAILED, cause_kind=kind, cause=clean_line(cause, 600),
                         stderr_tail=lines or list(self.tail))
         self.save()
 
@@ -275,7 +275,7 @@ class TargetRun:
     def _run_local(self) -> None:
         out = self.plan.out_dir / self.target.name
         env = {**os.environ, "TORCHPORT_PROGRESS_INTERVAL": os.environ.get("TORCHPORT_PROGRESS_INTERVAL", "5")}
-        self.row["status"] = "running"
+        self.row["status"] = TargetStatus.RUNNING
         out.mkdir(parents=True, exist_ok=True)
         process = self._spawn([sys.executable, "-m", "torchport", self.plan.command, *self.plan.local_args,
                                *self.plan.output_arguments(str(out)), *self._passthrough()],
@@ -292,7 +292,7 @@ class TargetRun:
         if has_result:
             self.row["result"] = f"{self.target.name}/{self.plan.result_file}"
         if rc == 0 and has_result:
-            self.row.update(status="ok", cause_kind=None, cause=None)
+            self.row.update(status=TargetStatus.OK, cause_kind=None, cause=None)
             self.save()
         elif rc is None:
             self._fail("run-failed", "the remote run ended without an exit status (killed?)")
@@ -304,7 +304,7 @@ class TargetRun:
         from torchport.remote import sky
 
         launch = self.sky.launches[self.target.name]
-        self.row.update(status="launching", cluster=launch.cluster, resources=clean_line(launch.resources, 300),
+        self.row.update(status=TargetStatus.LAUNCHING, cluster=launch.cluster, resources=clean_line(launch.resources, 300),
                         price_per_hour=launch.hourly_price)
         self.save()
         out = self.plan.out_dir / self.target.name
@@ -351,7 +351,7 @@ class TargetRun:
     def _run_ssh(self) -> None:
         assert self.wheel is not None
         timings = self.row.setdefault("timings", {})
-        self.row["status"] = "setting up"
+        self.row["status"] = TargetStatus.SETTING_UP
         self.save()
         began = time.monotonic()
         probe = self._ssh(self._remote_python("-c", remote_scripts.PROBE, self.wheel.key), timeout=120)
@@ -412,7 +412,7 @@ class TargetRun:
         if started.returncode != 0:
             return self._fail("run-failed", f"starting the evaluation on the remote failed (exit {started.returncode})",
                               started.stderr)
-        self.row["status"] = "running"
+        self.row["status"] = TargetStatus.RUNNING
         self.save()
         self.follow_and_fetch(began)
 
@@ -432,7 +432,7 @@ class TargetRun:
         if self._stopping:
             return
         if rc != 0:
-            self.row.update(status="detached", cause_kind="connection-lost",
+            self.row.update(status=TargetStatus.DETACHED, cause_kind="connection-lost",
                             cause=f"the connection was lost ({ssh_cause(ssh_error.decode(errors='replace'))[1]}); "
                                   "the run goes on there: `torchport collect OUT_DIR` reattaches or fetches it")
             self.save()
@@ -490,7 +490,7 @@ class TargetRun:
             finally:
                 self._stopping = True
             return
-        if self.target.kind != "ssh" or not self.row.get("run_id") or self.row.get("status") != "running":
+        if self.target.kind != "ssh" or not self.row.get("run_id") or self.row.get("status") != TargetStatus.RUNNING:
             return
         self._stopping = False  # the clean-up steps below must run
         try:
@@ -623,7 +623,7 @@ def _run_targets(plan: Plan, wheel: ship.Wheel | None, archive: bytes, sky_sessi
     document: dict[str, Any] = {
         "kind": KIND, "version": VERSION, "command": ["torchport", *sys.argv[1:]], "torchport_command": plan.command,
         "ssh_config": str(plan.ssh_config.resolve()) if plan.ssh_config else None, "keep_remote": plan.keep_remote,
-        "targets": [{"name": t.name, "target": t.text, "kind": t.kind, "status": "waiting"} for t in plan.targets],
+        "targets": [{"name": t.name, "target": t.text, "kind": t.kind, "status": TargetStatus.WAITING} for t in plan.targets],
     }
     manifest = Manifest(plan.out_dir, document)
     manifest.save()
@@ -650,8 +650,8 @@ def _run_all(runs: list[TargetRun], manifest: Manifest) -> None:
             thread.join(timeout=60)
         for run in runs:
             run.stop_remote()
-            if run.row.get("status") not in ("ok", "failed"):
-                run.row.update(status="interrupted", cause_kind="interrupted", cause="stopped by the user")
+            if run.row.get("status") not in (TargetStatus.OK, TargetStatus.FAILED):
+                run.row.update(status=TargetStatus.INTERRUPTED, cause_kind="interrupted", cause="stopped by the user")
         manifest.save()
         # The combined answer over what was measured before the interrupt; the interrupt stays the news.
         with contextlib.suppress(OSError, UserError):
@@ -663,9 +663,8 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
     """The combined answer: the comparison of the targets with a result, the report, the summary."""
     from torchport.report import compare_text
 
-    rows = manifest.document["targets"]
-    results = [(row["name"], out_dir / row["result"]) for row in rows if row.get("result")
-               and (out_dir / row["result"]).exists()]
+    rows = [TargetRow.from_dict(row) for row in manifest.document["targets"]]
+    results = [(row.name, out_dir / row.result) for row in rows if row.result and (out_dir / row.result).exists()]
     if manifest.document.get("torchport_command", "evaluate") != "evaluate":
         return _finish_sections(out_dir, manifest, results)
     comparison = None
@@ -684,7 +683,7 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
         except ValueError:
             continue  # compare_results has named the broken file
     table = predictions.prediction_table(documents)
-    manifest.document["predictions"] = table
+    manifest.document["predictions"] = table.to_dict()
     manifest.save()
     report = [targets_markdown(rows)]
     if comparison is not None:
@@ -697,71 +696,81 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
         compare_text.print_comparison(comparison)
     predictions.print_table(table)
     print(f"targets: {out_dir / MANIFEST}\nreport: {out_dir / 'report.md'}")
-    return 0 if rows and rows[0].get("status") == "ok" else 1
+    return _exit_status(rows)
+
+
+def _exit_status(rows: list[TargetRow]) -> int:
+    """0 when the first target (the one the others are compared with) ran."""
+    return 0 if rows and rows[0].status == TargetStatus.OK else 1
 
 
 def _finish_sections(out_dir: Path, manifest: Manifest, results: list[tuple[str, Path]]) -> int:
     """trace and check: each target's own report, one after the other (their text was streamed as they ran)."""
     command = manifest.document["torchport_command"]
-    render: Callable[[dict[str, Any]], str]  # each section as the target's document holds it
-    if command == "trace":
-        from torchport.trace.report import markdown as render
-    else:
-        from torchport.check.report import markdown as render
-    rows = manifest.document["targets"]
+    rows = [TargetRow.from_dict(row) for row in manifest.document["targets"]]
     manifest.save()
     report = [targets_markdown(rows)]
     for name, path in results:
         try:
-            section = json.loads(path.read_text(encoding="utf-8"))
-            text = render(section)
+            text = _section_markdown(command, json.loads(path.read_text(encoding="utf-8")))
         except (ValueError, KeyError, TypeError) as exc:
             text = f"{name}: the {command} result could not be read: {clean_line(str(exc), 200)}\n"
         report += [f"# {name}", "", text]
     (out_dir / "report.md").write_text("\n".join(report), encoding="utf-8")
     print_targets(rows)
     print(f"targets: {out_dir / MANIFEST}\nreport: {out_dir / 'report.md'}")
-    return 0 if rows and rows[0].get("status") == "ok" else 1
+    return _exit_status(rows)
 
 
-def _cause(row: dict[str, Any]) -> str:
-    return row.get("cause") or ""
+def _section_markdown(command: str, section: Any) -> str:
+    """A target's trace or check result (the section as its document holds it), in markdown."""
+    if command == "trace":
+        from torchport.trace.report import markdown as trace_markdown
+
+        return trace_markdown(TraceSection.from_dict(section))
+    from torchport.check.report import markdown as check_markdown
+
+    return check_markdown(section)
 
 
-def print_targets(rows: list[dict[str, Any]]) -> None:
+def print_targets(rows: list[TargetRow]) -> None:
     print("targets:")
     for row in rows:
         extra = []
-        if row.get("venv"):
-            extra.append(f"venv {row['venv']}")
-        timings = row.get("timings") or {}
-        if timings.get("setup_s") is not None:
-            extra.append(f"setup {timings['setup_s']:.1f} s")
-        if timings.get("total_s") is not None:
-            extra.append(f"total {timings['total_s']:.1f} s")
+        if row.venv:
+            extra.append(f"venv {row.venv}")
+        timings = row.timings or TargetTimings()
+        if timings.setup_s is not None:
+            extra.append(f"setup {timings.setup_s:.1f} s")
+        if timings.total_s is not None:
+            extra.append(f"total {timings.total_s:.1f} s")
         detail = f" ({', '.join(extra)})" if extra else ""
-        print(f"  {row['name']}: {row['status']}{detail}" + (f": {_cause(row)}" if row.get("cause") else ""))
-        if row.get("status") not in ("ok",) and row.get("stderr_tail"):
-            for line in row["stderr_tail"][-5:]:
+        print(f"  {row.name}: {row.status}{detail}" + (f": {row.cause}" if row.cause else ""))
+        if row.status != TargetStatus.OK and row.stderr_tail:
+            for line in row.stderr_tail[-5:]:
                 print(f"    | {line}")
 
 
-def targets_markdown(rows: list[dict[str, Any]]) -> str:
+def targets_markdown(rows: list[TargetRow]) -> str:
     from torchport.report.compare_text import md
 
     lines = ["# Targets", "", "| target | status | cause | remote Python / torch | venv | setup s | total s |",
              "|---|---|---|---|---|---|---|"]
     for row in rows:
-        remote = row.get("remote") or {}
-        timings = row.get("timings") or {}
-        lines.append(f"| {md(row['target'])} | {md(row['status'])} | {md(_cause(row))} | "
-                     f"{md(remote.get('python', ''))} / {md(remote.get('torch', ''))} | {md(row.get('venv', ''))} | "
-                     f"{timings.get('setup_s', '')} | {timings.get('total_s', '')} |")
+        remote = row.remote or RemoteFacts()
+        timings = row.timings or TargetTimings()
+        lines.append(f"| {md(row.target)} | {md(row.status)} | {md(row.cause or '')} | "
+                     f"{md(remote.python)} / {md(remote.torch)} | {md(row.venv or '')} | "
+                     f"{_cell(timings.setup_s)} | {_cell(timings.total_s)} |")
     for row in rows:
-        if row.get("status") != "ok" and row.get("stderr_tail"):
-            lines += ["", f"## {md(row['name'])}: output tail", "", "```",
-                      *(line.replace("```", "'''") for line in row["stderr_tail"]), "```"]
+        if row.status != TargetStatus.OK and row.stderr_tail:
+            lines += ["", f"## {md(row.name)}: output tail", "", "```",
+                      *(line.replace("```", "'''") for line in row.stderr_tail), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _cell(seconds: float | None) -> str:
+    return "" if seconds is None else str(seconds)
 
 
 def collect(out_dir: Path) -> int:
@@ -776,7 +785,7 @@ def collect(out_dir: Path) -> int:
                 keep_remote=bool(document.get("keep_remote")), command=command)
     runs = []
     for row in document["targets"]:
-        if row.get("kind") == "ssh" and row.get("status") in ("detached", "running") and row.get("run_id"):
+        if row.get("kind") == "ssh" and row.get("status") in (TargetStatus.DETACHED, TargetStatus.RUNNING) and row.get("run_id"):
             target = parse_target(row["target"])
             plan.targets.append(target)
             runs.append(TargetRun(target, plan, row, manifest.save))
@@ -797,7 +806,7 @@ def collect(out_dir: Path) -> int:
                     run._fail("run-lost", "the remote run folder is gone (removed, or another collect fetched it)")
                     return
                 output.note(f"{run.target.name}: {'reattaching' if remote.get('running') else 'fetching'}")
-                run.row["status"] = "running"
+                run.row["status"] = TargetStatus.RUNNING
                 run.follow_and_fetch(time.monotonic())
             except Exception as exc:
                 run._fail("internal-error", f"{type(exc).__name__}: {exc}")
