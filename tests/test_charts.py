@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from torchport.records import TraceSection
 from torchport.report import html, svg
 
 
@@ -62,7 +63,7 @@ def test_matrix_column_labels_are_not_cut_to_the_same_text():
 
 def test_memory_fit_is_drawn_against_the_chip_capacity():
     trace = {"memory": {"peak_bytes": 20 * 2**20, "chips": [{"chip": "TPU v5e", "hbm_bytes": 16 * 2**30, "fits": True}]}}
-    chart = html.memory_fit_chart(trace)
+    chart = html.memory_fit_chart(TraceSection.from_dict(trace))
     bar = float(re.search(r'<rect x="[\d.]+" y="[\d.]+" width="([\d.]+)"', chart).group(1))
     plot = svg.WIDTH - svg.LABEL_WIDTH - 90
     assert bar < 0.01 * plot  # 20 MiB of 16 GiB is 0.1% of the bar's length, not most of it
@@ -71,7 +72,7 @@ def test_memory_fit_is_drawn_against_the_chip_capacity():
 
 def test_unsupported_ops_are_never_green():
     trace = {"op_support": {"xla": {"counts": {"supported": 10, "fallback": 2, "unsupported": 3, "unknown": 1}}}}
-    chart = html.op_support_chart(trace)
+    chart = html.op_support_chart(TraceSection.from_dict(trace))
     fills = dict(re.findall(r'fill="(#[0-9A-Fa-f]{6})"><title>xla: (\w+)', chart))
     colours = {status: fill for fill, status in fills.items()}
     assert colours["unsupported"] == "#D55E00" and colours["fallback"] == "#E69F00"
