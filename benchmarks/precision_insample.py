@@ -30,7 +30,7 @@ def verdicts() -> list[dict]:
             verdict = cells[5].lower() if len(cells) >= 7 else ""
             if verdict not in ("correct", "incorrect"):  # judges write CORRECT or correct
                 continue
-            where, number = cells[2].strip("`").rsplit(":", 1)
+            where, number = re.sub(r"(:\d+):\d+$", r"\1", cells[2].strip("`")).rsplit(":", 1)  # drop a column
             found.append({"seed": seed, "path": where, "line": int(number), "rule": cells[3],
                           "correct": verdict == "correct"})
     return found
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
     for verdict in verdicts():
         if verdict["seed"] not in corpora:
             continue
-        hot = any(path.endswith("/" + verdict["path"]) and severities & {"error", "silent"}
+        hot = any(("/" + path).endswith("/" + verdict["path"]) and severities & {"error", "silent"}
                   for path, severities in index.get((verdict["line"], verdict["rule"]), []))
         row = totals[verdict["seed"]]
         if verdict["correct"]:
