@@ -17,9 +17,11 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from torchport.scan import default_path
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
-                                  CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, FLOAT64, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
+                                  CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
+                                  FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
@@ -58,6 +60,17 @@ _CUDA_NAMED_HELPER = re.compile(r"(^|_)cuda(_|$)", re.IGNORECASE)
 _FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy", "eye", "zeros", "ones", "empty", "full", "arange",
                         "linspace", "DoubleTensor", "rand", "randn", "zeros_like", "ones_like"})
 
+
+
+# Reasons that start so say the line runs only when the user opts in; the text output counts them.
+OPT_IN_PREFIX = "only when "
+OPT_IN_REASON = (OPT_IN_PREFIX + "`{}` is set: a user option that nothing in this file turns on by default, so a "
+                 "user without CUDA reaches this line only by opting in")
+
+
+def is_opt_in(finding: Finding) -> bool:
+    """Lowered because the line runs only when the user opts in (a flag, an option, the environment)."""
+    return finding.cap_reason.startswith(OPT_IN_PREFIX)
 
 
 def is_test_file(path: str) -> bool:
@@ -1250,6 +1263,7 @@ class _File:
         self.text = text
         self.path = path
         self._whole: _Context | None = None
+        self.default_path: dict[tuple[int, int], default_path.Verdict | None] = {}
 
     def whole(self) -> _Context:
         if self._whole is None:
@@ -1369,6 +1383,99 @@ def _visible_devices_plumbing(site: _Site) -> bool:
 def _lammps_code(site: _Site) -> bool:
     return bool(_NO_MPS_HOST.search(Path(site.file.path).name)) or any(
         _NO_MPS_HOST.search(scope.name) for scope in site.context.enclosing(site.line))
+
+
+# `if not use_amp: return`, `assert args.distributed`: exits before the line that a default-path test must see.
+_EARLY_EXIT = re.compile(r"^\s*(if\b[^\n]*:\s*(#[^\n]*)?\n\s*(return|raise|continue)\b|assert\b)", re.MULTILINE)
+
+
+def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
+    key = (site.line, site.finding.column)
+    if key not in site.file.default_path:
+        context, verdict = site.context, None
+        function = _innermost_function(context, site.line)
+        start = function.lineno if function is not None else 1
+        if (next(default_path.conditions(context, site.line, site.finding.column), None) is not None
+                or _EARLY_EXIT.search("".join(context.lines[start - 1:site.line - 1]))):
+            verdict = default_path.off_default_path(site.file.whole(), site.line, site.finding.column)
+        site.file.default_path[key] = verdict
+    return site.file.default_path[key]
+
+
+def _opt_in_option(site: _Site) -> str | None:
+    verdict = _default_path_verdict(site)
+    return verdict.option if verdict is not None and verdict.kind == default_path.OPT_IN else None
+
+
+def _cuda_derived_option(site: _Site) -> str | None:
+    verdict = _default_path_verdict(site)
+    return verdict.option if verdict is not None and verdict.kind == default_path.CUDA_DERIVED else None
+
+
+# Top-level imports of a runtime that exists only for NVIDIA GPUs (TensorRT, TensorRT-LLM,
+# Triton Inference Server's Python backend and client, PyCUDA, cuda-python).
+_NVIDIA_RUNTIME_IMPORT = re.compile(
+    r"^(import|from)\s+(tensorrt|tensorrt_llm|torch_tensorrt|tritonclient|triton_python_backend_utils|pycuda"
+    r"|cuda(\.bindings|\.cudart|\.cuda)?)\b(?!\.\w*\s*import\s+\w*(hip|rocm))", re.MULTILINE)
+
+
+def _nvidia_runtime_module(site: _Site) -> str | None:
+    found = _NVIDIA_RUNTIME_IMPORT.search(site.file.text)
+    return found.group(2) if found else None
+
+
+# Folders that hold one device's build of the same extension: `extensions/cuda` beside `extensions/hip`.
+_DEVICE_FOLDER = re.compile(r"cuda|hip|rocm|mps|metal|xpu|sycl|cpu|cpp|npu", re.IGNORECASE)
+_OTHER_DEVICE_FOLDER = re.compile(r"hip|rocm|mps|metal|xpu|sycl|npu", re.IGNORECASE)
+# The loader's choice between the builds: by the torch build, a device type or an availability check.
+_DEVICE_DISPATCH = re.compile(r"torch\.version\.(cuda|hip)|\.is_available\(\)|device\.type\s*==")
+
+
+@functools.lru_cache(maxsize=1024)
+def _device_twins(folder: str) -> str | None:
+    """For a folder ``.../cuda`` whose parent also holds a build for another device and a Python
+    loader that picks one by the torch build or the device, the twins' names."""
+    parent, name = os.path.split(folder)
+    if name.lower() != "cuda":
+        return None
+    try:
+        siblings = [n for n in os.listdir(parent) if os.path.isdir(os.path.join(parent, n))]
+        loaders = [n for n in os.listdir(parent) if n.endswith(".py")]
+    except OSError:
+        return None
+    twins = sorted(n for n in siblings if n != name and _OTHER_DEVICE_FOLDER.fullmatch(n))
+    if not twins:
+        return None
+    for loader in loaders:
+        try:
+            text = Path(parent, loader).read_text(errors="replace")
+        except OSError:
+            continue
+        if _DEVICE_DISPATCH.search(text):
+            return ", ".join(twins)
+    return None
+
+
+def _extension_with_device_twins(site: _Site) -> str | None:
+    folder = Path(site.file.path).resolve().parent
+    for above in (folder, *folder.parents):
+        if above == above.parent:
+            break
+        twins = _device_twins(str(above))
+        if twins:
+            return twins
+    return None
+
+
+def _seeded_by_manual_seed(context: _Context, line: int) -> bool:
+    """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function:
+    torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op (measured in
+    tests/test_scan_precision_round14.py)."""
+    if not re.search(r"torch\.cuda\.manual_seed(_all)?\(", context.lines[line - 1] if line <= len(context.lines) else ""):
+        return False
+    function = _innermost_function(context, line)
+    start = function.lineno if function is not None else 1
+    return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
 
 
 _EVERY_RULE = frozenset(RULES_BY_ID)
@@ -1505,6 +1612,17 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_F64, _lammps_code, "info",
              "code for LAMMPS, whose devices are the CPU or CUDA/HIP (Kokkos): MPS, the one device without float64, "
              "never runs it"),
+    Lowering(_EVERY_RULE, _nvidia_runtime_module, "info",
+             "in a module built on {}, a runtime that exists only for NVIDIA GPUs: CUDA by design", needs_tree=False),
+    Lowering(frozenset({CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE}), _extension_with_device_twins, "info",
+             "the CUDA build of an extension whose loader picks a build per device ({} beside it): a device "
+             "dispatch, not a lock-in", needs_tree=False),
+    Lowering(frozenset({CUDA_MANUAL_SEED}), _at_line(_seeded_by_manual_seed), "info",
+             "seeds CUDA after torch.manual_seed, which already seeds every device; off CUDA the call does nothing"),
+    Lowering(_EVERY_RULE, _opt_in_option, "info", OPT_IN_REASON),
+    Lowering(_EVERY_RULE, _cuda_derived_option, "info",
+             "guarded by `{}`, which this file computes from CUDA (availability or a GPU count): where CUDA is "
+             "absent the other path runs"),
 )
 
 

@@ -1,0 +1,261 @@
+"""Is a line on the default path of a user without CUDA?  The burden of proof is on the finding:
+a line that runs only when a user option is set (``if args.fp16:``, ``if self.use_amp and ...``,
+``if not use_ddp: return`` before it) is opt-in unless the file shows the option on by default,
+and a line that runs only when a flag the file derives from CUDA is set (``use_gpu =
+torch.cuda.device_count() > 0``) is guarded.  Data conditions (``x is None``, ``isinstance``,
+``len``, comparisons, loops) leave the line on the default path.
+
+Everything here reads the AST of one file; no option or package is known by name.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchport.scan.policy import _Context
+
+# A value computed from the CUDA runtime or a GPU count: `torch.cuda.is_available()`,
+# `config.total_visible_gpus > 0`, `n_gpu > 1`.
+_CUDA_DERIVED = re.compile(r"\btorch\.cuda\.|\bis_available\(|\bdevice_count\(|\bn_?gpus?\b|\w*_gpus\b",
+                           re.IGNORECASE)
+
+# How deep one option is followed through the names it is copied from.
+_DEPTH = 4
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class Verdict:
+    """Why a line is off the default path: ``option`` is the source of the test that decides."""
+
+    OPT_IN = "opt-in"
+    CUDA_DERIVED = "cuda-derived"
+
+    def __init__(self, kind: str, option: str) -> None:
+        self.kind = kind
+        self.option = option
+
+
+def _key(atom: ast.expr) -> str | None:
+    """The name an option is stored under: ``fp16`` of ``args.fp16``, ``self.args.fp16``,
+    ``cfg["fp16"]`` and ``fp16``."""
+    if isinstance(atom, ast.Name):
+        return atom.id
+    if isinstance(atom, ast.Attribute):
+        return atom.attr
+    if isinstance(atom, ast.Subscript) and isinstance(atom.slice, ast.Constant) and isinstance(atom.slice.value, str):
+        return atom.slice.value
+    return None
+
+
+def _truthy_constant(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and bool(value.value)
+
+
+def _off_constant(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and not value.value
+
+
+class _Stores:
+    """Every value the file stores under a name: assignments to a name or an attribute, class
+    fields, dict entries, argparse options (their default) and parameters (their default)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.values: dict[str, list[ast.expr | None]] = {}
+        self.parameters: dict[str, list[ast.expr | None]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for item in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                        name = _key(item)
+                        if name is not None:
+                            unpacked = isinstance(target, ast.Tuple) or isinstance(node, ast.AugAssign)
+                            self.values.setdefault(name, []).append(None if unpacked else node.value)
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        self.values.setdefault(key.value, []).append(value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+                self._option(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args
+                positional = arguments.posonlyargs + arguments.args
+                defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
+                for argument, default in zip(positional + arguments.kwonlyargs,
+                                             defaults + list(arguments.defaults) + list(arguments.kw_defaults)):
+                    self.parameters.setdefault(argument.arg, []).append(default)
+
+    def _option(self, call: ast.Call) -> None:
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        dest = keywords.get("dest")
+        long = next((f for f in flags if f.startswith("--")), None)
+        if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+            name = dest.value
+        elif long is not None:
+            name = long[2:].replace("-", "_")
+        else:
+            return
+        action = keywords.get("action")
+        if "default" in keywords:
+            value: ast.expr = keywords["default"]
+        elif isinstance(action, ast.Constant) and action.value == "store_false":
+            value = ast.Constant(True)
+        else:  # store_true, or an option that is None unless given
+            value = ast.Constant(False if isinstance(action, ast.Constant) and action.value == "store_true" else None)
+        self.values.setdefault(name, []).append(value)
+
+
+def _stores(context: _Context) -> _Stores:
+    found = getattr(context, "_default_path_stores", None)
+    if found is None:
+        found = _Stores(context.tree)
+        context._default_path_stores = found  # type: ignore[attr-defined]
+    return found
+
+
+def _option(context: _Context, atom: ast.expr, function: Function | None, depth: int = 0) -> str | None:
+    """The kind of a value tested for truth: OPT_IN when nothing in the file shows it true by
+    default, CUDA_DERIVED when the file computes it from CUDA, None when it is on by default
+    or computed from data."""
+    name = _key(atom)
+    if name is None or depth > _DEPTH:
+        return None
+    stores = _stores(context)
+    local = function is not None and isinstance(atom, ast.Name) and name in {
+        a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}
+    if local and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                         for n in ast.walk(function)):  # type: ignore[arg-type]
+        defaults = [d for a, d in _own_parameters(function) if a == name]  # type: ignore[arg-type]
+        return OPT_IN if defaults and _off_constant(defaults[0]) else None
+    values = list(stores.values.get(name, []))
+    if not values and isinstance(atom, ast.Attribute) and isinstance(atom.value, ast.Name) and atom.value.id == "self":
+        return None  # an attribute the class inherits (`self.training`): its default is elsewhere
+    if isinstance(atom, ast.Name) and not values:
+        values = list(stores.parameters.get(name, []))
+        if not values or not all(_off_constant(v) for v in values):
+            return None  # a parameter every call must pass, or a name from elsewhere
+    kinds = [_value_kind(context, value, function, depth) for value in values]
+    if "cuda" in kinds:
+        return CUDA_DERIVED
+    if any(k in ("true", "data") for k in kinds):
+        return None
+    return OPT_IN
+
+
+OPT_IN = Verdict.OPT_IN
+CUDA_DERIVED = Verdict.CUDA_DERIVED
+
+
+def _own_parameters(function: Function) -> list[tuple[str, ast.expr | None]]:
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
+    return list(zip([a.arg for a in positional + arguments.kwonlyargs],
+                    defaults + list(arguments.defaults) + list(arguments.kw_defaults)))
+
+
+def _value_kind(context: _Context, value: ast.expr | None, function: Function | None, depth: int) -> str:
+    """"true", "off", "cuda", "data" or "option" (a copy of another option, off by default)."""
+    if value is None:
+        return "data"
+    if isinstance(value, ast.Constant):
+        return "true" if value.value else "off"
+    if _CUDA_DERIVED.search(context.source(value)):
+        return "cuda"
+    if isinstance(value, ast.IfExp) and all(isinstance(v, ast.Constant) for v in (value.body, value.orelse)):
+        return "data"  # `True if t > length else False`: decided by the test, which is data
+    if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
+        kind = _option(context, value, None, depth + 1)
+        return "cuda" if kind == CUDA_DERIVED else "option" if kind == OPT_IN else "data"
+    if isinstance(value, ast.BoolOp):
+        kinds = [_value_kind(context, v, function, depth + 1) for v in value.values]
+        if "cuda" in kinds:
+            return "cuda"
+        if isinstance(value.op, ast.And) and any(k in ("off", "option") for k in kinds):
+            return "option"
+        return "data"
+    if isinstance(value, ast.Call):
+        # `getattr(args, "fp16", False)`, `options.get("fp16")`: the stated default decides.
+        if isinstance(value.func, ast.Name) and value.func.id == "getattr" and len(value.args) == 3:
+            return "off" if _off_constant(value.args[2]) else "data"
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "get" and 1 <= len(value.args) <= 2:
+            return "off" if len(value.args) == 1 or _off_constant(value.args[1]) else "data"
+    return "data"
+
+
+def _truth_test(context: _Context, test: ast.expr, taken: bool, function: Function | None) -> Verdict | None:
+    """Whether the branch ``taken`` of ``test`` runs only when an option is set."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _truth_test(context, test.operand, not taken, function)
+    if isinstance(test, ast.BoolOp):
+        verdicts = [_truth_test(context, v, taken, function) for v in test.values]
+        # `a and b` taken, or `a or b` not taken: every operand holds, so one option is enough.
+        if isinstance(test.op, ast.And) == taken:
+            return next((v for v in verdicts if v is not None), None)
+        return verdicts[0] if all(verdicts) else None
+    if not taken or not isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)):
+        return None
+    kind = _option(context, test, function)
+    return Verdict(kind, context.source(test)) if kind else None
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue))
+
+
+def conditions(context: _Context, line: int, column: int) -> Iterator[tuple[ast.expr, bool]]:
+    """Every (test, branch) that must hold for ``line`` to run, innermost function only for
+    the early exits and asserts before it."""
+    for statement in context.ifs:
+        if statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            yield statement.test, True
+        elif statement.orelse and statement.orelse[0].lineno <= line <= (statement.orelse[-1].end_lineno or 0):
+            yield statement.test, False
+    for node in context._expressions_at(line):
+        if isinstance(node, ast.IfExp):
+            if _holds(node.body, line, column):
+                yield node.test, True
+            elif _holds(node.orelse, line, column):
+                yield node.test, False
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            for index, value in enumerate(node.values[1:], 1):
+                if _holds(value, line, column):
+                    for before in node.values[:index]:
+                        yield before, True
+    function = next((s for s in reversed(context.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None:
+        return
+    for statement in function.body:
+        if statement.lineno >= line:
+            break
+        if (statement.end_lineno or statement.lineno) >= line:
+            continue
+        if isinstance(statement, ast.If) and not statement.orelse and _exits(statement.body):
+            yield statement.test, False
+        elif isinstance(statement, ast.Assert):
+            yield statement.test, True
+
+
+def _holds(node: ast.expr, line: int, column: int) -> bool:
+    start = (node.lineno, node.col_offset + 1)
+    end = (node.end_lineno or node.lineno, (node.end_col_offset or 0) + 1)
+    return start <= (line, column) < end
+
+
+def off_default_path(context: _Context, line: int, column: int) -> Verdict | None:
+    """Why the line runs only off the default path of a user without CUDA, or None when
+    nothing shows that."""
+    function = next((s for s in reversed(context.enclosing(line))
+                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    cuda_derived = None
+    for test, taken in conditions(context, line, column):
+        verdict = _truth_test(context, test, taken, function)
+        if verdict is not None and verdict.kind == OPT_IN:
+            return verdict
+        cuda_derived = cuda_derived or verdict
+    return cuda_derived
