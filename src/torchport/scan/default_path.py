@@ -208,9 +208,11 @@ def _exits(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue))
 
 
-def conditions(context: _Context, line: int, column: int) -> Iterator[tuple[ast.expr, bool]]:
+def conditions(context: _Context, line: int, column: int, gates: bool = True) -> Iterator[tuple[ast.expr, bool]]:
     """Every (test, branch) that must hold for ``line`` to run, innermost function only for
-    the early exits and asserts before it."""
+    the early exits and asserts before it.  ``gates``: whether an ``and`` before the column
+    counts (not for a device choice, `"cuda" if args.cuda and torch.cuda.is_available() else
+    "cpu"`, whose fallback is what runs by default)."""
     for statement in context.ifs:
         if statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
             yield statement.test, True
@@ -222,7 +224,7 @@ def conditions(context: _Context, line: int, column: int) -> Iterator[tuple[ast.
                 yield node.test, True
             elif _holds(node.orelse, line, column):
                 yield node.test, False
-        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        elif gates and isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             for index, value in enumerate(node.values[1:], 1):
                 if _holds(value, line, column):
                     for before in node.values[:index]:
@@ -247,13 +249,13 @@ def _holds(node: ast.expr, line: int, column: int) -> bool:
     return start <= (line, column) < end
 
 
-def off_default_path(context: _Context, line: int, column: int) -> Verdict | None:
+def off_default_path(context: _Context, line: int, column: int, gates: bool = True) -> Verdict | None:
     """Why the line runs only off the default path of a user without CUDA, or None when
     nothing shows that."""
     function = next((s for s in reversed(context.enclosing(line))
                      if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     cuda_derived = None
-    for test, taken in conditions(context, line, column):
+    for test, taken in conditions(context, line, column, gates):
         verdict = _truth_test(context, test, taken, function)
         if verdict is not None and verdict.kind == OPT_IN:
             return verdict

@@ -1395,9 +1395,10 @@ def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
         context, verdict = site.context, None
         function = _innermost_function(context, site.line)
         start = function.lineno if function is not None else 1
-        if (next(default_path.conditions(context, site.line, site.finding.column), None) is not None
+        gates = site.finding.rule_id != CUDA_AVAILABILITY_CHECK  # a check gated by an option still picks the CPU
+        if (next(default_path.conditions(context, site.line, site.finding.column, gates), None) is not None
                 or _EARLY_EXIT.search("".join(context.lines[start - 1:site.line - 1]))):
-            verdict = default_path.off_default_path(site.file.whole(), site.line, site.finding.column)
+            verdict = default_path.off_default_path(site.file.whole(), site.line, site.finding.column, gates)
         site.file.default_path[key] = verdict
     return site.file.default_path[key]
 

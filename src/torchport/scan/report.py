@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from torchport import __version__
 from torchport.scan.model import Finding
+from torchport.scan.policy import is_opt_in
 from torchport.scan.rules import (EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK,
                                   finding_severity, finding_worst)
 from torchport.scan.scanner import ScanResult
@@ -146,7 +147,11 @@ def render_text(result: ScanResult, min_severity: str = "perf") -> str:
     if hidden:
         below = "info" if min_severity == "perf" else f"below {min_severity}"
         how = "--show-info" if min_severity == "perf" else f"a lower --min-severity than {min_severity}"
-        out.append(f"{hidden} {below} finding(s) not listed ({how} lists them; JSON and SARIF keep every finding).")
+        listed = {id(f) for f in shown}
+        opt_in = sum(1 for f in result.findings if id(f) not in listed and is_opt_in(f))
+        among = f", {opt_in} of them only under an opt-in option" if opt_in else ""
+        out.append(f"{hidden} {below} finding(s) not listed{among} ({how} lists them; JSON and SARIF keep every "
+                   "finding).")
     return "\n".join(out) + "\n"
 
 
