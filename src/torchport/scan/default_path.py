@@ -165,10 +165,15 @@ def _value_kind(context: _Context, value: ast.expr | None, function: Function | 
         return "data"
     if isinstance(value, ast.Constant):
         return "true" if value.value else "off"
+    if isinstance(value, ast.IfExp):
+        if all(isinstance(v, ast.Constant) for v in (value.body, value.orelse)):
+            # `True if torch.cuda.is_available() else False`, `True if t > length else False`
+            return "cuda" if _CUDA_DERIVED.search(context.source(value.test)) else "data"
+        # `torch.cuda.is_available() if gpu is None else gpu`: the caller's value may decide
+        kinds = {_value_kind(context, v, function, depth + 1) for v in (value.body, value.orelse)}
+        return "cuda" if kinds <= {"cuda", "off"} and "cuda" in kinds else "data"
     if _CUDA_DERIVED.search(context.source(value)):
         return "cuda"
-    if isinstance(value, ast.IfExp) and all(isinstance(v, ast.Constant) for v in (value.body, value.orelse)):
-        return "data"  # `True if t > length else False`: decided by the test, which is data
     if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
         kind = _option(context, value, None, depth + 1)
         return "cuda" if kind == CUDA_DERIVED else "option" if kind == OPT_IN else "data"
