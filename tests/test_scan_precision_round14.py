@@ -1,0 +1,251 @@
+"""Round 14: error/silent only where the line is on the default path of a user without CUDA
+(docs/precision/round14.md).  Each test holds lines that run only under an opt-in option, a
+flag computed from CUDA, an NVIDIA-only runtime or a per-device extension build quiet, and a
+close line on the default path at error/silent.  The snippets are written for these tests,
+shaped like the judged code; the runtime tests execute them for real on this CPU build of torch."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from scan_marks import check_marked_lines
+from scan_marks import write_snippet as _write
+from torchport.scan.config import ScanConfig
+from torchport.scan.report import render_text
+from torchport.scan.scanner import scan
+
+
+def _check(root: Path, *paths: Path) -> None:
+    check_marked_lines([root], paths)
+
+
+_FP16_SCRIPT = '''
+    import argparse
+
+    import torch
+
+
+    def main(argv=None):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--fp16", action="store_true")
+        parser.add_argument("--cache_on_gpu", action="store_true")
+        parser.add_argument("--pin", default=True)
+        args = parser.parse_args(argv)
+        model = torch.nn.Linear(4, 2)
+        if args.fp16:
+            scaler = torch.cuda.amp.GradScaler()  # quiet
+        if args.cache_on_gpu:
+            model = model.cuda()  # quiet
+        if args.pin:
+            model = model.cuda()  # kept
+        return model
+'''
+
+
+def test_an_option_off_by_default_is_quiet_and_one_on_by_default_kept(tmp_path):
+    _check(tmp_path, _write(tmp_path, "train.py", _FP16_SCRIPT))
+
+
+def test_the_opt_in_lines_are_not_reached_by_default_on_this_cpu_build(tmp_path):
+    # the measurement behind the rule: by default the script runs here; the option reaches the CUDA line
+    assert not torch.cuda.is_available()
+    script = _write(tmp_path, "train.py", _FP16_SCRIPT.replace("    if args.pin:\n            model = model.cuda()"
+                                                                "  # kept\n", ""))
+    run = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import train; train.main(sys.argv[2:])",
+           str(tmp_path)]
+    assert subprocess.run(run + ["--pin", ""], capture_output=True).returncode == 0
+    failed = subprocess.run(run + ["--cache_on_gpu"], capture_output=True, text=True)
+    assert failed.returncode != 0 and "CUDA" in failed.stderr
+
+
+def test_options_of_a_config_object_gates_and_early_returns(tmp_path):
+    # a trainer reading its options from an object built elsewhere; a data condition keeps its line
+    _check(tmp_path, _write(tmp_path, "trainer.py", '''
+        import torch
+        import torch.distributed as dist
+
+
+        class Trainer:
+            def __init__(self, model, args):
+                self.args = args
+                self.model = model
+                self.cache_length = 100
+
+            def step(self, batch):
+                if self.args.fp16:
+                    with torch.cuda.amp.autocast():  # quiet
+                        loss = self.model(batch)
+                else:
+                    loss = self.model(batch)
+                if self.args.distributed and self.args.world_size > 1:
+                    dist.init_process_group("nccl")  # quiet
+                self.offload = True if batch.shape[0] > self.cache_length else False
+                if self.offload:
+                    batch = batch.cuda()  # kept
+                if loss is None:
+                    loss = torch.zeros(1, device="cuda")  # kept
+                return loss
+
+            def setup_parallel(self, rank, use_ddp=False):
+                if not use_ddp:
+                    return self.model
+                torch.cuda.set_device(rank)  # quiet
+                return self.model
+
+            def pick(self, rank, world_size):
+                if world_size < 2:
+                    return self.model
+                torch.cuda.set_device(rank)  # kept
+                return self.model
+        '''))
+
+
+def test_a_flag_computed_from_cuda_is_a_guard(tmp_path):
+    _check(tmp_path, _write(tmp_path, "index.py", '''
+        import torch
+
+
+        class Indexer:
+            def __init__(self, config, keep_on_gpu=True):
+                self.use_gpu = config.visible_gpus > 0
+                self.keep_on_gpu = keep_on_gpu
+
+            def encode(self, codes):
+                if self.use_gpu:
+                    codes = codes.cuda()  # quiet
+                if self.keep_on_gpu:
+                    codes = codes.cuda()  # kept
+                return codes
+
+
+        def evaluate(batch):
+            use_gpu = True if torch.cuda.is_available() else False
+            if use_gpu:
+                batch = batch.to("cuda:0")  # quiet
+            return batch
+        '''))
+
+
+def test_an_nvidia_runtime_module_is_cuda_by_design(tmp_path):
+    serving = _write(tmp_path, "serving/engine.py", '''
+        import tensorrt_llm
+        import torch
+
+
+        class Engine:
+            def __init__(self, rank):
+                self.device = torch.device(f"cuda:{rank}")  # quiet
+                self.session = tensorrt_llm.runtime.Session
+        ''')
+    model = _write(tmp_path, "serving/model.py", '''
+        import torch
+
+
+        class Model:
+            def __init__(self, rank):
+                self.device = torch.device(f"cuda:{rank}")  # kept
+        ''')
+    _check(tmp_path, serving, model)
+
+
+def test_a_cuda_extension_with_device_twins_is_a_dispatch_and_one_without_stays(tmp_path):
+    kernel = '''
+        #include <cuda_runtime.h>  // # {mark}
+
+        __device__ unsigned lane() {{
+          unsigned id;
+          asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));  // # {mark}
+          return id;
+        }}
+        '''
+    twin = _write(tmp_path, "quant/kernels/cuda/pack.cu", kernel.format(mark="quiet"))
+    _write(tmp_path, "quant/kernels/hip/pack.hip", "// the ROCm build of pack\n")
+    _write(tmp_path, "quant/kernels/__init__.py", '''
+        import torch
+
+        if torch.cuda.is_available() and torch.version.cuda:
+            from .cuda import *
+        elif torch.version.hip:
+            from .hip import *
+        ''')
+    alone = _write(tmp_path, "ops/cuda/pack.cu", kernel.format(mark="kept"))
+    _write(tmp_path, "ops/cpu/pack.cpp", "// a CPU build, not a non-CUDA accelerator twin\n")
+    _write(tmp_path, "ops/__init__.py", "import torch\nif torch.cuda.is_available():\n    from .cuda import *\n")
+    findings = scan([tmp_path], ScanConfig(), jobs=1).findings
+    for path, mark in ((twin, "quiet"), (alone, "kept")):
+        rocm = {f.line: f for f in findings if f.path.endswith(str(path.relative_to(tmp_path)))}
+        serious = {line for line, f in rocm.items() if f.severity_cap != "info"}
+        assert serious == (set() if mark == "quiet" else {1, 5}), (path, serious)
+
+
+# torch.cuda calls executed here, on a CPU build: seeding is a no-op, these others raise.
+_NO_OP_OFF_CUDA = ("manual_seed(0)", "manual_seed_all(0)", "is_available()", "device_count()", "empty_cache()")
+_RAISE_OFF_CUDA = ("reset_peak_memory_stats()", "memory_summary()", "synchronize()", "current_device()",
+                   "set_device(0)", "set_per_process_memory_fraction(0.5)")
+
+
+@pytest.mark.parametrize("call", _NO_OP_OFF_CUDA)
+def test_these_torch_cuda_calls_do_nothing_off_cuda(call):
+    assert not torch.cuda.is_available()
+    eval("torch.cuda." + call)  # noqa: S307 - a fixed call from the list above
+
+
+@pytest.mark.parametrize("call", _RAISE_OFF_CUDA)
+def test_these_torch_cuda_calls_raise_off_cuda(call):
+    assert not torch.cuda.is_available()
+    with pytest.raises(Exception):  # noqa: B017 - AttributeError, KeyError or AssertionError by call
+        eval("torch.cuda." + call)  # noqa: S307 - a fixed call from the list above
+
+
+def test_cuda_seeding_after_torch_manual_seed_is_quiet_and_alone_kept(tmp_path):
+    _check(tmp_path, _write(tmp_path, "seeding.py", '''
+        import random
+
+        import torch
+
+
+        def set_seed(seed, n_gpu):
+            random.seed(seed)
+            torch.manual_seed(seed)
+            if n_gpu > 0:
+                torch.cuda.manual_seed_all(seed)  # quiet
+
+
+        def seed_gpus_only(seed):
+            random.seed(seed)
+            torch.cuda.manual_seed_all(seed)  # kept
+        '''))
+
+
+def test_a_package_modules_main_block_is_a_demo_and_a_scripts_main_block_kept(tmp_path):
+    _write(tmp_path, "imgops/__init__.py", "")
+    library = _write(tmp_path, "imgops/jpeg.py", '''
+        import torch
+
+
+        def quantize(x):
+            return torch.round(x)
+
+
+        if __name__ == "__main__":
+            image = torch.rand(1, 3, 8, 8).cuda()  # quiet
+            print(quantize(image).shape)
+        ''')
+    script = _write(tmp_path, "scripts/demo.py", '''
+        import torch
+
+        if __name__ == "__main__":
+            image = torch.rand(1, 3, 8, 8).cuda()  # kept
+            print(image.shape)
+        ''')
+    _check(tmp_path, library, script)
+
+
+def test_text_output_says_how_many_hidden_findings_are_opt_in(tmp_path):
+    _write(tmp_path, "train.py", _FP16_SCRIPT)
+    text = render_text(scan([tmp_path], ScanConfig(), jobs=1))
+    assert "info finding(s) not listed, 2 of them only under an opt-in option (--show-info" in text
