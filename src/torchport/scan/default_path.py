@@ -131,7 +131,9 @@ def _option(context: _Context, atom: ast.expr, function: Function | None, depth:
     if local and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
                          for n in ast.walk(function)):  # type: ignore[arg-type]
         defaults = [d for a, d in _own_parameters(function) if a == name]  # type: ignore[arg-type]
-        return OPT_IN if defaults and _off_constant(defaults[0]) else None
+        # `compiled=False` here, but the class that calls it takes `compiled: bool = True`
+        on_elsewhere = any(_truthy_constant(v) for v in stores.parameters.get(name, []) + stores.values.get(name, []))
+        return OPT_IN if defaults and _off_constant(defaults[0]) and not on_elsewhere else None
     values = list(stores.values.get(name, []))
     if not values and isinstance(atom, ast.Attribute) and isinstance(atom.value, ast.Name) and atom.value.id == "self":
         return None  # an attribute the class inherits (`self.training`): its default is elsewhere
@@ -210,7 +212,9 @@ def _truth_test(context: _Context, test: ast.expr, taken: bool, function: Functi
 
 
 def _exits(body: list[ast.stmt]) -> bool:
-    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue))
+    """``if not use_ddp: return``: the rest runs only with the option.  Not a raise: ``if not
+    args.source: raise SystemExit(1)`` checks a value every run must give."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Continue))
 
 
 def conditions(context: _Context, line: int, column: int, gates: bool = True) -> Iterator[tuple[ast.expr, bool]]:

@@ -1386,7 +1386,7 @@ def _lammps_code(site: _Site) -> bool:
 
 
 # `if not use_amp: return`, `assert args.distributed`: exits before the line that a default-path test must see.
-_EARLY_EXIT = re.compile(r"^\s*(if\b[^\n]*:\s*(#[^\n]*)?\n\s*(return|raise|continue)\b|assert\b)", re.MULTILINE)
+_EARLY_EXIT = re.compile(r"^\s*(if\b[^\n]*:\s*(#[^\n]*)?\n\s*(return|continue)\b|assert\b)", re.MULTILINE)
 
 
 def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
@@ -1466,19 +1466,6 @@ def _extension_with_device_twins(site: _Site) -> str | None:
         if twins:
             return twins
     return None
-
-
-def _in_package_main_block(site: _Site) -> bool:
-    """A line under ``if __name__ == "__main__":`` in a module of a package (its folder holds
-    ``__init__.py``): a self-test or demo run by hand, not a path the package's users take.
-    A script's own ``__main__`` block is its default path and stays."""
-    if "__main__" not in site.file.text or not os.path.exists(os.path.join(os.path.dirname(site.file.path),
-                                                                            "__init__.py")):
-        return False
-    return any(isinstance(s.test, ast.Compare) and re.fullmatch(r"__name__\s*==\s*['\"]__main__['\"]",
-                                                             site.context.source(s.test))
-               and s.body[0].lineno <= site.line <= (s.body[-1].end_lineno or 0)
-               for s in site.context.ifs if s.col_offset == 0)
 
 
 def _seeded_by_manual_seed(context: _Context, line: int) -> bool:
@@ -1626,9 +1613,6 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_F64, _lammps_code, "info",
              "code for LAMMPS, whose devices are the CPU or CUDA/HIP (Kokkos): MPS, the one device without float64, "
              "never runs it"),
-    Lowering(_EVERY_RULE, _in_package_main_block, "info",
-             "in the `if __name__ == \"__main__\":` block of a package's module (a self-test or demo run by hand): "
-             "not a path the package's users take"),
     Lowering(_EVERY_RULE, _nvidia_runtime_module, "info",
              "in a module built on {}, a runtime that exists only for NVIDIA GPUs: CUDA by design", needs_tree=False),
     Lowering(frozenset({CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE}), _extension_with_device_twins, "info",
