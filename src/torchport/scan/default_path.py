@@ -63,31 +63,39 @@ class _Stores:
     """Every value the file stores under a name: assignments to a name or an attribute, class
     fields, dict entries, argparse options (their default) and parameters (their default)."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, context: _Context) -> None:
         self.values: dict[str, list[ast.expr | None]] = {}
         self.parameters: dict[str, list[ast.expr | None]] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    for item in (target.elts if isinstance(target, ast.Tuple) else [target]):
-                        name = _key(item)
-                        if name is not None:
-                            unpacked = isinstance(target, ast.Tuple) or isinstance(node, ast.AugAssign)
-                            self.values.setdefault(name, []).append(None if unpacked else node.value)
-            elif isinstance(node, ast.Dict):
+        for statement in context.statements:
+            if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                self._assignment(statement)
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for argument, default in _own_parameters(statement):
+                    self.parameters.setdefault(argument, []).append(default)
+            if isinstance(statement, ast.stmt) and not any(hasattr(statement, f) for f in ("body", "orelse")):
+                # dict entries and argparse options sit inside expressions: walk only the statements
+                # whose text can hold them
+                text = "".join(context.lines[statement.lineno - 1:statement.end_lineno or statement.lineno])
+                if "{" in text or "add_argument" in text:
+                    self._expressions(statement)
+
+    def _assignment(self, node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            for item in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                name = _key(item)
+                if name is not None:
+                    unpacked = isinstance(target, ast.Tuple) or isinstance(node, ast.AugAssign)
+                    self.values.setdefault(name, []).append(None if unpacked else node.value)
+
+    def _expressions(self, statement: ast.stmt) -> None:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
                         self.values.setdefault(key.value, []).append(value)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
                 self._option(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                arguments = node.args
-                positional = arguments.posonlyargs + arguments.args
-                defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
-                for argument, default in zip(positional + arguments.kwonlyargs,
-                                             defaults + list(arguments.defaults) + list(arguments.kw_defaults)):
-                    self.parameters.setdefault(argument.arg, []).append(default)
 
     def _option(self, call: ast.Call) -> None:
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -113,7 +121,7 @@ class _Stores:
 def _stores(context: _Context) -> _Stores:
     found = getattr(context, "_default_path_stores", None)
     if found is None:
-        found = _Stores(context.tree)
+        found = _Stores(context)
         context._default_path_stores = found  # type: ignore[attr-defined]
     return found
 
@@ -209,6 +217,16 @@ def _truth_test(context: _Context, test: ast.expr, taken: bool, function: Functi
         return None
     kind = _option(context, test, function)
     return Verdict(kind, context.source(test)) if kind else None
+
+
+def could_be_opt_in(test: ast.expr, taken: bool) -> bool:
+    """Whether ``_truth_test`` might answer yes, from the test's shape alone: some option is
+    tested for truth on the branch taken.  Lets a caller skip the whole file's parse."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return could_be_opt_in(test.operand, not taken)
+    if isinstance(test, ast.BoolOp):
+        return any(could_be_opt_in(v, taken) for v in test.values)
+    return taken and isinstance(test, (ast.Name, ast.Attribute, ast.Subscript))
 
 
 def _exits(body: list[ast.stmt]) -> bool:

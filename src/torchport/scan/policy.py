@@ -1385,8 +1385,9 @@ def _lammps_code(site: _Site) -> bool:
         _NO_MPS_HOST.search(scope.name) for scope in site.context.enclosing(site.line))
 
 
-# `if not use_amp: return`, `assert args.distributed`: exits before the line that a default-path test must see.
-_EARLY_EXIT = re.compile(r"^\s*(if\b[^\n]*:\s*(#[^\n]*)?\n\s*(return|continue)\b|assert\b)", re.MULTILINE)
+# `if not use_amp: return`, `assert args.distributed`: an exit before the line that may make it opt-in.
+_EARLY_EXIT = re.compile(r"^\s*(if\s+not\b[^\n]*:\s*(#[^\n]*)?\n\s*(return|continue)\b|assert\s+[\w.]+\s*(,|\n|and\b))",
+                         re.MULTILINE)
 
 
 def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
@@ -1396,7 +1397,8 @@ def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
         function = _innermost_function(context, site.line)
         start = function.lineno if function is not None else 1
         gates = site.finding.rule_id != CUDA_AVAILABILITY_CHECK  # a check gated by an option still picks the CPU
-        if (next(default_path.conditions(context, site.line, site.finding.column, gates), None) is not None
+        if (any(default_path.could_be_opt_in(test, taken)
+                for test, taken in default_path.conditions(context, site.line, site.finding.column, gates))
                 or _EARLY_EXIT.search("".join(context.lines[start - 1:site.line - 1]))):
             verdict = default_path.off_default_path(site.file.whole(), site.line, site.finding.column, gates)
         site.file.default_path[key] = verdict
