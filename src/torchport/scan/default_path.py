@@ -10,6 +10,7 @@ Everything here reads the AST of one file; no option or package is known by name
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -28,15 +29,19 @@ _DEPTH = 4
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
+# What a verdict says: the line runs only when the user opts in, or only under a flag
+# computed from CUDA.
+OPT_IN = "opt-in"
+CUDA_DERIVED = "cuda-derived"
+
+
+@dataclasses.dataclass(frozen=True)
 class Verdict:
-    """Why a line is off the default path: ``option`` is the source of the test that decides."""
+    """Why a line is off the default path: ``kind`` (OPT_IN or CUDA_DERIVED) and ``option``,
+    the source of the test that decides."""
 
-    OPT_IN = "opt-in"
-    CUDA_DERIVED = "cuda-derived"
-
-    def __init__(self, kind: str, option: str) -> None:
-        self.kind = kind
-        self.option = option
+    kind: str
+    option: str
 
 
 def _key(atom: ast.expr) -> str | None:
@@ -51,7 +56,7 @@ def _key(atom: ast.expr) -> str | None:
     return None
 
 
-def _truthy_constant(value: ast.expr) -> bool:
+def _truthy_constant(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Constant) and bool(value.value)
 
 
@@ -134,14 +139,13 @@ def _option(context: _Context, atom: ast.expr, function: Function | None, depth:
     if name is None or depth > _DEPTH:
         return None
     stores = _stores(context)
-    local = function is not None and isinstance(atom, ast.Name) and name in {
-        a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}
-    if local and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                         for n in ast.walk(function)):  # type: ignore[arg-type]
-        defaults = [d for a, d in _own_parameters(function) if a == name]  # type: ignore[arg-type]
+    own = dict(_own_parameters(function)) if function is not None and isinstance(atom, ast.Name) else {}
+    if name in own and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                               for n in ast.walk(function)):  # type: ignore[arg-type]  # own is empty without one
+        default = own[name]
         # `compiled=False` here, but the class that calls it takes `compiled: bool = True`
         on_elsewhere = any(_truthy_constant(v) for v in stores.parameters.get(name, []) + stores.values.get(name, []))
-        return OPT_IN if defaults and _off_constant(defaults[0]) and not on_elsewhere else None
+        return OPT_IN if _off_constant(default) and not on_elsewhere else None
     values = list(stores.values.get(name, []))
     if not values and isinstance(atom, ast.Attribute) and isinstance(atom.value, ast.Name) and atom.value.id == "self":
         return None  # an attribute the class inherits (`self.training`): its default is elsewhere
@@ -155,10 +159,6 @@ def _option(context: _Context, atom: ast.expr, function: Function | None, depth:
     if any(k in ("true", "data") for k in kinds):
         return None
     return OPT_IN
-
-
-OPT_IN = Verdict.OPT_IN
-CUDA_DERIVED = Verdict.CUDA_DERIVED
 
 
 def _own_parameters(function: Function) -> list[tuple[str, ast.expr | None]]:
@@ -188,10 +188,10 @@ def _value_kind(context: _Context, value: ast.expr | None, function: Function | 
         kind = _option(context, value, None, depth + 1)
         return "cuda" if kind == CUDA_DERIVED else "option" if kind == OPT_IN else "data"
     if isinstance(value, ast.BoolOp):
-        kinds = [_value_kind(context, v, function, depth + 1) for v in value.values]
-        if "cuda" in kinds:
+        operands = [_value_kind(context, v, function, depth + 1) for v in value.values]
+        if "cuda" in operands:
             return "cuda"
-        if isinstance(value.op, ast.And) and any(k in ("off", "option") for k in kinds):
+        if isinstance(value.op, ast.And) and any(k in ("off", "option") for k in operands):
             return "option"
         return "data"
     if isinstance(value, ast.Call):
@@ -259,15 +259,15 @@ def conditions(context: _Context, line: int, column: int, gates: bool = True) ->
     function = next((s for s in reversed(context.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if function is None:
         return
-    for statement in function.body:
-        if statement.lineno >= line:
+    for step in function.body:
+        if step.lineno >= line:
             break
-        if (statement.end_lineno or statement.lineno) >= line:
+        if (step.end_lineno or step.lineno) >= line:
             continue
-        if isinstance(statement, ast.If) and not statement.orelse and _exits(statement.body):
-            yield statement.test, False
-        elif isinstance(statement, ast.Assert):
-            yield statement.test, True
+        if isinstance(step, ast.If) and not step.orelse and _exits(step.body):
+            yield step.test, False
+        elif isinstance(step, ast.Assert):
+            yield step.test, True
 
 
 def _holds(node: ast.expr, line: int, column: int) -> bool:
