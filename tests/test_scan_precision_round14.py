@@ -103,6 +103,44 @@ def test_options_of_a_config_object_gates_and_early_returns(tmp_path):
         '''))
 
 
+def test_close_shapes_that_stay_on_the_default_path(tmp_path):
+    # a required value checked by a raise, a device choice gated by an option (its CPU fallback is the
+    # default), and a parameter off here that the calling class turns on by default
+    _check(tmp_path, _write(tmp_path, "evaluate.py", '''
+        import sys
+
+        import torch
+
+
+        def run(args, model):
+            if not args.source:
+                print("missing source", file=sys.stderr)
+                raise SystemExit(1)
+            model = model.cuda()  # kept
+            device = "cuda" if args.cuda and torch.cuda.is_available() else "cpu"  # kept
+            return model, device
+
+
+        def accumulate(chunk, compiled=False):
+            if compiled:
+                return torch.compile(chunk, backend="inductor")  # kept
+            return chunk
+
+
+        class Loss:
+            def __init__(self, options, compiled: bool = True):
+                self.options = options
+                self.compiled = compiled
+
+            def __call__(self, chunk):
+                if self.options.offload:
+                    chunk = chunk.cuda()  # quiet
+                if self.training:
+                    chunk = chunk.cuda()  # kept
+                return accumulate(chunk, self.compiled)
+        '''))
+
+
 def test_a_flag_computed_from_cuda_is_a_guard(tmp_path):
     _check(tmp_path, _write(tmp_path, "index.py", '''
         import torch
