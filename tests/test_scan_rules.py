@@ -34,6 +34,7 @@ POSITIVE = {
     "TP109": ("a.py", 'out = subprocess.run(["nvidia-smi", "-L"])'),
     "TP110": ("a.py", "torch.cuda.ipc_collect()"),
     "TP111": ("a.py", "free, total = torch.cuda.mem_get_info()"),
+    "TP112": ("a.py", "torch.cuda.reset_peak_memory_stats()"),
     "TP201": ("a.py", "with torch.cuda.amp.autocast():\n    pass"),
     "TP202": ("a.py", "scaler = torch.amp.GradScaler()"),
     "TP203": ("a.py", "@torch.cuda.amp.custom_bwd\ndef backward(ctx, g):\n    return g"),
@@ -76,6 +77,7 @@ NEGATIVE = {
     "TP109": ("a.py", 'print("see the nvidia docs")'),
     "TP110": ("a.py", "n = torch.accelerator.device_count()"),
     "TP111": ("a.py", "free, total = torch.accelerator.get_memory_info()"),
+    "TP112": ("a.py", "used = torch.cuda.max_memory_allocated()"),
     "TP201": ("a.py", 'with torch.autocast("cpu", dtype=torch.bfloat16):\n    pass'),
     "TP202": ("a.py", 'scaler = torch.amp.GradScaler("cpu")'),
     "TP203": ("a.py", '@torch.amp.custom_bwd(device_type="cpu")\ndef backward(ctx, g):\n    return g'),
@@ -118,6 +120,7 @@ ALIASES = {
     "TP109": ("a.py", "import torch.cuda.nvtx as nvtx\nnvtx.range_push('step')"),
     "TP110": ("a.py", "from torch.cuda import is_initialized\nok = is_initialized()"),
     "TP111": ("a.py", "from torch.cuda import mem_get_info as free_memory\nfree, _ = free_memory(0)"),
+    "TP112": ("a.py", "import torch.cuda as tc\nprint(tc.memory_summary())"),
     "TP201": ("a.py", "from torch.cuda.amp import autocast\ndef f():\n    with autocast(dtype=torch.bfloat16):\n        pass"),
     "TP202": ("a.py", "from torch.cuda.amp import GradScaler as Scaler\ns = Scaler()"),
     "TP203": ("a.py", "from torch.cuda.amp import custom_fwd\n@custom_fwd\ndef forward(ctx, x):\n    return x"),
@@ -265,3 +268,38 @@ def test_inductor_backend_decorator_and_other_backends(tmp_path):
     rewritten, _, _ = fix_text(source, "train.py", ScanConfig(), "2.13")
     assert "@torch.compile()\n" in rewritten and "c = tc(step)\n" in rewritten
     assert 'backend="openxla"' in rewritten and 'other.compile(step, backend="inductor")' in rewritten
+
+
+# Arguments for the memory calls that take one; the rest are called bare.
+_MEMORY_CALL_ARGS = {"set_per_process_memory_fraction": "0.5", "caching_allocator_alloc": "16",
+                     "caching_allocator_delete": "0"}
+
+
+def _memory_call_names(rule_id: str) -> list[str]:
+    from torchport.scan.detectors.cuda_runtime import CUDA_NAMES_HERE, CUDA_RENAMES_HERE
+    renamed = [name for name, (rule, _, _) in CUDA_RENAMES_HERE.items() if rule == rule_id]
+    return sorted(renamed + [name for name, rule in CUDA_NAMES_HERE.items() if rule == rule_id])
+
+
+@pytest.mark.parametrize(("rule_id", "raises"), [("TP104", False), ("TP112", True)])
+def test_memory_rules_say_what_the_calls_do_without_cuda(tmp_path, rule_id, raises):
+    """Each call of the two memory rules, run on this CPU build: TP112's raise (error), TP104's
+    return a value (silent: a statistic that reads 0)."""
+    import torch
+    assert not torch.cuda.is_available()
+    rule = {r.id: r for r in RULES}[rule_id]
+    assert rule.severity["xla"] == ("error" if raises else "silent")
+    names = _memory_call_names(rule_id)
+    assert names
+    for name in names:
+        call = f"torch.cuda.{name}({_MEMORY_CALL_ARGS.get(name, '')})"
+        try:
+            eval(call)  # noqa: S307 - a call built from the detector's own table
+        except Exception:  # noqa: BLE001 - which exception depends on the call
+            assert raises, f"{call} raised without CUDA but {rule_id} says silent"
+        else:
+            assert not raises, f"{call} did not raise without CUDA but {rule_id} says error"
+        source = tmp_path / f"{name}.py"
+        source.write_text(f"import torch\n\nvalue = {call}\n")
+        found = {f.rule_id for f in scan([source], ScanConfig(), jobs=1).findings}
+        assert rule_id in found, (name, found)

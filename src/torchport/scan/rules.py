@@ -96,6 +96,7 @@ CUDA_GRAPHS = "TP108"
 NVIDIA_TOOLING = "TP109"
 OTHER_TORCH_CUDA_API = "TP110"
 CUDA_MEMORY_INFO = "TP111"
+CUDA_MEMORY_CONTROL = "TP112"
 CUDA_AUTOCAST = "TP201"
 CUDA_GRAD_SCALER = "TP202"
 CUDA_CUSTOM_FWD = "TP203"
@@ -337,7 +338,8 @@ state = torch.get_device_module(device).get_rng_state()
         CUDA_MEMORY_STATS, "cuda-memory-stats", "CUDA memory statistics",
         detects="torch.cuda.memory_allocated, max_memory_allocated, memory_reserved, "
                 "max_memory_reserved, memory_stats, reset_peak_memory_stats, "
-                "reset_accumulated_memory_stats, memory_summary, ... (mem_get_info, which raises, is TP111)",
+                "memory_cached, memory_stats_as_nested_dict, list_gpu_processes (mem_get_info and the "
+                "calls that reset, summarise or limit CUDA memory raise: TP111, TP112)",
         why="Without CUDA, memory_stats() is {} and memory_allocated() reports 0: dashboards "
             "and OOM guards go silently wrong.",
         severity=on_targets("silent", rocm=None),
@@ -377,6 +379,31 @@ import torch
 
 if torch.accelerator.is_available():
     free, total = torch.accelerator.get_memory_info()
+''',
+    ),
+    _rule(
+        CUDA_MEMORY_CONTROL, "cuda-memory-control", "CUDA memory resets, summaries and limits",
+        detects="torch.cuda.reset_peak_memory_stats, reset_accumulated_memory_stats, "
+                "reset_max_memory_allocated, reset_max_memory_cached, memory_summary, "
+                "memory_snapshot, set_per_process_memory_fraction, caching_allocator_alloc, "
+                "caching_allocator_delete, memory_usage, device_memory_used.",
+        why="Without CUDA these raise (the CUDA allocator is missing, or NVML is), unlike the "
+            "memory statistics of TP104, which read 0.",
+        severity=on_targets("error", rocm=None),
+        replacement="torch.accelerator.reset_peak_memory_stats() and "
+                    "reset_accumulated_memory_stats() (torch 2.9), which raise on a machine with "
+                    "no accelerator too: the fix guards them; the others have no portable twin",
+        min_torch="2.9", fixable=True, effort="low", sources="L07",
+        before='''
+import torch
+
+torch.cuda.reset_peak_memory_stats()
+''',
+        after='''
+import torch
+
+if torch.accelerator.is_available():
+    torch.accelerator.reset_peak_memory_stats()
 ''',
     ),
     _rule(

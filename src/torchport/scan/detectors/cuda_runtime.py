@@ -16,6 +16,7 @@ from torchport.scan.rules import (
     CUDA_EVENT,
     CUDA_GRAPHS,
     CUDA_MANUAL_SEED,
+    CUDA_MEMORY_CONTROL,
     CUDA_MEMORY_INFO,
     CUDA_MEMORY_STATS,
     CUDA_RNG_STATE,
@@ -25,7 +26,8 @@ from torchport.scan.rules import (
     OTHER_TORCH_CUDA_API,
 )
 
-RULE_IDS = (CUDA_SYNCHRONIZE, CUDA_MANUAL_SEED, CUDA_RNG_STATE, CUDA_MEMORY_STATS, CUDA_MEMORY_INFO, CUDA_EMPTY_CACHE,
+RULE_IDS = (CUDA_SYNCHRONIZE, CUDA_MANUAL_SEED, CUDA_RNG_STATE, CUDA_MEMORY_STATS, CUDA_MEMORY_INFO, CUDA_MEMORY_CONTROL,
+            CUDA_EMPTY_CACHE,
             CUDA_EVENT, CUDA_STREAM, CUDA_GRAPHS, NVIDIA_TOOLING, OTHER_TORCH_CUDA_API)
 
 # torch.cuda.X -> (rule, torch.<replacement>, min torch) for 1:1 renames.
@@ -39,7 +41,9 @@ CUDA_RENAMES_HERE: dict[str, tuple[str, str, str]] = {
     "mem_get_info": (CUDA_MEMORY_INFO, "accelerator.get_memory_info", "2.10"),
     **{name: (CUDA_MEMORY_STATS, f"accelerator.{name}", "2.9") for name in (
         "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-        "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats")},
+        "memory_stats")},
+    **{name: (CUDA_MEMORY_CONTROL, f"accelerator.{name}", "2.9") for name in (
+        "reset_peak_memory_stats", "reset_accumulated_memory_stats")},
 }
 # torch.accelerator functions that raise where no accelerator exists (torch.cuda's
 # own raise only for some), -> what the call yields there once guarded: None for a
@@ -63,11 +67,13 @@ _RAISE_WITHOUT_ACCELERATOR: dict[str, str | None] = {
 CUDA_NAMES_HERE: dict[str, str] = {
     **dict.fromkeys(("get_rng_state", "get_rng_state_all", "set_rng_state",
                      "set_rng_state_all", "initial_seed"), CUDA_RNG_STATE),
-    **dict.fromkeys(("memory_summary", "memory_snapshot", "memory_cached", "max_memory_cached",
-                     "reset_max_memory_allocated", "reset_max_memory_cached",
-                     "set_per_process_memory_fraction", "list_gpu_processes", "memory_usage",
-                     "memory_stats_as_nested_dict", "caching_allocator_alloc",
-                     "caching_allocator_delete", "device_memory_used"), CUDA_MEMORY_STATS),
+    **dict.fromkeys(("memory_cached", "max_memory_cached", "list_gpu_processes",
+                     "memory_stats_as_nested_dict"), CUDA_MEMORY_STATS),
+    # These raise without CUDA (tests/test_scan_precision_round14.py runs them).
+    **dict.fromkeys(("memory_summary", "memory_snapshot", "reset_max_memory_allocated",
+                     "reset_max_memory_cached", "set_per_process_memory_fraction", "memory_usage",
+                     "caching_allocator_alloc", "caching_allocator_delete", "device_memory_used"),
+                    CUDA_MEMORY_CONTROL),
     "Event": CUDA_EVENT,
     **dict.fromkeys(("Stream", "stream", "current_stream", "default_stream", "set_stream",
                      "StreamContext", "ExternalStream", "streams"), CUDA_STREAM),
