@@ -8,7 +8,7 @@ import torch
 from torchport.errors import UserError
 from torchport.launch import run_worker
 from torchport.protocol import BatchStream, Block, ProtocolConfig, batch_signature, config_hash, is_steady
-from torchport.records import RunStatus
+from torchport.records import EffectiveConfig, RunStatus
 
 APPS = Path(__file__).parent / "apps"
 
@@ -29,8 +29,10 @@ def test_config_validation():
 
 
 def test_config_hash_is_canonical():
-    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
-    assert config_hash({"a": 1}) != config_hash({"a": 2})
+    one = EffectiveConfig(key_order=()).put(model="Net", protocol={"steps": 4, "seed": 0})
+    same_in_another_order = EffectiveConfig(key_order=()).put(protocol={"seed": 0, "steps": 4}, model="Net")
+    assert config_hash(one) == config_hash(same_in_another_order)
+    assert config_hash(one) != config_hash(EffectiveConfig(key_order=()).put(model="Net", protocol={"steps": 5}))
 
 
 def test_steady_state_needs_agreeing_blocks_and_no_compilation():

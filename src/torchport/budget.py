@@ -233,7 +233,7 @@ class BudgetPlan(Deadline):
             times = sorted(block["seconds"] / block["steps"] for block in blocks)
             step_s = times[len(times) // 2]
         wall = float(run.wall_s or overhead)
-        parameters = (run.config or {}).get("parameters")
+        parameters = run.config.parameters if run.config else None
         self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.status == RunStatus.OK,
                                                          parameters if isinstance(parameters, int) else None))
         if len(self.runs[name]) == 1 and self.stages:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:
     from torchport.app import AppSpec
+    from torchport.records import ErrorRecord, RunBudget, ThreadPools
 
 PROGRESS_PREFIX = "@@torchport "
 # How this process was started: "spawned" (a fresh interpreter) or "forked"
@@ -52,6 +53,7 @@ class WorkerContext:
 
     job: dict[str, Any]
     backend: Any
+    # The worker's result document: records in it are written as their ``to_dict`` at each save.
     result: dict[str, Any] = field(default_factory=dict)
     # Called before each timed block: a paired benchmark's turn-taking
     # (torchport.turns) when the parent coordinates one, else None.
@@ -62,6 +64,14 @@ class WorkerContext:
     @property
     def config(self) -> dict[str, Any]:
         return self.job.get("config", {})
+
+    @property
+    def budget(self) -> RunBudget | None:
+        """This run's share of an evaluation's time budget (the parent's plan); None: no budget."""
+        from torchport.records import RunBudget
+
+        entry = self.config.get("budget")
+        return RunBudget.from_dict(entry) if entry else None
 
     @property
     def started(self) -> float:
@@ -97,6 +107,8 @@ def write_json_atomic(path: str, document: dict[str, Any]) -> None:
 
 
 def _json_default(value: Any) -> Any:
+    if hasattr(value, "to_dict"):  # a record (torchport.records)
+        return value.to_dict()
     if hasattr(value, "item"):
         return value.item()
     if isinstance(value, (set, tuple)):
@@ -115,14 +127,14 @@ def _turn_taking() -> Callable[[], None] | None:
     return turns.take_turn if os.environ.get(turns.ENVIRONMENT_VARIABLE) else None
 
 
-def classify_error(exc: BaseException) -> dict[str, Any]:
+def classify_error(exc: BaseException) -> ErrorRecord:
     """Turn an exception into the result's error record (torchport.failures)."""
-    from torchport.failures import record
+    from torchport.failures import error_record
 
-    return record(exc)
+    return error_record(exc)
 
 
-def apply_threads(torch: Any) -> dict[str, Any]:
+def apply_threads(torch: Any) -> ThreadPools:
     """Set torch's thread pools to the parent's decision (``OMP_NUM_THREADS``
     and ``TORCHPORT_INTEROP_THREADS``, see ``torchport.launch.worker_threads``)
     before any torch work; what torch then reports, for the result."""
@@ -143,8 +155,9 @@ def apply_threads(torch: Any) -> dict[str, Any]:
             torch.set_num_interop_threads(asked["inter_op"])
         except RuntimeError:  # the pool had already started: torch keeps the one it has
             pass
-    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
-            "asked": asked or None}
+    from torchport.records import ThreadPools
+
+    return ThreadPools(intra_op=torch.get_num_threads(), inter_op=torch.get_num_interop_threads(), asked=asked or None)
 
 
 def main(argv: list[str]) -> int:
@@ -159,7 +172,8 @@ def main(argv: list[str]) -> int:
     # that must know its device) and to child processes.
     os.environ["TORCHPORT_BACKEND"] = str(job.get("backend"))
     spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
-    result: dict[str, Any] = {"status": "running", "phases": {}}
+    # The status is set once the records are imported (with the backends, in the import phase).
+    result: dict[str, Any] = {"status": None, "phases": {}}
     context = WorkerContext(job=job, backend=None, result=result, take_turn=_turn_taking(), memory=PhasePeaks())
     result["phases"]["process_start_s"] = max(0.0, WORKER_STARTED - spawned)
     try:
@@ -169,20 +183,16 @@ def main(argv: list[str]) -> int:
 
         threads = apply_threads(torch)
         from torchport import backends
+        from torchport.records import RunStatus, WorkerInfo
 
+        result["status"] = RunStatus.RUNNING
         backend = backends.get(job["backend"])()
         for module in backend.worker_imports():
             importlib.import_module(module)
-        result["worker"] = {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "executable": sys.executable,
-            "pid": os.getpid(),
-            "allocator": {name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
-            "threads": threads,
-            "launch": LAUNCH,
-            "threads_at_start": threads_at_start,
-        }
+        result["worker"] = WorkerInfo(
+            python=sys.version.split()[0], torch=torch.__version__, executable=sys.executable, pid=os.getpid(),
+            allocator={name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
+            threads=threads, launch=LAUNCH, threads_at_start=threads_at_start)
         context.progress("device")
         backend.setup()
         context.backend = backend
@@ -193,18 +203,17 @@ def main(argv: list[str]) -> int:
             result["phases"]["preloaded_import_s"] = PRELOADED_IMPORT_S
         context.save()
         job_function(context)
-        result["status"] = "ok"
+        result["status"] = RunStatus.OK
         context.save()
         return EXIT_OK
     except BaseException as exc:  # everything is reported; the parent decides what it means
-        if isinstance(exc, KeyboardInterrupt):
-            result["status"] = "interrupted"
-        else:
-            result["status"] = "error"
-        result["error"] = classify_error(exc)
+        from torchport.records import RunStatus
+
+        result["status"] = RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.ERROR
+        result["error"] = error = classify_error(exc)
         context.save()
-        if result["error"].get("traceback"):
-            print(result["error"]["traceback"], file=sys.stderr)
+        if error.traceback:
+            print(error.traceback, file=sys.stderr)
         return EXIT_REPORTED_ERROR
 
 

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from torchport.records.base import DocumentStatus, Record, Vocabulary
 from torchport.records.check import ChecksSection
-from torchport.records.core import BackendEntry, Check
+from torchport.records.core import BackendEntry, Check, SamplingPlan
 from torchport.records.script import ScriptCoverage, ScriptDistributed, ScriptSection
 from torchport.records.trace import TraceSection
 
@@ -42,8 +42,9 @@ class SustainedSamples(Record):
     blocks: list[SampleBlock] = field(default_factory=list)
     stopped_by: str | None = None
     precision: float | None = None
-    plan: dict[str, Any] | None = None
+    plan: SamplingPlan | None = None
 
+    _records: ClassVar[dict[str, type[Record]]] = {"plan": SamplingPlan}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
 
     def steps(self) -> int:

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
@@ -43,7 +44,7 @@ from torchport.protocol import (
     record_first_step,
     run_warmup_and_sustained,
 )
-from torchport.records import DeviceMemory, ErrorKind, MachineLoad, ModelFacts
+from torchport.records import DeviceMemory, EffectiveConfig, ErrorKind, MachineLoad, ModelFacts, ScenarioSamples
 
 CUDA_HINT = ("the script uses CUDA, which this backend does not have: pass the device in its arguments "
              "(-- --device={device}) or run with --redirect-cuda")
@@ -388,7 +389,7 @@ def script_job(context: Any) -> None:
     result["script"]["machine_load"] = machine_load().to_dict()
     driver = ScriptDriver(backend, script)
     redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
-    outcome: dict[str, Any] = {}
+    outcome = ProtocolOutcome()
     protocol = threading.Thread(target=_measure, args=(driver, config, context, outcome), name="torchport-protocol",
                                 daemon=True)
     driver.install()
@@ -445,8 +446,8 @@ def script_job(context: Any) -> None:
             # Raised before its first step, often by its own argument parsing: show what it was given.
             error.message = f"{error.message} (its arguments, filled in: {' '.join(argv[1:])[:300]})"
         raise error
-    if outcome.get("error") is not None:
-        raise outcome["error"]
+    if outcome.error is not None:
+        raise outcome.error
     if refused is not None and driver.boundaries == 0:
         raise UserError(f"the script's argument parser refused its arguments: {refused} (arguments after `--` "
                         f"are the script's: {' '.join(argv[1:])[:200] or 'none given'})", location=str(script))
@@ -467,9 +468,9 @@ def script_job(context: Any) -> None:
     found = evidence.collect(backend, counters_before, counters_after, driver.parameter_devices, memory)
     result["script"]["evidence"] = found.to_dict()
     parameters = sum(driver.parameters.values())
-    effective = {"script": str(script), "args": job.get("script_args", []), "protocol": config.as_dict(),
-                 "parameters": parameters, "optimizers": result["script"]["optimizers"],
-                 "redirect_cuda": bool(job.get("redirect_cuda"))}
+    effective = EffectiveConfig(key_order=()).put(
+        script=str(script), args=job.get("script_args", []), protocol=config.as_dict(), parameters=parameters,
+        optimizers=result["script"]["optimizers"], redirect_cuda=bool(job.get("redirect_cuda")))
     result["config"] = effective
     result["config_hash"] = config_hash(effective)
     if not found.ran_on_device:
@@ -565,10 +566,17 @@ def _with_hint(error: BaseException) -> BaseException:
     return user_error_from(error, "the script raised")
 
 
-def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome: dict[str, Any]) -> None:
+@dataclass
+class ProtocolOutcome:
+    """What the protocol thread hands the script's thread: the error that ended it, if one did."""
+
+    error: BaseException | None = None
+
+
+def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome: ProtocolOutcome) -> None:
     """The protocol thread: first step from the hooks, then warm-up and sustained blocks."""
     backend = driver.backend
-    record: dict[str, Any] = {}
+    record = ScenarioSamples(key_order=())  # written in the order its keys are set
     try:
         counters_start = backend.counters()
         driver.wait_first_step()
@@ -595,13 +603,13 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
 
         # With a time budget the parent's plan gives this run a deadline (the job's "budget" entry).  Never
         # more sustained blocks than configured: a script whose loop held the fixed protocol still does.
-        sampling, _ = from_job(config, context.config, backend.name, context.started, has_inference=False,
+        sampling, _ = from_job(config, context.budget, backend.name, context.started, has_inference=False,
                                max_block_factor=1)
         run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save, sampling)
     except ScriptEnded:
         pass  # the script's thread reports why
     except BaseException as exc:
-        outcome["error"] = exc
+        outcome.error = exc
     finally:
         driver.stop()
 
@@ -625,6 +633,7 @@ class ScriptTracer:
         self.index = 0
         self._step_context: Any = None
         self.model_seen = False
+        self.boundary_optimizer: int | None = None  # id() of the first optimizer stepped: its steps are the boundaries
 
     def begin_step(self) -> None:
         self.index += 1
@@ -667,7 +676,6 @@ def script_trace_job(context: Any) -> None:
         context.save()
 
     traced = ScriptTracer(steps, checkpoint)
-    boundary: dict[str, Any] = {"optimizer": None}
     handles = []
 
     def on_forward(module: Any, inputs: Any) -> None:
@@ -682,9 +690,9 @@ def script_trace_job(context: Any) -> None:
             traced.tracer.module_started(module, inputs)
 
     def on_pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if boundary["optimizer"] is None:
-            boundary["optimizer"] = id(optimizer)
-        if id(optimizer) == boundary["optimizer"] and traced.index:
+        if traced.boundary_optimizer is None:
+            traced.boundary_optimizer = id(optimizer)
+        if id(optimizer) == traced.boundary_optimizer and traced.index:
             traced.end_step()
             snapshot = traced.tracer.snapshot()
             snapshot.pop("activation_bytes", None)
