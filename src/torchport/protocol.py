@@ -317,7 +317,7 @@ def evaluate_job(context: Any) -> None:
     app, model, optimizer = engine.app, engine.model, engine.optimizer
     parameters = engine.parameters
     backend.synchronize()
-    result["phases"]["init_s"] = time.perf_counter() - init_started
+    context.record_phase("init_s", time.perf_counter() - init_started)
 
     cast = engine.cast
     loss_location = engine.loss_location
@@ -338,12 +338,12 @@ def evaluate_job(context: Any) -> None:
     training_sampling, inference_sampling = from_job(config, context.budget, backend.name, context.started,
                                                      config.inference and app.predict is not None)
     training = ScenarioSamples(key_order=())  # written in the order its keys are set
-    result["training"] = training
+    result.put(training=training)
     run_phases(Scenario("training", train_step, backend, check_loss, turn), config, backend, context.progress,
                training, context.save, training_sampling)
     stream = engine.stream
     training.put(steps_per_epoch=stream.steps_per_epoch, distinct_batch_shapes=len(stream.signatures))
-    result["memory"] = backend.memory()
+    result.put(memory=backend.device_memory())
 
     effective = EffectiveConfig(key_order=()).put(
         app=context.app_spec.text if context.app_spec else None,
@@ -355,18 +355,17 @@ def evaluate_job(context: Any) -> None:
         optimizer=type(optimizer).__name__,
         optimizer_defaults={k: repr(v) for k, v in sorted(optimizer.defaults.items())},
     )
-    result["config"] = effective
-    result["config_hash"] = config_hash(effective)
+    result.put(config=effective, config_hash=config_hash(effective))
 
     if app.metric is not None:
         context.progress("metric")
-        result["metric"] = _measure_metric(app, model, backend, stream, cast)
+        result.put(metric=_measure_metric(app, model, backend, stream, cast))
     context.save()
 
     if config.inference and app.predict is not None:
         engine.optimizer.zero_grad(set_to_none=True)  # the gradients are not needed to time inference: free them
-        result["inference"] = _run_inference(engine, config, context, turn, inference_sampling)
-    result["host_peak_rss_bytes"] = host_peak_rss_bytes()
+        result.put(inference=_run_inference(engine, config, context, turn, inference_sampling))
+    result.put(host_peak_rss_bytes=host_peak_rss_bytes())
 
 
 class EvaluateHooks(StepHooks):

@@ -204,11 +204,13 @@ def from_job(config: Any, budget: RunBudget | None, backend: str, started: float
     if has_inference:
         training_deadline = deadline - INFERENCE_SHARE * max(0.0, deadline - time.time())
     share_s = budget.share_s
-    common = dict(precision=budget.precision, backend=backend, budget_s=budget.budget_s,
-                  share_s=share_s, started=started, max_block_factor=max_block_factor,
-                  share_started=deadline - share_s if share_s else None)
-    return (BudgetedSampling(config, training_deadline, reserved_s=deadline - training_deadline, **common),
-            BudgetedSampling(config, deadline, **common))
+
+    def sampling(until: float, reserved_s: float = 0.0) -> BudgetedSampling:
+        return BudgetedSampling(config, until, precision=budget.precision, backend=backend, budget_s=budget.budget_s,
+                                share_s=share_s, started=started, max_block_factor=max_block_factor,
+                                share_started=deadline - share_s if share_s else None, reserved_s=reserved_s)
+
+    return sampling(training_deadline, reserved_s=deadline - training_deadline), sampling(deadline)
 
 
 def format_duration(seconds: float) -> str:

@@ -157,14 +157,15 @@ def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary 
 
 def training(run: RunRecord) -> ScenarioSamples:
     """The training samples of a successful run (``RunRecord.ok``: it has them)."""
-    if not run.training:
+    samples = scenario_samples(run.training)
+    if samples is None:
         raise ValueError(f"run {run.round} has no training samples")
-    return ScenarioSamples.from_dict(run.training)
+    return samples
 
 
-def scenario_samples(raw: Any) -> ScenarioSamples | None:
-    """A run's raw samples of one scenario, as the worker wrote them, read into their record."""
-    return ScenarioSamples.from_dict(raw) if raw else None
+def scenario_samples(samples: ScenarioSamples | None) -> ScenarioSamples | None:
+    """A run's samples of one scenario, None where it has none."""
+    return samples if samples is not None and samples.holds_samples() else None
 
 
 def _last_loss(block: SampleBlock) -> float:

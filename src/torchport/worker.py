@@ -26,13 +26,13 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:
     from torchport.app import AppSpec
-    from torchport.records import ErrorRecord, RunBudget, ThreadPools
+    from torchport.records import ErrorRecord, RunBudget, RunRecord, ThreadPools
 
 PROGRESS_PREFIX = "@@torchport "
 # How this process was started: "spawned" (a fresh interpreter) or "forked"
@@ -53,8 +53,9 @@ class WorkerContext:
 
     job: dict[str, Any]
     backend: Any
-    # The worker's result document: records in it are written as their ``to_dict`` at each save.
-    result: dict[str, Any] = field(default_factory=dict)
+    # The run the parent reads back: a job sets its fields (and keys of its own, in ``extra``) with ``put``,
+    # which writes them in the order they were set.
+    result: RunRecord
     # Called before each timed block: a paired benchmark's turn-taking
     # (torchport.turns) when the parent coordinates one, else None.
     take_turn: Callable[[], None] | None = None
@@ -88,15 +89,28 @@ class WorkerContext:
 
     def progress(self, phase: str, **details: Any) -> None:
         """Tell the parent which phase is running (it enforces per-phase timeouts)."""
-        if self.memory is not None:
-            self.memory.enter(phase)
-        line = json.dumps({"phase": phase, "time": time.time(), **details})
-        print(PROGRESS_PREFIX + line, flush=True)
+        report_progress(self.memory, phase, **details)
+
+    def record_phase(self, name: str, seconds: float) -> None:
+        """Add one phase's seconds to the run's ``phases``."""
+        phases = self.result.phases
+        if phases is None:
+            self.result.put(phases=(phases := {}))
+        phases[name] = seconds
 
     def save(self) -> None:
+        """Write the result so far (at phase ends: a record's ``to_dict`` is no per-step work)."""
         if self.memory is not None:
-            self.result["host_memory"] = self.memory.record()
-        write_json_atomic(self.job["output"], self.result)
+            self.result.put(host_memory=self.memory.record())
+        write_json_atomic(self.job["output"], self.result.to_dict())
+
+
+def report_progress(memory: Any, phase: str, **details: Any) -> None:
+    """Tell the parent which phase is running; close the last phase's host-memory peak."""
+    if memory is not None:
+        memory.enter(phase)
+    line = json.dumps({"phase": phase, "time": time.time(), **details})
+    print(PROGRESS_PREFIX + line, flush=True)
 
 
 def write_json_atomic(path: str, document: dict[str, Any]) -> None:
@@ -107,8 +121,6 @@ def write_json_atomic(path: str, document: dict[str, Any]) -> None:
 
 
 def _json_default(value: Any) -> Any:
-    if hasattr(value, "to_dict"):  # a record (torchport.records)
-        return value.to_dict()
     if hasattr(value, "item"):
         return value.item()
     if isinstance(value, (set, tuple)):
@@ -172,12 +184,12 @@ def main(argv: list[str]) -> int:
     # that must know its device) and to child processes.
     os.environ["TORCHPORT_BACKEND"] = str(job.get("backend"))
     spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
-    # The status is set once the records are imported (with the backends, in the import phase).
-    result: dict[str, Any] = {"status": None, "phases": {}}
-    context = WorkerContext(job=job, backend=None, result=result, take_turn=_turn_taking(), memory=PhasePeaks())
-    result["phases"]["process_start_s"] = max(0.0, WORKER_STARTED - spawned)
+    phases = {"process_start_s": max(0.0, WORKER_STARTED - spawned)}
+    memory = PhasePeaks()
+    take_turn = _turn_taking()
+    context: WorkerContext | None = None
     try:
-        context.progress("import")
+        report_progress(memory, "import")
         import_started = time.time()
         import torch
 
@@ -185,36 +197,47 @@ def main(argv: list[str]) -> int:
         from torchport import backends
         from torchport.records import RunStatus, WorkerInfo
 
-        result["status"] = RunStatus.RUNNING
+        # The run record starts once the records are imported (with the backends, in the import phase).
+        context = WorkerContext(job=job, backend=None, result=_new_result(phases), take_turn=take_turn, memory=memory)
+        result = context.result
         backend = backends.get(job["backend"])()
         for module in backend.worker_imports():
             importlib.import_module(module)
-        result["worker"] = WorkerInfo(
+        result.put(worker=WorkerInfo(
             python=sys.version.split()[0], torch=torch.__version__, executable=sys.executable, pid=os.getpid(),
             allocator={name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
-            threads=threads, launch=LAUNCH, threads_at_start=threads_at_start)
+            threads=threads, launch=LAUNCH, threads_at_start=threads_at_start))
         context.progress("device")
         backend.setup()
         context.backend = backend
-        result["device"] = backend.device_info()
+        result.put(device=backend.device_info())
         job_function = _resolve(job["function"])
-        result["phases"]["import_s"] = time.time() - import_started + PRELOADED_IMPORT_S
+        phases["import_s"] = time.time() - import_started + PRELOADED_IMPORT_S
         if LAUNCH == "forked":
-            result["phases"]["preloaded_import_s"] = PRELOADED_IMPORT_S
+            phases["preloaded_import_s"] = PRELOADED_IMPORT_S
         context.save()
         job_function(context)
-        result["status"] = RunStatus.OK
+        result.put(status=RunStatus.OK)
         context.save()
         return EXIT_OK
     except BaseException as exc:  # everything is reported; the parent decides what it means
         from torchport.records import RunStatus
 
-        result["status"] = RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.ERROR
-        result["error"] = error = classify_error(exc)
+        if context is None:  # it failed before the records were imported
+            context = WorkerContext(job=job, backend=None, result=_new_result(phases), memory=memory)
+        error = classify_error(exc)
+        context.result.put(status=RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.ERROR,
+                           error=error)
         context.save()
         if error.traceback:
             print(error.traceback, file=sys.stderr)
         return EXIT_REPORTED_ERROR
+
+
+def _new_result(phases: dict[str, float]) -> RunRecord:
+    from torchport.records import RunRecord, RunStatus
+
+    return RunRecord(key_order=()).put(status=RunStatus.RUNNING, phases=phases)
 
 
 def _thread_count() -> int | None:

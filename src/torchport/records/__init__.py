@@ -93,6 +93,7 @@ from torchport.records.compare import (  # noqa: F401
     StepTimeInterval,
 )
 from torchport.records.core import (  # noqa: F401
+    AutocastRegion,
     BackendComparison,
     BackendEntry,
     Check,
@@ -106,6 +107,7 @@ from torchport.records.core import (  # noqa: F401
     ErrorRecord,
     FailureDigest,
     Finding,
+    GradScalerSite,
     HostMemory,
     LossAtCommonStep,
     MeasuredOnTarget,
@@ -114,10 +116,13 @@ from torchport.records.core import (  # noqa: F401
     OpSupportRow,
     RunRecord,
     RunSeries,
+    SampleBlock,
     SamplingPlan,
+    ScenarioSamples,
     ScenarioSummary,
     Stat,
     Summary,
+    SustainedSamples,
     TargetOpSupport,
     TargetVerdict,
     ThreadPools,
@@ -125,6 +130,7 @@ from torchport.records.core import (  # noqa: F401
     TraceTotals,
     VaryingDim,
     WarmupRecompiling,
+    WarmupSamples,
     WorkerInfo,
 )
 from torchport.records.document import (  # noqa: F401
@@ -132,11 +138,7 @@ from torchport.records.document import (  # noqa: F401
     BudgetSection,
     ConfigConsistency,
     ResultDocument,
-    SampleBlock,
-    ScenarioSamples,
     StageError,
-    SustainedSamples,
-    WarmupSamples,
 )
 from torchport.records.runtime import (  # noqa: F401
     Accelerator,

@@ -151,10 +151,115 @@ class SamplingPlan(Record):
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision_target", "block_steps"})
 
 
+# --- the raw samples of a run's scenarios ---------------------------------------------------------
+
+
+@dataclass
+class SampleBlock(Record):
+    """One timed block of a scenario's raw samples: its steps, their time and what they counted."""
+
+    seconds: float = 0.0
+    steps: int = 1
+    data_wait_s: float = 0.0
+    samples: int | None = None
+    tokens: int | None = None
+    losses: list[float] | None = None
+    compilations: int | None = None
+
+
+@dataclass
+class WarmupSamples(Record):
+    steps: int = 0
+    seconds: float = 0.0
+    steady: bool = False
+    blocks: list[SampleBlock] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
+
+
+@dataclass
+class SustainedSamples(Record):
+    block_steps: int | None = None
+    blocks: list[SampleBlock] = field(default_factory=list)
+    stopped_by: str | None = None
+    precision: float | None = None
+    plan: SamplingPlan | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"plan": SamplingPlan}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
+
+    def steps(self) -> int:
+        return sum(block.steps for block in self.blocks)
+
+    def seconds(self) -> float:
+        return sum(block.seconds for block in self.blocks)
+
+    def step_times(self) -> list[float]:
+        """Time per step of each block: the samples every statistic is computed from."""
+        return [block.seconds / block.steps for block in self.blocks]
+
+
+@dataclass
+class ScenarioSamples(Record):
+    """The raw samples of one scenario (training, inference) in one run: the
+    worker fills it phase by phase (torchport.protocol), summary.py reads it."""
+
+    first_step_s: float = 0.0
+    first_step: SampleBlock | None = None
+    warmup: WarmupSamples = field(default_factory=WarmupSamples)
+    sustained: SustainedSamples | None = None
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # per phase: the backend's counters
+    loss_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sustained_compilations: int | None = None
+    steps_total: int = 0
+    steps_per_epoch: int | None = None
+    distinct_batch_shapes: int | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"first_step": SampleBlock, "warmup": WarmupSamples,
+                                                   "sustained": SustainedSamples}
+
+    def holds_samples(self) -> bool:
+        """Built in code, or read from a dictionary that was not empty (a run's ``training`` starts empty)."""
+        return self.key_order is None or bool(self.key_order)
+
+    def measured(self) -> SustainedSamples:
+        """The sustained samples of a scenario that has them."""
+        if self.sustained is None:
+            raise ValueError("the scenario has no sustained samples")
+        return self.sustained
+
+    def losses(self) -> list[float]:
+        """Every loss of the run, in step order (first step, warm-up, sustained)."""
+        blocks = [*([self.first_step] if self.first_step else []), *self.warmup.blocks,
+                  *(self.sustained.blocks if self.sustained else [])]
+        return [loss for block in blocks for loss in block.losses or []]
+
+
+@dataclass
+class AutocastRegion(Record):
+    """Script mode: an autocast region a line of the script opened, as asked and as torch set it up."""
+
+    location: str = ""
+    requested_device_type: str | None = None
+    device_type: str | None = None
+    dtype: str = ""
+    enabled: bool = True
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"requested_device_type", "device_type"})
+
+
+@dataclass
+class GradScalerSite(Record):
+    """Script mode: a GradScaler a line of the script made."""
+
+    location: str = ""
+    device: str = ""
+    enabled: bool = True
+
+
 @dataclass
 class RunRecord(Record):
-    """One worker run.  The scenarios (``training``, ``inference``) are the
-    raw samples and stay plain dictionaries: summary.py reads them, nothing else."""
+    """One worker run: what the worker wrote, and how the run ended."""
 
     round: int = 0
     status: RunStatus | str = RunStatus.RUNNING
@@ -168,8 +273,8 @@ class RunRecord(Record):
     device: dict[str, str | int | None] | None = None  # the backend's own names and versions (device_info)
     config: EffectiveConfig | None = None
     config_hash: str | None = None
-    training: dict[str, Any] | None = None
-    inference: dict[str, Any] | None = None
+    training: ScenarioSamples | None = None
+    inference: ScenarioSamples | None = None
     memory: DeviceMemory | None = None
     host_peak_rss_bytes: int | None = None
     host_memory: HostMemory | None = None
@@ -178,12 +283,13 @@ class RunRecord(Record):
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory, "worker": WorkerInfo,
                                                    "config": EffectiveConfig, "host_memory": HostMemory,
-                                                   "metric": MetricValue}
+                                                   "metric": MetricValue, "training": ScenarioSamples,
+                                                   "inference": ScenarioSamples}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
 
     @property
     def ok(self) -> bool:
-        return self.status == RunStatus.OK and bool(self.training)
+        return self.status == RunStatus.OK and self.training is not None and self.training.holds_samples()
 
 
 @dataclass

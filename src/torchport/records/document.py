@@ -6,89 +6,11 @@ from typing import Any, ClassVar
 
 from torchport.records.base import DocumentStatus, Record, Vocabulary
 from torchport.records.check import ChecksSection
-from torchport.records.core import BackendEntry, Check, SamplingPlan
+from torchport.records.core import BackendEntry, Check
 from torchport.records.script import ScriptCoverage, ScriptDistributed, ScriptSection
 from torchport.records.trace import TraceSection
 
-# --- the raw samples a summary reads, and the document as a whole -----------------------------------
-
-
-@dataclass
-class SampleBlock(Record):
-    """One timed block of a scenario's raw samples: its steps, their time and what they counted."""
-
-    seconds: float = 0.0
-    steps: int = 1
-    data_wait_s: float = 0.0
-    samples: int | None = None
-    tokens: int | None = None
-    losses: list[float] | None = None
-    compilations: int | None = None
-
-
-@dataclass
-class WarmupSamples(Record):
-    steps: int = 0
-    seconds: float = 0.0
-    steady: bool = False
-    blocks: list[SampleBlock] = field(default_factory=list)
-
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
-
-
-@dataclass
-class SustainedSamples(Record):
-    block_steps: int | None = None
-    blocks: list[SampleBlock] = field(default_factory=list)
-    stopped_by: str | None = None
-    precision: float | None = None
-    plan: SamplingPlan | None = None
-
-    _records: ClassVar[dict[str, type[Record]]] = {"plan": SamplingPlan}
-    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
-
-    def steps(self) -> int:
-        return sum(block.steps for block in self.blocks)
-
-    def seconds(self) -> float:
-        return sum(block.seconds for block in self.blocks)
-
-    def step_times(self) -> list[float]:
-        """Time per step of each block: the samples every statistic is computed from."""
-        return [block.seconds / block.steps for block in self.blocks]
-
-
-@dataclass
-class ScenarioSamples(Record):
-    """The raw samples of one scenario (training, inference) in one run, as
-    summary.py reads them.  ``RunRecord`` keeps them as the worker wrote them
-    (a plain dictionary); this is the typed view of that dictionary."""
-
-    first_step_s: float = 0.0
-    first_step: SampleBlock | None = None
-    warmup: WarmupSamples = field(default_factory=WarmupSamples)
-    sustained: SustainedSamples | None = None
-    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # per phase: the backend's counters
-    loss_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sustained_compilations: int | None = None
-    steps_total: int = 0
-    steps_per_epoch: int | None = None
-    distinct_batch_shapes: int | None = None
-
-    _records: ClassVar[dict[str, type[Record]]] = {"first_step": SampleBlock, "warmup": WarmupSamples,
-                                                   "sustained": SustainedSamples}
-
-    def measured(self) -> SustainedSamples:
-        """The sustained samples of a scenario that has them."""
-        if self.sustained is None:
-            raise ValueError("the scenario has no sustained samples")
-        return self.sustained
-
-    def losses(self) -> list[float]:
-        """Every loss of the run, in step order (first step, warm-up, sustained)."""
-        blocks = [*([self.first_step] if self.first_step else []), *self.warmup.blocks,
-                  *(self.sustained.blocks if self.sustained else [])]
-        return [loss for block in blocks for loss in block.losses or []]
+# --- the document as a whole ----------------------------------------------------------------------
 
 
 @dataclass
