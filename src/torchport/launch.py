@@ -251,7 +251,7 @@ def run_worker(
     extra: dict[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     phase_timeout: float | None = None,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: Callable[[dict[str, str | float]], None] | None = None,  # a progress line: phase, time, details
     env: dict[str, str] | None = None,
     python: str | None = None,
 ) -> RunRecord:

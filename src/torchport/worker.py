@@ -87,7 +87,7 @@ class WorkerContext:
         data = self.job.get("app")
         return None if data is None else AppSpec.from_dict(data)
 
-    def progress(self, phase: str, **details: Any) -> None:
+    def progress(self, phase: str, **details: str | float) -> None:
         """Tell the parent which phase is running (it enforces per-phase timeouts)."""
         report_progress(self.memory, phase, **details)
 
@@ -105,7 +105,7 @@ class WorkerContext:
         write_json_atomic(self.job["output"], self.result.to_dict())
 
 
-def report_progress(memory: Any, phase: str, **details: Any) -> None:
+def report_progress(memory: Any, phase: str, **details: str | float) -> None:
     """Tell the parent which phase is running; close the last phase's host-memory peak."""
     if memory is not None:
         memory.enter(phase)

@@ -107,6 +107,7 @@ from torchport.records.core import (  # noqa: F401
     ErrorRecord,
     FailureDigest,
     Finding,
+    FindingCause,
     GradScalerSite,
     HostMemory,
     LossAtCommonStep,

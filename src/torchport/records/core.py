@@ -558,6 +558,16 @@ class Check(Record):
 
 
 @dataclass
+class FindingCause(Record):
+    """What the construction line a trace finding was moved to did (a ``trace.findings.CauseKind`` word), and its code."""
+
+    kind: str = ""
+    code: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"code"})
+
+
+@dataclass
 class Finding(Record):
     """One trace finding: a rule, where it fired, and its consequence per target."""
 
@@ -570,12 +580,13 @@ class Finding(Record):
     library_location: str | None = None
     library: str | None = None
     seen_at: list[str] | None = None
-    cause: dict[str, Any] | None = None
+    cause: FindingCause | None = None
     count: int = 0
     per_step: float | None = None
     detail: str = ""
     fix: str = ""
 
+    _records: ClassVar[dict[str, type[Record]]] = {"cause": FindingCause}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"severity": TraceSeverity}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
 
