@@ -27,7 +27,7 @@ from collections.abc import Callable
 from torchport import failures, processes
 from torchport.forkserver import ForkServer
 from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
-from torchport.records import ErrorKind, ErrorRecord, RunRecord, RunStatus
+from torchport.records import ErrorKind, ErrorRecord, RunBudget, RunRecord, RunStatus
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
 if TYPE_CHECKING:
@@ -248,6 +248,7 @@ def run_worker(
     *,
     app: AppSpec | str | None = None,
     config: dict[str, Any] | None = None,
+    budget: RunBudget | None = None,
     extra: dict[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     phase_timeout: float | None = None,
@@ -257,7 +258,8 @@ def run_worker(
 ) -> RunRecord:
     """Run ``function`` (``"module:attr"``, called with a WorkerContext) in a
     new worker process for ``backend``.  Never raises for worker failures.
-    ``app`` is the command's parsed spec (text from an API caller is parsed here)."""
+    ``app`` is the command's parsed spec (text from an API caller is parsed here); ``budget``
+    this run's share of an evaluation's time budget (the worker's sampling plans with it)."""
     from torchport import backends
     from torchport.app import as_spec
 
@@ -277,6 +279,7 @@ def run_worker(
             "function": function,
             "app": None if app is None else as_spec(app).to_dict(),
             "config": config or {},
+            "budget": None if budget is None else budget.to_dict(),
             "output": output,
             "scratch": scratch,
             **(extra or {}),

@@ -71,7 +71,7 @@ class WorkerContext:
         """This run's share of an evaluation's time budget (the parent's plan); None: no budget."""
         from torchport.records import RunBudget
 
-        entry = self.config.get("budget")
+        entry = self.job.get("budget")
         return RunBudget.from_dict(entry) if entry else None
 
     @property
