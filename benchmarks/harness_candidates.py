@@ -159,4 +159,4 @@ def job(context: Any) -> None:
     _switch_off(context.config.get("candidate", "none"), context)
     _count_training_blocks()
     evaluate_job(context)
-    context.result["harness_facts"] = {**facts(), "per_step": per_step_usage(context.config["blocks"])}
+    context.result.put(harness_facts={**facts(), "per_step": per_step_usage(context.config["blocks"])})

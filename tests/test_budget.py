@@ -223,14 +223,15 @@ def test_worker_records_peak_memory_per_phase_and_drops_inference_outputs():
                      config=config, timeout=240, env=allocator)
     assert run.status == RunStatus.OK, run.error
     memory = run.host_memory
-    phases = memory["phases"]
+    assert memory is not None and memory.phases is not None
+    phases = memory.phases
     for name in ("import", "init", "training:first_step", "training:sustained", "inference:first_step",
                  "inference:sustained"):
-        assert 0 < phases[name] <= memory["peak_bytes"], name
+        assert 0 < phases[name] <= memory.peak_bytes, name
     # The process's peak is the kernel's (ru_maxrss): it also keeps the mark a thread leaves when it exits,
     # which no phase reset clears, so it may exceed the largest phase by a brief spike across a boundary.
-    assert run.host_peak_rss_bytes <= memory["peak_bytes"]
-    assert 0.9 * memory["peak_bytes"] <= max(phases.values()) <= memory["peak_bytes"], (phases, memory)
+    assert run.host_peak_rss_bytes is not None and run.host_peak_rss_bytes <= memory.peak_bytes
+    assert 0.9 * memory.peak_bytes <= max(phases.values()) <= memory.peak_bytes, (phases, memory)
     # 8 steps a block, 64 MiB an output (and 64 MiB more while it is made): a block of kept outputs
     # would add about 512 MiB over the first step; as in a plain loop, only the previous output is
     # alive while the next is computed (+64 MiB).

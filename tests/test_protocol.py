@@ -8,7 +8,7 @@ import torch
 from torchport.errors import UserError
 from torchport.launch import run_worker
 from torchport.protocol import BatchStream, Block, ProtocolConfig, batch_signature, config_hash, is_steady
-from torchport.records import RunStatus
+from torchport.records import EffectiveConfig, RunStatus
 
 APPS = Path(__file__).parent / "apps"
 
@@ -29,8 +29,10 @@ def test_config_validation():
 
 
 def test_config_hash_is_canonical():
-    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
-    assert config_hash({"a": 1}) != config_hash({"a": 2})
+    one = EffectiveConfig(key_order=()).put(model="Net", protocol={"steps": 4, "seed": 0})
+    same_in_another_order = EffectiveConfig(key_order=()).put(protocol={"seed": 0, "steps": 4}, model="Net")
+    assert config_hash(one) == config_hash(same_in_another_order)
+    assert config_hash(one) != config_hash(EffectiveConfig(key_order=()).put(model="Net", protocol={"steps": 5}))
 
 
 def test_steady_state_needs_agreeing_blocks_and_no_compilation():
@@ -72,18 +74,18 @@ def test_phases_are_measured_separately():
                      timeout=120)
     assert run.status == RunStatus.OK, run.error
     training = run.training
-    assert training["first_step_s"] >= 0.6
-    warmup = training["warmup"]
-    assert warmup["steady"] is True
-    assert warmup["steps"] >= 4  # the four slow warm-up steps land in warm-up, not in sustained
-    sustained = training["sustained"]["blocks"]
-    assert len(sustained) == 5 and all(b["steps"] == 2 for b in sustained)
-    assert max(b["seconds"] / b["steps"] for b in sustained) < 0.04
-    assert training["steps_total"] == 1 + warmup["steps"] + 10
+    assert training is not None and training.first_step_s >= 0.6
+    warmup = training.warmup
+    assert warmup.steady is True
+    assert warmup.steps >= 4  # the four slow warm-up steps land in warm-up, not in sustained
+    sustained = training.measured().blocks
+    assert len(sustained) == 5 and all(b.steps == 2 for b in sustained)
+    assert max(b.seconds / b.steps for b in sustained) < 0.04
+    assert training.steps_total == 1 + warmup.steps + 10
     for phase in ("process_start_s", "import_s", "init_s"):
         assert run.phases[phase] > 0
     # Losses are read at block boundaries, one per step.
-    assert all(len(b["losses"]) == b["steps"] for b in sustained)
+    assert all(len(b.losses or []) == b.steps for b in sustained)
 
 
 def test_warmup_bound_is_reported_when_never_steady():
@@ -91,8 +93,9 @@ def test_warmup_bound_is_reported_when_never_steady():
     run = run_worker("cpu", "torchport.protocol:evaluate_job", app=str(APPS / "spine_phases.py"), config=config,
                      timeout=120)
     assert run.status == RunStatus.OK
-    assert run.training["warmup"]["steps"] == 4
-    assert run.training["warmup"]["steady"] is False
+    assert run.training is not None
+    assert run.training.warmup.steps == 4
+    assert run.training.warmup.steady is False
 
 
 def test_data_wait_is_measured():
@@ -100,7 +103,8 @@ def test_data_wait_is_measured():
     run = run_worker("cpu", "torchport.protocol:evaluate_job", app=str(APPS / "spine_slow_data.py"), config=config,
                      timeout=120)
     assert run.status == RunStatus.OK
-    blocks = run.training["sustained"]["blocks"]
-    waited = sum(b["data_wait_s"] for b in blocks)
+    assert run.training is not None
+    blocks = run.training.measured().blocks
+    waited = sum(b.data_wait_s for b in blocks)
     assert waited >= 0.01 * 4 * 0.9
-    assert run.training["steps_per_epoch"] is None
+    assert run.training.steps_per_epoch is None

@@ -13,6 +13,7 @@ import pytest
 
 from torchport.backends.cpu import CPU
 from torchport.protocol import ProtocolConfig, Scenario, run_phases
+from torchport.records import ScenarioSamples
 
 DEVICE_WORK_S = 0.02
 
@@ -50,14 +51,14 @@ def run_with_async_device():
         return 0.0, 0.0, 1, None
 
     config = ProtocolConfig(steps=6, blocks=3, max_warmup_steps=6, inference=False)
-    record = {}
+    record = ScenarioSamples(key_order=())
     run_phases(Scenario("training", step, backend, None), config, backend, lambda *a, **k: None, record, lambda: None)
     return backend, record
 
 
 def test_blocks_time_the_device_work(run_with_async_device):
     _, record = run_with_async_device
-    per_step = [b["seconds"] / b["steps"] for b in record["sustained"]["blocks"]]
+    per_step = record.measured().step_times()
     # Launching takes microseconds; only waiting at the fence makes a step cost 20 ms.
     assert min(per_step) >= DEVICE_WORK_S * 0.95
 
@@ -65,8 +66,8 @@ def test_blocks_time_the_device_work(run_with_async_device):
 def test_no_synchronization_inside_a_block(run_with_async_device):
     backend, record = run_with_async_device
     runs_between_syncs = [len(chunk) for chunk in "".join("s" if e == "step" else "|" for e in backend.events).split("|")]
-    expected_block = record["sustained"]["block_steps"]
+    expected_block = record.measured().block_steps
     # One sync closes every block: first step (1), warm-up blocks, sustained blocks.
     assert runs_between_syncs[0] == 1
     assert all(length == expected_block for length in runs_between_syncs[1:-1])
-    assert backend.events.count("sync") == 1 + len(record["warmup"]["blocks"]) + len(record["sustained"]["blocks"])
+    assert backend.events.count("sync") == 1 + len(record.warmup.blocks) + len(record.measured().blocks)

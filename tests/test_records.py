@@ -197,7 +197,8 @@ def built_records() -> list[tuple[str, object]]:
     block = {"seconds": 0.5, "steps": 5, "data_wait_s": 0.0, "samples": 80, "losses": [1.0] * 5, "compilations": 0}
     training = {"first_step_s": 0.2, "warmup": {"steps": 5, "seconds": 0.5, "steady": True, "blocks": [block]},
                 "sustained": {"block_steps": 5, "blocks": [block, block]}, "steps_total": 16}
-    run = RunRecord(round=0, status=RunStatus.OK, wall_s=3.0, phases={"import_s": 0.1}, training=training,
+    run = RunRecord(round=0, status=RunStatus.OK, wall_s=3.0, phases={"import_s": 0.1},
+                    training=ScenarioSamples.from_dict(training),
                     memory=memory, host_peak_rss_bytes=1 << 20)
     failed = RunRecord(round=1, status=RunStatus.ERROR, error=error, exit_code=1, stderr_tail=["boom"])
     stat = Stat(median=0.1, ci95=[0.09, 0.11], runs=1, samples=2, warnings=[])

@@ -224,16 +224,16 @@ class BudgetPlan(Deadline):
     def record_run(self, name: str, run: RunRecord) -> None:
         self._in_flight = None
         phases = run.phases or {}
-        training = run.training or {}
+        training = run.training
         overhead = sum(float(phases.get(key) or 0.0) for key in ("process_start_s", "import_s", "init_s"))
-        overhead += float(training.get("first_step_s") or 0.0)
-        blocks = (training.get("sustained") or {}).get("blocks") or (training.get("warmup") or {}).get("blocks") or []
+        overhead += training.first_step_s if training else 0.0
+        blocks = ((training.sustained.blocks if training.sustained else None) or training.warmup.blocks) if training else []
         step_s = None
         if blocks:
-            times = sorted(block["seconds"] / block["steps"] for block in blocks)
+            times = sorted(block.seconds / block.steps for block in blocks)
             step_s = times[len(times) // 2]
         wall = float(run.wall_s or overhead)
-        parameters = (run.config or {}).get("parameters")
+        parameters = run.config.parameters if run.config else None
         self.runs.setdefault(name, []).append(RunFigures(wall, overhead, step_s, run.status == RunStatus.OK,
                                                          parameters if isinstance(parameters, int) else None))
         if len(self.runs[name]) == 1 and self.stages:
@@ -351,7 +351,8 @@ class BudgetPlan(Deadline):
             entry = measured.get(name)
             reached = precision_of(entry.summary if entry else None)
             runs = entry.runs if entry else []
-            stopped = [((run.training or {}).get("sustained") or {}).get("stopped_by") for run in runs]
+            stopped = [run.training.sustained.stopped_by if run.training and run.training.sustained else None
+                       for run in runs]
             backends[name] = BackendBudget(
                 runs=len(runs),
                 precision_reached=reached,

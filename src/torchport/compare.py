@@ -152,7 +152,8 @@ def _run_config(backend: BackendEntry) -> tuple[str | None, dict[str, Any]]:
     """The effective configuration of the backend's first successful run (from its summary)."""
     if backend.summary is None:
         return None, {}
-    return backend.summary.config_hash, backend.summary.config or {}
+    config = backend.summary.config
+    return backend.summary.config_hash, config.to_dict() if config else {}
 
 
 def config_difference(candidate: dict[str, Any], reference: dict[str, Any], candidate_app: str,

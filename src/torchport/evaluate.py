@@ -303,7 +303,6 @@ class Evaluation:
                     if not self.budget.wants_run(name, round_index, entry.summary, len(still)):
                         continue
                     run_budget = self.budget.job_entry(name, round_index, len(still))
-                    config["budget"] = run_budget.to_dict()  # the worker reads its job as JSON
                     timeout = self.budget.run_timeout(run_budget, timeout)
                 self.on_event("start", {"backend": name, "round": round_index})
                 self._eta(order, running=name)
@@ -316,6 +315,7 @@ class Evaluation:
                         "script": str(script.resolve()), "script_args": self.options.script_args,
                         "redirect_cuda": self.options.redirect_cuda, "cwd": str(Path.cwd())},
                     config=config,
+                    budget=run_budget,
                     timeout=timeout,
                     phase_timeout=self.options.phase_timeout_s,
                     on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default

@@ -108,8 +108,8 @@ def worker_environment(backend: BackendEntry) -> str:
     """The environment a backend's workers ran in, with the thread counts torch
     reported there ("main, 2 intra-op / 1 inter-op threads"); runs that
     disagree are all listed."""
-    threads = sorted({(t["intra_op"], t["inter_op"]) for run in backend.runs
-                      for t in [(run.worker or {}).get("threads")] if t})
+    threads = sorted({(t.intra_op, t.inter_op) for run in backend.runs
+                      for t in [run.worker.threads if run.worker else None] if t})
     where = backend.environment or "main"
     if not threads:
         return where

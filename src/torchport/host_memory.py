@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import resource
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchport.records import HostMemory
 
 STATUS = "/proc/self/status"
 CLEAR_REFS = "/proc/self/clear_refs"
@@ -94,13 +97,15 @@ class PhasePeaks:
         self.phases[name] = max(self.phases.get(name, 0), peak_kib * 1024)
         _reset_mark(peak_kib)
 
-    def record(self) -> dict[str, Any]:
-        """``{"peak_bytes", "phases": {name: bytes} | None, "method"}``; closes
+    def record(self) -> HostMemory:
+        """The peak so far and, where the mark resets, each phase's; closes
         the running phase's figure so far (and keeps measuring it)."""
+        from torchport.records import HostMemory  # imported with the backends, before the first save
+
         if not self.per_phase:
-            return {"peak_bytes": process_peak_bytes(), "phases": None, "method": "getrusage ru_maxrss"}
+            return HostMemory(peak_bytes=process_peak_bytes(), phases=None, method="getrusage ru_maxrss")
         running = self.current
         self._close()
         self.current = running
-        return {"peak_bytes": process_peak_bytes(), "phases": dict(self.phases),
-                "method": "VmHWM per phase, reset at each boundary through /proc/self/clear_refs"}
+        return HostMemory(peak_bytes=process_peak_bytes(), phases=dict(self.phases),
+                          method="VmHWM per phase, reset at each boundary through /proc/self/clear_refs")

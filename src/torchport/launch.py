@@ -27,7 +27,7 @@ from collections.abc import Callable
 from torchport import failures, processes
 from torchport.forkserver import ForkServer
 from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
-from torchport.records import ErrorKind, ErrorRecord, RunRecord, RunStatus
+from torchport.records import ErrorKind, ErrorRecord, RunBudget, RunRecord, RunStatus
 from torchport.worker import EXIT_OK, EXIT_REPORTED_ERROR, PROGRESS_PREFIX
 
 if TYPE_CHECKING:
@@ -248,16 +248,18 @@ def run_worker(
     *,
     app: AppSpec | str | None = None,
     config: dict[str, Any] | None = None,
+    budget: RunBudget | None = None,
     extra: dict[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     phase_timeout: float | None = None,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: Callable[[dict[str, str | float]], None] | None = None,  # a progress line: phase, time, details
     env: dict[str, str] | None = None,
     python: str | None = None,
 ) -> RunRecord:
     """Run ``function`` (``"module:attr"``, called with a WorkerContext) in a
     new worker process for ``backend``.  Never raises for worker failures.
-    ``app`` is the command's parsed spec (text from an API caller is parsed here)."""
+    ``app`` is the command's parsed spec (text from an API caller is parsed here); ``budget``
+    this run's share of an evaluation's time budget (the worker's sampling plans with it)."""
     from torchport import backends
     from torchport.app import as_spec
 
@@ -277,6 +279,7 @@ def run_worker(
             "function": function,
             "app": None if app is None else as_spec(app).to_dict(),
             "config": config or {},
+            "budget": None if budget is None else budget.to_dict(),
             "output": output,
             "scratch": scratch,
             **(extra or {}),
@@ -293,6 +296,14 @@ def _interrupted_result(when: str) -> RunRecord:
 
 
 @dataclass
+class RunningPhase:
+    """The phase a supervised process reported last, and when (``time.monotonic()``) it began."""
+
+    phase: str
+    since: float
+
+
+@dataclass
 class Supervised:
     """How a supervised process ended: its exit code (None if it never
     started), and why torchport ended it (None when it ended by itself)."""
@@ -304,7 +315,7 @@ class Supervised:
 
 
 def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_timeout: float | None = None,
-              current: dict[str, Any] | None = None, on_start: Callable[[Any], None] | None = None,
+              current: RunningPhase | None = None, on_start: Callable[[Any], None] | None = None,
               fork_server: ForkServer | None = None, started: float | None = None, **popen: Any) -> Supervised:
     """The one place a torchport process is started, watched, timed out and
     ended: a single-process worker (``run_worker``) and torchrun with its
@@ -312,14 +323,14 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
 
     The process starts in its own session with torchport's markers
     (``start_process``); it is ended, with everything it started, at
-    ``timeout`` seconds, when the phase in ``current`` (``{"phase", "since"}``,
+    ``timeout`` seconds, when the phase in ``current`` (a ``RunningPhase``,
     kept up to date by the caller's reader) runs past ``phase_timeout``, or
     when the command is interrupted; and in every case, once it has ended,
     whatever it left behind goes too (``finish_process``).  A worker forked
     from ``fork_server`` is watched and ended the same way.  ``started``
     (``time.monotonic()``) is when its time began, if before this call."""
     started = time.monotonic() if started is None else started
-    current = current if current is not None else {"phase": "start", "since": started}
+    current = current if current is not None else RunningPhase("start", started)
     try:
         process, worker_id = start_process(command, env, fork_server, **popen)
     except KeyboardInterrupt:
@@ -335,12 +346,12 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
                 stopped_by = INTERRUPTED_MESSAGE
             elif now - started > timeout:
                 timed_out = True
-                stopped_by = (f"timed out after {timeout:g} s (overall --timeout) during phase {current['phase']!r}"
-                              + _before_first_step(current["phase"]))
-            elif phase_timeout and now - current["since"] > phase_timeout:
+                stopped_by = (f"timed out after {timeout:g} s (overall --timeout) during phase {current.phase!r}"
+                              + _before_first_step(current.phase))
+            elif phase_timeout and now - current.since > phase_timeout:
                 timed_out = True
-                stopped_by = (f"timed out: phase {current['phase']!r} ran over {phase_timeout:g} s (per-phase timeout)"
-                              + _before_first_step(current["phase"]))
+                stopped_by = (f"timed out: phase {current.phase!r} ran over {phase_timeout:g} s (per-phase timeout)"
+                              + _before_first_step(current.phase))
             if stopped_by:
                 end_process_tree(process.pid, worker_id)
                 break
@@ -373,7 +384,7 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     env["TORCHPORT_SPAWN_TIME"] = repr(time.time())
     env.update(env_extra or {})
     stderr_path = os.path.join(scratch, "stderr.txt")
-    current: dict[str, Any] = {"phase": "start", "since": started}
+    current = RunningPhase("start", started)
     stdout_tail: deque[str] = deque(maxlen=TAIL_LINES)
     readers: list[threading.Thread] = []
 
@@ -396,11 +407,11 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
     # The process boundary: the worker's JSON becomes a record here.  Keys are
     # set with ``put`` so that result.json keeps them in the order they came.
     result = RunRecord.from_dict(_read_result(output))
-    result.put(wall_s=time.monotonic() - started, exit_code=ended.exit_code, last_phase=current["phase"])
+    result.put(wall_s=time.monotonic() - started, exit_code=ended.exit_code, last_phase=current.phase)
     tail = failures.cap_tail(stderr_text.splitlines())
     if stopped_by == INTERRUPTED_MESSAGE:
         result.put(status=RunStatus.INTERRUPTED, error=ErrorRecord(
-            kind=ErrorKind.INTERRUPTED, message=f"{stopped_by} during phase {current['phase']!r}"))
+            kind=ErrorKind.INTERRUPTED, message=f"{stopped_by} during phase {current.phase!r}"))
     elif stopped_by:
         result.put(status=RunStatus.TIMED_OUT, error=ErrorRecord(kind=ErrorKind.TIMEOUT, message=stopped_by))
     elif ended.exit_code == EXIT_OK and result.status == RunStatus.OK:
@@ -419,7 +430,7 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
         if any("out of memory" in line.lower() for line in tail):
             kind = ErrorKind.OUT_OF_MEMORY
         result.put(status=RunStatus.CRASHED,
-                   error=ErrorRecord(kind=kind, message=f"worker {how} during phase {current['phase']!r}"))
+                   error=ErrorRecord(kind=kind, message=f"worker {how} during phase {current.phase!r}"))
     if result.status != RunStatus.OK:
         result.put(stderr_tail=tail)
         if stdout_tail:
@@ -446,8 +457,8 @@ def _read_progress(process, current, on_progress, stdout_tail) -> None:
                 event = json.loads(line[len(PROGRESS_PREFIX):])
             except json.JSONDecodeError:
                 continue
-            current["phase"] = event.get("phase", current["phase"])
-            current["since"] = time.monotonic()
+            current.phase = event.get("phase", current.phase)
+            current.since = time.monotonic()
             if on_progress is not None:
                 try:
                     on_progress(event)

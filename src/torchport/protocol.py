@@ -27,7 +27,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 from collections.abc import Callable, Iterable
 
 from torchport import stats
@@ -37,6 +37,14 @@ from torchport.engine import BatchStream, StepHooks, batch_signature, build_app,
 from torchport.engine import function_location, seed_everything  # noqa: F401
 from torchport.errors import UserError
 from torchport.limits import INPUT_BOUND_SHARE
+from torchport.records import (
+    EffectiveConfig,
+    MetricValue,
+    Record,
+    SampleBlock,
+    ScenarioSamples,
+    WarmupSamples,
+)
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -79,8 +87,8 @@ class ProtocolConfig:
         return cls(**{k: v for k, v in values.items() if k in known})
 
 
-def config_hash(effective: dict[str, Any]) -> str:
-    canonical = json.dumps(effective, sort_keys=True, separators=(",", ":"))
+def config_hash(effective: EffectiveConfig) -> str:
+    canonical = json.dumps(effective.to_dict(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -107,8 +115,19 @@ class Block:
     def step_s(self) -> float:
         return self.seconds / self.steps
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_record(self) -> SampleBlock:
+        """The block in the result, every field written (None included); built once its phase is over."""
+        return every_field(SampleBlock(self.seconds, self.steps, self.data_wait_s, self.samples, self.tokens,
+                                       self.losses, self.compilations))
+
+
+RecordT = TypeVar("RecordT", bound=Record)
+
+
+def every_field(record: RecordT) -> RecordT:
+    """``record`` written with all its fields, None included, in declaration order (as the worker always wrote)."""
+    record.key_order = record._declared()
+    return record
 
 
 def is_steady(blocks: list[Block], window: int, tolerance: float) -> bool:
@@ -206,7 +225,7 @@ class Scenario:
         return count
 
 
-def read_phase_values(scenario: Scenario, backend: Any, record: dict[str, Any], phase: str) -> None:
+def read_phase_values(scenario: Scenario, backend: Any, record: ScenarioSamples, phase: str) -> None:
     """Read a phase's step values (after its closing snapshot) and record
     exactly what torchport's own reads cost on the backend's counters, so that
     every host sync counted inside a phase is the app's."""
@@ -214,11 +233,12 @@ def read_phase_values(scenario: Scenario, backend: Any, record: dict[str, Any], 
     values = scenario.read_values()
     counters = backend.summarize_counters(before, backend.counters())
     counters.pop("torch_compile", None)  # reading a value compiles nothing under torch.compile
-    record.setdefault("loss_reads", {})[phase] = {"values": values, "counters": counters}
+    record.loss_reads[phase] = {"values": values, "counters": counters}
+    record.put(loss_reads=record.loss_reads)
 
 
 def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
-               record: dict[str, Any], save: Callable[[], None], sampling: Any = None) -> None:
+               record: ScenarioSamples, save: Callable[[], None], sampling: Any = None) -> None:
     """First step, warm-up to steady state, sustained blocks; each recorded as
     soon as it is measured.  A phase's counters cover its own steps only: the
     values are read after its closing snapshot and before the next one."""
@@ -233,14 +253,12 @@ def run_phases(scenario: Scenario, config: ProtocolConfig, backend: Any, progres
     run_warmup_and_sustained(scenario, config, backend, progress, record, save, sampling)
 
 
-def record_first_step(record: dict[str, Any], first: Block, counters: dict[str, Any]) -> None:
-    record["first_step_s"] = first.seconds
-    record["first_step"] = first.as_dict()
-    record["counters"] = {"first_step": counters}
+def record_first_step(record: ScenarioSamples, first: Block, counters: dict[str, Any]) -> None:
+    record.put(first_step_s=first.seconds, first_step=first.as_record(), counters={"first_step": counters})
 
 
 def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend: Any, progress: Callable[..., None],
-                             record: dict[str, Any], save: Callable[[], None], sampling: Any = None) -> None:
+                             record: ScenarioSamples, save: Callable[[], None], sampling: Any = None) -> None:
     """The phases after the first step (which ``record`` already holds):
     script mode measures its first step from hooks, then continues here.
     ``sampling`` (``torchport.sampling``) decides the block lengths and when
@@ -257,17 +275,13 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
         steady = is_steady(warmup, config.steady_window, config.steady_tolerance)
     counters_end = backend.counters()
     read_phase_values(scenario, backend, record, "warmup")
-    record["warmup"] = {
-        "steps": sum(b.steps for b in warmup),
-        "seconds": sum(b.seconds for b in warmup),
-        "steady": steady,
-        "blocks": [b.as_dict() for b in warmup],
-    }
-    record["counters"]["warmup"] = backend.summarize_counters(counters_start, counters_end)
+    record.put(warmup=WarmupSamples(steps=sum(b.steps for b in warmup), seconds=sum(b.seconds for b in warmup),
+                                    steady=steady, blocks=[b.as_record() for b in warmup]))
+    record.counters["warmup"] = backend.summarize_counters(counters_start, counters_end)
     save()
 
     progress(f"{scenario.name}:sustained")
-    block_steps = sampling.block_steps(warmup, record.get("first_step_s", 0.0))
+    block_steps = sampling.block_steps(warmup, record.first_step_s)
     counters_start = backend.counters()
     sustained: list[Block] = []
     stopped_by = None
@@ -277,12 +291,13 @@ def run_warmup_and_sustained(scenario: Scenario, config: ProtocolConfig, backend
     scenario.turn()  # a paired process finishes its last block before our tail work (see torchport.turns)
     counters_end = backend.counters()
     read_phase_values(scenario, backend, record, "sustained")
-    record["sustained"] = {"block_steps": block_steps, "blocks": [b.as_dict() for b in sustained],
-                           **sampling.describe(stopped_by, sustained)}
-    record["counters"]["sustained"] = backend.summarize_counters(counters_start, counters_end)
+    described = sampling.describe(stopped_by, sustained)
+    described.block_steps, described.blocks = block_steps, [b.as_record() for b in sustained]
+    record.put(sustained=every_field(described))
+    record.counters["sustained"] = backend.summarize_counters(counters_start, counters_end)
     compiled = [b.compilations for b in sustained]
-    record["sustained_compilations"] = None if any(c is None for c in compiled) else sum(compiled)
-    record["steps_total"] = scenario.steps_done
+    record.put(sustained_compilations=None if any(c is None for c in compiled) else sum(compiled),
+               steps_total=scenario.steps_done)
     save()
 
 
@@ -302,7 +317,7 @@ def evaluate_job(context: Any) -> None:
     app, model, optimizer = engine.app, engine.model, engine.optimizer
     parameters = engine.parameters
     backend.synchronize()
-    result["phases"]["init_s"] = time.perf_counter() - init_started
+    context.record_phase("init_s", time.perf_counter() - init_started)
 
     cast = engine.cast
     loss_location = engine.loss_location
@@ -320,39 +335,37 @@ def evaluate_job(context: Any) -> None:
 
     from torchport.sampling import from_job
 
-    training_sampling, inference_sampling = from_job(config, context.config, backend.name, context.started,
+    training_sampling, inference_sampling = from_job(config, context.budget, backend.name, context.started,
                                                      config.inference and app.predict is not None)
-    training: dict[str, Any] = {}
-    result["training"] = training
+    training = ScenarioSamples(key_order=())  # written in the order its keys are set
+    result.put(training=training)
     run_phases(Scenario("training", train_step, backend, check_loss, turn), config, backend, context.progress,
                training, context.save, training_sampling)
     stream = engine.stream
-    training["steps_per_epoch"] = stream.steps_per_epoch
-    training["distinct_batch_shapes"] = len(stream.signatures)
-    result["memory"] = backend.memory()
+    training.put(steps_per_epoch=stream.steps_per_epoch, distinct_batch_shapes=len(stream.signatures))
+    result.put(memory=backend.device_memory())
 
-    effective = {
-        "app": context.app_spec.text if context.app_spec else None,
-        "protocol": config.as_dict(),
-        "first_batch": repr(first_batch_signature[0]) if first_batch_signature else None,
-        "parameters": parameters,
-        "parameter_dtype": str(next(model.parameters()).dtype).replace("torch.", "") if parameters else None,
-        "model": type(model).__name__,
-        "optimizer": type(optimizer).__name__,
-        "optimizer_defaults": {k: repr(v) for k, v in sorted(optimizer.defaults.items())},
-    }
-    result["config"] = effective
-    result["config_hash"] = config_hash(effective)
+    effective = EffectiveConfig(key_order=()).put(
+        app=context.app_spec.text if context.app_spec else None,
+        protocol=config.as_dict(),
+        first_batch=repr(first_batch_signature[0]) if first_batch_signature else None,
+        parameters=parameters,
+        parameter_dtype=str(next(model.parameters()).dtype).replace("torch.", "") if parameters else None,
+        model=type(model).__name__,
+        optimizer=type(optimizer).__name__,
+        optimizer_defaults={k: repr(v) for k, v in sorted(optimizer.defaults.items())},
+    )
+    result.put(config=effective, config_hash=config_hash(effective))
 
     if app.metric is not None:
         context.progress("metric")
-        result["metric"] = _measure_metric(app, model, backend, stream, cast)
+        result.put(metric=_measure_metric(app, model, backend, stream, cast))
     context.save()
 
     if config.inference and app.predict is not None:
         engine.optimizer.zero_grad(set_to_none=True)  # the gradients are not needed to time inference: free them
-        result["inference"] = _run_inference(engine, config, context, turn, inference_sampling)
-    result["host_peak_rss_bytes"] = host_peak_rss_bytes()
+        result.put(inference=_run_inference(engine, config, context, turn, inference_sampling))
+    result.put(host_peak_rss_bytes=host_peak_rss_bytes())
 
 
 class EvaluateHooks(StepHooks):
@@ -375,7 +388,7 @@ class EvaluateHooks(StepHooks):
         return batch
 
 
-def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cast: Any) -> dict[str, Any]:
+def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cast: Any) -> MetricValue:
     import torch
 
     from torchport.app import user_error_from
@@ -389,16 +402,16 @@ def _measure_metric(app: Any, model: Any, backend: Any, stream: BatchStream, cas
         raise user_error_from(exc, "the app's metric raised") from None
     finally:
         model.train()
-    return {"name": app.metric_name, "value": float(value), "higher_is_better": app.metric_higher_is_better,
-            "measured_on": "the first batch of the data, after the training run"}
+    return MetricValue(name=app.metric_name, value=float(value), higher_is_better=app.metric_higher_is_better,
+                       measured_on="the first batch of the data, after the training run")
 
 
 def _run_inference(engine: Any, config: ProtocolConfig, context: Any,
-                   turn: Callable[[], None] | None = None, sampling: Any = None) -> dict[str, Any]:
+                   turn: Callable[[], None] | None = None, sampling: Any = None) -> ScenarioSamples:
     import torch
 
     stream = BatchStream(engine.app.data)
-    record: dict[str, Any] = {}
+    record = ScenarioSamples(key_order=())
     counted = EvaluateHooks(engine)
 
     def infer_step() -> tuple[Any, float, int, int | None]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 
-from torchport.records import ErrorKind
+from torchport.records import ErrorKind, RunBudget, SamplingPlan, SustainedSamples
 
 CONFIDENCE = 0.95
 MIN_BLOCKS = 6  # the fewest blocks whose order statistics give a 95% interval of the median
@@ -104,9 +104,9 @@ class FixedSampling:
     def stop(self, sustained: Sequence[Any]) -> str | None:
         return "blocks" if len(sustained) >= self.config.blocks else None
 
-    def describe(self, stopped_by: str | None, sustained: Sequence[Any]) -> dict[str, Any]:
-        return {"stopped_by": stopped_by, "precision": relative_half_width([b.step_s for b in sustained]),
-                "plan": None}
+    def describe(self, stopped_by: str | None, sustained: Sequence[Any]) -> SustainedSamples:
+        """Why sampling stopped, and the precision and plan it had (the caller adds the blocks)."""
+        return SustainedSamples(stopped_by=stopped_by, precision=relative_half_width([b.step_s for b in sustained]))
 
 
 @dataclass
@@ -185,31 +185,32 @@ class BudgetedSampling(FixedSampling):
             return "max_blocks"
         return None
 
-    def describe(self, stopped_by: str | None, sustained: Sequence[Any]) -> dict[str, Any]:
+    def describe(self, stopped_by: str | None, sustained: Sequence[Any]) -> SustainedSamples:
         described = super().describe(stopped_by, sustained)
-        described["plan"] = {"deadline_in_s": round(self.deadline - self.started, 3),
-                             "precision_target": self.precision, "block_steps": self._planned_block_steps,
-                             "warmup_share": WARMUP_SHARE}
+        described.plan = SamplingPlan(deadline_in_s=round(self.deadline - self.started, 3),
+                                      precision_target=self.precision, block_steps=self._planned_block_steps,
+                                      warmup_share=WARMUP_SHARE)
         return described
 
 
-def from_job(config: Any, job_config: dict[str, Any], backend: str, started: float,
+def from_job(config: Any, budget: RunBudget | None, backend: str, started: float,
              has_inference: bool, max_block_factor: int = MAX_BLOCK_FACTOR) -> tuple[FixedSampling, FixedSampling]:
     """The training and inference sampling of one run, from the job's
-    ``budget`` entry (set by the parent's plan; absent: fixed sampling)."""
-    budget = job_config.get("budget")
-    if not budget:
+    ``budget`` (set by the parent's plan; None: fixed sampling)."""
+    if budget is None:
         return FixedSampling(config), FixedSampling(config)
-    deadline = float(budget["deadline"])
+    deadline = budget.deadline
     training_deadline = deadline
     if has_inference:
         training_deadline = deadline - INFERENCE_SHARE * max(0.0, deadline - time.time())
-    share_s = budget.get("share_s")
-    common = dict(precision=budget.get("precision"), backend=backend, budget_s=budget.get("budget_s"),
-                  share_s=share_s, started=started, max_block_factor=max_block_factor,
-                  share_started=deadline - float(share_s) if share_s else None)
-    return (BudgetedSampling(config, training_deadline, reserved_s=deadline - training_deadline, **common),
-            BudgetedSampling(config, deadline, **common))
+    share_s = budget.share_s
+
+    def sampling(until: float, reserved_s: float = 0.0) -> BudgetedSampling:
+        return BudgetedSampling(config, until, precision=budget.precision, backend=backend, budget_s=budget.budget_s,
+                                share_s=share_s, started=started, max_block_factor=max_block_factor,
+                                share_started=deadline - share_s if share_s else None, reserved_s=reserved_s)
+
+    return sampling(training_deadline, reserved_s=deadline - training_deadline), sampling(deadline)
 
 
 def format_duration(seconds: float) -> str:

@@ -7,6 +7,7 @@ summaries are only a cache of them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from torchport.document import result_record
@@ -19,6 +20,7 @@ from torchport.records import (
     Cost,
     CounterRow,
     CounterRun,
+    EffectiveConfig,
     FailureDigest,
     LossAtCommonStep,
     ResultDocument,
@@ -130,7 +132,7 @@ def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary 
     notes += _fallback_notes(trainings[0])
     metrics = [metric for run in runs if (metric := run.metric)]
     summary.metric = (
-        {**metrics[0], "value": median(m["value"] for m in metrics), "runs": len(metrics)}
+        replace(metrics[0], value=median(m.value for m in metrics if m.value is not None), runs=len(metrics))
         if metrics else None
     )
     final_losses = [_last_loss(scenario.measured().blocks[-1]) for scenario in trainings]
@@ -149,20 +151,21 @@ def backend_summary(backend: BackendEntry, input_bound_share: float) -> Summary 
         "sustained_s": median(scenario.measured().seconds() for scenario in trainings)}
     summary.runs_series = [run_series(run, scenario, index) for index, (run, scenario) in enumerate(zip(runs, trainings))]
     summary.config_hash = runs[0].config_hash
-    summary.config = runs[0].config or {}
+    summary.config = runs[0].config or EffectiveConfig(key_order=())  # written as {}
     return summary
 
 
 def training(run: RunRecord) -> ScenarioSamples:
     """The training samples of a successful run (``RunRecord.ok``: it has them)."""
-    if not run.training:
+    samples = scenario_samples(run.training)
+    if samples is None:
         raise ValueError(f"run {run.round} has no training samples")
-    return ScenarioSamples.from_dict(run.training)
+    return samples
 
 
-def scenario_samples(raw: Any) -> ScenarioSamples | None:
-    """A run's raw samples of one scenario, as the worker wrote them, read into their record."""
-    return ScenarioSamples.from_dict(raw) if raw else None
+def scenario_samples(samples: ScenarioSamples | None) -> ScenarioSamples | None:
+    """A run's samples of one scenario, None where it has none."""
+    return samples if samples is not None and samples.holds_samples() else None
 
 
 def _last_loss(block: SampleBlock) -> float:

@@ -26,12 +26,13 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:
     from torchport.app import AppSpec
+    from torchport.records import ErrorRecord, RunBudget, RunRecord, ThreadPools
 
 PROGRESS_PREFIX = "@@torchport "
 # How this process was started: "spawned" (a fresh interpreter) or "forked"
@@ -52,7 +53,9 @@ class WorkerContext:
 
     job: dict[str, Any]
     backend: Any
-    result: dict[str, Any] = field(default_factory=dict)
+    # The run the parent reads back: a job sets its fields (and keys of its own, in ``extra``) with ``put``,
+    # which writes them in the order they were set.
+    result: RunRecord
     # Called before each timed block: a paired benchmark's turn-taking
     # (torchport.turns) when the parent coordinates one, else None.
     take_turn: Callable[[], None] | None = None
@@ -62,6 +65,14 @@ class WorkerContext:
     @property
     def config(self) -> dict[str, Any]:
         return self.job.get("config", {})
+
+    @property
+    def budget(self) -> RunBudget | None:
+        """This run's share of an evaluation's time budget (the parent's plan); None: no budget."""
+        from torchport.records import RunBudget
+
+        entry = self.job.get("budget")
+        return RunBudget.from_dict(entry) if entry else None
 
     @property
     def started(self) -> float:
@@ -76,17 +87,30 @@ class WorkerContext:
         data = self.job.get("app")
         return None if data is None else AppSpec.from_dict(data)
 
-    def progress(self, phase: str, **details: Any) -> None:
+    def progress(self, phase: str, **details: str | float) -> None:
         """Tell the parent which phase is running (it enforces per-phase timeouts)."""
-        if self.memory is not None:
-            self.memory.enter(phase)
-        line = json.dumps({"phase": phase, "time": time.time(), **details})
-        print(PROGRESS_PREFIX + line, flush=True)
+        report_progress(self.memory, phase, **details)
+
+    def record_phase(self, name: str, seconds: float) -> None:
+        """Add one phase's seconds to the run's ``phases``."""
+        phases = self.result.phases
+        if phases is None:
+            self.result.put(phases=(phases := {}))
+        phases[name] = seconds
 
     def save(self) -> None:
+        """Write the result so far (at phase ends: a record's ``to_dict`` is no per-step work)."""
         if self.memory is not None:
-            self.result["host_memory"] = self.memory.record()
-        write_json_atomic(self.job["output"], self.result)
+            self.result.put(host_memory=self.memory.record())
+        write_json_atomic(self.job["output"], self.result.to_dict())
+
+
+def report_progress(memory: Any, phase: str, **details: str | float) -> None:
+    """Tell the parent which phase is running; close the last phase's host-memory peak."""
+    if memory is not None:
+        memory.enter(phase)
+    line = json.dumps({"phase": phase, "time": time.time(), **details})
+    print(PROGRESS_PREFIX + line, flush=True)
 
 
 def write_json_atomic(path: str, document: dict[str, Any]) -> None:
@@ -115,14 +139,14 @@ def _turn_taking() -> Callable[[], None] | None:
     return turns.take_turn if os.environ.get(turns.ENVIRONMENT_VARIABLE) else None
 
 
-def classify_error(exc: BaseException) -> dict[str, Any]:
+def classify_error(exc: BaseException) -> ErrorRecord:
     """Turn an exception into the result's error record (torchport.failures)."""
-    from torchport.failures import record
+    from torchport.failures import error_record
 
-    return record(exc)
+    return error_record(exc)
 
 
-def apply_threads(torch: Any) -> dict[str, Any]:
+def apply_threads(torch: Any) -> ThreadPools:
     """Set torch's thread pools to the parent's decision (``OMP_NUM_THREADS``
     and ``TORCHPORT_INTEROP_THREADS``, see ``torchport.launch.worker_threads``)
     before any torch work; what torch then reports, for the result."""
@@ -143,8 +167,9 @@ def apply_threads(torch: Any) -> dict[str, Any]:
             torch.set_num_interop_threads(asked["inter_op"])
         except RuntimeError:  # the pool had already started: torch keeps the one it has
             pass
-    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
-            "asked": asked or None}
+    from torchport.records import ThreadPools
+
+    return ThreadPools(intra_op=torch.get_num_threads(), inter_op=torch.get_num_interop_threads(), asked=asked or None)
 
 
 def main(argv: list[str]) -> int:
@@ -159,53 +184,60 @@ def main(argv: list[str]) -> int:
     # that must know its device) and to child processes.
     os.environ["TORCHPORT_BACKEND"] = str(job.get("backend"))
     spawned = float(os.environ.get("TORCHPORT_SPAWN_TIME", WORKER_STARTED))
-    result: dict[str, Any] = {"status": "running", "phases": {}}
-    context = WorkerContext(job=job, backend=None, result=result, take_turn=_turn_taking(), memory=PhasePeaks())
-    result["phases"]["process_start_s"] = max(0.0, WORKER_STARTED - spawned)
+    phases = {"process_start_s": max(0.0, WORKER_STARTED - spawned)}
+    memory = PhasePeaks()
+    take_turn = _turn_taking()
+    context: WorkerContext | None = None
     try:
-        context.progress("import")
+        report_progress(memory, "import")
         import_started = time.time()
         import torch
 
         threads = apply_threads(torch)
         from torchport import backends
+        from torchport.records import RunStatus, WorkerInfo
 
+        # The run record starts once the records are imported (with the backends, in the import phase).
+        context = WorkerContext(job=job, backend=None, result=_new_result(phases), take_turn=take_turn, memory=memory)
+        result = context.result
         backend = backends.get(job["backend"])()
         for module in backend.worker_imports():
             importlib.import_module(module)
-        result["worker"] = {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "executable": sys.executable,
-            "pid": os.getpid(),
-            "allocator": {name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
-            "threads": threads,
-            "launch": LAUNCH,
-            "threads_at_start": threads_at_start,
-        }
+        result.put(worker=WorkerInfo(
+            python=sys.version.split()[0], torch=torch.__version__, executable=sys.executable, pid=os.getpid(),
+            allocator={name: value for name, value in os.environ.items() if name.startswith("MALLOC_")},
+            threads=threads, launch=LAUNCH, threads_at_start=threads_at_start))
         context.progress("device")
         backend.setup()
         context.backend = backend
-        result["device"] = backend.device_info()
+        result.put(device=backend.device_info())
         job_function = _resolve(job["function"])
-        result["phases"]["import_s"] = time.time() - import_started + PRELOADED_IMPORT_S
+        phases["import_s"] = time.time() - import_started + PRELOADED_IMPORT_S
         if LAUNCH == "forked":
-            result["phases"]["preloaded_import_s"] = PRELOADED_IMPORT_S
+            phases["preloaded_import_s"] = PRELOADED_IMPORT_S
         context.save()
         job_function(context)
-        result["status"] = "ok"
+        result.put(status=RunStatus.OK)
         context.save()
         return EXIT_OK
     except BaseException as exc:  # everything is reported; the parent decides what it means
-        if isinstance(exc, KeyboardInterrupt):
-            result["status"] = "interrupted"
-        else:
-            result["status"] = "error"
-        result["error"] = classify_error(exc)
+        from torchport.records import RunStatus
+
+        if context is None:  # it failed before the records were imported
+            context = WorkerContext(job=job, backend=None, result=_new_result(phases), memory=memory)
+        error = classify_error(exc)
+        context.result.put(status=RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.ERROR,
+                           error=error)
         context.save()
-        if result["error"].get("traceback"):
-            print(result["error"]["traceback"], file=sys.stderr)
+        if error.traceback:
+            print(error.traceback, file=sys.stderr)
         return EXIT_REPORTED_ERROR
+
+
+def _new_result(phases: dict[str, float]) -> RunRecord:
+    from torchport.records import RunRecord, RunStatus
+
+    return RunRecord(key_order=()).put(status=RunStatus.RUNNING, phases=phases)
 
 
 def _thread_count() -> int | None:

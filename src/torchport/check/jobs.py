@@ -52,8 +52,8 @@ def train_job(context: Any) -> None:
     job = context.job
     work = ensure_folder(job["work_dir"])
     backend = context.backend
-    result = context.result
-    result["deterministic_algorithms"] = set_deterministic(backend)
+    result = context.result  # the job's keys go to the run record's ``extra``
+    result.put(deterministic_algorithms=set_deterministic(backend))
     # The job's JSON read into records once, here.
     runs = [TrainSpec.from_dict(spec) for spec in job["runs"]]
     sources = [CheckpointSource.from_dict(source) for source in job.get("resume", [])]
@@ -61,8 +61,8 @@ def train_job(context: Any) -> None:
     # Seed, then import (the engine's fixed order); every run below is built from here.
     imported = import_app(context.app_spec, runs[0].seed if runs else int(job.get("seed", 0)))
     app = imported.app
-    result["app_has"] = {"predict": app.predict is not None, "metric": app.metric is not None}
-    result["runs"] = {}
+    runs_trained: dict[str, dict] = {}
+    result.put(app_has={"predict": app.predict is not None, "metric": app.metric is not None}, runs=runs_trained)
     for spec in runs:
         context.progress(f"train:{spec.label}")
         if spec.dtype == "float64":
@@ -74,15 +74,16 @@ def train_job(context: Any) -> None:
                 trained = TrainedRun(dtype="float64", error=ErrorRecord.from_dict(failures.record(exc)))
         else:
             trained = train_run(imported, backend, spec, work, context)
-        result["runs"][spec.label] = trained.to_dict()
+        runs_trained[spec.label] = trained.to_dict()
         context.save()
-    result["resumed"] = {}
+    resumed_runs: dict[str, dict] = {}
+    result.put(resumed=resumed_runs)
     for source in sources:
         into = source.into or resume_spec
         assert into is not None, "a resume names the run it resumes into, or the job has a resume_spec"
         context.progress(f"resume:{source.label}->{into.label}")
         resumed = resume_run(imported, backend, into, source, work)
-        result["resumed"].setdefault(into.label, {})[source.label] = resumed.to_dict()
+        resumed_runs.setdefault(into.label, {})[source.label] = resumed.to_dict()
         context.save()
 
 
@@ -238,7 +239,7 @@ def recovery_job(context: Any) -> None:
             run.load_state(state)
             record.not_restored = restore_rng(state["rng"], backend)
             record.resumed_from = ResumedFrom(path=str(latest), step=run.step)
-    context.result.update(record.to_dict())
+    context.result.put(**record.to_dict())
     context.progress("train", pid=os.getpid(), step=run.step)
     with open(job["step_log"], "a", encoding="utf-8") as log:
         while run.step < steps:
@@ -254,7 +255,7 @@ def recovery_job(context: Any) -> None:
     record.outside_state_dict = [item.name for item in record.outside_state]
     record.final_step, record.final_file = run.step, job["final_file"]
     torch.save(run.parameters_cpu(), job["final_file"])
-    context.result.update(record.to_dict())
+    context.result.put(**record.to_dict())
 
 
 def newest_valid_checkpoint(folder: Path) -> tuple[Path | None, list[str]]:
@@ -316,7 +317,7 @@ def ddp_job(context: Any) -> None:
     record.batchnorm_modules = [name for name, module in run.model.named_modules()
                                 if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
     record.batchnorm_lines = {name: submodule_line(run.model, name) for name in record.batchnorm_modules}
-    context.result.update(record.to_dict())
+    context.result.put(**record.to_dict())
     context.save()
     losses = []
     for _ in range(int(job["steps"])):
@@ -343,7 +344,7 @@ def ddp_job(context: Any) -> None:
         # own forward and backward runs, for a divergence's cause.
         context.progress("op sequence")
         record.op_sequence = op_sequence(run)
-    context.result.update(record.to_dict())
+    context.result.put(**record.to_dict())
     if distributed:
         dist.barrier()
         dist.destroy_process_group()

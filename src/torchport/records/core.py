@@ -66,9 +66,200 @@ class ErrorRecord(Record):
 
 
 @dataclass
+class ThreadPools(Record):
+    """torch's thread pools in a worker: what torch reports, and what the parent asked for (None: nothing)."""
+
+    intra_op: int = 0
+    inter_op: int = 0
+    asked: dict[str, int] | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"asked"})
+
+
+@dataclass
+class WorkerInfo(Record):
+    """The worker process of one run: its interpreter, torch, allocator settings and threads."""
+
+    python: str = ""
+    torch: str = ""
+    executable: str = ""
+    pid: int = 0
+    allocator: dict[str, str] = field(default_factory=dict)  # the MALLOC_* variables it ran with
+    threads: ThreadPools | None = None
+    launch: str = ""  # spawned (a fresh interpreter) or forked (from the fork server)
+    threads_at_start: int | None = None  # None where /proc is missing (macOS)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"threads": ThreadPools}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"threads_at_start"})
+
+
+@dataclass
+class EffectiveConfig(Record):
+    """What one evaluate run measured with: the app, the protocol, the first batch, the model and optimizer
+    (script mode: the script, its arguments and optimizers); built with the keys of its mode only.  Its hash (``torchport.protocol.config_hash``) tells whether two runs are comparable."""
+
+    app: str | None = None
+    protocol: dict[str, int | float | str | bool] = field(default_factory=dict)  # ProtocolConfig's fields
+    first_batch: str | None = None
+    parameters: int = 0
+    parameter_dtype: str | None = None
+    model: str = ""
+    optimizer: str = ""
+    optimizer_defaults: dict[str, str] = field(default_factory=dict)  # each value's repr
+    # Script mode's, in place of the app's: the script, its arguments, the optimizers it made.
+    script: str | None = None
+    args: list[str] | None = None
+    optimizers: list[str] | None = None
+    redirect_cuda: bool | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"app", "first_batch", "parameter_dtype"})
+
+
+@dataclass
+class HostMemory(Record):
+    """A run's peak host memory, per phase where the platform can reset the mark (torchport.host_memory)."""
+
+    peak_bytes: int = 0
+    phases: dict[str, int] | None = None
+    method: str = ""
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"phases"})
+
+
+@dataclass
+class MetricValue(Record):
+    """The app's quality metric, measured after training; a summary's is the median over ``runs``."""
+
+    name: str | None = None
+    value: float | None = None
+    higher_is_better: bool = True
+    measured_on: str = ""
+    runs: int | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"name", "value"})
+
+
+@dataclass
+class SamplingPlan(Record):
+    """A budgeted run's sampling plan (torchport.sampling): its deadline, precision target and block length."""
+
+    deadline_in_s: float = 0.0  # from the worker's start
+    precision_target: float | None = None
+    block_steps: int | None = None
+    warmup_share: float = 0.0
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision_target", "block_steps"})
+
+
+# --- the raw samples of a run's scenarios ---------------------------------------------------------
+
+
+@dataclass
+class SampleBlock(Record):
+    """One timed block of a scenario's raw samples: its steps, their time and what they counted."""
+
+    seconds: float = 0.0
+    steps: int = 1
+    data_wait_s: float = 0.0
+    samples: int | None = None
+    tokens: int | None = None
+    losses: list[float] | None = None
+    compilations: int | None = None
+
+
+@dataclass
+class WarmupSamples(Record):
+    steps: int = 0
+    seconds: float = 0.0
+    steady: bool = False
+    blocks: list[SampleBlock] = field(default_factory=list)
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
+
+
+@dataclass
+class SustainedSamples(Record):
+    block_steps: int | None = None
+    blocks: list[SampleBlock] = field(default_factory=list)
+    stopped_by: str | None = None
+    precision: float | None = None
+    plan: SamplingPlan | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"plan": SamplingPlan}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"blocks": SampleBlock}
+
+    def steps(self) -> int:
+        return sum(block.steps for block in self.blocks)
+
+    def seconds(self) -> float:
+        return sum(block.seconds for block in self.blocks)
+
+    def step_times(self) -> list[float]:
+        """Time per step of each block: the samples every statistic is computed from."""
+        return [block.seconds / block.steps for block in self.blocks]
+
+
+@dataclass
+class ScenarioSamples(Record):
+    """The raw samples of one scenario (training, inference) in one run: the
+    worker fills it phase by phase (torchport.protocol), summary.py reads it."""
+
+    first_step_s: float = 0.0
+    first_step: SampleBlock | None = None
+    warmup: WarmupSamples = field(default_factory=WarmupSamples)
+    sustained: SustainedSamples | None = None
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # per phase: the backend's counters
+    loss_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sustained_compilations: int | None = None
+    steps_total: int = 0
+    steps_per_epoch: int | None = None
+    distinct_batch_shapes: int | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"first_step": SampleBlock, "warmup": WarmupSamples,
+                                                   "sustained": SustainedSamples}
+
+    def holds_samples(self) -> bool:
+        """Built in code, or read from a dictionary that was not empty (a run's ``training`` starts empty)."""
+        return self.key_order is None or bool(self.key_order)
+
+    def measured(self) -> SustainedSamples:
+        """The sustained samples of a scenario that has them."""
+        if self.sustained is None:
+            raise ValueError("the scenario has no sustained samples")
+        return self.sustained
+
+    def losses(self) -> list[float]:
+        """Every loss of the run, in step order (first step, warm-up, sustained)."""
+        blocks = [*([self.first_step] if self.first_step else []), *self.warmup.blocks,
+                  *(self.sustained.blocks if self.sustained else [])]
+        return [loss for block in blocks for loss in block.losses or []]
+
+
+@dataclass
+class AutocastRegion(Record):
+    """Script mode: an autocast region a line of the script opened, as asked and as torch set it up."""
+
+    location: str = ""
+    requested_device_type: str | None = None
+    device_type: str | None = None
+    dtype: str = ""
+    enabled: bool = True
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"requested_device_type", "device_type"})
+
+
+@dataclass
+class GradScalerSite(Record):
+    """Script mode: a GradScaler a line of the script made."""
+
+    location: str = ""
+    device: str = ""
+    enabled: bool = True
+
+
+@dataclass
 class RunRecord(Record):
-    """One worker run.  The scenarios (``training``, ``inference``) are the
-    raw samples and stay plain dictionaries: summary.py reads them, nothing else."""
+    """One worker run: what the worker wrote, and how the run ended."""
 
     round: int = 0
     status: RunStatus | str = RunStatus.RUNNING
@@ -78,24 +269,27 @@ class RunRecord(Record):
     last_phase: str | None = None
     stderr_tail: list[str] | None = None
     phases: dict[str, float] | None = None
-    worker: dict[str, Any] | None = None
-    device: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
+    worker: WorkerInfo | None = None
+    device: dict[str, str | int | None] | None = None  # the backend's own names and versions (device_info)
+    config: EffectiveConfig | None = None
     config_hash: str | None = None
-    training: dict[str, Any] | None = None
-    inference: dict[str, Any] | None = None
+    training: ScenarioSamples | None = None
+    inference: ScenarioSamples | None = None
     memory: DeviceMemory | None = None
     host_peak_rss_bytes: int | None = None
-    host_memory: dict[str, Any] | None = None  # peak_bytes, per-phase peaks, method
-    metric: dict[str, Any] | None = None
+    host_memory: HostMemory | None = None
+    metric: MetricValue | None = None
     script: dict[str, Any] | None = None  # script mode: redirects, autocast regions, machine load (torchport.script)
 
-    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory}
+    _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord, "memory": DeviceMemory, "worker": WorkerInfo,
+                                                   "config": EffectiveConfig, "host_memory": HostMemory,
+                                                   "metric": MetricValue, "training": ScenarioSamples,
+                                                   "inference": ScenarioSamples}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
 
     @property
     def ok(self) -> bool:
-        return self.status == RunStatus.OK and bool(self.training)
+        return self.status == RunStatus.OK and self.training is not None and self.training.holds_samples()
 
 
 @dataclass
@@ -252,7 +446,7 @@ class Summary(ScenarioSummary):
     input_bound: bool | None = None
     distinct_batch_shapes: int | None = None
     warmup_recompiling: WarmupRecompiling | None = None
-    metric: dict[str, Any] | None = None
+    metric: MetricValue | None = None
     final_loss: float | None = None
     final_loss_step: int | None = None  # runs stop at different steps: the final loss is at this one
     inference: ScenarioSummary | None = None
@@ -264,10 +458,11 @@ class Summary(ScenarioSummary):
     runs_series: list[RunSeries] | None = None
     # The effective configuration of the first successful run, and its hash.
     config_hash: str | None = None
-    config: dict[str, Any] | None = None
+    config: EffectiveConfig | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"step_time_s": Stat, "inference": ScenarioSummary,
-                                                   "warmup_recompiling": WarmupRecompiling}
+                                                   "warmup_recompiling": WarmupRecompiling, "metric": MetricValue,
+                                                   "config": EffectiveConfig}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"counters": CounterRow, "runs_series": RunSeries,
                                                         "counter_runs": CounterRun}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"tokens_per_s", "epoch_s", "peak_device_memory_bytes", "peak_host_rss_bytes",
@@ -363,6 +558,16 @@ class Check(Record):
 
 
 @dataclass
+class FindingCause(Record):
+    """What the construction line a trace finding was moved to did (a ``trace.findings.CauseKind`` word), and its code."""
+
+    kind: str = ""
+    code: str | None = None
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"code"})
+
+
+@dataclass
 class Finding(Record):
     """One trace finding: a rule, where it fired, and its consequence per target."""
 
@@ -375,12 +580,13 @@ class Finding(Record):
     library_location: str | None = None
     library: str | None = None
     seen_at: list[str] | None = None
-    cause: dict[str, Any] | None = None
+    cause: FindingCause | None = None
     count: int = 0
     per_step: float | None = None
     detail: str = ""
     fix: str = ""
 
+    _records: ClassVar[dict[str, type[Record]]] = {"cause": FindingCause}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"severity": TraceSeverity}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
 
@@ -403,6 +609,19 @@ class OpSupportRow(Record):
 
 
 @dataclass
+class MeasuredOnTarget(Record):
+    """The backend of an evaluation that ran on a trace target: its status, whether it ran, what it stands in for."""
+
+    backend: str = ""
+    status: BackendStatus | str = BackendStatus.PENDING
+    ran: bool = False
+    proxy_for: str | None = None
+
+    _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": BackendStatus}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"proxy_for"})
+
+
+@dataclass
 class TargetVerdict(Record):
     """The trace's verdict on one target: what it counted, and the sentence a report shows."""
 
@@ -416,9 +635,9 @@ class TargetVerdict(Record):
     status: TraceVerdictStatus | str = TraceVerdictStatus.UNKNOWN
     text: str = ""
     scan_findings: list[str] | None = None
-    # evaluate only: the backend of this evaluation that ran on the target (backend, status, ran, proxy_for)
-    measured: dict[str, Any] | None = None
+    measured: MeasuredOnTarget | None = None  # evaluate only
 
+    _records: ClassVar[dict[str, type[Record]]] = {"measured": MeasuredOnTarget}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": TraceVerdictStatus}
 
 

@@ -91,7 +91,7 @@ def memory_markdown(document: ResultDocument) -> list[str]:
     for name, backend in document.backends.items():
         peaks: dict[str, int] = {}
         for run in backend.runs:
-            for phase, value in ((run.host_memory or {}).get("phases") or {}).items():
+            for phase, value in ((run.host_memory.phases if run.host_memory else None) or {}).items():
                 peaks[phase] = max(peaks.get(phase, 0), int(value))
         if peaks:
             rows[name] = peaks

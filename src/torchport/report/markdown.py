@@ -8,7 +8,8 @@ from torchport import stages
 from torchport import formatting as fmt
 from torchport.report.verdict import verdict_line
 from torchport.report import model
-from torchport.records import BackendComparison, BackendEntry, ErrorRecord, FailureDigest, ResultDocument, ScriptSection
+from torchport.records import (BackendComparison, BackendEntry, ErrorRecord, FailureDigest, MetricValue, ResultDocument,
+                               ScriptSection)
 
 # Each stage renders its own section of the report (torchport.stages).
 
@@ -287,8 +288,8 @@ def _common_step_loss(comparison: BackendComparison | None, is_reference: bool) 
             + (f" ({difference:.1%} apart)" if difference is not None else ""))
 
 
-def _metric_text(metric: dict[str, Any] | None) -> str:
-    return f"{fmt.md(metric['name'])} {metric['value']:.4f}" if metric and metric.get("value") is not None else "–"
+def _metric_text(metric: MetricValue | None) -> str:
+    return f"{fmt.md(metric.name)} {metric.value:.4f}" if metric and metric.value is not None else "–"
 
 
 def _stage_markdown(section: str, data: dict[str, Any]) -> str:

@@ -22,7 +22,6 @@ from torchport.records import (
     ParityResult,
     RunRecord,
     RunStatus,
-    ScenarioSamples,
     ScriptCoverage,
     ScriptLine,
     ScriptSection,
@@ -94,7 +93,7 @@ def verdict(backend: BackendEntry) -> ScriptVerdict:
 
 def losses(run: RunRecord) -> list[float]:
     """The run's loss per step, in step order (first step, warm-up, sustained)."""
-    return ScenarioSamples.from_dict(run.training).losses() if run.training else []
+    return run.training.losses() if run.training else []
 
 
 def loss_agreement(backends: dict[str, BackendEntry], reference: str | None) -> LossParity:

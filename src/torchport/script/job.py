@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
@@ -43,7 +44,15 @@ from torchport.protocol import (
     record_first_step,
     run_warmup_and_sustained,
 )
-from torchport.records import DeviceMemory, ErrorKind, MachineLoad, ModelFacts
+from torchport.records import (
+    AutocastRegion,
+    EffectiveConfig,
+    ErrorKind,
+    GradScalerSite,
+    MachineLoad,
+    ModelFacts,
+    ScenarioSamples,
+)
 
 CUDA_HINT = ("the script uses CUDA, which this backend does not have: pass the device in its arguments "
              "(-- --device={device}) or run with --redirect-cuda")
@@ -113,8 +122,8 @@ class ScriptDriver:
         self.samples: int | None = None
         self.first_step_waited = 0.0
         self.compiled_by_script: list[str] = []
-        self.autocasts: dict[str, dict[str, Any]] = {}  # per user line: what autocast region it opened
-        self.scalers: dict[str, dict[str, Any]] = {}  # per user line: the GradScaler made there
+        self.autocasts: dict[str, AutocastRegion] = {}  # per user line: what autocast region it opened
+        self.scalers: dict[str, GradScalerSite] = {}  # per user line: the GradScaler made there
         self.model: Any = None
         self.moves: dict[int, str] = {}  # id(module) -> the user's line that moved it (Module.to)
         self.process_groups: list[str] = []  # where the script created a process group (torchrun's stage)
@@ -161,8 +170,8 @@ class ScriptDriver:
             original_scaler_init(scaler, *args, **kwargs)
             where = _caller_line()
             if where is not None:
-                driver.scalers[where] = {"location": where, "device": str(getattr(scaler, "_device", "?")),
-                                         "enabled": bool(scaler.is_enabled())}
+                driver.scalers[where] = GradScalerSite(location=where, device=str(getattr(scaler, "_device", "?")),
+                                                       enabled=bool(scaler.is_enabled()))
 
         self._patch(GradScaler, "__init__", scaler_init)
 
@@ -196,11 +205,13 @@ class ScriptDriver:
             where = _caller_line()
             if where is not None and where not in driver.autocasts:
                 enabled = bool(getattr(context, "_enabled", True))
-                driver.autocasts[where] = {
-                    "location": where, "requested_device_type": getattr(context, "_torchport_requested", requested),
-                    "device_type": getattr(context, "device", requested),
-                    "dtype": str(getattr(context, "fast_dtype", "")).replace("torch.", "") if enabled else "float32",
-                    "enabled": enabled}
+                asked = getattr(context, "_torchport_requested", requested)
+                device_type = getattr(context, "device", requested)
+                driver.autocasts[where] = AutocastRegion(
+                    location=where, requested_device_type=None if asked is None else str(asked),
+                    device_type=None if device_type is None else str(device_type),
+                    dtype=str(getattr(context, "fast_dtype", "")).replace("torch.", "") if enabled else "float32",
+                    enabled=enabled)
 
         self._patch(autocast_class, "__init__", autocast_init)
 
@@ -373,22 +384,25 @@ def script_job(context: Any) -> None:
     if "WORLD_SIZE" in os.environ and job.get("rank_dir"):  # one rank of a torchrun launch: a result file each
         rank = int(os.environ.get("RANK", "0"))
         job["output"] = str(Path(job["rank_dir"]) / f"rank{rank}.json")
-        result.update({"rank": rank, "world_size": int(os.environ["WORLD_SIZE"])})
+        result.put(rank=rank, world_size=int(os.environ["WORLD_SIZE"]))
     config = ProtocolConfig.from_dict(context.config)
     script = Path(job["script"]).resolve()
     argv = [str(script), *(fill_placeholders(arg, backend) for arg in job.get("script_args", []))]
     os.environ["TORCHPORT_DEVICE"] = str(backend.device)
-    result["script"] = {"path": str(script), "argv": argv[1:], "redirect_cuda": bool(job.get("redirect_cuda")),
-                        "loss_source": "the scalar passed to backward() last before each step boundary"}
+    # What script mode found (RunRecord.script): filled as the script runs.
+    script_facts: dict[str, Any] = {
+        "path": str(script), "argv": argv[1:], "redirect_cuda": bool(job.get("redirect_cuda")),
+        "loss_source": "the scalar passed to backward() last before each step boundary"}
+    result.put(script=script_facts)
     seed_everything(config.seed)
     from torchport.script import usercode
 
     usercode.set_script(str(script))
     usercode.library_roots()  # read the installed distributions now, not inside the script's first step
-    result["script"]["machine_load"] = machine_load().to_dict()
+    script_facts["machine_load"] = machine_load().to_dict()
     driver = ScriptDriver(backend, script)
     redirects = redirect.Redirects(backend, str(script)) if job.get("redirect_cuda") else None
-    outcome: dict[str, Any] = {}
+    outcome = ProtocolOutcome()
     protocol = threading.Thread(target=_measure, args=(driver, config, context, outcome), name="torchport-protocol",
                                 daemon=True)
     driver.install()
@@ -422,36 +436,36 @@ def script_job(context: Any) -> None:
     counters_after = backend.counters()
     if redirects is not None:  # installed last, undone first
         redirects.uninstall()
-        result["script"]["redirects"] = [fired.to_dict() for fired in redirects.fired()]
+        script_facts["redirects"] = [fired.to_dict() for fired in redirects.fired()]
     driver.uninstall()
-    result["script"]["compiled_by_script"] = driver.compiled_by_script
-    result["script"]["autocast"] = list(driver.autocasts.values())
-    result["script"]["process_groups"] = driver.process_groups
-    result["script"]["user_files"] = user_files(script)
-    result["script"]["machine_load"]["end"] = machine_load().start
-    result["script"]["grad_scalers"] = list(driver.scalers.values())
+    script_facts["compiled_by_script"] = driver.compiled_by_script
+    script_facts["autocast"] = list(driver.autocasts.values())
+    script_facts["process_groups"] = driver.process_groups
+    script_facts["user_files"] = user_files(script)
+    script_facts["machine_load"]["end"] = machine_load().start
+    script_facts["grad_scalers"] = list(driver.scalers.values())
     if driver.scalers:
-        result["script"]["loss_source"] = ("the loss passed to GradScaler.scale() (unscaled), else the scalar passed "
+        script_facts["loss_source"] = ("the loss passed to GradScaler.scale() (unscaled), else the scalar passed "
                                            "to backward(), last before each step boundary")
-    result["script"]["optimizers"] = sorted(set(driver.optimizers.values()))
-    result["script"]["steps_seen"] = driver.boundaries
-    result["script"]["stopped_by_torchport"] = stopped
-    result["script"]["ran_s"] = time.perf_counter() - driver.started
+    script_facts["optimizers"] = sorted(set(driver.optimizers.values()))
+    script_facts["steps_seen"] = driver.boundaries
+    script_facts["stopped_by_torchport"] = stopped
+    script_facts["ran_s"] = time.perf_counter() - driver.started
     if driver.first_activity is not None:
-        result["phases"]["init_s"] = driver.first_activity - driver.started
+        context.record_phase("init_s", driver.first_activity - driver.started)
     if script_error is not None:
         error = _with_hint(script_error)
         if driver.boundaries == 0 and isinstance(error, UserError) and argv[1:]:
             # Raised before its first step, often by its own argument parsing: show what it was given.
             error.message = f"{error.message} (its arguments, filled in: {' '.join(argv[1:])[:300]})"
         raise error
-    if outcome.get("error") is not None:
-        raise outcome["error"]
+    if outcome.error is not None:
+        raise outcome.error
     if refused is not None and driver.boundaries == 0:
         raise UserError(f"the script's argument parser refused its arguments: {refused} (arguments after `--` "
                         f"are the script's: {' '.join(argv[1:])[:200] or 'none given'})", location=str(script))
     if driver.boundaries == 0:
-        raise UserError(f"no optimizer step was seen: {driver.ended} after {result['script']['ran_s']:.1f} s "
+        raise UserError(f"no optimizer step was seen: {driver.ended} after {script_facts['ran_s']:.1f} s "
                         f"without calling optimizer.step() (its arguments, filled in: {' '.join(argv[1:])[:300]})",
                         location=str(script))
     if not stopped:
@@ -459,19 +473,17 @@ def script_job(context: Any) -> None:
                         f"(1 + up to {config.max_warmup_steps} warm-up + {config.steps} sustained steps); what was "
                         "measured is kept: give the script more steps or lower --steps/--max-warmup",
                         location=str(script))
-    facts = model_facts(driver.model, driver.moves)
-    result["script"]["model"] = facts.to_dict() if facts else None
-    result["memory"] = backend.memory()
-    result["host_peak_rss_bytes"] = host_peak_rss_bytes()
-    memory = DeviceMemory.from_dict(result["memory"]) if result["memory"] else None
+    model = model_facts(driver.model, driver.moves)
+    script_facts["model"] = model.to_dict() if model else None
+    memory = backend.device_memory()
+    result.put(memory=memory, host_peak_rss_bytes=host_peak_rss_bytes())
     found = evidence.collect(backend, counters_before, counters_after, driver.parameter_devices, memory)
-    result["script"]["evidence"] = found.to_dict()
+    script_facts["evidence"] = found.to_dict()
     parameters = sum(driver.parameters.values())
-    effective = {"script": str(script), "args": job.get("script_args", []), "protocol": config.as_dict(),
-                 "parameters": parameters, "optimizers": result["script"]["optimizers"],
-                 "redirect_cuda": bool(job.get("redirect_cuda"))}
-    result["config"] = effective
-    result["config_hash"] = config_hash(effective)
+    effective = EffectiveConfig(key_order=()).put(
+        script=str(script), args=job.get("script_args", []), protocol=config.as_dict(), parameters=parameters,
+        optimizers=script_facts["optimizers"], redirect_cuda=bool(job.get("redirect_cuda")))
+    result.put(config=effective, config_hash=config_hash(effective))
     if not found.ran_on_device:
         # What was measured is kept in the run, but it is not this backend's: the run is not "ok".
         raise UserError(found.why or "", location=str(script), kind=ErrorKind.NOT_ON_DEVICE)
@@ -565,10 +577,17 @@ def _with_hint(error: BaseException) -> BaseException:
     return user_error_from(error, "the script raised")
 
 
-def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome: dict[str, Any]) -> None:
+@dataclass
+class ProtocolOutcome:
+    """What the protocol thread hands the script's thread: the error that ended it, if one did."""
+
+    error: BaseException | None = None
+
+
+def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome: ProtocolOutcome) -> None:
     """The protocol thread: first step from the hooks, then warm-up and sustained blocks."""
     backend = driver.backend
-    record: dict[str, Any] = {}
+    record = ScenarioSamples(key_order=())  # written in the order its keys are set
     try:
         counters_start = backend.counters()
         driver.wait_first_step()
@@ -579,7 +598,7 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
                       [float(driver.last_loss)] if driver.last_loss is not None else None,
                       backend.new_compilations(counters_start, backend.counters()))
         record_first_step(record, first, backend.summarize_counters(counters_start, backend.counters()))
-        context.result["training"] = record
+        context.result.put(training=record)
         context.save()
 
         def check_loss(value: float, step: int) -> None:
@@ -595,13 +614,13 @@ def _measure(driver: ScriptDriver, config: ProtocolConfig, context: Any, outcome
 
         # With a time budget the parent's plan gives this run a deadline (the job's "budget" entry).  Never
         # more sustained blocks than configured: a script whose loop held the fixed protocol still does.
-        sampling, _ = from_job(config, context.config, backend.name, context.started, has_inference=False,
+        sampling, _ = from_job(config, context.budget, backend.name, context.started, has_inference=False,
                                max_block_factor=1)
         run_warmup_and_sustained(scenario, config, backend, context.progress, record, context.save, sampling)
     except ScriptEnded:
         pass  # the script's thread reports why
     except BaseException as exc:
-        outcome["error"] = exc
+        outcome.error = exc
     finally:
         driver.stop()
 
@@ -625,6 +644,7 @@ class ScriptTracer:
         self.index = 0
         self._step_context: Any = None
         self.model_seen = False
+        self.boundary_optimizer: int | None = None  # id() of the first optimizer stepped: its steps are the boundaries
 
     def begin_step(self) -> None:
         self.index += 1
@@ -658,7 +678,7 @@ def script_trace_job(context: Any) -> None:
     trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
                              "phase_locations": {phase: str(script) for phase in ("data", "forward", "loss", "backward",
                                                                                   "optimizer")}}
-    context.result["trace"] = trace
+    context.result.put(trace=trace)
 
     def checkpoint() -> None:
         snapshot = traced.tracer.snapshot()
@@ -667,7 +687,6 @@ def script_trace_job(context: Any) -> None:
         context.save()
 
     traced = ScriptTracer(steps, checkpoint)
-    boundary: dict[str, Any] = {"optimizer": None}
     handles = []
 
     def on_forward(module: Any, inputs: Any) -> None:
@@ -682,9 +701,9 @@ def script_trace_job(context: Any) -> None:
             traced.tracer.module_started(module, inputs)
 
     def on_pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if boundary["optimizer"] is None:
-            boundary["optimizer"] = id(optimizer)
-        if id(optimizer) == boundary["optimizer"] and traced.index:
+        if traced.boundary_optimizer is None:
+            traced.boundary_optimizer = id(optimizer)
+        if id(optimizer) == traced.boundary_optimizer and traced.index:
             traced.end_step()
             snapshot = traced.tracer.snapshot()
             snapshot.pop("activation_bytes", None)
@@ -744,7 +763,7 @@ def script_trace_job(context: Any) -> None:
         pass
     finally:
         coverage = linecoverage.stop(lines, steps)
-        context.result["script_coverage"] = coverage.to_dict() if coverage else None
+        context.result.put(script_coverage=coverage.to_dict() if coverage else None)
         traced.end_step()
         for handle in handles:
             handle.remove()

@@ -21,7 +21,7 @@ from typing import Any
 from torchport.check.distributed import launch, launch_failure
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import BackendStatus, RunRecord, RunStatus, ScenarioSamples, ScriptDistributed, TorchrunRank
+from torchport.records import BackendStatus, RunRecord, RunStatus, ScriptDistributed, TorchrunRank
 from torchport.stats import median
 
 NPROC = 2
@@ -91,7 +91,7 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
     section.torchrun_s = launched["wall_s"]
     for rank, result in sorted(launched["ranks"].items()):
         run = RunRecord.from_dict(result)  # a rank's result, as its worker wrote it
-        sustained = ScenarioSamples.from_dict(run.training).sustained if run.training else None
+        sustained = run.training.sustained if run.training else None
         blocks = sustained.blocks if sustained else []
         section.ranks[str(rank)] = TorchrunRank(
             status=run.status if "status" in result else None,

@@ -36,7 +36,7 @@ SIZE_GUARD = "size mismatch"
 
 def _phases(run: RunRecord) -> dict[str, DynamoCounts]:
     """The Dynamo counts of each phase of a run that has them (the run's raw samples, read as written)."""
-    counters = (run.training or {}).get("counters") or {}
+    counters = run.training.counters if run.training else {}
     found = {}
     for phase in PHASES:
         dynamo = (counters.get(phase) or {}).get("torch_compile") or {}
@@ -46,9 +46,10 @@ def _phases(run: RunRecord) -> dict[str, DynamoCounts]:
 
 
 def _steps(run: RunRecord) -> int:
-    training = run.training or {}
-    sustained = sum(block.get("steps", 0) for block in (training.get("sustained") or {}).get("blocks", []))
-    return 1 + int((training.get("warmup") or {}).get("steps") or 0) + sustained
+    training = run.training
+    if training is None:
+        return 1
+    return 1 + training.warmup.steps + (training.sustained.steps() if training.sustained else 0)
 
 
 def _judge(finding: Finding, breaks: list[GraphBreak], recompiles: list[RecompileCause],
@@ -99,7 +100,7 @@ def compare_with_torch_compile(section: TraceSection | dict[str, Any],
         breaks = [site for dynamo in phases.values() for site in dynamo.graph_break_sites]
         recompiles = [item for dynamo in phases.values() for item in dynamo.recompilation_causes]
         logged = all(dynamo.graph_breaks is not None for dynamo in phases.values())
-        shapes_met = (run.training or {}).get("distinct_batch_shapes")
+        shapes_met = run.training.distinct_batch_shapes if run.training else None
         judged = []
         for finding in findings:
             verdict, evidence = _judge(finding, breaks, recompiles, shapes_met) if logged else (

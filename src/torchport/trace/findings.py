@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from torchport import glossary
-from torchport.records import (BatchSignature, ConstructionSite, ContractNote, DataScan, Finding, HostSyncCall, OpKernels,
+from torchport.records import (BatchSignature, ConstructionSite, ContractNote, DataScan, Finding, FindingCause,
+                               HostSyncCall, OpKernels,
                                TraceConstruction, TracedOp, TraceSection, TraceSeverity, VaryingDim, Vocabulary,
                                WorkerTrace)
 
@@ -51,7 +52,7 @@ class RuleId(Vocabulary):
 
 
 class CauseKind(Vocabulary):
-    """What the construction line a finding was moved to did (``Finding.cause["kind"]``)."""
+    """What the construction line a finding was moved to did (``Finding.cause.kind``)."""
 
     DATA_LOADER = "data-loader"
     MODEL_DTYPE = "model-dtype"
@@ -188,7 +189,7 @@ def make_finding(rule: Rule, location: str | None, count: int, steps: int, detai
     built = Finding(id=rule.id, rule=rule.name, title=rule.title, severity=TraceSeverity(severity),
                     targets={target: TraceSeverity(value) for target, value in affected.items()}, location=location,
                     count=count, per_step=round(count / steps, 3) if steps else None, detail=detail, fix=rule.fix,
-                    cause={"kind": cause.kind, "code": cause.code} if cause else None,
+                    cause=FindingCause(kind=cause.kind, code=cause.code) if cause else None,
                     seen_at=list(cause.seen_at) if cause else None,
                     library_location=library, library=_library_name(library), extra=extra)
     built.key_order = FINDING_KEYS + tuple(extra) + moved + in_library

@@ -78,7 +78,7 @@ def _trace_app(context: Any, api_calls: DeviceApiRecorder) -> None:
     trace: dict[str, Any] = {"steps_requested": steps, "steps_done": 0, "step_batches": [], "torch": torch.__version__,
                              "until_repeated": until_repeated or None, "stopped": None,
                              "device_apis": api_calls.calls}
-    context.result["trace"] = trace
+    context.result.put(trace=trace)
 
     context.progress("trace:init")
     # Construction is traced too: the lines that built the model, set dtypes

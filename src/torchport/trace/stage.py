@@ -19,7 +19,8 @@ from torchport.sampling import format_duration
 from torchport.trace.analysis import trace_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.records import AppScan, BackendEntry, BackendStatus, ScanHit, TraceSection, TraceVerdictStatus
+from torchport.records import (AppScan, BackendEntry, BackendStatus, MeasuredOnTarget, ScanHit, TraceSection,
+                               TraceVerdictStatus)
 from torchport.trace.verdict import compare_with_xla, verdicts
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ def reconcile(section: TraceSection, backends: dict[str, BackendEntry]) -> None:
             continue
         ran = status == BackendStatus.OK and backend.summary is not None
         proxy = f", a proxy for {backend.proxy_for}" if backend.proxy_for else ""
-        verdict.measured = {"backend": name, "status": status, "ran": ran, "proxy_for": backend.proxy_for}
+        verdict.measured = MeasuredOnTarget(backend=name, status=status, ran=ran, proxy_for=backend.proxy_for)
         if ran and verdict.status == TraceVerdictStatus.BLOCKED:
             verdict.text = f"ran on the {name} backend{proxy} (measured; it outranks the trace's prediction: {verdict.text})"
         elif not ran and verdict.status != TraceVerdictStatus.BLOCKED:
