@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
-from torchport import failures, processes
+from torchport import compile_cache, failures, processes
 from torchport.forkserver import ForkServer
 from torchport.limits import DEFAULT_TIMEOUT_S, TAIL_LINES
 from torchport.records import ErrorKind, ErrorRecord, RunBudget, RunRecord, RunStatus
@@ -312,6 +312,8 @@ class Supervised:
     stopped_by: str | None
     wall_s: float
     timed_out: bool = False
+    # Kernel libraries it left half-written in inductor's cache, removed (compile_cache).
+    removed_from_cache: tuple[str, ...] = ()
 
 
 def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_timeout: float | None = None,
@@ -330,6 +332,7 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
     from ``fork_server`` is watched and ended the same way.  ``started``
     (``time.monotonic()``) is when its time began, if before this call."""
     started = time.monotonic() if started is None else started
+    wall_started = time.time() - (time.monotonic() - started)
     current = current if current is not None else RunningPhase("start", started)
     try:
         process, worker_id = start_process(command, env, fork_server, **popen)
@@ -365,7 +368,10 @@ def supervise(command: list[str], env: dict[str, str], *, timeout: float, phase_
     # Whatever the process started and left behind (compile or data-loader
     # processes, torchrun's ranks, also those that called setsid) goes with it.
     finish_process(process, worker_id)
-    return Supervised(process.returncode, stopped_by, time.monotonic() - started, timed_out)
+    removed: tuple[str, ...] = ()
+    if stopped_by or (process.returncode is not None and process.returncode < 0):
+        removed = tuple(str(path) for path in compile_cache.remove_unfinished(env, wall_started))
+    return Supervised(process.returncode, stopped_by, time.monotonic() - started, timed_out, removed)
 
 
 def _before_first_step(phase: str) -> str:
@@ -431,6 +437,11 @@ def _supervise(python, job_path, output, scratch, timeout, phase_timeout, on_pro
             kind = ErrorKind.OUT_OF_MEMORY
         result.put(status=RunStatus.CRASHED,
                    error=ErrorRecord(kind=kind, message=f"worker {how} during phase {current.phase!r}"))
+    if ended.removed_from_cache and result.error is not None:
+        result.error.message += (f"; removed {len(ended.removed_from_cache)} kernel librar"
+                                 f"{'y' if len(ended.removed_from_cache) == 1 else 'ies'} it left half-written in "
+                                 f"inductor's cache ({ended.removed_from_cache[0]}), which would fail every later "
+                                 "compile of the same graph")
     if result.status != RunStatus.OK:
         result.put(stderr_tail=tail)
         if stdout_tail:

@@ -1,0 +1,93 @@
+"""Inductor's on-disk cache, after a process torchport ended.
+
+A compiled worker killed while the C++ compiler writes a kernel library leaves the
+file cut short in inductor's cache.  Every later compile of the same graph, by
+torchport or by the user, then fails to load it ("file too short") until someone
+deletes it.  torchport ends workers on timeouts and on Ctrl-C, so it removes the
+libraries such a worker left unfinished.
+
+A library counts as unfinished when it is not a whole ELF file: shorter than its
+own header says (the section and program header tables lie at the offsets the
+header names).  Only files written since the process started are read.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import struct
+import tempfile
+from pathlib import Path
+
+_ELF_MAGIC = b"\x7fELF"
+_HEADER_BYTES = 64  # a 64-bit ELF header; a 32-bit one is shorter
+
+
+def cache_folder(env: dict[str, str] | None = None) -> Path:
+    """Where inductor keeps its cache for a process run with ``env``: as
+    ``torch._inductor.runtime.cache_dir_utils.cache_dir`` decides it, without
+    importing torch."""
+    chosen = (os.environ if env is None else env).get("TORCHINDUCTOR_CACHE_DIR")
+    if chosen:
+        return Path(chosen).absolute()
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}"
+    return Path(tempfile.gettempdir()) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
+def is_whole_library(path: Path) -> bool:
+    """Whether ``path`` holds a complete ELF shared library."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(_HEADER_BYTES)
+            size = os.fstat(handle.fileno()).st_size
+    except OSError:
+        return True  # gone or unreadable: not ours to judge
+    if len(header) < 52 or header[:4] != _ELF_MAGIC:
+        return False
+    is_64 = header[4] == 2
+    order = "<" if header[5] == 1 else ">"
+    if is_64:
+        if len(header) < _HEADER_BYTES:
+            return False
+        phoff, shoff = struct.unpack_from(order + "QQ", header, 32)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", header, 54)
+    else:
+        phoff, shoff = struct.unpack_from(order + "II", header, 28)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", header, 42)
+    return size >= max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+
+
+def unfinished_libraries(folder: Path, since: float) -> list[Path]:
+    """Kernel libraries under ``folder`` written at or after ``since`` (a
+    ``time.time()``) that are not whole."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for root, _, files in os.walk(folder):
+        for name in files:
+            if not name.endswith(".so"):
+                continue
+            path = Path(root) / name
+            try:
+                written = path.stat().st_mtime
+            except OSError:
+                continue
+            if written >= since and not is_whole_library(path):
+                found.append(path)
+    return sorted(found)
+
+
+def remove_unfinished(env: dict[str, str] | None, since: float) -> list[Path]:
+    """Delete the unfinished kernel libraries a process run with ``env`` since
+    ``since`` left in inductor's cache; the paths deleted."""
+    removed = []
+    for path in unfinished_libraries(cache_folder(env), since):
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
