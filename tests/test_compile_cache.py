@@ -92,3 +92,26 @@ def test_a_process_that_ends_by_itself_leaves_the_cache_alone(tmp_path):
     ended = supervise([sys.executable, "-c", writer], env, timeout=60)
     assert ended.exit_code == 0 and ended.removed_from_cache == ()
     assert library.exists()
+
+
+def test_a_library_another_process_is_still_writing_is_kept(tmp_path):
+    library = tmp_path / "cache" / "xy" / "cxy.so"
+    library.parent.mkdir(parents=True)
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        handle = open({str(library)!r}, "wb")
+        handle.write(b"\\x7fELF")
+        handle.flush()
+        print("open", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "open"
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+        assert compile_cache.unfinished_libraries(tmp_path / "cache", since=0) == [library]
+        assert compile_cache.remove_unfinished(env, since=0) == []
+        assert library.exists()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert compile_cache.remove_unfinished(env, since=0) == [library]

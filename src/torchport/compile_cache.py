@@ -8,7 +8,9 @@ libraries such a worker left unfinished.
 
 A library counts as unfinished when it is not a whole ELF file: shorter than its
 own header says (the section and program header tables lie at the offsets the
-header names).  Only files written since the process started are read.
+header names).  Only files written since the process started are read, and one
+that a live process holds open (another worker's linker still writing it, when
+stages compile side by side) is left alone.
 """
 from __future__ import annotations
 
@@ -80,11 +82,31 @@ def unfinished_libraries(folder: Path, since: float) -> list[Path]:
     return sorted(found)
 
 
+def _held_open(paths: list[Path]) -> set[str]:
+    """Which of ``paths`` some live process has open."""
+    import psutil  # a torchport dependency; imported here since worker environments may lack it
+
+    wanted = {str(path) for path in paths}
+    held: set[str] = set()
+    for process in psutil.process_iter():
+        try:
+            held.update(wanted.intersection(opened.path for opened in process.open_files()))
+        except (psutil.Error, OSError):
+            continue
+    return held
+
+
 def remove_unfinished(env: dict[str, str] | None, since: float) -> list[Path]:
     """Delete the unfinished kernel libraries a process run with ``env`` since
-    ``since`` left in inductor's cache; the paths deleted."""
+    ``since`` left in inductor's cache and nobody has open; the paths deleted."""
+    unfinished = unfinished_libraries(cache_folder(env), since)
+    if not unfinished:
+        return []
+    held = _held_open(unfinished)
     removed = []
-    for path in unfinished_libraries(cache_folder(env), since):
+    for path in unfinished:
+        if str(path) in held:
+            continue
         try:
             path.unlink()
         except OSError:
