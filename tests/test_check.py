@@ -178,7 +178,7 @@ def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path)
     options = EvaluationOptions(app="builtin:classifier", backends=["cpu"], repeats=1, out_dir=tmp_path,
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False),
                                 stages=[evaluate_stage])
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     validate(document)
     names = [(c["name"], c.get("backend") or c.get("pair"), c["status"]) for c in document["checks"]["checks"]]
     assert names == [("determinism", "cpu", "pass"), ("checkpoint", "cpu -> cpu", "pass"), ("pipeline", "cpu", "pass")]

@@ -267,7 +267,7 @@ def test_xla_prediction_counts_the_graph_cut_of_a_host_read(tmp_path, xla_enviro
     options = EvaluationOptions(app=str(app), backends=["xla"], repeats=1, out_dir=tmp_path,
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False),
                                 stages=[evaluate_stage], command=["pytest"])
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     assert document["backends"]["xla"]["status"] == "ok", document["backends"]["xla"].get("error")
     (sync,) = [f for f in document["trace"]["findings"] if f["id"] == "TR101"]
     assert sync["location"] == line_of("planted_host_read.py", "# planted")
@@ -286,7 +286,7 @@ def test_evaluate_carries_scans_findings_for_the_apps_own_files(tmp_path):
     options = EvaluationOptions(app=str(APPS / "planted_autocast_cuda.py"), backends=["cpu"], repeats=1,
                                 out_dir=tmp_path, stages=[evaluate_stage], command=["pytest"],
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
-    trace = Evaluation(options).run()["trace"]
+    trace = Evaluation(options).run().to_dict()["trace"]
     scanned = trace["app_scan"]
     assert scanned["files"] == [str(APPS / "planted_autocast_cuda.py"), str(APPS / "planted_common.py")]
     line = line_of("planted_autocast_cuda.py", "# planted")
@@ -344,7 +344,7 @@ def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_
     options = EvaluationOptions(app=str(APPS / "planted_autocast_cast.py"), backends=["cpu", "cpu-compile"],
                                 repeats=1, out_dir=tmp_path, stages=[evaluate_stage],
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     validate(document)
     assert {name: backend["status"] for name, backend in document["backends"].items()} == \
         {"cpu": "ok", "cpu-compile": "ok"}
@@ -365,7 +365,7 @@ def test_a_measured_xla_run_outranks_the_trace_prediction(tmp_path, xla_environm
     options = EvaluationOptions(app=str(APPS / "planted_sparse_embedding.py"), backends=["xla"], repeats=1,
                                 out_dir=tmp_path, stages=[evaluate_stage], command=["pytest"],
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     backend = document["backends"]["xla"]
     verdict = document["trace"]["verdicts"]["xla"]
     assert verdict["measured"]["backend"] == "xla" and verdict["measured"]["status"] == backend["status"]

@@ -114,8 +114,8 @@ def test_a_planted_apps_device_apis_are_found_at_run_time_and_merged_with_scan()
     assert {(call["id"], call["location"]) for call in section["device_apis"]} == expected
     # Without evaluate's scan, the run-time findings alone keep every non-CUDA target from "runs as is".
     assert all("runs as is" not in section["verdicts"][t]["text"] for t in ("tpu", "xla", "mps"))
-    assert "TP201 CUDA autocast at" in "\n".join(terminal_lines(section))
-    assert "Device-typed APIs seen at run time" in markdown(section)
+    assert "TP201 CUDA autocast at" in "\n".join(terminal_lines(TraceSection.from_dict(section)))
+    assert "Device-typed APIs seen at run time" in markdown(TraceSection.from_dict(section))
     typed = TraceSection.from_dict(section)  # evaluate attaches scan to the section's record
     attach_scan(typed, app)
     section = typed.to_dict()

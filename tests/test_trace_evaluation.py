@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from torchport.records import TracedEvaluation
+from torchport.records import TracedEvaluation, TraceSection
 from torchport.trace.analysis import build_section, evaluation_summary, validate_targets
 from torchport.trace.report import markdown, terminal_lines
 from torchport.trace.tracer import OpTracer
@@ -115,6 +115,6 @@ def test_a_scripts_evaluation_and_sampling_at_iteration_0_are_reported_apart():
     assert not step_lines & only_evaluation
     assert {f["location"] for f in evaluating["findings"] if f["id"] == "TR101"} == {
         f"{SCRIPT}:{_line(SCRIPT, '# training log read')}"}
-    text = "\n".join(terminal_lines(evaluating))
+    text = "\n".join(terminal_lines(TraceSection.from_dict(evaluating)))
     assert f"evaluation/sampling in the first iterations: {evaluation['op_calls']} ops" in text
-    assert "not counted in the step" in markdown(evaluating)
+    assert "not counted in the step" in markdown(TraceSection.from_dict(evaluating))

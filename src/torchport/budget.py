@@ -46,7 +46,7 @@ from typing import Any
 
 from torchport.errors import UserError
 from torchport.planning import Deadline, RunFigures, StageCost, StageFigures, StagePlan, StagesPlan
-from torchport.records import (BackendBudget, BackendEntry, BudgetRecord, ErrorKind, ErrorRecord, RunBudget, RunRecord,
+from torchport.records import (BackendEntry, BudgetBackend, BudgetSection, ErrorKind, ErrorRecord, RunBudget, RunRecord,
                                RunStatus, Summary)
 
 DEFAULT_BUDGET_S = 15 * 60.0
@@ -341,8 +341,8 @@ class BudgetPlan(Deadline):
         return overall, {name: min(value, overall) for name, value in per_backend.items()}
 
     # ---- the report ------------------------------------------------------------------------
-    def record(self, measured: dict[str, BackendEntry]) -> BudgetRecord:
-        """``document["budget"]``: what the budget bought, per backend, and what it could not.
+    def record(self, measured: dict[str, BackendEntry]) -> BudgetSection:
+        """The document's ``budget``: what the budget bought, per backend, and what it could not.
         The precision is judged against a target only when the user asked for
         one (``--budget`` or ``--precision``); otherwise it is only stated."""
         target = self.precision if self.explicit else None
@@ -352,14 +352,14 @@ class BudgetPlan(Deadline):
             reached = precision_of(entry.summary if entry else None)
             runs = entry.runs if entry else []
             stopped = [((run.training or {}).get("sustained") or {}).get("stopped_by") for run in runs]
-            backends[name] = BackendBudget(
+            backends[name] = BudgetBackend(
                 runs=len(runs),
                 precision_reached=reached,
                 target_met=None if reached is None or target is None else reached <= target,
                 shares_s=[round(share, 1) for share in self.shares.get(name, [])],
                 stopped_by=stopped,
             )
-        return BudgetRecord(budget_s=self.budget_s, explicit=self.explicit, precision_target=target,
+        return BudgetSection(budget_s=self.budget_s, explicit=self.explicit, precision_target=target,
                             adaptive=self.adaptive, elapsed_s=round(self.elapsed_s(), 1),
                             backends=backends, stages=dict(self.stage_sizes),
                             could_not=[*self._could_not_runs.values(), *self.could_not])

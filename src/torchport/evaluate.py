@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
-from torchport.document import new_document, read_document
+from torchport.document import new_document, read_document, result_record
 from torchport.environment import git_state
 from torchport import stages as stage_registry
 from torchport.app import AppSpec, as_spec, parse_user_file, preflight
@@ -29,7 +29,8 @@ from torchport.planning import StagesPlan
 from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import BackendEntry, BackendStatus, DocumentStatus, ErrorRecord, RunStatus
+from torchport.records import (AppRecord, BackendEntry, BackendStatus, DocumentStatus, ErrorRecord, ResultDocument, RunStatus,
+                               StageError)
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
@@ -112,13 +113,12 @@ def default_out_dir(app: AppSpec | str | None) -> Path:
     return RESULTS_ROOT / f"{name}-{stamp}"
 
 
-def app_record(app: AppSpec | str | None) -> dict[str, Any]:
+def app_record(app: AppSpec | str | None) -> AppRecord:
     spec = as_spec(app)
-    record: dict[str, Any] = {"spec": spec.text, "file": None, "git_commit": None, "git_dirty": None}
-    if spec.file is not None:
-        record["file"] = str(spec.file.resolve())
-        record["git_commit"], record["git_dirty"] = git_state(spec.file.resolve())
-    return record
+    if spec.file is None:
+        return AppRecord(spec=spec.text)
+    commit, dirty = git_state(spec.file.resolve())
+    return AppRecord(spec=spec.text, file=str(spec.file.resolve()), git_commit=commit, git_dirty=dirty)
 
 
 class Evaluation:
@@ -144,12 +144,13 @@ class Evaluation:
         }
         if options.script is not None:
             config["script"] = {"args": list(options.script_args), "redirect_cuda": options.redirect_cuda}
-            record = {"spec": f"script:{options.script}", "file": str(options.script.resolve()), "kind": "script",
-                      **dict(zip(("git_commit", "git_dirty"), git_state(options.script.resolve())))}
+            commit, dirty = git_state(options.script.resolve())
+            record = AppRecord(spec=f"script:{options.script}", file=str(options.script.resolve()), kind="script",
+                               git_commit=commit, git_dirty=dirty)
         else:
             record = app_record(self.spec)
         self.document = new_document(options.command, record, config)
-        self.document["prices"] = options.prices.to_dict()
+        self.document.put(prices=options.prices.to_dict())
         self.backends: dict[str, BackendEntry] = {}
         self.budget: BudgetPlan | None = None  # made once the runnable backends are known
 
@@ -162,7 +163,7 @@ class Evaluation:
             return None
         from torchport.report.html import render as render_html
 
-        saved = summary.refresh(read_document(self.result_path))
+        saved = summary.refresh(result_record(read_document(self.result_path)))
         path = self.out_dir / "report.md"
         results.write_text_atomic(path, render(saved))
         results.write_text_atomic(self.out_dir / "report.html", render_html(saved))
@@ -173,13 +174,12 @@ class Evaluation:
 
     def save(self) -> None:
         summary.refresh_backends(self.backends, self.document)
-        # The one place the backends become the document's plain JSON.
-        self.document["backends"] = {name: entry.to_dict() for name, entry in self.backends.items()}
+        self.document.put(backends=dict(self.backends))
         if self.budget is not None:
-            self.document["budget"] = self.budget.record(self.backends).to_dict()
+            self.document.put(budget=self.budget.record(self.backends))
         results.write_atomic(self.result_path, self.document)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> ResultDocument:
         document = self.document
         runnable = []
         for name in self.names:
@@ -198,10 +198,10 @@ class Evaluation:
             if available.available:
                 runnable.append(name)
         reference = self.options.reference if self.options.reference in runnable else (runnable[0] if runnable else None)
-        document["reference"] = reference
+        document.put(reference=reference)
         if reference != self.options.reference:
-            document["reference_note"] = (f"requested reference {self.options.reference!r} did not run here; "
-                                          f"comparing with {reference!r} instead")
+            document.put(reference_note=f"requested reference {self.options.reference!r} did not run here; "
+                                        f"comparing with {reference!r} instead")
         if self.options.budget_s is not None and runnable:
             from torchport import stages as stage_registry
             from torchport.budget import BudgetPlan
@@ -218,37 +218,32 @@ class Evaluation:
             if self.options.script is not None:
                 from torchport.script.crossref import cross_reference
 
-                document["script"] = cross_reference(self.options.script.resolve(), self.backends,
-                                                     document["reference"]).to_dict()
+                document.put(script=cross_reference(self.options.script.resolve(), self.backends, document.reference))
                 self.save()
             stage_options = self.options
             if self.budget is not None and self.options.stages:
-                stage_options = planned(self.options, self.budget.plan_stages(document["reference"], document["backends"],
+                stage_options = planned(self.options, self.budget.plan_stages(document.reference, document.backends,
                                                                               self.options.timeout_s))
                 self._eta([])
             self._run_stages(stage_options)
             if self.options.script is not None and stage_options.stages:
-                from torchport.records import ScriptCoverage, ScriptDistributed
                 from torchport.script.crossref import cross_reference
 
                 # The stages add run-time evidence: the torchrun ranks' redirects (a DDP branch runs only
                 # there) and the untimed pass's line coverage ("not executed" is decided by it).
-                distributed, coverage = document.get("script_distributed"), document.get("script_coverage")
-                document["script"] = cross_reference(
-                    self.options.script.resolve(), self.backends, document["reference"],
-                    ScriptDistributed.from_dict(distributed).ranks if distributed else None,
-                    ScriptCoverage.from_dict(coverage) if coverage else None).to_dict()
+                distributed = document.script_distributed
+                document.put(script=cross_reference(
+                    self.options.script.resolve(), self.backends, document.reference,
+                    distributed.ranks if distributed else None, document.script_coverage))
         except UserError as exc:
-            document["status"] = DocumentStatus.FAILED.value
-            document["status_reason"] = exc.one_line()
+            document.put(status=DocumentStatus.FAILED, status_reason=exc.one_line())
             self.save()
             raise
         except KeyboardInterrupt:
-            document["status"] = DocumentStatus.INTERRUPTED.value
-            document["status_reason"] = f"interrupted ({interrupted_by()})"
+            document.put(status=DocumentStatus.INTERRUPTED, status_reason=f"interrupted ({interrupted_by()})")
             self.save()
             raise
-        document["status"] = DocumentStatus.COMPLETE.value
+        document.put(status=DocumentStatus.COMPLETE)
         self.save()
         return document
 
@@ -278,8 +273,8 @@ class Evaluation:
         for name, error in zip(names, errors):
             if error is not None:
                 line, _ = failures.first_line(getattr(error, "message", None) or f"{type(error).__name__}: {error}")
-                self.document.setdefault("stage_errors", []).append(
-                    {"stage": name, "message": line, "location": getattr(error, "location", None)})
+                self.document.put(stage_errors=[*self.document.stage_errors, StageError(
+                    stage=name, message=line, location=getattr(error, "location", None))])
         self.save()
 
     def _run_rounds(self, runnable: list[str]) -> None:
@@ -288,7 +283,7 @@ class Evaluation:
         after one run; any other backend's failure is that backend's result,
         and the others keep all their repeats."""
         backends = self.backends
-        reference = self.document["reference"]
+        reference = self.document.reference
         order = sorted(runnable, key=lambda name: name != reference)
         for round_index in range(self.options.repeats):
             for position, name in enumerate(order):
@@ -348,7 +343,7 @@ class Evaluation:
         becomes the reference, which the result says.  When none ran and the
         reference's failure is the script's own, it is the script's bug."""
         backends = self.backends
-        reference = self.document["reference"]
+        reference = self.document.reference
         if reference is None or any(run.status == RunStatus.OK for run in backends[reference].runs):
             return
         error = backends[reference].error
@@ -357,11 +352,11 @@ class Evaluation:
             if error is not None and failures.is_app_failure(error):
                 raise AppFailed(error.message or "the script failed", location=error.location, kind=error.kind)
             return
-        self.document["reference"] = ran[0]
+        self.document.put(reference=ran[0])
         what = f"{error.kind}: {error.message}" if error is not None else "no result: "
         note = f"the reference {reference} did not run the script ({what}); comparing with {ran[0]} instead"
-        previous = self.document.get("reference_note")
-        self.document["reference_note"] = f"{previous}; {note}" if previous else note
+        previous = self.document.reference_note
+        self.document.put(reference_note=f"{previous}; {note}" if previous else note)
 
     def _eta(self, active: list[str], running: str | None = None) -> None:
         """Tell the display how long the plan still expects (overall and per backend)."""

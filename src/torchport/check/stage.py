@@ -22,7 +22,7 @@ from torchport.app import AppSpec
 from torchport.check.runner import REFERENCE, CheckOptions, check_section
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.planning import StageFigures, StagePlan
-from torchport.records import BackendEntry, BackendStatus, ChecksConfig, ChecksSection
+from torchport.records import BackendStatus, ChecksConfig, ChecksSection, ResultDocument
 from torchport.sampling import format_duration
 
 STAGE_STEPS = 6
@@ -121,10 +121,10 @@ class ChecksCost:
 COST = ChecksCost()
 
 
-def _step_times(document: dict[str, Any]) -> dict[str, tuple[float, float, str]]:
+def _step_times(document: ResultDocument) -> dict[str, tuple[float, float, str]]:
     found = {}
-    for name, backend in document.get("backends", {}).items():
-        summary = BackendEntry.from_dict(backend).summary
+    for name, backend in document.backends.items():
+        summary = backend.summary
         median = summary.step_time_s.median if summary and summary.step_time_s else None
         if summary and median:
             share = summary.data_wait_share or 0.0
@@ -156,14 +156,14 @@ class CheckStageOptions:
                    pipeline_per_round=getattr(options, "check_pipeline_per_round", None) or pipeline.PER_ROUND)
 
 
-def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
-    """Run the stage's checks on the backends that ran OK; set ``document["checks"]``."""
+def evaluate_stage(document: ResultDocument, options: Any, out_dir: Path) -> None:
+    """Run the stage's checks on the backends that ran OK; set the document's ``checks``."""
     stage = CheckStageOptions.from_evaluation(options)
-    names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == BackendStatus.OK]
+    names = [name for name, backend in document.backends.items() if backend.status == BackendStatus.OK]
     if not names:
         nothing = ChecksSection(key_order=()).put(checks=[], config=ChecksConfig(key_order=()).put(checks=list(stage.checks)),
                                                   note="no backend finished its evaluation runs: nothing to check")
-        document["checks"] = nothing.to_dict()
+        document.put(checks=nothing)
         return
     check_options = CheckOptions(
         app=stage.app,
@@ -187,4 +187,4 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     section.note = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps{sized}; outputs "
                     "from training step 1, no metric). "
                     "`torchport check` adds crash recovery and distributed training.")
-    document["checks"] = section.to_dict()
+    document.put(checks=section)

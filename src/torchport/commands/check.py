@@ -118,6 +118,7 @@ def terminal_table(section: dict) -> Any:
 def run(args: argparse.Namespace) -> int:
     from torchport import output
     from torchport.check.report import markdown
+    from torchport.records import ChecksSection
     from torchport.check.runner import exit_status, run_checks, validate
     from torchport.errors import UserError
     from torchport.launch import cancelled
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if chosen == "json":
         output.emit(args, json.dumps(strict_json(section), indent=1, default=str))
     elif chosen == "md":
-        output.emit(args, markdown(section))
+        output.emit(args, markdown(ChecksSection.from_dict(section)))
     else:
         # At a narrow width the figures go first: the status and its reason are the answer.
         output.print_or_emit(args, output.fit_table(terminal_table(section), output.text_width(),

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchport.records import ErrorKind, RunRecord, RunStatus
+from torchport.records import ErrorKind, ResultDocument, RunRecord, RunStatus
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -122,7 +122,6 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from torchport import output
-    from torchport.document import result_record
     from torchport.errors import OutputError
     from torchport.evaluate import Evaluation
     from torchport.progress import Progress
@@ -170,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
                     elif data["round"] + 1 == state.get("repeats", 1):
                         # The backend's last run: its answer now, not only in the table at the end.
                         progress.note(verdict_line(data["backend"], evaluation.backends[data["backend"]],
-                                                   evaluation.document.get("reference")))
+                                                   evaluation.document.reference))
 
             evaluation.on_event = on_event
             document = evaluation.run()
@@ -193,26 +192,26 @@ def run(args: argparse.Namespace) -> int:
     elif chosen in ("md", "html"):
         output.emit(args, report_path.with_suffix(f".{chosen}").read_text(encoding="utf-8"))
     else:
-        print_summary(result_record(document))
+        print_summary(document)
         print(f"result: {evaluation.result_path}\nreport: {report_path}")
     return exit_status(document)
 
 
-def _print_failure_details(document: dict[str, Any]) -> None:
+def _print_failure_details(document: ResultDocument) -> None:
     """--debug: each failed run's whole error (traceback, stderr tail), beyond the one line."""
-    for name, backend in document["backends"].items():
-        for run in backend["runs"]:
-            error = run.get("error")
-            if run.get("status") == RunStatus.OK or not error:
+    for name, backend in document.backends.items():
+        for run in backend.runs:
+            error = run.error
+            if run.status == RunStatus.OK or not error:
                 continue
-            print(f"--- {name}, round {run.get('round', 0) + 1}: {error.get('kind')}: {error.get('message')}", file=sys.stderr)
-            for text in (error.get("traceback"), "\n".join(run.get("stderr_tail") or [])):
+            print(f"--- {name}, round {(run.round or 0) + 1}: {error.kind}: {error.message}", file=sys.stderr)
+            for text in (error.traceback, "\n".join(run.stderr_tail or [])):
                 if text:
                     print(text, file=sys.stderr)
 
 
-def exit_status(document: dict[str, Any]) -> int:
+def exit_status(document: ResultDocument) -> int:
     """0 when the reference produced a result (other backends failing is a
     result too), 1 when it did not."""
-    reference = document["backends"].get(document.get("reference") or "")
-    return 0 if reference and reference.get("summary") else 1
+    reference = document.backends.get(document.reference or "")
+    return 0 if reference and reference.summary else 1

@@ -121,6 +121,7 @@ from torchport.records.core import (  # noqa: F401
     WarmupRecompiling,
 )
 from torchport.records.document import (  # noqa: F401
+    AppRecord,
     BudgetBackend,
     BudgetSection,
     ConfigConsistency,
@@ -129,13 +130,12 @@ from torchport.records.document import (  # noqa: F401
     ScenarioSamples,
     StageError,
     SustainedSamples,
+    ToolRecord,
     WarmupSamples,
 )
 from torchport.records.runtime import (  # noqa: F401
     Accelerator,
-    BackendBudget,
     BackendDescription,
-    BudgetRecord,
     EnvironmentPins,
     EnvManifest,
     EnvState,
@@ -286,6 +286,7 @@ __all__ = [
     "VaryingDim",
     "WarmupRecompiling",
     # document
+    "AppRecord",
     "BudgetBackend",
     "BudgetSection",
     "ConfigConsistency",
@@ -294,12 +295,11 @@ __all__ = [
     "ScenarioSamples",
     "StageError",
     "SustainedSamples",
+    "ToolRecord",
     "WarmupSamples",
     # runtime
     "Accelerator",
-    "BackendBudget",
     "BackendDescription",
-    "BudgetRecord",
     "EnvironmentPins",
     "EnvManifest",
     "EnvState",

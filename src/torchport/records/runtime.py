@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from torchport.records.base import Record, TraceVerdictStatus, Vocabulary
 
@@ -134,35 +134,6 @@ class RunBudget(Record):
     precision: float | None = None
 
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision"})
-
-
-@dataclass
-class BackendBudget(Record):
-    """What the budget bought one backend: its runs, their shares, and the precision reached."""
-
-    runs: int = 0
-    precision_reached: float | None = None
-    target_met: bool | None = None  # None: no target asked for, or nothing measured
-    shares_s: list[float] = field(default_factory=list)
-    stopped_by: list[str | None] = field(default_factory=list)  # per run: what ended its sampling
-
-    _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision_reached", "target_met"})
-
-
-@dataclass
-class BudgetRecord(Record):
-    budget_s: float = 0.0
-    explicit: bool = False
-    precision_target: float | None = None
-    adaptive: bool = False
-    elapsed_s: float | None = None
-    backends: dict[str, BackendBudget] = field(default_factory=dict)
-    # The time left when the stages were sized, each sized stage's own figures, and its workers' timeout.
-    stages: dict[str, Any] = field(default_factory=dict)
-    could_not: list[str] = field(default_factory=list)
-
-    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BackendBudget}
-    _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision_target"})
 
 
 # What a backend says about itself (``torchport backends``, ``torchport info``, and each result's backend entry).

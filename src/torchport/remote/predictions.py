@@ -53,7 +53,7 @@ def prediction_table(results: list[tuple[str, dict[str, Any]]]) -> PredictionTab
             if backend == "xla" and runs:
                 from torchport.trace.verdict import compare_with_xla
 
-                detail = compare_with_xla(section, document)
+                detail = compare_with_xla(section, {backend: record})
                 if detail is not None:
                     row.counts = PredictedCounts(
                         agrees=detail.agrees, disagreements=detail.disagreements,

@@ -29,7 +29,7 @@ from torchport import output
 from torchport.errors import UserError
 from torchport.limits import TAIL_LINE_CHARS, TAIL_LINES
 from torchport.remote import predictions, remote_scripts, ship
-from torchport.records import RemoteFacts, TargetRow, TargetStatus, TargetTimings, TraceSection
+from torchport.records import ChecksSection, RemoteFacts, TargetRow, TargetStatus, TargetTimings, TraceSection
 from torchport.remote.targets import Target, clean_line, parse_target, ssh_cause, ssh_command
 
 KIND = "torchport-targets"
@@ -730,7 +730,7 @@ def _section_markdown(command: str, section: Any) -> str:
         return trace_markdown(TraceSection.from_dict(section))
     from torchport.check.report import markdown as check_markdown
 
-    return check_markdown(section)
+    return check_markdown(ChecksSection.from_dict(section))
 
 
 def print_targets(rows: list[TargetRow]) -> None:

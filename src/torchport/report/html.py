@@ -248,18 +248,18 @@ def _budget_section(document: ResultDocument, parts: model.Sections) -> list[str
 
 def render(document: ResultDocument) -> str:
     """The HTML report of one result document (statistics already refreshed)."""
-    app, env, config = document.app, document.environment, document.config
+    env, config = document.environment, document.config
     reference = document.reference
     parts = model.sections(document)
     measured = parts.measured
     charted = {_label(name, b.proxy_for): b.measured() for name, b in measured.items()}
     body = [
-        f"<h1>torchport evaluation: {esc(cap(app['spec'], 300))}</h1>",
+        f"<h1>torchport evaluation: {esc(cap(document.app_spec, 300))}</h1>",
         f'<p class="meta">Status <b>{esc(document.status)}</b>'
         + (f" ({esc(cap(document.status_reason))})" if document.status_reason else "")
-        + f" · {esc(document.updated)} · torchport {esc(document.tool['version'])} · torch {esc(env.get('torch'))}"
-        f" · Python {esc(env.get('python'))} · {esc(env.get('cpu'))} ({esc(env.get('cpu_count'))} cores)"
-        f" · host {esc(env.get('hostname'))}</p>",
+        + f" · {esc(document.updated)} · torchport {esc(document.tool.version)} · torch {esc(env.torch)}"
+        f" · Python {esc(env.python)} · {esc(env.cpu)} ({esc(env.cpu_count)} cores)"
+        f" · host {esc(env.hostname)}</p>",
         f'<p class="meta">dtype {esc(config["dtype"])}, seed {esc(config["seed"])}, {esc(config["steps"])} sustained steps '
         f'in {esc(config["blocks"])} blocks, warm-up bound {esc(config["max_warmup_steps"])}, {esc(config.get("repeats", 1))} '
         f"fresh process(es) per backend. Reference: {esc(reference)}. A difference is called only when the 95% "
@@ -365,7 +365,7 @@ def render(document: ResultDocument) -> str:
           fmt.worker_environment(b)] for name, b in parts.backends.items()])]
     body.append('<p class="meta">The result document is embedded in this file '
                 '(<code>script#torchport-result</code>, JSON).</p>')
-    return page(f"torchport evaluation: {app['spec']}", body, document.to_dict(), "torchport-result")
+    return page(f"torchport evaluation: {document.app_spec}", body, document.to_dict(), "torchport-result")
 
 
 # --- a comparison ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from torchport.sampling import format_duration
 from torchport.trace.analysis import trace_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.records import AppScan, BackendEntry, BackendStatus, ScanHit, TraceSection, TraceVerdictStatus
+from torchport.records import AppScan, BackendEntry, BackendStatus, ResultDocument, ScanHit, TraceSection, TraceVerdictStatus
 from torchport.trace.verdict import compare_with_xla, verdicts
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def reconcile(section: TraceSection, backends: dict[str, BackendEntry]) -> None:
             verdict.text += f"; measured on the {name} backend{proxy}: {'ran' if ran else status}, as predicted"
 
 
-def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
+def evaluate_stage(document: ResultDocument, options: Any, out_dir: Path) -> None:
     from torchport.app import as_spec
     from torchport.launch import run_worker
     from torchport.trace.analysis import TRACE_JOB, validate_targets
@@ -197,15 +197,10 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
                      timeout=stage.timeout_s)
     section = trace_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     attach_scan(section, spec.file)
-    reconcile(section, {name: BackendEntry.from_dict(raw) for name, raw in (document.get("backends") or {}).items()})
-    section.xla_comparison = compare_with_xla(section, document)
-    section.put(torch_compile_comparison=compare_with_torch_compile(section, document))
-    write_section(document, section)
-
-
-def write_section(document: dict[str, Any], section: TraceSection) -> None:
-    """The section into the result document: where an evaluation's section becomes its dictionary."""
-    document["trace"] = section.to_dict()
+    reconcile(section, document.backends)
+    section.xla_comparison = compare_with_xla(section, document.backends)
+    section.put(torch_compile_comparison=compare_with_torch_compile(section, document.backends))
+    document.put(trace=section)
 
 
 __all__ = ["evaluate_stage", "TraceStageOptions", "DEFAULT_STEPS"]
