@@ -42,11 +42,10 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from torchport.errors import UserError
 from torchport.planning import Deadline, RunFigures, StageCost, StageFigures, StagePlan, StagesPlan
-from torchport.records import (BackendEntry, BudgetBackend, BudgetSection, ErrorKind, ErrorRecord, RunBudget, RunRecord,
+from torchport.records import (BackendEntry, BudgetBackend, BudgetSection, BudgetStages, ErrorKind, ErrorRecord, RunBudget, RunRecord,
                                RunStatus, Summary)
 
 DEFAULT_BUDGET_S = 15 * 60.0
@@ -105,7 +104,7 @@ class BudgetPlan(Deadline):
     shares: dict[str, list[float]] = field(default_factory=dict)
     could_not: list[str] = field(default_factory=list)
     _could_not_runs: dict[str, str] = field(default_factory=dict)  # backend -> why it got no further run
-    stage_sizes: dict[str, Any] = field(default_factory=dict)
+    stage_sizes: BudgetStages = field(default_factory=BudgetStages)
     stage_estimate_s: float | None = None  # set by plan_stages: what the stages that run should take
     stage_reserve_s: float = 0.0
     _in_flight: tuple[str, float, float] | None = None  # backend, started, share
@@ -277,9 +276,9 @@ class BudgetPlan(Deadline):
             taken += plan.needs_s
             if plan.could_not:
                 self.could_not.append(plan.could_not)
-        self.stage_sizes = {"time_left_s": round(left, 1),
-                            **{name: plan.sizes for name, plan in plans.items() if plan.sizes is not None},
-                            "timeout_s": round(worker_timeout_s, 1)}
+        self.stage_sizes = BudgetStages(key_order=()).put(
+            time_left_s=round(left, 1), **{name: plan.sizes for name, plan in plans.items() if plan.sizes is not None},
+            timeout_s=round(worker_timeout_s, 1))
         # What the stages that run are expected to take: the ETA counts it down while they run, instead
         # of reading 0.
         self.stage_estimate_s = min(left, taken)
@@ -361,7 +360,7 @@ class BudgetPlan(Deadline):
             )
         return BudgetSection(budget_s=self.budget_s, explicit=self.explicit, precision_target=target,
                             adaptive=self.adaptive, elapsed_s=round(self.elapsed_s(), 1),
-                            backends=backends, stages=dict(self.stage_sizes),
+                            backends=backends, stages=self.stage_sizes,
                             could_not=[*self._could_not_runs.values(), *self.could_not])
 
 

@@ -22,7 +22,7 @@ from torchport.app import AppSpec
 from torchport.check.runner import REFERENCE, CheckOptions, check_section
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.planning import StageFigures, StagePlan
-from torchport.records import BackendStatus, ChecksConfig, ChecksSection, ResultDocument
+from torchport.records import BackendStatus, ChecksConfig, ChecksSection, ResultDocument, StageSize
 from torchport.sampling import format_duration
 
 STAGE_STEPS = 6
@@ -92,7 +92,7 @@ class ChecksCost:
         return self.seconds(figures, MIN_STEPS, MIN_PIPELINE_PER_ROUND)
 
     def plan(self, figures: StageFigures, room_s: float, worker_timeout_s: float) -> StagePlan:
-        settings: dict[str, Any] = {"check_budget_s": worker_timeout_s}
+        settings: dict[str, float] = {"check_budget_s": worker_timeout_s}
         if not figures.backends:
             return StagePlan(settings=settings)
         choices = [(steps, pipeline.PER_ROUND) for steps in range(STAGE_STEPS, MIN_STEPS - 1, -1)]
@@ -104,11 +104,11 @@ class ChecksCost:
         settings.update(check_steps=steps, check_pipeline_per_round=per_round)
         slowest = max(figures.backends.values(), key=lambda run: run.step_s or 0.0)
         fits = needs_s <= room_s
-        sizes = {"steps": steps, "bounds": [MIN_STEPS, STAGE_STEPS], "pipeline_steps_per_round": per_round,
-                 "step_s": slowest.step_s, "needs_s": round(needs_s, 1), "fits": fits,
-                 "why": f"{room_s:.0f} s left for it; its runs (a float64 reference, a resume from "
-                        f"each checkpoint, the pipeline's timed steps) need about "
-                        f"{format_duration(needs_s)} at the measured step times"}
+        sizes = StageSize(key_order=()).put(
+            steps=steps, bounds=[MIN_STEPS, STAGE_STEPS], pipeline_steps_per_round=per_round, step_s=slowest.step_s,
+            needs_s=round(needs_s, 1), fits=fits,
+            why=f"{room_s:.0f} s left for it; its runs (a float64 reference, a resume from each checkpoint, the "
+                f"pipeline's timed steps) need about {format_duration(needs_s)} at the measured step times")
         could_not = None if fits else (
             f"checks: not run: even {steps} steps, with {per_round} timed pipeline "
             f"step{'s' if per_round != 1 else ''} a round, need about "

@@ -146,6 +146,36 @@ class BudgetBackend(Record):
 
 
 @dataclass
+class StageSize(Record):
+    """How the budget sized one stage, or checked it against the time left: its steps (and their bounds
+    where it was sized), the measured step time it was sized by, what it needs, whether it fits and why.
+    Built with ``put`` in the order its stage gives."""
+
+    steps: int | None = None
+    bounds: list[int] | None = None
+    pipeline_steps_per_round: int | None = None
+    step_s: float | None = None
+    startup_s: float | None = None
+    needs_s: float | None = None
+    fits: bool = False
+    why: str = ""
+
+
+@dataclass
+class BudgetStages(Record):
+    """The budget's ``stages``: the time left when the stages were sized, each stage's ``StageSize`` under
+    the stage's name (keys this record does not declare), and the stage workers' timeout."""
+
+    time_left_s: float | None = None
+    timeout_s: float | None = None
+
+    def sized(self) -> dict[str, StageSize]:
+        """The stages sized by (or checked against) the budget, as built or as read."""
+        sizes = {name: StageSize.from_dict(size) if isinstance(size, dict) else size for name, size in self.extra.items()}
+        return {name: size for name, size in sizes.items() if isinstance(size, StageSize) and size.fits}
+
+
+@dataclass
 class BudgetSection(Record):
     """The document's ``budget``: the budget, what it bought per backend, the stages it sized, what it could not buy."""
 
@@ -155,15 +185,12 @@ class BudgetSection(Record):
     adaptive: bool = False
     elapsed_s: float | None = None
     backends: dict[str, BudgetBackend] = field(default_factory=dict)
-    stages: dict[str, Any] = field(default_factory=dict)  # stage -> its size (steps, bounds, fits, why)
+    stages: BudgetStages = field(default_factory=BudgetStages)
     could_not: list[str] = field(default_factory=list)
 
+    _records: ClassVar[dict[str, type[Record]]] = {"stages": BudgetStages}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BudgetBackend}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision_target"})
-
-    def sized_stages(self) -> dict[str, dict[str, Any]]:
-        """The stages sized by (or checked against) the budget."""
-        return {name: size for name, size in self.stages.items() if isinstance(size, dict) and size.get("fits")}
 
 
 @dataclass

@@ -19,7 +19,8 @@ from torchport.sampling import format_duration
 from torchport.trace.analysis import trace_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.records import AppScan, BackendEntry, BackendStatus, ResultDocument, ScanHit, TraceSection, TraceVerdictStatus
+from torchport.records import (AppScan, BackendEntry, BackendStatus, ResultDocument, ScanHit, StageSize, TraceSection,
+                               TraceVerdictStatus)
 from torchport.trace.verdict import compare_with_xla, verdicts
 
 if TYPE_CHECKING:
@@ -81,10 +82,10 @@ class TraceCost:
         fit = int((room_s - cpu.overhead_s) / (TRACE_STEP_FACTOR * cpu.step_s)) if room_s > cpu.overhead_s else 0
         steps = min(max(fit, REPEATED), EVALUATE_STEPS)
         fits = fit >= REPEATED
-        sizes = {"steps": steps, "bounds": [REPEATED, EVALUATE_STEPS], "step_s": cpu.step_s,
-                 "startup_s": round(cpu.overhead_s, 1), "fits": fits,
-                 "why": f"{room_s:.0f} s left for it, a traced step about {TRACE_STEP_FACTOR:g}x the "
-                        f"measured {cpu.step_s:.3g} s"}
+        sizes = StageSize(key_order=()).put(
+            steps=steps, bounds=[REPEATED, EVALUATE_STEPS], step_s=cpu.step_s, startup_s=round(cpu.overhead_s, 1),
+            fits=fits, why=f"{room_s:.0f} s left for it, a traced step about {TRACE_STEP_FACTOR:g}x the "
+                           f"measured {cpu.step_s:.3g} s")
         could_not = None if fits else (
             f"trace: not run: its minimum of {steps} steps needs about "
             f"{format_duration(self.seconds(cpu, steps))} (start-up "
