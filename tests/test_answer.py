@@ -195,5 +195,5 @@ def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluatio
     from torchport.check.runner import exit_status
 
     assert ", 1 borderline," in checks_markdown(ChecksSection.from_dict(document["checks"]))
-    assert exit_status({"checks": [borderline]}) == 0
-    assert exit_status({"checks": [borderline, {**borderline, "status": "fail"}]}) == 1
+    assert exit_status(ChecksSection.from_dict({"checks": [borderline]})) == 0
+    assert exit_status(ChecksSection.from_dict({"checks": [borderline, {**borderline, "status": "fail"}]})) == 1

@@ -28,7 +28,7 @@ def echo_check(monkeypatch):
 def test_a_worker_check_runs_from_the_table(echo_check, tmp_path):
     options = runner.CheckOptions(app="builtin:classifier", backends=["cpu"], only=(echo_check,), steps=7,
                                   work_dir=tmp_path)
-    section = runner.run_checks(options)
+    section = runner.check_section(options).to_dict()
     (check,) = section["checks"]
     assert check == {"name": "steps-echo", "backend": "cpu", "status": "pass", "figures": {"steps": 7},
                      "reason": "ran with 7 steps in steps-echo-cpu"}

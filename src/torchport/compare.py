@@ -25,6 +25,7 @@ from torchport.records import (
     BackendStatus,
     CheckOutcomes,
     CheckStatus,
+    ComparedEnvironment,
     ComparedMachine,
     ComparisonDocument,
     ComparisonEntry,
@@ -311,24 +312,24 @@ def environment_differences(sources: list[Source]) -> list[EnvironmentDifference
     """The environment fields whose value is not the same on every machine."""
     rows = []
     for field_name in ENVIRONMENT_FIELDS:
-        values = {s.machine: _environment_text(_environment_fields(s.document.environment)[field_name], field_name)
+        values = {s.machine: _environment_text(getattr(_environment_fields(s.document.environment), field_name), field_name)
                   for s in sources}
         if len(set(values.values())) > 1:
             rows.append(EnvironmentDifference(field=field_name, values=values))
     return rows
 
 
-def _environment_fields(environment: MachineEnvironment) -> dict[str, Any]:
+def _environment_fields(environment: MachineEnvironment) -> ComparedEnvironment:
     """The fields that change a figure, as the document wrote them (None: not written)."""
     written = environment.to_dict()
-    return {name: written.get(name) for name in ENVIRONMENT_FIELDS}
+    return ComparedEnvironment.from_dict({name: written.get(name) for name in ENVIRONMENT_FIELDS})
 
 
 def _environment_text(value: Any, field_name: str) -> str:
     if value is None:
         return "n/a"
     if field_name == "accelerators":
-        return ", ".join(str(a.get("name") or a.get("type")) for a in value) or "none"
+        return ", ".join(a.name or a.type for a in value) or "none"
     if field_name == "memory_bytes":
         from torchport.formatting import size
 

@@ -29,8 +29,8 @@ from torchport.planning import StagesPlan
 from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import (AppRecord, BackendEntry, BackendStatus, DocumentStatus, ErrorRecord, ResultDocument, RunStatus,
-                               StageError)
+from torchport.records import (AppRecord, BackendEntry, BackendStatus, DocumentStatus, ErrorRecord, ResultDocument, RunRecord,
+                               RunStatus, StageError)
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
@@ -121,15 +121,37 @@ def app_record(app: AppSpec | str | None) -> AppRecord:
     return AppRecord(spec=spec.text, file=str(spec.file.resolve()), git_commit=commit, git_dirty=dirty)
 
 
+@dataclass(frozen=True)
+class EvaluationEvent:
+    """What the evaluation tells its display, by ``kind``: ``plan`` (the runnable
+    ``backends``, ``repeats``, the result's ``path``); ``start`` and ``done`` of
+    one run (``backend``, ``round``; done: its ``run``); ``progress`` (the
+    worker's ``phase``); ``stage`` (the stages' names); ``eta`` (``seconds``
+    left overall, ``per_backend``, the ``running`` backend)."""
+
+    kind: str
+    backend: str = ""
+    round: int = 0
+    phase: str | None = None  # None: the worker has not named one
+    run: RunRecord | None = None
+    backends: list[str] = field(default_factory=list)
+    repeats: int = 1
+    path: str = ""
+    stage: str = ""
+    seconds: float = 0.0
+    per_backend: dict[str, float] = field(default_factory=dict)
+    running: str | None = None
+
+
 class Evaluation:
     """One evaluation in progress: the document, where it is written, and the
     runs still to do.  Each backend is a BackendEntry (``backends``); the
     document's ``backends`` are written from them at each save."""
 
-    def __init__(self, options: EvaluationOptions, on_event: Callable[[str, dict[str, Any]], None] | None = None):
+    def __init__(self, options: EvaluationOptions, on_event: Callable[[EvaluationEvent], None] | None = None):
         self.options = options
         self.names = validate_options(options)
-        self.on_event = on_event or (lambda kind, data: None)
+        self.on_event = on_event or (lambda event: None)
         self.spec = options.app if isinstance(options.app, AppSpec) else None  # None: script mode
         label = f"script:{options.script.name}" if options.script is not None else self.spec
         self.folder = results.OutputFolder.claim(options.out_dir or default_out_dir(label),
@@ -212,7 +234,7 @@ class Evaluation:
                                      stage_costs={stage_registry.name_of(stage): cost for stage in self.options.stages
                                                   if (cost := stage_registry.cost_of(stage)) is not None})
         self.save()
-        self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
+        self.on_event(EvaluationEvent("plan", backends=runnable, repeats=self.options.repeats, path=str(self.result_path)))
         try:
             self._run_rounds(runnable)
             if self.options.script is not None:
@@ -257,7 +279,7 @@ class Evaluation:
         if not stages:
             return
         names = [stage_registry.name_of(stage) for stage in stages]
-        self.on_event("stage", {"stage": ", ".join(names)})
+        self.on_event(EvaluationEvent("stage", stage=", ".join(names)))
         with ThreadPoolExecutor(max_workers=len(stages)) as pool:
             futures = [pool.submit(stage_registry.run_function(stage), self.document, options, self.out_dir)
                        for stage in stages]
@@ -300,7 +322,7 @@ class Evaluation:
                     run_budget = self.budget.job_entry(name, round_index, len(still))
                     config["budget"] = run_budget.to_dict()  # the worker reads its job as JSON
                     timeout = self.budget.run_timeout(run_budget, timeout)
-                self.on_event("start", {"backend": name, "round": round_index})
+                self.on_event(EvaluationEvent("start", backend=name, round=round_index))
                 self._eta(order, running=name)
                 script = self.options.script
                 run = run_worker(
@@ -313,7 +335,8 @@ class Evaluation:
                     config=config,
                     timeout=timeout,
                     phase_timeout=self.options.phase_timeout_s,
-                    on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default
+                    on_progress=lambda event, name=name, round_index=round_index: self.on_event(  # type: ignore[misc]  # mypy cannot type a lambda with a default
+                        EvaluationEvent("progress", backend=name, round=round_index, phase=event.get("phase"))),
                 )
                 run.put(round=round_index)
                 if self.budget is not None and run_budget is not None:
@@ -326,7 +349,7 @@ class Evaluation:
                     self.budget.record_run(name, run)
                 self.save()
                 self._eta([n for n in order if backends[n].status in STILL_RUNNING])
-                self.on_event("done", {"backend": name, "round": round_index, "run": run})
+                self.on_event(EvaluationEvent("done", backend=name, round=round_index, run=run))
                 if run.status == RunStatus.INTERRUPTED:
                     raise KeyboardInterrupt
                 if name == reference and round_index == 0 and run.error is not None \
@@ -363,7 +386,7 @@ class Evaluation:
         if self.budget is not None:
             overall, per_backend = self.budget.eta(active)
             if overall is not None:
-                self.on_event("eta", {"seconds": overall, "backends": per_backend, "running": running})
+                self.on_event(EvaluationEvent("eta", seconds=overall, per_backend=per_backend, running=running))
 
     def _stop_for_app_failure(self, reference: str, error: ErrorRecord, order: list[str]) -> None:
         """The reference failed in the app's own code: every backend would say

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchport.records import ErrorKind, ResultDocument, RunRecord, RunStatus
+from torchport.records import ErrorKind, ResultDocument, RunStatus
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -123,7 +123,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from torchport import output
     from torchport.errors import OutputError
-    from torchport.evaluate import Evaluation
+    from torchport.evaluate import Evaluation, EvaluationEvent
     from torchport.progress import Progress
     from torchport.report.terminal import print_summary
     from torchport.report.verdict import verdict_line
@@ -136,39 +136,35 @@ def run(args: argparse.Namespace) -> int:
     evaluation = Evaluation(options)
     try:
         with Progress("evaluate", unit="runs") as progress:
-            state: dict[str, Any] = {}
+            repeats = evaluation.options.repeats
 
-            def on_event(kind: str, data: dict[str, Any]) -> None:
-                if kind == "plan":
-                    state["repeats"] = data["repeats"]
-                    progress.plan(len(data["backends"]) * data["repeats"])
-                    progress.note(f"writing {data['path']}", style="dim")
-                elif kind in ("start", "progress"):
-                    if kind == "start":
-                        state["round"] = data["round"]
-                    round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
-                    progress.status(f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
-                    if kind == "progress":
-                        progress.phase(f"{data['backend']} {round_text}: {data.get('phase', '')}")
-                elif kind == "eta":
-                    progress.eta(data["seconds"], data["backends"], data.get("running"))
-                elif kind == "stage":
-                    progress.status(f"stage: {data['stage']}")
-                    progress.phase(f"stage: {data['stage']}")
-                elif kind == "done":
-                    run: RunRecord = data["run"]
-                    round_text = f"round {data['round'] + 1}/{state.get('repeats', 1)}"
-                    progress.advance(f"{data['backend']} {round_text}: {run.status}")
+            def on_event(event: EvaluationEvent) -> None:
+                round_text = f"round {event.round + 1}/{repeats}"
+                if event.kind == "plan":
+                    progress.plan(len(event.backends) * event.repeats)
+                    progress.note(f"writing {event.path}", style="dim")
+                elif event.kind in ("start", "progress"):
+                    progress.status(f"{event.backend} {round_text}: {'starting' if event.phase is None else event.phase}")
+                    if event.kind == "progress":
+                        progress.phase(f"{event.backend} {round_text}: {event.phase or ''}")
+                elif event.kind == "eta":
+                    progress.eta(event.seconds, event.per_backend, event.running)
+                elif event.kind == "stage":
+                    progress.status(f"stage: {event.stage}")
+                    progress.phase(f"stage: {event.stage}")
+                elif event.kind == "done" and event.run is not None:
+                    run = event.run
+                    progress.advance(f"{event.backend} {round_text}: {run.status}")
                     if run.status not in (RunStatus.OK, RunStatus.INTERRUPTED):
                         error = run.error
                         where = f" at {error.location}" if error and error.location else ""
                         what = "" if error and error.kind in (ErrorKind.BUDGET_TOO_SMALL, ErrorKind.NOT_ON_DEVICE) \
                             else f"does not run here: {error.kind if error else None}: "
-                        progress.note(f"{data['backend']}: {what}{error.message if error else None}{where}",
+                        progress.note(f"{event.backend}: {what}{error.message if error else None}{where}",
                                       style="yellow")
-                    elif data["round"] + 1 == state.get("repeats", 1):
+                    elif event.round + 1 == repeats:
                         # The backend's last run: its answer now, not only in the table at the end.
-                        progress.note(verdict_line(data["backend"], evaluation.backends[data["backend"]],
+                        progress.note(verdict_line(event.backend, evaluation.backends[event.backend],
                                                    evaluation.document.reference))
 
             evaluation.on_event = on_event

@@ -47,6 +47,7 @@ from torchport.records.base import (  # noqa: F401
     Vocabulary,
 )
 from torchport.records.check import (  # noqa: F401
+    BackendAvailability,
     CHECK_FIGURES,
     AppFailure,
     CheckBudgetRecord,
@@ -83,6 +84,7 @@ from torchport.records.check import (  # noqa: F401
 )
 from torchport.records.compare import (  # noqa: F401
     CheckOutcomes,
+    ComparedEnvironment,
     ComparedMachine,
     ComparisonDocument,
     ComparisonEntry,
@@ -138,6 +140,7 @@ from torchport.records.document import (  # noqa: F401
 from torchport.records.runtime import (  # noqa: F401
     Accelerator,
     BackendDescription,
+    BackendInfo,
     EnvironmentPins,
     EnvManifest,
     EnvState,
@@ -150,12 +153,14 @@ from torchport.records.runtime import (  # noqa: F401
     TargetRow,
     TargetStatus,
     TargetTimings,
+    ToolInfo,
     TpuCacheCounters,
     XlaCounters,
 )
 from torchport.records.script import (  # noqa: F401
     ConfigurationFinding,
     DeviceEvidence,
+    DynamoEvidence,
     FiredRedirect,
     LossParity,
     MachineLoad,
@@ -166,6 +171,7 @@ from torchport.records.script import (  # noqa: F401
     ScriptLine,
     ScriptSection,
     ScriptVerdict,
+    XlaEvidence,
     TorchrunRank,
 )
 from torchport.records.trace import (  # noqa: F401
@@ -195,6 +201,7 @@ from torchport.records.trace import (  # noqa: F401
     TraceConstruction,
     TracedEvaluation,
     TracedOp,
+    TracerSnapshot,
     TraceSection,
     WorkerTrace,
     XlaComparison,
@@ -217,6 +224,7 @@ __all__ = [
     "TraceVerdictStatus",
     "Vocabulary",
     # check
+    "BackendAvailability",
     "CHECK_FIGURES",
     "AppFailure",
     "CheckBudgetRecord",
@@ -252,6 +260,7 @@ __all__ = [
     "TrainSpec",
     # compare
     "CheckOutcomes",
+    "ComparedEnvironment",
     "ComparedMachine",
     "ComparisonDocument",
     "ComparisonEntry",
@@ -304,6 +313,7 @@ __all__ = [
     # runtime
     "Accelerator",
     "BackendDescription",
+    "BackendInfo",
     "EnvironmentPins",
     "EnvManifest",
     "EnvState",
@@ -316,11 +326,13 @@ __all__ = [
     "TargetRow",
     "TargetStatus",
     "TargetTimings",
+    "ToolInfo",
     "TpuCacheCounters",
     "XlaCounters",
     # script
     "ConfigurationFinding",
     "DeviceEvidence",
+    "DynamoEvidence",
     "FiredRedirect",
     "LossParity",
     "MachineLoad",
@@ -331,6 +343,7 @@ __all__ = [
     "ScriptLine",
     "ScriptSection",
     "ScriptVerdict",
+    "XlaEvidence",
     "TorchrunRank",
     # trace
     "AppScan",
@@ -359,6 +372,7 @@ __all__ = [
     "TraceConstruction",
     "TracedEvaluation",
     "TracedOp",
+    "TracerSnapshot",
     "TraceSection",
     "WorkerTrace",
     "XlaComparison",

@@ -197,6 +197,29 @@ class MachineEnvironment(Record):
                                                               "driver"})
 
 
+@dataclass
+class BackendInfo(BackendDescription):
+    """A backend as ``torchport info`` lists it: what it says about itself, and whether it runs here."""
+
+    available: bool = False
+    reason: str = ""
+
+
+@dataclass
+class ToolInfo(MachineEnvironment):
+    """``torchport info``: torchport's version, this machine (its environment record less the host name:
+    bug reports are pasted in public), the packages, backends and environments, and the config file."""
+
+    torchport: str = ""
+    packages: dict[str, str | None] = field(default_factory=dict)  # None: not installed
+    backends: list[BackendInfo] = field(default_factory=list)
+    environments: list[EnvState] = field(default_factory=list)
+    config: str | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {**MachineEnvironment._record_lists, "backends": BackendInfo,
+                                                        "environments": EnvState}
+
+
 # targets.json (torchport.remote): one row per target.  The runner's threads fill a row as a dictionary (it is
 # saved after every change); the combined answer reads the rows back through TargetRow.
 

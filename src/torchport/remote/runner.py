@@ -29,6 +29,7 @@ from torchport import output
 from torchport.errors import UserError
 from torchport.limits import TAIL_LINE_CHARS, TAIL_LINES
 from torchport.remote import predictions, remote_scripts, ship
+from torchport.document import result_record
 from torchport.records import ChecksSection, RemoteFacts, TargetRow, TargetStatus, TargetTimings, TraceSection
 from torchport.remote.targets import Target, clean_line, parse_target, ssh_cause, ssh_command
 
@@ -679,8 +680,8 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
     documents = []
     for name, path in results:
         try:
-            documents.append((name, json.loads(path.read_text(encoding="utf-8"))))
-        except ValueError:
+            documents.append((name, result_record(json.loads(path.read_text(encoding="utf-8")))))
+        except (ValueError, TypeError, AttributeError):
             continue  # compare_results has named the broken file
     table = predictions.prediction_table(documents)
     manifest.document["predictions"] = table.to_dict()

@@ -661,7 +661,7 @@ def script_trace_job(context: Any) -> None:
     context.result["trace"] = trace
 
     def checkpoint() -> None:
-        snapshot = traced.tracer.snapshot()
+        snapshot = traced.tracer.snapshot().to_dict()
         snapshot.pop("activation_bytes", None)
         trace.update(snapshot)
         context.save()
@@ -686,7 +686,7 @@ def script_trace_job(context: Any) -> None:
             boundary["optimizer"] = id(optimizer)
         if id(optimizer) == boundary["optimizer"] and traced.index:
             traced.end_step()
-            snapshot = traced.tracer.snapshot()
+            snapshot = traced.tracer.snapshot().to_dict()
             snapshot.pop("activation_bytes", None)
             trace.update(snapshot)
             trace["steps_done"] = traced.index
@@ -752,7 +752,7 @@ def script_trace_job(context: Any) -> None:
         dataloader_module._BaseDataLoaderIter.__next__ = original_next  # type: ignore[method-assign]  # restored
         if redirects is not None:
             redirects.uninstall()
-    snapshot = traced.tracer.snapshot()
+    snapshot = traced.tracer.snapshot().to_dict()
     snapshot.pop("activation_bytes", None)
     trace.update(snapshot)
     if traced.index == 0:

@@ -21,7 +21,7 @@ from typing import Any
 from torchport.check.distributed import launch, launch_failure
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import (BackendStatus, ResultDocument, RunRecord, RunStatus, ScenarioSamples, ScriptCoverage,
+from torchport.records import (BackendStatus, FiredRedirect, ResultDocument, RunRecord, RunStatus, ScenarioSamples, ScriptCoverage,
                                ScriptDistributed, TorchrunRank)
 from torchport.stats import median
 
@@ -98,7 +98,7 @@ def distributed_stage(document: ResultDocument, options: Any, out_dir: Path) -> 
             status=run.status if "status" in result else None,
             error=run.error,
             step_s=median(sustained.step_times()) if sustained and blocks else None,
-            redirects=(run.script or {}).get("redirects", []),
+            redirects=[FiredRedirect.from_dict(fired) for fired in (run.script or {}).get("redirects", [])],
             losses=[v for b in blocks for v in (b.losses or [])],
             process_groups=(run.script or {}).get("process_groups"),
             user_files=(run.script or {}).get("user_files"),
