@@ -77,9 +77,14 @@ def planned(options: EvaluationOptions, plan: StagesPlan) -> EvaluationOptions:
     """The options the stages run with: those of the evaluation, less the stages the plan
     leaves out, with the plan's settings (step counts, the workers' timeout)."""
     left_out = plan.left_out()
-    return dataclasses.replace(options, stages=[stage for stage in options.stages
-                                                if stage_registry.name_of(stage) not in left_out],
-                               **plan.settings())
+    sized = dataclasses.replace(options, stages=[stage for stage in options.stages
+                                                 if stage_registry.name_of(stage) not in left_out])
+    known = {option.name for option in dataclasses.fields(sized)}
+    for name, value in plan.settings().items():  # step counts and seconds, named as the options they set
+        if name not in known:
+            raise TypeError(f"a stage's plan sets {name!r}, which is not an evaluation option")
+        setattr(sized, name, value)
+    return sized
 
 
 def validate_options(options: EvaluationOptions) -> list[str]:
