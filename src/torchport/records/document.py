@@ -1,8 +1,9 @@
 """The result document as one record, and what a summary derives from the runs' raw samples."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from torchport.records.base import DocumentStatus, Record, Vocabulary
 from torchport.records.check import ChecksSection
@@ -231,6 +232,13 @@ class ResultDocument(Record):
     _record_lists: ClassVar[dict[str, type[Record]]] = {"stage_errors": StageError}
     _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BackendEntry}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": DocumentStatus}
+
+    # The stages run side by side and each puts its section: a key new to the document extends ``key_order``.
+    _putting: ClassVar[threading.Lock] = threading.Lock()
+
+    def put(self, **values: Any) -> Self:
+        with self._putting:
+            return super().put(**values)
 
     @property
     def app_spec(self) -> str:
