@@ -18,7 +18,7 @@ from rich.console import Console
 from conftest import QUICK, QUICK_TIMING, ROOT, load_result, run_torchport
 from torchport import summary
 from torchport.document import result_record
-from torchport.records import ResultDocument
+from torchport.records import ChecksSection, ResultDocument
 from torchport.report import answer, html, markdown, terminal
 from torchport import formatting as fmt
 
@@ -61,7 +61,7 @@ def assert_three_renderings_agree(found: dict | ResultDocument) -> answer.Answer
 
 
 def test_h200_document_measured_predicted_and_unknown():
-    document = summary.refresh(json.loads(H200.read_text()))
+    document = summary.refresh(result_record(json.loads(H200.read_text())))
     model = assert_three_renderings_agree(document)
     rows = {row.target: row for row in model.rows}
     assert len(model.rows) == 6 and model.no_evidence == ["compiled CPU"]
@@ -131,7 +131,7 @@ def test_xla_on_the_cpu_is_a_named_proxy(xla_environment, classifier_on_cpu_and_
 
 
 def test_the_answer_is_in_the_markdown_before_the_per_backend_verdicts():
-    text = markdown.render(summary.refresh(json.loads(H200.read_text())))
+    text = markdown.render(summary.refresh(result_record(json.loads(H200.read_text()))))
     assert text.index("## Answer per target") < text.index("## Verdict per backend")
 
 
@@ -194,6 +194,6 @@ def test_a_borderline_check_says_borderline_in_every_rendering(builtin_evaluatio
     from torchport.check.report import markdown as checks_markdown
     from torchport.check.runner import exit_status
 
-    assert ", 1 borderline," in checks_markdown(document["checks"])
-    assert exit_status({"checks": [borderline]}) == 0
-    assert exit_status({"checks": [borderline, {**borderline, "status": "fail"}]}) == 1
+    assert ", 1 borderline," in checks_markdown(ChecksSection.from_dict(document["checks"]))
+    assert exit_status(ChecksSection.from_dict({"checks": [borderline]})) == 0
+    assert exit_status(ChecksSection.from_dict({"checks": [borderline, {**borderline, "status": "fail"}]})) == 1

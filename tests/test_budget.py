@@ -287,7 +287,7 @@ def test_a_large_models_checks_stage_is_sized_to_its_runs_and_checkpoints():
     clock["now"] = plan.timing_end - 1.0  # the timing rounds ended a second early
     options = EvaluationOptions(stages=[trace_entry, check_stage], timeout_s=600.0)
     sized = run_stages_with(options, plan.plan_stages(document["reference"], document["backends"], options.timeout_s))
-    sizes = plan.stage_sizes
+    sizes = plan.stage_sizes.to_dict()
     assert list(sizes) == ["time_left_s", "checks", "trace", "timeout_s"]  # planned in this order
     assert sizes["checks"]["fits"] and sizes["checks"]["needs_s"] == pytest.approx(135.8, abs=0.1)
     assert (sized.check_steps, sized.check_pipeline_per_round, sized.trace_steps) == (2, 1, 3)
@@ -417,9 +417,10 @@ def test_the_eta_counts_the_stages_that_will_run():
                                         if stage_registry.name_of(stage) in ("trace", "checks")])
     document = {"reference": "cpu", "backends": {"cpu": {}, "cpu-compile": {}}}
     plan.plan_stages(document["reference"], document["backends"], options.timeout_s)
-    assert plan.stage_sizes["checks"]["fits"] and plan.stage_sizes["trace"]["fits"]
+    sizes = plan.stage_sizes.sized()
+    assert set(sizes) == {"checks", "trace"}  # both fit
     overall, _ = plan.eta([])
-    assert overall == pytest.approx(plan.stage_estimate_s) and overall >= plan.stage_sizes["checks"]["needs_s"] > 0
+    assert overall == pytest.approx(plan.stage_estimate_s) and overall >= (sizes["checks"].needs_s or 0.0) > 0
     clock["now"] += 10
     assert plan.eta([])[0] == pytest.approx(overall)  # an estimate, counted down by the display from when it was given
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from conftest import ranks_match_one_process
-from torchport.check.runner import CheckOptions, run_checks
+from torchport.check.runner import CheckOptions, check_section
 from torchport.document import load_schema
 
 pytestmark = pytest.mark.slow
@@ -105,8 +105,8 @@ def test_unloadable_state_fails_checkpoint_and_recovery_but_parity_runs(torchpor
 
 
 def test_sigkill_mid_training_then_resume_is_bit_exact_on_cpu(tmp_path):
-    section = run_checks(CheckOptions(app="builtin:classifier", backends=["cpu"], only=("recovery",),
-                                      recovery_steps=40, recovery_every=5, kill_seed=3, work_dir=tmp_path))
+    section = check_section(CheckOptions(app="builtin:classifier", backends=["cpu"], only=("recovery",),
+                                      recovery_steps=40, recovery_every=5, kill_seed=3, work_dir=tmp_path)).to_dict()
     (recovery,) = section["checks"]
     figures = recovery["figures"]
     assert recovery["status"] == "pass", recovery["reason"]
@@ -178,7 +178,7 @@ def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path)
     options = EvaluationOptions(app="builtin:classifier", backends=["cpu"], repeats=1, out_dir=tmp_path,
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False),
                                 stages=[evaluate_stage])
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     validate(document)
     names = [(c["name"], c.get("backend") or c.get("pair"), c["status"]) for c in document["checks"]["checks"]]
     assert names == [("determinism", "cpu", "pass"), ("checkpoint", "cpu -> cpu", "pass"), ("pipeline", "cpu", "pass")]
@@ -192,8 +192,8 @@ def test_evaluate_stage_puts_the_checks_in_the_document_and_the_report(tmp_path)
 
 
 def test_a_host_that_crashes_leaves_the_reference_to_its_own_worker(tmp_path, apps_dir):
-    section = run_checks(CheckOptions(app=str(apps_dir / "check_compile_crash.py"), backends=["cpu", "cpu-compile"],
-                                      only=("parity", "checkpoint", "pipeline"), steps=4, work_dir=tmp_path))
+    section = check_section(CheckOptions(app=str(apps_dir / "check_compile_crash.py"), backends=["cpu", "cpu-compile"],
+                                      only=("parity", "checkpoint", "pipeline"), steps=4, work_dir=tmp_path)).to_dict()
     assert section["config"]["reference_worker"] == "cpu"
     assert section["app_error"] is None  # the crash is cpu-compile's, not the app's everywhere
     statuses = {(c["name"], c.get("backend") or c.get("pair")): c["status"] for c in section["checks"]}

@@ -12,6 +12,7 @@ import pytest
 import torchport.check
 from torchport.check import report, runner
 from torchport.check.budget import CheckBudget
+from torchport.records import ChecksSection
 
 PLUGIN = Path(__file__).parent / "plugin_check"
 
@@ -27,13 +28,13 @@ def echo_check(monkeypatch):
 def test_a_worker_check_runs_from_the_table(echo_check, tmp_path):
     options = runner.CheckOptions(app="builtin:classifier", backends=["cpu"], only=(echo_check,), steps=7,
                                   work_dir=tmp_path)
-    section = runner.run_checks(options)
+    section = runner.check_section(options).to_dict()
     (check,) = section["checks"]
     assert check == {"name": "steps-echo", "backend": "cpu", "status": "pass", "figures": {"steps": 7},
                      "reason": "ran with 7 steps in steps-echo-cpu"}
     assert section["config"]["steps-echo"] == {"steps": 7}
     assert section["config"]["recovery"] == {"steps": 24, "every": 5}  # the built-in ones still record theirs
-    assert "echoed 7 steps" in report.markdown(section)
+    assert "echoed 7 steps" in report.markdown(ChecksSection.from_dict(section))
 
 
 def test_the_budget_sizes_a_worker_check_from_its_cost(echo_check):

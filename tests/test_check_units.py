@@ -194,7 +194,7 @@ def test_pipeline_with_dataloader_workers_waits_only_for_loading_beyond_compute(
 def test_a_check_the_budget_ended_is_skipped_and_only_fail_or_error_fails_the_command():
     from torchport.check.budget import CheckBudget
     from torchport.check.runner import exit_status
-    from torchport.records import Check, CheckStatus
+    from torchport.records import Check, ChecksSection, CheckStatus
 
     budget = CheckBudget(60.0)
     timed_out = Check(name="recovery", backend="cpu", status=CheckStatus.ERROR, reason="worker timed_out: no message")
@@ -203,7 +203,7 @@ def test_a_check_the_budget_ended_is_skipped_and_only_fail_or_error_fails_the_co
     assert timed_out.status is CheckStatus.ERROR  # the record given is left as it was
     assert budget.record().skipped == ["recovery on cpu: ended at the budget's end"]
     assert budget.explain(timed_out, 12.0, limited=False) is timed_out
-    section = {"checks": [check.to_dict() for check in (explained, Check(name="pipeline", status=CheckStatus.BORDERLINE))]}
+    section = ChecksSection(checks=[explained, Check(name="pipeline", status=CheckStatus.BORDERLINE)])
     assert exit_status(section) == 0
-    assert exit_status({"checks": [*section["checks"], timed_out.to_dict()]}) == 1
+    assert exit_status(ChecksSection(checks=[*section.checks, timed_out])) == 1
     assert list(timed_out.to_dict()) == ["name", "backend", "status", "figures", "reason"]

@@ -11,7 +11,7 @@ import importlib.util
 
 import pytest
 
-from torchport.check.runner import CheckOptions, run_checks
+from torchport.check.runner import CheckOptions, check_section
 
 pytestmark = [pytest.mark.xla, pytest.mark.slow]
 
@@ -23,8 +23,8 @@ def _needs_xla(xla_environment):
 
 @pytest.mark.alone
 def test_parity_checkpoints_and_pipeline_on_xla(tmp_path):
-    section = run_checks(CheckOptions(app="builtin:classifier", backends=["cpu", "xla"],
-                                      only=("parity", "checkpoint", "pipeline"), steps=4, work_dir=tmp_path))
+    section = check_section(CheckOptions(app="builtin:classifier", backends=["cpu", "xla"],
+                                      only=("parity", "checkpoint", "pipeline"), steps=4, work_dir=tmp_path)).to_dict()
     checks = {(c["name"], c.get("backend") or c.get("pair")): c for c in section["checks"]}
     assert all(c["status"] == "pass" for c in checks.values()), [c["reason"] for c in checks.values()]
     assert checks[("parity", "xla")]["figures"]["worst_ratio"] < 8

@@ -16,7 +16,7 @@ import torch
 
 from conftest import APPS, ranks_match_one_process, run_torchport
 from torchport import backends as backend_registry
-from torchport.check.runner import CheckOptions, run_checks
+from torchport.check.runner import CheckOptions, check_section
 from torchport.check.training import float64_hold, state_outside_state_dict, state_snapshot
 
 
@@ -161,8 +161,8 @@ def assert_float64_reference_kept_the_casts(check: dict) -> None:
 @pytest.mark.xla
 def test_autocast_and_explicit_casts_keep_the_float64_reference_on_xla(tmp_path, xla_environment):
     """cpu-compile's parity against the same reference is asserted by the evaluate test below."""
-    section = run_checks(CheckOptions(app=str(APPS / "planted_autocast_cast.py"), backends=["cpu", "xla"],
-                                      only=("parity",), steps=4, work_dir=tmp_path))
+    section = check_section(CheckOptions(app=str(APPS / "planted_autocast_cast.py"), backends=["cpu", "xla"],
+                                      only=("parity",), steps=4, work_dir=tmp_path)).to_dict()
     assert section["app_error"] is None
     (parity,) = [c for c in section["checks"] if c["name"] == "parity"]
     assert parity["backend"] == "xla"
@@ -179,8 +179,8 @@ def test_autocast_and_explicit_casts_keep_the_float64_reference_on_xla(tmp_path,
      "self.warmup_steps_done = 0"),
 ])
 def test_state_outside_state_dict_fails_checkpoints_at_its_line(tmp_path, app, name, kind, marker):
-    section = run_checks(CheckOptions(app=str(APPS / app), backends=backends(), only=("checkpoint",), steps=4,
-                                      work_dir=tmp_path))
+    section = check_section(CheckOptions(app=str(APPS / app), backends=backends(), only=("checkpoint",), steps=4,
+                                      work_dir=tmp_path)).to_dict()
     expected = f"{name} ({kind}, created at {line_of(app, marker)})"
     assert sorted(c["pair"] for c in section["checks"]) == sorted(f"{a} -> {b}" for a in backends() for b in backends())
     for check in section["checks"]:
@@ -206,8 +206,8 @@ def test_a_wait_under_the_absolute_minimum_is_never_input_bound():
 @pytest.mark.alone
 @pytest.mark.slow
 def test_slow_collate_is_input_bound_at_the_dataloader_and_collate_lines(tmp_path):
-    section = run_checks(CheckOptions(app=str(APPS / "planted_slow_collate.py"), backends=backends(),
-                                      only=("pipeline",), steps=2, work_dir=tmp_path))
+    section = check_section(CheckOptions(app=str(APPS / "planted_slow_collate.py"), backends=backends(),
+                                      only=("pipeline",), steps=2, work_dir=tmp_path)).to_dict()
     # The app's data factory calls a helper, not DataLoader itself: its own line is the one named.
     factory = line_of("planted_slow_collate.py", "def data():")
     collate = line_of("planted_slow_collate.py", "def slow_collate(")
@@ -220,8 +220,8 @@ def test_slow_collate_is_input_bound_at_the_dataloader_and_collate_lines(tmp_pat
 
 
 def distributed_checks(app: str, tmp_path) -> dict[str, dict]:
-    section = run_checks(CheckOptions(app=str(APPS / app), backends=backends(), only=("distributed",),
-                                      distributed_steps=3, work_dir=tmp_path))
+    section = check_section(CheckOptions(app=str(APPS / app), backends=backends(), only=("distributed",),
+                                      distributed_steps=3, work_dir=tmp_path)).to_dict()
     checks = {c["backend"]: c for c in section["checks"]}
     if "xla" in checks:
         assert checks.pop("xla")["status"] == "not_applicable"
@@ -267,7 +267,7 @@ def test_xla_prediction_counts_the_graph_cut_of_a_host_read(tmp_path, xla_enviro
     options = EvaluationOptions(app=str(app), backends=["xla"], repeats=1, out_dir=tmp_path,
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False),
                                 stages=[evaluate_stage], command=["pytest"])
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     assert document["backends"]["xla"]["status"] == "ok", document["backends"]["xla"].get("error")
     (sync,) = [f for f in document["trace"]["findings"] if f["id"] == "TR101"]
     assert sync["location"] == line_of("planted_host_read.py", "# planted")
@@ -286,7 +286,7 @@ def test_evaluate_carries_scans_findings_for_the_apps_own_files(tmp_path):
     options = EvaluationOptions(app=str(APPS / "planted_autocast_cuda.py"), backends=["cpu"], repeats=1,
                                 out_dir=tmp_path, stages=[evaluate_stage], command=["pytest"],
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
-    trace = Evaluation(options).run()["trace"]
+    trace = Evaluation(options).run().to_dict()["trace"]
     scanned = trace["app_scan"]
     assert scanned["files"] == [str(APPS / "planted_autocast_cuda.py"), str(APPS / "planted_common.py")]
     line = line_of("planted_autocast_cuda.py", "# planted")
@@ -303,8 +303,8 @@ def test_clean_control_pipeline_verdict_is_the_same_in_5_runs(clean_control_chec
     """Five runs, each in fresh workers (new processes, thread pools, DataLoader workers and compilation):
     the full check's and four of the pipeline check alone, which measures the same way."""
     _, full = clean_control_check
-    sections = [full] + [run_checks(CheckOptions(app=str(APPS / "planted_clean.py"), backends=backends(),
-                                                 only=("pipeline",), steps=2, work_dir=tmp_path / str(attempt)))
+    sections = [full] + [check_section(CheckOptions(app=str(APPS / "planted_clean.py"), backends=backends(),
+                                                 only=("pipeline",), steps=2, work_dir=tmp_path / str(attempt))).to_dict()
                          for attempt in range(4)]
     verdicts: dict[str, list] = {}
     for section in sections:
@@ -344,7 +344,7 @@ def test_evaluate_of_an_app_that_casts_explicitly_never_says_the_app_failed(tmp_
     options = EvaluationOptions(app=str(APPS / "planted_autocast_cast.py"), backends=["cpu", "cpu-compile"],
                                 repeats=1, out_dir=tmp_path, stages=[evaluate_stage],
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     validate(document)
     assert {name: backend["status"] for name, backend in document["backends"].items()} == \
         {"cpu": "ok", "cpu-compile": "ok"}
@@ -365,7 +365,7 @@ def test_a_measured_xla_run_outranks_the_trace_prediction(tmp_path, xla_environm
     options = EvaluationOptions(app=str(APPS / "planted_sparse_embedding.py"), backends=["xla"], repeats=1,
                                 out_dir=tmp_path, stages=[evaluate_stage], command=["pytest"],
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False))
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     backend = document["backends"]["xla"]
     verdict = document["trace"]["verdicts"]["xla"]
     assert verdict["measured"]["backend"] == "xla" and verdict["measured"]["status"] == backend["status"]

@@ -315,7 +315,7 @@ def test_a_10_document_is_still_read_and_rendered(tmp_path, document):
     old["backends"]["cpu"]["runs"][0]["memory"] = {"peak_bytes": 4096, "bytes_limit": 8192, "source": "torch_xla"}
     path = tmp_path / "result.json"
     path.write_text(json.dumps(old))
-    refreshed = summary.refresh(result_document.read_document(path))
+    refreshed = summary.refresh(result_document.result_record(result_document.read_document(path)))
     assert refreshed.backends["cpu"].measured().peak_device_memory_bytes == 4096
     assert refreshed.backends["cpu"].measured().runs_series
     done = run_torchport("report", str(path), "-o", str(tmp_path / "report.md"), "--html", str(tmp_path / "r.html"))
@@ -366,7 +366,7 @@ def test_a_whole_real_document_round_trips_and_refresh_recomputes_it_unchanged(d
     assert all(isinstance(entry.comparison, BackendComparison) for name, entry in record.backends.items()
                if name != record.reference)
     assert json.dumps(record.to_dict()) == json.dumps(document)
-    assert json.dumps(summary.refresh(copy.deepcopy(document)).to_dict()) == json.dumps(document)
+    assert json.dumps(summary.refresh(result_document.result_record(copy.deepcopy(document))).to_dict()) == json.dumps(document)
     assert [check.to_dict() for check in record.check_records()] == document["checks"]["checks"]
 
 

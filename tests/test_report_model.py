@@ -20,6 +20,7 @@ from rich.console import Console
 from conftest import QUICK, load_result, run_torchport
 from torchport import formatting as fmt
 from torchport import summary
+from torchport.document import result_record
 from torchport.records import ResultDocument
 from torchport.report import html, markdown, model, terminal
 from torchport.report.svg import esc
@@ -56,7 +57,7 @@ def _md_table_backends(section: str) -> set[str]:
 
 
 def assert_same_sections(document: dict) -> model.Sections:
-    document = summary.refresh(document)
+    document = summary.refresh(result_record(document))
     parts = model.sections(document)
     md, page, term = markdown.render(document), html.render(document), _terminal_text(document)
     names = list(document.backends)

@@ -18,7 +18,7 @@ from torchport import summary
 from torchport.evaluate import EVALUATE_JOB
 from torchport.launch import run_worker
 from torchport.protocol import ProtocolConfig
-from torchport.records import BackendEntry, BackendStatus, ErrorKind, RunRecord, RunStatus, Summary
+from torchport.records import BackendEntry, BackendStatus, ErrorKind, ResultDocument, RunRecord, RunStatus, Summary
 
 # The keys of a successful run and of a backend in result.json, in the order the dictionary run path
 # wrote them (a builtin:classifier evaluation on cpu and cpu-compile, made by the CLI before the
@@ -38,11 +38,9 @@ def document(builtin_evaluation) -> dict:
 def rebuilt_from_records(document: dict) -> dict:
     """The document with its backends read into records and refreshed from their runs, as
     ``Evaluation.save`` does before it writes."""
-    rebuilt = copy.deepcopy(document)
-    entries = {name: BackendEntry.from_dict(raw) for name, raw in rebuilt["backends"].items()}
-    summary.refresh_backends(entries, rebuilt)
-    rebuilt["backends"] = {name: entry.to_dict() for name, entry in entries.items()}
-    return rebuilt
+    rebuilt = ResultDocument.from_dict(copy.deepcopy(document))
+    summary.refresh_backends(rebuilt.backends, rebuilt)
+    return rebuilt.to_dict()
 
 
 def test_the_cli_writes_runs_and_backends_in_the_dictionary_paths_order(document):

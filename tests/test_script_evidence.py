@@ -14,7 +14,7 @@ import pytest
 
 from test_script_mode import SCRIPTS, evaluate_script, only_run
 from torchport.document import result_record
-from torchport.records import DeviceEvidence
+from torchport.records import DeviceEvidence, XlaEvidence
 from torchport.script.evidence import judge, unproven_verdicts
 
 
@@ -193,7 +193,7 @@ def test_unproven_verdicts_are_found():
                                         "cpu": {"verdict": "runs by configuration alone", "text": "runs"}}}}
     assert [problem.split(":")[0] for problem in unproven_verdicts(result_record(document))] == ["xla"]
     assert judge(DeviceEvidence(backend="xla", device_type="xla", parameter_devices=["xla"],
-                                xla={"compilations": 0, "executions": 0})).ran_on_device is False
+                                xla=XlaEvidence(compilations=0, executions=0))).ran_on_device is False
     assert judge(DeviceEvidence(backend="cpu", device_type="cpu", parameter_devices=["cpu"])).ran_on_device is True
 
 

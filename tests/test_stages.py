@@ -5,7 +5,7 @@ in report.md; the registry's own stages resolve."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from torchport import stages
 from torchport.document import validate
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
+from torchport.records import BackendStatus, Record, ResultDocument
 
 APPS = Path(__file__).resolve().parent / "apps"
 QUICK = ProtocolConfig(steps=2, blocks=1, max_warmup_steps=0, inference=False)
@@ -30,14 +31,20 @@ class DemoOptions:
         return cls(seed=options.protocol.seed)
 
 
-def demo_run(document: dict, options: Any, out_dir: Path) -> None:
+@dataclass
+class DemoSection(Record):
+    backends_ok: list[str] = field(default_factory=list)
+    seed: int = 0
+
+
+def demo_run(document: ResultDocument, options: Any, out_dir: Path) -> None:
     mine = DemoOptions.from_evaluation(options)
-    document["demo_section"] = {"backends_ok": sorted(n for n, b in document["backends"].items()
-                                                      if b["status"] == "ok"), "seed": mine.seed}
+    document.put(demo_section=DemoSection(backends_ok=sorted(n for n, b in document.backends.items()
+                                                             if b.status == BackendStatus.OK), seed=mine.seed))
 
 
-def demo_markdown(section: dict) -> str:
-    return f"## Demo stage\n\nbackends that ran: {', '.join(section['backends_ok'])}"
+def demo_markdown(section: DemoSection) -> str:
+    return f"## Demo stage\n\nbackends that ran: {', '.join(section.backends_ok)}"
 
 
 def test_every_registered_stage_resolves():
@@ -57,7 +64,8 @@ def test_a_stage_added_in_the_registry_runs_validates_and_renders(tmp_path, monk
     schema.write_text(json.dumps({"type": ["object", "null"], "required": ["backends_ok", "seed"],
                                   "properties": {"seed": {"type": "integer"}}}))
     demo = stages.Stage(name="demo", key="demo_section", mode="app", switch="demo", options=f"{__name__}:DemoOptions",
-                        run=f"{__name__}:demo_run", render=f"{__name__}:demo_markdown", schema=str(schema))
+                        run=f"{__name__}:demo_run", render=f"{__name__}:demo_markdown", schema=str(schema),
+                        section=f"{__name__}:DemoSection")
     monkeypatch.setattr(stages, "STAGES", stages.STAGES + (demo,))
     chosen = stages.for_evaluation(False, {"trace", "checks"})
     assert chosen == [demo]
@@ -65,7 +73,7 @@ def test_a_stage_added_in_the_registry_runs_validates_and_renders(tmp_path, monk
                                 out_dir=tmp_path / "out", stages=chosen, command=["pytest"])
     evaluation = Evaluation(options)
     try:
-        document = evaluation.run()
+        document = evaluation.run().to_dict()
         report = evaluation.write_report().read_text()
     finally:
         evaluation.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from torchport import envs
 from torchport.trace import support
-from torchport.trace.analysis import run_trace
+from torchport.trace.analysis import trace_app
 
 APPS = Path(__file__).resolve().parent / "apps"
 GROUPS = ("native", "composite_explicit", "composite_implicit", "without_kernel", "structured_delegates")
@@ -70,7 +70,7 @@ def test_the_table_says_where_each_answer_comes_from():
 
 
 def test_an_op_torch_tpu_lacks_is_flagged_at_the_users_line():
-    section = run_trace(str(APPS / "trace_tpu_missing_op.py"), allow_live=False, targets=["tpu"])
+    section = trace_app(str(APPS / "trace_tpu_missing_op.py"), allow_live=False, targets=["tpu"]).to_dict()
     assert section["status"] == "complete", section["reason"]
     [finding] = section["findings"]
     line = next(number for number, text in enumerate((APPS / "trace_tpu_missing_op.py").read_text().splitlines(), 1)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from torchport.trace.analysis import run_trace
+from torchport.trace.analysis import trace_app
 
 APPS = Path(__file__).resolve().parent / "apps"
 
@@ -28,7 +28,7 @@ def marked_line(app: str, marker: str) -> str:
 
 
 def trace(app: str, **options) -> dict:
-    section = run_trace(str(APPS / app), allow_live=False, **options)
+    section = trace_app(str(APPS / app), allow_live=False, **options).to_dict()
     assert section["status"] == "complete", section["reason"]
     return section
 

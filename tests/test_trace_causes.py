@@ -14,12 +14,12 @@ import pytest
 
 from torchport.app import App, make_optimizer
 from torchport.errors import UserError
-from torchport.trace.analysis import run_trace
+from torchport.trace.analysis import trace_app
 from tests.test_trace import APPS, marked_line
 
 
 def trace(app: str, **options) -> dict:
-    section = run_trace(str(APPS / app), allow_live=False, **options)
+    section = trace_app(str(APPS / app), allow_live=False, **options).to_dict()
     assert section["status"] == "complete", section["reason"]
     return section
 
@@ -116,7 +116,7 @@ def test_make_optimizer_reports_the_first_error_when_parameters_do_not_help():
 
 
 def test_a_data_factory_that_hands_out_one_iterator_is_caught_at_its_line():
-    section = run_trace(str(APPS / "contract_spent_iterator.py"), allow_live=False)
+    section = trace_app(str(APPS / "contract_spent_iterator.py"), allow_live=False).to_dict()
     assert section["status"] == "failed"
     assert section["error"]["location"] == marked_line("contract_spent_iterator.py", "spent iterator")
     assert "returns the same list_iterator on every call" in section["error"]["message"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from conftest import APPS, load_result
 
+from torchport.document import result_record
+from torchport.records import TraceSection
 from torchport.trace.compile_check import compare_with_torch_compile
 
 BRANCH_APP = APPS / "compile_branch_flip.py"
@@ -44,5 +46,5 @@ def test_graph_findings_are_judged_by_the_measured_dynamo_counts(branch_flip_eva
     run = document["backends"]["cpu-compile"]["runs"][0]
     for phase in run["training"]["counters"].values():
         phase["torch_compile"].update(graph_breaks=0, graph_break_sites=[], recompilations=0, recompilation_causes=[])
-    clean = compare_with_torch_compile(section, document).to_dict()["backends"]["cpu-compile"]["findings"]
+    clean = compare_with_torch_compile(TraceSection.from_dict(section), result_record(document).backends).to_dict()["backends"]["cpu-compile"]["findings"]
     assert {item["id"]: item["verdict"] for item in clean}["TR104"] == "refuted"

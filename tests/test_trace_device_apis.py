@@ -100,13 +100,13 @@ def test_merge_keeps_one_finding_per_line_and_rule():
 
 
 def test_a_planted_apps_device_apis_are_found_at_run_time_and_merged_with_scan():
-    from torchport.trace.analysis import run_trace
+    from torchport.trace.analysis import trace_app
     from torchport.trace.report import markdown, terminal_lines
     from torchport.records import TraceSection
     from torchport.trace.stage import attach_scan
 
     app = APPS / "planted_device_apis.py"
-    section = run_trace(str(app), steps=2)
+    section = trace_app(str(app), steps=2).to_dict()
     assert section["status"] == "complete", section["reason"]
     planted = {("TP301", "cudnn flag"), ("TP202", "scaler"), ("TP004", "device count"), ("TP201", "autocast"),
                ("TP402", "pinned")}
@@ -114,8 +114,8 @@ def test_a_planted_apps_device_apis_are_found_at_run_time_and_merged_with_scan()
     assert {(call["id"], call["location"]) for call in section["device_apis"]} == expected
     # Without evaluate's scan, the run-time findings alone keep every non-CUDA target from "runs as is".
     assert all("runs as is" not in section["verdicts"][t]["text"] for t in ("tpu", "xla", "mps"))
-    assert "TP201 CUDA autocast at" in "\n".join(terminal_lines(section))
-    assert "Device-typed APIs seen at run time" in markdown(section)
+    assert "TP201 CUDA autocast at" in "\n".join(terminal_lines(TraceSection.from_dict(section)))
+    assert "Device-typed APIs seen at run time" in markdown(TraceSection.from_dict(section))
     typed = TraceSection.from_dict(section)  # evaluate attaches scan to the section's record
     attach_scan(typed, app)
     section = typed.to_dict()
@@ -131,13 +131,13 @@ def test_a_planted_apps_device_apis_are_found_at_run_time_and_merged_with_scan()
 
 def test_script_mode_sees_a_cuda_written_scripts_device_apis():
     from torchport.launch import run_worker
-    from torchport.trace.analysis import build_section, validate_targets
+    from torchport.trace.analysis import trace_section, validate_targets
 
     script = SCRIPTS / "amp_train.py"
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": 2, "seed": 0},
                      extra={"script": str(script), "script_args": ["--amp", "autocast-kw", "--workers", "0"],
                             "redirect_cuda": False, "cwd": str(Path.cwd())}, timeout=300)
-    section = build_section(run.to_dict(), f"script:{script}", validate_targets(None))
+    section = trace_section(run, f"script:{script}", validate_targets(None)).to_dict()
     assert section["status"] == "complete", section["reason"]
     found = {(call["id"], call["location"]) for call in section["device_apis"]}
     lines = {rule: _line(script, marker) for rule, marker in (("TP201", 'torch.autocast(device_type="cuda"'),

@@ -10,7 +10,7 @@ import pytest
 from torchport.document import result_record, validate
 from torchport.evaluate import Evaluation, EvaluationOptions
 from torchport.protocol import ProtocolConfig
-from torchport.records import Finding, TraceSeverity
+from torchport.records import Finding, TraceSection, TraceSeverity
 from torchport.report.markdown import render
 from torchport.records import ScenarioSamples
 from torchport.summary import counter_totals
@@ -24,7 +24,7 @@ QUICK = ProtocolConfig(steps=4, blocks=2, max_warmup_steps=4, inference=False)
 def evaluate(app: str, backends: list[str], out_dir: Path) -> dict:
     options = EvaluationOptions(app=app, backends=backends, repeats=1, protocol=QUICK, out_dir=out_dir,
                                 stages=[evaluate_stage], command=["pytest"])
-    return Evaluation(options).run()
+    return Evaluation(options).run().to_dict()
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
 
     # The data-dependent shape cuts each step's graph once: two graphs to compile.
     document["backends"]["xla"] = xla_backend(xla_run({"aten::nonzero": 10}, 2, 0))
-    agreed = compare_with_xla(document["trace"], document).to_dict()
+    agreed = compare_with_xla(TraceSection.from_dict(document["trace"]), result_record(document).backends).to_dict()
     assert agreed["predicted"]["fallback_ops"] == ["aten::nonzero"]
     assert agreed["agrees"], agreed["disagreements"]
     assert agreed["measured"]["per_run"][0]["torchport_loss_reads"] == {"values": 1, "aten::_local_scalar_dense": 1}
@@ -79,7 +79,7 @@ def test_comparison_with_xla_counters_flags_each_disagreement(cpu_document):
     # Host syncs counted inside the phases are the app's: torchport's own reads are outside them.
     document["backends"]["xla"] = xla_backend(xla_run({"aten::histc": 10, "aten::_local_scalar_dense": 3}, 3, 2,
                                                       executions=8))
-    disagreed = compare_with_xla(document["trace"], document).to_dict()
+    disagreed = compare_with_xla(TraceSection.from_dict(document["trace"]), result_record(document).backends).to_dict()
     assert disagreed["disagreements"] == [
         "aten::histc fell back to the CPU on xla but the trace did not predict it",
         "the trace predicted a CPU fallback of aten::nonzero but the xla run executed none",
@@ -121,7 +121,7 @@ def test_mask_over_repeating_data_disagrees_and_recompiles_in_warmup(tmp_path, x
     options = EvaluationOptions(app=str(app), backends=["xla"], repeats=1, out_dir=tmp_path,
                                 protocol=ProtocolConfig(steps=4, blocks=2, max_warmup_steps=16, inference=False),
                                 stages=[evaluate_stage], command=["pytest"])
-    document = Evaluation(options).run()
+    document = Evaluation(options).run().to_dict()
     assert document["backends"]["xla"]["status"] == "ok", document["backends"]["xla"].get("error")
     comparison = document["trace"]["xla_comparison"]
     run = comparison["measured"]["per_run"][0]

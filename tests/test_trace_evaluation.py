@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from torchport.records import TracedEvaluation
-from torchport.trace.analysis import build_section, evaluation_summary, validate_targets
+from torchport.records import TracedEvaluation, TraceSection
+from torchport.trace.analysis import trace_section, evaluation_summary, validate_targets
 from torchport.trace.report import markdown, terminal_lines
 from torchport.trace.tracer import OpTracer
 
@@ -51,7 +51,7 @@ def test_the_models_forward_under_no_grad_is_evaluation_and_clipping_is_the_step
             with torch.no_grad():
                 for kept, parameter in zip(average, model.parameters()):
                     kept.lerp_(parameter, 0.1)  # marker: moving average
-    snapshot = tracer.snapshot()
+    snapshot = tracer.snapshot().to_dict()
     step_lines = _lines_of(snapshot["ops"])
     evaluation_lines = _lines_of(snapshot["evaluation"]["ops"]) | _lines_of(snapshot["evaluation"]["host_syncs"])
     assert evaluation_lines == {_line(HERE, "# marker: evaluation"), _line(HERE, "# marker: evaluation read")}
@@ -74,7 +74,7 @@ def test_a_model_that_trains_in_eval_mode_is_still_the_step():
             loss = model(torch.randn(4, 8)).pow(2).mean()
         with tracer.in_phase("backward"):
             loss.backward()
-    snapshot = tracer.snapshot()
+    snapshot = tracer.snapshot().to_dict()
     assert snapshot["ops"] and not snapshot["evaluation"]["ops"]
     assert snapshot["step_graphs"][0]["ops"] > 0
 
@@ -85,7 +85,7 @@ def _trace_script(*script_args: str) -> dict:
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": 3, "seed": 0},
                      extra={"script": str(SCRIPT), "script_args": list(script_args), "redirect_cuda": False,
                             "cwd": str(Path.cwd())}, timeout=300)
-    return build_section(run.to_dict(), f"script:{SCRIPT}", validate_targets(None))
+    return trace_section(run, f"script:{SCRIPT}", validate_targets(None)).to_dict()
 
 
 def test_a_scripts_evaluation_and_sampling_at_iteration_0_are_reported_apart():
@@ -115,6 +115,6 @@ def test_a_scripts_evaluation_and_sampling_at_iteration_0_are_reported_apart():
     assert not step_lines & only_evaluation
     assert {f["location"] for f in evaluating["findings"] if f["id"] == "TR101"} == {
         f"{SCRIPT}:{_line(SCRIPT, '# training log read')}"}
-    text = "\n".join(terminal_lines(evaluating))
+    text = "\n".join(terminal_lines(TraceSection.from_dict(evaluating)))
     assert f"evaluation/sampling in the first iterations: {evaluation['op_calls']} ops" in text
-    assert "not counted in the step" in markdown(evaluating)
+    assert "not counted in the step" in markdown(TraceSection.from_dict(evaluating))

@@ -42,11 +42,10 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from torchport.errors import UserError
 from torchport.planning import Deadline, RunFigures, StageCost, StageFigures, StagePlan, StagesPlan
-from torchport.records import (BackendBudget, BackendEntry, BudgetRecord, ErrorKind, ErrorRecord, RunBudget, RunRecord,
+from torchport.records import (BackendEntry, BudgetBackend, BudgetSection, BudgetStages, ErrorKind, ErrorRecord, RunBudget, RunRecord,
                                RunStatus, Summary)
 
 DEFAULT_BUDGET_S = 15 * 60.0
@@ -105,7 +104,7 @@ class BudgetPlan(Deadline):
     shares: dict[str, list[float]] = field(default_factory=dict)
     could_not: list[str] = field(default_factory=list)
     _could_not_runs: dict[str, str] = field(default_factory=dict)  # backend -> why it got no further run
-    stage_sizes: dict[str, Any] = field(default_factory=dict)
+    stage_sizes: BudgetStages = field(default_factory=BudgetStages)
     stage_estimate_s: float | None = None  # set by plan_stages: what the stages that run should take
     stage_reserve_s: float = 0.0
     _in_flight: tuple[str, float, float] | None = None  # backend, started, share
@@ -277,9 +276,9 @@ class BudgetPlan(Deadline):
             taken += plan.needs_s
             if plan.could_not:
                 self.could_not.append(plan.could_not)
-        self.stage_sizes = {"time_left_s": round(left, 1),
-                            **{name: plan.sizes for name, plan in plans.items() if plan.sizes is not None},
-                            "timeout_s": round(worker_timeout_s, 1)}
+        self.stage_sizes = BudgetStages(key_order=()).put(
+            time_left_s=round(left, 1), **{name: plan.sizes for name, plan in plans.items() if plan.sizes is not None},
+            timeout_s=round(worker_timeout_s, 1))
         # What the stages that run are expected to take: the ETA counts it down while they run, instead
         # of reading 0.
         self.stage_estimate_s = min(left, taken)
@@ -341,8 +340,8 @@ class BudgetPlan(Deadline):
         return overall, {name: min(value, overall) for name, value in per_backend.items()}
 
     # ---- the report ------------------------------------------------------------------------
-    def record(self, measured: dict[str, BackendEntry]) -> BudgetRecord:
-        """``document["budget"]``: what the budget bought, per backend, and what it could not.
+    def record(self, measured: dict[str, BackendEntry]) -> BudgetSection:
+        """The document's ``budget``: what the budget bought, per backend, and what it could not.
         The precision is judged against a target only when the user asked for
         one (``--budget`` or ``--precision``); otherwise it is only stated."""
         target = self.precision if self.explicit else None
@@ -353,16 +352,16 @@ class BudgetPlan(Deadline):
             runs = entry.runs if entry else []
             stopped = [run.training.sustained.stopped_by if run.training and run.training.sustained else None
                        for run in runs]
-            backends[name] = BackendBudget(
+            backends[name] = BudgetBackend(
                 runs=len(runs),
                 precision_reached=reached,
                 target_met=None if reached is None or target is None else reached <= target,
                 shares_s=[round(share, 1) for share in self.shares.get(name, [])],
                 stopped_by=stopped,
             )
-        return BudgetRecord(budget_s=self.budget_s, explicit=self.explicit, precision_target=target,
+        return BudgetSection(budget_s=self.budget_s, explicit=self.explicit, precision_target=target,
                             adaptive=self.adaptive, elapsed_s=round(self.elapsed_s(), 1),
-                            backends=backends, stages=dict(self.stage_sizes),
+                            backends=backends, stages=self.stage_sizes,
                             could_not=[*self._could_not_runs.values(), *self.could_not])
 
 

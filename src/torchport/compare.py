@@ -25,11 +25,13 @@ from torchport.records import (
     BackendStatus,
     CheckOutcomes,
     CheckStatus,
+    ComparedEnvironment,
     ComparedMachine,
     ComparisonDocument,
     ComparisonEntry,
     ComparisonReference,
     EnvironmentDifference,
+    MachineEnvironment,
     NotComparable,
     Regression,
     ResultDocument,
@@ -94,15 +96,15 @@ def load(path: Path) -> Source:
                                    f"this torchport compares {', '.join(map(repr, READABLE_SCHEMA_VERSIONS))}")
     check_schema(raw, str(path))
     try:
-        return Source(path, summary.refresh(raw))
+        return Source(path, summary.refresh(result_record(raw)))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise UserError(f"malformed result document ({type(exc).__name__}: {exc}); "
                         "check it with `torchport report --validate`", location=str(path)) from None
 
 
-def machine_name(environment: dict[str, Any]) -> str:
-    host = str(environment.get("hostname") or "unknown host")
-    accelerators = sorted({str(a.get("name") or a.get("type")) for a in environment.get("accelerators") or []})
+def machine_name(environment: MachineEnvironment) -> str:
+    host = environment.hostname or "unknown host"
+    accelerators = sorted({a.name or a.type for a in environment.accelerators})
     return f"{host} ({', '.join(accelerators)})" if accelerators else host
 
 
@@ -295,10 +297,10 @@ def compare_results(paths: list[Path], labels: list[str] | None = None, referenc
         tool={"name": "torchport", "version": __version__},
         reference=ComparisonReference(machine=ref_machine, backend=ref_backend, app=ref_app, config_hash=ref_hash),
         machines=[
-            ComparedMachine(name=s.machine, file=str(s.path), app=s.document.app.get("spec"),
+            ComparedMachine(name=s.machine, file=str(s.path), app=s.document.app.spec,
                             status=None if s.document.status is None else str(s.document.status),
                             updated=s.document.updated, schema_version=s.document.schema_version,
-                            environment={k: s.document.environment.get(k) for k in ENVIRONMENT_FIELDS})
+                            environment=_environment_fields(s.document.environment))
             for s in sources
         ],
         entries=entries,
@@ -311,17 +313,24 @@ def environment_differences(sources: list[Source]) -> list[EnvironmentDifference
     """The environment fields whose value is not the same on every machine."""
     rows = []
     for field_name in ENVIRONMENT_FIELDS:
-        values = {s.machine: _environment_text(s.document.environment.get(field_name), field_name) for s in sources}
+        values = {s.machine: _environment_text(getattr(_environment_fields(s.document.environment), field_name), field_name)
+                  for s in sources}
         if len(set(values.values())) > 1:
             rows.append(EnvironmentDifference(field=field_name, values=values))
     return rows
+
+
+def _environment_fields(environment: MachineEnvironment) -> ComparedEnvironment:
+    """The fields that change a figure, as the document wrote them (None: not written)."""
+    written = environment.to_dict()
+    return ComparedEnvironment.from_dict({name: written.get(name) for name in ENVIRONMENT_FIELDS})
 
 
 def _environment_text(value: Any, field_name: str) -> str:
     if value is None:
         return "n/a"
     if field_name == "accelerators":
-        return ", ".join(str(a.get("name") or a.get("type")) for a in value) or "none"
+        return ", ".join(a.name or a.type for a in value) or "none"
     if field_name == "memory_bytes":
         from torchport.formatting import size
 

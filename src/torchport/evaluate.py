@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from torchport import backends as backend_registry
 from torchport import failures, results, summary
-from torchport.document import new_document, read_document
+from torchport.document import new_document, read_document, result_record
 from torchport.environment import git_state
 from torchport import stages as stage_registry
 from torchport.app import AppSpec, as_spec, parse_user_file, preflight
@@ -29,7 +29,8 @@ from torchport.planning import StagesPlan
 from torchport.prices import Prices
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import BackendEntry, BackendStatus, DocumentStatus, ErrorRecord, RunStatus
+from torchport.records import (AppRecord, BackendEntry, BackendStatus, DocumentStatus, ErrorRecord, ResultDocument, RunRecord,
+                               RunStatus, StageError)
 
 EVALUATE_JOB = "torchport.protocol:evaluate_job"
 SCRIPT_JOB = "torchport.script.job:script_job"
@@ -76,9 +77,14 @@ def planned(options: EvaluationOptions, plan: StagesPlan) -> EvaluationOptions:
     """The options the stages run with: those of the evaluation, less the stages the plan
     leaves out, with the plan's settings (step counts, the workers' timeout)."""
     left_out = plan.left_out()
-    return dataclasses.replace(options, stages=[stage for stage in options.stages
-                                                if stage_registry.name_of(stage) not in left_out],
-                               **plan.settings())
+    sized = dataclasses.replace(options, stages=[stage for stage in options.stages
+                                                 if stage_registry.name_of(stage) not in left_out])
+    known = {option.name for option in dataclasses.fields(sized)}
+    for name, value in plan.settings().items():  # step counts and seconds, named as the options they set
+        if name not in known:
+            raise TypeError(f"a stage's plan sets {name!r}, which is not an evaluation option")
+        setattr(sized, name, value)
+    return sized
 
 
 def validate_options(options: EvaluationOptions) -> list[str]:
@@ -112,13 +118,34 @@ def default_out_dir(app: AppSpec | str | None) -> Path:
     return RESULTS_ROOT / f"{name}-{stamp}"
 
 
-def app_record(app: AppSpec | str | None) -> dict[str, Any]:
+def app_record(app: AppSpec | str | None) -> AppRecord:
     spec = as_spec(app)
-    record: dict[str, Any] = {"spec": spec.text, "file": None, "git_commit": None, "git_dirty": None}
-    if spec.file is not None:
-        record["file"] = str(spec.file.resolve())
-        record["git_commit"], record["git_dirty"] = git_state(spec.file.resolve())
-    return record
+    if spec.file is None:
+        return AppRecord(spec=spec.text)
+    commit, dirty = git_state(spec.file.resolve())
+    return AppRecord(spec=spec.text, file=str(spec.file.resolve()), git_commit=commit, git_dirty=dirty)
+
+
+@dataclass(frozen=True)
+class EvaluationEvent:
+    """What the evaluation tells its display, by ``kind``: ``plan`` (the runnable
+    ``backends``, ``repeats``, the result's ``path``); ``start`` and ``done`` of
+    one run (``backend``, ``round``; done: its ``run``); ``progress`` (the
+    worker's ``phase``); ``stage`` (the stages' names); ``eta`` (``seconds``
+    left overall, ``per_backend``, the ``running`` backend)."""
+
+    kind: str
+    backend: str = ""
+    round: int = 0
+    phase: str | None = None  # None: the worker has not named one
+    run: RunRecord | None = None
+    backends: list[str] = field(default_factory=list)
+    repeats: int = 1
+    path: str = ""
+    stage: str = ""
+    seconds: float = 0.0
+    per_backend: dict[str, float] = field(default_factory=dict)
+    running: str | None = None
 
 
 class Evaluation:
@@ -126,10 +153,10 @@ class Evaluation:
     runs still to do.  Each backend is a BackendEntry (``backends``); the
     document's ``backends`` are written from them at each save."""
 
-    def __init__(self, options: EvaluationOptions, on_event: Callable[[str, dict[str, Any]], None] | None = None):
+    def __init__(self, options: EvaluationOptions, on_event: Callable[[EvaluationEvent], None] | None = None):
         self.options = options
         self.names = validate_options(options)
-        self.on_event = on_event or (lambda kind, data: None)
+        self.on_event = on_event or (lambda event: None)
         self.spec = options.app if isinstance(options.app, AppSpec) else None  # None: script mode
         label = f"script:{options.script.name}" if options.script is not None else self.spec
         self.folder = results.OutputFolder.claim(options.out_dir or default_out_dir(label),
@@ -144,12 +171,13 @@ class Evaluation:
         }
         if options.script is not None:
             config["script"] = {"args": list(options.script_args), "redirect_cuda": options.redirect_cuda}
-            record = {"spec": f"script:{options.script}", "file": str(options.script.resolve()), "kind": "script",
-                      **dict(zip(("git_commit", "git_dirty"), git_state(options.script.resolve())))}
+            commit, dirty = git_state(options.script.resolve())
+            record = AppRecord(spec=f"script:{options.script}", file=str(options.script.resolve()), kind="script",
+                               git_commit=commit, git_dirty=dirty)
         else:
             record = app_record(self.spec)
         self.document = new_document(options.command, record, config)
-        self.document["prices"] = options.prices.to_dict()
+        self.document.put(prices=options.prices.to_dict())
         self.backends: dict[str, BackendEntry] = {}
         self.budget: BudgetPlan | None = None  # made once the runnable backends are known
 
@@ -162,7 +190,7 @@ class Evaluation:
             return None
         from torchport.report.html import render as render_html
 
-        saved = summary.refresh(read_document(self.result_path))
+        saved = summary.refresh(result_record(read_document(self.result_path)))
         path = self.out_dir / "report.md"
         results.write_text_atomic(path, render(saved))
         results.write_text_atomic(self.out_dir / "report.html", render_html(saved))
@@ -173,13 +201,12 @@ class Evaluation:
 
     def save(self) -> None:
         summary.refresh_backends(self.backends, self.document)
-        # The one place the backends become the document's plain JSON.
-        self.document["backends"] = {name: entry.to_dict() for name, entry in self.backends.items()}
+        self.document.put(backends=dict(self.backends))
         if self.budget is not None:
-            self.document["budget"] = self.budget.record(self.backends).to_dict()
+            self.document.put(budget=self.budget.record(self.backends))
         results.write_atomic(self.result_path, self.document)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> ResultDocument:
         document = self.document
         runnable = []
         for name in self.names:
@@ -198,10 +225,10 @@ class Evaluation:
             if available.available:
                 runnable.append(name)
         reference = self.options.reference if self.options.reference in runnable else (runnable[0] if runnable else None)
-        document["reference"] = reference
+        document.put(reference=reference)
         if reference != self.options.reference:
-            document["reference_note"] = (f"requested reference {self.options.reference!r} did not run here; "
-                                          f"comparing with {reference!r} instead")
+            document.put(reference_note=f"requested reference {self.options.reference!r} did not run here; "
+                                        f"comparing with {reference!r} instead")
         if self.options.budget_s is not None and runnable:
             from torchport import stages as stage_registry
             from torchport.budget import BudgetPlan
@@ -212,43 +239,38 @@ class Evaluation:
                                      stage_costs={stage_registry.name_of(stage): cost for stage in self.options.stages
                                                   if (cost := stage_registry.cost_of(stage)) is not None})
         self.save()
-        self.on_event("plan", {"backends": runnable, "repeats": self.options.repeats, "path": str(self.result_path)})
+        self.on_event(EvaluationEvent("plan", backends=runnable, repeats=self.options.repeats, path=str(self.result_path)))
         try:
             self._run_rounds(runnable)
             if self.options.script is not None:
                 from torchport.script.crossref import cross_reference
 
-                document["script"] = cross_reference(self.options.script.resolve(), self.backends,
-                                                     document["reference"]).to_dict()
+                document.put(script=cross_reference(self.options.script.resolve(), self.backends, document.reference))
                 self.save()
             stage_options = self.options
             if self.budget is not None and self.options.stages:
-                stage_options = planned(self.options, self.budget.plan_stages(document["reference"], document["backends"],
+                stage_options = planned(self.options, self.budget.plan_stages(document.reference, document.backends,
                                                                               self.options.timeout_s))
                 self._eta([])
             self._run_stages(stage_options)
             if self.options.script is not None and stage_options.stages:
-                from torchport.records import ScriptCoverage, ScriptDistributed
                 from torchport.script.crossref import cross_reference
 
                 # The stages add run-time evidence: the torchrun ranks' redirects (a DDP branch runs only
                 # there) and the untimed pass's line coverage ("not executed" is decided by it).
-                distributed, coverage = document.get("script_distributed"), document.get("script_coverage")
-                document["script"] = cross_reference(
-                    self.options.script.resolve(), self.backends, document["reference"],
-                    ScriptDistributed.from_dict(distributed).ranks if distributed else None,
-                    ScriptCoverage.from_dict(coverage) if coverage else None).to_dict()
+                distributed = document.script_distributed
+                document.put(script=cross_reference(
+                    self.options.script.resolve(), self.backends, document.reference,
+                    distributed.ranks if distributed else None, document.script_coverage))
         except UserError as exc:
-            document["status"] = DocumentStatus.FAILED.value
-            document["status_reason"] = exc.one_line()
+            document.put(status=DocumentStatus.FAILED, status_reason=exc.one_line())
             self.save()
             raise
         except KeyboardInterrupt:
-            document["status"] = DocumentStatus.INTERRUPTED.value
-            document["status_reason"] = f"interrupted ({interrupted_by()})"
+            document.put(status=DocumentStatus.INTERRUPTED, status_reason=f"interrupted ({interrupted_by()})")
             self.save()
             raise
-        document["status"] = DocumentStatus.COMPLETE.value
+        document.put(status=DocumentStatus.COMPLETE)
         self.save()
         return document
 
@@ -262,7 +284,7 @@ class Evaluation:
         if not stages:
             return
         names = [stage_registry.name_of(stage) for stage in stages]
-        self.on_event("stage", {"stage": ", ".join(names)})
+        self.on_event(EvaluationEvent("stage", stage=", ".join(names)))
         with ThreadPoolExecutor(max_workers=len(stages)) as pool:
             futures = [pool.submit(stage_registry.run_function(stage), self.document, options, self.out_dir)
                        for stage in stages]
@@ -278,8 +300,8 @@ class Evaluation:
         for name, error in zip(names, errors):
             if error is not None:
                 line, _ = failures.first_line(getattr(error, "message", None) or f"{type(error).__name__}: {error}")
-                self.document.setdefault("stage_errors", []).append(
-                    {"stage": name, "message": line, "location": getattr(error, "location", None)})
+                self.document.put(stage_errors=[*self.document.stage_errors, StageError(
+                    stage=name, message=line, location=getattr(error, "location", None))])
         self.save()
 
     def _run_rounds(self, runnable: list[str]) -> None:
@@ -288,7 +310,7 @@ class Evaluation:
         after one run; any other backend's failure is that backend's result,
         and the others keep all their repeats."""
         backends = self.backends
-        reference = self.document["reference"]
+        reference = self.document.reference
         order = sorted(runnable, key=lambda name: name != reference)
         for round_index in range(self.options.repeats):
             for position, name in enumerate(order):
@@ -304,7 +326,7 @@ class Evaluation:
                         continue
                     run_budget = self.budget.job_entry(name, round_index, len(still))
                     timeout = self.budget.run_timeout(run_budget, timeout)
-                self.on_event("start", {"backend": name, "round": round_index})
+                self.on_event(EvaluationEvent("start", backend=name, round=round_index))
                 self._eta(order, running=name)
                 script = self.options.script
                 run = run_worker(
@@ -318,7 +340,8 @@ class Evaluation:
                     budget=run_budget,
                     timeout=timeout,
                     phase_timeout=self.options.phase_timeout_s,
-                    on_progress=lambda event, name=name: self.on_event("progress", {"backend": name, **event}),  # type: ignore[misc]  # mypy cannot type a lambda with a default
+                    on_progress=lambda event, name=name, round_index=round_index: self.on_event(  # type: ignore[misc]  # mypy cannot type a lambda with a default
+                        EvaluationEvent("progress", backend=name, round=round_index, phase=event.get("phase"))),
                 )
                 run.put(round=round_index)
                 if self.budget is not None and run_budget is not None:
@@ -331,7 +354,7 @@ class Evaluation:
                     self.budget.record_run(name, run)
                 self.save()
                 self._eta([n for n in order if backends[n].status in STILL_RUNNING])
-                self.on_event("done", {"backend": name, "round": round_index, "run": run})
+                self.on_event(EvaluationEvent("done", backend=name, round=round_index, run=run))
                 if run.status == RunStatus.INTERRUPTED:
                     raise KeyboardInterrupt
                 if name == reference and round_index == 0 and run.error is not None \
@@ -348,7 +371,7 @@ class Evaluation:
         becomes the reference, which the result says.  When none ran and the
         reference's failure is the script's own, it is the script's bug."""
         backends = self.backends
-        reference = self.document["reference"]
+        reference = self.document.reference
         if reference is None or any(run.status == RunStatus.OK for run in backends[reference].runs):
             return
         error = backends[reference].error
@@ -357,18 +380,18 @@ class Evaluation:
             if error is not None and failures.is_app_failure(error):
                 raise AppFailed(error.message or "the script failed", location=error.location, kind=error.kind)
             return
-        self.document["reference"] = ran[0]
+        self.document.put(reference=ran[0])
         what = f"{error.kind}: {error.message}" if error is not None else "no result: "
         note = f"the reference {reference} did not run the script ({what}); comparing with {ran[0]} instead"
-        previous = self.document.get("reference_note")
-        self.document["reference_note"] = f"{previous}; {note}" if previous else note
+        previous = self.document.reference_note
+        self.document.put(reference_note=f"{previous}; {note}" if previous else note)
 
     def _eta(self, active: list[str], running: str | None = None) -> None:
         """Tell the display how long the plan still expects (overall and per backend)."""
         if self.budget is not None:
             overall, per_backend = self.budget.eta(active)
             if overall is not None:
-                self.on_event("eta", {"seconds": overall, "backends": per_backend, "running": running})
+                self.on_event(EvaluationEvent("eta", seconds=overall, per_backend=per_backend, running=running))
 
     def _stop_for_app_failure(self, reference: str, error: ErrorRecord, order: list[str]) -> None:
         """The reference failed in the app's own code: every backend would say

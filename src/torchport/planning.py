@@ -18,7 +18,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from torchport.records import StageSize
 
 
 @dataclass
@@ -81,7 +84,7 @@ class StagePlan:
     fits: bool = True
     needs_s: float = 0.0  # what it is expected to take when it runs
     settings: dict[str, float] = field(default_factory=dict)  # step counts and seconds
-    sizes: dict[str, Any] | None = None
+    sizes: StageSize | None = None
     could_not: str | None = None
 
 
@@ -112,7 +115,7 @@ class StagesPlan:
     def left_out(self) -> set[str]:
         return {name for name, plan in self.plans.items() if not plan.fits}
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, float]:
         """The evaluation options the stages run with: every plan's settings and the workers' timeout."""
         merged: dict[str, float] = {}
         for plan in self.plans.values():

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.document import now
+from torchport.records import ResultDocument
 
 
 def strict_json(value: Any) -> Any:
@@ -53,9 +54,9 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_atomic(path: Path, document: dict[str, Any]) -> None:
-    document["updated"] = now()
-    write_text_atomic(path, json.dumps(strict_json(document), indent=1, default=str, allow_nan=False) + "\n")
+def write_atomic(path: Path, document: ResultDocument) -> None:
+    document.put(updated=now())
+    write_text_atomic(path, json.dumps(strict_json(document.to_dict()), indent=1, default=str, allow_nan=False) + "\n")
 
 
 # --- the output folder -------------------------------------------------------------------------

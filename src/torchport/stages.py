@@ -9,11 +9,15 @@ of the result document.  Each entry says, for its stage:
 * ``switch``: the group a ``--no-trace`` / ``--no-checks`` flag turns off;
 * ``options``: ``module:Class``, its typed options (a dataclass with
   ``from_evaluation(EvaluationOptions)``): what it reads of the evaluation;
-* ``run``: ``module:function(document, evaluation_options, out_dir)``;
-* ``render``: ``module:function(section) -> markdown``, or None when the
+* ``run``: ``module:function(document, evaluation_options, out_dir)``: it puts
+  its section (a record) into the document (a ``ResultDocument``);
+* ``render``: ``module:function(section record) -> markdown``, or None when the
   section is rendered by another (script mode's sections are in the script's
   own part of the report);
 * ``schema``: the file under ``schemas/`` holding the JSON Schema of its key;
+* ``section``: ``module:Class``, the record of its key, for a key that
+  ``torchport.records.ResultDocument`` does not declare (the run puts one, the
+  renderer draws one); None: the document declares it;
 * ``cost``: ``module:object``, its ``torchport.planning.StageCost``: what it
   needs at least and how it sizes itself for the time left, for the time
   budget; None: it is not sized and always runs.
@@ -36,12 +40,13 @@ from collections.abc import Callable
 
 if TYPE_CHECKING:
     from torchport.planning import StageCost
+    from torchport.records import Record, ResultDocument
 
 
 class StageRun(Protocol):
-    """A stage's run function: it sets its key of the result document (as written: JSON)."""
+    """A stage's run function: it puts its section, a record, into the result document's record."""
 
-    def __call__(self, document: dict[str, Any], options: Any, out_dir: Path) -> None: ...
+    def __call__(self, document: ResultDocument, options: Any, out_dir: Path) -> None: ...
 
 SCHEMA_FOLDER = Path(__file__).resolve().parent / "schemas"
 
@@ -57,6 +62,7 @@ class Stage:
     render: str | None
     schema: str
     cost: str | None = None
+    section: str | None = None
 
     def runner(self) -> StageRun:
         return _resolve(self.run)
@@ -65,8 +71,12 @@ class Stage:
         """This stage's typed options, read from the evaluation's."""
         return _resolve(self.options).from_evaluation(evaluation_options)
 
-    def renderer(self) -> Callable[[dict[str, Any]], str] | None:
+    def renderer(self) -> Callable[[Record], str] | None:
+        """The markdown of the stage's section, drawn from its record (``ResultDocument.section``)."""
         return _resolve(self.render) if self.render else None
+
+    def section_record(self) -> type[Record] | None:
+        return _resolve(self.section) if self.section else None
 
     def cost_model(self) -> StageCost | None:
         return _resolve(self.cost) if self.cost else None

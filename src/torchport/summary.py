@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from torchport.document import result_record
 from torchport.limits import INPUT_BOUND_SHARE
-from torchport.prices import Prices
+from torchport.prices import Prices, PriceSource
 from torchport.records import (
     BackendComparison,
     BackendEntry,
@@ -364,19 +363,17 @@ def config_consistency(backends: dict[str, BackendEntry]) -> ConfigConsistency:
     return ConfigConsistency(consistent=not differing, hashes=hashes, differing=differing)
 
 
-def refresh(document: dict[str, Any]) -> ResultDocument:
-    """The document read into its record, every derived figure recomputed from its raw samples."""
-    record = result_record(document)
-    record.put(config_consistency=refresh_figures(record.backends, record.config, record.reference,
-                                                  Prices.from_document(document)))
+def refresh(record: ResultDocument) -> ResultDocument:
+    """The document's record with every derived figure recomputed from its raw samples."""
+    refresh_backends(record.backends, record)
     return record
 
 
-def refresh_backends(backends: dict[str, BackendEntry], document: dict[str, Any]) -> None:
-    """``refresh_figures`` for the evaluation's live document: its configuration,
-    reference and prices are read from ``document``, the consistency written to it."""
-    document["config_consistency"] = refresh_figures(
-        backends, document.get("config", {}), document.get("reference"), Prices.from_document(document)).to_dict()
+def refresh_backends(backends: dict[str, BackendEntry], document: ResultDocument) -> None:
+    """``refresh_figures`` over ``backends`` with the document's configuration,
+    reference and prices; the consistency written to the document."""
+    document.put(config_consistency=refresh_figures(backends, document.config, document.reference,
+                                                    Prices.of(document.prices, PriceSource.RESULT)))
 
 
 def refresh_figures(backends: dict[str, BackendEntry], config: Mapping[str, object], reference_name: str | None,

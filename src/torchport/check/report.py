@@ -71,8 +71,7 @@ def budget_line(budget: CheckBudgetRecord | None) -> str:
     return "; ".join(parts)
 
 
-def markdown(section: dict[str, Any]) -> str:
-    checks_section = ChecksSection.from_dict(section)
+def markdown(checks_section: ChecksSection) -> str:
     config = checks_section.config
     checks = checks_section.checks
     counts = {status: sum(1 for check in checks if check.status == status) for status in STATUS_TEXT}

@@ -49,7 +49,7 @@ from torchport.failures import is_app_failure
 from torchport.launch import run_worker
 from torchport.sampling import format_duration
 from torchport.limits import DEFAULT_TIMEOUT_S
-from torchport.records import (AppFailure, Check, CheckpointSource, ChecksConfig, ChecksSection, CheckStatus,
+from torchport.records import (AppFailure, BackendAvailability, Check, CheckpointSource, ChecksConfig, ChecksSection, CheckStatus,
                                ErrorRecord, ParityFigures, ResumedRun, RunRecord, RunStatus, SavedCheckpoint,
                                TrainedRun, TrainSpec)
 
@@ -88,11 +88,23 @@ class CheckOptions:
     pipeline_per_round: int = pipeline.PER_ROUND
     # --budget: the whole check in this many seconds (torchport.check.budget); None: no budget.
     budget_s: float | None = None
-    # The budget's clock and what it learned, set by run_checks: runtime state, not an option.
+    # The budget's clock and what it learned, set by check_section: runtime state, not an option.
     budget: CheckBudget | None = field(default=None, repr=False, compare=False)
 
 
-Event = Callable[[str, dict[str, Any]], None]
+@dataclass(frozen=True)
+class CheckEvent:
+    """What the checks tell their display: the ``start`` of a check (``check``) on a backend, or a
+    worker's ``progress`` (its ``phase``)."""
+
+    kind: str
+    backend: str
+    check: str = ""
+    runs: tuple[str, ...] = ()  # the training worker's runs
+    phase: str = ""
+
+
+Event = Callable[[CheckEvent], None]
 
 
 def validate(options: CheckOptions) -> list[str]:
@@ -119,14 +131,9 @@ def validate(options: CheckOptions) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_checks(options: CheckOptions, on_event: Event | None = None) -> dict[str, Any]:
-    """The ``checks`` section of a result document, as written to it."""
-    return check_section(options, on_event).to_dict()
-
-
 def check_section(options: CheckOptions, on_event: Event | None = None) -> ChecksSection:
     """The ``checks`` section of a result document."""
-    on_event = on_event or (lambda kind, data: None)
+    on_event = on_event or (lambda event: None)
     names = validate(options)
     started = time.monotonic()
     budget = CheckBudget(options.budget_s, started=started) if options.budget_s else None
@@ -135,14 +142,14 @@ def check_section(options: CheckOptions, on_event: Event | None = None) -> Check
     available = []
     for name in names:
         verdict = backend_registry.availability(name)
-        backends_seen[name] = verdict.as_dict()
+        backends_seen[name] = BackendAvailability(available=verdict.available, reason=verdict.reason)
         if verdict.available:
             available.append(name)
     checks: list[Check] = []
     for name in names:
         if name not in available:
             checks.append(Check(name="all", backend=name, status=CheckStatus.SKIPPED,
-                                reason=f"backend not available: {backends_seen[name]['reason']}"))
+                                reason=f"backend not available: {backends_seen[name].reason}"))
     work = Path(options.work_dir) if options.work_dir else Path(tempfile.mkdtemp(prefix="torchport-check-"))
     work.mkdir(parents=True, exist_ok=True)
     app_error = None
@@ -153,7 +160,7 @@ def check_section(options: CheckOptions, on_event: Event | None = None) -> Check
             checks += training
         later = [(check, name) for check in WORKER_CHECKS if check in options.only for name in available]
         for index, (check, name) in enumerate(later):
-            on_event("start", {"check": check, "backend": name})
+            on_event(CheckEvent("start", name, check=check))
             sized, skip = (options, None) if budget is None else budget.size(check, options, name, len(later) - index)
             if skip:
                 checks.append(Check(name=check, backend=name, status=CheckStatus.SKIPPED, reason=skip))
@@ -238,7 +245,7 @@ class TrainWorker:
 
 def _train(backend: str, options: CheckOptions, work: Path, runs: list[TrainSpec], on_event: Event,
            resume: list[CheckpointSource] | None = None, resume_spec: TrainSpec | None = None) -> TrainWorker:
-    on_event("start", {"check": "training", "backend": backend, "runs": [run.label for run in runs]})
+    on_event(CheckEvent("start", backend, check="training", runs=tuple(run.label for run in runs)))
     budget = options.budget
     timeout = budget.worker_timeout(options.timeout_s) if budget else options.timeout_s
     # The job crosses to the worker as JSON: the records' dictionaries, here only.
@@ -247,7 +254,7 @@ def _train(backend: str, options: CheckOptions, work: Path, runs: list[TrainSpec
            **({"resume_spec": resume_spec.to_dict()} if resume_spec else {})}
     worker = TrainWorker.from_result(run_worker(
         backend, TRAIN_JOB, app=options.app, extra=job, timeout=timeout,
-        on_progress=lambda event: on_event("progress", {"backend": backend, **event})))
+        on_progress=lambda event: on_event(CheckEvent("progress", backend, phase=str(event.get("phase", ""))))))
     if budget is not None:
         if worker.status == RunStatus.TIMED_OUT and timeout < options.timeout_s:
             worker.budget_limited_s = timeout
@@ -458,8 +465,8 @@ def _error(name: str, backend: str, reason: str) -> Check:
     return Check(name=name, backend=backend, status=CheckStatus.ERROR, reason=reason)
 
 
-def exit_status(section: dict[str, Any]) -> int:
+def exit_status(section: ChecksSection) -> int:
     """0 when every check passed (or was borderline, skipped, or not applicable on its backend), 1 when one
     failed or could not run.  Borderline is inside the band between pass and fail: reported as such, but not
     a failure to stop a build on."""
-    return 1 if any(check.failed for check in ChecksSection.from_dict(section).checks) else 0
+    return 1 if any(check.failed for check in section.checks) else 0

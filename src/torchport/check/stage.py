@@ -22,7 +22,7 @@ from torchport.app import AppSpec
 from torchport.check.runner import REFERENCE, CheckOptions, check_section
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.planning import StageFigures, StagePlan
-from torchport.records import BackendEntry, BackendStatus, ChecksConfig, ChecksSection
+from torchport.records import BackendStatus, ChecksConfig, ChecksSection, ResultDocument, StageSize
 from torchport.sampling import format_duration
 
 STAGE_STEPS = 6
@@ -92,7 +92,7 @@ class ChecksCost:
         return self.seconds(figures, MIN_STEPS, MIN_PIPELINE_PER_ROUND)
 
     def plan(self, figures: StageFigures, room_s: float, worker_timeout_s: float) -> StagePlan:
-        settings: dict[str, Any] = {"check_budget_s": worker_timeout_s}
+        settings: dict[str, float] = {"check_budget_s": worker_timeout_s}
         if not figures.backends:
             return StagePlan(settings=settings)
         choices = [(steps, pipeline.PER_ROUND) for steps in range(STAGE_STEPS, MIN_STEPS - 1, -1)]
@@ -104,11 +104,11 @@ class ChecksCost:
         settings.update(check_steps=steps, check_pipeline_per_round=per_round)
         slowest = max(figures.backends.values(), key=lambda run: run.step_s or 0.0)
         fits = needs_s <= room_s
-        sizes = {"steps": steps, "bounds": [MIN_STEPS, STAGE_STEPS], "pipeline_steps_per_round": per_round,
-                 "step_s": slowest.step_s, "needs_s": round(needs_s, 1), "fits": fits,
-                 "why": f"{room_s:.0f} s left for it; its runs (a float64 reference, a resume from "
-                        f"each checkpoint, the pipeline's timed steps) need about "
-                        f"{format_duration(needs_s)} at the measured step times"}
+        sizes = StageSize(key_order=()).put(
+            steps=steps, bounds=[MIN_STEPS, STAGE_STEPS], pipeline_steps_per_round=per_round, step_s=slowest.step_s,
+            needs_s=round(needs_s, 1), fits=fits,
+            why=f"{room_s:.0f} s left for it; its runs (a float64 reference, a resume from each checkpoint, the "
+                f"pipeline's timed steps) need about {format_duration(needs_s)} at the measured step times")
         could_not = None if fits else (
             f"checks: not run: even {steps} steps, with {per_round} timed pipeline "
             f"step{'s' if per_round != 1 else ''} a round, need about "
@@ -121,10 +121,10 @@ class ChecksCost:
 COST = ChecksCost()
 
 
-def _step_times(document: dict[str, Any]) -> dict[str, tuple[float, float, str]]:
+def _step_times(document: ResultDocument) -> dict[str, tuple[float, float, str]]:
     found = {}
-    for name, backend in document.get("backends", {}).items():
-        summary = BackendEntry.from_dict(backend).summary
+    for name, backend in document.backends.items():
+        summary = backend.summary
         median = summary.step_time_s.median if summary and summary.step_time_s else None
         if summary and median:
             share = summary.data_wait_share or 0.0
@@ -156,14 +156,14 @@ class CheckStageOptions:
                    pipeline_per_round=getattr(options, "check_pipeline_per_round", None) or pipeline.PER_ROUND)
 
 
-def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
-    """Run the stage's checks on the backends that ran OK; set ``document["checks"]``."""
+def evaluate_stage(document: ResultDocument, options: Any, out_dir: Path) -> None:
+    """Run the stage's checks on the backends that ran OK; set the document's ``checks``."""
     stage = CheckStageOptions.from_evaluation(options)
-    names = [name for name, backend in document.get("backends", {}).items() if backend.get("status") == BackendStatus.OK]
+    names = [name for name, backend in document.backends.items() if backend.status == BackendStatus.OK]
     if not names:
         nothing = ChecksSection(key_order=()).put(checks=[], config=ChecksConfig(key_order=()).put(checks=list(stage.checks)),
                                                   note="no backend finished its evaluation runs: nothing to check")
-        document["checks"] = nothing.to_dict()
+        document.put(checks=nothing)
         return
     check_options = CheckOptions(
         app=stage.app,
@@ -187,4 +187,4 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
     section.note = (f"Evaluate runs the cheap subset ({', '.join(stage.checks)}; {stage.steps} steps{sized}; outputs "
                     "from training step 1, no metric). "
                     "`torchport check` adds crash recovery and distributed training.")
-    document["checks"] = section.to_dict()
+    document.put(checks=section)

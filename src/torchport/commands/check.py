@@ -118,7 +118,7 @@ def terminal_table(section: dict) -> Any:
 def run(args: argparse.Namespace) -> int:
     from torchport import output
     from torchport.check.report import markdown
-    from torchport.check.runner import exit_status, run_checks, validate
+    from torchport.check.runner import CheckEvent, check_section, exit_status, validate
     from torchport.errors import UserError
     from torchport.launch import cancelled
     from torchport.progress import Progress
@@ -132,15 +132,16 @@ def run(args: argparse.Namespace) -> int:
         return on_targets(args, "check")
 
     with Progress("check", unit="") as progress:
-        def on_event(kind: str, data: dict) -> None:
-            if kind == "start":
-                what = f"{data.get('check')}: {data.get('backend')}"
+        def on_event(event: CheckEvent) -> None:
+            if event.kind == "start":
+                what = f"{event.check}: {event.backend}"
                 progress.status(what)
                 progress.note(f"{what} ...", style="dim")
-            elif kind == "progress":
-                progress.phase(f"{data.get('backend')}: {data.get('phase', '')}")
+            elif event.kind == "progress":
+                progress.phase(f"{event.backend}: {event.phase}")
 
-        section = run_checks(options, on_event=on_event)
+        checks = check_section(options, on_event=on_event)
+    section = checks.to_dict()  # what --json and --format json write
     if cancelled():
         raise KeyboardInterrupt
     if args.json:
@@ -149,14 +150,13 @@ def run(args: argparse.Namespace) -> int:
     if chosen == "json":
         output.emit(args, json.dumps(strict_json(section), indent=1, default=str))
     elif chosen == "md":
-        output.emit(args, markdown(section))
+        output.emit(args, markdown(checks))
     else:
         # At a narrow width the figures go first: the status and its reason are the answer.
         output.print_or_emit(args, output.fit_table(terminal_table(section), output.text_width(),
                                                     shown_from={"figures": 100}))
     if args.json:
         print(f"checks: {args.json}")
-    if section.get("app_error"):
-        error = section["app_error"]
-        raise UserError(error["message"], location=error.get("location"))
-    return exit_status(section)
+    if checks.app_error:
+        raise UserError(checks.app_error.message or "", location=checks.app_error.location)
+    return exit_status(checks)

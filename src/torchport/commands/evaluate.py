@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchport.records import ErrorKind, RunRecord, RunStatus
+from torchport.records import ErrorKind, ResultDocument, RunStatus
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -122,9 +122,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from torchport import output
-    from torchport.document import result_record
     from torchport.errors import OutputError
-    from torchport.evaluate import Evaluation
+    from torchport.evaluate import Evaluation, EvaluationEvent
     from torchport.progress import Progress
     from torchport.report.terminal import print_summary
     from torchport.report.verdict import verdict_line
@@ -137,40 +136,36 @@ def run(args: argparse.Namespace) -> int:
     evaluation = Evaluation(options)
     try:
         with Progress("evaluate", unit="runs") as progress:
-            state: dict[str, Any] = {}
+            repeats = evaluation.options.repeats
 
-            def on_event(kind: str, data: dict[str, Any]) -> None:
-                if kind == "plan":
-                    state["repeats"] = data["repeats"]
-                    progress.plan(len(data["backends"]) * data["repeats"])
-                    progress.note(f"writing {data['path']}", style="dim")
-                elif kind in ("start", "progress"):
-                    if kind == "start":
-                        state["round"] = data["round"]
-                    round_text = f"round {state.get('round', 0) + 1}/{state.get('repeats', 1)}"
-                    progress.status(f"{data['backend']} {round_text}: {data.get('phase', 'starting')}")
-                    if kind == "progress":
-                        progress.phase(f"{data['backend']} {round_text}: {data.get('phase', '')}")
-                elif kind == "eta":
-                    progress.eta(data["seconds"], data["backends"], data.get("running"))
-                elif kind == "stage":
-                    progress.status(f"stage: {data['stage']}")
-                    progress.phase(f"stage: {data['stage']}")
-                elif kind == "done":
-                    run: RunRecord = data["run"]
-                    round_text = f"round {data['round'] + 1}/{state.get('repeats', 1)}"
-                    progress.advance(f"{data['backend']} {round_text}: {run.status}")
+            def on_event(event: EvaluationEvent) -> None:
+                round_text = f"round {event.round + 1}/{repeats}"
+                if event.kind == "plan":
+                    progress.plan(len(event.backends) * event.repeats)
+                    progress.note(f"writing {event.path}", style="dim")
+                elif event.kind in ("start", "progress"):
+                    progress.status(f"{event.backend} {round_text}: {'starting' if event.phase is None else event.phase}")
+                    if event.kind == "progress":
+                        progress.phase(f"{event.backend} {round_text}: {event.phase or ''}")
+                elif event.kind == "eta":
+                    progress.eta(event.seconds, event.per_backend, event.running)
+                elif event.kind == "stage":
+                    progress.status(f"stage: {event.stage}")
+                    progress.phase(f"stage: {event.stage}")
+                elif event.kind == "done" and event.run is not None:
+                    run = event.run
+                    progress.advance(f"{event.backend} {round_text}: {run.status}")
                     if run.status not in (RunStatus.OK, RunStatus.INTERRUPTED):
                         error = run.error
                         where = f" at {error.location}" if error and error.location else ""
                         what = "" if error and error.kind in (ErrorKind.BUDGET_TOO_SMALL, ErrorKind.NOT_ON_DEVICE) \
                             else f"does not run here: {error.kind if error else None}: "
-                        progress.note(f"{data['backend']}: {what}{error.message if error else None}{where}",
+                        progress.note(f"{event.backend}: {what}{error.message if error else None}{where}",
                                       style="yellow")
-                    elif data["round"] + 1 == state.get("repeats", 1):
+                    elif event.round + 1 == repeats:
                         # The backend's last run: its answer now, not only in the table at the end.
-                        progress.note(verdict_line(data["backend"], evaluation.backends[data["backend"]],
-                                                   evaluation.document.get("reference")))
+                        progress.note(verdict_line(event.backend, evaluation.backends[event.backend],
+                                                   evaluation.document.reference))
 
             evaluation.on_event = on_event
             document = evaluation.run()
@@ -193,26 +188,26 @@ def run(args: argparse.Namespace) -> int:
     elif chosen in ("md", "html"):
         output.emit(args, report_path.with_suffix(f".{chosen}").read_text(encoding="utf-8"))
     else:
-        print_summary(result_record(document))
+        print_summary(document)
         print(f"result: {evaluation.result_path}\nreport: {report_path}")
     return exit_status(document)
 
 
-def _print_failure_details(document: dict[str, Any]) -> None:
+def _print_failure_details(document: ResultDocument) -> None:
     """--debug: each failed run's whole error (traceback, stderr tail), beyond the one line."""
-    for name, backend in document["backends"].items():
-        for run in backend["runs"]:
-            error = run.get("error")
-            if run.get("status") == RunStatus.OK or not error:
+    for name, backend in document.backends.items():
+        for run in backend.runs:
+            error = run.error
+            if run.status == RunStatus.OK or not error:
                 continue
-            print(f"--- {name}, round {run.get('round', 0) + 1}: {error.get('kind')}: {error.get('message')}", file=sys.stderr)
-            for text in (error.get("traceback"), "\n".join(run.get("stderr_tail") or [])):
+            print(f"--- {name}, round {(run.round or 0) + 1}: {error.kind}: {error.message}", file=sys.stderr)
+            for text in (error.traceback, "\n".join(run.stderr_tail or [])):
                 if text:
                     print(text, file=sys.stderr)
 
 
-def exit_status(document: dict[str, Any]) -> int:
+def exit_status(document: ResultDocument) -> int:
     """0 when the reference produced a result (other backends failing is a
     result too), 1 when it did not."""
-    reference = document["backends"].get(document.get("reference") or "")
-    return 0 if reference and reference.get("summary") else 1
+    reference = document.backends.get(document.reference or "")
+    return 0 if reference and reference.summary else 1

@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from torchport import results, summary
-    from torchport.document import read_document
+    from torchport.document import read_document, result_record
     from torchport.errors import UserError
     from torchport.report.markdown import render
     from torchport.report.terminal import print_summary
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     args.result = _result_path(args.result)
     raw = read_document(args.result)  # validated against the schema (--validate is kept for scripts)
     try:
-        document = summary.refresh(raw)
+        document = summary.refresh(result_record(raw))
         text = render(document)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as exc:
         if args.debug:

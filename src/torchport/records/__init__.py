@@ -47,6 +47,7 @@ from torchport.records.base import (  # noqa: F401
     Vocabulary,
 )
 from torchport.records.check import (  # noqa: F401
+    BackendAvailability,
     CHECK_FIGURES,
     AppFailure,
     CheckBudgetRecord,
@@ -83,6 +84,7 @@ from torchport.records.check import (  # noqa: F401
 )
 from torchport.records.compare import (  # noqa: F401
     CheckOutcomes,
+    ComparedEnvironment,
     ComparedMachine,
     ComparisonDocument,
     ComparisonEntry,
@@ -135,17 +137,20 @@ from torchport.records.core import (  # noqa: F401
     WorkerInfo,
 )
 from torchport.records.document import (  # noqa: F401
+    AppRecord,
     BudgetBackend,
     BudgetSection,
+    BudgetStages,
     ConfigConsistency,
     ResultDocument,
     StageError,
+    StageSize,
+    ToolRecord,
 )
 from torchport.records.runtime import (  # noqa: F401
     Accelerator,
-    BackendBudget,
     BackendDescription,
-    BudgetRecord,
+    BackendInfo,
     EnvironmentPins,
     EnvManifest,
     EnvState,
@@ -158,12 +163,14 @@ from torchport.records.runtime import (  # noqa: F401
     TargetRow,
     TargetStatus,
     TargetTimings,
+    ToolInfo,
     TpuCacheCounters,
     XlaCounters,
 )
 from torchport.records.script import (  # noqa: F401
     ConfigurationFinding,
     DeviceEvidence,
+    DynamoEvidence,
     FiredRedirect,
     LossParity,
     MachineLoad,
@@ -174,6 +181,7 @@ from torchport.records.script import (  # noqa: F401
     ScriptLine,
     ScriptSection,
     ScriptVerdict,
+    XlaEvidence,
     TorchrunRank,
 )
 from torchport.records.trace import (  # noqa: F401
@@ -203,6 +211,7 @@ from torchport.records.trace import (  # noqa: F401
     TraceConstruction,
     TracedEvaluation,
     TracedOp,
+    TracerSnapshot,
     TraceSection,
     WorkerTrace,
     XlaComparison,
@@ -225,6 +234,7 @@ __all__ = [
     "TraceVerdictStatus",
     "Vocabulary",
     # check
+    "BackendAvailability",
     "CHECK_FIGURES",
     "AppFailure",
     "CheckBudgetRecord",
@@ -260,6 +270,7 @@ __all__ = [
     "TrainSpec",
     # compare
     "CheckOutcomes",
+    "ComparedEnvironment",
     "ComparedMachine",
     "ComparisonDocument",
     "ComparisonEntry",
@@ -296,20 +307,23 @@ __all__ = [
     "VaryingDim",
     "WarmupRecompiling",
     # document
+    "AppRecord",
     "BudgetBackend",
     "BudgetSection",
+    "BudgetStages",
     "ConfigConsistency",
     "ResultDocument",
     "SampleBlock",
     "ScenarioSamples",
     "StageError",
+    "StageSize",
     "SustainedSamples",
+    "ToolRecord",
     "WarmupSamples",
     # runtime
     "Accelerator",
-    "BackendBudget",
     "BackendDescription",
-    "BudgetRecord",
+    "BackendInfo",
     "EnvironmentPins",
     "EnvManifest",
     "EnvState",
@@ -322,11 +336,13 @@ __all__ = [
     "TargetRow",
     "TargetStatus",
     "TargetTimings",
+    "ToolInfo",
     "TpuCacheCounters",
     "XlaCounters",
     # script
     "ConfigurationFinding",
     "DeviceEvidence",
+    "DynamoEvidence",
     "FiredRedirect",
     "LossParity",
     "MachineLoad",
@@ -337,6 +353,7 @@ __all__ = [
     "ScriptLine",
     "ScriptSection",
     "ScriptVerdict",
+    "XlaEvidence",
     "TorchrunRank",
     # trace
     "AppScan",
@@ -365,6 +382,7 @@ __all__ = [
     "TraceConstruction",
     "TracedEvaluation",
     "TracedOp",
+    "TracerSnapshot",
     "TraceSection",
     "WorkerTrace",
     "XlaComparison",

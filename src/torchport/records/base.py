@@ -191,7 +191,8 @@ class Record:
         out: dict[str, Any] = {}
         for key in order:
             if key in self.extra and key not in declared:
-                out[key] = self.extra[key]
+                kept = self.extra[key]  # as read, or a record put under a key the class does not declare
+                out[key] = kept.to_dict() if isinstance(kept, Record) else kept
                 continue
             if key not in declared:
                 continue

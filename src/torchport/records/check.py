@@ -520,16 +520,25 @@ class AppFailure(Record):
 
 
 @dataclass
+class BackendAvailability(Record):
+    """Whether a backend can run on this machine, and why not."""
+
+    available: bool = False
+    reason: str = ""
+
+
+@dataclass
 class ChecksSection(Record):
     """The ``checks`` section of a result document (``torchport check --format json`` writes the same)."""
 
     checks: list[Check] = field(default_factory=list)
     config: ChecksConfig = field(default_factory=ChecksConfig)
-    backends: dict[str, dict[str, Any]] = field(default_factory=dict)  # backend -> its availability verdict
+    backends: dict[str, BackendAvailability] = field(default_factory=dict)
     app_error: AppFailure | None = None
     duration_s: float | None = None
     note: str | None = None  # evaluate's stage: what it ran, and what ``torchport check`` adds
 
     _records: ClassVar[dict[str, type[Record]]] = {"config": ChecksConfig, "app_error": AppFailure}
     _record_lists: ClassVar[dict[str, type[Record]]] = {"checks": Check}
+    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BackendAvailability}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"app_error"})

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from torchport.records.base import Record
 from torchport.records.core import BackendComparison, Cost
+from torchport.records.runtime import Accelerator
 
 # --- torchport compare's document (compare.py, report/compare_text.py, report/html.py) -------------
 
@@ -81,6 +82,28 @@ class NotComparable(Record):
 
 
 @dataclass
+class ComparedEnvironment(Record):
+    """The environment fields that change a figure, as a machine's document wrote them (null: not written)."""
+
+    hostname: str | None = None
+    accelerators: list[Accelerator] | None = None
+    driver: str | None = None
+    torch: str | None = None
+    torch_cuda: str | None = None
+    torch_hip: str | None = None
+    python: str | None = None
+    cpu: str | None = None
+    cpu_count: int | None = None
+    memory_bytes: int | None = None
+    platform: str | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"accelerators": Accelerator}
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({
+        "hostname", "accelerators", "driver", "torch", "torch_cuda", "torch_hip", "python", "cpu", "cpu_count",
+        "memory_bytes", "platform"})
+
+
+@dataclass
 class ComparedMachine(Record):
     name: str = ""
     file: str = ""
@@ -88,7 +111,9 @@ class ComparedMachine(Record):
     status: str | None = None
     updated: str | None = None
     schema_version: str | None = None
-    environment: dict[str, Any] = field(default_factory=dict)  # the fields that change a figure
+    environment: ComparedEnvironment = field(default_factory=ComparedEnvironment)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"environment": ComparedEnvironment}
 
 
 @dataclass

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from torchport.records.base import Record, TraceVerdictStatus, Vocabulary
 
@@ -136,35 +136,6 @@ class RunBudget(Record):
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision"})
 
 
-@dataclass
-class BackendBudget(Record):
-    """What the budget bought one backend: its runs, their shares, and the precision reached."""
-
-    runs: int = 0
-    precision_reached: float | None = None
-    target_met: bool | None = None  # None: no target asked for, or nothing measured
-    shares_s: list[float] = field(default_factory=list)
-    stopped_by: list[str | None] = field(default_factory=list)  # per run: what ended its sampling
-
-    _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision_reached", "target_met"})
-
-
-@dataclass
-class BudgetRecord(Record):
-    budget_s: float = 0.0
-    explicit: bool = False
-    precision_target: float | None = None
-    adaptive: bool = False
-    elapsed_s: float | None = None
-    backends: dict[str, BackendBudget] = field(default_factory=dict)
-    # The time left when the stages were sized, each sized stage's own figures, and its workers' timeout.
-    stages: dict[str, Any] = field(default_factory=dict)
-    could_not: list[str] = field(default_factory=list)
-
-    _record_maps: ClassVar[dict[str, type[Record]]] = {"backends": BackendBudget}
-    _written_when_none: ClassVar[frozenset[str]] = frozenset({"precision_target"})
-
-
 # What a backend says about itself (``torchport backends``, ``torchport info``, and each result's backend entry).
 
 
@@ -224,6 +195,29 @@ class MachineEnvironment(Record):
     _record_lists: ClassVar[dict[str, type[Record]]] = {"accelerators": Accelerator}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"torch", "torch_cuda", "torch_hip", "memory_bytes",
                                                               "driver"})
+
+
+@dataclass
+class BackendInfo(BackendDescription):
+    """A backend as ``torchport info`` lists it: what it says about itself, and whether it runs here."""
+
+    available: bool = False
+    reason: str = ""
+
+
+@dataclass
+class ToolInfo(MachineEnvironment):
+    """``torchport info``: torchport's version, this machine (its environment record less the host name:
+    bug reports are pasted in public), the packages, backends and environments, and the config file."""
+
+    torchport: str = ""
+    packages: dict[str, str | None] = field(default_factory=dict)  # None: not installed
+    backends: list[BackendInfo] = field(default_factory=list)
+    environments: list[EnvState] = field(default_factory=list)
+    config: str | None = None
+
+    _record_lists: ClassVar[dict[str, type[Record]]] = {**MachineEnvironment._record_lists, "backends": BackendInfo,
+                                                        "environments": EnvState}
 
 
 # targets.json (torchport.remote): one row per target.  The runner's threads fill a row as a dictionary (it is

@@ -11,6 +11,45 @@ from torchport.records.core import ErrorRecord
 
 
 @dataclass
+class XlaEvidence(Record):
+    """XLA's counters over a whole script: compilations, executions, transfers, and the ops lowered to XLA or not."""
+
+    compilations: int = 0
+    executions: int = 0
+    transfers_to_device: int = 0
+    ops_lowered: int = 0
+    ops_fell_back: int = 0
+    device_share: float | None = None  # of the ops, those lowered; None: no op counted
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"device_share"})
+
+
+@dataclass
+class DynamoEvidence(Record):
+    """torch.compile's frames and graphs over a whole script."""
+
+    frames_compiled: int = 0
+    graphs: int = 0
+
+
+@dataclass
+class DeviceEvidence(Record):
+    """What shows that a script's run used its backend's device, and the judgement of it."""
+
+    backend: str = ""
+    device_type: str = ""
+    parameter_devices: list[str] = field(default_factory=list)
+    xla: XlaEvidence | None = None
+    dynamo: DynamoEvidence | None = None
+    device_memory_peak_bytes: int | None = None
+    ran_on_device: bool | None = None
+    proof: str | None = None
+    why: str | None = None
+
+    _records: ClassVar[dict[str, type[Record]]] = {"xla": XlaEvidence, "dynamo": DynamoEvidence}
+
+
+@dataclass
 class ScriptVerdict(Record):
     """Whether a script ran on one backend, with the device's evidence; the words of ``verdict`` are
     torchport.script.crossref's (runs by configuration alone, runs after redirects, did not run on the device, ...)."""
@@ -18,7 +57,9 @@ class ScriptVerdict(Record):
     verdict: str = ""
     text: str = ""
     lines: list[str] | None = None  # runs after redirects: the lines to change
-    evidence: dict[str, Any] | None = None  # the first finished run's device evidence (torchport.script.evidence)
+    evidence: DeviceEvidence | None = None  # the first finished run's device evidence (torchport.script.evidence)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"evidence": DeviceEvidence}
 
 
 @dataclass
@@ -89,18 +130,31 @@ class ScriptSection(Record):
 
 
 @dataclass
+class FiredRedirect(Record):
+    """A CUDA call redirected to the backend's device at one line of the user's code, and how often."""
+
+    call: str = ""
+    location: str | None = None
+    count: int = 0
+    becomes: str | None = None  # what the call became, where it is not the call with another device
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass
 class TorchrunRank(Record):
     """One rank of the script under torchrun: how it ended, its step time and losses, what it redirected."""
 
     status: RunStatus | str | None = None
     error: ErrorRecord | None = None
     step_s: float | None = None
-    redirects: list[dict[str, Any]] = field(default_factory=list)  # as the worker's redirect.Redirects.fired writes them
+    redirects: list[FiredRedirect] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     process_groups: Any = None  # what the rank's script made of torch.distributed (torchport.script.job)
     user_files: list[str] | None = None
 
     _records: ClassVar[dict[str, type[Record]]] = {"error": ErrorRecord}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"redirects": FiredRedirect}
     _words: ClassVar[dict[str, type[Vocabulary]]] = {"status": RunStatus}
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"status", "error", "step_s", "process_groups",
                                                              "user_files"})
@@ -135,18 +189,6 @@ class ScriptCoverage(Record):
 
 
 @dataclass
-class FiredRedirect(Record):
-    """A CUDA call redirected to the backend's device at one line of the user's code, and how often."""
-
-    call: str = ""
-    location: str | None = None
-    count: int = 0
-    becomes: str | None = None  # what the call became, where it is not the call with another device
-
-    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
-
-
-@dataclass
 class MachineLoad(Record):
     """The machine's 1-minute load average at a run's start and end, and its CPU count."""
 
@@ -170,18 +212,3 @@ class ModelFacts(Record):
     moved_at: str | None = None  # the user's line that moved it to the device
 
     _written_when_none: ClassVar[frozenset[str]] = frozenset({"moved_at"})
-
-
-@dataclass
-class DeviceEvidence(Record):
-    """What shows that a script's run used its backend's device, and the judgement of it."""
-
-    backend: str = ""
-    device_type: str = ""
-    parameter_devices: list[str] = field(default_factory=list)
-    xla: dict[str, Any] | None = None  # XLA's counters over the script: compilations, executions, ops lowered
-    dynamo: dict[str, Any] | None = None  # torch.compile's frames and graphs over the script
-    device_memory_peak_bytes: int | None = None
-    ran_on_device: bool | None = None
-    proof: str | None = None
-    why: str | None = None

@@ -39,7 +39,9 @@ class TracedOp(Record):
     in_host_sync_call: bool = False
     attributed: str = "user"  # how the location was found: user, autograd or phase (no user frame)
     steps: list[int] = field(default_factory=list)
-    library: str | None = None
+    library: str | None = None  # innermost library frame below the user's, e.g. transformers/x.py:12
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "module", "flops", "library"})
 
 
 @dataclass
@@ -53,6 +55,8 @@ class HostSyncCall(Record):
     attributed: str = "user"
     library: str | None = None
     count: int = 0
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location", "module", "library"})
 
 
 @dataclass
@@ -159,6 +163,8 @@ class ModelCall(Record):
     location: str | None = None
     count: int = 0
 
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"location"})
+
 
 @dataclass
 class TracedEvaluation(Record):
@@ -170,6 +176,23 @@ class TracedEvaluation(Record):
 
     _record_lists: ClassVar[dict[str, type[Record]]] = {"ops": TracedOp, "host_syncs": HostSyncCall,
                                                         "model_calls": ModelCall}
+
+
+@dataclass
+class TracerSnapshot(Record):
+    """What the op tracer saw so far (``torchport.trace.tracer.OpTracer.snapshot``): the worker saves it
+    into its trace, which the parent reads as ``WorkerTrace``; ``activation_bytes`` goes to the step's memory."""
+
+    ops: list[TracedOp] = field(default_factory=list)
+    host_syncs: list[HostSyncCall] = field(default_factory=list)
+    step_graphs: list[StepGraph] = field(default_factory=list)
+    optimizer_graphs: list[int] = field(default_factory=list)
+    activation_bytes: int = 0
+    evaluation: TracedEvaluation = field(default_factory=TracedEvaluation)
+
+    _records: ClassVar[dict[str, type[Record]]] = {"evaluation": TracedEvaluation}
+    _record_lists: ClassVar[dict[str, type[Record]]] = {"ops": TracedOp, "host_syncs": HostSyncCall,
+                                                        "step_graphs": StepGraph}
 
 
 @dataclass

@@ -12,10 +12,8 @@ The answer for a family is always what was measured, when something was.
 """
 from __future__ import annotations
 
-from typing import Any
 
-from torchport.records import (BackendEntry, PredictedCounts, PredictionRow, PredictionTable, TraceSection,
-                               TraceVerdictStatus)
+from torchport.records import (PredictedCounts, PredictionRow, PredictionTable, ResultDocument, TraceVerdictStatus)
 from torchport.report.compare_text import md
 
 
@@ -26,21 +24,19 @@ def _family(backend: str) -> str | None:
     return cls.trace_target() if cls is not None else None
 
 
-def prediction_table(results: list[tuple[str, dict[str, Any]]]) -> PredictionTable:
-    """``results``: each target's name and its result document as written."""
-    with_trace = [(name, doc) for name, doc in results if (doc.get("trace") or {}).get("verdicts")]
+def prediction_table(results: list[tuple[str, ResultDocument]]) -> PredictionTable:
+    """``results``: each target's name and its result document."""
+    with_trace = [(name, doc.trace) for name, doc in results if doc.trace is not None and doc.trace.verdicts]
     if not with_trace:
         return PredictionTable(note="no target's result holds a trace (evaluated with --no-trace): nothing was predicted")
-    predictor, source = next(((n, d) for n, d in with_trace if n == "local"), with_trace[0])
-    section = TraceSection.from_dict(source["trace"])
+    predictor, section = next(((n, trace) for n, trace in with_trace if n == "local"), with_trace[0])
     verdicts = section.verdicts
     rows = []
     for target, document in results:
-        for backend, entry in (document.get("backends") or {}).items():
+        for backend, record in document.backends.items():
             family = _family(backend)
-            if family is None or family not in verdicts or not entry.get("runs"):
+            if family is None or family not in verdicts or not record.runs:
                 continue  # not a predicted family, or nothing measured there
-            record = BackendEntry.from_dict(entry)
             predicted = verdicts[family]
             runs = bool(record.summary)
             error = next((run.error for run in record.runs if run.error), None)
@@ -53,7 +49,7 @@ def prediction_table(results: list[tuple[str, dict[str, Any]]]) -> PredictionTab
             if backend == "xla" and runs:
                 from torchport.trace.verdict import compare_with_xla
 
-                detail = compare_with_xla(section, document)
+                detail = compare_with_xla(section, {backend: record})
                 if detail is not None:
                     row.counts = PredictedCounts(
                         agrees=detail.agrees, disagreements=detail.disagreements,

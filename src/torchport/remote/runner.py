@@ -29,7 +29,8 @@ from torchport import output
 from torchport.errors import UserError
 from torchport.limits import TAIL_LINE_CHARS, TAIL_LINES
 from torchport.remote import predictions, remote_scripts, ship
-from torchport.records import RemoteFacts, TargetRow, TargetStatus, TargetTimings, TraceSection
+from torchport.document import result_record
+from torchport.records import ChecksSection, RemoteFacts, TargetRow, TargetStatus, TargetTimings, TraceSection
 from torchport.remote.targets import Target, clean_line, parse_target, ssh_cause, ssh_command
 
 KIND = "torchport-targets"
@@ -679,8 +680,8 @@ def finish(out_dir: Path, manifest: Manifest) -> int:
     documents = []
     for name, path in results:
         try:
-            documents.append((name, json.loads(path.read_text(encoding="utf-8"))))
-        except ValueError:
+            documents.append((name, result_record(json.loads(path.read_text(encoding="utf-8")))))
+        except (ValueError, TypeError, AttributeError):
             continue  # compare_results has named the broken file
     table = predictions.prediction_table(documents)
     manifest.document["predictions"] = table.to_dict()
@@ -730,7 +731,7 @@ def _section_markdown(command: str, section: Any) -> str:
         return trace_markdown(TraceSection.from_dict(section))
     from torchport.check.report import markdown as check_markdown
 
-    return check_markdown(section)
+    return check_markdown(ChecksSection.from_dict(section))
 
 
 def print_targets(rows: list[TargetRow]) -> None:

@@ -119,7 +119,7 @@ def _family_backends(document: ResultDocument, target: TargetFamily) -> dict[str
             continue
         # A ROCm build of torch presents its GPUs as "cuda": the cuda backends then measure ROCm.
         if family == "cuda" and target.backend_family in ("cuda", "rocm"):
-            on_rocm = bool(environment.get("torch_hip"))
+            on_rocm = bool(environment.torch_hip)
             if (target.backend_family == "rocm") == on_rocm:
                 found[name] = entry
         elif family == target.backend_family:

@@ -7,7 +7,7 @@ markdown by ``format.md``; the terminal prints it literally.
 from __future__ import annotations
 
 from torchport import formatting as fmt
-from torchport.records import BackendEntry, BudgetSection, ResultDocument
+from torchport.records import BackendEntry, BudgetSection, ResultDocument, StageSize
 from torchport.report import model
 from torchport.sampling import format_duration
 
@@ -35,9 +35,9 @@ def budget_notes(document: ResultDocument) -> list[str]:
              f"precision reached (95% interval of the median step time{asked}): "
              + (", ".join(reached) or "none measured")]
     notes += [f"budget could not: {line}" for line in budget.could_not]
-    for stage, size in budget.sized_stages().items():
-        how = "sized by the budget" if size.get("bounds") else "fits the budget"
-        notes.append(f"{stage}: {size.get('steps', '?')} steps, {how} ({size.get('why', '')})")
+    for stage, size in budget.stages.sized().items():
+        how = "sized by the budget" if size.bounds else "fits the budget"
+        notes.append(f"{stage}: {_steps(size)} steps, {how} ({size.why})")
     return notes
 
 
@@ -76,13 +76,17 @@ def budget_markdown(document: ResultDocument) -> list[str]:
     could_not = could_not_buy(budget, model.sections(document).budget_too_small)
     if could_not:
         lines += ["", "What the budget could not buy:", ""] + [f"- {fmt.md(line)}" for line in could_not]
-    stages = budget.sized_stages()
+    stages = budget.stages.sized()
     if stages:
         lines += ["", "Stages sized by (or checked against) the budget:", ""]
-        lines += [f"- {fmt.md(name)}: {size.get('steps', '?')} steps ("
-                  + (f"bounds {size['bounds'][0]}-{size['bounds'][1]}; " if size.get("bounds") else "")
-                  + f"{fmt.md(str(size.get('why', '')))})" for name, size in stages.items()]
+        lines += [f"- {fmt.md(name)}: {_steps(size)} steps ("
+                  + (f"bounds {size.bounds[0]}-{size.bounds[1]}; " if size.bounds else "")
+                  + f"{fmt.md(size.why)})" for name, size in stages.items()]
     return lines
+
+
+def _steps(size: StageSize) -> str:
+    return "?" if size.steps is None else str(size.steps)
 
 
 def memory_markdown(document: ResultDocument) -> list[str]:

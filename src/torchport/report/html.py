@@ -15,6 +15,7 @@ from typing import Any
 
 from torchport.limits import REPORT_TAIL_LINES
 from torchport.records import (
+    Record,
     Check,
     ComparisonDocument,
     ComparisonEntry,
@@ -53,13 +54,13 @@ def cap(text: Any, limit: int = TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def embedded_json(document: dict[str, Any]) -> str:
-    """JSON safe inside <script type="application/json">: no '<' at all, so no
-    '</script>' and no '<!--' can appear, and it parses back to the same value."""
-    return json.dumps(document, separators=(",", ":"), default=str).replace("<", "\\u003c")
+def embedded_json(document: Record) -> str:
+    """The record's JSON, safe inside <script type="application/json">: no '<' at all, so
+    no '</script>' and no '<!--' can appear, and it parses back to the same value."""
+    return json.dumps(document.to_dict(), separators=(",", ":"), default=str).replace("<", "\\u003c")
 
 
-def page(title: str, body: list[str], document: dict[str, Any], data_id: str) -> str:
+def page(title: str, body: list[str], document: Record, data_id: str) -> str:
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -248,18 +249,18 @@ def _budget_section(document: ResultDocument, parts: model.Sections) -> list[str
 
 def render(document: ResultDocument) -> str:
     """The HTML report of one result document (statistics already refreshed)."""
-    app, env, config = document.app, document.environment, document.config
+    env, config = document.environment, document.config
     reference = document.reference
     parts = model.sections(document)
     measured = parts.measured
     charted = {_label(name, b.proxy_for): b.measured() for name, b in measured.items()}
     body = [
-        f"<h1>torchport evaluation: {esc(cap(app['spec'], 300))}</h1>",
+        f"<h1>torchport evaluation: {esc(cap(document.app_spec, 300))}</h1>",
         f'<p class="meta">Status <b>{esc(document.status)}</b>'
         + (f" ({esc(cap(document.status_reason))})" if document.status_reason else "")
-        + f" · {esc(document.updated)} · torchport {esc(document.tool['version'])} · torch {esc(env.get('torch'))}"
-        f" · Python {esc(env.get('python'))} · {esc(env.get('cpu'))} ({esc(env.get('cpu_count'))} cores)"
-        f" · host {esc(env.get('hostname'))}</p>",
+        + f" · {esc(document.updated)} · torchport {esc(document.tool.version)} · torch {esc(env.torch)}"
+        f" · Python {esc(env.python)} · {esc(env.cpu)} ({esc(env.cpu_count)} cores)"
+        f" · host {esc(env.hostname)}</p>",
         f'<p class="meta">dtype {esc(config["dtype"])}, seed {esc(config["seed"])}, {esc(config["steps"])} sustained steps '
         f'in {esc(config["blocks"])} blocks, warm-up bound {esc(config["max_warmup_steps"])}, {esc(config.get("repeats", 1))} '
         f"fresh process(es) per backend. Reference: {esc(reference)}. A difference is called only when the 95% "
@@ -365,7 +366,7 @@ def render(document: ResultDocument) -> str:
           fmt.worker_environment(b)] for name, b in parts.backends.items()])]
     body.append('<p class="meta">The result document is embedded in this file '
                 '(<code>script#torchport-result</code>, JSON).</p>')
-    return page(f"torchport evaluation: {app['spec']}", body, document.to_dict(), "torchport-result")
+    return page(f"torchport evaluation: {document.app_spec}", body, document, "torchport-result")
 
 
 # --- a comparison ------------------------------------------------------------------------------
@@ -426,4 +427,4 @@ def render_comparison(comparison: ComparisonDocument) -> str:
          for e in entries], ["start, imports, init", "first step"], fmt.seconds, "Time to the end of the first step"),
         "no entries"))
     body.append("</div>")
-    return page("torchport comparison", body, comparison.to_dict(), "torchport-comparison")
+    return page("torchport comparison", body, comparison, "torchport-comparison")

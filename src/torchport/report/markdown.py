@@ -20,11 +20,11 @@ def render(document: ResultDocument) -> str:
     config = document.config
     reference = document.reference
     lines = [
-        f"# torchport evaluation: {fmt.md_code(app['spec'])}",
+        f"# torchport evaluation: {fmt.md_code(document.app_spec)}",
         "",
         f"Status: **{fmt.md(document.status)}**" + (f" ({fmt.md(document.status_reason)})" if document.status_reason else ""),
-        f" · {document.updated} · torchport {document.tool['version']} · torch {env['torch']} · Python {env['python']}",
-        f" · {fmt.md(env['cpu'])} ({env['cpu_count']} cores)",
+        f" · {document.updated} · torchport {document.tool.version} · torch {env.torch} · Python {env.python}",
+        f" · {fmt.md(env.cpu)} ({env.cpu_count} cores)",
         "",
         f"Same configuration on every backend: dtype {config['dtype']}, seed {config['seed']}, "
         f"{config['steps']} sustained steps in {config['blocks']} timed blocks, warm-up bound {config['max_warmup_steps']} steps, "
@@ -32,8 +32,8 @@ def render(document: ResultDocument) -> str:
     ]
     if document.reference_note:
         lines.append(f"Note: {fmt.md(document.reference_note)}.")
-    if app.get("git_commit"):
-        lines.append(f"App commit {app['git_commit'][:12]}{' (with uncommitted changes)' if app.get('git_dirty') else ''}.")
+    if app.git_commit:
+        lines.append(f"App commit {app.git_commit[:12]}{' (with uncommitted changes)' if app.git_dirty else ''}.")
     consistency = document.config_consistency
     if consistency and not consistency.consistent:
         lines += ["", f"**Warning: configuration differs on {fmt.md(', '.join(consistency.differing))}**: "
@@ -104,9 +104,8 @@ def render(document: ResultDocument) -> str:
         lines += [f"- {fmt.md(e.stage)}: {fmt.md(e.message)}" + (f" at {fmt.md_code(e.location)}" if e.location else "")
                   for e in parts.stage_errors]
     for section in stages.result_keys():
-        data = document.section(section)
-        if data and stages.by_key(section).render:
-            lines += ["", _stage_markdown(section, data)]
+        if text := _stage_markdown(document, stages.by_key(section)):
+            lines += ["", text]
     from torchport.report.budget import budget_markdown, memory_markdown
 
     lines += budget_markdown(document) + memory_markdown(document)
@@ -292,9 +291,13 @@ def _metric_text(metric: MetricValue | None) -> str:
     return f"{fmt.md(metric.name)} {metric.value:.4f}" if metric and metric.value is not None else "–"
 
 
-def _stage_markdown(section: str, data: dict[str, Any]) -> str:
+def _stage_markdown(document: ResultDocument, stage: stages.Stage) -> str:
+    """A stage's section drawn by its renderer; "" when the document has none or the stage draws none here."""
+    if not stage.render:
+        return ""
     try:
-        render = stages.by_key(section).renderer()
-        return render(data) if render else ""
+        data = document.section(stage.key, stage.section_record())
+        render = stage.renderer()
     except ImportError:
-        return f"## {section}\n\n(no renderer installed for this section)"
+        return f"## {stage.key}\n\n(no renderer installed for this section)" if document.extra.get(stage.key) else ""
+    return render(data) if data and render else ""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from torchport import formatting as fmt
 from torchport.planning import StageFigures, StagePlan
+from torchport.records import StageSize
 from torchport.sampling import format_duration
 from torchport.script.stage import stage_seconds, stage_steps
 
@@ -29,10 +30,10 @@ class ScriptStageCost:
             return StagePlan()
         needed = self.minimum_s(figures)
         fits = needed <= room_s
-        sizes = {"steps": stage_steps(self.stage), "needs_s": round(needed, 1), "step_s": reference.step_s,
-                 "fits": fits,
-                 "why": f"its steps are fixed; {room_s:.0f} s left for it, it needs about "
-                        f"{format_duration(needed)} at the measured {fmt.seconds(reference.step_s)} a step"}
+        sizes = StageSize(key_order=()).put(
+            steps=stage_steps(self.stage), needs_s=round(needed, 1), step_s=reference.step_s, fits=fits,
+            why=f"its steps are fixed; {room_s:.0f} s left for it, it needs about "
+                f"{format_duration(needed)} at the measured {fmt.seconds(reference.step_s)} a step")
         could_not = None if fits else (
             f"{self.stage}: not run: it needs about {format_duration(needed)} at the "
             f"measured {fmt.seconds(reference.step_s)} a step, {format_duration(max(0.0, room_s))} were left")

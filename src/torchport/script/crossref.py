@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from torchport.records import (
+    DeviceEvidence,
+    FiredRedirect,
     BackendEntry,
     BackendStatus,
     CheckStatus,
@@ -85,9 +87,9 @@ def verdict(backend: BackendEntry) -> ScriptVerdict:
         return _verdict(verdict="did not run on the device", text=why)
     proof = f" (device evidence: {proofs[0]['proof']})" if proofs and proofs[0].get("proof") else ""
     if not redirects:
-        return _verdict(verdict=BY_CONFIGURATION, text=BY_CONFIGURATION + proof, evidence=proofs[0])
+        return _verdict(verdict=BY_CONFIGURATION, text=BY_CONFIGURATION + proof, evidence=DeviceEvidence.from_dict(proofs[0]))
     return _verdict(verdict="runs after redirects", lines=sorted(redirects, key=lambda where: _split(where) or (where, 0)),
-                    evidence=proofs[0],
+                    evidence=DeviceEvidence.from_dict(proofs[0]),
                     text=f"runs after {sum(redirects.values())} redirect(s) at {len(redirects)} line(s) to change{proof}")
 
 
@@ -216,15 +218,16 @@ def cross_reference(script: Path, backends: dict[str, BackendEntry], reference: 
     from torchport.scan.scanner import scan
 
     fired: dict[tuple[str, int], Fired] = {}
-    sources = [(b.name, (run.script or {}).get("redirects") or []) for b in backends.values() for run in b.runs]
+    sources = [(b.name, [FiredRedirect.from_dict(raw) for raw in (run.script or {}).get("redirects") or []])
+               for b in backends.values() for run in b.runs]
     sources += [(f"torchrun rank {rank}", record.redirects) for rank, record in (torchrun_ranks or {}).items()]
     for name, redirects in sources:
         for redirect in redirects:
-            key = _split(redirect["location"] or "")
+            key = _split(redirect.location or "")
             if key is None:
                 continue
             entry = fired.setdefault(key, Fired())
-            entry.calls.add(redirect["call"])
+            entry.calls.add(redirect.call)
             entry.backends.add(name)
     files = _user_files(script, backends, torchrun_ranks, coverage)
     try:

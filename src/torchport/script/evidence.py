@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.records import DeviceEvidence, DeviceMemory, ResultDocument, RunStatus
+from torchport.records import DeviceEvidence, DeviceMemory, DynamoEvidence, ResultDocument, RunStatus, XlaEvidence
 
 DYNAMO = "torch_compile"  # where torch.compile's counters sit in a backend's snapshot (torchport.backends.DYNAMO)
 XLA_EXECUTIONS = "ExecuteTime.samples"
@@ -37,14 +37,14 @@ def collect(backend: Any, before: dict[str, Any], after: dict[str, Any], paramet
 
         lowered = sum(delta(name) for name in after if name.startswith("xla::"))
         fell_back = sum(delta(name) for name in after if name.startswith("aten::"))
-        found.xla = {"compilations": delta("UncachedCompile"), "executions": delta(XLA_EXECUTIONS),
-                        "transfers_to_device": delta("TransferToDeviceTime.samples"),
-                        "ops_lowered": lowered, "ops_fell_back": fell_back,
-                        "device_share": lowered / (lowered + fell_back) if lowered + fell_back else None}
+        found.xla = XlaEvidence(compilations=delta("UncachedCompile"), executions=delta(XLA_EXECUTIONS),
+                                transfers_to_device=delta("TransferToDeviceTime.samples"), ops_lowered=lowered,
+                                ops_fell_back=fell_back,
+                                device_share=lowered / (lowered + fell_back) if lowered + fell_back else None)
     if getattr(backend, "compile_backend", None) is not None:
         first, last = before.get(DYNAMO) or {}, after.get(DYNAMO) or {}
-        found.dynamo = {"frames_compiled": int(last.get("frames_ok", 0) - first.get("frames_ok", 0)),
-                           "graphs": int(last.get("unique_graphs", 0) - first.get("unique_graphs", 0))}
+        found.dynamo = DynamoEvidence(frames_compiled=int(last.get("frames_ok", 0) - first.get("frames_ok", 0)),
+                                      graphs=int(last.get("unique_graphs", 0) - first.get("unique_graphs", 0)))
     if memory and memory.peak_allocated_bytes is not None:
         found.device_memory_peak_bytes = memory.peak_allocated_bytes
     return judge(found)
@@ -62,18 +62,18 @@ def judge(found: DeviceEvidence) -> DeviceEvidence:
         proofs.append(f"its parameters are on {device}")
     xla = found.xla
     if xla is not None:
-        if xla["executions"] <= 0:
-            problems.append(f"{xla['executions']} XLA executions")
+        if xla.executions <= 0:
+            problems.append(f"{xla.executions} XLA executions")
         else:
-            share = f", {xla['device_share']:.0%} of ops lowered to XLA" if xla.get("device_share") is not None else ""
-            proofs.append(f"{xla['compilations']} XLA compilations, {xla['executions']} executions{share}")
+            share = f", {xla.device_share:.0%} of ops lowered to XLA" if xla.device_share is not None else ""
+            proofs.append(f"{xla.compilations} XLA compilations, {xla.executions} executions{share}")
     dynamo = found.dynamo
     if dynamo is not None:
-        if dynamo["frames_compiled"] <= 0:
+        if dynamo.frames_compiled <= 0:
             problems.append("0 frames compiled by torch.compile: the script ran eager (a compile backend measures "
                             "a script only when the script compiles its model, e.g. -- --compile={compile})")
         else:
-            proofs.append(f"{dynamo['frames_compiled']} frame(s) compiled by torch.compile")
+            proofs.append(f"{dynamo.frames_compiled} frame(s) compiled by torch.compile")
     if not placed and device not in ("cpu",) and xla is None:
         if found.device_memory_peak_bytes:
             proofs.append(f"{found.device_memory_peak_bytes} bytes of {device} memory at its peak")

@@ -681,7 +681,7 @@ def script_trace_job(context: Any) -> None:
     context.result.put(trace=trace)
 
     def checkpoint() -> None:
-        snapshot = traced.tracer.snapshot()
+        snapshot = traced.tracer.snapshot().to_dict()
         snapshot.pop("activation_bytes", None)
         trace.update(snapshot)
         context.save()
@@ -705,7 +705,7 @@ def script_trace_job(context: Any) -> None:
             traced.boundary_optimizer = id(optimizer)
         if id(optimizer) == traced.boundary_optimizer and traced.index:
             traced.end_step()
-            snapshot = traced.tracer.snapshot()
+            snapshot = traced.tracer.snapshot().to_dict()
             snapshot.pop("activation_bytes", None)
             trace.update(snapshot)
             trace["steps_done"] = traced.index
@@ -771,7 +771,7 @@ def script_trace_job(context: Any) -> None:
         dataloader_module._BaseDataLoaderIter.__next__ = original_next  # type: ignore[method-assign]  # restored
         if redirects is not None:
             redirects.uninstall()
-    snapshot = traced.tracer.snapshot()
+    snapshot = traced.tracer.snapshot().to_dict()
     snapshot.pop("activation_bytes", None)
     trace.update(snapshot)
     if traced.index == 0:

@@ -21,7 +21,8 @@ from typing import Any
 from torchport.check.distributed import launch, launch_failure
 from torchport.limits import DEFAULT_TIMEOUT_S
 from torchport.protocol import ProtocolConfig
-from torchport.records import BackendStatus, RunRecord, RunStatus, ScriptDistributed, TorchrunRank
+from torchport.records import (BackendStatus, FiredRedirect, ResultDocument, RunRecord, RunStatus, ScriptCoverage,
+                               ScriptDistributed, TorchrunRank)
 from torchport.stats import median
 
 NPROC = 2
@@ -69,13 +70,13 @@ class ScriptStageOptions:
                 "redirect_cuda": self.redirect_cuda, "cwd": str(Path.cwd())}
 
 
-def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
+def distributed_stage(document: ResultDocument, options: Any, out_dir: Path) -> None:
     stage = ScriptStageOptions.from_evaluation(options)
-    reference = document.get("reference")
+    reference = document.reference
     section = ScriptDistributed(backend=reference, nproc_per_node=NPROC, status="skipped", ranks={})
-    if reference is None or document["backends"][reference].get("status") != BackendStatus.OK:
+    if reference is None or document.backends[reference].status != BackendStatus.OK:
         section.reason = "the script did not run on the reference backend in one process"
-        document["script_distributed"] = section.to_dict()
+        document.put(script_distributed=section)
         return
     config = ProtocolConfig(seed=options.protocol.seed, steps=STEPS, blocks=BLOCKS, max_warmup_steps=WARMUP,
                             steady_tolerance=0.0, inference=False)
@@ -97,7 +98,7 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
             status=run.status if "status" in result else None,
             error=run.error,
             step_s=median(sustained.step_times()) if sustained and blocks else None,
-            redirects=(run.script or {}).get("redirects", []),
+            redirects=[FiredRedirect.from_dict(fired) for fired in (run.script or {}).get("redirects", [])],
             losses=[v for b in blocks for v in (b.losses or [])],
             process_groups=(run.script or {}).get("process_groups"),
             user_files=(run.script or {}).get("user_files"),
@@ -117,10 +118,10 @@ def distributed_stage(document: dict[str, Any], options: Any, out_dir: Path) -> 
         section.reason = launch_failure(launched, launch_options)
     section.comparison = ("not made: the script decides how its global batch is split over ranks, so one "
                           "process cannot be made to see the same batches from outside")
-    document["script_distributed"] = section.to_dict()
+    document.put(script_distributed=section)
 
 
-def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
+def trace_stage(document: ResultDocument, options: Any, out_dir: Path) -> None:
     """The op trace of the script's first steps on the CPU (findings at the script's lines)."""
     from torchport.launch import run_worker
     from torchport.trace.analysis import trace_section, validate_targets
@@ -128,10 +129,10 @@ def trace_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
     stage = ScriptStageOptions.from_evaluation(options)
     run = run_worker("cpu", "torchport.script.job:script_trace_job", config={"steps": TRACE_STEPS, "seed": stage.seed},
                      extra=stage.job(), timeout=stage.timeout_s)
-    from torchport.trace.stage import attach_scan, write_section
+    from torchport.trace.stage import attach_scan
 
     section = trace_section(run, f"script:{stage.script}", validate_targets(None))
     attach_scan(section, stage.script)
-    write_section(document, section)
+    document.put(trace=section)
     if run.extra.get("script_coverage"):
-        document["script_coverage"] = run.extra["script_coverage"]
+        document.put(script_coverage=ScriptCoverage.from_dict(run.extra["script_coverage"]))

@@ -3,7 +3,7 @@
 ``trace_app`` starts the tracing worker (``torchport.trace.job``) on the ``cpu``
 backend and turns whatever it saved (all steps, or the steps done before a
 timeout) into the section: findings, op support per target, memory fit and a
-verdict per target.  ``torchport trace --format json`` writes the same object (``run_trace``).
+verdict per target.  ``torchport trace --format json`` writes the same object (``trace_app(...).to_dict()``).
 """
 from __future__ import annotations
 
@@ -47,24 +47,12 @@ def trace_app(app: AppSpec | str | None, *, steps: int = 3, targets: list[str] |
     return trace_section(run, spec.text, targets, allow_live=allow_live)
 
 
-def run_trace(app: AppSpec | str | None, **options: Any) -> dict[str, Any]:
-    """:func:`trace_app`'s section as ``torchport trace --format json`` writes it."""
-    return trace_app(app, **options).to_dict()
-
-
 def validate_targets(targets: list[str] | None) -> list[str]:
     chosen = list(dict.fromkeys(targets or finding_rules.TARGETS))
     unknown = [t for t in chosen if t not in support.TARGETS]
     if unknown:
         raise UserError(f"unknown target {unknown[0]!r} (known: {', '.join(support.TARGETS)})")
     return chosen
-
-
-def build_section(run: RunRecord | dict[str, Any], app: str, targets: list[str], allow_live: bool = True) -> dict[str, Any]:
-    """The section as ``torchport trace --format json`` writes it: the one place a traced section becomes JSON
-    (an evaluation's is written by ``torchport.trace.stage.write_section``)."""
-    record = run if isinstance(run, RunRecord) else RunRecord.from_dict(run)
-    return trace_section(record, app, targets, allow_live).to_dict()
 
 
 # The keys of a section, in the order written: of a trace that saw ops, and of one that saw none.

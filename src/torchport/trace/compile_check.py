@@ -23,11 +23,10 @@ Graph breaks Dynamo reported at lines no finding names are listed too
 """
 from __future__ import annotations
 
-from typing import Any
 
-from torchport.records import (CompileJudgement, CompileMeasured, CompileVerdict, DynamoCounts, Finding, GraphBreak, RecompileCause, RunRecord,
+from torchport.records import (BackendEntry, CompileJudgement, CompileMeasured, CompileVerdict, DynamoCounts, Finding, GraphBreak, RecompileCause, RunRecord,
                                RunStatus, TorchCompileComparison, TraceSection)
-from torchport.trace.findings import RuleId, as_section
+from torchport.trace.findings import RuleId
 
 PHASES = ("first_step", "warmup", "sustained")
 GRAPH_RULES = (RuleId.HOST_SYNC, RuleId.DYNAMIC_OUTPUT_SHAPE, RuleId.INPUT_SHAPES_VARY, RuleId.GRAPH_VARIES)
@@ -83,17 +82,15 @@ def _judge(finding: Finding, breaks: list[GraphBreak], recompiles: list[Recompil
     return CompileVerdict.UNCONFIRMED, "Dynamo broke or recompiled elsewhere, not at this line"
 
 
-def compare_with_torch_compile(section: TraceSection | dict[str, Any],
-                               document: dict[str, Any]) -> TorchCompileComparison | None:
-    """Per ``*-compile`` backend that ran: its measured Dynamo totals and a
-    judgement for each graph finding of the trace; None when no backend
-    recorded torch.compile counters.  ``document`` is the result document as
-    written; the runs' Dynamo counters are raw samples, read as written."""
-    findings = [f for f in as_section(section).findings if f.id in GRAPH_RULES]
+def compare_with_torch_compile(section: TraceSection,
+                               measured: dict[str, BackendEntry]) -> TorchCompileComparison | None:
+    """Per ``*-compile`` backend of ``measured`` that ran: its measured Dynamo
+    totals and a judgement for each graph finding of the trace; None when no
+    backend recorded torch.compile counters."""
+    findings = [f for f in section.findings if f.id in GRAPH_RULES]
     backends: dict[str, CompileMeasured] = {}
-    for name, backend in (document.get("backends") or {}).items():
-        runs = (RunRecord.from_dict(r) for r in backend.get("runs", []))
-        run = next((r for r in runs if r.status == RunStatus.OK and _phases(r)), None)
+    for name, backend in measured.items():
+        run = next((r for r in backend.runs if r.status == RunStatus.OK and _phases(r)), None)
         if run is None:
             continue
         phases = _phases(run)

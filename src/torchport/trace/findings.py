@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from torchport import glossary
 from torchport.records import (BatchSignature, ConstructionSite, ContractNote, DataScan, Finding, FindingCause,
                                HostSyncCall, OpKernels,
-                               TraceConstruction, TracedOp, TraceSection, TraceSeverity, VaryingDim, Vocabulary,
+                               TraceConstruction, TracedOp, TraceSeverity, VaryingDim, Vocabulary,
                                WorkerTrace)
 
 TARGETS = glossary.trace_targets()
@@ -194,11 +194,6 @@ def make_finding(rule: Rule, location: str | None, count: int, steps: int, detai
                     library_location=library, library=_library_name(library), extra=extra)
     built.key_order = FINDING_KEYS + tuple(extra) + moved + in_library
     return built
-
-
-def as_section(section: TraceSection | dict[str, Any]) -> TraceSection:
-    """A trace section as its record: as built, or read from a result document (the one reading boundary)."""
-    return section if isinstance(section, TraceSection) else TraceSection.from_dict(section)
 
 
 Item = TypeVar("Item")

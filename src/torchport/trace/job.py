@@ -100,7 +100,7 @@ def _trace_app(context: Any, api_calls: DeviceApiRecorder) -> None:
         context.save()
 
     def checkpoint() -> None:
-        trace.update(tracer.snapshot())
+        trace.update(tracer.snapshot().to_dict())
         trace.pop("activation_bytes", None)
         save()
 
@@ -121,7 +121,7 @@ def _trace_app(context: Any, api_calls: DeviceApiRecorder) -> None:
             p.grad for p in parameters if p.grad is not None))
         memory.optimizer_state_bytes = _tensor_bytes(
             value for state in optimizer.state.values() for value in state.values())
-        trace.update(tracer.snapshot())
+        trace.update(tracer.snapshot().to_dict())
         memory.activation_bytes = trace.pop("activation_bytes")
         trace["steps_done"] = index
         if until_repeated and index >= until_repeated and repeated(tracer.step_graphs(), until_repeated):

@@ -8,7 +8,6 @@ from typing import Any
 from torchport import formatting as fmt
 from torchport.records import (Finding, TargetOpSupport, TorchCompileComparison, TraceSection, TraceSeverity, TraceStatus,
                                XlaComparison)
-from torchport.trace.findings import as_section
 from torchport.trace.support import TARGETS, SupportKind
 
 SEVERITY_MARK = {TraceSeverity.BLOCKER: "BLOCKER", TraceSeverity.SLOW: "slow", TraceSeverity.MINOR: "minor"}
@@ -48,9 +47,9 @@ def contract_lines(section: TraceSection, code: Any = str, text: Any = str) -> l
             for note in section.contract]
 
 
-def evaluation_text(section: TraceSection | dict[str, Any], code: Any = str) -> str | None:
+def evaluation_text(section: TraceSection, code: Any = str) -> str | None:
     """The evaluation and sampling kept out of the step, in one sentence."""
-    evaluation = as_section(section).evaluation
+    evaluation = section.evaluation
     if not evaluation:
         return None
     places = ", ".join(f"{code(short_location(e.location))} ({e.op_calls} ops"
@@ -65,10 +64,10 @@ def evaluation_text(section: TraceSection | dict[str, Any], code: Any = str) -> 
             + f"; at {places}" + (f" and {more} more lines" if more > 0 else "") + ", not counted in the step")
 
 
-def device_api_lines(section: TraceSection | dict[str, Any], code: Any = str, text: Any = str) -> list[str]:
+def device_api_lines(section: TraceSection, code: Any = str, text: Any = str) -> list[str]:
     """Device-typed API calls seen at run time, under scan's rule ids, each at its line."""
     return [f"{call.id} {text(call.title)} at {code(short_location(call.location))}: "
-            f"{code(call.call)} ran {call.count}x" for call in as_section(section).device_apis]
+            f"{code(call.call)} ran {call.count}x" for call in section.device_apis]
 
 
 def _targets_text(finding: Finding) -> str:
@@ -79,9 +78,8 @@ def verdict_lines(section: TraceSection) -> list[str]:
     return [f"{TARGETS[name].title}: {v.text}" for name, v in section.verdicts.items()]
 
 
-def terminal_lines(section: TraceSection | dict[str, Any], top: int = 10) -> list[str]:
+def terminal_lines(section: TraceSection, top: int = 10) -> list[str]:
     """``torchport trace``'s text: of the section as built, or as written."""
-    section = as_section(section)
     lines = [f"torchport trace {section.app}: {section.steps_traced} step(s) traced on the CPU "
              f"(torch {section.torch}), status {section.status}"]
     if section.reason:
@@ -127,9 +125,8 @@ def _source_text(answer: TargetOpSupport) -> str:
     return f"{answer.kind} ({versions}{when})"
 
 
-def markdown(section: TraceSection | dict[str, Any]) -> str:
+def markdown(section: TraceSection) -> str:
     """The section in report.md: of the section as built, or as written (the evaluate report's stage renderer)."""
-    section = as_section(section)
     lines = ["## Op trace: readiness per target", ""]
     lines.append(f"{section.steps_traced} training step(s) of {fmt.md_code(section.app)} traced op by op on the CPU "
                  f"(torch {fmt.md(section.torch)}); status **{fmt.md(section.status)}**"

@@ -19,7 +19,8 @@ from torchport.sampling import format_duration
 from torchport.trace.analysis import trace_section
 from torchport.trace.compile_check import compare_with_torch_compile
 from torchport.trace.job import DEFAULT_STEPS
-from torchport.records import (AppScan, BackendEntry, BackendStatus, MeasuredOnTarget, ScanHit, TraceSection,
+from torchport.records import (AppScan, BackendEntry, BackendStatus, MeasuredOnTarget, ResultDocument, ScanHit, StageSize,
+                               TraceSection,
                                TraceVerdictStatus)
 from torchport.trace.verdict import compare_with_xla, verdicts
 
@@ -82,10 +83,10 @@ class TraceCost:
         fit = int((room_s - cpu.overhead_s) / (TRACE_STEP_FACTOR * cpu.step_s)) if room_s > cpu.overhead_s else 0
         steps = min(max(fit, REPEATED), EVALUATE_STEPS)
         fits = fit >= REPEATED
-        sizes = {"steps": steps, "bounds": [REPEATED, EVALUATE_STEPS], "step_s": cpu.step_s,
-                 "startup_s": round(cpu.overhead_s, 1), "fits": fits,
-                 "why": f"{room_s:.0f} s left for it, a traced step about {TRACE_STEP_FACTOR:g}x the "
-                        f"measured {cpu.step_s:.3g} s"}
+        sizes = StageSize(key_order=()).put(
+            steps=steps, bounds=[REPEATED, EVALUATE_STEPS], step_s=cpu.step_s, startup_s=round(cpu.overhead_s, 1),
+            fits=fits, why=f"{room_s:.0f} s left for it, a traced step about {TRACE_STEP_FACTOR:g}x the "
+                           f"measured {cpu.step_s:.3g} s")
         could_not = None if fits else (
             f"trace: not run: its minimum of {steps} steps needs about "
             f"{format_duration(self.seconds(cpu, steps))} (start-up "
@@ -186,7 +187,7 @@ def reconcile(section: TraceSection, backends: dict[str, BackendEntry]) -> None:
             verdict.text += f"; measured on the {name} backend{proxy}: {'ran' if ran else status}, as predicted"
 
 
-def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> None:
+def evaluate_stage(document: ResultDocument, options: Any, out_dir: Path) -> None:
     from torchport.app import as_spec
     from torchport.launch import run_worker
     from torchport.trace.analysis import TRACE_JOB, validate_targets
@@ -198,15 +199,10 @@ def evaluate_stage(document: dict[str, Any], options: Any, out_dir: Path) -> Non
                      timeout=stage.timeout_s)
     section = trace_section(run, spec.text, validate_targets(stage.targets), allow_live=stage.live)
     attach_scan(section, spec.file)
-    reconcile(section, {name: BackendEntry.from_dict(raw) for name, raw in (document.get("backends") or {}).items()})
-    section.xla_comparison = compare_with_xla(section, document)
-    section.put(torch_compile_comparison=compare_with_torch_compile(section, document))
-    write_section(document, section)
-
-
-def write_section(document: dict[str, Any], section: TraceSection) -> None:
-    """The section into the result document: where an evaluation's section becomes its dictionary."""
-    document["trace"] = section.to_dict()
+    reconcile(section, document.backends)
+    section.xla_comparison = compare_with_xla(section, document.backends)
+    section.put(torch_compile_comparison=compare_with_torch_compile(section, document.backends))
+    document.put(trace=section)
 
 
 __all__ = ["evaluate_stage", "TraceStageOptions", "DEFAULT_STEPS"]

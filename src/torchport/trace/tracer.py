@@ -39,7 +39,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any
 from collections.abc import Iterator
 
 import torch
@@ -48,7 +48,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 from torchport.app import is_user_file, library_file
-from torchport.records import GraphDifference, StepGraph
+from torchport.records import (GraphDifference, HostSyncCall, ModelCall, StepGraph, TracedEvaluation, TracedOp,
+                               TracerSnapshot)
 
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 # The phases whose ops make the model's graph.  The optimizer's first step
@@ -83,74 +84,6 @@ SDPA_CPU = {"_scaled_dot_product_flash_attention_for_cpu": "forward",
             "_scaled_dot_product_flash_attention_for_cpu_backward": "backward"}
 
 
-class OpJson(TypedDict):
-    """One aggregated op as the worker saves it (the parent reads it as ``records.TracedOp``)."""
-
-    op: str
-    phase: str
-    location: str | None
-    module: str | None
-    inputs: list[str]
-    outputs: list[str]
-    tags: list[str]
-    count: int
-    flops: int | None
-    bytes_read: int
-    bytes_written: int
-    in_host_sync_call: bool
-    attributed: str
-    steps: list[int]
-    library: str | None
-
-
-class SyncJson(TypedDict):
-    """One host read as the worker saves it (``records.HostSyncCall``)."""
-
-    call: str
-    phase: str
-    location: str | None
-    module: str | None
-    attributed: str
-    library: str | None
-    count: int
-
-
-class ModelCallJson(TypedDict):
-    location: str | None
-    count: int
-
-
-class EvaluationJson(TypedDict):
-    ops: list[OpJson]
-    host_syncs: list[SyncJson]
-    model_calls: list[ModelCallJson]
-
-
-class StepGraphJson(TypedDict):
-    graph: int
-    ops: int
-    first_difference: GraphDifferenceJson | None
-
-
-class GraphDifferenceJson(TypedDict):
-    op_index: int
-    op: str
-    location: str | None
-    phase: str
-    inputs: list[str]
-
-
-class Snapshot(TypedDict):
-    """What the tracer saw so far, as the worker saves it (``records.WorkerTrace`` reads it in the parent)."""
-
-    ops: list[OpJson]
-    host_syncs: list[SyncJson]
-    step_graphs: list[StepGraphJson]
-    optimizer_graphs: list[int]
-    activation_bytes: NotRequired[int]  # read into the step's memory, then dropped from the saved trace
-    evaluation: EvaluationJson
-
-
 @dataclass
 class OpRecord:
     op: str
@@ -172,30 +105,14 @@ class OpRecord:
     library: str | None = None  # innermost library frame below the user's, e.g. transformers/x.py:12
     steps: set[int] = field(default_factory=set)
 
-    def as_dict(self) -> OpJson:
-        return {
-            "op": self.op, "phase": self.phase, "location": self.location, "module": self.module,
-            "inputs": self.inputs, "outputs": self.outputs, "tags": self.tags, "count": self.count,
-            "flops": None if self.flops is None else self.flops * self.count,
-            "bytes_read": self.bytes_read * self.count, "bytes_written": self.bytes_written * self.count,
-            "in_host_sync_call": self.in_host_sync_call, "attributed": self.attributed, "steps": sorted(self.steps),
-            "library": self.library,
-        }
-
-
-@dataclass
-class SyncRecord:
-    call: str
-    phase: str
-    location: str | None
-    module: str | None
-    attributed: str = "user"
-    library: str | None = None
-    count: int = 0
-
-    def as_dict(self) -> SyncJson:
-        return {"call": self.call, "phase": self.phase, "location": self.location, "module": self.module,
-                "attributed": self.attributed, "library": self.library, "count": self.count}
+    def traced(self) -> TracedOp:
+        """The op's totals over its calls, as the worker saves them."""
+        return TracedOp(op=self.op, phase=self.phase, location=self.location, module=self.module, inputs=self.inputs,
+                        outputs=self.outputs, tags=self.tags, count=self.count,
+                        flops=None if self.flops is None else self.flops * self.count,
+                        bytes_read=self.bytes_read * self.count, bytes_written=self.bytes_written * self.count,
+                        in_host_sync_call=self.in_host_sync_call, attributed=self.attributed,
+                        steps=sorted(self.steps), library=self.library)
 
 
 @dataclass
@@ -203,7 +120,7 @@ class _Stretch:
     """Ops run outside training (autograd off or the model in eval mode), held
     until the stretch ends and it is known whether the trained model ran in it."""
     records: dict[tuple, OpRecord] = field(default_factory=dict)
-    syncs: dict[tuple, SyncRecord] = field(default_factory=dict)
+    syncs: dict[tuple, HostSyncCall] = field(default_factory=dict)
     sequence: list[tuple] = field(default_factory=list)
     tensors: list[weakref.ref[torch.Tensor]] = field(default_factory=list)
     model_calls: dict[str | None, int] = field(default_factory=dict)  # the user lines that called the model
@@ -380,7 +297,7 @@ class OpTracer:
         self._last_checkpoint = time.monotonic()
         self._ops_seen = 0
         self.records: dict[tuple, OpRecord] = {}
-        self.syncs: dict[tuple, SyncRecord] = {}
+        self.syncs: dict[tuple, HostSyncCall] = {}
         self.phase = "data"
         # Script mode traces a script told that the CPU is its device: its
         # .to(device) is the move to the device, not a copy to the host.
@@ -412,7 +329,7 @@ class OpTracer:
         self._parameter_pointers = {p.untyped_storage().data_ptr() for p in model.parameters()} if model is not None else set()
         # Evaluation and sampling inside the traced iterations, kept out of the step (see the module's docstring).
         self.evaluation_records: dict[tuple, OpRecord] = {}
-        self.evaluation_syncs: dict[tuple, SyncRecord] = {}
+        self.evaluation_syncs: dict[tuple, HostSyncCall] = {}
         self.evaluation_model_calls: dict[str | None, int] = {}
         self.in_evaluation_call = False
         self._stretch: _Stretch | None = None
@@ -645,7 +562,7 @@ class OpTracer:
             # No user frame: torch's own code called by the harness (torch.optim
             # reads its CPU-side step counter with .item()); not the user's sync.
             attributed = "user" if location is not None else "phase"
-            record = syncs[key] = SyncRecord(call, self.phase, location or self.phase_locations.get(self.phase),
+            record = syncs[key] = HostSyncCall(call, self.phase, location or self.phase_locations.get(self.phase),
                                                   module, attributed=attributed, library=library)
         record.count += 1
 
@@ -710,18 +627,19 @@ class OpTracer:
             self._saved_storages = set()
 
     # ---- results -------------------------------------------------------------------------
-    def snapshot(self) -> Snapshot:
-        return {
-            "ops": [record.as_dict() for record in self.records.values()],
-            "host_syncs": [record.as_dict() for record in self.syncs.values()],
-            "step_graphs": [cast(StepGraphJson, graph.to_dict()) for graph in self.step_graphs()],
-            "optimizer_graphs": self.optimizer_graphs(),
-            "activation_bytes": self.saved_bytes,
-            "evaluation": {"ops": [record.as_dict() for record in self.evaluation_records.values()],
-                           "host_syncs": [record.as_dict() for record in self.evaluation_syncs.values()],
-                           "model_calls": [{"location": location, "count": count}
-                                           for location, count in self.evaluation_model_calls.items()]},
-        }
+    def snapshot(self) -> TracerSnapshot:
+        """What the tracer saw so far; the worker saves its ``to_dict()``."""
+        return TracerSnapshot(
+            ops=[record.traced() for record in self.records.values()],
+            host_syncs=list(self.syncs.values()),
+            step_graphs=self.step_graphs(),
+            optimizer_graphs=self.optimizer_graphs(),
+            activation_bytes=self.saved_bytes,
+            evaluation=TracedEvaluation(
+                ops=[record.traced() for record in self.evaluation_records.values()],
+                host_syncs=list(self.evaluation_syncs.values()),
+                model_calls=[ModelCall(location=location, count=count)
+                             for location, count in self.evaluation_model_calls.items()]))
 
     def step_graphs(self) -> list[StepGraph]:
         """Per traced step: an identity for its graph (the sequence of ops, each

@@ -12,12 +12,11 @@ A verdict is one of:
 """
 from __future__ import annotations
 
-from typing import Any
 
 from torchport import glossary
 from torchport.records import (BackendEntry, CounterRun, Finding, OpStatus, RecompilingRun, TargetOpSupport, TargetVerdict, TraceSection,
                                TraceSeverity, TraceVerdictStatus, XlaComparison, XlaMeasured, XlaPrediction)
-from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId, as_section
+from torchport.trace.findings import LAZY_TARGETS, SEVERITY_RANK, RuleId
 
 # Python asking for a device value (.item(), float(), if tensor:): counted by
 # torch_xla like a CPU fallback.  torchport's own loss reads happen outside
@@ -149,16 +148,13 @@ def _per_step(findings: list[Finding], rule: RuleId) -> float:
     return sum(f.per_step or 0 for f in findings if f.id == rule and "xla" in f.targets)
 
 
-def compare_with_xla(section: TraceSection | dict[str, Any], document: dict[str, Any]) -> XlaComparison | None:
+def compare_with_xla(section: TraceSection, backends: dict[str, BackendEntry]) -> XlaComparison | None:
     """Side by side: what the trace predicts for torch_xla and what the xla
-    backend measured, over all phases.  Any measured count above the
-    prediction is a disagreement, listed with its likely cause.  ``document``
-    is the result document as written (its reader is torchport.document)."""
-    xla = (document.get("backends") or {}).get("xla")
-    measured = measured_xla(BackendEntry.from_dict(xla) if xla else None)
+    backend of ``backends`` measured, over all phases.  Any measured count
+    above the prediction is a disagreement, listed with its likely cause."""
+    measured = measured_xla(backends.get("xla"))
     if measured is None:
         return None
-    section = as_section(section)
     findings = section.findings
     rows = (section.op_support.get("xla") or TargetOpSupport()).ops
     predicted_ops = sorted({name for row in rows.values() for name in row.falls_back_as or []
