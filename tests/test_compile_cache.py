@@ -115,3 +115,32 @@ def test_a_library_another_process_is_still_writing_is_kept(tmp_path):
         writer.kill()
         writer.wait()
     assert compile_cache.remove_unfinished(env, since=0) == [library]
+
+
+def test_the_first_compiled_worker_sweeps_what_others_left_long_ago(tmp_path):
+    cache = tmp_path / "cache"
+    stale = cache / "ab" / "stale.main.so"
+    fresh = cache / "ab" / "fresh.main.so"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"")
+    fresh.write_bytes(b"")
+    os.utime(stale, (time.time() - 600, time.time() - 600))
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    assert compile_cache.sweep_once(env) == [stale]
+    assert fresh.exists()  # maybe still being written: a minute's grace
+    stale.write_bytes(b"")
+    os.utime(stale, (time.time() - 600, time.time() - 600))
+    assert compile_cache.sweep_once(env) == []  # once per process
+
+
+def test_a_compiled_run_starts_on_a_swept_cache(tmp_path):
+    from torchport.launch import run_worker
+    cache = tmp_path / "cache"
+    stale = cache / "ab" / "stale.main.so"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"")
+    os.utime(stale, (time.time() - 600, time.time() - 600))
+    run = run_worker("cpu-compile", "torchport.worker:no_such_job", env={"TORCHINDUCTOR_CACHE_DIR": str(cache)},
+                     timeout=120)
+    assert run.status != "ok"  # the job itself is beside the point
+    assert not stale.exists()

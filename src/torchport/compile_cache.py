@@ -10,7 +10,11 @@ A library counts as unfinished when it is not a whole ELF file: shorter than its
 own header says (the section and program header tables lie at the offsets the
 header names).  Only files written since the process started are read, and one
 that a live process holds open (another worker's linker still writing it, when
-stages compile side by side) is left alone.
+stages compile side by side) is left alone.  A process killed from outside
+torchport (a test runner's timeout, the OOM killer) leaves the same: the first
+inductor worker of each torchport command first sweeps the cache for libraries
+cut short more than a minute ago (``sweep_once``; about 60 ms over 2,300
+libraries).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import os
 import re
 import struct
 import tempfile
+import time
 from pathlib import Path
 
 _ELF_MAGIC = b"\x7fELF"
@@ -62,9 +67,9 @@ def is_whole_library(path: Path) -> bool:
     return size >= max(phoff + phentsize * phnum, shoff + shentsize * shnum)
 
 
-def unfinished_libraries(folder: Path, since: float) -> list[Path]:
+def unfinished_libraries(folder: Path, since: float, until: float | None = None) -> list[Path]:
     """Kernel libraries under ``folder`` written at or after ``since`` (a
-    ``time.time()``) that are not whole."""
+    ``time.time()``), and before ``until`` if given, that are not whole."""
     if not folder.is_dir():
         return []
     found = []
@@ -77,7 +82,7 @@ def unfinished_libraries(folder: Path, since: float) -> list[Path]:
                 written = path.stat().st_mtime
             except OSError:
                 continue
-            if written >= since and not is_whole_library(path):
+            if written >= since and (until is None or written < until) and not is_whole_library(path):
                 found.append(path)
     return sorted(found)
 
@@ -96,10 +101,11 @@ def _held_open(paths: list[Path]) -> set[str]:
     return held
 
 
-def remove_unfinished(env: dict[str, str] | None, since: float) -> list[Path]:
-    """Delete the unfinished kernel libraries a process run with ``env`` since
-    ``since`` left in inductor's cache and nobody has open; the paths deleted."""
-    unfinished = unfinished_libraries(cache_folder(env), since)
+def remove_unfinished(env: dict[str, str] | None, since: float, until: float | None = None) -> list[Path]:
+    """Delete the unfinished kernel libraries a process run with ``env`` left
+    in inductor's cache between ``since`` and ``until`` and nobody has open; the
+    paths deleted."""
+    unfinished = unfinished_libraries(cache_folder(env), since, until)
     if not unfinished:
         return []
     held = _held_open(unfinished)
@@ -113,3 +119,16 @@ def remove_unfinished(env: dict[str, str] | None, since: float) -> list[Path]:
             continue
         removed.append(path)
     return removed
+
+
+_swept: set[Path] = set()
+
+
+def sweep_once(env: dict[str, str] | None) -> list[Path]:
+    """Once per cache folder and process: delete the libraries cut short more
+    than a minute ago, whoever wrote them."""
+    folder = cache_folder(env)
+    if folder in _swept:
+        return []
+    _swept.add(folder)
+    return remove_unfinished(env, since=0, until=time.time() - 60)

@@ -272,6 +272,8 @@ def run_worker(
         except Exception as exc:  # a missing environment ends this backend's run only
             error = ErrorRecord(kind=ErrorKind.ENVIRONMENT, message=failures.first_line(str(exc))[0])
             return RunRecord.from_dict({"status": RunStatus.ERROR.value, "error": error.to_dict(), "phases": {}})
+    if backend_cls.compile_backend == "inductor":
+        compile_cache.sweep_once({**os.environ, **(env or {})})
     with tempfile.TemporaryDirectory(prefix="torchport-worker-") as scratch:
         output = os.path.join(scratch, "result.json")
         job = {
