@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import default_path
+from torchport.scan import default_path, device_guard
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -739,7 +739,9 @@ def _unit(context: _Context, line: int) -> tuple[str, _Scope] | None:
             break
     else:
         return None
-    if scope.name.startswith("_"):
+    # a function defined inside another is local to it: as private as a leading underscore
+    nested = any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in scopes[:scopes.index(scope)])
+    if scope.name.startswith("_") or nested:
         return scope.name, scope
     # read from the text: the statement may hold no trigger word, and then it is not parsed
     aliases = re.findall(rf"^[ \t]*[\w.]+\.(\w+)\s*=\s*{re.escape(scope.name)}\s*$", context.text, re.MULTILINE)
@@ -780,6 +782,7 @@ def _reached_only_for_cuda_tensors(context: _Context, line: int, depth: int = 0)
     uses = [n for n in context.loads().get(name, ())
             if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
     return bool(uses) and all(_on_a_cuda_route(context, n.lineno)
+                              or device_guard.guarded_by_device_test(context, n.lineno, n.col_offset + 1) is not None
                               or _reached_only_for_cuda_tensors(context, n.lineno, depth + 1) for n in uses)
 
 
@@ -1335,6 +1338,16 @@ def _availability_probe(site: _Site) -> bool:
             and _probe_says_unavailable(site.file.whole(), site.line))
 
 
+# A device test's text: `.is_cuda`, a "cuda" or "xla" string.  Read before the whole file is parsed.
+_DEVICE_TEST_HINT = re.compile(r"""\.is_cuda\b|['"](cuda|xla)(:\d*)?['"]""")
+
+
+def _guarded_by_device_test(site: _Site) -> str | None:
+    if not _DEVICE_TEST_HINT.search(site.file.text):
+        return None
+    return device_guard.guarded_by_device_test(site.file.whole(), site.line, site.finding.column)
+
+
 def _cuda_tensor_unit(site: _Site) -> bool:
     return (_unit(site.context, site.line) is not None
             and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
@@ -1555,6 +1568,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "CUDA is absent: nothing fails"),
     Lowering(_DEVICE_STRING, _at_line(_cupy_branch), "info",
              "names the device of a CuPy array, which is always a CUDA device: no device is chosen"),
+    Lowering(_EVERY_RULE, _guarded_by_device_test, "info",
+             "reached only when `{}` holds, a test that the device is CUDA (or XLA): elsewhere this line does not "
+             "run"),
     Lowering(_EVERY_RULE, _cuda_tensor_unit, "info",
              "used in this file only where the tensors are on CUDA (an is_cuda or device-type route); elsewhere "
              "the file's other path runs"),
