@@ -121,3 +121,42 @@ _CHOSEN_BY_DEVICE = '''
 
 def test_a_private_timer_picked_only_for_cuda_is_quiet_inside_its_nested_helper(tmp_path):
     _check(tmp_path, _write(tmp_path, "bench.py", _CHOSEN_BY_DEVICE))
+
+
+_PLACEMENT_TESTS = '''
+    import torch
+
+
+    def assign(cost, boxes):
+        if boxes.is_cuda:  # quiet
+            return cost.argmin(-1)
+        return cost.cpu().argmin(-1)
+
+
+    def to_host(image):
+        if image.device.type == "cuda" and image.dtype == torch.float32:  # quiet
+            return (image * 255).to(torch.uint8).cpu()
+        return (image * 255).cpu().to(torch.uint8)
+
+
+    def pick(device):
+        if device.type == "cuda" and not torch.cuda.is_available():  # kept
+            device = torch.device("cpu")
+        return device
+
+
+    def choose():
+        return "cuda" if torch.cuda.is_available() else "cpu"  # kept
+'''
+
+
+def test_a_check_of_where_the_data_is_is_quiet_and_one_of_whether_cuda_exists_kept(tmp_path):
+    _check(tmp_path, _write(tmp_path, "matcher.py", _PLACEMENT_TESTS))
+
+
+def test_both_branches_of_a_placement_check_give_the_same_result_on_this_cpu_build(tmp_path):
+    # the measurement behind the rule: the branch written for CUDA data and the one that runs here agree
+    cost = torch.tensor([[3.0, 1.0, 2.0], [0.5, 4.0, 9.0]])
+    assert torch.equal(cost.argmin(-1), cost.cpu().argmin(-1))
+    image = torch.rand(3, 4, 4)
+    assert torch.equal((image * 255).to(torch.uint8).cpu(), (image * 255).cpu().to(torch.uint8))

@@ -739,13 +739,15 @@ def _unit(context: _Context, line: int) -> tuple[str, _Scope] | None:
             break
     else:
         return None
-    # a function defined inside another is local to it: as private as a leading underscore
-    nested = any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in scopes[:scopes.index(scope)])
-    if scope.name.startswith("_") or nested:
+    if scope.name.startswith("_"):
         return scope.name, scope
     # read from the text: the statement may hold no trigger word, and then it is not parsed
     aliases = re.findall(rf"^[ \t]*[\w.]+\.(\w+)\s*=\s*{re.escape(scope.name)}\s*$", context.text, re.MULTILINE)
-    return (aliases[0], scope) if len(aliases) == 1 else None
+    if len(aliases) == 1:
+        return aliases[0], scope
+    # a function defined inside another is local to it: as private as a leading underscore
+    nested = any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in scopes[:scopes.index(scope)])
+    return (scope.name, scope) if nested and not aliases else None
 
 
 def _on_a_cuda_route(context: _Context, line: int) -> bool:
@@ -1235,6 +1237,33 @@ def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
 _TF32 = re.compile(r"tf32|fp32_precision")
 
 
+def _placement_test(site: _Site) -> bool:
+    """``if x.is_cuda:``, ``self._device.type != "cuda"``: the check reads where a tensor or a
+    chosen device already is, not whether CUDA exists.  A user without CUDA never has data there,
+    so the other branch runs, written for the data's own device.  A test that also asks whether
+    CUDA is available (``device.type == "cuda" and not torch.cuda.is_available()``) stays."""
+    context, line, column = site.context, site.line, site.finding.column
+    nodes = context._expressions_at(line)
+    statement_text = "".join(context.lines[line - 1:line])
+    if "is_available(" in statement_text:
+        return False
+    for node in nodes:
+        if not isinstance(node, ast.expr) or not _holds_column(node, line, column):
+            continue
+        if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
+            return True
+        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Attribute)
+                and node.left.attr == "type" and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value == "cuda"):
+            return True
+    return False
+
+
+def _holds_column(node: ast.expr, line: int, column: int) -> bool:
+    return (node.lineno == line == (node.end_lineno or line)
+            and node.col_offset < column <= (node.end_col_offset or 0) + 1)
+
+
 def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
     """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
     empties the CUDA cache or picks the "spawn" start method that CUDA needs: skipping it
@@ -1549,6 +1578,9 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
              "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
              "is the lock-in, reported at its own line)"),
+    Lowering(_CHECK, _placement_test, "info",
+             "tests where a tensor or chosen device already is, not whether CUDA exists: without CUDA no data is "
+             "there and the other branch runs, written for the data's own device"),
     Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
              "guards only CUDA tuning (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" start method "
              "CUDA needs): skipping it where CUDA is absent changes no result"),
