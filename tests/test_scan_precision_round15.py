@@ -147,6 +147,10 @@ _PLACEMENT_TESTS = '''
 
     def choose():
         return "cuda" if torch.cuda.is_available() else "cpu"  # kept
+
+
+    def fall_back(device):
+        return device if device.type == "cuda" else torch.device("cpu")  # kept
 '''
 
 
@@ -160,3 +164,26 @@ def test_both_branches_of_a_placement_check_give_the_same_result_on_this_cpu_bui
     assert torch.equal(cost.argmin(-1), cost.cpu().argmin(-1))
     image = torch.rand(3, 4, 4)
     assert torch.equal((image * 255).to(torch.uint8).cpu(), (image * 255).cpu().to(torch.uint8))
+
+
+_PUBLIC_HELPER = '''
+    import torch
+
+
+    def align_cuda(x):
+        return x.cuda()  # quiet
+
+
+    def align_gpu(x):
+        return x.cuda()  # kept
+
+
+    def align(x):
+        if x.is_cuda:
+            return align_cuda(x)
+        return align_gpu(x.cpu())
+'''
+
+
+def test_a_public_function_its_file_calls_only_for_cuda_tensors_is_quiet(tmp_path):
+    _check(tmp_path, _write(tmp_path, "timing.py", _PUBLIC_HELPER))

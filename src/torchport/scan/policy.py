@@ -1237,6 +1237,9 @@ def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
 _TF32 = re.compile(r"tf32|fp32_precision")
 
 
+_CPU_LITERAL = re.compile(r"""['"]cpu['"]""")
+
+
 def _placement_test(site: _Site) -> bool:
     """``if x.is_cuda:``, ``self._device.type != "cuda"``: the check reads where a tensor or a
     chosen device already is, not whether CUDA exists.  A user without CUDA never has data there,
@@ -1252,7 +1255,10 @@ def _placement_test(site: _Site) -> bool:
             continue
         if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
             return True
-        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Attribute)
+        # `device if device.type == "cuda" else torch.device("cpu")`: a chosen device forced to the CPU
+        # elsewhere is a silent fallback, not a placement test
+        if (_CPU_LITERAL.search(statement_text) is None
+                and isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Attribute)
                 and node.left.attr == "type" and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
                 and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value == "cuda"):
             return True
@@ -1380,6 +1386,24 @@ def _guarded_by_device_test(site: _Site) -> str | None:
 def _cuda_tensor_unit(site: _Site) -> bool:
     return (_unit(site.context, site.line) is not None
             and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
+
+
+def _public_function_for_cuda_tensors(site: _Site) -> str | None:
+    """``def dtw_cuda(x)`` at module level, public, that its own file calls only under a device
+    test (``if x.is_cuda: return dtw_cuda(x)``): the file's other path is what runs without CUDA."""
+    scopes = site.context.enclosing(site.line)
+    if not scopes or not isinstance(scopes[0], (ast.FunctionDef, ast.AsyncFunctionDef)) or len(scopes) > 1:
+        return None
+    name = scopes[0].name
+    if len(re.findall(rf"\b{re.escape(name)}\b", site.file.text)) < 2 or not _DEVICE_TEST_HINT.search(site.file.text):
+        return None
+    context = site.file.whole()
+    scope = next(s for s in context.enclosing(site.line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    uses = [n for n in context.loads().get(name, ()) if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
+    guarded = bool(uses) and all(_on_a_cuda_route(context, n.lineno)
+                                 or device_guard.guarded_by_device_test(context, n.lineno, n.col_offset + 1)
+                                 for n in uses)
+    return name if guarded else None
 
 
 # `assert torch.cuda.device_count() > LOCAL_RANK`, `assert device.type == 'cuda'`: read before
@@ -1605,6 +1629,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "run"),
     Lowering(_EVERY_RULE, _cuda_tensor_unit, "info",
              "used in this file only where the tensors are on CUDA (an is_cuda or device-type route); elsewhere "
+             "the file's other path runs"),
+    Lowering(_EVERY_RULE, _public_function_for_cuda_tensors, "info",
+             "in {}, which this file calls only under a device test (CUDA tensors or a CUDA device); elsewhere "
              "the file's other path runs"),
     Lowering(_EVERY_RULE, _in_cuda_guarded_function, "info",
              "in a function wrapped by {}, which returns without calling it where CUDA is absent"),
