@@ -133,10 +133,16 @@ _PLACEMENT_TESTS = '''
         return cost.cpu().argmin(-1)
 
 
-    def to_host(image):
+    def to_bytes(image):
         if image.device.type == "cuda" and image.dtype == torch.float32:  # quiet
-            return (image * 255).to(torch.uint8).cpu()
-        return (image * 255).cpu().to(torch.uint8)
+            return (image * 255).to(torch.uint8)
+        return (image * 255).to(torch.uint8)
+
+
+    def host_unless_cuda(image):
+        if image.device.type == "cuda":  # kept
+            return image
+        return image.cpu()
 
 
     def pick(device):
@@ -158,12 +164,17 @@ def test_a_check_of_where_the_data_is_is_quiet_and_one_of_whether_cuda_exists_ke
     _check(tmp_path, _write(tmp_path, "matcher.py", _PLACEMENT_TESTS))
 
 
-def test_both_branches_of_a_placement_check_give_the_same_result_on_this_cpu_build(tmp_path):
-    # the measurement behind the rule: the branch written for CUDA data and the one that runs here agree
-    cost = torch.tensor([[3.0, 1.0, 2.0], [0.5, 4.0, 9.0]])
-    assert torch.equal(cost.argmin(-1), cost.cpu().argmin(-1))
-    image = torch.rand(3, 4, 4)
-    assert torch.equal((image * 255).to(torch.uint8).cpu(), (image * 255).cpu().to(torch.uint8))
+def test_the_placement_checks_take_their_other_branch_on_this_cpu_build(tmp_path):
+    # the measurement behind the rule: without CUDA no tensor is there, so the branch written for the
+    # data's own device runs and gives the same answer
+    _write(tmp_path, "matcher.py", _PLACEMENT_TESTS)
+    run = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import torch, matcher; "
+           "c = torch.tensor([[3.0, 1.0], [0.5, 4.0]]); "
+           "print(matcher.assign(c, c).tolist(), matcher.to_bytes(c).dtype, matcher.host_unless_cuda(c).device)",
+           str(tmp_path)]
+    done = subprocess.run(run, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[1, 0] ") and done.stdout.strip().endswith(" cpu"), done.stdout
 
 
 _PUBLIC_HELPER = '''

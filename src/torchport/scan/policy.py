@@ -1237,7 +1237,8 @@ def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
 _TF32 = re.compile(r"tf32|fp32_precision")
 
 
-_CPU_LITERAL = re.compile(r"""['"]cpu['"]""")
+# A fall back to the CPU: `torch.device("cpu")`, `"cpu"`, `x.cpu()`.
+_CPU_FALLBACK = re.compile(r"""['"]cpu['"]|\.cpu\(\)""")
 
 
 def _placement_test(site: _Site) -> bool:
@@ -1255,14 +1256,21 @@ def _placement_test(site: _Site) -> bool:
             continue
         if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
             return True
-        # `device if device.type == "cuda" else torch.device("cpu")`: a chosen device forced to the CPU
-        # elsewhere is a silent fallback, not a placement test
-        if (_CPU_LITERAL.search(statement_text) is None
+        # `device if device.type == "cuda" else torch.device("cpu")`, `if x.device.type == "cuda": return x`
+        # then `return x.cpu()`: a device forced to the CPU elsewhere is a silent fallback
+        if (_CPU_FALLBACK.search(_statement_and_next(context, line)) is None
                 and isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Attribute)
                 and node.left.attr == "type" and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
                 and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value == "cuda"):
             return True
     return False
+
+
+def _statement_and_next(context: _Context, line: int) -> str:
+    """The text of the ``if`` (or other statement) starting at ``line`` and of the line after it."""
+    end = next((s.end_lineno or s.lineno for s in context.statements if s.lineno == line
+                and isinstance(s, ast.stmt)), line)
+    return "".join(context.lines[line - 1:end + 1])
 
 
 def _holds_column(node: ast.expr, line: int, column: int) -> bool:
