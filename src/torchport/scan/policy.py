@@ -1248,18 +1248,18 @@ def _placement_test(site: _Site) -> bool:
     CUDA is available (``device.type == "cuda" and not torch.cuda.is_available()``) stays."""
     context, line, column = site.context, site.line, site.finding.column
     nodes = context._expressions_at(line)
-    statement_text = "".join(context.lines[line - 1:line])
-    if "is_available(" in statement_text:
+    if "is_available(" in context.lines[line - 1]:
+        return False
+    # `device if device.type == "cuda" else torch.device("cpu")`, `if x.is_cuda: return x` then
+    # `return x.cpu()`: data forced to the CPU elsewhere is a silent fallback
+    if _CPU_FALLBACK.search(_statement_and_next(context, line)):
         return False
     for node in nodes:
         if not isinstance(node, ast.expr) or not _holds_column(node, line, column):
             continue
         if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
             return True
-        # `device if device.type == "cuda" else torch.device("cpu")`, `if x.device.type == "cuda": return x`
-        # then `return x.cpu()`: a device forced to the CPU elsewhere is a silent fallback
-        if (_CPU_FALLBACK.search(_statement_and_next(context, line)) is None
-                and isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Attribute)
+        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Attribute)
                 and node.left.attr == "type" and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
                 and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value == "cuda"):
             return True
