@@ -123,60 +123,6 @@ def test_a_private_timer_picked_only_for_cuda_is_quiet_inside_its_nested_helper(
     _check(tmp_path, _write(tmp_path, "bench.py", _CHOSEN_BY_DEVICE))
 
 
-_PLACEMENT_TESTS = '''
-    import torch
-
-
-    def assign(cost, boxes):
-        if boxes.is_cuda:  # quiet
-            return cost.argmin(-1)
-        return cost.argmin(-1).tolist()
-
-
-    def to_bytes(image):
-        if image.device.type == "cuda" and image.dtype == torch.float32:  # quiet
-            return (image * 255).to(torch.uint8)
-        return (image * 255).to(torch.uint8)
-
-
-    def host_unless_cuda(image):
-        if image.device.type == "cuda":  # kept
-            return image
-        return image.cpu()
-
-
-    def pick(device):
-        if device.type == "cuda" and not torch.cuda.is_available():  # kept
-            device = torch.device("cpu")
-        return device
-
-
-    def choose():
-        return "cuda" if torch.cuda.is_available() else "cpu"  # kept
-
-
-    def fall_back(device):
-        return device if device.type == "cuda" else torch.device("cpu")  # kept
-'''
-
-
-def test_a_check_of_where_the_data_is_is_quiet_and_one_of_whether_cuda_exists_kept(tmp_path):
-    _check(tmp_path, _write(tmp_path, "matcher.py", _PLACEMENT_TESTS))
-
-
-def test_the_placement_checks_take_their_other_branch_on_this_cpu_build(tmp_path):
-    # the measurement behind the rule: without CUDA no tensor is there, so the branch written for the
-    # data's own device runs and gives the same answer
-    _write(tmp_path, "matcher.py", _PLACEMENT_TESTS)
-    run = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import torch, matcher; "
-           "c = torch.tensor([[3.0, 1.0], [0.5, 4.0]]); "
-           "print(matcher.assign(c, c), matcher.to_bytes(c).dtype, matcher.host_unless_cuda(c).device)",
-           str(tmp_path)]
-    done = subprocess.run(run, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("[1, 0] ") and done.stdout.strip().endswith(" cpu"), done.stdout
-
-
 _PUBLIC_HELPER = '''
     import torch
 

@@ -1237,47 +1237,6 @@ def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
 _TF32 = re.compile(r"tf32|fp32_precision")
 
 
-# A fall back to the CPU: `torch.device("cpu")`, `"cpu"`, `x.cpu()`.
-_CPU_FALLBACK = re.compile(r"""['"]cpu['"]|\.cpu\(\)""")
-
-
-def _placement_test(site: _Site) -> bool:
-    """``if x.is_cuda:``, ``self._device.type != "cuda"``: the check reads where a tensor or a
-    chosen device already is, not whether CUDA exists.  A user without CUDA never has data there,
-    so the other branch runs, written for the data's own device.  A test that also asks whether
-    CUDA is available (``device.type == "cuda" and not torch.cuda.is_available()``) stays."""
-    context, line, column = site.context, site.line, site.finding.column
-    nodes = context._expressions_at(line)
-    if "is_available(" in context.lines[line - 1]:
-        return False
-    # `device if device.type == "cuda" else torch.device("cpu")`, `if x.is_cuda: return x` then
-    # `return x.cpu()`: data forced to the CPU elsewhere is a silent fallback
-    if _CPU_FALLBACK.search(_statement_and_next(context, line)):
-        return False
-    for node in nodes:
-        if not isinstance(node, ast.expr) or not _holds_column(node, line, column):
-            continue
-        if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
-            return True
-        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Attribute)
-                and node.left.attr == "type" and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
-                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value == "cuda"):
-            return True
-    return False
-
-
-def _statement_and_next(context: _Context, line: int) -> str:
-    """The text of the ``if`` (or other statement) starting at ``line`` and of the line after it."""
-    end = next((s.end_lineno or s.lineno for s in context.statements if s.lineno == line
-                and isinstance(s, ast.stmt)), line)
-    return "".join(context.lines[line - 1:end + 1])
-
-
-def _holds_column(node: ast.expr, line: int, column: int) -> bool:
-    return (node.lineno == line == (node.end_lineno or line)
-            and node.col_offset < column <= (node.end_col_offset or 0) + 1)
-
-
 def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
     """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
     empties the CUDA cache or picks the "spawn" start method that CUDA needs: skipping it
@@ -1610,9 +1569,6 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
              "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
              "is the lock-in, reported at its own line)"),
-    Lowering(_CHECK, _placement_test, "info",
-             "tests where a tensor or chosen device already is, not whether CUDA exists: without CUDA no data is "
-             "there and the other branch runs, written for the data's own device"),
     Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
              "guards only CUDA tuning (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" start method "
              "CUDA needs): skipping it where CUDA is absent changes no result"),
