@@ -1344,8 +1344,42 @@ def _availability_probe(site: _Site) -> bool:
 _DEVICE_TEST_HINT = re.compile(r"""\.is_cuda\b|['"](cuda|xla)(:\d*)?['"]""")
 
 
+# A name a condition tests: `if _is_cuda(device):`, `and on_cuda`, `if not is_xla:`.
+_TESTED_NAME = re.compile(r"\b(?:if|elif|and|or|not)\s+(?:not\s+)?(\w+)\b")
+
+
+# `def _is_cuda(`, `on_cuda = x.device.type == "cuda"`: a helper a condition may call, a flag it may test.
+_HELPER_OR_DEVICE_FLAG = re.compile(rf"""^[ \t]*(?:def\s+(\w+)\(|(\w+)\s*=[^\n]*(?:{_DEVICE_TEST_HINT.pattern}))""",
+                                    re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=64)
+def _helpers_and_device_flags(text: str) -> frozenset[str]:
+    return frozenset(name for found in _HELPER_OR_DEVICE_FLAG.findall(text) for name in found[:2] if name)
+
+
+# A device test written out: `.is_cuda`, `== "cuda"`, `"xla" !=`, `in ("cuda", ...)`, `.startswith("cuda")`.
+_DEVICE_COMPARISON = re.compile(r"""\.is_cuda\b|[=!]=\s*['"](cuda|xla)|['"](cuda|xla)(:\d*)?['"]\s*[=!]=|"""
+                                r"""\bin\s*[(\[{]\s*['"](cuda|xla)|startswith\(\s*['"](cuda|xla)""")
+
+
+@functools.lru_cache(maxsize=64)
+def _compares_devices(text: str) -> bool:
+    return _DEVICE_COMPARISON.search(text) is not None
+
+
 def _guarded_by_device_test(site: _Site) -> str | None:
-    if not _DEVICE_TEST_HINT.search(site.file.text):
+    # the statements with trigger words hold the device tests written out (`"cuda"`, `.is_cuda`); the
+    # whole file is parsed only when the line's function tests a name the file defines or assigns (a
+    # helper such as `_is_cuda(device)`, a flag), whose statements may hold none
+    if not _compares_devices(site.file.text):
+        return None
+    found = device_guard.guarded_by_device_test(site.context, site.line, site.finding.column)
+    if found is not None:
+        return found
+    function = _innermost_function(site.context, site.line)
+    window = "".join(site.context.lines[(_first_line(function) if function is not None else 1) - 1:site.line])
+    if not set(_TESTED_NAME.findall(window)) & _helpers_and_device_flags(site.file.text):
         return None
     return device_guard.guarded_by_device_test(site.file.whole(), site.line, site.finding.column)
 
@@ -1362,7 +1396,7 @@ def _public_function_for_cuda_tensors(site: _Site) -> str | None:
     if not scopes or not isinstance(scopes[0], (ast.FunctionDef, ast.AsyncFunctionDef)) or len(scopes) > 1:
         return None
     name = scopes[0].name
-    if len(re.findall(rf"\b{re.escape(name)}\b", site.file.text)) < 2 or not _DEVICE_TEST_HINT.search(site.file.text):
+    if site.file.text.count(name) < 2 or not _compares_devices(site.file.text):
         return None
     context = site.file.whole()
     scope = next(s for s in context.enclosing(site.line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
