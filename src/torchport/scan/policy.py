@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import default_path
+from torchport.scan import default_path, device_guard
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -743,7 +743,11 @@ def _unit(context: _Context, line: int) -> tuple[str, _Scope] | None:
         return scope.name, scope
     # read from the text: the statement may hold no trigger word, and then it is not parsed
     aliases = re.findall(rf"^[ \t]*[\w.]+\.(\w+)\s*=\s*{re.escape(scope.name)}\s*$", context.text, re.MULTILINE)
-    return (aliases[0], scope) if len(aliases) == 1 else None
+    if len(aliases) == 1:
+        return aliases[0], scope
+    # a function defined inside another is local to it: as private as a leading underscore
+    nested = any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in scopes[:scopes.index(scope)])
+    return (scope.name, scope) if nested and not aliases else None
 
 
 def _on_a_cuda_route(context: _Context, line: int) -> bool:
@@ -780,6 +784,7 @@ def _reached_only_for_cuda_tensors(context: _Context, line: int, depth: int = 0)
     uses = [n for n in context.loads().get(name, ())
             if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
     return bool(uses) and all(_on_a_cuda_route(context, n.lineno)
+                              or device_guard.guarded_by_device_test(context, n.lineno, n.col_offset + 1) is not None
                               or _reached_only_for_cuda_tensors(context, n.lineno, depth + 1) for n in uses)
 
 
@@ -1335,9 +1340,71 @@ def _availability_probe(site: _Site) -> bool:
             and _probe_says_unavailable(site.file.whole(), site.line))
 
 
+# A device test's text: `.is_cuda`, a "cuda" or "xla" string.  Read before the whole file is parsed.
+_DEVICE_TEST_HINT = re.compile(r"""\.is_cuda\b|['"](cuda|xla)(:\d*)?['"]""")
+
+
+# A name a condition tests: `if _is_cuda(device):`, `and on_cuda`, `if not is_xla:`.
+_TESTED_NAME = re.compile(r"\b(?:if|elif|and|or|not)\s+(?:not\s+)?(\w+)\b")
+
+
+# `def _is_cuda(`, `on_cuda = x.device.type == "cuda"`: a helper a condition may call, a flag it may test.
+_HELPER_OR_DEVICE_FLAG = re.compile(rf"""^[ \t]*(?:def\s+(\w+)\(|(\w+)\s*=[^\n]*(?:{_DEVICE_TEST_HINT.pattern}))""",
+                                    re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=64)
+def _helpers_and_device_flags(text: str) -> frozenset[str]:
+    return frozenset(name for found in _HELPER_OR_DEVICE_FLAG.findall(text) for name in found[:2] if name)
+
+
+# A device test written out: `.is_cuda`, `== "cuda"`, `"xla" !=`, `in ("cuda", ...)`, `.startswith("cuda")`.
+_DEVICE_COMPARISON = re.compile(r"""\.is_cuda\b|[=!]=\s*['"](cuda|xla)|['"](cuda|xla)(:\d*)?['"]\s*[=!]=|"""
+                                r"""\bin\s*[(\[{]\s*['"](cuda|xla)|startswith\(\s*['"](cuda|xla)""")
+
+
+@functools.lru_cache(maxsize=64)
+def _compares_devices(text: str) -> bool:
+    return _DEVICE_COMPARISON.search(text) is not None
+
+
+def _guarded_by_device_test(site: _Site) -> str | None:
+    # the statements with trigger words hold the device tests written out (`"cuda"`, `.is_cuda`); the
+    # whole file is parsed only when the line's function tests a name the file defines or assigns (a
+    # helper such as `_is_cuda(device)`, a flag), whose statements may hold none
+    if not _compares_devices(site.file.text):
+        return None
+    found = device_guard.guarded_by_device_test(site.context, site.line, site.finding.column)
+    if found is not None:
+        return found
+    function = _innermost_function(site.context, site.line)
+    window = "".join(site.context.lines[(_first_line(function) if function is not None else 1) - 1:site.line])
+    if not set(_TESTED_NAME.findall(window)) & _helpers_and_device_flags(site.file.text):
+        return None
+    return device_guard.guarded_by_device_test(site.file.whole(), site.line, site.finding.column)
+
+
 def _cuda_tensor_unit(site: _Site) -> bool:
     return (_unit(site.context, site.line) is not None
             and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
+
+
+def _public_function_for_cuda_tensors(site: _Site) -> str | None:
+    """``def dtw_cuda(x)`` at module level, public, that its own file calls only under a device
+    test (``if x.is_cuda: return dtw_cuda(x)``): the file's other path is what runs without CUDA."""
+    scopes = site.context.enclosing(site.line)
+    if not scopes or not isinstance(scopes[0], (ast.FunctionDef, ast.AsyncFunctionDef)) or len(scopes) > 1:
+        return None
+    name = scopes[0].name
+    if site.file.text.count(name) < 2 or not _compares_devices(site.file.text):
+        return None
+    context = site.file.whole()
+    scope = next(s for s in context.enclosing(site.line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    uses = [n for n in context.loads().get(name, ()) if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
+    guarded = bool(uses) and all(_on_a_cuda_route(context, n.lineno)
+                                 or device_guard.guarded_by_device_test(context, n.lineno, n.col_offset + 1)
+                                 for n in uses)
+    return name if guarded else None
 
 
 # `assert torch.cuda.device_count() > LOCAL_RANK`, `assert device.type == 'cuda'`: read before
@@ -1555,8 +1622,14 @@ LOWERINGS: tuple[Lowering, ...] = (
              "CUDA is absent: nothing fails"),
     Lowering(_DEVICE_STRING, _at_line(_cupy_branch), "info",
              "names the device of a CuPy array, which is always a CUDA device: no device is chosen"),
+    Lowering(_EVERY_RULE, _guarded_by_device_test, "info",
+             "reached only when `{}` holds, a test that the device is CUDA (or XLA): elsewhere this line does not "
+             "run"),
     Lowering(_EVERY_RULE, _cuda_tensor_unit, "info",
              "used in this file only where the tensors are on CUDA (an is_cuda or device-type route); elsewhere "
+             "the file's other path runs"),
+    Lowering(_EVERY_RULE, _public_function_for_cuda_tensors, "info",
+             "in {}, which this file calls only under a device test (CUDA tensors or a CUDA device); elsewhere "
              "the file's other path runs"),
     Lowering(_EVERY_RULE, _in_cuda_guarded_function, "info",
              "in a function wrapped by {}, which returns without calling it where CUDA is absent"),
