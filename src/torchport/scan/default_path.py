@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchport.scan.policy import _Context
+    from torchport.scan.policy import FileContext
 
 # A value computed from the CUDA runtime or a GPU count: `torch.cuda.is_available()`,
 # `config.total_visible_gpus > 0`, `n_gpu > 1`.
@@ -68,7 +68,7 @@ class _Stores:
     """Every value the file stores under a name: assignments to a name or an attribute, class
     fields, dict entries, argparse options (their default) and parameters (their default)."""
 
-    def __init__(self, context: _Context) -> None:
+    def __init__(self, context: FileContext) -> None:
         self.values: dict[str, list[ast.expr | None]] = {}
         self.parameters: dict[str, list[ast.expr | None]] = {}
         for statement in context.statements:
@@ -123,7 +123,7 @@ class _Stores:
         self.values.setdefault(name, []).append(value)
 
 
-def _stores(context: _Context) -> _Stores:
+def _stores(context: FileContext) -> _Stores:
     found = getattr(context, "_default_path_stores", None)
     if found is None:
         found = _Stores(context)
@@ -131,7 +131,7 @@ def _stores(context: _Context) -> _Stores:
     return found
 
 
-def _option(context: _Context, atom: ast.expr, function: Function | None, depth: int = 0) -> str | None:
+def _option(context: FileContext, atom: ast.expr, function: Function | None, depth: int = 0) -> str | None:
     """The kind of a value tested for truth: OPT_IN when nothing in the file shows it true by
     default, CUDA_DERIVED when the file computes it from CUDA, None when it is on by default
     or computed from data."""
@@ -169,7 +169,7 @@ def _own_parameters(function: Function) -> list[tuple[str, ast.expr | None]]:
                     defaults + list(arguments.defaults) + list(arguments.kw_defaults)))
 
 
-def _value_kind(context: _Context, value: ast.expr | None, function: Function | None, depth: int) -> str:
+def _value_kind(context: FileContext, value: ast.expr | None, function: Function | None, depth: int) -> str:
     """"true", "off", "cuda", "data" or "option" (a copy of another option, off by default)."""
     if value is None:
         return "data"
@@ -203,7 +203,7 @@ def _value_kind(context: _Context, value: ast.expr | None, function: Function | 
     return "data"
 
 
-def _truth_test(context: _Context, test: ast.expr, taken: bool, function: Function | None) -> Verdict | None:
+def _truth_test(context: FileContext, test: ast.expr, taken: bool, function: Function | None) -> Verdict | None:
     """Whether the branch ``taken`` of ``test`` runs only when an option is set."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _truth_test(context, test.operand, not taken, function)
@@ -235,7 +235,7 @@ def _exits(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Continue))
 
 
-def conditions(context: _Context, line: int, column: int, gates: bool = True) -> Iterator[tuple[ast.expr, bool]]:
+def conditions(context: FileContext, line: int, column: int, gates: bool = True) -> Iterator[tuple[ast.expr, bool]]:
     """Every (test, branch) that must hold for ``line`` to run, innermost function only for
     the early exits and asserts before it.  ``gates``: whether an ``and`` before the column
     counts (not for a device choice, `"cuda" if args.cuda and torch.cuda.is_available() else
@@ -276,7 +276,7 @@ def _holds(node: ast.expr, line: int, column: int) -> bool:
     return start <= (line, column) < end
 
 
-def off_default_path(context: _Context, line: int, column: int, gates: bool = True) -> Verdict | None:
+def off_default_path(context: FileContext, line: int, column: int, gates: bool = True) -> Verdict | None:
     """Why the line runs only off the default path of a user without CUDA, or None when
     nothing shows that."""
     function = next((s for s in reversed(context.enclosing(line))

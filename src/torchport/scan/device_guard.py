@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from torchport.scan import default_path
 
 if TYPE_CHECKING:
-    from torchport.scan.policy import _Context
+    from torchport.scan.policy import FileContext
 
 # Device types that a user without CUDA reaches only on purpose: CUDA itself, and XLA, whose
 # branch runs only where torch_xla is installed and chosen.
@@ -37,7 +37,7 @@ def _guarded_strings(node: ast.expr) -> bool:
             and all(_guarded_string(e) for e in node.elts))
 
 
-def _is_device_test(context: _Context, test: ast.expr, taken: bool, depth: int = 0) -> bool:
+def _is_device_test(context: FileContext, test: ast.expr, taken: bool, depth: int = 0) -> bool:
     """Whether branch ``taken`` of ``test`` runs only when a device is CUDA or XLA."""
     if depth > _DEPTH:
         return False
@@ -74,7 +74,7 @@ def _is_device_test(context: _Context, test: ast.expr, taken: bool, depth: int =
     return False
 
 
-def _helper_returns_device_test(context: _Context, name: str, depth: int) -> bool:
+def _helper_returns_device_test(context: FileContext, name: str, depth: int) -> bool:
     """``def _is_cuda(device): return isinstance(...) and device.type == "cuda"``: every return
     of the file's function ``name`` is a device test."""
     for statement in context.statements:
@@ -85,7 +85,7 @@ def _helper_returns_device_test(context: _Context, name: str, depth: int) -> boo
     return False
 
 
-def _flag_from_device_test(context: _Context, name: str, depth: int) -> bool:
+def _flag_from_device_test(context: FileContext, name: str, depth: int) -> bool:
     """``on_cuda = x.device.type == "cuda"``: every value the file stores under ``name`` is a
     device test."""
     values = [s.value for s in context.statements if isinstance(s, ast.Assign) and len(s.targets) == 1
@@ -93,7 +93,7 @@ def _flag_from_device_test(context: _Context, name: str, depth: int) -> bool:
     return bool(values) and all(_is_device_test(context, v, True, depth) for v in values)
 
 
-def _early_exits(context: _Context, line: int) -> Iterator[ast.expr]:
+def _early_exits(context: FileContext, line: int) -> Iterator[ast.expr]:
     """The tests of ``if ...: return`` or ``raise`` before ``line`` in its function: what follows
     runs only where the test is false."""
     function = next((s for s in reversed(context.enclosing(line))
@@ -108,7 +108,7 @@ def _early_exits(context: _Context, line: int) -> Iterator[ast.expr]:
             yield step.test
 
 
-def guarded_by_device_test(context: _Context, line: int, column: int) -> str | None:
+def guarded_by_device_test(context: FileContext, line: int, column: int) -> str | None:
     """The device test that must hold for ``line`` to run, or None when none does."""
     for test, taken in default_path.conditions(context, line, column):
         if _is_device_test(context, test, taken):

@@ -122,7 +122,7 @@ def _header(statement) -> list[ast.AST]:
     return found
 
 
-class _Context:
+class FileContext:
     """The statements around each line of one file.  Only statements are walked up front;
     the expressions of a line are walked when a finding there asks for them."""
 
@@ -236,7 +236,7 @@ def _off(default: ast.expr | None) -> bool:
     return isinstance(default, ast.Constant) and default.value in (False, None)
 
 
-def _opt_in_flag(context: _Context, line: int) -> str | None:
+def _opt_in_flag(context: FileContext, line: int) -> str | None:
     """The name of a CUDA flag parameter, default False/None, whose ``if`` guards the line."""
     for function in context.enclosing(line):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -271,7 +271,7 @@ def _casts_only(call: ast.Call) -> bool:
             and isinstance(call.args[0], ast.Attribute) and call.args[0].attr in ("float64", "double"))
 
 
-def _new_cpu_float64(context: _Context, line: int) -> bool:
+def _new_cpu_float64(context: FileContext, line: int) -> bool:
     """Every float64 on this line is a new device-less tensor, or a ``.double()`` of one: it is on the CPU."""
     casts = [c for c in context.calls_at(line)
              if "float64" in context.source(c) or "double" in context.source(c).lower()]
@@ -287,13 +287,13 @@ def _new_cpu_float64(context: _Context, line: int) -> bool:
 _OFF_MPS = re.compile(r"""!=\s*['"]mps['"]|['"]mps['"]\s*!=|\bnot\s+[\w.]*\.is_mps\b""")
 
 
-def _skips_mps(context: _Context, line: int) -> bool:
+def _skips_mps(context: FileContext, line: int) -> bool:
     """``if x.device.type != "mps": x = x.double()``: float64 made only where MPS is not the device."""
     return any(statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
                and _OFF_MPS.search(context.source(statement.test)) for statement in context.ifs)
 
 
-def _on_a_cuda_literal(context: _Context, line: int) -> bool:
+def _on_a_cuda_literal(context: FileContext, line: int) -> bool:
     """``torch.tensor(..., dtype=torch.float64, device="cuda")``: the device string fails first
     on every other device; its own finding on this line is the one to fix."""
     return any("float64" in context.source(call) or "double" in context.source(call)
@@ -309,7 +309,7 @@ _FLOAT64_ATTRIBUTES = frozenset({"float64", "double", "complex128", "cdouble"})
 _NO_MPS_HOST = re.compile(r"lammps|kokkos", re.IGNORECASE)
 
 
-def _float64_values(context: _Context, line: int) -> tuple[list[ast.Attribute], dict[int, ast.AST]]:
+def _float64_values(context: FileContext, line: int) -> tuple[list[ast.Attribute], dict[int, ast.AST]]:
     """The ``torch.float64``-like names on the line, and the parent of every node around them."""
     parents: dict[int, ast.AST] = {}
     for statement in context.statements:
@@ -322,7 +322,7 @@ def _float64_values(context: _Context, line: int) -> tuple[list[ast.Attribute], 
     return values, parents
 
 
-def _dtype_table_entry(context: _Context, line: int) -> bool:
+def _dtype_table_entry(context: FileContext, line: int) -> bool:
     """``{"float64": torch.float64}``, ``dtypes.get(name, torch.float64)``: a name looked up in a
     table makes no tensor; float64 comes out only for a caller that asks for it."""
     values, parents = _float64_values(context, line)
@@ -338,7 +338,7 @@ def _dtype_table_entry(context: _Context, line: int) -> bool:
     return bool(values) and all(in_table(v) for v in values)
 
 
-def _dtype_choice(context: _Context, line: int) -> bool:
+def _dtype_choice(context: FileContext, line: int) -> bool:
     """``torch.float32 if default_dtype == "float32" else torch.float64``, or the body of
     ``if default_dtype == "float64":``: float64 only where a dtype option (or the inputs'
     dtype) says so; the default path keeps its own dtype."""
@@ -353,7 +353,7 @@ def _dtype_choice(context: _Context, line: int) -> bool:
                for statement in context.ifs)
 
 
-def _moved_later(context: _Context, line: int, names: set[str]) -> bool:
+def _moved_later(context: FileContext, line: int, names: set[str]) -> bool:
     """Whether one of ``names`` is moved (``.cuda()``, ``.to(device)``) after the line, in its
     function (or module)."""
     functions = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -371,7 +371,7 @@ def _moves(text: str, receiver: str = "") -> bool:
     return False
 
 
-def _handed_without_device(context: _Context, line: int) -> bool:
+def _handed_without_device(context: FileContext, line: int) -> bool:
     """``basis = change_basis(l, dtype=torch.float64)``: float64 handed to a function of the
     package (or a module) with no device, whose result is not moved in this function: the
     tensors it makes are on its default device, the CPU.  A tensor's own method
@@ -412,7 +412,7 @@ def _handed_without_device(context: _Context, line: int) -> bool:
     return not _moved_later(context, line, targets)
 
 
-def _cached_constant(context: _Context, line: int) -> bool:
+def _cached_constant(context: FileContext, line: int) -> bool:
     """``@functools.lru_cache def _so3_clebsch_gordan(l1, l2, l3)``: a cached function of
     hashable arguments (not tensors) that names no device makes its tensors on the CPU; the
     caller casts and moves the cached constant."""
@@ -446,7 +446,7 @@ def _package_root(folder: str) -> bool:
         ".git" not in names and any(n.endswith(".egg-info") for n in names))
 
 
-def _environment_flag(context: _Context, line: int) -> str | None:
+def _environment_flag(context: FileContext, line: int) -> str | None:
     """``use_gpu = os.environ["USE_GPU"] == "true"`` (else False), then ``if use_gpu:``:
     a CUDA flag set only from an environment variable, off unless the user sets it."""
     for statement in context.ifs:
@@ -465,7 +465,7 @@ def _environment_flag(context: _Context, line: int) -> str | None:
     return None
 
 
-def _pins_only(context: _Context, line: int) -> bool:
+def _pins_only(context: FileContext, line: int) -> bool:
     """``if torch.cuda.is_available(): batch = batch.pin_memory()``: pinned host memory
     speeds the copy to the device and changes nothing else."""
     return any(statement.lineno == line and not statement.orelse and all(
@@ -473,7 +473,7 @@ def _pins_only(context: _Context, line: int) -> bool:
         and s.value.func.attr == "pin_memory" for s in statement.body) for statement in context.ifs)
 
 
-def _unread_flag(context: _Context, line: int) -> bool:
+def _unread_flag(context: FileContext, line: int) -> bool:
     """``use_cuda = torch.cuda.is_available()`` whose name is never read in the file (a
     local, or a lower-case module name: an upper-case constant may be imported elsewhere)."""
     for statement in context.statements:
@@ -488,14 +488,14 @@ def _unread_flag(context: _Context, line: int) -> bool:
     return False
 
 
-def _cpu_fallback_choice(context: _Context, line: int) -> bool:
+def _cpu_fallback_choice(context: FileContext, line: int) -> bool:
     """``accelerator="gpu" if torch.cuda.is_available() else "cpu"`` (in a test function: a
     helper that makes devices for many tests is held, tests/test_scan_precision_round5.py)."""
     return any(node.test.lineno == line and isinstance(node.orelse, ast.Constant) and node.orelse.value == "cpu"
                for node in context.expressions_at(line))
 
 
-def _built_then_recast(context: _Context, line: int) -> bool:
+def _built_then_recast(context: FileContext, line: int) -> bool:
     """``kernel = ScaleKernel(..., dtype=torch.float64)`` (no device: built on the CPU) in a
     method that later does ``self.to(dtype=data.dtype, ...)``: the float64 is replaced by the
     data's dtype before anything runs on a device."""
@@ -512,7 +512,7 @@ def _built_then_recast(context: _Context, line: int) -> bool:
         and node.lineno > line for node in ast.walk(function))
 
 
-def _enclosing_calls(context: _Context, line: int) -> list[ast.Call]:
+def _enclosing_calls(context: FileContext, line: int) -> list[ast.Call]:
     return [node for statement in context.statements
             if statement.lineno <= line <= (statement.end_lineno or statement.lineno)
             and not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -539,21 +539,21 @@ def _repeats_in_statement(findings: list[Finding]) -> None:
 _MODULE_SKIP = re.compile(r"allow_module_level\s*=\s*True|^pytestmark\s*=.*skip", re.MULTILINE)
 
 
-def _exits_test(context: _Context, line: int) -> bool:
+def _exits_test(context: FileContext, line: int) -> bool:
     """``if not torch.cuda.is_available(): return`` (or ``pytest.skip()``) in a test."""
     return any(statement.lineno == line and all(isinstance(s, ast.Return) or "skip" in context.source(s).lower()
                                                  for s in statement.body)
                for statement in context.ifs)
 
 
-def _exits_test_case(context: _Context, line: int) -> bool:
+def _exits_test_case(context: FileContext, line: int) -> bool:
     """``if not torch.cuda.is_available(): return`` in the body of a test function: it decides
     which test cases run where CUDA is absent."""
     return any(isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and line > function.lineno
                for function in context.enclosing(line)) and _exits_test(context, line)
 
 
-def _skipping_parametrised_case(context: _Context, line: int) -> bool:
+def _skipping_parametrised_case(context: FileContext, line: int) -> bool:
     """A CUDA case in the decorators of a parametrised test whose body skips where CUDA is absent."""
     for function in context.enclosing(line):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not function.decorator_list:
@@ -565,14 +565,14 @@ def _skipping_parametrised_case(context: _Context, line: int) -> bool:
     return False
 
 
-def _test_device_choice(context: _Context, line: int) -> bool:
+def _test_device_choice(context: FileContext, line: int) -> bool:
     """``device = "cuda" if torch.cuda.is_available() else "cpu"`` inside a test: where CUDA is
     absent the test runs on the CPU."""
     return (any(scope.name.startswith("test") for scope in context.enclosing(line))
             and _cpu_fallback_choice(context, line))
 
 
-def _cuda_named_test_helper(context: _Context, line: int) -> str | None:
+def _cuda_named_test_helper(context: FileContext, line: int) -> str | None:
     """The innermost non-test function or class around the line named for CUDA (``cuda_model``)."""
     named = [scope.name for scope in context.enclosing(line)
              if _CUDA_NAMED_HELPER.search(scope.name) and not scope.name.startswith("test")]
@@ -585,7 +585,7 @@ _EXTENSION_CALL = re.compile(r"\b(_C|_ext|\w+_(cuda|ext|C))\.\w+\(")
 
 
 
-def _syncs_after_extension_op(context: _Context, line: int) -> bool:
+def _syncs_after_extension_op(context: FileContext, line: int) -> bool:
     """``out = _C.op(x)`` and later ``if torch.cuda.is_available(): torch.cuda.synchronize()``
     outside any timing: the sync only waits for the kernel, as the next use would."""
     for scope in context.enclosing(line)[-1:]:
@@ -601,7 +601,7 @@ def _syncs_after_extension_op(context: _Context, line: int) -> bool:
     return False
 
 
-def _count_handed_to_a_launcher(context: _Context, line: int) -> bool:
+def _count_handed_to_a_launcher(context: FileContext, line: int) -> bool:
     """``{"n_devices": torch.cuda.device_count()}``, ``setting["n_devices"] = torch.cuda.device_count()``."""
     counts = [call for call in context.calls_at(line) if context.source(call).endswith("device_count()")]
     return any(id(call) in context.handed_on for call in counts)
@@ -610,7 +610,7 @@ def _count_handed_to_a_launcher(context: _Context, line: int) -> bool:
 _CPU_ASSIGNED = re.compile(r"=\s*(\w+\.)?(device\()?['\"]cpu['\"]")
 
 
-def _falls_back_to_cpu(context: _Context, line: int) -> bool:
+def _falls_back_to_cpu(context: FileContext, line: int) -> bool:
     """``device = "cuda"`` in a function or class that later does
     ``if not torch.cuda.is_available() ...: device = torch.device("cpu")``."""
     for scope in context.enclosing(line):
@@ -622,7 +622,7 @@ def _falls_back_to_cpu(context: _Context, line: int) -> bool:
     return False
 
 
-def _under_cuda_flag_expression(context: _Context, line: int) -> bool:
+def _under_cuda_flag_expression(context: FileContext, line: int) -> bool:
     """``result.cuda() if self.use_cuda else result``."""
     for node in context.expressions_at(line):
         test = node.test
@@ -645,14 +645,14 @@ def _returns_nothing(statement: ast.stmt) -> bool:
                 and not getattr(value, "elts", None)))
 
 
-def _returns_unavailable(context: _Context, line: int) -> bool:
+def _returns_unavailable(context: FileContext, line: int) -> bool:
     """``if not torch.cuda.is_available(): return False`` (or ``{}``, ``0``, ``None``)."""
     return any(statement.lineno == line and isinstance(statement.test, ast.UnaryOp)
                and isinstance(statement.test.op, ast.Not) and not statement.orelse
                and len(statement.body) == 1 and _returns_nothing(statement.body[0]) for statement in context.ifs)
 
 
-def _probe_says_unavailable(context: _Context, line: int) -> bool:
+def _probe_says_unavailable(context: FileContext, line: int) -> bool:
     """An early "not available" return (see above) in a function that returns something else
     further on: the function is itself the availability probe, and where CUDA is absent it
     answers "not here", which its callers act on.  Needs the whole file's context."""
@@ -664,7 +664,7 @@ def _probe_says_unavailable(context: _Context, line: int) -> bool:
     return any(n.value is not None and not _returns_nothing(n) for n in later_returns)
 
 
-def _alternative_import(context: _Context, line: int) -> bool:
+def _alternative_import(context: FileContext, line: int) -> bool:
     """``try: from triton.language.extra.libdevice import rsqrt`` / ``except ImportError: from
     triton.language.extra.cuda.libdevice import rsqrt``: the same names from the same package,
     bound again for another version of it; the lock-in is reported at the first import."""
@@ -682,7 +682,7 @@ def _alternative_import(context: _Context, line: int) -> bool:
 _CHECK_CALL = re.compile(r"(check|verify|validate|warn|print|log)(_\w*)?|warning|info|debug")
 
 
-def _guards_only_a_check(context: _Context, line: int) -> bool:
+def _guards_only_a_check(context: FileContext, line: int) -> bool:
     """``if torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``: the
     guarded code only inspects and reports; where CUDA is absent it is rightly skipped."""
     for statement in context.ifs:
@@ -695,7 +695,7 @@ def _guards_only_a_check(context: _Context, line: int) -> bool:
     return False
 
 
-def _after_accelerator_detection(context: _Context, line: int) -> bool:
+def _after_accelerator_detection(context: FileContext, line: int) -> bool:
     """``if torch.accelerator.is_available(): ... elif torch.cuda.is_available(): ...``: the CUDA
     check runs only where the generic detection found nothing (or torch predates it)."""
     return any(len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If)
@@ -703,7 +703,7 @@ def _after_accelerator_detection(context: _Context, line: int) -> bool:
                for statement in context.ifs)
 
 
-def _only_in_an_error_message(context: _Context, line: int) -> bool:
+def _only_in_an_error_message(context: FileContext, line: int) -> bool:
     """``major = torch.cuda.get_device_capability()[0] if torch.cuda.is_available() else 0``
     read only by the message of a ``raise``: it describes the failure, it chooses nothing."""
     scopes = context.enclosing(line)
@@ -729,7 +729,7 @@ _CUDA_TENSOR_ROUTE = re.compile(r"""^(?!not\b)[\w.()\[\]]+\.is_cuda\b|['"]cuda['
 _NOT_CUDA_TENSOR = re.compile(r"""(^|\bor\s+)not\s+[\w.]+\.is_cuda\b|\.device\.type\s*!=\s*['"]cuda['"]""")
 
 
-def _unit(context: _Context, line: int) -> tuple[str, _Scope] | None:
+def _unit(context: FileContext, line: int) -> tuple[str, _Scope] | None:
     """The private function or class whose body holds the line, by the name the file reaches it by
     (a method counts as its class; ``Mixer.fast_forward = patched_fast_forward`` names it
     ``fast_forward``)."""
@@ -750,7 +750,7 @@ def _unit(context: _Context, line: int) -> tuple[str, _Scope] | None:
     return (scope.name, scope) if nested and not aliases else None
 
 
-def _on_a_cuda_route(context: _Context, line: int) -> bool:
+def _on_a_cuda_route(context: FileContext, line: int) -> bool:
     """The line is in the body of an ``if`` taken only for CUDA tensors, or after an early
     return for non-CUDA ones in its function."""
     for statement in context.ifs:
@@ -765,16 +765,16 @@ def _on_a_cuda_route(context: _Context, line: int) -> bool:
     return False
 
 
-def _whole(text: str, pruned: _Context) -> _Context:
+def _whole(text: str, pruned: FileContext) -> FileContext:
     """The context of the whole file: the scanner parses only the statements with trigger words,
     and a function's callers may have none."""
     try:
-        return _Context(ast.parse(text), text)
+        return FileContext(ast.parse(text), text)
     except (SyntaxError, ValueError):
         return pruned
 
 
-def _reached_only_for_cuda_tensors(context: _Context, line: int, depth: int = 0) -> bool:
+def _reached_only_for_cuda_tensors(context: FileContext, line: int, depth: int = 0) -> bool:
     """``_dora_kernel`` (or the method ``cuda_kernels_forward``) used in this file only where the
     tensors are on CUDA, directly or through private helpers: elsewhere the file's other path runs."""
     unit = _unit(context, line) if depth < 4 else None
@@ -792,7 +792,7 @@ _TYPING_GENERICS = frozenset({"Tuple", "List", "Dict", "Optional", "Union", "Seq
                               "tuple", "list", "dict", "type"})
 
 
-def _type_alias(context: _Context, line: int) -> bool:
+def _type_alias(context: FileContext, line: int) -> bool:
     """``Events = Tuple[torch.cuda.Event, torch.cuda.Event]``: a name for a type; it creates
     nothing and runs nothing on a device."""
     for statement in context.statements:
@@ -804,7 +804,7 @@ def _type_alias(context: _Context, line: int) -> bool:
     return False
 
 
-def _custom_fwd_device_type(context: _Context, line: int) -> bool:
+def _custom_fwd_device_type(context: FileContext, line: int) -> bool:
     """``torch.amp.custom_fwd(device_type="cuda")``: it only reads CUDA's autocast state, which is
     off where CUDA is absent, so the decorated function runs as written."""
     calls = [c for c in context.calls_at(line)
@@ -814,7 +814,7 @@ def _custom_fwd_device_type(context: _Context, line: int) -> bool:
         for c in calls)
 
 
-def _cupy_branch(context: _Context, line: int) -> bool:
+def _cupy_branch(context: FileContext, line: int) -> bool:
     """``elif isinstance(obj, cupy.ndarray): devtype = "cuda"``: a CuPy array is on a CUDA device;
     the string names where it is, it does not choose a device."""
     return any(statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
@@ -822,27 +822,27 @@ def _cupy_branch(context: _Context, line: int) -> bool:
                for statement in context.ifs)
 
 
-def _in_nvidia_library_code(context: _Context, line: int) -> bool:
+def _in_nvidia_library_code(context: FileContext, line: int) -> bool:
     scopes = context.enclosing(line)
     return bool(scopes) and bool(_NVIDIA_ONLY.search(context.source(scopes[-1])))
 
 
-def _named_for_nvidia_feature(context: _Context, line: int) -> bool:
+def _named_for_nvidia_feature(context: FileContext, line: int) -> bool:
     return any(_NVIDIA_NAMED.search(scope.name) for scope in context.enclosing(line))
 
 
-def _in_report_function(context: _Context, line: int) -> bool:
+def _in_report_function(context: FileContext, line: int) -> bool:
     return any(_REPORT_FUNCTION.fullmatch(scope.name) for scope in context.enclosing(line))
 
 
-def _never_runs(context: _Context, line: int) -> bool:
+def _never_runs(context: FileContext, line: int) -> bool:
     """``if False:  # torch.cuda.is_available():``: a branch switched off by a constant."""
     return any(isinstance(statement.test, ast.Constant) and not statement.test.value
                and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
                for statement in context.ifs)
 
 
-def _cuda_guard_decorator(context: _Context, line: int) -> str | None:
+def _cuda_guard_decorator(context: FileContext, line: int) -> str | None:
     """``@check_cuda_device(0.0) def gpu_memory_usage(...)`` where ``check_cuda_device`` is defined
     in this file and its wrapper returns, without calling the function, where CUDA is absent
     (``if ... or not torch.cuda.is_available(): return default``).  Needs the whole file."""
@@ -856,7 +856,7 @@ def _cuda_guard_decorator(context: _Context, line: int) -> str | None:
     return None
 
 
-def _returns_where_cuda_absent(context: _Context, name: str) -> bool:
+def _returns_where_cuda_absent(context: FileContext, name: str) -> bool:
     definition = next((s for s in context.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
                        and s.name == name), None)
     if definition is None:
@@ -875,7 +875,7 @@ def _returns_where_cuda_absent(context: _Context, name: str) -> bool:
 _BUILDS_CUDA = re.compile(r"""extra_cuda_cflags|\.cu['"]|\bCUDAExtension\(""")
 
 
-def _for_a_cuda_build(context: _Context, line: int) -> bool:
+def _for_a_cuda_build(context: FileContext, line: int) -> bool:
     """``major, minor = torch.cuda.get_device_capability()`` in a function that JIT-builds CUDA
     sources for that arch, or in a helper read only by such functions in the file (the
     ``-gencode`` flag): the build is the lock-in, and it is reported at its ``load()``.
@@ -893,7 +893,7 @@ def _for_a_cuda_build(context: _Context, line: int) -> bool:
     return bool(uses) and all(c and _BUILDS_CUDA.search(context.source(c[-1])) for c in callers)
 
 
-def _parents_at(context: _Context, line: int) -> dict[int, ast.AST]:
+def _parents_at(context: FileContext, line: int) -> dict[int, ast.AST]:
     """The parent of every node in the statements that span the line."""
     parents: dict[int, ast.AST] = {}
     for statement in context.statements:
@@ -921,7 +921,7 @@ def _call_name(call: ast.Call) -> str:
 _QUIET_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.cuda.device_count"})
 
 
-def _only_in_text(context: _Context, line: int, rule: str) -> bool:
+def _only_in_text(context: FileContext, line: int, rule: str) -> bool:
     """``f"cuda.available={torch.cuda.is_available()}"``, ``logger.info("GPUs: %s",
     torch.cuda.device_count())``: every CUDA query on the line only becomes text, in an
     f-string that names no device or as an argument of a log or print call made for itself.
@@ -948,7 +948,7 @@ def _only_in_text(context: _Context, line: int, rule: str) -> bool:
     return all(becomes_text(q) for q in queries)
 
 
-def _query_stored_for_text(context: _Context, line: int) -> str | None:
+def _query_stored_for_text(context: FileContext, line: int) -> str | None:
     """``num_gpus = torch.cuda.device_count()`` whose every read in the file is inside a log
     or print call made for itself (``print(" > Number of GPUs: ", num_gpus)``).  Needs the
     whole file."""
@@ -971,7 +971,7 @@ def _query_stored_for_text(context: _Context, line: int) -> str | None:
     return name if reads and all(shown(n) for n in reads) else None
 
 
-def _flag_read_only_for_display(context: _Context, line: int) -> str | None:
+def _flag_read_only_for_display(context: FileContext, line: int) -> str | None:
     """``self.gpu_available = torch.cuda.is_available() and ...`` whose every read in the file
     is the test of an ``if`` that only logs or updates a progress bar.  Needs the whole file."""
     stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
@@ -992,7 +992,7 @@ def _flag_read_only_for_display(context: _Context, line: int) -> str | None:
     return name
 
 
-def _seeds_what_manual_seed_seeded(context: _Context, line: int) -> bool:
+def _seeds_what_manual_seed_seeded(context: FileContext, line: int) -> bool:
     """``torch.manual_seed(seed)`` then ``if torch.cuda.is_available():
     torch.cuda.manual_seed_all(seed)``: torch.manual_seed already seeds every device."""
     guard = next((s for s in context.ifs if s.lineno == line and not s.orelse), None)
@@ -1005,7 +1005,7 @@ def _seeds_what_manual_seed_seeded(context: _Context, line: int) -> bool:
     return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
 
 
-def _count_shares_cpu_workers(context: _Context, line: int) -> bool:
+def _count_shares_cpu_workers(context: FileContext, line: int) -> bool:
     """``nd = torch.cuda.device_count()`` read only to share the CPUs among data-loader
     workers (``os.cpu_count() // max(nd, 1)``): the loader's result is the same."""
     stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
@@ -1021,7 +1021,7 @@ def _count_shares_cpu_workers(context: _Context, line: int) -> bool:
                                  for text in reading)
 
 
-def _asserts_cuda(context: _Context, test: ast.expr) -> bool:
+def _asserts_cuda(context: FileContext, test: ast.expr) -> bool:
     """``torch.cuda.is_available()``, ``torch.cuda.device_count() > rank``, ``device.type == 'cuda'``."""
     return "torch.cuda." in context.source(test) or (
         isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
@@ -1029,7 +1029,7 @@ def _asserts_cuda(context: _Context, test: ast.expr) -> bool:
         and test.comparators[0].value == "cuda")
 
 
-def _after_cuda_assert(context: _Context, line: int) -> bool:
+def _after_cuda_assert(context: FileContext, line: int) -> bool:
     """``assert torch.cuda.device_count() > LOCAL_RANK, "insufficient CUDA devices"`` earlier in
     the same block: where CUDA is absent the assert stops the path before the line (the assert
     is the lock-in, reported at its own line).  Needs the whole file."""
@@ -1043,7 +1043,7 @@ def _after_cuda_assert(context: _Context, line: int) -> bool:
     return False
 
 
-def _names_a_tensor_type_only(context: _Context, line: int) -> bool:
+def _names_a_tensor_type_only(context: FileContext, line: int) -> bool:
     """``Union[torch.LongTensor, torch.cuda.LongTensor]``, ``x.dtype != torch.cuda.HalfTensor``:
     the CUDA tensor type is only named in a type or compared; no tensor is made."""
     parents = _parents_at(context, line)
@@ -1062,7 +1062,7 @@ def _names_a_tensor_type_only(context: _Context, line: int) -> bool:
     return all(named_only(t) for t in types)
 
 
-def _used_only_after_cuda_assert(context: _Context, line: int, depth: int = 0) -> str | None:
+def _used_only_after_cuda_assert(context: FileContext, line: int, depth: int = 0) -> str | None:
     """A line of a module-level function that the file uses only after an assert on CUDA in
     the same block (``assert device.type == 'cuda'`` then ``mp.spawn(run_ddp, ...)``), directly
     or through other such functions.  Needs the whole file; uses in other files are not seen."""
@@ -1078,17 +1078,17 @@ def _used_only_after_cuda_assert(context: _Context, line: int, depth: int = 0) -
     return None
 
 
-def _if_bodies_holding(context: _Context, line: int) -> Iterator[ast.If]:
+def _if_bodies_holding(context: FileContext, line: int) -> Iterator[ast.If]:
     for statement in context.ifs:
         if statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
             yield statement
 
 
-def _innermost_class(context: _Context, line: int) -> ast.ClassDef | None:
+def _innermost_class(context: FileContext, line: int) -> ast.ClassDef | None:
     return next((s for s in reversed(context.enclosing(line)) if isinstance(s, ast.ClassDef)), None)
 
 
-def _innermost_function(context: _Context, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def _innermost_function(context: FileContext, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     return next((s for s in reversed(context.enclosing(line))
                  if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
 
@@ -1102,7 +1102,7 @@ def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
-def _class_opt_in_flag(context: _Context, line: int) -> str | None:
+def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
     """``if self.use_cuda:`` (or ``if use_cuda:`` with ``use_cuda`` a parameter handed on
     inside the class) where the class takes the flag as a parameter that is False/None by
     default, never with another default, and stores it only from such a parameter: CUDA
@@ -1131,7 +1131,7 @@ def _class_opt_in_flag(context: _Context, line: int) -> str | None:
     return None
 
 
-def _under_flag_test(context: _Context, line: int) -> bool:
+def _under_flag_test(context: FileContext, line: int) -> bool:
     """The line is in the body of ``if use_cuda:`` or ``if self.use_cuda:`` (a flag by name)."""
     return any(_CUDA_FLAG.fullmatch(_tested_name(s.test)) for s in _if_bodies_holding(context, line))
 
@@ -1151,7 +1151,7 @@ def _class_flag(site: _Site) -> str | None:
 _OFF_FLAG_DEFAULT = re.compile(r"\b(use_)?(cuda|gpu)\s*(:\s*[\w\[\]|. ]{1,30})?=\s*(False|None)\b", re.IGNORECASE)
 
 
-def _off_cli_options(context: _Context) -> set[str]:
+def _off_cli_options(context: FileContext) -> set[str]:
     """The argparse options of the file that are off unless given: ``add_argument("--use_cuda",
     action="store_true")``, ``default=False``.  An option added twice, or on by default, is not."""
     seen: dict[str, list[bool]] = {}
@@ -1170,7 +1170,7 @@ def _off_cli_options(context: _Context) -> set[str]:
     return {name for name, off in seen.items() if all(off)}
 
 
-def _cli_flag_off(context: _Context, line: int) -> str | None:
+def _cli_flag_off(context: FileContext, line: int) -> str | None:
     """``if args.use_cuda:`` under a ``--use_cuda`` option off by default, or ``if use_cuda:``
     in a function that every call in the file hands ``use_cuda=args.use_cuda`` of such an
     option (whatever the parameter's own default).  Needs the whole file."""
@@ -1203,7 +1203,7 @@ def _cli_flag(site: _Site) -> str | None:
     return _cli_flag_off(site.file.whole(), site.line)
 
 
-def _class_asserting_cuda(context: _Context, line: int) -> bool:
+def _class_asserting_cuda(context: FileContext, line: int) -> bool:
     """A line of a class whose ``__init__`` asserts on ``torch.cuda`` in its own body
     (``assert torch.cuda.is_available(), "This only works on GPU"``): where CUDA is absent
     no instance exists; the assert is the lock-in, reported at its own line."""
@@ -1220,7 +1220,7 @@ def _in_class_asserting_cuda(site: _Site) -> bool:
     return bool(_CUDA_ASSERT.search(site.file.text)) and _class_asserting_cuda(site.file.whole(), site.line)
 
 
-def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
+def _cuda_tuning_call(context: FileContext, node: ast.expr) -> str | None:
     """``torch.cuda.empty_cache()``, ``mp.set_start_method("spawn")``: releases cached memory
     or chooses how processes start, which CUDA needs and other devices do not."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -1237,7 +1237,7 @@ def _cuda_tuning_call(context: _Context, node: ast.expr) -> str | None:
 _TF32 = re.compile(r"tf32|fp32_precision")
 
 
-def _guards_only_cuda_tuning(context: _Context, line: int) -> bool:
+def _guards_only_cuda_tuning(context: FileContext, line: int) -> bool:
     """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
     empties the CUDA cache or picks the "spawn" start method that CUDA needs: skipping it
     where CUDA is absent changes no result.  Not in a timing function, where a synchronize
@@ -1264,13 +1264,13 @@ class _File:
     the whole file parsed only when a lowering needs every use of a name."""
 
     def __init__(self, tree: ast.Module | None, text: str, path: str) -> None:
-        self.context = _Context(tree, text) if tree is not None else None
+        self.context = FileContext(tree, text) if tree is not None else None
         self.text = text
         self.path = path
-        self._whole: _Context | None = None
+        self._whole: FileContext | None = None
         self.default_path: dict[tuple[int, int], default_path.Verdict | None] = {}
 
-    def whole(self) -> _Context:
+    def whole(self) -> FileContext:
         if self._whole is None:
             assert self.context is not None
             self._whole = _whole(self.text, self.context)
@@ -1295,7 +1295,7 @@ class _Site:
         return self.finding.line
 
     @property
-    def context(self) -> _Context:
+    def context(self) -> FileContext:
         """Asked only by lowerings that need the tree, which are skipped where the file has none."""
         assert self.file.context is not None
         return self.file.context
@@ -1318,12 +1318,12 @@ class Lowering:
     needs_tree: bool = True
 
 
-def _at_line(check: Callable[[_Context, int], _Answer]) -> Callable[[_Site], _Answer]:
+def _at_line(check: Callable[[FileContext, int], _Answer]) -> Callable[[_Site], _Answer]:
     """A predicate on the finding's line in the parsed file."""
     return lambda site: check(site.context, site.line)
 
 
-def _in_whole_file(check: Callable[[_Context, int], _Answer]) -> Callable[[_Site], _Answer]:
+def _in_whole_file(check: Callable[[FileContext, int], _Answer]) -> Callable[[_Site], _Answer]:
     """A predicate on the finding's line that needs every function of the file, parsed in full."""
     return lambda site: check(site.file.whole(), site.line)
 
@@ -1537,7 +1537,7 @@ def _extension_with_device_twins(site: _Site) -> str | None:
     return None
 
 
-def _seeded_by_manual_seed(context: _Context, line: int) -> bool:
+def _seeded_by_manual_seed(context: FileContext, line: int) -> bool:
     """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function:
     torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op (measured in
     tests/test_scan_precision_round14.py)."""
@@ -1636,7 +1636,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), _in_whole_file(_for_a_cuda_build), "info",
              "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
              "reported at its load()"),
-    Lowering(_EVERY_RULE - _DEVICE_STRING, _at_line(_Context.in_swallowing_try), "info",
+    Lowering(_EVERY_RULE - _DEVICE_STRING, _at_line(FileContext.in_swallowing_try), "info",
              "inside a try whose broad except neither re-raises nor exits: the error is caught"),
     Lowering(_EVERY_RULE, _at_line(_in_nvidia_library_code), "info",
              "in code built on an NVIDIA-only library (TensorRT, GPUDirect Storage, NVML, CUTLASS): CUDA by design"),
