@@ -5,7 +5,8 @@ it says what the detectors now lower, not how precise they are on unread code.
 
     python benchmarks/precision_insample.py OUT_DIR SEED=CORPUS_SRC [SEED=CORPUS_SRC ...]
 
-e.g. ``937892=/work/judge5/corpus/src``.  A verdict is matched by file (path suffix), line and
+e.g. ``937892=/work/judge5/corpus/src``.  A verdict file named ``judgeN-SEED-verdicts.md`` (a judge
+that drew a seed another judge had drawn) is keyed ``N-SEED``.  A verdict is matched by file (path suffix), line and
 rule; it is "hot" when some target reports it at error or silent.  Scans are cached in OUT_DIR.
 """
 from __future__ import annotations
@@ -23,8 +24,9 @@ VERDICTS = Path(__file__).resolve().parent.parent / "docs" / "precision"
 
 def verdicts() -> list[dict]:
     found = []
-    for path in sorted(VERDICTS.glob("judge-*-verdicts.md")):
-        seed = re.search(r"judge-(\d+)", path.name).group(1)  # type: ignore[union-attr]
+    for path in sorted(VERDICTS.glob("judge*-verdicts.md")):
+        number, seed = re.match(r"judge(\d*)-(\d+)-", path.name).groups()  # type: ignore[union-attr]
+        seed = f"{number}-{seed}" if number else seed
         for line in path.read_text().splitlines():
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             verdict = cells[5].lower() if len(cells) >= 7 else ""
@@ -60,11 +62,15 @@ def main(argv: list[str]) -> int:
     corpora = dict(a.split("=", 1) for a in argv[1:])
     index = scan_all(Path(argv[0]), corpora)
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    by_rule: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for verdict in verdicts():
         if verdict["seed"] not in corpora:
             continue
         hot = any(("/" + path).endswith("/" + verdict["path"]) and severities & {"error", "silent"}
                   for path, severities in index.get((verdict["line"], verdict["rule"]), []))
+        if hot:
+            by_rule[verdict["rule"]][0] += verdict["correct"]
+            by_rule[verdict["rule"]][1] += 1
         row = totals[verdict["seed"]]
         if verdict["correct"]:
             row[0] += hot
@@ -76,6 +82,8 @@ def main(argv: list[str]) -> int:
         reported = kept + wrong_hot
         print(f"{seed}: correct kept {kept}/{correct}, incorrect still error/silent {wrong_hot}/{wrong}, "
               f"in-sample precision {kept}/{reported} = {100 * kept / max(reported, 1):.1f}%")
+    print("per rule, judged findings still at error/silent:",
+          ", ".join(f"{rule} {kept}/{hot}" for rule, (kept, hot) in sorted(by_rule.items(), key=lambda r: -r[1][1])))
     return 0
 
 
