@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import default_path, device_guard
+from torchport.scan import default_path, device_guard, float64_device
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -1684,6 +1684,19 @@ LOWERINGS: tuple[Lowering, ...] = (
              "CPU, cast and moved by its callers"),
     Lowering(_F64, _at_line(_handed_without_device), "info",
              "float64 handed to a function with no device, its result never moved here: the tensors are made on "
+             "the CPU, where float64 works"),
+    Lowering(_F64, _in_whole_file(float64_device.run_on_cpu_for_mps), "perf",
+             "float64 in a function this file only hands to {}, which runs it on CPU copies where the device is "
+             "MPS: the MPS error cannot happen"),
+    Lowering(_F64, _in_whole_file(float64_device.moved_to_cpu_on_mps), "perf",
+             "float64 on a tensor moved first to {}, which is the CPU where the device is MPS: the MPS error "
+             "cannot happen"),
+    Lowering(_F64, lambda site: float64_device.dtype_lowered_on_mps(site.file.whole(), site.line, site.file.path),
+             "perf",
+             "the float64 dtype goes through {}, which returns another dtype where the device is MPS: the MPS "
+             "error cannot happen"),
+    Lowering(_F64, _in_whole_file(float64_device.default_dtype_in_deviceless_file), "info",
+             "a float64 default dtype in a file that names no device and moves no tensor: what it makes is on "
              "the CPU, where float64 works"),
     Lowering(_F64, _lammps_code, "info",
              "code for LAMMPS, whose devices are the CPU or CUDA/HIP (Kokkos): MPS, the one device without float64, "

@@ -1,0 +1,270 @@
+"""Does a float64 line ever run on MPS, the one device without float64?  Read on the AST of
+the file, without knowing any helper by name:
+
+- the line is in a function that the file only hands to a helper whose MPS branch calls it
+  on CPU copies (``if x.device.type == "mps": return op(*(t.cpu() for t in tensors))``);
+- the float64 tensor is moved to a device chosen as the CPU where the device is MPS
+  (``work = torch.device("cpu") if x.device.type == "mps" else x.device``);
+- the float64 dtype goes through a function of the file whose MPS branch returns another
+  dtype (``if device_type == "mps" and dtype == torch.float64: return torch.float32``);
+- ``torch.set_default_dtype(torch.float64)`` in a file that names no device and moves no
+  tensor: what it makes under that default is made on the CPU.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchport.scan.policy import FileContext
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+# float64 dtypes by their torch attribute name
+_FLOAT64 = frozenset({"float64", "double", "complex128", "cdouble"})
+
+# A CPU copy in an argument: `t.cpu()`, `t.to("cpu")`, `t.to(device="cpu")`.
+_CPU_COPY = re.compile(r"""\.cpu\(\)|\.to\(\s*(device\s*=\s*)?['"]cpu['"]""")
+
+# Anything that names or moves to a device: `device`, `.cuda(`, `.to(` given more than a dtype.
+_NAMES_A_DEVICE = re.compile(r"device|\.cuda\(|\bcuda\b|\bmps\b")
+
+
+def _is_mps(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.split(":")[0] == "mps"
+
+
+def _tests_mps(test: ast.expr) -> bool | None:
+    """True where ``test`` holds exactly when the device is MPS (``x.type == "mps"``, ``x.is_mps``),
+    False where it holds exactly when it is not (``!= "mps"``), None where it says neither."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _tests_mps(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Attribute) and test.attr == "is_mps":
+        return True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and (_is_mps(test.left) or _is_mps(test.comparators[0])):
+        if isinstance(test.ops[0], (ast.Eq, ast.Is)):
+            return True
+        if isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+            return False
+    return None
+
+
+def _mentions_mps(test: ast.expr) -> bool:
+    """``device_type == "mps" and dtype == torch.float64``: one conjunct tests for MPS."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_mentions_mps(value) for value in test.values)
+    return _tests_mps(test) is True
+
+
+def _is_cpu(node: ast.expr) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")``."""
+    if isinstance(node, ast.Call) and node.args and getattr(node.func, "attr", getattr(node.func, "id", "")) == "device":
+        node = node.args[0]
+    return isinstance(node, ast.Constant) and node.value == "cpu"
+
+
+def _innermost_function(context: FileContext, line: int) -> _Function | None:
+    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                None)
+
+
+def _functions(context: FileContext) -> dict[str, list[_Function]]:
+    found: dict[str, list[_Function]] = {}
+    for scope in context.scopes:
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(scope.name, []).append(scope)
+    return found
+
+
+def _float64_names(context: FileContext, line: int) -> list[ast.Attribute]:
+    return [n for n in context._expressions_at(line) if isinstance(n, ast.Attribute) and n.attr in _FLOAT64
+            and isinstance(n.value, ast.Name) and n.value.id == "torch"]
+
+
+def _float64_casts(context: FileContext, line: int) -> list[ast.Call]:
+    """The calls on the line that make float64: ``.double()``, ``.to(dtype=torch.float64)``."""
+    names = {id(n) for n in _float64_names(context, line)}
+    return [c for c in context.calls_at(line)
+            if (isinstance(c.func, ast.Attribute) and c.func.attr == "double" and not c.args)
+            or any(id(a) in names for a in (*c.args, *(k.value for k in c.keywords)))]
+
+
+# -- a function run on CPU copies where the device is MPS ---------------------------------------
+
+
+def _parameter_at(function: _Function, index: int) -> str | None:
+    positional = function.args.posonlyargs + function.args.args
+    if positional and positional[0].arg in ("self", "cls"):
+        positional = positional[1:]
+    return positional[index].arg if index < len(positional) else None
+
+
+def _calls_on_cpu_for_mps(helper: _Function, parameter: str) -> bool:
+    """The helper's MPS branch calls ``parameter`` with every argument copied to the CPU."""
+    for statement in ast.walk(helper):
+        if not (isinstance(statement, ast.If) and _tests_mps(statement.test) is True):
+            continue
+        for node in (n for s in statement.body for n in ast.walk(s)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == parameter
+                    and node.args and all(_CPU_COPY.search(ast.unparse(a)) for a in node.args)):
+                return True
+    return False
+
+
+def run_on_cpu_for_mps(context: FileContext, line: int) -> str | None:
+    """The name of the helper that runs the line's function on CPU copies where the device is
+    MPS: every use of the function in the file hands it to that helper."""
+    function = _innermost_function(context, line)
+    if function is None:
+        return None
+    uses = [n for n in context.loads().get(function.name, ()) if isinstance(n, ast.Name)]
+    if not uses:
+        return None
+    functions, helpers = _functions(context), set()
+    for use in uses:
+        call = next((c for c in ast.walk(context.tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                     and any(a is use for a in c.args)), None)
+        if call is None:
+            return None
+        index = next(i for i, a in enumerate(call.args) if a is use)
+        candidates = [h for h in functions.get(call.func.id, ()) if h is not function]
+        parameter = _parameter_at(candidates[0], index) if len(candidates) == 1 else None
+        if parameter is None or not _calls_on_cpu_for_mps(candidates[0], parameter):
+            return None
+        helpers.add(call.func.id)
+    return ", ".join(sorted(helpers))
+
+
+# -- a work device that is the CPU where the device is MPS --------------------------------------
+
+
+def _cpu_on_mps(value: ast.expr) -> bool:
+    """``torch.device("cpu") if x.device.type == "mps" else x.device`` (or the ``!=`` form)."""
+    if not isinstance(value, ast.IfExp):
+        return False
+    on_mps = _tests_mps(value.test)
+    return on_mps is not None and _is_cpu(value.body if on_mps else value.orelse)
+
+
+def _device_argument(call: ast.Call) -> ast.expr | None:
+    given = next((k.value for k in call.keywords if k.arg == "device"), None)
+    return given if given is not None else (call.args[0] if call.args else None)
+
+
+def moved_to_cpu_on_mps(context: FileContext, line: int) -> str | None:
+    """The device name, assigned in the function only as the CPU where the device is MPS, that
+    every float64 cast on the line moves its tensor to first."""
+    casts = _float64_casts(context, line)
+    function = _innermost_function(context, line)
+    if not casts or function is None:
+        return None
+    found: set[str] = set()
+    for cast in casts:
+        device = None
+        receiver = cast.func.value if isinstance(cast.func, ast.Attribute) else None
+        while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+            if receiver.func.attr == "to":
+                device = _device_argument(receiver)
+                break
+            receiver = receiver.func.value
+        if not isinstance(device, ast.Name):
+            return None
+        values = [s.value for s in ast.walk(function) if isinstance(s, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == device.id for t in s.targets)]
+        if not values or not all(_cpu_on_mps(v) for v in values):
+            return None
+        found.add(device.id)
+    return ", ".join(sorted(found))
+
+
+# -- a dtype helper that gives another dtype on MPS ---------------------------------------------
+
+
+def _other_dtype_on_mps(function: _Function) -> bool:
+    """``if device_type == "mps" and dtype == torch.float64: return torch.float32``."""
+    for statement in ast.walk(function):
+        if isinstance(statement, ast.If) and _mentions_mps(statement.test):
+            returned = [s.value for s in statement.body if isinstance(s, ast.Return) and s.value is not None]
+            if returned and all(isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name)
+                                and v.value.id == "torch" and v.attr not in _FLOAT64 for v in returned):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _module_functions(path: str) -> dict[str, list[_Function]]:
+    """The top-level functions of a module of the package, parsed once per scan."""
+    try:
+        tree = ast.parse(Path(path).read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    found: dict[str, list[_Function]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(node.name, []).append(node)
+    return found
+
+
+def _imported_function(context: FileContext, path: str, name: str) -> list[_Function]:
+    """``from lerobot.utils.utils import get_safe_dtype``: the definition in the package's own
+    module, found by walking up from this file to the folder that holds the package."""
+    for statement in context.tree.body:
+        if not (isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0
+                and any((a.asname or a.name) == name for a in statement.names)):
+            continue
+        original = next(a.name for a in statement.names if (a.asname or a.name) == name)
+        relative = Path(*statement.module.split("."))
+        for folder in Path(path).resolve().parents:
+            for module in (folder / relative.with_suffix(".py"), folder / relative / "__init__.py"):
+                if module.is_file():
+                    return _module_functions(str(module)).get(original, [])
+    return []
+
+
+def dtype_lowered_on_mps(context: FileContext, line: int, path: str) -> str | None:
+    """The function (of this file, or imported from a module of the package) that every float64
+    on the line is handed to, whose MPS branch returns another dtype."""
+    names = _float64_names(context, line)
+    if not names:
+        return None
+    functions, found = _functions(context), set()
+    for name in names:
+        call = next((c for c in context.calls_at(line) if isinstance(c.func, ast.Name)
+                     and any(a is name for a in (*c.args, *(k.value for k in c.keywords)))), None)
+        if call is None or not isinstance(call.func, ast.Name):
+            return None
+        candidates = functions.get(call.func.id) or _imported_function(context, path, call.func.id)
+        if len(candidates) != 1 or not _other_dtype_on_mps(candidates[0]):
+            return None
+        found.add(candidates[0].name)
+    return ", ".join(sorted(found))
+
+
+# -- a default dtype in a file that names no device --------------------------------------------
+
+
+def _names_a_dtype(node: ast.expr) -> bool:
+    """``torch.float32``, ``x.dtype``: a ``.to()`` argument that changes the dtype only."""
+    return isinstance(node, ast.Attribute) and re.search(r"dtype|float|double|half|int|bool|complex", node.attr) is not None
+
+
+def default_dtype_in_deviceless_file(context: FileContext, line: int) -> bool:
+    """``torch.set_default_dtype(torch.float64)`` in a file that names no device and moves no
+    tensor (a comment or string may say "cuda": those are stripped by reading the AST)."""
+    calls = [c for c in context.calls_at(line) if isinstance(c.func, ast.Attribute)
+             and c.func.attr in ("set_default_dtype", "set_default_tensor_type")]
+    if not calls:
+        return False
+    for node in ast.walk(context.tree):
+        if isinstance(node, (ast.Name, ast.Attribute, ast.keyword, ast.arg)):
+            word = {ast.Name: "id", ast.Attribute: "attr", ast.keyword: "arg", ast.arg: "arg"}[type(node)]
+            if _NAMES_A_DEVICE.search(getattr(node, word) or ""):
+                return False
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
+                and any(not _names_a_dtype(a) for a in node.args)):
+            return False
+    return True
