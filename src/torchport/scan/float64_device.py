@@ -121,7 +121,11 @@ def run_on_cpu_for_mps(context: FileContext, line: int) -> str | None:
     function = _innermost_function(context, line)
     if function is None:
         return None
-    uses = [n for n in context.loads().get(function.name, ()) if isinstance(n, ast.Name)]
+    outer = next((s for s in reversed(context.enclosing(function.lineno)) if s is not function
+                  and isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    low, high = (outer.lineno, outer.end_lineno or outer.lineno) if outer is not None else (1, len(context.lines))
+    # a nested function is named only inside the function that defines it
+    uses = [n for n in context.loads().get(function.name, ()) if isinstance(n, ast.Name) and low <= n.lineno <= high]
     if not uses:
         return None
     functions, helpers = _functions(context), set()
@@ -268,3 +272,198 @@ def default_dtype_in_deviceless_file(context: FileContext, line: int) -> bool:
                 and any(not _names_a_dtype(a) for a in node.args)):
             return False
     return True
+
+
+# -- a tensor on the CPU by construction ---------------------------------------------------------
+
+# torch functions that make a new tensor: without a device it is made on the CPU.
+_FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy", "eye", "zeros", "ones", "empty", "full", "arange",
+                        "linspace", "logspace", "rand", "randn", "randint", "randperm"})
+
+# How many calls and returns one value is followed through.
+_DEPTH = 6
+
+
+class _Calls:
+    """The functions of one file and the calls that name them, indexed once."""
+
+    def __init__(self, context: FileContext) -> None:
+        self.functions = _functions(context)
+        self.calls: dict[str, list[tuple[ast.Call, _Function | None]]] = {}
+        self._index(context.tree.body, None)
+
+    def _index(self, body: list, function: _Function | None) -> None:
+        for statement in body:
+            inner = statement if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            for node in ast.iter_child_nodes(statement):
+                if isinstance(node, ast.stmt):
+                    self._index([node], inner)
+                    continue
+                for call in ast.walk(node):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                        self.calls.setdefault(call.func.id, []).append((call, inner))
+
+
+@functools.lru_cache(maxsize=8)
+def _calls(context: FileContext) -> _Calls:
+    return _Calls(context)
+
+
+def _moves_to(call: ast.Call) -> str | None:
+    """What a method call does to a tensor's place: "cpu", "other" (a device), or None (nothing)."""
+    attr = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+    if attr == "cpu":
+        return "cpu"
+    if attr in ("cuda", "mps", "xpu"):
+        return "other"
+    if attr == "to":
+        device = next((k.value for k in call.keywords if k.arg == "device"), None)
+        if device is None and call.args and not _names_a_dtype(call.args[0]):
+            device = call.args[0]
+        if device is None:
+            return None
+        return "cpu" if _is_cpu(device) else "other"
+    return None
+
+
+def _private(function: _Function, context: FileContext) -> bool:
+    """Reached only from this file: a leading underscore, or defined inside another function."""
+    return function.name.startswith("_") or any(
+        isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s is not function
+        for s in context.enclosing(function.lineno))
+
+
+def _rebinds(value: ast.expr, name: str) -> bool | None:
+    """``x = x.double().flip(0)``: True where methods on the name itself move nothing, False where
+    one moves it to a device, None where the value is not a method chain on the name."""
+    moves = []
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        moves.append(_moves_to(value))
+        value = value.func.value
+    if not (isinstance(value, ast.Name) and value.id == name and moves):
+        return None
+    return "other" not in moves
+
+
+class _HostTracer:
+    """Follows a tensor back to where it was made, through names, arithmetic, torch functions,
+    the returns of the file's functions and the calls of its private ones."""
+
+    def __init__(self, context: FileContext) -> None:
+        self.context = context
+        self.calls = _calls(context)
+
+    def host(self, node: ast.expr | None, function: _Function | None, depth: int = 0) -> int | None:
+        """The line where ``node``'s tensor was moved to or made on the CPU, None where unknown."""
+        if node is None or depth > _DEPTH:
+            return None
+        if isinstance(node, ast.BinOp):
+            return self.host(node.left, function, depth) or self.host(node.right, function, depth)
+        if isinstance(node, ast.UnaryOp):
+            return self.host(node.operand, function, depth)
+        if isinstance(node, ast.Subscript):
+            return self.host(node.value, function, depth)
+        if isinstance(node, ast.Name):
+            return self._host_name(node, function, depth)
+        if isinstance(node, ast.Call):
+            return self._host_call(node, function, depth)
+        return None
+
+    def _host_call(self, call: ast.Call, function: _Function | None, depth: int) -> int | None:
+        moved = _moves_to(call)
+        if moved == "cpu":
+            return call.func.end_lineno or call.lineno  # the line of `.to("cpu")` in a chain
+        if moved == "other":
+            return None
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            base = func.value
+            if isinstance(base, ast.Name) and base.id == "torch":
+                device = next((k.value for k in call.keywords if k.arg == "device"), None)
+                if device is not None:
+                    return call.lineno if _is_cpu(device) else None
+                if func.attr in _FACTORIES:
+                    return call.lineno  # made without a device: on the CPU
+                return self.host(call.args[0], function, depth) if call.args else None
+            return self.host(base, function, depth)  # a tensor's method keeps it where it is
+        if isinstance(func, ast.Name):
+            callee = self.calls.functions.get(func.id, [])
+            if len(callee) == 1:
+                returns = [r.value for r in ast.walk(callee[0]) if isinstance(r, ast.Return)]
+                return self._all_host(returns, callee[0], depth + 1)
+        return None
+
+    def _all_host(self, values: list, function: _Function | None, depth: int) -> int | None:
+        lines = [self.host(v, function, depth) for v in values]
+        return lines[0] if lines and all(lines) else None
+
+    def _host_name(self, name: ast.Name, function: _Function | None, depth: int) -> int | None:
+        if function is None:
+            return None
+        values: list[tuple[ast.expr, int | None]] = []  # (value, index in an unpacked tuple)
+        for statement in ast.walk(function):
+            if not isinstance(statement, ast.Assign):
+                continue
+            for target in statement.targets:
+                if isinstance(target, ast.Name) and target.id == name.id:
+                    rebound = _rebinds(statement.value, name.id)
+                    if rebound is False:
+                        return None  # `x = x.to(device)` somewhere in the function
+                    if rebound is None:
+                        values.append((statement.value, None))
+                elif isinstance(target, ast.Tuple):
+                    values.extend((statement.value, i) for i, t in enumerate(target.elts)
+                                  if isinstance(t, ast.Name) and t.id == name.id)
+        if values:
+            lines = [self._host_element(value, index, function, depth) for value, index in values]
+            return lines[0] if all(lines) else None
+        return self._host_parameter(name.id, function, depth)
+
+    def _host_element(self, value: ast.expr, index: int | None, function: _Function, depth: int) -> int | None:
+        """An unpacked element: ``_, inverse = torch.unique(x, ...)`` follows ``x``; ``a, b = f(...)``
+        follows element ``index`` of every ``return`` of ``f``."""
+        if index is None:
+            return self.host(value, function, depth)
+        if isinstance(value, ast.Tuple):
+            return self.host(value.elts[index], function, depth) if index < len(value.elts) else None
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            callee = self.calls.functions.get(value.func.id, [])
+            if len(callee) == 1:
+                returns = [r.value for r in ast.walk(callee[0]) if isinstance(r, ast.Return)]
+                if returns and all(isinstance(r, ast.Tuple) and index < len(r.elts) for r in returns):
+                    return self._all_host([r.elts[index] for r in returns  # type: ignore[union-attr]
+                                           ], callee[0], depth + 1)
+                return None
+        return self.host(value, function, depth)
+
+    def _host_parameter(self, parameter: str, function: _Function, depth: int) -> int | None:
+        """A parameter of a private function: every call of it in the file passes a CPU tensor."""
+        names = [a.arg for a in function.args.posonlyargs + function.args.args]
+        if parameter not in names or not _private(function, self.context):
+            return None
+        index = names.index(parameter)
+        sites = self.calls.calls.get(function.name, [])
+        passed = []
+        for call, caller in sites:
+            given = next((k.value for k in call.keywords if k.arg == parameter), None)
+            if given is None and index < len(call.args) and not any(isinstance(a, ast.Starred)
+                                                                    for a in call.args[:index + 1]):
+                given = call.args[index]
+            if given is None:
+                return None
+            passed.append((given, caller))
+        lines = [self.host(given, caller, depth + 1) for given, caller in passed]
+        return lines[0] if lines and all(lines) else None
+
+
+def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
+    """Where every float64 cast on the line gets its tensor from the CPU: "line N" of the move
+    to the CPU (or of the device-less factory) it was traced back to."""
+    casts = [c for c in _float64_casts(context, line) if isinstance(c.func, ast.Attribute)
+             and c.func.attr in ("to", "double", "type")]
+    function = _innermost_function(context, line)
+    if not casts or function is None or len(casts) != len(_float64_casts(context, line)):
+        return None
+    tracer = _HostTracer(context)
+    lines = [tracer.host(c.func.value, function) for c in casts]  # type: ignore[union-attr]
+    return ", ".join(f"line {n}" for n in sorted(set(lines))) if all(lines) else None  # type: ignore[type-var]

@@ -1695,6 +1695,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "perf",
              "the float64 dtype goes through {}, which returns another dtype where the device is MPS: the MPS "
              "error cannot happen"),
+    Lowering(_F64, _in_whole_file(float64_device.on_cpu_by_construction), "info",
+             "float64 on a tensor traced back to the CPU ({}: moved there or made there without a device), through "
+             "this file's private functions: float64 works there"),
     Lowering(_F64, _in_whole_file(float64_device.default_dtype_in_deviceless_file), "info",
              "a float64 default dtype in a file that names no device and moves no tensor: what it makes is on "
              "the CPU, where float64 works"),
