@@ -31,8 +31,9 @@ def test_float64_in_an_installed_packages_tests_is_quiet_and_in_the_users_own_te
         import torch
 
 
-        def test_train():
+        def test_train(device):
             torch.set_default_dtype(torch.float64)  # kept
+            return torch.ones(2).to(device)
     ''')
     check_marked_lines([wheel, project], (packaged, own))
 

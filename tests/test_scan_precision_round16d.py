@@ -9,7 +9,7 @@ from pathlib import Path
 from scan_marks import check_marked_lines
 from scan_marks import write_snippet as _write
 from torchport.scan.config import ScanConfig
-from torchport.scan.rules import FLOAT64
+from torchport.scan.rules import CUDA_MEMORY_STATS, FLOAT64
 from torchport.scan.scanner import scan
 
 
@@ -17,12 +17,12 @@ def _check(root: Path, *paths: Path) -> None:
     check_marked_lines([root], paths)
 
 
-def _reason(root: Path, path: Path, text: str) -> str:
+def _reason(root: Path, path: Path, text: str, rule: str = FLOAT64) -> str:
     """Why the float64 finding on the line of ``path`` holding ``text`` was lowered: the finding
     is still reported, with a reason the user can check."""
     line = next(n for n, source in enumerate(path.read_text().splitlines(), 1) if text in source)
     found = [f for f in scan([root], ScanConfig(), jobs=1).findings
-             if f.rule_id == FLOAT64 and f.line == line and path.as_posix().endswith(f.path)]
+             if f.rule_id == rule and f.line == line and path.as_posix().endswith(f.path)]
     assert found, line
     return found[0].cap_reason
 
@@ -204,3 +204,45 @@ def test_float64_on_a_tensor_traced_back_to_the_cpu_through_private_functions_is
     path = _write(tmp_path, "probe_metrics.py", _CPU_BY_CONSTRUCTION)
     _check(tmp_path, path)
     assert "traced back to the CPU (line 5:" in _reason(tmp_path, path, "counts = counts.to")
+
+
+_PAST_CUDA_EXIT = '''
+    import torch
+
+
+    class MemoryProbe:
+        def calibrate(self, run):
+            if not torch.cuda.is_available():
+                return
+            self.peak = self._measure(run)
+
+        def _measure(self, run):
+            torch.cuda.synchronize()  # quiet
+            run()
+            torch.cuda.synchronize()  # quiet
+            return torch.cuda.max_memory_allocated()  # quiet
+
+        def report(self, run):
+            self.peak = self._measure_anyway(run)
+
+        def _measure_anyway(self, run):
+            torch.cuda.synchronize()  # kept
+            run()
+            return 0
+
+        def log(self, run):
+            if not torch.cuda.is_available():
+                print("no CUDA")
+            return self._measure_logged(run)
+
+        def _measure_logged(self, run):
+            torch.cuda.synchronize()  # kept
+            return run()
+'''
+
+
+def test_a_private_method_called_only_past_an_early_return_without_cuda_is_quiet(tmp_path):
+    path = _write(tmp_path, "memory_probe.py", _PAST_CUDA_EXIT)
+    _check(tmp_path, path)
+    reason = _reason(tmp_path, path, "return torch.cuda.max_memory", CUDA_MEMORY_STATS)
+    assert "in _measure, which this file calls only after" in reason

@@ -352,6 +352,7 @@ class _HostTracer:
     def __init__(self, context: FileContext) -> None:
         self.context = context
         self.calls = _calls(context)
+        self.following: set[tuple[int, str]] = set()  # (function, name) pairs being followed: no cycles
 
     def host(self, node: ast.expr | None, function: _Function | None, depth: int = 0) -> int | None:
         """The line where ``node``'s tensor was moved to or made on the CPU, None where unknown."""
@@ -398,8 +399,16 @@ class _HostTracer:
         return lines[0] if lines and all(lines) else None
 
     def _host_name(self, name: ast.Name, function: _Function | None, depth: int) -> int | None:
-        if function is None:
+        key = (id(function), name.id)
+        if function is None or key in self.following:
             return None
+        self.following.add(key)
+        try:
+            return self._host_name_in(name, function, depth)
+        finally:
+            self.following.discard(key)
+
+    def _host_name_in(self, name: ast.Name, function: _Function, depth: int) -> int | None:
         values: list[tuple[ast.expr, int | None]] = []  # (value, index in an unpacked tuple)
         for statement in ast.walk(function):
             if not isinstance(statement, ast.Assign):

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import default_path, device_guard, float64_device
+from torchport.scan import after_cuda_exit, default_path, device_guard, float64_device
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -1600,6 +1600,10 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _function_after_cuda_assert, "info",
              "in {}, which this file uses only after an assert on CUDA: where CUDA is absent the assert stops "
              "first (it is the lock-in, reported at its own line)"),
+    Lowering(_EVERY_RULE, lambda site: "is_available" in site.file.text and after_cuda_exit.reached_only_past_cuda_exit(
+        site.file.whole(), site.line), "info",
+             "in {}, which this file calls only after `if not torch.cuda.is_available(): return` (or raise): "
+             "where CUDA is absent the caller returns first"),
     Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
              "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
              "is the lock-in, reported at its own line)"),

@@ -1,0 +1,64 @@
+"""Is a private function reached only past an early exit where CUDA is absent?  A caller that
+starts ``if not torch.cuda.is_available(): return`` (or ``raise``) and then calls
+``self._measure_peak(...)``: where CUDA is absent the caller has returned before the call, so
+the private function's CUDA calls are not reached.  Read on the AST of the whole file; uses of
+the function in other files are not seen, so only a private (underscored) one counts.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchport.scan.policy import FileContext
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+# How many private callers deep one use is followed.
+_DEPTH = 3
+
+
+def _availability_call(node: ast.expr) -> bool:
+    """``torch.cuda.is_available()``."""
+    return (isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "is_available" and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "cuda")
+
+
+def _unavailable(test: ast.expr) -> bool:
+    """``not torch.cuda.is_available()``, alone or as one operand of an ``or``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_unavailable(value) for value in test.values)
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _availability_call(test.operand)
+
+
+def _exits_without_cuda(statement: ast.stmt) -> bool:
+    """``if not torch.cuda.is_available(): return``: a body that only returns or raises."""
+    return (isinstance(statement, ast.If) and not statement.orelse and _unavailable(statement.test)
+            and all(isinstance(s, (ast.Return, ast.Raise)) for s in statement.body))
+
+
+def _innermost_function(context: FileContext, line: int) -> _Function | None:
+    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                None)
+
+
+def _past_cuda_exit(context: FileContext, line: int) -> bool:
+    """The line follows, in its function, an early exit where CUDA is absent."""
+    function = _innermost_function(context, line)
+    return function is not None and any(
+        _exits_without_cuda(s) and (s.end_lineno or s.lineno) < line for s in function.body)
+
+
+def reached_only_past_cuda_exit(context: FileContext, line: int, depth: int = 0) -> str | None:
+    """The private function holding the line, when every use of it in the file is past such an
+    exit (directly, or in another such private function)."""
+    function = _innermost_function(context, line)
+    if function is None or depth > _DEPTH or not function.name.startswith("_") or function.name.startswith("__"):
+        return None
+    low, high = min([function.lineno] + [d.lineno for d in function.decorator_list]), function.end_lineno or 0
+    uses = [n for n in context.loads().get(function.name, ()) if not low <= n.lineno <= high]
+    if uses and all(_past_cuda_exit(context, n.lineno) or reached_only_past_cuda_exit(context, n.lineno, depth + 1)
+                    for n in uses):
+        return function.name
+    return None
