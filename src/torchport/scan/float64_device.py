@@ -199,9 +199,17 @@ def _other_dtype_on_mps(function: _Function) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=256)
 def _module_functions(path: str) -> dict[str, list[_Function]]:
-    """The top-level functions of a module of the package, parsed once per scan."""
+    """The top-level functions of a module of the package, parsed once while it is unchanged."""
+    try:
+        return _parsed_functions(path, Path(path).stat().st_mtime_ns)
+    except OSError:
+        return {}
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_functions(path: str, modified: int) -> dict[str, list[_Function]]:
+    """``modified`` is only part of the cache key: an edited module is parsed again."""
     try:
         tree = ast.parse(Path(path).read_text(errors="replace"))
     except (OSError, SyntaxError, ValueError):
