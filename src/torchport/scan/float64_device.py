@@ -237,6 +237,15 @@ def _imported_function(context: FileContext, path: str, name: str) -> list[_Func
     return []
 
 
+def handed_to_a_function(context: FileContext, line: int) -> bool:
+    """Every float64 on the line is an argument of a call by a bare name (``f(torch.float64, ...)``):
+    read before the whole file is parsed."""
+    names = _float64_names(context, line)
+    calls = [c for c in context.calls_at(line) if isinstance(c.func, ast.Name)]
+    return bool(names) and all(any(a is name for c in calls for a in (*c.args, *(k.value for k in c.keywords)))
+                               for name in names)
+
+
 def dtype_lowered_on_mps(context: FileContext, line: int, path: str) -> str | None:
     """The function (of this file, or imported from a module of the package) that every float64
     on the line is handed to, whose MPS branch returns another dtype."""

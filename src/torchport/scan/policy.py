@@ -1416,6 +1416,18 @@ def _stopped_by_cuda_assert(site: _Site) -> bool:
     return bool(_CUDA_ASSERT.search(site.file.text)) and _after_cuda_assert(site.file.whole(), site.line)
 
 
+def _private_past_cuda_exit(site: _Site) -> str | None:
+    if not (_CUDA_EXIT.search(site.file.text) and any(
+            isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name.startswith("_")
+            for s in site.context.enclosing(site.line))):
+        return None
+    return after_cuda_exit.reached_only_past_cuda_exit(site.file.whole(), site.line)
+
+
+# `if not torch.cuda.is_available(): return`: read from the text before the whole file is parsed.
+_CUDA_EXIT = re.compile(r"\bnot\s+torch\.cuda\.is_available\(\)")
+
+
 def _function_after_cuda_assert(site: _Site) -> str | None:
     if not _CUDA_ASSERT.search(site.file.text):
         return None
@@ -1600,8 +1612,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _function_after_cuda_assert, "info",
              "in {}, which this file uses only after an assert on CUDA: where CUDA is absent the assert stops "
              "first (it is the lock-in, reported at its own line)"),
-    Lowering(_EVERY_RULE, lambda site: "is_available" in site.file.text and after_cuda_exit.reached_only_past_cuda_exit(
-        site.file.whole(), site.line), "info",
+    Lowering(_EVERY_RULE, _private_past_cuda_exit, "info",
              "in {}, which this file calls only after `if not torch.cuda.is_available(): return` (or raise): "
              "where CUDA is absent the caller returns first"),
     Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
@@ -1689,20 +1700,23 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_F64, _at_line(_handed_without_device), "info",
              "float64 handed to a function with no device, its result never moved here: the tensors are made on "
              "the CPU, where float64 works"),
-    Lowering(_F64, _in_whole_file(float64_device.run_on_cpu_for_mps), "perf",
+    Lowering(_F64, lambda site: "mps" in site.file.text and float64_device.run_on_cpu_for_mps(site.file.whole(), site.line),
+             "perf",
              "float64 in a function this file only hands to {}, which runs it on CPU copies where the device is "
              "MPS: the MPS error cannot happen"),
-    Lowering(_F64, _in_whole_file(float64_device.moved_to_cpu_on_mps), "perf",
+    Lowering(_F64, lambda site: "mps" in site.file.text and float64_device.moved_to_cpu_on_mps(site.file.whole(),
+                                                                                               site.line), "perf",
              "float64 on a tensor moved first to {}, which is the CPU where the device is MPS: the MPS error "
              "cannot happen"),
-    Lowering(_F64, lambda site: float64_device.dtype_lowered_on_mps(site.file.whole(), site.line, site.file.path),
-             "perf",
+    Lowering(_F64, lambda site: float64_device.handed_to_a_function(site.context, site.line)
+             and float64_device.dtype_lowered_on_mps(site.file.whole(), site.line, site.file.path), "perf",
              "the float64 dtype goes through {}, which returns another dtype where the device is MPS: the MPS "
              "error cannot happen"),
     Lowering(_F64, _in_whole_file(float64_device.on_cpu_by_construction), "info",
              "float64 on a tensor traced back to the CPU ({}: moved there or made there without a device), through "
              "this file's private functions: float64 works there"),
-    Lowering(_F64, _in_whole_file(float64_device.default_dtype_in_deviceless_file), "info",
+    Lowering(_F64, lambda site: "set_default" in site.context.lines[site.line - 1]
+             and float64_device.default_dtype_in_deviceless_file(site.file.whole(), site.line), "info",
              "a float64 default dtype in a file that names no device and moves no tensor: what it makes is on "
              "the CPU, where float64 works"),
     Lowering(_F64, _lammps_code, "info",
