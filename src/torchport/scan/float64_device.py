@@ -134,12 +134,13 @@ def run_on_cpu_for_mps(context: FileContext, line: int) -> str | None:
                      and any(a is use for a in c.args)), None)
         if call is None:
             return None
+        helper = call.func.id if isinstance(call.func, ast.Name) else ""
         index = next(i for i, a in enumerate(call.args) if a is use)
-        candidates = [h for h in functions.get(call.func.id, ()) if h is not function]
+        candidates = [h for h in functions.get(helper, ()) if h is not function]
         parameter = _parameter_at(candidates[0], index) if len(candidates) == 1 else None
         if parameter is None or not _calls_on_cpu_for_mps(candidates[0], parameter):
             return None
-        helpers.add(call.func.id)
+        helpers.add(helper)
     return ", ".join(sorted(helpers))
 
 
@@ -485,11 +486,12 @@ class _HostTracer:
 def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     """Where every float64 cast on the line gets its tensor from the CPU: "line N" of the move
     to the CPU (or of the device-less factory) it was traced back to."""
-    casts = [c for c in _float64_casts(context, line) if isinstance(c.func, ast.Attribute)
-             and c.func.attr in ("to", "double", "type")]
+    every = _float64_casts(context, line)
+    receivers = [c.func.value for c in every if isinstance(c.func, ast.Attribute) and c.func.attr in ("to", "double", "type")]
     function = _innermost_function(context, line)
-    if not casts or function is None or len(casts) != len(_float64_casts(context, line)):
+    if not receivers or function is None or len(receivers) != len(every):
         return None
     tracer = _HostTracer(context)
-    lines = [tracer.host(c.func.value, function) for c in casts]  # type: ignore[union-attr]
-    return ", ".join(f"line {n}" for n in sorted(set(lines))) if all(lines) else None  # type: ignore[type-var]
+    lines = [tracer.host(receiver, function) for receiver in receivers]
+    found = sorted({n for n in lines if n is not None})
+    return ", ".join(f"line {n}" for n in found) if None not in lines else None
