@@ -80,14 +80,15 @@ def _functions(context: FileContext) -> dict[str, list[_Function]]:
     return found
 
 
-def _float64_names(context: FileContext, line: int) -> list[ast.Attribute]:
+def float64_names(context: FileContext, line: int) -> list[ast.Attribute]:
+    """The ``torch.float64``-like names on the line."""
     return [n for n in context._expressions_at(line) if isinstance(n, ast.Attribute) and n.attr in _FLOAT64
             and isinstance(n.value, ast.Name) and n.value.id == "torch"]
 
 
 def _float64_casts(context: FileContext, line: int) -> list[ast.Call]:
     """The calls on the line that make float64: ``.double()``, ``.to(dtype=torch.float64)``."""
-    names = {id(n) for n in _float64_names(context, line)}
+    names = {id(n) for n in float64_names(context, line)}
     return [c for c in context.calls_at(line)
             if (isinstance(c.func, ast.Attribute) and c.func.attr == "double" and not c.args)
             or any(id(a) in names for a in (*c.args, *(k.value for k in c.keywords)))]
@@ -241,7 +242,7 @@ def _imported_function(context: FileContext, path: str, name: str) -> list[_Func
 def handed_to_a_function(context: FileContext, line: int) -> bool:
     """Every float64 on the line is an argument of a call by a bare name (``f(torch.float64, ...)``):
     read before the whole file is parsed."""
-    names = _float64_names(context, line)
+    names = float64_names(context, line)
     calls = [c for c in context.calls_at(line) if isinstance(c.func, ast.Name)]
     return bool(names) and all(any(a is name for c in calls for a in (*c.args, *(k.value for k in c.keywords)))
                                for name in names)
@@ -250,7 +251,7 @@ def handed_to_a_function(context: FileContext, line: int) -> bool:
 def dtype_lowered_on_mps(context: FileContext, line: int, path: str) -> str | None:
     """The function (of this file, or imported from a module of the package) that every float64
     on the line is handed to, whose MPS branch returns another dtype."""
-    names = _float64_names(context, line)
+    names = float64_names(context, line)
     if not names:
         return None
     functions, found = _functions(context), set()

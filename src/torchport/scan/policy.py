@@ -302,9 +302,6 @@ def _on_a_cuda_literal(context: FileContext, line: int) -> bool:
                       and k.value.value.startswith("cuda") for k in call.keywords))
 
 
-# float64 dtypes by their torch attribute name
-_FLOAT64_ATTRIBUTES = frozenset({"float64", "double", "complex128", "cdouble"})
-
 # Code for LAMMPS (ML-IAP, Kokkos): its devices are the CPU or CUDA/HIP, never MPS.
 _NO_MPS_HOST = re.compile(r"lammps|kokkos", re.IGNORECASE)
 
@@ -317,9 +314,7 @@ def _float64_values(context: FileContext, line: int) -> tuple[list[ast.Attribute
             for node in _header(statement):
                 for child in ast.iter_child_nodes(node):
                     parents.setdefault(id(child), node)
-    values = [n for n in context._expressions_at(line) if isinstance(n, ast.Attribute)
-              and n.attr in _FLOAT64_ATTRIBUTES and isinstance(n.value, ast.Name) and n.value.id == "torch"]
-    return values, parents
+    return float64_device.float64_names(context, line), parents
 
 
 def _dtype_table_entry(context: FileContext, line: int) -> bool:
