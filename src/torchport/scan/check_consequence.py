@@ -97,6 +97,8 @@ def _operand(test: ast.expr, line: int, column: int) -> tuple[ast.expr, bool, bo
             node = inner
             continue
         break
+    if not isinstance(node, (ast.Call, ast.Attribute, ast.Name, ast.Compare)):
+        return None  # the check sits deeper (a comprehension, a conditional expression): read no further
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotEq, ast.IsNot,
                                                                                           ast.NotIn)):
         negated = not negated  # `device.type != "cuda"`
@@ -242,7 +244,42 @@ def _listing(names: Iterable[str]) -> str:
 
 # -- the check's consequence --------------------------------------------------------------------
 
+def _reads(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
+
+
+def _rebinds(statements: list[ast.stmt], names: set[str]) -> bool:
+    """The first of ``statements`` binds every one of ``names`` on every path before reading any."""
+    if not statements:
+        return False
+    first = statements[0]
+    if isinstance(first, ast.Assign):
+        bound = {t.id for t in first.targets if isinstance(t, ast.Name)}
+        return names <= bound and not _reads(first.value, names)
+    if isinstance(first, ast.If):
+        return (not _reads(first.test, names) and _rebinds(first.body, names)
+                and _rebinds(first.orelse, names))
+    return False
+
+
+def _overwritten(context: FileContext, statement: ast.If) -> tuple[str, int] | None:
+    """``if torch.cuda.is_available: device = torch.device("cuda")`` followed by an if/else that sets
+    ``device`` on both paths: what the branch stores is never read.  (The names, the next line.)"""
+    if statement.orelse or not statement.body or not all(
+            isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in statement.body):
+        return None
+    names = {t.id for s in statement.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+    following = _next_statement(context, statement)
+    if following is None or not _rebinds([following], names):
+        return None
+    return ", ".join(sorted(names)), following.lineno
+
+
 def _of_if(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    overwritten = _overwritten(reader.context, statement)
+    if overwritten is not None:
+        return Consequence(INFO, f"decides nothing: what this branch sets (`{overwritten[0]}`) is set again on every "
+                                 f"path by the next statement (line {overwritten[1]}) before it is read")
     read = _operand(statement.test, finding.line, finding.column)
     if read is None:
         return None
@@ -354,13 +391,86 @@ def _of_flag(reader: _Reader, statement: ast.Assign | ast.AnnAssign, finding: Fi
     return None
 
 
+def _off_the_cpu(test: ast.expr) -> str | None:
+    """``x.device.type != "cpu"`` (or ``x.device != torch.device("cpu")``): the value is on a device
+    other than the CPU.  The compared expression's text, else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot))):
+        return None
+    for side, other in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        named = other
+        if isinstance(named, ast.Call) and len(named.args) == 1 and not named.keywords:
+            named = named.args[0]  # torch.device("cpu")
+        if (isinstance(named, ast.Constant) and named.value == "cpu" and isinstance(side, ast.Attribute)
+                and (side.attr == "device" or (side.attr == "type" and isinstance(side.value, ast.Attribute)
+                                               and side.value.attr == "device"))):
+            return ast.unparse(test)
+    return None
+
+
+def _names_a_device(node: ast.AST) -> bool:
+    """A device string, or a call that moves a value (``.to(...)``, ``.cuda()``, ``.cpu()``)."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and inner.value.split(":")[0] in (
+                "cpu", "cuda", "mps", "xpu", "xla", "meta"):
+            return True
+        if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in (
+                "to", "cuda", "cpu"):
+            return True
+    return False
+
+
+def _repairs_value_off_the_cpu(test: ast.expr, branch: list[ast.AST], finding: Finding) -> str | None:
+    """``if not torch.cuda.is_available() and metric.device.type != "cpu": metric = rebuild(metric)``:
+    the branch runs where CUDA is absent only for a value already on another device (one saved on a
+    CUDA machine), and names no device itself.  The device test, else None."""
+    conjunction = None
+    for node in ast.walk(test):  # the innermost `and` holding the check, under `or`s at most
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) and _contains(node, finding.line,
+                                                                                       finding.column):
+            conjunction = node
+    if conjunction is None or not any(
+            isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and isinstance(v.operand, (ast.Call, ast.Attribute))
+            and _contains(v.operand, finding.line, finding.column) for v in conjunction.values):
+        return None
+    if any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) and _contains(n, finding.line, finding.column)
+           and n.operand is not None and conjunction in list(ast.walk(n.operand)) for n in ast.walk(test)):
+        return None  # `not (not cuda and ...)`
+    test = conjunction
+    on_device = next((t for v in test.values if (t := _off_the_cpu(v))), None)
+    if on_device is None or any(_names_a_device(n) for n in branch):
+        return None
+    return on_device
+
+
+def _enclosing_test(context: FileContext, statement: ast.stmt,
+                    finding: Finding) -> tuple[ast.expr, list[ast.AST]] | None:
+    """The innermost ``if`` or conditional expression whose test holds the check, below or at
+    ``statement``: (its test, the branch its test takes)."""
+    best: tuple[ast.expr, list[ast.AST]] | None = None
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.If, ast.IfExp)) and _contains(node.test, finding.line, finding.column):
+            branch: list[ast.AST] = list(node.body) if isinstance(node, ast.If) else [node.body]
+            if best is None or (node.test.lineno, node.test.col_offset) >= (best[0].lineno, best[0].col_offset):
+                best = (node.test, branch)
+    return best
+
+
 def consequence(context: FileContext, findings: list[Finding], finding: Finding,
                 whole: Callable[[], FileContext]) -> Consequence | None:
     """What the CUDA check ``finding`` decides, when the code says so plainly: info (it guards only
     CUDA-only settings), error (the path without CUDA raises); None when it cannot be read, or when
     it decides where work runs."""
     statement = _innermost_statement(context, finding.line, finding.column)
+    if statement is None:
+        return None
     reader = _Reader(context, findings, whole)
+    tested = _enclosing_test(context, statement, finding)
+    if tested is not None:
+        on_device = _repairs_value_off_the_cpu(*tested, finding)
+        if on_device is not None:
+            return Consequence(INFO, f"where CUDA is absent this branch runs only for a value already off the CPU "
+                                     f"(`{on_device}`) and names no device: a repair that is "
+                                     f"the safe path on every device, nothing is lost")
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
         return _of_if(reader, statement, finding)
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
