@@ -204,3 +204,65 @@ def test_seeding_after_manual_seed_gives_the_same_numbers_without_the_cuda_branc
                             timeout=120, check=True).stdout
     torch.manual_seed(3)
     assert seeded.strip() == str(torch.rand(3).tolist())
+
+
+_REPAIRS = '''
+    import torch
+
+
+    def restore(hparams, rebuild):
+        hparams["metrics"] = [
+            rebuild(m) if not hasattr(m, "state") or (not torch.cuda.is_available() and m.device.type != "cpu")  # list
+            else m
+            for m in hparams["metrics"]
+        ]
+        loss = hparams["loss"]
+        if not torch.cuda.is_available() and loss.device.type != "cpu":  # repair
+            hparams["loss"] = rebuild(loss)
+        if not torch.cuda.is_available() and loss.device.type != "cpu":  # moves
+            hparams["loss"] = loss.to("cpu")
+        return hparams
+'''
+
+
+def test_a_branch_without_cuda_that_only_repairs_a_value_left_off_the_cpu_is_info(tmp_path):
+    path = _write(tmp_path, "checkpoint.py", _REPAIRS)
+    checks = _checks(path)
+    for mark in ("# list", "# repair"):
+        severity, reason = checks[_line(path, mark)]
+        assert severity == "info" and "a value already off the CPU" in reason and "names no device" in reason
+    # the same test whose branch moves the value to the CPU chooses a device
+    assert checks[_line(path, "# moves")][0] == "silent"
+
+
+_OVERWRITTEN = '''
+    import torch
+
+
+    def pick_device():
+        if torch.cuda.is_available:  # overwritten
+            device = torch.device("cuda")
+        if torch.backends.mps.is_available():
+            device = torch.device("mps")
+        else:
+            device = torch.device("cpu")
+        return device
+
+
+    def pick_device_kept():
+        device = torch.device("cpu")
+        if torch.cuda.is_available():  # kept
+            device = torch.device("cuda")
+        if torch.distributed.is_initialized():
+            device = torch.device("cpu")
+        return device
+'''
+
+
+def test_a_branch_whose_value_the_next_statement_always_overwrites_decides_nothing(tmp_path):
+    path = _write(tmp_path, "devices.py", _OVERWRITTEN)
+    checks = _checks(path)
+    assert checks[_line(path, "# overwritten")] == (
+        "info", f"decides nothing: what this branch sets (`device`) is set again on every path by the next "
+                f"statement (line {_line(path, '# overwritten') + 2}) before it is read")
+    assert checks[_line(path, "# kept")][0] == "silent"
