@@ -188,7 +188,7 @@ def test_a_check_whose_other_path_raises_is_error_not_silent(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="shows the path taken without CUDA")
 def test_the_path_without_cuda_raises_on_this_cpu_build(tmp_path):
     # the measurement behind the error class: without CUDA the call fails loudly
-    path = _write(tmp_path, "optimizers.py", _RAISES)
+    _write(tmp_path, "optimizers.py", _RAISES)
     run = subprocess.run([sys.executable, "-c", "import torch, optimizers\n"
                           "optimizers.build_optimizer('fast_sgd', [torch.nn.Parameter(torch.ones(1))], True)"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)

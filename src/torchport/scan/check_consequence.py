@@ -144,10 +144,11 @@ class _Reader:
                                                    and isinstance(statement.value, ast.Constant)):
                 continue
             if isinstance(statement, ast.If):
-                if not self.tuning(statement.body, named) or (statement.orelse
-                                                              and not self.tuning(statement.orelse, named)):
-                    if not self._local_only(statement):
-                        return False
+                inner: list[str] = []
+                if self.tuning(statement.body, inner) and (not statement.orelse or self.tuning(statement.orelse, inner)):
+                    named.extend(inner)
+                elif not self._local_only(statement):
+                    return False
                 continue
             if isinstance(statement, ast.Try):
                 handlers = [s for h in statement.handlers for s in h.body]
@@ -175,9 +176,8 @@ class _Reader:
         for node in ast.walk(statement):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 stored.add(node.id)
-            elif isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
-                return False
-            elif isinstance(node, ast.Call) and self.context.source(node.func).startswith("torch."):
+            elif (isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store)) or (
+                    isinstance(node, ast.Call) and self.context.source(node.func).startswith("torch.")):
                 return False
         if not stored:
             return False
@@ -232,7 +232,13 @@ def _next_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | Non
         block = getattr(parent, field, None)
         if isinstance(block, list) and any(s is statement for s in block):
             index = next(i for i, s in enumerate(block) if s is statement)
-            return block[index + 1] if index + 1 < len(block) else None
+            following = block[index + 1] if index + 1 < len(block) else None
+            # the scanner parses only some statements of a long function: the next one parsed
+            # counts only when nothing but blank lines and comments lies between them
+            between = context.lines[(statement.end_lineno or statement.lineno):following.lineno - 1] if following else []
+            if following is not None and all(not line.strip() or line.lstrip().startswith("#") for line in between):
+                return following
+            return None
     return None
 
 
