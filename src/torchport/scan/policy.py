@@ -1622,8 +1622,6 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
              "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
              "is the lock-in, reported at its own line)"),
-    Lowering(_CHECK, _check_decides("error"), "error", "{}"),
-    Lowering(_CHECK, _check_decides("info"), "info", "{}"),
     Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
              "guards only CUDA tuning (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" start method "
              "CUDA needs): skipping it where CUDA is absent changes no result"),
@@ -1684,6 +1682,8 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_CHECK, _at_line(_pins_only), "perf",
              "guards only pin_memory(): pinned host memory speeds the copy, nothing else"),
     Lowering(_CHECK, _at_line(_unread_flag), "info", "the flag this check is stored in is never read in this file"),
+    Lowering(_CHECK, _check_decides("error"), "error", "{}"),
+    Lowering(_CHECK, _check_decides("info"), "info", "{}"),
     Lowering(_F64, _at_line(_built_then_recast), "info",
              "a module built in float64 on the CPU and recast to its data's dtype (self.to(dtype=...)) before it "
              "runs"),
