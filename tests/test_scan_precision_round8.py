@@ -265,7 +265,9 @@ def test_checks_that_pin_memory_choose_a_message_or_are_never_read(tmp_path):
 
 
         def fetch(bundle):
-            if torch.cuda.is_available():  # kept
+            # held silent here until round 16a; every judge who read one called a guarded cuDNN flag
+            # incorrect (docs/precision/round16a.md)
+            if torch.cuda.is_available():  # quiet
                 torch.backends.cudnn.benchmark = True
             return bundle
 

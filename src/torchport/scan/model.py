@@ -60,6 +60,9 @@ class Finding:
     # sits in a guard that already has a branch for other accelerators.
     severity_cap: str | None = None
     cap_reason: str = ""
+    # "error" where the code shows the check is louder than its rule says (the path without CUDA
+    # raises); cap_reason then says why.
+    raised_to: str | None = None
     # A parameter default that no call in its own file reaches: (function, class or method
     # name, parameter, position in a call, whether `**kwargs` in a call counts as passing it).
     # The whole scan then checks the other files' calls.

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import after_cuda_exit, default_path, device_guard, float64_device
+from torchport.scan import after_cuda_exit, check_consequence, default_path, device_guard, float64_device
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -84,12 +84,17 @@ def _worst(finding: Finding) -> str | None:
     if not found:
         return None
     worst = max(found, key=SEVERITY_RANK.__getitem__)
+    if finding.raised_to and SEVERITY_RANK[finding.raised_to] > SEVERITY_RANK[worst]:
+        worst = finding.raised_to
     cap = finding.severity_cap
     return cap if cap and SEVERITY_RANK[cap] < SEVERITY_RANK[worst] else worst
 
 
 def _lower(finding: Finding, cap: str, reason: str) -> None:
-    finding.severity_cap = cap
+    if SEVERITY_RANK[cap] > SEVERITY_RANK[_worst(finding) or "info"]:
+        finding.raised_to = cap  # the code shows it louder than the rule says
+    else:
+        finding.severity_cap = cap
     finding.cap_reason = reason
 
 
@@ -1258,8 +1263,10 @@ class _File:
     """One scanned file as the lowerings see it: the statements parsed with trigger words, and
     the whole file parsed only when a lowering needs every use of a name."""
 
-    def __init__(self, tree: ast.Module | None, text: str, path: str) -> None:
+    def __init__(self, tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
         self.context = FileContext(tree, text) if tree is not None else None
+        self.findings = findings
+        self.consequences: dict[int, check_consequence.Consequence | None] = {}
         self.text = text
         self.path = path
         self._whole: FileContext | None = None
@@ -1328,6 +1335,18 @@ def _in_cuda_guarded_function(site: _Site) -> str | None:
                for s in site.context.enclosing(site.line)):
         return None
     return _cuda_guard_decorator(site.file.whole(), site.line)
+
+
+def _check_decides(severity: str) -> Callable[[_Site], str | None]:
+    """The reason, when what the CUDA check guards says it is ``severity`` (check_consequence.py)."""
+    def decides(site: _Site) -> str | None:
+        key = id(site.finding)
+        if key not in site.file.consequences:
+            site.file.consequences[key] = check_consequence.consequence(site.context, site.file.findings,
+                                                                        site.finding, site.file.whole)
+        found = site.file.consequences[key]
+        return found.reason if found is not None and found.severity == severity else None
+    return decides
 
 
 def _availability_probe(site: _Site) -> bool:
@@ -1673,6 +1692,8 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_CHECK, _at_line(_pins_only), "perf",
              "guards only pin_memory(): pinned host memory speeds the copy, nothing else"),
     Lowering(_CHECK, _at_line(_unread_flag), "info", "the flag this check is stored in is never read in this file"),
+    Lowering(_CHECK, _check_decides("error"), "error", "{}"),
+    Lowering(_CHECK, _check_decides("info"), "info", "{}"),
     Lowering(_F64, _at_line(_built_then_recast), "info",
              "a module built in float64 on the CPU and recast to its data's dtype (self.to(dtype=...)) before it "
              "runs"),
@@ -1752,7 +1773,7 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     strong = [f for f in findings if _worst(f) in ("error", "silent")]
     if not strong:
         return
-    file = _File(tree, text, path)
+    file = _File(tree, text, path, findings)
     if is_test_file(path):
         strong = _lower_first(file, strong, TEST_FILE_LOWERINGS)
     _repeats_in_statement(strong)

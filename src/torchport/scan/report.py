@@ -85,7 +85,7 @@ def _where(finding: Finding, targets) -> str:
     if fine:
         parts.append(f"fine on {', '.join(fine)}")
     if finding.cap_reason:
-        parts.append(f"only info because {finding.cap_reason}")
+        parts.append(f"{finding.raised_to or 'only info'} because {finding.cap_reason}")
     return "; ".join(parts)
 
 

@@ -971,6 +971,8 @@ def finding_severity(finding, target: str) -> str | None:
     """The severity of one finding on a target: its rule's, lowered to the finding's
     cap when the code is guarded (see Finding.severity_cap)."""
     severity = RULES_BY_ID[finding.rule_id].severity[target]
+    if severity and finding.raised_to and SEVERITY_RANK[finding.raised_to] > SEVERITY_RANK[severity]:
+        severity = finding.raised_to
     cap = finding.severity_cap
     if severity and cap and SEVERITY_RANK[severity] > SEVERITY_RANK[cap]:
         return cap

@@ -1,0 +1,485 @@
+"""What a CUDA availability or device-type check decides, read from the code it guards.
+
+A check is lock-in when it decides where work runs (a device, a move), whether a timing is
+synchronised or which RNG state is kept: elsewhere that is silently lost.  It is not when what it
+guards exists only on CUDA and nothing is lost elsewhere (cuDNN and TF32 switches, emptying the CUDA
+cache, pinned memory and non-blocking copies, CUDA seeding after ``torch.manual_seed``), and it is
+not silent when the path taken without CUDA raises.
+
+What the guarded statements do is read from the findings scan already made on them: a statement
+counts as CUDA-only tuning when it holds a finding and every finding in it belongs to a tuning rule.
+A flag that stores the check (``non_blocking = torch.cuda.is_available()``,
+``self.use_pinned = torch.cuda.is_available() and ...``) is followed to every read in its function,
+class or module.  Whatever cannot be read this way keeps the check as it was: nothing is lowered on
+ignorance.  No package, option or function is known by name.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from torchport.scan.detectors.distributed import DistributedDetector
+from torchport.scan.model import Finding
+from torchport.scan.rules import (
+    CUDA_EMPTY_CACHE,
+    CUDA_MANUAL_SEED,
+    CUDNN_FLAGS,
+    NON_BLOCKING_COPY,
+    PIN_MEMORY,
+    TF32_FLAGS,
+)
+
+if TYPE_CHECKING:
+    from torchport.scan.policy import FileContext
+
+# Rules whose findings are settings that exist only on CUDA: skipping them elsewhere loses nothing.
+_TUNING_RULES = frozenset({CUDNN_FLAGS, TF32_FLAGS, CUDA_EMPTY_CACHE, PIN_MEMORY, NON_BLOCKING_COPY})
+# The keywords scan's own copy-tuning detectors read (`non_blocking=`, `pin_memory=`): a flag handed
+# to one only decides how a copy is made, not where the data goes.
+_COPY_TUNING_KEYWORDS = frozenset(DistributedDetector.KEYWORDS)
+
+ERROR = "error"
+INFO = "info"
+
+
+@dataclasses.dataclass(frozen=True)
+class Consequence:
+    severity: str
+    reason: str
+
+
+# -- the tree around a finding ------------------------------------------------------------------
+
+_PARENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _parents(context: FileContext) -> dict[int, ast.AST]:
+    if context not in _PARENTS:
+        _PARENTS[context] = {id(child): node for node in ast.walk(context.tree)
+                             for child in ast.iter_child_nodes(node)}
+    found: dict[int, ast.AST] = _PARENTS[context]
+    return found
+
+
+def _contains(node: ast.AST, line: int, column: int) -> bool:
+    """Whether the 1-based ``column`` of ``line`` lies in ``node``'s span."""
+    start = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    end = (node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
+    return start <= (line, column - 1) < end
+
+
+def _innermost_statement(context: FileContext, line: int, column: int) -> ast.stmt | None:
+    around = [s for s in context.statements if isinstance(s, ast.stmt) and _contains(s, line, column)]
+    return max(around, key=lambda s: (s.lineno, s.col_offset), default=None)
+
+
+def _operand(test: ast.expr, line: int, column: int) -> tuple[ast.expr, bool, bool] | None:
+    """The operand of ``test``'s ``and``/``or``/``not`` that holds the finding, whether the test
+    holds only where it holds (``a and check``) and whether it holds wherever it fails
+    (``not check or a``)."""
+    node, negated, only_when, whenever_not = test, False, True, True
+    while True:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node, negated = node.operand, not negated
+            continue
+        if isinstance(node, ast.BoolOp):
+            inner = next((v for v in node.values if _contains(v, line, column)), None)
+            if inner is None:
+                return None
+            # seen from the check's side: `and` keeps "only when", `or` keeps "whenever"
+            if isinstance(node.op, ast.And) != negated:
+                whenever_not = False
+            else:
+                only_when = False
+            node = inner
+            continue
+        break
+    if not isinstance(node, (ast.Call, ast.Attribute, ast.Name, ast.Compare)):
+        return None  # the check sits deeper (a comprehension, a conditional expression): read no further
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotEq, ast.IsNot,
+                                                                                          ast.NotIn)):
+        negated = not negated  # `device.type != "cuda"`
+    elif isinstance(node, ast.Compare) and not (len(node.ops) == 1 and isinstance(
+            node.ops[0], (ast.Eq, ast.Is, ast.In, ast.Gt, ast.GtE))):
+        return None  # `torch.cuda.device_count() < 2`: read no further
+    if negated:
+        return node, False, whenever_not
+    return node, only_when, False
+
+
+# -- what a block does ----------------------------------------------------------------------------
+
+class _Reader:
+    def __init__(self, context: FileContext, findings: list[Finding], whole: Callable[[], FileContext]) -> None:
+        self.context = context
+        self.findings = findings
+        self.whole = whole
+        self.guard: ast.If | None = None  # the check's own `if`, while its body is read
+
+    def _findings_in(self, statement: ast.stmt) -> list[Finding]:
+        return [f for f in self.findings if _contains(statement, f.line, f.column)]
+
+    def _seeded_before(self, statement: ast.stmt) -> bool:
+        """``torch.manual_seed(...)`` earlier in the same function (or module): it seeds every
+        device, so the CUDA seeding after it adds nothing elsewhere."""
+        parents = _parents(self.context)
+        scope: ast.AST | None = statement
+        while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            scope = parents.get(id(scope))
+        if scope is None:
+            return False
+        return any(isinstance(n, ast.Call) and n.lineno < statement.lineno
+                   and self.context.source(n.func) == "torch.manual_seed" for n in ast.walk(scope))
+
+    def tuning(self, statements: list[ast.stmt], named: list[str]) -> bool:
+        """Every statement only changes a CUDA-only setting (or is a no-op); ``named`` collects
+        what each sets, for the reason."""
+        if not statements:
+            return False
+        for statement in statements:
+            if isinstance(statement, ast.Pass) or (isinstance(statement, ast.Expr)
+                                                   and isinstance(statement.value, ast.Constant)):
+                continue
+            if isinstance(statement, ast.If):
+                inner: list[str] = []
+                if self.tuning(statement.body, inner) and (not statement.orelse or self.tuning(statement.orelse, inner)):
+                    named.extend(inner)
+                elif not self._local_only(statement):
+                    return False
+                continue
+            if isinstance(statement, ast.Try):
+                handlers = [s for h in statement.handlers for s in h.body]
+                if not self.tuning(statement.body, named) or not all(
+                        self.tuning(block, named) for block in (handlers, statement.orelse, statement.finalbody)
+                        if block):
+                    return False
+                continue
+            if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+                inside = self._findings_in(statement)
+                if inside and all(f.rule_id in _TUNING_RULES or (f.rule_id == CUDA_MANUAL_SEED
+                                                                 and self._seeded_before(statement))
+                                  for f in inside):
+                    named.extend(_what_it_sets(self.context, statement, inside))
+                    continue
+                if not inside and self._local_only(statement):
+                    continue
+            return False
+        return True
+
+    def _local_only(self, statement: ast.stmt) -> bool:
+        """``if deterministic is None: deterministic = os.environ.get(...)`` inside the guard: it
+        binds only local names that nothing after the guard reads, and calls nothing of torch."""
+        stored: set[str] = set()
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stored.add(node.id)
+            elif (isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store)) or (
+                    isinstance(node, ast.Call) and self.context.source(node.func).startswith("torch.")):
+                return False
+        if not stored:
+            return False
+        if self.guard is None:
+            return False
+        whole = self.whole()
+        guard = next((s for s in whole.statements if isinstance(s, ast.If) and s.lineno == self.guard.lineno
+                      and s.col_offset == self.guard.col_offset), None)
+        if guard is None:
+            return False
+        parents = _parents(whole)
+        scope: ast.AST | None = guard
+        while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            scope = parents.get(id(scope))
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False  # a module name may be imported elsewhere
+        end = guard.end_lineno or guard.lineno
+        return not any(isinstance(n, ast.Name) and n.id in stored and isinstance(n.ctx, ast.Load) and n.lineno > end
+                       for n in ast.walk(scope))
+
+
+def _what_it_sets(context: FileContext, statement: ast.stmt, inside: list[Finding]) -> list[str]:
+    """``cudnn.benchmark`` for ``cudnn.benchmark = True``, ``torch.cuda.empty_cache()``; else what
+    the findings in the statement matched (``.pin_memory()``)."""
+    targets = statement.targets if isinstance(statement, ast.Assign) else (
+        [statement.target] if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) else [])
+    named = [context.source(t) for t in targets if any(_contains(t, f.line, f.column) for f in inside)]
+    value = statement.value if isinstance(statement, ast.Expr) else None
+    if isinstance(value, ast.Call) and not named:
+        named.append(context.source(value.func) + "()")
+    return named or [f.detail for f in inside]
+
+
+def _ends_in_raise(statements: list[ast.stmt]) -> ast.Raise | None:
+    return statements[-1] if statements and isinstance(statements[-1], ast.Raise) else None
+
+
+def _raised_name(raised: ast.Raise) -> str:
+    exception = raised.exc
+    if isinstance(exception, ast.Call):
+        exception = exception.func
+    if isinstance(exception, ast.Name):
+        return exception.id
+    if isinstance(exception, ast.Attribute):
+        return exception.attr
+    return "an exception"
+
+
+def _next_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | None:
+    parent = _parents(context).get(id(statement))
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            index = next(i for i, s in enumerate(block) if s is statement)
+            following = block[index + 1] if index + 1 < len(block) else None
+            # the scanner parses only some statements of a long function: the next one parsed
+            # counts only when nothing but blank lines and comments lies between them
+            between = context.lines[(statement.end_lineno or statement.lineno):following.lineno - 1] if following else []
+            if following is not None and all(not line.strip() or line.lstrip().startswith("#") for line in between):
+                return following
+            return None
+    return None
+
+
+def _listing(names: Iterable[str]) -> str:
+    unique = list(dict.fromkeys(n for n in names if n))
+    shown = ", ".join(unique[:3])
+    return shown + (", ..." if len(unique) > 3 else "")
+
+
+# -- the check's consequence --------------------------------------------------------------------
+
+def _reads(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
+
+
+def _rebinds(statements: list[ast.stmt], names: set[str]) -> bool:
+    """The first of ``statements`` binds every one of ``names`` on every path before reading any."""
+    if not statements:
+        return False
+    first = statements[0]
+    if isinstance(first, ast.Assign):
+        bound = {t.id for t in first.targets if isinstance(t, ast.Name)}
+        return names <= bound and not _reads(first.value, names)
+    if isinstance(first, ast.If):
+        return (not _reads(first.test, names) and _rebinds(first.body, names)
+                and _rebinds(first.orelse, names))
+    return False
+
+
+def _overwritten(context: FileContext, statement: ast.If) -> tuple[str, int] | None:
+    """``if torch.cuda.is_available: device = torch.device("cuda")`` followed by an if/else that sets
+    ``device`` on both paths: what the branch stores is never read.  (The names, the next line.)"""
+    if statement.orelse or not statement.body or not all(
+            isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in statement.body):
+        return None
+    names = {t.id for s in statement.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+    following = _next_statement(context, statement)
+    if following is None or not _rebinds([following], names):
+        return None
+    return ", ".join(sorted(names)), following.lineno
+
+
+def _of_if(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    overwritten = _overwritten(reader.context, statement)
+    if overwritten is not None:
+        return Consequence(INFO, f"decides nothing: what this branch sets (`{overwritten[0]}`) is set again on every "
+                                 f"path by the next statement (line {overwritten[1]}) before it is read")
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None:
+        return None
+    _, only_when, _ = read
+    if not only_when:
+        return None
+    # the body runs only where CUDA is: what runs elsewhere is the else branch, or what follows
+    raised = _ends_in_raise(statement.orelse)
+    if raised is None and not statement.orelse and statement.body and isinstance(
+            statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        following = _next_statement(reader.context, statement)
+        raised = following if isinstance(following, ast.Raise) else None
+    if raised is not None:
+        return Consequence(ERROR, f"not silent: where CUDA is absent the other branch raises "
+                                  f"{_raised_name(raised)} (line {raised.lineno})")
+    if statement.orelse:
+        return None
+    named: list[str] = []
+    reader.guard = statement
+    if reader.tuning(statement.body, named):
+        return Consequence(INFO, f"guards CUDA-only settings ({_listing(named)}): nothing is lost elsewhere")
+    return None
+
+
+def _flag_reads(context: FileContext, statement: ast.Assign | ast.AnnAssign,
+                target: ast.expr) -> list[ast.expr] | None:
+    """Every read of the flag ``target`` stores: a local in its function, a module name in its
+    file (lower-case only: an upper-case constant may be imported elsewhere), ``self.x`` in its
+    class.  None when the reads cannot all be found."""
+    parents = _parents(context)
+    scope: ast.AST | None = parents.get(id(statement))
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                       ast.Module)):
+        scope = parents.get(id(scope))
+    if scope is None:
+        return None
+    if isinstance(target, ast.Name):
+        if isinstance(scope, ast.ClassDef) or (isinstance(scope, ast.Module) and not target.id.islower()):
+            return None
+        if isinstance(scope, ast.Module):
+            return [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == target.id
+                    and isinstance(n.ctx, ast.Load)]
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(scope)):
+            return None
+        return [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == target.id
+                and isinstance(n.ctx, ast.Load)]
+    if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+            and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        owner = parents.get(id(scope))
+        if not isinstance(owner, ast.ClassDef):
+            return None
+        return [n for n in ast.walk(owner) if isinstance(n, ast.Attribute) and n.attr == target.attr
+                and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) and n.value.id == "self"]
+    return None
+
+
+def _tuning_read(reader: _Reader, read: ast.expr, named: list[str]) -> bool:
+    """The flag is handed to a copy-tuning keyword (``non_blocking=flag``), or is a test that,
+    where it holds, only changes CUDA-only settings."""
+    parents = _parents(reader.context)
+    parent = parents.get(id(read))
+    if isinstance(parent, ast.keyword) and parent.arg in _COPY_TUNING_KEYWORDS:
+        named.append(f"{parent.arg}=")
+        return True
+    node: ast.AST = read
+    while isinstance(parent, (ast.BoolOp, ast.UnaryOp)) and not (
+            isinstance(parent, ast.UnaryOp) and not isinstance(parent.op, ast.Not)):
+        node, parent = parent, parents.get(id(parent))
+    if not (isinstance(parent, ast.If) and parent.test is node) or parent.orelse:
+        return False
+    operand = _operand(parent.test, read.lineno, read.col_offset + 1)
+    if operand is None or not operand[1]:
+        return False
+    reader.guard = parent
+    return reader.tuning(parent.body, named)
+
+
+def _of_flag(reader: _Reader, statement: ast.Assign | ast.AnnAssign, finding: Finding) -> Consequence | None:
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    if len(targets) != 1 or statement.value is None:
+        return None
+    target, value = targets[0], statement.value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        # `non_blocking, start = torch.cuda.is_available(), -1`
+        pair = next(((t, v) for t, v in zip(target.elts, value.elts) if _contains(v, finding.line, finding.column)),
+                    None)
+        if pair is None:
+            return None
+        target, value = pair
+    read = _operand(value, finding.line, finding.column)
+    if read is None or not read[1]:
+        return None
+    context = reader.whole()
+    whole_statement = next((s for s in context.statements if isinstance(s, (ast.Assign, ast.AnnAssign))
+                            and s.lineno == statement.lineno and s.col_offset == statement.col_offset), None)
+    if whole_statement is None:
+        return None
+    whole_target = (whole_statement.targets[0] if isinstance(whole_statement, ast.Assign) else whole_statement.target)
+    if isinstance(whole_target, ast.Tuple):
+        whole_target = next((t for t in whole_target.elts if ast.dump(t) == ast.dump(target)), whole_target)
+    reads = _flag_reads(context, whole_statement, whole_target)
+    if not reads:
+        return None
+    whole_reader = _Reader(context, reader.findings, reader.whole)
+    named: list[str] = []
+    if all(_tuning_read(whole_reader, r, named) for r in reads):
+        return Consequence(INFO, f"the flag `{context.source(whole_target)}` is read only to turn on CUDA-only "
+                                 f"settings ({_listing(named)}): nothing is lost elsewhere")
+    return None
+
+
+def _off_the_cpu(test: ast.expr) -> str | None:
+    """``x.device.type != "cpu"`` (or ``x.device != torch.device("cpu")``): the value is on a device
+    other than the CPU.  The compared expression's text, else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot))):
+        return None
+    for side, other in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        named = other
+        if isinstance(named, ast.Call) and len(named.args) == 1 and not named.keywords:
+            named = named.args[0]  # torch.device("cpu")
+        if (isinstance(named, ast.Constant) and named.value == "cpu" and isinstance(side, ast.Attribute)
+                and (side.attr == "device" or (side.attr == "type" and isinstance(side.value, ast.Attribute)
+                                               and side.value.attr == "device"))):
+            return ast.unparse(test)
+    return None
+
+
+def _names_a_device(node: ast.AST) -> bool:
+    """A device string, or a call that moves a value (``.to(...)``, ``.cuda()``, ``.cpu()``)."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and inner.value.split(":")[0] in (
+                "cpu", "cuda", "mps", "xpu", "xla", "meta"):
+            return True
+        if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in (
+                "to", "cuda", "cpu"):
+            return True
+    return False
+
+
+def _repairs_value_off_the_cpu(test: ast.expr, branch: list[ast.AST], finding: Finding) -> str | None:
+    """``if not torch.cuda.is_available() and metric.device.type != "cpu": metric = rebuild(metric)``:
+    the branch runs where CUDA is absent only for a value already on another device (one saved on a
+    CUDA machine), and names no device itself.  The device test, else None."""
+    conjunction = None
+    for node in ast.walk(test):  # the innermost `and` holding the check, under `or`s at most
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) and _contains(node, finding.line,
+                                                                                       finding.column):
+            conjunction = node
+    if conjunction is None or not any(
+            isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and isinstance(v.operand, (ast.Call, ast.Attribute))
+            and _contains(v.operand, finding.line, finding.column) for v in conjunction.values):
+        return None
+    if any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) and _contains(n, finding.line, finding.column)
+           and n.operand is not None and conjunction in list(ast.walk(n.operand)) for n in ast.walk(test)):
+        return None  # `not (not cuda and ...)`
+    test = conjunction
+    on_device = next((t for v in test.values if (t := _off_the_cpu(v))), None)
+    if on_device is None or any(_names_a_device(n) for n in branch):
+        return None
+    return on_device
+
+
+def _enclosing_test(context: FileContext, statement: ast.stmt,
+                    finding: Finding) -> tuple[ast.expr, list[ast.AST]] | None:
+    """The innermost ``if`` or conditional expression whose test holds the check, below or at
+    ``statement``: (its test, the branch its test takes)."""
+    best: tuple[ast.expr, list[ast.AST]] | None = None
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.If, ast.IfExp)) and _contains(node.test, finding.line, finding.column):
+            branch: list[ast.AST] = list(node.body) if isinstance(node, ast.If) else [node.body]
+            if best is None or (node.test.lineno, node.test.col_offset) >= (best[0].lineno, best[0].col_offset):
+                best = (node.test, branch)
+    return best
+
+
+def consequence(context: FileContext, findings: list[Finding], finding: Finding,
+                whole: Callable[[], FileContext]) -> Consequence | None:
+    """What the CUDA check ``finding`` decides, when the code says so plainly: info (it guards only
+    CUDA-only settings), error (the path without CUDA raises); None when it cannot be read, or when
+    it decides where work runs."""
+    statement = _innermost_statement(context, finding.line, finding.column)
+    if statement is None:
+        return None
+    reader = _Reader(context, findings, whole)
+    tested = _enclosing_test(context, statement, finding)
+    if tested is not None:
+        on_device = _repairs_value_off_the_cpu(*tested, finding)
+        if on_device is not None:
+            return Consequence(INFO, f"where CUDA is absent this branch runs only for a value already off the CPU "
+                                     f"(`{on_device}`) and names no device: a repair that is "
+                                     f"the safe path on every device, nothing is lost")
+    if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
+        return _of_if(reader, statement, finding)
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
+            statement.value, finding.line, finding.column):
+        return _of_flag(reader, statement, finding)
+    return None
