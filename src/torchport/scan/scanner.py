@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import extensions, policy, python, textfiles
+from torchport.scan import device_flow, extensions, policy, python, textfiles
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -299,6 +299,7 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
     if not pending:
         return
     calls: dict[str, list[ast.Call]] = {name: [] for name in pending}
+    filled: dict[int, set[str]] = {}  # keys a `**mapping` in a call is known to hold
     needles = {name: (name + "(").encode() for name in pending}
     for job in work:
         if job.kind != "python":
@@ -326,11 +327,12 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
                     func.attr if isinstance(func, ast.Attribute) and getattr(func.value, "id", "") != "torch" else "")
                 if name in calls:
                     calls[name].append(node)
+        filled.update(device_flow.unpacked_keys(tree))
     for name, findings in pending.items():
         for finding in findings:
             _, parameter, position, unpacking_counts = finding.default_of  # type: ignore[misc]
             if calls[name] and all(passes_argument(call, parameter, position, unpacking_counts)
-                                   for call in calls[name]):
+                                   or device_flow.unpacks_key(call, parameter, filled) for call in calls[name]):
                 finding.severity_cap = "info"
                 finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"
 
@@ -358,7 +360,10 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     version, version_source = resolve_min_torch(min_torch, config, paths[0])
     results = _run(work, config.max_file_bytes, jobs)
     _extension_imports(work, results, paths[0], config.max_file_bytes)
+    read = lambda job: read_source(job.path, job.kind, config.max_file_bytes)[0]  # noqa: E731
+    device_flow.mark_dead_defaults(work, results, read)
     _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes)
+    device_flow.lower_fallbacks(work, results, read)
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
