@@ -405,18 +405,23 @@ def _set_before(where: _Where, read: ast.Call, key: str) -> int | None:
     return None
 
 
-def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> None:
+def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> dict[str, str]:
     """``kwargs.get("device", "cuda")``: lowered where the function set the key before; otherwise
     handed to the scanner's check of defaults that every call passes (``Finding.default_of``).
-    ``getattr(args, "device", "cuda")``: lowered where an argparse option of the package sets it."""
+    ``getattr(args, "device", "cuda")``: lowered where an argparse option of the package sets it.
+    Returns the names that reach a class's ``__init__`` besides its own: its subclasses in the same
+    file that define no ``__init__`` (``{subclass: class}``), whose calls pass the same parameters."""
     pending = _pending(results)
+    aliases: dict[str, str] = {}
     if not pending:
-        return
+        return aliases
     package = _Package(work, read)
     by_display = {job.display: job for job in package.jobs}
     attribute_defaults: list[tuple[Finding, str]] = []
     for display, finding in pending:
         if finding.default_of is not None:
+            if (job := by_display.get(display)) is not None:
+                aliases.update(_inheriting_without_init(package, job, finding.default_of[0]))
             continue
         if finding.detail.startswith('"') and " getattr default for " in finding.detail:
             attribute_defaults.append((finding, finding.detail.rsplit(" ", 1)[1]))
@@ -442,6 +447,28 @@ def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> Non
         finding.default_of = (name, key, None, False)
     if attribute_defaults:
         _lower_option_attributes(package, attribute_defaults)
+    return aliases
+
+
+def _inheriting_without_init(package: _Package, job, name: str) -> dict[str, str]:
+    """``{subclass: name}`` for the classes of the file that inherit ``name``'s ``__init__``."""
+    text = package.read(job)
+    if text is None or f"({name})" not in text:
+        return {}
+    tree = package.tree(job)
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)] if tree is not None else []
+    if not any(c.name == name for c in classes):
+        return {}
+    reaching, found = {name}, {}
+    for _ in range(len(classes)):  # a chain of subclasses, in any order in the file
+        for node in classes:
+            bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+            if node.name not in reaching and len(node.bases) == 1 and bases & reaching and not any(
+                    isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__init__"
+                    for s in node.body):
+                reaching.add(node.name)
+                found[node.name] = name
+    return found
 
 
 def _lower_option_attributes(package: _Package, defaults: list[tuple[Finding, str]]) -> None:
