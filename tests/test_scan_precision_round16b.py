@@ -204,6 +204,11 @@ _OPTIONS = '''
 
     def setup_rank(args):
         return torch.device(getattr(args, "rank_device", "cuda"))  # error
+
+
+    class Runner:
+        def place(self, batch):
+            return batch.to(getattr(self, "device", "cuda"))  # error
 '''
 
 

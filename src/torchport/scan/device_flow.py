@@ -24,8 +24,8 @@ from pathlib import PurePath
 
 from torchport.scan.detectors.syntax import string_value
 from torchport.scan.model import FileResult, Finding
+from torchport.scan.rules import CUDA_DEVICE_STRING
 
-DEVICE_STRING = "TP001"
 _IMPLICITLY_CALLED = ("__call__", "forward")  # torch and Python call these without their name
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -246,7 +246,7 @@ def _short(display: str) -> str:
 
 def _pending(results) -> list[tuple[str, Finding]]:
     return [(result.path, finding) for result, _ in results for finding in result.findings
-            if finding.rule_id == DEVICE_STRING and finding.severity_cap is None]
+            if finding.rule_id == CUDA_DEVICE_STRING and finding.severity_cap is None]
 
 
 def lower_fallbacks(work, results: list[tuple[FileResult, int]], read) -> None:
@@ -424,7 +424,8 @@ def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> dic
                 aliases.update(_inheriting_without_init(package, job, finding.default_of[0]))
             continue
         if finding.detail.startswith('"') and " getattr default for " in finding.detail:
-            attribute_defaults.append((finding, finding.detail.rsplit(" ", 1)[1]))
+            if (job := by_display.get(display)) is not None and _reads_a_namespace(package.tree(job), finding.line):
+                attribute_defaults.append((finding, finding.detail.rsplit(" ", 1)[1]))
             continue
         if " default for " not in finding.detail or (job := by_display.get(display)) is None:
             continue
@@ -469,6 +470,17 @@ def _inheriting_without_init(package: _Package, job, name: str) -> dict[str, str
                 reaching.add(node.name)
                 found[node.name] = name
     return found
+
+
+def _reads_a_namespace(tree: ast.Module | None, line: int) -> bool:
+    """``getattr(args, "device", "cuda")`` at ``line``: an object held in a plain name other than
+    ``self``/``cls`` (an attribute or a method's own object is not an options namespace)."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                and node.lineno <= line <= (node.end_lineno or node.lineno) and len(node.args) == 3):
+            holder = node.args[0]
+            return isinstance(holder, ast.Name) and holder.id not in ("self", "cls")
+    return False
 
 
 def _lower_option_attributes(package: _Package, defaults: list[tuple[Finding, str]]) -> None:
