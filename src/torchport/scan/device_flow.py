@@ -18,6 +18,7 @@ Each file is read once per pass, and parsed only when its bytes name what is loo
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -212,7 +213,13 @@ class _Package:
         self.jobs = [job for job in work if job.kind == "python"]
         self.read = read
         self.trees: dict[str, ast.Module | None] = {}
-        self.texts: dict[str, bytes] = {}
+        self._by_path: dict[str, object] | None = None
+
+    @property
+    def by_path(self) -> dict:
+        if self._by_path is None:  # built on the first import that is followed
+            self._by_path = {os.path.normpath(job.path): job for job in self.jobs}
+        return self._by_path
 
     def tree(self, job) -> ast.Module | None:
         if job.display not in self.trees:
@@ -249,6 +256,12 @@ def _pending(results) -> list[tuple[str, Finding]]:
             if finding.rule_id == CUDA_DEVICE_STRING and finding.severity_cap is None]
 
 
+def _may_bind(detail: str) -> bool:
+    """A finding whose value may be bound to a name (a default, an assignment), not one placed
+    on the spot (``device="cuda"`` in a call, ``.to("cuda")``): only those files are parsed."""
+    return " default of " in detail or detail.endswith("assigned to a name") or "torch.device(" in detail
+
+
 def lower_fallbacks(work, results: list[tuple[FileResult, int]], read) -> None:
     """Lower to silent a ``"cuda"`` value that the package remaps to the CPU where CUDA is absent
     before anything is placed (see the module's docstring)."""
@@ -259,6 +272,8 @@ def lower_fallbacks(work, results: list[tuple[FileResult, int]], read) -> None:
     by_display = {job.display: job for job in package.jobs}
     handed: list[tuple[Finding, _Where, list[tuple[ast.Call, str | None, int | None]]]] = []
     for display, finding in pending:
+        if not _may_bind(finding.detail):
+            continue
         job = by_display.get(display)
         tree = package.tree(job) if job is not None else None
         where = _locate(tree, finding.line, display) if tree is not None else None
@@ -272,22 +287,11 @@ def lower_fallbacks(work, results: list[tuple[FileResult, int]], read) -> None:
                                   "the work silently runs on the CPU instead of another accelerator")
         elif not where.nested and (calls := _handed_to(where.function, name)):
             handed.append((finding, where, calls))
-    if not handed:
-        return
-    callee_names = set()
-    for _, where, calls in handed:
-        for call, _, _ in calls:
-            callee = _callee_name(call, where.owner)
-            if callee:
-                callee_names.add(callee[0])
-    needles = {f"def {n}(".encode() for n in callee_names} | {f"class {n}(".encode() for n in callee_names} | {
-        f"class {n}:".encode() for n in callee_names}
-    files = package.naming(needles)
     for finding, where, calls in handed:
         places = []
         for call, keyword, index in calls:
             callee = _callee_name(call, where.owner)
-            place = _remap_in_callee(package, files, callee, keyword, index) if callee else None
+            place = _remap_in_callee(package, by_display[where.display], callee, keyword, index) if callee else None
             if place is None:
                 places = []
                 break
@@ -298,27 +302,54 @@ def lower_fallbacks(work, results: list[tuple[FileResult, int]], read) -> None:
                                   "work silently runs on the CPU instead of another accelerator")
 
 
-def _remap_in_callee(package: _Package, files, callee: tuple[str, bool], keyword: str | None,
+def _defining_file(package: _Package, job, name: str) -> tuple[object, str] | None:
+    """The scanned file that defines what ``name`` means in ``job``'s module, with the name it has
+    there: the module itself, or the module of ``from .base import name`` (relative or absolute,
+    one level: a re-export is not followed)."""
+    tree = package.tree(job)
+    if tree is None:
+        return None
+    if _definitions(tree, name):
+        return job, name
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        alias = next((a for a in node.names if (a.asname or a.name) == name), None)
+        if alias is None:
+            continue
+        parts = (node.module or "").split(".") if node.module else []
+        if node.level:
+            folder = os.path.normpath(os.path.join(os.path.dirname(job.path), *[".."] * (node.level - 1)))
+            candidates = [os.path.join(folder, *parts) + ".py", os.path.join(folder, *parts, "__init__.py")]
+            found = next((package.by_path[c] for c in candidates if c in package.by_path), None)
+        else:
+            suffixes = ("/" + "/".join(parts) + ".py", "/" + "/".join(parts) + "/__init__.py")
+            matches = [j for path, j in package.by_path.items() if path.endswith(suffixes)]
+            found = matches[0] if len(matches) == 1 else None
+        return (found, alias.name) if found is not None else None
+    return None
+
+
+def _remap_in_callee(package: _Package, job, callee: tuple[str, bool], keyword: str | None,
                      index: int | None) -> str | None:
-    """Where the one definition of the callee in the package remaps the parameter it receives."""
+    """Where the definition of the callee (in the calling file or the file it imports it from)
+    remaps the parameter it receives to the CPU."""
     name, through_super = callee
-    jobs = {job.display: job for needle in (f"def {name}(", f"class {name}(", f"class {name}:")
-            for job in files.get(needle.encode(), [])}
-    definitions = []
-    for display, job in jobs.items():
-        tree = package.tree(job)
-        if tree is not None:
-            definitions += [(display, function, method) for function, method in _definitions(tree, name)
-                            if method or not through_super]
+    defined = _defining_file(package, job, name)
+    tree = package.tree(defined[0]) if defined is not None else None
+    if defined is None or tree is None:
+        return None
+    home, name = defined
+    definitions = [(function, method) for function, method in _definitions(tree, name) if method or not through_super]
     if len(definitions) != 1:
         return None  # none, or several that a call by this name may reach
-    display, function, method = definitions[0]
+    function, method = definitions[0]
     parameter = _receiving_parameter(function, method or through_super, keyword, index)
     remap = _remapped_before_use(function, parameter) if parameter else None
     if remap is None:
         return None
     where = f"{name}.__init__" if method else name
-    return f"{where} ({_short(display)}:{remap.lineno})"
+    return f"{where} ({_short(home.display)}:{remap.lineno})"  # type: ignore[attr-defined]
 
 
 # -- dead defaults ---------------------------------------------------------------------------
@@ -330,17 +361,30 @@ def unpacked_keys(tree: ast.Module) -> dict[int, set[str]]:
     Keyed by ``id`` of the call."""
     found: dict[int, set[str]] = {}
     bodies: list[list[ast.stmt]] = [tree.body]
-    bodies += [n.body for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for body in bodies:
+    while bodies:
         keys: dict[str, set[str]] = {}
-        for statement in body:
-            for node in ast.walk(statement):
+        for statement in bodies.pop():
+            for node in _own_nodes(statement, bodies):
                 if isinstance(node, ast.Call):
                     unpacked = [kw.value.id for kw in node.keywords if kw.arg is None and isinstance(kw.value, ast.Name)]
                     if unpacked:
                         found[id(node)] = set().union(*(keys.get(n, set()) for n in unpacked))
             _fill(statement, keys)
     return found
+
+
+def _own_nodes(statement: ast.stmt, nested_bodies: list[list[ast.stmt]]) -> Iterable[ast.AST]:
+    """The nodes of a statement outside the functions defined in it, whose bodies are added to
+    ``nested_bodies`` (each node is visited once over the whole tree)."""
+    stack: list[ast.AST] = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            nested_bodies.append(node.body)
+            stack.extend((*node.decorator_list, node.args))
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def _fill(statement: ast.stmt, keys: dict[str, set[str]]) -> None:
@@ -368,9 +412,27 @@ def _literal_keys(value) -> set[str]:
     return set()
 
 
-def unpacks_key(call: ast.Call, key: str, filled: dict[int, set[str]]) -> bool:
-    """Whether ``call`` passes ``key`` through a ``**mapping`` known to hold it."""
-    return key in filled.get(id(call), ())
+class UnpackedKeys:
+    """Whether a call passes a key through a ``**mapping`` known to hold it (see
+    :func:`unpacked_keys`); a file's calls are read only when one is asked about."""
+
+    def __init__(self) -> None:
+        self.trees: dict[int, ast.Module] = {}
+        self.keys: dict[int, set[str]] = {}
+        self.read: set[int] = set()
+
+    def note(self, call: ast.Call, tree: ast.Module) -> None:
+        if any(kw.arg is None for kw in call.keywords):
+            self.trees[id(call)] = tree
+
+    def holds(self, call: ast.Call, key: str) -> bool:
+        tree = self.trees.get(id(call))
+        if tree is None:
+            return False
+        if id(tree) not in self.read:
+            self.read.add(id(tree))
+            self.keys.update(unpacked_keys(tree))
+        return key in self.keys.get(id(call), ())
 
 
 def _mapping_read(where: _Where, line: int) -> tuple[ast.Call, str] | None:

@@ -301,7 +301,7 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
     if not pending:
         return
     calls: dict[str, list[ast.Call]] = {name: [] for name in pending}
-    filled: dict[int, set[str]] = {}  # keys a `**mapping` in a call is known to hold
+    unpacked = device_flow.UnpackedKeys()  # keys a `**mapping` in a call is known to hold
     reaching = {name: name for name in pending}
     reaching.update({alias: name for alias, name in (aliases or {}).items() if name in pending})
     needles = {name: (name + "(").encode() for name in reaching}
@@ -331,12 +331,12 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
                     func.attr if isinstance(func, ast.Attribute) and getattr(func.value, "id", "") != "torch" else "")
                 if name in reaching:
                     calls[reaching[name]].append(node)
-        filled.update(device_flow.unpacked_keys(tree))
+                    unpacked.note(node, tree)
     for name, findings in pending.items():
         for finding in findings:
             _, parameter, position, unpacking_counts = finding.default_of  # type: ignore[misc]
             if calls[name] and all(passes_argument(call, parameter, position, unpacking_counts)
-                                   or device_flow.unpacks_key(call, parameter, filled) for call in calls[name]):
+                                   or unpacked.holds(call, parameter) for call in calls[name]):
                 finding.severity_cap = "info"
                 finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"
 

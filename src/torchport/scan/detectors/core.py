@@ -669,7 +669,6 @@ class AnalyzerCore(AnalyzerState):
         for handler in self.function_handlers:
             handler(self, node)
         overridden = []  # defaults that every call in this file replaces
-        called_elsewhere = []  # defaults whose calls are in other files
         for argument, default in parameter_defaults(node.args):
             start = len(self.findings)
             self._named_default(argument.arg, default, f"default of {argument.arg}")
@@ -683,7 +682,6 @@ class AnalyzerCore(AnalyzerState):
                 overridden.append((default, f"default only: {argument.arg} is never used"))
                 self._cap(self.findings[start:], overridden[-1][1])
             elif reported and (called_as := self._called_elsewhere(node, argument.arg)):
-                called_elsewhere.append((default, called_as))
                 for finding in self.findings[start:]:
                     finding.default_of = called_as
         for decorator in node.decorator_list:
@@ -693,10 +691,6 @@ class AnalyzerCore(AnalyzerState):
         self._cap_host_dtype_defaults(node, self.findings[args_start:])
         for default, reason in overridden:  # `device: torch.device = torch.device("cuda")`
             self._cap([f for f in self.findings[args_start:] if _within(f, default)], reason)
-        for default, called_as in called_elsewhere:
-            for finding in self.findings[args_start:]:
-                if _within(finding, default) and finding.default_of is None:
-                    finding.default_of = called_as
         if node.returns is not None:
             self._visit_annotation(node.returns)
         self.scopes.append(id(node))
