@@ -104,8 +104,8 @@ def _cpu_remap(statement, name: str) -> bool:
     if isinstance(statement, ast.If):
         if not (_asks_cuda_availability(statement.test) and _reads(statement.test, name)):
             return False
-        return any((_binds(s, name) and _is_cpu(s.value)) or (isinstance(s, ast.Return) and _is_cpu(s.value))
-                   for s in statement.body)
+        return any(isinstance(s, (ast.Assign, ast.Return)) and _is_cpu(s.value)
+                   and (isinstance(s, ast.Return) or _binds(s, name)) for s in statement.body)
     if _binds(statement, name) and isinstance(statement.value, ast.IfExp):
         choice = statement.value
         return _asks_cuda_availability(choice.test) and (_is_cpu(choice.orelse) or _is_cpu(choice.body))
@@ -155,7 +155,7 @@ def _bound_name(where: _Where, finding: Finding) -> str | None:
 def _handed_to(function: _Function, name: str) -> list[tuple[ast.Call, str | None, int | None]]:
     """Each call that reads ``name``, with the keyword or position it passes the name at; ``[]``
     when the name is read anywhere else (the value would be used before the callee remaps it)."""
-    calls = []
+    calls: list[tuple[ast.Call, str | None, int | None]] = []
     handed: set[int] = set()
     for node in _body_nodes(function):
         if not isinstance(node, ast.Call):
@@ -288,7 +288,7 @@ def lower_fallbacks(work, results: list[tuple[FileResult, int]], read) -> None:
         elif not where.nested and (calls := _handed_to(where.function, name)):
             handed.append((finding, where, calls))
     for finding, where, calls in handed:
-        places = []
+        places: list[str] = []
         for call, keyword, index in calls:
             callee = _callee_name(call, where.owner)
             place = _remap_in_callee(package, by_display[where.display], callee, keyword, index) if callee else None
