@@ -83,9 +83,19 @@ def _is_cpu(node) -> bool:
     return isinstance(node, ast.Call) and len(node.args) == 1 and string_value(node.args[0]) == "cpu"
 
 
+def _dotted(node) -> str:
+    """``torch.cuda.is_available`` for that chain of attributes; "" for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
+
+
 def _asks_cuda_availability(test) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "is_available"
-               and "cuda" in ast.unparse(n.func.value) for n in ast.walk(test))
+    return any(isinstance(n, ast.Call) and _dotted(n.func).endswith("cuda.is_available") for n in ast.walk(test))
 
 
 def _reads(node, name: str) -> bool:
@@ -128,7 +138,7 @@ def _remapped_before_use(function: _Function, name: str, after_line: int = 0) ->
         if isinstance(statement, ast.If) and all(_binds(s, name) for s in statement.body + statement.orelse):
             continue
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and not _reads(
-                statement.value.func, name) and "warn" in ast.unparse(statement.value.func):
+                statement.value.func, name) and "warn" in _dotted(statement.value.func):
             continue  # a warning that names the device
         return None
     return None
