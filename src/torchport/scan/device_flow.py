@@ -13,7 +13,8 @@ Two readings of the code, both made after every file was scanned:
   to the scanner's check of parameter defaults (``Finding.default_of``), which counts a
   ``**mapping`` filled with the key as passing it (:func:`unpacked_keys`).
 
-Each file is read once per pass, and parsed only when its bytes name what is looked for.
+A pass parses only the files that hold a pending finding and the files their imports name; the
+other files are read (not parsed) only to find an argparse option for a ``getattr`` default.
 """
 from __future__ import annotations
 
