@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import extensions, policy, python, textfiles
+from torchport.scan import device_flow, extensions, policy, python, textfiles
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -287,10 +287,12 @@ def _extension_imports(work: list[_Job], results, start: Path, max_bytes: int) -
         result.findings.extend(extensions.imports_of(tree, names, job.display, text.splitlines()))
 
 
-def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int) -> None:
+def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int,
+                                      aliases: dict[str, str] | None = None) -> None:
     """A ``"cuda"`` parameter default that its own file never calls: lowered to info where
     the other scanned files call the function and every call passes the parameter (the
-    default is never used).  Only files that spell ``name(`` are parsed."""
+    default is never used).  Only files that spell ``name(`` are parsed.  ``aliases`` are
+    other names whose calls reach the same function (a subclass that inherits ``__init__``)."""
     pending: dict[str, list[Finding]] = {}
     for result, _ in results:
         for finding in result.findings:
@@ -299,7 +301,10 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
     if not pending:
         return
     calls: dict[str, list[ast.Call]] = {name: [] for name in pending}
-    needles = {name: (name + "(").encode() for name in pending}
+    unpacked = device_flow.UnpackedKeys()  # keys a `**mapping` in a call is known to hold
+    reaching = {name: name for name in pending}
+    reaching.update({alias: name for alias, name in (aliases or {}).items() if name in pending})
+    needles = {name: (name + "(").encode() for name in reaching}
     for job in work:
         if job.kind != "python":
             continue
@@ -316,7 +321,7 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
             tree = ast.parse(text)  # type: ignore[arg-type]
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             for name in named:  # calls that cannot be read: the default may be used there
-                pending.pop(name, None)
+                pending.pop(reaching[name], None)
                 needles.pop(name, None)
             continue
         for node in ast.walk(tree):
@@ -324,13 +329,14 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
                 func = node.func
                 name = func.id if isinstance(func, ast.Name) else (
                     func.attr if isinstance(func, ast.Attribute) and getattr(func.value, "id", "") != "torch" else "")
-                if name in calls:
-                    calls[name].append(node)
+                if name in reaching:
+                    calls[reaching[name]].append(node)
+                    unpacked.note(node, tree)
     for name, findings in pending.items():
         for finding in findings:
             _, parameter, position, unpacking_counts = finding.default_of  # type: ignore[misc]
             if calls[name] and all(passes_argument(call, parameter, position, unpacking_counts)
-                                   for call in calls[name]):
+                                   or unpacked.holds(call, parameter) for call in calls[name]):
                 finding.severity_cap = "info"
                 finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"
 
@@ -358,7 +364,10 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     version, version_source = resolve_min_torch(min_torch, config, paths[0])
     results = _run(work, config.max_file_bytes, jobs)
     _extension_imports(work, results, paths[0], config.max_file_bytes)
-    _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes)
+    read = lambda job: read_source(job.path, job.kind, config.max_file_bytes)[0]  # noqa: E731
+    aliases = device_flow.mark_dead_defaults(work, results, read)
+    _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes, aliases)
+    device_flow.lower_fallbacks(work, results, read)
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
