@@ -1431,15 +1431,17 @@ def _stopped_by_cuda_assert(site: _Site) -> bool:
 
 
 def _private_past_cuda_exit(site: _Site) -> str | None:
-    if not (_CUDA_EXIT.search(site.file.text) and any(
-            isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name.startswith("_")
-            for s in site.context.enclosing(site.line))):
+    if not (any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name.startswith("_")
+                for s in site.context.enclosing(site.line)) and _has_cuda_exit(site.file.text)):
         return None
     return after_cuda_exit.reached_only_past_cuda_exit(site.file.whole(), site.line)
 
 
-# `if not torch.cuda.is_available(): return`: read from the text before the whole file is parsed.
-_CUDA_EXIT = re.compile(r"\bnot\s+torch\.cuda\.is_available\(\)")
+@functools.lru_cache(maxsize=64)
+def _has_cuda_exit(text: str) -> bool:
+    """``if not torch.cuda.is_available(): return``: read from the text before the whole file is
+    parsed, once per file."""
+    return re.search(r"\bnot\s+torch\.cuda\.is_available\(\)", text) is not None
 
 
 def _function_after_cuda_assert(site: _Site) -> str | None:
