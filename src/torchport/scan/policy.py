@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import after_cuda_exit, check_consequence, default_path, device_guard, float64_device
+from torchport.scan.detectors.syntax import string_value
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -446,13 +447,53 @@ def _package_root(folder: str) -> bool:
         ".git" not in names and any(n.endswith(".egg-info") for n in names))
 
 
+def _environment_read(node: ast.expr) -> str | None:
+    """The variable of ``os.environ.get("X")``, ``os.getenv("X", "0")`` or ``os.environ["X"]``
+    when the stated default (if any) is off."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "environ":
+        return string_value(node.slice)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and 1 <= len(node.args) <= 2
+            and (node.func.attr == "getenv" or (node.func.attr == "get" and isinstance(node.func.value, ast.Attribute)
+                                                and node.func.value.attr == "environ"))):
+        return None
+    default = node.args[1] if len(node.args) == 2 else None
+    if default is not None and not (isinstance(default, ast.Constant) and str(default.value).lower() in _OFF_WORDS):
+        return None
+    return string_value(node.args[0])
+
+
+_ON_WORDS = ("1", "true", "yes", "on")
+_OFF_WORDS = ("0", "", "false", "no", "off", "none")
+
+
+def _environment_opt_in(context: FileContext, test: ast.expr) -> str | None:
+    """``os.environ.get("X_CUDA_ON") == "1"`` (or one operand of an ``and``): the branch runs
+    only when the user sets X, unless this file sets it on itself."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next((found for v in test.values if (found := _environment_opt_in(context, v))), None)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.comparators[0], ast.Constant)
+            and str(test.comparators[0].value).lower() in _ON_WORDS):
+        return None
+    variable = _environment_read(test.left)
+    if variable is None or re.search(rf"environ\[\s*['\"]{re.escape(variable)}['\"]\s*\]\s*=(?!=)\s*['\"]"
+                                     rf"(?i:{'|'.join(_ON_WORDS)})['\"]", context.text):
+        return None
+    return f"{variable}={test.comparators[0].value}"
+
+
 def _environment_flag(context: FileContext, line: int) -> str | None:
     """``use_gpu = os.environ["USE_GPU"] == "true"`` (else False), then ``if use_gpu:``:
-    a CUDA flag set only from an environment variable, off unless the user sets it."""
-    for statement in context.ifs:
+    a CUDA flag set only from an environment variable, off unless the user sets it.  Also a
+    test that reads the environment itself: ``if os.environ.get("X_CUDA_ON") == "1":``."""
+    around = [s for s in context.ifs if s.body[0].lineno <= line <= (s.body[-1].end_lineno or 0)]
+    # the innermost test names the variable that decides the line
+    compared = [(s.lineno, found) for s in around if (found := _environment_opt_in(context, s.test)) is not None]
+    if compared:
+        return max(compared)[1]
+    for statement in around:
         test = statement.test
-        if not (isinstance(test, ast.Name) and _CUDA_WORD.search(test.id)
-                and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
+        if not (isinstance(test, ast.Name) and _CUDA_WORD.search(test.id)):
             continue
         scopes = context.enclosing(line)
         low = scopes[-1].lineno if scopes else 0
@@ -1705,7 +1746,7 @@ LOWERINGS: tuple[Lowering, ...] = (
              "float64 on a \"cuda\" device literal: the device string fails first elsewhere and is reported on this "
              "line"),
     Lowering(_EVERY_RULE, _at_line(_environment_flag), "info",
-             "only when the user opts in through the environment ({} is off unless set)"),
+             "only when the user opts in through the environment ({}; off unless set)"),
     Lowering(_F64, _at_line(_new_cpu_float64), "info",
              "float64 in a tensor made without a device: it is on the CPU, where float64 works"),
     Lowering(_F64, _at_line(_dtype_table_entry), "info",
