@@ -17,8 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import after_cuda_exit, check_consequence, default_path, device_guard, float64_device
-from torchport.scan.detectors.syntax import string_value
+from torchport.scan import after_cuda_exit, check_consequence, default_path, device_guard, float64_device, optional_native
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -447,48 +446,14 @@ def _package_root(folder: str) -> bool:
         ".git" not in names and any(n.endswith(".egg-info") for n in names))
 
 
-def _environment_read(node: ast.expr) -> str | None:
-    """The variable of ``os.environ.get("X")``, ``os.getenv("X", "0")`` or ``os.environ["X"]``
-    when the stated default (if any) is off."""
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "environ":
-        return string_value(node.slice)
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and 1 <= len(node.args) <= 2
-            and (node.func.attr == "getenv" or (node.func.attr == "get" and isinstance(node.func.value, ast.Attribute)
-                                                and node.func.value.attr == "environ"))):
-        return None
-    default = node.args[1] if len(node.args) == 2 else None
-    if default is not None and not (isinstance(default, ast.Constant) and str(default.value).lower() in _OFF_WORDS):
-        return None
-    return string_value(node.args[0])
-
-
-_ON_WORDS = ("1", "true", "yes", "on")
-_OFF_WORDS = ("0", "", "false", "no", "off", "none")
-
-
-def _environment_opt_in(context: FileContext, test: ast.expr) -> str | None:
-    """``os.environ.get("X_CUDA_ON") == "1"`` (or one operand of an ``and``): the branch runs
-    only when the user sets X, unless this file sets it on itself."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return next((found for v in test.values if (found := _environment_opt_in(context, v))), None)
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
-            and isinstance(test.comparators[0], ast.Constant)
-            and str(test.comparators[0].value).lower() in _ON_WORDS):
-        return None
-    variable = _environment_read(test.left)
-    if variable is None or re.search(rf"environ\[\s*['\"]{re.escape(variable)}['\"]\s*\]\s*=(?!=)\s*['\"]"
-                                     rf"(?i:{'|'.join(_ON_WORDS)})['\"]", context.text):
-        return None
-    return f"{variable}={test.comparators[0].value}"
-
-
 def _environment_flag(context: FileContext, line: int) -> str | None:
     """``use_gpu = os.environ["USE_GPU"] == "true"`` (else False), then ``if use_gpu:``:
     a CUDA flag set only from an environment variable, off unless the user sets it.  Also a
     test that reads the environment itself: ``if os.environ.get("X_CUDA_ON") == "1":``."""
     around = [s for s in context.ifs if s.body[0].lineno <= line <= (s.body[-1].end_lineno or 0)]
     # the innermost test names the variable that decides the line
-    compared = [(s.lineno, found) for s in around if (found := _environment_opt_in(context, s.test)) is not None]
+    compared = [(s.lineno, found) for s in around
+                if (found := optional_native.environment_opt_in(context.text, s.test)) is not None]
     if compared:
         return max(compared)[1]
     for statement in around:
@@ -1606,6 +1571,13 @@ def _extension_with_device_twins(site: _Site) -> str | None:
     return None
 
 
+def _in_build_only_command(site: _Site) -> str | None:
+    if ".command(" not in site.file.text or "load(" not in site.file.text:
+        return None
+    function = _innermost_function(site.file.whole(), site.line)
+    return optional_native.build_only_command(function) if function is not None else None
+
+
 def _seeded_by_manual_seed(context: FileContext, line: int) -> bool:
     """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function:
     torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op (measured in
@@ -1783,6 +1755,12 @@ LOWERINGS: tuple[Lowering, ...] = (
              "never runs it"),
     Lowering(_EVERY_RULE, _nvidia_runtime_module, "info",
              "in a module built on {}, a runtime that exists only for NVIDIA GPUs: CUDA by design", needs_tree=False),
+    Lowering(_EVERY_RULE, _in_build_only_command, "info",
+             "in `{}`, a command that only builds the package's extensions ahead of time: it runs only when the "
+             "user invokes it"),
+    Lowering(frozenset({CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE}),
+             lambda site: optional_native.optional_build(site.file.path), "info",
+             "optional: built only {}; a user who does not opt in never builds it", needs_tree=False),
     Lowering(frozenset({CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE}), _extension_with_device_twins, "info",
              "the CUDA build of an extension whose loader picks a build per device ({} beside it): a device "
              "dispatch, not a lock-in", needs_tree=False),
