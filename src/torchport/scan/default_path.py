@@ -71,6 +71,8 @@ class _Stores:
     def __init__(self, context: FileContext) -> None:
         self.values: dict[str, list[ast.expr | None]] = {}
         self.parameters: dict[str, list[ast.expr | None]] = {}
+        # the names of command-line options (`parser.add_argument("--gpu")` stores `gpu`)
+        self.command_line: set[str] = set()
         for statement in context.statements:
             if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 self._assignment(statement)
@@ -121,6 +123,7 @@ class _Stores:
         else:  # store_true, or an option that is None unless given
             value = ast.Constant(False if isinstance(action, ast.Constant) and action.value == "store_true" else None)
         self.values.setdefault(name, []).append(value)
+        self.command_line.add(name)
 
 
 def _stores(context: FileContext) -> _Stores:
@@ -240,8 +243,8 @@ _SET_WHEN_TAKEN: dict[type, tuple[Callable[[ast.expr | None], bool], bool]] = {
 
 def _unset_comparison(context: FileContext, test: ast.Compare, taken: bool, function: Function | None) -> Verdict | None:
     """``if args.gpu is not None:`` (or ``>= 0`` against a default of -1) on the branch that
-    runs only when the user gave the option: opt-in when every value the file stores under it
-    is the "unset" default."""
+    runs only when the user gave the command-line option: opt-in when every value the file
+    stores under it is the "unset" default."""
     if len(test.ops) != 1 or not isinstance(test.left, (ast.Name, ast.Attribute, ast.Subscript)):
         return None
     operator, right = type(test.ops[0]), test.comparators[0]
@@ -255,12 +258,11 @@ def _unset_comparison(context: FileContext, test: ast.Compare, taken: bool, func
     if taken != set_when:
         return None
     name = _key(test.left)
-    if name is None:
-        return None
     stores = _stores(context)
-    own = dict(_own_parameters(function)) if function is not None and isinstance(test.left, ast.Name) else {}
-    values = [own[name]] if name in own else stores.values.get(name, []) or (
-        stores.parameters.get(name, []) if isinstance(test.left, ast.Name) else [])
+    # only a command-line option: a parameter that defaults to None is as often data (`mask=None`)
+    if name is None or name not in stores.command_line or not isinstance(test.left, ast.Attribute):
+        return None
+    values = stores.values.get(name, [])
     if not values or not all(unset(v) for v in values):
         return None
     return Verdict(OPT_IN, context.source(test.left))
