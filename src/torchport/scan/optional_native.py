@@ -9,7 +9,9 @@ CUDA never builds it:
   (``if os.environ.get("X_CUDA_ON") == "1":``), that the package never sets on itself;
 - a command-line subcommand that only builds (``@cli.command("build-extensions")`` whose
   ``load()`` results are thrown away);
-- a ``try`` whose broad ``except`` goes on without the build.
+- a ``try`` whose broad ``except`` goes on without the build;
+- a setuptools script inside the package (``pkg/kernels/setup_cuda.py``, its folder a package):
+  installing the package never runs it.
 
 A header or source no Python file names (``aev.h``, included by ``aev.cu``) follows the
 sources of its folder that Python does name.  The loaders are looked for only in the folders
@@ -49,17 +51,33 @@ def environment_read(node: ast.expr) -> str | None:
     return string_value(node.args[0])
 
 
-def environment_opt_in(text: str, test: ast.expr) -> str | None:
+def _environment_name(text: str, name: str) -> str | None:
+    """The variable a module-level name holds when every assignment to it in ``text`` is an
+    environment read (``JIT = os.getenv("PKG_JIT")``)."""
+    variables = set()
+    for value in re.findall(rf"^{re.escape(name)}\s*=(?!=)\s*(.+?)\s*$", text, re.MULTILINE):
+        try:
+            variables.add(environment_read(ast.parse(value, mode="eval").body))
+        except SyntaxError:
+            return None
+    return variables.pop() if len(variables) == 1 else None
+
+
+def environment_opt_in(text: str, test: ast.expr, follow_names: bool = False) -> str | None:
     """``VARIABLE=value`` when ``test`` (or one operand of its ``and``) holds only once the user
     sets an environment variable: ``os.environ.get("X_CUDA_ON") == "1"``, unless the file
-    (``text``) sets that variable on itself."""
+    (``text``) sets that variable on itself.  ``follow_names``: also a module-level name that
+    holds such a read (``JIT = os.getenv("PKG_JIT")`` then ``if JIT == "True":``)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return next((found for value in test.values if (found := environment_opt_in(text, value))), None)
+        return next((found for value in test.values if (found := environment_opt_in(text, value, follow_names))),
+                    None)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
             and isinstance(test.comparators[0], ast.Constant)
             and str(test.comparators[0].value).lower() in _ON_WORDS):
         return None
     variable = environment_read(test.left)
+    if variable is None and follow_names and isinstance(test.left, ast.Name):
+        variable = _environment_name(text, test.left.id)
     if variable is None:
         return None
     sets_on = re.compile(rf"environ\[\s*['\"]{re.escape(variable)}['\"]\s*\]\s*=(?!=)\s*['\"](?i:"
@@ -105,10 +123,14 @@ class _Loader:
         except (SyntaxError, ValueError, RecursionError):
             self.tree = None
         self.parents: dict[int, ast.AST] = {}
+        builds_by_hand = False
         if self.tree is not None:
             for node in ast.walk(self.tree):
                 for child in ast.iter_child_nodes(node):
                     self.parents[id(child)] = node
+                builds_by_hand = builds_by_hand or (isinstance(node, ast.Call) and _callee(node) == "setup"
+                                                    and any(k.arg == "ext_modules" for k in node.keywords))
+        self.build_script = builds_by_hand and in_package(path)
 
     def mentions(self, name: str) -> list[ast.Constant]:
         if self.tree is None:
@@ -134,7 +156,19 @@ class _Loader:
                 if command:
                     return f"by the explicit command `{command}`"
             child, parent = parent, self.parents.get(id(parent))
+        if caught is None and self.build_script:
+            return f"by hand, with the build script {os.path.basename(self.path)} inside the package"
         return caught
+
+
+def in_package(path: str) -> bool:
+    """A setuptools script inside the package (its folder is a package): installing the
+    package never runs it; a user builds with it by hand."""
+    return os.path.isfile(os.path.join(os.path.dirname(path), "__init__.py"))
+
+
+def is_build_script(path: str, text: str) -> bool:
+    return "ext_modules" in text and re.search(r"(?<![\w.])setup\(", text) is not None and in_package(path)
 
 
 @functools.lru_cache(maxsize=256)

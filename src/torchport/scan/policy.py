@@ -453,7 +453,7 @@ def _environment_flag(context: FileContext, line: int) -> str | None:
     around = [s for s in context.ifs if s.body[0].lineno <= line <= (s.body[-1].end_lineno or 0)]
     # the innermost test names the variable that decides the line
     compared = [(s.lineno, found) for s in around
-                if (found := optional_native.environment_opt_in(context.text, s.test)) is not None]
+                if (found := optional_native.environment_opt_in(context.text, s.test, True)) is not None]
     if compared:
         return max(compared)[1]
     for statement in around:
@@ -1755,6 +1755,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "never runs it"),
     Lowering(_EVERY_RULE, _nvidia_runtime_module, "info",
              "in a module built on {}, a runtime that exists only for NVIDIA GPUs: CUDA by design", needs_tree=False),
+    Lowering(_EVERY_RULE, lambda site: optional_native.is_build_script(site.file.path, site.file.text), "info",
+             "in a setuptools build script inside the package: installing the package never runs it, a user "
+             "builds with it by hand", needs_tree=False),
     Lowering(_EVERY_RULE, _in_build_only_command, "info",
              "in `{}`, a command that only builds the package's extensions ahead of time: it runs only when the "
              "user invokes it"),
