@@ -207,3 +207,55 @@ def test_cuda_only_when_an_unset_option_is_given_is_info(tmp_path: Path) -> None
         assert "only when `args." in reason, reason
     kept = next(n for n, text in enumerate(lines, 1) if text.endswith("# kept"))
     assert found[("evaluate.py", kept, "TP002")][0] == "error"
+
+
+_BUILD_SCRIPT = '''
+    from setuptools import setup
+    from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+    setup(
+        name="scale_ext",
+        ext_modules=[CUDAExtension("scale_ext", ["binding.cpp", "scale.cu"])],
+        cmdclass={"build_ext": BuildExtension},
+    )
+'''
+
+
+def test_sources_built_by_a_setup_script_inside_the_package_are_info(tmp_path: Path) -> None:
+    package = _kernel_package(tmp_path, "import torch\n")
+    _write(package, "kernels/__init__.py", "")
+    _write(package, "kernels/setup_kernels.py", _BUILD_SCRIPT)
+    found = _worst(package)
+    worst, reason = found[("scale.cu", 1, "TP502")]
+    assert worst == "info" and "setup_kernels.py" in reason, reason
+    worst, reason = found[("setup_kernels.py", 6, "TP501")]
+    assert worst == "info" and "build script" in reason, reason
+
+
+def test_a_setup_script_at_the_distribution_root_stays(tmp_path: Path) -> None:
+    package = _kernel_package(tmp_path, "import torch\n")
+    _write(package, "kernels/setup.py", _BUILD_SCRIPT)  # kernels/ is no package: this is the build
+    found = _worst(package)
+    assert found[("scale.cu", 1, "TP502")][0] == "error"
+    assert found[("setup.py", 6, "TP501")][0] == "error"
+
+
+_NAMED_SWITCH = '''
+    import os
+    from torch.utils.cpp_extension import load
+
+    JIT_BUILD = os.getenv("FASTSCALE_JIT")
+    STRICT = os.getenv("FASTSCALE_STRICT", "1")
+    if JIT_BUILD == "True":
+        scale_ext = load("scale_ext", sources=["kernels/binding.cpp", "kernels/scale.cu"])
+    if STRICT == "1":
+        strict_ext = load("strict_ext", sources=["kernels/binding.cpp", "kernels/scale.cu"])
+'''
+
+
+def test_an_environment_switch_held_in_a_name_is_opt_in_unless_on_by_default(tmp_path: Path) -> None:
+    path = _write(tmp_path, "ops.py", _NAMED_SWITCH)
+    found = _worst(path)
+    worst, reason = found[("ops.py", 7, "TP501")]
+    assert worst == "info" and "FASTSCALE_JIT=True" in reason, reason
+    assert found[("ops.py", 9, "TP501")][0] == "error"  # FASTSCALE_STRICT is "1" unless set
