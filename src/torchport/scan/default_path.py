@@ -241,26 +241,32 @@ _SET_WHEN_TAKEN: dict[type, tuple[Callable[[ast.expr | None], bool], bool]] = {
 }
 
 
+def _unset_operator(test: ast.Compare) -> tuple[Callable[[ast.expr | None], bool], bool] | None:
+    """For ``args.gpu is not None`` or ``args.gpu >= 0``: how the unset default looks, and on
+    which branch the option is set."""
+    if len(test.ops) != 1 or not isinstance(test.left, ast.Attribute):
+        return None
+    operator, right = type(test.ops[0]), test.comparators[0]
+    if operator in _SET_WHEN_TAKEN and _is_none(right):
+        return _SET_WHEN_TAKEN[operator]
+    if ((operator is ast.GtE and isinstance(right, ast.Constant) and right.value == 0)
+            or (operator in (ast.Gt, ast.NotEq) and _is_minus_one(right))):
+        return _is_minus_one, True
+    return None
+
+
 def _unset_comparison(context: FileContext, test: ast.Compare, taken: bool, function: Function | None) -> Verdict | None:
     """``if args.gpu is not None:`` (or ``>= 0`` against a default of -1) on the branch that
     runs only when the user gave the command-line option: opt-in when every value the file
     stores under it is the "unset" default."""
-    if len(test.ops) != 1 or not isinstance(test.left, (ast.Name, ast.Attribute, ast.Subscript)):
+    shape = _unset_operator(test)
+    if shape is None or taken != shape[1]:
         return None
-    operator, right = type(test.ops[0]), test.comparators[0]
-    if operator in _SET_WHEN_TAKEN and _is_none(right):
-        unset, set_when = _SET_WHEN_TAKEN[operator]
-    elif ((operator is ast.GtE and isinstance(right, ast.Constant) and right.value == 0)
-          or (operator in (ast.Gt, ast.NotEq) and _is_minus_one(right))):
-        unset, set_when = _is_minus_one, True
-    else:
-        return None
-    if taken != set_when:
-        return None
+    unset = shape[0]
     name = _key(test.left)
     stores = _stores(context)
     # only a command-line option: a parameter that defaults to None is as often data (`mask=None`)
-    if name is None or name not in stores.command_line or not isinstance(test.left, ast.Attribute):
+    if name is None or name not in stores.command_line:
         return None
     values = stores.values.get(name, [])
     if not values or not all(unset(v) for v in values):
@@ -276,7 +282,8 @@ def could_be_opt_in(test: ast.expr, taken: bool) -> bool:
     if isinstance(test, ast.BoolOp):
         return any(could_be_opt_in(v, taken) for v in test.values)
     if isinstance(test, ast.Compare):
-        return len(test.ops) == 1 and isinstance(test.left, (ast.Name, ast.Attribute, ast.Subscript))
+        shape = _unset_operator(test)
+        return shape is not None and shape[1] == taken
     return taken and isinstance(test, (ast.Name, ast.Attribute, ast.Subscript))
 
 
