@@ -72,9 +72,10 @@ def environment_opt_in(text: str, test: ast.expr, follow_names: bool = False) ->
         return next((found for value in test.values if (found := environment_opt_in(text, value, follow_names))),
                     None)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
-            and isinstance(test.comparators[0], ast.Constant)
-            and str(test.comparators[0].value).lower() in _ON_WORDS):
+            and isinstance(test.comparators[0], ast.Constant) and isinstance(test.comparators[0].value, str)
+            and test.comparators[0].value.lower() in _ON_WORDS):
         return None
+    on_value: str = test.comparators[0].value
     variable = environment_read(test.left)
     if variable is None and follow_names and isinstance(test.left, ast.Name):
         variable = _environment_name(text, test.left.id)
@@ -82,7 +83,7 @@ def environment_opt_in(text: str, test: ast.expr, follow_names: bool = False) ->
         return None
     sets_on = re.compile(rf"environ\[\s*['\"]{re.escape(variable)}['\"]\s*\]\s*=(?!=)\s*['\"](?i:"
                          rf"{'|'.join(_ON_WORDS)})['\"]")
-    return None if sets_on.search(text) else f"{variable}={test.comparators[0].value}"
+    return None if sets_on.search(text) else f"{variable}={on_value}"
 
 
 def _swallows(handler: ast.ExceptHandler) -> bool:
