@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -71,6 +71,8 @@ class _Stores:
     def __init__(self, context: FileContext) -> None:
         self.values: dict[str, list[ast.expr | None]] = {}
         self.parameters: dict[str, list[ast.expr | None]] = {}
+        # the names of command-line options (`parser.add_argument("--gpu")` stores `gpu`)
+        self.command_line: set[str] = set()
         for statement in context.statements:
             if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 self._assignment(statement)
@@ -121,6 +123,7 @@ class _Stores:
         else:  # store_true, or an option that is None unless given
             value = ast.Constant(False if isinstance(action, ast.Constant) and action.value == "store_true" else None)
         self.values.setdefault(name, []).append(value)
+        self.command_line.add(name)
 
 
 def _stores(context: FileContext) -> _Stores:
@@ -213,10 +216,62 @@ def _truth_test(context: FileContext, test: ast.expr, taken: bool, function: Fun
         if isinstance(test.op, ast.And) == taken:
             return next((v for v in verdicts if v is not None), None)
         return verdicts[0] if all(verdicts) else None
+    if isinstance(test, ast.Compare):
+        return _unset_comparison(context, test, taken, function)
     if not taken or not isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)):
         return None
     kind = _option(context, test, function)
     return Verdict(kind, context.source(test)) if kind else None
+
+
+def _is_none(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and value.value is None
+
+
+def _is_minus_one(value: ast.expr | None) -> bool:
+    return (isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub)
+            and isinstance(value.operand, ast.Constant) and value.operand.value == 1)
+
+
+# A comparison that holds only once a user gives an option whose default means "unset":
+# `args.gpu is not None` (default None), `args.gpu >= 0` (default -1), and their negations
+# on the other branch.
+_SET_WHEN_TAKEN: dict[type, tuple[Callable[[ast.expr | None], bool], bool]] = {
+    ast.IsNot: (_is_none, True), ast.NotEq: (_is_none, True), ast.Is: (_is_none, False), ast.Eq: (_is_none, False),
+}
+
+
+def _unset_operator(test: ast.Compare) -> tuple[Callable[[ast.expr | None], bool], bool] | None:
+    """For ``args.gpu is not None`` or ``args.gpu >= 0``: how the unset default looks, and on
+    which branch the option is set."""
+    if len(test.ops) != 1 or not isinstance(test.left, ast.Attribute):
+        return None
+    operator, right = type(test.ops[0]), test.comparators[0]
+    if operator in _SET_WHEN_TAKEN and _is_none(right):
+        return _SET_WHEN_TAKEN[operator]
+    if ((operator is ast.GtE and isinstance(right, ast.Constant) and right.value == 0)
+            or (operator in (ast.Gt, ast.NotEq) and _is_minus_one(right))):
+        return _is_minus_one, True
+    return None
+
+
+def _unset_comparison(context: FileContext, test: ast.Compare, taken: bool, function: Function | None) -> Verdict | None:
+    """``if args.gpu is not None:`` (or ``>= 0`` against a default of -1) on the branch that
+    runs only when the user gave the command-line option: opt-in when every value the file
+    stores under it is the "unset" default."""
+    shape = _unset_operator(test)
+    if shape is None or taken != shape[1]:
+        return None
+    unset = shape[0]
+    name = _key(test.left)
+    stores = _stores(context)
+    # only a command-line option: a parameter that defaults to None is as often data (`mask=None`)
+    if name is None or name not in stores.command_line:
+        return None
+    values = stores.values.get(name, [])
+    if not values or not all(unset(v) for v in values):
+        return None
+    return Verdict(OPT_IN, context.source(test.left))
 
 
 def could_be_opt_in(test: ast.expr, taken: bool) -> bool:
@@ -226,6 +281,9 @@ def could_be_opt_in(test: ast.expr, taken: bool) -> bool:
         return could_be_opt_in(test.operand, not taken)
     if isinstance(test, ast.BoolOp):
         return any(could_be_opt_in(v, taken) for v in test.values)
+    if isinstance(test, ast.Compare):
+        shape = _unset_operator(test)
+        return shape is not None and shape[1] == taken
     return taken and isinstance(test, (ast.Name, ast.Attribute, ast.Subscript))
 
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import after_cuda_exit, check_consequence, default_path, device_guard, float64_device
+from torchport.scan import after_cuda_exit, check_consequence, default_path, device_guard, float64_device, optional_native
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -448,11 +448,17 @@ def _package_root(folder: str) -> bool:
 
 def _environment_flag(context: FileContext, line: int) -> str | None:
     """``use_gpu = os.environ["USE_GPU"] == "true"`` (else False), then ``if use_gpu:``:
-    a CUDA flag set only from an environment variable, off unless the user sets it."""
-    for statement in context.ifs:
+    a CUDA flag set only from an environment variable, off unless the user sets it.  Also a
+    test that reads the environment itself: ``if os.environ.get("X_CUDA_ON") == "1":``."""
+    around = [s for s in context.ifs if s.body[0].lineno <= line <= (s.body[-1].end_lineno or 0)]
+    # the innermost test names the variable that decides the line
+    compared = [(s.lineno, found) for s in around
+                if (found := optional_native.environment_opt_in(context.text, s.test, True)) is not None]
+    if compared:
+        return max(compared)[1]
+    for statement in around:
         test = statement.test
-        if not (isinstance(test, ast.Name) and _CUDA_WORD.search(test.id)
-                and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
+        if not (isinstance(test, ast.Name) and _CUDA_WORD.search(test.id)):
             continue
         scopes = context.enclosing(line)
         low = scopes[-1].lineno if scopes else 0
@@ -1565,6 +1571,13 @@ def _extension_with_device_twins(site: _Site) -> str | None:
     return None
 
 
+def _in_build_only_command(site: _Site) -> str | None:
+    if ".command(" not in site.file.text or "load(" not in site.file.text:
+        return None
+    function = _innermost_function(site.file.whole(), site.line)
+    return optional_native.build_only_command(function) if function is not None else None
+
+
 def _seeded_by_manual_seed(context: FileContext, line: int) -> bool:
     """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function:
     torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op (measured in
@@ -1705,7 +1718,7 @@ LOWERINGS: tuple[Lowering, ...] = (
              "float64 on a \"cuda\" device literal: the device string fails first elsewhere and is reported on this "
              "line"),
     Lowering(_EVERY_RULE, _at_line(_environment_flag), "info",
-             "only when the user opts in through the environment ({} is off unless set)"),
+             "only when the user opts in through the environment ({}; off unless set)"),
     Lowering(_F64, _at_line(_new_cpu_float64), "info",
              "float64 in a tensor made without a device: it is on the CPU, where float64 works"),
     Lowering(_F64, _at_line(_dtype_table_entry), "info",
@@ -1742,6 +1755,15 @@ LOWERINGS: tuple[Lowering, ...] = (
              "never runs it"),
     Lowering(_EVERY_RULE, _nvidia_runtime_module, "info",
              "in a module built on {}, a runtime that exists only for NVIDIA GPUs: CUDA by design", needs_tree=False),
+    Lowering(_EVERY_RULE, lambda site: optional_native.is_build_script(site.file.path, site.file.text), "info",
+             "in a setuptools build script inside the package: installing the package never runs it, a user "
+             "builds with it by hand", needs_tree=False),
+    Lowering(_EVERY_RULE, _in_build_only_command, "info",
+             "in `{}`, a command that only builds the package's extensions ahead of time: it runs only when the "
+             "user invokes it"),
+    Lowering(frozenset({CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE}),
+             lambda site: optional_native.optional_build(site.file.path), "info",
+             "optional: built only {}; a user who does not opt in never builds it", needs_tree=False),
     Lowering(frozenset({CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE}), _extension_with_device_twins, "info",
              "the CUDA build of an extension whose loader picks a build per device ({} beside it): a device "
              "dispatch, not a lock-in", needs_tree=False),
