@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
 
-_Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 # How many private callers deep one use is followed.
 _DEPTH = 3
@@ -38,14 +37,9 @@ def _exits_without_cuda(statement: ast.stmt) -> bool:
             and all(isinstance(s, (ast.Return, ast.Raise)) for s in statement.body))
 
 
-def _innermost_function(context: FileContext, line: int) -> _Function | None:
-    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
-                None)
-
-
 def _past_cuda_exit(context: FileContext, line: int) -> bool:
     """The line follows, in its function, an early exit where CUDA is absent."""
-    function = _innermost_function(context, line)
+    function = context.innermost_function(line)
     return function is not None and any(
         _exits_without_cuda(s) and (s.end_lineno or s.lineno) < line for s in function.body)
 
@@ -53,7 +47,7 @@ def _past_cuda_exit(context: FileContext, line: int) -> bool:
 def reached_only_past_cuda_exit(context: FileContext, line: int, depth: int = 0) -> str | None:
     """The private function holding the line, when every use of it in the file is past such an
     exit (directly, or in another such private function)."""
-    function = _innermost_function(context, line)
+    function = context.innermost_function(line)
     if function is None or depth > _DEPTH or not function.name.startswith("_") or function.name.startswith("__"):
         return None
     low, high = min([function.lineno] + [d.lineno for d in function.decorator_list]), function.end_lineno or 0

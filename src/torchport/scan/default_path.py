@@ -314,7 +314,7 @@ def conditions(context: FileContext, line: int, column: int, gates: bool = True)
                 if _holds(value, line, column):
                     for before in node.values[:index]:
                         yield before, True
-    function = next((s for s in reversed(context.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    function = context.innermost_function(line)
     if function is None:
         return
     for step in function.body:
@@ -337,8 +337,7 @@ def _holds(node: ast.expr, line: int, column: int) -> bool:
 def off_default_path(context: FileContext, line: int, column: int, gates: bool = True) -> Verdict | None:
     """Why the line runs only off the default path of a user without CUDA, or None when
     nothing shows that."""
-    function = next((s for s in reversed(context.enclosing(line))
-                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    function = context.innermost_function(line)
     cuda_derived = None
     for test, taken in conditions(context, line, column, gates):
         verdict = _truth_test(context, test, taken, function)

@@ -96,8 +96,7 @@ def _flag_from_device_test(context: FileContext, name: str, depth: int) -> bool:
 def _early_exits(context: FileContext, line: int) -> Iterator[ast.expr]:
     """The tests of ``if ...: return`` or ``raise`` before ``line`` in its function: what follows
     runs only where the test is false."""
-    function = next((s for s in reversed(context.enclosing(line))
-                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    function = context.innermost_function(line)
     if function is None:
         return
     for step in function.body:

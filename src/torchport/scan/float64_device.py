@@ -67,10 +67,6 @@ def _is_cpu(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value == "cpu"
 
 
-def _innermost_function(context: FileContext, line: int) -> _Function | None:
-    return next((s for s in reversed(context.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
-                None)
-
 
 def _functions(context: FileContext) -> dict[str, list[_Function]]:
     found: dict[str, list[_Function]] = {}
@@ -119,7 +115,7 @@ def _calls_on_cpu_for_mps(helper: _Function, parameter: str) -> bool:
 def run_on_cpu_for_mps(context: FileContext, line: int) -> str | None:
     """The name of the helper that runs the line's function on CPU copies where the device is
     MPS: every use of the function in the file hands it to that helper."""
-    function = _innermost_function(context, line)
+    function = context.innermost_function(line)
     if function is None:
         return None
     outer = next((s for s in reversed(context.enclosing(function.lineno)) if s is not function
@@ -165,7 +161,7 @@ def moved_to_cpu_on_mps(context: FileContext, line: int) -> str | None:
     """The device name, assigned in the function only as the CPU where the device is MPS, that
     every float64 cast on the line moves its tensor to first."""
     casts = _float64_casts(context, line)
-    function = _innermost_function(context, line)
+    function = context.innermost_function(line)
     if not casts or function is None:
         return None
     found: set[str] = set()
@@ -489,7 +485,7 @@ def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     to the CPU (or of the device-less factory) it was traced back to."""
     every = _float64_casts(context, line)
     receivers = [c.func.value for c in every if isinstance(c.func, ast.Attribute) and c.func.attr in ("to", "double", "type")]
-    function = _innermost_function(context, line)
+    function = context.innermost_function(line)
     if not receivers or function is None or len(receivers) != len(every):
         return None
     tracer = _HostTracer(context)

@@ -186,6 +186,10 @@ class FileContext:
         """Outermost first."""
         return [s for s in self.scopes if _first_line(s) <= line <= (s.end_lineno or s.lineno)]
 
+    def innermost_function(self, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        return next((s for s in reversed(self.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                    None)
+
     def in_swallowing_try(self, line: int) -> bool:
         return any(t.body[0].lineno <= line <= (t.body[-1].end_lineno or t.body[-1].lineno)
                    for t in self.swallowing_tries)
@@ -662,8 +666,7 @@ def _probe_says_unavailable(context: FileContext, line: int) -> bool:
     """An early "not available" return (see above) in a function that returns something else
     further on: the function is itself the availability probe, and where CUDA is absent it
     answers "not here", which its callers act on.  Needs the whole file's context."""
-    function = next((s for s in reversed(context.enclosing(line))
-                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    function = context.innermost_function(line)
     if function is None or not _returns_unavailable(context, line):
         return False
     later_returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.lineno > line]
@@ -1094,11 +1097,6 @@ def _innermost_class(context: FileContext, line: int) -> ast.ClassDef | None:
     return next((s for s in reversed(context.enclosing(line)) if isinstance(s, ast.ClassDef)), None)
 
 
-def _innermost_function(context: FileContext, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    return next((s for s in reversed(context.enclosing(line))
-                 if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-
-
 def _tested_name(test: ast.expr) -> str:
     """``use_cuda`` of ``if use_cuda:`` and of ``if self.use_cuda:``."""
     return test.attr if isinstance(test, ast.Attribute) else (test.id if isinstance(test, ast.Name) else "")
@@ -1116,7 +1114,7 @@ def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
     cls = _innermost_class(context, line)
     if cls is None:
         return None
-    function = _innermost_function(context, line)
+    function = context.innermost_function(line)
     for statement in _if_bodies_holding(context, line):
         test = statement.test
         on_self = (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self")
@@ -1188,7 +1186,7 @@ def _cli_flag_off(context: FileContext, line: int) -> str | None:
             if test.attr in options:
                 return f"--{test.attr}"
             continue
-        function = _innermost_function(context, statement.lineno)
+        function = context.innermost_function(statement.lineno)
         if not (isinstance(test, ast.Name) and _CUDA_FLAG.fullmatch(test.id) and function is not None
                 and test.id in _parameters(function)):
             continue
@@ -1397,7 +1395,7 @@ def _guarded_by_device_test(site: _Site) -> str | None:
     found = device_guard.guarded_by_device_test(site.context, site.line, site.finding.column)
     if found is not None:
         return found
-    function = _innermost_function(site.context, site.line)
+    function = site.context.innermost_function(site.line)
     window = "".join(site.context.lines[(_first_line(function) if function is not None else 1) - 1:site.line])
     if not set(_TESTED_NAME.findall(window)) & _helpers_and_device_flags(site.file.text):
         return None
@@ -1495,7 +1493,7 @@ def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
     key = (site.line, site.finding.column)
     if key not in site.file.default_path:
         context, verdict = site.context, None
-        function = _innermost_function(context, site.line)
+        function = context.innermost_function(site.line)
         start = function.lineno if function is not None else 1
         gates = site.finding.rule_id != CUDA_AVAILABILITY_CHECK  # a check gated by an option still picks the CPU
         if (any(default_path.could_be_opt_in(test, taken)
@@ -1574,7 +1572,7 @@ def _extension_with_device_twins(site: _Site) -> str | None:
 def _in_build_only_command(site: _Site) -> str | None:
     if ".command(" not in site.file.text or "load(" not in site.file.text:
         return None
-    function = _innermost_function(site.file.whole(), site.line)
+    function = site.file.whole().innermost_function(site.line)
     return optional_native.build_only_command(function) if function is not None else None
 
 
@@ -1584,7 +1582,7 @@ def _seeded_by_manual_seed(context: FileContext, line: int) -> bool:
     tests/test_scan_precision_round14.py)."""
     if not re.search(r"torch\.cuda\.manual_seed(_all)?\(", context.lines[line - 1] if line <= len(context.lines) else ""):
         return False
-    function = _innermost_function(context, line)
+    function = context.innermost_function(line)
     start = function.lineno if function is not None else 1
     return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
 
