@@ -1,0 +1,90 @@
+"""Round 18c: a ``"cuda"`` device that a line only compares with (docs/precision/round18c.md).
+``if device == torch.device("cuda"):`` builds a plain value and compares it: the line needs no GPU
+and answers False where CUDA is absent, so its TP001 is info; what the comparison guards is its
+own line and keeps its severity.  The snippets are written for these tests, shaped like the
+judged code."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scan_marks import ALL_TARGETS
+from scan_marks import write_snippet as _write
+from torchport.scan.config import ScanConfig
+from torchport.scan.rules import CUDA_DEVICE_STRING, finding_worst
+from torchport.scan.scanner import scan
+
+
+def _worst(root: Path) -> dict[tuple[str, int, str], tuple[str | None, str]]:
+    """(file name, line, rule) -> (worst severity over every target, the reason given), for the
+    first finding of the line (a repeat in the same statement is folded into it)."""
+    result = scan([root], ScanConfig(), jobs=1)
+    assert not result.skipped, result.skipped
+    found: dict[tuple[str, int, str], tuple[str | None, str]] = {}
+    for f in sorted(result.findings, key=lambda f: f.column):
+        found.setdefault((Path(f.path).name, f.line, f.rule_id), (finding_worst(f, ALL_TARGETS), f.cap_reason))
+    return found
+
+
+_PARSE_DEVICE = '''
+    import torch
+
+
+    def parse_device(device):
+        device = torch.device(device)
+        if device == torch.device("cuda"):
+            device = torch.device("cuda:0")
+        return device
+'''
+
+_SAMPLER = '''
+    import torch
+
+
+    class Sampler:
+        def register_buffer(self, name, attr):
+            if type(attr) == torch.Tensor:
+                if attr.device != torch.device("cuda"):
+                    attr = attr.to(torch.device("cuda"))
+            setattr(self, name, attr)
+'''
+
+
+def test_a_cuda_device_only_compared_with_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "tabkit/utils.py", _PARSE_DEVICE)
+    _write(tmp_path, "tabkit/sampler.py", _SAMPLER)
+    found = _worst(tmp_path)
+    for key in (("utils.py", 6, CUDA_DEVICE_STRING), ("sampler.py", 7, CUDA_DEVICE_STRING)):
+        severity, reason = found[key]
+        assert severity == "info", key
+        assert "only compared with" in reason
+
+
+def test_what_the_comparison_guards_keeps_its_severity(tmp_path: Path) -> None:
+    # The judged-correct neighbour: moving the buffer to CUDA fails where CUDA is absent.
+    _write(tmp_path, "tabkit/sampler.py", _SAMPLER)
+    assert _worst(tmp_path)[("sampler.py", 8, CUDA_DEVICE_STRING)][0] == "error"
+
+
+def test_a_device_made_and_compared_on_one_line_stays(tmp_path: Path) -> None:
+    # `x.to(torch.device("cuda"))` beside the comparison places memory on CUDA: not a comparison only.
+    _write(tmp_path, "tabkit/move.py", '''
+        import torch
+
+
+        def to_gpu(x):
+            return x if x.device == torch.device("cuda") else x.to(torch.device("cuda"))
+    ''')
+    assert _worst(tmp_path)[("move.py", 5, CUDA_DEVICE_STRING)][0] == "error"
+
+
+def test_a_compared_device_that_is_also_returned_stays(tmp_path: Path) -> None:
+    # `torch.device("cuda") if ... else ...` chooses the device: the value is used, not compared.
+    _write(tmp_path, "tabkit/pick.py", '''
+        import torch
+
+
+        def pick(values):
+            any_cuda = any(v.device == torch.device("cpu") for v in values)
+            return torch.device("cuda") if any_cuda else torch.device("cpu")
+    ''')
+    assert _worst(tmp_path)[("pick.py", 6, CUDA_DEVICE_STRING)][0] == "error"
