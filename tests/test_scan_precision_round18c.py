@@ -1,4 +1,5 @@
-"""Round 18c: a ``"cuda"`` device that a line only compares with (docs/precision/round18c.md).
+"""Round 18c (docs/precision/round18c.md): a ``"cuda"`` device that a line only compares with, and a
+worker default that ``torch.multiprocessing.spawn``'s ``args=`` fill.
 ``if device == torch.device("cuda"):`` builds a plain value and compares it: the line needs no GPU
 and answers False where CUDA is absent, so its TP001 is info; what the comparison guards is its
 own line and keeps its severity.  The snippets are written for these tests, shaped like the
@@ -88,3 +89,40 @@ def test_a_compared_device_that_is_also_returned_stays(tmp_path: Path) -> None:
             return torch.device("cuda") if any_cuda else torch.device("cpu")
     ''')
     assert _worst(tmp_path)[("pick.py", 6, CUDA_DEVICE_STRING)][0] == "error"
+
+
+_LAUNCHER = '''
+    import torch.multiprocessing as mp
+
+
+    def _distributed_worker(local_rank, main_func, world_size, device_type="cuda"):
+        main_func(local_rank, world_size, device_type)
+
+
+    def launch(main_func, world_size, device_type="cpu"):
+        mp.spawn(_distributed_worker, nprocs=world_size, args=(main_func, world_size, device_type))
+'''
+
+
+def test_a_worker_default_that_spawn_args_fill_is_info(tmp_path: Path) -> None:
+    # spawn calls fn(process_index, *args): the third item of args fills device_type.
+    _write(tmp_path, "trainkit/train.py", _LAUNCHER)
+    severity, reason = _worst(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)]
+    assert severity == "info"
+    assert "_distributed_worker is started only by" in reason
+
+
+def test_a_worker_default_that_spawn_args_leave_unset_stays(tmp_path: Path) -> None:
+    # args= stops before device_type: the worker runs with its "cuda" default.
+    _write(tmp_path, "trainkit/train.py", _LAUNCHER.replace("args=(main_func, world_size, device_type)",
+                                                            "args=(main_func, world_size)"))
+    assert _worst(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)][0] == "error"
+
+
+def test_a_spawned_worker_also_called_directly_stays(tmp_path: Path) -> None:
+    _write(tmp_path, "trainkit/train.py", _LAUNCHER + '''
+
+    def run_single(main_func):
+        _distributed_worker(0, main_func, 1)
+''')
+    assert _worst(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)][0] == "error"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, check_consequence, default_path, device_compare, device_guard, float64_device,
-                            optional_native)
+                            optional_native, spawn_defaults)
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -1668,6 +1668,9 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_DEVICE_STRING, _at_line(device_compare.only_compared), "info",
              "the \"cuda\" device is only compared with (torch.device(\"cuda\") needs no GPU, and the comparison "
              "answers False where CUDA is absent): no device is chosen on this line"),
+    Lowering(_DEVICE_STRING, lambda site: "spawn" in site.file.text and spawn_defaults.filled_by_spawn(
+        site.file.whole(), site.line, site.finding.column), "info",
+             "default only: {} is started only by torch.multiprocessing's spawn, whose args= fill this parameter"),
     Lowering(_EVERY_RULE, _guarded_by_device_test, "info",
              "reached only when `{}` holds, a test that the device is CUDA (or XLA): elsewhere this line does not "
              "run"),
