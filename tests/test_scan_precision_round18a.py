@@ -203,3 +203,9 @@ def test_script_function_its_main_calls_stays(tmp_path):
     _write(tmp_path, "examples/demo.py", _SCRIPT.replace("print(model(torch.zeros(1, 2)))",
                                                         "print(profile(model, torch.zeros(1, 2)))"))
     assert _worst(tmp_path)[("demo.py", 5, "TP101")][0] == "error"
+
+
+def test_lone_module_function_nothing_calls_stays(tmp_path):
+    # no `if __name__ == "__main__":`: a module a user imports, not a program
+    _write(tmp_path, "tools/memory.py", _SCRIPT.split("\n\n\n    def main")[0])
+    assert _worst(tmp_path)[("memory.py", 5, "TP101")][0] == "error"

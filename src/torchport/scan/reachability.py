@@ -32,6 +32,8 @@ from torchport.scan.model import FileResult, Finding
 # Decorators that change how a method is bound, not who calls it.
 _BINDING_DECORATORS = frozenset({"staticmethod", "classmethod"})
 
+_MAIN_TEST = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']\s*:""", re.MULTILINE)
+
 # A call that answers whether CUDA is present.
 _CUDA_QUERY = re.compile(r"^torch\.cuda\.(?:is_available|device_count)\(\)$")
 
@@ -94,7 +96,11 @@ def _local_class(tree: ast.Module, cls: ast.ClassDef, depth: int = 0) -> bool:
     return True
 
 
-def _in_script(os_path: str) -> bool:
+def _in_script(text: str, os_path: str) -> bool:
+    """A file run as a program (``if __name__ == "__main__":``) outside any package; a lone module
+    without that test is a library module a user imports."""
+    if not _MAIN_TEST.search(text):
+        return False
     folder = os.path.dirname(os.path.abspath(os_path))
     return not os.path.exists(os.path.join(folder, "__init__.py"))
 
@@ -191,7 +197,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
                 continue
             if len(spelling.lines) == spelling.defined:
                 if ((unit.name.startswith("_") and (unit.owner is None or _local_class(tree, unit.owner)))
-                        or (unit.owner is None and _in_script(os_path))):
+                        or (unit.owner is None and _in_script(text, os_path))):
                     verdicts[key] = (f"`{unit.name}` is never called: no scanned file names it besides its "
                                      f"definition ({path}:{unit.function.lineno}), so a user does not reach this line")
             elif spelling.called == len(spelling.lines):
