@@ -209,3 +209,43 @@ def test_lone_module_function_nothing_calls_stays(tmp_path):
     # no `if __name__ == "__main__":`: a module a user imports, not a program
     _write(tmp_path, "tools/memory.py", _SCRIPT.split("\n\n\n    def main")[0])
     assert _worst(tmp_path)[("memory.py", 5, "TP101")][0] == "error"
+
+
+_MEMORY_BY_DEVICE = '''
+    import torch
+
+
+    def should_save_memory(devices, cells):
+        if all(device.type == "cpu" for device in devices):
+            return cells > 200_000
+        if all(device.type == "cuda" for device in devices):
+            return _should_save_cuda(devices, cells)
+        return True
+
+
+    def _should_save_cuda(devices, cells):
+        free = min(_free_cuda_bytes(device) for device in devices)
+        return cells * 4 > free
+
+
+    def _free_cuda_bytes(device):
+        free, total = torch.cuda.mem_get_info(device)
+        return free
+'''
+
+
+def test_function_reached_through_a_caller_under_a_cuda_test_is_info(tmp_path):
+    severity, reason = _worst(_package(tmp_path, _MEMORY_BY_DEVICE))[("block.py", 18, "TP111")]
+    assert severity == "info"
+    assert "`all(device.type == \"cuda\" for device in devices)`" in reason and "through `_should_save_cuda`" in reason
+
+
+def test_function_whose_caller_is_also_called_unguarded_stays(tmp_path):
+    found = _worst(_package(tmp_path, _MEMORY_BY_DEVICE, planner="""
+        from fastblock.block import _should_save_cuda
+
+
+        def plan(devices):
+            return _should_save_cuda(devices, 10)
+    """))
+    assert found[("block.py", 18, "TP111")][0] in ("silent", "error")

@@ -34,6 +34,9 @@ _BINDING_DECORATORS = frozenset({"staticmethod", "classmethod"})
 
 _MAIN_TEST = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']\s*:""", re.MULTILINE)
 
+# How many callers deep a CUDA test is looked for.
+_DEPTH = 3
+
 # A call that answers whether CUDA is present.
 _CUDA_QUERY = re.compile(r"^torch\.cuda\.(?:is_available|device_count)\(\)$")
 
@@ -44,8 +47,9 @@ _MAX_MENTIONS = 6
 
 @dataclass(frozen=True)
 class Candidate:
-    """A finding that is unreached if no other scanned file spells ``name``."""
-    name: str
+    """A finding that is unreached if no other scanned file spells any of ``names`` (its function
+    and the functions between it and the CUDA test)."""
+    names: tuple[str, ...]
     index: int  # of the finding in its file's list
     reason: str
 
@@ -152,12 +156,19 @@ def _guard(context: FileContext, line: int, column: int) -> str | None:
     if test is not None:
         return test
     for condition, taken in default_path.conditions(context, line, column):
-        if _cuda_query(context, condition, taken):
+        if _cuda_query(context, condition, taken) or (taken and _all_on_cuda(context, condition)):
             return context.source(condition)
     # not an opt-in: a truth test of a data parameter (`if bsize:`) reads as one, and says nothing
     # about the device
     verdict = default_path.off_default_path(context, line, column)
     return verdict.option if verdict is not None and verdict.kind == default_path.CUDA_DERIVED else None
+
+
+def _all_on_cuda(context: FileContext, test: ast.expr) -> bool:
+    """``all(d.type == "cuda" for d in devices)``: every device is CUDA."""
+    return (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "all"
+            and len(test.args) == 1 and isinstance(test.args[0], ast.GeneratorExp)
+            and device_guard._is_device_test(context, test.args[0].elt, True))
 
 
 def _cuda_query(context: FileContext, test: ast.expr, taken: bool) -> bool:
@@ -184,6 +195,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
         return []
     context: FileContext | None = None
     verdicts: dict[int, str | None] = {}
+    names: dict[int, tuple[str, ...]] = {}
     found: list[Candidate] = []
     for index, finding in hot:
         unit = _unit(_scopes_at(tree, finding.line), finding.line)
@@ -198,6 +210,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
             if len(spelling.lines) == spelling.defined:
                 if ((unit.name.startswith("_") and (unit.owner is None or _local_class(tree, unit.owner)))
                         or (unit.owner is None and _in_script(text, os_path))):
+                    names[key] = (unit.name,)
                     verdicts[key] = (f"`{unit.name}` is never called: no scanned file names it besides its "
                                      f"definition ({path}:{unit.function.lineno}), so a user does not reach this line")
             elif spelling.called == len(spelling.lines):
@@ -205,18 +218,23 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
                 # test's trigger word, so its statement is there; a mention that is not (or is a
                 # string, an import, a keyword) leaves the finding as it is.
                 context = context or FileContext(tree, text)
-                verdicts[key] = _only_guarded_calls(context, unit, spelling, path)
+                guarded = _guarded_reason(context, unit, spelling, path)
+                if guarded is not None:
+                    verdicts[key], names[key] = guarded
         reason = verdicts[key]
         if reason is not None:
-            found.append(Candidate(unit.name, index, reason))
+            found.append(Candidate(names[key], index, reason))
     return found
 
 
-def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, path: str) -> str | None:
-    """The reason when every mention of the unit's name outside its own body is a call under a
-    CUDA test, and the parsed statements account for every mention in the text."""
+def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, path: str,
+                        depth: int = 0) -> tuple[tuple[int, str], tuple[str, ...]] | None:
+    """(the reason, the names followed) when every mention of the unit's name outside its own body
+    is a call under a CUDA test, or in a function of the file that is itself called only so, and
+    the parsed statements account for every mention in the text."""
     body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
-    first = None
+    first: tuple[int, str] | None = None
+    names: tuple[str, ...] = (unit.name,)
     for line in sorted(set(spelling.lines)):
         nodes = context._expressions_at(line)
         calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
@@ -232,13 +250,34 @@ def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, 
             if id(node) not in calls or not isinstance(node.ctx, ast.Load):
                 return None
             test = _guard(context, node.lineno, node.col_offset + 1)
-            if test is None:
+            if test is not None:
+                first = first or (node.lineno, " ".join(test.split()))
+                continue
+            caller = _unit(_scopes_at(context.tree, node.lineno), node.lineno) if depth < _DEPTH else None
+            if caller is None or caller.name == unit.name:
                 return None
-            first = first or (node.lineno, " ".join(test.split()))
+            caller_spelling = _spelling(context.text, caller.name)
+            if (caller_spelling is None or caller_spelling.called != len(caller_spelling.lines)
+                    or caller_spelling.defined == len(caller_spelling.lines)):
+                return None
+            through = _only_guarded_calls(context, caller, caller_spelling, path, depth + 1)
+            if through is None:
+                return None
+            names += through[1]
+            first = first or through[0]
     if first is None:
         return None
-    return (f"`{unit.name}` is called only where `{first[1]}` holds ({path}:{first[0]}) and no other scanned "
-            "file names it: a user without CUDA does not reach this line")
+    return first, names
+
+
+def _guarded_reason(context: FileContext, unit: _Unit, spelling: _Spelling, path: str) -> tuple[str, tuple[str, ...]] | None:
+    guarded = _only_guarded_calls(context, unit, spelling, path)
+    if guarded is None:
+        return None
+    (line, test), names = guarded
+    through = f", through `{'`, `'.join(names[1:])}`" if len(names) > 1 else ""
+    return (f"`{unit.name}` is called only where `{test}` holds ({path}:{line}{through}) and no other scanned "
+            "file names it: a user without CUDA does not reach this line"), names
 
 
 def lower_unreached(work, results: list[tuple[FileResult, int]]) -> None:
@@ -246,7 +285,7 @@ def lower_unreached(work, results: list[tuple[FileResult, int]]) -> None:
     pending = [(result, c) for result, _ in results for c in result.unreached]
     if not pending:
         return
-    names = {c.name for _, c in pending}
+    names = {name for _, c in pending for name in c.names}
     # the files that spell a name, other than those holding its candidates
     spelled_in: dict[str, set[str]] = {name: set() for name in names}
     needles = {name: name.encode() for name in names}
@@ -262,7 +301,7 @@ def lower_unreached(work, results: list[tuple[FileResult, int]]) -> None:
             if needle in data and re.search(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])", data):
                 spelled_in[name].add(job.display)
     for result, candidate in pending:
-        if spelled_in[candidate.name] - {result.path}:
+        if any(spelled_in[name] - {result.path} for name in candidate.names):
             continue
         finding = result.findings[candidate.index]
         finding.severity_cap = "info"
