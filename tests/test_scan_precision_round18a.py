@@ -249,3 +249,11 @@ def test_function_whose_caller_is_also_called_unguarded_stays(tmp_path):
             return _should_save_cuda(devices, 10)
     """))
     assert found[("block.py", 18, "TP111")][0] in ("silent", "error")
+
+
+def test_one_file_of_a_package_scanned_alone_stays(tmp_path):
+    # its callers may be in the package's other files, which this scan does not read
+    block = _package(tmp_path, _MEMORY) / "fastblock" / "block.py"
+    result = scan([block], ScanConfig(), jobs=1)
+    found = {(f.line, f.rule_id): finding_worst(f, ALL_TARGETS) for f in result.findings}
+    assert found[(5, "TP112")] == "error"

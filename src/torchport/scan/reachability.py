@@ -280,9 +280,30 @@ def _guarded_reason(context: FileContext, unit: _Unit, spelling: _Spelling, path
             "file names it: a user without CUDA does not reach this line"), names
 
 
-def lower_unreached(work, results: list[tuple[FileResult, int]]) -> None:
-    """Lower the candidates whose name no other scanned file spells."""
+def _package_root(os_path: str) -> str:
+    """The outermost folder of the file's package (its own folder outside a package)."""
+    folder = os.path.dirname(os.path.abspath(os_path))
+    while os.path.exists(os.path.join(os.path.dirname(folder), "__init__.py")) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def _whole_package_scanned(os_path: str, roots: list[str]) -> bool:
+    """Whether a scanned folder holds the file's whole package: scanning one file, or one folder
+    of a package, cannot see the callers elsewhere in it."""
+    package = _package_root(os_path)
+    return any(package == root or package.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def lower_unreached(work, results: list[tuple[FileResult, int]], paths: list | None = None) -> None:
+    """Lower the candidates whose name no other scanned file spells, in packages scanned whole."""
     pending = [(result, c) for result, _ in results for c in result.unreached]
+    if not pending:
+        return
+    roots = [os.path.abspath(p) for p in paths or () if os.path.isdir(p)]
+    by_display = {job.display: job.path for job in work}
+    pending = [(result, c) for result, c in pending
+               if result.path in by_display and _whole_package_scanned(by_display[result.path], roots)]
     if not pending:
         return
     names = {name for _, c in pending for name in c.names}

@@ -369,7 +369,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     aliases = device_flow.mark_dead_defaults(work, results, read)
     _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes, aliases)
     device_flow.lower_fallbacks(work, results, read)
-    reachability.lower_unreached(work, results)
+    reachability.lower_unreached(work, results, paths)
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
