@@ -717,6 +717,8 @@ def test_telling_user_given_device_types_apart_is_dispatch(tmp_path):
                     self.scaler = None
                 else:
                     self.device = "cpu"
+            def setup(self, device):
+                self._amp(device)
         ''')
     dispatch = _one(findings, "TP003", 5)
     assert dispatch.column == 60 and finding_worst(dispatch, ALL_TARGETS) == "info"

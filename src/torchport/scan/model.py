@@ -84,3 +84,4 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     skipped: Skipped | None = None
     extensions: list[str] = field(default_factory=list)  # CUDA extensions the file builds
+    unreached: list = field(default_factory=list)  # reachability.Candidate: lowered if no other file names it

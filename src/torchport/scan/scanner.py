@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import device_flow, extensions, policy, python, textfiles
+from torchport.scan import device_flow, extensions, policy, python, reachability, textfiles
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -258,6 +258,7 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
         try:
             result.findings = python.analyze(tree, text, job.display)
             policy.apply(tree, text, job.display, result.findings)
+            result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
         except RecursionError:
@@ -368,6 +369,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     aliases = device_flow.mark_dead_defaults(work, results, read)
     _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes, aliases)
     device_flow.lower_fallbacks(work, results, read)
+    reachability.lower_unreached(work, results, paths)
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:

@@ -1,0 +1,329 @@
+"""Is the function that holds a finding reached by a user without CUDA at all?
+
+Two shapes, read per file in the workers and confirmed across the scanned files afterwards:
+
+- **never called**: the function's name appears in its file only where it is defined, and in no
+  other scanned file.  Only where a caller outside the package is unlikely: a private function
+  (``_x``), a private method of a class whose bases are all defined in the same file (a base
+  from elsewhere, ``nn.Module``, may call ``_load_from_state_dict`` as a hook), or a function of a script (a file whose folder holds no
+  ``__init__.py``).  A public method or function is API a user may call, however little the
+  package itself does.
+- **called only under a CUDA test**: every mention of the name in its file (counted in the text,
+  so a string such as ``getattr(self, "name")`` or ``__all__`` counts too) is a call that runs
+  only where a device test, an ``is_available()``-derived flag or an opt-in holds (the readers of
+  device_guard.py and default_path.py), and no other scanned file names it.
+
+A finding stays as it is whenever the evidence is incomplete: a decorated function (a decorator
+may register it), a name used as a value, a mention the AST does not account for, a file that
+cannot be parsed, or any other scanned file that spells the name.  No function, option or package
+is known by name.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+
+from torchport.scan import default_path, device_guard
+from torchport.scan.policy import FileContext, _worst
+from torchport.scan.model import FileResult, Finding
+
+# Decorators that change how a method is bound, not who calls it.
+_BINDING_DECORATORS = frozenset({"staticmethod", "classmethod"})
+
+_MAIN_TEST = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']\s*:""", re.MULTILINE)
+
+# How many callers deep a CUDA test is looked for.
+_DEPTH = 3
+
+# A call that answers whether CUDA is present.
+_CUDA_QUERY = re.compile(r"^torch\.cuda\.(?:is_available|device_count)\(\)$")
+
+# How many mentions of a name a file may hold for its calls to be read one by one: past this
+# the name is busy, and reading them costs more than it is likely to lower.
+_MAX_MENTIONS = 6
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A finding that is unreached if no other scanned file spells any of ``names`` (its function
+    and the functions between it and the CUDA test)."""
+    names: tuple[str, ...]
+    index: int  # of the finding in its file's list
+    reason: str
+
+
+@dataclass
+class _Unit:
+    name: str
+    function: ast.FunctionDef | ast.AsyncFunctionDef
+    owner: ast.ClassDef | None
+
+
+def _hot(finding: Finding) -> bool:
+    return _worst(finding) in ("error", "silent")
+
+
+def _unit(scopes: list, line: int) -> _Unit | None:
+    """The module-level function, or method of a module-level class, whose body holds ``line``."""
+    functions = [s for s in scopes if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if len(functions) != 1:
+        return None  # module level, or a nested function (its outer function decides)
+    function = functions[0]
+    owner = scopes[0] if len(scopes) == 2 and isinstance(scopes[0], ast.ClassDef) else None
+    if len(scopes) != (1 if owner is None else 2) or function is not scopes[-1]:
+        return None
+    if not function.body or line < function.body[0].lineno:
+        return None  # the header and its defaults run when the module is imported
+    name = function.name
+    if name.startswith("__") and name.endswith("__"):
+        return None
+    if any(not (isinstance(d, ast.Name) and d.id in _BINDING_DECORATORS) for d in function.decorator_list):
+        return None
+    return _Unit(name, function, owner)
+
+
+def _local_class(tree: ast.Module, cls: ast.ClassDef, depth: int = 0) -> bool:
+    """Every base of ``cls`` is a class of the same file with local bases (or none): nothing
+    outside the file defines the protocol its methods could be hooks of."""
+    if depth > 4 or cls.keywords:
+        return False
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id == "object":
+            continue
+        if not isinstance(base, ast.Name):
+            return False
+        local = [s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == base.id]
+        if len(local) != 1 or not _local_class(tree, local[0], depth + 1):
+            return False
+    return True
+
+
+def _in_script(text: str, os_path: str) -> bool:
+    """A file run as a program (``if __name__ == "__main__":``) outside any package; a lone module
+    without that test is a library module a user imports."""
+    if not _MAIN_TEST.search(text):
+        return False
+    folder = os.path.dirname(os.path.abspath(os_path))
+    return not os.path.exists(os.path.join(folder, "__init__.py"))
+
+
+@dataclass
+class _Spelling:
+    """Where a file spells a name as a whole word (``str.find`` rather than a ``\\b`` regex,
+    which is tried at every position of a large file)."""
+    lines: list[int]  # 1-based, one per mention
+    defined: int  # mentions after ``def``
+    called: int  # mentions followed by ``(``
+
+
+def _spelling(text: str, name: str) -> _Spelling | None:
+    """None past _MAX_MENTIONS."""
+    found = _Spelling([], 0, 0)
+    position = text.find(name)
+    while position != -1:
+        end = position + len(name)
+        if not (position and (text[position - 1].isalnum() or text[position - 1] == "_")) and not (
+                end < len(text) and (text[end].isalnum() or text[end] == "_")):
+            if len(found.lines) == _MAX_MENTIONS:
+                return None
+            found.lines.append(text.count("\n", 0, position) + 1)
+            if re.search(r"\bdef\s+$", text[max(0, position - 12):position]):
+                found.defined += 1
+            if text[end:end + 40].lstrip().startswith("("):
+                found.called += 1
+        position = text.find(name, end)
+    return found
+
+
+def _scopes_at(tree: ast.Module, line: int) -> list:
+    """The module-level class or function holding ``line`` and, in a class, the method; enough
+    for _unit, without walking every statement of the file."""
+    scopes: list = []
+    body = tree.body
+    while True:
+        holder = next((s for s in body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                       and s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        if holder is None:
+            return scopes
+        scopes.append(holder)
+        body = holder.body
+
+
+def _guard(context: FileContext, line: int, column: int) -> str | None:
+    test = device_guard.guarded_by_device_test(context, line, column)
+    if test is not None:
+        return test
+    for condition, taken in default_path.conditions(context, line, column):
+        if _cuda_query(context, condition, taken) or (taken and _all_on_cuda(context, condition)):
+            return context.source(condition)
+    # not an opt-in: a truth test of a data parameter (`if bsize:`) reads as one, and says nothing
+    # about the device
+    verdict = default_path.off_default_path(context, line, column)
+    return verdict.option if verdict is not None and verdict.kind == default_path.CUDA_DERIVED else None
+
+
+def _all_on_cuda(context: FileContext, test: ast.expr) -> bool:
+    """``all(d.type == "cuda" for d in devices)``: every device is CUDA."""
+    return (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "all"
+            and len(test.args) == 1 and isinstance(test.args[0], ast.GeneratorExp)
+            and device_guard._is_device_test(context, test.args[0].elt, True))
+
+
+def _cuda_query(context: FileContext, test: ast.expr, taken: bool) -> bool:
+    """Branch ``taken`` of ``test`` runs only where CUDA is present: ``torch.cuda.is_available()``
+    (or ``torch.cuda.device_count() > 0``) holds, directly or as one operand of an ``and``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _cuda_query(context, test.operand, not taken)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and taken:
+        return any(_cuda_query(context, v, True) for v in test.values)
+    if isinstance(test, ast.Call):
+        return taken and bool(_CUDA_QUERY.search(context.source(test)))
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq))
+            and isinstance(test.left, ast.Call) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == 0):
+        return taken and bool(_CUDA_QUERY.search(context.source(test.left)))
+    return False
+
+
+def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
+               findings: list[Finding]) -> list[Candidate]:
+    """The file's error/silent findings whose function looks unreached from this file alone."""
+    hot = [(index, f) for index, f in enumerate(findings) if f.severity_cap != "info" and _hot(f)]
+    if not hot or tree is None:
+        return []
+    context: FileContext | None = None
+    verdicts: dict[int, str | None] = {}
+    names: dict[int, tuple[str, ...]] = {}
+    found: list[Candidate] = []
+    for index, finding in hot:
+        unit = _unit(_scopes_at(tree, finding.line), finding.line)
+        if unit is None:
+            continue
+        key = id(unit.function)
+        if key not in verdicts:
+            verdicts[key] = None
+            spelling = _spelling(text, unit.name)
+            if spelling is None:
+                continue
+            if len(spelling.lines) == spelling.defined:
+                if ((unit.name.startswith("_") and (unit.owner is None or _local_class(tree, unit.owner)))
+                        or (unit.owner is None and _in_script(text, os_path))):
+                    names[key] = (unit.name,)
+                    verdicts[key] = (f"`{unit.name}` is never called: no scanned file names it besides its "
+                                     f"definition ({path}:{unit.function.lineno}), so a user does not reach this line")
+            elif spelling.called == len(spelling.lines):
+                # Read on the statements the scanner parsed: a call under a device test has the
+                # test's trigger word, so its statement is there; a mention that is not (or is a
+                # string, an import, a keyword) leaves the finding as it is.
+                context = context or FileContext(tree, text)
+                guarded = _guarded_reason(context, unit, spelling, path)
+                if guarded is not None:
+                    verdicts[key], names[key] = guarded
+        reason = verdicts[key]
+        if reason is not None:
+            found.append(Candidate(names[key], index, reason))
+    return found
+
+
+def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, path: str,
+                        depth: int = 0) -> tuple[tuple[int, str], tuple[str, ...]] | None:
+    """(the reason, the names followed) when every mention of the unit's name outside its own body
+    is a call under a CUDA test, or in a function of the file that is itself called only so, and
+    the parsed statements account for every mention in the text."""
+    body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
+    first: tuple[int, str] | None = None
+    names: tuple[str, ...] = (unit.name,)
+    for line in sorted(set(spelling.lines)):
+        nodes = context._expressions_at(line)
+        calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+        spelled = [n for n in nodes if (isinstance(n, ast.Name) and n.id == unit.name)
+                   or (isinstance(n, ast.Attribute) and n.attr == unit.name)]
+        definitions = sum(1 for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and n.name == unit.name)
+        if len(spelled) + definitions != spelling.lines.count(line):
+            return None  # a string, a comment, an import, a keyword, or a statement not parsed
+        if line in body_lines:
+            continue  # the function calling itself
+        for node in spelled:
+            if id(node) not in calls or not isinstance(node.ctx, ast.Load):
+                return None
+            test = _guard(context, node.lineno, node.col_offset + 1)
+            if test is not None:
+                first = first or (node.lineno, " ".join(test.split()))
+                continue
+            caller = _unit(_scopes_at(context.tree, node.lineno), node.lineno) if depth < _DEPTH else None
+            if caller is None or caller.name == unit.name:
+                return None
+            caller_spelling = _spelling(context.text, caller.name)
+            if (caller_spelling is None or caller_spelling.called != len(caller_spelling.lines)
+                    or caller_spelling.defined == len(caller_spelling.lines)):
+                return None
+            through = _only_guarded_calls(context, caller, caller_spelling, path, depth + 1)
+            if through is None:
+                return None
+            names += through[1]
+            first = first or through[0]
+    if first is None:
+        return None
+    return first, names
+
+
+def _guarded_reason(context: FileContext, unit: _Unit, spelling: _Spelling, path: str) -> tuple[str, tuple[str, ...]] | None:
+    guarded = _only_guarded_calls(context, unit, spelling, path)
+    if guarded is None:
+        return None
+    (line, test), names = guarded
+    through = f", through `{'`, `'.join(names[1:])}`" if len(names) > 1 else ""
+    return (f"`{unit.name}` is called only where `{test}` holds ({path}:{line}{through}) and no other scanned "
+            "file names it: a user without CUDA does not reach this line"), names
+
+
+def _package_root(os_path: str) -> str:
+    """The outermost folder of the file's package (its own folder outside a package)."""
+    folder = os.path.dirname(os.path.abspath(os_path))
+    while os.path.exists(os.path.join(os.path.dirname(folder), "__init__.py")) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def _whole_package_scanned(os_path: str, roots: list[str]) -> bool:
+    """Whether a scanned folder holds the file's whole package: scanning one file, or one folder
+    of a package, cannot see the callers elsewhere in it."""
+    package = _package_root(os_path)
+    return any(package == root or package.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def lower_unreached(work, results: list[tuple[FileResult, int]], paths: list | None = None) -> None:
+    """Lower the candidates whose name no other scanned file spells, in packages scanned whole."""
+    pending = [(result, c) for result, _ in results for c in result.unreached]
+    if not pending:
+        return
+    roots = [os.path.abspath(p) for p in paths or () if os.path.isdir(p)]
+    by_display = {job.display: job.path for job in work}
+    pending = [(result, c) for result, c in pending
+               if result.path in by_display and _whole_package_scanned(by_display[result.path], roots)]
+    if not pending:
+        return
+    names = {name for _, c in pending for name in c.names}
+    # the files that spell a name, other than those holding its candidates
+    spelled_in: dict[str, set[str]] = {name: set() for name in names}
+    needles = {name: name.encode() for name in names}
+    for job in work:
+        try:
+            with open(job.path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            for name in names:
+                spelled_in[name].add(job.display)
+            continue
+        for name, needle in needles.items():
+            if needle in data and re.search(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])", data):
+                spelled_in[name].add(job.display)
+    for result, candidate in pending:
+        if any(spelled_in[name] - {result.path} for name in candidate.names):
+            continue
+        finding = result.findings[candidate.index]
+        finding.severity_cap = "info"
+        finding.cap_reason = candidate.reason
