@@ -1,0 +1,173 @@
+"""Round 18b: a CUDA availability check (TP003) that decides no device.  A check that is the value
+of ``pin_memory=``, one that only waits for CUDA work where nothing around it reads a clock, and one
+that only picks the ``map_location`` of a checkpoint copied into a model by ``load_state_dict`` are
+info; the judged-correct neighbours (a sync inside a timing, a map_location whose checkpoint is
+returned or used as tensors, a device the work runs on) stay silent.  The snippets are written for
+these tests, shaped like the judged code (docs/precision/round18b.md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scan_marks import ALL_TARGETS
+from scan_marks import write_snippet as _write
+from torchport.scan.config import ScanConfig
+from torchport.scan.rules import CUDA_AVAILABILITY_CHECK, finding_worst
+from torchport.scan.scanner import scan
+
+
+def _checks(root: Path) -> dict[int, tuple[str | None, str]]:
+    """line -> (worst severity over every target, the reason given) of each TP003 finding."""
+    result = scan([root], ScanConfig(), jobs=1)
+    assert not result.skipped, result.skipped
+    return {f.line: (finding_worst(f, ALL_TARGETS), f.cap_reason or "")
+            for f in result.findings if f.rule_id == CUDA_AVAILABILITY_CHECK}
+
+
+def test_pinned_buffer_keyword_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "gptq.py", '''
+        import torch
+
+
+        class Buffer:
+            def __init__(self, groups, columns, device):
+                self.b = torch.zeros((groups, columns),
+                                     pin_memory=torch.cuda.is_available(),
+                                     device=device)
+    ''')
+    severity, reason = _checks(tmp_path)[7]
+    assert severity == "info"
+    assert "pin_memory=" in reason
+
+
+def test_device_keyword_beside_it_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "gptq.py", '''
+        import torch
+
+
+        def buffer(groups, columns):
+            return torch.zeros((groups, columns),
+                               device="cuda" if torch.cuda.is_available() else "cpu")
+    ''')
+    assert _checks(tmp_path)[6][0] == "silent"
+
+
+def test_sync_before_a_log_line_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "server.py", '''
+        import logging
+
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        class Server:
+            def precompile(self, sizes):
+                for size in sizes:
+                    self.model(torch.zeros(size))
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+                logger.info("Precompilation complete.")
+    ''')
+    severity, reason = _checks(tmp_path)[12]
+    assert severity == "info"
+    assert "reads a clock" in reason
+
+
+def test_sync_inside_a_timing_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "profile.py", '''
+        import time
+
+        import torch
+
+
+        class Timer:
+            def __enter__(self):
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+                self.start = time.perf_counter()
+                return self
+
+            def __exit__(self, *exc):
+                self.duration = time.perf_counter() - self.start
+    ''')
+    assert _checks(tmp_path)[8][0] == "silent"
+
+
+def test_sync_in_a_function_named_for_timing_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "bench.py", '''
+        import torch
+
+
+        def benchmark(fn, record):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            record(fn())
+    ''')
+    assert _checks(tmp_path)[5][0] == "silent"
+
+
+def test_map_location_of_a_copied_state_dict_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "resnet.py", '''
+        import torch
+
+
+        def fetch(depth, device="cpu"):
+            checkpoint = torch.load(f"resnet{depth}.pth", map_location=torch.device(device))
+            return checkpoint.get("state_dict")
+
+
+        def build(model, pretrained, depth):
+            if pretrained:
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+                if isinstance(pretrained, str):
+                    state = torch.load(pretrained, map_location=device)
+                else:
+                    state = fetch(depth, device=device)
+                state = {k.replace("module.", ""): v for k, v in state.items()}
+                model.load_state_dict(state, strict=True)
+            return model
+    ''')
+    severity, reason = _checks(tmp_path)[11]
+    assert severity == "info"
+    assert "map_location" in reason and "line 17" in reason
+
+
+def test_map_location_of_a_returned_checkpoint_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "load.py", '''
+        import torch
+
+
+        def load(model, path):
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            state = torch.load(path, map_location=device)
+            model.load_state_dict(state["model"])
+            return state
+    ''')
+    assert _checks(tmp_path)[5][0] == "silent"
+
+
+def test_map_location_of_tensors_used_for_work_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "embed.py", '''
+        import torch
+
+
+        def embed(model, weights, table):
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            model.load_state_dict(torch.load(weights, map_location=device))
+            vectors = torch.load(table, map_location=device)
+            return vectors @ vectors.T
+    ''')
+    assert _checks(tmp_path)[5][0] == "silent"
+
+
+def test_device_the_model_moves_to_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "build.py", '''
+        import torch
+
+
+        def build(model, path):
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            model.load_state_dict(torch.load(path, map_location=device))
+            return model.to(device)
+    ''')
+    assert _checks(tmp_path)[5][0] == "silent"
