@@ -171,3 +171,17 @@ def test_device_the_model_moves_to_stays_silent(tmp_path: Path) -> None:
             return model.to(device)
     ''')
     assert _checks(tmp_path)[5][0] == "silent"
+
+
+def test_sync_that_ends_its_function_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "trainer.py", '''
+        import torch
+
+
+        class Trainer:
+            def step(self, batch):
+                self.model(batch).sum().backward()
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+    ''')
+    assert _checks(tmp_path)[7][0] == "silent"

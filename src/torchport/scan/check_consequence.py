@@ -533,9 +533,10 @@ def _same_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | Non
 
 
 def _untimed_sync(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
-    """``if torch.cuda.is_available(): torch.cuda.synchronize()`` where nothing around it reads a
-    clock: the wait orders nothing another device would get wrong (a log line, an evaluation step);
-    in a timing it would be lock-in, and that stays."""
+    """``if torch.cuda.is_available(): torch.cuda.synchronize()`` followed by more of its function,
+    where nothing around it reads a clock: the wait orders nothing another device would get wrong
+    (a log line, an evaluation step); in a timing it would be lock-in, and that stays.  A wait that
+    ends its function stays too: its caller may be timing it."""
     read = _operand(statement.test, finding.line, finding.column)
     if read is None or not read[1] or statement.orelse or not statement.body:
         return None
@@ -549,6 +550,10 @@ def _untimed_sync(reader: _Reader, statement: ast.If, finding: Finding) -> Conse
     scope = _outermost_definition(context, whole_statement)
     if scope is None or _times_something(scope):
         return None
+    function = _enclosing_function(context, whole_statement)
+    end = whole_statement.end_lineno or whole_statement.lineno
+    if function is not None and not any(isinstance(s, ast.stmt) and s.lineno > end for s in ast.walk(function)):
+        return None  # the last thing the function does: the wait serves its caller, which may be timing it
     return Consequence(INFO, "decides no device: it only waits for CUDA work, and nothing in the enclosing "
                              "definition reads a clock, so no timing depends on the wait")
 
