@@ -185,3 +185,46 @@ def test_sync_that_ends_its_function_stays_silent(tmp_path: Path) -> None:
                     torch.cuda.synchronize()
     ''')
     assert _checks(tmp_path)[7][0] == "silent"
+
+
+_ATTEND = '''
+    from collections import namedtuple
+
+    import torch
+    import torch.nn.functional as F
+
+    Config = namedtuple("Config", ["enable_flash", "enable_math", "enable_mem_efficient"])
+
+
+    class Attend(torch.nn.Module):
+        def __init__(self, flash=False):
+            super().__init__()
+            self.cpu_config = Config(True, True, True)
+            self.cuda_config = None
+            if not torch.cuda.is_available() or not flash:
+                return
+            properties = torch.cuda.get_device_properties(torch.device("cuda"))
+            if properties.major == 8:
+                print("A100 GPU detected, using flash attention")
+                self.cuda_config = Config(True, False, False)
+            else:
+                self.cuda_config = Config(False, True, True)
+
+        def forward(self, q, k, v):
+            _, heads, q_len, _, k_len, is_cuda = *q.shape, k.shape[-2], q.is_cuda
+            config = CHOICE
+            with torch.backends.cuda.sdp_kernel(**config._asdict()):
+                return F.scaled_dot_product_attention(q, k, v)
+'''
+
+
+def test_attention_config_for_cuda_tensors_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "attend.py", _ATTEND.replace("CHOICE", "self.cuda_config if is_cuda else self.cpu_config"))
+    severity, reason = _checks(tmp_path)[14]
+    assert severity == "info"
+    assert "self.cuda_config" in reason
+
+
+def test_attention_config_read_for_any_tensor_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "attend.py", _ATTEND.replace("CHOICE", "self.cuda_config or self.cpu_config"))
+    assert _checks(tmp_path)[14][0] == "silent"

@@ -482,7 +482,8 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
         return Consequence(INFO, f"decides no device: it is the value of `{keyword}=`, which decides only how a "
                                  f"copy is made")
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
-        return _of_if(reader, statement, finding) or _untimed_sync(reader, statement, finding)
+        return (_of_if(reader, statement, finding) or _untimed_sync(reader, statement, finding)
+                or _settings_for_cuda_tensors(reader, statement, finding))
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
             statement.value, finding.line, finding.column):
         return _of_flag(reader, statement, finding) or _staging_only(reader, statement, finding)
@@ -673,3 +674,76 @@ def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Con
     copied = copies[0]
     return Consequence(INFO, f"the check decides only a map_location: the checkpoint is copied into a model by "
                              f"load_state_dict (line {copied.lineno}), which keeps the model's own device")
+
+
+def _on_cuda_test(function: ast.AST, test: ast.expr) -> bool:
+    """``x.is_cuda``, or a name its function binds in a statement that reads ``.is_cuda``
+    (``..., is_cuda = *q.shape, q.is_cuda``)."""
+    if isinstance(test, ast.Attribute) and test.attr == "is_cuda":
+        return True
+    if not isinstance(test, ast.Name):
+        return False
+    bindings = [s for s in ast.walk(function) if isinstance(s, ast.Assign) and any(
+        isinstance(n, ast.Name) and n.id == test.id and isinstance(n.ctx, ast.Store) for t in s.targets
+        for n in ast.walk(t))]
+    return bool(bindings) and all(any(isinstance(n, ast.Attribute) and n.attr == "is_cuda"
+                                      for n in ast.walk(s.value)) for s in bindings)
+
+
+def _sets_only(statements: list[ast.stmt], stored: set[str]) -> bool:
+    """Every statement binds ``self.x`` or local names, or calls something outside torch's own
+    state (a print, a warning), reading what it likes; ``stored`` collects the ``self`` attributes."""
+    for statement in statements:
+        if isinstance(statement, ast.If):
+            if not (_sets_only(statement.body, stored) and _sets_only(statement.orelse, stored)):
+                return False
+            continue
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    stored.add(target.attr)
+                elif not isinstance(target, ast.Name):
+                    return False
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and not ast.unparse(
+                statement.value.func).startswith("torch."):
+            continue
+        return False
+    return True
+
+
+def _settings_for_cuda_tensors(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if not torch.cuda.is_available() or not flash: return`` in ``__init__``, after which the
+    method only sets attributes its class reads as ``self.cuda_config if q.is_cuda else ...``: what
+    the check withholds is used only for tensors already on CUDA, so nothing is lost elsewhere."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[2] or statement.orelse or not (
+            len(statement.body) == 1 and isinstance(statement.body[0], ast.Return) and statement.body[0].value is None):
+        return None
+    context = reader.whole()
+    whole_statement = _same_statement(context, statement)
+    if whole_statement is None:
+        return None
+    function = _enclosing_function(context, whole_statement)
+    owner = _parents(context).get(id(function)) if function is not None else None
+    if function is None or not isinstance(owner, ast.ClassDef) or not any(s is whole_statement
+                                                                             for s in function.body):
+        return None
+    after = function.body[next(i for i, s in enumerate(function.body) if s is whole_statement) + 1:]
+    stored: set[str] = set()
+    if not after or not _sets_only(after, stored) or not stored:
+        return None
+    parents = _parents(context)
+    for node in ast.walk(owner):
+        if not (isinstance(node, ast.Attribute) and node.attr in stored and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            continue
+        choice = parents.get(id(node))
+        method = _enclosing_function(context, node)
+        if not (isinstance(choice, ast.IfExp) and choice.body is node and method is not None
+                and _on_cuda_test(method, choice.test)):
+            return None
+    return Consequence(INFO, f"decides no device: without CUDA it only leaves "
+                             f"{_listing('self.' + a for a in sorted(stored))} unset, which the class reads only "
+                             f"for tensors already on CUDA (`... if is_cuda else ...`)")
