@@ -632,6 +632,8 @@ def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Con
     """``device = "cuda" if torch.cuda.is_available() else "cpu"`` read only as the ``map_location``
     of a checkpoint that this function then copies into a model with ``load_state_dict``: the copy
     lands wherever the model is, so the check decides only where the file is staged."""
+    if "load_state_dict" not in reader.context.text or "map_location" not in reader.context.text:
+        return None  # before the whole file is parsed: most checks are nowhere near a checkpoint
     context = reader.whole()
     whole_statement = _same_statement(context, statement)
     if whole_statement is None:
