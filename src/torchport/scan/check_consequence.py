@@ -6,6 +6,11 @@ guards exists only on CUDA and nothing is lost elsewhere (cuDNN and TF32 switche
 cache, pinned memory and non-blocking copies, CUDA seeding after ``torch.manual_seed``), and it is
 not silent when the path taken without CUDA raises.
 
+Nor is it lock-in when the check decides no device at all: the value of ``pin_memory=``, a
+``synchronize()`` that no clock around it reads, the ``map_location`` of a checkpoint the function
+copies into a model with ``load_state_dict`` (which keeps the model's device), or settings the class
+reads only for tensors already on CUDA.
+
 What the guarded statements do is read from the findings scan already made on them: a statement
 counts as CUDA-only tuning when it holds a finding and every finding in it belongs to a tuning rule.
 A flag that stores the check (``non_blocking = torch.cuda.is_available()``,
