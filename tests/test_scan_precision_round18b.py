@@ -228,3 +228,47 @@ def test_attention_config_for_cuda_tensors_is_info(tmp_path: Path) -> None:
 def test_attention_config_read_for_any_tensor_stays_silent(tmp_path: Path) -> None:
     _write(tmp_path, "attend.py", _ATTEND.replace("CHOICE", "self.cuda_config or self.cpu_config"))
     assert _checks(tmp_path)[14][0] == "silent"
+
+
+_BATCH_SIZE = '''
+    import torch
+
+
+    def pick_batch_size():
+        DEFAULT
+        if torch.cuda.is_available():
+            _, available = torch.cuda.mem_get_info()
+            batch_size = 1
+            if available / 1024**3 > 14:
+                batch_size = 16
+        return batch_size
+'''
+
+
+def test_name_bound_only_with_cuda_is_an_error(tmp_path: Path) -> None:
+    _write(tmp_path, "tortoise.py", _BATCH_SIZE.replace("DEFAULT", "pass"))
+    severity, reason = _checks(tmp_path)[6]
+    assert severity == "error"
+    assert "UnboundLocalError" in reason and "line 11" in reason
+
+
+def test_name_with_a_default_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "tortoise.py", _BATCH_SIZE.replace("DEFAULT", "batch_size = 1"))
+    assert _checks(tmp_path)[6][0] == "silent"
+
+
+def test_sync_before_a_collective_stays_silent(tmp_path: Path) -> None:
+    _write(tmp_path, "oss.py", '''
+        import torch
+        import torch.distributed as dist
+
+
+        def exchange(buckets, device):
+            for bucket in buckets:
+                bucket.to(dtype=torch.float16, device=device, non_blocking=True)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            for bucket in buckets:
+                dist.broadcast(bucket, src=0)
+    ''')
+    assert _checks(tmp_path)[8][0] == "silent"

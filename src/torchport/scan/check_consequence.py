@@ -308,6 +308,9 @@ def _of_if(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence 
                                   f"{_raised_name(raised)} (line {raised.lineno})")
     if statement.orelse:
         return None
+    unbound = _unbound_without_cuda(reader, statement, finding)
+    if unbound is not None:
+        return unbound
     named: list[str] = []
     reader.guard = statement
     if reader.tuning(statement.body, named):
@@ -532,6 +535,22 @@ def _times_something(scope: ast.AST) -> bool:
     return False
 
 
+# Collectives run on a stream of their own: a wait before one may be what makes earlier work finish
+# before the collective reads it, and another device's backend may need it too.
+_COLLECTIVES = frozenset({"broadcast", "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+                          "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "send", "recv", "isend",
+                          "irecv", "barrier", "reduce", "gather", "scatter", "broadcast_object_list"})
+
+
+def _orders_async_work(scope: ast.AST) -> bool:
+    """A stream or a collective in the scope: the wait may order work across streams."""
+    for node in ast.walk(scope):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        if "stream" in name.lower() or name in _COLLECTIVES:
+            return True
+    return False
+
+
 def _same_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | None:
     """``statement`` (parsed from part of the file) in the whole file's tree."""
     return next((s for s in context.statements if type(s) is type(statement) and s.lineno == statement.lineno
@@ -540,7 +559,7 @@ def _same_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | Non
 
 def _untimed_sync(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
     """``if torch.cuda.is_available(): torch.cuda.synchronize()`` followed by more of its function,
-    where nothing around it reads a clock: the wait orders nothing another device would get wrong
+    where nothing around it reads a clock, uses a stream or a collective: the wait orders nothing another device would get wrong
     (a log line, an evaluation step); in a timing it would be lock-in, and that stays.  A wait that
     ends its function stays too: its caller may be timing it."""
     read = _operand(statement.test, finding.line, finding.column)
@@ -554,7 +573,7 @@ def _untimed_sync(reader: _Reader, statement: ast.If, finding: Finding) -> Conse
     if whole_statement is None:
         return None
     scope = _outermost_definition(context, whole_statement)
-    if scope is None or _times_something(scope):
+    if scope is None or _times_something(scope) or _orders_async_work(scope):
         return None
     function = _enclosing_function(context, whole_statement)
     end = whole_statement.end_lineno or whole_statement.lineno
@@ -754,3 +773,38 @@ def _settings_for_cuda_tensors(reader: _Reader, statement: ast.If, finding: Find
     return Consequence(INFO, f"decides no device: without CUDA it only leaves "
                              f"{_listing('self.' + a for a in sorted(stored))} unset, which the class reads only "
                              f"for tensors already on CUDA (`... if is_cuda else ...`)")
+
+
+def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if torch.cuda.is_available(): batch_size = ...`` then ``return batch_size``: the name is
+    bound nowhere else in the function, so where CUDA is absent the read raises UnboundLocalError."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[1] or statement.orelse or not statement.body or isinstance(
+            statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        return None
+    context = reader.whole()
+    whole_statement = _same_statement(context, statement)
+    if whole_statement is None:
+        return None
+    function = _enclosing_function(context, whole_statement)
+    if function is None or not any(s is whole_statement for s in function.body) or any(
+            isinstance(n, (ast.Global, ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                           ast.ClassDef)) for n in ast.walk(whole_statement)):
+        return None
+    inside = {id(n) for n in ast.walk(whole_statement)}
+    bound_inside = {n.id for n in ast.walk(whole_statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    parameters = {a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}
+    parameters |= {a.arg for a in (function.args.vararg, function.args.kwarg) if a is not None}
+    bound_elsewhere = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                       and id(n) not in inside}
+    bound_elsewhere |= {a.asname or a.name for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))
+                        for a in n.names}
+    index = next(i for i, s in enumerate(function.body) if s is whole_statement)
+    for following in function.body[index + 1:]:
+        if not isinstance(following, (ast.Return, ast.Assign, ast.Expr, ast.AugAssign, ast.AnnAssign)):
+            return None  # a branch or loop may not run the read: read no further
+        for name in sorted(bound_inside - bound_elsewhere - parameters):
+            if _reads(following, {name}):
+                return Consequence(ERROR, f"not silent: where CUDA is absent `{name}` is never bound, and line "
+                                          f"{following.lineno} reads it (UnboundLocalError)")
+    return None
