@@ -6,6 +6,11 @@ guards exists only on CUDA and nothing is lost elsewhere (cuDNN and TF32 switche
 cache, pinned memory and non-blocking copies, CUDA seeding after ``torch.manual_seed``), and it is
 not silent when the path taken without CUDA raises.
 
+Nor is it lock-in when the check decides no device at all: the value of ``pin_memory=``, a
+``synchronize()`` that no clock around it reads, the ``map_location`` of a checkpoint the function
+copies into a model with ``load_state_dict`` (which keeps the model's device), or settings the class
+reads only for tensors already on CUDA.
+
 What the guarded statements do is read from the findings scan already made on them: a statement
 counts as CUDA-only tuning when it holds a finding and every finding in it belongs to a tuning rule.
 A flag that stores the check (``non_blocking = torch.cuda.is_available()``,
@@ -303,6 +308,9 @@ def _of_if(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence 
                                   f"{_raised_name(raised)} (line {raised.lineno})")
     if statement.orelse:
         return None
+    unbound = _unbound_without_cuda(reader, statement, finding)
+    if unbound is not None:
+        return unbound
     named: list[str] = []
     reader.guard = statement
     if reader.tuning(statement.body, named):
@@ -477,9 +485,326 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
             return Consequence(INFO, f"where CUDA is absent this branch runs only for a value already off the CPU "
                                      f"(`{on_device}`) and names no device: a repair that is "
                                      f"the safe path on every device, nothing is lost")
+    keyword = _copy_tuning_keyword(statement, finding)
+    if keyword is not None:
+        return Consequence(INFO, f"decides no device: it is the value of `{keyword}=`, which decides only how a "
+                                 f"copy is made")
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
-        return _of_if(reader, statement, finding)
+        return (_of_if(reader, statement, finding) or _untimed_sync(reader, statement, finding)
+                or _settings_for_cuda_tensors(reader, statement, finding))
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
             statement.value, finding.line, finding.column):
-        return _of_flag(reader, statement, finding)
+        return _of_flag(reader, statement, finding) or _staging_only(reader, statement, finding)
+    return _staging_only(reader, statement, finding)
+
+
+# -- what a check decides when it decides no device ----------------------------------------------
+
+# Calls that read a clock: a synchronisation in a scope that makes one is part of a timing.
+_CLOCK_CALLS = frozenset({"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
+                          "process_time", "process_time_ns", "default_timer", "elapsed_time", "timeit"})
+# A function or class named for timing (`timeit`, `Benchmark`, `profile_step`) times whatever it syncs.
+_TIMING_NAMES = ("time", "bench", "profil")
+
+
+def _outermost_definition(context: FileContext, node: ast.AST) -> ast.AST | None:
+    """The top-level function or class around ``node``; the module when there is none."""
+    parents = _parents(context)
+    found: ast.AST | None = None
+    scope: ast.AST | None = node
+    while scope is not None:
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found = scope
+        elif isinstance(scope, ast.Module):
+            return found or scope
+        scope = parents.get(id(scope))
+    return found
+
+
+def _times_something(scope: ast.AST) -> bool:
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call):
+            called = node.func
+            name = called.attr if isinstance(called, ast.Attribute) else called.id if isinstance(
+                called, ast.Name) else ""
+            if name in _CLOCK_CALLS or any(k.arg == "enable_timing" for k in node.keywords):
+                return True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
+                word in node.name.lower() for word in _TIMING_NAMES):
+            return True
+    return False
+
+
+# Collectives run on a stream of their own: a wait before one may be what makes earlier work finish
+# before the collective reads it, and another device's backend may need it too.
+_COLLECTIVES = frozenset({"broadcast", "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+                          "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "send", "recv", "isend",
+                          "irecv", "barrier", "reduce", "gather", "scatter", "broadcast_object_list"})
+
+
+def _orders_async_work(scope: ast.AST) -> bool:
+    """A stream or a collective in the scope: the wait may order work across streams."""
+    for node in ast.walk(scope):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        if "stream" in name.lower() or name in _COLLECTIVES:
+            return True
+    return False
+
+
+def _same_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | None:
+    """``statement`` (parsed from part of the file) in the whole file's tree."""
+    return next((s for s in context.statements if type(s) is type(statement) and s.lineno == statement.lineno
+                 and s.col_offset == statement.col_offset), None)
+
+
+def _untimed_sync(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if torch.cuda.is_available(): torch.cuda.synchronize()`` followed by more of its function,
+    where nothing around it reads a clock, uses a stream or a collective: the wait orders nothing another device would get wrong
+    (a log line, an evaluation step); in a timing it would be lock-in, and that stays.  A wait that
+    ends its function stays too: its caller may be timing it."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[1] or statement.orelse or not statement.body:
+        return None
+    if not all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+               and reader.context.source(s.value.func).endswith(".synchronize") for s in statement.body):
+        return None
+    context = reader.whole()
+    whole_statement = _same_statement(context, statement)
+    if whole_statement is None:
+        return None
+    scope = _outermost_definition(context, whole_statement)
+    if scope is None or _times_something(scope) or _orders_async_work(scope):
+        return None
+    function = _enclosing_function(context, whole_statement)
+    end = whole_statement.end_lineno or whole_statement.lineno
+    if function is not None and not any(isinstance(s, ast.stmt) and s.lineno > end for s in ast.walk(function)):
+        return None  # the last thing the function does: the wait serves its caller, which may be timing it
+    return Consequence(INFO, "decides no device: it only waits for CUDA work, and nothing in the enclosing "
+                             "definition reads a clock, so no timing depends on the wait")
+
+
+def _copy_tuning_keyword(statement: ast.stmt, finding: Finding) -> str | None:
+    """``torch.zeros(..., pin_memory=torch.cuda.is_available())``: the check is the value of a
+    copy-tuning keyword, which decides only how a copy is made."""
+    for node in ast.walk(statement):
+        if isinstance(node, ast.keyword) and node.arg in _COPY_TUNING_KEYWORDS and _contains(
+                node.value, finding.line, finding.column):
+            return node.arg
+    return None
+
+
+def _enclosing_function(context: FileContext, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    parents = _parents(context)
+    scope: ast.AST | None = parents.get(id(node))
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                       ast.Module)):
+        scope = parents.get(id(scope))
+    return scope if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _as_map_location(context: FileContext, node: ast.AST) -> ast.Call | None:
+    """The loading call when ``node`` is its ``map_location=`` (bare or in ``torch.device(...)``)."""
+    parents = _parents(context)
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Call) and parent.func is not node and len(parent.args) == 1 and not parent.keywords \
+            and context.source(parent.func).split(".")[-1] == "device":
+        node, parent = parent, parents.get(id(parent))
+    if isinstance(parent, ast.keyword) and parent.arg == "map_location":
+        call = parents.get(id(parent))
+        return call if isinstance(call, ast.Call) else None
+    return None
+
+
+def _loads_of(function: ast.AST, name: str) -> list[ast.Name]:
+    return [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+
+
+def _staged_loads(context: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                  follow: bool) -> list[ast.Call] | None:
+    """The loading calls ``name`` is the ``map_location`` of, when that is all it is read for
+    (followed once into a function of the same file it is handed to by keyword); else None."""
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(function)):
+        return None
+    loads = _loads_of(function, name)
+    if not loads:
+        return None
+    calls: list[ast.Call] = []
+    parents = _parents(context)
+    for read in loads:
+        call = _as_map_location(context, read)
+        if call is not None:
+            calls.append(call)
+            continue
+        keyword = parents.get(id(read))
+        handed_to = parents.get(id(keyword))
+        if not (follow and isinstance(keyword, ast.keyword) and keyword.arg and isinstance(handed_to, ast.Call)
+                and isinstance(handed_to.func, ast.Name)):
+            return None
+        callee = next((s for s in getattr(context.tree, "body", []) if isinstance(s, (ast.FunctionDef,
+                                                                                        ast.AsyncFunctionDef))
+                       and s.name == handed_to.func.id), None)
+        if callee is None or keyword.arg not in {a.arg for a in callee.args.args + callee.args.kwonlyargs}:
+            return None
+        inner = _staged_loads(context, callee, keyword.arg, follow=False)
+        if inner is None:
+            return None
+        calls.append(handed_to)
+    return calls
+
+
+def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Consequence | None:
+    """``device = "cuda" if torch.cuda.is_available() else "cpu"`` read only as the ``map_location``
+    of a checkpoint that this function then copies into a model with ``load_state_dict``: the copy
+    lands wherever the model is, so the check decides only where the file is staged."""
+    if "load_state_dict" not in reader.context.text or "map_location" not in reader.context.text:
+        return None  # before the whole file is parsed: most checks are nowhere near a checkpoint
+    context = reader.whole()
+    whole_statement = _same_statement(context, statement)
+    if whole_statement is None:
+        return None
+    function = _enclosing_function(context, whole_statement)
+    if function is None:
+        return None
+    if isinstance(whole_statement, ast.Assign) and len(whole_statement.targets) == 1 and isinstance(
+            whole_statement.targets[0], ast.Name) and _contains(whole_statement.value, finding.line, finding.column):
+        calls = _staged_loads(context, function, whole_statement.targets[0].id, follow=True)
+    else:
+        holder = next((n for n in ast.walk(whole_statement) if isinstance(n, ast.keyword)
+                       and n.arg == "map_location" and _contains(n.value, finding.line, finding.column)), None)
+        parent = _parents(context).get(id(holder)) if holder is not None else None
+        calls = [parent] if isinstance(parent, ast.Call) else None
+    if not calls:
+        return None
+    copies = [n for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr == "load_state_dict"]
+    if not copies:
+        return None
+    # everything loaded must be copied in: a checkpoint used as tensors, returned or stored keeps
+    # the staging device, and that is where its work runs
+    parents = _parents(context)
+    copied_in = {id(n) for c in copies for argument in c.args + [k.value for k in c.keywords]
+                 for n in ast.walk(argument)}
+    for call in calls:
+        if id(call) in copied_in:
+            continue
+        loaded_into = parents.get(id(call))
+        if not (isinstance(loaded_into, ast.Assign) and all(isinstance(t, ast.Name) for t in loaded_into.targets)):
+            return None
+        names = {t.id for t in loaded_into.targets if isinstance(t, ast.Name)}
+        if not any(n.id in names and isinstance(n.ctx, ast.Load) and id(n) in copied_in
+                   for n in ast.walk(function) if isinstance(n, ast.Name)):
+            return None
+        if any(isinstance(n, ast.Return) and n.value is not None and _reads(n.value, names)
+               for n in ast.walk(function)):
+            return None
+    copied = copies[0]
+    return Consequence(INFO, f"the check decides only a map_location: the checkpoint is copied into a model by "
+                             f"load_state_dict (line {copied.lineno}), which keeps the model's own device")
+
+
+def _on_cuda_test(function: ast.AST, test: ast.expr) -> bool:
+    """``x.is_cuda``, or a name its function binds in a statement that reads ``.is_cuda``
+    (``..., is_cuda = *q.shape, q.is_cuda``)."""
+    if isinstance(test, ast.Attribute) and test.attr == "is_cuda":
+        return True
+    if not isinstance(test, ast.Name):
+        return False
+    bindings = [s for s in ast.walk(function) if isinstance(s, ast.Assign) and any(
+        isinstance(n, ast.Name) and n.id == test.id and isinstance(n.ctx, ast.Store) for t in s.targets
+        for n in ast.walk(t))]
+    return bool(bindings) and all(any(isinstance(n, ast.Attribute) and n.attr == "is_cuda"
+                                      for n in ast.walk(s.value)) for s in bindings)
+
+
+def _sets_only(statements: list[ast.stmt], stored: set[str]) -> bool:
+    """Every statement binds ``self.x`` or local names, or calls something outside torch's own
+    state (a print, a warning), reading what it likes; ``stored`` collects the ``self`` attributes."""
+    for statement in statements:
+        if isinstance(statement, ast.If):
+            if not (_sets_only(statement.body, stored) and _sets_only(statement.orelse, stored)):
+                return False
+            continue
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    stored.add(target.attr)
+                elif not isinstance(target, ast.Name):
+                    return False
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and not ast.unparse(
+                statement.value.func).startswith("torch."):
+            continue
+        return False
+    return True
+
+
+def _settings_for_cuda_tensors(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if not torch.cuda.is_available() or not flash: return`` in ``__init__``, after which the
+    method only sets attributes its class reads as ``self.cuda_config if q.is_cuda else ...``: what
+    the check withholds is used only for tensors already on CUDA, so nothing is lost elsewhere."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[2] or statement.orelse or not (
+            len(statement.body) == 1 and isinstance(statement.body[0], ast.Return) and statement.body[0].value is None):
+        return None
+    context = reader.whole()
+    whole_statement = _same_statement(context, statement)
+    if whole_statement is None:
+        return None
+    function = _enclosing_function(context, whole_statement)
+    owner = _parents(context).get(id(function)) if function is not None else None
+    if function is None or not isinstance(owner, ast.ClassDef) or not any(s is whole_statement
+                                                                             for s in function.body):
+        return None
+    after = function.body[next(i for i, s in enumerate(function.body) if s is whole_statement) + 1:]
+    stored: set[str] = set()
+    if not after or not _sets_only(after, stored) or not stored:
+        return None
+    parents = _parents(context)
+    for node in ast.walk(owner):
+        if not (isinstance(node, ast.Attribute) and node.attr in stored and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            continue
+        choice = parents.get(id(node))
+        method = _enclosing_function(context, node)
+        if not (isinstance(choice, ast.IfExp) and choice.body is node and method is not None
+                and _on_cuda_test(method, choice.test)):
+            return None
+    return Consequence(INFO, f"decides no device: without CUDA it only leaves "
+                             f"{_listing('self.' + a for a in sorted(stored))} unset, which the class reads only "
+                             f"for tensors already on CUDA (`... if is_cuda else ...`)")
+
+
+def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if torch.cuda.is_available(): batch_size = ...`` then ``return batch_size``: the name is
+    bound nowhere else in the function, so where CUDA is absent the read raises UnboundLocalError."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[1] or statement.orelse or not statement.body or isinstance(
+            statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        return None
+    context = reader.whole()
+    whole_statement = _same_statement(context, statement)
+    if whole_statement is None:
+        return None
+    function = _enclosing_function(context, whole_statement)
+    if function is None or not any(s is whole_statement for s in function.body) or any(
+            isinstance(n, (ast.Global, ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                           ast.ClassDef)) for n in ast.walk(whole_statement)):
+        return None
+    inside = {id(n) for n in ast.walk(whole_statement)}
+    bound_inside = {n.id for n in ast.walk(whole_statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    parameters = {a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}
+    parameters |= {a.arg for a in (function.args.vararg, function.args.kwarg) if a is not None}
+    bound_elsewhere = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                       and id(n) not in inside}
+    bound_elsewhere |= {a.asname or a.name for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))
+                        for a in n.names}
+    index = next(i for i, s in enumerate(function.body) if s is whole_statement)
+    for following in function.body[index + 1:]:
+        if not isinstance(following, (ast.Return, ast.Assign, ast.Expr, ast.AugAssign, ast.AnnAssign)):
+            return None  # a branch or loop may not run the read: read no further
+        for name in sorted(bound_inside - bound_elsewhere - parameters):
+            if _reads(following, {name}):
+                return Consequence(ERROR, f"not silent: where CUDA is absent `{name}` is never bound, and line "
+                                          f"{following.lineno} reads it (UnboundLocalError)")
     return None
