@@ -37,17 +37,17 @@ def _guarded_strings(node: ast.expr) -> bool:
             and all(_guarded_string(e) for e in node.elts))
 
 
-def _is_device_test(context: FileContext, test: ast.expr, taken: bool, depth: int = 0) -> bool:
+def is_device_test(context: FileContext, test: ast.expr, taken: bool, depth: int = 0) -> bool:
     """Whether branch ``taken`` of ``test`` runs only when a device is CUDA or XLA."""
     if depth > _DEPTH:
         return False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _is_device_test(context, test.operand, not taken, depth)
+        return is_device_test(context, test.operand, not taken, depth)
     if isinstance(test, ast.BoolOp):
         # `a and b` taken, or `a or b` not taken: every operand holds, so one device test is enough
         if isinstance(test.op, ast.And) == taken:
-            return any(_is_device_test(context, v, taken, depth) for v in test.values)
-        return all(_is_device_test(context, v, taken, depth) for v in test.values)
+            return any(is_device_test(context, v, taken, depth) for v in test.values)
+        return all(is_device_test(context, v, taken, depth) for v in test.values)
     if isinstance(test, ast.Attribute) and test.attr == "is_cuda":
         return taken
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
@@ -80,7 +80,7 @@ def _helper_returns_device_test(context: FileContext, name: str, depth: int) -> 
     for statement in context.statements:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == name:
             returns = [n for n in ast.walk(statement) if isinstance(n, ast.Return)]
-            return bool(returns) and all(r.value is not None and _is_device_test(context, r.value, True, depth)
+            return bool(returns) and all(r.value is not None and is_device_test(context, r.value, True, depth)
                                          for r in returns)
     return False
 
@@ -90,7 +90,7 @@ def _flag_from_device_test(context: FileContext, name: str, depth: int) -> bool:
     device test."""
     values = [s.value for s in context.statements if isinstance(s, ast.Assign) and len(s.targets) == 1
               and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name]
-    return bool(values) and all(_is_device_test(context, v, True, depth) for v in values)
+    return bool(values) and all(is_device_test(context, v, True, depth) for v in values)
 
 
 def _early_exits(context: FileContext, line: int) -> Iterator[ast.expr]:
@@ -110,9 +110,9 @@ def _early_exits(context: FileContext, line: int) -> Iterator[ast.expr]:
 def guarded_by_device_test(context: FileContext, line: int, column: int) -> str | None:
     """The device test that must hold for ``line`` to run, or None when none does."""
     for test, taken in default_path.conditions(context, line, column):
-        if _is_device_test(context, test, taken):
+        if is_device_test(context, test, taken):
             return context.source(test)
     for test in _early_exits(context, line):
-        if _is_device_test(context, test, False):
+        if is_device_test(context, test, False):
             return context.source(test)
     return None

@@ -78,7 +78,7 @@ def is_test_file(path: str) -> bool:
     return bool(_TEST_FILE.search(path.replace("\\", "/")))
 
 
-def _worst(finding: Finding) -> str | None:
+def worst_of(finding: Finding) -> str | None:
     """The finding's worst severity over every target, after its own cap."""
     rule = RULES_BY_ID[finding.rule_id]
     found = [s for s in rule.severity.values() if s]
@@ -92,7 +92,7 @@ def _worst(finding: Finding) -> str | None:
 
 
 def _lower(finding: Finding, cap: str, reason: str) -> None:
-    if SEVERITY_RANK[cap] > SEVERITY_RANK[_worst(finding) or "info"]:
+    if SEVERITY_RANK[cap] > SEVERITY_RANK[worst_of(finding) or "info"]:
         finding.raised_to = cap  # the code shows it louder than the rule says
     else:
         finding.severity_cap = cap
@@ -1799,7 +1799,7 @@ def _lower_first(file: _File, findings: list[Finding], lowerings: tuple[Lowering
 def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
     """Lower, in place, the error/silent findings of one file whose shape the judges
     found mostly wrong (see docs/precision/policy.md)."""
-    strong = [f for f in findings if _worst(f) in ("error", "silent")]
+    strong = [f for f in findings if worst_of(f) in ("error", "silent")]
     if not strong:
         return
     file = _File(tree, text, path, findings)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from torchport.scan import default_path, device_guard
-from torchport.scan.policy import FileContext, _worst
+from torchport.scan.policy import FileContext, worst_of
 from torchport.scan.model import FileResult, Finding
 
 # Decorators that change how a method is bound, not who calls it.
@@ -62,7 +62,7 @@ class _Unit:
 
 
 def _hot(finding: Finding) -> bool:
-    return _worst(finding) in ("error", "silent")
+    return worst_of(finding) in ("error", "silent")
 
 
 def _unit(scopes: list, line: int) -> _Unit | None:
@@ -168,7 +168,7 @@ def _all_on_cuda(context: FileContext, test: ast.expr) -> bool:
     """``all(d.type == "cuda" for d in devices)``: every device is CUDA."""
     return (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "all"
             and len(test.args) == 1 and isinstance(test.args[0], ast.GeneratorExp)
-            and device_guard._is_device_test(context, test.args[0].elt, True))
+            and device_guard.is_device_test(context, test.args[0].elt, True))
 
 
 def _cuda_query(context: FileContext, test: ast.expr, taken: bool) -> bool:
