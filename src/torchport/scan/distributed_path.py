@@ -71,23 +71,6 @@ def after_nccl_group(context: FileContext, line: int) -> str | None:
     return None
 
 
-def after_set_device(context: FileContext, line: int) -> str | None:
-    """The line of a ``torch.cuda.set_device(...)`` statement the function runs before ``line``:
-    off CUDA it raises (a CPU build has no ``_cuda_setDevice``; a CUDA build finds no device),
-    except for a negative index, which it ignores: a constant ``-1`` is not counted."""
-    function = context.innermost_function(line)
-    if function is None:
-        return None
-    for statement in function.body:
-        if (statement.end_lineno or statement.lineno) >= line:
-            return None
-        call = statement.value if isinstance(statement, ast.Expr) else None
-        if isinstance(call, ast.Call) and _cuda_set_device(call) and call.args \
-                and not isinstance(call.args[0], (ast.Constant, ast.UnaryOp)):
-            return str(call.lineno)
-    return None
-
-
 def _device_count(node: ast.AST) -> bool:
     return (_called(node, "device_count") and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "cuda")

@@ -1641,10 +1641,6 @@ LOWERINGS: tuple[Lowering, ...] = (
         site.file.whole(), site.line), "info",
              "after init_process_group with the NCCL backend (line {}), which needs NVIDIA GPUs: where CUDA is "
              "absent it fails first (it is the lock-in, reported at its own line)"),
-    Lowering(_EVERY_RULE, lambda site: "set_device" in site.file.text and distributed_path.after_set_device(
-        site.file.whole(), site.line), "info",
-             "after torch.cuda.set_device (line {}) in the same function: where CUDA is absent it raises first (it "
-             "is the lock-in, reported at its own line)"),
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: "set_device" in site.file.text
              and distributed_path.count_divides_for_set_device(site.file.whole(), site.line), "info",
              "the CUDA device count only divides a rank for torch.cuda.set_device (line {}): where CUDA is absent "
