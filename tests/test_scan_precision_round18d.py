@@ -45,6 +45,12 @@ _NCCL_MAIN = '''
             assert torch.cuda.device_count() >= dist.get_world_size()
         init_process_group(backend="nccl")
         return overrides
+
+
+    def launch(rank):
+        backend = "nccl"
+        dist.init_process_group(backend=backend, rank=rank)
+        return rank % torch.cuda.device_count()
 '''
 
 
@@ -57,6 +63,10 @@ def test_after_an_nccl_process_group_is_info_and_the_group_itself_stays(tmp_path
     assert found[("main.py", 10, CUDA_DEVICE_STRING)][0] == "info"
     # before the group is started nothing has failed yet: the count there keeps its severity
     assert found[("main.py", 16, CUDA_DEVICE_MANAGEMENT)][0] in ("error", "silent")
+    # the backend named through a local bound to "nccl"
+    severity, reason = found[("main.py", 24, CUDA_DEVICE_MANAGEMENT)]
+    assert severity == "info"
+    assert "NCCL backend (line 23)" in reason
 
 
 _SLURM = '''
