@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import (after_cuda_exit, check_consequence, default_path, device_compare, device_guard, float64_device,
-                            optional_native, spawn_defaults)
+from torchport.scan import (after_cuda_exit, check_consequence, default_path, device_compare, device_guard, distributed_path,
+                            float64_device, optional_native, spawn_defaults)
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -1637,6 +1637,14 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
              "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
              "(it is the lock-in, reported at its own line)"),
+    Lowering(_EVERY_RULE, lambda site: "init_process_group" in site.file.text and distributed_path.after_nccl_group(
+        site.file.whole(), site.line), "info",
+             "after init_process_group with the NCCL backend (line {}), which needs NVIDIA GPUs: where CUDA is "
+             "absent it fails first (it is the lock-in, reported at its own line)"),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: "set_device" in site.file.text
+             and distributed_path.count_divides_for_set_device(site.file.whole(), site.line), "info",
+             "the CUDA device count only divides a rank for torch.cuda.set_device (line {}): where CUDA is absent "
+             "`% 0` raises before it, on a per-GPU path that set_device ties to CUDA (reported at its own line)"),
     Lowering(_EVERY_RULE, _function_after_cuda_assert, "info",
              "in {}, which this file uses only after an assert on CUDA: where CUDA is absent the assert stops "
              "first (it is the lock-in, reported at its own line)"),
