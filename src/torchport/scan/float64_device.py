@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -324,7 +325,7 @@ def _calls(context: FileContext) -> _Calls:
     return _Calls(context)
 
 
-def _moves_to(call: ast.Call) -> str | None:
+def _moves_to(call: ast.Call, is_cpu: Callable[[ast.expr], bool] = _is_cpu) -> str | None:
     """What a method call does to a tensor's place: "cpu", "other" (a device), or None (nothing)."""
     attr = call.func.attr if isinstance(call.func, ast.Attribute) else ""
     if attr == "cpu":
@@ -337,7 +338,7 @@ def _moves_to(call: ast.Call) -> str | None:
             device = call.args[0]
         if device is None:
             return None
-        return "cpu" if _is_cpu(device) else "other"
+        return "cpu" if is_cpu(device) else "other"
     return None
 
 
@@ -348,12 +349,12 @@ def _private(function: _Function, context: FileContext) -> bool:
         for s in context.enclosing(function.lineno))
 
 
-def _rebinds(value: ast.expr, name: str) -> bool | None:
+def _rebinds(value: ast.expr, name: str, is_cpu: Callable[[ast.expr], bool] = _is_cpu) -> bool | None:
     """``x = x.double().flip(0)``: True where methods on the name itself move nothing, False where
     one moves it to a device, None where the value is not a method chain on the name."""
     moves = []
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-        moves.append(_moves_to(value))
+        moves.append(_moves_to(value, is_cpu))
         value = value.func.value
     if not (isinstance(value, ast.Name) and value.id == name and moves):
         return None
@@ -368,11 +369,35 @@ class _HostTracer:
         self.context = context
         self.calls = _calls(context)
         self.following: set[tuple[int, str]] = set()  # (function, name) pairs being followed: no cycles
+        self.function: _Function | None = None  # the function whose names a device argument is read in
+
+    def is_cpu(self, device: ast.expr) -> bool:
+        """``"cpu"``, or a name that the function reading it (or the first enclosing function, or the
+        module, that assigns it) binds only to the CPU: ``host = torch.device("cpu")``."""
+        if _is_cpu(device):
+            return True
+        if not isinstance(device, ast.Name) or self.function is None:
+            return False
+        scopes = [s for s in reversed(self.context.enclosing(self.function.lineno))
+                  if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for scope in scopes:
+            if any(a.arg == device.id for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)):
+                return False  # a device passed in: the caller chooses it
+            values: list[ast.expr | None] = [
+                s.value for s in ast.walk(scope) if isinstance(s, (ast.Assign, ast.AnnAssign))
+                and any(isinstance(t, ast.Name) and t.id == device.id
+                        for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))]
+            if values:
+                return all(v is not None and _is_cpu(v) for v in values)
+        module = [s.value for s in self.context.tree.body if isinstance(s, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == device.id for t in s.targets)]
+        return bool(module) and all(_is_cpu(v) for v in module)
 
     def host(self, node: ast.expr | None, function: _Function | None, depth: int = 0) -> int | None:
         """The line where ``node``'s tensor was moved to or made on the CPU, None where unknown."""
         if node is None or depth > _DEPTH:
             return None
+        self.function = function
         if isinstance(node, ast.BinOp):
             return self.host(node.left, function, depth) or self.host(node.right, function, depth)
         if isinstance(node, ast.UnaryOp):
@@ -386,7 +411,7 @@ class _HostTracer:
         return None
 
     def _host_call(self, call: ast.Call, function: _Function | None, depth: int) -> int | None:
-        moved = _moves_to(call)
+        moved = _moves_to(call, self.is_cpu)
         if moved == "cpu":
             return call.func.end_lineno or call.lineno  # the line of `.to("cpu")` in a chain
         if moved == "other":
@@ -397,7 +422,7 @@ class _HostTracer:
             if isinstance(base, ast.Name) and base.id == "torch":
                 device = next((k.value for k in call.keywords if k.arg == "device"), None)
                 if device is not None:
-                    return call.lineno if _is_cpu(device) else None
+                    return call.lineno if self.is_cpu(device) else None
                 if func.attr in _FACTORIES:
                     return call.lineno  # made without a device: on the CPU
                 return self.host(call.args[0], function, depth) if call.args else None
@@ -430,7 +455,8 @@ class _HostTracer:
                 continue
             for target in statement.targets:
                 if isinstance(target, ast.Name) and target.id == name.id:
-                    rebound = _rebinds(statement.value, name.id)
+                    self.function = function
+                    rebound = _rebinds(statement.value, name.id, self.is_cpu)
                     if rebound is False:
                         return None  # `x = x.to(device)` somewhere in the function
                     if rebound is None:
@@ -484,7 +510,12 @@ def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     """Where every float64 cast on the line gets its tensor from the CPU: "line N" of the move
     to the CPU (or of the device-less factory) it was traced back to."""
     every = _float64_casts(context, line)
-    receivers = [c.func.value for c in every if isinstance(c.func, ast.Attribute) and c.func.attr in ("to", "double", "type")]
+    # a cast's tensor is its receiver; a torch factory given a device makes it there
+    receivers: list[ast.expr] = [
+        c.func.value if c.func.attr in ("to", "double", "type") else c for c in every
+        if isinstance(c.func, ast.Attribute) and (c.func.attr in ("to", "double", "type") or (
+            isinstance(c.func.value, ast.Name) and c.func.value.id == "torch"
+            and any(k.arg == "device" for k in c.keywords)))]
     function = context.innermost_function(line)
     if not receivers or function is None or len(receivers) != len(every):
         return None
@@ -492,3 +523,99 @@ def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     lines = [tracer.host(receiver, function) for receiver in receivers]
     found = sorted({n for n in lines if n is not None})
     return ", ".join(f"line {n}" for n in found) if None not in lines else None
+
+
+# -- a function that raises where the device is MPS, before the float64 ---------------------------
+
+
+def _holds_on_mps(test: ast.expr) -> bool:
+    """True where ``test`` holds whenever the device is MPS: ``x.device.type == "mps"``, ``x.is_mps``,
+    ``device.type in ("mps", "xpu")``, ``x.device.type not in ("cpu", "cuda")``, or an ``or`` of one."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_holds_on_mps(value) for value in test.values)
+    if _tests_mps(test) is True:
+        return True
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))
+            and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
+            and isinstance(test.comparators[0], (ast.Tuple, ast.List, ast.Set))):
+        return False
+    kinds = test.comparators[0].elts
+    if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in kinds):
+        return False
+    named = any(_is_mps(k) for k in kinds)
+    return named if isinstance(test.ops[0], ast.In) else not named
+
+
+def _only_raises(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Raise) and not any(
+        isinstance(n, (ast.Return, ast.Break, ast.Continue)) for s in body for n in ast.walk(s))
+
+
+def raised_on_mps_before(context: FileContext, line: int) -> str | None:
+    """The line of an ``if <device is MPS>: raise`` that runs before ``line`` in its function: a
+    statement of a block holding the line (the function's body or a block nested in it), ahead of it."""
+    function = context.innermost_function(line)
+    if function is None:
+        return None
+    body: list[ast.stmt] = function.body
+    while body:
+        holding = None
+        for statement in body:
+            if (statement.end_lineno or statement.lineno) < line:
+                if (isinstance(statement, ast.If) and not statement.orelse and _holds_on_mps(statement.test)
+                        and _only_raises(statement.body)):
+                    return f"line {statement.lineno}"
+            elif statement.lineno <= line:
+                holding = statement
+                break
+        if holding is None or isinstance(holding, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return None
+        blocks = [getattr(holding, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(holding, "handlers", ())]
+        body = next((b for b in blocks if isinstance(b, list) and b
+                     and b[0].lineno <= line <= (b[-1].end_lineno or b[-1].lineno)), [])
+    return None
+
+
+# -- a private function chosen only for CPU inputs ------------------------------------------------
+
+
+def _requires_cpu(test: ast.expr, functions: dict[str, list[_Function]], depth: int = 0) -> bool:
+    """True where ``test`` holds only when a tensor is on the CPU: ``x.device.type == "cpu"``,
+    ``x.is_cpu``, an ``and`` with such a conjunct, or a call of the file's function (by a bare name)
+    every ``return`` of which is such a test."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_requires_cpu(value, functions, depth) for value in test.values)
+    if isinstance(test, ast.Attribute) and test.attr == "is_cpu":
+        return True
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "cpu"):
+        return True
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and depth < 2:
+        helper = functions.get(test.func.id, [])
+        if len(helper) != 1:
+            return False
+        returns = [r.value for r in ast.walk(helper[0]) if isinstance(r, ast.Return)]
+        return bool(returns) and all(r is not None and _requires_cpu(r, functions, depth + 1) for r in returns)
+    return False
+
+
+def chosen_only_on_cpu(context: FileContext, line: int) -> str | None:
+    """``if _eligible(pred): return _loss_cpu(pred)``: the line is in a private function that its
+    file calls only in the body of an ``if`` whose test holds only for CPU tensors."""
+    function = context.innermost_function(line)
+    if function is None or not function.name.startswith("_") or function.name.startswith("__"):
+        return None
+    uses = [n for n in context.loads().get(function.name, ()) if isinstance(n, ast.Name)]
+    if not uses:
+        return None
+    functions, tests = _functions(context), set()
+    for use in uses:
+        guard = next((s for s in ast.walk(context.tree) if isinstance(s, ast.If)
+                      and any(n is use for b in s.body for n in ast.walk(b)) and _requires_cpu(s.test, functions)),
+                     None)
+        if guard is None:
+            return None
+        tests.add(guard.lineno)
+    return ", ".join(f"line {n}" for n in sorted(tests))

@@ -1,0 +1,119 @@
+"""Round 19a: float64 (TP701, an error on MPS) that never reaches MPS (docs/precision/round19a.md):
+a tensor moved to or made on a device name bound only to the CPU (``host = torch.device("cpu")``),
+and a float64 line after ``if <device is MPS>: raise`` in its function.  Each test holds a false
+alarm quiet and a close lock-in line (float64 on a device the user chooses) at error.  The
+snippets are written for these tests, shaped like the judged code."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scan_marks import check_marked_lines
+from scan_marks import write_snippet as _write
+
+
+def test_float64_on_a_name_bound_to_the_cpu_is_quiet_and_on_the_callers_device_kept(tmp_path: Path) -> None:
+    # kornia _ransac_program.py: `host = torch.device("cpu")`, `pool.to(host).double()`
+    path = _write(tmp_path, "program.py", '''
+        import torch
+
+
+        def refine(points, pool, device):
+            host = torch.device("cpu")
+            points_host = points.detach().to(host).double()
+            finite = torch.isfinite(points_host).all(1)
+            weights = finite.to(torch.float64)[None]  # quiet
+            eye = torch.eye(3, dtype=torch.float64, device=host)  # quiet
+            candidates = torch.where(finite[:, None, None], pool.to(host).double(), eye)  # quiet
+            on_device = torch.full((), -1.0, dtype=torch.float64, device=device)  # kept
+            moved = pool.to(device).double()  # kept
+            return weights, candidates, on_device, moved
+    ''')
+    check_marked_lines([tmp_path], (path,))
+
+
+def test_a_device_name_given_by_the_caller_is_not_read_as_the_cpu(tmp_path: Path) -> None:
+    path = _write(tmp_path, "place.py", '''
+        import torch
+
+        host = torch.device("cpu")
+
+
+        def on_module_host(values):
+            return torch.tensor(values, dtype=torch.float64, device=host)  # quiet
+
+
+        def on_given(values, host):
+            return torch.tensor(values, dtype=torch.float64, device=host)  # kept
+    ''')
+    check_marked_lines([tmp_path], (path,))
+
+
+def test_float64_after_a_raise_for_mps_is_quiet_and_without_the_raise_kept(tmp_path: Path) -> None:
+    # kornia connected_components (`== "mps": raise`) and RANSAC._forward_compiled (`not in ("cpu", "cuda")`)
+    path = _write(tmp_path, "labels.py", '''
+        import torch
+
+
+        def label(image):
+            id_dtype = torch.float32
+            if image.numel() > 2**24:
+                if image.device.type == "mps":
+                    raise ValueError("no float64 on MPS: run it on the CPU")
+                id_dtype = torch.float64  # quiet
+            return image.to(id_dtype)
+
+
+        def compiled(points):
+            if points.device.type not in ("cpu", "cuda"):
+                raise ValueError(f"compiled runs on CPU and CUDA, not {points.device.type}")
+            return points.to(torch.float64)  # quiet
+
+
+        def warned(points):
+            if points.device.type == "mps":
+                print("float64 is slow here")
+            return points.to(torch.float64)  # kept
+
+
+        def refused_elsewhere(points):
+            if points.device.type in ("cuda", "xpu"):
+                raise ValueError("not here")
+            return points.to(torch.float64)  # kept
+
+
+        def raised_after(points):
+            scores = points.to(torch.float64)  # kept
+            if points.device.type == "mps":
+                raise ValueError("too late")
+            return scores
+    ''')
+    check_marked_lines([tmp_path], (path,))
+
+
+def test_a_private_function_chosen_only_for_cpu_inputs_is_quiet_and_one_called_unguarded_kept(tmp_path: Path) -> None:
+    # kornia losses/dice.py: `if _dice_loss_cpu_eligible(pred, weight): return _dice_loss_cpu(...)`
+    path = _write(tmp_path, "dice.py", '''
+        import torch
+
+
+        def _cpu_eligible(pred, weight):
+            return pred.device.type == "cpu" and (weight is None or weight.dtype == pred.dtype)
+
+
+        def _loss_cpu(pred, target):
+            bins = pred.new_zeros(pred.shape[0], dtype=torch.float64)  # quiet
+            return bins.index_add_(0, target, pred.sum(1).to(torch.float64))  # quiet
+
+
+        def _loss_any(pred, target):
+            return pred.to(torch.float64).sum() - target.to(torch.float64).sum()  # kept
+
+
+        def dice_loss(pred, target, weight=None):
+            if _cpu_eligible(pred, weight):
+                return _loss_cpu(pred, target)
+            if pred.device.type == "cuda":
+                return _loss_any(pred, target)
+            return _loss_any(pred, target)
+    ''')
+    check_marked_lines([tmp_path], (path,))
