@@ -117,3 +117,31 @@ def test_a_private_function_chosen_only_for_cpu_inputs_is_quiet_and_one_called_u
             return _loss_any(pred, target)
     ''')
     check_marked_lines([tmp_path], (path,))
+
+
+def test_float64_on_a_cuda_or_cpu_module_device_is_quiet_and_on_a_chosen_device_kept(tmp_path: Path) -> None:
+    # synthcity: `DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")` in utils/constants.py
+    _write(tmp_path, "pkg/__init__.py", "")
+    _write(tmp_path, "pkg/constants.py", '''
+        import torch
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        ANY = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+    ''')
+    path = _write(tmp_path, "pkg/dag.py", '''
+        import torch
+        from torch import nn
+
+        from pkg.constants import ANY, DEVICE
+
+
+        class Dag(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, d).to(DEVICE).double()  # quiet
+                self.other = nn.Linear(d, d).to(ANY).double()  # kept
+
+            def mask(self, shape, device):
+                return torch.ones(shape).to(DEVICE).double(), torch.ones(shape).to(device).double()  # kept
+    ''')
+    check_marked_lines([tmp_path], (path,))

@@ -619,3 +619,93 @@ def chosen_only_on_cpu(context: FileContext, line: int) -> str | None:
             return None
         tests.add(guard.lineno)
     return ", ".join(f"line {n}" for n in sorted(tests))
+
+
+# -- a module device that is CUDA or the CPU, never MPS --------------------------------------------
+
+
+def _cuda_or_cpu(value: ast.expr | None) -> bool:
+    """``torch.device("cuda" if torch.cuda.is_available() else "cpu")`` or the bare ``IfExp``:
+    every branch a constant naming CUDA or the CPU, so the device is never MPS."""
+    if isinstance(value, ast.Call) and len(value.args) == 1 and getattr(value.func, "attr", getattr(
+            value.func, "id", "")) == "device":
+        value = value.args[0]
+    if not isinstance(value, ast.IfExp):
+        return False
+    branches = (value.body, value.orelse)
+    return all(isinstance(b, ast.Constant) and isinstance(b.value, str) and b.value.split(":")[0] in ("cuda", "cpu")
+               for b in branches)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_assignments(path: str, modified: int) -> dict[str, list[ast.expr]]:
+    """A module's top-level assignments by name; ``modified`` is only part of the cache key."""
+    try:
+        tree = ast.parse(Path(path).read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return _assignments(tree.body)
+
+
+def _assignments(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
+    found: dict[str, list[ast.expr]] = {}
+    for statement in body:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(statement.value)
+    return found
+
+
+def _module_values(context: FileContext, path: str, name: str) -> list[ast.expr]:
+    """What ``name`` is bound to at the top of this file or, for ``from pkg.mod import NAME``, at
+    the top of the package's own module (found by walking up from this file)."""
+    own = _assignments(context.tree.body).get(name)
+    if own:
+        return own
+    for statement in context.tree.body:
+        if not (isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0
+                and any((a.asname or a.name) == name for a in statement.names)):
+            continue
+        original = next(a.name for a in statement.names if (a.asname or a.name) == name)
+        relative = Path(*statement.module.split("."))
+        for folder in Path(path).resolve().parents:
+            for module in (folder / relative.with_suffix(".py"), folder / relative / "__init__.py"):
+                if module.is_file():
+                    try:
+                        modified = module.stat().st_mtime_ns
+                    except OSError:
+                        return []
+                    return _parsed_assignments(str(module), modified).get(original, [])
+    return []
+
+
+def moved_to_cuda_or_cpu(context: FileContext, line: int, path: str) -> str | None:
+    """The module device, bound only to CUDA-or-the-CPU (``DEVICE = torch.device("cuda" if
+    torch.cuda.is_available() else "cpu")``), that every float64 cast on the line moves its
+    tensor or module to first (``.to(DEVICE).double()``): on a Mac it is the CPU."""
+    casts = _float64_casts(context, line)
+    if not casts:
+        return None
+    local = {a.arg for f in context.enclosing(line) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)}
+    found: set[str] = set()
+    for cast in casts:
+        receiver = cast.func.value if isinstance(cast.func, ast.Attribute) else None
+        device = None
+        while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+            if receiver.func.attr == "to":
+                device = _device_argument(receiver)
+                break
+            receiver = receiver.func.value
+        if not isinstance(device, ast.Name) or device.id in local:
+            return None
+        function = context.innermost_function(line)
+        if function is not None and any(isinstance(s, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == device.id for t in s.targets) for s in ast.walk(function)):
+            return None  # rebound in the function: not the module's device
+        values = _module_values(context, path, device.id)
+        if not values or not all(_cuda_or_cpu(v) for v in values):
+            return None
+        found.add(device.id)
+    return ", ".join(sorted(found))
