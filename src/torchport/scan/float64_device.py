@@ -709,3 +709,114 @@ def moved_to_cuda_or_cpu(context: FileContext, line: int, path: str) -> str | No
             return None
         found.add(device.id)
     return ", ".join(sorted(found))
+
+
+# -- a private module imported only by functions that raise on MPS first ---------------------------
+
+
+def _refusing_importer(tree: ast.Module, stem: str) -> int | None:
+    """The line of the ``if <device is MPS>: raise`` that guards every import of module ``stem`` in
+    this file: each is a ``from pkg import``/``from pkg.stem import`` inside a function whose body
+    raises on MPS before any use of the imported names. None where one is not so guarded."""
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+               and ((isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == stem)
+                    or any(a.name.split(".")[-1] == stem for a in node.names))]
+    if not imports:
+        return None
+    functions = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    guard_line = None
+    for node in imports:
+        if not isinstance(node, ast.ImportFrom):
+            return None
+        holder = min((f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)),
+                     key=lambda f: (f.end_lineno or f.lineno) - f.lineno, default=None)
+        if holder is None:
+            return None
+        guard = next((s for s in holder.body if isinstance(s, ast.If) and not s.orelse
+                      and _holds_on_mps(s.test) and _only_raises(s.body)), None)
+        if guard is None:
+            return None
+        names = {a.asname or a.name for a in node.names}
+        if any(isinstance(n, ast.Name) and n.id in names and n.lineno <= (guard.end_lineno or guard.lineno)
+               for n in ast.walk(holder)):
+            return None
+        guard_line = guard.lineno
+    return guard_line
+
+
+def _mentions(tree: ast.Module, stem: str) -> int:
+    """How often the code names module ``stem``: in imports, names, attributes and strings other
+    than docstrings (``importlib.import_module("pkg._program")`` names it too)."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    count = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            count += stem in (node.module or "").split(".")
+        elif isinstance(node, ast.alias):
+            count += stem in node.name.split(".")
+        elif isinstance(node, ast.Name):
+            count += node.id == stem
+        elif isinstance(node, ast.Attribute):
+            count += node.attr == stem
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            count += stem in node.value
+    return count
+
+
+def lower_modules_refused_on_mps(work: list, results: list, whole_package: Callable[[str], bool]) -> None:
+    """float64 in a function of a private module (``_program.py``) that every scanned file imports
+    only inside a function raising on MPS before it uses what it imports: the module's code never
+    runs on MPS. Read after every file is scanned: it needs who imports the module."""
+    by_display = {job.display: job.path for job in work}
+    pending: dict[str, list] = {}
+    for result, _ in results:
+        os_path = by_display.get(result.path)
+        stem = Path(os_path).stem if os_path else ""
+        if not stem.startswith("_") or stem.startswith("__") or not whole_package(os_path or ""):
+            continue
+        hot = [f for f in result.findings if f.rule_id == "TP701" and f.severity_cap is None]
+        if hot:
+            pending[os_path or ""] = hot
+    for os_path, hot in pending.items():
+        stem = Path(os_path).stem
+        needle = re.compile(rb"(?<![\w])" + re.escape(stem.encode()) + rb"(?![\w])")
+        guards: list[str] = []
+        for job in work:
+            if job.path == os_path:
+                continue
+            try:
+                data = Path(job.path).read_bytes()
+            except OSError:
+                guards = []
+                break
+            found = len(needle.findall(data))
+            if not found:
+                continue
+            try:
+                tree = ast.parse(data)
+            except (SyntaxError, ValueError):
+                guards = []
+                break
+            line = _refusing_importer(tree, stem)
+            imports = sum(1 for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                          and (n.module or "").split(".")[-1] == stem)
+            if line is None or imports != _mentions(tree, stem):  # named other than by those imports
+                guards = []
+                break
+            guards.append(f"{job.display}:{line}")
+        if not guards:
+            continue
+        try:
+            tree = ast.parse(Path(os_path).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        spans = [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(tree)
+                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for finding in hot:
+            if any(low <= finding.line <= high for low, high in spans):
+                finding.severity_cap = "perf"
+                finding.cap_reason = (f"float64 in private module {stem}, which the package imports only in "
+                                      f"functions that raise where the device is MPS before using it "
+                                      f"({', '.join(sorted(guards))}): the MPS error cannot happen")
