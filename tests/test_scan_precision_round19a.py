@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from scan_marks import check_marked_lines
 from scan_marks import write_snippet as _write
 
@@ -145,3 +147,83 @@ def test_float64_on_a_cuda_or_cpu_module_device_is_quiet_and_on_a_chosen_device_
                 return torch.ones(shape).to(DEVICE).double(), torch.ones(shape).to(device).double()  # kept
     ''')
     check_marked_lines([tmp_path], (path,))
+
+
+_PROGRAM = '''
+    import torch
+
+
+    def build_program(threshold):
+        def program(points):
+            return (points.abs() < threshold).sum(1, dtype=torch.float64)  # {mark}
+        return program
+'''
+
+
+def test_a_private_module_imported_only_past_a_raise_for_mps_is_quiet(tmp_path: Path) -> None:
+    # kornia _ransac_program.py, imported only in RANSAC._forward_compiled, which refuses MPS first
+    _write(tmp_path, "pkg/__init__.py", "")
+    program = _write(tmp_path, "pkg/_program.py", _PROGRAM.format(mark="quiet"))
+    _write(tmp_path, "pkg/ransac.py", '''
+        import torch
+
+
+        class Ransac:
+            def forward_compiled(self, points):
+                """Runs :mod:`pkg._program` compiled."""
+                from pkg._program import build_program
+
+                if points.device.type not in ("cpu", "cuda"):
+                    raise ValueError(f"compiled runs on CPU and CUDA, not {points.device.type}")
+                return build_program(1.0)(points)
+
+            def forward(self, points):
+                return points.to(torch.float64)  # kept
+    ''')
+    check_marked_lines([tmp_path], (program, tmp_path / "pkg/ransac.py"))
+
+
+_OTHER_IMPORTERS = {
+    "eager": '''
+        from pkg._program import build_program
+
+
+        def forward(points):
+            return build_program(1.0)(points)
+    ''',
+    "late": '''
+        def forward_late(points):
+            from pkg._program import build_program
+
+            program = build_program(1.0)
+            if points.device.type == "mps":
+                raise ValueError("too late: built already")
+            return program(points)
+    ''',
+    "by_string": '''
+        import importlib
+
+
+        def forward(points):
+            return importlib.import_module("pkg._program").build_program(1.0)(points)
+    ''',
+}
+
+
+@pytest.mark.parametrize("importer", sorted(_OTHER_IMPORTERS))
+def test_a_private_module_also_reached_without_the_raise_is_kept(tmp_path: Path, importer: str) -> None:
+    _write(tmp_path, "pkg/__init__.py", "")
+    program = _write(tmp_path, "pkg/_program.py", _PROGRAM.format(mark="kept"))
+    _write(tmp_path, "pkg/ransac.py", '''
+        import torch
+
+
+        def forward_compiled(points):
+            from pkg._program import build_program
+
+            if points.device.type == "mps":
+                raise ValueError("not on MPS")
+            return build_program(1.0)(points).to(torch.float64)  # quiet
+    ''')
+    _write(tmp_path, f"pkg/{importer}.py", _OTHER_IMPORTERS[importer])
+    check_marked_lines([tmp_path], (program, tmp_path / "pkg/ransac.py"))
