@@ -8,7 +8,14 @@ the file, without knowing any helper by name:
 - the float64 dtype goes through a function of the file whose MPS branch returns another
   dtype (``if device_type == "mps" and dtype == torch.float64: return torch.float32``);
 - ``torch.set_default_dtype(torch.float64)`` in a file that names no device and moves no
-  tensor: what it makes under that default is made on the CPU.
+  tensor: what it makes under that default is made on the CPU;
+- the tensor is traced back to the CPU (``.cpu()``, a device-less factory, a device name bound
+  only to the CPU: ``host = torch.device("cpu")``);
+- the line follows ``if <device is MPS>: raise`` in its function, or its private function is
+  called only under a test that holds for CPU tensors alone;
+- the tensor or module is moved first to a module device that is CUDA or the CPU, never MPS;
+- the line is in a private module that the package imports only inside functions raising on MPS
+  before they use it (read across files, after every file is scanned).
 """
 from __future__ import annotations
 
@@ -18,6 +25,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from torchport.scan.rules import FLOAT64
 
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
@@ -776,7 +785,7 @@ def lower_modules_refused_on_mps(work: list, results: list, whole_package: Calla
         stem = Path(os_path).stem if os_path else ""
         if not stem.startswith("_") or stem.startswith("__") or not whole_package(os_path or ""):
             continue
-        hot = [f for f in result.findings if f.rule_id == "TP701" and f.severity_cap is None]
+        hot = [f for f in result.findings if f.rule_id == FLOAT64 and f.severity_cap is None]
         if hot:
             pending[os_path or ""] = hot
     for os_path, hot in pending.items():
