@@ -8,15 +8,25 @@ the file, without knowing any helper by name:
 - the float64 dtype goes through a function of the file whose MPS branch returns another
   dtype (``if device_type == "mps" and dtype == torch.float64: return torch.float32``);
 - ``torch.set_default_dtype(torch.float64)`` in a file that names no device and moves no
-  tensor: what it makes under that default is made on the CPU.
+  tensor: what it makes under that default is made on the CPU;
+- the tensor is traced back to the CPU (``.cpu()``, a device-less factory, a device name bound
+  only to the CPU: ``host = torch.device("cpu")``);
+- the line follows ``if <device is MPS>: raise`` in its function, or its private function is
+  called only under a test that holds for CPU tensors alone;
+- the tensor or module is moved first to a module device that is CUDA or the CPU, never MPS;
+- the line is in a private module that the package imports only inside functions raising on MPS
+  before they use it (read across files, after every file is scanned).
 """
 from __future__ import annotations
 
 import ast
 import functools
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from torchport.scan.rules import FLOAT64
 
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
@@ -324,7 +334,7 @@ def _calls(context: FileContext) -> _Calls:
     return _Calls(context)
 
 
-def _moves_to(call: ast.Call) -> str | None:
+def _moves_to(call: ast.Call, is_cpu: Callable[[ast.expr], bool] = _is_cpu) -> str | None:
     """What a method call does to a tensor's place: "cpu", "other" (a device), or None (nothing)."""
     attr = call.func.attr if isinstance(call.func, ast.Attribute) else ""
     if attr == "cpu":
@@ -337,7 +347,7 @@ def _moves_to(call: ast.Call) -> str | None:
             device = call.args[0]
         if device is None:
             return None
-        return "cpu" if _is_cpu(device) else "other"
+        return "cpu" if is_cpu(device) else "other"
     return None
 
 
@@ -348,12 +358,12 @@ def _private(function: _Function, context: FileContext) -> bool:
         for s in context.enclosing(function.lineno))
 
 
-def _rebinds(value: ast.expr, name: str) -> bool | None:
+def _rebinds(value: ast.expr, name: str, is_cpu: Callable[[ast.expr], bool] = _is_cpu) -> bool | None:
     """``x = x.double().flip(0)``: True where methods on the name itself move nothing, False where
     one moves it to a device, None where the value is not a method chain on the name."""
     moves = []
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-        moves.append(_moves_to(value))
+        moves.append(_moves_to(value, is_cpu))
         value = value.func.value
     if not (isinstance(value, ast.Name) and value.id == name and moves):
         return None
@@ -368,11 +378,35 @@ class _HostTracer:
         self.context = context
         self.calls = _calls(context)
         self.following: set[tuple[int, str]] = set()  # (function, name) pairs being followed: no cycles
+        self.function: _Function | None = None  # the function whose names a device argument is read in
+
+    def is_cpu(self, device: ast.expr) -> bool:
+        """``"cpu"``, or a name that the function reading it (or the first enclosing function, or the
+        module, that assigns it) binds only to the CPU: ``host = torch.device("cpu")``."""
+        if _is_cpu(device):
+            return True
+        if not isinstance(device, ast.Name) or self.function is None:
+            return False
+        scopes = [s for s in reversed(self.context.enclosing(self.function.lineno))
+                  if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for scope in scopes:
+            if any(a.arg == device.id for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)):
+                return False  # a device passed in: the caller chooses it
+            values: list[ast.expr | None] = [
+                s.value for s in ast.walk(scope) if isinstance(s, (ast.Assign, ast.AnnAssign))
+                and any(isinstance(t, ast.Name) and t.id == device.id
+                        for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))]
+            if values:
+                return all(v is not None and _is_cpu(v) for v in values)
+        module = [s.value for s in self.context.tree.body if isinstance(s, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == device.id for t in s.targets)]
+        return bool(module) and all(_is_cpu(v) for v in module)
 
     def host(self, node: ast.expr | None, function: _Function | None, depth: int = 0) -> int | None:
         """The line where ``node``'s tensor was moved to or made on the CPU, None where unknown."""
         if node is None or depth > _DEPTH:
             return None
+        self.function = function
         if isinstance(node, ast.BinOp):
             return self.host(node.left, function, depth) or self.host(node.right, function, depth)
         if isinstance(node, ast.UnaryOp):
@@ -386,7 +420,7 @@ class _HostTracer:
         return None
 
     def _host_call(self, call: ast.Call, function: _Function | None, depth: int) -> int | None:
-        moved = _moves_to(call)
+        moved = _moves_to(call, self.is_cpu)
         if moved == "cpu":
             return call.func.end_lineno or call.lineno  # the line of `.to("cpu")` in a chain
         if moved == "other":
@@ -397,7 +431,7 @@ class _HostTracer:
             if isinstance(base, ast.Name) and base.id == "torch":
                 device = next((k.value for k in call.keywords if k.arg == "device"), None)
                 if device is not None:
-                    return call.lineno if _is_cpu(device) else None
+                    return call.lineno if self.is_cpu(device) else None
                 if func.attr in _FACTORIES:
                     return call.lineno  # made without a device: on the CPU
                 return self.host(call.args[0], function, depth) if call.args else None
@@ -430,7 +464,8 @@ class _HostTracer:
                 continue
             for target in statement.targets:
                 if isinstance(target, ast.Name) and target.id == name.id:
-                    rebound = _rebinds(statement.value, name.id)
+                    self.function = function
+                    rebound = _rebinds(statement.value, name.id, self.is_cpu)
                     if rebound is False:
                         return None  # `x = x.to(device)` somewhere in the function
                     if rebound is None:
@@ -484,7 +519,12 @@ def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     """Where every float64 cast on the line gets its tensor from the CPU: "line N" of the move
     to the CPU (or of the device-less factory) it was traced back to."""
     every = _float64_casts(context, line)
-    receivers = [c.func.value for c in every if isinstance(c.func, ast.Attribute) and c.func.attr in ("to", "double", "type")]
+    # a cast's tensor is its receiver; a torch factory given a device makes it there
+    receivers: list[ast.expr] = [
+        c.func.value if c.func.attr in ("to", "double", "type") else c for c in every
+        if isinstance(c.func, ast.Attribute) and (c.func.attr in ("to", "double", "type") or (
+            isinstance(c.func.value, ast.Name) and c.func.value.id == "torch"
+            and any(k.arg == "device" for k in c.keywords)))]
     function = context.innermost_function(line)
     if not receivers or function is None or len(receivers) != len(every):
         return None
@@ -492,3 +532,300 @@ def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     lines = [tracer.host(receiver, function) for receiver in receivers]
     found = sorted({n for n in lines if n is not None})
     return ", ".join(f"line {n}" for n in found) if None not in lines else None
+
+
+# -- a function that raises where the device is MPS, before the float64 ---------------------------
+
+
+def _holds_on_mps(test: ast.expr) -> bool:
+    """True where ``test`` holds whenever the device is MPS: ``x.device.type == "mps"``, ``x.is_mps``,
+    ``device.type in ("mps", "xpu")``, ``x.device.type not in ("cpu", "cuda")``, or an ``or`` of one."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_holds_on_mps(value) for value in test.values)
+    if _tests_mps(test) is True:
+        return True
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))
+            and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
+            and isinstance(test.comparators[0], (ast.Tuple, ast.List, ast.Set))):
+        return False
+    kinds = test.comparators[0].elts
+    if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in kinds):
+        return False
+    named = any(_is_mps(k) for k in kinds)
+    return named if isinstance(test.ops[0], ast.In) else not named
+
+
+def _only_raises(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Raise) and not any(
+        isinstance(n, (ast.Return, ast.Break, ast.Continue)) for s in body for n in ast.walk(s))
+
+
+def raised_on_mps_before(context: FileContext, line: int) -> str | None:
+    """The line of an ``if <device is MPS>: raise`` that runs before ``line`` in its function: a
+    statement of a block holding the line (the function's body or a block nested in it), ahead of it."""
+    function = context.innermost_function(line)
+    if function is None:
+        return None
+    body: list[ast.stmt] = function.body
+    while body:
+        holding = None
+        for statement in body:
+            if (statement.end_lineno or statement.lineno) < line:
+                if (isinstance(statement, ast.If) and not statement.orelse and _holds_on_mps(statement.test)
+                        and _only_raises(statement.body)):
+                    return f"line {statement.lineno}"
+            elif statement.lineno <= line:
+                holding = statement
+                break
+        if holding is None or isinstance(holding, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return None
+        blocks = [getattr(holding, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(holding, "handlers", ())]
+        body = next((b for b in blocks if isinstance(b, list) and b
+                     and b[0].lineno <= line <= (b[-1].end_lineno or b[-1].lineno)), [])
+    return None
+
+
+# -- a private function chosen only for CPU inputs ------------------------------------------------
+
+
+def _requires_cpu(test: ast.expr, functions: dict[str, list[_Function]], depth: int = 0) -> bool:
+    """True where ``test`` holds only when a tensor is on the CPU: ``x.device.type == "cpu"``,
+    ``x.is_cpu``, an ``and`` with such a conjunct, or a call of the file's function (by a bare name)
+    every ``return`` of which is such a test."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_requires_cpu(value, functions, depth) for value in test.values)
+    if isinstance(test, ast.Attribute) and test.attr == "is_cpu":
+        return True
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "cpu"):
+        return True
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and depth < 2:
+        helper = functions.get(test.func.id, [])
+        if len(helper) != 1:
+            return False
+        returns = [r.value for r in ast.walk(helper[0]) if isinstance(r, ast.Return)]
+        return bool(returns) and all(r is not None and _requires_cpu(r, functions, depth + 1) for r in returns)
+    return False
+
+
+def chosen_only_on_cpu(context: FileContext, line: int) -> str | None:
+    """``if _eligible(pred): return _loss_cpu(pred)``: the line is in a private function that its
+    file calls only in the body of an ``if`` whose test holds only for CPU tensors."""
+    function = context.innermost_function(line)
+    if function is None or not function.name.startswith("_") or function.name.startswith("__"):
+        return None
+    uses = [n for n in context.loads().get(function.name, ()) if isinstance(n, ast.Name)]
+    if not uses:
+        return None
+    functions, tests = _functions(context), set()
+    for use in uses:
+        guard = next((s for s in ast.walk(context.tree) if isinstance(s, ast.If)
+                      and any(n is use for b in s.body for n in ast.walk(b)) and _requires_cpu(s.test, functions)),
+                     None)
+        if guard is None:
+            return None
+        tests.add(guard.lineno)
+    return ", ".join(f"line {n}" for n in sorted(tests))
+
+
+# -- a module device that is CUDA or the CPU, never MPS --------------------------------------------
+
+
+def _cuda_or_cpu(value: ast.expr | None) -> bool:
+    """``torch.device("cuda" if torch.cuda.is_available() else "cpu")`` or the bare ``IfExp``:
+    every branch a constant naming CUDA or the CPU, so the device is never MPS."""
+    if isinstance(value, ast.Call) and len(value.args) == 1 and getattr(value.func, "attr", getattr(
+            value.func, "id", "")) == "device":
+        value = value.args[0]
+    if not isinstance(value, ast.IfExp):
+        return False
+    branches = (value.body, value.orelse)
+    return all(isinstance(b, ast.Constant) and isinstance(b.value, str) and b.value.split(":")[0] in ("cuda", "cpu")
+               for b in branches)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_assignments(path: str, modified: int) -> dict[str, list[ast.expr]]:
+    """A module's top-level assignments by name; ``modified`` is only part of the cache key."""
+    try:
+        tree = ast.parse(Path(path).read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return _assignments(tree.body)
+
+
+def _assignments(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
+    found: dict[str, list[ast.expr]] = {}
+    for statement in body:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(statement.value)
+    return found
+
+
+def _module_values(context: FileContext, path: str, name: str) -> list[ast.expr]:
+    """What ``name`` is bound to at the top of this file or, for ``from pkg.mod import NAME``, at
+    the top of the package's own module (found by walking up from this file)."""
+    own = _assignments(context.tree.body).get(name)
+    if own:
+        return own
+    for statement in context.tree.body:
+        if not (isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0
+                and any((a.asname or a.name) == name for a in statement.names)):
+            continue
+        original = next(a.name for a in statement.names if (a.asname or a.name) == name)
+        relative = Path(*statement.module.split("."))
+        for folder in Path(path).resolve().parents:
+            for module in (folder / relative.with_suffix(".py"), folder / relative / "__init__.py"):
+                if module.is_file():
+                    try:
+                        modified = module.stat().st_mtime_ns
+                    except OSError:
+                        return []
+                    return _parsed_assignments(str(module), modified).get(original, [])
+    return []
+
+
+def moved_to_cuda_or_cpu(context: FileContext, line: int, path: str) -> str | None:
+    """The module device, bound only to CUDA-or-the-CPU (``DEVICE = torch.device("cuda" if
+    torch.cuda.is_available() else "cpu")``), that every float64 cast on the line moves its
+    tensor or module to first (``.to(DEVICE).double()``): on a Mac it is the CPU."""
+    casts = _float64_casts(context, line)
+    if not casts:
+        return None
+    local = {a.arg for f in context.enclosing(line) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)}
+    found: set[str] = set()
+    for cast in casts:
+        receiver = cast.func.value if isinstance(cast.func, ast.Attribute) else None
+        device = None
+        while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+            if receiver.func.attr == "to":
+                device = _device_argument(receiver)
+                break
+            receiver = receiver.func.value
+        if not isinstance(device, ast.Name) or device.id in local:
+            return None
+        function = context.innermost_function(line)
+        if function is not None and any(isinstance(s, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == device.id for t in s.targets) for s in ast.walk(function)):
+            return None  # rebound in the function: not the module's device
+        values = _module_values(context, path, device.id)
+        if not values or not all(_cuda_or_cpu(v) for v in values):
+            return None
+        found.add(device.id)
+    return ", ".join(sorted(found))
+
+
+# -- a private module imported only by functions that raise on MPS first ---------------------------
+
+
+def _refusing_importer(tree: ast.Module, stem: str) -> int | None:
+    """The line of the ``if <device is MPS>: raise`` that guards every import of module ``stem`` in
+    this file: each is a ``from pkg import``/``from pkg.stem import`` inside a function whose body
+    raises on MPS before any use of the imported names. None where one is not so guarded."""
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+               and ((isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == stem)
+                    or any(a.name.split(".")[-1] == stem for a in node.names))]
+    if not imports:
+        return None
+    functions = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    guard_line = None
+    for node in imports:
+        if not isinstance(node, ast.ImportFrom):
+            return None
+        holder = min((f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)),
+                     key=lambda f: (f.end_lineno or f.lineno) - f.lineno, default=None)
+        if holder is None:
+            return None
+        guard = next((s for s in holder.body if isinstance(s, ast.If) and not s.orelse
+                      and _holds_on_mps(s.test) and _only_raises(s.body)), None)
+        if guard is None:
+            return None
+        names = {a.asname or a.name for a in node.names}
+        if any(isinstance(n, ast.Name) and n.id in names and n.lineno <= (guard.end_lineno or guard.lineno)
+               for n in ast.walk(holder)):
+            return None
+        guard_line = guard.lineno
+    return guard_line
+
+
+def _mentions(tree: ast.Module, stem: str) -> int:
+    """How often the code names module ``stem``: in imports, names, attributes and strings other
+    than docstrings (``importlib.import_module("pkg._program")`` names it too)."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    count = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            count += stem in (node.module or "").split(".")
+        elif isinstance(node, ast.alias):
+            count += stem in node.name.split(".")
+        elif isinstance(node, ast.Name):
+            count += node.id == stem
+        elif isinstance(node, ast.Attribute):
+            count += node.attr == stem
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            count += stem in node.value
+    return count
+
+
+def lower_modules_refused_on_mps(work: list, results: list, whole_package: Callable[[str], bool]) -> None:
+    """float64 in a function of a private module (``_program.py``) that every scanned file imports
+    only inside a function raising on MPS before it uses what it imports: the module's code never
+    runs on MPS. Read after every file is scanned: it needs who imports the module."""
+    by_display = {job.display: job.path for job in work}
+    pending: dict[str, list] = {}
+    for result, _ in results:
+        os_path = by_display.get(result.path)
+        stem = Path(os_path).stem if os_path else ""
+        if not stem.startswith("_") or stem.startswith("__") or not whole_package(os_path or ""):
+            continue
+        hot = [f for f in result.findings if f.rule_id == FLOAT64 and f.severity_cap is None]
+        if hot:
+            pending[os_path or ""] = hot
+    for os_path, hot in pending.items():
+        stem = Path(os_path).stem
+        needle = re.compile(rb"(?<![\w])" + re.escape(stem.encode()) + rb"(?![\w])")
+        guards: list[str] = []
+        for job in work:
+            if job.path == os_path:
+                continue
+            try:
+                data = Path(job.path).read_bytes()
+            except OSError:
+                guards = []
+                break
+            found = len(needle.findall(data))
+            if not found:
+                continue
+            try:
+                tree = ast.parse(data)
+            except (SyntaxError, ValueError):
+                guards = []
+                break
+            line = _refusing_importer(tree, stem)
+            imports = sum(1 for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                          and (n.module or "").split(".")[-1] == stem)
+            if line is None or imports != _mentions(tree, stem):  # named other than by those imports
+                guards = []
+                break
+            guards.append(f"{job.display}:{line}")
+        if not guards:
+            continue
+        try:
+            tree = ast.parse(Path(os_path).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        spans = [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(tree)
+                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for finding in hot:
+            if any(low <= finding.line <= high for low, high in spans):
+                finding.severity_cap = "perf"
+                finding.cap_reason = (f"float64 in private module {stem}, which the package imports only in "
+                                      f"functions that raise where the device is MPS before using it "
+                                      f"({', '.join(sorted(guards))}): the MPS error cannot happen")

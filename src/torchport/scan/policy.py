@@ -1756,6 +1756,18 @@ LOWERINGS: tuple[Lowering, ...] = (
              and float64_device.dtype_lowered_on_mps(site.file.whole(), site.line, site.file.path), "perf",
              "the float64 dtype goes through {}, which returns another dtype where the device is MPS: the MPS "
              "error cannot happen"),
+    Lowering(_F64, lambda site: "mps" in site.file.text and float64_device.raised_on_mps_before(site.file.whole(),
+                                                                                                site.line), "perf",
+             "float64 after an `if <device is MPS>: raise` ({}) in its function: where the device is MPS the "
+             "function raises first, so the float64 never runs there"),
+    Lowering(_F64, lambda site: (".type" in site.file.text or "is_cpu" in site.file.text)
+             and float64_device.chosen_only_on_cpu(site.file.whole(), site.line), "info",
+             "float64 in a private function this file calls only where its inputs are on the CPU (the test at {}): "
+             "float64 works there"),
+    Lowering(_F64, lambda site: ".to(" in site.context.lines[site.line - 1]
+             and float64_device.moved_to_cuda_or_cpu(site.file.whole(), site.line, site.file.path), "perf",
+             "float64 on a tensor or module moved first to {}, which is CUDA or the CPU, never MPS: on a Mac it "
+             "runs on the CPU, where float64 works (the device choice is the finding)"),
     Lowering(_F64, _in_whole_file(float64_device.on_cpu_by_construction), "info",
              "float64 on a tensor traced back to the CPU ({}: moved there or made there without a device), through "
              "this file's private functions: float64 works there"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchport.scan import default_path, device_guard
@@ -293,6 +294,13 @@ def _whole_package_scanned(os_path: str, roots: list[str]) -> bool:
     of a package, cannot see the callers elsewhere in it."""
     package = _package_root(os_path)
     return any(package == root or package.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def whole_package_in(paths: list) -> Callable[[str], bool]:
+    """Whether a file's whole package is among the scanned folders ``paths`` (named as given or
+    with links resolved: the files found under a linked folder carry its resolved path)."""
+    roots = [r for p in paths or () if os.path.isdir(p) for r in {os.path.abspath(p), os.path.realpath(p)}]
+    return lambda os_path: _whole_package_scanned(os_path, roots)
 
 
 def lower_unreached(work, results: list[tuple[FileResult, int]], paths: list | None = None) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import device_flow, extensions, policy, python, reachability, textfiles
+from torchport.scan import device_flow, extensions, float64_device, policy, python, reachability, textfiles
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -370,6 +370,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes, aliases)
     device_flow.lower_fallbacks(work, results, read)
     reachability.lower_unreached(work, results, paths)
+    float64_device.lower_modules_refused_on_mps(work, results, reachability.whole_package_in(paths))
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
