@@ -17,12 +17,13 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import (after_cuda_exit, check_consequence, default_path, device_compare, device_guard, distributed_path,
-                            float64_device, optional_native, spawn_defaults)
+from torchport.scan import (after_cuda_exit, check_consequence, cuda_queries, default_path, device_compare, device_guard,
+                            distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults)
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
-                                  FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
+                                  FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
+                                  TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
@@ -1617,6 +1618,18 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _visible_devices_plumbing, "info",
              "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent", needs_tree=False),
     Lowering(_EVERY_RULE, _at_line(_never_runs), "info", "under `if False:` (or another false constant): never runs"),
+    Lowering(_EVERY_RULE, lambda site: old_torch_branch.VERSION_TEST_HINT.search(site.file.text) is not None
+             and old_torch_branch.only_on_old_torch(site.file.whole().tree, site.file.whole().lines, site.line), "info",
+             "in the branch of `{}` that only a torch older than the version named takes; a current torch takes "
+             "the other branch, which names no CUDA (the device-generic API)"),
+    Lowering(_CHECK, lambda site: "import" in site.file.text and cuda_queries.kernel_library_helper(
+        site.file.whole().tree, site.file.whole().lines, site.line), "info",
+             "answers whether an optional CUDA kernel library can be used (import flag {}): where CUDA is absent it "
+             "answers no and callers skip the library; this file turns the answer into no device"),
+    Lowering(frozenset({OTHER_TORCH_CUDA_API}), lambda site: cuda_queries.quiet_query(
+        site.file.whole().tree, site.file.whole().lines, site.line), "info",
+             "{}() answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): nothing "
+             "raises, and no \"cuda\" device string is chosen here"),
     Lowering(_CHECK, _availability_probe, "info",
              "the function is itself a CUDA availability probe: where CUDA is absent it answers \"not available\" "
              "and its callers take their other path"),
