@@ -166,3 +166,67 @@ def test_is_initialized_does_not_cover_a_call_that_raises(tmp_path: Path) -> Non
             return model(sample)
     ''')
     assert _worst(tmp_path)[(5, "TP110")][0] in ("error", "silent")
+
+
+_ENCODER = '''
+    import torch
+
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, layers, amp=False, amp_dtype=torch.float16):
+            super().__init__()
+            self.layers = layers
+            self.amp = amp
+            self.amp_dtype = amp_dtype
+
+        def forward(self, x):
+            with torch.autocast("cuda", enabled={enabled}, dtype=self.amp_dtype):
+                for layer in self.layers:
+                    x = layer(x)
+            return x
+'''
+
+
+def test_autocast_enabled_only_for_cuda_tensors_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "encoder.py", _ENCODER.format(enabled="self.amp and x.is_cuda"))
+    severity, reason = _worst(tmp_path)[(12, "TP201")]
+    assert severity == "info" and "`self.amp and x.is_cuda`" in reason
+
+
+def test_autocast_enabled_off_the_cpu_is_kept(tmp_path: Path) -> None:
+    # true on MPS too: there CUDA autocast does nothing while the author asked for AMP
+    _write(tmp_path, "encoder.py", _ENCODER.format(enabled='self.amp and x.device.type != "cpu"'))
+    assert _worst(tmp_path)[(12, "TP201")][0] in ("error", "silent")
+
+
+def test_cudagraph_step_mark_under_a_multiline_availability_test_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "matcher.py", '''
+        import torch
+
+
+        def compile_layers(layers, mode):
+            if (
+                hasattr(torch, "_inductor")
+                and torch.cuda.is_available()
+            ):
+                torch._inductor.cudagraph_mark_step_begin()
+            return [torch.compile(layer, mode=mode) for layer in layers]
+    ''')
+    severity, reason = _worst(tmp_path)[(7, "TP003")]
+    assert severity == "info" and "CUDA-graphs step mark" in reason
+
+
+def test_availability_test_guarding_a_device_choice_is_kept(tmp_path: Path) -> None:
+    _write(tmp_path, "matcher.py", '''
+        import torch
+
+
+        def compile_layers(layers, mode):
+            if (
+                hasattr(torch, "_inductor")
+                and torch.cuda.is_available()
+            ):
+                layers = [layer.to("cuda") for layer in layers]
+            return [torch.compile(layer, mode=mode) for layer in layers]
+    ''')
+    assert _worst(tmp_path)[(7, "TP003")][0] in ("error", "silent")
