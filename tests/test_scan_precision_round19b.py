@@ -230,3 +230,39 @@ def test_availability_test_guarding_a_device_choice_is_kept(tmp_path: Path) -> N
             return [torch.compile(layer, mode=mode) for layer in layers]
     ''')
     assert _worst(tmp_path)[(7, "TP003")][0] in ("error", "silent")
+
+
+_TIMED = '''
+    import logging
+    import time
+
+    import torch
+
+    logger = logging.getLogger(__name__)
+
+
+    def enhance(model, wav):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start_time = time.perf_counter()
+        out = model(wav).cpu()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        elapsed_time = time.perf_counter() - start_time
+        {use}
+        return out
+'''
+
+
+def test_synchronize_for_a_logged_elapsed_time_is_info(tmp_path: Path) -> None:
+    _write(tmp_path, "inference.py", _TIMED.format(use='logger.info(f"Elapsed time: {elapsed_time:.3f} s")'))
+    found = _worst(tmp_path)
+    for line in (10, 14):
+        severity, reason = found[(line, "TP003")]
+        assert severity == "info" and "only logged or printed" in reason
+
+
+def test_synchronize_for_a_returned_timing_is_kept(tmp_path: Path) -> None:
+    _write(tmp_path, "inference.py", _TIMED.format(use="model.timings.append(elapsed_time)"))
+    found = _worst(tmp_path)
+    assert all(found[(line, "TP003")][0] in ("error", "silent") for line in (10, 14))

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, default_path, device_compare, device_guard,
-                            distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults)
+                            distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
+                            timing_log)
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -1635,6 +1636,10 @@ LOWERINGS: tuple[Lowering, ...] = (
         site.file.whole().tree, site.line), "info",
              "autocast is enabled only where `{}` holds, a test that the tensors are on CUDA: elsewhere the code "
              "itself turns it off and runs in the model's dtype; no device is chosen"),
+    Lowering(_CHECK, lambda site: "synchronize" in site.file.text and timing_log.only_logged(site.file.whole().tree,
+                                                                                               site.line), "info",
+             "guards only a synchronize of a timed region whose figure is only logged or printed: where CUDA is "
+             "absent at most the logged time is less exact; nothing returned or stored depends on it"),
     Lowering(_CHECK, _availability_probe, "info",
              "the function is itself a CUDA availability probe: where CUDA is absent it answers \"not available\" "
              "and its callers take their other path"),
