@@ -1626,12 +1626,12 @@ LOWERINGS: tuple[Lowering, ...] = (
              "the other branch, which names no CUDA (the device-generic API)"),
     Lowering(_CHECK, lambda site: "import" in site.file.text and cuda_queries.kernel_library_helper(
         site.file.whole().tree, site.file.whole().lines, site.line), "info",
-             "answers whether an optional CUDA kernel library can be used (import flag {}): where CUDA is absent it "
+             "answers whether an optional GPU kernel library can be used (import flag {}): where CUDA is absent it "
              "answers no and callers skip the library; this file turns the answer into no device"),
     Lowering(frozenset({OTHER_TORCH_CUDA_API}), lambda site: cuda_queries.quiet_query(
         site.file.whole().tree, site.file.whole().lines, site.line), "info",
-             "{}() answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): nothing "
-             "raises, and no \"cuda\" device string is chosen here"),
+             "{}() answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): the query "
+             "raises nothing and chooses no \"cuda\" device; a CUDA call it guards is reported at its own line"),
     Lowering(frozenset({CUDA_AUTOCAST}), lambda site: "autocast" in site.file.text and autocast_gate.enabled_only_on_cuda(
         site.file.whole().tree, site.line), "info",
              "autocast is enabled only where `{}` holds, a test that the tensors are on CUDA: elsewhere the code "
