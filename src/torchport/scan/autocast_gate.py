@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from torchport.scan.old_torch_branch import statements_holding
+
 
 def _is_cuda_test(node: ast.expr) -> bool:
     """``x.is_cuda``, ``x.device.type == "cuda"``, ``"cuda" == device.type``."""
@@ -21,7 +23,12 @@ def _is_cuda_test(node: ast.expr) -> bool:
 def enabled_only_on_cuda(tree: ast.Module, line: int) -> str | None:
     """The ``enabled=`` source when an autocast call on ``line`` is enabled only under a test that
     the tensors or the device are CUDA (the test alone, or one operand of an ``and``)."""
-    for node in ast.walk(tree):
+    holding = statements_holding(tree, line)
+    if not holding:
+        return None
+    statement = holding[-1]
+    header = statement.items if isinstance(statement, (ast.With, ast.AsyncWith)) else [statement]
+    for node in (n for h in header for n in ast.walk(h)):
         if not (isinstance(node, ast.Call) and node.lineno == line and "autocast" in ast.unparse(node.func)):
             continue
         enabled = next((k.value for k in node.keywords if k.arg == "enabled"), None)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import re
 
+from torchport.scan.old_torch_branch import statements_holding
+
 # torch.cuda queries that return False or 0 on a CPU-only torch instead of raising (CPU torch
 # 2.13: `synchronize`, `current_device`, `get_device_name`, `ipc_collect` raise instead).
 QUIET_QUERIES = frozenset({"torch.cuda.is_initialized", "torch.cuda.memory_allocated",
@@ -57,10 +59,12 @@ def kernel_library_helper(tree: ast.Module, lines: list[str], line: int) -> str 
     """``flag (line N)`` when ``line`` is the only statement of a function returning import-
     availability flags ``and torch.cuda.is_available()``, and no call in this file turns the
     answer into a device string."""
-    for function in ast.walk(tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                or not function.lineno <= line <= (function.end_lineno or 0):
-            continue
+    if "is_available" not in lines[line - 1]:
+        return None
+    holding = statements_holding(tree, line)
+    for function in holding[-2:-1]:  # the statement at the line is the return; the one around it, the function
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
         body = function.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]  # the docstring
@@ -84,13 +88,20 @@ def kernel_library_helper(tree: ast.Module, lines: list[str], line: int) -> str 
 def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
     """The query's name when ``line`` calls one of QUIET_QUERIES and neither the line nor, for an
     ``if``, its body names a "cuda" device string."""
-    called = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == line}
-    found = sorted(called & QUIET_QUERIES)
-    if not found or _DEVICE_STRING.search(lines[line - 1]):
+    text = lines[line - 1]
+    if not any(query.rsplit(".", 1)[1] in text for query in QUIET_QUERIES) or _DEVICE_STRING.search(text):
         return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and node.test.lineno == line:
-            last = node.body[-1].end_lineno or node.body[-1].lineno
-            if _DEVICE_STRING.search("".join(lines[node.body[0].lineno - 1:last])):
-                return None
+    holding = statements_holding(tree, line)
+    if not holding:
+        return None
+    statement = holding[-1]
+    header = [statement.test] if isinstance(statement, (ast.If, ast.While)) else [statement]
+    called = {ast.unparse(n.func) for h in header for n in ast.walk(h) if isinstance(n, ast.Call) and n.lineno == line}
+    found = sorted(called & QUIET_QUERIES)
+    if not found:
+        return None
+    if isinstance(statement, ast.If):
+        last = statement.body[-1].end_lineno or statement.body[-1].lineno
+        if _DEVICE_STRING.search("".join(lines[statement.body[0].lineno - 1:last])):
+            return None
     return found[0]

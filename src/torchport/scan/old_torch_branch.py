@@ -64,6 +64,25 @@ def true_on_newer_torch(test: ast.expr, flags: dict[str, ast.expr], depth: int =
     return None
 
 
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def statements_holding(tree: ast.Module, line: int) -> list[ast.AST]:
+    """The statements (and except handlers, match cases) whose span holds ``line``, outermost
+    first, found by descending through bodies only: no expression is walked."""
+    found: list[ast.AST] = []
+    children: list = list(tree.body)
+    while children:
+        holder = next((c for c in children if getattr(c, "lineno", 0) <= line <= (getattr(c, "end_lineno", 0) or 0)
+                       or isinstance(c, ast.match_case) and c.body and c.body[0].lineno <= line
+                       <= (c.body[-1].end_lineno or 0)), None)
+        if holder is None:
+            break
+        found.append(holder)
+        children = [child for field in _BODIES for child in getattr(holder, field, None) or ()]
+    return found
+
+
 def _span(statements: list[ast.stmt]) -> tuple[int, int]:
     return statements[0].lineno, statements[-1].end_lineno or statements[-1].lineno
 
@@ -77,8 +96,8 @@ def only_on_old_torch(tree: ast.Module, lines: list[str], line: int) -> str | No
     """The version test (its source line) when ``line`` lies in the branch only an older torch
     takes and the other branch, the one a current torch takes, names no CUDA."""
     flags: dict[str, ast.expr] | None = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.If) or not node.orelse or not (node.lineno <= line <= (node.end_lineno or 0)):
+    for node in statements_holding(tree, line):
+        if not isinstance(node, ast.If) or not node.orelse:
             continue
         body_first, body_last = _span(node.body)
         else_first, else_last = _span(node.orelse)

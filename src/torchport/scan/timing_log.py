@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import re
 
+from torchport.scan.old_torch_branch import statements_holding
+
 # Clocks: `time.perf_counter()`, `time.time()`, `monotonic()`, `default_timer()`.
 _CLOCK = re.compile(r"^(time\.)?(perf_counter|perf_counter_ns|time|monotonic|monotonic_ns|default_timer)$")
 
@@ -39,16 +41,12 @@ def _log_call(call: ast.Call) -> bool:
 def only_logged(tree: ast.Module, line: int) -> bool:
     """The guard at ``line`` syncs a timed region of its function whose clock readings are read
     only inside log or print calls (directly, or through locals assigned from them)."""
-    function = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or 0) \
-                and (function is None or node.lineno > function.lineno):
-            function = node  # the innermost
-    if function is None:
+    holding = statements_holding(tree, line)
+    functions = [s for s in holding if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    guard = holding[-1] if holding else None
+    if not functions or not isinstance(guard, ast.If) or guard.lineno != line or not _is_cuda_sync_guard(guard):
         return False
-    guards = [n for n in ast.walk(function) if isinstance(n, ast.If) and n.lineno == line]
-    if not guards or not _is_cuda_sync_guard(guards[0]):
-        return False
+    function = functions[-1]
     parents: dict[int, ast.AST] = {}
     for node in ast.walk(function):
         for child in ast.iter_child_nodes(node):
