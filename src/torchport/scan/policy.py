@@ -17,12 +17,14 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import (after_cuda_exit, check_consequence, default_path, device_compare, device_guard, distributed_path,
-                            float64_device, optional_native, spawn_defaults)
+from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, default_path, device_compare, device_guard,
+                            distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
+                            timing_log)
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
-                                  FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, RULES_BY_ID, SEVERITY_RANK, TRITON_KERNEL)
+                                  FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, CUDA_AUTOCAST, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
+                                  TRITON_KERNEL)
 
 # A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
 # conftest.py, or an editor's backup of one (flycheck_test_utils.py).
@@ -1231,7 +1233,8 @@ def _cuda_tuning_call(context: FileContext, node: ast.expr) -> str | None:
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return None
     name = node.func.attr
-    if name in ("set_start_method", "ipc_collect") or context.source(node.func) in (
+    # `cudagraph_mark_step_begin` only marks a step for CUDA graphs (a no-op without CUDA, CPU torch 2.13)
+    if name in ("set_start_method", "ipc_collect", "cudagraph_mark_step_begin") or context.source(node.func) in (
             "torch.cuda.empty_cache", "torch.cuda.synchronize"):
         return name
     return None
@@ -1250,7 +1253,7 @@ def _guards_only_cuda_tuning(context: FileContext, line: int) -> bool:
     if any(_TIMING_SCOPE.search(getattr(scope, "name", "")) for scope in context.enclosing(line)):
         return False
     for statement in context.ifs:
-        if statement.lineno != line or statement.orelse:
+        if not statement.lineno <= line <= (statement.test.end_lineno or statement.lineno) or statement.orelse:
             continue
         calls = [_cuda_tuning_call(context, s.value) for s in statement.body if isinstance(s, ast.Expr)]
         flags = [s for s in statement.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
@@ -1617,6 +1620,26 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _visible_devices_plumbing, "info",
              "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent", needs_tree=False),
     Lowering(_EVERY_RULE, _at_line(_never_runs), "info", "under `if False:` (or another false constant): never runs"),
+    Lowering(_EVERY_RULE, lambda site: old_torch_branch.VERSION_TEST_HINT.search(site.file.text) is not None
+             and old_torch_branch.only_on_old_torch(site.file.whole().tree, site.file.whole().lines, site.line), "info",
+             "in the branch of `{}` that only a torch older than the version named takes; a current torch takes "
+             "the other branch, which names no CUDA (the device-generic API)"),
+    Lowering(_CHECK, lambda site: "import" in site.file.text and cuda_queries.kernel_library_helper(
+        site.file.whole().tree, site.file.whole().lines, site.line), "info",
+             "answers whether an optional GPU kernel library can be used (import flag {}): where CUDA is absent it "
+             "answers no and callers skip the library; this file turns the answer into no device"),
+    Lowering(frozenset({OTHER_TORCH_CUDA_API}), lambda site: cuda_queries.quiet_query(
+        site.file.whole().tree, site.file.whole().lines, site.line), "info",
+             "{}() answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): the query "
+             "raises nothing and chooses no \"cuda\" device; a CUDA call it guards is reported at its own line"),
+    Lowering(frozenset({CUDA_AUTOCAST}), lambda site: "autocast" in site.file.text and autocast_gate.enabled_only_on_cuda(
+        site.file.whole().tree, site.line), "info",
+             "autocast is enabled only where `{}` holds, a test that the tensors are on CUDA: elsewhere the code "
+             "itself turns it off and runs in the model's dtype; no device is chosen"),
+    Lowering(_CHECK, lambda site: "synchronize" in site.file.text and timing_log.only_logged(site.file.whole().tree,
+                                                                                               site.line), "info",
+             "guards only a synchronize of a timed region whose figure is only logged or printed: where CUDA is "
+             "absent at most the logged time is less exact; nothing returned or stored depends on it"),
     Lowering(_CHECK, _availability_probe, "info",
              "the function is itself a CUDA availability probe: where CUDA is absent it answers \"not available\" "
              "and its callers take their other path"),
@@ -1656,7 +1679,7 @@ LOWERINGS: tuple[Lowering, ...] = (
              "is the lock-in, reported at its own line)"),
     Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
              "guards only CUDA tuning (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" start method "
-             "CUDA needs): skipping it where CUDA is absent changes no result"),
+             "CUDA needs, a CUDA-graphs step mark): skipping it where CUDA is absent changes no result"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
              "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
     Lowering(_CHECK, _at_line(_after_accelerator_detection), "info",

@@ -1,0 +1,107 @@
+"""CUDA queries that neither raise nor choose a device where CUDA is absent.
+
+Two shapes:
+
+* an availability helper of an optional CUDA kernel library, ``def is_oeq_available(): return
+  _OEQ_AVAILABLE and torch.cuda.is_available()``, where the flag is set by ``try: import ...``
+  / ``except ImportError``: it says whether the library can be used, and where CUDA is absent it
+  answers no, so callers skip the library (or raise their own ImportError);
+* a query that answers False or 0 without CUDA (measured with the CPU build of torch 2.13:
+  ``is_initialized``, ``memory_allocated``, ``max_memory_allocated``), read where no "cuda"
+  device string is chosen: nothing raises, so it is no error.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from torchport.scan.old_torch_branch import statements_holding
+
+# torch.cuda queries that return False or 0 on a CPU-only torch instead of raising (CPU torch
+# 2.13: `synchronize`, `current_device`, `get_device_name`, `ipc_collect` raise instead).
+QUIET_QUERIES = frozenset({"torch.cuda.is_initialized", "torch.cuda.memory_allocated",
+                           "torch.cuda.max_memory_allocated"})
+
+_DEVICE_STRING = re.compile(r"""['"]cuda(:\d+)?['"]""")
+
+
+def _import_flag(tree: ast.Module, name: str) -> int | None:
+    """The line of ``try: import lib; NAME = True`` / ``except ImportError: NAME = False`` at
+    module level: ``name`` says whether an optional library imported."""
+    def assigns(statements: list[ast.stmt], value: bool) -> bool:
+        return any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+                   and isinstance(s.value, ast.Constant) and s.value.value is value for s in statements)
+    for statement in tree.body:
+        if not isinstance(statement, ast.Try):
+            continue
+        imports = any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in statement.body)
+        caught = any(h.type is not None and any(
+            getattr(n, "id", "") in ("ImportError", "ModuleNotFoundError")
+            for n in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])) and assigns(h.body, False)
+            for h in statement.handlers)
+        if imports and caught and assigns(statement.body, True):
+            return statement.lineno
+    return None
+
+
+def _is_cuda_available(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "is_available" and ast.unparse(node.func.value) == "torch.cuda")
+
+
+def _decides_a_device(tree: ast.Module, lines: list[str], name: str) -> bool:
+    """A call of ``name`` in this file on a line that also names a "cuda" device string."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+               and _DEVICE_STRING.search(lines[n.lineno - 1]) for n in ast.walk(tree))
+
+
+def kernel_library_helper(tree: ast.Module, lines: list[str], line: int) -> str | None:
+    """``flag (line N)`` when ``line`` is the only statement of a function returning import-
+    availability flags ``and torch.cuda.is_available()``, and no call in this file turns the
+    answer into a device string."""
+    if "is_available" not in lines[line - 1]:
+        return None
+    holding = statements_holding(tree, line)
+    for function in holding[-2:-1]:  # the statement at the line is the return; the one around it, the function
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        body = function.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].lineno > line \
+                or line > (body[0].end_lineno or 0):
+            return None
+        value = body[0].value
+        if not (isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And)):
+            return None
+        checks = [v for v in value.values if _is_cuda_available(v)]
+        flags = [v for v in value.values if not _is_cuda_available(v)]
+        if len(checks) != 1 or not flags or not all(isinstance(f, ast.Name) for f in flags):
+            return None
+        found = [(f.id, _import_flag(tree, f.id)) for f in flags if isinstance(f, ast.Name)]
+        if any(where is None for _, where in found) or _decides_a_device(tree, lines, function.name):
+            return None
+        return ", ".join(f"`{flag}` (line {where})" for flag, where in found)
+    return None
+
+
+def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
+    """The query's name when ``line`` calls one of QUIET_QUERIES and neither the line nor, for an
+    ``if``, its body names a "cuda" device string."""
+    text = lines[line - 1]
+    if not any(query.rsplit(".", 1)[1] in text for query in QUIET_QUERIES) or _DEVICE_STRING.search(text):
+        return None
+    holding = statements_holding(tree, line)
+    if not holding:
+        return None
+    statement = holding[-1]
+    header = [statement.test] if isinstance(statement, (ast.If, ast.While)) else [statement]
+    called = {ast.unparse(n.func) for h in header for n in ast.walk(h) if isinstance(n, ast.Call) and n.lineno == line}
+    found = sorted(called & QUIET_QUERIES)
+    if not found:
+        return None
+    if isinstance(statement, ast.If):
+        last = statement.body[-1].end_lineno or statement.body[-1].lineno
+        if _DEVICE_STRING.search("".join(lines[statement.body[0].lineno - 1:last])):
+            return None
+    return found[0]
