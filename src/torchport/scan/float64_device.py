@@ -232,6 +232,16 @@ def _parsed_functions(path: str, modified: int) -> dict[str, list[_Function]]:
 def _imported_function(context: FileContext, path: str, name: str) -> list[_Function]:
     """``from lerobot.utils.utils import get_safe_dtype``: the definition in the package's own
     module, found by walking up from this file to the folder that holds the package."""
+    found = _imported_module(context, path, name)
+    if found is None:
+        return []
+    module, original = found
+    return _module_functions(str(module)).get(original, [])
+
+
+def _imported_module(context: FileContext, path: str, name: str) -> tuple[Path, str] | None:
+    """For ``from pkg.mod import original as name``: the package's own module file (found by walking
+    up from ``path`` to the folder that holds the package) and ``original``."""
     for statement in context.tree.body:
         if not (isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0
                 and any((a.asname or a.name) == name for a in statement.names)):
@@ -241,8 +251,8 @@ def _imported_function(context: FileContext, path: str, name: str) -> list[_Func
         for folder in Path(path).resolve().parents:
             for module in (folder / relative.with_suffix(".py"), folder / relative / "__init__.py"):
                 if module.is_file():
-                    return _module_functions(str(module)).get(original, [])
-    return []
+                    return module, original
+    return None
 
 
 def handed_to_a_function(context: FileContext, line: int) -> bool:
@@ -672,21 +682,15 @@ def _module_values(context: FileContext, path: str, name: str) -> list[ast.expr]
     own = _assignments(context.tree.body).get(name)
     if own:
         return own
-    for statement in context.tree.body:
-        if not (isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0
-                and any((a.asname or a.name) == name for a in statement.names)):
-            continue
-        original = next(a.name for a in statement.names if (a.asname or a.name) == name)
-        relative = Path(*statement.module.split("."))
-        for folder in Path(path).resolve().parents:
-            for module in (folder / relative.with_suffix(".py"), folder / relative / "__init__.py"):
-                if module.is_file():
-                    try:
-                        modified = module.stat().st_mtime_ns
-                    except OSError:
-                        return []
-                    return _parsed_assignments(str(module), modified).get(original, [])
-    return []
+    found = _imported_module(context, path, name)
+    if found is None:
+        return []
+    module, original = found
+    try:
+        modified = module.stat().st_mtime_ns
+    except OSError:
+        return []
+    return _parsed_assignments(str(module), modified).get(original, [])
 
 
 def moved_to_cuda_or_cpu(context: FileContext, line: int, path: str) -> str | None:
