@@ -40,3 +40,14 @@ def check_marked_lines(scanned: list[Path], paths: tuple[Path, ...]) -> None:
     assert quiet and kept
     assert not serious & quiet, sorted(serious)
     assert kept <= serious, sorted(serious)
+
+
+def worst_by_line(root: Path) -> dict[tuple[str, int, str], tuple[str | None, str]]:
+    """Scan ``root``: (file name, line, rule) -> (worst severity over every target, the reason
+    given), for the first finding of the line (a repeat in the same statement is folded into it)."""
+    result = scan([root], ScanConfig(), jobs=1)
+    assert not result.skipped, result.skipped
+    found: dict[tuple[str, int, str], tuple[str | None, str]] = {}
+    for f in sorted(result.findings, key=lambda f: f.column):
+        found.setdefault((Path(f.path).name, f.line, f.rule_id), (finding_worst(f, ALL_TARGETS), f.cap_reason))
+    return found

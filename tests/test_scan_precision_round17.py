@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import ALL_TARGETS
+from scan_marks import worst_by_line
 from scan_marks import write_snippet as _write
-from torchport.scan.config import ScanConfig
-from torchport.scan.rules import finding_worst
-from torchport.scan.scanner import scan
 
 _KERNEL = '''
     #include <cuda_runtime.h>
@@ -33,13 +30,6 @@ _BINDING = '''
     #include "scale.h"
 '''
 
-
-def _worst(root: Path) -> dict[tuple[str, int, str], tuple[str | None, str]]:
-    """(file name, line, rule) -> (worst severity over every target, the reason given)."""
-    result = scan([root], ScanConfig(), jobs=1)
-    assert not result.skipped, result.skipped
-    return {(Path(f.path).name, f.line, f.rule_id): (finding_worst(f, ALL_TARGETS), f.cap_reason)
-            for f in result.findings}
 
 
 def _kernel_package(root: Path, loader: str) -> Path:
@@ -86,7 +76,7 @@ _SELF_ENABLED_LOADER = '''
 
 
 def test_sources_built_only_under_an_environment_opt_in_are_info(tmp_path: Path) -> None:
-    found = _worst(_kernel_package(tmp_path, _ENVIRONMENT_LOADER))
+    found = worst_by_line(_kernel_package(tmp_path, _ENVIRONMENT_LOADER))
     sources = {key: value for key, value in found.items() if key[2] == "TP502"}
     # the kernel, the binding named beside it and the header no Python file names
     assert {key[0] for key in sources} == {"scale.cu", "binding.cpp", "scale.h"}
@@ -98,13 +88,13 @@ def test_sources_built_only_under_an_environment_opt_in_are_info(tmp_path: Path)
 
 
 def test_sources_built_on_the_default_path_stay_errors(tmp_path: Path) -> None:
-    found = _worst(_kernel_package(tmp_path, _DEFAULT_LOADER))
+    found = worst_by_line(_kernel_package(tmp_path, _DEFAULT_LOADER))
     assert found[("scale.cu", 1, "TP502")][0] == "error"
     assert found[("ops.py", 5, "TP501")][0] == "error"
 
 
 def test_an_environment_switch_the_package_turns_on_itself_is_no_opt_in(tmp_path: Path) -> None:
-    found = _worst(_kernel_package(tmp_path, _SELF_ENABLED_LOADER))
+    found = worst_by_line(_kernel_package(tmp_path, _SELF_ENABLED_LOADER))
     assert found[("scale.cu", 1, "TP502")][0] == "error"
     assert found[("ops.py", 7, "TP501")][0] == "error"
 
@@ -152,7 +142,7 @@ _COMMAND_USING_BUILD = '''
 
 
 def test_sources_built_only_by_an_explicit_build_command_are_info(tmp_path: Path) -> None:
-    found = _worst(_kernel_package(tmp_path, _COMMAND_LOADER))
+    found = worst_by_line(_kernel_package(tmp_path, _COMMAND_LOADER))
     worst, reason = found[("scale.cu", 1, "TP502")]
     assert worst == "info" and "`compile-kernels`" in reason, reason
     assert found[("scale.h", 2, "TP502")][0] == "info"
@@ -161,7 +151,7 @@ def test_sources_built_only_by_an_explicit_build_command_are_info(tmp_path: Path
 
 
 def test_a_command_that_uses_what_it_builds_stays(tmp_path: Path) -> None:
-    found = _worst(_kernel_package(tmp_path, _COMMAND_USING_BUILD))
+    found = worst_by_line(_kernel_package(tmp_path, _COMMAND_USING_BUILD))
     assert found[("scale.cu", 1, "TP502")][0] == "error"
     assert found[("ops.py", 15, "TP501")][0] == "error"
 
@@ -199,7 +189,7 @@ _EXAMPLE = '''
 def test_cuda_only_when_an_unset_option_is_given_is_info(tmp_path: Path) -> None:
     path = _write(tmp_path, "examples/evaluate.py", _EXAMPLE)
     lines = path.read_text().splitlines()
-    found = _worst(path)
+    found = worst_by_line(path)
     for mark, rule in (("set_device", "TP004"), ("cuda", "TP002"), ("string", "TP001"), ("minus one", "TP002")):
         line = next(n for n, text in enumerate(lines, 1) if text.endswith(f"# opt-in {mark}"))
         worst, reason = found[("evaluate.py", line, rule)]
@@ -225,7 +215,7 @@ def test_sources_built_by_a_setup_script_inside_the_package_are_info(tmp_path: P
     package = _kernel_package(tmp_path, "import torch\n")
     _write(package, "kernels/__init__.py", "")
     _write(package, "kernels/setup_kernels.py", _BUILD_SCRIPT)
-    found = _worst(package)
+    found = worst_by_line(package)
     worst, reason = found[("scale.cu", 1, "TP502")]
     assert worst == "info" and "setup_kernels.py" in reason, reason
     worst, reason = found[("setup_kernels.py", 6, "TP501")]
@@ -235,7 +225,7 @@ def test_sources_built_by_a_setup_script_inside_the_package_are_info(tmp_path: P
 def test_a_setup_script_at_the_distribution_root_stays(tmp_path: Path) -> None:
     package = _kernel_package(tmp_path, "import torch\n")
     _write(package, "kernels/setup.py", _BUILD_SCRIPT)  # kernels/ is no package: this is the build
-    found = _worst(package)
+    found = worst_by_line(package)
     assert found[("scale.cu", 1, "TP502")][0] == "error"
     assert found[("setup.py", 6, "TP501")][0] == "error"
 
@@ -255,7 +245,7 @@ _NAMED_SWITCH = '''
 
 def test_an_environment_switch_held_in_a_name_is_opt_in_unless_on_by_default(tmp_path: Path) -> None:
     path = _write(tmp_path, "ops.py", _NAMED_SWITCH)
-    found = _worst(path)
+    found = worst_by_line(path)
     worst, reason = found[("ops.py", 7, "TP501")]
     assert worst == "info" and "FASTSCALE_JIT=True" in reason, reason
     assert found[("ops.py", 9, "TP501")][0] == "error"  # FASTSCALE_STRICT is "1" unless set

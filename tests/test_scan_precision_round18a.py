@@ -8,19 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import ALL_TARGETS
+from scan_marks import ALL_TARGETS, worst_by_line
 from scan_marks import write_snippet as _write
 from torchport.scan.config import ScanConfig
 from torchport.scan.rules import finding_worst
 from torchport.scan.scanner import scan
-
-
-def _worst(root: Path) -> dict[tuple[str, int, str], tuple[str | None, str]]:
-    """(file name, line, rule) -> (worst severity over every target, the reason given)."""
-    result = scan([root], ScanConfig(), jobs=1)
-    assert not result.skipped, result.skipped
-    return {(Path(f.path).name, f.line, f.rule_id): (finding_worst(f, ALL_TARGETS), f.cap_reason)
-            for f in result.findings}
 
 
 _BLOCK = '''
@@ -60,14 +52,14 @@ def _package(root: Path, block: str = _BLOCK, **files: str) -> Path:
 
 def test_method_called_only_for_cuda_tensors_is_info(tmp_path):
     found = _package(tmp_path)
-    severity, reason = _worst(found)[("block.py", 13, "TP108")]
+    severity, reason = worst_by_line(found)[("block.py", 13, "TP108")]
     assert severity == "info"
     assert "`_captured_split` is called only where" in reason and "block.py:20" in reason
-    assert _worst(found)[("block.py", 14, "TP107")][0] == "info"
+    assert worst_by_line(found)[("block.py", 14, "TP107")][0] == "info"
 
 
 def test_method_also_called_unguarded_elsewhere_stays(tmp_path):
-    found = _worst(_package(tmp_path, bench="""
+    found = worst_by_line(_package(tmp_path, bench="""
         from fastblock.block import FastAttention
 
 
@@ -80,7 +72,7 @@ def test_method_also_called_unguarded_elsewhere_stays(tmp_path):
 def test_method_called_unguarded_in_its_file_stays(tmp_path):
     block = _BLOCK.replace('if hidden.size(1) == 1 and hidden.device.type == "cuda":',
                            'if hidden.size(1) == 1:')
-    assert _worst(_package(tmp_path, block))[("block.py", 13, "TP108")][0] == "error"
+    assert worst_by_line(_package(tmp_path, block))[("block.py", 13, "TP108")][0] == "error"
 
 
 _SEPARATOR = '''
@@ -101,14 +93,14 @@ _SEPARATOR = '''
 
 
 def test_method_called_only_when_cuda_is_available_is_info(tmp_path):
-    found = _worst(_package(tmp_path, _SEPARATOR))
+    found = worst_by_line(_package(tmp_path, _SEPARATOR))
     severity, reason = found[("block.py", 13, "TP107")]
     assert severity == "info"
     assert "`configure_cuda` is called only where `torch.cuda.is_available()` holds" in reason
 
 
 def test_method_called_by_the_user_in_another_file_stays(tmp_path):
-    found = _worst(_package(tmp_path, _SEPARATOR, cli="""
+    found = worst_by_line(_package(tmp_path, _SEPARATOR, cli="""
         from fastblock.block import Separator
 
 
@@ -134,7 +126,7 @@ _MEMORY = '''
 
 
 def test_private_function_nothing_names_is_info(tmp_path):
-    found = _worst(_package(tmp_path, _MEMORY))
+    found = worst_by_line(_package(tmp_path, _MEMORY))
     severity, reason = found[("block.py", 5, "TP112")]
     assert severity == "info" and "`_peak_memory_report` is never called" in reason
     assert found[("block.py", 6, "TP104")][0] == "info"
@@ -142,11 +134,11 @@ def test_private_function_nothing_names_is_info(tmp_path):
 
 def test_public_function_nothing_names_stays(tmp_path):
     # API: a user of the library may call it, however little the package does
-    assert _worst(_package(tmp_path, _MEMORY))[("block.py", 10, "TP104")][0] == "silent"
+    assert worst_by_line(_package(tmp_path, _MEMORY))[("block.py", 10, "TP104")][0] == "silent"
 
 
 def test_private_function_named_in_a_string_stays(tmp_path):
-    found = _worst(_package(tmp_path, _MEMORY, hooks="""
+    found = worst_by_line(_package(tmp_path, _MEMORY, hooks="""
         import importlib
 
         REPORTS = {"peak": "_peak_memory_report"}
@@ -161,7 +153,7 @@ def test_private_function_named_in_a_string_stays(tmp_path):
 
 def test_private_hook_of_a_framework_base_stays(tmp_path):
     # nn.Module calls _load_from_state_dict itself: no name in the package is needed
-    found = _worst(_package(tmp_path, '''
+    found = worst_by_line(_package(tmp_path, '''
         import torch
         from torch import nn
 
@@ -195,20 +187,20 @@ _SCRIPT = '''
 
 def test_script_function_nothing_calls_is_info(tmp_path):
     _write(tmp_path, "examples/demo.py", _SCRIPT)
-    severity, reason = _worst(tmp_path)[("demo.py", 5, "TP101")]
+    severity, reason = worst_by_line(tmp_path)[("demo.py", 5, "TP101")]
     assert severity == "info" and "`profile` is never called" in reason
 
 
 def test_script_function_its_main_calls_stays(tmp_path):
     _write(tmp_path, "examples/demo.py", _SCRIPT.replace("print(model(torch.zeros(1, 2)))",
                                                         "print(profile(model, torch.zeros(1, 2)))"))
-    assert _worst(tmp_path)[("demo.py", 5, "TP101")][0] == "error"
+    assert worst_by_line(tmp_path)[("demo.py", 5, "TP101")][0] == "error"
 
 
 def test_lone_module_function_nothing_calls_stays(tmp_path):
     # no `if __name__ == "__main__":`: a module a user imports, not a program
     _write(tmp_path, "tools/memory.py", _SCRIPT.split("\n\n\n    def main")[0])
-    assert _worst(tmp_path)[("memory.py", 5, "TP101")][0] == "error"
+    assert worst_by_line(tmp_path)[("memory.py", 5, "TP101")][0] == "error"
 
 
 _MEMORY_BY_DEVICE = '''
@@ -235,13 +227,13 @@ _MEMORY_BY_DEVICE = '''
 
 
 def test_function_reached_through_a_caller_under_a_cuda_test_is_info(tmp_path):
-    severity, reason = _worst(_package(tmp_path, _MEMORY_BY_DEVICE))[("block.py", 18, "TP111")]
+    severity, reason = worst_by_line(_package(tmp_path, _MEMORY_BY_DEVICE))[("block.py", 18, "TP111")]
     assert severity == "info"
     assert "`all(device.type == \"cuda\" for device in devices)`" in reason and "through `_should_save_cuda`" in reason
 
 
 def test_function_whose_caller_is_also_called_unguarded_stays(tmp_path):
-    found = _worst(_package(tmp_path, _MEMORY_BY_DEVICE, planner="""
+    found = worst_by_line(_package(tmp_path, _MEMORY_BY_DEVICE, planner="""
         from fastblock.block import _should_save_cuda
 
 

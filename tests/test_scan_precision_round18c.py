@@ -8,22 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import ALL_TARGETS
+from scan_marks import worst_by_line
 from scan_marks import write_snippet as _write
-from torchport.scan.config import ScanConfig
-from torchport.scan.rules import CUDA_DEVICE_STRING, finding_worst
-from torchport.scan.scanner import scan
-
-
-def _worst(root: Path) -> dict[tuple[str, int, str], tuple[str | None, str]]:
-    """(file name, line, rule) -> (worst severity over every target, the reason given), for the
-    first finding of the line (a repeat in the same statement is folded into it)."""
-    result = scan([root], ScanConfig(), jobs=1)
-    assert not result.skipped, result.skipped
-    found: dict[tuple[str, int, str], tuple[str | None, str]] = {}
-    for f in sorted(result.findings, key=lambda f: f.column):
-        found.setdefault((Path(f.path).name, f.line, f.rule_id), (finding_worst(f, ALL_TARGETS), f.cap_reason))
-    return found
+from torchport.scan.rules import CUDA_DEVICE_STRING
 
 
 _PARSE_DEVICE = '''
@@ -53,7 +40,7 @@ _SAMPLER = '''
 def test_a_cuda_device_only_compared_with_is_info(tmp_path: Path) -> None:
     _write(tmp_path, "tabkit/utils.py", _PARSE_DEVICE)
     _write(tmp_path, "tabkit/sampler.py", _SAMPLER)
-    found = _worst(tmp_path)
+    found = worst_by_line(tmp_path)
     for key in (("utils.py", 6, CUDA_DEVICE_STRING), ("sampler.py", 7, CUDA_DEVICE_STRING)):
         severity, reason = found[key]
         assert severity == "info", key
@@ -63,7 +50,7 @@ def test_a_cuda_device_only_compared_with_is_info(tmp_path: Path) -> None:
 def test_what_the_comparison_guards_keeps_its_severity(tmp_path: Path) -> None:
     # The judged-correct neighbour: moving the buffer to CUDA fails where CUDA is absent.
     _write(tmp_path, "tabkit/sampler.py", _SAMPLER)
-    assert _worst(tmp_path)[("sampler.py", 8, CUDA_DEVICE_STRING)][0] == "error"
+    assert worst_by_line(tmp_path)[("sampler.py", 8, CUDA_DEVICE_STRING)][0] == "error"
 
 
 def test_a_device_made_and_compared_on_one_line_stays(tmp_path: Path) -> None:
@@ -75,7 +62,7 @@ def test_a_device_made_and_compared_on_one_line_stays(tmp_path: Path) -> None:
         def to_gpu(x):
             return x if x.device == torch.device("cuda") else x.to(torch.device("cuda"))
     ''')
-    assert _worst(tmp_path)[("move.py", 5, CUDA_DEVICE_STRING)][0] == "error"
+    assert worst_by_line(tmp_path)[("move.py", 5, CUDA_DEVICE_STRING)][0] == "error"
 
 
 def test_a_compared_device_that_is_also_returned_stays(tmp_path: Path) -> None:
@@ -88,7 +75,7 @@ def test_a_compared_device_that_is_also_returned_stays(tmp_path: Path) -> None:
             any_cuda = any(v.device == torch.device("cpu") for v in values)
             return torch.device("cuda") if any_cuda else torch.device("cpu")
     ''')
-    assert _worst(tmp_path)[("pick.py", 6, CUDA_DEVICE_STRING)][0] == "error"
+    assert worst_by_line(tmp_path)[("pick.py", 6, CUDA_DEVICE_STRING)][0] == "error"
 
 
 _LAUNCHER = '''
@@ -107,7 +94,7 @@ _LAUNCHER = '''
 def test_a_worker_default_that_spawn_args_fill_is_info(tmp_path: Path) -> None:
     # spawn calls fn(process_index, *args): the third item of args fills device_type.
     _write(tmp_path, "trainkit/train.py", _LAUNCHER)
-    severity, reason = _worst(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)]
+    severity, reason = worst_by_line(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)]
     assert severity == "info"
     assert "_distributed_worker is started only by" in reason
 
@@ -116,7 +103,7 @@ def test_a_worker_default_that_spawn_args_leave_unset_stays(tmp_path: Path) -> N
     # args= stops before device_type: the worker runs with its "cuda" default.
     _write(tmp_path, "trainkit/train.py", _LAUNCHER.replace("args=(main_func, world_size, device_type)",
                                                             "args=(main_func, world_size)"))
-    assert _worst(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)][0] == "error"
+    assert worst_by_line(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)][0] == "error"
 
 
 def test_a_spawned_worker_also_called_directly_stays(tmp_path: Path) -> None:
@@ -125,4 +112,4 @@ def test_a_spawned_worker_also_called_directly_stays(tmp_path: Path) -> None:
     def run_single(main_func):
         _distributed_worker(0, main_func, 1)
 ''')
-    assert _worst(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)][0] == "error"
+    assert worst_by_line(tmp_path)[("train.py", 4, CUDA_DEVICE_STRING)][0] == "error"

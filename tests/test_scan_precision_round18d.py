@@ -8,22 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import ALL_TARGETS
+from scan_marks import worst_by_line
 from scan_marks import write_snippet as _write
-from torchport.scan.config import ScanConfig
-from torchport.scan.rules import CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_STRING, finding_worst
-from torchport.scan.scanner import scan
-
-
-def _worst(root: Path) -> dict[tuple[str, int, str], tuple[str | None, str]]:
-    """(file name, line, rule) -> (worst severity over every target, the reason given), for the
-    first finding of the line (a repeat in the same statement is folded into it)."""
-    result = scan([root], ScanConfig(), jobs=1)
-    assert not result.skipped, result.skipped
-    found: dict[tuple[str, int, str], tuple[str | None, str]] = {}
-    for f in sorted(result.findings, key=lambda f: f.column):
-        found.setdefault((Path(f.path).name, f.line, f.rule_id), (finding_worst(f, ALL_TARGETS), f.cap_reason))
-    return found
+from torchport.scan.rules import CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_STRING
 
 
 _NCCL_MAIN = '''
@@ -56,7 +43,7 @@ _NCCL_MAIN = '''
 
 def test_after_an_nccl_process_group_is_info_and_the_group_itself_stays(tmp_path: Path) -> None:
     _write(tmp_path, "sdkit/main.py", _NCCL_MAIN)
-    found = _worst(tmp_path)
+    found = worst_by_line(tmp_path)
     severity, reason = found[("main.py", 9, CUDA_DEVICE_MANAGEMENT)]
     assert severity == "info"
     assert "NCCL backend (line 7)" in reason
@@ -101,7 +88,7 @@ _SLURM = '''
 
 def test_a_count_that_only_divides_a_rank_for_set_device_is_info(tmp_path: Path) -> None:
     _write(tmp_path, "distkit/dist_util.py", _SLURM)
-    found = _worst(tmp_path)
+    found = worst_by_line(tmp_path)
     for line, set_device_line in ((9, 10), (17, 20)):
         severity, reason = found[("dist_util.py", line, CUDA_DEVICE_MANAGEMENT)]
         assert severity == "info", line

@@ -557,6 +557,19 @@ def _same_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | Non
                  and s.col_offset == statement.col_offset), None)
 
 
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _in_whole_file(reader: _Reader, statement: ast.stmt) -> tuple[FileContext, ast.stmt, _Function | None] | None:
+    """The whole file's tree, ``statement`` in it and the function around it: the readers below
+    need the code around a check, which the partial parse leaves out."""
+    context = reader.whole()
+    whole_statement = _same_statement(context, statement)
+    if whole_statement is None:
+        return None
+    return context, whole_statement, _enclosing_function(context, whole_statement)
+
+
 def _untimed_sync(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
     """``if torch.cuda.is_available(): torch.cuda.synchronize()`` followed by more of its function,
     where nothing around it reads a clock, uses a stream or a collective: the wait orders nothing another device would get wrong
@@ -568,14 +581,13 @@ def _untimed_sync(reader: _Reader, statement: ast.If, finding: Finding) -> Conse
     if not all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
                and reader.context.source(s.value.func).endswith(".synchronize") for s in statement.body):
         return None
-    context = reader.whole()
-    whole_statement = _same_statement(context, statement)
-    if whole_statement is None:
+    found = _in_whole_file(reader, statement)
+    if found is None:
         return None
+    context, whole_statement, function = found
     scope = _outermost_definition(context, whole_statement)
     if scope is None or _times_something(scope) or _orders_async_work(scope):
         return None
-    function = _enclosing_function(context, whole_statement)
     end = whole_statement.end_lineno or whole_statement.lineno
     if function is not None and not any(isinstance(s, ast.stmt) and s.lineno > end for s in ast.walk(function)):
         return None  # the last thing the function does: the wait serves its caller, which may be timing it
@@ -658,11 +670,10 @@ def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Con
     lands wherever the model is, so the check decides only where the file is staged."""
     if "load_state_dict" not in reader.context.text or "map_location" not in reader.context.text:
         return None  # before the whole file is parsed: most checks are nowhere near a checkpoint
-    context = reader.whole()
-    whole_statement = _same_statement(context, statement)
-    if whole_statement is None:
+    found = _in_whole_file(reader, statement)
+    if found is None:
         return None
-    function = _enclosing_function(context, whole_statement)
+    context, whole_statement, function = found
     if function is None:
         return None
     if isinstance(whole_statement, ast.Assign) and len(whole_statement.targets) == 1 and isinstance(
@@ -747,11 +758,10 @@ def _settings_for_cuda_tensors(reader: _Reader, statement: ast.If, finding: Find
     if read is None or not read[2] or statement.orelse or not (
             len(statement.body) == 1 and isinstance(statement.body[0], ast.Return) and statement.body[0].value is None):
         return None
-    context = reader.whole()
-    whole_statement = _same_statement(context, statement)
-    if whole_statement is None:
+    found = _in_whole_file(reader, statement)
+    if found is None:
         return None
-    function = _enclosing_function(context, whole_statement)
+    context, whole_statement, function = found
     owner = _parents(context).get(id(function)) if function is not None else None
     if function is None or not isinstance(owner, ast.ClassDef) or not any(s is whole_statement
                                                                              for s in function.body):
@@ -782,11 +792,10 @@ def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) 
     if read is None or not read[1] or statement.orelse or not statement.body or isinstance(
             statement.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
         return None
-    context = reader.whole()
-    whole_statement = _same_statement(context, statement)
-    if whole_statement is None:
+    found = _in_whole_file(reader, statement)
+    if found is None:
         return None
-    function = _enclosing_function(context, whole_statement)
+    _, whole_statement, function = found
     if function is None or not any(s is whole_statement for s in function.body) or any(
             isinstance(n, (ast.Global, ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
                            ast.ClassDef)) for n in ast.walk(whole_statement)):

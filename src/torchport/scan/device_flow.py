@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from torchport.scan.detectors.syntax import string_value
+from torchport.scan.detectors.syntax import names_the_cpu, string_value
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.rules import CUDA_DEVICE_STRING
 
@@ -77,13 +77,6 @@ def _loads(function: _Function, name: str) -> list[ast.Name]:
             and isinstance(n.ctx, ast.Load)]
 
 
-def _is_cpu(node) -> bool:
-    """``"cpu"``, ``torch.device("cpu")``."""
-    if string_value(node) == "cpu":
-        return True
-    return isinstance(node, ast.Call) and len(node.args) == 1 and string_value(node.args[0]) == "cpu"
-
-
 def _dotted(node) -> str:
     """``torch.cuda.is_available`` for that chain of attributes; "" for anything else."""
     parts = []
@@ -115,11 +108,11 @@ def _cpu_remap(statement, name: str) -> bool:
     if isinstance(statement, ast.If):
         if not (_asks_cuda_availability(statement.test) and _reads(statement.test, name)):
             return False
-        return any(isinstance(s, (ast.Assign, ast.Return)) and _is_cpu(s.value)
+        return any(isinstance(s, (ast.Assign, ast.Return)) and names_the_cpu(s.value)
                    and (isinstance(s, ast.Return) or _binds(s, name)) for s in statement.body)
     if _binds(statement, name) and isinstance(statement.value, ast.IfExp):
         choice = statement.value
-        return _asks_cuda_availability(choice.test) and (_is_cpu(choice.orelse) or _is_cpu(choice.body))
+        return _asks_cuda_availability(choice.test) and (names_the_cpu(choice.orelse) or names_the_cpu(choice.body))
     return False
 
 

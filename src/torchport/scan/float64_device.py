@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchport.scan.detectors.syntax import names_the_cpu
 from torchport.scan.rules import FLOAT64
 
 if TYPE_CHECKING:
@@ -68,13 +69,6 @@ def _mentions_mps(test: ast.expr) -> bool:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_mentions_mps(value) for value in test.values)
     return _tests_mps(test) is True
-
-
-def _is_cpu(node: ast.expr) -> bool:
-    """``"cpu"`` or ``torch.device("cpu")``."""
-    if isinstance(node, ast.Call) and node.args and getattr(node.func, "attr", getattr(node.func, "id", "")) == "device":
-        node = node.args[0]
-    return isinstance(node, ast.Constant) and node.value == "cpu"
 
 
 
@@ -159,7 +153,7 @@ def _cpu_on_mps(value: ast.expr) -> bool:
     if not isinstance(value, ast.IfExp):
         return False
     on_mps = _tests_mps(value.test)
-    return on_mps is not None and _is_cpu(value.body if on_mps else value.orelse)
+    return on_mps is not None and names_the_cpu(value.body if on_mps else value.orelse)
 
 
 def _device_argument(call: ast.Call) -> ast.expr | None:
@@ -344,7 +338,7 @@ def _calls(context: FileContext) -> _Calls:
     return _Calls(context)
 
 
-def _moves_to(call: ast.Call, is_cpu: Callable[[ast.expr], bool] = _is_cpu) -> str | None:
+def _moves_to(call: ast.Call, is_cpu: Callable[[ast.expr], bool] = names_the_cpu) -> str | None:
     """What a method call does to a tensor's place: "cpu", "other" (a device), or None (nothing)."""
     attr = call.func.attr if isinstance(call.func, ast.Attribute) else ""
     if attr == "cpu":
@@ -368,7 +362,7 @@ def _private(function: _Function, context: FileContext) -> bool:
         for s in context.enclosing(function.lineno))
 
 
-def _rebinds(value: ast.expr, name: str, is_cpu: Callable[[ast.expr], bool] = _is_cpu) -> bool | None:
+def _rebinds(value: ast.expr, name: str, is_cpu: Callable[[ast.expr], bool] = names_the_cpu) -> bool | None:
     """``x = x.double().flip(0)``: True where methods on the name itself move nothing, False where
     one moves it to a device, None where the value is not a method chain on the name."""
     moves = []
@@ -393,7 +387,7 @@ class _HostTracer:
     def is_cpu(self, device: ast.expr) -> bool:
         """``"cpu"``, or a name that the function reading it (or the first enclosing function, or the
         module, that assigns it) binds only to the CPU: ``host = torch.device("cpu")``."""
-        if _is_cpu(device):
+        if names_the_cpu(device):
             return True
         if not isinstance(device, ast.Name) or self.function is None:
             return False
@@ -407,10 +401,10 @@ class _HostTracer:
                 and any(isinstance(t, ast.Name) and t.id == device.id
                         for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))]
             if values:
-                return all(v is not None and _is_cpu(v) for v in values)
+                return all(v is not None and names_the_cpu(v) for v in values)
         module = [s.value for s in self.context.tree.body if isinstance(s, ast.Assign)
                   and any(isinstance(t, ast.Name) and t.id == device.id for t in s.targets)]
-        return bool(module) and all(_is_cpu(v) for v in module)
+        return bool(module) and all(names_the_cpu(v) for v in module)
 
     def host(self, node: ast.expr | None, function: _Function | None, depth: int = 0) -> int | None:
         """The line where ``node``'s tensor was moved to or made on the CPU, None where unknown."""

@@ -86,7 +86,7 @@ def environment_opt_in(text: str, test: ast.expr, follow_names: bool = False) ->
     return None if sets_on.search(text) else f"{variable}={on_value}"
 
 
-def _swallows(handler: ast.ExceptHandler) -> bool:
+def _raises_nothing(handler: ast.ExceptHandler) -> bool:
     return not any(isinstance(node, ast.Raise) for node in ast.walk(handler))
 
 
@@ -149,7 +149,7 @@ class _Loader:
                 if found:
                     return f"when {found} is set"
             elif isinstance(parent, ast.Try) and any(child is s for s in parent.body) and parent.handlers \
-                    and all(_swallows(h) for h in parent.handlers):
+                    and all(_raises_nothing(h) for h in parent.handlers):
                 # an opt-in further out says more than the try: keep looking
                 caught = caught or "where it can: its build is in a try whose except goes on without it"
             elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -35,6 +35,13 @@ def string_value(node) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def names_the_cpu(node: ast.AST | None) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")``."""
+    if isinstance(node, ast.Call) and node.args and getattr(node.func, "attr", getattr(node.func, "id", "")) == "device":
+        node = node.args[0]
+    return string_value(node) == "cpu"
+
+
 def call_argument(call: ast.Call, position: int | None, keyword: str):
     for kw in call.keywords:
         if kw.arg == keyword:
