@@ -169,6 +169,7 @@ from torchport.records.runtime import (  # noqa: F401
 )
 from torchport.records.script import (  # noqa: F401
     ConfigurationFinding,
+    CpuBfloat16,
     DeviceEvidence,
     DynamoEvidence,
     FiredRedirect,
@@ -341,6 +342,7 @@ __all__ = [
     "XlaCounters",
     # script
     "ConfigurationFinding",
+    "CpuBfloat16",
     "DeviceEvidence",
     "DynamoEvidence",
     "FiredRedirect",

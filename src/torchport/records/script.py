@@ -200,6 +200,19 @@ class MachineLoad(Record):
 
 
 @dataclass
+class CpuBfloat16(Record):
+    """Whether the CPU a run used has bfloat16 instructions, as one named source said (torchport.script.bfloat16):
+    without them torch emulates bfloat16, many times slower than float32."""
+
+    native: bool | None = None  # None: unknown (no lookup here, or the source did not say)
+    source: str = ""  # where it was looked up: "/proc/cpuinfo flags", "sysctl hw.optional.arm.FEAT_BF16", ...
+    evidence: str = ""  # what that source said, or why nothing was looked up
+    torch_cpu_capability: str | None = None  # torch.backends.cpu.get_cpu_capability(): context, not the decision
+
+    _written_when_none: ClassVar[frozenset[str]] = frozenset({"native"})
+
+
+@dataclass
 class ModelFacts(Record):
     """The script's model as it trained on one backend."""
 

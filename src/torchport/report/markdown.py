@@ -169,7 +169,7 @@ def _script_section(script: ScriptSection, document: ResultDocument) -> list[str
         lines += _captioned_table(f"Loss trajectories ({fmt.md(rule)}):",
                                   ("backend", "worst relative difference", "parity"),
                                   [f"| {fmt.md(name)} | {diff} | {fmt.md(status)} |" for name, diff, status in rows])
-    notes = script_report.load_notes(document)
+    notes = script_report.bfloat16_notes(document) + script_report.load_notes(document)
     if notes:
         lines += ["", *[f"- {fmt.md(note)}" for note in notes]]
     if script.scan_error:

@@ -437,6 +437,8 @@ def script_job(context: Any) -> None:
     if redirects is not None:  # installed last, undone first
         redirects.uninstall()
         script_facts["redirects"] = [fired.to_dict() for fired in redirects.fired()]
+        if redirects.cpu_bfloat16 is not None:
+            script_facts["cpu_bfloat16"] = redirects.cpu_bfloat16.to_dict()
     driver.uninstall()
     script_facts["compiled_by_script"] = driver.compiled_by_script
     script_facts["autocast"] = list(driver.autocasts.values())

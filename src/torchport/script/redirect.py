@@ -16,7 +16,8 @@ from typing import Any
 from collections.abc import Callable
 
 from torchport.errors import UserError
-from torchport.records import FiredRedirect
+from torchport.records import CpuBfloat16, FiredRedirect
+from torchport.script import bfloat16
 
 EQUIVALENT, NO_OP, UNSUPPORTED = "equivalent", "no-op", "unsupported"
 
@@ -88,6 +89,7 @@ class Redirects:
         self.script = script
         self.counts: Counter[tuple[str, str | None]] = Counter()
         self.becomes: dict[tuple[str, str], str] = {}  # what a redirect at a line ended up as (autocast's dtype)
+        self.cpu_bfloat16: CpuBfloat16 | None = None  # looked up once a redirected autocast runs bfloat16 on the CPU
         self._restore: list[tuple[Any, str, Any]] = []
 
     def _fire(self, entry: str, where: str | None = None) -> bool:
@@ -247,9 +249,15 @@ class Redirects:
                     kwargs["dtype"] = low_precision
             original_autocast_init(context, *args, **kwargs)
             if requested == "cuda" and where is not None:
-                state = "enabled" if getattr(context, "_enabled", True) else "disabled"
-                self.becomes[(autocast_entry, where)] = (
-                    f"autocast('{device_type}', dtype={str(getattr(context, 'fast_dtype', '?')).replace('torch.', '')}), {state}")
+                enabled = getattr(context, "_enabled", True)
+                became = (f"autocast('{device_type}', dtype={str(getattr(context, 'fast_dtype', '?')).replace('torch.', '')}), "
+                          f"{'enabled' if enabled else 'disabled'}")
+                if enabled and device_type == "cpu" and getattr(context, "fast_dtype", None) == low_precision:
+                    # The step times are the emulation's where the CPU lacks bfloat16 instructions: said at the line.
+                    self.cpu_bfloat16 = bfloat16.detect()
+                    note = bfloat16.emulation_note(self.cpu_bfloat16)
+                    became += f"; {note}" if note else ""
+                self.becomes[(autocast_entry, where)] = became
 
         self._patch(autocast_class, "__init__", autocast_init)
 

@@ -2,14 +2,14 @@
 report.html and the terminal summary read the same rows from here, so they
 never disagree (verdicts with their device evidence, redirects with what they
 became, the cross-reference with scan, parity, configuration differences,
-torchrun, and the machine's load during each run)."""
+torchrun, the machine's load during each run, and bfloat16 the CPU emulates)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchport.limits import HEAVY_LOAD_PER_CPU
-from torchport.records import ResultDocument, RunRecord, RunStatus
+from torchport.records import CpuBfloat16, ResultDocument, RunRecord, RunStatus
 
 
 @dataclass
@@ -58,6 +58,30 @@ def load_notes(document: ResultDocument) -> list[str]:
         if loaded:
             notes.append(f"{name}: speed measured under heavy load ({len(loaded)} of {len(backend.runs)} run(s); "
                          f"highest {max(loaded)}): the ratio to the reference may be the machine's, not the backend's")
+    return notes
+
+
+def bfloat16_notes(document: ResultDocument) -> list[str]:
+    """One warning for the backends whose redirected autocast ran bfloat16 on a CPU that emulates it, and one
+    for those where the lookup could not tell (the record is torchport.script.bfloat16's, from the run)."""
+    said: dict[tuple[bool | None, str], list[str]] = {}
+    for name, backend in document.backends.items():
+        for run in backend.runs:
+            recorded = (run.script or {}).get("cpu_bfloat16")
+            found = CpuBfloat16.from_dict(recorded) if recorded else None
+            if found is not None and found.native is not True:
+                backends = said.setdefault((found.native, found.evidence), [])
+                if name not in backends:
+                    backends.append(name)
+    notes = []
+    for (native, evidence), backends in said.items():
+        if native is False:
+            notes.append(f"{', '.join(backends)}: bfloat16 autocast on this CPU is emulated ({evidence}): step times "
+                         "are not representative of the target; rerun with the script's own AMP off to time float32")
+        else:
+            notes.append(f"{', '.join(backends)}: bfloat16 autocast ran on a CPU not known to run bfloat16 natively "
+                         f"({evidence}): if it emulates it, step times are not representative of the target; rerun "
+                         "with the script's own AMP off to time float32")
     return notes
 
 
@@ -137,7 +161,7 @@ def terminal_lines(document: ResultDocument) -> list[str]:
     ddp = torchrun_line(document)
     if ddp:
         lines.append(f"script {ddp}")
-    return lines + load_notes(document)
+    return lines + bfloat16_notes(document) + load_notes(document)
 
 
 def html_section(document: ResultDocument, esc: Any, cap: Any, table: Any) -> list[str]:
@@ -176,7 +200,7 @@ def html_section(document: ResultDocument, esc: Any, cap: Any, table: Any) -> li
     ddp = torchrun_line(document)
     if ddp:
         body.append(f"<p>{esc(cap(ddp.capitalize()))}</p>")
-    notes = load_notes(document)
+    notes = bfloat16_notes(document) + load_notes(document)
     if notes:
         body += ['<ul class="warn">', *[f"<li>{esc(cap(note))}</li>" for note in notes], "</ul>"]
     return body
