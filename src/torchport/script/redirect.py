@@ -230,6 +230,8 @@ class Redirects:
         autocast_entry = TABLE_AUTOCAST
         original_autocast_init = autocast_class.__init__
         low_precision = torch.bfloat16
+        # Looked up now, not inside the script's first (timed) step where its first autocast opens.
+        cpu_bfloat16 = bfloat16.detect() if device_type == "cpu" else None
 
         def autocast_init(context, *args, **kwargs):
             requested = kwargs.get("device_type", args[0] if args else None)
@@ -252,10 +254,10 @@ class Redirects:
                 enabled = getattr(context, "_enabled", True)
                 became = (f"autocast('{device_type}', dtype={str(getattr(context, 'fast_dtype', '?')).replace('torch.', '')}), "
                           f"{'enabled' if enabled else 'disabled'}")
-                if enabled and device_type == "cpu" and getattr(context, "fast_dtype", None) == low_precision:
+                if enabled and cpu_bfloat16 is not None and getattr(context, "fast_dtype", None) == low_precision:
                     # The step times are the emulation's where the CPU lacks bfloat16 instructions: said at the line.
-                    self.cpu_bfloat16 = bfloat16.detect()
-                    note = bfloat16.emulation_note(self.cpu_bfloat16)
+                    self.cpu_bfloat16 = cpu_bfloat16
+                    note = bfloat16.emulation_note(cpu_bfloat16)
                     became += f"; {note}" if note else ""
                 self.becomes[(autocast_entry, where)] = became
 
