@@ -825,7 +825,8 @@ def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) 
 
 # Calls made for a person to read: logs, prints, progress-bar captions.  A value that reaches only
 # these changes what is shown, never where work runs.
-_DISPLAY_CALL_NAME = ("print", "log", "warn", "info", "debug", "warning", "error", "set_postfix", "set_description")
+_DISPLAY_CALL_NAME = frozenset({"print", "log", "warn", "info", "debug", "warning", "error"})
+_DISPLAY_CALL_PREFIX = ("set_postfix", "set_description")
 # How many names a shown value may pass through (`x = ...; d = f(gpu=x); bar.set_postfix(**d)`).
 _DISPLAY_HOPS = 3
 
@@ -833,7 +834,7 @@ _DISPLAY_HOPS = 3
 def _display_call(call: ast.Call) -> bool:
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return name.startswith(_DISPLAY_CALL_NAME) or name.endswith(("print", "log"))
+    return name in _DISPLAY_CALL_NAME or name.startswith(_DISPLAY_CALL_PREFIX)
 
 
 def _moves_or_names_a_device(node: ast.AST) -> bool:
