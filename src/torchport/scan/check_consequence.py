@@ -491,11 +491,13 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
                                  f"copy is made")
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
         return (_of_if(reader, statement, finding) or _untimed_sync(reader, statement, finding)
-                or _settings_for_cuda_tensors(reader, statement, finding))
+                or _settings_for_cuda_tensors(reader, statement, finding)
+                or _profiler_activity_only(statement, finding) or _shown_branch(reader, statement, finding))
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
             statement.value, finding.line, finding.column):
-        return _of_flag(reader, statement, finding) or _staging_only(reader, statement, finding)
-    return _staging_only(reader, statement, finding)
+        return (_of_flag(reader, statement, finding) or _staging_only(reader, statement, finding)
+                or _shown_choice(reader, statement, finding))
+    return _staging_only(reader, statement, finding) or _shown_choice(reader, statement, finding)
 
 
 # -- what a check decides when it decides no device ----------------------------------------------
@@ -817,3 +819,154 @@ def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) 
                 return Consequence(ERROR, f"not silent: where CUDA is absent `{name}` is never bound, and line "
                                           f"{following.lineno} reads it (UnboundLocalError)")
     return None
+
+
+# -- a check whose outcome only reaches text for a person -----------------------------------------
+
+# Calls made for a person to read: logs, prints, progress-bar captions.  A value that reaches only
+# these changes what is shown, never where work runs.
+_DISPLAY_CALL_NAME = frozenset({"print", "log", "warn", "info", "debug", "warning", "error"})
+_DISPLAY_CALL_PREFIX = ("set_postfix", "set_description")
+# How many names a shown value may pass through (`x = ...; d = f(gpu=x); bar.set_postfix(**d)`).
+_DISPLAY_HOPS = 3
+
+
+def _display_call(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in _DISPLAY_CALL_NAME or name.startswith(_DISPLAY_CALL_PREFIX)
+
+
+def _moves_or_names_a_device(node: ast.AST) -> bool:
+    return _names_a_device(node) or any(isinstance(n, ast.Call) and n.func is not None and ast.unparse(
+        n.func).split(".")[-1] in ("set_device", "device") for n in ast.walk(node))
+
+
+def _name_only_shown(context: FileContext, function: ast.AST, name: str, after: int, hops: int) -> bool:
+    """Every read of the local ``name`` in ``function`` (after line ``after``) only reaches text for
+    a person; ``lines.append(...)`` on it adds to what is shown.  False when there is no such read."""
+    reads = [n for n in _loads_of(function, name) if n.lineno > after]
+    if not reads:
+        return False
+    parents = _parents(context)
+    for read in reads:
+        parent = parents.get(id(read))
+        if isinstance(parent, ast.Attribute) and parent.attr in ("append", "extend") and isinstance(
+                parents.get(id(parent)), ast.Call) and isinstance(parents.get(id(parents.get(id(parent)))), ast.Expr):
+            continue  # adding to the list is not a read of what it holds
+        if not _only_shown(context, function, read, hops):
+            return False
+    return True
+
+
+def _only_shown(context: FileContext, function: ast.AST, node: ast.AST, hops: int) -> bool:
+    """The value of ``node`` only reaches a log, print or progress-bar call, through f-strings,
+    formatting, local names, a list it is appended to, or a call whose result is itself only shown."""
+    parents = _parents(context)
+    child: ast.AST = node
+    parent = parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, ast.Call) and child is not parent.func:
+            if _display_call(parent):
+                return isinstance(parents.get(id(parent)), ast.Expr)
+            func = parent.func
+            if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") and isinstance(
+                    func.value, ast.Name) and isinstance(parents.get(id(parent)), ast.Expr):
+                return hops > 0 and _name_only_shown(context, function, func.value.id, parent.lineno, hops - 1)
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if context.source(func).startswith("torch.") or called in ("to", "cuda", "cpu") or "device" in called:
+                return False  # a move, or a device built from the value
+        if isinstance(parent, ast.Assign):
+            if hops <= 0 or len(parent.targets) != 1 or not isinstance(parent.targets[0], ast.Name):
+                return False
+            return _name_only_shown(context, function, parent.targets[0].id, parent.lineno - 1, hops - 1)
+        if isinstance(parent, ast.AugAssign) and isinstance(parent.target, ast.Name) and child is parent.value:
+            return hops > 0 and _name_only_shown(context, function, parent.target.id, parent.lineno - 1, hops - 1)
+        if isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
+            return False
+        child, parent = parent, parents.get(id(parent))
+    return False
+
+
+def _innermost_choice(statement: ast.stmt, finding: Finding) -> ast.IfExp | None:
+    choices = [n for n in ast.walk(statement) if isinstance(n, ast.IfExp) and _contains(n.test, finding.line,
+                                                                                          finding.column)]
+    return max(choices, key=lambda n: (n.lineno, n.col_offset), default=None)
+
+
+def _shown_choice(reader: _Reader, statement: ast.stmt, finding: Finding) -> Consequence | None:
+    """``gpu_mem = memory_used() / 1e9 if torch.cuda.is_available() else 0`` whose value only reaches
+    a log line or a progress bar: the check decides what a person reads, not where work runs."""
+    choice = _innermost_choice(statement, finding)
+    if choice is None or all(isinstance(b, ast.Constant) and _names_a_device(b) for b in (choice.body, choice.orelse)):
+        return None  # `"cuda" if ... else "cpu"` chooses a device wherever it goes
+    if _operand(choice.test, finding.line, finding.column) is None or any(
+            _moves_or_names_a_device(branch) and not isinstance(branch, ast.Constant)
+            for branch in (choice.body, choice.orelse)):
+        return None
+    found = _in_whole_file(reader, statement)
+    if found is None:
+        return None
+    context, whole_statement, function = found
+    whole_choice = _innermost_choice(whole_statement, finding)
+    if function is None or whole_choice is None or not _only_shown(context, function, whole_choice, _DISPLAY_HOPS):
+        return None
+    return Consequence(INFO, "decides no device: the value it chooses only feeds a log line, a print or a "
+                             "progress bar")
+
+
+def _shown_branch(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if torch.cuda.is_available(): lines.append(f"grouped_mm: {supported}")`` where the branch only
+    binds names and adds to lists that are read only by a log, print or progress-bar call: what it
+    decides is a line of text."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[1] or statement.orelse or not statement.body or any(
+            _moves_or_names_a_device(s) for s in statement.body):
+        return None
+    found = _in_whole_file(reader, statement)
+    if found is None:
+        return None
+    context, whole_statement, function = found
+    if function is None or not isinstance(whole_statement, ast.If):
+        return None
+    end = whole_statement.end_lineno or whole_statement.lineno
+    for inner in whole_statement.body:
+        if any(isinstance(n, ast.Call) and context.source(n.func).startswith("torch.")
+               and not context.source(n.func).startswith("torch.cuda.") for n in ast.walk(inner)):
+            return None  # torch work inside the branch: it may do more than describe
+        if isinstance(inner, ast.Assign) and all(isinstance(t, ast.Name) for t in inner.targets):
+            # a name bound here is read inside the branch, or only shown after it
+            if not all(not _loads_of_after(function, t.id, end) or _name_only_shown(context, function, t.id, end,
+                                                                                   _DISPLAY_HOPS)
+                       for t in inner.targets if isinstance(t, ast.Name)):
+                return None
+            continue
+        if isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call) and inner.value.args and (
+                _display_call(inner.value) or _only_shown(context, function, inner.value.args[0], _DISPLAY_HOPS)):
+            continue
+        return None
+    return Consequence(INFO, "decides no device: the branch only builds text that a log line, a print or a "
+                             "progress bar shows")
+
+
+def _loads_of_after(function: ast.AST, name: str, after: int) -> bool:
+    return any(n.lineno > after for n in _loads_of(function, name))
+
+
+def _profiler_activity_only(statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if torch.cuda.is_available(): activities.append(ProfilerActivity.CUDA)``: the check decides
+    whether a profiler also records CUDA kernels, which exist only on CUDA; no work moves."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[1] or statement.orelse or not statement.body:
+        return None
+    for inner in statement.body:
+        call = inner.value if isinstance(inner, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr in ("append", "add", "extend") and len(call.args) == 1):
+            return None
+        added = call.args[0].elts if isinstance(call.args[0], (ast.List, ast.Tuple, ast.Set)) else [call.args[0]]
+        if not added or not all(isinstance(a, ast.Attribute) and a.attr == "CUDA" and isinstance(a.value, (
+                ast.Name, ast.Attribute)) and ast.unparse(a.value).split(".")[-1] == "ProfilerActivity" for a in added):
+            return None
+    return Consequence(INFO, "decides no device: it only adds ProfilerActivity.CUDA to what a profiler records; "
+                             "where CUDA is absent there are no CUDA kernels to record and the work runs the same")

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, default_path, device_compare, device_guard,
+from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
 from torchport.scan.model import Finding
@@ -949,7 +949,8 @@ def _only_in_text(context: FileContext, line: int, rule: str) -> bool:
         parent = parents.get(id(node))
         while parent is not None:
             if isinstance(parent, ast.JoinedStr):
-                return not any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                compared = {id(c) for n in ast.walk(parent) if isinstance(n, ast.Compare) for c in ast.walk(n)}
+                return not any(isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in compared
                                and _DEVICE_WORD.fullmatch(n.value.strip()) for n in ast.walk(parent))
             if isinstance(parent, ast.Call) and parent is not node and _DISPLAY_CALL.fullmatch(_call_name(parent)):
                 return isinstance(parents.get(id(parent)), ast.Expr)
@@ -1674,6 +1675,10 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _private_past_cuda_exit, "info",
              "in {}, which this file calls only after `if not torch.cuda.is_available(): return` (or raise): "
              "where CUDA is absent the caller returns first"),
+    Lowering(_EVERY_RULE, lambda site: cuda_stream_argument.ANNOTATION_HINT.search(site.file.text) is not None
+             and cuda_stream_argument.reached_with_cuda_handle(site.file.whole(), site.line), "info",
+             "reached only once {} holds a CUDA stream or event (typed so, or None): one cannot be made where "
+             "CUDA is absent, and where it is made is reported at its own line"),
     Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
              "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
              "is the lock-in, reported at its own line)"),
