@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from torchport.scan.old_torch_branch import statements_holding
+from torchport.scan.detectors.syntax import walk_nodes
 
 
 def _is_cuda_test(node: ast.expr) -> bool:
@@ -28,7 +29,7 @@ def enabled_only_on_cuda(tree: ast.Module, line: int) -> str | None:
         return None
     statement = holding[-1]
     header = statement.items if isinstance(statement, (ast.With, ast.AsyncWith)) else [statement]
-    for node in (n for h in header for n in ast.walk(h)):
+    for node in (n for h in header for n in walk_nodes(h)):
         if not (isinstance(node, ast.Call) and node.lineno == line and "autocast" in ast.unparse(node.func)):
             continue
         enabled = next((k.value for k in node.keywords if k.arg == "enabled"), None)

@@ -16,6 +16,7 @@ import ast
 import re
 
 from torchport.scan.old_torch_branch import statements_holding
+from torchport.scan.detectors.syntax import walk_nodes
 
 # torch.cuda queries that return False or 0 on a CPU-only torch instead of raising (CPU torch
 # 2.13: `synchronize`, `current_device`, `get_device_name`, `ipc_collect` raise instead).
@@ -52,7 +53,7 @@ def _is_cuda_available(node: ast.expr) -> bool:
 def _decides_a_device(tree: ast.Module, lines: list[str], name: str) -> bool:
     """A call of ``name`` in this file on a line that also names a "cuda" device string."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
-               and _DEVICE_STRING.search(lines[n.lineno - 1]) for n in ast.walk(tree))
+               and _DEVICE_STRING.search(lines[n.lineno - 1]) for n in walk_nodes(tree))
 
 
 def kernel_library_helper(tree: ast.Module, lines: list[str], line: int) -> str | None:
@@ -96,7 +97,7 @@ def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
         return None
     statement = holding[-1]
     header = [statement.test] if isinstance(statement, (ast.If, ast.While)) else [statement]
-    called = {ast.unparse(n.func) for h in header for n in ast.walk(h) if isinstance(n, ast.Call) and n.lineno == line}
+    called = {ast.unparse(n.func) for h in header for n in walk_nodes(h) if isinstance(n, ast.Call) and n.lineno == line}
     found = sorted(called & QUIET_QUERIES)
     if not found:
         return None

@@ -10,6 +10,7 @@ Everything here reads the AST of one file; no option or package is known by name
 from __future__ import annotations
 
 import ast
+from torchport.scan.detectors.syntax import walk_nodes
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
@@ -96,7 +97,7 @@ class _Stores:
                     self.values.setdefault(name, []).append(None if unpacked else node.value)
 
     def _expressions(self, statement: ast.stmt) -> None:
-        for node in ast.walk(statement):
+        for node in walk_nodes(statement):
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
@@ -144,7 +145,7 @@ def _option(context: FileContext, atom: ast.expr, function: Function | None, dep
     stores = _stores(context)
     own = dict(_own_parameters(function)) if function is not None and isinstance(atom, ast.Name) else {}
     if name in own and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                               for n in ast.walk(function)):  # type: ignore[arg-type]  # own is empty without one
+                               for n in walk_nodes(function)):  # type: ignore[arg-type]  # own is empty without one
         default = own[name]
         # `compiled=False` here, but the class that calls it takes `compiled: bool = True`
         on_elsewhere = any(_truthy_constant(v) for v in stores.parameters.get(name, []) + stores.values.get(name, []))

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from torchport.scan import default_path
+from torchport.scan.detectors.syntax import walk_nodes
 
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
@@ -79,7 +80,7 @@ def _helper_returns_device_test(context: FileContext, name: str, depth: int) -> 
     of the file's function ``name`` is a device test."""
     for statement in context.statements:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == name:
-            returns = [n for n in ast.walk(statement) if isinstance(n, ast.Return)]
+            returns = [n for n in walk_nodes(statement) if isinstance(n, ast.Return)]
             return bool(returns) and all(r.value is not None and is_device_test(context, r.value, True, depth)
                                          for r in returns)
     return False

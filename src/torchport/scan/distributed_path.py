@@ -17,6 +17,7 @@ Two shapes, read in the finding's own function (the whole file parsed, nothing e
 from __future__ import annotations
 
 import ast
+from torchport.scan.detectors.syntax import walk_nodes
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def _device_count(node: ast.AST) -> bool:
 
 def _parents(function: _Function) -> dict[int, ast.AST]:
     parents: dict[int, ast.AST] = {}
-    for node in ast.walk(function):
+    for node in walk_nodes(function):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
     return parents
@@ -100,7 +101,7 @@ def count_divides_for_set_device(context: FileContext, line: int) -> str | None:
     if function is None:
         return None
     parents = _parents(function)
-    counts = [n for n in ast.walk(function) if _device_count(n) and getattr(n, "lineno", None) == line]
+    counts = [n for n in walk_nodes(function) if _device_count(n) and getattr(n, "lineno", None) == line]
     if not counts:
         return None
     moduli: list[ast.BinOp] = []
@@ -112,7 +113,7 @@ def count_divides_for_set_device(context: FileContext, line: int) -> str | None:
                     and isinstance(stored.targets[0], ast.Name)):
                 return None
             name = stored.targets[0].id
-            reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
+            reads = [n for n in walk_nodes(function) if isinstance(n, ast.Name) and n.id == name
                      and isinstance(n.ctx, ast.Load)]
             found = [_divisor(read, parents) for read in reads]
             if not reads or any(m is None for m in found):
@@ -133,7 +134,7 @@ def _cuda_set_device(node: ast.AST) -> bool:
 
 
 def _set_device_calls(function: _Function) -> list[ast.Call]:
-    return [n for n in ast.walk(function) if isinstance(n, ast.Call) and _cuda_set_device(n)]
+    return [n for n in walk_nodes(function) if isinstance(n, ast.Call) and _cuda_set_device(n)]
 
 
 def _handed_to_set_device(function: _Function, modulo: ast.BinOp, parents: dict[int, ast.AST]) -> int | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from torchport.scan.detectors.syntax import call_argument, string_value
+from torchport.scan.detectors.syntax import call_argument, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import CUDA_EXTENSION_IMPORT
 
@@ -33,14 +33,14 @@ def _has_cuda_sources(call: ast.Call) -> bool:
         if keyword.arg == "with_cuda" and isinstance(keyword.value, ast.Constant) and keyword.value.value:
             return True
     return any((text := string_value(node)) is not None and text.endswith((".cu", ".cuh"))
-               for node in ast.walk(call))
+               for node in walk_nodes(call))
 
 
 def built_names(tree: ast.Module) -> list[str]:
     """Module names of the CUDA extensions a file builds: ``CUDAExtension("pkg._C", ...)``,
     ``CUDAExtension(name="amp_C", ...)``, ``load(name="fused", sources=[..."k.cu"])``."""
     names = []
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         if not isinstance(node, ast.Call):
             continue
         callee = _callee(node)
@@ -76,7 +76,7 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
     """A finding at every import of one of ``names`` (statements, ``importlib.import_module``)."""
     lasts = {name.rsplit(".", 1)[-1]: name for name in names if "." in name}
     findings = []
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         found = None
         if isinstance(node, ast.Call):
             # `fused_layer_norm_cuda = importlib.import_module("fused_layer_norm_cuda")`

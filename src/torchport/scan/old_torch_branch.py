@@ -9,6 +9,7 @@ CUDA (then the finding stands: the lock-in is on both paths).
 from __future__ import annotations
 
 import ast
+from torchport.scan.detectors.syntax import walk_nodes
 import re
 
 # Text a file must hold before its tree is searched: the version string, or an API probe.
@@ -34,7 +35,7 @@ def _module_assignments(tree: ast.Module) -> dict[str, ast.expr]:
 
 def _names_torch_version(node: ast.expr) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == "__version__" and isinstance(n.value, ast.Name)
-               and n.value.id == "torch" for n in ast.walk(node))
+               and n.value.id == "torch" for n in walk_nodes(node))
 
 
 def true_on_newer_torch(test: ast.expr, flags: dict[str, ast.expr], depth: int = 0) -> bool | None:

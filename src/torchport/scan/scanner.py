@@ -26,7 +26,7 @@ from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
 from torchport.scan.detectors.shared import CUDA_ONLY
-from torchport.scan.detectors.syntax import passes_argument
+from torchport.scan.detectors.syntax import passes_argument, walk_nodes
 from torchport.scan.model import FileResult, Finding, Skipped
 from torchport.scan.rules import RULES_BY_ID
 
@@ -325,7 +325,7 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
                 pending.pop(reaching[name], None)
                 needles.pop(name, None)
             continue
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.id if isinstance(func, ast.Name) else (

@@ -10,6 +10,7 @@ Read on the whole file's AST; nothing else of the package is walked.
 from __future__ import annotations
 
 import ast
+from torchport.scan.detectors.syntax import walk_nodes
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -57,10 +58,10 @@ def filled_by_spawn(context: FileContext, line: int, column: int) -> str | None:
         return None
     positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
     position = positional.index(parameter)
-    uses = [n for n in ast.walk(context.tree) if isinstance(n, ast.Name) and n.id == function.name]
+    uses = [n for n in walk_nodes(context.tree) if isinstance(n, ast.Name) and n.id == function.name]
     if not uses:
         return None
-    launches = [n for n in ast.walk(context.tree) if isinstance(n, ast.Call)]
+    launches = [n for n in walk_nodes(context.tree) if isinstance(n, ast.Call)]
     for use in uses:
         if not any(_filled_by_launcher(call, use, position) for call in launches):
             return None

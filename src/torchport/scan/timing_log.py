@@ -10,6 +10,7 @@ import ast
 import re
 
 from torchport.scan.old_torch_branch import statements_holding
+from torchport.scan.detectors.syntax import walk_nodes
 
 # Clocks: `time.perf_counter()`, `time.time()`, `monotonic()`, `default_timer()`.
 _CLOCK = re.compile(r"^(time\.)?(perf_counter|perf_counter_ns|time|monotonic|monotonic_ns|default_timer)$")
@@ -29,7 +30,7 @@ def _is_cuda_sync_guard(node: ast.stmt) -> bool:
 
 
 def _reads_clock(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) and _CLOCK.match(ast.unparse(n.func)) for n in ast.walk(node))
+    return any(isinstance(n, ast.Call) and _CLOCK.match(ast.unparse(n.func)) for n in walk_nodes(node))
 
 
 def _log_call(call: ast.Call) -> bool:
@@ -48,17 +49,17 @@ def only_logged(tree: ast.Module, line: int) -> bool:
         return False
     function = functions[-1]
     parents: dict[int, ast.AST] = {}
-    for node in ast.walk(function):
+    for node in walk_nodes(function):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
     timed: set[str] = set()
-    assignments = [n for n in ast.walk(function) if isinstance(n, ast.Assign)]
+    assignments = [n for n in walk_nodes(function) if isinstance(n, ast.Assign)]
     changed = True
     while changed:
         changed = False
         for assign in assignments:
             if not (_reads_clock(assign.value) or any(isinstance(n, ast.Name) and n.id in timed
-                                                      for n in ast.walk(assign.value))):
+                                                      for n in walk_nodes(assign.value))):
                 continue
             for target in assign.targets:
                 if not isinstance(target, ast.Name):
@@ -69,7 +70,7 @@ def only_logged(tree: ast.Module, line: int) -> bool:
     if not timed:
         return False
     assigned_from_timing = {id(t) for a in assignments for t in a.targets if isinstance(t, ast.Name) and t.id in timed}
-    for node in ast.walk(function):
+    for node in walk_nodes(function):
         if not (isinstance(node, ast.Name) and node.id in timed and isinstance(node.ctx, ast.Load)):
             continue
         if id(node) in assigned_from_timing:

@@ -35,6 +35,7 @@ from torchport.scan.detectors.syntax import (
     replace_node,
     string_value,
     version_key,
+    walk_nodes,
 )
 from torchport.scan.rules import (
     RULES_BY_ID,
@@ -200,7 +201,7 @@ def _loads_other_runtime(statement) -> bool:
     """The statement imports, or requires by name, an inference runtime other than torch
     (ONNX Runtime, PaddlePaddle, OpenVINO, TensorRT...): a CUDA check beside it picks that
     runtime's GPU build or execution provider, whose CPU one is the fallback."""
-    for node in ast.walk(statement):
+    for node in walk_nodes(statement):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if any(m.split(".")[0] in _OTHER_RUNTIMES for m in modules):
@@ -212,7 +213,7 @@ def _loads_other_runtime(statement) -> bool:
 
 def _names_tensorrt(statement) -> bool:
     return any("tensorrt" in (getattr(n, "id", None) or getattr(n, "attr", None) or str(getattr(n, "value", ""))).lower()
-               for n in ast.walk(statement) if isinstance(n, (ast.Name, ast.Attribute, ast.Constant)))
+               for n in walk_nodes(statement) if isinstance(n, (ast.Name, ast.Attribute, ast.Constant)))
 
 
 def _gloo_test(test) -> bool | None:
@@ -245,7 +246,7 @@ def _opt_in_feature_named(name: str) -> bool:
 
 
 def _names_in(node) -> list[str]:
-    return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+    return [n.id if isinstance(n, ast.Name) else n.attr for n in walk_nodes(node)
             if isinstance(n, (ast.Name, ast.Attribute))]
 
 
@@ -278,7 +279,7 @@ def _implementation_class(node: ast.ClassDef) -> str | None:
 
 def _falls_back_to_cpu(statement) -> bool:
     """The statement names the CPU as a device: ``"cpu"``, ``torch.device("cpu")``, ``x.cpu()``."""
-    for node in ast.walk(statement):
+    for node in walk_nodes(statement):
         if (string_value(node) or "").split(":")[0] == "cpu":
             return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
@@ -294,7 +295,7 @@ def _within(finding, node) -> bool:
 
 def _reads_name(statements, name: str) -> bool:
     """Whether ``name`` is read anywhere in ``statements`` (``locals()`` reads every name)."""
-    for node in (n for statement in statements for n in ast.walk(statement)):
+    for node in (n for statement in statements for n in walk_nodes(statement)):
         if isinstance(node, ast.Name) and (node.id == name or node.id == "locals") and not isinstance(node.ctx, ast.Store):
             return True
     return False
@@ -326,13 +327,13 @@ def _asks_accelerator(node) -> bool:
     """``get_accelerator().device_name()``, ``torch.accelerator.current_accelerator().type``."""
     return any(isinstance(call, ast.Call) and "accelerator" in (
         call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")).lower()
-               for call in ast.walk(node))
+               for call in walk_nodes(node))
 
 
 def _environment_opt_in(node) -> bool:
     """An environment variable read (``os.getenv(...)``, ``os.environ.get(...)``): the
     user opts in."""
-    for call in ast.walk(node):
+    for call in walk_nodes(node):
         if isinstance(call, ast.Call):
             func = call.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -488,7 +489,7 @@ class AnalyzerCore(AnalyzerState):
         # (what supports what) for the device family.
         for key in node.keys:
             if key is not None:
-                self.host.update(map(id, ast.walk(key)))
+                self.host.update(map(id, walk_nodes(key)))
         self.table_entries.update(id(v) for v in node.values if isinstance(v, (ast.List, ast.Tuple)))
         keys = [string_value(k) or "" for k in node.keys if k is not None]
         start = len(self.findings)
@@ -565,12 +566,12 @@ class AnalyzerCore(AnalyzerState):
     def _flag_beside_other_device(self, node: ast.Assign) -> bool:
         """``self.is_cuda = device.type == "cuda" and ...`` next to ``self.is_npu =
         device.type == "npu" and ...``: flags for each device, a dispatch."""
-        subjects = {_device_subject(n) for n in ast.walk(node.value)} - {None}
+        subjects = {_device_subject(n) for n in walk_nodes(node.value)} - {None}
         if not subjects:
             return False
         for sibling in self.blocks.get(id(node), ()):
             if sibling is not node and isinstance(sibling, ast.Assign) and any(
-                    _device_subject(n, other=True) in subjects for n in ast.walk(sibling.value)):
+                    _device_subject(n, other=True) in subjects for n in walk_nodes(sibling.value)):
                 return True
         return False
 
@@ -605,10 +606,10 @@ class AnalyzerCore(AnalyzerState):
         """The file tests ``CUDA_HOME`` (or a name holding it) for None or truth:
         ``if CUDA_HOME is None: ...``, ``if cuda_home: ...``."""
         holders = {"cuda_home"}  # names assigned CUDA_HOME: `home = cpp_extension.CUDA_HOME`
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             if isinstance(node, ast.Assign) and any(n.lower() == "cuda_home" for n in _names_in(node.value)):
                 holders.update(t.id.lower() for t in node.targets if isinstance(t, ast.Name))
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             tests = []
             if isinstance(node, (ast.If, ast.IfExp, ast.While)):
                 tests.append(node.test)
@@ -673,7 +674,7 @@ class AnalyzerCore(AnalyzerState):
             start = len(self.findings)
             self._named_default(argument.arg, default, f"default of {argument.arg}")
             reported = len(self.findings) > start or any(
-                CUDA_DEVICE.match(string_value(n) or "") for n in ast.walk(default))
+                CUDA_DEVICE.match(string_value(n) or "") for n in walk_nodes(default))
             if reported and self._every_call_passes(node, argument.arg):
                 overridden.append((default, f"default only: every call in this file passes {argument.arg}"))
                 self._cap(self.findings[start:], overridden[-1][1])
@@ -776,7 +777,7 @@ class AnalyzerCore(AnalyzerState):
                    and finding_worst(f, targets) == "silent"]
         if not queries:
             return
-        statements = [s for s in ast.walk(function) if isinstance(s, ast.stmt) and s is not function
+        statements = [s for s in walk_nodes(function) if isinstance(s, ast.stmt) and s is not function
                       and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         for finding in queries:
             around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
@@ -821,7 +822,7 @@ class AnalyzerCore(AnalyzerState):
         if not findings:
             return
         spans = []
-        for block_owner in ast.walk(function):
+        for block_owner in walk_nodes(function):
             if block_owner is not function and isinstance(block_owner, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                         ast.ClassDef, ast.Lambda)):
                 continue
@@ -848,14 +849,14 @@ class AnalyzerCore(AnalyzerState):
         if not checks:
             return
         listed: set[str] = set()
-        for node in ast.walk(function):
+        for node in walk_nodes(function):
             if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
                 names = [v.id for v in node.values if isinstance(v, ast.Name)]
                 if any(_accelerator_named(n) not in (None, "cuda") for n in names):
                     listed.update(names)
         if not listed:
             return
-        spans = [(s.lineno, s.end_lineno or s.lineno) for s in ast.walk(function)
+        spans = [(s.lineno, s.end_lineno or s.lineno) for s in walk_nodes(function)
                  if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id in listed for t in s.targets)]
         self._cap([f for f in checks if any(low <= f.line <= high for low, high in spans)], LISTS_OTHERS)
 
@@ -984,7 +985,7 @@ class AnalyzerCore(AnalyzerState):
                    and isinstance(node.value, ast.BoolOp) and isinstance(node.value.op, ast.And)
                    and any(isinstance(e, ast.Name) and e.id == name.id for e in node.value.values)
                    and any(map(self.positive_cuda_query, node.value.values))
-                   for node in ast.walk(innermost))
+                   for node in walk_nodes(innermost))
 
     def _absent_cuda_query(self, test) -> bool:
         """True when ``test`` holds wherever CUDA is absent: ``not torch.cuda.is_available()``,
@@ -1040,7 +1041,7 @@ class AnalyzerCore(AnalyzerState):
         definition = self.definition(name)
         if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
-        return any(isinstance(node, ast.If) and self._exits_unless_cuda(node) for node in ast.walk(definition))
+        return any(isinstance(node, ast.If) and self._exits_unless_cuda(node) for node in walk_nodes(definition))
 
     def _skips_unless_cuda(self, statement) -> bool:
         """``pytest.importorskip("flash_attn")`` (a CUDA-only package), ``pytestmark =
@@ -1068,7 +1069,7 @@ class AnalyzerCore(AnalyzerState):
             if (isinstance(context, ast.Call) and self.qualname(context.func) == "torch.device" and context.args
                     and (string_value(context.args[0]) or "").split(":")[0] == "cpu"):
                 for statement in node.body:
-                    self.host.update(map(id, ast.walk(statement)))
+                    self.host.update(map(id, walk_nodes(statement)))
         self.generic_visit(node)
 
     visit_AsyncWith = visit_With
@@ -1105,7 +1106,7 @@ class AnalyzerCore(AnalyzerState):
         tests = [f for f in self.findings if _device_test(f) and f.severity_cap != "info"]
         if not tests:
             return
-        statements = [s for s in ast.walk(tree) if isinstance(s, ast.stmt)
+        statements = [s for s in walk_nodes(tree) if isinstance(s, ast.stmt)
                       and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         for finding in tests:
             around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
@@ -1176,7 +1177,7 @@ class AnalyzerCore(AnalyzerState):
         spans = self.__dict__.get("cuda_only_spans")
         if not spans or not self.findings:
             return
-        for function in ast.walk(tree):
+        for function in walk_nodes(tree):
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function.name.startswith("test"):
                 continue
             low, high = function.lineno, function.end_lineno or function.lineno
@@ -1193,13 +1194,13 @@ class AnalyzerCore(AnalyzerState):
         if not self.findings or not any("_lazy_call" in line for line in self.lines):
             return
         spans, callbacks = [], set()
-        for call in ast.walk(tree):
+        for call in walk_nodes(tree):
             if not (isinstance(call, ast.Call) and (self.qualname(call.func) or "").endswith("cuda._lazy_call")):
                 continue
             spans.append((call.lineno, call.end_lineno or call.lineno))
             if call.args and isinstance(call.args[0], ast.Name):
                 callbacks.add(call.args[0].id)
-        for function in ast.walk(tree):
+        for function in walk_nodes(tree):
             if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and function.name in callbacks:
                 spans.append((function.lineno, function.end_lineno or function.lineno))
         if spans:
@@ -1241,7 +1242,7 @@ class AnalyzerCore(AnalyzerState):
 
     def _mentions_other_accelerator(self, nodes) -> bool:
         for root in nodes:
-            for node in ast.walk(root):
+            for node in walk_nodes(root):
                 if isinstance(node, ast.Name):
                     word = node.id
                 elif isinstance(node, ast.Attribute):
@@ -1307,7 +1308,7 @@ class AnalyzerCore(AnalyzerState):
         if len(others) >= 2:
             self.dispatch_defaults[id(current)] = any(
                 (string_value(n) or "").split(":")[0] == "cpu" or getattr(n, "attr", getattr(n, "id", "")) == "CPU"
-                for test in others for n in ast.walk(test))
+                for test in others for n in walk_nodes(test))
 
     def _cap_dispatch_default(self, node: ast.If, findings) -> None:
         if id(node) not in self.dispatch_defaults:
@@ -1560,8 +1561,8 @@ class AnalyzerCore(AnalyzerState):
                     _OPT_IN_FLOAT64.search(name) for name in _names_in(node.test)):
                 # `torch.float32 if is_mps else torch.float64`: float64 is already avoided
                 # where it is missing; `torch.float64 if self.double_precision else ...`: asked for.
-                self.host.update(map(id, ast.walk(node.body)))
-                self.host.update(map(id, ast.walk(node.orelse)))
+                self.host.update(map(id, walk_nodes(node.body)))
+                self.host.update(map(id, walk_nodes(node.orelse)))
             self.visit(node.test)
             self.visit(node.body)
             start = len(self.findings)
@@ -1645,7 +1646,7 @@ class AnalyzerCore(AnalyzerState):
             return self._version_fallback(test.operand)
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
             return False
-        return any(self.qualname(n) == "torch.__version__" for n in ast.walk(test.left) if isinstance(n, ast.Attribute))
+        return any(self.qualname(n) == "torch.__version__" for n in walk_nodes(test.left) if isinstance(n, ast.Attribute))
 
     def visit_For(self, node) -> None:
         """``for i in range(torch.cuda.device_count()):`` runs its body only under CUDA."""
@@ -1660,7 +1661,7 @@ class AnalyzerCore(AnalyzerState):
             # loaded on the host (map_location="cpu"), so float64 there is host-side.
             # Not `model.state_dict().items()`: a model's own tensors are where it is.
             names = self.host_names.setdefault(self.scopes[-1], set())
-            names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            names.update(n.id for n in walk_nodes(node.target) if isinstance(n, ast.Name))
         self.visit(node.target)
         self.visit(iterator)
         start = len(self.findings)

@@ -9,7 +9,7 @@ import re
 
 from torchport.scan.detectors.shared import ANY_VERSION
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import insert_at, node_end, node_start, plain_call, replace_node
+from torchport.scan.detectors.syntax import insert_at, node_end, node_start, plain_call, replace_node, walk_nodes
 from torchport.scan.model import Edit
 from torchport.scan.rules import (
     CUDA_EMPTY_CACHE,
@@ -188,7 +188,7 @@ class CudaRuntimeDetector(AnalyzerState):
                     continue
                 if not statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno):
                     continue
-                if statement.value is None or not any(n is node for n in ast.walk(statement.value)):
+                if statement.value is None or not any(n is node for n in walk_nodes(statement.value)):
                     continue
                 targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
                 names = [getattr(t, "id", None) or getattr(t, "attr", "") for t in targets]

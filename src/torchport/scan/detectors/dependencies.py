@@ -6,7 +6,7 @@ import ast
 import re
 
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import string_value
+from torchport.scan.detectors.syntax import string_value, walk_nodes
 from torchport.scan.packages import CUDA_ONLY_SUBMODULES, classify_import, classify_requirement
 from torchport.scan.rules import CUDA_ONLY_PACKAGE, TRITON_KERNEL
 
@@ -30,7 +30,7 @@ def imports_checked_package(finding, test) -> bool:
         return False
     package = finding.detail.split()[1].split(".")[0].rstrip(":")
     words = set()
-    for node in ast.walk(test):
+    for node in walk_nodes(test):
         if isinstance(node, ast.Name):
             words.add(node.id)
         elif isinstance(node, ast.Attribute):
@@ -84,7 +84,7 @@ class DependencyDetector(AnalyzerState):
     def _setup(self, node: ast.Call, qualname: str) -> bool:
         for kw in node.keywords:
             if kw.arg in ("install_requires", "extras_require", "setup_requires"):
-                for value in ast.walk(kw.value):
+                for value in walk_nodes(kw.value):
                     text = string_value(value)
                     hit = classify_requirement(text) if text else None
                     if hit:

@@ -18,6 +18,7 @@ from torchport.scan.detectors.syntax import (
     plain_call,
     replace_node,
     string_value,
+    walk_nodes,
 )
 from torchport.scan.model import Edit
 from torchport.scan.rules import (
@@ -134,7 +135,7 @@ class DeviceDetector(AnalyzerState):
             return False
         self.report(CUDA_DEVICE_STRING, node, f"device string built at run time: {shape}",
                     [edit] if edit else None, "2.6", uses_device=True)
-        self.claimed.update(map(id, ast.walk(node)))
+        self.claimed.update(map(id, walk_nodes(node)))
         return True
 
     def _device_use(self, node, what: str) -> None:
@@ -262,7 +263,7 @@ class DeviceDetector(AnalyzerState):
         as_string = body == "str" and replaced is expression
         self.report(CUDA_AVAILABILITY_CHECK, expression, "device chosen by torch.cuda.is_available()",
                     [replace_node(replaced, self.device(as_string=as_string))], "2.6", uses_device=True)
-        self.claimed.update(map(id, ast.walk(expression)))
+        self.claimed.update(map(id, walk_nodes(expression)))
         return True
 
     def _dot_to(self, node: ast.Call) -> None:
@@ -306,7 +307,7 @@ class DeviceDetector(AnalyzerState):
     def _torch_device(self, node: ast.Call, qualname: str) -> bool:
         if node.args and isinstance(node.args[0], ast.IfExp):
             if self._device_choice(node.args[0], node):
-                self.claimed.update(map(id, ast.walk(node.args[0])))
+                self.claimed.update(map(id, walk_nodes(node.args[0])))
                 return True
             return False
         device_type = call_argument(node, 0, "type")

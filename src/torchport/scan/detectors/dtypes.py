@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import keyword_value, method_token, parameter_defaults, string_value
+from torchport.scan.detectors.syntax import keyword_value, method_token, parameter_defaults, string_value, walk_nodes
 from torchport.scan.rules import FLOAT64
 
 RULE_IDS = (FLOAT64,)
@@ -110,16 +110,16 @@ class DtypeDetector(AnalyzerState):
                           _DEFAULT_ONLY.format(f"default of {name}"))
 
     def _dtype_only_on_host(self, function, name: str) -> bool:
-        uses = [n for statement in function.body for n in ast.walk(statement)
+        uses = [n for statement in function.body for n in walk_nodes(statement)
                 if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
         handed: set[int] = set()
         for statement in function.body:
-            for node in ast.walk(statement):
+            for node in walk_nodes(statement):
                 if isinstance(node, ast.Call):
                     moved = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr in (
                         "to", "cuda") and (node.args or node.keywords) else None
                     if isinstance(moved, ast.Call) and any(isinstance(n, ast.Name) and n.id == name
-                                                           for n in ast.walk(moved)):
+                                                           for n in walk_nodes(moved)):
                         return False  # `torch.zeros(3, dtype=dtype).to(device)`
                     passed = [a for a in (*node.args, *(k.value for k in node.keywords))
                               if isinstance(a, ast.Name) and a.id == name]
@@ -143,7 +143,7 @@ class DtypeDetector(AnalyzerState):
         names = [self.qualname(element) or _numpy_name(element) for element in node.elts]
         if len(names) > 1 and all(name.startswith(("torch.", "numpy.")) and name.count(".") == 1
                                   for name in names) and any(name in _FLOAT64 for name in names):
-            self.host.update(map(id, ast.walk(node)))
+            self.host.update(map(id, walk_nodes(node)))
 
     def _mark_host(self, node: ast.Call) -> None:
         """Float64 on the host is fine everywhere: ``device="cpu"``, ``.to("cpu", ...)``,
@@ -155,7 +155,7 @@ class DtypeDetector(AnalyzerState):
         if method == "to" and node.args:
             device = node.args[0]
         if self.qualname(func) in ("torch.finfo", "torch.iinfo"):
-            self.host.update(map(id, ast.walk(node)))  # facts about a dtype: no tensor is made
+            self.host.update(map(id, walk_nodes(node)))  # facts about a dtype: no tensor is made
             return
         on_host = string_value(device) == "cpu" or (
             isinstance(device, ast.Call) and self.qualname(device.func) == "torch.device"
@@ -173,12 +173,12 @@ class DtypeDetector(AnalyzerState):
             # on the host: a dtype change keeps the tensor where it is.
             on_host = self._host_tensor(receiver)
         if on_host:
-            self.host.update(map(id, ast.walk(node)))
+            self.host.update(map(id, walk_nodes(node)))
         elif method in _HOST_METHODS and receiver is not None:
-            self.host.update(map(id, ast.walk(receiver)))
+            self.host.update(map(id, walk_nodes(receiver)))
         elif (method and isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
               and receiver.func.attr == "cpu"):
-            self.host.update(map(id, ast.walk(node)))  # x.cpu().double()
+            self.host.update(map(id, walk_nodes(node)))  # x.cpu().double()
 
     def _host_rebound(self, name: str, seen: frozenset) -> bool:
         """``w = torch.from_numpy(a)`` then ``w = w.double()``: a name rebound only to

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import string_value
+from torchport.scan.detectors.syntax import string_value, walk_nodes
 from torchport.scan.rules import CUDA_EXTENSION_BUILD, TRITON_KERNEL
 
 RULE_IDS = (CUDA_EXTENSION_BUILD, TRITON_KERNEL)
@@ -57,7 +57,7 @@ class NativeCodeDetector(AnalyzerState):
             if kw.arg in ("cuda_sources", "extra_cuda_cflags") or (
                     kw.arg == "with_cuda" and isinstance(kw.value, ast.Constant) and kw.value.value):
                 cuda = True
-        for value in ast.walk(node):
+        for value in walk_nodes(node):
             text = string_value(value)
             if text and text.endswith((".cu", ".cuh")):
                 cuda = True

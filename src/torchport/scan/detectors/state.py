@@ -19,6 +19,7 @@ from torchport.scan.detectors.syntax import (
     node_start,
     parameter_defaults,
     string_value,
+    walk_nodes,
 )
 from torchport.scan.model import Edit, Finding, Fix, Related
 
@@ -95,7 +96,7 @@ class AnalyzerState(ast.NodeVisitor):
         self.bindings.setdefault(scope, {}).setdefault(name, []).append(value)
 
     def _bind_targets(self, scope: int, target) -> None:
-        for node in ast.walk(target):
+        for node in walk_nodes(target):
             if isinstance(node, ast.Name):
                 self._bind(scope, node.id, None)
             elif isinstance(node, ast.Attribute) and node.attr == "is_cuda" and isinstance(node.ctx, ast.Store):
@@ -240,7 +241,7 @@ class AnalyzerState(ast.NodeVisitor):
                     whole = ast.parse("\n".join(self.lines))
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     whole = None
-                for node in ast.walk(whole) if whole is not None else ():
+                for node in walk_nodes(whole) if whole is not None else ():
                     if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                         if any(isinstance(t, ast.Attribute) and t.attr == name and getattr(t.value, "id", "") == "self"
@@ -282,7 +283,7 @@ class AnalyzerState(ast.NodeVisitor):
         for statement in whole.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self._definitions[statement.name] = statement
-        for node in ast.walk(whole):
+        for node in walk_nodes(whole):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._functions[node.lineno] = node
             elif isinstance(node, ast.Call):

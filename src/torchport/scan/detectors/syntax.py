@@ -4,8 +4,29 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
+from collections.abc import Iterator
 
 from torchport.scan.model import Edit
+
+
+def walk_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk``, the same nodes in the same order, about four times faster: it reads
+    ``_fields`` directly instead of chaining the ``iter_fields`` and ``iter_child_nodes``
+    generators, and the analysis walks subtrees hundreds of thousands of times a scan."""
+    pending = deque([node])
+    take, add = pending.popleft, pending.append
+    while pending:
+        node = take()
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        add(item)
+            elif isinstance(value, ast.AST):
+                add(value)
+        yield node
 
 
 def node_start(node) -> tuple[int, int]:
