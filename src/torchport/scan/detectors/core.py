@@ -30,6 +30,7 @@ from torchport.scan.model import Related
 from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     keyword_value,
+    nested_statements,
     parameter_defaults,
     passes_argument,
     replace_node,
@@ -365,8 +366,10 @@ def _nccl_member(node) -> bool:
 # cost more than the scan
 _PROPERTY_RETURN = re.compile(r"@property\s+def (\w+)\(self\)[^:\n]*:\s+(?:\"\"\"(?:[^\"]|\"(?!\"\"))*\"\"\"\s+)?return ([^\n]+)")
 
-# `use_cuda = use_cuda and torch.cuda.is_available()` (anchored: one pass over the lines)
-_NARROWING = re.compile(r"^[ \t]*(\w+) = (\w+) and\b", re.MULTILINE)
+# `use_cuda = use_cuda and torch.cuda.is_available()`, matched at the line break before it (searched
+# in the text after a "\n"): re scans for a literal first character fast, while `^` under re.M is
+# tried at every character (30% slower here).
+_NARROWING = re.compile(r"\n[ \t]*(\w+) = (\w+) and\b")
 
 
 def _off(value) -> bool:
@@ -822,7 +825,8 @@ class AnalyzerCore(AnalyzerState):
         if not findings:
             return
         spans = []
-        for block_owner in walk_nodes(function):
+        # only statements (and handlers, cases) own blocks: expressions are not walked
+        for block_owner in (function, *nested_statements(function.body)):
             if block_owner is not function and isinstance(block_owner, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                         ast.ClassDef, ast.Lambda)):
                 continue
@@ -971,7 +975,7 @@ class AnalyzerCore(AnalyzerState):
         if not isinstance(name, ast.Name):
             return False
         if self._narrowing_names is None:  # one search of the file, not one per question
-            self._narrowing_names = {name for name, same in _NARROWING.findall(self._joined_text()) if name == same}
+            self._narrowing_names = {name for name, same in _NARROWING.findall("\n" + self._joined_text()) if name == same}
         if name.id not in self._narrowing_names:
             return False
         if self._calls is None:
