@@ -288,3 +288,19 @@ def test_min_severity_and_show_info_exclude_each_other(tmp_path, capsys):
         main(["scan", str(tmp_path), "--show-info", "--min-severity", "error"])
     assert exit_info.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_scan_starts_without_importing_the_other_commands(project, tmp_path):
+    """The CLI's fixed cost is paid on every scan: `torchport scan -o FILE` registers only its own
+    command module, and writing the report does not import the result documents."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from torchport.cli import main; "
+             f"status = main(['scan', {str(project)!r}, '-o', {str(tmp_path / 'out.txt')!r}, '-q', '--fail-on', 'never']); "
+             "print(sorted(m for m in sys.modules if m.split('.')[:2] in (['torchport', 'check'], "
+             "['torchport', 'records'], ['torchport', 'commands']))); sys.exit(status)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True)
+    assert done.stdout.strip() == "['torchport.commands', 'torchport.commands.scan']"
+    assert "train.py" in (tmp_path / "out.txt").read_text()

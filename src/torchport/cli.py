@@ -14,6 +14,7 @@ import pkgutil
 import re
 import signal
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
 from torchport import __version__, output, project_config
@@ -91,8 +92,11 @@ def install_signal_handlers() -> None:
             pass
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser.  ``only``: register just the commands of the module
+    ``torchport.commands.<only>`` (see ``_parser_for``); the others' parsers are built if a
+    command asks for them."""
+    parser = (_OneModuleParser if only else OneLineParser)(
         prog="torchport",
         description="Measure whether a PyTorch app ports to another accelerator.",
     )
@@ -100,17 +104,74 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     _add_verbosity(parser, default=False)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    import torchport.commands as commands_pkg
-
-    for info in sorted(pkgutil.iter_modules(commands_pkg.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"torchport.commands.{info.name}")
+    for name in [only] if only else _command_modules():
+        module = importlib.import_module(f"torchport.commands.{name}")
         module.register(subparsers)
     for name in project_config.COMMANDS:
-        project_config.prepare(subparsers.choices[name])
+        if name in subparsers.choices:
+            project_config.prepare(subparsers.choices[name])
     for command in _all_subparsers(parser):
         _add_verbosity(command, default=argparse.SUPPRESS)
-    parser.set_defaults(command_parsers=subparsers.choices)
+    parser.set_defaults(command_parsers=_EveryCommand(subparsers.choices) if only else subparsers.choices)
     return parser
+
+
+def _command_modules() -> list[str]:
+    import torchport.commands as commands_pkg
+
+    return sorted(info.name for info in pkgutil.iter_modules(commands_pkg.__path__))
+
+
+class _NeedsEveryCommand(Exception):
+    """The one-module parser met something only the whole parser can answer (an error,
+    whose suggestions name the other commands' options)."""
+
+
+class _OneModuleParser(OneLineParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NeedsEveryCommand(message)
+
+
+class _EveryCommand(Mapping[str, argparse.ArgumentParser]):
+    """``args.command_parsers`` after a one-module parse: the parsers of the module's own
+    commands, and every command's once something asks for the others (``completion``)."""
+
+    def __init__(self, own: Mapping[str, argparse.ArgumentParser]) -> None:
+        self.parsers: dict[str, argparse.ArgumentParser] = dict(own)
+        self.complete = False
+
+    def _every(self) -> dict[str, argparse.ArgumentParser]:
+        if not self.complete:
+            every = build_parser().get_default("command_parsers")  # in the whole parser's order
+            self.parsers = {name: self.parsers.get(name, parser) for name, parser in every.items()}
+            self.complete = True
+        return self.parsers
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        return self.parsers[name] if name in self.parsers else self._every()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._every())
+
+    def __len__(self) -> int:
+        return len(self._every())
+
+
+def _whole(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The parser that lists every command (for the help and the errors printed after parsing)."""
+    return build_parser() if isinstance(parser, _OneModuleParser) else parser
+
+
+def _parser_for(argv: list[str]) -> argparse.ArgumentParser:
+    """A parser holding only the commands of the module named like the command being run
+    (``scan``): importing every command's module (check, evaluate, trace and what they
+    import) costs about 0.25 s of CPU, as much as scanning a few hundred files.  The whole
+    parser otherwise: no command, a command whose module has another name, or one whose
+    options the project's config file may set."""
+    command = next((word for word in argv if not word.startswith("-")), None)
+    if command in _command_modules() and command not in project_config.COMMANDS:
+        return build_parser(only=command)
+    return build_parser()
 
 
 def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -146,15 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     install_signal_handlers()
     output.guard_streams()
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        parser = _parser_for(argv)
+        try:
+            args = parser.parse_args(argv)
+        except _NeedsEveryCommand:
+            parser = build_parser()
+            args = parser.parse_args(argv)
         args.debug = debug
         args.passthrough = passthrough
         if args.quiet and args.verbose:
-            parser.error("-q/--quiet and -v/--verbose do not go together")
+            _whole(parser).error("-q/--quiet and -v/--verbose do not go together")
         output.set_verbosity(output.QUIET if args.quiet else output.VERBOSE if args.verbose else output.NORMAL)
         if not getattr(args, "func", None):
-            parser.print_help()
+            _whole(parser).print_help()
             return 2
         if args.command in project_config.COMMANDS:
             project_config.apply(args, args.command_parsers[args.command])

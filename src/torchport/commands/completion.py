@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Mapping
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def commands_and_options(command_parsers: dict[str, argparse.ArgumentParser]) -> dict[str, list[str]]:
+def commands_and_options(command_parsers: Mapping[str, argparse.ArgumentParser]) -> dict[str, list[str]]:
     """Each command (and "env create"-style subcommand, as "env create") with its long and short options;
     "" holds the commands themselves.  ``command_parsers``: the command line's parser of each command
     (torchport.cli hands them to every command as ``args.command_parsers``)."""
