@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import codecs
 import errno
+import gc
 import io
 import multiprocessing
 import os
@@ -343,7 +344,17 @@ def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int
 
 
 def _scan_batch(batch: list[_Job], max_bytes: int) -> list[tuple[FileResult, int]]:
-    return [scan_file(job, max_bytes) for job in batch]
+    # Parsing and analysing allocate millions of short-lived AST nodes, which reference counting
+    # frees; the cyclic collector's passes over them found about one cyclic object per file on
+    # the transformers tree and cost 6-9% of the scan's CPU.  Off for one batch at a time, so
+    # what cycles there are is collected between batches.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return [scan_file(job, max_bytes) for job in batch]
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # -- the whole scan ------------------------------------------------------------------------
