@@ -554,16 +554,18 @@ def _lower_option_attributes(package: _Package, defaults: list[tuple[Finding, st
     needles = {f'"{o}"'.encode() for o in options} | {f"'{o}'".encode() for o in options}
     files = package.naming(needles)
     declared: dict[str, str] = {}
-    for jobs in files.values():
-        for job in jobs:
-            tree = package.tree(job)
-            for node in ast.walk(tree) if tree is not None else ():
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and node.func.attr == "add_argument"):
-                    for argument in node.args:
-                        option = string_value(argument)
-                        if option in options and option not in declared:
-                            declared[option] = f"{_short(job.display)}:{node.lineno}"
+    # files in path order, so the declaration cited does not depend on set order (hash seed)
+    naming = {job.display: job for jobs in files.values() for job in jobs}
+    for display in sorted(naming):
+        job = naming[display]
+        tree = package.tree(job)
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "add_argument"):
+                for argument in node.args:
+                    option = string_value(argument)
+                    if option in options and option not in declared:
+                        declared[option] = f"{_short(job.display)}:{node.lineno}"
     for finding, key in defaults:
         if f"--{key}" in declared:
             finding.severity_cap = "info"
