@@ -21,6 +21,7 @@ ignorance.  No package, option or function is known by name.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import weakref
 from collections.abc import Callable, Iterable
@@ -62,9 +63,18 @@ _PARENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _parents(context: FileContext) -> dict[int, ast.AST]:
-    if context not in _PARENTS:
-        _PARENTS[context] = {id(child): node for node in ast.walk(context.tree)
-                             for child in ast.iter_child_nodes(node)}
+    if context not in _PARENTS:  # ast.walk and iter_child_nodes in one pass over the fields
+        parents: dict[int, ast.AST] = {}
+        pending: collections.deque[ast.AST] = collections.deque([context.tree])  # breadth first, as ast.walk: the same last parent
+        while pending:
+            node = pending.popleft()
+            for field in node._fields:
+                value = getattr(node, field, None)
+                for child in value if isinstance(value, list) else (value,):
+                    if isinstance(child, ast.AST):
+                        parents[id(child)] = node
+                        pending.append(child)
+        _PARENTS[context] = parents
     found: dict[int, ast.AST] = _PARENTS[context]
     return found
 

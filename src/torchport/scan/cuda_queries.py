@@ -60,6 +60,21 @@ def kernel_library_helper(tree: ast.Module, lines: list[str], line: int) -> str 
     """``flag (line N)`` when ``line`` is the only statement of a function returning import-
     availability flags ``and torch.cuda.is_available()``, and no call in this file turns the
     answer into a device string."""
+    found = availability_return(tree, lines, line)
+    if found is None:
+        return None
+    function, flags = found
+    places = [(flag, _import_flag(tree, flag)) for flag in flags]
+    if any(where is None for _, where in places) or _decides_a_device(tree, lines, function.name):
+        return None
+    return ", ".join(f"`{flag}` (line {where})" for flag, where in places)
+
+
+def availability_return(tree: ast.Module, lines: list[str], line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef,
+                                                                                   list[str]] | None:
+    """The function and its flags when ``line`` is its only statement, ``return FLAG and
+    torch.cuda.is_available()``.  A reduced parse that keeps the line answers None only where the
+    whole file does too: it keeps the statements around the line and drops only others."""
     if "is_available" not in lines[line - 1]:
         return None
     holding = statements_holding(tree, line)
@@ -79,10 +94,7 @@ def kernel_library_helper(tree: ast.Module, lines: list[str], line: int) -> str 
         flags = [v for v in value.values if not _is_cuda_available(v)]
         if len(checks) != 1 or not flags or not all(isinstance(f, ast.Name) for f in flags):
             return None
-        found = [(f.id, _import_flag(tree, f.id)) for f in flags if isinstance(f, ast.Name)]
-        if any(where is None for _, where in found) or _decides_a_device(tree, lines, function.name):
-            return None
-        return ", ".join(f"`{flag}` (line {where})" for flag, where in found)
+        return function, [f.id for f in flags if isinstance(f, ast.Name)]
     return None
 
 

@@ -93,6 +93,14 @@ def _mentions_cuda(lines: list[str], statements: list[ast.stmt]) -> bool:
     return bool(_CUDA.search("".join(lines[first - 1:last])))
 
 
+def in_either_branch(tree: ast.Module, line: int) -> bool:
+    """Whether an ``if`` with an ``else`` holds ``line``.  The scanner's reduced parse keeps every
+    statement around a finding's line, so this is asked of it before the whole file is parsed."""
+    return any(isinstance(node, ast.If) and node.orelse and (
+        _span(node.body)[0] <= line <= _span(node.body)[1] or _span(node.orelse)[0] <= line <= _span(node.orelse)[1])
+        for node in statements_holding(tree, line))
+
+
 def only_on_old_torch(tree: ast.Module, lines: list[str], line: int) -> str | None:
     """The version test (its source line) when ``line`` lies in the branch only an older torch
     takes and the other branch, the one a current torch takes, names no CUDA."""

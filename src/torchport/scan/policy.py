@@ -20,6 +20,7 @@ from pathlib import Path
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
+from torchport.scan.detectors.syntax import walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
@@ -160,9 +161,9 @@ class FileContext:
         """Every read of a name or an attribute, by name, outside decorators (a decorator
         registers a function, it does not call it)."""
         if self._loads is None:
-            decorators = {id(n) for s in self.scopes for d in s.decorator_list for n in ast.walk(d)}
+            decorators = {id(n) for s in self.scopes for d in s.decorator_list for n in walk_nodes(d)}
             self._loads = {}
-            for node in ast.walk(self.tree):
+            for node in walk_nodes(self.tree):
                 if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) \
                         and id(node) not in decorators:
                     self._loads.setdefault(node.id if isinstance(node, ast.Name) else node.attr, []).append(node)
@@ -754,7 +755,9 @@ def _unit(context: FileContext, line: int) -> tuple[str, _Scope] | None:
     if scope.name.startswith("_"):
         return scope.name, scope
     # read from the text: the statement may hold no trigger word, and then it is not parsed
-    aliases = re.findall(rf"^[ \t]*[\w.]+\.(\w+)\s*=\s*{re.escape(scope.name)}\s*$", context.text, re.MULTILINE)
+    assigned = re.search(rf"=\s*{re.escape(scope.name)}\s*$", context.text, re.MULTILINE)  # literal first: fast
+    aliases = re.findall(rf"^[ \t]*[\w.]+\.(\w+)\s*=\s*{re.escape(scope.name)}\s*$", context.text,
+                         re.MULTILINE) if assigned else []
     if len(aliases) == 1:
         return aliases[0], scope
     # a function defined inside another is local to it: as private as a leading underscore
@@ -1150,7 +1153,7 @@ def _rebinds(function: ast.AST, name: str) -> bool:
 
 
 def _class_flag(site: _Site) -> str | None:
-    if not _under_flag_test(site.context, site.line) or not _OFF_FLAG_DEFAULT.search(site.file.text):
+    if not _under_flag_test(site.context, site.line) or not site.file.search(_OFF_FLAG_DEFAULT):
         return None
     return _class_opt_in_flag(site.file.whole(), site.line)
 
@@ -1206,7 +1209,7 @@ def _cli_flag_off(context: FileContext, line: int) -> str | None:
 
 
 def _cli_flag(site: _Site) -> str | None:
-    if "add_argument" not in site.file.text or not _under_flag_test(site.context, site.line):
+    if not site.file.mentions("add_argument") or not _under_flag_test(site.context, site.line):
         return None
     return _cli_flag_off(site.file.whole(), site.line)
 
@@ -1225,7 +1228,7 @@ def _class_asserting_cuda(context: FileContext, line: int) -> bool:
 
 
 def _in_class_asserting_cuda(site: _Site) -> bool:
-    return bool(_CUDA_ASSERT.search(site.file.text)) and _class_asserting_cuda(site.file.whole(), site.line)
+    return bool(site.file.search(_CUDA_ASSERT)) and _class_asserting_cuda(site.file.whole(), site.line)
 
 
 def _cuda_tuning_call(context: FileContext, node: ast.expr) -> str | None:
@@ -1280,6 +1283,20 @@ class _File:
         self.path = path
         self._whole: FileContext | None = None
         self.default_path: dict[tuple[int, int], default_path.Verdict | None] = {}
+        self._searched: dict[re.Pattern[str], re.Match[str] | None] = {}
+        self._mentioned: dict[str, bool] = {}
+
+    # The lowerings ask these of the whole text for each finding of the file: a large
+    # file has dozens of findings, and a search for a word it lacks reads all of it.
+    def search(self, pattern: re.Pattern[str]) -> re.Match[str] | None:
+        if pattern not in self._searched:
+            self._searched[pattern] = pattern.search(self.text)
+        return self._searched[pattern]
+
+    def mentions(self, word: str) -> bool:
+        if word not in self._mentioned:
+            self._mentioned[word] = word in self.text
+        return self._mentioned[word]
 
     def whole(self) -> FileContext:
         if self._whole is None:
@@ -1340,9 +1357,10 @@ def _in_whole_file(check: Callable[[FileContext, int], _Answer]) -> Callable[[_S
 
 
 def _in_cuda_guarded_function(site: _Site) -> str | None:
-    if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.decorator_list
-               for s in site.context.enclosing(site.line)):
-        return None
+    decorators = [target.id for s in site.context.enclosing(site.line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for d in s.decorator_list if isinstance(target := d.func if isinstance(d, ast.Call) else d, ast.Name)]
+    if not any(re.search(rf"\bdef\s+{re.escape(name)}\s*\(", site.file.text) for name in decorators):
+        return None  # no decorator this file defines
     return _cuda_guard_decorator(site.file.whole(), site.line)
 
 
@@ -1382,13 +1400,19 @@ def _helpers_and_device_flags(text: str) -> frozenset[str]:
 
 
 # A device test written out: `.is_cuda`, `== "cuda"`, `"xla" !=`, `in ("cuda", ...)`, `.startswith("cuda")`.
-_DEVICE_COMPARISON = re.compile(r"""\.is_cuda\b|[=!]=\s*['"](cuda|xla)|['"](cuda|xla)(:\d*)?['"]\s*[=!]=|"""
-                                r"""\bin\s*[(\[{]\s*['"](cuda|xla)|startswith\(\s*['"](cuda|xla)""")
+# Searched one by one: each starts with a literal or a rare character, which re skips to, while
+# their alternation is tried at every character (4x slower on the transformers tree).
+_DEVICE_COMPARISONS = (re.compile(r"\.is_cuda\b"), re.compile(r"""[=!]=\s*['"](?:cuda|xla)"""),
+                       re.compile(r"""startswith\(\s*['"](?:cuda|xla)"""),
+                       re.compile(r"""['"](?:cuda|xla)(?::\d*)?['"]\s*[=!]="""))
+_MEMBERSHIP_TEST = re.compile(r"""in\s*[(\[{]\s*['"](?:cuda|xla)""")  # `in ("cuda", ...)`; `\bin` checked below
 
 
 @functools.lru_cache(maxsize=64)
 def _compares_devices(text: str) -> bool:
-    return _DEVICE_COMPARISON.search(text) is not None
+    return any(pattern.search(text) for pattern in _DEVICE_COMPARISONS) or any(
+        found.start() == 0 or not (text[found.start() - 1].isalnum() or text[found.start() - 1] == "_")
+        for found in _MEMBERSHIP_TEST.finditer(text))
 
 
 def _guarded_by_device_test(site: _Site) -> str | None:
@@ -1408,7 +1432,8 @@ def _guarded_by_device_test(site: _Site) -> str | None:
 
 
 def _cuda_tensor_unit(site: _Site) -> bool:
-    return (_unit(site.context, site.line) is not None
+    unit = _unit(site.context, site.line)
+    return (unit is not None and site.file.text.count(unit[0]) > 1  # defined, and used somewhere
             and _reached_only_for_cuda_tensors(site.file.whole(), site.line))
 
 
@@ -1436,7 +1461,7 @@ _CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*(\btorch\.cuda\.|\.type\s*==\s*['\
 
 
 def _stopped_by_cuda_assert(site: _Site) -> bool:
-    return bool(_CUDA_ASSERT.search(site.file.text)) and _after_cuda_assert(site.file.whole(), site.line)
+    return bool(site.file.search(_CUDA_ASSERT)) and _after_cuda_assert(site.file.whole(), site.line)
 
 
 def _private_past_cuda_exit(site: _Site) -> str | None:
@@ -1454,7 +1479,7 @@ def _has_cuda_exit(text: str) -> bool:
 
 
 def _function_after_cuda_assert(site: _Site) -> str | None:
-    if not _CUDA_ASSERT.search(site.file.text):
+    if not site.file.search(_CUDA_ASSERT):
         return None
     return _used_only_after_cuda_assert(site.file.whole(), site.line)
 
@@ -1527,7 +1552,7 @@ _NVIDIA_RUNTIME_IMPORT = re.compile(
 
 
 def _nvidia_runtime_module(site: _Site) -> str | None:
-    found = _NVIDIA_RUNTIME_IMPORT.search(site.file.text)
+    found = site.file.search(_NVIDIA_RUNTIME_IMPORT)
     return found.group(2) if found else None
 
 
@@ -1575,7 +1600,7 @@ def _extension_with_device_twins(site: _Site) -> str | None:
 
 
 def _in_build_only_command(site: _Site) -> str | None:
-    if ".command(" not in site.file.text or "load(" not in site.file.text:
+    if not site.file.mentions(".command(") or not site.file.mentions("load("):
         return None
     function = site.file.whole().innermost_function(site.line)
     return optional_native.build_only_command(function) if function is not None else None
@@ -1621,23 +1646,26 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _visible_devices_plumbing, "info",
              "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent", needs_tree=False),
     Lowering(_EVERY_RULE, _at_line(_never_runs), "info", "under `if False:` (or another false constant): never runs"),
-    Lowering(_EVERY_RULE, lambda site: old_torch_branch.VERSION_TEST_HINT.search(site.file.text) is not None
+    Lowering(_EVERY_RULE, lambda site: site.file.search(old_torch_branch.VERSION_TEST_HINT) is not None
+             and old_torch_branch.in_either_branch(site.context.tree, site.line)
              and old_torch_branch.only_on_old_torch(site.file.whole().tree, site.file.whole().lines, site.line), "info",
              "in the branch of `{}` that only a torch older than the version named takes; a current torch takes "
              "the other branch, which names no CUDA (the device-generic API)"),
-    Lowering(_CHECK, lambda site: "import" in site.file.text and cuda_queries.kernel_library_helper(
+    Lowering(_CHECK, lambda site: site.file.mentions("import")
+             and cuda_queries.availability_return(site.context.tree, site.context.lines, site.line) is not None
+             and cuda_queries.kernel_library_helper(
         site.file.whole().tree, site.file.whole().lines, site.line), "info",
              "answers whether an optional GPU kernel library can be used (import flag {}): where CUDA is absent it "
              "answers no and callers skip the library; this file turns the answer into no device"),
     Lowering(frozenset({OTHER_TORCH_CUDA_API}), lambda site: cuda_queries.quiet_query(
-        site.file.whole().tree, site.file.whole().lines, site.line), "info",
+        site.context.tree, site.context.lines, site.line), "info",
              "{}() answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): the query "
              "raises nothing and chooses no \"cuda\" device; a CUDA call it guards is reported at its own line"),
-    Lowering(frozenset({CUDA_AUTOCAST}), lambda site: "autocast" in site.file.text and autocast_gate.enabled_only_on_cuda(
+    Lowering(frozenset({CUDA_AUTOCAST}), lambda site: site.file.mentions("autocast") and autocast_gate.enabled_only_on_cuda(
         site.file.whole().tree, site.line), "info",
              "autocast is enabled only where `{}` holds, a test that the tensors are on CUDA: elsewhere the code "
              "itself turns it off and runs in the model's dtype; no device is chosen"),
-    Lowering(_CHECK, lambda site: "synchronize" in site.file.text and timing_log.only_logged(site.file.whole().tree,
+    Lowering(_CHECK, lambda site: site.file.mentions("synchronize") and timing_log.only_logged(site.file.whole().tree,
                                                                                                site.line), "info",
              "guards only a synchronize of a timed region whose figure is only logged or printed: where CUDA is "
              "absent at most the logged time is less exact; nothing returned or stored depends on it"),
@@ -1661,11 +1689,11 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
              "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
              "(it is the lock-in, reported at its own line)"),
-    Lowering(_EVERY_RULE, lambda site: "init_process_group" in site.file.text and distributed_path.after_nccl_group(
+    Lowering(_EVERY_RULE, lambda site: site.file.mentions("init_process_group") and distributed_path.after_nccl_group(
         site.file.whole(), site.line), "info",
              "after init_process_group with the NCCL backend (line {}), which needs NVIDIA GPUs: where CUDA is "
              "absent it fails first (it is the lock-in, reported at its own line)"),
-    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: "set_device" in site.file.text
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.file.mentions("set_device")
              and distributed_path.count_divides_for_set_device(site.file.whole(), site.line), "info",
              "the CUDA device count only divides a rank for torch.cuda.set_device (line {}): where CUDA is absent "
              "`% 0` raises before it, on a per-GPU path that set_device ties to CUDA (reported at its own line)"),
@@ -1675,7 +1703,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _private_past_cuda_exit, "info",
              "in {}, which this file calls only after `if not torch.cuda.is_available(): return` (or raise): "
              "where CUDA is absent the caller returns first"),
-    Lowering(_EVERY_RULE, lambda site: cuda_stream_argument.ANNOTATION_HINT.search(site.file.text) is not None
+    Lowering(_EVERY_RULE, lambda site: site.file.search(cuda_stream_argument.ANNOTATION_HINT) is not None
              and cuda_stream_argument.reached_with_cuda_handle(site.file.whole(), site.line), "info",
              "reached only once {} holds a CUDA stream or event (typed so, or None): one cannot be made where "
              "CUDA is absent, and where it is made is reported at its own line"),
@@ -1704,7 +1732,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_DEVICE_STRING, _at_line(device_compare.only_compared), "info",
              "the \"cuda\" device is only compared with (torch.device(\"cuda\") needs no GPU, and the comparison "
              "answers False where CUDA is absent): no device is chosen on this line"),
-    Lowering(_DEVICE_STRING, lambda site: "spawn" in site.file.text and spawn_defaults.filled_by_spawn(
+    Lowering(_DEVICE_STRING, lambda site: site.file.mentions("spawn") and spawn_defaults.filled_by_spawn(
         site.file.whole(), site.line, site.finding.column), "info",
              "default only: {} is started only by torch.multiprocessing's spawn, whose args= fill this parameter"),
     Lowering(_EVERY_RULE, _guarded_by_device_test, "info",
@@ -1772,11 +1800,11 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_F64, _at_line(_handed_without_device), "info",
              "float64 handed to a function with no device, its result never moved here: the tensors are made on "
              "the CPU, where float64 works"),
-    Lowering(_F64, lambda site: "mps" in site.file.text and float64_device.run_on_cpu_for_mps(site.file.whole(), site.line),
+    Lowering(_F64, lambda site: site.file.mentions("mps") and float64_device.run_on_cpu_for_mps(site.file.whole(), site.line),
              "perf",
              "float64 in a function this file only hands to {}, which runs it on CPU copies where the device is "
              "MPS: the MPS error cannot happen"),
-    Lowering(_F64, lambda site: "mps" in site.file.text and float64_device.moved_to_cpu_on_mps(site.file.whole(),
+    Lowering(_F64, lambda site: site.file.mentions("mps") and float64_device.moved_to_cpu_on_mps(site.file.whole(),
                                                                                                site.line), "perf",
              "float64 on a tensor moved first to {}, which is the CPU where the device is MPS: the MPS error "
              "cannot happen"),
@@ -1784,11 +1812,11 @@ LOWERINGS: tuple[Lowering, ...] = (
              and float64_device.dtype_lowered_on_mps(site.file.whole(), site.line, site.file.path), "perf",
              "the float64 dtype goes through {}, which returns another dtype where the device is MPS: the MPS "
              "error cannot happen"),
-    Lowering(_F64, lambda site: "mps" in site.file.text and float64_device.raised_on_mps_before(site.file.whole(),
+    Lowering(_F64, lambda site: site.file.mentions("mps") and float64_device.raised_on_mps_before(site.file.whole(),
                                                                                                 site.line), "perf",
              "float64 after an `if <device is MPS>: raise` ({}) in its function: where the device is MPS the "
              "function raises first, so the float64 never runs there"),
-    Lowering(_F64, lambda site: (".type" in site.file.text or "is_cpu" in site.file.text)
+    Lowering(_F64, lambda site: (site.file.mentions(".type") or site.file.mentions("is_cpu"))
              and float64_device.chosen_only_on_cpu(site.file.whole(), site.line), "info",
              "float64 in a private function this file calls only where its inputs are on the CPU (the test at {}): "
              "float64 works there"),

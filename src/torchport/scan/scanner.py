@@ -62,13 +62,17 @@ class _Job:
 def display_path(path: Path) -> str:
     text = str(path)
     cwd = _cwd_prefix()
-    if os.sep == "/" and text.startswith(cwd) and "/." not in text:
+    if os.sep == "/" and text.startswith(cwd) and not _DOT_PART.search(text):
         return text[len(cwd):]  # what relpath gives for a normalised path below the cwd, without its cost
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
         return str(path)
     return Path(relative).as_posix() if not relative.startswith("..") else str(path)
+
+
+# A "." or ".." part, which relpath would normalise away; a hidden folder (".venv") is no such part.
+_DOT_PART = re.compile(r"/\.\.?(/|$)")
 
 
 def _cwd_prefix() -> str:
