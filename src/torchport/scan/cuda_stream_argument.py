@@ -13,6 +13,8 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from torchport.scan.detectors.syntax import walk_nodes
+
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
 
@@ -30,7 +32,7 @@ def _optional_cuda_handles(function: ast.FunctionDef | ast.AsyncFunctionDef) -> 
         text = ast.unparse(argument.annotation)
         if _CUDA_HANDLE.search(text) and ("None" in text or "Optional" in text):
             found.add(argument.arg)
-    rebound = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    rebound = {n.id for n in walk_nodes(function) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
     return found - rebound
 
 
