@@ -34,7 +34,8 @@ def verdicts() -> list[dict]:
                 continue
             where, number = re.sub(r"(:\d+):\d+$", r"\1", cells[2].strip("`")).rsplit(":", 1)  # drop a column
             found.append({"seed": seed, "path": where, "line": int(number), "rule": cells[3],
-                          "correct": verdict == "correct"})
+                          "correct": verdict == "correct", "package": cells[1], "severity": cells[4].lower(),
+                          "borderline": "borderline" in cells[6].lower()})
     return found
 
 

@@ -1,0 +1,122 @@
+"""Pooled precision of the independent judgements in docs/precision, with two intervals, and
+what two judges of the same sample say about each other.
+
+    python benchmarks/precision_pooled.py [SEED ...]
+    python benchmarks/precision_pooled.py --agreement FILE_A FILE_B
+
+SEED keys a verdict file as precision_insample.py does (``13-583917`` for judge13-583917-verdicts.md);
+without seeds, the six judges since round 14's default-path rule.  The Wilson interval treats the
+findings as independent draws; the findings of one package share its code and its author's habits,
+so the second interval resamples packages (within each judge's sample, 10,000 times, a fixed seed),
+which is the wider and the more honest of the two.
+
+``--agreement`` compares two verdict files of the same findings: agreement, Cohen's kappa, and the
+precision one judge would measure for a scanner that reported exactly what the other judged correct.
+That last figure bounds what an independent judgement can confirm, whatever the scanner.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from precision_insample import verdicts  # noqa: E402
+
+SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076")
+_RESAMPLES = 10_000
+
+
+def wilson(correct: int, judged: int, z: float = 1.96) -> tuple[float, float]:
+    share = correct / judged
+    denominator = 1 + z * z / judged
+    centre = (share + z * z / (2 * judged)) / denominator
+    half = z * math.sqrt(share * (1 - share) / judged + z * z / (4 * judged * judged)) / denominator
+    return centre - half, centre + half
+
+
+def package_bootstrap(samples: dict[str, dict[str, list[bool]]], rng: random.Random) -> tuple[float, float]:
+    """2.5th and 97.5th percentiles of the pooled precision, packages resampled within each sample."""
+    shares = []
+    for _ in range(_RESAMPLES):
+        correct = judged = 0
+        for packages in samples.values():
+            drawn = rng.choices(list(packages.values()), k=len(packages))
+            correct += sum(sum(verdicts_) for verdicts_ in drawn)
+            judged += sum(len(verdicts_) for verdicts_ in drawn)
+        shares.append(correct / judged)
+    shares.sort()
+    return shares[int(0.025 * _RESAMPLES)], shares[int(0.975 * _RESAMPLES) - 1]
+
+
+def pooled(seeds: tuple[str, ...]) -> dict:
+    samples: dict[str, dict[str, list[bool]]] = {seed: defaultdict(list) for seed in seeds}
+    for row in verdicts():
+        if row["seed"] in samples:
+            package = re.sub(r"\s+\S*\d\S*$", "", row["package"])  # "hqq 0.2.8" -> "hqq"
+            samples[row["seed"]][package].append(row["correct"])
+    missing = [seed for seed, packages in samples.items() if not packages]
+    if missing:
+        raise SystemExit(f"precision_pooled: no verdict file for seed {', '.join(missing)} in docs/precision")
+    correct = sum(sum(v) for packages in samples.values() for v in packages.values())
+    judged = sum(len(v) for packages in samples.values() for v in packages.values())
+    return {"correct": correct, "judged": judged, "wilson": wilson(correct, judged),
+            "bootstrap": package_bootstrap(samples, random.Random(20261203)),
+            "per_sample": {seed: (sum(sum(v) for v in p.values()), sum(len(v) for v in p.values()))
+                           for seed, p in samples.items()},
+            "packages": sum(len(p) for p in samples.values())}
+
+
+def _table(path: Path) -> dict[int, bool]:
+    found = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 7 and cells[5].lower() in ("correct", "incorrect"):
+            number = re.search(r"(\d+)$", cells[0])
+            if number:
+                found[int(number.group(1))] = cells[5].lower() == "correct"
+    return found
+
+
+def agreement(first: Path, second: Path) -> dict:
+    a, b = _table(first), _table(second)
+    common = sorted(set(a) & set(b))
+    if not common:
+        raise SystemExit(f"precision_pooled: {first} and {second} share no numbered finding")
+    n = len(common)
+    agree = sum(a[i] == b[i] for i in common)
+    share_a, share_b = sum(a[i] for i in common) / n, sum(b[i] for i in common) / n
+    expected = share_a * share_b + (1 - share_a) * (1 - share_b)
+    both = sum(a[i] and b[i] for i in common)
+    return {"findings": n, "agree": agree, "kappa": (agree / n - expected) / (1 - expected),
+            "a_correct": sum(a[i] for i in common), "b_correct": sum(b[i] for i in common), "both": both}
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--agreement"]:
+        if len(argv) != 3:
+            raise SystemExit("usage: precision_pooled.py --agreement FILE_A FILE_B")
+        found = agreement(Path(argv[1]), Path(argv[2]))
+        n, low, high = found["findings"], *wilson(found["agree"], found["findings"])
+        print(f"{n} findings judged twice: agreement {found['agree']}/{n} = {found['agree'] / n:.1%} "
+              f"({low:.1%}-{high:.1%}), Cohen's kappa {found['kappa']:.2f}")
+        for judge, other, key in (("A", "B", "a_correct"), ("B", "A", "b_correct")):
+            print(f"a scanner reporting exactly what judge {judge} judged correct ({found[key]}) would be judged "
+                  f"{found['both']}/{found[key]} = {found['both'] / found[key]:.1%} by judge {other}")
+        return 0
+    seeds = tuple(argv) or SINCE_ROUND_14
+    found = pooled(seeds)
+    for seed, (correct, judged) in found["per_sample"].items():
+        print(f"  {seed:>10}: {correct}/{judged} = {correct / judged:.1%}")
+    (low, high), (b_low, b_high) = found["wilson"], found["bootstrap"]
+    print(f"pooled over {len(seeds)} samples, {found['packages']} packages: {found['correct']}/{found['judged']} = "
+          f"{found['correct'] / found['judged']:.1%}; 95% Wilson {low:.1%}-{high:.1%}; "
+          f"packages resampled {b_low:.1%}-{b_high:.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,39 @@
+"""benchmarks/precision_pooled.py on the verdict files kept in docs/precision: the pooled figure
+the README quotes, its package-resampled interval, and the two judges' agreement."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "precision_pooled.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_pooled_since_round_14_is_the_figure_the_readme_quotes():
+    result = _run()
+    assert result.returncode == 0, result.stderr
+    assert "227/540 = 42.0%; 95% Wilson 37.9%-46.2%" in result.stdout
+    bootstrap = result.stdout.rsplit("packages resampled ", 1)[1].split()[0]
+    low, high = (float(part.rstrip("%")) for part in bootstrap.split("-"))
+    assert low < 37.9 and high > 46.2  # packages are clusters: wider than Wilson
+    assert "together 42% on 540 findings" in " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_one_sample_and_an_unknown_seed():
+    assert "34/90 = 37.8%" in _run("457076").stdout
+    unknown = _run("1")
+    assert unknown.returncode != 0 and "no verdict file for seed 1" in unknown.stderr
+
+
+def test_agreement_of_the_two_judgements_of_seed_676501():
+    precision = ROOT / "docs" / "precision"
+    result = _run("--agreement", str(precision / "judge-676501-verdicts.md"),
+                  str(precision / "rejudge-676501-verdicts.md"))
+    assert result.returncode == 0, result.stderr
+    assert "agreement 81/90 = 90.0%" in result.stdout and "kappa 0.79" in result.stdout
+    assert "30/32 = 93.8% by judge B" in result.stdout and "30/37 = 81.1% by judge A" in result.stdout
