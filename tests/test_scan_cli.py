@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 
 from torchport.cli import main
+from torchport.scan.report import REACH_NOTE
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
@@ -51,6 +52,16 @@ def test_text_output_has_excerpt_consequence_and_summary(project, capsys):
     assert "target     error  silent  perf  info  effort  score" in out
     rocm = next(line for line in out.splitlines() if line.startswith("rocm"))
     assert rocm.split()[-2:] == ["none", "100"]  # ROCm reuses "cuda"; cudnn flag is only info
+    # what the levels do not say, and where a script's own evidence comes from, last
+    assert out.rstrip().splitlines()[-1] == REACH_NOTE
+    assert "torchport evaluate --script FILE --redirect-cuda" in REACH_NOTE
+
+
+def test_no_reach_note_without_error_or_silent_findings(tmp_path, capsys):
+    (tmp_path / "clean.py").write_text("import torch\n\nmodel = torch.nn.Linear(4, 4).to('cpu')\n")
+    status, out, _ = _scan(capsys, tmp_path)
+    assert status == 0
+    assert REACH_NOTE not in out and "target     error" in out
 
 
 def test_json_output_summary_and_score(project, capsys):

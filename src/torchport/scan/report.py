@@ -152,7 +152,17 @@ def render_text(result: ScanResult, min_severity: str = "perf") -> str:
         among = f", {opt_in} of them only under an opt-in option" if opt_in else ""
         out.append(f"{hidden} {below} finding(s) not listed{among} ({how} lists them; JSON and SARIF keep every "
                    "finding).")
+    if any(row["error"] or row["silent"] for row in summary["targets"].values()):
+        out.append(REACH_NOTE)
     return "\n".join(out) + "\n"
+
+
+# Independent judges found most error/silent findings on library code unreached without CUDA
+# (docs/scan.md, precision on real code): the reader needs to know what the levels do not say,
+# and where the evidence for their own script comes from.
+REACH_NOTE = ("error and silent say what happens where the line runs, not that it runs: the scan does not follow "
+              "callers in other files or option defaults. For a script, `torchport evaluate --script FILE "
+              "--redirect-cuda -b cpu -- ARGS` runs it and marks each finding confirmed at run time or not executed.")
 
 
 def finding_dict(finding: Finding, targets) -> dict:
