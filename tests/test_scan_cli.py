@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from torchport.cli import main
-from torchport.scan.report import REACH_NOTE
+from torchport.scan.report import REACH_COMMAND, REACH_NOTE
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
@@ -54,7 +54,16 @@ def test_text_output_has_excerpt_consequence_and_summary(project, capsys):
     assert rocm.split()[-2:] == ["none", "100"]  # ROCm reuses "cuda"; cudnn flag is only info
     # what the levels do not say, and where a script's own evidence comes from, last
     assert out.rstrip().splitlines()[-1] == REACH_NOTE
-    assert "torchport evaluate --script FILE --redirect-cuda" in REACH_NOTE
+
+
+def test_the_reach_note_recommends_a_command_the_cli_accepts():
+    from torchport.cli import build_parser
+
+    assert " ".join(REACH_COMMAND) in REACH_NOTE
+    words = list(REACH_COMMAND[1:])
+    args = build_parser().parse_args(words[:words.index("--")])
+    assert (args.command, str(args.script), args.redirect_cuda) == ("evaluate", "FILE", True)
+    assert "cpu" in str(args.backend)
 
 
 def test_no_reach_note_without_error_or_silent_findings(tmp_path, capsys):

@@ -87,3 +87,29 @@ def test_display_path_below_a_hidden_folder_is_what_relpath_gives(tmp_path, monk
         path = (tmp_path / relative).resolve()
         assert display_path(path) == os.path.relpath(path) == relative
     assert display_path(Path(os.path.join(str(tmp_path.resolve()), "a", "..", "b.py"))) == "b.py"
+
+
+def _two_space(text: str) -> str:
+    """The same code indented by 2 spaces a level instead of 4."""
+    return "".join(line[(len(line) - len(line.lstrip(" "))) // 2:] for line in text.splitlines(keepends=True))
+
+
+def test_a_two_space_body_keeps_the_if_around_the_line():
+    text = _two_space(_long_function_with("if torch.__version__ >= '2.0':\n    y = model.to('cpu')\nelse:\n"
+                                          "    y = model.cuda()\n    y = y + 1\n"))
+    assert "\n  if torch.__version__" in text and "\n    y = model.cuda()" in text
+    line = next(n for n, source in enumerate(text.splitlines(), 1) if "cuda()" in source)
+    reduced, whole = _both_parses(text)
+    assert old_torch_branch.in_either_branch(reduced, line) and old_torch_branch.in_either_branch(whole, line)
+
+
+def test_a_two_space_class_keeps_the_method_around_the_return():
+    methods = "".join(f"    def helper_{n}(self):\n        return {n}\n\n" for n in range(20))
+    text = _two_space("import torch\n\ntry:\n    import fused\n    _FUSED = True\nexcept ImportError:\n"
+                      "    _FUSED = False\n\n\nclass Kernels:\n" + methods
+                      + "    def fused_ok(self):\n        return _FUSED and torch.cuda.is_available()\n")
+    lines = text.splitlines(keepends=True)
+    line = next(n for n, source in enumerate(lines, 1) if "is_available" in source)
+    reduced, whole = _both_parses(text)
+    assert cuda_queries.availability_return(reduced, lines, line) is not None
+    assert cuda_queries.kernel_library_helper(whole, lines, line) is not None

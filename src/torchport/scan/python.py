@@ -215,9 +215,27 @@ def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: 
             or not head.startswith(("class ", "def ", "async def ")) or not head.rstrip().endswith(":")):
         keep[start:end] = b"\x01" * (end - start)
         return
+    inner = _body_indent(source, header + 1, end, indent)
+    if inner is None:
+        keep[start:end] = b"\x01" * (end - start)
+        return
     keep[start:header + 1] = b"\x01" * (header + 1 - start)
-    inner_start, inner_end = _statement_around(source, header + 1, end, indent + 4, line)
-    _keep_block(source, keep, inner_start, inner_end, indent + 4, line)
+    inner_start, inner_end = _statement_around(source, header + 1, end, inner, line)
+    _keep_block(source, keep, inner_start, inner_end, inner, line)
+
+
+def _body_indent(source: _Source, first: int, last: int, outer: int) -> int | None:
+    """The spaces before the first statement of the body in [first, last): files indent by 2,
+    4 or 8, and a cut at the wrong depth can still parse, keeping a nested line without the
+    ``if`` around it.  None where the body is indented with tabs or is not found."""
+    for number in range(first, last):
+        text = source.lines[number]
+        stripped = text.lstrip(" ")
+        if not stripped.strip() or stripped.startswith("#") or source.in_string(number):
+            continue
+        spaces = len(text) - len(stripped)
+        return spaces if spaces > outer and not stripped.startswith("\t") else None
+    return None
 
 
 def _statement_around(source: _Source, first: int, last: int, indent: int, line: int) -> tuple[int, int]:

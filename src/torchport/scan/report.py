@@ -160,9 +160,11 @@ def render_text(result: ScanResult, min_severity: str = "perf") -> str:
 # Independent judges found most error/silent findings on library code unreached without CUDA
 # (docs/scan.md, precision on real code): the reader needs to know what the levels do not say,
 # and where the evidence for their own script comes from.
+REACH_COMMAND = ("torchport", "evaluate", "--script", "FILE", "--redirect-cuda", "-b", "cpu", "--", "ARGS")
 REACH_NOTE = ("error and silent say what happens where the line runs, not that it runs: the scan does not follow "
-              "callers in other files or option defaults. For a script, `torchport evaluate --script FILE "
-              "--redirect-cuda -b cpu -- ARGS` runs it and marks each finding confirmed at run time or not executed.")
+              "callers in other files or options set elsewhere. For a script, `" + " ".join(REACH_COMMAND) + "` runs "
+              "it and marks each finding in it and the modules it imports as confirmed at run time or not executed "
+              "(give it enough steps to pass the warm-up).")
 
 
 def finding_dict(finding: Finding, targets) -> dict:
