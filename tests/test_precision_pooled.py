@@ -37,3 +37,13 @@ def test_agreement_of_the_two_judgements_of_seed_676501():
     assert result.returncode == 0, result.stderr
     assert "agreement 81/90 = 90.0%" in result.stdout and "kappa 0.79" in result.stdout
     assert "30/32 = 93.8% by judge B" in result.stdout and "30/37 = 81.1% by judge A" in result.stdout
+
+
+def test_agreement_of_the_two_judgements_of_seed_457076():
+    precision = ROOT / "docs" / "precision"
+    result = _run("--agreement", str(precision / "judge-457076-verdicts.md"),
+                  str(precision / "rejudge-457076-verdicts.md"))
+    assert result.returncode == 0, result.stderr
+    assert "agreement 78/90 = 86.7%" in result.stdout and "kappa 0.72" in result.stdout
+    assert "30/34 = 88.2% by judge B" in result.stdout and "30/38 = 78.9% by judge A" in result.stdout
+    assert "81 and 78 of 90 findings" in " ".join((ROOT / "README.md").read_text().split())
