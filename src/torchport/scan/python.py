@@ -31,7 +31,7 @@ from torchport.scan.detectors.shared import DEVICE_NAME
 from torchport.scan.detectors.syntax import import_aliases, version_key
 from torchport.scan.model import Finding
 
-__all__ = ["DEVICE_NAME", "analyze", "has_trigger", "parse_relevant", "version_key"]
+__all__ = ["DEVICE_NAME", "analyze", "has_trigger", "parse_around", "parse_relevant", "version_key"]
 
 # --------------------------------------------------------------------------------------
 # Fast path: parse only what can matter.
@@ -204,11 +204,40 @@ def parse_relevant(text: str) -> ast.Module | None:
     return ast.Module(body=body, type_ignores=[])
 
 
-def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: int, line: int) -> None:
+def parse_around(text: str, words: list[str]) -> ast.Module:
+    """The module reduced to its imports (a short ``try``/``if`` holding one included) and the
+    statements holding one of ``words``, with their real positions; a long class or function
+    keeps its header and the inner statement.  For the scan's look at the calls of a few names
+    across a package, where parsing every file that spells one whole costs more than the scan of
+    the rest.  Raises SyntaxError when a cut was misplaced (the caller then parses the whole file)."""
+    source = _Source(text)
+    line_count = len(source.lines)
+    starts = source.statement_starts(0, line_count)
+    ends = starts[1:] + [line_count]
+    keep = bytearray(line_count)
+    for index, start in enumerate(starts):
+        head = source.lines[start]
+        if head.startswith(("import ", "from ")) or (
+                head.startswith(("try:", "if ")) and ends[index] - start < _SPLIT_LINES
+                and "import " in "".join(source.lines[start:ends[index]])):
+            keep[start:ends[index]] = b"\x01" * (ends[index] - start)
+    imports = bytes(keep)
+    for line in source.lines_containing(words):
+        index = bisect.bisect_right(starts, line) - 1
+        if not imports[starts[index]]:
+            _keep_block(source, keep, starts[index], ends[index], 0, line, decorator_lines=True)
+    return ast.parse(source.masked(keep))
+
+
+def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: int, line: int,
+                decorator_lines: bool = False) -> None:
     """Keep the statement [start, end) that holds ``line``.  A long class or function
-    keeps only its header and, recursively, the inner statement holding the line."""
+    keeps only its header and, recursively, the inner statement holding the line.
+    ``decorator_lines``: a decorator over several lines (``@requires(\n    backends=...,\n)``)
+    is read as one; the scan's own parse keeps such a class whole, and its findings depend on it."""
     header = start
-    while header < end and source.lines[header][indent:indent + 1] == "@":
+    while header < end and (source.lines[header][indent:indent + 1] == "@" or (
+            decorator_lines and header > start and _continues_decorator(source.lines[header], indent))):
         header += 1
     head = source.lines[header][indent:] if header < end else ""
     if (end - start <= _SPLIT_LINES or line <= header
@@ -221,7 +250,7 @@ def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: 
         return
     keep[start:header + 1] = b"\x01" * (header + 1 - start)
     inner_start, inner_end = _statement_around(source, header + 1, end, inner, line)
-    _keep_block(source, keep, inner_start, inner_end, inner, line)
+    _keep_block(source, keep, inner_start, inner_end, inner, line, decorator_lines)
 
 
 def _body_indent(source: _Source, first: int, last: int, outer: int) -> int | None:

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import device_flow, extensions, float64_device, policy, python, reachability, textfiles
+from torchport.scan import (default_callers, device_flow, extensions, float64_device, policy, python,
+                            reachability, textfiles)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
 from torchport.scan.detectors.shared import CUDA_ONLY
-from torchport.scan.detectors.syntax import passes_argument, walk_nodes
 from torchport.scan.model import FileResult, Finding, Skipped
 from torchport.scan.rules import RULES_BY_ID
 
@@ -293,60 +293,6 @@ def _extension_imports(work: list[_Job], results, start: Path, max_bytes: int) -
         result.findings.extend(extensions.imports_of(tree, names, job.display, text.splitlines()))
 
 
-def _cap_defaults_overridden_elsewhere(work: list[_Job], results, max_bytes: int,
-                                      aliases: dict[str, str] | None = None) -> None:
-    """A ``"cuda"`` parameter default that its own file never calls: lowered to info where
-    the other scanned files call the function and every call passes the parameter (the
-    default is never used).  Only files that spell ``name(`` are parsed.  ``aliases`` are
-    other names whose calls reach the same function (a subclass that inherits ``__init__``)."""
-    pending: dict[str, list[Finding]] = {}
-    for result, _ in results:
-        for finding in result.findings:
-            if finding.default_of is not None and finding.severity_cap is None:
-                pending.setdefault(finding.default_of[0], []).append(finding)
-    if not pending:
-        return
-    calls: dict[str, list[ast.Call]] = {name: [] for name in pending}
-    unpacked = device_flow.UnpackedKeys()  # keys a `**mapping` in a call is known to hold
-    reaching = {name: name for name in pending}
-    reaching.update({alias: name for alias, name in (aliases or {}).items() if name in pending})
-    needles = {name: (name + "(").encode() for name in reaching}
-    for job in work:
-        if job.kind != "python":
-            continue
-        try:
-            with open(job.path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        named = [name for name, needle in needles.items() if needle in data]
-        if not named:
-            continue
-        text, _ = read_source(job.path, job.kind, max_bytes)
-        try:
-            tree = ast.parse(text)  # type: ignore[arg-type]
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            for name in named:  # calls that cannot be read: the default may be used there
-                pending.pop(reaching[name], None)
-                needles.pop(name, None)
-            continue
-        for node in walk_nodes(tree):
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.id if isinstance(func, ast.Name) else (
-                    func.attr if isinstance(func, ast.Attribute) and getattr(func.value, "id", "") != "torch" else "")
-                if name in reaching:
-                    calls[reaching[name]].append(node)
-                    unpacked.note(node, tree)
-    for name, findings in pending.items():
-        for finding in findings:
-            _, parameter, position, unpacking_counts = finding.default_of  # type: ignore[misc]
-            if calls[name] and all(passes_argument(call, parameter, position, unpacking_counts)
-                                   or unpacked.holds(call, parameter) for call in calls[name]):
-                finding.severity_cap = "info"
-                finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"
-
-
 def _scan_batch(batch: list[_Job], max_bytes: int) -> list[tuple[FileResult, int]]:
     # Parsing and analysing allocate millions of short-lived AST nodes, which reference counting
     # frees; the cyclic collector's passes over them found about one cyclic object per file on
@@ -382,7 +328,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     _extension_imports(work, results, paths[0], config.max_file_bytes)
     read = lambda job: read_source(job.path, job.kind, config.max_file_bytes)[0]  # noqa: E731
     aliases = device_flow.mark_dead_defaults(work, results, read)
-    _cap_defaults_overridden_elsewhere(work, results, config.max_file_bytes, aliases)
+    default_callers.lower_defaults_every_call_passes(work, results, read, aliases)
     device_flow.lower_fallbacks(work, results, read)
     reachability.lower_unreached(work, results, paths)
     float64_device.lower_modules_refused_on_mps(work, results, reachability.whole_package_in(paths))

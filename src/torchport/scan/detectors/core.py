@@ -673,6 +673,7 @@ class AnalyzerCore(AnalyzerState):
         for handler in self.function_handlers:
             handler(self, node)
         overridden = []  # defaults that every call in this file replaces
+        called_elsewhere = []  # defaults whose use the calls in other files decide
         for argument, default in parameter_defaults(node.args):
             start = len(self.findings)
             self._named_default(argument.arg, default, f"default of {argument.arg}")
@@ -688,6 +689,7 @@ class AnalyzerCore(AnalyzerState):
             elif reported and (called_as := self._called_elsewhere(node, argument.arg)):
                 for finding in self.findings[start:]:
                     finding.default_of = called_as
+                called_elsewhere.append((default, called_as))
         for decorator in node.decorator_list:
             self.visit(decorator)
         args_start = len(self.findings)
@@ -695,6 +697,10 @@ class AnalyzerCore(AnalyzerState):
         self._cap_host_dtype_defaults(node, self.findings[args_start:])
         for default, reason in overridden:  # `device: torch.device = torch.device("cuda")`
             self._cap([f for f in self.findings[args_start:] if _within(f, default)], reason)
+        for default, called_as in called_elsewhere:  # the same, found while visiting the arguments
+            for finding in self.findings[args_start:]:
+                if _within(finding, default) and finding.default_of is None:
+                    finding.default_of = called_as
         if node.returns is not None:
             self._visit_annotation(node.returns)
         self.scopes.append(id(node))
@@ -801,22 +807,27 @@ class AnalyzerCore(AnalyzerState):
             calls = [call for call in calls if isinstance(call.func, ast.Name)]
         return bool(calls) and all(passes_argument(call, parameter, position) for call in calls)
 
-    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None, bool] | None:
+    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None, bool, bool] | None:
         """For a module-level function, a class's ``__init__`` or a method that this file never
         calls: (the name its callers use, the parameter, its position in their calls, whether
-        ``*args``/``**kwargs`` count as passing it).  A method's callers are every ``.name(`` call in
-        the scanned files, whatever the object: its name is less telling than a function's or a
-        class's, so there only a call that names the argument counts."""
+        ``*args``/``**kwargs`` count as passing it, whether it is a module-level function).  A
+        method's callers are every ``.name(`` call in the scanned files, whatever the object: its
+        name is less telling than a function's or a class's, so there only a call that names the
+        argument counts.  A module-level function's callers are ``name(...)`` and calls through a
+        module (the scanner's ``_through_a_module``)."""
         method = bool(self.class_names and self.class_names[-1])
         if len(self.scopes) > 1 + method or (method and _called_implicitly(function.name)):
             return None  # a nested function, or `forward`/`__call__`, which torch calls without the name
         name = self.class_names[-1] if method and function.name == "__init__" else function.name
-        if self.calls_named(name):
+        calls = self.calls_named(name)
+        if not method:  # `torch.load(f)` is not a call of this file's `load`
+            calls = [call for call in calls if isinstance(call.func, ast.Name)]
+        if calls:
             return None
         bound = method and not any(getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         position = positional.index(parameter) - bound if parameter in positional else None
-        return name, parameter, position, not method or function.name == "__init__"
+        return name, parameter, position, not method or function.name == "__init__", not method
 
     def _cap_after_cuda_exits(self, function, findings) -> None:
         """In a nested block, what follows ``if not torch.cuda.is_available(): return``
