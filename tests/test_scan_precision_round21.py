@@ -182,3 +182,80 @@ def test_a_method_of_the_same_name_with_its_own_cuda_default_does_not_change_tha
     found = worst_by_line(tmp_path)
     assert found[("helpers.py", 4, "TP001")][0] == "error"  # nothing calls the function
     assert found[("engine.py", 3, "TP001")][0] == "info"  # every call of the method passes device
+
+
+_STACK = '''
+    import torch
+    from torch import nn
+
+    PARALLELIZE_DOCSTRING = """
+        Example:
+            model = Stack(blocks)
+            model.parallelize(device_map)
+    """
+
+
+    class Stack(nn.Module):
+        def __init__(self, blocks):
+            super().__init__()
+            self.blocks = nn.ModuleList(blocks)
+            self.model_parallel = False
+            self.first_device = "cpu"
+
+        def parallelize(self, device_map=None):
+            self.device_map = device_map
+            self.first_device = "cuda:" + str(min(device_map))
+            self.model_parallel = True
+
+        def deparallelize(self):
+            self.model_parallel = False
+            self.first_device = "cpu"
+
+        def forward(self, hidden):
+            if self.model_parallel:
+                torch.cuda.set_device(self.first_device)
+            for block in self.blocks:
+                hidden = block(hidden)
+            return hidden
+
+
+    class Model(nn.Module):
+        def __init__(self, blocks):
+            super().__init__()
+            self.encoder = Stack(blocks)
+            self.model_parallel = False
+
+        def parallelize(self, device_map=None):
+            self.encoder.parallelize(device_map)
+            self.model_parallel = True
+'''
+
+
+def test_a_mode_only_an_uncalled_method_switches_on_is_info(tmp_path: Path) -> None:
+    _package(tmp_path, {"modeling.py": _STACK})
+    severity, reason = worst_by_line(tmp_path)[("modeling.py", 29, "TP004")]
+    assert severity == "info"
+    assert reason.startswith("runs only where `self.model_parallel` holds, which only `parallelize()` turns on")
+
+
+def test_the_mode_switched_on_by_the_package_stays_an_error(tmp_path: Path) -> None:
+    _package(tmp_path, {"modeling.py": _STACK,
+                        "train.py": "from .modeling import Model\n\ndef build(blocks, devices):\n"
+                                    "    model = Model(blocks)\n    model.parallelize(devices)\n    return model\n"})
+    assert worst_by_line(tmp_path)[("modeling.py", 29, "TP004")][0] == "error"
+
+
+def test_a_mode_a_parameter_sets_stays_an_error(tmp_path: Path) -> None:
+    stack = _STACK.replace("def __init__(self, blocks):\n            super().__init__()\n            self.blocks",
+                           "def __init__(self, blocks, model_parallel=False):\n            super().__init__()\n"
+                           "            self.model_parallel = model_parallel\n            self.blocks")
+    _package(tmp_path, {"modeling.py": stack})
+    assert worst_by_line(tmp_path)[("modeling.py", 30, "TP004")][0] == "error"
+
+
+def test_a_mode_a_method_of_the_file_switches_on_stays_an_error(tmp_path: Path) -> None:
+    stack = _STACK.replace("        def deparallelize(self):",
+                           "        def setup(self, devices):\n            self.parallelize(devices)\n\n"
+                           "        def deparallelize(self):")
+    _package(tmp_path, {"modeling.py": stack})
+    assert worst_by_line(tmp_path)[("modeling.py", 32, "TP004")][0] == "error"
