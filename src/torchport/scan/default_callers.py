@@ -9,13 +9,16 @@ Which calls count:
   torch.cuda.amp import GradScaler``);
 - ``x.name(...)`` for a method or a class, whatever ``x`` is, unless ``x`` is imported from
   outside the project (``torch.cuda.amp.GradScaler()``, ``np.load(path)``);
-- ``x.name(...)`` for a module-level function only where ``x`` may be a module: not an object
-  the file binds (``adapter.load_model(...)``, ``self``, a call's result) nor a class imported
-  from the project (``AutoQuantModel.quantize_model(...)``), whose ``name`` is a method.
+- ``x.name(...)`` for a module-level function unless ``x`` is a class of the file, a capitalised
+  name imported from the project that names no scanned module (``AutoQuantModel.quantize_model``),
+  or a call's result: any other ``x`` may hold the module (``H`` of ``import pkg.helpers as H``,
+  ``backend = importlib.import_module(...)``).
 
-Where the file does not show how ``x`` is bound, the call counts: a call that is not there can
-only keep a finding as it is.  Only files that spell ``name(`` are read, and only their imports
-and the statements around those calls are parsed (``python.parse_around``).
+A module-level function handed on as a value (``functools.partial(load_model)``, ``fn =
+helpers.load_model``), named to ``getattr`` or imported under another name is called where the
+scan cannot see: its default stays as it is.  Only files that name a function are read, and only
+their imports and the statements around those mentions are parsed (``python.parse_around``), unless
+the cut shows fewer calls than the text spells.
 """
 from __future__ import annotations
 
@@ -63,53 +66,104 @@ def _root_name(func: ast.expr) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
-def calls_in(tree: ast.Module, names: set[str] | dict[str, str],
-             own: set[str]) -> tuple[list[tuple[ast.Call, str, bool]], int]:
-    """The calls in ``tree`` that may reach a function of the project spelled one of ``names``:
-    (the call, the name, whether it may reach a module-level function of that name); and how
-    many calls spell one of ``names`` at all."""
-    foreign: set[str] = set()
-    project: set[str] = set()
-    local: set[str] = set()
+def _outside(module: str, own: set[str]) -> bool:
+    """Whether ``import module`` is of code outside the project: neither its top-level name nor
+    its last part names a scanned package or module (``from mypkg.helpers import f`` may be the
+    project's ``lib/helpers.py``, installed as ``mypkg``)."""
+    parts = module.split(".")
+    return parts[0] not in own and parts[-1] not in own
+
+
+class Reading:
+    """What one file shows of the functions spelled ``names``."""
+
+    def __init__(self) -> None:
+        # the calls that may reach one: (the call, the name, whether it may reach a module-level
+        # function of that name)
+        self.calls: list[tuple[ast.Call, str, bool]] = []
+        self.spelled = 0  # calls that spell one of the names at all
+        # names handed on as a value (`partial(load_model)`, `fn = helpers.load_model`), named to
+        # `getattr` or imported under another name: calls of a module-level function the file does
+        # not show
+        self.escaped: set[str] = set()
+
+
+def calls_in(tree: ast.Module, names: set[str] | dict[str, str], own: set[str]) -> Reading:
+    """Read ``tree`` for the calls of a function of the project spelled one of ``names``."""
+    foreign: set[str] = set()  # bound by importing from outside the project
+    project: set[str] = set()  # bound by importing from the project
+    classes: set[str] = set()  # defined here, or imported capitalised and no module name: `AutoQuantModel`
+    bound: set[str] = set()  # bound otherwise: assignments, parameters, loops, definitions
     found: list[tuple[ast.Call, str]] = []
-    for node in walk_nodes(tree):  # one pass: the bindings and the calls
+    reading = Reading()
+    values: list[ast.expr] = []  # expressions handed on as values: arguments, assigned, in a display
+    for node in walk_nodes(tree):  # one pass: the bindings, the calls and the values handed on
         kind = type(node)
         if kind is ast.Call:
             func = node.func  # type: ignore[attr-defined]
             name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
             if name in names:
                 found.append((node, name))  # type: ignore[arg-type]
+            values.extend(node.args)  # type: ignore[attr-defined]
+            values.extend(keyword.value for keyword in node.keywords)  # type: ignore[attr-defined]
+            attribute = node.args[1] if name == "getattr" and len(node.args) > 1 else None  # type: ignore[attr-defined]
+            if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str) and attribute.value in names:
+                reading.escaped.add(attribute.value)
         elif kind is ast.Name:
             if type(node.ctx) is ast.Store:  # type: ignore[attr-defined]
-                local.add(node.id)  # type: ignore[attr-defined]
+                bound.add(node.id)  # type: ignore[attr-defined]
+        elif kind is ast.Assign or kind is ast.AnnAssign or kind is ast.Return:
+            if node.value is not None:  # type: ignore[attr-defined]
+                values.append(node.value)  # type: ignore[attr-defined]
+        elif kind is ast.List or kind is ast.Tuple or kind is ast.Set:
+            values.extend(node.elts)  # type: ignore[attr-defined]
+        elif kind is ast.Dict:
+            values.extend(value for value in node.values if value is not None)  # type: ignore[attr-defined]
         elif kind is ast.arg:
-            local.add(node.arg)  # type: ignore[attr-defined]
+            bound.add(node.arg)  # type: ignore[attr-defined]
         elif kind is ast.Import:
             for alias in node.names:  # type: ignore[attr-defined]
                 top = alias.name.split(".", 1)[0]
-                (project if top in own else foreign).add(alias.asname or top)
+                (foreign if _outside(alias.name, own) else project).add(alias.asname or top)
         elif kind is ast.ImportFrom:
-            outside = node.level == 0 and (node.module or "").split(".", 1)[0] not in own  # type: ignore[attr-defined]
+            outside = node.level == 0 and _outside(node.module or "", own)  # type: ignore[attr-defined]
             for alias in node.names:  # type: ignore[attr-defined]
                 (foreign if outside else project).add(alias.asname or alias.name)
+                if alias.name in names and alias.asname and alias.asname != alias.name:
+                    reading.escaped.add(alias.name)
+                if not outside and alias.name[:1].isupper() and alias.name not in own:
+                    classes.add(alias.asname or alias.name)
         elif kind in _DEFINITIONS:
-            local.add(node.name)  # type: ignore[attr-defined]
-    foreign -= local | project
-    reaching: list[tuple[ast.Call, str, bool]] = []
+            bound.add(node.name)  # type: ignore[attr-defined]
+            if kind is ast.ClassDef:
+                classes.add(node.name)  # type: ignore[attr-defined]
+    foreign -= bound | project
+    for value in values:  # `partial(load_model)`, `fn = helpers.load_model`; not `torch.load`
+        name = value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else ""
+        if name in names and _root_name(value) not in foreign:
+            reading.escaped.add(name)
     for call, name in found:
         root = _root_name(call.func)
         if root in foreign:
             continue
-        as_function = type(call.func) is ast.Name or (
-            root is not None and root not in local and not (root in project and root[:1].isupper()))
-        reaching.append((call, name, as_function))
-    return reaching, len(found)
+        # `AutoQuantModel.quantize_model(...)` on a class of the file or one it imports, or `factory().name(...)`
+        # on a call's result, calls a method; any other name may hold a module (`backend =
+        # importlib.import_module(...)`, `self.h = helpers`), so its call counts
+        as_function = type(call.func) is ast.Name or (root is not None and root not in classes)
+        reading.calls.append((call, name, as_function))
+    reading.spelled = len(found)
+    return reading
+
+
+def _call_spelling(name: str) -> re.Pattern:
+    """``name(``, ``x.name(``, ``name (`` and ``name`` with its ``(`` on the next line."""
+    return re.compile(rf"(?<!\w){re.escape(name)}\s*\(")
 
 
 def _spellings(text: str, names: list[str]) -> int:
-    """How many times the text spells ``name(`` or ``x.name(`` (not ``def name(`` nor ``class name(``)."""
-    return sum(1 for name in names for match in re.finditer(rf"(?<!\w){re.escape(name)}\(", text)
-               if not text[max(0, match.start() - 6):match.start()].endswith(("def ", "class ")))
+    """How many times the text spells a call of one of ``names`` (not ``def name(`` nor ``class name(``)."""
+    return sum(1 for name in names for match in _call_spelling(name).finditer(text)
+               if not text[max(0, match.start() - len("class ")):match.start()].endswith(("def ", "class ")))
 
 
 def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]],
@@ -128,8 +182,10 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
     unpacked = device_flow.UnpackedKeys()  # keys a `**mapping` in a call is known to hold
     reaching = {name: name for name in pending}
     reaching.update({alias: name for alias, name in (aliases or {}).items() if name in pending})
-    needles = {name: (name + "(").encode() for name in reaching}
+    # the file names the function at all (a call, a value, a string): read it
+    needles = {name: (name.encode(), re.compile(rb"(?<!\w)" + re.escape(name.encode()) + rb"(?!\w)")) for name in reaching}
     own = project_names([job.path for job in work])
+    escaped: set[str] = set()
     for job in work:
         if job.kind != "python":
             continue
@@ -138,34 +194,37 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
                 data = handle.read()
         except OSError:
             continue
-        named = [name for name, needle in needles.items() if needle in data]
+        named = [name for name, (word, spelled) in needles.items() if word in data and spelled.search(data)]
         if not named:
             continue
         text = read(job) or ""
         try:
             tree = None
             with contextlib.suppress(SyntaxError):
-                tree = python.parse_around(text, [name + "(" for name in named])
-                found, spelled = calls_in(tree, reaching, own)
+                tree = python.parse_around(text, named)
+                reading = calls_in(tree, reaching, own)
                 # the whole file where the cut may have dropped a call (a spelling in a comment or
                 # a string counts too), or where what a `**mapping` holds must be read
-                if spelled < _spellings(text, named) or any(
-                        keyword.arg is None for call, _, _ in found for keyword in call.keywords):
+                if reading.spelled < _spellings(text, named) or any(
+                        keyword.arg is None for call, _, _ in reading.calls for keyword in call.keywords):
                     tree = None
             if tree is None:
                 tree = ast.parse(text)
-                found, _ = calls_in(tree, reaching, own)
+                reading = calls_in(tree, reaching, own)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             for name in named:  # calls that cannot be read: the default may be used there
                 pending.pop(reaching[name], None)
                 needles.pop(name, None)
             continue
-        for call, name, as_function in found:
+        for call, name, as_function in reading.calls:
             calls[reaching[name]].append((call, as_function))
             unpacked.note(call, tree)
+        escaped.update(reaching[name] for name in reading.escaped)
     for name, findings in pending.items():
         for finding in findings:
             _, parameter, position, unpacking_counts, module_function = finding.default_of  # type: ignore[misc]
+            if module_function and name in escaped:
+                continue
             reached = [call for call, as_function in calls[name] if as_function or not module_function]
             if reached and all(passes_argument(call, parameter, position, unpacking_counts)
                                or unpacked.holds(call, parameter) for call in reached):

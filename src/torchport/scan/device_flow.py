@@ -10,7 +10,7 @@ Two readings of the code, both made after every file was scanned:
 * **dead default**: ``kwargs.get("device", "cuda")`` after ``kwargs["device"] = ...`` in the
   same function, and ``getattr(args, "device", "cuda")`` where an argparse option of the
   package always sets ``args.device``.  ``kwargs.get`` in a function called by name is handed
-  to the scanner's check of parameter defaults (``Finding.default_of``), which counts a
+  to default_callers.py's check of parameter defaults (``Finding.default_of``), which counts a
   ``**mapping`` filled with the key as passing it (:func:`unpacked_keys`).
 
 A pass parses only the files that hold a pending finding and the files their imports name; the
@@ -473,7 +473,7 @@ def _set_before(where: _Where, read: ast.Call, key: str) -> int | None:
 
 def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> dict[str, str]:
     """``kwargs.get("device", "cuda")``: lowered where the function set the key before; otherwise
-    handed to the scanner's check of defaults that every call passes (``Finding.default_of``).
+    handed to default_callers.py's check of defaults that every call passes (``Finding.default_of``).
     ``getattr(args, "device", "cuda")``: lowered where an argparse option of the package sets it.
     Returns the names that reach a class's ``__init__`` besides its own: its subclasses in the same
     file that define no ``__init__`` (``{subclass: class}``), whose calls pass the same parameters."""

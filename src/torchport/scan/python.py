@@ -80,7 +80,7 @@ def has_trigger(text: str) -> bool:
         _PACKAGE_IMPORT.search(text) or _PACKAGE_IMPORT_FROM.search(text))
 
 
-class Source:
+class _Source:
     """Line bookkeeping for one file's text."""
 
     def __init__(self, text: str):
@@ -159,7 +159,7 @@ def parse_relevant(text: str) -> ast.Module | None:
     masked text gives every node its true line and column.  Raises SyntaxError
     when a cut was misplaced (the caller then parses the whole file).
     """
-    source = Source(text)
+    source = _Source(text)
     line_count = len(source.lines)
     if not line_count:
         return None
@@ -210,7 +210,7 @@ def parse_around(text: str, words: list[str]) -> ast.Module:
     keeps its header and the inner statement.  For the scan's look at the calls of a few names
     across a package, where parsing every file that spells one whole costs more than the scan of
     the rest.  Raises SyntaxError when a cut was misplaced (the caller then parses the whole file)."""
-    source = Source(text)
+    source = _Source(text)
     line_count = len(source.lines)
     starts = source.statement_starts(0, line_count)
     ends = starts[1:] + [line_count]
@@ -229,7 +229,7 @@ def parse_around(text: str, words: list[str]) -> ast.Module:
     return ast.parse(source.masked(keep))
 
 
-def _keep_block(source: Source, keep: bytearray, start: int, end: int, indent: int, line: int,
+def _keep_block(source: _Source, keep: bytearray, start: int, end: int, indent: int, line: int,
                 decorator_lines: bool = False) -> None:
     """Keep the statement [start, end) that holds ``line``.  A long class or function
     keeps only its header and, recursively, the inner statement holding the line.
@@ -253,7 +253,7 @@ def _keep_block(source: Source, keep: bytearray, start: int, end: int, indent: i
     _keep_block(source, keep, inner_start, inner_end, inner, line, decorator_lines)
 
 
-def _body_indent(source: Source, first: int, last: int, outer: int) -> int | None:
+def _body_indent(source: _Source, first: int, last: int, outer: int) -> int | None:
     """The spaces before the first statement of the body in [first, last): files indent by 2,
     4 or 8, and a cut at the wrong depth can still parse, keeping a nested line without the
     ``if`` around it.  None where the body is indented with tabs or is not found."""
@@ -267,7 +267,7 @@ def _body_indent(source: Source, first: int, last: int, outer: int) -> int | Non
     return None
 
 
-def _statement_around(source: Source, first: int, last: int, indent: int, line: int) -> tuple[int, int]:
+def _statement_around(source: _Source, first: int, last: int, indent: int, line: int) -> tuple[int, int]:
     """[start, end) of the statement at this indentation that holds ``line``, found by
     walking out from it (a long class body is not split as a whole)."""
     pattern = _statement_start_at(indent)

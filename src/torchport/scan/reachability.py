@@ -12,10 +12,6 @@ Two shapes, read per file in the workers and confirmed across the scanned files 
   so a string such as ``getattr(self, "name")`` or ``__all__`` counts too) is a call that runs
   only where a device test, an ``is_available()``-derived flag or an opt-in holds (the readers of
   device_guard.py and default_path.py), and no other scanned file names it.
-- **under a mode a method switches on**: the line runs only where ``self.flag`` holds, the file
-  sets ``self.flag`` to a true constant only inside methods nothing calls (``def parallelize(self):
-  ... self.model_parallel = True``) and to false constants everywhere else, and no other scanned
-  file names those methods: the mode is on only after a user calls one of them.
 
 A finding stays as it is whenever the evidence is incomplete: a decorated function (a decorator
 may register it), a name used as a value, a mention the AST does not account for, a file that
@@ -30,7 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from torchport.scan import default_path, device_guard, python
+from torchport.scan import default_path, device_guard
 from torchport.scan.policy import FileContext, worst_of
 from torchport.scan.model import FileResult, Finding
 
@@ -229,90 +225,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
         reason = verdicts[key]
         if reason is not None:
             found.append(Candidate(names[key], index, reason))
-    taken = {candidate.index for candidate in found}
-    switches_a_mode = _SWITCHED_ON.search(text) is not None
-    for index, finding in hot:
-        if index not in taken and switches_a_mode:
-            context = context or FileContext(tree, text)
-            switched = _switched_on_by_uncalled_method(context, finding, path)
-            if switched is not None:
-                found.append(Candidate(switched[1], index, switched[0]))
-    found.sort(key=lambda candidate: candidate.index)
     return found
-
-
-_SWITCHED_ON = re.compile(r"self\.\w+\s*=\s*(?:True|1)\s*(?:#.*)?$", re.MULTILINE)
-
-# `self.model_parallel = True` and the like: a flag set to a constant.
-_FLAG_ASSIGNMENT = r"self\.{}\s*(?::[^=\n]*)?=(?!=)\s*(True|False|None|0|1)?\b"
-_DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)")
-
-
-def _enclosing_def(lines: list[str], line: int) -> str | None:
-    """The name of the innermost ``def`` around 0-based ``line``, read from the indentation."""
-    indent = len(lines[line]) - len(lines[line].lstrip())
-    for number in range(line - 1, -1, -1):
-        match = _DEF.match(lines[number])
-        if match and len(match.group(1)) < indent:
-            return match.group(2)
-        stripped = lines[number].lstrip()
-        if stripped and not stripped.startswith("#") and len(lines[number]) - len(stripped) < indent:
-            indent = len(lines[number]) - len(stripped)  # a block the line is in: look further out
-            if stripped.startswith("class "):
-                return None
-    return None
-
-
-def _mode_flags(test: ast.expr) -> list[str]:
-    """``model_parallel`` of ``self.model_parallel``, alone or as an operand of ``and``."""
-    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self":
-        return [test.attr]
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return [flag for value in test.values for flag in _mode_flags(value)]
-    return []
-
-
-def _switched_on_by_uncalled_method(context: FileContext, finding: Finding,
-                                    path: str) -> tuple[str, tuple[str, ...]] | None:
-    """(the reason, the switching methods) when the finding runs only under ``self.flag`` and
-    the file turns the flag on only in methods it never calls."""
-    lines = context.text.splitlines()
-    for test, taken in default_path.conditions(context, finding.line, finding.column):
-        for flag in (_mode_flags(test) if taken else []):
-            switches: dict[str, int] = {}
-            for match in re.finditer(_FLAG_ASSIGNMENT.format(re.escape(flag)), context.text):
-                value = match.group(1)
-                line = context.text.count("\n", 0, match.start())
-                if value is None:
-                    break  # a value computed at run time: the flag may be on by default
-                if value in ("True", "1"):
-                    method = _enclosing_def(lines, line)
-                    if method is None or method.startswith("__"):
-                        break  # on from the start (`__init__`, a class attribute)
-                    switches.setdefault(method, line + 1)
-            else:
-                if switches and all(_called_only_by(context.text, lines, method, switches) for method in switches):
-                    method, line = next(iter(switches.items()))
-                    return (f"runs only where `self.{flag}` holds, which only `{method}()` turns on ({path}:{line}), "
-                            "and no scanned file calls it: the mode is on only when a user asks for it",
-                            tuple(switches))
-    return None
-
-
-def _called_only_by(text: str, lines: list[str], name: str, callers: dict[str, int]) -> bool:
-    """Whether every mention of ``name`` in the file's code (not in a comment or a triple-quoted
-    string, such as a docstring's ``model.parallelize(device_map)``) is its definition or sits in
-    a method named in ``callers`` (``T5Model.parallelize`` calling ``self.encoder.parallelize``)."""
-    source = python.Source(text)
-    for match in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", text):
-        line = text.count("\n", 0, match.start())
-        if source.in_string(line) or lines[line].lstrip().startswith("#"):
-            continue
-        if re.search(r"\bdef\s+$", text[max(0, match.start() - 12):match.start()]):
-            continue
-        if _enclosing_def(lines, line) not in callers:
-            return False
-    return True
 
 
 def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, path: str,

@@ -814,7 +814,7 @@ class AnalyzerCore(AnalyzerState):
         method's callers are every ``.name(`` call in the scanned files, whatever the object: its
         name is less telling than a function's or a class's, so there only a call that names the
         argument counts.  A module-level function's callers are ``name(...)`` and calls through a
-        module (the scanner's ``_through_a_module``)."""
+        module (read in default_callers.py)."""
         method = bool(self.class_names and self.class_names[-1])
         if len(self.scopes) > 1 + method or (method and _called_implicitly(function.name)):
             return None  # a nested function, or `forward`/`__call__`, which torch calls without the name
