@@ -5,7 +5,7 @@ what two judges of the same sample say about each other.
     python benchmarks/precision_pooled.py --agreement FILE_A FILE_B
 
 SEED keys a verdict file as precision_insample.py does (``13-583917`` for judge13-583917-verdicts.md);
-without seeds, the six judges since round 14's default-path rule.  The Wilson interval treats the
+without seeds, the seven judges since round 14's default-path rule.  The Wilson interval treats the
 findings as independent draws; the findings of one package share its code and its author's habits,
 so the second interval resamples packages (within each judge's sample, 10,000 times, a fixed seed),
 which is the wider and the more honest of the two.
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from precision_insample import verdicts  # noqa: E402
 
-SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076")
+SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424")
 _RESAMPLES = 10_000
 
 
