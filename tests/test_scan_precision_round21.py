@@ -9,12 +9,15 @@ lowered case has a neighbour where a call uses the default and the finding keeps
 (docs/precision/round21.md)."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from scan_marks import worst_by_line
 from scan_marks import write_snippet as _write
+from torchport.scan.config import ScanConfig
+from torchport.scan.scanner import scan
 
 _FRAMES = '''
     import torch
@@ -219,3 +222,54 @@ def test_a_call_that_uses_the_default_keeps_the_error(tmp_path: Path, form: str)
     _package(tmp_path, {f"{module}.py": _HELPERS, "b.py": caller,
                         "a.py": f"from pkg.{module} import load_model\n\ndef main(p):\n    return load_model(p, device='cpu')\n"})
     assert worst_by_line(tmp_path)[(f"{module}.py", 4, "TP001")][0] == "error"
+
+
+_CLASS = '''
+    import torch
+
+
+    class A:
+        def __init__(self, n=1, device="cuda"):
+            self.t = torch.zeros(n, device=device)
+'''
+
+# More uses of a default a call does not pass, found by a second review: each caller file sits beside
+# one that passes `device='cpu'`, and the finding must stay an error.
+_MORE_USES_OF_THE_DEFAULT = {
+    "a call's result": ("helpers.py", _HELPERS, "from . import helpers\n\ndef backend():\n    return helpers\n\n"
+                                                "def f(p):\n    return backend().load_model(p)\n"),
+    "sys.modules": ("helpers.py", _HELPERS, "import sys\n\ndef f(p):\n    return sys.modules['pkg.helpers'].load_model(p)\n"),
+    "a subscript": ("helpers.py", _HELPERS, "from . import helpers\n\nBACKENDS = [helpers]\n\n"
+                                            "def f(p):\n    return BACKENDS[0].load_model(p)\n"),
+    "a name imported from a package installed under another name": (
+        "helpers.py", _HELPERS, "from realname import load_model\n\ndef f(p):\n    return load_model(p)\n"),
+    "a conditional value": ("helpers.py", _HELPERS, "from . import helpers\n\nFAST = True\n"
+                                                    "LOAD = helpers.load_model if FAST else print\n"),
+    "a parameter default": ("helpers.py", _HELPERS, "from .helpers import load_model\n\n"
+                                                    "def f(p, loader=load_model):\n    return loader(p)\n"),
+    "a class registry": ("a.py", _CLASS, "from .a import A\n\nMODELS = {'a': A}\n\ndef f(name):\n    return MODELS[name]()\n"),
+    "a class imported under another name": ("a.py", _CLASS, "from .a import A as Model\n\ndef f():\n    return Model()\n"),
+    "a subclass in another file": ("a.py", _CLASS, "from .a import A\n\nclass B(A):\n    pass\n\nMODEL = B()\n"),
+    "a registering decorator": ("helpers.py", "\n    from .registry import register\n" + _HELPERS.replace(
+        "\n    def load_model", "\n    @register('m')\n    def load_model"), "from .registry import REG\n\nLOAD = REG['m']('x')\n"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_MORE_USES_OF_THE_DEFAULT))
+def test_a_use_of_the_default_the_calls_do_not_show_keeps_the_error(tmp_path: Path, form: str) -> None:
+    module, source, caller = _MORE_USES_OF_THE_DEFAULT[form]
+    name = "A" if module == "a.py" else "load_model"
+    passing = f"from .{module[:-3]} import {name}\n\ndef main(p):\n    return {name}(p, device='cpu')\n".replace("(p, ", "(1, " if name == "A" else "(p, ")
+    _package(tmp_path, {module: source, "b.py": caller, "c.py": passing,
+                        "registry.py": "REG = {}\n\ndef register(name):\n    def put(fn):\n        REG[name] = fn\n        return fn\n    return put\n"})
+    line = next(n for n, text in enumerate(textwrap.dedent(source).lstrip("\n").splitlines(), 1) if "cuda" in text)
+    assert worst_by_line(tmp_path)[(module, line, "TP001")][0] == "error"
+
+
+def test_a_caller_that_is_not_utf8_keeps_the_error_and_the_scan_runs(tmp_path: Path) -> None:
+    _package(tmp_path, {"helpers.py": _HELPERS,
+                        "a.py": "from . import helpers\n\ndef f(p):\n    return helpers.load_model(p, device='cpu')\n"})
+    (tmp_path / "pkg" / "b.py").write_bytes(b"from . import helpers\n# caf\xe9\n\ndef g(p):\n    return helpers.load_model(p)\n")
+    result = scan([tmp_path], ScanConfig(), jobs=1)
+    finding = next(f for f in result.findings if f.path.endswith("helpers.py") and f.rule_id == "TP001")
+    assert finding.severity_cap is None

@@ -23,6 +23,7 @@ the cut shows fewer calls than the text spells.
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import os
 import re
@@ -33,6 +34,12 @@ from torchport.scan.detectors.syntax import passes_argument, walk_nodes
 from torchport.scan.model import FileResult, Finding
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BUILTINS = frozenset(dir(builtins))
+# Builtins that take a class or function without calling it: `super(FAN, self)`, `isinstance(x, A)`.
+_NOT_HANDING_ON = frozenset({"super", "isinstance", "issubclass", "type", "id", "repr", "str", "print"})
+
+# What `Finding.default_of` marks: a module-level function, a class's `__init__` or a method.
+FUNCTION, CLASS, METHOD = "function", "class", "method"
 
 
 def project_names(paths: list[str]) -> set[str]:
@@ -78,14 +85,17 @@ class Reading:
     """What one file shows of the functions spelled ``names``."""
 
     def __init__(self) -> None:
-        # the calls that may reach one: (the call, the name, whether it may reach a module-level
-        # function of that name)
+        # the calls that may reach one: (the call, the name, whether it surely reaches a
+        # module-level function of that name when the project has one: `name(...)`, `module.name(...)`)
         self.calls: list[tuple[ast.Call, str, bool]] = []
         self.spelled = 0  # calls that spell one of the names at all
-        # names handed on as a value (`partial(load_model)`, `fn = helpers.load_model`), named to
-        # `getattr` or imported under another name: calls of a module-level function the file does
-        # not show
+        # names handed on as a value (`partial(load_model)`, `MODELS = {"a": A}`, `class B(A)`),
+        # decorated by the project (`@MODELS.register_module()`), named to `getattr` or imported under
+        # another name: the file does not show their calls
         self.escaped: set[str] = set()
+        # classes subclassed here: a subclass in another file than the class reaches its `__init__`
+        # through `super()` or without a call that names it
+        self.bases: set[str] = set()
 
 
 def calls_in(tree: ast.Module, names: set[str] | dict[str, str], own: set[str]) -> Reading:
@@ -97,6 +107,7 @@ def calls_in(tree: ast.Module, names: set[str] | dict[str, str], own: set[str]) 
     found: list[tuple[ast.Call, str]] = []
     reading = Reading()
     values: list[ast.expr] = []  # expressions handed on as values: arguments, assigned, in a display
+    decorators: list[tuple[ast.expr, str]] = []  # around a definition of one of the names
     for node in walk_nodes(tree):  # one pass: the bindings, the calls and the values handed on
         kind = type(node)
         if kind is ast.Call:
@@ -104,8 +115,9 @@ def calls_in(tree: ast.Module, names: set[str] | dict[str, str], own: set[str]) 
             name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
             if name in names:
                 found.append((node, name))  # type: ignore[arg-type]
-            values.extend(node.args)  # type: ignore[attr-defined]
-            values.extend(keyword.value for keyword in node.keywords)  # type: ignore[attr-defined]
+            if name not in _NOT_HANDING_ON:
+                values.extend(node.args)  # type: ignore[attr-defined]
+                values.extend(keyword.value for keyword in node.keywords)  # type: ignore[attr-defined]
             attribute = node.args[1] if name == "getattr" and len(node.args) > 1 else None  # type: ignore[attr-defined]
             if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str) and attribute.value in names:
                 reading.escaped.add(attribute.value)
@@ -135,22 +147,39 @@ def calls_in(tree: ast.Module, names: set[str] | dict[str, str], own: set[str]) 
                     classes.add(alias.asname or alias.name)
         elif kind in _DEFINITIONS:
             bound.add(node.name)  # type: ignore[attr-defined]
+            if node.name in names:  # type: ignore[attr-defined]
+                decorators.extend((decorator, node.name) for decorator in node.decorator_list)  # type: ignore[attr-defined]
             if kind is ast.ClassDef:
                 classes.add(node.name)  # type: ignore[attr-defined]
+                reading.bases.update(_root_name(base) or "" for base in node.bases)  # type: ignore[attr-defined]
+            else:
+                values.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)  # type: ignore[attr-defined]
+        elif kind is ast.IfExp:
+            values.extend((node.body, node.orelse))  # type: ignore[attr-defined]
+        elif kind is ast.BoolOp:
+            values.extend(node.values)  # type: ignore[attr-defined]
+        elif kind is ast.NamedExpr or kind is ast.Lambda:
+            values.append(node.value if kind is ast.NamedExpr else node.body)  # type: ignore[attr-defined]
     foreign -= bound | project
     for value in values:  # `partial(load_model)`, `fn = helpers.load_model`; not `torch.load`
         name = value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else ""
         if name in names and _root_name(value) not in foreign:
             reading.escaped.add(name)
+    for decorator, name in decorators:  # `@MODELS.register_module()`: built from a registry, by a string
+        root = _root_name(decorator.func if isinstance(decorator, ast.Call) else decorator)
+        if root not in foreign and root not in _BUILTINS:  # not `@torch.no_grad()`, `@lru_cache`, `@classmethod`
+            reading.escaped.add(name)
     for call, name in found:
         root = _root_name(call.func)
-        if root in foreign:
-            continue
-        # `AutoQuantModel.quantize_model(...)` on a class of the file or one it imports, or `factory().name(...)`
-        # on a call's result, calls a method; any other name may hold a module (`backend =
-        # importlib.import_module(...)`, `self.h = helpers`), so its call counts
-        as_function = type(call.func) is ast.Name or (root is not None and root not in classes)
-        reading.calls.append((call, name, as_function))
+        if type(call.func) is ast.Attribute and root in foreign:
+            continue  # `torch.cuda.amp.GradScaler()`, `np.load(path)`
+        # `name(...)` surely reaches the project's function of that name, unless the file imports
+        # the name from outside; `x.name(...)` does when `x` may be its module, not where `x` is a
+        # class of the file or a capitalised import (`AutoQuantModel.quantize_model(...)`), or a
+        # call's result or a subscript (`factory().name(...)`), which may still reach it
+        sure = (root not in foreign if type(call.func) is ast.Name
+                else root is not None and root not in classes)
+        reading.calls.append((call, name, sure))
     reading.spelled = len(found)
     return reading
 
@@ -186,6 +215,8 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
     needles = {name: (name.encode(), re.compile(rb"(?<!\w)" + re.escape(name.encode()) + rb"(?!\w)")) for name in reaching}
     own = project_names([job.path for job in work])
     escaped: set[str] = set()
+    # the files defining each name: their own subclasses are read there (device_flow's aliases)
+    defined_in = {name: {finding.path for finding in findings} for name, findings in pending.items()}
     for job in work:
         if job.kind != "python":
             continue
@@ -193,11 +224,17 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
             with open(job.path, "rb") as handle:
                 data = handle.read()
         except OSError:
-            continue
+            pending.clear()  # a file whose calls nobody can read: no default is shown unused
+            break
         named = [name for name, (word, spelled) in needles.items() if word in data and spelled.search(data)]
         if not named:
             continue
-        text = read(job) or ""
+        text = read(job)
+        if text is None:  # unreadable as source: its calls cannot be read, the default may be used there
+            for name in named:
+                pending.pop(reaching[name], None)
+                needles.pop(name, None)
+            continue
         try:
             tree = None
             with contextlib.suppress(SyntaxError):
@@ -216,17 +253,22 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
                 pending.pop(reaching[name], None)
                 needles.pop(name, None)
             continue
-        for call, name, as_function in reading.calls:
-            calls[reaching[name]].append((call, as_function))
+        for call, name, sure in reading.calls:
+            calls[reaching[name]].append((call, sure))
             unpacked.note(call, tree)
         escaped.update(reaching[name] for name in reading.escaped)
+        escaped.update(reaching[name] for name in reading.bases & set(reaching)
+                       if job.display not in defined_in.get(reaching[name], ()))
     for name, findings in pending.items():
         for finding in findings:
-            _, parameter, position, unpacking_counts, module_function = finding.default_of  # type: ignore[misc]
-            if module_function and name in escaped:
-                continue
-            reached = [call for call, as_function in calls[name] if as_function or not module_function]
-            if reached and all(passes_argument(call, parameter, position, unpacking_counts)
-                               or unpacked.holds(call, parameter) for call in reached):
+            _, parameter, position, unpacking_counts, kind = finding.default_of  # type: ignore[misc]
+            if kind != METHOD and name in escaped:
+                continue  # not for a method: its name is often a local variable's or a data attribute's too
+            reached = [call for call, _ in calls[name]]
+            # a module-level function needs a call that surely reaches it: a method of the same name
+            # (`Engine.quantize_model(..., device=d)`) says nothing of the function's own callers
+            reaching_surely = [call for call, surely in calls[name] if surely] if kind == FUNCTION else reached
+            if reaching_surely and all(passes_argument(call, parameter, position, unpacking_counts)
+                            or unpacked.holds(call, parameter) for call in reached):
                 finding.severity_cap = "info"
                 finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"

@@ -511,7 +511,8 @@ def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> dic
             continue
         method = where.owner is not None
         name = where.owner.name if method and function.name == "__init__" else function.name  # type: ignore[union-attr]
-        finding.default_of = (name, key, None, False, not method)
+        finding.default_of = (name, key, None, False, "method" if method and function.name != "__init__"
+                              else "class" if method else "function")
     if attribute_defaults:
         _lower_option_attributes(package, attribute_defaults)
     return aliases

@@ -65,9 +65,8 @@ class Finding:
     raised_to: str | None = None
     # A parameter default that no call in its own file reaches: (function, class or method
     # name, parameter, position in a call, whether `**kwargs` in a call counts as passing it,
-    # whether it is a module-level function, which only `name(...)` and `module.name(...)` call).
-    # The whole scan then checks the other files' calls.
-    default_of: tuple[str, str, int | None, bool, bool] | None = None
+    # default_callers.FUNCTION, CLASS or METHOD).  The whole scan then checks the other files' calls.
+    default_of: tuple[str, str, int | None, bool, str] | None = None
 
     def sort_key(self):
         return (self.path, self.line, self.column, self.rule_id)

@@ -807,14 +807,14 @@ class AnalyzerCore(AnalyzerState):
             calls = [call for call in calls if isinstance(call.func, ast.Name)]
         return bool(calls) and all(passes_argument(call, parameter, position) for call in calls)
 
-    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None, bool, bool] | None:
+    def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None, bool, str] | None:
         """For a module-level function, a class's ``__init__`` or a method that this file never
         calls: (the name its callers use, the parameter, its position in their calls, whether
-        ``*args``/``**kwargs`` count as passing it, whether it is a module-level function).  A
+        ``*args``/``**kwargs`` count as passing it, "function", "class" or "method").  A
         method's callers are every ``.name(`` call in the scanned files, whatever the object: its
-        name is less telling than a function's or a class's, so there only a call that names the
-        argument counts.  A module-level function's callers are ``name(...)`` and calls through a
-        module (read in default_callers.py)."""
+        name is less telling than a function's or a class's, so there ``*args``/``**kwargs`` in a
+        call do not count as passing it.  A module-level function's callers are ``name(...)`` and
+        calls through a module (read in default_callers.py)."""
         method = bool(self.class_names and self.class_names[-1])
         if len(self.scopes) > 1 + method or (method and _called_implicitly(function.name)):
             return None  # a nested function, or `forward`/`__call__`, which torch calls without the name
@@ -827,7 +827,8 @@ class AnalyzerCore(AnalyzerState):
         bound = method and not any(getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         position = positional.index(parameter) - bound if parameter in positional else None
-        return name, parameter, position, not method or function.name == "__init__", not method
+        kind = "method" if method and function.name != "__init__" else "class" if method else "function"
+        return name, parameter, position, not method or function.name == "__init__", kind
 
     def _cap_after_cuda_exits(self, function, findings) -> None:
         """In a nested block, what follows ``if not torch.cuda.is_available(): return``
