@@ -31,15 +31,12 @@ from collections.abc import Callable
 
 from torchport.scan import device_flow, python
 from torchport.scan.detectors.syntax import passes_argument, walk_nodes
-from torchport.scan.model import FileResult, Finding
+from torchport.scan.model import DEFAULT_OF_FUNCTION, DEFAULT_OF_METHOD, FileResult, Finding
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BUILTINS = frozenset(dir(builtins))
 # Builtins that take a class or function without calling it: `super(FAN, self)`, `isinstance(x, A)`.
 _NOT_HANDING_ON = frozenset({"super", "isinstance", "issubclass", "type", "id", "repr", "str", "print"})
-
-# What `Finding.default_of` marks: a module-level function, a class's `__init__` or a method.
-FUNCTION, CLASS, METHOD = "function", "class", "method"
 
 
 def project_names(paths: list[str]) -> set[str]:
@@ -217,6 +214,13 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
     escaped: set[str] = set()
     # the files defining each name: their own subclasses are read there (device_flow's aliases)
     defined_in = {name: {finding.path for finding in findings} for name, findings in pending.items()}
+
+    def forget(names: list[str]) -> None:
+        """Calls that cannot be read: the default may be used there."""
+        for name in names:
+            pending.pop(reaching[name], None)
+            needles.pop(name, None)
+
     for job in work:
         if job.kind != "python":
             continue
@@ -230,10 +234,8 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
         if not named:
             continue
         text = read(job)
-        if text is None:  # unreadable as source: its calls cannot be read, the default may be used there
-            for name in named:
-                pending.pop(reaching[name], None)
-                needles.pop(name, None)
+        if text is None:  # unreadable as source
+            forget(named)
             continue
         try:
             tree = None
@@ -249,9 +251,7 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
                 tree = ast.parse(text)
                 reading = calls_in(tree, reaching, own)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            for name in named:  # calls that cannot be read: the default may be used there
-                pending.pop(reaching[name], None)
-                needles.pop(name, None)
+            forget(named)
             continue
         for call, name, sure in reading.calls:
             calls[reaching[name]].append((call, sure))
@@ -262,13 +262,13 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
     for name, findings in pending.items():
         for finding in findings:
             _, parameter, position, unpacking_counts, kind = finding.default_of  # type: ignore[misc]
-            if kind != METHOD and name in escaped:
+            if kind != DEFAULT_OF_METHOD and name in escaped:
                 continue  # not for a method: its name is often a local variable's or a data attribute's too
             reached = [call for call, _ in calls[name]]
             # a module-level function needs a call that surely reaches it: a method of the same name
             # (`Engine.quantize_model(..., device=d)`) says nothing of the function's own callers
-            reaching_surely = [call for call, surely in calls[name] if surely] if kind == FUNCTION else reached
+            reaching_surely = [call for call, surely in calls[name] if surely] if kind == DEFAULT_OF_FUNCTION else reached
             if reaching_surely and all(passes_argument(call, parameter, position, unpacking_counts)
-                            or unpacked.holds(call, parameter) for call in reached):
+                                       or unpacked.holds(call, parameter) for call in reached):
                 finding.severity_cap = "info"
                 finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from torchport.scan.detectors.syntax import names_the_cpu, string_value
-from torchport.scan.model import FileResult, Finding
+from torchport.scan.model import FileResult, Finding, default_of_kind
 from torchport.scan.rules import CUDA_DEVICE_STRING
 
 _IMPLICITLY_CALLED = ("__call__", "forward")  # torch and Python call these without their name
@@ -511,8 +511,7 @@ def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> dic
             continue
         method = where.owner is not None
         name = where.owner.name if method and function.name == "__init__" else function.name  # type: ignore[union-attr]
-        finding.default_of = (name, key, None, False, "method" if method and function.name != "__init__"
-                              else "class" if method else "function")
+        finding.default_of = (name, key, None, False, default_of_kind(method, function.name))
     if attribute_defaults:
         _lower_option_attributes(package, attribute_defaults)
     return aliases

@@ -4,6 +4,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+# What `Finding.default_of` marks: a module-level function, a class's `__init__` or a method.
+DEFAULT_OF_FUNCTION, DEFAULT_OF_CLASS, DEFAULT_OF_METHOD = "function", "class", "method"
+
+
+def default_of_kind(in_class: bool, function_name: str) -> str:
+    """What a default of ``function_name`` belongs to, for ``Finding.default_of``."""
+    if not in_class:
+        return DEFAULT_OF_FUNCTION
+    return DEFAULT_OF_CLASS if function_name == "__init__" else DEFAULT_OF_METHOD
+
+
 @dataclass(frozen=True)
 class Edit:
     """Replace source[start:end] with text.  Positions are (line, column) as ``ast``
@@ -65,7 +76,7 @@ class Finding:
     raised_to: str | None = None
     # A parameter default that no call in its own file reaches: (function, class or method
     # name, parameter, position in a call, whether `**kwargs` in a call counts as passing it,
-    # default_callers.FUNCTION, CLASS or METHOD).  The whole scan then checks the other files' calls.
+    # DEFAULT_OF_FUNCTION, _CLASS or _METHOD).  The whole scan then checks the other files' calls.
     default_of: tuple[str, str, int | None, bool, str] | None = None
 
     def sort_key(self):

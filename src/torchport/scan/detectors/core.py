@@ -26,7 +26,7 @@ from torchport.scan.detectors.shared import (
     SKIPPED_TEST,
 )
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.model import Related
+from torchport.scan.model import Related, default_of_kind
 from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     keyword_value,
@@ -827,8 +827,8 @@ class AnalyzerCore(AnalyzerState):
         bound = method and not any(getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         position = positional.index(parameter) - bound if parameter in positional else None
-        kind = "method" if method and function.name != "__init__" else "class" if method else "function"
-        return name, parameter, position, not method or function.name == "__init__", kind
+        return (name, parameter, position, not method or function.name == "__init__",
+                default_of_kind(method, function.name))
 
     def _cap_after_cuda_exits(self, function, findings) -> None:
         """In a nested block, what follows ``if not torch.cuda.is_available(): return``
