@@ -46,6 +46,8 @@ _TUNING_RULES = frozenset({CUDNN_FLAGS, TF32_FLAGS, CUDA_EMPTY_CACHE, PIN_MEMORY
 # The keywords scan's own copy-tuning detectors read (`non_blocking=`, `pin_memory=`): a flag handed
 # to one only decides how a copy is made, not where the data goes.
 _COPY_TUNING_KEYWORDS = frozenset(DistributedDetector.KEYWORDS)
+# A DataLoader's process settings: how many processes prepare the batches, not what the batches hold.
+_LOADER_PROCESS_KEYWORDS = frozenset({"num_workers", "prefetch_factor", "persistent_workers"})
 
 ERROR = "error"
 INFO = "info"
@@ -499,6 +501,9 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
     if keyword is not None:
         return Consequence(INFO, f"decides no device: it is the value of `{keyword}=`, which decides only how a "
                                  f"copy is made")
+    same = _same_either_way(statement, finding)
+    if same is not None:
+        return same
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
         return (_of_if(reader, statement, finding) or _untimed_sync(reader, statement, finding)
                 or _settings_for_cuda_tensors(reader, statement, finding)
@@ -506,8 +511,9 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
             statement.value, finding.line, finding.column):
         return (_of_flag(reader, statement, finding) or _staging_only(reader, statement, finding)
-                or _shown_choice(reader, statement, finding))
-    return _staging_only(reader, statement, finding) or _shown_choice(reader, statement, finding)
+                or _shown_choice(reader, statement, finding) or _loader_processes_choice(reader, statement, finding))
+    return (_staging_only(reader, statement, finding) or _shown_choice(reader, statement, finding)
+            or _loader_processes_choice(reader, statement, finding))
 
 
 # -- what a check decides when it decides no device ----------------------------------------------
@@ -980,3 +986,62 @@ def _profiler_activity_only(statement: ast.If, finding: Finding) -> Consequence 
             return None
     return Consequence(INFO, "decides no device: it only adds ProfilerActivity.CUDA to what a profiler records; "
                              "where CUDA is absent there are no CUDA kernels to record and the work runs the same")
+
+
+# -- choices that change nothing the run computes -------------------------------------------------
+
+def _same_either_way(statement: ast.stmt, finding: Finding) -> Consequence | None:
+    """``num_workers = 0 if torch.cuda.is_available() else 0``: both branches are the same code, so
+    the check changes nothing where CUDA is absent."""
+    choice = _innermost_choice(statement, finding)
+    if choice is not None:
+        if ast.dump(choice.body) == ast.dump(choice.orelse):
+            return Consequence(INFO, f"changes nothing: both branches of the choice are "
+                                     f"`{ast.unparse(choice.body)[:60]}`")
+        return None
+    if (isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column)
+            and statement.orelse and [ast.dump(s) for s in statement.body] == [ast.dump(s) for s in statement.orelse]):
+        return Consequence(INFO, "changes nothing: both branches of the check run the same statements")
+    return None
+
+
+def _loader_process_keyword(context: FileContext, node: ast.AST) -> str | None:
+    """The DataLoader process keyword (``num_workers=``, ``persistent_workers=workers > 0``) whose
+    value ``node`` is or is part of, else None."""
+    parents = _parents(context)
+    parent = parents.get(id(node))
+    while isinstance(parent, ast.expr) and not isinstance(parent, (ast.Lambda, ast.NamedExpr)):
+        parent = parents.get(id(parent))
+    if isinstance(parent, ast.keyword) and parent.arg in _LOADER_PROCESS_KEYWORDS:
+        return parent.arg
+    return None
+
+
+def _loader_processes_choice(reader: _Reader, statement: ast.stmt, finding: Finding) -> Consequence | None:
+    """``DataLoader(ds, num_workers=4 if torch.cuda.is_available() else 0)``, directly or through a
+    name every read of which is such a keyword's value: the check decides how many processes load
+    the data, a matter of speed; the batches are the same."""
+    choice = _innermost_choice(statement, finding)
+    if choice is None or any(_moves_or_names_a_device(b) for b in (choice.body, choice.orelse)):
+        return None
+    found = _in_whole_file(reader, statement)
+    if found is None:
+        return None
+    context, whole_statement, _function = found
+    whole_choice = _innermost_choice(whole_statement, finding)
+    if whole_choice is None:
+        return None
+    keyword = _loader_process_keyword(context, whole_choice)
+    if keyword is None and isinstance(whole_statement, (ast.Assign, ast.AnnAssign)) \
+            and whole_statement.value is whole_choice:
+        targets = whole_statement.targets if isinstance(whole_statement, ast.Assign) else [whole_statement.target]
+        reads = _flag_reads(context, whole_statement, targets[0]) if len(targets) == 1 else None
+        keywords = {_loader_process_keyword(context, r) for r in reads or ()}
+        if reads and None not in keywords:
+            keyword = _listing(f"`{k}=`" for k in sorted(str(k) for k in keywords))
+    elif keyword is not None:
+        keyword = f"`{keyword}=`"
+    if keyword is None:
+        return None
+    return Consequence(INFO, f"decides no device: it sets only the data loader's {keyword}, how many "
+                             f"processes prepare the batches; the batches are the same")

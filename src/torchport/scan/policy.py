@@ -20,10 +20,10 @@ from pathlib import Path
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
-from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.detectors.syntax import string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
-                                  CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES,
+                                  CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
                                   FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, CUDA_AUTOCAST, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
                                   TRITON_KERNEL)
 
@@ -835,6 +835,48 @@ def _cupy_branch(context: FileContext, line: int) -> bool:
     return any(statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
                and re.search(r"\bisinstance\(.*\bcupy\.", context.source(statement.test))
                for statement in context.ifs)
+
+
+def _ddp_ids_after_cuda_tie(site: _Site) -> str | None:
+    """``DDP(model, device_ids=[local_rank])`` in a file that also reports, at error, the NCCL
+    backend, ``set_device`` or a CUDA device string: DDP takes ``device_ids`` for a module on any
+    one accelerator and refuses them only for a module on the CPU, so the line fails only where
+    that other choice sent the module; the choice is the lock-in.  Its line, else None."""
+    if site.finding.detail != "device_ids= of DistributedDataParallel":
+        return None
+    ties = [f.line for f in site.file.findings if f is not site.finding and worst_of(f) == "error" and (
+        f.rule_id in (NCCL_BACKEND, CUDA_DEVICE_STRING) or (f.rule_id == CUDA_DEVICE_MANAGEMENT
+                                                           and "set_device" in f.detail))]
+    return str(min(ties, key=lambda line: abs(line - site.line))) if ties else None
+
+
+_DEVICE_TYPES = frozenset({"cpu", "mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron"})
+
+
+def _capability_table_entry(site: _Site) -> str | None:
+    """``BackendInfo(device=["cuda"], ...)`` among at least three records of one class in the file
+    whose ``device=`` lists name device types, some of them others (``["cpu", "xpu"]``): a table of
+    which devices support each entry, read by membership, not a device to run on.  Only bare types
+    count: ``["cuda:0"]`` names a device.  The class's text, else None."""
+    if not site.finding.detail.endswith(('"cuda" in a list', '"cuda" in a tuple')):
+        return None
+    context = site.file.whole()
+    entries: dict[tuple[str, str], list[ast.List | ast.Tuple | ast.Set]] = {}
+    for call in (n for n in ast.walk(context.tree) if isinstance(n, ast.Call)):
+        for keyword in call.keywords:
+            if keyword.arg is not None and isinstance(keyword.value, (ast.List, ast.Tuple, ast.Set)):
+                entries.setdefault((context.source(call.func), keyword.arg), []).append(keyword.value)
+    for (callee, name), values in entries.items():
+        if len(values) < 3 or not callee.rsplit(".", 1)[-1][:1].isupper():
+            continue
+        here = next((v for v in values if v.lineno <= site.line <= (v.end_lineno or v.lineno) and any(
+            e.lineno == site.line and e.col_offset + 1 == site.finding.column for e in v.elts)), None)
+        if here is None:
+            continue
+        others = {string_value(e) for v in values if v is not here for e in v.elts}
+        if any(o in _DEVICE_TYPES for o in others):
+            return f"{callee}({name}=...)"
+    return None
 
 
 def _in_nvidia_library_code(context: FileContext, line: int) -> bool:
@@ -1693,6 +1735,10 @@ LOWERINGS: tuple[Lowering, ...] = (
         site.file.whole(), site.line), "info",
              "after init_process_group with the NCCL backend (line {}), which needs NVIDIA GPUs: where CUDA is "
              "absent it fails first (it is the lock-in, reported at its own line)"),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), _ddp_ids_after_cuda_tie, "info",
+             "DistributedDataParallel takes device_ids for a module on any one accelerator and refuses them only "
+             "for a module on the CPU: the choice that ties this path to CUDA is reported at line {}",
+             needs_tree=False),
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.file.mentions("set_device")
              and distributed_path.count_divides_for_set_device(site.file.whole(), site.line), "info",
              "the CUDA device count only divides a rank for torch.cuda.set_device (line {}): where CUDA is absent "
@@ -1729,6 +1775,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "CUDA is absent: nothing fails"),
     Lowering(_DEVICE_STRING, _at_line(_cupy_branch), "info",
              "names the device of a CuPy array, which is always a CUDA device: no device is chosen"),
+    Lowering(_DEVICE_STRING, _capability_table_entry, "info",
+             "an entry of a capability table: other {} calls in this file list other device types, so the list "
+             "says which devices support the entry, not where work runs"),
     Lowering(_DEVICE_STRING, _at_line(device_compare.only_compared), "info",
              "the \"cuda\" device is only compared with (torch.device(\"cuda\") needs no GPU, and the comparison "
              "answers False where CUDA is absent): no device is chosen on this line"),
