@@ -46,10 +46,9 @@ _TUNING_RULES = frozenset({CUDNN_FLAGS, TF32_FLAGS, CUDA_EMPTY_CACHE, PIN_MEMORY
 # The keywords scan's own copy-tuning detectors read (`non_blocking=`, `pin_memory=`): a flag handed
 # to one only decides how a copy is made, not where the data goes.
 _COPY_TUNING_KEYWORDS = frozenset(DistributedDetector.KEYWORDS)
-# A DataLoader's process settings: how many processes prepare the batches, not what the batches hold.
-_LOADER_PROCESS_KEYWORDS = frozenset({"num_workers", "prefetch_factor", "persistent_workers"})
 
 ERROR = "error"
+PERF = "perf"
 INFO = "info"
 
 
@@ -992,56 +991,110 @@ def _profiler_activity_only(statement: ast.If, finding: Finding) -> Consequence 
 
 def _same_either_way(statement: ast.stmt, finding: Finding) -> Consequence | None:
     """``num_workers = 0 if torch.cuda.is_available() else 0``: both branches are the same code, so
-    the check changes nothing where CUDA is absent."""
+    the check changes nothing where CUDA is absent (unless the test stores it: ``(ok := ...)``)."""
     choice = _innermost_choice(statement, finding)
     if choice is not None:
-        if ast.dump(choice.body) == ast.dump(choice.orelse):
+        if ast.dump(choice.body) == ast.dump(choice.orelse) and not _stores(choice.test):
             return Consequence(INFO, f"changes nothing: both branches of the choice are "
                                      f"`{ast.unparse(choice.body)[:60]}`")
         return None
     if (isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column)
-            and statement.orelse and [ast.dump(s) for s in statement.body] == [ast.dump(s) for s in statement.orelse]):
+            and statement.orelse and not _stores(statement.test)
+            and [ast.dump(s) for s in statement.body] == [ast.dump(s) for s in statement.orelse]):
         return Consequence(INFO, "changes nothing: both branches of the check run the same statements")
     return None
 
 
-def _loader_process_keyword(context: FileContext, node: ast.AST) -> str | None:
-    """The DataLoader process keyword (``num_workers=``, ``persistent_workers=workers > 0``) whose
-    value ``node`` is or is part of, else None."""
+def _stores(test: ast.expr) -> bool:
+    return any(isinstance(n, ast.NamedExpr) for n in ast.walk(test))
+
+
+# Calls a worker count may pass through on its way to `num_workers=`.
+_COUNT_CALLS = frozenset({"min", "max", "int", "round", "abs"})
+# DataLoader keywords that raise when num_workers is 0: beside them a count that may be 0 decides
+# more than speed.
+_NEEDS_WORKERS = frozenset({"prefetch_factor", "persistent_workers", "multiprocessing_context"})
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _worker_count_of(context: FileContext, node: ast.AST) -> ast.Call | None:
+    """The ``DataLoader(...)`` call whose ``num_workers=`` value ``node`` is or is part of (through
+    arithmetic, ``min``/``max``/``int`` and conditional values), else None."""
+    parents = _parents(context)
+    child, parent = node, parents.get(id(node))
+    while isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.IfExp)) or (
+            isinstance(parent, ast.Call) and child is not parent.func and _callee(parent) in _COUNT_CALLS
+            and isinstance(parent.func, ast.Name)):
+        child, parent = parent, parents.get(id(parent))
+    if not (isinstance(parent, ast.keyword) and parent.arg == "num_workers"):
+        return None
+    call = parents.get(id(parent))
+    return call if isinstance(call, ast.Call) and _callee(call) == "DataLoader" else None
+
+
+def _keyword_on_count(context: FileContext, node: ast.Name) -> ast.Call | None:
+    """``DataLoader(..., persistent_workers=workers > 0)``: the DataLoader call one of whose
+    keywords that need workers is a test of the count ``node``, else None."""
     parents = _parents(context)
     parent = parents.get(id(node))
-    while isinstance(parent, ast.expr) and not isinstance(parent, (ast.Lambda, ast.NamedExpr)):
+    while isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
         parent = parents.get(id(parent))
-    if isinstance(parent, ast.keyword) and parent.arg in _LOADER_PROCESS_KEYWORDS:
-        return parent.arg
-    return None
+    if not (isinstance(parent, ast.keyword) and parent.arg in _NEEDS_WORKERS):
+        return None
+    call = parents.get(id(parent))
+    return call if isinstance(call, ast.Call) and _callee(call) == "DataLoader" else None
+
+
+def _nothing_needs_workers(call: ast.Call, count: str | None) -> bool:
+    """The DataLoader call sets nothing that raises with no workers: no ``**kwargs``; the keywords
+    that need workers absent, None or False, or a test of the count itself."""
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return False
+        if keyword.arg in _NEEDS_WORKERS and not (
+                (isinstance(keyword.value, ast.Constant) and keyword.value.value in (None, False))
+                or (count is not None and isinstance(keyword.value, ast.Compare) and any(
+                    isinstance(n, ast.Name) and n.id == count for n in ast.walk(keyword.value)))):
+            return False
+    return True
 
 
 def _loader_processes_choice(reader: _Reader, statement: ast.stmt, finding: Finding) -> Consequence | None:
     """``DataLoader(ds, num_workers=4 if torch.cuda.is_available() else 0)``, directly or through a
-    name every read of which is such a keyword's value: the check decides how many processes load
-    the data, a matter of speed; the batches are the same."""
+    local name read only as the count: where CUDA is absent fewer processes load the data, a matter
+    of speed; the batches are the same.  Not when the call also sets what needs workers
+    (``prefetch_factor=``, ``persistent_workers=True``), which raises with none."""
     choice = _innermost_choice(statement, finding)
-    if choice is None or any(_moves_or_names_a_device(b) for b in (choice.body, choice.orelse)):
+    if choice is None or _stores(choice.test) or any(_moves_or_names_a_device(b) for b in (choice.body, choice.orelse)):
         return None
     found = _in_whole_file(reader, statement)
     if found is None:
         return None
-    context, whole_statement, _function = found
+    context, whole_statement, function = found
     whole_choice = _innermost_choice(whole_statement, finding)
     if whole_choice is None:
         return None
-    keyword = _loader_process_keyword(context, whole_choice)
-    if keyword is None and isinstance(whole_statement, (ast.Assign, ast.AnnAssign)) \
-            and whole_statement.value is whole_choice:
+    loader = _worker_count_of(context, whole_choice)
+    if loader is not None:
+        calls, count = [loader], None
+    else:
+        if not isinstance(whole_statement, (ast.Assign, ast.AnnAssign)) or whole_statement.value is not whole_choice:
+            return None
         targets = whole_statement.targets if isinstance(whole_statement, ast.Assign) else [whole_statement.target]
-        reads = _flag_reads(context, whole_statement, targets[0]) if len(targets) == 1 else None
-        keywords = {_loader_process_keyword(context, r) for r in reads or ()}
-        if reads and None not in keywords:
-            keyword = _listing(f"`{k}=`" for k in sorted(str(k) for k in keywords))
-    elif keyword is not None:
-        keyword = f"`{keyword}=`"
-    if keyword is None:
+        target = targets[0]
+        if function is None or len(targets) != 1 or not isinstance(target, ast.Name):
+            return None  # only a local: an attribute or a module name may be read anywhere
+        reads = _flag_reads(context, whole_statement, target)
+        found_calls = [_worker_count_of(context, r) or (_keyword_on_count(context, r) if isinstance(r, ast.Name)
+                                                        else None) for r in reads or ()]
+        if not reads or None in found_calls:
+            return None
+        calls, count = [c for c in found_calls if c is not None], target.id
+    if not all(_nothing_needs_workers(call, count) for call in calls):
         return None
-    return Consequence(INFO, f"decides no device: it sets only the data loader's {keyword}, how many "
-                             f"processes prepare the batches; the batches are the same")
+    return Consequence(PERF, "decides no device: it sets only how many processes the data loader starts "
+                             "(`num_workers=`); elsewhere fewer load the data, and the batches are the same")

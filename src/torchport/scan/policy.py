@@ -837,27 +837,15 @@ def _cupy_branch(context: FileContext, line: int) -> bool:
                for statement in context.ifs)
 
 
-def _ddp_ids_after_cuda_tie(site: _Site) -> str | None:
-    """``DDP(model, device_ids=[local_rank])`` in a file that also reports, at error, the NCCL
-    backend, ``set_device`` or a CUDA device string: DDP takes ``device_ids`` for a module on any
-    one accelerator and refuses them only for a module on the CPU, so the line fails only where
-    that other choice sent the module; the choice is the lock-in.  Its line, else None."""
-    if site.finding.detail != "device_ids= of DistributedDataParallel":
-        return None
-    ties = [f.line for f in site.file.findings if f is not site.finding and worst_of(f) == "error" and (
-        f.rule_id in (NCCL_BACKEND, CUDA_DEVICE_STRING) or (f.rule_id == CUDA_DEVICE_MANAGEMENT
-                                                           and "set_device" in f.detail))]
-    return str(min(ties, key=lambda line: abs(line - site.line))) if ties else None
-
-
 _DEVICE_TYPES = frozenset({"cpu", "mps", "xpu", "xla", "tpu", "npu", "hpu", "mlu", "musa", "neuron"})
 
 
 def _capability_table_entry(site: _Site) -> str | None:
     """``BackendInfo(device=["cuda"], ...)`` among at least three records of one class in the file
-    whose ``device=`` lists name device types, some of them others (``["cpu", "xpu"]``): a table of
-    which devices support each entry, read by membership, not a device to run on.  Only bare types
-    count: ``["cuda:0"]`` names a device.  The class's text, else None."""
+    whose ``device=`` lists name device types, one of them CUDA with others (``["cuda", "cpu"]``),
+    and read by membership (``if device not in backend.device``): a table of which devices support
+    each entry, not a device to run on.  Only bare types count: ``["cuda:0"]`` names a device.
+    The class's text, else None."""
     if not site.finding.detail.endswith(('"cuda" in a list', '"cuda" in a tuple')):
         return None
     context = site.file.whole()
@@ -873,8 +861,9 @@ def _capability_table_entry(site: _Site) -> str | None:
             e.lineno == site.line and e.col_offset + 1 == site.finding.column for e in v.elts)), None)
         if here is None:
             continue
-        others = {string_value(e) for v in values if v is not here for e in v.elts}
-        if any(o in _DEVICE_TYPES for o in others):
+        kinds = [{string_value(e) for e in v.elts} for v in values]
+        mixed = any("cuda" in k and k & _DEVICE_TYPES for k in kinds)  # one entry supports CUDA and others
+        if mixed and re.search(rf"\bin\s+(?:\w+\.)*{re.escape(name)}\b", site.file.text):
             return f"{callee}({name}=...)"
     return None
 
@@ -1735,10 +1724,6 @@ LOWERINGS: tuple[Lowering, ...] = (
         site.file.whole(), site.line), "info",
              "after init_process_group with the NCCL backend (line {}), which needs NVIDIA GPUs: where CUDA is "
              "absent it fails first (it is the lock-in, reported at its own line)"),
-    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), _ddp_ids_after_cuda_tie, "info",
-             "DistributedDataParallel takes device_ids for a module on any one accelerator and refuses them only "
-             "for a module on the CPU: the choice that ties this path to CUDA is reported at line {}",
-             needs_tree=False),
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.file.mentions("set_device")
              and distributed_path.count_divides_for_set_device(site.file.whole(), site.line), "info",
              "the CUDA device count only divides a rank for torch.cuda.set_device (line {}): where CUDA is absent "
@@ -1827,6 +1812,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_CHECK, _at_line(_unread_flag), "info", "the flag this check is stored in is never read in this file"),
     Lowering(_CHECK, _check_decides("error"), "error", "{}"),
     Lowering(_CHECK, _check_decides("info"), "info", "{}"),
+    Lowering(_CHECK, _check_decides("perf"), "perf", "{}"),
     Lowering(_F64, _at_line(_built_then_recast), "info",
              "a module built in float64 on the CPU and recast to its data's dtype (self.to(dtype=...)) before it "
              "runs"),
@@ -1932,3 +1918,43 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
         strong = _lower_first(file, strong, TEST_FILE_LOWERINGS)
     _repeats_in_statement(strong)
     _lower_first(file, [f for f in strong if f.severity_cap != "info"], LOWERINGS)
+    if file.context is not None:
+        _ddp_ids_after_cuda_tie(file, [f for f in strong if worst_of(f) in ("error", "silent")])
+
+
+_DDP_IDS = "device_ids= of DistributedDataParallel"
+
+
+def _ddp_ids_after_cuda_tie(file: _File, strong: list[Finding]) -> None:
+    """``DDP(model, device_ids=[local_rank])`` in a function (or a method of a class) that also holds,
+    still at error after the other lowerings, the NCCL backend, ``set_device`` or a CUDA device
+    string: DDP takes ``device_ids`` for a module on any one accelerator and refuses them only for a
+    module on the CPU, so the line fails only where that other choice sent the module; the choice
+    is the lock-in and is reported.  A default another file may replace is not such a choice."""
+    wrapped = [f for f in strong if f.rule_id == CUDA_DEVICE_MANAGEMENT and f.detail == _DDP_IDS]
+    if not wrapped:
+        return
+    ties = [f for f in file.findings if worst_of(f) == "error" and f.default_of is None and (
+        f.rule_id in (NCCL_BACKEND, CUDA_DEVICE_STRING)
+        or (f.rule_id == CUDA_DEVICE_MANAGEMENT and "set_device" in f.detail))]
+    if not ties:
+        return
+    context = file.whole()
+
+    def owner(line: int) -> ast.AST | None:  # the class of a method, else the function
+        scopes = context.enclosing(line)
+        function = next((i for i in range(len(scopes) - 1, -1, -1)
+                         if isinstance(scopes[i], (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if function is None:
+            return None
+        return scopes[function - 1] if function > 0 and isinstance(scopes[function - 1], ast.ClassDef) \
+            else scopes[function]
+
+    for finding in wrapped:
+        here = owner(finding.line)
+        same = [t.line for t in ties if here is not None and owner(t.line) is here]
+        if same:
+            line = min(same, key=lambda tied: (abs(tied - finding.line), tied))
+            _lower(finding, "info", "DistributedDataParallel takes device_ids for a module on any one accelerator "
+                                    "and refuses them only for a module on the CPU: the choice that ties this "
+                                    f"path to CUDA is reported at line {line}")

@@ -398,6 +398,9 @@ def _device_subject(test, other: bool = False) -> str | None:
     return None
 
 
+# A string that names a device or starts building one ("cuda", "cpu", "cuda:" of f"cuda:{rank}").
+_NAMES_A_DEVICE = re.compile(r"(?:cuda|gpu|mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d*)?\Z")
+
 class AnalyzerCore(AnalyzerState):
     # Filled by detectors/__init__.py from the families' tables (see there):
     # qualified name -> handler(self, call, qualname) -> True when the callee was reported.
@@ -1521,9 +1524,13 @@ class AnalyzerCore(AnalyzerState):
         """Prints, logs, or builds the text of a message (``log_msg = sep.join([...])``):
         a check whose branches both do only this chooses what is said, nothing else."""
         def text(value) -> bool:
-            return isinstance(value, ast.JoinedStr) or isinstance(value, ast.Constant) and isinstance(
-                value.value, str) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-                                      and value.func.attr in ("join", "format"))
+            if isinstance(value, (ast.Constant, ast.JoinedStr)):
+                # `device = "cuda"` / `device = f"cuda:{rank}"`: a device, not words for a person
+                head = value.value if isinstance(value, ast.Constant) else next(
+                    (v.value for v in value.values[:1] if isinstance(v, ast.Constant)), "")
+                return isinstance(head, str) and not _NAMES_A_DEVICE.match(head)
+            return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (
+                "join", "format")
         return all((isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and self._is_message_call(s.value))
                    or (isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) and text(s.value))
                    for s in statements)
