@@ -848,24 +848,28 @@ def _capability_table_entry(site: _Site) -> str | None:
     The class's text, else None."""
     if not site.finding.detail.endswith(('"cuda" in a list', '"cuda" in a tuple')):
         return None
+    # The list's call and keyword, from the statement the reduced parse keeps; the file's text must
+    # then name the class three times and read the field by membership before the whole file is read.
+    entry = next(((call, keyword) for call in walk_nodes(site.context.tree) if isinstance(call, ast.Call)
+                  for keyword in call.keywords if keyword.arg is not None
+                  and isinstance(keyword.value, (ast.List, ast.Tuple)) and any(
+                      e.lineno == site.line and e.col_offset + 1 == site.finding.column for e in keyword.value.elts)),
+                 None)
+    if entry is None:
+        return None
+    callee, name = site.context.source(entry[0].func), entry[1].arg
+    last = callee.rsplit(".", 1)[-1]
+    text = site.file.text
+    if not last[:1].isupper() or text.count(f"{last}(") < 3 or not re.search(
+            rf"\bin\s+(?:\w+\.)*{re.escape(str(name))}\b", text):
+        return None
     context = site.file.whole()
-    entries: dict[tuple[str, str], list[ast.List | ast.Tuple | ast.Set]] = {}
-    for call in (n for n in ast.walk(context.tree) if isinstance(n, ast.Call)):
-        for keyword in call.keywords:
-            if keyword.arg is not None and isinstance(keyword.value, (ast.List, ast.Tuple, ast.Set)):
-                entries.setdefault((context.source(call.func), keyword.arg), []).append(keyword.value)
-    for (callee, name), values in entries.items():
-        if len(values) < 3 or not callee.rsplit(".", 1)[-1][:1].isupper():
-            continue
-        here = next((v for v in values if v.lineno <= site.line <= (v.end_lineno or v.lineno) and any(
-            e.lineno == site.line and e.col_offset + 1 == site.finding.column for e in v.elts)), None)
-        if here is None:
-            continue
-        kinds = [{string_value(e) for e in v.elts} for v in values]
-        mixed = any("cuda" in k and k & _DEVICE_TYPES for k in kinds)  # one entry supports CUDA and others
-        if mixed and re.search(rf"\bin\s+(?:\w+\.)*{re.escape(name)}\b", site.file.text):
-            return f"{callee}({name}=...)"
-    return None
+    values = [keyword.value for call in walk_nodes(context.tree) if isinstance(call, ast.Call)
+              and context.source(call.func) == callee for keyword in call.keywords
+              if keyword.arg == name and isinstance(keyword.value, (ast.List, ast.Tuple, ast.Set))]
+    kinds = [{string_value(e) for e in value.elts} for value in values]
+    mixed = any("cuda" in kind and kind & _DEVICE_TYPES for kind in kinds)  # one entry supports CUDA and others
+    return f"{callee}({name}=...)" if len(values) >= 3 and mixed else None
 
 
 def _in_nvidia_library_code(context: FileContext, line: int) -> bool:
