@@ -2,17 +2,18 @@
 what two judges of the same sample say about each other.
 
     python benchmarks/precision_pooled.py [SEED ...]
-    python benchmarks/precision_pooled.py --agreement FILE_A FILE_B
+    python benchmarks/precision_pooled.py --agreement FILE_A FILE_B [FILE_A FILE_B ...]
 
 SEED keys a verdict file as precision_insample.py does (``13-583917`` for judge13-583917-verdicts.md);
-without seeds, the seven judges since round 14's default-path rule.  The Wilson interval treats the
+without seeds, the eight judges since round 14's default-path rule.  The Wilson interval treats the
 findings as independent draws; the findings of one package share its code and its author's habits,
 so the second interval resamples packages (within each judge's sample, 10,000 times, a fixed seed),
 which is the wider and the more honest of the two.
 
 ``--agreement`` compares two verdict files of the same findings: agreement, Cohen's kappa, and the
 precision one judge would measure for a scanner that reported exactly what the other judged correct.
-That last figure bounds what an independent judgement can confirm, whatever the scanner.
+That last figure bounds what an independent judgement can confirm, whatever the scanner.  Given
+several pairs, it prints each and then the two bounds over all of them (first files as judge A).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from precision_insample import verdicts  # noqa: E402
 
-SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424")
+SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424", "988409")
 _RESAMPLES = 10_000
 
 
@@ -97,15 +98,23 @@ def agreement(first: Path, second: Path) -> dict:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--agreement"]:
-        if len(argv) != 3:
-            raise SystemExit("usage: precision_pooled.py --agreement FILE_A FILE_B")
-        found = agreement(Path(argv[1]), Path(argv[2]))
-        n, low, high = found["findings"], *wilson(found["agree"], found["findings"])
-        print(f"{n} findings judged twice: agreement {found['agree']}/{n} = {found['agree'] / n:.1%} "
-              f"({low:.1%}-{high:.1%}), Cohen's kappa {found['kappa']:.2f}")
-        for judge, other, key in (("A", "B", "a_correct"), ("B", "A", "b_correct")):
-            print(f"a scanner reporting exactly what judge {judge} judged correct ({found[key]}) would be judged "
-                  f"{found['both']}/{found[key]} = {found['both'] / found[key]:.1%} by judge {other}")
+        files = argv[1:]
+        if not files or len(files) % 2:
+            raise SystemExit("usage: precision_pooled.py --agreement FILE_A FILE_B [FILE_A FILE_B ...]")
+        pairs = [agreement(Path(a), Path(b)) for a, b in zip(files[::2], files[1::2])]
+        for found in pairs:
+            n, low, high = found["findings"], *wilson(found["agree"], found["findings"])
+            print(f"{n} findings judged twice: agreement {found['agree']}/{n} = {found['agree'] / n:.1%} "
+                  f"({low:.1%}-{high:.1%}), Cohen's kappa {found['kappa']:.2f}")
+            for judge, other, key in (("A", "B", "a_correct"), ("B", "A", "b_correct")):
+                print(f"a scanner reporting exactly what judge {judge} judged correct ({found[key]}) would be judged "
+                      f"{found['both']}/{found[key]} = {found['both'] / found[key]:.1%} by judge {other}")
+        if len(pairs) > 1:
+            both = sum(found["both"] for found in pairs)
+            for judge, other, key in (("A", "B", "a_correct"), ("B", "A", "b_correct")):
+                reported = sum(found[key] for found in pairs)
+                print(f"over {len(pairs)} samples: what judge {judge} judged correct would be judged "
+                      f"{both}/{reported} = {both / reported:.1%} by judge {other}")
         return 0
     seeds = tuple(argv) or SINCE_ROUND_14
     found = pooled(seeds)

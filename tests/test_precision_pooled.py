@@ -19,16 +19,17 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 def test_pooled_since_round_14_is_the_figure_the_readme_quotes():
     result = _run()
     assert result.returncode == 0, result.stderr
-    assert "278/630 = 44.1%; 95% Wilson 40.3%-48.0%" in result.stdout
+    assert "337/720 = 46.8%; 95% Wilson 43.2%-50.5%" in result.stdout
     bootstrap = result.stdout.rsplit("packages resampled ", 1)[1].split()[0]
     low, high = (float(part.rstrip("%")) for part in bootstrap.split("-"))
-    assert low < 40.3 and high > 48.0  # packages are clusters: wider than Wilson
-    assert "together 44% on 630 findings" in " ".join((ROOT / "README.md").read_text().split())
+    assert low < 43.2 and high > 50.5  # packages are clusters: wider than Wilson
+    assert "together 47% on 720 findings" in " ".join((ROOT / "README.md").read_text().split())
 
 
 def test_one_sample_and_an_unknown_seed():
     assert "34/90 = 37.8%" in _run("457076").stdout
     assert "51/90 = 56.7%" in _run("364424").stdout
+    assert "59/90 = 65.6%" in _run("988409").stdout
     unknown = _run("1")
     assert unknown.returncode != 0 and "no verdict file for seed 1" in unknown.stderr
 
@@ -36,6 +37,7 @@ def test_one_sample_and_an_unknown_seed():
 @pytest.mark.parametrize(("seed", "expected"), [
     ("676501", ("agreement 81/90 = 90.0%", "kappa 0.79", "30/32 = 93.8% by judge B", "30/37 = 81.1% by judge A")),
     ("457076", ("agreement 78/90 = 86.7%", "kappa 0.72", "30/34 = 88.2% by judge B", "30/38 = 78.9% by judge A")),
+    ("988409", ("agreement 90/90 = 100.0%", "kappa 1.00", "59/59 = 100.0% by judge B", "59/59 = 100.0% by judge A")),
 ])
 def test_agreement_of_the_two_judgements_of_a_sample(seed, expected):
     precision = ROOT / "docs" / "precision"
@@ -46,5 +48,16 @@ def test_agreement_of_the_two_judgements_of_a_sample(seed, expected):
         assert line in result.stdout
 
 
-def test_the_readme_quotes_both_agreements():
-    assert "81 and 78 of 90 findings" in " ".join((ROOT / "README.md").read_text().split())
+def test_the_bounds_over_the_three_double_judged_samples():
+    precision = ROOT / "docs" / "precision"
+    pairs = [str(precision / f"{kind}-{seed}-verdicts.md") for seed in ("676501", "457076", "988409")
+             for kind in ("judge", "rejudge")]
+    result = _run("--agreement", *pairs)
+    assert result.returncode == 0, result.stderr
+    assert "over 3 samples: what judge A judged correct would be judged 119/125 = 95.2% by judge B" in result.stdout
+    assert "over 3 samples: what judge B judged correct would be judged 119/134 = 88.8% by judge A" in result.stdout
+    assert _run("--agreement", pairs[0]).returncode != 0
+
+
+def test_the_readme_quotes_every_agreement():
+    assert "81, 78 and 90 of 90 findings" in " ".join((ROOT / "README.md").read_text().split())
