@@ -994,12 +994,14 @@ def _same_either_way(statement: ast.stmt, finding: Finding) -> Consequence | Non
     the check changes nothing where CUDA is absent (unless the test stores it: ``(ok := ...)``)."""
     choice = _innermost_choice(statement, finding)
     if choice is not None:
-        if ast.dump(choice.body) == ast.dump(choice.orelse) and not _stores(choice.test):
+        if ast.dump(choice.body) == ast.dump(choice.orelse) and not _stores(choice.test) \
+                and not _moves_or_names_a_device(choice.body):  # `"cuda" if ... else "cuda"` is the lock-in
             return Consequence(INFO, f"changes nothing: both branches of the choice are "
                                      f"`{ast.unparse(choice.body)[:60]}`")
         return None
     if (isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column)
-            and statement.orelse and not _stores(statement.test)
+            and statement.orelse and not _stores(statement.test) and not any(
+                _moves_or_names_a_device(s) for s in statement.body)
             and [ast.dump(s) for s in statement.body] == [ast.dump(s) for s in statement.orelse]):
         return Consequence(INFO, "changes nothing: both branches of the check run the same statements")
     return None
@@ -1036,31 +1038,54 @@ def _worker_count_of(context: FileContext, node: ast.AST) -> ast.Call | None:
     return call if isinstance(call, ast.Call) and _callee(call) == "DataLoader" else None
 
 
+def _some_workers(test: ast.expr, count: str) -> bool:
+    """``count > 0``, ``count >= 1``, ``count != 0``: true only when there are workers."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and test.left.id == count and isinstance(test.comparators[0], ast.Constant)):
+        return False
+    op, bound = test.ops[0], test.comparators[0].value
+    return (isinstance(op, (ast.Gt, ast.NotEq)) and bound == 0) or (isinstance(op, ast.GtE) and bound == 1)
+
+
 def _keyword_on_count(context: FileContext, node: ast.Name) -> ast.Call | None:
     """``DataLoader(..., persistent_workers=workers > 0)``: the DataLoader call one of whose
-    keywords that need workers is a test of the count ``node``, else None."""
+    keywords that need workers is true only when the count ``node`` has workers, else None."""
     parents = _parents(context)
-    parent = parents.get(id(node))
-    while isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
-        parent = parents.get(id(parent))
-    if not (isinstance(parent, ast.keyword) and parent.arg in _NEEDS_WORKERS):
+    compare = parents.get(id(node))
+    keyword = parents.get(id(compare))
+    if not (isinstance(compare, ast.Compare) and _some_workers(compare, node.id)
+            and isinstance(keyword, ast.keyword) and keyword.arg in _NEEDS_WORKERS):
         return None
-    call = parents.get(id(parent))
+    call = parents.get(id(keyword))
     return call if isinstance(call, ast.Call) and _callee(call) == "DataLoader" else None
 
 
 def _nothing_needs_workers(call: ast.Call, count: str | None) -> bool:
-    """The DataLoader call sets nothing that raises with no workers: no ``**kwargs``; the keywords
-    that need workers absent, None or False, or a test of the count itself."""
+    """torch's DataLoader call sets nothing that raises with no workers: no ``*args`` or
+    ``**kwargs`` (``multiprocessing_context`` is positional too), no ``device=`` (another library's
+    loader); the keywords that need workers absent, None or False, or true only with workers."""
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return False
     for keyword in call.keywords:
-        if keyword.arg is None:
+        if keyword.arg is None or keyword.arg == "device":
             return False
         if keyword.arg in _NEEDS_WORKERS and not (
                 (isinstance(keyword.value, ast.Constant) and keyword.value.value in (None, False))
-                or (count is not None and isinstance(keyword.value, ast.Compare) and any(
-                    isinstance(n, ast.Name) and n.id == count for n in ast.walk(keyword.value)))):
+                or (count is not None and _some_workers(keyword.value, count))):
             return False
     return True
+
+
+def _fewer_without_cuda(choice: ast.IfExp, finding: Finding) -> bool:
+    """Both branches are counts (int constants, at least 0) and the one taken where CUDA is absent
+    is the smaller: ``4 if torch.cuda.is_available() else 0``, not ``0 if ... else 4`` (fewer
+    workers on CUDA is how code keeps forked workers away from an initialised device)."""
+    read = _operand(choice.test, finding.line, finding.column)
+    if read is None or read[1] == read[2]:
+        return False
+    with_cuda, without = (choice.body, choice.orelse) if read[1] else (choice.orelse, choice.body)
+    counts = [b.value for b in (with_cuda, without) if isinstance(b, ast.Constant) and type(b.value) is int]
+    return len(counts) == 2 and min(counts) >= 0 and counts[1] <= counts[0]
 
 
 def _loader_processes_choice(reader: _Reader, statement: ast.stmt, finding: Finding) -> Consequence | None:
@@ -1069,7 +1094,7 @@ def _loader_processes_choice(reader: _Reader, statement: ast.stmt, finding: Find
     of speed; the batches are the same.  Not when the call also sets what needs workers
     (``prefetch_factor=``, ``persistent_workers=True``), which raises with none."""
     choice = _innermost_choice(statement, finding)
-    if choice is None or _stores(choice.test) or any(_moves_or_names_a_device(b) for b in (choice.body, choice.orelse)):
+    if choice is None or _stores(choice.test) or not _fewer_without_cuda(choice, finding):
         return None
     found = _in_whole_file(reader, statement)
     if found is None:
@@ -1086,8 +1111,10 @@ def _loader_processes_choice(reader: _Reader, statement: ast.stmt, finding: Find
             return None
         targets = whole_statement.targets if isinstance(whole_statement, ast.Assign) else [whole_statement.target]
         target = targets[0]
-        if function is None or len(targets) != 1 or not isinstance(target, ast.Name):
-            return None  # only a local: an attribute or a module name may be read anywhere
+        if function is None or len(targets) != 1 or not isinstance(target, ast.Name) or any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("locals", "vars")
+                for n in ast.walk(function)):
+            return None  # only a local, and one no `locals()` hands on: others may read it anywhere
         reads = _flag_reads(context, whole_statement, target)
         found_calls = [_worker_count_of(context, r) or (_keyword_on_count(context, r) if isinstance(r, ast.Name)
                                                         else None) for r in reads or ()]

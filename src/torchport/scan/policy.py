@@ -869,7 +869,29 @@ def _capability_table_entry(site: _Site) -> str | None:
               if keyword.arg == name and isinstance(keyword.value, (ast.List, ast.Tuple, ast.Set))]
     kinds = [{string_value(e) for e in value.elts} for value in values]
     mixed = any("cuda" in kind and kind & _DEVICE_TYPES for kind in kinds)  # one entry supports CUDA and others
-    return f"{callee}({name}=...)" if len(values) >= 3 and mixed else None
+    if len(values) < 3 or not mixed:
+        return None
+    return f"{callee}({name}=...)" if _read_only_by_membership(context, str(name)) else None
+
+
+def _read_only_by_membership(context: FileContext, field: str) -> bool:
+    """``if device not in backend.device``: the file reads ``x.<field>`` at least once as the
+    right side of ``in``/``not in``, and never indexes it, iterates over it or hands it to a
+    call (``model.to(stage.device[0])``, ``for d in worker.devices``), which would place work."""
+    parents = {id(child): node for node in walk_nodes(context.tree) for child in ast.iter_child_nodes(node)}
+    tested = False
+    for node in walk_nodes(context.tree):
+        if not (isinstance(node, ast.Attribute) and node.attr == field and isinstance(node.ctx, ast.Load)):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Compare) and node in parent.comparators and isinstance(
+                parent.ops[parent.comparators.index(node)], (ast.In, ast.NotIn)):
+            tested = True
+        elif isinstance(parent, ast.Subscript) and parent.value is node or isinstance(
+                parent, (ast.For, ast.comprehension)) and parent.iter is node or isinstance(
+                parent, (ast.Call, ast.keyword, ast.Starred)) and not (isinstance(parent, ast.Call) and parent.func is node):
+            return False
+    return tested
 
 
 def _in_nvidia_library_code(context: FileContext, line: int) -> bool:
@@ -1930,11 +1952,13 @@ _DDP_IDS = "device_ids= of DistributedDataParallel"
 
 
 def _ddp_ids_after_cuda_tie(file: _File, strong: list[Finding]) -> None:
-    """``DDP(model, device_ids=[local_rank])`` in a function (or a method of a class) that also holds,
-    still at error after the other lowerings, the NCCL backend, ``set_device`` or a CUDA device
-    string: DDP takes ``device_ids`` for a module on any one accelerator and refuses them only for a
-    module on the CPU, so the line fails only where that other choice sent the module; the choice
-    is the lock-in and is reported.  A default another file may replace is not such a choice."""
+    """``DDP(model, device_ids=[local_rank])`` on a path that CUDA already ties, by a finding still at
+    error after the other lowerings: the NCCL backend or ``set_device`` earlier in the same function
+    or in a method of the same class (the class sets up a CUDA process group), or a CUDA device string
+    that places the module DDP wraps (``model = model.to(f"cuda:{rank}")``, ``DDP(model.cuda(...))``)
+    in the same function.  DDP takes ``device_ids`` for a module on any one accelerator and refuses
+    them only for a module on the CPU, so the line fails only where that choice sent the module; the
+    choice is the lock-in and is reported.  A default another file may replace is not such a tie."""
     wrapped = [f for f in strong if f.rule_id == CUDA_DEVICE_MANAGEMENT and f.detail == _DDP_IDS]
     if not wrapped:
         return
@@ -1945,20 +1969,36 @@ def _ddp_ids_after_cuda_tie(file: _File, strong: list[Finding]) -> None:
         return
     context = file.whole()
 
-    def owner(line: int) -> ast.AST | None:  # the class of a method, else the function
-        scopes = context.enclosing(line)
-        function = next((i for i in range(len(scopes) - 1, -1, -1)
-                         if isinstance(scopes[i], (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if function is None:
-            return None
-        return scopes[function - 1] if function > 0 and isinstance(scopes[function - 1], ast.ClassDef) \
-            else scopes[function]
+    def scopes(line: int) -> tuple[ast.AST | None, ast.AST | None]:  # the function, and its class if a method
+        found = context.enclosing(line)
+        index = next((i for i in range(len(found) - 1, -1, -1)
+                      if isinstance(found[i], (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if index is None:
+            return None, None
+        owner = found[index - 1] if index > 0 and isinstance(found[index - 1], ast.ClassDef) else None
+        return found[index], owner
+
+    def tied(tie: Finding, function: ast.AST, owner: ast.AST | None, line: int, wrapped_name: str) -> bool:
+        tie_function, tie_owner = scopes(tie.line)
+        if tie.rule_id != CUDA_DEVICE_STRING:  # NCCL or set_device: the run's CUDA set-up
+            return (tie_function is function and tie.line < line) or (owner is not None and tie_owner is owner)
+        text = context.lines[tie.line - 1]
+        return tie_function is function and tie.line <= line and bool(wrapped_name) and bool(
+            re.search(rf"(?<![\w.]){re.escape(wrapped_name)}\s*(=[^=]|\.(to|cuda)\()", text))
 
     for finding in wrapped:
-        here = owner(finding.line)
-        same = [t.line for t in ties if here is not None and owner(t.line) is here]
-        if same:
-            line = min(same, key=lambda tied: (abs(tied - finding.line), tied))
+        function, owner = scopes(finding.line)
+        if function is None:
+            continue
+        call = next((n for n in walk_nodes(function) if isinstance(n, ast.Call) and n.lineno <= finding.line
+                     <= (n.end_lineno or n.lineno) and any(k.arg == "device_ids" for k in n.keywords)), None)
+        module = context.source(call.args[0]) if call is not None and call.args else ""
+        placed = re.fullmatch(r"([\w.]+?)(?:\.(?:to|cuda)\(.*\))?", module, re.DOTALL)  # `model`, `model.to(d)`
+        wrapped_name = placed.group(1) if placed else ""
+
+        lines = [t.line for t in ties if tied(t, function, owner, finding.line, wrapped_name)]
+        if lines:
+            line = min(lines, key=lambda tied_line: (abs(tied_line - finding.line), tied_line))
             _lower(finding, "info", "DistributedDataParallel takes device_ids for a module on any one accelerator "
                                     "and refuses them only for a module on the CPU: the choice that ties this "
                                     f"path to CUDA is reported at line {line}")
