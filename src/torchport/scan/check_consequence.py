@@ -847,8 +847,7 @@ _DISPLAY_HOPS = 3
 
 
 def _display_call(call: ast.Call) -> bool:
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = _callee(call)
     return name in _DISPLAY_CALL_NAME or name.startswith(_DISPLAY_CALL_PREFIX)
 
 
@@ -888,7 +887,7 @@ def _only_shown(context: FileContext, function: ast.AST, node: ast.AST, hops: in
             if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") and isinstance(
                     func.value, ast.Name) and isinstance(parents.get(id(parent)), ast.Expr):
                 return hops > 0 and _name_only_shown(context, function, func.value.id, parent.lineno, hops - 1)
-            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            called = _callee(parent)
             if context.source(func).startswith("torch.") or called in ("to", "cuda", "cpu") or "device" in called:
                 return False  # a move, or a device built from the value
         if isinstance(parent, ast.Assign):
