@@ -251,7 +251,8 @@ def test_batchnorm_under_ddp_is_named_with_its_line(tmp_path):
 def test_ranks_parting_on_a_data_branch_are_named_at_the_users_line(tmp_path):
     line = line_of("planted_data_branch.py", "x = torch.tanh(x) * OUTLIER")
     for check in distributed_checks("planted_data_branch.py", tmp_path).values():
-        parted = check["figures"]["rank_op_sequences"]
+        parted = check["figures"].get("rank_op_sequences")
+        assert parted is not None, check["reason"]  # a launch that timed out sets no figure: say why
         # the first batch's first half holds an outlier, its second half none: rank 0 takes the branch
         assert f"tanh on rank 0 at {line}" in parted, parted
 
