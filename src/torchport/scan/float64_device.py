@@ -590,6 +590,38 @@ def raised_on_mps_before(context: FileContext, line: int) -> str | None:
     return None
 
 
+# -- a float64 dtype replaced at once where the device is MPS --------------------------------------
+
+
+def replaced_on_mps_next(context: FileContext, line: int) -> str | None:
+    """``self._double_dtype = torch.float64`` followed at once by ``if self._device.type == "mps":
+    self._double_dtype = torch.float32``: the stored dtype is never float64 where the device is
+    MPS.  The line of that ``if``."""
+    blocks = [context.tree.body] + [getattr(owner, field, None) or [] for owner in context.statements
+                                    for field in ("body", "orelse", "finalbody")]
+    for block in blocks:
+        for index, statement in enumerate(block[:-1]):
+            if statement.lineno != line:
+                continue
+            if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and _is_float64(statement.value)):
+                return None
+            following = block[index + 1]
+            target = ast.dump(statement.targets[0])
+            if (isinstance(following, ast.If) and not following.orelse and _holds_on_mps(following.test)
+                    and any(isinstance(s, ast.Assign) and len(s.targets) == 1 and ast.dump(s.targets[0]) == target
+                            and not _is_float64(s.value) for s in following.body)):
+                return f"line {following.lineno}"
+            return None
+    return None
+
+
+def _is_float64(node: ast.expr) -> bool:
+    """``torch.float64``, ``torch.double``."""
+    return (isinstance(node, ast.Attribute) and node.attr in _FLOAT64 and isinstance(node.value, ast.Name)
+            and node.value.id == "torch")
+
+
 # -- a private function chosen only for CPU inputs ------------------------------------------------
 
 

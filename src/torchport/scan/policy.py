@@ -20,7 +20,7 @@ from pathlib import Path
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
-from torchport.scan.detectors.syntax import string_value, walk_nodes
+from torchport.scan.detectors.syntax import fails_with, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
@@ -1102,15 +1102,51 @@ def _asserts_cuda(context: FileContext, test: ast.expr) -> bool:
         and test.comparators[0].value == "cuda")
 
 
+# What a stored CUDA query holds where CUDA is absent.
+_ANSWER_WITHOUT_CUDA = {"device_count": 0, "is_available": False}
+
+
+def _stored_queries(block: list[ast.stmt], before: int) -> dict[str, tuple[int, int | bool]]:
+    """``n_gpus = torch.cuda.device_count()`` in ``block`` before line ``before``: each name with
+    the line that stores it and its answer where CUDA is absent (a later store of the name wins)."""
+    stored: dict[str, tuple[int, int | bool]] = {}
+    for statement in block:
+        if statement.lineno >= before:
+            break
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+            continue
+        target, value = statement.targets[0], statement.value
+        if not isinstance(target, ast.Name):
+            continue
+        stored.pop(target.id, None)
+        if (isinstance(value, ast.Call) and not value.args and not value.keywords
+                and isinstance(value.func, ast.Attribute) and value.func.attr in _ANSWER_WITHOUT_CUDA
+                and ast.unparse(value.func.value) == "torch.cuda"):
+            stored[target.id] = (statement.lineno, _ANSWER_WITHOUT_CUDA[value.func.attr])
+    return stored
+
+
+def _asserts_stored_query(block: list[ast.stmt], statement: ast.stmt) -> int | None:
+    """``n_gpus = torch.cuda.device_count()`` then ``assert n_gpus >= 2, "Requires at least 2
+    GPUs"`` in one block: the line of the stored query when the assert fails where CUDA is absent."""
+    if not isinstance(statement, ast.Assert):
+        return None
+    for name, (line, answer) in _stored_queries(block, statement.lineno).items():
+        if fails_with(statement.test, name, answer):
+            return line
+    return None
+
+
 def _after_cuda_assert(context: FileContext, line: int) -> bool:
-    """``assert torch.cuda.device_count() > LOCAL_RANK, "insufficient CUDA devices"`` earlier in
-    the same block: where CUDA is absent the assert stops the path before the line (the assert
-    is the lock-in, reported at its own line).  Needs the whole file."""
+    """``assert torch.cuda.device_count() > LOCAL_RANK, "insufficient CUDA devices"`` (or an
+    assert on a stored query that fails without CUDA) earlier in the same block: where CUDA is
+    absent the assert stops the path before the line (the assert is the lock-in, reported at
+    its own line).  Needs the whole file."""
     blocks = [context.tree.body] + [getattr(owner, field, None) or [] for owner in context.statements
                                     for field in ("body", "orelse", "finalbody")]
     for block in blocks:
         first = next((s for s in block if isinstance(s, ast.Assert) and s.lineno < line
-                      and _asserts_cuda(context, s.test)), None)
+                      and (_asserts_cuda(context, s.test) or _asserts_stored_query(block, s) is not None)), None)
         if first is not None and any(first.lineno < s.lineno <= line <= (s.end_lineno or s.lineno) for s in block):
             return True
     return False
@@ -1517,8 +1553,18 @@ def _public_function_for_cuda_tensors(site: _Site) -> str | None:
 _CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*(\btorch\.cuda\.|\.type\s*==\s*['\"]cuda['\"])", re.MULTILINE)
 
 
+# `n_gpus = torch.cuda.device_count()` and an assert somewhere in the file: the assert may test it.
+_STORED_QUERY_IN_TEXT = re.compile(r"^[ \t]*\w+\s*=\s*torch\.cuda\.(?:device_count|is_available)\(\)", re.MULTILINE)
+_ASSERT_IN_TEXT = re.compile(r"^[ \t]*assert\b", re.MULTILINE)
+
+
+def _may_assert_cuda(site: _Site) -> bool:
+    return bool(site.file.search(_CUDA_ASSERT)) or bool(
+        site.file.search(_STORED_QUERY_IN_TEXT) and site.file.search(_ASSERT_IN_TEXT))
+
+
 def _stopped_by_cuda_assert(site: _Site) -> bool:
-    return bool(site.file.search(_CUDA_ASSERT)) and _after_cuda_assert(site.file.whole(), site.line)
+    return _may_assert_cuda(site) and _after_cuda_assert(site.file.whole(), site.line)
 
 
 def _private_past_cuda_exit(site: _Site) -> str | None:
@@ -1536,7 +1582,7 @@ def _has_cuda_exit(text: str) -> bool:
 
 
 def _function_after_cuda_assert(site: _Site) -> str | None:
-    if not site.file.search(_CUDA_ASSERT):
+    if not _may_assert_cuda(site):
         return None
     return _used_only_after_cuda_assert(site.file.whole(), site.line)
 
@@ -1873,6 +1919,10 @@ LOWERINGS: tuple[Lowering, ...] = (
              and float64_device.dtype_lowered_on_mps(site.file.whole(), site.line, site.file.path), "perf",
              "the float64 dtype goes through {}, which returns another dtype where the device is MPS: the MPS "
              "error cannot happen"),
+    Lowering(_F64, lambda site: site.file.mentions("mps") and float64_device.replaced_on_mps_next(site.file.whole(),
+                                                                                                 site.line), "perf",
+             "a float64 dtype stored and replaced at once where the device is MPS ({}): the MPS error cannot "
+             "happen"),
     Lowering(_F64, lambda site: site.file.mentions("mps") and float64_device.raised_on_mps_before(site.file.whole(),
                                                                                                 site.line), "perf",
              "float64 after an `if <device is MPS>: raise` ({}) in its function: where the device is MPS the "

@@ -13,6 +13,7 @@ State that several families read (``claimed``, ``host``, ``by_node``) lives here
 from __future__ import annotations
 
 import ast
+import bisect
 import os
 import re
 
@@ -34,6 +35,7 @@ from torchport.scan.detectors.syntax import (
     parameter_defaults,
     passes_argument,
     replace_node,
+    fails_with,
     string_value,
     version_key,
     walk_nodes,
@@ -141,6 +143,8 @@ _DISTRIBUTED_ONLY = ("runs only in a multi-process torch.distributed run (after 
                      "return`), and no torch.distributed backend takes MPS tensors")
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
+_ASSERTED_COUNT = ("asserted: where CUDA is absent the count is 0 and the assert stops the program, the lock-in "
+                   "to change (torch.accelerator.device_count() counts any accelerator)")
 # What a failed probe raises: anything, or a missing tool (`nvidia-smi` not installed).
 _PROBE_FAILURES = {"Exception", "BaseException", "RuntimeError", "OSError", "FileNotFoundError",
                    "CalledProcessError", "SubprocessError"}
@@ -588,6 +592,22 @@ class AnalyzerCore(AnalyzerState):
             # `assert device.type == "cuda", "GDS needs CUDA"`, `assert torch.cuda.is_available()`:
             # an explicit error (AssertionError) where CUDA is absent, nothing silent
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _EXPLICIT_ERROR)
+        # `assert torch.cuda.device_count() > LOCAL_RANK`, or `n_gpus = torch.cuda.device_count()`
+        # then `assert n_gpus >= 2`: where CUDA is absent the assert stops the program (the count
+        # is 0 there), so the count is the lock-in at error, not a silent 0
+        test = node.test
+        counts = [f for f in self.findings[start:] if f.rule_id == CUDA_DEVICE_MANAGEMENT
+                  and f.detail == "torch.cuda.device_count()"  # in the test, not in its message
+                  and (test.lineno, test.col_offset) < (f.line, f.column) <= (test.end_lineno or 0, test.end_col_offset or 0)]
+        for name in {n.id for n in walk_nodes(node.test) if isinstance(n, ast.Name)}:
+            value = self.resolve(ast.Name(id=name, ctx=ast.Load()))
+            if (isinstance(value, ast.Call) and self.qualname(value.func) == "torch.cuda.device_count"
+                    and fails_with(node.test, name, 0)):
+                counts += [f for f in self.findings if f.rule_id == CUDA_DEVICE_MANAGEMENT
+                           and f.line == value.lineno and f.detail == "torch.cuda.device_count()"]
+        for finding in counts:
+            if finding.severity_cap == "silent":
+                finding.severity_cap, finding.cap_reason = None, _ASSERTED_COUNT
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -1206,6 +1226,43 @@ class AnalyzerCore(AnalyzerState):
             calls = self.calls_named(function.name)
             if calls and all(any(a <= call.lineno <= b for a, b in spans) for call in calls):
                 self._cap(inside, "a helper called only from tests that run only where CUDA is present")
+        self._cap_functions_handed_only_to_cuda_tests(list(spans))
+
+    def _cap_functions_handed_only_to_cuda_tests(self, spans: list[tuple[int, int]]) -> None:
+        """``run_demo(demo_basic, ...)`` in a test under ``@unittest.skipIf(torch.cuda.device_count()
+        < 2)``, and ``setup()`` called only in ``demo_basic``: a module-level function whose every
+        mention in the file (a call, a name handed on, a string or a comment) lies in such a test or
+        in a function already found so runs only where CUDA is present.  A function spelled nowhere
+        else in the file but its definition stays: another file may import it."""
+        if self._calls is None:
+            self._index_whole_file()
+        if self._definitions is None:
+            return
+        functions = [f for f in self._definitions.values() if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and not f.name.startswith("test") and not f.decorator_list]
+        text = "\n".join(self.lines)
+        starts = [0]
+        for line in self.lines:
+            starts.append(starts[-1] + len(line) + 1)
+        found: set[str] = set()
+        for _ in range(4):  # a test hands on a runner, which spawns a worker, which calls a setup
+            grown = False
+            for function in functions:
+                if function.name in found:
+                    continue
+                low, high = function.lineno, function.end_lineno or function.lineno
+                mentions = [bisect.bisect_right(starts, m.start()) for m in
+                            re.finditer(rf"(?<!\w){re.escape(function.name)}\b", text)]
+                mentions = [n for n in mentions if not low <= n <= high]
+                if mentions and all(any(a <= n <= b for a, b in spans) for n in mentions):
+                    found.add(function.name)
+                    spans.append((low, high))
+                    grown = True
+                    self._cap([f for f in self.findings if low <= f.line <= high and f.severity_cap != "info"],
+                              f"in {function.name}, which this file uses only in tests that run only where CUDA "
+                              "is present")
+            if not grown:
+                return
 
     def _cap_lazy_callbacks(self, tree) -> None:
         """``torch.cuda._lazy_call(cb)``: the callback is queued until CUDA initialises,

@@ -148,3 +148,27 @@ def import_aliases(statements) -> dict[str, str]:
 
 def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version)[:3]) or (0,)
+
+
+def fails_with(test: ast.expr, name: str, answer: int | bool) -> bool:
+    """Does ``test`` certainly fail where ``name`` holds ``answer``?  ``n_gpus >= 2``, ``n > 0``,
+    ``2 <= n``, ``has_cuda``, ``n and rank < n``; anything it cannot evaluate answers no."""
+    if isinstance(test, ast.Name):
+        return test.id == name and not answer
+    if isinstance(test, ast.BoolOp):
+        results = [fails_with(v, name, answer) for v in test.values]
+        return any(results) if isinstance(test.op, ast.And) else all(results)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, right, op = test.left, test.comparators[0], test.ops[0]
+    if isinstance(right, ast.Name) and right.id == name:  # `2 <= n` read as `n >= 2`
+        flipped = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq}
+        if type(op) not in flipped:
+            return False
+        left, right, op = right, left, flipped[type(op)]()
+    if not (isinstance(left, ast.Name) and left.id == name and isinstance(right, ast.Constant)
+            and type(right.value) is int):
+        return False
+    value, bound = int(answer), right.value
+    holds = {ast.Gt: value > bound, ast.GtE: value >= bound, ast.Eq: value == bound}.get(type(op))
+    return holds is False
