@@ -202,3 +202,76 @@ def test_functions_handed_only_to_cuda_only_tests_are_info(tmp_path: Path) -> No
     severity, reason = worst_by_line(tmp_path)[("test_multigpu.py", 11, "TP401")]
     assert severity == "info" and reason == (
         "in setup, which this file uses only in tests that run only where CUDA is present"), reason
+
+
+_REQUIRED_DEFAULTS = '''
+    import torch
+
+
+    class Linear8bit(torch.nn.Linear):
+        def quantize(self, weight, device=None):
+            device = device or torch.device("cuda")  # quiet
+            if device.type != "cuda":
+                raise RuntimeError(f"Unexpected device type: {device.type}")
+            return weight.to(device)
+
+        def place(self, weight, device=None):
+            device = device or torch.device("cuda")  # kept
+            weight = weight.float()
+            if device.type != "cuda":
+                raise RuntimeError("needs CUDA")
+            return weight.to(device)
+
+        def warn(self, weight, device=None):
+            device = device or torch.device("cuda")  # kept
+            if device.type != "cuda":
+                print("not on CUDA")
+            return weight.to(device)
+'''
+
+
+def test_a_cuda_default_the_next_statement_requires_is_info(tmp_path: Path) -> None:
+    """Only a raise at once, on the same name: work between, or a branch that goes on, keeps it."""
+    path = _write(tmp_path, "quant.py", _REQUIRED_DEFAULTS)
+    check_marked_lines([path], (path,))
+    severity, reason = worst_by_line(tmp_path)[("quant.py", 6, "TP001")]
+    assert severity == "info" and "raising for any other device (line 7)" in reason, reason
+
+
+_FLAG_SET_ON_CUDA = '''
+    import torch
+
+
+    class VideoNet(torch.nn.Module):
+        def __init__(self, cache_length=100):
+            super().__init__()
+            self.cache_length = cache_length
+
+        def propagate(self, feats):
+            out = []
+            for feat in feats:
+                if self.cpu_cache:
+                    feat = feat.cuda()  # quiet
+                if self.pinned:
+                    feat = feat.cuda()  # kept
+                out.append(feat)
+            return out
+
+        def forward(self, lqs):
+            if lqs.size(1) > self.cache_length and lqs.is_cuda:
+                self.cpu_cache = True
+            else:
+                self.cpu_cache = False
+            if lqs.is_cuda:
+                self.pinned = True
+            else:
+                self.pinned = lqs.size(0) > 4
+            return self.propagate(list(lqs.unbind(1)))
+'''
+
+
+def test_a_flag_set_true_only_under_a_cuda_device_test_guards_like_one(tmp_path: Path) -> None:
+    """``self.cpu_cache`` is True only where the input is on CUDA; ``self.pinned`` may be True
+    from the data too."""
+    path = _write(tmp_path, "video.py", _FLAG_SET_ON_CUDA)
+    check_marked_lines([path], (path,))

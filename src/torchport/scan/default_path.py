@@ -70,13 +70,21 @@ class _Stores:
     fields, dict entries, argparse options (their default) and parameters (their default)."""
 
     def __init__(self, context: FileContext) -> None:
+        from torchport.scan import device_guard  # it imports this module
+
         self.values: dict[str, list[ast.expr | None]] = {}
         self.parameters: dict[str, list[ast.expr | None]] = {}
         # the names of command-line options (`parser.add_argument("--gpu")` stores `gpu`)
         self.command_line: set[str] = set()
+        # `if t > length and x.is_cuda: self.cpu_cache = True`: the True values stored only where
+        # a device test holds (by id)
+        self.true_on_device: set[int] = set()
         for statement in context.statements:
             if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 self._assignment(statement)
+            elif isinstance(statement, ast.If) and device_guard.is_device_test(context, statement.test, True):
+                self.true_on_device.update(id(s.value) for s in statement.body if isinstance(s, ast.Assign)
+                                           and isinstance(s.value, ast.Constant) and s.value.value is True)
             elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for argument, default in _own_parameters(statement):
                     self.parameters.setdefault(argument, []).append(default)
@@ -158,6 +166,11 @@ def _option(context: FileContext, atom: ast.expr, function: Function | None, dep
         if not values or not all(_off_constant(v) for v in values):
             return None  # a parameter every call must pass, or a name from elsewhere
     kinds = [_value_kind(context, value, function, depth) for value in values]
+    if "device-true" in kinds:
+        # true only under a device test counts as computed from CUDA when every other store is off
+        if set(kinds) <= {"device-true", "off"}:
+            return CUDA_DERIVED
+        kinds = ["true" if k == "device-true" else k for k in kinds]
     if "cuda" in kinds:
         return CUDA_DERIVED
     if any(k in ("true", "data") for k in kinds):
@@ -174,10 +187,13 @@ def _own_parameters(function: Function) -> list[tuple[str, ast.expr | None]]:
 
 
 def _value_kind(context: FileContext, value: ast.expr | None, function: Function | None, depth: int) -> str:
-    """"true", "off", "cuda", "data" or "option" (a copy of another option, off by default)."""
+    """"true", "off", "cuda", "data", "option" (a copy of another option, off by default) or
+    "device-true" (a True stored only where a device test holds)."""
     if value is None:
         return "data"
     if isinstance(value, ast.Constant):
+        if id(value) in _stores(context).true_on_device:
+            return "device-true"
         return "true" if value.value else "off"
     if isinstance(value, ast.IfExp):
         if all(isinstance(v, ast.Constant) for v in (value.body, value.orelse)):

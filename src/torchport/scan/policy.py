@@ -1152,6 +1152,42 @@ def _after_cuda_assert(context: FileContext, line: int) -> bool:
     return False
 
 
+def _cuda_default_then_raise(context: FileContext, line: int) -> str | None:
+    """``device = device or torch.device("cuda")`` followed at once by ``if device.type != "cuda":
+    raise ValueError(...)``: the function states that it needs CUDA, and says so where it is
+    absent; the default is that requirement, not a device chosen for the user.  The line of
+    the raise.  Needs the whole file."""
+    function = context.innermost_function(line)
+    if function is None:
+        return None
+    body = function.body
+    for index, statement in enumerate(body[:-1]):
+        if not statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+            continue
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            return None
+        name = statement.targets[0].id
+        following = body[index + 1]
+        if (isinstance(following, ast.If) and not following.orelse and following.body
+                and all(isinstance(s, ast.Raise) for s in following.body) and _not_cuda(following.test, name)):
+            return str(following.lineno)
+        return None
+    return None
+
+
+def _not_cuda(test: ast.expr, name: str) -> bool:
+    """``name.type != "cuda"``, ``not name.type == "cuda"``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, equal = test.operand, ast.Eq
+    else:
+        equal = ast.NotEq
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], equal)
+            and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
+            and isinstance(test.left.value, ast.Name) and test.left.value.id == name
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "cuda")
+
+
 def _names_a_tensor_type_only(context: FileContext, line: int) -> bool:
     """``Union[torch.LongTensor, torch.cuda.LongTensor]``, ``x.dtype != torch.cuda.HalfTensor``:
     the CUDA tensor type is only named in a type or compared; no tensor is made."""
@@ -1789,6 +1825,10 @@ LOWERINGS: tuple[Lowering, ...] = (
              "seeds CUDA after torch.manual_seed, which already seeds every device: skipping it changes nothing"),
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), _at_line(_count_shares_cpu_workers), "info",
              "the CUDA device count only shares the CPUs among data-loader workers: the data is the same"),
+    Lowering(_DEVICE_STRING, lambda site: site.file.mentions("raise")
+             and _cuda_default_then_raise(site.file.whole(), site.line), "info",
+             "a CUDA default that the next statement requires, raising for any other device (line {}): the "
+             "function needs CUDA and says so where it is absent"),
     Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
              "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
              "(it is the lock-in, reported at its own line)"),
