@@ -1178,10 +1178,9 @@ def _cuda_default_then_raise(context: FileContext, line: int) -> str | None:
 
 def _not_cuda(test: ast.expr, name: str) -> bool:
     """``name.type != "cuda"``, ``not name.type == "cuda"``."""
+    equal: type[ast.cmpop] = ast.NotEq
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, equal = test.operand, ast.Eq
-    else:
-        equal = ast.NotEq
     return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], equal)
             and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
             and isinstance(test.left.value, ast.Name) and test.left.value.id == name
