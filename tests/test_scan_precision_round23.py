@@ -275,3 +275,33 @@ def test_a_flag_set_true_only_under_a_cuda_device_test_guards_like_one(tmp_path:
     from the data too."""
     path = _write(tmp_path, "video.py", _FLAG_SET_ON_CUDA)
     check_marked_lines([path], (path,))
+
+
+_ONE_WORD_CHOICES = '''
+    import torch
+    import torch.distributed as dist
+
+
+    def init(rank, world):
+        if torch.cuda.is_available():  # kept
+            backend = "nccl"
+        else:
+            backend = "gloo"
+        dist.init_process_group(backend, rank=rank, world_size=world)
+
+
+    def say():
+        if torch.cuda.is_available():  # quiet
+            message = "running on the GPU"
+        else:
+            message = "running on the CPU"
+        print(message)
+'''
+
+
+def test_a_choice_of_one_word_settings_is_not_message_text(tmp_path: Path) -> None:
+    """``backend = "nccl"`` / ``"gloo"`` under a CUDA check chooses a setting, as its one-line form
+    (``"nccl" if torch.cuda.is_available() else "gloo"``) does; a sentence chosen to print is text
+    (a false lowering older than round 22, which fixed the same for device strings)."""
+    path = _write(tmp_path, "backend.py", _ONE_WORD_CHOICES)
+    check_marked_lines([path], (path,))

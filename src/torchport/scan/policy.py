@@ -2002,8 +2002,8 @@ LOWERINGS: tuple[Lowering, ...] = (
              "seeds CUDA after torch.manual_seed, which already seeds every device; off CUDA the call does nothing"),
     Lowering(_EVERY_RULE, _opt_in_option, "info", OPT_IN_REASON),
     Lowering(_EVERY_RULE, _cuda_derived_option, "info",
-             "guarded by `{}`, which this file computes from CUDA (availability or a GPU count): where CUDA is "
-             "absent the other path runs"),
+             "guarded by `{}`, which this file computes from CUDA (availability, a GPU count, or a device test "
+             "that sets it): where CUDA is absent the other path runs"),
 )
 
 

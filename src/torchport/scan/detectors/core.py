@@ -1585,7 +1585,10 @@ class AnalyzerCore(AnalyzerState):
                 # `device = "cuda"` / `device = f"cuda:{rank}"`: a device, not words for a person
                 head = value.value if isinstance(value, ast.Constant) else next(
                     (v.value for v in value.values[:1] if isinstance(v, ast.Constant)), "")
-                return isinstance(head, str) and not _NAMES_A_DEVICE.match(head)
+                # `backend = "nccl"`, `attn = "sdpa"`: one word is a setting chosen, not a sentence
+                whole = value.value if isinstance(value, ast.Constant) else None
+                return (isinstance(head, str) and not _NAMES_A_DEVICE.match(head)
+                        and not (isinstance(whole, str) and re.fullmatch(r"[\w.\-]+", whole)))
             return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (
                 "join", "format")
         return all((isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and self._is_message_call(s.value))
