@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from precision_insample import verdicts  # noqa: E402
 
-SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424", "988409")
+SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424", "988409", "659119")
 _RESAMPLES = 10_000
 
 

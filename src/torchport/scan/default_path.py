@@ -82,9 +82,12 @@ class _Stores:
         for statement in context.statements:
             if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 self._assignment(statement)
-            elif isinstance(statement, ast.If) and device_guard.is_device_test(context, statement.test, True):
-                self.true_on_device.update(id(s.value) for s in statement.body if isinstance(s, ast.Assign)
-                                           and isinstance(s.value, ast.Constant) and s.value.value is True)
+            elif isinstance(statement, ast.If):
+                truths = [s.value for s in statement.body if isinstance(s, ast.Assign)
+                          and isinstance(s.value, ast.Constant) and s.value.value is True]
+                # the device test is read only for an `if` that stores True (it may read the whole file)
+                if truths and device_guard.is_device_test(context, statement.test, True):
+                    self.true_on_device.update(map(id, truths))
             elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for argument, default in _own_parameters(statement):
                     self.parameters.setdefault(argument, []).append(default)
@@ -94,6 +97,8 @@ class _Stores:
                 text = "".join(context.lines[statement.lineno - 1:statement.end_lineno or statement.lineno])
                 if "{" in text or "add_argument" in text:
                     self._expressions(statement)
+        # `setattr(self, "cpu_cache", True)`, `self.__dict__.update(...)`: stores this reading does not see
+        self.hidden_stores = "setattr(" in context.text or "__dict__" in context.text
 
     def _assignment(self, node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -168,7 +173,7 @@ def _option(context: FileContext, atom: ast.expr, function: Function | None, dep
     kinds = [_value_kind(context, value, function, depth) for value in values]
     if "device-true" in kinds:
         # true only under a device test counts as computed from CUDA when every other store is off
-        if set(kinds) <= {"device-true", "off"}:
+        if set(kinds) <= {"device-true", "off"} and not stores.hidden_stores:
             return CUDA_DERIVED
         kinds = ["true" if k == "device-true" else k for k in kinds]
     if "cuda" in kinds:

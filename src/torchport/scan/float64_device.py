@@ -595,8 +595,9 @@ def raised_on_mps_before(context: FileContext, line: int) -> str | None:
 
 def replaced_on_mps_next(context: FileContext, line: int) -> str | None:
     """``self._double_dtype = torch.float64`` followed at once by ``if self._device.type == "mps":
-    self._double_dtype = torch.float32``: the stored dtype is never float64 where the device is
-    MPS.  The line of that ``if``."""
+    self._double_dtype = torch.float32``: the object's dtype is never float64 where the object's
+    device is MPS.  The dtype and the device tested are both the object's (``self.``); the last
+    store of the dtype in the ``if`` is not float64.  The line of that ``if``."""
     blocks = [context.tree.body] + [getattr(owner, field, None) or [] for owner in context.statements
                                     for field in ("body", "orelse", "finalbody")]
     for block in blocks:
@@ -604,16 +605,30 @@ def replaced_on_mps_next(context: FileContext, line: int) -> str | None:
             if statement.lineno != line:
                 continue
             if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                    and _is_float64(statement.value)):
+                    and _on_self(statement.targets[0]) and _is_float64(statement.value)):
                 return None
             following = block[index + 1]
             target = ast.dump(statement.targets[0])
-            if (isinstance(following, ast.If) and not following.orelse and _holds_on_mps(following.test)
-                    and any(isinstance(s, ast.Assign) and len(s.targets) == 1 and ast.dump(s.targets[0]) == target
-                            and not _is_float64(s.value) for s in following.body)):
+            stores = [s.value for s in getattr(following, "body", []) if isinstance(s, ast.Assign)
+                      and len(s.targets) == 1 and ast.dump(s.targets[0]) == target]
+            if (isinstance(following, ast.If) and not following.orelse and _tests_mps(following.test) is True
+                    and _tested_on_self(following.test) and stores and not _is_float64(stores[-1])):
                 return f"line {following.lineno}"
             return None
     return None
+
+
+def _on_self(node: ast.expr) -> bool:
+    """``self.x``, ``self.x.y``."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _tested_on_self(test: ast.expr) -> bool:
+    """``self._device.type == "mps"``, ``self.x.is_mps``: the device tested is the object's."""
+    subject = test.left if isinstance(test, ast.Compare) else test
+    return isinstance(subject, ast.Attribute) and _on_self(subject.value)
 
 
 def _is_float64(node: ast.expr) -> bool:

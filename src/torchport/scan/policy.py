@@ -96,7 +96,14 @@ def worst_of(finding: Finding) -> str | None:
 
 def _lower(finding: Finding, cap: str, reason: str) -> None:
     if SEVERITY_RANK[cap] > SEVERITY_RANK[worst_of(finding) or "info"]:
-        finding.raised_to = cap  # the code shows it louder than the rule says
+        # the code shows it louder than a detector's cap (a count that is 0 without CUDA, asserted)
+        # or than the rule says
+        finding.severity_cap = None
+        uncapped = worst_of(finding) or "info"
+        if SEVERITY_RANK[cap] > SEVERITY_RANK[uncapped]:
+            finding.raised_to = cap
+        elif SEVERITY_RANK[cap] < SEVERITY_RANK[uncapped]:
+            finding.severity_cap = cap
     else:
         finding.severity_cap = cap
     finding.cap_reason = reason
@@ -154,6 +161,8 @@ class FileContext:
                 self.swallowing_tries.append(node)
         self.scopes.sort(key=lambda scope: (scope.lineno, -(scope.end_lineno or 0)))
         self.expressions: dict[int, list[ast.AST]] = {}
+        self._enclosing: dict[int, list[_Scope]] = {}
+        self._spans: list[tuple[int, int, _Scope]] | None = None
         self.handed_on: set[int] = set()  # ids of dict values and of values stored into a subscript
         self._loads: dict[str, list[ast.expr]] | None = None
 
@@ -187,8 +196,13 @@ class FileContext:
         return self.expressions[line]
 
     def enclosing(self, line: int) -> list[_Scope]:
-        """Outermost first."""
-        return [s for s in self.scopes if _first_line(s) <= line <= (s.end_lineno or s.lineno)]
+        """Outermost first.  Asked by many lowerings for the same lines: kept per line."""
+        found = self._enclosing.get(line)
+        if found is None:
+            if self._spans is None:
+                self._spans = [(_first_line(s), s.end_lineno or s.lineno, s) for s in self.scopes]
+            found = self._enclosing[line] = [s for first, last, s in self._spans if first <= line <= last]
+        return list(found)
 
     def innermost_function(self, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         return next((s for s in reversed(self.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
@@ -1095,8 +1109,17 @@ def _count_shares_cpu_workers(context: FileContext, line: int) -> bool:
 
 
 def _asserts_cuda(context: FileContext, test: ast.expr) -> bool:
-    """``torch.cuda.is_available()``, ``torch.cuda.device_count() > rank``, ``device.type == 'cuda'``."""
-    return "torch.cuda." in context.source(test) or (
+    """``torch.cuda.is_available()``, ``torch.cuda.device_count() > rank``, ``device.type == 'cuda'``:
+    a test that fails where CUDA is absent.  One that only counts or asks for CUDA must fail with
+    the answers there (``args.gpus <= torch.cuda.device_count()`` holds for 0 GPUs asked)."""
+    if "torch.cuda." in context.source(test):
+        queries = {id(n): answer for n in walk_nodes(test)
+                   if isinstance(n, ast.expr) and (answer := _query_answer(n)) is not None}
+        calls = [n for n in walk_nodes(test) if isinstance(n, ast.Call) and context.source(n.func).startswith("torch.cuda.")]
+        if calls and all(id(c) in queries for c in calls):
+            return fails_with(test, _one_of(set(queries)), 0)  # 0 and False compare and test alike
+        return True
+    return (
         isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
         and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant)
         and test.comparators[0].value == "cuda")
@@ -1106,23 +1129,32 @@ def _asserts_cuda(context: FileContext, test: ast.expr) -> bool:
 _ANSWER_WITHOUT_CUDA = {"device_count": 0, "is_available": False}
 
 
+def _query_answer(value: ast.expr) -> int | bool | None:
+    """What ``torch.cuda.device_count()`` or ``torch.cuda.is_available()`` answers where CUDA is absent."""
+    if (isinstance(value, ast.Call) and not value.args and not value.keywords
+            and isinstance(value.func, ast.Attribute) and value.func.attr in _ANSWER_WITHOUT_CUDA
+            and isinstance(value.func.value, ast.Attribute) and value.func.value.attr == "cuda"
+            and isinstance(value.func.value.value, ast.Name) and value.func.value.value.id == "torch"):
+        return _ANSWER_WITHOUT_CUDA[value.func.attr]
+    return None
+
+
 def _stored_queries(block: list[ast.stmt], before: int) -> dict[str, tuple[int, int | bool]]:
     """``n_gpus = torch.cuda.device_count()`` in ``block`` before line ``before``: each name with
-    the line that stores it and its answer where CUDA is absent (a later store of the name wins)."""
+    the line that stores it and its answer where CUDA is absent.  Any other binding of the name
+    in the block before that line (nested in an ``if``, a loop target, ``+=``, a tuple) forgets it."""
     stored: dict[str, tuple[int, int | bool]] = {}
     for statement in block:
         if statement.lineno >= before:
             break
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
-            continue
-        target, value = statement.targets[0], statement.value
-        if not isinstance(target, ast.Name):
-            continue
-        stored.pop(target.id, None)
-        if (isinstance(value, ast.Call) and not value.args and not value.keywords
-                and isinstance(value.func, ast.Attribute) and value.func.attr in _ANSWER_WITHOUT_CUDA
-                and ast.unparse(value.func.value) == "torch.cuda"):
-            stored[target.id] = (statement.lineno, _ANSWER_WITHOUT_CUDA[value.func.attr])
+        answer = None
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            answer = _query_answer(statement.value)
+        for node in walk_nodes(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                stored.pop(node.id, None)
+        if answer is not None:
+            stored[statement.targets[0].id] = (statement.lineno, answer)  # type: ignore[attr-defined]
     return stored
 
 
@@ -1132,9 +1164,73 @@ def _asserts_stored_query(block: list[ast.stmt], statement: ast.stmt) -> int | N
     if not isinstance(statement, ast.Assert):
         return None
     for name, (line, answer) in _stored_queries(block, statement.lineno).items():
-        if fails_with(statement.test, name, answer):
+        if fails_with(statement.test, _names(name), answer):
             return line
     return None
+
+
+def _names(name: str) -> Callable[[ast.expr], bool]:
+    def test(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id == name
+    return test
+
+
+def _one_of(nodes: set[int]) -> Callable[[ast.expr], bool]:
+    def test(node: ast.expr) -> bool:
+        return id(node) in nodes
+    return test
+
+
+def _blocks(context: FileContext) -> list[list[ast.stmt]]:
+    return [context.tree.body] + [block for owner in context.statements for field in ("body", "orelse", "finalbody")
+                                  if (block := getattr(owner, field, None))]
+
+
+@dataclasses.dataclass(frozen=True)
+class _CudaAsserts:
+    """A file's asserts on CUDA, read once: the lines each stops where CUDA is absent (the rest
+    of its block), and the stored counts each requires (by the line that stores them)."""
+    stopped: tuple[tuple[int, int], ...]
+    requiring: dict[int, int]  # line of `n = torch.cuda.device_count()` -> line of its assert
+
+
+def _cuda_asserts(context: FileContext) -> _CudaAsserts:
+    found = getattr(context, "_cuda_asserts", None)
+    if found is not None:
+        return found
+    stopped: list[tuple[int, int]] = []
+    requiring: dict[int, int] = {}
+    for block in _blocks(context):
+        first = None
+        for index, statement in enumerate(block):
+            if not isinstance(statement, ast.Assert):
+                continue
+            stored = _asserts_stored_query(block, statement)
+            if stored is not None and not _caught(context, statement.lineno):
+                requiring.setdefault(stored, statement.lineno)
+            if first is None and (_asserts_cuda(context, statement.test) or stored is not None):
+                first = index
+        if first is not None and first + 1 < len(block):
+            stopped.append((block[first + 1].lineno, block[-1].end_lineno or block[-1].lineno))
+    found = _CudaAsserts(tuple(stopped), requiring)
+    context._cuda_asserts = found  # type: ignore[attr-defined]
+    return found
+
+
+def _caught(context: FileContext, line: int) -> bool:
+    """A line in the body of a ``try`` whose handlers catch an AssertionError (``except:``,
+    ``except Exception``): a failing assert there does not stop the program."""
+    broad = {"AssertionError", "Exception", "BaseException"}
+    for statement in context.statements:
+        if not isinstance(statement, ast.Try) or not statement.body:
+            continue
+        if not statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            continue
+        for handler in statement.handlers:
+            kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+            if any(k is None or (isinstance(k, ast.Name) and k.id in broad) for k in kinds):
+                return True
+    return False
 
 
 def _after_cuda_assert(context: FileContext, line: int) -> bool:
@@ -1142,49 +1238,24 @@ def _after_cuda_assert(context: FileContext, line: int) -> bool:
     assert on a stored query that fails without CUDA) earlier in the same block: where CUDA is
     absent the assert stops the path before the line (the assert is the lock-in, reported at
     its own line).  Needs the whole file."""
-    blocks = [context.tree.body] + [getattr(owner, field, None) or [] for owner in context.statements
-                                    for field in ("body", "orelse", "finalbody")]
-    for block in blocks:
-        first = next((s for s in block if isinstance(s, ast.Assert) and s.lineno < line
-                      and (_asserts_cuda(context, s.test) or _asserts_stored_query(block, s) is not None)), None)
-        if first is not None and any(first.lineno < s.lineno <= line <= (s.end_lineno or s.lineno) for s in block):
-            return True
-    return False
+    return any(start <= line <= end for start, end in _cuda_asserts(context).stopped)
 
 
-def _cuda_default_then_raise(context: FileContext, line: int) -> str | None:
-    """``device = device or torch.device("cuda")`` followed at once by ``if device.type != "cuda":
-    raise ValueError(...)``: the function states that it needs CUDA, and says so where it is
-    absent; the default is that requirement, not a device chosen for the user.  The line of
-    the raise.  Needs the whole file."""
-    function = context.innermost_function(line)
-    if function is None:
-        return None
-    body = function.body
-    for index, statement in enumerate(body[:-1]):
-        if not statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+def _asserted_count(context: FileContext, line: int) -> str | None:
+    """``n_gpus = torch.cuda.device_count()`` then ``assert n_gpus >= 2`` in the same block, or
+    ``assert rank < torch.cuda.device_count()``, the assert failing with a count of 0 and not
+    caught: what stops the program where CUDA is absent.  What the reason says.  Needs the whole file."""
+    asserted = _cuda_asserts(context).requiring.get(line)
+    if asserted is not None:
+        return f"asserted at line {asserted}"
+    for statement in context.statements:
+        if not (isinstance(statement, ast.Assert) and statement.lineno <= line <= (statement.test.end_lineno or 0)):
             continue
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)):
-            return None
-        name = statement.targets[0].id
-        following = body[index + 1]
-        if (isinstance(following, ast.If) and not following.orelse and following.body
-                and all(isinstance(s, ast.Raise) for s in following.body) and _not_cuda(following.test, name)):
-            return str(following.lineno)
-        return None
+        counts = {id(n) for n in walk_nodes(statement.test) if isinstance(n, ast.Call) and n.lineno == line
+                  and _query_answer(n) == 0 and n.func.attr == "device_count"}  # type: ignore[attr-defined]
+        if counts and fails_with(statement.test, _one_of(counts), 0) and not _caught(context, line):
+            return "asserted"
     return None
-
-
-def _not_cuda(test: ast.expr, name: str) -> bool:
-    """``name.type != "cuda"``, ``not name.type == "cuda"``."""
-    equal: type[ast.cmpop] = ast.NotEq
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, equal = test.operand, ast.Eq
-    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], equal)
-            and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
-            and isinstance(test.left.value, ast.Name) and test.left.value.id == name
-            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "cuda")
 
 
 def _names_a_tensor_type_only(context: FileContext, line: int) -> bool:
@@ -1824,10 +1895,6 @@ LOWERINGS: tuple[Lowering, ...] = (
              "seeds CUDA after torch.manual_seed, which already seeds every device: skipping it changes nothing"),
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), _at_line(_count_shares_cpu_workers), "info",
              "the CUDA device count only shares the CPUs among data-loader workers: the data is the same"),
-    Lowering(_DEVICE_STRING, lambda site: site.file.mentions("raise")
-             and _cuda_default_then_raise(site.file.whole(), site.line), "info",
-             "a CUDA default that the next statement requires, raising for any other device (line {}): the "
-             "function needs CUDA and says so where it is absent"),
     Lowering(_EVERY_RULE, _stopped_by_cuda_assert, "info",
              "after an assert on torch.cuda in the same block: where CUDA is absent the assert stops first "
              "(it is the lock-in, reported at its own line)"),
@@ -2004,6 +2071,11 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _cuda_derived_option, "info",
              "guarded by `{}`, which this file computes from CUDA (availability, a GPU count, or a device test "
              "that sets it): where CUDA is absent the other path runs"),
+    # last: a louder answer only where no quieter one applies
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.finding.detail == "torch.cuda.device_count()"
+             and _may_assert_cuda(site) and _asserted_count(site.file.whole(), site.line), "error",
+             "{}: where CUDA is absent the count is 0 and the assert stops the program, the lock-in to change "
+             "(torch.accelerator.device_count() counts any accelerator)"),
 )
 
 

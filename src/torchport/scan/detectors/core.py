@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import os
 import re
 
@@ -35,7 +36,6 @@ from torchport.scan.detectors.syntax import (
     parameter_defaults,
     passes_argument,
     replace_node,
-    fails_with,
     string_value,
     version_key,
     walk_nodes,
@@ -143,8 +143,6 @@ _DISTRIBUTED_ONLY = ("runs only in a multi-process torch.distributed run (after 
                      "return`), and no torch.distributed backend takes MPS tensors")
 _ANNOTATION = "a type annotation: read by type checkers, never run"
 _EXPLICIT_ERROR = "not silent: where CUDA is absent the code raises an explicit error"
-_ASSERTED_COUNT = ("asserted: where CUDA is absent the count is 0 and the assert stops the program, the lock-in "
-                   "to change (torch.accelerator.device_count() counts any accelerator)")
 # What a failed probe raises: anything, or a missing tool (`nvidia-smi` not installed).
 _PROBE_FAILURES = {"Exception", "BaseException", "RuntimeError", "OSError", "FileNotFoundError",
                    "CalledProcessError", "SubprocessError"}
@@ -405,6 +403,40 @@ def _device_subject(test, other: bool = False) -> str | None:
 # A string that names a device or starts building one ("cuda", "cpu", "cuda:" of f"cuda:{rank}").
 _NAMES_A_DEVICE = re.compile(r"(?:cuda|gpu|mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d*)?\Z")
 
+
+def _spelled_beside(path: str, name: str) -> bool:
+    """May another module of the file's folder import ``name`` from it: does one spell both the
+    name and this module's (``from test_multigpu import demo_basic``)?  Read from disk, once per
+    folder; an unreadable folder answers yes."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        spelled = _folder_words(folder, os.path.getmtime(folder))
+    except OSError:
+        return True
+    own = os.path.basename(path)
+    module = own[:-3] if own.endswith(".py") else own
+    return any(file != own for file in spelled.get(name, frozenset()) & spelled.get(module, frozenset()))
+
+
+@functools.lru_cache(maxsize=32)
+def _folder_words(folder: str, modified: float) -> dict[str, frozenset[str]]:
+    """Every identifier spelled in the folder's ``.py`` files, with the files that spell it.
+    ``modified`` only keys the cache."""
+    words: dict[str, set[str]] = {}
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".py")]
+    except OSError:
+        return {}
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                text = handle.read(2_000_000)
+        except OSError:
+            continue
+        for word in set(re.findall(r"[A-Za-z_]\w*", text)):
+            words.setdefault(word, set()).add(name)
+    return {word: frozenset(files) for word, files in words.items()}
+
 class AnalyzerCore(AnalyzerState):
     # Filled by detectors/__init__.py from the families' tables (see there):
     # qualified name -> handler(self, call, qualname) -> True when the callee was reported.
@@ -592,22 +624,6 @@ class AnalyzerCore(AnalyzerState):
             # `assert device.type == "cuda", "GDS needs CUDA"`, `assert torch.cuda.is_available()`:
             # an explicit error (AssertionError) where CUDA is absent, nothing silent
             self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK], _EXPLICIT_ERROR)
-        # `assert torch.cuda.device_count() > LOCAL_RANK`, or `n_gpus = torch.cuda.device_count()`
-        # then `assert n_gpus >= 2`: where CUDA is absent the assert stops the program (the count
-        # is 0 there), so the count is the lock-in at error, not a silent 0
-        test = node.test
-        counts = [f for f in self.findings[start:] if f.rule_id == CUDA_DEVICE_MANAGEMENT
-                  and f.detail == "torch.cuda.device_count()"  # in the test, not in its message
-                  and (test.lineno, test.col_offset) < (f.line, f.column) <= (test.end_lineno or 0, test.end_col_offset or 0)]
-        for name in {n.id for n in walk_nodes(node.test) if isinstance(n, ast.Name)}:
-            value = self.resolve(ast.Name(id=name, ctx=ast.Load()))
-            if (isinstance(value, ast.Call) and self.qualname(value.func) == "torch.cuda.device_count"
-                    and fails_with(node.test, name, 0)):
-                counts += [f for f in self.findings if f.rule_id == CUDA_DEVICE_MANAGEMENT
-                           and f.line == value.lineno and f.detail == "torch.cuda.device_count()"]
-        for finding in counts:
-            if finding.severity_cap == "silent":
-                finding.severity_cap, finding.cap_reason = None, _ASSERTED_COUNT
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -684,7 +700,10 @@ class AnalyzerCore(AnalyzerState):
             self._cap(self.findings[body_start:], _IMPLEMENTATION.format(device.upper()))
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
-            self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+            # its methods run only with CUDA; its body's own statements run when the module is imported
+            self.__dict__.setdefault("cuda_only_spans", []).extend(
+                (m.lineno, m.end_lineno or m.lineno) for m in node.body
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
         if _opt_in_feature_named(node.name):
             self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
         self._cap_asked_float64(node.name, self.findings[body_start:])
@@ -1232,37 +1251,42 @@ class AnalyzerCore(AnalyzerState):
         """``run_demo(demo_basic, ...)`` in a test under ``@unittest.skipIf(torch.cuda.device_count()
         < 2)``, and ``setup()`` called only in ``demo_basic``: a module-level function whose every
         mention in the file (a call, a name handed on, a string or a comment) lies in such a test or
-        in a function already found so runs only where CUDA is present.  A function spelled nowhere
-        else in the file but its definition stays: another file may import it."""
+        in a function already found so runs only where CUDA is present.  Not a function no other
+        line of the file mentions, nor one another module of its folder spells (it may import it)."""
         if self._calls is None:
             self._index_whole_file()
         if self._definitions is None:
             return
-        functions = [f for f in self._definitions.values() if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and not f.name.startswith("test") and not f.decorator_list]
+        functions = {f.name: f for f in self._definitions.values() if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and not f.name.startswith("test") and not f.decorator_list}
+        if not functions:
+            return
         text = "\n".join(self.lines)
         starts = [0]
         for line in self.lines:
             starts.append(starts[-1] + len(line) + 1)
+        mentions: dict[str, list[int]] = {name: [] for name in functions}
+        for match in re.finditer(r"[A-Za-z_]\w*", text):  # one pass over the file for every name
+            lines = mentions.get(match.group())
+            if lines is not None:
+                lines.append(bisect.bisect_right(starts, match.start()))
+        for name, function in functions.items():
+            low, high = function.lineno, function.end_lineno or function.lineno
+            mentions[name] = [n for n in mentions[name] if not low <= n <= high]
         found: set[str] = set()
         for _ in range(4):  # a test hands on a runner, which spawns a worker, which calls a setup
-            grown = False
-            for function in functions:
-                if function.name in found:
-                    continue
-                low, high = function.lineno, function.end_lineno or function.lineno
-                mentions = [bisect.bisect_right(starts, m.start()) for m in
-                            re.finditer(rf"(?<!\w){re.escape(function.name)}\b", text)]
-                mentions = [n for n in mentions if not low <= n <= high]
-                if mentions and all(any(a <= n <= b for a, b in spans) for n in mentions):
-                    found.add(function.name)
-                    spans.append((low, high))
-                    grown = True
-                    self._cap([f for f in self.findings if low <= f.line <= high and f.severity_cap != "info"],
-                              f"in {function.name}, which this file uses only in tests that run only where CUDA "
-                              "is present")
+            grown = [name for name, lines in mentions.items() if name not in found and lines
+                     and all(any(a <= n <= b for a, b in spans) for n in lines)]
+            grown = [name for name in grown if not _spelled_beside(self.path, name)]
             if not grown:
                 return
+            for name in grown:
+                function = functions[name]
+                low, high = function.lineno, function.end_lineno or function.lineno
+                found.add(name)
+                spans.append((low, high))
+                self._cap([f for f in self.findings if low <= f.line <= high and f.severity_cap != "info"],
+                          f"in {name}, which this file uses only in tests that run only where CUDA is present")
 
     def _cap_lazy_callbacks(self, tree) -> None:
         """``torch.cuda._lazy_call(cb)``: the callback is queued until CUDA initialises,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from torchport.scan.model import Edit
 
@@ -150,25 +150,52 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version)[:3]) or (0,)
 
 
-def fails_with(test: ast.expr, name: str, answer: int | bool) -> bool:
-    """Does ``test`` certainly fail where ``name`` holds ``answer``?  ``n_gpus >= 2``, ``n > 0``,
-    ``2 <= n``, ``has_cuda``, ``n and rank < n``; anything it cannot evaluate answers no."""
-    if isinstance(test, ast.Name):
-        return test.id == name and not answer
-    if isinstance(test, ast.BoolOp):
-        results = [fails_with(v, name, answer) for v in test.values]
-        return any(results) if isinstance(test.op, ast.And) else all(results)
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-        return False
-    left, right, op = test.left, test.comparators[0], test.ops[0]
-    if isinstance(right, ast.Name) and right.id == name:  # `2 <= n` read as `n >= 2`
-        flipped = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq}
-        if type(op) not in flipped:
-            return False
-        left, right, op = right, left, flipped[type(op)]()
-    if not (isinstance(left, ast.Name) and left.id == name and isinstance(right, ast.Constant)
-            and type(right.value) is int):
-        return False
-    value, bound = int(answer), right.value
-    holds = {ast.Gt: value > bound, ast.GtE: value >= bound, ast.Eq: value == bound}.get(type(op))
-    return holds is False
+def fails_with(test: ast.expr, is_query: Callable[[ast.expr], bool], answer: int | bool) -> bool:
+    """Does the assert test ``test`` certainly fail where each node ``is_query`` accepts holds
+    ``answer``?  ``n_gpus >= 2``, ``2 <= n``, ``1 <= n <= 8``, ``not n < 2``, ``n != 0``, ``n and
+    rank < n``, ``n > LOCAL_RANK`` (a name compared with a count is taken as a rank or a size, never
+    negative); any other expression leaves it unknown (no)."""
+    value = _value_with(test, is_query, answer)
+    return value is not None and not value
+
+
+_COMPARE = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+            ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+
+
+def _value_with(node: ast.expr, is_query: Callable[[ast.expr], bool], answer: int | bool) -> int | bool | None:
+    """The value of ``node`` (an int or a bool) where the queries hold ``answer``; None if unknown."""
+    if is_query(node):
+        return answer
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):  # bool is an int
+        return node.value
+    if isinstance(node, ast.NamedExpr):
+        return _value_with(node.value, is_query, answer)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _value_with(node.operand, is_query, answer)
+        return None if inner is None else not inner
+    if isinstance(node, ast.BoolOp):
+        values = [_value_with(v, is_query, answer) for v in node.values]
+        if isinstance(node.op, ast.And):
+            if any(v is not None and not v for v in values):
+                return False
+            return True if all(v is not None for v in values) else None
+        if any(v is not None and v for v in values):
+            return True
+        return False if all(v is not None for v in values) else None
+    if isinstance(node, ast.Compare):
+        left = _value_with(node.left, is_query, answer)
+        unknown = False
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _value_with(right_node, is_query, answer)
+            compare = _COMPARE.get(type(op))
+            if (left == 0 and right is None and isinstance(op, ast.Gt)) or (
+                    right == 0 and left is None and isinstance(op, ast.Lt)):
+                return False  # `count > LOCAL_RANK`: what a count is compared with is a rank or a size, never negative
+            if left is None or right is None or compare is None:
+                unknown = True
+            elif not compare(left, right):
+                return False  # a chain fails at its first false link
+            left = right
+        return None if unknown else True
+    return None
