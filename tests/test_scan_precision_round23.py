@@ -40,7 +40,8 @@ _ASSERTED_COUNTS = '''
 
 
     def wrap(model, local_rank):
-        assert local_rank < torch.cuda.device_count(), "not enough GPUs"  # kept
+        if local_rank != -1:
+            assert local_rank < torch.cuda.device_count(), "not enough GPUs"  # kept
         return model
 
 
@@ -82,7 +83,7 @@ def test_a_count_an_assert_tests_is_the_lock_in_and_what_follows_is_info(tmp_pat
     path = _write(tmp_path, "tensor_parallel.py", _ASSERTED_COUNTS)
     check_marked_lines([path], (path,))
     found = worst_by_line(tmp_path)
-    for line in (12, 19):  # stored then asserted; asserted inline
+    for line in (12, 20):  # stored then asserted; asserted inline under `if local_rank != -1:`
         severity, reason = found[("tensor_parallel.py", line, "TP004")]
         assert severity == "error" and reason.startswith("asserted") and "where CUDA is absent the count is 0" in reason, \
             reason
@@ -199,7 +200,7 @@ def test_functions_handed_only_to_cuda_only_tests_are_info(tmp_path: Path) -> No
     """A helper reached also from a test that runs everywhere, or spelled outside the CUDA-only
     test (a string counts), keeps its findings."""
     path = _write(tmp_path, "test_multigpu.py", _MULTIGPU_TESTS)
-    check_marked_lines([path], (path,))
+    check_marked_lines([tmp_path], (path,))  # the folder: no other scanned file may name the helpers
     severity, reason = worst_by_line(tmp_path)[("test_multigpu.py", 11, "TP401")]
     assert severity == "info" and reason == (
         "in setup, which this file uses only in tests that run only where CUDA is present"), reason
@@ -480,3 +481,227 @@ def test_a_flag_also_set_through_setattr_stays(tmp_path: Path) -> None:
     found = worst_by_line(tmp_path)
     assert found[("clip.py", 13, "TP002")][0] == "error"
     assert path.exists()
+
+
+# The second review's cases (docs/precision/round23.md): each broke 7ee37d5.
+_SECOND_REVIEW_COUNTS = '''
+    import argparse
+    import contextlib
+
+    import pytest
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=-1)
+    args = parser.parse_args()
+
+
+    def main():
+        assert args.local_rank < torch.cuda.device_count(), "rank out of range"  # kept
+        return torch.nn.Linear(4, 4).cuda()  # kept
+
+
+    def uncalled(rank):
+        assert torch.cuda.is_available
+        torch.cuda.set_device(rank)  # kept
+
+
+    def bounds(rank):
+        assert torch.cuda.device_count() > -1  # kept
+
+
+    def shifted(rank):
+        assert torch.cuda.device_count() > rank - 1  # kept
+
+
+    def flipped():
+        assert -1 < torch.cuda.device_count()  # kept
+
+
+    def pick():
+        n_gpus = torch.cuda.device_count()  # kept
+        if n_gpus == 0:
+            return "cpu"
+        assert n_gpus >= 1, "need a GPU"
+        return "cuda"
+
+
+    def tolerant():
+        with contextlib.suppress(AssertionError):
+            assert torch.cuda.device_count() >= 1  # kept
+        with pytest.raises(AssertionError):
+            assert torch.cuda.device_count() > 0  # kept
+
+
+    if __name__ == "__main__":
+        main()
+        uncalled(0)
+        bounds(0)
+        shifted(0)
+        flipped()
+        pick()
+        tolerant()
+'''
+
+
+def test_a_count_an_assert_may_pass_or_that_is_caught_stays_silent(tmp_path: Path) -> None:
+    """A rank that defaults to -1 may be below a count of 0; `torch.cuda.is_available` uncalled is
+    always true; `> -1`, `> rank - 1`; a count tested before its assert; an assert under
+    `contextlib.suppress` or `pytest.raises`."""
+    path = _write(tmp_path, "ranks.py", _SECOND_REVIEW_COUNTS)
+    found = worst_by_line(tmp_path)
+    assert found[("ranks.py", 14, "TP002")][0] == "error"
+    assert found[("ranks.py", 19, "TP004")][0] == "error"
+    for line in (13, 23, 27, 31, 35, 44, 46):
+        assert found[("ranks.py", line, "TP004")][0] == "silent", (line, found[("ranks.py", line, "TP004")])
+    assert path.exists()
+
+
+_FLOAT64_ELSEWHERE = '''
+    import torch
+
+
+    class Accum:
+        def __init__(self, device="cpu"):
+            self._device = torch.device(device)
+            self._double_dtype = torch.float64  # kept
+            if self._device.type == "mps":
+                self._double_dtype = torch.float32
+
+        def to(self, device):
+            self._device = torch.device(device)
+            return self
+
+        def total(self, n):
+            return torch.zeros(n, dtype=self._double_dtype, device=self._device)
+
+
+    class Loss:
+        def __init__(self, device="cpu"):
+            self.device = torch.device(device)
+            self.dtype = torch.float64  # kept
+            if self.device.type == "mps":
+                self.dtype = torch.float32
+
+        def __call__(self, x):
+            return x.to(self.dtype).sum()
+'''
+
+
+def test_a_float64_dtype_that_meets_another_device_stays(tmp_path: Path) -> None:
+    """The device moved after construction, or the dtype applied to an input on its own device."""
+    path = _write(tmp_path, "accum.py", _FLOAT64_ELSEWHERE)
+    found = worst_by_line(tmp_path)
+    assert found[("accum.py", 7, "TP701")][0] == "error"
+    assert found[("accum.py", 22, "TP701")][0] == "error"
+    assert path.exists()
+
+
+_IMPORTED_FROM_ABOVE = {
+    "other/test_dist.py": '''
+        import unittest
+
+        import torch
+        import torch.multiprocessing as mp
+
+
+        def demo_other(rank, world_size):
+            return torch.nn.Linear(4, 4).cuda()  # kept
+
+
+        @unittest.skipIf(torch.cuda.device_count() < 2, "Need at least 2 GPUs")
+        class DistTest(unittest.TestCase):
+            def test_gradient(self):
+                mp.spawn(demo_other, args=(2,), nprocs=2)
+        ''',
+    "test_top.py": '''
+        from other.test_dist import demo_other
+
+
+        def test_on_cpu():
+            demo_other(0, 1)
+        ''',
+    "test_net.py": '''
+        import unittest
+
+        import torch
+
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return x.cuda()  # kept
+
+
+        @unittest.skipIf(not torch.cuda.is_available(), "needs CUDA")
+        class GpuTest(unittest.TestCase):
+            def test_forward(self):
+                Net().forward(torch.ones(2))
+
+
+        def test_on_cpu():
+            Net()(torch.ones(2))
+        ''',
+}
+
+
+def test_helpers_named_elsewhere_in_the_scan_or_called_implicitly_stay(tmp_path: Path) -> None:
+    """A helper imported from another folder of the scan; a method a CPU test calls through
+    `model(x)` (an older false lowering of the one-step helper reading)."""
+    paths = [_write(tmp_path, name, source) for name, source in _IMPORTED_FROM_ABOVE.items()]
+    found = worst_by_line(tmp_path)
+    assert found[("test_dist.py", 8, "TP002")][0] == "error"
+    assert found[("test_net.py", 8, "TP002")][0] == "error"
+    assert all(p.exists() for p in paths)
+
+
+_ONE_WORD_DISPLAY = '''
+    import torch
+
+
+    def banner():
+        if torch.cuda.is_available():  # quiet
+            where = "GPU"
+        else:
+            where = "CPU"
+        print(f"Training on {where}")
+
+
+    def init(rank, world):
+        if torch.cuda.is_available():  # kept
+            backend = "nccl"
+        else:
+            backend = "gloo"
+        torch.distributed.init_process_group(backend, rank=rank, world_size=world)
+'''
+
+
+def test_one_word_display_text_stays_text(tmp_path: Path) -> None:
+    path = _write(tmp_path, "banner.py", _ONE_WORD_DISPLAY)
+    check_marked_lines([path], (path,))
+
+
+_TORCH_ATTRIBUTES = '''
+    import torch
+
+
+    def get_device():
+        device = torch.device("cpu")
+        if torch.cuda.is_available:
+            device = torch.device("cuda")  # kept
+        return device
+
+
+    def test_device():
+        if torch.has_cuda:
+            device = "cuda"  # quiet
+        else:
+            device = "cpu"
+        return torch.ones(2, device=device)
+'''
+
+
+def test_torch_attributes_are_not_user_options(tmp_path: Path) -> None:
+    """``if torch.cuda.is_available:`` (uncalled: always true) was read as an option nothing turns
+    on; ``torch.has_cuda`` is a CUDA build's flag, a CUDA check (older false lowering and reading)."""
+    path = _write(tmp_path, "test_attrs.py", _TORCH_ATTRIBUTES)
+    check_marked_lines([path], (path,))

@@ -155,6 +155,13 @@ def _option(context: FileContext, atom: ast.expr, function: Function | None, dep
     name = _key(atom)
     if name is None or depth > _DEPTH:
         return None
+    root = atom
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if atom is not root and isinstance(root, ast.Name) and root.id == "torch":
+        # torch's own, not an option: a CUDA build's flags (`torch.has_cuda`, `torch.version.cuda`), or
+        # anything else (`torch.cuda.is_available` uncalled is a function, always true)
+        return CUDA_DERIVED if ast.unparse(atom) in ("torch.has_cuda", "torch.version.cuda") else None
     stores = _stores(context)
     own = dict(_own_parameters(function)) if function is not None and isinstance(atom, ast.Name) else {}
     if name in own and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)

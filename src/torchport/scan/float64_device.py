@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchport.scan.detectors.syntax import names_the_cpu
+from torchport.scan.detectors.syntax import names_the_cpu, walk_nodes
 from torchport.scan.rules import FLOAT64
 
 if TYPE_CHECKING:
@@ -611,11 +611,43 @@ def replaced_on_mps_next(context: FileContext, line: int) -> str | None:
             target = ast.dump(statement.targets[0])
             stores = [s.value for s in getattr(following, "body", []) if isinstance(s, ast.Assign)
                       and len(s.targets) == 1 and ast.dump(s.targets[0]) == target]
+            owner = next((c for c in reversed(context.enclosing(line)) if isinstance(c, ast.ClassDef)), None)
             if (isinstance(following, ast.If) and not following.orelse and _tests_mps(following.test) is True
-                    and _tested_on_self(following.test) and stores and not _is_float64(stores[-1])):
+                    and _tested_on_self(following.test) and stores and not _is_float64(stores[-1]) and owner is not None
+                    and _used_only_with_its_device(owner, statement.targets[0], following.test)):
                 return f"line {following.lineno}"
             return None
     return None
+
+
+def _used_only_with_its_device(owner: ast.ClassDef, dtype: ast.expr, test: ast.expr) -> bool:
+    """The object's device (``self._device`` in ``self._device.type``) is stored once in its class,
+    and every other read of the dtype (``self._double_dtype``) is in a call that also passes that
+    device (``torch.zeros(n, dtype=self._double_dtype, device=self._device)``): in this class the
+    dtype never meets a device the test did not see (``Accum().to("mps")``, ``x_on_mps.to(self.dtype)``).
+    Subclasses in other files are not read."""
+    subject = test.left if isinstance(test, ast.Compare) else test
+    device = subject.value if isinstance(subject, ast.Attribute) else None
+    if not isinstance(device, ast.Attribute):
+        return False
+    device_text, dtype_text = ast.unparse(device), ast.unparse(dtype)
+    stores = reads = 0
+    for node in walk_nodes(owner):
+        if isinstance(node, ast.Attribute) and ast.unparse(node) == device_text and isinstance(node.ctx, ast.Store):
+            stores += 1
+        if not isinstance(node, ast.Call):
+            continue
+        arguments = [*node.args, *(k.value for k in node.keywords)]
+        if isinstance(node.func, ast.Attribute):
+            arguments.append(node.func.value)
+        with_dtype = [a for a in arguments if ast.unparse(a) == dtype_text]
+        if with_dtype:
+            reads += len(with_dtype)
+            if not any(ast.unparse(a) == device_text for a in arguments):
+                return False
+    every_read = sum(1 for n in walk_nodes(owner) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                     and ast.unparse(n) == dtype_text)
+    return stores == 1 and reads == every_read
 
 
 def _on_self(node: ast.expr) -> bool:

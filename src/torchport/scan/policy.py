@@ -1108,7 +1108,7 @@ def _count_shares_cpu_workers(context: FileContext, line: int) -> bool:
                                  for text in reading)
 
 
-def _asserts_cuda(context: FileContext, test: ast.expr) -> bool:
+def _asserts_cuda(context: FileContext, test: ast.expr, ranks: frozenset[str] = frozenset()) -> bool:
     """``torch.cuda.is_available()``, ``torch.cuda.device_count() > rank``, ``device.type == 'cuda'``:
     a test that fails where CUDA is absent.  One that only counts or asks for CUDA must fail with
     the answers there (``args.gpus <= torch.cuda.device_count()`` holds for 0 GPUs asked)."""
@@ -1116,8 +1116,10 @@ def _asserts_cuda(context: FileContext, test: ast.expr) -> bool:
         queries = {id(n): answer for n in walk_nodes(test)
                    if isinstance(n, ast.expr) and (answer := _query_answer(n)) is not None}
         calls = [n for n in walk_nodes(test) if isinstance(n, ast.Call) and context.source(n.func).startswith("torch.cuda.")]
+        if not calls and isinstance(test, ast.Attribute):
+            return False  # `assert torch.cuda.is_available`: a function, always true
         if calls and all(id(c) in queries for c in calls):
-            return fails_with(test, _one_of(set(queries)), 0)  # 0 and False compare and test alike
+            return fails_with(test, _one_of(set(queries)), 0, ranks)  # 0 and False compare and test alike
         return True
     return (
         isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "type"
@@ -1139,34 +1141,15 @@ def _query_answer(value: ast.expr) -> int | bool | None:
     return None
 
 
-def _stored_queries(block: list[ast.stmt], before: int) -> dict[str, tuple[int, int | bool]]:
-    """``n_gpus = torch.cuda.device_count()`` in ``block`` before line ``before``: each name with
-    the line that stores it and its answer where CUDA is absent.  Any other binding of the name
-    in the block before that line (nested in an ``if``, a loop target, ``+=``, a tuple) forgets it."""
-    stored: dict[str, tuple[int, int | bool]] = {}
-    for statement in block:
-        if statement.lineno >= before:
-            break
-        answer = None
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-            answer = _query_answer(statement.value)
-        for node in walk_nodes(statement):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                stored.pop(node.id, None)
-        if answer is not None:
-            stored[statement.targets[0].id] = (statement.lineno, answer)  # type: ignore[attr-defined]
-    return stored
-
-
-def _asserts_stored_query(block: list[ast.stmt], statement: ast.stmt) -> int | None:
-    """``n_gpus = torch.cuda.device_count()`` then ``assert n_gpus >= 2, "Requires at least 2
-    GPUs"`` in one block: the line of the stored query when the assert fails where CUDA is absent."""
-    if not isinstance(statement, ast.Assert):
-        return None
-    for name, (line, answer) in _stored_queries(block, statement.lineno).items():
-        if fails_with(statement.test, _names(name), answer):
-            return line
-    return None
+def _forget_rebound(statement: ast.stmt, stored: dict[str, tuple[int, int | bool]]) -> None:
+    """Forget the stored counts ``statement`` binds again (in an ``if``, a loop target, ``+=``, a
+    tuple) or tests (``if n_gpus == 0: return run_cpu()``: what follows may never see 0)."""
+    compound = isinstance(statement, (ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith,
+                                      ast.Try, ast.Match))
+    for node in walk_nodes(statement):
+        if isinstance(node, ast.Name) and node.id in stored and (
+                compound or isinstance(node.ctx, (ast.Store, ast.Del))):
+            stored.pop(node.id, None)
 
 
 def _names(name: str) -> Callable[[ast.expr], bool]:
@@ -1195,6 +1178,9 @@ class _CudaAsserts:
 
 
 def _cuda_asserts(context: FileContext) -> _CudaAsserts:
+    """One pass over each block: ``n_gpus = torch.cuda.device_count()`` is remembered until the
+    block binds or tests ``n_gpus`` again; an assert that fails with what it holds where CUDA is
+    absent (``assert n_gpus >= 2``), or an assert on torch.cuda that fails there, stops the rest."""
     found = getattr(context, "_cuda_asserts", None)
     if found is not None:
         return found
@@ -1202,14 +1188,25 @@ def _cuda_asserts(context: FileContext) -> _CudaAsserts:
     requiring: dict[int, int] = {}
     for block in _blocks(context):
         first = None
+        stored: dict[str, tuple[int, int | bool]] = {}
         for index, statement in enumerate(block):
-            if not isinstance(statement, ast.Assert):
+            if isinstance(statement, ast.Assert):
+                ranks = _ranks_at(context, statement.lineno)
+                required = next((line for name, (line, answer) in stored.items()
+                                 if fails_with(statement.test, _names(name), answer, ranks)), None)
+                if required is not None and not _caught(context, statement.lineno):
+                    requiring.setdefault(required, statement.lineno)
+                if first is None and (required is not None or _asserts_cuda(context, statement.test, ranks)):
+                    first = index
                 continue
-            stored = _asserts_stored_query(block, statement)
-            if stored is not None and not _caught(context, statement.lineno):
-                requiring.setdefault(stored, statement.lineno)
-            if first is None and (_asserts_cuda(context, statement.test) or stored is not None):
-                first = index
+            answer = None
+            if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)):
+                answer = _query_answer(statement.value)
+            if stored:
+                _forget_rebound(statement, stored)
+            if answer is not None:
+                stored[statement.targets[0].id] = (statement.lineno, answer)  # type: ignore[attr-defined]
         if first is not None and first + 1 < len(block):
             stopped.append((block[first + 1].lineno, block[-1].end_lineno or block[-1].lineno))
     found = _CudaAsserts(tuple(stopped), requiring)
@@ -1217,18 +1214,51 @@ def _cuda_asserts(context: FileContext) -> _CudaAsserts:
     return found
 
 
+def _ranks_at(context: FileContext, line: int) -> frozenset[str]:
+    """The names known to be at least 0 at ``line``: those an ``if`` around it tests with ``!= -1``,
+    ``>= 0`` or ``> -1`` (``if LOCAL_RANK != -1: assert torch.cuda.device_count() > LOCAL_RANK``)."""
+    names: set[str] = set()
+    for statement in context.ifs:
+        if not (statement.body and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
+            continue
+        tests = statement.test.values if isinstance(statement.test, ast.BoolOp) and isinstance(
+            statement.test.op, ast.And) else [statement.test]
+        for test in tests:
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+                    and isinstance(test.ops[0], (ast.NotEq, ast.GtE, ast.Gt))):
+                bound = test.comparators[0]
+                value = getattr(bound, "value", None)
+                if (isinstance(bound, ast.UnaryOp) and isinstance(bound.op, ast.USub) and isinstance(bound.operand, ast.Constant)
+                        and isinstance(bound.operand.value, int)):
+                    value = -bound.operand.value
+                if (isinstance(test.ops[0], ast.NotEq) and value == -1) or (
+                        isinstance(test.ops[0], ast.GtE) and value == 0) or (isinstance(test.ops[0], ast.Gt) and value == -1):
+                    names.add(test.left.id)
+    return frozenset(names)
+
+
+# `with pytest.raises(AssertionError):`, `with self.assertRaises(...)`, `with contextlib.suppress(...)`
+_CATCHING_WITH = re.compile(r"\b(raises|assertRaises\w*|suppress)\(")
+
+
 def _caught(context: FileContext, line: int) -> bool:
     """A line in the body of a ``try`` whose handlers catch an AssertionError (``except:``,
-    ``except Exception``): a failing assert there does not stop the program."""
+    ``except Exception``, ``except builtins.AssertionError``) or of a ``with`` that catches
+    (``pytest.raises``, ``contextlib.suppress``): a failing assert there does not stop the program."""
     broad = {"AssertionError", "Exception", "BaseException"}
     for statement in context.statements:
+        if isinstance(statement, (ast.With, ast.AsyncWith)) and statement.body and (
+                statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)) and any(
+                _CATCHING_WITH.search(context.source(item.context_expr)) for item in statement.items):
+            return True
         if not isinstance(statement, ast.Try) or not statement.body:
             continue
         if not statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
             continue
         for handler in statement.handlers:
             kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-            if any(k is None or (isinstance(k, ast.Name) and k.id in broad) for k in kinds):
+            if any(k is None or (isinstance(k, (ast.Name, ast.Attribute))
+                                 and (k.id if isinstance(k, ast.Name) else k.attr) in broad) for k in kinds):
                 return True
     return False
 
@@ -1253,7 +1283,8 @@ def _asserted_count(context: FileContext, line: int) -> str | None:
             continue
         counts = {id(n) for n in walk_nodes(statement.test) if isinstance(n, ast.Call) and n.lineno == line
                   and _query_answer(n) == 0 and n.func.attr == "device_count"}  # type: ignore[attr-defined]
-        if counts and fails_with(statement.test, _one_of(counts), 0) and not _caught(context, line):
+        if counts and fails_with(statement.test, _one_of(counts), 0, _ranks_at(context, line)) \
+                and not _caught(context, line):
             return "asserted"
     return None
 

@@ -194,6 +194,10 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
     hot = [(index, f) for index, f in enumerate(findings) if f.severity_cap != "info" and _hot(f)]
     if not hot or tree is None:
         return []
+    # marked by the detectors: in functions the file uses only in tests that run only with CUDA
+    marked = [Candidate(f.only_in_cuda_tests[0], index, f.only_in_cuda_tests[1])
+              for index, f in hot if f.only_in_cuda_tests is not None]
+    hot = [(index, f) for index, f in hot if f.only_in_cuda_tests is None]
     context: FileContext | None = None
     verdicts: dict[int, str | None] = {}
     names: dict[int, tuple[str, ...]] = {}
@@ -225,7 +229,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
         reason = verdicts[key]
         if reason is not None:
             found.append(Candidate(names[key], index, reason))
-    return found
+    return marked + found
 
 
 def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, path: str,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import functools
 import os
 import re
 
@@ -401,41 +400,11 @@ def _device_subject(test, other: bool = False) -> str | None:
 
 
 # A string that names a device or starts building one ("cuda", "cpu", "cuda:" of f"cuda:{rank}").
+# torch.distributed's process-group backends
+_NAMES_A_BACKEND = re.compile(r"nccl|gloo|mpi|ucc|xccl|hccl|cncl|mccl")
 _NAMES_A_DEVICE = re.compile(r"(?:cuda|gpu|mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d*)?\Z")
 
 
-def _spelled_beside(path: str, name: str) -> bool:
-    """May another module of the file's folder import ``name`` from it: does one spell both the
-    name and this module's (``from test_multigpu import demo_basic``)?  Read from disk, once per
-    folder; an unreadable folder answers yes."""
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        spelled = _folder_words(folder, os.path.getmtime(folder))
-    except OSError:
-        return True
-    own = os.path.basename(path)
-    module = own[:-3] if own.endswith(".py") else own
-    return any(file != own for file in spelled.get(name, frozenset()) & spelled.get(module, frozenset()))
-
-
-@functools.lru_cache(maxsize=32)
-def _folder_words(folder: str, modified: float) -> dict[str, frozenset[str]]:
-    """Every identifier spelled in the folder's ``.py`` files, with the files that spell it.
-    ``modified`` only keys the cache."""
-    words: dict[str, set[str]] = {}
-    try:
-        names = [n for n in os.listdir(folder) if n.endswith(".py")]
-    except OSError:
-        return {}
-    for name in names:
-        try:
-            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
-                text = handle.read(2_000_000)
-        except OSError:
-            continue
-        for word in set(re.findall(r"[A-Za-z_]\w*", text)):
-            words.setdefault(word, set()).add(name)
-    return {word: frozenset(files) for word, files in words.items()}
 
 class AnalyzerCore(AnalyzerState):
     # Filled by detectors/__init__.py from the families' tables (see there):
@@ -1235,8 +1204,16 @@ class AnalyzerCore(AnalyzerState):
         spans = self.__dict__.get("cuda_only_spans")
         if not spans or not self.findings:
             return
-        for function in walk_nodes(tree):
-            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function.name.startswith("test"):
+        # module-level functions and the methods of test classes: another class's method may be
+        # called implicitly (`forward` through `model(x)`, `__iter__` through `list(loader)`)
+        candidates = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for cls in tree.body:
+            if isinstance(cls, ast.ClassDef) and (cls.name.startswith("Test") or any(
+                    str(getattr(b, "attr", None) or getattr(b, "id", "")).endswith("TestCase") for b in cls.bases)):
+                candidates += [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                               and not m.name.startswith("__")]
+        for function in candidates:
+            if function.name.startswith("test"):
                 continue
             low, high = function.lineno, function.end_lineno or function.lineno
             inside = [f for f in self.findings if low <= f.line <= high and f.severity_cap != "info"]
@@ -1251,11 +1228,12 @@ class AnalyzerCore(AnalyzerState):
         """``run_demo(demo_basic, ...)`` in a test under ``@unittest.skipIf(torch.cuda.device_count()
         < 2)``, and ``setup()`` called only in ``demo_basic``: a module-level function whose every
         mention in the file (a call, a name handed on, a string or a comment) lies in such a test or
-        in a function already found so runs only where CUDA is present.  Not a function no other
-        line of the file mentions, nor one another module of its folder spells (it may import it)."""
+        in a function already found so runs only where CUDA is present, unless another module
+        imports it.  Its findings are marked; the whole scan lowers them if no other scanned file
+        spells the function or one it is reached through (reachability.candidates)."""
         if self._calls is None:
             self._index_whole_file()
-        if self._definitions is None:
+        if self._definitions is None or self.path.replace("\\", "/").endswith("/__init__.py"):
             return
         functions = {f.name: f for f in self._definitions.values() if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                      and not f.name.startswith("test") and not f.decorator_list}
@@ -1273,20 +1251,32 @@ class AnalyzerCore(AnalyzerState):
         for name, function in functions.items():
             low, high = function.lineno, function.end_lineno or function.lineno
             mentions[name] = [n for n in mentions[name] if not low <= n <= high]
-        found: set[str] = set()
+        through: dict[str, tuple[str, ...]] = {}  # a function found, and those it is reached through
+        found_spans: list[tuple[int, int, str]] = []
         for _ in range(4):  # a test hands on a runner, which spawns a worker, which calls a setup
-            grown = [name for name, lines in mentions.items() if name not in found and lines
-                     and all(any(a <= n <= b for a, b in spans) for n in lines)]
-            grown = [name for name in grown if not _spelled_beside(self.path, name)]
+            grown = False
+            for name, lines in mentions.items():
+                if name in through or not lines:
+                    continue
+                holders = []
+                for n in lines:
+                    holder = next((h for low, high, h in found_spans if low <= n <= high), None)
+                    if holder is None and not any(a <= n <= b for a, b in spans):
+                        break
+                    if holder is not None:
+                        holders.append(holder)
+                else:
+                    through[name] = tuple(dict.fromkeys((name, *(x for h in holders for x in through[h]))))
+                    function = functions[name]
+                    found_spans.append((function.lineno, function.end_lineno or function.lineno, name))
+                    grown = True
             if not grown:
-                return
-            for name in grown:
-                function = functions[name]
-                low, high = function.lineno, function.end_lineno or function.lineno
-                found.add(name)
-                spans.append((low, high))
-                self._cap([f for f in self.findings if low <= f.line <= high and f.severity_cap != "info"],
-                          f"in {name}, which this file uses only in tests that run only where CUDA is present")
+                break
+        for low, high, name in found_spans:
+            reason = f"in {name}, which this file uses only in tests that run only where CUDA is present"
+            for finding in self.findings:
+                if low <= finding.line <= high and finding.severity_cap != "info":
+                    finding.only_in_cuda_tests = (through[name], reason)
 
     def _cap_lazy_callbacks(self, tree) -> None:
         """``torch.cuda._lazy_call(cb)``: the callback is queued until CUDA initialises,
@@ -1609,10 +1599,10 @@ class AnalyzerCore(AnalyzerState):
                 # `device = "cuda"` / `device = f"cuda:{rank}"`: a device, not words for a person
                 head = value.value if isinstance(value, ast.Constant) else next(
                     (v.value for v in value.values[:1] if isinstance(v, ast.Constant)), "")
-                # `backend = "nccl"`, `attn = "sdpa"`: one word is a setting chosen, not a sentence
+                # `backend = "nccl"` / `"gloo"`: a process-group backend chosen, not words for a person
                 whole = value.value if isinstance(value, ast.Constant) else None
                 return (isinstance(head, str) and not _NAMES_A_DEVICE.match(head)
-                        and not (isinstance(whole, str) and re.fullmatch(r"[\w.\-]+", whole)))
+                        and not (isinstance(whole, str) and _NAMES_A_BACKEND.fullmatch(whole)))
             return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (
                 "join", "format")
         return all((isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and self._is_message_call(s.value))

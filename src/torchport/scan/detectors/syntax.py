@@ -150,12 +150,13 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version)[:3]) or (0,)
 
 
-def fails_with(test: ast.expr, is_query: Callable[[ast.expr], bool], answer: int | bool) -> bool:
+def fails_with(test: ast.expr, is_query: Callable[[ast.expr], bool], answer: int | bool,
+               ranks: frozenset[str] = frozenset()) -> bool:
     """Does the assert test ``test`` certainly fail where each node ``is_query`` accepts holds
     ``answer``?  ``n_gpus >= 2``, ``2 <= n``, ``1 <= n <= 8``, ``not n < 2``, ``n != 0``, ``n and
-    rank < n``, ``n > LOCAL_RANK`` (a name compared with a count is taken as a rank or a size, never
-    negative); any other expression leaves it unknown (no)."""
-    value = _value_with(test, is_query, answer)
+    rank < n``, ``n > LOCAL_RANK`` where ``LOCAL_RANK`` is in ``ranks`` (known to be at least 0); any
+    other expression leaves it unknown (no)."""
+    value = _value_with(test, is_query, answer, ranks)
     return value is not None and not value
 
 
@@ -163,19 +164,21 @@ _COMPARE = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: la
             ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
 
-def _value_with(node: ast.expr, is_query: Callable[[ast.expr], bool], answer: int | bool) -> int | bool | None:
-    """The value of ``node`` (an int or a bool) where the queries hold ``answer``; None if unknown."""
+def _value_with(node: ast.expr, is_query: Callable[[ast.expr], bool], answer: int | bool,
+                ranks: frozenset[str] = frozenset()) -> int | bool | None:
+    """The value of ``node`` (an int or a bool) where the queries hold ``answer``; None if unknown.
+    A name in ``ranks`` is known to be at least 0, nothing more."""
     if is_query(node):
         return answer
     if isinstance(node, ast.Constant) and isinstance(node.value, int):  # bool is an int
         return node.value
     if isinstance(node, ast.NamedExpr):
-        return _value_with(node.value, is_query, answer)
+        return _value_with(node.value, is_query, answer, ranks)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = _value_with(node.operand, is_query, answer)
+        inner = _value_with(node.operand, is_query, answer, ranks)
         return None if inner is None else not inner
     if isinstance(node, ast.BoolOp):
-        values = [_value_with(v, is_query, answer) for v in node.values]
+        values = [_value_with(v, is_query, answer, ranks) for v in node.values]
         if isinstance(node.op, ast.And):
             if any(v is not None and not v for v in values):
                 return False
@@ -184,18 +187,24 @@ def _value_with(node: ast.expr, is_query: Callable[[ast.expr], bool], answer: in
             return True
         return False if all(v is not None for v in values) else None
     if isinstance(node, ast.Compare):
-        left = _value_with(node.left, is_query, answer)
+        left = _value_with(node.left, is_query, answer, ranks)
+        previous: ast.expr | None = node.left
         unknown = False
         for op, right_node in zip(node.ops, node.comparators):
-            right = _value_with(right_node, is_query, answer)
+            right = _value_with(right_node, is_query, answer, ranks)
             compare = _COMPARE.get(type(op))
-            if (left == 0 and right is None and isinstance(op, ast.Gt)) or (
-                    right == 0 and left is None and isinstance(op, ast.Lt)):
-                return False  # `count > LOCAL_RANK`: what a count is compared with is a rank or a size, never negative
+            left_rank = left is None and previous is not None and _is_rank(previous, ranks)
+            right_rank = right is None and _is_rank(right_node, ranks)
+            if (left == 0 and right_rank and isinstance(op, ast.Gt)) or (right == 0 and left_rank and isinstance(op, ast.Lt)):
+                return False  # `count > LOCAL_RANK` under `if LOCAL_RANK != -1:`: 0 > a rank never holds
             if left is None or right is None or compare is None:
                 unknown = True
             elif not compare(left, right):
                 return False  # a chain fails at its first false link
-            left = right
+            left, previous = right, right_node
         return None if unknown else True
     return None
+
+
+def _is_rank(node: ast.expr, ranks: frozenset[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in ranks
