@@ -51,3 +51,12 @@ def worst_by_line(root: Path) -> dict[tuple[str, int, str], tuple[str | None, st
     for f in sorted(result.findings, key=lambda f: f.column):
         found.setdefault((Path(f.path).name, f.line, f.rule_id), (finding_worst(f, ALL_TARGETS), f.cap_reason))
     return found
+
+
+def kept_lines_stay(path: Path, rule: str | None = None, root: Path | None = None) -> None:
+    """Every line of ``path`` ending in ``# kept`` holds a finding (of ``rule``) still at error or
+    silent, ``root`` (the file's folder unless given) scanned whole."""
+    serious = {line for (name, line, found), (severity, _) in worst_by_line(root or path.parent).items()
+               if name == path.name and severity in ("error", "silent") and rule in (None, found)}
+    kept = {n for n, text in enumerate(path.read_text().splitlines(), 1) if text.endswith("# kept")}
+    assert kept and kept <= serious, sorted(kept - serious)

@@ -25,16 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import check_marked_lines, worst_by_line
+from scan_marks import check_marked_lines, kept_lines_stay, worst_by_line
 from scan_marks import write_snippet as _write
-
-def _kept_lines_stay(path: Path, rule: str | None = None) -> None:
-    """Every line of ``path`` ending in ``# kept`` holds a finding (of ``rule``) still at error or silent."""
-    serious = {line for (_, line, found), (severity, _) in worst_by_line(path.parent).items()
-               if severity in ("error", "silent") and rule in (None, found)}
-    kept = {n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith("# kept")}
-    assert kept and kept <= serious, sorted(kept - serious)
-
 
 _LOADERS = '''
     import torch
@@ -140,7 +132,7 @@ def test_a_worker_count_beside_what_needs_workers_or_read_elsewhere_stays(tmp_pa
     """``prefetch_factor=`` and ``persistent_workers=True`` raise with no workers; ``**options`` may
     hold them; another callee or a call may do anything with the value; a walrus, an attribute or
     a module name carries the check to reads this file does not see."""
-    _kept_lines_stay(_write(tmp_path, "needs.py", _LOADERS_THAT_NEED_WORKERS), "TP003")
+    kept_lines_stay(_write(tmp_path, "needs.py", _LOADERS_THAT_NEED_WORKERS), "TP003")
 
 
 _DEVICE_BY_BRANCHES = '''
@@ -245,7 +237,7 @@ def test_cuda_alone_in_a_list_without_a_table_stays_an_error(tmp_path: Path) -> 
 def test_placements_no_membership_test_reads_stay_errors(tmp_path: Path) -> None:
     """Records that place work (``model.to(self.devices[0])``) look like a table, but nothing in the
     file asks whether a device is in them."""
-    _kept_lines_stay(_write(tmp_path, "placement.py", _PLACEMENTS), "TP001")
+    kept_lines_stay(_write(tmp_path, "placement.py", _PLACEMENTS), "TP001")
 
 
 _DDP_TRAIN = '''
@@ -307,7 +299,7 @@ _DDP_ELSEWHERE = '''
 def test_ddp_device_ids_with_the_tie_in_another_function_or_lowered_stay(tmp_path: Path) -> None:
     """Without CUDA ``setup`` puts the module on the CPU, where DDP refuses device_ids: the string
     in another function is not this path's tie, nor a ``set_device`` only an opt-in reaches."""
-    _kept_lines_stay(_write(tmp_path, "ddp.py", _DDP_ELSEWHERE))
+    kept_lines_stay(_write(tmp_path, "ddp.py", _DDP_ELSEWHERE))
 
 
 def test_ddp_device_ids_after_the_cuda_tie_point_at_the_tie(tmp_path: Path) -> None:
@@ -376,7 +368,7 @@ def test_the_second_reviews_choices_keep_their_severity(tmp_path: Path) -> None:
     off an initialised device), a count compared so it can be true with none, a count that is not a
     number, a count ``locals()`` hands on, ``*args`` that may carry ``multiprocessing_context``, and
     another library's loader are not only speed."""
-    _kept_lines_stay(_write(tmp_path, "choices.py", _SECOND_REVIEW_CHOICES), "TP003")
+    kept_lines_stay(_write(tmp_path, "choices.py", _SECOND_REVIEW_CHOICES), "TP003")
 
 
 _NOT_TABLES = {
@@ -449,5 +441,5 @@ _DDP_NOT_ON_THE_PATH = '''
 def test_a_cuda_string_off_the_module_path_is_not_the_ddp_tie(tmp_path: Path) -> None:
     """An uncalled helper of the class, or a probe beside the move, is not where the wrapped module
     was sent: without CUDA the module is on the CPU and DDP raises at device_ids."""
-    _kept_lines_stay(_write(tmp_path, "trainer.py", _DDP_NOT_ON_THE_PATH))
+    kept_lines_stay(_write(tmp_path, "trainer.py", _DDP_NOT_ON_THE_PATH))
 

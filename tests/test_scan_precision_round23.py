@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import check_marked_lines, worst_by_line
+from scan_marks import check_marked_lines, kept_lines_stay, worst_by_line
 from scan_marks import write_snippet as _write
 
 _ASSERTED_COUNTS = '''
@@ -94,13 +94,12 @@ def test_a_count_an_assert_tests_is_the_lock_in_and_what_follows_is_info(tmp_pat
 def test_a_count_the_assert_does_not_stop_on_stays_silent_and_what_follows_stays(tmp_path: Path) -> None:
     """``assert n_gpus >= 0`` holds with no GPU; an assert that shows the count in its message
     tests something else: neither stops a program without CUDA."""
-    path = _write(tmp_path, "counts.py", _COUNTS_NOT_ASSERTED)
+    _write(tmp_path, "counts.py", _COUNTS_NOT_ASSERTED)
     found = worst_by_line(tmp_path)
     assert found[("counts.py", 6, "TP004")][0] == "error"
     assert found[("counts.py", 11, "TP004")][0] == "silent"
     assert found[("counts.py", 17, "TP004")][0] == "silent"
     assert found[("counts.py", 18, "TP004")][0] == "info"  # the count only shown in the message
-    assert path.exists()
 
 
 _REPLACED_ON_MPS = '''
@@ -340,12 +339,11 @@ def test_a_count_reassigned_caught_or_not_required_by_its_assert_stays(tmp_path:
     """A count reassigned before the assert (in an ``if``, by ``+=``) no longer says the program
     stops; an assert that holds with a count of 0, that is caught, or that runs only inside a
     skipped test raises nothing to error."""
-    path = _write(tmp_path, "launch.py", _REVIEW_COUNTS)
+    _write(tmp_path, "launch.py", _REVIEW_COUNTS)
     found = worst_by_line(tmp_path)
     assert found[("launch.py", 10, "TP004")][0] == "error"  # the worker is reachable without CUDA
     for line in (6, 15, 23, 30, 31, 32, 37):
         assert found[("launch.py", line, "TP004")][0] == "silent", line
-    assert path.exists()
 
 
 _CHAINED = '''
@@ -399,11 +397,10 @@ _REVIEW_FLOAT64 = '''
 def test_a_float64_replaced_for_another_device_or_restored_stays(tmp_path: Path) -> None:
     """The device tested must be the object's own, and the last store in the ``if`` must not be
     float64 again."""
-    path = _write(tmp_path, "back.py", _REVIEW_FLOAT64)
+    _write(tmp_path, "back.py", _REVIEW_FLOAT64)
     found = worst_by_line(tmp_path)
     assert found[("back.py", 6, "TP701")][0] == "error"
     assert found[("back.py", 15, "TP701")][0] == "error"
-    assert path.exists()
 
 
 _HELPERS_ELSEWHERE = {
@@ -447,10 +444,7 @@ def test_a_helper_another_module_imports_or_a_skipped_class_body_uses_stays(tmp_
     """A skipped class still runs its body's own statements when the module is imported; a helper
     that a test file beside it imports runs in that file's tests too."""
     path = [_write(tmp_path, name, source) for name, source in _HELPERS_ELSEWHERE.items()][0]
-    serious = {line for (name, line, _), (severity, _) in worst_by_line(tmp_path).items()
-               if name == path.name and severity in ("error", "silent")}
-    kept = {n for n, text in enumerate(path.read_text().splitlines(), 1) if text.endswith("# kept")}
-    assert kept and kept <= serious, sorted(kept - serious)
+    kept_lines_stay(path, root=tmp_path)
 
 
 _FLAG_BY_SETATTR = '''
@@ -477,10 +471,9 @@ _FLAG_BY_SETATTR = '''
 
 
 def test_a_flag_also_set_through_setattr_stays(tmp_path: Path) -> None:
-    path = _write(tmp_path, "clip.py", _FLAG_BY_SETATTR)
+    _write(tmp_path, "clip.py", _FLAG_BY_SETATTR)
     found = worst_by_line(tmp_path)
     assert found[("clip.py", 13, "TP002")][0] == "error"
-    assert path.exists()
 
 
 # The second review's cases (docs/precision/round23.md): each broke 7ee37d5.
@@ -548,13 +541,12 @@ def test_a_count_an_assert_may_pass_or_that_is_caught_stays_silent(tmp_path: Pat
     """A rank that defaults to -1 may be below a count of 0; `torch.cuda.is_available` uncalled is
     always true; `> -1`, `> rank - 1`; a count tested before its assert; an assert under
     `contextlib.suppress` or `pytest.raises`."""
-    path = _write(tmp_path, "ranks.py", _SECOND_REVIEW_COUNTS)
+    _write(tmp_path, "ranks.py", _SECOND_REVIEW_COUNTS)
     found = worst_by_line(tmp_path)
     assert found[("ranks.py", 14, "TP002")][0] == "error"
     assert found[("ranks.py", 19, "TP004")][0] == "error"
     for line in (13, 23, 27, 31, 35, 44, 46):
         assert found[("ranks.py", line, "TP004")][0] == "silent", (line, found[("ranks.py", line, "TP004")])
-    assert path.exists()
 
 
 _FLOAT64_ELSEWHERE = '''
@@ -590,11 +582,10 @@ _FLOAT64_ELSEWHERE = '''
 
 def test_a_float64_dtype_that_meets_another_device_stays(tmp_path: Path) -> None:
     """The device moved after construction, or the dtype applied to an input on its own device."""
-    path = _write(tmp_path, "accum.py", _FLOAT64_ELSEWHERE)
+    _write(tmp_path, "accum.py", _FLOAT64_ELSEWHERE)
     found = worst_by_line(tmp_path)
     assert found[("accum.py", 7, "TP701")][0] == "error"
     assert found[("accum.py", 22, "TP701")][0] == "error"
-    assert path.exists()
 
 
 _IMPORTED_FROM_ABOVE = {
@@ -647,11 +638,11 @@ _IMPORTED_FROM_ABOVE = {
 def test_helpers_named_elsewhere_in_the_scan_or_called_implicitly_stay(tmp_path: Path) -> None:
     """A helper imported from another folder of the scan; a method a CPU test calls through
     `model(x)` (an older false lowering of the one-step helper reading)."""
-    paths = [_write(tmp_path, name, source) for name, source in _IMPORTED_FROM_ABOVE.items()]
+    for name, source in _IMPORTED_FROM_ABOVE.items():
+        _write(tmp_path, name, source)
     found = worst_by_line(tmp_path)
     assert found[("test_dist.py", 8, "TP002")][0] == "error"
     assert found[("test_net.py", 8, "TP002")][0] == "error"
-    assert all(p.exists() for p in paths)
 
 
 _ONE_WORD_DISPLAY = '''

@@ -598,9 +598,7 @@ def replaced_on_mps_next(context: FileContext, line: int) -> str | None:
     self._double_dtype = torch.float32``: the object's dtype is never float64 where the object's
     device is MPS.  The dtype and the device tested are both the object's (``self.``); the last
     store of the dtype in the ``if`` is not float64.  The line of that ``if``."""
-    blocks = [context.tree.body] + [getattr(owner, field, None) or [] for owner in context.statements
-                                    for field in ("body", "orelse", "finalbody")]
-    for block in blocks:
+    for block in context.blocks():
         for index, statement in enumerate(block[:-1]):
             if statement.lineno != line:
                 continue
@@ -631,23 +629,20 @@ def _used_only_with_its_device(owner: ast.ClassDef, dtype: ast.expr, test: ast.e
     if not isinstance(device, ast.Attribute):
         return False
     device_text, dtype_text = ast.unparse(device), ast.unparse(dtype)
-    stores = reads = 0
+    stores = reads = paired = 0
     for node in walk_nodes(owner):
-        if isinstance(node, ast.Attribute) and ast.unparse(node) == device_text and isinstance(node.ctx, ast.Store):
-            stores += 1
-        if not isinstance(node, ast.Call):
-            continue
-        arguments = [*node.args, *(k.value for k in node.keywords)]
-        if isinstance(node.func, ast.Attribute):
-            arguments.append(node.func.value)
-        with_dtype = [a for a in arguments if ast.unparse(a) == dtype_text]
-        if with_dtype:
-            reads += len(with_dtype)
-            if not any(ast.unparse(a) == device_text for a in arguments):
-                return False
-    every_read = sum(1 for n in walk_nodes(owner) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
-                     and ast.unparse(n) == dtype_text)
-    return stores == 1 and reads == every_read
+        if isinstance(node, ast.Attribute):
+            text = ast.unparse(node)
+            stores += text == device_text and isinstance(node.ctx, ast.Store)
+            reads += text == dtype_text and isinstance(node.ctx, ast.Load)
+        elif isinstance(node, ast.Call):
+            arguments = [*node.args, *(k.value for k in node.keywords)]
+            if isinstance(node.func, ast.Attribute):
+                arguments.append(node.func.value)
+            with_dtype = sum(1 for a in arguments if ast.unparse(a) == dtype_text)
+            if with_dtype and any(ast.unparse(a) == device_text for a in arguments):
+                paired += with_dtype
+    return stores == 1 and paired == reads
 
 
 def _on_self(node: ast.expr) -> bool:

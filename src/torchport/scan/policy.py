@@ -204,6 +204,11 @@ class FileContext:
             found = self._enclosing[line] = [s for first, last, s in self._spans if first <= line <= last]
         return list(found)
 
+    def blocks(self) -> list[list[ast.stmt]]:
+        """The module's body and every statement list in it (bodies, ``else`` and ``finally`` parts)."""
+        return [self.tree.body] + [block for owner in self.statements for field in ("body", "orelse", "finalbody")
+                                   if (block := getattr(owner, field, None))]
+
     def innermost_function(self, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         return next((s for s in reversed(self.enclosing(line)) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
                     None)
@@ -1164,11 +1169,6 @@ def _one_of(nodes: set[int]) -> Callable[[ast.expr], bool]:
     return test
 
 
-def _blocks(context: FileContext) -> list[list[ast.stmt]]:
-    return [context.tree.body] + [block for owner in context.statements for field in ("body", "orelse", "finalbody")
-                                  if (block := getattr(owner, field, None))]
-
-
 @dataclasses.dataclass(frozen=True)
 class _CudaAsserts:
     """A file's asserts on CUDA, read once: the lines each stops where CUDA is absent (the rest
@@ -1186,7 +1186,7 @@ def _cuda_asserts(context: FileContext) -> _CudaAsserts:
         return found
     stopped: list[tuple[int, int]] = []
     requiring: dict[int, int] = {}
-    for block in _blocks(context):
+    for block in context.blocks():
         first = None
         stored: dict[str, tuple[int, int | bool]] = {}
         for index, statement in enumerate(block):

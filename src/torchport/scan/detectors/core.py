@@ -400,10 +400,9 @@ def _device_subject(test, other: bool = False) -> str | None:
 
 
 # A string that names a device or starts building one ("cuda", "cpu", "cuda:" of f"cuda:{rank}").
+_NAMES_A_DEVICE = re.compile(r"(?:cuda|gpu|mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d*)?\Z")
 # torch.distributed's process-group backends
 _NAMES_A_BACKEND = re.compile(r"nccl|gloo|mpi|ucc|xccl|hccl|cncl|mccl")
-_NAMES_A_DEVICE = re.compile(r"(?:cuda|gpu|mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d*)?\Z")
-
 
 
 class AnalyzerCore(AnalyzerState):
