@@ -3,6 +3,7 @@ what two judges of the same sample say about each other.
 
     python benchmarks/precision_pooled.py [SEED ...]
     python benchmarks/precision_pooled.py --agreement FILE_A FILE_B [FILE_A FILE_B ...]
+    python benchmarks/precision_pooled.py --write-table [PATH]
 
 SEED keys a verdict file as precision_insample.py does (``13-583917`` for judge13-583917-verdicts.md);
 without seeds, the eight judges since round 14's default-path rule.  The Wilson interval treats the
@@ -14,10 +15,14 @@ which is the wider and the more honest of the two.
 precision one judge would measure for a scanner that reported exactly what the other judged correct.
 That last figure bounds what an independent judgement can confirm, whatever the scanner.  Given
 several pairs, it prints each and then the two bounds over all of them (first files as judge A).
+
+``--write-table`` writes the verdicts since round 14 by rule and reported severity to the table
+torchport ships (src/torchport/data/scan_judged.json), from which ``scan`` tells the reader how often
+each rule was found right; run it after adding a seed to SINCE_ROUND_14 (and moving POOLED_AS_OF).
 """
 from __future__ import annotations
 
-import math
+import json
 import random
 import re
 import sys
@@ -27,16 +32,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from precision_insample import verdicts  # noqa: E402
 
+from torchport.stats import wilson_interval as wilson  # noqa: E402
+
 SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424", "988409", "659119")
+# The day the newest sample in SINCE_ROUND_14 was judged: the date the shipped table states.
+POOLED_AS_OF = "2026-12-03"
+TABLE = Path(__file__).resolve().parent.parent / "src" / "torchport" / "data" / "scan_judged.json"
 _RESAMPLES = 10_000
-
-
-def wilson(correct: int, judged: int, z: float = 1.96) -> tuple[float, float]:
-    share = correct / judged
-    denominator = 1 + z * z / judged
-    centre = (share + z * z / (2 * judged)) / denominator
-    half = z * math.sqrt(share * (1 - share) / judged + z * z / (4 * judged * judged)) / denominator
-    return centre - half, centre + half
 
 
 def package_bootstrap(samples: dict[str, dict[str, list[bool]]], rng: random.Random) -> tuple[float, float]:
@@ -69,6 +71,35 @@ def pooled(seeds: tuple[str, ...]) -> dict:
             "per_sample": {seed: (sum(sum(v) for v in p.values()), sum(len(v) for v in p.values()))
                            for seed, p in samples.items()},
             "packages": sum(len(p) for p in samples.values())}
+
+
+def rule_table(seeds: tuple[str, ...] = SINCE_ROUND_14) -> dict:
+    """Correct and judged counts by rule and by the severity the build reported when drawn."""
+    by_rule: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    packages = set()
+    for row in verdicts():
+        if row["seed"] in seeds:
+            counts = by_rule[row["rule"]].setdefault(row["severity"], [0, 0])
+            counts[0] += row["correct"]
+            counts[1] += 1
+            packages.add((row["seed"], re.sub(r"\s+\S*\d\S*$", "", row["package"])))
+    return {
+        "about": "Independent judges' verdicts on scan's error and silent findings in public library code, "
+                 "pooled since round 14 by rule and by the severity reported: [correct, judged]. "
+                 "Written by benchmarks/precision_pooled.py --write-table from docs/precision.",
+        "as_of": POOLED_AS_OF,
+        "samples": list(seeds),
+        "packages": len(packages),
+        "all": [sum(c for r in by_rule.values() for c, _ in r.values()),
+                sum(n for r in by_rule.values() for _, n in r.values())],
+        "by_rule": {rule: dict(sorted(by_rule[rule].items())) for rule in sorted(by_rule)},
+    }
+
+
+def write_table(path: Path) -> str:
+    text = re.sub(r"\[\s*(\d+),\s*(\d+)\s*\]", r"[\1, \2]", json.dumps(rule_table(), indent=1)) + "\n"
+    path.write_text(text)
+    return text
 
 
 def _table(path: Path) -> dict[int, bool]:
@@ -115,6 +146,11 @@ def main(argv: list[str]) -> int:
                 reported = sum(found[key] for found in pairs)
                 print(f"over {len(pairs)} samples: what judge {judge} judged correct would be judged "
                       f"{both}/{reported} = {both / reported:.1%} by judge {other}")
+        return 0
+    if argv[:1] == ["--write-table"]:
+        path = Path(argv[1]) if len(argv) > 1 else TABLE
+        table = json.loads(write_table(path))
+        print(f"wrote {path}: {len(table['by_rule'])} rules, {table['all'][0]}/{table['all'][1]} judged correct")
         return 0
     seeds = tuple(argv) or SINCE_ROUND_14
     found = pooled(seeds)

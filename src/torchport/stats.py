@@ -31,6 +31,16 @@ MIN_RUNS_FOR_VERDICT = 2
 INCONCLUSIVE_WIDTH = 2.0
 
 
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion (sound at small counts and near 0 or 1, unlike
+    the normal approximation)."""
+    share = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (share + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials)) / denominator
+    return centre - half, centre + half
+
+
 def median(values: Iterable[float]) -> float:
     """The one median torchport computes (of an even count, the mean of the two
     middle values): every figure called a median goes through here."""

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from torchport import __version__
+from torchport.scan import judged
 from torchport.scan.model import Finding
 from torchport.scan.policy import is_opt_in
 from torchport.scan.rules import (EFFORTS, RULES, RULES_BY_ID, SEVERITIES, SEVERITY_RANK,
@@ -152,9 +153,25 @@ def render_text(result: ScanResult, min_severity: str = "perf") -> str:
         among = f", {opt_in} of them only under an opt-in option" if opt_in else ""
         out.append(f"{hidden} {below} finding(s) not listed{among} ({how} lists them; JSON and SARIF keep every "
                    "finding).")
+    out.extend(_judged_lines(shown, result.targets))
     if any(row["error"] or row["silent"] for row in summary["targets"].values()):
         out.append(REACH_NOTE)
     return "\n".join(out) + "\n"
+
+
+def _judged_lines(listed: list[Finding], targets) -> list[str]:
+    """How often judges found the rules of the listed error/silent findings right, one line each."""
+    kinds = sorted({(f.rule_id, worst) for f in listed
+                    if (worst := finding_worst(f, targets)) in ("error", "silent")})
+    if not kinds:
+        return []
+    found = judged.table()
+    lines = [f"how often independent judges found these rules right in public library code ({found.source()}):",
+             f"  every rule    {found.overall.describe()}"]
+    for rule_id, severity in kinds:
+        verdicts = found.at(rule_id, severity)
+        lines.append(f"  {rule_id} {severity:<7} {verdicts.describe() if verdicts else 'not judged yet'}")
+    return lines
 
 
 # Independent judges found most error/silent findings on library code unreached without CUDA
@@ -188,7 +205,14 @@ def finding_dict(finding: Finding, targets) -> dict:
         "fix_note": finding.fix_note or None,
         "replacement": rule.replacement,
         "min_torch": rule.min_torch,
+        "judged": _judged_dict(finding, targets),
     }
+
+
+def _judged_dict(finding: Finding, targets) -> dict | None:
+    worst = finding_worst(finding, targets)
+    verdicts = judged.table().at(finding.rule_id, worst)
+    return {"severity": worst, **verdicts.as_dict()} if verdicts else None
 
 
 def render_json(result: ScanResult) -> str:
@@ -197,6 +221,7 @@ def render_json(result: ScanResult) -> str:
         "version": __version__,
         "targets": result.targets,
         "summary": summarise(result),
+        "judged": judged.table().as_dict(),
         "findings": [finding_dict(f, result.targets) for f in result.findings],
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
     }
@@ -209,6 +234,20 @@ _SARIF_LEVEL = {"error": "error", "silent": "warning", "perf": "warning", "info"
 def _sarif_level(worst: str | None) -> str:
     """error -> error; silent and perf -> warning; info -> note."""
     return _SARIF_LEVEL[worst]
+
+
+def _sarif_judged(rule_id: str) -> dict:
+    """The rule's judged figures, and GitHub code scanning's ``precision`` property read from them
+    (which it uses to rank alerts) once there are enough verdicts to say."""
+    verdicts = judged.table().rule(rule_id)
+    if verdicts is None:
+        return {}
+    found: dict[str, Any] = {"judged": {**verdicts.as_dict(), "asOf": judged.table().as_of}}
+    if verdicts.enough:
+        share = verdicts.correct / verdicts.judged
+        found["precision"] = ("very-high" if share >= 0.9 else "high" if share >= 0.75
+                              else "medium" if share >= 0.5 else "low")
+    return found
 
 
 def _uri(path: str) -> str:
@@ -236,6 +275,7 @@ def render_sarif(result: ScanResult) -> str:
             "effort": rule.effort,
             "minTorch": rule.min_torch,
             "tags": ["portability"],
+            **_sarif_judged(rule.id),
         },
     } for rule in rules]
     results = []
@@ -255,7 +295,8 @@ def render_sarif(result: ScanResult) -> str:
                 "artifactLocation": {"uri": _uri(finding.path), "uriBaseId": "%SRCROOT%"},
                 "region": region}}],
             "properties": {"fixable": finding.fixable,
-                           "severity": {t: finding_severity(finding, t) for t in result.targets}},
+                           "severity": {t: finding_severity(finding, t) for t in result.targets},
+                           "judged": _judged_dict(finding, result.targets)},
         }
         if finding.related:
             entry["relatedLocations"] = [{
