@@ -29,13 +29,14 @@ def verdicts() -> list[dict]:
         seed = f"{number}-{seed}" if number else seed
         for line in path.read_text().splitlines():
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            verdict = cells[5].lower() if len(cells) >= 7 else ""
-            if verdict not in ("correct", "incorrect"):  # judges write CORRECT or correct
+            # judges write CORRECT, correct or "CORRECT (borderline)"
+            verdict, _, remark = (cells[5].lower() if len(cells) >= 7 else "").partition(" ")
+            if verdict not in ("correct", "incorrect"):
                 continue
             where, number = re.sub(r"(:\d+):\d+$", r"\1", cells[2].strip("`")).rsplit(":", 1)  # drop a column
             found.append({"seed": seed, "path": where, "line": int(number), "rule": cells[3],
                           "correct": verdict == "correct", "package": cells[1], "severity": cells[4].lower(),
-                          "borderline": "borderline" in cells[6].lower()})
+                          "borderline": "borderline" in f"{remark} {cells[6].lower()}"})
     return found
 
 

@@ -34,7 +34,8 @@ from precision_insample import verdicts  # noqa: E402
 
 from torchport.stats import wilson_interval as wilson  # noqa: E402
 
-SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424", "988409", "659119")
+SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424", "988409", "659119",
+                  "678904")
 # The day the newest sample in SINCE_ROUND_14 was judged: the date the shipped table states.
 POOLED_AS_OF = "2026-12-03"
 TABLE = Path(__file__).resolve().parent.parent / "src" / "torchport" / "data" / "scan_judged.json"
@@ -106,10 +107,11 @@ def _table(path: Path) -> dict[int, bool]:
     found = {}
     for line in path.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 7 and cells[5].lower() in ("correct", "incorrect"):
+        verdict = cells[5].lower().split(" ")[0] if len(cells) >= 7 else ""  # "CORRECT (borderline)"
+        if verdict in ("correct", "incorrect"):
             number = re.search(r"(\d+)$", cells[0])
             if number:
-                found[int(number.group(1))] = cells[5].lower() == "correct"
+                found[int(number.group(1))] = verdict == "correct"
     return found
 
 
