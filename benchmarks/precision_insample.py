@@ -22,6 +22,10 @@ from pathlib import Path
 VERDICTS = Path(__file__).resolve().parent.parent / "docs" / "precision"
 
 
+# The first cell of a verdict row: "17", "S678904-017".
+_FINDING_ID = re.compile(r"(?:S\d+-)?\d+")
+
+
 def verdicts() -> list[dict]:
     found = []
     for path in sorted(VERDICTS.glob("judge*-verdicts.md")):
@@ -32,6 +36,9 @@ def verdicts() -> list[dict]:
             # judges write CORRECT, correct or "CORRECT (borderline)"
             verdict, _, remark = (cells[5].lower() if len(cells) >= 7 else "").partition(" ")
             if verdict not in ("correct", "incorrect"):
+                if len(cells) >= 7 and _FINDING_ID.fullmatch(cells[0]):
+                    raise ValueError(f"{path.name}: finding {cells[0]}: verdict {cells[5]!r} is neither correct "
+                                     "nor incorrect")
                 continue
             where, number = re.sub(r"(:\d+):\d+$", r"\1", cells[2].strip("`")).rsplit(":", 1)  # drop a column
             found.append({"seed": seed, "path": where, "line": int(number), "rule": cells[3],

@@ -6,7 +6,7 @@ what two judges of the same sample say about each other.
     python benchmarks/precision_pooled.py --write-table [PATH]
 
 SEED keys a verdict file as precision_insample.py does (``13-583917`` for judge13-583917-verdicts.md);
-without seeds, the eight judges since round 14's default-path rule.  The Wilson interval treats the
+without seeds, the judges since round 14's default-path rule (SINCE_ROUND_14).  The Wilson interval treats the
 findings as independent draws; the findings of one package share its code and its author's habits,
 so the second interval resamples packages (within each judge's sample, 10,000 times, a fixed seed),
 which is the wider and the more honest of the two.
@@ -30,6 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from precision_insample import verdicts  # noqa: E402
 
 from torchport.stats import wilson_interval as wilson  # noqa: E402
@@ -40,6 +41,10 @@ SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076",
 POOLED_AS_OF = "2026-12-03"
 TABLE = Path(__file__).resolve().parent.parent / "src" / "torchport" / "data" / "scan_judged.json"
 _RESAMPLES = 10_000
+
+
+def _package(row: dict) -> tuple[str, str]:
+    return row["seed"], re.sub(r"\s+\S*\d\S*$", "", row["package"])  # "hqq 0.2.8" -> "hqq"
 
 
 def package_bootstrap(samples: dict[str, dict[str, list[bool]]], rng: random.Random) -> tuple[float, float]:
@@ -60,8 +65,7 @@ def pooled(seeds: tuple[str, ...]) -> dict:
     samples: dict[str, dict[str, list[bool]]] = {seed: defaultdict(list) for seed in seeds}
     for row in verdicts():
         if row["seed"] in samples:
-            package = re.sub(r"\s+\S*\d\S*$", "", row["package"])  # "hqq 0.2.8" -> "hqq"
-            samples[row["seed"]][package].append(row["correct"])
+            samples[row["seed"]][_package(row)[1]].append(row["correct"])
     missing = [seed for seed, packages in samples.items() if not packages]
     if missing:
         raise SystemExit(f"precision_pooled: no verdict file for seed {', '.join(missing)} in docs/precision")
@@ -74,33 +78,52 @@ def pooled(seeds: tuple[str, ...]) -> dict:
             "packages": sum(len(p) for p in samples.values())}
 
 
+def cluster_interval(packages: list[list[bool]], rng: random.Random) -> tuple[float, float]:
+    """2.5th and 97.5th percentiles of the share correct, the packages resampled (one stratum)."""
+    shares = []
+    for _ in range(_RESAMPLES):
+        drawn = rng.choices(packages, k=len(packages))
+        shares.append(sum(sum(v) for v in drawn) / sum(len(v) for v in drawn))
+    shares.sort()
+    return shares[int(0.025 * _RESAMPLES)], shares[int(0.975 * _RESAMPLES) - 1]
+
+
+def _cell(correct: int, judged: int, packages: int, interval: tuple[float, float]) -> dict:
+    return {"correct": correct, "judged": judged, "packages": packages,
+            "interval": [round(interval[0], 3), round(interval[1], 3)]}
+
+
 def rule_table(seeds: tuple[str, ...] = SINCE_ROUND_14) -> dict:
-    """Correct and judged counts by rule and by the severity the build reported when drawn."""
-    by_rule: dict[str, dict[str, list[int]]] = defaultdict(dict)
-    packages = set()
+    """By rule and by the severity the build reported when drawn: correct, judged, the packages
+    they come from, and a 95% interval with those packages resampled (the findings of one
+    package share its code, so counting them as independent would overstate the certainty)."""
+    cells: dict[tuple[str, str], dict[tuple[str, str], list[bool]]] = defaultdict(lambda: defaultdict(list))
     for row in verdicts():
         if row["seed"] in seeds:
-            counts = by_rule[row["rule"]].setdefault(row["severity"], [0, 0])
-            counts[0] += row["correct"]
-            counts[1] += 1
-            packages.add((row["seed"], re.sub(r"\s+\S*\d\S*$", "", row["package"])))
+            cells[(row["rule"], row["severity"])][_package(row)].append(row["correct"])
+    rng = random.Random(20261203)
+    by_rule: dict[str, dict[str, dict]] = defaultdict(dict)
+    for (rule, severity), packages in sorted(cells.items()):
+        values = list(packages.values())
+        by_rule[rule][severity] = _cell(sum(sum(v) for v in values), sum(len(v) for v in values), len(values),
+                                        cluster_interval(values, rng))
+    found = pooled(seeds)
     return {
         "about": "Independent judges' verdicts on scan's error and silent findings in public library code, "
-                 "pooled since round 14 by rule and by the severity reported: [correct, judged]. "
+                 "pooled since round 14 by rule and by the severity reported. interval: 95%, packages resampled. "
                  "Written by benchmarks/precision_pooled.py --write-table from docs/precision.",
         "as_of": POOLED_AS_OF,
         "samples": list(seeds),
-        "packages": len(packages),
-        "all": [sum(c for r in by_rule.values() for c, _ in r.values()),
-                sum(n for r in by_rule.values() for _, n in r.values())],
-        "by_rule": {rule: dict(sorted(by_rule[rule].items())) for rule in sorted(by_rule)},
+        "all": _cell(found["correct"], found["judged"], found["packages"], found["bootstrap"]),
+        "by_rule": dict(by_rule),
     }
 
 
 def write_table(path: Path) -> str:
-    text = re.sub(r"\[\s*(\d+),\s*(\d+)\s*\]", r"[\1, \2]", json.dumps(rule_table(), indent=1)) + "\n"
-    path.write_text(text)
-    return text
+    text = json.dumps(rule_table(), indent=1)
+    text = re.sub(r"\{\s*(\"correct\"[^{}]*?)\s*\}", lambda m: "{" + re.sub(r"\s*\n\s*", " ", m.group(1)).replace("[ ", "[").replace(" ]", "]") + "}", text)
+    path.write_text(text + "\n")
+    return text + "\n"
 
 
 def _table(path: Path) -> dict[int, bool]:
@@ -152,7 +175,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--write-table"]:
         path = Path(argv[1]) if len(argv) > 1 else TABLE
         table = json.loads(write_table(path))
-        print(f"wrote {path}: {len(table['by_rule'])} rules, {table['all'][0]}/{table['all'][1]} judged correct")
+        print(f"wrote {path}: {len(table['by_rule'])} rules, {table['all']['correct']}/{table['all']['judged']} "
+              "judged correct")
         return 0
     seeds = tuple(argv) or SINCE_ROUND_14
     found = pooled(seeds)

@@ -38,7 +38,7 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     denominator = 1 + z * z / trials
     centre = (share + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials)) / denominator
-    return centre - half, centre + half
+    return max(0.0, centre - half), min(1.0, centre + half)  # rounding leaves -1e-17 at 0 of n
 
 
 def median(values: Iterable[float]) -> float:

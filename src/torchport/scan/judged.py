@@ -3,8 +3,10 @@ data/scan_judged.json (written by ``benchmarks/precision_pooled.py --write-table
 files in docs/precision).
 
 A figure describes a rule's findings at one severity in public library code, on the builds that
-were judged; it is the best evidence there is for how far to trust a finding of that rule, not a
-probability for one finding in the reader's own code.
+were judged before this one; it is the best evidence there is for how far to trust a finding of
+that rule, not a probability for one finding in the reader's own code.  Its interval resamples
+packages: the findings of one package share its code and its author's habits, so counting them
+as independent draws would overstate the certainty.
 """
 from __future__ import annotations
 
@@ -13,38 +15,46 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from torchport.stats import wilson_interval
-
 TABLE = Path(__file__).resolve().parent.parent / "data" / "scan_judged.json"
-WHERE = "docs/scan.md#precision-on-real-code"
-# Under ten verdicts the 95% interval spans most of 0-100%: the counts are shown, not a share.
+WHERE = "https://github.com/torchport/torchport/blob/main/docs/scan.md#precision-on-real-code"
+# Below ten verdicts, or five packages, the interval spans most of 0-100%: counts, not a share.
 MIN_JUDGED = 10
+MIN_PACKAGES = 5
 
 
 @dataclass(frozen=True)
 class Judged:
     correct: int
     judged: int
+    packages: int
+    low: float
+    high: float
 
     @property
     def enough(self) -> bool:
-        return self.judged >= MIN_JUDGED
+        return self.judged >= MIN_JUDGED and self.packages >= MIN_PACKAGES
+
+    def counts(self) -> str:
+        return f"{self.correct} of {self.judged}, {self.packages} package{'s' if self.packages != 1 else ''}"
 
     def describe(self) -> str:
         if not self.enough:
-            return f"{self.correct} of {self.judged} (too few for a figure)"
-        low, high = wilson_interval(self.correct, self.judged)
-        return f"{self.correct / self.judged:.0%} ({100 * low:.0f}-{high:.0%}, {self.correct} of {self.judged})"
+            return f"{self.counts()} (too few for a figure)"
+        return f"{self.correct / self.judged:.0%} ({self.counts()}; {100 * self.low:.0f}-{self.high:.0%})"
 
     def as_dict(self) -> dict:
-        return {"correct": self.correct, "judged": self.judged}
+        return {"correct": self.correct, "judged": self.judged, "packages": self.packages,
+                "interval": [self.low, self.high]}
+
+
+def _judged(cell: dict) -> Judged:
+    return Judged(cell["correct"], cell["judged"], cell["packages"], *cell["interval"])
 
 
 @dataclass(frozen=True)
 class JudgedTable:
     as_of: str
     samples: int
-    packages: int
     overall: Judged
     by_rule: dict[str, dict[str, Judged]]
 
@@ -52,26 +62,30 @@ class JudgedTable:
         """The verdicts on ``rule_id`` reported at ``severity``; None where none were judged."""
         return self.by_rule.get(rule_id, {}).get(severity or "")
 
-    def rule(self, rule_id: str) -> Judged | None:
-        """Every verdict on ``rule_id``, whatever severity it was reported at."""
-        found = self.by_rule.get(rule_id)
-        if not found:
-            return None
-        return Judged(sum(j.correct for j in found.values()), sum(j.judged for j in found.values()))
+    def describe(self, rule_id: str, severity: str) -> str:
+        found = self.at(rule_id, severity)
+        if found is not None:
+            return found.describe()
+        elsewhere = [f"at {other}: {cell.counts()}" for other, cell in sorted(self.by_rule.get(rule_id, {}).items())]
+        return f"not judged at {severity} yet" + (f" ({'; '.join(elsewhere)})" if elsewhere else "")
 
     def source(self) -> str:
-        return f"{self.samples} samples, {self.packages} packages, to {self.as_of}"
+        return (f"{self.samples} samples, {self.overall.packages} packages, to {self.as_of}; intervals resample "
+                f"packages; {WHERE}")
 
     def as_dict(self) -> dict:
-        return {"as_of": self.as_of, "samples": self.samples, "packages": self.packages,
-                **self.overall.as_dict(), "where": WHERE}
+        return {"as_of": self.as_of, "samples": self.samples, **self.overall.as_dict(), "where": WHERE}
 
 
 @cache
-def table() -> JudgedTable:
-    document = json.loads(TABLE.read_text(encoding="utf-8"))
-    return JudgedTable(
-        as_of=document["as_of"], samples=len(document["samples"]), packages=document["packages"],
-        overall=Judged(*document["all"]),
-        by_rule={rule: {severity: Judged(*counts) for severity, counts in severities.items()}
-                 for rule, severities in document["by_rule"].items()})
+def table() -> JudgedTable | None:
+    """The shipped table; None where it is missing or unreadable (a broken install): the scan then
+    reports without the figures rather than fail."""
+    try:
+        document = json.loads(TABLE.read_text(encoding="utf-8"))
+        return JudgedTable(
+            as_of=document["as_of"], samples=len(document["samples"]), overall=_judged(document["all"]),
+            by_rule={rule: {severity: _judged(cell) for severity, cell in severities.items()}
+                     for rule, severities in document["by_rule"].items()})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -163,14 +163,13 @@ def _judged_lines(listed: list[Finding], targets) -> list[str]:
     """How often judges found the rules of the listed error/silent findings right, one line each."""
     kinds = sorted({(f.rule_id, worst) for f in listed
                     if (worst := finding_worst(f, targets)) in ("error", "silent")})
-    if not kinds:
-        return []
     found = judged.table()
-    lines = [f"how often independent judges found these rules right in public library code ({found.source()}):",
+    if not kinds or found is None:
+        return []
+    lines = ["how often independent judges found these rules right in public library code",
+             f"  ({found.source()}):",
              f"  every rule    {found.overall.describe()}"]
-    for rule_id, severity in kinds:
-        verdicts = found.at(rule_id, severity)
-        lines.append(f"  {rule_id} {severity:<7} {verdicts.describe() if verdicts else 'not judged yet'}")
+    lines.extend(f"  {rule_id} {severity:<7} {found.describe(rule_id, severity)}" for rule_id, severity in kinds)
     return lines
 
 
@@ -210,8 +209,9 @@ def finding_dict(finding: Finding, targets) -> dict:
 
 
 def _judged_dict(finding: Finding, targets) -> dict | None:
+    found = judged.table()
     worst = finding_worst(finding, targets)
-    verdicts = judged.table().at(finding.rule_id, worst)
+    verdicts = found.at(finding.rule_id, worst) if found is not None else None
     return {"severity": worst, **verdicts.as_dict()} if verdicts else None
 
 
@@ -221,7 +221,7 @@ def render_json(result: ScanResult) -> str:
         "version": __version__,
         "targets": result.targets,
         "summary": summarise(result),
-        "judged": judged.table().as_dict(),
+        "judged": found.as_dict() if (found := judged.table()) is not None else None,
         "findings": [finding_dict(f, result.targets) for f in result.findings],
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
     }
@@ -236,18 +236,21 @@ def _sarif_level(worst: str | None) -> str:
     return _SARIF_LEVEL[worst]
 
 
-def _sarif_judged(rule_id: str) -> dict:
-    """The rule's judged figures, and GitHub code scanning's ``precision`` property read from them
-    (which it uses to rank alerts) once there are enough verdicts to say."""
-    verdicts = judged.table().rule(rule_id)
-    if verdicts is None:
+def _sarif_judged(rule_id: str, worst: str | None) -> dict:
+    """The rule's judged figures at the severity it has on these targets (none for perf and info,
+    never sampled), and GitHub code scanning's ``precision`` read from them, which it uses to rank
+    alerts, once there are enough verdicts and packages to say."""
+    found = judged.table()
+    verdicts = found.at(rule_id, worst) if found is not None and worst in ("error", "silent") else None
+    if found is None or verdicts is None:
         return {}
-    found: dict[str, Any] = {"judged": {**verdicts.as_dict(), "asOf": judged.table().as_of}}
+    properties: dict[str, Any] = {"judged": {"severity": worst, **verdicts.as_dict(), "asOf": found.as_of,
+                                             "where": judged.WHERE}}
     if verdicts.enough:
         share = verdicts.correct / verdicts.judged
-        found["precision"] = ("very-high" if share >= 0.9 else "high" if share >= 0.75
-                              else "medium" if share >= 0.5 else "low")
-    return found
+        properties["precision"] = ("very-high" if share >= 0.9 else "high" if share >= 0.75
+                                   else "medium" if share >= 0.5 else "low")
+    return properties
 
 
 def _uri(path: str) -> str:
@@ -275,7 +278,7 @@ def render_sarif(result: ScanResult) -> str:
             "effort": rule.effort,
             "minTorch": rule.min_torch,
             "tags": ["portability"],
-            **_sarif_judged(rule.id),
+            **_sarif_judged(rule.id, rule.worst(result.targets)),
         },
     } for rule in rules]
     results = []
