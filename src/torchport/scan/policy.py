@@ -947,6 +947,58 @@ def _cuda_guard_decorator(context: FileContext, line: int) -> str | None:
     return None
 
 
+# torch.library's decorators that register a function as an op's kernel for some devices.
+_KERNEL_REGISTRATIONS = frozenset({"custom_op", "register_kernel", "impl"})
+_TORCH_LIBRARY = re.compile(r"\btorch\.library\b|\bfrom\s+torch\s+import\s+(?:\([^)]*)?\blibrary\b")
+
+
+def _registered_devices(decorator: ast.expr) -> list[str] | None:
+    """The devices (or dispatch keys) a torch.library decorator registers its function for,
+    lowercased; None for any other decorator.  ``custom_op(name, device_types=...)``;
+    ``register_kernel(op, device_types)`` or ``op.register_kernel(device_types)``;
+    ``impl("lib::op", types)`` or ``impl(lib, "op", dispatch_key)``."""
+    if not isinstance(decorator, ast.Call):
+        return None
+    func, args = decorator.func, decorator.args
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name not in _KERNEL_REGISTRATIONS:
+        return None
+    on_library = not isinstance(func, ast.Attribute) or bool(re.fullmatch(r"(?:torch\.)?library",
+                                                                           ast.unparse(func.value)))
+    if name == "custom_op":
+        values = []
+    elif name == "register_kernel":
+        values = args[1:2] if on_library else args[:1]
+    elif not on_library:
+        return None
+    else:
+        by_name = bool(args) and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
+        values = args[1:2] if by_name else args[2:3]
+    values = [*values, *(k.value for k in decorator.keywords if k.arg in ("device_types", "types", "dispatch_key"))]
+    found = []
+    for value in values:
+        for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
+            if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
+                return None  # a device chosen at run time: which, the scan cannot tell
+            found.append(item.value.lower())
+    return found
+
+
+def _cuda_kernel_of_an_op(context: FileContext, line: int) -> str | None:
+    """``@torch.library.custom_op("lib::op", mutates_args=(), device_types="cuda") def op(x)``
+    (or ``@op.register_kernel("cuda")``, ``@torch.library.impl(lib, "op", "CUDA")``): the
+    dispatcher calls the function only for CUDA tensors.  A call of the op on other tensors fails
+    for want of a kernel, at the caller; the body's CUDA calls never run there."""
+    for function in reversed(context.enclosing(line)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or line < function.body[0].lineno:
+            continue  # the decorator itself registers the kernel: that line stays what it is
+        for decorator in function.decorator_list:
+            devices = _registered_devices(decorator)
+            if devices and all(device == "cuda" for device in devices):
+                return function.name
+    return None
+
+
 def _returns_where_cuda_absent(context: FileContext, name: str) -> bool:
     definition = next((s for s in context.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
                        and s.name == name), None)
@@ -1594,6 +1646,10 @@ def _in_cuda_guarded_function(site: _Site) -> str | None:
     return _cuda_guard_decorator(site.file.whole(), site.line)
 
 
+def _in_cuda_kernel_of_an_op(site: _Site) -> str | None:
+    return _cuda_kernel_of_an_op(site.context, site.line) if site.file.search(_TORCH_LIBRARY) else None
+
+
 def _check_decides(severity: str) -> Callable[[_Site], str | None]:
     """The reason, when what the CUDA check guards says it is ``severity`` (check_consequence.py)."""
     def decides(site: _Site) -> str | None:
@@ -1989,6 +2045,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "the file's other path runs"),
     Lowering(_EVERY_RULE, _in_cuda_guarded_function, "info",
              "in a function wrapped by {}, which returns without calling it where CUDA is absent"),
+    Lowering(_EVERY_RULE, _in_cuda_kernel_of_an_op, "info",
+             "in {}, registered with torch.library as an op's CUDA kernel: the dispatcher runs it only for CUDA "
+             "tensors"),
     Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), _in_whole_file(_for_a_cuda_build), "info",
              "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
              "reported at its load()"),

@@ -23,6 +23,12 @@ _PTX = (re.compile(r"\basm\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX a
 _NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first use in the file)", True),
                  (re.compile(r"\b(?:cutlass|cute)(?:/|::)"), "CUTLASS/CuTe (first use in the file)", True),
                  (re.compile(r"\bnccl(?:Send|Recv)\s*\("), "NCCL point-to-point", False))
+# A preprocessor conditional, and the build options a project's setup sets for its CUDA (or ROCm)
+# build (WITH_CUDA, USE_CUDA, COLOSSAL_WITH_CUDA, GOOGLE_CUDA): the same file also builds without
+# them.  The compiler's own macros (__CUDACC__, __NVCC__, __CUDACC_RTC__) are not options: they
+# tell a CUDA-only header which CUDA compiler reads it.
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
+_GPU_BUILD_MACRO = re.compile(r"^(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
 _VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
 _NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 _SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, _VISIBLE_DEVICES.pattern[2:-2]),
@@ -83,13 +89,21 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
         # One finding per file, like a .cu file: at its first CUDA #include (the
         # header names the others once it is hipified or replaced).
         findings = []
-        match = _CUDA_INCLUDE.search(code)
-        if match:
-            number = code.count("\n", 0, match.start()) + 1
-            count = len(_CUDA_INCLUDE.findall(code))
+        includes = list(_CUDA_INCLUDE.finditer(code))
+        if includes:
+            guards = _gpu_build_guards(code_lines)
+            numbers = [code.count("\n", 0, match.start()) + 1 for match in includes]
+            unguarded = [i for i, number in enumerate(numbers) if number not in guards]
+            first = unguarded[0] if unguarded else 0
+            match, number, count = includes[first], numbers[first], len(includes)
             more = f" (and {count - 1} more CUDA include{'s' if count > 2 else ''})" if count > 1 else ""
-            findings.append(_finding(CUDA_SOURCE_FILE, path, lines, number, 1, len(lines[number - 1]) + 1,
-                                     f"includes CUDA header {match.group(1)}{more}"))
+            finding = _finding(CUDA_SOURCE_FILE, path, lines, number, 1, len(lines[number - 1]) + 1,
+                               f"includes CUDA header {match.group(1)}{more}")
+            if not unguarded:
+                finding.severity_cap = "info"
+                finding.cap_reason = (f"every CUDA include is compiled only under {guards[number]}: a build "
+                                      "without CUDA leaves it out")
+            findings.append(finding)
         return findings + _not_hipified(code_lines, lines, path, _NOT_HIPIFIED)
     if kind == "requirements":
         return _requirements(lines, path)
@@ -106,6 +120,40 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
                                              match.end() + 1, detail))
         return findings
     return []
+
+
+def _names_a_gpu_build(condition: str) -> bool:
+    """``condition`` (of an #if/#elif, or an #ifdef's macro) holds only in a CUDA or ROCm build:
+    it names such a macro, negates nothing, and each alternative of an || names one."""
+    if "!" in condition:
+        return False
+    return all(any(_GPU_BUILD_MACRO.match(word) for word in re.findall(r"\w+", part))
+               for part in condition.split("||"))
+
+
+def _gpu_build_guards(code_lines: list[str]) -> dict[int, str]:
+    """Line number -> the directive that compiles it only for a CUDA (or ROCm) build, for
+    every line inside such a branch (nested branches included; #else and #ifndef are not)."""
+    guards: dict[int, str] = {}
+    stack: list[str | None] = []  # per open #if: the guarding directive of its current branch
+    for number, line in enumerate(code_lines, 1):
+        match = _CONDITIONAL.match(line)
+        if match:
+            directive, condition = match.group(1), match.group(2).strip()
+            if directive in ("if", "ifdef", "ifndef"):
+                stack.append(f"#{directive} {condition}" if directive != "ifndef"
+                             and _names_a_gpu_build(condition) else None)
+            elif directive == "elif" and stack:
+                stack[-1] = f"#elif {condition}" if _names_a_gpu_build(condition) else None
+            elif directive == "else" and stack:
+                stack[-1] = None
+            elif directive == "endif" and stack:
+                stack.pop()
+            continue
+        guard = next((g for g in reversed(stack) if g), None)
+        if guard:
+            guards[number] = guard
+    return guards
 
 
 def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) -> list[Finding]:

@@ -1,0 +1,230 @@
+"""Round 24: two guards judge 24 found the scan blind to, each beside neighbours that keep their
+severity.
+
+- A C++ source whose every CUDA include sits under the build option its setup defines for the
+  CUDA build (``#ifdef WITH_CUDA``) compiles without CUDA: its TP502 finding is info, as a Python
+  line under ``if torch.cuda.is_available():`` is.  The compiler's own macros (``__CUDACC__``,
+  ``__CUDACC_RTC__``) are no such option: they pick between two CUDA compilers in a header that
+  stays CUDA-only.
+- The body of a function torch.library registers as an op's CUDA kernel
+  (``@torch.library.custom_op(..., device_types="cuda")``, ``@op.register_kernel("cuda")``,
+  ``@torch.library.impl(lib, "op", "CUDA")``) runs only for CUDA tensors: its findings are info.
+  The registration line itself, and kernels registered for other devices too, keep theirs.
+
+The sources are written for these tests, shaped after torchrl's csrc/pybind.cpp (S678904-032),
+colossalai's shared CPU/CUDA functor headers and xformers' seqpar.py (S678904-029)."""
+from __future__ import annotations
+
+import pytest
+
+from scan_marks import check_marked_lines, worst_by_line
+from scan_marks import write_snippet as _write
+
+_GUARDED = {
+    "pybind.cpp": """
+        #include <pybind11/pybind11.h>
+        #include <torch/extension.h>
+
+        #ifdef WITH_CUDA
+        #include "cuda_segment_tree.h"
+        #endif
+        #include "segment_tree.h"
+        """,
+    "binary_functor.h": """
+        #pragma once
+
+        #if defined(COLOSSAL_WITH_CUDA)
+        #include <cuda.h>
+        #include <cuda_bf16.h>
+        #endif
+
+        #include <functional>
+        """,
+    "nested.cpp": """
+        #if defined(USE_CUDA) || defined(USE_ROCM)
+        #  if CUDA_VERSION >= 11000
+        #    include <cuda_bf16.h>
+        #  endif
+        #  include <c10/cuda/CUDAGuard.h>
+        #elif defined(WITH_HIP)
+        #  include <cub/cub.cuh>
+        #endif
+        """,
+}
+
+_UNGUARDED = {
+    # the CPU branch of the option includes cuBLAS: a build without CUDA reaches it
+    "else_branch.cpp": """
+        #ifdef WITH_CUDA
+        #include <cuda_runtime.h>
+        #else
+        #include <cublas_v2.h>
+        #endif
+        """,
+    "negated.cpp": """
+        #ifndef WITH_CUDA
+        #include <cuda.h>
+        #endif
+        #if !defined(USE_CUDA)
+        #include <cuda_fp16.h>
+        #endif
+        """,
+    # an alternative that is not a GPU build (an MPS build) would include the CUDA header
+    "mixed_alternatives.cpp": """
+        #if defined(WITH_CUDA) || defined(WITH_MPS)
+        #include <cuda.h>
+        #endif
+        """,
+    # the compiler's macro: this header is CUDA code whichever CUDA compiler reads it
+    "epilogue.h": """
+        #pragma once
+        #if defined(__CUDACC_RTC__)
+        #include <cuda/std/cassert>
+        #else
+        #include <cassert>
+        #endif
+        #include "cutlass/cutlass.h"
+        """,
+    # one guarded include does not excuse an unguarded one after it
+    "partly.cpp": """
+        #ifdef WITH_CUDA
+        #include <c10/cuda/CUDAStream.h>
+        #endif
+        #include <ATen/cuda/CUDAContext.h>
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory):
+    root = tmp_path_factory.mktemp("csrc")
+    for name, source in {**_GUARDED, **_UNGUARDED}.items():
+        _write(root, name, source)
+    return worst_by_line(root)
+
+
+def _tp502(found, name):
+    hits = [(line, severity, reason) for (file, line, rule), (severity, reason) in found.items()
+            if file == name and rule == "TP502"]
+    assert len(hits) == 1, hits  # one finding per file, as before
+    return hits[0]
+
+
+@pytest.mark.parametrize("name", sorted(_GUARDED))
+def test_cuda_includes_only_under_a_cuda_build_option_are_info(found, name):
+    line, severity, reason = _tp502(found, name)
+    assert severity == "info"
+    assert "compiled only under #if" in reason and "a build without CUDA leaves it out" in reason
+
+
+def test_the_guard_named_is_the_one_around_the_reported_include(found):
+    assert _tp502(found, "pybind.cpp")[2].startswith("every CUDA include is compiled only under #ifdef WITH_CUDA")
+    assert "#if defined(USE_CUDA) || defined(USE_ROCM)" in _tp502(found, "nested.cpp")[2]
+
+
+@pytest.mark.parametrize("name", sorted(_UNGUARDED))
+def test_cuda_includes_a_build_without_the_option_reaches_stay_errors(found, name):
+    line, severity, reason = _tp502(found, name)
+    assert severity == "error" and reason == ""
+
+
+def test_the_unguarded_include_is_the_one_reported(found):
+    assert _tp502(found, "partly.cpp")[0] == 4  # ATen/cuda, not the guarded c10/cuda on line 2
+    assert _tp502(found, "else_branch.cpp")[0] == 4  # cublas in the #else
+
+
+_KERNELS = """
+    import torch
+    from torch.library import custom_op, register_kernel
+
+
+    @torch.library.custom_op("xlib::trailing_matmul_bwd", mutates_args=(), device_types="cuda")
+    def trailing_matmul_bwd(grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        stream = torch.cuda.current_stream()  # quiet
+        event = torch.cuda.Event()  # quiet
+        out = grad @ weight
+        event.record(stream)
+        return out
+
+
+    @custom_op("xlib::merge", mutates_args=(), device_types=["cuda"])  # kept
+    def merge(x: torch.Tensor) -> torch.Tensor:
+        torch.cuda.synchronize()  # quiet
+        return x.clone()
+
+
+    @merge.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+
+    @torch.library.custom_op("xlib::scale", mutates_args=())
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        torch.cuda.synchronize()  # kept
+        return x * 2
+
+
+    @scale.register_kernel("cuda")
+    def _scale_cuda(x):
+        torch.cuda.synchronize()  # quiet
+        return x * 2
+
+
+    @register_kernel("xlib::scale", ("cuda", "cpu"))
+    def _scale_both(x):
+        torch.cuda.synchronize()  # kept
+        return x * 2
+
+
+    lib = torch.library.Library("xlib2", "DEF")
+    lib.define("mul(Tensor x) -> Tensor")
+
+
+    @torch.library.impl(lib, "mul", "CUDA")
+    def mul_cuda(x):
+        torch.cuda.synchronize()  # quiet
+        return x * 3
+
+
+    @torch.library.impl("xlib2::mul", "default")
+    def mul_any(x):
+        torch.cuda.synchronize()  # kept
+        return x * 3
+
+
+    DEVICE = "cuda"
+
+
+    @torch.library.custom_op("xlib::pick", mutates_args=(), device_types=DEVICE)
+    def pick(x: torch.Tensor) -> torch.Tensor:
+        torch.cuda.synchronize()  # kept
+        return x
+    """
+
+
+def test_the_body_of_a_cuda_kernel_registered_with_torch_library_is_info(tmp_path):
+    path = _write(tmp_path, "seqpar.py", _KERNELS)
+    check_marked_lines([tmp_path], (path,))
+    lines = path.read_text().splitlines()
+    stream = lines.index("    stream = torch.cuda.current_stream()  # quiet") + 1
+    scale_cuda = lines.index("def _scale_cuda(x):") + 2
+    found = worst_by_line(tmp_path)
+    assert found[("seqpar.py", stream, "TP107")][1] == (
+        "in trailing_matmul_bwd, registered with torch.library as an op's CUDA kernel: the dispatcher runs it only "
+        "for CUDA tensors")
+    assert found[("seqpar.py", scale_cuda, "TP101")][1].startswith("in _scale_cuda, registered")
+
+
+def test_a_decorator_named_like_torch_library_s_is_not_read_without_torch_library(tmp_path):
+    _write(tmp_path, "ops.py", """
+        import torch
+        from mylib import custom_op
+
+
+        @custom_op("x", device_types="cuda")
+        def op(x):
+            torch.cuda.synchronize()  # kept
+            return x
+        """)
+    found = worst_by_line(tmp_path)
+    assert found[("ops.py", 7, "TP101")][0] == "error", found
