@@ -10,9 +10,15 @@ severity.
   (``@torch.library.custom_op(..., device_types="cuda")``, ``@op.register_kernel("cuda")``,
   ``@torch.library.impl(lib, "op", "CUDA")``) runs only for CUDA tensors: its findings are info.
   The registration line itself, and kernels registered for other devices too, keep theirs.
+- ``def shard(self, module, device=None): if device is None: device = torch.device("cuda")`` (or
+  ``device = device or torch.device("cuda")``, ``device = "cuda" if device is None else device``): the CUDA value
+  is the parameter's default in all but name, read as a parameter default is ("default only" where
+  every call passes the parameter, in this file or, for a function called only elsewhere, in the
+  other scanned files).
 
 The sources are written for these tests, shaped after torchrl's csrc/pybind.cpp (S678904-032),
-colossalai's shared CPU/CUDA functor headers and xformers' seqpar.py (S678904-029)."""
+colossalai's shared CPU/CUDA functor headers, xformers' seqpar.py (S678904-029) and torchrec's
+sharders (S678904-012, -028, -086)."""
 from __future__ import annotations
 
 import pytest
@@ -228,3 +234,80 @@ def test_a_decorator_named_like_torch_library_s_is_not_read_without_torch_librar
         """)
     found = worst_by_line(tmp_path)
     assert found[("ops.py", 7, "TP101")][0] == "error", found
+
+
+_SHARDERS = {
+    "pkg/__init__.py": "",
+    "pkg/sharder.py": """
+        from typing import Optional
+
+        import torch
+
+
+        class EmbeddingSharder:
+            def shard(self, module, params, device: Optional[torch.device] = None):
+                if device is None:
+                    device = torch.device("cuda")  # quiet
+                return module.to(device)
+
+
+        def place(module, device=None):
+            device = device or torch.device("cuda")  # quiet
+            return module.to(device)
+
+
+        def place_ternary(module, device=None):
+            device = torch.device("cuda") if device is None else device  # quiet
+            return module.to(device)
+
+
+        def place_for_everyone(module, device=None):
+            if device is None:
+                device = torch.device("cuda")  # kept
+            return module.to(device)
+
+
+        def rebound_first(module, device=None):
+            device = module.device
+            if device is None:
+                device = "cuda:0"  # kept
+            return module.to(device)
+
+
+        def local_helper(module, device=None):
+            device = device or torch.device("cuda")  # quiet
+            return module.to(device)
+
+
+        def run_here(module, device):
+            return local_helper(module, device=device)
+        """,
+    "pkg/model_parallel.py": """
+        import torch
+
+        from pkg.sharder import EmbeddingSharder, place, place_for_everyone, place_ternary
+
+
+        class DistributedModelParallel:
+            def __init__(self, module, device: torch.device):
+                self.device = device
+                self.module = EmbeddingSharder().shard(module, {}, device=self.device)
+                self.copy = place(module, self.device)
+                self.other = place_ternary(module, device=self.device)
+                self.everyone = place_for_everyone(module)
+        """,
+}
+
+
+def test_a_none_default_that_falls_back_to_cuda_is_read_as_the_parameter_s_default(tmp_path):
+    paths = [_write(tmp_path, name, source) for name, source in _SHARDERS.items()]
+    check_marked_lines([tmp_path], tuple(paths[1:]))
+    found = worst_by_line(tmp_path)
+    reasons = {line: reason for (name, line, rule), (_, reason) in found.items() if name == "sharder.py"}
+    lines = paths[1].read_text().splitlines()
+    sharder = lines.index('            device = torch.device("cuda")  # quiet') + 1
+    helper = len(lines) - lines[::-1].index('    device = device or torch.device("cuda")  # quiet')
+    quiet = [n for n, text in enumerate(lines, 1) if text.endswith("# quiet")]
+    assert len(quiet) == 4 and all(reasons.get(n, "").startswith("default only") for n in quiet)
+    assert reasons[sharder] == "default only: every call in the scanned files passes device"
+    assert reasons[helper] == "default only: every call in this file passes device"

@@ -289,6 +289,43 @@ def _falls_back_to_cpu(statement) -> bool:
     return False
 
 
+def _is_none_test(test: ast.expr, name: str, negated: bool = False) -> bool:
+    """``name is None`` (``name is not None`` where ``negated``)."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.IsNot if negated else ast.Is)
+            and isinstance(test.left, ast.Name) and test.left.id == name
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None)
+
+
+def _none_fallback(statement: ast.stmt, names: set[str]) -> tuple[str, ast.expr] | None:
+    """(parameter, the value it falls back to) for ``if p is None: p = V``, ``p = p or V`` and
+    ``p = V if p is None else p`` (or ``p if p is not None else V``), ``p`` one of ``names``."""
+    if (isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1
+            and isinstance(statement.body[0], ast.Assign)):
+        assign = statement.body[0]
+        target = assign.targets[0] if len(assign.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id in names and _is_none_test(statement.test, target.id):
+            return target.id, assign.value
+        return None
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in names):
+        return None
+    name, value = statement.targets[0].id, statement.value
+
+    def is_parameter(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id == name
+
+    if (isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2
+            and is_parameter(value.values[0])):
+        return name, value.values[1]
+    if isinstance(value, ast.IfExp):
+        if _is_none_test(value.test, name) and is_parameter(value.orelse):
+            return name, value.body
+        if _is_none_test(value.test, name, negated=True) and is_parameter(value.body):
+            return name, value.orelse
+    return None
+
+
 def _within(finding, node) -> bool:
     """Whether a finding (1-based column) lies inside ``node``'s source span."""
     start, end = (node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)
@@ -778,8 +815,35 @@ class AnalyzerCore(AnalyzerState):
         self.context_names.pop()
         self.class_names.pop()
         self.scopes.pop()
+        self._read_none_default_fallbacks(node, self.findings[body_start:])
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _read_none_default_fallbacks(self, function, findings) -> None:
+        """``def shard(self, module, device=None): if device is None: device = torch.device("cuda")``
+        (or ``device = device or "cuda"``) at the top level of the body: that value is the
+        parameter's default in all but name, read as a default is (every call in this file passes
+        the parameter; or, called only from other files, those calls decide)."""
+        candidates = {argument.arg for argument, default in parameter_defaults(function.args)
+                      if isinstance(default, ast.Constant) and default.value is None}
+        if not candidates or not findings:
+            return
+        for statement in function.body:
+            fallback = _none_fallback(statement, candidates)
+            if fallback is None:
+                candidates -= {n.id for n in walk_nodes(statement) if isinstance(n, ast.Name)
+                               and isinstance(n.ctx, ast.Store)}  # rebound first: no longer the argument
+                if not candidates:
+                    return
+                continue
+            parameter, value = fallback
+            inside = [f for f in findings if _within(f, value) and f.severity_cap is None and f.default_of is None]
+            if inside and self._every_call_passes(function, parameter):
+                self._cap(inside, f"default only: every call in this file passes {parameter}")
+            elif inside and (called_as := self._called_elsewhere(function, parameter)):
+                for finding in inside:
+                    finding.default_of = called_as
+            candidates.discard(parameter)
 
     def _cap_asked_float64(self, name: str, findings) -> None:
         """``class DoublePrecision``: float64 is what the user asked for."""
