@@ -40,6 +40,7 @@ def test_one_sample_and_an_unknown_seed():
     ("676501", ("agreement 81/90 = 90.0%", "kappa 0.79", "30/32 = 93.8% by judge B", "30/37 = 81.1% by judge A")),
     ("457076", ("agreement 78/90 = 86.7%", "kappa 0.72", "30/34 = 88.2% by judge B", "30/38 = 78.9% by judge A")),
     ("988409", ("agreement 90/90 = 100.0%", "kappa 1.00", "59/59 = 100.0% by judge B", "59/59 = 100.0% by judge A")),
+    ("678904", ("agreement 84/90 = 93.3%", "kappa 0.86", "35/40 = 87.5% by judge B", "35/36 = 97.2% by judge A")),
 ])
 def test_agreement_of_the_two_judgements_of_a_sample(seed, expected):
     precision = ROOT / "docs" / "precision"
@@ -50,16 +51,19 @@ def test_agreement_of_the_two_judgements_of_a_sample(seed, expected):
         assert line in result.stdout
 
 
-def test_the_bounds_over_the_three_double_judged_samples():
+def test_the_bounds_over_the_four_double_judged_samples():
     precision = ROOT / "docs" / "precision"
-    pairs = [str(precision / f"{kind}-{seed}-verdicts.md") for seed in ("676501", "457076", "988409")
+    pairs = [str(precision / f"{kind}-{seed}-verdicts.md") for seed in ("676501", "457076", "988409", "678904")
              for kind in ("judge", "rejudge")]
     result = _run("--agreement", *pairs)
     assert result.returncode == 0, result.stderr
-    assert "over 3 samples: what judge A judged correct would be judged 119/125 = 95.2% by judge B" in result.stdout
-    assert "over 3 samples: what judge B judged correct would be judged 119/134 = 88.8% by judge A" in result.stdout
+    assert "over 4 samples: what judge A judged correct would be judged 154/165 = 93.3% by judge B" in result.stdout
+    assert "over 4 samples: what judge B judged correct would be judged 154/170 = 90.6% by judge A" in result.stdout
+    assert "would score 91-93%" in " ".join((ROOT / "README.md").read_text().split())
     assert _run("--agreement", pairs[0]).returncode != 0
 
 
 def test_the_readme_quotes_every_agreement():
-    assert "81, 78 and 90 of 90 findings" in " ".join((ROOT / "README.md").read_text().split())
+    rejudged = sorted((ROOT / "docs" / "precision").glob("rejudge-*-verdicts.md"))
+    assert len(rejudged) == 4, rejudged  # a new double judgement belongs in the README's list
+    assert "81, 78, 90 and 84 of 90 findings" in " ".join((ROOT / "README.md").read_text().split())
