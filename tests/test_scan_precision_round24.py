@@ -91,6 +91,16 @@ _UNGUARDED = {
         #endif
         #include "cutlass/cutlass.h"
         """,
+    # conditions that hold without CUDA, or that the file settles itself (a review's probes)
+    "compared.cpp": "#if USE_CUDA == 0\n#include <cuda_runtime.h>\n#endif\n",
+    "spelled_not.cpp": "#if not defined(WITH_CUDA)\n#include <cuda_runtime.h>\n#endif\n",
+    "spelled_or.cpp": "#if defined(WITH_CUDA) or defined(WITH_MPS)\n#include <cuda_runtime.h>\n#endif\n",
+    "bit_or.cpp": "#if USE_CUDA | WITH_MPS\n#include <cuda_runtime.h>\n#endif\n",
+    "continued.cpp": "#if defined(WITH_CUDA) \\\n    || defined(WITH_MPS)\n#include <cuda_runtime.h>\n#endif\n",
+    "elifdef.cpp": "#ifdef WITH_CUDA\n#include <cuda.h>\n#elifdef WITH_MPS\n#include <cublas_v2.h>\n#endif\n",
+    "defined_here.cpp": "#define WITH_CUDA 1\n#ifdef WITH_CUDA\n#include <cuda_runtime.h>\n#endif\n",
+    "opposite_name.cpp": "#ifdef DONT_USE_CUDA\n#include <cuda_runtime.h>\n#endif\n",
+    "form_feed.cpp": "\f\n\f\n#ifdef WITH_CUDA\nint x;\n#endif\n#include <cuda_runtime.h>\n",
     # one guarded include does not excuse an unguarded one after it
     "partly.cpp": """
         #ifdef WITH_CUDA
@@ -105,7 +115,10 @@ _UNGUARDED = {
 def found(tmp_path_factory):
     root = tmp_path_factory.mktemp("csrc")
     for name, source in {**_GUARDED, **_UNGUARDED}.items():
-        _write(root, name, source)
+        if "\n" in source and not source.startswith("\n"):
+            (root / name).write_text(source)  # written as is: a form feed or a backslash matters
+        else:
+            _write(root, name, source)
     return worst_by_line(root)
 
 
@@ -311,3 +324,166 @@ def test_a_none_default_that_falls_back_to_cuda_is_read_as_the_parameter_s_defau
     assert len(quiet) == 4 and all(reasons.get(n, "").startswith("default only") for n in quiet)
     assert reasons[sharder] == "default only: every call in the scanned files passes device"
     assert reasons[helper] == "default only: every call in this file passes device"
+
+
+# The body of each holds a CUDA call that runs off CUDA: another registration runs it on other
+# devices, the function is called (or registered) by name, or the decorator is not torch.library's.
+_KERNELS_THAT_RUN_ELSEWHERE = {
+    "stacked_cpu_cuda.py": """
+        import torch
+
+        lib = torch.library.Library("mylib", "DEF")
+        lib.define("fused(Tensor x) -> Tensor")
+
+
+        @torch.library.impl(lib, "fused", "CPU")
+        @torch.library.impl(lib, "fused", "CUDA")
+        def fused(x):
+            torch.cuda.synchronize()  # kept
+            return x * 2
+        """,
+    "fake_stacked.py": """
+        import torch
+
+
+        @torch.library.register_fake("mylib3::op")
+        @torch.library.register_kernel("mylib3::op", "cuda")
+        def op_kernel(x):
+            torch.cuda.synchronize()  # kept
+            return torch.empty_like(x)
+        """,
+    "direct_call.py": """
+        import torch
+
+        lib = torch.library.Library("mylib2", "DEF")
+        lib.define("fused(Tensor x) -> Tensor")
+
+
+        @torch.library.impl(lib, "fused", "CUDA")
+        def fused_cuda(x):
+            stream = torch.cuda.current_stream()  # kept
+            return x * 2
+
+
+        def forward(x):
+            return fused_cuda(x)
+        """,
+    "registered_again.py": """
+        import torch
+
+
+        @torch.library.custom_op("mylib4::op", mutates_args=())
+        def op(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+
+        @op.register_kernel("cuda")
+        def op_cuda(x):
+            torch.cuda.synchronize()  # kept
+            return x.clone()
+
+
+        op.register_kernel("cpu")(op_cuda)
+        """,
+    "lookalike_registry.py": """
+        import torch
+        import torch.library
+
+
+        class Registry:
+            def __init__(self):
+                self.kernels = {}
+
+            def register_kernel(self, name):
+                def wrap(fn):
+                    self.kernels[name] = fn
+                    return fn
+                return wrap
+
+
+        registry = Registry()
+
+
+        @registry.register_kernel("cuda")
+        def default_kernel(x):
+            return x.cuda() * 2  # kept
+        """,
+    "lookalike_import.py": """
+        import torch
+        from torch.library import Library
+        from mylib.ops import custom_op
+
+
+        @custom_op("mine::op", device_types="cuda")
+        def op(x):
+            return x.cuda()  # kept
+        """,
+    # a default is evaluated where the function is defined, on every device
+    "one_line.py": """
+        import torch
+
+
+        @torch.library.custom_op("mylib5::op", mutates_args=(), device_types="cuda")
+        def op(x: torch.Tensor, s: int = torch.cuda.current_device()) -> torch.Tensor: return x.clone()  # kept
+        """,
+}
+
+
+def test_a_kernel_body_that_also_runs_elsewhere_keeps_its_findings(tmp_path):
+    paths = tuple(_write(tmp_path, name, source) for name, source in _KERNELS_THAT_RUN_ELSEWHERE.items())
+    kept = {(p.name, n) for p in paths for n, text in enumerate(p.read_text().splitlines(), 1)
+            if text.endswith("# kept")}
+    serious = {(name, line) for (name, line, _), (severity, _) in worst_by_line(tmp_path).items()
+               if severity in ("error", "silent")}
+    assert len(kept) == len(paths) and kept <= serious, sorted(kept - serious)
+
+
+def test_the_registration_of_a_cuda_only_kernel_is_the_finding(tmp_path):
+    """The op has no kernel for other devices: its registration is the line to change, at error,
+    in each spelling (the list form was a finding already)."""
+    _write(tmp_path, "ops.py", """
+        import torch
+        from torch import nn, library
+
+        lib = torch.library.Library("xlib3", "DEF")
+        lib.define("mul(Tensor x) -> Tensor")
+
+
+        @torch.library.custom_op("xlib3::a", mutates_args=(), device_types="cuda")
+        def a(x: torch.Tensor) -> torch.Tensor:
+            torch.cuda.synchronize()
+            return x
+
+
+        @torch.library.impl(lib, "mul", "CUDA")
+        def mul_cuda(x):
+            torch.cuda.synchronize()
+            return x
+
+
+        @library.impl("xlib3::b", "cuda")
+        def b_cuda(x):
+            torch.cuda.synchronize()
+            return x
+
+
+        @a.register_kernel("cuda")
+        def a_again(x):
+            torch.cuda.synchronize()
+            return x
+
+
+        @torch.library.register_kernel("xlib3::a", ("cuda", "cpu"))
+        def a_both(x):
+            return x
+        """)
+    found = worst_by_line(tmp_path)
+    lines = (tmp_path / "ops.py").read_text().splitlines()
+    registrations = [n for n, text in enumerate(lines, 1) if text.startswith("@") and "cpu" not in text]
+    assert len(registrations) == 4
+    for line in registrations:
+        severity, reason = found[("ops.py", line, "TP001")]
+        assert severity == "error" and reason == "", line
+    bodies = [n for n, text in enumerate(lines, 1) if "synchronize" in text]
+    assert all(found[("ops.py", n, "TP101")][0] == "info" for n in bodies)
+    assert not any(key[1] == len(lines) - 2 for key in found)  # ("cuda", "cpu"): a kernel for both

@@ -20,7 +20,7 @@ from pathlib import Path
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
-from torchport.scan.detectors.syntax import fails_with, string_value, walk_nodes
+from torchport.scan.detectors.syntax import fails_with, kernel_devices, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
@@ -947,56 +947,59 @@ def _cuda_guard_decorator(context: FileContext, line: int) -> str | None:
     return None
 
 
-# torch.library's decorators that register a function as an op's kernel for some devices.
-_KERNEL_REGISTRATIONS = frozenset({"custom_op", "register_kernel", "impl"})
-_TORCH_LIBRARY = re.compile(r"\btorch\.library\b|\bfrom\s+torch\s+import\s+(?:\([^)]*)?\blibrary\b")
+_TORCH_LIBRARY = re.compile(r"\btorch\.library\b|\bfrom\s+torch\s+import\s+(?:\([^)]*|[\w \t,]*)\blibrary\b")
 
 
-def _registered_devices(decorator: ast.expr) -> list[str] | None:
-    """The devices (or dispatch keys) a torch.library decorator registers its function for,
-    lowercased; None for any other decorator.  ``custom_op(name, device_types=...)``;
-    ``register_kernel(op, device_types)`` or ``op.register_kernel(device_types)``;
-    ``impl("lib::op", types)`` or ``impl(lib, "op", dispatch_key)``."""
-    if not isinstance(decorator, ast.Call):
-        return None
-    func, args = decorator.func, decorator.args
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if name not in _KERNEL_REGISTRATIONS:
-        return None
-    on_library = not isinstance(func, ast.Attribute) or bool(re.fullmatch(r"(?:torch\.)?library",
-                                                                           ast.unparse(func.value)))
-    if name == "custom_op":
-        values = []
-    elif name == "register_kernel":
-        values = args[1:2] if on_library else args[:1]
-    elif not on_library:
-        return None
-    else:
-        by_name = bool(args) and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
-        values = args[1:2] if by_name else args[2:3]
-    values = [*values, *(k.value for k in decorator.keywords if k.arg in ("device_types", "types", "dispatch_key"))]
-    found = []
-    for value in values:
-        for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
-            if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
-                return None  # a device chosen at run time: which, the scan cannot tell
-            found.append(item.value.lower())
-    return found
-
-
-def _cuda_kernel_of_an_op(context: FileContext, line: int) -> str | None:
+def _cuda_kernel_of_an_op(context: FileContext, line: int, column: int = 0) -> str | None:
     """``@torch.library.custom_op("lib::op", mutates_args=(), device_types="cuda") def op(x)``
     (or ``@op.register_kernel("cuda")``, ``@torch.library.impl(lib, "op", "CUDA")``): the
     dispatcher calls the function only for CUDA tensors.  A call of the op on other tensors fails
     for want of a kernel, at the caller; the body's CUDA calls never run there."""
     for function in reversed(context.enclosing(line)):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or line < function.body[0].lineno:
-            continue  # the decorator itself registers the kernel: that line stays what it is
-        for decorator in function.decorator_list:
-            devices = _registered_devices(decorator)
-            if devices and all(device == "cuda" for device in devices):
-                return function.name
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+                (line, column) < (function.body[0].lineno, function.body[0].col_offset + 1):
+            continue  # the decorator or the signature (defaults run at definition): as it is
+        registrations = [kernel_devices(d) for d in function.decorator_list]
+        if any(isinstance(d, ast.Call) and _decorator_name(d).startswith(("register_", "impl"))
+               and r is None for d, r in zip(function.decorator_list, registrations)):
+            return None  # also a fake, autograd or other registration: runs on any device
+        if any(not _from_torch_library(context, d) for d, r in zip(function.decorator_list, registrations)
+               if r is not None):
+            continue  # a registry or a decorator of the same name that is not torch.library's
+        registered = [r for r in registrations if r is not None]
+        if not registered or not all(r and all(device == "cuda" for device in r) for r in registered):
+            continue
+        returns_itself = any(isinstance(d, ast.Call) and _decorator_name(d) != "custom_op"
+                             for d in function.decorator_list)
+        if returns_itself and any(isinstance(n, ast.Name) and n.id == function.name
+                                  for n in ast.walk(context.tree)):
+            return None  # the function itself is called or registered again: not only by the dispatcher
+        return function.name
     return None
+
+
+def _from_torch_library(context: FileContext, decorator: ast.expr) -> bool:
+    """``torch.library.X``/``library.X``; a bare ``X`` imported from torch.library; ``op.register_kernel``
+    on an ``op`` the file defines with torch.library's custom_op."""
+    if not isinstance(decorator, ast.Call):
+        return False
+    func = decorator.func
+    if not isinstance(func, (ast.Name, ast.Attribute)):
+        return False
+    if isinstance(func, ast.Name):
+        return any(isinstance(n, ast.ImportFrom) and n.module == "torch.library"
+                   and any((a.asname or a.name) == func.id for a in n.names) for n in ast.walk(context.tree))
+    receiver = ast.unparse(func.value)
+    if re.fullmatch(r"(?:torch\.)?library", receiver):
+        return True
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == receiver
+               and any(isinstance(d, ast.Call) and _decorator_name(d) == "custom_op" and _from_torch_library(context, d)
+                       for d in n.decorator_list) for n in ast.walk(context.tree))
+
+
+def _decorator_name(decorator: ast.Call) -> str:
+    func = decorator.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _returns_where_cuda_absent(context: FileContext, name: str) -> bool:
@@ -1647,7 +1650,8 @@ def _in_cuda_guarded_function(site: _Site) -> str | None:
 
 
 def _in_cuda_kernel_of_an_op(site: _Site) -> str | None:
-    return _cuda_kernel_of_an_op(site.context, site.line) if site.file.search(_TORCH_LIBRARY) else None
+    return (_cuda_kernel_of_an_op(site.file.whole(), site.line, site.finding.column)
+            if site.file.search(_TORCH_LIBRARY) else None)
 
 
 def _check_decides(severity: str) -> Callable[[_Site], str | None]:

@@ -27,8 +27,8 @@ _NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first 
 # build (WITH_CUDA, USE_CUDA, COLOSSAL_WITH_CUDA, GOOGLE_CUDA): the same file also builds without
 # them.  The compiler's own macros (__CUDACC__, __NVCC__, __CUDACC_RTC__) are not options: they
 # tell a CUDA-only header which CUDA compiler reads it.
-_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
-_GPU_BUILD_MACRO = re.compile(r"^(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
+_GPU_BUILD_MACRO = re.compile(r"^(?!(?:\w*_)?(?:NO|NOT|DONT|DISABLE|WITHOUT|SKIP)_)(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
 _VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
 _NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 _SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, _VISIBLE_DEVICES.pattern[2:-2]),
@@ -91,8 +91,13 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
         findings = []
         includes = list(_CUDA_INCLUDE.finditer(code))
         if includes:
-            guards = _gpu_build_guards(code_lines)
-            numbers = [code.count("\n", 0, match.start()) + 1 for match in includes]
+            defined_here = set(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", code, re.M))
+            guards = _gpu_build_guards(code.split("\n"), defined_here)
+            numbers, at, number = [], 0, 1
+            for match in includes:
+                number += code.count("\n", at, match.start())
+                at = match.start()
+                numbers.append(number)
             unguarded = [i for i, number in enumerate(numbers) if number not in guards]
             first = unguarded[0] if unguarded else 0
             match, number, count = includes[first], numbers[first], len(includes)
@@ -122,16 +127,20 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     return []
 
 
-def _names_a_gpu_build(condition: str) -> bool:
+def _names_a_gpu_build(condition: str, defined_here: frozenset[str] | set[str] = frozenset()) -> bool:
     """``condition`` (of an #if/#elif, or an #ifdef's macro) holds only in a CUDA or ROCm build:
     it names such a macro, negates nothing, and each alternative of an || names one."""
-    if "!" in condition:
-        return False
+    tokens = re.findall(r"&&|\|\||\w+|\S", condition)
+    if any(t in ("not", "or", "xor", "bitor", "compl", "not_eq")
+           or not (t in ("&&", "||", "(", ")") or t[0].isalpha() or t[0] == "_") for t in tokens):
+        return False  # a negation, a comparison, a single |, a continued line: not a plain option
+    if any(t in defined_here for t in tokens if _GPU_BUILD_MACRO.match(t)):
+        return False  # the file sets the option itself
     return all(any(_GPU_BUILD_MACRO.match(word) for word in re.findall(r"\w+", part))
                for part in condition.split("||"))
 
 
-def _gpu_build_guards(code_lines: list[str]) -> dict[int, str]:
+def _gpu_build_guards(code_lines: list[str], defined_here: frozenset[str] | set[str] = frozenset()) -> dict[int, str]:
     """Line number -> the directive that compiles it only for a CUDA (or ROCm) build, for
     every line inside such a branch (nested branches included; #else and #ifndef are not)."""
     guards: dict[int, str] = {}
@@ -142,9 +151,10 @@ def _gpu_build_guards(code_lines: list[str]) -> dict[int, str]:
             directive, condition = match.group(1), match.group(2).strip()
             if directive in ("if", "ifdef", "ifndef"):
                 stack.append(f"#{directive} {condition}" if directive != "ifndef"
-                             and _names_a_gpu_build(condition) else None)
-            elif directive == "elif" and stack:
-                stack[-1] = f"#elif {condition}" if _names_a_gpu_build(condition) else None
+                             and _names_a_gpu_build(condition, defined_here) else None)
+            elif directive in ("elif", "elifdef", "elifndef") and stack:
+                stack[-1] = (f"#{directive} {condition}" if directive != "elifndef"
+                             and _names_a_gpu_build(condition, defined_here) else None)
             elif directive == "else" and stack:
                 stack[-1] = None
             elif directive == "endif" and stack:

@@ -12,6 +12,8 @@ from torchport.scan.detectors.syntax import (
     call_argument,
     closing_paren,
     insert_at,
+    kernel_device_arguments,
+    kernel_devices,
     method_token,
     node_end,
     node_start,
@@ -64,8 +66,10 @@ def rule_for_name(qualname: str) -> str | None:
 
 
 class DeviceDetector(AnalyzerState):
-    CALLS = {"torch.device": "_torch_device", "torch.set_default_device": "_set_default_device"}
-    METHODS = {"cuda": "_dot_cuda", "to": "_dot_to"}
+    CALLS = {"torch.device": "_torch_device", "torch.set_default_device": "_set_default_device",
+             "torch.library.custom_op": "_kernel_registration", "torch.library.register_kernel": "_kernel_registration",
+             "torch.library.impl": "_kernel_registration"}
+    METHODS = {"cuda": "_dot_cuda", "to": "_dot_to", "register_kernel": "_kernel_registration_method"}
     KEYWORDS = {"device": "_device_keyword", "map_location": "_device_keyword",
                 "device_type": "_device_type_keyword"}
     CALL_CLAIMS = ("_built_device_string",)
@@ -170,6 +174,25 @@ class DeviceDetector(AnalyzerState):
 
     def _device_type_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
         self._device_literal(kw.value, as_string=True, what="device_type=")
+
+    def _kernel_registration(self, node: ast.Call, qualname: str = "") -> bool:
+        """``@torch.library.custom_op("lib::op", mutates_args=(), device_types="cuda")``,
+        ``@op.register_kernel("cuda")``, ``@torch.library.impl(lib, "op", "CUDA")``: the op gets a
+        kernel for CUDA alone, and a call of it with tensors on another device finds none.  The
+        device string is the line to change (register a kernel for the others too); the kernel's
+        body runs only for CUDA tensors (policy.py lowers what is in it).  Not rewritten: the
+        kernel is CUDA code, registering it for another device would not port it.  A list
+        (``["cuda"]``) is reported as a list of CUDA devices already."""
+        devices = kernel_devices(node)
+        if devices and all(device == "cuda" for device in devices):
+            for argument in kernel_device_arguments(node) or ():
+                value = string_value(argument)
+                if value is not None and id(argument) not in self.claimed:
+                    self.report(CUDA_DEVICE_STRING, argument, f'"{value}": a torch.library kernel for CUDA alone')
+        return False  # the call's arguments are visited as usual
+
+    def _kernel_registration_method(self, node: ast.Call) -> None:
+        self._kernel_registration(node)
 
     def _compared_device(self, element, value: str, lists_others: bool) -> bool:
         if not CUDA_DEVICE.match(value):

@@ -208,3 +208,50 @@ def _value_with(node: ast.expr, is_query: Callable[[ast.expr], bool], answer: in
 
 def _is_rank(node: ast.expr, ranks: frozenset[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in ranks
+
+
+# torch.library's calls that register a function as an op's kernel for some devices.
+_KERNEL_REGISTRATIONS = frozenset({"custom_op", "register_kernel", "impl"})
+
+
+def kernel_device_arguments(call: ast.expr) -> list[ast.expr] | None:
+    """The arguments naming the devices (or dispatch keys) a torch.library registration is for:
+    ``custom_op(name, device_types=...)``; ``register_kernel(op, device_types)`` or
+    ``op.register_kernel(device_types)``; ``impl("lib::op", types)`` or ``impl(lib, "op",
+    dispatch_key)``.  None for any other call (``self.impl(...)``, a ``custom_op`` of another
+    module's spelling ``x.custom_op``)."""
+    if not isinstance(call, ast.Call):
+        return None
+    func, args = call.func, call.args
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name not in _KERNEL_REGISTRATIONS:
+        return None
+    on_library = not isinstance(func, ast.Attribute) or bool(re.fullmatch(r"(?:torch\.)?library",
+                                                                           ast.unparse(func.value)))
+    if name == "custom_op":
+        if not on_library:
+            return None
+        values: list[ast.expr] = []
+    elif name == "register_kernel":
+        values = args[1:2] if on_library else args[:1]
+    elif not on_library:
+        return None
+    else:
+        by_name = bool(args) and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
+        values = args[1:2] if by_name else args[2:3]
+    return [*values, *(k.value for k in call.keywords if k.arg in ("device_types", "types", "dispatch_key"))]
+
+
+def kernel_devices(call: ast.expr) -> list[str] | None:
+    """The devices a torch.library registration is for, lowercased (see kernel_device_arguments);
+    None for another call or a device chosen at run time (which, the scan cannot tell)."""
+    values = kernel_device_arguments(call)
+    if values is None:
+        return None
+    found = []
+    for value in values:
+        for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
+            if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
+                return None
+            found.append(item.value.lower())
+    return found
