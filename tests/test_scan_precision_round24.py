@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from scan_marks import check_marked_lines, worst_by_line
+from scan_marks import check_marked_lines, kept_lines_stay, worst_by_line
 from scan_marks import write_snippet as _write
 
 _GUARDED = {
@@ -487,3 +487,85 @@ def test_the_registration_of_a_cuda_only_kernel_is_the_finding(tmp_path):
     bodies = [n for n, text in enumerate(lines, 1) if "synchronize" in text]
     assert all(found[("ops.py", n, "TP101")][0] == "info" for n in bodies)
     assert not any(key[1] == len(lines) - 2 for key in found)  # ("cuda", "cpu"): a kernel for both
+
+
+# Calls that reach the CUDA fallback although they name the parameter, or that the file hides
+# (a review's probes): None passed, a None-defaulted parameter handed on, **kwargs that may not
+# hold it, the function used as a value, a subclass, a call through the class.
+_FALLBACKS_STILL_REACHED = {
+    "pkg/__init__.py": "",
+    "pkg/lib.py": """
+        import functools
+
+        import torch
+
+
+        def place(x, device=None):
+            if device is None:
+                device = torch.device("cuda")  # kept
+            return x.to(device)
+
+
+        def run(x, dev=None):
+            return place(x, device=None), place(x, dev), place(x, device=dev)
+
+
+        def callback(x, device=None):
+            device = device or torch.device("cuda")  # kept
+            return x.to(device)
+
+
+        def use(x, d, model):
+            model.apply(callback)
+            return callback(x, device=d), functools.partial(callback)
+
+
+        class Base:
+            def __init__(self, device=None):
+                if device is None:
+                    device = torch.device("cuda")  # kept
+                self.device = device
+
+            def move(self, x, device=None):
+                if device is None:
+                    device = torch.device("cuda")  # kept
+                return x.to(device)
+
+
+        class Child(Base):
+            pass
+
+
+        def build(d, x):
+            Base(device=d).move(x, d)
+            Base.move(Base(d), x)
+            return Child()
+
+
+        def by_kwargs(x, device=None):
+            if device is None:
+                device = torch.device("cuda")  # kept
+            return x.to(device)
+
+
+        def forwarded(x, device=None):
+            device = torch.device("cuda") if device is None else device  # kept
+            return x.to(device)
+        """,
+    "pkg/app.py": """
+        from pkg.lib import by_kwargs, forwarded
+
+
+        def a(x, **kw):
+            return by_kwargs(x, **kw)
+
+
+        def b(x, device=None):
+            return forwarded(x, device=device)
+        """,
+}
+
+
+def test_a_fallback_a_call_can_still_reach_keeps_its_finding(tmp_path):
+    paths = [_write(tmp_path, name, source) for name, source in _FALLBACKS_STILL_REACHED.items()]
+    kept_lines_stay(paths[1], "TP001", root=tmp_path)

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 
 from torchport.scan import device_flow, python
-from torchport.scan.detectors.syntax import passes_argument, walk_nodes
+from torchport.scan.detectors.syntax import passes_a_value, passes_argument, walk_nodes
 from torchport.scan.model import DEFAULT_OF_FUNCTION, DEFAULT_OF_METHOD, FileResult, Finding
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -204,7 +204,10 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
                 pending.setdefault(finding.default_of[0], []).append(finding)
     if not pending:
         return
-    calls: dict[str, list[tuple[ast.Call, bool]]] = {name: [] for name in pending}
+    calls: dict[str, list[tuple[ast.Call, bool, list]]] = {name: [] for name in pending}
+    # a None that falls back to CUDA: whether a call hands on a None of its own function is read
+    # in the whole file, whose functions are kept per call
+    falls_back = {name for name, findings in pending.items() if any(f.default_falls_back for f in findings)}
     unpacked = device_flow.UnpackedKeys()  # keys a `**mapping` in a call is known to hold
     reaching = {name: name for name in pending}
     reaching.update({alias: name for alias, name in (aliases or {}).items() if name in pending})
@@ -245,7 +248,8 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
                 # the whole file where the cut may have dropped a call (a spelling in a comment or
                 # a string counts too), or where what a `**mapping` holds must be read
                 if reading.spelled < _spellings(text, named) or any(
-                        keyword.arg is None for call, _, _ in reading.calls for keyword in call.keywords):
+                        keyword.arg is None for call, _, _ in reading.calls for keyword in call.keywords) or any(
+                        reaching[name] in falls_back for name in named):
                     tree = None
             if tree is None:
                 tree = ast.parse(text)
@@ -253,8 +257,10 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             forget(named)
             continue
+        functions = [n for n in walk_nodes(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] \
+            if any(reaching[name] in falls_back for _, name, _ in reading.calls) else []
         for call, name, sure in reading.calls:
-            calls[reaching[name]].append((call, sure))
+            calls[reaching[name]].append((call, sure, functions))
             unpacked.note(call, tree)
         escaped.update(reaching[name] for name in reading.escaped)
         escaped.update(reaching[name] for name in reading.bases & set(reaching)
@@ -264,11 +270,17 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
             _, parameter, position, unpacking_counts, kind = finding.default_of  # type: ignore[misc]
             if kind != DEFAULT_OF_METHOD and name in escaped:
                 continue  # not for a method: its name is often a local variable's or a data attribute's too
-            reached = [call for call, _ in calls[name]]
+            reached = [call for call, _, _ in calls[name]]
             # a module-level function needs a call that surely reaches it: a method of the same name
             # (`Engine.quantize_model(..., device=d)`) says nothing of the function's own callers
-            reaching_surely = [call for call, surely in calls[name] if surely] if kind == DEFAULT_OF_FUNCTION else reached
-            if reaching_surely and all(passes_argument(call, parameter, position, unpacking_counts)
-                                       or unpacked.holds(call, parameter) for call in reached):
+            reaching_surely = [call for call, surely, _ in calls[name] if surely] if kind == DEFAULT_OF_FUNCTION \
+                else reached
+            if finding.default_falls_back:
+                passed = all(passes_a_value(call, parameter, position, functions)
+                             for call, _, functions in calls[name])
+            else:
+                passed = all(passes_argument(call, parameter, position, unpacking_counts)
+                             or unpacked.holds(call, parameter) for call in reached)
+            if reaching_surely and passed:
                 finding.severity_cap = "info"
                 finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"

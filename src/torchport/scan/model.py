@@ -78,6 +78,9 @@ class Finding:
     # name, parameter, position in a call, whether `**kwargs` in a call counts as passing it,
     # DEFAULT_OF_FUNCTION, _CLASS or _METHOD).  The whole scan then checks the other files' calls.
     default_of: tuple[str, str, int | None, bool, str] | None = None
+    # The default is a None the function replaces by CUDA (``if device is None: device = "cuda"``):
+    # a call passing None, or a None it was given, reaches it.
+    default_falls_back: bool = False
     # In functions its file uses only in tests that run only with CUDA: (the functions' names, the
     # reason).  Lowered to info by the whole scan if no other scanned file spells one of the names.
     only_in_cuda_tests: tuple[tuple[str, ...], str] | None = None

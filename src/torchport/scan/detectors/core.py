@@ -33,6 +33,7 @@ from torchport.scan.detectors.syntax import (
     keyword_value,
     nested_statements,
     parameter_defaults,
+    passes_a_value,
     passes_argument,
     replace_node,
     string_value,
@@ -838,12 +839,36 @@ class AnalyzerCore(AnalyzerState):
                 continue
             parameter, value = fallback
             inside = [f for f in findings if _within(f, value) and f.severity_cap is None and f.default_of is None]
-            if inside and self._every_call_passes(function, parameter):
+            if inside and self._every_call_passes_a_value(function, parameter):
                 self._cap(inside, f"default only: every call in this file passes {parameter}")
             elif inside and (called_as := self._called_elsewhere(function, parameter)):
                 for finding in inside:
-                    finding.default_of = called_as
+                    finding.default_of = (*called_as[:3], False, called_as[4])  # **kwargs may not hold it
+                    finding.default_falls_back = True
             candidates.discard(parameter)
+
+    def _every_call_passes_a_value(self, function, parameter: str) -> bool:
+        """For a None default the function replaces by CUDA: the file calls the function, every
+        call passes the parameter a value that is not None (``passes_a_value``), and the file
+        names the function nowhere else: not as a value (a callback, ``functools.partial``), not in
+        a subclass's bases, not through its class (``Base.place(obj, x)``, where the slots shift)."""
+        method = bool(self.class_names and self.class_names[-1]) and not any(
+            getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
+        owner = self.class_names[-1] if self.class_names else ""
+        name = owner if method and function.name == "__init__" else function.name
+        calls = self.calls_named(name)
+        if not method:
+            calls = [call for call in calls if isinstance(call.func, ast.Name)]
+        if not calls or any(isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
+                            and call.func.value.id == owner for call in calls):
+            return False
+        mentions = len(re.findall(rf"(?<!\w){re.escape(name)}\b", "\n".join(self.lines)))
+        if mentions > 1 + len(calls):  # the definition and the calls, nothing else
+            return False
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        position = positional.index(parameter) - method if parameter in positional else None
+        functions = list(self._functions.values())
+        return all(passes_a_value(call, parameter, position, functions) for call in calls)
 
     def _cap_asked_float64(self, name: str, findings) -> None:
         """``class DoublePrecision``: float64 is what the user asked for."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from torchport.scan.model import Edit
 
@@ -89,6 +89,26 @@ def passes_argument(call: ast.Call, parameter: str, position: int | None, unpack
         return False
     return len([a for a in call.args if not isinstance(a, ast.Starred)]) > position or (
         unpacking_counts and any(isinstance(a, ast.Starred) for a in call.args))
+
+
+def passes_a_value(call: ast.Call, parameter: str, position: int | None,
+                   functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef]) -> bool:
+    """Whether ``call`` passes ``parameter`` a value that is not None as far as its file shows, for
+    a parameter whose None makes the function fall back to CUDA: not through ``*args`` /
+    ``**kwargs``, not ``None``, and not a parameter of the calling function (among ``functions``,
+    the file's) that itself defaults to None, which a wrapper hands on unchanged."""
+    if not passes_argument(call, parameter, position, unpacking_counts=False):
+        return False
+    value = call_argument(call, position, parameter)
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return False
+    if not isinstance(value, ast.Name):
+        return True
+    around = [f for f in functions if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]
+    caller = max(around, key=lambda f: f.lineno, default=None)
+    return caller is None or not any(
+        argument.arg == value.id and isinstance(default, ast.Constant) and default.value is None
+        for argument, default in parameter_defaults(caller.args))
 
 
 def keyword_value(call: ast.Call, name: str):
