@@ -47,8 +47,9 @@ def _package(row: dict) -> tuple[str, str]:
     return row["seed"], re.sub(r"\s+\S*\d\S*$", "", row["package"])  # "hqq 0.2.8" -> "hqq"
 
 
-def package_bootstrap(samples: dict[str, dict[str, list[bool]]], rng: random.Random) -> tuple[float, float]:
-    """2.5th and 97.5th percentiles of the pooled precision, packages resampled within each sample."""
+def package_bootstrap(samples: dict[str, dict], rng: random.Random) -> tuple[float, float]:
+    """2.5th and 97.5th percentiles of the pooled precision, packages resampled within each sample
+    (``samples``: each sample's verdicts by package)."""
     shares = []
     for _ in range(_RESAMPLES):
         correct = judged = 0
@@ -78,16 +79,6 @@ def pooled(seeds: tuple[str, ...]) -> dict:
             "packages": sum(len(p) for p in samples.values())}
 
 
-def cluster_interval(packages: list[list[bool]], rng: random.Random) -> tuple[float, float]:
-    """2.5th and 97.5th percentiles of the share correct, the packages resampled (one stratum)."""
-    shares = []
-    for _ in range(_RESAMPLES):
-        drawn = rng.choices(packages, k=len(packages))
-        shares.append(sum(sum(v) for v in drawn) / sum(len(v) for v in drawn))
-    shares.sort()
-    return shares[int(0.025 * _RESAMPLES)], shares[int(0.975 * _RESAMPLES) - 1]
-
-
 def _cell(correct: int, judged: int, packages: int, interval: tuple[float, float]) -> dict:
     return {"correct": correct, "judged": judged, "packages": packages,
             "interval": [round(interval[0], 3), round(interval[1], 3)]}
@@ -106,7 +97,7 @@ def rule_table(seeds: tuple[str, ...] = SINCE_ROUND_14) -> dict:
     for (rule, severity), packages in sorted(cells.items()):
         values = list(packages.values())
         by_rule[rule][severity] = _cell(sum(sum(v) for v in values), sum(len(v) for v in values), len(values),
-                                        cluster_interval(values, rng))
+                                        package_bootstrap({rule: packages}, rng))  # one stratum: the cell
     found = pooled(seeds)
     return {
         "about": "Independent judges' verdicts on scan's error and silent findings in public library code, "

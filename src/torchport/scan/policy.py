@@ -960,7 +960,7 @@ def _cuda_kernel_of_an_op(context: FileContext, line: int, column: int = 0) -> s
                 (line, column) < (function.body[0].lineno, function.body[0].col_offset + 1):
             continue  # the decorator or the signature (defaults run at definition): as it is
         registrations = [kernel_devices(d) for d in function.decorator_list]
-        if any(isinstance(d, ast.Call) and _decorator_name(d).startswith(("register_", "impl"))
+        if any(isinstance(d, ast.Call) and _call_name(d).startswith(("register_", "impl"))
                and r is None for d, r in zip(function.decorator_list, registrations)):
             return None  # also a fake, autograd or other registration: runs on any device
         if any(not _from_torch_library(context, d) for d, r in zip(function.decorator_list, registrations)
@@ -969,7 +969,7 @@ def _cuda_kernel_of_an_op(context: FileContext, line: int, column: int = 0) -> s
         registered = [r for r in registrations if r is not None]
         if not registered or not all(r and all(device == "cuda" for device in r) for r in registered):
             continue
-        returns_itself = any(isinstance(d, ast.Call) and _decorator_name(d) != "custom_op"
+        returns_itself = any(isinstance(d, ast.Call) and _call_name(d) != "custom_op"
                              for d in function.decorator_list)
         if returns_itself and any(isinstance(n, ast.Name) and n.id == function.name
                                   for n in ast.walk(context.tree)):
@@ -993,13 +993,8 @@ def _from_torch_library(context: FileContext, decorator: ast.expr) -> bool:
     if re.fullmatch(r"(?:torch\.)?library", receiver):
         return True
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == receiver
-               and any(isinstance(d, ast.Call) and _decorator_name(d) == "custom_op" and _from_torch_library(context, d)
+               and any(isinstance(d, ast.Call) and _call_name(d) == "custom_op" and _from_torch_library(context, d)
                        for d in n.decorator_list) for n in ast.walk(context.tree))
-
-
-def _decorator_name(decorator: ast.Call) -> str:
-    func = decorator.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _returns_where_cuda_absent(context: FileContext, name: str) -> bool:

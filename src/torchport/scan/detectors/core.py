@@ -852,21 +852,14 @@ class AnalyzerCore(AnalyzerState):
         call passes the parameter a value that is not None (``passes_a_value``), and the file
         names the function nowhere else: not as a value (a callback, ``functools.partial``), not in
         a subclass's bases, not through its class (``Base.place(obj, x)``, where the slots shift)."""
-        method = bool(self.class_names and self.class_names[-1]) and not any(
-            getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
+        _, name, position, calls = self._calls_in_file(function, parameter)
         owner = self.class_names[-1] if self.class_names else ""
-        name = owner if method and function.name == "__init__" else function.name
-        calls = self.calls_named(name)
-        if not method:
-            calls = [call for call in calls if isinstance(call.func, ast.Name)]
         if not calls or any(isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
                             and call.func.value.id == owner for call in calls):
             return False
         mentions = len(re.findall(rf"(?<!\w){re.escape(name)}\b", "\n".join(self.lines)))
         if mentions > 1 + len(calls):  # the definition and the calls, nothing else
             return False
-        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        position = positional.index(parameter) - method if parameter in positional else None
         functions = list(self._functions.values())
         return all(passes_a_value(call, parameter, position, functions) for call in calls)
 
@@ -892,18 +885,26 @@ class AnalyzerCore(AnalyzerState):
             if around and not _falls_back_to_cpu(min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)):
                 self._cap([finding], _SELECTS_DEVICE_REASON)
 
-    def _every_call_passes(self, function, parameter: str) -> bool:
-        """Whether the file calls ``function`` at least once and every call passes
-        ``parameter`` (so its default is never used here).  A call with ``*args`` or
-        ``**kwargs`` counts as passing it."""
+    def _calls_in_file(self, function, parameter: str) -> tuple[bool, str, int | None, list[ast.Call]]:
+        """How this file calls ``function``: whether it is a bound method, the name its calls use
+        (the class's for ``__init__``), the position ``parameter`` takes in a call, and the calls
+        (a module-level function's only as ``name(...)``: ``torch.is_autocast_enabled()`` is
+        another function than this file's ``is_autocast_enabled``)."""
         method = bool(self.class_names and self.class_names[-1]) and not any(
             getattr(d, "id", "") == "staticmethod" for d in function.decorator_list)
         name = self.class_names[-1] if method and function.name == "__init__" else function.name
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         position = positional.index(parameter) - method if parameter in positional else None
         calls = self.calls_named(name)
-        if not method:  # `torch.is_autocast_enabled()` is another function than this `is_autocast_enabled`
+        if not method:
             calls = [call for call in calls if isinstance(call.func, ast.Name)]
+        return method, name, position, calls
+
+    def _every_call_passes(self, function, parameter: str) -> bool:
+        """Whether the file calls ``function`` at least once and every call passes
+        ``parameter`` (so its default is never used here).  A call with ``*args`` or
+        ``**kwargs`` counts as passing it."""
+        _, _, position, calls = self._calls_in_file(function, parameter)
         return bool(calls) and all(passes_argument(call, parameter, position) for call in calls)
 
     def _called_elsewhere(self, function, parameter: str) -> tuple[str, str, int | None, bool, str] | None:
