@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from torchport.scan.detectors.distributed import DistributedDetector
+from torchport.scan.detectors.syntax import last_name
 from torchport.scan.model import Finding
 from torchport.scan.rules import (
     CUDA_EMPTY_CACHE,
@@ -541,10 +542,7 @@ def _outermost_definition(context: FileContext, node: ast.AST) -> ast.AST | None
 def _times_something(scope: ast.AST) -> bool:
     for node in ast.walk(scope):
         if isinstance(node, ast.Call):
-            called = node.func
-            name = called.attr if isinstance(called, ast.Attribute) else called.id if isinstance(
-                called, ast.Name) else ""
-            if name in _CLOCK_CALLS or any(k.arg == "enable_timing" for k in node.keywords):
+            if last_name(node.func) in _CLOCK_CALLS or any(k.arg == "enable_timing" for k in node.keywords):
                 return True
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
                 word in node.name.lower() for word in _TIMING_NAMES):
@@ -562,7 +560,7 @@ _COLLECTIVES = frozenset({"broadcast", "all_reduce", "all_gather", "all_gather_i
 def _orders_async_work(scope: ast.AST) -> bool:
     """A stream or a collective in the scope: the wait may order work across streams."""
     for node in ast.walk(scope):
-        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        name = last_name(node)
         if "stream" in name.lower() or name in _COLLECTIVES:
             return True
     return False
@@ -847,7 +845,7 @@ _DISPLAY_HOPS = 3
 
 
 def _display_call(call: ast.Call) -> bool:
-    name = _callee(call)
+    name = last_name(call.func)
     return name in _DISPLAY_CALL_NAME or name.startswith(_DISPLAY_CALL_PREFIX)
 
 
@@ -887,7 +885,7 @@ def _only_shown(context: FileContext, function: ast.AST, node: ast.AST, hops: in
             if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") and isinstance(
                     func.value, ast.Name) and isinstance(parents.get(id(parent)), ast.Expr):
                 return hops > 0 and _name_only_shown(context, function, func.value.id, parent.lineno, hops - 1)
-            called = _callee(parent)
+            called = last_name(parent.func)
             if context.source(func).startswith("torch.") or called in ("to", "cuda", "cpu") or "device" in called:
                 return False  # a move, or a device built from the value
         if isinstance(parent, ast.Assign):
@@ -1017,9 +1015,6 @@ _COUNT_CALLS = frozenset({"min", "max", "int", "round", "abs"})
 _NEEDS_WORKERS = frozenset({"prefetch_factor", "persistent_workers", "multiprocessing_context"})
 
 
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _worker_count_of(context: FileContext, node: ast.AST) -> ast.Call | None:
@@ -1028,13 +1023,13 @@ def _worker_count_of(context: FileContext, node: ast.AST) -> ast.Call | None:
     parents = _parents(context)
     child, parent = node, parents.get(id(node))
     while isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.IfExp)) or (
-            isinstance(parent, ast.Call) and child is not parent.func and _callee(parent) in _COUNT_CALLS
+            isinstance(parent, ast.Call) and child is not parent.func and last_name(parent.func) in _COUNT_CALLS
             and isinstance(parent.func, ast.Name)):
         child, parent = parent, parents.get(id(parent))
     if not (isinstance(parent, ast.keyword) and parent.arg == "num_workers"):
         return None
     call = parents.get(id(parent))
-    return call if isinstance(call, ast.Call) and _callee(call) == "DataLoader" else None
+    return call if isinstance(call, ast.Call) and last_name(call.func) == "DataLoader" else None
 
 
 def _some_workers(test: ast.expr, count: str) -> bool:
@@ -1056,7 +1051,7 @@ def _keyword_on_count(context: FileContext, node: ast.Name) -> ast.Call | None:
             and isinstance(keyword, ast.keyword) and keyword.arg in _NEEDS_WORKERS):
         return None
     call = parents.get(id(keyword))
-    return call if isinstance(call, ast.Call) and _callee(call) == "DataLoader" else None
+    return call if isinstance(call, ast.Call) and last_name(call.func) == "DataLoader" else None
 
 
 def _nothing_needs_workers(call: ast.Call, count: str | None) -> bool:

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 
 from torchport.scan import device_flow, python
-from torchport.scan.detectors.syntax import passes_a_value, passes_argument, walk_nodes
+from torchport.scan.detectors.syntax import last_name, passes_a_value, passes_argument, walk_nodes
 from torchport.scan.model import DEFAULT_OF_FUNCTION, DEFAULT_OF_METHOD, FileResult, Finding
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -159,7 +159,7 @@ def calls_in(tree: ast.Module, names: set[str] | dict[str, str], own: set[str]) 
             values.append(node.value if kind is ast.NamedExpr else node.body)  # type: ignore[attr-defined]
     foreign -= bound | project
     for value in values:  # `partial(load_model)`, `fn = helpers.load_model`; not `torch.load`
-        name = value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else ""
+        name = last_name(value)
         if name in names and _root_name(value) not in foreign:
             reading.escaped.add(name)
     for decorator, name in decorators:  # `@MODELS.register_module()`: built from a registry, by a string

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchport.scan.detectors.syntax import last_name
+
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
 
@@ -25,8 +27,7 @@ def _cuda_constant(node: ast.AST) -> bool:
 
 def _device_call(node: ast.Call) -> bool:
     """``torch.device(...)``, ``device(...)``."""
-    func = node.func
-    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == "device"
+    return last_name(node.func) == "device"
 
 
 def _parents(context: FileContext, line: int) -> tuple[dict[int, ast.AST], list[ast.Constant]]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from torchport.scan.detectors.syntax import names_the_cpu, string_value
+from torchport.scan.detectors.syntax import last_name, names_the_cpu, string_value
 from torchport.scan.model import FileResult, Finding, default_of_kind
 from torchport.scan.rules import CUDA_DEVICE_STRING
 
@@ -183,7 +183,7 @@ def _callee_name(call: ast.Call, owner: ast.ClassDef | None) -> tuple[str, bool]
     func = call.func
     if (isinstance(func, ast.Attribute) and func.attr == "__init__" and isinstance(func.value, ast.Call)
             and isinstance(func.value.func, ast.Name) and func.value.func.id == "super" and owner is not None):
-        bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in owner.bases]
+        bases = [last_name(b) for b in owner.bases]
         return (bases[0], True) if len(bases) == 1 and bases[0] else None
     if isinstance(func, ast.Name):
         return func.id, False

@@ -17,7 +17,7 @@ Two shapes, read in the finding's own function (the whole file parsed, nothing e
 from __future__ import annotations
 
 import ast
-from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.detectors.syntax import last_name, walk_nodes
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,8 +29,7 @@ _Function = ast.FunctionDef | ast.AsyncFunctionDef
 def _called(node: ast.AST, name: str) -> bool:
     if not isinstance(node, ast.Call):
         return False
-    func = node.func
-    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == name
+    return last_name(node.func) == name
 
 
 def _is_nccl(node: ast.AST | None, nccl_names: set[str]) -> bool:

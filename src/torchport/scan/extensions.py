@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from torchport.scan.detectors.syntax import call_argument, string_value, walk_nodes
+from torchport.scan.detectors.syntax import call_argument, last_name, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import CUDA_EXTENSION_IMPORT
 
@@ -21,9 +21,6 @@ BUILD_WORDS = ("CUDAExtension", "cpp_extension")
 _LOADERS = ("load", "load_inline")
 
 
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _has_cuda_sources(call: ast.Call) -> bool:
@@ -43,7 +40,7 @@ def built_names(tree: ast.Module) -> list[str]:
     for node in walk_nodes(tree):
         if not isinstance(node, ast.Call):
             continue
-        callee = _callee(node)
+        callee = last_name(node.func)
         if callee == "CUDAExtension" or (callee in _LOADERS and _has_cuda_sources(node)):
             name = string_value(call_argument(node, 0, "name"))
             if name and all(part.isidentifier() for part in name.split(".")):
@@ -80,7 +77,7 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
         found = None
         if isinstance(node, ast.Call):
             # `fused_layer_norm_cuda = importlib.import_module("fused_layer_norm_cuda")`
-            if _callee(node) in ("import_module", "__import__") and node.args:
+            if last_name(node.func) in ("import_module", "__import__") and node.args:
                 found = string_value(node.args[0])
                 found = found if found in names else None
         elif not isinstance(node, (ast.Import, ast.ImportFrom)):

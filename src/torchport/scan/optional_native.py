@@ -26,7 +26,7 @@ import functools
 import os
 import re
 
-from torchport.scan.detectors.syntax import string_value
+from torchport.scan.detectors.syntax import last_name, string_value
 
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp")
 # How far up a source's folder the loaders are looked for (``pkg/ops/kernels/cuda/x.cu``).
@@ -97,18 +97,15 @@ def build_only_command(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str 
                     and isinstance(d.func, ast.Attribute) and d.func.attr == "command"), None)
     if command is None:
         return None
-    loads = [n for n in ast.walk(function) if isinstance(n, ast.Call) and _callee(n) == "load"]
+    loads = [n for n in ast.walk(function) if isinstance(n, ast.Call) and last_name(n.func) == "load"]
     kept = [a for a in ast.walk(function) if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
-            and _callee(a.value) == "load" and not all(isinstance(t, ast.Name) and t.id == "_" for t in a.targets)]
+            and last_name(a.value.func) == "load" and not all(isinstance(t, ast.Name) and t.id == "_" for t in a.targets)]
     if not loads or kept:
         return None
     named = string_value(command.args[0]) if command.args else None
     return named or function.name.replace("_", "-").strip("-")
 
 
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 class _Loader:
@@ -129,7 +126,7 @@ class _Loader:
             for node in ast.walk(self.tree):
                 for child in ast.iter_child_nodes(node):
                     self.parents[id(child)] = node
-                builds_by_hand = builds_by_hand or (isinstance(node, ast.Call) and _callee(node) == "setup"
+                builds_by_hand = builds_by_hand or (isinstance(node, ast.Call) and last_name(node.func) == "setup"
                                                     and any(k.arg == "ext_modules" for k in node.keywords))
         self.build_script = builds_by_hand and in_package(path)
 

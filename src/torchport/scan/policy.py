@@ -20,7 +20,7 @@ from pathlib import Path
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
-from torchport.scan.detectors.syntax import fails_with, kernel_devices, string_value, walk_nodes
+from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_name, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
@@ -178,6 +178,18 @@ class FileContext:
                     self._loads.setdefault(node.id if isinstance(node, ast.Name) else node.attr, []).append(node)
         return self._loads
 
+    @functools.cached_property
+    def bare_names(self) -> frozenset[str]:
+        """Every ``ast.Name`` in the file, read, stored or deleted."""
+        return frozenset(node.id for node in walk_nodes(self.tree) if isinstance(node, ast.Name))
+
+    @functools.cached_property
+    def torch_library_imports(self) -> frozenset[str]:
+        """The local names of ``from torch.library import custom_op as op``-style imports."""
+        return frozenset(alias.asname or alias.name for statement in self.statements
+                         if isinstance(statement, ast.ImportFrom) and statement.module == "torch.library"
+                         for alias in statement.names)
+
     def _expressions_at(self, line: int) -> list[ast.AST]:
         if line not in self.expressions:
             found: list[ast.AST] = []
@@ -289,9 +301,7 @@ def _cpu_factory(node: ast.expr) -> bool:
     """``torch.eye(4, dtype=torch.float64)``, ``torch.as_tensor(weights)``: a new tensor with no device."""
     if not isinstance(node, ast.Call):
         return False
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
-    return name in _FACTORIES and not any(k.arg == "device" for k in node.keywords)
+    return last_name(node.func) in _FACTORIES and not any(k.arg == "device" for k in node.keywords)
 
 
 def _casts_only(call: ast.Call) -> bool:
@@ -553,7 +563,7 @@ def _enclosing_calls(context: FileContext, line: int) -> list[ast.Call]:
 
 
 def _class_name(func: ast.expr) -> bool:
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    name = last_name(func)
     return name[:1].isupper() and not name.isupper() and name != "DoubleTensor"
 
 
@@ -658,9 +668,7 @@ def _falls_back_to_cpu(context: FileContext, line: int) -> bool:
 def _under_cuda_flag_expression(context: FileContext, line: int) -> bool:
     """``result.cuda() if self.use_cuda else result``."""
     for node in context.expressions_at(line):
-        test = node.test
-        name = test.attr if isinstance(test, ast.Attribute) else (test.id if isinstance(test, ast.Name) else "")
-        if _CUDA_FLAG.fullmatch(name) and node.body.lineno == line:
+        if _CUDA_FLAG.fullmatch(last_name(node.test)) and node.body.lineno == line:
             return True
     return False
 
@@ -722,7 +730,7 @@ def _guards_only_a_check(context: FileContext, line: int) -> bool:
             continue
         calls = [s.value for s in statement.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
         return len(calls) == len(statement.body) and all(
-            _CHECK_CALL.fullmatch(c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", ""))
+            _CHECK_CALL.fullmatch(last_name(c.func))
             for c in calls)
     return False
 
@@ -833,7 +841,7 @@ def _type_alias(context: FileContext, line: int) -> bool:
         if isinstance(statement, ast.Assign) and statement.lineno == line:
             value = statement.value
             generic = value.value if isinstance(value, ast.Subscript) else None
-            name = generic.attr if isinstance(generic, ast.Attribute) else getattr(generic, "id", "")
+            name = last_name(generic)
             return name in _TYPING_GENERICS and not any(isinstance(n, ast.Call) for n in ast.walk(value))
     return False
 
@@ -844,7 +852,7 @@ def _custom_fwd_device_type(context: FileContext, line: int) -> bool:
     calls = [c for c in context.calls_at(line)
              if any(k.arg == "device_type" and isinstance(k.value, ast.Constant) for k in c.keywords)]
     return bool(calls) and all(
-        (c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")) in ("custom_fwd", "custom_bwd")
+        (last_name(c.func)) in ("custom_fwd", "custom_bwd")
         for c in calls)
 
 
@@ -960,7 +968,7 @@ def _cuda_kernel_of_an_op(context: FileContext, line: int, column: int = 0) -> s
                 (line, column) < (function.body[0].lineno, function.body[0].col_offset + 1):
             continue  # the decorator or the signature (defaults run at definition): as it is
         registrations = [kernel_devices(d) for d in function.decorator_list]
-        if any(isinstance(d, ast.Call) and _call_name(d).startswith(("register_", "impl"))
+        if any(isinstance(d, ast.Call) and last_name(d.func).startswith(("register_", "impl"))
                and r is None for d, r in zip(function.decorator_list, registrations)):
             return None  # also a fake, autograd or other registration: runs on any device
         if any(not _from_torch_library(context, d) for d, r in zip(function.decorator_list, registrations)
@@ -969,10 +977,9 @@ def _cuda_kernel_of_an_op(context: FileContext, line: int, column: int = 0) -> s
         registered = [r for r in registrations if r is not None]
         if not registered or not all(r and all(device == "cuda" for device in r) for r in registered):
             continue
-        returns_itself = any(isinstance(d, ast.Call) and _call_name(d) != "custom_op"
+        returns_itself = any(isinstance(d, ast.Call) and last_name(d.func) != "custom_op"
                              for d in function.decorator_list)
-        if returns_itself and any(isinstance(n, ast.Name) and n.id == function.name
-                                  for n in ast.walk(context.tree)):
+        if returns_itself and function.name in context.bare_names:
             return None  # the function itself is called or registered again: not only by the dispatcher
         return function.name
     return None
@@ -987,14 +994,13 @@ def _from_torch_library(context: FileContext, decorator: ast.expr) -> bool:
     if not isinstance(func, (ast.Name, ast.Attribute)):
         return False
     if isinstance(func, ast.Name):
-        return any(isinstance(n, ast.ImportFrom) and n.module == "torch.library"
-                   and any((a.asname or a.name) == func.id for a in n.names) for n in ast.walk(context.tree))
+        return func.id in context.torch_library_imports
     receiver = ast.unparse(func.value)
     if re.fullmatch(r"(?:torch\.)?library", receiver):
         return True
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == receiver
-               and any(isinstance(d, ast.Call) and _call_name(d) == "custom_op" and _from_torch_library(context, d)
-                       for d in n.decorator_list) for n in ast.walk(context.tree))
+               and any(isinstance(d, ast.Call) and last_name(d.func) == "custom_op" and _from_torch_library(context, d)
+                       for d in n.decorator_list) for n in context.scopes)
 
 
 def _returns_where_cuda_absent(context: FileContext, name: str) -> bool:
@@ -1053,9 +1059,6 @@ _DISPLAY_CALL = re.compile(r"(print|log|warn|info|debug|warning|error|set_postfi
 _DISPLAY_WORD = re.compile(r"\b\w*(print|log|warn|info|debug|error|set_postfix|set_description)\w*\(")
 
 
-def _call_name(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 # CUDA queries that answer without raising where CUDA is absent.
@@ -1081,7 +1084,7 @@ def _only_in_text(context: FileContext, line: int, rule: str) -> bool:
                 compared = {id(c) for n in ast.walk(parent) if isinstance(n, ast.Compare) for c in ast.walk(n)}
                 return not any(isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in compared
                                and _DEVICE_WORD.fullmatch(n.value.strip()) for n in ast.walk(parent))
-            if isinstance(parent, ast.Call) and parent is not node and _DISPLAY_CALL.fullmatch(_call_name(parent)):
+            if isinstance(parent, ast.Call) and parent is not node and _DISPLAY_CALL.fullmatch(last_name(parent.func)):
                 return isinstance(parents.get(id(parent)), ast.Expr)
             if isinstance(parent, ast.stmt):
                 return False
@@ -1106,7 +1109,7 @@ def _query_stored_for_text(context: FileContext, line: int) -> str | None:
         parents = _parents_at(context, node.lineno)  # type: ignore[attr-defined]
         parent = parents.get(id(node))
         while parent is not None and not isinstance(parent, ast.stmt):
-            if isinstance(parent, ast.Call) and _DISPLAY_CALL.fullmatch(_call_name(parent)):
+            if isinstance(parent, ast.Call) and _DISPLAY_CALL.fullmatch(last_name(parent.func)):
                 return isinstance(parents.get(id(parent)), ast.Expr)
             parent = parents.get(id(parent))
         return False
@@ -1128,7 +1131,7 @@ def _flag_read_only_for_display(context: FileContext, line: int) -> str | None:
     for read in reads:
         guard = next((s for s in context.ifs if s.test.lineno <= read.lineno <= (s.test.end_lineno or 0)), None)
         if guard is None or guard.orelse or not all(
-                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _DISPLAY_CALL.fullmatch(_call_name(s.value))
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _DISPLAY_CALL.fullmatch(last_name(s.value.func))
                 for s in guard.body):
             return None
     return name
@@ -1384,11 +1387,6 @@ def _innermost_class(context: FileContext, line: int) -> ast.ClassDef | None:
     return next((s for s in reversed(context.enclosing(line)) if isinstance(s, ast.ClassDef)), None)
 
 
-def _tested_name(test: ast.expr) -> str:
-    """``use_cuda`` of ``if use_cuda:`` and of ``if self.use_cuda:``."""
-    return test.attr if isinstance(test, ast.Attribute) else (test.id if isinstance(test, ast.Name) else "")
-
-
 def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
@@ -1405,7 +1403,7 @@ def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
     for statement in _if_bodies_holding(context, line):
         test = statement.test
         on_self = (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self")
-        name = _tested_name(test) if on_self or isinstance(test, ast.Name) else ""
+        name = last_name(test) if on_self or isinstance(test, ast.Name) else ""
         if not _CUDA_FLAG.fullmatch(name) or not (statement.lineno >= getattr(function, "lineno", 0)):
             continue
         if not on_self and not (function is not None and name in _parameters(function)
@@ -1424,7 +1422,7 @@ def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
 
 def _under_flag_test(context: FileContext, line: int) -> bool:
     """The line is in the body of ``if use_cuda:`` or ``if self.use_cuda:`` (a flag by name)."""
-    return any(_CUDA_FLAG.fullmatch(_tested_name(s.test)) for s in _if_bodies_holding(context, line))
+    return any(_CUDA_FLAG.fullmatch(last_name(s.test)) for s in _if_bodies_holding(context, line))
 
 
 def _rebinds(function: ast.AST, name: str) -> bool:

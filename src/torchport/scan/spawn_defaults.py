@@ -10,7 +10,7 @@ Read on the whole file's AST; nothing else of the package is walked.
 from __future__ import annotations
 
 import ast
-from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.detectors.syntax import last_name, walk_nodes
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def _filled_by_launcher(call: ast.Call, function: ast.Name, position: int) -> bo
     """``spawn(function, args=(...))`` whose tuple reaches the parameter at ``position`` (0 is
     the process index the launcher passes itself)."""
     func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    name = last_name(func)
     if name not in _LAUNCHERS:
         return False
     handed = call.args[:1] == [function] or any(k.arg == "fn" and k.value is function for k in call.keywords)

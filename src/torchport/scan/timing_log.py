@@ -10,7 +10,7 @@ import ast
 import re
 
 from torchport.scan.old_torch_branch import statements_holding
-from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.detectors.syntax import last_name, walk_nodes
 
 # Clocks: `time.perf_counter()`, `time.time()`, `monotonic()`, `default_timer()`.
 _CLOCK = re.compile(r"^(time\.)?(perf_counter|perf_counter_ns|time|monotonic|monotonic_ns|default_timer)$")
@@ -34,9 +34,7 @@ def _reads_clock(node: ast.AST) -> bool:
 
 
 def _log_call(call: ast.Call) -> bool:
-    func = call.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    return name in _LOG_CALLS
+    return last_name(call.func) in _LOG_CALLS
 
 
 def only_logged(tree: ast.Module, line: int) -> bool:

@@ -31,6 +31,7 @@ from torchport.scan.model import Related, default_of_kind
 from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     keyword_value,
+    last_name,
     nested_statements,
     parameter_defaults,
     passes_a_value,
@@ -186,7 +187,7 @@ def _is_skip(statement) -> bool:
         if not isinstance(func, ast.Call):
             return False
         func = func.func  # unittest.skip(...)(test_case)
-    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("skip", "skipTest")
+    return last_name(func) in ("skip", "skipTest")
 
 
 def _exits_unless_distributed(test) -> bool:
@@ -366,7 +367,7 @@ def _implementation_folder(path: str) -> str | None:
 def _asks_accelerator(node) -> bool:
     """``get_accelerator().device_name()``, ``torch.accelerator.current_accelerator().type``."""
     return any(isinstance(call, ast.Call) and "accelerator" in (
-        call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")).lower()
+        last_name(call.func)).lower()
                for call in walk_nodes(node))
 
 
@@ -376,7 +377,7 @@ def _environment_opt_in(node) -> bool:
     for call in walk_nodes(node):
         if isinstance(call, ast.Call):
             func = call.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            name = last_name(func)
             if name == "getenv" or (name == "get" and isinstance(func, ast.Attribute)
                                     and getattr(func.value, "attr", getattr(func.value, "id", "")) == "environ"):
                 return True
@@ -1007,7 +1008,7 @@ class AnalyzerCore(AnalyzerState):
             return any(map(self.positive_cuda_query, test.values))
         if isinstance(test, ast.Call):
             func = test.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            name = last_name(func)
             if name == "startswith" and test.args:  # str(device).startswith("cuda:")
                 return (string_value(test.args[0]) or "").startswith("cuda")
             return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
@@ -1132,7 +1133,7 @@ class AnalyzerCore(AnalyzerState):
         ``@unittest.skipUnless(torch.cuda.is_available(), ...)`` or a name bound to
         one (``requires_cuda = pytest.mark.skipif(...)``): the test runs only with CUDA."""
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        helper = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        helper = last_name(target)
         if _CUDA_SKIP_HELPER.fullmatch(helper.strip("_")) or self._skip_helper_tests_cuda(helper):
             return True  # `@skip_if_no_cuda()`, defined in a test helper
         if isinstance(decorator, ast.Name):
@@ -1629,7 +1630,7 @@ class AnalyzerCore(AnalyzerState):
         if self.positive_cuda_query(test):
             return True
         target = test.func if isinstance(test, ast.Call) else test
-        name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+        name = last_name(target)
         return "triton" in name.lower() and bool(_FEATURE_FLAG.search(name))
 
     def _nvidia_opt_in(self, test) -> bool:
@@ -1822,7 +1823,7 @@ class AnalyzerCore(AnalyzerState):
         """``if _TORCH_GREATER_EQUAL_2_4 ... else <old API>``: the else serves old torch only."""
         if isinstance(test, ast.Call):
             test = test.func
-        name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+        name = last_name(test)
         return bool(_TORCH_VERSION_FLAG.search(name))
 
     def _older_torch_test(self, test) -> bool:
@@ -1862,7 +1863,7 @@ class AnalyzerCore(AnalyzerState):
 
     @staticmethod
     def _name_of(node) -> str:
-        return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+        return last_name(node)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         guarded = False
@@ -1911,21 +1912,21 @@ class AnalyzerCore(AnalyzerState):
         if self.positive_cuda_query(value):
             return False
         target = value.func if isinstance(value, ast.Call) else value
-        name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+        name = last_name(target)
         return bool(_FEATURE_FLAG.search(name) or _BUILT_WITH_FLAG.fullmatch(name))
 
     # -- calls ---------------------------------------------------------------------------------
 
     def _is_message_call(self, node: ast.Call) -> bool:
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = last_name(func)
         if (self.qualname(func) or "").startswith("torch"):
             return False  # torch.log(...) computes; it prints nothing
         return name in _MESSAGE_FUNCTIONS or name.endswith(("Error", "Exception", "Warning"))
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = last_name(func)
         if _DTYPE_FOR_DEVICE.search(name) and not (self.qualname(func) or "").startswith("torch."):
             # `maybe_adjust_dtype_for_device(torch.float64, x.device)`: the project's helper
             # picks the dtype per device (float32 where float64 is missing).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.detectors.syntax import keyword_value, method_token, parameter_defaults, string_value, walk_nodes
+from torchport.scan.detectors.syntax import keyword_value, last_name, method_token, parameter_defaults, string_value, walk_nodes
 from torchport.scan.rules import FLOAT64
 
 RULE_IDS = (FLOAT64,)
@@ -43,7 +43,7 @@ def _makes_on_host(call: ast.Call) -> bool:
     """A call given a dtype that makes no accelerator tensor of it: no ``device``, not a
     tensor's own method, not a ``*_like`` factory (which follows its input's device)."""
     func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    name = last_name(func)
     device = keyword_value(call, "device")
     on_host = device is None or _cpu_device(device)
     return on_host and name not in _IN_PLACE_DTYPE and not name.endswith("_like") and name != "cuda"

@@ -52,6 +52,12 @@ def closing_paren(call: ast.Call) -> tuple[int, int]:
     return (line, column - 1)
 
 
+def last_name(node: ast.AST | None) -> str:
+    """``synchronize`` of ``torch.cuda.synchronize`` and of ``synchronize``: what a call or a
+    reference is known by in the code; "" for anything else (a call's result, a subscript)."""
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
 def string_value(node) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
@@ -243,7 +249,7 @@ def kernel_device_arguments(call: ast.expr) -> list[ast.expr] | None:
     if not isinstance(call, ast.Call):
         return None
     func, args = call.func, call.args
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    name = last_name(func)
     if name not in _KERNEL_REGISTRATIONS:
         return None
     on_library = not isinstance(func, ast.Attribute) or bool(re.fullmatch(r"(?:torch\.)?library",
