@@ -26,24 +26,33 @@ VERDICTS = Path(__file__).resolve().parent.parent / "docs" / "precision"
 _FINDING_ID = re.compile(r"(?:S\d+-)?\d+")
 
 
+def verdict_rows(path: Path) -> list[dict]:
+    """One judge's verdict table, a dict a row (``finding``: the number in the row's first cell).
+    Stops at a finding's verdict cell that is neither correct nor incorrect."""
+    rows = []
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        # judges write CORRECT, correct or "CORRECT (borderline)"
+        verdict, _, remark = (cells[5].lower() if len(cells) >= 7 else "").partition(" ")
+        if verdict not in ("correct", "incorrect"):
+            if len(cells) >= 7 and _FINDING_ID.fullmatch(cells[0]):
+                raise ValueError(f"{path.name}: finding {cells[0]}: verdict {cells[5]!r} is neither correct "
+                                 "nor incorrect")
+            continue
+        finding = re.search(r"(\d+)$", cells[0])
+        where, number = re.sub(r"(:\d+):\d+$", r"\1", cells[2].strip("`")).rsplit(":", 1)  # drop a column
+        rows.append({"finding": int(finding.group(1)) if finding else None, "path": where, "line": int(number),
+                     "rule": cells[3], "correct": verdict == "correct", "package": cells[1],
+                     "severity": cells[4].lower(), "borderline": "borderline" in f"{remark} {cells[6].lower()}"})
+    return rows
+
+
 def verdicts() -> list[dict]:
+    """Every first judge's verdicts in docs/precision, each row with its sample's ``seed``."""
     found = []
     for path in sorted(VERDICTS.glob("judge*-verdicts.md")):
         number, seed = re.match(r"judge(\d*)-(\d+)-", path.name).groups()  # type: ignore[union-attr]
-        seed = f"{number}-{seed}" if number else seed
-        for line in path.read_text().splitlines():
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            # judges write CORRECT, correct or "CORRECT (borderline)"
-            verdict, _, remark = (cells[5].lower() if len(cells) >= 7 else "").partition(" ")
-            if verdict not in ("correct", "incorrect"):
-                if len(cells) >= 7 and _FINDING_ID.fullmatch(cells[0]):
-                    raise ValueError(f"{path.name}: finding {cells[0]}: verdict {cells[5]!r} is neither correct "
-                                     "nor incorrect")
-                continue
-            where, number = re.sub(r"(:\d+):\d+$", r"\1", cells[2].strip("`")).rsplit(":", 1)  # drop a column
-            found.append({"seed": seed, "path": where, "line": int(number), "rule": cells[3],
-                          "correct": verdict == "correct", "package": cells[1], "severity": cells[4].lower(),
-                          "borderline": "borderline" in f"{remark} {cells[6].lower()}"})
+        found.extend({"seed": f"{number}-{seed}" if number else seed, **row} for row in verdict_rows(path))
     return found
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from precision_insample import verdicts  # noqa: E402
+from precision_insample import verdict_rows, verdicts  # noqa: E402
 
 from torchport.stats import wilson_interval as wilson  # noqa: E402
 
@@ -118,15 +118,7 @@ def write_table(path: Path) -> str:
 
 
 def _table(path: Path) -> dict[int, bool]:
-    found = {}
-    for line in path.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        verdict = cells[5].lower().split(" ")[0] if len(cells) >= 7 else ""  # "CORRECT (borderline)"
-        if verdict in ("correct", "incorrect"):
-            number = re.search(r"(\d+)$", cells[0])
-            if number:
-                found[int(number.group(1))] = verdict == "correct"
-    return found
+    return {row["finding"]: row["correct"] for row in verdict_rows(path) if row["finding"] is not None}
 
 
 def agreement(first: Path, second: Path) -> dict:
