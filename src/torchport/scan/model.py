@@ -84,6 +84,9 @@ class Finding:
     # In functions its file uses only in tests that run only with CUDA: (the functions' names, the
     # reason).  Lowered to info by the whole scan if no other scanned file spells one of the names.
     only_in_cuda_tests: tuple[tuple[str, ...], str] | None = None
+    # Targets where the consequence does not happen, as the file shows: a torch.library op
+    # registered for CUDA alone here and for the CPU in another registration works on the CPU.
+    fine_on: frozenset[str] = frozenset()
 
     def sort_key(self):
         return (self.path, self.line, self.column, self.rule_id)

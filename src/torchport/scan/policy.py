@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
-                            distributed_path, float64_device, old_torch_branch, optional_native, spawn_defaults,
+                            distributed_path, float64_device, library_ops, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
+from torchport.scan.detectors.shared import CUDA_ONLY_KERNEL
 from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_name, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
@@ -2194,6 +2195,35 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     _lower_first(file, [f for f in strong if f.severity_cap != "info"], LOWERINGS)
     if file.context is not None:
         _ddp_ids_after_cuda_tie(file, [f for f in strong if worst_of(f) in ("error", "silent")])
+        _kernels_for_other_devices(file, [f for f in strong if worst_of(f) == "error"])
+
+
+def _kernels_for_other_devices(file: _File, strong: list[Finding]) -> None:
+    """A torch.library registration for CUDA alone of an op that the file gives other kernels
+    too: one every device uses (``custom_op`` without ``device_types``, ``impl(..., "default")``)
+    makes it an override that changes nothing elsewhere (info); one for the CPU, MPS, XPU or XLA
+    makes it fine there (Finding.fine_on), and still an error on the targets with none."""
+    registered = [f for f in strong if f.rule_id == CUDA_DEVICE_STRING and f.detail.endswith(CUDA_ONLY_KERNEL)]
+    if not registered:
+        return
+    found = library_ops.registrations(file.whole().tree)
+    for finding in registered:
+        mine = next((r for r in found if r.call.lineno <= finding.line <= (r.call.end_lineno or r.call.lineno)
+                     and r.devices == {"cuda"}), None)
+        if mine is None:
+            continue
+        others = [r for r in found if r.op == mine.op and r is not mine]
+        every = next((r for r in others if library_ops.EVERY_DEVICE in r.devices), None)
+        if every is not None:
+            _lower(finding, "info", f"the op also has a kernel that every device uses (line {every.line}): this "
+                                    "registration only replaces it for CUDA")
+            continue
+        served = {library_ops.TARGET_OF_DEVICE[device]: r.line for r in others for device in sorted(r.devices)
+                  if device in library_ops.TARGET_OF_DEVICE}
+        if served:
+            finding.fine_on = frozenset(served)
+            finding.detail += "; the op has its own kernel for " + ", ".join(
+                f"{target} (line {line})" for target, line in sorted(served.items()))
 
 
 _DDP_IDS = "device_ids= of DistributedDataParallel"

@@ -969,7 +969,10 @@ def matches(rule_id: str, patterns) -> bool:
 
 def finding_severity(finding, target: str) -> str | None:
     """The severity of one finding on a target: its rule's, lowered to the finding's
-    cap when the code is guarded (see Finding.severity_cap)."""
+    cap when the code is guarded (see Finding.severity_cap); None where it is fine (its
+    rule's None, or Finding.fine_on)."""
+    if target in finding.fine_on:
+        return None
     severity = RULES_BY_ID[finding.rule_id].severity[target]
     if severity and finding.raised_to and SEVERITY_RANK[finding.raised_to] > SEVERITY_RANK[severity]:
         severity = finding.raised_to

@@ -29,7 +29,7 @@ from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSe
                                    config_file_in, detect_min_torch, scan_table)
 from torchport.scan.detectors.shared import CUDA_ONLY
 from torchport.scan.model import FileResult, Finding, Skipped
-from torchport.scan.rules import RULES_BY_ID
+from torchport.scan.rules import RULES_BY_ID, finding_worst
 
 _SUPPRESSION = re.compile(r"torchport:\s*ignore(?:\[([^\]]*)\])?")
 _PARALLEL_FROM = 200  # files; below this, starting workers costs more than it saves
@@ -368,7 +368,7 @@ def filter_findings(findings: list[Finding], config: ScanConfig, min_torch: str)
     suppressed = 0
     for finding in findings:
         rule = RULES_BY_ID[finding.rule_id]
-        if not config.rule_enabled(rule.id) or rule.worst(config.targets) is None:
+        if not config.rule_enabled(rule.id) or finding_worst(finding, config.targets) is None:
             continue
         if is_suppressed(finding):
             suppressed += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from torchport.scan.detectors.shared import CUDA_DEVICE, DEVICE_NAME, HELPER_NAME, LISTS_OTHERS
+from torchport.scan.detectors.shared import CUDA_DEVICE, CUDA_ONLY_KERNEL, DEVICE_NAME, HELPER_NAME, LISTS_OTHERS
 from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import (
     attribute_token,
@@ -188,7 +188,7 @@ class DeviceDetector(AnalyzerState):
             for argument in kernel_device_arguments(node) or ():
                 value = string_value(argument)
                 if value is not None and id(argument) not in self.claimed:
-                    self.report(CUDA_DEVICE_STRING, argument, f'"{value}": a torch.library kernel for CUDA alone')
+                    self.report(CUDA_DEVICE_STRING, argument, f'"{value}": {CUDA_ONLY_KERNEL}')
         return False  # the call's arguments are visited as usual
 
     def _kernel_registration_method(self, node: ast.Call) -> None:

@@ -12,6 +12,8 @@ HELPER_NAME = "accelerator_device"
 ANY_VERSION = "0"
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?\Z")
 OTHER_DEVICE_STRING = re.compile(r"(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d+)?\Z")
+# What a TP001 finding at a torch.library registration for CUDA alone says after the device string.
+CUDA_ONLY_KERNEL = "a torch.library kernel for CUDA alone"
 GUARDED = "inside a CUDA check: runs only where CUDA is present"
 LISTS_OTHERS = "the check lists other accelerators too"
 SKIPPED_TEST = "inside a test skipped where CUDA is absent"
