@@ -509,6 +509,61 @@ def _environment_flag(context: FileContext, line: int) -> str | None:
     return None
 
 
+def _cuda_or_environment(context: FileContext, line: int) -> str | None:
+    """``if torch.cuda.is_available() or os.getenv("FORCE_CUDA", "0") == "1":`` (CUDA extension
+    setup scripts: mmcv, detectron2-style builds, usually with a CppExtension in the ``else``): the
+    branch runs where CUDA is present, or where the user opts in through the environment.  The
+    test must fail with CUDA-less torch's answers and the variable unset (``is_available() and
+    CUDA_HOME is not None`` fails with them; an operand it cannot read, ``args.cuda``, does not)."""
+    for statement in context.ifs:
+        if not statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            continue
+        test = statement.test
+        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)):
+            continue
+        opt_ins = [found for value in test.values
+                   if (found := optional_native.environment_opt_in(context.text, value, True)) is not None]
+        asks_cuda = [n for n in walk_nodes(test) if isinstance(n, ast.expr) and _query_answer(n) is not None]
+        if not (opt_ins and asks_cuda):
+            continue
+        rocm = _rocm_flags(context, statement)
+
+        def off_here(node: ast.expr, rocm: set[str] = rocm) -> bool:
+            """False (or 0) on a host without CUDA or ROCm, the environment at its defaults."""
+            return (_query_answer(node) is not None or _asks_for_rocm(node)
+                    or (isinstance(node, ast.Name) and node.id in rocm)
+                    or optional_native.environment_opt_in(context.text, node, True) is not None)
+
+        if fails_with(test, off_here, 0):
+            return opt_ins[0]
+    return None
+
+
+def _asks_for_rocm(node: ast.expr) -> bool:
+    """``torch.version.hip is not None``, ``torch.version.hip``: false on a build without ROCm."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.IsNot) \
+            and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+        node = node.left
+    return isinstance(node, ast.Attribute) and ast.unparse(node) == "torch.version.hip"
+
+
+def _rocm_flags(context: FileContext, statement: ast.If) -> set[str]:
+    """Names set before ``statement`` in its function only to False, None or an expression that
+    reads ``torch.version.hip`` (``is_rocm_pytorch = True if torch.version.hip is not None ...``):
+    false on a build without ROCm.  Read from the text, as the parsed tree may hold only the lines
+    with trigger words."""
+    scopes = context.enclosing(statement.lineno)
+    first = scopes[-1].lineno if scopes else 1
+    values: dict[str, list[str]] = {}
+    for text in context.lines[first - 1:statement.lineno - 1]:
+        found = re.match(r"\s*(\w+)\s*=(?!=)\s*(.+?)\s*$", text)
+        if found:
+            values.setdefault(found.group(1), []).append(found.group(2))
+    return {name for name, assigned in values.items()
+            if any("torch.version.hip" in v for v in assigned)
+            and all(v in ("False", "None") or "torch.version.hip" in v for v in assigned)}
+
+
 def _pins_only(context: FileContext, line: int) -> bool:
     """``if torch.cuda.is_available(): batch = batch.pin_memory()``: pinned host memory
     speeds the copy to the device and changes nothing else."""
@@ -2087,6 +2142,8 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_F64, _at_line(_on_a_cuda_literal), "info",
              "float64 on a \"cuda\" device literal: the device string fails first elsewhere and is reported on this "
              "line"),
+    Lowering(_EVERY_RULE, _at_line(_cuda_or_environment), "info",
+             "only where CUDA or ROCm is present, or when the user opts in through the environment ({}; off unless set)"),
     Lowering(_EVERY_RULE, _at_line(_environment_flag), "info",
              "only when the user opts in through the environment ({}; off unless set)"),
     Lowering(_F64, _at_line(_new_cpu_float64), "info",
