@@ -71,6 +71,16 @@ _OPS = """
     lib.impl("neg", neg_cpu, "CPU")
 
 
+    @torch.library.custom_op("tpk::clip", mutates_args=(), device_types="cuda")  # everywhere
+    def clip(x: torch.Tensor) -> torch.Tensor:
+        return x.clamp(0, 1)
+
+
+    @torch.library.register_kernel("tpk::clip", None)
+    def _(x):
+        return x.clamp(0, 1)
+
+
     @torch.library.custom_op("tpk::fused", mutates_args=(), device_types="cuda")  # nowhere
     def fused(x: torch.Tensor) -> torch.Tensor:
         return x * 3
@@ -82,7 +92,7 @@ import ops
 
 x = torch.ones(2)
 print(torch.ops.tpk.scale(x).tolist(), torch.ops.tpk.pack(x).tolist(), torch.ops.tpk.numpy_sin(x).shape[0],
-      torch.ops.tpk.neg(x).tolist())
+      torch.ops.tpk.neg(x).tolist(), torch.ops.tpk.clip(x).tolist())
 try:
     torch.ops.tpk.fused(x)
 except NotImplementedError:
@@ -138,7 +148,7 @@ def test_torch_on_the_cpu_does_what_the_scan_says(tmp_path):
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(_RUN)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines() == ["[2.0, 2.0] [2.0, 2.0] 2 [-1.0, -1.0]", "fused: no CPU kernel"]
+    assert done.stdout.splitlines() == ["[2.0, 2.0] [2.0, 2.0] 2 [-1.0, -1.0] [1.0, 1.0]", "fused: no CPU kernel"]
 
 
 def test_ops_of_other_names_do_not_lend_their_kernels(tmp_path):

@@ -13,7 +13,7 @@ import ast
 import dataclasses
 import re
 
-from torchport.scan.detectors.syntax import kernel_devices, last_name, string_value, walk_nodes
+from torchport.scan.detectors.syntax import kernel_device_arguments, kernel_devices, last_name, string_value, walk_nodes
 
 EVERY_DEVICE = "*"
 # Dispatch keys whose kernel every device uses ("default" is torch.library.impl's name for the first).
@@ -59,10 +59,14 @@ def _devices(call: ast.Call, libraries: dict[str, str]) -> frozenset[str] | None
             return None
         # Library.impl's default key is the library's own, and else CompositeImplicitAutograd.
         return frozenset({EVERY_DEVICE}) if value == "" else _normalised([value.lower()])
+    every_device = last_name(call.func) in ("custom_op", "register_kernel")
+    if every_device and any(isinstance(value, ast.Constant) and value.value is None
+                            for value in kernel_device_arguments(call) or ()):
+        return frozenset({EVERY_DEVICE})  # device_types=None: the function serves every device
     devices = kernel_devices(call)
     if devices is None:
         return None
-    if not devices and last_name(call.func) in ("custom_op", "register_kernel"):
+    if not devices and every_device:
         return frozenset({EVERY_DEVICE})  # no device_types: the function serves every device
     return _normalised(devices) if devices else None
 
