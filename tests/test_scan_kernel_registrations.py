@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from scan_marks import ALL_TARGETS
 from scan_marks import write_snippet as _write
@@ -111,7 +112,9 @@ def _registrations(tmp_path):
 
 def test_a_cuda_kernel_beside_a_kernel_for_every_device_is_an_override(tmp_path):
     by_line, marked = _registrations(tmp_path)
-    for line in [n for n, mark in marked.items() if mark == "everywhere"]:
+    everywhere = [n for n, mark in marked.items() if mark == "everywhere"]
+    assert len(everywhere) == 3
+    for line in everywhere:
         finding = by_line[line]
         assert finding_worst(finding, ALL_TARGETS) == "info", line
         assert "a kernel that every device uses (line" in finding.cap_reason
@@ -179,3 +182,126 @@ def test_ops_of_other_names_do_not_lend_their_kernels(tmp_path):
     registrations = [f for f in result.findings if f.rule_id == "TP001"]
     assert len(registrations) == 2
     assert all(finding_severity(f, "cpu") == "error" and not f.cap_reason for f in registrations)
+
+
+# What the file does not surely give the op lends it no kernel (a review's probes): a Library whose
+# own key is Meta, a library name bound twice, one op name in two factories, a CPU kernel under an
+# `if`, and "DEFAULT", which torch refuses (only "default" means every device).
+_NOT_SURELY = {
+    "meta_key.py": """
+        import torch
+
+        lib = torch.library.Library("tpn1", "DEF")
+        lib.define("fused(Tensor x) -> Tensor")
+        meta_lib = torch.library.Library("tpn1", "IMPL", "Meta")
+
+
+        def fused_meta(x):
+            return torch.empty_like(x)
+
+
+        meta_lib.impl("fused", fused_meta)
+
+
+        @torch.library.impl(lib, "fused", "CUDA")
+        def fused_cuda(x):
+            return x
+        """,
+    "rebound.py": """
+        import torch
+
+        lib = torch.library.Library("tpn2a", "DEF")
+        lib.define("neg(Tensor x) -> Tensor")
+        lib.impl("neg", lambda x: -x, "CPU")
+        lib = torch.library.Library("tpn2b", "DEF")
+        lib.define("neg(Tensor x) -> Tensor")
+
+
+        @torch.library.impl(lib, "neg", "CUDA")
+        def neg_cuda(x):
+            return -x
+        """,
+    "factories.py": """
+        import torch
+
+
+        def make_b():
+            @torch.library.custom_op("tpn3::b", mutates_args=())
+            def op(x: torch.Tensor) -> torch.Tensor:
+                return x.clone()
+
+            @op.register_kernel("cpu")
+            def _(x):
+                return x.clone()
+            return op
+
+
+        def make_a():
+            @torch.library.custom_op("tpn3::a", mutates_args=(), device_types="cuda")
+            def op(x: torch.Tensor) -> torch.Tensor:
+                return x.clone()
+            return op
+        """,
+    "conditional.py": """
+        import os
+
+        import torch
+
+
+        @torch.library.custom_op("tpn4::mm", mutates_args=(), device_types="cuda")
+        def mm(x: torch.Tensor) -> torch.Tensor:
+            return x
+
+
+        if os.getenv("TPN_DEBUG_CPU") == "1":
+            @mm.register_kernel("cpu")
+            def _(x):
+                return x
+        """,
+}
+
+
+def test_kernels_the_file_does_not_surely_register_lend_nothing(tmp_path):
+    for name, source in _NOT_SURELY.items():
+        _write(tmp_path, name, source)
+    result = scan([tmp_path], ScanConfig(), jobs=1)
+    registrations = {(Path(f.path).name, f.line): f for f in result.findings if f.rule_id == "TP001"}
+    assert {name for name, _ in registrations} == set(_NOT_SURELY)
+    for key, finding in registrations.items():
+        assert finding_severity(finding, "cpu") == "error" and not finding.cap_reason, key
+    run = "\n".join(f"import {name[:-3]}" for name in _NOT_SURELY) + """
+import torch
+import factories
+x = torch.ones(2)
+for call in (torch.ops.tpn1.fused, torch.ops.tpn2b.neg, factories.make_a(), torch.ops.tpn4.mm):
+    try:
+        call(x)
+    except NotImplementedError:
+        print("no CPU kernel")
+"""
+    done = subprocess.run([sys.executable, "-c", run], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["no CPU kernel"] * 4
+
+
+def test_only_default_spelled_so_means_every_device(tmp_path):
+    _write(tmp_path, "ops.py", """
+        import torch
+
+        torch.library.define("tpn5::u", "(Tensor x) -> Tensor")
+
+
+        @torch.library.impl("tpn5::u", "DEFAULT")
+        def u_any(x):
+            return x.clone()
+
+
+        @torch.library.impl("tpn5::u", "cuda")
+        def u_cuda(x):
+            return x.clone()
+        """)
+    (finding,) = [f for f in scan([tmp_path], ScanConfig(), jobs=1).findings if f.rule_id == "TP001"]
+    assert finding_worst(finding, ALL_TARGETS) == "error" and not finding.cap_reason
+    done = subprocess.run([sys.executable, "-c", "import ops"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0 and "DEFAULT" in done.stderr  # torch refuses the spelling

@@ -69,8 +69,54 @@ _SETS_IT_ITSELF = """
     """
 
 
+# Tests that hold on a host without CUDA or ROCm, the environment at its defaults, or flags the
+# scan cannot show to be false there (a review's probes).
+_HOLDS_WITHOUT_CUDA = """
+    import os
+    import sys
+
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME, CUDAExtension
+    from pkg.env import is_rocm_build
+
+    os.environ.setdefault("SET_CUDA", "1")
+    FORCE = os.getenv("FORCE_CUDA")
+    if sys.platform == "linux":
+        FORCE = "1"
+
+
+    def probe():
+        is_rocm_build = torch.version.hip is not None
+        return is_rocm_build
+
+
+    if is_rocm_build or torch.cuda.is_available() or os.getenv("FORCE_CUDA", "0") == "1":
+        ext = CUDAExtension  # kept
+
+
+    def extensions(args):
+        with_cuda = torch.version.hip is None and CUDA_HOME is not None
+        if with_cuda or torch.cuda.is_available() or os.getenv("FORCE_CUDA", "0") == "1":
+            ext = CUDAExtension  # kept
+        if torch.cuda.is_available() or os.getenv("FORCE_CUDA", default="1") == "1":
+            ext = CUDAExtension  # kept
+        if torch.cuda.is_available() or os.getenv("SET_CUDA", "0") == "1":
+            ext = CUDAExtension  # kept
+        if torch.cuda.is_available() or FORCE == "1":
+            ext = CUDAExtension  # kept
+        is_rocm = torch.version.hip is not None
+        if args.rocm: is_rocm = True
+        if is_rocm or torch.cuda.is_available() or os.getenv("FORCE_CUDA", "0") == "1":
+            ext = CUDAExtension  # kept
+        if torch.cuda.is_available() or os.getenv("FORCE_CUDA", "0") == "1":
+            ext = CUDAExtension  # quiet
+        return ext
+    """
+
+
 def test_a_branch_for_cuda_or_an_environment_opt_in_is_info(tmp_path):
-    paths = (_write(tmp_path / "a", "setup.py", _SETUP), _write(tmp_path / "b", "build.py", _SETS_IT_ITSELF))
+    paths = (_write(tmp_path / "a", "setup.py", _SETUP), _write(tmp_path / "b", "build.py", _SETS_IT_ITSELF),
+             _write(tmp_path / "c", "setup.py", _HOLDS_WITHOUT_CUDA))
     check_marked_lines([tmp_path], paths)
 
 
@@ -80,7 +126,9 @@ def test_the_reason_names_both_ways_in(tmp_path):
 
     _write(tmp_path, "setup.py", _SETUP)
     lines = (tmp_path / "setup.py").read_text().splitlines()
-    first = next(n for n, text in enumerate(lines, 1) if text.endswith("# quiet"))
-    (finding,) = [f for f in scan([tmp_path], ScanConfig(), jobs=1).findings if f.line == first]
-    assert finding.cap_reason == ("only where CUDA or ROCm is present, or when the user opts in through the environment "
-                                  "(FORCE_CUDA=1; off unless set)")
+    quiet = [n for n, text in enumerate(lines, 1) if text.endswith("# quiet")]
+    findings = {f.line: f for f in scan([tmp_path], ScanConfig(), jobs=1).findings if f.rule_id == "TP501"}
+    assert len(quiet) == 4 and set(quiet) <= set(findings)  # each lowered here, not dropped
+    for line in quiet:
+        assert findings[line].cap_reason.startswith(
+            "only where CUDA or ROCm is present, or when the user opts in through the environment ("), line

@@ -6,6 +6,10 @@ kernel only if nothing else registers one for them.  In the same file, ``custom_
 kernel (CompositeExplicitAutograd), and ``register_kernel("cpu")`` or ``impl(lib, "op", "CPU")``
 gives the CPU one: torch's own ``register_kernel`` example registers its op for "cpu" and then for
 "cuda".  Registrations in other files are not read.
+
+Only what the file surely does counts as another kernel: a registration among the module's own
+statements (not in a function, a class or an ``if``), of an op named unambiguously (a name or a
+``Library`` bound once in the file).
 """
 from __future__ import annotations
 
@@ -13,11 +17,12 @@ import ast
 import dataclasses
 import re
 
-from torchport.scan.detectors.syntax import kernel_device_arguments, kernel_devices, last_name, string_value, walk_nodes
+from torchport.scan.detectors.syntax import kernel_device_arguments, last_name, string_value, walk_nodes
 
 EVERY_DEVICE = "*"
-# Dispatch keys whose kernel every device uses ("default" is torch.library.impl's name for the first).
-_EVERY_DEVICE_KEYS = frozenset({"default", "compositeexplicitautograd", "compositeimplicitautograd"})
+# What torch.library reads as a kernel every device uses: impl's "default" (exactly so:
+# library.py's _device_type_to_key) and the composite dispatch keys.
+_EVERY_DEVICE_KEYS = frozenset({"default", "CompositeExplicitAutograd", "CompositeImplicitAutograd"})
 # Devices (and dispatch keys, lowercased) that are scan targets: a kernel for one makes a
 # registration for CUDA alone fine on that target.
 TARGET_OF_DEVICE = {"cpu": "cpu", "mps": "mps", "xpu": "xpu", "xla": "xla"}
@@ -30,12 +35,21 @@ class Registration:
     devices: frozenset[str]  # lowercased device types or dispatch keys; EVERY_DEVICE for all
     line: int
     call: ast.Call
+    unconditional: bool  # among the module's own statements: it surely runs on import
+
+
+@dataclasses.dataclass(frozen=True)
+class _Library:
+    namespace: str
+    dispatch_key: str  # Library(ns, kind, dispatch_key): what its impl() uses when given no key
 
 
 def registrations(tree: ast.Module) -> list[Registration]:
-    """Every kernel registration of the file whose devices are written out, in file order."""
-    libraries = _libraries(tree)
-    names = _op_names(tree)
+    """Every kernel registration of the file whose op and devices are written out, in file order."""
+    bound = _bindings(tree)
+    libraries = _libraries(tree, bound)
+    names = _op_names(tree, bound)
+    top_level = {id(node) for statement in tree.body for node in _run_on_import(statement)}
     found = []
     for node in walk_nodes(tree):
         if not isinstance(node, ast.Call):
@@ -45,38 +59,59 @@ def registrations(tree: ast.Module) -> list[Registration]:
             continue
         devices = _devices(node, libraries)
         if devices is not None:
-            found.append(Registration(op, devices, node.lineno, node))
+            found.append(Registration(op, devices, node.lineno, node, id(node) in top_level))
     found.sort(key=lambda r: (r.line, r.call.col_offset))
     return found
 
 
-def _devices(call: ast.Call, libraries: dict[str, str]) -> frozenset[str] | None:
+def _run_on_import(statement: ast.stmt) -> list[ast.AST]:
+    """The nodes of a module-level statement that run when the module is imported: a def's
+    decorators (not its body), an expression or assignment (not a lambda's body)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [node for decorator in statement.decorator_list for node in walk_nodes(decorator)]
+    if isinstance(statement, (ast.Expr, ast.Assign)):
+        return [node for node in walk_nodes(statement) if not isinstance(node, ast.Lambda)]
+    return []
+
+
+def _devices(call: ast.Call, libraries: dict[str, _Library]) -> frozenset[str] | None:
     if _library_method(call, libraries):
+        assert isinstance(call.func, ast.Attribute)
         key = call.args[2] if len(call.args) > 2 else next(
             (k.value for k in call.keywords if k.arg == "dispatch_key"), None)
         value = "" if key is None else string_value(key)
         if value is None:
             return None
-        # Library.impl's default key is the library's own, and else CompositeImplicitAutograd.
-        return frozenset({EVERY_DEVICE}) if value == "" else _normalised([value.lower()])
-    every_device = last_name(call.func) in ("custom_op", "register_kernel")
-    if every_device and any(isinstance(value, ast.Constant) and value.value is None
-                            for value in kernel_device_arguments(call) or ()):
-        return frozenset({EVERY_DEVICE})  # device_types=None: the function serves every device
-    devices = kernel_devices(call)
-    if devices is None:
+        # Library.impl's default key is the library's own, and CompositeImplicitAutograd where
+        # that is "" too (library.py: `if dispatch_key == "": dispatch_key = self.dispatch_key`).
+        value = value or libraries[ast.unparse(call.func.value)].dispatch_key or "CompositeImplicitAutograd"
+        return _normalised([value])
+    values = kernel_device_arguments(call)
+    if values is None:
         return None
-    if not devices and every_device:
-        return frozenset({EVERY_DEVICE})  # no device_types: the function serves every device
-    return _normalised(devices) if devices else None
+    every_device = last_name(call.func) in ("custom_op", "register_kernel")
+    found = []
+    for argument in values:
+        for item in argument.elts if isinstance(argument, (ast.List, ast.Tuple)) else [argument]:
+            if every_device and isinstance(item, ast.Constant) and item.value is None:
+                return frozenset({EVERY_DEVICE})  # device_types=None: the function serves every device
+            text = string_value(item)
+            if text is None:
+                return None  # a device chosen at run time
+            found.append(text)
+    if not found:
+        # custom_op or register_kernel without device_types: the function serves every device
+        return frozenset({EVERY_DEVICE}) if every_device else None
+    return _normalised(found)
 
 
 def _normalised(devices: list[str]) -> frozenset[str]:
-    return frozenset(EVERY_DEVICE if device in _EVERY_DEVICE_KEYS else device for device in devices)
+    return frozenset(EVERY_DEVICE if device in _EVERY_DEVICE_KEYS else device.lower() for device in devices)
 
 
-def _op(call: ast.Call, names: dict[str, str], libraries: dict[str, str]) -> str | None:
-    """The op a registration call is for, or None for a call that registers no kernel."""
+def _op(call: ast.Call, names: dict[str, str], libraries: dict[str, _Library]) -> str | None:
+    """The op a registration call is for; None for a call that registers no kernel, or for an op
+    the file does not name unambiguously."""
     func, args = call.func, call.args
     name = last_name(func)
     on_torch_library = not isinstance(func, ast.Attribute) or bool(_LIBRARY_RECEIVER.fullmatch(ast.unparse(func.value)))
@@ -84,24 +119,23 @@ def _op(call: ast.Call, names: dict[str, str], libraries: dict[str, str]) -> str
     if _library_method(call, libraries):
         assert isinstance(func, ast.Attribute)
         op_name = string_value(first) if first is not None else None
-        return None if op_name is None else _qualified(libraries[ast.unparse(func.value)], op_name)
+        return None if op_name is None else _qualified(libraries[ast.unparse(func.value)].namespace, op_name)
     if name == "custom_op" and on_torch_library:
         return string_value(first) if first is not None else None
     if name == "register_kernel":
         if not on_torch_library:
             assert isinstance(func, ast.Attribute)
-            receiver = ast.unparse(func.value)
-            return names.get(receiver, receiver)
+            return names.get(ast.unparse(func.value))
         if first is None:
             return None
-        return string_value(first) or names.get(ast.unparse(first), ast.unparse(first))
+        return string_value(first) or names.get(ast.unparse(first))
     if name == "impl" and on_torch_library and first is not None:
         qualified = string_value(first)
         if qualified is not None:
             return qualified
         op_name = string_value(args[1]) if len(args) > 1 else None
-        library = ast.unparse(first)
-        return None if op_name is None else _qualified(libraries.get(library, library), op_name)
+        library = libraries.get(ast.unparse(first))
+        return None if op_name is None or library is None else _qualified(library.namespace, op_name)
     return None
 
 
@@ -109,37 +143,65 @@ def _qualified(namespace: str, op_name: str) -> str:
     return op_name if "::" in op_name else f"{namespace}::{op_name}"
 
 
-def _library_method(call: ast.Call, libraries: dict[str, str]) -> bool:
+def _library_method(call: ast.Call, libraries: dict[str, _Library]) -> bool:
     """``lib.impl("op", fn, "CUDA")`` on a ``torch.library.Library`` the file makes."""
     func = call.func
     return isinstance(func, ast.Attribute) and func.attr == "impl" and ast.unparse(func.value) in libraries
 
 
-def _libraries(tree: ast.Module) -> dict[str, str]:
-    """``lib = torch.library.Library("ns", "IMPL")`` (or ``self.lib = Library(...)``): namespace by name."""
-    found = {}
+def _bindings(tree: ast.Module) -> dict[str, int]:
+    """How often the file binds each name (``x``, ``self.x``): assignments, parameters, loop and
+    ``with`` targets, imports, defs.  A name bound more than once may be another object where read."""
+    count: dict[str, int] = {}
     for node in walk_nodes(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call) \
-                and last_name(node.value.func) == "Library" and node.value.args:
-            namespace = string_value(node.value.args[0])
-            if namespace is not None:
-                found[ast.unparse(node.targets[0])] = namespace
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            key = ast.unparse(node)
+        elif isinstance(node, ast.arg):
+            key = node.arg
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            key = node.name
+        elif isinstance(node, ast.alias):
+            key = node.asname or node.name.split(".")[0]
+        else:
+            continue
+        count[key] = count.get(key, 0) + 1
+    return count
+
+
+def _libraries(tree: ast.Module, bound: dict[str, int]) -> dict[str, _Library]:
+    """``lib = torch.library.Library("ns", "IMPL", "CPU")`` at module level, ``lib`` bound nowhere else."""
+    found = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.value, ast.Call) and last_name(statement.value.func) == "Library" \
+                and statement.value.args:
+            call = statement.value
+            namespace = string_value(call.args[0])
+            key = call.args[2] if len(call.args) > 2 else next(
+                (k.value for k in call.keywords if k.arg == "dispatch_key"), None)
+            dispatch_key = "" if key is None else string_value(key)
+            target = ast.unparse(statement.targets[0])
+            if namespace is not None and dispatch_key is not None and bound.get(target) == 1:
+                found[target] = _Library(namespace, dispatch_key)
     return found
 
 
-def _op_names(tree: ast.Module) -> dict[str, str]:
-    """The names the file gives its ops: ``@custom_op("ns::op") def op`` and ``op = custom_op("ns::op", fn)``."""
+def _op_names(tree: ast.Module, bound: dict[str, int]) -> dict[str, str]:
+    """The names the file gives its ops at module level, each bound nowhere else:
+    ``@custom_op("ns::op") def op`` and ``op = custom_op("ns::op", fn)``."""
     found = {}
-    for node in walk_nodes(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for decorator in node.decorator_list:
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in statement.decorator_list:
                 if isinstance(decorator, ast.Call) and last_name(decorator.func) == "custom_op" and decorator.args:
                     qualified = string_value(decorator.args[0])
-                    if qualified is not None:
-                        found[node.name] = qualified
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call) \
-                and last_name(node.value.func) == "custom_op" and node.value.args:
-            qualified = string_value(node.value.args[0])
-            if qualified is not None:
-                found[ast.unparse(node.targets[0])] = qualified
+                    if qualified is not None and bound.get(statement.name) == 1:
+                        found[statement.name] = qualified
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.value, ast.Call) and last_name(statement.value.func) == "custom_op" \
+                and statement.value.args:
+            qualified = string_value(statement.value.args[0])
+            target = ast.unparse(statement.targets[0])
+            if qualified is not None and bound.get(target) == 1:
+                found[target] = qualified
     return found

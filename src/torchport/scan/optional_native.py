@@ -45,7 +45,7 @@ def environment_read(node: ast.expr) -> str | None:
             and (node.func.attr == "getenv" or (node.func.attr == "get" and isinstance(node.func.value, ast.Attribute)
                                                 and node.func.value.attr == "environ"))):
         return None
-    default = node.args[1] if len(node.args) == 2 else None
+    default = node.args[1] if len(node.args) == 2 else next((k.value for k in node.keywords if k.arg == "default"), None)
     if default is not None and not (isinstance(default, ast.Constant) and str(default.value).lower() in _OFF_WORDS):
         return None
     return string_value(node.args[0])
@@ -55,7 +55,8 @@ def _environment_name(text: str, name: str) -> str | None:
     """The variable a module-level name holds when every assignment to it in ``text`` is an
     environment read (``JIT = os.getenv("PKG_JIT")``)."""
     variables = set()
-    for value in re.findall(rf"^{re.escape(name)}\s*=(?!=)\s*(.+?)\s*$", text, re.MULTILINE):
+    # indented too: a reassignment under an `if` makes the name something else there
+    for value in re.findall(rf"^[ \t]*{re.escape(name)}\s*=(?!=)\s*(.+?)\s*$", text, re.MULTILINE):
         try:
             variables.add(environment_read(ast.parse(value, mode="eval").body))
         except SyntaxError:
@@ -81,8 +82,9 @@ def environment_opt_in(text: str, test: ast.expr, follow_names: bool = False) ->
         variable = _environment_name(text, test.left.id)
     if variable is None:
         return None
-    sets_on = re.compile(rf"environ\[\s*['\"]{re.escape(variable)}['\"]\s*\]\s*=(?!=)\s*['\"](?i:"
-                         rf"{'|'.join(_ON_WORDS)})['\"]")
+    # `os.environ["X"] = "1"`, `os.environ.setdefault("X", "1")`, `os.putenv("X", "1")`
+    sets_on = re.compile(rf"(?:environ\[\s*['\"]{re.escape(variable)}['\"]\s*\]\s*=(?!=)|(?:setdefault|putenv)\(\s*"
+                         rf"['\"]{re.escape(variable)}['\"]\s*,)\s*['\"](?i:{'|'.join(_ON_WORDS)})['\"]")
     return None if sets_on.search(text) else f"{variable}={on_value}"
 
 

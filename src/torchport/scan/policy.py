@@ -166,6 +166,8 @@ class FileContext:
         self._spans: list[tuple[int, int, _Scope]] | None = None
         self.handed_on: set[int] = set()  # ids of dict values and of values stored into a subscript
         self._loads: dict[str, list[ast.expr]] | None = None
+        # ids of `if` statements -> the environment variable of a CUDA-or-opt-in test, or None
+        self.cuda_or_environment: dict[int, str | None] = {}
 
     def loads(self) -> dict[str, list[ast.expr]]:
         """Every read of a name or an attribute, by name, outside decorators (a decorator
@@ -516,27 +518,32 @@ def _cuda_or_environment(context: FileContext, line: int) -> str | None:
     test must fail with CUDA-less torch's answers and the variable unset (``is_available() and
     CUDA_HOME is not None`` fails with them; an operand it cannot read, ``args.cuda``, does not)."""
     for statement in context.ifs:
-        if not statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
-            continue
-        test = statement.test
-        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)):
-            continue
-        opt_ins = [found for value in test.values
-                   if (found := optional_native.environment_opt_in(context.text, value, True)) is not None]
-        asks_cuda = [n for n in walk_nodes(test) if isinstance(n, ast.expr) and _query_answer(n) is not None]
-        if not (opt_ins and asks_cuda):
-            continue
-        rocm = _rocm_flags(context, statement)
-
-        def off_here(node: ast.expr, rocm: set[str] = rocm) -> bool:
-            """False (or 0) on a host without CUDA or ROCm, the environment at its defaults."""
-            return (_query_answer(node) is not None or _asks_for_rocm(node)
-                    or (isinstance(node, ast.Name) and node.id in rocm)
-                    or optional_native.environment_opt_in(context.text, node, True) is not None)
-
-        if fails_with(test, off_here, 0):
-            return opt_ins[0]
+        if statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
+            if id(statement) not in context.cuda_or_environment:
+                context.cuda_or_environment[id(statement)] = _cuda_or_environment_test(context, statement)
+            if context.cuda_or_environment[id(statement)] is not None:
+                return context.cuda_or_environment[id(statement)]
     return None
+
+
+def _cuda_or_environment_test(context: FileContext, statement: ast.If) -> str | None:
+    """The opt-in variable of the statement's test, where the test is such an ``or``; else None."""
+    test = statement.test
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)):
+        return None
+    opt_ins = [found for value in test.values
+               if (found := optional_native.environment_opt_in(context.text, value, True)) is not None]
+    if not opt_ins or not any(isinstance(n, ast.expr) and _query_answer(n) is not None for n in walk_nodes(test)):
+        return None
+    rocm = {n.id for n in walk_nodes(test) if isinstance(n, ast.Name) and _rocm_flag(context, statement, n.id)}
+
+    def off_here(node: ast.expr) -> bool:
+        """False (or 0) on a host without CUDA or ROCm, the environment at its defaults."""
+        return (_query_answer(node) is not None or _asks_for_rocm(node)
+                or (isinstance(node, ast.Name) and node.id in rocm)
+                or optional_native.environment_opt_in(context.text, node, True) is not None)
+
+    return opt_ins[0] if fails_with(test, off_here, 0) else None
 
 
 def _asks_for_rocm(node: ast.expr) -> bool:
@@ -547,21 +554,63 @@ def _asks_for_rocm(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and ast.unparse(node) == "torch.version.hip"
 
 
-def _rocm_flags(context: FileContext, statement: ast.If) -> set[str]:
-    """Names set before ``statement`` in its function only to False, None or an expression that
-    reads ``torch.version.hip`` (``is_rocm_pytorch = True if torch.version.hip is not None ...``):
-    false on a build without ROCm.  Read from the text, as the parsed tree may hold only the lines
+def _false_without_rocm(node: ast.expr) -> bool:
+    """``False``, ``torch.version.hip is not None and ROCM_HOME is not None``, ``True if
+    torch.version.hip is not None else False``: false on a build without ROCm, whatever else holds."""
+    if isinstance(node, ast.Constant):
+        return not node.value
+    if _asks_for_rocm(node):
+        return True
+    if isinstance(node, ast.BoolOp):
+        falses = [_false_without_rocm(value) for value in node.values]
+        return any(falses) if isinstance(node.op, ast.And) else all(falses)
+    if isinstance(node, ast.IfExp):
+        return _false_without_rocm(node.orelse) and (_false_without_rocm(node.body) or _false_without_rocm(node.test))
+    return False
+
+
+def _rocm_flag(context: FileContext, statement: ast.If, name: str) -> bool:
+    """``name`` is set before ``statement`` in its function (or module) only by plain assignments of
+    values false without ROCm (``is_rocm = False``, then ``is_rocm = True if torch.version.hip is not
+    None else False`` in a try), one of them at the statement's own level and one reading
+    ``torch.version.hip``; no other binding (``:=``, ``for``, ``as``, an assignment after ``if x:``
+    on one line) in those lines.  Read from the text, as the parsed tree may hold only the lines
     with trigger words."""
     scopes = context.enclosing(statement.lineno)
     first = scopes[-1].lineno if scopes else 1
-    values: dict[str, list[str]] = {}
-    for text in context.lines[first - 1:statement.lineno - 1]:
-        found = re.match(r"\s*(\w+)\s*=(?!=)\s*(.+?)\s*$", text)
-        if found:
-            values.setdefault(found.group(1), []).append(found.group(2))
-    return {name for name, assigned in values.items()
-            if any("torch.version.hip" in v for v in assigned)
-            and all(v in ("False", "None") or "torch.version.hip" in v for v in assigned)}
+    lines = context.lines[first - 1:statement.lineno - 1]
+    mention = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+    plain = re.compile(rf"([ \t]*){re.escape(name)}[ \t]*=(?!=)")
+    own_level = reads_hip = False
+    for index, text in enumerate(lines):
+        if not mention.search(text):
+            continue
+        assigned = plain.match(text)
+        if assigned is None:
+            if re.search(rf"(?<![\w.]){re.escape(name)}\s*(?::=|[-+*/|&^]?=(?!=))|\b(?:as|for|import|global|nonlocal)"
+                         rf"\s+(?:[\w, ]*\b)?{re.escape(name)}\b", text):
+                return False  # bound some other way
+            continue  # read, not bound
+        value = _expression_from(lines, index, assigned.end())
+        if value is None or not _false_without_rocm(value):
+            return False
+        own_level |= len(assigned.group(1).expandtabs()) == statement.col_offset
+        reads_hip |= "torch.version.hip" in ast.unparse(value)
+    return own_level and reads_hip
+
+
+def _expression_from(lines: list[str], index: int, column: int) -> ast.expr | None:
+    """The expression starting at ``column`` of ``lines[index]``, continued on following lines."""
+    text = lines[index][column:]
+    for following in lines[index + 1:index + 10]:
+        try:
+            return ast.parse(text.strip(), mode="eval").body
+        except SyntaxError:
+            text += following
+    try:
+        return ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def _pins_only(context: FileContext, line: int) -> bool:
@@ -2259,7 +2308,8 @@ def _kernels_for_other_devices(file: _File, strong: list[Finding]) -> None:
     """A torch.library registration for CUDA alone of an op that the file gives other kernels
     too: one every device uses (``custom_op`` without ``device_types``, ``impl(..., "default")``)
     makes it an override that changes nothing elsewhere (info); one for the CPU, MPS, XPU or XLA
-    makes it fine there (Finding.fine_on), and still an error on the targets with none."""
+    makes it fine there (Finding.fine_on), and still an error on the targets with none.  Only
+    registrations the module surely runs on import count (library_ops.Registration.unconditional)."""
     registered = [f for f in strong if f.rule_id == CUDA_DEVICE_STRING and f.detail.endswith(CUDA_ONLY_KERNEL)]
     if not registered:
         return
@@ -2269,7 +2319,7 @@ def _kernels_for_other_devices(file: _File, strong: list[Finding]) -> None:
                      and r.devices == {"cuda"}), None)
         if mine is None:
             continue
-        others = [r for r in found if r.op == mine.op and r is not mine]
+        others = [r for r in found if r.op == mine.op and r is not mine and r.unconditional]
         every = next((r for r in others if library_ops.EVERY_DEVICE in r.devices), None)
         if every is not None:
             _lower(finding, "info", f"the op also has a kernel that every device uses (line {every.line}): this "
