@@ -101,47 +101,44 @@ except NotImplementedError:
 """
 
 
-def _registrations(tmp_path):
+def _marked_registrations(tmp_path) -> dict[str, list]:
+    """Scan the ops: the TP001 finding of each registration line, by the mark the line ends with."""
     path = _write(tmp_path, "ops.py", _OPS)
-    lines = path.read_text().splitlines()
     result = scan([tmp_path], ScanConfig(), jobs=1)
     by_line = {f.line: f for f in result.findings if f.rule_id == "TP001"}
-    marked = {n: text.rsplit("# ", 1)[1] for n, text in enumerate(lines, 1) if text.startswith("@") and "# " in text}
-    return by_line, marked
+    marked: dict[str, list] = {}
+    for n, text in enumerate(path.read_text().splitlines(), 1):
+        if text.startswith("@") and "# " in text:
+            marked.setdefault(text.rsplit("# ", 1)[1], []).append(by_line[n])
+    return marked
 
 
 def test_a_cuda_kernel_beside_a_kernel_for_every_device_is_an_override(tmp_path):
-    by_line, marked = _registrations(tmp_path)
-    everywhere = [n for n, mark in marked.items() if mark == "everywhere"]
+    everywhere = _marked_registrations(tmp_path)["everywhere"]
     assert len(everywhere) == 3
-    for line in everywhere:
-        finding = by_line[line]
-        assert finding_worst(finding, ALL_TARGETS) == "info", line
+    for finding in everywhere:
+        assert finding_worst(finding, ALL_TARGETS) == "info", finding.line
         assert "a kernel that every device uses (line" in finding.cap_reason
 
 
 def test_a_cuda_kernel_beside_a_cpu_kernel_is_fine_on_cpu_and_an_error_elsewhere(tmp_path):
-    by_line, marked = _registrations(tmp_path)
-    cpu_served = [n for n, mark in marked.items() if mark == "cpu"]
-    assert len(cpu_served) == 2
-    for line in cpu_served:
-        finding = by_line[line]
-        assert finding_severity(finding, "cpu") is None, line
+    marked = _marked_registrations(tmp_path)
+    assert len(marked["cpu"]) == 2
+    for finding in marked["cpu"]:
+        assert finding_severity(finding, "cpu") is None, finding.line
         assert {t: finding_severity(finding, t) for t in ("tpu", "xla", "mps")} == dict.fromkeys(
             ("tpu", "xla", "mps"), "error")
         assert "the op has its own kernel for cpu (line" in finding.detail
-    (alone,) = [n for n, mark in marked.items() if mark == "nowhere"]
-    assert finding_severity(by_line[alone], "cpu") == "error" and "own kernel" not in by_line[alone].detail
+    (alone,) = marked["nowhere"]
+    assert finding_severity(alone, "cpu") == "error" and "own kernel" not in alone.detail
 
 
 def test_a_finding_fine_on_every_chosen_target_is_not_listed(tmp_path):
-    _write(tmp_path, "ops.py", _OPS)
+    marked = _marked_registrations(tmp_path)
     on_cpu = scan([tmp_path], ScanConfig(targets=["cpu"]), jobs=1)
-    by_line, marked = _registrations(tmp_path)
     listed = {f.line: finding_worst(f, ["cpu"]) for f in on_cpu.findings if f.rule_id == "TP001"}
-    assert not {n for n, mark in marked.items() if mark == "cpu"} & set(listed)
-    assert {n for n, severity in listed.items() if severity == "error"} == {
-        n for n, mark in marked.items() if mark == "nowhere"}
+    assert not {f.line for f in marked["cpu"]} & set(listed)
+    assert {n for n, severity in listed.items() if severity == "error"} == {f.line for f in marked["nowhere"]}
 
 
 def test_torch_on_the_cpu_does_what_the_scan_says(tmp_path):

@@ -1015,8 +1015,6 @@ _COUNT_CALLS = frozenset({"min", "max", "int", "round", "abs"})
 _NEEDS_WORKERS = frozenset({"prefetch_factor", "persistent_workers", "multiprocessing_context"})
 
 
-
-
 def _worker_count_of(context: FileContext, node: ast.AST) -> ast.Call | None:
     """The ``DataLoader(...)`` call whose ``num_workers=`` value ``node`` is or is part of (through
     arithmetic, ``min``/``max``/``int`` and conditional values), else None."""

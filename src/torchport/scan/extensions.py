@@ -21,8 +21,6 @@ BUILD_WORDS = ("CUDAExtension", "cpp_extension")
 _LOADERS = ("load", "load_inline")
 
 
-
-
 def _has_cuda_sources(call: ast.Call) -> bool:
     for keyword in call.keywords:
         if keyword.arg in ("cuda_sources", "extra_cuda_cflags"):

@@ -17,7 +17,7 @@ import ast
 import dataclasses
 import re
 
-from torchport.scan.detectors.syntax import kernel_device_arguments, last_name, string_value, walk_nodes
+from torchport.scan.detectors.syntax import call_argument, kernel_device_values, last_name, string_value, walk_nodes
 
 EVERY_DEVICE = "*"
 # What torch.library reads as a kernel every device uses: impl's "default" (exactly so:
@@ -77,8 +77,7 @@ def _run_on_import(statement: ast.stmt) -> list[ast.AST]:
 def _devices(call: ast.Call, libraries: dict[str, _Library]) -> frozenset[str] | None:
     if _library_method(call, libraries):
         assert isinstance(call.func, ast.Attribute)
-        key = call.args[2] if len(call.args) > 2 else next(
-            (k.value for k in call.keywords if k.arg == "dispatch_key"), None)
+        key = call_argument(call, 2, "dispatch_key")
         value = "" if key is None else string_value(key)
         if value is None:
             return None
@@ -86,23 +85,14 @@ def _devices(call: ast.Call, libraries: dict[str, _Library]) -> frozenset[str] |
         # that is "" too (library.py: `if dispatch_key == "": dispatch_key = self.dispatch_key`).
         value = value or libraries[ast.unparse(call.func.value)].dispatch_key or "CompositeImplicitAutograd"
         return _normalised([value])
-    values = kernel_device_arguments(call)
+    values = kernel_device_values(call)
     if values is None:
         return None
-    every_device = last_name(call.func) in ("custom_op", "register_kernel")
-    found = []
-    for argument in values:
-        for item in argument.elts if isinstance(argument, (ast.List, ast.Tuple)) else [argument]:
-            if every_device and isinstance(item, ast.Constant) and item.value is None:
-                return frozenset({EVERY_DEVICE})  # device_types=None: the function serves every device
-            text = string_value(item)
-            if text is None:
-                return None  # a device chosen at run time
-            found.append(text)
-    if not found:
-        # custom_op or register_kernel without device_types: the function serves every device
-        return frozenset({EVERY_DEVICE}) if every_device else None
-    return _normalised(found)
+    if last_name(call.func) in ("custom_op", "register_kernel") and (not values or None in values):
+        return frozenset({EVERY_DEVICE})  # no device_types, or None: the function serves every device
+    if not values or None in values:
+        return None
+    return _normalised([value for value in values if value is not None])
 
 
 def _normalised(devices: list[str]) -> frozenset[str]:
@@ -177,8 +167,7 @@ def _libraries(tree: ast.Module, bound: dict[str, int]) -> dict[str, _Library]:
                 and statement.value.args:
             call = statement.value
             namespace = string_value(call.args[0])
-            key = call.args[2] if len(call.args) > 2 else next(
-                (k.value for k in call.keywords if k.arg == "dispatch_key"), None)
+            key = call_argument(call, 2, "dispatch_key")
             dispatch_key = "" if key is None else string_value(key)
             target = ast.unparse(statement.targets[0])
             if namespace is not None and dispatch_key is not None and bound.get(target) == 1:

@@ -108,8 +108,6 @@ def build_only_command(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str 
     return named or function.name.replace("_", "-").strip("-")
 
 
-
-
 class _Loader:
     """One Python file that may name native sources: which lines name which file, and the
     opt-in (or None) under which each line runs."""

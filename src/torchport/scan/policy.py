@@ -519,10 +519,11 @@ def _cuda_or_environment(context: FileContext, line: int) -> str | None:
     CUDA_HOME is not None`` fails with them; an operand it cannot read, ``args.cuda``, does not)."""
     for statement in context.ifs:
         if statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0):
-            if id(statement) not in context.cuda_or_environment:
-                context.cuda_or_environment[id(statement)] = _cuda_or_environment_test(context, statement)
-            if context.cuda_or_environment[id(statement)] is not None:
-                return context.cuda_or_environment[id(statement)]
+            known = context.cuda_or_environment
+            if id(statement) not in known:
+                known[id(statement)] = _cuda_or_environment_test(context, statement)
+            if known[id(statement)] is not None:
+                return known[id(statement)]
     return None
 
 
@@ -957,7 +958,7 @@ def _custom_fwd_device_type(context: FileContext, line: int) -> bool:
     calls = [c for c in context.calls_at(line)
              if any(k.arg == "device_type" and isinstance(k.value, ast.Constant) for k in c.keywords)]
     return bool(calls) and all(
-        (last_name(c.func)) in ("custom_fwd", "custom_bwd")
+        last_name(c.func) in ("custom_fwd", "custom_bwd")
         for c in calls)
 
 
@@ -1162,8 +1163,6 @@ _DEVICE_WORD = re.compile(r"(cuda|cpu|gpu|mps|xla|xpu)(:\d*)?", re.IGNORECASE)
 # Calls whose only effect is text for a person: logs, prints, progress-bar captions.
 _DISPLAY_CALL = re.compile(r"(print|log|warn|info|debug|warning|error|set_postfix\w*|set_description\w*)")
 _DISPLAY_WORD = re.compile(r"\b\w*(print|log|warn|info|debug|error|set_postfix|set_description)\w*\(")
-
-
 
 
 # CUDA queries that answer without raising where CUDA is absent.

@@ -268,16 +268,25 @@ def kernel_device_arguments(call: ast.expr) -> list[ast.expr] | None:
     return [*values, *(k.value for k in call.keywords if k.arg in ("device_types", "types", "dispatch_key"))]
 
 
-def kernel_devices(call: ast.expr) -> list[str] | None:
-    """The devices a torch.library registration is for, lowercased (see kernel_device_arguments);
-    None for another call or a device chosen at run time (which, the scan cannot tell)."""
+def kernel_device_values(call: ast.expr) -> list[str | None] | None:
+    """The devices a torch.library registration is for, as written (see kernel_device_arguments),
+    None standing for a ``None`` constant; None for another call or a device chosen at run time."""
     values = kernel_device_arguments(call)
     if values is None:
         return None
-    found = []
+    found: list[str | None] = []
     for value in values:
         for item in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
-            if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
+            if not (isinstance(item, ast.Constant) and (item.value is None or isinstance(item.value, str))):
                 return None
-            found.append(item.value.lower())
+            found.append(item.value)
     return found
+
+
+def kernel_devices(call: ast.expr) -> list[str] | None:
+    """The devices a torch.library registration is for, lowercased (see kernel_device_arguments);
+    None for another call or a device chosen at run time (which, the scan cannot tell)."""
+    values = kernel_device_values(call)
+    if values is None or None in values:
+        return None
+    return [value.lower() for value in values if value is not None]
