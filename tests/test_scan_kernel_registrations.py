@@ -183,7 +183,7 @@ def test_ops_of_other_names_do_not_lend_their_kernels(tmp_path):
 
 # What the file does not surely give the op lends it no kernel (a review's probes): a Library whose
 # own key is Meta, a library name bound twice, one op name in two factories, a CPU kernel under an
-# `if`, and "DEFAULT", which torch refuses (only "default" means every device).
+# `if` or in a lambda, and "DEFAULT", which torch refuses (only "default" means every device).
 _NOT_SURELY = {
     "meta_key.py": """
         import torch
@@ -255,6 +255,24 @@ _NOT_SURELY = {
             def _(x):
                 return x
         """,
+    "deferred.py": """
+        import torch
+
+        lib = torch.library.Library("tpn6", "DEF")
+        lib.define("neg(Tensor x) -> Tensor")
+
+
+        def neg_cpu(x):
+            return -x
+
+
+        register_cpu = lambda: lib.impl("neg", neg_cpu, "CPU")
+
+
+        @torch.library.impl(lib, "neg", "CUDA")
+        def neg_cuda(x):
+            return -x
+        """,
 }
 
 
@@ -270,7 +288,7 @@ def test_kernels_the_file_does_not_surely_register_lend_nothing(tmp_path):
 import torch
 import factories
 x = torch.ones(2)
-for call in (torch.ops.tpn1.fused, torch.ops.tpn2b.neg, factories.make_a(), torch.ops.tpn4.mm):
+for call in (torch.ops.tpn1.fused, torch.ops.tpn2b.neg, factories.make_a(), torch.ops.tpn4.mm, torch.ops.tpn6.neg):
     try:
         call(x)
     except NotImplementedError:
@@ -278,7 +296,7 @@ for call in (torch.ops.tpn1.fused, torch.ops.tpn2b.neg, factories.make_a(), torc
 """
     done = subprocess.run([sys.executable, "-c", run], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines() == ["no CPU kernel"] * 4
+    assert done.stdout.splitlines() == ["no CPU kernel"] * 5
 
 
 def test_only_default_spelled_so_means_every_device(tmp_path):

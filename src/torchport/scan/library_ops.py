@@ -70,7 +70,14 @@ def _run_on_import(statement: ast.stmt) -> list[ast.AST]:
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return [node for decorator in statement.decorator_list for node in walk_nodes(decorator)]
     if isinstance(statement, (ast.Expr, ast.Assign)):
-        return [node for node in walk_nodes(statement) if not isinstance(node, ast.Lambda)]
+        found: list[ast.AST] = []
+        pending: list[ast.AST] = [statement]
+        while pending:
+            node = pending.pop()
+            if not isinstance(node, ast.Lambda):  # a lambda's body runs only when it is called
+                found.append(node)
+                pending.extend(ast.iter_child_nodes(node))
+        return found
     return []
 
 
