@@ -129,6 +129,62 @@ def test_a_planted_apps_device_apis_are_found_at_run_time_and_merged_with_scan()
     assert "seen at run time" in section["verdicts"]["xla"]["text"]
 
 
+APP_WITH_GUARD = """\
+import torch
+
+import ops
+
+model = torch.nn.Linear(2, 2)
+if torch.cuda.is_available():
+    model = model.cuda()  # guarded: info
+x = torch.zeros(2, device="cuda")
+"""
+OPS_WITH_AN_MPS_KERNEL = """\
+from torch.library import Library, impl
+
+lib = Library("appscan_demo", "DEF")
+lib.define("twice(Tensor x) -> Tensor")
+
+
+@impl(lib, "twice", "CUDA")  # fine on mps: the op has an MPS kernel
+def twice_cuda(x):
+    return x * 2
+
+
+@impl(lib, "twice", "MPS")
+def twice_mps(x):
+    return x * 2
+"""
+
+
+def test_the_traces_scan_of_the_app_gives_each_finding_the_severities_scan_reports(tmp_path):
+    """A guarded line's cap and a target a finding is fine on reach the
+    trace's verdicts as they reach ``torchport scan``'s JSON."""
+    import json
+    import subprocess
+    import sys
+
+    from torchport.trace.stage import app_scan
+
+    (tmp_path / "app.py").write_text(APP_WITH_GUARD)
+    (tmp_path / "ops.py").write_text(OPS_WITH_AN_MPS_KERNEL)
+    cli = subprocess.run([sys.executable, "-m", "torchport", "scan", str(tmp_path), "--format", "json"],
+                         capture_output=True, text=True, check=False)
+    reported = {(str(Path(f["path"]).resolve()), f["line"], f["rule"]): f["severity"]
+                for f in json.loads(cli.stdout)["findings"]}
+    scanned = app_scan(tmp_path / "app.py")
+    assert scanned is not None
+    in_trace = {}
+    for finding in scanned.findings:
+        path, line = finding.location.rsplit(":", 1)
+        in_trace[(path, int(line), finding.id)] = finding.severity
+    assert in_trace == reported
+    guarded = in_trace[(str(tmp_path / "app.py"), _line(tmp_path / "app.py", "guarded"), "TP002")]
+    assert set(guarded.values()) <= {"info", None}
+    registration = in_trace[(str(tmp_path / "ops.py"), _line(tmp_path / "ops.py", "fine on mps"), "TP001")]
+    assert registration["mps"] is None and registration["tpu"] == "error"
+
+
 def test_script_mode_sees_a_cuda_written_scripts_device_apis():
     from torchport.launch import run_worker
     from torchport.trace.analysis import trace_section, validate_targets

@@ -124,11 +124,13 @@ def app_files(app_file: Path) -> list[Path]:
 def app_scan(app_file: Path | None) -> AppScan | None:
     """``torchport scan`` over the app's own files (None for a built-in or a
     package app): each finding with scan's rule id, title, line and
-    severity per scan target."""
+    severity per scan target, as ``scan`` reports it (a guarded line's cap
+    and a target the finding is fine on included)."""
     if app_file is None:
         return None
     from torchport.scan.catalogue import find
     from torchport.scan.config import ScanConfig
+    from torchport.scan.rules import finding_severity
     from torchport.scan.scanner import scan
 
     files = app_files(Path(app_file))
@@ -139,7 +141,8 @@ def app_scan(app_file: Path | None) -> AppScan | None:
         findings.append(ScanHit(id=finding.rule_id, title=rule.title, detail=finding.detail,
                                 # Absolute, as the trace's own locations are (scan displays paths from the cwd).
                                 location=f"{Path(finding.path).resolve()}:{finding.line}",
-                                severity=dict(rule.severity), replacement=rule.replacement))
+                                severity={target: finding_severity(finding, target) for target in rule.severity},
+                                replacement=rule.replacement))
     return AppScan(files=[str(path) for path in files], findings=findings, total=len(result.findings),
                    suppressed=result.suppressed)
 
