@@ -16,6 +16,7 @@ import ast
 import bisect
 import os
 import re
+from collections.abc import Iterator
 
 from torchport.scan.detectors.dependencies import imports_checked_package
 from torchport.scan.detectors.names import CUDA_RENAMES, reference_rule
@@ -125,6 +126,8 @@ _OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
 _ROCM_CHECK = "and-ed with torch.version.hip: a check for ROCm, which keeps the 'cuda' device"
 _ADAPTS = ("a test of the device the code was given: the code adapts to it (a fast path, an early "
            "return), choosing no device")
+_BUILD_FACT = ("asks which CUDA toolkit torch was built with, a fact of the build (a version, a message, an "
+               "order of kernels), and the statement chooses no device from it")
 _NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
 _SAME_CALL = "an argument of a call reported on the same line under the same rule"
 _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
@@ -281,14 +284,34 @@ def _implementation_class(node: ast.ClassDef) -> str | None:
     return None
 
 
+def _placed_devices(statement) -> Iterator[str]:
+    """The device words the statement places something on: each string's text before a ``:``,
+    ``"cpu"`` for ``x.cpu()``.  A string it only compares with (``if q.device.type == "cpu"
+    and ...:``) tests the device it was given, and places nothing there."""
+    nodes = list(walk_nodes(statement))
+    compared = {id(operand) for node in nodes if isinstance(node, ast.Compare)
+                for operand in (node.left, *node.comparators)}
+    for node in nodes:
+        text = string_value(node)
+        if text is not None and id(node) not in compared:
+            yield text.split(":")[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
+            yield "cpu"
+
+
 def _falls_back_to_cpu(statement) -> bool:
     """The statement names the CPU as a device: ``"cpu"``, ``torch.device("cpu")``, ``x.cpu()``."""
-    for node in walk_nodes(statement):
-        if (string_value(node) or "").split(":")[0] == "cpu":
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
-            return True
-    return False
+    return "cpu" in _placed_devices(statement)
+
+
+def _names_a_device(statement) -> bool:
+    """The statement names a device or moves to one: a CPU or CUDA device word,
+    ``torch.device(...)``, ``x.cuda()``, ``x.to(...)``, a ``device=`` argument."""
+    if any(word in ("cpu", "cuda", "gpu") for word in _placed_devices(statement)):
+        return True
+    return any(isinstance(node, ast.Call) and (last_name(node.func) in ("device", "cuda", "to")
+                                               or any(k.arg == "device" for k in node.keywords))
+               for node in walk_nodes(statement))
 
 
 def _is_none_test(test: ast.expr, name: str, negated: bool = False) -> bool:
@@ -1221,22 +1244,33 @@ class AnalyzerCore(AnalyzerState):
         device.  It does choose one, silently, where the statement falls back to the CPU
         (``"cuda" if x.is_cuda else "cpu"``, ``x.cpu()``), and stays reported there."""
         tests = [f for f in self.findings if _device_test(f) and f.severity_cap != "info"]
-        if not tests:
+        builds = [f for f in self.findings if f.rule_id == CUDA_AVAILABILITY_CHECK
+                  and f.detail == "torch.version.cuda" and f.severity_cap != "info"]
+        if not tests and not builds:
             return
         statements = [s for s in walk_nodes(tree) if isinstance(s, ast.stmt)
                       and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         for finding in tests:
-            around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
-            if not around:
-                continue
-            statement = min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)
-            following = []
-            if isinstance(statement, ast.If) and self._exits(statement):
-                # `if x.device.type == "cuda": return x` then `return x.cpu()`
-                block = self.blocks.get(id(statement), [])
-                following = block[block.index(statement) + 1:] if statement in block else []
-            if not any(map(_falls_back_to_cpu, [statement, *following])):
+            decided = self._decided_by(statements, finding.line)
+            if decided and not any(map(_falls_back_to_cpu, decided)):
                 self._cap([finding], _ADAPTS)
+        for finding in builds:
+            decided = self._decided_by(statements, finding.line)
+            if decided and not any(map(_names_a_device, decided)):
+                self._cap([finding], _BUILD_FACT)
+
+    def _decided_by(self, statements: list[ast.stmt], line: int) -> list[ast.stmt]:
+        """The innermost statement at ``line`` and, where it is an ``if`` that exits, the
+        statements after it in its block (``if x.device.type == "cuda": return x`` then
+        ``return x.cpu()``): what a test on that line decides."""
+        around = [s for s in statements if s.lineno <= line <= (s.end_lineno or s.lineno)]
+        if not around:
+            return []
+        statement = min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)
+        if isinstance(statement, ast.If) and self._exits(statement):
+            block = self.blocks.get(id(statement), [])
+            return [statement, *block[block.index(statement) + 1:]] if statement in block else [statement]
+        return [statement]
 
     def _package_imports_only_with_triton(self, stem: str) -> bool:
         """``if is_triton_available(): from .logprob_entropy import ...`` in the package's
