@@ -5,7 +5,9 @@ choosing a pinned, non-blocking copy.  A test of the device the code was given i
 reported where the statement does move to the CPU.  And ``torch.version.cuda``, the CUDA toolkit
 torch was built with, is info where the statement chooses no device from it (a version in a
 message, an order of kernels, a build report: 0 of the 10 judged so far were found right), and
-stays reported where it does (``if torch.version.cuda: model = model.cuda()``)."""
+stays reported where it does (``if torch.version.cuda: model = model.cuda()``, a backend, a
+``set_device``, an import of an implementation) or may later (a flag stored or returned).
+Shapes from an independent review of the first version."""
 from __future__ import annotations
 
 from scan_marks import check_marked_lines
@@ -75,7 +77,7 @@ _BUILD = """
 
     class SummaryPrinter:
         def is_built_with_cuda(self) -> bool:
-            return torch.version.cuda is not None  # quiet
+            return torch.version.cuda is not None  # kept: a flag its callers may choose a device by
 
 
     def install_hint() -> str:
@@ -99,9 +101,52 @@ _BUILD = """
         if torch.version.cuda is not None:  # kept
             model.to(rank)
         return model
+
+
+    def report():
+        return [("CUDA", torch.version.cuda or "N/A"), ("major", torch.version.cuda.split(".")[0])]  # quiet
+
+
+    USE_CUDA = torch.version.cuda is not None  # kept
+
+
+    def init(rank):
+        if torch.version.cuda:  # kept
+            torch.cuda.set_device(rank)
+        torch.distributed.init_process_group(backend="nccl" if torch.version.cuda is not None else "gloo")  # kept
+        if torch.version.cuda is not None:  # kept
+            return DEVICE_CUDA
+        return "xpu" if torch.version.cuda is None else "cpu"  # kept
+
+
+    def implementation():
+        if torch.version.cuda:  # kept
+            from cuda_ops import op
+        else:
+            from cpu_ops import op
+        return op
     """
 
 
 def test_the_cuda_build_version_chooses_a_device_only_where_the_statement_names_one(tmp_path):
     path = _write(tmp_path, "build.py", _BUILD)
+    check_marked_lines([path], (path,))
+
+
+_MOVES = """
+    def to_target(x, target):
+        if x.is_cuda and target == "cpu":  # kept
+            x = x.to(target)
+        return x
+
+
+    def pin(tensor, device):
+        if device.type == "cuda" and tensor.device.type in ("cpu",):  # quiet
+            return tensor.pin_memory().to(device, non_blocking=True)
+        return tensor.to(device)
+    """
+
+
+def test_a_comparison_that_proves_the_cpu_then_moves_there_is_a_fallback(tmp_path):
+    path = _write(tmp_path, "moves.py", _MOVES)
     check_marked_lines([path], (path,))

@@ -16,7 +16,6 @@ import ast
 import bisect
 import os
 import re
-from collections.abc import Iterator
 
 from torchport.scan.detectors.dependencies import imports_checked_package
 from torchport.scan.detectors.names import CUDA_RENAMES, reference_rule
@@ -284,19 +283,55 @@ def _implementation_class(node: ast.ClassDef) -> str | None:
     return None
 
 
-def _placed_devices(statement) -> Iterator[str]:
+# Words a string names a device or a device's collective backend by (its text before a ":").
+_DEVICE_WORDS = frozenset({"cpu", "cuda", "gpu", "mps", "xpu", "hpu", "npu", "xla", "tpu", "meta", "mtia",
+                           "nccl", "gloo", "hccl", "xccl", "ccl", "mpi"})
+# Calls and keywords that place work on a device or choose how devices talk.
+_PLACING_CALLS = frozenset({"device", "cuda", "to", "cpu", "set_device", "set_default_device",
+                            "set_default_tensor_type", "init_process_group"})
+_PLACING_KEYWORDS = frozenset({"device", "map_location", "device_map", "backend", "device_type", "device_ids"})
+
+
+def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
+    """The ids of the nodes a comparison only tests (its operands, and the elements of a tuple,
+    list or set it tests membership in), and the expressions a comparison proves to be the
+    CPU (``target == "cpu"``: ``x.to(target)`` then moves to the CPU)."""
+    tested: set[int] = set()
+    proven_cpu: set[str] = set()
+    for node in nodes:
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for operand in operands:
+            tested.add(id(operand))
+            if isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
+                tested.update(map(id, operand.elts))
+        if len(operands) == 2 and isinstance(node.ops[0], (ast.Eq, ast.Is)):
+            left, right = operands
+            for side, other in ((left, right), (right, left)):
+                if string_value(side) == "cpu" and isinstance(other, (ast.Name, ast.Attribute)):
+                    proven_cpu.add(ast.unparse(other))
+    return tested, proven_cpu
+
+
+def _placed_devices(statement) -> set[str]:
     """The device words the statement places something on: each string's text before a ``:``,
     ``"cpu"`` for ``x.cpu()``.  A string it only compares with (``if q.device.type == "cpu"
-    and ...:``) tests the device it was given, and places nothing there."""
+    and ...:``, ``x.device.type in ("cpu", "mps")``) tests the device it was given and places
+    nothing there, unless the comparison proves a value to be the CPU that the statement then
+    moves to (``if x.is_cuda and target == "cpu": x = x.to(target)``)."""
     nodes = list(walk_nodes(statement))
-    compared = {id(operand) for node in nodes if isinstance(node, ast.Compare)
-                for operand in (node.left, *node.comparators)}
+    tested, proven_cpu = _compared(nodes)
+    words = set()
     for node in nodes:
         text = string_value(node)
-        if text is not None and id(node) not in compared:
-            yield text.split(":")[0]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
-            yield "cpu"
+        if text is not None and id(node) not in tested:
+            words.add(text.split(":")[0])
+        elif isinstance(node, ast.Call) and (last_name(node.func) == "cpu" or (
+                proven_cpu and last_name(node.func) == "to"
+                and any(ast.unparse(value) in proven_cpu for value in (*node.args, *(k.value for k in node.keywords))))):
+            words.add("cpu")
+    return words
 
 
 def _falls_back_to_cpu(statement) -> bool:
@@ -305,13 +340,27 @@ def _falls_back_to_cpu(statement) -> bool:
 
 
 def _names_a_device(statement) -> bool:
-    """The statement names a device or moves to one: a CPU or CUDA device word,
-    ``torch.device(...)``, ``x.cuda()``, ``x.to(...)``, a ``device=`` argument."""
-    if any(word in ("cpu", "cuda", "gpu") for word in _placed_devices(statement)):
+    """The statement names a device, a device's backend or a flag, or moves to a device: a
+    device word it does not only compare with, a name holding ``device``, a ``torch.cuda``
+    call, ``torch.device(...)``, ``x.cuda()``, ``x.to(...)``, ``set_device``, ``device=``,
+    ``map_location=``, ``backend=``, an import (a choice of implementation), ``True``/``False``
+    stored (a flag set for later) or a ``raise``."""
+    if _placed_devices(statement) & _DEVICE_WORDS:
         return True
-    return any(isinstance(node, ast.Call) and (last_name(node.func) in ("device", "cuda", "to")
-                                               or any(k.arg == "device" for k in node.keywords))
-               for node in walk_nodes(statement))
+    for node in walk_nodes(statement):
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Raise)):
+            return True
+        if isinstance(node, ast.Call) and (last_name(node.func) in _PLACING_CALLS
+                                           or any(k.arg in _PLACING_KEYWORDS for k in node.keywords)):
+            return True
+        if isinstance(node, (ast.Name, ast.Attribute)) and "device" in last_name(node).lower():
+            return True
+        if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "torch.cuda":
+            return True
+        if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, bool)):
+            return True
+    return False
 
 
 def _is_none_test(test: ast.expr, name: str, negated: bool = False) -> bool:
@@ -1250,14 +1299,45 @@ class AnalyzerCore(AnalyzerState):
             return
         statements = [s for s in walk_nodes(tree) if isinstance(s, ast.stmt)
                       and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        # Each statement read once: the statements after an exiting `if` are shared by every
+        # test before them in the block.
+        falls_back: dict[int, bool] = {}
+        names_device: dict[int, bool] = {}
+
+        def cached(read, answers: dict[int, bool], statement: ast.stmt) -> bool:
+            if id(statement) not in answers:
+                answers[id(statement)] = read(statement)
+            return answers[id(statement)]
+
         for finding in tests:
             decided = self._decided_by(statements, finding.line)
-            if decided and not any(map(_falls_back_to_cpu, decided)):
+            if decided and not any(cached(_falls_back_to_cpu, falls_back, s) for s in decided):
                 self._cap([finding], _ADAPTS)
         for finding in builds:
             decided = self._decided_by(statements, finding.line)
-            if decided and not any(map(_names_a_device, decided)):
+            if (decided and not any(cached(_names_a_device, names_device, s) for s in decided)
+                    and (isinstance(decided[0], (ast.If, ast.While, ast.Assert))
+                         or self._build_version_read_as_text(decided[0], finding.line))):
                 self._cap([finding], _BUILD_FACT)
+
+    def _build_version_read_as_text(self, statement: ast.stmt, line: int) -> bool:
+        """Outside a test, ``torch.version.cuda`` on ``line`` is read as a version string
+        (``torch.version.cuda.split(".")``, an f-string, ``torch.version.cuda or "unknown"``,
+        an argument, an entry of a report), not kept as a flag for later (``use_cuda =
+        torch.version.cuda is not None``, ``return bool(torch.version.cuda)``), which would
+        choose a device where it is read."""
+        parents = {id(child): node for node in walk_nodes(statement) for child in ast.iter_child_nodes(node)}
+        reads = [node for node in walk_nodes(statement) if isinstance(node, ast.Attribute)
+                 and getattr(node, "lineno", 0) == line and self.qualname(node) == "torch.version.cuda"]
+        for read in reads:
+            parent = parents.get(id(read))
+            as_text = (isinstance(parent, (ast.Attribute, ast.FormattedValue, ast.Tuple, ast.List))
+                       or (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or)
+                           and any(string_value(v) is not None for v in parent.values))
+                       or (isinstance(parent, ast.Call) and read in parent.args and last_name(parent.func) != "bool"))
+            if not as_text:
+                return False
+        return bool(reads)
 
     def _decided_by(self, statements: list[ast.stmt], line: int) -> list[ast.stmt]:
         """The innermost statement at ``line`` and, where it is an ``if`` that exits, the
