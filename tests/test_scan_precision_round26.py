@@ -104,7 +104,7 @@ _BUILD = """
 
 
     def report():
-        return [("CUDA", torch.version.cuda or "N/A"), ("major", torch.version.cuda.split(".")[0])]  # quiet
+        return [("CUDA", torch.version.cuda or "N/A"), ("major", (torch.version.cuda or "").split(".")[0])]  # quiet
 
 
     USE_CUDA = torch.version.cuda is not None  # kept

@@ -16,6 +16,7 @@ import ast
 import bisect
 import os
 import re
+from collections import defaultdict
 
 from torchport.scan.detectors.dependencies import imports_checked_package
 from torchport.scan.detectors.names import CUDA_RENAMES, reference_rule
@@ -290,47 +291,84 @@ _DEVICE_WORDS = frozenset({"cpu", "cuda", "gpu", "mps", "xpu", "hpu", "npu", "xl
 _PLACING_CALLS = frozenset({"device", "cuda", "to", "cpu", "set_device", "set_default_device",
                             "set_default_tensor_type", "init_process_group"})
 _PLACING_KEYWORDS = frozenset({"device", "map_location", "device_map", "backend", "device_type", "device_ids"})
+# Calls that choose an implementation (an import, a compiled extension) or end the program.
+_CHOOSING_CALLS = frozenset({"import_module", "__import__", "load", "load_inline", "CDLL", "LoadLibrary",
+                             "exit", "_exit", "quit", "abort"})
+# Parts of a name that say it holds or handles a device: `GPU`, `move_to_cuda`, `opts.gpu`.
+# (`cuda_version`, read beside `torch.version.cuda`, is not one.)
+_DEVICE_NAME = re.compile(r"gpu|device|accelerat|cuda(?!_?ver)", re.I)
+# Calls that print or record their argument as it is, None included.
+_PRINTING_CALLS = frozenset({"print", "str", "repr", "format", "debug", "info", "warning", "warn", "error",
+                             "critical", "exception", "log", "echo", "write", "append", "add_row"})
+
+
+def _mentions_cpu(statement) -> bool:
+    """The statement holds a ``"cpu"`` string or a ``.cpu()`` call, compared with or not."""
+    for node in walk_nodes(statement):
+        if (string_value(node) or "").split(":")[0] == "cpu":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
+            return True
+    return False
+
+
+def _variables_in(node) -> set[str]:
+    """The variables an expression reads, not the functions it calls (``str(target)``: ``target``)."""
+    called = {id(n.func) for n in walk_nodes(node) if isinstance(n, ast.Call)}
+    return {n.id for n in walk_nodes(node) if isinstance(n, ast.Name) and id(n) not in called}
 
 
 def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
     """The ids of the nodes a comparison only tests (its operands, and the elements of a tuple,
-    list or set it tests membership in), and the expressions a comparison proves to be the
-    CPU (``target == "cpu"``: ``x.to(target)`` then moves to the CPU)."""
+    list or set it tests membership in), and the variables a comparison tests against the
+    CPU (``target == "cpu"``, ``target.type in ("cpu",)``, ``str(target) != "cpu"``)."""
     tested: set[int] = set()
-    proven_cpu: set[str] = set()
+    against_cpu: set[str] = set()
     for node in nodes:
         if not isinstance(node, ast.Compare):
             continue
         operands = [node.left, *node.comparators]
+        cpu = set()
         for operand in operands:
             tested.add(id(operand))
-            if isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
-                tested.update(map(id, operand.elts))
-        if len(operands) == 2 and isinstance(node.ops[0], (ast.Eq, ast.Is)):
-            left, right = operands
-            for side, other in ((left, right), (right, left)):
-                if string_value(side) == "cpu" and isinstance(other, (ast.Name, ast.Attribute)):
-                    proven_cpu.add(ast.unparse(other))
-    return tested, proven_cpu
+            elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+            tested.update(map(id, elements))
+            if any((string_value(e) or "").split(":")[0] == "cpu" for e in elements):
+                cpu.add(id(operand))
+        if cpu:
+            against_cpu.update(*(_variables_in(o) for o in operands if id(o) not in cpu))
+    return tested, against_cpu
+
+
+def _placement_names(nodes: list[ast.AST]) -> set[str]:
+    """The variables the statement places work on a device by: ``x.to(target)``,
+    ``torch.device(target)``, ``empty_like(x, device=target)``."""
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            if last_name(node.func) in ("to", "device", "cuda"):
+                found.update(*(_variables_in(a) for a in node.args))
+            found.update(*(_variables_in(k.value) for k in node.keywords if k.arg in _PLACING_KEYWORDS))
+    return found
 
 
 def _placed_devices(statement) -> set[str]:
     """The device words the statement places something on: each string's text before a ``:``,
     ``"cpu"`` for ``x.cpu()``.  A string it only compares with (``if q.device.type == "cpu"
     and ...:``, ``x.device.type in ("cpu", "mps")``) tests the device it was given and places
-    nothing there, unless the comparison proves a value to be the CPU that the statement then
-    moves to (``if x.is_cuda and target == "cpu": x = x.to(target)``)."""
+    nothing there, unless the statement also places work by a variable it compared with the
+    CPU (``if x.is_cuda and target == "cpu": x = x.to(target)``), which may be the CPU."""
     nodes = list(walk_nodes(statement))
-    tested, proven_cpu = _compared(nodes)
+    tested, against_cpu = _compared(nodes)
     words = set()
     for node in nodes:
         text = string_value(node)
         if text is not None and id(node) not in tested:
             words.add(text.split(":")[0])
-        elif isinstance(node, ast.Call) and (last_name(node.func) == "cpu" or (
-                proven_cpu and last_name(node.func) == "to"
-                and any(ast.unparse(value) in proven_cpu for value in (*node.args, *(k.value for k in node.keywords))))):
+        elif isinstance(node, ast.Call) and last_name(node.func) == "cpu":
             words.add("cpu")
+    if against_cpu & _placement_names(nodes):
+        words.add("cpu")
     return words
 
 
@@ -339,26 +377,35 @@ def _falls_back_to_cpu(statement) -> bool:
     return "cpu" in _placed_devices(statement)
 
 
+def _build_version_node(node) -> bool:
+    """``torch.version.cuda`` or a part of it, which names the build, not a device."""
+    if isinstance(node, ast.Attribute):
+        return (node.attr, last_name(node.value)) in (("cuda", "version"), ("version", "torch"))
+    return isinstance(node, ast.Name) and node.id == "torch"
+
+
 def _names_a_device(statement) -> bool:
     """The statement names a device, a device's backend or a flag, or moves to a device: a
-    device word it does not only compare with, a name holding ``device``, a ``torch.cuda``
-    call, ``torch.device(...)``, ``x.cuda()``, ``x.to(...)``, ``set_device``, ``device=``,
-    ``map_location=``, ``backend=``, an import (a choice of implementation), ``True``/``False``
-    stored (a flag set for later) or a ``raise``."""
+    device word it does not only compare with, a name holding ``device``, ``cuda``, ``gpu``
+    (``GPU``, ``move_to_cuda``, ``opts.gpu``), a ``torch.cuda`` call, ``torch.device(...)``,
+    ``x.cuda()``, ``x.to(...)``, ``set_device``, ``device=``, ``map_location=``, ``backend=``,
+    an import or a loaded library (a choice of implementation), ``True``/``False`` or a number
+    stored (a flag or a count set for later), a ``raise`` or an exit."""
     if _placed_devices(statement) & _DEVICE_WORDS:
         return True
     for node in walk_nodes(statement):
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Raise)):
             return True
-        if isinstance(node, ast.Call) and (last_name(node.func) in _PLACING_CALLS
+        if isinstance(node, ast.Call) and (last_name(node.func) in _PLACING_CALLS | _CHOOSING_CALLS
                                            or any(k.arg in _PLACING_KEYWORDS for k in node.keywords)):
             return True
-        if isinstance(node, (ast.Name, ast.Attribute)) and "device" in last_name(node).lower():
+        if (isinstance(node, (ast.Name, ast.Attribute)) and not _build_version_node(node)
+                and _DEVICE_NAME.search(last_name(node))):
             return True
         if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "torch.cuda":
             return True
-        if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, bool)):
+        if (isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, (bool, int))):
             return True
     return False
 
@@ -955,7 +1002,7 @@ class AnalyzerCore(AnalyzerState):
                       and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         for finding in queries:
             around = [s for s in statements if s.lineno <= finding.line <= (s.end_lineno or s.lineno)]
-            if around and not _falls_back_to_cpu(min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)):
+            if around and not _mentions_cpu(min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)):
                 self._cap([finding], _SELECTS_DEVICE_REASON)
 
     def _calls_in_file(self, function, parameter: str) -> tuple[bool, str, int | None, list[ast.Call]]:
@@ -1309,44 +1356,101 @@ class AnalyzerCore(AnalyzerState):
                 answers[id(statement)] = read(statement)
             return answers[id(statement)]
 
+        # The innermost statement at each finding's line (the first of the shortest, in walk order).
+        lines = sorted({f.line for f in (*tests, *builds)})
+        innermost: dict[int, ast.stmt] = {}
+        for statement in statements:
+            end = statement.end_lineno or statement.lineno
+            for line in lines[bisect.bisect_left(lines, statement.lineno):bisect.bisect_right(lines, end)]:
+                held = innermost.get(line)
+                if held is None or end - statement.lineno < (held.end_lineno or held.lineno) - held.lineno:
+                    innermost[line] = statement
         for finding in tests:
-            decided = self._decided_by(statements, finding.line)
+            decided = self._decided_by(innermost.get(finding.line))
             if decided and not any(cached(_falls_back_to_cpu, falls_back, s) for s in decided):
                 self._cap([finding], _ADAPTS)
+        parents: dict[int, dict[int, ast.AST]] = {}
+        read_in: dict[int, defaultdict[int, list[ast.Attribute]]] = {}
         for finding in builds:
-            decided = self._decided_by(statements, finding.line)
-            if (decided and not any(cached(_names_a_device, names_device, s) for s in decided)
-                    and (isinstance(decided[0], (ast.If, ast.While, ast.Assert))
-                         or self._build_version_read_as_text(decided[0], finding.line))):
+            # An `if` that exits (`if torch.version.cuda is None: return`) skips what follows on
+            # every build without CUDA: that is the check's consequence, and it stays reported.
+            found = innermost.get(finding.line)
+            if found is None or isinstance(found, ast.If) and self._exits(found):
+                continue
+            statement = found
+            if id(statement) not in read_in:
+                nodes = list(walk_nodes(statement))
+                parents[id(statement)] = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
+                read_in[id(statement)] = defaultdict(list)
+                for node in nodes:
+                    if isinstance(node, ast.Attribute) and self.qualname(node) == "torch.version.cuda":
+                        read_in[id(statement)][node.lineno].append(node)
+            reads = read_in[id(statement)].get(finding.line, [])
+            if (reads and not cached(_names_a_device, names_device, statement)
+                    and all(self._build_version_read_without_choice(statement, read, parents[id(statement)],
+                                                                    statements) for read in reads)):
                 self._cap([finding], _BUILD_FACT)
 
-    def _build_version_read_as_text(self, statement: ast.stmt, line: int) -> bool:
-        """Outside a test, ``torch.version.cuda`` on ``line`` is read as a version string
-        (``torch.version.cuda.split(".")``, an f-string, ``torch.version.cuda or "unknown"``,
-        an argument, an entry of a report), not kept as a flag for later (``use_cuda =
-        torch.version.cuda is not None``, ``return bool(torch.version.cuda)``), which would
-        choose a device where it is read."""
-        parents = {id(child): node for node in walk_nodes(statement) for child in ast.iter_child_nodes(node)}
-        reads = [node for node in walk_nodes(statement) if isinstance(node, ast.Attribute)
-                 and getattr(node, "lineno", 0) == line and self.qualname(node) == "torch.version.cuda"]
-        for read in reads:
-            parent = parents.get(id(read))
-            as_text = (isinstance(parent, (ast.Attribute, ast.FormattedValue, ast.Tuple, ast.List))
-                       or (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or)
-                           and any(string_value(v) is not None for v in parent.values))
-                       or (isinstance(parent, ast.Call) and read in parent.args and last_name(parent.func) != "bool"))
-            if not as_text:
-                return False
-        return bool(reads)
+    def _build_version_read_without_choice(self, statement: ast.stmt, read: ast.Attribute,
+                                           parents: dict[int, ast.AST], statements: list[ast.stmt]) -> bool:
+        """``read``, a ``torch.version.cuda`` in ``statement``, works where it is None (torch
+        built without CUDA) and keeps no flag for later: the test of an ``if``, ``while`` or
+        ``assert`` (``if torch.version.cuda:``, ``is None``, ``not``, ``== "12.1"``), or, in
+        another statement, a version shown as text (an f-string, ``torch.version.cuda or
+        "unknown"``, an argument of ``print`` or a logger, an entry of a report).  A read that
+        fails on None (``torch.version.cuda.split(".")``, ``float(...)``, ``version.parse(...)``,
+        ``"11" in ...``) counts only under a test that it is set; one kept as a flag (``use_cuda
+        = torch.version.cuda is not None``, ``return bool(...)``) may choose a device later."""
+        test = statement.test if isinstance(statement, (ast.If, ast.While, ast.Assert)) else None
+        parent = parents.get(id(read))
+        in_test = test is not None and (read is test or any(node is read for node in walk_nodes(test)))
+        if in_test and (read is test or isinstance(parent, (ast.BoolOp, ast.UnaryOp)) or (
+                isinstance(parent, ast.Compare) and all(
+                    isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+                    or (isinstance(op, (ast.In, ast.NotIn)) and read is parent.left) for op in parent.ops))):
+            return True
+        grandparent = parents.get(id(parent))
+        shown = (isinstance(parent, ast.FormattedValue)
+                 or (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or)
+                     and any(string_value(v) is not None for v in parent.values))
+                 or (isinstance(parent, ast.Call) and read in parent.args and last_name(parent.func) in _PRINTING_CALLS)
+                 or (isinstance(parent, ast.Dict) and read in parent.values)
+                 or (isinstance(parent, (ast.Tuple, ast.List)) and not isinstance(grandparent, (ast.Assign, ast.Return))))
+        return shown or self._build_version_is_set(read, parents, statements)
 
-    def _decided_by(self, statements: list[ast.stmt], line: int) -> list[ast.stmt]:
-        """The innermost statement at ``line`` and, where it is an ``if`` that exits, the
-        statements after it in its block (``if x.device.type == "cuda": return x`` then
-        ``return x.cpu()``): what a test on that line decides."""
-        around = [s for s in statements if s.lineno <= line <= (s.end_lineno or s.lineno)]
-        if not around:
+    def _build_version_set(self, test) -> bool:
+        """``torch.version.cuda``, ``torch.version.cuda is not None`` or an ``and`` holding one:
+        true only where the build has a CUDA version."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(map(self._build_version_set, test.values))
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
+                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+            test = test.left
+        return isinstance(test, ast.Attribute) and self.qualname(test) == "torch.version.cuda"
+
+    def _build_version_is_set(self, read, parents: dict[int, ast.AST], statements: list[ast.stmt]) -> bool:
+        """``read`` runs only where ``torch.version.cuda`` is set: after it in an ``and``
+        (``torch.version.cuda and torch.version.cuda.split(".")``), in the body of a
+        conditional expression or an ``if`` that tests it."""
+        child, node = read, parents.get(id(read))
+        while node is not None:
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+                before = node.values[:next(i for i, v in enumerate(node.values) if v is child)]
+                if any(map(self._build_version_set, before)):
+                    return True
+            if isinstance(node, ast.IfExp) and child is node.body and self._build_version_set(node.test):
+                return True
+            child, node = node, parents.get(id(node))
+        line = read.lineno
+        return any(isinstance(s, ast.If) and s.body and s.body[0].lineno <= line <= (s.body[-1].end_lineno or line)
+                   and self._build_version_set(s.test) for s in statements)
+
+    def _decided_by(self, statement: ast.stmt | None) -> list[ast.stmt]:
+        """``statement``, the innermost at a test's line, and, where it is an ``if`` that exits,
+        the statements after it in its block (``if x.device.type == "cuda": return x`` then
+        ``return x.cpu()``): what the test decides."""
+        if statement is None:
             return []
-        statement = min(around, key=lambda s: (s.end_lineno or s.lineno) - s.lineno)
         if isinstance(statement, ast.If) and self._exits(statement):
             block = self.blocks.get(id(statement), [])
             return [statement, *block[block.index(statement) + 1:]] if statement in block else [statement]
@@ -1706,7 +1810,7 @@ class AnalyzerCore(AnalyzerState):
         # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
         # finding (it raises there), so the check adds no consequence of its own.
         if (checks and node.orelse and all(map(_device_test, checks)) and len(self.findings) == else_start
-                and not _falls_back_to_cpu(node)):
+                and not _mentions_cpu(node)):
             # `if acc.device.type == "cuda" and fast_mm: <CUDA fast path> else: <portable path>`
             self._cap(checks, _FEATURE_GATE)
         taken = [] if not checks else self.findings[else_start:] if positive else (

@@ -1,0 +1,148 @@
+"""Round 26 after a second independent review: ``torch.version.cuda`` stays reported where the
+statement keeps a device by a name (``GPU``, ``move_to_cuda``, ``opts.gpu``), stores a count,
+loads an implementation (``importlib.import_module``, ``cpp_extension.load``), exits (an ``if``
+that returns), or reads the version in a way that fails where it is None (torch built
+without CUDA: ``.split``, ``float``, ``version.parse``, ``in``) outside a test that it is set.  A
+comparison with the CPU of a variable the statement then places work by is a fallback, whatever
+its form (``in ("cpu",)``, ``.type == "cpu"``, ``str(...)``, ``!=``, ``torch.device(target)``,
+``device=target``)."""
+from __future__ import annotations
+
+from scan_marks import check_marked_lines
+from scan_marks import write_snippet as _write
+
+_BUILD = """
+    import importlib
+
+    import torch
+    from packaging import version
+    from torch.utils import cpp_extension
+
+    GPU = "cuda"  # kept
+
+
+    def pick():
+        if torch.version.cuda is not None:  # kept
+            return GPU
+        return None
+
+
+    def move(model):
+        if torch.version.cuda:  # kept
+            model = move_to_cuda(model)
+        return model
+
+
+    def setup(opts):
+        if torch.version.cuda:  # kept
+            opts.gpu = 0
+
+
+    def count():
+        gpus = 0
+        if torch.version.cuda:  # kept
+            gpus = 1
+        return gpus
+
+
+    def load_ops():
+        if torch.version.cuda:  # kept
+            ops = importlib.import_module("ops_cuda")
+            ops.register()
+
+
+    def build():
+        if torch.version.cuda:  # kept
+            fused = cpp_extension.load("fused", ["fused.cu"])
+            fused.init()
+
+
+    def load_or_skip():
+        if torch.version.cuda is None:  # kept
+            return
+        load_ext("fused")
+
+
+    def major():
+        return int(torch.version.cuda.split(".")[0])  # kept
+
+
+    def parsed():
+        return version.parse(torch.version.cuda) >= version.parse("11.0")  # kept
+
+
+    def newer():
+        kernels = ["unfold"]
+        if float(torch.version.cuda) >= 11:  # kept
+            kernels.append("implicit_gemm")
+        return kernels
+
+
+    def eleven():
+        print("11" in torch.version.cuda)  # kept
+
+
+    def banner(logger):
+        print(f"CUDA {torch.version.cuda}")  # quiet
+        logger.info("built with CUDA %s", torch.version.cuda)  # quiet
+        return {"torch": torch.__version__, "cuda_version": torch.version.cuda}  # quiet
+
+
+    def guarded_major():
+        if torch.version.cuda is not None:  # quiet
+            print("major", torch.version.cuda.split(".")[0])  # quiet
+        return torch.version.cuda and torch.version.cuda.split(".")[0]  # kept: returned, a value for later
+    """
+
+
+def test_the_build_version_stays_reported_where_the_statement_keeps_loads_exits_or_fails_on_none(tmp_path):
+    path = _write(tmp_path, "build.py", _BUILD)
+    check_marked_lines([path], (path,))
+
+
+_MOVES = """
+    import torch
+
+
+    def listed(x, target):
+        if x.is_cuda and target in ("cpu",):  # kept
+            x = x.to(target)
+        return x
+
+
+    def typed(x, target):
+        if x.is_cuda and target.type == "cpu":  # kept
+            x = x.to(target)
+        return x
+
+
+    def named(x, target):
+        if x.is_cuda and str(target) == "cpu":  # kept
+            x = x.to(torch.device(target))
+        return x
+
+
+    def allocated(x, target, like):
+        if x.is_cuda and target == "cpu":  # kept
+            x = torch.empty_like(like, device=target)
+        return x
+
+
+    def otherwise(x, target):
+        if x.is_cuda and target != "cpu":  # kept
+            pass
+        else:
+            x = x.to(target)
+        return x
+
+
+    def pinned(tensor, device):
+        if device.type == "cuda" and tensor.device.type == "cpu":  # quiet
+            return tensor.pin_memory().to(device, non_blocking=True)
+        return tensor.to(device)
+    """
+
+
+def test_any_comparison_with_the_cpu_of_a_variable_the_statement_places_by_is_a_fallback(tmp_path):
+    path = _write(tmp_path, "moves.py", _MOVES)
+    check_marked_lines([path], (path,))
