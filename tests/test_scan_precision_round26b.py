@@ -146,3 +146,92 @@ _MOVES = """
 def test_any_comparison_with_the_cpu_of_a_variable_the_statement_places_by_is_a_fallback(tmp_path):
     path = _write(tmp_path, "moves.py", _MOVES)
     check_marked_lines([path], (path,))
+
+
+# From a third independent review: a branch of its own for the CPU is no side test; what the
+# check guards may fail (an error outranks the cap); more reads that fail on None; a library, a
+# flag set by a call or an `assert False` chosen by the build.
+_THIRD = """
+    import ctypes
+    import os
+    import subprocess
+
+    import torch
+
+
+    def rms_norm(x, weight, eps=1e-6):
+        if x.is_cuda:  # kept: on an XPU tensor `out` is never bound
+            out = fused_rms_norm(x, weight, eps)
+        elif x.device.type == "cpu":
+            out = reference_rms_norm(x, weight, eps)
+        return out
+
+
+    def rms_norm_or_raise(x, weight, eps=1e-6):
+        if x.is_cuda:  # kept
+            return fused_rms_norm(x, weight, eps)
+        if x.device.type == "cpu":
+            return reference_rms_norm(x, weight, eps)
+        raise NotImplementedError(f"rms_norm: unsupported device {x.device}")
+
+
+    def rope(x, cos, sin):
+        if x.is_cuda and cos.device.type != "cpu":  # kept: `impl` is unbound elsewhere
+            impl = fused_rope
+        return impl(x, cos, sin)
+
+
+    def cuda_major():
+        if torch.version.cuda:  # kept: `parts` is unbound where it is None
+            parts = torch.version.cuda.split(".")
+        return int(parts[0])
+
+
+    def set_arch_list():
+        if torch.version.cuda is not None:  # kept
+            arch = "7.0;8.0;8.6;9.0"
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch
+
+
+    def load_native(pkg_dir):
+        return ctypes.CDLL(os.path.join(pkg_dir, f"libkernels_cu{torch.version.cuda}.so"))  # kept
+
+
+    def load_ops(here):
+        torch.ops.load_library(os.path.join(here, f"_C_cu{torch.version.cuda}.so"))  # kept
+
+
+    def build_tag():
+        return "+".join([torch.__version__.split("+")[0], torch.version.cuda])  # kept
+
+
+    def show_versions(path):
+        print("{:<12}{:>10}".format("toolkit", torch.version.cuda))  # kept
+        print(f"{'CUDA toolkit':<16}{torch.version.cuda:>10}")  # kept
+        with open(path, "w") as f:
+            f.write(torch.version.cuda)  # kept
+        subprocess.check_call(["make"], env={**os.environ, "TORCH_CUDA_VERSION": torch.version.cuda})  # kept
+        return int(str(torch.version.cuda).split(".")[0])  # kept
+
+
+    def configure(parser, cfg):
+        if torch.version.cuda is None:  # kept
+            parser.set_defaults(fp16=False, num_workers=0)
+        if not torch.version.cuda:  # kept
+            setattr(cfg, "use_flash_attn", False)
+        if torch.version.cuda is None:  # kept
+            assert False, "a CUDA build of PyTorch is required"
+        run()
+
+
+    class Prefetcher:
+        def next(self):
+            if self.batch.device.type == "cpu" and self.device.type == "cuda":  # quiet
+                self.batch = self.batch.to(self.device, non_blocking=True)
+            return self.batch
+    """
+
+
+def test_a_cpu_branch_a_guarded_failure_and_reads_that_fail_on_none_stay_reported(tmp_path):
+    path = _write(tmp_path, "third.py", _THIRD)
+    check_marked_lines([path], (path,))

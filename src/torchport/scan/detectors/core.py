@@ -21,6 +21,8 @@ from collections import defaultdict
 from torchport.scan.detectors.dependencies import imports_checked_package
 from torchport.scan.detectors.names import CUDA_RENAMES, reference_rule
 from torchport.scan.detectors.shared import (
+    ADAPTS_TO_DEVICE,
+    BUILD_FACT,
     CUDA_DEVICE,
     GUARDED,
     LISTS_OTHERS,
@@ -124,10 +126,6 @@ _ACCELERATOR_GATE = ("the code asks its accelerator abstraction which device it 
                      "CUDA-only feature in code that runs on the others")
 _OPT_IN_FLOAT64 = re.compile(r"double|fp64|float64|high_precision", re.I)
 _ROCM_CHECK = "and-ed with torch.version.hip: a check for ROCm, which keeps the 'cuda' device"
-_ADAPTS = ("a test of the device the code was given: the code adapts to it (a fast path, an early "
-           "return), choosing no device")
-_BUILD_FACT = ("asks which CUDA toolkit torch was built with, a fact of the build (a version, a message, an "
-               "order of kernels), and the statement chooses no device from it")
 _NAMED_QUERY = "the body of a named CUDA check: reported where it is called"
 _SAME_CALL = "an argument of a call reported on the same line under the same rule"
 _CUDA_METHOD = "the class's own cuda() method: it runs only where its caller asks for CUDA"
@@ -292,14 +290,19 @@ _PLACING_CALLS = frozenset({"device", "cuda", "to", "cpu", "set_device", "set_de
                             "set_default_tensor_type", "init_process_group"})
 _PLACING_KEYWORDS = frozenset({"device", "map_location", "device_map", "backend", "device_type", "device_ids"})
 # Calls that choose an implementation (an import, a compiled extension) or end the program.
-_CHOOSING_CALLS = frozenset({"import_module", "__import__", "load", "load_inline", "CDLL", "LoadLibrary",
-                             "exit", "_exit", "quit", "abort"})
+_CHOOSING_CALLS = frozenset({"import_module", "__import__", "load", "load_inline", "load_library", "CDLL",
+                             "LoadLibrary", "exit", "_exit", "quit", "abort"})
+# Calls that store a flag or a count given as a constant: `parser.set_defaults(fp16=False)`.
+_SETTING_CALLS = frozenset({"setattr", "set_defaults", "update", "setdefault"})
 # Parts of a name that say it holds or handles a device: `GPU`, `move_to_cuda`, `opts.gpu`.
 # (`cuda_version`, read beside `torch.version.cuda`, is not one.)
 _DEVICE_NAME = re.compile(r"gpu|device|accelerat|cuda(?!_?ver)", re.I)
-# Calls that print or record their argument as it is, None included.
-_PRINTING_CALLS = frozenset({"print", "str", "repr", "format", "debug", "info", "warning", "warn", "error",
-                             "critical", "exception", "log", "echo", "write", "append", "add_row"})
+# Calls that print or record their argument as it is, None included (not `file.write`, `"{:>10}".format`
+# or `"+".join`, which fail on None).
+_PRINTING_CALLS = frozenset({"print", "str", "repr", "debug", "info", "warning", "warn", "error",
+                             "critical", "exception", "log", "echo", "append", "add_row"})
+# Literal parts of an f-string that make it a path or an address, not a message: `f"_C_cu{v}.so"`.
+_PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
 
 
 def _mentions_cpu(statement) -> bool:
@@ -313,28 +316,47 @@ def _mentions_cpu(statement) -> bool:
 
 
 def _variables_in(node) -> set[str]:
-    """The variables an expression reads, not the functions it calls (``str(target)``: ``target``)."""
-    called = {id(n.func) for n in walk_nodes(node) if isinstance(n, ast.Call)}
-    return {n.id for n in walk_nodes(node) if isinstance(n, ast.Name) and id(n) not in called}
+    """The values an expression reads, as dotted paths without a trailing ``.device`` or ``.type``,
+    not the functions it calls (``str(target.type)``: ``target``; ``self.batch.device.type``:
+    ``self.batch``, another value than ``self.device``)."""
+    found: set[str] = set()
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        path = ast.unparse(node)
+        while path.endswith((".device", ".type")):
+            path = path.rsplit(".", 1)[0]
+        return {path}
+    for child in ast.iter_child_nodes(node):
+        if isinstance(node, ast.Call) and child is node.func:
+            if isinstance(child, ast.Attribute):  # `target.lower()` reads `target`
+                found |= _variables_in(child.value)
+            continue
+        found |= _variables_in(child)
+    return found
 
 
 def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
     """The ids of the nodes a comparison only tests (its operands, and the elements of a tuple,
     list or set it tests membership in), and the variables a comparison tests against the
-    CPU (``target == "cpu"``, ``target.type in ("cpu",)``, ``str(target) != "cpu"``)."""
+    CPU (``target == "cpu"``, ``target.type in ("cpu",)``, ``str(target) != "cpu"``).  A
+    comparison with ``"cpu"`` counts as a test only beside another in an ``and``."""
     tested: set[int] = set()
     against_cpu: set[str] = set()
+    in_and = {id(v) for n in nodes if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.And) for v in n.values}
     for node in nodes:
         if not isinstance(node, ast.Compare):
             continue
         operands = [node.left, *node.comparators]
-        cpu = set()
-        for operand in operands:
-            tested.add(id(operand))
-            elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
-            tested.update(map(id, elements))
-            if any((string_value(e) or "").split(":")[0] == "cpu" for e in elements):
-                cpu.add(id(operand))
+        elements = {id(operand): operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+                    for operand in operands}
+        cpu = {key for key, each in elements.items()
+               if any((string_value(e) or "").split(":")[0] == "cpu" for e in each)}
+        if cpu and id(node) not in in_and:
+            # `if x.is_cuda: ... elif x.device.type == "cpu": ...`: a branch for the CPU of its
+            # own, which leaves the other devices without one, not a side test of a fast path
+            continue
+        for key, each in elements.items():
+            tested.add(key)
+            tested.update(map(id, each))
         if cpu:
             against_cpu.update(*(_variables_in(o) for o in operands if id(o) not in cpu))
     return tested, against_cpu
@@ -377,6 +399,29 @@ def _falls_back_to_cpu(statement) -> bool:
     return "cpu" in _placed_devices(statement)
 
 
+def _binds_a_name(statement: ast.If | ast.While) -> bool:
+    """The ``if`` or ``while`` gives a name or an attribute a value in its body or ``else``."""
+    return any(isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr))
+               for block in (statement.body, statement.orelse) for each in block for node in walk_nodes(each))
+
+
+def _shown_in_message(value: ast.FormattedValue, parents: dict[int, ast.AST]) -> bool:
+    """An f-string field that shows a value as it is, None included: no format spec
+    (``f"{v:>10}"`` fails on None), in a string that is not a path or an address
+    (``f"_C_cu{v}.so"``), not handed to a call that is not a print or a log
+    (``os.path.join(here, f"...")``)."""
+    text = parents.get(id(value))
+    if value.format_spec is not None or not isinstance(text, ast.JoinedStr):
+        return False
+    if any(_PATH_TEXT.search(part.value) for part in text.values
+           if isinstance(part, ast.Constant) and isinstance(part.value, str)):
+        return False
+    holder = parents.get(id(text))
+    if isinstance(holder, ast.keyword):
+        holder = parents.get(id(holder))
+    return not isinstance(holder, ast.Call) or last_name(holder.func) in _PRINTING_CALLS
+
+
 def _build_version_node(node) -> bool:
     """``torch.version.cuda`` or a part of it, which names the build, not a device."""
     if isinstance(node, ast.Attribute):
@@ -390,7 +435,8 @@ def _names_a_device(statement) -> bool:
     (``GPU``, ``move_to_cuda``, ``opts.gpu``), a ``torch.cuda`` call, ``torch.device(...)``,
     ``x.cuda()``, ``x.to(...)``, ``set_device``, ``device=``, ``map_location=``, ``backend=``,
     an import or a loaded library (a choice of implementation), ``True``/``False`` or a number
-    stored (a flag or a count set for later), a ``raise`` or an exit."""
+    stored (a flag or a count set for later, also by ``setattr`` or ``set_defaults``), a
+    ``raise``, an ``assert False`` or an exit."""
     if _placed_devices(statement) & _DEVICE_WORDS:
         return True
     for node in walk_nodes(statement):
@@ -407,6 +453,12 @@ def _names_a_device(statement) -> bool:
         if (isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and isinstance(node.value, ast.Constant)
                 and isinstance(node.value.value, (bool, int))):
             return True
+        if isinstance(node, ast.Call) and last_name(node.func) in _SETTING_CALLS and any(
+                isinstance(v, ast.Constant) and isinstance(v.value, (bool, int))
+                for v in (*node.args, *(k.value for k in node.keywords))):
+            return True
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and not node.test.value:
+            return True  # `assert False, "a CUDA build is required"`
     return False
 
 
@@ -1368,9 +1420,10 @@ class AnalyzerCore(AnalyzerState):
         for finding in tests:
             decided = self._decided_by(innermost.get(finding.line))
             if decided and not any(cached(_falls_back_to_cpu, falls_back, s) for s in decided):
-                self._cap([finding], _ADAPTS)
+                self._cap([finding], ADAPTS_TO_DEVICE)
         parents: dict[int, dict[int, ast.AST]] = {}
         read_in: dict[int, defaultdict[int, list[ast.Attribute]]] = {}
+        without_choice: dict[tuple[int, int], bool] = {}
         for finding in builds:
             # An `if` that exits (`if torch.version.cuda is None: return`) skips what follows on
             # every build without CUDA: that is the check's consequence, and it stays reported.
@@ -1378,6 +1431,8 @@ class AnalyzerCore(AnalyzerState):
             if found is None or isinstance(found, ast.If) and self._exits(found):
                 continue
             statement = found
+            if isinstance(statement, (ast.If, ast.While)) and _binds_a_name(statement):
+                continue  # `if torch.version.cuda: arch = "..."`: a value the build chooses, read later
             if id(statement) not in read_in:
                 nodes = list(walk_nodes(statement))
                 parents[id(statement)] = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
@@ -1385,11 +1440,14 @@ class AnalyzerCore(AnalyzerState):
                 for node in nodes:
                     if isinstance(node, ast.Attribute) and self.qualname(node) == "torch.version.cuda":
                         read_in[id(statement)][node.lineno].append(node)
-            reads = read_in[id(statement)].get(finding.line, [])
-            if (reads and not cached(_names_a_device, names_device, statement)
-                    and all(self._build_version_read_without_choice(statement, read, parents[id(statement)],
-                                                                    statements) for read in reads)):
-                self._cap([finding], _BUILD_FACT)
+            key = (id(statement), finding.line)
+            if key not in without_choice:
+                reads = read_in[id(statement)].get(finding.line, [])
+                without_choice[key] = bool(reads) and not cached(_names_a_device, names_device, statement) and all(
+                    self._build_version_read_without_choice(statement, read, parents[id(statement)], statements)
+                    for read in reads)
+            if without_choice[key]:
+                self._cap([finding], BUILD_FACT)
 
     def _build_version_read_without_choice(self, statement: ast.stmt, read: ast.Attribute,
                                            parents: dict[int, ast.AST], statements: list[ast.stmt]) -> bool:
@@ -1410,12 +1468,20 @@ class AnalyzerCore(AnalyzerState):
                     or (isinstance(op, (ast.In, ast.NotIn)) and read is parent.left) for op in parent.ops))):
             return True
         grandparent = parents.get(id(parent))
-        shown = (isinstance(parent, ast.FormattedValue)
+        shown = ((isinstance(parent, ast.FormattedValue) and _shown_in_message(parent, parents))
                  or (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or)
                      and any(string_value(v) is not None for v in parent.values))
-                 or (isinstance(parent, ast.Call) and read in parent.args and last_name(parent.func) in _PRINTING_CALLS)
-                 or (isinstance(parent, ast.Dict) and read in parent.values)
-                 or (isinstance(parent, (ast.Tuple, ast.List)) and not isinstance(grandparent, (ast.Assign, ast.Return))))
+                 or (isinstance(parent, ast.Call) and any(a is read for a in parent.args)
+                     and last_name(parent.func) in _PRINTING_CALLS
+                     # `str(torch.version.cuda).split(".")`, `int(str(...))`: the text is then parsed
+                     and not (last_name(parent.func) in ("str", "repr")
+                              and isinstance(grandparent, (ast.Attribute, ast.Call))))
+                 or (isinstance(parent, ast.Dict) and any(v is read for v in parent.values)
+                     and None not in parent.keys  # `{**os.environ, "CUDA": ...}`: an environment
+                     and not (isinstance(grandparent, ast.keyword) and grandparent.arg == "env"))
+                 or (isinstance(parent, (ast.Tuple, ast.List))
+                     and not isinstance(grandparent, (ast.Assign, ast.Return))
+                     and not (isinstance(grandparent, ast.Call) and last_name(grandparent.func) == "join")))
         return shown or self._build_version_is_set(read, parents, statements)
 
     def _build_version_set(self, test) -> bool:
