@@ -306,10 +306,15 @@ _PRINTING_CALLS = frozenset({"print", "str", "repr", "debug", "info", "warning",
 _PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
 
 
+def _cpu_string(node) -> bool:
+    """``"cpu"`` or ``"cpu:0"``."""
+    return (string_value(node) or "").split(":")[0] == "cpu"
+
+
 def _mentions_cpu(statement) -> bool:
     """The statement holds a ``"cpu"`` string or a ``.cpu()`` call, compared with or not."""
     for node in walk_nodes(statement):
-        if (string_value(node) or "").split(":")[0] == "cpu":
+        if _cpu_string(node):
             return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
             return True
@@ -339,7 +344,8 @@ def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
     """The ids of the nodes a comparison only tests (its operands, and the elements of a tuple,
     list or set it tests membership in), and the variables a comparison tests against the
     CPU (``target == "cpu"``, ``target.type in ("cpu",)``, ``str(target) != "cpu"``).  A
-    comparison with ``"cpu"`` counts as a test only beside another in an ``and``."""
+    comparison with ``"cpu"`` counts as a test only in an ``and`` that also tests for CUDA,
+    or where it excludes the CPU (``!=``, ``not in``)."""
     tested: set[int] = set()
     against_cpu: set[str] = set()
     # The comparisons in an `and` that also tests for CUDA (`device.type == "cuda" and
@@ -352,8 +358,7 @@ def _compared(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
         operands = [node.left, *node.comparators]
         elements = {id(operand): operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
                     for operand in operands}
-        cpu = {key for key, each in elements.items()
-               if any((string_value(e) or "").split(":")[0] == "cpu" for e in each)}
+        cpu = {key for key, each in elements.items() if any(map(_cpu_string, each))}
         excludes_cpu = all(isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)) for op in node.ops)
         if cpu and id(node) not in in_and and not excludes_cpu:
             # `if x.is_cuda: ... elif x.device.type == "cpu": ...`: a branch for the CPU of its
@@ -1414,6 +1419,7 @@ class AnalyzerCore(AnalyzerState):
         # Each statement read once: the statements after an exiting `if` are shared by every
         # test before them in the block.
         falls_back: dict[int, bool] = {}
+        mentions_cpu: dict[int, bool] = {}
         names_device: dict[int, bool] = {}
 
         def cached(read, answers: dict[int, bool], statement: ast.stmt) -> bool:
@@ -1434,7 +1440,8 @@ class AnalyzerCore(AnalyzerState):
             decided = self._decided_by(innermost.get(finding.line))
             if decided and not any(cached(_falls_back_to_cpu, falls_back, s) for s in decided):
                 # Before round 26 any "cpu" in the statement kept the test reported.
-                self._cap([finding], ADAPTS_BESIDE_A_CPU_TEST if any(map(_mentions_cpu, decided)) else ADAPTS_TO_DEVICE)
+                beside_cpu = any(cached(_mentions_cpu, mentions_cpu, s) for s in decided)
+                self._cap([finding], ADAPTS_BESIDE_A_CPU_TEST if beside_cpu else ADAPTS_TO_DEVICE)
         parents: dict[int, dict[int, ast.AST]] = {}
         read_in: dict[int, defaultdict[int, list[ast.Attribute]]] = {}
         without_choice: dict[tuple[int, int], bool] = {}
@@ -1498,11 +1505,11 @@ class AnalyzerCore(AnalyzerState):
                      and not (isinstance(grandparent, ast.Call) and last_name(grandparent.func) == "join")))
         return shown or self._build_version_is_set(read, parents, statements)
 
-    def _build_version_set(self, test) -> bool:
+    def _holds_only_with_a_cuda_build(self, test) -> bool:
         """``torch.version.cuda``, ``torch.version.cuda is not None`` or an ``and`` holding one:
         true only where the build has a CUDA version."""
         if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-            return any(map(self._build_version_set, test.values))
+            return any(map(self._holds_only_with_a_cuda_build, test.values))
         if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
                 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
             test = test.left
@@ -1516,14 +1523,14 @@ class AnalyzerCore(AnalyzerState):
         while node is not None:
             if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
                 before = node.values[:next(i for i, v in enumerate(node.values) if v is child)]
-                if any(map(self._build_version_set, before)):
+                if any(map(self._holds_only_with_a_cuda_build, before)):
                     return True
-            if isinstance(node, ast.IfExp) and child is node.body and self._build_version_set(node.test):
+            if isinstance(node, ast.IfExp) and child is node.body and self._holds_only_with_a_cuda_build(node.test):
                 return True
             child, node = node, parents.get(id(node))
         line = read.lineno
         return any(isinstance(s, ast.If) and s.body and s.body[0].lineno <= line <= (s.body[-1].end_lineno or line)
-                   and self._build_version_set(s.test) for s in statements)
+                   and self._holds_only_with_a_cuda_build(s.test) for s in statements)
 
     def _decided_by(self, statement: ast.stmt | None) -> list[ast.stmt]:
         """``statement``, the innermost at a test's line, and, where it is an ``if`` that exits,
