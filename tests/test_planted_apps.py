@@ -137,9 +137,11 @@ def clean_control_check(tmp_path_factory) -> tuple[subprocess.CompletedProcess, 
 def test_clean_control_passes_every_applicable_check_and_exits_0(clean_control_check):
     done, section = clean_control_check
     statuses = {(c["name"], c.get("backend") or c.get("pair")): c["status"] for c in section["checks"]}
-    failing = [(c["name"], c.get("backend") or c.get("pair"), c["status"], c["reason"]) for c in section["checks"]
-               if c["status"] not in ("pass", "not_applicable")]
-    assert done.returncode == 0, (failing, done.stderr[-1000:])
+    # A string, not a list: pytest shortens the repr of other objects to a line, which cut a failing check's
+    # reason in half.
+    failing = "\n".join(repr((c["name"], c.get("backend") or c.get("pair"), c["status"], c["reason"]))
+                        for c in section["checks"] if c["status"] not in ("pass", "not_applicable"))
+    assert done.returncode == 0, failing + "\n" + done.stderr[-1000:]
     assert section["app_error"] is None
     expected_not_applicable = {("distributed", "xla")} & set(statuses)
     # Two ranks sharing this 2-core host may scale below the pass threshold: borderline, with matching results.

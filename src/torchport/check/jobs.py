@@ -33,14 +33,21 @@ from torchport.records import (CheckpointSource, DdpWorker, ErrorRecord, Recover
 
 
 def set_deterministic(backend: Any) -> bool:
-    """Deterministic kernels where the device is the CPU: the determinism
-    precheck and bit-exact recovery rely on it.  Other devices run with their
-    defaults, as the migrated app would."""
+    """Deterministic kernels and a fixed thread count where the device is the
+    CPU: the determinism precheck and bit-exact recovery rely on them.  Other
+    devices run with their defaults, as the migrated app would."""
     import torch
 
     if backend.device_type != "cpu":
         return False
     torch.use_deterministic_algorithms(True, warn_only=True)
+    # MKL may run a call on fewer threads than it was given (MKL_DYNAMIC, on by
+    # default), and a product split another way rounds another way: Intel's
+    # reproducibility conditions for oneMKL ask for it off.  at::set_num_threads
+    # turns it off (mkl_set_dynamic(false)) and keeps the count torch has.  It
+    # costs small CPU steps a few percent (see worker.apply_threads), which the
+    # checks' figures, unlike the benchmark's, can afford.
+    torch.set_num_threads(torch.get_num_threads())
     return True
 
 
