@@ -243,6 +243,16 @@ def _raises(statements) -> bool:
     return bool(statements) and isinstance(statements[-1], ast.Raise)
 
 
+def _defines_only_tests(body: list) -> bool:
+    """Only test functions (``def test_...``), as a test class defines them, or an
+    ``if`` that defines only such functions."""
+    return bool(body) and all(
+        (isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name.startswith("test"))
+        or (isinstance(statement, ast.If) and _defines_only_tests(statement.body)
+            and (not statement.orelse or _defines_only_tests(statement.orelse)))
+        for statement in body)
+
+
 def _opt_in_feature_named(name: str) -> bool:
     """``create_cuda_graphs``, ``CudaGraphManager``, ``NvshmemCopyService``, ``register_nccl_ub``,
     ``to_tensorrt``, ``TransformerEnginePrecision``."""
@@ -1863,6 +1873,11 @@ class AnalyzerCore(AnalyzerState):
             # `if not torch.cuda.is_available(): pytest.skip()`, `if not (cuda or xpu): return
             # unittest.skip(...)(test_case)`: whatever the condition, it decides a skip.
             self._cap(test_findings, _DECIDES_SKIP)
+        if positive and not node.orelse and _defines_only_tests(node.body):
+            # `if torch.cuda.is_available(): def test_moving_to_gpu(self): ...`: the check decides
+            # whether the tests exist; without CUDA they are not collected.
+            self._cap(test_findings, _DECIDES_SKIP)
+            self._cap(body_findings, SKIPPED_TEST)
         checks = [f for f in test_findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
         if checks:
             absent = self._negates_cuda(test) or self._exits_unless_cuda(node)
@@ -2143,8 +2158,7 @@ class AnalyzerCore(AnalyzerState):
     def visit_For(self, node) -> None:
         """``for i in range(torch.cuda.device_count()):`` runs its body only under CUDA."""
         iterator = node.iter
-        guarded = (isinstance(iterator, ast.Call) and getattr(iterator.func, "id", "") == "range"
-                   and any(self.positive_cuda_query(a) for a in iterator.args))
+        guarded = self._ranges_over_cuda(iterator)
         if (isinstance(iterator, ast.Call) and isinstance(iterator.func, ast.Attribute)
                 and iterator.func.attr in ("items", "values")
                 and isinstance(iterator.func.value, (ast.Name, ast.Attribute))
@@ -2165,6 +2179,31 @@ class AnalyzerCore(AnalyzerState):
             self.visit(statement)
 
     visit_AsyncFor = visit_For
+
+    def _ranges_over_cuda(self, iterator) -> bool:
+        """``range(torch.cuda.device_count())``: no element without CUDA."""
+        return (isinstance(iterator, ast.Call) and getattr(iterator.func, "id", "") == "range"
+                and any(self.positive_cuda_query(a) for a in iterator.args))
+
+    def _visit_comprehension(self, node) -> None:
+        """``any(torch.cuda.get_device_properties(i).major >= 8 for i in range(torch.cuda.device_count()))``
+        computes its elements only under CUDA, as a ``for`` over that range runs its body."""
+        if not any(self._ranges_over_cuda(generator.iter) for generator in node.generators):
+            self.generic_visit(node)
+            return
+        start = None
+        for generator in node.generators:
+            self.visit(generator.target)
+            self.visit(generator.iter)
+            if start is None and self._ranges_over_cuda(generator.iter):
+                start = len(self.findings)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            self.visit(part)
+        self._cap(self.findings[start:], GUARDED)
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _visit_comprehension
 
     @staticmethod
     def _name_of(node) -> str:
@@ -2239,6 +2278,13 @@ class AnalyzerCore(AnalyzerState):
             self.generic_visit(node)
             self._cap([f for f in self.findings[start:] if f.rule_id == FLOAT64],
                       "the dtype goes through a helper that adjusts it for the device")
+            return
+        if (isinstance(func, ast.Attribute) and func.attr == "param" and last_name(func.value) == "pytest"
+                and (marks := keyword_value(node, "marks")) is not None and self.cuda_only_test(marks)):
+            # `pytest.param(torch.device("cuda"), marks=pytest.mark.skipif(not has_cuda, ...))`
+            start = len(self.findings)
+            self.generic_visit(node)
+            self._cap(self.findings[start:], SKIPPED_TEST)
             return
         if isinstance(func, ast.Attribute) and func.attr in ("skipIf", "skipUnless", "skipif"):
             # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.

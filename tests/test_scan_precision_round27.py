@@ -1,0 +1,95 @@
+"""Test scaffolding that pytest skips without CUDA, and work done once per CUDA device.
+Shapes from the twenty-eighth judge's verdicts (seed 501976): a ``pytest.param`` of a CUDA
+device marked to skip without CUDA (ai2-olmo-core's ``testing/utils.py``, #082 and #084), an
+``if torch.cuda.is_available():`` in a test class that only defines tests (opennmt-py's
+translation server tests, #081), and a property read for each of ``range(torch.cuda.device_count())``
+in a generator (exllamav2's ``attn.py``, #090): none of them runs without CUDA."""
+from __future__ import annotations
+
+from scan_marks import check_marked_lines, worst_by_line
+from scan_marks import write_snippet as _write
+
+_PARAMS = """
+    import pytest
+    import torch
+
+    has_cuda = torch.cuda.is_available()
+    has_mps = torch.backends.mps.is_available()
+    GPU_MARKS = (pytest.mark.gpu, pytest.mark.skipif(not has_cuda, reason="Requires a GPU"))
+    MPS_MARKS = (pytest.mark.skipif(not has_mps, reason="Requires MPS"),)
+
+    DEVICES = [
+        pytest.param(torch.device("cpu"), id="cpu"),
+        pytest.param(torch.device("cuda"), id="cuda", marks=GPU_MARKS),  # quiet
+        pytest.param(torch.device("cuda:1"), marks=[pytest.mark.skipif(not torch.cuda.is_available(), reason="")]),  # quiet
+        # marked, but not to skip without CUDA
+        pytest.param(torch.device("cuda"), id="cuda-unmarked", marks=pytest.mark.gpu),  # kept
+        # skipped without MPS, not without CUDA
+        pytest.param(torch.device("cuda"), id="cuda-on-mps", marks=MPS_MARKS),  # kept
+    ]
+
+
+    @pytest.mark.parametrize("device", DEVICES)
+    def test_zeros(device):
+        assert torch.zeros(2, device=device).sum() == 0
+    """
+
+
+def test_a_cuda_parameter_that_pytest_skips_without_cuda_is_scaffolding(tmp_path):
+    path = _write(tmp_path, "test_devices.py", _PARAMS)
+    check_marked_lines([path], (path,))
+
+
+_DEFINED_ONLY_WITH_CUDA = """
+    import unittest
+
+    import torch
+
+
+    class TestServer(unittest.TestCase):
+        def test_on_cpu(self):
+            self.assertEqual(torch.zeros(1).device.type, "cpu")
+
+        if torch.cuda.is_available():  # quiet
+
+            def test_moving_to_gpu(self):
+                torch.cuda.set_device(torch.device("cuda", 0))
+
+            if torch.cuda.device_count() > 1:
+
+                def test_second_gpu(self):
+                    torch.cuda.set_device(1)
+
+
+    class Loader:
+        # defines a helper the package calls, not a test
+        if torch.cuda.is_available():  # kept
+
+            def place(self, batch):
+                return batch.cuda()
+    """
+
+
+def test_tests_defined_only_where_cuda_is_present_are_not_collected_without_it(tmp_path):
+    path = _write(tmp_path, "test_server.py", _DEFINED_ONLY_WITH_CUDA)
+    check_marked_lines([path], (path,))
+
+
+_PER_DEVICE = """
+    import torch
+
+    newer = any(torch.cuda.get_device_properties(i).major >= 8 for i in range(torch.cuda.device_count()))
+    names = {i: torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())}
+    first_four = [torch.cuda.get_device_properties(i) for i in range(4)]
+    """
+
+
+def test_a_cuda_call_made_once_per_cuda_device_is_never_made_without_cuda(tmp_path):
+    _write(tmp_path, "probe.py", _PER_DEVICE)
+    found = worst_by_line(tmp_path)
+    assert found[("probe.py", 3, "TP005")][0] == "info"
+    assert found[("probe.py", 4, "TP005")][0] == "info"
+    # the count still decides `newer`, which is False without CUDA
+    assert found[("probe.py", 3, "TP004")][0] == "silent"
+    # four devices asked for by number: it fails without CUDA
+    assert found[("probe.py", 5, "TP005")][0] == "error"
