@@ -81,6 +81,7 @@ _PER_DEVICE = """
     newer = any(torch.cuda.get_device_properties(i).major >= 8 for i in range(torch.cuda.device_count()))
     names = {i: torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())}
     first_four = [torch.cuda.get_device_properties(i) for i in range(4)]
+    devices = [torch.device(f"cuda:{d:d}") for d in range(torch.cuda.device_count())]
     """
 
 
@@ -93,3 +94,5 @@ def test_a_cuda_call_made_once_per_cuda_device_is_never_made_without_cuda(tmp_pa
     assert found[("probe.py", 3, "TP004")][0] == "silent"
     # four devices asked for by number: it fails without CUDA
     assert found[("probe.py", 5, "TP005")][0] == "error"
+    # the list of CUDA devices is empty without CUDA, and the code goes on with it (monai, judged correct)
+    assert found[("probe.py", 6, "TP001")][0] == "error"

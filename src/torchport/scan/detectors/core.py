@@ -2201,7 +2201,10 @@ class AnalyzerCore(AnalyzerState):
                 self.visit(condition)
         for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
             self.visit(part)
-        self._cap(self.findings[start:], GUARDED)
+        # A CUDA device built per index (`[torch.device(f"cuda:{d}") for d in range(...)]`) is
+        # what the list holds: empty without CUDA, which the code goes on with (monai's
+        # get_devices_spec then raises "No GPU devices available").
+        self._cap([f for f in self.findings[start:] if f.rule_id != CUDA_DEVICE_STRING], GUARDED)
 
     visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _visit_comprehension
 
