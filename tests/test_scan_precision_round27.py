@@ -96,3 +96,49 @@ def test_a_cuda_call_made_once_per_cuda_device_is_never_made_without_cuda(tmp_pa
     assert found[("probe.py", 5, "TP005")][0] == "error"
     # the list of CUDA devices is empty without CUDA, and the code goes on with it (monai, judged correct)
     assert found[("probe.py", 6, "TP001")][0] == "error"
+
+
+# Shapes from an independent review of the first version.
+_BUILT_AT_IMPORT = """
+    import pytest
+    import torch
+
+    SKIP = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+    PARAMS = [
+        # built at import, skipped or not: collection fails without CUDA
+        pytest.param(torch.ones(2).cuda(), marks=SKIP),  # kept
+        pytest.param(torch.ones(2, device="cuda"), marks=SKIP),  # kept
+        pytest.param(torch.cuda.get_device_name(0), marks=SKIP),  # kept
+        pytest.param(lambda: torch.ones(2).cuda(), marks=SKIP),  # quiet
+        pytest.param(("cuda", torch.device("cuda:0")), marks=SKIP),  # quiet
+    ]
+    """
+
+_NOT_A_TEST_FILE = """
+    import torch
+
+
+    # a function the package calls, named test
+    if torch.cuda.is_available():  # kept
+
+        def test(model, loader):
+            return [model(batch.cuda()) for batch in loader]
+
+
+    def main(model, loader):
+        return test(model, loader)
+
+
+    def starts_elsewhere():
+        # the range starts at the count: range(0, 4) without CUDA
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count(), 4)]  # kept
+        for i in range(torch.cuda.device_count(), 4):
+            torch.cuda.set_device(i)  # kept
+        return names
+    """
+
+
+def test_a_parameter_built_at_import_or_a_test_the_package_calls_stays_reported(tmp_path):
+    params = _write(tmp_path, "test_params.py", _BUILT_AT_IMPORT)
+    train = _write(tmp_path, "train.py", _NOT_A_TEST_FILE)
+    check_marked_lines([params, train], (params, train))

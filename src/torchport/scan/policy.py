@@ -20,17 +20,13 @@ from pathlib import Path
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, library_ops, old_torch_branch, optional_native, spawn_defaults,
                             timing_log)
-from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL
+from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_name, string_value, walk_nodes
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
                                   FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, CUDA_AUTOCAST, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
                                   TRITON_KERNEL)
-
-# A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
-# conftest.py, or an editor's backup of one (flycheck_test_utils.py).
-_TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)(flycheck_)?(test_[^/]*|[^/]*_test|conftest)\.py$")
 
 # Libraries whose whole point is an NVIDIA feature: code that imports them is CUDA by design.
 # (Not cupy: libraries accept cupy arrays as one array type among others.)
@@ -76,10 +72,6 @@ OPT_IN_REASON = (OPT_IN_PREFIX + "`{}` is set: a user option that nothing in thi
 def is_opt_in(finding: Finding) -> bool:
     """Lowered because the line runs only when the user opts in (a flag, an option, the environment)."""
     return finding.cap_reason.startswith(OPT_IN_PREFIX)
-
-
-def is_test_file(path: str) -> bool:
-    return bool(_TEST_FILE.search(path.replace("\\", "/")))
 
 
 def worst_of(finding: Finding) -> str | None:

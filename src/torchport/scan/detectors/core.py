@@ -29,6 +29,7 @@ from torchport.scan.detectors.shared import (
     LISTS_OTHERS,
     OTHER_DEVICE_STRING,
     SKIPPED_TEST,
+    is_test_file,
 )
 from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.model import Related, default_of_kind
@@ -243,14 +244,28 @@ def _raises(statements) -> bool:
     return bool(statements) and isinstance(statements[-1], ast.Raise)
 
 
+_TEST_CLASS = re.compile(r"Test|.*Tests?\Z")
+
+
 def _defines_only_tests(body: list) -> bool:
     """Only test functions (``def test_...``), as a test class defines them, or an
     ``if`` that defines only such functions."""
     return bool(body) and all(
-        (isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name.startswith("test"))
+        (isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name.startswith("test_"))
         or (isinstance(statement, ast.If) and _defines_only_tests(statement.body)
             and (not statement.orelse or _defines_only_tests(statement.orelse)))
         for statement in body)
+
+
+def _built_harmlessly(arguments: list, qualname):
+    """The arguments (or entries of a tuple or list argument) that build nothing on a
+    device: a device name, a ``torch.device``, a lambda."""
+    for argument in arguments:
+        if isinstance(argument, (ast.Tuple, ast.List)):
+            yield from _built_harmlessly(argument.elts, qualname)
+        elif (isinstance(argument, ast.Lambda) or string_value(argument) is not None
+              or (isinstance(argument, ast.Call) and qualname(argument.func) == "torch.device")):
+            yield argument
 
 
 def _opt_in_feature_named(name: str) -> bool:
@@ -1873,7 +1888,8 @@ class AnalyzerCore(AnalyzerState):
             # `if not torch.cuda.is_available(): pytest.skip()`, `if not (cuda or xpu): return
             # unittest.skip(...)(test_case)`: whatever the condition, it decides a skip.
             self._cap(test_findings, _DECIDES_SKIP)
-        if positive and not node.orelse and _defines_only_tests(node.body):
+        if (positive and not node.orelse and _defines_only_tests(node.body)
+                and (is_test_file(self.path) or _TEST_CLASS.match(self.class_names[-1] if self.class_names else ""))):
             # `if torch.cuda.is_available(): def test_moving_to_gpu(self): ...`: the check decides
             # whether the tests exist; without CUDA they are not collected.
             self._cap(test_findings, _DECIDES_SKIP)
@@ -2182,8 +2198,10 @@ class AnalyzerCore(AnalyzerState):
 
     def _ranges_over_cuda(self, iterator) -> bool:
         """``range(torch.cuda.device_count())``: no element without CUDA."""
-        return (isinstance(iterator, ast.Call) and getattr(iterator.func, "id", "") == "range"
-                and any(self.positive_cuda_query(a) for a in iterator.args))
+        if not (isinstance(iterator, ast.Call) and getattr(iterator.func, "id", "") == "range" and iterator.args):
+            return False
+        stop = iterator.args[0] if len(iterator.args) == 1 else iterator.args[1]  # range(start, stop[, step])
+        return self.positive_cuda_query(stop)
 
     def _visit_comprehension(self, node) -> None:
         """``any(torch.cuda.get_device_properties(i).major >= 8 for i in range(torch.cuda.device_count()))``
@@ -2284,10 +2302,14 @@ class AnalyzerCore(AnalyzerState):
             return
         if (isinstance(func, ast.Attribute) and func.attr == "param" and last_name(func.value) == "pytest"
                 and (marks := keyword_value(node, "marks")) is not None and self.cuda_only_test(marks)):
-            # `pytest.param(torch.device("cuda"), marks=pytest.mark.skipif(not has_cuda, ...))`
+            # `pytest.param(torch.device("cuda"), marks=pytest.mark.skipif(not has_cuda, ...))`: the
+            # arguments are built when the module is imported, skipped or not, so only a device
+            # name, a torch.device or a lambda waits for the test (`torch.ones(2).cuda()` fails
+            # at collection and takes the module's CPU tests with it).
             start = len(self.findings)
             self.generic_visit(node)
-            self._cap(self.findings[start:], SKIPPED_TEST)
+            waiting = list(_built_harmlessly(node.args, self.qualname))
+            self._cap([f for f in self.findings[start:] if any(_within(f, part) for part in waiting)], SKIPPED_TEST)
             return
         if isinstance(func, ast.Attribute) and func.attr in ("skipIf", "skipUnless", "skipif"):
             # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.

@@ -11,6 +11,9 @@ HELPER_NAME = "accelerator_device"
 # A rewrite that runs on every torch release.
 ANY_VERSION = "0"
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?\Z")
+# A file that only a test runner executes: under a tests/ folder, test_*.py, *_test.py,
+# conftest.py, or an editor's backup of one (flycheck_test_utils.py).
+_TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)(flycheck_)?(test_[^/]*|[^/]*_test|conftest)\.py$")
 OTHER_DEVICE_STRING = re.compile(r"(?:mps|xpu|xla|tpu|npu|hpu|mlu|musa|neuron|meta|cpu)(?::\d+)?\Z")
 # What a TP001 finding at a torch.library registration for CUDA alone says after the device string.
 CUDA_ONLY_KERNEL = "a torch.library kernel for CUDA alone"
@@ -27,3 +30,7 @@ BUILD_FACT = ("asks which CUDA toolkit torch was built with, a fact of the build
 # Reasons meaning the code runs only where CUDA is present: a rewrite there needs
 # no availability guard of its own.
 CUDA_ONLY = (GUARDED, SKIPPED_TEST)
+
+
+def is_test_file(path: str) -> bool:
+    return bool(_TEST_FILE.search(path.replace("\\", "/")))
