@@ -79,23 +79,37 @@ _PER_DEVICE = """
     import torch
 
     newer = any(torch.cuda.get_device_properties(i).major >= 8 for i in range(torch.cuda.device_count()))
-    names = {i: torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())}
+    total = sum(torch.cuda.mem_get_info(i)[1] for i in range(torch.cuda.device_count()))
     first_four = [torch.cuda.get_device_properties(i) for i in range(4)]
     devices = [torch.device(f"cuda:{d:d}") for d in range(torch.cuda.device_count())]
+    largest = max(torch.cuda.mem_get_info(i)[1] for i in range(torch.cuda.device_count()))
+    first = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())][0]
+    names = {i: torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())}
+    for i in range(torch.cuda.device_count(), 0, -1):
+        torch.cuda.set_device(i)
+    for i in range(torch.cuda.device_count(), -1, -1):
+        torch.cuda.set_device(i)
     """
 
 
 def test_a_cuda_call_made_once_per_cuda_device_is_never_made_without_cuda(tmp_path):
     _write(tmp_path, "probe.py", _PER_DEVICE)
     found = worst_by_line(tmp_path)
+    # any() and sum() answer on no device
     assert found[("probe.py", 3, "TP005")][0] == "info"
-    assert found[("probe.py", 4, "TP005")][0] == "info"
+    assert found[("probe.py", 4, "TP111")][0] == "info"
     # the count still decides `newer`, which is False without CUDA
     assert found[("probe.py", 3, "TP004")][0] == "silent"
     # four devices asked for by number: it fails without CUDA
     assert found[("probe.py", 5, "TP005")][0] == "error"
-    # the list of CUDA devices is empty without CUDA, and the code goes on with it (monai, judged correct)
+    # an empty list kept for later (monai, judged correct), max() of nothing, [][0], a dict kept
     assert found[("probe.py", 6, "TP001")][0] == "error"
+    assert found[("probe.py", 7, "TP111")][0] == "error"
+    assert found[("probe.py", 8, "TP005")][0] == "error"
+    assert found[("probe.py", 9, "TP005")][0] == "error"
+    # counting down from the count to 0 runs nothing without CUDA; down to -1 it runs once, for 0
+    assert found[("probe.py", 11, "TP004")][0] == "info"
+    assert found[("probe.py", 13, "TP004")][0] == "error"
 
 
 # Shapes from an independent review of the first version.
@@ -142,3 +156,41 @@ def test_a_parameter_built_at_import_or_a_test_the_package_calls_stays_reported(
     params = _write(tmp_path, "test_params.py", _BUILT_AT_IMPORT)
     train = _write(tmp_path, "train.py", _NOT_A_TEST_FILE)
     check_marked_lines([params, train], (params, train))
+
+
+# Shapes from a second independent review.
+_RUNS_AT_IMPORT = """
+    import pytest
+    import torch
+
+    skip = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+    PARAMS = [
+        # the device's index is asked at import
+        pytest.param(torch.device("cuda", torch.cuda.current_device()), marks=skip),  # kept
+    ]
+
+    # the condition runs at import, whether the tests are collected or not
+    if torch.cuda.get_device_capability() >= (8, 0):  # kept
+
+        def test_bf16():
+            assert torch.cuda.is_bf16_supported()
+
+
+    # counts devices, which answers 0 without CUDA
+    if torch.cuda.device_count() > 1:  # quiet
+
+        def test_two_devices():
+            assert torch.cuda.device_count() > 1
+
+
+    class TestKernels:
+        if torch.cuda.get_device_name(0):  # kept
+
+            def test_named(self):
+                assert torch.cuda.device_count()
+    """
+
+
+def test_what_runs_at_import_stays_reported_in_a_test_file(tmp_path):
+    path = _write(tmp_path, "test_import_time.py", _RUNS_AT_IMPORT)
+    check_marked_lines([path], (path,))

@@ -244,7 +244,9 @@ def _raises(statements) -> bool:
     return bool(statements) and isinstance(statements[-1], ast.Raise)
 
 
-_TEST_CLASS = re.compile(r"Test|.*Tests?\Z")
+_TEST_CLASS = re.compile(r"Test(?![a-z])|.*Tests?\Z")
+# CUDA queries that answer where CUDA is absent (False, 0) rather than raise.
+_SAFE_CUDA_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 
 
 def _defines_only_tests(body: list) -> bool:
@@ -257,6 +259,15 @@ def _defines_only_tests(body: list) -> bool:
         for statement in body)
 
 
+# Calls that take an empty iterable and answer: a comprehension over no CUDA device is fine there.
+_TAKES_EMPTY = frozenset({"any", "all", "sum"})
+
+
+def _negative_number(node) -> bool:
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+            and isinstance(node.operand.value, (int, float)) and node.operand.value > 0)
+
+
 def _built_harmlessly(arguments: list, qualname):
     """The arguments (or entries of a tuple or list argument) that build nothing on a
     device: a device name, a ``torch.device``, a lambda."""
@@ -264,7 +275,9 @@ def _built_harmlessly(arguments: list, qualname):
         if isinstance(argument, (ast.Tuple, ast.List)):
             yield from _built_harmlessly(argument.elts, qualname)
         elif (isinstance(argument, ast.Lambda) or string_value(argument) is not None
-              or (isinstance(argument, ast.Call) and qualname(argument.func) == "torch.device")):
+              or (isinstance(argument, ast.Call) and qualname(argument.func) == "torch.device"
+                  and all(isinstance(part, (ast.Constant, ast.Name))
+                          for part in (*argument.args, *(k.value for k in argument.keywords))))):
             yield argument
 
 
@@ -1888,7 +1901,7 @@ class AnalyzerCore(AnalyzerState):
             # `if not torch.cuda.is_available(): pytest.skip()`, `if not (cuda or xpu): return
             # unittest.skip(...)(test_case)`: whatever the condition, it decides a skip.
             self._cap(test_findings, _DECIDES_SKIP)
-        if (positive and not node.orelse and _defines_only_tests(node.body)
+        if (positive and not node.orelse and _defines_only_tests(node.body) and self._asks_only_safely(test)
                 and (is_test_file(self.path) or _TEST_CLASS.match(self.class_names[-1] if self.class_names else ""))):
             # `if torch.cuda.is_available(): def test_moving_to_gpu(self): ...`: the check decides
             # whether the tests exist; without CUDA they are not collected.
@@ -2196,17 +2209,38 @@ class AnalyzerCore(AnalyzerState):
 
     visit_AsyncFor = visit_For
 
+    def _asks_only_safely(self, test, depth: int = 0) -> bool:
+        """Every call in the condition (it runs at import, collected or not) answers without CUDA:
+        ``torch.cuda.is_available()``, ``torch.cuda.device_count()``, directly or through a name."""
+        for node in walk_nodes(test):
+            if isinstance(node, ast.Name):
+                value = self.resolve(node)
+                if value is not None and (depth > 3 or not self._asks_only_safely(value, depth + 1)):
+                    return False
+            elif isinstance(node, ast.Call) and self.qualname(node.func) not in _SAFE_CUDA_QUERIES:
+                return False
+        return True
+
     def _ranges_over_cuda(self, iterator) -> bool:
         """``range(torch.cuda.device_count())``: no element without CUDA."""
         if not (isinstance(iterator, ast.Call) and getattr(iterator.func, "id", "") == "range" and iterator.args):
             return False
-        stop = iterator.args[0] if len(iterator.args) == 1 else iterator.args[1]  # range(start, stop[, step])
+        arguments = iterator.args
+        if len(arguments) == 3 and _negative_number(arguments[2]):
+            # `range(torch.cuda.device_count(), 0, -1)`: from the count down, none without CUDA
+            stop = arguments[1]
+            return (self.positive_cuda_query(arguments[0]) and isinstance(stop, ast.Constant)
+                    and isinstance(stop.value, int) and stop.value >= 0)
+        stop = arguments[0] if len(arguments) == 1 else arguments[1]  # range(start, stop[, step])
         return self.positive_cuda_query(stop)
 
     def _visit_comprehension(self, node) -> None:
         """``any(torch.cuda.get_device_properties(i).major >= 8 for i in range(torch.cuda.device_count()))``
-        computes its elements only under CUDA, as a ``for`` over that range runs its body."""
-        if not any(self._ranges_over_cuda(generator.iter) for generator in node.generators):
+        computes its elements only under CUDA, as a ``for`` over that range runs its body, and
+        ``any`` takes the empty answer.  A list kept for later (monai's ``[torch.device(f"cuda:{d}")
+        for d in range(...)]``, then "No GPU devices available") stays reported."""
+        if id(node) not in self.empty_safe or not any(self._ranges_over_cuda(g.iter) for g in node.generators):
+            # `max(...)`, `[...][0]`, `torch.cat([...])` of no element raise where CUDA is absent
             self.generic_visit(node)
             return
         start = None
@@ -2219,10 +2253,7 @@ class AnalyzerCore(AnalyzerState):
                 self.visit(condition)
         for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
             self.visit(part)
-        # A CUDA device built per index (`[torch.device(f"cuda:{d}") for d in range(...)]`) is
-        # what the list holds: empty without CUDA, which the code goes on with (monai's
-        # get_devices_spec then raises "No GPU devices available").
-        self._cap([f for f in self.findings[start:] if f.rule_id != CUDA_DEVICE_STRING], GUARDED)
+        self._cap(self.findings[start:], GUARDED)
 
     visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _visit_comprehension
 
@@ -2292,6 +2323,8 @@ class AnalyzerCore(AnalyzerState):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         name = last_name(func)
+        if isinstance(func, ast.Name) and func.id in _TAKES_EMPTY and len(node.args) == 1:
+            self.empty_safe.add(id(node.args[0]))
         if _DTYPE_FOR_DEVICE.search(name) and not (self.qualname(func) or "").startswith("torch."):
             # `maybe_adjust_dtype_for_device(torch.float64, x.device)`: the project's helper
             # picks the dtype per device (float32 where float64 is missing).

@@ -57,6 +57,7 @@ class AnalyzerState(ast.NodeVisitor):
         self._collect(tree.body, id(tree))
         self.scopes: list[int] = [id(tree)]
         self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
+        self.empty_safe: set[int] = set()  # comprehensions whose empty result is fine: `any(...)`, `sum(...)`
         # scope -> loop variables over a state dict's items (checkpoint conversion, on the host)
         self.host_names: dict[int, set[str]] = {}
         self.moved: set[int] = set()  # factory calls whose result is moved to a device
