@@ -29,6 +29,10 @@ _NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first 
 # tell a CUDA-only header which CUDA compiler reads it.
 _CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
 _GPU_BUILD_MACRO = re.compile(r"^(?!(?:\w*_)?(?:NO|NOT|DONT|DISABLE|WITHOUT|SKIP)_)(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
+# NVIDIA architecture macros, which a HIP build leaves undefined, and a test of one that is false then.
+_ARCH_MACRO = re.compile(r"__CUDA_ARCH\w*")
+_ARCH_TEST = re.compile(r"\(*\s*(?:defined\s*\(?\s*__CUDA_ARCH\w*\s*\)?|__CUDA_ARCH\w*"
+                        r"|__CUDA_ARCH__\s*(?:>=|==)\s*0*[1-9]\d*|__CUDA_ARCH__\s*>\s*\d+)\s*\)*")
 _VISIBLE_DEVICES = re.compile(r"\bCUDA_VISIBLE_DEVICES\b")
 _NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 _SCRIPT_PATTERNS = ((_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, _VISIBLE_DEVICES.pattern[2:-2]),
@@ -166,18 +170,65 @@ def _gpu_build_guards(code_lines: list[str], defined_here: frozenset[str] | set[
     return guards
 
 
+def _false_without_nvidia_arch(directive: str, condition: str) -> bool:
+    """An #if/#ifdef branch that a HIP build does not compile: it tests an NVIDIA
+    architecture macro (``__CUDA_ARCH__``, ``__CUDA_ARCH_FEAT_SM90_ALL``) that HIP leaves
+    undefined, so that an undefined macro makes it false (``>= 800``, ``defined(...)``), in
+    an ``&&`` of conditions (an ``||`` or a negation could hold without it)."""
+    if directive in ("ifdef", "elifdef"):
+        return bool(_ARCH_MACRO.fullmatch(condition))
+    if directive not in ("if", "elif") or "||" in condition or "!" in condition.replace("!=", ""):
+        return False
+    return any(_ARCH_TEST.fullmatch(part.strip()) for part in condition.split("&&"))
+
+
+def _nvidia_arch_branches(code_lines: list[str]) -> dict[int, tuple[str, bool]]:
+    """Line number -> (the directive of an NVIDIA-architecture branch it sits in, whether that
+    #if has another branch a HIP build compiles instead)."""
+    inside: dict[int, tuple[str, int]] = {}  # line -> (directive, id of its #if block)
+    alternatives: set[int] = set()  # #if blocks with an #else or #elif
+    stack: list[tuple[int, str | None]] = []  # per open #if: its id, the guarding directive of its branch
+    for number, line in enumerate(code_lines, 1):
+        match = _CONDITIONAL.match(line)
+        if match:
+            directive, condition = match.group(1), match.group(2).strip()
+            guard = f"#{directive} {condition}" if _false_without_nvidia_arch(directive, condition) else None
+            if directive in ("if", "ifdef", "ifndef"):
+                stack.append((number, guard))
+            elif directive.startswith("el") and stack:
+                if guard is None:  # a branch HIP may compile (`#else`, `#elif defined(__HIP__)`)
+                    alternatives.add(stack[-1][0])
+                stack[-1] = (stack[-1][0], guard)
+            elif directive == "endif" and stack:
+                stack.pop()
+            continue
+        block = next(((block, guard) for block, guard in reversed(stack) if guard), None)
+        if block:
+            inside[number] = (block[1], block[0])
+    return {number: (guard, block in alternatives) for number, (guard, block) in inside.items()}
+
+
 def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) -> list[Finding]:
     """One finding per line and kind (per file for a library); ``code_lines`` are the
-    file's lines with comments blanked, so nothing inside a comment counts."""
+    file's lines with comments blanked, so nothing inside a comment counts.  A line that only an
+    NVIDIA architecture compiles is no build error for HIP: info where the #if has a branch
+    HIP compiles instead, silent where nothing takes its place."""
     findings = []
     seen: set[str] = set()
+    arch_branches = _nvidia_arch_branches(code_lines) if any("__CUDA_ARCH" in line for line in code_lines) else {}
     for number, line in enumerate(code_lines, 1):
         for pattern, what, once in patterns:
             match = pattern.search(line)
             if match and not (once and what in seen):
                 seen.add(what)
-                findings.append(_finding(NON_HIPIFIABLE_CODE, path, lines, number, match.start() + 1,
-                                         match.end() + 1, what))
+                finding = _finding(NON_HIPIFIABLE_CODE, path, lines, number, match.start() + 1, match.end() + 1, what)
+                if number in arch_branches:
+                    guard, replaced = arch_branches[number]
+                    finding.severity_cap = "info" if replaced else "silent"
+                    finding.cap_reason = (f"compiled only under {guard}, which a HIP build leaves false: "
+                                          + ("it compiles the other branch" if replaced else
+                                             "nothing takes its place there, so what it does is missing"))
+                findings.append(finding)
     return findings
 
 

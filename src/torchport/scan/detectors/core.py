@@ -244,6 +244,7 @@ def _raises(statements) -> bool:
     return bool(statements) and isinstance(statements[-1], ast.Raise)
 
 
+_PER_DEVICE_CALL = 'one of the same calls made per device ("{}" beside it)'
 _TEST_CLASS = re.compile(r"Test(?![a-z])|.*Tests?\Z")
 # CUDA queries that answer where CUDA is absent (False, 0) rather than raise.
 _SAFE_CUDA_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
@@ -776,8 +777,37 @@ class AnalyzerCore(AnalyzerState):
             self._cap(self.findings[start:], "an entry of a table per device type (other devices have theirs)")
 
     def visit_Expr(self, node: ast.Expr) -> None:
-        if not isinstance(node.value, ast.Constant):  # docstrings are prose
-            self.generic_visit(node)
+        if isinstance(node.value, ast.Constant):  # docstrings are prose
+            return
+        start = len(self.findings)
+        self.generic_visit(node)
+        other = self._same_call_for_another_device(node)
+        if other:
+            # `_make_autocast_impl("cuda")` beside `_make_autocast_impl("cpu")`: one registration per device
+            self._cap(self.findings[start:], _PER_DEVICE_CALL.format(other))
+
+    def _same_call_for_another_device(self, statement: ast.Expr) -> str | None:
+        """The other device of a call made beside this one with the same arguments but for
+        that device in place of ``"cuda"``: ``register("cuda")`` beside ``register("cpu")``."""
+        call = statement.value
+        if not isinstance(call, ast.Call) or call.keywords:
+            return None
+        places = [i for i, a in enumerate(call.args) if CUDA_DEVICE.match(string_value(a) or "")]
+        if len(places) != 1:
+            return None
+        index = places[0]
+        function = ast.dump(call.func)
+        rest = [ast.dump(a) for i, a in enumerate(call.args) if i != index]
+        for sibling in self.blocks.get(id(statement), ()):
+            other = sibling.value if isinstance(sibling, ast.Expr) else None
+            if (sibling is statement or not isinstance(other, ast.Call) or other.keywords
+                    or len(other.args) != len(call.args) or ast.dump(other.func) != function):
+                continue
+            device = string_value(other.args[index]) or ""
+            if (OTHER_DEVICE_STRING.match(device)
+                    and [ast.dump(a) for i, a in enumerate(other.args) if i != index] == rest):
+                return device
+        return None
 
     def visit_Compare(self, node: ast.Compare) -> None:
         if self.in_message:  # a comparison printed in a message is text

@@ -14,6 +14,8 @@ from torchport.scan.detectors.syntax import (
     insert_at,
     kernel_device_arguments,
     kernel_devices,
+    keyword_value,
+    last_name,
     method_token,
     node_end,
     node_start,
@@ -38,6 +40,12 @@ RULE_IDS = (CUDA_DEVICE_STRING, DOT_CUDA, CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_M
             TORCH_XLA_API)  # an "xla" device string is a device string first
 
 _XLA_DEVICE = re.compile(r"xla(?::\d+)?\Z")
+# torch.amp.custom_fwd / custom_bwd and a project's wrappers of them (torch-harmonics' _custom_setup_context)
+_AUTOCAST_STATE = re.compile(r"custom_(?:fwd|bwd|setup_context)", re.I)
+_AUTOCAST_STATE_REASON = ("the CUDA autocast state an autograd Function records and restores: it works "
+                          "without CUDA and casts nothing (no cast_inputs=)")
+_AUTOCAST_CASTS_REASON = ("the inputs an autograd Function casts under CUDA autocast (cast_inputs=): it works "
+                          "without CUDA, but another accelerator's autocast leaves them uncast")
 _BUILT_FORMAT = re.compile(r"cuda:\{\d*\}\Z")
 _BUILT_PERCENT = re.compile(r"cuda:%[dis]\Z")
 
@@ -174,6 +182,19 @@ class DeviceDetector(AnalyzerState):
 
     def _device_type_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
         self._device_literal(kw.value, as_string=True, what="device_type=")
+        finding = self.by_node.get(id(kw.value))
+        names = [last_name(node.func), *(last_name(a) for a in node.args[:1])]  # partial(torch.amp.custom_fwd, ...)
+        if (finding is not None and finding.rule_id == CUDA_DEVICE_STRING and finding.severity_cap is None
+                and any(_AUTOCAST_STATE.fullmatch(name.strip("_")) for name in names)):
+            # `@torch.amp.custom_fwd(device_type="cuda")`: the CUDA autocast state an autograd
+            # Function runs with.  Nothing fails without CUDA; the inputs it casts under CUDA
+            # autocast (cast_inputs=) are not cast under another accelerator's, as with
+            # `torch.cuda.amp.custom_fwd` (TP203); without cast_inputs it casts nothing anywhere.
+            casts = keyword_value(node, "cast_inputs")
+            if casts is not None and not (isinstance(casts, ast.Constant) and casts.value is None):
+                finding.severity_cap, finding.cap_reason = "silent", _AUTOCAST_CASTS_REASON
+            else:
+                finding.severity_cap, finding.cap_reason = "info", _AUTOCAST_STATE_REASON
 
     def _kernel_registration(self, node: ast.Call, qualname: str = "") -> bool:
         """``@torch.library.custom_op("lib::op", mutates_args=(), device_types="cuda")``,
