@@ -64,6 +64,14 @@ _AUTOCAST_STATE = """
     # the other call differs in more than the device
     register_kernel("cuda", fused=True)  # kept
     register_kernel("cpu", fused=False)
+
+
+    def check_accuracy(model, batches):
+        # the same model moved to CUDA, then back (avalanche-lib, judged correct)
+        model.to("cuda")  # kept
+        accuracy = [model(x.to("cuda")).argmax(-1) for x in batches]
+        model.to("cpu")
+        return accuracy
     """
 
 
@@ -99,6 +107,13 @@ _PTX = """
       asm volatile("b;");
     #endif
     }
+    __device__ void commit() {
+    #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      asm volatile("cp.async.commit_group;");
+    #else
+      assert(("only on Ampere and newer", false));
+    #endif
+    }
     """
 
 
@@ -114,3 +129,5 @@ def test_inline_ptx_that_only_an_nvidia_architecture_compiles(tmp_path):
     # true without __CUDA_ARCH__ (undefined is 0), or with __HIP__: HIP compiles the PTX and fails
     assert found[("ptx.cuh", 16, "TP505")][0] == "error"
     assert found[("ptx.cuh", 19, "TP505")][0] == "error"
+    # HIP compiles the #else, which asserts when it runs (DeepSpeed's cp.async helpers)
+    assert found[("ptx.cuh", 30, "TP505")][0] == "error"

@@ -29,6 +29,9 @@ _NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first 
 # tell a CUDA-only header which CUDA compiler reads it.
 _CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
 _GPU_BUILD_MACRO = re.compile(r"^(?!(?:\w*_)?(?:NO|NOT|DONT|DISABLE|WITHOUT|SKIP)_)(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
+# A branch that only stops the program where it is compiled.
+_FAILS = re.compile(r"\b(?:assert|__trap|abort|__builtin_trap)\s*\(|^\s*#\s*error\b|static_assert\s*\(\s*(?:false|0)\b",
+                    re.M)
 # NVIDIA architecture macros, which a HIP build leaves undefined, and a test of one that is false then.
 _ARCH_MACRO = re.compile(r"__CUDA_ARCH\w*")
 _ARCH_TEST = re.compile(r"\(*\s*(?:defined\s*\(?\s*__CUDA_ARCH\w*\s*\)?|__CUDA_ARCH\w*"
@@ -182,11 +185,12 @@ def _false_without_nvidia_arch(directive: str, condition: str) -> bool:
     return any(_ARCH_TEST.fullmatch(part.strip()) for part in condition.split("&&"))
 
 
-def _nvidia_arch_branches(code_lines: list[str]) -> dict[int, tuple[str, bool]]:
-    """Line number -> (the directive of an NVIDIA-architecture branch it sits in, whether that
-    #if has another branch a HIP build compiles instead)."""
+def _nvidia_arch_branches(code_lines: list[str]) -> dict[int, tuple[str, str]]:
+    """Line number -> (the directive of an NVIDIA-architecture branch it sits in, what a HIP build
+    compiles in its place: "other" (another branch), "failure" (a branch that only asserts or traps,
+    as DeepSpeed's ``#else assert(... false)``) or "nothing")."""
     inside: dict[int, tuple[str, int]] = {}  # line -> (directive, id of its #if block)
-    alternatives: set[int] = set()  # #if blocks with an #else or #elif
+    elsewhere: dict[int, list[str]] = {}  # #if block -> the lines of its branches a HIP build compiles
     stack: list[tuple[int, str | None]] = []  # per open #if: its id, the guarding directive of its branch
     for number, line in enumerate(code_lines, 1):
         match = _CONDITIONAL.match(line)
@@ -197,15 +201,22 @@ def _nvidia_arch_branches(code_lines: list[str]) -> dict[int, tuple[str, bool]]:
                 stack.append((number, guard))
             elif directive.startswith("el") and stack:
                 if guard is None:  # a branch HIP may compile (`#else`, `#elif defined(__HIP__)`)
-                    alternatives.add(stack[-1][0])
+                    elsewhere.setdefault(stack[-1][0], [])
                 stack[-1] = (stack[-1][0], guard)
             elif directive == "endif" and stack:
                 stack.pop()
             continue
+        if stack and stack[-1][1] is None and stack[-1][0] in elsewhere:
+            elsewhere[stack[-1][0]].append(line)
         block = next(((block, guard) for block, guard in reversed(stack) if guard), None)
         if block:
             inside[number] = (block[1], block[0])
-    return {number: (guard, block in alternatives) for number, (guard, block) in inside.items()}
+
+    def in_its_place(block: int) -> str:
+        if block not in elsewhere:
+            return "nothing"
+        return "failure" if _FAILS.search("\n".join(elsewhere[block])) else "other"
+    return {number: (guard, in_its_place(block)) for number, (guard, block) in inside.items()}
 
 
 def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) -> list[Finding]:
@@ -222,11 +233,11 @@ def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) 
             if match and not (once and what in seen):
                 seen.add(what)
                 finding = _finding(NON_HIPIFIABLE_CODE, path, lines, number, match.start() + 1, match.end() + 1, what)
-                if number in arch_branches:
-                    guard, replaced = arch_branches[number]
-                    finding.severity_cap = "info" if replaced else "silent"
+                guard, in_its_place = arch_branches.get(number, ("", "failure"))
+                if in_its_place != "failure":  # a branch that asserts fails on ROCm when it runs: still an error
+                    finding.severity_cap = "info" if in_its_place == "other" else "silent"
                     finding.cap_reason = (f"compiled only under {guard}, which a HIP build leaves false: "
-                                          + ("it compiles the other branch" if replaced else
+                                          + ("it compiles the other branch" if in_its_place == "other" else
                                              "nothing takes its place there, so what it does is missing"))
                 findings.append(finding)
     return findings

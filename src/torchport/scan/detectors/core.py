@@ -790,7 +790,8 @@ class AnalyzerCore(AnalyzerState):
         """The other device of a call made beside this one with the same arguments but for
         that device in place of ``"cuda"``: ``register("cuda")`` beside ``register("cpu")``."""
         call = statement.value
-        if not isinstance(call, ast.Call) or call.keywords:
+        # A function called by its name: `model.to("cuda")` ... `model.to("cpu")` moves one model there and back.
+        if not isinstance(call, ast.Call) or call.keywords or not isinstance(call.func, ast.Name):
             return None
         places = [i for i, a in enumerate(call.args) if CUDA_DEVICE.match(string_value(a) or "")]
         if len(places) != 1:
