@@ -14,7 +14,8 @@ _AUTOCAST_STATE = """
 
     import torch
 
-    _custom_fwd = partial(torch.amp.custom_fwd, device_type="cuda")  # quiet
+    # a call of it may add cast_inputs=, which this file uses
+    _custom_fwd = partial(torch.amp.custom_fwd, device_type="cuda")  # kept
 
 
     class Gather(torch.autograd.Function):
@@ -75,9 +76,22 @@ _AUTOCAST_STATE = """
     """
 
 
+_WRAPPERS = """
+    from functools import partial
+
+    import torch
+
+    custom_fwd = partial(torch.amp.custom_fwd, device_type="cuda")  # quiet
+    custom_bwd = partial(torch.amp.custom_bwd, device_type="cuda")  # quiet
+    # keyword arguments that may ask for a cast of the inputs
+    cast_fwd = torch.amp.custom_fwd(device_type="cuda", **AMP_KWARGS)  # kept
+    """
+
+
 def test_an_autograd_functions_cuda_autocast_state_and_a_registration_per_device(tmp_path):
-    path = _write(tmp_path, "ops.py", _AUTOCAST_STATE)
-    check_marked_lines([path], (path,))
+    ops = _write(tmp_path, "ops.py", _AUTOCAST_STATE)
+    wrappers = _write(tmp_path, "wrappers.py", _WRAPPERS)
+    check_marked_lines([ops, wrappers], (ops, wrappers))
 
 
 _PTX = """
@@ -107,6 +121,24 @@ _PTX = """
       asm volatile("b;");
     #endif
     }
+    __device__ void continued() {
+    #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 \\
+        || defined(__HIP_PLATFORM_AMD__)
+      asm volatile("c;");
+    #endif
+    #if __CUDA_ARCH__ >= 800
+    #if __CUDA_ARCH__ >= 900
+      asm volatile("n1;");
+    #else
+      asm volatile("n2;");
+    #endif
+    #endif
+    #if defined(__HIP__)
+      hip_fallback();
+    #elif __CUDA_ARCH__ >= 800
+      asm volatile("after_hip;");
+    #endif
+    }
     __device__ void commit() {
     #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
       asm volatile("cp.async.commit_group;");
@@ -130,4 +162,11 @@ def test_inline_ptx_that_only_an_nvidia_architecture_compiles(tmp_path):
     assert found[("ptx.cuh", 16, "TP505")][0] == "error"
     assert found[("ptx.cuh", 19, "TP505")][0] == "error"
     # HIP compiles the #else, which asserts when it runs (DeepSpeed's cp.async helpers)
-    assert found[("ptx.cuh", 29, "TP505")][0] == "error"
+    assert found[("ptx.cuh", 47, "TP505")][0] == "error"
+    # an || on the next line that HIP makes true
+    assert found[("ptx.cuh", 30, "TP505")][0] == "error"
+    # inside an outer test with no other branch: HIP compiles neither inner branch
+    assert found[("ptx.cuh", 34, "TP505")][0] == "silent"
+    assert found[("ptx.cuh", 36, "TP505")][0] == "silent"
+    # HIP compiles the branch before it
+    assert found[("ptx.cuh", 42, "TP505")][0] == "info"

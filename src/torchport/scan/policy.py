@@ -944,16 +944,6 @@ def _type_alias(context: FileContext, line: int) -> bool:
     return False
 
 
-def _custom_fwd_device_type(context: FileContext, line: int) -> bool:
-    """``torch.amp.custom_fwd(device_type="cuda")``: it only reads CUDA's autocast state, which is
-    off where CUDA is absent, so the decorated function runs as written."""
-    calls = [c for c in context.calls_at(line)
-             if any(k.arg == "device_type" and isinstance(k.value, ast.Constant) for k in c.keywords)]
-    return bool(calls) and all(
-        last_name(c.func) in ("custom_fwd", "custom_bwd")
-        for c in calls)
-
-
 def _cupy_branch(context: FileContext, line: int) -> bool:
     """``elif isinstance(obj, cupy.ndarray): devtype = "cuda"``: a CuPy array is on a CUDA device;
     the string names where it is, it does not choose a device."""
@@ -2113,9 +2103,6 @@ LOWERINGS: tuple[Lowering, ...] = (
              "reported at the first import"),
     Lowering(frozenset({CUDA_EVENT}), _at_line(_type_alias), "info",
              "a type alias: it names CUDA events, creates none"),
-    Lowering(_DEVICE_STRING, _at_line(_custom_fwd_device_type), "info",
-             "custom_fwd/custom_bwd(device_type=\"cuda\") only reads CUDA's autocast state, which is off where "
-             "CUDA is absent: nothing fails"),
     Lowering(_DEVICE_STRING, _at_line(_cupy_branch), "info",
              "names the device of a CuPy array, which is always a CUDA device: no device is chosen"),
     Lowering(_DEVICE_STRING, _capability_table_entry, "info",

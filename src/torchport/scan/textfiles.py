@@ -186,36 +186,41 @@ def _false_without_nvidia_arch(directive: str, condition: str) -> bool:
 
 
 def _nvidia_arch_branches(code_lines: list[str]) -> dict[int, tuple[str, str]]:
-    """Line number -> (the directive of an NVIDIA-architecture branch it sits in, what a HIP build
-    compiles in its place: "other" (another branch), "failure" (a branch that only asserts or traps,
-    as DeepSpeed's ``#else assert(... false)``) or "nothing")."""
+    """Line number -> (the directive of the outermost NVIDIA-architecture branch it sits in, what
+    a HIP build compiles in its place: "other" (another branch of that #if), "failure" (branches
+    that only assert or trap, as DeepSpeed's ``#else assert(... false)``) or "nothing")."""
+    if any(re.match(r"\s*#\s*define\s+__CUDA_ARCH", line) for line in code_lines):
+        return {}  # the file sets the macro itself
     inside: dict[int, tuple[str, int]] = {}  # line -> (directive, id of its #if block)
-    elsewhere: dict[int, list[str]] = {}  # #if block -> the lines of its branches a HIP build compiles
-    stack: list[tuple[int, str | None]] = []  # per open #if: its id, the guarding directive of its branch
+    branches: dict[int, list[tuple[str | None, list[str]]]] = {}  # #if block -> (guard, lines) per branch
+    stack: list[int] = []  # the open #if blocks
     for number, line in enumerate(code_lines, 1):
         match = _CONDITIONAL.match(line)
         if match:
             directive, condition = match.group(1), match.group(2).strip()
-            guard = f"#{directive} {condition}" if _false_without_nvidia_arch(directive, condition) else None
+            # a condition continued on the next line (`\`) is not read: it may add an `||`
+            guard = (f"#{directive} {condition}" if not condition.endswith("\\")
+                     and _false_without_nvidia_arch(directive, condition) else None)
             if directive in ("if", "ifdef", "ifndef"):
-                stack.append((number, guard))
+                stack.append(number)
+                branches[number] = [(guard, [])]
             elif directive.startswith("el") and stack:
-                if guard is None:  # a branch HIP may compile (`#else`, `#elif defined(__HIP__)`)
-                    elsewhere.setdefault(stack[-1][0], [])
-                stack[-1] = (stack[-1][0], guard)
+                branches[stack[-1]].append((guard, []))
             elif directive == "endif" and stack:
                 stack.pop()
             continue
-        if stack and stack[-1][1] is None and stack[-1][0] in elsewhere:
-            elsewhere[stack[-1][0]].append(line)
-        block = next(((block, guard) for block, guard in reversed(stack) if guard), None)
-        if block:
-            inside[number] = (block[1], block[0])
+        if stack:
+            branches[stack[-1]][-1][1].append(line)
+        # the outermost: where it is false, HIP compiles none of what it holds
+        outer = next((block for block in stack if branches[block][-1][0]), None)
+        if outer is not None:
+            inside[number] = (branches[outer][-1][0] or "", outer)
 
     def in_its_place(block: int) -> str:
-        if block not in elsewhere:
+        others = [lines for guard, lines in branches[block] if guard is None]
+        if not others:
             return "nothing"
-        return "failure" if _FAILS.search("\n".join(elsewhere[block])) else "other"
+        return "failure" if all(_FAILS.search("\n".join(lines)) for lines in others) else "other"
     return {number: (guard, in_its_place(block)) for number, (guard, block) in inside.items()}
 
 

@@ -269,6 +269,17 @@ def _negative_number(node) -> bool:
             and isinstance(node.operand.value, (int, float)) and node.operand.value > 0)
 
 
+def _registers_autocast(definition) -> bool:
+    """A function that registers a kernel under an autocast dispatch key (``"Autocast" +
+    device_type.upper()``) and creates no tensor on the device it is given."""
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    nodes = list(walk_nodes(definition))
+    return (any("Autocast" in (string_value(n) or "") for n in nodes if isinstance(n, ast.Constant))
+            and any(isinstance(n, ast.Call) and last_name(n.func) in ("impl", "register_kernel", "register_autocast")
+                    for n in nodes))
+
+
 def _built_harmlessly(arguments: list, qualname):
     """The arguments (or entries of a tuple or list argument) that build nothing on a
     device: a device name, a ``torch.device``, a lambda."""
@@ -788,24 +799,27 @@ class AnalyzerCore(AnalyzerState):
 
     def _same_call_for_another_device(self, statement: ast.Expr) -> str | None:
         """The other device of a call made beside this one with the same arguments but for
-        that device in place of ``"cuda"``: ``register("cuda")`` beside ``register("cpu")``."""
+        that device in place of ``"cuda"``, of a function of this file that registers an autocast
+        kernel for the device it is given: ``_make_autocast_impl("cuda")`` beside
+        ``_make_autocast_impl("cpu")`` (an op without an autocast kernel for a device runs there
+        as it is; a missing kernel of another kind would fail, and a call that moves or makes
+        tensors does)."""
         call = statement.value
-        # A function called by its name: `model.to("cuda")` ... `model.to("cpu")` moves one model there and back.
         if not isinstance(call, ast.Call) or call.keywords or not isinstance(call.func, ast.Name):
             return None
         places = [i for i, a in enumerate(call.args) if CUDA_DEVICE.match(string_value(a) or "")]
-        if len(places) != 1:
+        if len(places) != 1 or not _registers_autocast(self.definition(call.func.id)):
             return None
         index = places[0]
-        function = ast.dump(call.func)
         rest = [ast.dump(a) for i, a in enumerate(call.args) if i != index]
         for sibling in self.blocks.get(id(statement), ()):
             other = sibling.value if isinstance(sibling, ast.Expr) else None
             if (sibling is statement or not isinstance(other, ast.Call) or other.keywords
-                    or len(other.args) != len(call.args) or ast.dump(other.func) != function):
+                    or not isinstance(other.func, ast.Name) or other.func.id != call.func.id
+                    or len(other.args) != len(call.args)):
                 continue
             device = string_value(other.args[index]) or ""
-            if (OTHER_DEVICE_STRING.match(device)
+            if (OTHER_DEVICE_STRING.match(device) and not device.startswith("meta")
                     and [ast.dump(a) for i, a in enumerate(other.args) if i != index] == rest):
                 return device
         return None

@@ -191,7 +191,10 @@ class DeviceDetector(AnalyzerState):
             # autocast (cast_inputs=) are not cast under another accelerator's, as with
             # `torch.cuda.amp.custom_fwd` (TP203); without cast_inputs it casts nothing anywhere.
             casts = keyword_value(node, "cast_inputs")
-            if casts is not None and not (isinstance(casts, ast.Constant) and casts.value is None):
+            if ((casts is not None and not (isinstance(casts, ast.Constant) and casts.value is None))
+                    or any(k.arg is None for k in node.keywords)  # `**amp_kwargs` may hold cast_inputs
+                    or (last_name(node.func) == "partial" and any("cast_inputs" in line for line in self.lines))):
+                # (a partial's calls may add cast_inputs=)
                 finding.severity_cap, finding.cap_reason = "silent", _AUTOCAST_CASTS_REASON
             else:
                 finding.severity_cap, finding.cap_reason = "info", _AUTOCAST_STATE_REASON
