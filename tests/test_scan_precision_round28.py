@@ -170,3 +170,75 @@ def test_inline_ptx_that_only_an_nvidia_architecture_compiles(tmp_path):
     assert found[("ptx.cuh", 36, "TP505")][0] == "silent"
     # HIP compiles the branch before it
     assert found[("ptx.cuh", 42, "TP505")][0] == "info"
+
+
+# Shapes from a second independent review.
+_NOT_ONLY_A_REGISTRATION = """
+    import torch
+
+    lib = torch.library.Library("mylib", "IMPL")
+
+
+    def make_autocast(device_type):
+        lib.impl("op", kernel, "Autocast" + device_type.upper())
+        return torch.empty(1 << 20, device=device_type)
+
+
+    def register_autocast(device_type):
+        lib.impl("op", kernel, f"Autocast{device_type.upper()}")
+
+
+    def run(function, x, device_type):
+        return function(x.to(device_type))
+
+
+    # it makes a tensor on the device as well
+    make_autocast("cuda")  # kept
+    make_autocast("cpu")
+    # not a partial: the device goes to run
+    run(torch.amp.custom_fwd, torch.ones(2), device_type="cuda")  # kept
+    # registers only, for each device
+    register_autocast("cuda")  # quiet
+    register_autocast("cpu")
+    """
+
+
+def test_a_call_per_device_that_does_more_than_register_stays_reported(tmp_path):
+    path = _write(tmp_path, "setup.py", _NOT_ONLY_A_REGISTRATION)
+    check_marked_lines([path], (path,))
+    found = worst_by_line(tmp_path)
+    assert found[("setup.py", 25, "TP001")][0] == "info"  # reported, as one registration per device
+
+
+_MORE_PTX = """
+    __device__ void empty_else() {
+    #if __CUDA_ARCH__ >= 800
+      asm volatile("a;");
+    #else
+      // not supported
+    #endif
+    #if __CUDA_ARCH__ >= 900
+      asm volatile("b;");
+    #elif defined(__CUDA_ARCH__) && !defined(NO_PTX)
+      asm volatile("c;");
+    #endif
+    #if __CUDA_ARCH__ >= 800
+      asm volatile("d;");
+    #else
+      assert(p);
+      p[0] = 1;
+    #endif
+    }
+    """
+
+
+def test_what_hip_compiles_in_place_of_the_ptx(tmp_path):
+    _write(tmp_path, "more.cuh", _MORE_PTX)
+    found = worst_by_line(tmp_path)
+    # a comment compiles nothing
+    assert found[("more.cuh", 3, "TP505")][0] == "silent"
+    # HIP compiles neither branch
+    assert found[("more.cuh", 8, "TP505")][0] == "silent"
+    assert found[("more.cuh", 10, "TP505")][0] == "silent"
+    # an #else that asserts and then works is a branch of its own
+    assert found[("more.cuh", 13, "TP505")][0] == "info"

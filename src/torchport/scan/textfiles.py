@@ -29,9 +29,9 @@ _NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first 
 # tell a CUDA-only header which CUDA compiler reads it.
 _CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
 _GPU_BUILD_MACRO = re.compile(r"^(?!(?:\w*_)?(?:NO|NOT|DONT|DISABLE|WITHOUT|SKIP)_)(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
-# A branch that only stops the program where it is compiled.
-_FAILS = re.compile(r"\b(?:assert|__trap|abort|__builtin_trap)\s*\(|^\s*#\s*error\b|static_assert\s*\(\s*(?:false|0)\b",
-                    re.M)
+# What a branch that only stops the program where it is compiled holds.
+_FAILURE = re.compile(r"\b(?:assert|__trap|abort|__builtin_trap)\s*\([^;]*\)\s*;|^\s*#\s*error\b.*$"
+                      r"|\bstatic_assert\s*\(\s*(?:false|0)\b[^;]*\)\s*;", re.M)
 # NVIDIA architecture macros, which a HIP build leaves undefined, and a test of one that is false then.
 _ARCH_MACRO = re.compile(r"__CUDA_ARCH\w*")
 _ARCH_TEST = re.compile(r"\(*\s*(?:defined\s*\(?\s*__CUDA_ARCH\w*\s*\)?|__CUDA_ARCH\w*"
@@ -180,7 +180,7 @@ def _false_without_nvidia_arch(directive: str, condition: str) -> bool:
     an ``&&`` of conditions (an ``||`` or a negation could hold without it)."""
     if directive in ("ifdef", "elifdef"):
         return bool(_ARCH_MACRO.fullmatch(condition))
-    if directive not in ("if", "elif") or "||" in condition or "!" in condition.replace("!=", ""):
+    if directive not in ("if", "elif") or "||" in condition:
         return False
     return any(_ARCH_TEST.fullmatch(part.strip()) for part in condition.split("&&"))
 
@@ -217,11 +217,13 @@ def _nvidia_arch_branches(code_lines: list[str]) -> dict[int, tuple[str, str]]:
             inside[number] = (branches[outer][-1][0] or "", outer)
 
     def in_its_place(block: int) -> str:
-        others = [lines for guard, lines in branches[block] if guard is None]
+        others = ["\n".join(lines) for guard, lines in branches[block] if guard is None]
+        others = [text for text in others if text.strip()]  # an empty (or comment-only) #else compiles nothing
         if not others:
             return "nothing"
-        return "failure" if all(_FAILS.search("\n".join(lines)) for lines in others) else "other"
-    return {number: (guard, in_its_place(block)) for number, (guard, block) in inside.items()}
+        return "failure" if all(not _FAILURE.sub("", text).strip(" \t\n{};") for text in others) else "other"
+    places = {block: in_its_place(block) for block in {block for _, block in inside.values()}}
+    return {number: (guard, places[block]) for number, (guard, block) in inside.items()}
 
 
 def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) -> list[Finding]:
@@ -238,7 +240,8 @@ def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) 
             if match and not (once and what in seen):
                 seen.add(what)
                 finding = _finding(NON_HIPIFIABLE_CODE, path, lines, number, match.start() + 1, match.end() + 1, what)
-                guard, in_its_place = arch_branches.get(number, ("", "failure"))
+                # a kind reported once per file keeps its first use as it was (the later ones are not reported)
+                guard, in_its_place = arch_branches.get(number, ("", "failure")) if not once else ("", "failure")
                 if in_its_place != "failure":  # a branch that asserts fails on ROCm when it runs: still an error
                     finding.severity_cap = "info" if in_its_place == "other" else "silent"
                     finding.cap_reason = (f"compiled only under {guard}, which a HIP build leaves false: "

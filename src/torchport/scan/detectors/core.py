@@ -269,15 +269,30 @@ def _negative_number(node) -> bool:
             and isinstance(node.operand.value, (int, float)) and node.operand.value > 0)
 
 
-def _registers_autocast(definition) -> bool:
-    """A function that registers a kernel under an autocast dispatch key (``"Autocast" +
-    device_type.upper()``) and creates no tensor on the device it is given."""
+def _registers_autocast_only(definition) -> bool:
+    """A function whose own statements (not the kernels it defines) only register a kernel under
+    an autocast dispatch key (``torch.library.impl(op, "Autocast" + device_type.upper())``): it
+    makes no tensor and moves nothing."""
     if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    nodes = list(walk_nodes(definition))
-    return (any("Autocast" in (string_value(n) or "") for n in nodes if isinstance(n, ast.Constant))
-            and any(isinstance(n, ast.Call) and last_name(n.func) in ("impl", "register_kernel", "register_autocast")
-                    for n in nodes))
+    own: list[ast.AST] = []
+    pending: list[ast.AST] = list(definition.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            pending.extend(node.decorator_list)  # the kernel's body runs only for its dispatch key
+            continue
+        own.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    calls = [n for n in own if isinstance(n, ast.Call)]
+    registrations = [c for c in calls if last_name(c.func) in _REGISTRATIONS]
+    return bool(registrations) and all(last_name(c.func) in _REGISTRATIONS or last_name(c.func) in _STRING_METHODS
+                                       for c in calls) and any(
+        "Autocast" in (string_value(n) or "") for c in registrations for n in walk_nodes(c) if isinstance(n, ast.Constant))
+
+
+_REGISTRATIONS = frozenset({"impl", "register_kernel", "register_autocast"})
+_STRING_METHODS = frozenset({"upper", "lower", "capitalize", "format"})
 
 
 def _built_harmlessly(arguments: list, qualname):
@@ -799,8 +814,8 @@ class AnalyzerCore(AnalyzerState):
 
     def _same_call_for_another_device(self, statement: ast.Expr) -> str | None:
         """The other device of a call made beside this one with the same arguments but for
-        that device in place of ``"cuda"``, of a function of this file that registers an autocast
-        kernel for the device it is given: ``_make_autocast_impl("cuda")`` beside
+        that device in place of ``"cuda"``, of a function of this file that only registers an
+        autocast kernel for the device it is given: ``_make_autocast_impl("cuda")`` beside
         ``_make_autocast_impl("cpu")`` (an op without an autocast kernel for a device runs there
         as it is; a missing kernel of another kind would fail, and a call that moves or makes
         tensors does)."""
@@ -808,19 +823,27 @@ class AnalyzerCore(AnalyzerState):
         if not isinstance(call, ast.Call) or call.keywords or not isinstance(call.func, ast.Name):
             return None
         places = [i for i, a in enumerate(call.args) if CUDA_DEVICE.match(string_value(a) or "")]
-        if len(places) != 1 or not _registers_autocast(self.definition(call.func.id)):
+        if len(places) != 1:
+            return None
+        name = call.func.id
+        if name not in self._autocast_registrars:
+            self._autocast_registrars[name] = _registers_autocast_only(self.definition(name))
+        if not self._autocast_registrars[name]:
             return None
         index = places[0]
-        rest = [ast.dump(a) for i, a in enumerate(call.args) if i != index]
-        for sibling in self.blocks.get(id(statement), ()):
-            other = sibling.value if isinstance(sibling, ast.Expr) else None
-            if (sibling is statement or not isinstance(other, ast.Call) or other.keywords
-                    or not isinstance(other.func, ast.Name) or other.func.id != call.func.id
-                    or len(other.args) != len(call.args)):
+        block = self.blocks.get(id(statement), [])
+        if id(block) not in self._calls_by_block:
+            self._calls_by_block[id(block)] = [
+                (s, s.value.func.id, [ast.dump(a) for a in s.value.args]) for s in block
+                if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and not s.value.keywords
+                and isinstance(s.value.func, ast.Name)]
+        mine = [ast.dump(a) for a in call.args]
+        for sibling, function, arguments in self._calls_by_block[id(block)]:
+            if sibling is statement or function != name or len(arguments) != len(mine):
                 continue
-            device = string_value(other.args[index]) or ""
+            device = string_value(sibling.value.args[index]) or ""  # type: ignore[attr-defined]
             if (OTHER_DEVICE_STRING.match(device) and not device.startswith("meta")
-                    and [ast.dump(a) for i, a in enumerate(other.args) if i != index] == rest):
+                    and all(a == b for i, (a, b) in enumerate(zip(arguments, mine)) if i != index)):
                 return device
         return None
 

@@ -183,7 +183,9 @@ class DeviceDetector(AnalyzerState):
     def _device_type_keyword(self, node: ast.Call, kw: ast.keyword, torch_call: bool) -> None:
         self._device_literal(kw.value, as_string=True, what="device_type=")
         finding = self.by_node.get(id(kw.value))
-        names = [last_name(node.func), *(last_name(a) for a in node.args[:1])]  # partial(torch.amp.custom_fwd, ...)
+        names = [last_name(node.func)]
+        if names[0] == "partial" and node.args:  # partial(torch.amp.custom_fwd, device_type="cuda")
+            names.append(last_name(node.args[0]))
         if (finding is not None and finding.rule_id == CUDA_DEVICE_STRING and finding.severity_cap is None
                 and any(_AUTOCAST_STATE.fullmatch(name.strip("_")) for name in names)):
             # `@torch.amp.custom_fwd(device_type="cuda")`: the CUDA autocast state an autograd
@@ -193,11 +195,16 @@ class DeviceDetector(AnalyzerState):
             casts = keyword_value(node, "cast_inputs")
             if ((casts is not None and not (isinstance(casts, ast.Constant) and casts.value is None))
                     or any(k.arg is None for k in node.keywords)  # `**amp_kwargs` may hold cast_inputs
-                    or (last_name(node.func) == "partial" and any("cast_inputs" in line for line in self.lines))):
+                    or (names[0] == "partial" and self._mentions_cast_inputs())):
                 # (a partial's calls may add cast_inputs=)
                 finding.severity_cap, finding.cap_reason = "silent", _AUTOCAST_CASTS_REASON
             else:
                 finding.severity_cap, finding.cap_reason = "info", _AUTOCAST_STATE_REASON
+
+    def _mentions_cast_inputs(self) -> bool:
+        if self._cast_inputs_named is None:
+            self._cast_inputs_named = any("cast_inputs" in line for line in self.lines)
+        return self._cast_inputs_named
 
     def _kernel_registration(self, node: ast.Call, qualname: str = "") -> bool:
         """``@torch.library.custom_op("lib::op", mutates_args=(), device_types="cuda")``,

@@ -58,6 +58,9 @@ class AnalyzerState(ast.NodeVisitor):
         self.scopes: list[int] = [id(tree)]
         self.host: set[int] = set()  # nodes inside an explicitly host-side (CPU) expression
         self.empty_safe: set[int] = set()  # comprehensions whose empty result is fine: `any(...)`, `sum(...)`
+        self._cast_inputs_named: bool | None = None  # the file's text names cast_inputs (devices.py)
+        self._autocast_registrars: dict[str, bool] = {}  # function name -> registers an autocast kernel only
+        self._calls_by_block: dict[int, list[tuple[ast.Expr, str, list[str]]]] = {}  # (statement, name, arguments)
         # scope -> loop variables over a state dict's items (checkpoint conversion, on the host)
         self.host_names: dict[int, set[str]] = {}
         self.moved: set[int] = set()  # factory calls whose result is moved to a device
