@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator
 
 from torchport.scan.model import Finding
 from torchport.scan.packages import classify_requirement
@@ -147,27 +148,40 @@ def _names_a_gpu_build(condition: str, defined_here: frozenset[str] | set[str] =
                for part in condition.split("||"))
 
 
+def _open_branches(code_lines: list[str]) -> Iterator[tuple[int, str, list[tuple[int, str, str]]]]:
+    """Each line outside a preprocessor directive, with the branches it sits in, outermost
+    first: (the line of the branch's #if, its directive, its condition); an #elif or #else
+    replaces its #if's branch."""
+    stack: list[tuple[int, str, str]] = []
+    for number, line in enumerate(code_lines, 1):
+        match = _CONDITIONAL.match(line)
+        if not match:
+            yield number, line, stack
+            continue
+        directive, condition = match.group(1), match.group(2).strip()
+        if directive in ("if", "ifdef", "ifndef"):
+            stack.append((number, directive, condition))
+        elif directive.startswith("el") and stack:
+            stack[-1] = (stack[-1][0], directive, condition)
+        elif directive == "endif" and stack:
+            stack.pop()
+
+
 def _gpu_build_guards(code_lines: list[str], defined_here: frozenset[str] | set[str] = frozenset()) -> dict[int, str]:
     """Line number -> the directive that compiles it only for a CUDA (or ROCm) build, for
     every line inside such a branch (nested branches included; #else and #ifndef are not)."""
     guards: dict[int, str] = {}
-    stack: list[str | None] = []  # per open #if: the guarding directive of its current branch
-    for number, line in enumerate(code_lines, 1):
-        match = _CONDITIONAL.match(line)
-        if match:
-            directive, condition = match.group(1), match.group(2).strip()
-            if directive in ("if", "ifdef", "ifndef"):
-                stack.append(f"#{directive} {condition}" if directive != "ifndef"
-                             and _names_a_gpu_build(condition, defined_here) else None)
-            elif directive in ("elif", "elifdef", "elifndef") and stack:
-                stack[-1] = (f"#{directive} {condition}" if directive != "elifndef"
-                             and _names_a_gpu_build(condition, defined_here) else None)
-            elif directive == "else" and stack:
-                stack[-1] = None
-            elif directive == "endif" and stack:
-                stack.pop()
-            continue
-        guard = next((g for g in reversed(stack) if g), None)
+    read: dict[tuple[str, str], bool] = {}  # each branch's condition read once, not once per line
+
+    def builds_for_gpu(directive: str, condition: str) -> bool:
+        if (directive, condition) not in read:
+            read[directive, condition] = (directive in ("if", "ifdef", "elif", "elifdef")
+                                          and _names_a_gpu_build(condition, defined_here))
+        return read[directive, condition]
+
+    for number, _, stack in _open_branches(code_lines):
+        guard = next((f"#{directive} {condition}" for _, directive, condition in reversed(stack)
+                      if builds_for_gpu(directive, condition)), None)
         if guard:
             guards[number] = guard
     return guards
@@ -191,39 +205,38 @@ def _nvidia_arch_branches(code_lines: list[str]) -> dict[int, tuple[str, str]]:
     that only assert or trap, as DeepSpeed's ``#else assert(... false)``) or "nothing")."""
     if any(re.match(r"\s*#\s*define\s+__CUDA_ARCH", line) for line in code_lines):
         return {}  # the file sets the macro itself
-    inside: dict[int, tuple[str, int]] = {}  # line -> (directive, id of its #if block)
-    branches: dict[int, list[tuple[str | None, list[str]]]] = {}  # #if block -> (guard, lines) per branch
-    stack: list[int] = []  # the open #if blocks
-    for number, line in enumerate(code_lines, 1):
-        match = _CONDITIONAL.match(line)
-        if match:
-            directive, condition = match.group(1), match.group(2).strip()
+
+    read: dict[tuple[str, str], str | None] = {}  # each branch's condition read once, not once per line
+
+    def guard(directive: str, condition: str) -> str | None:
+        if (directive, condition) not in read:
             # a condition continued on the next line (`\`) is not read: it may add an `||`
-            guard = (f"#{directive} {condition}" if not condition.endswith("\\")
-                     and _false_without_nvidia_arch(directive, condition) else None)
-            if directive in ("if", "ifdef", "ifndef"):
-                stack.append(number)
-                branches[number] = [(guard, [])]
-            elif directive.startswith("el") and stack:
-                branches[stack[-1]].append((guard, []))
-            elif directive == "endif" and stack:
-                stack.pop()
-            continue
+            read[directive, condition] = (f"#{directive} {condition}" if not condition.endswith("\\")
+                                          and _false_without_nvidia_arch(directive, condition) else None)
+        return read[directive, condition]
+
+    inside: dict[int, tuple[str, int]] = {}  # line -> (directive, line of its #if)
+    # line of an #if -> the lines of each of its branches that a HIP build may compile, by the branch's directive
+    elsewhere: dict[int, dict[tuple[str, str], list[str]]] = {}
+    for number, line, stack in _open_branches(code_lines):
         if stack:
-            branches[stack[-1]][-1][1].append(line)
+            block, directive, condition = stack[-1]
+            if guard(directive, condition) is None:
+                elsewhere.setdefault(block, {}).setdefault((directive, condition), []).append(line)
         # the outermost: where it is false, HIP compiles none of what it holds
-        outer = next((block for block in stack if branches[block][-1][0]), None)
+        outer = next(((block, found) for block, directive, condition in stack
+                      if (found := guard(directive, condition))), None)
         if outer is not None:
-            inside[number] = (branches[outer][-1][0] or "", outer)
+            inside[number] = (outer[1], outer[0])
 
     def in_its_place(block: int) -> str:
-        others = ["\n".join(lines) for guard, lines in branches[block] if guard is None]
+        others = ["\n".join(lines) for lines in elsewhere.get(block, {}).values()]
         others = [text for text in others if text.strip()]  # an empty (or comment-only) #else compiles nothing
         if not others:
             return "nothing"
         return "failure" if all(not _FAILURE.sub("", text).strip(" \t\n{};") for text in others) else "other"
     places = {block: in_its_place(block) for block in {block for _, block in inside.values()}}
-    return {number: (guard, places[block]) for number, (guard, block) in inside.items()}
+    return {number: (directive, places[block]) for number, (directive, block) in inside.items()}
 
 
 def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) -> list[Finding]:
@@ -240,9 +253,10 @@ def _not_hipified(code_lines: list[str], lines: list[str], path: str, patterns) 
             if match and not (once and what in seen):
                 seen.add(what)
                 finding = _finding(NON_HIPIFIABLE_CODE, path, lines, number, match.start() + 1, match.end() + 1, what)
-                # a kind reported once per file keeps its first use as it was (the later ones are not reported)
-                guard, in_its_place = arch_branches.get(number, ("", "failure")) if not once else ("", "failure")
-                if in_its_place != "failure":  # a branch that asserts fails on ROCm when it runs: still an error
+                # a kind reported once per file keeps its first use as it was (the later ones are not reported);
+                # where HIP's branch only asserts, it fails on ROCm when it runs: still an error
+                guard, in_its_place = (None, None) if once else arch_branches.get(number, (None, None))
+                if in_its_place in ("other", "nothing"):
                     finding.severity_cap = "info" if in_its_place == "other" else "silent"
                     finding.cap_reason = (f"compiled only under {guard}, which a HIP build leaves false: "
                                           + ("it compiles the other branch" if in_its_place == "other" else

@@ -834,14 +834,14 @@ class AnalyzerCore(AnalyzerState):
         block = self.blocks.get(id(statement), [])
         if id(block) not in self._calls_by_block:
             self._calls_by_block[id(block)] = [
-                (s, s.value.func.id, [ast.dump(a) for a in s.value.args]) for s in block
+                (s.value, s.value.func.id, [ast.dump(a) for a in s.value.args]) for s in block
                 if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and not s.value.keywords
                 and isinstance(s.value.func, ast.Name)]
         mine = [ast.dump(a) for a in call.args]
         for sibling, function, arguments in self._calls_by_block[id(block)]:
-            if sibling is statement or function != name or len(arguments) != len(mine):
+            if sibling is call or function != name or len(arguments) != len(mine):
                 continue
-            device = string_value(sibling.value.args[index]) or ""  # type: ignore[attr-defined]
+            device = string_value(sibling.args[index]) or ""
             if (OTHER_DEVICE_STRING.match(device) and not device.startswith("meta")
                     and all(a == b for i, (a, b) in enumerate(zip(arguments, mine)) if i != index)):
                 return device

@@ -60,7 +60,7 @@ class AnalyzerState(ast.NodeVisitor):
         self.empty_safe: set[int] = set()  # comprehensions whose empty result is fine: `any(...)`, `sum(...)`
         self._cast_inputs_named: bool | None = None  # the file's text names cast_inputs (devices.py)
         self._autocast_registrars: dict[str, bool] = {}  # function name -> registers an autocast kernel only
-        self._calls_by_block: dict[int, list[tuple[ast.Expr, str, list[str]]]] = {}  # (statement, name, arguments)
+        self._calls_by_block: dict[int, list[tuple[ast.Call, str, list[str]]]] = {}  # (call, name, its arguments)
         # scope -> loop variables over a state dict's items (checkpoint conversion, on the host)
         self.host_names: dict[int, set[str]] = {}
         self.moved: set[int] = set()  # factory calls whose result is moved to a device
