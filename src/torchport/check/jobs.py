@@ -48,7 +48,27 @@ def set_deterministic(backend: Any) -> bool:
     # costs small CPU steps a few percent (see worker.apply_threads), which the
     # checks' figures, unlike the benchmark's, can afford.
     torch.set_num_threads(torch.get_num_threads())
+    settle_vector_math(torch)
     return True
+
+
+# ATen's chunk size for elementwise ops (at::internal::GRAIN_SIZE): a tensor of
+# this many elements per thread gives every intra-op thread a chunk.
+_ELEMENTS_PER_THREAD = 32768
+
+
+def settle_vector_math(torch: Any) -> None:
+    """Call MKL's vector math (VML: torch's sqrt, exp, log, tanh, erf, ... of
+    float tensors) once on every intra-op thread, before the app's first
+    matrix product.  A thread's first VML call made after it has run an MKL
+    matrix product sometimes takes another code path than every later call,
+    on an otherwise idle 2-core machine in about one fresh process in five:
+    AdamW's first sqrt then differs in that thread's half of a parameter, and
+    two identical runs of a clean app in one worker differ from step 2 (8 of
+    20 processes of the clean control's model; 0 of 20 after this call;
+    tests/test_check_determinism.py)."""
+    for dtype in (torch.float32, torch.float64):
+        torch.exp(torch.zeros(_ELEMENTS_PER_THREAD * torch.get_num_threads(), dtype=dtype))
 
 
 def train_job(context: Any) -> None:
