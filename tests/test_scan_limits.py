@@ -178,3 +178,39 @@ def test_fix_write_is_atomic_and_keeps_the_mode(tmp_path, capsys):
     assert script.stat().st_ino != inode  # a new file renamed into place
     assert ".to(ACCELERATOR_DEVICE)" in script.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["run.py"]  # no temporary left behind
+
+
+def test_raising_torch_cuda_out_of_memory_error_is_portable_and_scans(tmp_path, capsys):
+    """torch.cuda.OutOfMemoryError is torch.OutOfMemoryError on every build; calling
+    it (sglang's tests do) crashed the scan once with an AssertionError."""
+    (tmp_path / "oom.py").write_text('import torch\n\n\ndef f():\n    raise torch.cuda.OutOfMemoryError("conversion")\n')
+    status = main(["scan", str(tmp_path), "--format", "json"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    report = json.loads(captured.out)
+    assert report["findings"] == [] and report["skipped"] == []
+
+
+def test_a_file_torchports_analysis_fails_on_is_skipped_and_the_rest_is_kept(tmp_path, capsys, monkeypatch):
+    """A bug in one detector costs that file, named with the failure, not the scan."""
+    from torchport.scan import python
+
+    analyze = python.analyze
+
+    def fails_on_one_file(tree, text, display):
+        if display.endswith("broken.py"):
+            raise AssertionError("a detector's broken assumption")
+        return analyze(tree, text, display)
+
+    monkeypatch.setattr(python, "analyze", fails_on_one_file)
+    (tmp_path / "ok.py").write_text(CUDA_LINE)
+    (tmp_path / "broken.py").write_text(CUDA_LINE)
+    status = main(["scan", str(tmp_path), "--format", "json", "--fail-on", "never"])
+    captured = capsys.readouterr()
+    assert status == 0 and "Traceback" not in captured.out + captured.err
+    report = json.loads(captured.out)
+    (skipped,) = report["skipped"]
+    assert skipped["path"].endswith("broken.py")
+    assert skipped["reason"].startswith("torchport could not analyse it (AssertionError at test_scan_limits.py:")
+    assert "a detector's broken assumption" in skipped["reason"] and "a bug in torchport" in skipped["reason"]
+    assert [Path(finding["path"]).name for finding in report["findings"]] == ["ok.py"]

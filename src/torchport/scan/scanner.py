@@ -268,7 +268,22 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
                 result.extensions = extensions.built_names(tree)
         except RecursionError:
             result.skipped = Skipped(job.display, "cannot analyse: nesting too deep")
+        except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
+            result.findings, result.unreached, result.extensions = [], [], []
+            result.skipped = Skipped(job.display, _internal_error(exc))
     return result, lines
+
+
+def _internal_error(exc: Exception) -> str:
+    """The skip reason for a file torchport's own analysis failed on: what
+    failed and where in torchport, for the report a user can file."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    message = " ".join(str(exc).split())[:200]
+    return (f"torchport could not analyse it ({type(exc).__name__}{where}"
+            f"{': ' + message if message else ''}): a bug in torchport, please report it")
 
 
 def _extension_imports(work: list[_Job], results, start: Path, max_bytes: int) -> None:
