@@ -1,15 +1,15 @@
 """The check's CPU workers make two identical runs agree bit for bit.
 
-On the 2-core development and CI machines, a thread's first MKL vector-math
-call (torch.sqrt of a float tensor, as in AdamW's first step) made after MKL
-matrix products sometimes rounds differently from every later call: in about
-two fresh processes in five when the machine is otherwise idle, rarely with a
-busy process beside it.  Two identical runs of the clean control then
-differed from step 2, and its determinism precheck failed in CI's `alone`
-phase.  ``set_deterministic`` settles MKL's vector math before the app runs;
-this test trains the clean control's model for one AdamW step twice in each
-of several fresh processes.  On a processor without the effect it passes
-either way."""
+On the 2-core development and CI machines, when a thread's first MKL
+vector-math call (torch.sqrt of a float tensor, as in AdamW's first step)
+comes after MKL matrix products, it sometimes rounds differently from every
+later call: in about two fresh processes in five when the machine is
+otherwise idle, rarely with a busy process beside it.  Two identical runs of
+the clean control then differed from step 2, and its determinism precheck
+failed in CI's `alone` phase.  ``set_deterministic`` makes one vector-math
+call on every intra-op thread before the app runs; this test trains the
+clean control's model for one AdamW step twice in each of several fresh
+processes.  On a processor without the effect it passes either way."""
 from __future__ import annotations
 
 import subprocess
@@ -19,7 +19,8 @@ import pytest
 
 pytestmark = pytest.mark.alone  # the effect shows with every core idle
 
-# With settle_vector_math removed from set_deterministic, 7 to 9 of 16 such processes differed here.
+# With settle_vector_math removed from set_deterministic, 7 to 9 of 16 such processes differed here
+# (three runs of 16); with it, none of 20 nor of the 10 in each run since.
 PROCESSES = 10
 
 PROBE = r"""

@@ -191,8 +191,8 @@ def test_raising_torch_cuda_out_of_memory_error_is_portable_and_scans(tmp_path, 
     assert report["findings"] == [] and report["skipped"] == []
 
 
-def test_a_file_torchports_analysis_fails_on_is_skipped_and_the_rest_is_kept(tmp_path, capsys, monkeypatch):
-    """A bug in one detector costs that file, named with the failure, not the scan."""
+def _analysis_failing_on_broken_py(monkeypatch):
+    """torchport's analysis raising for files named broken.py: a planted bug in one detector."""
     from torchport.scan import python
 
     analyze = python.analyze
@@ -203,14 +203,45 @@ def test_a_file_torchports_analysis_fails_on_is_skipped_and_the_rest_is_kept(tmp
         return analyze(tree, text, display)
 
     monkeypatch.setattr(python, "analyze", fails_on_one_file)
-    (tmp_path / "ok.py").write_text(CUDA_LINE)
+
+
+def test_a_file_torchports_analysis_fails_on_is_skipped_and_the_rest_is_kept(tmp_path, capsys, monkeypatch):
+    """A bug in one detector costs that file, named with the failure, not the scan; the
+    scan is incomplete, so a gate fails as on a finding, and --debug shows the traceback."""
+    _analysis_failing_on_broken_py(monkeypatch)
+    (tmp_path / "ok.py").write_text("import torch\n")
     (tmp_path / "broken.py").write_text(CUDA_LINE)
     status = main(["scan", str(tmp_path), "--format", "json", "--fail-on", "never"])
     captured = capsys.readouterr()
     assert status == 0 and "Traceback" not in captured.out + captured.err
+    assert "analysis failed on 1 file(s)" in captured.err
     report = json.loads(captured.out)
     (skipped,) = report["skipped"]
     assert skipped["path"].endswith("broken.py")
-    assert skipped["reason"].startswith("torchport could not analyse it (AssertionError at test_scan_limits.py:")
+    assert skipped["reason"].startswith("torchport could not analyse it (AssertionError at scanner.py:")
     assert "a detector's broken assumption" in skipped["reason"] and "a bug in torchport" in skipped["reason"]
+    (tmp_path / "ok.py").write_text(CUDA_LINE)
+    report = json.loads(_scan_json(capsys, tmp_path, "--fail-on", "never"))
     assert [Path(finding["path"]).name for finding in report["findings"]] == ["ok.py"]
+    # ok.py alone has nothing at error; the unanalysed file fails the default gate all the same
+    (tmp_path / "ok.py").write_text("import torch\n")
+    assert main(["scan", str(tmp_path)]) == 1
+    capsys.readouterr()
+    assert main(["scan", str(tmp_path), "--debug"]) == 1
+    assert "AssertionError: a detector's broken assumption" in capsys.readouterr().err
+
+
+def _scan_json(capsys, folder, *args):
+    assert main(["scan", str(folder), "--format", "json", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_fix_leaves_a_file_its_analysis_fails_on_as_it_is_and_exits_1(tmp_path, capsys, monkeypatch):
+    _analysis_failing_on_broken_py(monkeypatch)
+    (tmp_path / "ok.py").write_text(CUDA_LINE)
+    (tmp_path / "broken.py").write_text(CUDA_LINE)
+    status = main(["fix", str(tmp_path), "--write", "--force"])
+    captured = capsys.readouterr()
+    assert status == 1 and "Traceback" not in captured.err
+    assert "broken.py: skipped: torchport could not analyse it (AssertionError" in captured.err
+    assert (tmp_path / "broken.py").read_text() == CUDA_LINE and (tmp_path / "ok.py").read_text() != CUDA_LINE

@@ -52,23 +52,30 @@ def set_deterministic(backend: Any) -> bool:
     return True
 
 
-# ATen's chunk size for elementwise ops (at::internal::GRAIN_SIZE): a tensor of
-# this many elements per thread gives every intra-op thread a chunk.
+# Elements per intra-op thread for the settling calls: ATen's minimum task size
+# (at::internal::GRAIN_SIZE), so at::parallel_for splits a tensor of this many
+# elements per thread into one chunk for each thread of the pool.
 _ELEMENTS_PER_THREAD = 32768
 
 
 def settle_vector_math(torch: Any) -> None:
-    """Call MKL's vector math (VML: torch's sqrt, exp, log, tanh, erf, ... of
-    float tensors) once on every intra-op thread, before the app's first
-    matrix product.  A thread's first VML call made after it has run an MKL
-    matrix product sometimes takes another code path than every later call,
-    on an otherwise idle 2-core machine in about one fresh process in five:
-    AdamW's first sqrt then differs in that thread's half of a parameter, and
-    two identical runs of a clean app in one worker differ from step 2 (8 of
-    20 processes of the clean control's model; 0 of 20 after this call;
-    tests/test_check_determinism.py)."""
+    """Make one call into MKL's vector math (VML: torch's sqrt, exp, log,
+    tanh, erf, ... of contiguous float tensors) on every thread of the
+    intra-op pool before the app runs.  Measured on the 2-core machines: when
+    a thread's first VML call comes after MKL matrix products, it sometimes
+    rounds differently from every later call (AdamW's first sqrt then differed
+    in one thread's half of a parameter, and two identical runs of a clean app
+    in one worker differed from step 2: 8 of 20 fresh processes of the clean
+    control's model on an idle machine); once a thread has made any VML call,
+    before or after a product, its later calls agree (0 of 20 with this call;
+    tests/test_check_determinism.py).  The cause inside MKL is not known, so
+    both functions AdamW and common activations use are called, in both float
+    types.  Threads the app starts itself, or adds with a larger
+    set_num_threads, are not covered."""
     for dtype in (torch.float32, torch.float64):
-        torch.exp(torch.zeros(_ELEMENTS_PER_THREAD * torch.get_num_threads(), dtype=dtype))
+        values = torch.ones(_ELEMENTS_PER_THREAD * torch.get_num_threads(), dtype=dtype)
+        torch.exp(values)
+        torch.sqrt(values)
 
 
 def train_job(context: Any) -> None:

@@ -26,7 +26,7 @@ from torchport.scan import python
 from torchport.scan.config import ScanConfig
 from torchport.scan.detectors.shared import CUDA_ONLY, HELPER_NAME
 from torchport.scan.model import Finding, Fix
-from torchport.scan.scanner import discover, filter_findings, read_source
+from torchport.scan.scanner import discover, filter_findings, internal_error_reason, read_source
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MAX_ROUNDS = 5
@@ -64,6 +64,7 @@ class FileFix:
     applied: list[Finding] = field(default_factory=list)
     remaining: list[Finding] = field(default_factory=list)
     skipped: str | None = None
+    internal: bool = False  # torchport's own analysis failed on the file (a bug): left as it is
 
     @property
     def changed(self) -> bool:
@@ -207,7 +208,9 @@ def _insertion_line(tree: ast.Module, text: str) -> int:
 
 # -- files and git ------------------------------------------------------------------------------
 
-def fix_paths(paths: list[Path], config: ScanConfig, min_torch: str) -> list[FileFix]:
+def fix_paths(paths: list[Path], config: ScanConfig, min_torch: str, debug: bool = False) -> list[FileFix]:
+    """Each file's fix; a file torchport's own analysis fails on is left as it
+    is and marked (``FileFix.internal``), unless ``debug``, which raises."""
     jobs, skipped = discover(paths, config)
     results = [FileFix(s.path, s.path, "", "", skipped=s.reason) for s in skipped]
     for job in jobs:
@@ -227,6 +230,15 @@ def fix_paths(paths: list[Path], config: ScanConfig, min_torch: str) -> list[Fil
         except SyntaxError as exc:
             results.append(FileFix(job.path, job.display, original, original,
                                    skipped=f"syntax error at line {exc.lineno}: {exc.msg}"))
+            continue
+        except (RecursionError, MemoryError):
+            results.append(FileFix(job.path, job.display, original, original, skipped="cannot analyse it"))
+            continue
+        except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the run
+            if debug:
+                raise
+            results.append(FileFix(job.path, job.display, original, original,
+                                   skipped=internal_error_reason(exc) + "; not rewritten", internal=True))
             continue
         results.append(FileFix(job.path, job.display, original, fixed, applied, remaining))
     return results

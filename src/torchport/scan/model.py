@@ -96,6 +96,7 @@ class Finding:
 class Skipped:
     path: str
     reason: str
+    internal: bool = False  # torchport's own analysis failed on the file (a bug), not the file's fault
 
 
 @dataclass

@@ -240,7 +240,7 @@ def parse_python(text: str, fast: bool, setup_script: bool = False) -> ast.Modul
     return ast.parse(text)
 
 
-def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
+def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResult, int]:
     text, reason = read_source(job.path, job.kind, max_bytes)
     result = FileResult(job.display)
     if text is None:
@@ -266,22 +266,34 @@ def scan_file(job: _Job, max_bytes: int) -> tuple[FileResult, int]:
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
-        except RecursionError:
-            result.skipped = Skipped(job.display, "cannot analyse: nesting too deep")
-        except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
+        except (RecursionError, MemoryError) as exc:
             result.findings, result.unreached, result.extensions = [], [], []
-            result.skipped = Skipped(job.display, _internal_error(exc))
+            result.skipped = Skipped(job.display, "cannot analyse: nesting too deep" if isinstance(exc, RecursionError)
+                                     else "cannot analyse: out of memory")
+        except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
+            if debug:
+                raise
+            result.findings, result.unreached, result.extensions = [], [], []
+            result.skipped = Skipped(job.display, internal_error_reason(exc), internal=True)
     return result, lines
 
 
-def _internal_error(exc: Exception) -> str:
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def internal_error_reason(exc: Exception) -> str:
     """The skip reason for a file torchport's own analysis failed on: what
-    failed and where in torchport, for the report a user can file."""
+    failed and the innermost place in torchport it failed, for the report a
+    user can file."""
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    message = " ".join(str(exc).split())[:200]
+    ours = [frame for frame in frames if Path(frame.filename).resolve().is_relative_to(_PACKAGE)]
+    chosen = ours or frames
+    where = f" at {Path(chosen[-1].filename).name}:{chosen[-1].lineno}" if chosen else ""
+    message = " ".join(str(exc).split())
+    if len(message) > 200:
+        message = message[:199] + "\u2026"
     return (f"torchport could not analyse it ({type(exc).__name__}{where}"
             f"{': ' + message if message else ''}): a bug in torchport, please report it")
 
@@ -308,7 +320,7 @@ def _extension_imports(work: list[_Job], results, start: Path, max_bytes: int) -
         result.findings.extend(extensions.imports_of(tree, names, job.display, text.splitlines()))
 
 
-def _scan_batch(batch: list[_Job], max_bytes: int) -> list[tuple[FileResult, int]]:
+def _scan_batch(batch: list[_Job], max_bytes: int, debug: bool = False) -> list[tuple[FileResult, int]]:
     # Parsing and analysing allocate millions of short-lived AST nodes, which reference counting
     # frees; the cyclic collector's passes over them found about one cyclic object per file on
     # the transformers tree and cost 6-9% of the scan's CPU.  Off for one batch at a time, so
@@ -316,7 +328,7 @@ def _scan_batch(batch: list[_Job], max_bytes: int) -> list[tuple[FileResult, int
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return [scan_file(job, max_bytes) for job in batch]
+        return [scan_file(job, max_bytes, debug) for job in batch]
     finally:
         if collecting:
             gc.enable()
@@ -336,10 +348,12 @@ def resolve_min_torch(explicit: str | None, config: ScanConfig, start: Path) -> 
 
 
 def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
-         jobs: int | None = None) -> ScanResult:
+         jobs: int | None = None, debug: bool = False) -> ScanResult:
+    """Scan ``paths``.  A file torchport's own analysis fails on is skipped
+    with the failure (``Skipped.internal``), unless ``debug``, which raises it."""
     work, skipped = discover(paths, config)
     version, version_source = resolve_min_torch(min_torch, config, paths[0])
-    results = _run(work, config.max_file_bytes, jobs)
+    results = _run(work, config.max_file_bytes, jobs, debug)
     _extension_imports(work, results, paths[0], config.max_file_bytes)
     read = lambda job: read_source(job.path, job.kind, config.max_file_bytes)[0]  # noqa: E731
     aliases = device_flow.mark_dead_defaults(work, results, read)
@@ -364,15 +378,15 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
                       version_source, config, suppressed, [str(p) for p in paths])
 
 
-def _run(work: list[_Job], max_bytes: int, jobs: int | None):
+def _run(work: list[_Job], max_bytes: int, jobs: int | None, debug: bool = False):
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1 or len(work) < _PARALLEL_FROM:
-        return _scan_batch(work, max_bytes)
+        return _scan_batch(work, max_bytes, debug)
     # Interleaved batches spread the big files (listed together) over the workers.
     batches = [work[i::workers * 8] for i in range(workers * 8)]
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        parts = pool.map(_scan_batch, batches, [max_bytes] * len(batches))
+        parts = pool.map(_scan_batch, batches, [max_bytes] * len(batches), [debug] * len(batches))
         return [item for part in parts for item in part]
 
 
