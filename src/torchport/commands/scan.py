@@ -116,7 +116,7 @@ def run_scan(args) -> int:
     paths, config = _settings(args)
     if args.jobs is not None and args.jobs < 1:
         raise UserError("must be at least 1", location="--jobs")
-    result = scanner.scan(paths, config, min_torch=args.min_torch, jobs=args.jobs, debug=getattr(args, "debug", False))
+    result = scanner.scan(paths, config, min_torch=args.min_torch, jobs=args.jobs, debug=args.debug)
     if args.format == "text":
         text = report.render_text(result, "info" if args.show_info else args.min_severity or "perf")
     else:
@@ -142,7 +142,7 @@ def run_fix(args) -> int:
 
     paths, config = _settings(args)
     min_torch, source = scanner.resolve_min_torch(args.min_torch, config, paths[0])
-    fixes = fixer.fix_paths(paths, config, min_torch, debug=getattr(args, "debug", False))
+    fixes = fixer.fix_paths(paths, config, min_torch, debug=args.debug)
     diff = "".join(fix.diff() for fix in fixes if fix.changed)
     if args.output is not None:
         output.write_file(args.output, diff)

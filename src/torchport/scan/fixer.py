@@ -26,7 +26,7 @@ from torchport.scan import python
 from torchport.scan.config import ScanConfig
 from torchport.scan.detectors.shared import CUDA_ONLY, HELPER_NAME
 from torchport.scan.model import Finding, Fix
-from torchport.scan.scanner import discover, filter_findings, internal_error_reason, read_source
+from torchport.scan.scanner import analysis_failure, discover, filter_findings, read_source
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MAX_ROUNDS = 5
@@ -231,14 +231,10 @@ def fix_paths(paths: list[Path], config: ScanConfig, min_torch: str, debug: bool
             results.append(FileFix(job.path, job.display, original, original,
                                    skipped=f"syntax error at line {exc.lineno}: {exc.msg}"))
             continue
-        except (RecursionError, MemoryError):
-            results.append(FileFix(job.path, job.display, original, original, skipped="cannot analyse it"))
-            continue
         except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the run
-            if debug:
-                raise
+            reason, internal = analysis_failure(exc, debug)
             results.append(FileFix(job.path, job.display, original, original,
-                                   skipped=internal_error_reason(exc) + "; not rewritten", internal=True))
+                                   skipped=reason + ("; not rewritten" if internal else ""), internal=internal))
             continue
         results.append(FileFix(job.path, job.display, original, fixed, applied, remaining))
     return results

@@ -266,16 +266,24 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
-        except (RecursionError, MemoryError) as exc:
-            result.findings, result.unreached, result.extensions = [], [], []
-            result.skipped = Skipped(job.display, "cannot analyse: nesting too deep" if isinstance(exc, RecursionError)
-                                     else "cannot analyse: out of memory")
         except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
-            if debug:
-                raise
             result.findings, result.unreached, result.extensions = [], [], []
-            result.skipped = Skipped(job.display, internal_error_reason(exc), internal=True)
+            reason, internal = analysis_failure(exc, debug)
+            result.skipped = Skipped(job.display, reason, internal)
     return result, lines
+
+
+def analysis_failure(exc: Exception, debug: bool) -> tuple[str, bool]:
+    """Why a file's analysis (scan's or fix's) raised ``exc``, for its skip, and
+    whether that is a bug in torchport: anything but running out of stack or
+    memory, raised again under ``debug``."""
+    if isinstance(exc, RecursionError):
+        return "cannot analyse: nesting too deep", False
+    if isinstance(exc, MemoryError):
+        return "cannot analyse: out of memory", False
+    if debug:
+        raise exc
+    return internal_error_reason(exc), True
 
 
 _PACKAGE = Path(__file__).resolve().parent.parent

@@ -831,7 +831,9 @@ class AnalyzerCore(AnalyzerState):
         if not self._autocast_registrars[name]:
             return None
         index = places[0]
-        block = self.blocks.get(id(statement), [])
+        block = self.blocks.get(id(statement))
+        if block is None:  # a statement with no siblings
+            return None
         if id(block) not in self._calls_by_block:
             self._calls_by_block[id(block)] = [
                 (s.value, s.value.func.id, [ast.dump(a) for a in s.value.args]) for s in block
