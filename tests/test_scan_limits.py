@@ -245,3 +245,32 @@ def test_fix_leaves_a_file_its_analysis_fails_on_as_it_is_and_exits_1(tmp_path, 
     assert status == 1 and "Traceback" not in captured.err
     assert "broken.py: skipped: torchport could not analyse it (AssertionError" in captured.err
     assert (tmp_path / "broken.py").read_text() == CUDA_LINE and (tmp_path / "ok.py").read_text() != CUDA_LINE
+
+
+def test_a_pass_over_every_file_that_fails_keeps_the_findings_and_fails_the_gate(tmp_path, capsys, monkeypatch):
+    """A bug in a cross-file pass (here the one that lowers functions no file calls) leaves each
+    file's findings as the per-file analysis made them, names the pass among the skipped, and
+    fails a gate; --debug raises it."""
+    from torchport.scan import reachability
+
+    def planted_bug(*args, **kwargs):
+        raise KeyError("a pass's broken assumption")
+
+    monkeypatch.setattr(reachability, "lower_unreached", planted_bug)
+    (tmp_path / "train.py").write_text(CUDA_LINE)
+    status = main(["scan", str(tmp_path), "--format", "json", "--fail-on", "never"])
+    captured = capsys.readouterr()
+    assert status == 0 and "Traceback" not in captured.out + captured.err
+    assert "failed on 0 file(s) and 1 pass(es) over every file" in captured.err
+    report = json.loads(captured.out)
+    assert [f["path"] for f in report["findings"]] and report["findings"][0]["path"].endswith("train.py")
+    (skipped,) = report["skipped"]
+    assert skipped["path"] == "(every file: functions no file calls)"
+    assert skipped["reason"].startswith("torchport failed in this pass over every file (KeyError at scanner.py:")
+    assert "a pass's broken assumption" in skipped["reason"] and "the pass did not finish" in skipped["reason"]
+    # nothing at error left; the unfinished pass fails the default gate all the same
+    (tmp_path / "train.py").write_text("import torch\n")
+    assert main(["scan", str(tmp_path), "--format", "json"]) == 1
+    capsys.readouterr()
+    assert main(["scan", str(tmp_path), "--debug"]) == 1
+    assert "KeyError: \"a pass's broken assumption\"" in capsys.readouterr().err

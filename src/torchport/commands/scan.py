@@ -127,9 +127,12 @@ def run_scan(args) -> int:
         raise UserError(exc.message, exc.location) from None
     threshold = fail_threshold(args.fail_on or config.fail_on)
     failed = [skipped for skipped in result.skipped if skipped.internal]
+    passes = [skipped for skipped in failed if skipped.path.startswith(scanner.EVERY_FILE)]
     if failed:
         # The scan is incomplete: what those files hold is unknown, so a gate fails as on a finding.
-        output.note(f"torchport scan: torchport's own analysis failed on {len(failed)} file(s), listed as "
+        where = (f"{len(failed) - len(passes)} file(s)" if not passes else
+                 f"{len(failed) - len(passes)} file(s) and {len(passes)} pass(es) over every file")
+        output.note(f"torchport scan: torchport's own analysis failed on {where}, listed as "
                     "skipped with the failure (a bug in torchport: `--debug` shows its traceback)")
     reached = threshold is not None and (bool(failed) or report.worst_rank(result) >= threshold)
     return 1 if reached else 0

@@ -510,7 +510,8 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
                 or _profiler_activity_only(statement, finding) or _shown_branch(reader, statement, finding))
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
             statement.value, finding.line, finding.column):
-        return (_of_flag(reader, statement, finding) or _staging_only(reader, statement, finding)
+        return (_of_flag(reader, statement, finding) or _shown_flag(reader, statement, finding)
+                or _staging_only(reader, statement, finding)
                 or _shown_choice(reader, statement, finding) or _loader_processes_choice(reader, statement, finding))
     return (_staging_only(reader, statement, finding) or _shown_choice(reader, statement, finding)
             or _loader_processes_choice(reader, statement, finding))
@@ -617,6 +618,11 @@ def _copy_tuning_keyword(statement: ast.stmt, finding: Finding) -> str | None:
         if isinstance(node, ast.keyword) and node.arg in _COPY_TUNING_KEYWORDS and _contains(
                 node.value, finding.line, finding.column):
             return node.arg
+    if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Subscript)
+            and isinstance(key := statement.targets[0].slice, ast.Constant) and key.value in _COPY_TUNING_KEYWORDS
+            and _contains(statement.value, finding.line, finding.column)):
+        return str(key.value)  # `loader_kwargs["pin_memory"] = torch.cuda.is_available()`
     return None
 
 
@@ -878,6 +884,8 @@ def _only_shown(context: FileContext, function: ast.AST, node: ast.AST, hops: in
     child: ast.AST = node
     parent = parents.get(id(node))
     while parent is not None:
+        if isinstance(parent, ast.JoinedStr) and not _names_a_device(parent):
+            return True  # an f-string that names no device is text, wherever it goes: it chooses no device
         if isinstance(parent, ast.Call) and child is not parent.func:
             if _display_call(parent):
                 return isinstance(parents.get(id(parent)), ast.Expr)
@@ -923,8 +931,29 @@ def _shown_choice(reader: _Reader, statement: ast.stmt, finding: Finding) -> Con
     whole_choice = _innermost_choice(whole_statement, finding)
     if function is None or whole_choice is None or not _only_shown(context, function, whole_choice, _DISPLAY_HOPS):
         return None
-    return Consequence(INFO, "decides no device: the value it chooses only feeds a log line, a print or a "
-                             "progress bar")
+    return Consequence(INFO, "decides no device: the value it chooses only feeds text (a log line, a print, a "
+                             "progress bar, a formatted string that names no device)")
+
+
+def _shown_flag(reader: _Reader, statement: ast.Assign | ast.AnnAssign, finding: Finding) -> Consequence | None:
+    """``cuda_available = torch.cuda.is_available()`` whose every read only reaches text (an
+    environment report's f-string, a log line): the check decides what is shown, not where work
+    runs."""
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    if (len(targets) != 1 or not isinstance(targets[0], ast.Name) or statement.value is None
+            or _operand(statement.value, finding.line, finding.column) is None):
+        return None
+    found = _in_whole_file(reader, statement)
+    if found is None:
+        return None
+    context, whole_statement, function = found
+    if function is None or not isinstance(whole_statement, (ast.Assign, ast.AnnAssign)):
+        return None
+    reads = _flag_reads(context, whole_statement, targets[0])
+    if not reads or not all(_only_shown(context, function, read, _DISPLAY_HOPS) for read in reads):
+        return None
+    return Consequence(INFO, f"decides no device: `{targets[0].id}` only reaches text (a log line, a print, a "
+                             f"formatted string that names no device)")
 
 
 def _shown_branch(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:

@@ -609,9 +609,25 @@ def _expression_from(lines: list[str], index: int, column: int) -> ast.expr | No
 def _pins_only(context: FileContext, line: int) -> bool:
     """``if torch.cuda.is_available(): batch = batch.pin_memory()``: pinned host memory
     speeds the copy to the device and changes nothing else."""
-    return any(statement.lineno == line and not statement.orelse and all(
+    return any(statement.lineno == line and not statement.orelse and (all(
         isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
-        and s.value.func.attr == "pin_memory" for s in statement.body) for statement in context.ifs)
+        and s.value.func.attr == "pin_memory" for s in statement.body) or _pins_and_measures(statement.body))
+        for statement in context.ifs)
+
+
+# Calls that only measure what would be pinned (`sum(v.numel() * v.element_size() ...)`).
+_MEASURES = frozenset({"sum", "len", "min", "max", "range", "numel", "element_size", "nbytes", "values", "keys",
+                       "items", "size"})
+
+
+def _pins_and_measures(body: list[ast.stmt]) -> bool:
+    """A branch whose only calls pin host memory, or measure it first (a size budget, a loop over
+    a state dict, a try that keeps the pageable copy when pinning fails)."""
+    calls = [n for statement in body for n in ast.walk(statement) if isinstance(n, ast.Call)]
+    return (any(last_name(c.func) == "pin_memory" for c in calls)
+            and all(last_name(c.func) in _MEASURES | {"pin_memory"} for c in calls)
+            and all(isinstance(n, (ast.Assign, ast.AugAssign, ast.If, ast.For, ast.Try, ast.Pass, ast.Expr))
+                    for statement in body for n in ast.walk(statement) if isinstance(n, ast.stmt)))
 
 
 def _unread_flag(context: FileContext, line: int) -> bool:
@@ -1516,6 +1532,99 @@ def _rebinds(function: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(function))
 
 
+def _set_by_a_cuda_query(value: ast.expr) -> bool:
+    """``torch.cuda.is_available()``, ``use_cuda and torch.cuda.is_available()``: a value that is
+    False wherever CUDA is absent."""
+    return any(isinstance(n, ast.Call) and last_name(n.func) in ("is_available", "device_count")
+               for n in ast.walk(value))
+
+
+def _turns_on(value: ast.expr | None) -> bool:
+    """A value handed to a CUDA flag that may turn it on by default: ``True``, a setting read from
+    elsewhere; not ``False``/``None``, a parameter handed on, or a CUDA query."""
+    return not (value is None or _off(value) or isinstance(value, ast.Name) or _set_by_a_cuda_query(value))
+
+
+def _on_by_default(context: FileContext, name: str) -> bool:
+    """Somewhere in the file the CUDA flag ``name`` may be on without anybody asking for CUDA: a
+    parameter or field defaulting to True, ``self.use_cuda = True``, a caller passing
+    ``use_cuda=True`` or a config value, a ``"use_cuda": True`` entry, an option on unless given."""
+    for node in ast.walk(context.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if name in (parameters := _parameters(node)) and _turns_on(parameters[name]):
+                return True
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(last_name(t) == name for t in targets) and _turns_on(node.value):
+                return True
+        elif isinstance(node, ast.keyword):
+            if node.arg == name and _turns_on(node.value):
+                return True
+        elif isinstance(node, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value == name and _turns_on(v)
+                   for k, v in zip(node.keys, node.values)):
+                return True
+        elif (isinstance(node, ast.Call) and last_name(node.func) == "add_argument" and node.args
+              and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).lstrip("-").replace("-", "_") == name):
+            return name not in _off_cli_options(context)
+    return False
+
+
+# A flag that asks for CUDA by name; `use_gpu` asks for a GPU, which code that maps it to CUDA
+# refuses on another accelerator's machine (tests/test_scan_precision_round11.py keeps it).
+_CUDA_BY_NAME = re.compile(r"(use_)?cuda", re.IGNORECASE)
+
+
+def _cuda_flag_statement(site: _Site) -> str | None:
+    """``if use_cuda: x = x.cuda()`` (or ``if self.use_cuda:``, ``if cuda:``) where nothing in the file
+    turns the flag on by default: the body runs only for a caller that asks for CUDA, as the
+    conditional expression ``x.cuda() if use_cuda else x`` does.  ``if args.cuda:`` and
+    ``if cfg.use_cuda:`` stay: their defaults live in another file or a config; so does
+    ``if use_gpu:``, a request for any GPU.  Needs the whole file."""
+    names = [last_name(s.test) for s in _if_bodies_holding(site.context, site.line)
+             if (isinstance(s.test, ast.Name) or (isinstance(s.test, ast.Attribute) and isinstance(s.test.value, ast.Name)
+                                                  and s.test.value.id == "self"))
+             and _CUDA_BY_NAME.fullmatch(last_name(s.test))]
+    if not names:
+        return None
+    whole = site.file.whole()
+    return next((name for name in names if not _on_by_default(whole, name)), None)
+
+
+def _isinstance_type_test(context: FileContext, line: int) -> bool:
+    """``isinstance(x, torch.cuda.FloatTensor)`` (alone or in a tuple of types): a type test that
+    raises on no build; for another accelerator's tensor it is just False."""
+    parents = _parents_at(context, line)
+    types = [n for n in context._expressions_at(line) if isinstance(n, ast.Attribute)
+             and re.fullmatch(r"torch\.cuda\.\w+Tensor", context.source(n))]
+
+    def tested(node: ast.AST) -> bool:
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Tuple):
+            node, parent = parent, parents.get(id(parent))
+        return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
+                and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is node)
+    return bool(types) and all(tested(t) for t in types)
+
+
+# Qt's event handlers (`mousePressEvent(self, ev)`): their argument is an event, whose
+# `.double()` asks whether the click was a double click.
+_QT_EVENT_HANDLER = re.compile(r"[a-z]\w*Event")
+
+
+def _qt_event_double(context: FileContext, line: int) -> bool:
+    """``ev.double()`` on the event argument of a Qt handler (``mouseClickEvent(self, ev)``): not
+    ``Tensor.double()``."""
+    function = context.innermost_function(line)
+    if function is None or not _QT_EVENT_HANDLER.fullmatch(function.name):
+        return False
+    arguments = [a.arg for a in function.args.args if a.arg != "self"]
+    receivers = [c.func.value for c in context.calls_at(line)
+                 if isinstance(c.func, ast.Attribute) and c.func.attr == "double" and not c.args]
+    return bool(receivers) and len(arguments) == 1 and all(
+        isinstance(r, ast.Name) and r.id == arguments[0] for r in receivers)
+
+
 def _class_flag(site: _Site) -> str | None:
     if not _under_flag_test(site.context, site.line) or not site.file.search(_OFF_FLAG_DEFAULT):
         return None
@@ -2094,6 +2203,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "CUDA needs, a CUDA-graphs step mark): skipping it where CUDA is absent changes no result"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
              "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
+    Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_isinstance_type_test), "silent",
+             "only an isinstance test against a CUDA tensor type: it raises on no build, and is False for another "
+             "accelerator's tensors, so what it guards silently does not run there"),
     Lowering(_CHECK, _at_line(_after_accelerator_detection), "info",
              "an elif after torch.accelerator detection: reached only where no other accelerator was found"),
     Lowering(_CHECK, _at_line(_only_in_an_error_message), "info",
@@ -2152,6 +2264,9 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _at_line(_under_cuda_flag_expression), "info",
              "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for"),
     Lowering(_EVERY_RULE, _at_line(_opt_in_flag), "info", "only when the caller opts in with {}=True (off by default)"),
+    Lowering(_EVERY_RULE, _cuda_flag_statement, "info",
+             "only under `if {}:`, a CUDA flag this file never turns on by default: runs only when CUDA was asked "
+             "for"),
     Lowering(_EVERY_RULE, _class_flag, "info",
              "only when the caller opts in with {}=True: the class takes it as a parameter that is off by default"),
     Lowering(_EVERY_RULE, _cli_flag, "info", "only when the user passes {} on the command line (off by default)"),
@@ -2173,6 +2288,8 @@ LOWERINGS: tuple[Lowering, ...] = (
              "only where CUDA or ROCm is present, or when the user opts in through the environment ({}; off unless set)"),
     Lowering(_EVERY_RULE, _at_line(_environment_flag), "info",
              "only when the user opts in through the environment ({}; off unless set)"),
+    Lowering(_F64, _at_line(_qt_event_double), "info",
+             "`.double()` of a Qt event handler's event (was it a double click?): not Tensor.double()"),
     Lowering(_F64, _at_line(_new_cpu_float64), "info",
              "float64 in a tensor made without a device: it is on the CPU, where float64 works"),
     Lowering(_F64, _at_line(_dtype_table_entry), "info",

@@ -18,7 +18,9 @@ import stat
 import sys
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from pathlib import Path
 
 from torchport.errors import UserError
@@ -289,7 +291,7 @@ def analysis_failure(exc: Exception, debug: bool) -> tuple[str, bool]:
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
-def internal_error_reason(exc: Exception) -> str:
+def internal_error_reason(exc: Exception, what: str = "torchport could not analyse it") -> str:
     """The skip reason for a file torchport's own analysis failed on: what
     failed and the innermost place in torchport it failed, for the report a
     user can file."""
@@ -302,7 +304,7 @@ def internal_error_reason(exc: Exception) -> str:
     message = " ".join(str(exc).split())
     if len(message) > 200:
         message = message[:199] + "\u2026"
-    return (f"torchport could not analyse it ({type(exc).__name__}{where}"
+    return (f"{what} ({type(exc).__name__}{where}"
             f"{': ' + message if message else ''}): a bug in torchport, please report it")
 
 
@@ -355,6 +357,28 @@ def resolve_min_torch(explicit: str | None, config: ScanConfig, start: Path) -> 
     return DEFAULT_MIN_TORCH, "default (no torch constraint found)"
 
 
+_T = TypeVar("_T")
+
+# How a pass over every file that failed is named among the skipped files.
+EVERY_FILE = "(every file: "
+
+
+def _pass_over_every_file(step: Callable[[], _T], name: str, skipped: list[Skipped], debug: bool) -> _T | None:
+    """Run a pass over every file's results.  Where torchport's own code fails in it, each file's
+    findings stand as they are (a pass only adds findings or lowers them) and the scan is marked
+    incomplete, as for a file it could not analyse; ``debug`` raises the failure."""
+    try:
+        return step()
+    except Exception as exc:  # a bug in one pass must not cost the whole scan
+        reason, bug = analysis_failure(exc, debug)
+        if bug:
+            reason = internal_error_reason(exc, "torchport failed in this pass over every file")
+        skipped.append(Skipped(f"{EVERY_FILE}{name})", f"{reason}; the pass did not finish, so findings it "
+                               "would add are missing and findings it would lower are reported more severely",
+                               internal=True))
+        return None
+
+
 def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
          jobs: int | None = None, debug: bool = False) -> ScanResult:
     """Scan ``paths``.  A file torchport's own analysis fails on is skipped
@@ -362,13 +386,21 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     work, skipped = discover(paths, config)
     version, version_source = resolve_min_torch(min_torch, config, paths[0])
     results = _run(work, config.max_file_bytes, jobs, debug)
-    _extension_imports(work, results, paths[0], config.max_file_bytes)
     read = lambda job: read_source(job.path, job.kind, config.max_file_bytes)[0]  # noqa: E731
-    aliases = device_flow.mark_dead_defaults(work, results, read)
-    default_callers.lower_defaults_every_call_passes(work, results, read, aliases)
-    device_flow.lower_fallbacks(work, results, read)
-    reachability.lower_unreached(work, results, paths)
-    float64_device.lower_modules_refused_on_mps(work, results, reachability.whole_package_in(paths))
+
+    def across_files(step: Callable[[], _T], name: str) -> _T | None:
+        return _pass_over_every_file(step, name, skipped, debug)
+
+    across_files(lambda: _extension_imports(work, results, paths[0], config.max_file_bytes),
+                 "imports of the project's own CUDA extensions")
+    aliases = across_files(lambda: device_flow.mark_dead_defaults(work, results, read), "unused device defaults")
+    across_files(lambda: default_callers.lower_defaults_every_call_passes(work, results, read, aliases or {}),
+                 "defaults every caller overrides")
+    across_files(lambda: device_flow.lower_fallbacks(work, results, read), "fallbacks to the CPU")
+    across_files(lambda: reachability.lower_unreached(work, results, paths), "functions no file calls")
+    across_files(lambda: float64_device.lower_modules_refused_on_mps(work, results,
+                                                                     reachability.whole_package_in(paths)),
+                 "float64 in modules refused on MPS")
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:

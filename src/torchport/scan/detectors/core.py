@@ -1075,6 +1075,8 @@ class AnalyzerCore(AnalyzerState):
                 skipped = True
             if isinstance(statement, ast.Assert) and self.positive_cuda_query(statement.test):
                 cuda_only = True  # `assert torch.cuda.is_available()`: what follows runs only with CUDA
+            if isinstance(statement, ast.If) and self._else_exits_unless_cuda(statement):
+                cuda_only = True  # `if torch.cuda.is_available(): device = "cuda"` / `else: return`
             if isinstance(statement, ast.If) and self._exits(statement):
                 cuda_only = cuda_only or self._exits_unless_cuda(statement)
                 kernels_optional = kernels_optional or (
@@ -1281,6 +1283,16 @@ class AnalyzerCore(AnalyzerState):
         last = statement.body[-1]
         return _is_skip(last) or isinstance(last, (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
+    def _else_exits_unless_cuda(self, statement: ast.If) -> bool:
+        """``if torch.cuda.is_available(): device = "cuda"`` then ``else: return`` (or raise): past
+        the statement only CUDA remains."""
+        if not statement.orelse or not statement.body or self._exits(ast.If(test=statement.test, body=statement.body,
+                                                                             orelse=[])):
+            return False
+        last = statement.orelse[-1]
+        return ((_is_skip(last) or isinstance(last, (ast.Return, ast.Raise, ast.Continue, ast.Break)))
+                and self.positive_cuda_query(statement.test))
+
     def _exits_unless_cuda(self, statement: ast.If) -> bool:
         """``if device.type != "cuda": return`` (or ``if not torch.cuda.is_available(): raise``)."""
         tests = statement.test.values if (isinstance(statement.test, ast.BoolOp)
@@ -1419,6 +1431,10 @@ class AnalyzerCore(AnalyzerState):
                 and self.positive_cuda_query(ast.Compare(left=test.left, ops=[ast.In() if isinstance(
                     test.ops[0], ast.NotIn) else ast.Eq()], comparators=test.comparators))):
             return True  # `accelerator not in ("cuda", "gpu")`
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant)
+                and (test.comparators[0].value is False and isinstance(test.ops[0], (ast.Is, ast.Eq))
+                     or test.comparators[0].value is True and isinstance(test.ops[0], (ast.IsNot, ast.NotEq)))):
+            return self.positive_cuda_query(test.left)  # `torch.cuda.is_available() is False`
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE, ast.Eq)):
             left = test.left
             return (isinstance(left, ast.Call) and self.qualname(left.func) == "torch.cuda.device_count"
@@ -1967,6 +1983,12 @@ class AnalyzerCore(AnalyzerState):
                 guard = self.report(CUDA_AVAILABILITY_CHECK, test, "torch.cuda.is_available()")
             self.claimed.add(id(test.func))
             test_findings = [guard]
+        in_test = bool(self.context_names) and self.context_names[-1].startswith("test")
+        exit_without_cuda = (node.orelse[-1] if node.orelse and positive else
+                             node.body[-1] if self._exits(node) and self._exits_unless_cuda(node) else None)
+        if in_test and isinstance(exit_without_cuda, ast.Return) and exit_without_cuda.value is None:
+            # `if not torch.cuda.is_available(): return` at the top of a test: it skips itself
+            self._cap(test_findings, _DECIDES_SKIP)
         if self._exits(node) and _is_skip(node.body[-1]):
             # `if not torch.cuda.is_available(): pytest.skip()`, `if not (cuda or xpu): return
             # unittest.skip(...)(test_case)`: whatever the condition, it decides a skip.
@@ -2197,8 +2219,11 @@ class AnalyzerCore(AnalyzerState):
         if optional:
             self._cap([f for f in self.findings[start:] if f.detail.startswith("import ")],
                       "an optional import with an ImportError fallback")
-        probe = len(node.body) == 1 or (len(node.body) <= 3 and all(
-            isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.Return)) for s in node.body))
+        # A log line in the probe (`log.info("CUDA works")`) is not work the probe guards.
+        body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                                             and self._is_message_call(s.value))]
+        probe = len(body) == 1 or (len(body) <= 3 and all(
+            isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.Return)) for s in body))
         if probe and any(self._probe_fallback(h) for h in node.handlers):
             # `try: return torch.cuda.nccl.version() except Exception: return None`
             self._cap(self.findings[start:], "a probe whose failure is caught, with a fallback value")

@@ -105,7 +105,7 @@ class CudaRuntimeDetector(AnalyzerState):
 
     def _torch_cuda_call(self, node: ast.Call, qualname: str) -> bool:
         parts = qualname.split(".")[2:]
-        if parts[0] == "memory" and len(parts) > 1:
+        if parts[0] in ("memory", "random") and len(parts) > 1:  # torch.cuda.random.manual_seed
             parts = parts[1:]
         name = parts[-1] if parts[0] == "amp" else parts[0]
         if parts[0] == "amp" and name == "autocast":
