@@ -249,8 +249,8 @@ def test_fix_leaves_a_file_its_analysis_fails_on_as_it_is_and_exits_1(tmp_path, 
 
 def test_a_pass_over_every_file_that_fails_keeps_the_findings_and_fails_the_gate(tmp_path, capsys, monkeypatch):
     """A bug in a cross-file pass (here the one that lowers functions no file calls) leaves each
-    file's findings as the per-file analysis made them, names the pass among the skipped, and
-    fails a gate; --debug raises it."""
+    file's findings as the per-file analysis made them, is named as an unfinished pass in every
+    format, and fails a gate; --debug raises it."""
     from torchport.scan import reachability
 
     def planted_bug(*args, **kwargs):
@@ -261,16 +261,35 @@ def test_a_pass_over_every_file_that_fails_keeps_the_findings_and_fails_the_gate
     status = main(["scan", str(tmp_path), "--format", "json", "--fail-on", "never"])
     captured = capsys.readouterr()
     assert status == 0 and "Traceback" not in captured.out + captured.err
-    assert "failed on 0 file(s) and 1 pass(es) over every file" in captured.err
+    assert "the pass over every file that looks at functions no file calls did not finish" in captured.err
     report = json.loads(captured.out)
-    assert [f["path"] for f in report["findings"]] and report["findings"][0]["path"].endswith("train.py")
-    (skipped,) = report["skipped"]
-    assert skipped["path"] == "(every file: functions no file calls)"
-    assert skipped["reason"].startswith("torchport failed in this pass over every file (KeyError at scanner.py:")
-    assert "a pass's broken assumption" in skipped["reason"] and "the pass did not finish" in skipped["reason"]
+    assert [Path(f["path"]).name for f in report["findings"]] == ["train.py"]
+    assert report["skipped"] == [] and report["summary"]["files_skipped"] == 0
+    (unfinished,) = report["unfinished_passes"]
+    assert unfinished["name"] == "functions no file calls"
+    assert unfinished["reason"].startswith("torchport failed in it (KeyError at scanner.py:")
+    assert "a pass's broken assumption" in unfinished["reason"]
+    sarif = json.loads(_scan_json(capsys, tmp_path, "--format", "sarif", "--fail-on", "never"))
+    (invocation,) = sarif["runs"][0]["invocations"]
+    assert invocation["executionSuccessful"] is False
+    (notification,) = invocation["toolExecutionNotifications"]
+    assert notification["level"] == "error" and "locations" not in notification
     # nothing at error left; the unfinished pass fails the default gate all the same
     (tmp_path / "train.py").write_text("import torch\n")
-    assert main(["scan", str(tmp_path), "--format", "json"]) == 1
-    capsys.readouterr()
+    assert main(["scan", str(tmp_path)]) == 1
+    assert "unfinished pass over every file (functions no file calls)" in capsys.readouterr().out
     assert main(["scan", str(tmp_path), "--debug"]) == 1
     assert "KeyError: \"a pass's broken assumption\"" in capsys.readouterr().err
+
+
+def test_a_pass_that_runs_out_of_stack_is_not_called_a_bug(tmp_path, capsys, monkeypatch):
+    from torchport.scan import reachability
+
+    def too_deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(reachability, "lower_unreached", too_deep)
+    (tmp_path / "train.py").write_text("import torch\n")
+    assert main(["scan", str(tmp_path), "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "did not finish" in err and "(cannot finish: nesting too deep)" in err and "a bug" not in err

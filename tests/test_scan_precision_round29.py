@@ -76,15 +76,94 @@ _FLAGS_ON = """
 """
 
 
+# Each file turns its flag on in one more way a caller or a default can (an independent review's
+# reproducers): the flag's body stays reported.
+_TURNED_ON = {
+    "positional.py": """
+        import torch
+
+
+        def train(model, loader, use_cuda):
+            if use_cuda:
+                model.cuda()  # kept
+
+
+        def main(model, loader):
+            train(model, loader, True)
+    """,
+    "alias.py": """
+        class Embedder:
+            def __init__(self, gpu=True):
+                self.use_cuda = gpu
+
+            def embed(self, x):
+                if self.use_cuda:
+                    x = x.cuda()  # kept
+                return x
+    """,
+    "constant.py": """
+        USE_GPU = True
+
+
+        def embed(x, use_cuda=USE_GPU):
+            if use_cuda:
+                x = x.cuda()  # kept
+            return x
+    """,
+    "loop.py": """
+        def check_all(model, x):
+            for use_cuda in (False, True):
+                if use_cuda:
+                    x = x.cuda()  # kept
+                model(x)
+    """,
+    "test_parametrized.py": """
+        import pytest
+
+
+        @pytest.mark.parametrize("use_cuda", [False, True])
+        def test_step(model, x, use_cuda):
+            if use_cuda:
+                x = x.cuda()  # kept
+            model(x)
+    """,
+    "cli.py": """
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--cuda", action="store_true")
+
+
+        def step(x, cuda):
+            if cuda:
+                x = x.cuda()  # kept
+            return x
+
+
+        def main(x):
+            return step(x, cuda=True)
+    """,
+}
+
+
 def test_an_if_on_a_cuda_flag_is_quiet_unless_the_file_turns_it_on(tmp_path):
     off = _write(tmp_path, "flags.py", _FLAGS)
     on = _write(tmp_path, "flags_on.py", _FLAGS_ON)
     check_marked_lines([off, on], (off, on))
 
 
+def test_each_way_a_file_turns_a_cuda_flag_on_keeps_its_body_reported(tmp_path):
+    for name, source in _TURNED_ON.items():
+        path = _write(tmp_path / name.removesuffix(".py"), name, source)
+        found = worst_by_line(path.parent)
+        kept = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith("# kept")]
+        assert [found[(name, n, "TP002")][0] for n in kept] == ["error"] * len(kept), name
+
+
 _PROBES = """
     import logging
 
+    import onnxruntime as ort
     import torch
 
     log = logging.getLogger(__name__)
@@ -120,9 +199,28 @@ _PROBES = """
 
     def report():
         cuda_available = torch.cuda.is_available()  # quiet
-        info = {"PyTorch": f"{torch.__version__} (cuda available: {cuda_available})"}
-        print(info)
-        return info
+        log.info(f"PyTorch {torch.__version__} (cuda available: {cuda_available})")
+
+
+    def provider_for(path):
+        use_gpu = torch.cuda.is_available()  # kept
+        provider = f"{'CUDA' if use_gpu else 'CPU'}ExecutionProvider"
+        return ort.InferenceSession(path, providers=[provider])
+
+
+    def note():
+        try:  # only a log line: nothing is probed (this crashed the first version)
+            log.info("starting")
+        except Exception:
+            pass
+
+
+    def resume(model, path):
+        try:
+            model.load_state_dict(torch.load(path, map_location="cuda:0"))  # kept
+            log.info("resumed from %s", path)
+        except Exception:
+            pass
 
 
     def pick():
@@ -154,6 +252,14 @@ _PROBES = """
                 for k in state_dict.keys():
                     state_dict[k] = state_dict[k].pin_memory().to("cuda")
             return state_dict
+
+
+    def prepare(batch):
+        device = "cpu"
+        if torch.cuda.is_available():  # kept
+            device = "cuda:0"
+            batch = batch.pin_memory()
+        return batch.to(device)
 """
 
 
@@ -195,9 +301,24 @@ def test_probes_validators_reports_and_pinning_that_choose_no_device(tmp_path):
     check_marked_lines([probes], (probes,))
 
 
+# A library function named `test` is an evaluation, not a test: returning where CUDA is absent
+# makes it silently do nothing.
+_EVALUATION = """
+    import torch
+
+
+    def test(model, loader):
+        if not torch.cuda.is_available():  # kept
+            return
+        for batch in loader:
+            model(batch.cuda())
+"""
+
+
 def test_code_past_an_else_that_leaves_where_cuda_is_absent(tmp_path):
     tests = _write(tmp_path, "tests/test_memory.py", _ELSE_EXITS)
-    check_marked_lines([tests], (tests,))
+    evaluation = _write(tmp_path, "lib/evaluate.py", _EVALUATION)
+    check_marked_lines([tests, evaluation], (tests, evaluation))
 
 
 _TYPES_AND_SEEDS = """
@@ -224,6 +345,15 @@ _TYPES_AND_SEEDS = """
         torch.cuda.random.manual_seed_all(seed)
 
 
+    def needs_cuda(x):
+        assert isinstance(x, torch.cuda.FloatTensor), "expects a CUDA tensor"
+
+
+    def wants_cuda(x):
+        if not isinstance(x, (torch.cuda.FloatTensor, torch.cuda.HalfTensor)):
+            raise TypeError("input must be a CUDA float tensor")
+
+
     class Canvas:
         def mouseClickEvent(self, ev):
             if ev.button() == QtCore.Qt.LeftButton and not ev.double():
@@ -244,5 +374,8 @@ def test_tensor_type_tests_cuda_random_seeding_and_qt_events(tmp_path):
     assert ("types.py", 17, "TP110") not in found
     assert found[("types.py", 17, "TP102")][0] == "info"  # torch.manual_seed just above seeds every device
     assert found[("types.py", 21, "TP102")][0] == "silent"
-    assert found[("types.py", 26, "TP701")][0] == "info"  # a Qt event's double click
-    assert found[("types.py", 30, "TP701")][0] == "error"
+    # where the test fails the code raises: an error, as before
+    assert found[("types.py", 25, "TP006")][0] == "error"
+    assert found[("types.py", 29, "TP006")][0] == "error"
+    assert found[("types.py", 35, "TP701")][0] == "info"  # a Qt event's double click
+    assert found[("types.py", 39, "TP701")][0] == "error"

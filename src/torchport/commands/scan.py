@@ -127,14 +127,16 @@ def run_scan(args) -> int:
         raise UserError(exc.message, exc.location) from None
     threshold = fail_threshold(args.fail_on or config.fail_on)
     failed = [skipped for skipped in result.skipped if skipped.internal]
-    passes = [skipped for skipped in failed if skipped.path.startswith(scanner.EVERY_FILE)]
     if failed:
         # The scan is incomplete: what those files hold is unknown, so a gate fails as on a finding.
-        where = (f"{len(failed) - len(passes)} file(s)" if not passes else
-                 f"{len(failed) - len(passes)} file(s) and {len(passes)} pass(es) over every file")
-        output.note(f"torchport scan: torchport's own analysis failed on {where}, listed as "
+        output.note(f"torchport scan: torchport's own analysis failed on {len(failed)} file(s), listed as "
                     "skipped with the failure (a bug in torchport: `--debug` shows its traceback)")
-    reached = threshold is not None and (bool(failed) or report.worst_rank(result) >= threshold)
+    for unfinished in result.unfinished:
+        output.note(f"torchport scan: the pass over every file that looks at {unfinished.name} did not finish, so "
+                    "some findings are missing or reported more severely"
+                    + (" (a bug in torchport: `--debug` shows its traceback)" if unfinished.bug else
+                       f" ({unfinished.reason})"))
+    reached = threshold is not None and (bool(failed or result.unfinished) or report.worst_rank(result) >= threshold)
     return 1 if reached else 0
 
 

@@ -884,8 +884,6 @@ def _only_shown(context: FileContext, function: ast.AST, node: ast.AST, hops: in
     child: ast.AST = node
     parent = parents.get(id(node))
     while parent is not None:
-        if isinstance(parent, ast.JoinedStr) and not _names_a_device(parent):
-            return True  # an f-string that names no device is text, wherever it goes: it chooses no device
         if isinstance(parent, ast.Call) and child is not parent.func:
             if _display_call(parent):
                 return isinstance(parents.get(id(parent)), ast.Expr)
@@ -931,14 +929,14 @@ def _shown_choice(reader: _Reader, statement: ast.stmt, finding: Finding) -> Con
     whole_choice = _innermost_choice(whole_statement, finding)
     if function is None or whole_choice is None or not _only_shown(context, function, whole_choice, _DISPLAY_HOPS):
         return None
-    return Consequence(INFO, "decides no device: the value it chooses only feeds text (a log line, a print, a "
-                             "progress bar, a formatted string that names no device)")
+    return Consequence(INFO, "decides no device: the value it chooses only feeds a log line, a print or a "
+                             "progress bar")
 
 
 def _shown_flag(reader: _Reader, statement: ast.Assign | ast.AnnAssign, finding: Finding) -> Consequence | None:
-    """``cuda_available = torch.cuda.is_available()`` whose every read only reaches text (an
-    environment report's f-string, a log line): the check decides what is shown, not where work
-    runs."""
+    """``cuda_available = torch.cuda.is_available()`` whose every read only reaches a log line, a
+    print or a progress bar (through f-strings, formatting, local names): the check decides what is
+    shown, not where work runs."""
     targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
     if (len(targets) != 1 or not isinstance(targets[0], ast.Name) or statement.value is None
             or _operand(statement.value, finding.line, finding.column) is None):
@@ -952,8 +950,8 @@ def _shown_flag(reader: _Reader, statement: ast.Assign | ast.AnnAssign, finding:
     reads = _flag_reads(context, whole_statement, targets[0])
     if not reads or not all(_only_shown(context, function, read, _DISPLAY_HOPS) for read in reads):
         return None
-    return Consequence(INFO, f"decides no device: `{targets[0].id}` only reaches text (a log line, a print, a "
-                             f"formatted string that names no device)")
+    return Consequence(INFO, f"decides no device: `{targets[0].id}` only reaches a log line, a print or a "
+                             f"progress bar")
 
 
 def _shown_branch(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:

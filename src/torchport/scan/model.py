@@ -100,6 +100,15 @@ class Skipped:
 
 
 @dataclass
+class UnfinishedPass:
+    """A pass over every file's findings that failed inside torchport: the findings it would add
+    are missing, and those it would lower are reported more severely."""
+    name: str
+    reason: str
+    bug: bool  # a bug in torchport (not running out of stack or memory)
+
+
+@dataclass
 class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)

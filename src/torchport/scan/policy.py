@@ -624,10 +624,14 @@ def _pins_and_measures(body: list[ast.stmt]) -> bool:
     """A branch whose only calls pin host memory, or measure it first (a size budget, a loop over
     a state dict, a try that keeps the pageable copy when pinning fails)."""
     calls = [n for statement in body for n in ast.walk(statement) if isinstance(n, ast.Call)]
+    statements = [n for statement in body for n in ast.walk(statement) if isinstance(n, ast.stmt)]
     return (any(last_name(c.func) == "pin_memory" for c in calls)
             and all(last_name(c.func) in _MEASURES | {"pin_memory"} for c in calls)
             and all(isinstance(n, (ast.Assign, ast.AugAssign, ast.If, ast.For, ast.Try, ast.Pass, ast.Expr))
-                    for statement in body for n in ast.walk(statement) if isinstance(n, ast.stmt)))
+                    for n in statements)
+            # each value stored is pinned or measured: `device = "cuda:0"` beside the pinning chooses a device
+            and all(any(isinstance(c, ast.Call) for c in ast.walk(n.value)) for n in statements
+                    if isinstance(n, (ast.Assign, ast.AugAssign))))
 
 
 def _unread_flag(context: FileContext, line: int) -> bool:
@@ -1533,41 +1537,89 @@ def _rebinds(function: ast.AST, name: str) -> bool:
 
 
 def _set_by_a_cuda_query(value: ast.expr) -> bool:
-    """``torch.cuda.is_available()``, ``use_cuda and torch.cuda.is_available()``: a value that is
-    False wherever CUDA is absent."""
-    return any(isinstance(n, ast.Call) and last_name(n.func) in ("is_available", "device_count")
-               for n in ast.walk(value))
+    """``torch.cuda.is_available()``, ``use_cuda and torch.cuda.is_available()``, ``x.is_cuda``: a
+    value that is False wherever CUDA is absent."""
+    return any((isinstance(n, ast.Call) and last_name(n.func) in ("is_available", "device_count"))
+               or (isinstance(n, ast.Attribute) and n.attr == "is_cuda") for n in ast.walk(value))
 
 
-def _turns_on(value: ast.expr | None) -> bool:
+def _turns_on(value: ast.expr | None, names_hand_on: bool = True) -> bool:
     """A value handed to a CUDA flag that may turn it on by default: ``True``, a setting read from
-    elsewhere; not ``False``/``None``, a parameter handed on, or a CUDA query."""
-    return not (value is None or _off(value) or isinstance(value, ast.Name) or _set_by_a_cuda_query(value))
+    elsewhere; not ``False``/``None``, a CUDA query, or (where ``names_hand_on``) a name, which hands
+    on a parameter checked where it is defined."""
+    if value is None or _off(value) or _set_by_a_cuda_query(value):
+        return False
+    return not (names_hand_on and isinstance(value, ast.Name))
 
 
 def _on_by_default(context: FileContext, name: str) -> bool:
     """Somewhere in the file the CUDA flag ``name`` may be on without anybody asking for CUDA: a
-    parameter or field defaulting to True, ``self.use_cuda = True``, a caller passing
-    ``use_cuda=True`` or a config value, a ``"use_cuda": True`` entry, an option on unless given."""
+    parameter or field defaulting to True or to a constant, ``self.use_cuda = True``, a value read
+    from a config or handed on from a parameter that defaults on, a caller passing ``use_cuda=True``
+    or ``True`` in its place, a ``"use_cuda": True`` entry, a loop or a parametrized test over its
+    values, an option on unless given."""
+    defaults_on = _all_parameter_defaults(context)
+    positions = _parameter_positions(context, name)
     for node in ast.walk(context.tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if name in (parameters := _parameters(node)) and _turns_on(parameters[name]):
+            if name in (parameters := _parameters(node)) and _turns_on(parameters[name], names_hand_on=False):
                 return True
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(last_name(t) == name for t in targets) and _turns_on(node.value):
-                return True
+            if any(last_name(t) == name for t in targets) and (
+                    _turns_on(node.value) or (isinstance(node.value, ast.Name) and node.value.id in defaults_on)):
+                return True  # `self.use_cuda = gpu` where `gpu=True`
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)):
+                return True  # `for use_cuda in (False, True):`
         elif isinstance(node, ast.keyword):
-            if node.arg == name and _turns_on(node.value):
+            if node.arg == name and _turns_on(node.value) and not _same_flag(node.value, name):
                 return True
         elif isinstance(node, ast.Dict):
             if any(isinstance(k, ast.Constant) and k.value == name and _turns_on(v)
                    for k, v in zip(node.keys, node.values)):
                 return True
-        elif (isinstance(node, ast.Call) and last_name(node.func) == "add_argument" and node.args
-              and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).lstrip("-").replace("-", "_") == name):
-            return name not in _off_cli_options(context)
+        elif isinstance(node, ast.Call):
+            called = last_name(node.func)
+            if called == "parametrize" and node.args and isinstance(node.args[0], ast.Constant) and name in re.split(
+                    r"[,\s]+", str(node.args[0].value)):
+                return True  # `@pytest.mark.parametrize("use_cuda", [False, True])`
+            if (called == "add_argument" and node.args and isinstance(node.args[0], ast.Constant)
+                    and str(node.args[0].value).lstrip("-").replace("-", "_") == name
+                    and name not in _off_cli_options(context)):
+                return True
+            index = positions.get(called)
+            if index is not None and len(node.args) > index and not any(
+                    isinstance(a, ast.Starred) for a in node.args[:index + 1]) and _turns_on(node.args[index]) \
+                    and not _same_flag(node.args[index], name):
+                return True  # `train(model, loader, True)` for `def train(model, loader, use_cuda)`
     return False
+
+
+def _same_flag(value: ast.expr, name: str) -> bool:
+    """``self.use_cuda`` handed on as ``use_cuda=``: the flag itself, checked where it is set."""
+    return (isinstance(value, ast.Attribute) and value.attr == name and isinstance(value.value, ast.Name)
+            and value.value.id == "self")
+
+
+def _all_parameter_defaults(context: FileContext) -> dict[str, ast.expr | None]:
+    """Every parameter of the file's functions that defaults to something that may be on."""
+    return {p: d for node in ast.walk(context.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for p, d in _parameters(node).items() if _turns_on(d, names_hand_on=False)}
+
+
+def _parameter_positions(context: FileContext, name: str) -> dict[str, int]:
+    """For each function of the file that takes ``name`` positionally, its place among the
+    arguments a caller writes (``self`` and ``cls`` left out of methods)."""
+    positions = {}
+    for node in ast.walk(context.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = [a.arg for a in node.args.posonlyargs + node.args.args]
+            if arguments and arguments[0] in ("self", "cls"):
+                arguments = arguments[1:]
+            if name in arguments:
+                positions[node.name] = arguments.index(name)
+    return positions
 
 
 # A flag that asks for CUDA by name; `use_gpu` asks for a GPU, which code that maps it to CUDA
@@ -1587,8 +1639,7 @@ def _cuda_flag_statement(site: _Site) -> str | None:
              and _CUDA_BY_NAME.fullmatch(last_name(s.test))]
     if not names:
         return None
-    whole = site.file.whole()
-    return next((name for name in names if not _on_by_default(whole, name)), None)
+    return next((name for name in names if not site.file.flag_on_by_default(name)), None)
 
 
 def _isinstance_type_test(context: FileContext, line: int) -> bool:
@@ -1604,7 +1655,16 @@ def _isinstance_type_test(context: FileContext, line: int) -> bool:
             node, parent = parent, parents.get(id(parent))
         return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
                 and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is node)
-    return bool(types) and all(tested(t) for t in types)
+    return bool(types) and all(tested(t) for t in types) and not _raises_on_the_test(context, line)
+
+
+def _raises_on_the_test(context: FileContext, line: int) -> bool:
+    """The test on ``line`` is an assert's, or an ``if`` whose branch raises: where it fails the code
+    stops with an error, not silently."""
+    if any(isinstance(s, ast.Assert) and s.lineno <= line <= (s.end_lineno or s.lineno) for s in context.statements):
+        return True
+    return any(s.test.lineno <= line <= (s.test.end_lineno or s.test.lineno)
+               and any(isinstance(b[-1], ast.Raise) for b in (s.body, s.orelse) if b) for s in context.ifs)
 
 
 # Qt's event handlers (`mousePressEvent(self, ev)`): their argument is an event, whose
@@ -1758,6 +1818,7 @@ class _File:
         self.default_path: dict[tuple[int, int], default_path.Verdict | None] = {}
         self._searched: dict[re.Pattern[str], re.Match[str] | None] = {}
         self._mentioned: dict[str, bool] = {}
+        self._flags_on: dict[str, bool] = {}
 
     # The lowerings ask these of the whole text for each finding of the file: a large
     # file has dozens of findings, and a search for a word it lacks reads all of it.
@@ -1776,6 +1837,13 @@ class _File:
             assert self.context is not None
             self._whole = _whole(self.text, self.context)
         return self._whole
+
+    def flag_on_by_default(self, name: str) -> bool:
+        """``_on_by_default`` of the whole file, asked once a name: a file has many findings under
+        one flag."""
+        if name not in self._flags_on:
+            self._flags_on[name] = _on_by_default(self.whole(), name)
+        return self._flags_on[name]
 
     @functools.cached_property
     def in_package_tests(self) -> bool:

@@ -131,7 +131,10 @@ def render_text(result: ScanResult, min_severity: str = "perf") -> str:
         out.append("")
     for skipped in result.skipped:
         out.append(f"{one_line(skipped.path)}: skipped: {one_line(skipped.reason)}")
-    if result.skipped:
+    for unfinished in result.unfinished:
+        out.append(f"unfinished pass over every file ({unfinished.name}): {one_line(unfinished.reason)}; findings "
+                   "it would add are missing, and findings it would lower are reported more severely")
+    if result.skipped or result.unfinished:
         out.append("")
     summary = summarise(result)
     out.append("target     error  silent  perf  info  effort  score")
@@ -224,6 +227,7 @@ def render_json(result: ScanResult) -> str:
         "judged": found.as_dict() if (found := judged.table()) is not None else None,
         "findings": [finding_dict(f, result.targets) for f in result.findings],
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
+        "unfinished_passes": [{"name": u.name, "reason": u.reason} for u in result.unfinished],
     }
     return json.dumps(document, indent=2) + "\n"
 
@@ -316,7 +320,10 @@ def render_sarif(result: ScanResult) -> str:
         "message": {"text": f"skipped: {s.reason}"},
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(s.path),
                                                                  "uriBaseId": "%SRCROOT%"}}}],
-    } for s in result.skipped]
+    } for s in result.skipped] + [{
+        "level": "error",
+        "message": {"text": f"unfinished pass over every file ({u.name}): {u.reason}"},
+    } for u in result.unfinished]
     root = Path(os.getcwd()).resolve().as_uri() + "/"
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -325,7 +332,8 @@ def render_sarif(result: ScanResult) -> str:
             "tool": {"driver": {"name": "torchport", "version": __version__,
                                 "informationUri": INFORMATION_URI, "rules": descriptors}},
             "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
-            "invocations": [{"executionSuccessful": True,
+            "invocations": [{"executionSuccessful": not result.unfinished and not any(
+                s.internal for s in result.skipped),
                              "toolExecutionNotifications": notifications}],
             "results": results,
             "properties": {"summary": summarise(result)},

@@ -30,7 +30,7 @@ from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
 from torchport.scan.detectors.shared import CUDA_ONLY
-from torchport.scan.model import FileResult, Finding, Skipped
+from torchport.scan.model import FileResult, Finding, Skipped, UnfinishedPass
 from torchport.scan.rules import RULES_BY_ID, finding_worst
 
 _SUPPRESSION = re.compile(r"torchport:\s*ignore(?:\[([^\]]*)\])?")
@@ -52,6 +52,7 @@ class ScanResult:
     config: ScanConfig
     suppressed: int = 0
     paths: list[str] = field(default_factory=list)
+    unfinished: list[UnfinishedPass] = field(default_factory=list)  # passes over every file that failed
 
 
 @dataclass(frozen=True)
@@ -359,23 +360,18 @@ def resolve_min_torch(explicit: str | None, config: ScanConfig, start: Path) -> 
 
 _T = TypeVar("_T")
 
-# How a pass over every file that failed is named among the skipped files.
-EVERY_FILE = "(every file: "
-
-
-def _pass_over_every_file(step: Callable[[], _T], name: str, skipped: list[Skipped], debug: bool) -> _T | None:
+def _pass_over_every_file(step: Callable[[], _T], name: str, unfinished: list[UnfinishedPass],
+                          debug: bool) -> _T | None:
     """Run a pass over every file's results.  Where torchport's own code fails in it, each file's
-    findings stand as they are (a pass only adds findings or lowers them) and the scan is marked
-    incomplete, as for a file it could not analyse; ``debug`` raises the failure."""
+    findings stand as they are (a pass only adds findings or lowers them) and the pass is recorded
+    as unfinished; ``debug`` raises a bug in it."""
     try:
         return step()
     except Exception as exc:  # a bug in one pass must not cost the whole scan
         reason, bug = analysis_failure(exc, debug)
         if bug:
-            reason = internal_error_reason(exc, "torchport failed in this pass over every file")
-        skipped.append(Skipped(f"{EVERY_FILE}{name})", f"{reason}; the pass did not finish, so findings it "
-                               "would add are missing and findings it would lower are reported more severely",
-                               internal=True))
+            reason = internal_error_reason(exc, "torchport failed in it")
+        unfinished.append(UnfinishedPass(name, reason.replace("cannot analyse", "cannot finish"), bug))
         return None
 
 
@@ -388,8 +384,10 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     results = _run(work, config.max_file_bytes, jobs, debug)
     read = lambda job: read_source(job.path, job.kind, config.max_file_bytes)[0]  # noqa: E731
 
+    unfinished: list[UnfinishedPass] = []
+
     def across_files(step: Callable[[], _T], name: str) -> _T | None:
-        return _pass_over_every_file(step, name, skipped, debug)
+        return _pass_over_every_file(step, name, unfinished, debug)
 
     across_files(lambda: _extension_imports(work, results, paths[0], config.max_file_bytes),
                  "imports of the project's own CUDA extensions")
@@ -415,7 +413,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     findings.sort(key=Finding.sort_key)
     skipped.sort(key=lambda s: s.path)
     return ScanResult(findings, skipped, files, lines, list(config.targets), version,
-                      version_source, config, suppressed, [str(p) for p in paths])
+                      version_source, config, suppressed, [str(p) for p in paths], unfinished)
 
 
 def _run(work: list[_Job], max_bytes: int, jobs: int | None, debug: bool = False):

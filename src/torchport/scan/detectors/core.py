@@ -1983,7 +1983,8 @@ class AnalyzerCore(AnalyzerState):
                 guard = self.report(CUDA_AVAILABILITY_CHECK, test, "torch.cuda.is_available()")
             self.claimed.add(id(test.func))
             test_findings = [guard]
-        in_test = bool(self.context_names) and self.context_names[-1].startswith("test")
+        in_test = (bool(self.context_names) and self.context_names[-1].startswith("test")
+                   and (is_test_file(self.path) or any(_TEST_CLASS.match(n) for n in self.class_names)))
         exit_without_cuda = (node.orelse[-1] if node.orelse and positive else
                              node.body[-1] if self._exits(node) and self._exits_unless_cuda(node) else None)
         if in_test and isinstance(exit_without_cuda, ast.Return) and exit_without_cuda.value is None:
@@ -2224,6 +2225,11 @@ class AnalyzerCore(AnalyzerState):
                                              and self._is_message_call(s.value))]
         probe = len(body) == 1 or (len(body) <= 3 and all(
             isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.Return)) for s in body))
+        if len(body) < len(node.body):
+            # with a log line, only a probe that answers whether the device works (`return True`):
+            # `torch.load(...); log.info("resumed")` is work whose failure is swallowed
+            probe = (probe and bool(body) and isinstance(body[-1], ast.Return)
+                     and isinstance(body[-1].value, ast.Constant) and body[-1].value.value is True)
         if probe and any(self._probe_fallback(h) for h in node.handlers):
             # `try: return torch.cuda.nccl.version() except Exception: return None`
             self._cap(self.findings[start:], "a probe whose failure is caught, with a fallback value")
