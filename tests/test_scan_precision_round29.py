@@ -1,8 +1,9 @@
 """CUDA flags tested in an ``if`` statement, an availability probe that logs, isinstance tests
 against CUDA tensor types, ``torch.cuda.random`` seeding, checks whose value is only shown or only
 pins memory, a check compared with ``is False``, and a Qt event's ``.double()``.  Shapes from the
-thirty-second judge's verdicts (seed 802241): trankit, cellpose, torchattacks, optimum, careamics,
-airllm and carvekit, each judged incorrect at error or silent."""
+thirty-second judge's verdicts (seed 802241): trankit, cellpose, torchattacks, careamics, airllm,
+grad-cam and carvekit, each judged incorrect at error or silent; the lines marked kept are an
+independent review's counter-examples."""
 from __future__ import annotations
 
 from scan_marks import check_marked_lines, worst_by_line
