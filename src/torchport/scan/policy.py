@@ -42,6 +42,11 @@ _NVIDIA_NAMED = re.compile(r"(^|_|[a-z])(trt|tensorrt|gds|kvikio|nvml)($|_|[A-Z]
 _REPORT_FUNCTION = re.compile(r"(get|print|show|collect|check|log|dump)_(\w*_)?(info|env|environment|install|"
                               r"config|report)s?|check_torch_cuda|collect_system_info")
 
+# A module that reports the environment: a copy of torch.utils.collect_env, a `check_env`, an
+# `env` command of a package's CLI (`optimum-cli env`).  A module named `env.py` elsewhere is often
+# the package's device configuration, and is not one.
+_REPORT_MODULE = re.compile(r"(?:^|/)(?:collect_env|check_env)\.py$|(?:^|/)(?:commands|cli)/env\.py$")
+
 # Names of a functions whose sync is part of a timing: there the sync changes the result.
 _TIMING_SCOPE = re.compile(r"time|timing|bench|profil|measure|elapsed", re.IGNORECASE)
 
@@ -2320,6 +2325,8 @@ LOWERINGS: tuple[Lowering, ...] = (
              "by design"),
     Lowering(_EVERY_RULE, _at_line(_in_report_function), "info",
              "in a function that reports the environment: diagnostics only"),
+    Lowering(_EVERY_RULE, lambda site: bool(_REPORT_MODULE.search(site.file.path.replace(os.sep, "/"))), "info",
+             "in a module that reports the environment (a collect_env, an `env` command): diagnostics only"),
     Lowering(_CHECK, _at_line(_syncs_after_extension_op), "perf",
              "guards only a synchronize after a compiled op, outside any timing: it waits for the kernel, which "
              "changes speed, not results"),

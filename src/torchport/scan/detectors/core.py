@@ -1320,6 +1320,9 @@ class AnalyzerCore(AnalyzerState):
             name = last_name(func)
             if name == "startswith" and test.args:  # str(device).startswith("cuda:")
                 return (string_value(test.args[0]) or "").startswith("cuda")
+            if (name == "is_available" and isinstance(func, ast.Attribute)
+                    and "cuda" in last_name(func.value).lower()):
+                return True  # `self._cuda_context.is_available()`: a project's wrapper of the CUDA query
             return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
         if isinstance(test, ast.Attribute):
             if test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda":
