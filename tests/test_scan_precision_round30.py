@@ -56,3 +56,61 @@ def test_a_module_that_reports_the_environment_and_a_wrapped_cuda_query(tmp_path
     detector = _write(tmp_path, "pkg/device.py", _WRAPPED_QUERY)
     paths = (collect_env, command, config, detector)
     check_marked_lines([tmp_path / "pkg"], paths)
+
+
+# From the thirty-sixth judge's verdicts (seed 976340): torchkge's `use_cuda` modes, which default to
+# None, and mushroom-rl's `self._use_cuda`, a constructor argument.
+_FLAG_MODES = """
+    class TrainDataLoader:
+        def __init__(self, kg, batch_size, use_cuda=None):
+            self.use_cuda = use_cuda
+            if use_cuda is not None and use_cuda == "all":
+                self.h = kg.head_idx.cuda()  # quiet
+
+        def batch(self, b):
+            if self.use_cuda in ["all", "batch"]:
+                return b.cuda()  # quiet
+            return b
+
+
+    class Trainer:
+        def __init__(self, loader):
+            self.use_cuda = loader.use_cuda  # the loader's flag, handed on
+
+        def step(self, model):
+            if self.use_cuda == "batch":
+                model.cuda()  # quiet
+
+
+    class NoisyLinear:
+        def __init__(self, features, use_cuda):
+            self._use_cuda = use_cuda
+
+        def forward(self, eps):
+            if self._use_cuda:
+                eps = eps.cuda()  # quiet
+            return eps
+"""
+
+# The same modes turned on: by a default, and by a config read elsewhere.
+_FLAG_MODES_ON = """
+    class Loader:
+        def __init__(self, kg, use_cuda="all"):
+            if use_cuda == "all":
+                self.h = kg.head_idx.cuda()  # kept
+
+
+    class Runner:
+        def __init__(self, args, use_cuda=None):
+            self.use_cuda = args.use_cuda
+
+        def step(self, model):
+            if self.use_cuda == "batch":
+                model.cuda()  # kept
+"""
+
+
+def test_modes_of_a_cuda_flag_and_a_flag_handed_on(tmp_path):
+    modes = _write(tmp_path, "modes.py", _FLAG_MODES)
+    modes_on = _write(tmp_path, "modes_on.py", _FLAG_MODES_ON)
+    check_marked_lines([modes, modes_on], (modes, modes_on))

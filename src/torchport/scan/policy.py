@@ -1565,20 +1565,30 @@ def _on_by_default(context: FileContext, name: str) -> bool:
     values, an option on unless given."""
     defaults_on = _all_parameter_defaults(context)
     positions = _parameter_positions(context, name)
+    # `self.use_cuda = loader.use_cuda`: another object's flag of the same name, which the file
+    # defines (a parameter off by default) and never turns on, is the same flag handed on
+    defined_off = any(name in (p := _parameters(node)) and _off(p[name])
+                      for node in ast.walk(context.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    def handed_on(value: ast.expr | None) -> bool:
+        return (_same_flag(value, name) if value is not None else False) or (
+            defined_off and isinstance(value, ast.Attribute) and value.attr == name
+            and not (isinstance(value.value, ast.Name) and _SETTINGS.fullmatch(value.value.id)))
+
     for node in ast.walk(context.tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if name in (parameters := _parameters(node)) and _turns_on(parameters[name], names_hand_on=False):
                 return True
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(last_name(t) == name for t in targets) and (
+            if any(last_name(t) == name for t in targets) and not handed_on(node.value) and (
                     _turns_on(node.value) or (isinstance(node.value, ast.Name) and node.value.id in defaults_on)):
                 return True  # `self.use_cuda = gpu` where `gpu=True`
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
             if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)):
                 return True  # `for use_cuda in (False, True):`
         elif isinstance(node, ast.keyword):
-            if node.arg == name and _turns_on(node.value) and not _same_flag(node.value, name):
+            if node.arg == name and _turns_on(node.value) and not handed_on(node.value):
                 return True
         elif isinstance(node, ast.Dict):
             if any(isinstance(k, ast.Constant) and k.value == name and _turns_on(v)
@@ -1596,7 +1606,7 @@ def _on_by_default(context: FileContext, name: str) -> bool:
             index = positions.get(called)
             if index is not None and len(node.args) > index and not any(
                     isinstance(a, ast.Starred) for a in node.args[:index + 1]) and _turns_on(node.args[index]) \
-                    and not _same_flag(node.args[index], name):
+                    and not handed_on(node.args[index]):
                 return True  # `train(model, loader, True)` for `def train(model, loader, use_cuda)`
     return False
 
@@ -1627,24 +1637,41 @@ def _parameter_positions(context: FileContext, name: str) -> dict[str, int]:
     return positions
 
 
+# Where command-line options and configs are read: their defaults live elsewhere.
+_SETTINGS = re.compile(r"args|opts?|options|cfg|conf(ig)?|hparams|params|settings|flags|FLAGS|hps", re.IGNORECASE)
+
 # A flag that asks for CUDA by name; `use_gpu` asks for a GPU, which code that maps it to CUDA
 # refuses on another accelerator's machine (tests/test_scan_precision_round11.py keeps it).
-_CUDA_BY_NAME = re.compile(r"(use_)?cuda", re.IGNORECASE)
+_CUDA_BY_NAME = re.compile(r"_*(use_)?cuda", re.IGNORECASE)
 
 
 def _cuda_flag_statement(site: _Site) -> str | None:
-    """``if use_cuda: x = x.cuda()`` (or ``if self.use_cuda:``, ``if cuda:``) where nothing in the file
-    turns the flag on by default: the body runs only for a caller that asks for CUDA, as the
-    conditional expression ``x.cuda() if use_cuda else x`` does.  ``if args.cuda:`` and
-    ``if cfg.use_cuda:`` stay: their defaults live in another file or a config; so does
-    ``if use_gpu:``, a request for any GPU.  Needs the whole file."""
-    names = [last_name(s.test) for s in _if_bodies_holding(site.context, site.line)
-             if (isinstance(s.test, ast.Name) or (isinstance(s.test, ast.Attribute) and isinstance(s.test.value, ast.Name)
-                                                  and s.test.value.id == "self"))
-             and _CUDA_BY_NAME.fullmatch(last_name(s.test))]
+    """``if use_cuda: x = x.cuda()`` (or ``if self._use_cuda:``, ``if cuda:``, ``if use_cuda == "all":``,
+    ``if use_cuda and x:``) where nothing in the file turns the flag on by default: the body runs only
+    for a caller that asks for CUDA, as the conditional expression ``x.cuda() if use_cuda else x``
+    does.  ``if args.cuda:`` and ``if cfg.use_cuda:`` stay: their defaults live in another file or a
+    config; so does ``if use_gpu:``, a request for any GPU.  Needs the whole file."""
+    names = [name for s in _if_bodies_holding(site.context, site.line) if (name := _flag_tested(s.test))]
     if not names:
         return None
     return next((name for name in names if not site.file.flag_on_by_default(name)), None)
+
+
+def _flag_tested(test: ast.expr) -> str | None:
+    """The CUDA flag whose being on ``test`` needs: ``use_cuda``, ``self._use_cuda``, ``use_cuda ==
+    "all"``, ``use_cuda in ("all", "batch")``, or one operand of an ``and``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next((name for value in test.values if (name := _flag_tested(value))), None)
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In))
+            and all(isinstance(c, ast.Constant) and isinstance(c.value, str) for c in (
+                test.comparators[0].elts if isinstance(test.comparators[0], (ast.Tuple, ast.List, ast.Set))
+                else [test.comparators[0]]))):
+        test = test.left  # a mode of the flag: `use_cuda == "batch"`
+    if not (isinstance(test, ast.Name) or (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name)
+                                           and test.value.id == "self")):
+        return None
+    name = last_name(test)
+    return name if _CUDA_BY_NAME.fullmatch(name) else None
 
 
 def _isinstance_type_test(context: FileContext, line: int) -> bool:
