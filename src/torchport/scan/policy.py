@@ -266,7 +266,7 @@ def _swallows(handler: ast.ExceptHandler) -> bool:
     return broad and not any(isinstance(n, ast.Raise) and id(n) not in debug_only for n in ast.walk(handler))
 
 
-def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> dict[str, ast.expr | None]:
     """Each parameter's default, None where it has none."""
     arguments = function.args
     positional = arguments.posonlyargs + arguments.args
@@ -285,7 +285,8 @@ def _opt_in_flag(context: FileContext, line: int) -> str | None:
     for function in context.enclosing(line):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        off = {name for name, d in _parameters(function).items() if _CUDA_FLAG.fullmatch(name) and _off(d)}
+        off = {name for name, d in _parameters(function).items()
+               if _CUDA_FLAG.fullmatch(name) and _off(d) and not _rebound_on(function, name)}
         if not off:
             continue
         for statement in context.ifs:
@@ -1541,11 +1542,31 @@ def _rebinds(function: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(function))
 
 
+def _rebound_on(function: ast.AST, name: str) -> bool:
+    """``use_cuda = DEFAULT_MODE`` inside the function: a value that may be on whatever the caller
+    passed; not ``cuda = bool(cuda)``, which reads the parameter, nor a CUDA query."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            assigned = next((a.value for a in ast.walk(function) if isinstance(a, ast.Assign)
+                             and any(t is node for t in a.targets)), None)
+            if assigned is None or not (_off(assigned) or _set_by_a_cuda_query(assigned) or any(
+                    isinstance(n, ast.Name) and n.id == name for n in ast.walk(assigned))):
+                return True
+    return False
+
+
 def _set_by_a_cuda_query(value: ast.expr) -> bool:
     """``torch.cuda.is_available()``, ``use_cuda and torch.cuda.is_available()``, ``x.is_cuda``: a
-    value that is False wherever CUDA is absent."""
-    return any((isinstance(n, ast.Call) and last_name(n.func) in ("is_available", "device_count"))
-               or (isinstance(n, ast.Attribute) and n.attr == "is_cuda") for n in ast.walk(value))
+    value that is False wherever CUDA is absent; not one that asks for another accelerator too
+    (``torch.cuda.is_available() or torch.backends.mps.is_available()`` is True on a Mac)."""
+    queries = [n for n in ast.walk(value) if (isinstance(n, ast.Call) and last_name(n.func) in (
+        "is_available", "device_count")) or (isinstance(n, ast.Attribute) and n.attr.startswith("is_"))]
+    return any(isinstance(n, ast.Call) or n.attr == "is_cuda" for n in queries) and not any(
+        _OTHER_ACCELERATOR.search(ast.unparse(n)) for n in queries)
+
+
+# An availability query or a tensor test of an accelerator other than CUDA.
+_OTHER_ACCELERATOR = re.compile(r"\b(mps|xpu|npu|hpu|mlu|xla|tpu|is_mps|is_xpu|is_xla)\b")
 
 
 def _turns_on(value: ast.expr | None, names_hand_on: bool = True) -> bool:
@@ -1557,32 +1578,43 @@ def _turns_on(value: ast.expr | None, names_hand_on: bool = True) -> bool:
     return not (names_hand_on and isinstance(value, ast.Name))
 
 
-def _on_by_default(context: FileContext, name: str) -> bool:
+def _on_by_default(context: FileContext, name: str, seen: frozenset[str] = frozenset()) -> bool:
     """Somewhere in the file the CUDA flag ``name`` may be on without anybody asking for CUDA: a
     parameter or field defaulting to True or to a constant, ``self.use_cuda = True``, a value read
-    from a config or handed on from a parameter that defaults on, a caller passing ``use_cuda=True``
-    or ``True`` in its place, a ``"use_cuda": True`` entry, a loop or a parametrized test over its
-    values, an option on unless given."""
-    defaults_on = _all_parameter_defaults(context)
+    from a config or handed on from a name that may be on (``self._use_cuda = use_cuda`` where a
+    caller passes ``use_cuda=True``; ``use_cuda = DEFAULT_MODE``), a caller passing ``use_cuda=True``
+    or ``True`` in its place (to a function or a class), a ``"use_cuda": True`` entry, a loop or a
+    parametrized test over its values, an option on unless given."""
+    seen = seen | {name}
     positions = _parameter_positions(context, name)
-    # `self.use_cuda = loader.use_cuda`: another object's flag of the same name, which the file
-    # defines (a parameter off by default) and never turns on, is the same flag handed on
-    defined_off = any(name in (p := _parameters(node)) and _off(p[name])
-                      for node in ast.walk(context.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    off_classes = _classes_taking_off(context, name)
 
     def handed_on(value: ast.expr | None) -> bool:
-        return (_same_flag(value, name) if value is not None else False) or (
-            defined_off and isinstance(value, ast.Attribute) and value.attr == name
-            and not (isinstance(value.value, ast.Name) and _SETTINGS.fullmatch(value.value.id)))
+        """``self.use_cuda`` or ``loader.use_cuda`` where ``loader`` is one of this file's classes
+        that take the flag off by default: the same flag, checked where it is set."""
+        if value is None or not (isinstance(value, ast.Attribute) and value.attr == name
+                                 and isinstance(value.value, ast.Name)):
+            return False
+        owner = value.value.id
+        return owner == "self" or any(_names_an_instance(context, owner, cls) for cls in off_classes)
+
+    def may_be_on(value: ast.expr | None) -> bool:
+        if value is None or handed_on(value):
+            return False
+        if _turns_on(value):
+            return True
+        source = value.id if isinstance(value, ast.Name) else (
+            value.attr if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+            and value.value.id == "self" else None)
+        return source is not None and source not in seen and _on_by_default(context, source, seen)
 
     for node in ast.walk(context.tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             if name in (parameters := _parameters(node)) and _turns_on(parameters[name], names_hand_on=False):
                 return True
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(last_name(t) == name for t in targets) and not handed_on(node.value) and (
-                    _turns_on(node.value) or (isinstance(node.value, ast.Name) and node.value.id in defaults_on)):
+            targets: list[ast.expr] = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(may_be_on(value) for value in _values_stored_in(targets, node.value, name)):
                 return True  # `self.use_cuda = gpu` where `gpu=True`
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
             if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)):
@@ -1611,34 +1643,66 @@ def _on_by_default(context: FileContext, name: str) -> bool:
     return False
 
 
-def _same_flag(value: ast.expr, name: str) -> bool:
-    """``self.use_cuda`` handed on as ``use_cuda=``: the flag itself, checked where it is set."""
-    return (isinstance(value, ast.Attribute) and value.attr == name and isinstance(value.value, ast.Name)
-            and value.value.id == "self")
+_UNKNOWN = ast.Constant(value=...)  # a value stored by unpacking that this file cannot see
 
 
-def _all_parameter_defaults(context: FileContext) -> dict[str, ast.expr | None]:
-    """Every parameter of the file's functions that defaults to something that may be on."""
-    return {p: d for node in ast.walk(context.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for p, d in _parameters(node).items() if _turns_on(d, names_hand_on=False)}
+def _values_stored_in(targets: list[ast.expr], value: ast.expr | None, name: str) -> list[ast.expr | None]:
+    """What an assignment stores in ``name`` (or ``self.name``): ``self.use_cuda, self.n = True, n``
+    stores ``True``; unpacking a call stores something unknown, which may be on."""
+    stored: list[ast.expr | None] = []
+    for target in targets:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if not any(last_name(t) == name for t in target.elts):
+                continue
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) and not any(
+                    isinstance(e, ast.Starred) for e in (*target.elts, *value.elts)):
+                stored += [v for t, v in zip(target.elts, value.elts) if last_name(t) == name]
+            else:
+                stored.append(_UNKNOWN)
+        elif last_name(target) == name:
+            stored.append(value)
+    return stored
+
+
+def _classes_taking_off(context: FileContext, name: str) -> list[str]:
+    """This file's classes whose ``__init__`` takes the flag ``name`` off by default."""
+    return [node.name for node in ast.walk(context.tree) if isinstance(node, ast.ClassDef) and any(
+        isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == "__init__"
+        and name in (p := _parameters(m)) and _off(p[name]) for m in node.body)]
+
+
+def _names_an_instance(context: FileContext, variable: str, cls: str) -> bool:
+    """``loader`` is an instance of ``TrainDataLoader``: it is made by ``loader = TrainDataLoader(...)``,
+    annotated ``loader: TrainDataLoader``, or named after the class (``train_data_loader``, ``loader``)."""
+    if re.sub(r"_", "", cls.lower()).endswith(re.sub(r"_", "", variable.lower())) and len(variable) >= 3:
+        return True
+    for node in ast.walk(context.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and last_name(node.value.func) == cls \
+                and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
+            return True
+        if isinstance(node, ast.arg) and node.arg == variable and node.annotation is not None \
+                and last_name(node.annotation) == cls:
+            return True
+    return False
 
 
 def _parameter_positions(context: FileContext, name: str) -> dict[str, int]:
     """For each function of the file that takes ``name`` positionally, its place among the
-    arguments a caller writes (``self`` and ``cls`` left out of methods)."""
+    arguments a caller writes (``self`` and ``cls`` left out of methods); a class's ``__init__``
+    under the class's name too, since callers write ``Loader(data, True)``."""
     positions = {}
     for node in ast.walk(context.tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            arguments = [a.arg for a in node.args.posonlyargs + node.args.args]
+        functions = [(node.name, node)] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else [
+            (node.name, m) for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and m.name == "__init__"] if isinstance(node, ast.ClassDef) else []
+        for called, function in functions:
+            arguments = [a.arg for a in function.args.posonlyargs + function.args.args]
             if arguments and arguments[0] in ("self", "cls"):
                 arguments = arguments[1:]
             if name in arguments:
-                positions[node.name] = arguments.index(name)
+                positions[called] = arguments.index(name)
     return positions
 
-
-# Where command-line options and configs are read: their defaults live elsewhere.
-_SETTINGS = re.compile(r"args|opts?|options|cfg|conf(ig)?|hparams|params|settings|flags|FLAGS|hps", re.IGNORECASE)
 
 # A flag that asks for CUDA by name; `use_gpu` asks for a GPU, which code that maps it to CUDA
 # refuses on another accelerator's machine (tests/test_scan_precision_round11.py keeps it).
@@ -1651,10 +1715,12 @@ def _cuda_flag_statement(site: _Site) -> str | None:
     for a caller that asks for CUDA, as the conditional expression ``x.cuda() if use_cuda else x``
     does.  ``if args.cuda:`` and ``if cfg.use_cuda:`` stay: their defaults live in another file or a
     config; so does ``if use_gpu:``, a request for any GPU.  Needs the whole file."""
-    names = [name for s in _if_bodies_holding(site.context, site.line) if (name := _flag_tested(s.test))]
-    if not names:
+    tests = [(name, s.test) for s in _if_bodies_holding(site.context, site.line) if (name := _flag_tested(s.test))]
+    test = next((test for name, test in tests if not site.file.flag_on_by_default(name)), None)
+    if test is None:
         return None
-    return next((name for name in names if not site.file.flag_on_by_default(name)), None)
+    text = ast.unparse(test)
+    return text if len(text) <= 60 else text[:57] + "..."  # the note quotes the test the user reads
 
 
 def _flag_tested(test: ast.expr) -> str | None:
