@@ -71,6 +71,7 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
     """A finding at every import of one of ``names`` (statements, ``importlib.import_module``)."""
     lasts = {name.rsplit(".", 1)[-1]: name for name in names if "." in name}
     findings = []
+    optional = _lines_with_a_fallback(tree)
     for node in walk_nodes(tree):
         found = None
         if isinstance(node, ast.Call):
@@ -98,7 +99,32 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
                     found = lasts[alias.name]
         if found:
             snippet = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
-            findings.append(Finding(CUDA_EXTENSION_IMPORT, path, node.lineno, node.col_offset + 1,
-                                    node.end_lineno or node.lineno, (node.end_col_offset or 0) + 1,
-                                    f"import of {found}, a CUDA extension this project builds", snippet))
+            finding = Finding(CUDA_EXTENSION_IMPORT, path, node.lineno, node.col_offset + 1,
+                              node.end_lineno or node.lineno, (node.end_col_offset or 0) + 1,
+                              f"import of {found}, a CUDA extension this project builds", snippet)
+            if node.lineno in optional:
+                finding.severity_cap = "info"
+                finding.cap_reason = ("an optional import, in a try whose handler binds a fallback: where the "
+                                      "extension is not built the package runs without it")
+            findings.append(finding)
     return findings
+
+
+def _lines_with_a_fallback(tree: ast.Module) -> set[int]:
+    """The lines of ``try:`` bodies whose handler catches a failed import and binds a fallback (a
+    flag, another implementation) without raising: ``try: from factor_multiply import ...`` /
+    ``except ImportError: use_extension = False``."""
+    lines: set[int] = set()
+    for node in walk_nodes(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        for handler in node.handlers:
+            names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+            catches = any(n is None or last_name(n) in ("ImportError", "ModuleNotFoundError", "Exception",
+                                                        "BaseException") for n in names)
+            binds = any(isinstance(s, (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom, ast.FunctionDef))
+                        for s in handler.body)
+            if catches and binds and not any(isinstance(n, ast.Raise) for n in ast.walk(handler)):
+                lines.update(range(node.body[0].lineno, (node.body[-1].end_lineno or node.body[-1].lineno) + 1))
+                break
+    return lines

@@ -1723,6 +1723,32 @@ def _cuda_flag_statement(site: _Site) -> str | None:
     return text if len(text) <= 60 else text[:57] + "..."  # the note quotes the test the user reads
 
 
+def _naive_model_parallel(context: FileContext, line: int) -> bool:
+    """``def parallelize(self, device_map=None)`` and ``if self.model_parallel:`` in a model that
+    sets ``self.model_parallel = True`` only inside ``parallelize()`` (the naive model parallelism of
+    Hugging Face's older GPT-2 and T5 code, copied into many packages): CUDA only after the user
+    calls it, asking for several CUDA devices."""
+    stores = [node for node in ast.walk(context.tree) if isinstance(node, ast.Assign)
+              and any(last_name(t) == "model_parallel" and isinstance(t, ast.Attribute) for t in node.targets)]
+    if not stores:
+        return False
+    for store in stores:
+        function = context.innermost_function(store.lineno)
+        if not _off(store.value) and (function is None or function.name != "parallelize"):
+            return False  # on elsewhere: not an opt-in
+    function = context.innermost_function(line)
+    if function is not None and function.name in ("parallelize", "deparallelize"):
+        return True
+    return any(_tests_model_parallel(s.test) for s in _if_bodies_holding(context, line))
+
+
+def _tests_model_parallel(test: ast.expr) -> bool:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_tests_model_parallel(value) for value in test.values)
+    return (isinstance(test, ast.Attribute) and test.attr == "model_parallel" and isinstance(test.value, ast.Name)
+            and test.value.id == "self")
+
+
 def _flag_tested(test: ast.expr) -> str | None:
     """The CUDA flag whose being on ``test`` needs: ``use_cuda``, ``self._use_cuda``, ``use_cuda ==
     "all"``, ``use_cuda in ("all", "batch")``, or one operand of an ``and``."""
@@ -2432,6 +2458,10 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _at_line(_under_cuda_flag_expression), "info",
              "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for"),
     Lowering(_EVERY_RULE, _at_line(_opt_in_flag), "info", "only when the caller opts in with {}=True (off by default)"),
+    Lowering(_EVERY_RULE, lambda site: site.file.mentions("model_parallel")
+             and _naive_model_parallel(site.file.whole(), site.line), "info",
+             "only after parallelize(), the opt-in model parallelism over several CUDA devices "
+             "(model_parallel is False until it is called)"),
     Lowering(_EVERY_RULE, _cuda_flag_statement, "info",
              "only under `if {}:`, a CUDA flag this file never turns on by default: runs only when CUDA was asked "
              "for"),

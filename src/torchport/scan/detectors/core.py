@@ -2236,10 +2236,16 @@ class AnalyzerCore(AnalyzerState):
         if probe and any(self._probe_fallback(h) for h in node.handlers):
             # `try: return torch.cuda.nccl.version() except Exception: return None`
             self._cap(self.findings[start:], "a probe whose failure is caught, with a fallback value")
+        newer_api = self._imports_a_device_generic_torch_api(node.body)
         for handler in node.handlers:
             start = len(self.findings)
             self.visit(handler)
-            if self._catches_missing_api(handler.type):
+            if newer_api and self._catches_import_error(handler.type):
+                # `try: from torch.amp.grad_scaler import GradScaler` / `except ImportError:
+                # GradScaler = CudaGradScaler`: only a torch without the generic API fails the import
+                self._cap(self.findings[start:], f"a fallback for a torch without {newer_api}, which a current "
+                          "torch has: the handler does not run")
+            elif self._catches_missing_api(handler.type):
                 self._cap([f for f in self.findings[start:] if f.rule_id in _AMP_RULES
                            or f.detail.startswith("comparison with")],
                           "a fallback for older torch releases (inside `except AttributeError/TypeError`)")
@@ -2258,6 +2264,17 @@ class AnalyzerCore(AnalyzerState):
         return all(isinstance(s, ast.Pass) or (isinstance(s, (ast.Return, ast.Assign)) and (
             s.value is None or isinstance(s.value, (ast.Constant, ast.Tuple, ast.List))))
                    for s in handler.body)
+
+    @staticmethod
+    def _imports_a_device_generic_torch_api(body: list[ast.stmt]) -> str | None:
+        """The module of ``from torch.amp import GradScaler`` when a try body is only such imports
+        from torch and names no CUDA."""
+        modules = [s.module if isinstance(s, ast.ImportFrom) and s.level == 0 else None for s in body]
+        if not modules or any(m is None or not (m == "torch" or m.startswith("torch.")) for m in modules):
+            return None
+        if any("cuda" in ast.unparse(s).lower() for s in body):
+            return None
+        return modules[0]
 
     @staticmethod
     def _catches_missing_api(handler_type) -> bool:
