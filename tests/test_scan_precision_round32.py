@@ -44,6 +44,68 @@ _REQUIRED = """
         pass
 """
 
+# Shapes an independent review of round 32 found lowered although the import stops the package.
+_STOPS = {
+    "exits.py": """
+        import sys
+
+        try:
+            import factor_multiply  # kept
+        except ImportError as e:
+            print("factor_multiply is not built: run python setup.py install", e)
+            sys.exit(1)
+    """,
+    "first_handler.py": """
+        import warnings
+
+        try:
+            import factor_multiply  # kept
+        except ModuleNotFoundError as e:
+            raise ModuleNotFoundError("build it: python setup.py build_ext --inplace") from e
+        except ImportError:
+            warnings.warn("factor_multiply failed to load")
+            factor_multiply = None
+    """,
+    "nested.py": """
+        try:
+            try:
+                import factor_multiply  # kept
+            except ImportError:
+                raise RuntimeError("factor_multiply is required")
+            import numpy as np
+        except ImportError:
+            np = None
+    """,
+    "in_a_function.py": """
+        try:
+            import numpy as np
+
+            def op(x):
+                import factor_multiply  # kept
+                return factor_multiply.forward(x)
+        except ImportError:
+            np = None
+    """,
+    "never_consulted.py": """
+        try:
+            from factor_multiply import fused_op  # kept
+        except ImportError:
+            HAS_EXT = False
+
+
+        def forward(x):
+            return fused_op(x)
+    """,
+    "asserted.py": """
+        try:
+            import factor_multiply  # kept
+        except ImportError:
+            factor_multiply = None
+
+        assert factor_multiply is not None, "build factor_multiply first"
+    """,
+}
+
 _PARALLELIZE = """
     import torch
     from torch import nn
@@ -95,6 +157,95 @@ _PARALLEL_BY_DEFAULT = """
             return x
 """
 
+# Models that call parallelize() themselves, or turn the flag on other ways.
+_PARALLEL_ON = {
+    "called_in_init.py": """
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model_parallel = False
+                self.parallelize()
+
+            def parallelize(self, device_map=None):
+                self.model_parallel = True
+                self.first_device = "cuda:0"  # kept
+    """,
+    "from_pretrained.py": """
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.model_parallel = False
+
+            @classmethod
+            def from_pretrained(cls, config):
+                model = cls(config)
+                model.parallelize()
+                return model
+
+            def parallelize(self, device_map=None):
+                self.model_parallel = True
+                self.to("cuda:0")  # kept
+
+            def forward(self, x):
+                if self.model_parallel:
+                    torch.cuda.set_device(x.device)  # kept
+                return x
+    """,
+    "class_attribute.py": """
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            model_parallel = True
+
+            def parallelize(self, device_map=None):
+                self.model_parallel = True
+
+            def forward(self, x):
+                if self.model_parallel:
+                    torch.cuda.set_device(x.device)  # kept
+                return x
+    """,
+    "annotated.py": """
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model_parallel: bool = True
+
+            def parallelize(self, device_map=None):
+                self.model_parallel = True
+
+            def forward(self, x):
+                if self.model_parallel:
+                    torch.cuda.set_device(x.device)  # kept
+                return x
+    """,
+}
+
+# A module that no current torch has: the handler runs on a current torch.
+_GONE_MODULE = """
+    import torch
+
+    try:
+        from torch._six import inf
+    except ImportError:
+        inf = float("inf")
+        device = torch.device("cuda")  # kept
+"""
+
 _OLD_TORCH = """
     from torch.cuda.amp.grad_scaler import GradScaler as CudaGradScaler
 
@@ -115,6 +266,20 @@ def test_optional_extension_imports(tmp_path):
     optional = _write(tmp_path, "butterfly.py", _OPTIONAL)
     required = _write(tmp_path, "kernels.py", _REQUIRED)
     check_marked_lines([tmp_path], (optional, required))
+
+
+def test_an_import_the_package_does_not_survive_stays(tmp_path):
+    _write(tmp_path, "setup.py", _SETUP)
+    optional = _write(tmp_path, "butterfly.py", _OPTIONAL)
+    stops = [_write(tmp_path, name, text) for name, text in _STOPS.items()]
+    check_marked_lines([tmp_path], (optional, *stops))
+
+
+def test_parallelism_turned_on_by_the_model_and_a_gone_torch_module_stay(tmp_path):
+    gpt2 = _write(tmp_path, "gpt2.py", _PARALLELIZE)
+    kept = [_write(tmp_path, name, text) for name, text in _PARALLEL_ON.items()]
+    check_marked_lines([gpt2, *kept, _write(tmp_path, "gone.py", _GONE_MODULE)],
+                       (gpt2, *kept, tmp_path / "gone.py"))
 
 
 def test_opt_in_model_parallelism_and_old_torch_fallbacks(tmp_path):

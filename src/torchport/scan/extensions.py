@@ -110,21 +110,81 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
     return findings
 
 
+
 def _lines_with_a_fallback(tree: ast.Module) -> set[int]:
-    """The lines of ``try:`` bodies whose handler catches a failed import and binds a fallback (a
-    flag, another implementation) without raising: ``try: from factor_multiply import ...`` /
-    ``except ImportError: use_extension = False``."""
+    """The lines of imports that a ``try`` holds directly and whose failure the package survives:
+    ``try: from factor_multiply import ...`` / ``except ImportError: use_extension = False``, where
+    the first handler that catches a missing module binds a fallback (a flag, a stand-in, another
+    import), neither raises nor exits, and the file consults what it binds (``if use_extension``,
+    ``X if use_extension else Y``) and does not stop at import time on it (a module-level assert, or
+    a raise under a test of it)."""
     lines: set[int] = set()
     for node in walk_nodes(tree):
         if not isinstance(node, ast.Try):
             continue
-        for handler in node.handlers:
-            names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-            catches = any(n is None or last_name(n) in ("ImportError", "ModuleNotFoundError", "Exception",
-                                                        "BaseException") for n in names)
-            binds = any(isinstance(s, (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom, ast.FunctionDef))
-                        for s in handler.body)
-            if catches and binds and not any(isinstance(n, ast.Raise) for n in ast.walk(handler)):
-                lines.update(range(node.body[0].lineno, (node.body[-1].end_lineno or node.body[-1].lineno) + 1))
-                break
+        imports = [s for s in node.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        handler = next((h for h in node.handlers if _catches_a_missing_module(h.type)), None)
+        if not imports or handler is None or _stops(handler.body):
+            continue
+        bound = {name for s in handler.body for name in _stored_names(s)}
+        imported = {(a.asname or a.name).split(".")[0] for s in imports for a in s.names}
+        if bound and _consulted(tree, bound | imported) and not _stops_at_import(tree.body, bound | imported):
+            lines.update(s.lineno for s in imports)
     return lines
+
+
+def _catches_a_missing_module(handler_type: ast.expr | None) -> bool:
+    names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
+    return any(n is None or last_name(n) in ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
+               for n in names)
+
+
+_EXITS = ("exit", "quit", "_exit", "abort")
+
+
+def _stops(statements: list[ast.stmt]) -> bool:
+    """A raise or an exit (``sys.exit(1)``, ``os._exit(1)``) among the statements."""
+    return any(isinstance(n, ast.Raise) or (isinstance(n, ast.Call) and last_name(n.func) in _EXITS)
+               for s in statements for n in ast.walk(s))
+
+
+def _stored_names(statement: ast.stmt) -> list[str]:
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in statement.names]
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [statement.name]
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return []
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _consulted(tree: ast.Module, names: set[str]) -> bool:
+    """A condition of the file reads one of ``names``: an ``if``, ``while`` or ``X if c else Y``
+    test, or an operand of an ``and``/``or`` before the last."""
+    for node in walk_nodes(tree):
+        tests = [node.test] if isinstance(node, (ast.If, ast.While, ast.IfExp)) else (
+            node.values[:-1] if isinstance(node, ast.BoolOp) else [])
+        if any(_names_in(test) & names for test in tests):
+            return True
+    return False
+
+
+def _stops_at_import(statements: list[ast.stmt], names: set[str]) -> bool:
+    """``assert myext is not None`` or ``if not _ok: raise ImportError(...)`` at module level."""
+    for statement in statements:
+        if isinstance(statement, ast.Assert) and _names_in(statement.test) & names:
+            return True
+        if isinstance(statement, ast.If):
+            if _names_in(statement.test) & names and (_stops(statement.body) or _stops(statement.orelse)):
+                return True
+            if _stops_at_import(statement.body + statement.orelse, names):
+                return True
+        elif isinstance(statement, ast.Try) and _stops_at_import(
+                statement.body + statement.orelse + statement.finalbody, names):
+            return True
+    return False

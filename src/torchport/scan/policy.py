@@ -1723,23 +1723,54 @@ def _cuda_flag_statement(site: _Site) -> str | None:
     return text if len(text) <= 60 else text[:57] + "..."  # the note quotes the test the user reads
 
 
-def _naive_model_parallel(context: FileContext, line: int) -> bool:
-    """``def parallelize(self, device_map=None)`` and ``if self.model_parallel:`` in a model that
-    sets ``self.model_parallel = True`` only inside ``parallelize()`` (the naive model parallelism of
-    Hugging Face's older GPT-2 and T5 code, copied into many packages): CUDA only after the user
-    calls it, asking for several CUDA devices."""
-    stores = [node for node in ast.walk(context.tree) if isinstance(node, ast.Assign)
-              and any(last_name(t) == "model_parallel" and isinstance(t, ast.Attribute) for t in node.targets)]
-    if not stores:
+def _model_parallel_opt_in(context: FileContext) -> bool:
+    """The file is a model with the naive model parallelism of Hugging Face's older GPT-2 and T5
+    code, copied into many packages: ``self.model_parallel`` is set to something other than False
+    only inside a method ``parallelize()``, and nothing in the file calls ``parallelize()`` but
+    another ``parallelize()`` (``GPT2LMHeadModel.parallelize`` calls its transformer's).  Asked once
+    a file."""
+    seen = False
+    for node in walk_nodes(context.tree):
+        if isinstance(node, ast.Constant) and node.value == "model_parallel":
+            return False  # `setattr(self, "model_parallel", True)`, `{"model_parallel": True}`
+        called = isinstance(node, ast.Call) and last_name(node.func) == "parallelize"
+        stored = (isinstance(node, (ast.Attribute, ast.Name)) and isinstance(node.ctx, ast.Store)
+                  and last_name(node) == "model_parallel")
+        if not (called or stored):
+            continue
+        line = getattr(node, "lineno", 0)
+        function = context.innermost_function(line)
+        in_parallelize = function is not None and function.name == "parallelize" and _innermost_class(
+            context, line) is not None
+        if called:
+            if not in_parallelize:
+                return False  # `self.parallelize()` in `__init__` or `from_pretrained`
+            continue
+        seen = True
+        on_self = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        assignment = next((a for a in walk_nodes(function or context.tree) if isinstance(a, (ast.Assign, ast.AnnAssign))
+                           and any(t is node for t in (a.targets if isinstance(a, ast.Assign) else [a.target]))), None)
+        if not on_self or assignment is None:
+            return False  # a class attribute, a tuple, `|=`, another object's flag
+        if not (in_parallelize or _off(assignment.value)):
+            return False
+    return seen
+
+
+def _naive_model_parallel(site: _Site) -> bool:
+    """``def parallelize(self, device_map=None)``, ``deparallelize`` and ``if self.model_parallel:``
+    in such a model (``_model_parallel_opt_in``): CUDA only after the user calls ``parallelize()``,
+    asking for several CUDA devices."""
+    if site.file.search(_MODEL_PARALLEL) is None or not site.file.model_parallel_opt_in:
         return False
-    for store in stores:
-        function = context.innermost_function(store.lineno)
-        if not _off(store.value) and (function is None or function.name != "parallelize"):
-            return False  # on elsewhere: not an opt-in
-    function = context.innermost_function(line)
+    context = site.file.whole()
+    function = context.innermost_function(site.line)
     if function is not None and function.name in ("parallelize", "deparallelize"):
         return True
-    return any(_tests_model_parallel(s.test) for s in _if_bodies_holding(context, line))
+    return any(_tests_model_parallel(s.test) for s in _if_bodies_holding(context, site.line))
+
+
+_MODEL_PARALLEL = re.compile(r"\bmodel_parallel\b")
 
 
 def _tests_model_parallel(test: ast.expr) -> bool:
@@ -1961,6 +1992,10 @@ class _File:
             assert self.context is not None
             self._whole = _whole(self.text, self.context)
         return self._whole
+
+    @functools.cached_property
+    def model_parallel_opt_in(self) -> bool:
+        return _model_parallel_opt_in(self.whole())
 
     def flag_on_by_default(self, name: str) -> bool:
         """``_on_by_default`` of the whole file, asked once a name: a file has many findings under
@@ -2458,8 +2493,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _at_line(_under_cuda_flag_expression), "info",
              "the chosen branch of a conditional on a CUDA flag: runs only when CUDA was asked for"),
     Lowering(_EVERY_RULE, _at_line(_opt_in_flag), "info", "only when the caller opts in with {}=True (off by default)"),
-    Lowering(_EVERY_RULE, lambda site: site.file.mentions("model_parallel")
-             and _naive_model_parallel(site.file.whole(), site.line), "info",
+    Lowering(_EVERY_RULE, _naive_model_parallel, "info",
              "only after parallelize(), the opt-in model parallelism over several CUDA devices "
              "(model_parallel is False until it is called)"),
     Lowering(_EVERY_RULE, _cuda_flag_statement, "info",

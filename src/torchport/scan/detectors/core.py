@@ -698,6 +698,13 @@ _NAMES_A_DEVICE = re.compile(r"(?:cuda|gpu|mps|xpu|xla|tpu|npu|hpu|mlu|musa|neur
 _NAMES_A_BACKEND = re.compile(r"nccl|gloo|mpi|ucc|xccl|hccl|cncl|mccl")
 
 
+
+# The device-generic API that a torch of the last few releases has (torch 2.3 and later): a try that
+# imports it fails only on an older torch, so its handler is that torch's fallback.
+_GENERIC_TORCH_MODULES = frozenset({"torch.amp", "torch.amp.grad_scaler", "torch.amp.autocast_mode",
+                                    "torch.accelerator", "torch.nn.attention"})
+_GENERIC_TORCH_NAMES = frozenset({"amp", "accelerator", "autocast", "GradScaler"})
+
 class AnalyzerCore(AnalyzerState):
     # Filled by detectors/__init__.py from the families' tables (see there):
     # qualified name -> handler(self, call, qualname) -> True when the callee was reported.
@@ -2267,14 +2274,16 @@ class AnalyzerCore(AnalyzerState):
 
     @staticmethod
     def _imports_a_device_generic_torch_api(body: list[ast.stmt]) -> str | None:
-        """The module of ``from torch.amp import GradScaler`` when a try body is only such imports
-        from torch and names no CUDA."""
-        modules = [s.module if isinstance(s, ast.ImportFrom) and s.level == 0 else None for s in body]
-        if not modules or any(m is None or not (m == "torch" or m.startswith("torch.")) for m in modules):
+        """The module of ``from torch.amp import GradScaler`` when a try body is only imports of the
+        device-generic API that current torch releases have (a module that is gone, such as
+        ``torch._six``, fails on a current torch too, and its handler runs)."""
+        if not body or not all(isinstance(s, ast.ImportFrom) and s.level == 0 and (
+                s.module in _GENERIC_TORCH_MODULES
+                or (s.module == "torch" and all(a.name in _GENERIC_TORCH_NAMES for a in s.names))) for s in body):
             return None
-        if any("cuda" in ast.unparse(s).lower() for s in body):
-            return None
-        return modules[0]
+        first = body[0]
+        assert isinstance(first, ast.ImportFrom)
+        return first.module
 
     @staticmethod
     def _catches_missing_api(handler_type) -> bool:
