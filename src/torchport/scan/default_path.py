@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 _CUDA_DERIVED = re.compile(r"\btorch\.cuda\.|\bis_available\(|\bdevice_count\(|\bn_?gpus?\b|\w*_gpus\b",
                            re.IGNORECASE)
 
-# A value that also asks for another accelerator (`... or torch.backends.mps.is_available()`): it
-# may be on where CUDA is absent, so it is not derived from CUDA.
-_OTHER_ACCELERATOR = re.compile(r"\b(mps|xpu|npu|hpu|mlu|xla|tpu|is_mps|is_xpu)\b")
+# A value (an availability query, a tensor test) that also asks for another accelerator
+# (`... or torch.backends.mps.is_available()`): it may be on where CUDA is absent, so it is not
+# derived from CUDA.  policy.py reads it too.
+OTHER_ACCELERATOR = re.compile(r"\b(mps|xpu|npu|hpu|mlu|xla|tpu|is_mps|is_xpu|is_xla)\b")
 
 # How deep one option is followed through the names it is copied from.
 _DEPTH = 4
@@ -211,7 +212,7 @@ def _value_kind(context: FileContext, value: ast.expr | None, function: Function
         if id(value) in _stores(context).true_on_device:
             return "device-true"
         return "true" if value.value else "off"
-    if _OTHER_ACCELERATOR.search(context.source(value)):
+    if OTHER_ACCELERATOR.search(context.source(value)):
         return "data"
     if isinstance(value, ast.IfExp):
         if all(isinstance(v, ast.Constant) for v in (value.body, value.orelse)):

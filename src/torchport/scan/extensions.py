@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from torchport.scan.detectors.syntax import call_argument, last_name, string_value, walk_nodes
+from torchport.scan.detectors.syntax import (call_argument, catches_a_missing_module, last_name, string_value,
+                                             walk_nodes)
 from torchport.scan.model import Finding
 from torchport.scan.rules import CUDA_EXTENSION_IMPORT
 
@@ -110,7 +111,6 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
     return findings
 
 
-
 def _lines_with_a_fallback(tree: ast.Module) -> set[int]:
     """The lines of imports that a ``try`` holds directly and whose failure the package survives:
     ``try: from factor_multiply import ...`` / ``except ImportError: use_extension = False``, where
@@ -123,7 +123,7 @@ def _lines_with_a_fallback(tree: ast.Module) -> set[int]:
         if not isinstance(node, ast.Try):
             continue
         imports = [s for s in node.body if isinstance(s, (ast.Import, ast.ImportFrom))]
-        handler = next((h for h in node.handlers if _catches_a_missing_module(h.type)), None)
+        handler = next((h for h in node.handlers if catches_a_missing_module(h.type)), None)
         if not imports or handler is None or _stops(handler.body):
             continue
         bound = {name for s in handler.body for name in _stored_names(s)}
@@ -131,12 +131,6 @@ def _lines_with_a_fallback(tree: ast.Module) -> set[int]:
         if bound and _consulted(tree, bound | imported) and not _stops_at_import(tree.body, bound | imported):
             lines.update(s.lineno for s in imports)
     return lines
-
-
-def _catches_a_missing_module(handler_type: ast.expr | None) -> bool:
-    names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
-    return any(n is None or last_name(n) in ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
-               for n in names)
 
 
 _EXITS = ("exit", "quit", "_exit", "abort")

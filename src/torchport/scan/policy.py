@@ -1562,11 +1562,7 @@ def _set_by_a_cuda_query(value: ast.expr) -> bool:
     queries = [n for n in ast.walk(value) if (isinstance(n, ast.Call) and last_name(n.func) in (
         "is_available", "device_count")) or (isinstance(n, ast.Attribute) and n.attr.startswith("is_"))]
     return any(isinstance(n, ast.Call) or n.attr == "is_cuda" for n in queries) and not any(
-        _OTHER_ACCELERATOR.search(ast.unparse(n)) for n in queries)
-
-
-# An availability query or a tensor test of an accelerator other than CUDA.
-_OTHER_ACCELERATOR = re.compile(r"\b(mps|xpu|npu|hpu|mlu|xla|tpu|is_mps|is_xpu|is_xla)\b")
+        default_path.OTHER_ACCELERATOR.search(ast.unparse(n)) for n in queries)
 
 
 def _turns_on(value: ast.expr | None, names_hand_on: bool = True) -> bool:
@@ -1774,17 +1770,26 @@ _MODEL_PARALLEL = re.compile(r"\bmodel_parallel\b")
 
 
 def _tests_model_parallel(test: ast.expr) -> bool:
+    return any(isinstance(operand, ast.Attribute) and operand.attr == "model_parallel"
+               and isinstance(operand.value, ast.Name) and operand.value.id == "self" for operand in _needed(test))
+
+
+def _needed(test: ast.expr) -> Iterator[ast.expr]:
+    """What must hold for ``test`` to hold: the test, or each operand of an ``and`` (nested too)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_tests_model_parallel(value) for value in test.values)
-    return (isinstance(test, ast.Attribute) and test.attr == "model_parallel" and isinstance(test.value, ast.Name)
-            and test.value.id == "self")
+        for value in test.values:
+            yield from _needed(value)
+    else:
+        yield test
 
 
 def _flag_tested(test: ast.expr) -> str | None:
     """The CUDA flag whose being on ``test`` needs: ``use_cuda``, ``self._use_cuda``, ``use_cuda ==
     "all"``, ``use_cuda in ("all", "batch")``, or one operand of an ``and``."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return next((name for value in test.values if (name := _flag_tested(value))), None)
+    return next((name for operand in _needed(test) if (name := _flag_in(operand))), None)
+
+
+def _flag_in(test: ast.expr) -> str | None:
     if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In))
             and all(isinstance(c, ast.Constant) and isinstance(c.value, str) for c in (
                 test.comparators[0].elts if isinstance(test.comparators[0], (ast.Tuple, ast.List, ast.Set))

@@ -360,6 +360,7 @@ def resolve_min_torch(explicit: str | None, config: ScanConfig, start: Path) -> 
 
 _T = TypeVar("_T")
 
+
 def _pass_over_every_file(step: Callable[[], _T], name: str, unfinished: list[UnfinishedPass],
                           debug: bool) -> _T | None:
     """Run a pass over every file's results.  Where torchport's own code fails in it, each file's

@@ -35,6 +35,7 @@ from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.model import Related, default_of_kind
 from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
+    catches_a_missing_module,
     keyword_value,
     last_name,
     nested_statements,
@@ -697,13 +698,12 @@ _NAMES_A_DEVICE = re.compile(r"(?:cuda|gpu|mps|xpu|xla|tpu|npu|hpu|mlu|musa|neur
 # torch.distributed's process-group backends
 _NAMES_A_BACKEND = re.compile(r"nccl|gloo|mpi|ucc|xccl|hccl|cncl|mccl")
 
-
-
 # The device-generic API that a torch of the last few releases has (torch 2.3 and later): a try that
 # imports it fails only on an older torch, so its handler is that torch's fallback.
 _GENERIC_TORCH_MODULES = frozenset({"torch.amp", "torch.amp.grad_scaler", "torch.amp.autocast_mode",
                                     "torch.accelerator", "torch.nn.attention"})
 _GENERIC_TORCH_NAMES = frozenset({"amp", "accelerator", "autocast", "GradScaler"})
+
 
 class AnalyzerCore(AnalyzerState):
     # Filled by detectors/__init__.py from the families' tables (see there):
@@ -2223,7 +2223,7 @@ class AnalyzerCore(AnalyzerState):
     def visit_Try(self, node: ast.Try) -> None:
         """``try: import apex ... except ImportError:``: an optional dependency with a
         fallback; the import fails harmlessly where the package is missing."""
-        optional = any(self._catches_import_error(h.type) for h in node.handlers)
+        optional = any(catches_a_missing_module(h.type) for h in node.handlers)
         start = len(self.findings)
         for statement in node.body:
             self.visit(statement)
@@ -2247,7 +2247,7 @@ class AnalyzerCore(AnalyzerState):
         for handler in node.handlers:
             start = len(self.findings)
             self.visit(handler)
-            if newer_api and self._catches_import_error(handler.type):
+            if newer_api and catches_a_missing_module(handler.type):
                 # `try: from torch.amp.grad_scaler import GradScaler` / `except ImportError:
                 # GradScaler = CudaGradScaler`: only a torch without the generic API fails the import
                 self._cap(self.findings[start:], f"a fallback for a torch without {newer_api}, which a current "
@@ -2289,14 +2289,6 @@ class AnalyzerCore(AnalyzerState):
     def _catches_missing_api(handler_type) -> bool:
         names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
         return any(getattr(n, "id", "") in ("AttributeError", "TypeError") for n in names if n is not None)
-
-    @staticmethod
-    def _catches_import_error(handler_type) -> bool:
-        if handler_type is None:
-            return True
-        names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
-        return any(getattr(n, "id", getattr(n, "attr", "")) in (
-            "ImportError", "ModuleNotFoundError", "Exception", "BaseException") for n in names)
 
     def _version_fallback(self, test) -> bool:
         """``if _TORCH_GREATER_EQUAL_2_4 ... else <old API>``: the else serves old torch only."""

@@ -58,6 +58,14 @@ def last_name(node: ast.AST | None) -> str:
     return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
+def catches_a_missing_module(handler_type: ast.expr | None) -> bool:
+    """``except ImportError:`` (or ``ModuleNotFoundError``, ``Exception``, ``BaseException``, bare,
+    or a tuple naming one): the handler runs where an import fails."""
+    names = handler_type.elts if isinstance(handler_type, ast.Tuple) else [handler_type]
+    return any(n is None or last_name(n) in ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
+               for n in names)
+
+
 def string_value(node) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
