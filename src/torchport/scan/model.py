@@ -115,3 +115,5 @@ class FileResult:
     skipped: Skipped | None = None
     extensions: list[str] = field(default_factory=list)  # CUDA extensions the file builds
     unreached: list = field(default_factory=list)  # reachability.Candidate: lowered if no other file names it
+    cuda_gated_imports: list[str] = field(default_factory=list)  # words of imports under a CUDA check
+    cuda_flags: list[str] = field(default_factory=list)  # self attributes stored from a CUDA check

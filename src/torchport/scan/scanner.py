@@ -24,8 +24,8 @@ from typing import TypeVar
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import (default_callers, device_flow, extensions, float64_device, policy, python,
-                            reachability, textfiles)
+from torchport.scan import (cross_file_guards, default_callers, device_flow, extensions, float64_device, policy,
+                            python, reachability, textfiles)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -267,10 +267,12 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             result.findings = python.analyze(tree, text, job.display)
             policy.apply(tree, text, job.display, result.findings)
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
+            result.cuda_gated_imports, result.cuda_flags = cross_file_guards.hints(text)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
         except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
             result.findings, result.unreached, result.extensions = [], [], []
+            result.cuda_gated_imports, result.cuda_flags = [], []
             reason, internal = analysis_failure(exc, debug)
             result.skipped = Skipped(job.display, reason, internal)
     return result, lines
@@ -400,6 +402,10 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     across_files(lambda: float64_device.lower_modules_refused_on_mps(work, results,
                                                                      reachability.whole_package_in(paths)),
                  "float64 in modules refused on MPS")
+    across_files(lambda: cross_file_guards.lower_modules_imported_under_cuda(
+        work, results, reachability.whole_package_in(paths)), "modules imported only under a CUDA check")
+    across_files(lambda: cross_file_guards.lower_flags_stored_elsewhere(
+        work, results, reachability.whole_package_in(paths)), "flags stored in another class of the hierarchy")
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
