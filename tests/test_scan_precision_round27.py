@@ -62,15 +62,11 @@ _DEFINED_ONLY_WITH_CUDA = """
 
 
     class Loader:
-        # a helper beside the tests: its CUDA check is a test file's too, which runs on the CPU
-        # where CUDA is absent (round 33)
-        if torch.cuda.is_available():  # quiet
+        # defines a helper the package calls, not a test
+        if torch.cuda.is_available():  # kept
 
             def place(self, batch):
                 return batch.cuda()
-
-        def pin(self, batch):
-            return batch.cuda()  # kept
     """
 
 

@@ -106,7 +106,7 @@ _REACHED = {
         if not torch.cuda.is_available():
             from .kernels import env_k
     """,
-    "or_test.py": """
+    "or_check.py": """
         import torch
         if torch.cuda.is_available() or torch.backends.mps.is_available():
             from .kernels import env_k
@@ -127,10 +127,56 @@ _REACHED = {
     """,
     "other_module_same_name.py": """
         import torch
-        import env_k
         if torch.cuda.is_available():
-            from .kernels import env_k as again
+            import env_k  # a top-level module of that name, not the package's
     """,
+    "keyword.py": """
+        import torch
+        if torch.cuda.is_available():
+            from .kernels import env_k
+
+        def build(factory):
+            return factory(env_k=None)
+    """,
+    "built_name.py": """
+        import importlib
+        import torch
+        if torch.cuda.is_available():
+            from .kernels import env_k
+
+        def load(backend):
+            return importlib.import_module(f".kernels.env_{backend}", "pkg")
+    """,
+    "registry.py": """
+        import importlib
+        import pkgutil
+        import torch
+        from . import kernels
+        if torch.cuda.is_available():
+            from .kernels import env_k
+        for info in pkgutil.iter_modules(kernels.__path__):
+            importlib.import_module(f"{kernels.__name__}.{info.name}")
+    """,
+    # library modules whose names look like tests
+    "speed_test.py": """
+        import torch
+        from .kernels import env_k
+        if torch.cuda.is_available():
+            from .kernels import env_k as fast
+    """,
+    "testing/__init__.py": """
+        import torch
+        from ..kernels import env_k
+        if torch.cuda.is_available():
+            from ..kernels import env_k as fast
+    """,
+}
+
+# Text files that name the module for something to import it.
+_NAMED_ELSEWHERE = {
+    "pyproject.toml": '[project.scripts]\npkg-bench = "pkg.kernels.env_k:main"\n',
+    "conf/model.yaml": "_target_: pkg.kernels.env_k.envsum\n",
+    "examples/demo.ipynb": '{"cells": [{"source": ["from pkg.kernels import env_k"]}]}\n',
 }
 
 
@@ -142,6 +188,18 @@ def test_a_module_also_reached_another_way_stays_reported(tmp_path: Path) -> Non
             "kernels/env_k.py": "def envsum(x):\n    return x.cuda()  # kept\n",
             name: importer,
         })
+        kept_lines_stay(root / "kernels/env_k.py", root=case)
+
+
+def test_a_module_named_in_a_config_an_entry_point_or_a_notebook_stays_reported(tmp_path: Path) -> None:
+    for name, text in _NAMED_ELSEWHERE.items():
+        case = tmp_path / name.replace("/", "_").replace(".", "_")
+        root = _package(case, {
+            "kernels/__init__.py": "import torch\nif torch.cuda.is_available():\n    from . import env_k\n",
+            "kernels/env_k.py": "def envsum(x):\n    return x.cuda()  # kept\n",
+        })
+        (case / name).parent.mkdir(parents=True, exist_ok=True)
+        (case / name).write_text(text)
         kept_lines_stay(root / "kernels/env_k.py", root=case)
 
 
@@ -257,6 +315,55 @@ _FLAG_ON = {
         class Settings(ImageTripletEngine):
             use_gpu: bool = False
     """,
+    "mixin.py": """
+        from .triplet import ImageTripletEngine
+
+        class DeviceMixin:
+            def set_device(self, use_gpu):
+                self.use_gpu = use_gpu
+
+        class MyEngine(DeviceMixin, ImageTripletEngine):
+            pass
+    """,
+    "alias.py": """
+        from .triplet import ImageTripletEngine as Base
+
+        class Forced(Base):
+            def start(self):
+                self.use_gpu = True
+    """,
+    "in_a_function.py": """
+        from .triplet import ImageTripletEngine
+
+        def make():
+            class Forced(ImageTripletEngine):
+                def start(self):
+                    self.use_gpu = True
+            return Forced
+    """,
+    "attached.py": """
+        from .triplet import ImageTripletEngine
+
+        def _enable_gpu(self):
+            self.use_gpu = True
+
+        ImageTripletEngine.enable_gpu = _enable_gpu
+    """,
+    "property.py": """
+        from .triplet import ImageTripletEngine
+
+        class Configured(ImageTripletEngine):
+            @property
+            def use_gpu(self):
+                return self.cfg.gpu
+    """,
+    "set_from_config.py": """
+        def build(engine, options):
+            for key, value in options.items():
+                setattr(engine, key, value)
+            engine.__dict__.update(options)
+            return engine
+    """,
     "asserted_late.py": """
         import torch
         from .triplet import ImageTripletEngine
@@ -268,6 +375,42 @@ _FLAG_ON = {
                 assert not self.use_gpu or torch.cuda.is_available()
     """,
 }
+
+
+# `self` in a nested class or function is another object, with its own flag.
+_NESTED_SELF = {
+    "nested_class.py": """
+        from .engine import Engine
+
+
+        class ImageTripletEngine(Engine):
+            class Prefetcher:
+                def __init__(self, use_gpu):
+                    self.use_gpu = use_gpu
+
+                def fetch(self, imgs):
+                    if self.use_gpu:
+                        imgs = imgs.cuda()  # kept
+                    return imgs
+    """,
+    "nested_function.py": """
+        from .engine import Engine
+
+
+        class ImageTripletEngine(Engine):
+            def make_hook(self):
+                def hook(self, imgs):  # self: the module the hook is registered on
+                    if self.use_gpu:
+                        imgs.cuda()  # kept
+                return hook
+    """,
+}
+
+def test_another_objects_flag_keeps_the_finding(tmp_path: Path) -> None:
+    for name, source in _NESTED_SELF.items():
+        case = tmp_path / name.removesuffix(".py")
+        root = _package(case, {"engine.py": _ENGINE, name: source})
+        kept_lines_stay(root / name, root=case)
 
 
 def test_a_flag_turned_on_anywhere_keeps_the_finding(tmp_path: Path) -> None:
@@ -304,8 +447,11 @@ _DEEPOD_TEST = """
 def test_a_cuda_check_in_a_test_file_is_a_test_that_runs_on_the_cpu(tmp_path: Path) -> None:
     path = _write(tmp_path / "tests", "test_usad.py", _DEEPOD_TEST)
     check_marked_lines([path], (path,))
-    # outside a test file the same check still silently picks the CPU
-    library = _write(tmp_path / "lib", "usad.py", _DEEPOD_TEST.replace("# quiet", "# kept"))
-    result = worst_by_line(tmp_path / "lib")
-    assert result[("usad.py", 7, "TP003")][0] == "silent"
-    assert library.exists()
+    # outside a test file the same check still silently picks the CPU: a library module named
+    # like a test, and a project whose checkout lies in a folder named tests
+    for name in ("usad.py", "load_test.py"):
+        _write(tmp_path / "lib", name, _DEEPOD_TEST)
+        assert worst_by_line(tmp_path / "lib")[(name, 7, "TP003")][0] == "silent"
+    project = tmp_path / "tests" / "checkout" / "proj"
+    _write(project, "usad.py", _DEEPOD_TEST)
+    assert worst_by_line(project)[("usad.py", 7, "TP003")][0] == "silent"

@@ -117,3 +117,4 @@ class FileResult:
     unreached: list = field(default_factory=list)  # reachability.Candidate: lowered if no other file names it
     cuda_gated_imports: list[str] = field(default_factory=list)  # words of imports under a CUDA check
     cuda_flags: list[str] = field(default_factory=list)  # self attributes stored from a CUDA check
+    flag_guarded: list = field(default_factory=list)  # (finding index, flag, class, if line): under `if self.flag:`

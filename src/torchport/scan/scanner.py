@@ -268,11 +268,12 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             policy.apply(tree, text, job.display, result.findings)
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             result.cuda_gated_imports, result.cuda_flags = cross_file_guards.hints(text)
+            result.flag_guarded = cross_file_guards.flag_guards(tree, text, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
         except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
             result.findings, result.unreached, result.extensions = [], [], []
-            result.cuda_gated_imports, result.cuda_flags = [], []
+            result.cuda_gated_imports, result.cuda_flags, result.flag_guarded = [], [], []
             reason, internal = analysis_failure(exc, debug)
             result.skipped = Skipped(job.display, reason, internal)
     return result, lines
@@ -402,10 +403,13 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     across_files(lambda: float64_device.lower_modules_refused_on_mps(work, results,
                                                                      reachability.whole_package_in(paths)),
                  "float64 in modules refused on MPS")
+    roots = [os.path.abspath(p) for p in paths if os.path.isdir(p)]
     across_files(lambda: cross_file_guards.lower_modules_imported_under_cuda(
-        work, results, reachability.whole_package_in(paths)), "modules imported only under a CUDA check")
+        work, results, reachability.whole_package_in(paths), roots), "modules imported only under a CUDA check")
     across_files(lambda: cross_file_guards.lower_flags_stored_elsewhere(
-        work, results, reachability.whole_package_in(paths)), "flags stored in another class of the hierarchy")
+        work, results, reachability.whole_package_in(paths), roots), "flags stored in the class hierarchy")
+    across_files(lambda: cross_file_guards.lower_checks_in_tests(work, results, [os.path.abspath(p) for p in paths]),
+                 "CUDA checks in tests")
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
