@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan.model import FileResult, Finding
-from torchport.scan.policy import worst_of
+from torchport.scan.policy import is_hot, worst_of
 from torchport.scan.rules import CUDA_AVAILABILITY_CHECK
 
 _CUDA_QUERY = re.compile(r"torch\.cuda\.(?:is_available|device_count)\(\)")
@@ -53,9 +53,12 @@ _CUDA_FLAG = re.compile(r"self\.(\w+)\s*=\s*\(?\s*torch\.cuda\.(?:is_available|d
                         r"|not\s+self\.(\w+)\s+or\s+torch\.cuda\.is_available\(\)")
 # How many lines under a CUDA check are read for imports.
 _BLOCK_LINES = 40
-_MAIN_TEST = re.compile(rb"""__name__\s*==\s*["']__main__["']|["']__main__["']\s*==\s*__name__""")
+# Run as a script in any spelling, anywhere in the file (broader than reachability's test of a
+# module's own ``if __name__ == "__main__":``): such a module is also a user's entry point.
+_RUN_AS_SCRIPT = re.compile(rb"""__name__\s*==\s*["']__main__["']|["']__main__["']\s*==\s*__name__""")
 # A package that finds its modules at run time: a registry walk, or an import of a built name.
 _FINDS_MODULES = re.compile(rb"\b(?:iter_modules|walk_packages)\(")
+_FINDS_MODULES_NEEDLES = (b"iter_modules", b"walk_packages")
 _BUILT_IMPORT = re.compile(rb"\b(?:import_module|__import__|run_module)\(([^)\n]*)")
 # Text files that may name a module for something to import: notebooks, configs, entry points.
 _NAMING_FILES = (".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".json", ".txt", ".sh")
@@ -125,12 +128,8 @@ def hints(text: str) -> tuple[list[str], list[str]]:
 
 
 def _hot(finding: Finding) -> bool:
-    return finding.severity_cap is None and worst_of(finding) in ("error", "silent")
-
-
-def _lower(finding: Finding, reason: str) -> None:
-    finding.severity_cap = "info"
-    finding.cap_reason = reason
+    """At error or silent, and not lowered already: a lowered finding keeps its first reason."""
+    return finding.severity_cap is None and is_hot(finding)
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
@@ -166,6 +165,7 @@ class _Files:
     def __init__(self, jobs: list, roots: list[str]) -> None:
         self.jobs = jobs
         self.roots = roots
+        self.display = {job.path: job.display for job in jobs}
         self._data: dict[str, bytes | None] = {}
         self._trees: dict[str, ast.Module | None] = {}
         self._classes: dict[str, list[tuple[str, set[str]]]] | None = None
@@ -321,6 +321,7 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
     by_display = {job.display: job.path for job in work}
     files = _Files([job for job in work if job.path.endswith(".py")], roots)
     naming: list[str] | None = None
+    built_words: list[set[str]] | None = None
     for result, _ in results:
         os_path = by_display.get(result.path, "")
         if (not os_path.endswith(".py") or os.path.splitext(os.path.basename(os_path))[0] not in gated
@@ -332,9 +333,13 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
             continue
         module = _dotted(os_path)[0]
         data = files.data(os_path)
-        if len(module) < 2 or data is None or _MAIN_TEST.search(data):
+        if len(module) < 2 or data is None or _RUN_AS_SCRIPT.search(data):
             continue  # outside a package, unreadable, or also run as a script
-        if any(_finds_modules(files.data(job.path) or b"", module) for job in files.jobs):
+        if files.anywhere(_FINDS_MODULES, _FINDS_MODULES_NEEDLES):
+            return  # a registry walk may import any module of the package
+        if built_words is None:
+            built_words = _built_import_words(files)
+        if any(_may_spell(words, module) for words in built_words):
             continue
         if naming is None:
             naming = _naming_files(roots)
@@ -345,24 +350,31 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
             continue
         where = ", ".join(found[:3]) + (" ..." if len(found) > 3 else "")
         for finding in hot:
-            _lower(finding, f"module {'.'.join(module)} is imported only under a CUDA check ({where}): a user "
+            finding.lower_to_info(f"module {'.'.join(module)} is imported only under a CUDA check ({where}): a user "
                             "without CUDA never runs it")
 
 
-def _finds_modules(data: bytes, module: tuple[str, ...]) -> bool:
-    """A registry walk, or an import of a name built from parts that may spell ``module``: a
-    literal piece that is its package's name or begins its name (``f".kernels.env_{b}"``)."""
-    if _FINDS_MODULES.search(data):
-        return True
-    for call in _BUILT_IMPORT.finditer(data):
-        argument = call.group(1).strip()
-        if not argument or re.fullmatch(rb"""(['"])[\w.]*\1\s*(?:,.*)?""", argument):
-            continue  # a plain name: the string check reads it; a bare variable re-imports a name given
-        pieces = re.findall(rb"""['"]([^'"]*)['"]""", argument)
-        words = {w.decode() for piece in pieces for w in re.findall(rb"\w+", piece)}
-        if any(w in module[:-1] or (len(w) >= 2 and module[-1].startswith(w)) for w in words):
-            return True
-    return False
+def _built_import_words(files: _Files) -> list[set[str]]:
+    """For each import of a name built from parts (``import_module(f".kernels.env_{b}")``) in the
+    files, the words of its literal pieces; a plain name is left to the string check."""
+    found = []
+    for job in files.jobs:
+        data = files.data(job.path) or b""
+        if b"import" not in data and b"run_module" not in data:
+            continue
+        for call in _BUILT_IMPORT.finditer(data):
+            argument = call.group(1).strip()
+            if not argument or re.fullmatch(rb"""(['"])[\w.]*\1\s*(?:,.*)?""", argument):
+                continue  # a plain name: the string check reads it; a bare variable re-imports a name given
+            pieces = re.findall(rb"""['"]([^'"]*)['"]""", argument)
+            found.append({w.decode() for piece in pieces for w in re.findall(rb"\w+", piece)})
+    return found
+
+
+def _may_spell(words: set[str], module: tuple[str, ...]) -> bool:
+    """Whether a built name with these literal words may be ``module``: a word is its package's
+    name or begins its name."""
+    return any(w in module[:-1] or (len(w) >= 2 and module[-1].startswith(w)) for w in words)
 
 
 def _naming_files(roots: list[str]) -> list[str]:
@@ -443,7 +455,7 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: _Files) -> li
 
 
 def _display(files: _Files, os_path: str) -> str:
-    return next((job.display for job in files.jobs if job.path == os_path), os_path)
+    return files.display.get(os_path, os_path)
 
 
 def _spelled_in_import(node: ast.Import | ast.ImportFrom, stem: str) -> int:
@@ -627,7 +639,7 @@ def lower_flags_stored_elsewhere(work: list, results: list[tuple[FileResult, int
                 decided[key] = _stored_only_off_without_cuda(files, name, flag) if flag_alone[flag] else None
             where = decided[key]
             if where is not None:
-                _lower(finding, f"under `if self.{flag}:` (line {if_line}), a flag that every store "
+                finding.lower_to_info(f"under `if self.{flag}:` (line {if_line}), a flag that every store "
                                 f"in the class hierarchy keeps false where CUDA is absent ({where})")
 
 
@@ -728,5 +740,5 @@ def lower_checks_in_tests(work: list, results: list[tuple[FileResult, int]], roo
                          for node in cls.body if isinstance(node, ast.If)}
         for finding in checks:
             if finding.line not in in_class_body:
-                _lower(finding, "a CUDA check in a test file: where CUDA is absent the test still runs, on the "
+                finding.lower_to_info("a CUDA check in a test file: where CUDA is absent the test still runs, on the "
                                 "CPU (on another accelerator it tests the CPU, not that device)")

@@ -282,5 +282,4 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
                 passed = all(passes_argument(call, parameter, position, unpacking_counts)
                              or unpacked.holds(call, parameter) for call in reached)
             if reaching_surely and passed:
-                finding.severity_cap = "info"
-                finding.cap_reason = f"default only: every call in the scanned files passes {parameter}"
+                finding.lower_to_info(f"default only: every call in the scanned files passes {parameter}")

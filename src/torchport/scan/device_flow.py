@@ -503,8 +503,8 @@ def mark_dead_defaults(work, results: list[tuple[FileResult, int]], read) -> dic
         call, key = read_here
         set_at = _set_before(where, call, key)
         if set_at is not None:
-            finding.severity_cap = "info"
-            finding.cap_reason = f"default only: {call.func.value.id}[{key!r}] is set at line {set_at}, before this"  # type: ignore[attr-defined]
+            owner = call.func.value.id  # type: ignore[attr-defined]
+            finding.lower_to_info(f"default only: {owner}[{key!r}] is set at line {set_at}, before this")
             continue
         function = where.function
         if where.nested or function.name in _IMPLICITLY_CALLED:
@@ -568,6 +568,5 @@ def _lower_option_attributes(package: _Package, defaults: list[tuple[Finding, st
                         declared[option] = f"{_short(job.display)}:{node.lineno}"
     for finding, key in defaults:
         if f"--{key}" in declared:
-            finding.severity_cap = "info"
-            finding.cap_reason = (f"default only: the package's --{key} option ({declared['--' + key]}) always "
+            finding.lower_to_info(f"default only: the package's --{key} option ({declared['--' + key]}) always "
                                   f"sets the attribute")

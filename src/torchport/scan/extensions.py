@@ -104,8 +104,7 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
                               node.end_lineno or node.lineno, (node.end_col_offset or 0) + 1,
                               f"import of {found}, a CUDA extension this project builds", snippet)
             if node.lineno in optional:
-                finding.severity_cap = "info"
-                finding.cap_reason = ("an optional import, in a try whose handler binds a fallback: where the "
+                finding.lower_to_info("an optional import, in a try whose handler binds a fallback: where the "
                                       "extension is not built the package runs without it")
             findings.append(finding)
     return findings

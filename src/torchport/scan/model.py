@@ -91,6 +91,11 @@ class Finding:
     def sort_key(self):
         return (self.path, self.line, self.column, self.rule_id)
 
+    def lower_to_info(self, reason: str) -> None:
+        """Report it at info on every target, saying why: what the code around it shows."""
+        self.severity_cap = "info"
+        self.cap_reason = reason
+
 
 @dataclass(frozen=True)
 class Skipped:

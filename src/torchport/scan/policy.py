@@ -92,6 +92,11 @@ def worst_of(finding: Finding) -> str | None:
     return cap if cap and SEVERITY_RANK[cap] < SEVERITY_RANK[worst] else worst
 
 
+def is_hot(finding: Finding) -> bool:
+    """Whether some target reports the finding at error or silent: what the precision goal counts."""
+    return worst_of(finding) in ("error", "silent")
+
+
 def _lower(finding: Finding, cap: str, reason: str) -> None:
     if SEVERITY_RANK[cap] > SEVERITY_RANK[worst_of(finding) or "info"]:
         # the code shows it louder than a detector's cap (a count that is 0 without CUDA, asserted)
@@ -2623,7 +2628,7 @@ def _lower_first(file: _File, findings: list[Finding], lowerings: tuple[Lowering
 def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
     """Lower, in place, the error/silent findings of one file whose shape the judges
     found mostly wrong (see docs/precision/policy.md)."""
-    strong = [f for f in findings if worst_of(f) in ("error", "silent")]
+    strong = [f for f in findings if is_hot(f)]
     # A check round 26 found to choose no device may still guard what fails without it. One
     # finding a line: a second finding of one rule on one line is info anyway.
     chose_nothing = list({f.line: f for f in reversed(findings) if f.rule_id == CUDA_AVAILABILITY_CHECK
@@ -2643,7 +2648,7 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     _repeats_in_statement(strong)
     _lower_first(file, [f for f in strong if f.severity_cap != "info"], LOWERINGS)
     if file.context is not None:
-        _ddp_ids_after_cuda_tie(file, [f for f in strong if worst_of(f) in ("error", "silent")])
+        _ddp_ids_after_cuda_tie(file, [f for f in strong if is_hot(f)])
         _kernels_for_other_devices(file, [f for f in strong if worst_of(f) == "error"])
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchport.scan import default_path, device_guard
-from torchport.scan.policy import FileContext, worst_of
+from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
 
 # Decorators that change how a method is bound, not who calls it.
@@ -60,10 +60,6 @@ class _Unit:
     name: str
     function: ast.FunctionDef | ast.AsyncFunctionDef
     owner: ast.ClassDef | None
-
-
-def _hot(finding: Finding) -> bool:
-    return worst_of(finding) in ("error", "silent")
 
 
 def _unit(scopes: list, line: int) -> _Unit | None:
@@ -191,7 +187,7 @@ def _cuda_query(context: FileContext, test: ast.expr, taken: bool) -> bool:
 def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
                findings: list[Finding]) -> list[Candidate]:
     """The file's error/silent findings whose function looks unreached from this file alone."""
-    hot = [(index, f) for index, f in enumerate(findings) if f.severity_cap != "info" and _hot(f)]
+    hot = [(index, f) for index, f in enumerate(findings) if f.severity_cap != "info" and is_hot(f)]
     if not hot or tree is None:
         return []
     # marked by the detectors: in functions the file uses only in tests that run only with CUDA
@@ -337,5 +333,4 @@ def lower_unreached(work, results: list[tuple[FileResult, int]], paths: list | N
         if any(spelled_in[name] - {result.path} for name in candidate.names):
             continue
         finding = result.findings[candidate.index]
-        finding.severity_cap = "info"
-        finding.cap_reason = candidate.reason
+        finding.lower_to_info(candidate.reason)

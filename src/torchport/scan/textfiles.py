@@ -113,8 +113,7 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
             finding = _finding(CUDA_SOURCE_FILE, path, lines, number, 1, len(lines[number - 1]) + 1,
                                f"includes CUDA header {match.group(1)}{more}")
             if not unguarded:
-                finding.severity_cap = "info"
-                finding.cap_reason = (f"every CUDA include is compiled only under {guards[number]}: a build "
+                finding.lower_to_info(f"every CUDA include is compiled only under {guards[number]}: a build "
                                       "without CUDA leaves it out")
             findings.append(finding)
         return findings + _not_hipified(code_lines, lines, path, _NOT_HIPIFIED)
