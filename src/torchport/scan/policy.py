@@ -2373,7 +2373,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _at_line(_never_runs), "info", "under `if False:` (or another false constant): never runs"),
     Lowering(_EVERY_RULE, lambda site: site.file.search(removed_torch.HINT) is not None
              and removed_torch.past_removed_api(site.file.whole().tree, site.line), "info",
-             "past {}: this line is not reached on any target, CUDA included"),
+             "past {}; this line is not reached on any target, CUDA included"),
     Lowering(_EVERY_RULE, lambda site: site.file.search(old_torch_branch.VERSION_TEST_HINT) is not None
              and old_torch_branch.in_either_branch(site.context.tree, site.line)
              and old_torch_branch.only_on_old_torch(site.file.whole().tree, site.file.whole().lines, site.line), "info",

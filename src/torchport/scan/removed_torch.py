@@ -55,7 +55,7 @@ def _removed_import(statement: ast.stmt) -> str | None:
     elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
         module = statement.module
         if any(module == m or module.startswith(m + ".") for m in REMOVED_MODULES):
-            return f"from {module} import ..."
+            return f"from {module} import {', '.join(alias.name for alias in statement.names)}"
         for alias in statement.names:
             if alias.name in REMOVED_NAMES.get(module, ()) or f"{module}.{alias.name}" in REMOVED_MODULES:
                 return f"from {module} import {alias.name}"
