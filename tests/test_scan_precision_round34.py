@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import check_marked_lines, worst_by_line
+from scan_marks import check_marked_lines, kept_lines_stay, worst_by_line
 from scan_marks import write_snippet as _write
 
 _GEOMETRY = """
@@ -112,7 +112,6 @@ def test_code_past_a_removed_torch_api_is_not_reached(tmp_path: Path) -> None:
         _write(root, "script_above.py", _SCRIPT_ABOVE),
         _write(root, "slim/benchmark.py", _BENCHMARK),
         _write(root, "slim/butterfly_benchmark.py", _SCRIPT_IMPORTS_TORCH_IN_MAIN),
-        _write(root, "shimmed.py", _SHIMMED),
     )
     _write(root, "__init__.py", "")
     _write(root, "attackers/__init__.py", "")
@@ -122,3 +121,162 @@ def test_code_past_a_removed_torch_api_is_not_reached(tmp_path: Path) -> None:
     reason = found[("__init__.py", 15, "TP002")][1]
     assert "from torch.autograd.gradcheck import zero_gradients" in reason and "line 3" in reason, reason
     assert "torch.rfft(...)` (line 23)" in found[("benchmark.py", 24, "TP101")][1]
+
+
+# What the review of the round's first version found lowered although it runs on current torch.
+_SIX_SHIM_INIT = """
+    import sys
+    import types
+
+    _six = types.ModuleType("torch._six")
+    _six.inf = float("inf")
+    sys.modules["torch._six"] = _six
+"""
+
+_USES_SIX = """
+    import torch
+    from torch._six import inf
+
+
+    def clip(x):
+        return torch.zeros(1).cuda() + inf  # kept
+"""
+
+_PATCHED_BEFORE_IMPORT = """
+    import torch.utils.data.dataloader as _dl
+    _dl.numpy_type_map = {"float64": "torch.DoubleTensor"}
+    from torch.utils.data.dataloader import numpy_type_map
+
+
+    def collate(x):
+        return x.cuda()  # kept
+"""
+
+_COMPUTED_SETATTR = """
+    import torch
+
+    for _name, _fn in {"rfft": lambda x, n: x, "irfft": lambda x, n: x}.items():
+        setattr(torch, _name, _fn)
+"""
+
+_CALLS_PUT_BACK = """
+    import torch
+
+
+    def spectrum(x):
+        y = torch.irfft(x, 1)
+        return y.cuda()  # kept
+"""
+
+_NOT_SURELY_CALLED = """
+    import torch
+    OLD = False
+
+
+    def conditional(x):
+        y = torch.rfft(x, 1) if OLD else torch.fft.rfft(x)
+        return y.cuda()  # kept
+
+
+    def short_circuit(x):
+        y = hasattr(torch, "rfft") and torch.rfft(x, 1) or torch.fft.rfft(x)
+        torch.cuda.synchronize()  # kept
+        return y
+
+
+    def lazy(frames):
+        specs = (torch.rfft(f, 1) for f in frames)
+        torch.cuda.synchronize()  # kept
+        return specs
+
+
+    def surely(x):
+        y = torch.rfft(x, 1) if torch.symeig(x) else x
+        torch.cuda.synchronize()  # quiet
+        return y
+"""
+
+_LOCAL_TORCH = """
+    import torch
+
+
+    def f(x):
+        import torch_compat as torch
+        y = torch.rfft(x, 1)
+        return x.cuda()  # kept
+"""
+
+# The same removed API, spelled the other ways: an import continued with a backslash, a call
+# through an alias of torch; and a removed import put back in another file that does not put
+# back the call past it.
+_OTHER_SPELLINGS = """
+    import torch as th
+    from torch.utils.data.dataloader import default_collate, \\
+        numpy_type_map
+
+
+    def g(x):
+        return x.cuda()  # quiet
+"""
+
+_ALIAS_CALL = """
+    import torch as th
+
+
+    def h(x):
+        y = th.rfft(x, 1)
+        return y.cuda()  # quiet
+"""
+
+_IMPORT_PUT_BACK_CALL_NOT = """
+    import torch
+    from torch.utils.data.dataloader import numpy_type_map
+
+
+    def h(x):
+        y = torch.gesv(x, x)
+        return y.cuda()  # quiet
+"""
+
+_FROM_IMPORT_OF_A_MODULE = """
+    import torch
+    from torch.utils import ffi
+
+
+    def build(x):
+        return x.cuda()  # quiet
+"""
+
+
+def test_what_a_package_puts_back_keeps_its_findings(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    _write(root, "__init__.py", _SIX_SHIM_INIT)
+    _write(root, "compat.py", _COMPUTED_SETATTR)
+    paths = (
+        _write(root, "optim.py", _USES_SIX),
+        _write(root, "spectral.py", _CALLS_PUT_BACK),
+        _write(root, "shimmed.py", _SHIMMED),
+    )
+    kept_lines_stay(paths[0], root=tmp_path)
+    kept_lines_stay(paths[1], root=tmp_path)
+    kept_lines_stay(paths[2], root=tmp_path)
+
+
+def test_only_what_surely_runs_stops_the_block(tmp_path: Path) -> None:
+    patched = tmp_path / "patched"
+    kept_lines_stay(_write(patched, "patched.py", _PATCHED_BEFORE_IMPORT), root=patched)
+    _write(patched, "put_back.py", _IMPORT_PUT_BACK_CALL_NOT)
+    check_marked_lines([patched], (patched / "put_back.py", patched / "patched.py"))
+    root = tmp_path / "other"
+    paths = (
+        _write(root, "not_surely.py", _NOT_SURELY_CALLED),
+        _write(root, "local_torch.py", _LOCAL_TORCH),
+        _write(root, "spellings.py", _OTHER_SPELLINGS),
+        _write(root, "alias_call.py", _ALIAS_CALL),
+        _write(root, "ffi_user.py", _FROM_IMPORT_OF_A_MODULE),
+    )
+    check_marked_lines([root], paths)
+    found = worst_by_line(root)
+    assert "`from torch.utils.data.dataloader import numpy_type_map` (line 2)" in found[("spellings.py", 7, "TP002")][1]
+    assert "`th.rfft(...)` (line 5)" in found[("alias_call.py", 6, "TP002")][1]
+    assert "`from torch.utils import ffi` (line 2)" in found[("ffi_user.py", 6, "TP002")][1]

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
-                            distributed_path, float64_device, library_ops, old_torch_branch, optional_native,
-                            removed_torch, spawn_defaults, timing_log)
+                            distributed_path, float64_device, library_ops, old_torch_branch, optional_native, spawn_defaults,
+                            timing_log)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_name, string_value, walk_nodes
 from torchport.scan.model import Finding
@@ -2371,9 +2371,6 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _visible_devices_plumbing, "info",
              "CUDA_VISIBLE_DEVICES plumbing: no effect where CUDA is absent", needs_tree=False),
     Lowering(_EVERY_RULE, _at_line(_never_runs), "info", "under `if False:` (or another false constant): never runs"),
-    Lowering(_EVERY_RULE, lambda site: site.file.search(removed_torch.HINT) is not None
-             and removed_torch.past_removed_api(site.file.whole().tree, site.line), "info",
-             "past {}; this line is not reached on any target, CUDA included"),
     Lowering(_EVERY_RULE, lambda site: site.file.search(old_torch_branch.VERSION_TEST_HINT) is not None
              and old_torch_branch.in_either_branch(site.context.tree, site.line)
              and old_torch_branch.only_on_old_torch(site.file.whole().tree, site.file.whole().lines, site.line), "info",

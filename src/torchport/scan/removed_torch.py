@@ -2,18 +2,26 @@
 
 A module that imports, at its top level, a name current torch lacks
 (``from torch.autograd.gradcheck import zero_gradients``, ``from torch._six import inf``) fails to
-import, so nothing below that import runs, on CUDA or anywhere else.  A statement that calls a
-removed function (``torch.rfft(x, 2)``, ``torch.symeig(a)``) raises, so the statements after it in
-the same block never run.  A CUDA call there is not what stops a user on another accelerator: the
-removed API stops everyone first, on the current torch that every other accelerator needs.
+import, so nothing below that import runs, on CUDA or anywhere else.  A statement that surely
+calls a removed function (``torch.rfft(x, 2)``, ``torch.symeig(a)``) raises, so the statements
+after it in the same block never run.  A CUDA call there is not what stops a user on another
+accelerator: the removed API stops everyone first, on the current torch every other accelerator
+needs.
 
-The table holds only what is absent (or raises when called) on torch 2.13, checked on its CPU
-build; an old torch that still had the name is not a porting target.
+The workers read each file's candidates (``candidates``) and what the file puts back into torch
+(``shims``: ``sys.modules["torch._six"] = ...``, ``torch.rfft = ...``, ``setattr(torch, ...)``);
+the pass over every file (``lower_past_removed_api``) lowers a candidate only where no scanned
+file puts its name back.  The table holds only what is absent (or raises when called) on torch
+2.13, checked on its CPU build; an old torch that still had the name is not a porting target.
 """
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
+
+from torchport.scan.model import FileResult, Finding
+from torchport.scan.policy import is_hot
 
 # module -> names it no longer has (absent from torch 2.13)
 REMOVED_NAMES: dict[str, frozenset[str]] = {
@@ -23,103 +31,164 @@ REMOVED_NAMES: dict[str, frozenset[str]] = {
     "torch._utils": frozenset({"_accumulate"}),
     "torch.utils.data.dataset": frozenset({"_accumulate"}),
     "torch.utils.data.dataloader": frozenset({"numpy_type_map", "DataLoaderIter", "_DataLoaderIter",
-                                              "string_classes", "int_classes", "_use_shared_memory"}),
+                                              "string_classes", "int_classes", "_use_shared_memory",
+                                              "_worker_loop", "_worker_manager_loop", "pin_memory_batch"}),
+    "torch.nn.modules.linear": frozenset({"_LinearWithBias"}),
     "torch.hub": frozenset({"_download_url_to_file"}),
     "torch.utils.model_zoo": frozenset({"_download_url_to_file"}),
 }
-# Modules torch 2.13 does not have.
-REMOVED_MODULES = frozenset({"torch._six", "torch.utils.ffi", "torch.legacy", "torch.nn._functions"})
+# Modules torch 2.13 does not have (their submodules neither).
+REMOVED_MODULES = frozenset({"torch._six", "torch._thnn", "torch.legacy", "torch.nn._functions", "torch.utils.ffi",
+                             "torch.utils.trainer"})
 # ``torch.NAME(...)`` that raises on torch 2.13: the names above that were functions, the linear
 # algebra that raises "deprecated since version 1.9 and is now removed", and ``torch.fft(x, n)``,
 # a call of what is now a module.
 REMOVED_CALLS = (REMOVED_NAMES["torch"] - {"_six"}) | frozenset(
     {"symeig", "eig", "lstsq", "solve", "matrix_rank", "fft"})
 
-# Text a file must hold before its tree is read: an import of a removed name or module, or a
-# call ``torch.NAME(`` of a removed function.
-_NAMES = "|".join(sorted({name for names in REMOVED_NAMES.values() for name in names}))
-_MODULES = "|".join(re.escape(module[len("torch."):]) for module in sorted(REMOVED_MODULES))
-HINT = re.compile(rf"\bfrom\s+torch[\w.]*\s+import\s+\(?[\w\s,]*\b(?:{_NAMES})\b"
-                  rf"|\b(?:from|import)\s+torch\.(?:{_MODULES})\b"
-                  rf"|\btorch\.(?:{'|'.join(sorted(REMOVED_CALLS))})\s*\(")
+# Text a file must hold before its tree is read: a removed name or module as a word, or a call
+# ``.NAME(`` of a removed function through any name.
+_WORDS = sorted({name for names in REMOVED_NAMES.values() for name in names}
+                | {module.rsplit(".", 1)[1] for module in REMOVED_MODULES})
+HINT = re.compile(rf"\b(?:{'|'.join(_WORDS)})\b|\.(?:{'|'.join(sorted(REMOVED_CALLS))})\s*\(")
+# A shim whose name the file computes: it may put back any name of the module it names.
+_ANY = "*"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A hot finding past what torch removed: each stop is the removed name (``torch._six``,
+    ``torch.rfft``) and the reason it gives; the first no scanned file puts back lowers it."""
+    index: int  # of the finding in its file's list
+    stops: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class _Stop:
+    key: str
+    text: str  # as the user wrote it, for the reason
+    line: int
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _imports(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
+    """Name -> the torch module it is bound to (``import torch as th``, ``import torch.utils.data.
+    dataloader as dl``, ``from torch.utils.data import dataloader``), in any scope; and the names
+    also bound to something else somewhere (``import compat as torch``), which are not read."""
+    bound: dict[str, str] = {}
+    other: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "torch" or alias.name.startswith("torch."):
+                    name = alias.asname or "torch"
+                    bound[name] = alias.name if alias.asname else "torch"
+                else:
+                    other.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                name = alias.asname or alias.name
+                if node.module and not node.level and (node.module == "torch" or node.module.startswith("torch.")):
+                    bound[name] = f"{node.module}.{alias.name}"
+                else:
+                    other.add(name)
+    return bound, other
+
+
+def _module_of(node: ast.expr, bound: dict[str, str]) -> str | None:
+    """The torch module an expression names (``th.utils.data.dataloader`` -> its dotted name)."""
+    dotted = _dotted(node)
+    if dotted is None:
+        return None
+    head, _, rest = dotted.partition(".")
+    if head not in bound:
+        return None
+    return f"{bound[head]}.{rest}" if rest else bound[head]
+
+
+def _removed_import(statement: ast.stmt) -> _Stop | None:
+    """A top-level import of what torch 2.13 lacks, spelled as the user wrote it."""
+    if isinstance(statement, ast.Import):
+        for alias in statement.names:
+            for module in REMOVED_MODULES:
+                if alias.name == module or alias.name.startswith(module + "."):
+                    return _Stop(module, f"import {alias.name}", statement.lineno)
+    elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+        module = statement.module
+        names = ", ".join(alias.name for alias in statement.names)
+        for removed in REMOVED_MODULES:
+            if module == removed or module.startswith(removed + "."):
+                return _Stop(removed, f"from {module} import {names}", statement.lineno)
+        for alias in statement.names:
+            full = f"{module}.{alias.name}"
+            if alias.name in REMOVED_NAMES.get(module, ()) or full in REMOVED_MODULES:
+                return _Stop(full, f"from {module} import {alias.name}", statement.lineno)
+    return None
+
+
+def _surely_evaluated(node: ast.AST):
+    """The node and what evaluating it surely evaluates: the test of a conditional expression, the
+    first operand of ``and``/``or``, the first iterable of a comprehension; not a lambda's body."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.IfExp):
+            stack.append(node.test)
+        elif isinstance(node, ast.BoolOp):
+            stack.append(node.values[0])
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            stack.append(node.generators[0].iter)
+        elif not isinstance(node, ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+_SIMPLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
+
+
+def _removed_call(statement: ast.stmt, torch_names: set[str]) -> _Stop | None:
+    """``torch.NAME(...)`` of a removed function that the simple statement surely calls."""
+    if not isinstance(statement, _SIMPLE):
+        return None
+    for node in _surely_evaluated(statement):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in torch_names \
+                and node.func.attr in REMOVED_CALLS:
+            return _Stop(f"torch.{node.func.attr}", f"{node.func.value.id}.{node.func.attr}(...)", statement.lineno)
+    return None
+
+
+def _stops(tree: ast.Module) -> tuple[_Stop | None, dict[int, _Stop]]:
+    """The first top-level import of a removed name, and the simple statements (by id) that surely
+    call a removed function."""
+    first = next((stop for statement in tree.body if (stop := _removed_import(statement))), None)
+    bound, other = _imports(tree)
+    torch_names = {name for name, module in bound.items() if module == "torch"} - other
+    calls: dict[int, _Stop] = {}
+    if torch_names:
+        for node in ast.walk(tree):
+            if isinstance(node, _SIMPLE):
+                stop = _removed_call(node, torch_names)
+                if stop is not None:
+                    calls[id(node)] = stop
+    return first, calls
+
 
 _BODIES = ("body", "orelse", "finalbody")
 
 
-def _removed_import(statement: ast.stmt) -> str | None:
-    """What a top-level import loads that torch 2.13 lacks, spelled as the user wrote it."""
-    if isinstance(statement, ast.Import):
-        for alias in statement.names:
-            if any(alias.name == m or alias.name.startswith(m + ".") for m in REMOVED_MODULES):
-                return f"import {alias.name}"
-    elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
-        module = statement.module
-        if any(module == m or module.startswith(m + ".") for m in REMOVED_MODULES):
-            return f"from {module} import {', '.join(alias.name for alias in statement.names)}"
-        for alias in statement.names:
-            if alias.name in REMOVED_NAMES.get(module, ()) or f"{module}.{alias.name}" in REMOVED_MODULES:
-                return f"from {module} import {alias.name}"
-    return None
-
-
-def _torch_names(tree: ast.Module) -> set[str]:
-    """The names the file binds to torch itself (``import torch``, ``import torch as th``), in any
-    scope (scripts import it inside ``if __name__ == "__main__":``)."""
-    names = set()
-    for statement in ast.walk(tree):
-        if isinstance(statement, ast.Import):
-            for alias in statement.names:
-                if alias.name == "torch" or (alias.name.startswith("torch.") and not alias.asname):
-                    names.add(alias.asname or "torch")
-    return names
-
-
-def _replaced(tree: ast.Module, torch_names: set[str]) -> set[str]:
-    """``torch.rfft = ...`` or ``setattr(torch, "rfft", ...)``: a name the file puts back."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id in torch_names:
-            found.add(node.attr)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
-                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
-                and isinstance(node.args[1].value, str):
-            found.add(node.args[1].value)
-    return found
-
-
-def _removed_call(statement: ast.stmt, torch_names: set[str], replaced: set[str]) -> str | None:
-    """``torch.NAME(...)`` of a removed function, evaluated whenever the simple statement runs
-    (not inside a lambda, whose body runs later if ever)."""
-    if not isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
-        return None
-    stack: list[ast.AST] = [statement]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Lambda):
-            continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in torch_names \
-                and node.func.attr in REMOVED_CALLS and node.func.attr not in replaced:
-            return f"{node.func.value.id}.{node.func.attr}(...)"
-        stack.extend(ast.iter_child_nodes(node))
-    return None
-
-
-def past_removed_api(tree: ast.Module, line: int) -> str | None:
-    """What stops the code before ``line`` runs, when a top-level import of a removed torch name
-    comes before it, or a call of a removed torch function comes before it in its own block."""
-    for statement in tree.body:
-        if (statement.end_lineno or statement.lineno) >= line:
-            break
-        found = _removed_import(statement)
-        if found:
-            return (f"`{found}` (line {statement.lineno}), which current torch no longer has (absent from torch "
-                    "2.13): the module cannot be imported")
-    torch_names = _torch_names(tree)
-    if not torch_names:
-        return None
-    replaced = _replaced(tree, torch_names)
+def _call_before(tree: ast.Module, line: int, calls: dict[int, _Stop]) -> _Stop | None:
+    """A statement before ``line`` in one of the blocks that hold it that surely calls a removed
+    function."""
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
@@ -130,10 +199,8 @@ def past_removed_api(tree: ast.Module, line: int) -> str | None:
                 continue  # another branch: what it calls is not on the line's path
             for statement in body:
                 if (statement.end_lineno or statement.lineno) < line:
-                    found = _removed_call(statement, torch_names, replaced)
-                    if found:
-                        return (f"`{found}` (line {statement.lineno}), a function current torch no longer has "
-                                "(it raises on torch 2.13): the block stops there")
+                    if id(statement) in calls:
+                        return calls[id(statement)]
                 else:
                     if statement.lineno <= line:
                         stack.append(statement)  # it holds the line: read its own blocks
@@ -141,3 +208,91 @@ def past_removed_api(tree: ast.Module, line: int) -> str | None:
         stack.extend(getattr(node, "handlers", ()))
         stack.extend(getattr(node, "cases", ()))
     return None
+
+
+def _hot(finding: Finding) -> bool:
+    return finding.severity_cap is None and is_hot(finding)
+
+
+def read(text: str, findings: list[Finding]) -> tuple[list[Candidate], list[str]]:
+    """The file's candidates and shims, from the whole file (the workers parse only the pieces
+    that hold a trigger), parsed only when its text may hold either."""
+    hinted = HINT.search(text) is not None
+    wanted = hinted and any(_hot(f) for f in findings)
+    if not wanted and not ("torch" in text and (hinted or "setattr" in text)):
+        return [], []  # a shim names what it puts back, or computes it in a setattr
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [], []
+    return (candidates(tree, findings) if wanted else []), shims(tree)
+
+
+def candidates(tree: ast.Module, findings: list[Finding]) -> list[Candidate]:
+    """The error or silent findings of the file that lie past a removed torch API."""
+    first, calls = _stops(tree)
+    if first is None and not calls:
+        return []
+    found = []
+    for index, finding in enumerate(findings):
+        if not _hot(finding):
+            continue
+        stops = []
+        if first is not None and finding.line > first.line:
+            stops.append((first.key, f"past `{first.text}` (line {first.line}), which fails on torch 2.13: the "
+                                     "module cannot be imported"))
+        stop = _call_before(tree, finding.line, calls) if calls else None
+        if stop is not None:
+            stops.append((stop.key, f"past `{stop.text}` (line {stop.line}), which raises on torch 2.13: the "
+                                    "block stops there"))
+        if stops:
+            found.append(Candidate(index, tuple(stops)))
+    return found
+
+
+def shims(tree: ast.Module) -> list[str]:
+    """What the file puts back into torch: ``sys.modules["torch._six"] = ...`` gives
+    ``torch._six``, ``torch.rfft = ...`` or ``setattr(torch, "rfft", ...)`` gives ``torch.rfft``,
+    and a name the file computes gives the module followed by ``.*``."""
+    bound, _ = _imports(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _dotted(node.value) == "sys.modules":
+            key = node.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.add(key.value)
+            else:
+                found.add("torch." + _ANY)  # sys.modules[name] = ... in a file that names a removed name
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            module = _module_of(node.value, bound)
+            if module is not None:
+                found.add(f"{module}.{node.attr}")
+        elif isinstance(node, ast.Call) and _dotted(node.func) == "setattr" and len(node.args) >= 2:
+            module = _module_of(node.args[0], bound)
+            if module is None:
+                continue
+            name = node.args[1]
+            found.add(f"{module}.{name.value}" if isinstance(name, ast.Constant) and isinstance(name.value, str)
+                      else f"{module}.{_ANY}")
+    return sorted(found)
+
+
+def _put_back(key: str, shimmed: set[str]) -> bool:
+    if key in shimmed:
+        return True
+    parts = key.split(".")
+    # a computed name on the module, or on any module above it
+    return any(".".join(parts[:i]) + "." + _ANY in shimmed for i in range(1, len(parts)))
+
+
+def lower_past_removed_api(results: list[tuple[FileResult, int]]) -> None:
+    """Lower every candidate whose removed name no scanned file puts back."""
+    if not any(result.past_removed for result, _ in results):
+        return
+    shimmed = {key for result, _ in results for key in result.torch_shims}
+    for result, _ in results:
+        for candidate in result.past_removed:
+            finding = result.findings[candidate.index]
+            reason = next((reason for key, reason in candidate.stops if not _put_back(key, shimmed)), None)
+            if reason is not None and _hot(finding):
+                finding.lower_to_info(reason + "; this line is never reached on current torch, with CUDA or without")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from torchport.errors import UserError
 from torchport.scan import (cross_file_guards, default_callers, device_flow, extensions, float64_device, policy,
-                            python, reachability, textfiles)
+                            python, reachability, removed_torch, textfiles)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -276,6 +276,13 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             result.cuda_gated_imports, result.cuda_flags, result.flag_guarded = [], [], []
             reason, internal = analysis_failure(exc, debug)
             result.skipped = Skipped(job.display, reason, internal)
+    if result.skipped is None:
+        try:  # also where nothing triggers a finding: a file may put back what torch removed
+            result.past_removed, result.torch_shims = removed_torch.read(text, result.findings)
+        except Exception as exc:  # noqa: BLE001  as above
+            result.findings, result.past_removed, result.torch_shims = [], [], []
+            reason, internal = analysis_failure(exc, debug)
+            result.skipped = Skipped(job.display, reason, internal)
     return result, lines
 
 
@@ -410,6 +417,7 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
         work, results, reachability.whole_package_in(paths), roots), "flags stored in the class hierarchy")
     across_files(lambda: cross_file_guards.lower_checks_in_tests(work, results, [os.path.abspath(p) for p in paths]),
                  "CUDA checks in tests")
+    across_files(lambda: removed_torch.lower_past_removed_api(results), "code past removed torch APIs")
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
