@@ -280,3 +280,70 @@ def test_only_what_surely_runs_stops_the_block(tmp_path: Path) -> None:
     assert "`from torch.utils.data.dataloader import numpy_type_map` (line 2)" in found[("spellings.py", 7, "TP002")][1]
     assert "`th.rfft(...)` (line 5)" in found[("alias_call.py", 6, "TP002")][1]
     assert "`from torch.utils import ffi` (line 2)" in found[("ffi_user.py", 6, "TP002")][1]
+
+
+# What the second review found: a lazy module in sys.modules turned the reading off for the whole
+# package; setdefault and a module put back whole were not seen; a scan of part of a package
+# missed the shim in its parent __init__; a comparison chain and a parameter named torch.
+_LAZY_INIT = """
+    import sys
+    from ._lazy import LazyModule
+
+    sys.modules[__name__] = LazyModule(__name__, globals()["__file__"])
+"""
+
+_SETDEFAULT_INIT = """
+    import sys
+    import types
+
+    sys.modules.setdefault("torch._six", types.ModuleType("torch._six"))
+"""
+
+_WHOLE_MODULE_INIT = """
+    import sys
+    from . import _old_dataloader
+
+    sys.modules["torch.utils.data.dataloader"] = _old_dataloader
+"""
+
+_USES_NUMPY_TYPE_MAP = """
+    from torch.utils.data.dataloader import numpy_type_map
+
+
+    def collate(x):
+        return x.cuda()  # kept
+"""
+
+_NOT_TORCH = """
+    import torch
+
+
+    def chained(a, b, x):
+        ok = a < b < torch.solve(x, x)
+        return x.cuda()  # kept
+
+
+    def parameter(torch, x):
+        torch.solve(x, x)
+        return x.cuda()  # kept
+"""
+
+
+def test_shims_the_second_review_found(tmp_path: Path) -> None:
+    lazy = tmp_path / "lazy" / "pkg"
+    _write(lazy, "__init__.py", _LAZY_INIT)
+    _write(lazy, "old.py", _USES_SIX.replace("  # kept", "  # quiet"))
+    check_marked_lines([tmp_path / "lazy"], (lazy / "old.py",) + (_write(lazy, "chained.py", _NOT_TORCH),))
+    defaulted = tmp_path / "defaulted" / "pkg"
+    _write(defaulted, "__init__.py", _SETDEFAULT_INIT)
+    kept_lines_stay(_write(defaulted, "old.py", _USES_SIX), root=tmp_path / "defaulted")
+    whole = tmp_path / "whole" / "pkg"
+    _write(whole, "__init__.py", _WHOLE_MODULE_INIT)
+    _write(whole, "_old_dataloader.py", "numpy_type_map = {}\n")
+    kept_lines_stay(_write(whole, "collate.py", _USES_NUMPY_TYPE_MAP), root=tmp_path / "whole")
+    # a folder of the package scanned alone: its parent __init__ (which puts torch._six back) is unseen
+    part = tmp_path / "part" / "pkg"
+    _write(part, "__init__.py", _SIX_SHIM_INIT)
+    old = _write(part / "sub", "old.py", _USES_SIX)
+    _write(part / "sub", "__init__.py", "")
+    kept_lines_stay(old, root=part / "sub")

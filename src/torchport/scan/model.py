@@ -124,4 +124,3 @@ class FileResult:
     cuda_flags: list[str] = field(default_factory=list)  # self attributes stored from a CUDA check
     flag_guarded: list = field(default_factory=list)  # (finding index, flag, class, if line): under `if self.flag:`
     past_removed: list = field(default_factory=list)  # removed_torch.Candidate: lowered unless a file puts it back
-    torch_shims: list[str] = field(default_factory=list)  # what the file puts back into torch ("torch._six")

@@ -8,16 +8,19 @@ after it in the same block never run.  A CUDA call there is not what stops a use
 accelerator: the removed API stops everyone first, on the current torch every other accelerator
 needs.
 
-The workers read each file's candidates (``candidates``) and what the file puts back into torch
-(``shims``: ``sys.modules["torch._six"] = ...``, ``torch.rfft = ...``, ``setattr(torch, ...)``);
-the pass over every file (``lower_past_removed_api``) lowers a candidate only where no scanned
-file puts its name back.  The table holds only what is absent (or raises when called) on torch
-2.13, checked on its CPU build; an old torch that still had the name is not a porting target.
+The workers read each file's candidates (``candidates_in``); the pass over every file
+(``lower_past_removed_api``) reads, only when a candidate exists, what the scanned files put back
+into torch (``shims``: ``sys.modules["torch._six"] = ...``, ``torch.rfft = ...``,
+``setattr(torch, ...)``), and lowers a candidate in a package scanned whole only where no file
+puts its name back.  The table holds only what is absent (or raises when called) on torch 2.13,
+checked on its CPU build; an old torch that still had the name is not a porting target.
 """
 from __future__ import annotations
 
 import ast
 import re
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchport.scan.model import FileResult, Finding
@@ -46,11 +49,17 @@ REMOVED_MODULES = frozenset({"torch._six", "torch._thnn", "torch.legacy", "torch
 REMOVED_CALLS = (REMOVED_NAMES["torch"] - {"_six"}) | frozenset(
     {"symeig", "eig", "lstsq", "solve", "matrix_rank", "fft"})
 
-# Text a file must hold before its tree is read: a removed name or module as a word, or a call
-# ``.NAME(`` of a removed function through any name.
-_WORDS = sorted({name for names in REMOVED_NAMES.values() for name in names}
-                | {module.rsplit(".", 1)[1] for module in REMOVED_MODULES})
-HINT = re.compile(rf"\b(?:{'|'.join(_WORDS)})\b|\.(?:{'|'.join(sorted(REMOVED_CALLS))})\s*\(")
+# Text a file with findings must hold before its tree is read: a removed name as a word, a
+# removed module in a dotted name or an import, or a call ``.NAME(`` of a removed function
+# through any name.  Bounded, so that no line costs more than its length.
+_NAMES = "|".join(sorted({name for names in REMOVED_NAMES.values() for name in names}))
+_MODULE_TAILS = "|".join(sorted(module.rsplit(".", 1)[1] for module in REMOVED_MODULES))
+HINT = re.compile(rf"\b(?:{_NAMES})\b"
+                  rf"|\b(?:torch|utils|nn)\.(?:{_MODULE_TAILS})\b"
+                  rf"|\bimport[ \t][\w, \t]{{0,200}}?\b(?:{_MODULE_TAILS})\b"
+                  rf"|\.(?:{'|'.join(sorted(REMOVED_CALLS))})\s*\(")
+# Text of a file that may put a name back; only read when some file has a candidate.
+_SHIM_HINT = re.compile(r"sys\.modules|setattr\s*\(|\.\w+\s*=[^=]")
 # A shim whose name the file computes: it may put back any name of the module it names.
 _ANY = "*"
 
@@ -87,7 +96,11 @@ def _imports(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
     bound: dict[str, str] = {}
     other: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.arg):
+            other.add(node.arg)  # a parameter named torch is the caller's object
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            other.add(node.id)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "torch" or alias.name.startswith("torch."):
                     name = alias.asname or "torch"
@@ -144,6 +157,10 @@ def _surely_evaluated(node: ast.AST):
         yield node
         if isinstance(node, ast.IfExp):
             stack.append(node.test)
+        elif isinstance(node, ast.Compare):
+            stack.extend((node.left, node.comparators[0]))  # a chain stops at the first false link
+        elif isinstance(node, ast.AnnAssign):
+            stack.extend(n for n in (node.target, node.value) if n is not None)  # no annotation: maybe unevaluated
         elif isinstance(node, ast.BoolOp):
             stack.append(node.values[0])
         elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
@@ -214,18 +231,24 @@ def _hot(finding: Finding) -> bool:
     return finding.severity_cap is None and is_hot(finding)
 
 
-def read(text: str, findings: list[Finding]) -> tuple[list[Candidate], list[str]]:
-    """The file's candidates and shims, from the whole file (the workers parse only the pieces
-    that hold a trigger), parsed only when its text may hold either."""
-    hinted = HINT.search(text) is not None
-    wanted = hinted and any(_hot(f) for f in findings)
-    if not wanted and not ("torch" in text and (hinted or "setattr" in text)):
-        return [], []  # a shim names what it puts back, or computes it in a setattr
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return [], []
-    return (candidates(tree, findings) if wanted else []), shims(tree)
+def _parse(text: str) -> ast.Module | None:
+    """The whole file (the workers parse only the pieces that hold a trigger), quietly: a
+    SyntaxWarning is the file's business, not the scan's output."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+
+
+def candidates_in(text: str, findings: list[Finding]) -> list[Candidate]:
+    """The file's error or silent findings past a removed torch API (the tree parsed only when
+    the file has such findings and names a removed API)."""
+    if not any(_hot(f) for f in findings) or "torch" not in text or not HINT.search(text):
+        return []
+    tree = _parse(text)
+    return candidates(tree, findings) if tree is not None else []
 
 
 def candidates(tree: ast.Module, findings: list[Finding]) -> list[Candidate]:
@@ -250,19 +273,50 @@ def candidates(tree: ast.Module, findings: list[Finding]) -> list[Candidate]:
     return found
 
 
+def _torch_key(node: ast.expr, constants: dict[str, str]) -> str | None:
+    """A ``sys.modules`` key that can name a torch module: a string, an f-string or a sum that
+    begins with ``"torch"`` (its constant part, then ``.*``), or a name given such a string."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value if node.value == "torch" or node.value.startswith("torch.") else None
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    head = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else (
+        node.left if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
+    if isinstance(head, ast.Constant) and isinstance(head.value, str) and head.value.startswith("torch"):
+        return head.value.rstrip(".") + "." + _ANY
+    return None
+
+
 def shims(tree: ast.Module) -> list[str]:
-    """What the file puts back into torch: ``sys.modules["torch._six"] = ...`` gives
-    ``torch._six``, ``torch.rfft = ...`` or ``setattr(torch, "rfft", ...)`` gives ``torch.rfft``,
-    and a name the file computes gives the module followed by ``.*``."""
+    """What the file puts back into torch: ``sys.modules["torch._six"] = ...`` (or ``setdefault``,
+    ``update``) gives ``torch._six``, ``torch.rfft = ...`` or ``setattr(torch, "rfft", ...)`` gives
+    ``torch.rfft``, and a name the file computes gives the module followed by ``.*``."""
     bound, _ = _imports(tree)
+    constants = {target.id: node.value.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                 and node.value.value.startswith("torch") for target in node.targets if isinstance(target, ast.Name)}
     found: set[str] = set()
+
+    def module_key(node: ast.expr) -> None:
+        key = _torch_key(node, constants)
+        if key is not None:
+            found.add(key)
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _dotted(node.value) == "sys.modules":
-            key = node.slice
-            if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                found.add(key.value)
-            else:
-                found.add("torch." + _ANY)  # sys.modules[name] = ... in a file that names a removed name
+            module_key(node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and _dotted(node.func.value) == "sys.modules":
+            if node.func.attr in ("setdefault", "__setitem__") and node.args:
+                module_key(node.args[0])
+            elif node.func.attr == "update":
+                for argument in node.args:
+                    if isinstance(argument, ast.Dict):
+                        for key in argument.keys:
+                            if key is not None:
+                                module_key(key)
+                    else:
+                        found.add("torch." + _ANY)  # a mapping built elsewhere
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             module = _module_of(node.value, bound)
             if module is not None:
@@ -278,21 +332,35 @@ def shims(tree: ast.Module) -> list[str]:
 
 
 def _put_back(key: str, shimmed: set[str]) -> bool:
-    if key in shimmed:
-        return True
+    """Whether a shim puts back ``key``: the name itself, a module above it (``torch.utils.data.
+    dataloader`` put in sys.modules brings its names), or a computed name on such a module."""
     parts = key.split(".")
-    # a computed name on the module, or on any module above it
-    return any(".".join(parts[:i]) + "." + _ANY in shimmed for i in range(1, len(parts)))
+    above = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return any(name in shimmed or name + "." + _ANY in shimmed for name in above)
 
 
-def lower_past_removed_api(results: list[tuple[FileResult, int]]) -> None:
-    """Lower every candidate whose removed name no scanned file puts back."""
-    if not any(result.past_removed for result, _ in results):
+def lower_past_removed_api(work: list, results: list[tuple[FileResult, int]], read,
+                           whole_package: Callable[[str], bool]) -> None:
+    """Lower every candidate, in a package scanned whole, whose removed name no scanned file
+    puts back (``read`` gives a job's text)."""
+    by_display = {job.display: job.path for job in work}
+    pending = [(result, candidate) for result, _ in results for candidate in result.past_removed
+               if whole_package(by_display.get(result.path, ""))]
+    if not pending:
         return
-    shimmed = {key for result, _ in results for key in result.torch_shims}
-    for result, _ in results:
-        for candidate in result.past_removed:
-            finding = result.findings[candidate.index]
-            reason = next((reason for key, reason in candidate.stops if not _put_back(key, shimmed)), None)
-            if reason is not None and _hot(finding):
-                finding.lower_to_info(reason + "; this line is never reached on current torch, with CUDA or without")
+    shimmed: set[str] = set()
+    for job in work:
+        if job.kind != "python":
+            continue
+        text = read(job)
+        if text is None:
+            shimmed.add("torch." + _ANY)  # unreadable: it may put anything back
+            continue
+        if "torch" in text and _SHIM_HINT.search(text):
+            tree = _parse(text)
+            shimmed.update(shims(tree) if tree is not None else ["torch." + _ANY])
+    for result, candidate in pending:
+        finding = result.findings[candidate.index]
+        reason = next((reason for key, reason in candidate.stops if not _put_back(key, shimmed)), None)
+        if reason is not None and _hot(finding):
+            finding.lower_to_info(reason + "; this line is never reached on current torch, with CUDA or without")

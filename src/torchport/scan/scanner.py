@@ -269,18 +269,13 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             result.cuda_gated_imports, result.cuda_flags = cross_file_guards.hints(text)
             result.flag_guarded = cross_file_guards.flag_guards(tree, text, result.findings)
+            result.past_removed = removed_torch.candidates_in(text, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
         except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
             result.findings, result.unreached, result.extensions = [], [], []
             result.cuda_gated_imports, result.cuda_flags, result.flag_guarded = [], [], []
-            reason, internal = analysis_failure(exc, debug)
-            result.skipped = Skipped(job.display, reason, internal)
-    if result.skipped is None:
-        try:  # also where nothing triggers a finding: a file may put back what torch removed
-            result.past_removed, result.torch_shims = removed_torch.read(text, result.findings)
-        except Exception as exc:  # noqa: BLE001  as above
-            result.findings, result.past_removed, result.torch_shims = [], [], []
+            result.past_removed = []
             reason, internal = analysis_failure(exc, debug)
             result.skipped = Skipped(job.display, reason, internal)
     return result, lines
@@ -417,7 +412,8 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
         work, results, reachability.whole_package_in(paths), roots), "flags stored in the class hierarchy")
     across_files(lambda: cross_file_guards.lower_checks_in_tests(work, results, [os.path.abspath(p) for p in paths]),
                  "CUDA checks in tests")
-    across_files(lambda: removed_torch.lower_past_removed_api(results), "code past removed torch APIs")
+    across_files(lambda: removed_torch.lower_past_removed_api(work, results, read, reachability.whole_package_in(paths)),
+                 "code past removed torch APIs")
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
