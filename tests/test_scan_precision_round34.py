@@ -347,3 +347,44 @@ def test_shims_the_second_review_found(tmp_path: Path) -> None:
     old = _write(part / "sub", "old.py", _USES_SIX)
     _write(part / "sub", "__init__.py", "")
     kept_lines_stay(old, root=part / "sub")
+
+
+# What the third review found: other spellings of sys.modules, computed keys, test helpers and
+# the module's namespace; and a Python 2 file that must not turn the reading off.
+_SHIM_SPELLINGS = {
+    "sys_alias.py": 'import sys as _sys\nimport types\n_sys.modules["torch._six"] = types.ModuleType("six")\n',
+    "from_sys.py": 'from sys import modules\nimport types\nmodules["torch._six"] = types.ModuleType("six")\n',
+    "loop_key.py": 'import sys\nimport types\nfor name in ("torch._six",):\n    sys.modules[name] = types.ModuleType(name)\n',
+    "module_name.py": ('import sys\nimport types\nm = types.ModuleType("torch._six")\n'
+                       'sys.modules[m.__name__] = m\n'),
+    "monkeypatched.py": ('import torch\n\n\ndef test_it(monkeypatch):\n'
+                         '    monkeypatch.setattr(torch, "rfft", lambda x, n: x, raising=False)\n'),
+    "namespace.py": 'import torch\ntorch.__dict__["rfft"] = lambda x, n: x\n',
+    "imported.py": 'import importlib\nimportlib.import_module("torch").rfft = lambda x, n: x\n',
+}
+
+_CALLS_RFFT = """
+    import torch
+
+
+    def spectrum(x):
+        y = torch.rfft(x, 1)
+        return y.cuda()  # kept
+"""
+
+
+def test_each_way_of_putting_a_name_back_keeps_the_findings(tmp_path: Path) -> None:
+    for name, shim in _SHIM_SPELLINGS.items():
+        case = tmp_path / name.removesuffix(".py")
+        _write(case / "pkg", "__init__.py", "")
+        _write(case / "pkg", name, shim)
+        puts_back_rfft = name in ("monkeypatched.py", "namespace.py", "imported.py")
+        kept_lines_stay(_write(case / "pkg", "user.py", _CALLS_RFFT if puts_back_rfft else _USES_SIX), root=case)
+
+
+def test_a_python_2_file_does_not_turn_the_reading_off(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py", "")
+    _write(root, "old_py2.py", 'import torch\n\nclass A:\n    def f(self):\n        self.x = 1\n        print "py2"\n')
+    check_marked_lines([tmp_path], (_write(root, "user.py", _USES_SIX.replace("  # kept", "  # quiet")),
+                                    _write(root, "kept.py", "import torch\n\nx = torch.ones(1).cuda()  # kept\n")))

@@ -18,6 +18,7 @@ checked on its CPU build; an old torch that still had the name is not a porting 
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 import warnings
 from collections.abc import Callable
@@ -58,8 +59,6 @@ HINT = re.compile(rf"\b(?:{_NAMES})\b"
                   rf"|\b(?:torch|utils|nn)\.(?:{_MODULE_TAILS})\b"
                   rf"|\bimport[ \t][\w, \t]{{0,200}}?\b(?:{_MODULE_TAILS})\b"
                   rf"|\.(?:{'|'.join(sorted(REMOVED_CALLS))})\s*\(")
-# Text of a file that may put a name back; only read when some file has a candidate.
-_SHIM_HINT = re.compile(r"sys\.modules|setattr\s*\(|\.\w+\s*=[^=]")
 # A shim whose name the file computes: it may put back any name of the module it names.
 _ANY = "*"
 
@@ -203,28 +202,42 @@ def _stops(tree: ast.Module) -> tuple[_Stop | None, dict[int, _Stop]]:
 _BODIES = ("body", "orelse", "finalbody")
 
 
-def _call_before(tree: ast.Module, line: int, calls: dict[int, _Stop]) -> _Stop | None:
-    """A statement before ``line`` in one of the blocks that hold it that surely calls a removed
-    function."""
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        for field in _BODIES:
-            body = getattr(node, field, None)
-            if not isinstance(body, list) or not body or not (
-                    body[0].lineno <= line <= (body[-1].end_lineno or body[-1].lineno)):
-                continue  # another branch: what it calls is not on the line's path
-            for statement in body:
-                if (statement.end_lineno or statement.lineno) < line:
-                    if id(statement) in calls:
-                        return calls[id(statement)]
-                else:
-                    if statement.lineno <= line:
-                        stack.append(statement)  # it holds the line: read its own blocks
-                    break
-        stack.extend(getattr(node, "handlers", ()))
-        stack.extend(getattr(node, "cases", ()))
-    return None
+class _Blocks:
+    """For each block of the file, its statements' first lines and the first statement that surely
+    calls a removed function, found once: a finding then costs a bisection per level."""
+
+    def __init__(self, calls: dict[int, _Stop]) -> None:
+        self.calls = calls
+        self._read: dict[int, tuple[list[int], int | None]] = {}
+
+    def _block(self, body: list[ast.stmt]) -> tuple[list[int], int | None]:
+        if id(body) not in self._read:
+            first = next((i for i, statement in enumerate(body) if id(statement) in self.calls), None)
+            self._read[id(body)] = ([statement.lineno for statement in body], first)
+        return self._read[id(body)]
+
+    def stop_before(self, tree: ast.Module, line: int) -> _Stop | None:
+        """A statement before ``line`` in one of the blocks that hold it that surely calls a
+        removed function."""
+        stack: list[ast.AST] = [tree]
+        while stack:
+            node = stack.pop()
+            for field in _BODIES:
+                body = getattr(node, field, None)
+                if not isinstance(body, list) or not body or not (
+                        body[0].lineno <= line <= (body[-1].end_lineno or body[-1].lineno)):
+                    continue  # another branch: what it calls is not on the line's path
+                starts, first = self._block(body)
+                index = bisect.bisect_right(starts, line) - 1  # the statement at or before the line
+                holds = index >= 0 and line <= (body[index].end_lineno or body[index].lineno)
+                before = index if holds else index + 1  # statements wholly before the line
+                if first is not None and first < before:
+                    return self.calls[id(body[first])]
+                if holds:
+                    stack.append(body[index])  # it holds the line: read its own blocks
+            stack.extend(getattr(node, "handlers", ()))
+            stack.extend(getattr(node, "cases", ()))
+        return None
 
 
 def _hot(finding: Finding) -> bool:
@@ -256,6 +269,7 @@ def candidates(tree: ast.Module, findings: list[Finding]) -> list[Candidate]:
     first, calls = _stops(tree)
     if first is None and not calls:
         return []
+    blocks = _Blocks(calls) if calls else None
     found = []
     for index, finding in enumerate(findings):
         if not _hot(finding):
@@ -264,7 +278,7 @@ def candidates(tree: ast.Module, findings: list[Finding]) -> list[Candidate]:
         if first is not None and finding.line > first.line:
             stops.append((first.key, f"past `{first.text}` (line {first.line}), which fails on torch 2.13: the "
                                      "module cannot be imported"))
-        stop = _call_before(tree, finding.line, calls) if calls else None
+        stop = blocks.stop_before(tree, finding.line) if blocks is not None else None
         if stop is not None:
             stops.append((stop.key, f"past `{stop.text}` (line {stop.line}), which raises on torch 2.13: the "
                                     "block stops there"))
@@ -273,62 +287,134 @@ def candidates(tree: ast.Module, findings: list[Finding]) -> list[Candidate]:
     return found
 
 
-def _torch_key(node: ast.expr, constants: dict[str, str]) -> str | None:
-    """A ``sys.modules`` key that can name a torch module: a string, an f-string or a sum that
-    begins with ``"torch"`` (its constant part, then ``.*``), or a name given such a string."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value if node.value == "torch" or node.value.startswith("torch.") else None
-    if isinstance(node, ast.Name):
-        return constants.get(node.id)
-    head = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else (
-        node.left if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
-    if isinstance(head, ast.Constant) and isinstance(head.value, str) and head.value.startswith("torch"):
-        return head.value.rstrip(".") + "." + _ANY
-    return None
+def _torch_strings(tree: ast.Module) -> list[str]:
+    """Every string of the file that names a torch module or name."""
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and (node.value == "torch" or node.value.startswith("torch."))]
 
 
-def shims(tree: ast.Module) -> list[str]:
-    """What the file puts back into torch: ``sys.modules["torch._six"] = ...`` (or ``setdefault``,
-    ``update``) gives ``torch._six``, ``torch.rfft = ...`` or ``setattr(torch, "rfft", ...)`` gives
-    ``torch.rfft``, and a name the file computes gives the module followed by ``.*``."""
-    bound, _ = _imports(tree)
-    constants = {target.id: node.value.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                 and node.value.value.startswith("torch") for target in node.targets if isinstance(target, ast.Name)}
-    found: set[str] = set()
+class _Shims:
+    """What one file puts back into torch, read in one walk of its tree."""
 
-    def module_key(node: ast.expr) -> None:
-        key = _torch_key(node, constants)
-        if key is not None:
-            found.add(key)
+    def __init__(self, tree: ast.Module) -> None:
+        self.bound, _ = _imports(tree)
+        self.found: set[str] = set()
+        self._strings: list[str] | None = None
+        self._tree = tree
+        # names for sys and sys.modules: `import sys as _sys`, `from sys import modules`
+        self.sys_names = {"sys"}
+        self.modules_names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                self.sys_names.update(a.asname for a in node.names if a.name == "sys" and a.asname)
+            elif isinstance(node, ast.ImportFrom) and node.module == "sys":
+                self.modules_names.update(a.asname or a.name for a in node.names if a.name == "modules")
+        for node in ast.walk(tree):
+            self._read(node)
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _dotted(node.value) == "sys.modules":
-            module_key(node.slice)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and _dotted(node.func.value) == "sys.modules":
-            if node.func.attr in ("setdefault", "__setitem__") and node.args:
-                module_key(node.args[0])
-            elif node.func.attr == "update":
+    def _is_sys_modules(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in self.modules_names
+        return isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name) \
+            and node.value.id in self.sys_names
+
+    def _module(self, node: ast.expr) -> str | None:
+        """The torch module an expression names: a name bound to one, ``sys.modules["torch"]``,
+        ``importlib.import_module("torch")``, ``vars(torch)``, ``torch.__dict__``."""
+        if isinstance(node, ast.Subscript) and self._is_sys_modules(node.value):
+            key = node.slice
+            return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) \
+                and key.value.startswith("torch") else None
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("import_module", "__import__") and node.args[0].value.startswith("torch"):
+                return node.args[0].value
+        return _module_of(node, self.bound)
+
+    def _key(self, node: ast.expr) -> None:
+        """A sys.modules key: a torch string; a computed key puts back every torch name the file
+        spells (``sys.modules[name]``, ``m.__name__``), but ``__name__`` (the file's own module)
+        nothing."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value == "torch" or node.value.startswith("torch."):
+                self.found.add(node.value)
+            return
+        if isinstance(node, ast.Name) and node.id == "__name__":
+            return
+        head = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else (
+            node.left if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
+        if isinstance(head, ast.Constant) and isinstance(head.value, str) and head.value.startswith("torch"):
+            self.found.add(head.value.rstrip(".") + "." + _ANY)
+            return
+        if self._strings is None:
+            self._strings = _torch_strings(self._tree)
+        self.found.update(self._strings)
+
+    def _read(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            if self._is_sys_modules(node.value):
+                self._key(node.slice)
+            elif (module := self._namespace_of(node.value)) is not None:
+                key = node.slice
+                self.found.add(f"{module}.{key.value}" if isinstance(key, ast.Constant) and isinstance(key.value, str)
+                               else f"{module}.{_ANY}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            module = self._module(node.value)
+            if module is not None:
+                self.found.add(f"{module}.{node.attr}")
+        elif isinstance(node, ast.Call):
+            self._call(node)
+
+    def _namespace_of(self, node: ast.expr) -> str | None:
+        """``torch.__dict__`` or ``vars(torch)``: the module whose names a subscript store sets."""
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return self._module(node.value)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "vars" and node.args:
+            return self._module(node.args[0])
+        return None
+
+    def _call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if isinstance(func, ast.Attribute) and self._is_sys_modules(func.value):
+            if name in ("setdefault", "__setitem__") and node.args:
+                self._key(node.args[0])
+            elif name == "update":
                 for argument in node.args:
                     if isinstance(argument, ast.Dict):
                         for key in argument.keys:
                             if key is not None:
-                                module_key(key)
+                                self._key(key)
                     else:
-                        found.add("torch." + _ANY)  # a mapping built elsewhere
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            module = _module_of(node.value, bound)
-            if module is not None:
-                found.add(f"{module}.{node.attr}")
-        elif isinstance(node, ast.Call) and _dotted(node.func) == "setattr" and len(node.args) >= 2:
-            module = _module_of(node.args[0], bound)
-            if module is None:
-                continue
-            name = node.args[1]
-            found.add(f"{module}.{name.value}" if isinstance(name, ast.Constant) and isinstance(name.value, str)
-                      else f"{module}.{_ANY}")
-    return sorted(found)
+                        self.found.add("torch." + _ANY)  # a mapping built elsewhere
+        elif name == "setattr" and node.args:  # setattr, monkeypatch.setattr, mock's
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("torch."):
+                self.found.add(first.value)  # monkeypatch.setattr("torch.rfft", f)
+                return
+            module = self._module(first)
+            if module is None or len(node.args) < 2:
+                return
+            attribute = node.args[1]
+            self.found.add(f"{module}.{attribute.value}" if isinstance(attribute, ast.Constant)
+                           and isinstance(attribute.value, str) else f"{module}.{_ANY}")
+        elif name in ("patch", "object") and node.args:  # mock.patch("torch.rfft", ...), patch.object(torch, "rfft")
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("torch."):
+                self.found.add(first.value)
+            elif (module := self._module(first)) is not None and len(node.args) >= 2 \
+                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+                self.found.add(f"{module}.{node.args[1].value}")
+
+
+def shims(tree: ast.Module) -> list[str]:
+    """What the file puts back into torch: ``sys.modules["torch._six"] = ...`` (or ``setdefault``,
+    ``update``, through any name for sys) gives ``torch._six``; ``torch.rfft = ...``,
+    ``setattr(torch, "rfft", ...)``, ``monkeypatch.setattr``, ``mock.patch("torch.rfft")`` or
+    ``torch.__dict__["rfft"] = ...`` gives ``torch.rfft``; a name the file computes gives the module
+    followed by ``.*``."""
+    return sorted(_Shims(tree).found)
 
 
 def _put_back(key: str, shimmed: set[str]) -> bool:
@@ -348,17 +434,35 @@ def lower_past_removed_api(work: list, results: list[tuple[FileResult, int]], re
                if whole_package(by_display.get(result.path, ""))]
     if not pending:
         return
+    # a file that puts a name back spells it, or sets a name it computes on torch itself
+    pending_words = {key.rsplit(".", 1)[1] for _, candidate in pending for key, _ in candidate.stops}
+    # ... or the module above it, put back whole: `sys.modules["torch.utils.data.dataloader"] = m`
+    pending_modules = {".".join(key.split(".")[:i]) for _, candidate in pending for key, _ in candidate.stops
+                       for i in range(2, key.count(".") + 1)}
+    pending_words |= pending_modules
+    literals = (*pending_words, "setattr(", "__dict__", "vars(")
+    needle = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(pending_words))) + r")\b"
+                        r"|setattr\(\s*\w*torch\w*\s*,|torch\w*\.__dict__\s*\[|vars\(\s*\w*torch")
     shimmed: set[str] = set()
+    byte_literals = [literal.encode() for literal in literals]
     for job in work:
         if job.kind != "python":
             continue
-        text = read(job)
-        if text is None:
-            shimmed.add("torch." + _ANY)  # unreadable: it may put anything back
+        try:
+            with open(job.path, "rb") as handle:
+                data = handle.read()
+        except OSError:
             continue
-        if "torch" in text and _SHIM_HINT.search(text):
-            tree = _parse(text)
-            shimmed.update(shims(tree) if tree is not None else ["torch." + _ANY])
+        if b"torch" not in data or not any(literal in data for literal in byte_literals):
+            continue  # the quick test on bytes: most files stop here
+        text = read(job)
+        if text is None or not needle.search(text):
+            continue
+        tree = _parse(text)
+        if tree is not None:
+            shimmed.update(shims(tree))
+        elif re.search(r"modules|setattr", text):
+            shimmed.add("torch." + _ANY)  # unparsable, names a removed name, and may put it back
     for result, candidate in pending:
         finding = result.findings[candidate.index]
         reason = next((reason for key, reason in candidate.stops if not _put_back(key, shimmed)), None)
