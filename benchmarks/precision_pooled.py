@@ -4,6 +4,7 @@ what two judges of the same sample say about each other.
     python benchmarks/precision_pooled.py [SEED ...]
     python benchmarks/precision_pooled.py --agreement FILE_A FILE_B [FILE_A FILE_B ...]
     python benchmarks/precision_pooled.py --write-table [PATH]
+    python benchmarks/precision_pooled.py --by-file-kind
 
 SEED keys a verdict file as precision_insample.py does (``13-583917`` for judge13-583917-verdicts.md);
 without seeds, the judges since round 14's default-path rule (SINCE_ROUND_14).  The Wilson interval treats the
@@ -15,6 +16,11 @@ which is the wider and the more honest of the two.
 precision one judge would measure for a scanner that reported exactly what the other judged correct.
 That last figure bounds what an independent judgement can confirm, whatever the scanner.  Given
 several pairs, it prints each and then the two bounds over all of them (first files as judge A).
+
+``--by-file-kind`` splits the verdicts since round 14 by the kind of file the finding is in, read
+from its path alone: a test, an app-shaped file (examples, scripts, tools, demos, ``train*.py``,
+``main*.py`` and the like: code a user runs), or a library module.  The split was chosen after the
+verdicts were in, so it describes the pooled samples; it predicts nothing.
 
 ``--write-table`` writes the verdicts since round 14 by rule and reported severity to the table
 torchport ships (src/torchport/data/scan_judged.json), from which ``scan`` tells the reader how often
@@ -78,6 +84,36 @@ def pooled(seeds: tuple[str, ...]) -> dict:
             "per_sample": {seed: (sum(sum(v) for v in p.values()), sum(len(v) for v in p.values()))
                            for seed, p in samples.items()},
             "packages": sum(len(p) for p in samples.values())}
+
+
+_TEST_FILE = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
+_APP_FILE = re.compile(r"(^|/)(examples?|scripts?|tools?|demos?|apps?|recipes|benchmarks?|notebooks?|projects)/"
+                       r"|(^|/)(train|main|run|demo|eval|evaluate|inference|infer|finetune)[\w-]*\.py$")
+FILE_KINDS = ("app-shaped", "library module", "test")
+
+
+def file_kind(path: str) -> str:
+    if _TEST_FILE.search(path):
+        return "test"
+    return "app-shaped" if _APP_FILE.search(path) else "library module"
+
+
+def by_file_kind(seeds: tuple[str, ...] = SINCE_ROUND_14) -> dict[str, dict]:
+    """Correct and judged by the kind of file, with the Wilson interval and the one with packages
+    resampled within each sample."""
+    strata: dict[str, dict[str, dict[str, list[bool]]]] = {
+        kind: {seed: defaultdict(list) for seed in seeds} for kind in FILE_KINDS}
+    for row in verdicts():
+        if row["seed"] in seeds:
+            strata[file_kind(row["path"])][row["seed"]][_package(row)[1]].append(row["correct"])
+    found = {}
+    for kind, samples in strata.items():
+        samples = {seed: packages for seed, packages in samples.items() if packages}
+        correct = sum(sum(v) for packages in samples.values() for v in packages.values())
+        judged = sum(len(v) for packages in samples.values() for v in packages.values())
+        found[kind] = {"correct": correct, "judged": judged, "wilson": wilson(correct, judged),
+                       "bootstrap": package_bootstrap(samples, random.Random(20261203))}
+    return found
 
 
 def _cell(correct: int, judged: int, packages: int, interval: tuple[float, float]) -> dict:
@@ -155,6 +191,12 @@ def main(argv: list[str]) -> int:
                 reported = sum(found[key] for found in pairs)
                 print(f"over {len(pairs)} samples: what judge {judge} judged correct would be judged "
                       f"{both}/{reported} = {both / reported:.1%} by judge {other}")
+        return 0
+    if argv[:1] == ["--by-file-kind"]:
+        for kind, found in by_file_kind().items():
+            (low, high), (b_low, b_high) = found["wilson"], found["bootstrap"]
+            print(f"{kind}: {found['correct']}/{found['judged']} = {found['correct'] / found['judged']:.1%}; "
+                  f"95% Wilson {low:.1%}-{high:.1%}; packages resampled {b_low:.1%}-{b_high:.1%}")
         return 0
     if argv[:1] == ["--write-table"]:
         path = Path(argv[1]) if len(argv) > 1 else TABLE

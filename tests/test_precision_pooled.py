@@ -83,3 +83,20 @@ def test_the_readme_quotes_every_agreement():
     rejudged = sorted((ROOT / "docs" / "precision").glob("rejudge-*-verdicts.md"))
     assert len(rejudged) == 14, rejudged  # a new double judgement belongs in the README's list
     assert "81, 78, 90, 84, 73, 86, 83, 84, 79, 88, 76, 86, 84 and 59 of 90 findings" in " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_the_split_by_file_kind():
+    result = _run("--by-file-kind")
+    assert result.returncode == 0, result.stderr
+    assert "app-shaped: 167/295 = 56.6%; 95% Wilson 50.9%-62.1%" in result.stdout
+    assert "library module: 525/1354 = 38.8%; 95% Wilson 36.2%-41.4%" in result.stdout
+    assert "test: 82/151 = 54.3%" in result.stdout
+    assert "app-shaped files (examples, scripts, tools, `train*.py`): 167/295 = 56.6%" in " ".join(
+        (ROOT / "docs" / "scan.md").read_text().split())
+    sys.path.insert(0, str(SCRIPT.parent))
+    from precision_pooled import file_kind
+
+    assert [file_kind(p) for p in ("pkg/examples/mnist.py", "mmedit/.mim/tools/test.py", "repo/train_gan.py",
+                                   "pkg/tests/test_x.py", "pkg/conftest.py", "pkg/models/resnet.py",
+                                   "pkg/testing/utils.py")] == [
+        "app-shaped", "app-shaped", "app-shaped", "test", "test", "library module", "library module"]
