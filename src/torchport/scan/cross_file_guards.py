@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan.model import FileResult, Finding
-from torchport.scan.policy import is_hot, worst_of
+from torchport.scan.policy import still_hot, worst_of
 from torchport.scan.rules import CUDA_AVAILABILITY_CHECK
 
 _CUDA_QUERY = re.compile(r"torch\.cuda\.(?:is_available|device_count)\(\)")
@@ -125,11 +125,6 @@ def hints(text: str) -> tuple[list[str], list[str]]:
             if found:
                 imported.update(re.findall(r"\w+", f"{found.group(1) or ''} {found.group(2)}"))
     return sorted(imported - {"import", "as"}), sorted(flags)
-
-
-def _hot(finding: Finding) -> bool:
-    """At error or silent, and not lowered already: a lowered finding keeps its first reason."""
-    return finding.severity_cap is None and is_hot(finding)
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
@@ -328,7 +323,7 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
                 or os.path.basename(os_path) == "__init__.py" or files.is_test(os_path)
                 or not whole_package(os_path)):
             continue
-        hot = [f for f in result.findings if _hot(f)]
+        hot = [f for f in result.findings if still_hot(f)]
         if not hot:
             continue
         module = _dotted(os_path)[0]
@@ -494,7 +489,7 @@ def flag_guards(tree: ast.Module, text: str, findings: list[Finding]) -> list[tu
     """(index of the finding, flag, class name, line of the if) for each error or silent finding in
     the body of an ``if self.flag:`` directly in a method (first parameter ``self``) of a class of
     the module or of one of its classes.  Read in the workers, where the tree is at hand."""
-    hot = [(i, f.line) for i, f in enumerate(findings) if _hot(f)]
+    hot = [(i, f.line) for i, f in enumerate(findings) if still_hot(f)]
     if not hot or "if self." not in text and "and self." not in text:
         return []
     found = []
@@ -625,12 +620,12 @@ def lower_flags_stored_elsewhere(work: list, results: list[tuple[FileResult, int
     flag_alone: dict[str, bool] = {}
     for result, _ in results:
         os_path = by_display.get(result.path, "")
-        guarded = [g for g in result.flag_guarded if g[1] in flags and _hot(result.findings[g[0]])]
+        guarded = [g for g in result.flag_guarded if g[1] in flags and still_hot(result.findings[g[0]])]
         if not guarded or not whole_package(os_path):
             continue
         for index, flag, name, if_line in guarded:
             finding = result.findings[index]
-            if not _hot(finding):
+            if not still_hot(finding):
                 continue  # lowered by an if further out
             if flag not in flag_alone:
                 flag_alone[flag] = _stored_only_in_classes(files, flag)
@@ -728,7 +723,7 @@ def lower_checks_in_tests(work: list, results: list[tuple[FileResult, int]], roo
     by_display = {job.display: job.path for job in work}
     files = _Files([], roots)
     for result, _ in results:
-        checks = [f for f in result.findings if f.rule_id == CUDA_AVAILABILITY_CHECK and _hot(f)
+        checks = [f for f in result.findings if f.rule_id == CUDA_AVAILABILITY_CHECK and still_hot(f)
                   and worst_of(f) == "silent"]
         os_path = by_display.get(result.path, "")
         if not checks or not os_path.endswith(".py") or not files.is_test(os_path):

@@ -97,6 +97,12 @@ def is_hot(finding: Finding) -> bool:
     return worst_of(finding) in ("error", "silent")
 
 
+def still_hot(finding: Finding) -> bool:
+    """At error or silent, and not lowered already: a pass over every file leaves a lowered
+    finding its first reason."""
+    return finding.severity_cap is None and is_hot(finding)
+
+
 def _lower(finding: Finding, cap: str, reason: str) -> None:
     if SEVERITY_RANK[cap] > SEVERITY_RANK[worst_of(finding) or "info"]:
         # the code shows it louder than a detector's cap (a count that is 0 without CUDA, asserted)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchport.scan.model import FileResult, Finding
-from torchport.scan.policy import is_hot
+from torchport.scan.policy import still_hot
 
 # module -> names it no longer has (absent from torch 2.13)
 REMOVED_NAMES: dict[str, frozenset[str]] = {
@@ -240,10 +240,6 @@ class _Blocks:
         return None
 
 
-def _hot(finding: Finding) -> bool:
-    return finding.severity_cap is None and is_hot(finding)
-
-
 def _parse(text: str) -> ast.Module | None:
     """The whole file (the workers parse only the pieces that hold a trigger), quietly: a
     SyntaxWarning is the file's business, not the scan's output."""
@@ -258,7 +254,7 @@ def _parse(text: str) -> ast.Module | None:
 def candidates_in(text: str, findings: list[Finding]) -> list[Candidate]:
     """The file's error or silent findings past a removed torch API (the tree parsed only when
     the file has such findings and names a removed API)."""
-    if not any(_hot(f) for f in findings) or "torch" not in text or not HINT.search(text):
+    if not any(still_hot(f) for f in findings) or "torch" not in text or not HINT.search(text):
         return []
     tree = _parse(text)
     return candidates(tree, findings) if tree is not None else []
@@ -272,7 +268,7 @@ def candidates(tree: ast.Module, findings: list[Finding]) -> list[Candidate]:
     blocks = _Blocks(calls) if calls else None
     found = []
     for index, finding in enumerate(findings):
-        if not _hot(finding):
+        if not still_hot(finding):
             continue
         stops = []
         if first is not None and finding.line > first.line:
@@ -294,7 +290,8 @@ def _torch_strings(tree: ast.Module) -> list[str]:
 
 
 class _Shims:
-    """What one file puts back into torch, read in one walk of its tree."""
+    """What one file puts back into torch, read from its tree (its imports first, then every
+    store and call)."""
 
     def __init__(self, tree: ast.Module) -> None:
         self.bound, _ = _imports(tree)
@@ -466,5 +463,5 @@ def lower_past_removed_api(work: list, results: list[tuple[FileResult, int]], re
     for result, candidate in pending:
         finding = result.findings[candidate.index]
         reason = next((reason for key, reason in candidate.stops if not _put_back(key, shimmed)), None)
-        if reason is not None and _hot(finding):
+        if reason is not None and still_hot(finding):
             finding.lower_to_info(reason + "; this line is never reached on current torch, with CUDA or without")
