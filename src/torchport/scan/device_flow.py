@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from torchport.scan.detectors.syntax import last_name, names_the_cpu, string_value
+from torchport.scan.detectors.syntax import dotted_name, last_name, names_the_cpu, string_value
 from torchport.scan.model import FileResult, Finding, default_of_kind
 from torchport.scan.rules import CUDA_DEVICE_STRING
 
@@ -77,19 +77,8 @@ def _loads(function: _Function, name: str) -> list[ast.Name]:
             and isinstance(n.ctx, ast.Load)]
 
 
-def _dotted(node) -> str:
-    """``torch.cuda.is_available`` for that chain of attributes; "" for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    return ".".join([node.id, *reversed(parts)])
-
-
 def _asks_cuda_availability(test) -> bool:
-    return any(isinstance(n, ast.Call) and _dotted(n.func).endswith("cuda.is_available") for n in ast.walk(test))
+    return any(isinstance(n, ast.Call) and dotted_name(n.func).endswith("cuda.is_available") for n in ast.walk(test))
 
 
 def _reads(node, name: str) -> bool:
@@ -132,7 +121,7 @@ def _remapped_before_use(function: _Function, name: str, after_line: int = 0) ->
         if isinstance(statement, ast.If) and all(_binds(s, name) for s in statement.body + statement.orelse):
             continue
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and not _reads(
-                statement.value.func, name) and "warn" in _dotted(statement.value.func):
+                statement.value.func, name) and "warn" in dotted_name(statement.value.func):
             continue  # a warning that names the device
         return None
     return None

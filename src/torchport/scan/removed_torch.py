@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from torchport.scan.detectors.syntax import dotted_name
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import still_hot
 
@@ -78,16 +79,6 @@ class _Stop:
     line: int
 
 
-def _dotted(node: ast.expr) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id, *reversed(parts)])
-
-
 def _imports(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
     """Name -> the torch module it is bound to (``import torch as th``, ``import torch.utils.data.
     dataloader as dl``, ``from torch.utils.data import dataloader``), in any scope; and the names
@@ -118,8 +109,8 @@ def _imports(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
 
 def _module_of(node: ast.expr, bound: dict[str, str]) -> str | None:
     """The torch module an expression names (``th.utils.data.dataloader`` -> its dotted name)."""
-    dotted = _dotted(node)
-    if dotted is None:
+    dotted = dotted_name(node)
+    if not dotted:
         return None
     head, _, rest = dotted.partition(".")
     if head not in bound:

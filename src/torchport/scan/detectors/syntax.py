@@ -52,6 +52,17 @@ def closing_paren(call: ast.Call) -> tuple[int, int]:
     return (line, column - 1)
 
 
+def dotted_name(node) -> str:
+    """``torch.cuda.is_available`` for that chain of attributes on a name; "" for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
+
+
 def last_name(node: ast.AST | None) -> str:
     """``synchronize`` of ``torch.cuda.synchronize`` and of ``synchronize``: what a call or a
     reference is known by in the code; "" for anything else (a call's result, a subscript)."""
