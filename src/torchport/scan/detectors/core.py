@@ -121,6 +121,7 @@ _ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
                           "buffers), named for it: it runs only where the user turns the feature on")
 _DECIDES_SKIP = "only decides whether a test is skipped"
+_ASSERTS_ONLY = "the check decides only whether an assertion runs (a requirement); it chooses no device"
 _FEATURE_GATE = "a feature gate: the feature is already optional, so the code has a path without it"
 
 
@@ -1092,6 +1093,14 @@ class AnalyzerCore(AnalyzerState):
                 distributed_only = distributed_only or _exits_unless_distributed(statement.test)
                 xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
+        last = node.body[-1]
+        if (isinstance(last, ast.If) and not last.orelse and self.positive_cuda_query(last.test)
+                and node.name.startswith("test")
+                and (is_test_file(self.path) or any(_TEST_CLASS.match(n) for n in self.class_names))):
+            # `def test_store_device(self): if torch.cuda.is_available(): ...` ends the test: without
+            # CUDA the rest of the test is skipped, and nothing runs elsewhere instead.
+            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK
+                       and _within(f, last.test)], _DECIDES_SKIP)
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
@@ -1302,8 +1311,14 @@ class AnalyzerCore(AnalyzerState):
 
     def _exits_unless_cuda(self, statement: ast.If) -> bool:
         """``if device.type != "cuda": return`` (or ``if not torch.cuda.is_available(): raise``)."""
-        tests = statement.test.values if (isinstance(statement.test, ast.BoolOp)
-                                          and isinstance(statement.test.op, ast.Or)) else [statement.test]
+        return self._false_only_with_cuda(statement.test)
+
+    def _false_only_with_cuda(self, condition) -> bool:
+        """``not torch.cuda.is_available()``, ``device.type != "cuda"``, alone or as one term of
+        an ``or`` (``args.device < 0 or not torch.cuda.is_available()``): where it is false,
+        CUDA is present."""
+        tests = condition.values if (isinstance(condition, ast.BoolOp)
+                                     and isinstance(condition.op, ast.Or)) else [condition]
         for test in tests:
             if (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
                     and self.positive_cuda_query(test.operand)):
@@ -2017,6 +2032,9 @@ class AnalyzerCore(AnalyzerState):
                 self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
             elif absent and self._warns_and_skips(node.body):
                 self._cap(checks, _WARNS_AND_SKIPS)  # `if not cuda: logger.warning(...); continue`
+            elif absent and not node.orelse and all(isinstance(s, ast.Assert) for s in node.body):
+                # `if not torch.cuda.is_available(): assert mmcv_version >= (1, 4, 4)`
+                self._cap(checks, _ASSERTS_ONLY)
             elif (_diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body)
                   or (self.context_names and _DIAGNOSTIC_NAME.search(self.context_names[-1]))
                   or (node.orelse and self._messages_only(node.body) and self._messages_only(node.orelse))):
@@ -2041,6 +2059,9 @@ class AnalyzerCore(AnalyzerState):
                   "the import is guarded by a check that the package is installed")
         else_start = len(self.findings)
         self._visit_orelse(node)
+        if not positive and self._false_only_with_cuda(test):
+            # `if args.device < 0 or not torch.cuda.is_available(): cpu` then `else: cuda`
+            self._cap(self.findings[else_start:], GUARDED)
         # `if not v.is_cuda: v = v.cuda()`: the branch taken without CUDA has its own
         # finding (it raises there), so the check adds no consequence of its own.
         if (checks and node.orelse and all(map(_device_test, checks)) and len(self.findings) == else_start
@@ -2206,6 +2227,8 @@ class AnalyzerCore(AnalyzerState):
             self.visit(node.body)
             start = len(self.findings)
             self.visit(node.orelse)
+            if self._false_only_with_cuda(node.test):  # `"cpu" if not torch.cuda.is_available() else "cuda"`
+                self._cap(self.findings[start:], GUARDED)
             if self._version_fallback(node.test):
                 self._cap([f for f in self.findings[start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
             return
