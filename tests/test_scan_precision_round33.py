@@ -444,14 +444,28 @@ _DEEPOD_TEST = """
 """
 
 
+_LOAD_TEST_SCRIPT = """
+    import torch
+
+
+    def run_load(model, batches):
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+        return [model.to(device)(b.to(device)) for b in batches]
+"""
+
+
 def test_a_cuda_check_in_a_test_file_is_a_test_that_runs_on_the_cpu(tmp_path: Path) -> None:
     path = _write(tmp_path / "tests", "test_usad.py", _DEEPOD_TEST)
     check_marked_lines([path], (path,))
-    # outside a test file the same check still silently picks the CPU: a library module named
-    # like a test, and a project whose checkout lies in a folder named tests
-    for name in ("usad.py", "load_test.py"):
-        _write(tmp_path / "lib", name, _DEEPOD_TEST)
-        assert worst_by_line(tmp_path / "lib")[(name, 7, "TP003")][0] == "silent"
+    # a `*_test.py` file that defines tests is a test file (absl's naming)
+    path = _write(tmp_path / "all", "usad_test.py", _DEEPOD_TEST)
+    check_marked_lines([path], (path,))
+    # outside a test file the same check still silently picks the CPU: a library module, a script
+    # named like a test that defines none, and a project whose checkout lies in a folder named tests
+    _write(tmp_path / "lib", "usad.py", _DEEPOD_TEST)
+    assert worst_by_line(tmp_path / "lib")[("usad.py", 7, "TP003")][0] == "silent"
+    _write(tmp_path / "lib", "load_test.py", _LOAD_TEST_SCRIPT)
+    assert worst_by_line(tmp_path / "lib")[("load_test.py", 5, "TP003")][0] == "silent"
     project = tmp_path / "tests" / "checkout" / "proj"
     _write(project, "usad.py", _DEEPOD_TEST)
     assert worst_by_line(project)[("usad.py", 7, "TP003")][0] == "silent"
