@@ -454,18 +454,33 @@ _LOAD_TEST_SCRIPT = """
 """
 
 
+_BENCH_TEST_SCRIPT = """
+    import torch
+
+
+    def test_throughput(model, batches):
+        if torch.cuda.is_available():
+            model = model.cuda()
+        return [model(b) for b in batches]
+"""
+
+
 def test_a_cuda_check_in_a_test_file_is_a_test_that_runs_on_the_cpu(tmp_path: Path) -> None:
     path = _write(tmp_path / "tests", "test_usad.py", _DEEPOD_TEST)
     check_marked_lines([path], (path,))
-    # a `*_test.py` file that defines tests is a test file (absl's naming)
+    # a `*_test.py` file that imports a test framework and defines tests is a test file (absl's
+    # naming; autonomous-learning-library's replay_buffer_test.py)
     path = _write(tmp_path / "all", "usad_test.py", _DEEPOD_TEST)
     check_marked_lines([path], (path,))
-    # outside a test file the same check still silently picks the CPU: a library module, a script
-    # named like a test that defines none, and a project whose checkout lies in a folder named tests
+    # outside a test file the same check still silently picks the CPU: a library module, scripts
+    # named like a test (one defines no test, one no framework: `def test_throughput(model)`), and
+    # a project whose checkout lies in a folder named tests
     _write(tmp_path / "lib", "usad.py", _DEEPOD_TEST)
     assert worst_by_line(tmp_path / "lib")[("usad.py", 7, "TP003")][0] == "silent"
     _write(tmp_path / "lib", "load_test.py", _LOAD_TEST_SCRIPT)
-    assert worst_by_line(tmp_path / "lib")[("load_test.py", 5, "TP003")][0] == "silent"
+    _write(tmp_path / "lib", "bench_test.py", _BENCH_TEST_SCRIPT)
+    found = worst_by_line(tmp_path / "lib")
+    assert found[("load_test.py", 5, "TP003")][0] == found[("bench_test.py", 5, "TP003")][0] == "silent"
     project = tmp_path / "tests" / "checkout" / "proj"
     _write(project, "usad.py", _DEEPOD_TEST)
     assert worst_by_line(project)[("usad.py", 7, "TP003")][0] == "silent"

@@ -1,8 +1,8 @@
 """Checks whose outcome decides nothing on another accelerator.  Shapes from the verdicts of judge
 44 (seed 811980): mmedit's demos build ``torch.device('cuda', args.device)`` in the ``else`` of
 ``if args.device < 0 or not torch.cuda.is_available():``; mmflow's ``if not
-torch.cuda.is_available(): assert mmcv >= 1.4.4``; autonomous-learning-library's tests that end in
-``if torch.cuda.is_available(): ...``.  Each judged incorrect at error or silent."""
+torch.cuda.is_available(): assert mmcv >= 1.4.4``.  Each judged incorrect at error or silent; the
+third shape, autonomous-learning-library's ``*_test.py`` checks, is in test_scan_precision_round33.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,6 +29,18 @@ _DEMO = """
 
     def pick(index):
         return torch.device('cpu') if not torch.cuda.is_available() else torch.device('cuda', index)  # kept
+
+
+    def move(x, index):
+        return (x if not torch.cuda.is_available()  # kept
+                else x.cuda(index))  # quiet
+
+
+    def one_gpu_or_none(x):
+        if torch.cuda.device_count() == 1 or not torch.cuda.is_available():  # kept
+            return x
+        else:
+            return x.cuda(1)  # quiet
 
 
     def adapt(x):
@@ -61,32 +73,21 @@ _TRAIN = """
         if not torch.cuda.is_available():  # kept
             cfg.lr = cfg.lr / 8
         return model
-"""
-
-# A test class in a module not named like a test file (a path-named test file is read whole by round 33).
-_TESTS = """
-    import unittest
-
-    import torch
 
 
-    class ReplayBufferTest(unittest.TestCase):
-        def test_store_device(self):
-            if torch.cuda.is_available():  # quiet
-                states = torch.arange(0, 20).to("cuda")
-                self.assertEqual(states.device.type, "cuda")
+    def place(model):
+        if not torch.cuda.is_available():  # kept
+            assert model is not None
+        else:
+            model = model.half()
+        return model
 
-        def test_compare(self):
-            x = torch.ones(3)
-            if torch.cuda.is_available():  # quiet
-                self.assertTrue(torch.equal(x.cuda().cpu(), x))
 
-        def test_device_in_the_middle(self):
-            device = "cpu"
-            if torch.cuda.is_available():  # kept
-                device = "cuda"
-            x = torch.ones(3, device=device)
-            self.assertEqual(x.sum().item(), 3)
+    def refuse(model):
+        # a refusal, not a requirement: the code after it still says what fails
+        if not torch.cuda.is_available():
+            assert False, "CUDA is required"
+        return model.cuda()  # kept
 """
 
 # Not a test: a function that ends in a CUDA check still chooses where work runs.
@@ -105,11 +106,9 @@ def test_checks_that_decide_nothing_elsewhere(tmp_path: Path) -> None:
     paths = (
         _write(tmp_path, "demo/generation_demo.py", _DEMO),
         _write(tmp_path, "apis/train.py", _TRAIN),
-        _write(tmp_path, "memory/buffer_checks.py", _TESTS),
         _write(tmp_path, "lib/warmup.py", _LIBRARY),
     )
     check_marked_lines([tmp_path], paths)
     found = worst_by_line(tmp_path)
     assert "inside a CUDA check" in found[("generation_demo.py", 13, "TP001")][1]
     assert "assertion" in found[("train.py", 7, "TP003")][1]
-    assert "skipped" in found[("buffer_checks.py", 8, "TP003")][1]

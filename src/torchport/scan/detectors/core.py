@@ -252,6 +252,13 @@ _TEST_CLASS = re.compile(r"Test(?![a-z])|.*Tests?\Z")
 _SAFE_CUDA_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 
 
+def _asserts_only(statements: list) -> bool:
+    """``assert mmcv_version >= (1, 4, 4)``: statements that only assert a requirement (or pass);
+    ``assert False, "CUDA is required"`` refuses, and is not one."""
+    return all(isinstance(s, ast.Pass) or (isinstance(s, ast.Assert) and not (
+        isinstance(s.test, ast.Constant) and not s.test.value)) for s in statements)
+
+
 def _defines_only_tests(body: list) -> bool:
     """Only test functions (``def test_...``), as a test class defines them, or an
     ``if`` that defines only such functions."""
@@ -1086,21 +1093,13 @@ class AnalyzerCore(AnalyzerState):
             if isinstance(statement, ast.If) and self._else_exits_unless_cuda(statement):
                 cuda_only = True  # `if torch.cuda.is_available(): device = "cuda"` / `else: return`
             if isinstance(statement, ast.If) and self._exits(statement):
-                cuda_only = cuda_only or self._exits_unless_cuda(statement)
+                cuda_only = cuda_only or self._false_only_with_cuda(statement.test)
                 kernels_optional = kernels_optional or (
                     isinstance(statement.test, ast.UnaryOp) and isinstance(statement.test.op, ast.Not)
                     and self._kernel_flag(statement.test.operand))
                 distributed_only = distributed_only or _exits_unless_distributed(statement.test)
                 xla_only = xla_only or (isinstance(statement.test, ast.UnaryOp) and isinstance(
                     statement.test.op, ast.Not) and self.positive_xla_query(statement.test.operand))
-        last = node.body[-1]
-        if (isinstance(last, ast.If) and not last.orelse and self.positive_cuda_query(last.test)
-                and node.name.startswith("test")
-                and (is_test_file(self.path) or any(_TEST_CLASS.match(n) for n in self.class_names))):
-            # `def test_store_device(self): if torch.cuda.is_available(): ...` ends the test: without
-            # CUDA the rest of the test is skipped, and nothing runs elsewhere instead.
-            self._cap([f for f in self.findings[start:] if f.rule_id == CUDA_AVAILABILITY_CHECK
-                       and _within(f, last.test)], _DECIDES_SKIP)
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
@@ -1247,9 +1246,9 @@ class AnalyzerCore(AnalyzerState):
                 default_of_kind(method, function.name))
 
     def _cap_after_cuda_exits(self, function, findings) -> None:
-        """In a nested block, what follows ``if not torch.cuda.is_available(): return``
-        (and the ``else`` of ``elif not torch.cuda.is_available(): raise ...``) runs
-        only where CUDA is present.  (The function's own body is handled as it is walked.)"""
+        """In a nested block, what follows ``if not torch.cuda.is_available(): return`` runs
+        only where CUDA is present.  (The function's own body is handled as it is walked, and
+        the ``else`` of such a test in visit_If.)"""
         if not findings:
             return
         spans = []
@@ -1265,12 +1264,8 @@ class AnalyzerCore(AnalyzerState):
                 for index, statement in enumerate(block):
                     if not isinstance(statement, ast.If):
                         continue
-                    if self._exits(statement) and self._exits_unless_cuda(statement) and index + 1 < len(block):
+                    if self._exits(statement) and self._false_only_with_cuda(statement.test) and index + 1 < len(block):
                         spans.append((block[index + 1].lineno, block[-1].end_lineno or block[-1].lineno))
-                if (isinstance(block_owner, ast.If) and field == "orelse" and block
-                        and isinstance(block_owner.body[-1], (ast.Raise, ast.Return))
-                        and self._exits_unless_cuda(block_owner)):
-                    spans.append((block[0].lineno, block[-1].end_lineno or block[-1].lineno))
         if spans:
             self._cap([f for f in findings if any(low <= f.line <= high for low, high in spans)], GUARDED)
 
@@ -1309,14 +1304,11 @@ class AnalyzerCore(AnalyzerState):
         return ((_is_skip(last) or isinstance(last, (ast.Return, ast.Raise, ast.Continue, ast.Break)))
                 and self.positive_cuda_query(statement.test))
 
-    def _exits_unless_cuda(self, statement: ast.If) -> bool:
-        """``if device.type != "cuda": return`` (or ``if not torch.cuda.is_available(): raise``)."""
-        return self._false_only_with_cuda(statement.test)
-
     def _false_only_with_cuda(self, condition) -> bool:
         """``not torch.cuda.is_available()``, ``device.type != "cuda"``, alone or as one term of
         an ``or`` (``args.device < 0 or not torch.cuda.is_available()``): where it is false,
-        CUDA is present."""
+        CUDA is present, so what follows ``if <it>: return`` and the ``else`` of ``if <it>:``
+        run only there."""
         tests = condition.values if (isinstance(condition, ast.BoolOp)
                                      and isinstance(condition.op, ast.Or)) else [condition]
         for test in tests:
@@ -1496,7 +1488,7 @@ class AnalyzerCore(AnalyzerState):
         definition = self.definition(name)
         if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
-        return any(isinstance(node, ast.If) and self._exits_unless_cuda(node) for node in walk_nodes(definition))
+        return any(isinstance(node, ast.If) and self._false_only_with_cuda(node.test) for node in walk_nodes(definition))
 
     def _skips_unless_cuda(self, statement) -> bool:
         """``pytest.importorskip("flash_attn")`` (a CUDA-only package), ``pytestmark =
@@ -1509,7 +1501,7 @@ class AnalyzerCore(AnalyzerState):
                 and _is_skip(last) and isinstance(last.value, ast.Call)
                 and keyword_value(last.value, "allow_module_level") is not None):
             # `if not torch.cuda.is_available(): pytest.skip(..., allow_module_level=True)`
-            return self._exits_unless_cuda(statement)
+            return self._false_only_with_cuda(statement.test)
         value = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
                 and value.func.attr == "importorskip" and value.args):
@@ -2011,7 +2003,7 @@ class AnalyzerCore(AnalyzerState):
         in_test = (bool(self.context_names) and self.context_names[-1].startswith("test")
                    and (is_test_file(self.path) or any(_TEST_CLASS.match(n) for n in self.class_names)))
         exit_without_cuda = (node.orelse[-1] if node.orelse and positive else
-                             node.body[-1] if self._exits(node) and self._exits_unless_cuda(node) else None)
+                             node.body[-1] if self._exits(node) and self._false_only_with_cuda(node.test) else None)
         if in_test and isinstance(exit_without_cuda, ast.Return) and exit_without_cuda.value is None:
             # `if not torch.cuda.is_available(): return` at the top of a test: it skips itself
             self._cap(test_findings, _DECIDES_SKIP)
@@ -2027,12 +2019,12 @@ class AnalyzerCore(AnalyzerState):
             self._cap(body_findings, SKIPPED_TEST)
         checks = [f for f in test_findings if f.rule_id == CUDA_AVAILABILITY_CHECK]
         if checks:
-            absent = self._negates_cuda(test) or self._exits_unless_cuda(node)
+            absent = self._negates_cuda(test) or self._false_only_with_cuda(node.test)
             if (absent and _raises(node.body)) or (positive and _raises(node.orelse)):
                 self._cap(checks, _EXPLICIT_ERROR)  # `if x.device.type != "cuda": raise ValueError(...)`
             elif absent and self._warns_and_skips(node.body):
                 self._cap(checks, _WARNS_AND_SKIPS)  # `if not cuda: logger.warning(...); continue`
-            elif absent and not node.orelse and all(isinstance(s, ast.Assert) for s in node.body):
+            elif absent and not node.orelse and _asserts_only(node.body):
                 # `if not torch.cuda.is_available(): assert mmcv_version >= (1, 4, 4)`
                 self._cap(checks, _ASSERTS_ONLY)
             elif (_diagnostic(test) or self._diagnostics_only(node.body if positive else node.orelse or node.body)
@@ -2050,7 +2042,7 @@ class AnalyzerCore(AnalyzerState):
             self._cap(body, GUARDED)
             if self._chain_has_other_branch(node):
                 self._cap(test_findings, _DISPATCH)
-            elif not node.orelse and all(isinstance(s, (ast.Assert, ast.Pass)) for s in node.body):
+            elif not node.orelse and _asserts_only(node.body):
                 # `if torch.cuda.is_available(): assert ...` in a test: skipping it elsewhere
                 # skips a check of CUDA state, and nothing else.
                 self._cap(test_findings, "the check guards only assertions about CUDA state")
@@ -2227,7 +2219,7 @@ class AnalyzerCore(AnalyzerState):
             self.visit(node.body)
             start = len(self.findings)
             self.visit(node.orelse)
-            if self._false_only_with_cuda(node.test):  # `"cpu" if not torch.cuda.is_available() else "cuda"`
+            if self._false_only_with_cuda(node.test):  # `x if not torch.cuda.is_available() else x.cuda(i)`
                 self._cap(self.findings[start:], GUARDED)
             if self._version_fallback(node.test):
                 self._cap([f for f in self.findings[start:] if f.rule_id in _AMP_RULES], _OLD_TORCH)
