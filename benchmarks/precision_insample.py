@@ -42,7 +42,8 @@ def verdict_rows(path: Path) -> list[dict]:
         finding = re.search(r"(\d+)$", cells[0])
         where, number = re.sub(r"(:\d+):\d+$", r"\1", cells[2].strip("`")).rsplit(":", 1)  # drop a column
         rows.append({"finding": int(finding.group(1)) if finding else None, "path": where, "line": int(number),
-                     "rule": cells[3], "correct": verdict == "correct", "package": cells[1],
+                     # "TP002" or "TP002 (`.cuda()` moves a tensor or module to CUDA)"
+                     "rule": cells[3].split()[0], "correct": verdict == "correct", "package": cells[1],
                      "severity": cells[4].lower(), "borderline": "borderline" in f"{remark} {cells[6].lower()}"})
     return rows
 
