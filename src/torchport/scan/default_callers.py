@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Callable
 
-from torchport.scan import device_flow, python
+from torchport.scan import device_flow, files, python
 from torchport.scan.detectors.syntax import last_name, passes_a_value, passes_argument, walk_nodes
 from torchport.scan.model import DEFAULT_OF_FUNCTION, DEFAULT_OF_METHOD, FileResult, Finding
 
@@ -224,13 +224,8 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
             pending.pop(reaching[name], None)
             needles.pop(name, None)
 
-    for job in work:
-        if job.kind != "python":
-            continue
-        try:
-            with open(job.path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+    for job, data in files.read_bytes(job for job in work if job.kind == "python"):
+        if data is None:
             pending.clear()  # a file whose calls nobody can read: no default is shown unused
             break
         named = [name for name, (word, spelled) in needles.items() if word in data and spelled.search(data)]

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from torchport.scan import default_path, device_guard
+from torchport.scan import default_path, device_guard, files
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
 
@@ -318,11 +318,8 @@ def lower_unreached(work, results: list[tuple[FileResult, int]], paths: list | N
     # the files that spell a name, other than those holding its candidates
     spelled_in: dict[str, set[str]] = {name: set() for name in names}
     needles = {name: name.encode() for name in names}
-    for job in work:
-        try:
-            with open(job.path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+    for job, data in files.read_bytes(work):
+        if data is None:  # it may spell any of them
             for name in names:
                 spelled_in[name].add(job.display)
             continue

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from torchport.scan import files
 from torchport.scan.detectors.syntax import dotted_name
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import still_hot
@@ -433,13 +434,8 @@ def lower_past_removed_api(work: list, results: list[tuple[FileResult, int]], re
                         r"|setattr\(\s*\w*torch\w*\s*,|torch\w*\.__dict__\s*\[|vars\(\s*\w*torch")
     shimmed: set[str] = set()
     byte_literals = [literal.encode() for literal in literals]
-    for job in work:
-        if job.kind != "python":
-            continue
-        try:
-            with open(job.path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+    for job, data in files.read_bytes(job for job in work if job.kind == "python"):
+        if data is None:
             continue
         if b"torch" not in data or not any(literal in data for literal in byte_literals):
             continue  # the quick test on bytes: most files stop here

@@ -1,0 +1,25 @@
+"""Reading the scanned files again in the passes that run after every file is scanned."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Protocol, TypeVar
+
+
+class _Job(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+J = TypeVar("J", bound=_Job)
+
+
+def read_bytes(jobs: Iterable[J]) -> Iterator[tuple[J, bytes | None]]:
+    """Each job with its file's bytes, or None where the file cannot be read: what an unreadable
+    file means (a name that may be spelled there, a call that cannot be seen) is each pass's to say."""
+    for job in jobs:
+        try:
+            with open(job.path, "rb") as handle:
+                data: bytes | None = handle.read()
+        except OSError:
+            data = None
+        yield job, data
