@@ -29,7 +29,7 @@ _AGENT = '''
 
 
     class Agent:
-        def __init__(self, device, mixed_precision=False):
+        def __init__(self, device, mixed_precision=True):
             self._device_type = torch.device(device).type
             if version.parse(torch.__version__) >= version.parse("2.4"):
                 self.scaler = torch.amp.GradScaler(device={new}, enabled=mixed_precision)
@@ -173,7 +173,7 @@ _ENCODER = '''
 
 
     class Encoder(torch.nn.Module):
-        def __init__(self, layers, amp=False, amp_dtype=torch.float16):
+        def __init__(self, layers, amp=True, amp_dtype=torch.float16):
             super().__init__()
             self.layers = layers
             self.amp = amp

@@ -176,6 +176,10 @@ def _option(context: FileContext, atom: ast.expr, function: Function | None, dep
         on_elsewhere = any(_truthy_constant(v) for v in stores.parameters.get(name, []) + stores.values.get(name, []))
         return OPT_IN if _off_constant(default) and not on_elsewhere else None
     values = list(stores.values.get(name, []))
+    if any(isinstance(v, ast.Name) and v.id == name for v in values):
+        # `self.amp = amp`: a copy of the parameter (or name) of that name, whose defaults decide
+        values = [v for v in values if not (isinstance(v, ast.Name) and v.id == name)]
+        values += stores.parameters.get(name, [])
     if not values and isinstance(atom, ast.Attribute) and isinstance(atom.value, ast.Name) and atom.value.id == "self":
         return None  # an attribute the class inherits (`self.training`): its default is elsewhere
     if isinstance(atom, ast.Name) and not values:
@@ -380,4 +384,24 @@ def off_default_path(context: FileContext, line: int, column: int, gates: bool =
         if verdict is not None and verdict.kind == OPT_IN:
             return verdict
         cuda_derived = cuda_derived or verdict
-    return cuda_derived
+    return _enabled_only_when_asked(context, line, column, function) or cuda_derived
+
+
+def enabled_argument(context: FileContext, line: int, column: int) -> ast.expr | None:
+    """The ``enabled=`` value of the call whose name holds the position (``GradScaler(enabled=amp)``)."""
+    for node in context.calls_at(line):
+        if _holds(node.func, line, column):
+            enabled = next((k.value for k in node.keywords if k.arg == "enabled"), None)
+            if enabled is not None:
+                return enabled
+    return None
+
+
+def _enabled_only_when_asked(context: FileContext, line: int, column: int, function: Function | None) -> Verdict | None:
+    """``GradScaler(enabled=amp)``, ``autocast(enabled=self.fp16)`` with the option off by default:
+    the call does nothing unless the user turns it on.  Only the call is gated (its arguments run
+    either way), and only by an option: ``enabled=use_amp`` with ``use_amp`` computed from CUDA keeps
+    the finding, since AMP then silently stays off on the other accelerators."""
+    enabled = enabled_argument(context, line, column)
+    verdict = None if enabled is None else _truth_test(context, enabled, True, function)
+    return verdict if verdict is not None and verdict.kind == OPT_IN else None

@@ -2259,7 +2259,8 @@ def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
         gates = site.finding.rule_id != CUDA_AVAILABILITY_CHECK  # a check gated by an option still picks the CPU
         if (any(default_path.could_be_opt_in(test, taken)
                 for test, taken in default_path.conditions(context, site.line, site.finding.column, gates))
-                or _EARLY_EXIT.search("".join(context.lines[start - 1:site.line - 1]))):
+                or _EARLY_EXIT.search("".join(context.lines[start - 1:site.line - 1]))
+                or default_path.enabled_argument(context, site.line, site.finding.column) is not None):
             verdict = default_path.off_default_path(site.file.whole(), site.line, site.finding.column, gates)
         site.file.default_path[key] = verdict
     return site.file.default_path[key]

@@ -1,0 +1,84 @@
+"""Mixed precision the user has to turn on.  Shapes from the verdicts of judges 36, 44 and the
+twenty-eighth (seeds 976340, 811980, 501976): dalle2-pytorch's VQGAN trainer (``amp = False``,
+``self.amp = amp``, ``GradScaler(enabled = amp)``, ``autocast(enabled = self.amp)``), torch-mimicry's
+``if self.amp:`` and yolox's ``GradScaler(enabled=args.fp16)``.  Each judged incorrect at silent:
+with the option off, as it is by default, no accelerator runs mixed precision."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scan_marks import check_marked_lines, worst_by_line
+from scan_marks import write_snippet as _write
+
+_TRAINER = """
+    import argparse
+
+    import torch
+    from torch.cuda.amp import GradScaler, autocast
+
+
+    class VQGanVAETrainer:
+        def __init__(self, vae, amp=False):
+            self.vae = vae
+            self.amp = amp
+            self.scaler = GradScaler(enabled=amp)  # quiet
+
+        def train_step(self, img):
+            with autocast(enabled=self.amp):  # quiet
+                return self.vae(img)
+
+        def discr_step(self, img):
+            if self.amp:
+                scaler = torch.cuda.amp.GradScaler()  # quiet
+                return scaler
+
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--fp16", action="store_true")
+        args = parser.parse_args()
+        return torch.cuda.amp.GradScaler(enabled=args.fp16)  # quiet
+"""
+
+# AMP on by default, or enabled only where CUDA is: elsewhere it silently stays off.
+_ON = """
+    import torch
+
+
+    class Finetuner:
+        def __init__(self, model, amp=True):
+            self.model = model
+            self.amp = amp
+            self.scaler = torch.cuda.amp.GradScaler(enabled=amp)  # kept
+
+        def make_amp(self, device):
+            use_amp = self.amp and device.type == "cuda" and torch.cuda.is_available()
+            return torch.GradScaler("cuda", enabled=use_amp)  # kept
+
+        def step(self, x):
+            with torch.cuda.amp.autocast(enabled=self.amp):  # kept
+                return self.model(x)
+
+
+    def train(model, x, amp):
+        # a parameter every call must pass: the caller decides
+        with torch.cuda.amp.autocast(enabled=amp):  # kept
+            return model(x)
+
+
+    class Probe:
+        def __init__(self, fp16=False):
+            self.fp16 = fp16
+            # the arguments run whether or not enabled= holds
+            self.scaler = torch.cuda.amp.GradScaler(enabled=self.fp16, init_scale=torch.cuda.get_device_capability()[0])  # kept
+"""
+
+
+def test_amp_the_user_turns_on(tmp_path: Path) -> None:
+    paths = (_write(tmp_path, "trainer.py", _TRAINER), _write(tmp_path, "finetune.py", _ON))
+    check_marked_lines([tmp_path], paths)
+    found = worst_by_line(tmp_path)
+    assert "`amp`" in found[("trainer.py", 11, "TP202")][1]
+    assert "`self.amp`" in found[("trainer.py", 14, "TP201")][1]
+    assert "`self.fp16`" in found[("finetune.py", 29, "TP202")][1]
+    assert found[("finetune.py", 29, "TP005")][0] == "error"
