@@ -10,7 +10,7 @@ Everything here reads the AST of one file; no option or package is known by name
 from __future__ import annotations
 
 import ast
-from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.detectors.syntax import keyword_value, walk_nodes
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
@@ -28,6 +28,9 @@ _CUDA_DERIVED = re.compile(r"\btorch\.cuda\.|\bis_available\(|\bdevice_count\(|\
 # (`... or torch.backends.mps.is_available()`): it may be on where CUDA is absent, so it is not
 # derived from CUDA.  policy.py reads it too.
 OTHER_ACCELERATOR = re.compile(r"\b(mps|xpu|npu|hpu|mlu|xla|tpu|is_mps|is_xpu|is_xla)\b")
+
+# `amp=True` in a call: a keyword argument that may turn an option on.
+_TRUE_KEYWORD = re.compile(r"\b\w+\s*=\s*True\b")
 
 # How deep one option is followed through the names it is copied from.
 _DEPTH = 4
@@ -86,7 +89,7 @@ class _Stores:
         self.true_on_device: set[int] = set()
         for statement in context.statements:
             if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                self._assignment(statement)
+                self._assignment(statement, context)
             elif isinstance(statement, ast.If):
                 truths = [s.value for s in statement.body if isinstance(s, ast.Assign)
                           and isinstance(s.value, ast.Constant) and s.value.value is True]
@@ -100,19 +103,22 @@ class _Stores:
                 # dict entries and argparse options sit inside expressions: walk only the statements
                 # whose text can hold them
                 text = "".join(context.lines[statement.lineno - 1:statement.end_lineno or statement.lineno])
-                if "{" in text or "add_argument" in text:
+                if "{" in text or "add_argument" in text or _TRUE_KEYWORD.search(text):
                     self._expressions(statement)
         # `setattr(self, "cpu_cache", True)`, `self.__dict__.update(...)`: stores this reading does not see
         self.hidden_stores = "setattr(" in context.text or "__dict__" in context.text
 
-    def _assignment(self, node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
+    def _assignment(self, node: ast.Assign | ast.AnnAssign | ast.AugAssign, context: FileContext) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             for item in (target.elts if isinstance(target, ast.Tuple) else [target]):
                 name = _key(item)
                 if name is not None:
                     unpacked = isinstance(target, ast.Tuple) or isinstance(node, ast.AugAssign)
-                    self.values.setdefault(name, []).append(None if unpacked else node.value)
+                    value = None if unpacked else node.value
+                    if isinstance(item, ast.Attribute) and isinstance(value, ast.Name) and value.id == name:
+                        value = _parameter_copied(context, node, name, value)
+                    self.values.setdefault(name, []).append(value)
 
     def _expressions(self, statement: ast.stmt) -> None:
         for node in walk_nodes(statement):
@@ -122,6 +128,11 @@ class _Stores:
                         self.values.setdefault(key.value, []).append(value)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
                 self._option(node)
+            elif isinstance(node, ast.Call):
+                # `Trainer(model, amp=True)`, `super().__init__(amp=True)`: the option on where it is built
+                for keyword in node.keywords:
+                    if keyword.arg and _truthy_constant(keyword.value):
+                        self.values.setdefault(keyword.arg, []).append(keyword.value)
 
     def _option(self, call: ast.Call) -> None:
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -143,6 +154,17 @@ class _Stores:
             value = ast.Constant(False if isinstance(action, ast.Constant) and action.value == "store_true" else None)
         self.values.setdefault(name, []).append(value)
         self.command_line.add(name)
+
+
+def _parameter_copied(context: FileContext, store: ast.stmt, name: str, value: ast.expr) -> ast.expr | None:
+    """``self.amp = amp`` in a function whose parameter ``amp`` it never rebinds: the parameter's
+    default (None when it has none: every caller passes it).  Any other name stays as it is."""
+    function = context.innermost_function(store.lineno)
+    own = dict(_own_parameters(function)) if function is not None else {}
+    if name not in own or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                              for n in walk_nodes(function)):  # type: ignore[arg-type]  # own is empty without one
+        return value
+    return own[name]
 
 
 def _stores(context: FileContext) -> _Stores:
@@ -176,10 +198,6 @@ def _option(context: FileContext, atom: ast.expr, function: Function | None, dep
         on_elsewhere = any(_truthy_constant(v) for v in stores.parameters.get(name, []) + stores.values.get(name, []))
         return OPT_IN if _off_constant(default) and not on_elsewhere else None
     values = list(stores.values.get(name, []))
-    if any(isinstance(v, ast.Name) and v.id == name for v in values):
-        # `self.amp = amp`: a copy of the parameter (or name) of that name, whose defaults decide
-        values = [v for v in values if not (isinstance(v, ast.Name) and v.id == name)]
-        values += stores.parameters.get(name, [])
     if not values and isinstance(atom, ast.Attribute) and isinstance(atom.value, ast.Name) and atom.value.id == "self":
         return None  # an attribute the class inherits (`self.training`): its default is elsewhere
     if isinstance(atom, ast.Name) and not values:
@@ -384,24 +402,20 @@ def off_default_path(context: FileContext, line: int, column: int, gates: bool =
         if verdict is not None and verdict.kind == OPT_IN:
             return verdict
         cuda_derived = cuda_derived or verdict
-    return _enabled_only_when_asked(context, line, column, function) or cuda_derived
+    return cuda_derived
 
 
-def enabled_argument(context: FileContext, line: int, column: int) -> ast.expr | None:
-    """The ``enabled=`` value of the call whose name holds the position (``GradScaler(enabled=amp)``)."""
+def enabling_option(context: FileContext, line: int, column: int) -> str | None:
+    """``GradScaler(enabled=amp)``, ``autocast(enabled=self.fp16)``: the option, off by default, that
+    the ``enabled=`` of the call named at the position holds, read as ``if amp:`` is; with it off the
+    call does nothing.  Only a call named by a plain dotted name: in ``Trainer(m.cuda()).fit(
+    enabled=x)`` the ``.cuda()`` runs either way, as do the call's arguments.  An ``enabled=``
+    computed from CUDA is no option: AMP then silently stays off on the other accelerators."""
     for node in context.calls_at(line):
-        if _holds(node.func, line, column):
-            enabled = next((k.value for k in node.keywords if k.arg == "enabled"), None)
-            if enabled is not None:
-                return enabled
+        if _holds(node.func, line, column) and not any(isinstance(n, ast.Call) for n in walk_nodes(node.func)):
+            enabled = keyword_value(node, "enabled")
+            verdict = None if enabled is None else _truth_test(
+                context, enabled, True, context.innermost_function(line))
+            if verdict is not None and verdict.kind == OPT_IN:
+                return verdict.option
     return None
-
-
-def _enabled_only_when_asked(context: FileContext, line: int, column: int, function: Function | None) -> Verdict | None:
-    """``GradScaler(enabled=amp)``, ``autocast(enabled=self.fp16)`` with the option off by default:
-    the call does nothing unless the user turns it on.  Only the call is gated (its arguments run
-    either way), and only by an option: ``enabled=use_amp`` with ``use_amp`` computed from CUDA keeps
-    the finding, since AMP then silently stays off on the other accelerators."""
-    enabled = enabled_argument(context, line, column)
-    verdict = None if enabled is None else _truth_test(context, enabled, True, function)
-    return verdict if verdict is not None and verdict.kind == OPT_IN else None

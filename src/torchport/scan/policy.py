@@ -25,7 +25,7 @@ from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_nam
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
-                                  FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, CUDA_AUTOCAST, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
+                                  FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, CUDA_AUTOCAST, CUDA_GRAD_SCALER, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
                                   TRITON_KERNEL)
 
 # Libraries whose whole point is an NVIDIA feature: code that imports them is CUDA by design.
@@ -2245,6 +2245,9 @@ def _lammps_code(site: _Site) -> bool:
         _NO_MPS_HOST.search(scope.name) for scope in site.context.enclosing(site.line))
 
 
+# `GradScaler(enabled = amp)` on the finding's line or the next ones: worth parsing the whole file for.
+_ENABLED_KEYWORD = re.compile(r"\benabled\s*=")
+
 # `if not use_amp: return`, `assert args.distributed`: an exit before the line that may make it opt-in.
 _EARLY_EXIT = re.compile(r"^\s*(if\s+not\b[^\n]*:\s*(#[^\n]*)?\n\s*(return|continue)\b|assert\s+[\w.]+\s*(,|\n|and\b))",
                          re.MULTILINE)
@@ -2259,8 +2262,7 @@ def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
         gates = site.finding.rule_id != CUDA_AVAILABILITY_CHECK  # a check gated by an option still picks the CPU
         if (any(default_path.could_be_opt_in(test, taken)
                 for test, taken in default_path.conditions(context, site.line, site.finding.column, gates))
-                or _EARLY_EXIT.search("".join(context.lines[start - 1:site.line - 1]))
-                or default_path.enabled_argument(context, site.line, site.finding.column) is not None):
+                or _EARLY_EXIT.search("".join(context.lines[start - 1:site.line - 1]))):
             verdict = default_path.off_default_path(site.file.whole(), site.line, site.finding.column, gates)
         site.file.default_path[key] = verdict
     return site.file.default_path[key]
@@ -2606,6 +2608,11 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(frozenset({CUDA_MANUAL_SEED}), _at_line(_seeded_by_manual_seed), "info",
              "seeds CUDA after torch.manual_seed, which already seeds every device; off CUDA the call does nothing"),
     Lowering(_EVERY_RULE, _opt_in_option, "info", OPT_IN_REASON),
+    Lowering(frozenset({CUDA_AUTOCAST, CUDA_GRAD_SCALER}),
+             lambda site: _ENABLED_KEYWORD.search("".join(site.context.lines[site.line - 1:site.line + 3]))
+             and default_path.enabling_option(site.file.whole(), site.line, site.finding.column), "info",
+             OPT_IN_PREFIX + "`{}` is set does this call turn mixed precision on (`enabled=`): a user option that "
+             "nothing in this file turns on by default, and with it off the call does nothing on any device"),
     Lowering(_EVERY_RULE, _cuda_derived_option, "info",
              "guarded by `{}`, which this file computes from CUDA (availability, a GPU count, or a device test "
              "that sets it): where CUDA is absent the other path runs"),
