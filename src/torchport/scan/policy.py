@@ -2607,6 +2607,10 @@ LOWERINGS: tuple[Lowering, ...] = (
              "dispatch, not a lock-in", needs_tree=False),
     Lowering(frozenset({CUDA_MANUAL_SEED}), _at_line(_seeded_by_manual_seed), "info",
              "seeds CUDA after torch.manual_seed, which already seeds every device; off CUDA the call does nothing"),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.finding.detail == "torch.cuda.device_of()", "info",
+             "torch.cuda.device_of(x) selects x's CUDA device only when x is a CUDA tensor; for any other tensor "
+             "it does nothing (checked on torch 2.13's CPU build), so nothing fails or changes off CUDA",
+             needs_tree=False),
     Lowering(_EVERY_RULE, _opt_in_option, "info", OPT_IN_REASON),
     Lowering(frozenset({CUDA_AUTOCAST, CUDA_GRAD_SCALER}),
              lambda site: _ENABLED_KEYWORD.search("".join(site.context.lines[site.line - 1:site.line + 3]))
