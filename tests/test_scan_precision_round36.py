@@ -136,6 +136,46 @@ _REVIEWED = {
                 self.use_amp = use_amp
                 self.scaler = torch.cuda.amp.GradScaler(enabled=self.use_amp)  # kept
     """,
+    "cuda_caller.py": """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, amp=False):
+                self.amp = amp
+                self.scaler = torch.cuda.amp.GradScaler(enabled=self.amp)  # kept
+
+
+        def build(model):
+            # AMP on by default where CUDA is, silently off elsewhere
+            return Trainer(model, amp=torch.cuda.is_available())
+    """,
+    "inline_cuda.py": """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, amp=False):
+                self.amp = amp
+                self.scaler = torch.cuda.amp.GradScaler(enabled=self.amp and torch.cuda.is_available())  # kept
+    """,
+    "unrelated_keyword.py": """
+        import logging
+
+        import torch
+
+
+        def report(verbose=False):
+            if verbose:
+                torch.cuda.synchronize()  # quiet
+
+
+        def main():
+            # a keyword of a function this file does not define turns no option of it on
+            logging.basicConfig(force=True)
+            log = logging.getLogger(__name__)
+            log.info("x", stacklevel=2, verbose=True)
+    """,
     "other_apis.py": """
         import argparse
 
@@ -164,3 +204,5 @@ def test_amp_the_user_turns_on(tmp_path: Path) -> None:
     assert "`self.amp`" in found[("trainer.py", 14, "TP201")][1]
     assert "`self.fp16`" in found[("finetune.py", 29, "TP202")][1]
     assert found[("finetune.py", 29, "TP005")][0] == "error"
+    # the scaler itself, beside the availability check on its line
+    assert worst_by_line(tmp_path / "reviewed")[("inline_cuda.py", 7, "TP202")][0] == "silent"

@@ -29,8 +29,8 @@ _CUDA_DERIVED = re.compile(r"\btorch\.cuda\.|\bis_available\(|\bdevice_count\(|\
 # derived from CUDA.  policy.py reads it too.
 OTHER_ACCELERATOR = re.compile(r"\b(mps|xpu|npu|hpu|mlu|xla|tpu|is_mps|is_xpu|is_xla)\b")
 
-# `amp=True` in a call: a keyword argument that may turn an option on.
-_TRUE_KEYWORD = re.compile(r"\b\w+\s*=\s*True\b")
+# `Trainer(model, amp=True)`: a keyword argument, which may pass an option's value.
+_KEYWORD_ARGUMENT = re.compile(r"[(,]\s*\w+\s*=[^=]")
 
 # How deep one option is followed through the names it is copied from.
 _DEPTH = 4
@@ -87,6 +87,18 @@ class _Stores:
         # `if t > length and x.is_cuda: self.cpu_cache = True`: the True values stored only where
         # a device test holds (by id)
         self.true_on_device: set[int] = set()
+        # the parameters of each function of the file by its name, and of each class's __init__ by the
+        # class's name: which keyword arguments of a call pass one of this file's options
+        self.callables: dict[str, set[str]] = {}
+        # the names each function rebinds (by id), read once per function
+        self.rebound: dict[int, set[str]] = {}
+        for statement in context.statements:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.callables.setdefault(statement.name, set()).update(n for n, _ in _own_parameters(statement))
+            elif isinstance(statement, ast.ClassDef):
+                for member in statement.body:
+                    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and member.name == "__init__":
+                        self.callables.setdefault(statement.name, set()).update(n for n, _ in _own_parameters(member))
         for statement in context.statements:
             if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 self._assignment(statement, context)
@@ -103,7 +115,7 @@ class _Stores:
                 # dict entries and argparse options sit inside expressions: walk only the statements
                 # whose text can hold them
                 text = "".join(context.lines[statement.lineno - 1:statement.end_lineno or statement.lineno])
-                if "{" in text or "add_argument" in text or _TRUE_KEYWORD.search(text):
+                if "{" in text or "add_argument" in text or _KEYWORD_ARGUMENT.search(text):
                     self._expressions(statement)
         # `setattr(self, "cpu_cache", True)`, `self.__dict__.update(...)`: stores this reading does not see
         self.hidden_stores = "setattr(" in context.text or "__dict__" in context.text
@@ -117,7 +129,7 @@ class _Stores:
                     unpacked = isinstance(target, ast.Tuple) or isinstance(node, ast.AugAssign)
                     value = None if unpacked else node.value
                     if isinstance(item, ast.Attribute) and isinstance(value, ast.Name) and value.id == name:
-                        value = _parameter_copied(context, node, name, value)
+                        value = self._parameter_copied(context, node, name, value)
                     self.values.setdefault(name, []).append(value)
 
     def _expressions(self, statement: ast.stmt) -> None:
@@ -129,10 +141,25 @@ class _Stores:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
                 self._option(node)
             elif isinstance(node, ast.Call):
-                # `Trainer(model, amp=True)`, `super().__init__(amp=True)`: the option on where it is built
+                # `Trainer(model, amp=torch.cuda.is_available())`, `super().__init__(amp=True)`: the
+                # value passed where a function or class of this file is called (positional arguments
+                # are not matched to parameters)
+                callee = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
                 for keyword in node.keywords:
-                    if keyword.arg and _truthy_constant(keyword.value):
+                    if keyword.arg and keyword.arg in self.callables.get(callee, ()):
                         self.values.setdefault(keyword.arg, []).append(keyword.value)
+
+    def _parameter_copied(self, context: FileContext, store: ast.stmt, name: str, value: ast.expr) -> ast.expr | None:
+        """``self.amp = amp`` in a function whose parameter ``amp`` it never rebinds: the parameter's
+        default (None when it has none: every caller passes it).  Any other name stays as it is."""
+        function = context.innermost_function(store.lineno)
+        if function is None:
+            return value
+        own = dict(_own_parameters(function))
+        if id(function) not in self.rebound:
+            self.rebound[id(function)] = {n.id for n in walk_nodes(function)
+                                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        return own[name] if name in own and name not in self.rebound[id(function)] else value
 
     def _option(self, call: ast.Call) -> None:
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -154,17 +181,6 @@ class _Stores:
             value = ast.Constant(False if isinstance(action, ast.Constant) and action.value == "store_true" else None)
         self.values.setdefault(name, []).append(value)
         self.command_line.add(name)
-
-
-def _parameter_copied(context: FileContext, store: ast.stmt, name: str, value: ast.expr) -> ast.expr | None:
-    """``self.amp = amp`` in a function whose parameter ``amp`` it never rebinds: the parameter's
-    default (None when it has none: every caller passes it).  Any other name stays as it is."""
-    function = context.innermost_function(store.lineno)
-    own = dict(_own_parameters(function)) if function is not None else {}
-    if name not in own or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                              for n in walk_nodes(function)):  # type: ignore[arg-type]  # own is empty without one
-        return value
-    return own[name]
 
 
 def _stores(context: FileContext) -> _Stores:
@@ -414,8 +430,10 @@ def enabling_option(context: FileContext, line: int, column: int) -> str | None:
     for node in context.calls_at(line):
         if _holds(node.func, line, column) and not any(isinstance(n, ast.Call) for n in walk_nodes(node.func)):
             enabled = keyword_value(node, "enabled")
-            verdict = None if enabled is None else _truth_test(
-                context, enabled, True, context.innermost_function(line))
+            if enabled is None or (_CUDA_DERIVED.search(context.source(enabled))
+                                   and not OTHER_ACCELERATOR.search(context.source(enabled))):
+                continue  # `enabled=self.amp and torch.cuda.is_available()`: off elsewhere whatever the option
+            verdict = _truth_test(context, enabled, True, context.innermost_function(line))
             if verdict is not None and verdict.kind == OPT_IN:
                 return verdict.option
     return None
