@@ -40,6 +40,7 @@ import tokenize
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from torchport.scan.detectors.syntax import import_aliases
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import still_hot, worst_of
 from torchport.scan.rules import CUDA_AVAILABILITY_CHECK
@@ -726,10 +727,7 @@ def _is_unit_test_module(tree: ast.Module) -> bool:
     """A ``*_test.py`` file is a test file when it imports a test framework (unittest, pytest,
     absl.testing) and defines a test; ``bench_test.py`` with ``def test_throughput(model)`` may
     be a script."""
-    imports = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-               for alias in node.names}
-    imports |= {node.module.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    imports = {qualname.split(".", 1)[0] for qualname in import_aliases(tree.body).values()}
     return bool(imports & _TEST_FRAMEWORKS) and any(
         isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
         for node in ast.walk(tree))

@@ -90,11 +90,12 @@ class _Stores:
         # the parameters of each function of the file by its name, and of each class's __init__ by the
         # class's name: which keyword arguments of a call pass one of this file's options
         self.callables: dict[str, set[str]] = {}
-        # the names each function rebinds (by id), read once per function
-        self.rebound: dict[int, set[str]] = {}
+        self._rebound: dict[int, set[str]] = {}
         for statement in context.statements:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.callables.setdefault(statement.name, set()).update(n for n, _ in _own_parameters(statement))
+                for argument, default in _own_parameters(statement):
+                    self.parameters.setdefault(argument, []).append(default)
+                    self.callables.setdefault(statement.name, set()).add(argument)
             elif isinstance(statement, ast.ClassDef):
                 for member in statement.body:
                     if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and member.name == "__init__":
@@ -108,9 +109,6 @@ class _Stores:
                 # the device test is read only for an `if` that stores True (it may read the whole file)
                 if truths and device_guard.is_device_test(context, statement.test, True):
                     self.true_on_device.update(map(id, truths))
-            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for argument, default in _own_parameters(statement):
-                    self.parameters.setdefault(argument, []).append(default)
             if isinstance(statement, ast.stmt) and not any(hasattr(statement, f) for f in ("body", "orelse")):
                 # dict entries and argparse options sit inside expressions: walk only the statements
                 # whose text can hold them
@@ -156,10 +154,14 @@ class _Stores:
         if function is None:
             return value
         own = dict(_own_parameters(function))
-        if id(function) not in self.rebound:
-            self.rebound[id(function)] = {n.id for n in walk_nodes(function)
-                                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        return own[name] if name in own and name not in self.rebound[id(function)] else value
+        return own[name] if name in own and name not in self.rebound_in(function) else value
+
+    def rebound_in(self, function: Function) -> set[str]:
+        """The names ``function`` assigns anywhere in its body, read once per function."""
+        if id(function) not in self._rebound:
+            self._rebound[id(function)] = {n.id for n in walk_nodes(function)
+                                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        return self._rebound[id(function)]
 
     def _option(self, call: ast.Call) -> None:
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -207,8 +209,7 @@ def _option(context: FileContext, atom: ast.expr, function: Function | None, dep
         return CUDA_DERIVED if ast.unparse(atom) in ("torch.has_cuda", "torch.version.cuda") else None
     stores = _stores(context)
     own = dict(_own_parameters(function)) if function is not None and isinstance(atom, ast.Name) else {}
-    if name in own and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                               for n in walk_nodes(function)):  # type: ignore[arg-type]  # own is empty without one
+    if name in own and name not in stores.rebound_in(function):  # type: ignore[arg-type]  # own is empty without one
         default = own[name]
         # `compiled=False` here, but the class that calls it takes `compiled: bool = True`
         on_elsewhere = any(_truthy_constant(v) for v in stores.parameters.get(name, []) + stores.values.get(name, []))
@@ -430,8 +431,8 @@ def enabling_option(context: FileContext, line: int, column: int) -> str | None:
     for node in context.calls_at(line):
         if _holds(node.func, line, column) and not any(isinstance(n, ast.Call) for n in walk_nodes(node.func)):
             enabled = keyword_value(node, "enabled")
-            if enabled is None or (_CUDA_DERIVED.search(context.source(enabled))
-                                   and not OTHER_ACCELERATOR.search(context.source(enabled))):
+            source = "" if enabled is None else context.source(enabled)
+            if enabled is None or (_CUDA_DERIVED.search(source) and not OTHER_ACCELERATOR.search(source)):
                 continue  # `enabled=self.amp and torch.cuda.is_available()`: off elsewhere whatever the option
             verdict = _truth_test(context, enabled, True, context.innermost_function(line))
             if verdict is not None and verdict.kind == OPT_IN:
