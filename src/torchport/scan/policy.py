@@ -19,7 +19,7 @@ from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
                             distributed_path, float64_device, library_ops, old_torch_branch, optional_native, spawn_defaults,
-                            timing_log)
+                            timing_log, unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_name, string_value, walk_nodes
 from torchport.scan.model import Finding
@@ -664,6 +664,14 @@ def _unread_flag(context: FileContext, line: int) -> bool:
         reads = re.findall(rf"(?<![\w.]){re.escape(name)}(?!\w)", context.text)
         return len(reads) == 1
     return False
+
+
+def _unread_local(site: _Site) -> str | None:
+    # the scanner's tree keeps only part of a long function: the whole file is parsed for the
+    # statements whose value could be dropped
+    if not unread_value.may_be_unread(site.context, site.line, site.finding.column):
+        return None
+    return unread_value.unread_local(site.file.whole(), site.line, site.finding.column)
 
 
 def _cpu_fallback_choice(context: FileContext, line: int) -> bool:
@@ -2524,6 +2532,8 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_CHECK, _at_line(_pins_only), "perf",
              "guards only pin_memory(): pinned host memory speeds the copy, nothing else"),
     Lowering(_CHECK, _at_line(_unread_flag), "info", "the flag this check is stored in is never read in this file"),
+    Lowering(_EVERY_RULE, _unread_local, "info",
+             "stored in {} and never read: the value is computed and dropped, so nothing runs differently"),
     Lowering(_CHECK, _check_decides("error"), "error", "{}"),
     Lowering(_CHECK, _check_decides("info"), "info", "{}"),
     Lowering(_CHECK, _check_decides("perf"), "perf", "{}"),

@@ -28,6 +28,8 @@ AMP_DEFAULT = CUDA_AUTOCAST
 
 _AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
 _GRAD_SCALER = {"torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+_DISABLED_SCALER = ("GradScaler(enabled=False) scales nothing: scale() returns the loss as it is and step() "
+                    "calls the optimizer, on every device")
 
 
 class MixedPrecisionDetector(AnalyzerState):
@@ -56,17 +58,21 @@ class MixedPrecisionDetector(AnalyzerState):
         self._disabling(finding, call_argument(node, 0, "enabled"))
         return True
 
-    def _disabling(self, finding, enabled) -> None:
-        """``autocast("cuda", enabled=False)`` turns mixed precision off for a region:
-        off CUDA nothing was turned on by it, so nothing differs silently."""
+    def _disabling(self, finding, enabled, reason: str = "autocast(enabled=False) only turns mixed precision off "
+                                                            "for a region") -> None:
+        """``autocast("cuda", enabled=False)`` turns mixed precision off for a region, and
+        ``GradScaler(enabled=False)`` scales nothing: off CUDA nothing was turned on by either, so
+        nothing differs silently."""
         if finding is not None and isinstance(enabled, ast.Constant) and enabled.value is False:
-            self._cap([finding], "autocast(enabled=False) only turns mixed precision off for a region")
+            self._cap([finding], reason)
 
     def _cuda_amp_grad_scaler(self, node: ast.Call, qualname: str) -> bool:
         device_type, uses_device = self.device_type_expression(node)
         edits: list[Edit] | None = [replace_node(node.func, f"{self.T}.amp.GradScaler"),
                                     self._first_argument(node, device_type)]
-        self.report(CUDA_GRAD_SCALER, node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
+        finding = self.report(CUDA_GRAD_SCALER, node, f"{qualname}()", edits, "2.4", uses_device=uses_device)
+        # torch.cuda.amp.GradScaler(init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+        self._disabling(finding, call_argument(node, 4, "enabled"), _DISABLED_SCALER)
         return True
 
     def _autocast(self, node: ast.Call, qualname: str) -> bool:
@@ -105,5 +111,8 @@ class MixedPrecisionDetector(AnalyzerState):
             self.claimed.add(id(device))
         else:
             edits, detail = [], f'GradScaler({device.id}="{value}")'
-        self.report(CUDA_GRAD_SCALER, node, detail, edits if plain_call(node) else None, "2.4", uses_device=uses_device)
+        finding = self.report(CUDA_GRAD_SCALER, node, detail, edits if plain_call(node) else None, "2.4",
+                              uses_device=uses_device)
+        # torch.amp.GradScaler(device, init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+        self._disabling(finding, call_argument(node, 5, "enabled"), _DISABLED_SCALER)
         return True
