@@ -94,6 +94,8 @@ _OLD_TORCH = "a fallback for older torch releases"
 # `is_sm_at_least_90()`, `_is_hopper()`, `is_sm100()`.
 _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_?at_least_?\d+|sm_?\d{2,3}\w*"
                                   r"|hopper|blackwell|ampere)\Z", re.I)
+# unittest's and pytest's decorators that skip a test on a condition.
+_SKIP_DECORATORS = frozenset({"skipIf", "skipUnless", "skipif"})
 # Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
 # `@cuda_only`, `@skip_unless_gpu`.
 _CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
@@ -1470,15 +1472,29 @@ class AnalyzerCore(AnalyzerState):
             decorator = self.resolve(decorator)
         if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, ...]
             return any(map(self.cuda_only_test, decorator.elts))
-        if not isinstance(decorator, ast.Call) or not isinstance(decorator.func, ast.Attribute):
+        name = self.skip_decorator(decorator.func) if isinstance(decorator, ast.Call) else None
+        if name is None:
             return False
-        name = decorator.func.attr
         condition = decorator.args[0] if decorator.args else keyword_value(decorator, "condition")
         if condition is None:
             return False
         if name in ("skipif", "skipIf"):
             return self._absent_cuda_query(condition)
         return name == "skipUnless" and self.positive_cuda_query(condition)
+
+    def skip_decorator(self, func: ast.expr) -> str | None:
+        """``skipIf``, ``skipUnless`` or ``skipif`` where ``func`` names one: ``unittest.skipUnless``,
+        ``pytest.mark.skipif``, or a bare ``skipUnless`` imported from unittest."""
+        if isinstance(func, ast.Attribute):
+            return func.attr if func.attr in _SKIP_DECORATORS else None
+        if not isinstance(func, ast.Name) or func.id not in _SKIP_DECORATORS:
+            return None
+        # the scanner parses only statements with trigger words, so the import may be missing from
+        # the tree visited: the whole file's imports decide, and a skipIf the file defines is its own
+        qualname = self.qualname(func) or self.whole_file_imports().get(func.id)
+        if qualname is None or self.definition(func.id) is not None:
+            return None
+        return func.id if qualname.startswith(("unittest.", "pytest.")) else None
 
     def _skip_helper_tests_cuda(self, name: str) -> bool:
         """A decorator defined in this file whose body skips unless CUDA is present:
@@ -2481,7 +2497,7 @@ class AnalyzerCore(AnalyzerState):
             waiting = list(_built_harmlessly(node.args, self.qualname))
             self._cap([f for f in self.findings[start:] if any(_within(f, part) for part in waiting)], SKIPPED_TEST)
             return
-        if isinstance(func, ast.Attribute) and func.attr in ("skipIf", "skipUnless", "skipif"):
+        if self.skip_decorator(func) is not None:
             # `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`: only decides whether a test runs.
             start = len(self.findings)
             self.generic_visit(node)

@@ -48,6 +48,7 @@ class AnalyzerState(ast.NodeVisitor):
         self.context_names: list[str] = []
         self._calls: dict[str, list[ast.Call]] | None = None  # by callee name, from the whole file
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
+        self._whole_imports: dict[str, str] = {}  # import_aliases of the whole file, filled with _calls
         self._functions: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # every def of the whole file, by line
         self._narrowing_names: set[str] | None = None  # names rebound as `x = x and ...` in the file
         self._property_returns: dict[str, str] | None = None  # `@property def NAME(self): return X`: X by NAME
@@ -278,12 +279,20 @@ class AnalyzerState(ast.NodeVisitor):
             self._index_whole_file()
         return self._functions.get(node.lineno)
 
+    def whole_file_imports(self) -> dict[str, str]:
+        """``import_aliases`` of the whole file's top-level imports: the tree visited may hold only
+        the statements with trigger words."""
+        if self._calls is None:
+            self._index_whole_file()
+        return self._whole_imports
+
     def _index_whole_file(self) -> None:
-        self._calls, self._definitions = {}, {}
+        self._calls, self._definitions, self._whole_imports = {}, {}, {}
         try:
             whole = ast.parse("\n".join(self.lines))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
+        self._whole_imports = import_aliases(whole.body)
         for statement in whole.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self._definitions[statement.name] = statement
