@@ -1,6 +1,6 @@
 """Is a line reached only when the device is CUDA (or XLA)?  Reads the tests that must hold for
 the line to run and recognises, on the AST, the forms a device test takes: a tensor's
-``.is_cuda``, ``device == "cuda"``, ``device.type in ("cuda", "xla")``,
+``.is_cuda``, ``device == "cuda"`` (or ``== torch.device("cuda")``), ``device.type in ("cuda", "xla")``,
 ``str(device).startswith("cuda")``, a flag stored from such a test, and a call to a helper of
 the same file whose body returns one (``def _is_cuda(device): return device.type == "cuda"``).
 An early ``return``/``raise`` on the negated test guards what follows it in the function.
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from torchport.scan import default_path
-from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.detectors.syntax import dotted_name, walk_nodes
 
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
@@ -28,6 +28,11 @@ _DEPTH = 3
 
 
 def _guarded_string(node: ast.expr) -> bool:
+    """``"cuda"``, ``"cuda:0"``, ``"xla"``, or ``torch.device("cuda")`` (``device == torch.device("cuda")``
+    holds only for a CUDA device too)."""
+    if (isinstance(node, ast.Call) and dotted_name(node.func) == "torch.device" and node.args
+            and not node.keywords):
+        node = node.args[0]
     return (isinstance(node, ast.Constant) and isinstance(node.value, str)
             and node.value.split(":", 1)[0] in _GUARDED_TYPES)
 

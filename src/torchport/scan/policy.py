@@ -2131,9 +2131,9 @@ def _helpers_and_device_flags(text: str) -> frozenset[str]:
 # A device test written out: `.is_cuda`, `== "cuda"`, `"xla" !=`, `in ("cuda", ...)`, `.startswith("cuda")`.
 # Searched one by one: each starts with a literal or a rare character, which re skips to, while
 # their alternation is tried at every character (4x slower on the transformers tree).
-_DEVICE_COMPARISONS = (re.compile(r"\.is_cuda\b"), re.compile(r"""[=!]=\s*['"](?:cuda|xla)"""),
+_DEVICE_COMPARISONS = (re.compile(r"\.is_cuda\b"), re.compile(r"""[=!]=\s*(?:torch\.device\(\s*)?['"](?:cuda|xla)"""),
                        re.compile(r"""startswith\(\s*['"](?:cuda|xla)"""),
-                       re.compile(r"""['"](?:cuda|xla)(?::\d*)?['"]\s*[=!]="""))
+                       re.compile(r"""['"](?:cuda|xla)(?::\d*)?['"]\s*\)?\s*[=!]="""))
 _MEMBERSHIP_TEST = re.compile(r"""in\s*[(\[{]\s*['"](?:cuda|xla)""")  # `in ("cuda", ...)`; `\bin` checked below
 
 
