@@ -95,9 +95,40 @@ def test_a_long_function_that_reads_the_name_far_below(tmp_path: Path) -> None:
     kept_lines_stay(path, root=path)
 
 
+_MAY_FAIL = """
+    import os
+    import sys
+
+    import torch
+
+
+    def split(args):
+        per_gpu = args.batch_size // torch.cuda.device_count()  # kept
+        rank = int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count()  # kept
+        return args
+
+
+    def unicode(model):
+        note = "ééééééééé"; torch.cuda.synchronize()  # kept
+        return model
+
+
+    def by_frame(args):
+        device = "cuda:{}".format(args.gpu)  # kept
+        return sys._getframe().f_locals["device"]
+"""
+
+
 def test_a_finding_beside_the_unread_value_keeps_its_severity(tmp_path: Path) -> None:
     # `device` is unread, but set_device, on the same line, is not in its value
     path = _write(tmp_path, "semi.py", _SAME_LINE)
+    kept_lines_stay(path, root=path)
+
+
+def test_values_that_may_fail_or_be_read_by_frame_keep_their_findings(tmp_path: Path) -> None:
+    # a division by a count that is 0 without CUDA raises; the column of a finding after non-ASCII
+    # text is counted in characters; a frame's f_locals reads the locals by name
+    path = _write(tmp_path, "fails.py", _MAY_FAIL)
     kept_lines_stay(path, root=path)
 
 

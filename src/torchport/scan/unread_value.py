@@ -8,13 +8,14 @@ differently anywhere.  What is read:
 - the finding sits in the value of a statement that binds plain names only (``name = ...``,
   ``a, b = ...``) inside a function, not in a class body (a class attribute is read as ``self.name``);
 - computing the value cannot fail or act where CUDA is absent: constants, formatting, names,
-  attributes, conditionals, and no calls beyond a short list of queries that only answer
+  attributes, conditionals, no subscript and no division or modulo (``n // torch.cuda.device_count()``
+  divides by zero there), and no calls beyond ``_ANSWERING_CALLS``, queries that only answer
   (``torch.cuda.is_available()``, ``torch.cuda.device_count()``, ``torch.device(...)``,
-  ``"...".format(...)``).  ``_ = Model.from_pretrained(..., device="cuda:0")`` still loads the
-  model, so it keeps its finding;
+  ``os.environ.get``, ``str``, ``"...".format(...)``).  ``_ = Model.from_pretrained(...,
+  device="cuda:0")`` still loads the model, so it keeps its finding;
 - no code of the function reads any of the names: its nested functions included, no ``global`` or
   ``nonlocal`` of the name, and the function never looks names up by string (``locals()``,
-  ``vars()``, ``eval``, ``exec``).  A read in a comment or a docstring does not count.
+  ``vars()``, ``eval``, ``exec``, a frame's ``f_locals``).  A read in a comment or a docstring does not count.
 
 A name at the top of a module is not read here: another module, a notebook, a config loader or a
 star re-export may read it, which one file cannot show (policy.py's older ``_unread_flag`` reads a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import weakref
 from typing import TYPE_CHECKING
 
 from torchport.scan.detectors.syntax import dotted_name, walk_nodes
@@ -40,6 +42,8 @@ _ANSWERING_CALLS = frozenset({
 _LOOKUPS_BY_NAME = frozenset({"vars", "locals", "eval", "exec"})
 # Nodes that run code, bind a name of their own or leave the expression.
 _ACTIVE = (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)
+# Operators that fail for some operands (a count of 0 devices).
+_FAILING_OPS = (ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.MatMult)
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -47,6 +51,10 @@ _Function = ast.FunctionDef | ast.AsyncFunctionDef
 def _answers_only(value: ast.expr) -> bool:
     for node in ast.walk(value):
         if isinstance(node, _ACTIVE):
+            return False
+        # `n // torch.cuda.device_count()` divides by zero and `TABLE[torch.cuda.device_count()]`
+        # may index past the end where CUDA is absent
+        if isinstance(node, ast.Subscript) or (isinstance(node, ast.BinOp) and isinstance(node.op, _FAILING_OPS)):
             return False
         if isinstance(node, ast.Call):
             func = node.func
@@ -80,26 +88,47 @@ def _reads(function: _Function) -> frozenset[str] | None:
             found.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             found.update(node.names)  # bound outside the function: read there
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _LOOKUPS_BY_NAME:
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _LOOKUPS_BY_NAME) or (
+                isinstance(node, ast.Attribute) and node.attr == "f_locals"):  # `sys._getframe().f_locals`
             return None
     return frozenset(found)
 
 
-@functools.lru_cache(maxsize=8)
-def _assignments(context: FileContext) -> tuple[ast.Assign | ast.AnnAssign, ...]:
-    return tuple(s for s in context.statements if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None)
+# context -> line -> the assignments whose value spans that line, built once per file
+_BY_LINE: weakref.WeakKeyDictionary[FileContext, dict[int, list[ast.Assign | ast.AnnAssign]]] = (
+    weakref.WeakKeyDictionary())
 
 
-def _holds(value: ast.expr, line: int, column: int) -> bool:
-    """Whether the 1-based ``line`` and ``column`` of a finding fall inside ``value``."""
-    start = (value.lineno, value.col_offset + 1)
-    end = (value.end_lineno or value.lineno, (value.end_col_offset or 0) + 1)
+def _assignments_at(context: FileContext, line: int) -> list[ast.Assign | ast.AnnAssign]:
+    by_line = _BY_LINE.get(context)
+    if by_line is None:
+        by_line = _BY_LINE[context] = {}
+        for statement in context.statements:
+            if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+                for number in range(statement.value.lineno, (statement.value.end_lineno or statement.lineno) + 1):
+                    by_line.setdefault(number, []).append(statement)
+    return by_line.get(line, [])
+
+
+def _character(context: FileContext, line: int, byte_offset: int) -> int:
+    """The 1-based character column of a byte offset of ``line``: findings count characters."""
+    text = context.lines[line - 1] if 0 < line <= len(context.lines) else ""
+    if text.isascii():
+        return byte_offset + 1
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+
+
+def _holds(context: FileContext, value: ast.expr, line: int, column: int) -> bool:
+    """Whether the 1-based ``line`` and (character) ``column`` of a finding fall inside ``value``."""
+    end_line = value.end_lineno or value.lineno
+    start = (value.lineno, _character(context, value.lineno, value.col_offset))
+    end = (end_line, _character(context, end_line, value.end_col_offset or 0))
     return start <= (line, column) <= end
 
 
 def _candidate(context: FileContext, line: int, column: int) -> tuple[list[str], _Function] | None:
     """The names and the function of the statement whose answering value holds the finding."""
-    holding = [s for s in _assignments(context) if s.value is not None and _holds(s.value, line, column)]
+    holding = [s for s in _assignments_at(context, line) if s.value is not None and _holds(context, s.value, line, column)]
     if len(holding) != 1:
         return None
     statement = holding[0]

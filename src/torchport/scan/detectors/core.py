@@ -1490,7 +1490,7 @@ class AnalyzerCore(AnalyzerState):
         if not isinstance(func, ast.Name) or func.id not in _SKIP_DECORATORS:
             return None
         # the scanner parses only statements with trigger words, so the import may be missing from
-        # the tree visited: the whole file's imports decide, and a skipIf the file defines is its own
+        # the tree visited: the whole file's imports decide, and a skipIf the file defines at the top is its own
         qualname = self.qualname(func) or self.whole_file_imports().get(func.id)
         if qualname is None or self.definition(func.id) is not None:
             return None

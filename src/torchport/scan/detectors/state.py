@@ -280,8 +280,8 @@ class AnalyzerState(ast.NodeVisitor):
         return self._functions.get(node.lineno)
 
     def whole_file_imports(self) -> dict[str, str]:
-        """``import_aliases`` of the whole file's top-level imports: the tree visited may hold only
-        the statements with trigger words."""
+        """``import_aliases`` of the whole file's imports (nested ones included): the tree visited
+        may hold only the statements with trigger words."""
         if self._calls is None:
             self._index_whole_file()
         return self._whole_imports
