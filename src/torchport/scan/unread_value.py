@@ -28,7 +28,7 @@ import functools
 import weakref
 from typing import TYPE_CHECKING
 
-from torchport.scan.detectors.syntax import dotted_name, walk_nodes
+from torchport.scan.detectors.syntax import character_column, dotted_name, walk_nodes
 
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
@@ -110,19 +110,15 @@ def _assignments_at(context: FileContext, line: int) -> list[ast.Assign | ast.An
     return by_line.get(line, [])
 
 
-def _character(context: FileContext, line: int, byte_offset: int) -> int:
-    """The 1-based character column of a byte offset of ``line``: findings count characters."""
-    text = context.lines[line - 1] if 0 < line <= len(context.lines) else ""
-    if text.isascii():
-        return byte_offset + 1
-    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+def _line(context: FileContext, line: int) -> str:
+    return context.lines[line - 1] if 0 < line <= len(context.lines) else ""
 
 
 def _holds(context: FileContext, value: ast.expr, line: int, column: int) -> bool:
     """Whether the 1-based ``line`` and (character) ``column`` of a finding fall inside ``value``."""
     end_line = value.end_lineno or value.lineno
-    start = (value.lineno, _character(context, value.lineno, value.col_offset))
-    end = (end_line, _character(context, end_line, value.end_col_offset or 0))
+    start = (value.lineno, character_column(_line(context, value.lineno), value.col_offset))
+    end = (end_line, character_column(_line(context, end_line), value.end_col_offset or 0))
     return start <= (line, column) <= end
 
 

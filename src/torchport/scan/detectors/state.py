@@ -13,6 +13,7 @@ from typing import Any
 
 from torchport.scan.detectors.shared import ANY_VERSION, DEVICE_NAME, HELPER_NAME
 from torchport.scan.detectors.syntax import (
+    character_column,
     closing_paren,
     import_aliases,
     insert_at,
@@ -308,10 +309,7 @@ class AnalyzerState(ast.NodeVisitor):
     # -- reporting ---------------------------------------------------------------------------
 
     def _column(self, line: int, byte_column: int) -> int:
-        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        if text.isascii():
-            return byte_column + 1
-        return len(text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
+        return character_column(self.lines[line - 1] if 0 < line <= len(self.lines) else "", byte_column)
 
     def report(self, rule_id: str, node, detail: str, edits=None, min_torch: str = ANY_VERSION,
                uses_device: bool = False, at: tuple[int, int, int, int] | None = None,

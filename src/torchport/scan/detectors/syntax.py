@@ -29,6 +29,14 @@ def walk_nodes(node: ast.AST) -> Iterator[ast.AST]:
         yield node
 
 
+def character_column(line_text: str, byte_column: int) -> int:
+    """The 1-based character column of an ast byte offset in ``line_text``: findings count
+    characters, the ast counts UTF-8 bytes."""
+    if line_text.isascii():
+        return byte_column + 1
+    return len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
+
+
 def node_start(node) -> tuple[int, int]:
     return (node.lineno, node.col_offset)
 
