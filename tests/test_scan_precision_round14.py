@@ -262,3 +262,26 @@ def test_text_output_says_how_many_hidden_findings_are_opt_in(tmp_path):
     _write(tmp_path, "train.py", _FP16_SCRIPT)
     text = render_text(scan([tmp_path], ScanConfig(), jobs=1))
     assert "info finding(s) not listed, 2 of them only under an opt-in option (--show-info" in text
+
+
+_AFTER_NON_ASCII = '''
+    import argparse
+
+    import torch
+
+
+    def main(argv=None):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--gpu", action="store_true")
+        args = parser.parse_args(argv)
+        t = torch.zeros(3)
+        print("ééééééééééééééééé", args.gpu and t.cuda())  # quiet
+        print("ééééééééééééééééé", args.gpu or t.cuda())  # kept
+        return t
+'''
+
+
+def test_an_opt_in_gate_after_non_ascii_text_is_read_in_characters(tmp_path):
+    # finding columns count characters, ast offsets bytes: seventeen two-byte characters moved
+    # the gated call outside the `and` it sits in
+    _check(tmp_path, _write(tmp_path, "train.py", _AFTER_NON_ASCII))

@@ -380,13 +380,13 @@ def conditions(context: FileContext, line: int, column: int, gates: bool = True)
             yield statement.test, False
     for node in context._expressions_at(line):
         if isinstance(node, ast.IfExp):
-            if _holds(node.body, line, column):
+            if context.holds(node.body, line, column):
                 yield node.test, True
-            elif _holds(node.orelse, line, column):
+            elif context.holds(node.orelse, line, column):
                 yield node.test, False
         elif gates and isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             for index, value in enumerate(node.values[1:], 1):
-                if _holds(value, line, column):
+                if context.holds(value, line, column):
                     for before in node.values[:index]:
                         yield before, True
     function = context.innermost_function(line)
@@ -401,12 +401,6 @@ def conditions(context: FileContext, line: int, column: int, gates: bool = True)
             yield step.test, False
         elif isinstance(step, ast.Assert):
             yield step.test, True
-
-
-def _holds(node: ast.expr, line: int, column: int) -> bool:
-    start = (node.lineno, node.col_offset + 1)
-    end = (node.end_lineno or node.lineno, (node.end_col_offset or 0) + 1)
-    return start <= (line, column) < end
 
 
 def off_default_path(context: FileContext, line: int, column: int, gates: bool = True) -> Verdict | None:
@@ -429,7 +423,7 @@ def enabling_option(context: FileContext, line: int, column: int) -> str | None:
     enabled=x)`` the ``.cuda()`` runs either way, as do the call's arguments.  An ``enabled=``
     computed from CUDA is no option: AMP then silently stays off on the other accelerators."""
     for node in context.calls_at(line):
-        if _holds(node.func, line, column) and not any(isinstance(n, ast.Call) for n in walk_nodes(node.func)):
+        if context.holds(node.func, line, column) and not any(isinstance(n, ast.Call) for n in walk_nodes(node.func)):
             enabled = keyword_value(node, "enabled")
             source = "" if enabled is None else context.source(enabled)
             if enabled is None or (_CUDA_DERIVED.search(source) and not OTHER_ACCELERATOR.search(source)):

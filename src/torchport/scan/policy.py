@@ -21,7 +21,14 @@ from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, c
                             distributed_path, float64_device, library_ops, old_torch_branch, optional_native, spawn_defaults,
                             timing_log, unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
-from torchport.scan.detectors.syntax import fails_with, kernel_devices, last_name, string_value, walk_nodes
+from torchport.scan.detectors.syntax import (
+    character_column,
+    fails_with,
+    kernel_devices,
+    last_name,
+    string_value,
+    walk_nodes,
+)
 from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
@@ -217,6 +224,17 @@ class FileContext:
                     self.handed_on.add(id(node.value))
             self.expressions[line] = [n for n in found if getattr(n, "lineno", None) == line]
         return self.expressions[line]
+
+    def line_text(self, line: int) -> str:
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+
+    def holds(self, node: ast.expr, line: int, column: int) -> bool:
+        """Whether the 1-based ``line`` and character ``column`` of a finding fall inside ``node``,
+        whose ast offsets count UTF-8 bytes."""
+        end_line = node.end_lineno or node.lineno
+        start = (node.lineno, character_column(self.line_text(node.lineno), node.col_offset))
+        end = (end_line, character_column(self.line_text(end_line), node.end_col_offset or 0))
+        return start <= (line, column) < end
 
     def enclosing(self, line: int) -> list[_Scope]:
         """Outermost first.  Asked by many lowerings for the same lines: kept per line."""

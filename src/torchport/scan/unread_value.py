@@ -28,7 +28,7 @@ import functools
 import weakref
 from typing import TYPE_CHECKING
 
-from torchport.scan.detectors.syntax import character_column, dotted_name, walk_nodes
+from torchport.scan.detectors.syntax import dotted_name, walk_nodes
 
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
@@ -110,21 +110,9 @@ def _assignments_at(context: FileContext, line: int) -> list[ast.Assign | ast.An
     return by_line.get(line, [])
 
 
-def _line(context: FileContext, line: int) -> str:
-    return context.lines[line - 1] if 0 < line <= len(context.lines) else ""
-
-
-def _holds(context: FileContext, value: ast.expr, line: int, column: int) -> bool:
-    """Whether the 1-based ``line`` and (character) ``column`` of a finding fall inside ``value``."""
-    end_line = value.end_lineno or value.lineno
-    start = (value.lineno, character_column(_line(context, value.lineno), value.col_offset))
-    end = (end_line, character_column(_line(context, end_line), value.end_col_offset or 0))
-    return start <= (line, column) <= end
-
-
 def _candidate(context: FileContext, line: int, column: int) -> tuple[list[str], _Function] | None:
     """The names and the function of the statement whose answering value holds the finding."""
-    holding = [s for s in _assignments_at(context, line) if s.value is not None and _holds(context, s.value, line, column)]
+    holding = [s for s in _assignments_at(context, line) if s.value is not None and context.holds(s.value, line, column)]
     if len(holding) != 1:
         return None
     statement = holding[0]
