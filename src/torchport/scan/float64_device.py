@@ -523,17 +523,22 @@ def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     """Where every float64 cast on the line gets its tensor from the CPU: "line N" of the move
     to the CPU (or of the device-less factory) it was traced back to."""
     every = _float64_casts(context, line)
+    # a call handed the CPU beside the dtype puts its float64 values there:
+    # `weights_to(torch.device("cpu"), torch.float64)`
+    given_the_cpu = [c for c in every if any(names_the_cpu(a) for a in c.args)
+                     or any(k.arg == "device" and names_the_cpu(k.value) for k in c.keywords)]
+    rest = [c for c in every if c not in given_the_cpu]
     # a cast's tensor is its receiver; a torch factory given a device makes it there
     receivers: list[ast.expr] = [
-        c.func.value if c.func.attr in ("to", "double", "type") else c for c in every
+        c.func.value if c.func.attr in ("to", "double", "type") else c for c in rest
         if isinstance(c.func, ast.Attribute) and (c.func.attr in ("to", "double", "type") or (
             isinstance(c.func.value, ast.Name) and c.func.value.id == "torch"
             and any(k.arg == "device" for k in c.keywords)))]
     function = context.innermost_function(line)
-    if not receivers or function is None or len(receivers) != len(every):
+    if not every or function is None or len(receivers) != len(rest):
         return None
     tracer = _HostTracer(context)
-    lines = [tracer.host(receiver, function) for receiver in receivers]
+    lines = [tracer.host(receiver, function) for receiver in receivers] + [c.lineno for c in given_the_cpu]
     found = sorted({n for n in lines if n is not None})
     return ", ".join(f"line {n}" for n in found) if None not in lines else None
 
