@@ -519,14 +519,24 @@ class _HostTracer:
         return lines[0] if lines and all(lines) else None
 
 
+def _handed_only_the_cpu(context: FileContext, call: ast.Call) -> bool:
+    """``model.weights_to(torch.device("cpu"), torch.float64)`` as a statement of its own: a call
+    given nothing but the CPU and a float64 dtype, whose result is not used, puts its float64
+    values on the CPU.  A result that is used may be moved on (``[0].to(device)``,
+    ``torch.as_tensor(..., device=device)``)."""
+    given = [*call.args, *(k.value for k in call.keywords if k.arg in ("device", "dtype"))]
+    if len(given) != len(call.args) + len(call.keywords) or not any(names_the_cpu(a) for a in given):
+        return False
+    if not all(names_the_cpu(a) or _is_float64(a) for a in given):
+        return False
+    return any(isinstance(s, ast.Expr) and s.value is call for s in context.statements if s.lineno == call.lineno)
+
+
 def on_cpu_by_construction(context: FileContext, line: int) -> str | None:
     """Where every float64 cast on the line gets its tensor from the CPU: "line N" of the move
     to the CPU (or of the device-less factory) it was traced back to."""
     every = _float64_casts(context, line)
-    # a call handed the CPU beside the dtype puts its float64 values there:
-    # `weights_to(torch.device("cpu"), torch.float64)`
-    given_the_cpu = [c for c in every if any(names_the_cpu(a) for a in c.args)
-                     or any(k.arg == "device" and names_the_cpu(k.value) for k in c.keywords)]
+    given_the_cpu = [c for c in every if _handed_only_the_cpu(context, c)]
     rest = [c for c in every if c not in given_the_cpu]
     # a cast's tensor is its receiver; a torch factory given a device makes it there
     receivers: list[ast.expr] = [

@@ -81,7 +81,6 @@ _CUDA_QUERIES = {"torch.cuda.is_available", "torch.cuda.is_initialized", "torch.
                  "torch.cuda.is_bf16_supported", "torch.cuda.is_tf32_supported",
                  "torch.cuda.get_device_capability", "torch.cuda.get_device_name",
                  "torch.cuda.get_device_properties"}
-_CUDA_HOME = "torch.utils.cpp_extension.CUDA_HOME"
 _XLA_GUARDED = "inside a torch_xla check: runs only where torch_xla is installed"
 _TYPE_CHECKING = "inside `if TYPE_CHECKING:`: read by type checkers, never run"
 # Findings that a torch_xla check, or an old-torch fallback, makes harmless.
@@ -1340,8 +1339,8 @@ class AnalyzerCore(AnalyzerState):
             if (name == "is_available" and isinstance(func, ast.Attribute)
                     and "cuda" in last_name(func.value).lower()):
                 return True  # `self._cuda_context.is_available()`: a project's wrapper of the CUDA query
-            if name == "len" and len(test.args) == 1 and (self.qualname(test.args[0]) or "").startswith("torch.cuda."):
-                return True  # `len(torch.cuda.default_generators) > 0`: one generator per CUDA device
+            if name == "len" and len(test.args) == 1 and self.qualname(test.args[0]) == "torch.cuda.default_generators":
+                return True  # `len(torch.cuda.default_generators) > 0`: one generator per CUDA device, none without
             return self.qualname(func) in _CUDA_QUERIES or bool(_CUDA_CHECK_FUNCTION.match(name))
         if isinstance(test, ast.Attribute):
             if test.attr == "is_cuda" or self.qualname(test) == "torch.version.cuda":
@@ -1358,8 +1357,6 @@ class AnalyzerCore(AnalyzerState):
         if isinstance(test, ast.IfExp):  # `is_bf16_supported() if new_torch else get_device_capability() >= (8,)`
             return self.positive_cuda_query(test.body) and self.positive_cuda_query(test.orelse)
         if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
-            if self.qualname(test) == _CUDA_HOME:
-                return True  # `if CUDA_HOME:`, the CUDA toolkit torch found
             value = self.resolve(test)
             if value is None and self._narrowed(test):
                 return True
@@ -1383,9 +1380,6 @@ class AnalyzerCore(AnalyzerState):
                 return True  # distributed_type in [DistributedType.MULTI_GPU]
             if isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and self.positive_cuda_query(test.left):
                 return True
-            if isinstance(op, ast.In) and (string_value(test.left) or "").startswith("cu") \
-                    and self.qualname(right) == "torch.__version__":
-                return True  # `"cu" in torch.__version__`: a CUDA build (ROCm's says "rocm", the CPU's "cpu")
             if isinstance(op, (ast.Eq, ast.In)):
                 for side in (test.left, right):
                     for element in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]):
