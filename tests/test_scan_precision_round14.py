@@ -285,3 +285,36 @@ def test_an_opt_in_gate_after_non_ascii_text_is_read_in_characters(tmp_path):
     # finding columns count characters, ast offsets bytes: seventeen two-byte characters moved
     # the gated call outside the `and` it sits in
     _check(tmp_path, _write(tmp_path, "train.py", _AFTER_NON_ASCII))
+
+
+_COLUMNS_AFTER_NON_ASCII = '''
+    import torch
+    import torch.multiprocessing as mp
+
+
+    def _worker(rank, tag="éééééééééééééééééééé", device="cuda"):  # kept
+        return torch.zeros(1, device=device)
+
+
+    def main():
+        mp.spawn(_worker, args=("x",), nprocs=2)
+
+
+    def build(ds, name, pin_memory, device):
+        return ds
+
+
+    def make(ds, settings):
+        loader = build(ds, "éééééééééééééééééééééééééééééé", pin_memory=settings.pin_for_this_dataset, device="cuda" if torch.cuda.is_available() else "cpu")  # kept
+        return loader
+
+
+    def make_quietly(ds):
+        return build(ds, "é", pin_memory=torch.cuda.is_available(), device="cpu")  # quiet
+'''
+
+
+def test_positions_after_non_ascii_text_are_read_in_characters(tmp_path):
+    # a spawned worker's "cuda" default that spawn does not fill, and a device choice beside a
+    # pin_memory= keyword: two-byte characters before them on the line moved them into the wrong node
+    _check(tmp_path, _write(tmp_path, "spawned.py", _COLUMNS_AFTER_NON_ASCII))

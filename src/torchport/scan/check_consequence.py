@@ -81,8 +81,15 @@ def _parents(context: FileContext) -> dict[int, ast.AST]:
     return found
 
 
+def _byte_column(context: FileContext, finding: Finding) -> int:
+    """The finding's 1-based column counted in UTF-8 bytes, as the ast counts: findings count
+    characters."""
+    text = context.line_text(finding.line)
+    return finding.column if text.isascii() else len(text[:finding.column - 1].encode("utf-8")) + 1
+
+
 def _contains(node: ast.AST, line: int, column: int) -> bool:
-    """Whether the 1-based ``column`` of ``line`` lies in ``node``'s span."""
+    """Whether the 1-based byte ``column`` of ``line`` lies in ``node``'s span."""
     start = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
     end = (node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
     return start <= (line, column - 1) < end
@@ -137,7 +144,7 @@ class _Reader:
         self.guard: ast.If | None = None  # the check's own `if`, while its body is read
 
     def _findings_in(self, statement: ast.stmt) -> list[Finding]:
-        return [f for f in self.findings if _contains(statement, f.line, f.column)]
+        return [f for f in self.findings if _contains(statement, f.line, _byte_column(self.context, f))]
 
     def _seeded_before(self, statement: ast.stmt) -> bool:
         """``torch.manual_seed(...)`` earlier in the same function (or module): it seeds every
@@ -221,7 +228,7 @@ def _what_it_sets(context: FileContext, statement: ast.stmt, inside: list[Findin
     the findings in the statement matched (``.pin_memory()``)."""
     targets = statement.targets if isinstance(statement, ast.Assign) else (
         [statement.target] if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) else [])
-    named = [context.source(t) for t in targets if any(_contains(t, f.line, f.column) for f in inside)]
+    named = [context.source(t) for t in targets if any(_contains(t, f.line, _byte_column(context, f)) for f in inside)]
     value = statement.value if isinstance(statement, ast.Expr) else None
     if isinstance(value, ast.Call) and not named:
         named.append(context.source(value.func) + "()")
@@ -486,6 +493,8 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
     """What the CUDA check ``finding`` decides, when the code says so plainly: info (it guards only
     CUDA-only settings), error (the path without CUDA raises); None when it cannot be read, or when
     it decides where work runs."""
+    # the readers below compare the finding's column with ast offsets, which count bytes
+    finding = dataclasses.replace(finding, column=_byte_column(context, finding))
     statement = _innermost_statement(context, finding.line, finding.column)
     if statement is None:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from torchport.scan.detectors.syntax import (call_argument, catches_a_missing_module, last_name, string_value,
+from torchport.scan.detectors.syntax import (call_argument, catches_a_missing_module, character_column, last_name, string_value,
                                              walk_nodes)
 from torchport.scan.model import Finding
 from torchport.scan.rules import CUDA_EXTENSION_IMPORT
@@ -100,8 +100,10 @@ def imports_of(tree: ast.Module, names: set[str], path: str, lines: list[str]) -
                     found = lasts[alias.name]
         if found:
             snippet = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
-            finding = Finding(CUDA_EXTENSION_IMPORT, path, node.lineno, node.col_offset + 1,
-                              node.end_lineno or node.lineno, (node.end_col_offset or 0) + 1,
+            end_line = node.end_lineno or node.lineno
+            end_text = lines[end_line - 1] if end_line <= len(lines) else ""
+            finding = Finding(CUDA_EXTENSION_IMPORT, path, node.lineno, character_column(snippet, node.col_offset),
+                              end_line, character_column(end_text, node.end_col_offset or 0),
                               f"import of {found}, a CUDA extension this project builds", snippet)
             if node.lineno in optional:
                 finding.lower_to_info("an optional import, in a try whose handler binds a fallback: where the "

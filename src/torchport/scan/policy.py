@@ -228,6 +228,10 @@ class FileContext:
     def line_text(self, line: int) -> str:
         return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
 
+    def column_of(self, node: ast.expr | ast.stmt) -> int:
+        """The 1-based character column where ``node`` starts, as findings count columns."""
+        return character_column(self.line_text(node.lineno), node.col_offset)
+
     def holds(self, node: ast.expr, line: int, column: int) -> bool:
         """Whether the 1-based ``line`` and character ``column`` of a finding fall inside ``node``,
         whose ast offsets count UTF-8 bytes."""
@@ -987,7 +991,7 @@ def _reached_only_for_cuda_tensors(context: FileContext, line: int, depth: int =
     uses = [n for n in context.loads().get(name, ())
             if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
     return bool(uses) and all(_on_a_cuda_route(context, n.lineno)
-                              or device_guard.guarded_by_device_test(context, n.lineno, n.col_offset + 1) is not None
+                              or device_guard.guarded_by_device_test(context, n.lineno, context.column_of(n)) is not None
                               or _reached_only_for_cuda_tensors(context, n.lineno, depth + 1) for n in uses)
 
 
@@ -1031,7 +1035,7 @@ def _capability_table_entry(site: _Site) -> str | None:
     entry = next(((call, keyword) for call in walk_nodes(site.context.tree) if isinstance(call, ast.Call)
                   for keyword in call.keywords if keyword.arg is not None
                   and isinstance(keyword.value, (ast.List, ast.Tuple)) and any(
-                      e.lineno == site.line and e.col_offset + 1 == site.finding.column for e in keyword.value.elts)),
+                      e.lineno == site.line and site.context.column_of(e) == site.finding.column for e in keyword.value.elts)),
                  None)
     if entry is None:
         return None
@@ -1116,7 +1120,7 @@ def _cuda_kernel_of_an_op(context: FileContext, line: int, column: int = 0) -> s
     for want of a kernel, at the caller; the body's CUDA calls never run there."""
     for function in reversed(context.enclosing(line)):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
-                (line, column) < (function.body[0].lineno, function.body[0].col_offset + 1):
+                (line, column) < (function.body[0].lineno, context.column_of(function.body[0])):
             continue  # the decorator or the signature (defaults run at definition): as it is
         registrations = [kernel_devices(d) for d in function.decorator_list]
         if any(isinstance(d, ast.Call) and last_name(d.func).startswith(("register_", "impl"))
@@ -2197,7 +2201,7 @@ def _public_function_for_cuda_tensors(site: _Site) -> str | None:
     scope = next(s for s in context.enclosing(site.line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
     uses = [n for n in context.loads().get(name, ()) if not _first_line(scope) <= n.lineno <= (scope.end_lineno or 0)]
     guarded = bool(uses) and all(_on_a_cuda_route(context, n.lineno)
-                                 or device_guard.guarded_by_device_test(context, n.lineno, n.col_offset + 1)
+                                 or device_guard.guarded_by_device_test(context, n.lineno, context.column_of(n))
                                  for n in uses)
     return name if guarded else None
 

@@ -250,7 +250,7 @@ def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, 
         for node in spelled:
             if id(node) not in calls or not isinstance(node.ctx, ast.Load):
                 return None
-            test = _guard(context, node.lineno, node.col_offset + 1)
+            test = _guard(context, node.lineno, context.column_of(node))
             if test is not None:
                 first = first or (node.lineno, " ".join(test.split()))
                 continue

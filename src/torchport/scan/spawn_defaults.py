@@ -20,13 +20,12 @@ if TYPE_CHECKING:
 _LAUNCHERS = frozenset({"spawn", "start_processes"})
 
 
-def _defaulted_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef, line: int, column: int) -> str | None:
-    """The positional parameter whose default spans (line, column) (1-based column)."""
+def _defaulted_parameter(context: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef, line: int,
+                         column: int) -> str | None:
+    """The positional parameter whose default spans (line, column) (1-based, in characters)."""
     positional = [*function.args.posonlyargs, *function.args.args]
     for argument, default in zip(positional[len(positional) - len(function.args.defaults):], function.args.defaults):
-        start, end = (default.lineno, default.col_offset + 1), (default.end_lineno or default.lineno,
-                                                               (default.end_col_offset or 0) + 1)
-        if start <= (line, column) <= end:
+        if context.holds(default, line, column):
             return argument.arg
     return None
 
@@ -53,7 +52,7 @@ def filled_by_spawn(context: FileContext, line: int, column: int) -> str | None:
         return None
     if any(isinstance(s, ast.ClassDef) for s in context.enclosing(line)):
         return None  # a method is launched bound, with another parameter list
-    parameter = _defaulted_parameter(function, line, column)
+    parameter = _defaulted_parameter(context, function, line, column)
     if parameter is None:
         return None
     positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
