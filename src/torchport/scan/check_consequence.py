@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from torchport.scan.detectors.distributed import DistributedDetector
-from torchport.scan.detectors.syntax import last_name
+from torchport.scan.detectors.syntax import last_name, names_the_cpu
 from torchport.scan.model import Finding
 from torchport.scan.rules import (
     CUDA_EMPTY_CACHE,
@@ -516,7 +516,8 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
         return (_of_if(reader, statement, finding) or _untimed_sync(reader, statement, finding)
                 or _settings_for_cuda_tensors(reader, statement, finding)
-                or _profiler_activity_only(statement, finding) or _shown_branch(reader, statement, finding))
+                or _profiler_activity_only(statement, finding) or _shown_branch(reader, statement, finding)
+                or _staging_only(reader, statement, finding))
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
             statement.value, finding.line, finding.column):
         return (_of_flag(reader, statement, finding) or _shown_flag(reader, statement, finding)
@@ -654,6 +655,9 @@ def _as_map_location(context: FileContext, node: ast.AST) -> ast.Call | None:
     if isinstance(parent, ast.keyword) and parent.arg == "map_location":
         call = parents.get(id(parent))
         return call if isinstance(call, ast.Call) else None
+    if (isinstance(parent, ast.Call) and len(parent.args) > 1 and parent.args[1] is node
+            and context.source(parent.func) == "torch.load"):
+        return parent  # `torch.load(path, map_location)`
     return None
 
 
@@ -694,34 +698,108 @@ def _staged_loads(context: FileContext, function: ast.FunctionDef | ast.AsyncFun
     return calls
 
 
-def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Consequence | None:
-    """``device = "cuda" if torch.cuda.is_available() else "cpu"`` read only as the ``map_location``
-    of a checkpoint that this function then copies into a model with ``load_state_dict``: the copy
-    lands wherever the model is, so the check decides only where the file is staged."""
-    if "load_state_dict" not in reader.context.text or "map_location" not in reader.context.text:
-        return None  # before the whole file is parsed: most checks are nowhere near a checkpoint
-    found = _in_whole_file(reader, statement)
-    if found is None:
+# Loads that take a map location: torch.load, torch.hub's and model_zoo's loaders.
+_CHECKPOINT_LOADS = ("torch.load", "load_state_dict_from_url", "load_url")
+
+
+def _is_checkpoint_load(context: FileContext, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and context.source(node.func).endswith(_CHECKPOINT_LOADS)
+
+
+def _stages_on_the_cpu(node: ast.AST | None) -> bool:
+    """``"cpu"``, ``torch.device("cpu")``, or ``lambda storage, loc: storage`` (each storage as
+    deserialized, on the CPU): a map location that puts what is loaded on the CPU."""
+    if isinstance(node, ast.Lambda) and node.args.args and isinstance(node.body, ast.Name):
+        return node.body.id == node.args.args[0].arg
+    return names_the_cpu(node)
+
+
+def _taken_without_cuda(context: FileContext, test: ast.expr) -> bool | None:
+    """Whether the true side of ``test`` is what runs without CUDA (``not torch.cuda.is_available()``),
+    False where its false side is (``torch.cuda.is_available() and self.use_gpu``), None where
+    the test says neither."""
+    def is_check(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and context.source(node.func).endswith("cuda.is_available")
+    if is_check(test):
+        return False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and is_check(test.operand):
+        return True
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and any(map(is_check, test.values)):
+        return False
+    return None
+
+
+def _choice_stages_on_the_cpu(context: FileContext, value: ast.AST, finding: Finding) -> bool:
+    """The conditional that holds the check, in ``value``, gives a CPU map location without CUDA
+    (``"cuda" if torch.cuda.is_available() else "cpu"``)."""
+    choices = [(n, without) for n in ast.walk(value) if isinstance(n, ast.IfExp)
+               and _contains(n, finding.line, finding.column)
+               and (without := _taken_without_cuda(context, n.test)) is not None]
+    if not choices:
+        return False
+    choice, without = choices[-1]  # the innermost: ast.walk goes outside in
+    return _stages_on_the_cpu(choice.body if without else choice.orelse)
+
+
+def _map_location_of(call: ast.Call) -> ast.expr | None:
+    given = next((k.value for k in call.keywords if k.arg == "map_location"), None)
+    return given if given is not None or len(call.args) < 2 else call.args[1]
+
+
+def _branches_stage(context: FileContext, function: _Function, statement: ast.If) -> list[ast.Call] | None:
+    """``if torch.cuda.is_available(): map_location = "cuda"`` ``else: map_location = "cpu"``: the
+    loads whose map location is the one name the branches bind; or, where the two branches bind
+    the loads themselves (``state = torch.load(path)`` / ``state = torch.load(path,
+    map_location="cpu")``), those loads.  Either way what runs without CUDA stages on the CPU."""
+    without = _taken_without_cuda(context, statement.test)
+    if without is None:
         return None
-    context, whole_statement, function = found
-    if function is None:
+    branches = (statement.body, statement.orelse)
+    names = set()
+    for step in [*statement.body, *statement.orelse]:
+        if not (isinstance(step, ast.Assign) and len(step.targets) == 1 and isinstance(step.targets[0], ast.Name)):
+            return None
+        names.add(step.targets[0].id)
+    without_cuda = [step.value for step in branches[0 if without else 1] if isinstance(step, ast.Assign)]
+    if len(names) != 1 or not without_cuda:
+        return None  # `if torch.cuda.is_available(): loc = "cuda:0"` over a default that may be "cuda"
+    values = [step.value for step in [*statement.body, *statement.orelse] if isinstance(step, ast.Assign)]
+    if any(_is_checkpoint_load(context, v) for v in values):
+        if not all(_is_checkpoint_load(context, v) for v in values) or not all(branches):
+            return None
+        if not all(isinstance(v, ast.Call) and _stages_on_the_cpu(_map_location_of(v)) for v in without_cuda):
+            return None
+        return [v for v in values if isinstance(v, ast.Call)]
+    if not all(map(_stages_on_the_cpu, without_cuda)):
         return None
-    if isinstance(whole_statement, ast.Assign) and len(whole_statement.targets) == 1 and isinstance(
-            whole_statement.targets[0], ast.Name) and _contains(whole_statement.value, finding.line, finding.column):
-        calls = _staged_loads(context, function, whole_statement.targets[0].id, follow=True)
-    else:
-        holder = next((n for n in ast.walk(whole_statement) if isinstance(n, ast.keyword)
-                       and n.arg == "map_location" and _contains(n.value, finding.line, finding.column)), None)
-        parent = _parents(context).get(id(holder)) if holder is not None else None
-        calls = [parent] if isinstance(parent, ast.Call) else None
-    if not calls:
-        return None
+    return _staged_loads(context, function, names.pop(), follow=True)
+
+
+# Reads of a loaded state dict that only look at it as a mapping: `"model" in ckpt`, `ckpt.keys()`,
+# `ckpt.pop(name)` as a statement, `ckpt[name].shape`.
+def _only_looked_at(read: ast.Name, parents: dict[int, ast.AST]) -> bool:
+    parent = parents.get(id(read))
+    if isinstance(parent, ast.Compare) and read in parent.comparators and all(
+            isinstance(op, (ast.In, ast.NotIn)) for op in parent.ops):
+        return True
+    if isinstance(parent, ast.Attribute) and parent.attr in ("keys", "pop"):
+        call = parents.get(id(parent))
+        if isinstance(call, ast.Call) and call.func is parent:
+            return parent.attr == "keys" or isinstance(parents.get(id(call)), ast.Expr)
+    if isinstance(parent, ast.Subscript) and parent.value is read:
+        above = parents.get(id(parent))
+        return isinstance(above, ast.Attribute) and above.attr in ("shape", "dtype")
+    return False
+
+
+def _copied_in_only(context: FileContext, function: _Function, calls: list[ast.Call]) -> ast.Call | None:
+    """The ``load_state_dict`` call that copies what ``calls`` load into a module, where that is all
+    that is done with it: every read of the name it is bound to is inside such a copy or only looks
+    at the mapping.  A copy with ``assign=True`` keeps the loaded tensors, so it does not count."""
     copies = [n for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-              and n.func.attr == "load_state_dict"]
+              and n.func.attr == "load_state_dict" and not any(k.arg == "assign" for k in n.keywords)]
     if not copies:
         return None
-    # everything loaded must be copied in: a checkpoint used as tensors, returned or stored keeps
-    # the staging device, and that is where its work runs
     parents = _parents(context)
     copied_in = {id(n) for c in copies for argument in c.args + [k.value for k in c.keywords]
                  for n in ast.walk(argument)}
@@ -732,13 +810,50 @@ def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Con
         if not (isinstance(loaded_into, ast.Assign) and all(isinstance(t, ast.Name) for t in loaded_into.targets)):
             return None
         names = {t.id for t in loaded_into.targets if isinstance(t, ast.Name)}
-        if not any(n.id in names and isinstance(n.ctx, ast.Load) and id(n) in copied_in
-                   for n in ast.walk(function) if isinstance(n, ast.Name)):
-            return None
-        if any(isinstance(n, ast.Return) and n.value is not None and _reads(n.value, names)
-               for n in ast.walk(function)):
-            return None
-    copied = copies[0]
+        reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id in names
+                 and isinstance(n.ctx, ast.Load)]
+        # `state = {k.replace("module.", ""): v for k, v in state.items()}`: what is bound again to
+        # the same name is held to the same reads
+        rebound = {id(n) for a in ast.walk(function) if isinstance(a, ast.Assign) and a.targets and all(
+            isinstance(t, ast.Name) and t.id in names for t in a.targets) for n in ast.walk(a.value)}
+        if not any(id(n) in copied_in for n in reads) or not all(
+                id(n) in copied_in or id(n) in rebound or _only_looked_at(n, parents) for n in reads):
+            return None  # a checkpoint used as tensors, returned or stored keeps the staging device
+    return copies[0]
+
+
+def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Consequence | None:
+    """``device = "cuda" if torch.cuda.is_available() else "cpu"`` read only as the ``map_location``
+    of a checkpoint that this function then copies into a model with ``load_state_dict``: the copy
+    lands wherever the model is, so the check decides only where the file is staged.  Without CUDA
+    the map location must be the CPU: a default or ``None`` may stage on a CUDA device there."""
+    if "load_state_dict" not in reader.context.text or "map_location" not in reader.context.text:
+        return None  # before the whole file is parsed: most checks are nowhere near a checkpoint
+    found = _in_whole_file(reader, statement)
+    if found is None:
+        return None
+    context, whole_statement, function = found
+    if function is None:
+        return None
+    calls: list[ast.Call] | None = None
+    if isinstance(whole_statement, ast.Assign) and len(whole_statement.targets) == 1 and isinstance(
+            whole_statement.targets[0], ast.Name) and _contains(whole_statement.value, finding.line, finding.column):
+        if _choice_stages_on_the_cpu(context, whole_statement.value, finding):
+            calls = _staged_loads(context, function, whole_statement.targets[0].id, follow=True)
+    elif isinstance(whole_statement, ast.If):
+        calls = _branches_stage(context, function, whole_statement)
+    else:
+        holder = next((n for n in ast.walk(whole_statement) if isinstance(n, ast.keyword)
+                       and n.arg == "map_location" and _contains(n.value, finding.line, finding.column)), None)
+        parent = _parents(context).get(id(holder)) if holder is not None else None
+        if isinstance(parent, ast.Call) and holder is not None and _choice_stages_on_the_cpu(context, holder.value,
+                                                                                          finding):
+            calls = [parent]
+    if not calls:
+        return None
+    copied = _copied_in_only(context, function, calls)
+    if copied is None:
+        return None
     return Consequence(INFO, f"the check decides only a map_location: the checkpoint is copied into a model by "
                              f"load_state_dict (line {copied.lineno}), which keeps the model's own device")
 
