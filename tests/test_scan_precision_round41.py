@@ -21,7 +21,7 @@ _GUARDS = '''
 
 
     def seed_cuda():
-        if hasattr(torch.cuda, "default_generators") and len(torch.cuda.default_generators) > 0:
+        if hasattr(torch.cuda, "default_generators") and len(torch.cuda.default_generators) > 0:  # quiet
             device_idx = torch.cuda.current_device()  # quiet
             return torch.cuda.default_generators[device_idx].seed()  # quiet
         return int(torch.seed() % sys.maxsize)
@@ -35,6 +35,14 @@ _GUARDS = '''
         if CUDA_HOME:
             return torch.cuda.get_device_name()  # kept
         return None
+
+
+    def pick(x):
+        if len(torch.cuda.default_generators) > 0:  # kept
+            device = "cuda"
+        else:
+            device = "cpu"
+        return x.to(device)
 
 
     def close_but_not_guarded(generators):
@@ -74,6 +82,6 @@ def test_float64_handed_over_beside_the_cpu_is_not_on_mps(tmp_path: Path) -> Non
 
 
 def test_no_cuda_generator_without_cuda() -> None:
-    # what the reading rests on, on this build without CUDA: no generator, and asking raises no error
+    # what the readings rest on, on this build without CUDA: no generator, and asking raises no error
     assert not torch.cuda.is_available()
     assert len(torch.cuda.default_generators) == 0

@@ -7,8 +7,9 @@ Two shapes:
   / ``except ImportError``: it says whether the library can be used, and where CUDA is absent it
   answers no, so callers skip the library (or raise their own ImportError);
 * a query that answers False or 0 without CUDA (measured with the CPU build of torch 2.13:
-  ``is_initialized``, ``memory_allocated``, ``max_memory_allocated``), read where no "cuda"
-  device string is chosen: nothing raises, so it is no error.
+  ``is_initialized``, ``memory_allocated``, ``max_memory_allocated``,
+  ``len(torch.cuda.default_generators)``), read where no "cuda" device string is chosen: nothing
+  raises, so it is no error.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from torchport.scan.detectors.syntax import walk_nodes
 # 2.13: `synchronize`, `current_device`, `get_device_name`, `ipc_collect` raise instead).
 QUIET_QUERIES = frozenset({"torch.cuda.is_initialized", "torch.cuda.memory_allocated",
                            "torch.cuda.max_memory_allocated"})
+
+# torch.cuda sequences whose length is 0 on a CPU-only torch: reading it raises nothing.
+QUIET_LENGTHS = frozenset({"torch.cuda.default_generators"})
 
 _DEVICE_STRING = re.compile(r"""['"]cuda(:\d+)?['"]""")
 
@@ -99,18 +103,22 @@ def availability_return(tree: ast.Module, lines: list[str], line: int) -> tuple[
 
 
 def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
-    """The query's name when ``line`` calls one of QUIET_QUERIES and neither the line nor, for an
-    ``if``, its body names a "cuda" device string."""
+    """The query, as written, when ``line`` calls one of QUIET_QUERIES or takes the ``len()`` of
+    one of QUIET_LENGTHS and neither the line nor, for an ``if``, its body names a "cuda" device
+    string."""
     text = lines[line - 1]
-    if not any(query.rsplit(".", 1)[1] in text for query in QUIET_QUERIES) or _DEVICE_STRING.search(text):
+    if not any(query.rsplit(".", 1)[1] in text for query in QUIET_QUERIES | QUIET_LENGTHS) \
+            or _DEVICE_STRING.search(text):
         return None
     holding = statements_holding(tree, line)
     if not holding:
         return None
     statement = holding[-1]
     header = [statement.test] if isinstance(statement, (ast.If, ast.While)) else [statement]
-    called = {ast.unparse(n.func) for h in header for n in walk_nodes(h) if isinstance(n, ast.Call) and n.lineno == line}
-    found = sorted(called & QUIET_QUERIES)
+    calls = [n for h in header for n in walk_nodes(h) if isinstance(n, ast.Call) and n.lineno == line]
+    found = sorted({f"{ast.unparse(n.func)}()" for n in calls if ast.unparse(n.func) in QUIET_QUERIES}
+                   | {f"len({ast.unparse(n.args[0])})" for n in calls if isinstance(n.func, ast.Name)
+                      and n.func.id == "len" and len(n.args) == 1 and ast.unparse(n.args[0]) in QUIET_LENGTHS})
     if not found:
         return None
     if isinstance(statement, ast.If):

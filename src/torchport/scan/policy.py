@@ -2423,7 +2423,7 @@ LOWERINGS: tuple[Lowering, ...] = (
              "answers no and callers skip the library; this file turns the answer into no device"),
     Lowering(frozenset({OTHER_TORCH_CUDA_API}), lambda site: cuda_queries.quiet_query(
         site.context.tree, site.context.lines, site.line), "info",
-             "{}() answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): the query "
+             "{} answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): the query "
              "raises nothing and chooses no \"cuda\" device; a CUDA call it guards is reported at its own line"),
     Lowering(frozenset({CUDA_AUTOCAST}), lambda site: site.file.mentions("autocast") and autocast_gate.enabled_only_on_cuda(
         site.file.whole().tree, site.line), "info",
