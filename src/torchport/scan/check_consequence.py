@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from torchport.scan.detectors.distributed import DistributedDetector
-from torchport.scan.detectors.syntax import last_name, names_the_cpu
+from torchport.scan.detectors.syntax import byte_column, last_name, names_the_cpu
 from torchport.scan.model import Finding
 from torchport.scan.rules import (
     CUDA_EMPTY_CACHE,
@@ -82,10 +82,8 @@ def _parents(context: FileContext) -> dict[int, ast.AST]:
 
 
 def _byte_column(context: FileContext, finding: Finding) -> int:
-    """The finding's 1-based column counted in UTF-8 bytes, as the ast counts: findings count
-    characters."""
-    text = context.line_text(finding.line)
-    return finding.column if text.isascii() else len(text[:finding.column - 1].encode("utf-8")) + 1
+    """The finding's column counted in bytes, as the ast counts: findings count characters."""
+    return byte_column(context.line_text(finding.line), finding.column)
 
 
 def _contains(node: ast.AST, line: int, column: int) -> bool:
@@ -754,18 +752,21 @@ def _branches_stage(context: FileContext, function: _Function, statement: ast.If
     without = _taken_without_cuda(context, statement.test)
     if without is None:
         return None
-    branches = (statement.body, statement.orelse)
     names = set()
-    for step in [*statement.body, *statement.orelse]:
-        if not (isinstance(step, ast.Assign) and len(step.targets) == 1 and isinstance(step.targets[0], ast.Name)):
-            return None
-        names.add(step.targets[0].id)
-    without_cuda = [step.value for step in branches[0 if without else 1] if isinstance(step, ast.Assign)]
+    bound: list[list[ast.expr]] = []  # the values each branch binds
+    for branch in (statement.body, statement.orelse):
+        bound.append([])
+        for step in branch:
+            if not (isinstance(step, ast.Assign) and len(step.targets) == 1 and isinstance(step.targets[0], ast.Name)):
+                return None
+            names.add(step.targets[0].id)
+            bound[-1].append(step.value)
+    without_cuda = bound[0 if without else 1]
     if len(names) != 1 or not without_cuda:
         return None  # `if torch.cuda.is_available(): loc = "cuda:0"` over a default that may be "cuda"
-    values = [step.value for step in [*statement.body, *statement.orelse] if isinstance(step, ast.Assign)]
+    values = [*bound[0], *bound[1]]
     if any(_is_checkpoint_load(context, v) for v in values):
-        if not all(_is_checkpoint_load(context, v) for v in values) or not all(branches):
+        if not all(_is_checkpoint_load(context, v) for v in values) or not all(bound):
             return None
         if not all(isinstance(v, ast.Call) and _stages_on_the_cpu(_map_location_of(v)) for v in without_cuda):
             return None

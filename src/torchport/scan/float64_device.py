@@ -524,10 +524,10 @@ def _handed_only_the_cpu(context: FileContext, call: ast.Call) -> bool:
     given nothing but the CPU and a float64 dtype, whose result is not used, puts its float64
     values on the CPU.  A result that is used may be moved on (``[0].to(device)``,
     ``torch.as_tensor(..., device=device)``)."""
-    given = [*call.args, *(k.value for k in call.keywords if k.arg in ("device", "dtype"))]
-    if len(given) != len(call.args) + len(call.keywords) or not any(names_the_cpu(a) for a in given):
+    if any(k.arg not in ("device", "dtype") for k in call.keywords):
         return False
-    if not all(names_the_cpu(a) or _is_float64(a) for a in given):
+    given = [*call.args, *(k.value for k in call.keywords)]
+    if not any(names_the_cpu(a) for a in given) or not all(names_the_cpu(a) or _is_float64(a) for a in given):
         return False
     return any(isinstance(s, ast.Expr) and s.value is call for s in context.statements if s.lineno == call.lineno)
 

@@ -236,9 +236,8 @@ class FileContext:
         """Whether the 1-based ``line`` and character ``column`` of a finding fall inside ``node``,
         whose ast offsets count UTF-8 bytes."""
         end_line = node.end_lineno or node.lineno
-        start = (node.lineno, character_column(self.line_text(node.lineno), node.col_offset))
         end = (end_line, character_column(self.line_text(end_line), node.end_col_offset or 0))
-        return start <= (line, column) < end
+        return (node.lineno, self.column_of(node)) <= (line, column) < end
 
     def enclosing(self, line: int) -> list[_Scope]:
         """Outermost first.  Asked by many lowerings for the same lines: kept per line."""

@@ -37,6 +37,14 @@ def character_column(line_text: str, byte_column: int) -> int:
     return len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
 
 
+def byte_column(line_text: str, column: int) -> int:
+    """The 1-based column counted in UTF-8 bytes of the 1-based character ``column`` of
+    ``line_text``: the inverse of ``character_column``."""
+    if line_text.isascii():
+        return column
+    return len(line_text[:column - 1].encode("utf-8")) + 1
+
+
 def node_start(node) -> tuple[int, int]:
     return (node.lineno, node.col_offset)
 
