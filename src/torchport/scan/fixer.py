@@ -25,6 +25,7 @@ from torchport.errors import OutputError, UserError
 from torchport.scan import python
 from torchport.scan.config import ScanConfig
 from torchport.scan.detectors.shared import CUDA_ONLY, HELPER_NAME
+from torchport.scan.detectors.syntax import character_column
 from torchport.scan.model import Finding, Fix
 from torchport.scan.scanner import analysis_failure, discover, filter_findings, read_source
 
@@ -85,10 +86,7 @@ class _Offsets:
         line, byte_column = position
         start = self.starts[line - 1]
         end = self.starts[line] if line < len(self.starts) else len(self.text)
-        line_text = self.text[start:end]
-        if line_text.isascii():
-            return start + byte_column
-        return start + len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace"))
+        return start + character_column(self.text[start:end], byte_column) - 1
 
 
 def fix_text(text: str, display: str, config: ScanConfig, min_torch: str) -> tuple[str, list[Finding], list[Finding]]:

@@ -10,6 +10,7 @@ from torchport.scan.detectors.state import AnalyzerState
 from torchport.scan.detectors.syntax import (
     attribute_token,
     call_argument,
+    character_column,
     closing_paren,
     insert_at,
     kernel_device_arguments,
@@ -124,7 +125,7 @@ class DeviceDetector(AnalyzerState):
                     and isinstance(node.values[1], ast.FormattedValue)):
                 return False
             line = self.lines[node.lineno - 1] if node.lineno <= len(self.lines) else ""
-            start = len(line.encode("utf-8")[:node.col_offset].decode("utf-8", "replace"))
+            start = character_column(line, node.col_offset) - 1
             prefix = line[start:start + 8]
             offset = prefix.find("cuda:")
             if 0 < offset <= 3 and "{" not in prefix[:offset]:
