@@ -1,8 +1,14 @@
-"""Is a private function reached only past an early exit where CUDA is absent?  A caller that
-starts ``if not torch.cuda.is_available(): return`` (or ``raise``) and then calls
-``self._measure_peak(...)``: where CUDA is absent the caller has returned before the call, so
-the private function's CUDA calls are not reached.  Read on the AST of the whole file; uses of
-the function in other files are not seen, so only a private (underscored) one counts.
+"""Is code reached only past an early exit where CUDA is absent?
+
+- A private function: a caller that starts ``if not torch.cuda.is_available(): return`` (or
+  ``raise``) and then calls ``self._measure_peak(...)``: where CUDA is absent the caller has
+  returned before the call, so the private function's CUDA calls are not reached.  Uses of the
+  function in other files are not seen, so only a private (underscored) one counts.
+- A branch for a request: ``if self.device_type == "gpu": device = torch.device("cuda")`` after
+  the same function refused that request where CUDA is absent (``if not
+  torch.cuda.is_available(): if self.device_type == "gpu": raise ValueError(...)``).
+
+Read on the AST of the whole file.
 """
 from __future__ import annotations
 
@@ -55,4 +61,40 @@ def reached_only_past_cuda_exit(context: FileContext, line: int, depth: int = 0)
     if uses and all(_past_cuda_exit(context, n.lineno) or reached_only_past_cuda_exit(context, n.lineno, depth + 1)
                     for n in uses):
         return function.name
+    return None
+
+
+def _same_test(one: ast.expr, other: ast.expr) -> bool:
+    return ast.dump(one, annotate_fields=False) == ast.dump(other, annotate_fields=False)
+
+
+def _branches_without_cuda(statement: ast.stmt) -> list[ast.stmt]:
+    """The statements ``statement`` runs where CUDA is absent when it is ``if torch.cuda.is_available():``
+    (its else) or ``if not torch.cuda.is_available():`` (its body)."""
+    if not isinstance(statement, ast.If):
+        return []
+    if _availability_call(statement.test):
+        return statement.orelse
+    if isinstance(statement.test, ast.UnaryOp) and isinstance(statement.test.op, ast.Not) and _availability_call(
+            statement.test.operand):
+        return statement.body
+    return []
+
+
+def refused_before(context: FileContext, line: int) -> str | None:
+    """The line is in the body of ``if REQUEST:`` in a function that earlier, where CUDA is absent, raises under the same ``if REQUEST:``: where CUDA is absent the
+    request never reaches the line.  The line of that raise."""
+    function = context.innermost_function(line)
+    if function is None:
+        return None
+    for index, statement in enumerate(function.body):
+        if not (isinstance(statement, ast.If) and statement.body
+                and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
+            continue
+        for earlier in function.body[:index]:
+            for refusal in _branches_without_cuda(earlier):
+                if (isinstance(refusal, ast.If) and not refusal.orelse and _same_test(refusal.test, statement.test)
+                        and all(isinstance(s, ast.Raise) for s in refusal.body)):
+                    return f"line {refusal.body[0].lineno}"
+        return None
     return None

@@ -16,7 +16,8 @@ counts as CUDA-only tuning when it holds a finding and every finding in it belon
 A flag that stores the check (``non_blocking = torch.cuda.is_available()``,
 ``self.use_pinned = torch.cuda.is_available() and ...``) is followed to every read in its function,
 class or module.  Whatever cannot be read this way keeps the check as it was: nothing is lowered on
-ignorance.  No package, option or function is known by name.
+ignorance.  No package, option or function of an app is known by name; the CUDA-only libraries
+are those packages.py lists.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from torchport.scan import packages
 from torchport.scan.detectors.distributed import DistributedDetector
 from torchport.scan.detectors.syntax import byte_column, last_name, names_the_cpu
 from torchport.scan.model import Finding
@@ -512,9 +514,11 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
     if same is not None:
         return same
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
-        return (_of_if(reader, statement, finding) or _untimed_sync(reader, statement, finding)
+        return (_never_taken(statement, finding) or _of_if(reader, statement, finding)
+                or _untimed_sync(reader, statement, finding) or _cuda_library_branch(reader, statement, finding)
                 or _settings_for_cuda_tensors(reader, statement, finding)
                 or _profiler_activity_only(statement, finding) or _shown_branch(reader, statement, finding)
+                or _only_logged_or_refused(reader, statement, finding)
                 or _staging_only(reader, statement, finding))
     if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and _contains(
             statement.value, finding.line, finding.column):
@@ -931,6 +935,57 @@ def _settings_for_cuda_tensors(reader: _Reader, statement: ast.If, finding: Find
                              f"for tensors already on CUDA (`... if is_cuda else ...`)")
 
 
+def _cuda_library_aliases(tree: ast.AST) -> dict[str, str]:
+    """The names a file binds to a CUDA-only library (``import cupy as cp`` -> ``{"cp": "cupy"}``)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if (known := packages.classify_import(alias.name)) is not None:
+                    aliases[alias.asname or alias.name.split(".")[0]] = known[0]
+        elif (isinstance(node, ast.ImportFrom) and node.module and not node.level
+              and (known := packages.classify_import(node.module)) is not None):
+            aliases.update({alias.asname or alias.name: known[0] for alias in node.names})
+    return aliases
+
+
+def _uses(statements: list[ast.stmt], names: Iterable[str]) -> set[str]:
+    wanted = set(names)
+    return {n.id for s in statements for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in wanted}
+
+
+def _cuda_library_branch(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if device.type == "cuda" and cp is not None: data = cp.asarray(x) else: data = x.cpu().numpy()``:
+    the branch taken on CUDA hands the data to a CUDA-only library (CuPy), which no other device
+    can use; the other branch is the portable path, and every other device takes it on purpose.
+    The library itself is reported at its import."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not read[1] or not statement.orelse:
+        return None
+    found = _in_whole_file(reader, statement)
+    if found is None:
+        return None
+    context, whole_statement, _ = found
+    assert isinstance(whole_statement, ast.If)
+    aliases = _cuda_library_aliases(context.tree)
+    used = _uses(whole_statement.body, aliases)
+    if not used or _uses(whole_statement.orelse, aliases):
+        return None
+    libraries = _listing(sorted({aliases[name] for name in used}))
+    return Consequence(INFO, f"the branch taken on CUDA hands the data to {libraries}, a CUDA-only library; "
+                             f"every other device takes the portable branch on purpose")
+
+
+def _never_taken(statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if x.is_cuda and False:``: a branch switched off in the code runs on no device."""
+    test = statement.test
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and any(
+            isinstance(v, ast.Constant) and not v.value for v in test.values):
+        return Consequence(INFO, "the test has a constant false operand (`and False`): the branch runs on no "
+                                 "device")
+    return None
+
+
 def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
     """``if torch.cuda.is_available(): batch_size = ...`` then ``return batch_size``: the name is
     bound nowhere else in the function, so where CUDA is absent the read raises UnboundLocalError."""
@@ -1077,6 +1132,35 @@ def _shown_flag(reader: _Reader, statement: ast.Assign | ast.AnnAssign, finding:
         return None
     return Consequence(INFO, f"decides no device: `{targets[0].id}` only reaches a log line, a print or a "
                              f"progress bar")
+
+
+def _logs_or_refuses(statements: list[ast.stmt]) -> bool:
+    """Every statement is a log or print call, or an ``if ...:`` whose body only raises."""
+    for statement in statements:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and _display_call(
+                statement.value):
+            continue
+        if (isinstance(statement, ast.If) and not statement.orelse
+                and all(isinstance(s, ast.Raise) for s in statement.body)):
+            continue
+        return False
+    return True
+
+
+def _only_logged_or_refused(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
+    """``if torch.cuda.is_available(): logging.info("GPU is available.") else: logging.info(...);
+    if self.device_type == "gpu": raise ValueError(...)``: each branch only writes a line for a
+    person or refuses a request with an explicit error; the device is chosen elsewhere."""
+    read = _operand(statement.test, finding.line, finding.column)
+    if read is None or not (read[1] or read[2]):
+        return None
+    found = _in_whole_file(reader, statement)
+    if found is None or not isinstance(whole := found[1], ast.If) or not whole.body:
+        return None
+    if not (_logs_or_refuses(whole.body) and _logs_or_refuses(whole.orelse)):
+        return None
+    return Consequence(INFO, "decides no device: its branches only log, or refuse a request with an explicit "
+                             "error")
 
 
 def _shown_branch(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:

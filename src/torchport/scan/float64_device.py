@@ -421,7 +421,35 @@ class _HostTracer:
             return self._host_name(node, function, depth)
         if isinstance(node, ast.Call):
             return self._host_call(node, function, depth)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return self._host_kept_list(node.attr, function, depth)
         return None
+
+    def _host_kept_list(self, attribute: str, function: _Function | None, depth: int) -> int | None:
+        """``self.fake_features``, a list its class only empties and appends CPU copies to
+        (``self.fake_features.append(features.cpu())``): the line of the first such copy."""
+        owner = next((c for c in reversed(self.context.enclosing(function.lineno)) if isinstance(c, ast.ClassDef)),
+                     None) if function is not None else None
+        if owner is None:
+            return None
+        appended: list[tuple[ast.expr, _Function]] = []
+        for method in (m for m in owner.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in ast.walk(method):
+                kept = [t for t in (node.targets if isinstance(node, ast.Assign) else [node.target]
+                                    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+                        if isinstance(t, ast.Attribute) and t.attr == attribute
+                        and isinstance(t.value, ast.Name) and t.value.id == "self"]
+                if kept and not (isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+                                 and not node.value.elts):
+                    return None  # bound to something other than an empty list
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and isinstance(holder := node.func.value, ast.Attribute) and holder.attr == attribute
+                        and isinstance(holder.value, ast.Name) and holder.value.id == "self"):
+                    if node.func.attr != "append" or len(node.args) != 1 or node.keywords:
+                        return None  # extended, inserted into: read no further
+                    appended.append((node.args[0], method))
+        lines = [self.host(value, method, depth + 1) for value, method in appended]
+        return lines[0] if lines and all(lines) else None
 
     def _host_call(self, call: ast.Call, function: _Function | None, depth: int) -> int | None:
         moved = _moves_to(call, self.is_cpu)
@@ -602,6 +630,20 @@ def raised_on_mps_before(context: FileContext, line: int) -> str | None:
         blocks += [h.body for h in getattr(holding, "handlers", ())]
         body = next((b for b in blocks if isinstance(b, list) and b
                      and b[0].lineno <= line <= (b[-1].end_lineno or b[-1].lineno)), [])
+    return None
+
+
+# -- a float64 line in the branch that MPS does not take ------------------------------------------
+
+
+def in_branch_off_mps(context: FileContext, line: int) -> str | None:
+    """``if device.type == "mps": ...float32... else: x.double()`` (or the body of ``!= "mps"``):
+    the line runs only where the device tested is not MPS.  The line of that test."""
+    for statement in context.ifs:
+        holds = _tests_mps(statement.test)
+        branch = statement.orelse if holds is True else statement.body if holds is False else []
+        if branch and branch[0].lineno <= line <= (branch[-1].end_lineno or branch[-1].lineno):
+            return f"line {statement.lineno}"
     return None
 
 

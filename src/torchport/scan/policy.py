@@ -1205,6 +1205,44 @@ def _parents_at(context: FileContext, line: int) -> dict[int, ast.AST]:
     return parents
 
 
+def _over_cuda_devices(context: FileContext, comprehension: ast.expr) -> bool:
+    """``[... for i in range(torch.cuda.device_count())]``: no element where CUDA is absent."""
+    return isinstance(comprehension, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and any(
+        isinstance(g.iter, ast.Call) and isinstance(g.iter.func, ast.Name) and g.iter.func.id == "range"
+        and len(g.iter.args) == 1 and context.source(g.iter.args[0]) == "torch.cuda.device_count()"
+        for g in comprehension.generators)
+
+
+def _read_safely_when_empty(read: ast.Name, parents: dict[int, ast.AST]) -> bool:
+    """``names + ["cpu"]``, ``len(names)``, ``for n in names``: a read that an empty collection
+    does not make fail (an index, ``max(names)``, ``names[0]`` would)."""
+    parent = parents.get(id(read))
+    if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add):
+        other = parent.right if parent.left is read else parent.left
+        return isinstance(other, (ast.List, ast.Tuple)) and bool(other.elts)
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len":
+        return True
+    return isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is read
+
+
+def _names_of_no_device(context: FileContext, line: int) -> bool:
+    """``gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]`` read
+    only as ``gpus + ["cpu"]`` (or its length, or a loop over it) in its function: where CUDA is
+    absent no property is asked for, and the empty list breaks nothing."""
+    function = context.innermost_function(line)
+    if function is None:
+        return False
+    assigned = [s for s in ast.walk(function) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name) and s.lineno <= line <= (s.end_lineno or s.lineno)]
+    if len(assigned) != 1 or not _over_cuda_devices(context, assigned[0].value):
+        return False
+    name = assigned[0].targets[0].id  # type: ignore[attr-defined]
+    parents = {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+    reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name]
+    loads = [n for n in reads if isinstance(n.ctx, ast.Load)]
+    return len(reads) == len(loads) + 1 and bool(loads) and all(_read_safely_when_empty(n, parents) for n in loads)
+
+
 # A constant that is itself a device name: `f"{'cuda' if ok else 'cpu'}:0"` chooses a device.
 _DEVICE_WORD = re.compile(r"(cuda|cpu|gpu|mps|xla|xpu)(:\d*)?", re.IGNORECASE)
 
@@ -1543,20 +1581,39 @@ def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    """What must all hold for ``test`` to hold: the operands of an ``and``, or the test itself."""
+    return test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+
+
+def _flag_tests(context: FileContext, line: int) -> Iterator[tuple[ast.expr, int]]:
+    """The tests a line runs (or counts) only under, with their lines: those of the ``if``
+    bodies holding it, each operand of their ``and``; and where the line is in an ``and`` test
+    itself (``if self.use_cuda and torch.cuda.is_available():``, ``x.cuda() if self.use_cuda
+    and ... else x``), that test's operands: the result matters only when they all hold."""
+    for statement in _if_bodies_holding(context, line):
+        yield from ((operand, statement.lineno) for operand in _conjuncts(statement.test))
+    tests = [(s.test, s.lineno) for s in context.ifs]
+    tests += [(e.test, e.lineno) for s in context.statements if s.lineno <= line <= (s.end_lineno or s.lineno)
+              for e in _header(s) if isinstance(e, ast.IfExp)]
+    for test, start in tests:
+        if test.lineno <= line <= (test.end_lineno or test.lineno) and len(operands := _conjuncts(test)) > 1:
+            yield from ((operand, start) for operand in operands)
+
+
 def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
     """``if self.use_cuda:`` (or ``if use_cuda:`` with ``use_cuda`` a parameter handed on
-    inside the class) where the class takes the flag as a parameter that is False/None by
-    default, never with another default, and stores it only from such a parameter: CUDA
-    only for a caller that opts in.  Needs the whole file."""
+    inside the class, or either beside other tests in an ``and``) where the class takes the
+    flag as a parameter that is False/None by default, never with another default, and stores
+    it only from such a parameter: CUDA only for a caller that opts in.  Needs the whole file."""
     cls = _innermost_class(context, line)
     if cls is None:
         return None
     function = context.innermost_function(line)
-    for statement in _if_bodies_holding(context, line):
-        test = statement.test
+    for test, start in _flag_tests(context, line):
         on_self = (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self")
         name = last_name(test) if on_self or isinstance(test, ast.Name) else ""
-        if not _CUDA_FLAG.fullmatch(name) or not (statement.lineno >= getattr(function, "lineno", 0)):
+        if not _CUDA_FLAG.fullmatch(name) or not (start >= getattr(function, "lineno", 0)):
             continue
         if not on_self and not (function is not None and name in _parameters(function)
                                 and not _rebinds(function, name)):
@@ -1573,8 +1630,8 @@ def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
 
 
 def _under_flag_test(context: FileContext, line: int) -> bool:
-    """The line is in the body of ``if use_cuda:`` or ``if self.use_cuda:`` (a flag by name)."""
-    return any(_CUDA_FLAG.fullmatch(last_name(s.test)) for s in _if_bodies_holding(context, line))
+    """The line runs (or counts) only under ``use_cuda`` or ``self.use_cuda`` (a flag by name)."""
+    return any(_CUDA_FLAG.fullmatch(last_name(test)) for test, _ in _flag_tests(context, line))
 
 
 def _rebinds(function: ast.AST, name: str) -> bool:
@@ -1872,17 +1929,28 @@ def _raises_on_the_test(context: FileContext, line: int) -> bool:
 _QT_EVENT_HANDLER = re.compile(r"[a-z]\w*Event")
 
 
+# Methods of a Qt (or pyqtgraph) mouse or key event that no tensor has.
+_QT_EVENT_METHODS = frozenset({"button", "buttons", "scenePos", "screenPos", "modifiers", "accept", "ignore",
+                               "isAccepted", "globalPos", "angleDelta", "buttonDownPos", "lastPos", "key"})
+
+
 def _qt_event_double(context: FileContext, line: int) -> bool:
-    """``ev.double()`` on the event argument of a Qt handler (``mouseClickEvent(self, ev)``): not
-    ``Tensor.double()``."""
+    """``ev.double()`` on the event argument of a Qt handler (``mouseClickEvent(self, ev)``,
+    or any function that also asks the same argument for ``ev.button()``, ``ev.scenePos()``):
+    not ``Tensor.double()``."""
     function = context.innermost_function(line)
-    if function is None or not _QT_EVENT_HANDLER.fullmatch(function.name):
+    if function is None:
         return False
     arguments = [a.arg for a in function.args.args if a.arg != "self"]
-    receivers = [c.func.value for c in context.calls_at(line)
-                 if isinstance(c.func, ast.Attribute) and c.func.attr == "double" and not c.args]
-    return bool(receivers) and len(arguments) == 1 and all(
-        isinstance(r, ast.Name) and r.id == arguments[0] for r in receivers)
+    receivers = {r.id if isinstance(r := c.func.value, ast.Name) else "" for c in context.calls_at(line)
+                 if isinstance(c.func, ast.Attribute) and c.func.attr == "double" and not c.args}
+    if len(receivers) != 1 or (receiver := next(iter(receivers))) not in arguments:
+        return False
+    if _QT_EVENT_HANDLER.fullmatch(function.name) and len(arguments) == 1:
+        return True
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr in _QT_EVENT_METHODS and isinstance(node.func.value, ast.Name)
+               and node.func.value.id == receiver for node in ast.walk(function))
 
 
 def _class_flag(site: _Site) -> str | None:
@@ -1982,21 +2050,37 @@ def _cuda_tuning_call(context: FileContext, node: ast.expr) -> str | None:
 _TF32 = re.compile(r"tf32|fp32_precision")
 
 
+# Reads of the CUDA caching allocator's counters: only CUDA keeps them.
+_CUDA_MEMORY_READINGS = frozenset(f"torch.cuda.{name}" for name in (
+    "memory_stats", "memory_stats_as_nested_dict", "memory_allocated", "max_memory_allocated",
+    "memory_reserved", "max_memory_reserved", "memory_summary", "mem_get_info"))
+
+
+def _records_cuda_memory(context: FileContext, statement: ast.stmt) -> bool:
+    """``ops["cuda_drift"] = torch.cuda.memory_stats(device)``: keeps a CUDA memory reading
+    in a name or an entry, for a report of CUDA memory use."""
+    return (isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call)
+            and context.source(statement.value.func) in _CUDA_MEMORY_READINGS
+            and all(isinstance(t, (ast.Name, ast.Subscript)) for t in statement.targets))
+
+
 def _guards_only_cuda_tuning(context: FileContext, line: int) -> bool:
     """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
-    empties the CUDA cache or picks the "spawn" start method that CUDA needs: skipping it
-    where CUDA is absent changes no result.  Not in a timing function, where a synchronize
-    changes the figure."""
+    empties the CUDA cache, picks the "spawn" start method that CUDA needs or keeps a
+    reading of CUDA memory: skipping it where CUDA is absent changes no result.  Not in a
+    timing function, where a synchronize changes the figure and the memory reading is the
+    figure."""
     if any(_TIMING_SCOPE.search(getattr(scope, "name", "")) for scope in context.enclosing(line)):
         return False
     for statement in context.ifs:
         if not statement.lineno <= line <= (statement.test.end_lineno or statement.lineno) or statement.orelse:
             continue
         calls = [_cuda_tuning_call(context, s.value) for s in statement.body if isinstance(s, ast.Expr)]
-        flags = [s for s in statement.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+        flags: list[ast.stmt] = [s for s in statement.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
                  and all(isinstance(t, ast.Attribute) and _TF32.search(t.attr)
                          and context.source(t).startswith(("torch.backends.cuda.", "torch.backends.cudnn.", "cudnn."))
                          for t in s.targets)]
+        flags += [s for s in statement.body if _records_cuda_memory(context, s)]
         # a synchronize alone may end a timed region (its absence on MPS changes the figure);
         # beside empty_cache it only lets the release finish
         return (len(calls) + len(flags) == len(statement.body) and all(calls)
@@ -2369,15 +2453,20 @@ def _in_build_only_command(site: _Site) -> str | None:
     return optional_native.build_only_command(function) if function is not None else None
 
 
+_SEEDS_EVERY_DEVICE = re.compile(r"(?<![\w.])torch\.(?:random\.)?manual_seed\(")
+
+
 def _seeded_by_manual_seed(context: FileContext, line: int) -> bool:
-    """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function:
-    torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op (measured in
-    tests/test_scan_precision_round14.py)."""
+    """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function,
+    or followed at once by ``torch.manual_seed(...)`` (``torch.random.manual_seed``) on the next
+    line (one blank line allowed): torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op
+    (measured in tests/test_scan_precision_round14.py)."""
     if not re.search(r"torch\.cuda\.manual_seed(_all)?\(", context.lines[line - 1] if line <= len(context.lines) else ""):
         return False
     function = context.innermost_function(line)
     start = function.lineno if function is not None else 1
-    return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
+    return bool(_SEEDS_EVERY_DEVICE.search("".join(context.lines[start - 1:line - 1]))
+                or _SEEDS_EVERY_DEVICE.match("".join(context.lines[line:line + 2]).lstrip()))
 
 
 _EVERY_RULE = frozenset(RULES_BY_ID)
@@ -2463,6 +2552,9 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _function_after_cuda_assert, "info",
              "in {}, which this file uses only after an assert on CUDA: where CUDA is absent the assert stops "
              "first (it is the lock-in, reported at its own line)"),
+    Lowering(_EVERY_RULE, lambda site: site.file.mentions("is_available()") and site.file.mentions("raise")
+             and after_cuda_exit.refused_before(site.file.whole(), site.line), "info",
+             "reached only for a request that the function refuses earlier where CUDA is absent (the raise at {})"),
     Lowering(_EVERY_RULE, _private_past_cuda_exit, "info",
              "in {}, which this file calls only after `if not torch.cuda.is_available(): return` (or raise): "
              "where CUDA is absent the caller returns first"),
@@ -2474,8 +2566,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
              "is the lock-in, reported at its own line)"),
     Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
-             "guards only CUDA tuning (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" start method "
-             "CUDA needs, a CUDA-graphs step mark): skipping it where CUDA is absent changes no result"),
+             "guards only CUDA tuning or bookkeeping (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" "
+             "start method CUDA needs, a CUDA-graphs step mark, keeping a CUDA memory reading): skipping it where "
+             "CUDA is absent changes no result"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
              "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_isinstance_type_test), "silent",
@@ -2515,6 +2608,10 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _in_cuda_kernel_of_an_op, "info",
              "in {}, registered with torch.library as an op's CUDA kernel: the dispatcher runs it only for CUDA "
              "tensors"),
+    Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), lambda site: site.file.mentions("device_count")
+             and _names_of_no_device(site.file.whole(), site.line), "info",
+             "asked only for each CUDA device, into a list read only where its being empty is fine (added to, "
+             "counted, looped over): where CUDA is absent nothing is asked"),
     Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), _in_whole_file(_for_a_cuda_build), "info",
              "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
              "reported at its load()"),
@@ -2596,6 +2693,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              and float64_device.dtype_lowered_on_mps(site.file.whole(), site.line, site.file.path), "perf",
              "the float64 dtype goes through {}, which returns another dtype where the device is MPS: the MPS "
              "error cannot happen"),
+    Lowering(_F64, lambda site: site.file.mentions("mps") and float64_device.in_branch_off_mps(site.file.whole(),
+                                                                                              site.line), "perf",
+             "float64 in the branch of a device test ({}) that MPS does not take: the MPS error cannot happen"),
     Lowering(_F64, lambda site: site.file.mentions("mps") and float64_device.replaced_on_mps_next(site.file.whole(),
                                                                                                  site.line), "perf",
              "a float64 dtype stored and replaced at once where the device is MPS ({}): the MPS error cannot "
