@@ -5,7 +5,10 @@ readings kept under ``if torch.cuda.is_available():`` and its CUDA seeding follo
 ``*Event`` and its float64 in the branch of ``if device.type == "mps":`` that MPS does not take;
 earth2studio's CuPy hand-over for CUDA tensors and its ``if x.is_cuda and False:``; msclap's
 ``self.use_cuda and torch.cuda.is_available()``, the opt-in flag beside the check; kilosort's list
-of CUDA device names read only as ``gpus + ["cpu"]``."""
+of CUDA device names read only as ``gpus + ["cpu"]``.  From seed 150301: thinc's tests skipped by
+``not has_torch_cuda_gpu`` (a flag from another module) with the reason "needs a GPU"; gcastle's
+checks that only log or refuse ``device_type="gpu"``, and its ``torch.device("cuda")`` past that
+refusal; neuralcompression's float64 on a list of features kept with ``.cpu()``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,6 +39,18 @@ _BOOKKEEPING = '''
         return peak
 
 
+    def epoch_end(logger, epoch):
+        if torch.cuda.is_available():  # kept
+            peak = torch.cuda.max_memory_allocated()
+        logger.info("epoch %d peak %.2f GB", epoch, peak / 1e9)
+
+
+    def sized(cfg, per_sample):
+        if torch.cuda.is_available():  # kept
+            cfg["mem"] = torch.cuda.memory_reserved()
+        return cfg["mem"] // per_sample
+
+
     def cluster(ops, model):
         if torch.cuda.is_available():  # kept
             ops["cuda_clu"] = torch.cuda.memory_stats()
@@ -46,6 +61,12 @@ _BOOKKEEPING = '''
     def seed_everything():
         torch.cuda.manual_seed_all(1)  # quiet
         torch.random.manual_seed(1)
+
+
+    def seed_on_gpu(seed, on_gpu):
+        if on_gpu:
+            return torch.cuda.manual_seed_all(seed)  # kept
+        torch.manual_seed(seed)
 
 
     def seed_cuda_only(seed):
@@ -67,6 +88,10 @@ _GUI = '''
             ev.accept()
             return ev.double()  # quiet
 
+        def check_grad(self, attn, hidden):
+            attn.double()  # kept
+            return attn.key(hidden)
+
         def smooth(self, frames):
             frames = frames.to(self.device)
             return frames.double().mean()  # kept
@@ -87,6 +112,27 @@ _MPS_BRANCH = '''
         else:
             dx = ymax.sum()
         return dy + dx + ymax.double().max()  # kept
+
+
+    DEVICE = torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+
+
+    def integrate(x):
+        x = x.to(DEVICE)
+        if DEVICE == "mps":
+            x = x.float()
+        else:
+            x = x.double()  # kept
+        return x
+
+
+    def convert(x, device, out_device):
+        x = x.to(device)
+        if out_device.type == "mps":
+            y = x.float()
+        else:
+            y = x.double()  # kept
+        return y.to(out_device)
 '''
 
 _CUPY = '''
@@ -111,6 +157,15 @@ _CUPY = '''
             pass
         else:
             return frame
+
+
+    def pick_device(gpu_id=0):
+        if torch.cuda.is_available():  # kept
+            device = torch.device(f"cuda:{gpu_id}")
+            cp.cuda.Device(gpu_id).use()
+        else:
+            device = torch.device("cpu")
+        return device
 
 
     def place(x, device):
@@ -158,10 +213,136 @@ _DEVICE_NAMES = '''
             ]
             self.selector.addItems(gpus + ["cpu"])
 
+        def per_device(self, global_batch):
+            names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]  # kept
+            return global_batch // len(names)
+
         def first(self):
             names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]  # kept
             return names[0]
 '''
+
+
+_SKIPPED = '''
+    import pytest
+    import torch
+
+    from mylib.compat import has_torch, has_torch_cuda_gpu
+
+
+    @pytest.mark.skipif(not has_torch_cuda_gpu, reason="needs a GPU")
+    def test_moves():
+        t = torch.zeros(2).cuda()  # quiet
+        assert t.is_cuda
+
+
+    @pytest.mark.skipif(not has_torch, reason="needs PyTorch")
+    def test_other():
+        t = torch.zeros(2).cuda()  # kept
+        assert t.is_cuda
+
+
+    @pytest.mark.skipif(not has_torch_cuda_gpu, reason="slow")
+    def test_slow():
+        t = torch.zeros(2).cuda()  # kept
+        assert t.is_cuda
+'''
+
+_REFUSED = '''
+    import logging
+
+    import torch
+
+
+    class Learner:
+        def __init__(self, device_type="cpu"):
+            self.device_type = device_type
+            if torch.cuda.is_available():  # quiet
+                logging.info("GPU is available.")
+            else:
+                logging.info("GPU is unavailable.")
+                if self.device_type == "gpu":
+                    raise ValueError("GPU is unavailable, please set device_type = 'cpu'.")
+            if self.device_type == "gpu":
+                device = torch.device("cuda")  # quiet
+            else:
+                device = torch.device("cpu")
+            self.device = device
+
+
+    class Auto:
+        def __init__(self, accelerator="auto"):
+            self.accelerator = accelerator
+            if not torch.cuda.is_available():
+                if self.accelerator == "gpu":
+                    raise ValueError("no GPU")
+            if self.accelerator == "auto":
+                self.accelerator = "gpu" if torch.backends.mps.is_available() else "cpu"
+            if self.accelerator == "gpu":
+                self.device = torch.device("cuda")  # kept
+
+
+    class Eager:
+        def __init__(self, device_type="gpu"):
+            if torch.cuda.is_available():
+                logging.info("GPU is available.")
+            if device_type == "gpu":
+                device = torch.device("cuda")  # kept
+            else:
+                device = torch.device("cpu")
+            self.device = device
+'''
+
+_KEPT_ON_THE_CPU = '''
+    import torch
+
+
+    class FID:
+        def __init__(self, net):
+            self.net = net
+            self.features = []
+            self.on_device = []
+
+        def update(self, imgs):
+            feats = self.net(imgs)
+            self.features.append(feats.cpu())
+            self.on_device.append(feats)
+
+        def compute(self):
+            host = torch.cat(self.features).to(torch.float64)  # quiet
+            kept = torch.cat(self.on_device).to(torch.float64)  # kept
+            return host, kept
+
+
+    class KID:
+        def __init__(self, net, device):
+            self.net, self.device = net, device
+            self.real, self.fake = [], []
+
+        def update(self, imgs, real):
+            feats = self.net(imgs)
+            self.real.append(feats.cpu())
+            store = self.real if real else self.fake
+            store.append(feats.to(self.device))
+
+        def compute(self):
+            return torch.cat(self.real).to(torch.float64)  # kept
+'''
+
+
+def test_a_test_skipped_for_a_named_gpu_flag_is_quiet(tmp_path: Path) -> None:
+    path = _write(tmp_path, "tests/test_shims.py", _SKIPPED)
+    check_marked_lines([path], (path,))
+
+
+def test_a_check_that_only_logs_or_refuses_and_what_it_refused_are_quiet(tmp_path: Path) -> None:
+    path = _write(tmp_path, "learner.py", _REFUSED)
+    check_marked_lines([path], (path,))
+
+
+def test_float64_on_a_list_of_cpu_copies_is_quiet(tmp_path: Path) -> None:
+    path = _write(tmp_path, "fid.py", _KEPT_ON_THE_CPU)
+    check_marked_lines([path], (path,))
 
 
 def test_cuda_bookkeeping_and_redundant_seeding_are_quiet(tmp_path: Path) -> None:

@@ -91,10 +91,25 @@ def refused_before(context: FileContext, line: int) -> str | None:
         if not (isinstance(statement, ast.If) and statement.body
                 and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)):
             continue
-        for earlier in function.body[:index]:
+        read = {ast.unparse(n) for n in ast.walk(statement.test) if isinstance(n, (ast.Name, ast.Attribute))}
+        for position, earlier in enumerate(function.body[:index]):
             for refusal in _branches_without_cuda(earlier):
                 if (isinstance(refusal, ast.If) and not refusal.orelse and _same_test(refusal.test, statement.test)
-                        and all(isinstance(s, ast.Raise) for s in refusal.body)):
+                        and all(isinstance(s, ast.Raise) for s in refusal.body)
+                        and not _stores_any(function.body[position + 1:index], read)):
                     return f"line {refusal.body[0].lineno}"
         return None
     return None
+
+
+def _stores_any(statements: list[ast.stmt], names: set[str]) -> bool:
+    """Whether the statements bind any of ``names`` again (``self.accelerator = "gpu"`` between
+    the refusal and the request), or call anything on one of them (``options.update(...)``)."""
+    for node in (n for s in statements for n in ast.walk(s)):
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)) and (
+                ast.unparse(node) in names):
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and ast.unparse(node.func.value) in names):
+            return True
+    return False

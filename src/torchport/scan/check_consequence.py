@@ -949,16 +949,46 @@ def _cuda_library_aliases(tree: ast.AST) -> dict[str, str]:
     return aliases
 
 
-def _uses(statements: list[ast.stmt], names: Iterable[str]) -> set[str]:
+def _uses(statements: Iterable[ast.AST], names: Iterable[str]) -> set[str]:
     wanted = set(names)
     return {n.id for s in statements for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in wanted}
 
 
+def _hands_over_only(statements: list[ast.stmt], aliases: dict[str, str]) -> set[str] | None:
+    """The names bound when every statement binds a name to a value made by the library
+    (``data = cp.asarray(out.detach())``), inside ``with`` blocks of the library
+    (``with cp.cuda.Device(i):``) or not, and moves or names no device otherwise; None if not."""
+    bound: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, ast.With):
+            inner = _hands_over_only(statement.body, aliases)
+            if inner is None or not all(_uses([item.context_expr], aliases) for item in statement.items):
+                return None
+            bound |= inner
+        elif (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+              and isinstance(statement.targets[0], ast.Name) and _uses([statement.value], aliases)
+              and not _names_a_device(statement.value)):
+            bound.add(statement.targets[0].id)
+        else:
+            return None
+    return bound
+
+
+def _binds_each(statements: list[ast.stmt], names: set[str]) -> bool:
+    """Every name in ``names`` is bound by the statements to a value that is not just a name
+    (``data = out.cpu().numpy()``, not ``batch = batch``)."""
+    made = {t.id for s in statements if isinstance(s, ast.Assign) and not isinstance(s.value, ast.Name)
+            for t in s.targets if isinstance(t, ast.Name)}
+    return names <= made
+
+
 def _cuda_library_branch(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
     """``if device.type == "cuda" and cp is not None: data = cp.asarray(x) else: data = x.cpu().numpy()``:
-    the branch taken on CUDA hands the data to a CUDA-only library (CuPy), which no other device
-    can use; the other branch is the portable path, and every other device takes it on purpose.
-    The library itself is reported at its import."""
+    the branch taken on CUDA only binds names to what a CUDA-only library (CuPy) makes of the data,
+    which no other device can use; the other branch binds the same names another way (not to
+    themselves), and every other device takes it on purpose.  A branch that also picks or moves
+    to a device, or calls anything for its effect, keeps the check.  The library itself is
+    reported at its import."""
     read = _operand(statement.test, finding.line, finding.column)
     if read is None or not read[1] or not statement.orelse:
         return None
@@ -968,12 +998,13 @@ def _cuda_library_branch(reader: _Reader, statement: ast.If, finding: Finding) -
     context, whole_statement, _ = found
     assert isinstance(whole_statement, ast.If)
     aliases = _cuda_library_aliases(context.tree)
-    used = _uses(whole_statement.body, aliases)
-    if not used or _uses(whole_statement.orelse, aliases):
+    bound = _hands_over_only(whole_statement.body, aliases)
+    if not bound or _uses(whole_statement.orelse, aliases) or not _binds_each(whole_statement.orelse, bound):
         return None
-    libraries = _listing(sorted({aliases[name] for name in used}))
-    return Consequence(INFO, f"the branch taken on CUDA hands the data to {libraries}, a CUDA-only library; "
-                             f"every other device takes the portable branch on purpose")
+    libraries = _listing(sorted({aliases[name] for name in _uses(whole_statement.body, aliases)}))
+    return Consequence(INFO, f"the branch taken on CUDA only hands the data to {libraries}, a CUDA-only "
+                             f"library, and the other branch makes the same {_listing(sorted(bound))} the "
+                             f"portable way: every other device takes it on purpose")
 
 
 def _never_taken(statement: ast.If, finding: Finding) -> Consequence | None:

@@ -426,30 +426,24 @@ class _HostTracer:
         return None
 
     def _host_kept_list(self, attribute: str, function: _Function | None, depth: int) -> int | None:
-        """``self.fake_features``, a list its class only empties and appends CPU copies to
-        (``self.fake_features.append(features.cpu())``): the line of the first such copy."""
+        """``self.fake_features``, a list its class only empties (``self.fake_features = []``),
+        appends CPU copies to (``self.fake_features.append(features.cpu())``) and joins
+        (``torch.cat(self.fake_features)``), the file naming the attribute nowhere else (no
+        alias, no subclass, no store from outside): the line of the first such copy."""
         owner = next((c for c in reversed(self.context.enclosing(function.lineno)) if isinstance(c, ast.ClassDef)),
                      None) if function is not None else None
-        if owner is None:
+        key = (id(owner), "self." + attribute)
+        if owner is None or key in self.following:
             return None
-        appended: list[tuple[ast.expr, _Function]] = []
-        for method in (m for m in owner.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            for node in ast.walk(method):
-                kept = [t for t in (node.targets if isinstance(node, ast.Assign) else [node.target]
-                                    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
-                        if isinstance(t, ast.Attribute) and t.attr == attribute
-                        and isinstance(t.value, ast.Name) and t.value.id == "self"]
-                if kept and not (isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
-                                 and not node.value.elts):
-                    return None  # bound to something other than an empty list
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and isinstance(holder := node.func.value, ast.Attribute) and holder.attr == attribute
-                        and isinstance(holder.value, ast.Name) and holder.value.id == "self"):
-                    if node.func.attr != "append" or len(node.args) != 1 or node.keywords:
-                        return None  # extended, inserted into: read no further
-                    appended.append((node.args[0], method))
-        lines = [self.host(value, method, depth + 1) for value, method in appended]
-        return lines[0] if lines and all(lines) else None
+        appended = _appended_only(self.context, owner, attribute)
+        if not appended:
+            return None
+        self.following.add(key)
+        try:
+            lines = [self.host(value, method, depth + 1) for value, method in appended]
+        finally:
+            self.following.discard(key)
+        return lines[0] if all(lines) else None
 
     def _host_call(self, call: ast.Call, function: _Function | None, depth: int) -> int | None:
         moved = _moves_to(call, self.is_cpu)
@@ -547,6 +541,40 @@ class _HostTracer:
         return lines[0] if lines and all(lines) else None
 
 
+# Calls that join a list of tensors into one: reading the list there keeps its tensors' place.
+_JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.vstack", "torch.hstack"})
+
+
+def _appended_only(context: FileContext, owner: ast.ClassDef, attribute: str) -> list[tuple[ast.expr, _Function]]:
+    """What the class appends to ``self.<attribute>``, with the method appending it, when every
+    mention of ``.<attribute>`` in the file is in the class: a store of ``[]``, the receiver of
+    ``.append(one value)``, or the list handed to a join (``torch.cat``); empty otherwise."""
+    if not any(f".{attribute}.append(" in line for line in context.lines):
+        return []  # most `self.x` read in a float64 line are no such list: spare the walk
+    parents = {id(child): node for node in ast.walk(context.tree) for child in ast.iter_child_nodes(node)}
+    mentions = [n for n in ast.walk(context.tree) if isinstance(n, ast.Attribute) and n.attr == attribute]
+    inside = {id(n) for n in ast.walk(owner)}
+    appended: list[tuple[ast.expr, _Function]] = []
+    for node in mentions:
+        parent = parents.get(id(node))
+        if id(node) not in inside or not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            return []
+        if isinstance(node.ctx, ast.Store):
+            if not (isinstance(parent, ast.Assign) and isinstance(parent.value, ast.List) and not parent.value.elts):
+                return []
+        elif (isinstance(parent, ast.Attribute) and parent.attr == "append"
+              and isinstance(call := parents.get(id(parent)), ast.Call) and len(call.args) == 1 and not call.keywords):
+            method = next((s for s in reversed(context.enclosing(node.lineno))
+                           if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+            if method is None:
+                return []
+            appended.append((call.args[0], method))
+        elif not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is node
+                  and ast.unparse(parent.func) in _JOINS):
+            return []
+    return appended
+
+
 def _handed_only_the_cpu(context: FileContext, call: ast.Call) -> bool:
     """``model.weights_to(torch.device("cpu"), torch.float64)`` as a statement of its own: a call
     given nothing but the CPU and a float64 dtype, whose result is not used, puts its float64
@@ -636,13 +664,52 @@ def raised_on_mps_before(context: FileContext, line: int) -> str | None:
 # -- a float64 line in the branch that MPS does not take ------------------------------------------
 
 
+def _tested_device(test: ast.expr) -> str | None:
+    """``device`` in ``device.type == "mps"`` (``!=``) or ``device.is_mps``: the device a test
+    reads the type of.  Not ``device == "mps"``, which is False for ``torch.device("mps")``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _tested_device(test.operand)
+    if isinstance(test, ast.Attribute) and test.attr == "is_mps":
+        return ast.unparse(test.value)
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
+            and isinstance(test.left, ast.Attribute) and test.left.attr == "type" and _is_mps(test.comparators[0])):
+        return ast.unparse(test.left.value)
+    return None
+
+
+def _places_only_on(function: _Function, device: str) -> bool:
+    """Every device the function names for its tensors (``device=...``, ``.to(...)`` given more
+    than a dtype) is ``device`` (or ``x.device`` of a tensor of it) or the CPU: the one device
+    the test reads is the one its tensors are on."""
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        given = [k.value for k in node.keywords if k.arg == "device"]
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "to" and node.args and not _names_a_dtype(
+                node.args[0]):
+            given.append(node.args[0])
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "mps", "xpu"):
+            return False
+        if any(ast.unparse(d) != device and not names_the_cpu(d) for d in given):
+            return False
+    return True
+
+
 def in_branch_off_mps(context: FileContext, line: int) -> str | None:
-    """``if device.type == "mps": ...float32... else: x.double()`` (or the body of ``!= "mps"``):
-    the line runs only where the device tested is not MPS.  The line of that test."""
-    for statement in context.ifs:
+    """``if device.type == "mps": ...float32... else: x.double()`` (or the body of ``!= "mps"``),
+    in a function whose tensors are all put on that device or the CPU: the line runs only where
+    the device is not MPS.  The line of that test."""
+    function = context.innermost_function(line)
+    if function is None:
+        return None
+    for statement in ast.walk(function):
+        if not isinstance(statement, ast.If):
+            continue
         holds = _tests_mps(statement.test)
         branch = statement.orelse if holds is True else statement.body if holds is False else []
-        if branch and branch[0].lineno <= line <= (branch[-1].end_lineno or branch[-1].lineno):
+        device = _tested_device(statement.test)
+        if (branch and device is not None and branch[0].lineno <= line <= (branch[-1].end_lineno or 0)
+                and _places_only_on(function, device)):
             return f"line {statement.lineno}"
     return None
 

@@ -1214,21 +1214,19 @@ def _over_cuda_devices(context: FileContext, comprehension: ast.expr) -> bool:
 
 
 def _read_safely_when_empty(read: ast.Name, parents: dict[int, ast.AST]) -> bool:
-    """``names + ["cpu"]``, ``len(names)``, ``for n in names``: a read that an empty collection
-    does not make fail (an index, ``max(names)``, ``names[0]`` would)."""
+    """``names + ["cpu"]``: a read whose result is never empty.  Not ``len(names)`` (a divisor),
+    a loop over it (what it leaves unset), ``max(names)`` or ``names[0]``."""
     parent = parents.get(id(read))
     if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add):
         other = parent.right if parent.left is read else parent.left
         return isinstance(other, (ast.List, ast.Tuple)) and bool(other.elts)
-    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len":
-        return True
-    return isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is read
+    return False
 
 
 def _names_of_no_device(context: FileContext, line: int) -> bool:
     """``gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]`` read
-    only as ``gpus + ["cpu"]`` (or its length, or a loop over it) in its function: where CUDA is
-    absent no property is asked for, and the empty list breaks nothing."""
+    only as ``gpus + ["cpu"]`` in its function: where CUDA is absent no property is asked for, and
+    the empty list breaks nothing."""
     function = context.innermost_function(line)
     if function is None:
         return False
@@ -1586,22 +1584,24 @@ def _conjuncts(test: ast.expr) -> list[ast.expr]:
     return test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
 
 
-def _flag_tests(context: FileContext, line: int) -> Iterator[tuple[ast.expr, int]]:
-    """The tests a line runs (or counts) only under, with their lines: those of the ``if``
-    bodies holding it, each operand of their ``and``; and where the line is in an ``and`` test
-    itself (``if self.use_cuda and torch.cuda.is_available():``, ``x.cuda() if self.use_cuda
-    and ... else x``), that test's operands: the result matters only when they all hold."""
+def _flag_tests(context: FileContext, line: int, column: int) -> Iterator[tuple[ast.expr, int]]:
+    """The tests a finding runs (or counts) only under, with their lines: those of the ``if``
+    bodies holding its line, each operand of their ``and``; and where the finding is in an
+    ``and`` test itself (``if self.use_cuda and torch.cuda.is_available():``, ``x.cuda() if
+    self.use_cuda and ... else x``), that test's other operands: the result matters only when
+    they all hold."""
     for statement in _if_bodies_holding(context, line):
         yield from ((operand, statement.lineno) for operand in _conjuncts(statement.test))
     tests = [(s.test, s.lineno) for s in context.ifs]
     tests += [(e.test, e.lineno) for s in context.statements if s.lineno <= line <= (s.end_lineno or s.lineno)
               for e in _header(s) if isinstance(e, ast.IfExp)]
     for test, start in tests:
-        if test.lineno <= line <= (test.end_lineno or test.lineno) and len(operands := _conjuncts(test)) > 1:
-            yield from ((operand, start) for operand in operands)
+        operands = _conjuncts(test)
+        if len(operands) > 1 and context.holds(test, line, column):
+            yield from ((operand, start) for operand in operands if not context.holds(operand, line, column))
 
 
-def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
+def _class_opt_in_flag(context: FileContext, line: int, column: int) -> str | None:
     """``if self.use_cuda:`` (or ``if use_cuda:`` with ``use_cuda`` a parameter handed on
     inside the class, or either beside other tests in an ``and``) where the class takes the
     flag as a parameter that is False/None by default, never with another default, and stores
@@ -1610,7 +1610,7 @@ def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
     if cls is None:
         return None
     function = context.innermost_function(line)
-    for test, start in _flag_tests(context, line):
+    for test, start in _flag_tests(context, line, column):
         on_self = (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self")
         name = last_name(test) if on_self or isinstance(test, ast.Name) else ""
         if not _CUDA_FLAG.fullmatch(name) or not (start >= getattr(function, "lineno", 0)):
@@ -1629,9 +1629,9 @@ def _class_opt_in_flag(context: FileContext, line: int) -> str | None:
     return None
 
 
-def _under_flag_test(context: FileContext, line: int) -> bool:
-    """The line runs (or counts) only under ``use_cuda`` or ``self.use_cuda`` (a flag by name)."""
-    return any(_CUDA_FLAG.fullmatch(last_name(test)) for test, _ in _flag_tests(context, line))
+def _under_flag_test(context: FileContext, line: int, column: int) -> bool:
+    """The finding runs (or counts) only under ``use_cuda`` or ``self.use_cuda`` (a flag by name)."""
+    return any(_CUDA_FLAG.fullmatch(last_name(test)) for test, _ in _flag_tests(context, line, column))
 
 
 def _rebinds(function: ast.AST, name: str) -> bool:
@@ -1929,15 +1929,17 @@ def _raises_on_the_test(context: FileContext, line: int) -> bool:
 _QT_EVENT_HANDLER = re.compile(r"[a-z]\w*Event")
 
 
-# Methods of a Qt (or pyqtgraph) mouse or key event that no tensor has.
+# Methods of a Qt (or pyqtgraph) mouse event that no tensor or module has, and the names such an
+# event argument goes by.
 _QT_EVENT_METHODS = frozenset({"button", "buttons", "scenePos", "screenPos", "modifiers", "accept", "ignore",
-                               "isAccepted", "globalPos", "angleDelta", "buttonDownPos", "lastPos", "key"})
+                               "isAccepted", "globalPos", "angleDelta", "buttonDownPos", "lastPos"})
+_EVENT_NAME = re.compile(r"e|ev|evt|event|\w+_event")
 
 
 def _qt_event_double(context: FileContext, line: int) -> bool:
     """``ev.double()`` on the event argument of a Qt handler (``mouseClickEvent(self, ev)``,
-    or any function that also asks the same argument for ``ev.button()``, ``ev.scenePos()``):
-    not ``Tensor.double()``."""
+    or a function whose argument named ``event``/``ev`` is also asked for ``ev.button()``,
+    ``ev.scenePos()`` and never rebound): not ``Tensor.double()``."""
     function = context.innermost_function(line)
     if function is None:
         return False
@@ -1948,15 +1950,17 @@ def _qt_event_double(context: FileContext, line: int) -> bool:
         return False
     if _QT_EVENT_HANDLER.fullmatch(function.name) and len(arguments) == 1:
         return True
+    if not _EVENT_NAME.fullmatch(receiver) or _rebinds(function, receiver):
+        return False
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                and node.func.attr in _QT_EVENT_METHODS and isinstance(node.func.value, ast.Name)
                and node.func.value.id == receiver for node in ast.walk(function))
 
 
 def _class_flag(site: _Site) -> str | None:
-    if not _under_flag_test(site.context, site.line) or not site.file.search(_OFF_FLAG_DEFAULT):
+    if not _under_flag_test(site.context, site.line, site.finding.column) or not site.file.search(_OFF_FLAG_DEFAULT):
         return None
-    return _class_opt_in_flag(site.file.whole(), site.line)
+    return _class_opt_in_flag(site.file.whole(), site.line, site.finding.column)
 
 
 # `use_cuda: bool = False` or `gpu=None` in a signature.
@@ -2010,7 +2014,7 @@ def _cli_flag_off(context: FileContext, line: int) -> str | None:
 
 
 def _cli_flag(site: _Site) -> str | None:
-    if not site.file.mentions("add_argument") or not _under_flag_test(site.context, site.line):
+    if not site.file.mentions("add_argument") or not _under_flag_test(site.context, site.line, site.finding.column):
         return None
     return _cli_flag_off(site.file.whole(), site.line)
 
@@ -2050,21 +2054,33 @@ def _cuda_tuning_call(context: FileContext, node: ast.expr) -> str | None:
 _TF32 = re.compile(r"tf32|fp32_precision")
 
 
-# Reads of the CUDA caching allocator's counters: only CUDA keeps them.
+# Reads of the CUDA caching allocator's counters: only CUDA keeps them.  Not mem_get_info, whose
+# free memory sizes batches.
 _CUDA_MEMORY_READINGS = frozenset(f"torch.cuda.{name}" for name in (
     "memory_stats", "memory_stats_as_nested_dict", "memory_allocated", "max_memory_allocated",
-    "memory_reserved", "max_memory_reserved", "memory_summary", "mem_get_info"))
+    "memory_reserved", "max_memory_reserved", "memory_summary"))
 
 
-def _records_cuda_memory(context: FileContext, statement: ast.stmt) -> bool:
+def _records_cuda_memory(context: FileContext, statement: ast.stmt, whole: Callable[[], FileContext]) -> bool:
     """``ops["cuda_drift"] = torch.cuda.memory_stats(device)``: keeps a CUDA memory reading
-    in a name or an entry, for a report of CUDA memory use."""
-    return (isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call)
-            and context.source(statement.value.func) in _CUDA_MEMORY_READINGS
-            and all(isinstance(t, (ast.Name, ast.Subscript)) for t in statement.targets))
+    under a constant key of a mapping that its function never reads back by that key, for a
+    report of CUDA memory use.  A name (``peak = ...``) is read later, unbound where CUDA is
+    absent; an entry read back (``cfg["mem"][0] // n``) raises KeyError there."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(target := statement.targets[0], ast.Subscript)
+            and isinstance(target.slice, ast.Constant) and isinstance(statement.value, ast.Call)
+            and context.source(statement.value.func) in _CUDA_MEMORY_READINGS):
+        return False
+    file = whole()  # the reads need every statement of the function, not only those with trigger words
+    function = file.innermost_function(statement.lineno)
+    if function is None:
+        return False
+    holder, key = context.source(target.value), target.slice.value
+    return not any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and isinstance(n.slice, ast.Constant)
+                   and n.slice.value == key and file.source(n.value) == holder for n in ast.walk(function))
 
 
-def _guards_only_cuda_tuning(context: FileContext, line: int) -> bool:
+def _guards_only_cuda_tuning(context: FileContext, line: int, whole: Callable[[], FileContext]) -> bool:
     """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
     empties the CUDA cache, picks the "spawn" start method that CUDA needs or keeps a
     reading of CUDA memory: skipping it where CUDA is absent changes no result.  Not in a
@@ -2080,7 +2096,7 @@ def _guards_only_cuda_tuning(context: FileContext, line: int) -> bool:
                  and all(isinstance(t, ast.Attribute) and _TF32.search(t.attr)
                          and context.source(t).startswith(("torch.backends.cuda.", "torch.backends.cudnn.", "cudnn."))
                          for t in s.targets)]
-        flags += [s for s in statement.body if _records_cuda_memory(context, s)]
+        flags += [s for s in statement.body if _records_cuda_memory(context, s, whole)]
         # a synchronize alone may end a timed region (its absence on MPS changes the figure);
         # beside empty_cache it only lets the release finish
         return (len(calls) + len(flags) == len(statement.body) and all(calls)
@@ -2453,20 +2469,33 @@ def _in_build_only_command(site: _Site) -> str | None:
     return optional_native.build_only_command(function) if function is not None else None
 
 
-_SEEDS_EVERY_DEVICE = re.compile(r"(?<![\w.])torch\.(?:random\.)?manual_seed\(")
-
-
 def _seeded_by_manual_seed(context: FileContext, line: int) -> bool:
-    """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function,
-    or followed at once by ``torch.manual_seed(...)`` (``torch.random.manual_seed``) on the next
-    line (one blank line allowed): torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op
-    (measured in tests/test_scan_precision_round14.py)."""
+    """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function:
+    torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op (measured in
+    tests/test_scan_precision_round14.py)."""
     if not re.search(r"torch\.cuda\.manual_seed(_all)?\(", context.lines[line - 1] if line <= len(context.lines) else ""):
         return False
     function = context.innermost_function(line)
     start = function.lineno if function is not None else 1
-    return bool(_SEEDS_EVERY_DEVICE.search("".join(context.lines[start - 1:line - 1]))
-                or _SEEDS_EVERY_DEVICE.match("".join(context.lines[line:line + 2]).lstrip()))
+    return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
+
+
+# `torch.manual_seed(` or `torch.random.manual_seed(` at the start of a line.
+_SEEDS_EVERY_DEVICE = re.compile(r"\s*torch\.(?:random\.)?manual_seed\(")
+
+
+def _seeded_next(context: FileContext, line: int) -> bool:
+    """``torch.cuda.manual_seed_all(1)`` as a statement, followed in its block by the statement
+    ``torch.random.manual_seed(1)`` (or ``torch.manual_seed``): that seeds every device again, so
+    off CUDA nothing is lost."""
+    for block in context.blocks():
+        for statement, following in zip(block, block[1:]):
+            if statement.lineno != line:
+                continue
+            calls = [s.value for s in (statement, following) if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
+            return (len(calls) == 2 and re.fullmatch(r"torch\.cuda\.manual_seed(_all)?", context.source(calls[0].func))
+                    is not None and context.source(calls[1].func) in ("torch.manual_seed", "torch.random.manual_seed"))
+    return False
 
 
 _EVERY_RULE = frozenset(RULES_BY_ID)
@@ -2565,7 +2594,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _in_class_asserting_cuda, "info",
              "in a class whose __init__ asserts on torch.cuda: where CUDA is absent the assert stops first (it "
              "is the lock-in, reported at its own line)"),
-    Lowering(_CHECK, _at_line(_guards_only_cuda_tuning), "info",
+    Lowering(_CHECK, lambda site: _guards_only_cuda_tuning(site.context, site.line, site.file.whole), "info",
              "guards only CUDA tuning or bookkeeping (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" "
              "start method CUDA needs, a CUDA-graphs step mark, keeping a CUDA memory reading): skipping it where "
              "CUDA is absent changes no result"),
@@ -2610,8 +2639,8 @@ LOWERINGS: tuple[Lowering, ...] = (
              "tensors"),
     Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), lambda site: site.file.mentions("device_count")
              and _names_of_no_device(site.file.whole(), site.line), "info",
-             "asked only for each CUDA device, into a list read only where its being empty is fine (added to, "
-             "counted, looped over): where CUDA is absent nothing is asked"),
+             "asked only for each CUDA device, into a list read only with entries added to it (`+ [\"cpu\"]`): "
+             "where CUDA is absent nothing is asked and nothing breaks"),
     Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), _in_whole_file(_for_a_cuda_build), "info",
              "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
              "reported at its load()"),
@@ -2738,6 +2767,11 @@ LOWERINGS: tuple[Lowering, ...] = (
              "dispatch, not a lock-in", needs_tree=False),
     Lowering(frozenset({CUDA_MANUAL_SEED}), _at_line(_seeded_by_manual_seed), "info",
              "seeds CUDA after torch.manual_seed, which already seeds every device; off CUDA the call does nothing"),
+    Lowering(frozenset({CUDA_MANUAL_SEED}), lambda site: _SEEDS_EVERY_DEVICE.match(
+        "".join(site.context.lines[site.line:site.line + 2])) is not None
+        and _seeded_next(site.file.whole(), site.line), "info",
+             "seeds CUDA just before torch.manual_seed, which seeds every device again; off CUDA the call does "
+             "nothing"),
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.finding.detail == "torch.cuda.device_of()", "info",
              "torch.cuda.device_of(x) selects x's CUDA device only when x is a CUDA tensor; for any other tensor "
              "it does nothing (checked on torch 2.13's CPU build), so nothing fails or changes off CUDA",

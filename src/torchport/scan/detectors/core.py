@@ -275,6 +275,28 @@ def _defines_only_tests(body: list) -> bool:
 _TAKES_EMPTY = frozenset({"any", "all", "sum"})
 
 
+# A flag whose name says a GPU is there (`has_torch_cuda_gpu`, `HAS_CUDA`), and a skip reason that
+# says what the test needs ("needs a GPU", "CUDA required").
+_GPU_FLAG_NAME = re.compile(r"cuda|gpu", re.IGNORECASE)
+_GPU_REASON = re.compile(r"\b(cuda|gpus?)\b", re.IGNORECASE)
+
+
+def _skips_for_a_named_gpu(decorator: ast.Call, condition: ast.expr, negated: bool) -> bool:
+    """``@pytest.mark.skipif(not has_torch_cuda_gpu, reason="needs a GPU")`` (or ``skipUnless(
+    HAS_CUDA, "CUDA required")``): the flag is imported from elsewhere, but its name and the
+    author's reason both say the test runs only with a GPU."""
+    if negated:
+        if not (isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not)):
+            return False
+        condition = condition.operand
+    if not isinstance(condition, (ast.Name, ast.Attribute)) or not _GPU_FLAG_NAME.search(last_name(condition)):
+        return False
+    reason = keyword_value(decorator, "reason") or keyword_value(decorator, "msg") or (
+        decorator.args[1] if len(decorator.args) > 1 else None)
+    text = string_value(reason) if reason is not None else None
+    return text is not None and _GPU_REASON.search(text) is not None
+
+
 def _negative_number(node) -> bool:
     return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
             and isinstance(node.operand.value, (int, float)) and node.operand.value > 0)
@@ -1481,8 +1503,9 @@ class AnalyzerCore(AnalyzerState):
         if condition is None:
             return False
         if name in ("skipif", "skipIf"):
-            return self._absent_cuda_query(condition)
-        return name == "skipUnless" and self.positive_cuda_query(condition)
+            return self._absent_cuda_query(condition) or _skips_for_a_named_gpu(decorator, condition, negated=True)
+        return name == "skipUnless" and (self.positive_cuda_query(condition)
+                                         or _skips_for_a_named_gpu(decorator, condition, negated=False))
 
     def skip_decorator(self, func: ast.expr) -> str | None:
         """``skipIf``, ``skipUnless`` or ``skipif`` where ``func`` names one: ``unittest.skipUnless``,
