@@ -22,9 +22,7 @@ are those packages.py lists.
 from __future__ import annotations
 
 import ast
-import collections
 import dataclasses
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -63,24 +61,8 @@ class Consequence:
 
 # -- the tree around a finding ------------------------------------------------------------------
 
-_PARENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _parents(context: FileContext) -> dict[int, ast.AST]:
-    if context not in _PARENTS:  # ast.walk and iter_child_nodes in one pass over the fields
-        parents: dict[int, ast.AST] = {}
-        pending: collections.deque[ast.AST] = collections.deque([context.tree])  # breadth first, as ast.walk: the same last parent
-        while pending:
-            node = pending.popleft()
-            for field in node._fields:
-                value = getattr(node, field, None)
-                for child in value if isinstance(value, list) else (value,):
-                    if isinstance(child, ast.AST):
-                        parents[id(child)] = node
-                        pending.append(child)
-        _PARENTS[context] = parents
-    found: dict[int, ast.AST] = _PARENTS[context]
-    return found
+    return context.parents
 
 
 def _byte_column(context: FileContext, finding: Finding) -> int:

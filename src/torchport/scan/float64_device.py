@@ -551,7 +551,7 @@ def _appended_only(context: FileContext, owner: ast.ClassDef, attribute: str) ->
     ``.append(one value)``, or the list handed to a join (``torch.cat``); empty otherwise."""
     if not any(f".{attribute}.append(" in line for line in context.lines):
         return []  # most `self.x` read in a float64 line are no such list: spare the walk
-    parents = {id(child): node for node in ast.walk(context.tree) for child in ast.iter_child_nodes(node)}
+    parents = context.parents
     mentions = [n for n in ast.walk(context.tree) if isinstance(n, ast.Attribute) and n.attr == attribute]
     inside = {id(n) for n in ast.walk(owner)}
     appended: list[tuple[ast.expr, _Function]] = []

@@ -10,6 +10,7 @@ policy; ``torchport fix`` rewrites the same code as before.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import functools
 import os
@@ -195,6 +196,22 @@ class FileContext:
                         and id(node) not in decorators:
                     self._loads.setdefault(node.id if isinstance(node, ast.Name) else node.attr, []).append(node)
         return self._loads
+
+    @functools.cached_property
+    def parents(self) -> dict[int, ast.AST]:
+        """The parent of every node of the tree, by ``id`` of the node: read once per file by the
+        readers that look up from a node (check_consequence, float64_device, the lowerings)."""
+        parents: dict[int, ast.AST] = {}
+        pending: collections.deque[ast.AST] = collections.deque([self.tree])  # breadth first, as ast.walk: the same last parent
+        while pending:
+            node = pending.popleft()
+            for field in node._fields:  # ast.walk and iter_child_nodes in one pass over the fields
+                value = getattr(node, field, None)
+                for child in value if isinstance(value, list) else (value,):
+                    if isinstance(child, ast.AST):
+                        parents[id(child)] = node
+                        pending.append(child)
+        return parents
 
     @functools.cached_property
     def bare_names(self) -> frozenset[str]:
@@ -1235,7 +1252,7 @@ def _names_of_no_device(context: FileContext, line: int) -> bool:
     if len(assigned) != 1 or not _over_cuda_devices(context, assigned[0].value):
         return False
     name = assigned[0].targets[0].id  # type: ignore[attr-defined]
-    parents = {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+    parents = context.parents
     reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name]
     loads = [n for n in reads if isinstance(n.ctx, ast.Load)]
     return len(reads) == len(loads) + 1 and bool(loads) and all(_read_safely_when_empty(n, parents) for n in loads)
