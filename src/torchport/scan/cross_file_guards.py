@@ -59,8 +59,8 @@ _BLOCK_LINES = 40
 # module's own ``if __name__ == "__main__":``): such a module is also a user's entry point.
 _RUN_AS_SCRIPT = re.compile(rb"""__name__\s*==\s*["']__main__["']|["']__main__["']\s*==\s*__name__""")
 # A package that finds its modules at run time: a registry walk, or an import of a built name.
-_FINDS_MODULES = re.compile(rb"\b(?:iter_modules|walk_packages)\(")
-_FINDS_MODULES_NEEDLES = (b"iter_modules", b"walk_packages")
+FINDS_MODULES = re.compile(rb"\b(?:iter_modules|walk_packages)\(")
+FINDS_MODULES_NEEDLES = (b"iter_modules", b"walk_packages")
 _BUILT_IMPORT = re.compile(rb"\b(?:import_module|__import__|run_module)\(([^)\n]*)")
 # Text files that may name a module for something to import: notebooks, configs, entry points.
 _NAMING_FILES = (".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".json", ".txt", ".sh")
@@ -155,7 +155,7 @@ def is_test_path(relative: str) -> bool:
     return bool(_TEST_PATH.search(relative))
 
 
-class _Files:
+class ScannedFiles:
     """The scanned Python files, each read and parsed at most once, with an index of their class
     headers built on first use."""
 
@@ -278,7 +278,7 @@ class _Files:
 
 # -- modules imported only under a CUDA check ---------------------------------------------------
 
-def _dotted(os_path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def dotted_module(os_path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The module's dotted name from its package's root (``("hippynn", "custom_kernels", "env_cupy")``),
     and the package its relative imports start from."""
     folder, name = os.path.split(os.path.abspath(os_path))
@@ -292,16 +292,21 @@ def _dotted(os_path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return module, tuple(package)
 
 
-def _imported(node: ast.Import | ast.ImportFrom, package: tuple[str, ...]) -> set[tuple[str, ...]]:
+def imported_modules(node: ast.Import | ast.ImportFrom, package: tuple[str, ...]) -> set[tuple[str, ...]]:
     """The modules an import statement may load (each imported name taken as a module), relative
     imports read from ``package``."""
     if isinstance(node, ast.Import):
         return {tuple(alias.name.split(".")) for alias in node.names}
+    module = from_module(node, package)
+    return {module} | {module + (alias.name,) for alias in node.names}
+
+
+def from_module(node: ast.ImportFrom, package: tuple[str, ...]) -> tuple[str, ...]:
+    """The module ``from <module> import ...`` reads, a relative one resolved from ``package``."""
     base: tuple[str, ...] = ()
     if node.level:
         base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
-    module = base + tuple(node.module.split(".")) if node.module else base
-    return {module} | {module + (alias.name,) for alias in node.names}
+    return base + tuple(node.module.split(".")) if node.module else base
 
 
 def _under_cuda_check(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
@@ -316,7 +321,7 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
     if not gated:
         return
     by_display = {job.display: job.path for job in work}
-    files = _Files([job for job in work if job.path.endswith(".py")], roots)
+    files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
     naming: list[str] | None = None
     built_words: list[set[str]] | None = None
     for result, _ in results:
@@ -328,19 +333,19 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
         hot = [f for f in result.findings if still_hot(f)]
         if not hot:
             continue
-        module = _dotted(os_path)[0]
+        module = dotted_module(os_path)[0]
         data = files.data(os_path)
         if len(module) < 2 or data is None or _RUN_AS_SCRIPT.search(data):
             continue  # outside a package, unreadable, or also run as a script
-        if files.anywhere(_FINDS_MODULES, _FINDS_MODULES_NEEDLES):
+        if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
             return  # a registry walk may import any module of the package
         if built_words is None:
             built_words = _built_import_words(files)
         if any(_may_spell(words, module) for words in built_words):
             continue
         if naming is None:
-            naming = _naming_files(roots)
-        if _named_in(naming, module[-1]):
+            naming = naming_files(roots)
+        if named_in(naming, module[-1]):
             continue
         found = _guarded_imports(module, os_path, files)
         if not found:
@@ -351,7 +356,7 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
                             "without CUDA never runs it")
 
 
-def _built_import_words(files: _Files) -> list[set[str]]:
+def _built_import_words(files: ScannedFiles) -> list[set[str]]:
     """For each import of a name built from parts (``import_module(f".kernels.env_{b}")``) in the
     files, the words of its literal pieces; a plain name is left to the string check."""
     found = []
@@ -374,7 +379,7 @@ def _may_spell(words: set[str], module: tuple[str, ...]) -> bool:
     return any(w in module[:-1] or (len(w) >= 2 and module[-1].startswith(w)) for w in words)
 
 
-def _naming_files(roots: list[str]) -> list[str]:
+def naming_files(roots: list[str]) -> list[str]:
     found = []
     for root in roots:
         for folder, _, names in os.walk(root):
@@ -382,7 +387,7 @@ def _naming_files(roots: list[str]) -> list[str]:
     return found
 
 
-def _named_in(paths: list[str], stem: str) -> bool:
+def named_in(paths: list[str], stem: str) -> bool:
     needle = re.compile(rb"(?<![\w])" + re.escape(stem.encode()) + rb"(?![\w])")
     for path in paths:
         try:
@@ -411,7 +416,7 @@ def _word_tokens(data: bytes, stem: str) -> tuple[int, bool] | None:
     return names, in_string
 
 
-def _guarded_imports(module: tuple[str, ...], os_path: str, files: _Files) -> list[str] | None:
+def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles) -> list[str] | None:
     """Where the package's other files (tests aside) import ``module``, when every mention of its
     name there is an import of it or a use, each under a CUDA check; None otherwise."""
     stem = module[-1]
@@ -429,7 +434,7 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: _Files) -> li
         tree = files.tree(path)
         if tokens is None or tokens[1] or tree is None:
             return None
-        package = _dotted(path)[1]
+        package = dotted_module(path)[1]
         parents = _parents(tree)
         accounted = 0
         for node in ast.walk(tree):
@@ -437,7 +442,7 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: _Files) -> li
                 spelled = _spelled_in_import(node, stem)
                 if not spelled:
                     continue
-                if module not in _imported(node, package) or not _under_cuda_check(node, parents):
+                if module not in imported_modules(node, package) or not _under_cuda_check(node, parents):
                     return None  # another module of that name, or an import a user without CUDA runs
                 accounted += spelled
                 checks.append(f"{_display(files, path)}:{node.lineno}")
@@ -451,7 +456,7 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: _Files) -> li
     return checks or None
 
 
-def _display(files: _Files, os_path: str) -> str:
+def _display(files: ScannedFiles, os_path: str) -> str:
     return files.display.get(os_path, os_path)
 
 
@@ -579,7 +584,7 @@ def _asserts_cuda_for(test: ast.expr, flag: str) -> bool:
     return len(negated) == 1 and any(cuda_present(v) for v in test.values if v is not negated[0])
 
 
-def _hierarchy(files: _Files, name: str) -> set[tuple[str, str]] | None:
+def _hierarchy(files: ScannedFiles, name: str) -> set[tuple[str, str]] | None:
     """(file, class name) of the class, its bases, the classes derived from it and their bases,
     each name taken as every class of that name in the scanned files; None past the cap."""
     index, derived = files.classes(), files.derived()
@@ -617,7 +622,7 @@ def lower_flags_stored_elsewhere(work: list, results: list[tuple[FileResult, int
     if not flags:
         return
     by_display = {job.display: job.path for job in work}
-    files = _Files([job for job in work if job.path.endswith(".py")], roots)
+    files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
     decided: dict[tuple[str, str], str | None] = {}
     flag_alone: dict[str, bool] = {}
     for result, _ in results:
@@ -640,7 +645,7 @@ def lower_flags_stored_elsewhere(work: list, results: list[tuple[FileResult, int
                                 f"in the class hierarchy keeps false where CUDA is absent ({where})")
 
 
-def _stored_only_off_without_cuda(files: _Files, name: str, flag: str) -> str | None:
+def _stored_only_off_without_cuda(files: ScannedFiles, name: str, flag: str) -> str | None:
     """Where the flag is stored (``file:line``) when every store keeps it false without CUDA; None
     otherwise."""
     members = _hierarchy(files, name)
@@ -686,7 +691,7 @@ def _on_a_line_of(data: bytes | None, word: bytes, pattern: re.Pattern[bytes]) -
     return False
 
 
-def _stored_only_in_classes(files: _Files, flag: str) -> bool:
+def _stored_only_in_classes(files: ScannedFiles, flag: str) -> bool:
     """Whether no scanned file sets ``flag`` but as ``self.flag`` in a class: not on another object
     (``engine.use_gpu = True``, ``setattr(engine, k, v)``, ``engine.__dict__.update(...)``), not
     in a function outside a class (a method attached later), and no string names it (an option, a
@@ -736,7 +741,7 @@ def _is_unit_test_module(tree: ast.Module) -> bool:
 def lower_checks_in_tests(work: list, results: list[tuple[FileResult, int]], roots: list[str]) -> None:
     """Lower a silent CUDA check in a test file: where CUDA is absent the test runs on the CPU."""
     by_display = {job.display: job.path for job in work}
-    files = _Files([], roots)
+    files = ScannedFiles([], roots)
     for result, _ in results:
         checks = [f for f in result.findings if f.rule_id == CUDA_AVAILABILITY_CHECK and still_hot(f)
                   and worst_of(f) == "silent"]

@@ -120,6 +120,7 @@ class FileResult:
     skipped: Skipped | None = None
     extensions: list[str] = field(default_factory=list)  # CUDA extensions the file builds
     unreached: list = field(default_factory=list)  # reachability.Candidate: lowered if no other file names it
+    unused_classes: list = field(default_factory=list)  # unused_classes.Candidate: lowered if the package never uses it
     cuda_gated_imports: list[str] = field(default_factory=list)  # words of imports under a CUDA check
     cuda_flags: list[str] = field(default_factory=list)  # self attributes stored from a CUDA check
     flag_guarded: list = field(default_factory=list)  # (finding index, flag, class, if line): under `if self.flag:`

@@ -115,7 +115,7 @@ class _Spelling:
     called: int  # mentions followed by ``(``
 
 
-def _spelling(text: str, name: str) -> _Spelling | None:
+def mentions_of(text: str, name: str) -> _Spelling | None:
     """None past _MAX_MENTIONS."""
     found = _Spelling([], 0, 0)
     position = text.find(name)
@@ -134,7 +134,7 @@ def _spelling(text: str, name: str) -> _Spelling | None:
     return found
 
 
-def _scopes_at(tree: ast.Module, line: int) -> list:
+def scopes_at(tree: ast.Module, line: int) -> list:
     """The module-level class or function holding ``line`` and, in a class, the method; enough
     for _unit, without walking every statement of the file."""
     scopes: list = []
@@ -199,13 +199,13 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
     names: dict[int, tuple[str, ...]] = {}
     found: list[Candidate] = []
     for index, finding in hot:
-        unit = _unit(_scopes_at(tree, finding.line), finding.line)
+        unit = _unit(scopes_at(tree, finding.line), finding.line)
         if unit is None:
             continue
         key = id(unit.function)
         if key not in verdicts:
             verdicts[key] = None
-            spelling = _spelling(text, unit.name)
+            spelling = mentions_of(text, unit.name)
             if spelling is None:
                 continue
             if len(spelling.lines) == spelling.defined:
@@ -254,10 +254,10 @@ def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, 
             if test is not None:
                 first = first or (node.lineno, " ".join(test.split()))
                 continue
-            caller = _unit(_scopes_at(context.tree, node.lineno), node.lineno) if depth < _DEPTH else None
+            caller = _unit(scopes_at(context.tree, node.lineno), node.lineno) if depth < _DEPTH else None
             if caller is None or caller.name == unit.name:
                 return None
-            caller_spelling = _spelling(context.text, caller.name)
+            caller_spelling = mentions_of(context.text, caller.name)
             if (caller_spelling is None or caller_spelling.called != len(caller_spelling.lines)
                     or caller_spelling.defined == len(caller_spelling.lines)):
                 return None
@@ -281,7 +281,7 @@ def _guarded_reason(context: FileContext, unit: _Unit, spelling: _Spelling, path
             "file names it: a user without CUDA does not reach this line"), names
 
 
-def _package_root(os_path: str) -> str:
+def package_root(os_path: str) -> str:
     """The outermost folder of the file's package (its own folder outside a package)."""
     folder = os.path.dirname(os.path.abspath(os_path))
     while os.path.exists(os.path.join(os.path.dirname(folder), "__init__.py")) and os.path.dirname(folder) != folder:
@@ -292,7 +292,7 @@ def _package_root(os_path: str) -> str:
 def _whole_package_scanned(os_path: str, roots: list[str]) -> bool:
     """Whether a scanned folder holds the file's whole package: scanning one file, or one folder
     of a package, cannot see the callers elsewhere in it."""
-    package = _package_root(os_path)
+    package = package_root(os_path)
     return any(package == root or package.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 

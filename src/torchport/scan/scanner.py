@@ -25,7 +25,7 @@ from pathlib import Path
 
 from torchport.errors import UserError
 from torchport.scan import (cross_file_guards, default_callers, device_flow, extensions, float64_device, policy,
-                            python, reachability, removed_torch, textfiles)
+                            python, reachability, removed_torch, textfiles, unused_classes)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -267,13 +267,15 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             result.findings = python.analyze(tree, text, job.display)
             policy.apply(tree, text, job.display, result.findings)
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
+            result.unused_classes = unused_classes.candidates(text, job.display, job.path, result.findings,
+                                                              {c.index for c in result.unreached})
             result.cuda_gated_imports, result.cuda_flags = cross_file_guards.hints(text)
             result.flag_guarded = cross_file_guards.flag_guards(tree, text, result.findings)
             result.past_removed = removed_torch.candidates_in(text, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
         except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
-            result.findings, result.unreached, result.extensions = [], [], []
+            result.findings, result.unreached, result.unused_classes, result.extensions = [], [], [], []
             result.cuda_gated_imports, result.cuda_flags, result.flag_guarded = [], [], []
             result.past_removed = []
             reason, internal = analysis_failure(exc, debug)
@@ -402,10 +404,12 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
                  "defaults every caller overrides")
     across_files(lambda: device_flow.lower_fallbacks(work, results, read), "fallbacks to the CPU")
     across_files(lambda: reachability.lower_unreached(work, results, paths), "functions no file calls")
+    roots = [os.path.abspath(p) for p in paths if os.path.isdir(p)]
+    across_files(lambda: unused_classes.lower(work, results, reachability.whole_package_in(paths), roots,
+                                              config.max_file_bytes), "classes the package never uses")
     across_files(lambda: float64_device.lower_modules_refused_on_mps(work, results,
                                                                      reachability.whole_package_in(paths)),
                  "float64 in modules refused on MPS")
-    roots = [os.path.abspath(p) for p in paths if os.path.isdir(p)]
     across_files(lambda: cross_file_guards.lower_modules_imported_under_cuda(
         work, results, reachability.whole_package_in(paths), roots), "modules imported only under a CUDA check")
     across_files(lambda: cross_file_guards.lower_flags_stored_elsewhere(
