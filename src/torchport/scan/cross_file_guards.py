@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan.detectors.syntax import import_aliases
-from torchport.scan.model import FileResult, Finding
+from torchport.scan.model import CrossFileHints, FileResult, Finding
 from torchport.scan.policy import still_hot, worst_of
 from torchport.scan.rules import CUDA_AVAILABILITY_CHECK
 
@@ -53,6 +53,17 @@ _IMPORT_LINE = re.compile(r"[ \t]*(?:from\s+([\w.]+)\s+)?import\s+([\w., \t]+)")
 _CUDA_FLAG = re.compile(r"self\.(\w+)\s*=\s*\(?\s*torch\.cuda\.(?:is_available|device_count)\(\)"
                         r"|self\.(\w+)\s*=.*\band\s+\(?\s*torch\.cuda\.is_available\(\)"
                         r"|not\s+self\.(\w+)\s+or\s+torch\.cuda\.is_available\(\)")
+# ``if is_triton_available():``: a test that may call a helper asking for CUDA (read across files).
+# ``def is_triton_available():`` at the left margin: a function that may be such a helper.
+_HELPER_DEFINITION = re.compile(r"^def[ \t]+(\w+)\(\)[^:\n]*:", re.MULTILINE)
+_LEFT_MARGIN = re.compile(r"\n(?=[^\s#])")
+# Found by its literal start, which re skips to (a pattern anchored at each line start is tried on
+# every line: 0.5 s over the transformers tree); the line is checked to begin with it afterwards.
+_HELPER_TEST = re.compile(r"if[ \t]+(\w+)\(\)[ \t]*(?:and\b[^\n]*)?:")
+# Decorators that keep what a helper returns (``@functools.lru_cache``, ``@cache``).
+_MEMOIZING = frozenset({"lru_cache", "cache"})
+# How deep a helper's local names are followed to a CUDA query.
+_HELPER_DEPTH = 3
 # How many lines under a CUDA check are read for imports.
 _BLOCK_LINES = 40
 # Run as a script in any spelling, anywhere in the file (broader than reachability's test of a
@@ -86,12 +97,15 @@ def _source(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
-def cuda_present(test: ast.expr) -> bool:
+def cuda_present(test: ast.expr, helper: Callable[[str], bool] | None = None) -> bool:
     """Whether ``test`` is false wherever CUDA is absent: ``torch.cuda.is_available()``,
-    ``torch.cuda.device_count() > 0``, or an ``and`` with such an operand."""
+    ``torch.cuda.device_count() > 0``, a call without arguments of a function ``helper`` accepts,
+    or an ``and`` with such an operand."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(cuda_present(value) for value in test.values)
+        return any(cuda_present(value, helper) for value in test.values)
     if isinstance(test, ast.Call) and not test.args and not test.keywords:
+        if helper is not None and isinstance(test.func, ast.Name) and helper(test.func.id):
+            return True
         return _source(test.func) == "torch.cuda.is_available"
     if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Call)
             and _source(test.left) == "torch.cuda.device_count()"):
@@ -102,17 +116,23 @@ def cuda_present(test: ast.expr) -> bool:
     return False
 
 
-def hints(text: str) -> tuple[list[str], list[str]]:
-    """What one file may contribute, read in the workers: the words of the imports in the lines
-    under its CUDA checks (module names), and the ``self`` attributes it stores from one."""
+def hints(text: str) -> CrossFileHints:
+    """The words of the imports in the lines under the file's CUDA checks (module names), apart
+    for a helper's checks; the functions that may be such helpers; the ``self`` attributes it
+    stores from a CUDA query."""
+    found = CrossFileHints()
     imported: set[str] = set()
     flags: set[str] = set()
+    by_helper: dict[str, set[str]] = {}
     lines: list[str] | None = None
-    for query in _CUDA_QUERY.finditer(text):
+    tests = [(m, None) for m in _CUDA_QUERY.finditer(text)] + [
+        (m, m.group(1)) for m in _HELPER_TEST.finditer(text) if _starts_line(text, m.start())]
+    for query, helper in tests:
         start = text.rfind("\n", 0, query.start()) + 1
         end = text.find("\n", query.end())
         line = text[start:end if end >= 0 else len(text)]
-        flags.update(name for match in _CUDA_FLAG.finditer(line) for name in match.groups() if name)
+        if helper is None:
+            flags.update(name for match in _CUDA_FLAG.finditer(line) for name in match.groups() if name)
         opening = _IF_LINE.match(line)
         if opening is None:
             continue
@@ -120,13 +140,32 @@ def hints(text: str) -> tuple[list[str], list[str]]:
             lines = text.split("\n")
         number = text.count("\n", 0, start)
         indent = len(opening.group(1).expandtabs())
+        words = imported if helper is None else by_helper.setdefault(helper, set())
         for below in lines[number + 1:number + 1 + _BLOCK_LINES]:
             if below.strip() and len(below.expandtabs()) - len(below.expandtabs().lstrip()) <= indent:
                 break
-            found = _IMPORT_LINE.match(below)
-            if found:
-                imported.update(re.findall(r"\w+", f"{found.group(1) or ''} {found.group(2)}"))
-    return sorted(imported - {"import", "as"}), sorted(flags)
+            statement = _IMPORT_LINE.match(below)
+            if statement:
+                words.update(re.findall(r"\w+", f"{statement.group(1) or ''} {statement.group(2)}"))
+    found.gated_imports = sorted(imported - {"import", "as"})
+    found.helper_gated_imports = {name: sorted(words - {"import", "as"}) for name, words in by_helper.items() if words}
+    found.flags = sorted(flags)
+    if "is_available" in text or "device_count" in text:
+        found.cuda_helpers = [m.group(1) for m in _HELPER_DEFINITION.finditer(text)
+                              if _CUDA_QUERY.search(_top_level_body(text, m.end()))]
+    return found
+
+
+def _top_level_body(text: str, start: int) -> str:
+    """The text from ``start`` to the next line that begins at the left margin."""
+    end = _LEFT_MARGIN.search(text, start)
+    return text[start:end.start() if end else len(text)]
+
+
+def _starts_line(text: str, position: int) -> bool:
+    """Whether only indentation (and an ``el`` of ``elif``) precedes ``position`` on its line."""
+    before = text[text.rfind("\n", 0, position) + 1:position].lstrip(" \t")
+    return before in ("", "el")
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
@@ -309,19 +348,131 @@ def from_module(node: ast.ImportFrom, package: tuple[str, ...]) -> tuple[str, ..
     return base + tuple(node.module.split(".")) if node.module else base
 
 
-def _under_cuda_check(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
-    return any(isinstance(ancestor, ast.If) and child in ancestor.body and cuda_present(ancestor.test)
-               for ancestor, child in _ancestors(node, parents))
+def _under_cuda_check(node: ast.AST, parents: dict[int, ast.AST], helper: Callable[[str], bool] | None = None) -> bool:
+    return _cuda_check_over(node, parents, helper) is not None
+
+
+def _cuda_check_over(node: ast.AST, parents: dict[int, ast.AST],
+                     helper: Callable[[str], bool] | None = None) -> ast.expr | None:
+    """The test of the innermost ``if`` whose body holds ``node`` and that is false without CUDA."""
+    return next((ancestor.test for ancestor, child in _ancestors(node, parents)
+                 if isinstance(ancestor, ast.If) and child in ancestor.body and cuda_present(ancestor.test, helper)),
+                None)
+
+
+class CudaHelpers:
+    """Functions every return of which is false wherever CUDA is absent (anemoi's
+    ``is_triton_available()``: ``return triton_available and gpus_present``, with ``gpus_present =
+    torch.cuda.is_available()``), by the name a file calls them: defined at the top of that file, or
+    imported by name from a module of the same package among the scanned files."""
+
+    def __init__(self, files: ScannedFiles) -> None:
+        self.files = files
+        self._modules: dict[str, list[str]] | None = None
+        self._verdicts: dict[tuple[str, str], bool] = {}
+
+    def in_file(self, os_path: str) -> Callable[[str], bool]:
+        return lambda name: self.asks_for_cuda(os_path, name)
+
+    def asks_for_cuda(self, os_path: str, name: str) -> bool:
+        key = (os_path, name)
+        if key not in self._verdicts:
+            self._verdicts[key] = False  # a helper that reaches itself is no evidence
+            self._verdicts[key] = self._read(os_path, name)
+        return self._verdicts[key]
+
+    def _read(self, os_path: str, name: str) -> bool:
+        tree = self.files.tree(os_path)
+        if tree is None:
+            return False
+        bindings = [s for s in tree.body if _binds(s, name)]
+        if len(bindings) != 1:
+            return False  # not bound at the top of the file, or bound twice
+        statement = bindings[0]
+        if isinstance(statement, ast.FunctionDef):
+            return all(_source(d).split(".")[-1].split("(")[0] in _MEMOIZING for d in statement.decorator_list) and (
+                _returns_false_without_cuda(statement))
+        if not isinstance(statement, ast.ImportFrom):
+            return False
+        alias = next(a for a in statement.names if (a.asname or a.name) == name)
+        source = self._module_file(from_module(statement, dotted_module(os_path)[1]))
+        return source is not None and self.asks_for_cuda(source, alias.name)
+
+    def _module_file(self, module: tuple[str, ...]) -> str | None:
+        """The one scanned file whose path spells ``module`` (namespace packages included)."""
+        if self._modules is None:
+            self._modules = {}
+            for job in self.files.jobs:
+                self._modules.setdefault(os.path.splitext(os.path.basename(job.path))[0], []).append(job.path)
+        found = [p for p in self._modules.get(module[-1], []) if is_module_file(module, p)]
+        return found[0] if len(found) == 1 else None
+
+
+def is_module_file(module: tuple[str, ...], os_path: str) -> bool:
+    """Whether the file at ``os_path`` is where ``module`` is imported from, read on its path
+    (``a/b/c.py`` or ``a/b/c/__init__.py``), so that namespace packages without ``__init__.py``
+    count too."""
+    path = os.path.abspath(os_path).replace(os.sep, "/")
+    spelled = "/" + "/".join(module)
+    for ending in (spelled + ".py", spelled + "/__init__.py"):
+        if path.endswith(ending):
+            # the name must start where imports start: a folder that is not itself a package
+            # (`import env_k` is not the package's kernels/env_k.py)
+            above = path[:-len(ending)]
+            return not os.path.exists(os.path.join(above, "__init__.py"))
+    return False
+
+
+def _binds(statement: ast.stmt, name: str) -> bool:
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return statement.name == name
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in statement.names)
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(statement))
+
+
+def _returns_false_without_cuda(function: ast.FunctionDef) -> bool:
+    """Every return of the function (one at least) gives a CUDA query, a local name bound once, at
+    the top of its body, to one, an ``and`` with such an operand, or a false constant; no ``yield``."""
+    own = list(_own_statements(function))
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)) for n in own):
+        return False
+    stores: dict[str, int] = {}
+    for node in own:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    parameters = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+    bound = {s.targets[0].id: s.value for s in function.body
+             if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+             and stores.get(s.targets[0].id) == 1 and s.targets[0].id not in parameters}
+    returns = [n for n in own if isinstance(n, ast.Return)]
+    return bool(returns) and all(r.value is not None and _false_without_cuda(r.value, bound) for r in returns)
+
+
+def _false_without_cuda(value: ast.expr, bound: dict[str, ast.expr], depth: int = 0) -> bool:
+    if depth > _HELPER_DEPTH:
+        return False
+    if isinstance(value, ast.Name) and value.id in bound:
+        return _false_without_cuda(bound[value.id], bound, depth + 1)
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+        return any(_false_without_cuda(v, bound, depth + 1) for v in value.values)
+    if isinstance(value, ast.Constant):
+        return value.value is False or value.value is None
+    return cuda_present(value)
 
 
 def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult, int]],
                                       whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower the findings of modules the rest of the package imports only under a CUDA check."""
-    gated = {word for result, _ in results for word in result.cuda_gated_imports}
+    helpers_named = {name for result, _ in results for name in result.hints.cuda_helpers}
+    gated = {word for result, _ in results for word in result.hints.gated_imports} | {
+        word for result, _ in results for name, words in result.hints.helper_gated_imports.items()
+        if name in helpers_named for word in words}
     if not gated:
         return
     by_display = {job.display: job.path for job in work}
     files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
+    helpers = CudaHelpers(files)
     naming: list[str] | None = None
     built_words: list[set[str]] | None = None
     for result, _ in results:
@@ -335,8 +486,10 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
             continue
         module = dotted_module(os_path)[0]
         data = files.data(os_path)
-        if len(module) < 2 or data is None or _RUN_AS_SCRIPT.search(data):
-            continue  # outside a package, unreadable, or also run as a script
+        in_package = len(module) >= 2 or os.path.exists(
+            os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(os_path))), "__init__.py"))
+        if not in_package or data is None or _RUN_AS_SCRIPT.search(data):
+            continue  # outside a package (a namespace one below a package counts), unreadable, or also a script
         if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
             return  # a registry walk may import any module of the package
         if built_words is None:
@@ -347,7 +500,7 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
             naming = naming_files(roots)
         if named_in(naming, module[-1]):
             continue
-        found = _guarded_imports(module, os_path, files)
+        found = _guarded_imports(module, os_path, files, helpers)
         if not found:
             continue
         where = ", ".join(found[:3]) + (" ..." if len(found) > 3 else "")
@@ -416,10 +569,12 @@ def _word_tokens(data: bytes, stem: str) -> tuple[int, bool] | None:
     return names, in_string
 
 
-def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles) -> list[str] | None:
+def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
+                     helpers: CudaHelpers) -> list[str] | None:
     """Where the package's other files (tests aside) import ``module``, when every mention of its
     name there is an import of it or a use, each under a CUDA check; None otherwise."""
     stem = module[-1]
+    package_folder = os.path.basename(os.path.dirname(os.path.abspath(os_path)))
     mentioning = files.mentioning(stem.encode())
     if mentioning is None:
         return None
@@ -428,29 +583,41 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles)
         if path == os_path or files.is_test(path):
             continue  # a test's imports are not a user's path
         data = files.data(path) or b""
-        if b"is_available" not in data and b"device_count" not in data:
-            return None  # named there, and nothing there could guard it
         tokens = _word_tokens(data, stem)
         tree = files.tree(path)
         if tokens is None or tokens[1] or tree is None:
             return None
         package = dotted_module(path)[1]
         parents = _parents(tree)
+        helper = helpers.in_file(path)
+        # Without an import that spells it, the name is the file's own (a local `gt`), and only an
+        # attribute of the module's package (`triton.gt`) may still be the module; `x.gt(0)` is not.
+        imports_it = any(isinstance(n, (ast.Import, ast.ImportFrom)) and _spelled_in_import(n, stem)
+                         for n in ast.walk(tree))
         accounted = 0
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 spelled = _spelled_in_import(node, stem)
                 if not spelled:
                     continue
-                if module not in imported_modules(node, package) or not _under_cuda_check(node, parents):
+                test = _cuda_check_over(node, parents, helper)
+                if test is None or not any(is_module_file(m, os_path) for m in imported_modules(node, package) if m):
                     return None  # another module of that name, or an import a user without CUDA runs
                 accounted += spelled
-                checks.append(f"{_display(files, path)}:{node.lineno}")
+                spelled_test = _source(test)
+                through = "" if cuda_present(test) else ", a helper whose every return is false without CUDA"
+                checks.append(f"{_display(files, path)}:{node.lineno} under `{spelled_test}`{through}")
             elif (isinstance(node, ast.Name) and node.id == stem) or (
                     isinstance(node, ast.Attribute) and node.attr == stem):
-                if not _under_cuda_check(node, parents):
+                may_be_module = imports_it or (isinstance(node, ast.Attribute)
+                                               and _source(node.value).split(".")[-1] == package_folder)
+                if may_be_module and not _under_cuda_check(node, parents, helper):
                     return None
                 accounted += 1
+            elif not imports_it and ((isinstance(node, ast.arg) and node.arg == stem) or (
+                    isinstance(node, ast.keyword) and node.arg == stem) or (
+                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == stem)):
+                accounted += 1  # the file's own name
         if accounted != tokens[0]:
             return None  # a definition, a keyword, an alias: a mention not accounted for
     return checks or None
@@ -618,7 +785,7 @@ def lower_flags_stored_elsewhere(work: list, results: list[tuple[FileResult, int
                                  whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower findings under ``if self.flag:`` where every store of the flag in the class hierarchy
     keeps it false without CUDA."""
-    flags = {flag for result, _ in results for flag in result.cuda_flags}
+    flags = {flag for result, _ in results for flag in result.hints.flags}
     if not flags:
         return
     by_display = {job.display: job.path for job in work}

@@ -114,6 +114,16 @@ class UnfinishedPass:
 
 
 @dataclass
+class CrossFileHints:
+    """What one file may contribute to cross_file_guards' passes, read in the workers."""
+    gated_imports: list[str] = field(default_factory=list)  # words of the imports under a CUDA query
+    # helper name -> words of the imports under ``if helper():``, counted once the helper asks for CUDA
+    helper_gated_imports: dict[str, list[str]] = field(default_factory=dict)
+    cuda_helpers: list[str] = field(default_factory=list)  # top-level functions without parameters naming a CUDA query
+    flags: list[str] = field(default_factory=list)  # ``self`` attributes stored from a CUDA query
+
+
+@dataclass
 class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
@@ -121,7 +131,6 @@ class FileResult:
     extensions: list[str] = field(default_factory=list)  # CUDA extensions the file builds
     unreached: list = field(default_factory=list)  # reachability.Candidate: lowered if no other file names it
     unused_classes: list = field(default_factory=list)  # unused_classes.Candidate: lowered if the package never uses it
-    cuda_gated_imports: list[str] = field(default_factory=list)  # words of imports under a CUDA check
-    cuda_flags: list[str] = field(default_factory=list)  # self attributes stored from a CUDA check
+    hints: CrossFileHints = field(default_factory=CrossFileHints)
     flag_guarded: list = field(default_factory=list)  # (finding index, flag, class, if line): under `if self.flag:`
     past_removed: list = field(default_factory=list)  # removed_torch.Candidate: lowered unless a file puts it back

@@ -34,7 +34,7 @@ from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
                                   FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, CUDA_AUTOCAST, CUDA_GRAD_SCALER, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
-                                  TRITON_KERNEL)
+                                  NVIDIA_TOOLING, TRITON_KERNEL)
 
 # Libraries whose whole point is an NVIDIA feature: code that imports them is CUDA by design.
 # (Not cupy: libraries accept cupy arrays as one array type among others.)
@@ -2486,6 +2486,62 @@ def _in_build_only_command(site: _Site) -> str | None:
     return optional_native.build_only_command(function) if function is not None else None
 
 
+# Calls that look a program up on PATH and answer None where it is absent.
+_PROGRAM_LOOKUPS = frozenset({"shutil.which", "which", "find_executable", "distutils.spawn.find_executable",
+                              "spawn.find_executable"})
+
+
+def _looks_up_nvidia_smi(context: FileContext, node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and context.source(node.func) in _PROGRAM_LOOKUPS and len(node.args) == 1
+            and not node.keywords and isinstance(node.args[0], ast.Constant) and node.args[0].value == "nvidia-smi")
+
+
+def _absent_when_true(context: FileContext, test: ast.expr) -> bool:
+    """``not shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is None``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _looks_up_nvidia_smi(context, test.operand)
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq))
+            and _looks_up_nvidia_smi(context, test.left) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None)
+
+
+def _present_when_true(context: FileContext, test: ast.expr) -> bool:
+    """``shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is not None``."""
+    if _looks_up_nvidia_smi(context, test):
+        return True
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
+            and _looks_up_nvidia_smi(context, test.left) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None)
+
+
+def _nvidia_smi_looked_up(site: _Site) -> str | None:
+    """The "nvidia-smi" is the argument of ``shutil.which`` (a lookup, which answers None where the
+    program is absent), or runs only where that lookup found it: in the body of
+    ``if shutil.which("nvidia-smi"):``, or after ``if not shutil.which("nvidia-smi"): return ...``
+    among the statements of its function or module."""
+    if "nvidia-smi" not in site.context.lines[site.line - 1] or "which" not in site.file.text:
+        return None
+    context = site.file.whole()
+    line, column = site.line, site.finding.column
+    function = context.innermost_function(line)
+    body = function.body if function is not None else context.tree.body
+    for node in walk_nodes(function if function is not None else context.tree):
+        if isinstance(node, ast.Call) and _looks_up_nvidia_smi(context, node) and context.holds(node.args[0], line, column):
+            return "a lookup of nvidia-smi on PATH, which answers None where it is absent"
+    for statement in body:
+        if statement.lineno >= line:
+            break
+        if (isinstance(statement, ast.If) and not statement.orelse and _absent_when_true(context, statement.test)
+                and isinstance(statement.body[-1], (ast.Return, ast.Raise))):
+            return (f"past the early exit where `{context.source(statement.test)}` (line {statement.lineno}): it "
+                    "runs only where nvidia-smi is installed")
+    for scope in walk_nodes(function if function is not None else context.tree):
+        if (isinstance(scope, ast.If) and _present_when_true(context, scope.test) and scope.body
+                and scope.body[0].lineno <= line <= (scope.body[-1].end_lineno or scope.body[-1].lineno)):
+            return f"under `{context.source(scope.test)}` (line {scope.lineno}): it runs only where nvidia-smi is installed"
+    return None
+
+
 def _seeded_by_manual_seed(context: FileContext, line: int) -> bool:
     """``torch.cuda.manual_seed_all(seed)`` after ``torch.manual_seed(...)`` in the same function:
     torch.manual_seed seeds every device, and off CUDA the CUDA call is a no-op (measured in
@@ -2661,6 +2717,7 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(frozenset({CUDA_DEVICE_PROPERTIES}), _in_whole_file(_for_a_cuda_build), "info",
              "reads the GPU's compute capability for a JIT build of CUDA sources: the build is the lock-in, "
              "reported at its load()"),
+    Lowering(frozenset({NVIDIA_TOOLING}), _nvidia_smi_looked_up, "info", "{}"),
     Lowering(_EVERY_RULE - _DEVICE_STRING, _at_line(FileContext.in_swallowing_try), "info",
              "inside a try whose broad except neither re-raises nor exits: the error is caught"),
     Lowering(_EVERY_RULE, _at_line(_in_nvidia_library_code), "info",

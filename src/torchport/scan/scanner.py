@@ -262,6 +262,8 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
     except (ValueError, RecursionError, MemoryError) as exc:
         result.skipped = Skipped(job.display, f"cannot parse: {type(exc).__name__}")
         return result, lines
+    # a file without findings may still import a module only under a CUDA check
+    result.hints = cross_file_guards.hints(text)
     if tree is not None:
         try:
             result.findings = python.analyze(tree, text, job.display)
@@ -269,14 +271,13 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             result.unused_classes = unused_classes.candidates(text, job.display, job.path, result.findings,
                                                               {c.index for c in result.unreached})
-            result.cuda_gated_imports, result.cuda_flags = cross_file_guards.hints(text)
             result.flag_guarded = cross_file_guards.flag_guards(tree, text, result.findings)
             result.past_removed = removed_torch.candidates_in(text, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
         except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
             result.findings, result.unreached, result.unused_classes, result.extensions = [], [], [], []
-            result.cuda_gated_imports, result.cuda_flags, result.flag_guarded = [], [], []
+            result.flag_guarded = []
             result.past_removed = []
             reason, internal = analysis_failure(exc, debug)
             result.skipped = Skipped(job.display, reason, internal)
