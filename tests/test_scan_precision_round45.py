@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import check_marked_lines
+from scan_marks import check_marked_lines, kept_lines_stay
 from scan_marks import write_snippet as _write
 
 _KERNEL = '''
@@ -132,3 +132,87 @@ def test_an_import_outside_the_helper_keeps_the_module(tmp_path: Path) -> None:
     ''')
     _write(root, "layers/eager.py", "from models.kernels import gt\n")
     check_marked_lines([tmp_path], (kernel, quiet))
+
+
+# Helpers that may be true without CUDA, and guards that are not the helper: each case replaces
+# kernels/utils.py or layers/block.py of a package whose block imports kernels/gt.py only under
+# `if has_gpu():`.  From an independent review of this round's first version.
+_UTILS = '''
+import torch
+
+
+def has_gpu():
+    ok = torch.cuda.is_available()
+    {body}
+    return ok
+'''
+_BLOCK = '''
+from models.kernels.utils import has_gpu
+
+if has_gpu():
+    from models.kernels.gt import run
+'''
+_HELPER_CASES = {
+    "nonlocal": {"utils": _UTILS.format(body="def force():\n        nonlocal ok\n        ok = True\n    force()")},
+    "except_as": {"utils": _UTILS.format(body="try:\n        raise ValueError\n    except ValueError as ok:\n        return ok")},
+    "import_as": {"utils": _UTILS.format(body="import os as ok")},
+    "def_rebinds": {"utils": _UTILS.format(body="def ok():\n        pass")},
+    "match_capture": {"utils": _UTILS.format(body="match 1:\n        case ok:\n            pass")},
+    "own_cache": {"utils": "import torch\n\n\ndef cache(f):\n    return lambda: True\n\n\n@cache\n"
+                           "def has_gpu():\n    return torch.cuda.is_available()\n"},
+    "torch_not_torch": {"utils": "import torch\n\n\ndef has_gpu():\n    import fakegpu as torch\n"
+                                 "    return torch.cuda.is_available()\n"},
+    "fallback_import": {"utils": "import torch\n\n\ndef has_gpu():\n    return torch.cuda.is_available()\n\n\n"
+                                "try:\n    from fastbackend import has_gpu\nexcept ImportError:\n    pass\n"},
+    "rebound_under_if": {"utils": "import os\nimport torch\n\n\ndef has_gpu():\n    return torch.cuda.is_available()\n\n\n"
+                                  "if os.environ.get('FORCE'):\n    def has_gpu():\n        return True\n"},
+    "global_rebinds": {"utils": "import torch\n\n\ndef has_gpu():\n    return torch.cuda.is_available()\n\n\n"
+                                "def force():\n    global has_gpu\n    has_gpu = lambda: True\n"},
+    "monkeypatched": {"block": "import models.kernels.utils\nfrom models.kernels.utils import has_gpu\n\n"
+                               "models.kernels.utils.has_gpu = lambda: True\nif has_gpu():\n"
+                               "    from models.kernels.gt import run\n"},
+    "parameter_shadows": {"block": "from models.kernels.utils import has_gpu\n\n\ndef build(has_gpu=lambda: True):\n"
+                                   "    if has_gpu():\n        from models.kernels.gt import run\n"},
+    "loop_shadows": {"block": "from models.kernels.utils import has_gpu\n\nfor has_gpu in CHECKS:\n"
+                              "    if has_gpu():\n        from models.kernels.gt import run\n"},
+    "lazy_alias": {"user": "import models.kernels as kern\n\n\ndef f(x):\n    return kern.gt.run(x)\n"},
+    "built_import": {"loader": "import importlib\nimport os\n\nfor f in os.listdir('.'):\n"
+                               "    importlib.import_module(f'models.kernels.{f[:-3]}')\n"},
+}
+
+
+def test_a_helper_that_may_be_true_without_cuda_keeps_the_module(tmp_path: Path) -> None:
+    control = tmp_path / "control" / "models"
+    _write(control, "__init__.py", "")
+    _write(control, "kernels/utils.py", _UTILS.format(body="pass"))
+    quiet = _write(control, "kernels/gt.py", "def run(x):\n    return x.cuda()  # quiet\n")
+    _write(control, "layers/__init__.py", "")
+    _write(control, "layers/block.py", _BLOCK)
+    kept = _write(control, "kernels/eager.py", "def run(x):\n    return x.cuda()  # kept\n")
+    check_marked_lines([tmp_path / "control"], (quiet, kept))
+    lowered = []
+    for case, files in _HELPER_CASES.items():
+        root = tmp_path / case / "models"
+        _write(root, "__init__.py", "")
+        _write(root, "kernels/utils.py", files.get("utils", _UTILS.format(body="pass")))
+        gt = _write(root, "kernels/gt.py", "def run(x):\n    return x.cuda()  # kept\n")
+        _write(root, "layers/__init__.py", "")
+        _write(root, "layers/block.py", files.get("block", _BLOCK))
+        for name in ("user", "loader"):
+            if name in files:
+                _write(root, f"layers/{name}.py", files[name])
+        try:
+            kept_lines_stay(gt, root=tmp_path / case)
+        except AssertionError:
+            lowered.append(case)
+    assert not lowered
+
+
+def test_a_bare_or_relative_name_from_a_namespace_folder_is_not_the_module(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    _write(root, "__init__.py", "")
+    # a script in a namespace folder, never imported; `import gt` is some other gt on sys.path
+    script = _write(root, "tools/gt.py", "import torch\n\nx = torch.zeros(3).cuda()  # kept\n")
+    _write(root, "layers/__init__.py", "")
+    _write(root, "layers/block.py", "import torch\n\nif torch.cuda.is_available():\n    import gt\n")
+    kept_lines_stay(script, root=tmp_path)

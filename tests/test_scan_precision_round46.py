@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scan_marks import check_marked_lines
+from scan_marks import check_marked_lines, kept_lines_stay
 from scan_marks import write_snippet as _write
 
 _PROBES = '''
@@ -25,8 +25,33 @@ _PROBES = '''
 
     def driver_version():
         if not which("nvidia-smi"):  # quiet
-            raise RuntimeError("no NVIDIA driver")
+            return None
         return subprocess.run(["nvidia-smi", "--query-gpu=driver_version"])  # quiet
+
+
+    def refuses():
+        # without nvidia-smi the function refuses to run: that is the lock-in
+        if not shutil.which("nvidia-smi"):  # quiet
+            raise RuntimeError("needs an NVIDIA driver")
+        return subprocess.run(["nvidia-smi", "-L"])  # kept
+
+
+    def runs_the_answer():
+        smi = shutil.which("nvidia-smi")  # kept
+        return subprocess.check_output([smi, "-L"])
+
+
+    def inside_the_missing_branch():
+        if not shutil.which("nvidia-smi"):  # quiet
+            out = subprocess.check_output(["nvidia-smi", "-L"])  # kept
+            return out
+        return None
+
+
+    def which_of_its_own():
+        if fake.which("nvidia-smi"):  # kept
+            return subprocess.run(["nvidia-smi", "-L"])  # kept
+        return None
 
 
     def when_present():
@@ -73,3 +98,22 @@ _PROBES = '''
 def test_nvidia_smi_run_only_where_a_lookup_found_it_is_quiet(tmp_path: Path) -> None:
     probes = _write(tmp_path, "probes.py", _PROBES)
     check_marked_lines([probes], (probes,))
+
+
+def test_a_which_of_the_files_own_is_no_lookup(tmp_path: Path) -> None:
+    probes = _write(tmp_path, "own_which.py", '''
+        import shutil
+        import subprocess
+        from shutil import which
+
+
+        def which(program):  # shadows shutil's
+            return shutil.which(program) or program
+
+
+        def names():
+            if which("nvidia-smi"):  # kept
+                return subprocess.run(["nvidia-smi", "-L"])  # kept
+            return None
+    ''')
+    kept_lines_stay(probes)

@@ -354,10 +354,47 @@ def _under_cuda_check(node: ast.AST, parents: dict[int, ast.AST], helper: Callab
 
 def _cuda_check_over(node: ast.AST, parents: dict[int, ast.AST],
                      helper: Callable[[str], bool] | None = None) -> ast.expr | None:
-    """The test of the innermost ``if`` whose body holds ``node`` and that is false without CUDA."""
-    return next((ancestor.test for ancestor, child in _ancestors(node, parents)
-                 if isinstance(ancestor, ast.If) and child in ancestor.body and cuda_present(ancestor.test, helper)),
-                None)
+    """The test of the innermost ``if`` whose body holds ``node`` and that is false without CUDA;
+    a helper's name counts only where no function, lambda or class around the ``if`` binds it."""
+    for ancestor, child in _ancestors(node, parents):
+        if not (isinstance(ancestor, ast.If) and child in ancestor.body):
+            continue
+        if cuda_present(ancestor.test, None if helper is None else _unshadowed(helper, ancestor, parents)):
+            return ancestor.test
+    return None
+
+
+def _unshadowed(helper: Callable[[str], bool], statement: ast.AST,
+                parents: dict[int, ast.AST]) -> Callable[[str], bool]:
+    """``helper`` for the names no function, lambda or class around ``statement`` binds."""
+    local: set[str] = set()
+    for scope, _ in _ancestors(statement, parents):
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            local |= _bound_names(scope)
+    return lambda name: name not in local and helper(name)
+
+
+def _bound_names(scope: ast.AST, stores: bool = True) -> set[str]:
+    """Every name a node binds anywhere inside it, in any position: stores (unless ``stores`` is
+    False), parameters, imports, definitions, ``except ... as``, pattern captures, ``global`` and
+    ``nonlocal``."""
+    found: set[str] = set()
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            if stores:
+                found.add(node.id)
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+        elif isinstance(node, ast.alias):
+            found.add(node.asname or node.name.split(".")[0])
+        elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not scope) or (
+                isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name):
+            found.add(node.name)  # type: ignore[arg-type]
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            found.add(node.rest)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.update(node.names)
+    return found
 
 
 class CudaHelpers:
@@ -383,20 +420,26 @@ class CudaHelpers:
 
     def _read(self, os_path: str, name: str) -> bool:
         tree = self.files.tree(os_path)
-        if tree is None:
+        if tree is None or self._assigned_elsewhere(name):
             return False
-        bindings = [s for s in tree.body if _binds(s, name)]
-        if len(bindings) != 1:
-            return False  # not bound at the top of the file, or bound twice
+        bindings = [s for s in _module_statements(tree) if _binds(s, name)]
+        if len(bindings) != 1 or any(isinstance(n, ast.Global) and name in n.names for n in ast.walk(tree)):
+            return False  # not bound at the top of the file, bound twice, or rebound from a function
         statement = bindings[0]
         if isinstance(statement, ast.FunctionDef):
-            return all(_source(d).split(".")[-1].split("(")[0] in _MEMOIZING for d in statement.decorator_list) and (
-                _returns_false_without_cuda(statement))
+            functools_names = _functools_names(tree)
+            return (all(_source(d).split("(")[0] in functools_names for d in statement.decorator_list)
+                    and _torch_is_torch(tree) and "torch" not in _bound_names(statement)
+                    and _returns_false_without_cuda(statement))
         if not isinstance(statement, ast.ImportFrom):
             return False
         alias = next(a for a in statement.names if (a.asname or a.name) == name)
         source = self._module_file(from_module(statement, dotted_module(os_path)[1]))
         return source is not None and self.asks_for_cuda(source, alias.name)
+
+    def _assigned_elsewhere(self, name: str) -> bool:
+        """Whether a scanned file stores an attribute of that name (``utils.has_gpu = ...``)."""
+        return self.files.anywhere(re.compile(rb"\.\s*" + re.escape(name.encode()) + rb"\s*=(?!=)"), (name.encode(),))
 
     def _module_file(self, module: tuple[str, ...]) -> str | None:
         """The one scanned file whose path spells ``module`` (namespace packages included)."""
@@ -404,8 +447,43 @@ class CudaHelpers:
             self._modules = {}
             for job in self.files.jobs:
                 self._modules.setdefault(os.path.splitext(os.path.basename(job.path))[0], []).append(job.path)
+        if len(module) < 2:
+            return None  # a bare `utils` may be any folder's on sys.path
         found = [p for p in self._modules.get(module[-1], []) if is_module_file(module, p)]
         return found[0] if len(found) == 1 else None
+
+
+def _module_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The statements that run at the top of the module, those in ``if``/``try``/``with`` blocks
+    included (a fallback ``try: from fast import has_gpu`` rebinds a name)."""
+    found: list[ast.stmt] = []
+    pending = list(tree.body)
+    while pending:
+        statement = pending.pop()
+        found.append(statement)
+        if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field_name in ("body", "orelse", "finalbody", "handlers"):
+                pending.extend(getattr(statement, field_name, None) or [])
+    return found
+
+
+def _functools_names(tree: ast.Module) -> set[str]:
+    """How the file spells functools' memoizing decorators (``functools.lru_cache``,
+    ``lru_cache`` imported from functools)."""
+    names: set[str] = set()
+    for statement in _module_statements(tree):
+        if isinstance(statement, ast.Import):
+            names |= {f"{a.asname or a.name}.{m}" for a in statement.names if a.name == "functools" for m in _MEMOIZING}
+        elif isinstance(statement, ast.ImportFrom) and statement.module == "functools" and not statement.level:
+            names |= {a.asname or a.name for a in statement.names if a.name in _MEMOIZING}
+    return names
+
+
+def _torch_is_torch(tree: ast.Module) -> bool:
+    """Every binding of ``torch`` at the top of the file is ``import torch`` (or ``import torch.x``)."""
+    bindings = [s for s in _module_statements(tree) if _binds(s, "torch")]
+    return bool(bindings) and all(isinstance(s, ast.Import) and all(
+        a.asname is None or a.asname != "torch" for a in s.names) for s in bindings)
 
 
 def is_module_file(module: tuple[str, ...], os_path: str) -> bool:
@@ -435,16 +513,16 @@ def _returns_false_without_cuda(function: ast.FunctionDef) -> bool:
     """Every return of the function (one at least) gives a CUDA query, a local name bound once, at
     the top of its body, to one, an ``and`` with such an operand, or a false constant; no ``yield``."""
     own = list(_own_statements(function))
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)) for n in own):
-        return False
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)) for n in ast.walk(function)):
+        return False  # a nested function's `nonlocal` rebinds the helper's names too
     stores: dict[str, int] = {}
-    for node in own:
+    for node in ast.walk(function):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             stores[node.id] = stores.get(node.id, 0) + 1
-    parameters = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+    others = _bound_names(function, stores=False)  # parameters, imports, `except ... as`, captures
     bound = {s.targets[0].id: s.value for s in function.body
              if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-             and stores.get(s.targets[0].id) == 1 and s.targets[0].id not in parameters}
+             and stores.get(s.targets[0].id) == 1 and s.targets[0].id not in others}
     returns = [n for n in own if isinstance(n, ast.Return)]
     return bool(returns) and all(r.value is not None and _false_without_cuda(r.value, bound) for r in returns)
 
@@ -494,7 +572,9 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
             return  # a registry walk may import any module of the package
         if built_words is None:
             built_words = _built_import_words(files)
-        if any(_may_spell(words, module) for words in built_words):
+        # a module of a namespace folder is named, in a built import, by the folders above it
+        spelled = module if len(module) >= 2 else tuple(os.path.splitext(os.path.abspath(os_path))[0].split(os.sep)[-4:])
+        if any(_may_spell(words, spelled) for words in built_words):
             continue
         if naming is None:
             naming = naming_files(roots)
@@ -594,6 +674,8 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
         # attribute of the module's package (`triton.gt`) may still be the module; `x.gt(0)` is not.
         imports_it = any(isinstance(n, (ast.Import, ast.ImportFrom)) and _spelled_in_import(n, stem)
                          for n in ast.walk(tree))
+        imported_names = {a.asname or a.name.split(".")[0] for n in ast.walk(tree)
+                          if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
         accounted = 0
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -601,7 +683,8 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
                 if not spelled:
                     continue
                 test = _cuda_check_over(node, parents, helper)
-                if test is None or not any(is_module_file(m, os_path) for m in imported_modules(node, package) if m):
+                if test is None or not any(is_module_file(m, os_path) for m in imported_modules(node, package)
+                                           if len(m) >= 2):  # a bare `import gt` may be any gt on sys.path
                     return None  # another module of that name, or an import a user without CUDA runs
                 accounted += spelled
                 spelled_test = _source(test)
@@ -609,8 +692,9 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
                 checks.append(f"{_display(files, path)}:{node.lineno} under `{spelled_test}`{through}")
             elif (isinstance(node, ast.Name) and node.id == stem) or (
                     isinstance(node, ast.Attribute) and node.attr == stem):
-                may_be_module = imports_it or (isinstance(node, ast.Attribute)
-                                               and _source(node.value).split(".")[-1] == package_folder)
+                # `kern.gt` with `import pkg.kernels as kern`: any attribute of an imported name may be it
+                may_be_module = imports_it or (isinstance(node, ast.Attribute) and (
+                    _source(node.value).split(".")[-1] == package_folder or _root_name(node.value) in imported_names))
                 if may_be_module and not _under_cuda_check(node, parents, helper):
                     return None
                 accounted += 1
@@ -621,6 +705,12 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
         if accounted != tokens[0]:
             return None  # a definition, a keyword, an alias: a mention not accounted for
     return checks or None
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _display(files: ScannedFiles, os_path: str) -> str:

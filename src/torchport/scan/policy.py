@@ -2486,59 +2486,102 @@ def _in_build_only_command(site: _Site) -> str | None:
     return optional_native.build_only_command(function) if function is not None else None
 
 
-# Calls that look a program up on PATH and answer None where it is absent.
-_PROGRAM_LOOKUPS = frozenset({"shutil.which", "which", "find_executable", "distutils.spawn.find_executable",
-                              "spawn.find_executable"})
+# Where a lookup on PATH comes from: it answers None where the program is absent.
+_PROGRAM_LOOKUPS = {"shutil": "which", "distutils.spawn": "find_executable"}
+
+
+@functools.lru_cache(maxsize=64)
+def _lookup_spellings(tree: ast.Module) -> frozenset[str]:
+    """How the file calls a lookup on PATH (``shutil.which``, ``which`` from shutil): only names
+    that nothing in the file binds otherwise (a local ``def which`` or ``class shutil``)."""
+    imported: dict[str, set[str]] = {}  # name -> what its imports bind it to
+    other: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imported.setdefault(alias.asname or alias.name.split(".")[0], set()).add(
+                    alias.name if alias.asname or "." not in alias.name else alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                imported.setdefault(alias.asname or alias.name, set()).add(
+                    f"{'.' * node.level}{node.module or ''}.{alias.name}")
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            other.add(node.id)
+        elif isinstance(node, ast.arg):
+            other.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.add(node.name)
+    found = set()
+    for name, sources in imported.items():
+        if name in other or len(sources) != 1:
+            continue
+        source = next(iter(sources))
+        if source in _PROGRAM_LOOKUPS:
+            found.add(f"{name}.{_PROGRAM_LOOKUPS[source]}")
+        elif any(source == f"{module}.{function}" for module, function in _PROGRAM_LOOKUPS.items()):
+            found.add(name)
+    return frozenset(found)
 
 
 def _looks_up_nvidia_smi(context: FileContext, node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and context.source(node.func) in _PROGRAM_LOOKUPS and len(node.args) == 1
-            and not node.keywords and isinstance(node.args[0], ast.Constant) and node.args[0].value == "nvidia-smi")
+    return (isinstance(node, ast.Call) and context.source(node.func) in _lookup_spellings(context.tree)
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "nvidia-smi")
 
 
-def _absent_when_true(context: FileContext, test: ast.expr) -> bool:
-    """``not shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is None``."""
+def _absent_when_true(context: FileContext, test: ast.expr) -> ast.Call | None:
+    """The lookup in ``not shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is None``."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _looks_up_nvidia_smi(context, test.operand)
-    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq))
+        return test.operand if _looks_up_nvidia_smi(context, test.operand) else None  # type: ignore[return-value]
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq))
             and _looks_up_nvidia_smi(context, test.left) and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value is None)
+            and test.comparators[0].value is None):
+        return test.left  # type: ignore[return-value]
+    return None
 
 
-def _present_when_true(context: FileContext, test: ast.expr) -> bool:
-    """``shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is not None``."""
+def _present_when_true(context: FileContext, test: ast.expr) -> ast.Call | None:
+    """The lookup in ``shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is not None``."""
     if _looks_up_nvidia_smi(context, test):
-        return True
-    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
+        return test  # type: ignore[return-value]
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
             and _looks_up_nvidia_smi(context, test.left) and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value is None)
+            and test.comparators[0].value is None):
+        return test.left  # type: ignore[return-value]
+    return None
 
 
 def _nvidia_smi_looked_up(site: _Site) -> str | None:
-    """The "nvidia-smi" is the argument of ``shutil.which`` (a lookup, which answers None where the
-    program is absent), or runs only where that lookup found it: in the body of
-    ``if shutil.which("nvidia-smi"):``, or after ``if not shutil.which("nvidia-smi"): return ...``
-    among the statements of its function or module."""
-    if "nvidia-smi" not in site.context.lines[site.line - 1] or "which" not in site.file.text:
+    """The "nvidia-smi" is the argument of ``shutil.which`` in the test of an ``if`` (a lookup
+    only tested, which answers None where the program is absent), or runs only where that lookup
+    found it: in the body of ``if shutil.which("nvidia-smi"):``, or after an ``if not
+    shutil.which("nvidia-smi"): ... return`` among the statements of its function or module."""
+    if "nvidia-smi" not in site.context.lines[site.line - 1] or "which" not in site.file.text and (
+            "find_executable" not in site.file.text):
         return None
     context = site.file.whole()
     line, column = site.line, site.finding.column
     function = context.innermost_function(line)
+    scope: ast.AST = function if function is not None else context.tree
     body = function.body if function is not None else context.tree.body
-    for node in walk_nodes(function if function is not None else context.tree):
-        if isinstance(node, ast.Call) and _looks_up_nvidia_smi(context, node) and context.holds(node.args[0], line, column):
-            return "a lookup of nvidia-smi on PATH, which answers None where it is absent"
-    for statement in body:
-        if statement.lineno >= line:
+    tests = [n for n in walk_nodes(scope) if isinstance(n, ast.If)]
+    for statement in tests:
+        if any(isinstance(n, ast.NamedExpr) for n in ast.walk(statement.test)):
+            continue  # `if (smi := shutil.which(...))`: the answer is kept for later
+        if any(_looks_up_nvidia_smi(context, n) and context.holds(n.args[0], line, column)  # type: ignore[attr-defined]
+               for n in ast.walk(statement.test)):
+            return "a lookup of nvidia-smi on PATH, only tested: it answers None where nvidia-smi is absent"
+    for earlier in body:
+        if (earlier.end_lineno or earlier.lineno) >= line:
             break
-        if (isinstance(statement, ast.If) and not statement.orelse and _absent_when_true(context, statement.test)
-                and isinstance(statement.body[-1], (ast.Return, ast.Raise))):
-            return (f"past the early exit where `{context.source(statement.test)}` (line {statement.lineno}): it "
-                    "runs only where nvidia-smi is installed")
-    for scope in walk_nodes(function if function is not None else context.tree):
-        if (isinstance(scope, ast.If) and _present_when_true(context, scope.test) and scope.body
-                and scope.body[0].lineno <= line <= (scope.body[-1].end_lineno or scope.body[-1].lineno)):
-            return f"under `{context.source(scope.test)}` (line {scope.lineno}): it runs only where nvidia-smi is installed"
+        if (isinstance(earlier, ast.If) and not earlier.orelse and _absent_when_true(context, earlier.test)
+                and isinstance(earlier.body[-1], ast.Return)):
+            return (f"past the early return where `{context.source(earlier.test)}` (line {earlier.lineno}): "
+                    "it runs only where nvidia-smi is installed")
+    for test in tests:
+        if (_present_when_true(context, test.test) is not None and test.body
+                and test.body[0].lineno <= line <= (test.body[-1].end_lineno or test.body[-1].lineno)):
+            return f"under `{context.source(test.test)}` (line {test.lineno}): it runs only where nvidia-smi is installed"
     return None
 
 
