@@ -65,8 +65,12 @@ from torchport.scan.reachability import mentions_of, package_root, scopes_at
 
 _SPECIAL_FILES = frozenset({"__init__.py", "__main__.py", "setup.py", "conftest.py"})
 _TEST_FILE = re.compile(r"(?:^test_.*|.*_test)\.py$")
-_LOOKS_ITSELF_UP = re.compile(r"\b(?:globals|locals|vars|dir)\(\)|\b(?:eval|exec)\(|\bsys\.modules\b|\bgetmembers\("
-                              r"|__subclasses__|__dict__|\bf_globals\b|^def\s+__getattr__\(", re.MULTILINE)
+# Looked for by its literal pieces first (an alternation is tried at every position of the file);
+# `model.eval()` is a method, not the builtin.
+_LOOKS_ITSELF_UP_NEEDLES = ("globals()", "locals()", "vars()", "dir()", "eval(", "exec(", "sys.modules", "getmembers(",
+                            "__subclasses__", "__dict__", "f_globals", "__getattr__")
+_LOOKS_ITSELF_UP = re.compile(r"(?<![\w.])(?:globals|locals|vars|dir)\(\)|(?<![\w.])(?:eval|exec)\(|\bsys\.modules\b"
+                              r"|\bgetmembers\(|__subclasses__|__dict__|\bf_globals\b|^def\s+__getattr__\(", re.MULTILINE)
 _CLASS_HEADER = re.compile(r"^class[ \t]+(\w+)", re.MULTILINE)
 # Bases that keep no registry of their subclasses, by their full names.
 _INERT_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "torch.autograd.Function",
@@ -121,8 +125,6 @@ def candidates(text: str, path: str, os_path: str, findings: list[Finding], take
         return []
     if not os.path.exists(os.path.join(os.path.dirname(os.path.abspath(os_path)), "__init__.py")):
         return []
-    if _LOOKS_ITSELF_UP.search(text):
-        return []
     # A cheap look first: the nearest class header above each finding, named nowhere before it.
     headers = [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _CLASS_HEADER.finditer(text)]
     header_lines = [line for line, _ in headers]
@@ -138,7 +140,7 @@ def candidates(text: str, path: str, os_path: str, findings: list[Finding], take
             mentions[name] = spelled.lines if spelled is not None else None
         if mentions[name] and min(mentions[name] or [0]) == line:
             hopeful.append((index, finding))
-    if not hopeful:
+    if not hopeful or (any(n in text for n in _LOOKS_ITSELF_UP_NEEDLES) and _LOOKS_ITSELF_UP.search(text)):
         return []
     try:
         tree = ast.parse(text)
