@@ -293,3 +293,24 @@ def test_a_pass_that_runs_out_of_stack_is_not_called_a_bug(tmp_path, capsys, mon
     assert main(["scan", str(tmp_path), "--debug"]) == 1
     err = capsys.readouterr().err
     assert "did not finish" in err and "(cannot finish: nesting too deep)" in err and "a bug" not in err
+
+
+def test_a_bug_in_reading_a_files_imports_for_the_cross_file_passes_costs_that_file(tmp_path, capsys, monkeypatch):
+    """The hints every Python file gives the passes across files (imports under a CUDA check) are
+    read inside the same guard as the detectors: a bug there skips the file, not the scan."""
+    from torchport.scan import cross_file_guards
+
+    hints = cross_file_guards.hints
+
+    def fails_on_one_file(text):
+        if "broken" in text:
+            raise AssertionError("a broken reading of imports")
+        return hints(text)
+
+    monkeypatch.setattr(cross_file_guards, "hints", fails_on_one_file)
+    (tmp_path / "ok.py").write_text(CUDA_LINE)
+    (tmp_path / "broken.py").write_text("# broken\n" + CUDA_LINE)
+    report = json.loads(_scan_json(capsys, tmp_path, "--fail-on", "never"))
+    (skipped,) = report["skipped"]
+    assert skipped["path"].endswith("broken.py") and "a broken reading of imports" in skipped["reason"]
+    assert [Path(finding["path"]).name for finding in report["findings"]] == ["ok.py"]

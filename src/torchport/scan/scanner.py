@@ -30,7 +30,7 @@ from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
 from torchport.scan.detectors.shared import CUDA_ONLY
-from torchport.scan.model import FileResult, Finding, Skipped, UnfinishedPass
+from torchport.scan.model import CrossFileHints, FileResult, Finding, Skipped, UnfinishedPass
 from torchport.scan.rules import RULES_BY_ID, finding_worst
 
 _SUPPRESSION = re.compile(r"torchport:\s*ignore(?:\[([^\]]*)\])?")
@@ -262,10 +262,10 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
     except (ValueError, RecursionError, MemoryError) as exc:
         result.skipped = Skipped(job.display, f"cannot parse: {type(exc).__name__}")
         return result, lines
-    # a file without findings may still import a module only under a CUDA check
-    result.hints = cross_file_guards.hints(text)
-    if tree is not None:
-        try:
+    try:
+        # a file without findings may still import a module only under a CUDA check
+        result.hints = cross_file_guards.hints(text)
+        if tree is not None:
             result.findings = python.analyze(tree, text, job.display)
             policy.apply(tree, text, job.display, result.findings)
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
@@ -275,12 +275,11 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
             result.past_removed = removed_torch.candidates_in(text, result.findings)
             if any(word in text for word in extensions.BUILD_WORDS):
                 result.extensions = extensions.built_names(tree)
-        except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
-            result.findings, result.unreached, result.unused_classes, result.extensions = [], [], [], []
-            result.flag_guarded = []
-            result.past_removed = []
-            reason, internal = analysis_failure(exc, debug)
-            result.skipped = Skipped(job.display, reason, internal)
+    except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
+        result.findings, result.unreached, result.unused_classes, result.extensions = [], [], [], []
+        result.hints, result.flag_guarded, result.past_removed = CrossFileHints(), [], []
+        reason, internal = analysis_failure(exc, debug)
+        result.skipped = Skipped(job.display, reason, internal)
     return result, lines
 
 
