@@ -61,10 +61,6 @@ class Consequence:
 
 # -- the tree around a finding ------------------------------------------------------------------
 
-def _parents(context: FileContext) -> dict[int, ast.AST]:
-    return context.parents
-
-
 def _byte_column(context: FileContext, finding: Finding) -> int:
     """The finding's column counted in bytes, as the ast counts: findings count characters."""
     return byte_column(context.line_text(finding.line), finding.column)
@@ -131,7 +127,7 @@ class _Reader:
     def _seeded_before(self, statement: ast.stmt) -> bool:
         """``torch.manual_seed(...)`` earlier in the same function (or module): it seeds every
         device, so the CUDA seeding after it adds nothing elsewhere."""
-        parents = _parents(self.context)
+        parents = self.context.parents
         scope: ast.AST | None = statement
         while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             scope = parents.get(id(scope))
@@ -194,7 +190,7 @@ class _Reader:
                       and s.col_offset == self.guard.col_offset), None)
         if guard is None:
             return False
-        parents = _parents(whole)
+        parents = whole.parents
         scope: ast.AST | None = guard
         while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             scope = parents.get(id(scope))
@@ -233,7 +229,7 @@ def _raised_name(raised: ast.Raise) -> str:
 
 
 def _next_statement(context: FileContext, statement: ast.stmt) -> ast.stmt | None:
-    parent = _parents(context).get(id(statement))
+    parent = context.parents.get(id(statement))
     for field in ("body", "orelse", "finalbody"):
         block = getattr(parent, field, None)
         if isinstance(block, list) and any(s is statement for s in block):
@@ -324,7 +320,7 @@ def _flag_reads(context: FileContext, statement: ast.Assign | ast.AnnAssign,
     """Every read of the flag ``target`` stores: a local in its function, a module name in its
     file (lower-case only: an upper-case constant may be imported elsewhere), ``self.x`` in its
     class.  None when the reads cannot all be found."""
-    parents = _parents(context)
+    parents = context.parents
     scope: ast.AST | None = parents.get(id(statement))
     while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                                        ast.Module)):
@@ -354,7 +350,7 @@ def _flag_reads(context: FileContext, statement: ast.Assign | ast.AnnAssign,
 def _tuning_read(reader: _Reader, read: ast.expr, named: list[str]) -> bool:
     """The flag is handed to a copy-tuning keyword (``non_blocking=flag``), or is a test that,
     where it holds, only changes CUDA-only settings."""
-    parents = _parents(reader.context)
+    parents = reader.context.parents
     parent = parents.get(id(read))
     if isinstance(parent, ast.keyword) and parent.arg in _COPY_TUNING_KEYWORDS:
         named.append(f"{parent.arg}=")
@@ -522,7 +518,7 @@ _TIMING_NAMES = ("time", "bench", "profil")
 
 def _outermost_definition(context: FileContext, node: ast.AST) -> ast.AST | None:
     """The top-level function or class around ``node``; the module when there is none."""
-    parents = _parents(context)
+    parents = context.parents
     found: ast.AST | None = None
     scope: ast.AST | None = node
     while scope is not None:
@@ -621,7 +617,7 @@ def _copy_tuning_keyword(statement: ast.stmt, finding: Finding) -> str | None:
 
 
 def _enclosing_function(context: FileContext, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    parents = _parents(context)
+    parents = context.parents
     scope: ast.AST | None = parents.get(id(node))
     while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                                        ast.Module)):
@@ -631,7 +627,7 @@ def _enclosing_function(context: FileContext, node: ast.AST) -> ast.FunctionDef 
 
 def _as_map_location(context: FileContext, node: ast.AST) -> ast.Call | None:
     """The loading call when ``node`` is its ``map_location=`` (bare or in ``torch.device(...)``)."""
-    parents = _parents(context)
+    parents = context.parents
     parent = parents.get(id(node))
     if isinstance(parent, ast.Call) and parent.func is not node and len(parent.args) == 1 and not parent.keywords \
             and context.source(parent.func).split(".")[-1] == "device":
@@ -659,7 +655,7 @@ def _staged_loads(context: FileContext, function: ast.FunctionDef | ast.AsyncFun
     if not loads:
         return None
     calls: list[ast.Call] = []
-    parents = _parents(context)
+    parents = context.parents
     for read in loads:
         call = _as_map_location(context, read)
         if call is not None:
@@ -787,7 +783,7 @@ def _copied_in_only(context: FileContext, function: _Function, calls: list[ast.C
               and n.func.attr == "load_state_dict" and not any(k.arg == "assign" for k in n.keywords)]
     if not copies:
         return None
-    parents = _parents(context)
+    parents = context.parents
     copied_in = {id(n) for c in copies for argument in c.args + [k.value for k in c.keywords]
                  for n in ast.walk(argument)}
     for call in calls:
@@ -832,7 +828,7 @@ def _staging_only(reader: _Reader, statement: ast.stmt, finding: Finding) -> Con
     else:
         holder = next((n for n in ast.walk(whole_statement) if isinstance(n, ast.keyword)
                        and n.arg == "map_location" and _contains(n.value, finding.line, finding.column)), None)
-        parent = _parents(context).get(id(holder)) if holder is not None else None
+        parent = context.parents.get(id(holder)) if holder is not None else None
         if isinstance(parent, ast.Call) and holder is not None and _choice_stages_on_the_cpu(context, holder.value,
                                                                                           finding):
             calls = [parent]
@@ -894,7 +890,7 @@ def _settings_for_cuda_tensors(reader: _Reader, statement: ast.If, finding: Find
     if found is None:
         return None
     context, whole_statement, function = found
-    owner = _parents(context).get(id(function)) if function is not None else None
+    owner = context.parents.get(id(function)) if function is not None else None
     if function is None or not isinstance(owner, ast.ClassDef) or not any(s is whole_statement
                                                                              for s in function.body):
         return None
@@ -902,7 +898,7 @@ def _settings_for_cuda_tensors(reader: _Reader, statement: ast.If, finding: Find
     stored: set[str] = set()
     if not after or not _sets_only(after, stored) or not stored:
         return None
-    parents = _parents(context)
+    parents = context.parents
     for node in ast.walk(owner):
         if not (isinstance(node, ast.Attribute) and node.attr in stored and isinstance(node.ctx, ast.Load)
                 and isinstance(node.value, ast.Name) and node.value.id == "self"):
@@ -1059,7 +1055,7 @@ def _name_only_shown(context: FileContext, function: ast.AST, name: str, after: 
     reads = [n for n in _loads_of(function, name) if n.lineno > after]
     if not reads:
         return False
-    parents = _parents(context)
+    parents = context.parents
     for read in reads:
         parent = parents.get(id(read))
         if isinstance(parent, ast.Attribute) and parent.attr in ("append", "extend") and isinstance(
@@ -1073,7 +1069,7 @@ def _name_only_shown(context: FileContext, function: ast.AST, name: str, after: 
 def _only_shown(context: FileContext, function: ast.AST, node: ast.AST, hops: int) -> bool:
     """The value of ``node`` only reaches a log, print or progress-bar call, through f-strings,
     formatting, local names, a list it is appended to, or a call whose result is itself only shown."""
-    parents = _parents(context)
+    parents = context.parents
     child: ast.AST = node
     parent = parents.get(id(node))
     while parent is not None:
@@ -1267,7 +1263,7 @@ _NEEDS_WORKERS = frozenset({"prefetch_factor", "persistent_workers", "multiproce
 def _worker_count_of(context: FileContext, node: ast.AST) -> ast.Call | None:
     """The ``DataLoader(...)`` call whose ``num_workers=`` value ``node`` is or is part of (through
     arithmetic, ``min``/``max``/``int`` and conditional values), else None."""
-    parents = _parents(context)
+    parents = context.parents
     child, parent = node, parents.get(id(node))
     while isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.IfExp)) or (
             isinstance(parent, ast.Call) and child is not parent.func and last_name(parent.func) in _COUNT_CALLS
@@ -1291,7 +1287,7 @@ def _some_workers(test: ast.expr, count: str) -> bool:
 def _keyword_on_count(context: FileContext, node: ast.Name) -> ast.Call | None:
     """``DataLoader(..., persistent_workers=workers > 0)``: the DataLoader call one of whose
     keywords that need workers is true only when the count ``node`` has workers, else None."""
-    parents = _parents(context)
+    parents = context.parents
     compare = parents.get(id(node))
     keyword = parents.get(id(compare))
     if not (isinstance(compare, ast.Compare) and _some_workers(compare, node.id)

@@ -53,10 +53,10 @@ _IMPORT_LINE = re.compile(r"[ \t]*(?:from\s+([\w.]+)\s+)?import\s+([\w., \t]+)")
 _CUDA_FLAG = re.compile(r"self\.(\w+)\s*=\s*\(?\s*torch\.cuda\.(?:is_available|device_count)\(\)"
                         r"|self\.(\w+)\s*=.*\band\s+\(?\s*torch\.cuda\.is_available\(\)"
                         r"|not\s+self\.(\w+)\s+or\s+torch\.cuda\.is_available\(\)")
-# ``if is_triton_available():``: a test that may call a helper asking for CUDA (read across files).
 # ``def is_triton_available():`` at the left margin: a function that may be such a helper.
 _HELPER_DEFINITION = re.compile(r"^def[ \t]+(\w+)\(\)[^:\n]*:", re.MULTILINE)
 _LEFT_MARGIN = re.compile(r"\n(?=[^\s#])")
+# ``if is_triton_available():``: a test that may call a helper asking for CUDA (read across files).
 # Found by its literal start, which re skips to (a pattern anchored at each line start is tried on
 # every line: 0.5 s over the transformers tree); the line is checked to begin with it afterwards.
 _HELPER_TEST = re.compile(r"if[ \t]+(\w+)\(\)[ \t]*(?:and\b[^\n]*)?:")
@@ -672,10 +672,9 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
         helper = helpers.in_file(path)
         # Without an import that spells it, the name is the file's own (a local `gt`), and only an
         # attribute of the module's package (`triton.gt`) may still be the module; `x.gt(0)` is not.
-        imports_it = any(isinstance(n, (ast.Import, ast.ImportFrom)) and _spelled_in_import(n, stem)
-                         for n in ast.walk(tree))
-        imported_names = {a.asname or a.name.split(".")[0] for n in ast.walk(tree)
-                          if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        imports_it = any(_spelled_in_import(n, stem) for n in imports)
+        imported_names = {a.asname or a.name.split(".")[0] for n in imports for a in n.names}
         accounted = 0
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):

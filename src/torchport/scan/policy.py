@@ -2529,26 +2529,27 @@ def _looks_up_nvidia_smi(context: FileContext, node: ast.AST) -> bool:
             and node.args[0].value == "nvidia-smi")
 
 
-def _absent_when_true(context: FileContext, test: ast.expr) -> ast.Call | None:
-    """The lookup in ``not shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is None``."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return test.operand if _looks_up_nvidia_smi(context, test.operand) else None  # type: ignore[return-value]
-    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq))
+def _lookup_compared_with_none(context: FileContext, test: ast.expr, ops: tuple[type, ...]) -> ast.Call | None:
+    """The lookup in ``shutil.which("nvidia-smi") <op> None``, for an operator among ``ops``."""
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ops)
             and _looks_up_nvidia_smi(context, test.left) and isinstance(test.comparators[0], ast.Constant)
             and test.comparators[0].value is None):
         return test.left  # type: ignore[return-value]
     return None
+
+
+def _absent_when_true(context: FileContext, test: ast.expr) -> ast.Call | None:
+    """The lookup in ``not shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is None``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand if _looks_up_nvidia_smi(context, test.operand) else None  # type: ignore[return-value]
+    return _lookup_compared_with_none(context, test, (ast.Is, ast.Eq))
 
 
 def _present_when_true(context: FileContext, test: ast.expr) -> ast.Call | None:
     """The lookup in ``shutil.which("nvidia-smi")`` or ``shutil.which("nvidia-smi") is not None``."""
     if _looks_up_nvidia_smi(context, test):
         return test  # type: ignore[return-value]
-    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
-            and _looks_up_nvidia_smi(context, test.left) and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value is None):
-        return test.left  # type: ignore[return-value]
-    return None
+    return _lookup_compared_with_none(context, test, (ast.IsNot, ast.NotEq))
 
 
 def _nvidia_smi_looked_up(site: _Site) -> str | None:

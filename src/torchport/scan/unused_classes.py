@@ -205,9 +205,10 @@ def _runs_nothing_on_import(cls: ast.ClassDef) -> bool:
 
 
 def _bindings(tree: ast.Module, package: tuple[str, ...]) -> dict[str, list[str]]:
-    """Each name bound at the top of the module (in ``try``/``if`` blocks too): the full dotted
-    names of what imports bind to it, ``"<local>"`` for anything else (a class, a function, an
-    assignment)."""
+    """Each name a statement of the module binds (in ``try``/``if`` blocks, and in the bodies of
+    functions and classes too, which makes a base's name bound twice more often than Python would):
+    the full dotted names of what imports bind to it, ``"<local>"`` for anything else (a class, a
+    function, an assignment)."""
     found: dict[str, list[str]] = {}
     for statement in nested_statements(tree.body):
         if isinstance(statement, ast.Import):
@@ -354,6 +355,12 @@ class _Package:
         if not names:
             return set()
         needles = {name: re.compile(rb"(?<![\w])" + re.escape(name.encode()) + rb"(?![\w])") for name in names}
+        # a survivor is spelled in its own file only, which may spell it as often as it does
+        own: dict[str, tuple[set[str], int]] = {}
+        for name in names:
+            spelled = self._spelled.get(name) or set()
+            count = sum(len(needles[name].findall(self.files.data(p) or b"")) for p in spelled)
+            own[name] = ({os.path.realpath(p) for p in spelled}, count)
         found: set[str] = set()
         for count, path in enumerate(_text_files(self.roots)):
             if count >= _MAX_TEXT_FILES:
@@ -366,8 +373,10 @@ class _Package:
             except OSError:
                 return set(names)
             for name, needle in needles.items():
-                if name not in found and name.encode() in data and len(needle.findall(data)) > _own_mentions(
-                        path, name, self.files):
+                if name in found or name.encode() not in data:
+                    continue
+                own_paths, own_count = own[name]
+                if len(needle.findall(data)) > (own_count if os.path.realpath(path) in own_paths else 0):
                     found.add(name)
         return found
 
@@ -455,17 +464,6 @@ def _text_files(roots: list[str]) -> Iterator[str]:
         for folder, folders, names in os.walk(root):
             folders[:] = [f for f in folders if not f.startswith(".") and f != "__pycache__"]  # .git, .venv
             yield from (os.path.join(folder, n) for n in names if n.endswith(_TEXT_FILES))
-
-
-def _own_mentions(path: str, name: str, files: ScannedFiles) -> int:
-    """How often the file may spell ``name`` without using it: in the class's own file (the one
-    scanned file that spells it), every mention; elsewhere none."""
-    spelled = files.mentioning(name.encode()) or []
-    own = {os.path.realpath(p) for p in spelled}
-    if os.path.realpath(path) not in own:
-        return 0
-    data = files.data(next(p for p in spelled if os.path.realpath(p) == os.path.realpath(path))) or b""
-    return len(re.findall(rb"(?<![\w])" + re.escape(name.encode()) + rb"(?![\w])", data))
 
 
 def _module_named_in(paths: list[str], module: tuple[str, ...]) -> bool:
