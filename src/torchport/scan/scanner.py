@@ -24,7 +24,7 @@ from typing import TypeVar
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import (cross_file_guards, default_callers, device_flow, extensions, float64_device, policy,
+from torchport.scan import (conftest_skips, cross_file_guards, default_callers, device_flow, extensions, float64_device, policy,
                             python, reachability, removed_torch, textfiles, unused_classes)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
@@ -416,6 +416,8 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
         work, results, reachability.whole_package_in(paths), roots), "flags stored in the class hierarchy")
     across_files(lambda: cross_file_guards.lower_checks_in_tests(work, results, [os.path.abspath(p) for p in paths]),
                  "CUDA checks in tests")
+    across_files(lambda: conftest_skips.lower_tests_skipped_by_conftest(work, results, roots),
+                 "tests a conftest skips without CUDA")
     across_files(lambda: removed_torch.lower_past_removed_api(work, results, read, reachability.whole_package_in(paths)),
                  "code past removed torch APIs")
     findings: list[Finding] = []
