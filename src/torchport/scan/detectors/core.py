@@ -36,6 +36,7 @@ from torchport.scan.model import Related, default_of_kind
 from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     catches_a_missing_module,
+    dotted_name,
     keyword_value,
     last_name,
     nested_statements,
@@ -96,6 +97,11 @@ _CUDA_CHECK_FUNCTION = re.compile(r"_?is_(?:torch_)?cuda_available\Z|_?is_(?:sm_
                                   r"|hopper|blackwell|ampere)\Z", re.I)
 # unittest's and pytest's decorators that skip a test on a condition.
 _SKIP_DECORATORS = frozenset({"skipIf", "skipUnless", "skipif"})
+# `import torch.cuda.comm`: torch.cuda's modules are Python in every build of torch.
+_IMPORT_ONLY = ("the import succeeds in every build of torch, CUDA or not; what fails without CUDA is a call, "
+                "reported where it is made")
+# ... and those that skip it on every machine.
+_SKIPS = frozenset({"unittest.skip", "unittest.case.skip", "pytest.mark.skip"})
 # Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
 # `@cuda_only`, `@skip_unless_gpu`.
 _CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
@@ -777,7 +783,9 @@ class AnalyzerCore(AnalyzerState):
             if alias.name.startswith("torch.cuda.") or alias.name.startswith("torch.backends.cud"):
                 rule_id = reference_rule(alias.name)
                 if rule_id:
+                    start = len(self.findings)
                     self.report(rule_id, node, f"import {alias.name}")
+                    self._cap(self.findings[start:], _IMPORT_ONLY)
                 continue
             self._imported(node, alias.name)
 
@@ -1489,6 +1497,8 @@ class AnalyzerCore(AnalyzerState):
         ``@unittest.skipUnless(torch.cuda.is_available(), ...)`` or a name bound to
         one (``requires_cuda = pytest.mark.skipif(...)``): the test runs only with CUDA."""
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if self._skips_everywhere(decorator, target):
+            return True  # `@unittest.skip("Needs machine with 4 GPUs")`: it runs nowhere
         helper = last_name(target)
         if _CUDA_SKIP_HELPER.fullmatch(helper.strip("_")) or self._skip_helper_tests_cuda(helper):
             return True  # `@skip_if_no_cuda()`, defined in a test helper
@@ -1506,6 +1516,22 @@ class AnalyzerCore(AnalyzerState):
             return self._absent_cuda_query(condition) or _skips_for_a_named_gpu(decorator, condition, negated=True)
         return name == "skipUnless" and (self.positive_cuda_query(condition)
                                          or _skips_for_a_named_gpu(decorator, condition, negated=False))
+
+    def _skips_everywhere(self, decorator, target) -> bool:
+        """``@unittest.skip(...)``, ``@pytest.mark.skip(...)`` (called or not),
+        ``@pytest.mark.skipif(True, ...)``: the library's own, not a name the file defines."""
+        # the scanner parses only statements with trigger words: the file's imports decide
+        root, _, rest = dotted_name(target).partition(".")
+        if not root or self.definition(root) is not None:
+            return False
+        module = self.whole_file_imports().get(root)
+        qualname = (f"{module}.{rest}" if rest else module) if module else self.qualname(target)
+        if qualname in _SKIPS:
+            return True
+        condition = (decorator.args[0] if decorator.args else keyword_value(decorator, "condition")
+                     ) if isinstance(decorator, ast.Call) else None
+        return (qualname == "pytest.mark.skipif" and isinstance(condition, ast.Constant)
+                and condition.value is True)
 
     def skip_decorator(self, func: ast.expr) -> str | None:
         """``skipIf``, ``skipUnless`` or ``skipif`` where ``func`` names one: ``unittest.skipUnless``,

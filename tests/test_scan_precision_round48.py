@@ -1,0 +1,132 @@
+"""Round 48 (docs/precision/round48.md): an import of a torch.cuda module, and a test skipped on every
+machine.  From the verdicts of seed 831176: mmhuman3d's ``import torch.cuda.comm`` (the import
+succeeds on a CPU build; the calls fail, and are reported where they are made), and inferno's
+``test_multi_gpu`` under ``@unittest.skip("Needs machine with 4 GPUs")``.  Beside them, the calls
+that still fail and the decorators that may let the test run."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+from scan_marks import check_marked_lines, kept_lines_stay, worst_by_line
+from scan_marks import write_snippet as _write
+
+_IMPORTS = '''
+    import torch
+    import torch.cuda.comm  # quiet
+    import torch.cuda.nccl  # quiet
+    import torch.cuda.nvtx as nvtx  # quiet
+
+
+    def scatter(x):
+        nvtx.range_push("scatter")  # kept
+        parts = torch.cuda.comm.broadcast(x, [0, 1])  # kept
+        nvtx.range_pop()  # kept
+        return parts, torch.cuda.nccl.version()  # kept
+'''
+
+
+@pytest.mark.parametrize("module", ["torch.cuda.comm", "torch.cuda.nccl", "torch.cuda.nvtx", "torch.cuda.jiterator",
+                                    "torch.cuda.graphs"])
+def test_torch_cuda_modules_import_on_a_cpu_build(module: str) -> None:
+    # what the lowering rests on, checked on the CPU build of torch this suite runs on
+    import torch
+
+    assert not torch.cuda.is_available()
+    importlib.import_module(module)
+
+
+def test_an_import_of_a_torch_cuda_module_is_info_and_its_calls_are_kept(tmp_path: Path) -> None:
+    imports = _write(tmp_path, "imports.py", _IMPORTS)
+    check_marked_lines([imports], (imports,))
+    _, reason = worst_by_line(tmp_path)[("imports.py", 2, "TP110")]
+    assert reason.startswith("the import succeeds in every build of torch"), reason
+
+
+_SKIPPED = '''
+    import unittest
+    from unittest import skip
+
+    import pytest
+    import torch
+
+
+    class TestGraph(unittest.TestCase):
+        @unittest.skip("Needs machine with 4 GPUs")
+        def test_multi_gpu(self):
+            model = torch.nn.Linear(2, 2).cuda()  # quiet
+            return model(torch.rand(2).cuda())  # quiet
+
+        @skip("flaky")
+        def test_imported_skip(self):
+            torch.zeros(1).cuda()  # quiet
+
+        def test_runs(self):
+            torch.zeros(1).cuda()  # kept
+
+
+    @unittest.skip("broken")
+    class TestSkippedClass(unittest.TestCase):
+        def test_inside(self):
+            torch.zeros(1).cuda()  # quiet
+
+
+    @pytest.mark.skip
+    def test_bare_mark():
+        torch.zeros(1).cuda()  # quiet
+
+
+    @pytest.mark.skip(reason="needs 4 GPUs")
+    def test_called_mark():
+        torch.zeros(1).cuda()  # quiet
+
+
+    @pytest.mark.skipif(True, reason="always")
+    def test_skipif_true():
+        torch.zeros(1).cuda()  # quiet
+
+
+    @pytest.mark.skipif(False, reason="never")
+    def test_skipif_false():
+        torch.zeros(1).cuda()  # kept
+
+
+    @pytest.mark.skipif(torch.__version__ < "2", reason="old torch")
+    def test_skipif_other():
+        torch.zeros(1).cuda()  # kept
+'''
+
+
+def test_a_test_skipped_on_every_machine_is_quiet(tmp_path: Path) -> None:
+    skipped = _write(tmp_path, "test_skipped.py", _SKIPPED)
+    check_marked_lines([skipped], (skipped,))
+
+
+def test_a_skip_of_the_files_own_is_kept(tmp_path: Path) -> None:
+    own = _write(tmp_path, "test_own.py", '''
+        import torch
+        import unittest
+        from unittest import skip
+
+
+        def skip(reason):  # replaces unittest's
+            def wrap(test):
+                return test
+            return wrap
+
+
+        class unittest:  # replaces the module
+            skip = skip
+
+
+        @skip("runs anyway")
+        def test_own_skip():
+            torch.zeros(1).cuda()  # kept
+
+
+        @unittest.skip("runs anyway")
+        def test_own_module():
+            torch.zeros(1).cuda()  # kept
+    ''')
+    kept_lines_stay(own)
