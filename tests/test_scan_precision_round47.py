@@ -400,3 +400,207 @@ def test_the_reason_names_the_marker_and_the_conftest_line(tmp_path: Path) -> No
     assert severity == "info"
     assert reason.startswith("inside a test marked gpu, which ") and reason.endswith(
         "conftest.py:24 skips where CUDA is absent"), reason
+
+
+# From the independent review of the first version: code that runs a marked test without the
+# marker, and hooks or configurations under which the conftest does not skip it.
+_RUN_UNMARKED = {
+    "called_by_another_test": ('''
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+
+
+        def test_all():
+            test_moves()
+    ''', {}),
+    "run_as_a_script": ('''
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+
+
+        if __name__ == "__main__":
+            for name, test in list(globals().items()):
+                if name.startswith("test"):
+                    test()
+    ''', {}),
+    "imported_by_another_test_file": ('''
+        import pytest
+        import torch
+
+        pytestmark = pytest.mark.gpu
+
+
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+    ''', {"pkg/tests/test_other.py": "from pkg.tests.test_gpu import test_moves  # noqa: F401\n"}),
+    "base_class_of_another_file": ('''
+        import pytest
+        import torch
+
+        pytestmark = pytest.mark.gpu
+
+
+        class TestCommon:
+            def test_moves(self):
+                torch.zeros(2).cuda()  # kept
+    ''', {"pkg/tests/test_cpu.py": "from .test_gpu import TestCommon\n\n\nclass TestCPU(TestCommon):\n    pass\n"}),
+    "unittest_case": ('''
+        import unittest
+
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        class TestMoves(unittest.TestCase):
+            def test_moves(self):
+                torch.zeros(2).cuda()  # kept
+    ''', {}),
+    "decorator_above_the_mark": ('''
+        import pytest
+        import torch
+
+
+        def logged(test):
+            def inner():
+                return test()
+            return inner
+
+
+        @logged
+        @pytest.mark.gpu
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+    ''', {}),
+    "pytestmark_rebound": ('''
+        import os
+
+        import pytest
+        import torch
+
+        pytestmark = pytest.mark.gpu
+        if os.environ.get("RUN_ANYWAY"):
+            pytestmark = []
+
+
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+    ''', {}),
+    "pytestmark_annotated": ('''
+        import pytest
+        import torch
+
+        pytestmark = pytest.mark.gpu
+        pytestmark: list = []
+
+
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+    ''', {}),
+    "a_default_on_the_body_line": ('''
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        def test_moves(x=torch.zeros(2).cuda()): assert x.is_cuda  # kept
+    ''', {}),
+    "noconftest": ('''
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+    ''', {"pytest.ini": "[pytest]\naddopts = --noconftest\n"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RUN_UNMARKED))
+def test_a_marked_test_that_may_run_unmarked_is_kept(tmp_path: Path, name: str) -> None:
+    source, others = _RUN_UNMARKED[name]
+    root = _project(tmp_path)
+    (root / "pkg" / "tests" / "__init__.py").write_text("")
+    for path, text in others.items():
+        (root / path).write_text(text)
+    marked = _write(root, "pkg/tests/test_gpu.py", source)
+    kept_lines_stay(marked, root=root)
+
+
+def test_a_mark_above_another_decorator_is_read(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    marked = _write(root, "pkg/tests/test_gpu.py", '''
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_moves(n):
+            torch.zeros(n).cuda()  # quiet
+
+
+        def logged(test):
+            return test
+
+
+        @pytest.mark.gpu
+        @logged
+        def test_logged():
+            torch.zeros(2).cuda()  # quiet
+
+
+        def test_unmarked():
+            torch.zeros(2).cuda()  # kept
+    ''')
+    check_marked_lines([root], (marked,))
+
+
+def test_a_hook_under_a_condition_or_below_a_pytest_toml_is_not_read(tmp_path: Path) -> None:
+    conditional = '''
+        import os
+
+        import pytest
+        import torch
+
+        if os.environ.get("GPU_POOL"):
+            def pytest_collection_modifyitems(config, items):
+                for item in items:
+                    if "gpu" in item.keywords and not torch.cuda.is_available():
+                        item.add_marker(pytest.mark.skip(reason="needs CUDA"))
+    '''
+    root = _project(tmp_path / "conditional", conditional)
+    first = _write(root, "pkg/tests/test_gpu.py", '''
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+    ''')
+    kept_lines_stay(first, root=root)
+    root = _project(tmp_path / "toml")
+    (root / "pkg" / "tests" / "sub").mkdir()
+    (root / "pkg" / "tests" / "sub" / "pytest.toml").write_text("[pytest]\n")
+    second = _write(root, "pkg/tests/sub/test_gpu.py", '''
+        import pytest
+        import torch
+
+
+        @pytest.mark.gpu
+        def test_moves():
+            torch.zeros(2).cuda()  # kept
+    ''')
+    kept_lines_stay(second, root=root)

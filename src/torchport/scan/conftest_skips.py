@@ -24,15 +24,24 @@ the loop or the hook (``continue``, ``return``, ``raise``) on another condition.
 
 A finding is lowered when it lies in the body of a test pytest collects by default (a
 ``test*`` function at the top of a ``test_*.py`` or ``*_test.py`` file, or a ``test*`` method of a
-``Test*`` class there) that carries the marker: by its decorators, its class's, or a
-``pytestmark`` of its module or class.  The signature and decorators are kept: they run when the
-module is imported.
+``Test*`` class there without bases) that carries the marker: by its decorators above any
+decorator that is no mark, its class's, or the one ``pytestmark`` of its module or class.  The
+signature and decorators are kept: they run when the module is imported.  So is every test that
+may run unmarked: one named anywhere but at its ``def`` (a call, a subclass), a
+``unittest.TestCase``, a test in a file that runs as a script or whose module another scanned
+file names (an import collects it again, without the module's ``pytestmark``).
+
+The conftest must be the one pytest reads: a hook at the top of the file, in the test's folder or
+above it up to the first folder holding a configuration (``pytest.ini``, ``pytest.toml``,
+``pyproject.toml``, ...) that does not say ``--noconftest``.  Without any configuration, a
+conftest above the folder pytest is started from is not read; scan cannot know that folder.
 """
 from __future__ import annotations
 
 import ast
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from torchport.scan.cross_file_guards import (
@@ -51,11 +60,17 @@ from torchport.scan.policy import is_hot
 _HOOK = "pytest_collection_modifyitems"
 _HOOK_NEEDLE = _HOOK.encode()
 _HOOK_NAME = re.compile(rb"\b" + _HOOK_NEEDLE + rb"\b")
+# A file that also runs as a script (cross_file_guards reads the same).
+_RUN_AS_SCRIPT = re.compile(r"""__name__\s*==\s*["']__main__["']|["']__main__["']\s*==\s*__name__""")
+_WORD = re.compile(r"\w+")
 _TEST_FILE = re.compile(r"test_\w*\.py|\w+_test\.py")
 # Files that may make their folder pytest's rootdir (or the project's root).
-_ROOT_FILES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py")
+_ROOT_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "pyproject.toml",
+               "setup.py")
 _EXITS = (ast.Return, ast.Continue, ast.Break, ast.Raise)
 _FALSE_CONSTANTS = (False, None, 0)
+# How much of a configuration file is read for ``--noconftest``.
+_MAX_CONFIG = 1_000_000
 # How deep a name bound in the hook is followed to what it was bound.
 _DEPTH = 4
 
@@ -83,9 +98,10 @@ def lower_tests_skipped_by_conftest(work: list, results: list[tuple[FileResult, 
         if not applying:
             continue
         tree = files.tree(os_path)
-        if tree is None:
+        data = files.data(os_path)
+        if tree is None or data is None or _imported_elsewhere(files, os_path):
             continue
-        tests = list(marked_tests(tree))
+        tests = list(marked_tests(tree, data.decode("utf-8", "replace")))
         for finding in hot:
             for first, last, marks in tests:
                 if not first <= finding.line <= last:
@@ -99,18 +115,41 @@ def lower_tests_skipped_by_conftest(work: list, results: list[tuple[FileResult, 
                 break
 
 
+def _imported_elsewhere(files: ScannedFiles, os_path: str) -> bool:
+    """Whether another scanned file spells the module's name (``from test_a import test_moves``,
+    ``from .test_a import *``, ``pytest_plugins = ["tests.test_a"]``): it may run the tests
+    unmarked, or collect them again."""
+    stem = os.path.splitext(os.path.basename(os_path))[0]
+    mentioning = files.mentioning(stem.encode())
+    return mentioning is None or any(path != os_path for path in mentioning)
+
+
 def _folders_above(os_path: str) -> Iterator[str]:
     """The file's folder and those above it, up to the first that holds a project's or pytest's
-    configuration: pytest reads no conftest above its rootdir."""
+    configuration: pytest reads no conftest above its rootdir.  None at all where that
+    configuration turns conftests off (``--noconftest``)."""
     folder = os.path.dirname(os.path.abspath(os_path))
+    below: list[str] = []
     while True:
-        yield folder
-        if any(os.path.exists(os.path.join(folder, name)) for name in _ROOT_FILES):
-            return
+        below.append(folder)
+        roots = [os.path.join(folder, name) for name in _ROOT_FILES if os.path.exists(os.path.join(folder, name))]
+        if roots:
+            if any(_turns_conftests_off(path) for path in roots):
+                return
+            break
         parent = os.path.dirname(folder)
         if parent == folder:
-            return
+            break
         folder = parent
+    yield from below
+
+
+def _turns_conftests_off(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return b"noconftest" in handle.read(_MAX_CONFIG)
+    except OSError:
+        return True  # unread: it may
 
 
 # -- the conftest -------------------------------------------------------------------------------
@@ -121,6 +160,8 @@ def skipped_markers(tree: ast.Module) -> dict[str, int]:
     hooks = [s for s in _module_statements(tree) if _binds(s, _HOOK)]
     if len(hooks) != 1 or not isinstance(hooks[0], ast.FunctionDef) or not _torch_is_torch(tree):
         return {}
+    if hooks[0] not in tree.body:
+        return {}  # defined under a condition (`if os.environ.get(...):`): it may not exist
     hook = hooks[0]
     parameters = {a.arg for a in (*hook.args.posonlyargs, *hook.args.args, *hook.args.kwonlyargs)}
     if "items" not in parameters:
@@ -320,17 +361,35 @@ def _bound_only_by_import(tree: ast.Module, name: str) -> bool:
 
 
 def _bound_once(tree: ast.Module) -> dict[str, ast.expr]:
-    """Names assigned once at the top of the module and bound nowhere else."""
-    found: dict[str, ast.expr] = {}
-    for statement in tree.body:
-        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)):
-            name = statement.targets[0].id
-            if sum(1 for s in _module_statements(tree) if _binds(s, name)) == 1 and not any(
-                    isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                    and n is not statement.targets[0] for n in ast.walk(tree)):
-                found[name] = statement.value
-    return found
+    """Names assigned once at the top of the module and bound nowhere else (not by an import, a
+    ``def``, a ``class``, another store anywhere in the file)."""
+    bindings = _binding_counts(tree)
+    return {statement.targets[0].id: statement.value for statement in tree.body
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and bindings.get(statement.targets[0].id) == 1}
+
+
+def _binding_counts(tree: ast.AST) -> dict[str, int]:
+    """How many times each name is bound anywhere in ``tree``: stores, imports, definitions,
+    ``global``/``nonlocal`` declarations (counted as a binding of their own), in one walk."""
+    counts: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names = [node.id]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [(a.asname or a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names = list(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            names = [node.name]
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names = [node.rest]
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _helpers_false_without_cuda(tree: ast.Module) -> set[str]:
@@ -373,36 +432,75 @@ def _falsy(value: ast.expr | None) -> bool:
 
 # -- the test file --------------------------------------------------------------------------------
 
-def marked_tests(tree: ast.Module) -> Iterator[tuple[int, int, set[str]]]:
+def marked_tests(tree: ast.Module, text: str) -> Iterator[tuple[int, int, set[str]]]:
     """(first line of the body, last line, the markers it carries) for each test pytest collects
-    by default in the file."""
+    by default in the file, that nothing else in the file can run: not named but at its ``def``
+    (a call, a subclass, an alias would run it unmarked), not a ``unittest.TestCase`` (the unittest
+    runner knows no pytest marker), in a file that does not run as a script."""
+    if _RUN_AS_SCRIPT.search(text):
+        return
+    words = Counter(_WORD.findall(text))  # one pass: a file may hold thousands of tests
+
+    def spelled_once(name: str) -> bool:
+        return words[name] == 1
+
     pytest = _pytest_names(tree)
     bound = _bound_once(tree)
     marks_of: Callable[[ast.expr], set[str]] = lambda node: _marks(node, pytest, bound)  # noqa: E731
-    module_marks = _pytestmark(tree.body, marks_of)
+    module_marks = _pytestmark(tree, tree.body, marks_of)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            yield _body_span(node) + (module_marks | _decorated(node, marks_of),)
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            class_marks = module_marks | _decorated(node, marks_of) | _pytestmark(node.body, marks_of)
+            if spelled_once(node.name):
+                yield _body_span(node) + (module_marks | _decorated(node, marks_of),)
+        elif (isinstance(node, ast.ClassDef) and node.name.startswith("Test") and spelled_once(node.name)
+              and all(_source(base) == "object" for base in node.bases) and not node.keywords):
+            class_marks = module_marks | _decorated(node, marks_of) | _pytestmark(node, node.body, marks_of)
             for method in node.body:
-                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name.startswith("test"):
+                if (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name.startswith("test")
+                        and spelled_once(method.name)):
                     yield _body_span(method) + (class_marks | _decorated(method, marks_of),)
 
 
 def _body_span(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
-    return function.body[0].lineno, function.end_lineno or function.body[-1].lineno
+    """The lines of the body that hold nothing of the signature (its defaults and annotations run
+    when the module is imported, even in a skipped test)."""
+    header = [function.lineno] + [getattr(n, "end_lineno", None) or 0 for n in ast.walk(function.args)]
+    if function.returns is not None:
+        header.append(function.returns.end_lineno or function.returns.lineno)
+    first = function.body[0].lineno
+    if max(header) >= first:
+        first = max(header) + 1
+    return first, function.end_lineno or function.body[-1].lineno
 
 
 def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
                marks_of: Callable[[ast.expr], set[str]]) -> set[str]:
-    return set().union(*map(marks_of, node.decorator_list)) if node.decorator_list else set()
+    """The markers of the decorators above every decorator that is no mark: one that is no mark
+    may return another object, without the marks applied before it."""
+    found: set[str] = set()
+    for decorator in node.decorator_list:
+        marks = marks_of(decorator)
+        if not marks:
+            break
+        found |= marks
+    return found
 
 
-def _pytestmark(body: list[ast.stmt], marks_of: Callable[[ast.expr], set[str]]) -> set[str]:
-    assigned = [s for s in body if isinstance(s, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == "pytestmark" for t in s.targets)]
-    return marks_of(assigned[0].value) if len(assigned) == 1 else set()
+def _pytestmark(scope: ast.Module | ast.ClassDef, body: list[ast.stmt],
+                marks_of: Callable[[ast.expr], set[str]]) -> set[str]:
+    """The markers of the one ``pytestmark = ...`` at the top of ``body``, where nothing else in the
+    module or class binds the name (a rebinding in a block, an annotation, ``global``)."""
+    bindings = [s for s in _statements_of(body) if _binds(s, "pytestmark")]
+    if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign) or bindings[0] not in body:
+        return set()
+    if any(isinstance(n, ast.Global) and "pytestmark" in n.names for n in ast.walk(scope)):
+        return set()
+    return marks_of(bindings[0].value)
+
+
+def _statements_of(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of a module's or a class's body, those in its blocks included."""
+    return _module_statements(ast.Module(body=body, type_ignores=[]))
 
 
 def _marks(node: ast.expr, pytest: _PytestNames, bound: dict[str, ast.expr], depth: int = 0) -> set[str]:
