@@ -16,7 +16,7 @@ import ast
 import bisect
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from torchport.scan.detectors.dependencies import imports_checked_package
 from torchport.scan.detectors.names import CUDA_RENAMES, reference_rule
@@ -100,8 +100,8 @@ _SKIP_DECORATORS = frozenset({"skipIf", "skipUnless", "skipif"})
 # `import torch.cuda.comm`: torch.cuda's modules are Python in every build of torch.
 _IMPORT_ONLY = ("the import succeeds in every build of torch, CUDA or not; what fails without CUDA is a call, "
                 "reported where it is made")
-# ... and those that skip it on every machine.
-_SKIPS = frozenset({"unittest.skip", "unittest.case.skip", "pytest.mark.skip"})
+# A test that never runs, whatever the machine has (not a CUDA guard: its fixes keep their guards).
+_SKIPPED_EVERYWHERE = "inside a test skipped on every machine"
 # Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
 # `@cuda_only`, `@skip_unless_gpu`.
 _CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
@@ -785,7 +785,10 @@ class AnalyzerCore(AnalyzerState):
                 if rule_id:
                     start = len(self.findings)
                     self.report(rule_id, node, f"import {alias.name}")
-                    self._cap(self.findings[start:], _IMPORT_ONLY)
+                    if alias.asname is None:
+                        # its uses spell `torch.cuda.`, so the scanner reads and reports them;
+                        # an alias's uses may lie where it does not look (another module)
+                        self._cap(self.findings[start:], _IMPORT_ONLY)
                 continue
             self._imported(node, alias.name)
 
@@ -1055,6 +1058,14 @@ class AnalyzerCore(AnalyzerState):
             self.__dict__.setdefault("cuda_only_spans", []).extend(
                 (m.lineno, m.end_lineno or m.lineno) for m in node.body
                 if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        elif self._class_skipped_everywhere(node):
+            # its test methods never run; its body's own statements and other methods may
+            for method in node.body:
+                if (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name.startswith("test")
+                        and self._spelled_once(method.name)):
+                    self._cap([f for f in self.findings[body_start:]
+                               if method.body[0].lineno <= f.line <= (method.end_lineno or method.lineno)],
+                              _SKIPPED_EVERYWHERE)
         if _opt_in_feature_named(node.name):
             self._cap(self.findings[body_start:], _OPT_IN_IMPLEMENTATION)
         self._cap_asked_float64(node.name, self.findings[body_start:])
@@ -1135,6 +1146,8 @@ class AnalyzerCore(AnalyzerState):
         if any(map(self.cuda_only_test, node.decorator_list)):
             self._cap(self.findings[body_start:], SKIPPED_TEST)
             self.__dict__.setdefault("cuda_only_spans", []).append((node.lineno, node.end_lineno or node.lineno))
+        elif self._test_skipped_everywhere(node):  # `@unittest.skip("Needs machine with 4 GPUs")`
+            self._cap(self.findings[body_start:], _SKIPPED_EVERYWHERE)
         checks = [f for f in self.findings[body_start:] if f.rule_id == CUDA_AVAILABILITY_CHECK]
         if (checks and any(map(_EXPORT_CONTEXT.search, self.context_names))
                 and any(map(_loads_other_runtime, node.body))):
@@ -1497,8 +1510,6 @@ class AnalyzerCore(AnalyzerState):
         ``@unittest.skipUnless(torch.cuda.is_available(), ...)`` or a name bound to
         one (``requires_cuda = pytest.mark.skipif(...)``): the test runs only with CUDA."""
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if self._skips_everywhere(decorator, target):
-            return True  # `@unittest.skip("Needs machine with 4 GPUs")`: it runs nowhere
         helper = last_name(target)
         if _CUDA_SKIP_HELPER.fullmatch(helper.strip("_")) or self._skip_helper_tests_cuda(helper):
             return True  # `@skip_if_no_cuda()`, defined in a test helper
@@ -1517,21 +1528,61 @@ class AnalyzerCore(AnalyzerState):
         return name == "skipUnless" and (self.positive_cuda_query(condition)
                                          or _skips_for_a_named_gpu(decorator, condition, negated=False))
 
-    def _skips_everywhere(self, decorator, target) -> bool:
-        """``@unittest.skip(...)``, ``@pytest.mark.skip(...)`` (called or not),
-        ``@pytest.mark.skipif(True, ...)``: the library's own, not a name the file defines."""
+    def _skip_everywhere(self, decorator) -> str | None:
+        """``unittest`` for ``@unittest.skip(...)``, ``pytest`` for ``@pytest.mark.skip`` (called
+        or not) and ``@pytest.mark.skipif(True, ...)``: the library's, not a name the file binds
+        otherwise (a ``def``, a ``class`` or an assignment anywhere, in a block too)."""
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
         # the scanner parses only statements with trigger words: the file's imports decide
         root, _, rest = dotted_name(target).partition(".")
-        if not root or self.definition(root) is not None:
-            return False
+        if not root or re.search(r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+" + re.escape(root) + r"\b|^[ \t]*"
+                                 + re.escape(root) + r"[ \t]*(?::[^=\n]*)?=(?!=)", self._joined_text(), re.M):
+            return None
         module = self.whole_file_imports().get(root)
         qualname = (f"{module}.{rest}" if rest else module) if module else self.qualname(target)
-        if qualname in _SKIPS:
-            return True
+        if qualname in ("unittest.skip", "unittest.case.skip"):
+            return "unittest"
         condition = (decorator.args[0] if decorator.args else keyword_value(decorator, "condition")
                      ) if isinstance(decorator, ast.Call) else None
-        return (qualname == "pytest.mark.skipif" and isinstance(condition, ast.Constant)
-                and condition.value is True)
+        if qualname == "pytest.mark.skip" or (qualname == "pytest.mark.skipif" and isinstance(condition, ast.Constant)
+                                               and condition.value is True):
+            return "pytest"
+        return None
+
+    def _pytest_marks_only_above(self, decorators: list, index: int) -> bool:
+        """Whether every decorator above ``decorators[index]`` is a pytest mark: another may return
+        an object without the marks applied before it."""
+        return all(dotted_name(d.func if isinstance(d, ast.Call) else d).split(".")[1:2] == ["mark"]
+                   for d in decorators[:index])
+
+    def _spelled_once(self, name: str) -> bool:
+        """Whether the file spells ``name`` once, at its definition: nothing calls it by name."""
+        counts = self.__dict__.get("_word_counts")
+        if counts is None:
+            counts = self.__dict__["_word_counts"] = Counter(re.findall(r"\w+", self._joined_text()))
+        return counts[name] == 1
+
+    def _test_skipped_everywhere(self, node) -> bool:
+        """A test function that never runs: under ``@unittest.skip`` (a call raises SkipTest), or
+        a ``test*`` that pytest collects, spelled only at its ``def``, under ``@pytest.mark.skip``."""
+        for index, decorator in enumerate(node.decorator_list):
+            library = self._skip_everywhere(decorator)
+            if library == "unittest" or library == "pytest" and node.name.startswith("test") and (
+                    self._spelled_once(node.name) and self._pytest_marks_only_above(node.decorator_list, index)):
+                return True
+        return False
+
+    def _class_skipped_everywhere(self, node: ast.ClassDef) -> bool:
+        """``@unittest.skip`` over a ``TestCase`` (the unittest runner and pytest both honour it
+        there), ``@pytest.mark.skip`` over a ``Test*`` class pytest collects."""
+        for index, decorator in enumerate(node.decorator_list):
+            library = self._skip_everywhere(decorator)
+            if library == "unittest" and any(last_name(b).endswith("TestCase") for b in node.bases):
+                return True
+            if (library == "pytest" and node.name.startswith("Test")
+                    and self._pytest_marks_only_above(node.decorator_list, index)):
+                return True
+        return False
 
     def skip_decorator(self, func: ast.expr) -> str | None:
         """``skipIf``, ``skipUnless`` or ``skipif`` where ``func`` names one: ``unittest.skipUnless``,
