@@ -201,7 +201,7 @@ _MAY_RUN = '''
 
 
     @pytest.mark.skip
-    def make_cuda():  # called from another module only
+    def make_batch():  # called from another module only
         return torch.zeros(1).cuda()  # kept
 
 
@@ -233,8 +233,8 @@ _MAY_RUN = '''
 
 def test_code_a_skip_everywhere_does_not_keep_from_running_is_kept(tmp_path: Path) -> None:
     may_run = _write(tmp_path, "test_may_run.py", _MAY_RUN)
-    _write(tmp_path, "test_user.py", ("from test_may_run import build_model, make_cuda\n\n\n"
-                                        "def test_it():\n    build_model()\n    make_cuda()\n"))
+    _write(tmp_path, "test_user.py", ("from test_may_run import build_model, make_batch\n\n\n"
+                                        "def test_it():\n    build_model()\n    make_batch()\n"))
     check_marked_lines([tmp_path], (may_run,))
 
 

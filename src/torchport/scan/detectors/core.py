@@ -1535,19 +1535,23 @@ class AnalyzerCore(AnalyzerState):
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         # the scanner parses only statements with trigger words: the file's imports decide
         root, _, rest = dotted_name(target).partition(".")
-        if not root or re.search(r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+" + re.escape(root) + r"\b|^[ \t]*"
-                                 + re.escape(root) + r"[ \t]*(?::[^=\n]*)?=(?!=)", self._joined_text(), re.M):
-            return None
+        if not (root and last_name(target) in ("skip", "skipif")):
+            return None  # most decorators: no search of the file
         module = self.whole_file_imports().get(root)
         qualname = (f"{module}.{rest}" if rest else module) if module else self.qualname(target)
-        if qualname in ("unittest.skip", "unittest.case.skip"):
-            return "unittest"
         condition = (decorator.args[0] if decorator.args else keyword_value(decorator, "condition")
                      ) if isinstance(decorator, ast.Call) else None
-        if qualname == "pytest.mark.skip" or (qualname == "pytest.mark.skipif" and isinstance(condition, ast.Constant)
-                                               and condition.value is True):
-            return "pytest"
-        return None
+        if qualname in ("unittest.skip", "unittest.case.skip"):
+            library = "unittest"
+        elif qualname == "pytest.mark.skip" or (qualname == "pytest.mark.skipif" and isinstance(condition, ast.Constant)
+                                                 and condition.value is True):
+            library = "pytest"
+        else:
+            return None
+        if re.search(r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+" + re.escape(root) + r"\b|^[ \t]*"
+                     + re.escape(root) + r"[ \t]*(?::[^=\n]*)?=(?!=)", self._joined_text(), re.M):
+            return None
+        return library
 
     def _pytest_marks_only_above(self, decorators: list, index: int) -> bool:
         """Whether every decorator above ``decorators[index]`` is a pytest mark: another may return
