@@ -46,15 +46,15 @@ from collections.abc import Callable, Iterator
 
 from torchport.scan.cross_file_guards import (
     ScannedFiles,
-    _binds,
-    _functools_names,
-    _module_statements,
-    _returns_false_without_cuda,
-    _source,
-    _torch_is_torch,
+    binds_name,
     cuda_present,
+    memoizing_names,
+    module_statements,
+    returns_false_without_cuda,
+    torch_is_torch,
+    unparsed,
 )
-from torchport.scan.model import FileResult
+from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import is_hot
 
 _HOOK = "pytest_collection_modifyitems"
@@ -89,17 +89,20 @@ def lower_tests_skipped_by_conftest(work: list, results: list[tuple[FileResult, 
     if not skipping:
         return
     by_display = {job.display: job.path for job in work}
+    under: list[tuple[list[Finding], str, list[tuple[dict[str, int], str]]]] = []
     for result, _ in results:
         hot = [f for f in result.findings if is_hot(f)]  # a test that never runs moots a cap at silent too
         os_path = by_display.get(result.path, "")
         if not hot or not _TEST_FILE.fullmatch(os.path.basename(os_path)):
             continue
         applying = [skipping[folder] for folder in _folders_above(os_path) if folder in skipping]
-        if not applying:
-            continue
+        if applying:
+            under.append((hot, os_path, applying))
+    elsewhere = _named_elsewhere(files, [os_path for _, os_path, _ in under])
+    for hot, os_path, applying in under:
         tree = files.tree(os_path)
         data = files.data(os_path)
-        if tree is None or data is None or _imported_elsewhere(files, os_path):
+        if tree is None or data is None or os_path in elsewhere:
             continue
         tests = list(marked_tests(tree, data.decode("utf-8", "replace")))
         for finding in hot:
@@ -115,13 +118,27 @@ def lower_tests_skipped_by_conftest(work: list, results: list[tuple[FileResult, 
                 break
 
 
-def _imported_elsewhere(files: ScannedFiles, os_path: str) -> bool:
-    """Whether another scanned file spells the module's name (``from test_a import test_moves``,
-    ``from .test_a import *``, ``pytest_plugins = ["tests.test_a"]``): it may run the tests
-    unmarked, or collect them again."""
-    stem = os.path.splitext(os.path.basename(os_path))[0]
-    mentioning = files.mentioning(stem.encode())
-    return mentioning is None or any(path != os_path for path in mentioning)
+def _named_elsewhere(files: ScannedFiles, paths: list[str]) -> set[str]:
+    """The test modules among ``paths`` whose name another scanned file spells (``from test_a
+    import test_moves``, ``from .test_a import *``, ``pytest_plugins = ["tests.test_a"]``): it may
+    run their tests unmarked, or collect them again.  One pass over every file, whose bytes are
+    searched only where they hold "test" (every such module's name does)."""
+    stems: dict[bytes, list[str]] = {}
+    for path in paths:
+        stems.setdefault(os.path.splitext(os.path.basename(path))[0].encode(), []).append(path)
+    if not stems:
+        return set()
+    pattern = re.compile(rb"(?<![\w])(" + b"|".join(map(re.escape, sorted(stems, key=len, reverse=True)))
+                         + rb")(?![\w])")
+    found: set[str] = set()
+    for job in files.jobs:
+        data = files.data(job.path)
+        if data is None:
+            return set(paths)  # unread: it may name any of them
+        if b"test" in data:
+            for stem in set(pattern.findall(data)):
+                found.update(path for path in stems[stem] if path != job.path)
+    return found
 
 
 def _folders_above(os_path: str) -> Iterator[str]:
@@ -157,8 +174,8 @@ def _turns_conftests_off(path: str) -> bool:
 def skipped_markers(tree: ast.Module) -> dict[str, int]:
     """Marker -> line of the ``add_marker`` that skips every item carrying it wherever CUDA is
     absent, read in the conftest's ``pytest_collection_modifyitems``."""
-    hooks = [s for s in _module_statements(tree) if _binds(s, _HOOK)]
-    if len(hooks) != 1 or not isinstance(hooks[0], ast.FunctionDef) or not _torch_is_torch(tree):
+    hooks = [s for s in module_statements(tree) if binds_name(s, _HOOK)]
+    if len(hooks) != 1 or not isinstance(hooks[0], ast.FunctionDef) or not torch_is_torch(tree):
         return {}
     if hooks[0] not in tree.body:
         return {}  # defined under a condition (`if os.environ.get(...):`): it may not exist
@@ -236,7 +253,7 @@ class _HookReader:
         for statement in body:
             if (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
                     and isinstance(statement.value.func, ast.Attribute) and statement.value.func.attr == "add_marker"
-                    and _source(statement.value.func.value) == item and statement.value.args
+                    and unparsed(statement.value.func.value) == item and statement.value.args
                     and self._is_skip(statement.value.args[0])):
                 return statement.lineno
             if any(isinstance(n, _EXITS) for n in ast.walk(statement)):
@@ -308,14 +325,14 @@ def _marker_tested(test: ast.expr, item: str) -> str | None:
     """``"gpu" in item.keywords``, ``item.get_closest_marker("gpu")`` (``is not None``): the
     marker whose presence makes ``test`` true."""
     if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In)
-            and _source(test.comparators[0]) == f"{item}.keywords"
+            and unparsed(test.comparators[0]) == f"{item}.keywords"
             and isinstance(test.left, ast.Constant) and isinstance(test.left.value, str)):
         return test.left.value
     if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
         test = test.left
     if (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
-            and test.func.attr in ("get_closest_marker", "get_marker") and _source(test.func.value) == item):
+            and test.func.attr in ("get_closest_marker", "get_marker") and unparsed(test.func.value) == item):
         name = test.args[0] if len(test.args) == 1 and not test.keywords else next(
             (k.value for k in test.keywords if k.arg == "name"), None) if not test.args else None
         if isinstance(name, ast.Constant) and isinstance(name.value, str):
@@ -326,7 +343,7 @@ def _marker_tested(test: ast.expr, item: str) -> str | None:
 def _count_below_one(test: ast.expr) -> bool:
     """``torch.cuda.device_count() < 2`` (``== 0``, ``<= 1``): true without CUDA."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Call)
-            and _source(test.left) == "torch.cuda.device_count()"):
+            and unparsed(test.left) == "torch.cuda.device_count()"):
         return False
     bound = test.comparators[0]
     if not (isinstance(bound, ast.Constant) and isinstance(bound.value, int) and not isinstance(bound.value, bool)):
@@ -344,7 +361,7 @@ class _PytestNames:
 
 def _pytest_names(tree: ast.Module) -> _PytestNames:
     names = _PytestNames()
-    for statement in _module_statements(tree):
+    for statement in module_statements(tree):
         if isinstance(statement, ast.Import):
             names.modules |= {a.asname or a.name for a in statement.names if a.name == "pytest"}
         elif isinstance(statement, ast.ImportFrom) and statement.module == "pytest" and not statement.level:
@@ -356,7 +373,7 @@ def _pytest_names(tree: ast.Module) -> _PytestNames:
 
 
 def _bound_only_by_import(tree: ast.Module, name: str) -> bool:
-    return all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in _module_statements(tree) if _binds(s, name)) \
+    return all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in module_statements(tree) if binds_name(s, name)) \
         and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(tree))
 
 
@@ -396,19 +413,19 @@ def _helpers_false_without_cuda(tree: ast.Module) -> set[str]:
     """Functions of the conftest, without parameters, that return something false wherever CUDA
     is absent: every return, or every return past ``if not torch.cuda.is_available(): return
     False`` at the top of the body (stable-pretraining's ``_cuda_usable``)."""
-    memoizing = _functools_names(tree)
+    memoizing = memoizing_names(tree)
     found: set[str] = set()
     for function in tree.body:
         if not isinstance(function, ast.FunctionDef) or function.args.args or function.args.posonlyargs \
                 or function.args.kwonlyargs or function.args.vararg or function.args.kwarg:
             continue
-        if any(_source(d).split("(")[0] not in memoizing for d in function.decorator_list):
+        if any(unparsed(d).split("(")[0] not in memoizing for d in function.decorator_list):
             continue
-        if sum(1 for s in _module_statements(tree) if _binds(s, function.name)) != 1:
+        if sum(1 for s in module_statements(tree) if binds_name(s, function.name)) != 1:
             continue
         if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)) for n in ast.walk(function)):
             continue
-        if _false_past_a_guard(function) or _returns_false_without_cuda(function):
+        if _false_past_a_guard(function) or returns_false_without_cuda(function):
             found.add(function.name)
     return found
 
@@ -453,7 +470,7 @@ def marked_tests(tree: ast.Module, text: str) -> Iterator[tuple[int, int, set[st
             if spelled_once(node.name):
                 yield _body_span(node) + (module_marks | _decorated(node, marks_of),)
         elif (isinstance(node, ast.ClassDef) and node.name.startswith("Test") and spelled_once(node.name)
-              and all(_source(base) == "object" for base in node.bases) and not node.keywords):
+              and all(unparsed(base) == "object" for base in node.bases) and not node.keywords):
             class_marks = module_marks | _decorated(node, marks_of) | _pytestmark(node, node.body, marks_of)
             for method in node.body:
                 if (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name.startswith("test")
@@ -490,7 +507,7 @@ def _pytestmark(scope: ast.Module | ast.ClassDef, body: list[ast.stmt],
                 marks_of: Callable[[ast.expr], set[str]]) -> set[str]:
     """The markers of the one ``pytestmark = ...`` at the top of ``body``, where nothing else in the
     module or class binds the name (a rebinding in a block, an annotation, ``global``)."""
-    bindings = [s for s in _statements_of(body) if _binds(s, "pytestmark")]
+    bindings = [s for s in _statements_of(body) if binds_name(s, "pytestmark")]
     if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign) or bindings[0] not in body:
         return set()
     if any(isinstance(n, ast.Global) and "pytestmark" in n.names for n in ast.walk(scope)):
@@ -500,7 +517,7 @@ def _pytestmark(scope: ast.Module | ast.ClassDef, body: list[ast.stmt],
 
 def _statements_of(body: list[ast.stmt]) -> list[ast.stmt]:
     """The statements of a module's or a class's body, those in its blocks included."""
-    return _module_statements(ast.Module(body=body, type_ignores=[]))
+    return module_statements(ast.Module(body=body, type_ignores=[]))
 
 
 def _marks(node: ast.expr, pytest: _PytestNames, bound: dict[str, ast.expr], depth: int = 0) -> set[str]:

@@ -93,7 +93,7 @@ _MAX_HIERARCHY = 60
 _TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)(test_[^/]*|conftest)\.py$")
 
 
-def _source(node: ast.AST) -> str:
+def unparsed(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
@@ -106,9 +106,9 @@ def cuda_present(test: ast.expr, helper: Callable[[str], bool] | None = None) ->
     if isinstance(test, ast.Call) and not test.args and not test.keywords:
         if helper is not None and isinstance(test.func, ast.Name) and helper(test.func.id):
             return True
-        return _source(test.func) == "torch.cuda.is_available"
+        return unparsed(test.func) == "torch.cuda.is_available"
     if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Call)
-            and _source(test.left) == "torch.cuda.device_count()"):
+            and unparsed(test.left) == "torch.cuda.device_count()"):
         bound = test.comparators[0]
         if isinstance(bound, ast.Constant) and isinstance(bound.value, int) and not isinstance(bound.value, bool):
             return ((isinstance(test.ops[0], ast.Gt) and bound.value >= 0)
@@ -422,15 +422,15 @@ class CudaHelpers:
         tree = self.files.tree(os_path)
         if tree is None or self._assigned_elsewhere(name):
             return False
-        bindings = [s for s in _module_statements(tree) if _binds(s, name)]
+        bindings = [s for s in module_statements(tree) if binds_name(s, name)]
         if len(bindings) != 1 or any(isinstance(n, ast.Global) and name in n.names for n in ast.walk(tree)):
             return False  # not bound at the top of the file, bound twice, or rebound from a function
         statement = bindings[0]
         if isinstance(statement, ast.FunctionDef):
-            functools_names = _functools_names(tree)
-            return (all(_source(d).split("(")[0] in functools_names for d in statement.decorator_list)
-                    and _torch_is_torch(tree) and "torch" not in _bound_names(statement)
-                    and _returns_false_without_cuda(statement))
+            functools_names = memoizing_names(tree)
+            return (all(unparsed(d).split("(")[0] in functools_names for d in statement.decorator_list)
+                    and torch_is_torch(tree) and "torch" not in _bound_names(statement)
+                    and returns_false_without_cuda(statement))
         if not isinstance(statement, ast.ImportFrom):
             return False
         alias = next(a for a in statement.names if (a.asname or a.name) == name)
@@ -453,7 +453,7 @@ class CudaHelpers:
         return found[0] if len(found) == 1 else None
 
 
-def _module_statements(tree: ast.Module) -> list[ast.stmt]:
+def module_statements(tree: ast.Module) -> list[ast.stmt]:
     """The statements that run at the top of the module, those in ``if``/``try``/``with`` blocks
     included (a fallback ``try: from fast import has_gpu`` rebinds a name)."""
     found: list[ast.stmt] = []
@@ -467,11 +467,11 @@ def _module_statements(tree: ast.Module) -> list[ast.stmt]:
     return found
 
 
-def _functools_names(tree: ast.Module) -> set[str]:
+def memoizing_names(tree: ast.Module) -> set[str]:
     """How the file spells functools' memoizing decorators (``functools.lru_cache``,
     ``lru_cache`` imported from functools)."""
     names: set[str] = set()
-    for statement in _module_statements(tree):
+    for statement in module_statements(tree):
         if isinstance(statement, ast.Import):
             names |= {f"{a.asname or a.name}.{m}" for a in statement.names if a.name == "functools" for m in _MEMOIZING}
         elif isinstance(statement, ast.ImportFrom) and statement.module == "functools" and not statement.level:
@@ -479,9 +479,9 @@ def _functools_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _torch_is_torch(tree: ast.Module) -> bool:
+def torch_is_torch(tree: ast.Module) -> bool:
     """Every binding of ``torch`` at the top of the file is ``import torch`` (or ``import torch.x``)."""
-    bindings = [s for s in _module_statements(tree) if _binds(s, "torch")]
+    bindings = [s for s in module_statements(tree) if binds_name(s, "torch")]
     return bool(bindings) and all(isinstance(s, ast.Import) and all(
         a.asname is None or a.asname != "torch" for a in s.names) for s in bindings)
 
@@ -501,7 +501,7 @@ def is_module_file(module: tuple[str, ...], os_path: str) -> bool:
     return False
 
 
-def _binds(statement: ast.stmt, name: str) -> bool:
+def binds_name(statement: ast.stmt, name: str) -> bool:
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return statement.name == name
     if isinstance(statement, (ast.Import, ast.ImportFrom)):
@@ -509,7 +509,7 @@ def _binds(statement: ast.stmt, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(statement))
 
 
-def _returns_false_without_cuda(function: ast.FunctionDef) -> bool:
+def returns_false_without_cuda(function: ast.FunctionDef) -> bool:
     """Every return of the function (one at least) gives a CUDA query, a local name bound once, at
     the top of its body, to one, an ``and`` with such an operand, or a false constant; no ``yield``."""
     own = list(_own_statements(function))
@@ -686,14 +686,14 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
                                            if len(m) >= 2):  # a bare `import gt` may be any gt on sys.path
                     return None  # another module of that name, or an import a user without CUDA runs
                 accounted += spelled
-                spelled_test = _source(test)
+                spelled_test = unparsed(test)
                 through = "" if cuda_present(test) else ", a helper whose every return is false without CUDA"
                 checks.append(f"{_display(files, path)}:{node.lineno} under `{spelled_test}`{through}")
             elif (isinstance(node, ast.Name) and node.id == stem) or (
                     isinstance(node, ast.Attribute) and node.attr == stem):
                 # `kern.gt` with `import pkg.kernels as kern`: any attribute of an imported name may be it
                 may_be_module = imports_it or (isinstance(node, ast.Attribute) and (
-                    _source(node.value).split(".")[-1] == package_folder or _root_name(node.value) in imported_names))
+                    unparsed(node.value).split(".")[-1] == package_folder or _root_name(node.value) in imported_names))
                 if may_be_module and not _under_cuda_check(node, parents, helper):
                     return None
                 accounted += 1
@@ -836,7 +836,7 @@ def _asserts_cuda_for(test: ast.expr, flag: str) -> bool:
     if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and len(test.values) == 2):
         return False
     negated = [v for v in test.values if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not)
-               and _source(v.operand) == f"self.{flag}"]
+               and unparsed(v.operand) == f"self.{flag}"]
     return len(negated) == 1 and any(cuda_present(v) for v in test.values if v is not negated[0])
 
 
