@@ -45,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from torchport.scan.cross_file_guards import (
+    RUNS_AS_SCRIPT,
     ScannedFiles,
     binds_name,
     cuda_present,
@@ -60,8 +61,6 @@ from torchport.scan.policy import is_hot
 _HOOK = "pytest_collection_modifyitems"
 _HOOK_NEEDLE = _HOOK.encode()
 _HOOK_NAME = re.compile(rb"\b" + _HOOK_NEEDLE + rb"\b")
-# A file that also runs as a script (cross_file_guards reads the same).
-_RUN_AS_SCRIPT = re.compile(r"""__name__\s*==\s*["']__main__["']|["']__main__["']\s*==\s*__name__""")
 _WORD = re.compile(r"\w+")
 _TEST_FILE = re.compile(r"test_\w*\.py|\w+_test\.py")
 # Files that may make their folder pytest's rootdir (or the project's root).
@@ -102,8 +101,8 @@ def lower_tests_skipped_by_conftest(work: list, results: list[tuple[FileResult, 
     for hot, os_path, applying in under:
         tree = files.tree(os_path)
         data = files.data(os_path)
-        if tree is None or data is None or os_path in elsewhere:
-            continue
+        if tree is None or data is None or os_path in elsewhere or RUNS_AS_SCRIPT.search(data):
+            continue  # a file run as a script may run its tests unmarked
         tests = list(marked_tests(tree, data.decode("utf-8", "replace")))
         for finding in hot:
             for first, last, marks in tests:
@@ -453,9 +452,7 @@ def marked_tests(tree: ast.Module, text: str) -> Iterator[tuple[int, int, set[st
     """(first line of the body, last line, the markers it carries) for each test pytest collects
     by default in the file, that nothing else in the file can run: not named but at its ``def``
     (a call, a subclass, an alias would run it unmarked), not a ``unittest.TestCase`` (the unittest
-    runner knows no pytest marker), in a file that does not run as a script."""
-    if _RUN_AS_SCRIPT.search(text):
-        return
+    runner knows no pytest marker).  The caller leaves out a file that runs as a script."""
     words = Counter(_WORD.findall(text))  # one pass: a file may hold thousands of tests
 
     def spelled_once(name: str) -> bool:

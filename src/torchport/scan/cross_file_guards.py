@@ -68,7 +68,7 @@ _HELPER_DEPTH = 3
 _BLOCK_LINES = 40
 # Run as a script in any spelling, anywhere in the file (broader than reachability's test of a
 # module's own ``if __name__ == "__main__":``): such a module is also a user's entry point.
-_RUN_AS_SCRIPT = re.compile(rb"""__name__\s*==\s*["']__main__["']|["']__main__["']\s*==\s*__name__""")
+RUNS_AS_SCRIPT = re.compile(rb"""__name__\s*==\s*["']__main__["']|["']__main__["']\s*==\s*__name__""")
 # A package that finds its modules at run time: a registry walk, or an import of a built name.
 FINDS_MODULES = re.compile(rb"\b(?:iter_modules|walk_packages)\(")
 FINDS_MODULES_NEEDLES = (b"iter_modules", b"walk_packages")
@@ -566,7 +566,7 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
         data = files.data(os_path)
         in_package = len(module) >= 2 or os.path.exists(
             os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(os_path))), "__init__.py"))
-        if not in_package or data is None or _RUN_AS_SCRIPT.search(data):
+        if not in_package or data is None or RUNS_AS_SCRIPT.search(data):
             continue  # outside a package (a namespace one below a package counts), unreadable, or also a script
         if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
             return  # a registry walk may import any module of the package
