@@ -1,6 +1,6 @@
 """Is the function that holds a finding reached by a user without CUDA at all?
 
-Two shapes, read per file in the workers and confirmed across the scanned files afterwards:
+Three shapes, read per file in the workers and confirmed across the scanned files afterwards:
 
 - **never called**: the function's name appears in its file only where it is defined, and in no
   other scanned file.  Only where a caller outside the package is unlikely: a private function
@@ -12,6 +12,12 @@ Two shapes, read per file in the workers and confirmed across the scanned files 
   so a string such as ``getattr(self, "name")`` or ``__all__`` counts too) is a call that runs
   only where a device test, an ``is_available()``-derived flag or an opt-in holds (the readers of
   device_guard.py and default_path.py), and no other scanned file names it.
+- **a flag every call fills from a CUDA query**: the finding runs only where a parameter of its
+  function is true (``if use_cuda:``), and every mention of the function in its file is a call
+  passing that parameter a value false wherever CUDA is absent: ``torch.cuda.is_available()`` (or
+  ``device_count() > 0``, or an ``and`` with one), a name the caller binds once to one, or the
+  caller's own parameter that every call of the caller fills so; and no other scanned file names
+  any function followed.  Read on the whole file, since a binding may hold no word the scanner cuts on.
 
 A finding stays as it is whenever the evidence is incomplete: a decorated function (a decorator
 may register it), a name used as a value, a mention the AST does not account for, a file that
@@ -25,8 +31,10 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
-from torchport.scan import default_path, device_guard, files
+from torchport.scan import cross_file_guards, default_path, device_guard, files
+from torchport.scan.detectors.syntax import call_argument
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
 
@@ -40,6 +48,10 @@ _DEPTH = 3
 
 # A call that answers whether CUDA is present.
 _CUDA_QUERY = re.compile(r"^torch\.cuda\.(?:is_available|device_count)\(\)$")
+
+# Methods a base class calls with the caller's own arguments under another name (``nn.Module.__call__``,
+# ``autograd.Function.apply``).
+_CALLED_BY_THE_BASE = frozenset({"forward", "backward"})
 
 # How many mentions of a name a file may hold for its calls to be read one by one: past this
 # the name is busy, and reading them costs more than it is likely to lower.
@@ -195,6 +207,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
               for index, f in hot if f.only_in_cuda_tests is not None]
     hot = [(index, f) for index, f in hot if f.only_in_cuda_tests is None]
     context: FileContext | None = None
+    whole: FileContext | Literal[False] | None = None  # the whole file, parsed only for a flag's callers
     verdicts: dict[int, str | None] = {}
     names: dict[int, tuple[str, ...]] = {}
     found: list[Candidate] = []
@@ -225,6 +238,16 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
         reason = verdicts[key]
         if reason is not None:
             found.append(Candidate(names[key], index, reason))
+            continue
+        context = context or FileContext(tree, text)
+        if _flag_parameter(context, unit, finding) is None:
+            continue
+        # read again on the whole file: a statement binding the flag may hold no trigger word
+        if whole is None:
+            whole = _whole_file(text) or False
+        handed = _flag_handed_down(whole, finding, path) if whole else None
+        if handed is not None:
+            found.append(Candidate(handed[1], index, handed[0]))
     return marked + found
 
 
@@ -279,6 +302,164 @@ def _guarded_reason(context: FileContext, unit: _Unit, spelling: _Spelling, path
     through = f", through `{'`, `'.join(names[1:])}`" if len(names) > 1 else ""
     return (f"`{unit.name}` is called only where `{test}` holds ({path}:{line}{through}) and no other scanned "
             "file names it: a user without CUDA does not reach this line"), names
+
+
+def _whole_file(text: str) -> FileContext | None:
+    """The file parsed whole: the scanner's tree keeps only the statements that can hold a finding,
+    and a flag's every binding and call must be read."""
+    try:
+        return FileContext(ast.parse(text), text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _own_parameters(unit: _Unit) -> list[str]:
+    """The parameters a caller fills by position, then the keyword-only ones; not ``self``/``cls``
+    of a method, not ``*args``/``**kwargs``."""
+    arguments = unit.function.args
+    positional = [a.arg for a in arguments.posonlyargs + arguments.args]
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in unit.function.decorator_list)
+    if unit.owner is not None and not static and positional:
+        positional = positional[1:]
+    return positional + [a.arg for a in arguments.kwonlyargs]
+
+
+def _rebound(function: ast.AST, name: str) -> bool:
+    """The function (or anything inside it) stores ``name``, declares it global or nonlocal, or
+    takes another parameter of that name: the flag read is not only what the caller passed."""
+    parameters = 0
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return True
+        if isinstance(node, ast.arg) and node.arg == name:
+            parameters += 1
+    return parameters != 1
+
+
+def _flag_parameter(context: FileContext, unit: _Unit, finding: Finding) -> str | None:
+    """The parameter of the finding's function that must be true for the finding to run (``if
+    use_cuda:``, ``if use_cuda and x:``, ``x.cuda() if use_cuda else x``, after ``if not use_cuda:
+    return``), tested inside the function and never rebound there."""
+    function = unit.function
+    if function.name in _CALLED_BY_THE_BASE and unit.owner is not None:
+        return None  # `model(x, flag)` fills `forward`'s flag without spelling its name
+    parameters = _own_parameters(unit)
+    for test, taken in default_path.conditions(context, finding.line, finding.column):
+        if not function.body[0].lineno <= test.lineno <= (function.end_lineno or function.lineno):
+            continue  # a test outside the function reads another scope's name
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, taken = test.operand, not taken
+        if not taken:
+            continue
+        operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        for operand in operands:
+            if isinstance(operand, ast.Name) and operand.id in parameters and not _rebound(function, operand.id):
+                return operand.id
+    return None
+
+
+def _bound_once_before(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                       line: int) -> ast.expr | None:
+    """The value of ``name = value``, a statement of the function's own body before ``line``,
+    where nothing else in the function binds the name."""
+    if name in {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}:
+        return None
+    bound = [s for s in function.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+             and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name]
+    stores = sum(1 for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
+                 and not isinstance(n.ctx, ast.Load))
+    declared = any((isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names)
+                   or (isinstance(n, ast.ExceptHandler) and n.name == name) for n in ast.walk(function))
+    if len(bound) != 1 or stores != 1 or declared or (bound[0].end_lineno or bound[0].lineno) >= line:
+        return None
+    return bound[0].value
+
+
+def _cuda_query_in(function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int,
+                   depth: int = 0) -> ast.expr | None:
+    """The CUDA query that makes ``value`` false wherever CUDA is absent: the value itself
+    (``torch.cuda.is_available()``, ``torch.cuda.device_count() > 0``), an ``and`` with one among its
+    operands, or a local name bound once, before ``line``, to such a value."""
+    if depth > _DEPTH:
+        return None
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+        return next((q for v in value.values if (q := _cuda_query_in(function, v, line, depth + 1)) is not None), None)
+    if isinstance(value, ast.Name) and function is not None:
+        bound = _bound_once_before(function, value.id, line)
+        return None if bound is None else _cuda_query_in(function, bound, line, depth + 1)
+    return value if cross_file_guards.cuda_present(value) else None
+
+
+def _flag_handed_down(context: FileContext, finding: Finding, path: str) -> tuple[str, tuple[str, ...]] | None:
+    """(the reason, the functions followed) when the finding runs only under a flag parameter of its
+    function that every call fills with a value false wherever CUDA is absent (_flag_callers)."""
+    unit = _unit(scopes_at(context.tree, finding.line), finding.line)
+    if unit is None:
+        return None
+    flag = _flag_parameter(context, unit, finding)
+    handed = _flag_callers(context, unit, flag) if flag is not None else None
+    if handed is None:
+        return None
+    (line, query), names = handed
+    through = f", through `{'`, `'.join(names[1:])}`" if len(names) > 1 else ""
+    return (f"`{unit.name}` runs this line only when its `{flag}` is true, and every call in the scanned files "
+            f"passes a value false wherever CUDA is absent (`{query}` at {path}:{line}{through}): a user "
+            "without CUDA does not reach it"), names
+
+
+def _flag_callers(context: FileContext, unit: _Unit, flag: str,
+                  depth: int = 0) -> tuple[tuple[int, str], tuple[str, ...]] | None:
+    """(the first CUDA query, the functions followed) when the file calls the unit, and every mention of its
+    name outside its own body is a call passing ``flag`` a value false wherever CUDA is absent: a
+    CUDA query, a name the caller binds once to one, or a parameter of the caller that every call
+    of the caller fills so (``_DEPTH`` callers deep)."""
+    spelling = mentions_of(context.text, unit.name)
+    if spelling is None or spelling.called != len(spelling.lines) or spelling.defined != 1:
+        return None
+    parameters = _own_parameters(unit)
+    keyword_only = len(parameters) - len(unit.function.args.kwonlyargs)
+    position = parameters.index(flag) if parameters.index(flag) < keyword_only else None
+    body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
+    first: tuple[int, str] | None = None
+    names: tuple[str, ...] = (unit.name,)
+    for line in sorted(set(spelling.lines)):
+        nodes = context._expressions_at(line)
+        calls = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
+        spelled = [n for n in nodes if (isinstance(n, ast.Name) and n.id == unit.name)
+                   or (isinstance(n, ast.Attribute) and n.attr == unit.name)]
+        definitions = sum(1 for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and n.name == unit.name)
+        if len(spelled) + definitions != spelling.lines.count(line):
+            return None  # a string, a comment, an import, a keyword
+        for node in spelled:
+            call = calls.get(id(node))
+            if call is None or not isinstance(node.ctx, ast.Load):
+                return None
+            value = call_argument(call, position, flag)
+            if value is None:
+                return None  # the default is used
+            if line in body_lines:
+                if isinstance(value, ast.Name) and value.id == flag:
+                    continue  # the function hands its own flag on to itself
+                return None
+            caller = _unit(scopes_at(context.tree, call.lineno), call.lineno)
+            query = _cuda_query_in(caller.function if caller else None, value, call.lineno)
+            if query is not None:
+                first = first or (query.lineno, " ".join(context.source(query).split()))
+                continue
+            if caller is None or depth >= _DEPTH or not isinstance(value, ast.Name) \
+                    or value.id not in _own_parameters(caller) or _rebound(caller.function, value.id):
+                return None
+            handed = _flag_callers(context, caller, value.id, depth + 1)
+            if handed is None:
+                return None
+            names += tuple(n for n in handed[1] if n not in names)
+            first = first or handed[0]
+    if first is None:
+        return None
+    return first, names
 
 
 def package_root(os_path: str) -> str:

@@ -1486,8 +1486,9 @@ class AnalyzerCore(AnalyzerState):
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             operand = test.operand
             if isinstance(operand, ast.BoolOp) and isinstance(operand.op, ast.Or):
-                # `not (flag in ("cuda", "gpu") or isinstance(flag, CUDAAccelerator))`
-                return any(map(self.positive_cuda_query, operand.values))
+                # `not (flag in ("cuda", "gpu") or isinstance(flag, CUDAAccelerator))`: every part,
+                # since `not (cuda or mps)` is false on a Mac
+                return self._all_positive(operand.values)
             return self.positive_cuda_query(operand)
         if isinstance(test, ast.BoolOp):
             return isinstance(test.op, ast.Or) and any(map(self._absent_cuda_query, test.values))
