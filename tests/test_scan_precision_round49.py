@@ -329,3 +329,152 @@ def test_a_skip_that_another_accelerator_lifts_keeps_the_test(tmp_path: Path) ->
             torch.cuda.synchronize()  # quiet
     ''')
     check_marked_lines([tmp_path], (tests,))
+
+
+def test_what_its_review_found_keeps_the_finding(tmp_path: Path) -> None:
+    # a method a base calls under another name, in the chain too (`forward`, nn.Module's `train`);
+    # the flag rebound by `except ... as`, a `match` capture or an import; a positional-only flag
+    # beside `**options`; a method called on its class with `self` among the arguments; an assert;
+    # the flag in the test of a one-line `if` that holds the finding; the caller's name rebound by
+    # `match` or an import; a module-level test of the same name above the function
+    _write(tmp_path, "settings.py", "FORCE = True\n")
+    kept_lines_stay(_write(tmp_path, "main.py", '''
+        import torch
+        from torch import nn
+
+
+        def _move(x, use_cuda):
+            if use_cuda:
+                return x.cuda()  # kept
+            return x
+
+
+        class Net(nn.Module):
+            def forward(self, x, use_cuda=True):
+                return _move(x, use_cuda)
+
+            def check(self, x):
+                return self.forward(x, torch.cuda.is_available())
+
+
+        class Block(nn.Module):
+            def train(self, mode=True):
+                if mode:
+                    torch.cuda.reset_peak_memory_stats()  # kept
+                return super().train(mode)
+
+            def warm_up(self):
+                return self.train(torch.cuda.is_available())
+
+
+        def _caught(x, shape, use_cuda=True):
+            try:
+                x = x.view(shape)
+            except RuntimeError as use_cuda:
+                if use_cuda:
+                    return x.cuda()  # kept
+                raise
+            return x
+
+
+        def _matched(x, options, use_cuda=True):
+            match options:
+                case {"cuda": use_cuda}:
+                    pass
+            if use_cuda:
+                return x.cuda()  # kept
+            return x
+
+
+        def _imported(x, use_cuda=True, from_settings=False):
+            if from_settings:
+                from settings import FORCE as use_cuda
+            if use_cuda:
+                return x.cuda()  # kept
+            return x
+
+
+        def _positional(x, use_cuda=True, /, **options):
+            if use_cuda:
+                x = x.cuda()  # kept
+            return x.to(**options)
+
+
+        class Loader:
+            def _load(self, pin, on_gpu, x):
+                if on_gpu:
+                    x = x.cuda()  # kept
+                return x
+
+
+        class Sub(Loader):
+            def load(self, x):
+                return Loader._load(self, torch.cuda.is_available(), True, x)
+
+
+        def _asserted(x, use_cuda=True):
+            assert use_cuda, "this path needs CUDA"
+            return x.cuda()  # kept
+
+
+        def _dtype(use_bf16=True):
+            dtype = torch.float32
+            if torch.cuda.get_device_capability()[0] >= 8 and use_bf16: dtype = torch.bfloat16  # kept
+            return dtype
+
+
+        def _placed(x, use_cuda=True):
+            if use_cuda:
+                x = x.cuda()  # kept
+            return x
+
+
+        def _placed_too(x, use_cuda=True):
+            if use_cuda:
+                x = x.cuda()  # kept
+            return x
+
+
+        use_cuda = torch.cuda.is_available() or torch.backends.mps.is_available()
+        if use_cuda:
+            def _defined_under(x, use_cuda=True):
+                return x.cuda()  # kept
+
+
+        def main(x, opts):
+            _defined_under(x, torch.cuda.is_available())
+            _caught(x, (3,), torch.cuda.is_available())
+            _matched(x, opts, torch.cuda.is_available())
+            _imported(x, torch.cuda.is_available(), from_settings=True)
+            _positional(x, True, use_cuda=torch.cuda.is_available())
+            _asserted(x, torch.cuda.is_available())
+            _dtype(torch.cuda.is_available())
+            ok = torch.cuda.is_available()
+            match opts:
+                case [ok]:
+                    pass
+            fine = torch.cuda.is_available()
+            from os import sep as fine
+            return _placed(x, ok), _placed_too(x, fine)
+    '''))
+
+
+def test_an_unused_default_that_turns_the_flag_on_is_named(tmp_path: Path) -> None:
+    # the issue asks for "default only" where every call passes the parameter; the reason says so
+    module = _write(tmp_path, "ops.py", '''
+        import torch
+
+
+        def embed(model, x, use_cuda=True):
+            if use_cuda:
+                x = x.cuda()  # quiet
+            return model(x)
+
+
+        def embed_all(model, xs):
+            torch.cuda.synchronize()  # kept
+            return [embed(model, x, torch.cuda.is_available()) for x in xs]
+    ''')
+    check_marked_lines([tmp_path], (module,))
+    _, reason = worst_by_line(tmp_path)[("ops.py", 6, "TP002")]
+    assert reason.endswith("the default of the flag in `embed`, which turns it on, is never used (default only)"), reason

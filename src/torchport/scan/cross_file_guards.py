@@ -370,11 +370,11 @@ def _unshadowed(helper: Callable[[str], bool], statement: ast.AST,
     local: set[str] = set()
     for scope, _ in _ancestors(statement, parents):
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            local |= _bound_names(scope)
+            local |= bound_names(scope)
     return lambda name: name not in local and helper(name)
 
 
-def _bound_names(scope: ast.AST, stores: bool = True) -> set[str]:
+def bound_names(scope: ast.AST, stores: bool = True) -> set[str]:
     """Every name a node binds anywhere inside it, in any position: stores (unless ``stores`` is
     False), parameters, imports, definitions, ``except ... as``, pattern captures, ``global`` and
     ``nonlocal``."""
@@ -429,7 +429,7 @@ class CudaHelpers:
         if isinstance(statement, ast.FunctionDef):
             functools_names = memoizing_names(tree)
             return (all(unparsed(d).split("(")[0] in functools_names for d in statement.decorator_list)
-                    and torch_is_torch(tree) and "torch" not in _bound_names(statement)
+                    and torch_is_torch(tree) and "torch" not in bound_names(statement)
                     and returns_false_without_cuda(statement))
         if not isinstance(statement, ast.ImportFrom):
             return False
@@ -519,7 +519,7 @@ def returns_false_without_cuda(function: ast.FunctionDef) -> bool:
     for node in ast.walk(function):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             stores[node.id] = stores.get(node.id, 0) + 1
-    others = _bound_names(function, stores=False)  # parameters, imports, `except ... as`, captures
+    others = bound_names(function, stores=False)  # parameters, imports, `except ... as`, captures
     bound = {s.targets[0].id: s.value for s in function.body
              if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
              and stores.get(s.targets[0].id) == 1 and s.targets[0].id not in others}

@@ -49,9 +49,8 @@ _DEPTH = 3
 # A call that answers whether CUDA is present.
 _CUDA_QUERY = re.compile(r"^torch\.cuda\.(?:is_available|device_count)\(\)$")
 
-# Methods a base class calls with the caller's own arguments under another name (``nn.Module.__call__``,
-# ``autograd.Function.apply``).
-_CALLED_BY_THE_BASE = frozenset({"forward", "backward"})
+# How many local names (``ok = flag and torch.cuda.is_available()``) are followed to a CUDA query.
+_HANDED_NAMES = 3
 
 # How many mentions of a name a file may hold for its calls to be read one by one: past this
 # the name is busy, and reading them costs more than it is likely to lower.
@@ -207,7 +206,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
               for index, f in hot if f.only_in_cuda_tests is not None]
     hot = [(index, f) for index, f in hot if f.only_in_cuda_tests is None]
     context: FileContext | None = None
-    whole: FileContext | Literal[False] | None = None  # the whole file, parsed only for a flag's callers
+    flags: _FlagReader | Literal[False] | None = None  # on the whole file, parsed only for a flag's callers
     verdicts: dict[int, str | None] = {}
     names: dict[int, tuple[str, ...]] = {}
     found: list[Candidate] = []
@@ -240,12 +239,13 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
             found.append(Candidate(names[key], index, reason))
             continue
         context = context or FileContext(tree, text)
-        if _flag_parameter(context, unit, finding) is None:
+        if _FlagReader(context, tree).flag_of(unit, finding) is None:
             continue
         # read again on the whole file: a statement binding the flag may hold no trigger word
-        if whole is None:
-            whole = _whole_file(text) or False
-        handed = _flag_handed_down(whole, finding, path) if whole else None
+        if flags is None:
+            whole = _whole_file(text)
+            flags = _FlagReader(whole, whole.tree) if whole is not None else False
+        handed = flags.handed_down(finding, path) if flags else None
         if handed is not None:
             found.append(Candidate(handed[1], index, handed[0]))
     return marked + found
@@ -318,148 +318,191 @@ def _own_parameters(unit: _Unit) -> list[str]:
     of a method, not ``*args``/``**kwargs``."""
     arguments = unit.function.args
     positional = [a.arg for a in arguments.posonlyargs + arguments.args]
-    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in unit.function.decorator_list)
-    if unit.owner is not None and not static and positional:
+    if unit.owner is not None and not _static(unit) and positional:
         positional = positional[1:]
     return positional + [a.arg for a in arguments.kwonlyargs]
 
 
-def _rebound(function: ast.AST, name: str) -> bool:
-    """The function (or anything inside it) stores ``name``, declares it global or nonlocal, or
-    takes another parameter of that name: the flag read is not only what the caller passed."""
-    parameters = 0
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            return True
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            return True
-        if isinstance(node, ast.arg) and node.arg == name:
-            parameters += 1
-    return parameters != 1
+def _static(unit: _Unit) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in unit.function.decorator_list)
 
 
-def _flag_parameter(context: FileContext, unit: _Unit, finding: Finding) -> str | None:
-    """The parameter of the finding's function that must be true for the finding to run (``if
-    use_cuda:``, ``if use_cuda and x:``, ``x.cuda() if use_cuda else x``, after ``if not use_cuda:
-    return``), tested inside the function and never rebound there."""
-    function = unit.function
-    if function.name in _CALLED_BY_THE_BASE and unit.owner is not None:
-        return None  # `model(x, flag)` fills `forward`'s flag without spelling its name
-    parameters = _own_parameters(unit)
-    for test, taken in default_path.conditions(context, finding.line, finding.column):
-        if not function.body[0].lineno <= test.lineno <= (function.end_lineno or function.lineno):
-            continue  # a test outside the function reads another scope's name
-        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            test, taken = test.operand, not taken
-        if not taken:
-            continue
-        operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-        for operand in operands:
-            if isinstance(operand, ast.Name) and operand.id in parameters and not _rebound(function, operand.id):
-                return operand.id
-    return None
+def _default_of(unit: _Unit, parameter: str) -> ast.expr | None:
+    arguments = unit.function.args
+    positional = arguments.posonlyargs + arguments.args
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]], arguments.defaults))
+    defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+    return defaults.get(parameter)
 
 
-def _bound_once_before(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
-                       line: int) -> ast.expr | None:
-    """The value of ``name = value``, a statement of the function's own body before ``line``,
-    where nothing else in the function binds the name."""
-    if name in {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}:
-        return None
-    bound = [s for s in function.body if isinstance(s, ast.Assign) and len(s.targets) == 1
-             and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name]
-    stores = sum(1 for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
-                 and not isinstance(n.ctx, ast.Load))
-    declared = any((isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names)
-                   or (isinstance(n, ast.ExceptHandler) and n.name == name) for n in ast.walk(function))
-    if len(bound) != 1 or stores != 1 or declared or (bound[0].end_lineno or bound[0].lineno) >= line:
-        return None
-    return bound[0].value
+class _FlagReader:
+    """Reads, on one whole file, whether a finding runs only under a flag parameter that every
+    call fills with a value false wherever CUDA is absent.  Answers are kept per function and
+    flag: a file's findings share their callers."""
 
+    def __init__(self, context: FileContext, tree: ast.Module) -> None:
+        self.context = context
+        self.tree = tree
+        self._callers: dict[tuple[int, str], tuple[tuple[int, str], tuple[str, ...], tuple[str, ...]] | None] = {}
+        self._bound: dict[int, list[set[str]]] = {}
 
-def _cuda_query_in(function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int,
-                   depth: int = 0) -> ast.expr | None:
-    """The CUDA query that makes ``value`` false wherever CUDA is absent: the value itself
-    (``torch.cuda.is_available()``, ``torch.cuda.device_count() > 0``), an ``and`` with one among its
-    operands, or a local name bound once, before ``line``, to such a value."""
-    if depth > _DEPTH:
-        return None
-    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
-        return next((q for v in value.values if (q := _cuda_query_in(function, v, line, depth + 1)) is not None), None)
-    if isinstance(value, ast.Name) and function is not None:
-        bound = _bound_once_before(function, value.id, line)
-        return None if bound is None else _cuda_query_in(function, bound, line, depth + 1)
-    return value if cross_file_guards.cuda_present(value) else None
+    def _bound_by(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[set[str]]:
+        """The names each statement of the function's body binds, in any way (stores, ``except ...
+        as``, ``match`` captures, imports, ``global``, nested parameters and definitions)."""
+        if id(function) not in self._bound:
+            self._bound[id(function)] = [cross_file_guards.bound_names(s) for s in function.body]
+        return self._bound[id(function)]
 
+    def rebound(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+        """The function binds ``name`` anywhere in its body: the flag read is not only what the caller passed."""
+        return any(name in names for names in self._bound_by(function))
 
-def _flag_handed_down(context: FileContext, finding: Finding, path: str) -> tuple[str, tuple[str, ...]] | None:
-    """(the reason, the functions followed) when the finding runs only under a flag parameter of its
-    function that every call fills with a value false wherever CUDA is absent (_flag_callers)."""
-    unit = _unit(scopes_at(context.tree, finding.line), finding.line)
-    if unit is None:
-        return None
-    flag = _flag_parameter(context, unit, finding)
-    handed = _flag_callers(context, unit, flag) if flag is not None else None
-    if handed is None:
-        return None
-    (line, query), names = handed
-    through = f", through `{'`, `'.join(names[1:])}`" if len(names) > 1 else ""
-    return (f"`{unit.name}` runs this line only when its `{flag}` is true, and every call in the scanned files "
-            f"passes a value false wherever CUDA is absent (`{query}` at {path}:{line}{through}): a user "
-            "without CUDA does not reach it"), names
-
-
-def _flag_callers(context: FileContext, unit: _Unit, flag: str,
-                  depth: int = 0) -> tuple[tuple[int, str], tuple[str, ...]] | None:
-    """(the first CUDA query, the functions followed) when the file calls the unit, and every mention of its
-    name outside its own body is a call passing ``flag`` a value false wherever CUDA is absent: a
-    CUDA query, a name the caller binds once to one, or a parameter of the caller that every call
-    of the caller fills so (``_DEPTH`` callers deep)."""
-    spelling = mentions_of(context.text, unit.name)
-    if spelling is None or spelling.called != len(spelling.lines) or spelling.defined != 1:
-        return None
-    parameters = _own_parameters(unit)
-    keyword_only = len(parameters) - len(unit.function.args.kwonlyargs)
-    position = parameters.index(flag) if parameters.index(flag) < keyword_only else None
-    body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
-    first: tuple[int, str] | None = None
-    names: tuple[str, ...] = (unit.name,)
-    for line in sorted(set(spelling.lines)):
-        nodes = context._expressions_at(line)
-        calls = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
-        spelled = [n for n in nodes if (isinstance(n, ast.Name) and n.id == unit.name)
-                   or (isinstance(n, ast.Attribute) and n.attr == unit.name)]
-        definitions = sum(1 for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                          and n.name == unit.name)
-        if len(spelled) + definitions != spelling.lines.count(line):
-            return None  # a string, a comment, an import, a keyword
-        for node in spelled:
-            call = calls.get(id(node))
-            if call is None or not isinstance(node.ctx, ast.Load):
-                return None
-            value = call_argument(call, position, flag)
-            if value is None:
-                return None  # the default is used
-            if line in body_lines:
-                if isinstance(value, ast.Name) and value.id == flag:
-                    continue  # the function hands its own flag on to itself
-                return None
-            caller = _unit(scopes_at(context.tree, call.lineno), call.lineno)
-            query = _cuda_query_in(caller.function if caller else None, value, call.lineno)
-            if query is not None:
-                first = first or (query.lineno, " ".join(context.source(query).split()))
+    def flag_of(self, unit: _Unit, finding: Finding) -> str | None:
+        """The parameter of the finding's function that must be true for the finding to run (``if
+        use_cuda:``, ``if use_cuda and x:``, ``x.cuda() if use_cuda else x``, after ``if not use_cuda:
+        return``), tested inside the function and never rebound there.  Not an ``assert``, which
+        fails without the flag, nor a test that holds the finding (a one-line ``if``)."""
+        context, function = self.context, unit.function
+        parameters = _own_parameters(unit)
+        # _unit holds only module-level functions and methods of module-level classes: every test
+        # found lies inside the function
+        for test, taken in default_path.conditions(context, finding.line, finding.column):
+            if isinstance(context.parents.get(id(test)), ast.Assert) or context.holds(test, finding.line, finding.column):
                 continue
-            if caller is None or depth >= _DEPTH or not isinstance(value, ast.Name) \
-                    or value.id not in _own_parameters(caller) or _rebound(caller.function, value.id):
-                return None
-            handed = _flag_callers(context, caller, value.id, depth + 1)
-            if handed is None:
-                return None
-            names += tuple(n for n in handed[1] if n not in names)
-            first = first or handed[0]
-    if first is None:
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, taken = test.operand, not taken
+            if not taken:
+                continue
+            operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+            for operand in operands:
+                if isinstance(operand, ast.Name) and operand.id in parameters and not self.rebound(function, operand.id):
+                    return operand.id
         return None
-    return first, names
+
+    def _bound_once_before(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                           line: int) -> ast.expr | None:
+        """The value of ``name = value``, a statement of the function's own body before ``line``,
+        where nothing else in the function binds the name."""
+        if name in {a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}:
+            return None
+        binding = [(s, names) for s, names in zip(function.body, self._bound_by(function)) if name in names]
+        if len(binding) != 1:
+            return None
+        statement, names = binding[0]
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and names == {name}
+                and isinstance(statement.targets[0], ast.Name) and (statement.end_lineno or statement.lineno) < line):
+            return None
+        return statement.value
+
+    def _cuda_query_in(self, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int,
+                       depth: int = 0) -> ast.expr | None:
+        """The CUDA query that makes ``value`` false wherever CUDA is absent: the value itself
+        (``torch.cuda.is_available()``, ``torch.cuda.device_count() > 0``), an ``and`` with one among
+        its operands, or a local name bound once, before ``line``, to such a value."""
+        if depth > _HANDED_NAMES:
+            return None
+        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+            return next((q for v in value.values
+                         if (q := self._cuda_query_in(function, v, line, depth + 1)) is not None), None)
+        if isinstance(value, ast.Name) and function is not None:
+            bound = self._bound_once_before(function, value.id, line)
+            return None if bound is None else self._cuda_query_in(function, bound, line, depth + 1)
+        return value if cross_file_guards.cuda_present(value) else None
+
+    def handed_down(self, finding: Finding, path: str) -> tuple[str, tuple[str, ...]] | None:
+        """(the reason, the functions followed) when the finding runs only under a flag parameter of
+        its function that every call fills with a value false wherever CUDA is absent."""
+        unit = _unit(scopes_at(self.tree, finding.line), finding.line)
+        flag = self.flag_of(unit, finding) if unit is not None else None
+        handed = self.callers(unit, flag) if unit is not None and flag is not None else None
+        if unit is None or handed is None:
+            return None
+        (line, query), names, defaults_on = handed
+        through = f", through `{'`, `'.join(names[1:])}`" if len(names) > 1 else ""
+        unused = (f"; the default of the flag in `{'`, `'.join(defaults_on)}`, which turns it on, is never used "
+                  "(default only)") if defaults_on else ""
+        return (f"`{unit.name}` runs this line only when its `{flag}` is true, and every call in the scanned "
+                f"files passes a value false wherever CUDA is absent (`{query}` at {path}:{line}{through}), so a "
+                f"user without CUDA does not reach it{unused}"), names
+
+    def callers(self, unit: _Unit, flag: str,
+                depth: int = 0) -> tuple[tuple[int, str], tuple[str, ...], tuple[str, ...]] | None:
+        """(the first CUDA query, the functions followed, those among them whose own default turns
+        the flag on) when the file calls the unit, and every mention of its name outside its own
+        body is a call passing ``flag`` a value false wherever CUDA is absent: a CUDA query, a name
+        the caller binds once to one, or a parameter of the caller that every call of the caller
+        fills so (``_DEPTH`` callers deep)."""
+        key = (id(unit.function), flag)
+        if key not in self._callers:
+            self._callers[key] = None  # a cycle of callers answers no
+            self._callers[key] = self._read_callers(unit, flag, depth)
+        return self._callers[key]
+
+    def _read_callers(self, unit: _Unit, flag: str,
+                      depth: int) -> tuple[tuple[int, str], tuple[str, ...], tuple[str, ...]] | None:
+        if unit.owner is not None and not _local_class(self.tree, unit.owner):
+            return None  # a base from elsewhere may call the method under another name (`forward`, `train`)
+        context = self.context
+        spelling = mentions_of(context.text, unit.name)
+        if spelling is None or spelling.called != len(spelling.lines) or spelling.defined != 1:
+            return None
+        parameters = _own_parameters(unit)
+        keyword_only = len(parameters) - len(unit.function.args.kwonlyargs)
+        position = parameters.index(flag) if parameters.index(flag) < keyword_only else None
+        # a positional-only flag takes no keyword: `use_cuda=` in a call goes to `**options`
+        keyword = "" if flag in {a.arg for a in unit.function.args.posonlyargs} else flag
+        default = _default_of(unit, flag)
+        on_by_default = default is not None and not (isinstance(default, ast.Constant) and not default.value)
+        body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
+        first: tuple[int, str] | None = None
+        names: tuple[str, ...] = (unit.name,)
+        defaults_on: tuple[str, ...] = (unit.name,) if on_by_default else ()
+        for line in sorted(set(spelling.lines)):
+            nodes = context._expressions_at(line)
+            calls = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
+            spelled = [n for n in nodes if (isinstance(n, ast.Name) and n.id == unit.name)
+                       or (isinstance(n, ast.Attribute) and n.attr == unit.name)]
+            definitions = sum(1 for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                              and n.name == unit.name)
+            if len(spelled) + definitions != spelling.lines.count(line):
+                return None  # a string, a comment, an import, a keyword
+            for node in spelled:
+                call = calls.get(id(node))
+                if call is None or not isinstance(node.ctx, ast.Load):
+                    return None
+                if unit.owner is not None and not _static(unit) and not _bound_call(node):
+                    return None  # `Loader._load(self, ...)` passes `self` among the arguments
+                value = call_argument(call, position, keyword)
+                if value is None:
+                    return None  # the default is used
+                if line in body_lines:
+                    if isinstance(value, ast.Name) and value.id == flag:
+                        continue  # the function hands its own flag on to itself
+                    return None
+                caller = _unit(scopes_at(self.tree, call.lineno), call.lineno)
+                query = self._cuda_query_in(caller.function if caller else None, value, call.lineno)
+                if query is not None:
+                    first = first or (query.lineno, " ".join(context.source(query).split()))
+                    continue
+                if caller is None or depth >= _DEPTH or not isinstance(value, ast.Name) \
+                        or value.id not in _own_parameters(caller) or self.rebound(caller.function, value.id):
+                    return None
+                handed = self.callers(caller, value.id, depth + 1)
+                if handed is None:
+                    return None
+                names += tuple(n for n in handed[1] if n not in names)
+                defaults_on += tuple(n for n in handed[2] if n not in defaults_on)
+                first = first or handed[0]
+        return None if first is None else (first, names, defaults_on)
+
+
+def _bound_call(node: ast.Name | ast.Attribute) -> bool:
+    """A method called on an instance: ``self.m(...)``, ``obj.m(...)``, ``super().m(...)``; not on
+    a class (``Loader.m(obj, ...)``), whose first argument is the instance."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    owner = node.value
+    return not (isinstance(owner, ast.Name) and owner.id[:1].isupper())
 
 
 def package_root(os_path: str) -> str:
