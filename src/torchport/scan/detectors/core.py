@@ -124,6 +124,9 @@ _REPORTED_IN_BRANCH = "the branch taken without CUDA has its own finding, which 
 # `if config.cuda_graph_impl == "local":`, `if amp_type == AMP_TYPE.APEX:`.
 _NVIDIA_OPT_IN = re.compile(r"nccl_?ub|user_?buffer|(?:^|_)sharp(?:_|$)|nvshmem|cuda_?graph|cudagraph"
                             r"|graphable|nvls|multimem|^apex$|nvtx|tensorrt|transformer_?engine|nvfp4|jetson", re.I)
+# A flag that says NVTX can be imported, not that the user asked for it (set after `import
+# torch.cuda.nvtx`, which succeeds on a CPU build too, where its calls then raise).
+_NVTX_AVAILABLE = re.compile(r"^(?=.*nvtx)(?:_?has_|.*(?:avail|installed|support))", re.I)
 _OPT_IN = "an opt-in NVIDIA feature: under an explicit flag or config branch, with a path without it"
 _ASSERTED = "after an assert that CUDA is present: runs only where it is"
 _OPT_IN_IMPLEMENTATION = ("the implementation of an opt-in NVIDIA feature (CUDA graphs, NVSHMEM, NCCL user "
@@ -2238,6 +2241,8 @@ class AnalyzerCore(AnalyzerState):
             # `amp_type == AMP_TYPE.APEX`: the value chosen names the feature
             return bool(_NVIDIA_OPT_IN.search(test.comparators[0].attr))
         name = subject.id if isinstance(subject, ast.Name) else subject.attr
+        if _NVTX_AVAILABLE.search(name):
+            return False  # `HAS_NVTX`: torch.cuda.nvtx imports on every build of torch, CUDA or not
         return bool(_NVIDIA_OPT_IN.search(name))
 
     def _negates_cuda(self, test) -> bool:
