@@ -259,39 +259,53 @@ def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, 
     body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
     first: tuple[int, str] | None = None
     names: tuple[str, ...] = (unit.name,)
-    for line in sorted(set(spelling.lines)):
-        nodes = context._expressions_at(line)
-        calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
-        spelled = [n for n in nodes if (isinstance(n, ast.Name) and n.id == unit.name)
-                   or (isinstance(n, ast.Attribute) and n.attr == unit.name)]
-        definitions = sum(1 for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                          and n.name == unit.name)
-        if len(spelled) + definitions != spelling.lines.count(line):
-            return None  # a string, a comment, an import, a keyword, or a statement not parsed
+    mentions = _calls_of(context, unit, spelling)
+    if mentions is None:
+        return None  # or a statement not parsed
+    for line, node, call in mentions:
         if line in body_lines:
             continue  # the function calling itself
-        for node in spelled:
-            if id(node) not in calls or not isinstance(node.ctx, ast.Load):
-                return None
-            test = _guard(context, node.lineno, context.column_of(node))
-            if test is not None:
-                first = first or (node.lineno, " ".join(test.split()))
-                continue
-            caller = _unit(scopes_at(context.tree, node.lineno), node.lineno) if depth < _DEPTH else None
-            if caller is None or caller.name == unit.name:
-                return None
-            caller_spelling = mentions_of(context.text, caller.name)
-            if (caller_spelling is None or caller_spelling.called != len(caller_spelling.lines)
-                    or caller_spelling.defined == len(caller_spelling.lines)):
-                return None
-            through = _only_guarded_calls(context, caller, caller_spelling, path, depth + 1)
-            if through is None:
-                return None
-            names += through[1]
-            first = first or through[0]
+        if call is None:
+            return None
+        test = _guard(context, node.lineno, context.column_of(node))
+        if test is not None:
+            first = first or (node.lineno, " ".join(test.split()))
+            continue
+        caller = _unit(scopes_at(context.tree, node.lineno), node.lineno) if depth < _DEPTH else None
+        if caller is None or caller.name == unit.name:
+            return None
+        caller_spelling = mentions_of(context.text, caller.name)
+        if (caller_spelling is None or caller_spelling.called != len(caller_spelling.lines)
+                or caller_spelling.defined == len(caller_spelling.lines)):
+            return None
+        through = _only_guarded_calls(context, caller, caller_spelling, path, depth + 1)
+        if through is None:
+            return None
+        names += through[1]
+        first = first or through[0]
     if first is None:
         return None
     return first, names
+
+
+def _calls_of(context: FileContext, unit: _Unit,
+              spelling: _Spelling) -> list[tuple[int, ast.Name | ast.Attribute, ast.Call | None]] | None:
+    """Every mention of the unit's name in its file outside its definition, with its line and the
+    call it names (None for a name read as a value or stored), or None when the parsed statements
+    do not account for every mention the text spells (a string, a comment, an import, a keyword)."""
+    found: list[tuple[int, ast.Name | ast.Attribute, ast.Call | None]] = []
+    for line in sorted(set(spelling.lines)):
+        nodes = context._expressions_at(line)
+        calls = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
+        spelled: list[ast.Name | ast.Attribute] = [
+            n for n in nodes if (isinstance(n, ast.Name) and n.id == unit.name)
+            or (isinstance(n, ast.Attribute) and n.attr == unit.name)]
+        definitions = sum(1 for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and n.name == unit.name)
+        if len(spelled) + definitions != spelling.lines.count(line):
+            return None
+        found += [(line, n, calls.get(id(n)) if isinstance(n.ctx, ast.Load) else None) for n in spelled]
+    return found
 
 
 def _guarded_reason(context: FileContext, unit: _Unit, spelling: _Spelling, path: str) -> tuple[str, tuple[str, ...]] | None:
@@ -457,42 +471,35 @@ class _FlagReader:
         first: tuple[int, str] | None = None
         names: tuple[str, ...] = (unit.name,)
         defaults_on: tuple[str, ...] = (unit.name,) if on_by_default else ()
-        for line in sorted(set(spelling.lines)):
-            nodes = context._expressions_at(line)
-            calls = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
-            spelled = [n for n in nodes if (isinstance(n, ast.Name) and n.id == unit.name)
-                       or (isinstance(n, ast.Attribute) and n.attr == unit.name)]
-            definitions = sum(1 for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                              and n.name == unit.name)
-            if len(spelled) + definitions != spelling.lines.count(line):
-                return None  # a string, a comment, an import, a keyword
-            for node in spelled:
-                call = calls.get(id(node))
-                if call is None or not isinstance(node.ctx, ast.Load):
-                    return None
-                if unit.owner is not None and not _static(unit) and not _bound_call(node):
-                    return None  # `Loader._load(self, ...)` passes `self` among the arguments
-                value = call_argument(call, position, keyword)
-                if value is None:
-                    return None  # the default is used
-                if line in body_lines:
-                    if isinstance(value, ast.Name) and value.id == flag:
-                        continue  # the function hands its own flag on to itself
-                    return None
-                caller = _unit(scopes_at(self.tree, call.lineno), call.lineno)
-                query = self._cuda_query_in(caller.function if caller else None, value, call.lineno)
-                if query is not None:
-                    first = first or (query.lineno, " ".join(context.source(query).split()))
-                    continue
-                if caller is None or depth >= _DEPTH or not isinstance(value, ast.Name) \
-                        or value.id not in _own_parameters(caller) or self.rebound(caller.function, value.id):
-                    return None
-                handed = self.callers(caller, value.id, depth + 1)
-                if handed is None:
-                    return None
-                names += tuple(n for n in handed[1] if n not in names)
-                defaults_on += tuple(n for n in handed[2] if n not in defaults_on)
-                first = first or handed[0]
+        mentions = _calls_of(context, unit, spelling)
+        if mentions is None:
+            return None
+        for line, node, call in mentions:
+            if call is None:
+                return None
+            if unit.owner is not None and not _static(unit) and not _bound_call(node):
+                return None  # `Loader._load(self, ...)` passes `self` among the arguments
+            value = call_argument(call, position, keyword)
+            if value is None:
+                return None  # the default is used
+            if line in body_lines:
+                if isinstance(value, ast.Name) and value.id == flag:
+                    continue  # the function hands its own flag on to itself
+                return None
+            caller = _unit(scopes_at(self.tree, call.lineno), call.lineno)
+            query = self._cuda_query_in(caller.function if caller else None, value, call.lineno)
+            if query is not None:
+                first = first or (query.lineno, " ".join(context.source(query).split()))
+                continue
+            if caller is None or depth >= _DEPTH or not isinstance(value, ast.Name) \
+                    or value.id not in _own_parameters(caller) or self.rebound(caller.function, value.id):
+                return None
+            handed = self.callers(caller, value.id, depth + 1)
+            if handed is None:
+                return None
+            names += tuple(n for n in handed[1] if n not in names)
+            defaults_on += tuple(n for n in handed[2] if n not in defaults_on)
+            first = first or handed[0]
         return None if first is None else (first, names, defaults_on)
 
 
