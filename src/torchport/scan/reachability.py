@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from torchport.scan import cross_file_guards, default_path, device_guard, files
-from torchport.scan.detectors.syntax import call_argument
+from torchport.scan.detectors.syntax import call_argument, parameter_defaults
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
 
@@ -206,6 +206,7 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
               for index, f in hot if f.only_in_cuda_tests is not None]
     hot = [(index, f) for index, f in hot if f.only_in_cuda_tests is None]
     context: FileContext | None = None
+    cut: _FlagReader | None = None  # on the scanner's tree: is the finding under a flag at all
     flags: _FlagReader | Literal[False] | None = None  # on the whole file, parsed only for a flag's callers
     verdicts: dict[int, str | None] = {}
     names: dict[int, tuple[str, ...]] = {}
@@ -239,7 +240,8 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
             found.append(Candidate(names[key], index, reason))
             continue
         context = context or FileContext(tree, text)
-        if _FlagReader(context, tree).flag_of(unit, finding) is None:
+        cut = cut or _FlagReader(context, tree)
+        if cut.flag_of(unit, finding) is None:
             continue
         # read again on the whole file: a statement binding the flag may hold no trigger word
         if flags is None:
@@ -339,14 +341,6 @@ def _own_parameters(unit: _Unit) -> list[str]:
 
 def _static(unit: _Unit) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in unit.function.decorator_list)
-
-
-def _default_of(unit: _Unit, parameter: str) -> ast.expr | None:
-    arguments = unit.function.args
-    positional = arguments.posonlyargs + arguments.args
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]], arguments.defaults))
-    defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
-    return defaults.get(parameter)
 
 
 class _FlagReader:
@@ -465,7 +459,7 @@ class _FlagReader:
         position = parameters.index(flag) if parameters.index(flag) < keyword_only else None
         # a positional-only flag takes no keyword: `use_cuda=` in a call goes to `**options`
         keyword = "" if flag in {a.arg for a in unit.function.args.posonlyargs} else flag
-        default = _default_of(unit, flag)
+        default = next((d for a, d in parameter_defaults(unit.function.args) if a.arg == flag), None)
         on_by_default = default is not None and not (isinstance(default, ast.Constant) and not default.value)
         body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
         first: tuple[int, str] | None = None
