@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from torchport.scan import packages
+from torchport.scan import host_move, packages
 from torchport.scan.detectors.distributed import DistributedDetector
 from torchport.scan.detectors.syntax import byte_column, last_name, names_the_cpu
 from torchport.scan.model import Finding
@@ -491,6 +491,9 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
     same = _same_either_way(statement, finding)
     if same is not None:
         return same
+    moved = _moved_to_the_host(context, statement, finding, whole)
+    if moved is not None:
+        return moved
     if isinstance(statement, ast.If) and _contains(statement.test, finding.line, finding.column):
         return (_never_taken(statement, finding) or _of_if(reader, statement, finding)
                 or _untimed_sync(reader, statement, finding) or _cuda_library_branch(reader, statement, finding)
@@ -505,6 +508,27 @@ def consequence(context: FileContext, findings: list[Finding], finding: Finding,
                 or _shown_choice(reader, statement, finding) or _loader_processes_choice(reader, statement, finding))
     return (_staging_only(reader, statement, finding) or _shown_choice(reader, statement, finding)
             or _loader_processes_choice(reader, statement, finding))
+
+
+def _moved_to_the_host(context: FileContext, statement: ast.stmt, finding: Finding,
+                       whole: Callable[[], FileContext]) -> Consequence | None:
+    """``if x.is_cuda: x = x.cpu()``: a move to the host that only a CUDA value takes
+    (host_move.py)."""
+    if not (finding.detail == ".is_cuda" or finding.detail.startswith("comparison with")) or (
+            "cpu" not in context.source(statement)):
+        return None
+    move = host_move.only_from_cuda(whole().tree, finding.line)
+    if move is None:
+        return None
+    if move.needs_host is None:
+        return Consequence(INFO, f"moves `{move.subject}` to the host only when it is on CUDA: on another "
+                                 "accelerator it stays on its own device with the same values (nothing falls back "
+                                 "to the CPU), and the function then only returns, keeps, collects, shows or reads "
+                                 "it as numbers")
+    return Consequence(ERROR, f"not silent: `{move.subject}` is moved to the host only when it is on CUDA, so on "
+                              f"another accelerator it stays on its device and line {move.needs_host} then needs "
+                              "it on the host (`.numpy()` of a tensor off the CPU raises TypeError); move it with "
+                              "`.cpu()` whatever its device")
 
 
 # -- what a check decides when it decides no device ----------------------------------------------

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
-                            distributed_path, float64_device, library_ops, old_torch_branch, optional_native, spawn_defaults,
-                            timing_log, unread_value)
+                            distributed_path, float64_device, library_ops, old_torch_branch, optional_native,
+                            spawn_defaults, timing_log, unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import (
     character_column,
@@ -2097,26 +2097,64 @@ def _records_cuda_memory(context: FileContext, statement: ast.stmt, whole: Calla
                    and n.slice.value == key and file.source(n.value) == holder for n in ast.walk(function))
 
 
+# What a reading kept only for a report may be made of beside CUDA memory readings: numbers and
+# their text (`torch.cuda.memory_allocated() / 2**30`, `round(...)`).
+_REPORT_VALUE_CALLS = frozenset({"round", "int", "float", "str", "format", "torch.cuda.get_device_name"})
+
+
+def _report_call(statement: ast.stmt) -> bool:
+    """``logger.info(f"GPU memory: {allocated:.2f} GB")``, ``print(...)``: a call made for a person."""
+    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+            and _CHECK_CALL.fullmatch(last_name(statement.value.func)) is not None)
+
+
+def _kept_for_report(context: FileContext, statement: ast.stmt, guard: ast.If,
+                     whole: Callable[[], FileContext]) -> bool:
+    """``allocated = torch.cuda.memory_allocated() / 2**30`` in the body of ``guard``, whose every
+    read in its function is in a report call of that body: the number only becomes text."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and any(_report_call(s) for s in guard.body)):
+        return False
+    calls = [n for n in walk_nodes(statement.value) if isinstance(n, ast.Call)]
+    if not calls or not all(context.source(c.func) in _CUDA_MEMORY_READINGS | _REPORT_VALUE_CALLS for c in calls):
+        return False
+    # every read needs the whole function, and its places the whole file's (the cut is re-indented)
+    file = whole()
+    function = file.innermost_function(statement.lineno)
+    same = next((s for s in file.ifs if s.lineno == guard.lineno), None)
+    if function is None or same is None:
+        return False
+    name = statement.targets[0].id
+    shown = {id(n) for report in same.body if _report_call(report) for n in walk_nodes(report)}
+    reads = [n for n in walk_nodes(function) if isinstance(n, ast.Name) and n.id == name]
+    loads = [n for n in reads if isinstance(n.ctx, ast.Load)]
+    return len(reads) == len(loads) + 1 and bool(loads) and all(id(n) in shown for n in loads)
+
+
 def _guards_only_cuda_tuning(context: FileContext, line: int, whole: Callable[[], FileContext]) -> bool:
     """``if torch.cuda.is_available():`` with no else, whose body only sets TF32 flags,
     empties the CUDA cache, picks the "spawn" start method that CUDA needs or keeps a
-    reading of CUDA memory: skipping it where CUDA is absent changes no result.  Not in a
-    timing function, where a synchronize changes the figure and the memory reading is the
-    figure."""
+    reading of CUDA memory, and reports on it (a log or print call, and the readings that only
+    it shows): skipping it where CUDA is absent changes no result.  Not in a timing function,
+    where a synchronize changes the figure and the memory reading is the figure."""
     if any(_TIMING_SCOPE.search(getattr(scope, "name", "")) for scope in context.enclosing(line)):
         return False
     for statement in context.ifs:
         if not statement.lineno <= line <= (statement.test.end_lineno or statement.lineno) or statement.orelse:
             continue
-        calls = [_cuda_tuning_call(context, s.value) for s in statement.body if isinstance(s, ast.Expr)]
-        flags: list[ast.stmt] = [s for s in statement.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+        reports = [s for s in statement.body if _report_call(s)]
+        tuning = [s for s in statement.body if s not in reports]
+        calls = [_cuda_tuning_call(context, s.value) for s in tuning if isinstance(s, ast.Expr)]
+        flags: list[ast.stmt] = [s for s in tuning if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
                  and all(isinstance(t, ast.Attribute) and _TF32.search(t.attr)
                          and context.source(t).startswith(("torch.backends.cuda.", "torch.backends.cudnn.", "cudnn."))
                          for t in s.targets)]
-        flags += [s for s in statement.body if _records_cuda_memory(context, s, whole)]
+        flags += [s for s in tuning if s not in flags and (_records_cuda_memory(context, s, whole)
+                                                           or _kept_for_report(context, s, statement, whole))]
         # a synchronize alone may end a timed region (its absence on MPS changes the figure);
-        # beside empty_cache it only lets the release finish
-        return (len(calls) + len(flags) == len(statement.body) and all(calls)
+        # beside empty_cache it only lets the release finish.  Reports alone are
+        # _guards_only_a_check's: here they come beside tuning or the readings they show.
+        return (len(calls) + len(flags) == len(tuning) and bool(tuning) and all(calls)
                 and ("synchronize" not in calls or "empty_cache" in calls))
     return False
 
@@ -2713,8 +2751,8 @@ LOWERINGS: tuple[Lowering, ...] = (
              "is the lock-in, reported at its own line)"),
     Lowering(_CHECK, lambda site: _guards_only_cuda_tuning(site.context, site.line, site.file.whole), "info",
              "guards only CUDA tuning or bookkeeping (TF32/cuDNN flags, emptying the CUDA cache, the \"spawn\" "
-             "start method CUDA needs, a CUDA-graphs step mark, keeping a CUDA memory reading): skipping it where "
-             "CUDA is absent changes no result"),
+             "start method CUDA needs, a CUDA-graphs step mark, keeping a CUDA memory reading or showing it in a "
+             "log or print call): skipping it where CUDA is absent changes no result"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_names_a_tensor_type_only), "info",
              "the CUDA tensor type is only named in a type or compared with: no tensor is made"),
     Lowering(frozenset({CUDA_TENSOR_TYPE}), _at_line(_isinstance_type_test), "silent",
