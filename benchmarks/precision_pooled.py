@@ -44,7 +44,7 @@ from torchport.stats import wilson_interval as wilson  # noqa: E402
 SINCE_ROUND_14 = ("583417", "13-583917", "702519", "837583", "676501", "457076", "364424", "988409", "659119",
                   "678904", "680243", "501976", "77419", "802241", "700555", "976340", "49420",
                   "200569", "444797", "811980", "110588", "662729", "555827",
-                  "858731", "830311", "150301", "115842", "508736", "753606", "831176", "710376", "414925", "65846")
+                  "858731", "830311", "150301", "115842", "508736", "753606", "831176", "710376", "414925", "65846", "642689")
 # The day the newest sample in SINCE_ROUND_14 was judged: the date the shipped table states.
 POOLED_AS_OF = "2026-12-06"
 TABLE = Path(__file__).resolve().parent.parent / "src" / "torchport" / "data" / "scan_judged.json"
