@@ -1042,6 +1042,8 @@ def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) 
                        and id(n) not in inside}
     bound_elsewhere |= {a.asname or a.name for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))
                         for a in n.names}
+    # a `global` or `nonlocal` name is bound outside the function
+    bound_elsewhere |= {name for n in ast.walk(function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
     index = next(i for i, s in enumerate(function.body) if s is whole_statement)
     for following in function.body[index + 1:]:
         if not isinstance(following, (ast.Return, ast.Assign, ast.Expr, ast.AugAssign, ast.AnnAssign)):

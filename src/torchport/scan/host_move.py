@@ -1,29 +1,52 @@
 """``if logits.is_cuda: logits = logits.cpu()``, ``return x.cpu() if x.is_cuda else x``: a value
 is moved to the host only when it is on CUDA.  On another accelerator the test is false and the
 value stays on its own device with the same numbers: nothing falls back to the CPU, which is what
-the check's "silent" says.  What follows decides what the check is instead:
+the check's "silent" says.  What the function does with the value next decides what the check is:
 
-- info where the function then only returns the value, collects it (``append``), keeps it in a
-  mapping or on an object, reads it as Python numbers (``.item()``, ``.tolist()``) or shows it;
-- error where it then needs the host copy: ``.numpy()`` of it, a NumPy call on it, or a
-  ``.numpy()`` in the other branch (``x.cpu().numpy() if x.is_cuda else x.numpy()``).  torch
-  raises TypeError for ``.numpy()`` of any tensor off the CPU;
-- as it was for anything else: arithmetic or a call that may mix it with CPU tensors, an ``else``
-  branch, a test that ``or`` widens or ``not`` turns round, a value held on an object, a move with
-  anything beside it."""
+- info where it only returns it (callers are not followed), reads numbers or its shape from it
+  (``.item()``, ``.tolist()``, ``.size()``, ``.shape``) or shows it (``print``, a logger);
+- error where a read in the same block as the move, or a block around it, and not inside a ``try``,
+  needs the host copy: ``.numpy()`` of it, a NumPy call that converts it (``np.asarray``,
+  ``np.concatenate``...), or ``.numpy()`` in the other branch of the choice (``x.cpu().numpy() if
+  x.is_cuda else x.numpy()``).  torch raises TypeError for ``.numpy()`` of any tensor off the CPU;
+- as it was for anything else: arithmetic, a call that may mix it with CPU tensors, collecting it
+  (``append``), storing it on an object or in a container, a later binding of the name (``x +=``
+  included), a closure, comprehension or ``global`` that names it, an ``else`` branch, a test that
+  ``or`` widens or ``not`` turns round, a move with anything but ``clone`` or ``contiguous`` beside
+  it (``detach`` only on the CUDA path keeps the graph elsewhere, ``float`` changes the dtype)."""
 from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
-from torchport.scan.detectors.syntax import names_the_cpu, string_value, walk_nodes
+from torchport.scan.detectors.syntax import last_name, names_the_cpu, string_value, walk_nodes
 from torchport.scan.old_torch_branch import statements_holding
 
-# Methods that keep a tensor's values and device: what may sit beside the move in the chain.
-_KEEPING = frozenset({"detach", "clone", "contiguous", "float"})
-# What a later statement may do with the value left on its device: nothing that needs the host.
-_NUMBER_READS = frozenset({"item", "tolist", "size", "dim"})
-_LOGGING = frozenset({"info", "debug", "warning", "warn", "log"})  # `logger.info(...)`
+# Methods that keep a tensor's values, dtype, graph and device: what may sit beside the move.
+_KEEPING = frozenset({"clone", "contiguous"})
+# Reads of a tensor on any device that answer Python numbers or its shape.
+_NUMBER_READS = frozenset({"item", "tolist", "size", "dim", "numel"})
+_SHAPE_READS = frozenset({"shape", "dtype", "ndim", "device"})
+# NumPy functions that turn their argument into an array (`__array__`, which calls `.numpy()`).
+_CONVERTING = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray", "concatenate", "stack", "vstack",
+                         "hstack", "save", "savez", "savetxt", "copy"})
+_LOGGER = re.compile(r"(^|_)(log|logger|logging)$", re.IGNORECASE)
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
+           ast.DictComp, ast.GeneratorExp)
+_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
+
+
+def shown_call(call: ast.expr) -> bool:
+    """``print(...)``, ``logger.info(...)``, ``logging.warning(...)``, ``self.log.debug(...)``: text for a
+    person.  Not ``torch.log(x)`` nor ``x.log()``: the receiver must be named for a logger."""
+    if not isinstance(call, ast.Call):
+        return False
+    if isinstance(call.func, ast.Name):
+        return call.func.id == "print"
+    return (isinstance(call.func, ast.Attribute) and call.func.attr in _LOG_LEVELS
+            and _LOGGER.search(last_name(call.func.value)) is not None)
 
 
 def _host_move(call: ast.expr) -> bool:
@@ -53,21 +76,20 @@ def _base(expression: ast.expr) -> tuple[ast.expr, bool]:
 
 def _positive_device_test(test: ast.expr, line: int) -> bool:
     """``x.is_cuda``, ``"cuda" in self.device``, ``x.device.type == "cuda"``, alone or and-ed with
-    other tests, holding ``line``: true only for a value on CUDA."""
+    other tests on ``line``: the branch is taken only for a value on CUDA."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    for part in parts:
-        if not part.lineno <= line <= (part.end_lineno or part.lineno):
-            continue
-        if isinstance(part, ast.Attribute):
-            return part.attr == "is_cuda"
-        if isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], (ast.Eq, ast.In, ast.Is)):
-            left, right = part.left, part.comparators[0]
-            words = [string_value(side) for side in (left, right)]
-            if isinstance(part.ops[0], ast.In):
-                return words[0] == "cuda" and words[1] is None
-            return sum(1 for word in words if word is not None and word.startswith("cuda")) == 1 and None in words
+    return any(part.lineno <= line <= (part.end_lineno or part.lineno) and _on_cuda(part) for part in parts)
+
+
+def _on_cuda(test: ast.expr) -> bool:
+    if isinstance(test, ast.Attribute):
+        return test.attr == "is_cuda"
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In, ast.Is))):
         return False
-    return False
+    words = [string_value(side) for side in (test.left, test.comparators[0])]
+    if isinstance(test.ops[0], ast.In):
+        return words[0] == "cuda" and words[1] is None
+    return sum(1 for word in words if word is not None and word.startswith("cuda")) == 1 and None in words
 
 
 def _moved_by_if(statement: ast.If) -> list[str] | None:
@@ -113,7 +135,7 @@ def _moved_by_choice(choice: ast.IfExp, holder: ast.stmt) -> tuple[list[str], bo
 
 
 def _needs_the_host(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
-    """``x.numpy()``, ``x.detach().numpy()``, ``np.asarray(x)``: a read that raises TypeError for a
+    """``x.numpy()``, ``x.clone().numpy()``, ``np.asarray(x)``: a read that raises TypeError for a
     tensor off the CPU."""
     parent = parents.get(id(node))
     while isinstance(parent, ast.Attribute) and parent.value is node:
@@ -125,11 +147,10 @@ def _needs_the_host(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
         if parent.attr not in _KEEPING:
             return False
         node, parent = call, parents.get(id(call))  # type: ignore[assignment]
-    if isinstance(parent, ast.Call) and node in parent.args:
-        root = parent.func
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        return isinstance(root, ast.Name) and root.id in ("np", "numpy")
+    if isinstance(parent, ast.Call) and node in parent.args and isinstance(parent.func, ast.Attribute):
+        module = parent.func.value
+        return (isinstance(module, ast.Name) and module.id in ("np", "numpy")
+                and parent.func.attr in _CONVERTING)
     return False
 
 
@@ -140,17 +161,23 @@ def _harmless_read(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
     while isinstance(parent, (ast.Tuple, ast.List)) or isinstance(parent, ast.Dict) and node not in parent.keys or (
             isinstance(parent, ast.Subscript) and parent.value is node):
         node, parent = parent, parents.get(id(parent))  # type: ignore[assignment]
-    if isinstance(parent, ast.Return) or isinstance(parent, ast.Assign) and parent.value is node and all(
-            isinstance(target, (ast.Attribute, ast.Subscript)) for target in parent.targets):
+    if isinstance(parent, ast.Return):
         return True
-    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _NUMBER_READS:
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        if parent.attr in _SHAPE_READS:
+            return True
         call = parents.get(id(parent))
-        return isinstance(call, ast.Call) and call.func is parent
-    if isinstance(parent, ast.Call) and node in parent.args:
-        function = parent.func
-        return (isinstance(function, ast.Name) and function.id == "print"
-                or isinstance(function, ast.Attribute) and function.attr in _LOGGING | {"append"})
-    return False
+        return parent.attr in _NUMBER_READS and isinstance(call, ast.Call) and call.func is parent
+    return (isinstance(parent, ast.Call) and node in parent.args and shown_call(parent)
+            and isinstance(parents.get(id(parent)), ast.Expr))
+
+
+def _reached_after(holding_move: list[ast.AST], holding_read: list[ast.AST]) -> bool:
+    """The read is in the block of the move or a block around it (every compound statement around
+    the read also holds the move), and no ``try`` or ``with`` around it may catch what it raises."""
+    around = holding_read[:-1]
+    return (around == holding_move[:len(around)]
+            and not any(isinstance(s, (ast.Try, ast.With, ast.AsyncWith)) for s in around))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,20 +218,30 @@ def only_from_cuda(tree: ast.Module, line: int) -> Move | None:
     if converted:
         return Move(subject, statement.lineno)
     moved = set(names)
-    in_loop = any(isinstance(s, (ast.For, ast.AsyncFor, ast.While)) for s in holding[holding.index(function) + 1:])
+    within = holding[holding.index(function) + 1:]
+    loop = next((s for s in reversed(within) if isinstance(s, (ast.For, ast.AsyncFor, ast.While))), None)
     inside = {id(n) for n in walk_nodes(statement)}
-    parents: dict[int, ast.AST] = {}
     for node in walk_nodes(function):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
+        if node is not function and isinstance(node, _SCOPES) and any(
+                isinstance(n, ast.Name) and n.id in moved or isinstance(n, ast.arg) and n.arg in moved
+                for n in walk_nodes(node)):
+            return None  # a closure, or a comprehension's or lambda's own variable of the same name
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and moved & set(node.names):
+            return None  # read by other functions
+        if isinstance(node, ast.Name) and node.id in moved and not isinstance(node.ctx, ast.Load) and (
+                id(node) not in inside and (loop is not None or node.lineno > statement.lineno)) and not (
+                loop is not None and isinstance(loop, (ast.For, ast.AsyncFor)) and node is loop.target):
+            return None  # bound again: later reads may be of another value (`x += cpu_tensor` too)
+    parents = {id(child): node for node in walk_nodes(function) for child in ast.iter_child_nodes(node)}
     needs_host: list[int] = []
     unknown = False
     for node in walk_nodes(function):
         if not (isinstance(node, ast.Name) and node.id in moved and isinstance(node.ctx, ast.Load)):
             continue
-        if id(node) in inside or not in_loop and node.lineno < statement.lineno:
+        if id(node) in inside or loop is None and node.lineno < statement.lineno:
             continue
-        if _needs_the_host(node, parents):
+        if _needs_the_host(node, parents) and node.lineno > (statement.end_lineno or statement.lineno) and (
+                _reached_after(holding, statements_holding(tree, node.lineno))):
             needs_host.append(node.lineno)
         elif not _harmless_read(node, parents):
             unknown = True

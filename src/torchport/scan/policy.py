@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
-                            distributed_path, float64_device, library_ops, old_torch_branch, optional_native,
+                            distributed_path, float64_device, host_move, library_ops, old_torch_branch, optional_native,
                             spawn_defaults, timing_log, unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import (
@@ -2103,9 +2103,10 @@ _REPORT_VALUE_CALLS = frozenset({"round", "int", "float", "str", "format", "torc
 
 
 def _report_call(statement: ast.stmt) -> bool:
-    """``logger.info(f"GPU memory: {allocated:.2f} GB")``, ``print(...)``: a call made for a person."""
-    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
-            and _CHECK_CALL.fullmatch(last_name(statement.value.func)) is not None)
+    """``logger.info(f"GPU memory: {allocated:.2f} GB")``, ``print(...)`` as a statement, binding
+    nothing (no ``:=``): a call made for a person."""
+    return (isinstance(statement, ast.Expr) and host_move.shown_call(statement.value)
+            and not any(isinstance(n, ast.NamedExpr) for n in walk_nodes(statement)))
 
 
 def _kept_for_report(context: FileContext, statement: ast.stmt, guard: ast.If,
@@ -2126,9 +2127,10 @@ def _kept_for_report(context: FileContext, statement: ast.stmt, guard: ast.If,
         return False
     name = statement.targets[0].id
     shown = {id(n) for report in same.body if _report_call(report) for n in walk_nodes(report)}
-    reads = [n for n in walk_nodes(function) if isinstance(n, ast.Name) and n.id == name]
-    loads = [n for n in reads if isinstance(n.ctx, ast.Load)]
-    return len(reads) == len(loads) + 1 and bool(loads) and all(id(n) in shown for n in loads)
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in walk_nodes(function)):
+        return False  # read by other functions
+    loads = [n for n in walk_nodes(function) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    return bool(loads) and all(id(n) in shown for n in loads)
 
 
 def _guards_only_cuda_tuning(context: FileContext, line: int, whole: Callable[[], FileContext]) -> bool:
