@@ -63,9 +63,15 @@ _MOVES = '''
 
 
     def drop(x):
-        if x.is_cuda:  # quiet
+        if torch.is_tensor(x) and x.is_cuda:  # quiet
             x.cpu()
         return x
+
+
+    def listed(y_pred):
+        if y_pred.is_cuda:  # quiet
+            y_pred = y_pred.cpu()
+        return [float(v) for v in y_pred.tolist()]
 '''
 
 
@@ -273,6 +279,30 @@ _KEPT = '''
         return peak
 
 
+    def not_cuda_beside_a_flag(x):
+        if x.requires_grad and not x.is_cuda:  # kept
+            x = x.cpu()
+        return x
+
+
+    def dropped_move_of_an_object(tile):
+        if tile.is_cuda:  # kept
+            tile.cpu()
+        return tile
+
+
+    def moves_itself_for_its_tile(self):
+        if self.analog_tile.is_cuda:  # kept
+            self = self.cpu()
+        return self
+
+
+    def comprehension_of_its_own(x, rows):
+        if x.is_cuda:  # kept
+            x = x.cpu()
+        return [x.numpy() for x in rows] + [x]
+
+
     def bound_again_before_numpy(x, fresh):
         if x.is_cuda:  # kept
             x = x.cpu()
@@ -306,7 +336,8 @@ def test_a_value_that_still_needs_the_host_keeps_the_finding(tmp_path: Path) -> 
     # a mismatch, a conversion one step away, or nothing: the finding stays as it was
     for function in ("mixed", "added_in_place", "collected", "into_an_array", "detached_on_cuda_only",
                      "kept_globally", "read_by_a_closure", "numpy_under_a_test", "numpy_in_a_try",
-                     "numpy_in_a_try_around", "latest_globally",
+                     "numpy_in_a_try_around", "latest_globally", "dropped_move_of_an_object", "not_cuda_beside_a_flag",
+                     "moves_itself_for_its_tile", "comprehension_of_its_own",
                      "bound_again_before_numpy", "only_its_shape_to_numpy"):
         assert at(function)[0] == "silent", (function, at(function))
 

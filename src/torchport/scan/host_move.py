@@ -33,9 +33,7 @@ _CONVERTING = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray", 
                          "hstack", "save", "savez", "savetxt", "copy"})
 _LOGGER = re.compile(r"(^|_)(log|logger|logging)$", re.IGNORECASE)
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
-           ast.DictComp, ast.GeneratorExp)
-_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
+_DEFERRED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def shown_call(call: ast.expr) -> bool:
@@ -74,38 +72,80 @@ def _base(expression: ast.expr) -> tuple[ast.expr, bool]:
     return expression, moved
 
 
-def _positive_device_test(test: ast.expr, line: int) -> bool:
-    """``x.is_cuda``, ``"cuda" in self.device``, ``x.device.type == "cuda"``, alone or and-ed with
-    other tests on ``line``: the branch is taken only for a value on CUDA."""
-    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    return any(part.lineno <= line <= (part.end_lineno or part.lineno) and _on_cuda(part) for part in parts)
+class _Test:
+    """What a device test says: whether it holds only for a value on CUDA, the values it tests
+    (``x`` of ``x.is_cuda`` and of ``x.device.type == "cuda"``; none for a device setting such as
+    ``"cuda" in self.device``) and the values it shows to be tensors (``torch.is_tensor(x)``)."""
+
+    def __init__(self, test: ast.expr, line: int) -> None:
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        self.on_cuda = False
+        self.subjects: list[str] = []
+        self.setting = False
+        self.tensors = {ast.dump(part.args[0]) for part in parts if isinstance(part, ast.Call) and _tensor_test(part)}
+        for part in parts:
+            if not (part.lineno <= line <= (part.end_lineno or part.lineno)):
+                continue
+            subject = _on_cuda(part)
+            if subject is not None:
+                self.on_cuda = True
+                if isinstance(subject, ast.expr):
+                    self.subjects.append(ast.dump(subject))
+                else:
+                    self.setting = True
+
+    def moves(self, base: ast.expr) -> bool:
+        """Whether the test is of ``base`` itself (or of a device setting): a move of another value
+        may be of a module or an object whose ``.cpu()`` moves it in place."""
+        return self.setting or ast.dump(base) in self.subjects
 
 
-def _on_cuda(test: ast.expr) -> bool:
-    if isinstance(test, ast.Attribute):
-        return test.attr == "is_cuda"
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In, ast.Is))):
+def _tensor_test(part: ast.expr) -> bool:
+    """``torch.is_tensor(x)``, ``isinstance(x, torch.Tensor)``."""
+    if not (isinstance(part, ast.Call) and part.args):
         return False
-    words = [string_value(side) for side in (test.left, test.comparators[0])]
+    name = ast.unparse(part.func)
+    return name == "torch.is_tensor" and len(part.args) == 1 or (
+        name == "isinstance" and len(part.args) == 2 and ast.unparse(part.args[1]) == "torch.Tensor")
+
+
+def _on_cuda(test: ast.expr) -> ast.expr | bool | None:
+    """For a test true only on CUDA, the value it tests (``x`` of ``x.is_cuda``, of ``x.device.type ==
+    "cuda"`` and of ``x.device == "cuda"``), or True for a device setting (``"cuda" in self.device``,
+    ``device == "cuda"``); None for any other test."""
+    if isinstance(test, ast.Attribute):
+        return test.value if test.attr == "is_cuda" else None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In, ast.Is))):
+        return None
+    sides = (test.left, test.comparators[0])
+    words = [string_value(side) for side in sides]
     if isinstance(test.ops[0], ast.In):
-        return words[0] == "cuda" and words[1] is None
-    return sum(1 for word in words if word is not None and word.startswith("cuda")) == 1 and None in words
+        return True if words[0] == "cuda" and words[1] is None else None
+    if sum(1 for word in words if word is not None and word.startswith("cuda")) != 1 or None not in words:
+        return None
+    tested = sides[words.index(None)]
+    if isinstance(tested, ast.Attribute) and tested.attr == "type":
+        tested = tested.value
+    if isinstance(tested, ast.Attribute) and tested.attr == "device":
+        return tested.value
+    return True
 
 
-def _moved_by_if(statement: ast.If) -> list[str] | None:
-    """The local names an ``if`` with no ``else`` only moves to the host (``x = x.cpu()``, or a
-    bare ``x.cpu()`` whose result is dropped)."""
+def _moved_by_if(statement: ast.If, test: _Test) -> list[str] | None:
+    """The local names an ``if`` with no ``else`` only moves to the host (``x = x.cpu()``), or a
+    tensor whose move it drops (``if torch.is_tensor(x) and x.is_cuda: x.cpu()``: a no-op, where a
+    module's ``.cpu()`` would move it in place)."""
     if statement.orelse:
         return None
     names: list[str] = []
     for step in statement.body:
         if isinstance(step, ast.Expr):
             base, moved = _base(step.value)
-            if not moved or not isinstance(base, ast.Name):
+            if not moved or ast.dump(base) not in test.tensors:
                 return None
         elif isinstance(step, ast.Assign) and len(step.targets) == 1 and isinstance(step.targets[0], ast.Name):
             base, moved = _base(step.value)
-            if not moved or not isinstance(base, ast.Name) or base.id != step.targets[0].id:
+            if not moved or not isinstance(base, ast.Name) or base.id != step.targets[0].id or not test.moves(base):
                 return None
             names.append(base.id)
         else:
@@ -113,7 +153,7 @@ def _moved_by_if(statement: ast.If) -> list[str] | None:
     return names
 
 
-def _moved_by_choice(choice: ast.IfExp, holder: ast.stmt) -> tuple[list[str], bool] | None:
+def _moved_by_choice(choice: ast.IfExp, holder: ast.stmt, test: _Test) -> tuple[list[str], bool] | None:
     """``y = x.cpu() if x.is_cuda else x`` (the name it binds) or ``return x.cpu() if ... else x``
     (none): the other branch is the same value, unmoved; and whether both branches end in
     ``.numpy()`` (``x.cpu().numpy() if x.is_cuda else x.numpy()``), which the unmoved one cannot."""
@@ -124,7 +164,7 @@ def _moved_by_choice(choice: ast.IfExp, holder: ast.stmt) -> tuple[list[str], bo
         body, other = body.func.value, other.func.value  # type: ignore[attr-defined]
     base, moved = _base(body)
     unmoved, other_moved = _base(other)
-    if not moved or other_moved or ast.dump(base) != ast.dump(unmoved):
+    if not moved or other_moved or ast.dump(base) != ast.dump(unmoved) or not test.moves(base):
         return None
     if isinstance(holder, ast.Return) and holder.value is choice:
         return [], converted
@@ -203,13 +243,15 @@ def only_from_cuda(tree: ast.Module, line: int) -> Move | None:
     names: list[str] | None = None
     converted, subject = False, ""
     if isinstance(statement, ast.If) and statement.test.lineno <= line <= (statement.test.end_lineno or 0):
-        if _positive_device_test(statement.test, line):
-            names = _moved_by_if(statement)
+        test = _Test(statement.test, line)
+        if test.on_cuda:
+            names = _moved_by_if(statement, test)
         subject = ast.unparse(_base(statement.body[0].value)[0]) if names is not None else ""  # type: ignore[attr-defined]
     elif isinstance(statement, (ast.Assign, ast.Return)) and isinstance(statement.value, ast.IfExp):
         choice = statement.value
-        if choice.test.lineno <= line <= (choice.test.end_lineno or 0) and _positive_device_test(choice.test, line):
-            moved_by_choice = _moved_by_choice(choice, statement)
+        test = _Test(choice.test, line)
+        if choice.test.lineno <= line <= (choice.test.end_lineno or 0) and test.on_cuda:
+            moved_by_choice = _moved_by_choice(choice, statement, test)
             if moved_by_choice is not None:
                 names, converted = moved_by_choice
         subject = ast.unparse(_base(choice.orelse.func.value if converted else choice.orelse)[0])  # type: ignore[attr-defined]
@@ -222,16 +264,16 @@ def only_from_cuda(tree: ast.Module, line: int) -> Move | None:
     loop = next((s for s in reversed(within) if isinstance(s, (ast.For, ast.AsyncFor, ast.While))), None)
     inside = {id(n) for n in walk_nodes(statement)}
     for node in walk_nodes(function):
-        if node is not function and isinstance(node, _SCOPES) and any(
+        if node is not function and isinstance(node, _DEFERRED) and any(
                 isinstance(n, ast.Name) and n.id in moved or isinstance(n, ast.arg) and n.arg in moved
                 for n in walk_nodes(node)):
-            return None  # a closure, or a comprehension's or lambda's own variable of the same name
+            return None  # a closure or a lambda: it runs later, or binds a name of its own
         if isinstance(node, (ast.Global, ast.Nonlocal)) and moved & set(node.names):
             return None  # read by other functions
         if isinstance(node, ast.Name) and node.id in moved and not isinstance(node.ctx, ast.Load) and (
                 id(node) not in inside and (loop is not None or node.lineno > statement.lineno)) and not (
                 loop is not None and isinstance(loop, (ast.For, ast.AsyncFor)) and node is loop.target):
-            return None  # bound again: later reads may be of another value (`x += cpu_tensor` too)
+            return None  # bound again (`x += cpu_tensor`, a comprehension's own `x`): reads may be of another value
     parents = {id(child): node for node in walk_nodes(function) for child in ast.iter_child_nodes(node)}
     needs_host: list[int] = []
     unknown = False
