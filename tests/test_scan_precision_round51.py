@@ -99,6 +99,19 @@ _KEPT = '''
         return x.clone().numpy()
 
 
+    def detached_to_numpy(x):
+        if x.is_cuda:  # kept
+            x = x.cpu()
+        return x.detach().numpy()
+
+
+    def numpy_without_grad(x):
+        if x.is_cuda:  # kept
+            x = x.cpu()
+        with torch.no_grad():
+            return x.numpy()
+
+
     def to_array(x):
         if x.is_cuda:  # kept
             x = x.cpu()
@@ -138,6 +151,13 @@ _KEPT = '''
         if x.is_cuda:  # kept
             x = x.cpu()
         torch.log(x)
+        return x
+
+
+    def recorded(x, recorder):
+        if x.is_cuda:  # kept
+            x = x.cpu()
+        recorder.info(x)
         return x
 
 
@@ -303,6 +323,41 @@ _KEPT = '''
         return [x.numpy() for x in rows] + [x]
 
 
+    def builds_on_its_device(x):
+        if x.is_cuda:  # kept
+            x = x.cpu()
+        return torch.zeros(3, device=x.device)
+
+
+    def numpy_in_the_other_branch(x, flag):
+        if flag:
+            if x.is_cuda:  # kept
+                x = x.cpu()
+            return x
+        else:
+            return x.numpy()
+
+
+    def numpy_after_a_return(x, flag):
+        if flag:
+            if x.is_cuda:  # kept
+                x = x.cpu()
+            return x
+        return x.numpy()
+
+
+    def numpy_under_a_condition(x):
+        if x.is_cuda:  # kept
+            x = x.cpu()
+        return x.numpy() if x.device.type == "cpu" else x
+
+
+    def changed_in_place_later(x):
+        y = x.cpu() if x.is_cuda else x  # kept
+        x.add_(1)
+        return y
+
+
     def bound_again_before_numpy(x, fresh):
         if x.is_cuda:  # kept
             x = x.cpu()
@@ -333,11 +388,14 @@ def test_a_value_that_still_needs_the_host_keeps_the_finding(tmp_path: Path) -> 
     numpy_line = lines.index("    return x.clone().numpy()") + 1
     assert severity == "error" and f"line {numpy_line} then needs it on the host" in reason, (severity, reason)
     assert at("to_array")[0] == at("other_branch_numpy")[0] == "error"
+    assert at("detached_to_numpy")[0] == at("numpy_without_grad")[0] == "error"
     # a mismatch, a conversion one step away, or nothing: the finding stays as it was
-    for function in ("mixed", "added_in_place", "collected", "into_an_array", "detached_on_cuda_only",
+    for function in ("mixed", "added_in_place", "collected", "recorded", "into_an_array", "detached_on_cuda_only",
                      "kept_globally", "read_by_a_closure", "numpy_under_a_test", "numpy_in_a_try",
                      "numpy_in_a_try_around", "latest_globally", "dropped_move_of_an_object", "not_cuda_beside_a_flag",
-                     "moves_itself_for_its_tile", "comprehension_of_its_own",
+                     "moves_itself_for_its_tile", "comprehension_of_its_own", "builds_on_its_device",
+                     "numpy_in_the_other_branch", "numpy_after_a_return", "numpy_under_a_condition",
+                     "changed_in_place_later",
                      "bound_again_before_numpy", "only_its_shape_to_numpy"):
         assert at(function)[0] == "silent", (function, at(function))
 
@@ -449,6 +507,21 @@ _REPORTS = '''
             subprocess.check_call(["nvidia-smi", "-pm", "1"])
 
 
+    def reading_deleted_after():
+        if torch.cuda.is_available():  # kept
+            torch.cuda.empty_cache()
+            used = torch.cuda.memory_allocated()
+            logger.info("used %d", used)
+        del used
+
+
+    def a_global_nobody_binds():
+        global never_bound
+        if torch.cuda.is_available():  # kept
+            never_bound = torch.cuda.memory_allocated()
+        return never_bound
+
+
     def step_and_log(start, time):
         if torch.cuda.is_available():  # kept
             torch.cuda.synchronize()
@@ -461,5 +534,10 @@ def test_a_cuda_check_that_only_tunes_and_reports_memory_is_info(tmp_path: Path)
     """simpletuner's ``cleanup_memory``: empty the cache, read two figures, log them."""
     reports = _write(tmp_path, "reports.py", _REPORTS)
     check_marked_lines([tmp_path], (reports,))
-    _, reason = worst_by_line(tmp_path)[("reports.py", 9, "TP003")]
+    found = worst_by_line(tmp_path)
+    _, reason = found[("reports.py", 9, "TP003")]
     assert reason.startswith("guards only CUDA tuning or bookkeeping"), reason
+    lines = reports.read_text().splitlines()
+    never_bound = lines.index("    global never_bound") + 2
+    severity, reason = found[("reports.py", never_bound, "TP003")]
+    assert severity == "error" and "never_bound" in reason, (severity, reason)  # the module binds no such name

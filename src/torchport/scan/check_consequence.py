@@ -196,9 +196,18 @@ class _Reader:
             scope = parents.get(id(scope))
         if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False  # a module name may be imported elsewhere
-        end = guard.end_lineno or guard.lineno
-        return not any(isinstance(n, ast.Name) and n.id in stored and isinstance(n.ctx, ast.Load) and n.lineno > end
-                       for n in ast.walk(scope))
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) and stored & set(n.names) or (
+                isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not scope
+                and any(isinstance(m, ast.Name) and m.id in stored for m in ast.walk(n))) for n in ast.walk(scope)):
+            return False  # read by other functions, or by a closure that may run later
+        # in a loop, a read before the guard reads it again in the next round
+        loop: ast.AST | None = parents.get(id(guard))
+        while loop is not None and loop is not scope and not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            loop = parents.get(id(loop))
+        start = loop.lineno if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) else (guard.end_lineno or guard.lineno) + 1
+        inside = {id(n) for n in ast.walk(guard)}
+        return not any(isinstance(n, ast.Name) and n.id in stored and isinstance(n.ctx, ast.Load) and n.lineno >= start
+                       and id(n) not in inside for n in ast.walk(scope))
 
 
 def _what_it_sets(context: FileContext, statement: ast.stmt, inside: list[Finding]) -> list[str]:
@@ -523,8 +532,8 @@ def _moved_to_the_host(context: FileContext, statement: ast.stmt, finding: Findi
     if move.needs_host is None:
         return Consequence(INFO, f"moves `{move.subject}` to the host only when it is on CUDA: on another "
                                  "accelerator it stays on its own device with the same values (nothing falls back "
-                                 "to the CPU), and the function then only returns, keeps, collects, shows or reads "
-                                 "it as numbers")
+                                 "to the CPU), and the function then only returns it, shows it or reads numbers or its "
+                                 "shape from it")
     return Consequence(ERROR, f"not silent: `{move.subject}` is moved to the host only when it is on CUDA, so on "
                               f"another accelerator it stays on its device and line {move.needs_host} then needs "
                               "it on the host (`.numpy()` of a tensor off the CPU raises TypeError); move it with "
@@ -1019,6 +1028,28 @@ def _never_taken(statement: ast.If, finding: Finding) -> Consequence | None:
     return None
 
 
+def _module_bindings(tree: ast.Module) -> set[str]:
+    """The names a module's own statements bind (not those of its functions' bodies)."""
+    bound: set[str] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(statement.name)
+            continue
+        for node in ast.iter_child_nodes(statement):
+            if isinstance(node, ast.stmt):
+                pending.append(node)
+            elif isinstance(node, ast.ExceptHandler):
+                bound.update([node.name] if node.name else [])
+                pending.extend(node.body)
+            else:
+                bound.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            bound.update(a.asname or a.name.split(".")[0] for a in statement.names)
+    return bound
+
+
 def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) -> Consequence | None:
     """``if torch.cuda.is_available(): batch_size = ...`` then ``return batch_size``: the name is
     bound nowhere else in the function, so where CUDA is absent the read raises UnboundLocalError."""
@@ -1042,8 +1073,11 @@ def _unbound_without_cuda(reader: _Reader, statement: ast.If, finding: Finding) 
                        and id(n) not in inside}
     bound_elsewhere |= {a.asname or a.name for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))
                         for a in n.names}
-    # a `global` or `nonlocal` name is bound outside the function
-    bound_elsewhere |= {name for n in ast.walk(function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    # a `nonlocal` name is bound by the enclosing function, a `global` one where the module binds it
+    bound_elsewhere |= {name for n in ast.walk(function) if isinstance(n, ast.Nonlocal) for name in n.names}
+    declared = {name for n in ast.walk(function) if isinstance(n, ast.Global) for name in n.names}
+    if declared:
+        bound_elsewhere |= declared & _module_bindings(reader.whole().tree)
     index = next(i for i, s in enumerate(function.body) if s is whole_statement)
     for following in function.body[index + 1:]:
         if not isinstance(following, (ast.Return, ast.Assign, ast.Expr, ast.AugAssign, ast.AnnAssign)):

@@ -4,9 +4,11 @@ value stays on its own device with the same numbers: nothing falls back to the C
 the check's "silent" says.  What the function does with the value next decides what the check is:
 
 - info where it only returns it (callers are not followed), reads numbers or its shape from it
-  (``.item()``, ``.tolist()``, ``.size()``, ``.shape``) or shows it (``print``, a logger);
-- error where a read in the same block as the move, or a block around it, and not inside a ``try``,
-  needs the host copy: ``.numpy()`` of it, a NumPy call that converts it (``np.asarray``,
+  (``.item()``, ``.tolist()``, ``.size()``, ``.shape``, ``.dtype``; not ``.device``, which carries the
+  difference on) or shows it (``print``, a logger by that name);
+- error where a read after the move, in its block or a block around it, in the same branch, with no
+  ``return``, ``raise``, ``break`` or ``continue`` between them and no ``try`` or ``suppress``
+  around it that may catch TypeError, needs the host copy unconditionally: ``.numpy()`` of it, a NumPy call that converts it (``np.asarray``,
   ``np.concatenate``...), or ``.numpy()`` in the other branch of the choice (``x.cpu().numpy() if
   x.is_cuda else x.numpy()``).  torch raises TypeError for ``.numpy()`` of any tensor off the CPU;
 - as it was for anything else: arithmetic, a call that may mix it with CPU tensors, collecting it
@@ -27,12 +29,15 @@ from torchport.scan.old_torch_branch import statements_holding
 _KEEPING = frozenset({"clone", "contiguous"})
 # Reads of a tensor on any device that answer Python numbers or its shape.
 _NUMBER_READS = frozenset({"item", "tolist", "size", "dim", "numel"})
-_SHAPE_READS = frozenset({"shape", "dtype", "ndim", "device"})
+_SHAPE_READS = frozenset({"shape", "dtype", "ndim"})
+# Methods that answer a tensor on the same device: a `.numpy()` after them still needs the host.
+_SAME_DEVICE = frozenset({"detach", "clone", "contiguous", "float", "double", "long", "int", "bool", "half",
+                          "squeeze", "flatten", "view", "reshape"})
 # NumPy functions that turn their argument into an array (`__array__`, which calls `.numpy()`).
 _CONVERTING = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray", "concatenate", "stack", "vstack",
                          "hstack", "save", "savez", "savetxt", "copy"})
-_LOGGER = re.compile(r"(^|_)(log|logger|logging)$", re.IGNORECASE)
-_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+_LOGGER = re.compile(r"^_*(log|logger|logging)$", re.IGNORECASE)
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception"})
 _DEFERRED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -175,23 +180,34 @@ def _moved_by_choice(choice: ast.IfExp, holder: ast.stmt, test: _Test) -> tuple[
 
 
 def _needs_the_host(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
-    """``x.numpy()``, ``x.clone().numpy()``, ``np.asarray(x)``: a read that raises TypeError for a
-    tensor off the CPU."""
+    """``x.numpy()``, ``x.detach().numpy()``, ``np.asarray(x)``: a read that raises TypeError for a
+    tensor off the CPU.  Not one that only a condition in its statement reaches (``x.numpy() if
+    x.device.type == "cpu" else x``, an ``and``, a comprehension's filter, a lambda)."""
     parent = parents.get(id(node))
+    found = False
     while isinstance(parent, ast.Attribute) and parent.value is node:
         call = parents.get(id(parent))
         if not (isinstance(call, ast.Call) and call.func is parent):
             return False
         if parent.attr == "numpy":
-            return True
-        if parent.attr not in _KEEPING:
+            found = True
+            break
+        if parent.attr not in _SAME_DEVICE:
             return False
         node, parent = call, parents.get(id(call))  # type: ignore[assignment]
-    if isinstance(parent, ast.Call) and node in parent.args and isinstance(parent.func, ast.Attribute):
+    if not found:
+        if not (isinstance(parent, ast.Call) and node in parent.args and isinstance(parent.func, ast.Attribute)):
+            return False
         module = parent.func.value
-        return (isinstance(module, ast.Name) and module.id in ("np", "numpy")
-                and parent.func.attr in _CONVERTING)
-    return False
+        if not (isinstance(module, ast.Name) and module.id in ("np", "numpy") and parent.func.attr in _CONVERTING):
+            return False
+    child: ast.AST = node
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, (ast.IfExp, ast.Lambda, ast.comprehension)) or (
+                isinstance(parent, ast.BoolOp) and child is not parent.values[0]):
+            return False
+        child, parent = parent, parents.get(id(parent))
+    return True
 
 
 def _harmless_read(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
@@ -212,12 +228,65 @@ def _harmless_read(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
             and isinstance(parents.get(id(parent)), ast.Expr))
 
 
-def _reached_after(holding_move: list[ast.AST], holding_read: list[ast.AST]) -> bool:
-    """The read is in the block of the move or a block around it (every compound statement around
-    the read also holds the move), and no ``try`` or ``with`` around it may catch what it raises."""
-    around = holding_read[:-1]
-    return (around == holding_move[:len(around)]
-            and not any(isinstance(s, (ast.Try, ast.With, ast.AsyncWith)) for s in around))
+def _path(function: ast.AST, line: int) -> list[tuple[list[ast.stmt], int]]:
+    """From the function's body down, each block that holds ``line`` and the index of the statement
+    in it that holds the line."""
+    path: list[tuple[list[ast.stmt], int]] = []
+    blocks: list[list[ast.stmt]] = [function.body]  # type: ignore[attr-defined]
+    while blocks:
+        block = blocks.pop()
+        index = next((i for i, s in enumerate(block) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        if index is None:
+            continue
+        path.append((block, index))
+        statement = block[index]
+        blocks = [getattr(statement, field) for field in ("body", "orelse", "finalbody")
+                  if isinstance(getattr(statement, field, None), list)]
+        blocks += [handler.body for handler in getattr(statement, "handlers", [])]
+        blocks += [case.body for case in getattr(statement, "cases", [])]
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            break
+    return path
+
+
+def _catches(statement: ast.stmt) -> bool:
+    """A ``try`` whose handlers may catch TypeError, or a ``with`` that may swallow it
+    (``contextlib.suppress``, ``pytest.raises``)."""
+    if isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        return any(handler.type is None or any(last_name(n) in ("TypeError", "Exception", "BaseException")
+                                               for n in walk_nodes(handler.type))
+                   for handler in statement.handlers)  # type: ignore[attr-defined]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return any(isinstance(item.context_expr, ast.Call)
+                   and last_name(item.context_expr.func) in ("suppress", "raises", "assertRaises")
+                   for item in statement.items)
+    return False
+
+
+def _reached_after(function: ast.AST, move: ast.stmt, read_line: int) -> bool:
+    """The read follows the move in its block or a block around it, in the same branch, perhaps in
+    the body of a later ``with``, with no return, raise, break or continue between them and nothing
+    around it that may catch its TypeError."""
+    moving, reading = _path(function, move.lineno), _path(function, read_line)
+    depth = 0
+    while depth < min(len(moving), len(reading)) and moving[depth] == reading[depth]:
+        depth += 1
+    if depth >= min(len(moving), len(reading)):
+        return False
+    (block, index), (read_block, read_index) = moving[depth], reading[depth]
+    if block is not read_block or read_index <= index or any(_catches(b[i]) for b, i in reading[:depth]):
+        return False
+    for (outer, at), (inner, _) in zip(reading[depth:], reading[depth + 1:]):
+        holder = outer[at]
+        if not (isinstance(holder, (ast.With, ast.AsyncWith)) and inner is holder.body) or _catches(holder):
+            return False  # a branch, a loop or a try that may not run the read
+    # every block from the move up to the read's: nothing after the move in it may leave first
+    for level in range(depth, len(moving)):
+        block, index = moving[level]
+        end = read_index if level == depth else len(block)
+        if any(isinstance(s, (ast.Return, ast.Raise, ast.Break, ast.Continue)) for s in block[index + 1:end]):
+            return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,6 +329,10 @@ def only_from_cuda(tree: ast.Module, line: int) -> Move | None:
     if converted:
         return Move(subject, statement.lineno)
     moved = set(names)
+    # `y = x.cpu() if x.is_cuda else x`: off CUDA `y` is `x` itself, so a later change of `x` shows in
+    # `y` there only; what `x` itself needs is the same on CUDA
+    aliases = ({statement.value.orelse.id} - moved if isinstance(statement, ast.Assign) and isinstance(
+        statement.value, ast.IfExp) and isinstance(statement.value.orelse, ast.Name) else set())
     within = holding[holding.index(function) + 1:]
     loop = next((s for s in reversed(within) if isinstance(s, (ast.For, ast.AsyncFor, ast.While))), None)
     inside = {id(n) for n in walk_nodes(statement)}
@@ -278,12 +351,14 @@ def only_from_cuda(tree: ast.Module, line: int) -> Move | None:
     needs_host: list[int] = []
     unknown = False
     for node in walk_nodes(function):
-        if not (isinstance(node, ast.Name) and node.id in moved and isinstance(node.ctx, ast.Load)):
+        if not (isinstance(node, ast.Name) and node.id in moved | aliases and isinstance(node.ctx, ast.Load)):
             continue
         if id(node) in inside or loop is None and node.lineno < statement.lineno:
             continue
-        if _needs_the_host(node, parents) and node.lineno > (statement.end_lineno or statement.lineno) and (
-                _reached_after(holding, statements_holding(tree, node.lineno))):
+        if node.id in aliases:
+            unknown = unknown or not _harmless_read(node, parents)
+        elif _needs_the_host(node, parents) and node.lineno > (statement.end_lineno or statement.lineno) and (
+                _reached_after(function, statement, node.lineno)):
             needs_host.append(node.lineno)
         elif not _harmless_read(node, parents):
             unknown = True

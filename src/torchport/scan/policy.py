@@ -2129,8 +2129,10 @@ def _kept_for_report(context: FileContext, statement: ast.stmt, guard: ast.If,
     shown = {id(n) for report in same.body if _report_call(report) for n in walk_nodes(report)}
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in walk_nodes(function)):
         return False  # read by other functions
-    loads = [n for n in walk_nodes(function) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-    return bool(loads) and all(id(n) in shown for n in loads)
+    named = [n for n in walk_nodes(function) if isinstance(n, ast.Name) and n.id == name]
+    loads = [n for n in named if isinstance(n.ctx, ast.Load)]
+    # bound once, by this statement: `del used` or `used += 1` elsewhere is a read or a binding of its own
+    return len(named) == len(loads) + 1 and bool(loads) and all(id(n) in shown for n in loads)
 
 
 def _guards_only_cuda_tuning(context: FileContext, line: int, whole: Callable[[], FileContext]) -> bool:
