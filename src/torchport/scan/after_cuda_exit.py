@@ -1,9 +1,11 @@
 """Is code reached only past an early exit where CUDA is absent?
 
 - A private function: a caller that starts ``if not torch.cuda.is_available(): return`` (or
-  ``raise``) and then calls ``self._measure_peak(...)``: where CUDA is absent the caller has
-  returned before the call, so the private function's CUDA calls are not reached.  Uses of the
-  function in other files are not seen, so only a private (underscored) one counts.
+  ``raise``, ``sys.exit(...)``) and then calls ``self._measure_peak(...)``: where CUDA is absent
+  the caller has returned before the call, so the private function's CUDA calls are not reached.
+  The caller may also be the script block ``if __name__ == "__main__":`` that exits first (a
+  kernel package's benchmark: ``raise SystemExit("CUDA device required")``, then ``_main()``).
+  Uses of the function in other files are not seen, so only a private (underscored) one counts.
 - A branch for a request: ``if self.device_type == "gpu": device = torch.device("cuda")`` after
   the same function refused that request where CUDA is absent (``if not
   torch.cuda.is_available(): if self.device_type == "gpu": raise ValueError(...)``).
@@ -37,17 +39,40 @@ def _unavailable(test: ast.expr) -> bool:
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _availability_call(test.operand)
 
 
+# Calls that end the process: `sys.exit(1)`, `exit()`, `quit()`, `os._exit(1)`.
+_EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+def _ends_the_path(statement: ast.stmt) -> bool:
+    return isinstance(statement, (ast.Return, ast.Raise)) or (
+        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+        and ast.unparse(statement.value.func) in _EXIT_CALLS)
+
+
 def _exits_without_cuda(statement: ast.stmt) -> bool:
-    """``if not torch.cuda.is_available(): return``: a body that only returns or raises."""
+    """``if not torch.cuda.is_available(): return``: a body that ends in a return, a raise or an
+    exit (after printing why, or anything else: the path ends there)."""
     return (isinstance(statement, ast.If) and not statement.orelse and _unavailable(statement.test)
-            and all(isinstance(s, (ast.Return, ast.Raise)) for s in statement.body))
+            and bool(statement.body) and _ends_the_path(statement.body[-1]))
+
+
+def _script_block(context: FileContext, line: int) -> ast.If | None:
+    """The module-level ``if __name__ == "__main__":`` whose body holds the line."""
+    for statement in context.tree.body:
+        if (isinstance(statement, ast.If) and statement.body
+                and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or 0)
+                and ast.unparse(statement.test).replace("'", '"') in ('__name__ == "__main__"', '"__main__" == __name__')):
+            return statement
+    return None
 
 
 def _past_cuda_exit(context: FileContext, line: int) -> bool:
-    """The line follows, in its function, an early exit where CUDA is absent."""
+    """The line follows, in its function or in the module's script block, an early exit where
+    CUDA is absent."""
     function = context.innermost_function(line)
-    return function is not None and any(
-        _exits_without_cuda(s) and (s.end_lineno or s.lineno) < line for s in function.body)
+    holder = function if function is not None else _script_block(context, line)
+    return holder is not None and any(
+        _exits_without_cuda(s) and (s.end_lineno or s.lineno) < line for s in holder.body)
 
 
 def reached_only_past_cuda_exit(context: FileContext, line: int, depth: int = 0) -> str | None:

@@ -2744,8 +2744,8 @@ LOWERINGS: tuple[Lowering, ...] = (
              and after_cuda_exit.refused_before(site.file.whole(), site.line), "info",
              "reached only for a request that the function refuses earlier where CUDA is absent (the raise at {})"),
     Lowering(_EVERY_RULE, _private_past_cuda_exit, "info",
-             "in {}, which this file calls only after `if not torch.cuda.is_available(): return` (or raise): "
-             "where CUDA is absent the caller returns first"),
+             "in {}, which this file calls only after `if not torch.cuda.is_available(): return` (or raise, or an "
+             "exit, also in its `if __name__ == \"__main__\":` block): where CUDA is absent the caller stops first"),
     Lowering(_EVERY_RULE, lambda site: site.file.search(cuda_stream_argument.ANNOTATION_HINT) is not None
              and cuda_stream_argument.reached_with_cuda_handle(site.file.whole(), site.line), "info",
              "reached only once {} holds a CUDA stream or event (typed so, or None): one cannot be made where "
