@@ -139,3 +139,109 @@ def test_a_block_that_is_not_the_script_block_keeps_it(tmp_path: Path) -> None:
         _main()
         _report()
     ''')
+
+
+# The shapes an independent review found the first version lowered though a user without CUDA
+# reaches the line (each ran on the CPU build and failed at the CUDA call).
+_MAIN = '''
+    def _main():
+        x = torch.ones(2, device="cuda")  # kept
+        print(x)
+'''
+_STOPS = '''
+
+    if __name__ == "__main__":
+        if not torch.cuda.is_available():
+            raise SystemExit("CUDA device required")
+        _main()
+'''
+
+
+def test_a_registered_or_decorated_function_keeps_it(tmp_path: Path) -> None:
+    kept_lines_stay(_write(tmp_path, "registered.py", '''
+    import atexit
+
+    import torch
+
+
+    @atexit.register''' + _MAIN + _STOPS))
+
+
+def test_a_function_handed_to_a_decorator_keeps_it(tmp_path: Path) -> None:
+    kept_lines_stay(_write(tmp_path, "handed.py", '''
+    import torch
+    ''' + _MAIN + '''
+
+    def with_setup(setup):
+        def wrap(fn):
+            def run(*args):
+                setup()
+                return fn(*args)
+            return run
+        return wrap
+
+
+    @with_setup(_main)
+    def step(x):
+        return x * 2
+
+
+    def main():
+        print(step(torch.ones(2)))
+    ''' + _STOPS.replace('        _main()', '        main()\n        _main()')))
+
+
+def test_a_name_looked_up_by_string_keeps_it(tmp_path: Path) -> None:
+    kept_lines_stay(_write(tmp_path, "looked_up.py", '''
+    import sys
+
+    import torch
+    ''' + _MAIN + '''
+
+    if __name__ == "__main__":
+        globals()["_" + sys.argv[1]]()
+        if not torch.cuda.is_available():
+            raise SystemExit("CUDA device required")
+        _main()
+    '''))
+
+
+def test_an_exit_name_bound_to_something_else_keeps_it(tmp_path: Path) -> None:
+    kept_lines_stay(_write(tmp_path, "own_exit.py", '''
+    import torch
+
+
+    def exit(message=""):
+        print("warning:", message)
+    ''' + _MAIN + '''
+
+    if __name__ == "__main__":
+        if not torch.cuda.is_available():
+            exit("no GPU: results will be slow")
+        _main()
+    '''))
+
+
+def test_a_function_another_module_of_the_package_imports_keeps_it(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    _write(package, "__init__.py", "")
+    _write(package, "cli.py", '''
+    import sys
+
+    from .fused import _main
+
+
+    if __name__ == "__main__":
+        if sys.argv[1:] == ["bench"]:
+            _main()
+    ''')
+    kept_lines_stay(_write(package, "fused.py", '''
+    import torch
+    ''' + _MAIN + _STOPS), root=tmp_path)
+    listed = tmp_path / "listed"
+    _write(listed, "__init__.py", "from .fused import *\n")
+    kept_lines_stay(_write(listed, "fused.py", '''
+    import torch
+
+    __all__ = ["_main"]
+    ''' + _MAIN + _STOPS), root=listed)

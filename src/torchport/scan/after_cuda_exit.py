@@ -15,6 +15,8 @@ Read on the AST of the whole file.
 from __future__ import annotations
 
 import ast
+import os
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -39,21 +41,42 @@ def _unavailable(test: ast.expr) -> bool:
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _availability_call(test.operand)
 
 
-# Calls that end the process: `sys.exit(1)`, `exit()`, `quit()`, `os._exit(1)`.
-_EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+# Calls that end the process: `sys.exit(1)`, `exit()`, `quit()`, `os._exit(1)`, each by the name
+# its module is imported under.
+_EXIT_CALLS = {"sys.exit": "sys", "exit": "exit", "quit": "quit", "os._exit": "os"}
 
 
-def _ends_the_path(statement: ast.stmt) -> bool:
-    return isinstance(statement, (ast.Return, ast.Raise)) or (
-        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
-        and ast.unparse(statement.value.func) in _EXIT_CALLS)
+def _ends_the_path(statement: ast.stmt, rebound: set[str]) -> bool:
+    if isinstance(statement, (ast.Return, ast.Raise)):
+        return True
+    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+        return False
+    name = ast.unparse(statement.value.func)
+    return name in _EXIT_CALLS and _EXIT_CALLS[name] not in rebound
 
 
-def _exits_without_cuda(statement: ast.stmt) -> bool:
+def _rebound(tree: ast.Module) -> set[str]:
+    """Of `sys`, `os`, `exit` and `quit`, the names the file binds to something else than the
+    module or builtin (`def exit(msg): ...`, `sys = SimpleNamespace(...)`, `from x import exit`)."""
+    names = set(_EXIT_CALLS.values())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
+            found.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
+            found.add(node.name)
+        elif isinstance(node, ast.alias) and (node.asname or node.name) in names and node.name not in ("sys", "os"):
+            found.add(node.asname or node.name)
+        elif isinstance(node, ast.arg) and node.arg in names:
+            found.add(node.arg)
+    return found
+
+
+def _exits_without_cuda(statement: ast.stmt, rebound: set[str]) -> bool:
     """``if not torch.cuda.is_available(): return``: a body that ends in a return, a raise or an
     exit (after printing why, or anything else: the path ends there)."""
     return (isinstance(statement, ast.If) and not statement.orelse and _unavailable(statement.test)
-            and bool(statement.body) and _ends_the_path(statement.body[-1]))
+            and bool(statement.body) and _ends_the_path(statement.body[-1], rebound))
 
 
 def _script_block(context: FileContext, line: int) -> ast.If | None:
@@ -66,27 +89,87 @@ def _script_block(context: FileContext, line: int) -> ast.If | None:
     return None
 
 
-def _past_cuda_exit(context: FileContext, line: int) -> bool:
+def _past_cuda_exit(context: FileContext, line: int, rebound: set[str]) -> bool:
     """The line follows, in its function or in the module's script block, an early exit where
     CUDA is absent."""
     function = context.innermost_function(line)
     holder = function if function is not None else _script_block(context, line)
     return holder is not None and any(
-        _exits_without_cuda(s) and (s.end_lineno or s.lineno) < line for s in holder.body)
+        (s.end_lineno or s.lineno) < line and _exits_without_cuda(s, rebound) for s in holder.body)
 
 
-def reached_only_past_cuda_exit(context: FileContext, line: int, depth: int = 0) -> str | None:
+def _handed_on(context: FileContext, name: str) -> bool:
+    """The file may call the function where its uses do not show: it decorates it (a decorator may
+    register it: ``@atexit.register``), hands it to a decorator (``@with_setup(_warmup)``), lists it
+    in ``__all__`` or looks names up by string (``globals()[...]``)."""
+    for scope in context.scopes:
+        for decorator in scope.decorator_list:
+            if scope.name == name and ast.unparse(decorator) not in ("staticmethod", "classmethod"):
+                return True
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(decorator)):
+                return True
+    return (f'"{name}"' in context.text or f"'{name}'" in context.text
+            or "globals()" in context.text or "locals()" in context.text)
+
+
+def _imported_elsewhere(path: str | None, name: str) -> bool:
+    """Another module of the file's package, or of its folder when it is in none, imports it: a file
+    that names both the module and the function (``from .fused_langevin import _main``).  Unknown
+    (True) without a path."""
+    if path is None:
+        return True
+    stem = os.path.splitext(os.path.basename(path))[0]
+    word, module = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)"), re.compile(rf"(?<!\w){re.escape(stem)}(?!\w)")
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    root, package = folder, os.path.isfile(os.path.join(folder, "__init__.py"))
+    while package and os.path.isfile(os.path.join(os.path.dirname(root), "__init__.py")) and (
+            os.path.dirname(root) != root):
+        root = os.path.dirname(root)
+    files = _python_files(root, package)
+    return files is None or any(other != path and word.search(text) and module.search(text) for other, text in files)
+
+
+def _python_files(root: str, package: bool) -> tuple[tuple[str, str], ...] | None:
+    """Every Python file under a package's root (of the folder alone when it is in no package) and
+    its text; None when one cannot be read.  Read afresh each time: the shape that asks is rare."""
+    found: list[tuple[str, str]] = []
+    for directory, subfolders, files in os.walk(root):
+        if not package:
+            subfolders.clear()
+        for file in files:
+            if not file.endswith(".py"):
+                continue
+            other = os.path.join(directory, file)
+            try:
+                with open(other, encoding="utf-8", errors="replace") as handle:
+                    found.append((other, handle.read()))
+            except OSError:
+                return None
+    return tuple(found)
+
+
+def reached_only_past_cuda_exit(context: FileContext, line: int, depth: int = 0, path: str | None = None) -> str | None:
     """The private function holding the line, when every use of it in the file is past such an
-    exit (directly, or in another such private function)."""
+    exit (directly, or in another such private function).  A use in the script block also needs
+    ``path``: no other module of its package may import the function."""
     function = context.innermost_function(line)
     if function is None or depth > _DEPTH or not function.name.startswith("_") or function.name.startswith("__"):
         return None
+    if _handed_on(context, function.name):
+        return None
     low, high = min([function.lineno] + [d.lineno for d in function.decorator_list]), function.end_lineno or 0
     uses = [n for n in context.loads().get(function.name, ()) if not low <= n.lineno <= high]
-    if uses and all(_past_cuda_exit(context, n.lineno) or reached_only_past_cuda_exit(context, n.lineno, depth + 1)
-                    for n in uses):
-        return function.name
-    return None
+    rebound = getattr(context, "_exit_names_rebound", None)
+    if rebound is None:
+        rebound = _rebound(context.tree)
+        context._exit_names_rebound = rebound  # type: ignore[attr-defined]
+    if not uses or not all(_past_cuda_exit(context, n.lineno, rebound)
+                           or reached_only_past_cuda_exit(context, n.lineno, depth + 1, path) for n in uses):
+        return None
+    if any(context.innermost_function(n.lineno) is None for n in uses) and _imported_elsewhere(path, function.name):
+        return None  # the script block's exit does not hold for another module that imports it
+    return function.name
 
 
 def _same_test(one: ast.expr, other: ast.expr) -> bool:

@@ -2173,6 +2173,7 @@ class _File:
         self.consequences: dict[int, check_consequence.Consequence | None] = {}
         self.text = text
         self.path = path
+        self.disk_path: str | None = None
         self._whole: FileContext | None = None
         self.default_path: dict[tuple[int, int], default_path.Verdict | None] = {}
         self._searched: dict[re.Pattern[str], re.Match[str] | None] = {}
@@ -2387,7 +2388,7 @@ def _private_past_cuda_exit(site: _Site) -> str | None:
     if not (any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name.startswith("_")
                 for s in site.context.enclosing(site.line)) and _has_cuda_exit(site.file.text)):
         return None
-    return after_cuda_exit.reached_only_past_cuda_exit(site.file.whole(), site.line)
+    return after_cuda_exit.reached_only_past_cuda_exit(site.file.whole(), site.line, path=site.file.disk_path)
 
 
 @functools.lru_cache(maxsize=64)
@@ -2968,9 +2969,11 @@ def _lower_first(file: _File, findings: list[Finding], lowerings: tuple[Lowering
     return [f for f in findings if f.severity_cap != "info"]
 
 
-def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]) -> None:
+def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding], disk_path: str | None = None) -> None:
     """Lower, in place, the error/silent findings of one file whose shape the judges
-    found mostly wrong (see docs/precision/policy.md)."""
+    found mostly wrong (see docs/precision/policy.md).  ``path`` is the file as reported,
+    ``disk_path`` where to find it and its package (some readings look at the package's other
+    modules; without it they lower nothing)."""
     strong = [f for f in findings if is_hot(f)]
     # A check round 26 found to choose no device may still guard what fails without it. One
     # finding a line: a second finding of one rule on one line is info anyway.
@@ -2980,6 +2983,7 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
     if not strong and not chose_nothing:
         return
     file = _File(tree, text, path, findings)
+    file.disk_path = disk_path
     if file.context is not None:
         fails = _check_decides("error")
         for finding in chose_nothing:

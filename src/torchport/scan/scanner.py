@@ -267,7 +267,7 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
         result.hints = cross_file_guards.hints(text)
         if tree is not None:
             result.findings = python.analyze(tree, text, job.display)
-            policy.apply(tree, text, job.display, result.findings)
+            policy.apply(tree, text, job.display, result.findings, job.path)
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             result.unused_classes = unused_classes.candidates(text, job.display, job.path, result.findings,
                                                               {c.index for c in result.unreached})
