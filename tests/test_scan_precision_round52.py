@@ -34,6 +34,7 @@ _BENCHMARK = '''
         print(_bench(lambda: x * 2))
 
 
+    @torch.no_grad()
     def _report():
         print(torch.cuda.get_device_name())  # quiet
 '''
