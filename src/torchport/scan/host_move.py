@@ -4,18 +4,22 @@ value stays on its own device with the same numbers: nothing falls back to the C
 the check's "silent" says.  What the function does with the value next decides what the check is:
 
 - info where it only returns it (callers are not followed), reads numbers or its shape from it
-  (``.item()``, ``.tolist()``, ``.size()``, ``.shape``, ``.dtype``; not ``.device``, which carries the
-  difference on) or shows it (``print``, a logger by that name);
-- error where a read after the move, in its block or a block around it, in the same branch, with no
-  ``return``, ``raise``, ``break`` or ``continue`` between them and no ``try`` or ``suppress``
-  around it that may catch TypeError, needs the host copy unconditionally: ``.numpy()`` of it, a NumPy call that converts it (``np.asarray``,
-  ``np.concatenate``...), or ``.numpy()`` in the other branch of the choice (``x.cpu().numpy() if
-  x.is_cuda else x.numpy()``).  torch raises TypeError for ``.numpy()`` of any tensor off the CPU;
+  (``.item()``, ``.tolist()``, ``.size()``, ``.shape``, ``.dtype``; not ``.device``, which carries
+  the difference on) or shows it (``print``, a logger by that name);
+- error where a ``.numpy()`` of it, a NumPy call that converts it (``np.asarray``,
+  ``np.concatenate``...), or a ``.numpy()`` in the other branch of the choice (``x.cpu().numpy()
+  if x.is_cuda else x.numpy()``) follows the move unconditionally: in its block or a block around
+  it, in the same branch, perhaps in a later ``with``, with no ``return``, ``raise``, ``break`` or
+  ``continue`` between, no ``try`` or ``suppress`` around it that may catch TypeError, and not
+  under an ``if`` expression, an ``and``/``or``, a comprehension or a lambda.  torch raises
+  TypeError for ``.numpy()`` of any tensor off the CPU;
 - as it was for anything else: arithmetic, a call that may mix it with CPU tensors, collecting it
   (``append``), storing it on an object or in a container, a later binding of the name (``x +=``
-  included), a closure, comprehension or ``global`` that names it, an ``else`` branch, a test that
-  ``or`` widens or ``not`` turns round, a move with anything but ``clone`` or ``contiguous`` beside
-  it (``detach`` only on the CUDA path keeps the graph elsewhere, ``float`` changes the dtype)."""
+  and a comprehension's own variable included), a closure, lambda or ``global`` that names it, an
+  ``else`` branch, a test that ``or`` widens or ``not`` turns round, a move with anything but
+  ``clone`` or ``contiguous`` beside it (``detach`` only on the CUDA path keeps the graph
+  elsewhere, ``float`` changes the dtype), a dropped ``.cpu()`` of a value the test does not show
+  is a tensor (a module's moves it in place)."""
 from __future__ import annotations
 
 import ast
