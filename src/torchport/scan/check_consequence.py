@@ -526,7 +526,8 @@ def _moved_to_the_host(context: FileContext, statement: ast.stmt, finding: Findi
     if not (finding.detail == ".is_cuda" or finding.detail.startswith("comparison with")) or (
             "cpu" not in context.source(statement)):
         return None
-    move = host_move.only_from_cuda(whole().tree, finding.line)
+    file = whole()  # its parent map is built once a file, for every reader that looks up
+    move = host_move.only_from_cuda(file.tree, finding.line, file.parents)
     if move is None:
         return None
     if move.needs_host is None:

@@ -303,9 +303,10 @@ class Move:
     needs_host: int | None
 
 
-def only_from_cuda(tree: ast.Module, line: int) -> Move | None:
+def only_from_cuda(tree: ast.Module, line: int, parents: dict[int, ast.AST]) -> Move | None:
     """The move to the host that the device test at ``line`` makes only for a CUDA value, where
-    what its function does next can be read; None otherwise."""
+    what its function does next can be read; None otherwise.  ``parents``: the parent of every
+    node of ``tree`` (``FileContext.parents``, built once a file)."""
     holding = statements_holding(tree, line)
     functions = [s for s in holding if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not functions or not holding or isinstance(holding[-1], (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -351,7 +352,6 @@ def only_from_cuda(tree: ast.Module, line: int) -> Move | None:
                 id(node) not in inside and (loop is not None or node.lineno > statement.lineno)) and not (
                 loop is not None and isinstance(loop, (ast.For, ast.AsyncFor)) and node is loop.target):
             return None  # bound again (`x += cpu_tensor`, a comprehension's own `x`): reads may be of another value
-    parents = {id(child): node for node in walk_nodes(function) for child in ast.iter_child_nodes(node)}
     needs_host: list[int] = []
     unknown = False
     for node in walk_nodes(function):
