@@ -43,7 +43,9 @@ def project_names(paths: list[str]) -> set[str]:
     """The top-level names under which the scanned files may be imported: the outermost
     package folder of each, every folder above it (a namespace package such as ``autogluon``
     has no ``__init__.py``) and every module's own name (a script imports its sibling modules
-    by it).  Not a subpackage's name: ``import torch`` never means ``mypackage/nn/torch/``."""
+    by it), unless the module lies in a package.  Not a subpackage's name, nor a packaged module's:
+    ``import torch`` never means ``mypackage/nn/torch/`` or ``mypackage/backends/torch.py``, since
+    Python 3 resolves an absolute import from the top level, not beside the importing file."""
     names: set[str] = set()
     outside: dict[str, str] = {}  # a folder -> the first folder above it that is not a package
 
@@ -59,7 +61,8 @@ def project_names(paths: list[str]) -> set[str]:
         above = outside_of(folder)
         inside = folder[len(above):].strip(os.sep).split(os.sep)
         names.update(above.split(os.sep) + inside[:1])
-    names.update(os.path.basename(path).rsplit(".", 1)[0] for path in paths)
+    names.update(os.path.basename(path).rsplit(".", 1)[0] for path in paths
+                 if outside_of(os.path.abspath(os.path.dirname(path))) == os.path.abspath(os.path.dirname(path)))
     return names
 
 
@@ -271,7 +274,7 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
             reaching_surely = [call for call, surely, _ in calls[name] if surely] if kind == DEFAULT_OF_FUNCTION \
                 else reached
             if finding.default_falls_back:
-                passed = all(passes_a_value(call, parameter, position, functions)
+                passed = all(passes_a_value(call, parameter, position, functions, finding.default_falls_back)
                              for call, _, functions in calls[name])
             else:
                 passed = all(passes_argument(call, parameter, position, unpacking_counts)

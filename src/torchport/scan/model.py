@@ -53,6 +53,21 @@ class Related:
     message: str
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """What a call must hand a parameter to reach its function's own CUDA fallback: the value the
+    function tests for (None of ``if device is None``, "auto" of ``if device == "auto"``), or any
+    false value (``device or "cuda"``); and whether leaving the parameter out reaches it, which
+    its default decides (``def f(device="cpu"): device = device or pick()`` never does)."""
+    value: object = None
+    falsy: bool = False
+    omitted: bool = True
+
+    def reached_by(self, constant: object) -> bool:
+        """Whether a call passing this constant takes the fallback."""
+        return not constant if self.falsy else constant == self.value
+
+
 @dataclass
 class Finding:
     rule_id: str
@@ -78,9 +93,9 @@ class Finding:
     # name, parameter, position in a call, whether `**kwargs` in a call counts as passing it,
     # DEFAULT_OF_FUNCTION, _CLASS or _METHOD).  The whole scan then checks the other files' calls.
     default_of: tuple[str, str, int | None, bool, str] | None = None
-    # The default is a None the function replaces by CUDA (``if device is None: device = "cuda"``):
-    # a call passing None, or a None it was given, reaches it.
-    default_falls_back: bool = False
+    # The default is one the function replaces by CUDA (``if device is None: device = "cuda"``,
+    # ``if device == "auto": ...``): which calls reach that replacement.
+    default_falls_back: Fallback | None = None
     # In functions its file uses only in tests that run only with CUDA: (the functions' names, the
     # reason).  Lowered to info by the whole scan if no other scanned file spells one of the names.
     only_in_cuda_tests: tuple[tuple[str, ...], str] | None = None

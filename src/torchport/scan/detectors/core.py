@@ -32,7 +32,7 @@ from torchport.scan.detectors.shared import (
     is_test_file,
 )
 from torchport.scan.detectors.state import AnalyzerState
-from torchport.scan.model import Related, default_of_kind
+from torchport.scan.model import Fallback, Related, default_of_kind
 from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     catches_a_missing_module,
@@ -587,40 +587,54 @@ def _names_a_device(statement) -> bool:
     return False
 
 
-def _is_none_test(test: ast.expr, name: str, negated: bool = False) -> bool:
-    """``name is None`` (``name is not None`` where ``negated``)."""
-    return (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.IsNot if negated else ast.Is)
-            and isinstance(test.left, ast.Name) and test.left.id == name
-            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None)
+def _fallback_test(test: ast.expr, defaults: dict[str, object], negated: bool = False) -> tuple[str, Fallback] | None:
+    """The parameter (one of ``defaults``, with its constant default) whose fallback ``test`` is
+    true for, and which values are: ``p is None``, ``p == "auto"`` (either way round), ``not p``;
+    where ``negated``, the test for the other values (``p is not None``, ``p != "auto"``)."""
+    if (not negated and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+            and isinstance(test.operand, ast.Name) and test.operand.id in defaults):
+        return test.operand.id, Fallback(falsy=True, omitted=not defaults[test.operand.id])
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    operator, left, right = type(test.ops[0]), test.left, test.comparators[0]
+    if isinstance(right, ast.Name) and isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(left, ast.Name) and left.id in defaults and isinstance(right, ast.Constant)):
+        return None
+    sentinel, default = right.value, defaults[left.id]
+    identity, equality = (ast.IsNot, ast.NotEq) if negated else (ast.Is, ast.Eq)
+    if not ((operator is identity and sentinel is None) or (operator is equality and isinstance(sentinel, str))):
+        return None
+    return left.id, Fallback(value=sentinel, omitted=default == sentinel)
 
 
-def _none_fallback(statement: ast.stmt, names: set[str]) -> tuple[str, ast.expr] | None:
-    """(parameter, the value it falls back to) for ``if p is None: p = V``, ``p = p or V`` and
-    ``p = V if p is None else p`` (or ``p if p is not None else V``), ``p`` one of ``names``."""
+def _default_fallback(statement: ast.stmt, defaults: dict[str, object]) -> tuple[str, ast.expr, Fallback] | None:
+    """(parameter, the value it falls back to, which calls reach it) for ``if p is None: x = V``,
+    ``x = p or V`` and ``x = V if p is None else p`` (or ``p if p is not None else V``), and the
+    same with a string the function tests for (``if p == "auto": x = V``); ``p`` one of
+    ``defaults``, ``x`` any one target (``p`` itself, ``self.device``)."""
     if (isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1
-            and isinstance(statement.body[0], ast.Assign)):
-        assign = statement.body[0]
-        target = assign.targets[0] if len(assign.targets) == 1 else None
-        if isinstance(target, ast.Name) and target.id in names and _is_none_test(statement.test, target.id):
-            return target.id, assign.value
+            and isinstance(statement.body[0], ast.Assign) and len(statement.body[0].targets) == 1):
+        picked = _fallback_test(statement.test, defaults)
+        return (picked[0], statement.body[0].value, picked[1]) if picked else None
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
         return None
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in names):
-        return None
-    name, value = statement.targets[0].id, statement.value
+    value = statement.value
 
-    def is_parameter(node: ast.expr) -> bool:
+    def is_parameter(node: ast.expr, name: str) -> bool:
         return isinstance(node, ast.Name) and node.id == name
 
     if (isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2
-            and is_parameter(value.values[0])):
-        return name, value.values[1]
+            and isinstance(value.values[0], ast.Name) and value.values[0].id in defaults):
+        name = value.values[0].id
+        return name, value.values[1], Fallback(falsy=True, omitted=not defaults[name])
     if isinstance(value, ast.IfExp):
-        if _is_none_test(value.test, name) and is_parameter(value.orelse):
-            return name, value.body
-        if _is_none_test(value.test, name, negated=True) and is_parameter(value.body):
-            return name, value.orelse
+        picked = _fallback_test(value.test, defaults)
+        if picked and is_parameter(value.orelse, picked[0]):
+            return picked[0], value.body, picked[1]
+        picked = _fallback_test(value.test, defaults, negated=True)
+        if picked and is_parameter(value.body, picked[0]):
+            return picked[0], value.orelse, picked[1]
     return None
 
 
@@ -1185,36 +1199,38 @@ class AnalyzerCore(AnalyzerState):
 
     def _read_none_default_fallbacks(self, function, findings) -> None:
         """``def shard(self, module, device=None): if device is None: device = torch.device("cuda")``
-        (or ``device = device or "cuda"``) at the top level of the body: that value is the
-        parameter's default in all but name, read as a default is (every call in this file passes
-        the parameter; or, called only from other files, those calls decide)."""
-        candidates = {argument.arg for argument, default in parameter_defaults(function.args)
-                      if isinstance(default, ast.Constant) and default.value is None}
+        (or ``device = device or "cuda"``, ``if device == "auto": device = pick()``) at the top level
+        of the body: that value is the parameter's default in all but name, read as a default is
+        (every call in this file keeps away from it; or, called only from other files, those calls
+        decide)."""
+        candidates: dict[str, object] = {argument.arg: default.value for argument, default
+                                         in parameter_defaults(function.args) if isinstance(default, ast.Constant)}
         if not candidates or not findings:
             return
         for statement in function.body:
-            fallback = _none_fallback(statement, candidates)
-            if fallback is None:
-                candidates -= {n.id for n in walk_nodes(statement) if isinstance(n, ast.Name)
-                               and isinstance(n.ctx, ast.Store)}  # rebound first: no longer the argument
+            found = _default_fallback(statement, candidates)
+            if found is None:
+                for node in walk_nodes(statement):  # rebound first: no longer the argument
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        candidates.pop(node.id, None)
                 if not candidates:
                     return
                 continue
-            parameter, value = fallback
+            parameter, value, fallback = found
             inside = [f for f in findings if _within(f, value) and f.severity_cap is None and f.default_of is None]
-            if inside and self._every_call_passes_a_value(function, parameter):
+            if inside and self._every_call_passes_a_value(function, parameter, fallback):
                 self._cap(inside, f"default only: every call in this file passes {parameter}")
             elif inside and (called_as := self._called_elsewhere(function, parameter)):
                 for finding in inside:
                     finding.default_of = (*called_as[:3], False, called_as[4])  # **kwargs may not hold it
-                    finding.default_falls_back = True
-            candidates.discard(parameter)
+                    finding.default_falls_back = fallback
+            candidates.pop(parameter, None)
 
-    def _every_call_passes_a_value(self, function, parameter: str) -> bool:
-        """For a None default the function replaces by CUDA: the file calls the function, every
-        call passes the parameter a value that is not None (``passes_a_value``), and the file
-        names the function nowhere else: not as a value (a callback, ``functools.partial``), not in
-        a subclass's bases, not through its class (``Base.place(obj, x)``, where the slots shift)."""
+    def _every_call_passes_a_value(self, function, parameter: str, fallback: Fallback) -> bool:
+        """For a default the function replaces by CUDA: the file calls the function, every call
+        keeps away from the ``fallback`` (``passes_a_value``), and the file names the function
+        nowhere else: not as a value (a callback, ``functools.partial``), not in a subclass's
+        bases, not through its class (``Base.place(obj, x)``, where the slots shift)."""
         _, name, position, calls = self._calls_in_file(function, parameter)
         owner = self.class_names[-1] if self.class_names else ""
         if not calls or any(isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
@@ -1224,7 +1240,7 @@ class AnalyzerCore(AnalyzerState):
         if mentions > 1 + len(calls):  # the definition and the calls, nothing else
             return False
         functions = list(self._functions.values())
-        return all(passes_a_value(call, parameter, position, functions) for call in calls)
+        return all(passes_a_value(call, parameter, position, functions, fallback) for call in calls)
 
     def _cap_asked_float64(self, name: str, findings) -> None:
         """``class DoublePrecision``: float64 is what the user asked for."""

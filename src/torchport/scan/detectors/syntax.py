@@ -7,7 +7,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 
-from torchport.scan.model import Edit
+from torchport.scan.model import Edit, Fallback
 
 
 def walk_nodes(node: ast.AST) -> Iterator[ast.AST]:
@@ -133,22 +133,24 @@ def passes_argument(call: ast.Call, parameter: str, position: int | None, unpack
 
 
 def passes_a_value(call: ast.Call, parameter: str, position: int | None,
-                   functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef]) -> bool:
-    """Whether ``call`` passes ``parameter`` a value that is not None as far as its file shows, for
-    a parameter whose None makes the function fall back to CUDA: not through ``*args`` /
-    ``**kwargs``, not ``None``, and not a parameter of the calling function (among ``functions``,
-    the file's) that itself defaults to None, which a wrapper hands on unchanged."""
+                   functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef], fallback: Fallback) -> bool:
+    """Whether ``call`` keeps away from the fallback of a parameter whose ``fallback`` value makes
+    the function fall back to CUDA, as far as its file shows: it passes another value, not through
+    ``*args`` / ``**kwargs``, and not a parameter of the calling function (among ``functions``, the
+    file's) that itself defaults to the fallback value, which a wrapper hands on unchanged; or it
+    leaves the parameter out where the default does not reach the fallback."""
     if not passes_argument(call, parameter, position, unpacking_counts=False):
-        return False
+        unpacked = any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords)
+        return not fallback.omitted and not unpacked
     value = call_argument(call, position, parameter)
-    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+    if value is None or (isinstance(value, ast.Constant) and fallback.reached_by(value.value)):
         return False
     if not isinstance(value, ast.Name):
         return True
     around = [f for f in functions if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]
     caller = max(around, key=lambda f: f.lineno, default=None)
     return caller is None or not any(
-        argument.arg == value.id and isinstance(default, ast.Constant) and default.value is None
+        argument.arg == value.id and isinstance(default, ast.Constant) and fallback.reached_by(default.value)
         for argument, default in parameter_defaults(caller.args))
 
 
