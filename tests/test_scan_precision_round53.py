@@ -272,3 +272,137 @@ def test_a_packaged_module_named_like_a_library_is_not_imported_by_that_name(tmp
     x = torch.zeros(1).cuda()  # kept
     ''')))
     kept_lines_stay(helpers, "TP003", root=tmp_path / "b")
+
+
+_BUILD = '''
+    import argparse
+
+    import torch
+
+    DEFAULT_DEVICE = "auto"
+    REGISTRY = {}
+
+
+    def register(name):
+        def decorate(fn):
+            REGISTRY[name] = fn
+            return fn
+        return decorate
+
+
+    def build_model(device="auto"):
+        if device == "auto":
+            device = torch.device("cuda")  # kept
+        return torch.nn.Linear(4, 2).to(device)
+'''
+
+
+@pytest.mark.parametrize("caller", [
+    # a module name bound to "auto"
+    'model = build_model(device=DEFAULT_DEVICE)',
+    # a closure handing on its own "auto"
+    'def make_factory(device="auto"):\n    def factory():\n        return build_model(device=device)\n'
+    '    return factory',
+    'MODELS = {"linear": lambda device="auto": build_model(device=device)}',
+    # an option of the same file whose default is "auto"
+    'def main():\n    parser = argparse.ArgumentParser()\n    parser.add_argument("--device", default="auto")\n'
+    '    args = parser.parse_args()\n    return build_model(device=args.device)',
+])
+def test_a_caller_handing_on_the_auto_value_keeps_the_fallback(tmp_path: Path, caller: str) -> None:
+    """The review's shapes (docs/precision/round53.md): each run on the CPU build reaches the CUDA line."""
+    import textwrap
+    path = _write(tmp_path, "infer.py", _BUILD + textwrap.indent("\n\n" + caller + "\n", "    "))
+    kept_lines_stay(path, "TP001")
+
+
+def test_what_the_review_found_binds_or_calls_the_parameter_otherwise(tmp_path: Path) -> None:
+    """A fallback that rebinds another parameter the next one tests; a ``match`` capture; a flag
+    default (``cpu=False``), a run-time switch; a registry decorator."""
+    rebind = _write(tmp_path / "a", "rebind.py", '''
+    import torch
+
+
+    def build_model(device="cpu", preset=None):
+        if preset == "fast":
+            device = "auto"
+        if device == "auto":
+            device = torch.device("cuda")  # kept
+        return torch.nn.Linear(4, 2).to(device)
+
+
+    def main():
+        return build_model(preset="fast"), build_model(device="cpu")
+    ''')
+    captured = _write(tmp_path / "b", "captured.py", '''
+    import torch
+
+
+    def build_model(config, device="cpu"):
+        match config:
+            case {"device": device}:
+                pass
+        if device == "auto":
+            device = torch.device("cuda")  # kept
+        return torch.nn.Linear(4, 2).to(device)
+
+
+    def main():
+        return build_model({"device": "auto"}, device="cpu")
+    ''')
+    flag = _write(tmp_path / "c", "flag.py", '''
+    import torch
+
+
+    def get_model(cpu=False):
+        model = torch.nn.Linear(4, 2)
+        if not cpu:
+            model = model.cuda()  # kept
+        return model
+
+
+    def main(args):
+        return get_model(cpu=args.cpu)
+    ''')
+    registered = _write(tmp_path / "d", "registered.py", _BUILD + '''
+
+    @register("small")
+    def build_small(device="auto"):
+        if device == "auto":
+            device = torch.device("cuda")  # kept
+        return torch.nn.Linear(2, 2).to(device)
+
+
+    def smoke_test():
+        return build_small(device="cpu")
+    ''')
+    for path in (rebind, captured, flag, registered):
+        kept_lines_stay(path)
+
+
+def test_a_script_in_a_package_folder_imports_its_sibling_by_name(tmp_path: Path) -> None:
+    """``python mypkg/train.py`` puts ``mypkg/`` first on sys.path: its ``import models`` is the
+    package's ``models.py``, whose calls there leave the device out."""
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    models = _write(package, "models.py", '''
+    import torch
+
+
+    def build_model(device="cuda"):  # kept
+        return torch.nn.Linear(4, 2).to(device)
+    ''')
+    _write(package, "api.py", '''
+    from mypkg.models import build_model
+
+
+    def serve():
+        return build_model(device="cpu")
+    ''')
+    _write(package, "train.py", '''
+    import models
+
+    if __name__ == "__main__":
+        models.build_model()
+    ''')
+    kept_lines_stay(models, "TP001", root=tmp_path)

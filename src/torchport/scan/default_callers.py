@@ -30,8 +30,9 @@ import re
 from collections.abc import Callable
 
 from torchport.scan import device_flow, files, python
-from torchport.scan.detectors.syntax import last_name, passes_a_value, passes_argument, walk_nodes
+from torchport.scan.detectors.syntax import CallSite, call_site, last_name, passes_a_value, passes_argument, walk_nodes
 from torchport.scan.model import DEFAULT_OF_FUNCTION, DEFAULT_OF_METHOD, FileResult, Finding
+from torchport.scan.packages import LIBRARY_NAMES
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BUILTINS = frozenset(dir(builtins))
@@ -43,9 +44,10 @@ def project_names(paths: list[str]) -> set[str]:
     """The top-level names under which the scanned files may be imported: the outermost
     package folder of each, every folder above it (a namespace package such as ``autogluon``
     has no ``__init__.py``) and every module's own name (a script imports its sibling modules
-    by it), unless the module lies in a package.  Not a subpackage's name, nor a packaged module's:
-    ``import torch`` never means ``mypackage/nn/torch/`` or ``mypackage/backends/torch.py``, since
-    Python 3 resolves an absolute import from the top level, not beside the importing file."""
+    by it).  Not a subpackage's name: ``import torch`` never means ``mypackage/nn/torch/``; nor a
+    packaged module's that names a library (``packages.LIBRARY_NAMES``): ``import torch`` in a
+    package with a ``backends/torch.py`` means PyTorch, though a script run beside that file would
+    find the file first."""
     names: set[str] = set()
     outside: dict[str, str] = {}  # a folder -> the first folder above it that is not a package
 
@@ -61,8 +63,10 @@ def project_names(paths: list[str]) -> set[str]:
         above = outside_of(folder)
         inside = folder[len(above):].strip(os.sep).split(os.sep)
         names.update(above.split(os.sep) + inside[:1])
-    names.update(os.path.basename(path).rsplit(".", 1)[0] for path in paths
-                 if outside_of(os.path.abspath(os.path.dirname(path))) == os.path.abspath(os.path.dirname(path)))
+    for path in paths:
+        name, folder = os.path.basename(path).rsplit(".", 1)[0], os.path.abspath(os.path.dirname(path))
+        if name not in LIBRARY_NAMES or outside_of(folder) == folder:
+            names.add(name)
     return names
 
 
@@ -207,7 +211,7 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
                 pending.setdefault(finding.default_of[0], []).append(finding)
     if not pending:
         return
-    calls: dict[str, list[tuple[ast.Call, bool, list]]] = {name: [] for name in pending}
+    calls: dict[str, list[tuple[ast.Call, bool, CallSite]]] = {name: [] for name in pending}
     # a None that falls back to CUDA: whether a call hands on a None of its own function is read
     # in the whole file, whose functions are kept per call
     falls_back = {name for name, findings in pending.items() if any(f.default_falls_back for f in findings)}
@@ -255,10 +259,9 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             forget(named)
             continue
-        functions = [n for n in walk_nodes(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] \
-            if any(reaching[name] in falls_back for _, name, _ in reading.calls) else []
+        site = call_site(tree) if any(reaching[name] in falls_back for _, name, _ in reading.calls) else CallSite()
         for call, name, sure in reading.calls:
-            calls[reaching[name]].append((call, sure, functions))
+            calls[reaching[name]].append((call, sure, site))
             unpacked.note(call, tree)
         escaped.update(reaching[name] for name in reading.escaped)
         escaped.update(reaching[name] for name in reading.bases & set(reaching)
@@ -274,8 +277,8 @@ def lower_defaults_every_call_passes(work, results: list[tuple[FileResult, int]]
             reaching_surely = [call for call, surely, _ in calls[name] if surely] if kind == DEFAULT_OF_FUNCTION \
                 else reached
             if finding.default_falls_back:
-                passed = all(passes_a_value(call, parameter, position, functions, finding.default_falls_back)
-                             for call, _, functions in calls[name])
+                passed = all(passes_a_value(call, parameter, position, site, finding.default_falls_back)
+                             for call, _, site in calls[name])
             else:
                 passed = all(passes_argument(call, parameter, position, unpacking_counts)
                              or unpacked.holds(call, parameter) for call in reached)

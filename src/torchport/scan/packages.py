@@ -2,8 +2,15 @@
 from __future__ import annotations
 
 import re
+import sys
 
 from torchport.scan.rules import CUDA_ONLY_PACKAGE, TRITON_KERNEL
+
+# Import names that mean the library, whatever file of that name a project holds: the standard
+# library's and those installed beside any PyTorch program.
+LIBRARY_NAMES = frozenset(sys.stdlib_module_names) | {
+    "__future__", "torch", "numpy", "scipy", "PIL", "cv2", "sklearn", "pandas", "transformers", "torchvision",
+    "torchaudio", "triton", "tensorflow", "jax", "yaml", "tqdm", "einops"}
 
 RULE_IDS = (CUDA_ONLY_PACKAGE, TRITON_KERNEL)
 

@@ -41,6 +41,7 @@ from torchport.scan.detectors.syntax import (
     last_name,
     nested_statements,
     parameter_defaults,
+    call_site,
     passes_a_value,
     passes_argument,
     replace_node,
@@ -638,6 +639,37 @@ def _default_fallback(statement: ast.stmt, defaults: dict[str, object]) -> tuple
     return None
 
 
+def _wraps_in_place(decorator: ast.expr) -> bool:
+    """A decorator that registers the function nowhere: ``staticmethod``, ``classmethod``,
+    ``property``, ``functools.*``, ``torch.*`` (``@torch.no_grad()``)."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    root = target
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return (isinstance(target, ast.Name) and target.id in ("staticmethod", "classmethod", "property")) or (
+        isinstance(root, ast.Name) and root.id in ("functools", "torch") and root is not target)
+
+
+def _drop_rebound(statement: ast.stmt, candidates: dict[str, object]) -> None:
+    """Forget the parameters a statement may bind: a store, ``except ... as``, ``import ... as``, a
+    ``def`` or ``class``, a ``match`` capture, a ``global``."""
+    for node in walk_nodes(statement):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            candidates.pop(node.id, None)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            candidates.pop(node.name, None)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            candidates.pop(node.rest, None)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            candidates.pop(node.name, None)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                candidates.pop((alias.asname or alias.name).split(".")[0], None)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                candidates.pop(name, None)
+
+
 def _within(finding, node) -> bool:
     """Whether a finding (1-based column) lies inside ``node``'s source span."""
     start, end = (node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)
@@ -1203,16 +1235,16 @@ class AnalyzerCore(AnalyzerState):
         of the body: that value is the parameter's default in all but name, read as a default is
         (every call in this file keeps away from it; or, called only from other files, those calls
         decide)."""
+        # not a flag (`cpu=False`, `if not cpu: model.cuda()`): a run-time switch, not a device default
         candidates: dict[str, object] = {argument.arg: default.value for argument, default
-                                         in parameter_defaults(function.args) if isinstance(default, ast.Constant)}
+                                         in parameter_defaults(function.args)
+                                         if isinstance(default, ast.Constant) and not isinstance(default.value, bool)}
         if not candidates or not findings:
             return
         for statement in function.body:
             found = _default_fallback(statement, candidates)
             if found is None:
-                for node in walk_nodes(statement):  # rebound first: no longer the argument
-                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                        candidates.pop(node.id, None)
+                _drop_rebound(statement, candidates)  # rebound first: no longer the argument
                 if not candidates:
                     return
                 continue
@@ -1225,6 +1257,9 @@ class AnalyzerCore(AnalyzerState):
                     finding.default_of = (*called_as[:3], False, called_as[4])  # **kwargs may not hold it
                     finding.default_falls_back = fallback
             candidates.pop(parameter, None)
+            _drop_rebound(statement, candidates)  # `if preset == "fast": device = "auto"`
+            if not candidates:
+                return
 
     def _every_call_passes_a_value(self, function, parameter: str, fallback: Fallback) -> bool:
         """For a default the function replaces by CUDA: the file calls the function, every call
@@ -1236,11 +1271,17 @@ class AnalyzerCore(AnalyzerState):
         if not calls or any(isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
                             and call.func.value.id == owner for call in calls):
             return False
+        if any(not _wraps_in_place(decorator) for decorator in function.decorator_list):
+            return False  # `@register("linear")`: a registry calls it, with what the file does not show
         mentions = len(re.findall(rf"(?<!\w){re.escape(name)}\b", "\n".join(self.lines)))
         if mentions > 1 + len(calls):  # the definition and the calls, nothing else
             return False
-        functions = list(self._functions.values())
-        return all(passes_a_value(call, parameter, position, functions, fallback) for call in calls)
+        if self._call_site is None:
+            try:
+                self._call_site = call_site(ast.parse("\n".join(self.lines)))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return False
+        return all(passes_a_value(call, parameter, position, self._call_site, fallback) for call in calls)
 
     def _cap_asked_float64(self, name: str, findings) -> None:
         """``class DoublePrecision``: float64 is what the user asked for."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from torchport.scan.detectors.shared import ANY_VERSION, DEVICE_NAME, HELPER_NAME
 from torchport.scan.detectors.syntax import (
+    CallSite,
     character_column,
     closing_paren,
     import_aliases,
@@ -51,6 +52,7 @@ class AnalyzerState(ast.NodeVisitor):
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
         self._whole_imports: dict[str, str] = {}  # import_aliases of the whole file, filled with _calls
         self._functions: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # every def of the whole file, by line
+        self._call_site: CallSite | None = None  # for passes_a_value, read when first needed
         self._narrowing_names: set[str] | None = None  # names rebound as `x = x and ...` in the file
         self._property_returns: dict[str, str] | None = None  # `@property def NAME(self): return X`: X by NAME
         self._open_queries: set[int] = set()  # `or` tests being asked about, against self-reference

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from torchport.scan.model import Edit, Fallback
 
@@ -132,26 +133,81 @@ def passes_argument(call: ast.Call, parameter: str, position: int | None, unpack
         unpacking_counts and any(isinstance(a, ast.Starred) for a in call.args))
 
 
-def passes_a_value(call: ast.Call, parameter: str, position: int | None,
-                   functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef], fallback: Fallback) -> bool:
+@dataclass
+class CallSite:
+    """What a file shows around its calls, for ``passes_a_value``: its functions and lambdas, the
+    module's names bound once to a constant, and its command-line options' defaults (``--device``
+    -> ``"auto"``; a store_true flag -> False; no default -> None)."""
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = field(default_factory=list)
+    constants: dict[str, object] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
+
+
+_NO_CONSTANT = object()
+
+
+def call_site(tree: ast.Module) -> CallSite:
+    site = CallSite()
+    bound: dict[str, int] = {}
+    for statement in tree.body:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    bound[target.id] = bound.get(target.id, 0) + 1
+                    value = statement.value
+                    site.constants[target.id] = value.value if isinstance(value, ast.Constant) else _NO_CONSTANT
+    site.constants = {name: value for name, value in site.constants.items()
+                      if bound[name] == 1 and value is not _NO_CONSTANT}
+    for node in walk_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            site.functions.append(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            flags = [string_value(a) for a in node.args]
+            long = next((f for f in flags if f and f.startswith("--")), None)
+            if long is None:
+                continue
+            name = keyword_value(node, "dest")
+            key = string_value(name) if name is not None else long[2:].replace("-", "_")
+            default = keyword_value(node, "default")
+            action = string_value(keyword_value(node, "action"))
+            if default is None:
+                site.options[key or ""] = {"store_true": False, "store_false": True}.get(action or "")
+            elif isinstance(default, ast.Constant):
+                site.options[key or ""] = default.value
+            else:
+                site.options[key or ""] = _NO_CONSTANT
+    return site
+
+
+def passes_a_value(call: ast.Call, parameter: str, position: int | None, site: CallSite, fallback: Fallback) -> bool:
     """Whether ``call`` keeps away from the fallback of a parameter whose ``fallback`` value makes
-    the function fall back to CUDA, as far as its file shows: it passes another value, not through
-    ``*args`` / ``**kwargs``, and not a parameter of the calling function (among ``functions``, the
-    file's) that itself defaults to the fallback value, which a wrapper hands on unchanged; or it
-    leaves the parameter out where the default does not reach the fallback."""
+    the function fall back to CUDA, as far as its file (``site``) shows: it passes another value, not
+    through ``*args`` / ``**kwargs``; not a module name bound to the fallback value, nor an option
+    (``args.device``) whose default is it, nor a parameter of a function or lambda around the call
+    that defaults to it (a wrapper handing it on); or it leaves the parameter out where the default
+    does not reach the fallback."""
     if not passes_argument(call, parameter, position, unpacking_counts=False):
         unpacked = any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords)
         return not fallback.omitted and not unpacked
+
+    def reaches(node: ast.expr | None) -> bool:
+        if isinstance(node, ast.Constant):
+            return fallback.reached_by(node.value)
+        return isinstance(node, ast.Name) and node.id in site.constants and fallback.reached_by(site.constants[node.id])
+
     value = call_argument(call, position, parameter)
-    if value is None or (isinstance(value, ast.Constant) and fallback.reached_by(value.value)):
+    if value is None or reaches(value):
         return False
+    if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id not in ("self", "cls")
+            and value.attr in site.options):
+        option = site.options[value.attr]
+        return option is not _NO_CONSTANT and not fallback.reached_by(option)
     if not isinstance(value, ast.Name):
         return True
-    around = [f for f in functions if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]
-    caller = max(around, key=lambda f: f.lineno, default=None)
-    return caller is None or not any(
-        argument.arg == value.id and isinstance(default, ast.Constant) and fallback.reached_by(default.value)
-        for argument, default in parameter_defaults(caller.args))
+    around = [f for f in site.functions if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]
+    return not any(argument.arg == value.id and reaches(default)
+                   for function in around for argument, default in parameter_defaults(function.args))
 
 
 def keyword_value(call: ast.Call, name: str):
