@@ -25,7 +25,7 @@ from pathlib import Path
 
 from torchport.errors import UserError
 from torchport.scan import (conftest_skips, cross_file_guards, default_callers, device_flow, extensions, float64_device, policy,
-                            python, reachability, removed_torch, textfiles, unused_classes)
+                            python, reachability, removed_torch, textfiles, unused_classes, vendored_imports)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -420,6 +420,9 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
                  "tests a conftest skips without CUDA")
     across_files(lambda: removed_torch.lower_past_removed_api(work, results, read, reachability.whole_package_in(paths)),
                  "code past removed torch APIs")
+    across_files(lambda: vendored_imports.lower_vendored_self_imports(work, results, read,
+                                                                      reachability.whole_package_in(paths), roots),
+                 "vendored code importing itself by a name the package lacks")
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:

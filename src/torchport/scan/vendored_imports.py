@@ -1,0 +1,415 @@
+"""Vendored code that imports itself by a name the installed package does not have.
+
+A package that copies another project into a subfolder (``deep_image_matching/thirdparty/DeDoDe/``,
+whose own package is ``.../DeDoDe/DeDoDe/``) often keeps that project's scripts, training code and
+benchmarks, which import it by its original top-level name: ``from DeDoDe.utils import *``.
+Nothing that imports the host package makes that name importable: the only ``DeDoDe`` the scanned
+files hold sits inside the host package, and Python looks for a top-level name on ``sys.path``, not
+beside the importing file.  Reached through the host, such a module fails at that import, before
+any CUDA line below it runs.
+
+A finding is lowered to info where all of these hold, in a package scanned whole:
+
+- the finding's file imports, in an unconditional statement of its module body before the finding
+  (not in ``try``, ``if`` or a function), a top-level name that is not the standard library's;
+- every folder or module of that name among the scanned files lies inside a package (an
+  ``__init__.py`` in its folder or above it, below the scanned folder), and one of them beside a
+  folder that also holds the importing file, deeper than that folder itself: the vendored project
+  importing its own code from its scripts, benchmarks or training code (a script directly in that
+  folder, run as ``python script.py``, finds the name through its own folder, and is left alone);
+- the name is not one every PyTorch environment has (``torch``, ``numpy``, ``transformers``...) nor
+  a dependency that the scanned folders declare (a wheel's ``METADATA``, ``pyproject.toml``,
+  ``setup.py``, ``setup.cfg``, ``requirements*.txt``, ``requirements/*.txt``, ``environment.yml``,
+  ``Pipfile``, in the folder or one below it);
+- nothing among the scanned files may put that folder on ``sys.path`` or bind the name in
+  ``sys.modules``: every ``sys.path`` change (``append``, ``insert``, ``site.addsitedir``) is read
+  to a folder, which must not be it; a store into ``sys.path`` or a slice of it, ``extend``, ``from
+  sys import path``, a ``sys.modules`` key the reader cannot read, ``PYTHONPATH`` or pytest's
+  ``syspath_prepend`` in a Python file, a ``.pth`` file, or ``PYTHONPATH``/``pythonpath`` in a shell
+  script, ini, cfg, toml or yaml file turns the reading off; the importing file may not change them
+  itself; pytest may not put the folder there (a ``conftest.py`` in it, or a test module whose
+  first folder up without an ``__init__.py`` is it).  A path built from ``__file__``
+  (``os.path.dirname``, ``join``, ``Path(...).parent``, ``/``) is followed; a relative string is
+  read from the changing file's folder and from every folder above it in the scan, since its
+  meaning depends on where the program runs.
+
+What it claims is narrower than "never runs": the vendored project still runs as its own
+project, from its own folder (``python -m experiments.train`` there) or installed on its own.
+Nothing that imports the host package reaches the module.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from collections.abc import Callable
+
+from torchport.scan import files
+from torchport.scan.detectors.syntax import last_name
+from torchport.scan.model import FileResult
+from torchport.scan.packages import LIBRARY_NAMES
+from torchport.scan.policy import still_hot
+
+_PATH_CHANGE = re.compile(rb"sys\b|addsitedir")
+_DECLARATIONS = ("METADATA", "PKG-INFO", "pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "environment.yml",
+                 "environment.yaml")
+
+
+def declared_dependencies(roots: list[str]) -> str:
+    """The text of the dependency declarations directly in the scanned folders or one folder down
+    (a wheel's ``*.dist-info/METADATA``, a checkout's ``pyproject.toml``, ``requirements*.txt`` or
+    ``requirements/*.txt``, a conda ``environment.yml``), lower case with ``_`` read as ``-``."""
+    texts = []
+    for root in roots:
+        for folder in (root, *(os.path.join(root, d) for d in _listdir(root))):
+            for name in _listdir(folder):
+                if name in _DECLARATIONS or (name.endswith(".txt") and (
+                        name.startswith("requirements") or os.path.basename(folder) == "requirements")):
+                    try:
+                        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                            texts.append(handle.read(1_000_000))
+                    except OSError:
+                        continue
+    return "\n".join(texts).lower().replace("_", "-")
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    except OSError:
+        return []
+
+
+def _declared(name: str, declarations: str) -> bool:
+    word = re.escape(name.lower().replace("_", "-"))
+    return re.search(rf"(?<![\w-]){word}(?![\w-])", declarations) is not None  # `.../DeDoDe.git` too
+
+
+def _parse(text: str) -> ast.Module | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+
+
+def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, str]]:
+    """(top-level name, line, the statement) of each absolute import in the module body itself."""
+    found: list[tuple[str, int, str]] = []
+    for statement in tree.body:
+        if isinstance(statement, ast.Import):
+            names = [alias.name.split(".")[0] for alias in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
+            names = [statement.module.split(".")[0]]
+        else:
+            continue
+        found.extend((name, statement.end_lineno or statement.lineno, ast.unparse(statement)) for name in names
+                     if name not in LIBRARY_NAMES)
+    return found
+
+
+class _Layout:
+    """Where each name the scanned Python files could be imported by lies, and which folders are
+    packages."""
+
+    def __init__(self, paths: list[str], root_of: Callable[[str], str | None]) -> None:
+        self.places: dict[str, set[str]] = {}  # name -> folders or modules of that name
+        self._root_of = root_of
+        self._inside: dict[str, bool] = {}
+        for path in paths:
+            root = root_of(path)
+            if root is None:
+                continue
+            self.places.setdefault(os.path.basename(path)[:-3], set()).add(path)
+            folder = os.path.dirname(path)
+            while folder.startswith(root + os.sep):
+                self.places.setdefault(os.path.basename(folder), set()).add(folder)
+                folder = os.path.dirname(folder)
+
+    def inside_package(self, folder: str) -> bool:
+        """An ``__init__.py`` in ``folder`` or a folder above it, below the scanned folder."""
+        if folder not in self._inside:
+            root = self._root_of(folder + os.sep + "x")
+            here = folder
+            found = False
+            while root is not None and (here == root or here.startswith(root + os.sep)) and here != root:
+                if os.path.exists(os.path.join(here, "__init__.py")):
+                    found = True
+                    break
+                here = os.path.dirname(here)
+            self._inside[folder] = found
+        return self._inside[folder]
+
+    def vendored_home(self, name: str, importer: str) -> str | None:
+        """The folder whose ``name`` the importing file means, where every place of ``name`` lies
+        inside a package and one lies beside a folder holding the importer (deeper than that folder
+        itself); else None."""
+        places = self.places.get(name, set())
+        if not places or not all(self.inside_package(os.path.dirname(p)) for p in places):
+            return None
+        if any(os.path.dirname(p) == os.path.dirname(importer) for p in places):
+            return None  # run as a script, the importer's own folder comes first on sys.path
+        homes = [os.path.dirname(p) for p in places if importer.startswith(os.path.dirname(p) + os.sep)]
+        return max(homes, key=len) if homes else None
+
+
+class _PathReader:
+    """What a file's ``sys.path`` changes may add, as folders (None: it cannot be read)."""
+
+    def __init__(self, path: str, tree: ast.Module) -> None:
+        self.path = path
+        self.assigned: dict[str, ast.expr | None] = {}
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(
+                    statement.targets[0], ast.Name):
+                name = statement.targets[0].id
+                self.assigned[name] = statement.value if name not in self.assigned else None
+        self._depth = 0
+
+    def folder(self, node: ast.expr) -> tuple[str, bool] | None:
+        """(a path, whether it is relative to where the program runs) for an expression."""
+        self._depth += 1
+        try:
+            return self._folder(node) if self._depth < 12 else None
+        finally:
+            self._depth -= 1
+
+    def _folder(self, node: ast.expr) -> tuple[str, bool] | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value, not os.path.isabs(node.value)
+        if isinstance(node, ast.Name):
+            if node.id == "__file__":
+                return self.path, False
+            value = self.assigned.get(node.id)
+            return self.folder(value) if value is not None else None
+        if isinstance(node, ast.Attribute) and node.attr == "parent":
+            inner = self.folder(node.value)
+            return (os.path.dirname(inner[0]), inner[1]) if inner else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            return self._join([node.left, node.right])
+        if isinstance(node, ast.JoinedStr):
+            return self._join([v.value if isinstance(v, ast.FormattedValue) else v for v in node.values], glue="")
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if name in ("os.path.join", "path.join", "join"):
+                return self._join(node.args)
+            if len(node.args) == 1 and name in ("os.path.dirname", "path.dirname", "dirname"):
+                inner = self.folder(node.args[0])
+                return (os.path.dirname(inner[0]), inner[1]) if inner else None
+            if len(node.args) == 1 and name in ("str", "Path", "pathlib.Path", "os.path.abspath", "os.path.realpath",
+                                                "os.path.normpath", "os.fspath", "abspath", "realpath"):
+                return self.folder(node.args[0])
+            if not node.args and method in ("resolve", "absolute") and isinstance(node.func, ast.Attribute):
+                return self.folder(node.func.value)
+        return None
+
+    def _join(self, parts: list[ast.expr], glue: str = "/") -> tuple[str, bool] | None:
+        read = [self.folder(part) for part in parts]
+        if not read or any(r is None for r in read):
+            return None
+        first = read[0]
+        assert first is not None
+        text = first[0]
+        for part in read[1:]:
+            assert part is not None
+            text = part[0] if os.path.isabs(part[0]) else text + glue + part[0]
+        return text, first[1]
+
+
+_SYS_PATH_READS = frozenset({"remove", "index", "count", "copy", "pop", "clear", "__contains__", "__iter__",
+                             "__len__"})
+
+
+def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple[list[str], set[str]] | None:
+    """Every folder the file's ``sys.path`` changes may add, and the names its ``sys.modules``
+    stores bind (``sys.modules["DeDoDe"] = ...``); None where one cannot be read: a store into
+    ``sys.path`` or a slice of it, ``from sys import path``, a call other than ``append``,
+    ``insert`` or ``addsitedir`` with a folder the reader follows, a ``sys.modules`` key it
+    cannot read."""
+    reader = _PathReader(path, tree)
+    sys_names = {"sys"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            sys_names.update(alias.asname for alias in node.names if alias.name == "sys" and alias.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(
+                alias.name in ("path", "modules", "*") for alias in node.names):
+            return None
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    added: list[str] = []
+    aliased: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and last_name(node.func) == "addsitedir":
+            if not node.args or (read := reader.folder(node.args[0])) is None:
+                return None
+            added.extend(_resolved(read, cwd_choices))
+            continue
+        if not (isinstance(node, ast.Attribute) and node.attr in ("path", "modules")
+                and ast.unparse(node.value).split(".")[-1] in sys_names):
+            continue
+        parent = parents.get(node)
+        if isinstance(node.ctx, (ast.Store, ast.Del)) or (
+                isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.ctx, (ast.Store, ast.Del))):
+            if node.attr == "modules" and isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
+                key = parent.slice
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    aliased.add(key.value.split(".")[0])
+                    continue
+                if isinstance(key, ast.Name) and key.id == "__name__":
+                    continue  # a module replacing itself (a lazy module)
+            return None
+        if isinstance(parent, ast.AugAssign) and parent.target is node:
+            return None
+        if not (isinstance(parent, ast.Attribute) and parent.value is node):
+            continue  # a read: `x in sys.path`, `list(sys.path)`
+        call = parents.get(parent)
+        method = parent.attr
+        if node.attr == "modules":
+            if method in ("setdefault", "__setitem__") and isinstance(call, ast.Call) and call.args and isinstance(
+                    call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+                aliased.add(call.args[0].value.split(".")[0])
+            elif method in ("update", "setdefault", "__setitem__"):
+                return None
+            continue
+        if method in _SYS_PATH_READS:
+            continue
+        if method in ("append", "insert") and isinstance(call, ast.Call) and call.func is parent and call.args:
+            read = reader.folder(call.args[-1])
+            if read is None:
+                return None
+            added.extend(_resolved(read, cwd_choices))
+            continue
+        return None  # `extend`, `__setitem__`, `sys.path.__iadd__`: not read
+    return added, aliased
+
+
+def _resolved(read: tuple[str, bool], cwd_choices: list[str]) -> list[str]:
+    """The folders a path read from the source may be: a relative one from every folder the
+    program may run in."""
+    text, relative = read
+    return [os.path.normpath(os.path.join(base, text)) for base in (cwd_choices if relative else [""])]
+
+
+def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], read: Callable[[object], str | None],
+                                whole_package: Callable[[str], bool], roots: list[str]) -> None:
+    """Lower the findings of files that import their vendored project by a name the installed
+    package lacks (see the module's docstring)."""
+    by_display = {job.display: job for job in work if job.kind == "python"}
+    pending = [(result, by_display[result.path]) for result, _ in results
+               if result.path in by_display and any(still_hot(f) for f in result.findings)
+               and whole_package(by_display[result.path].path)]
+    if not pending:
+        return
+
+    def root_of(path: str) -> str | None:
+        absolute = os.path.abspath(path)
+        return max((r for r in roots if absolute.startswith(r.rstrip(os.sep) + os.sep)), key=len, default=None)
+
+    paths = [os.path.abspath(job.path) for job in by_display.values()]
+    layout = _Layout(paths, root_of)
+    candidates = []  # (result, importing file, [(name, line, statement, home folder)])
+    for result, job in pending:
+        text = read(job)
+        tree = _parse(text) if text is not None and "import" in text else None
+        if tree is None:
+            continue
+        importer = os.path.abspath(job.path)
+        homes = [(name, line, statement, home) for name, line, statement in _top_level_imports(tree)
+                 if (home := layout.vendored_home(name, importer)) is not None]
+        if homes:
+            candidates.append((result, job, homes))
+    if not candidates:
+        return
+    declarations = declared_dependencies(roots)
+    candidates = [(result, job, kept) for result, job, homes in candidates
+                  if (kept := [h for h in homes if not _declared(h[0], declarations)])]
+    if not candidates or _path_set_outside_python(roots):
+        return
+    added: list[str] = []
+    aliased: set[str] = set()
+    changers: set[str] = set()
+    for job, data in files.read_bytes(by_display.values()):
+        if data is None:
+            return  # a file that cannot be read may change sys.path
+        if b"syspath_prepend" in data or b"PYTHONPATH" in data:
+            return  # a test or a launcher that sets the path another way
+        if not _PATH_CHANGE.search(data):
+            continue
+        path = os.path.abspath(job.path)
+        tree = _parse(data.decode("utf-8", "replace"))
+        if tree is None:
+            return
+        root = root_of(path) or os.path.dirname(path)
+        choices, folder = [], os.path.dirname(path)
+        while folder == root or folder.startswith(root + os.sep):
+            choices.append(folder)
+            folder = os.path.dirname(folder)
+        found = _folders_added(path, tree, choices)
+        if found is None:
+            return  # a change that could add any folder
+        if found[0] or found[1]:
+            changers.add(path)
+        added.extend(found[0])
+        aliased.update(found[1])
+    reachable = {os.path.normpath(folder) for folder in added}
+    for result, job, homes in candidates:
+        if os.path.abspath(job.path) in changers:
+            continue
+        usable = [(name, line, statement, home) for name, line, statement, home in homes
+                  if home not in reachable and name not in aliased and not _pytest_adds(home, paths)]
+        if not usable:
+            continue
+        name, line, statement, home = min(usable, key=lambda h: h[1])
+        shown = os.path.relpath(os.path.join(home, name), root_of(home + os.sep + "x") or home)
+        host = os.path.relpath(home, root_of(home + os.sep + "x") or home)
+        for finding in result.findings:
+            if still_hot(finding) and finding.line > line:
+                finding.lower_to_info(
+                    f"past `{statement[:80]}` (line {line}): the scanned files hold `{name}` only inside a package "
+                    f"(here at {shown}), so nothing that imports the package makes `{name}` importable: this "
+                    f"module fails at that import, before any CUDA line, unless it is run as its own project "
+                    f"from {host} or {name} is installed on its own")
+
+
+def _path_set_outside_python(roots: list[str]) -> bool:
+    """A ``.pth`` file, or a shell script, ``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``pyproject.toml``
+    or environment file that sets ``PYTHONPATH`` or pytest's ``pythonpath``, in the scanned folders."""
+    for root in roots:
+        for folder, folders, names in os.walk(root):
+            folders[:] = [f for f in folders if not f.startswith(".") and f not in ("node_modules", "__pycache__")]
+            for name in names:
+                if name.endswith(".pth"):
+                    return True
+                if name.endswith(_SETTING_FILES) or name in ("Makefile", "Dockerfile", ".env"):
+                    try:
+                        with open(os.path.join(folder, name), "rb") as handle:
+                            text = handle.read(2_000_000).lower()
+                    except OSError:
+                        return True
+                    if b"pythonpath" in text:
+                        return True
+    return False
+
+
+_SETTING_FILES = (".sh", ".bash", ".zsh", ".ini", ".cfg", ".toml", ".yaml", ".yml", ".env", ".mk")
+
+
+def _pytest_adds(home: str, paths: list[str]) -> bool:
+    """Whether pytest, run on the scanned files, puts ``home`` on ``sys.path``: a ``conftest.py``
+    directly in it, or a test module whose first folder up without an ``__init__.py`` is it
+    (pytest's default ``prepend`` import mode)."""
+    for path in paths:
+        if not path.startswith(home + os.sep):
+            continue
+        name = os.path.basename(path)
+        if name == "conftest.py" and os.path.dirname(path) == home:
+            return True
+        if name.startswith("test_") or name.endswith("_test.py"):
+            folder = os.path.dirname(path)
+            while os.path.exists(os.path.join(folder, "__init__.py")) and folder.startswith(home + os.sep):
+                folder = os.path.dirname(folder)
+            if folder == home:
+                return True
+    return False
