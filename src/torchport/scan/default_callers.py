@@ -45,9 +45,9 @@ def project_names(paths: list[str]) -> set[str]:
     package folder of each, every folder above it (a namespace package such as ``autogluon``
     has no ``__init__.py``) and every module's own name (a script imports its sibling modules
     by it).  Not a subpackage's name: ``import torch`` never means ``mypackage/nn/torch/``; nor a
-    packaged module's that names a library (``packages.LIBRARY_NAMES``): ``import torch`` in a
-    package with a ``backends/torch.py`` means PyTorch, though a script run beside that file would
-    find the file first."""
+    module's that names a library (``packages.LIBRARY_NAMES``): ``import torch`` in a package with
+    a ``backends/torch.py`` means PyTorch (only a script run beside that file would find the file
+    first, a shadowing its author would have met)."""
     names: set[str] = set()
     outside: dict[str, str] = {}  # a folder -> the first folder above it that is not a package
 
@@ -63,10 +63,8 @@ def project_names(paths: list[str]) -> set[str]:
         above = outside_of(folder)
         inside = folder[len(above):].strip(os.sep).split(os.sep)
         names.update(above.split(os.sep) + inside[:1])
-    for path in paths:
-        name, folder = os.path.basename(path).rsplit(".", 1)[0], os.path.abspath(os.path.dirname(path))
-        if name not in LIBRARY_NAMES or outside_of(folder) == folder:
-            names.add(name)
+    names.update(name for name in (os.path.basename(path).rsplit(".", 1)[0] for path in paths)
+                 if name not in LIBRARY_NAMES)
     return names
 
 
