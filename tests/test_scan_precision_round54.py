@@ -112,6 +112,26 @@ _MAKES_IMPORTABLE = {
                                         "sys.modules[_d.__name__.rsplit('.', 1)[-1]] = _d\n"),
     "launcher_env": ("launch.py", "import os\nimport subprocess\n\n"
                                   "subprocess.run(['python', 'train.py'], env=dict(os.environ, PYTHONPATH='x'))\n"),
+    "modules_update": ("__init__.py", "import sys\n\nfrom .thirdparty.DeDoDe import DeDoDe as _d\n\n"
+                                      "sys.modules.update({'DeDoDe': _d})\n"),
+    "site_unreadable": ("__init__.py", "import site\n\nfrom host.config import vendored\n\n"
+                                       "site.addsitedir(vendored())\n"),
+    "reassigned_in_a_branch": ("__init__.py", "import os\nimport sys\n\nVENDOR = os.path.dirname(os.path.abspath(__file__))\n"
+                               "if os.path.isdir(os.path.join(VENDOR, 'thirdparty')):\n"
+                               "    VENDOR = os.path.join(VENDOR, 'thirdparty', 'DeDoDe')\nsys.path.insert(0, VENDOR)\n"),
+    "a_local_of_the_same_name": ("__init__.py", "import os\nimport sys\n\npath = os.path.dirname(os.path.abspath(__file__))\n\n\n"
+                                 "def _add_vendored(name):\n"
+                                 "    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'thirdparty', name)\n"
+                                 "    sys.path.insert(0, path)\n\n\n_add_vendored('DeDoDe')\n"),
+    "chdir_then_relative": ("__init__.py", f"import os\nimport sys\n\nos.chdir({_HERE})\nsys.path.insert(0, '.')\n"),
+    "run_from_its_folder": ("cli.py", f"import os\nimport subprocess\nimport sys\n\nVENDOR = {_HERE}\n\n\n"
+                                      "def train():\n    subprocess.run([sys.executable, '-m', 'experiments.train_detector'], "
+                                      "cwd=VENDOR, check=True)\n"),
+    "meta_path_finder": ("__init__.py", "import sys\n\n\nclass _Finder:\n    @classmethod\n"
+                                        "    def find_spec(cls, name, path=None, target=None):\n        return None\n\n\n"
+                                        "sys.meta_path.append(_Finder)\n"),
+    "case_insensitive": ("__init__.py", "import os\nimport sys\n\n"
+                                        "sys.path.insert(0, os.path.join(os.path.dirname(__file__), 'thirdparty', 'dedode'))\n"),
     "pytest_prepend": ("conftest.py", "def pytest_configure(config):\n    pass\n\n\n"
                                       "def fixture(monkeypatch):\n    monkeypatch.syspath_prepend('thirdparty')\n"),
 }
@@ -126,7 +146,8 @@ def test_a_path_or_module_change_the_reader_cannot_rule_out_keeps_the_findings(t
 
 
 @pytest.mark.parametrize("case", ["conftest_in_the_project", "tests_package_in_the_project", "pytest_ini",
-                                  "shell_script", "pth_file", "requirements_folder", "conda_environment", "git_url"])
+                                  "shell_script", "pth_file", "requirements_folder", "conda_environment", "git_url",
+                                  "ci_workflow", "notebook", "readme"])
 def test_pytest_a_setting_or_a_declaration_keeps_the_findings(tmp_path: Path, case: str) -> None:
     written = _vendored(tmp_path, mark="kept")
     home = tmp_path / "host" / "thirdparty" / "DeDoDe"
@@ -147,9 +168,34 @@ def test_pytest_a_setting_or_a_declaration_keeps_the_findings(tmp_path: Path, ca
         (tmp_path / "requirements" / "base.txt").write_text("dedode==0.1\n")
     elif case == "conda_environment":
         (tmp_path / "environment.yml").write_text("dependencies:\n  - pip:\n    - dedode\n")
-    else:
+    elif case == "git_url":
         (tmp_path / "requirements.txt").write_text("git+https://github.com/Parskatt/DeDoDe.git\n")
+    elif case == "ci_workflow":
+        (tmp_path / ".github" / "workflows").mkdir(parents=True)
+        (tmp_path / ".github" / "workflows" / "test.yml").write_text("env:\n  PYTHONPATH: host/thirdparty/DeDoDe\n")
+    elif case == "notebook":
+        (tmp_path / "demo.ipynb").write_text('{"cells": [{"source": ["import sys\\n", '
+                                             '"sys.path.append(\'host/thirdparty/DeDoDe\')"]}]}')
+    else:
+        (tmp_path / "README.md").write_text("Run `PYTHONPATH=host/thirdparty/DeDoDe python -m experiments.train`.\n")
     kept_lines_stay(written["training"], root=tmp_path)
+
+
+def test_a_name_another_added_folder_holds_keeps_the_findings(tmp_path: Path) -> None:
+    """The host puts its own folder on sys.path, and holds a ``utils.py`` there; the vendored
+    project has a ``utils`` package too: ``from utils import helper`` finds the host's."""
+    _vendored(tmp_path)
+    (tmp_path / "host" / "__init__.py").write_text("import os\nimport sys\n\nsys.path.insert(0, os.path.dirname(__file__))\n")
+    (tmp_path / "host" / "utils.py").write_text("def helper(x):\n    return x\n")
+    home = tmp_path / "host" / "thirdparty" / "DeDoDe"
+    _write(home / "utils", "__init__.py", "def helper(x):\n    return x\n")
+    training = _write(home / "experiments", "train.py", '''
+    import torch
+    from utils import helper
+
+    x = helper(torch.zeros(1).cuda())  # kept
+    ''')
+    kept_lines_stay(training, root=tmp_path)
 
 
 @pytest.mark.parametrize("case", ["path_added_by_the_host", "path_unreadable", "declared_dependency",
@@ -205,7 +251,48 @@ def test_reads_of_sys_path_and_a_lazy_module_leave_the_reading_on(tmp_path: Path
     ``sys.path.append`` of another folder add nothing that holds ``DeDoDe``."""
     written = _vendored(tmp_path)
     (tmp_path / "host" / "env.py").write_text(
-        "import os\nimport sys\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
+        "import os\nimport sys\nfrom pathlib import Path\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
         "if HERE not in sys.path:\n    sys.path.append(os.path.join(HERE, 'thirdparty', 'hloc'))\n"
+        "sys.path.insert(0, str(Path(__file__).parent / 'thirdparty' / 'alike'))\n"
         "print(len(sys.path))\nsys.modules[__name__] = sys.modules[__name__]\n")
     check_marked_lines([tmp_path], (written["training"], written["extractor"]))
+
+
+def test_a_library_name_and_a_checkout_without_packages_keep_the_findings(tmp_path: Path) -> None:
+    """A vendored project's own ``yaml/`` folder does not make ``import yaml`` its own; a checkout
+    whose vendored folder sits in no package (``repo/vendor/DeDoDe``) may be run from there."""
+    written = _vendored(tmp_path / "a")
+    home = tmp_path / "a" / "host" / "thirdparty" / "DeDoDe"
+    _write(home / "yaml", "loader.py", "import torch\n")
+    configs = _write(home / "experiments", "configs.py", '''
+    import torch
+    import yaml
+
+    x = torch.zeros(1).cuda()  # kept
+    ''')
+    check_marked_lines([tmp_path / "a"], (written["training"], configs))
+    vendor = tmp_path / "b" / "repo" / "vendor" / "DeDoDe"
+    (vendor / "DeDoDe").mkdir(parents=True)
+    (vendor / "DeDoDe" / "__init__.py").write_text("")
+    _write(vendor / "DeDoDe", "utils.py", "import torch\n\n\ndef get_gt_warp(depth):\n    return depth\n")
+    kept_lines_stay(_write(vendor / "experiments", "train_detector.py", _TRAINING.format(mark="kept")),
+                    root=tmp_path / "b")
+
+
+@pytest.mark.parametrize("outer_holds_utils", [False, True])
+def test_a_namespace_folder_on_the_path_counts_only_where_it_holds_the_import(tmp_path: Path,
+                                                                           outer_holds_utils: bool) -> None:
+    """deep-image-matching's shape: a demo run from its own folder appends ``"../"``, which may put
+    ``thirdparty/`` on sys.path; ``thirdparty/DeDoDe/`` there is a namespace folder, and ``from
+    DeDoDe.utils import ...`` still fails unless it holds ``utils``."""
+    written = _vendored(tmp_path, mark="kept" if outer_holds_utils else "quiet")
+    _write(tmp_path / "host" / "thirdparty" / "se2loftr" / "demo", "demo_loftr.py", '''
+    import os
+
+    os.sys.path.append("../")
+    ''')
+    if outer_holds_utils:
+        (tmp_path / "host" / "thirdparty" / "DeDoDe" / "utils.py").write_text("def get_gt_warp(x):\n    return x\n")
+        kept_lines_stay(written["training"], root=tmp_path)
+    else:
+        check_marked_lines([tmp_path], (written["training"], written["extractor"]))

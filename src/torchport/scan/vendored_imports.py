@@ -21,17 +21,23 @@ A finding is lowered to info where all of these hold, in a package scanned whole
   a dependency that the scanned folders declare (a wheel's ``METADATA``, ``pyproject.toml``,
   ``setup.py``, ``setup.cfg``, ``requirements*.txt``, ``requirements/*.txt``, ``environment.yml``,
   ``Pipfile``, in the folder or one below it);
-- nothing among the scanned files may put that folder on ``sys.path`` or bind the name in
-  ``sys.modules``: every ``sys.path`` change (``append``, ``insert``, ``site.addsitedir``) is read
-  to a folder, which must not be it; a store into ``sys.path`` or a slice of it, ``extend``, ``from
-  sys import path``, a ``sys.modules`` key the reader cannot read, ``PYTHONPATH`` or pytest's
-  ``syspath_prepend`` in a Python file, a ``.pth`` file, or ``PYTHONPATH``/``pythonpath`` in a shell
-  script, ini, cfg, toml or yaml file turns the reading off; the importing file may not change them
-  itself; pytest may not put the folder there (a ``conftest.py`` in it, or a test module whose
-  first folder up without an ``__init__.py`` is it).  A path built from ``__file__``
-  (``os.path.dirname``, ``join``, ``Path(...).parent``, ``/``) is followed; a relative string is
-  read from the changing file's folder and from every folder above it in the scan, since its
-  meaning depends on where the program runs.
+- nothing among the scanned files may put on ``sys.path`` a folder that holds the name (any
+  folder or module of that name, a namespace folder only where it holds what the import needs
+  below the name), or bind the name in ``sys.modules``:
+  - every ``sys.path`` change (``append``, ``insert``, ``site.addsitedir``), ``cwd=`` of a call and
+    ``os.chdir`` (a program run from a folder finds the names in it) is read to a folder, compared
+    without case; a store into ``sys.path`` or a slice of it, ``extend``, ``from sys import path``,
+    ``sys.meta_path`` or ``sys.path_hooks``, a ``sys.modules`` key the reader cannot read, or a
+    path it cannot read turns the reading off;
+  - a path built from ``__file__`` (``os.path.dirname``, ``join``, ``Path(...).parent``, ``/``) and
+    names bound once, in the module body, are followed; a relative string is read from the changing
+    file's folder and from every folder above it in the scan, since its meaning depends on where
+    the program runs (after an ``os.chdir`` in the file, from anywhere: the reading is off);
+  - ``PYTHONPATH`` or pytest's ``syspath_prepend`` in a Python file, a ``.pth`` file, or
+    ``PYTHONPATH``/``pythonpath`` in a shell script, ini, cfg, toml, yaml (CI workflows too),
+    Markdown or notebook (there ``sys.path`` too) turns the reading off;
+  - pytest may not put such a folder there (a ``conftest.py`` in it, or a test module whose first
+    folder up without an ``__init__.py`` is it).
 
 What it claims is narrower than "never runs": the vendored project still runs as its own
 project, from its own folder (``python -m experiments.train`` there) or installed on its own.
@@ -95,18 +101,22 @@ def _parse(text: str) -> ast.Module | None:
             return None
 
 
-def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, str]]:
-    """(top-level name, line, the statement) of each absolute import in the module body itself."""
-    found: list[tuple[str, int, str]] = []
+def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, str, tuple[str, ...]]]:
+    """(top-level name, line, the statement, what it needs below the name: ``utils`` of ``from
+    DeDoDe.utils import f``, or each of ``a, b`` of ``from DeDoDe import a, b``; none for ``import
+    DeDoDe``) of each absolute import in the module body itself."""
+    found: list[tuple[str, int, str, tuple[str, ...]]] = []
     for statement in tree.body:
         if isinstance(statement, ast.Import):
-            names = [alias.name.split(".")[0] for alias in statement.names]
+            wanted = [(alias.name.split(".")[0], tuple(alias.name.split(".")[1:2])) for alias in statement.names]
         elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
-            names = [statement.module.split(".")[0]]
+            parts = statement.module.split(".")
+            below = tuple(parts[1:2]) if len(parts) > 1 else tuple(a.name for a in statement.names if a.name != "*")
+            wanted = [(parts[0], below)]
         else:
             continue
-        found.extend((name, statement.end_lineno or statement.lineno, ast.unparse(statement)) for name in names
-                     if name not in LIBRARY_NAMES)
+        found.extend((name, statement.end_lineno or statement.lineno, ast.unparse(statement), below)
+                     for name, below in wanted if name not in LIBRARY_NAMES)
     return found
 
 
@@ -142,6 +152,20 @@ class _Layout:
             self._inside[folder] = found
         return self._inside[folder]
 
+    def holders(self, name: str, below: tuple[str, ...]) -> set[str]:
+        """Every folder that holds a module, a package or a namespace folder ``name`` from which
+        the import can take what it needs ``below`` the name (a namespace folder without the
+        submodule fails the import, as ``deep_image_matching/thirdparty/DeDoDe/`` does for
+        ``DeDoDe.utils``, which sits one folder further down)."""
+        found = set()
+        for place in self.places.get(name, ()):
+            namespace = os.path.isdir(place) and not os.path.exists(os.path.join(place, "__init__.py"))
+            if not namespace or not below or any(
+                    os.path.exists(os.path.join(place, part)) or os.path.exists(os.path.join(place, part + ".py"))
+                    for part in below):
+                found.add(os.path.dirname(place))
+        return found
+
     def vendored_home(self, name: str, importer: str) -> str | None:
         """The folder whose ``name`` the importing file means, where every place of ``name`` lies
         inside a package and one lies beside a folder holding the importer (deeper than that folder
@@ -160,12 +184,18 @@ class _PathReader:
 
     def __init__(self, path: str, tree: ast.Module) -> None:
         self.path = path
-        self.assigned: dict[str, ast.expr | None] = {}
-        for statement in tree.body:
-            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(
-                    statement.targets[0], ast.Name):
-                name = statement.targets[0].id
-                self.assigned[name] = statement.value if name not in self.assigned else None
+        # a name bound once in the whole file, by a plain assignment of the module body: bound in
+        # a branch, a loop or a function as well, it may hold something else where it is read
+        bindings: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bindings[node.id] = bindings.get(node.id, 0) + 1
+            elif isinstance(node, ast.arg):
+                bindings[node.arg] = bindings.get(node.arg, 0) + 1
+        self.assigned: dict[str, ast.expr] = {
+            statement.targets[0].id: statement.value for statement in tree.body
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and bindings.get(statement.targets[0].id) == 1}
         self._depth = 0
 
     def folder(self, node: ast.expr) -> tuple[str, bool] | None:
@@ -238,6 +268,8 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
                 alias.name in ("path", "modules", "*") for alias in node.names):
             return None
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    if any(isinstance(n, ast.Call) and last_name(n.func) == "chdir" for n in ast.walk(tree)):
+        cwd_choices = []  # after `os.chdir`, a relative path may be read from anywhere: unreadable
     added: list[str] = []
     aliased: set[str] = set()
     for node in ast.walk(tree):
@@ -246,6 +278,19 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
                 return None
             added.extend(_resolved(read, cwd_choices))
             continue
+        if isinstance(node, ast.Call) and (last_name(node.func) == "chdir" or any(
+                keyword.arg == "cwd" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is None)
+                for keyword in node.keywords)):
+            # a program run from a folder (`python -m` there, `os.chdir`) finds the names in it
+            target = node.args[0] if last_name(node.func) == "chdir" and node.args else next(
+                (k.value for k in node.keywords if k.arg == "cwd"), None)
+            if target is None or (read := reader.folder(target)) is None or read[1]:
+                return None
+            added.extend(_resolved(read, cwd_choices))
+            continue
+        if isinstance(node, ast.Attribute) and node.attr in ("meta_path", "path_hooks") and (
+                ast.unparse(node.value).split(".")[-1] in sys_names):
+            return None  # a finder of the file's own may import any name
         if not (isinstance(node, ast.Attribute) and node.attr in ("path", "modules")
                 and ast.unparse(node.value).split(".")[-1] in sys_names):
             continue
@@ -259,8 +304,6 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
                     continue
                 if isinstance(key, ast.Name) and key.id == "__name__":
                     continue  # a module replacing itself (a lazy module)
-            return None
-        if isinstance(parent, ast.AugAssign) and parent.target is node:
             return None
         if not (isinstance(parent, ast.Attribute) and parent.value is node):
             continue  # a read: `x in sys.path`, `list(sys.path)`
@@ -287,8 +330,10 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
 
 def _resolved(read: tuple[str, bool], cwd_choices: list[str]) -> list[str]:
     """The folders a path read from the source may be: a relative one from every folder the
-    program may run in."""
+    program may run in (none known: the root of the file system, which holds every folder)."""
     text, relative = read
+    if relative and not cwd_choices:
+        return [os.sep]
     return [os.path.normpath(os.path.join(base, text)) for base in (cwd_choices if relative else [""])]
 
 
@@ -309,14 +354,14 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
 
     paths = [os.path.abspath(job.path) for job in by_display.values()]
     layout = _Layout(paths, root_of)
-    candidates = []  # (result, importing file, [(name, line, statement, home folder)])
+    candidates = []  # (result, importing file, [(name, line, statement, home folder, what it needs below)])
     for result, job in pending:
         text = read(job)
         tree = _parse(text) if text is not None and "import" in text else None
         if tree is None:
             continue
         importer = os.path.abspath(job.path)
-        homes = [(name, line, statement, home) for name, line, statement in _top_level_imports(tree)
+        homes = [(name, line, statement, home, below) for name, line, statement, below in _top_level_imports(tree)
                  if (home := layout.vendored_home(name, importer)) is not None]
         if homes:
             candidates.append((result, job, homes))
@@ -329,7 +374,6 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
         return
     added: list[str] = []
     aliased: set[str] = set()
-    changers: set[str] = set()
     for job, data in files.read_bytes(by_display.values()):
         if data is None:
             return  # a file that cannot be read may change sys.path
@@ -349,16 +393,17 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
         found = _folders_added(path, tree, choices)
         if found is None:
             return  # a change that could add any folder
-        if found[0] or found[1]:
-            changers.add(path)
         added.extend(found[0])
         aliased.update(found[1])
-    reachable = {os.path.normpath(folder) for folder in added}
-    for result, job, homes in candidates:
-        if os.path.abspath(job.path) in changers:
-            continue
-        usable = [(name, line, statement, home) for name, line, statement, home in homes
-                  if home not in reachable and name not in aliased and not _pytest_adds(home, paths)]
+    # compared without case: on macOS and Windows, `thirdparty/dedode` is `thirdparty/DeDoDe`
+    reachable = {os.path.normcase(os.path.normpath(folder)).lower() for folder in added}
+    if os.sep in reachable:
+        return  # a relative path after `os.chdir`: any folder
+    tests = _pytest_folders(paths)
+    for result, _, homes in candidates:
+        usable = [(name, line, statement, home) for name, line, statement, home, below in homes
+                  if name not in aliased and not any(
+                      folder.lower() in reachable or folder in tests for folder in layout.holders(name, below))]
         if not usable:
             continue
         name, line, statement, home = min(usable, key=lambda h: h[1])
@@ -374,11 +419,12 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
 
 
 def _path_set_outside_python(roots: list[str]) -> bool:
-    """A ``.pth`` file, or a shell script, ``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``pyproject.toml``
-    or environment file that sets ``PYTHONPATH`` or pytest's ``pythonpath``, in the scanned folders."""
+    """A ``.pth`` file, or a shell script, ``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``pyproject.toml``,
+    CI workflow, environment file, README or notebook that names ``PYTHONPATH`` or pytest's
+    ``pythonpath`` (a notebook: ``sys.path``), in the scanned folders."""
     for root in roots:
         for folder, folders, names in os.walk(root):
-            folders[:] = [f for f in folders if not f.startswith(".") and f not in ("node_modules", "__pycache__")]
+            folders[:] = [f for f in folders if f not in _NOT_SETTINGS]
             for name in names:
                 if name.endswith(".pth"):
                     return True
@@ -388,28 +434,29 @@ def _path_set_outside_python(roots: list[str]) -> bool:
                             text = handle.read(2_000_000).lower()
                     except OSError:
                         return True
-                    if b"pythonpath" in text:
+                    if b"pythonpath" in text or (name.endswith(".ipynb") and b"sys.path" in text):
                         return True
     return False
 
 
-_SETTING_FILES = (".sh", ".bash", ".zsh", ".ini", ".cfg", ".toml", ".yaml", ".yml", ".env", ".mk")
+_SETTING_FILES = (".sh", ".bash", ".zsh", ".ini", ".cfg", ".toml", ".yaml", ".yml", ".env", ".mk", ".md", ".rst",
+                  ".ipynb")
+_NOT_SETTINGS = frozenset({".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__",
+                           "site-packages"})
 
 
-def _pytest_adds(home: str, paths: list[str]) -> bool:
-    """Whether pytest, run on the scanned files, puts ``home`` on ``sys.path``: a ``conftest.py``
-    directly in it, or a test module whose first folder up without an ``__init__.py`` is it
-    (pytest's default ``prepend`` import mode)."""
+def _pytest_folders(paths: list[str]) -> set[str]:
+    """The folders pytest, run on the scanned files, puts on ``sys.path`` (its default ``prepend``
+    import mode): a ``conftest.py``'s own folder, and for a test module the first folder up
+    without an ``__init__.py``."""
+    found = set()
     for path in paths:
-        if not path.startswith(home + os.sep):
-            continue
         name = os.path.basename(path)
-        if name == "conftest.py" and os.path.dirname(path) == home:
-            return True
-        if name.startswith("test_") or name.endswith("_test.py"):
+        if name == "conftest.py":
+            found.add(os.path.dirname(path))
+        elif name.startswith("test_") or name.endswith("_test.py"):
             folder = os.path.dirname(path)
-            while os.path.exists(os.path.join(folder, "__init__.py")) and folder.startswith(home + os.sep):
+            while os.path.exists(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
                 folder = os.path.dirname(folder)
-            if folder == home:
-                return True
-    return False
+            found.add(folder)
+    return found
