@@ -132,6 +132,16 @@ _MAKES_IMPORTABLE = {
                                         "sys.meta_path.append(_Finder)\n"),
     "case_insensitive": ("__init__.py", "import os\nimport sys\n\n"
                                         "sys.path.insert(0, os.path.join(os.path.dirname(__file__), 'thirdparty', 'dedode'))\n"),
+    "run_from_its_folder_without_sys": ("cli.py", f"import os\nimport shutil\nimport subprocess\n\n\n"
+                                                  "def train():\n    subprocess.run([shutil.which('python'), '-m', "
+                                                  f"'experiments.train_detector'], cwd={_HERE})\n"),
+    "path_aliased": ("__init__.py", f"import os\nimport sys\n\n_path = sys.path\n_path.insert(0, {_HERE})\n"),
+    "modules_aliased": ("__init__.py", "import importlib\nimport sys\n\n_mods = sys.modules\n"
+                                       "_mods['DeDoDe'] = importlib.import_module('.thirdparty.DeDoDe.DeDoDe', __name__)\n"),
+    "site_aliased": ("__init__.py", f"import os\nfrom site import addsitedir as _add\n\n_add({_HERE})\n"),
+    "loader": ("__init__.py", "import os\nfrom importlib.machinery import SourceFileLoader\n\n"
+                              "SourceFileLoader('DeDoDe', os.path.join(os.path.dirname(__file__), 'thirdparty', 'DeDoDe', "
+                              "'DeDoDe', '__init__.py')).load_module()\n"),
     "pytest_prepend": ("conftest.py", "def pytest_configure(config):\n    pass\n\n\n"
                                       "def fixture(monkeypatch):\n    monkeypatch.syspath_prepend('thirdparty')\n"),
 }
@@ -147,7 +157,8 @@ def test_a_path_or_module_change_the_reader_cannot_rule_out_keeps_the_findings(t
 
 @pytest.mark.parametrize("case", ["conftest_in_the_project", "tests_package_in_the_project", "pytest_ini",
                                   "shell_script", "pth_file", "requirements_folder", "conda_environment", "git_url",
-                                  "ci_workflow", "notebook", "readme"])
+                                  "ci_workflow", "notebook", "readme", "doctest_modules", "makefile_enters",
+                                  "editable_install"])
 def test_pytest_a_setting_or_a_declaration_keeps_the_findings(tmp_path: Path, case: str) -> None:
     written = _vendored(tmp_path, mark="kept")
     home = tmp_path / "host" / "thirdparty" / "DeDoDe"
@@ -176,8 +187,14 @@ def test_pytest_a_setting_or_a_declaration_keeps_the_findings(tmp_path: Path, ca
     elif case == "notebook":
         (tmp_path / "demo.ipynb").write_text('{"cells": [{"source": ["import sys\\n", '
                                              '"sys.path.append(\'host/thirdparty/DeDoDe\')"]}]}')
-    else:
+    elif case == "readme":
         (tmp_path / "README.md").write_text("Run `PYTHONPATH=host/thirdparty/DeDoDe python -m experiments.train`.\n")
+    elif case == "doctest_modules":  # pytest then imports every module, and prepends their folders
+        (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --doctest-modules\n")
+    elif case == "makefile_enters":
+        (tmp_path / "Makefile").write_text("train-dedode:\n\tcd host/thirdparty/DeDoDe && python -m experiments.train\n")
+    else:
+        (tmp_path / "install.sh").write_text("pip install -e host/thirdparty/DeDoDe\n")
     kept_lines_stay(written["training"], root=tmp_path)
 
 
@@ -247,9 +264,13 @@ def test_a_vendored_project_at_the_top_of_the_scan_is_importable(tmp_path: Path)
 
 
 def test_reads_of_sys_path_and_a_lazy_module_leave_the_reading_on(tmp_path: Path) -> None:
-    """``if here not in sys.path``, ``print(sys.path)``, ``sys.modules[__name__] = ...`` and a
-    ``sys.path.append`` of another folder add nothing that holds ``DeDoDe``."""
+    """``if here not in sys.path``, ``print(sys.path)``, ``sys.modules[__name__] = ...``, a
+    ``sys.path.append`` of another folder, and ``os.chdir`` or ``cwd=`` into a folder of the run
+    (an argument) add nothing that holds ``DeDoDe``."""
     written = _vendored(tmp_path)
+    (tmp_path / "host" / "export.py").write_text(  # deep-image-matching's graph.py: a folder of the run
+        "import os\nimport subprocess\n\n\ndef export(output_dir, cmd):\n    cwd = os.getcwd()\n"
+        "    os.chdir(output_dir)\n    subprocess.run(cmd, cwd=output_dir)\n    os.chdir(cwd)\n")
     (tmp_path / "host" / "env.py").write_text(
         "import os\nimport sys\nfrom pathlib import Path\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
         "if HERE not in sys.path:\n    sys.path.append(os.path.join(HERE, 'thirdparty', 'hloc'))\n"

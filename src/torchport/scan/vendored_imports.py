@@ -27,15 +27,21 @@ A finding is lowered to info where all of these hold, in a package scanned whole
   - every ``sys.path`` change (``append``, ``insert``, ``site.addsitedir``), ``cwd=`` of a call and
     ``os.chdir`` (a program run from a folder finds the names in it) is read to a folder, compared
     without case; a store into ``sys.path`` or a slice of it, ``extend``, ``from sys import path``,
-    ``sys.meta_path`` or ``sys.path_hooks``, a ``sys.modules`` key the reader cannot read, or a
-    path it cannot read turns the reading off;
+    ``sys.path`` or ``sys.modules`` bound to a name or handed on, ``sys.meta_path`` or
+    ``sys.path_hooks``, a module loader's ``load_module``, a ``sys.modules`` key the reader cannot
+    read, or a ``sys.path`` entry it cannot read turns the reading off (a ``cwd=`` or ``os.chdir``
+    folder it cannot read is taken to be the user's, an output folder or an argument, not one
+    the package ships);
   - a path built from ``__file__`` (``os.path.dirname``, ``join``, ``Path(...).parent``, ``/``) and
     names bound once, in the module body, are followed; a relative string is read from the changing
     file's folder and from every folder above it in the scan, since its meaning depends on where
     the program runs (after an ``os.chdir`` in the file, from anywhere: the reading is off);
   - ``PYTHONPATH`` or pytest's ``syspath_prepend`` in a Python file, a ``.pth`` file, or
-    ``PYTHONPATH``/``pythonpath`` in a shell script, ini, cfg, toml, yaml (CI workflows too),
-    Markdown or notebook (there ``sys.path`` too) turns the reading off;
+    ``PYTHONPATH``, pytest's ``pythonpath``, ``--doctest-modules`` or ``python_files`` in a shell
+    script, Makefile, Dockerfile, ini, cfg, toml, yaml (CI workflows too), editor launch settings,
+    Markdown, text file or notebook (there ``sys.path`` too) turns the reading off, and a command
+    line there that enters or installs a folder holding the name (``cd .../DeDoDe``, ``pip install
+    -e .../DeDoDe``) keeps its findings;
   - pytest may not put such a folder there (a ``conftest.py`` in it, or a test module whose first
     folder up without an ``__init__.py`` is it).
 
@@ -57,7 +63,7 @@ from torchport.scan.model import FileResult
 from torchport.scan.packages import LIBRARY_NAMES
 from torchport.scan.policy import still_hot
 
-_PATH_CHANGE = re.compile(rb"sys\b|addsitedir")
+_PATH_CHANGE = re.compile(rb"sys\b|addsitedir|chdir|cwd|load_module|load_source|load_package")
 _DECLARATIONS = ("METADATA", "PKG-INFO", "pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "environment.yml",
                  "environment.yaml")
 
@@ -128,6 +134,8 @@ class _Layout:
         self.places: dict[str, set[str]] = {}  # name -> folders or modules of that name
         self._root_of = root_of
         self._inside: dict[str, bool] = {}
+        self._parents_of: dict[str, frozenset[str] | None] = {}
+        self._holders: dict[tuple[str, tuple[str, ...]], frozenset[str]] = {}
         for path in paths:
             root = root_of(path)
             if root is None:
@@ -152,11 +160,13 @@ class _Layout:
             self._inside[folder] = found
         return self._inside[folder]
 
-    def holders(self, name: str, below: tuple[str, ...]) -> set[str]:
+    def holders(self, name: str, below: tuple[str, ...]) -> frozenset[str]:
         """Every folder that holds a module, a package or a namespace folder ``name`` from which
         the import can take what it needs ``below`` the name (a namespace folder without the
         submodule fails the import, as ``deep_image_matching/thirdparty/DeDoDe/`` does for
         ``DeDoDe.utils``, which sits one folder further down)."""
+        if (name, below) in self._holders:
+            return self._holders[(name, below)]
         found = set()
         for place in self.places.get(name, ()):
             namespace = os.path.isdir(place) and not os.path.exists(os.path.join(place, "__init__.py"))
@@ -164,19 +174,29 @@ class _Layout:
                     os.path.exists(os.path.join(place, part)) or os.path.exists(os.path.join(place, part + ".py"))
                     for part in below):
                 found.add(os.path.dirname(place))
-        return found
+        self._holders[(name, below)] = frozenset(found)
+        return self._holders[(name, below)]
+
+    def _parents(self, name: str) -> frozenset[str] | None:
+        """The folders holding a place of ``name``, if every one lies inside a package."""
+        if name not in self._parents_of:
+            parents = frozenset(os.path.dirname(p) for p in self.places.get(name, ()))
+            self._parents_of[name] = parents if parents and all(map(self.inside_package, parents)) else None
+        return self._parents_of[name]
 
     def vendored_home(self, name: str, importer: str) -> str | None:
         """The folder whose ``name`` the importing file means, where every place of ``name`` lies
         inside a package and one lies beside a folder holding the importer (deeper than that folder
         itself); else None."""
-        places = self.places.get(name, set())
-        if not places or not all(self.inside_package(os.path.dirname(p)) for p in places):
-            return None
-        if any(os.path.dirname(p) == os.path.dirname(importer) for p in places):
-            return None  # run as a script, the importer's own folder comes first on sys.path
-        homes = [os.path.dirname(p) for p in places if importer.startswith(os.path.dirname(p) + os.sep)]
-        return max(homes, key=len) if homes else None
+        parents = self._parents(name)
+        folder = os.path.dirname(importer)
+        if parents is None or folder in parents:
+            return None  # (the importer's own folder: run as a script, it comes first on sys.path)
+        while folder != os.path.dirname(folder):
+            folder = os.path.dirname(folder)
+            if folder in parents:
+                return folder
+        return None
 
 
 class _PathReader:
@@ -249,6 +269,13 @@ class _PathReader:
         return text, first[1]
 
 
+# `from sys import path`, `from site import addsitedir as add`: changes under other names
+_PATH_IMPORTS = frozenset({("sys", "path"), ("sys", "modules"), ("sys", "meta_path"), ("sys", "path_hooks"),
+                           ("sys", "*"), ("site", "addsitedir"), ("site", "*")})
+_MODULE_LOADS = frozenset({"load_module", "load_source", "load_compiled", "load_dynamic", "load_package"})
+# Reads of sys.path or sys.modules handed to these change nothing; handed anywhere else, they may.
+_READING_CALLS = frozenset({"len", "print", "list", "tuple", "set", "sorted", "str", "repr", "reversed", "enumerate",
+                            "any", "all", "iter"})
 _SYS_PATH_READS = frozenset({"remove", "index", "count", "copy", "pop", "clear", "__contains__", "__iter__",
                              "__len__"})
 
@@ -264,9 +291,11 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             sys_names.update(alias.asname for alias in node.names if alias.name == "sys" and alias.asname)
-        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(
-                alias.name in ("path", "modules", "*") for alias in node.names):
+        elif isinstance(node, ast.ImportFrom) and any(
+                (node.module, alias.name) in _PATH_IMPORTS for alias in node.names):
             return None
+        elif isinstance(node, ast.Call) and last_name(node.func) in _MODULE_LOADS:
+            return None  # `SourceFileLoader("DeDoDe", ...).load_module()` binds it in sys.modules
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     if any(isinstance(n, ast.Call) and last_name(n.func) == "chdir" for n in ast.walk(tree)):
         cwd_choices = []  # after `os.chdir`, a relative path may be read from anywhere: unreadable
@@ -284,9 +313,10 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
             # a program run from a folder (`python -m` there, `os.chdir`) finds the names in it
             target = node.args[0] if last_name(node.func) == "chdir" and node.args else next(
                 (k.value for k in node.keywords if k.arg == "cwd"), None)
-            if target is None or (read := reader.folder(target)) is None or read[1]:
-                return None
-            added.extend(_resolved(read, cwd_choices))
+            # a folder the reader cannot follow comes from the run (an output folder, an argument):
+            # the user's, not one the package ships
+            if target is not None and (read := reader.folder(target)) is not None:
+                added.extend(_resolved(read, cwd_choices))
             continue
         if isinstance(node, ast.Attribute) and node.attr in ("meta_path", "path_hooks") and (
                 ast.unparse(node.value).split(".")[-1] in sys_names):
@@ -306,7 +336,11 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
                     continue  # a module replacing itself (a lazy module)
             return None
         if not (isinstance(parent, ast.Attribute) and parent.value is node):
-            continue  # a read: `x in sys.path`, `list(sys.path)`
+            if isinstance(parent, (ast.Compare, ast.comprehension, ast.For, ast.FormattedValue, ast.Expr)) or (
+                    isinstance(parent, ast.Subscript) and parent.value is node) or (
+                    isinstance(parent, ast.Call) and last_name(parent.func) in _READING_CALLS):
+                continue  # a read: `x in sys.path`, `len(sys.path)`, `sys.modules["x"]`
+            return None  # bound to a name or handed on (`_path = sys.path`): changed where it is not seen
         call = parents.get(parent)
         method = parent.attr
         if node.attr == "modules":
@@ -370,7 +404,8 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
     declarations = declared_dependencies(roots)
     candidates = [(result, job, kept) for result, job, homes in candidates
                   if (kept := [h for h in homes if not _declared(h[0], declarations)])]
-    if not candidates or _path_set_outside_python(roots):
+    commands = _settings(roots) if candidates else None
+    if commands is None:
         return
     added: list[str] = []
     aliased: set[str] = set()
@@ -400,10 +435,19 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
     if os.sep in reachable:
         return  # a relative path after `os.chdir`: any folder
     tests = _pytest_folders(paths)
+    entered = _entered(commands)
+
+    def blocked(folder: str) -> bool:
+        return folder.lower() in reachable or folder in tests or os.path.basename(folder).lower() in entered
+
+    blocked_names: dict[tuple[str, tuple[str, ...]], bool] = {}
     for result, _, homes in candidates:
-        usable = [(name, line, statement, home) for name, line, statement, home, below in homes
-                  if name not in aliased and not any(
-                      folder.lower() in reachable or folder in tests for folder in layout.holders(name, below))]
+        usable = []
+        for name, line, statement, home, below in homes:
+            if (name, below) not in blocked_names:
+                blocked_names[(name, below)] = name in aliased or any(map(blocked, layout.holders(name, below)))
+            if not blocked_names[(name, below)] and not blocked(home):
+                usable.append((name, line, statement, home))
         if not usable:
             continue
         name, line, statement, home = min(usable, key=lambda h: h[1])
@@ -418,31 +462,49 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
                     f"from {host} or {name} is installed on its own")
 
 
-def _path_set_outside_python(roots: list[str]) -> bool:
-    """A ``.pth`` file, or a shell script, ``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``pyproject.toml``,
-    CI workflow, environment file, README or notebook that names ``PYTHONPATH`` or pytest's
-    ``pythonpath`` (a notebook: ``sys.path``), in the scanned folders."""
+def _settings(roots: list[str]) -> list[bytes] | None:
+    """The command lines that enter a folder or install one (``cd ...``, ``pip install ...``) in the
+    scanned folders' shell scripts, Makefiles, Dockerfiles, CI workflows, Markdown, text files and
+    notebooks, lower case; None where one of those files, an ini, cfg or toml file, or an editor's
+    launch settings name ``PYTHONPATH`` or pytest's ``pythonpath``, ``--doctest-modules`` or
+    ``python_files`` (pytest then imports files the reading does not count), a notebook changes
+    ``sys.path``, or a ``.pth`` file exists."""
+    commands: list[bytes] = []
     for root in roots:
         for folder, folders, names in os.walk(root):
             folders[:] = [f for f in folders if f not in _NOT_SETTINGS]
             for name in names:
                 if name.endswith(".pth"):
-                    return True
-                if name.endswith(_SETTING_FILES) or name in ("Makefile", "Dockerfile", ".env"):
-                    try:
-                        with open(os.path.join(folder, name), "rb") as handle:
-                            text = handle.read(2_000_000).lower()
-                    except OSError:
-                        return True
-                    if b"pythonpath" in text or (name.endswith(".ipynb") and b"sys.path" in text):
-                        return True
-    return False
+                    return None
+                if not (name.endswith(_SETTING_FILES) or name in _SETTING_NAMES or (
+                        name.endswith(".json") and os.path.basename(folder) == ".vscode")):
+                    continue
+                try:
+                    with open(os.path.join(folder, name), "rb") as handle:
+                        text = handle.read(2_000_000).lower()
+                except OSError:
+                    return None
+                if any(word in text for word in _PATH_SETTINGS) or (name.endswith(".ipynb") and b"sys.path" in text):
+                    return None
+                commands.extend(line for line in text.splitlines() if b"cd " in line or b"install" in line)
+    return commands
 
 
 _SETTING_FILES = (".sh", ".bash", ".zsh", ".ini", ".cfg", ".toml", ".yaml", ".yml", ".env", ".mk", ".md", ".rst",
-                  ".ipynb")
+                  ".ipynb", ".txt")
+_SETTING_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile", "Dockerfile", ".env", ".envrc", "Justfile",
+                            "Procfile"})
+_PATH_SETTINGS = (b"pythonpath", b"doctest-modules", b"python_files", b"doctest_modules")
 _NOT_SETTINGS = frozenset({".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__",
                            "site-packages"})
+
+
+def _entered(commands: list[bytes]) -> frozenset[str]:
+    """The folder names the command lines of the scanned settings enter or install (``cd
+    host/thirdparty/DeDoDe && python -m ...``, ``pip install -e thirdparty/DeDoDe``): every word
+    between separators or spaces, lower case."""
+    return frozenset(word.decode("utf-8", "replace") for line in commands
+                     for word in re.split(rb"[\s/\\&;|()]+", line) if word)
 
 
 def _pytest_folders(paths: list[str]) -> set[str]:
