@@ -317,3 +317,22 @@ def test_a_namespace_folder_on_the_path_counts_only_where_it_holds_the_import(tm
         kept_lines_stay(written["training"], root=tmp_path)
     else:
         check_marked_lines([tmp_path], (written["training"], written["extractor"]))
+
+
+def test_a_subpackage_named_for_the_library_it_wraps_imports_the_library(tmp_path: Path) -> None:
+    """autogluon's ``models/gluonts/abstract.py`` does ``import gluonts``: the pip package, though
+    ``models/gluonts/`` holds the name inside a package too (the in-sample check of the round's
+    third version found seven packages of this shape)."""
+    package = tmp_path / "host"
+    for folder in (package, package / "models", package / "models" / "gluonts"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text("")
+    wrapper = _write(package / "models" / "gluonts", "abstract.py", '''
+    import gluonts
+    import torch
+
+
+    def fit(model):
+        return model.cuda()  # kept
+    ''')
+    kept_lines_stay(wrapper, "TP002", root=tmp_path)

@@ -13,10 +13,12 @@ A finding is lowered to info where all of these hold, in a package scanned whole
 - the finding's file imports, in an unconditional statement of its module body before the finding
   (not in ``try``, ``if`` or a function), a top-level name that is not the standard library's;
 - every folder or module of that name among the scanned files lies inside a package (an
-  ``__init__.py`` in its folder or above it, below the scanned folder), and one of them beside a
-  folder that also holds the importing file, deeper than that folder itself: the vendored project
-  importing its own code from its scripts, benchmarks or training code (a script directly in that
-  folder, run as ``python script.py``, finds the name through its own folder, and is left alone);
+  ``__init__.py`` in its folder or above it, below the scanned folder), and one of them in a
+  folder that is no package itself (the vendored project's own folder, ``thirdparty/DeDoDe/``) and
+  also holds the importing file, deeper than that folder itself: the vendored project importing
+  its own code from its scripts, benchmarks or training code (a script directly in that folder,
+  run as ``python script.py``, finds the name through its own folder, and is left alone; a
+  subpackage named for the library it wraps, ``models/gluonts/`` in a package, means the library);
 - the name is not one every PyTorch environment has (``torch``, ``numpy``, ``transformers``...) nor
   a dependency that the scanned folders declare (a wheel's ``METADATA``, ``pyproject.toml``,
   ``setup.py``, ``setup.cfg``, ``requirements*.txt``, ``requirements/*.txt``, ``environment.yml``,
@@ -195,7 +197,10 @@ class _Layout:
         while folder != os.path.dirname(folder):
             folder = os.path.dirname(folder)
             if folder in parents:
-                return folder
+                # a project's own folder, not a package: `thirdparty/DeDoDe/` beside its `setup.py`;
+                # a package's subpackage named for the library it wraps (`models/gluonts/`,
+                # `utils/ignite/`) sits in a package, and its `import gluonts` means the library
+                return None if os.path.exists(os.path.join(folder, "__init__.py")) else folder
         return None
 
 
