@@ -142,6 +142,8 @@ _MAKES_IMPORTABLE = {
     "loader": ("__init__.py", "import os\nfrom importlib.machinery import SourceFileLoader\n\n"
                               "SourceFileLoader('DeDoDe', os.path.join(os.path.dirname(__file__), 'thirdparty', 'DeDoDe', "
                               "'DeDoDe', '__init__.py')).load_module()\n"),
+    "chdir_unreadable_then_relative": ("__init__.py", "import os\nimport sys\n\nos.chdir(os.environ['VENDOR'])\n"
+                                                      "sys.path.insert(0, '.')\n"),
     "pytest_prepend": ("conftest.py", "def pytest_configure(config):\n    pass\n\n\n"
                                       "def fixture(monkeypatch):\n    monkeypatch.syspath_prepend('thirdparty')\n"),
 }
@@ -336,3 +338,12 @@ def test_a_subpackage_named_for_the_library_it_wraps_imports_the_library(tmp_pat
         return model.cuda()  # kept
     ''')
     kept_lines_stay(wrapper, "TP002", root=tmp_path)
+
+
+def test_a_script_whose_own_folder_holds_the_name_finds_it(tmp_path: Path) -> None:
+    """``experiments/DeDoDe/`` beside the script: run as ``python experiments/train_detector.py``,
+    the script's folder comes first on sys.path and holds the name."""
+    written = _vendored(tmp_path, mark="kept")
+    _write(tmp_path / "host" / "thirdparty" / "DeDoDe" / "experiments" / "DeDoDe", "utils.py",
+           "def get_gt_warp(x):\n    return x\n")
+    kept_lines_stay(written["training"], root=tmp_path)

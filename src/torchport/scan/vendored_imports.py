@@ -451,7 +451,7 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
         for name, line, statement, home, below in homes:
             if (name, below) not in blocked_names:
                 blocked_names[(name, below)] = name in aliased or any(map(blocked, layout.holders(name, below)))
-            if not blocked_names[(name, below)] and not blocked(home):
+            if not blocked_names[(name, below)]:
                 usable.append((name, line, statement, home))
         if not usable:
             continue
