@@ -347,3 +347,11 @@ def test_a_script_whose_own_folder_holds_the_name_finds_it(tmp_path: Path) -> No
     _write(tmp_path / "host" / "thirdparty" / "DeDoDe" / "experiments" / "DeDoDe", "utils.py",
            "def get_gt_warp(x):\n    return x\n")
     kept_lines_stay(written["training"], root=tmp_path)
+
+
+def test_a_linked_scan_folder_is_read_as_the_folder(tmp_path: Path) -> None:
+    written = _vendored(tmp_path / "real")
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    _, reason = worst_by_line(tmp_path / "linked")[("train_detector.py", 7, "TP002")]
+    assert reason.startswith("past `from DeDoDe.utils import get_gt_warp` (line 3)"), reason
+    assert written["training"].exists()

@@ -380,6 +380,8 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
                                 whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower the findings of files that import their vendored project by a name the installed
     package lacks (see the module's docstring)."""
+    # the files under a linked folder carry its resolved path
+    roots = sorted({root for given in roots for root in (os.path.abspath(given), os.path.realpath(given))})
     by_display = {job.display: job for job in work if job.kind == "python"}
     pending = [(result, by_display[result.path]) for result, _ in results
                if result.path in by_display and any(still_hot(f) for f in result.findings)
