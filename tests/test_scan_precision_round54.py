@@ -144,6 +144,14 @@ _MAKES_IMPORTABLE = {
                               "'DeDoDe', '__init__.py')).load_module()\n"),
     "chdir_unreadable_then_relative": ("__init__.py", "import os\nimport sys\n\nos.chdir(os.environ['VENDOR'])\n"
                                                       "sys.path.insert(0, '.')\n"),
+    "run_from_a_folder_built_in_a_function": ("cli.py", "import os\nimport subprocess\nimport sys\n\n\ndef train():\n"
+                                              "    here = os.path.dirname(os.path.abspath(__file__))\n"
+                                              "    subprocess.run([sys.executable, '-m', 'experiments.train_detector'], "
+                                              "cwd=os.path.join(here, 'thirdparty', 'DeDoDe'))\n"),
+    "run_from_parents": ("cli.py", "import subprocess\nimport sys\nfrom pathlib import Path\n\n"
+                                   "VENDOR = Path(__file__).resolve().parents[0] / 'thirdparty' / 'DeDoDe'\n\n\n"
+                                   "def train():\n    subprocess.run([sys.executable, '-m', 'experiments.train_detector'], "
+                                   "cwd=VENDOR)\n"),
     "pytest_prepend": ("conftest.py", "def pytest_configure(config):\n    pass\n\n\n"
                                       "def fixture(monkeypatch):\n    monkeypatch.syspath_prepend('thirdparty')\n"),
 }
@@ -160,7 +168,7 @@ def test_a_path_or_module_change_the_reader_cannot_rule_out_keeps_the_findings(t
 @pytest.mark.parametrize("case", ["conftest_in_the_project", "tests_package_in_the_project", "pytest_ini",
                                   "shell_script", "pth_file", "requirements_folder", "conda_environment", "git_url",
                                   "ci_workflow", "notebook", "readme", "doctest_modules", "makefile_enters",
-                                  "editable_install"])
+                                  "editable_install", "ci_working_directory", "makefile_variable", "pushd"])
 def test_pytest_a_setting_or_a_declaration_keeps_the_findings(tmp_path: Path, case: str) -> None:
     written = _vendored(tmp_path, mark="kept")
     home = tmp_path / "host" / "thirdparty" / "DeDoDe"
@@ -195,8 +203,18 @@ def test_pytest_a_setting_or_a_declaration_keeps_the_findings(tmp_path: Path, ca
         (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --doctest-modules\n")
     elif case == "makefile_enters":
         (tmp_path / "Makefile").write_text("train-dedode:\n\tcd host/thirdparty/DeDoDe && python -m experiments.train\n")
-    else:
+    elif case == "editable_install":
         (tmp_path / "install.sh").write_text("pip install -e host/thirdparty/DeDoDe\n")
+    elif case == "ci_working_directory":
+        (tmp_path / ".github" / "workflows").mkdir(parents=True)
+        (tmp_path / ".github" / "workflows" / "ci.yml").write_text(
+            "jobs:\n  train:\n    steps:\n      - run: python -m experiments.train_detector\n"
+            "        working-directory: host/thirdparty/DeDoDe\n")
+    elif case == "makefile_variable":
+        (tmp_path / "Makefile").write_text("VENDOR := host/thirdparty/DeDoDe\n\ntrain:\n"
+                                           "\tcd $(VENDOR) && python -m experiments.train_detector\n")
+    else:
+        (tmp_path / "train.sh").write_text("pushd host/thirdparty/DeDoDe\npython -m experiments.train_detector\npopd\n")
     kept_lines_stay(written["training"], root=tmp_path)
 
 

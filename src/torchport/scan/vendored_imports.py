@@ -31,19 +31,22 @@ A finding is lowered to info where all of these hold, in a package scanned whole
     without case; a store into ``sys.path`` or a slice of it, ``extend``, ``from sys import path``,
     ``sys.path`` or ``sys.modules`` bound to a name or handed on, ``sys.meta_path`` or
     ``sys.path_hooks``, a module loader's ``load_module``, a ``sys.modules`` key the reader cannot
-    read, or a ``sys.path`` entry it cannot read turns the reading off (a ``cwd=`` or ``os.chdir``
-    folder it cannot read is taken to be the user's, an output folder or an argument, not one
+    read, or a ``sys.path`` entry it cannot read turns the reading off; so does a ``cwd=`` or
+    ``os.chdir`` folder it cannot read, unless its function builds it only from its parameters or
+    ``os.getcwd()``, never from ``__file__`` (``os.chdir(output_dir)``: the user's folder, not one
     the package ships);
-  - a path built from ``__file__`` (``os.path.dirname``, ``join``, ``Path(...).parent``, ``/``) and
+  - a path built from ``__file__`` (``os.path.dirname``, ``join``, ``Path(...).parent`` and
+    ``.parents[n]``, ``/``, ``joinpath``) and
     names bound once, in the module body, are followed; a relative string is read from the changing
     file's folder and from every folder above it in the scan, since its meaning depends on where
     the program runs (after an ``os.chdir`` in the file, from anywhere: the reading is off);
   - ``PYTHONPATH`` or pytest's ``syspath_prepend`` in a Python file, a ``.pth`` file, or
     ``PYTHONPATH``, pytest's ``pythonpath``, ``--doctest-modules`` or ``python_files`` in a shell
     script, Makefile, Dockerfile, ini, cfg, toml, yaml (CI workflows too), editor launch settings,
-    Markdown, text file or notebook (there ``sys.path`` too) turns the reading off, and a command
-    line there that enters or installs a folder holding the name (``cd .../DeDoDe``, ``pip install
-    -e .../DeDoDe``) keeps its findings;
+    Markdown, text file or notebook (there ``sys.path`` too) turns the reading off, and a path
+    spelled there that names a folder holding the name (``working-directory:
+    host/thirdparty/DeDoDe``, ``pushd``, a Makefile variable, ``pip install -e``), or a ``cd`` or
+    ``install`` line naming it, keeps its findings;
   - pytest may not put such a folder there (a ``conftest.py`` in it, or a test module whose first
     folder up without an ``__init__.py`` is it).
 
@@ -244,6 +247,15 @@ class _PathReader:
             return (os.path.dirname(inner[0]), inner[1]) if inner else None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             return self._join([node.left, node.right])
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents"
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) and node.slice.value >= 0):
+            inner = self.folder(node.value.value)  # `Path(__file__).parents[1]`
+            if inner is None:
+                return None
+            folder = inner[0]
+            for _ in range(node.slice.value + 1):
+                folder = os.path.dirname(folder)
+            return folder, inner[1]
         if isinstance(node, ast.JoinedStr):
             return self._join([v.value if isinstance(v, ast.FormattedValue) else v for v in node.values], glue="")
         if isinstance(node, ast.Call):
@@ -251,6 +263,8 @@ class _PathReader:
             method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
             if name in ("os.path.join", "path.join", "join"):
                 return self._join(node.args)
+            if method == "joinpath" and isinstance(node.func, ast.Attribute):
+                return self._join([node.func.value, *node.args])
             if len(node.args) == 1 and name in ("os.path.dirname", "path.dirname", "dirname"):
                 inner = self.folder(node.args[0])
                 return (os.path.dirname(inner[0]), inner[1]) if inner else None
@@ -318,10 +332,10 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
             # a program run from a folder (`python -m` there, `os.chdir`) finds the names in it
             target = node.args[0] if last_name(node.func) == "chdir" and node.args else next(
                 (k.value for k in node.keywords if k.arg == "cwd"), None)
-            # a folder the reader cannot follow comes from the run (an output folder, an argument):
-            # the user's, not one the package ships
             if target is not None and (read := reader.folder(target)) is not None:
                 added.extend(_resolved(read, cwd_choices))
+            elif target is None or not _from_the_run(target, parents):
+                return None
             continue
         if isinstance(node, ast.Attribute) and node.attr in ("meta_path", "path_hooks") and (
                 ast.unparse(node.value).split(".")[-1] in sys_names):
@@ -365,6 +379,38 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
             continue
         return None  # `extend`, `__setitem__`, `sys.path.__iadd__`: not read
     return added, aliased
+
+
+def _from_the_run(target: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Whether a folder the reader cannot follow comes from the run, not from the package: built
+    only from its function's parameters (``os.chdir(output_dir)``) and names its function binds
+    only from them or from ``os.getcwd()``, never from ``__file__``."""
+    function = parents.get(target)
+    while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        function = parents.get(function)
+    if function is None:
+        return False
+    arguments = function.args
+    allowed = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    allowed |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    helpers = {"os", "Path", "pathlib", "str", "getcwd", "cwd"}
+
+    def from_the_run(node: ast.AST) -> bool:
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        return "__file__" not in names and names <= allowed | helpers
+
+    stores = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
+                                                              ast.With, ast.NamedExpr))]
+    for _ in range(3):  # names bound from names bound from parameters
+        for store in stores:
+            value = getattr(store, "value", None)
+            targets = [n.id for n in ast.walk(store) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+            if isinstance(store, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and value is not None and from_the_run(value):
+                allowed |= set(targets)
+    bound_otherwise = {n.id for store in stores if not (
+        isinstance(store, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and store.value is not None
+        and from_the_run(store.value)) for n in ast.walk(store) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return from_the_run(target) and not ({n.id for n in ast.walk(target) if isinstance(n, ast.Name)} & bound_otherwise)
 
 
 def _resolved(read: tuple[str, bool], cwd_choices: list[str]) -> list[str]:
@@ -493,7 +539,8 @@ def _settings(roots: list[str]) -> list[bytes] | None:
                     return None
                 if any(word in text for word in _PATH_SETTINGS) or (name.endswith(".ipynb") and b"sys.path" in text):
                     return None
-                commands.extend(line for line in text.splitlines() if b"cd " in line or b"install" in line)
+                commands.extend(line for line in text.splitlines() if b"/" in line or b"\\" in line
+                                or b"cd " in line or b"install" in line)
     return commands
 
 
@@ -507,11 +554,16 @@ _NOT_SETTINGS = frozenset({".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox
 
 
 def _entered(commands: list[bytes]) -> frozenset[str]:
-    """The folder names the command lines of the scanned settings enter or install (``cd
-    host/thirdparty/DeDoDe && python -m ...``, ``pip install -e thirdparty/DeDoDe``): every word
-    between separators or spaces, lower case."""
-    return frozenset(word.decode("utf-8", "replace") for line in commands
-                     for word in re.split(rb"[\s/\\&;|()]+", line) if word)
+    """The folder names the scanned settings may enter, install or put on a path: each part of a
+    path spelled there (``working-directory: host/thirdparty/DeDoDe``, ``VENDOR :=
+    host/thirdparty/DeDoDe``, ``pushd thirdparty/DeDoDe``), and every word of a line with ``cd `` or
+    ``install``; lower case."""
+    words: set[str] = set()
+    for line in commands:
+        for word in re.split(rb"[\s&;|()'\"=:,]+", line):
+            if b"/" in word or b"\\" in word or b"cd " in line or b"install" in line:
+                words.update(part.decode("utf-8", "replace") for part in re.split(rb"[/\\]+", word) if part)
+    return frozenset(words)
 
 
 def _pytest_folders(paths: list[str]) -> set[str]:
