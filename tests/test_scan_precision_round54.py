@@ -152,6 +152,13 @@ _MAKES_IMPORTABLE = {
                                    "VENDOR = Path(__file__).resolve().parents[0] / 'thirdparty' / 'DeDoDe'\n\n\n"
                                    "def train():\n    subprocess.run([sys.executable, '-m', 'experiments.train_detector'], "
                                    "cwd=VENDOR)\n"),
+    "chdir_into_an_argument_then_relative": ("__init__.py", "import os\nimport sys\n\n\ndef enter(folder):\n"
+                                                            "    os.chdir(folder)\n    sys.path.insert(0, '.')\n"),
+    "run_from_a_global_the_reader_cannot_follow": ("cli.py", "import subprocess\nimport sys\n\nfrom host.config import vendor\n\n"
+                                                             "VENDOR = vendor()\n\n\ndef train():\n"
+                                                             "    subprocess.run([sys.executable, '-m', 'x'], cwd=VENDOR)\n"),
+    "run_from_the_environment": ("cli.py", "import os\nimport subprocess\nimport sys\n\n\ndef train(name):\n"
+                                           "    subprocess.run([sys.executable, '-m', name], cwd=os.environ['VENDOR'])\n"),
     "pytest_prepend": ("conftest.py", "def pytest_configure(config):\n    pass\n\n\n"
                                       "def fixture(monkeypatch):\n    monkeypatch.syspath_prepend('thirdparty')\n"),
 }

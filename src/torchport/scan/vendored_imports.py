@@ -33,8 +33,8 @@ A finding is lowered to info where all of these hold, in a package scanned whole
     ``sys.path_hooks``, a module loader's ``load_module``, a ``sys.modules`` key the reader cannot
     read, or a ``sys.path`` entry it cannot read turns the reading off; so does a ``cwd=`` or
     ``os.chdir`` folder it cannot read, unless its function builds it only from its parameters or
-    ``os.getcwd()``, never from ``__file__`` (``os.chdir(output_dir)``: the user's folder, not one
-    the package ships);
+    ``os.getcwd()``, never from ``__file__`` or the environment (``os.chdir(output_dir)``: the
+    user's folder, not one the package ships);
   - a path built from ``__file__`` (``os.path.dirname``, ``join``, ``Path(...).parent`` and
     ``.parents[n]``, ``/``, ``joinpath``) and
     names bound once, in the module body, are followed; a relative string is read from the changing
@@ -397,7 +397,8 @@ def _from_the_run(target: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
 
     def from_the_run(node: ast.AST) -> bool:
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-        return "__file__" not in names and names <= allowed | helpers
+        settings = any(isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv") for n in ast.walk(node))
+        return "__file__" not in names and names <= allowed | helpers and not settings
 
     stores = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
                                                               ast.With, ast.NamedExpr))]
