@@ -68,6 +68,7 @@ from torchport.scan.model import FileResult
 from torchport.scan.packages import LIBRARY_NAMES
 from torchport.scan.policy import still_hot
 
+_IMPORT_LINE = re.compile(r"^(?:import|from)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _PATH_CHANGE = re.compile(rb"sys\b|addsitedir|chdir|cwd|load_module|load_source|load_package")
 _DECLARATIONS = ("METADATA", "PKG-INFO", "pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "environment.yml",
                  "environment.yaml")
@@ -445,10 +446,14 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
     candidates = []  # (result, importing file, [(name, line, statement, home folder, what it needs below)])
     for result, job in pending:
         text = read(job)
-        tree = _parse(text) if text is not None and "import" in text else None
+        importer = os.path.abspath(job.path)
+        # parsed only where a line of the module body imports such a name (most files import none)
+        if text is None or not any(name not in LIBRARY_NAMES and layout.vendored_home(name, importer) is not None
+                                   for name in set(_IMPORT_LINE.findall(text))):
+            continue
+        tree = _parse(text)
         if tree is None:
             continue
-        importer = os.path.abspath(job.path)
         homes = [(name, line, statement, home, below) for name, line, statement, below in _top_level_imports(tree)
                  if (home := layout.vendored_home(name, importer)) is not None]
         if homes:
