@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+import warnings
 from itertools import accumulate
 
 from torchport.scan.detectors.analyzer import FAMILY_TRIGGER_WORDS, Analyzer
@@ -73,6 +74,17 @@ _SPLIT_LINES = 40
 _FILE_TRIGGERS = ("cud",) + tuple(w for w in TRIGGERS if w not in (
     "cuda", "cudnn", "CUDA_", "CUDAExtension", "init_process_group", "new_group", "new_subgroups", "autocast",
     "install_requires", "extras_require")) + ("CUDA",)
+
+
+def parse_whole(text: str) -> ast.Module | None:
+    """The whole file (the workers parse only the pieces that hold a trigger), quietly: a
+    SyntaxWarning is the file's business, not the scan's output; None where it does not parse."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
 
 
 def has_trigger(text: str) -> bool:

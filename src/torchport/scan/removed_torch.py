@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from torchport.scan import files
 from torchport.scan.detectors.syntax import dotted_name
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import still_hot
+from torchport.scan.python import parse_whole
 
 # module -> names it no longer has (absent from torch 2.13)
 REMOVED_NAMES: dict[str, frozenset[str]] = {
@@ -232,23 +232,12 @@ class _Blocks:
         return None
 
 
-def _parse(text: str) -> ast.Module | None:
-    """The whole file (the workers parse only the pieces that hold a trigger), quietly: a
-    SyntaxWarning is the file's business, not the scan's output."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-
-
 def candidates_in(text: str, findings: list[Finding]) -> list[Candidate]:
     """The file's error or silent findings past a removed torch API (the tree parsed only when
     the file has such findings and names a removed API)."""
     if not any(still_hot(f) for f in findings) or "torch" not in text or not HINT.search(text):
         return []
-    tree = _parse(text)
+    tree = parse_whole(text)
     return candidates(tree, findings) if tree is not None else []
 
 
@@ -442,7 +431,7 @@ def lower_past_removed_api(work: list, results: list[tuple[FileResult, int]], re
         text = read(job)
         if text is None or not needle.search(text):
             continue
-        tree = _parse(text)
+        tree = parse_whole(text)
         if tree is not None:
             shimmed.update(shims(tree))
         elif re.search(r"modules|setattr", text):

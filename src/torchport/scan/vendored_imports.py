@@ -59,7 +59,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import warnings
 from collections.abc import Callable
 
 from torchport.scan import files
@@ -67,6 +66,7 @@ from torchport.scan.detectors.syntax import last_name
 from torchport.scan.model import FileResult
 from torchport.scan.packages import LIBRARY_NAMES
 from torchport.scan.policy import still_hot
+from torchport.scan.python import parse_whole
 
 _IMPORT_LINE = re.compile(r"^(?:import|from)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _PATH_CHANGE = re.compile(rb"sys\b|addsitedir|chdir|cwd|load_module|load_source|load_package")
@@ -102,15 +102,6 @@ def _listdir(folder: str) -> list[str]:
 def _declared(name: str, declarations: str) -> bool:
     word = re.escape(name.lower().replace("_", "-"))
     return re.search(rf"(?<![\w-]){word}(?![\w-])", declarations) is not None  # `.../DeDoDe.git` too
-
-
-def _parse(text: str) -> ast.Module | None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
 
 
 def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, str, tuple[str, ...]]]:
@@ -451,7 +442,7 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
         if text is None or not any(name not in LIBRARY_NAMES and layout.vendored_home(name, importer) is not None
                                    for name in set(_IMPORT_LINE.findall(text))):
             continue
-        tree = _parse(text)
+        tree = parse_whole(text)
         if tree is None:
             continue
         homes = [(name, line, statement, home, below) for name, line, statement, below in _top_level_imports(tree)
@@ -476,7 +467,7 @@ def lower_vendored_self_imports(work, results: list[tuple[FileResult, int]], rea
         if not _PATH_CHANGE.search(data):
             continue
         path = os.path.abspath(job.path)
-        tree = _parse(data.decode("utf-8", "replace"))
+        tree = parse_whole(data.decode("utf-8", "replace"))
         if tree is None:
             return
         root = root_of(path) or os.path.dirname(path)
