@@ -149,7 +149,7 @@ class _Layout:
             root = self._root_of(folder + os.sep + "x")
             here = folder
             found = False
-            while root is not None and (here == root or here.startswith(root + os.sep)) and here != root:
+            while root is not None and here.startswith(root + os.sep):
                 if os.path.exists(os.path.join(here, "__init__.py")):
                     found = True
                     break
@@ -182,9 +182,9 @@ class _Layout:
         return self._parents_of[name]
 
     def vendored_home(self, name: str, importer: str) -> str | None:
-        """The folder whose ``name`` the importing file means, where every place of ``name`` lies
-        inside a package and one lies beside a folder holding the importer (deeper than that folder
-        itself); else None."""
+        """The vendored project's folder whose ``name`` the importing file means: a folder above
+        the importer's own, no package itself, holding a place of ``name``, where every place of
+        ``name`` lies inside a package and none in the importer's own folder; else None."""
         parents = self._parents(name)
         folder = os.path.dirname(importer)
         if parents is None or folder in parents:
@@ -376,7 +376,7 @@ def _folders_added(path: str, tree: ast.Module, cwd_choices: list[str]) -> tuple
 def _from_the_run(target: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
     """Whether a folder the reader cannot follow comes from the run, not from the package: built
     only from its function's parameters (``os.chdir(output_dir)``) and names its function binds
-    only from them or from ``os.getcwd()``, never from ``__file__``."""
+    only from them or from ``os.getcwd()``, never from ``__file__`` or the environment."""
     function = parents.get(target)
     while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         function = parents.get(function)
