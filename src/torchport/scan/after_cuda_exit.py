@@ -19,6 +19,8 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from torchport.scan.detectors.syntax import wraps_in_place
+
 if TYPE_CHECKING:
     from torchport.scan.policy import FileContext
 
@@ -104,23 +106,12 @@ def _handed_on(context: FileContext, name: str) -> bool:
     in ``__all__`` or looks names up by string (``globals()[...]``)."""
     for scope in context.scopes:
         for decorator in scope.decorator_list:
-            if scope.name == name and not _only_wraps(decorator):
+            if scope.name == name and not wraps_in_place(decorator):
                 return True
             if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(decorator)):
                 return True
     return (f'"{name}"' in context.text or f"'{name}'" in context.text
             or "globals()" in context.text or "locals()" in context.text)
-
-
-def _only_wraps(decorator: ast.expr) -> bool:
-    """``@staticmethod``, ``@property``, ``@torch.no_grad()``, ``@functools.lru_cache``: a decorator
-    that wraps the function where it is defined and registers it nowhere."""
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    root = target
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    return (isinstance(root, ast.Name) and root.id in ("torch", "functools")) or ast.unparse(target) in (
-        "staticmethod", "classmethod", "property")
 
 
 def _imported_elsewhere(path: str | None, name: str) -> bool:

@@ -43,6 +43,7 @@ from torchport.scan.detectors.syntax import (
     parameter_defaults,
     call_site,
     passes_a_value,
+    wraps_in_place,
     passes_argument,
     replace_node,
     string_value,
@@ -637,17 +638,6 @@ def _default_fallback(statement: ast.stmt, defaults: dict[str, object]) -> tuple
         if picked and is_parameter(value.body, picked[0]):
             return picked[0], value.orelse, picked[1]
     return None
-
-
-def _wraps_in_place(decorator: ast.expr) -> bool:
-    """A decorator that registers the function nowhere: ``staticmethod``, ``classmethod``,
-    ``property``, ``functools.*``, ``torch.*`` (``@torch.no_grad()``)."""
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    root = target
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    return (isinstance(target, ast.Name) and target.id in ("staticmethod", "classmethod", "property")) or (
-        isinstance(root, ast.Name) and root.id in ("functools", "torch") and root is not target)
 
 
 def _drop_rebound(statement: ast.stmt, candidates: dict[str, object]) -> None:
@@ -1271,7 +1261,7 @@ class AnalyzerCore(AnalyzerState):
         if not calls or any(isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
                             and call.func.value.id == owner for call in calls):
             return False
-        if any(not _wraps_in_place(decorator) for decorator in function.decorator_list):
+        if any(not wraps_in_place(decorator) for decorator in function.decorator_list):
             return False  # `@register("linear")`: a registry calls it, with what the file does not show
         mentions = len(re.findall(rf"(?<!\w){re.escape(name)}\b", "\n".join(self.lines)))
         if mentions > 1 + len(calls):  # the definition and the calls, nothing else

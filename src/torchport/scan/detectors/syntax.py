@@ -210,6 +210,18 @@ def passes_a_value(call: ast.Call, parameter: str, position: int | None, site: C
                    for function in around for argument, default in parameter_defaults(function.args))
 
 
+def wraps_in_place(decorator: ast.expr) -> bool:
+    """A decorator that wraps the function where it is defined and registers it nowhere:
+    ``staticmethod``, ``classmethod``, ``property``, ``functools.*`` (``@functools.lru_cache``),
+    ``torch.*`` (``@torch.no_grad()``)."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    root = target
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return (isinstance(target, ast.Name) and target.id in ("staticmethod", "classmethod", "property")) or (
+        isinstance(root, ast.Name) and root.id in ("functools", "torch") and root is not target)
+
+
 def keyword_value(call: ast.Call, name: str):
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
 
