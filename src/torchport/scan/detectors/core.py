@@ -1267,10 +1267,9 @@ class AnalyzerCore(AnalyzerState):
         if mentions > 1 + len(calls):  # the definition and the calls, nothing else
             return False
         if self._call_site is None:
-            try:
-                self._call_site = call_site(ast.parse("\n".join(self.lines)))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
+            if self._whole_tree is None:  # parsed by _calls_in_file's index, unless it does not parse
                 return False
+            self._call_site = call_site(self._whole_tree)
         return all(passes_a_value(call, parameter, position, self._call_site, fallback) for call in calls)
 
     def _cap_asked_float64(self, name: str, findings) -> None:

@@ -52,6 +52,7 @@ class AnalyzerState(ast.NodeVisitor):
         self._definitions: dict[str, ast.stmt] | None = None  # module-level defs and classes, by name
         self._whole_imports: dict[str, str] = {}  # import_aliases of the whole file, filled with _calls
         self._functions: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # every def of the whole file, by line
+        self._whole_tree: ast.Module | None = None  # the whole file, parsed with _calls
         self._call_site: CallSite | None = None  # for passes_a_value, read when first needed
         self._narrowing_names: set[str] | None = None  # names rebound as `x = x and ...` in the file
         self._property_returns: dict[str, str] | None = None  # `@property def NAME(self): return X`: X by NAME
@@ -295,6 +296,7 @@ class AnalyzerState(ast.NodeVisitor):
             whole = ast.parse("\n".join(self.lines))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
+        self._whole_tree = whole
         self._whole_imports = import_aliases(whole.body)
         for statement in whole.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
