@@ -99,7 +99,7 @@ def unparsed(node: ast.AST) -> str:
 
 def cuda_present(test: ast.expr, helper: Callable[[str], bool] | None = None) -> bool:
     """Whether ``test`` is false wherever CUDA is absent: ``torch.cuda.is_available()``,
-    ``torch.cuda.device_count() > 0``, a call without arguments of a function ``helper`` accepts,
+    ``torch.cuda.device_count() > 0`` (``== 1``), a call without arguments of a function ``helper`` accepts,
     or an ``and`` with such an operand."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(cuda_present(value, helper) for value in test.values)
@@ -112,7 +112,7 @@ def cuda_present(test: ast.expr, helper: Callable[[str], bool] | None = None) ->
         bound = test.comparators[0]
         if isinstance(bound, ast.Constant) and isinstance(bound.value, int) and not isinstance(bound.value, bool):
             return ((isinstance(test.ops[0], ast.Gt) and bound.value >= 0)
-                    or (isinstance(test.ops[0], ast.GtE) and bound.value >= 1))
+                    or (isinstance(test.ops[0], (ast.GtE, ast.Eq)) and bound.value >= 1))
     return False
 
 

@@ -17,7 +17,10 @@ Three shapes, read per file in the workers and confirmed across the scanned file
   passing that parameter a value false wherever CUDA is absent: ``torch.cuda.is_available()`` (or
   ``device_count() > 0``, or an ``and`` with one), a name the caller binds once to one, or the
   caller's own parameter that every call of the caller fills so; and no other scanned file names
-  any function followed.  Read on the whole file, since a binding may hold no word the scanner cuts on.
+  any function followed.  The same for a flag that must be false (``if not disable_cuda:``), filled
+  with a value true wherever CUDA is absent: ``not torch.cuda.is_available()``, an ``or`` with one,
+  or a flag the caller forced so (``args["disable_cuda"] = args["disable_cuda"] or not
+  torch.cuda.is_available()``, read by ``syntax.forced_before``).  Read on the whole file, since a binding may hold no word the scanner cuts on.
 
 A finding stays as it is whenever the evidence is incomplete: a decorated function (a decorator
 may register it), a name used as a value, a mention the AST does not account for, a file that
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from torchport.scan import cross_file_guards, default_path, device_guard, files
-from torchport.scan.detectors.syntax import call_argument, parameter_defaults
+from torchport.scan.detectors.syntax import call_argument, forced_before, parameter_defaults
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
 
@@ -351,7 +354,7 @@ class _FlagReader:
     def __init__(self, context: FileContext, tree: ast.Module) -> None:
         self.context = context
         self.tree = tree
-        self._callers: dict[tuple[int, str], tuple[tuple[int, str], tuple[str, ...], tuple[str, ...]] | None] = {}
+        self._callers: dict[tuple[int, str, bool], tuple[tuple[int, str], tuple[str, ...], tuple[str, ...]] | None] = {}
         self._bound: dict[int, list[set[str]]] = {}
 
     def _bound_by(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[set[str]]:
@@ -365,11 +368,12 @@ class _FlagReader:
         """The function binds ``name`` anywhere in its body: the flag read is not only what the caller passed."""
         return any(name in names for names in self._bound_by(function))
 
-    def flag_of(self, unit: _Unit, finding: Finding) -> str | None:
+    def flag_of(self, unit: _Unit, finding: Finding) -> tuple[str, bool] | None:
         """The parameter of the finding's function that must be true for the finding to run (``if
         use_cuda:``, ``if use_cuda and x:``, ``x.cuda() if use_cuda else x``, after ``if not use_cuda:
-        return``), tested inside the function and never rebound there.  Not an ``assert``, which
-        fails without the flag, nor a test that holds the finding (a one-line ``if``)."""
+        return``), or false (``if not disable_cuda:``, after ``if disable_cuda or x: return``), tested
+        inside the function and never rebound there, with the value it must have.  Not an
+        ``assert``, which fails without the flag, nor a test that holds the finding (a one-line ``if``)."""
         context, function = self.context, unit.function
         parameters = _own_parameters(unit)
         # _unit holds only module-level functions and methods of module-level classes: every test
@@ -379,12 +383,12 @@ class _FlagReader:
                 continue
             while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
                 test, taken = test.operand, not taken
-            if not taken:
-                continue
-            operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+            # where an `and` holds, each operand does; where an `or` fails, each operand is false
+            joined = ast.And if taken else ast.Or
+            operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, joined) else [test]
             for operand in operands:
                 if isinstance(operand, ast.Name) and operand.id in parameters and not self.rebound(function, operand.id):
-                    return operand.id
+                    return operand.id, taken
         return None
 
     def _bound_once_before(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
@@ -403,50 +407,60 @@ class _FlagReader:
         return statement.value
 
     def _cuda_query_in(self, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int,
-                       depth: int = 0) -> ast.expr | None:
+                       present: bool = True, depth: int = 0) -> ast.expr | None:
         """The CUDA query that makes ``value`` false wherever CUDA is absent: the value itself
         (``torch.cuda.is_available()``, ``torch.cuda.device_count() > 0``), an ``and`` with one among
-        its operands, or a local name bound once, before ``line``, to such a value."""
+        its operands, or a local name bound once, before ``line``, to such a value.  With ``present``
+        false, the query that makes it true there instead: ``not torch.cuda.is_available()``, an
+        ``or`` with one such operand, such a name, or a flag ``forced_before`` the call."""
         if depth > _HANDED_NAMES:
             return None
-        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And if present else ast.Or):
             return next((q for v in value.values
-                         if (q := self._cuda_query_in(function, v, line, depth + 1)) is not None), None)
+                         if (q := self._cuda_query_in(function, v, line, present, depth + 1)) is not None), None)
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not) and not present:
+            return value if cross_file_guards.cuda_present(value.operand) else None
+        if not present and function is not None and forced_before(
+                function, value, line, lambda v: self._cuda_query_in(None, v, line, False, depth + 1) is not None):
+            return value  # `args["disable_cuda"] = args["disable_cuda"] or not torch.cuda.is_available()` above
         if isinstance(value, ast.Name) and function is not None:
             bound = self._bound_once_before(function, value.id, line)
-            return None if bound is None else self._cuda_query_in(function, bound, line, depth + 1)
-        return value if cross_file_guards.cuda_present(value) else None
+            return None if bound is None else self._cuda_query_in(function, bound, line, present, depth + 1)
+        return value if present and cross_file_guards.cuda_present(value) else None
 
     def handed_down(self, finding: Finding, path: str) -> tuple[str, tuple[str, ...]] | None:
         """(the reason, the functions followed) when the finding runs only under a flag parameter of
         its function that every call fills with a value false wherever CUDA is absent."""
         unit = _unit(scopes_at(self.tree, finding.line), finding.line)
-        flag = self.flag_of(unit, finding) if unit is not None else None
-        handed = self.callers(unit, flag) if unit is not None and flag is not None else None
-        if unit is None or handed is None:
+        needed = self.flag_of(unit, finding) if unit is not None else None
+        if unit is None or needed is None:
+            return None
+        flag, wanted = needed
+        handed = self.callers(unit, flag, wanted)
+        if handed is None:
             return None
         (line, query), names, defaults_on = handed
         through = f", through `{'`, `'.join(names[1:])}`" if len(names) > 1 else ""
-        unused = (f"; the default of the flag in `{'`, `'.join(defaults_on)}`, which turns it on, is never used "
-                  "(default only)") if defaults_on else ""
-        return (f"`{unit.name}` runs this line only when its `{flag}` is true, and every call in the scanned "
-                f"files passes a value false wherever CUDA is absent (`{query}` at {path}:{line}{through}), so a "
-                f"user without CUDA does not reach it{unused}"), names
+        unused = (f"; the default of the flag in `{'`, `'.join(defaults_on)}`, which {'turns it on' if wanted else 'leaves it off'}"
+                  ", is never used (default only)") if defaults_on else ""
+        return (f"`{unit.name}` runs this line only when its `{flag}` is {'true' if wanted else 'false'}, and every "
+                f"call in the scanned files passes a value {'false' if wanted else 'true'} wherever CUDA is absent "
+                f"(`{query}` at {path}:{line}{through}), so a user without CUDA does not reach it{unused}"), names
 
-    def callers(self, unit: _Unit, flag: str,
+    def callers(self, unit: _Unit, flag: str, wanted: bool = True,
                 depth: int = 0) -> tuple[tuple[int, str], tuple[str, ...], tuple[str, ...]] | None:
-        """(the first CUDA query, the functions followed, those among them whose own default turns
-        the flag on) when the file calls the unit, and every mention of its name outside its own
-        body is a call passing ``flag`` a value false wherever CUDA is absent: a CUDA query, a name
-        the caller binds once to one, or a parameter of the caller that every call of the caller
+        """(the first CUDA query, the functions followed, those among them whose own default runs the
+        line) when the file calls the unit, and every mention of its name outside its own body is a
+        call passing ``flag`` a value that is not ``wanted`` wherever CUDA is absent: a CUDA query, a
+        name the caller binds once to one, or a parameter of the caller that every call of the caller
         fills so (``_DEPTH`` callers deep)."""
-        key = (id(unit.function), flag)
+        key = (id(unit.function), flag, wanted)
         if key not in self._callers:
             self._callers[key] = None  # a cycle of callers answers no
-            self._callers[key] = self._read_callers(unit, flag, depth)
+            self._callers[key] = self._read_callers(unit, flag, wanted, depth)
         return self._callers[key]
 
-    def _read_callers(self, unit: _Unit, flag: str,
+    def _read_callers(self, unit: _Unit, flag: str, wanted: bool,
                       depth: int) -> tuple[tuple[int, str], tuple[str, ...], tuple[str, ...]] | None:
         if unit.owner is not None and not _local_class(self.tree, unit.owner):
             return None  # a base from elsewhere may call the method under another name (`forward`, `train`)
@@ -460,7 +474,7 @@ class _FlagReader:
         # a positional-only flag takes no keyword: `use_cuda=` in a call goes to `**options`
         keyword = "" if flag in {a.arg for a in unit.function.args.posonlyargs} else flag
         default = next((d for a, d in parameter_defaults(unit.function.args) if a.arg == flag), None)
-        on_by_default = default is not None and not (isinstance(default, ast.Constant) and not default.value)
+        on_by_default = default is not None and (not (isinstance(default, ast.Constant) and not default.value)) == wanted
         body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
         first: tuple[int, str] | None = None
         names: tuple[str, ...] = (unit.name,)
@@ -481,14 +495,14 @@ class _FlagReader:
                     continue  # the function hands its own flag on to itself
                 return None
             caller = _unit(scopes_at(self.tree, call.lineno), call.lineno)
-            query = self._cuda_query_in(caller.function if caller else None, value, call.lineno)
+            query = self._cuda_query_in(caller.function if caller else None, value, call.lineno, wanted)
             if query is not None:
                 first = first or (query.lineno, " ".join(context.source(query).split()))
                 continue
             if caller is None or depth >= _DEPTH or not isinstance(value, ast.Name) \
                     or value.id not in _own_parameters(caller) or self.rebound(caller.function, value.id):
                 return None
-            handed = self.callers(caller, value.id, depth + 1)
+            handed = self.callers(caller, value.id, wanted, depth + 1)
             if handed is None:
                 return None
             names += tuple(n for n in handed[1] if n not in names)

@@ -37,6 +37,7 @@ from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     catches_a_missing_module,
     dotted_name,
+    forced_before,
     keyword_value,
     last_name,
     nested_statements,
@@ -413,6 +414,11 @@ _PRINTING_CALLS = frozenset({"print", "str", "repr", "debug", "info", "warning",
                              "critical", "exception", "log", "echo", "append", "add_row"})
 # Literal parts of an f-string that make it a path or an address, not a message: `f"_C_cu{v}.so"`.
 _PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
+
+
+def _positive_number(node) -> bool:
+    """``1`` of ``torch.cuda.device_count() == 1``: a count no CUDA-less machine has."""
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 1
 
 
 def _cpu_string(node) -> bool:
@@ -1409,6 +1415,14 @@ class AnalyzerCore(AnalyzerState):
             if (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
                     and self.positive_cuda_query(test.operand)):
                 return True
+            if isinstance(test, (ast.Name, ast.Subscript)) and self._true_without_cuda(test):
+                return True  # `if disable_cuda: ... else: x.cuda()`
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and (
+                    _cpu_string(test.comparators[0]) or self.qualname(getattr(test.left, "func", None))
+                    == "torch.cuda.device_count") and self._absent_cuda_query(test)):
+                # `if self.device == "cpu": ... else: x.cuda()`, `if torch.cuda.device_count() == 0: raise`
+                # (not any absent test: `backend not in ["nccl", "gloo"]` reads as one)
+                return True
             if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.NotIn))
                     and any(CUDA_DEVICE.match(string_value(side) or "") for side in (test.left, test.comparators[0]))):
                 return True
@@ -1448,6 +1462,15 @@ class AnalyzerCore(AnalyzerState):
             return False
         if isinstance(test, ast.IfExp):  # `is_bf16_supported() if new_torch else get_device_capability() >= (8,)`
             return self.positive_cuda_query(test.body) and self.positive_cuda_query(test.orelse)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            # `if not disable_cuda:` where the flag holds wherever CUDA is absent
+            if id(test) in self._open_queries:
+                return False
+            self._open_queries.add(id(test))
+            try:
+                return self._absent_cuda_query(test.operand)
+            finally:
+                self._open_queries.discard(id(test))
         if isinstance(test, ast.Name):  # use_cuda = torch.cuda.is_available()
             value = self.resolve(test)
             if value is None and self._narrowed(test):
@@ -1472,6 +1495,12 @@ class AnalyzerCore(AnalyzerState):
                 return True  # distributed_type in [DistributedType.MULTI_GPU]
             if isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and self.positive_cuda_query(test.left):
                 return True
+            if ((isinstance(op, ast.Eq) and _positive_number(right) or isinstance(op, ast.In) and isinstance(
+                    right, (ast.Tuple, ast.List, ast.Set)) and right.elts and all(map(_positive_number, right.elts)))
+                    and self.positive_cuda_query(test.left)):
+                return True  # `torch.cuda.device_count() == 1`: 0 without CUDA, and a false flag is no number
+            if isinstance(op, ast.NotEq) and _cpu_string(right) and self._cuda_or_cpu(test.left):
+                return True  # `self.device != "cpu"`, where the device is "cpu" unless CUDA is present
             if isinstance(op, (ast.Eq, ast.In)):
                 for side in (test.left, right):
                     for element in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]):
@@ -1529,9 +1558,18 @@ class AnalyzerCore(AnalyzerState):
     def _absent_cuda_query(self, test) -> bool:
         """True when ``test`` holds wherever CUDA is absent: ``not torch.cuda.is_available()``,
         ``torch.cuda.device_count() < 2``, either side of an ``or``."""
+        if isinstance(test, (ast.Name, ast.Subscript)) and self._true_without_cuda(test):
+            return True
         if isinstance(test, ast.Name):
             value = self.resolve(test)
-            return value is not None and not isinstance(value, ast.Name) and self._absent_cuda_query(value)
+            if value is None or isinstance(value, ast.Name) or id(value) in self._open_queries or any(
+                    isinstance(n, ast.Name) and n.id == test.id for n in walk_nodes(value)):
+                return False  # `x = x or not torch.cuda.is_available()`: x read before that line is another value
+            self._open_queries.add(id(value))
+            try:
+                return self._absent_cuda_query(value)
+            finally:
+                self._open_queries.discard(id(value))
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             operand = test.operand
             if isinstance(operand, ast.BoolOp) and isinstance(operand.op, ast.Or):
@@ -1550,10 +1588,55 @@ class AnalyzerCore(AnalyzerState):
                      or test.comparators[0].value is True and isinstance(test.ops[0], (ast.IsNot, ast.NotEq)))):
             return self.positive_cuda_query(test.left)  # `torch.cuda.is_available() is False`
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE, ast.Eq)):
-            left = test.left
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            if isinstance(op, ast.Eq) and _cpu_string(right):
+                return self._cuda_or_cpu(left)  # `self.device == "cpu"`
+            # `torch.cuda.device_count() < 2`, `<= 0`, `== 0`: true at a count of 0 (`== 1` is not)
+            number = right.value if isinstance(right, ast.Constant) and isinstance(right.value, (int, float)) and not (
+                isinstance(right.value, bool)) else None
             return (isinstance(left, ast.Call) and self.qualname(left.func) == "torch.cuda.device_count"
-                    and isinstance(test.comparators[0], ast.Constant))
+                    and number is not None and (number > 0 if isinstance(op, ast.Lt) else
+                                                number >= 0 if isinstance(op, ast.LtE) else number == 0))
         return False
+
+    def _cuda_or_cpu(self, subject) -> bool:
+        """``self.device`` (or a name) whose every value in this file is ``"cpu"`` or a choice that
+        is ``"cpu"`` unless CUDA is present: ``f"cuda:{i}" if torch.cuda.is_available() and i != "cpu"
+        else "cpu"``."""
+        if isinstance(subject, ast.Attribute) and isinstance(subject.value, ast.Name) and subject.value.id == "self":
+            values = self.self_assignments(subject.attr)
+        elif isinstance(subject, ast.Name):
+            values = self.bound_values(subject.id)
+        else:
+            return False
+
+        def cuda_or_cpu(value) -> bool:
+            return _cpu_string(value) or (isinstance(value, ast.IfExp) and (
+                self.positive_cuda_query(value.test) and _cpu_string(value.orelse)
+                or self._absent_cuda_query(value.test) and _cpu_string(value.body)))
+        return bool(values) and None not in values and any(not _cpu_string(v) for v in values) and all(
+            map(cuda_or_cpu, values))
+
+    def _true_without_cuda(self, flag: ast.Name | ast.Subscript) -> bool:
+        """A flag forced on where CUDA is absent in the function that reads it: ``disable_cuda =
+        disable_cuda or not torch.cuda.is_available()``, ``args["disable_cuda"] = ...`` (read by
+        ``forced_before``).  A parameter every call fills so is read across the scanned files
+        (reachability.py)."""
+        function = self._innermost_function(flag.lineno)
+        return function is not None and forced_before(function, flag, flag.lineno, self._plain_absent_query)
+
+    def _plain_absent_query(self, value) -> bool:
+        """``not torch.cuda.is_available()``, ``torch.cuda.device_count() == 0``: true wherever CUDA
+        is absent, read from the expression alone (no local name in it)."""
+        if any(isinstance(n, ast.Name) and n.id not in self.aliases and n.id != "torch" for n in walk_nodes(value)):
+            return False
+        return self._absent_cuda_query(value)
+
+    def _innermost_function(self, line: int):
+        if self._calls is None:
+            self._index_whole_file()
+        around = [f for f in self._functions.values() if f.lineno < line <= (f.end_lineno or 0)]
+        return max(around, key=lambda f: f.lineno) if around else None
 
     def cuda_only_test(self, decorator) -> bool:
         """``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``,

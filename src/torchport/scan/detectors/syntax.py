@@ -222,6 +222,59 @@ def wraps_in_place(decorator: ast.expr) -> bool:
         isinstance(root, ast.Name) and root.id in ("functools", "torch") and root is not target)
 
 
+def forced_before(function: ast.FunctionDef | ast.AsyncFunctionDef, flag: ast.expr, line: int,
+                  true_without_cuda: Callable[[ast.expr], bool]) -> bool:
+    """Whether ``flag`` (a name, or ``d["key"]``) holds wherever CUDA is absent when read at
+    ``line``: a statement of the function's own body before it stores ``flag = <...> or <a value
+    true without CUDA>`` (``disable_cuda = disable_cuda or not torch.cuda.is_available()``; the
+    ``or`` is true there whatever its other terms), and from that statement on the function binds
+    the name nowhere (no store, ``del``, ``global``/``nonlocal``) and mentions ``d`` only to read a
+    key of it (``d["epochs"]``), to store another key (``d["start_epoch"] = 3``), to unpack it (``**d``), to put it in a container (a checkpoint's
+    ``{"training_args": d}``) or to print or log it: a call given ``d`` itself, ``d.update(...)``
+    or ``e = d`` may change the key."""
+    if isinstance(flag, ast.Subscript):
+        if not isinstance(flag.value, ast.Name) or string_value(flag.slice) is None:
+            return False
+        base = flag.value.id
+    elif isinstance(flag, ast.Name):
+        base = flag.id
+    else:
+        return False
+    text = ast.unparse(flag)
+    forcing = next((s for s in function.body if isinstance(s, ast.Assign) and (s.end_lineno or s.lineno) < line
+                    and len(s.targets) == 1 and ast.unparse(s.targets[0]) == text
+                    and isinstance(s.value, ast.BoolOp) and isinstance(s.value.op, ast.Or)
+                    and any(map(true_without_cuda, s.value.values))), None)
+    if forcing is None:
+        return False
+    target = forcing.targets[0]
+    own = {id(n) for n in walk_nodes(target)}
+    read = set()  # the mentions of `d` that leave its keys as they are
+    for node in walk_nodes(function):
+        if isinstance(node, ast.Subscript) and node is not target and (isinstance(node.ctx, ast.Load) or string_value(
+                node.slice) not in (None, string_value(getattr(flag, "slice", None)))):
+            read.add(id(node.value))  # `d["epochs"]`, `d["start_epoch"] = ...`
+        elif isinstance(node, ast.Dict):
+            read.update(id(v) for v in (*node.values, *(k for k in node.keys if k is not None)))
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)) and isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
+            read.update(map(id, node.elts))
+        elif isinstance(node, ast.Call):
+            read.update(id(k.value) for k in node.keywords if k.arg is None)  # `f(**d)`
+            if last_name(node.func).lower().startswith(("print", "log", "info", "debug", "warn")):
+                read.update(map(id, node.args))
+    for node in walk_nodes(function):
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and base in node.names:
+            return False  # another function may store it
+        if id(node) in own or (getattr(node, "end_lineno", None) or line) < forcing.lineno:
+            continue  # the forcing store itself, or what comes before it
+        if isinstance(node, ast.Name) and node.id == base:
+            if not isinstance(node.ctx, ast.Load):
+                return False
+            if isinstance(flag, ast.Subscript) and id(node) not in read:
+                return False
+    return True
+
+
 def keyword_value(call: ast.Call, name: str):
     return next((kw.value for kw in call.keywords if kw.arg == name), None)
 
