@@ -416,6 +416,11 @@ _PRINTING_CALLS = frozenset({"print", "str", "repr", "debug", "info", "warning",
 _PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
 
 
+# `... or not torch.cuda.is_available()`, `... or torch.cuda.device_count() == 0`: a flag forced on
+# without CUDA may be in the file (syntax.forced_before reads it).
+_FORCED_ON = re.compile(r"\bor\s+(?:not\b|\(?\s*[\w.]*device_count\b)")
+
+
 def _positive_number(node) -> bool:
     """``1`` of ``torch.cuda.device_count() == 1``: a count no CUDA-less machine has."""
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 1
@@ -1542,12 +1547,9 @@ class AnalyzerCore(AnalyzerState):
             self._narrowing_names = {name for name, same in _NARROWING.findall("\n" + self._joined_text()) if name == same}
         if name.id not in self._narrowing_names:
             return False
-        if self._calls is None:
-            self._index_whole_file()
-        functions = [f for f in self._functions.values() if f.lineno < name.lineno <= (f.end_lineno or 0)]
-        if not functions:
+        innermost = self._innermost_function(name.lineno)
+        if innermost is None:
             return False
-        innermost = max(functions, key=lambda f: f.lineno)
         return any(isinstance(node, ast.Assign) and node.lineno < name.lineno
                    and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets)
                    and isinstance(node.value, ast.BoolOp) and isinstance(node.value.op, ast.And)
@@ -1622,7 +1624,9 @@ class AnalyzerCore(AnalyzerState):
         disable_cuda or not torch.cuda.is_available()``, ``args["disable_cuda"] = ...`` (read by
         ``forced_before``).  A parameter every call fills so is read across the scanned files
         (reachability.py)."""
-        function = self._innermost_function(flag.lineno)
+        if self._forcing is None:  # one search of the file, not one per question
+            self._forcing = bool(_FORCED_ON.search(self._joined_text()))
+        function = self._innermost_function(flag.lineno) if self._forcing else None
         return function is not None and forced_before(function, flag, flag.lineno, self._plain_absent_query)
 
     def _plain_absent_query(self, value) -> bool:
@@ -1633,6 +1637,7 @@ class AnalyzerCore(AnalyzerState):
         return self._absent_cuda_query(value)
 
     def _innermost_function(self, line: int):
+        """The innermost ``def`` of the whole file around ``line``."""
         if self._calls is None:
             self._index_whole_file()
         around = [f for f in self._functions.values() if f.lineno < line <= (f.end_lineno or 0)]
