@@ -303,6 +303,14 @@ def test_a_disable_flag_handed_down_or_returned_on_guards_across_functions(tmp_p
         return epoch(model, loader, no_cuda)
 
 
+    def pick(model, device):
+        if device in ("cuda", "cpu", "auto"):
+            model = model.cuda()  # kept
+        if device in ("cuda", "cuda:0"):
+            model = model.cuda()  # quiet
+        return model
+
+
     def probe(model, batch, cpu_only):
         if not cpu_only:
             return model(batch.cuda())  # kept
@@ -318,8 +326,9 @@ def test_a_disable_flag_handed_down_or_returned_on_guards_across_functions(tmp_p
 
 
 def test_tests_that_hold_without_cuda_but_name_no_device_keep_the_lines(tmp_path: Path) -> None:
-    """A global another function resets, a backend list holding "nccl", a CUDA query handed to a
-    flag that must be false; beside them, ``device_count() == 1`` handed to a flag that must be true."""
+    """A global another function resets, a backend list holding "nccl" and "gloo", a device list
+    holding "cpu", a CUDA query handed to a flag that must be false; beside them, a list of CUDA
+    devices and ``device_count() == 1`` handed to a flag that must be true."""
     source = _write(tmp_path, "misc.py", '''
     import torch
 
@@ -344,6 +353,14 @@ def test_tests_that_hold_without_cuda_but_name_no_device_keep_the_lines(tmp_path
         if backend not in ["nccl", "gloo"]:
             raise ValueError(backend)
         return model.cuda()  # kept
+
+
+    def pick(model, device):
+        if device in ("cuda", "cpu", "auto"):
+            model = model.cuda()  # kept
+        if device in ("cuda", "cuda:0"):
+            model = model.cuda()  # quiet
+        return model
 
 
     def probe(model, batch, cpu_only):

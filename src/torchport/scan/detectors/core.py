@@ -421,6 +421,12 @@ _PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
 _FORCED_ON = re.compile(r"\bor\s+(?:not\b|\(?\s*[\w.]*device_count\b)")
 
 
+def _other_choice(node) -> bool:
+    """``"cpu"``, ``"mps"``, ``"auto"``, ``"gloo"``: a listed choice that CUDA's absence may take."""
+    value = string_value(node)
+    return value is not None and (bool(OTHER_DEVICE_STRING.match(value)) or value in ("auto", "gloo", "mpi", "ucc"))
+
+
 def _positive_number(node) -> bool:
     """``1`` of ``torch.cuda.device_count() == 1``: a count no CUDA-less machine has."""
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 1
@@ -1508,7 +1514,10 @@ class AnalyzerCore(AnalyzerState):
                 return True  # `self.device != "cpu"`, where the device is "cpu" unless CUDA is present
             if isinstance(op, (ast.Eq, ast.In)):
                 for side in (test.left, right):
-                    for element in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]):
+                    elements = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                    if any(_other_choice(e) for e in elements):
+                        continue  # `backend in ["nccl", "gloo"]`, `device in ("cuda", "cpu", "auto")`: not CUDA alone
+                    for element in elements:
                         value = string_value(element)
                         if value and (CUDA_DEVICE.match(value) or value == "nccl"):  # torchport: ignore
                             return True
