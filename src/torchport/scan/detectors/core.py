@@ -416,8 +416,11 @@ _PRINTING_CALLS = frozenset({"print", "str", "repr", "debug", "info", "warning",
 _PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
 
 
-# `... or not torch.cuda.is_available()`, `... or torch.cuda.device_count() == 0`: a flag forced on
-# without CUDA may be in the file (syntax.forced_before reads it).
+# `flag = ... or not torch.cuda.is_available()`, `args["no_cuda"] = (... or torch.cuda.device_count() == 0)`:
+# the names a statement may force on without CUDA (syntax.forced_before reads the statement), found in the
+# text: the stored name and its line, or the next three after a line ending in `(`.
+_FORCING = re.compile(r"^[ \t]*(\w+)(?:\[[^\]\n]*\])?[ \t]*=(?!=)([^\n]*\([ \t]*\n(?:[^\n]*\n?){0,3}|[^\n]*)",
+                      re.MULTILINE)
 _FORCED_ON = re.compile(r"\bor\s+(?:not\b|\(?\s*[\w.]*device_count\b)")
 
 
@@ -1634,8 +1637,11 @@ class AnalyzerCore(AnalyzerState):
         ``forced_before``).  A parameter every call fills so is read across the scanned files
         (reachability.py)."""
         if self._forcing is None:  # one search of the file, not one per question
-            self._forcing = bool(_FORCED_ON.search(self._joined_text()))
-        function = self._innermost_function(flag.lineno) if self._forcing else None
+            self._forcing = {name for name, value in _FORCING.findall(self._joined_text()) if _FORCED_ON.search(value)}
+        base = flag.value if isinstance(flag, ast.Subscript) else flag
+        if not (isinstance(base, ast.Name) and base.id in self._forcing):
+            return False  # no statement of the file may force it: the whole file is not parsed for it
+        function = self._innermost_function(flag.lineno)
         return function is not None and forced_before(function, flag, flag.lineno, self._plain_absent_query)
 
     def _plain_absent_query(self, value) -> bool:

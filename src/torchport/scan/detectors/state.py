@@ -57,7 +57,7 @@ class AnalyzerState(ast.NodeVisitor):
         self._narrowing_names: set[str] | None = None  # names rebound as `x = x and ...` in the file
         self._property_returns: dict[str, str] | None = None  # `@property def NAME(self): return X`: X by NAME
         self._open_queries: set[int] = set()  # `or` tests being asked about, against self-reference
-        self._forcing: bool | None = None  # the file may force a flag on without CUDA (`x = x or not ...`)
+        self._forcing: set[str] | None = None  # names a statement may force on without CUDA (`x = x or not ...`)
         self._self_flags: dict[str, list[ast.expr]] = {}  # `self.NAME = value` in the whole file, by NAME
         self._text: str | None = None  # the lines joined, made when first searched
         self._collect(tree.body, id(tree))
