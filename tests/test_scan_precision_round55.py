@@ -383,3 +383,164 @@ def test_tests_that_hold_without_cuda_but_name_no_device_keep_the_lines(tmp_path
         return single(model, batch, torch.cuda.device_count() == 1)
     ''')
     check_marked_lines([tmp_path], (source,))
+
+
+# Shapes an independent review ran on the CPU build of torch to the CUDA line, which the first
+# version lowered; each must stay an error.
+_REVIEWED = {
+    "augmented": '''
+    class Runner:
+        def __init__(self, local_rank=0):
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+            self.device += f":{local_rank}"
+
+        def run(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "another scope's name": '''
+    use_gpu = torch.cuda.is_available()
+
+
+    class Imputation:
+        def __init__(self, use_gpu=use_gpu):
+            self.device = "cuda" if use_gpu else "cpu"
+
+        def fit(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "another spelling of the CPU": '''
+    class Imputation:
+        def __init__(self, device="cpu"):
+            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
+
+        def fit(self, model):
+            if self.device != "cpu:0":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "stored on another object": '''
+    class Imputation:
+        def __init__(self, device="cpu"):
+            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
+
+        def fit(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+
+
+    def load(saved):
+        imputation = Imputation()
+        imputation.device = saved["device"]
+        return imputation
+    ''',
+    "a class attribute": '''
+    class Runner:
+        device = "cuda"
+
+        def setup(self, gpu=0):
+            self.device = f"cuda:{gpu}" if torch.cuda.is_available() else "cpu"
+
+        def run(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "a tuple target and setattr": '''
+    class Imputation:
+        def __init__(self, device="cpu", **options):
+            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
+            for name, value in options.items():
+                setattr(self, name, value)
+
+        def configure(self, settings):
+            self.device, self.dtype = settings["device"], settings["dtype"]
+
+        def fit(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "a choice that reads itself": '''
+    class Imputation:
+        def __init__(self, device="cpu"):
+            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
+
+        def refresh(self):
+            self.device = self.device if self.device != "cpu" and torch.cuda.is_available() else "cpu"
+
+        def fit(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "a module flag another function rebinds": '''
+    CPU_ONLY = not torch.cuda.is_available()
+
+
+    def parse_args(args):
+        global CPU_ONLY
+        CPU_ONLY = args.cpu_only
+
+
+    def predict(model):
+        if not CPU_ONLY:
+            model = model.cuda()  # kept
+        return model
+    ''',
+    "a walrus and a nonlocal": '''
+    def predict(model, environ):
+        cpu_only = not torch.cuda.is_available()
+        if (cpu_only := environ.get("CPU_ONLY", "0") == "1"):
+            print("forced onto the CPU")
+        if not cpu_only:
+            model = model.cuda()  # kept
+        return model
+
+
+    def main(model, argv):
+        cpu_only = not torch.cuda.is_available()
+
+        def parse(args):
+            nonlocal cpu_only
+            cpu_only = "--cpu" in args
+
+        parse(argv)
+        if not cpu_only:
+            model = model.cuda()  # kept
+        return model
+    ''',
+    "a lambda, a nested reset and a build without a GPU": '''
+    def make_mover(settings):
+        settings["disable_cuda"] = settings["disable_cuda"] or not torch.cuda.is_available()
+        return lambda t: t if settings["disable_cuda"] else t.cuda()  # kept
+
+
+    def fit(model, training_args, overrides):
+        def reset():
+            training_args["disable_cuda"] = overrides.get("disable_cuda", False)
+
+        training_args["disable_cuda"] = training_args["disable_cuda"] or not torch.cuda.is_available()
+        reset()
+        if not training_args["disable_cuda"]:
+            model.cuda()  # kept
+        return model
+
+
+    def fit_on_build(model, training_args):
+        training_args["disable_cuda"] = training_args["disable_cuda"] or not torch.version.cuda
+        if not training_args["disable_cuda"]:
+            model = model.cuda()  # kept
+        return model
+    ''',
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_REVIEWED))
+def test_what_the_review_ran_to_the_cuda_line_stays(tmp_path: Path, shape: str) -> None:
+    source = _write(tmp_path, "reviewed.py", "\n    import torch\n\n" + _REVIEWED[shape])
+    kept_lines_stay(source)

@@ -20,7 +20,7 @@ Three shapes, read per file in the workers and confirmed across the scanned file
   any function followed.  The same for a flag that must be false (``if not disable_cuda:``), filled
   with a value true wherever CUDA is absent: ``not torch.cuda.is_available()``, an ``or`` with one,
   or a flag the caller forced so (``args["disable_cuda"] = args["disable_cuda"] or not
-  torch.cuda.is_available()``, read by ``syntax.forced_before``).  Read on the whole file, since a binding may hold no word the scanner cuts on.
+  torch.cuda.is_available()``, read by ``syntax.forcing_end``).  Read on the whole file, since a binding may hold no word the scanner cuts on.
 
 A finding stays as it is whenever the evidence is incomplete: a decorated function (a decorator
 may register it), a name used as a value, a mention the AST does not account for, a file that
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from torchport.scan import cross_file_guards, default_path, device_guard, files
-from torchport.scan.detectors.syntax import call_argument, forced_before, parameter_defaults
+from torchport.scan.detectors.syntax import call_argument, forcing_end, parameter_defaults, read_in_lambda
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
 
@@ -412,7 +412,7 @@ class _FlagReader:
         (``torch.cuda.is_available()``, ``torch.cuda.device_count() > 0``), an ``and`` with one among
         its operands, or a local name bound once, before ``line``, to such a value.  With ``present``
         false, the query that makes it true there instead: ``not torch.cuda.is_available()``, an
-        ``or`` with one such operand, such a name, or a flag ``forced_before`` the call."""
+        ``or`` with one such operand, such a name, or a flag forced on before the call (``forcing_end``)."""
         if depth > _HANDED_NAMES:
             return None
         if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And if present else ast.Or):
@@ -420,9 +420,10 @@ class _FlagReader:
                          if (q := self._cuda_query_in(function, v, line, present, depth + 1)) is not None), None)
         if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not) and not present:
             return value if cross_file_guards.cuda_present(value.operand) else None
-        if not present and function is not None and forced_before(
-                function, value, line, lambda v: self._cuda_query_in(None, v, line, False, depth + 1) is not None):
-            return value  # `args["disable_cuda"] = args["disable_cuda"] or not torch.cuda.is_available()` above
+        if not present and function is not None and isinstance(value, (ast.Name, ast.Subscript)):
+            end = forcing_end(function, value, lambda v: self._cuda_query_in(None, v, line, False, depth + 1) is not None)
+            if end is not None and end < line and not read_in_lambda(function, value.lineno, value.col_offset):
+                return value  # `args["disable_cuda"] = args["disable_cuda"] or not torch.cuda.is_available()` above
         if isinstance(value, ast.Name) and function is not None:
             bound = self._bound_once_before(function, value.id, line)
             return None if bound is None else self._cuda_query_in(function, bound, line, present, depth + 1)

@@ -58,6 +58,7 @@ class AnalyzerState(ast.NodeVisitor):
         self._property_returns: dict[str, str] | None = None  # `@property def NAME(self): return X`: X by NAME
         self._open_queries: set[int] = set()  # `or` tests being asked about, against self-reference
         self._forcing: set[str] | None = None  # names a statement may force on without CUDA (`x = x or not ...`)
+        self._forcing_ends: dict[tuple[int, str], int | None] = {}  # (id of a def, flag) -> syntax.forcing_end
         self._self_flags: dict[str, list[ast.expr]] = {}  # `self.NAME = value` in the whole file, by NAME
         self._text: str | None = None  # the lines joined, made when first searched
         self._collect(tree.body, id(tree))

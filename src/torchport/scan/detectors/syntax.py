@@ -222,35 +222,45 @@ def wraps_in_place(decorator: ast.expr) -> bool:
         isinstance(root, ast.Name) and root.id in ("functools", "torch") and root is not target)
 
 
-def forced_before(function: ast.FunctionDef | ast.AsyncFunctionDef, flag: ast.expr, line: int,
-                  true_without_cuda: Callable[[ast.expr], bool]) -> bool:
-    """Whether ``flag`` (a name, or ``d["key"]``) holds wherever CUDA is absent when read at
-    ``line``: a statement of the function's own body before it stores ``flag = <...> or <a value
-    true without CUDA>`` (``disable_cuda = disable_cuda or not torch.cuda.is_available()``; the
-    ``or`` is true there whatever its other terms), and from that statement on the function binds
-    the name nowhere (no store, ``del``, ``global``/``nonlocal``) and mentions ``d`` only to read a
-    key of it (``d["epochs"]``), to store another key (``d["start_epoch"] = 3``), to unpack it (``**d``), to put it in a container (a checkpoint's
-    ``{"training_args": d}``) or to print or log it: a call given ``d`` itself, ``d.update(...)``
-    or ``e = d`` may change the key."""
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def forcing_end(function: ast.FunctionDef | ast.AsyncFunctionDef, flag: ast.expr,
+                true_without_cuda: Callable[[ast.expr], bool]) -> int | None:
+    """The last line of the statement that forces ``flag`` (a name, or ``d["key"]``) on wherever
+    CUDA is absent, where the function leaves it so; None where none does.  That statement is one
+    of the function's own body, ``flag = <...> or <a value true without CUDA>`` (``disable_cuda =
+    disable_cuda or not torch.cuda.is_available()``; the ``or`` is true there whatever its other
+    terms) or ``flag = <a value true without CUDA>``, and from it on the function binds the name
+    nowhere (no store, ``del``, walrus), declares it ``global`` or ``nonlocal`` nowhere, and mentions
+    ``d`` only to read a key of it (``d["epochs"]``), to store another key (``d["start_epoch"] = 3``),
+    to unpack it (``**d``), to put it in a container (a checkpoint's ``{"training_args": d}``) or to
+    print or log it: a call given ``d`` itself, ``d.update(...)`` or ``e = d`` may change the key.
+    A nested function, lambda or class that touches the flag so runs when it is called, whatever
+    its line: it counts wherever it stands.  A read at line ``n`` holds the flag forced when the
+    answer is below ``n`` and the read is in no lambda of the function (``read_in_lambda``)."""
     if isinstance(flag, ast.Subscript):
         if not isinstance(flag.value, ast.Name) or string_value(flag.slice) is None:
-            return False
+            return None
         base = flag.value.id
     elif isinstance(flag, ast.Name):
         base = flag.id
     else:
-        return False
+        return None
     text = ast.unparse(flag)
-    forcing = next((s for s in function.body if isinstance(s, ast.Assign) and (s.end_lineno or s.lineno) < line
-                    and len(s.targets) == 1 and ast.unparse(s.targets[0]) == text
-                    and isinstance(s.value, ast.BoolOp) and isinstance(s.value.op, ast.Or)
-                    and any(map(true_without_cuda, s.value.values))), None)
+    forcing = next((s for s in function.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                    and ast.unparse(s.targets[0]) == text and (
+                        isinstance(s.value, ast.BoolOp) and isinstance(s.value.op, ast.Or)
+                        and any(map(true_without_cuda, s.value.values)) or true_without_cuda(s.value))), None)
     if forcing is None:
-        return False
+        return None
     target = forcing.targets[0]
     own = {id(n) for n in walk_nodes(target)}
     read = set()  # the mentions of `d` that leave its keys as they are
+    nested: set[int] = set()  # what runs when called, not where it stands
     for node in walk_nodes(function):
+        if isinstance(node, _NESTED) and node is not function:
+            nested.update(id(n) for n in walk_nodes(node))
         if isinstance(node, ast.Subscript) and node is not target and (isinstance(node.ctx, ast.Load) or string_value(
                 node.slice) not in (None, string_value(getattr(flag, "slice", None)))):
             read.add(id(node.value))  # `d["epochs"]`, `d["start_epoch"] = ...`
@@ -264,15 +274,22 @@ def forced_before(function: ast.FunctionDef | ast.AsyncFunctionDef, flag: ast.ex
                 read.update(map(id, node.args))
     for node in walk_nodes(function):
         if isinstance(node, (ast.Global, ast.Nonlocal)) and base in node.names:
-            return False  # another function may store it
-        if id(node) in own or (getattr(node, "end_lineno", None) or line) < forcing.lineno:
+            return None  # another function may store it
+        if id(node) in own or (id(node) not in nested
+                               and (getattr(node, "end_lineno", None) or forcing.lineno) < forcing.lineno):
             continue  # the forcing store itself, or what comes before it
         if isinstance(node, ast.Name) and node.id == base:
             if not isinstance(node.ctx, ast.Load):
-                return False
+                return None
             if isinstance(flag, ast.Subscript) and id(node) not in read:
-                return False
-    return True
+                return None
+    return forcing.end_lineno or forcing.lineno
+
+
+def read_in_lambda(function: ast.FunctionDef | ast.AsyncFunctionDef, line: int, column: int) -> bool:
+    """Whether the position lies in a lambda of the function: it may run after the flag changed."""
+    return any(isinstance(n, ast.Lambda) and (n.lineno, n.col_offset) <= (line, column)
+               <= (n.end_lineno or n.lineno, n.end_col_offset or 0) for n in walk_nodes(function))
 
 
 def keyword_value(call: ast.Call, name: str):
