@@ -187,6 +187,13 @@ def test_a_local_flag_forced_on_after_its_first_value_guards(tmp_path: Path) -> 
         return model.cuda()  # quiet
 
 
+    def run_once(model):
+        cpu_only = not torch.cuda.is_available()
+        if not cpu_only:
+            model = model.cuda()  # quiet
+        return model
+
+
     def run_again(model, cfg):
         cpu_only = cfg.cpu_only or not torch.cuda.is_available()
         model.cuda()  # kept
@@ -459,6 +466,45 @@ _REVIEWED = {
 
         def configure(self, settings):
             self.device, self.dtype = settings["device"], settings["dtype"]
+
+        def fit(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "a state dict": '''
+    class Imputation:
+        def __init__(self, device="cpu"):
+            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
+
+        def load(self, state):
+            self.__dict__.update(state)
+
+        def fit(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "vars()": '''
+    class Imputation:
+        def __init__(self, device="cpu"):
+            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
+
+        def load(self, state):
+            vars(self).update(state)
+
+        def fit(self, model):
+            if self.device != "cpu":
+                model = model.cuda()  # kept
+            return model
+    ''',
+    "a named setattr": '''
+    class Imputation:
+        def __init__(self, device="cpu"):
+            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
+
+        def load(self, state):
+            setattr(self, "device", state["device"])
 
         def fit(self, model):
             if self.device != "cpu":
