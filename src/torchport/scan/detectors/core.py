@@ -422,7 +422,8 @@ _PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
 # text: the stored name and its line, or the next three after a line ending in `(`.
 _FORCING = re.compile(r"^[ \t]*(\w+)(?:\[[^\]\n]*\])?[ \t]*=(?!=)([^\n]*\([ \t]*\n(?:[^\n]*\n?){0,3}|[^\n]*)",
                       re.MULTILINE)
-_FORCED_ON = re.compile(r"\bor\s+(?:not\b|\(?\s*[\w.]*device_count\b)")
+_FORCED_ON = re.compile(r"(?:\bor\s+|^\s*\(?\s*)(?:not\s+\(?\s*[\w.]*is_available\("
+                        r"|\(?\s*[\w.]*device_count\(\)\s*(?:==\s*0|<\s*\d|<=\s*0))")
 
 
 def _other_choice(node) -> bool:
@@ -1683,7 +1684,8 @@ class AnalyzerCore(AnalyzerState):
         ``forcing_end``).  A parameter every call fills so is read across the scanned files
         (reachability.py)."""
         if self._forcing is None:  # one search of the file, not one per question
-            self._forcing = {name for name, value in _FORCING.findall(self._joined_text()) if _FORCED_ON.search(value)}
+            self._forcing = {name for name, value in _FORCING.findall(self._joined_text())
+                             if _FORCED_ON.search(" ".join(value.split()))}
         base = flag.value if isinstance(flag, ast.Subscript) else flag
         if not (isinstance(base, ast.Name) and base.id in self._forcing):
             return False  # no statement of the file may force it: the whole file is not parsed for it
