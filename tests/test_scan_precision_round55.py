@@ -1,11 +1,11 @@
-"""Round 55 (docs/precision/round55.md): flags and devices that CUDA alone turns on.  From the
-verdicts of seed 645398, where both judges called each of these guarded: gt4sd's CGCNN pipeline
-forces ``training_args["disable_cuda"] = training_args["disable_cuda"] or not
-torch.cuda.is_available()`` and hands the flag to ``train``/``validate``, whose ``.cuda()`` calls sit
-under ``if not disable_cuda:``; deepke's ASP models call ``.cuda()`` under ``if
-torch.cuda.device_count() == 1:``; spateo's GP interpolation sets ``self.device`` to
-``f"cuda:{device}"`` only where CUDA is available and moves tensors under ``if self.device !=
-"cpu":``.  Beside them, the flags and devices that a CUDA-less run can still turn on."""
+"""Round 55 (docs/precision/round55.md): flags and device counts that CUDA alone turns on.  From the
+verdicts of seed 645398, where both judges called each of these guarded: deepke's ASP models call
+``.cuda()`` under ``if torch.cuda.device_count() == 1:``; gt4sd's CGCNN pipeline forces its
+``disable_cuda`` flag on where CUDA is absent and hands it to ``train``/``validate``, whose ``.cuda()``
+calls sit under ``if not disable_cuda:`` (read here for a name, not for gt4sd's dict key); spateo's
+``self.device`` is ``"cpu"`` unless CUDA is present (not read: a subclass elsewhere may store another
+device).  Beside them, the flags and devices that a CUDA-less run can still turn on, and every shape
+the round's two reviews ran to the CUDA line."""
 from __future__ import annotations
 
 import subprocess
@@ -43,14 +43,14 @@ _PIPELINE = '''
 
     class Pipeline:
         def fit(self, model, loader, training_args):
-            training_args["disable_cuda"] = (
+            disable_cuda = (
                 training_args["disable_cuda"] or not torch.cuda.is_available()  # kept
             )
-            if not training_args["disable_cuda"]:
+            if not disable_cuda:
                 model.cuda()  # {mark}
             for epoch in range(training_args["epochs"]):
-                train(model, loader, training_args["disable_cuda"])
-                validate(model, loader, disable_cuda=training_args["disable_cuda"])
+                train(model, loader, disable_cuda)
+                validate(model, loader, disable_cuda=disable_cuda)
 {calls}'''
 
 
@@ -132,6 +132,8 @@ def test_a_call_that_may_pass_a_false_flag_keeps_the_lines(tmp_path: Path, calls
     # the dict handed to a call, which may change the key
     'training_args["disable_cuda"] = training_args["disable_cuda"] or not torch.cuda.is_available()\n'
     '        apply_overrides(training_args)',
+    # a dict's key, whatever follows: any other reference to the dict may change it
+    'training_args["disable_cuda"] = training_args["disable_cuda"] or not torch.cuda.is_available()',
     # a local name in the other term does not matter, but the query must be CUDA's
     'training_args["disable_cuda"] = training_args["disable_cuda"] or not use_gpu',
 ])
@@ -264,9 +266,22 @@ _GP = '''
 {extra}'''
 
 
-def test_a_device_that_is_cuda_only_where_cuda_is_present_guards(tmp_path: Path) -> None:
-    source = _write(tmp_path, "gp.py", _GP.format(mark="quiet", extra=""))
-    check_marked_lines([tmp_path], (source, _write(tmp_path, "anchor.py", _ANCHOR)))
+def test_a_device_that_is_cpu_unless_cuda_is_present_is_not_read(tmp_path: Path) -> None:
+    """spateo's GP interpolation: ``self.device`` is ``"cpu"`` unless CUDA is present, in this
+    file; a subclass in another file may store the user's own device (``"mps"``), so the comparisons
+    stay plain ones (the first version read them as CUDA checks; its reviews ran such subclasses to
+    the ``.cuda()`` line)."""
+    source = _write(tmp_path, "gp.py", _GP.format(mark="kept", extra=""))
+    _write(tmp_path, "sub.py", '''
+    from gp import Imputation
+
+
+    class OnDevice(Imputation):
+        def __init__(self, x, y, device="mps"):
+            super().__init__(x, y)
+            self.device = device
+    ''')
+    kept_lines_stay(source, "TP002", root=tmp_path)
 
 
 @pytest.mark.parametrize("extra", [

@@ -40,7 +40,7 @@ import tokenize
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan.detectors.syntax import import_aliases
+from torchport.scan.detectors.syntax import bound_names, import_aliases
 from torchport.scan.model import CrossFileHints, FileResult, Finding
 from torchport.scan.policy import still_hot, worst_of
 from torchport.scan.rules import CUDA_AVAILABILITY_CHECK
@@ -372,29 +372,6 @@ def _unshadowed(helper: Callable[[str], bool], statement: ast.AST,
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             local |= bound_names(scope)
     return lambda name: name not in local and helper(name)
-
-
-def bound_names(scope: ast.AST, stores: bool = True) -> set[str]:
-    """Every name a node binds anywhere inside it, in any position: stores (unless ``stores`` is
-    False), parameters, imports, definitions, ``except ... as``, pattern captures, ``global`` and
-    ``nonlocal``."""
-    found: set[str] = set()
-    for node in ast.walk(scope):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            if stores:
-                found.add(node.id)
-        elif isinstance(node, ast.arg):
-            found.add(node.arg)
-        elif isinstance(node, ast.alias):
-            found.add(node.asname or node.name.split(".")[0])
-        elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not scope) or (
-                isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name):
-            found.add(node.name)  # type: ignore[arg-type]
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            found.add(node.rest)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            found.update(node.names)
-    return found
 
 
 class CudaHelpers:

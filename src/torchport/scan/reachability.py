@@ -19,8 +19,8 @@ Three shapes, read per file in the workers and confirmed across the scanned file
   caller's own parameter that every call of the caller fills so; and no other scanned file names
   any function followed.  The same for a flag that must be false (``if not disable_cuda:``), filled
   with a value true wherever CUDA is absent: ``not torch.cuda.is_available()``, an ``or`` with one,
-  or a flag the caller forced so (``args["disable_cuda"] = args["disable_cuda"] or not
-  torch.cuda.is_available()``, read by ``syntax.forcing_end``).  Read on the whole file, since a binding may hold no word the scanner cuts on.
+  or a name the caller forced so (``disable_cuda = disable_cuda or not torch.cuda.is_available()``,
+  read by ``syntax.forcing_end``).  Read on the whole file, since a binding may hold no word the scanner cuts on.
 
 A finding stays as it is whenever the evidence is incomplete: a decorated function (a decorator
 may register it), a name used as a value, a mention the AST does not account for, a file that
@@ -420,10 +420,10 @@ class _FlagReader:
                          if (q := self._cuda_query_in(function, v, line, present, depth + 1)) is not None), None)
         if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not) and not present:
             return value if cross_file_guards.cuda_present(value.operand) else None
-        if not present and function is not None and isinstance(value, (ast.Name, ast.Subscript)):
+        if not present and function is not None and isinstance(value, ast.Name):
             end = forcing_end(function, value, lambda v: self._cuda_query_in(None, v, line, False, depth + 1) is not None)
             if end is not None and end < line and not read_in_lambda(function, value.lineno, value.col_offset):
-                return value  # `args["disable_cuda"] = args["disable_cuda"] or not torch.cuda.is_available()` above
+                return value  # `disable_cuda = disable_cuda or not torch.cuda.is_available()` above
         if isinstance(value, ast.Name) and function is not None:
             bound = self._bound_once_before(function, value.id, line)
             return None if bound is None else self._cuda_query_in(function, bound, line, present, depth + 1)

@@ -417,10 +417,10 @@ _PRINTING_CALLS = frozenset({"print", "str", "repr", "debug", "info", "warning",
 _PATH_TEXT = re.compile(r"\.(?:so|dll|pyd|dylib|whl|pt|bin)\b|[/\\]")
 
 
-# `flag = ... or not torch.cuda.is_available()`, `args["no_cuda"] = (... or torch.cuda.device_count() == 0)`:
+# `flag = ... or not torch.cuda.is_available()`, `no_cuda = (... or torch.cuda.device_count() == 0)`:
 # the names a statement may force on without CUDA (syntax.forcing_end reads the statement), found in the
 # text: the stored name and its line, or the next three after a line ending in `(`.
-_FORCING = re.compile(r"^[ \t]*(\w+)(?:\[[^\]\n]*\])?[ \t]*=(?!=)([^\n]*\([ \t]*\n(?:[^\n]*\n?){0,3}|[^\n]*)",
+_FORCING = re.compile(r"^[ \t]*(\w+)[ \t]*=(?!=)([^\n]*\([ \t]*\n(?:[^\n]*\n?){0,3}|[^\n]*)",
                       re.MULTILINE)
 _FORCED_ON = re.compile(r"(?:\bor\s+|^\s*\(?\s*)(?:not\s+\(?\s*[\w.]*is_available\("
                         r"|\(?\s*[\w.]*device_count\(\)\s*(?:==\s*0|<\s*\d|<=\s*0))")
@@ -1431,13 +1431,13 @@ class AnalyzerCore(AnalyzerState):
             if (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
                     and self.positive_cuda_query(test.operand)):
                 return True
-            if isinstance(test, (ast.Name, ast.Subscript)) and self._true_without_cuda(test):
+            if isinstance(test, ast.Name) and self._true_without_cuda(test):
                 return True  # `if disable_cuda: ... else: x.cuda()`
-            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and (
-                    _cpu_string(test.comparators[0]) or self.qualname(getattr(test.left, "func", None))
-                    == "torch.cuda.device_count") and self._absent_cuda_query(test)):
-                # `if self.device == "cpu": ... else: x.cuda()`, `if torch.cuda.device_count() == 0: raise`
-                # (not any absent test: `backend not in ["nccl", "gloo"]` reads as one)
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1
+                    and self.qualname(getattr(test.left, "func", None)) == "torch.cuda.device_count"
+                    and self._absent_cuda_query(test)):
+                # `if torch.cuda.device_count() == 0: raise` (not any absent test: `backend not in
+                # ["nccl", "gloo"]` reads as one)
                 return True
             if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.NotIn))
                     and any(CUDA_DEVICE.match(string_value(side) or "") for side in (test.left, test.comparators[0]))):
@@ -1483,7 +1483,7 @@ class AnalyzerCore(AnalyzerState):
             # so in its function (a module name or one resolve() finds may be bound where it does not
             # look: `global`, a walrus, `nonlocal`), or an expression (`not torch.cuda.device_count() < 1`)
             if isinstance(test.operand, (ast.Name, ast.Subscript)):
-                return self._true_without_cuda(test.operand)
+                return isinstance(test.operand, ast.Name) and self._true_without_cuda(test.operand)
             if id(test) in self._open_queries:
                 return False
             self._open_queries.add(id(test))
@@ -1519,8 +1519,6 @@ class AnalyzerCore(AnalyzerState):
                     right, (ast.Tuple, ast.List, ast.Set)) and right.elts and all(map(_positive_number, right.elts)))
                     and self.positive_cuda_query(test.left)):
                 return True  # `torch.cuda.device_count() == 1`: 0 without CUDA, and a false flag is no number
-            if isinstance(op, ast.NotEq) and _cpu_string(right) and self._cuda_or_cpu(test.left, string_value(right)):
-                return True  # `self.device != "cpu"`, where the device is "cpu" unless CUDA is present
             if isinstance(op, (ast.Eq, ast.In)):
                 for side in (test.left, right):
                     elements = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
@@ -1578,7 +1576,7 @@ class AnalyzerCore(AnalyzerState):
     def _absent_cuda_query(self, test) -> bool:
         """True when ``test`` holds wherever CUDA is absent: ``not torch.cuda.is_available()``,
         ``torch.cuda.device_count() < 2``, either side of an ``or``."""
-        if isinstance(test, (ast.Name, ast.Subscript)) and self._true_without_cuda(test):
+        if isinstance(test, ast.Name) and self._true_without_cuda(test):
             return True
         if isinstance(test, ast.Name):
             value = self.resolve(test)
@@ -1609,8 +1607,6 @@ class AnalyzerCore(AnalyzerState):
             return self.positive_cuda_query(test.left)  # `torch.cuda.is_available() is False`
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE, ast.Eq)):
             left, op, right = test.left, test.ops[0], test.comparators[0]
-            if isinstance(op, ast.Eq) and _cpu_string(right):
-                return self._cuda_or_cpu(left, string_value(right))  # `self.device == "cpu"`
             # `torch.cuda.device_count() < 2`, `<= 0`, `== 0`: true at a count of 0 (`== 1` is not)
             number = right.value if isinstance(right, ast.Constant) and isinstance(right.value, (int, float)) and not (
                 isinstance(right.value, bool)) else None
@@ -1619,75 +1615,14 @@ class AnalyzerCore(AnalyzerState):
                                                 number >= 0 if isinstance(op, ast.LtE) else number == 0))
         return False
 
-    def _cuda_or_cpu(self, subject, cpu: str | None) -> bool:
-        """``self.device`` that is ``cpu`` (``"cpu"``, spelled as compared) unless CUDA is present: every
-        store of the attribute in the file is ``self.device = ...`` in a method of the class that reads
-        it, each ``cpu`` or ``f"cuda:{i}" if torch.cuda.is_available() and i != "cpu" else cpu``, the
-        CUDA query read from the expression alone.  Any other store of an attribute of that name (on
-        another object, in another class, ``+=``, a tuple target, a class attribute or dataclass field,
-        ``setattr``) keeps the comparison a plain one."""
-        if not (cpu and isinstance(subject, ast.Attribute) and isinstance(subject.value, ast.Name)
-                and subject.value.id == "self" and self.self_assignments(subject.attr)):
-            return False  # (self_assignments: the file stores it on a line that names CUDA)
-        owners = self._classes_around(subject.lineno)  # (parses the whole file)
-        tree, name = self._whole_tree, subject.attr
-        if tree is None or not owners:
-            return False
-        owner = owners[-1]
-        values = []
-        for node in walk_nodes(tree):
-            if isinstance(node, ast.ClassDef) and any(
-                    isinstance(t, ast.Name) and t.id == name for s in node.body if isinstance(s, (ast.Assign, ast.AnnAssign))
-                    for t in (s.targets if isinstance(s, ast.Assign) else [s.target])):
-                return False  # a class attribute or dataclass field of that name
-            if isinstance(node, ast.Call) and (last_name(node.func) == "vars" or last_name(node.func) == "setattr" and (
-                    len(node.args) < 2 or string_value(node.args[1]) in (None, name))):
-                return False  # `setattr(self, key, value)`, `vars(self).update(...)`
-            if isinstance(node, ast.Attribute) and node.attr == "__dict__":
-                return False
-            if isinstance(node, ast.Attribute) and node.attr == name and not isinstance(node.ctx, ast.Load):
-                values.append(node)
-        stores = [s for s in walk_nodes(owner) if isinstance(s, ast.Assign) and len(s.targets) == 1
-                  and isinstance(s.targets[0], ast.Attribute) and s.targets[0].attr == name
-                  and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id == "self"]
-        if len(stores) != len(values):
-            return False  # stored elsewhere, or in another way
-
-        def cuda_or_cpu(value) -> bool:
-            if any(isinstance(n, ast.Attribute) and n.attr == name for n in walk_nodes(value)):
-                return False  # `self.device = self.device if ... else "cpu"`
-            return string_value(value) == cpu or (isinstance(value, ast.IfExp) and string_value(value.orelse) == cpu
-                                                   and self._plain_positive(value.test))
-        return any(string_value(s.value) != cpu for s in stores) and all(cuda_or_cpu(s.value) for s in stores)
-
-    def _plain_positive(self, test) -> bool:
-        """A CUDA query read from the expression alone (``torch.cuda.is_available()``), or an ``and``
-        with one among its operands."""
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-            return any(map(self._plain_positive, test.values))
-        nodes = list(walk_nodes(test))
-        return (not any(isinstance(n, ast.Name) and n.id not in self.aliases and n.id != "torch" for n in nodes)
-                and any(isinstance(n, ast.Call) and self.qualname(n.func) in _SAFE_CUDA_QUERIES for n in nodes)
-                and self.positive_cuda_query(test))
-
-    def _classes_around(self, line: int) -> list[ast.ClassDef]:
-        """The classes of the whole file around ``line``, outermost first."""
-        if self._calls is None:
-            self._index_whole_file()
-        tree = self._whole_tree
-        return sorted((n for n in walk_nodes(tree) if isinstance(n, ast.ClassDef)
-                       and n.lineno < line <= (n.end_lineno or 0)), key=lambda n: n.lineno) if tree is not None else []
-
-    def _true_without_cuda(self, flag: ast.Name | ast.Subscript) -> bool:
+    def _true_without_cuda(self, flag: ast.Name) -> bool:
         """A flag forced on where CUDA is absent in the function that reads it: ``disable_cuda =
-        disable_cuda or not torch.cuda.is_available()``, ``args["disable_cuda"] = ...`` (read by
-        ``forcing_end``).  A parameter every call fills so is read across the scanned files
+        disable_cuda or not torch.cuda.is_available()`` (read by ``forcing_end``).  A parameter every call fills so is read across the scanned files
         (reachability.py)."""
         if self._forcing is None:  # one search of the file, not one per question
             self._forcing = {name for name, value in _FORCING.findall(self._joined_text())
                              if _FORCED_ON.search(" ".join(value.split()))}
-        base = flag.value if isinstance(flag, ast.Subscript) else flag
-        if not (isinstance(base, ast.Name) and base.id in self._forcing):
+        if flag.id not in self._forcing:
             return False  # no statement of the file may force it: the whole file is not parsed for it
         function = self._innermost_function(flag.lineno)
         if function is None:

@@ -222,67 +222,57 @@ def wraps_in_place(decorator: ast.expr) -> bool:
         isinstance(root, ast.Name) and root.id in ("functools", "torch") and root is not target)
 
 
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+def bound_names(scope: ast.AST, stores: bool = True) -> set[str]:
+    """Every name a node binds anywhere inside it, in any position: stores (unless ``stores`` is
+    False), parameters, imports, definitions, ``except ... as``, pattern captures, ``global`` and
+    ``nonlocal``."""
+    found: set[str] = set()
+    for node in walk_nodes(scope):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            if stores:
+                found.add(node.id)
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+        elif isinstance(node, ast.alias):
+            found.add(node.asname or node.name.split(".")[0])
+        elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not scope) or (
+                isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name):
+            found.add(node.name)  # type: ignore[arg-type]
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            found.add(node.rest)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.update(node.names)
+    return found
 
 
 def forcing_end(function: ast.FunctionDef | ast.AsyncFunctionDef, flag: ast.expr,
                 true_without_cuda: Callable[[ast.expr], bool]) -> int | None:
-    """The last line of the statement that forces ``flag`` (a name, or ``d["key"]``) on wherever
-    CUDA is absent, where the function leaves it so; None where none does.  That statement is one
-    of the function's own body, ``flag = <...> or <a value true without CUDA>`` (``disable_cuda =
-    disable_cuda or not torch.cuda.is_available()``; the ``or`` is true there whatever its other
-    terms) or ``flag = <a value true without CUDA>``, and from it on the function binds the name
-    nowhere (no store, ``del``, walrus), declares it ``global`` or ``nonlocal`` nowhere, and mentions
-    ``d`` only to read a key of it (``d["epochs"]``), to store another key (``d["start_epoch"] = 3``),
-    to unpack it (``**d``), to put it in a container (a checkpoint's ``{"training_args": d}``) or to
-    print or log it: a call given ``d`` itself, ``d.update(...)`` or ``e = d`` may change the key.
-    A nested function, lambda or class that touches the flag so runs when it is called, whatever
-    its line: it counts wherever it stands.  A read at line ``n`` holds the flag forced when the
-    answer is below ``n`` and the read is in no lambda of the function (``read_in_lambda``)."""
-    if isinstance(flag, ast.Subscript):
-        if not isinstance(flag.value, ast.Name) or string_value(flag.slice) is None:
-            return None
-        base = flag.value.id
-    elif isinstance(flag, ast.Name):
-        base = flag.id
-    else:
+    """The last line of the statement that forces the name ``flag`` on wherever CUDA is absent, where
+    the function leaves it so; None where none does.  That statement is one of the function's own
+    body, ``flag = <...> or <a value true without CUDA>`` (``disable_cuda = disable_cuda or not
+    torch.cuda.is_available()``; the ``or`` is true there whatever its other terms) or ``flag = <a
+    value true without CUDA>``; no statement after it binds the name in any way (``bound_names``: a
+    store, a walrus, a parameter of a lambda or nested function, an import, a ``match`` capture,
+    ``global`` or ``nonlocal``), nor does a nested function, lambda or class before it, which runs
+    when called.  Only a name: a dict's key (``args["disable_cuda"]``) may change through any other
+    reference to the dict.  A read at line ``n`` holds the flag forced when the answer is below
+    ``n`` and the read is in no lambda of the function (``read_in_lambda``)."""
+    if not isinstance(flag, ast.Name):
         return None
-    text = ast.unparse(flag)
+    name = flag.id
     forcing = next((s for s in function.body if isinstance(s, ast.Assign) and len(s.targets) == 1
-                    and ast.unparse(s.targets[0]) == text and (
+                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name and (
                         isinstance(s.value, ast.BoolOp) and isinstance(s.value.op, ast.Or)
                         and any(map(true_without_cuda, s.value.values)) or true_without_cuda(s.value))), None)
-    if forcing is None:
+    if forcing is None or name in bound_names(forcing.value):
         return None
-    target = forcing.targets[0]
-    own = {id(n) for n in walk_nodes(target)}
-    read = set()  # the mentions of `d` that leave its keys as they are
-    nested: set[int] = set()  # what runs when called, not where it stands
-    for node in walk_nodes(function):
-        if isinstance(node, _NESTED) and node is not function:
-            nested.update(id(n) for n in walk_nodes(node))
-        if isinstance(node, ast.Subscript) and node is not target and (isinstance(node.ctx, ast.Load) or string_value(
-                node.slice) not in (None, string_value(getattr(flag, "slice", None)))):
-            read.add(id(node.value))  # `d["epochs"]`, `d["start_epoch"] = ...`
-        elif isinstance(node, ast.Dict):
-            read.update(id(v) for v in (*node.values, *(k for k in node.keys if k is not None)))
-        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)) and isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
-            read.update(map(id, node.elts))
-        elif isinstance(node, ast.Call):
-            read.update(id(k.value) for k in node.keywords if k.arg is None)  # `f(**d)`
-            if last_name(node.func).lower().startswith(("print", "log", "info", "debug", "warn")):
-                read.update(map(id, node.args))
-    for node in walk_nodes(function):
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and base in node.names:
-            return None  # another function may store it
-        if id(node) in own or (id(node) not in nested
-                               and (getattr(node, "end_lineno", None) or forcing.lineno) < forcing.lineno):
-            continue  # the forcing store itself, or what comes before it
-        if isinstance(node, ast.Name) and node.id == base:
-            if not isinstance(node.ctx, ast.Load):
-                return None
-            if isinstance(flag, ast.Subscript) and id(node) not in read:
-                return None
+    index = function.body.index(forcing)
+    if any(name in bound_names(statement) for statement in function.body[index + 1:]):
+        return None
+    if any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global, ast.Nonlocal))
+           and name in (bound_names(node) if not isinstance(node, (ast.Global, ast.Nonlocal)) else set(node.names))
+           for statement in function.body[:index] for node in walk_nodes(statement)):
+        return None
     return forcing.end_lineno or forcing.lineno
 
 
