@@ -1479,9 +1479,10 @@ class AnalyzerCore(AnalyzerState):
         if isinstance(test, ast.IfExp):  # `is_bf16_supported() if new_torch else get_device_capability() >= (8,)`
             return self.positive_cuda_query(test.body) and self.positive_cuda_query(test.orelse)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            # `if not disable_cuda:` where the flag holds wherever CUDA is absent: a name or key forced
-            # so in its function (a module name or one resolve() finds may be bound where it does not
-            # look: `global`, a walrus, `nonlocal`), or an expression (`not torch.cuda.device_count() < 1`)
+            # `if not disable_cuda:` where the flag holds wherever CUDA is absent: a name forced so in
+            # its function (a module name, or one resolve() finds, may be bound where resolve() does not
+            # look: `global`, a walrus, `nonlocal`; a dict's key through another reference to the dict),
+            # or an expression (`not torch.cuda.device_count() < 1`)
             if isinstance(test.operand, (ast.Name, ast.Subscript)):
                 return isinstance(test.operand, ast.Name) and self._true_without_cuda(test.operand)
             if id(test) in self._open_queries:
@@ -1616,9 +1617,9 @@ class AnalyzerCore(AnalyzerState):
         return False
 
     def _true_without_cuda(self, flag: ast.Name) -> bool:
-        """A flag forced on where CUDA is absent in the function that reads it: ``disable_cuda =
-        disable_cuda or not torch.cuda.is_available()`` (read by ``forcing_end``).  A parameter every call fills so is read across the scanned files
-        (reachability.py)."""
+        """A name forced on where CUDA is absent in the function that reads it: ``disable_cuda =
+        disable_cuda or not torch.cuda.is_available()`` (read by ``forcing_end``).  A parameter that
+        every call fills so is read across the scanned files (reachability.py)."""
         if self._forcing is None:  # one search of the file, not one per question
             self._forcing = {name for name, value in _FORCING.findall(self._joined_text())
                              if _FORCED_ON.search(" ".join(value.split()))}
