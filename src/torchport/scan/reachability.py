@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from torchport.scan import cross_file_guards, default_path, device_guard, files
-from torchport.scan.detectors.syntax import call_argument, forcing_end, parameter_defaults, read_in_lambda
+from torchport.scan.detectors.syntax import call_argument, forced_when_read, forcing_end, parameter_defaults
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
 
@@ -422,7 +422,7 @@ class _FlagReader:
             return value if cross_file_guards.cuda_present(value.operand) else None
         if not present and function is not None and isinstance(value, ast.Name):
             end = forcing_end(function, value, lambda v: self._cuda_query_in(None, v, line, False, depth + 1) is not None)
-            if end is not None and end < line and not read_in_lambda(function, value.lineno, value.col_offset):
+            if forced_when_read(function, end, value):
                 return value  # `disable_cuda = disable_cuda or not torch.cuda.is_available()` above
         if isinstance(value, ast.Name) and function is not None:
             bound = self._bound_once_before(function, value.id, line)

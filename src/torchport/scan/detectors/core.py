@@ -37,12 +37,12 @@ from torchport.scan.packages import classify_import
 from torchport.scan.detectors.syntax import (
     catches_a_missing_module,
     dotted_name,
+    forced_when_read,
     forcing_end,
     keyword_value,
     last_name,
     nested_statements,
     parameter_defaults,
-    read_in_lambda,
     call_site,
     passes_a_value,
     wraps_in_place,
@@ -1631,8 +1631,7 @@ class AnalyzerCore(AnalyzerState):
         key = (id(function), ast.unparse(flag))
         if key not in self._forcing_ends:  # one reading per function and flag, however often it is tested
             self._forcing_ends[key] = forcing_end(function, flag, self._plain_absent_query)
-        end = self._forcing_ends[key]
-        return end is not None and end < flag.lineno and not read_in_lambda(function, flag.lineno, flag.col_offset)
+        return forced_when_read(function, self._forcing_ends[key], flag)
 
     def _plain_absent_query(self, value) -> bool:
         """``not torch.cuda.is_available()``, ``torch.cuda.device_count() == 0``: true wherever no

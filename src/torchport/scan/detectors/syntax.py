@@ -255,8 +255,7 @@ def forcing_end(function: ast.FunctionDef | ast.AsyncFunctionDef, flag: ast.expr
     store, a walrus, a parameter of a lambda or nested function, an import, a ``match`` capture,
     ``global`` or ``nonlocal``), nor does a nested function, lambda or class before it, which runs
     when called.  Only a name: a dict's key (``args["disable_cuda"]``) may change through any other
-    reference to the dict.  A read at line ``n`` holds the flag forced when the answer is below
-    ``n`` and the read is in no lambda of the function (``read_in_lambda``)."""
+    reference to the dict.  Whether a read sees it: ``forced_when_read``."""
     if not isinstance(flag, ast.Name):
         return None
     name = flag.id
@@ -270,16 +269,17 @@ def forcing_end(function: ast.FunctionDef | ast.AsyncFunctionDef, flag: ast.expr
     if any(name in bound_names(statement) for statement in function.body[index + 1:]):
         return None
     if any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global, ast.Nonlocal))
-           and name in (bound_names(node) if not isinstance(node, (ast.Global, ast.Nonlocal)) else set(node.names))
-           for statement in function.body[:index] for node in walk_nodes(statement)):
+           and name in bound_names(node) for statement in function.body[:index] for node in walk_nodes(statement)):
         return None
     return forcing.end_lineno or forcing.lineno
 
 
-def read_in_lambda(function: ast.FunctionDef | ast.AsyncFunctionDef, line: int, column: int) -> bool:
-    """Whether the position lies in a lambda of the function: it may run after the flag changed."""
-    return any(isinstance(n, ast.Lambda) and (n.lineno, n.col_offset) <= (line, column)
-               <= (n.end_lineno or n.lineno, n.end_col_offset or 0) for n in walk_nodes(function))
+def forced_when_read(function: ast.FunctionDef | ast.AsyncFunctionDef, end: int | None, read: ast.Name) -> bool:
+    """Whether ``read`` sees the flag that ``forcing_end`` found forced up to line ``end``: it comes
+    after that statement and lies in no lambda of the function (a lambda may run after the flag changed)."""
+    return end is not None and end < read.lineno and not any(
+        isinstance(n, ast.Lambda) and (n.lineno, n.col_offset) <= (read.lineno, read.col_offset)
+        <= (n.end_lineno or n.lineno, n.end_col_offset or 0) for n in walk_nodes(function))
 
 
 def keyword_value(call: ast.Call, name: str):
