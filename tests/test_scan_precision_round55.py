@@ -287,14 +287,44 @@ def test_a_device_that_is_cpu_unless_cuda_is_present_is_not_read(tmp_path: Path)
 @pytest.mark.parametrize("extra", [
     # the device set again from what the caller asks for
     '''
-            def to(self, device):
-                self.device = device
-                return self
+        def to(self, device):
+            self.device = device
+            return self
     ''',
     # a choice the user's own flag makes, not CUDA
     '''
-            def use(self, gpu):
-                self.device = "cuda" if gpu else "cpu"
+        def use(self, gpu):
+            self.device = "cuda" if gpu else "cpu"
+    ''',
+    # what the reviews ran to the CUDA line: a store on another object, a tuple target, setattr
+    # with any name, a state dict, vars(), a choice that reads itself
+    '''
+    def load(saved):
+        imputation = Imputation(None, None)
+        imputation.device = saved["device"]
+        return imputation
+    ''',
+    '''
+        def configure(self, settings, **options):
+            self.device, self.dtype = settings["device"], settings["dtype"]
+            for name, value in options.items():
+                setattr(self, name, value)
+    ''',
+    '''
+        def load(self, state):
+            self.__dict__.update(state)
+    ''',
+    '''
+        def load(self, state):
+            vars(self).update(state)
+    ''',
+    '''
+        def load(self, state):
+            setattr(self, "device", state["device"])
+    ''',
+    '''
+        def refresh(self):
+            self.device = self.device if self.device != "cpu" and torch.cuda.is_available() else "cpu"
     ''',
 ])
 def test_a_device_that_may_name_cuda_without_cuda_keeps_the_lines(tmp_path: Path, extra: str) -> None:
@@ -323,14 +353,6 @@ def test_a_disable_flag_handed_down_or_returned_on_guards_across_functions(tmp_p
     def run(model, loader, cfg):
         no_cuda = cfg.no_cuda or not torch.cuda.is_available()
         return epoch(model, loader, no_cuda)
-
-
-    def pick(model, device):
-        if device in ("cuda", "cpu", "auto"):
-            model = model.cuda()  # kept
-        if device in ("cuda", "cuda:0"):
-            model = model.cuda()  # quiet
-        return model
 
 
     def probe(model, batch, cpu_only):
@@ -444,22 +466,6 @@ _REVIEWED = {
                 model = model.cuda()  # kept
             return model
     ''',
-    "stored on another object": '''
-    class Imputation:
-        def __init__(self, device="cpu"):
-            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
-
-        def fit(self, model):
-            if self.device != "cpu":
-                model = model.cuda()  # kept
-            return model
-
-
-    def load(saved):
-        imputation = Imputation()
-        imputation.device = saved["device"]
-        return imputation
-    ''',
     "a class attribute": '''
     class Runner:
         device = "cuda"
@@ -468,73 +474,6 @@ _REVIEWED = {
             self.device = f"cuda:{gpu}" if torch.cuda.is_available() else "cpu"
 
         def run(self, model):
-            if self.device != "cpu":
-                model = model.cuda()  # kept
-            return model
-    ''',
-    "a tuple target and setattr": '''
-    class Imputation:
-        def __init__(self, device="cpu", **options):
-            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
-            for name, value in options.items():
-                setattr(self, name, value)
-
-        def configure(self, settings):
-            self.device, self.dtype = settings["device"], settings["dtype"]
-
-        def fit(self, model):
-            if self.device != "cpu":
-                model = model.cuda()  # kept
-            return model
-    ''',
-    "a state dict": '''
-    class Imputation:
-        def __init__(self, device="cpu"):
-            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
-
-        def load(self, state):
-            self.__dict__.update(state)
-
-        def fit(self, model):
-            if self.device != "cpu":
-                model = model.cuda()  # kept
-            return model
-    ''',
-    "vars()": '''
-    class Imputation:
-        def __init__(self, device="cpu"):
-            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
-
-        def load(self, state):
-            vars(self).update(state)
-
-        def fit(self, model):
-            if self.device != "cpu":
-                model = model.cuda()  # kept
-            return model
-    ''',
-    "a named setattr": '''
-    class Imputation:
-        def __init__(self, device="cpu"):
-            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
-
-        def load(self, state):
-            setattr(self, "device", state["device"])
-
-        def fit(self, model):
-            if self.device != "cpu":
-                model = model.cuda()  # kept
-            return model
-    ''',
-    "a choice that reads itself": '''
-    class Imputation:
-        def __init__(self, device="cpu"):
-            self.device = f"cuda:{device}" if torch.cuda.is_available() and device != "cpu" else "cpu"
-
-        def refresh(self):
-            self.device = self.device if self.device != "cpu" and torch.cuda.is_available() else "cpu"
-
-        def fit(self, model):
             if self.device != "cpu":
                 model = model.cuda()  # kept
             return model
