@@ -10,7 +10,8 @@ Everything here reads the AST of one file; no option or package is known by name
 from __future__ import annotations
 
 import ast
-from torchport.scan.detectors.syntax import keyword_value, walk_nodes
+import collections
+from torchport.scan.detectors.syntax import bound_names, keyword_value, walk_nodes
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
@@ -51,6 +52,8 @@ class Verdict:
 
     kind: str
     option: str
+    # an opt-in that reads no value a caller passes (debug logging): off by default whoever calls
+    switch: bool = False
 
 
 def _key(atom: ast.expr) -> str | None:
@@ -292,7 +295,9 @@ def _truth_test(context: FileContext, test: ast.expr, taken: bool, function: Fun
             return next((v for v in verdicts if v is not None), None)
         return verdicts[0] if all(verdicts) else None
     if isinstance(test, ast.Compare):
-        return _unset_comparison(context, test, taken, function)
+        return _unset_comparison(context, test, taken, function) or _count_comparison(context, test, taken, function)
+    if isinstance(test, ast.Call):
+        return _debug_logging(context, test) if taken else None
     if not taken or not isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)):
         return None
     kind = _option(context, test, function)
@@ -327,6 +332,9 @@ def _unset_operator(test: ast.Compare) -> tuple[Callable[[ast.expr | None], bool
     if ((operator is ast.GtE and isinstance(right, ast.Constant) and right.value == 0)
             or (operator in (ast.Gt, ast.NotEq) and _is_minus_one(right))):
         return _is_minus_one, True
+    if ((operator is ast.Lt and isinstance(right, ast.Constant) and right.value == 0)
+            or (operator in (ast.LtE, ast.Eq) and _is_minus_one(right))):
+        return _is_minus_one, False  # `if args.local_rank == -1: ... else:`, the else is the option's
     return None
 
 
@@ -349,6 +357,104 @@ def _unset_comparison(context: FileContext, test: ast.Compare, taken: bool, func
     return Verdict(OPT_IN, context.source(test.left))
 
 
+def _int_constant(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return -node.operand.value if _is_minus_one(node) else None  # type: ignore[attr-defined]
+
+
+def _count_shape(test: ast.Compare, taken: bool) -> Callable[[int], bool] | None:
+    """For ``n_gpu > 1`` (or ``>= 2``, ``!= 0``; ``<= 1`` on its other branch): whether a count lets
+    the branch ``taken`` run, when a count of 0 does not; else None."""
+    if (len(test.ops) != 1 or not isinstance(test.left, (ast.Name, ast.Attribute))
+            or type(test.ops[0]) not in _COMPARE):
+        return None
+    bound = _int_constant(test.comparators[0])
+    if bound is None:
+        return None
+    compare = _COMPARE[type(test.ops[0])]
+
+    def runs(count: int) -> bool:
+        return compare(count, bound) == taken
+    return None if runs(0) else runs
+
+
+_COMPARE: dict[type, Callable[[int, int], bool]] = {
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+
+
+def _count_comparison(context: FileContext, test: ast.Compare, taken: bool, function: Function | None) -> Verdict | None:
+    """``if args.n_gpu > 1:`` where every value the file stores under ``n_gpu`` is
+    ``torch.cuda.device_count()`` or a number the branch refuses (``args.n_gpu = 1`` on the
+    distributed path): the branch runs only where CUDA counts devices.  Not for a command-line
+    option, a parameter named so anywhere in the file, or a name or attribute bound any other way
+    (``+=``, a loop, a tuple, ``setattr``, a dict key or keyword argument of that name).  Stores in
+    other files are not seen: one that sets ``args.n_gpu`` there is a hole this reading shares
+    with the truth tests above."""
+    runs = _count_shape(test, taken)
+    name = _key(test.left)
+    if runs is None or name is None:
+        return None
+    stores = _stores(context)
+    values = stores.values.get(name, [])
+    # a command-line option's default is a value without a store, a parameter a binding without one
+    if stores.hidden_stores or not values or _bound_otherwise(context, name, len(values)):
+        return None
+    for value in values:
+        number = _int_constant(value) if value is not None else None
+        if number is not None:
+            if runs(number):
+                return None
+        elif not (isinstance(value, ast.Call) and context.source(value) == "torch.cuda.device_count()"):
+            return None
+    return Verdict(CUDA_DERIVED, context.source(test))
+
+
+def _bound_otherwise(context: FileContext, name: str, stored: int) -> bool:
+    """Whether the file binds ``name`` (a name, or an attribute of that name) more times than the
+    plain assignments ``_Stores`` read, or in a way they do not: a loop or ``with`` target, a
+    walrus, an import, a parameter, a ``global``, a dict key, a keyword argument
+    (``Namespace(n_gpu=8)``)."""
+    found = getattr(context, "_default_path_bindings", None)
+    if found is None:
+        counts: collections.Counter[str] = collections.Counter()
+        keys: set[object] = set()
+        for node in walk_nodes(context.tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                counts[node.id] += 1
+            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                counts[node.attr] += 1
+            elif isinstance(node, ast.Dict):
+                keys.update(k.value for k in node.keys if isinstance(k, ast.Constant))
+            elif isinstance(node, ast.keyword):
+                keys.add(node.arg)
+        found = (counts, keys, bound_names(context.tree, stores=False))
+        context._default_path_bindings = found  # type: ignore[attr-defined]
+    counts, keys, other = found
+    return counts[name] != stored or name in keys or name in other
+
+
+# Python's logging leaves DEBUG off unless a program turns it on; a file that does so by default
+# (`logger.setLevel(logging.DEBUG)`, `basicConfig(level=logging.DEBUG)`) keeps the line on its path.
+_DEBUG_ON = re.compile(r"setLevel\(\s*(?:logging\.)?(?:DEBUG|NOTSET|10|0)\b|setLevel\(\s*[\"']DEBUG|level\s*=\s*(?:logging\.)?DEBUG\b"
+                       r"|level\s*=\s*[\"']DEBUG")
+
+
+def _debug_logging(context: FileContext, test: ast.Call) -> Verdict | None:
+    """``if logger.isEnabledFor(logging.DEBUG):``: debug logging, which is off unless the user turns
+    it on, and which this file does not turn on."""
+    if not (isinstance(test.func, ast.Attribute) and test.func.attr == "isEnabledFor" and len(test.args) == 1
+            and not test.keywords):
+        return None
+    level = test.args[0]
+    debug = (isinstance(level, ast.Attribute) and level.attr == "DEBUG") or (
+        isinstance(level, ast.Name) and level.id == "DEBUG") or _int_constant(level) == 10
+    if not debug or _DEBUG_ON.search(context.text):
+        return None
+    return Verdict(OPT_IN, context.source(test), switch=True)
+
+
 def could_be_opt_in(test: ast.expr, taken: bool) -> bool:
     """Whether ``_truth_test`` might answer yes, from the test's shape alone: some option is
     tested for truth on the branch taken.  Lets a caller skip the whole file's parse."""
@@ -358,7 +464,9 @@ def could_be_opt_in(test: ast.expr, taken: bool) -> bool:
         return any(could_be_opt_in(v, taken) for v in test.values)
     if isinstance(test, ast.Compare):
         shape = _unset_operator(test)
-        return shape is not None and shape[1] == taken
+        return (shape is not None and shape[1] == taken) or _count_shape(test, taken) is not None
+    if isinstance(test, ast.Call):
+        return taken and isinstance(test.func, ast.Attribute) and test.func.attr == "isEnabledFor"
     return taken and isinstance(test, (ast.Name, ast.Attribute, ast.Subscript))
 
 

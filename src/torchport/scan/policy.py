@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
-                            distributed_path, float64_device, host_move, library_ops, old_torch_branch, optional_native,
-                            spawn_defaults, timing_log, unread_value)
+                            distributed_path, float64_device, host_move, library_ops, nvidia_runtime, old_torch_branch,
+                            optional_native, spawn_defaults, timing_log, unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import (
     character_column,
@@ -1547,6 +1547,55 @@ def _asserted_count(context: FileContext, line: int) -> str | None:
     return None
 
 
+def _raised_count(context: FileContext, line: int) -> str | None:
+    """``if torch.cuda.device_count() == 0: raise RuntimeError("No CUDA GPUs detected")``, or the
+    count stored in a name (``count = torch.cuda.device_count()``) that the next statement naming it
+    tests so: where CUDA is absent the program stops with its own error, nothing runs silently.  Not
+    inside a ``try`` (a handler may fall back), nor in a function the file calls inside one.  What
+    the reason says.  Needs the whole file."""
+    for branch in context.ifs:
+        if branch.test.lineno <= line <= (branch.test.end_lineno or 0):
+            counts = {id(n) for n in walk_nodes(branch.test) if isinstance(n, ast.Call) and n.lineno == line
+                      and _query_answer(n) == 0 and n.func.attr == "device_count"}  # type: ignore[attr-defined]
+            if counts and _raises_on_zero(branch, _one_of(counts)):
+                return _raise_not_caught(context, branch)
+    for block in context.blocks():
+        for index, statement in enumerate(block):
+            if not (statement.lineno == line and isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name) and _query_answer(statement.value) == 0
+                    and statement.value.func.attr == "device_count"):  # type: ignore[attr-defined]
+                continue
+            name = statement.targets[0].id
+            test = next((s for s in block[index + 1:] if any(isinstance(n, ast.Name) and n.id == name
+                                                             for n in walk_nodes(s))), None)
+            if isinstance(test, ast.If) and _raises_on_zero(test, _names(name)):
+                return _raise_not_caught(context, test)
+    return None
+
+
+def _raises_on_zero(statement: ast.If, is_count: Callable[[ast.expr], bool]) -> bool:
+    """The ``if`` holds where the count is 0 and its body ends in a ``raise`` of an error, with no
+    way out before it."""
+    body = statement.body
+    return (fails_with(ast.UnaryOp(op=ast.Not(), operand=statement.test), is_count, 0)
+            and isinstance(body[-1], ast.Raise) and body[-1].exc is not None
+            and not any(isinstance(n, (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom))
+                        for s in body for n in walk_nodes(s)))
+
+
+def _raise_not_caught(context: FileContext, test: ast.If) -> str | None:
+    if _caught(context, test.lineno):
+        return None  # `with pytest.raises(...)`, `with suppress(...)`
+    function = context.innermost_function(test.lineno)
+    tries = [n for n in walk_nodes(context.tree) if isinstance(n, (ast.Try, ast.TryStar))]
+    if any(t.body[0].lineno <= test.lineno <= (t.body[-1].end_lineno or 0) for t in tries):
+        return None
+    if function is not None and any(isinstance(n, (ast.Name, ast.Attribute)) and function.name in (
+            getattr(n, "id", None), getattr(n, "attr", None)) for t in tries for s in t.body for n in walk_nodes(s)):
+        return None
+    return f"line {test.body[-1].lineno}"
+
+
 def _names_a_tensor_type_only(context: FileContext, line: int) -> bool:
     """``Union[torch.LongTensor, torch.cuda.LongTensor]``, ``x.dtype != torch.cuda.HalfTensor``:
     the CUDA tensor type is only named in a type or compared; no tensor is made."""
@@ -2373,6 +2422,7 @@ _CUDA_ASSERT = re.compile(r"^\s*assert\b[^\n]*(\btorch\.cuda\.|\.type\s*==\s*['\
 # `n_gpus = torch.cuda.device_count()` and an assert somewhere in the file: the assert may test it.
 _STORED_QUERY_IN_TEXT = re.compile(r"^[ \t]*\w+\s*=\s*torch\.cuda\.(?:device_count|is_available)\(\)", re.MULTILINE)
 _ASSERT_IN_TEXT = re.compile(r"^[ \t]*assert\b", re.MULTILINE)
+_RAISE_IN_TEXT = re.compile(r"^[ \t]*raise\b", re.MULTILINE)
 
 
 def _may_assert_cuda(site: _Site) -> bool:
@@ -2468,10 +2518,11 @@ def _cuda_derived_option(site: _Site) -> str | None:
 
 
 # Top-level imports of a runtime that exists only for NVIDIA GPUs (TensorRT, TensorRT-LLM,
-# Triton Inference Server's Python backend and client, PyCUDA, cuda-python).
+# Triton Inference Server's Python backend and client, PyCUDA, CV-CUDA, the Video Codec SDK's
+# bindings, cuda-python).
 _NVIDIA_RUNTIME_IMPORT = re.compile(
     r"^(import|from)\s+(tensorrt|tensorrt_llm|torch_tensorrt|tritonclient|triton_python_backend_utils|pycuda"
-    r"|cuda(\.bindings|\.cudart|\.cuda)?)\b(?!\.\w*\s*import\s+\w*(hip|rocm))", re.MULTILINE)
+    r"|cvcuda|PyNvVideoCodec|cuda(\.bindings|\.cudart|\.cuda)?)\b(?!\.\w*\s*import\s+\w*(hip|rocm))", re.MULTILINE)
 
 
 def _nvidia_runtime_module(site: _Site) -> str | None:
@@ -2914,6 +2965,10 @@ LOWERINGS: tuple[Lowering, ...] = (
              "never runs it"),
     Lowering(_EVERY_RULE, _nvidia_runtime_module, "info",
              "in a module built on {}, a runtime that exists only for NVIDIA GPUs: CUDA by design", needs_tree=False),
+    Lowering(_EVERY_RULE, lambda site: site.file.search(nvidia_runtime.MAY_IMPORT) is not None
+             and nvidia_runtime.reached_after_use(site.file.whole(), site.line), "info",
+             "reached only after {}, a runtime that exists only for NVIDIA GPUs (imported under a guard, None "
+             "elsewhere): CUDA by design"),
     Lowering(_EVERY_RULE, lambda site: optional_native.is_build_script(site.file.path, site.file.text), "info",
              "in a setuptools build script inside the package: installing the package never runs it, a user "
              "builds with it by hand", needs_tree=False),
@@ -2937,6 +2992,10 @@ LOWERINGS: tuple[Lowering, ...] = (
              "torch.cuda.device_of(x) selects x's CUDA device only when x is a CUDA tensor; for any other tensor "
              "it does nothing (checked on torch 2.13's CPU build), so nothing fails or changes off CUDA",
              needs_tree=False),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.finding.detail == "torch.cuda.device_count()"
+             and site.file.search(_RAISE_IN_TEXT) is not None and _raised_count(site.file.whole(), site.line), "info",
+             "where CUDA is absent the count is 0 and the program raises its own error ({}): CUDA is required "
+             "explicitly, nothing runs silently (torch.accelerator.device_count() counts any accelerator)"),
     Lowering(_EVERY_RULE, _opt_in_option, "info", OPT_IN_REASON),
     Lowering(frozenset({CUDA_AUTOCAST, CUDA_GRAD_SCALER}),
              lambda site: _ENABLED_KEYWORD.search("".join(site.context.lines[site.line - 1:site.line + 3]))

@@ -230,7 +230,17 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
                     names[key] = (unit.name,)
                     verdicts[key] = (f"`{unit.name}` is never called: no scanned file names it besides its "
                                      f"definition ({path}:{unit.function.lineno}), so a user does not reach this line")
-            elif spelling.called == len(spelling.lines):
+            elif "isEnabledFor(" in text and spelling.defined == 1 and unit.owner is None:
+                # a hook registered only with debug logging on: read on the whole file, since the
+                # registering line holds no word the scanner cuts on
+                whole = _whole_file(text)
+                switched = _only_under_switch(whole, unit, spelling) if whole is not None else None
+                if switched is not None:
+                    line, option = switched
+                    names[key] = (unit.name,)
+                    verdicts[key] = (f"`{unit.name}` is named only where debug logging (`{option}`) is on ({path}:{line}) and no "
+                                     "other scanned file names it: off unless the user turns it on")
+            if verdicts[key] is None and spelling.called == len(spelling.lines):
                 # Read on the statements the scanner parsed: a call under a device test has the
                 # test's trigger word, so its statement is there; a mention that is not (or is a
                 # string, an import, a keyword) leaves the finding as it is.
@@ -291,6 +301,25 @@ def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, 
     if first is None:
         return None
     return first, names
+
+
+def _only_under_switch(context: FileContext, unit: _Unit, spelling: _Spelling) -> tuple[int, str] | None:
+    """(the first line, the switch) when every mention of the module-level function's name outside
+    its own body, called or handed on as a value (``register_forward_hook(hook)``), runs only under
+    a switch that is off by default whoever calls (default_path's ``Verdict.switch``)."""
+    mentions = _calls_of(context, unit, spelling)
+    if mentions is None:
+        return None
+    body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
+    first: tuple[int, str] | None = None
+    for line, node, _ in mentions:
+        if line in body_lines:
+            continue
+        verdict = default_path.off_default_path(context, node.lineno, context.column_of(node))
+        if verdict is None or verdict.kind != default_path.OPT_IN or not verdict.switch:
+            return None
+        first = first or (node.lineno, verdict.option)
+    return first
 
 
 def _calls_of(context: FileContext, unit: _Unit,
@@ -543,6 +572,21 @@ def whole_package_in(paths: list) -> Callable[[str], bool]:
     return lambda os_path: _whole_package_scanned(os_path, roots)
 
 
+def _defines_its_own(data: bytes, needle: bytes) -> bool:
+    """The file defines a module-level function of that name once and neither imports the name (nor
+    ``*``), reads it as an attribute (``module.name``) nor spells it in quotes (``getattr``,
+    ``__all__``): its mentions are of its own function (pyqtorch's modules each define a
+    ``forward_hook``)."""
+    word = re.escape(needle)
+    return (re.search(rb"^(?:async\s+)?def\s+" + word + rb"\s*\(", data, re.MULTILINE) is not None
+            and re.search(rb"\." + word + rb"(?![\w])", data) is None
+            and re.search(rb"\bimport\b(?:[^\n]*\\\n)*[^\n]*(?<![\w])" + word + rb"(?![\w])", data) is None
+            and re.search(rb"\bimport\s*\([^)]*(?<![\w])" + word + rb"(?![\w])", data) is None
+            and re.search(rb"\bimport\s+\*", data) is None
+            and re.search(rb"[\"']" + word + rb"[\"']", data) is None  # getattr(module, "name"), __all__
+            and len(re.findall(rb"^[ \t]*(?:async\s+)?def\s+" + word + rb"\s*\(", data, re.MULTILINE)) == 1)
+
+
 def lower_unreached(work, results: list[tuple[FileResult, int]], paths: list | None = None) -> None:
     """Lower the candidates whose name no other scanned file spells, in packages scanned whole."""
     pending = [(result, c) for result, _ in results for c in result.unreached]
@@ -564,7 +608,8 @@ def lower_unreached(work, results: list[tuple[FileResult, int]], paths: list | N
                 spelled_in[name].add(job.display)
             continue
         for name, needle in needles.items():
-            if needle in data and re.search(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])", data):
+            if (needle in data and re.search(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])", data)
+                    and not _defines_its_own(data, needle)):
                 spelled_in[name].add(job.display)
     for result, candidate in pending:
         if any(spelled_in[name] - {result.path} for name in candidate.names):

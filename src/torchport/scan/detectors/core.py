@@ -437,6 +437,19 @@ def _positive_number(node) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 1
 
 
+def _holds_at_zero(op, right) -> bool:
+    """``>= 0``, ``> -1``, ``!= 1``, ``!= True``: a comparison that a count of 0 (or a false flag)
+    passes, so it holds without CUDA too."""
+    bound = right.value if isinstance(right, ast.Constant) else None
+    if (isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) and isinstance(right.operand, ast.Constant)
+            and type(right.operand.value) is int):
+        bound = -right.operand.value
+    if not isinstance(bound, int):  # a bool is an int: `flag != True` holds where the flag is False
+        return False
+    return (isinstance(op, ast.Gt) and bound < 0) or (isinstance(op, ast.GtE) and bound <= 0) or (
+        isinstance(op, ast.NotEq) and bound != 0)
+
+
 def _cpu_string(node) -> bool:
     """``"cpu"`` or ``"cpu:0"``."""
     return (string_value(node) or "").split(":")[0] == "cpu"
@@ -1514,7 +1527,8 @@ class AnalyzerCore(AnalyzerState):
             if (isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts
                     and all(map(_cuda_enum_member, right.elts))):
                 return True  # distributed_type in [DistributedType.MULTI_GPU]
-            if isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and self.positive_cuda_query(test.left):
+            if (isinstance(op, (ast.Gt, ast.GtE, ast.IsNot, ast.NotEq)) and not _holds_at_zero(op, right)
+                    and self.positive_cuda_query(test.left)):
                 return True
             if ((isinstance(op, ast.Eq) and _positive_number(right) or isinstance(op, ast.In) and isinstance(
                     right, (ast.Tuple, ast.List, ast.Set)) and right.elts and all(map(_positive_number, right.elts)))

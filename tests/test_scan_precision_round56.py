@@ -1,0 +1,621 @@
+"""Round 56 (docs/precision/round56.md): counts, switches and raises the scanner had not read.  From
+the verdicts of seed 813024, where the judges called each of these off the path of a user without
+CUDA: genienlp's ``if args.n_gpu > 1:`` where the file stores ``args.n_gpu`` only from
+``torch.cuda.device_count()`` (or 1, on the distributed path); pyqtorch's NVTX markers and the hooks
+that hold them, which run only with debug logging on; NeMo Curator's ``count =
+torch.cuda.device_count()`` followed by ``if count == 0: raise RuntimeError(...)``, an explicit
+error, not a silent run.  Beside them, every shape that keeps the line on the default path."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scan_marks import check_marked_lines, kept_lines_stay, worst_by_line
+from scan_marks import write_snippet as _write
+
+_ANCHOR = '''
+    import torch
+
+    x = torch.zeros(1).cuda()  # kept
+'''
+
+# The layout of the example scripts that research code copies: `args.n_gpu` is the CUDA count on
+# the single-process path and 1 on the distributed one, and `train` tests it.
+_EXAMPLE_SCRIPT = '''
+    import argparse
+
+    import torch
+
+
+    def train(args, model, batch):
+        if args.n_gpu > 1:
+            model = torch.nn.DataParallel(model)
+            torch.cuda.synchronize()  # {mark}
+        loss = model(batch.to(args.device)).sum()
+        if args.n_gpu <= 1:
+            return loss
+        return loss.mean().cuda()  # {mark}
+
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--no_cuda", action="store_true")
+        parser.add_argument("--local_rank", type=int, default={rank_default})
+        args = parser.parse_args()
+        if args.local_rank == -1 or args.no_cuda:
+            device = torch.device("cuda" if torch.cuda.is_available() and not args.no_cuda else "cpu")  # kept
+            args.n_gpu = torch.cuda.device_count()
+        else:
+            torch.cuda.set_device(args.local_rank)  # {distributed}
+            device = torch.device("cuda", args.local_rank)
+            args.n_gpu = 1
+        args.device = device
+{extra}
+        return train(args, torch.nn.Linear(2, 1), torch.ones(3, 2))
+
+
+    if __name__ == "__main__":
+        main()
+'''
+
+
+def _script(mark: str = "quiet", extra: str = "", rank_default: str = "-1", distributed: str = "quiet") -> str:
+    return _EXAMPLE_SCRIPT.format(mark=mark, extra=extra, rank_default=rank_default, distributed=distributed)
+
+
+def test_a_gpu_count_stored_from_cuda_guards_its_branches(tmp_path: Path) -> None:
+    script = _write(tmp_path, "run_example.py", _script())
+    check_marked_lines([tmp_path], (script, _write(tmp_path, "anchor.py", _ANCHOR)))
+    found = worst_by_line(tmp_path)
+    _, reason = found[("run_example.py", 9, "TP101")]
+    assert reason.startswith("guarded by `args.n_gpu > 1`, which this file computes from CUDA"), reason
+    _, reason = found[("run_example.py", 25, "TP004")]
+    assert reason.startswith("only when `args.local_rank` is set: a user option"), reason
+
+
+def test_the_example_script_runs_on_the_cpu(tmp_path: Path) -> None:
+    """The script above, run on this CPU build of torch: ``args.n_gpu`` is 0, neither branch runs,
+    and it trains on the CPU."""
+    script = _write(tmp_path, "run_example.py", _script().replace("        main()", "        print(main())"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "tensor(" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("extra, rank_default", [
+    # another value the count may hold, which is no CUDA count
+    ("        args.n_gpu = args.world_size if hasattr(args, 'world_size') else 0", "-1"),
+    # a constant the branch takes
+    ("        if args.no_cuda:\n            args.n_gpu = 2", "-1"),
+    # bound in ways the stores do not read
+    ("        args.n_gpu += 1", "-1"),
+    ("        for args.n_gpu in range(2):\n            pass", "-1"),
+    ("        setattr(args, 'n_gpu', 4)", "-1"),
+    ("        settings = {'n_gpu': 4}", "-1"),
+    ("        args = argparse.Namespace(n_gpu=4, device=args.device)", "-1"),
+    ("        del args.n_gpu", "-1"),
+], ids=["data", "constant-taken", "augmented", "loop", "setattr", "dict-key", "keyword", "del"])
+def test_a_count_that_may_hold_another_value_keeps_its_branches(tmp_path: Path, extra: str, rank_default: str) -> None:
+    script = _write(tmp_path, "run_example.py", _script(mark="kept", extra=extra, rank_default=rank_default))
+    kept_lines_stay(script)
+
+
+def test_a_count_the_user_sets_or_passes_keeps_its_branches(tmp_path: Path) -> None:
+    option = _write(tmp_path, "option.py", '''
+        import argparse
+
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--n_gpu", type=int, default=0)
+        args = parser.parse_args()
+        if args.n_gpu > 1:
+            torch.cuda.synchronize()  # kept
+        args.n_gpu = torch.cuda.device_count()
+    ''')
+    parameter = _write(tmp_path, "parameter.py", '''
+        import torch
+
+        N_GPU = torch.cuda.device_count()
+
+
+        def run(n_gpu=N_GPU):
+            if n_gpu > 1:
+                torch.cuda.synchronize()  # kept
+            n_gpu = torch.cuda.device_count()
+            return n_gpu
+
+
+        def walrus():
+            if (n := torch.cuda.device_count()) > 1:
+                torch.cuda.synchronize()
+            n = 3
+            if n > 1:
+                torch.cuda.synchronize()  # kept
+    ''')
+    zero_runs = _write(tmp_path, "zero.py", '''
+        import torch
+
+        N_GPU = torch.cuda.device_count()
+
+
+        def run():
+            if N_GPU >= 0:
+                torch.cuda.synchronize()  # kept
+            if N_GPU < 2:
+                torch.cuda.empty_cache()
+                x = torch.zeros(1).cuda()  # kept
+            if N_GPU > 1:
+                torch.cuda.synchronize()  # quiet
+    ''')
+    check_marked_lines([tmp_path], (option, parameter, zero_runs))
+
+
+def test_the_distributed_branch_keeps_a_rank_read_from_the_environment(tmp_path: Path) -> None:
+    script = _write(tmp_path, "run_example.py", _script(
+        rank_default='int(__import__("os").environ.get("LOCAL_RANK", -1))', distributed="kept"))
+    check_marked_lines([tmp_path], (script,))
+
+
+_DEBUG_MODULE = '''
+    import logging
+
+    import torch
+
+    logger = logging.getLogger(__name__)
+{setup}
+
+    def forward_hook(*args, **kwargs):
+        torch.cuda.nvtx.range_pop()  # {hook}
+
+
+    def pre_forward_hook(*args, **kwargs):
+        torch.cuda.nvtx.range_push("forward")  # {hook}
+
+
+    class Circuit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+            if logger.isEnabledFor(logging.DEBUG):
+                self.register_forward_hook(forward_hook)
+                self.register_forward_pre_hook(pre_forward_hook)
+{register}
+        def forward(self, x):
+            if logger.isEnabledFor(logging.DEBUG):
+                torch.cuda.nvtx.range_push("inner")  # {inner}
+            return self.linear(x)
+'''
+
+
+def _debug_module(hook: str = "quiet", inner: str = "quiet", setup: str = "", register: str = "") -> str:
+    return _DEBUG_MODULE.format(hook=hook, inner=inner, setup=setup, register=register)
+
+
+def test_nvtx_markers_under_debug_logging_are_off_by_default(tmp_path: Path) -> None:
+    package = tmp_path / "qsim"
+    circuit = _write(package, "circuit.py", _debug_module())
+    # a module that defines hooks of the same names, its own
+    other = _write(package, "operation.py", '''
+        import torch
+
+
+        def forward_hook(*args, **kwargs):
+            return None
+
+
+        def pre_forward_hook(*args, **kwargs):
+            return None
+
+
+        class Operation(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_forward_hook(forward_hook)
+                self.register_forward_pre_hook(pre_forward_hook)
+    ''')
+    _write(package, "__init__.py", "from qsim.circuit import Circuit\n")
+    check_marked_lines([tmp_path], (circuit, other, _write(tmp_path, "anchor.py", _ANCHOR)))
+    found = worst_by_line(tmp_path)
+    _, reason = found[("circuit.py", 9, "TP109")]
+    assert reason.startswith("`forward_hook` is named only where debug logging "
+                             "(`logger.isEnabledFor(logging.DEBUG)`) is on"), reason
+    _, reason = found[("circuit.py", 26, "TP109")]
+    assert reason.startswith("only when `logger.isEnabledFor(logging.DEBUG)` is set"), reason
+
+
+def test_the_module_runs_on_the_cpu_until_debug_logging_is_on(tmp_path: Path) -> None:
+    """The module above, on this CPU build of torch: at the default level the forward runs; with
+    debug logging on, the NVTX call fails, so what the lowering says is the whole difference."""
+    module = _write(tmp_path, "circuit.py", _debug_module())
+    run = '''
+import logging
+import sys
+
+import torch
+
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "debug":
+    logging.basicConfig(level=logging.DEBUG)
+from circuit import Circuit
+
+print(Circuit()(torch.ones(1, 2)).shape)
+'''
+    script = tmp_path / "run.py"
+    script.write_text(run)
+    quiet = subprocess.run([sys.executable, str(script), str(module.parent), "default"],
+                           capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0 and "torch.Size([1, 2])" in quiet.stdout, quiet.stderr[-2000:]
+    loud = subprocess.run([sys.executable, str(script), str(module.parent), "debug"],
+                          capture_output=True, text=True, timeout=120)
+    assert loud.returncode != 0, loud.stdout
+
+
+@pytest.mark.parametrize("setup, register, hook, inner", [
+    # the file turns debug logging on itself
+    ("    logger.setLevel(logging.DEBUG)\n", "", "kept", "kept"),
+    ("    logging.basicConfig(level=logging.DEBUG)\n", "", "kept", "kept"),
+    # a hook also registered outside the switch, or where it is off
+    ("", "            self.register_forward_hook(forward_hook)\n", "kept", "quiet"),
+    ("", "            if not logger.isEnabledFor(logging.DEBUG):\n                self.register_forward_hook(forward_hook)\n",
+     "kept", "quiet"),
+], ids=["setLevel", "basicConfig", "registered-always", "registered-without-debug"])
+def test_debug_only_code_that_runs_by_default_stays(tmp_path: Path, setup: str, register: str, hook: str,
+                                                    inner: str) -> None:
+    package = tmp_path / "qsim"
+    circuit = _write(package, "circuit.py", _debug_module(hook=hook, inner=inner, setup=setup, register=register))
+    _write(package, "__init__.py", "")
+    if register:
+        # pre_forward_hook is still registered only under the switch; forward_hook is not
+        lines = circuit.read_text().splitlines()
+        lines[12] = lines[12].replace("# kept", "# quiet")
+        circuit.write_text("\n".join(lines) + "\n")
+    if "# quiet" in circuit.read_text():
+        check_marked_lines([tmp_path], (circuit,))
+    else:
+        kept_lines_stay(circuit, root=tmp_path)
+
+
+@pytest.mark.parametrize("wrapper", [
+    '''
+        from qsim.circuit import forward_hook, pre_forward_hook
+
+
+        def forward_hook_twice(*args):
+            forward_hook(*args)
+            pre_forward_hook(*args)
+    ''',
+    '''
+        from qsim import circuit
+
+
+        def forward_hook(*args):
+            return circuit.forward_hook(*args)
+
+
+        def pre_forward_hook(*args):
+            return circuit.pre_forward_hook(*args)
+    ''',
+    '''
+        from qsim.circuit import forward_hook as circuit_forward_hook
+        from qsim.circuit import pre_forward_hook as circuit_pre_forward_hook
+
+
+        def forward_hook(*args):
+            return circuit_forward_hook(*args)
+
+
+        def pre_forward_hook(*args):
+            return circuit_pre_forward_hook(*args)
+    ''',
+    '''
+        from qsim.circuit import (
+            forward_hook as circuit_forward_hook,
+            pre_forward_hook as circuit_pre_forward_hook,
+        )
+
+
+        def forward_hook(*args):
+            return circuit_forward_hook(*args)
+
+
+        def pre_forward_hook(*args):
+            return circuit_pre_forward_hook(*args)
+    ''',
+    '''
+        from qsim import circuit
+
+        HOOKS = [getattr(circuit, "forward_hook"), getattr(circuit, "pre_forward_hook")]
+
+
+        def forward_hook(*args):
+            return None
+
+
+        def pre_forward_hook(*args):
+            return None
+    ''',
+], ids=["import", "attribute", "import-as", "parenthesised-import", "getattr"])
+def test_a_module_that_wraps_the_hooks_under_their_own_names_keeps_them(tmp_path: Path, wrapper: str) -> None:
+    """Another module that names the hooks keeps them, even where it defines functions of their
+    names: it imports them (under another name too), reads them as attributes of the module, or
+    spells them in quotes."""
+    package = tmp_path / "qsim"
+    circuit = _write(package, "circuit.py", _debug_module(hook="kept"))
+    _write(package, "wrappers.py", wrapper)
+    _write(package, "__init__.py", "")
+    check_marked_lines([tmp_path], (circuit,))
+
+
+def test_a_hook_registered_under_a_user_option_stays(tmp_path: Path) -> None:
+    """An option a caller passes is no switch: ``profile=True`` is one call away."""
+    module = _write(tmp_path, "profiled.py", '''
+        import logging
+
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        def range_hook(*args, **kwargs):
+            torch.cuda.nvtx.range_push("forward")  # kept
+
+
+        class Model(torch.nn.Module):
+            def __init__(self, profile=False):
+                super().__init__()
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("profile: %s", profile)
+                if profile:
+                    self.register_forward_pre_hook(range_hook)
+    ''')
+    kept_lines_stay(module)
+
+
+def test_a_debug_level_other_than_debug_is_no_switch(tmp_path: Path) -> None:
+    module = _write(tmp_path, "info.py", '''
+        import logging
+
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        def step(x):
+            if logger.isEnabledFor(logging.INFO):
+                torch.cuda.nvtx.range_push("step")  # kept
+            if not logger.isEnabledFor(logging.DEBUG):
+                torch.cuda.synchronize()  # kept
+            return x
+    ''')
+    kept_lines_stay(module)
+
+
+_COUNT_RAISES = '''
+    import torch
+
+
+    def gpu_count() -> int:
+        count = torch.cuda.device_count()  # quiet
+        if count == 0:
+            message = "No CUDA GPUs detected. At least one GPU is required."
+            raise RuntimeError(message)
+        return count
+
+
+    def require_gpus() -> None:
+        if torch.cuda.device_count() < 1:  # quiet
+            raise RuntimeError("this stage needs a GPU")
+
+
+    def tensor_parallel_size() -> int:
+        count = torch.cuda.device_count()  # quiet
+        print("counting")
+        if not count:
+            raise SystemExit("no GPU")
+        return count
+'''
+
+
+def test_a_count_that_raises_at_zero_is_an_explicit_error(tmp_path: Path) -> None:
+    module = _write(tmp_path, "gpu_utils.py", _COUNT_RAISES)
+    check_marked_lines([tmp_path], (module, _write(tmp_path, "anchor.py", _ANCHOR)))
+    found = worst_by_line(tmp_path)
+    _, reason = found[("gpu_utils.py", 5, "TP004")]
+    assert reason.startswith("where CUDA is absent the count is 0 and the program raises its own error (line 8)"), reason
+
+
+def test_the_count_raises_on_the_cpu(tmp_path: Path) -> None:
+    module = _write(tmp_path, "gpu_utils.py", _COUNT_RAISES)
+    done = subprocess.run([sys.executable, "-c", "import gpu_utils; gpu_utils.gpu_count()"], cwd=module.parent,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "RuntimeError: No CUDA GPUs detected" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_count_that_falls_back_or_raises_elsewhere_stays(tmp_path: Path) -> None:
+    module = _write(tmp_path, "fallback.py", '''
+        import contextlib
+        import warnings
+
+        import torch
+
+
+        def caught() -> int:
+            try:
+                count = torch.cuda.device_count()  # kept
+                if count == 0:
+                    raise RuntimeError("no GPU")
+            except RuntimeError:
+                count = 0
+            return count
+
+
+        def gpu_count() -> int:
+            count = torch.cuda.device_count()  # kept
+            if count == 0:
+                raise RuntimeError("no GPU")
+            return count
+
+
+        def workers() -> int:
+            try:
+                return gpu_count()
+            except RuntimeError:
+                return 0
+
+
+        def warned() -> int:
+            count = torch.cuda.device_count()  # kept
+            if count == 0:
+                warnings.warn("no GPU")
+            return count
+
+
+        def too_many() -> int:
+            count = torch.cuda.device_count()  # kept
+            if count > 8:
+                raise RuntimeError("too many GPUs")
+            return count
+
+
+        def returns_first() -> int:
+            count = torch.cuda.device_count()  # kept
+            if count == 0:
+                if warnings:
+                    return 0
+                raise RuntimeError("no GPU")
+            return count
+
+
+        def suppressed() -> int:
+            with contextlib.suppress(RuntimeError):
+                count = torch.cuda.device_count()  # kept
+                if count == 0:
+                    raise RuntimeError("no GPU")
+            return 0
+
+
+        def tested_later() -> int:
+            count = torch.cuda.device_count()  # kept
+            count = max(count, 1)
+            if count == 0:
+                raise RuntimeError("no GPU")
+            return count
+    ''')
+    kept_lines_stay(module)
+
+
+_VIDEO_DECODER = '''
+    import torch
+
+    try:
+        import cvcuda
+        import pycuda.driver as cuda
+        import PyNvVideoCodec as Nvc
+
+        _PYNVC_AVAILABLE = True
+    except ImportError:
+        cvcuda = None
+        cuda = None
+        Nvc = None
+        _PYNVC_AVAILABLE = False
+
+
+    def decode_batch(frames, device_id):
+        stream = cvcuda.Stream()
+        batch = torch.as_tensor(frames).cuda(device_id)  # quiet
+        return cvcuda.as_tensor(batch, "NHWC"), stream
+
+
+    class FrameExtractor:
+        def __init__(self, device_id=0):
+            self.device = cuda.Device(device_id)
+            self.stream = torch.cuda.Stream()  # quiet
+
+        def __call__(self, frames):
+            with torch.cuda.stream(self.stream):  # quiet
+                return torch.as_tensor(frames).cuda()  # quiet
+
+        @staticmethod
+        def pinned(frames):
+            return torch.as_tensor(frames).cuda()  # kept
+
+
+    def build_engine(path):
+        import tensorrt as trt
+
+        logger = trt.Logger(trt.Logger.WARNING)
+        return torch.zeros(1, device="cuda"), logger  # quiet
+
+
+    def moved_first(frames):
+        batch = torch.as_tensor(frames).cuda()  # kept
+        return cvcuda.as_tensor(batch, "NHWC")
+
+
+    def checked(frames):
+        if cvcuda is not None:
+            cvcuda.Stream()
+        return torch.as_tensor(frames).cuda()  # kept
+
+
+    def maybe(frames):
+        stream = cvcuda.Stream() if _PYNVC_AVAILABLE else None
+        return torch.as_tensor(frames).cuda(), stream  # kept
+
+
+    def listed(frames, count):
+        streams = [cvcuda.Stream() for _ in range(count)]
+        return torch.as_tensor(frames).cuda(), streams  # kept
+
+
+    def named_only(frames):
+        module = cvcuda
+        return torch.as_tensor(frames).cuda(), module  # kept
+
+
+    class CpuFirst:
+        def __init__(self, cpu=False):
+            if cpu:
+                return
+            self.device = cuda.Device(0)
+
+        def run(self, frames):
+            return torch.as_tensor(frames).cuda()  # kept
+'''
+
+
+def test_lines_after_an_nvidia_only_runtime_is_used_are_cuda_by_design(tmp_path: Path) -> None:
+    decoder = _write(tmp_path, "nvcodec_utils.py", _VIDEO_DECODER)
+    check_marked_lines([tmp_path], (decoder, _write(tmp_path, "anchor.py", _ANCHOR)))
+    found = worst_by_line(tmp_path)
+    _, reason = found[("nvcodec_utils.py", 18, "TP002")]
+    assert reason.startswith("reached only after `stream = cvcuda.Stream()` (line 17), which needs cvcuda, a runtime "
+                             "that exists only for NVIDIA GPUs"), reason
+    _, reason = found[("nvcodec_utils.py", 29, "TP002")]
+    assert reason.startswith("reached only after `FrameExtractor.__init__`, whose line 24 needs pycuda"), reason
+
+
+def test_the_runtime_use_fails_first_on_the_cpu(tmp_path: Path) -> None:
+    """On this machine, without CV-CUDA or PyCUDA, the decoder stops at the runtime's use, before
+    any CUDA line: what the lowering says."""
+    _write(tmp_path, "nvcodec_utils.py", _VIDEO_DECODER)
+    for call in ("nvcodec_utils.decode_batch([1.0], 0)", "nvcodec_utils.FrameExtractor()"):
+        done = subprocess.run([sys.executable, "-c", f"import nvcodec_utils; {call}"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert "AttributeError: 'NoneType' object has no attribute" in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fallback", [
+    "        cvcuda = _Stub()\n        cuda = _Stub()",
+    "        import numpy as cvcuda\n        import numpy as cuda",
+], ids=["stub", "other-import"])
+def test_a_runtime_name_bound_to_something_else_keeps_its_lines(tmp_path: Path, fallback: str) -> None:
+    source = _VIDEO_DECODER.replace("# quiet", "# kept").replace(
+        "        cvcuda = None\n        cuda = None", fallback).replace("    import torch\n", (
+            "    import torch\n\n\n    class _Stub:\n        def __getattr__(self, name):\n            return lambda *a, **k: None\n"), 1)
+    # the lazy TensorRT import still needs TensorRT
+    source = source.replace('device="cuda"), logger  # kept', 'device="cuda"), logger  # quiet')
+    decoder = _write(tmp_path, "nvcodec_utils.py", source)
+    check_marked_lines([tmp_path], (decoder,))
