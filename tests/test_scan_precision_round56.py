@@ -8,12 +8,17 @@ error, not a silent run.  Beside them, every shape that keeps the line on the de
 from __future__ import annotations
 
 import subprocess
+import textwrap
 import sys
 from pathlib import Path
 
 import pytest
 from scan_marks import check_marked_lines, kept_lines_stay, worst_by_line
 from scan_marks import write_snippet as _write
+
+from torchport.scan.config import ScanConfig
+from torchport.scan.rules import finding_worst
+from torchport.scan.scanner import scan
 
 _ANCHOR = '''
     import torch
@@ -619,3 +624,442 @@ def test_a_runtime_name_bound_to_something_else_keeps_its_lines(tmp_path: Path, 
     source = source.replace('device="cuda"), logger  # kept', 'device="cuda"), logger  # quiet')
     decoder = _write(tmp_path, "nvcodec_utils.py", source)
     check_marked_lines([tmp_path], (decoder,))
+
+
+# The first review's shapes: each a line that fails (or runs silently) on the CPU build of torch
+# that the first version lowered.
+
+def test_a_count_read_before_it_is_counted_keeps_its_branches(tmp_path: Path) -> None:
+    config = _write(tmp_path, "config_json/train.py", '''
+        import json
+        from types import SimpleNamespace
+
+        import torch
+
+
+        def main(path="config.json"):
+            with open(path) as f:
+                cfg = SimpleNamespace(**json.load(f))
+            if cfg.n_gpu == -1:
+                cfg.n_gpu = torch.cuda.device_count()  # kept
+            model = torch.nn.Linear(4, 2)
+            if cfg.n_gpu != 0:
+                model = model.cuda()  # kept
+            return model
+    ''')
+    _write(tmp_path, "options_module/options.py", '''
+        import argparse
+
+
+        def parse_args(argv=None):
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--n_gpu", type=int, default=1)
+            return parser.parse_args(argv)
+    ''')
+    options = _write(tmp_path, "options_module/train.py", '''
+        import torch
+
+        from options import parse_args
+
+
+        def main():
+            args = parse_args()
+            if args.n_gpu < 0:
+                args.n_gpu = torch.cuda.device_count()  # kept
+            model = torch.nn.Linear(4, 2)
+            if args.n_gpu > 0:
+                model = model.cuda()  # kept
+            return model
+    ''')
+    kept_lines_stay(config, root=tmp_path)
+    kept_lines_stay(options, root=tmp_path)
+
+
+@pytest.mark.parametrize("setup", [
+    "LOGGING = {'version': 1, 'root': {'level': 'DEBUG'}}\nlogging.config.dictConfig(LOGGING)",
+    "LOG_LEVEL = logging.DEBUG\nlogging.basicConfig(level=LOG_LEVEL)",
+    "logging.basicConfig(level=os.environ.get('LOGLEVEL', 'DEBUG').upper())",
+    "parser = argparse.ArgumentParser()\nparser.add_argument('--log-level', default='DEBUG')\n"
+    "logging.basicConfig(level=parser.parse_args().log_level)",
+    "logging.basicConfig(level=settings.LOG_LEVEL)",
+    "logging.config.fileConfig('logging.ini')",
+], ids=["dictConfig", "level-constant", "environment-default", "option-default", "imported-level", "fileConfig"])
+def test_debug_logging_the_file_may_turn_on_keeps_its_lines(tmp_path: Path, setup: str) -> None:
+    module = _write(tmp_path, "report.py", '''
+        import argparse
+        import logging
+        import logging.config
+        import os
+
+        import settings
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        def report(model, x):
+            out = model(x)
+            if logger.isEnabledFor(logging.DEBUG):
+                torch.cuda.synchronize()  # kept
+            return out
+
+
+        def setup_logging():
+    ''' + textwrap.indent(setup, " " * 12) + "\n")
+    kept_lines_stay(module)
+
+
+def test_debug_logging_another_file_of_the_package_turns_on_keeps_its_lines(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    _write(package, "__init__.py", "")
+    model = _write(package, "model.py", '''
+        import logging
+
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        def log_memory(module, inputs, output):
+            torch.cuda.synchronize()  # kept
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = torch.nn.Linear(8, 2)
+                if logger.isEnabledFor(logging.DEBUG):
+                    self.register_forward_hook(log_memory)
+                    torch.cuda.reset_peak_memory_stats()  # kept
+    ''')
+    _write(package, "train.py", '''
+        import logging
+
+        from pkg.model import Net
+
+        logging.basicConfig(level=logging.DEBUG)
+        Net()
+    ''')
+    kept_lines_stay(model, root=tmp_path)
+
+
+def test_a_raise_a_caller_catches_keeps_its_count(tmp_path: Path) -> None:
+    module = _write(tmp_path, "encoders.py", '''
+        import torch
+
+
+        class MultiGPUEncoder:
+            def __init__(self, model):
+                n_devices = torch.cuda.device_count()  # kept
+                if n_devices == 0:
+                    raise RuntimeError("No CUDA GPUs detected")
+                self.replicas = [model for _ in range(n_devices)]
+
+
+        def build_encoder(model):
+            try:
+                return MultiGPUEncoder(model)
+            except RuntimeError:
+                return model
+
+
+        def _check_gpus():
+            if torch.cuda.device_count() < 1:  # kept
+                raise RuntimeError("this pipeline needs a GPU")
+
+
+        def setup_devices(args):
+            _check_gpus()
+            args.device = "cuda"
+
+
+        def main(args):
+            try:
+                setup_devices(args)
+            except RuntimeError:
+                args.device = "cpu"
+    ''')
+    kept_lines_stay(module)
+
+
+def test_lines_a_runtime_use_does_not_precede_stay(tmp_path: Path) -> None:
+    module = _write(tmp_path, "decoders.py", '''
+        import torch
+
+        try:
+            import cvcuda
+            import pycuda.driver as cuda
+            import tensorrt as trt
+        except ImportError:
+            cvcuda = None
+            cuda = None
+            trt = None
+
+
+        class FrameDecoder:
+            def __init__(self, device_id=0):
+                self._stream: cvcuda.Stream | None = None
+                self.device_id = device_id
+
+            def decode(self, frames):
+                return torch.as_tensor(frames).cuda()  # kept
+
+
+        def to_tensor(frames):
+            out: list[cvcuda.Tensor] = []
+            return torch.as_tensor(frames).to("cuda"), out  # kept
+
+
+        class GpuResizer:
+            def __init__(self, device_id=0):
+                self.device = self._bind_device(device_id)
+                self.stream = cvcuda.Stream()
+
+            def _bind_device(self, device_id):
+                torch.cuda.set_device(device_id)  # kept
+                return device_id
+
+
+        class Decoder:
+            def __new__(cls, device_id=0):
+                torch.cuda.set_device(device_id)  # kept
+                return super().__new__(cls)
+
+            def __init__(self, device_id=0):
+                self.stream = cvcuda.Stream()
+
+
+        class PinnedBuffers:
+            def __init__(self, size):
+                cuda.init()
+
+            def upload(self, x, stream=torch.cuda.current_stream()):  # kept
+                return x
+
+
+        class EngineBackend:
+            def __init__(self, engine_path):
+                self.logger = trt.Logger(trt.Logger.WARNING)
+
+            def preprocess(self, image):
+                return torch.as_tensor(image).cuda()  # kept
+
+
+        class TorchBackend(EngineBackend):
+            def __init__(self, model):
+                self.model = model
+    ''')
+    kept_lines_stay(module)
+
+
+def test_is_not_true_is_no_cuda_check(tmp_path: Path) -> None:
+    module = _write(tmp_path, "isnot.py", '''
+        import torch
+
+
+        def place(x):
+            if torch.cuda.is_available() is not True:
+                return x.to("cuda")  # kept
+            return x
+    ''')
+    kept_lines_stay(module)
+
+
+# The second review's shapes, each run on the CPU build of torch to the flagged line.
+
+def test_a_count_the_file_never_takes_from_cuda_keeps_its_branch(tmp_path: Path) -> None:
+    module = _write(tmp_path, "train.py", '''
+        import dataclasses
+        import json
+
+        import torch
+
+
+        @dataclasses.dataclass
+        class TrainConfig:
+            num_gpus: int = 1
+
+
+        def main(path="config.json"):
+            with open(path) as f:
+                cfg = TrainConfig(**json.load(f))
+            if cfg.num_gpus > 1:
+                torch.cuda.synchronize()  # kept
+
+
+        def local_count_vouches_for_nothing(trainer):
+            num_gpus = torch.cuda.device_count()
+            if trainer.num_gpus > 1:
+                torch.cuda.synchronize()  # kept
+            return num_gpus
+    ''')
+    kept_lines_stay(module)
+
+
+def test_a_raise_a_way_out_or_a_handler_may_skip_keeps_its_count(tmp_path: Path) -> None:
+    module = _write(tmp_path, "sizes.py", '''
+        import contextlib
+
+        import torch
+
+
+        def tensor_parallel_size(device="auto"):
+            count = torch.cuda.device_count()  # kept
+            if device == "cpu" or not torch.cuda.is_available():
+                return 1
+            if count == 0:
+                raise RuntimeError("No CUDA GPUs detected")
+            return count
+
+
+        def gpu_count():
+            count = torch.cuda.device_count()  # kept
+            if count == 0:
+                raise RuntimeError("No CUDA GPUs detected")
+            return count
+
+
+        def world_size():
+            size = 1
+            with contextlib.suppress(RuntimeError):
+                size = gpu_count()
+            return size
+    ''')
+    kernels = _write(tmp_path, "fastops/kernels.py", '''
+        import torch
+
+        if torch.cuda.device_count() == 0:  # kept
+            raise ImportError("fastops kernels need a CUDA GPU")
+    ''')
+    kept_lines_stay(module)
+    kept_lines_stay(kernels)
+
+
+def test_a_hook_registered_under_debug_or_an_option_stays(tmp_path: Path) -> None:
+    module = _write(tmp_path, "model.py", '''
+        import logging
+
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        def range_hook(module, inputs):
+            torch.cuda.nvtx.range_push(type(module).__name__)  # kept
+
+
+        def report_memory(tag):
+            torch.cuda.synchronize()  # kept
+            return tag
+
+
+        class Model(torch.nn.Module):
+            def __init__(self, profile=False):
+                super().__init__()
+                if logger.isEnabledFor(logging.DEBUG) or profile:
+                    self.register_forward_pre_hook(range_hook)
+
+            def forward(self, x):
+                if logger.isEnabledFor(logging.DEBUG):
+                    report_memory("forward")
+                return x
+    ''')
+    kept_lines_stay(module)
+
+
+def test_an_import_whose_comment_holds_a_parenthesis_still_names_the_hooks(tmp_path: Path) -> None:
+    package = tmp_path / "qsim"
+    circuit = _write(package, "circuit.py", _debug_module(hook="kept"))
+    _write(package, "profiling.py", '''
+        from qsim.circuit import (  # re-used here (see circuit.py)
+            forward_hook as _circuit_forward_hook,
+            pre_forward_hook as _circuit_pre_forward_hook,
+        )
+
+
+        def forward_hook(*args):
+            return _circuit_forward_hook(*args)
+
+
+        def pre_forward_hook(*args):
+            return _circuit_pre_forward_hook(*args)
+    ''')
+    _write(package, "__init__.py", "")
+    check_marked_lines([tmp_path], (circuit,))
+
+
+def test_a_method_that_may_run_without_the_runtime_stays(tmp_path: Path) -> None:
+    module = _write(tmp_path, "nvdecoder.py", '''
+        import torch
+
+        try:
+            import PyNvVideoCodec as nvc
+        except ImportError:
+            nvc = None
+
+
+        class NvDecoder:
+            def __init__(self, path, device_id=0):
+                self.device_id = device_id
+                self.decoder = nvc.CreateDecoder(gpuid=device_id)
+
+            def frames(self):
+                return torch.empty(4, device="cuda")  # quiet
+
+            def __del__(self):
+                torch.cuda.synchronize()  # kept
+    ''')
+    check_marked_lines([tmp_path], (module, _write(tmp_path, "anchor.py", _ANCHOR)))
+
+
+def test_set_defaults_keeps_the_other_side_of_an_unset_option(tmp_path: Path) -> None:
+    module = _write(tmp_path, "demo.py", '''
+        import argparse
+
+        import torch
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--gpu", type=int, default=-1)
+            parser.set_defaults(gpu=0)
+            args = parser.parse_args()
+            if args.gpu == -1:
+                return torch.device("cpu")
+            torch.cuda.set_device(args.gpu)  # kept
+            if args.gpu != -1:
+                torch.cuda.synchronize()  # kept
+            return args.gpu
+    ''')
+    kept_lines_stay(module)
+
+
+def test_a_flag_stored_from_a_count_that_holds_at_zero_guards_nothing(tmp_path: Path) -> None:
+    module = _write(tmp_path, "flags.py", '''
+        import torch
+
+
+        def place(x):
+            use = torch.cuda.device_count() >= 0
+            if use:
+                x = x.cuda()  # kept
+            return x
+    ''')
+    kept_lines_stay(module)
+
+
+@pytest.mark.parametrize("head, docstring", [
+    ("", "    \"\"\"Decode a batch on the GPU.\u2028See the CV-CUDA docs.\"\"\"\n"),
+    ("\f\n", ""),
+], ids=["line-separator", "form-feed"])
+def test_odd_line_breaks_before_a_runtime_use_do_not_skip_the_file(tmp_path: Path, head: str, docstring: str) -> None:
+    """Python counts neither U+2028 nor a form feed as a line break; ``str.splitlines`` does."""
+    module = tmp_path / "decode.py"
+    module.write_text(
+        "import torch\n\ntry:\n    import cvcuda\nexcept ImportError:\n    cvcuda = None\n\n" + head + "\n"
+        "def decode_batch(frames, device_id):\n" + docstring + "\n    stream = cvcuda.Stream()\n"
+        "    return torch.as_tensor(frames).cuda(device_id), stream\n\n\nx = torch.zeros(1).cuda()\n")
+    result = scan([module], ScanConfig(), jobs=1)
+    assert not result.skipped, result.skipped
+    last = max(result.findings, key=lambda f: f.line)  # the module-level `.cuda()`, whatever the count of lines
+    assert last.rule_id == "TP002" and finding_worst(last, ScanConfig().targets) == "error", last

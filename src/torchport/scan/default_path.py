@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import collections
+from torchport.scan import debug_logging
 from torchport.scan.detectors.syntax import bound_names, keyword_value, walk_nodes
 import dataclasses
 import re
@@ -52,7 +53,8 @@ class Verdict:
 
     kind: str
     option: str
-    # an opt-in that reads no value a caller passes (debug logging): off by default whoever calls
+    # an opt-in that reads no value a caller passes (debug logging): off by default whoever calls,
+    # unless another file of the package turns it on (debug_logging.on_in_package)
     switch: bool = False
 
 
@@ -263,6 +265,8 @@ def _value_kind(context: FileContext, value: ast.expr | None, function: Function
         # `torch.cuda.is_available() if gpu is None else gpu`: the caller's value may decide
         kinds = {_value_kind(context, v, function, depth + 1) for v in (value.body, value.orelse)}
         return "cuda" if kinds <= {"cuda", "off"} and "cuda" in kinds else "data"
+    if _holds_without_devices(context, value):
+        return "true"  # `torch.cuda.device_count() >= 0`: true where CUDA is absent too
     if _CUDA_DERIVED.search(context.source(value)):
         return "cuda"
     if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
@@ -284,6 +288,15 @@ def _value_kind(context: FileContext, value: ast.expr | None, function: Function
     return "data"
 
 
+def _holds_without_devices(context: FileContext, value: ast.expr) -> bool:
+    """``torch.cuda.device_count() >= 0`` (or ``> -1``, ``!= 1``): a comparison a count of 0 passes."""
+    if not (isinstance(value, ast.Compare) and len(value.ops) == 1 and type(value.ops[0]) in _COMPARE
+            and context.source(value.left) == "torch.cuda.device_count()"):
+        return False
+    bound = _int_constant(value.comparators[0])
+    return bound is not None and _COMPARE[type(value.ops[0])](0, bound)
+
+
 def _truth_test(context: FileContext, test: ast.expr, taken: bool, function: Function | None) -> Verdict | None:
     """Whether the branch ``taken`` of ``test`` runs only when an option is set."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -293,7 +306,11 @@ def _truth_test(context: FileContext, test: ast.expr, taken: bool, function: Fun
         # `a and b` taken, or `a or b` not taken: every operand holds, so one option is enough.
         if isinstance(test.op, ast.And) == taken:
             return next((v for v in verdicts if v is not None), None)
-        return verdicts[0] if all(verdicts) else None
+        found = [v for v in verdicts if v is not None]
+        if len(found) < len(verdicts):
+            return None
+        # `debug or profile`: off by default whoever calls only when every operand is a switch
+        return dataclasses.replace(found[0], switch=all(v.switch for v in found))
     if isinstance(test, ast.Compare):
         return _unset_comparison(context, test, taken, function) or _count_comparison(context, test, taken, function)
     if isinstance(test, ast.Call):
@@ -343,8 +360,8 @@ def _unset_comparison(context: FileContext, test: ast.Compare, taken: bool, func
     runs only when the user gave the command-line option: opt-in when every value the file
     stores under it is the "unset" default."""
     shape = _unset_operator(test)
-    if shape is None or taken != shape[1]:
-        return None
+    if shape is None or taken != shape[1] or "set_defaults(" in context.text:
+        return None  # `parser.set_defaults(gpu=0)` changes a default the options' stores do not show
     unset = shape[0]
     name = _key(test.left)
     stores = _stores(context)
@@ -376,7 +393,8 @@ def _count_shape(test: ast.Compare, taken: bool) -> Callable[[int], bool] | None
 
     def runs(count: int) -> bool:
         return compare(count, bound) == taken
-    return None if runs(0) else runs
+    # `n_gpu == -1` or `< 0` is a sentinel no count takes: the value comes from elsewhere
+    return None if runs(0) or not any(map(runs, range(1, 65))) else runs
 
 
 _COMPARE: dict[type, Callable[[int, int], bool]] = {
@@ -398,8 +416,11 @@ def _count_comparison(context: FileContext, test: ast.Compare, taken: bool, func
         return None
     stores = _stores(context)
     values = stores.values.get(name, [])
-    # a command-line option's default is a value without a store, a parameter a binding without one
-    if stores.hidden_stores or not values or _bound_otherwise(context, name, len(values)):
+    # a command-line option's default is a value without a store, a parameter a binding without one;
+    # `vars(args).update(...)` stores where no reading sees
+    if (stores.hidden_stores or not values or "vars(" in context.text
+            or _bound_otherwise(context, name, len(values))
+            or not _counted_as(context, name, type(test.left))):
         return None
     for value in values:
         number = _int_constant(value) if value is not None else None
@@ -408,7 +429,46 @@ def _count_comparison(context: FileContext, test: ast.Compare, taken: bool, func
                 return None
         elif not (isinstance(value, ast.Call) and context.source(value) == "torch.cuda.device_count()"):
             return None
+    if _read_before_counted(context, name):
+        return None
     return Verdict(CUDA_DERIVED, context.source(test))
+
+
+def _counted_as(context: FileContext, name: str, form: type) -> bool:
+    """The file stores ``torch.cuda.device_count()`` under ``name`` at least once, in the form the
+    test reads (an attribute for ``args.n_gpu``, a name for ``n_gpu``): a local count says nothing
+    of an attribute another file may set, and constants alone say nothing of CUDA."""
+    return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+               and context.source(node.value) == "torch.cuda.device_count()"
+               and any(isinstance(t, form) and _key(t) == name for t in node.targets)
+               for node in walk_nodes(context.tree))
+
+
+def _read_before_counted(context: FileContext, name: str) -> bool:
+    """``if cfg.n_gpu == -1: cfg.n_gpu = torch.cuda.device_count()``: a scope that reads the name
+    before (or, in a loop, around) the statement storing the count, so the value it replaces came
+    from somewhere the file does not show (a config, another module's option).  Read once a name."""
+    cache: dict[str, bool] = context.__dict__.setdefault("_default_path_read_first", {})
+    if name not in cache:
+        cache[name] = _reads_first(context, name)
+    return cache[name]
+
+
+def _reads_first(context: FileContext, name: str) -> bool:
+    for node in walk_nodes(context.tree):
+        if not (isinstance(node, ast.Assign) and any(_key(t) == name for t in node.targets)
+                and isinstance(node.value, ast.Call) and context.source(node.value) == "torch.cuda.device_count()"):
+            continue
+        function = context.innermost_function(node.lineno)
+        scope: ast.AST = function if function is not None else context.tree
+        for inner in walk_nodes(scope):
+            if isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) and inner.lineno <= node.lineno <= (
+                    inner.end_lineno or inner.lineno):
+                return True
+            if (isinstance(inner, (ast.Name, ast.Attribute)) and isinstance(inner.ctx, ast.Load)
+                    and _key(inner) == name and inner.lineno <= (node.end_lineno or node.lineno)):
+                return True
+    return False
 
 
 def _bound_otherwise(context: FileContext, name: str, stored: int) -> bool:
@@ -435,22 +495,11 @@ def _bound_otherwise(context: FileContext, name: str, stored: int) -> bool:
     return counts[name] != stored or name in keys or name in other
 
 
-# Python's logging leaves DEBUG off unless a program turns it on; a file that does so by default
-# (`logger.setLevel(logging.DEBUG)`, `basicConfig(level=logging.DEBUG)`) keeps the line on its path.
-_DEBUG_ON = re.compile(r"setLevel\(\s*(?:logging\.)?(?:DEBUG|NOTSET|10|0)\b|setLevel\(\s*[\"']DEBUG|level\s*=\s*(?:logging\.)?DEBUG\b"
-                       r"|level\s*=\s*[\"']DEBUG")
-
-
 def _debug_logging(context: FileContext, test: ast.Call) -> Verdict | None:
     """``if logger.isEnabledFor(logging.DEBUG):``: debug logging, which is off unless the user turns
-    it on, and which this file does not turn on."""
-    if not (isinstance(test.func, ast.Attribute) and test.func.attr == "isEnabledFor" and len(test.args) == 1
-            and not test.keywords):
-        return None
-    level = test.args[0]
-    debug = (isinstance(level, ast.Attribute) and level.attr == "DEBUG") or (
-        isinstance(level, ast.Name) and level.id == "DEBUG") or _int_constant(level) == 10
-    if not debug or _DEBUG_ON.search(context.text):
+    it on, and which this file does not turn on (debug_logging.py; the package's other files are
+    the caller's to read, with ``Verdict.switch``)."""
+    if not debug_logging.is_debug_test(test) or debug_logging.turns_debug_on(context.text):
         return None
     return Verdict(OPT_IN, context.source(test), switch=True)
 

@@ -14,9 +14,12 @@ hardware: CUDA by design, as in a module that imports such a runtime unguarded (
   ``with``) that imports one of them or reads an attribute of, or calls, one of those names, not
   inside a conditional expression, an ``and``/``or`` past its first operand, a comprehension or a
   lambda (which may not run);
-- the line is in a later statement of the same function, or in a method (not a static or class
-  method) of a module-level class whose ``__init__`` makes such a use with no ``return`` before it:
-  every instance was built with the runtime.
+- the line is in a later statement of the same function's body (not its header: defaults and
+  decorators run at import), or in a method (not a static or class method) of a module-level class
+  whose ``__init__`` makes such a use with no ``return`` before it and touches ``self`` before it
+  only to store plain values (a method or property called first runs without the runtime), that
+  defines no ``__new__`` and that no class of the file derives from (a subclass may skip the
+  parent's ``__init__``): every instance was built with the runtime.
 
 No package of an app is known by name; the runtimes are listed below.  A subclass in another file
 whose ``__init__`` skips its parent's would escape the class reading.
@@ -91,7 +94,9 @@ def _certain_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, ast.BoolOp):
+        if isinstance(node, ast.AnnAssign):  # a local's annotation is never evaluated
+            stack.extend(n for n in (node.target, node.value) if n is not None)
+        elif isinstance(node, ast.BoolOp):
             stack.append(node.values[0])
         elif isinstance(node, ast.IfExp):
             stack.append(node.test)
@@ -113,14 +118,25 @@ def _use(statement: ast.stmt, names: dict[str, str]) -> str | None:
     return None
 
 
-def _first_use(function: Function, names: dict[str, str], before: int) -> tuple[ast.stmt, str] | None:
-    for statement in function.body:
-        if statement.lineno >= before:
-            return None
-        runtime = _use(statement, names)
-        if runtime is not None:
-            return statement, runtime
-    return None
+def _first_use(context: FileContext, function: Function, names: dict[str, str]) -> tuple[ast.stmt, str] | None:
+    """The first statement of the function's own body that uses a runtime, read once a function."""
+    cache: dict[int, tuple[ast.stmt, str] | None] = context.__dict__.setdefault("_nvidia_runtime_first_use", {})
+    if id(function) not in cache:
+        cache[id(function)] = next(((s, r) for s in function.body if (r := _use(s, names)) is not None), None)
+    return cache[id(function)]
+
+
+def _self_before(init: Function, use: ast.stmt) -> bool:
+    """``__init__`` touches ``self`` before the use otherwise than storing a plain value on it
+    (``self.device_id = device_id``): a method or property of the instance may run first."""
+    for statement in init.body:
+        if statement is use:
+            return False
+        plain_store = (isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None
+                       and not any(isinstance(n, ast.Name) and n.id == "self" for n in walk_nodes(statement.value)))
+        if not plain_store and any(isinstance(n, ast.Name) and n.id == "self" for n in walk_nodes(statement)):
+            return True
+    return False
 
 
 def reached_after_use(context: FileContext, line: int) -> str | None:
@@ -128,26 +144,46 @@ def reached_after_use(context: FileContext, line: int) -> str | None:
     ``__init__``) has used an NVIDIA-only runtime; else None."""
     scopes = [s for s in context.enclosing(line) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     function = next((s for s in reversed(scopes) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if function is None:
-        return None
+    if function is None or not function.body or line < function.body[0].lineno:
+        return None  # the header, its defaults and decorators run when the module is imported
     names = _names(context)
     statement = next((s for s in function.body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
-    if statement is not None:
-        used = _first_use(function, names, statement.lineno)
-        if used is not None:
-            return f"`{context.source(used[0]).splitlines()[0].strip()}` (line {used[0].lineno}), which needs {used[1]}"
+    used = _first_use(context, function, names)
+    if statement is not None and used is not None and used[0].lineno < statement.lineno:
+        return f"`{_first_line(used[0])}` (line {used[0].lineno}), which needs {used[1]}"
     owner = scopes[-2] if len(scopes) >= 2 and scopes[-1] is function else None
-    if (not isinstance(owner, ast.ClassDef) or owner is not scopes[0] or function.name == "__init__"
+    if (not isinstance(owner, ast.ClassDef) or owner is not scopes[0] or _dunder(function.name, "__call__")
             or any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in function.decorator_list)):
+        return None  # `__del__` runs after a failed `__init__` too, `__new__` before it
+    methods = {s.name: s for s in owner.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    init = methods.get("__init__")
+    if init is None or _INSTANCE_HOOKS & methods.keys() or _subclassed(context, owner.name):
         return None
-    init = next((s for s in owner.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__init__"), None)
-    if init is None:
-        return None
-    used = _first_use(init, names, (init.end_lineno or init.lineno) + 1)
-    if used is None or any(isinstance(n, ast.Return) for s in init.body if s.lineno < used[0].lineno
-                           for n in walk_nodes(s)):
+    used = _first_use(context, init, names)
+    if used is None or _self_before(init, used[0]) or any(
+            isinstance(n, ast.Return) for s in init.body if s.lineno < used[0].lineno for n in walk_nodes(s)):
         return None
     return f"`{owner.name}.__init__`, whose line {used[0].lineno} needs {used[1]}"
+
+
+# Methods that run around `__init__`, or on the plain stores `_self_before` allows.
+_INSTANCE_HOOKS = frozenset({"__new__", "__setattr__", "__getattr__", "__getattribute__"})
+
+
+def _dunder(name: str, *allowed: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and name not in allowed
+
+
+def _first_line(statement: ast.stmt) -> str:
+    text = ast.unparse(statement).splitlines()[0] if hasattr(ast, "unparse") else ""
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _subclassed(context: FileContext, name: str) -> bool:
+    """A class of the file derives from ``name``: its own ``__init__`` may skip the parent's."""
+    return any(isinstance(node, ast.ClassDef) and any(
+        (isinstance(b, ast.Name) and b.id == name) or (isinstance(b, ast.Attribute) and b.attr == name) for b in node.bases)
+        for node in context.statements)
 
 
 def _names(context: FileContext) -> dict[str, str]:

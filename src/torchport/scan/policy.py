@@ -18,9 +18,10 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, default_path, device_compare, device_guard,
-                            distributed_path, float64_device, host_move, library_ops, nvidia_runtime, old_torch_branch,
-                            optional_native, spawn_defaults, timing_log, unread_value)
+from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, debug_logging,
+                            default_path, device_compare, device_guard, distributed_path, float64_device, host_move,
+                            library_ops, nvidia_runtime, old_torch_branch, optional_native, spawn_defaults, timing_log,
+                            unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import (
     character_column,
@@ -1550,27 +1551,48 @@ def _asserted_count(context: FileContext, line: int) -> str | None:
 def _raised_count(context: FileContext, line: int) -> str | None:
     """``if torch.cuda.device_count() == 0: raise RuntimeError("No CUDA GPUs detected")``, or the
     count stored in a name (``count = torch.cuda.device_count()``) that the next statement naming it
-    tests so: where CUDA is absent the program stops with its own error, nothing runs silently.  Not
-    inside a ``try`` (a handler may fall back), nor in a function the file calls inside one.  What
-    the reason says.  Needs the whole file."""
+    tests so: where CUDA is absent the program stops with its own error, nothing runs silently (the
+    judges call such a raise a guard, not a lock-in, unlike a bare assert: ``_asserted_count``).  Not
+    where a handler of the file may catch it (``_raise_not_caught``).  What the reason says.  Needs
+    the whole file."""
     for branch in context.ifs:
         if branch.test.lineno <= line <= (branch.test.end_lineno or 0):
             counts = {id(n) for n in walk_nodes(branch.test) if isinstance(n, ast.Call) and n.lineno == line
                       and _query_answer(n) == 0 and n.func.attr == "device_count"}  # type: ignore[attr-defined]
             if counts and _raises_on_zero(branch, _one_of(counts)):
                 return _raise_not_caught(context, branch)
-    for block in context.blocks():
-        for index, statement in enumerate(block):
-            if not (statement.lineno == line and isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                    and isinstance(statement.targets[0], ast.Name) and _query_answer(statement.value) == 0
-                    and statement.value.func.attr == "device_count"):  # type: ignore[attr-defined]
-                continue
-            name = statement.targets[0].id
-            test = next((s for s in block[index + 1:] if any(isinstance(n, ast.Name) and n.id == name
-                                                             for n in walk_nodes(s))), None)
-            if isinstance(test, ast.If) and _raises_on_zero(test, _names(name)):
-                return _raise_not_caught(context, test)
+    for block, index in _blocks_at(context, line):
+        statement = block[index]
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and _query_answer(statement.value) == 0
+                and statement.value.func.attr == "device_count"):  # type: ignore[attr-defined]
+            continue
+        name = statement.targets[0].id
+        position = next((i for i, s in enumerate(block[index + 1:], index + 1)
+                         if any(isinstance(n, ast.Name) and n.id == name for n in walk_nodes(s))), None)
+        if position is None or any(isinstance(s, _COMPOUND_OR_EXIT) for s in block[index + 1:position]):
+            continue  # `if device == "cpu": return 1` before the test: a way out that never sees 0
+        test = block[position]
+        if isinstance(test, ast.If) and _raises_on_zero(test, _names(name)):
+            return _raise_not_caught(context, test)
     return None
+
+
+_COMPOUND_OR_EXIT = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar, ast.With, ast.AsyncWith, ast.Match,
+                     ast.Return, ast.Raise, ast.Break, ast.Continue)
+
+
+def _blocks_at(context: FileContext, line: int) -> list[tuple[list[ast.stmt], int]]:
+    """Each statement list holding a statement that starts at ``line``, with its index: the blocks
+    indexed once per file."""
+    index = context.__dict__.get("_blocks_by_line")
+    if index is None:
+        index = {}
+        for block in context.blocks():
+            for position, statement in enumerate(block):
+                index.setdefault(statement.lineno, []).append((block, position))
+        context.__dict__["_blocks_by_line"] = index
+    return index.get(line, [])
 
 
 def _raises_on_zero(statement: ast.If, is_count: Callable[[ast.expr], bool]) -> bool:
@@ -1584,16 +1606,52 @@ def _raises_on_zero(statement: ast.If, is_count: Callable[[ast.expr], bool]) -> 
 
 
 def _raise_not_caught(context: FileContext, test: ast.If) -> str | None:
-    if _caught(context, test.lineno):
-        return None  # `with pytest.raises(...)`, `with suppress(...)`
+    """The reason's line, unless a handler of the file may catch the raise: a ``try`` (or a catching
+    ``with``) around it, or around a call of its function, of its class (for ``__init__``) or of
+    their callers, up to ``_CALLERS_DEEP`` calls up.  A caller in another file is not seen."""
+    if _in_handled_try(context, test.lineno):
+        return None
     function = context.innermost_function(test.lineno)
-    tries = [n for n in walk_nodes(context.tree) if isinstance(n, (ast.Try, ast.TryStar))]
-    if any(t.body[0].lineno <= test.lineno <= (t.body[-1].end_lineno or 0) for t in tries):
-        return None
-    if function is not None and any(isinstance(n, (ast.Name, ast.Attribute)) and function.name in (
-            getattr(n, "id", None), getattr(n, "attr", None)) for t in tries for s in t.body for n in walk_nodes(s)):
-        return None
-    return f"line {test.body[-1].lineno}"
+    if function is None:
+        return None  # raised at import: an importer elsewhere may catch it (an optional kernel module)
+    names, seen = _callee_names(context, function), set[str]()
+    for _ in range(_CALLERS_DEEP):
+        callers: set[str] = set()
+        for name in names - seen:
+            seen.add(name)
+            for node in context.loads().get(name, ()):
+                if _in_handled_try(context, node.lineno):
+                    return None
+                caller = context.innermost_function(node.lineno)
+                if caller is not None and caller is not function:
+                    callers |= _callee_names(context, caller)
+        names = callers - seen
+        if not names:
+            return f"line {test.body[-1].lineno}"
+    return None
+
+
+# How many calls up a handler that may catch a raise is looked for.
+_CALLERS_DEEP = 4
+
+
+def _callee_names(context: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> set[str]:
+    """The names a call of ``function`` spells: its own, and its class's for ``__init__``."""
+    if function is None:
+        return set()
+    owner = next((s for s in reversed(context.enclosing(function.lineno)) if isinstance(s, ast.ClassDef)), None)
+    if function.name in ("__init__", "__new__", "__call__", "__post_init__") and owner is not None:
+        return {function.name, owner.name}
+    return {function.name}
+
+
+def _in_handled_try(context: FileContext, line: int) -> bool:
+    spans = context.__dict__.get("_handled_try_spans")
+    if spans is None:
+        spans = [(t.body[0].lineno, t.body[-1].end_lineno or t.body[-1].lineno) for t in context.statements
+                 if isinstance(t, (ast.Try, ast.TryStar)) and t.handlers and t.body]
+        context.__dict__["_handled_try_spans"] = spans
+    return any(first <= line <= last for first, last in spans) or _caught(context, line)
 
 
 def _names_a_tensor_type_only(context: FileContext, line: int) -> bool:
@@ -2509,7 +2567,11 @@ def _default_path_verdict(site: _Site) -> default_path.Verdict | None:
 
 def _opt_in_option(site: _Site) -> str | None:
     verdict = _default_path_verdict(site)
-    return verdict.option if verdict is not None and verdict.kind == default_path.OPT_IN else None
+    if verdict is None or verdict.kind != default_path.OPT_IN:
+        return None
+    if verdict.switch and (site.file.disk_path is None or debug_logging.on_in_package(site.file.disk_path)):
+        return None  # debug logging that another file of the package (or its scripts) may turn on
+    return verdict.option
 
 
 def _cuda_derived_option(site: _Site) -> str | None:

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from torchport.scan import cross_file_guards, default_path, device_guard, files
+from torchport.scan import cross_file_guards, debug_logging, default_path, device_guard, files
 from torchport.scan.detectors.syntax import call_argument, forced_when_read, forcing_end, parameter_defaults
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
@@ -235,6 +235,8 @@ def candidates(tree: ast.Module | None, text: str, path: str, os_path: str,
                 # registering line holds no word the scanner cuts on
                 whole = _whole_file(text)
                 switched = _only_under_switch(whole, unit, spelling) if whole is not None else None
+                if switched is not None and debug_logging.on_in_package(os_path):
+                    switched = None
                 if switched is not None:
                     line, option = switched
                     names[key] = (unit.name,)
@@ -305,16 +307,19 @@ def _only_guarded_calls(context: FileContext, unit: _Unit, spelling: _Spelling, 
 
 def _only_under_switch(context: FileContext, unit: _Unit, spelling: _Spelling) -> tuple[int, str] | None:
     """(the first line, the switch) when every mention of the module-level function's name outside
-    its own body, called or handed on as a value (``register_forward_hook(hook)``), runs only under
-    a switch that is off by default whoever calls (default_path's ``Verdict.switch``)."""
+    its own body, handed on as a value (``register_forward_hook(hook)``) or, for a private function,
+    called, runs only under a switch that is off by default whoever calls (default_path's
+    ``Verdict.switch``).  A public function the package calls is API a user may call too."""
     mentions = _calls_of(context, unit, spelling)
     if mentions is None:
         return None
     body_lines = range(unit.function.lineno, (unit.function.end_lineno or 0) + 1)
     first: tuple[int, str] | None = None
-    for line, node, _ in mentions:
+    for line, node, call in mentions:
         if line in body_lines:
             continue
+        if call is not None and not unit.name.startswith("_"):
+            return None  # a public function the package calls: API a user may call too
         verdict = default_path.off_default_path(context, node.lineno, context.column_of(node))
         if verdict is None or verdict.kind != default_path.OPT_IN or not verdict.switch:
             return None
@@ -578,10 +583,11 @@ def _defines_its_own(data: bytes, needle: bytes) -> bool:
     ``__all__``): its mentions are of its own function (pyqtorch's modules each define a
     ``forward_hook``)."""
     word = re.escape(needle)
+    code = re.sub(rb"#[^\n]*", b"", data)  # a `)` in a comment would end an import's parentheses
     return (re.search(rb"^(?:async\s+)?def\s+" + word + rb"\s*\(", data, re.MULTILINE) is not None
             and re.search(rb"\." + word + rb"(?![\w])", data) is None
-            and re.search(rb"\bimport\b(?:[^\n]*\\\n)*[^\n]*(?<![\w])" + word + rb"(?![\w])", data) is None
-            and re.search(rb"\bimport\s*\([^)]*(?<![\w])" + word + rb"(?![\w])", data) is None
+            and re.search(rb"\bimport\b(?:[^\n]*\\\n)*[^\n]*(?<![\w])" + word + rb"(?![\w])", code) is None
+            and re.search(rb"\bimport\s*\([^)]*(?<![\w])" + word + rb"(?![\w])", code) is None
             and re.search(rb"\bimport\s+\*", data) is None
             and re.search(rb"[\"']" + word + rb"[\"']", data) is None  # getattr(module, "name"), __all__
             and len(re.findall(rb"^[ \t]*(?:async\s+)?def\s+" + word + rb"\s*\(", data, re.MULTILINE)) == 1)

@@ -438,8 +438,8 @@ def _positive_number(node) -> bool:
 
 
 def _holds_at_zero(op, right) -> bool:
-    """``>= 0``, ``> -1``, ``!= 1``, ``!= True``: a comparison that a count of 0 (or a false flag)
-    passes, so it holds without CUDA too."""
+    """``>= 0``, ``> -1``, ``!= 1``, ``!= True``, ``is not True``: a comparison that a count of 0 (or
+    a false flag) passes, so it holds without CUDA too."""
     bound = right.value if isinstance(right, ast.Constant) else None
     if (isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) and isinstance(right.operand, ast.Constant)
             and type(right.operand.value) is int):
@@ -447,7 +447,7 @@ def _holds_at_zero(op, right) -> bool:
     if not isinstance(bound, int):  # a bool is an int: `flag != True` holds where the flag is False
         return False
     return (isinstance(op, ast.Gt) and bound < 0) or (isinstance(op, ast.GtE) and bound <= 0) or (
-        isinstance(op, ast.NotEq) and bound != 0)
+        isinstance(op, ast.NotEq) and bound != 0) or (isinstance(op, ast.IsNot) and bound is True)
 
 
 def _cpu_string(node) -> bool:
