@@ -99,8 +99,9 @@ def test_the_example_script_runs_on_the_cpu(tmp_path: Path) -> None:
     ("        setattr(args, 'n_gpu', 4)", "-1"),
     ("        settings = {'n_gpu': 4}", "-1"),
     ("        args = argparse.Namespace(n_gpu=4, device=args.device)", "-1"),
+    ("        vars(args).update(getattr(args, 'overrides', None) or {})", "-1"),
     ("        del args.n_gpu", "-1"),
-], ids=["data", "constant-taken", "augmented", "loop", "setattr", "dict-key", "keyword", "del"])
+], ids=["data", "constant-taken", "augmented", "loop", "setattr", "dict-key", "keyword", "vars", "del"])
 def test_a_count_that_may_hold_another_value_keeps_its_branches(tmp_path: Path, extra: str, rank_default: str) -> None:
     script = _write(tmp_path, "run_example.py", _script(mark="kept", extra=extra, rank_default=rank_default))
     kept_lines_stay(script)
@@ -420,6 +421,21 @@ _COUNT_RAISES = '''
         if not count:
             raise SystemExit("no GPU")
         return count
+
+
+    def _checked_count() -> int:
+        count = torch.cuda.device_count()  # quiet
+        if count == 0:
+            raise RuntimeError("No CUDA GPUs detected")
+        return count
+
+
+    def engine_args() -> dict:
+        return {"tensor_parallel_size": _checked_count()}
+
+
+    def build_engine() -> dict:
+        return engine_args()
 '''
 
 
@@ -683,7 +699,9 @@ def test_a_count_read_before_it_is_counted_keeps_its_branches(tmp_path: Path) ->
     "logging.basicConfig(level=parser.parse_args().log_level)",
     "logging.basicConfig(level=settings.LOG_LEVEL)",
     "logging.config.fileConfig('logging.ini')",
-], ids=["dictConfig", "level-constant", "environment-default", "option-default", "imported-level", "fileConfig"])
+    "logging.config.dictConfig(settings.load('logging.yaml'))",
+], ids=["dictConfig", "level-constant", "environment-default", "option-default", "imported-level", "fileConfig",
+        "dictConfig-read"])
 def test_debug_logging_the_file_may_turn_on_keeps_its_lines(tmp_path: Path, setup: str) -> None:
     module = _write(tmp_path, "report.py", '''
         import argparse
@@ -705,8 +723,16 @@ def test_debug_logging_the_file_may_turn_on_keeps_its_lines(tmp_path: Path, setu
 
 
         def setup_logging():
-    ''' + textwrap.indent(setup, " " * 12) + "\n")
+            pass
+    ''')
+    module.write_text(module.read_text() + textwrap.indent(setup, " " * 4) + "\n")
+    compile(module.read_text(), str(module), "exec")  # the reading needs a file that parses
     kept_lines_stay(module)
+    # without the line that turns it on, the same file's line is off by default
+    alone = tmp_path / "alone" / "app"  # the folder above holds no file that turns it on
+    quiet = _write(alone, "report.py", module.read_text().replace(textwrap.indent(setup, " " * 4), "    pass")
+                   .replace("# kept", "# quiet"))
+    check_marked_lines([alone], (quiet, _write(alone, "anchor.py", _ANCHOR)))
 
 
 def test_debug_logging_another_file_of_the_package_turns_on_keeps_its_lines(tmp_path: Path) -> None:
@@ -837,6 +863,18 @@ def test_lines_a_runtime_use_does_not_precede_stay(tmp_path: Path) -> None:
                 return x
 
 
+        class Placed:
+            def __init__(self, device_id=0):
+                self.weights = torch.ones(2)
+                self.stream = cvcuda.Stream()
+
+            def __setattr__(self, name, value):
+                super().__setattr__(name, self._place(value))
+
+            def _place(self, value):
+                return value.cuda() if isinstance(value, torch.Tensor) else value  # kept
+
+
         class EngineBackend:
             def __init__(self, engine_path):
                 self.logger = trt.Logger(trt.Logger.WARNING)
@@ -868,6 +906,7 @@ def test_is_not_true_is_no_cuda_check(tmp_path: Path) -> None:
 # The second review's shapes, each run on the CPU build of torch to the flagged line.
 
 def test_a_count_the_file_never_takes_from_cuda_keeps_its_branch(tmp_path: Path) -> None:
+    """Constants alone, a local count for an attribute, and a sentinel no count takes."""
     module = _write(tmp_path, "train.py", '''
         import dataclasses
         import json
@@ -892,6 +931,15 @@ def test_a_count_the_file_never_takes_from_cuda_keeps_its_branch(tmp_path: Path)
             if trainer.num_gpus > 1:
                 torch.cuda.synchronize()  # kept
             return num_gpus
+
+
+        def setup(args):
+            args.n_gpu = torch.cuda.device_count()
+
+
+        def every_gpu(args):
+            if args.n_gpu == -1:
+                torch.cuda.synchronize()  # kept
     ''')
     kept_lines_stay(module)
 

@@ -95,7 +95,8 @@ class _Levels:
 
 def _values_named(level: ast.expr) -> list[ast.expr]:
     """The names and dotted attributes read as values in ``level`` (not called, not the prefix of
-    a longer attribute), other than the logging and os modules' own."""
+    a longer attribute; ``parser.parse_args().log_level`` is read by ``log_level``), other than the
+    logging and os modules' own."""
     inner = {id(n.func) for n in walk_nodes(level) if isinstance(n, ast.Call)}
     inner |= {id(n.value) for n in walk_nodes(level) if isinstance(n, ast.Attribute)}
     found: list[ast.expr] = []
@@ -105,7 +106,9 @@ def _values_named(level: ast.expr) -> list[ast.expr]:
         root: ast.expr = node
         while isinstance(root, ast.Attribute):
             root = root.value
-        if isinstance(root, ast.Name) and root.id in ("logging", "os") or not isinstance(root, ast.Name):
+        if isinstance(root, ast.Name) and root.id in ("logging", "os"):
+            continue
+        if not isinstance(root, ast.Name) and not isinstance(node, ast.Attribute):
             continue
         found.append(node)
     return found
