@@ -316,7 +316,7 @@ def test_debug_only_code_that_runs_by_default_stays(tmp_path: Path, setup: str, 
             return circuit_pre_forward_hook(*args)
     ''',
     '''
-        from qsim.circuit import (
+        from qsim.circuit import (  # re-used here (see circuit.py): a `)` in a comment ends nothing
             forward_hook as circuit_forward_hook,
             pre_forward_hook as circuit_pre_forward_hook,
         )
@@ -1013,27 +1013,6 @@ def test_a_hook_registered_under_debug_or_an_option_stays(tmp_path: Path) -> Non
                 return x
     ''')
     kept_lines_stay(module)
-
-
-def test_an_import_whose_comment_holds_a_parenthesis_still_names_the_hooks(tmp_path: Path) -> None:
-    package = tmp_path / "qsim"
-    circuit = _write(package, "circuit.py", _debug_module(hook="kept"))
-    _write(package, "profiling.py", '''
-        from qsim.circuit import (  # re-used here (see circuit.py)
-            forward_hook as _circuit_forward_hook,
-            pre_forward_hook as _circuit_pre_forward_hook,
-        )
-
-
-        def forward_hook(*args):
-            return _circuit_forward_hook(*args)
-
-
-        def pre_forward_hook(*args):
-            return _circuit_pre_forward_hook(*args)
-    ''')
-    _write(package, "__init__.py", "")
-    check_marked_lines([tmp_path], (circuit,))
 
 
 def test_a_method_that_may_run_without_the_runtime_stays(tmp_path: Path) -> None:
