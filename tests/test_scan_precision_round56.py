@@ -1090,3 +1090,188 @@ def test_odd_line_breaks_before_a_runtime_use_do_not_skip_the_file(tmp_path: Pat
     assert not result.skipped, result.skipped
     last = max(result.findings, key=lambda f: f.line)  # the module-level `.cuda()`, whatever the count of lines
     assert last.rule_id == "TP002" and finding_worst(last, ScanConfig().targets) == "error", last
+
+
+# The third review's shapes (a second review of the fixed version).
+
+def test_a_count_stored_by_a_helper_or_on_another_object_keeps_its_branch(tmp_path: Path) -> None:
+    module = _write(tmp_path, "train.py", '''
+        import torch
+
+        from options import parse_args
+
+
+        def setup_devices(args):
+            args.n_gpu = torch.cuda.device_count()
+
+
+        def main():
+            args = parse_args()
+            if args.n_gpu < 0:
+                setup_devices(args)
+            if args.n_gpu > 0:
+                torch.cuda.synchronize()  # kept
+    ''')
+    probed = _write(tmp_path, "probed.py", '''
+        import torch
+
+        from options import parse_args
+
+
+        def main():
+            args = parse_args()
+            if getattr(args, "n_gpu", None) is None:
+                args.n_gpu = torch.cuda.device_count()
+            if args.n_gpu > 0:
+                torch.cuda.synchronize()  # kept
+    ''')
+    other = _write(tmp_path, "monitor.py", '''
+        import torch
+
+        from options import parse_args
+
+
+        class GpuMonitor:
+            def __init__(self):
+                self.n_gpu = torch.cuda.device_count()
+
+
+        def main():
+            args = parse_args()
+            if args.n_gpu > 0:
+                torch.cuda.synchronize()  # kept
+            return GpuMonitor()
+    ''')
+    for path in (module, probed, other):
+        kept_lines_stay(path)
+
+
+def test_debug_or_an_option_still_asks_the_package(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    _write(package, "__init__.py", "")
+    model = _write(package, "model.py", '''
+        import logging
+
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        class Net(torch.nn.Module):
+            def __init__(self, profile=False):
+                super().__init__()
+                self.profile = profile
+
+            def forward(self, x):
+                if logger.isEnabledFor(logging.DEBUG) or self.profile:
+                    torch.cuda.synchronize()  # kept
+                return x
+    ''')
+    _write(package, "train.py", "import logging\n\nlogging.basicConfig(level=logging.DEBUG)\n")
+    kept_lines_stay(model, root=tmp_path)
+
+
+@pytest.mark.parametrize("layout", [
+    ("report.py", "parser = argparse.ArgumentParser()\nparser.add_argument('--log-level', default='debug')\n"
+                  "logging.basicConfig(level=getattr(logging, parser.parse_args().log_level.upper()))"),
+    ("report.py", "LOG_LEVEL = 'debug'\nlogger.setLevel(LOG_LEVEL.upper())"),
+], ids=["option-upper", "constant-upper"])
+def test_a_level_spelled_through_a_string_method_is_read(tmp_path: Path, layout: tuple[str, str]) -> None:
+    name, setup = layout
+    module = _write(tmp_path, name, '''
+        import argparse
+        import logging
+
+        import torch
+
+        logger = logging.getLogger(__name__)
+
+
+        def report(x):
+            if logger.isEnabledFor(logging.DEBUG):
+                torch.cuda.synchronize()  # kept
+            return x
+
+
+        def setup_logging():
+            pass
+    ''')
+    module.write_text(module.read_text() + textwrap.indent(setup, " " * 4) + "\n")
+    compile(module.read_text(), str(module), "exec")
+    kept_lines_stay(module)
+
+
+def test_debug_logging_a_tool_beside_the_package_turns_on_keeps_its_lines(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    circuit = _write(repo / "qsim", "circuit.py", _debug_module(hook="kept", inner="kept"))
+    _write(repo / "qsim", "__init__.py", "")
+    _write(repo / "tools", "simulate.py", "import logging\n\nlogging.basicConfig(level=logging.DEBUG)\n")
+    kept_lines_stay(circuit, root=repo)
+
+
+def test_a_raise_that_escapes_the_file_s_calls_keeps_its_count(tmp_path: Path) -> None:
+    module = _write(tmp_path, "devices.py", '''
+        import contextlib
+        import functools
+
+        import torch
+
+
+        def fallback_to(value):
+            def wrap(fn):
+                @functools.wraps(fn)
+                def inner(*args, **kwargs):
+                    try:
+                        return fn(*args, **kwargs)
+                    except RuntimeError:
+                        return value
+                return inner
+            return wrap
+
+
+        @fallback_to(1)
+        def data_parallel_size():
+            count = torch.cuda.device_count()  # kept
+            if count == 0:
+                raise RuntimeError("No CUDA GPUs detected")
+            return count
+
+
+        @contextlib.contextmanager
+        def best_effort():
+            try:
+                yield
+            except RuntimeError:
+                pass
+
+
+        def _require_gpu():
+            if torch.cuda.device_count() == 0:  # kept
+                raise RuntimeError("No CUDA GPUs detected")
+
+
+        def setup(model):
+            with best_effort():
+                _require_gpu()
+            return model
+
+
+        class MultiGPUEncoder:
+            def __init__(self, model):
+                n_devices = torch.cuda.device_count()  # kept
+                if n_devices == 0:
+                    raise RuntimeError("No CUDA GPUs detected")
+                self.replicas = [model] * n_devices
+
+
+        ENCODERS = {"multi_gpu": MultiGPUEncoder}
+
+
+        def _kernels_need_a_gpu():
+            if torch.cuda.device_count() == 0:  # kept
+                raise ImportError("these kernels need a CUDA GPU")
+
+
+        _kernels_need_a_gpu()
+    ''')
+    kept_lines_stay(module)

@@ -2,8 +2,9 @@
 logging on, and Python's logging leaves it off (the root logger's level is WARNING) unless a
 program turns it on.  pyqtorch registers its NVTX markers only so.
 
-What turns it on, read in a file and in every Python file of its package and of the folder above
-the package (its scripts):
+What turns it on, read in a file and in every Python file of its project: everything under the
+folder above its package (above ``src/`` in a src layout), so the package's scripts, tools and
+examples beside it too:
 
 - a call that sets a level, ``setLevel(...)`` or ``basicConfig(level=...)``, whose level says
   DEBUG, NOTSET, 10 or 0, or is a name or option whose stored value says so (``LOG_LEVEL =
@@ -12,7 +13,8 @@ the package (its scripts):
 - ``dictConfig`` of anything but a dict written in the file without such a level, and any
   ``fileConfig`` (the level is in another file).
 
-A file that cannot be parsed, or a package too large to read, counts as turning it on.
+A file that cannot be parsed, or a project too large to read (a package installed in
+site-packages, whose folder above is every other package's), counts as turning it on.
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ _SETS_LEVEL = re.compile(r"\b(?:setLevel|basicConfig|dictConfig|fileConfig)\b")
 
 # A level that lets DEBUG through, in the source of a value.
 _DEBUG_LEVEL = re.compile(r"(?i)\bdebug\b|\bnotset\b|(?<![\w.])(?:10|0)(?![\w.])")
+
+# Methods that change a level's spelling, not its value.
+_STRING_METHODS = frozenset({"upper", "lower", "strip", "casefold", "title", "capitalize"})
 
 # Folders that hold no code of the package.
 _SKIPPED = frozenset({".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages", ".tox"})
@@ -97,8 +102,10 @@ def _values_named(level: ast.expr) -> list[ast.expr]:
     """The names and dotted attributes read as values in ``level`` (not called, not the prefix of
     a longer attribute; ``parser.parse_args().log_level`` is read by ``log_level``), other than the
     logging and os modules' own."""
-    inner = {id(n.func) for n in walk_nodes(level) if isinstance(n, ast.Call)}
-    inner |= {id(n.value) for n in walk_nodes(level) if isinstance(n, ast.Attribute)}
+    calls = {id(n.func) for n in walk_nodes(level) if isinstance(n, ast.Call)}
+    # a prefix is no value of its own, but the receiver of a string method is: `args.log_level.upper()`
+    inner = calls | {id(n.value) for n in walk_nodes(level) if isinstance(n, ast.Attribute)
+                     and not (id(n) in calls and n.attr in _STRING_METHODS)}
     found: list[ast.expr] = []
     for node in walk_nodes(level):
         if not isinstance(node, (ast.Name, ast.Attribute)) or id(node) in inner:
@@ -114,13 +121,14 @@ def _values_named(level: ast.expr) -> list[ast.expr]:
     return found
 
 
+@functools.lru_cache(maxsize=256)
 def turns_debug_on(text: str) -> bool:
-    """Whether the file may turn debug logging on."""
+    """Whether the file may turn debug logging on.  Asked for every finding under a switch: kept."""
     if not _SETS_LEVEL.search(text):
         return False
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
     levels: _Levels | None = None
     for node in walk_nodes(tree):
@@ -157,14 +165,18 @@ def _package_root(path: str) -> str:
 
 
 def on_in_package(path: str) -> bool:
-    """Whether any Python file of the file's package, or of the folder above the package, may turn
-    debug logging on (the file itself included)."""
-    return _on_under(_package_root(path))
+    """Whether any Python file of the project holding the file may turn debug logging on: the
+    folder above its package (above ``src/`` in a src layout), its scripts, tools and examples
+    beside the package included."""
+    root = os.path.dirname(_package_root(path))
+    if os.path.basename(root) in ("src", "lib"):
+        root = os.path.dirname(root)
+    return _on_under(root)
 
 
 @functools.lru_cache(maxsize=64)
 def _on_under(root: str) -> bool:
-    files = [os.path.join(os.path.dirname(root), n) for n in _listing(os.path.dirname(root)) if n.endswith(".py")]
+    files: list[str] = []
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = [s for s in subfolders if s not in _SKIPPED and not s.startswith(".")]
         files += [os.path.join(folder, n) for n in names if n.endswith(".py")]
@@ -179,10 +191,3 @@ def _on_under(root: str) -> bool:
         if turns_debug_on(text):
             return True
     return False
-
-
-def _listing(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []

@@ -53,9 +53,11 @@ class Verdict:
 
     kind: str
     option: str
-    # an opt-in that reads no value a caller passes (debug logging): off by default whoever calls,
-    # unless another file of the package turns it on (debug_logging.on_in_package)
+    # an opt-in that reads no value a caller passes (debug logging): off by default whoever calls
     switch: bool = False
+    # the verdict leans on debug logging being off, which another file of the package may turn on
+    # (debug_logging.on_in_package): for `if debug or profile:` too, which is no switch
+    debug: bool = False
 
 
 def _key(atom: ast.expr) -> str | None:
@@ -310,7 +312,7 @@ def _truth_test(context: FileContext, test: ast.expr, taken: bool, function: Fun
         if len(found) < len(verdicts):
             return None
         # `debug or profile`: off by default whoever calls only when every operand is a switch
-        return dataclasses.replace(found[0], switch=all(v.switch for v in found))
+        return dataclasses.replace(found[0], switch=all(v.switch for v in found), debug=any(v.debug for v in found))
     if isinstance(test, ast.Compare):
         return _unset_comparison(context, test, taken, function) or _count_comparison(context, test, taken, function)
     if isinstance(test, ast.Call):
@@ -420,7 +422,7 @@ def _count_comparison(context: FileContext, test: ast.Compare, taken: bool, func
     # `vars(args).update(...)` stores where no reading sees
     if (stores.hidden_stores or not values or "vars(" in context.text
             or _bound_otherwise(context, name, len(values))
-            or not _counted_as(context, name, type(test.left))):
+            or not _counted_as(context, ast.unparse(test.left))):
         return None
     for value in values:
         number = _int_constant(value) if value is not None else None
@@ -434,14 +436,27 @@ def _count_comparison(context: FileContext, test: ast.Compare, taken: bool, func
     return Verdict(CUDA_DERIVED, context.source(test))
 
 
-def _counted_as(context: FileContext, name: str, form: type) -> bool:
-    """The file stores ``torch.cuda.device_count()`` under ``name`` at least once, in the form the
-    test reads (an attribute for ``args.n_gpu``, a name for ``n_gpu``): a local count says nothing
-    of an attribute another file may set, and constants alone say nothing of CUDA."""
-    return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-               and context.source(node.value) == "torch.cuda.device_count()"
-               and any(isinstance(t, form) and _key(t) == name for t in node.targets)
-               for node in walk_nodes(context.tree))
+def _sentinel(operator: ast.cmpop, right: ast.expr) -> bool:
+    """``== -1``, ``< 0``, ``is None``: a comparison no count tells apart from another, which only
+    asks whether the value is a count at all."""
+    if isinstance(operator, (ast.Is, ast.IsNot)):
+        return True
+    bound = _int_constant(right)
+    compare = _COMPARE.get(type(operator))
+    return bound is not None and compare is not None and len({compare(count, bound) for count in range(65)}) == 1
+
+
+def _counted_as(context: FileContext, target: str) -> bool:
+    """The file stores ``torch.cuda.device_count()`` in exactly what the test reads (``args.n_gpu``,
+    not ``self.n_gpu`` nor a local ``n_gpu``): a count stored on another object says nothing of this
+    one, and constants alone say nothing of CUDA.  Read once a file."""
+    counted = context.__dict__.get("_default_path_counted")
+    if counted is None:
+        counted = {ast.unparse(t) for node in walk_nodes(context.tree) if isinstance(node, ast.Assign)
+                   and isinstance(node.value, ast.Call) and context.source(node.value) == "torch.cuda.device_count()"
+                   for t in node.targets}
+        context.__dict__["_default_path_counted"] = counted
+    return target in counted
 
 
 def _read_before_counted(context: FileContext, name: str) -> bool:
@@ -455,6 +470,13 @@ def _read_before_counted(context: FileContext, name: str) -> bool:
 
 
 def _reads_first(context: FileContext, name: str) -> bool:
+    # `hasattr(args, "n_gpu")`, `getattr(args, "n_gpu", None)`: a read the tree shows as a string
+    if re.search(r"[\"']" + re.escape(name) + r"[\"']", context.text):
+        return True
+    for node in walk_nodes(context.tree):
+        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and _key(node.left) == name
+                and _sentinel(node.ops[0], node.comparators[0])):
+            return True  # `if cfg.n_gpu == -1: detect_devices(cfg)`, wherever the count is then stored
     for node in walk_nodes(context.tree):
         if not (isinstance(node, ast.Assign) and any(_key(t) == name for t in node.targets)
                 and isinstance(node.value, ast.Call) and context.source(node.value) == "torch.cuda.device_count()"):
@@ -501,7 +523,7 @@ def _debug_logging(context: FileContext, test: ast.Call) -> Verdict | None:
     the caller's to read, with ``Verdict.switch``)."""
     if not debug_logging.is_debug_test(test) or debug_logging.turns_debug_on(context.text):
         return None
-    return Verdict(OPT_IN, context.source(test), switch=True)
+    return Verdict(OPT_IN, context.source(test), switch=True, debug=True)
 
 
 def could_be_opt_in(test: ast.expr, taken: bool) -> bool:

@@ -180,10 +180,14 @@ def _first_line(statement: ast.stmt) -> str:
 
 
 def _subclassed(context: FileContext, name: str) -> bool:
-    """A class of the file derives from ``name``: its own ``__init__`` may skip the parent's."""
-    return any(isinstance(node, ast.ClassDef) and any(
-        (isinstance(b, ast.Name) and b.id == name) or (isinstance(b, ast.Attribute) and b.attr == name) for b in node.bases)
-        for node in context.statements)
+    """A class of the file derives from ``name``: its own ``__init__`` may skip the parent's.  The
+    bases are read once a file."""
+    bases = context.__dict__.get("_nvidia_runtime_bases")
+    if bases is None:
+        bases = {b.id if isinstance(b, ast.Name) else b.attr for node in context.statements if isinstance(node, ast.ClassDef)
+                 for b in node.bases if isinstance(b, (ast.Name, ast.Attribute))}
+        context.__dict__["_nvidia_runtime_bases"] = bases
+    return name in bases
 
 
 def _names(context: FileContext) -> dict[str, str]:

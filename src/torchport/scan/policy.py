@@ -1606,25 +1606,36 @@ def _raises_on_zero(statement: ast.If, is_count: Callable[[ast.expr], bool]) -> 
 
 
 def _raise_not_caught(context: FileContext, test: ast.If) -> str | None:
-    """The reason's line, unless a handler of the file may catch the raise: a ``try`` (or a catching
-    ``with``) around it, or around a call of its function, of its class (for ``__init__``) or of
-    their callers, up to ``_CALLERS_DEEP`` calls up.  A caller in another file is not seen."""
+    """The reason's line, unless a handler of the file may catch the raise: a ``try`` (or a ``with``
+    that may catch) around it, or around a call of its function, of its class (for ``__init__``) or
+    of their callers, up to ``_CALLERS_DEEP`` calls up.  Any escape refuses too: a decorated
+    function, one named as a value (a registry dict, a callback) or called at import.  A caller in
+    another file is not seen."""
     if _in_handled_try(context, test.lineno):
         return None
     function = context.innermost_function(test.lineno)
     if function is None:
         return None  # raised at import: an importer elsewhere may catch it (an optional kernel module)
-    names, seen = _callee_names(context, function), set[str]()
+    first = _callee_names(context, function)
+    if first is None:
+        return None
+    names, seen = first, set[str]()
     for _ in range(_CALLERS_DEEP):
         callers: set[str] = set()
         for name in names - seen:
             seen.add(name)
             for node in context.loads().get(name, ()):
-                if _in_handled_try(context, node.lineno):
-                    return None
                 caller = context.innermost_function(node.lineno)
-                if caller is not None and caller is not function:
-                    callers |= _callee_names(context, caller)
+                if caller is function:
+                    continue
+                if (caller is None or _in_handled_try(context, node.lineno)
+                        or not isinstance(context.parents.get(id(node)), ast.Call)
+                        or context.parents[id(node)].func is not node):  # type: ignore[attr-defined]
+                    return None
+                more = _callee_names(context, caller)
+                if more is None:
+                    return None
+                callers |= more
         names = callers - seen
         if not names:
             return f"line {test.body[-1].lineno}"
@@ -1635,10 +1646,11 @@ def _raise_not_caught(context: FileContext, test: ast.If) -> str | None:
 _CALLERS_DEEP = 4
 
 
-def _callee_names(context: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> set[str]:
-    """The names a call of ``function`` spells: its own, and its class's for ``__init__``."""
-    if function is None:
-        return set()
+def _callee_names(context: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str] | None:
+    """The names a call of ``function`` spells: its own, and its class's for ``__init__``.  None for
+    a decorated function, which escapes (``@fallback_to(1)`` may catch)."""
+    if function.decorator_list:
+        return None
     owner = next((s for s in reversed(context.enclosing(function.lineno)) if isinstance(s, ast.ClassDef)), None)
     if function.name in ("__init__", "__new__", "__call__", "__post_init__") and owner is not None:
         return {function.name, owner.name}
@@ -1646,12 +1658,25 @@ def _callee_names(context: FileContext, function: ast.FunctionDef | ast.AsyncFun
 
 
 def _in_handled_try(context: FileContext, line: int) -> bool:
+    """Inside a ``try`` with handlers, or a ``with`` whose manager may catch: a known catching one
+    (``suppress``, ``pytest.raises``) or one the file defines (a ``contextmanager`` may swallow)."""
     spans = context.__dict__.get("_handled_try_spans")
     if spans is None:
-        spans = [(t.body[0].lineno, t.body[-1].end_lineno or t.body[-1].lineno) for t in context.statements
-                 if isinstance(t, (ast.Try, ast.TryStar)) and t.handlers and t.body]
+        defined = {s.name for s in context.statements if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        spans = []
+        for statement in context.statements:
+            if isinstance(statement, (ast.Try, ast.TryStar)):
+                catches = bool(statement.handlers)
+            elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                catches = any(_CATCHING_WITH.search(context.source(item.context_expr))
+                              or (isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) in defined)
+                              for item in statement.items)
+            else:
+                continue
+            if catches and statement.body:
+                spans.append((statement.body[0].lineno, statement.body[-1].end_lineno or statement.body[-1].lineno))
         context.__dict__["_handled_try_spans"] = spans
-    return any(first <= line <= last for first, last in spans) or _caught(context, line)
+    return any(first <= line <= last for first, last in spans)
 
 
 def _names_a_tensor_type_only(context: FileContext, line: int) -> bool:
@@ -2569,7 +2594,7 @@ def _opt_in_option(site: _Site) -> str | None:
     verdict = _default_path_verdict(site)
     if verdict is None or verdict.kind != default_path.OPT_IN:
         return None
-    if verdict.switch and (site.file.disk_path is None or debug_logging.on_in_package(site.file.disk_path)):
+    if verdict.debug and (site.file.disk_path is None or debug_logging.on_in_package(site.file.disk_path)):
         return None  # debug logging that another file of the package (or its scripts) may turn on
     return verdict.option
 

@@ -583,9 +583,10 @@ def _defines_its_own(data: bytes, needle: bytes) -> bool:
     ``__all__``): its mentions are of its own function (pyqtorch's modules each define a
     ``forward_hook``)."""
     word = re.escape(needle)
+    if re.search(rb"^(?:async\s+)?def\s+" + word + rb"\s*\(", data, re.MULTILINE) is None:
+        return False
     code = re.sub(rb"#[^\n]*", b"", data)  # a `)` in a comment would end an import's parentheses
-    return (re.search(rb"^(?:async\s+)?def\s+" + word + rb"\s*\(", data, re.MULTILINE) is not None
-            and re.search(rb"\." + word + rb"(?![\w])", data) is None
+    return (re.search(rb"\." + word + rb"(?![\w])", data) is None
             and re.search(rb"\bimport\b(?:[^\n]*\\\n)*[^\n]*(?<![\w])" + word + rb"(?![\w])", code) is None
             and re.search(rb"\bimport\s*\([^)]*(?<![\w])" + word + rb"(?![\w])", code) is None
             and re.search(rb"\bimport\s+\*", data) is None
