@@ -1178,7 +1178,7 @@ def test_debug_or_an_option_still_asks_the_package(tmp_path: Path) -> None:
 ], ids=["option-upper", "constant-upper"])
 def test_a_level_spelled_through_a_string_method_is_read(tmp_path: Path, layout: tuple[str, str]) -> None:
     name, setup = layout
-    module = _write(tmp_path, name, '''
+    module = _write(tmp_path / "app", name, '''
         import argparse
         import logging
 
@@ -1265,6 +1265,18 @@ def test_a_raise_that_escapes_the_file_s_calls_keeps_its_count(tmp_path: Path) -
 
 
         ENCODERS = {"multi_gpu": MultiGPUEncoder}
+
+
+        class ShardedEncoder:
+            def __init__(self, model):
+                n_devices = torch.cuda.device_count()  # kept
+                if n_devices == 0:
+                    raise RuntimeError("No CUDA GPUs detected")
+                self.replicas = [model] * n_devices
+
+
+        def registry():
+            return {"sharded": ShardedEncoder}
 
 
         def _kernels_need_a_gpu():
