@@ -24,6 +24,7 @@ import os
 import re
 
 from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.files import package_root
 
 # Where a level may be set: worth parsing the file for.
 _SETS_LEVEL = re.compile(r"\b(?:setLevel|basicConfig|dictConfig|fileConfig)\b")
@@ -157,18 +158,11 @@ def turns_debug_on(text: str) -> bool:
     return False
 
 
-def _package_root(path: str) -> str:
-    folder = os.path.dirname(os.path.abspath(path))
-    while os.path.exists(os.path.join(os.path.dirname(folder), "__init__.py")):
-        folder = os.path.dirname(folder)
-    return folder
-
-
 def on_in_package(path: str) -> bool:
     """Whether any Python file of the project holding the file may turn debug logging on: the
     folder above its package (above ``src/`` in a src layout), its scripts, tools and examples
     beside the package included."""
-    root = os.path.dirname(_package_root(path))
+    root = os.path.dirname(package_root(path))
     if os.path.basename(root) in ("src", "lib"):
         root = os.path.dirname(root)
     return _on_under(root)

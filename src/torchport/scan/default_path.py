@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import collections
 from torchport.scan import debug_logging
-from torchport.scan.detectors.syntax import bound_names, keyword_value, walk_nodes
+from torchport.scan.detectors.syntax import COMPARE, bound_names, keyword_value, walk_nodes
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
@@ -290,13 +290,18 @@ def _value_kind(context: FileContext, value: ast.expr | None, function: Function
     return "data"
 
 
+def _cuda_count(context: FileContext, value: ast.expr | None) -> bool:
+    """``torch.cuda.device_count()`` spelled so: the count the readings below follow."""
+    return isinstance(value, ast.Call) and context.source(value) == "torch.cuda.device_count()"
+
+
 def _holds_without_devices(context: FileContext, value: ast.expr) -> bool:
     """``torch.cuda.device_count() >= 0`` (or ``> -1``, ``!= 1``): a comparison a count of 0 passes."""
-    if not (isinstance(value, ast.Compare) and len(value.ops) == 1 and type(value.ops[0]) in _COMPARE
-            and context.source(value.left) == "torch.cuda.device_count()"):
+    if not (isinstance(value, ast.Compare) and len(value.ops) == 1 and type(value.ops[0]) in COMPARE
+            and _cuda_count(context, value.left)):
         return False
     bound = _int_constant(value.comparators[0])
-    return bound is not None and _COMPARE[type(value.ops[0])](0, bound)
+    return bound is not None and COMPARE[type(value.ops[0])](0, bound)
 
 
 def _truth_test(context: FileContext, test: ast.expr, taken: bool, function: Function | None) -> Verdict | None:
@@ -386,22 +391,17 @@ def _count_shape(test: ast.Compare, taken: bool) -> Callable[[int], bool] | None
     """For ``n_gpu > 1`` (or ``>= 2``, ``!= 0``; ``<= 1`` on its other branch): whether a count lets
     the branch ``taken`` run, when a count of 0 does not; else None."""
     if (len(test.ops) != 1 or not isinstance(test.left, (ast.Name, ast.Attribute))
-            or type(test.ops[0]) not in _COMPARE):
+            or type(test.ops[0]) not in COMPARE):
         return None
     bound = _int_constant(test.comparators[0])
     if bound is None:
         return None
-    compare = _COMPARE[type(test.ops[0])]
+    compare = COMPARE[type(test.ops[0])]
 
     def runs(count: int) -> bool:
         return compare(count, bound) == taken
     # `n_gpu == -1` or `< 0` is a sentinel no count takes: the value comes from elsewhere
     return None if runs(0) or not any(map(runs, range(1, 65))) else runs
-
-
-_COMPARE: dict[type, Callable[[int, int], bool]] = {
-    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
 
 def _count_comparison(context: FileContext, test: ast.Compare, taken: bool, function: Function | None) -> Verdict | None:
@@ -429,7 +429,7 @@ def _count_comparison(context: FileContext, test: ast.Compare, taken: bool, func
         if number is not None:
             if runs(number):
                 return None
-        elif not (isinstance(value, ast.Call) and context.source(value) == "torch.cuda.device_count()"):
+        elif not _cuda_count(context, value):
             return None
     if _read_before_counted(context, name):
         return None
@@ -442,7 +442,7 @@ def _sentinel(operator: ast.cmpop, right: ast.expr) -> bool:
     if isinstance(operator, (ast.Is, ast.IsNot)):
         return True
     bound = _int_constant(right)
-    compare = _COMPARE.get(type(operator))
+    compare = COMPARE.get(type(operator))
     return bound is not None and compare is not None and len({compare(count, bound) for count in range(65)}) == 1
 
 
@@ -452,9 +452,8 @@ def _counted_as(context: FileContext, target: str) -> bool:
     one, and constants alone say nothing of CUDA.  Read once a file."""
     counted = context.__dict__.get("_default_path_counted")
     if counted is None:
-        counted = {ast.unparse(t) for node in walk_nodes(context.tree) if isinstance(node, ast.Assign)
-                   and isinstance(node.value, ast.Call) and context.source(node.value) == "torch.cuda.device_count()"
-                   for t in node.targets}
+        counted = {ast.unparse(t) for node in walk_nodes(context.tree)
+                   if isinstance(node, ast.Assign) and _cuda_count(context, node.value) for t in node.targets}
         context.__dict__["_default_path_counted"] = counted
     return target in counted
 
@@ -479,7 +478,7 @@ def _reads_first(context: FileContext, name: str) -> bool:
             return True  # `if cfg.n_gpu == -1: detect_devices(cfg)`, wherever the count is then stored
     for node in walk_nodes(context.tree):
         if not (isinstance(node, ast.Assign) and any(_key(t) == name for t in node.targets)
-                and isinstance(node.value, ast.Call) and context.source(node.value) == "torch.cuda.device_count()"):
+                and _cuda_count(context, node.value)):
             continue
         function = context.innermost_function(node.lineno)
         scope: ast.AST = function if function is not None else context.tree

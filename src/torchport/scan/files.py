@@ -1,6 +1,7 @@
 """Reading the scanned files again in the passes that run after every file is scanned."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
@@ -23,3 +24,11 @@ def read_bytes(jobs: Iterable[J]) -> Iterator[tuple[J, bytes | None]]:
         except OSError:
             data = None
         yield job, data
+
+
+def package_root(os_path: str) -> str:
+    """The outermost folder of the file's package (its own folder outside a package)."""
+    folder = os.path.dirname(os.path.abspath(os_path))
+    while os.path.exists(os.path.join(os.path.dirname(folder), "__init__.py")) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder

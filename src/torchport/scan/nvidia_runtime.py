@@ -175,7 +175,7 @@ def _dunder(name: str, *allowed: str) -> bool:
 
 
 def _first_line(statement: ast.stmt) -> str:
-    text = ast.unparse(statement).splitlines()[0] if hasattr(ast, "unparse") else ""
+    text = ast.unparse(statement).splitlines()[0]
     return text if len(text) <= 100 else text[:97] + "..."
 
 

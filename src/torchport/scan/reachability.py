@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from torchport.scan import cross_file_guards, debug_logging, default_path, device_guard, files
+from torchport.scan.files import package_root
 from torchport.scan.detectors.syntax import call_argument, forced_when_read, forcing_end, parameter_defaults
 from torchport.scan.policy import FileContext, is_hot
 from torchport.scan.model import FileResult, Finding
@@ -553,14 +554,6 @@ def _bound_call(node: ast.Name | ast.Attribute) -> bool:
         return False
     owner = node.value
     return not (isinstance(owner, ast.Name) and owner.id[:1].isupper())
-
-
-def package_root(os_path: str) -> str:
-    """The outermost folder of the file's package (its own folder outside a package)."""
-    folder = os.path.dirname(os.path.abspath(os_path))
-    while os.path.exists(os.path.join(os.path.dirname(folder), "__init__.py")) and os.path.dirname(folder) != folder:
-        folder = os.path.dirname(folder)
-    return folder
 
 
 def _whole_package_scanned(os_path: str, roots: list[str]) -> bool:

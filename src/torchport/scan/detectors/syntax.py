@@ -351,8 +351,10 @@ def fails_with(test: ast.expr, is_query: Callable[[ast.expr], bool], answer: int
     return value is not None and not value
 
 
-_COMPARE = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
-            ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+# What each comparison operator computes, for reading a test on known numbers.
+COMPARE: dict[type, Callable[[int, int], bool]] = {
+    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
 
 def _value_with(node: ast.expr, is_query: Callable[[ast.expr], bool], answer: int | bool,
@@ -383,7 +385,7 @@ def _value_with(node: ast.expr, is_query: Callable[[ast.expr], bool], answer: in
         unknown = False
         for op, right_node in zip(node.ops, node.comparators):
             right = _value_with(right_node, is_query, answer, ranks)
-            compare = _COMPARE.get(type(op))
+            compare = COMPARE.get(type(op))
             left_rank = left is None and previous is not None and _is_rank(previous, ranks)
             right_rank = right is None and _is_rank(right_node, ranks)
             if (left == 0 and right_rank and isinstance(op, ast.Gt)) or (right == 0 and left_rank and isinstance(op, ast.Lt)):
