@@ -8,8 +8,11 @@ Two shapes:
   answers no, so callers skip the library (or raise their own ImportError);
 * a query that answers False or 0 without CUDA (measured with the CPU build of torch 2.13:
   ``is_initialized``, ``memory_allocated``, ``max_memory_allocated``,
-  ``len(torch.cuda.default_generators)``), read where no "cuda" device string is chosen: nothing
-  raises, so it is no error.
+  ``len(torch.cuda.default_generators)``, ``torch.backends.cuda.is_built``), read where no "cuda"
+  device string is chosen: nothing raises, so it is no error;
+* a ``torch.backends.cuda`` setting that raises nothing on the CPU build with the value given
+  (``preferred_blas_library("cublas")``; ``"cublaslt"`` raises there): it only picks a CUDA
+  library, which other devices ignore.
 """
 from __future__ import annotations
 
@@ -22,7 +25,13 @@ from torchport.scan.detectors.syntax import walk_nodes
 # torch.cuda queries that return False or 0 on a CPU-only torch instead of raising (CPU torch
 # 2.13: `synchronize`, `current_device`, `get_device_name`, `ipc_collect` raise instead).
 QUIET_QUERIES = frozenset({"torch.cuda.is_initialized", "torch.cuda.memory_allocated",
-                           "torch.cuda.max_memory_allocated"})
+                           "torch.cuda.max_memory_allocated", "torch.backends.cuda.is_built"})
+
+# torch.backends.cuda settings -> the values (lower-cased) with which they raise nothing on the CPU
+# build of torch 2.13; called with no value they only answer.
+QUIET_SETTINGS = {"torch.backends.cuda.preferred_blas_library": frozenset({"cublas", "ck", "default"}),
+                  "torch.backends.cuda.preferred_linalg_library": frozenset({"default"}),
+                  "torch.backends.cuda.preferred_rocm_fa_library": frozenset({"default", "aotriton", "ck"})}
 
 # torch.cuda sequences whose length is 0 on a CPU-only torch: reading it raises nothing.
 QUIET_LENGTHS = frozenset({"torch.cuda.default_generators"})
@@ -126,3 +135,23 @@ def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
         if _DEVICE_STRING.search("".join(lines[statement.body[0].lineno - 1:last])):
             return None
     return found[0]
+
+
+def quiet_setting(tree: ast.Module, line: int) -> str | None:
+    """The setting, as written, when every call of one of QUIET_SETTINGS at ``line`` passes no
+    value or a string that raises nothing without CUDA."""
+    holding = statements_holding(tree, line)
+    if not holding:
+        return None
+    calls = [n for n in walk_nodes(holding[-1]) if isinstance(n, ast.Call) and n.lineno == line
+             and ast.unparse(n.func) in QUIET_SETTINGS]
+    if not calls:
+        return None
+    for call in calls:
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if len(values) > 1:
+            return None
+        if values and not (isinstance(values[0], ast.Constant) and isinstance(values[0].value, str)
+                           and values[0].value.lower() in QUIET_SETTINGS[ast.unparse(call.func)]):
+            return None
+    return ast.unparse(calls[0])

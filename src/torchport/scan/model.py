@@ -149,3 +149,4 @@ class FileResult:
     hints: CrossFileHints = field(default_factory=CrossFileHints)
     flag_guarded: list = field(default_factory=list)  # (finding index, flag, class, if line): under `if self.flag:`
     past_removed: list = field(default_factory=list)  # removed_torch.Candidate: lowered unless a file puts it back
+    cuda_only_tests: list = field(default_factory=list)  # (first, last) line of each test that runs only with CUDA

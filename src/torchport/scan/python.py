@@ -325,9 +325,15 @@ def _interesting_local_names(statements: list[ast.stmt]) -> list[str]:
 # The analysis proper.
 
 def analyze(tree: ast.Module, text: str, path: str) -> list[Finding]:
+    return analyze_with_cuda_tests(tree, text, path)[0]
+
+
+def analyze_with_cuda_tests(tree: ast.Module, text: str, path: str) -> tuple[list[Finding], list[tuple[int, int]]]:
+    """The findings, and the line spans of the tests that run only where CUDA is present (a test
+    function, or each method of a test class, under ``@skip_unless_cuda()`` and the like)."""
     analyzer = Analyzer(tree, text, path)
     analyzer.visit(tree)
-    return _one_per_token(analyzer.findings)
+    return _one_per_token(analyzer.findings), list(analyzer.__dict__.get("cuda_only_spans", []))
 
 
 def _one_per_token(findings: list[Finding]) -> list[Finding]:

@@ -24,7 +24,7 @@ from typing import TypeVar
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import (conftest_skips, cross_file_guards, default_callers, device_flow, extensions, float64_device, policy,
+from torchport.scan import (conftest_skips, cross_file_guards, cuda_test_helpers, default_callers, device_flow, extensions, float64_device, policy,
                             python, reachability, removed_torch, textfiles, unused_classes, vendored_imports)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
@@ -251,7 +251,7 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
         return result, 0
     lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     if job.kind != "python":
-        result.findings = textfiles.analyze_text(job.kind, text, job.display)
+        result.findings = textfiles.analyze_text(job.kind, text, job.display, job.path)
         policy.apply(None, text, job.display, result.findings)
         return result, lines
     try:
@@ -266,7 +266,7 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
         # a file without findings may still import a module only under a CUDA check
         result.hints = cross_file_guards.hints(text)
         if tree is not None:
-            result.findings = python.analyze(tree, text, job.display)
+            result.findings, result.cuda_only_tests = python.analyze_with_cuda_tests(tree, text, job.display)
             policy.apply(tree, text, job.display, result.findings, job.path)
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
             result.unused_classes = unused_classes.candidates(text, job.display, job.path, result.findings,
@@ -277,7 +277,7 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
                 result.extensions = extensions.built_names(tree)
     except Exception as exc:  # noqa: BLE001  a bug in one detector costs its file, not the scan
         result.findings, result.unreached, result.unused_classes, result.extensions = [], [], [], []
-        result.hints, result.flag_guarded, result.past_removed = CrossFileHints(), [], []
+        result.hints, result.flag_guarded, result.past_removed, result.cuda_only_tests = CrossFileHints(), [], [], []
         reason, internal = analysis_failure(exc, debug)
         result.skipped = Skipped(job.display, reason, internal)
     return result, lines
@@ -418,6 +418,8 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
                  "CUDA checks in tests")
     across_files(lambda: conftest_skips.lower_tests_skipped_by_conftest(work, results, roots),
                  "tests a conftest skips without CUDA")
+    across_files(lambda: cuda_test_helpers.lower_helpers_of_cuda_tests(work, results, roots),
+                 "test helpers only CUDA tests call")
     across_files(lambda: removed_torch.lower_past_removed_api(work, results, read, reachability.whole_package_in(paths)),
                  "code past removed torch APIs")
     across_files(lambda: vendored_imports.lower_vendored_self_imports(work, results, read,

@@ -1,6 +1,7 @@
 """Non-Python sources: dependency lists, CUDA/C++ sources, shell and container scripts."""
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ _NOT_HIPIFIED = ((re.compile(r"\bcudnn_frontend\b"), "the cuDNN frontend (first 
 # them.  The compiler's own macros (__CUDACC__, __NVCC__, __CUDACC_RTC__) are not options: they
 # tell a CUDA-only header which CUDA compiler reads it.
 _CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
-_GPU_BUILD_MACRO = re.compile(r"^(?!(?:\w*_)?(?:NO|NOT|DONT|DISABLE|WITHOUT|SKIP)_)(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
+_GPU_BUILD_MACRO = re.compile(r"^(?!(?:\w*_)?(?:NO|NOT|DONT|DISABLE|WITHOUT|SKIP)_)(?:\w*(?:WITH|USE|BUILD|ENABLE|HAS|HAVE)_(?:CUDA|ROCM|HIP)\w*|GOOGLE_CUDA)$")
 # What a branch that only stops the program where it is compiled holds.
 _FAILURE = re.compile(r"\b(?:assert|__trap|abort|__builtin_trap)\s*\([^;]*\)\s*;|^\s*#\s*error\b.*$"
                       r"|\bstatic_assert\s*\(\s*(?:false|0)\b[^;]*\)\s*;", re.M)
@@ -84,7 +85,7 @@ def _without_comments(text: str) -> str:
     return _COMMENT_OR_STRING.sub(blank, text)
 
 
-def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
+def analyze_text(kind: str, text: str, path: str, os_path: str | None = None) -> list[Finding]:
     lines = text.splitlines()
     if kind in ("cuda-source", "cpp"):
         code = _without_comments(text)
@@ -97,7 +98,7 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
         # One finding per file, like a .cu file: at its first CUDA #include (the
         # header names the others once it is hipified or replaced).
         findings = []
-        includes = list(_CUDA_INCLUDE.finditer(code))
+        includes = [m for m in _CUDA_INCLUDE.finditer(code) if not _project_header(m, os_path)]
         if includes:
             defined_here = set(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", code, re.M))
             guards = _gpu_build_guards(code.split("\n"), defined_here)
@@ -134,6 +135,16 @@ def analyze_text(kind: str, text: str, path: str) -> list[Finding]:
     return []
 
 
+def _project_header(include: re.Match, os_path: str | None) -> bool:
+    """``#include "cuda_util.h"`` where a file of that name lies beside the including file: a
+    quoted include finds it there first, so it is the project's own header (scanned, and
+    reported, as a file of its own), not the CUDA toolkit's."""
+    if os_path is None or include.string[include.start(1) - 1] != '"':
+        return False
+    name = include.string[include.start(1):].split('"', 1)[0].split("\n", 1)[0]
+    return bool(name) and os.path.isfile(os.path.join(os.path.dirname(os_path), name))
+
+
 def _names_a_gpu_build(condition: str, defined_here: frozenset[str] | set[str] = frozenset()) -> bool:
     """``condition`` (of an #if/#elif, or an #ifdef's macro) holds only in a CUDA or ROCm build:
     it names such a macro, negates nothing, and each alternative of an || names one."""
@@ -145,6 +156,32 @@ def _names_a_gpu_build(condition: str, defined_here: frozenset[str] | set[str] =
         return False  # the file sets the option itself
     return all(any(_GPU_BUILD_MACRO.match(word) for word in re.findall(r"\w+", part))
                for part in condition.split("||"))
+
+
+def _conjunct_names_a_gpu_build(condition: str, defined_here: frozenset[str] | set[str] = frozenset()) -> bool:
+    """``(MSHADOW_USE_CUDA && CUDA_VERSION >= 7050)``: an ``&&`` of which one operand is a plain
+    build option (``USE_CUDA``, ``defined(USE_CUDA)``) holds only where that option does, whatever
+    the others compare.  An ``||`` or a ``!`` anywhere could hold without it."""
+    if "||" in condition or "!" in condition.replace("!=", ""):
+        return False
+    for conjunct in _unwrapped(condition).split("&&"):
+        option = re.fullmatch(r"(?:defined\s*\(?\s*)?(\w+)\s*\)?", _unwrapped(conjunct))
+        if option and _GPU_BUILD_MACRO.match(option.group(1)) and option.group(1) not in defined_here:
+            return True
+    return False
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` without the brackets that enclose all of it (``((a && b))`` -> ``a && b``)."""
+    text = text.strip()
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for index, char in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and index < len(text) - 1:
+                return text  # `(a) && (b)`: the first bracket closes before the end
+        text = text[1:-1].strip()
+    return text
 
 
 def _open_branches(code_lines: list[str]) -> Iterator[tuple[int, str, list[tuple[int, str, str]]]]:
@@ -175,7 +212,8 @@ def _gpu_build_guards(code_lines: list[str], defined_here: frozenset[str] | set[
     def builds_for_gpu(directive: str, condition: str) -> bool:
         if (directive, condition) not in read:
             read[directive, condition] = (directive in ("if", "ifdef", "elif", "elifdef")
-                                          and _names_a_gpu_build(condition, defined_here))
+                                          and (_names_a_gpu_build(condition, defined_here)
+                                               or _conjunct_names_a_gpu_build(condition, defined_here)))
         return read[directive, condition]
 
     for number, _, stack in _open_branches(code_lines):

@@ -108,8 +108,10 @@ _IMPORT_ONLY = ("the import succeeds in every build of torch, CUDA or not; what 
 _SKIPPED_EVERYWHERE = "inside a test skipped on every machine"
 # Skip decorators defined in a test helper: `@skip_if_no_cuda()`, `@requires_cuda`,
 # `@cuda_only`, `@skip_unless_gpu`.
-_CUDA_SKIP_HELPER = re.compile(r"skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
-                               r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu)", re.I)
+# `@skip_unless_cuda_available()` (openfold3) names the same test as `@skip_unless_cuda()`.
+_CUDA_SKIP_HELPER = re.compile(r"(?:skip_?if_?no_?(?:cuda|gpu)|requires?_?(?:cuda|gpu)|(?:cuda|gpu)_?only"
+                               r"|needs?_?(?:cuda|gpu)|skip_?unless_?(?:cuda|gpu)|run_?on_?(?:cuda|gpu))"
+                               r"(?:_?(?:is_?)?available)?", re.I)
 # The definition of a test decorator named for CUDA (`def withCUDA(func)`, `def requires_cuda(test)`).
 _CUDA_TEST_DECORATOR = re.compile(r"(?:with|only|requires?|needs?|skip_?if_?no|skip_?unless|run_?on)_?cuda", re.I)
 _DISPATCH = "the check has a branch for other accelerators"
