@@ -195,14 +195,14 @@ def _analysis_failing_on_broken_py(monkeypatch):
     """torchport's analysis raising for files named broken.py: a planted bug in one detector."""
     from torchport.scan import python
 
-    analyze = python.analyze
+    analyze = python.analyze_with_cuda_tests  # what the scanner calls
 
     def fails_on_one_file(tree, text, display):
         if display.endswith("broken.py"):
             raise AssertionError("a detector's broken assumption")
         return analyze(tree, text, display)
 
-    monkeypatch.setattr(python, "analyze", fails_on_one_file)
+    monkeypatch.setattr(python, "analyze_with_cuda_tests", fails_on_one_file)
 
 
 def test_a_file_torchports_analysis_fails_on_is_skipped_and_the_rest_is_kept(tmp_path, capsys, monkeypatch):
