@@ -122,7 +122,12 @@ def test_the_project_runs_on_the_cpu_with_its_cuda_tests_skipped(tmp_path: Path)
     "\n\nBUILDERS = [random_attention_inputs]",
     # a string may name it for getattr
     "\n\ndef test_by_name():\n    import tests.utils.data_utils as d\n    getattr(d, 'random_attention_inputs')(1, 1)",
-], ids=["plain-test", "handed-on", "by-name"])
+    # called when the module is imported: in a parameter default or a decorator of a CUDA test
+    "\n\n@compare_utils.skip_unless_cuda_available()\ndef test_default(inputs=random_attention_inputs(1, 1)):\n"
+    "    assert inputs",
+    "\n\n@compare_utils.skip_unless_cuda_available()\n@pytest.mark.parametrize('inputs', [random_attention_inputs(1, 1)])\n"
+    "def test_cases(inputs):\n    assert inputs",
+], ids=["plain-test", "handed-on", "by-name", "default", "parametrize"])
 def test_a_helper_used_outside_cuda_tests_keeps_its_lines(tmp_path: Path, extra: str) -> None:
     data, *_ = _project(tmp_path, mark="kept", extra=extra)
     kept_lines_stay(data, root=tmp_path)

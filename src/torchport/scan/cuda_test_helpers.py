@@ -84,18 +84,23 @@ def _only_cuda_test_callers(files: ScannedFiles, spans: dict[str, list[tuple[int
 
 def _uses(tree: ast.Module, name: str, skip: _Function | None = None) -> list[int]:
     """The lines where ``tree`` uses ``name`` other than by importing it or defining ``skip``: a
-    name, an attribute (``data_utils.name``), a string that spells it (``getattr(m, "name")``)."""
+    name, an attribute (``data_utils.name``), a string that spells it (``getattr(m, "name")``).  A
+    use in a parameter default counts as line 0, in no test: it runs when the module is imported,
+    whether or not the test then skips."""
     lines: list[int] = []
-    stack: list[ast.AST] = [tree]
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
-        node = stack.pop()
+        node, eager = stack.pop()
         if node is skip:
             continue
         if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute) and node.attr == name \
                 or isinstance(node, ast.Constant) and isinstance(node.value, str) and name in node.value \
                 or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            lines.append(getattr(node, "lineno", 0))
+            lines.append(0 if eager else getattr(node, "lineno", 0))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             continue  # `from tests.utils.data_utils import name`: importing is no use
-        stack.extend(ast.iter_child_nodes(node))
+        run_at_import: set[int] = set()
+        if isinstance(node, ast.arguments):  # decorators need nothing: a test's span starts at its `def`
+            run_at_import = {id(n) for n in [*node.defaults, *node.kw_defaults] if n is not None}
+        stack.extend((child, eager or id(child) in run_at_import) for child in ast.iter_child_nodes(node))
     return lines
