@@ -127,10 +127,55 @@ def test_the_project_runs_on_the_cpu_with_its_cuda_tests_skipped(tmp_path: Path)
     "    assert inputs",
     "\n\n@compare_utils.skip_unless_cuda_available()\n@pytest.mark.parametrize('inputs', [random_attention_inputs(1, 1)])\n"
     "def test_cases(inputs):\n    assert inputs",
-], ids=["plain-test", "handed-on", "by-name", "default", "parametrize"])
+    # imported under another name by a plain test: the rename's uses are not followed
+    "\n\nfrom tests.utils.data_utils import random_attention_inputs as make_inputs\n\n\n"
+    "def test_renamed():\n    make_inputs(1, 1)",
+    # pytest calls a class's pytest_generate_tests while collecting, skip mark or not
+    "\n\n@compare_utils.skip_unless_cuda_available()\nclass TestCases:\n    def pytest_generate_tests(self, metafunc):\n"
+    "        metafunc.parametrize('case', [random_attention_inputs(1, 1)])\n\n    def test_case(self, case):\n"
+    "        assert case",
+    # the module's functions reached by a computed name
+    "\n\ndef test_each():\n    import tests.utils.data_utils as d\n    for kind in ('attention',):\n"
+    "        getattr(d, f'random_{kind}_inputs')(1, 1)",
+], ids=["plain-test", "handed-on", "by-name", "default", "parametrize", "renamed", "generate-tests", "computed-name"])
 def test_a_helper_used_outside_cuda_tests_keeps_its_lines(tmp_path: Path, extra: str) -> None:
     data, *_ = _project(tmp_path, mark="kept", extra=extra)
     kept_lines_stay(data, root=tmp_path)
+
+
+def test_a_helper_a_package_re_exports_under_another_name_keeps_its_lines(tmp_path: Path) -> None:
+    data, *_ = _project(tmp_path, mark="kept", extra="\n\nfrom tests.utils import make_inputs\n\n\n"
+                        "def test_reexported():\n    make_inputs(1, 1)")
+    (tmp_path / "tests" / "utils" / "__init__.py").write_text(
+        "from .data_utils import random_attention_inputs as make_inputs\n")
+    kept_lines_stay(data, root=tmp_path)
+
+
+def test_a_conftest_hook_named_like_a_method_of_a_cuda_test_keeps_its_lines(tmp_path: Path) -> None:
+    """A ``pytest_generate_tests`` hook in ``conftest.py`` runs at collection: a method of the same
+    name in a skipped class is no call of it."""
+    _project(tmp_path)
+    conftest = _write(tmp_path, "tests/conftest.py", '''
+        import torch
+
+
+        def pytest_generate_tests(metafunc):
+            if "case" in metafunc.fixturenames:
+                metafunc.parametrize("case", [torch.zeros(1).cuda()])  # kept
+    ''')
+    _write(tmp_path, "tests/test_cases.py", '''
+        from tests.utils import compare_utils
+
+
+        @compare_utils.skip_unless_cuda_available()
+        class TestCases:
+            def pytest_generate_tests(self, metafunc):
+                pass
+
+            def test_nothing(self):
+                pass
+    ''')
+    kept_lines_stay(conftest, root=tmp_path)
 
 
 def test_a_helper_outside_the_test_folders_keeps_its_lines(tmp_path: Path) -> None:
@@ -176,6 +221,13 @@ _BYTEPS = {
     "common.h": "#include <cuda_runtime.h>  // kept\n#include <nccl.h>\n",
     # a quoted header that no file beside it provides is the toolkit's
     "missing_local.cc": "#include \"cuda_helpers.h\"  // kept\n",
+    # a file beside it that the scan does not read (.inl) would hide its CUDA includes
+    "inline_header.cc": "#include \"cuda_helpers.inl\"  // kept\n",
+    "cuda_helpers.inl": "#include <cuda_runtime.h>\n",
+    # a condition continued on the next line, or a choice, may hold without the option
+    "continued.h": "#if defined(MSHADOW_USE_CUDA) && CUDA_VERSION >= 7050 \\\n    || defined(HALF_CUDA_LAYOUT)\n"
+                   "#include <cuda_fp16.h>  // kept\n#endif\n",
+    "choice.h": "#if USE_CUDA && (FORCE ? 1 : 0)\n#include <cuda_fp16.h>  // kept\n#endif\n",
     # brackets search the include path, not the file's folder
     "bracketed.cc": "#include <cuda_util.h>  // kept\n",
 }
@@ -219,6 +271,8 @@ _SETTINGS = '''
         print("built with CUDA")
     torch.backends.cuda.preferred_blas_library("cublaslt")  # kept
     torch.backends.cuda.preferred_blas_library("cublas", "cublaslt")  # kept
+    torch.backends.cuda.preferred_blas_library("cuBLAS")  # kept
+    torch.backends.cuda.preferred_blas_library("cublas"); torch.backends.cuda.cufft_plan_cache.clear()  # kept
     torch.backends.cuda.preferred_linalg_library(backend="cusolver")  # kept
     torch.backends.cuda.cufft_plan_cache.clear()  # kept
     x = torch.zeros(1).cuda()  # kept
@@ -246,4 +300,18 @@ def test_the_settings_marks_match_this_cpu_build(tmp_path: Path) -> None:
     import torch
     if torch.cuda.is_available():
         pytest.skip("measures the CPU build's behaviour")
-    assert done.stdout.strip() == str(["ok"] * 4 + ["raised"] * 5), done.stdout
+    assert done.stdout.strip() == str(["ok"] * 4 + ["raised"] * 7), done.stdout
+
+
+def test_a_setting_beside_another_cuda_name_in_its_statement_keeps_its_finding(tmp_path: Path) -> None:
+    """The statement's second CUDA name is folded into the first finding: lowering it would hide the
+    ``cufft_plan_cache`` read, which raises on the CPU build."""
+    script = _write(tmp_path, "report_env.py", '''
+        import torch
+
+        print(torch.backends.cuda.preferred_blas_library(),  # kept
+              torch.backends.cuda.cufft_plan_cache.size)
+        if torch.backends.cuda.is_built() or torch.backends.cuda.cufft_plan_cache.size:  # kept
+            pass
+    ''')
+    kept_lines_stay(script)

@@ -27,9 +27,9 @@ from torchport.scan.detectors.syntax import walk_nodes
 QUIET_QUERIES = frozenset({"torch.cuda.is_initialized", "torch.cuda.memory_allocated",
                            "torch.cuda.max_memory_allocated", "torch.backends.cuda.is_built"})
 
-# torch.backends.cuda settings -> the values (lower-cased) with which they raise nothing on the CPU
-# build of torch 2.13; called with no value they only answer.
-QUIET_SETTINGS = {"torch.backends.cuda.preferred_blas_library": frozenset({"cublas", "ck", "default"}),
+# torch.backends.cuda settings -> the values with which they raise nothing on the CPU build of torch
+# 2.13 (spelled so: "cuBLAS" raises); called with no value they only answer.
+QUIET_SETTINGS = {"torch.backends.cuda.preferred_blas_library": frozenset({"cublas", "hipblas", "ck", "default"}),
                   "torch.backends.cuda.preferred_linalg_library": frozenset({"default"}),
                   "torch.backends.cuda.preferred_rocm_fa_library": frozenset({"default", "aotriton", "ck"})}
 
@@ -37,6 +37,7 @@ QUIET_SETTINGS = {"torch.backends.cuda.preferred_blas_library": frozenset({"cubl
 QUIET_LENGTHS = frozenset({"torch.cuda.default_generators"})
 
 _DEVICE_STRING = re.compile(r"""['"]cuda(:\d+)?['"]""")
+_CUDA_NAME = re.compile(r"\btorch\.(?:backends\.)?cuda\.")
 
 
 def _import_flag(tree: ast.Module, name: str) -> int | None:
@@ -128,7 +129,10 @@ def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
     found = sorted({f"{ast.unparse(n.func)}()" for n in calls if ast.unparse(n.func) in QUIET_QUERIES}
                    | {f"len({ast.unparse(n.args[0])})" for n in calls if isinstance(n.func, ast.Name)
                       and n.func.id == "len" and len(n.args) == 1 and ast.unparse(n.args[0]) in QUIET_LENGTHS})
-    if not found:
+    quiet = [n for n in walk_nodes(header[0]) if isinstance(n, ast.Call) and (
+        ast.unparse(n.func) in QUIET_QUERIES or isinstance(n.func, ast.Name) and n.func.id == "len"
+        and len(n.args) == 1 and ast.unparse(n.args[0]) in QUIET_LENGTHS)]
+    if not found or not _no_other_cuda_name(lines, header[0], len(quiet)):
         return None
     if isinstance(statement, ast.If):
         last = statement.body[-1].end_lineno or statement.body[-1].lineno
@@ -137,7 +141,7 @@ def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
     return found[0]
 
 
-def quiet_setting(tree: ast.Module, line: int) -> str | None:
+def quiet_setting(tree: ast.Module, lines: list[str], line: int) -> str | None:
     """The setting, as written, when every call of one of QUIET_SETTINGS at ``line`` passes no
     value or a string that raises nothing without CUDA."""
     holding = statements_holding(tree, line)
@@ -152,6 +156,19 @@ def quiet_setting(tree: ast.Module, line: int) -> str | None:
         if len(values) > 1:
             return None
         if values and not (isinstance(values[0], ast.Constant) and isinstance(values[0].value, str)
-                           and values[0].value.lower() in QUIET_SETTINGS[ast.unparse(call.func)]):
+                           and values[0].value in QUIET_SETTINGS[ast.unparse(call.func)]):
             return None
+    header = holding[-1].test if isinstance(holding[-1], (ast.If, ast.While)) else holding[-1]
+    quiet = [n for n in walk_nodes(header) if isinstance(n, ast.Call) and ast.unparse(n.func) in QUIET_SETTINGS]
+    if not _no_other_cuda_name(lines, header, len(quiet)):
+        return None
     return ast.unparse(calls[0])
+
+
+def _no_other_cuda_name(lines: list[str], header: ast.AST, quiet: int) -> bool:
+    """The lines of the statement (or of an ``if``'s test) spell torch.cuda or torch.backends.cuda no
+    more often than its ``quiet`` calls do: another CUDA name there (``cufft_plan_cache.size`` as a
+    second argument, ``; torch.backends.cuda.cufft_plan_cache.clear()``) is reported as the same
+    statement's finding, which the lowering would lower with it."""
+    first, last = getattr(header, "lineno", 1), getattr(header, "end_lineno", None) or getattr(header, "lineno", 1)
+    return len(_CUDA_NAME.findall("\n".join(lines[first - 1:last]))) <= quiet

@@ -2841,7 +2841,7 @@ LOWERINGS: tuple[Lowering, ...] = (
              "{} answers False or 0 where CUDA is absent (measured on the CPU build of torch 2.13): the query "
              "raises nothing and chooses no \"cuda\" device; a CUDA call it guards is reported at its own line"),
     Lowering(frozenset({OTHER_TORCH_CUDA_API}), lambda site: site.file.mentions("torch.backends.cuda.preferred_")
-             and cuda_queries.quiet_setting(site.context.tree, site.line), "info",
+             and cuda_queries.quiet_setting(site.context.tree, site.context.lines, site.line), "info",
              "{} raises nothing where CUDA is absent (measured on the CPU build of torch 2.13): it only picks "
              "a CUDA library, which other devices ignore"),
     Lowering(frozenset({CUDA_AUTOCAST}), lambda site: site.file.mentions("autocast") and autocast_gate.enabled_only_on_cuda(

@@ -142,7 +142,9 @@ def _project_header(include: re.Match, os_path: str | None) -> bool:
     if os_path is None or include.string[include.start(1) - 1] != '"':
         return False
     name = include.string[include.start(1):].split('"', 1)[0].split("\n", 1)[0]
-    return bool(name) and os.path.isfile(os.path.join(os.path.dirname(os_path), name))
+    # only a header the scan reads (`.h`, `.cuh`, ...): an `.inl` or `.hxx` beside it would hide its CUDA
+    return kind_of(os.path.basename(name)) in ("cpp", "cuda-source") \
+        and os.path.isfile(os.path.join(os.path.dirname(os_path), name))
 
 
 def _names_a_gpu_build(condition: str, defined_here: frozenset[str] | set[str] = frozenset()) -> bool:
@@ -162,8 +164,8 @@ def _conjunct_names_a_gpu_build(condition: str, defined_here: frozenset[str] | s
     """``(MSHADOW_USE_CUDA && CUDA_VERSION >= 7050)``: an ``&&`` of which one operand is a plain
     build option (``USE_CUDA``, ``defined(USE_CUDA)``) holds only where that option does, whatever
     the others compare.  An ``||`` or a ``!`` anywhere could hold without it."""
-    if "||" in condition or "!" in condition.replace("!=", ""):
-        return False
+    if "||" in condition or "!" in condition.replace("!=", "") or "?" in condition or condition.endswith("\\"):
+        return False  # an alternative, a negation, a choice, or a condition continued on the next line
     for conjunct in _unwrapped(condition).split("&&"):
         option = re.fullmatch(r"(?:defined\s*\(?\s*)?(\w+)\s*\)?", _unwrapped(conjunct))
         if option and _GPU_BUILD_MACRO.match(option.group(1)) and option.group(1) not in defined_here:
