@@ -137,7 +137,10 @@ def test_the_project_runs_on_the_cpu_with_its_cuda_tests_skipped(tmp_path: Path)
     # the module's functions reached by a computed name
     "\n\ndef test_each():\n    import tests.utils.data_utils as d\n    for kind in ('attention',):\n"
     "        getattr(d, f'random_{kind}_inputs')(1, 1)",
-], ids=["plain-test", "handed-on", "by-name", "default", "parametrize", "renamed", "generate-tests", "computed-name"])
+    # reached as an attribute of its module
+    "\n\ndef test_attribute():\n    from tests.utils import data_utils\n    data_utils.random_attention_inputs(1, 1)",
+], ids=["plain-test", "handed-on", "by-name", "default", "parametrize", "renamed", "generate-tests", "computed-name",
+        "attribute"])
 def test_a_helper_used_outside_cuda_tests_keeps_its_lines(tmp_path: Path, extra: str) -> None:
     data, *_ = _project(tmp_path, mark="kept", extra=extra)
     kept_lines_stay(data, root=tmp_path)
