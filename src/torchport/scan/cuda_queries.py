@@ -20,7 +20,9 @@ import ast
 import re
 
 from torchport.scan.old_torch_branch import statements_holding
+from torchport.scan.detectors.names import reference_rule
 from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.rules import OTHER_TORCH_CUDA_API
 
 # torch.cuda queries that return False or 0 on a CPU-only torch instead of raising (CPU torch
 # 2.13: `synchronize`, `current_device`, `get_device_name`, `ipc_collect` raise instead).
@@ -37,7 +39,7 @@ QUIET_SETTINGS = {"torch.backends.cuda.preferred_blas_library": frozenset({"cubl
 QUIET_LENGTHS = frozenset({"torch.cuda.default_generators"})
 
 _DEVICE_STRING = re.compile(r"""['"]cuda(:\d+)?['"]""")
-_CUDA_NAME = re.compile(r"\btorch\.(?:backends\.)?cuda\.")
+_CUDA_NAME = re.compile(r"\btorch\.(?:backends\.)?cuda(?:\.\w+)+")
 
 
 def _import_flag(tree: ast.Module, name: str) -> int | None:
@@ -132,7 +134,8 @@ def quiet_query(tree: ast.Module, lines: list[str], line: int) -> str | None:
     quiet = [n for n in walk_nodes(header[0]) if isinstance(n, ast.Call) and (
         ast.unparse(n.func) in QUIET_QUERIES or isinstance(n.func, ast.Name) and n.func.id == "len"
         and len(n.args) == 1 and ast.unparse(n.args[0]) in QUIET_LENGTHS)]
-    if not found or not _no_other_cuda_name(lines, header[0], len(quiet)):
+    if not found or not _no_other_cuda_name(lines, header[0], [ast.unparse(n.args[0] if isinstance(n.func, ast.Name)
+                                                                            else n.func) for n in quiet]):
         return None
     if isinstance(statement, ast.If):
         last = statement.body[-1].end_lineno or statement.body[-1].lineno
@@ -160,15 +163,17 @@ def quiet_setting(tree: ast.Module, lines: list[str], line: int) -> str | None:
             return None
     header = holding[-1].test if isinstance(holding[-1], (ast.If, ast.While)) else holding[-1]
     quiet = [n for n in walk_nodes(header) if isinstance(n, ast.Call) and ast.unparse(n.func) in QUIET_SETTINGS]
-    if not _no_other_cuda_name(lines, header, len(quiet)):
+    if not _no_other_cuda_name(lines, header, [ast.unparse(n.func) for n in quiet]):
         return None
     return ast.unparse(calls[0])
 
 
-def _no_other_cuda_name(lines: list[str], header: ast.AST, quiet: int) -> bool:
-    """The lines of the statement (or of an ``if``'s test) spell torch.cuda or torch.backends.cuda no
-    more often than its ``quiet`` calls do: another CUDA name there (``cufft_plan_cache.size`` as a
-    second argument, ``; torch.backends.cuda.cufft_plan_cache.clear()``) is reported as the same
-    statement's finding, which the lowering would lower with it."""
+def _no_other_cuda_name(lines: list[str], header: ast.AST, quiet: list[str]) -> bool:
+    """The lines of the statement (or of an ``if``'s test) name no more torch.cuda or
+    torch.backends.cuda APIs of TP110 than its ``quiet`` names: another such name there
+    (``cufft_plan_cache.size`` as a second argument, ``; torch.backends.cuda.cufft_plan_cache.clear()``)
+    is folded into the same finding, which the lowering would lower with it."""
     first, last = getattr(header, "lineno", 1), getattr(header, "end_lineno", None) or getattr(header, "lineno", 1)
-    return len(_CUDA_NAME.findall("\n".join(lines[first - 1:last]))) <= quiet
+    named = [name for name in _CUDA_NAME.findall("\n".join(lines[first - 1:last]))
+             if reference_rule(name) == OTHER_TORCH_CUDA_API]
+    return len(named) <= sum(reference_rule(name) == OTHER_TORCH_CUDA_API for name in quiet)
