@@ -55,6 +55,7 @@ from torchport.scan.cross_file_guards import (
     torch_is_torch,
     unparsed,
 )
+from torchport.scan.files import any_word
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import is_hot
 
@@ -127,8 +128,7 @@ def _named_elsewhere(files: ScannedFiles, paths: list[str]) -> set[str]:
         stems.setdefault(os.path.splitext(os.path.basename(path))[0].encode(), []).append(path)
     if not stems:
         return set()
-    pattern = re.compile(rb"(?<![\w])(" + b"|".join(map(re.escape, sorted(stems, key=len, reverse=True)))
-                         + rb")(?![\w])")
+    pattern = any_word(stems)
     found: set[str] = set()
     for job in files.jobs:
         data = files.data(job.path)

@@ -30,13 +30,14 @@ import re
 
 from torchport.scan.cross_file_guards import ScannedFiles
 from torchport.scan.detectors.syntax import walk_nodes
+from torchport.scan.files import any_word
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import is_hot
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 # Where a file may reach a module's functions by a name it computes.
 _COMPUTED_ACCESS = re.compile(rb"\bgetattr\b|\bvars\b|\bglobals\b|__dict__|\bimport_module\b|__import__")
-# A line no test holds: a use at import or collection time, a rename, another definition.
+# A line no test holds: a use at import or collection time, or an import that renames the helper.
 _OUTSIDE = 0
 
 
@@ -79,8 +80,7 @@ def lower_helpers_of_cuda_tests(work: list, results: list[tuple[FileResult, int]
 def _uses_in_every_file(files: ScannedFiles, names: set[str]) -> dict[str, dict[str, list[int]]] | None:
     """file -> name -> the lines where the file uses the name (_OUTSIDE for a use no test holds), for
     every file that spells one of ``names``; each file searched, parsed and walked once."""
-    pattern = re.compile(rb"(?<![\w])(" + b"|".join(re.escape(n.encode()) for n in sorted(names, key=len, reverse=True))
-                         + rb")(?![\w])")
+    pattern = any_word(names)
     found: dict[str, dict[str, list[int]]] = {}
     for job in files.jobs:
         data = files.data(job.path)
@@ -135,8 +135,7 @@ def _modules_reached_by_computed_names(files: ScannedFiles, paths: set[str]) -> 
     stems: dict[str, set[str]] = {}
     for path in paths:
         stems.setdefault(os.path.splitext(os.path.basename(path))[0], set()).add(path)
-    pattern = re.compile(rb"(?<![\w])(" + b"|".join(re.escape(s.encode()) for s in sorted(stems, key=len, reverse=True))
-                         + rb")(?![\w])")
+    pattern = any_word(stems)
     reached: set[str] = set()
     for job in files.jobs:
         data = files.data(job.path)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
@@ -32,3 +33,10 @@ def package_root(os_path: str) -> str:
     while os.path.exists(os.path.join(os.path.dirname(folder), "__init__.py")) and os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)
     return folder
+
+
+def any_word(words: Iterable[str | bytes]) -> re.Pattern[bytes]:
+    """A pattern for any of ``words`` spelled as a whole word in a file's bytes; the longest tried
+    first, so that a word is not matched as the start of a longer one."""
+    encoded = sorted((w.encode() if isinstance(w, str) else w for w in words), key=len, reverse=True)
+    return re.compile(rb"(?<![\w])(" + b"|".join(map(re.escape, encoded)) + rb")(?![\w])")
