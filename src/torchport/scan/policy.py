@@ -13,6 +13,7 @@ import ast
 import collections
 import dataclasses
 import functools
+import operator
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -830,6 +831,70 @@ def _count_handed_to_a_launcher(context: FileContext, line: int) -> bool:
     """``{"n_devices": torch.cuda.device_count()}``, ``setting["n_devices"] = torch.cuda.device_count()``."""
     counts = [call for call in context.calls_at(line) if context.source(call).endswith("device_count()")]
     return any(id(call) in context.handed_on for call in counts)
+
+
+_DATA_PARALLEL = re.compile(r"(?:(?:torch\.)?nn\.)?(?:parallel\.)?DataParallel")
+
+
+def _count_gates_data_parallel(context: FileContext, line: int) -> bool:
+    """``if torch.cuda.device_count() > 1: model = nn.DataParallel(model)``, directly or through a
+    name the function reads nowhere else (but in log calls): the count decides only whether
+    DataParallel spreads the model over several CUDA GPUs.  With one device, or where CUDA is absent,
+    the model runs unwrapped on the device it was given; only a host with several other
+    accelerators (DataParallel takes XPUs too) gives up the split: slower, with the same results."""
+    counts = [call for call in context.calls_at(line) if context.source(call) == "torch.cuda.device_count()"]
+    if not counts:
+        return False
+    if all(_gate_of_data_parallel(context, functools.partial(operator.is_, call)) for call in counts):
+        return True
+    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                   and context.source(s.value) == "torch.cuda.device_count()"), None)
+    if stored is None:
+        return False
+    name = stored.targets[0].id  # type: ignore[attr-defined]
+    function = context.innermost_function(line)
+    scope = function.body if function is not None else context.tree.body
+    reads = [n for s in scope for n in walk_nodes(s)
+             if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    if not reads or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                        and n is not stored.targets[0] for s in scope for n in walk_nodes(s)):
+        return False
+    gated = _gate_of_data_parallel(context, lambda node: isinstance(node, ast.Name) and node.id == name, scope)
+    shown = {id(n) for s in scope for call in walk_nodes(s) if isinstance(call, ast.Call)
+             and _DISPLAY_CALL.fullmatch(last_name(call.func)) for n in walk_nodes(call)}
+    tested = {id(n) for statement in context.ifs
+              if _is_data_parallel_gate(context, statement, lambda node: isinstance(node, ast.Name) and node.id == name)
+              for n in walk_nodes(statement)}  # the test, and the wrap: `device_ids=list(range(n))`
+    return gated and all(id(n) in shown or id(n) in tested for n in reads)
+
+
+def _gate_of_data_parallel(context: FileContext, is_count: Callable[[ast.expr], bool],
+                           scope: list[ast.stmt] | None = None) -> bool:
+    """Some ``if`` whose test holds the count is a DataParallel gate, and every one that holds it is."""
+    holding = [statement for statement in context.ifs
+               if any(isinstance(n, ast.expr) and is_count(n) for n in walk_nodes(statement.test))
+               and (scope is None or any(statement is n for s in scope for n in walk_nodes(s)))]
+    return bool(holding) and all(_is_data_parallel_gate(context, statement, is_count) for statement in holding)
+
+
+def _is_data_parallel_gate(context: FileContext, statement: ast.If, is_count: Callable[[ast.expr], bool]) -> bool:
+    """The test is false at 0 and at 1 device, there is no ``else``, and the body only wraps a
+    module in DataParallel (at least once) and logs."""
+    if statement.orelse or not (fails_with(statement.test, is_count, 0) and fails_with(statement.test, is_count, 1)):
+        return False
+    wraps = 0
+    for inner in statement.body:
+        if isinstance(inner, ast.Return) and inner is statement.body[-1] and isinstance(inner.value, ast.Name):
+            continue  # `return net`, the module just wrapped
+        value = inner.value if isinstance(inner, (ast.Assign, ast.Expr)) else None
+        if not isinstance(value, ast.Call):
+            return False
+        if isinstance(inner, ast.Assign) and _DATA_PARALLEL.fullmatch(context.source(value.func)):
+            wraps += 1
+        elif not (isinstance(inner, ast.Expr) and _DISPLAY_CALL.fullmatch(last_name(value.func))):
+            return False
+    return wraps > 0
 
 
 _CPU_ASSIGNED = re.compile(r"=\s*(\w+\.)?(device\()?['\"]cpu['\"]")
@@ -3096,6 +3161,11 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _cuda_derived_option, "info",
              "guarded by `{}`, which this file computes from CUDA (availability, a GPU count, or a device test "
              "that sets it): where CUDA is absent the other path runs"),
+    Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.file.mentions("DataParallel")
+             and _count_gates_data_parallel(site.file.whole(), site.line), "perf",
+             "the CUDA device count only decides whether DataParallel splits the model over several CUDA GPUs: "
+             "elsewhere the model runs unwrapped on its one device, with the same results (slower only on a "
+             "host with several XPUs, which DataParallel also splits over)"),
     # last: a louder answer only where no quieter one applies
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.finding.detail == "torch.cuda.device_count()"
              and _may_assert_cuda(site) and _asserted_count(site.file.whole(), site.line), "error",

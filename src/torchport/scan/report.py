@@ -86,8 +86,17 @@ def _where(finding: Finding, targets) -> str:
     if fine:
         parts.append(f"fine on {', '.join(fine)}")
     if finding.cap_reason:
-        parts.append(f"{finding.raised_to or 'only info'} because {finding.cap_reason}")
+        parts.append(f"{_reason_label(finding, targets)} because {finding.cap_reason}")
     return "; ".join(parts)
+
+
+def _reason_label(finding: Finding, targets) -> str:
+    """What the reason explains: a raise above the rule, a cap below it, or the rule's own severity."""
+    if finding.raised_to:
+        return finding.raised_to
+    if finding.severity_cap:
+        return f"only {finding.severity_cap}"
+    return finding_worst(finding, targets) or "fine"
 
 
 def excerpt(finding: Finding) -> tuple[str, int]:

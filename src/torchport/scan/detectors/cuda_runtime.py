@@ -91,6 +91,10 @@ def _is_torch_cuda(qualname: str) -> bool:
 
 
 # Names of a pool's size: `num_workers`, `n_threads`, `num_proc`, `max_workers`.
+_DIVIDE = (ast.Mod, ast.FloorDiv, ast.Div)
+_DIVISOR_REASON = ("torch.cuda.device_count() is 0 where CUDA is absent, and the line divides by it: "
+                   "ZeroDivisionError, not a quiet single-device run")
+
 _POOL_SIZE = re.compile(r"workers?|threads?|(?:^|_)procs?(?:_|$)|processes|pool_size", re.I)
 
 
@@ -125,7 +129,9 @@ class CudaRuntimeDetector(AnalyzerState):
             if safe and rule_id == CUDA_MANUAL_SEED and self._seeded_already(node, target):
                 edits = self._delete_statement(node)
                 detail += f" (next to {self.T}.{target}(), which already seeds every device)"
-            if name == "device_count":
+            if name == "device_count" and self._divides_by(node):
+                finding_cap = None
+            elif name == "device_count":
                 finding_cap = ("silent", "torch.cuda.device_count() returns 0 where CUDA is absent; it does not raise")
                 if self._sizes_a_pool(node):
                     finding_cap = ("perf", "torch.cuda.device_count() only scales a worker or thread count")
@@ -140,6 +146,8 @@ class CudaRuntimeDetector(AnalyzerState):
                 if safe and self._unfixed_device(node.args[0]):
                     edits, detail = None, detail + " with a device string that is not rewritten"
             finding = self.report(rule_id, node, detail, edits, min_torch, bare_edits=bare)
+            if name == "device_count" and finding_cap is None:
+                finding.cap_reason = _DIVISOR_REASON
             if finding_cap:
                 finding.severity_cap, finding.cap_reason = finding_cap
             return True
@@ -175,6 +183,34 @@ class CudaRuntimeDetector(AnalyzerState):
         if fallback is None:
             return None
         return [replace_node(node.func, f"({replacement}"), insert_at(node_end(node), f" if {available} else {fallback})")]
+
+    def _divides_by(self, node: ast.Call) -> bool:
+        """``args.rank % torch.cuda.device_count()``, ``n // ...``, ``divmod(i, ...)``: a count
+        of 0 where CUDA is absent raises ZeroDivisionError, so the run stops there."""
+        for statement in self._statements_holding(node):
+            for parent in walk_nodes(statement):
+                if isinstance(parent, ast.BinOp) and parent.right is node and isinstance(parent.op, _DIVIDE):
+                    return True
+                if isinstance(parent, ast.AugAssign) and parent.value is node and isinstance(parent.op, _DIVIDE):
+                    return True
+                if (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "divmod"
+                        and len(parent.args) == 2 and parent.args[1] is node):
+                    return True
+        return False
+
+    def _statements_holding(self, node: ast.expr) -> list[ast.stmt]:
+        """The simple statements whose lines hold the node (a compound statement's header is
+        read through its test or iterator)."""
+        found, seen = [], set()
+        for block in self.blocks.values():
+            if id(block) in seen:
+                continue
+            seen.add(id(block))
+            for statement in block:
+                if statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno) \
+                        and not hasattr(statement, "body"):
+                    found.append(statement)
+        return found
 
     def _sizes_a_pool(self, node: ast.Call) -> bool:
         """``num_workers *= min(2, torch.cuda.device_count())``: the count only sizes a
