@@ -53,9 +53,12 @@ _REPORT_FUNCTION = re.compile(r"(get|print|show|collect|check|log|dump)_(\w*_)?(
                               r"config|report)s?|check_torch_cuda|collect_system_info")
 
 # A module that reports the environment: a copy of torch.utils.collect_env, a `check_env`, an
-# `env` command of a package's CLI (`optimum-cli env`).  A module named `env.py` elsewhere is often
-# the package's device configuration, and is not one.
-_REPORT_MODULE = re.compile(r"(?:^|/)(?:collect_env|check_env)\.py$|(?:^|/)(?:commands|cli)/env\.py$")
+# `env`, `info` or `doctor` command of a package's CLI (`optimum-cli env`, `gvhmr info`).  A module
+# named `env.py` or `info.py` elsewhere is often the package's device configuration, and is not one.
+_REPORT_MODULE = re.compile(r"(?:^|/)(?:collect_env|check_env)\.py$|(?:^|/)(?:commands|cli)/(?:env|info|doctor)\.py$")
+
+# The same commands written as one function of a CLI (`@main.command() def info(use_json):`).
+_REPORT_COMMAND = re.compile(r"info|env|environment|doctor|sysinfo|system_info")
 
 # Names of a functions whose sync is part of a timing: there the sync changes the result.
 _TIMING_SCOPE = re.compile(r"time|timing|bench|profil|measure|elapsed", re.IGNORECASE)
@@ -833,18 +836,43 @@ def _count_handed_to_a_launcher(context: FileContext, line: int) -> bool:
     return any(id(call) in context.handed_on for call in counts)
 
 
-_DATA_PARALLEL = re.compile(r"(?:(?:torch\.)?nn\.)?(?:parallel\.)?DataParallel")
+# Keywords through which DistributedDataParallel, FSDP and barrier take a CUDA device, and None for
+# a module (or a group) on any other device.
+_WRAPPER_DEVICE_KEYWORDS = frozenset({"device_ids", "output_device", "device_id"})
+
+
+def _none_for_a_wrapper_elsewhere(context: FileContext, line: int) -> bool:
+    """``DDP(model, device_ids=[rank] if torch.cuda.is_available() else None)``: where CUDA is
+    absent the wrapper gets None, which is what DDP and FSDP take for a module already on its
+    device (a CPU module must get None); the module's device is chosen elsewhere."""
+    choices = [node for node in context.expressions_at(line)
+               if context.source(node.test) == "torch.cuda.is_available()"
+               and isinstance(node.orelse, ast.Constant) and node.orelse.value is None]
+    if not choices:
+        return False
+    parents = context.parents
+    return all(isinstance(keyword := parents.get(id(node)), ast.keyword) and keyword.arg in _WRAPPER_DEVICE_KEYWORDS
+               for node in choices) and all(
+        any(node.test is call for node in choices) for call in context.calls_at(line)
+        if context.source(call) == "torch.cuda.is_available()")
+
+
+# How a file may name torch's DataParallel: the import that binds the first word must be torch's.
+_DATA_PARALLEL = {"torch.nn.DataParallel": "", "torch.nn.parallel.DataParallel": "",
+                  "nn.DataParallel": "nn", "nn.parallel.DataParallel": "nn", "DataParallel": "DataParallel"}
+# Modules whose `log` is arithmetic, not a log line.
+_MATH_MODULES = frozenset({"math", "cmath", "np", "numpy", "torch", "jnp", "scipy"})
 
 
 def _count_gates_data_parallel(context: FileContext, line: int) -> bool:
     """``if torch.cuda.device_count() > 1: model = nn.DataParallel(model)``, directly or through a
-    name the function reads nowhere else (but in log calls): the count decides only whether
-    DataParallel spreads the model over several CUDA GPUs.  With one device, or where CUDA is absent,
-    the model runs unwrapped on the device it was given; only a host with several other
+    name the function reads nowhere else (but as an argument of a log call): the count decides only
+    whether DataParallel spreads the model over several CUDA GPUs.  With one device, or where CUDA is
+    absent, the same module runs on the device it was given; only a host with several other
     accelerators (DataParallel takes XPUs too) gives up the split: slower, with the same results."""
     counts = [call for call in context.calls_at(line) if context.source(call) == "torch.cuda.device_count()"]
-    if not counts:
-        return False
+    if not counts or any(isinstance(context.parents.get(id(call)), ast.NamedExpr) for call in counts):
+        return False  # `if (n := torch.cuda.device_count()) > 1:` binds a name read elsewhere
     if all(_gate_of_data_parallel(context, functools.partial(operator.is_, call)) for call in counts):
         return True
     stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
@@ -854,47 +882,89 @@ def _count_gates_data_parallel(context: FileContext, line: int) -> bool:
         return False
     name = stored.targets[0].id  # type: ignore[attr-defined]
     function = context.innermost_function(line)
-    scope = function.body if function is not None else context.tree.body
-    reads = [n for s in scope for n in walk_nodes(s)
-             if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-    if not reads or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                        and n is not stored.targets[0] for s in scope for n in walk_nodes(s)):
+    if function is not None and any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+                                    for n in walk_nodes(function)):
+        return False  # read by other functions too
+    in_scope = {id(n) for s in (function.body if function is not None else context.tree.body) for n in walk_nodes(s)}
+    named = [n for n in walk_nodes(function if function is not None else context.tree)
+             if isinstance(n, ast.Name) and n.id == name]
+    if any(isinstance(n.ctx, ast.Store) and n is not stored.targets[0] for n in named):
         return False
-    gated = _gate_of_data_parallel(context, lambda node: isinstance(node, ast.Name) and node.id == name, scope)
-    shown = {id(n) for s in scope for call in walk_nodes(s) if isinstance(call, ast.Call)
-             and _DISPLAY_CALL.fullmatch(last_name(call.func)) for n in walk_nodes(call)}
-    tested = {id(n) for statement in context.ifs
-              if _is_data_parallel_gate(context, statement, lambda node: isinstance(node, ast.Name) and node.id == name)
+    reads = [n for n in named if isinstance(n.ctx, ast.Load)]
+    def is_name(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id == name
+    gated = _gate_of_data_parallel(context, is_name, in_scope)
+    shown = {id(argument) for n in walk_nodes(function if function is not None else context.tree)
+             if isinstance(n, ast.Call) and _is_log_call(n) for argument in _shown_arguments(n)}
+    tested = {id(n) for statement in context.ifs if id(statement) in in_scope
+              and _is_data_parallel_gate(context, statement, is_name)
               for n in walk_nodes(statement)}  # the test, and the wrap: `device_ids=list(range(n))`
-    return gated and all(id(n) in shown or id(n) in tested for n in reads)
+    return bool(reads) and gated and all(id(n) in shown or id(n) in tested for n in reads)
+
+
+def _is_log_call(call: ast.Call) -> bool:
+    """``print(...)``, ``logger.info(...)``, ``LOG.warning(...)``: not ``math.log(...)``."""
+    if isinstance(call.func, ast.Name):
+        return call.func.id == "print"
+    return (isinstance(call.func, ast.Attribute) and bool(_DISPLAY_CALL.fullmatch(call.func.attr))
+            and not (isinstance(call.func.value, ast.Name) and call.func.value.id in _MATH_MODULES))
+
+
+def _shown_arguments(call: ast.Call) -> Iterator[ast.expr]:
+    """The arguments a log call only turns into text: a name given as it is, or in an f-string."""
+    for argument in [*call.args, *(keyword.value for keyword in call.keywords)]:
+        if isinstance(argument, ast.JoinedStr):
+            yield from (part.value for part in argument.values if isinstance(part, ast.FormattedValue))
+        else:
+            yield argument
 
 
 def _gate_of_data_parallel(context: FileContext, is_count: Callable[[ast.expr], bool],
-                           scope: list[ast.stmt] | None = None) -> bool:
+                           in_scope: set[int] | None = None) -> bool:
     """Some ``if`` whose test holds the count is a DataParallel gate, and every one that holds it is."""
     holding = [statement for statement in context.ifs
-               if any(isinstance(n, ast.expr) and is_count(n) for n in walk_nodes(statement.test))
-               and (scope is None or any(statement is n for s in scope for n in walk_nodes(s)))]
+               if (in_scope is None or id(statement) in in_scope)
+               and any(isinstance(n, ast.expr) and is_count(n) for n in walk_nodes(statement.test))]
     return bool(holding) and all(_is_data_parallel_gate(context, statement, is_count) for statement in holding)
 
 
 def _is_data_parallel_gate(context: FileContext, statement: ast.If, is_count: Callable[[ast.expr], bool]) -> bool:
-    """The test is false at 0 and at 1 device, there is no ``else``, and the body only wraps a
-    module in DataParallel (at least once) and logs."""
+    """The test is false at 0 and at 1 device, there is no ``else``, and the body only rewraps a
+    module in torch's DataParallel (``model = nn.DataParallel(model)``, at least once) and logs:
+    no return, so the code after it runs either way."""
     if statement.orelse or not (fails_with(statement.test, is_count, 0) and fails_with(statement.test, is_count, 1)):
         return False
     wraps = 0
     for inner in statement.body:
-        if isinstance(inner, ast.Return) and inner is statement.body[-1] and isinstance(inner.value, ast.Name):
-            continue  # `return net`, the module just wrapped
         value = inner.value if isinstance(inner, (ast.Assign, ast.Expr)) else None
         if not isinstance(value, ast.Call):
             return False
-        if isinstance(inner, ast.Assign) and _DATA_PARALLEL.fullmatch(context.source(value.func)):
+        if (isinstance(inner, ast.Assign) and len(inner.targets) == 1 and value.args
+                and context.source(inner.targets[0]) == context.source(value.args[0])
+                and _torch_data_parallel(context, context.source(value.func))):
             wraps += 1
-        elif not (isinstance(inner, ast.Expr) and _DISPLAY_CALL.fullmatch(last_name(value.func))):
+        elif not (isinstance(inner, ast.Expr) and _is_log_call(value)):
             return False
     return wraps > 0
+
+
+def _torch_data_parallel(context: FileContext, callee: str) -> bool:
+    """``nn.DataParallel`` where ``nn`` is torch's, ``DataParallel`` imported from torch: not
+    PyG's ``torch_geometric.nn.DataParallel``, which takes lists of graphs."""
+    bound = _DATA_PARALLEL.get(callee)
+    if bound is None:
+        return False
+    if not bound:
+        return True
+    for statement in context.statements:
+        if isinstance(statement, ast.Import):
+            if any(alias.asname == bound and alias.name == "torch.nn" for alias in statement.names):
+                return True
+        elif isinstance(statement, ast.ImportFrom) and any((alias.asname or alias.name) == bound for alias in statement.names):
+            return (statement.module, bound) in {("torch", "nn"), ("torch.nn", "DataParallel"),
+                                                ("torch.nn.parallel", "DataParallel")} \
+                and all(alias.asname in (None, bound) for alias in statement.names if alias.name == bound)
+    return False
 
 
 _CPU_ASSIGNED = re.compile(r"=\s*(\w+\.)?(device\()?['\"]cpu['\"]")
@@ -1168,7 +1238,14 @@ def _named_for_nvidia_feature(context: FileContext, line: int) -> bool:
 
 
 def _in_report_function(context: FileContext, line: int) -> bool:
-    return any(_REPORT_FUNCTION.fullmatch(scope.name) for scope in context.enclosing(line))
+    return any(_REPORT_FUNCTION.fullmatch(scope.name) or (_REPORT_COMMAND.fullmatch(scope.name) and _is_command(scope))
+               for scope in context.enclosing(line))
+
+
+def _is_command(scope: ast.AST) -> bool:
+    """Decorated as a command of a click or typer CLI: ``@main.command()``, ``@app.command("info")``."""
+    return any(last_name(decorator.func if isinstance(decorator, ast.Call) else decorator) == "command"
+               for decorator in getattr(scope, "decorator_list", ()))
 
 
 def _never_runs(context: FileContext, line: int) -> bool:
@@ -3022,7 +3099,8 @@ LOWERINGS: tuple[Lowering, ...] = (
     Lowering(_EVERY_RULE, _at_line(_in_report_function), "info",
              "in a function that reports the environment: diagnostics only"),
     Lowering(_EVERY_RULE, lambda site: bool(_REPORT_MODULE.search(site.file.path.replace(os.sep, "/"))), "info",
-             "in a module that reports the environment (a collect_env, an `env` command): diagnostics only"),
+             "in a module that reports the environment (a collect_env, an `env`, `info` or `doctor` command): "
+             "diagnostics only"),
     Lowering(_CHECK, _at_line(_syncs_after_extension_op), "perf",
              "guards only a synchronize after a compiled op, outside any timing: it waits for the kernel, which "
              "changes speed, not results"),
@@ -3166,6 +3244,9 @@ LOWERINGS: tuple[Lowering, ...] = (
              "the CUDA device count only decides whether DataParallel splits the model over several CUDA GPUs: "
              "elsewhere the model runs unwrapped on its one device, with the same results (slower only on a "
              "host with several XPUs, which DataParallel also splits over)"),
+    Lowering(_CHECK, _at_line(_none_for_a_wrapper_elsewhere), "info",
+             "only chooses the CUDA device ids DDP, FSDP or a barrier gets: where CUDA is absent they get None, "
+             "which is what they take for a module on any other device; the module's device is chosen elsewhere"),
     # last: a louder answer only where no quieter one applies
     Lowering(frozenset({CUDA_DEVICE_MANAGEMENT}), lambda site: site.finding.detail == "torch.cuda.device_count()"
              and _may_assert_cuda(site) and _asserted_count(site.file.whole(), site.line), "error",

@@ -91,9 +91,13 @@ def _is_torch_cuda(qualname: str) -> bool:
 
 
 # Names of a pool's size: `num_workers`, `n_threads`, `num_proc`, `max_workers`.
-_DIVIDE = (ast.Mod, ast.FloorDiv, ast.Div)
-_DIVISOR_REASON = ("torch.cuda.device_count() is 0 where CUDA is absent, and the line divides by it: "
-                   "ZeroDivisionError, not a quiet single-device run")
+# Integer division and remainder: `rank % 0` raises.  (True division is left out: a float tensor
+# divided by 0 gives inf, silently.)
+_DIVIDE = (ast.Mod, ast.FloorDiv)
+_DIVISOR_REASON = ("torch.cuda.device_count() is 0 where CUDA is absent, and the line takes a remainder or an "
+                   "integer quotient by it: ZeroDivisionError, not a quiet single-device run")
+# The fields of a compound statement that hold other statements, not its header.
+_BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 
 _POOL_SIZE = re.compile(r"workers?|threads?|(?:^|_)procs?(?:_|$)|processes|pool_size", re.I)
 
@@ -187,8 +191,8 @@ class CudaRuntimeDetector(AnalyzerState):
     def _divides_by(self, node: ast.Call) -> bool:
         """``args.rank % torch.cuda.device_count()``, ``n // ...``, ``divmod(i, ...)``: a count
         of 0 where CUDA is absent raises ZeroDivisionError, so the run stops there."""
-        for statement in self._statements_holding(node):
-            for parent in walk_nodes(statement):
+        for part in self._parts_holding(node):
+            for parent in walk_nodes(part):
                 if isinstance(parent, ast.BinOp) and parent.right is node and isinstance(parent.op, _DIVIDE):
                     return True
                 if isinstance(parent, ast.AugAssign) and parent.value is node and isinstance(parent.op, _DIVIDE):
@@ -198,18 +202,26 @@ class CudaRuntimeDetector(AnalyzerState):
                     return True
         return False
 
-    def _statements_holding(self, node: ast.expr) -> list[ast.stmt]:
-        """The simple statements whose lines hold the node (a compound statement's header is
-        read through its test or iterator)."""
-        found, seen = [], set()
+    def _parts_holding(self, node: ast.expr) -> list[ast.AST]:
+        """The statements whose lines hold the node: a simple statement whole, a compound one by
+        its header (``if rank % n == 0:``, ``for i in range(k // n):``, decorators, defaults)."""
+        found: list[ast.AST] = []
+        seen: set[int] = set()
         for block in self.blocks.values():
             if id(block) in seen:
                 continue
             seen.add(id(block))
             for statement in block:
-                if statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno) \
-                        and not hasattr(statement, "body"):
+                if not isinstance(statement, ast.stmt):  # a match statement's cases
+                    continue
+                if not statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno):
+                    continue
+                if not any(hasattr(statement, field) for field in _BLOCK_FIELDS):
                     found.append(statement)
+                    continue
+                found.extend(child for field, value in ast.iter_fields(statement) if field not in _BLOCK_FIELDS
+                             for child in (value if isinstance(value, list) else [value])
+                             if isinstance(child, ast.AST))
         return found
 
     def _sizes_a_pool(self, node: ast.Call) -> bool:
