@@ -875,9 +875,7 @@ def _count_gates_data_parallel(context: FileContext, line: int) -> bool:
         return False  # `if (n := torch.cuda.device_count()) > 1:` binds a name read elsewhere
     if all(_gate_of_data_parallel(context, functools.partial(operator.is_, call)) for call in counts):
         return True
-    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
-                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                   and context.source(s.value) == "torch.cuda.device_count()"), None)
+    stored = _stored_count(context, line)
     if stored is None:
         return False
     name = stored.targets[0].id  # type: ignore[attr-defined]
@@ -1498,12 +1496,17 @@ def _seeds_what_manual_seed_seeded(context: FileContext, line: int) -> bool:
     return bool(re.search(r"(?<![\w.])torch\.manual_seed\(", "".join(context.lines[start - 1:line - 1])))
 
 
+def _stored_count(context: FileContext, line: int) -> ast.Assign | None:
+    """``n_gpu = torch.cuda.device_count()`` on ``line``: a plain name bound to the count."""
+    return next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
+                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                 and context.source(s.value) == "torch.cuda.device_count()"), None)
+
+
 def _count_shares_cpu_workers(context: FileContext, line: int) -> bool:
     """``nd = torch.cuda.device_count()`` read only to share the CPUs among data-loader
     workers (``os.cpu_count() // max(nd, 1)``): the loader's result is the same."""
-    stored = next((s for s in context.statements if isinstance(s, ast.Assign) and s.lineno == line
-                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                   and context.source(s.value) == "torch.cuda.device_count()"), None)
+    stored = _stored_count(context, line)
     if stored is None:
         return False
     name = stored.targets[0].id  # type: ignore[attr-defined]

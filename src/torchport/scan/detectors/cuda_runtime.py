@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from torchport.scan.detectors.shared import ANY_VERSION
 from torchport.scan.detectors.state import AnalyzerState
@@ -206,42 +207,37 @@ class CudaRuntimeDetector(AnalyzerState):
         """The statements whose lines hold the node: a simple statement whole, a compound one by
         its header (``if rank % n == 0:``, ``for i in range(k // n):``, decorators, defaults)."""
         found: list[ast.AST] = []
+        for statement in self._statements_spanning(node.lineno):
+            if not any(hasattr(statement, field) for field in _BLOCK_FIELDS):
+                found.append(statement)
+                continue
+            found.extend(child for field, value in ast.iter_fields(statement) if field not in _BLOCK_FIELDS
+                         for child in (value if isinstance(value, list) else [value])
+                         if isinstance(child, ast.AST))
+        return found
+
+    def _statements_spanning(self, line: int) -> Iterator[ast.stmt]:
+        """Every statement, at any depth, whose lines include ``line``."""
         seen: set[int] = set()
         for block in self.blocks.values():
             if id(block) in seen:
                 continue
             seen.add(id(block))
             for statement in block:
-                if not isinstance(statement, ast.stmt):  # a match statement's cases
-                    continue
-                if not statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno):
-                    continue
-                if not any(hasattr(statement, field) for field in _BLOCK_FIELDS):
-                    found.append(statement)
-                    continue
-                found.extend(child for field, value in ast.iter_fields(statement) if field not in _BLOCK_FIELDS
-                             for child in (value if isinstance(value, list) else [value])
-                             if isinstance(child, ast.AST))
-        return found
+                if isinstance(statement, ast.stmt) and statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+                    yield statement  # (a match statement's cases are no statements)
 
     def _sizes_a_pool(self, node: ast.Call) -> bool:
         """``num_workers *= min(2, torch.cuda.device_count())``: the count only sizes a
         pool of workers or threads, which changes speed, never results."""
-        seen: set[int] = set()
-        for block in self.blocks.values():
-            if id(block) in seen:
+        for statement in self._statements_spanning(node.lineno):
+            if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 continue
-            seen.add(id(block))
-            for statement in block:
-                if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                    continue
-                if not statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno):
-                    continue
-                if statement.value is None or not any(n is node for n in walk_nodes(statement.value)):
-                    continue
-                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-                names = [getattr(t, "id", None) or getattr(t, "attr", "") for t in targets]
-                return any(_POOL_SIZE.search(name or "") for name in names)
+            if statement.value is None or not any(n is node for n in walk_nodes(statement.value)):
+                continue
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names = [getattr(t, "id", None) or getattr(t, "attr", "") for t in targets]
+            return any(_POOL_SIZE.search(name or "") for name in names)
         return False
 
     def _seeded_before(self, node: ast.Call) -> bool:
