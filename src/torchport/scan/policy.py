@@ -880,19 +880,19 @@ def _count_gates_data_parallel(context: FileContext, line: int) -> bool:
         return False
     name = stored.targets[0].id  # type: ignore[attr-defined]
     function = context.innermost_function(line)
+    holder: ast.FunctionDef | ast.AsyncFunctionDef | ast.Module = function if function is not None else context.tree
     if function is not None and any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
                                     for n in walk_nodes(function)):
         return False  # read by other functions too
-    in_scope = {id(n) for s in (function.body if function is not None else context.tree.body) for n in walk_nodes(s)}
-    named = [n for n in walk_nodes(function if function is not None else context.tree)
-             if isinstance(n, ast.Name) and n.id == name]
+    in_scope = {id(n) for s in holder.body for n in walk_nodes(s)}
+    named = [n for n in walk_nodes(holder) if isinstance(n, ast.Name) and n.id == name]
     if any(isinstance(n.ctx, ast.Store) and n is not stored.targets[0] for n in named):
         return False
     reads = [n for n in named if isinstance(n.ctx, ast.Load)]
     def is_name(node: ast.expr) -> bool:
         return isinstance(node, ast.Name) and node.id == name
     gated = _gate_of_data_parallel(context, is_name, in_scope)
-    shown = {id(argument) for n in walk_nodes(function if function is not None else context.tree)
+    shown = {id(argument) for n in walk_nodes(holder)
              if isinstance(n, ast.Call) and _is_log_call(n) for argument in _shown_arguments(n)}
     tested = {id(n) for statement in context.ifs if id(statement) in in_scope
               and _is_data_parallel_gate(context, statement, is_name)

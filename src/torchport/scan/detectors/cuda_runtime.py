@@ -91,7 +91,6 @@ def _is_torch_cuda(qualname: str) -> bool:
     return qualname.startswith("torch.cuda.")
 
 
-# Names of a pool's size: `num_workers`, `n_threads`, `num_proc`, `max_workers`.
 # Integer division and remainder: `rank % 0` raises.  (True division is left out: a float tensor
 # divided by 0 gives inf, silently.)
 _DIVIDE = (ast.Mod, ast.FloorDiv)
@@ -100,6 +99,7 @@ _DIVISOR_REASON = ("torch.cuda.device_count() is 0 where CUDA is absent, and the
 # The fields of a compound statement that hold other statements, not its header.
 _BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 
+# Names of a pool's size: `num_workers`, `n_threads`, `num_proc`, `max_workers`.
 _POOL_SIZE = re.compile(r"workers?|threads?|(?:^|_)procs?(?:_|$)|processes|pool_size", re.I)
 
 
@@ -134,8 +134,9 @@ class CudaRuntimeDetector(AnalyzerState):
             if safe and rule_id == CUDA_MANUAL_SEED and self._seeded_already(node, target):
                 edits = self._delete_statement(node)
                 detail += f" (next to {self.T}.{target}(), which already seeds every device)"
-            if name == "device_count" and self._divides_by(node):
-                finding_cap = None
+            divides = name == "device_count" and self._divides_by(node)
+            if divides:
+                finding_cap = None  # the rule's own error: the line raises
             elif name == "device_count":
                 finding_cap = ("silent", "torch.cuda.device_count() returns 0 where CUDA is absent; it does not raise")
                 if self._sizes_a_pool(node):
@@ -151,7 +152,7 @@ class CudaRuntimeDetector(AnalyzerState):
                 if safe and self._unfixed_device(node.args[0]):
                     edits, detail = None, detail + " with a device string that is not rewritten"
             finding = self.report(rule_id, node, detail, edits, min_torch, bare_edits=bare)
-            if name == "device_count" and finding_cap is None:
+            if divides:
                 finding.cap_reason = _DIVISOR_REASON
             if finding_cap:
                 finding.severity_cap, finding.cap_reason = finding_cap
