@@ -198,9 +198,9 @@ _MULTIGPU_TESTS = '''
 def test_functions_handed_only_to_cuda_only_tests_are_info(tmp_path: Path) -> None:
     """A helper reached also from a test that runs everywhere, or spelled outside the CUDA-only
     test (a string counts), keeps its findings."""
-    path = _write(tmp_path, "test_multigpu.py", _MULTIGPU_TESTS)
+    path = _write(tmp_path, "test_parallel.py", _MULTIGPU_TESTS)
     check_marked_lines([tmp_path], (path,))  # the folder: no other scanned file may name the helpers
-    severity, reason = worst_by_line(tmp_path)[("test_multigpu.py", 11, "TP401")]
+    severity, reason = worst_by_line(tmp_path)[("test_parallel.py", 11, "TP401")]
     assert severity == "info" and reason == (
         "in setup, which this file uses only in tests that run only where CUDA is present"), reason
 
@@ -404,7 +404,7 @@ def test_a_float64_replaced_for_another_device_or_restored_stays(tmp_path: Path)
 
 
 _HELPERS_ELSEWHERE = {
-    "test_multigpu.py": '''
+    "test_parallel.py": '''
         import unittest
 
         import torch
@@ -431,7 +431,7 @@ _HELPERS_ELSEWHERE = {
                 run_demo(demo_basic, 2)
         ''',
     "test_cpu.py": '''
-        from test_multigpu import demo_basic
+        from test_parallel import demo_basic
 
 
         def test_on_cpu():

@@ -212,7 +212,7 @@ _SKIPPING_HOOKS = {
 @pytest.mark.parametrize("name", sorted(_SKIPPING_HOOKS))
 def test_other_spellings_of_the_skip_are_read(tmp_path: Path, name: str) -> None:
     root = _project(tmp_path, _SKIPPING_HOOKS[name])
-    marked = _write(root, "pkg/tests/test_gpu.py", '''
+    marked = _write(root, "pkg/tests/test_device.py", '''
         import pytest
         import torch
 
@@ -371,7 +371,7 @@ _HOOKS_THAT_MAY_RUN_THE_TEST = {
 @pytest.mark.parametrize("name", sorted(_HOOKS_THAT_MAY_RUN_THE_TEST))
 def test_a_skip_that_does_not_follow_from_cuda_keeps_the_test(tmp_path: Path, name: str) -> None:
     root = _project(tmp_path, _HOOKS_THAT_MAY_RUN_THE_TEST[name])
-    marked = _write(root, "pkg/tests/test_gpu.py", '''
+    marked = _write(root, "pkg/tests/test_device.py", '''
         import pytest
         import torch
 
@@ -387,7 +387,7 @@ def test_the_reason_names_the_marker_and_the_conftest_line(tmp_path: Path) -> No
     from scan_marks import worst_by_line
 
     root = _project(tmp_path)
-    _write(root, "pkg/tests/test_gpu.py", '''
+    _write(root, "pkg/tests/test_device.py", '''
         import pytest
         import torch
 
@@ -396,7 +396,7 @@ def test_the_reason_names_the_marker_and_the_conftest_line(tmp_path: Path) -> No
         def test_moves():
             torch.zeros(1, device="cuda")
     ''')
-    severity, reason = worst_by_line(root)[("test_gpu.py", 7, "TP001")]
+    severity, reason = worst_by_line(root)[("test_device.py", 7, "TP001")]
     assert severity == "info"
     assert reason.startswith("inside a test marked gpu, which ") and reason.endswith(
         "conftest.py:24 skips where CUDA is absent"), reason
@@ -442,7 +442,7 @@ _RUN_UNMARKED = {
 
         def test_moves():
             torch.zeros(2).cuda()  # kept
-    ''', {"pkg/tests/test_other.py": "from pkg.tests.test_gpu import test_moves  # noqa: F401\n"}),
+    ''', {"pkg/tests/test_other.py": "from pkg.tests.test_device import test_moves  # noqa: F401\n"}),
     "base_class_of_another_file": ('''
         import pytest
         import torch
@@ -453,7 +453,7 @@ _RUN_UNMARKED = {
         class TestCommon:
             def test_moves(self):
                 torch.zeros(2).cuda()  # kept
-    ''', {"pkg/tests/test_cpu.py": "from .test_gpu import TestCommon\n\n\nclass TestCPU(TestCommon):\n    pass\n"}),
+    ''', {"pkg/tests/test_cpu.py": "from .test_device import TestCommon\n\n\nclass TestCPU(TestCommon):\n    pass\n"}),
     "unittest_case": ('''
         import unittest
 
@@ -534,13 +534,13 @@ def test_a_marked_test_that_may_run_unmarked_is_kept(tmp_path: Path, name: str) 
     (root / "pkg" / "tests" / "__init__.py").write_text("")
     for path, text in others.items():
         (root / path).write_text(text)
-    marked = _write(root, "pkg/tests/test_gpu.py", source)
+    marked = _write(root, "pkg/tests/test_device.py", source)
     kept_lines_stay(marked, root=root)
 
 
 def test_a_mark_above_another_decorator_is_read(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    marked = _write(root, "pkg/tests/test_gpu.py", '''
+    marked = _write(root, "pkg/tests/test_device.py", '''
         import pytest
         import torch
 
@@ -581,7 +581,7 @@ def test_a_hook_under_a_condition_or_below_a_pytest_toml_is_not_read(tmp_path: P
                         item.add_marker(pytest.mark.skip(reason="needs CUDA"))
     '''
     root = _project(tmp_path / "conditional", conditional)
-    first = _write(root, "pkg/tests/test_gpu.py", '''
+    first = _write(root, "pkg/tests/test_device.py", '''
         import pytest
         import torch
 
@@ -594,7 +594,7 @@ def test_a_hook_under_a_condition_or_below_a_pytest_toml_is_not_read(tmp_path: P
     root = _project(tmp_path / "toml")
     (root / "pkg" / "tests" / "sub").mkdir()
     (root / "pkg" / "tests" / "sub" / "pytest.toml").write_text("[pytest]\n")
-    second = _write(root, "pkg/tests/sub/test_gpu.py", '''
+    second = _write(root, "pkg/tests/sub/test_device.py", '''
         import pytest
         import torch
 

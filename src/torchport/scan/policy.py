@@ -528,6 +528,41 @@ def _package_tests(path: str) -> bool:
         _package_root(str(above)) for above in (folder, *folder.parents))
 
 
+# A test folder: `tests/`, or one named for the GPU and nothing else (`tests_gpu/`, `gpu_tests/`,
+# `test_multi_gpu/`); a longer name is a test's own folder (pytest's `test_amp_on_cuda0/`), not a suite.
+_TEST_FOLDER = re.compile(r"tests?|testing", re.IGNORECASE)
+_GPU_SUITE_WORD = re.compile(r"tests?|testing|multi|single", re.IGNORECASE)
+_GPU_TOKEN = re.compile(r"(multi|m)?gpus?|cuda\d*|cudnn|nccl", re.IGNORECASE)
+# `test_no_gpu.py`, `test_cpu_vs_gpu.py`, `test_non_cuda.py`: tests of what runs without one.
+_NOT_ONLY_GPU_TOKEN = re.compile(r"no|non|not|without|nogpu|nocuda|cpu|fallback", re.IGNORECASE)
+
+
+def _tokens(name: str) -> list[str]:
+    return [token for token in re.split(r"[^a-zA-Z0-9]+", name) if token]
+
+
+def _gpu_named_test(path: str) -> str | None:
+    """The name that makes a test file a GPU test: the file (``test_cuda_kernel.py``,
+    ``multigpu_fsdpcheck.py``) or a folder below the test folder nearest to it (``tests/kernels/cuda/``),
+    or that test folder itself (``tests_gpu/``); None where no such name, or where a name also speaks
+    of the CPU or of running without a GPU.  Folders above the tests (``gpuma/tests/``) name the
+    package, and those of an absolute path the machine, not the test."""
+    parts = Path(path.replace("\\", "/")).parts
+
+    def test_folder(part: str) -> bool:
+        words = _tokens(part)
+        return bool(_TEST_FOLDER.fullmatch(part) or (
+            any(_TEST_FOLDER.fullmatch(w) for w in words) and any(_GPU_TOKEN.fullmatch(w) for w in words)
+            and all(_GPU_TOKEN.fullmatch(w) or _GPU_SUITE_WORD.fullmatch(w) for w in words)))
+
+    start = max((i for i, part in enumerate(parts[:-1]) if test_folder(part)), default=len(parts) - 1)
+    names = [(f"{part}/", part) for part in parts[start:-1]] + [(parts[-1], Path(parts[-1]).stem)]
+    tokens = [(shown, token) for shown, name in names for token in _tokens(name)]
+    if any(_NOT_ONLY_GPU_TOKEN.fullmatch(token) for _, token in tokens):
+        return None
+    return next((shown for shown, token in tokens if _GPU_TOKEN.fullmatch(token)), None)
+
+
 @functools.lru_cache(maxsize=4096)
 def _package_root(folder: str) -> bool:
     try:
@@ -2491,6 +2526,10 @@ class _File:
         return _package_tests(self.path)
 
     @functools.cached_property
+    def gpu_named_test(self) -> str | None:
+        return _gpu_named_test(self.path)
+
+    @functools.cached_property
     def skipped_as_a_whole(self) -> bool:
         return bool(_MODULE_SKIP.search(self.text)) and "cuda" in self.text.lower()
 
@@ -2963,6 +3002,9 @@ TEST_FILE_LOWERINGS: tuple[Lowering, ...] = (
              "a CUDA case of a parametrised test that skips itself where CUDA is absent"),
     Lowering(_EVERY_RULE, _at_line(_cuda_named_test_helper), "info",
              "in the test helper {}, named for the CUDA cases it serves"),
+    Lowering(_EVERY_RULE, lambda site: site.file.gpu_named_test, "info",
+             "in a test named for the GPU ({}): a CUDA test by its name; running it asks for CUDA, and it says "
+             "nothing of how the code it tests runs elsewhere", needs_tree=False),
 )
 
 # The lowerings of every file, asked in order; the first that applies wins.
