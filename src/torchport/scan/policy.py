@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, debug_logging,
-                            default_path, device_compare, device_guard, distributed_path, float64_device, host_move,
+                            default_path, device_compare, device_guard, distributed_path, float64_device, gpu_test_names,
+                            host_move,
                             library_ops, nvidia_runtime, old_torch_branch, optional_native, spawn_defaults, timing_log,
                             unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
@@ -36,7 +37,7 @@ from torchport.scan.model import Finding
 from torchport.scan.rules import (CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT, CUDA_DEVICE_PROPERTIES, CUDA_EVENT,
                                   CUDA_MANUAL_SEED, CUDA_TENSOR_TYPE, CUDA_VISIBLE_DEVICES, NCCL_BACKEND,
                                   FLOAT64, CUDA_SOURCE_FILE, NON_HIPIFIABLE_CODE, CUDA_DEVICE_STRING, CUDA_AUTOCAST, CUDA_GRAD_SCALER, OTHER_TORCH_CUDA_API, RULES_BY_ID, SEVERITY_RANK,
-                                  NVIDIA_TOOLING, TRITON_KERNEL)
+                                  NVIDIA_TOOLING, TRITON_KERNEL, finding_severity)
 
 # Libraries whose whole point is an NVIDIA feature: code that imports them is CUDA by design.
 # (Not cupy: libraries accept cupy arrays as one array type among others.)
@@ -526,41 +527,6 @@ def _package_tests(path: str) -> bool:
     folder = Path(path).resolve().parent
     return "site-packages" in folder.parts or "dist-packages" in folder.parts or any(
         _package_root(str(above)) for above in (folder, *folder.parents))
-
-
-# A test folder: `tests/`, or one named for the GPU and nothing else (`tests_gpu/`, `gpu_tests/`,
-# `test_multi_gpu/`); a longer name is a test's own folder (pytest's `test_amp_on_cuda0/`), not a suite.
-_TEST_FOLDER = re.compile(r"tests?|testing", re.IGNORECASE)
-_GPU_SUITE_WORD = re.compile(r"tests?|testing|multi|single", re.IGNORECASE)
-_GPU_TOKEN = re.compile(r"(multi|m)?gpus?|cuda\d*|cudnn|nccl", re.IGNORECASE)
-# `test_no_gpu.py`, `test_cpu_vs_gpu.py`, `test_non_cuda.py`: tests of what runs without one.
-_NOT_ONLY_GPU_TOKEN = re.compile(r"no|non|not|without|nogpu|nocuda|cpu|fallback", re.IGNORECASE)
-
-
-def _tokens(name: str) -> list[str]:
-    return [token for token in re.split(r"[^a-zA-Z0-9]+", name) if token]
-
-
-def _gpu_named_test(path: str) -> str | None:
-    """The name that makes a test file a GPU test: the file (``test_cuda_kernel.py``,
-    ``multigpu_fsdpcheck.py``) or a folder below the test folder nearest to it (``tests/kernels/cuda/``),
-    or that test folder itself (``tests_gpu/``); None where no such name, or where a name also speaks
-    of the CPU or of running without a GPU.  Folders above the tests (``gpuma/tests/``) name the
-    package, and those of an absolute path the machine, not the test."""
-    parts = Path(path.replace("\\", "/")).parts
-
-    def test_folder(part: str) -> bool:
-        words = _tokens(part)
-        return bool(_TEST_FOLDER.fullmatch(part) or (
-            any(_TEST_FOLDER.fullmatch(w) for w in words) and any(_GPU_TOKEN.fullmatch(w) for w in words)
-            and all(_GPU_TOKEN.fullmatch(w) or _GPU_SUITE_WORD.fullmatch(w) for w in words)))
-
-    start = max((i for i, part in enumerate(parts[:-1]) if test_folder(part)), default=len(parts) - 1)
-    names = [(f"{part}/", part) for part in parts[start:-1]] + [(parts[-1], Path(parts[-1]).stem)]
-    tokens = [(shown, token) for shown, name in names for token in _tokens(name)]
-    if any(_NOT_ONLY_GPU_TOKEN.fullmatch(token) for _, token in tokens):
-        return None
-    return next((shown for shown, token in tokens if _GPU_TOKEN.fullmatch(token)), None)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -2527,7 +2493,7 @@ class _File:
 
     @functools.cached_property
     def gpu_named_test(self) -> str | None:
-        return _gpu_named_test(self.path)
+        return gpu_test_names.gpu_suite_of_test_file(self.path, self.disk_path)
 
     @functools.cached_property
     def skipped_as_a_whole(self) -> bool:
@@ -3002,9 +2968,12 @@ TEST_FILE_LOWERINGS: tuple[Lowering, ...] = (
              "a CUDA case of a parametrised test that skips itself where CUDA is absent"),
     Lowering(_EVERY_RULE, _at_line(_cuda_named_test_helper), "info",
              "in the test helper {}, named for the CUDA cases it serves"),
-    Lowering(_EVERY_RULE, lambda site: site.file.gpu_named_test, "info",
-             "in a test named for the GPU ({}): a CUDA test by its name; running it asks for CUDA, and it says "
-             "nothing of how the code it tests runs elsewhere", needs_tree=False),
+    # not on ROCm, where torch.cuda is HIP and running a GPU suite is the port itself
+    Lowering(_EVERY_RULE, lambda site: finding_severity(site.finding, "rocm") not in ("error", "silent")
+             and site.file.gpu_named_test, "info",
+             "in a test named for the GPU ({}): a GPU test suite by its name, which runs where torch.cuda does "
+             "(CUDA, ROCm); elsewhere running it asks for such a GPU, and it says nothing of how the code it tests "
+             "runs there"),
 )
 
 # The lowerings of every file, asked in order; the first that applies wins.
