@@ -3,8 +3,9 @@ every error/silent finding in a test file or test folder named for the GPU wrong
 aitoolbox's and aepsych's ``tests_gpu/``, ppq's ``tests/test_cuda_kernel.py``, ColossalAI's
 ``tests/.../kernels/cuda/``, opacus's ``multigpu_*_test.py``, stable-pretraining's
 ``test_gpu_transforms.py``): such a suite exists to run on a GPU that torch.cuda serves, and
-running it asks for one.  The findings are now info with that reason; the same lines elsewhere, and
-the findings a ROCm port must still change, keep their severity."""
+running it asks for one.  The findings are now info with that reason; the same lines elsewhere
+(helpers, non-tests, projects inside folders with such names), and the findings a ROCm port must
+still change, keep their severity."""
 from __future__ import annotations
 
 import json
@@ -35,10 +36,12 @@ _LOWERED = ("tests_gpu/models/test_semi_p.py", "tests/test_cuda_kernel.py", "tes
             "tests/multigpu_clipping_test.py", "tests/unit/test_gpu_transforms.py", "gpu_tests/test_ddp.py",
             "tests/test_nccl_allreduce.py", "tests/test_multi_gpu.py", "tests/kernels/cuda/test_layernorm_no_bias.py",
             "tests_gpu/test_ddp_no_sync.py", "tests/test_cuda_non_blocking.py", "tests_gpu_v2/test_amp.py",
-            "unit_tests/cuda/test_kernels.py", "tests/test_cuda118_build.py")
+            "unit_tests/cuda/test_kernels.py", "tests/test_cuda118_build.py", "tests/kernels/cuda/utils.py")
 _KEPT = ("tests/test_forward.py", "gpuma/tests/test_embed.py", "cuda_ops/tests/test_ops.py", "tests/test_no_gpu.py",
          "tests/test_cpu_vs_gpu.py", "tests/test_gpu_fallback.py", "train_gpu.py", "gpu/utils.py",
-         "tests/testGPU.py", "tests/test_gpuma_embed.py", "tests/test_non_cuda_path.py")
+         "tests/testGPU.py", "tests/test_gpuma_embed.py", "tests/test_non_cuda_path.py", "tests/gpu_utils.py",
+         "tests/multigpu_fsdpcheck.py", "tests/test_cuda_unavailable.py", "tests/test_mock_gpu.py",
+         "tests/test_cuda_to_mps.py", "tests/gpu-trainer/train.py")
 
 
 def _project(root: Path, relative: str) -> Path:
@@ -78,6 +81,13 @@ def test_folders_above_the_project_root_or_the_scan_root_never_decide(tmp_path):
                 _write(project, relative, _TEST_BODY)
             found = worst_by_line(project)
             assert {severity for (_, n, _), (severity, _) in found.items() if n in (5, 6)} == {"error"}, found
+    # a project without its own root file inside a workspace that has one (a `.git` above it)
+    workspace = tmp_path / "workspace"
+    _write(workspace, ".git", "gitdir: elsewhere\n")
+    for relative in ("test/myproj/train_gpu.py", "test/myproj/mypkg/cuda_utils.py", "tests/gpu-trainer/train.py"):
+        _write(workspace, relative, _TEST_BODY)
+    found = worst_by_line(workspace)
+    assert {severity for (_, n, _), (severity, _) in found.items() if n in (5, 6)} == {"error"}, found
     # without a project root only the file's own name is read, wherever the scan starts
     bare = tmp_path / "bare"
     _write(bare, "tests_gpu/models/test_semi_p.py", _TEST_BODY)
@@ -89,8 +99,10 @@ def test_folders_above_the_project_root_or_the_scan_root_never_decide(tmp_path):
 
 def test_the_answer_does_not_depend_on_where_the_scan_starts(tmp_path):
     project = _project(tmp_path, "tests_gpu/models/test_semi_p.py")
+    _write(project, "tests/kernels/cuda/utils.py", _TEST_BODY)  # a test only by its folders
     worst = set()
-    for cwd, target in ((project, "."), (project / "tests_gpu", "."), (project / "tests_gpu" / "models", "test_semi_p.py")):
+    for cwd, target in ((project, "."), (project / "tests_gpu", "."), (project / "tests_gpu" / "models", "test_semi_p.py"),
+                        (project / "tests", "."), (project / "tests" / "kernels" / "cuda", "utils.py")):
         result = subprocess.run([sys.executable, "-m", "torchport", "scan", target, "--format", "json", "--fail-on", "never"],
                                 cwd=cwd, capture_output=True, text=True, timeout=120,
                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
@@ -176,3 +188,13 @@ def test_the_name_read_is_the_file_or_a_folder_from_the_test_folder_nearest_to_i
     assert gpu_suite_name("test_amp_that_needs_cuda0/test_cast.py") is None
     assert gpu_suite_name("test_cuda0/test_model.py") is None
     assert gpu_suite_name("tests/test_cuda0/test_model.py") is None
+    # a folder counts only when named for the GPU alone; a file's name only where it makes the file a test
+    assert gpu_suite_name("tests/gpu-trainer/train.py") is None
+    assert gpu_suite_name("test/myproj/train_gpu.py") is None
+    assert gpu_suite_name("tests/gpu_utils.py") is None
+    assert gpu_suite_name("tests/helpers/gpu.py") is None
+    assert gpu_suite_name("tests/gpu/helpers.py") == "gpu/"
+    # names that speak of running without a GPU, or on another device
+    for name in ("test_cuda_not_available", "test_gpu_unavailable", "test_cuda_missing", "test_cuda_disabled",
+                 "test_without_a_gpu", "test_mock_cuda", "test_fake_gpu", "test_xpu_vs_cuda", "test_cuda_to_mps"):
+        assert gpu_suite_name(f"tests/{name}.py") is None, name

@@ -21,9 +21,8 @@ from pathlib import Path
 
 from torchport.scan import (after_cuda_exit, autocast_gate, check_consequence, cuda_queries, cuda_stream_argument, debug_logging,
                             default_path, device_compare, device_guard, distributed_path, float64_device, gpu_test_names,
-                            host_move,
-                            library_ops, nvidia_runtime, old_torch_branch, optional_native, spawn_defaults, timing_log,
-                            unread_value)
+                            host_move, library_ops, nvidia_runtime, old_torch_branch, optional_native, spawn_defaults,
+                            timing_log, unread_value)
 from torchport.scan.detectors.shared import ADAPTS_BESIDE_A_CPU_TEST, BUILD_FACT, CUDA_ONLY_KERNEL, is_test_file
 from torchport.scan.detectors.syntax import (
     character_column,
@@ -3305,7 +3304,8 @@ def apply(tree: ast.Module | None, text: str, path: str, findings: list[Finding]
             reason = fails(_Site(file, finding))
             if reason:
                 _lower(finding, "error", reason)
-    if is_test_file(path):
+    # a file in a GPU suite may be a test only on its path from the project's root (scanned from inside `tests/`)
+    if is_test_file(path) or (file.context is not None and file.gpu_named_test):
         strong = _lower_first(file, strong, TEST_FILE_LOWERINGS)
     _repeats_in_statement(strong)
     _lower_first(file, [f for f in strong if f.severity_cap != "info"], LOWERINGS)
