@@ -34,6 +34,8 @@ def verdict_rows(path: Path) -> list[dict]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         # judges write CORRECT, correct or "CORRECT (borderline)"
         verdict, _, remark = (cells[5].lower() if len(cells) >= 7 else "").partition(" ")
+        if not _FINDING_ID.fullmatch(cells[0]):  # a summary table's row ("| package | pool | ... | CORRECT |")
+            continue
         if verdict not in ("correct", "incorrect"):
             if len(cells) >= 7 and _FINDING_ID.fullmatch(cells[0]):
                 raise ValueError(f"{path.name}: finding {cells[0]}: verdict {cells[5]!r} is neither correct "

@@ -19,11 +19,11 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 def test_pooled_since_round_14_is_the_figure_the_readme_quotes():
     result = _run()
     assert result.returncode == 0, result.stderr
-    assert "1530/3780 = 40.5%; 95% Wilson 38.9%-42.0%" in result.stdout
+    assert "1568/3870 = 40.5%; 95% Wilson 39.0%-42.1%" in result.stdout
     bootstrap = result.stdout.rsplit("packages resampled ", 1)[1].split()[0]
     low, high = (float(part.rstrip("%")) for part in bootstrap.split("-"))
-    assert low < 38.9 and high > 42.0  # packages are clusters: wider than Wilson
-    assert "together 40% on 3,780 findings" in " ".join((ROOT / "README.md").read_text().split())
+    assert low < 39.0 and high > 42.1  # packages are clusters: wider than Wilson
+    assert "together 41% on 3,870 findings" in " ".join((ROOT / "README.md").read_text().split())
 
 
 def test_one_sample_and_an_unknown_seed():
@@ -56,6 +56,7 @@ def test_one_sample_and_an_unknown_seed():
     assert "15/90 = 16.7%" in _run("518142").stdout
     assert "15/90 = 16.7%" in _run("316155").stdout
     assert "43/90 = 47.8%" in _run("439048").stdout
+    assert "38/90 = 42.2%" in _run("134135").stdout
     unknown = _run("1")
     assert unknown.returncode != 0 and "no verdict file for seed 1" in unknown.stderr
 
@@ -97,6 +98,8 @@ def test_one_sample_and_an_unknown_seed():
     ("518142", ("agreement 81/90 = 90.0%", "kappa 0.71", "15/15 = 100.0% by judge B", "15/24 = 62.5% by judge A")),
     ("316155", ("agreement 80/90 = 88.9%", "kappa 0.67", "14/15 = 93.3% by judge B", "14/23 = 60.9% by judge A")),
     ("439048", ("agreement 87/90 = 96.7%", "kappa 0.93", "42/43 = 97.7% by judge B", "42/44 = 95.5% by judge A")),
+    # ten of their seventeen splits are rockmate's opt-in offload schedules and statistics on a failing path
+    ("134135", ("agreement 73/90 = 81.1%", "kappa 0.63", "35/38 = 92.1% by judge B", "35/49 = 71.4% by judge A")),
 ])
 def test_agreement_of_the_two_judgements_of_a_sample(seed, expected):
     precision = ROOT / "docs" / "precision"
@@ -112,13 +115,13 @@ def test_the_bounds_over_the_double_judged_samples():
     seeds = ("676501", "457076", "988409", "678904", "680243", "501976", "77419", "802241", "700555", "976340",
              "49420", "200569", "444797", "811980", "110588", "662729", "555827", "858731", "830311", "150301",
              "115842", "508736", "753606", "831176", "710376", "414925", "65846", "642689", "446061", "645398",
-             "813024", "564103", "373572", "518142", "316155", "439048")
+             "813024", "564103", "373572", "518142", "316155", "439048", "134135")
     pairs = [str(precision / f"{kind}-{seed}-verdicts.md") for seed in seeds for kind in ("judge", "rejudge")]
     result = _run("--agreement", *pairs)
     assert result.returncode == 0, result.stderr
-    assert "over 36 samples: what judge A judged correct would be judged 1195/1287 = 92.9% by judge B" in result.stdout
-    assert "over 36 samples: what judge B judged correct would be judged 1195/1362 = 87.7% by judge A" in result.stdout
-    assert "would score 87.7-92.9%" in " ".join((ROOT / "README.md").read_text().split())
+    assert "over 37 samples: what judge A judged correct would be judged 1230/1325 = 92.8% by judge B" in result.stdout
+    assert "over 37 samples: what judge B judged correct would be judged 1230/1411 = 87.2% by judge A" in result.stdout
+    assert "would score 87.2-92.8%" in " ".join((ROOT / "README.md").read_text().split())
     assert _run("--agreement", pairs[0]).returncode != 0
 
 
@@ -132,19 +135,19 @@ def test_the_readme_quotes_the_range_of_every_agreement():
     agreements = [float(line.split(" = ")[1].split("%")[0]) for line in result.stdout.splitlines()
                   if "judged twice: agreement" in line]
     kappas = [float(line.rsplit("kappa ", 1)[1]) for line in result.stdout.splitlines() if "Cohen's kappa" in line]
-    assert len(agreements) == len(kappas) == len(rejudged) == 36, rejudged
+    assert len(agreements) == len(kappas) == len(rejudged) == 37, rejudged
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"thirty-six samples again and agreed on {min(agreements):.0f}-{max(agreements):.0f}% of each "
+    assert (f"thirty-seven samples again and agreed on {min(agreements):.0f}-{max(agreements):.0f}% of each "
             f"(Cohen's kappa {min(kappas):.2f}-{max(kappas):.2f})") in readme
 
 
 def test_the_split_by_file_kind():
     result = _run("--by-file-kind")
     assert result.returncode == 0, result.stderr
-    assert "app-shaped: 268/565 = 47.4%; 95% Wilson 43.3%-51.6%" in result.stdout
-    assert "library module: 1153/2948 = 39.1%; 95% Wilson 37.4%-40.9%" in result.stdout
+    assert "app-shaped: 272/577 = 47.1%; 95% Wilson 43.1%-51.2%" in result.stdout
+    assert "library module: 1187/3026 = 39.2%; 95% Wilson 37.5%-41.0%" in result.stdout
     assert "test: 109/267 = 40.8%" in result.stdout
-    assert "app-shaped files (examples, scripts, tools, `train*.py`): 268/565 = 47.4%" in " ".join(
+    assert "app-shaped files (examples, scripts, tools, `train*.py`): 272/577 = 47.1%" in " ".join(
         (ROOT / "docs" / "scan.md").read_text().split())
     sys.path.insert(0, str(SCRIPT.parent))
     from precision_pooled import file_kind
