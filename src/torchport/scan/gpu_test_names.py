@@ -56,9 +56,8 @@ def _says_gpu(name: str) -> bool:
 
 def _gpu_only_folder(part: str) -> bool:
     """``tests_gpu``, ``cuda``, ``test_multi_gpu``: nothing but GPU and suite words, a GPU word among them."""
-    words = _words(part)
-    return (any(_GPU_WORD.fullmatch(w) for w in words)
-            and all(_GPU_WORD.fullmatch(w) or _SUITE_WORD.fullmatch(w) for w in words) and _says_gpu(part))
+    # _says_gpu asks for the GPU word
+    return all(_GPU_WORD.fullmatch(w) or _SUITE_WORD.fullmatch(w) for w in _words(part)) and _says_gpu(part)
 
 
 def gpu_suite_name(path: str) -> str | None:
