@@ -17,11 +17,13 @@ from torchport.scan.detectors.analyzer import FAMILIES, compose
 SCAN = Path(rules.__file__).parent
 REPO = SCAN.parents[2]
 _NON_PYTHON_DETECTORS = ("torchport.scan.textfiles", "torchport.scan.packages", "torchport.scan.extensions")
+# Python detectors that read across files, after every file is scanned.
+_ACROSS_FILE_DETECTORS = ("torchport.scan.import_refusal",)
 
 
 def _detector_modules():
     names = [f"torchport.scan.detectors.{m.name}" for m in pkgutil.iter_modules(detectors.__path__)]
-    return [importlib.import_module(name) for name in (*names, *_NON_PYTHON_DETECTORS)
+    return [importlib.import_module(name) for name in (*names, *_NON_PYTHON_DETECTORS, *_ACROSS_FILE_DETECTORS)
             if hasattr(importlib.import_module(name), "RULE_IDS")]
 
 

@@ -136,6 +136,9 @@ class CrossFileHints:
     helper_gated_imports: dict[str, list[str]] = field(default_factory=dict)
     cuda_helpers: list[str] = field(default_factory=list)  # top-level functions without parameters naming a CUDA query
     flags: list[str] = field(default_factory=list)  # ``self`` attributes stored from a CUDA query
+    # a CUDA check that may refuse an import at the left margin; functions that may open with one
+    refusal_at_margin: bool = False
+    opening_checks: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -85,6 +85,7 @@ CUDA_AVAILABILITY_CHECK = "TP003"
 CUDA_DEVICE_MANAGEMENT = "TP004"
 CUDA_DEVICE_PROPERTIES = "TP005"
 CUDA_TENSOR_TYPE = "TP006"
+CUDA_REQUIRED_AT_IMPORT = "TP007"
 CUDA_SYNCHRONIZE = "TP101"
 CUDA_MANUAL_SEED = "TP102"
 CUDA_RNG_STATE = "TP103"
@@ -268,6 +269,30 @@ x = torch.cuda.FloatTensor(4)
 import torch
 
 x = torch.empty(4, dtype=torch.float32, device=device)
+''',
+    ),
+    _rule(
+        CUDA_REQUIRED_AT_IMPORT, "cuda-required-at-import", "Module that refuses to import without CUDA",
+        detects="at a module's top level, assert torch.cuda.is_available() (or torch.version.cuda, "
+                "device_count() > 0), an if on their absence that raises or exits, or a call of a function "
+                "beside the module that opens with such a check; in a setup.py, a refusal to build.",
+        why="Importing the module, and so its package and whatever imports it, stops there on every "
+            "machine without CUDA: the code behind it never runs (its findings are info) and this is "
+            "the line to change. ROCm passes is_available() and device_count(), so only a "
+            "torch.version.cuda check refuses there.",
+        severity=on_targets("error"),
+        replacement="pick the device with torch.accelerator (or take the user's) and keep a path for "
+                    "other devices; raise only in the features that need CUDA, where they are used",
+        min_torch="2.6", fixable=False, effort="medium", sources="L01",
+        before='''
+import torch
+
+assert torch.cuda.is_available(), "this package needs an NVIDIA GPU"
+''',
+        after='''
+import torch
+
+DEVICE = torch.accelerator.current_accelerator() or torch.device("cpu")
 ''',
     ),
     # -- TP1xx: torch.cuda runtime calls --------------------------------------------

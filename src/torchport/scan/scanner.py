@@ -24,8 +24,8 @@ from typing import TypeVar
 from pathlib import Path
 
 from torchport.errors import UserError
-from torchport.scan import (conftest_skips, cross_file_guards, cuda_test_helpers, default_callers, device_flow, extensions, float64_device, policy,
-                            python, reachability, removed_torch, textfiles, unused_classes, vendored_imports)
+from torchport.scan import (conftest_skips, cross_file_guards, cuda_test_helpers, default_callers, device_flow, extensions, float64_device,
+                            import_refusal, policy, python, reachability, removed_torch, textfiles, unused_classes, vendored_imports)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -265,7 +265,8 @@ def scan_file(job: _Job, max_bytes: int, debug: bool = False) -> tuple[FileResul
     try:
         # a file without findings may still import a module only under a CUDA check
         result.hints = cross_file_guards.hints(text)
-        if tree is not None:
+        if tree is not None:  # a file with no trigger holds no CUDA query
+            result.hints.refusal_at_margin, result.hints.opening_checks = import_refusal.refusal_hints(text)
             result.findings, result.cuda_only_tests = python.analyze_with_cuda_tests(tree, text, job.display)
             policy.apply(tree, text, job.display, result.findings, job.path)
             result.unreached = reachability.candidates(tree, text, job.display, job.path, result.findings)
@@ -425,6 +426,8 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
     across_files(lambda: vendored_imports.lower_vendored_self_imports(work, results, read,
                                                                       reachability.whole_package_in(paths), roots),
                  "vendored code importing itself by a name the package lacks")
+    across_files(lambda: import_refusal.lower_behind_refusals(work, results, roots),
+                 "code behind a module that refuses to import without CUDA")
     findings: list[Finding] = []
     files = lines = suppressed = 0
     for result, line_count in results:
