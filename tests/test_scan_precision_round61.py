@@ -30,7 +30,7 @@ _SETUP = '''
 '''
 
 
-def _trainstream_like(root: Path, check: str = "if torch.version.cuda is None:") -> Path:
+def _trainstream_like(root: Path) -> Path:
     """A package that builds its extension at import, from a function that opens with a CUDA check."""
     _write(root, "pyproject.toml", "[project]\nname = 'offload'\n")
     _write(root, "offload/__init__.py", '''
@@ -51,7 +51,7 @@ def _trainstream_like(root: Path, check: str = "if torch.version.cuda is None:")
 
         DEVICE_COUNT = torch.cuda.device_count()  # quiet
     ''')
-    _write(root, "offload/_build.py", f'''
+    _write(root, "offload/_build.py", '''
         import os
 
         import torch
@@ -64,14 +64,16 @@ def _trainstream_like(root: Path, check: str = "if torch.version.cuda is None:")
 
 
         def _arch_list():
-            caps = {{torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}}  # kept
-            return ";".join(f"{{a}}.{{b}}" for a, b in sorted(caps))
+            caps = {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}  # kept
+            return ";".join(f"{a}.{b}" for a, b in sorted(caps))
 
 
         def load():
             """Build the extension on first import."""
-            {check}
+            if torch.version.cuda is None:
                 raise BuildError("offload needs a CUDA build of PyTorch")
+            if not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+                raise BuildError("offload needs an NVIDIA GPU (set TORCH_CUDA_ARCH_LIST to build without one)")
             arch = _arch_list()
             from torch.utils import cpp_extension
             return cpp_extension.load(name="offload_C", sources=["csrc/ops.cu"], extra_cuda_cflags=[arch])  # kept
@@ -235,7 +237,7 @@ def test_checks_that_do_not_refuse_at_import_keep_what_follows(tmp_path):
 
 
         def maybe_load():
-            if not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+            if not torch.cuda.is_available() and not os.path.exists("/opt/prebuilt"):
                 raise ImportError("needs an NVIDIA GPU")
             return torch.cuda.current_device()  # kept
 
@@ -260,7 +262,9 @@ def test_checks_that_do_not_refuse_at_import_keep_what_follows(tmp_path):
 
 
 def test_past_an_is_available_check_a_rocm_port_keeps_what_it_must_change(tmp_path):
-    for check, severity in (("if not torch.cuda.is_available():", "error"), ("if torch.version.cuda is None:", "info")):
+    # a check of the build alone passes a CUDA wheel on a machine without a GPU: nothing behind it is lowered
+    for check, severity in (("if not torch.cuda.is_available():", "error"), ("if torch.version.cuda is None:", "error"),
+                            ("if torch.version.cuda is None or not torch.cuda.is_available():", "info")):
         root = tmp_path / severity
         _write(root, "setup.py", _SETUP)
         _write(root, "fastops/__init__.py", f'''
@@ -426,7 +430,9 @@ def test_a_fallback_refuses_only_where_the_try_imports_the_compiled_extension(tm
                                  "ext = CppExtension('kern._C', ['ops.cpp'])\n")
             files["kern/__init__.py"] = ("try:\n    from . import _C\nexcept ImportError:\n"
                                          "    from . import _triton\n    _C = _triton.build()\nfrom .model import block\n")
-        else:  # a check in the fallback itself
+        else:  # a check in the fallback itself, where the project builds the extension for CUDA alone
+            files["setup.py"] = ("from torch.utils.cpp_extension import CUDAExtension\n"
+                                 "ext = CUDAExtension('kern._C', ['ops.cu'])\n")
             files["kern/__init__.py"] = ("import torch\n\ntry:\n    from . import _C\nexcept ImportError:\n"
                                          "    if not torch.cuda.is_available():\n        raise ImportError('no GPU')\n"
                                          "from .model import block\n")
@@ -443,3 +449,100 @@ def test_a_relative_import_of_nothing_does_not_stop_the_pass(tmp_path):
     result = scan([root], ScanConfig(), jobs=1)
     assert not result.unfinished
     assert _severity(root, "hooks.py", 7) == "info"
+
+
+def _refusals(root: Path) -> dict[str, dict[str, str | None]]:
+    """file name -> TP007's severity per target."""
+    return {Path(f.path).name: {t: finding_severity(f, t) for t in ("cpu", "tpu", "rocm")}
+            for f in scan([root], ScanConfig(), jobs=1).findings if f.rule_id == "TP007"}
+
+
+_REFUSING = 'import torch\n\nassert torch.cuda.is_available(), "the fused kernel needs a GPU"\n'
+
+
+def test_a_refusal_that_every_import_guards_is_info_and_one_imported_plainly_is_an_error(tmp_path):
+    layouts = {
+        "dispatch": "import torch\n\nif torch.cuda.is_available():\n    from .fused import fused\n",
+        "optional": "try:\n    from .fused import fused\nexcept ImportError:\n    fused = None\n",
+        "lazy": "def run(x):\n    if x.is_cuda:\n        from .fused import fused\n        return fused(x)\n    return x\n",
+        "plain": "from .fused import fused\n",
+    }
+    for name, init in layouts.items():
+        root = _project(tmp_path / name, {"pyproject.toml": "[project]\nname = 'kern'\n",
+                                          "kern/__init__.py": init, "kern/fused.py": _REFUSING})
+        expected = "error" if name == "plain" else "info"
+        assert _refusals(root)["fused.py"]["cpu"] == expected, name
+    # a module nothing in the scan imports is an entry point a user imports
+    entry = _project(tmp_path / "entry", {"pyproject.toml": "[project]\nname = 'kern'\n", "kern/fused.py": _REFUSING})
+    assert _refusals(entry)["fused.py"]["cpu"] == "error"
+
+
+def test_a_name_the_package_may_bind_elsewhere_or_an_import_cycle_keeps_the_importer(tmp_path):
+    for layout, init in (("star", "from .dispatch import *\n"),
+                         ("getattr", "def __getattr__(name):\n    from .reference import attention\n    return attention\n")):
+        root = _project(tmp_path / layout, {
+            "pyproject.toml": "[project]\nname = 'kern'\n", "kern/__init__.py": init,
+            "kern/dispatch.py": ("import torch\n\nif torch.cuda.is_available():\n    from .attention import attention\n"
+                                 "else:\n    from .reference import attention\n"),
+            "kern/attention.py": _REFUSING, "kern/reference.py": "def attention(x):\n    return x\n",
+            "app.py": "import torch\nfrom kern import attention\n\nmodel = torch.nn.Linear(4, 4).cuda()\n"})
+        assert _severity(root, "app.py", 4) == "error", layout
+    cycle = _project(tmp_path / "cycle", {
+        "pyproject.toml": "[project]\nname = 'kern'\n", "kern/__init__.py": "",
+        "kern/backend.py": "import torch\n\nfrom . import registry\n\nassert torch.cuda.is_available()\n",
+        "kern/registry.py": "import torch\n\nfrom . import backend\n\ntorch.cuda.set_device(0)\n"})
+    assert _severity(cycle, "registry.py", 5) == "error"  # `import kern.backend` runs registry.py first
+    for layout, call in (("import_module", "importlib.import_module('kern.plugins.profiler')"),
+                         ("exec_module", "importlib.util.spec_from_file_location('profiler', 'plugins/profiler.py')")):
+        root = _project(tmp_path / layout, {
+            "pyproject.toml": "[project]\nname = 'kern'\n",
+            "kern/__init__.py": ("import torch\n\nfrom .registry import load_plugins\n\nload_plugins()\n"
+                                 "if not torch.cuda.is_available():\n    raise ImportError('needs a GPU')\n"),
+            "kern/registry.py": f"import importlib\n\n\ndef load_plugins():\n    return {call}\n",
+            "kern/plugins/__init__.py": "", "kern/plugins/profiler.py": "import torch\n\ntorch.cuda.reset_peak_memory_stats()\n"})
+        assert _severity(root, "profiler.py", 3) == "error", layout
+
+
+def test_a_fallback_to_another_distribution_or_a_cmake_build_is_no_refusal(tmp_path):
+    for layout, files in (
+            ("third-party", {"kern/__init__.py": ("import torch\n\ntry:\n    from torch_scatter import scatter_sum\n"
+                                                  "except ImportError:\n    if not torch.cuda.is_available():\n"
+                                                  "        raise ImportError('needs torch-scatter or a GPU')\n"
+                                                  "from .layers import aggregate\n"),
+                             "setup.py": "from torch.utils.cpp_extension import CUDAExtension\n"}),
+            ("cmake", {"kern/__init__.py": ("import torch\n\ntry:\n    from . import _C\nexcept ImportError:\n"
+                                            "    if not torch.cuda.is_available():\n        raise ImportError('no GPU')\n"
+                                            "from .layers import aggregate\n"),
+                       "setup.py": ("from torch.utils.cpp_extension import CUDAExtension\n\n\n"
+                                    "class CMakeExtension:\n    pass\n")})):
+        root = _project(tmp_path / layout, {"pyproject.toml": "[project]\nname = 'kern'\n",
+                                            "kern/layers.py": "import torch\n\n\ndef aggregate():\n    torch.cuda.synchronize()\n",
+                                            **files})
+        assert _severity(root, "layers.py", 5) == "error", layout
+
+
+def test_refusals_behind_a_refusal_and_checks_that_refuse_rocm_too(tmp_path):
+    root = _project(tmp_path / "repo", {
+        "pyproject.toml": "[project]\nname = 'kern'\n",
+        "kern/__init__.py": "import torch\n\nif not torch.cuda.is_available():\n    raise ImportError('no GPU')\n",
+        "kern/attention.py": _REFUSING,
+        "kern/norm.py": "import torch\n\nif torch.version.cuda is None:\n    raise ImportError('needs a CUDA build')\n"})
+    found = _refusals(root)
+    assert found["__init__.py"] == {"cpu": "error", "tpu": "error", "rocm": None}
+    assert found["attention.py"]["cpu"] == "info"  # never reached: kern/__init__.py refuses first
+    assert found["norm.py"]["rocm"] == "error"  # ... but on ROCm it is the refusal a user meets
+    hip = _project(tmp_path / "hip", {
+        "pyproject.toml": "[project]\nname = 'kern'\n",
+        "kern/__init__.py": ("import torch\n\nif torch.version.hip is not None or not torch.cuda.is_available():\n"
+                             "    raise ImportError('NVIDIA GPUs only')\n")})
+    assert _refusals(hip)["__init__.py"]["rocm"] == "error"
+
+
+def test_a_folder_of_scripts_with_a_stray_init_is_no_package(tmp_path):
+    root = _project(tmp_path / "workspace", {
+        "fused_adam/__init__.py": "from .ops import fused_adam\n",
+        "fused_adam/ops.py": "import torch\n\nif not torch.cuda.is_available():\n    raise ImportError('needs CUDA')\n",
+        "fused_adam/utils.py": "def to_device(model):\n    return model.cuda()\n",
+        "fused_adam/train.py": ("import argparse\n\nimport torch\nimport utils\n\nparser = argparse.ArgumentParser()\n"
+                                "args = parser.parse_args()\nmodel = utils.to_device(torch.nn.Linear(4, 4))\n")})
+    assert _severity(root, "utils.py", 2) == "error"

@@ -276,10 +276,11 @@ x = torch.empty(4, dtype=torch.float32, device=device)
         detects="at a module's top level, assert torch.cuda.is_available() (or torch.version.cuda, "
                 "device_count() > 0), an if on their absence that raises or exits, or a call of a function "
                 "beside the module that opens with such a check; in a setup.py, a refusal to build.",
-        why="Importing the module, and so its package and whatever imports it, stops there on every "
-            "machine without CUDA: the code behind it never runs (its findings are info) and this is "
-            "the line to change. ROCm passes is_available() and device_count(), so only a "
-            "torch.version.cuda check refuses there.",
+        why="Importing the module, and so its package and whatever imports it, stops there: on a "
+            "machine without a CUDA device for is_available() and device_count() (ROCm passes them), "
+            "on a build of torch without CUDA for torch.version.cuda (ROCm's included). The code "
+            "behind a refusal of the machine never runs (its findings are info); this is the line to "
+            "change. Info where every import of the module is guarded.",
         severity=on_targets("error"),
         replacement="pick the device with torch.accelerator (or take the user's) and keep a path for "
                     "other devices; raise only in the features that need CUDA, where they are used",
