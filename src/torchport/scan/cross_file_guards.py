@@ -228,8 +228,12 @@ class ScannedFiles:
                 self._trees[os_path] = None
         return self._trees[os_path]
 
+    def relative(self, os_path: str) -> str:
+        """The file's path below the scanned folder that holds it ('/'-separated), or its name."""
+        return _relative(os_path, self.roots)
+
     def is_test(self, os_path: str) -> bool:
-        return is_test_path(_relative(os_path, self.roots))
+        return is_test_path(self.relative(os_path))
 
     def mentioning(self, word: bytes) -> list[str] | None:
         """The files that spell ``word`` as a word (None when one cannot be read)."""

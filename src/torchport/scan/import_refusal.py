@@ -51,7 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from torchport.scan.cross_file_guards import (RUNS_AS_SCRIPT, ScannedFiles, binds_name, dotted_module,
-                                              from_module, imported_modules, module_statements, torch_is_torch)
+                                              from_module, imported_modules, is_test_path, module_statements,
+                                              torch_is_torch)
 from torchport.scan.detectors.syntax import character_column
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import is_hot
@@ -285,8 +286,9 @@ def _bound_once(tree: ast.Module, name: str) -> bool:
 class _Reader:
     """The scanned Python files, by path, with their modules and what they import."""
 
-    def __init__(self, files: ScannedFiles, roots: list[str]) -> None:
+    def __init__(self, files: ScannedFiles, roots: list[str], openings: dict[str, list[str]]) -> None:
         self.files = files
+        self.openings = openings  # path -> the functions the workers found may open with a check
         self.paths = {os.path.abspath(job.path): job.path for job in files.jobs}
         self.roots = {os.path.abspath(root) for root in roots}
         self._modules: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -390,8 +392,7 @@ class _Reader:
     def refusing_function(self, path: str, name: str) -> tuple[ast.stmt, ast.stmt, frozenset[str]] | None:
         """(the function, the first check it opens with, where its checks refuse) where ``path``
         defines ``name`` once."""
-        data = self.files.data(path)
-        if data is None or name not in refusal_hints(data.decode("utf-8", "replace"))[1]:
+        if name not in self.openings.get(path, ()):
             return None
         tree = self.files.tree(path)
         if tree is None or not _bound_once(tree, name):
@@ -444,10 +445,8 @@ def _is_test(reader: _Reader, path: str) -> bool:
     """A test or a test suite's helper, read on its path below the scanned folder (``tests/``,
     ``test_*.py``, ``conftest.py``, a folder named ``test...`` such as ``tests_gpu/``): only someone
     who runs the suite meets its refusals."""
-    absolute = os.path.abspath(path)
-    root = max((r for r in reader.roots if absolute.startswith(r.rstrip(os.sep) + os.sep)), key=len, default=None)
-    relative = os.path.relpath(absolute, root).replace(os.sep, "/") if root else os.path.basename(absolute)
-    return reader.files.is_test(path) or any(part.lower().startswith("test") for part in relative.split("/")[:-1])
+    relative = reader.files.relative(path)
+    return is_test_path(relative) or any(part.lower().startswith("test") for part in relative.split("/")[:-1])
 
 
 def _own_package(reader: _Reader, statement: ast.Import | ast.ImportFrom, path: str) -> bool:
@@ -526,8 +525,7 @@ def _function_homes(reader: _Reader, path: str, tree: ast.Module) -> dict[str, t
                 continue
             submodule = reader.file_of(base + (alias.name,), path)
             if submodule is not None and os.path.dirname(os.path.abspath(submodule)) == folder:
-                data = reader.files.data(submodule) or b""
-                for function in refusal_hints(data.decode("utf-8", "replace"))[1]:
+                for function in reader.openings.get(submodule, ()):
                     homes[f"{name}.{function}"] = (submodule, function)
             home = reader.file_of(base, path)
             if home is not None and os.path.dirname(os.path.abspath(home)) == folder and not home.endswith(
@@ -559,7 +557,7 @@ def lower_behind_refusals(work: list, results: list[tuple[FileResult, int]], roo
     candidates = set(at_margin) | _callers_beside(files, jobs, openings)
     if not candidates:
         return
-    reader = _Reader(files, roots)
+    reader = _Reader(files, roots, dict(openings))
     checks: dict[tuple[str, int], _Check] = {}
     refusals = {path: found for path in sorted(candidates) if (found := _own_refusal(reader, path, checks))}
     if not refusals:
@@ -585,9 +583,7 @@ def lower_behind_refusals(work: list, results: list[tuple[FileResult, int]], roo
     for check in checks.values():
         result = results_by_path.get(check.path)
         if result is not None:
-            reached = next((how for module in sorted(check.modules)
-                            if (how := _reached_unguarded(reader, module)) is not None), None)
-            _report(check, result, files, reached)
+            _report(check, result, files, any(_reached_unguarded(reader, module) for module in check.modules))
     for path, reasons in behind.items():
         result = results_by_path.get(path)
         if result is not None:
@@ -787,9 +783,9 @@ def _lower(finding: Finding, reasons: list[_Behind], kept: list[tuple[int, int]]
         return
 
 
-def _report(check: _Check, result: FileResult, files: ScannedFiles, reached: str | None) -> None:
+def _report(check: _Check, result: FileResult, files: ScannedFiles, reached: bool) -> None:
     """TP007 at the check, once; the CUDA query the check reads is that refusal, not a second
-    finding.  Info where every import of the module sits under a guard (``reached`` is None)."""
+    finding.  Info where every import of the module sits under a guard (not ``reached``)."""
     statement = check.statement
     test = statement.test if isinstance(statement, (ast.Assert, ast.If)) else statement
     data = files.data(check.path) or b""
@@ -806,19 +802,19 @@ def _report(check: _Check, result: FileResult, files: ScannedFiles, reached: str
                       f"refuses to {what} where CUDA is absent: {ast.unparse(test)[:80]}", snippet)
     if not check.rocm:
         finding.fine_on = frozenset({"rocm"})  # is_available() and device_count() answer as CUDA does there
-    if reached is None:
+    if not reached:
         finding.lower_to_info("every import of this module in the scanned files sits under a guard (a CUDA check, a "
                               "try, a function): the package runs without it where CUDA is absent")
     result.findings.append(finding)
 
 
-def _reached_unguarded(reader: _Reader, path: str) -> str | None:
-    """How a user meets the refusing module where CUDA is absent: it is a package's ``__init__.py``, a
-    script or a ``setup.py``, nothing in the scan imports it (an entry point), or a module imports it at
-    its top level outside any block; None where every import of it sits in a ``try``, an ``if`` or a
-    function."""
+def _reached_unguarded(reader: _Reader, path: str) -> bool:
+    """Whether a user meets the refusing module where CUDA is absent: it is a package's
+    ``__init__.py``, a script or a ``setup.py``, nothing in the scan imports it (an entry point), or a
+    module imports it at its top level outside any block; not where every import of it sits in a
+    ``try``, an ``if`` or a function."""
     if os.path.basename(path) in ("__init__.py", "setup.py") or path in _scripts(reader, [path]):
-        return "itself"
+        return True
     target = os.path.abspath(path)
     module = reader.module(path)[0]
     guarded = False
@@ -831,6 +827,6 @@ def _reached_unguarded(reader: _Reader, path: str) -> str | None:
             if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
                     os.path.abspath(f) == target for f in reader.imported_files(node, other)):
                 if id(node) in top:
-                    return other
+                    return True
                 guarded = True
-    return None if guarded else "an entry point"
+    return not guarded
