@@ -36,6 +36,7 @@ import ast
 import io
 import os
 import re
+import stat
 import tokenize
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,6 +74,13 @@ RUNS_AS_SCRIPT = re.compile(rb"""__name__\s*==\s*["']__main__["']|["']__main__["
 FINDS_MODULES = re.compile(rb"\b(?:iter_modules|walk_packages)\(")
 FINDS_MODULES_NEEDLES = (b"iter_modules", b"walk_packages")
 _BUILT_IMPORT = re.compile(rb"\b(?:import_module|__import__|run_module)\(([^)\n]*)")
+# Code that finds classes or modules at run time: a walk, a lookup by a dotted name, a config's target.
+_FINDS_AT_RUN_TIME = re.compile(rb"__subclasses__|\bgetmembers\(|\bgetmodule\(|\bpydoc\b|\blocate\("
+                                rb"|\binstantiate\(|\b_target_\b")
+_IMPORTS_A_NAME = re.compile(rb"\b(?:import_module\(|__import__\(|run_module\(|sys\.modules\[|sys\.modules\.get\()"
+                             rb"\s*([^)\],]*)")
+_WRITTEN_OUT = re.compile(rb"""\s*(['"])[\w.]*\1\s*""")
+_OWN_MODULE = re.compile(rb"\s*__name__\s*")
 # Text files that may name a module for something to import: notebooks, configs, entry points.
 _NAMING_FILES = (".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".json", ".txt", ".sh")
 # Package listings that name every module without importing any.
@@ -552,10 +560,10 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
         if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
             return  # a registry walk may import any module of the package
         if built_words is None:
-            built_words = _built_import_words(files)
+            built_words = built_import_words(files)
         # a module of a namespace folder is named, in a built import, by the folders above it
         spelled = module if len(module) >= 2 else tuple(os.path.splitext(os.path.abspath(os_path))[0].split(os.sep)[-4:])
-        if any(_may_spell(words, spelled) for words in built_words):
+        if any(may_spell(words, spelled) for words in built_words):
             continue
         if naming is None:
             naming = naming_files(roots)
@@ -570,7 +578,19 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
                             "without CUDA never runs it")
 
 
-def _built_import_words(files: ScannedFiles) -> list[set[str]]:
+def finds_at_run_time(data: bytes | None) -> bool:
+    """The file (None: unreadable) may find classes or modules at run time: a ``pkgutil`` walk,
+    ``__subclasses__``, ``getmembers``, ``pydoc.locate``, Hydra's ``instantiate`` or ``_target_``, or
+    ``import_module``, ``__import__``, ``run_module`` or ``sys.modules`` of a name not written out."""
+    if data is None:
+        return True
+    if FINDS_MODULES.search(data) or _FINDS_AT_RUN_TIME.search(data):
+        return True
+    return any(not (_WRITTEN_OUT.fullmatch(m.group(1)) or _OWN_MODULE.fullmatch(m.group(1)))
+               for m in _IMPORTS_A_NAME.finditer(data))
+
+
+def built_import_words(files: ScannedFiles) -> list[set[str]]:
     """For each import of a name built from parts (``import_module(f".kernels.env_{b}")``) in the
     files, the words of its literal pieces; a plain name is left to the string check."""
     found = []
@@ -587,7 +607,7 @@ def _built_import_words(files: ScannedFiles) -> list[set[str]]:
     return found
 
 
-def _may_spell(words: set[str], module: tuple[str, ...]) -> bool:
+def may_spell(words: set[str], module: tuple[str, ...]) -> bool:
     """Whether a built name with these literal words may be ``module``: a word is its package's
     name or begins its name."""
     return any(w in module[:-1] or (len(w) >= 2 and module[-1].startswith(w)) for w in words)
@@ -605,13 +625,32 @@ def named_in(paths: list[str], stem: str) -> bool:
     needle = re.compile(rb"(?<![\w])" + re.escape(stem.encode()) + rb"(?![\w])")
     for path in paths:
         try:
-            if os.path.getsize(path) > _MAX_NAMING_FILE:
-                return True  # too large to read: it may name the module
-            if needle.search(Path(path).read_bytes()):
-                return True
-        except OSError:
+            data = regular_file_bytes(path, _MAX_NAMING_FILE)
+        except Unreadable:
+            return True  # too large or unreadable: it may name the module
+        if data is not None and needle.search(data):
             return True
     return False
+
+
+class Unreadable(Exception):
+    """A file too large to read or that cannot be read: what it says is unknown."""
+
+
+def regular_file_bytes(path: str, max_bytes: int) -> bytes | None:
+    """The bytes of a regular file; None for a pipe, a device or a socket, whose reading may block
+    and which hold no source.  Raises Unreadable for a file over ``max_bytes`` or one that cannot
+    be read."""
+    try:
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        if status.st_size > max_bytes:
+            raise Unreadable(path)
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise Unreadable(path) from exc
 
 
 def _word_tokens(data: bytes, stem: str) -> tuple[int, bool] | None:

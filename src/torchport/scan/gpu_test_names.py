@@ -89,12 +89,12 @@ def project_relative(disk_path: str) -> str | None:
     """The file's path from the nearest folder above it that is a project's or an installed
     package's root, in POSIX form; None where no folder above it is one."""
     full = os.path.abspath(disk_path)
-    root = _project_root(os.path.dirname(full))
+    root = project_root(os.path.dirname(full))
     return None if root is None else Path(os.path.relpath(full, root)).as_posix()
 
 
 @functools.lru_cache(maxsize=4096)
-def _project_root(folder: str) -> str | None:
+def project_root(folder: str) -> str | None:
     """Cached for the process, like the other package-root readings: a scan does not change the tree."""
     try:
         names = os.listdir(folder)
@@ -103,4 +103,4 @@ def _project_root(folder: str) -> str | None:
     if any(n in ROOT_FILES or n.endswith((".dist-info", ".egg-info")) for n in names):
         return folder
     above = os.path.dirname(folder)
-    return None if above == folder else _project_root(above)
+    return None if above == folder else project_root(above)

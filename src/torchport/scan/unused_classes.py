@@ -56,8 +56,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from torchport.scan.cross_file_guards import (FINDS_MODULES, ScannedFiles, dotted_module, from_module,
-                                              is_test_path, named_in, naming_files)
+from torchport.scan.cross_file_guards import (ScannedFiles, Unreadable, dotted_module, finds_at_run_time,
+                                              from_module, is_test_path, named_in, naming_files,
+                                              regular_file_bytes)
 from torchport.scan.detectors.syntax import character_column, nested_statements
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import is_hot, still_hot
@@ -79,13 +80,6 @@ _INERT_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter",
                                "abstractmethod", "no_grad", "inference_mode", "enable_grad", "custom_fwd",
                                "custom_bwd", "once_differentiable"})
-# Code that finds classes or modules at run time, in any scanned Python file.
-_FINDS_AT_RUN_TIME = re.compile(rb"__subclasses__|\bgetmembers\(|\bgetmodule\(|\bpydoc\b|\blocate\("
-                                rb"|\binstantiate\(|\b_target_\b")
-_BUILT_IMPORT = re.compile(rb"\b(?:import_module\(|__import__\(|run_module\(|sys\.modules\[|sys\.modules\.get\()"
-                           rb"\s*([^)\],]*)")
-_WRITTEN_OUT = re.compile(rb"""\s*(['"])[\w.]*\1\s*""")
-_OWN_MODULE = re.compile(rb"\s*__name__\s*")
 # A file whose plain strings may name modules to import (a lazy ``__init__``).
 _LAZY_IMPORTS = (b"_import_structure", b"LazyModule", b"lazy_loader", b"lazy_import")
 # Calls that may fetch a module by a plain name (``getattr(package, "loss")``).
@@ -366,12 +360,11 @@ class _Package:
             if count >= _MAX_TEXT_FILES:
                 return set(names)
             try:
-                if os.path.getsize(path) > _MAX_TEXT_FILE:
-                    return set(names)
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
+                data = regular_file_bytes(path, _MAX_TEXT_FILE)
+            except Unreadable:
                 return set(names)
+            if data is None:
+                continue
             for name, needle in needles.items():
                 if name in found or name.encode() not in data:
                     continue
@@ -386,13 +379,7 @@ class _Package:
         return self._dynamic
 
     def _dynamic_in(self, path: str) -> bool:
-        data = self.files.data(path)
-        if data is None:
-            return True
-        if FINDS_MODULES.search(data) or _FINDS_AT_RUN_TIME.search(data):
-            return True
-        return any(not (_WRITTEN_OUT.fullmatch(m.group(1)) or _OWN_MODULE.fullmatch(m.group(1)))
-                   for m in _BUILT_IMPORT.finditer(data))
+        return finds_at_run_time(self.files.data(path))
 
     def _importer(self, module: tuple[str, ...], os_path: str) -> str | None:
         """"path:line imports a, b" for a module of the package that imports names from
