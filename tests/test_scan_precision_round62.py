@@ -1,12 +1,13 @@
 """Round 62 (docs/precision/round62.md): findings in a module that nothing imports, in a package
 whose ``__init__.py`` chooses what it exports, are info.  Judges called such findings unreachable
 (torchkm's wheel ships ``cvkhuber.py`` and ``cvksqsvm.py`` beside the estimators it exports, with no
-file that imports them; alphapose's ``utils/env.py``; hiera-optim's ``residual_layernorm.py``).  A
-module something names (a test, a string, a config, a Dockerfile, a document, a wheel's METADATA),
-a package that finds its modules at run time (a registry that lists its folder, a name built before
-the import), a program (a ``__main__`` test, work at its top level, a server module, doctests), a
-package without a curated ``__init__.py`` and a project not scanned from its root keep their
-findings; each shape an independent review found lowered wrongly is held here."""
+file that imports them; alphapose's wheel ships ``utils/env.py``).  A module something names (a
+test, a string, a config, a Dockerfile, a CI script, a document, a wheel's METADATA, a pickle), a
+package that finds its modules at run time (a registry that lists its folder, a name built before
+the import, ``find_spec``, ``resolve_name``, ``exec`` of plugin files), a program (a ``__main__``
+test, work at its top level, a server module, doctests), a package without a curated
+``__init__.py`` and a project not scanned from its root (or its repository's) keep their findings;
+each shape the two independent reviews found lowered wrongly is held here."""
 from __future__ import annotations
 
 import os
@@ -109,6 +110,8 @@ def test_a_file_that_names_the_module_keeps_it_whatever_its_kind(tmp_path):
             ("bin/kmfit", "#!/usr/bin/env python\nfrom kmlib.cvkhuber import main\nmain()\n"),
             ("kmlib-1.0.dist-info/METADATA", "Usage\n\n    from kmlib.cvkhuber import cvkhuber\n"),
             ("docs/usage.mdx", "`from kmlib.cvkhuber import cvkhuber`\n"),
+            (".github/scripts/smoke.sh", "python -c 'from kmlib.cvkhuber import cvkhuber'\n"),
+            ("kmlib/weights/old.pt", "PK\x03\x04 ckmlib.cvkhuber\ncvkhuber\nq\x00"),
             ("examples/fit.py", "from kmlib.cvkhuber import cvkhuber\n"))):
         root = tmp_path / str(number)
         unused = _package(root, mark="kept")
@@ -116,6 +119,9 @@ def test_a_file_that_names_the_module_keeps_it_whatever_its_kind(tmp_path):
         if name == "examples/fit.py":  # excluded from the scan, read all the same
             _write(root, "pyproject.toml", '[tool.torchport.scan]\nexclude = ["examples"]\n')
         kept_lines_stay(unused, root=root)
+    unused = _package(tmp_path / "utf16", mark="kept")
+    (tmp_path / "utf16" / "smoke.ps1").write_bytes("python -m kmlib.cvkhuber\n".encode("utf-16"))
+    kept_lines_stay(unused, root=tmp_path / "utf16")
 
 
 def test_a_package_without_a_chosen_export_keeps_its_findings(tmp_path):
@@ -282,6 +288,50 @@ _FINDERS = (
         import importlib.util
 
 
+        def build(name):
+            spec = importlib.util.find_spec("kmlib.models." + name)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module.Model()
+    '''),
+    ("kmlib/build.py", '''
+        import pkgutil
+
+
+        def build(name):
+            return pkgutil.resolve_name(f"kmlib.models.{name}:Model")()
+    '''),
+    ("kmlib/build.py", '''
+        from importlib import import_module as fetch
+
+
+        def build(name):
+            return fetch(f"kmlib.models.{name}").Model()
+    '''),
+    ("kmlib/build.py", '''
+        import os
+
+        from kmlib.paths import MODEL_DIR
+
+
+        def load_all():
+            for name in os.listdir(MODEL_DIR):
+                path = os.path.join(MODEL_DIR, name)
+                with open(path) as handle:
+                    exec(compile(handle.read(), path, "exec"), {})
+    '''),
+    ("setup.py", '''
+        from pathlib import Path
+
+        from setuptools import setup
+
+        commands = [p.stem for p in Path("kmlib/models").glob("*.py") if not p.stem.startswith("_")]
+        setup(name="kmlib", entry_points={"console_scripts": [f"km-{c}=kmlib.models.{c}:main" for c in commands]})
+    '''),
+    ("kmlib/build.py", '''
+        import importlib.util
+
+
         def load(path):
             spec = importlib.util.spec_from_file_location("plugin", path)
             module = importlib.util.module_from_spec(spec)
@@ -313,6 +363,14 @@ def test_the_same_package_without_its_finder_is_lowered(tmp_path):
     check_marked_lines([tmp_path], (tmp_path / "kmlib/estimators.py", model))
 
 
+def test_a_package_below_its_repository_root_keeps_its_findings(tmp_path):
+    """A package in `python/` with its own setup.py, its tests in the repository's `tests/` (DGL, TVM)."""
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, "python/setup.py", "from setuptools import setup\n\nsetup(name='kmlib')\n")
+    unused = _package(tmp_path / "python", mark="kept")
+    kept_lines_stay(unused, root=tmp_path / "python")
+
+
 def test_a_project_scanned_below_its_root_keeps_its_findings(tmp_path):
     """`torchport scan src` leaves out the project's entry points, tests and documents."""
     _write(tmp_path, "pyproject.toml", '[project]\nname = "kmlib"\n')
@@ -335,15 +393,22 @@ def test_a_module_outside_a_package_or_scanned_alone_keeps_its_findings(tmp_path
 
 def test_a_tree_too_large_to_read_keeps_the_findings(tmp_path, monkeypatch):
     monkeypatch.setattr(unimported_modules, "_MAX_FILES", 8)
-    unused = _package(tmp_path, mark="kept")
+    unused = _package(tmp_path / "files", mark="kept")
     for number in range(10):
-        _write(tmp_path, f"labels/{number}.txt", "0 0.5 0.5 0.1 0.1\n")
-    kept_lines_stay(unused, root=tmp_path)
+        _write(tmp_path / "files", f"labels/{number}.txt", "0 0.5 0.5 0.1 0.1\n")
+    kept_lines_stay(unused, root=tmp_path / "files")
+    monkeypatch.setattr(unimported_modules, "_MAX_FILES", 20_000)
+    monkeypatch.setattr(unimported_modules, "_MAX_BYTES", 1_000)
+    unused = _package(tmp_path / "bytes", mark="kept")
+    for number in range(3):
+        _write(tmp_path / "bytes", f"data/{number}.json", "[" + "0, " * 400 + "0]\n")
+    kept_lines_stay(unused, root=tmp_path / "bytes")
 
 
 def test_a_named_pipe_below_the_scanned_folder_is_not_read(tmp_path):
     _package(tmp_path)
     os.mkfifo(tmp_path / "train_log.txt")
+    os.mkfifo(tmp_path / "kmlib" / "pipe_worker.py")
     run = subprocess.run([sys.executable, "-m", "torchport", "scan", "--show-info", "--fail-on", "never",
                           str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

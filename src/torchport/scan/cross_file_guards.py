@@ -37,9 +37,9 @@ import io
 import os
 import re
 import stat
+import sys
 import tokenize
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from torchport.scan.detectors.syntax import bound_names, import_aliases
 from torchport.scan.model import CrossFileHints, FileResult, Finding
@@ -220,10 +220,11 @@ class ScannedFiles:
         self._anywhere: dict[re.Pattern[bytes], bool] = {}
 
     def data(self, os_path: str) -> bytes | None:
+        """The file's bytes; None where it cannot be read, or is no regular file (a pipe would block)."""
         if os_path not in self._data:
             try:
-                self._data[os_path] = Path(os_path).read_bytes()
-            except OSError:
+                self._data[os_path] = regular_file_bytes(os_path, sys.maxsize)
+            except Unreadable:
                 self._data[os_path] = None
         return self._data[os_path]
 

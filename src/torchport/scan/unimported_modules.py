@@ -12,34 +12,42 @@ An error or silent finding is lowered to info where all of these hold:
 - the file is a module of a regular package (its folder has an ``__init__.py``), not
   ``__init__.py``, ``__main__.py``, ``setup.py``, ``conftest.py`` or a test (``test_*.py``,
   ``*_test.py``, ``tests/``, ``testing/``);
-- the project is scanned from its root: the folder above the package, and the nearest folder
-  above that with a ``pyproject.toml``, ``setup.py``, ``.git``, a ``*.dist-info`` (or another
-  root marker), where its entry points, tests and documents lie;
+- the project is scanned from its root: the folder above the package, the nearest folder above
+  that with a root marker (``pyproject.toml``, ``setup.py``, a ``*.dist-info``, ...) and the
+  repository's root (``.git``), where entry points, tests and documents lie (DGL keeps
+  ``python/setup.py`` and its tests in the repository's ``tests/``);
 - the folder's ``__init__.py`` imports from a module of its own package other than a version or
   metadata module (``from .estimators import SVM``, ``from . import main``);
 - no other file below the scanned folders, scanned or not, spells the module's name as a word:
   Python files excluded from the scan, stubs, ``.pyx``, notebooks, configs, documents, a wheel's
-  ``METADATA``, Dockerfiles, Makefiles, shell and batch scripts, ``bin/`` scripts (package
-  listings such as ``RECORD`` and ``SOURCES.txt`` aside, and binary files);
-- no scanned Python file finds modules at run time: a ``pkgutil`` walk, a lookup by a dotted name
-  (``pydoc.locate``, Hydra's ``_target_``, ``get_class``, ``import_string``), ``import_module`` or
-  ``__import__`` of a name not written out or with a ``fromlist``, a module loaded by its path
-  (``spec_from_file_location``, ``run_path``), a lazy module that imports what is asked of it
-  (``LazyModule``, ``lazy_loader``, a module ``__getattr__``), or a listing of the file's own folder
-  (``os.listdir(os.path.dirname(__file__))``, ``glob`` of ``__file__``);
+  ``METADATA``, Dockerfiles, Makefiles, shell, batch and CI scripts (``.github/``), pickles
+  (``.pt``, ``.pkl``, whose classes unpickling imports), UTF-16 files; not package listings
+  (``RECORD``, ``SOURCES.txt``), other binary files, version-control, environment and cache
+  folders, nor anything but regular files (a named pipe would block);
+- no scanned Python file finds modules at run time: a ``pkgutil`` walk; a lookup by a dotted name
+  (``pydoc.locate``, ``pkgutil.resolve_name``, Hydra's ``_target_``, ``get_class``,
+  ``import_string``); ``import_module`` or ``__import__`` of a name not written out, with a
+  ``fromlist``, or under another name; ``find_spec``; a module loaded by its path
+  (``spec_from_file_location``, ``run_path``) or run with ``exec`` from a file; a lazy module that
+  imports what is asked of it (``LazyModule``, ``lazy_loader``, a module ``__getattr__``); a listing
+  of the file's own folder (``os.listdir(os.path.dirname(__file__))``, ``glob`` of ``__file__``), or
+  any listing in ``setup.py`` (console scripts built from a folder);
 - the module is no program: it holds no ``if __name__ == "__main__":``, does no work at its top
-  level (a call other than logging set-up and plain factories such as ``logging.getLogger`` or
-  ``TypeVar``, in a statement or an assignment; a loop; a ``with``), no string or comment of it
-  names it (``uvicorn serve_predict:app`` in its docstring says how it is run), and it has no
-  doctest examples (``>>>``: ``pytest --doctest-modules`` imports it).
+  level (a call other than logging set-up, plain factories such as ``logging.getLogger`` or
+  ``TypeVar`` and binding decorators, in a statement, an assignment, a decorator or a default; a
+  loop; a ``with``), no string or comment of it names it (``uvicorn serve_predict:app`` in its
+  docstring says how it is run), and it has no doctest examples (``>>>``: ``pytest
+  --doctest-modules`` imports it).
 
 A finding stays as it is whenever the reading is incomplete: a file that cannot be read or parsed,
-more than 20,000 files below the scanned folders, a text file over 2 MB.  A user's own code that
-imports the module by its full name is not among the scanned files; the reason says so.
+a folder that cannot be listed, more than 20,000 files or 64 MB below the scanned folders, a text
+file over 2 MB (a large checkpoint among them).  A user's own code that imports the module by its
+full name is not among the scanned files; the reason says so.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import itertools
 import os
@@ -77,19 +85,26 @@ _DECLARING_CALLS = frozenset({"getLogger", "get_logger", "StreamHandler", "NullH
 _DECLARING_DOTTED = frozenset({"re.compile", "os.environ.get", "os.getenv"})
 # More ways to find modules at run time than cross_file_guards reads for classes.
 _LOADS_BY_NAME = re.compile(rb"\b(?:spec_from_file_location|SourceFileLoader|run_path|load_source|get_class"
-                            rb"|get_method|import_string|get_obj_from_str|load_entry_point)\b|\bfromlist\s*="
+                            rb"|get_method|import_string|get_obj_from_str|load_entry_point|find_spec|module_from_spec"
+                            rb"|resolve_name)\b|\bfromlist\s*=|\b(?:import_module|__import__)\b(?!\s*\()"
                             rb"|\bresources\.(?:contents|files)\(|LazyModule|\blazy_loader\b|\blazy_import\s*\("
                             rb"|^def __getattr__\(", re.MULTILINE)
+# Code run from a file read at run time (plugins); setup.py reads its version so, and is left to the listing.
+_RUNS_A_FILE = re.compile(rb"\bexec\s*\(\s*(?:compile\s*\(|open\s*\(|[\w.]+\.read(?:_text)?\s*\(\s*\))")
 _LISTS_A_FOLDER = re.compile(rb"\b(?:listdir|scandir|i?glob|iterdir|rglob|walk)\(")
 _OWN_PLACE = re.compile(rb"\b__(?:file|path)__\b")
 # Listings of a distribution's files: they name every module without importing any.
 _LISTINGS = ("SOURCES.txt", "installed-files.txt", "RECORD")
-_BINARY = (".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".npy", ".npz", ".pkl", ".pickle", ".h5", ".onnx",
-           ".so", ".pyd", ".dll", ".dylib", ".a", ".o", ".pyc", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif",
+# Folders that hold no file of the project (version control, environments, caches).
+_NOT_PROJECT = frozenset({".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "node_modules",
+                          "site-packages", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+# Binary files, which name no module: a pickle (`.pt`, `.pkl`) may, and is read like text.
+_BINARY = (".bin", ".safetensors", ".npy", ".npz", ".h5", ".onnx", ".so", ".pyd", ".dll", ".dylib", ".a", ".o", ".pyc", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif",
            ".tiff", ".webp", ".ico", ".pdf", ".zip", ".gz", ".tgz", ".bz2", ".xz", ".tar", ".whl", ".wav", ".mp3",
            ".flac", ".mp4", ".avi", ".mov", ".ttf", ".woff", ".woff2", ".db", ".sqlite", ".parquet", ".arrow")
 _MAX_TEXT_FILE = 2_000_000
 _MAX_FILES = 20_000
+_MAX_BYTES = 64_000_000
 _REASON = ("no file below the scanned folders imports or names module {module}, and its package's __init__.py "
            "imports other modules: it runs only for a user who imports it by its full name")
 
@@ -98,7 +113,8 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
                              whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower the findings of package modules that nothing imports, names or loads."""
     by_display = {job.display: job.path for job in work}
-    files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
+    # a pipe named `*.py` is skipped by the scan, and holds no source to read
+    files = ScannedFiles([job for job in work if job.path.endswith(".py") and os.path.isfile(job.path)], roots)
     scanned = sorted({r for root in roots for r in (os.path.abspath(root), os.path.realpath(root))})
     candidates = []
     for result, _ in results:
@@ -121,7 +137,7 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
                 and not _mentioned_elsewhere(module[-1], os_path, files, by_folder)
                 and _no_program(os_path, module[-1], files)):
             survivors.append((result, os_path, module))
-    if not survivors or any(_finds_modules(files.data(job.path)) for job in files.jobs):
+    if not survivors or any(_finds_modules(job.path, files.data(job.path)) for job in files.jobs):
         return
     named = _named_on_disk({module[-1] for _, _, module in survivors},
                            {os.path.realpath(p) for p in files.display}, scanned)
@@ -134,12 +150,21 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
 
 
 def _project_scanned(os_path: str, scanned: list[str]) -> bool:
-    """The folder above the package is scanned, and so is the project's root above it (where its
-    entry points, tests and documents lie), when a root marker is found."""
+    """The folder above the package is scanned, and so are the project's root above it and the
+    repository's (where entry points, tests and documents lie; a package in `python/` with its own
+    `setup.py` keeps its tests in the repository's `tests/`), when they are found."""
     above = os.path.dirname(package_root(os_path))
-    root = project_root(above)
-    return all(any(folder == r or folder.startswith(r.rstrip(os.sep) + os.sep) for r in scanned)
-               for folder in (above, root or above))
+    folders = (above, project_root(above) or above, _repository_root(above) or above)
+    return all(any(folder == r or folder.startswith(r.rstrip(os.sep) + os.sep) for r in scanned) for folder in folders)
+
+
+@functools.lru_cache(maxsize=1024)
+def _repository_root(folder: str) -> str | None:
+    """The nearest folder at or above ``folder`` that holds a version-control folder."""
+    if any(os.path.exists(os.path.join(folder, marker)) for marker in (".git", ".hg", ".svn")):
+        return folder
+    above = os.path.dirname(folder)
+    return None if above == folder else _repository_root(above)
 
 
 def _exports_chosen(init_path: str, package: tuple[str, ...], files: ScannedFiles) -> bool:
@@ -183,12 +208,16 @@ def _mentioned_elsewhere(stem: str, os_path: str, files: ScannedFiles, by_folder
     return False
 
 
-def _finds_modules(data: bytes | None) -> bool:
-    """The file may import modules it does not name: see ``finds_at_run_time``, and a module loaded
-    by its path or by a dotted name, or a listing of the file's own folder."""
+def _finds_modules(path: str, data: bytes | None) -> bool:
+    """The file may import modules it does not name: see ``finds_at_run_time``; a module loaded by
+    its path or by a dotted name; a file run with ``exec``; a listing of the file's own folder, or
+    any listing in ``setup.py`` (console scripts built from a folder)."""
     if data is None or finds_at_run_time(data) or _LOADS_BY_NAME.search(data):
         return True
-    return bool(_LISTS_A_FOLDER.search(data)) and bool(_OWN_PLACE.search(data))
+    setup = os.path.basename(path) == "setup.py"
+    if not setup and _RUNS_A_FILE.search(data):
+        return True
+    return bool(_LISTS_A_FOLDER.search(data)) and (setup or bool(_OWN_PLACE.search(data)))
 
 
 def _no_program(os_path: str, stem: str, files: ScannedFiles) -> bool:
@@ -252,8 +281,10 @@ def _named_on_disk(stems: set[str], skipped: set[str], roots: list[str]) -> set[
     spells as a word; every stem when the folders hold too many files or one too large to read."""
     needles = {stem: re.compile(rb"(?<![\w])" + re.escape(stem.encode()) + rb"(?![\w])") for stem in stems}
     found: set[str] = set()
-    for count, path in enumerate(_files_below(roots)):
-        if count >= _MAX_FILES:
+    read = 0
+    walk_failed: list[OSError] = []
+    for count, path in enumerate(_files_below(roots, walk_failed.append)):
+        if count >= _MAX_FILES or read > _MAX_BYTES:
             return set(stems)
         name = os.path.basename(path)
         if name in _LISTINGS or name.lower().endswith(_BINARY) or os.path.realpath(path) in skipped:
@@ -264,20 +295,25 @@ def _named_on_disk(stems: set[str], skipped: set[str], roots: list[str]) -> set[
             return set(stems)
         if data is None:
             continue
+        read += len(data)
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 (Windows PowerShell writes it)
+            data = data.decode("utf-16", errors="replace").encode()
         found |= {stem for stem, needle in needles.items()
                   if stem not in found and stem.encode() in data and needle.search(data)}
         if found == stems:
             break
-    return found
+    return set(stems) if walk_failed else found
 
 
-def _files_below(roots: list[str]) -> Iterator[str]:
+def _files_below(roots: list[str], failed: Callable[[OSError], None]) -> Iterator[str]:
+    """Every file below ``roots`` but in version-control, environment and cache folders (``.github``
+    and ``.vscode`` are read); ``failed`` hears of each folder that cannot be listed."""
     seen: set[str] = set()
     for root in roots:
         real = os.path.realpath(root)
         if real in seen or not os.path.isdir(root):
             continue
         seen.add(real)
-        for folder, folders, names in os.walk(root):
-            folders[:] = [f for f in folders if not f.startswith(".") and f != "__pycache__"]  # .git, .venv
+        for folder, folders, names in os.walk(root, onerror=failed):
+            folders[:] = [f for f in folders if f not in _NOT_PROJECT]
             yield from (os.path.join(folder, n) for n in names)
