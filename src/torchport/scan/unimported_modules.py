@@ -99,9 +99,10 @@ _LISTINGS = ("SOURCES.txt", "installed-files.txt", "RECORD")
 _NOT_PROJECT = frozenset({".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "node_modules",
                           "site-packages", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 # Binary files, which name no module: a pickle (`.pt`, `.pkl`) may, and is read like text.
-_BINARY = (".bin", ".safetensors", ".npy", ".npz", ".h5", ".onnx", ".so", ".pyd", ".dll", ".dylib", ".a", ".o", ".pyc", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif",
-           ".tiff", ".webp", ".ico", ".pdf", ".zip", ".gz", ".tgz", ".bz2", ".xz", ".tar", ".whl", ".wav", ".mp3",
-           ".flac", ".mp4", ".avi", ".mov", ".ttf", ".woff", ".woff2", ".db", ".sqlite", ".parquet", ".arrow")
+_BINARY = (".bin", ".safetensors", ".npy", ".npz", ".h5", ".onnx", ".so", ".pyd", ".dll", ".dylib", ".a", ".o",
+           ".pyc", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".ico", ".pdf", ".zip", ".gz",
+           ".tgz", ".bz2", ".xz", ".tar", ".whl", ".wav", ".mp3", ".flac", ".mp4", ".avi", ".mov", ".ttf", ".woff",
+           ".woff2", ".db", ".sqlite", ".parquet", ".arrow")
 _MAX_TEXT_FILE = 2_000_000
 _MAX_FILES = 20_000
 _MAX_BYTES = 64_000_000
