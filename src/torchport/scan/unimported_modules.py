@@ -121,7 +121,7 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
     for result, _ in results:
         os_path = by_display.get(result.path, "")
         if (not os_path.endswith(".py") or os.path.basename(os_path) in _NOT_MODULES
-                or not any(still_hot(f) for f in result.findings) or files.is_test(os_path)
+                or not any(still_hot(f) for f in result.findings)
                 or is_test_file(files.relative(os_path)) or not whole_package(os_path)
                 or not _project_scanned(os_path, scanned)):
             continue
