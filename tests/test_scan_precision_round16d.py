@@ -122,6 +122,9 @@ _DTYPE_USERS = '''
     def frequencies(count, device):
         dtype = widest(torch.float64, device.type)  # kept
         return torch.arange(count, dtype=dtype, device=device)
+
+
+    __all__ = ["positions", "frequencies"]
 '''
 
 

@@ -132,9 +132,17 @@ def test_private_function_nothing_names_is_info(tmp_path):
     assert found[("block.py", 6, "TP104")][0] == "info"
 
 
-def test_public_function_nothing_names_stays(tmp_path):
+def test_public_function_the_package_exports_stays(tmp_path):
     # API: a user of the library may call it, however little the package does
-    assert worst_by_line(_package(tmp_path, _MEMORY))[("block.py", 10, "TP104")][0] == "silent"
+    root = _package(tmp_path, _MEMORY)
+    _write(root, "fastblock/__init__.py", "from .block import peak_memory\n")
+    assert worst_by_line(root)[("block.py", 10, "TP104")][0] == "silent"
+
+
+def test_public_function_nothing_names_is_info_since_round_63(tmp_path):
+    # judges called 29 of 30 rows in such functions wrong (docs/precision/round63.md)
+    severity, reason = worst_by_line(_package(tmp_path, _MEMORY))[("block.py", 10, "TP104")]
+    assert severity == "info" and "calls or names function peak_memory" in reason
 
 
 def test_private_function_named_in_a_string_stays(tmp_path):

@@ -294,6 +294,9 @@ _SHARDERS = {
 
         def run_here(module, device):
             return local_helper(module, device=device)
+
+
+        __all__ = ["rebound_first"]
         """,
     "pkg/model_parallel.py": """
         import torch

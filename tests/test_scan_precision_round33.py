@@ -185,7 +185,7 @@ def test_a_module_also_reached_another_way_stays_reported(tmp_path: Path) -> Non
         case = tmp_path / name.removesuffix(".py")
         root = _package(case, {
             "kernels/__init__.py": "",
-            "kernels/env_k.py": "def envsum(x):\n    return x.cuda()  # kept\n",
+            "kernels/env_k.py": "def envsum(x):\n    return x.cuda()  # kept\n\n\n__all__ = ['envsum']\n",
             name: importer,
         })
         kept_lines_stay(root / "kernels/env_k.py", root=case)
@@ -196,7 +196,7 @@ def test_a_module_named_in_a_config_an_entry_point_or_a_notebook_stays_reported(
         case = tmp_path / name.replace("/", "_").replace(".", "_")
         root = _package(case, {
             "kernels/__init__.py": "import torch\nif torch.cuda.is_available():\n    from . import env_k\n",
-            "kernels/env_k.py": "def envsum(x):\n    return x.cuda()  # kept\n",
+            "kernels/env_k.py": "def envsum(x):\n    return x.cuda()  # kept\n\n\n__all__ = ['envsum']\n",
         })
         (case / name).parent.mkdir(parents=True, exist_ok=True)
         (case / name).write_text(text)

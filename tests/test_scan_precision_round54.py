@@ -361,6 +361,9 @@ def test_a_subpackage_named_for_the_library_it_wraps_imports_the_library(tmp_pat
 
     def fit(model):
         return model.cuda()  # kept
+
+
+    __all__ = ["fit"]
     ''')
     kept_lines_stay(wrapper, "TP002", root=tmp_path)
 

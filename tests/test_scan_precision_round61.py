@@ -161,6 +161,9 @@ def test_a_module_that_imports_a_refusing_sibling_at_its_top_level_is_behind_it_
         def render(x):
             from .grid import GridEncoder
             return GridEncoder()(x.cuda())  # kept
+
+
+        __all__ = ["render"]
     ''')
     check_marked_lines([root], (backend, encoder, lazy))
     reason = worst_by_line(root)[("encoder.py", 11, "TP002")][1]

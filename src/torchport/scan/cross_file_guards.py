@@ -587,6 +587,11 @@ def finds_at_run_time(data: bytes | None) -> bool:
         return True
     if FINDS_MODULES.search(data) or _FINDS_AT_RUN_TIME.search(data):
         return True
+    return imports_a_built_name(data)
+
+
+def imports_a_built_name(data: bytes) -> bool:
+    """``import_module``, ``__import__``, ``run_module`` or ``sys.modules`` of a name not written out."""
     return any(not (_WRITTEN_OUT.fullmatch(m.group(1)) or _OWN_MODULE.fullmatch(m.group(1)))
                for m in _IMPORTS_A_NAME.finditer(data))
 

@@ -7,7 +7,8 @@ Three shapes, read per file in the workers and confirmed across the scanned file
   (``_x``), a private method of a class whose bases are all defined in the same file (a base
   from elsewhere, ``nn.Module``, may call ``_load_from_state_dict`` as a hook), or a function of a script (a file whose folder holds no
   ``__init__.py``).  A public method or function is API a user may call, however little the
-  package itself does.
+  package itself does; uncalled_functions.py (round 63) reads a public function where no file of
+  the project names it at all.
 - **called only under a CUDA test**: every mention of the name in its file (counted in the text,
   so a string such as ``getattr(self, "name")`` or ``__all__`` counts too) is a call that runs
   only where a device test, an ``is_available()``-derived flag or an opt-in holds (the readers of

@@ -70,7 +70,7 @@ from torchport.scan.model import FileResult
 from torchport.scan.policy import still_hot
 
 # Files that start something rather than being imported, and files tools import by their name.
-_NOT_MODULES = ("__init__.py", "__main__.py", "setup.py", "conftest.py")
+NOT_MODULES = ("__init__.py", "__main__.py", "setup.py", "conftest.py")
 # An `__init__.py` that imports only its version says nothing about which modules it exports.
 _METADATA_MODULE = re.compile(r"_*(?:version|about|metadata|meta|info)_*")
 _TEXT_TOKENS = frozenset({tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)})
@@ -104,6 +104,9 @@ _BINARY = (".bin", ".safetensors", ".npy", ".npz", ".h5", ".onnx", ".so", ".pyd"
            ".tgz", ".bz2", ".xz", ".tar", ".whl", ".wav", ".mp3", ".flac", ".mp4", ".avi", ".mov", ".ttf", ".woff",
            ".woff2", ".db", ".sqlite", ".parquet", ".arrow")
 _MAX_TEXT_FILE = 2_000_000
+# Past this many names, a file's words are listed once rather than each name looked for.
+_FEW_NAMES = 20
+_WORD = re.compile(rb"\w+")
 _MAX_FILES = 20_000
 _MAX_BYTES = 64_000_000
 _REASON = ("no file below the scanned folders imports or names module {module}, and its package's __init__.py "
@@ -120,10 +123,10 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
     candidates = []
     for result, _ in results:
         os_path = by_display.get(result.path, "")
-        if (not os_path.endswith(".py") or os.path.basename(os_path) in _NOT_MODULES
+        if (not os_path.endswith(".py") or os.path.basename(os_path) in NOT_MODULES
                 or not any(still_hot(f) for f in result.findings)
                 or is_test_file(files.relative(os_path)) or not whole_package(os_path)
-                or not _project_scanned(os_path, scanned)):
+                or not project_scanned(os_path, scanned)):
             continue
         candidates.append((result, os_path))
     if not candidates:
@@ -135,12 +138,12 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
     for result, os_path in candidates:
         module, package = dotted_module(os_path)
         if (package and _exports_chosen(os.path.join(os.path.dirname(os_path), "__init__.py"), package, files)
-                and not _mentioned_elsewhere(module[-1], os_path, files, by_folder)
+                and not mentioned_elsewhere(module[-1], os_path, files, by_folder)
                 and _no_program(os_path, module[-1], files)):
             survivors.append((result, os_path, module))
-    if not survivors or any(_finds_modules(job.path, files.data(job.path)) for job in files.jobs):
+    if not survivors or any(finds_modules(job.path, files.data(job.path)) for job in files.jobs):
         return
-    named = _named_on_disk({module[-1] for _, _, module in survivors},
+    named = named_on_disk({module[-1] for _, _, module in survivors},
                            {os.path.realpath(p) for p in files.display}, scanned)
     for result, _, module in survivors:
         if module[-1] in named:
@@ -150,7 +153,7 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
                 finding.lower_to_info(_REASON.format(module=".".join(module)))
 
 
-def _project_scanned(os_path: str, scanned: list[str]) -> bool:
+def project_scanned(os_path: str, scanned: list[str]) -> bool:
     """The folder above the package is scanned, and so are the project's root above it and the
     repository's (where entry points, tests and documents lie; a package in `python/` with its own
     `setup.py` keeps its tests in the repository's `tests/`), when they are found."""
@@ -193,7 +196,7 @@ def _exports_chosen(init_path: str, package: tuple[str, ...], files: ScannedFile
     return False
 
 
-def _mentioned_elsewhere(stem: str, os_path: str, files: ScannedFiles, by_folder: dict[str, list[str]]) -> bool:
+def mentioned_elsewhere(stem: str, os_path: str, files: ScannedFiles, by_folder: dict[str, list[str]]) -> bool:
     """Another scanned file spells ``stem`` as a word (or cannot be read). The module's own folder is
     read first, where an importer most often is, and the search stops at the first."""
     word = stem.encode()
@@ -209,7 +212,7 @@ def _mentioned_elsewhere(stem: str, os_path: str, files: ScannedFiles, by_folder
     return False
 
 
-def _finds_modules(path: str, data: bytes | None) -> bool:
+def finds_modules(path: str, data: bytes | None) -> bool:
     """The file may import modules it does not name: see ``finds_at_run_time``; a module loaded by
     its path or by a dotted name; a file run with ``exec``; a listing of the file's own folder, or
     any listing in ``setup.py`` (console scripts built from a folder)."""
@@ -228,10 +231,10 @@ def _no_program(os_path: str, stem: str, files: ScannedFiles) -> bool:
     tree = files.tree(os_path)
     if data is None or tree is None or RUNS_AS_SCRIPT.search(data) or b">>>" in data:
         return False
-    return not _names_itself(data, stem) and all(_declares_only(statement) for statement in tree.body)
+    return not names_itself(data, stem) and all(_declares_only(statement) for statement in tree.body)
 
 
-def _names_itself(data: bytes, stem: str) -> bool:
+def names_itself(data: bytes, stem: str) -> bool:
     """A string or comment of the module spells its name (``uvicorn serve_predict:app``), or its
     text cannot be read into tokens."""
     word = re.compile(r"(?<![\w])" + re.escape(stem) + r"(?![\w])")
@@ -277,14 +280,16 @@ def _calls_only_factories(node: ast.AST) -> bool:
     return True
 
 
-def _named_on_disk(stems: set[str], skipped: set[str], roots: list[str]) -> set[str]:
+def named_on_disk(stems: set[str], skipped: set[str], roots: list[str],
+                  visit: Callable[[str, bytes], None] | None = None) -> set[str]:
     """Which of ``stems`` a file below the scanned folders (other than ``skipped``, already read)
-    spells as a word; every stem when the folders hold too many files or one too large to read."""
+    spells as a word; every stem when the folders hold too many files or one too large to read.
+    ``visit`` sees the path and text of each file read."""
     needles = {stem: re.compile(rb"(?<![\w])" + re.escape(stem.encode()) + rb"(?![\w])") for stem in stems}
     found: set[str] = set()
     read = 0
     walk_failed: list[OSError] = []
-    for count, path in enumerate(_files_below(roots, walk_failed.append)):
+    for count, path in enumerate(files_below(roots, walk_failed.append)):
         if count >= _MAX_FILES or read > _MAX_BYTES:
             return set(stems)
         name = os.path.basename(path)
@@ -299,22 +304,35 @@ def _named_on_disk(stems: set[str], skipped: set[str], roots: list[str]) -> set[
         read += len(data)
         if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 (Windows PowerShell writes it)
             data = data.decode("utf-16", errors="replace").encode()
-        found |= {stem for stem, needle in needles.items()
+        if visit is not None:
+            visit(path, data)
+        looked_for = list(needles.items())
+        if len(stems) - len(found) > _FEW_NAMES:  # one pass over the words beats a search per name
+            found |= {word.decode() for word in set(_WORD.findall(data))} & stems
+            looked_for = [(stem, needle) for stem, needle in needles.items() if not stem.isascii()]
+        found |= {stem for stem, needle in looked_for
                   if stem not in found and stem.encode() in data and needle.search(data)}
-        if found == stems:
+        if found == stems and visit is None:
             break
     return set(stems) if walk_failed else found
 
 
-def _files_below(roots: list[str], failed: Callable[[OSError], None]) -> Iterator[str]:
+def files_below(roots: list[str], failed: Callable[[OSError], None]) -> Iterator[str]:
     """Every file below ``roots`` but in version-control, environment and cache folders (``.github``
-    and ``.vscode`` are read); ``failed`` hears of each folder that cannot be listed."""
+    and ``.vscode`` are read), linked folders followed once each; ``failed`` hears of each folder
+    that cannot be listed."""
     seen: set[str] = set()
     for root in roots:
         real = os.path.realpath(root)
         if real in seen or not os.path.isdir(root):
             continue
         seen.add(real)
-        for folder, folders, names in os.walk(root, onerror=failed):
-            folders[:] = [f for f in folders if f not in _NOT_PROJECT]
+        for folder, folders, names in os.walk(root, onerror=failed, followlinks=True):
+            kept = []
+            for child in folders:
+                target = os.path.realpath(os.path.join(folder, child))
+                if child not in _NOT_PROJECT and target not in seen:
+                    seen.add(target)
+                    kept.append(child)
+            folders[:] = kept
             yield from (os.path.join(folder, n) for n in names)

@@ -42,9 +42,10 @@ After every file is scanned:
   it (``from .loss import SigmoidBin``): the package chose what it uses of the module.
 
 Incomplete evidence keeps the finding: a file that cannot be read or parsed, or is larger than
-``max-file-bytes``.  Functions are not read this way: a public function nothing in its package
-calls is often what users call (moshi's ``get_default_tts_model``, kilosort's ``load_sorting``,
-both judged correct by independent judges).
+``max-file-bytes``.  Functions are read by uncalled_functions.py (round 63), which asks more: no
+file below the scanned folders may name the function, nor take its module whole.  moshi's
+``get_default_tts_model`` and kilosort's ``load_sorting``, public functions nothing in their package
+calls that independent judges called right, keep their findings there.
 """
 from __future__ import annotations
 
@@ -97,6 +98,12 @@ _WORD = re.compile(rb"[A-Za-z_]\w*")
 _MAX_IMPORTERS_READ = 200
 
 
+def looks_itself_up(text: str) -> bool:
+    """The module may reach its own names by a name not written out: ``globals()``, ``eval``,
+    ``sys.modules``, ``getmembers``, ``__dict__``, a module ``__getattr__`` and the like."""
+    return any(n in text for n in _LOOKS_ITSELF_UP_NEEDLES) and bool(_LOOKS_ITSELF_UP.search(text))
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A finding lowered if the rest of the package never reaches ``name`` (a class of ``module``)."""
@@ -134,7 +141,7 @@ def candidates(text: str, path: str, os_path: str, findings: list[Finding], take
             mentions[name] = spelled.lines if spelled is not None else None
         if mentions[name] and min(mentions[name] or [0]) == line:
             hopeful.append((index, finding))
-    if not hopeful or (any(n in text for n in _LOOKS_ITSELF_UP_NEEDLES) and _LOOKS_ITSELF_UP.search(text)):
+    if not hopeful or looks_itself_up(text):
         return []
     try:
         tree = ast.parse(text)
