@@ -45,7 +45,7 @@ def test_a_public_function_nothing_calls_or_names_is_info(tmp_path):
     helpers = _package(tmp_path)
     check_marked_lines([tmp_path], (helpers,))
     reason = worst_by_line(tmp_path)[("utils.py", 9, "TP111")][1]
-    assert "no file below the scanned folders calls or names function gpu_memory_info of module vislib.utils" in reason
+    assert "no file read below the scanned folders calls or names function gpu_memory_info of module vislib.utils" in reason
     assert "calls it by its name" in reason
 
 
@@ -177,13 +177,7 @@ def test_what_the_review_found_keeps_its_findings(tmp_path):
                                + "\n\ndef probe(name):\n    import importlib\n"
                                "    return getattr(importlib.import_module(__name__), name)()\n")],
     }
-    for name, extra in cases.items():
-        root = tmp_path / name
-        helpers = _package(root, mark="kept")
-        _write(root, "pyproject.toml", "[project]\nname = 'vislib'\n")
-        for path, text in extra:
-            _write(root, path, text)
-        kept_lines_stay(helpers, root=root)
+    _each_keeps(tmp_path, cases)
 
 
 def test_functions_serving_frameworks_call_by_name_keep_their_findings(tmp_path):
@@ -213,3 +207,62 @@ def test_a_namespace_folder_above_the_package_is_matched_on_the_dotted_tail(tmp_
     helpers = _package(root / "acme", mark="kept")
     _write(root, "acme/vislib/cli.py", "import sys\n\nfrom acme.vislib import utils\n\ngetattr(utils, sys.argv[1])()\n")
     kept_lines_stay(helpers, root=root)
+
+
+def test_what_the_second_review_found_keeps_its_findings(tmp_path):
+    """Each shape the second independent review showed lowered wrongly (docs/precision/round63.md)."""
+    cli = "import sys\n\nfrom vislib import utils\n\n\ndef probe(name):\n"
+    cases = {
+        "setup_py_entry_point": [("setup.py", "from setuptools import setup\n\nsetup(name='vislib', entry_points="
+                                              "{'vislib.probes': ['memory = vislib.utils']})\n")],
+        "pdoc3": [("Makefile", "docs:\n\tpdoc3 --html vislib\n")],
+        "pydoctor": [("docs/build.sh", "pydoctor --project-name vislib vislib\n")],
+        "pydoc_markdown_config": [("pydoc-markdown.yml", "loaders:\n  - type: python\n    packages: [vislib]\n")],
+        "locate_variable": [("vislib/cli.py", "from pydoc import locate\n\n\ndef probe(name):\n"
+                                              "    path = f'vislib.utils.{name}'\n    return locate(path)()\n")],
+        "eval_dispatch": [("vislib/cli.py", cli + "    return eval(f'utils.{name}')()\n")],
+        "hydra_in_code": [("vislib/cli.py", "from hydra.utils import call\n\n\ndef probe(name):\n"
+                                            "    return call({'_target_': f'vislib.utils.{name}'})\n")],
+        "entry_point_built": [("vislib/cli.py", "from importlib.metadata import EntryPoint\n\n\ndef probe(name):\n"
+                                                "    return EntryPoint(name, f'vislib.utils:{name}', 'x').load()()\n")],
+        "reduce_getattr": [("vislib/cli.py", "import functools\n\nimport vislib\n\n\ndef probe(path):\n"
+                                             "    return functools.reduce(getattr, path.split('.'), vislib)()\n")],
+        "shebang_script": [("bin/vislib-probe", "#!/usr/bin/env python\nimport sys\n\nfrom vislib import utils\n\n"
+                                                "getattr(utils, sys.argv[1])()\n")],
+        "notebook": [("notebooks/probes.ipynb", '{"cells": [{"source": ["from vislib import utils\\n", '
+                                                '"[getattr(utils, n)() for n in dir(utils)]"]}]}\n')],
+        "src_init_automodule": [("src/__init__.py", ""), ("docs/api.rst", ".. automodule:: vislib.utils\n")],
+        "flask_app_path": [(".flaskenv", "FLASK_APP=vislib/utils.py\n")],
+    }
+    _each_keeps(tmp_path, cases, below={"src_init_automodule": "src"})
+
+
+def test_a_default_on_the_line_the_body_starts_is_header(tmp_path):
+    helpers = _package(tmp_path, helpers=textwrap.dedent('''
+        import torch
+
+
+        def used(x):
+            return x.cuda()  # kept
+
+
+        def scaled(x,
+                   scale=torch.ones(1).cuda()): return x * scale  # kept
+        ''').lstrip(), mark="kept")
+    kept_lines_stay(helpers, root=tmp_path)
+
+
+def test_a_flask_app_factory_keeps_its_findings(tmp_path):
+    helpers = _package(tmp_path, helpers=_HELPERS.replace("gpu_memory_info", "create_app"), mark="kept")
+    kept_lines_stay(helpers, root=tmp_path)
+
+
+def _each_keeps(tmp_path: Path, cases: dict[str, list[tuple[str, str]]], below: dict[str, str] | None = None) -> None:
+    """Each case, the package (in a folder ``below`` names) with its extra files, keeps its findings."""
+    for name, extra in cases.items():
+        root = tmp_path / name
+        helpers = _package(root / (below or {}).get(name, ""), mark="kept")
+        _write(root, "pyproject.toml", "[project]\nname = 'vislib'\n")
+        for path, text in extra:
+            _write(root, path, text)
+        kept_lines_stay(helpers, root=root)

@@ -62,20 +62,21 @@ from torchport.scan.unused_classes import looks_itself_up
 # Functions tools call by their name alone, with no line of the project naming them: pytest's
 # hooks and tests, asv's benchmarks, IPython's and Sphinx's extension hooks, nose's fixtures,
 # serving frameworks' handlers (SageMaker, TorchServe, AWS Lambda, Azure Functions) and gunicorn's
-# server hooks.  No such list is complete; the reason says what was read.
+# server hooks, Flask's app factories.  No such list is complete; the reason says what was read.
 _CALLED_BY_PREFIX = ("pytest_", "test", "time_", "timeraw_", "mem_", "peakmem_", "track_")
 _CALLED_BY_CONVENTION = frozenset({
     "setup", "teardown", "setup_module", "teardown_module", "load_ipython_extension", "unload_ipython_extension",
     "load_jupyter_server_extension", "main", "handle", "handler", "lambda_handler", "model_fn", "input_fn",
     "predict_fn", "output_fn", "transform_fn", "on_starting", "on_reload", "when_ready", "pre_fork", "post_fork",
     "post_worker_init", "worker_int", "worker_abort", "pre_exec", "pre_request", "post_request", "child_exit",
-    "worker_exit", "nworkers_changed", "on_exit"})
+    "worker_exit", "nworkers_changed", "on_exit", "create_app", "make_app"})
 # Command-line builders that may expose every function of the module that calls them, and
 # lookups of the module by its own name.
 _EXPOSES_NEEDLES = (b"Fire(", b"CLI(", b"auto_cli(", b"import_module(", b"__import__(")
 _EXPOSES_ITS_MODULE = re.compile(rb"\b(?:Fire|CLI|auto_cli)\(|\b(?:import_module|__import__)\(\s*__name__")
 # Documentation tools that document every module of a package without naming each.
-_DOCUMENTS_EVERY_MODULE = re.compile(rb"\b(?:autoapi|apidoc|automodapi|automodsumm|autosummary|mkdocstrings|pdoc)\b")
+_DOCUMENTS_EVERY_MODULE = re.compile(rb"\b(?:autoapi|apidoc|automodapi|automodsumm|autosummary|mkdocstrings|pdoc"
+                                     rb"|pydoctor|autodoc2|pydoc[-_]markdown|lazydocs|quartodoc|handsdown|portray)")
 # A line at the left margin that is not blank, a comment or the end of a header (`) -> int:`).
 _LEFT_MARGIN_LINE = re.compile(rb"^([^\s#)].*)$", re.MULTILINE)
 _FUNCTION_HEADER = re.compile(rb"(?:async[ \t]+)?def[ \t]+(\w+)")
@@ -85,19 +86,26 @@ _FETCHES_BY_NAME = re.compile(rb"\b(?:getattr|hasattr)\(\s*[^,\n]+?,\s*(?![\s'\"
 _LOADS_A_FILE = re.compile(rb"\b(?:spec_from_file_location|SourceFileLoader|run_path|load_source|module_from_spec)\b")
 # Their literal pieces, looked for first (a regex tried at every position of a large file costs more).
 _RESOLVER_NEEDLES = (b"locate(", b"get_obj_from_str(", b"import_string(", b"resolve_name(", b"get_method(",
-                     b"get_class(", b"load_entry_point(")
+                     b"get_class(", b"load_entry_point(", b"eval(", b"_target_", b"EntryPoint(", b"getattr,",
+                     b"attrgetter(")
 _FETCH_NEEDLES = (b"getattr(", b"hasattr(", b"vars(", b"dir(", b"__dict__")
 _LOADER_NEEDLES = (b"import_module", b"__import__", b"run_module", b"sys.modules", b"spec_from_file_location",
                    b"SourceFileLoader", b"run_path", b"load_source", b"module_from_spec")
+# A dotted name resolved where it is not written out in the call (a variable, an f-string),
+# code evaluated from a string, Hydra targets in code, entry points built at run time.
 _RESOLVES_A_BUILT_NAME = re.compile(rb"\b(?:locate|get_obj_from_str|import_string|resolve_name|get_method|get_class"
-                                    rb"|load_entry_point)\(\s*(?:f['\"]|[^)\n]*(?:\+|%|\.format\())")
+                                    rb"|load_entry_point|attrgetter)\(\s*(?![\s'\"])|(?<![\w.])eval\(\s*(?![\s'\"])"
+                                    rb"|\b_target_\b|\bEntryPoint\(|\breduce\(\s*getattr\b")
 # How many files that spell the module's name are parsed for it, at most.
 _MAX_IMPORTERS_READ = 200
 # Past this many module names, each scanned file's words are listed once rather than each name looked for.
 _FEW_NAMES = 20
 _WORD = re.compile(rb"\w+")
-_REASON = ("no file below the scanned folders calls or names function {name} of module {module}, nor takes the "
-           "module whole: it runs only for a user who calls it by its name")
+# named_on_disk answers every name when it stops early; a name no file can spell tells that apart.
+_CUT_SHORT = "\0torchport: the walk stopped early\0"
+_REASON = ("no file read below the scanned folders calls or names function {name} of module {module}, nor takes "
+           "the module whole: it runs only for a user who calls it by its name, or for code the scan does not read "
+           "(a compiled extension, another project)")
 
 
 def lower_uncalled_functions(work: list, results: list[tuple[FileResult, int]],
@@ -131,15 +139,21 @@ def lower_uncalled_functions(work: list, results: list[tuple[FileResult, int]],
         return
     # the files that define the functions are read here, each for the other functions' names
     defining = {os.path.realpath(os_path): os_path for *_, os_path in survivors}
-    others = _OtherFiles({module for _, _, module, _ in survivors}, {os.path.realpath(job.path) for job in files.jobs})
-    named = named_on_disk({name for _, name, _, _ in survivors}, set(defining), scanned, others.visit)
-    if others.keeps_all:
-        return
+    named = named_on_disk({name for _, name, _, _ in survivors}, set(defining), scanned)
     spelled_in = _spelled_in(defining, {name for _, name, _, _ in survivors}, files)
+    survivors = [(found, name, module, os_path) for found, name, module, os_path in survivors
+                 if name not in named and not spelled_in.get(name, set()) - {os.path.realpath(os_path)}]
+    if not survivors:
+        return
+    # a second walk, for what other files say of the modules still standing (the first most often ends it)
+    others = _OtherFiles({module for _, _, module, _ in survivors}, {os.path.realpath(job.path) for job in files.jobs})
+    if named_on_disk({_CUT_SHORT}, set(defining), scanned, others.visit) or others.keeps_all:
+        return  # the walk was cut short (too many files or bytes), or a document covers every module
+    programs: dict[str, bool] = {}
     for found, name, module, os_path in survivors:
-        if (name in named or module in others.kept or spelled_in.get(name, set()) - {os.path.realpath(os_path)}
-                # a program run by its name (`uvicorn serve:app`) may have its tool call functions by theirs
-                or names_itself(files.data(os_path) or b"", module[-1])):
+        if os_path not in programs:  # a program run by its name (`uvicorn serve:app`) may have its tool call functions
+            programs[os_path] = names_itself(files.data(os_path) or b"", module[-1])
+        if module in others.kept or programs[os_path]:
             continue
         for finding in found:
             finding.lower_to_info(_REASON.format(name=name, module=".".join(module)))
@@ -147,33 +161,54 @@ def lower_uncalled_functions(work: list, results: list[tuple[FileResult, int]],
 
 class _OtherFiles:
     """What the files below the scanned folders say of the candidate modules beyond the functions'
-    names: a document or config that names a module (``.. automodule:: pkg.utils``, an entry point
-    ``"pkg.utils"``) or documents every module (sphinx-autoapi, apidoc, mkdocstrings), and Python
-    files left out of the scan (excluded, or beyond a link) that reach functions by a name they do
-    not write out."""
+    names: a document, config or ``setup.py`` that names a module by any dotted tail of two parts or
+    more, or by its path (``.. automodule:: pkg.utils``, an entry point ``"pkg.utils"``,
+    ``FLASK_APP=pkg/server.py``), or mentions a tool that documents every module (sphinx-autoapi,
+    apidoc, mkdocstrings, pdoc); and Python code left out of the scan (excluded, beyond a link, a
+    script with a Python shebang, ``.pyx``, a notebook) that reaches functions by a name it does not
+    write out, or fetches attributes by a computed name and names the module."""
 
     def __init__(self, modules: set[tuple[str, ...]], scanned: set[str]) -> None:
         self.kept: set[tuple[str, ...]] = set()
         self.keeps_all = False
         self._scanned = scanned
-        self._dotted = {module: re.compile(rb"(?<![\w])" + re.escape(".".join(module).encode()) + rb"(?![\w])")
-                        for module in modules}
-        self._stems = {module: re.compile(rb"(?<![\w])" + re.escape(module[-1].encode()) + rb"(?![\w])")
-                       for module in modules}
+        self._spellings: dict[tuple[str, ...], list[tuple[bytes, re.Pattern[bytes]]]] = {}
+        for module in modules:
+            spellings = [".".join(module[start:]) for start in range(len(module) - 1)]
+            spellings += ["/".join(module[start:]) for start in range(len(module) - 1)]
+            self._spellings[module] = [(text.encode(), re.compile(rb"(?<![\w])" + re.escape(text.encode()) + rb"(?![\w])"))
+                                       for text in spellings]
+        self._stems = {module: module[-1].encode() for module in modules}
 
     def visit(self, path: str, data: bytes) -> None:
-        if _DOCUMENTS_EVERY_MODULE.search(data):  # a Sphinx conf.py too
-            self.keeps_all = True
-        if path.endswith(".py"):
-            if os.path.realpath(path) in self._scanned:
+        name = os.path.basename(path)
+        if _DOCUMENTS_EVERY_MODULE.search(data) or _DOCUMENTS_EVERY_MODULE.search(name.encode()):
+            self.keeps_all = True  # a Sphinx conf.py, a pydoc-markdown.yml
+        if name.endswith((".py", ".pyx", ".ipynb")) or (data.startswith(b"#!") and b"python" in data[:120]):
+            if os.path.realpath(path) not in self._scanned:
+                if _finds_functions(data):
+                    self.keeps_all = True
+                elif any(needle in data for needle in _FETCH_NEEDLES + (b"import *",)):
+                    self.kept |= self._naming(data, lambda module: [(self._stems[module], None)])
                 return
-            if _finds_functions(data):
-                self.keeps_all = True
-            elif _FETCHES_BY_NAME.search(data) or b"import *" in data:
-                self.kept |= {module for module, stem in self._stems.items() if stem.search(data)}
-            return
-        self.kept |= {module for module, dotted in self._dotted.items()
-                      if module not in self.kept and dotted.search(data)}
+            if name != "setup.py":  # its entry points may name a module
+                return
+        self.kept |= self._naming(data, lambda module: self._spellings[module])
+
+    def _naming(self, data: bytes, spellings: Callable[[tuple[str, ...]], list]) -> set[tuple[str, ...]]:
+        """The modules not yet kept that ``data`` spells as a word in one of their spellings: each
+        looked for by its bytes first (a search that starts with a look-behind is slow)."""
+        words = set(_WORD.findall(data)) if len(self._stems) > _FEW_NAMES else None
+        found = set()
+        for module, stem in self._stems.items():
+            if module in self.kept or (words is not None and stem.isascii() and stem not in words):
+                continue
+            for text, needle in spellings(module):
+                if text in data and (needle is None and re.search(rb"(?<![\w])" + re.escape(text) + rb"(?![\w])", data)
+                                     or needle is not None and needle.search(data)):
+                    found.add(module)
+                    break
+        return found
 
 
 def _spelled_in(defining: dict[str, str], names: set[str], files: ScannedFiles) -> dict[str, set[str]]:
@@ -208,13 +243,13 @@ def _hopeful(os_path: str, hot: list[Finding], files: ScannedFiles) -> set[str]:
         counted = match.start()
         margins.append((line, match.group(1)))
     lines = [line for line, _ in margins]
-    hopeful: set[str] = set()
+    verdicts: dict[bytes, bool] = {}
     for finding in hot:
         at = bisect.bisect_left(lines, finding.line) - 1
         header = _FUNCTION_HEADER.match(margins[at][1]) if at >= 0 else None
-        if header and _once(header.group(1), data):
-            hopeful.add(header.group(1).decode())
-    return hopeful
+        if header and header.group(1) not in verdicts:
+            verdicts[header.group(1)] = _once(header.group(1), data)
+    return {name.decode() for name, once in verdicts.items() if once}
 
 
 def _in_uncalled_functions(os_path: str, hot: list[Finding], hopeful: set[str],
@@ -229,10 +264,20 @@ def _in_uncalled_functions(os_path: str, hot: list[Finding], hopeful: set[str],
                  and s.name in hopeful and not s.decorator_list]
     grouped: dict[str, list[Finding]] = {}
     for finding in hot:
-        holder = next((f for f in functions if f.body[0].lineno <= finding.line <= (f.end_lineno or 0)), None)
+        holder = next((f for f in functions if _header_end(f) < finding.line <= (f.end_lineno or 0)), None)
         if holder is not None:
             grouped.setdefault(holder.name, []).append(finding)
     return list(grouped.items())
+
+
+def _header_end(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The last line of the function's header: its defaults and annotations run where it is
+    defined, even on the line its body starts (``scale=torch.ones(1).cuda()): return x``)."""
+    header = [*function.args.defaults, *(d for d in function.args.kw_defaults if d is not None),
+              *(a.annotation for a in (*function.args.args, *function.args.kwonlyargs) if a.annotation is not None)]
+    if function.returns is not None:
+        header.append(function.returns)
+    return max([function.lineno, *((node.end_lineno or node.lineno) for node in header)])
 
 
 def _once(name: bytes, data: bytes) -> bool:
