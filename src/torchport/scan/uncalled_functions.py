@@ -9,12 +9,12 @@ documents, registers or names in a config is API or a plugin, and keeps its find
 An error or silent finding is lowered to info where all of these hold:
 
 - it lies in the body of a function defined at the top of a module of a regular package (not
-  ``__init__.py``, ``__main__.py``, ``setup.py``, ``conftest.py`` or a test), past the function's
-  header (defaults and decorators run on import);
+  ``__init__.py``, ``__main__.py``, ``setup.py``, ``conftest.py`` or a test), past the last line of
+  the function's header (defaults, annotations and decorators run on import);
 - the function has no decorator (one may register it) and a public name that no tool calls by
   convention (pytest's ``pytest_*`` hooks and ``test*``, asv's ``time_*`` and ``peakmem_*``,
   ``setup``, ``main``, IPython's extension hooks, serving handlers such as ``handle`` and
-  SageMaker's ``model_fn``, gunicorn's server hooks);
+  SageMaker's ``model_fn``, gunicorn's server hooks, Flask's ``create_app``);
 - its module spells the name only where it defines it (no call, no ``__all__``, no string), does
   not look itself up (``globals()``, ``sys.modules``, ``import_module(__name__)``, ``eval``, a
   module ``__getattr__``), builds no command line from itself (``fire.Fire(...)``, jsonargparse's
@@ -28,21 +28,26 @@ An error or silent finding is lowered to info where all of these hold:
   name in a string (``import_module("pkg.mod")``, ``sys.modules["pkg.mod"]``), re-exported under
   another name from an ``__init__.py``, or used as a value rather than through one of its
   attributes (``getattr(mod, name)``, ``fire.Fire(mod)``, ``mod.__dict__``), imports matched on the
-  module's dotted tail (``from src.pkg import mod``); no other file names the module (``..
-  automodule:: pkg.mod``, ``::: pkg.mod``, an entry point) or mentions a tool that documents every
-  module (sphinx-autoapi, apidoc, autosummary, mkdocstrings, pdoc); and no Python file left out of
-  the scan that fetches attributes by a name not written out names it;
+  module's dotted tail (``from src.pkg import mod``); no other file or ``setup.py`` names the module
+  by a dotted tail of two parts or more or by its path (``.. automodule:: pkg.mod``, ``:::
+  pkg.mod``, an entry point, ``FLASK_APP=pkg/mod.py``), or mentions or is named for a tool that
+  documents every module (sphinx-autoapi, apidoc, autosummary, mkdocstrings, pdoc, pydoctor,
+  autodoc2, pydoc-markdown, lazydocs); and no Python code left out of the scan (excluded, beyond a
+  link, a shebang script, ``.pyx``, a notebook) that fetches attributes by a name not written out
+  names it;
 - no Python file reaches a function by a name it does not write out: it lists a module's members
-  (``getmembers``), resolves a dotted name it builds (``locate(f"pkg.{name}")``), or imports or
-  loads a module by a name not written out and fetches or lists its members
+  (``getmembers``), resolves a dotted name not written in the call (``locate(path)``,
+  ``import_string``, ``attrgetter``, ``reduce(getattr, ...)``), evaluates a string not written out
+  (``eval``), names Hydra's ``_target_`` in code, builds an ``EntryPoint``, or imports or loads a
+  module by a name not written out and fetches or lists its members
   (``getattr(import_module(path), name)``, ``vars(module)``).  A module imported by a computed
   name whose functions are then called by written-out names names them, and a config that names
   a function (Hydra's ``_target_``) is read as a file below the scanned folders.
 
 A finding stays as it is whenever the reading is incomplete: a file that cannot be read or parsed,
 too many files or bytes below the scanned folders, more than 200 files that spell the module's
-name.  A user's own code that calls the function by its name is not among the scanned files; the
-reason says so.
+name.  Binary files are not read: a compiled extension that calls the function by its name, like
+a user's own code, is not seen; the reason says so.
 """
 from __future__ import annotations
 
