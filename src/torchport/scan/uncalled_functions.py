@@ -61,7 +61,8 @@ from torchport.scan.cross_file_guards import ScannedFiles, dotted_module, from_m
 from torchport.scan.detectors.shared import is_test_file
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import still_hot
-from torchport.scan.unimported_modules import NOT_MODULES, named_on_disk, names_itself, project_scanned
+from torchport.scan.unimported_modules import (FEW_NAMES, NOT_MODULES, WORD, named_on_disk, names_itself,
+                                               project_scanned)
 from torchport.scan.unused_classes import looks_itself_up
 
 # Functions tools call by their name alone, with no line of the project naming them: pytest's
@@ -103,9 +104,6 @@ _RESOLVES_A_BUILT_NAME = re.compile(rb"\b(?:locate|get_obj_from_str|import_strin
                                     rb"|\b_target_\b|\bEntryPoint\(|\breduce\(\s*getattr\b")
 # How many files that spell the module's name are parsed for it, at most.
 _MAX_IMPORTERS_READ = 200
-# Past this many module names, each scanned file's words are listed once rather than each name looked for.
-_FEW_NAMES = 20
-_WORD = re.compile(rb"\w+")
 # named_on_disk answers every name when it stops early; a name no file can spell tells that apart.
 _CUT_SHORT = "\0torchport: the walk stopped early\0"
 _REASON = ("no file read below the scanned folders calls or names function {name} of module {module}, nor takes "
@@ -203,7 +201,7 @@ class _OtherFiles:
     def _naming(self, data: bytes, spellings: Callable[[tuple[str, ...]], list]) -> set[tuple[str, ...]]:
         """The modules not yet kept that ``data`` spells as a word in one of their spellings: each
         looked for by its bytes first (a search that starts with a look-behind is slow)."""
-        words = set(_WORD.findall(data)) if len(self._stems) > _FEW_NAMES else None
+        words = set(WORD.findall(data)) if len(self._stems) > FEW_NAMES else None
         found = set()
         for module, stem in self._stems.items():
             if module in self.kept or (words is not None and stem.isascii() and stem not in words):
@@ -225,7 +223,7 @@ def _spelled_in(defining: dict[str, str], names: set[str], files: ScannedFiles) 
         if data is None:
             spelled = names
         elif data.isascii():
-            spelled = {word.decode() for word in set(_WORD.findall(data))} & names
+            spelled = {word.decode() for word in set(WORD.findall(data))} & names
         else:  # letters beyond ASCII: each name looked for
             spelled = {name for name in names if name.encode() in data
                        and re.search(rb"(?<![\w])" + re.escape(name.encode()) + rb"(?![\w])", data)}
@@ -338,7 +336,7 @@ def _modules_taken_whole(modules: set[tuple[str, ...]], files: ScannedFiles) -> 
 def _files_mentioning(stems: set[str], files: ScannedFiles) -> dict[str, list[str]] | None:
     """The scanned files that spell each stem as a word (None where one cannot be read): a search
     per stem for a few, one listing of each file's words for many."""
-    if len(stems) <= _FEW_NAMES or not all(stem.isascii() for stem in stems):
+    if len(stems) <= FEW_NAMES or not all(stem.isascii() for stem in stems):
         found = {stem: files.mentioning(stem.encode()) for stem in stems}
         return None if any(paths is None for paths in found.values()) else {s: p or [] for s, p in found.items()}
     wanted = {stem.encode() for stem in stems}
@@ -347,7 +345,7 @@ def _files_mentioning(stems: set[str], files: ScannedFiles) -> dict[str, list[st
         data = files.data(job.path)
         if data is None:
             return None
-        for word in set(_WORD.findall(data)) & wanted:
+        for word in set(WORD.findall(data)) & wanted:
             listed[word.decode()].append(job.path)
     return listed
 

@@ -105,8 +105,8 @@ _BINARY = (".bin", ".safetensors", ".npy", ".npz", ".h5", ".onnx", ".so", ".pyd"
            ".woff2", ".db", ".sqlite", ".parquet", ".arrow")
 _MAX_TEXT_FILE = 2_000_000
 # Past this many names, a file's words are listed once rather than each name looked for.
-_FEW_NAMES = 20
-_WORD = re.compile(rb"\w+")
+FEW_NAMES = 20
+WORD = re.compile(rb"\w+")
 _MAX_FILES = 20_000
 _MAX_BYTES = 64_000_000
 _REASON = ("no file below the scanned folders imports or names module {module}, and its package's __init__.py "
@@ -307,8 +307,8 @@ def named_on_disk(stems: set[str], skipped: set[str], roots: list[str],
         if visit is not None:
             visit(path, data)
         looked_for = list(needles.items())
-        if len(stems) - len(found) > _FEW_NAMES:  # one pass over the words beats a search per name
-            found |= {word.decode() for word in set(_WORD.findall(data))} & stems
+        if len(stems) - len(found) > FEW_NAMES:  # one pass over the words beats a search per name
+            found |= {word.decode() for word in set(WORD.findall(data))} & stems
             looked_for = [(stem, needle) for stem, needle in needles.items() if not stem.isascii()]
         found |= {stem for stem, needle in looked_for
                   if stem not in found and stem.encode() in data and needle.search(data)}

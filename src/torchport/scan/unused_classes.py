@@ -64,6 +64,7 @@ from torchport.scan.detectors.syntax import character_column, nested_statements
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import is_hot, still_hot
 from torchport.scan.reachability import mentions_of, package_root, scopes_at
+from torchport.scan.unimported_modules import FEW_NAMES
 
 _SPECIAL_FILES = frozenset({"__init__.py", "__main__.py", "setup.py", "conftest.py"})
 _TEST_FILE = re.compile(r"(?:^test_.*|.*_test)\.py$")
@@ -91,8 +92,8 @@ _TEXT_FILES = (".py", ".pyi", ".pyx", ".md", ".rst", ".txt", ".ipynb", ".yaml", 
 _MAX_TEXT_FILE = 2_000_000
 _MAX_TEXT_FILES = 20_000
 _BASE_DEPTH = 4
-# Up to how many class names each is looked for alone, by its bytes.
-_FEW_NAMES = 20
+# Not unimported_modules.WORD: this one also yields the name after leading digits (`3DModel` gives
+# `DModel`), so more files count as spelling a class's name, and more findings stay, than with `\w+`.
 _WORD = re.compile(rb"[A-Za-z_]\w*")
 # How many files that may import a module are parsed for it, at most.
 _MAX_IMPORTERS_READ = 200
@@ -307,7 +308,7 @@ class _Package:
     def spell(self, names: set[str]) -> None:
         """Find the scanned files that spell each of ``names`` (None for a name where a file cannot
         be read): name by name for a few, else by one reading of each file's words."""
-        if len(names) <= _FEW_NAMES:
+        if len(names) <= FEW_NAMES:
             for name in names:
                 paths = self.files.mentioning(name.encode())
                 self._spelled[name] = set(paths) if paths is not None else None
