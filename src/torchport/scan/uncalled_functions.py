@@ -62,7 +62,7 @@ from torchport.scan.detectors.shared import is_test_file
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import still_hot
 from torchport.scan.unimported_modules import (FEW_NAMES, NOT_MODULES, WORD, named_on_disk, names_itself,
-                                               project_scanned)
+                                               project_scanned, spelled)
 from torchport.scan.unused_classes import looks_itself_up
 
 # Functions tools call by their name alone, with no line of the project naming them: pytest's
@@ -220,14 +220,7 @@ def _spelled_in(defining: dict[str, str], names: set[str], files: ScannedFiles) 
     found: dict[str, set[str]] = {}
     for real, os_path in defining.items():
         data = files.data(os_path)
-        if data is None:
-            spelled = names
-        elif data.isascii():
-            spelled = {word.decode() for word in set(WORD.findall(data))} & names
-        else:  # letters beyond ASCII: each name looked for
-            spelled = {name for name in names if name.encode() in data
-                       and re.search(rb"(?<![\w])" + re.escape(name.encode()) + rb"(?![\w])", data)}
-        for name in spelled:
+        for name in (names if data is None else spelled(names, data)):
             found.setdefault(name, set()).add(real)
     return found
 
@@ -334,19 +327,19 @@ def _modules_taken_whole(modules: set[tuple[str, ...]], files: ScannedFiles) -> 
 
 
 def _files_mentioning(stems: set[str], files: ScannedFiles) -> dict[str, list[str]] | None:
-    """The scanned files that spell each stem as a word (None where one cannot be read): a search
-    per stem for a few, one listing of each file's words for many."""
-    if len(stems) <= FEW_NAMES or not all(stem.isascii() for stem in stems):
+    """The scanned files that spell each stem as a word (None where one cannot be read)."""
+    if not all(stem.isascii() for stem in stems):
+        # with a stem beyond ASCII, every stem is looked for alone: among many, spelled() would read
+        # the ASCII ones off the words, which hold no `my-utils`
         found = {stem: files.mentioning(stem.encode()) for stem in stems}
         return None if any(paths is None for paths in found.values()) else {s: p or [] for s, p in found.items()}
-    wanted = {stem.encode() for stem in stems}
     listed: dict[str, list[str]] = {stem: [] for stem in stems}
     for job in files.jobs:
         data = files.data(job.path)
         if data is None:
             return None
-        for word in set(WORD.findall(data)) & wanted:
-            listed[word.decode()].append(job.path)
+        for stem in spelled(stems, data):
+            listed[stem].append(job.path)
     return listed
 
 

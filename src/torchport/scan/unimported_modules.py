@@ -285,7 +285,6 @@ def named_on_disk(stems: set[str], skipped: set[str], roots: list[str],
     """Which of ``stems`` a file below the scanned folders (other than ``skipped``, already read)
     spells as a word; every stem when the folders hold too many files or one too large to read.
     ``visit`` sees the path and text of each file read."""
-    needles = {stem: re.compile(rb"(?<![\w])" + re.escape(stem.encode()) + rb"(?![\w])") for stem in stems}
     found: set[str] = set()
     read = 0
     walk_failed: list[OSError] = []
@@ -306,15 +305,27 @@ def named_on_disk(stems: set[str], skipped: set[str], roots: list[str],
             data = data.decode("utf-16", errors="replace").encode()
         if visit is not None:
             visit(path, data)
-        looked_for = list(needles.items())
-        if len(stems) - len(found) > FEW_NAMES:  # one pass over the words beats a search per name
-            found |= {word.decode() for word in set(WORD.findall(data))} & stems
-            looked_for = [(stem, needle) for stem, needle in needles.items() if not stem.isascii()]
-        found |= {stem for stem, needle in looked_for
-                  if stem not in found and stem.encode() in data and needle.search(data)}
+        found |= spelled(stems - found, data)
         if found == stems and visit is None:
             break
     return set(stems) if walk_failed else found
+
+
+def spelled(names: set[str], data: bytes) -> set[str]:
+    """The names among ``names`` that ``data`` spells as a word.  Past FEW_NAMES names, one listing
+    of its words answers for the ASCII ones, and finds none with a character other than a letter, a
+    digit or ``_`` (``my-utils``); each other name, and each of a few, is looked for alone."""
+    if len(names) > FEW_NAMES:  # one pass over the words beats a search per name
+        found = {word.decode() for word in set(WORD.findall(data))} & names
+        looked_for = [name for name in names if not name.isascii()]
+    else:
+        found, looked_for = set(), list(names)
+    return found | {name for name in looked_for if name.encode() in data and _bounded(name.encode()).search(data)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _bounded(word: bytes) -> re.Pattern[bytes]:
+    return re.compile(rb"(?<![\w])" + re.escape(word) + rb"(?![\w])")
 
 
 def files_below(roots: list[str], failed: Callable[[OSError], None]) -> Iterator[str]:
