@@ -104,8 +104,6 @@ _RESOLVES_A_BUILT_NAME = re.compile(rb"\b(?:locate|get_obj_from_str|import_strin
                                     rb"|\b_target_\b|\bEntryPoint\(|\breduce\(\s*getattr\b")
 # How many files that spell the module's name are parsed for it, at most.
 _MAX_IMPORTERS_READ = 200
-# named_on_disk answers every name when it stops early; a name no file can spell tells that apart.
-_CUT_SHORT = "\0torchport: the walk stopped early\0"
 _REASON = ("no file read below the scanned folders calls or names function {name} of module {module}, nor takes "
            "the module whole: it runs only for a user who calls it by its name, or for code the scan does not read "
            "(a compiled extension, another project)")
@@ -142,7 +140,7 @@ def lower_uncalled_functions(work: list, results: list[tuple[FileResult, int]],
         return
     # the files that define the functions are read here, each for the other functions' names
     defining = {os.path.realpath(os_path): os_path for *_, os_path in survivors}
-    named = named_on_disk({name for _, name, _, _ in survivors}, set(defining), scanned)
+    named = named_on_disk({name for _, name, _, _ in survivors}, set(defining), scanned).named
     spelled_in = _spelled_in(defining, {name for _, name, _, _ in survivors}, files)
     survivors = [(found, name, module, os_path) for found, name, module, os_path in survivors
                  if name not in named and not spelled_in.get(name, set()) - {os.path.realpath(os_path)}]
@@ -150,7 +148,7 @@ def lower_uncalled_functions(work: list, results: list[tuple[FileResult, int]],
         return
     # a second walk, for what other files say of the modules still standing (the first most often ends it)
     others = _OtherFiles({module for _, _, module, _ in survivors}, {os.path.realpath(job.path) for job in files.jobs})
-    if named_on_disk({_CUT_SHORT}, set(defining), scanned, others.visit) or others.keeps_all:
+    if not named_on_disk(set(), set(defining), scanned, others.visit).complete or others.keeps_all:
         return  # the walk was cut short (too many files or bytes), or a document covers every module
     programs: dict[str, bool] = {}
     for found, name, module, os_path in survivors:

@@ -54,6 +54,7 @@ import os
 import re
 import tokenize
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from torchport.scan.cross_file_guards import (
     RUNS_AS_SCRIPT,
@@ -144,7 +145,7 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
     if not survivors or any(finds_modules(job.path, files.data(job.path)) for job in files.jobs):
         return
     named = named_on_disk({module[-1] for _, _, module in survivors},
-                           {os.path.realpath(p) for p in files.display}, scanned)
+                          {os.path.realpath(p) for p in files.display}, scanned).named
     for result, _, module in survivors:
         if module[-1] in named:
             continue
@@ -280,24 +281,32 @@ def _calls_only_factories(node: ast.AST) -> bool:
     return True
 
 
+class OnDisk(NamedTuple):
+    """The names asked for that files below the scanned folders spell, all of them where the
+    reading was cut short (``complete`` False)."""
+    named: set[str]
+    complete: bool
+
+
 def named_on_disk(stems: set[str], skipped: set[str], roots: list[str],
-                  visit: Callable[[str, bytes], None] | None = None) -> set[str]:
+                  visit: Callable[[str, bytes], None] | None = None) -> OnDisk:
     """Which of ``stems`` a file below the scanned folders (other than ``skipped``, already read)
-    spells as a word; every stem when the folders hold too many files or one too large to read.
-    ``visit`` sees the path and text of each file read."""
+    spells as a word; every stem, not complete, when the folders hold too many files or bytes, a
+    file that cannot be read or is too large, or a folder that cannot be listed.  ``visit`` sees
+    the path and text of each file read."""
     found: set[str] = set()
     read = 0
     walk_failed: list[OSError] = []
     for count, path in enumerate(files_below(roots, walk_failed.append)):
         if count >= _MAX_FILES or read > _MAX_BYTES:
-            return set(stems)
+            return OnDisk(set(stems), False)
         name = os.path.basename(path)
         if name in _LISTINGS or name.lower().endswith(_BINARY) or os.path.realpath(path) in skipped:
             continue
         try:
             data = regular_file_bytes(path, _MAX_TEXT_FILE)
         except Unreadable:
-            return set(stems)
+            return OnDisk(set(stems), False)
         if data is None:
             continue
         read += len(data)
@@ -308,7 +317,7 @@ def named_on_disk(stems: set[str], skipped: set[str], roots: list[str],
         found |= spelled(stems - found, data)
         if found == stems and visit is None:
             break
-    return set(stems) if walk_failed else found
+    return OnDisk(set(stems), False) if walk_failed else OnDisk(found, True)
 
 
 def spelled(names: set[str], data: bytes) -> set[str]:
