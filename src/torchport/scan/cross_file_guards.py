@@ -180,7 +180,7 @@ def _parents(tree: ast.AST) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
-def _ancestors(node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[ast.AST, ast.AST]]:
+def ancestors(node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[ast.AST, ast.AST]]:
     """(ancestor, the child of it on the way to ``node``), innermost first."""
     child = node
     while id(child) in parents:
@@ -361,15 +361,11 @@ def from_module(node: ast.ImportFrom, package: tuple[str, ...]) -> tuple[str, ..
     return base + tuple(node.module.split(".")) if node.module else base
 
 
-def _under_cuda_check(node: ast.AST, parents: dict[int, ast.AST], helper: Callable[[str], bool] | None = None) -> bool:
-    return _cuda_check_over(node, parents, helper) is not None
-
-
 def _cuda_check_over(node: ast.AST, parents: dict[int, ast.AST],
                      helper: Callable[[str], bool] | None = None) -> ast.expr | None:
     """The test of the innermost ``if`` whose body holds ``node`` and that is false without CUDA;
     a helper's name counts only where no function, lambda or class around the ``if`` binds it."""
-    for ancestor, child in _ancestors(node, parents):
+    for ancestor, child in ancestors(node, parents):
         if not (isinstance(ancestor, ast.If) and child in ancestor.body):
             continue
         if cuda_present(ancestor.test, None if helper is None else _unshadowed(helper, ancestor, parents)):
@@ -381,7 +377,7 @@ def _unshadowed(helper: Callable[[str], bool], statement: ast.AST,
                 parents: dict[int, ast.AST]) -> Callable[[str], bool]:
     """``helper`` for the names no function, lambda or class around ``statement`` binds."""
     local: set[str] = set()
-    for scope, _ in _ancestors(statement, parents):
+    for scope, _ in ancestors(statement, parents):
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             local |= bound_names(scope)
     return lambda name: name not in local and helper(name)
@@ -541,8 +537,7 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
     by_display = {job.display: job.path for job in work}
     files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
     helpers = CudaHelpers(files)
-    naming: list[str] | None = None
-    built_words: list[set[str]] | None = None
+    reach = ImportReach(files, roots)
     for result, _ in results:
         os_path = by_display.get(result.path, "")
         if (not os_path.endswith(".py") or os.path.splitext(os.path.basename(os_path))[0] not in gated
@@ -552,31 +547,49 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
         hot = [f for f in result.findings if still_hot(f)]
         if not hot:
             continue
-        module = dotted_module(os_path)[0]
-        data = files.data(os_path)
-        in_package = len(module) >= 2 or os.path.exists(
-            os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(os_path))), "__init__.py"))
-        if not in_package or data is None or RUNS_AS_SCRIPT.search(data):
-            continue  # outside a package (a namespace one below a package counts), unreadable, or also a script
         if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
             return  # a registry walk may import any module of the package
-        if built_words is None:
-            built_words = built_import_words(files)
-        # a module of a namespace folder is named, in a built import, by the folders above it
-        spelled = module if len(module) >= 2 else tuple(os.path.splitext(os.path.abspath(os_path))[0].split(os.sep)[-4:])
-        if any(may_spell(words, spelled) for words in built_words):
+        if not reach.only_by_imports(os_path):
             continue
-        if naming is None:
-            naming = naming_files(roots)
-        if named_in(naming, module[-1]):
-            continue
-        found = _guarded_imports(module, os_path, files, helpers)
+        module = dotted_module(os_path)[0]
+        found = guarded_imports(module, os_path, files, cuda_guard(helpers))
         if not found:
             continue
         where = ", ".join(found[:3]) + (" ..." if len(found) > 3 else "")
         for finding in hot:
             finding.lower_to_info(f"module {'.'.join(module)} is imported only under a CUDA check ({where}): a user "
                             "without CUDA never runs it")
+
+
+class ImportReach:
+    """Whether a module of the scanned package is reached only by the import statements a reading of
+    the files can see (the caller checks once that no registry walk imports every module)."""
+
+    def __init__(self, files: ScannedFiles, roots: list[str]) -> None:
+        self.files = files
+        self.roots = roots
+        self._built_words: list[set[str]] | None = None
+        self._naming: list[str] | None = None
+
+    def only_by_imports(self, os_path: str) -> bool:
+        """False for a module outside a package (a namespace one below a package counts), an unreadable
+        one, one that also runs as a script, one an import of a built name may spell, and one a
+        notebook, config or entry point names."""
+        module = dotted_module(os_path)[0]
+        data = self.files.data(os_path)
+        in_package = len(module) >= 2 or os.path.exists(
+            os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(os_path))), "__init__.py"))
+        if not in_package or data is None or RUNS_AS_SCRIPT.search(data):
+            return False
+        if self._built_words is None:
+            self._built_words = built_import_words(self.files)
+        # a module of a namespace folder is named, in a built import, by the folders above it
+        spelled = module if len(module) >= 2 else tuple(os.path.splitext(os.path.abspath(os_path))[0].split(os.sep)[-4:])
+        if any(may_spell(words, spelled) for words in self._built_words):
+            return False
+        if self._naming is None:
+            self._naming = naming_files(self.roots)
+        return not named_in(self._naming, module[-1])
 
 
 def finds_at_run_time(data: bytes | None) -> bool:
@@ -675,10 +688,26 @@ def _word_tokens(data: bytes, stem: str) -> tuple[int, bool] | None:
     return names, in_string
 
 
-def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
-                     helpers: CudaHelpers) -> list[str] | None:
+# What guards a statement in a file: the guard's description (``under `torch.cuda.is_available()```),
+# or None where nothing around it guards it.
+GuardOver = Callable[[ast.AST, dict[int, ast.AST], str], str | None]
+
+
+def cuda_guard(helpers: CudaHelpers) -> GuardOver:
+    """The innermost ``if`` around a statement that is false without CUDA, described."""
+    def over(node: ast.AST, parents: dict[int, ast.AST], path: str) -> str | None:
+        test = _cuda_check_over(node, parents, helpers.in_file(path))
+        if test is None:
+            return None
+        through = "" if cuda_present(test) else ", a helper whose every return is false without CUDA"
+        return f"under `{unparsed(test)}`{through}"
+    return over
+
+
+def guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
+                    guard: GuardOver) -> list[str] | None:
     """Where the package's other files (tests aside) import ``module``, when every mention of its
-    name there is an import of it or a use, each under a CUDA check; None otherwise."""
+    name there is an import of it or a use, each under a guard; None otherwise."""
     stem = module[-1]
     package_folder = os.path.basename(os.path.dirname(os.path.abspath(os_path)))
     mentioning = files.mentioning(stem.encode())
@@ -695,7 +724,6 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
             return None
         package = dotted_module(path)[1]
         parents = _parents(tree)
-        helper = helpers.in_file(path)
         # Without an import that spells it, the name is the file's own (a local `gt`), and only an
         # attribute of the module's package (`triton.gt`) may still be the module; `x.gt(0)` is not.
         imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
@@ -707,20 +735,18 @@ def _guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
                 spelled = _spelled_in_import(node, stem)
                 if not spelled:
                     continue
-                test = _cuda_check_over(node, parents, helper)
-                if test is None or not any(is_module_file(m, os_path) for m in imported_modules(node, package)
-                                           if len(m) >= 2):  # a bare `import gt` may be any gt on sys.path
-                    return None  # another module of that name, or an import a user without CUDA runs
+                described = guard(node, parents, path)
+                if described is None or not any(is_module_file(m, os_path) for m in imported_modules(node, package)
+                                                if len(m) >= 2):  # a bare `import gt` may be any gt on sys.path
+                    return None  # another module of that name, or an import nothing guards
                 accounted += spelled
-                spelled_test = unparsed(test)
-                through = "" if cuda_present(test) else ", a helper whose every return is false without CUDA"
-                checks.append(f"{_display(files, path)}:{node.lineno} under `{spelled_test}`{through}")
+                checks.append(f"{_display(files, path)}:{node.lineno} {described}")
             elif (isinstance(node, ast.Name) and node.id == stem) or (
                     isinstance(node, ast.Attribute) and node.attr == stem):
                 # `kern.gt` with `import pkg.kernels as kern`: any attribute of an imported name may be it
                 may_be_module = imports_it or (isinstance(node, ast.Attribute) and (
                     unparsed(node.value).split(".")[-1] == package_folder or _root_name(node.value) in imported_names))
-                if may_be_module and not _under_cuda_check(node, parents, helper):
+                if may_be_module and guard(node, parents, path) is None:
                     return None
                 accounted += 1
             elif not imports_it and ((isinstance(node, ast.arg) and node.arg == stem) or (

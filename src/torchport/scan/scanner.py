@@ -25,8 +25,8 @@ from pathlib import Path
 
 from torchport.errors import UserError
 from torchport.scan import (conftest_skips, cross_file_guards, cuda_test_helpers, default_callers, device_flow, extensions, float64_device,
-                            import_refusal, policy, python, reachability, removed_torch, textfiles, uncalled_functions,
-                            unimported_modules, unused_classes, vendored_imports)
+                            import_refusal, policy, python, reachability, removed_torch, textfiles, triton_guards,
+                            uncalled_functions, unimported_modules, unused_classes, vendored_imports)
 from torchport.scan.ignore import GitignoreRules, GitListing
 from torchport.scan.config import (DEFAULT_EXCLUDE, DEFAULT_MIN_TORCH, ExcludeSet, ScanConfig,
                                    config_file_in, detect_min_torch, scan_table)
@@ -414,6 +414,8 @@ def scan(paths: list[Path], config: ScanConfig, *, min_torch: str | None = None,
                  "float64 in modules refused on MPS")
     across_files(lambda: cross_file_guards.lower_modules_imported_under_cuda(
         work, results, reachability.whole_package_in(paths), roots), "modules imported only under a CUDA check")
+    across_files(lambda: triton_guards.lower_guarded_triton_modules(
+        work, results, reachability.whole_package_in(paths), roots), "Triton modules imported only behind a guard")
     across_files(lambda: unimported_modules.lower_unimported_modules(
         work, results, reachability.whole_package_in(paths), roots), "modules nothing imports")
     across_files(lambda: uncalled_functions.lower_uncalled_functions(
