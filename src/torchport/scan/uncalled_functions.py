@@ -58,11 +58,10 @@ import re
 from collections.abc import Callable
 
 from torchport.scan.cross_file_guards import ScannedFiles, dotted_module, from_module, imports_a_built_name
-from torchport.scan.detectors.shared import is_test_file
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import still_hot
-from torchport.scan.unimported_modules import (FEW_NAMES, NOT_MODULES, WORD, named_on_disk, names_itself,
-                                               project_scanned, spelled)
+from torchport.scan.unimported_modules import (FEW_NAMES, WORD, named_on_disk, names_itself,
+                                               package_modules_with_hot_findings, spelled)
 from torchport.scan.unused_classes import looks_itself_up
 
 # Functions tools call by their name alone, with no line of the project naming them: pytest's
@@ -112,17 +111,10 @@ _REASON = ("no file read below the scanned folders calls or names function {name
 def lower_uncalled_functions(work: list, results: list[tuple[FileResult, int]],
                              whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower the findings of public package functions that nothing calls or names."""
-    by_display = {job.display: job.path for job in work}
-    files = ScannedFiles([job for job in work if job.path.endswith(".py") and os.path.isfile(job.path)], roots)
-    scanned = sorted({r for root in roots for r in (os.path.abspath(root), os.path.realpath(root))})
+    files, scanned, modules = package_modules_with_hot_findings(work, results, whole_package, roots)
     hopeful: list[tuple[list[Finding], set[str], tuple[str, ...], str]] = []
-    for result, _ in results:
-        os_path = by_display.get(result.path, "")
+    for result, os_path in modules:
         hot = [f for f in result.findings if still_hot(f)]
-        if (not hot or not os_path.endswith(".py") or os.path.basename(os_path) in NOT_MODULES
-                or is_test_file(files.relative(os_path)) or not whole_package(os_path)
-                or not project_scanned(os_path, scanned)):
-            continue
         module, package = dotted_module(os_path)
         names = _hopeful(os_path, hot, files) if package else set()
         if names:

@@ -117,19 +117,7 @@ _REASON = ("no file below the scanned folders imports or names module {module}, 
 def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
                              whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower the findings of package modules that nothing imports, names or loads."""
-    by_display = {job.display: job.path for job in work}
-    # a pipe named `*.py` is skipped by the scan, and holds no source to read
-    files = ScannedFiles([job for job in work if job.path.endswith(".py") and os.path.isfile(job.path)], roots)
-    scanned = sorted({r for root in roots for r in (os.path.abspath(root), os.path.realpath(root))})
-    candidates = []
-    for result, _ in results:
-        os_path = by_display.get(result.path, "")
-        if (not os_path.endswith(".py") or os.path.basename(os_path) in NOT_MODULES
-                or not any(still_hot(f) for f in result.findings)
-                or is_test_file(files.relative(os_path)) or not whole_package(os_path)
-                or not project_scanned(os_path, scanned)):
-            continue
-        candidates.append((result, os_path))
+    files, scanned, candidates = package_modules_with_hot_findings(work, results, whole_package, roots)
     if not candidates:
         return
     by_folder: dict[str, list[str]] = {}
@@ -152,6 +140,28 @@ def lower_unimported_modules(work: list, results: list[tuple[FileResult, int]],
         for finding in result.findings:
             if still_hot(finding):
                 finding.lower_to_info(_REASON.format(module=".".join(module)))
+
+
+def package_modules_with_hot_findings(work: list, results: list[tuple[FileResult, int]],
+                                      whole_package: Callable[[str], bool], roots: list[str],
+                                      ) -> tuple[ScannedFiles, list[str], list[tuple[FileResult, str]]]:
+    """The scanned Python files, the scanned folders (as given and with links resolved), and each
+    result with a hot finding in a module of a package scanned whole from its project's root, with
+    its file's path: not a file of NOT_MODULES, not a test."""
+    by_display = {job.display: job.path for job in work}
+    # a pipe named `*.py` is skipped by the scan, and holds no source to read
+    files = ScannedFiles([job for job in work if job.path.endswith(".py") and os.path.isfile(job.path)], roots)
+    scanned = sorted({r for root in roots for r in (os.path.abspath(root), os.path.realpath(root))})
+    found = []
+    for result, _ in results:
+        os_path = by_display.get(result.path, "")
+        if (not os_path.endswith(".py") or os.path.basename(os_path) in NOT_MODULES
+                or not any(still_hot(f) for f in result.findings)
+                or is_test_file(files.relative(os_path)) or not whole_package(os_path)
+                or not project_scanned(os_path, scanned)):
+            continue
+        found.append((result, os_path))
+    return files, scanned, found
 
 
 def project_scanned(os_path: str, scanned: list[str]) -> bool:
