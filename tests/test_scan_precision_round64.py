@@ -217,3 +217,35 @@ def test_a_package_that_finds_modules_at_run_time_keeps_them(tmp_path):
             return [m.name for m in pkgutil.iter_modules(__path__)]
     '''})
     kept_lines_stay(kernels, root=tmp_path)
+
+
+# Cases an independent review found lowered wrongly by the first version of the round (each keeps its findings).
+_REVIEW_CASES = {
+    'none_called': {'kernlib/api.py': '\ntry:\n    from kernlib.fast import add\nexcept ImportError:\n    add = None\ndef run(x):\n    return add(x)\n'},
+    'pass_then_use': {'kernlib/api.py': '\ntry:\n    from kernlib.fast import add\nexcept ImportError:\n    pass\ndef run(x):\n    return add(x)\n'},
+    'try_around_def': {'kernlib/api.py': '\ntry:\n    import numpy\n    def run(x):\n        from kernlib.fast import add\n        return add(x)\nexcept ImportError:\n    run = None\n'},
+    'handler_calls_raiser': {'kernlib/api.py': '\nimport sys\ntry:\n    from kernlib.fast import add\nexcept ImportError:\n    sys.exit("kernlib needs triton")\ndef run(x):\n    return add(x)\n'},
+    'init_reexport': {'kernlib/__init__.py': '\ntry:\n    from .fast import add\nexcept ImportError:\n    add = None\n', 'kernlib/api.py': '\nfrom kernlib import add\ndef run(x):\n    return add(x)\n'},
+    'flag_set_elsewhere': {'kernlib/api.py': '\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n\ndef run(x):\n    if HAS_TRITON:\n        from kernlib.fast import add\n        return add(x)\n    return x\n', 'kernlib/cli.py': '\nimport kernlib.api as api\ndef main():\n    api.HAS_TRITON = True   # --force-triton\n    api.run(1)\n'},
+    'flag_setattr': {'kernlib/api.py': '\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n\ndef run(x):\n    if HAS_TRITON:\n        from kernlib.fast import add\n        return add(x)\n    return x\n', 'kernlib/cli.py': '\nfrom kernlib import api\ndef force():\n    setattr(api, "HAS_TRITON", True)\n'},
+    'flag_globals': {'kernlib/api.py': '\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n\nimport os\nglobals()["HAS_TRITON"] = os.environ.get("FORCE", "1") == "1"\ndef run(x):\n    if HAS_TRITON:\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'param_shadows_flag': {'kernlib/api.py': '\nimport importlib.util\nuse_triton = importlib.util.find_spec("triton") is not None\ndef run(x, use_triton=True):\n    if use_triton:\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'check_redefined': {'kernlib/api.py': '\nimport torch\ndef _check_triton():\n    return torch.cuda.is_available()\ndef _check_triton():\n    return True\ndef run(x):\n    if _check_triton():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'check_reassigned': {'kernlib/api.py': '\nimport torch\ndef _check_triton():\n    return torch.cuda.is_available()\n_check_triton = lambda: True\ndef run(x):\n    if _check_triton():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'use_triton_env': {'kernlib/api.py': '\nimport os\ndef use_triton():\n    return os.environ.get("KERNLIB_TRITON", "1") == "1"\ndef run(x):\n    if use_triton():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'negative_name': {'kernlib/api.py': '\ndef is_triton_disabled():\n    return False\ndef run(x):\n    if is_triton_disabled():\n        return x\n    if should_skip_triton() or True:\n        pass\n    return x\ndef other(x):\n    if is_triton_disabled() is False:\n        pass\n    if has_no_triton():\n        return x\n', 'kernlib/api2.py': '\nfrom kernlib.util import triton_disabled\ndef run(x):\n    if is_triton_disabled():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'cuda_helper_shadowed': {'kernlib/api.py': '\nimport torch\ndef gpu_ok():\n    return torch.cuda.is_available()\ndef run(x, gpu_ok=lambda: True):\n    if gpu_ok():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'device_default_cuda': {'kernlib/api.py': '\ndef run(x, device="cuda"):\n    if device == "cuda":\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'env_default_cuda': {'kernlib/api.py': '\nimport os\ndef run(x):\n    if os.environ.get("KERNLIB_DEVICE", "cuda") == "cuda":\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'use_in_import_try': {'kernlib/api.py': '\ntry:\n    from kernlib import fast\nexcept ImportError:\n    pass\ndef run(x):\n    try:\n        return fast.add(x)\n    except ImportError:\n        return x\n'},
+    'module_alias': {'kernlib/api.py': '\ntry:\n    import kernlib.fast as kf\nexcept ImportError:\n    kf = None\ndef run(x):\n    return kf.add(x)\n'},
+    'triton_cpu_available': {'kernlib/api.py': '\ndef triton_cpu_available():\n    return True\ndef run(x):\n    if triton_cpu_available():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'chain_lazy_import_in_mid': {'kernlib/mid.py': '\ndef op(x):\n    from kernlib.fast import add\n    return add(x)\n', 'kernlib/api.py': '\ntry:\n    from kernlib.mid import op\nexcept ImportError:\n    op = None\ndef run(x):\n    if op is not None:\n        return op(x)\n    return x\n'},
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REVIEW_CASES))
+def test_what_the_review_found_keeps_the_findings(tmp_path, name):
+    files = dict(_REVIEW_CASES[name])
+    kernels = _package(tmp_path, files.pop("kernlib/api.py", ""), mark="kept", extra=files)
+    kept_lines_stay(kernels, root=tmp_path)

@@ -368,12 +368,12 @@ def _cuda_check_over(node: ast.AST, parents: dict[int, ast.AST],
     for ancestor, child in ancestors(node, parents):
         if not (isinstance(ancestor, ast.If) and child in ancestor.body):
             continue
-        if cuda_present(ancestor.test, None if helper is None else _unshadowed(helper, ancestor, parents)):
+        if cuda_present(ancestor.test, None if helper is None else unshadowed(helper, ancestor, parents)):
             return ancestor.test
     return None
 
 
-def _unshadowed(helper: Callable[[str], bool], statement: ast.AST,
+def unshadowed(helper: Callable[[str], bool], statement: ast.AST,
                 parents: dict[int, ast.AST]) -> Callable[[str], bool]:
     """``helper`` for the names no function, lambda or class around ``statement`` binds."""
     local: set[str] = set()

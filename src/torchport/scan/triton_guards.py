@@ -39,19 +39,23 @@ from collections.abc import Callable
 
 from torchport.scan.cross_file_guards import (
     FINDS_MODULES, FINDS_MODULES_NEEDLES, CudaHelpers, ImportReach, ScannedFiles, ancestors, cuda_present,
-    dotted_module, guarded_imports, unparsed)
+    dotted_module, from_module, guarded_imports, is_module_file, unparsed, unshadowed)
+from torchport.scan.detectors.syntax import bound_names, catches_a_missing_module
 from torchport.scan.model import FileResult
 from torchport.scan.policy import still_hot
 from torchport.scan.rules import TRITON_KERNEL
 
-# Handlers that catch an import failing for want of triton.
-_CATCHES_IMPORT_FAILURE = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 # A call that decides by its name whether to take the Triton path: `use_triton(x)`,
-# `is_triton_available()`, `has_triton()`, `triton_supported()`.
-_ASKS_FOR_TRITON = re.compile(r"_*(?:(?:is|has|use|can|should|check|supports?)_\w*triton\w*"
-                              r"|triton\w*_(?:available|supported|enabled|usable))")
+# `is_triton_available()`, `has_triton()`, `triton_supported()`; not `is_triton_disabled()`,
+# `use_triton_fallback()` or `triton_cpu_available()`.
+_SAYS_YES = re.compile(r"avail|support|installed|enabled|usable|^_*(?:has|use|can|check|is)_triton", re.IGNORECASE)
+_SAYS_NO = re.compile(r"disabl|skip|no_|not_|_no|_not|without|fallback|interpret|cpu|emulat|off\b|_off",
+                      re.IGNORECASE)
+# Calls that end the program: a handler making them does not carry on.
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
 # How many importing modules deep the guard is followed.
-_MAX_DEPTH = 4
+_MAX_DEPTH = 12
+_Scope = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def lower_guarded_triton_modules(work: list, results: list[tuple[FileResult, int]],
@@ -79,9 +83,9 @@ def lower_guarded_triton_modules(work: list, results: list[tuple[FileResult, int
         module = ".".join(dotted_module(os_path)[0])
         for finding in hot:
             finding.lower_to_info(
-                f"module {module} is imported only behind a guard ({where}): where triton cannot be imported "
-                "(CPU and MPS builds of torch) or, under a CUDA test, where tensors are not on CUDA, the package does "
-                "not reach this kernel")
+                f"module {module} is imported only behind a guard ({where}): where the guard fails (triton "
+                "cannot be imported, or the CUDA or device test is false), the package neither imports nor "
+                "calls this kernel")
 
 
 class _Guards:
@@ -92,52 +96,194 @@ class _Guards:
         self.reach = ImportReach(files, roots)
         self.helpers = CudaHelpers(files)
         self._imports: dict[str, list[str] | None] = {}
-        self._flags: dict[str, tuple[set[str], set[str]]] = {}
+        self._reading: set[str] = set()
+        self._cut = False  # an answer read while a chain was cut short depends on where it began
+        self._flags: dict[str, tuple[set[str], set[str], set[str]]] = {}
+        self._after_import: dict[int, set[int]] = {}
+        self._reads: dict[str, _Reads | None] = {}
 
     def imports_of(self, os_path: str, depth: int = 0) -> list[str] | None:
         """Where the package imports the module, each import behind a guard; None where one is not."""
-        if os_path not in self._imports:
-            self._imports[os_path] = None  # a module reached through itself is no evidence
-            if (depth <= _MAX_DEPTH and not self.files.is_test(os_path)
-                    and os.path.basename(os_path) != "__init__.py" and self.reach.only_by_imports(os_path)):
-                self._imports[os_path] = guarded_imports(
-                    dotted_module(os_path)[0], os_path, self.files,
-                    lambda node, parents, path: self._guard(node, parents, path, depth))
-        return self._imports[os_path]
+        if os_path in self._imports:
+            return self._imports[os_path]
+        if os_path in self._reading or depth > _MAX_DEPTH:
+            self._cut = True
+            return None
+        if (self.files.is_test(os_path) or os.path.basename(os_path) == "__init__.py"
+                or not self.reach.only_by_imports(os_path)):
+            self._imports[os_path] = None
+            return None
+        cut_before, self._cut = self._cut, False
+        self._reading.add(os_path)
+        try:
+            found = guarded_imports(dotted_module(os_path)[0], os_path, self.files,
+                                    lambda node, parents, path: self._guard(node, parents, path, os_path, depth))
+        finally:
+            self._reading.discard(os_path)
+        if not self._cut:
+            self._imports[os_path] = found
+        self._cut = self._cut or cut_before
+        return found
 
-    def _guard(self, node: ast.AST, parents: dict[int, ast.AST], path: str, depth: int) -> str | None:
-        helper = self.helpers.in_file(path)
-        flags, checks = self._flags_of(path)
+    def _guard(self, node: ast.AST, parents: dict[int, ast.AST], path: str, module_path: str,
+               depth: int) -> str | None:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            if described := self._use_guard(node, parents, path, dotted_module(module_path)[0][-1]):
+                return described
+            return self._in_guarded_module(path, depth)
+        at_top = True
         for ancestor, child in ancestors(node, parents):
-            if isinstance(ancestor, ast.Try) and child in ancestor.body and _carries_on(ancestor):
+            if isinstance(ancestor, _Scope):
+                at_top = False  # a `try` around a definition does not guard its calls
+            elif (isinstance(ancestor, ast.Try) and at_top and child in ancestor.body and _carries_on(ancestor)
+                  and self._bindings_guarded(node, ancestor, parents, path, module_path)):
                 return f"in a `try` that catches a failed import (line {ancestor.lineno})"
-            if isinstance(ancestor, ast.If) and child in ancestor.body and _guards(ancestor.test, helper, flags, checks):
+            elif (isinstance(ancestor, ast.If) and child in ancestor.body and self._guards(ancestor, parents, path)
+                  and self._bindings_guarded(node, None, parents, path, module_path)):
                 return f"under `{unparsed(ancestor.test)}`"
+        # a module imported at the top of a guarded one fails to import, or is not imported, with it
+        return self._in_guarded_module(path, depth) if at_top else None
+
+    def _in_guarded_module(self, path: str, depth: int) -> str | None:
         if self.imports_of(path, depth + 1):
             return f"in module {'.'.join(dotted_module(path)[0])}, itself imported only behind a guard"
         return None
 
-    def _flags_of(self, path: str) -> tuple[set[str], set[str]]:
+    def _use_guard(self, node: ast.AST, parents: dict[int, ast.AST], path: str, name: str) -> str | None:
+        """A use of a name a guarded import bound: compared with None, under a guard or a test of the
+        name, or in the body of the ``try`` that imports it."""
+        parent = parents.get(id(node))
+        if (isinstance(parent, ast.Compare) and len(parent.ops) == 1 and isinstance(parent.ops[0], (ast.Is, ast.IsNot))
+                and isinstance(parent.comparators[0], ast.Constant) and parent.comparators[0].value is None):
+            return "compared with None"
+        for ancestor, child in ancestors(node, parents):
+            if isinstance(ancestor, ast.Try) and child in ancestor.body and _carries_on(ancestor) and any(
+                    name in _bound_by(s) for s in ancestor.body[:ancestor.body.index(child)]):
+                return f"in the `try` that imports it (line {ancestor.lineno})"
+            if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test and (
+                    child in ancestor.body if isinstance(ancestor, ast.If) else child is ancestor.body) and (
+                    _tests_name(ancestor.test, name) or self._guards(ancestor, parents, path)):
+                return f"under `{unparsed(ancestor.test)}`"
+            if isinstance(ancestor, ast.BoolOp) and isinstance(ancestor.op, ast.And):
+                earlier = ancestor.values[:ancestor.values.index(child)] if child in ancestor.values else []
+                if any(_tests_name(value, name) for value in earlier):
+                    return "after a test of it"
+        return None
+
+    def _guards(self, statement: ast.If | ast.IfExp, parents: dict[int, ast.AST], path: str) -> bool:
+        local = {n for scope, _ in ancestors(statement, parents) if isinstance(scope, _Scope) for n in bound_names(scope)}
+        flags, checks, defined = self._flags_of(path, parents)
+        return _guards(statement.test, unshadowed(self.helpers.in_file(path), statement, parents),
+                       flags - local, checks - local, local | defined)
+
+    def _bindings_guarded(self, node: ast.Import | ast.ImportFrom, statement: ast.Try | None,
+                          parents: dict[int, ast.AST], path: str, module_path: str) -> bool:
+        """Every name the import binds, other than the module's own, is used only behind a guard or a
+        test of it in the file, is not exported, and no other file imports it from there."""
+        stem = dotted_module(module_path)[0][-1]
+        names = {a.asname or a.name for a in node.names} - {stem, "*"} if isinstance(node, ast.ImportFrom) else {
+            a.asname for a in node.names if a.asname and a.asname != stem}
+        if not names:
+            return True
+        if "*" in {a.name for a in node.names}:
+            return False
+        tree = self.files.tree(path)
+        if tree is None:
+            return False
+        for use in ast.walk(tree):
+            if isinstance(use, ast.Name) and use.id in names and isinstance(use.ctx, ast.Load) and (
+                    self._use_guard(use, parents, path, use.id) is None):
+                return False
+            if isinstance(use, ast.Constant) and use.value in names:
+                return False  # `__all__`, `getattr(module, "add")`
+        for name in names:
+            mentioning = self.files.mentioning(name.encode())
+            if mentioning is None or any(other != path and self._takes(other, name, path)
+                                         and not self.files.is_test(other) for other in mentioning):
+                return False
+        return True
+
+    def _flags_of(self, path: str, parents: dict[int, ast.AST]) -> tuple[set[str], set[str], set[str]]:
+        """The file's triton flags and check functions, and the names it binds other than by an import."""
         if path not in self._flags:
             tree = self.files.tree(path)
-            self._flags[path] = _triton_flags(tree) if tree is not None else (set(), set())
+            if tree is None:
+                self._flags[path] = set(), set(), set()
+            else:
+                flags, checks, defined = _triton_flags(tree, parents, self._after_import)
+                # a name another file spells may be stored there (`api.HAS_TRITON = True`, `setattr(api, ...)`)
+                self._flags[path] = ({n for n in flags if self._only_here(n, path)},
+                                     {n for n in checks if self._only_here(n, path)}, defined)
         return self._flags[path]
+
+    def _takes(self, os_path: str, name: str, importer: str) -> bool:
+        """The file at ``os_path`` imports ``name`` from the module at ``importer``, or reads an
+        attribute so named (of it, maybe); an unparsed file may do either."""
+        if os_path not in self._reads:
+            tree = self.files.tree(os_path)
+            self._reads[os_path] = None if tree is None else _Reads(tree, os_path)
+        reads = self._reads[os_path]
+        return reads is None or name in reads.attributes or any(
+            is_module_file(module, importer) for module in reads.imported_from.get(name, ()))
+
+    def _only_here(self, name: str, path: str) -> bool:
+        mentioning = self.files.mentioning(name.encode())
+        return mentioning is not None and set(mentioning) <= {path}
+
+
+class _Reads:
+    """What a file reads of other modules: the attribute names it reads, and the modules it imports
+    each name from (read once per file)."""
+
+    def __init__(self, tree: ast.Module, os_path: str) -> None:
+        package = dotted_module(os_path)[1]
+        self.attributes: set[str] = set()
+        self.imported_from: dict[str, list[tuple[str, ...]]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                self.attributes.add(node.attr)
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    self.imported_from.setdefault(alias.name, []).append(from_module(node, package))
+
+
+def _bound_by(statement: ast.stmt) -> set[str]:
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {a.asname or a.name.split(".")[0] for a in statement.names}
+    return set()
+
+
+def _tests_name(test: ast.expr, name: str) -> bool:
+    """``add``, ``add is not None``, ``callable(add)``, alone or and-ed."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_tests_name(value, name) for value in test.values)
+    if isinstance(test, ast.Name):
+        return test.id == name
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
+            and isinstance(test.left, ast.Name) and test.left.id == name
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        return True
+    return (isinstance(test, ast.Call) and unparsed(test.func) == "callable" and len(test.args) == 1
+            and isinstance(test.args[0], ast.Name) and test.args[0].id == name)
 
 
 def _carries_on(statement: ast.Try) -> bool:
-    """A handler catches a failed import and none ends in ``raise``: the package goes on without it."""
-    def catches(handler: ast.ExceptHandler) -> bool:
-        caught = handler.type
-        names = caught.elts if isinstance(caught, ast.Tuple) else [caught] if caught is not None else []
-        return caught is None or any(unparsed(n).split(".")[-1] in _CATCHES_IMPORT_FAILURE for n in names)
-    return (any(catches(h) for h in statement.handlers)
-            and not any(isinstance(h.body[-1], ast.Raise) for h in statement.handlers))
+    """A handler catches a failed import, and none raises or exits at its top: the package goes on
+    without the module (a ``raise`` under a test in the handler re-raises other failures only)."""
+    def stops(handler: ast.ExceptHandler) -> bool:
+        return any(isinstance(s, ast.Raise) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                                                and unparsed(s.value.func) in _EXITS) for s in handler.body)
+    return (any(catches_a_missing_module(h.type) for h in statement.handlers)
+            and not any(stops(h) for h in statement.handlers))
 
 
-def _guards(test: ast.expr, helper: Callable[[str], bool], flags: set[str], checks: set[str]) -> bool:
-    """A conjunct of ``test`` is false without CUDA, for tensors not on CUDA, or without triton."""
+def _guards(test: ast.expr, helper: Callable[[str], bool], flags: set[str], checks: set[str],
+            read: set[str]) -> bool:
+    """A conjunct of ``test`` is false without CUDA, for tensors not on CUDA, or without triton, or
+    calls a function named for the choice of the Triton path that the file imports (one it defines,
+    ``read``, counts only where its returns say so)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_guards(value, helper, flags, checks) for value in test.values)
+        return any(_guards(value, helper, flags, checks, read) for value in test.values)
     if cuda_present(test, helper) or _on_cuda(test) or _finds_triton(test):
         return True
     if isinstance(test, ast.Name):
@@ -146,7 +292,10 @@ def _guards(test: ast.expr, helper: Callable[[str], bool], flags: set[str], chec
         return False
     if isinstance(test.func, ast.Name) and not test.args and not test.keywords and test.func.id in checks:
         return True
-    return bool(_ASKS_FOR_TRITON.fullmatch(unparsed(test.func).split(".")[-1]))
+    name = unparsed(test.func).split(".")[-1]
+    if isinstance(test.func, ast.Name) and name in read:
+        return False
+    return "triton" in name.lower() and bool(_SAYS_YES.search(name)) and not _SAYS_NO.search(name)
 
 
 def _is_cuda_string(node: ast.expr) -> bool:
@@ -154,14 +303,16 @@ def _is_cuda_string(node: ast.expr) -> bool:
 
 
 def _on_cuda(test: ast.expr) -> bool:
-    """``x.is_cuda``, ``x.device.type == "cuda"``, ``device == "cuda:0"``, ``x.device.type in ("cuda",)``."""
+    """``x.is_cuda``, ``x.device.type == "cuda"``, ``x.device.type in ("cuda",)``: the type of a device,
+    not a string a caller or a setting may choose."""
     if isinstance(test, ast.Attribute) and test.attr == "is_cuda":
         return True
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Attribute)
+            and test.left.attr == "type"):
         return False
     right = test.comparators[0]
     if isinstance(test.ops[0], ast.Eq):
-        return _is_cuda_string(right) or _is_cuda_string(test.left)
+        return _is_cuda_string(right)
     if isinstance(test.ops[0], ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
         return all(_is_cuda_string(e) for e in right.elts)
     return False
@@ -176,19 +327,26 @@ def _finds_triton(test: ast.expr) -> bool:
             and isinstance(test.args[0], ast.Constant) and test.args[0].value == "triton")
 
 
-def _triton_flags(tree: ast.Module) -> tuple[set[str], set[str]]:
-    """The file's names true only where triton imports (``_TRITON_AVAILABLE``), and its functions without
-    parameters that return only such names, false constants or CUDA queries (``_check_triton()``)."""
+def _triton_flags(tree: ast.Module, parents: dict[int, ast.AST],
+                  after_import: dict[int, set[int]]) -> tuple[set[str], set[str], set[str]]:
+    """The file's names true only where triton imports (``_TRITON_AVAILABLE``); its functions without
+    parameters, bound once, that return only such names, false constants or CUDA queries
+    (``_check_triton()``); and every name it binds other than by an import."""
+    defined = {name for node in ast.walk(tree) if not isinstance(node, (ast.Import, ast.ImportFrom))
+               for name in _other_bindings(node)} | {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    if any(isinstance(n, ast.Call) and unparsed(n.func) in ("globals", "vars", "setattr") for n in ast.walk(tree)):
+        return set(), set(), defined  # a name may be stored by a string
     # each store of a name: (false without triton, whatever its value; not merely a false constant)
     stores: dict[str, list[tuple[bool, bool]]] = {}
-    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            asks = _after_triton_import(node, parents) or cuda_present(node.value) or _finds_triton(node.value)
+            asks = (_after_triton_import(node, parents, after_import) or cuda_present(node.value)
+                    or _finds_triton(node.value))
             store = (asks or _false_constant(node.value), asks)
             targets: list[ast.AST] = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
         elif isinstance(node, (ast.AugAssign, ast.Delete, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith,
-                               ast.NamedExpr)):
+                               ast.NamedExpr, ast.comprehension)):
             store, targets = (False, False), [node]  # any name these bind is no flag
         else:
             for bound in _other_bindings(node):
@@ -202,22 +360,25 @@ def _triton_flags(tree: ast.Module) -> tuple[set[str], set[str]]:
     checks = set()
     for statement in tree.body:
         if (isinstance(statement, ast.FunctionDef) and not statement.args.args and not statement.args.posonlyargs
-                and not statement.args.vararg and not statement.decorator_list):
+                and not statement.args.vararg and not statement.decorator_list
+                and len(stores.get(statement.name, [])) == 1):
             returns = [n for n in ast.walk(statement) if isinstance(n, ast.Return)]
             if returns and all(r.value is not None and (_false_without_triton(r.value) or (
                     isinstance(r.value, ast.Name) and r.value.id in flags)) for r in returns):
                 checks.add(statement.name)
-    return flags, checks
+    return flags, checks, defined
 
 
 def _other_bindings(node: ast.AST) -> list[str]:
-    """Names an import, a definition or an ``except ... as`` binds."""
+    """Names an import, a definition, a parameter or an ``except ... as`` binds."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return [a.asname or a.name.split(".")[0] for a in node.names]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [node.name]
     if isinstance(node, ast.ExceptHandler) and node.name:
         return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
     return []
 
 
@@ -229,13 +390,21 @@ def _false_without_triton(value: ast.expr) -> bool:
     return _false_constant(value) or cuda_present(value) or _finds_triton(value)
 
 
-def _after_triton_import(statement: ast.AST, parents: dict[int, ast.AST]) -> bool:
+def _after_triton_import(statement: ast.AST, parents: dict[int, ast.AST],
+                         after_import: dict[int, set[int]]) -> bool:
     """The statement lies in a ``try`` body after an ``import triton`` of that body."""
     for ancestor, child in ancestors(statement, parents):
-        if isinstance(ancestor, ast.Try) and child in ancestor.body:
-            before = ancestor.body[:ancestor.body.index(child)]
-            if any(isinstance(s, ast.Import) and any(a.name.split(".")[0] == "triton" for a in s.names)
-                   or isinstance(s, ast.ImportFrom) and (s.module or "").split(".")[0] == "triton" and not s.level
-                   for s in before):
+        if isinstance(ancestor, ast.Try):
+            if id(ancestor) not in after_import:  # the statements after its first import of triton, once
+                first = next((i for i, s in enumerate(ancestor.body) if _imports_triton(s)), len(ancestor.body))
+                after_import[id(ancestor)] = {id(s) for s in ancestor.body[first + 1:]}
+            if id(child) in after_import[id(ancestor)]:
                 return True
     return False
+
+
+def _imports_triton(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Import):
+        return any(a.name.split(".")[0] == "triton" for a in statement.names)
+    return (isinstance(statement, ast.ImportFrom) and not statement.level
+            and (statement.module or "").split(".")[0] == "triton")
