@@ -212,6 +212,7 @@ class ScannedFiles:
         self.display = {job.path: job.display for job in jobs}
         self._data: dict[str, bytes | None] = {}
         self._trees: dict[str, ast.Module | None] = {}
+        self._parents: dict[str, dict[int, ast.AST]] = {}
         self._classes: dict[str, list[tuple[str, set[str]]]] | None = None
         self._derived: dict[str, set[str]] | None = None
         self._aliases: dict[str, set[str]] | None = None
@@ -236,6 +237,13 @@ class ScannedFiles:
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 self._trees[os_path] = None
         return self._trees[os_path]
+
+    def parents(self, os_path: str) -> dict[int, ast.AST]:
+        """Each node's parent in the file's tree (empty where it does not parse), built once."""
+        if os_path not in self._parents:
+            tree = self.tree(os_path)
+            self._parents[os_path] = {} if tree is None else _parents(tree)
+        return self._parents[os_path]
 
     def relative(self, os_path: str) -> str:
         """The file's path below the scanned folder that holds it ('/'-separated), or its name."""
@@ -723,7 +731,7 @@ def guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
         if tokens is None or tokens[1] or tree is None:
             return None
         package = dotted_module(path)[1]
-        parents = _parents(tree)
+        parents = files.parents(path)
         # Without an import that spells it, the name is the file's own (a local `gt`), and only an
         # attribute of the module's package (`triton.gt`) may still be the module; `x.gt(0)` is not.
         imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -332,31 +332,44 @@ def _triton_flags(tree: ast.Module, parents: dict[int, ast.AST],
     """The file's names true only where triton imports (``_TRITON_AVAILABLE``); its functions without
     parameters, bound once, that return only such names, false constants or CUDA queries
     (``_check_triton()``); and every name it binds other than by an import."""
-    defined = {name for node in ast.walk(tree) if not isinstance(node, (ast.Import, ast.ImportFrom))
-               for name in _other_bindings(node)} | {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
-    if any(isinstance(n, ast.Call) and unparsed(n.func) in ("globals", "vars", "setattr") for n in ast.walk(tree)):
-        return set(), set(), defined  # a name may be stored by a string
-    # each store of a name: (false without triton, whatever its value; not merely a false constant)
-    stores: dict[str, list[tuple[bool, bool]]] = {}
+    # one walk: each name's stores (the assignment, or None for any other binding), the names an `if` or a
+    # `return` reads (the only ones that may be flags), and whether a string may name what is stored
+    stores: dict[str, list[ast.Assign | ast.AnnAssign | None]] = {}
+    defined: set[str] = set()
+    read: set[str] = set()
+    by_string = False
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            asks = (_after_triton_import(node, parents, after_import) or cuda_present(node.value)
-                    or _finds_triton(node.value))
-            store = (asks or _false_constant(node.value), asks)
-            targets: list[ast.AST] = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
-        elif isinstance(node, (ast.AugAssign, ast.Delete, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith,
-                               ast.NamedExpr, ast.comprehension)):
-            store, targets = (False, False), [node]  # any name these bind is no flag
-        else:
-            for bound in _other_bindings(node):
-                stores.setdefault(bound, []).append((False, False))
-            continue
-        for target in targets:
-            for name in ast.walk(target):
-                if isinstance(name, ast.Name) and isinstance(name.ctx, (ast.Store, ast.Del)):
-                    stores.setdefault(name.id, []).append(store)
-    flags = {name for name, kinds in stores.items() if all(ok for ok, _ in kinds) and any(asks for _, asks in kinds)}
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        stores.setdefault(name.id, []).append(node if name is target else None)
+                        defined.add(name.id)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            if not _assigned(node, parents):
+                stores.setdefault(node.id, []).append(None)  # `for`, `with ... as`, `:=`, `+=`, `del`
+            defined.add(node.id)
+        elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            read.update(n.id for n in ast.walk(node.test) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
+            read.add(node.value.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "globals", "vars", "setattr"):
+            by_string = True
+        for bound in _other_bindings(node):
+            stores.setdefault(bound, []).append(None)
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined.add(bound)
+    if by_string:
+        return set(), set(), defined  # a name may be stored by a string
+
+    def asks(store: ast.Assign | ast.AnnAssign | None) -> bool:
+        return store is not None and store.value is not None and (
+            _after_triton_import(store, parents, after_import) or cuda_present(store.value)
+            or _finds_triton(store.value))
+    flags = {name for name in read & stores.keys()
+             if all(asks(s) or (s is not None and s.value is not None and _false_constant(s.value)) for s in stores[name])
+             and any(asks(s) for s in stores[name])}
     checks = set()
     for statement in tree.body:
         if (isinstance(statement, ast.FunctionDef) and not statement.args.args and not statement.args.posonlyargs
@@ -367,6 +380,14 @@ def _triton_flags(tree: ast.Module, parents: dict[int, ast.AST],
                     isinstance(r.value, ast.Name) and r.value.id in flags)) for r in returns):
                 checks.add(statement.name)
     return flags, checks, defined
+
+
+def _assigned(name: ast.Name, parents: dict[int, ast.AST]) -> bool:
+    """The name is a target of an ``=`` assignment, alone or in a tuple or list target."""
+    parent = parents.get(id(name))
+    while isinstance(parent, (ast.Tuple, ast.List, ast.Starred)):
+        parent = parents.get(id(parent))
+    return isinstance(parent, (ast.Assign, ast.AnnAssign))
 
 
 def _other_bindings(node: ast.AST) -> list[str]:
