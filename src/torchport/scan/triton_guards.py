@@ -98,14 +98,20 @@ class _Guards:
         self._imports: dict[str, list[str] | None] = {}
         self._reading: set[str] = set()
         self._cut = False  # an answer read while a chain was cut short depends on where it began
+        self._provisional: dict[str, list[str] | None] = {}
         self._flags: dict[str, tuple[set[str], set[str], set[str]]] = {}
         self._after_import: dict[int, set[int]] = {}
         self._reads: dict[str, _Reads | None] = {}
 
     def imports_of(self, os_path: str, depth: int = 0) -> list[str] | None:
         """Where the package imports the module, each import behind a guard; None where one is not."""
+        if depth == 0:
+            self._provisional.clear()
         if os_path in self._imports:
             return self._imports[os_path]
+        if os_path in self._provisional:
+            self._cut = True
+            return self._provisional[os_path]
         if os_path in self._reading or depth > _MAX_DEPTH:
             self._cut = True
             return None
@@ -120,8 +126,9 @@ class _Guards:
                                     lambda node, parents, path: self._guard(node, parents, path, os_path, depth))
         finally:
             self._reading.discard(os_path)
-        if not self._cut:
-            self._imports[os_path] = found
+        # an answer read while a chain was cut short is kept for this module's reading only, so that a
+        # cyclic import graph is read once per module and the answers do not depend on the order
+        (self._provisional if self._cut else self._imports)[os_path] = found
         self._cut = self._cut or cut_before
         return found
 
