@@ -382,7 +382,7 @@ def _cuda_check_over(node: ast.AST, parents: dict[int, ast.AST],
 
 
 def unshadowed(helper: Callable[[str], bool], statement: ast.AST,
-                parents: dict[int, ast.AST]) -> Callable[[str], bool]:
+               parents: dict[int, ast.AST]) -> Callable[[str], bool]:
     """``helper`` for the names no function, lambda or class around ``statement`` binds."""
     local: set[str] = set()
     for scope, _ in ancestors(statement, parents):

@@ -12,18 +12,26 @@ This pass runs after every file is scanned, over the packages scanned whole.  An
 Triton finding (TP503) of a module is lowered to info when every import of the module in the
 package's other files (tests aside), and every other use of its name there, lies behind one of:
 
-- a ``try`` whose handlers catch the failed import (``ImportError``, ``ModuleNotFoundError``,
-  ``Exception``, ``BaseException`` or a bare ``except``) and carry on: no handler ends in ``raise``;
-- an ``if`` with a conjunct that is false without CUDA (``torch.cuda.is_available()``, a helper
-  whose every return is) or for tensors not on CUDA (``x.is_cuda``, ``x.device.type == "cuda"``,
-  ``device == "cuda"``, ``x.device.type in ("cuda",)``);
-- an ``if`` with a conjunct that calls a function named for the choice of the Triton path
-  (``use_triton(x)``, ``is_triton_available()``, ``has_triton()``, ``triton_supported()``);
+- a ``try`` in the same scope whose handlers catch the failed import (``ImportError``,
+  ``ModuleNotFoundError``, ``Exception``, ``BaseException`` or a bare ``except``) and carry on: no
+  handler raises or exits among its own statements (a ``raise`` under a test re-raises other failures);
+- an ``if`` with a conjunct that is false without CUDA (``torch.cuda.is_available()``, a helper whose
+  every return is, not shadowed) or for tensors not on CUDA (``x.is_cuda``, ``x.device.type ==
+  "cuda"``, ``x.device.type in ("cuda",)``: a device's type, not a string a caller chooses);
+- an ``if`` with a conjunct that calls a function the file imports and names for the choice of the
+  Triton path (``use_triton(x)``, ``is_triton_available()``; not ``is_triton_disabled()``);
 - an ``if`` with a conjunct that is false where triton cannot be imported:
-  ``importlib.util.find_spec("triton")``, a name of the file whose every store is false, a CUDA
-  query, or lies in a ``try`` after ``import triton``, and a function without parameters of the
-  file every return of which is such a name, constant or query;
-- a module that is itself imported only behind such guards (the kernels its guarded module imports).
+  ``importlib.util.find_spec("triton")``; a name of the file, spelled by no other file and stored by
+  no string, whose every store is false, a CUDA query or lies in a ``try`` after ``import triton``; or
+  a function without parameters, defined once in the file, every return of which is such a name,
+  constant or query;
+- an import at the top of a module that is itself imported only behind such guards, followed through
+  up to twelve importing modules.
+
+The names such an import binds must be guarded too: each use in the file lies behind one of the
+guards above, under a test of the name (``if kernel is not None``), is a comparison with None, or
+follows the import in its ``try``; no string in the file spells the name, and no other file imports
+it from there or reads an attribute so named.
 
 Only the Triton findings are lowered: the guard keeps triton's absence and non-CUDA tensors away
 from the kernels, and says nothing of the module's other code.  Kept, as in the CUDA-check pass
