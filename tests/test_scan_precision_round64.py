@@ -220,15 +220,18 @@ def test_a_package_that_finds_modules_at_run_time_keeps_them(tmp_path):
 
 
 # Cases an independent review found lowered wrongly by the first version of the round (each keeps its findings).
+# A module-level triton flag set in the `try` that imports triton: the review cases add who else sets it.
+_FLAG_API = '\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n\ndef run(x):\n    if HAS_TRITON:\n        from kernlib.fast import add\n        return add(x)\n    return x\n'
+
 _REVIEW_CASES = {
     'none_called': {'kernlib/api.py': '\ntry:\n    from kernlib.fast import add\nexcept ImportError:\n    add = None\ndef run(x):\n    return add(x)\n'},
     'pass_then_use': {'kernlib/api.py': '\ntry:\n    from kernlib.fast import add\nexcept ImportError:\n    pass\ndef run(x):\n    return add(x)\n'},
     'try_around_def': {'kernlib/api.py': '\ntry:\n    import numpy\n    def run(x):\n        from kernlib.fast import add\n        return add(x)\nexcept ImportError:\n    run = None\n'},
     'handler_calls_raiser': {'kernlib/api.py': '\nimport sys\ntry:\n    from kernlib.fast import add\nexcept ImportError:\n    sys.exit("kernlib needs triton")\ndef run(x):\n    return add(x)\n'},
     'init_reexport': {'kernlib/__init__.py': '\ntry:\n    from .fast import add\nexcept ImportError:\n    add = None\n', 'kernlib/api.py': '\nfrom kernlib import add\ndef run(x):\n    return add(x)\n'},
-    'flag_set_elsewhere': {'kernlib/api.py': '\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n\ndef run(x):\n    if HAS_TRITON:\n        from kernlib.fast import add\n        return add(x)\n    return x\n', 'kernlib/cli.py': '\nimport kernlib.api as api\ndef main():\n    api.HAS_TRITON = True   # --force-triton\n    api.run(1)\n'},
-    'flag_setattr': {'kernlib/api.py': '\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n\ndef run(x):\n    if HAS_TRITON:\n        from kernlib.fast import add\n        return add(x)\n    return x\n', 'kernlib/cli.py': '\nfrom kernlib import api\ndef force():\n    setattr(api, "HAS_TRITON", True)\n'},
-    'flag_globals': {'kernlib/api.py': '\ntry:\n    import triton\n    HAS_TRITON = True\nexcept ImportError:\n    HAS_TRITON = False\n\nimport os\nglobals()["HAS_TRITON"] = os.environ.get("FORCE", "1") == "1"\ndef run(x):\n    if HAS_TRITON:\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
+    'flag_set_elsewhere': {'kernlib/api.py': _FLAG_API, 'kernlib/cli.py': '\nimport kernlib.api as api\ndef main():\n    api.HAS_TRITON = True   # --force-triton\n    api.run(1)\n'},
+    'flag_setattr': {'kernlib/api.py': _FLAG_API, 'kernlib/cli.py': '\nfrom kernlib import api\ndef force():\n    setattr(api, "HAS_TRITON", True)\n'},
+    'flag_globals': {'kernlib/api.py': _FLAG_API.replace("def run", 'import os\nglobals()["HAS_TRITON"] = os.environ.get("FORCE", "1") == "1"\ndef run', 1)},
     'param_shadows_flag': {'kernlib/api.py': '\nimport importlib.util\nuse_triton = importlib.util.find_spec("triton") is not None\ndef run(x, use_triton=True):\n    if use_triton:\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
     'check_redefined': {'kernlib/api.py': '\nimport torch\ndef _check_triton():\n    return torch.cuda.is_available()\ndef _check_triton():\n    return True\ndef run(x):\n    if _check_triton():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},
     'check_reassigned': {'kernlib/api.py': '\nimport torch\ndef _check_triton():\n    return torch.cuda.is_available()\n_check_triton = lambda: True\ndef run(x):\n    if _check_triton():\n        from kernlib.fast import add\n        return add(x)\n    return x\n'},

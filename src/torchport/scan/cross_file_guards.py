@@ -36,12 +36,12 @@ import ast
 import io
 import os
 import re
-import stat
 import sys
 import tokenize
 from collections.abc import Callable, Iterator
 
-from torchport.scan.detectors.syntax import bound_names, import_aliases
+from torchport.scan.detectors.syntax import bound_names, import_aliases, import_binds
+from torchport.scan.files import Unreadable, regular_file_bytes
 from torchport.scan.model import CrossFileHints, FileResult, Finding
 from torchport.scan.policy import still_hot, worst_of
 from torchport.scan.rules import CUDA_AVAILABILITY_CHECK
@@ -499,7 +499,7 @@ def binds_name(statement: ast.stmt, name: str) -> bool:
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return statement.name == name
     if isinstance(statement, (ast.Import, ast.ImportFrom)):
-        return any((a.asname or a.name.split(".")[0]) == name for a in statement.names)
+        return name in import_binds(statement)
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(statement))
 
 
@@ -533,6 +533,32 @@ def _false_without_cuda(value: ast.expr, bound: dict[str, ast.expr], depth: int 
     return cuda_present(value)
 
 
+def hot_modules(work: list, results: list[tuple[FileResult, int]], whole_package: Callable[[str], bool],
+                roots: list[str], hot_of: Callable[[FileResult, str], list[Finding]],
+                ) -> tuple[ScannedFiles, list[tuple[str, list[Finding]]]] | None:
+    """The package's modules (not ``__init__.py``, in packages scanned whole) with findings ``hot_of``
+    picks, and the scanned files; None where there are none or a registry walk may import any module."""
+    by_display = {job.display: job.path for job in work}
+    candidates = []
+    for result, _ in results:
+        os_path = by_display.get(result.path, "")
+        if os_path.endswith(".py") and os.path.basename(os_path) != "__init__.py" and whole_package(os_path):
+            hot = hot_of(result, os_path)
+            if hot:
+                candidates.append((os_path, hot))
+    if not candidates:
+        return None
+    files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
+    if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
+        return None  # a registry walk may import any module of the package
+    return files, candidates
+
+
+def guard_places(found: list[str]) -> str:
+    """The first three guarded imports, for a reason."""
+    return ", ".join(found[:3]) + (" ..." if len(found) > 3 else "")
+
+
 def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult, int]],
                                       whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower the findings of modules the rest of the package imports only under a CUDA check."""
@@ -542,31 +568,23 @@ def lower_modules_imported_under_cuda(work: list, results: list[tuple[FileResult
         if name in helpers_named for word in words}
     if not gated:
         return
-    by_display = {job.display: job.path for job in work}
-    files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
+    found_modules = hot_modules(work, results, whole_package, roots, lambda result, os_path: [
+        f for f in result.findings if still_hot(f)] if os.path.splitext(os.path.basename(os_path))[0] in gated else [])
+    if found_modules is None:
+        return
+    files, candidates = found_modules
     helpers = CudaHelpers(files)
     reach = ImportReach(files, roots)
-    for result, _ in results:
-        os_path = by_display.get(result.path, "")
-        if (not os_path.endswith(".py") or os.path.splitext(os.path.basename(os_path))[0] not in gated
-                or os.path.basename(os_path) == "__init__.py" or files.is_test(os_path)
-                or not whole_package(os_path)):
-            continue
-        hot = [f for f in result.findings if still_hot(f)]
-        if not hot:
-            continue
-        if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
-            return  # a registry walk may import any module of the package
-        if not reach.only_by_imports(os_path):
+    for os_path, hot in candidates:
+        if files.is_test(os_path) or not reach.only_by_imports(os_path):
             continue
         module = dotted_module(os_path)[0]
         found = guarded_imports(module, os_path, files, cuda_guard(helpers))
         if not found:
             continue
-        where = ", ".join(found[:3]) + (" ..." if len(found) > 3 else "")
         for finding in hot:
-            finding.lower_to_info(f"module {'.'.join(module)} is imported only under a CUDA check ({where}): a user "
-                            "without CUDA never runs it")
+            finding.lower_to_info(f"module {'.'.join(module)} is imported only under a CUDA check "
+                                  f"({guard_places(found)}): a user without CUDA never runs it")
 
 
 class ImportReach:
@@ -660,26 +678,6 @@ def named_in(paths: list[str], stem: str) -> bool:
     return False
 
 
-class Unreadable(Exception):
-    """A file too large to read or that cannot be read: what it says is unknown."""
-
-
-def regular_file_bytes(path: str, max_bytes: int) -> bytes | None:
-    """The bytes of a regular file; None for a pipe, a device or a socket, whose reading may block
-    and which hold no source.  Raises Unreadable for a file over ``max_bytes`` or one that cannot
-    be read."""
-    try:
-        status = os.stat(path)
-        if not stat.S_ISREG(status.st_mode):
-            return None
-        if status.st_size > max_bytes:
-            raise Unreadable(path)
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise Unreadable(path) from exc
-
-
 def _word_tokens(data: bytes, stem: str) -> tuple[int, bool] | None:
     """How many name tokens spell ``stem``, and whether a string holds it as a word."""
     word = re.compile(r"(?<![\w])" + re.escape(stem) + r"(?![\w])")
@@ -736,7 +734,7 @@ def guarded_imports(module: tuple[str, ...], os_path: str, files: ScannedFiles,
         # attribute of the module's package (`triton.gt`) may still be the module; `x.gt(0)` is not.
         imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
         imports_it = any(_spelled_in_import(n, stem) for n in imports)
-        imported_names = {a.asname or a.name.split(".")[0] for n in imports for a in n.names}
+        imported_names = {name for n in imports for name in import_binds(n)}
         accounted = 0
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
@@ -40,3 +41,23 @@ def any_word(words: Iterable[str | bytes]) -> re.Pattern[bytes]:
     first, so that a word is not matched as the start of a longer one."""
     encoded = sorted((w.encode() if isinstance(w, str) else w for w in words), key=len, reverse=True)
     return re.compile(rb"(?<![\w])(" + b"|".join(map(re.escape, encoded)) + rb")(?![\w])")
+
+
+class Unreadable(Exception):
+    """A file too large to read or that cannot be read: what it says is unknown."""
+
+
+def regular_file_bytes(path: str, max_bytes: int) -> bytes | None:
+    """The bytes of a regular file; None for a pipe, a device or a socket, whose reading may block
+    and which hold no source.  Raises Unreadable for a file over ``max_bytes`` or one that cannot
+    be read."""
+    try:
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        if status.st_size > max_bytes:
+            raise Unreadable(path)
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise Unreadable(path) from exc

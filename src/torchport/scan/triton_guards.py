@@ -46,9 +46,9 @@ import re
 from collections.abc import Callable
 
 from torchport.scan.cross_file_guards import (
-    FINDS_MODULES, FINDS_MODULES_NEEDLES, CudaHelpers, ImportReach, ScannedFiles, ancestors, cuda_present,
-    dotted_module, from_module, guarded_imports, is_module_file, unparsed, unshadowed)
-from torchport.scan.detectors.syntax import bound_names, catches_a_missing_module
+    CudaHelpers, ImportReach, ScannedFiles, ancestors, cuda_present,
+    dotted_module, from_module, guard_places, guarded_imports, hot_modules, is_module_file, unparsed, unshadowed)
+from torchport.scan.detectors.syntax import bound_names, catches_a_missing_module, import_binds
 from torchport.scan.model import FileResult
 from torchport.scan.policy import still_hot
 from torchport.scan.rules import TRITON_KERNEL
@@ -69,31 +69,22 @@ _Scope = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 def lower_guarded_triton_modules(work: list, results: list[tuple[FileResult, int]],
                                  whole_package: Callable[[str], bool], roots: list[str]) -> None:
     """Lower the Triton findings of modules the rest of the package imports only behind a guard."""
-    by_display = {job.display: job.path for job in work}
-    candidates = []
-    for result, _ in results:
-        os_path = by_display.get(result.path, "")
-        hot = [f for f in result.findings if f.rule_id == TRITON_KERNEL and still_hot(f)]
-        if (hot and os_path.endswith(".py") and os.path.basename(os_path) != "__init__.py"
-                and whole_package(os_path)):
-            candidates.append((os_path, hot))
-    if not candidates:
+    found_modules = hot_modules(work, results, whole_package, roots, lambda result, _: [
+        f for f in result.findings if f.rule_id == TRITON_KERNEL and still_hot(f)])
+    if found_modules is None:
         return
-    files = ScannedFiles([job for job in work if job.path.endswith(".py")], roots)
-    if files.anywhere(FINDS_MODULES, FINDS_MODULES_NEEDLES):
-        return  # a registry walk may import any module of the package
+    files, candidates = found_modules
     guards = _Guards(files, roots)
     for os_path, hot in candidates:
         found = guards.imports_of(os_path)
         if not found:
             continue
-        where = ", ".join(found[:3]) + (" ..." if len(found) > 3 else "")
         module = ".".join(dotted_module(os_path)[0])
         for finding in hot:
             finding.lower_to_info(
-                f"module {module} is imported only behind a guard ({where}): where the guard fails (triton "
-                "cannot be imported, or the CUDA or device test is false), the package neither imports nor "
-                "calls this kernel")
+                f"module {module} is imported only behind a guard ({guard_places(found)}): where the guard fails "
+                "(triton cannot be imported, or the CUDA or device test is false), the package neither imports "
+                "nor calls this kernel")
 
 
 class _Guards:
@@ -110,6 +101,7 @@ class _Guards:
         self._flags: dict[str, tuple[set[str], set[str], set[str]]] = {}
         self._after_import: dict[int, set[int]] = {}
         self._reads: dict[str, _Reads | None] = {}
+        self._uses_by_file: dict[str, tuple[dict[str, list[ast.Name]], set[str]] | None] = {}
 
     def imports_of(self, os_path: str, depth: int = 0) -> list[str] | None:
         """Where the package imports the module, each import behind a guard; None where one is not."""
@@ -173,7 +165,7 @@ class _Guards:
             return "compared with None"
         for ancestor, child in ancestors(node, parents):
             if isinstance(ancestor, ast.Try) and child in ancestor.body and _carries_on(ancestor) and any(
-                    name in _bound_by(s) for s in ancestor.body[:ancestor.body.index(child)]):
+                    name in import_binds(s) for s in ancestor.body[:ancestor.body.index(child)]):
                 return f"in the `try` that imports it (line {ancestor.lineno})"
             if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test and (
                     child in ancestor.body if isinstance(ancestor, ast.If) else child is ancestor.body) and (
@@ -202,21 +194,37 @@ class _Guards:
             return True
         if "*" in {a.name for a in node.names}:
             return False
-        tree = self.files.tree(path)
-        if tree is None:
+        uses = self._uses(path)
+        if uses is None:
             return False
-        for use in ast.walk(tree):
-            if isinstance(use, ast.Name) and use.id in names and isinstance(use.ctx, ast.Load) and (
-                    self._use_guard(use, parents, path, use.id) is None):
-                return False
-            if isinstance(use, ast.Constant) and use.value in names:
-                return False  # `__all__`, `getattr(module, "add")`
+        loads, strings = uses
+        if names & strings:
+            return False  # `__all__`, `getattr(module, "add")`
+        if any(self._use_guard(use, parents, path, use.id) is None for name in names for use in loads.get(name, ())):
+            return False
         for name in names:
             mentioning = self.files.mentioning(name.encode())
             if mentioning is None or any(other != path and self._takes(other, name, path)
                                          and not self.files.is_test(other) for other in mentioning):
                 return False
         return True
+
+    def _uses(self, path: str) -> tuple[dict[str, list[ast.Name]], set[str]] | None:
+        """The names the file reads, each with its reads, and the strings it spells; read once a file."""
+        if path not in self._uses_by_file:
+            tree = self.files.tree(path)
+            if tree is None:
+                self._uses_by_file[path] = None
+            else:
+                loads: dict[str, list[ast.Name]] = {}
+                strings: set[str] = set()
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                        loads.setdefault(node.id, []).append(node)
+                    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                        strings.add(node.value)
+                self._uses_by_file[path] = loads, strings
+        return self._uses_by_file[path]
 
     def _flags_of(self, path: str, parents: dict[int, ast.AST]) -> tuple[set[str], set[str], set[str]]:
         """The file's triton flags and check functions, and the names it binds other than by an import."""
@@ -260,12 +268,6 @@ class _Reads:
             elif isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     self.imported_from.setdefault(alias.name, []).append(from_module(node, package))
-
-
-def _bound_by(statement: ast.stmt) -> set[str]:
-    if isinstance(statement, (ast.Import, ast.ImportFrom)):
-        return {a.asname or a.name.split(".")[0] for a in statement.names}
-    return set()
 
 
 def _tests_name(test: ast.expr, name: str) -> bool:
@@ -408,7 +410,7 @@ def _assigned(name: ast.Name, parents: dict[int, ast.AST]) -> bool:
 def _other_bindings(node: ast.AST) -> list[str]:
     """Names an import, a definition, a parameter or an ``except ... as`` binds."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return [a.asname or a.name.split(".")[0] for a in node.names]
+        return import_binds(node)
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [node.name]
     if isinstance(node, ast.ExceptHandler) and node.name:

@@ -59,13 +59,11 @@ from typing import NamedTuple
 from torchport.scan.cross_file_guards import (
     RUNS_AS_SCRIPT,
     ScannedFiles,
-    Unreadable,
     dotted_module,
     finds_at_run_time,
-    regular_file_bytes,
 )
 from torchport.scan.detectors.shared import is_test_file
-from torchport.scan.files import package_root
+from torchport.scan.files import Unreadable, package_root, regular_file_bytes
 from torchport.scan.gpu_test_names import project_root
 from torchport.scan.model import FileResult
 from torchport.scan.policy import still_hot

@@ -57,10 +57,10 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from torchport.scan.cross_file_guards import (ScannedFiles, Unreadable, dotted_module, finds_at_run_time,
-                                              from_module, is_test_path, named_in, naming_files,
-                                              regular_file_bytes)
+from torchport.scan.cross_file_guards import (ScannedFiles, dotted_module, finds_at_run_time, from_module,
+                                              is_test_path, named_in, naming_files)
 from torchport.scan.detectors.syntax import character_column, nested_statements
+from torchport.scan.files import Unreadable, regular_file_bytes
 from torchport.scan.model import FileResult, Finding
 from torchport.scan.policy import is_hot, still_hot
 from torchport.scan.reachability import mentions_of, package_root, scopes_at

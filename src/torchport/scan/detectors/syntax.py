@@ -222,6 +222,16 @@ def wraps_in_place(decorator: ast.expr) -> bool:
         isinstance(root, ast.Name) and root.id in ("functools", "torch") and root is not target)
 
 
+def alias_binds(alias: ast.alias) -> str:
+    """The name an import binds: ``import a.b`` binds ``a``, ``import a.b as c`` binds ``c``."""
+    return alias.asname or alias.name.split(".")[0]
+
+
+def import_binds(statement: ast.AST) -> list[str]:
+    """The names an ``import`` or ``from ... import`` binds; none for any other node."""
+    return [alias_binds(a) for a in statement.names] if isinstance(statement, (ast.Import, ast.ImportFrom)) else []
+
+
 def bound_names(scope: ast.AST, stores: bool = True) -> set[str]:
     """Every name a node binds anywhere inside it, in any position: stores (unless ``stores`` is
     False), parameters, imports, definitions, ``except ... as``, pattern captures, ``global`` and
@@ -234,7 +244,7 @@ def bound_names(scope: ast.AST, stores: bool = True) -> set[str]:
         elif isinstance(node, ast.arg):
             found.add(node.arg)
         elif isinstance(node, ast.alias):
-            found.add(node.asname or node.name.split(".")[0])
+            found.add(alias_binds(node))
         elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not scope) or (
                 isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name):
             found.add(node.name)  # type: ignore[arg-type]
