@@ -389,7 +389,7 @@ class Trainer:
         if self.cuda:
             self.device = torch.device("cuda")
         else:
-            self.device = torch.device("cpu")
+            self.device = torch.device(cfg.fallback)
         acceptable = [torch.float32, torch.float64]
         self.stats = torch.zeros(3, dtype=torch.float64, device=self.device)
 
@@ -403,5 +403,5 @@ class Trainer:
 
 def test_a_cuda_flag_held_on_self_guards_and_a_list_of_dtypes_makes_no_tensor(tmp_path: Path) -> None:
     # the flag itself picks the CPU over other accelerators (6); what it guards is info;
-    # a float64 tensor on the device (12) and an unguarded synchronize (18) stay
+    # a float64 tensor on the device (12; the fallback may be MPS) and an unguarded synchronize (18) stay
     assert _serious(tmp_path, FLAGS_AND_DTYPE_LISTS) == {6, 12, 18}

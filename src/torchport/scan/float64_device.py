@@ -13,7 +13,8 @@ the file, without knowing any helper by name:
   only to the CPU: ``host = torch.device("cpu")``);
 - the line follows ``if <device is MPS>: raise`` in its function, or its private function is
   called only under a test that holds for CPU tensors alone;
-- the tensor or module is moved first to a module device that is CUDA or the CPU, never MPS;
+- the tensor or module is made on or moved to a device that is CUDA or the CPU wherever it is set
+  (a written-out device, a name, ``self.device`` or a function of the file giving only such), never MPS;
 - the line is in a private module that the package imports only inside functions raising on MPS
   before they use it (read across files, after every file is scanned).
 """
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchport.scan.detectors.syntax import names_the_cpu, walk_nodes
+from torchport.scan.detectors.syntax import import_binds, names_the_cpu, walk_nodes
+from torchport.scan.files import Unreadable, package_root, regular_file_bytes
 from torchport.scan.rules import FLOAT64
 
 if TYPE_CHECKING:
@@ -832,88 +835,432 @@ def chosen_only_on_cpu(context: FileContext, line: int) -> str | None:
     return ", ".join(f"line {n}" for n in sorted(tests))
 
 
-# -- a module device that is CUDA or the CPU, never MPS --------------------------------------------
+# -- a device that is CUDA or the CPU wherever it is set, never MPS --------------------------------
+
+# The device prefixes that are never MPS: a float64 tensor there works.
+_NOT_MPS = ("cuda", "cpu")
+# How many names, calls and attributes deep a device is followed back to its value.
+_DEVICE_DEPTH = 5
+# Past this many Python files in a project, its other files are not read for stores of a name (nothing is lowered).
+_MAX_PACKAGE_FILES = 2000
+# What marks the folder above a package as its project's: scripts there may store into the package.
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# Folders no package imports from: environments, caches, version control.
+_NOT_PACKAGE = frozenset({"__pycache__", "site-packages", "node_modules", "venv", "env"})
+# Stores by a computed name: `setattr(obj, "device", ...)` (with the name spelled in a string), and
+# `obj.__dict__.update(...)`, `vars(obj)[...]`, `globals()[...]` (with any name).
+_SETATTR = re.compile(rb"setattr(?:__)?\(")
+_DICT_STORE = re.compile(rb"__dict__|\bvars\(|globals\(\)")
 
 
-def _cuda_or_cpu(value: ast.expr | None) -> bool:
-    """``torch.device("cuda" if torch.cuda.is_available() else "cpu")`` or the bare ``IfExp``:
-    every branch a constant naming CUDA or the CPU, so the device is never MPS."""
-    if isinstance(value, ast.Call) and len(value.args) == 1 and getattr(value.func, "attr", getattr(
-            value.func, "id", "")) == "device":
-        value = value.args[0]
-    if not isinstance(value, ast.IfExp):
-        return False
-    branches = (value.body, value.orelse)
-    return all(isinstance(b, ast.Constant) and isinstance(b.value, str) and b.value.split(":")[0] in ("cuda", "cpu")
-               for b in branches)
+def _names_not_mps(text: str) -> bool:
+    return text.split(":")[0] in _NOT_MPS
 
 
-@functools.lru_cache(maxsize=256)
-def _parsed_assignments(path: str, modified: int) -> dict[str, list[ast.expr]]:
-    """A module's top-level assignments by name; ``modified`` is only part of the cache key."""
-    try:
-        tree = ast.parse(Path(path).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    return _assignments(tree.body)
+def _literal_not_mps(node: ast.expr | None) -> bool:
+    """A device written out as CUDA or the CPU: ``"cuda:0"``, an index, ``f"cuda:{rank}"``,
+    ``torch.device(...)`` of one, ``"cuda" if ... else "cpu"``."""
+    if isinstance(node, ast.Constant):
+        return (isinstance(node.value, str) and _names_not_mps(node.value)) or type(node.value) is int
+    if isinstance(node, ast.JoinedStr):
+        first = node.values[0] if node.values else None
+        return isinstance(first, ast.Constant) and isinstance(first.value, str) and ":" in first.value \
+            and _names_not_mps(first.value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # "cuda:%d" % rank
+        return isinstance(node.left, ast.Constant) and isinstance(node.left.value, str) \
+            and ":" in node.left.value and _names_not_mps(node.left.value)
+    if isinstance(node, ast.IfExp):
+        return _literal_not_mps(node.body) and _literal_not_mps(node.orelse)
+    if isinstance(node, ast.Call) and _is_torch_device(node.func):
+        return _literal_not_mps(_device_type(node))
+    return False
 
 
-def _assignments(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
-    found: dict[str, list[ast.expr]] = {}
-    for statement in body:
-        if isinstance(statement, ast.Assign):
-            for target in statement.targets:
-                if isinstance(target, ast.Name):
-                    found.setdefault(target.id, []).append(statement.value)
+def _is_torch_device(func: ast.expr) -> bool:
+    return isinstance(func, ast.Attribute) and func.attr == "device" and isinstance(func.value, ast.Name) \
+        and func.value.id == "torch"
+
+
+def _device_type(call: ast.Call) -> ast.expr | None:
+    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "type"), None)
+
+
+def _flat(body: list[ast.stmt]) -> list[ast.AST]:
+    """The nodes of ``body``, not those of the functions, lambdas and classes defined in it."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
     return found
 
 
-def _module_values(context: FileContext, path: str, name: str) -> list[ast.expr]:
-    """What ``name`` is bound to at the top of this file or, for ``from pkg.mod import NAME``, at
-    the top of the package's own module (found by walking up from this file)."""
-    own = _assignments(context.tree.body).get(name)
-    if own:
-        return own
-    found = _imported_module(context, path, name)
-    if found is None:
-        return []
-    module, original = found
+def _bindings(nodes: list[ast.AST], name: str) -> list[ast.expr] | None:
+    """The values ``name`` is assigned among ``nodes``; None where it is also bound some other way
+    whose value is unknown here (a loop, ``with``, unpacking, an import, a ``match`` capture, a
+    ``def``)."""
+    values: list[ast.expr] = []
+    plain_targets: set[int] = set()
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    values.append(node.value)
+                    plain_targets.add(id(target))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            plain_targets.add(id(node.target))
+            if node.value is not None:
+                values.append(node.value)
+    for node in nodes:
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load) \
+                and id(node) not in plain_targets:
+            return None
+        if name in import_binds(node) or (isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)):
+            return None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return None
+        if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name == name \
+                or isinstance(node, ast.MatchMapping) and node.rest == name:
+            return None
+    return values
+
+
+@functools.lru_cache(maxsize=65536)
+def _stores_name(path: str, modified: int, name: str, attribute: bool) -> bool:
+    """The file stores ``name`` as an attribute (``x.name = ...``, ``x.name, y = ...``, ``x.name +=
+    ...``), or by a computed name in a file that spells it, or, for an ``attribute``, in a class body
+    (``name = ...``, ``def name(self)``: a subclass's); ``modified`` is only part of the cache key."""
     try:
-        modified = module.stat().st_mtime_ns
+        data = regular_file_bytes(path, 64 << 20)
+    except Unreadable:
+        return True
+    if data is None or name.encode() not in data:
+        return False
+    word = re.escape(name.encode())
+    # `.name` among a statement's targets: before its `=`, with no call or `=` before it on the line
+    if re.search(rb"(?m)^[^=(\n#]*\." + word + rb"\b[^=(\n]*(?<![=!<>])=(?!=)", data):
+        return True
+    if (_SETATTR.search(data) or _DICT_STORE.search(data)) and re.search(rb"(?<![\w])" + word + rb"(?![\w])", data):
+        return True
+    if not attribute or not re.search(rb"(?m)^[ \t]+(?:" + word + rb"\s*(?::[^=\n]*)?=(?!=)|(?:async[ \t]+)?def[ \t]+"
+                                      + word + rb"\b)", data):
+        return False
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return True
+    return any(isinstance(owner, ast.ClassDef) and _bindings(_flat(owner.body), name) != []
+               for owner in ast.walk(tree))
+
+
+def _package_files(path: str) -> list[str] | None:
+    """The other Python files of the project holding ``path``: below the folder that holds the package's
+    setup files or repository (a script's folder or the package's top folder without one); None past
+    ``_MAX_PACKAGE_FILES``."""
+    folder = package_root(path)
+    project = os.path.dirname(folder)
+    if any(os.path.exists(os.path.join(project, marker)) for marker in _PROJECT_MARKERS):
+        folder = project
+    found: list[str] = []
+    for root, folders, files in os.walk(folder):
+        folders[:] = [f for f in folders if not f.startswith(".") and f not in _NOT_PACKAGE]
+        found.extend(os.path.join(root, f) for f in files if f.endswith(".py"))
+        if len(found) > _MAX_PACKAGE_FILES:
+            return None
+    own = str(Path(path).resolve())
+    return [f for f in found if str(Path(f).resolve()) != own]
+
+
+class _DeviceValues:
+    """Follows a device expression back to every value it can have: a written-out device, a name
+    bound in a function nested in no other or at the top of the module, ``self.device`` of a class
+    of the file, or a call of a plain function of the file.  Anything else (a parameter, a tensor's
+    ``.device``, an import other than a module's written-out device, a method) may be MPS."""
+
+    def __init__(self, context: FileContext, path: str) -> None:
+        self.context = context
+        self.path = path
+        self.classes = {s.name: s for s in context.scopes if isinstance(s, ast.ClassDef)}
+        self.module_nodes = _flat(context.tree.body)
+        self.declared = {n for node in walk_nodes(context.tree) if isinstance(node, (ast.Global, ast.Nonlocal))
+                         for n in node.names}
+        self._attribute_stores: dict[str, list[tuple[ast.expr | None, _Function | None]] | None] | None = None
+        self._other_files: dict[tuple[str, bool], bool] = {}
+        self._answers: dict[tuple[str, str], bool] = {}
+
+    def never_mps(self, node: ast.expr | None, function: _Function | None, depth: int = 0) -> bool:
+        if node is None or depth > _DEVICE_DEPTH:
+            return False
+        if _literal_not_mps(node):
+            return True
+        if isinstance(node, ast.IfExp):
+            return self.never_mps(node.body, function, depth + 1) and self.never_mps(node.orelse, function, depth + 1)
+        if isinstance(node, ast.Call) and _is_torch_device(node.func):
+            return self.never_mps(_device_type(node), function, depth + 1)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.cuda.current_device":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called = node.func.id
+            return self._remembered(("call", called), lambda: self._call(called, function, depth))
+        if isinstance(node, ast.Name):
+            return self._name(node.id, function, depth)
+        if isinstance(node, ast.Attribute) and self._own_object(node.value, function):
+            return self._remembered(("attribute", node.attr), lambda: self._attribute(node.attr, depth))
+        return False
+
+    def _remembered(self, key: tuple[str, str], answer: Callable[[], bool]) -> bool:
+        if key not in self._answers:
+            self._answers[key] = False  # a cycle (`a` returns `b()`, `b` returns `a()`) is no answer
+            self._answers[key] = answer()
+        return self._answers[key]
+
+    def _call(self, name: str, function: _Function | None, depth: int) -> bool:
+        """A plain function of the file, defined once at its top, bound no other way, every return a
+        device that is never MPS."""
+        if function is not None and name in _parameters(function) or name in self.declared:
+            return False
+        definitions = [s for s in self.context.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and s.name == name]
+        if len(definitions) != 1 or definitions[0].decorator_list:
+            return False
+        bound_elsewhere = [n for n in self.module_nodes if n is not definitions[0] and (
+            name in import_binds(n) or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+            or isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))]
+        if bound_elsewhere or self._stored_elsewhere(name):
+            return False
+        returns = [n for n in _flat(definitions[0].body) if isinstance(n, ast.Return)]
+        return bool(returns) and all(self.never_mps(r.value, definitions[0], depth + 1) for r in returns)
+
+    def _name(self, name: str, function: _Function | None, depth: int) -> bool:
+        if name in self.declared:
+            return False  # `global DEVICE` or `nonlocal device` somewhere: stored where this does not read
+        if function is not None:
+            if name in _parameters(function):
+                return False
+            bound = _bindings(_flat(function.body), name)
+            if bound is None:
+                return False
+            if bound:
+                return all(self.never_mps(v, function, depth + 1) for v in bound)
+        module = _bindings(self.module_nodes, name)
+        if module is None:
+            return self._imported_literal(name)
+        if self._computed_store(name) or self._stored_elsewhere(name):
+            return False
+        return bool(module) and all(self.never_mps(v, None, depth + 1) for v in module)
+
+    def _imported_literal(self, name: str) -> bool:
+        """``from pkg.config import DEVICE`` where the package's module binds DEVICE only to a
+        written-out device that is never MPS, and nothing stores it by another route."""
+        if sum(name in import_binds(n) for n in walk_nodes(self.context.tree)) != 1:
+            return False
+        found = _imported_module(self.context, self.path, name)
+        if found is None or self._stored_elsewhere(name):
+            return False
+        module, original = found
+        try:
+            data = regular_file_bytes(str(module), 64 << 20)
+            tree = ast.parse(data) if data is not None else None
+        except (Unreadable, SyntaxError, ValueError):
+            return False
+        if tree is None or any(isinstance(n, (ast.Global, ast.Nonlocal)) and original in n.names
+                               for n in ast.walk(tree)):
+            return False
+        values = _bindings(_flat(tree.body), original)
+        return values is not None and bool(values) and all(_literal_not_mps(v) for v in values)
+
+    def _own_object(self, node: ast.expr, function: _Function | None) -> bool:
+        """``self`` in a method of a class of the file whose bases are the file's own classes, or a
+        name the function binds only to a new instance of such a class (``instance = cls(...)``):
+        not a tensor, whose ``.device`` its caller chose, nor a library class's property."""
+        if not isinstance(node, ast.Name) or function is None:
+            return False
+        owner = self._class_of(function)
+        if owner is None or not self._own_hierarchy(owner):
+            return False
+        if node.id == "self":
+            return True
+        values = _bindings(_flat(function.body), node.id)
+        return values is not None and bool(values) and all(
+            isinstance(v, ast.Call) and ast.unparse(v.func) in ("cls", "cls.__new__") for v in values)
+
+    def _class_of(self, function: _Function) -> ast.ClassDef | None:
+        return next((c for c in self.classes.values() if function in c.body), None)
+
+    def _own_hierarchy(self, owner: ast.ClassDef, depth: int = 0) -> bool:
+        if depth > _DEVICE_DEPTH or owner.keywords:
+            return False
+        for base in owner.bases:
+            if isinstance(base, ast.Name) and base.id == "object":
+                continue
+            if not isinstance(base, ast.Name) or base.id not in self.classes \
+                    or not self._own_hierarchy(self.classes[base.id], depth + 1):
+                return False
+        return True
+
+    def _attribute(self, attribute: str, depth: int) -> bool:
+        """Every store of ``.attribute`` in the file (on any object, a class body's too) is never MPS,
+        none is by a computed name, and no other file of the package stores it."""
+        stores = self._stores().get(attribute, [])
+        if not stores or self._computed_store(attribute) or self._stored_elsewhere(attribute, attribute=True):
+            return False
+        return all(self.never_mps(v, f, depth + 1) for v, f in stores)
+
+    def _stores(self) -> dict[str, list[tuple[ast.expr | None, _Function | None]] | None]:
+        """Every attribute the file stores, with each value and its function, read in one walk;
+        None for one stored so that its value is unknown (``+=``, unpacked, a field, a property)."""
+        if self._attribute_stores is None:
+            found: dict[str, list[tuple[ast.expr | None, _Function | None]] | None] = {}
+
+            def add(name: str, value: ast.expr | None, function: _Function | None) -> None:
+                known = found.setdefault(name, [])
+                if known is not None:
+                    if value is None:
+                        found[name] = None
+                    else:
+                        known.append((value, function))
+
+            for owner in self.classes.values():
+                for statement in owner.body:
+                    if isinstance(statement, ast.Assign):
+                        for target in statement.targets:
+                            for stored in ast.walk(target):
+                                if isinstance(stored, ast.Name):
+                                    add(stored.id, statement.value if stored is target else None, None)
+                    elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                        add(statement.target.id, None, None)  # a field: its constructor's caller sets it
+                    elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        add(statement.name, None, None)  # a property or a method of that name
+            for node in walk_nodes(self.context.tree):
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        for stored in ast.walk(target):
+                            if isinstance(stored, ast.Attribute) and isinstance(stored.ctx, ast.Store):
+                                add(stored.attr, node.value if stored is target else None,
+                                    self.context.innermost_function(node.lineno))
+                elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem,
+                                       ast.NamedExpr, ast.Delete)):
+                    for stored in ast.walk(node):
+                        if isinstance(stored, ast.Attribute) and not isinstance(stored.ctx, ast.Load):
+                            add(stored.attr, None, None)
+            self._attribute_stores = found
+        return self._attribute_stores
+
+    def _stored_elsewhere(self, name: str, attribute: bool = False) -> bool:
+        """Another file of the project stores ``name`` as an attribute (``mod.DEVICE = ...``,
+        ``obj.device = ...``) or by a computed name, or for an ``attribute`` in a class body (a
+        subclass's ``device = "mps"``)."""
+        if (name, attribute) not in self._other_files:
+            files = _package_files(self.path)
+            self._other_files[name, attribute] = files is None or any(
+                _stores_name(f, _modified(f), name, attribute) for f in files)
+        return self._other_files[name, attribute]
+
+    def _computed_store(self, name: str) -> bool:
+        """This file stores by a computed name: ``setattr`` with ``name`` in a string, or a dict of
+        names (``__dict__``, ``vars``, ``globals()``)."""
+        text = self.context.text.encode(errors="replace")
+        return _DICT_STORE.search(text) is not None or (
+            _SETATTR.search(text) is not None and any(isinstance(n, ast.Constant) and n.value == name
+                                                      for n in walk_nodes(self.context.tree)))
+
+
+def _modified(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
     except OSError:
-        return []
-    return _parsed_assignments(str(module), modified).get(original, [])
+        return -1
 
 
-def moved_to_cuda_or_cpu(context: FileContext, line: int, path: str) -> str | None:
-    """The module device, bound only to CUDA-or-the-CPU (``DEVICE = torch.device("cuda" if
-    torch.cuda.is_available() else "cpu")``), that every float64 cast on the line moves its
-    tensor or module to first (``.to(DEVICE).double()``): on a Mac it is the CPU."""
-    casts = _float64_casts(context, line)
+def _parameters(function: _Function) -> set[str]:
+    arguments = function.args
+    return {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg,
+                            arguments.kwarg) if a is not None}
+
+
+def _placements(cast: ast.Call, parents: dict[int, ast.AST]) -> list[ast.expr] | None:
+    """Every device a float64-making call's tensor is put on: its own ``device=`` or a ``.to(device)``
+    before it in the chain (``torch.ones(n).to(DEVICE).double()``), and every ``.to(...)`` after it
+    (``torch.tensor(x, dtype=torch.float64).to(DEVICE)``); None where none is found or one moves
+    it by other means."""
+    found: list[ast.expr] = []
+    given = next((k.value for k in cast.keywords if k.arg == "device"), None)
+    if given is None and isinstance(cast.func, ast.Attribute) and cast.func.attr == "to" and cast.args \
+            and not _is_float64(cast.args[0]):
+        given = cast.args[0]
+    receiver = cast.func.value if isinstance(cast.func, ast.Attribute) else None
+    while given is None and isinstance(receiver, ast.Call):
+        given = next((k.value for k in receiver.keywords if k.arg == "device"), None)
+        if given is None and isinstance(receiver.func, ast.Attribute) and receiver.func.attr == "to":
+            given = _device_argument(receiver)
+        receiver = receiver.func.value if isinstance(receiver.func, ast.Attribute) else None
+    if given is not None:
+        found.append(given)
+    node: ast.AST = cast
+    while True:  # the methods called on the result: `.to(device)` moves it again
+        attribute = parents.get(id(node))
+        if not isinstance(attribute, ast.Attribute):
+            break
+        outer = parents.get(id(attribute))
+        if not (isinstance(outer, ast.Call) and outer.func is attribute):
+            break
+        if attribute.attr in ("to", "cuda", "mps", "cpu", "type"):
+            if attribute.attr != "to":
+                return None
+            moved = next((k.value for k in outer.keywords if k.arg == "device"), None) or next(
+                (a for a in outer.args if not _names_a_dtype(a)), None)
+            if moved is not None:
+                found.append(moved)
+        node = outer
+    return found or None
+
+
+def placed_on_cuda_or_cpu(context: FileContext, line: int, path: str) -> str | None:
+    """The devices, each CUDA or the CPU wherever its value comes from (``DEVICE = torch.device("cuda"
+    if torch.cuda.is_available() else "cpu")``, ``self.device`` set only so, a ``_device()`` function
+    returning only so), that every float64 tensor of the line is made on or moved to: on a Mac it is
+    the CPU, where float64 works."""
+    function = context.innermost_function(line)
+    if function is not None and any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s is not function
+                                    for s in context.enclosing(line)):
+        return None  # a closure: a name may be its enclosing function's
+    if context.enclosing(line) and isinstance(context.enclosing(line)[-1], ast.ClassDef):
+        return None  # a class body: its names are not the module's
+    parents = context.parents
+    casts = [c for c in _float64_casts(context, line) if isinstance(c.func, ast.Attribute) and c.func.attr == "double"]
+    for name in float64_names(context, line):
+        argument_of = parents.get(id(name))
+        call = parents.get(id(argument_of)) if isinstance(argument_of, ast.keyword) else argument_of
+        if not isinstance(call, ast.Call) or call.func is name:
+            return None  # `dtype = torch.float64`: where it goes is not read here
+        casts.append(call)  # a call begun on an earlier line too: `torch.tensor(\n x, dtype=torch.float64)`
     if not casts:
         return None
-    local = {a.arg for f in context.enclosing(line) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-             for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)}
+    values = _device_values(context, path)
     found: set[str] = set()
     for cast in casts:
-        receiver = cast.func.value if isinstance(cast.func, ast.Attribute) else None
-        device = None
-        while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
-            if receiver.func.attr == "to":
-                device = _device_argument(receiver)
-                break
-            receiver = receiver.func.value
-        if not isinstance(device, ast.Name) or device.id in local:
+        devices = _placements(cast, parents)
+        if devices is None or any(_in_lambda(d, parents) for d in devices) \
+                or not all(values.never_mps(d, function) for d in devices):
             return None
-        function = context.innermost_function(line)
-        if function is not None and any(isinstance(s, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == device.id for t in s.targets) for s in ast.walk(function)):
-            return None  # rebound in the function: not the module's device
-        values = _module_values(context, path, device.id)
-        if not values or not all(_cuda_or_cpu(v) for v in values):
-            return None
-        found.add(device.id)
+        found.update(ast.unparse(d) for d in devices)
     return ", ".join(sorted(found))
+
+
+def _in_lambda(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, ast.Lambda):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def _device_values(context: FileContext, path: str) -> _DeviceValues:
+    """One reader a file: the file's stores are indexed once, whatever the number of float64 lines."""
+    return _DeviceValues(context, path)
 
 
 # -- a private module imported only by functions that raise on MPS first ---------------------------

@@ -2948,6 +2948,8 @@ def _seeded_next(context: FileContext, line: int) -> bool:
 _EVERY_RULE = frozenset(RULES_BY_ID)
 _CHECK = frozenset({CUDA_AVAILABILITY_CHECK})
 _F64 = frozenset({FLOAT64})
+# A float64 line that places its tensor: `device=`, `.to(`.
+_PLACED = re.compile(r"device\s*=|\.to\(")
 _DEVICE_STRING = frozenset({CUDA_DEVICE_STRING})
 _QUERY = frozenset({CUDA_AVAILABILITY_CHECK, CUDA_DEVICE_MANAGEMENT})
 
@@ -3196,10 +3198,10 @@ LOWERINGS: tuple[Lowering, ...] = (
              and float64_device.chosen_only_on_cpu(site.file.whole(), site.line), "info",
              "float64 in a private function this file calls only where its inputs are on the CPU (the test at {}): "
              "float64 works there"),
-    Lowering(_F64, lambda site: ".to(" in site.context.lines[site.line - 1]
-             and float64_device.moved_to_cuda_or_cpu(site.file.whole(), site.line, site.file.path), "perf",
-             "float64 on a tensor or module moved first to {}, which is CUDA or the CPU, never MPS: on a Mac it "
-             "runs on the CPU, where float64 works (the device choice is the finding)"),
+    Lowering(_F64, lambda site: _PLACED.search(site.context.lines[site.line - 1]) is not None
+             and float64_device.placed_on_cuda_or_cpu(site.file.whole(), site.line, site.file.path), "perf",
+             "float64 on a tensor or module made on or moved to {}, which is CUDA or the CPU wherever it is set, "
+             "never MPS: on a Mac it runs on the CPU, where float64 works (the device choice is the finding)"),
     Lowering(_F64, _in_whole_file(float64_device.on_cpu_by_construction), "info",
              "float64 on a tensor traced back to the CPU ({}: moved there or made there without a device), through "
              "this file's private functions: float64 works there"),
