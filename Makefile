@@ -36,11 +36,14 @@ lint: $(STAMP)
 test: $(STAMP) lint browser sshd sky
 	# The xla backend's own environment (torch 2.9.0 + torch_xla 2.9.0, ~7 GB,
 	# a few minutes the first time, then reused from ~/.cache/torchport), with
-	# transformers when the hf extra is installed (added to an existing one).
-	$(VENV)/bin/torchport env create xla
-	# The tpu backends' environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu,
-	# 1.9 GB, ~3.5 min the first time): the TorchTPU API-surface and op-table tests run in it.
-	$(VENV)/bin/torchport env create tpu
+	# transformers when the hf extra is installed (added to an existing one);
+	# and, made at the same time (separate folders, pip's cache shared), the tpu
+	# backends' environment (CPU torch 2.13.0 + torch_tpu 0.2.0 + libtpu, 1.9 GB,
+	# ~3.5 min the first time): the TorchTPU API-surface and op-table tests run in it.
+	$(VENV)/bin/torchport env create tpu > $(VENV)/env-create-tpu.log 2>&1 & tpu=$$!; \
+	$(VENV)/bin/torchport env create xla; xla=$$?; \
+	wait $$tpu; tpu=$$?; cat $(VENV)/env-create-tpu.log; \
+	test $$xla -eq 0 && test $$tpu -eq 0
 	# Two pytest-xdist workers (TEST_WORKERS), then the tests marked `alone` with nothing
 	# beside them: their verdicts come from timing the app (tests/conftest.py says more).
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --durations=30; shared=$$?; \

@@ -181,10 +181,13 @@ def test_autocast_and_explicit_casts_keep_the_float64_reference_on_xla(tmp_path,
      "self.warmup_steps_done = 0"),
 ])
 def test_state_outside_state_dict_fails_checkpoints_at_its_line(tmp_path, app, name, kind, marker):
-    section = check_section(CheckOptions(app=str(APPS / app), backends=backends(), only=("checkpoint",), steps=4,
+    # every backend pair for the first kind; the kinds after it are read the same way on every backend,
+    # so cpu and cpu-compile (four pairs, without xla's environment start) stand for them
+    chosen = backends() if app == "planted_nonpersistent_buffer.py" else ["cpu", "cpu-compile"]
+    section = check_section(CheckOptions(app=str(APPS / app), backends=chosen, only=("checkpoint",), steps=4,
                                       work_dir=tmp_path)).to_dict()
     expected = f"{name} ({kind}, created at {line_of(app, marker)})"
-    assert sorted(c["pair"] for c in section["checks"]) == sorted(f"{a} -> {b}" for a in backends() for b in backends())
+    assert sorted(c["pair"] for c in section["checks"]) == sorted(f"{a} -> {b}" for a in chosen for b in chosen)
     for check in section["checks"]:
         assert check["status"] == "fail", (check["pair"], check["reason"])
         assert expected in check["reason"], check["reason"]
@@ -304,9 +307,11 @@ def test_evaluate_carries_scans_findings_for_the_apps_own_files(tmp_path):
 @pytest.mark.slow
 def test_clean_control_pipeline_verdict_is_the_same_in_5_runs(clean_control_check, tmp_path):
     """Five runs, each in fresh workers (new processes, thread pools, DataLoader workers and compilation):
-    the full check's and four of the pipeline check alone, which measures the same way."""
+    the full check's and four of the pipeline check alone, which measures the same way.  The four repeats
+    leave out xla, whose environment takes most of their time: its verdict is the full check's."""
     _, full = clean_control_check
-    sections = [full] + [check_section(CheckOptions(app=str(APPS / "planted_clean.py"), backends=backends(),
+    repeated = [name for name in backends() if name != "xla"]
+    sections = [full] + [check_section(CheckOptions(app=str(APPS / "planted_clean.py"), backends=repeated,
                                                  only=("pipeline",), steps=2, work_dir=tmp_path / str(attempt))).to_dict()
                          for attempt in range(4)]
     verdicts: dict[str, list] = {}
@@ -314,7 +319,7 @@ def test_clean_control_pipeline_verdict_is_the_same_in_5_runs(clean_control_chec
         for check in section["checks"]:
             if check["name"] == "pipeline":
                 verdicts.setdefault(check["backend"], []).append(check["figures"].get("verdict"))
-    assert verdicts == {name: ["keeps up"] * 5 for name in backends()}, verdicts
+    assert verdicts == {name: ["keeps up"] * (5 if name in repeated else 1) for name in backends()}, verdicts
 
 
 @pytest.mark.slow
