@@ -239,3 +239,13 @@ def test_a_named_pipe_and_an_environment_in_the_project_are_not_read(tmp_path):
     assert float64_device._package_files(str(wrapper)) is not None
     found = scan([wrapper], ScanConfig(), jobs=1).findings
     assert [finding_worst(f, ALL_TARGETS) for f in found if f.rule_id == "TP701"] == ["perf"]
+
+
+def test_a_helper_shadowed_in_one_function_keeps_the_error_there_after_another_lowered(tmp_path):
+    # the file's `_device()` is remembered once; a function whose own `_device` shadows it is not the file's
+    _package(tmp_path, "import torch\n\n\ndef _device():\n    return 'cpu'\n\n\n"
+             "def native(values):\n    return torch.as_tensor(values, dtype=torch.float64, device=_device())\n\n\n"
+             "def chosen(values, _device):\n    return torch.as_tensor(values, dtype=torch.float64, device=_device())\n\n\n"
+             "def local(values):\n    _device = lambda: 'mps'  # noqa: E731\n"
+             "    return torch.as_tensor(values, dtype=torch.float64, device=_device())\n")
+    assert _serious_float64(tmp_path) == {13, 18}

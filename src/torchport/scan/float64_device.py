@@ -1003,7 +1003,9 @@ class _DeviceValues:
             return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             called = node.func.id
-            return self._remembered(("call", called), lambda: self._call(called, function, depth))
+            if function is not None and (called in _parameters(function) or _bindings(_flat(function.body), called)):
+                return False  # the caller's own `_device`, not the file's: the answer remembered is the file's
+            return self._remembered(("call", called), lambda: self._call(called, depth))
         if isinstance(node, ast.Name):
             return self._name(node.id, function, depth)
         if isinstance(node, ast.Attribute) and self._own_object(node.value, function):
@@ -1016,10 +1018,10 @@ class _DeviceValues:
             self._answers[key] = answer()
         return self._answers[key]
 
-    def _call(self, name: str, function: _Function | None, depth: int) -> bool:
+    def _call(self, name: str, depth: int) -> bool:
         """A plain function of the file, defined once at its top, bound no other way, every return a
         device that is never MPS."""
-        if function is not None and name in _parameters(function) or name in self.declared:
+        if name in self.declared:
             return False
         definitions = [s for s in self.context.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
                        and s.name == name]
